@@ -1,0 +1,46 @@
+# coord-sidecar: `make run` and `make test` do all their own set-up on a fresh
+# Debian or Ubuntu machine (they install Debian's zookeeper package when missing).
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin/coord-sidecar
+ZKDIR ?= .zk
+
+.PHONY: run test bench generate check-generated build zookeeper zookeeper-stop docker clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/coord-sidecar
+
+# Uses COORD_ZK when set; otherwise starts (or reuses) a standalone ZooKeeper on
+# 127.0.0.1:2181 with its data in $(ZKDIR), then runs the sidecar in the foreground.
+run: build
+	@if [ -z "$$COORD_ZK" ]; then scripts/zookeeper.sh start $(ZKDIR) 2181; fi
+	./$(BIN)
+
+# The whole suite with -race against real ZooKeeper servers that the tests start
+# themselves on free ports in temporary folders.
+test:
+	scripts/zookeeper.sh install
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Benchmarks side by side in one run; see docs/BENCHMARKS.md.
+bench:
+	scripts/zookeeper.sh install
+	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
+
+# Regenerates api/api.gen.go from openapi.yaml.
+generate:
+	cd api && $(GO) tool oapi-codegen -config oapi-codegen.yaml ../openapi.yaml
+
+zookeeper:
+	scripts/zookeeper.sh start $(ZKDIR) 2181
+
+zookeeper-stop:
+	scripts/zookeeper.sh stop $(ZKDIR)
+
+# No Docker engine runs on the development machines; this target is for users.
+docker:
+	docker build -t coord-sidecar .
+
+clean:
+	rm -rf bin

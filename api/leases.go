@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// CreateLease grants a lease bound to the current ZooKeeper session.
+func (s *Server) CreateLease(_ context.Context, req CreateLeaseRequestObject) (CreateLeaseResponseObject, error) {
+	ttl, err := s.ttlParam(req.Params.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.opt.Leases.Grant(ttl, false)
+	if err != nil {
+		return nil, err
+	}
+	return CreateLease201JSONResponse(leaseBody(l)), nil
+}
+
+// GetLease shows a lease and what it holds.
+func (s *Server) GetLease(_ context.Context, req GetLeaseRequestObject) (GetLeaseResponseObject, error) {
+	l, err := s.lease(req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return GetLease200JSONResponse(leaseDetail(l)), nil
+}
+
+// KeepAliveLease pushes a lease's expiry to now + ttl.
+func (s *Server) KeepAliveLease(_ context.Context, req KeepAliveLeaseRequestObject) (KeepAliveLeaseResponseObject, error) {
+	if err := name("lease", req.Lease); err != nil {
+		return nil, err
+	}
+	l, err := s.opt.Leases.KeepAlive(req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return KeepAliveLease200JSONResponse(leaseBody(l)), nil
+}
+
+// RevokeLease ends a lease; what it held is released before the answer.
+func (s *Server) RevokeLease(_ context.Context, req RevokeLeaseRequestObject) (RevokeLeaseResponseObject, error) {
+	if err := name("lease", req.Lease); err != nil {
+		return nil, err
+	}
+	if err := s.opt.Leases.Revoke(req.Lease); err != nil {
+		return nil, err
+	}
+	return RevokeLease204Response{}, nil
+}
+
+// StreamLease is the keepalive stream: the lease lives while it is open and is
+// revoked when it closes.
+func (s *Server) StreamLease(ctx context.Context, req StreamLeaseRequestObject) (StreamLeaseResponseObject, error) {
+	l, err := s.lease(req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return leaseStream{s: s, ctx: ctx, lease: l}, nil
+}
+
+func (s *Server) lease(id string) (*recipes.Lease, error) {
+	if err := name("lease", id); err != nil {
+		return nil, err
+	}
+	return s.opt.Leases.Get(id)
+}
+
+type leaseStream struct {
+	s     *Server
+	ctx   context.Context
+	lease *recipes.Lease
+}
+
+// VisitStreamLeaseResponse writes the stream: `lease` first, then the end of the
+// lease (`lost`, `expired` or `revoked`), with heartbeat comments between.
+func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+	l, s := ls.lease, ls.s
+	unpin := l.Pin()
+	defer unpin()
+	sw, err := sse.NewWriter(w, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	id := 0
+	send := func(event string, v any) error {
+		data, err := sse.Data(v)
+		if err != nil {
+			return err
+		}
+		id++
+		return sw.Send(sse.Event{ID: strconv.Itoa(id), Name: event, Data: data})
+	}
+	if err := send("lease", leaseDetail(l)); err != nil {
+		_ = s.opt.Leases.Revoke(l.ID)
+		return nil
+	}
+	beat := time.NewTicker(s.opt.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-l.Ending():
+			<-l.Done()
+			_ = send(leaseEndEvent(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			return nil
+		case <-ls.ctx.Done():
+			// The client closed the stream (or the sidecar is shutting down): the
+			// lease ends now, and what it held is released.
+			_ = s.opt.Leases.Revoke(l.ID)
+			<-l.Done()
+			_ = send(leaseEndEvent(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			return nil
+		case <-beat.C:
+			if err := sw.Comment("keepalive"); err != nil {
+				_ = s.opt.Leases.Revoke(l.ID)
+				return nil
+			}
+		}
+	}
+}
+
+func leaseEndEvent(err error) string {
+	switch {
+	case errors.Is(err, recipes.ErrLeaseExpired):
+		return "expired"
+	case errors.Is(err, recipes.ErrLeaseRevoked):
+		return "revoked"
+	default:
+		return "lost"
+	}
+}
+
+func leaseBody(l *recipes.Lease) Lease {
+	return Lease{Lease: l.ID, Ttl: l.TTL.String(), ExpiresAt: l.ExpiresAt().UTC()}
+}
+
+func leaseDetail(l *recipes.Lease) LeaseDetail {
+	b := leaseBody(l)
+	holds := []Hold{}
+	for _, h := range l.Holds() {
+		holds = append(holds, Hold{Kind: h.Kind, Name: h.Name})
+	}
+	return LeaseDetail{Lease: b.Lease, Ttl: b.Ttl, ExpiresAt: b.ExpiresAt, Holds: holds}
+}

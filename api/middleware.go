@@ -1,0 +1,149 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// recoverer turns a panic into a 500 problem instead of a dropped connection.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeProblem(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// observe logs one line per request and counts it by route pattern (never by the
+// user's names) and status code.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := rec.status
+		if code == 0 {
+			code = http.StatusOK
+		}
+		elapsed := time.Since(start)
+		s.metrics.requests.WithLabelValues(r.Method+" "+route, strconv.Itoa(code)).Inc()
+		s.metrics.duration.WithLabelValues(r.Method + " " + route).Observe(elapsed.Seconds())
+		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route,
+			"status", code, "duration", elapsed, "remote", r.RemoteAddr)
+	})
+}
+
+// authenticate requires the bearer token on /v1 when one is configured, before any
+// ZooKeeper call; the comparison takes the same time whatever the token.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.opt.Token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.opt.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
+				writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody rejects a declared oversized body at once and caps any other body.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.opt.MaxBody {
+			writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyError keeps a body-size error recognisable and makes any other decoding
+// error a 400 invalid-body.
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return err
+	}
+	return newProblem(http.StatusBadRequest, "invalid-body", err.Error())
+}
+
+// statusRecorder remembers the status code; Unwrap keeps http.ResponseController
+// (flushes and write deadlines for streams) working through it.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
+	m := httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_http_requests_total",
+			Help: "HTTP requests by route pattern (method and path template) and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "coord_http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern, long-polls and streams included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"route"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
+
+// GetHealthz answers while the process serves.
+func (s *Server) GetHealthz(context.Context, GetHealthzRequestObject) (GetHealthzResponseObject, error) {
+	return GetHealthz200JSONResponse{Status: "ok"}, nil
+}
+
+// GetReadyz answers 200 only while the ZooKeeper session is connected.
+func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzResponseObject, error) {
+	st := s.opt.Session.State()
+	if st != recipes.StateConnected {
+		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "ZooKeeper session " + st.String(), RetryAfter: 1}
+	}
+	return GetReadyz200JSONResponse{Status: "ok"}, nil
+}
+
+// GetSession describes the sidecar's ZooKeeper session.
+func (s *Server) GetSession(context.Context, GetSessionRequestObject) (GetSessionResponseObject, error) {
+	info := s.opt.Session.Info()
+	out := GetSession200JSONResponse{
+		State:   SessionState(info.State.String()),
+		Timeout: info.Timeout.String(),
+		Server:  info.Server,
+		Leases:  s.opt.Leases.Len(),
+	}
+	if info.SessionID != 0 {
+		out.SessionId = fmt.Sprintf("0x%x", info.SessionID)
+	}
+	return out, nil
+}

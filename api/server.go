@@ -1,0 +1,124 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
+
+// Options configures the HTTP layer.
+type Options struct {
+	Session *recipes.Session
+	Leases  *recipes.Leases
+	Locks   *recipes.Locks
+
+	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
+	Token string
+	// MaxWait caps wait= (default 5m); MaxTTL caps ttl= (default 1h);
+	// DefaultTTL is the ttl of implicit leases (default 60s).
+	MaxWait, MaxTTL, DefaultTTL time.Duration
+	// MaxBody caps request bodies in bytes (default 1 MiB).
+	MaxBody int64
+	// Heartbeat is the SSE comment interval (default 15s).
+	Heartbeat time.Duration
+	// Spec is served at GET /openapi.yaml.
+	Spec []byte
+	// Registerer and Gatherer: the one metrics registry of the process.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Logger     *slog.Logger
+}
+
+// Server implements StrictServerInterface over the recipes. Close ends its
+// streams and long-polls.
+type Server struct {
+	opt     Options
+	log     *slog.Logger
+	metrics httpMetrics
+
+	// stopped ends when Close is called.
+	stopped context.Context
+	stop    context.CancelFunc
+}
+
+var _ StrictServerInterface = (*Server)(nil)
+
+// NewServer checks the options and fills in defaults.
+func NewServer(opt Options) *Server {
+	if opt.MaxWait <= 0 {
+		opt.MaxWait = 5 * time.Minute
+	}
+	if opt.MaxTTL <= 0 {
+		opt.MaxTTL = time.Hour
+	}
+	if opt.DefaultTTL <= 0 {
+		opt.DefaultTTL = 60 * time.Second
+	}
+	if opt.MaxBody <= 0 {
+		opt.MaxBody = 1 << 20
+	}
+	if opt.Heartbeat <= 0 {
+		opt.Heartbeat = 15 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Gatherer == nil {
+		opt.Gatherer = prometheus.NewRegistry()
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	return &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop}
+}
+
+// Close ends every stream and long-poll (they answer as shutting down). It does not
+// release leases: the caller closes the Leases next.
+func (s *Server) Close() { s.stop() }
+
+// Handler returns the whole HTTP surface: the generated /v1 and operations routes
+// behind the middleware, plus /metrics and /openapi.yaml.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(s.opt.Spec)
+	})
+	strict := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, problemFor(bodyError(err)))
+		},
+		ResponseErrorHandlerFunc: writeProblem,
+	})
+	return HandlerWithOptions(strict, ChiServerOptions{
+		BaseRouter: r,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, invalidParameter("%s", err.Error()))
+		},
+	})
+}
+
+// shutdownContext makes every request's context end when the server closes, so
+// long-polls answer and streams end.
+func (s *Server) shutdownContext(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		stop := context.AfterFunc(s.stopped, func() { cancel(errShuttingDown) })
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	coordsidecar "github.com/coord-sidecar/coord-sidecar"
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
+
+// Config is everything the command line and the environment set.
+type Config struct {
+	Listen         string
+	ZK             []string
+	ZKRoot         string
+	SessionTimeout time.Duration
+	Token          string
+	MaxWait        time.Duration
+	MaxTTL         time.Duration
+	DefaultTTL     time.Duration
+	MaxBody        int64
+	LogLevel       string
+}
+
+// Main is the program: ParseFlags, Run, Close. End-to-end tests drive it whole.
+type Main struct {
+	Config Config
+	// LogOutput receives the structured logs (default os.Stderr).
+	LogOutput io.Writer
+
+	session  *recipes.Session
+	leases   *recipes.Leases
+	server   *api.Server
+	http     *http.Server
+	listener net.Listener
+	served   chan error
+}
+
+// NewMain returns a Main with the contract's defaults.
+func NewMain() *Main {
+	return &Main{Config: Config{
+		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
+		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
+		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, LogLevel: "info",
+	}, LogOutput: os.Stderr}
+}
+
+// ParseFlags reads flags, each of which also comes from the environment
+// (COORD_<NAME>); a flag given on the command line wins.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	c := &m.Config
+	fs := flag.NewFlagSet("coord-sidecar", flag.ContinueOnError)
+	zk := strings.Join(c.ZK, ",")
+	fs.StringVar(&c.Listen, "listen", env(getenv, "COORD_LISTEN", c.Listen), "HTTP listen address (COORD_LISTEN)")
+	fs.StringVar(&zk, "zk", env(getenv, "COORD_ZK", zk), "ZooKeeper servers, comma-separated (COORD_ZK)")
+	fs.StringVar(&c.ZKRoot, "zk-root", env(getenv, "COORD_ZK_ROOT", c.ZKRoot), "znode under which every recipe lives (COORD_ZK_ROOT)")
+	fs.StringVar(&c.Token, "token", env(getenv, "COORD_TOKEN", c.Token), "bearer token required on /v1 when set (COORD_TOKEN)")
+	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
+	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
+	durations := []struct {
+		p          *time.Duration
+		flag, envv string
+		usage      string
+	}{
+		{&c.SessionTimeout, "session-timeout", "COORD_SESSION_TIMEOUT", "ZooKeeper session timeout"},
+		{&c.MaxWait, "max-wait", "COORD_MAX_WAIT", "largest wait= a request may ask"},
+		{&c.MaxTTL, "max-ttl", "COORD_MAX_TTL", "largest ttl= a lease may ask"},
+		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
+	}
+	for _, d := range durations {
+		if v := getenv(d.envv); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %w", d.envv, v, err)
+			}
+			*d.p = parsed
+		}
+		fs.DurationVar(d.p, d.flag, *d.p, d.usage+" ("+d.envv+")")
+	}
+	if v := getenv("COORD_MAX_BODY"); v != "" {
+		if _, err := fmt.Sscan(v, &c.MaxBody); err != nil {
+			return fmt.Errorf("COORD_MAX_BODY=%q: %w", v, err)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c.ZK = nil
+	for _, s := range strings.Split(zk, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.ZK = append(c.ZK, s)
+		}
+	}
+	if len(c.ZK) == 0 {
+		return errors.New("--zk: no ZooKeeper server given")
+	}
+	if !strings.HasPrefix(c.ZKRoot, "/") || (len(c.ZKRoot) > 1 && strings.HasSuffix(c.ZKRoot, "/")) {
+		return fmt.Errorf("--zk-root %q: must be an absolute znode path without a trailing slash", c.ZKRoot)
+	}
+	if c.DefaultTTL > c.MaxTTL || c.DefaultTTL < time.Second {
+		return fmt.Errorf("--default-ttl %s: must be between 1s and --max-ttl %s", c.DefaultTTL, c.MaxTTL)
+	}
+	return nil
+}
+
+func env(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// Run connects to ZooKeeper (in the background: the sidecar serves and reports
+// unavailable until the session is up), binds the listener and serves. It returns
+// once the listener is bound.
+func (m *Main) Run(ctx context.Context) error {
+	c := m.Config
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
+	}
+	log := slog.New(slog.NewJSONHandler(m.LogOutput, &slog.HandlerOptions{Level: level}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	sess, err := recipes.NewSession(recipes.Config{
+		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	m.session = sess
+	m.leases = recipes.NewLeases(sess, reg)
+	m.server = api.NewServer(api.Options{
+		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
+		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+		MaxBody: c.MaxBody, Spec: coordsidecar.OpenAPI,
+		Registerer: reg, Gatherer: reg, Logger: log,
+	})
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		sess.Close()
+		return err
+	}
+	m.listener = ln
+	m.http = &http.Server{
+		Handler:           m.server.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.http.Serve(ln) }()
+	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "zk", c.ZK, "root", c.ZKRoot)
+	return nil
+}
+
+// Addr is the address the HTTP server listens on (after Run).
+func (m *Main) Addr() string { return m.listener.Addr().String() }
+
+// Close shuts down in order: stop taking requests, end streams and long-polls,
+// release everything the leases hold, close the ZooKeeper session.
+func (m *Main) Close() error {
+	if m.http == nil {
+		return nil
+	}
+	m.server.Close() // streams and long-polls answer now
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := m.http.Shutdown(ctx)
+	m.leases.Close()
+	m.session.Close()
+	if serr := <-m.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}

@@ -1,0 +1,219 @@
+package recipes
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+var openACL = zk.WorldACL(zk.PermAll)
+
+// ensurePersistent creates p and its missing ancestors as persistent nodes.
+func ensurePersistent(ctx context.Context, ep *epoch, p string) error {
+	if _, ok := ep.s.knownPaths.Load(p); ok || p == "/" || p == "" {
+		return nil
+	}
+	if err := ensurePersistent(ctx, ep, path.Dir(p)); err != nil {
+		return err
+	}
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		_, err := c.Create(p, nil, zk.FlagPersistent, openACL)
+		return err
+	})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	ep.s.knownPaths.Store(p, true)
+	return nil
+}
+
+// ensureContainer creates p as a container node (ZooKeeper deletes it once its last
+// child is gone), and its missing ancestors as persistent nodes.
+func ensureContainer(ctx context.Context, ep *epoch, p string) error {
+	if err := ensurePersistent(ctx, ep, path.Dir(p)); err != nil {
+		return err
+	}
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		_, err := c.CreateContainer(p, nil, zk.FlagContainer, openACL)
+		return err
+	})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return nil
+}
+
+// newGUID returns a random UUID (version 4) as Curator's protected mode uses.
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// protectedPrefix is the child-name prefix of a protected create: "_c_<guid>-".
+func protectedPrefix(guid string) string { return "_c_" + guid + "-" }
+
+// createProtected creates the ephemeral sequential node
+// parent/_c_<guid>-<infix><seq> under ep's session, creating parent as a container
+// when missing. When the create's answer is lost with the connection, it waits for
+// the same session to come back and adopts the node it finds by its guid, but only
+// if that node's ephemeral owner is this session; a lost session is ErrSessionLost.
+// It returns the node's full path.
+func createProtected(ctx context.Context, ep *epoch, parent, guid, infix string, data []byte) (string, error) {
+	want := parent + "/" + protectedPrefix(guid) + infix
+	for {
+		var created string
+		err := ep.call(ctx, func(c *zk.Conn) error {
+			p, err := c.Create(want, data, zk.FlagEphemeralSequential, openACL)
+			created = p
+			return err
+		})
+		switch {
+		case err == nil:
+			return created, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if err := ensureContainer(ctx, ep, parent); err != nil {
+				return "", err
+			}
+			continue
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+			if err := waitConnected(ctx, ep); err != nil {
+				return "", err
+			}
+			found, err := findProtected(ctx, ep, parent, guid)
+			if err != nil {
+				return "", err
+			}
+			if found != "" {
+				return found, nil
+			}
+			continue // the create never happened: try again
+		default:
+			return "", fmt.Errorf("create under %s: %w", parent, err)
+		}
+	}
+}
+
+// findProtected returns the child of parent made by the protected create with this
+// guid and owned by ep's session, or "" when there is none.
+func findProtected(ctx context.Context, ep *epoch, parent, guid string) (string, error) {
+	var children []string
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		children, _, err = c.Children(parent)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	prefix := protectedPrefix(guid)
+	for _, ch := range children {
+		if !strings.HasPrefix(ch, prefix) {
+			continue
+		}
+		p := parent + "/" + ch
+		var st *zk.Stat
+		err := ep.call(ctx, func(c *zk.Conn) error {
+			var err error
+			_, st, err = c.Exists(p)
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		if st != nil && st.EphemeralOwner == ep.id.Load() {
+			return p, nil
+		}
+	}
+	return "", nil
+}
+
+// waitConnected blocks until ep's session is connected again, ep is lost
+// (ErrSessionLost) or ctx ends.
+func waitConnected(ctx context.Context, ep *epoch) error {
+	for {
+		changed := ep.s.Changed()
+		cur, err := ep.s.current()
+		if cur == ep {
+			return nil
+		}
+		if ep.isLost() || errors.Is(err, ErrClosed) {
+			return ErrSessionLost
+		}
+		select {
+		case <-changed:
+		case <-ep.lost:
+			return ErrSessionLost
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// deleteProtected removes the node this guid created under parent (known: its path,
+// or "" if the create's answer never came), retrying through a suspension until ctx
+// ends. Nothing is left to do when the session is lost: its ephemerals are gone.
+func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string) error {
+	for {
+		p := known
+		var err error
+		if p == "" {
+			p, err = findProtected(ctx, ep, parent, guid)
+		}
+		if err == nil && p != "" {
+			err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(p, -1) })
+		}
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNoNode), errors.Is(err, ErrSessionLost):
+			return nil
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+			if err := waitConnected(ctx, ep); err != nil {
+				return nil
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// seqOf returns the 10-digit sequence suffix of a sequential node's name. Names
+// without one (not contenders) report ok == false.
+func seqOf(name string) (int64, bool) {
+	if len(name) < 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[len(name)-10:], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// sortBySeq keeps the sequential children and orders them by their suffix,
+// whatever their prefix (Curator's _c_<guid>-lock-, kazoo's <uuid>__lock__, ...).
+func sortBySeq(children []string) []string {
+	out := children[:0:0]
+	for _, c := range children {
+		if _, ok := seqOf(c); ok {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, _ := seqOf(out[i])
+		b, _ := seqOf(out[j])
+		return a < b
+	})
+	return out
+}
