@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+
+// sidecar is one running coord-sidecar (the real Main) under test.
+type sidecar struct {
+	t    testing.TB
+	m    *Main
+	base string
+}
+
+// startSidecar runs a sidecar against servers with the given root, listening on a
+// free loopback port; it is closed in Cleanup. extra flags override the defaults.
+func startSidecar(t testing.TB, servers []string, root string, extra ...string) *sidecar {
+	t.Helper()
+	m := NewMain()
+	m.LogOutput = io.Discard
+	if testing.Verbose() && os.Getenv("SIDECAR_LOGS") != "" {
+		m.LogOutput = os.Stderr
+	}
+	args := append([]string{
+		"--listen", "127.0.0.1:0", "--zk", strings.Join(servers, ","), "--zk-root", root,
+		"--session-timeout", "2s",
+	}, extra...)
+	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := &sidecar{t: t, m: m, base: "http://" + m.Addr()}
+	t.Cleanup(func() { _ = m.Close() })
+	s.waitReady()
+	return s
+}
+
+func (s *sidecar) waitReady() {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("sidecar %s never became ready", s.base)
+}
+
+// response is a decoded answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    []byte
+}
+
+// do sends one request and decodes a JSON answer. It never calls t.Fatal, so it is
+// safe from goroutines; transport errors come back as err.
+func (s *sidecar) do(ctx context.Context, method, path string, body io.Reader, hdr ...string) (*response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	r := &response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	if len(raw) > 0 && strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		if err := json.Unmarshal(raw, &r.Body); err != nil {
+			return nil, fmt.Errorf("%s %s: bad JSON %q: %w", method, path, raw, err)
+		}
+	}
+	return r, nil
+}
+
+// must is do that fails the test (test goroutine only) unless the status is want.
+func (s *sidecar) must(want int, method, path string) *response {
+	s.t.Helper()
+	r, err := s.do(context.Background(), method, path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if r.Status != want {
+		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Raw)
+	}
+	return r
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	ID, Name string
+	Data     map[string]any
+}
+
+// stream is an open SSE response read event by event.
+type stream struct {
+	cancel context.CancelFunc
+	events chan sseEvent
+	done   chan struct{} // closed when the stream ends
+}
+
+// openStream opens an SSE stream and parses its events in a goroutine.
+func (s *sidecar) openStream(path string) *stream {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		s.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		s.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	st := &stream{cancel: cancel, events: make(chan sseEvent, 64), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		var data strings.Builder
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.Name != "" || data.Len() > 0 {
+					_ = json.Unmarshal([]byte(data.String()), &ev.Data)
+					st.events <- ev
+				}
+				ev, data = sseEvent{}, strings.Builder{}
+			case strings.HasPrefix(line, "id:"):
+				ev.ID = strings.TrimSpace(line[3:])
+			case strings.HasPrefix(line, "event:"):
+				ev.Name = strings.TrimSpace(line[6:])
+			case strings.HasPrefix(line, "data:"):
+				data.WriteString(strings.TrimSpace(line[5:]))
+			}
+		}
+	}()
+	s.t.Cleanup(cancel)
+	return st
+}
+
+// next waits for the next event.
+func (st *stream) next(t testing.TB, within time.Duration) sseEvent {
+	t.Helper()
+	select {
+	case ev := <-st.events:
+		return ev
+	case <-st.done:
+		select {
+		case ev := <-st.events:
+			return ev
+		default:
+		}
+		t.Fatal("stream ended before the next event")
+	case <-time.After(within):
+		t.Fatalf("no event within %s", within)
+	}
+	return sseEvent{}
+}
+
+// eventually polls cond every 20 ms until it holds or within passes.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func num(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
+}
+
+func str(v any) string { s, _ := v.(string); return s }

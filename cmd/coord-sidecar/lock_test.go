@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// Two sidecars on one ZooKeeper, 20 clients taking one lock 50 times each to
+// increment a counter kept outside the lock: the counter ends at 1000, no two
+// grants overlap, and successive fencing tokens strictly increase.
+func TestMutualExclusionAcrossSidecars(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+
+	const clients, rounds = 20, 50
+	var (
+		counter int // deliberately unprotected but by the lock
+		inside  atomic.Int32
+		overlap atomic.Int32
+		mu      sync.Mutex
+		tokens  []int64
+	)
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			car := cars[c%2]
+			for range rounds {
+				r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/locks/counter?wait=60s&ttl=30s&owner=client-%d", c), nil)
+				if err != nil || r.Status != http.StatusCreated {
+					errs <- fmt.Errorf("acquire: %v %v", err, r)
+					return
+				}
+				if !inside.CompareAndSwap(0, 1) {
+					overlap.Add(1)
+				}
+				v := counter
+				time.Sleep(time.Duration(c%3) * 100 * time.Microsecond) // widen the window a race would need
+				counter = v + 1
+				mu.Lock()
+				tokens = append(tokens, num(r.Body["fencingToken"]))
+				mu.Unlock()
+				inside.Store(0)
+				d, err := car.do(context.Background(), http.MethodDelete, "/v1/locks/counter?lease="+str(r.Body["lease"]), nil)
+				if err != nil || d.Status != http.StatusNoContent {
+					errs <- fmt.Errorf("release: %v %v", err, d)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if counter != clients*rounds {
+		t.Fatalf("counter = %d, want %d", counter, clients*rounds)
+	}
+	if n := overlap.Load(); n != 0 {
+		t.Fatalf("%d overlapping grants", n)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("fencing token %d at grant %d is not above %d", tokens[i], i, tokens[i-1])
+		}
+	}
+	t.Logf("%d grants over 2 sidecars, tokens %d..%d", len(tokens), tokens[0], tokens[len(tokens)-1])
+}
+
+// lockNodes lists the contender nodes of a lock, straight from ZooKeeper.
+func lockNodes(t *testing.T, conn *zk.Conn, root, name string) []string {
+	t.Helper()
+	children, _, err := conn.Children(path.Join(root, "locks", name))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return children
+}
+
+// A waiter whose client disconnects mid-wait leaves no node behind.
+func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+
+	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder")
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := car.do(ctx, http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter", nil)
+		waited <- err
+	}()
+	eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiter: %v, want context.Canceled", err)
+	}
+	eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
+	st := car.must(http.StatusOK, http.MethodGet, "/v1/locks/job")
+	if num(st.Body["waiters"]) != 0 || num(st.Body["holder"].(map[string]any)["fencingToken"]) != num(holder.Body["fencingToken"]) {
+		t.Fatalf("after the waiter left: %s", st.Raw)
+	}
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+str(holder.Body["lease"]))
+	eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
+}
+
+// A lease that is not kept alive frees its lock within its TTL.
+func TestUnrenewedLeaseFreesLockWithinTTL(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	const ttl = 2 * time.Second
+	lease := car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl="+ttl.String())
+	id := str(lease.Body["lease"])
+	granted := time.Now()
+	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/report?lease="+id)
+	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/report")
+	r := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/report?wait=30s&owner=next")
+	freedAfter := time.Since(granted)
+	// The lease ends at grant + TTL; allow one second for the release to reach the waiter.
+	if freedAfter > ttl+time.Second {
+		t.Fatalf("lock freed %s after the grant, TTL %s", freedAfter, ttl)
+	}
+	car.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/report?lease="+str(r.Body["lease"]))
+	t.Logf("freed %s after the grant (TTL %s)", freedAfter.Round(time.Millisecond), ttl)
+}
+
+// Closing the keepalive stream frees the lease's lock at once, and the stream
+// keeps a lease alive past its TTL while open.
+func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	lease := car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=1s")
+	id := str(lease.Body["lease"])
+	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/stream-job?lease="+id)
+	st := car.openStream("/v1/leases/" + id + "/events")
+	first := st.next(t, 5*time.Second)
+	if first.Name != "lease" || str(first.Data["lease"]) != id {
+		t.Fatalf("first event %+v", first)
+	}
+	holds, _ := first.Data["holds"].([]any)
+	if len(holds) != 1 {
+		t.Fatalf("first event holds %v", first.Data["holds"])
+	}
+	// Past the 1s TTL the lease still lives, because the stream is open.
+	time.Sleep(1500 * time.Millisecond)
+	car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+
+	got := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/stream-job?wait=30s", nil)
+		got <- r
+	}()
+	st.cancel()
+	select {
+	case r := <-got:
+		if r == nil || r.Status != http.StatusCreated {
+			t.Fatalf("waiter after the stream closed: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock was not freed when the keepalive stream closed")
+	}
+	car.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+}
+
+// The sidecar's lock and go-zookeeper's zk.Lock on the same path exclude each other.
+func TestInteropWithGoZookeeperLock(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	lk := zk.NewLock(conn, path.Join(root, "locks", "shared"), zk.WorldACL(zk.PermAll))
+
+	// zk.Lock holds: the sidecar is refused.
+	if err := lk.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	r := car.must(http.StatusConflict, http.MethodPost, "/v1/locks/shared")
+	if r.Body["holder"] == nil {
+		t.Fatalf("409 without the holder: %s", r.Raw)
+	}
+	// A sidecar waiter is granted when zk.Lock releases.
+	got := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/shared?wait=30s", nil)
+		got <- r
+	}()
+	eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
+	if err := lk.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	var grant *response
+	select {
+	case grant = <-got:
+		if grant == nil || grant.Status != http.StatusCreated {
+			t.Fatalf("sidecar after zk.Unlock: %+v", grant)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sidecar was not granted after zk.Unlock")
+	}
+	// The sidecar holds: zk.Lock blocks until the sidecar releases.
+	locked := make(chan error, 1)
+	go func() { locked <- lk.Lock() }()
+	select {
+	case err := <-locked:
+		t.Fatalf("zk.Lock returned (%v) while the sidecar holds the lock", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/shared?lease="+str(grant.Body["lease"]))
+	select {
+	case err := <-locked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("zk.Lock was not granted after the sidecar released")
+	}
+	_ = lk.Unlock()
+}
+
+// A kazoo-style contender (<uuid>__lock__<seq>) is ordered by its sequence suffix:
+// when it holds, the sidecar waits for it.
+func TestOrdersForeignContendersBySequence(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	parent := path.Join(root, "locks", "mixed")
+	for _, p := range []string{root, path.Join(root, "locks"), parent} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	kazoo, err := conn.Create(parent+"/0f1e2d3c4b5a__lock__", []byte("kazoo"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := car.must(http.StatusConflict, http.MethodPost, "/v1/locks/mixed")
+	if h := r.Body["holder"].(map[string]any); str(h["owner"]) != "kazoo" {
+		t.Fatalf("holder %v, want the kazoo contender", h)
+	}
+	if err := conn.Delete(kazoo, -1); err != nil {
+		t.Fatal(err)
+	}
+	g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+str(g.Body["lease"]))
+}

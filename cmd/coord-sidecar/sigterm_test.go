@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// buildBinary builds the real command once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "coord-sidecar")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// SIGTERM: the process stops taking requests, ends its streams and long-polls,
+// releases what it holds, closes its session and exits 0.
+func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root)
+	cmd.Env = append(os.Environ(), "COORD_SESSION_TIMEOUT=5s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	car := &sidecar{t: t, base: "http://" + addr}
+	car.waitReady()
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
+	st := car.openStream("/v1/leases/" + lease + "/events")
+	st.next(t, 5*time.Second)
+	waiter := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
+		waiter <- r
+	}()
+	eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ev := st.next(t, 10*time.Second); ev.Name != "revoked" {
+		t.Fatalf("lease stream at shutdown: %+v, want revoked", ev)
+	}
+	select {
+	case r := <-waiter:
+		if r == nil || r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("long-poll at shutdown: %+v, want 503", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not end at shutdown")
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v, want status 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the process did not exit after SIGTERM")
+	}
+	if n := lockNodes(t, conn, root, "term"); len(n) != 0 {
+		t.Fatalf("nodes left after shutdown: %v", n)
+	}
+}
