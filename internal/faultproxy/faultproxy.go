@@ -1,0 +1,281 @@
+// Package faultproxy is a TCP proxy on 127.0.0.1 that injects network
+// faults between a client and a server (typically a ZooKeeper client and
+// server) for tests: cut connections, a silent partition, latency and
+// replies lost together with their connection.
+//
+// Faults act on chunks: whatever one read from a socket returned. A chunk
+// may hold several protocol messages or part of one; with ZooKeeper's
+// request/reply traffic on loopback a reply is normally one chunk.
+package faultproxy
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+type mode int
+
+const (
+	normal mode = iota
+	cut
+	blackhole
+)
+
+// Proxy forwards every connection accepted on its address to its target.
+// Its methods are safe for concurrent use.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the proxy started
+
+	mu     sync.Mutex
+	mode   mode
+	delay  time.Duration
+	drop   int // server-to-client chunks still to discard
+	links  map[*link]bool
+	closed bool
+}
+
+// link is one proxied connection.
+type link struct {
+	client, server net.Conn // server is nil when nothing was dialed
+	lost           bool     // bytes were discarded: the streams are out of step
+	done           chan struct{}
+	once           sync.Once
+}
+
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.done)
+		l.client.Close()
+		if l.server != nil {
+			l.server.Close()
+		}
+	})
+}
+
+type chunk struct {
+	data []byte
+	due  time.Time
+}
+
+// New listens on 127.0.0.1:0 and forwards every accepted connection to
+// target, with no fault, until Close.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{ln: ln, target: target, ctx: ctx, cancel: cancel, links: map[*link]bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the "127.0.0.1:port" address clients should dial.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut closes every open connection at once and, until Restore, closes each
+// new connection as soon as it is accepted.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = cut
+	for l := range p.links {
+		l.close()
+		delete(p.links, l)
+	}
+}
+
+// Blackhole keeps connections open but silently discards every byte in
+// both directions until Restore, like a partition that sends no reset.
+// New connections are accepted and discarded the same way, without the
+// target ever being dialed.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	p.mode = blackhole
+	p.mu.Unlock()
+}
+
+// SetDelay delays every chunk forwarded afterwards, in both directions, by
+// d (0: no delay). Order is kept; throughput is not limited.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// DropReplies discards the next n chunks going from a server to its client,
+// then closes the connection that carried the n-th: a reply lost together
+// with its connection. The server has still received and applied the
+// request.
+func (p *Proxy) DropReplies(n int) {
+	p.mu.Lock()
+	p.drop = n
+	p.mu.Unlock()
+}
+
+// Restore ends every fault: new connections are forwarded normally, there
+// is no delay and no pending DropReplies. Connections that lost bytes
+// during a Blackhole are closed, since their streams can no longer be
+// parsed; the others go on forwarding.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.delay, p.drop = normal, 0, 0
+	for l := range p.links {
+		if l.lost {
+			l.close()
+			delete(p.links, l)
+		}
+	}
+}
+
+// Close stops listening, closes every connection and returns once every
+// goroutine of the proxy has ended. Later calls do nothing.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	err := p.ln.Close()
+	p.cancel()
+	for l := range p.links {
+		l.close()
+		delete(p.links, l)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+// serve dials the target for one accepted client connection and starts
+// forwarding.
+func (p *Proxy) serve(c net.Conn) {
+	defer p.wg.Done()
+	l := &link{client: c, done: make(chan struct{})}
+	p.mu.Lock()
+	m, closed := p.mode, p.closed
+	if closed || m == cut {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.links[l] = true
+	defer func() { // forget l once it has ended
+		<-l.done
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
+	if m == blackhole {
+		l.lost = true
+		p.mu.Unlock()
+		p.pipe(l, c, nil, false)
+		return
+	}
+	p.mu.Unlock()
+
+	var d net.Dialer
+	s, err := d.DialContext(p.ctx, "tcp", p.target)
+	p.mu.Lock()
+	if err != nil || !p.links[l] { // failed, or cut or closed meanwhile
+		p.mu.Unlock()
+		l.close()
+		if s != nil {
+			s.Close()
+		}
+		return
+	}
+	l.server = s
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.pipe(l, s, c, true)
+	}()
+	p.pipe(l, c, s, false)
+}
+
+// pipe reads chunks from src and hands them to a writer goroutine that
+// writes them to dst when due (discarding them if dst is nil). The link
+// is closed when src fails or once the writer has written everything
+// read before src's end.
+func (p *Proxy) pipe(l *link, src, dst net.Conn, toClient bool) {
+	out := make(chan chunk, 64)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer l.close()
+		for ch := range out {
+			if wait := time.Until(ch.due); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-l.done:
+					t.Stop()
+					return
+				}
+			}
+			if _, err := dst.Write(ch.data); err != nil {
+				return
+			}
+		}
+	}()
+	defer close(out)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if ch, ok := p.admit(l, dst, toClient, buf[:n]); ok {
+				select {
+				case out <- ch:
+				case <-l.done:
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// admit decides the fate of a chunk just read: it returns the chunk to
+// forward, or false to discard it (closing l when a DropReplies count runs
+// out).
+func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case dst == nil || p.mode != normal:
+		l.lost = true
+		return chunk{}, false
+	case toClient && p.drop > 0:
+		if p.drop--; p.drop == 0 {
+			l.close()
+			delete(p.links, l)
+		}
+		return chunk{}, false
+	}
+	return chunk{data: append([]byte(nil), b...), due: time.Now().Add(p.delay)}, true
+}

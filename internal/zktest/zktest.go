@@ -1,0 +1,592 @@
+// Package zktest starts real ZooKeeper servers for tests: one standalone
+// server shared by a whole test process, private standalone servers and
+// ensembles. It needs Debian's zookeeper package (/usr/share/java/zookeeper.jar,
+// installed by scripts/zookeeper.sh install) and a java binary on PATH.
+// Nothing is mocked.
+//
+// Every server runs in its own temporary directory (configuration, data and
+// the server's log, zookeeper.log) on free ports of 127.0.0.1, with
+// tickTime=200, minSessionTimeout=400ms and maxSessionTimeout=60s.
+// Use Main in TestMain so that no server outlives the test process.
+package zktest
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+const (
+	jarPath      = "/usr/share/java/zookeeper.jar"
+	slf4jPath    = "/usr/share/java/slf4j-simple.jar" // without an SLF4J binding the server logs nothing
+	startTimeout = 60 * time.Second
+	pollInterval = 50 * time.Millisecond
+)
+
+// node is one ZooKeeper server process, restartable with the same
+// directory and ports.
+type node struct {
+	id         int // myid, 1-based
+	dir        string
+	clientPort int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil before the first start
+	exited chan struct{} // closed once cmd has been reaped
+}
+
+// core is the state shared by every Cluster handle of one set of servers.
+type core struct {
+	dir     string // removed by stop; "" for external servers
+	servers []string
+	nodes   []*node // nil for external servers (ZK_SERVERS)
+}
+
+// Cluster is a handle on a set of ZooKeeper servers, bound to the test that
+// obtained it: its methods report failures to that test, so call them from
+// the test's goroutine.
+type Cluster struct {
+	tb testing.TB
+	c  *core
+}
+
+var (
+	liveMu sync.Mutex
+	live   = map[*core]bool{} // started and not yet stopped
+
+	shared struct {
+		sync.Mutex
+		c   *core
+		err error
+	}
+)
+
+// Main runs the tests, then stops every server this process started and
+// removes their directories, and returns m.Run's exit code. Use it as
+// os.Exit(zktest.Main(m)) in TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	shared.Lock()
+	shared.c, shared.err = nil, nil
+	shared.Unlock()
+	liveMu.Lock()
+	cores := make([]*core, 0, len(live))
+	for c := range live {
+		cores = append(cores, c)
+	}
+	liveMu.Unlock()
+	for _, c := range cores {
+		c.stop()
+	}
+	return code
+}
+
+// Shared returns the test process's standalone server, started on first use
+// and reused by every test until Main stops it; tests using it must
+// confine themselves to their own Root. If the environment variable
+// ZK_SERVERS is set (comma-separated host:port list), Shared starts nothing
+// and returns those servers; Kill and Restart then skip the test. A failed
+// start fails this and every later caller.
+func Shared(tb testing.TB) *Cluster {
+	tb.Helper()
+	if env := os.Getenv("ZK_SERVERS"); env != "" {
+		var servers []string
+		for _, s := range strings.Split(env, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				servers = append(servers, s)
+			}
+		}
+		return &Cluster{tb: tb, c: &core{servers: servers}}
+	}
+	shared.Lock()
+	if shared.c == nil && shared.err == nil {
+		shared.c, shared.err = startCore(1)
+	}
+	c, err := shared.c, shared.err
+	shared.Unlock()
+	if err != nil {
+		tb.Fatalf("zktest: shared server: %v", err)
+	}
+	return &Cluster{tb: tb, c: c}
+}
+
+// StartStandalone starts a standalone server of the test's own and returns
+// once it serves requests. The server is killed and its directory removed
+// in tb.Cleanup.
+func StartStandalone(tb testing.TB) *Cluster {
+	tb.Helper()
+	return start(tb, 1)
+}
+
+// StartEnsemble starts an n-node ensemble of the test's own and returns once
+// a quorum serves: one node reports Mode leader and every other follower.
+// The servers are killed and their directories removed in tb.Cleanup.
+func StartEnsemble(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	if n < 1 {
+		tb.Fatalf("zktest: StartEnsemble needs n >= 1, got %d", n)
+	}
+	return start(tb, n)
+}
+
+func start(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	c, err := startCore(n)
+	if err != nil {
+		tb.Fatalf("zktest: %v", err)
+	}
+	tb.Cleanup(c.stop)
+	return &Cluster{tb: tb, c: c}
+}
+
+// Servers returns the "127.0.0.1:port" client address of every node, in
+// node order.
+func (c *Cluster) Servers() []string { return slices.Clone(c.c.servers) }
+
+// Server returns the client address of node i.
+func (c *Cluster) Server(i int) string { return c.c.servers[i] }
+
+// Kill sends SIGKILL to node i and returns once the process has exited.
+// Killing a node that is not running does nothing. On the Shared server
+// this affects every test of the process.
+func (c *Cluster) Kill(i int) {
+	c.tb.Helper()
+	if c.c.nodes == nil {
+		c.tb.Skip("zktest: Kill needs servers started by zktest, not ZK_SERVERS")
+	}
+	c.c.nodes[i].kill()
+}
+
+// Restart starts node i again (killing it first if it still runs) with the
+// same data directory and ports, and returns once it serves: Mode
+// standalone for a standalone server, leader or follower in an ensemble.
+// It fails the test, with the tail of the node's log, if that takes more
+// than a minute.
+func (c *Cluster) Restart(i int) {
+	c.tb.Helper()
+	if c.c.nodes == nil {
+		c.tb.Skip("zktest: Restart needs servers started by zktest, not ZK_SERVERS")
+	}
+	nd := c.c.nodes[i]
+	nd.kill()
+	err := nd.start()
+	if err == nil {
+		err = c.c.waitServing([]int{i}, time.Now().Add(startTimeout))
+	}
+	if err != nil {
+		c.tb.Fatalf("zktest: restart node %d: %v", i, err)
+	}
+}
+
+// Leader returns the index of the node whose srvr Mode is leader (or
+// standalone), or -1 if no node reports it right now.
+func (c *Cluster) Leader() int {
+	for i := range c.c.servers {
+		if m := c.Mode(i); m == "leader" || m == "standalone" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Mode returns node i's srvr Mode (leader, follower, observer or
+// standalone), or "" if it does not answer or does not serve requests.
+func (c *Cluster) Mode(i int) string { return mode(c.c.servers[i]) }
+
+// Root returns a znode path unique to this call, "/t-<test name>-<random
+// hex>", for the test to build its tree under. It does not create it.
+func Root(tb testing.TB) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, tb.Name())
+	if len(name) > 80 {
+		name = name[:80]
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	return "/t-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// Connect opens a zk connection to servers and returns once it has a
+// session, failing the test if that takes more than 30 s. The connection
+// logs nothing and is closed in tb.Cleanup.
+func Connect(tb testing.TB, servers []string, sessionTimeout time.Duration) *zk.Conn {
+	tb.Helper()
+	conn, _ := ConnectEvents(tb, servers, sessionTimeout)
+	return conn
+}
+
+// ConnectEvents is Connect that also returns the connection's session
+// events; the StateHasSession event of the first session is already
+// consumed.
+func ConnectEvents(tb testing.TB, servers []string, sessionTimeout time.Duration) (*zk.Conn, *Events) {
+	tb.Helper()
+	ev := &Events{notify: make(chan struct{})}
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithEventCallback(ev.record))
+	if err != nil {
+		tb.Fatalf("zktest: connect %v: %v", servers, err)
+	}
+	tb.Cleanup(conn.Close)
+	ev.Wait(tb, zk.StateHasSession, 30*time.Second)
+	return conn, ev
+}
+
+// Events records every session event (zk.EventSession) of a connection in
+// order, never blocking the client and never dropping one (unlike the
+// channel returned by zk.Connect, which drops events when full).
+type Events struct {
+	mu     sync.Mutex
+	evs    []zk.Event
+	next   int           // first event Wait has not consumed
+	notify chan struct{} // closed and replaced on every recorded event
+}
+
+func (e *Events) record(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	e.mu.Lock()
+	e.evs = append(e.evs, ev)
+	close(e.notify)
+	e.notify = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// Wait consumes recorded events, oldest first, up to and including the
+// first one in the given state, and returns it. It fails the test if no
+// such event arrives within timeout. Call it from the test's goroutine.
+func (e *Events) Wait(tb testing.TB, state zk.State, timeout time.Duration) zk.Event {
+	tb.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		for e.next < len(e.evs) {
+			ev := e.evs[e.next]
+			e.next++
+			if ev.State == state {
+				e.mu.Unlock()
+				return ev
+			}
+		}
+		notify := e.notify
+		e.mu.Unlock()
+		select {
+		case <-notify:
+		case <-timer.C:
+			tb.Fatalf("zktest: no %v event within %v; session events so far: %v", state, timeout, e.states())
+			return zk.Event{}
+		}
+	}
+}
+
+func (e *Events) states() []zk.State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := make([]zk.State, len(e.evs))
+	for i, ev := range e.evs {
+		s[i] = ev.State
+	}
+	return s
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// Dump returns every znode path under root, recursively and sorted, root
+// included; nil if root does not exist. Nodes deleted while it walks are
+// left out. It fails the test on any other error.
+func Dump(tb testing.TB, conn *zk.Conn, root string) []string {
+	tb.Helper()
+	var out []string
+	var walk func(p string) error
+	walk = func(p string) error {
+		children, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("children of %s: %w", p, err)
+		}
+		out = append(out, p)
+		for _, ch := range children {
+			if err := walk(path.Join(p, ch)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root); err != nil {
+		tb.Fatalf("zktest: dump %s: %v", root, err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startCore starts n servers (n == 1: standalone) and waits until they
+// serve. A start that loses a port to another process is retried on new
+// ports.
+func startCore(n int) (*core, error) {
+	if _, err := os.Stat(jarPath); err != nil {
+		return nil, fmt.Errorf("ZooKeeper is not installed (%s is missing); run scripts/zookeeper.sh install", jarPath)
+	}
+	var err error
+	for range 3 {
+		var c *core
+		if c, err = tryStart(n); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			return c, err
+		}
+	}
+	return nil, err
+}
+
+func tryStart(n int) (*core, error) {
+	dir, err := os.MkdirTemp("", "zktest-")
+	if err != nil {
+		return nil, err
+	}
+	c := &core{dir: dir}
+	liveMu.Lock()
+	live[c] = true
+	liveMu.Unlock()
+	fail := func(err error) (*core, error) {
+		c.stop()
+		return nil, err
+	}
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return fail(err)
+	}
+	var peers strings.Builder
+	if n > 1 {
+		for i := range n {
+			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+		}
+	}
+	for i := range n {
+		nd := &node{id: i + 1, dir: filepath.Join(dir, "node"+strconv.Itoa(i+1)), clientPort: ports[3*i]}
+		data := filepath.Join(nd.dir, "data")
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return fail(err)
+		}
+		cfg := fmt.Sprintf("tickTime=200\ninitLimit=10\nsyncLimit=5\ndataDir=%s\n"+
+			"clientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n"+
+			"minSessionTimeout=400\nmaxSessionTimeout=60000\n4lw.commands.whitelist=*\nforceSync=no\n%s",
+			data, nd.clientPort, peers.String())
+		if err := os.WriteFile(filepath.Join(nd.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(nd.id)+"\n"), 0o644); err != nil {
+			return fail(err)
+		}
+		c.nodes = append(c.nodes, nd)
+		c.servers = append(c.servers, fmt.Sprintf("127.0.0.1:%d", nd.clientPort))
+	}
+	all := make([]int, n)
+	for i := range n {
+		all[i] = i
+		if err := c.nodes[i].start(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := c.waitServing(all, time.Now().Add(startTimeout)); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// waitServing polls until every node in idx serves (standalone, or leader
+// or follower with exactly one leader among idx), a node exits, or the
+// deadline passes; errors carry the tail of the logs concerned.
+func (c *core) waitServing(idx []int, deadline time.Time) error {
+	for {
+		leaders, ready := 0, true
+		for _, i := range idx {
+			nd := c.nodes[i]
+			select {
+			case <-nd.exitCh():
+				return fmt.Errorf("node %d (%s) exited while starting; log tail:\n%s", i, c.servers[i], nd.logTail())
+			default:
+			}
+			if ruok(c.servers[i]) != "imok" {
+				ready = false
+				break
+			}
+			switch mode(c.servers[i]) {
+			case "standalone":
+			case "leader":
+				leaders++
+			case "follower":
+			default:
+				ready = false
+			}
+			if !ready {
+				break
+			}
+		}
+		if ready && (len(c.nodes) == 1 || len(idx) < len(c.nodes) || leaders == 1) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "not serving after %v", startTimeout)
+			for _, i := range idx {
+				fmt.Fprintf(&b, "\n--- node %d (%s) mode %q, log tail:\n%s", i, c.servers[i], mode(c.servers[i]), c.nodes[i].logTail())
+			}
+			return errors.New(b.String())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// stop kills every node, forgets c and removes its directory. Idempotent.
+func (c *core) stop() {
+	for _, nd := range c.nodes {
+		nd.kill()
+	}
+	liveMu.Lock()
+	delete(live, c)
+	liveMu.Unlock()
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+func (nd *node) start() error {
+	logf, err := os.OpenFile(filepath.Join(nd.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child has its own copy
+	cp := jarPath
+	if _, err := os.Stat(slf4jPath); err == nil {
+		cp += ":" + slf4jPath
+	}
+	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:-UsePerfData",
+		"-Dzookeeper.log.dir="+nd.dir, "-cp", cp,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(nd.dir, "zoo.cfg"))
+	cmd.Dir = nd.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start java: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	nd.mu.Lock()
+	nd.cmd, nd.exited = cmd, exited
+	nd.mu.Unlock()
+	return nil
+}
+
+// exitCh returns a channel closed once the current process has exited
+// (already closed if the node never started).
+func (nd *node) exitCh() <-chan struct{} {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.exited == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return nd.exited
+}
+
+// kill sends SIGKILL and waits until the process has been reaped.
+func (nd *node) kill() {
+	nd.mu.Lock()
+	cmd, exited := nd.cmd, nd.exited
+	nd.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill() // through a pidfd: never hits a recycled pid
+	<-exited
+}
+
+func (nd *node) logTail() string {
+	f, err := os.Open(filepath.Join(nd.dir, "zookeeper.log"))
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if lines = append(lines, sc.Text()); len(lines) > 40 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePorts returns n distinct ports that were free on 127.0.0.1 a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close() // held until all are chosen, so they differ
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// fourLetter sends a four-letter word and returns the whole answer.
+func fourLetter(addr, word string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(conn, word); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(conn)
+	return string(b), err
+}
+
+func ruok(addr string) string {
+	s, _ := fourLetter(addr, "ruok")
+	return s
+}
+
+func mode(addr string) string {
+	s, err := fourLetter(addr, "srvr")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
