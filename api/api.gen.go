@@ -50,6 +50,75 @@ func (e SessionState) Valid() bool {
 	}
 }
 
+// Barrier defines model for Barrier.
+type Barrier struct {
+	Name   string `json:"name"`
+	Raised bool   `json:"raised"`
+}
+
+// BarrierPassed defines model for BarrierPassed.
+type BarrierPassed struct {
+	Raised bool `json:"raised"`
+}
+
+// Candidacy defines model for Candidacy.
+type Candidacy struct {
+	Candidate string `json:"candidate"`
+	Leader    bool   `json:"leader"`
+	Lease     string `json:"lease"`
+	Name      string `json:"name"`
+
+	// Term The current leader's term (0 when there is none).
+	Term int64 `json:"term"`
+}
+
+// Candidate defines model for Candidate.
+type Candidate struct {
+	Candidate string    `json:"candidate"`
+	Since     time.Time `json:"since"`
+	Value     string    `json:"value"`
+}
+
+// CandidateValue defines model for CandidateValue.
+type CandidateValue struct {
+	// Value Free text (at most 4 KiB) published with the candidate.
+	Value *string `json:"value,omitempty"`
+}
+
+// DoubleBarrier defines model for DoubleBarrier.
+type DoubleBarrier struct {
+	Count        int      `json:"count"`
+	Name         string   `json:"name"`
+	Participants []string `json:"participants"`
+	Ready        bool     `json:"ready"`
+}
+
+// DoubleBarrierEntered defines model for DoubleBarrierEntered.
+type DoubleBarrierEntered struct {
+	Ready bool `json:"ready"`
+}
+
+// Election defines model for Election.
+type Election struct {
+	Candidates []Candidate     `json:"candidates"`
+	Leader     *ElectionLeader `json:"leader"`
+	Name       string          `json:"name"`
+}
+
+// ElectionLeader defines model for ElectionLeader.
+type ElectionLeader struct {
+	Candidate string    `json:"candidate"`
+	Since     time.Time `json:"since"`
+	Term      int64     `json:"term"`
+	Value     string    `json:"value"`
+}
+
+// Enqueued defines model for Enqueued.
+type Enqueued struct {
+	Id       string `json:"id"`
+	Priority int    `json:"priority"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -119,6 +188,27 @@ type Problem struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// Queue defines model for Queue.
+type Queue struct {
+	Claimed int `json:"claimed"`
+
+	// Length Items waiting (claimed ones excluded).
+	Length int    `json:"length"`
+	Name   string `json:"name"`
+}
+
+// QueueItem defines model for QueueItem.
+type QueueItem struct {
+	Id       string `json:"id"`
+	Priority int    `json:"priority"`
+	Size     int    `json:"size"`
+}
+
+// QueueItems defines model for QueueItems.
+type QueueItems struct {
+	Items []QueueItem `json:"items"`
+}
+
 // Session defines model for Session.
 type Session struct {
 	// Leases Live leases on this sidecar.
@@ -140,11 +230,17 @@ type Session struct {
 // SessionState `connecting` (no session yet), `connected`, `suspended` (disconnected: ownership uncertain), `lost` (expired; a new session is being made), `closed`.
 type SessionState string
 
+// IDPath defines model for IDPath.
+type IDPath = string
+
 // LeasePath defines model for LeasePath.
 type LeasePath = string
 
 // LeaseQuery defines model for LeaseQuery.
 type LeaseQuery = string
+
+// LeaseRequired defines model for LeaseRequired.
+type LeaseRequired = string
 
 // NamePath defines model for NamePath.
 type NamePath = string
@@ -159,6 +255,73 @@ type Wait = string
 // `invalid-body`, `body-too-large`, `unauthorized`, `not-found`, `lease-not-found`,
 // `not-held`, `lock-held`, `zookeeper-unavailable`, `session-lost`, `internal`.
 type Unavailable = Problem
+
+// RaiseBarrierParams defines parameters for RaiseBarrier.
+type RaiseBarrierParams struct {
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// WaitBarrierParams defines parameters for WaitBarrier.
+type WaitBarrierParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// EnterDoubleBarrierParams defines parameters for EnterDoubleBarrier.
+type EnterDoubleBarrierParams struct {
+	Id    string `form:"id" json:"id"`
+	Count int    `form:"count" json:"count"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeaveDoubleBarrierParams defines parameters for LeaveDoubleBarrier.
+type LeaveDoubleBarrierParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait  *Wait         `form:"wait,omitempty" json:"wait,omitempty"`
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// GetElectionParams defines parameters for GetElection.
+type GetElectionParams struct {
+	Term *int64 `form:"term,omitempty" json:"term,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// CampaignParams defines parameters for Campaign.
+type CampaignParams struct {
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ResignParams defines parameters for Resign.
+type ResignParams struct {
+	Lease   LeaseRequired `form:"lease" json:"lease"`
+	Requeue *bool         `form:"requeue,omitempty" json:"requeue,omitempty"`
+}
+
+// ProclaimParams defines parameters for Proclaim.
+type ProclaimParams struct {
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
 
 // CreateLeaseParams defines parameters for CreateLease.
 type CreateLeaseParams struct {
@@ -185,6 +348,42 @@ type AcquireLockParams struct {
 	// Owner Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`.
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 }
+
+// ClaimParams defines parameters for Claim.
+type ClaimParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// ListQueueItemsParams defines parameters for ListQueueItems.
+type ListQueueItemsParams struct {
+	// Limit 1..1000, default 100.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// EnqueueParams defines parameters for Enqueue.
+type EnqueueParams struct {
+	// Priority 0..99, lower first; default 0.
+	Priority *int `form:"priority,omitempty" json:"priority,omitempty"`
+}
+
+// TakeParams defines parameters for Take.
+type TakeParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// CampaignJSONRequestBody defines body for Campaign for application/json ContentType.
+type CampaignJSONRequestBody = CandidateValue
+
+// ProclaimJSONRequestBody defines body for Proclaim for application/json ContentType.
+type ProclaimJSONRequestBody = CandidateValue
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -316,6 +515,42 @@ type ServerInterface interface {
 	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
 	// (GET /readyz)
 	GetReadyz(w http.ResponseWriter, r *http.Request)
+	// LowerBarrier Lower the barrier.
+	// (DELETE /v1/barriers/{name})
+	LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
+	// GetBarrier Whether the barrier is raised.
+	// (GET /v1/barriers/{name})
+	GetBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
+	// RaiseBarrier Raise the barrier; with `lease`, it falls when the lease ends.
+	// (PUT /v1/barriers/{name})
+	RaiseBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params RaiseBarrierParams)
+	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
+	// (POST /v1/barriers/{name}/wait)
+	WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams)
+	// GetDoubleBarrier The double barrier's count, readiness and participants.
+	// (GET /v1/double-barriers/{name})
+	GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
+	// EnterDoubleBarrier Enter; returns once `count` participants have entered.
+	// (POST /v1/double-barriers/{name}/participants)
+	EnterDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params EnterDoubleBarrierParams)
+	// LeaveDoubleBarrier Leave; returns once every participant has left.
+	// (DELETE /v1/double-barriers/{name}/participants/{id})
+	LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams)
+	// GetElection The leader and the candidates in line order.
+	// (GET /v1/elections/{name})
+	GetElection(w http.ResponseWriter, r *http.Request, name NamePath, params GetElectionParams)
+	// Campaign Enrol a candidate (Curator LeaderLatch layout).
+	// (POST /v1/elections/{name}/candidates)
+	Campaign(w http.ResponseWriter, r *http.Request, name NamePath, params CampaignParams)
+	// Resign Resign; with `requeue=true`, enrol again at the back of the line.
+	// (DELETE /v1/elections/{name}/candidates/{id})
+	Resign(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ResignParams)
+	// Proclaim Set a new value for the candidate (no re-election).
+	// (PUT /v1/elections/{name}/candidates/{id})
+	Proclaim(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ProclaimParams)
+	// StreamElection Leadership changes (SSE).
+	// (GET /v1/elections/{name}/events)
+	StreamElection(w http.ResponseWriter, r *http.Request, name NamePath)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -340,9 +575,33 @@ type ServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
+	// GetQueue Queue length and claimed count.
+	// (GET /v1/queues/{name})
+	GetQueue(w http.ResponseWriter, r *http.Request, name NamePath)
+	// Claim Claim the first item (at-least-once); hidden until acked or the claim ends.
+	// (POST /v1/queues/{name}/claims)
+	Claim(w http.ResponseWriter, r *http.Request, name NamePath, params ClaimParams)
+	// AckClaim Acknowledge: the item is deleted.
+	// (DELETE /v1/queues/{name}/claims/{claim})
+	AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	// ReleaseClaim Give the item back, visible again in its old place.
+	// (POST /v1/queues/{name}/claims/{claim}/release)
+	ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	// ListQueueItems The first items in take order.
+	// (GET /v1/queues/{name}/items)
+	ListQueueItems(w http.ResponseWriter, r *http.Request, name NamePath, params ListQueueItemsParams)
+	// Enqueue Enqueue the raw body (any content type, kept); persistent.
+	// (POST /v1/queues/{name}/items)
+	Enqueue(w http.ResponseWriter, r *http.Request, name NamePath, params EnqueueParams)
+	// Take Take the first item (exactly one taker gets it); `204` when empty.
+	// (POST /v1/queues/{name}/take)
+	Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(w http.ResponseWriter, r *http.Request)
+	// StreamSession Session state changes (SSE).
+	// (GET /v1/session/events)
+	StreamSession(w http.ResponseWriter, r *http.Request)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -358,6 +617,78 @@ func (_ Unimplemented) GetHealthz(w http.ResponseWriter, r *http.Request) {
 // GetReadyz 200 while the ZooKeeper session is connected, else 503.
 // (GET /readyz)
 func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LowerBarrier Lower the barrier.
+// (DELETE /v1/barriers/{name})
+func (_ Unimplemented) LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetBarrier Whether the barrier is raised.
+// (GET /v1/barriers/{name})
+func (_ Unimplemented) GetBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RaiseBarrier Raise the barrier; with `lease`, it falls when the lease ends.
+// (PUT /v1/barriers/{name})
+func (_ Unimplemented) RaiseBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params RaiseBarrierParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
+// (POST /v1/barriers/{name}/wait)
+func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetDoubleBarrier The double barrier's count, readiness and participants.
+// (GET /v1/double-barriers/{name})
+func (_ Unimplemented) GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// EnterDoubleBarrier Enter; returns once `count` participants have entered.
+// (POST /v1/double-barriers/{name}/participants)
+func (_ Unimplemented) EnterDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params EnterDoubleBarrierParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeaveDoubleBarrier Leave; returns once every participant has left.
+// (DELETE /v1/double-barriers/{name}/participants/{id})
+func (_ Unimplemented) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetElection The leader and the candidates in line order.
+// (GET /v1/elections/{name})
+func (_ Unimplemented) GetElection(w http.ResponseWriter, r *http.Request, name NamePath, params GetElectionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Campaign Enrol a candidate (Curator LeaderLatch layout).
+// (POST /v1/elections/{name}/candidates)
+func (_ Unimplemented) Campaign(w http.ResponseWriter, r *http.Request, name NamePath, params CampaignParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Resign Resign; with `requeue=true`, enrol again at the back of the line.
+// (DELETE /v1/elections/{name}/candidates/{id})
+func (_ Unimplemented) Resign(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ResignParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Proclaim Set a new value for the candidate (no re-election).
+// (PUT /v1/elections/{name}/candidates/{id})
+func (_ Unimplemented) Proclaim(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ProclaimParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamElection Leadership changes (SSE).
+// (GET /v1/elections/{name}/events)
+func (_ Unimplemented) StreamElection(w http.ResponseWriter, r *http.Request, name NamePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -409,9 +740,57 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetQueue Queue length and claimed count.
+// (GET /v1/queues/{name})
+func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Claim Claim the first item (at-least-once); hidden until acked or the claim ends.
+// (POST /v1/queues/{name}/claims)
+func (_ Unimplemented) Claim(w http.ResponseWriter, r *http.Request, name NamePath, params ClaimParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AckClaim Acknowledge: the item is deleted.
+// (DELETE /v1/queues/{name}/claims/{claim})
+func (_ Unimplemented) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseClaim Give the item back, visible again in its old place.
+// (POST /v1/queues/{name}/claims/{claim}/release)
+func (_ Unimplemented) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListQueueItems The first items in take order.
+// (GET /v1/queues/{name}/items)
+func (_ Unimplemented) ListQueueItems(w http.ResponseWriter, r *http.Request, name NamePath, params ListQueueItemsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Enqueue Enqueue the raw body (any content type, kept); persistent.
+// (POST /v1/queues/{name}/items)
+func (_ Unimplemented) Enqueue(w http.ResponseWriter, r *http.Request, name NamePath, params EnqueueParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// Take Take the first item (exactly one taker gets it); `204` when empty.
+// (POST /v1/queues/{name}/take)
+func (_ Unimplemented) Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetSession The sidecar's ZooKeeper session.
 // (GET /v1/session)
 func (_ Unimplemented) GetSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamSession Session state changes (SSE).
+// (GET /v1/session/events)
+func (_ Unimplemented) StreamSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -443,6 +822,603 @@ func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReadyz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LowerBarrier operation middleware
+func (siw *ServerInterfaceWrapper) LowerBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LowerBarrier(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetBarrier operation middleware
+func (siw *ServerInterfaceWrapper) GetBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetBarrier(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RaiseBarrier operation middleware
+func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RaiseBarrierParams
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RaiseBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// WaitBarrier operation middleware
+func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WaitBarrierParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WaitBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetDoubleBarrier operation middleware
+func (siw *ServerInterfaceWrapper) GetDoubleBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetDoubleBarrier(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// EnterDoubleBarrier operation middleware
+func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EnterDoubleBarrierParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "count"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "count", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnterDoubleBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeaveDoubleBarrier operation middleware
+func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeaveDoubleBarrierParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetElection operation middleware
+func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetElectionParams
+
+	// ------------- Optional query parameter "term" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", r.URL.Query(), &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "term"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "term", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetElection(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Campaign operation middleware
+func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CampaignParams
+
+	// ------------- Optional query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Campaign(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Resign operation middleware
+func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResignParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "requeue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", r.URL.Query(), &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "requeue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "requeue", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Resign(w, r, name, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Proclaim operation middleware
+func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ProclaimParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Proclaim(w, r, name, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamElection operation middleware
+func (siw *ServerInterfaceWrapper) StreamElection(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamElection(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -738,11 +1714,315 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// GetQueue operation middleware
+func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueue(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Claim operation middleware
+func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ClaimParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Claim(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckClaim operation middleware
+func (siw *ServerInterfaceWrapper) AckClaim(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "claim" -------------
+	var claim string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "claim", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckClaim(w, r, name, claim)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseClaim operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseClaim(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "claim" -------------
+	var claim string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "claim", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseClaim(w, r, name, claim)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListQueueItems operation middleware
+func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListQueueItemsParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueueItems(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Enqueue operation middleware
+func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EnqueueParams
+
+	// ------------- Optional query parameter "priority" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", r.URL.Query(), &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "priority"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "priority", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Enqueue(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// Take operation middleware
+func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params TakeParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Take(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetSession operation middleware
 func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Request) {
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamSession operation middleware
+func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamSession(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -898,6 +2178,66 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/locks/{name}", wrapper.AcquireLock)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/session/events", wrapper.StreamSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/elections/{name}", wrapper.GetElection)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/elections/{name}/candidates", wrapper.Campaign)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/elections/{name}/candidates/{id}", wrapper.Resign)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/elections/{name}/candidates/{id}", wrapper.Proclaim)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/elections/{name}/events", wrapper.StreamElection)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/barriers/{name}", wrapper.LowerBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/barriers/{name}", wrapper.GetBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/barriers/{name}", wrapper.RaiseBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/barriers/{name}/wait", wrapper.WaitBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/double-barriers/{name}", wrapper.GetDoubleBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/double-barriers/{name}/participants", wrapper.EnterDoubleBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/double-barriers/{name}/participants/{id}", wrapper.LeaveDoubleBarrier)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}", wrapper.GetQueue)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/items", wrapper.ListQueueItems)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/queues/{name}/items", wrapper.Enqueue)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/queues/{name}/take", wrapper.Take)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/queues/{name}/claims", wrapper.Claim)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/queues/{name}/claims/{claim}", wrapper.AckClaim)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/queues/{name}/claims/{claim}/release", wrapper.ReleaseClaim)
+	})
 
 	return r
 }
@@ -970,6 +2310,506 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrierRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type LowerBarrierResponseObject interface {
+	VisitLowerBarrierResponse(w http.ResponseWriter) error
+}
+
+type LowerBarrier204Response struct {
+}
+
+func (response LowerBarrier204Response) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LowerBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LowerBarrierdefaultApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrierRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetBarrierResponseObject interface {
+	VisitGetBarrierResponse(w http.ResponseWriter) error
+}
+
+type GetBarrier200JSONResponse Barrier
+
+func (response GetBarrier200JSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetBarrierdefaultApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrierRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params RaiseBarrierParams
+}
+
+type RaiseBarrierResponseObject interface {
+	VisitRaiseBarrierResponse(w http.ResponseWriter) error
+}
+
+type RaiseBarrier204Response struct {
+}
+
+func (response RaiseBarrier204Response) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type RaiseBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RaiseBarrierdefaultApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrierRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params WaitBarrierParams
+}
+
+type WaitBarrierResponseObject interface {
+	VisitWaitBarrierResponse(w http.ResponseWriter) error
+}
+
+type WaitBarrier200JSONResponse BarrierPassed
+
+func (response WaitBarrier200JSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response WaitBarrierdefaultApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrierRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetDoubleBarrierResponseObject interface {
+	VisitGetDoubleBarrierResponse(w http.ResponseWriter) error
+}
+
+type GetDoubleBarrier200JSONResponse DoubleBarrier
+
+func (response GetDoubleBarrier200JSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetDoubleBarrierdefaultApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrierRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params EnterDoubleBarrierParams
+}
+
+type EnterDoubleBarrierResponseObject interface {
+	VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error
+}
+
+type EnterDoubleBarrier201JSONResponse DoubleBarrierEntered
+
+func (response EnterDoubleBarrier201JSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EnterDoubleBarrierdefaultApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrierRequestObject struct {
+	Name   NamePath `json:"name"`
+	Id     IDPath   `json:"id"`
+	Params LeaveDoubleBarrierParams
+}
+
+type LeaveDoubleBarrierResponseObject interface {
+	VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error
+}
+
+type LeaveDoubleBarrier204Response struct {
+}
+
+func (response LeaveDoubleBarrier204Response) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElectionRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params GetElectionParams
+}
+
+type GetElectionResponseObject interface {
+	VisitGetElectionResponse(w http.ResponseWriter) error
+}
+
+type GetElection200JSONResponse Election
+
+func (response GetElection200JSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElectiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetElectiondefaultApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CampaignRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params CampaignParams
+	Body   *CampaignJSONRequestBody
+}
+
+type CampaignResponseObject interface {
+	VisitCampaignResponse(w http.ResponseWriter) error
+}
+
+type Campaign201JSONResponse Candidacy
+
+func (response Campaign201JSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CampaigndefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CampaigndefaultApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResignRequestObject struct {
+	Name   NamePath `json:"name"`
+	Id     IDPath   `json:"id"`
+	Params ResignParams
+}
+
+type ResignResponseObject interface {
+	VisitResignResponse(w http.ResponseWriter) error
+}
+
+type Resign201JSONResponse Candidacy
+
+func (response Resign201JSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign204Response struct {
+}
+
+func (response Resign204Response) VisitResignResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ResigndefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResigndefaultApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ProclaimRequestObject struct {
+	Name   NamePath `json:"name"`
+	Id     IDPath   `json:"id"`
+	Params ProclaimParams
+	Body   *ProclaimJSONRequestBody
+}
+
+type ProclaimResponseObject interface {
+	VisitProclaimResponse(w http.ResponseWriter) error
+}
+
+type Proclaim200JSONResponse Candidacy
+
+func (response Proclaim200JSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ProclaimdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ProclaimdefaultApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamElectionRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type StreamElectionResponseObject interface {
+	VisitStreamElectionResponse(w http.ResponseWriter) error
+}
+
+type StreamElection200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamElection200TexteventStreamResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamElectiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamElectiondefaultApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1319,6 +3159,325 @@ func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquir
 	return err
 }
 
+type GetQueueRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetQueueResponseObject interface {
+	VisitGetQueueResponse(w http.ResponseWriter) error
+}
+
+type GetQueue200JSONResponse Queue
+
+func (response GetQueue200JSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetQueuedefaultApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ClaimRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params ClaimParams
+}
+
+type ClaimResponseObject interface {
+	VisitClaimResponse(w http.ResponseWriter) error
+}
+
+type Claim200ResponseHeaders struct {
+	ClaimId *string
+	ItemId  *string
+}
+
+type Claim200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       Claim200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response Claim200AsteriskResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.ClaimId != nil {
+		w.Header().Set("Claim-Id", fmt.Sprint(*response.Headers.ClaimId))
+	}
+	if response.Headers.ItemId != nil {
+		w.Header().Set("Item-Id", fmt.Sprint(*response.Headers.ItemId))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type Claim204Response struct {
+}
+
+func (response Claim204Response) VisitClaimResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ClaimdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ClaimdefaultApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaimRequestObject struct {
+	Name  NamePath `json:"name"`
+	Claim string   `json:"claim"`
+}
+
+type AckClaimResponseObject interface {
+	VisitAckClaimResponse(w http.ResponseWriter) error
+}
+
+type AckClaim204Response struct {
+}
+
+func (response AckClaim204Response) VisitAckClaimResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type AckClaimdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AckClaimdefaultApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaimRequestObject struct {
+	Name  NamePath `json:"name"`
+	Claim string   `json:"claim"`
+}
+
+type ReleaseClaimResponseObject interface {
+	VisitReleaseClaimResponse(w http.ResponseWriter) error
+}
+
+type ReleaseClaim204Response struct {
+}
+
+func (response ReleaseClaim204Response) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseClaimdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseClaimdefaultApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItemsRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params ListQueueItemsParams
+}
+
+type ListQueueItemsResponseObject interface {
+	VisitListQueueItemsResponse(w http.ResponseWriter) error
+}
+
+type ListQueueItems200JSONResponse QueueItems
+
+func (response ListQueueItems200JSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItemsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListQueueItemsdefaultApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueueRequestObject struct {
+	Name        NamePath `json:"name"`
+	Params      EnqueueParams
+	ContentType string
+	Body        io.Reader
+}
+
+type EnqueueResponseObject interface {
+	VisitEnqueueResponse(w http.ResponseWriter) error
+}
+
+type Enqueue201JSONResponse Enqueued
+
+func (response Enqueue201JSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnqueuedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EnqueuedefaultApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TakeRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params TakeParams
+}
+
+type TakeResponseObject interface {
+	VisitTakeResponse(w http.ResponseWriter) error
+}
+
+type Take200ResponseHeaders struct {
+	ItemId *string
+}
+
+type Take200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       Take200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response Take200AsteriskResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.ItemId != nil {
+		w.Header().Set("Item-Id", fmt.Sprint(*response.Headers.ItemId))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type Take204Response struct {
+}
+
+func (response Take204Response) VisitTakeResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type TakedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response TakedefaultApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSessionRequestObject struct {
 }
 
@@ -1357,6 +3516,73 @@ func (response GetSessiondefaultApplicationProblemPlusJSONResponse) VisitGetSess
 	return err
 }
 
+type StreamSessionRequestObject struct {
+}
+
+type StreamSessionResponseObject interface {
+	VisitStreamSessionResponse(w http.ResponseWriter) error
+}
+
+type StreamSession200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamSession200TexteventStreamResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamSessiondefaultApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -1365,6 +3591,42 @@ type StrictServerInterface interface {
 	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
 	// (GET /readyz)
 	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
+	// LowerBarrier Lower the barrier.
+	// (DELETE /v1/barriers/{name})
+	LowerBarrier(ctx context.Context, request LowerBarrierRequestObject) (LowerBarrierResponseObject, error)
+	// GetBarrier Whether the barrier is raised.
+	// (GET /v1/barriers/{name})
+	GetBarrier(ctx context.Context, request GetBarrierRequestObject) (GetBarrierResponseObject, error)
+	// RaiseBarrier Raise the barrier; with `lease`, it falls when the lease ends.
+	// (PUT /v1/barriers/{name})
+	RaiseBarrier(ctx context.Context, request RaiseBarrierRequestObject) (RaiseBarrierResponseObject, error)
+	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
+	// (POST /v1/barriers/{name}/wait)
+	WaitBarrier(ctx context.Context, request WaitBarrierRequestObject) (WaitBarrierResponseObject, error)
+	// GetDoubleBarrier The double barrier's count, readiness and participants.
+	// (GET /v1/double-barriers/{name})
+	GetDoubleBarrier(ctx context.Context, request GetDoubleBarrierRequestObject) (GetDoubleBarrierResponseObject, error)
+	// EnterDoubleBarrier Enter; returns once `count` participants have entered.
+	// (POST /v1/double-barriers/{name}/participants)
+	EnterDoubleBarrier(ctx context.Context, request EnterDoubleBarrierRequestObject) (EnterDoubleBarrierResponseObject, error)
+	// LeaveDoubleBarrier Leave; returns once every participant has left.
+	// (DELETE /v1/double-barriers/{name}/participants/{id})
+	LeaveDoubleBarrier(ctx context.Context, request LeaveDoubleBarrierRequestObject) (LeaveDoubleBarrierResponseObject, error)
+	// GetElection The leader and the candidates in line order.
+	// (GET /v1/elections/{name})
+	GetElection(ctx context.Context, request GetElectionRequestObject) (GetElectionResponseObject, error)
+	// Campaign Enrol a candidate (Curator LeaderLatch layout).
+	// (POST /v1/elections/{name}/candidates)
+	Campaign(ctx context.Context, request CampaignRequestObject) (CampaignResponseObject, error)
+	// Resign Resign; with `requeue=true`, enrol again at the back of the line.
+	// (DELETE /v1/elections/{name}/candidates/{id})
+	Resign(ctx context.Context, request ResignRequestObject) (ResignResponseObject, error)
+	// Proclaim Set a new value for the candidate (no re-election).
+	// (PUT /v1/elections/{name}/candidates/{id})
+	Proclaim(ctx context.Context, request ProclaimRequestObject) (ProclaimResponseObject, error)
+	// StreamElection Leadership changes (SSE).
+	// (GET /v1/elections/{name}/events)
+	StreamElection(ctx context.Context, request StreamElectionRequestObject) (StreamElectionResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -1389,9 +3651,33 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// GetQueue Queue length and claimed count.
+	// (GET /v1/queues/{name})
+	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
+	// Claim Claim the first item (at-least-once); hidden until acked or the claim ends.
+	// (POST /v1/queues/{name}/claims)
+	Claim(ctx context.Context, request ClaimRequestObject) (ClaimResponseObject, error)
+	// AckClaim Acknowledge: the item is deleted.
+	// (DELETE /v1/queues/{name}/claims/{claim})
+	AckClaim(ctx context.Context, request AckClaimRequestObject) (AckClaimResponseObject, error)
+	// ReleaseClaim Give the item back, visible again in its old place.
+	// (POST /v1/queues/{name}/claims/{claim}/release)
+	ReleaseClaim(ctx context.Context, request ReleaseClaimRequestObject) (ReleaseClaimResponseObject, error)
+	// ListQueueItems The first items in take order.
+	// (GET /v1/queues/{name}/items)
+	ListQueueItems(ctx context.Context, request ListQueueItemsRequestObject) (ListQueueItemsResponseObject, error)
+	// Enqueue Enqueue the raw body (any content type, kept); persistent.
+	// (POST /v1/queues/{name}/items)
+	Enqueue(ctx context.Context, request EnqueueRequestObject) (EnqueueResponseObject, error)
+	// Take Take the first item (exactly one taker gets it); `204` when empty.
+	// (POST /v1/queues/{name}/take)
+	Take(ctx context.Context, request TakeRequestObject) (TakeResponseObject, error)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
+	// StreamSession Session state changes (SSE).
+	// (GET /v1/session/events)
+	StreamSession(ctx context.Context, request StreamSessionRequestObject) (StreamSessionResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -1474,6 +3760,346 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyzResponseObject); ok {
 		if err := validResponse.VisitGetReadyzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LowerBarrier operation middleware
+func (sh *strictHandler) LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request LowerBarrierRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LowerBarrier(ctx, request.(LowerBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LowerBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LowerBarrierResponseObject); ok {
+		if err := validResponse.VisitLowerBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetBarrier operation middleware
+func (sh *strictHandler) GetBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetBarrierRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetBarrier(ctx, request.(GetBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetBarrierResponseObject); ok {
+		if err := validResponse.VisitGetBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RaiseBarrier operation middleware
+func (sh *strictHandler) RaiseBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params RaiseBarrierParams) {
+	var request RaiseBarrierRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RaiseBarrier(ctx, request.(RaiseBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RaiseBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RaiseBarrierResponseObject); ok {
+		if err := validResponse.VisitRaiseBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// WaitBarrier operation middleware
+func (sh *strictHandler) WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams) {
+	var request WaitBarrierRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.WaitBarrier(ctx, request.(WaitBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "WaitBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(WaitBarrierResponseObject); ok {
+		if err := validResponse.VisitWaitBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetDoubleBarrier operation middleware
+func (sh *strictHandler) GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetDoubleBarrierRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetDoubleBarrier(ctx, request.(GetDoubleBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetDoubleBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetDoubleBarrierResponseObject); ok {
+		if err := validResponse.VisitGetDoubleBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// EnterDoubleBarrier operation middleware
+func (sh *strictHandler) EnterDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params EnterDoubleBarrierParams) {
+	var request EnterDoubleBarrierRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.EnterDoubleBarrier(ctx, request.(EnterDoubleBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EnterDoubleBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnterDoubleBarrierResponseObject); ok {
+		if err := validResponse.VisitEnterDoubleBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeaveDoubleBarrier operation middleware
+func (sh *strictHandler) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams) {
+	var request LeaveDoubleBarrierRequestObject
+
+	request.Name = name
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeaveDoubleBarrier(ctx, request.(LeaveDoubleBarrierRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeaveDoubleBarrier")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeaveDoubleBarrierResponseObject); ok {
+		if err := validResponse.VisitLeaveDoubleBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetElection operation middleware
+func (sh *strictHandler) GetElection(w http.ResponseWriter, r *http.Request, name NamePath, params GetElectionParams) {
+	var request GetElectionRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetElection(ctx, request.(GetElectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetElection")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetElectionResponseObject); ok {
+		if err := validResponse.VisitGetElectionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Campaign operation middleware
+func (sh *strictHandler) Campaign(w http.ResponseWriter, r *http.Request, name NamePath, params CampaignParams) {
+	var request CampaignRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body CampaignJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Campaign(ctx, request.(CampaignRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Campaign")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CampaignResponseObject); ok {
+		if err := validResponse.VisitCampaignResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Resign operation middleware
+func (sh *strictHandler) Resign(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ResignParams) {
+	var request ResignRequestObject
+
+	request.Name = name
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Resign(ctx, request.(ResignRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Resign")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResignResponseObject); ok {
+		if err := validResponse.VisitResignResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Proclaim operation middleware
+func (sh *strictHandler) Proclaim(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params ProclaimParams) {
+	var request ProclaimRequestObject
+
+	request.Name = name
+	request.Id = id
+	request.Params = params
+
+	var body ProclaimJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Proclaim(ctx, request.(ProclaimRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Proclaim")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ProclaimResponseObject); ok {
+		if err := validResponse.VisitProclaimResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamElection operation middleware
+func (sh *strictHandler) StreamElection(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request StreamElectionRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamElection(ctx, request.(StreamElectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamElection")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamElectionResponseObject); ok {
+		if err := validResponse.VisitStreamElectionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -1691,6 +4317,197 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// GetQueue operation middleware
+func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetQueueRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueue(ctx, request.(GetQueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueResponseObject); ok {
+		if err := validResponse.VisitGetQueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Claim operation middleware
+func (sh *strictHandler) Claim(w http.ResponseWriter, r *http.Request, name NamePath, params ClaimParams) {
+	var request ClaimRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Claim(ctx, request.(ClaimRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Claim")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ClaimResponseObject); ok {
+		if err := validResponse.VisitClaimResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AckClaim operation middleware
+func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+	var request AckClaimRequestObject
+
+	request.Name = name
+	request.Claim = claim
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckClaim(ctx, request.(AckClaimRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckClaim")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckClaimResponseObject); ok {
+		if err := validResponse.VisitAckClaimResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseClaim operation middleware
+func (sh *strictHandler) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+	var request ReleaseClaimRequestObject
+
+	request.Name = name
+	request.Claim = claim
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseClaim(ctx, request.(ReleaseClaimRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseClaim")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseClaimResponseObject); ok {
+		if err := validResponse.VisitReleaseClaimResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListQueueItems operation middleware
+func (sh *strictHandler) ListQueueItems(w http.ResponseWriter, r *http.Request, name NamePath, params ListQueueItemsParams) {
+	var request ListQueueItemsRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListQueueItems(ctx, request.(ListQueueItemsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListQueueItems")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListQueueItemsResponseObject); ok {
+		if err := validResponse.VisitListQueueItemsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Enqueue operation middleware
+func (sh *strictHandler) Enqueue(w http.ResponseWriter, r *http.Request, name NamePath, params EnqueueParams) {
+	var request EnqueueRequestObject
+
+	request.Name = name
+	request.Params = params
+	request.ContentType = r.Header.Get("Content-Type")
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Enqueue(ctx, request.(EnqueueRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Enqueue")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(EnqueueResponseObject); ok {
+		if err := validResponse.VisitEnqueueResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// Take operation middleware
+func (sh *strictHandler) Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams) {
+	var request TakeRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.Take(ctx, request.(TakeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Take")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(TakeResponseObject); ok {
+		if err := validResponse.VisitTakeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetSession operation middleware
 func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request) {
 	var request GetSessionRequestObject
@@ -1715,64 +4532,121 @@ func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// StreamSession operation middleware
+func (sh *strictHandler) StreamSession(w http.ResponseWriter, r *http.Request) {
+	var request StreamSessionRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamSession(ctx, request.(StreamSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamSessionResponseObject); ok {
+		if err := validResponse.VisitStreamSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"xFprc9s2l/4rZ7ididVSlBzHvcif3DRNuk3bbOydzrTKLiHySERNAioASlY8/u875wCkbpTs7Ovm/SSR",
-	"uJ3Lc67gXZTpaq4VKmej0V00F0ZU6NDw01sUFt8JV9CDVNEomtNDHClRYTSKShqP4sjg37U0mEcjZ2qM",
-	"I5sVWAla5FZzmmidkWoW3d/Hfs//qtGsaDxHmxk5d1LT7pfOiawAp8EV0gLeSuukmgGfA1JZhyIHPYVK",
-	"3NB7oUBW81Jm0oFWmESxp/Jv3n6PzGNk/SqqY5zyz6cxen39dp9D5h6crJC4LOUC4eS1hrw2gmbEcGpp",
-	"IO33K3Hbd65MexeQ41TUpaO34S+PHGLXufIBZn8X0u3T9kYvodRqRgRMSp3d7JAmHFTauoa4pZCOqBMT",
-	"i8qBNpAObQrOSLSgVXZQHbTwKIH3JGg718oiw/Cd0ZMSK/qbaeVQMfFiTppn2gZzP+Orvyxxcrex9xcG",
-	"p9Eo+o/BGucDP2oHzb584g4SFbz/8SV89+L8GwibQ66zukLlkug+jv5biYWQpZiU+DnpSj9qfYM4R9Ov",
-	"1xSkMSylKyB9j86s+pdTh4bhUaDIgy1vDG1TEqQvlcMZGjqUjg200IQ3KEpvGHOj52ic9GqxTria/+Gt",
-	"qOYkiEjfRHEH4NZ282ez7EM7T0/+wsyRUN/oMt8/50aqfPsUAuf+OQ3A7h4ggPcLk7uoYBvdJwNv59Kg",
-	"vWQlT7WphItGUS4c9smeu+gpm532RshGt1g6G9oHJdf4MW/ga3oOMvEDOiH5IFGWv02j0Z/Hgec5v493",
-	"WS90mfMf6bCyD8GXtXjf0iSMEas9XvyW+5R/INp1dvPaCG9O25SIzG/xKVqYosqkml3rG1Rbq6RyX79Y",
-	"r2gt4JjiDkAsjvRSecs6rsMQSBpV+lU7NMabbHYqV2c3JGV/4LaE/h/cHiI9jqxUGT5W0jucHmDNb3mI",
-	"qysnXIftFS2zjwTyWkD3H+JI1WXw1BS2j2mRYlNwmHt+sVORgbL1yi7ONgKYyHNJvlyU7zY49NnEtqvf",
-	"jT8JXBXaOKCDLdQW8xGkUi1EKfM+vUzj9XObx6XxWLVvJzpf0Sz67Tut+6UwM15XK1G7Qhv5EXN6Vtr1",
-	"p7pW/MBg7W+8GiueUGDpx3V20z4cClCpRWulVv1SW+dJdWiUKNNkTLjYVnjeeq49FVEaKAIs9wHbxqR9",
-	"mDvpygPemF9suuPCubkdDQaZ1ibvW5ljJkyS46IJ6XbQcv2gJfBoc358LABeeRntGwCrwHbkk5RB+kHQ",
-	"yqfNDbWdtm7RLLwlbW9UaOtGc8KXnoIrEP7Q+mfWI/glIBWBLunysEG1P+X7+17vbMUTQea0XYG3cDKO",
-	"hrdJkoyjXgxYzd2KUxldOxDN9O4zG0+xkyBlWinMqGxI4UTp9sgVul4MzbBHua3tHFWOeQonubTt2AjY",
-	"edlCzqFWGRonpOox0q1L4cSH3vwCBChcrrmyMEGqSyqRIx9Waos5Z2Ko6oqwsCYviqP2QEJFQwtFB20p",
-	"Q/bLN4CygVhZoa5dt7wVzrSTwmHekhbmb2X0veRRuRpDtlVwi6A1DXGDzn1E37O9TvU+nS0mnllgI5OK",
-	"iQKDmZwTmglz81JIBW+ur98N/vPqt19BqDzAsc9FBy7I7SdjNVavUaERJZi6RAuuEA4oE19RNYMLNCtI",
-	"B4vTFMiq+KQRrfoSXhmjjQVh8HDGb+EkPZTWpz0G7FgBpMQ94YotnQHGpk7/vENLmQMyL7x1qFg1U4ll",
-	"bqmWbUnzPj5Z70nQSh/hk8b1cHiWWYoTHBL4GcnDfgm/ctyQCqiyJY7uaMY9EXfHCqS/Mrc9qITLCkj/",
-	"58/L/h+i/3HY/+7D+m/yv/0Pd8P49Pk391+kRCFxRNJT2kGapFwIJkkKJxPtChClQZGvYCpkyYzPhSO/",
-	"/8zCVBrrICuEEZlDw5rrXfgtV64gQ8KS6n4L6YvhELZinRekrrMCLR3N06Va+xrm+YcAdWKX61VSDhXV",
-	"TPGGLYA3AJr3/HxYscrOhvxzXqU9VsUvoqQ0CPOYLEw4ucCYuBUTvUDmLdNqKme1wRwqcSuruoKTzWoZ",
-	"piQcTwgrd13m+yGmbbTN7jqUJ3Dpp8AES72EU0uyEaXVYPAvdiTMtT9htzCvUCgLzqx8cQ6XkJWSJrCt",
-	"rN2fhWUhSwTaRKoZ0VmiWGyIeYKFVPm+tH/nda7b4/NyaD1eHIxyjXkmQyHmFqTzKLBLNBbS8+EZdKcV",
-	"XWWvpwQVCHCUc9LRa8XEW86AfB3a5tj0MuRA3j/A9ygMGvBGxXsFe2LlMTbTF8NT2EmecsxkjjlMcKoN",
-	"Epg35JGJsmQS34ejJzqXaLtBVMpKuhZCIXtrukGn8Iv8vhekxGh6cXoGO6mdz61C5hNteY4ojhZofLoR",
-	"nSbDZMi1wByVmEuqSJNhckaJGbkLcuCDghsBH+n/DDn2tNqj0B+9RvcmTNnp4DwfDo90ST6tOxLaER3N",
-	"kSs0C6lmCYcxW1eVMKtoRIcHSLP/MTpDa30YsRwCxcxywdIwY6MPtMOgQmdkRgzQU5BMshJVGV6xazsq",
-	"j/d+xr9FHC8bW+OG1fnw7NBWLW2Dza7WMSF22vembZNtnA/Pjop3cTpYp7VzSnn2G8Kh9auXygIl3BZO",
-	"hMpjKIVDE0MmVC5zkUm0MVRYTXzSZjk6ZKWQle0l8JMDVDn5NVRjZXChb4hIegTpGtd0g3MHgluy5FUk",
-	"jVnvb9u5FsgJ+UnWGRTVWHGWZjkS8CySTzCxZ7ZbUpTfXfB2qHIw6MUwVuyaQihzwC0Sb8DbuHppUDh8",
-	"G1oImy37A2Xxesrg+votl8Q7eDx9MjyGHtI+HLmjE8AYfNjDgFy3QjfByFuB8ODYxFiTiG7jaxDyG4+v",
-	"En3dsC3T94yKt+2FxpZ0Xuwj089/Em78Vg07F9CBAgJNgEkbVwhn3vl3SiA+6JMOMDl8WgiE3mMHEKhE",
-	"CZr714XXeAgy+CVlEK3hdAvl06xlfQHGjcl9SA18BbIRArZ5bVIiKsvZX5AmKZKw+jzpufa5FfiyMgES",
-	"kE+OeXdOgHlqOlac8NBaCvRUq6evX13DPmHphT9B2LDeV65bznusGp8UCtrRJvbWBBZY5rTJTCsua8Ns",
-	"n+oHd0o5kaAEjKJE5kkMHJPvTeBlqW2zbRjwS+3GScL55HSsLiHTFdVeUErFNQAns8LxTBeyuNNz6PSQ",
-	"V3zAI4Hu8NZ5PfY9YZ33I5u3U9s6fsVK8kufAtI/74QYOLm6etX7THhu49vubfCnbR63AX1bMcTbJW3/",
-	"eZxQl7p+buP8UyjrXW2LNYCfWW9K3HVQeglfgXPl0QhFSc3Al+Lb8WnvQrK96va24lMa7w7W4SHZs4X3",
-	"fuCtvzPbUemx6/LHX3Z/eFzE9PHraUKmlwELXmc33kVNVo2f3JI4Sfh4QPSi+eeg2F5sHIqGOrt5CrE0",
-	"ez2z4O8lOCyqmvJiihXhjqJbOp9m7O33Epu2vld/OFQ5hu4aF1zcNRDGyIUoQRsi8QRFVsBSOG7laFWu",
-	"ODOeG8yRKjVteslY/c6FvtduzHqfcRIoLQj+agRz/91IiBB40faRpdv6UIRHx0pabtPC1OgqdFUEJ+Ou",
-	"NoprGJVTvGoDbjAwOKFEv3k5FbKsDfY4YjWYFK5te/nsjQ2UcTpDZ33i33zb4tkQMyEVnFjBH4bcoKId",
-	"082rM+4B0pFBs0rn5G4yqgUohH+8lfmIeCWrzBxJUdGgRRsalD5kKlw2W4ROPxEWg8iMtjbE1VC/+CsF",
-	"cjUWq0mJXaH20l9VdruXB0DE36Hcx48rWuLHBSD/aRHN3kbjjwYRKNSDddp4ILbug4QJJ80HLs/Pv4bJ",
-	"yqHtxWALvVQgNkX/zELK9wMHv8Bprj4/xWOePqm78dfnD1RhL4bffdZvV9b3hCPOd2eelqbc9m3Li6ZL",
-	"wx34jHwFWki96FO2PlWXZe9JigePXXIPeJuVteWW7lRIE1zyvp8MYduuL+o68/7L0LuktDL0TdadAGmh",
-	"VobcnpiUeOGvCTAlxhVYsbJg9X4cf42uuR78B2NVc0Rne80XC0ztU4WrI52Sw82j9h7Te5nalOHKdjQY",
-	"nD7/Jhkmw+R09O3w2yGHp7DJ3VaCY9lHNG9YuxsvNs7bdyVXPpLp2hH1Phjx7ROB2eiaqqCTd0ZX6Aqs",
-	"LXsdH7PsHDNy/1hOOaEPpxmxpIT8/wIAAP//",
+	"zDxrcxs3kn+li7dVJrPDh/zYXVN1HxTH6+SiTRxLd67aUHcDzjRJhDMAA2Ak0Sr99ys0MC9yhg+bcvJJ",
+	"1AwG6Hc3uht46EQyXUmBwujO+KGzYoqlaFDRfz98956Zhf3FRWfcWdl/go5gKXbGHR53go7C3zOuMO6M",
+	"jcow6OhogSmzX5j1yo7SRnEx7zw+Bp1LZBp3TJjY958z5y8ZqrV9H6OOFF8ZLu3sF8awaAFGgllwDXjP",
+	"teFiDrQOcKENshjkDFK2tM+ZAJ6uEh5xA1LgoBM4KH+n6bfA3AvWhwKPh50THYPvTyzdRUL6c9yM19eX",
+	"26Qj+MHwFC35En6L0H0nIc4UsyMCONP2Rdjvp+y+b0wS9s4hxhnLEmOf+p/0po2OxiR7qPiRcbMN2/fy",
+	"DhIp5haAaSKj5QZozEAqtcmBu2PcWOjYVKMwIBWEIx2CURw1SBG18tl+uBPAR0tovZJCI2nLeyWnCab2",
+	"ZySFQUHAs5UVKYJtuHIj/vqbtpg8VOb+i8JZZ9z5j2GpjkP3Vg/zeWnFDREX8OGfb+D1y1d/Bz85xDLK",
+	"UhRm0HkMOv8t2C3jCZsm+DXhCj9JuURcoepnJQRhAHfcLCD8gEat+xczg4rEY4Es9ian8qoOiac+Fwbn",
+	"qOyidlkPix3wLVOKu69WSq5QGe744vi5xb+goxjXTj39q6mUCTLRcazNdejXQq3c+JsgHy+nv2Fk7FR+",
+	"8fdM+xnrIBy80o4l3jAR85hF6+3pI/fKNKOZEHWbFg+8DWr6qpVqBlW6rZXXC4QoU8rqmFvwmQY7FLoj",
+	"uFugALNAhcA1CCmwZ9k+kyplxjH1by87wTaPG9lQYhsUNtTj6KHbQT5Ho2PIp7mI6E0Brh3at8axBLkc",
+	"fsuSDJvtWRWXKhLuk3ylncD/Tz57HYNi0TpT/qkQweC9gW5uFV/Cj/zbHqyyacL1AmOnkcZyL19jsI3W",
+	"YwNM38lsmmCr1kUyc4Zmk6k7RGvFlOERXzEfjXCDqW4WQveAKcXWpMrI4vXhmuyAyz/bWPhmH7JvhUHV",
+	"qOYHQuHGNa3zNsHIMa9VSOuU2WWgS5FvoFhpFViS/DzrjH/dPVkO2aX77vEm6Igs8Z7FhhntjG3mQaGy",
+	"Fcx2keSyAPgJtTc3bntN0xcpOq2yS9/fit8zzJpEjMfNmqO4VNysGz1lHSCK24vxTat/jyxxIWZ9bW2Y",
+	"yegX3rN0ldBXy0ZrUV3Qf9a4kkwacFxyEddXsWFeE7sOEziazw9uguIyd4J1MPB+xRXqC3O4+LS7Uxvt",
+	"1lB6MdJ7KZd7Nxcql/C0IvEdGsaTw5XaYf4YbKK+kEl8uJ0hLm6ZmA1c3JTbkN9Y2GW0fKeY8xd1SFjk",
+	"pjiGCzMUERfza7lEcaAyf0YcJO9ELaraa+2Ile6rDRiDKpqNzJXR0lK5yf59BrZtoB9pLjcwbUGt3cpZ",
+	"rK5MY0i2KJA9UJBLAh3jmQLa5fmtx2HRp4es/LIJs8pWkMUxt+6LJe8rGLp9eT1a29zJDeBqIZUBu7CG",
+	"TGM8hpCLW5bwuG8fhkH5f5G4CYOJKJ5OZby2o+zfvpGynzA1p+8ywTKzkIp/wtj+L6Tpz2Qm6B8S1n7l",
+	"0UTQgAUm7r2MlsU/bVu9UKPWXIp+IrVxoBpUgiXhYCLIBVUZHheWa4tFXGjDvFhuC2zhk7bF3HCT4I7w",
+	"sWqOF8as9Hg4jKRUcV/zGCOmBjHe5ptjPSyw3qsJ9DZfP9jlAH+xbr4hpkkYT2sbxpqtEnPnnuvy84O1",
+	"1WDFkos5dP0cIAVqwPsoyWKMe4NGg3Bk4EbrBwWUrYhZiE4Swlgr8gmPDm78Zzvh0w0A5o8P8n4lpvtc",
+	"oJuuCZorpyrboJAm6oYEHb9Fl8jUIIVLcOZC28hhjerWGdT6RAupzXhlzYyc0Tbw31L+SOoM7hPgwtqe",
+	"QZOj9Rr+Q9ycD6hORQOBx3a6Bd5Dd9IZ3Q8Gg0mnFwCmK7OmnajMDLB8ePOaucPYyDhFUgi7URDzELpC",
+	"Fkuu0fQCyF87Y6czvUIRYxxCN+a6eDcG8mF6wVeQiQiVYVz0yOBpE0LXRWDxOTAQeFdipWGKVudSFiMt",
+	"lkiNMaW2UGQpbQMK8Gj76Re0EprDYjVLakN6JetJoIrh4inKzDTTW+BcGs4MxgVofnwtRdobHBSyk+Uq",
+	"GFxIUAlDkEvntkQ/ktmeyW04C5l4poFsLRcEFCiM+MpKs5W5VcK4gO+vr98P/+vq55+AidiLY5+yuHhr",
+	"VXAwERPxDgUqloDKEtRgFswAW62SNRhph6k1hMPbsxCsVtFKY/vVN/BWKak0MIXtKVQN3bAtTxr2SGAn",
+	"AiC02Fu5IoNPAkYW3/5yfi0kDKx64b1BQayZcUxiDUyUoDlXPyjntKIVHuCaJtlo9CLSNlygyID+R+to",
+	"v4GfKHzgAlbMLCxGD3bEowXugRhof/JY9yBlJlpA+L+/XvT/zfqfRv3XN+XPwf/1bx5Gwdnzvz/+JbQQ",
+	"Wows9YQ0EA5CyqwPBiF0p9IsgCWU5IAZ4wkhvmLGuv9nGmZcaQPRgikWGVTEud65m3JtFlaRMNGUKgxf",
+	"jkZQC3kcIWUWLVDbpWk4F6WtIZy/86Ju0aUCgGWOScIeQVzRBXAKYMc9fzVKiWUvRvTnVRr2iBX/YomN",
+	"hjEOrIYxw28xsNiyqbxFlzqTYsbnmcIYUnbP0yyFbrX8ADNLHAcIMbesm7hXBNu4jm4Z0Q3gwg2BKSby",
+	"Ds60pQ1LtASFv5EhIazdCpuVjhSZ0GDU2lU74AKihNsBpCul+dNwt+AJ5gGEhTNBdlsh8xQXXMTb1P5I",
+	"35lmi0+fQ2HxAq+UpcwTGAIx1sCNkwJ9h0pD+Gr0Apqjy6Y6goMEBTAwduthly4ZE9SMgbV1qPNlwwsf",
+	"Cjv7AN8iU6jAKRXN5fWJmEeyGb4cncFGDB1jxGOMYYozqdAKc4UeEUsSAvGDX3oqY466WYgSnnJTiJAP",
+	"4vPy2hn8i3/b81QiaXp59gI2InwXYvsAuFOzHJ2gc4vKhRuds8FoMKIt4QoFW/HOuPNiMBq8oJyoWVDk",
+	"MVxQPuiT/T1H8j0F96zr77xD870fslESez4a7Sg7HVdu8lmphmrTFapbLuYDcmM6S1Om1p2xXdyLNNkf",
+	"JSPU2rkRTS6QzTXtW3NkdOfGzjBM0SgeWQTsf54ygzVLE/+ITNtOenxwI/4QcrzJdY0qgK9GL9qmKmAb",
+	"VsuEu4jYqN9V3ba68Wr0Yid5b8+GU5dI10Pni1yYkKAL7OrEvJR3qPIqwxY9XzaExvYDj7zXmf0EKGuZ",
+	"VeRpKkLcA1zFK8ehc/MYtMpBK+CnE4R8iQZJuK5C/uXk+LhAs6gTxPLf1SxbSVNtKWnJ4pRDhkWDw+NN",
+	"0FllDVT9YJcr6Xrc9JV+EbvAfmn64JH7curRTFXanXsvRkGYjcEMzFiS6KJc6jtVUMS6hbrN6jS8840T",
+	"X0J6uxXZov1Hxs3nkp66ORqIfnJN8EX4Bn04oWn4gCZTgkKqTX1I3CrQDV+OXucv+k5LQsdcH6lZzrpw",
+	"uLebwTGVH/sNZrPN8NSrs09I9PpCLUbIwX9KW7Q9K20oM2ECsO6ZC+vs7WahWts9vZHayaDhZkH7BAq5",
+	"kfaoipiQpk+hSZuUjf1OrAAKtGFrDSiUTBKMzyfi/c9X18DmdvttJMwlSJHvCFxMWZc0KoVvytoGlk3N",
+	"Vcc2DzbPUpbx90xUSRceaKf2j7u+vjxk2G6Pc/Y0eph3KDSo41vaBlVlYMGsBJhTWUZa+xwUGUjXYgch",
+	"cSqs6SIs2C2WCx9v/mraNXzg8UYcuUdTKOnYpinQtZoi74QFUK3dfttlNBSm8tZn0jdCVbtd3qMMJxK+",
+	"eoPpYaEMcV4KJIYnODMnCZEtzhvcxkYRcyue2P7up5TvYS4sNfp2kgYnWifXRwrODKo0DIBRy2l/JZNk",
+	"XCQoCudfb3iL+WxmX8+UTPMJJkKqbVHrPh+NAshEtGBibkWqwcK+Q1M0BR1kWvPmksJqHNBm9ycI3gok",
+	"W0KInG+nCh4cz4q8bNmEBFxAwgWCVHF9x1eIzklChk1BHNY7vE4eKlxXsYTfJBfaCa/FlRkfxUbLATjJ",
+	"93nTmrATzBiDVBOxKc0BaMOTpAgmoBs+H52FAYQT3+s16YztDkdj2Bt4xbCG1SxwIjw7hIzRBnIKXXLw",
+	"0z2Px3ZnZEOByCRr4MK+1Kjd7snZGqdAIGeerYOJ+OirSSGPw4CQ8/kvSNmSqmY4AHIKBVH6dERAe5/A",
+	"qO99IkqaUYWsLLQVHsFaN8piuvIW/SzEtUGl37B0xfhcHBEq7QyNTh+oHGUQKJ/5rXSdjyexBRvtro/b",
+	"vfanjJzKxuqmcMlL82kiIyUTYBUt7L7JFDNSgWtuvKQCTMLWMqvvCKuWZ7/5aIiFNlIoqBvF77igoyUo",
+	"J4HIGk/IlP2wN38UPx3qGJPhL0yV2/BUjaBld3NCyE9wmiSCnSvPA3nC/afdw4SBA24bsrxOb8326Z3T",
+	"EfFUS3ruvZLUF/Kl0vXVTMvm9vHxCYOcnaKZU+40snWFxrcpUNcx1RlrgQ51SSjs54JztMFxRfjW+Pmt",
+	"fU3ZzRhVWJ4zmMp4bYU4fPf2GpomDsd+D2bKMyUTQS0J5MgFSFHz+wNwa/HY1fO3QvImJ3xlFLK0Elrv",
+	"YbrBe+NQ7mv6tPF4UvVwWBM53Kcn2njFvlXFUUFD9+rqbe/pAtayF6k5wLzw+Wp5JzQkMlpq6DIRB5Aw",
+	"gyrIJS/iqANIMZ068F2WjiRf9wbwg3F7IxuDTYTCW7nEOHAhGTd5PXmJKwOMDiZaweL2nXZF8mKshiXi",
+	"yg1ydJ8Iaq3RVL4vsuw+nHumm8tbidTmnKZDEYNCR4aJIAn0/QcGqL25MdizoSxe+vbf43hAkdtTukrf",
+	"/70trdSNfRpDRFPZaNquVZXOvHvosSZfQ9+Usjt+sVJxWZyf3VvEcVJ0Gpdtp8rROYcGKaCamBOTohnA",
+	"ypnbSTVSoL2A2ILk6LQi4M8NtGy9Pee+nHi5hbAKf0cbplxxmonyGQFEk8nKRWqfx8r7WOwWj+yF5aRc",
+	"1YpxsXQNMeB6AQdgCeTcFTonpPOK3kS0+7w6YOG5W4Fp/71rN6xV3Ccit0m+C3Fclb0SwAUmsZ1kLgX1",
+	"IvrRrj/Lm9MwmAg2M2iNII8ciB5jKjbCm0TqfFr/wn2qKysx4zqKJuICIpmmdPSTC2rcog4kRkdBHWXU",
+	"Gs5egW73xAcK+p/NDf+44WK2nfATynPh345PGFUnb6v2Wtwu7PRfxwg1sevHws+fglnvM70oBfiZdqpE",
+	"raJC3sFfwZhkp4eyQU1jz8rWsfziJomyhp+HwKV72C4hfHAvLt15twOyQ8dfInFY24P3X6dxmY4GRHgZ",
+	"LZ2Jmq5zO1mjuKXwbofoSPN0olgcSmrzhtKnB06RhJbR8pkGd6aI3KLIbFxsfYU/X9RMnZNnh98Q7eyO",
+	"grZQ1CVH2UymFL9licuGQxdZtIA7Zqj/VopkTZHxSmGMEWotVc/nXsu+Fsv3OQWBXAOjS1kwdteyeA+B",
+	"50XzPze1e1jo7URwTb31eUnF+IZqV3WixjMRW39VOFyvYNC1gX7+cMZ4kinskcfKZZKZMo9L0RspKMnp",
+	"HI12gX9+dYxDw+VkuprR9ShLFHbGsHrsLc9r55w9Nq3tdxe0ffdT5GkfGS0DYJGSWnu/mqejpYtTUGhM",
+	"pwk2udoLd8yw2bz8cXXxoP3iAm2kQp9W9+bDErO80OD5q7/BdG1Q9wLQC3kngFVJ/0xDSIc6Wu+hyY8t",
+	"HmMxz05qbtzR1z27sJej11/1BpfyjN+Y4t25gyXfbrvCz3neWkvHJiKq6GoIHelD0j6RJUnvJJsHJ7vW",
+	"PNBpNk19+DPGlTfJ23bSu21Kqx7SNPWLT1w/mXNxC7Q4FgLzFJSiVcAd0yuTKxi7/qgqoRxlTpIdqhF5",
+	"6NI5T9KD+OazsstftatnU2C+GX5Tl5GiJD/lgpEx2rtxsRLCDabPtDN3zq1Z7+Rct+lfr1e4cZsS0arv",
+	"zuftumnrB4P7hz22lUTepiuzPoXgErjOVdOO2uJrLX2ftpF9u9vsncOCxzEKyIThCbBoSfVolyym7zf7",
+	"ZQsh3yGpwwf6uzPrdBEtc9nbH0BfRCdKOF1ESyHvEozn6Nr3iChcgwMzPrE6B433ykUF3gfvMg4g9tBH",
+	"aV9iJk4Gb5u58buXwzl/yq3TO+4PBxHTp8zGfrdc82mCPgr1mW+ZxLBKWISHC35xuLnRG15ybSpnpLcE",
+	"qo7z2WBwNhqNKoeURqPW+xN52nyxXtmPdPPULtgh1WBl6cWpdnelEaOmIsOWDU1Fp3DBbbLrrxHax73R",
+	"YPD6deD61h3Q5WWOrWysHrLfw8m2Ku7nucV91drTxebFLUxNZ85oX3KarhBaxW1b2Z3LFXeZWINHAiwR",
+	"Aip59c5hhUpzbbAlkGtUdSt5TxKLXduJn+ogyNeLms5rjnXuL3+txFF/kvjIknsrPMJ7RhkEKZBMjMrz",
+	"Fr1zCJ+PXvp2NnRAtIuMLu+gaKyOXPhGQLxF4Y8ElvVSriETClm0YNMEz90JeAxduV6ztQYtB029rfnN",
+	"F09o8fMlGk+OupIKQXsqs7+jnrzvXKQfdmBrhR/teytiZhiEDxN3ecOkM4bBYNDYTAHVXgrKIU18C/J4",
+	"x0UZu6/G2ChOBXkGy2XM8mKUwnL69lLQwTLxZysG1cSpvS2jzvnichZnPDOV+OuIxsPh2fO/D0aD0eBs",
+	"/I/RP0ZkNP0kD7UCgKZAOH9C2Y/Kg7INpPKwaL+vPPMmofKkAup2lu7KJYllZqzIuzwv3cZhMAYlM4MK",
+	"uu+VTNEsMNOU0POtuCuMrBXGZEaUyVsH2V3n8ebx/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -72,6 +72,8 @@ func problemFor(err error) *problem {
 	case errors.Is(err, recipes.ErrClosed), errors.Is(err, errShuttingDown):
 		p = newProblem(http.StatusServiceUnavailable, "shutting-down", "the sidecar is shutting down")
 		p.RetryAfter = 1
+	case errors.Is(err, errNotImplemented):
+		p = newProblem(http.StatusNotImplemented, "not-implemented", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		p = newProblem(http.StatusServiceUnavailable, "cancelled", err.Error())
 	default:
@@ -80,7 +82,10 @@ func problemFor(err error) *problem {
 	return p
 }
 
-var errShuttingDown = errors.New("shutting down")
+var (
+	errShuttingDown   = errors.New("shutting down")
+	errNotImplemented = errors.New("not implemented yet")
+)
 
 // writeProblem writes err as an application/problem+json document.
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {

@@ -11,13 +11,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Options configures the HTTP layer.
 type Options struct {
-	Session *recipes.Session
-	Leases  *recipes.Leases
-	Locks   *recipes.Locks
+	Session   *recipes.Session
+	Leases    *recipes.Leases
+	Locks     *recipes.Locks
+	Elections *recipes.Elections
+	Barriers  *recipes.Barriers
+	Queues    *recipes.Queues
+	// Broker fans state out to SSE subscribers.
+	Broker *sse.Broker
 
 	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
 	Token string
@@ -26,6 +32,9 @@ type Options struct {
 	MaxWait, MaxTTL, DefaultTTL time.Duration
 	// MaxBody caps request bodies in bytes (default 1 MiB).
 	MaxBody int64
+	// MaxItem caps a queue item in bytes (default 512 KiB; ZooKeeper's
+	// jute.maxbuffer of 1 MiB bounds one node's data).
+	MaxItem int64
 	// Heartbeat is the SSE comment interval (default 15s).
 	Heartbeat time.Duration
 	// Spec is served at GET /openapi.yaml.
@@ -63,6 +72,9 @@ func NewServer(opt Options) *Server {
 	}
 	if opt.MaxBody <= 0 {
 		opt.MaxBody = 1 << 20
+	}
+	if opt.MaxItem <= 0 {
+		opt.MaxItem = 512 << 10
 	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = 15 * time.Second

@@ -19,6 +19,7 @@ import (
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Config is everything the command line and the environment set.
@@ -32,6 +33,7 @@ type Config struct {
 	MaxTTL         time.Duration
 	DefaultTTL     time.Duration
 	MaxBody        int64
+	MaxItem        int64
 	LogLevel       string
 }
 
@@ -43,6 +45,7 @@ type Main struct {
 
 	session  *recipes.Session
 	leases   *recipes.Leases
+	broker   *sse.Broker
 	server   *api.Server
 	http     *http.Server
 	listener net.Listener
@@ -54,7 +57,7 @@ func NewMain() *Main {
 	return &Main{Config: Config{
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
-		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, LogLevel: "info",
+		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, LogLevel: "info",
 	}, LogOutput: os.Stderr}
 }
 
@@ -70,6 +73,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.Token, "token", env(getenv, "COORD_TOKEN", c.Token), "bearer token required on /v1 when set (COORD_TOKEN)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
+	fs.Int64Var(&c.MaxItem, "max-item", c.MaxItem, "largest queue item in bytes, at most 1000000 (COORD_MAX_ITEM)")
 	durations := []struct {
 		p          *time.Duration
 		flag, envv string
@@ -90,9 +94,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		fs.DurationVar(d.p, d.flag, *d.p, d.usage+" ("+d.envv+")")
 	}
-	if v := getenv("COORD_MAX_BODY"); v != "" {
-		if _, err := fmt.Sscan(v, &c.MaxBody); err != nil {
-			return fmt.Errorf("COORD_MAX_BODY=%q: %w", v, err)
+	for key, p := range map[string]*int64{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem} {
+		if v := getenv(key); v != "" {
+			if _, err := fmt.Sscan(v, p); err != nil {
+				return fmt.Errorf("%s=%q: %w", key, v, err)
+			}
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -109,6 +115,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if !strings.HasPrefix(c.ZKRoot, "/") || (len(c.ZKRoot) > 1 && strings.HasSuffix(c.ZKRoot, "/")) {
 		return fmt.Errorf("--zk-root %q: must be an absolute znode path without a trailing slash", c.ZKRoot)
+	}
+	if c.MaxItem <= 0 || c.MaxItem > 1000000 {
+		return fmt.Errorf("--max-item %d: must be between 1 and 1000000 bytes (ZooKeeper's jute.maxbuffer)", c.MaxItem)
 	}
 	if c.DefaultTTL > c.MaxTTL || c.DefaultTTL < time.Second {
 		return fmt.Errorf("--default-ttl %s: must be between 1s and --max-ttl %s", c.DefaultTTL, c.MaxTTL)
@@ -144,10 +153,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.session = sess
 	m.leases = recipes.NewLeases(sess, reg)
+	m.broker = sse.NewBroker(sse.Options{Registerer: reg})
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
-		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
-		MaxBody: c.MaxBody, Spec: coordsidecar.OpenAPI,
+		Elections: recipes.NewElections(sess, reg),
+		Barriers:  recipes.NewBarriers(sess, reg),
+		Queues:    recipes.NewQueues(sess, reg),
+		Broker:    m.broker,
+		Token:     c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+		MaxBody: c.MaxBody, MaxItem: c.MaxItem, Spec: coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
 	ln, err := net.Listen("tcp", c.Listen)
@@ -179,6 +193,7 @@ func (m *Main) Close() error {
 		return nil
 	}
 	m.server.Close() // streams and long-polls answer now
+	m.broker.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := m.http.Shutdown(ctx)

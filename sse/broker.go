@@ -1,0 +1,481 @@
+package sse
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultBuffer is the per-subscriber buffer used when [Options.Buffer] <= 0.
+const DefaultBuffer = 64
+
+// Errors that end a [Subscription], as returned by [Subscription.Err].
+var (
+	// ErrSlowSubscriber ends a subscription whose buffer (Options.Buffer)
+	// was full when another event was published to it.
+	ErrSlowSubscriber = errors.New("sse: subscriber too slow, disconnected")
+	// ErrClosed ends every subscription when the broker closes, and every
+	// subscription made after.
+	ErrClosed = errors.New("sse: broker closed")
+	// ErrUnsubscribed ends a subscription closed by Subscription.Close.
+	ErrUnsubscribed = errors.New("sse: unsubscribed")
+)
+
+// Options configures a [Broker]. The zero value is usable.
+type Options struct {
+	// Buffer is how many events may wait for one subscriber before it is
+	// disconnected with ErrSlowSubscriber; <= 0 means DefaultBuffer. A
+	// subscription gets one more slot per current state it receives on
+	// subscribing, so that SubscribeMany over many topics never starts out
+	// full. Until Subscription.Events is called the buffer grows as events
+	// wait rather than being preallocated.
+	Buffer int
+	// Registerer, when set, gets coord_sse_subscribers (a gauge of live
+	// subscriptions) and coord_sse_dropped_total (a counter of
+	// subscriptions dropped as slow). If they are already registered there
+	// (by another Broker), the registered ones are shared; any other
+	// registration error panics, as with MustRegister.
+	Registerer prometheus.Registerer
+	// OnActive, when set, is called with active=true when a topic gets its
+	// first subscriber and active=false when its last one leaves (by Close,
+	// by being dropped, or because the broker closed): exactly once per
+	// transition, in the order of the transitions, from one goroutine the
+	// broker owns, never while the broker's lock is held (so it may call
+	// Publish, Current, Subscribe). It must not call Broker.Close. Recipes
+	// use it to hold one ZooKeeper watch per topic however many subscribers
+	// there are: on true, set the watch and Publish the state read; on
+	// false, drop the watch and Forget the topic, so that a later
+	// subscriber is never first served a state that nothing kept current.
+	OnActive func(topic string, active bool)
+}
+
+// Broker fans events out to subscribers by topic and keeps each topic's
+// current state (its last published event). All methods are safe for
+// concurrent use; Publish and Subscribe are serialized by one mutex, which
+// is what makes a subscription's snapshot and live feed seamless.
+type Broker struct {
+	mu     sync.Mutex
+	topics map[string]*topic
+	closed bool
+	buffer int
+
+	subscribers prometheus.Gauge
+	dropped     prometheus.Counter
+
+	onActive func(topic string, active bool)
+	pending  []activation // guarded by mu
+	wake     chan struct{}
+	idle     chan struct{} // closed when the OnActive goroutine exits
+}
+
+type topic struct {
+	name    string
+	current Event
+	has     bool
+	members []member
+}
+
+// member is a subscription's entry in a topic; slot indexes sub.memberships.
+type member struct {
+	sub  *Subscription
+	slot int
+}
+
+// membership is a topic a subscription belongs to; pos indexes t.members.
+type membership struct {
+	t   *topic
+	pos int
+}
+
+type activation struct {
+	topic  string
+	active bool
+}
+
+// NewBroker returns a Broker configured by o. When o.OnActive is set it
+// starts one goroutine, which Close stops.
+func NewBroker(o Options) *Broker {
+	b := &Broker{
+		topics:   make(map[string]*topic),
+		buffer:   o.Buffer,
+		onActive: o.OnActive,
+		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_sse_subscribers",
+			Help: "Live server-sent event subscriptions.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_sse_dropped_total",
+			Help: "Server-sent event subscriptions disconnected for falling behind.",
+		}),
+	}
+	if b.buffer <= 0 {
+		b.buffer = DefaultBuffer
+	}
+	if o.Registerer != nil {
+		b.subscribers = register(o.Registerer, b.subscribers)
+		b.dropped = register(o.Registerer, b.dropped)
+	}
+	if b.onActive != nil {
+		b.wake = make(chan struct{}, 1)
+		b.idle = make(chan struct{})
+		go b.runActive()
+	}
+	return b
+}
+
+func register[C prometheus.Collector](r prometheus.Registerer, c C) C {
+	if err := r.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+// Publish records e as the topic's current state and delivers it to every
+// subscriber of the topic without ever blocking: a subscriber that already
+// has Options.Buffer events waiting is disconnected instead (its Done
+// closes, Err returns ErrSlowSubscriber) and counted in
+// coord_sse_dropped_total. It is safe from any goroutine, including a
+// ZooKeeper callback. e.Data must not be modified afterwards: it is shared,
+// not copied. After Close, Publish only records the state.
+func (b *Broker) Publish(name string, e Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[name]
+	if t == nil {
+		t = &topic{name: name}
+		b.topics[name] = t
+	}
+	t.current, t.has = e, true
+	// Backwards, so that removing a dropped member (which moves the last
+	// member into its place) never skips one not yet served.
+	for i := len(t.members) - 1; i >= 0; i-- {
+		if s := t.members[i].sub; !s.push(e) {
+			b.end(s, ErrSlowSubscriber)
+		}
+	}
+}
+
+// Current returns the topic's last published event (its Data shared, not
+// copied), and false if nothing was published to it or it was forgotten
+// since.
+func (b *Broker) Current(name string) (Event, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[name]; t != nil && t.has {
+		return t.current, true
+	}
+	return Event{}, false
+}
+
+// Forget drops a topic's stored state, for a topic nobody will publish to
+// again or whose state nobody keeps current any more (see
+// Options.OnActive): later subscribers get no snapshot until the next
+// Publish. Its subscribers, if any, stay subscribed.
+func (b *Broker) Forget(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[name]; t != nil {
+		t.current, t.has = Event{}, false
+		if len(t.members) == 0 {
+			delete(b.topics, name)
+		}
+	}
+}
+
+// Subscribe registers a subscriber to one topic. Its first event is the
+// topic's current state, if any, followed by every event published after
+// it, in order: Subscribe is atomic with Publish, so no event is missed or
+// duplicated between the snapshot and the live feed. After Close it returns
+// an already-ended subscription (Err returns ErrClosed).
+func (b *Broker) Subscribe(topic string) *Subscription {
+	return b.SubscribeMany(topic)
+}
+
+// SubscribeMany is Subscribe over several topics into one ordered feed, for
+// a combined stream: first the current state of each topic that has one, in
+// the order given, then every event published to any of them, in publish
+// order. Repeated topics count once. The set of topics is fixed.
+func (b *Broker) SubscribeMany(topics ...string) *Subscription {
+	s := &Subscription{b: b, done: make(chan struct{}), ready: make(chan struct{}, 1)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		s.ended, s.err = true, ErrClosed
+		close(s.done)
+		return s
+	}
+	var seen map[string]struct{}
+	if len(topics) > 1 {
+		seen = make(map[string]struct{}, len(topics))
+	}
+	s.memberships = make([]membership, 0, len(topics))
+	for _, name := range topics {
+		if seen != nil {
+			if _, dup := seen[name]; dup {
+				continue
+			}
+			seen[name] = struct{}{}
+		}
+		t := b.topics[name]
+		if t == nil {
+			t = &topic{name: name}
+			b.topics[name] = t
+		}
+		if t.has {
+			s.q = append(s.q, t.current)
+		}
+		if len(t.members) == 0 {
+			b.activate(name, true)
+		}
+		s.memberships = append(s.memberships, membership{t: t, pos: len(t.members)})
+		t.members = append(t.members, member{sub: s, slot: len(s.memberships) - 1})
+	}
+	s.limit = b.buffer + len(s.q)
+	if len(s.q) > 0 {
+		s.ready <- struct{}{}
+	}
+	b.subscribers.Inc()
+	return s
+}
+
+// Close ends every subscription (Done closes, Err returns ErrClosed; events
+// already buffered can still be received) and makes later Subscribe calls
+// return an already-ended subscription. It reports active=false for every
+// active topic and returns once every OnActive call has returned.
+// It is idempotent.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		for _, t := range b.topics {
+			for len(t.members) > 0 {
+				b.end(t.members[len(t.members)-1].sub, ErrClosed)
+			}
+		}
+	}
+	b.mu.Unlock()
+	if b.onActive != nil {
+		b.signal()
+		<-b.idle
+	}
+}
+
+// end removes s from all its topics and ends it with err. b.mu is held and
+// s has not ended.
+func (b *Broker) end(s *Subscription, err error) {
+	for _, m := range s.memberships {
+		b.removeMember(m.t, m.pos)
+	}
+	s.memberships = nil
+	s.mu.Lock()
+	s.ended, s.err = true, err
+	if err != ErrClosed {
+		s.q = nil // nobody will read what is left
+	}
+	if s.ch != nil {
+		close(s.ch)
+	}
+	s.mu.Unlock()
+	close(s.done)
+	b.subscribers.Dec()
+	if err == ErrSlowSubscriber {
+		b.dropped.Inc()
+	}
+}
+
+// removeMember swap-removes t.members[pos]. b.mu is held.
+func (b *Broker) removeMember(t *topic, pos int) {
+	last := len(t.members) - 1
+	if pos != last {
+		moved := t.members[last]
+		t.members[pos] = moved
+		moved.sub.memberships[moved.slot].pos = pos
+	}
+	t.members[last] = member{}
+	t.members = t.members[:last]
+	if last == 0 {
+		t.members = nil // let a topic that had many subscribers shrink
+		b.activate(t.name, false)
+		if !t.has {
+			delete(b.topics, t.name)
+		}
+	}
+}
+
+// activate queues an OnActive call. b.mu is held.
+func (b *Broker) activate(name string, active bool) {
+	if b.onActive == nil {
+		return
+	}
+	b.pending = append(b.pending, activation{topic: name, active: active})
+	b.signal()
+}
+
+func (b *Broker) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runActive makes the OnActive calls, in queue order, outside b.mu.
+func (b *Broker) runActive() {
+	defer close(b.idle)
+	var batch []activation
+	for range b.wake {
+		for {
+			b.mu.Lock()
+			batch, b.pending = b.pending, batch[:0]
+			closed := b.closed
+			b.mu.Unlock()
+			if len(batch) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			for i, a := range batch {
+				b.onActive(a.topic, a.active)
+				batch[i] = activation{}
+			}
+		}
+	}
+}
+
+// Subscription is one subscriber's feed of events from a [Broker]. Read it
+// with [Serve], or with Events; not both.
+type Subscription struct {
+	b     *Broker
+	done  chan struct{}
+	ready chan struct{} // holds a token when q may be non-empty
+	err   error         // set before done closes
+	limit int           // most events that may wait
+
+	memberships []membership // guarded by b.mu
+
+	mu    sync.Mutex
+	ended bool       // written with b.mu and mu held
+	q     []Event    // waiting events, lazily allocated; nil once ch is used
+	ch    chan Event // non-nil once Events was called
+}
+
+// push delivers e without blocking; false means the subscriber is full.
+// b.mu is held.
+func (s *Subscription) push(e Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		select {
+		case s.ch <- e:
+			return true
+		default:
+			return false
+		}
+	}
+	if len(s.q) >= s.limit {
+		return false
+	}
+	s.q = append(s.q, e)
+	if len(s.q) == 1 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns the waiting events and keeps buf (cleared) for the next
+// ones, so that a steady consumer and its publisher allocate nothing.
+func (s *Subscription) take(buf []Event) []Event {
+	clear(buf)
+	if cap(buf) > 16 {
+		buf = nil // give back what a burst made grow
+	}
+	s.mu.Lock()
+	batch := s.q
+	if s.ch == nil && !s.ended {
+		s.q = buf[:0]
+	} else {
+		s.q = nil
+	}
+	s.mu.Unlock()
+	return batch
+}
+
+// channel returns the channel made by Events, or nil.
+func (s *Subscription) channel() chan Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ch
+}
+
+// Events returns the subscription's events as a channel with room for
+// every event that may wait. The first call makes it (moving any waiting
+// events into it) and later calls return the same channel. It is closed
+// once the subscription has ended; events buffered before the end can still
+// be received, and after ErrClosed they are exactly the events published
+// before Close. A subscription is read either through Events or by Serve.
+func (s *Subscription) Events() <-chan Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan Event, max(s.limit, len(s.q)))
+		for _, e := range s.q {
+			s.ch <- e
+		}
+		s.q = nil
+		if s.ended {
+			close(s.ch)
+		}
+		select { // a Serve waiting on ready switches to the channel
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+	return s.ch
+}
+
+// Done returns a channel that is closed when the subscription ends.
+func (s *Subscription) Done() <-chan struct{} {
+	return s.done
+}
+
+// Err returns nil while the subscription is live, and once Done is closed
+// the reason it ended: ErrSlowSubscriber, ErrClosed or ErrUnsubscribed.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// fatal returns the reason the subscription ended unless it is live or the
+// broker closed (events are then still worth delivering).
+func (s *Subscription) fatal() error {
+	if err := s.Err(); err != nil && err != ErrClosed {
+		return err
+	}
+	return nil
+}
+
+// Close unsubscribes: Done closes and Err returns ErrUnsubscribed, unless
+// the subscription had already ended, in which case Close does nothing.
+// It is idempotent.
+func (s *Subscription) Close() {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !s.ended {
+		b.end(s, ErrUnsubscribed)
+	}
+}

@@ -1,0 +1,202 @@
+package sse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Event is one server-sent event.
+type Event struct {
+	ID   string // the id: line; omitted when empty; must not contain CR, LF or NUL
+	Name string // the event: line; omitted when empty; must not contain CR or LF
+	Data []byte // JSON, written as data: line(s); not modified by this package
+}
+
+// ErrInvalidEvent is returned (wrapped) by [Writer.Send] for an event whose
+// ID or Name would break the stream's framing; nothing is written then.
+var ErrInvalidEvent = errors.New("sse: invalid event")
+
+// Data encodes v as JSON for [Event.Data] and guarantees the result is a
+// single line: [json.Marshal] escapes line breaks inside strings and compacts
+// the output of [json.Marshaler] values and [json.RawMessage]. For a value
+// that cannot be encoded (a channel, a function, a NaN, a pointer cycle) it
+// returns json.Marshal's error rather than a placeholder such as null.
+func Data(v any) ([]byte, error) {
+	return json.Marshal(v)
+}
+
+// maxKeptBuffer bounds the scratch buffer a Writer keeps between writes.
+const maxKeptBuffer = 64 << 10
+
+// Writer writes events to one HTTP response. Each Send or Comment sets a
+// write deadline, writes the whole event in one Write and flushes it, so a
+// client never sees half an event unless the connection fails. After a write
+// fails, every later one returns the same error without writing. A Writer is
+// not safe for concurrent use.
+type Writer struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+	err     error // sticky write error
+}
+
+// NewWriter starts an event stream on w: it sets Content-Type
+// text/event-stream, Cache-Control no-cache, Connection keep-alive and
+// X-Accel-Buffering no, writes status 200 and flushes. If w cannot flush
+// (neither it nor any writer it unwraps to implements [http.Flusher]) it
+// returns an error wrapping [http.ErrNotSupported] and writes nothing, so the
+// caller can still send an error response. writeTimeout > 0 is the deadline
+// set before every write (through [http.ResponseController.SetWriteDeadline];
+// a writer that does not support deadlines is written without one);
+// writeTimeout <= 0 sets no deadline.
+func NewWriter(w http.ResponseWriter, writeTimeout time.Duration) (*Writer, error) {
+	if !canFlush(w) {
+		return nil, fmt.Errorf("sse: response writer cannot flush: %w", http.ErrNotSupported)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	sw := &Writer{w: w, rc: http.NewResponseController(w), timeout: writeTimeout}
+	if err := sw.setDeadline(); err != nil {
+		return nil, err
+	}
+	w.WriteHeader(http.StatusOK)
+	if err := sw.rc.Flush(); err != nil {
+		return nil, fmt.Errorf("sse: flush: %w", err)
+	}
+	return sw, nil
+}
+
+// canFlush reports whether http.ResponseController can flush w, following
+// the same Unwrap chain it does, without writing anything.
+func canFlush(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }, http.Flusher:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// Send writes e as one event: "id: ID" (if any), "event: Name" (if any), one
+// "data: line" per line of Data (CRLF, LF and CR all end a line; an empty
+// line is written as "data:"), then a blank line; then it flushes. It returns
+// an error wrapping [ErrInvalidEvent] without writing if ID contains CR, LF
+// or NUL or Name contains CR or LF, and otherwise the write or flush error.
+func (w *Writer) Send(e Event) error {
+	if w.err != nil {
+		return w.err
+	}
+	if strings.ContainsAny(e.ID, "\r\n\x00") {
+		return fmt.Errorf("%w: id %q contains CR, LF or NUL", ErrInvalidEvent, e.ID)
+	}
+	if strings.ContainsAny(e.Name, "\r\n") {
+		return fmt.Errorf("%w: name %q contains CR or LF", ErrInvalidEvent, e.Name)
+	}
+	b := w.buf[:0]
+	if e.ID != "" {
+		b = append(b, "id: "...)
+		b = append(b, e.ID...)
+		b = append(b, '\n')
+	}
+	if e.Name != "" {
+		b = append(b, "event: "...)
+		b = append(b, e.Name...)
+		b = append(b, '\n')
+	}
+	b = appendLines(b, "data", e.Data)
+	b = append(b, '\n')
+	return w.write(b)
+}
+
+// Comment writes text as comment lines (": text"; one per line of text, and
+// a lone ":" for empty text) and flushes. Clients ignore comments; they keep
+// the connection busy. It returns the write or flush error.
+func (w *Writer) Comment(text string) error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.write(appendLines(w.buf[:0], "", []byte(text)))
+}
+
+// appendLines appends one "field: line\n" per line of data (just "field:\n"
+// for an empty line). CRLF, LF and CR each end a line, as in the SSE spec.
+func appendLines(b []byte, field string, data []byte) []byte {
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		line := data
+		if i >= 0 {
+			line = data[:i]
+		}
+		b = append(b, field...)
+		b = append(b, ':')
+		if len(line) > 0 {
+			b = append(b, ' ')
+			b = append(b, line...)
+		}
+		b = append(b, '\n')
+		if i < 0 {
+			return b
+		}
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+}
+
+// write sends b with a fresh deadline and flushes; a failure is sticky.
+func (w *Writer) write(b []byte) error {
+	if cap(b) <= maxKeptBuffer {
+		w.buf = b[:0]
+	} else {
+		w.buf = nil
+	}
+	if err := w.setDeadline(); err != nil {
+		w.err = err
+		return err
+	}
+	if _, err := w.w.Write(b); err != nil {
+		w.err = fmt.Errorf("sse: write: %w", err)
+		return w.err
+	}
+	if err := w.rc.Flush(); err != nil {
+		w.err = fmt.Errorf("sse: flush: %w", err)
+		return w.err
+	}
+	return nil
+}
+
+// setDeadline sets the per-write deadline; http.ErrNotSupported is ignored.
+func (w *Writer) setDeadline() error {
+	if w.timeout <= 0 {
+		return nil
+	}
+	err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: set write deadline: %w", err)
+	}
+	return nil
+}
+
+// finish gives the server one more writeTimeout to end the response (the
+// chunked terminator is written after the handler returns) unless the stream
+// already failed.
+func (w *Writer) finish() {
+	if w.err == nil {
+		_ = w.setDeadline()
+	}
+}
