@@ -142,109 +142,17 @@ func (l *Locks) cleanup(ep *epoch, parent, guid, node string) {
 	_ = deleteProtected(ctx, ep, parent, guid, node)
 }
 
-// await waits until node is the first contender, watching only its predecessor.
+// await waits until node holds the lock (see awaitHead).
 func (l *Locks) await(ctx context.Context, lease *Lease, ep *epoch, name, node, owner string, wait time.Duration) (*LockGrant, error) {
-	parent, self := path.Split(node)
-	parent = path.Clean(parent)
-	var deadline <-chan time.Time
-	waitCtx := ctx // bounds waiting for a suspended session to come back
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
+	place, err := awaitHead(ctx, ep, node, wait, lease.Ending())
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("lock %q: %w", name, err)
+	case !place.Head:
+		holder, _ := l.holder(ctx, ep, path.Dir(node), place.Line)
+		return nil, &LockedError{Name: name, Holder: holder}
 	}
-	expired := func() bool {
-		select {
-		case <-deadline:
-			return true
-		default:
-			return wait <= 0
-		}
-	}
-
-	// The first listing and the stat of our own node (its czxid is the fencing
-	// token) are sent together: one round trip.
-	var token int64
-	var children []string
-	err := parallel(
-		func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				_, st, err := c.Exists(node)
-				if err == nil && st != nil {
-					token = st.Czxid
-				}
-				return err
-			})
-		},
-		func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				children, _, err = c.Children(parent)
-				return err
-			})
-		})
-	for {
-		if err != nil {
-			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !expired() {
-				if err = waitConnected(waitCtx, ep); err == nil {
-					err = l.list(ctx, ep, parent, &children)
-				}
-				continue
-			}
-			return nil, err
-		}
-		sorted := sortBySeq(children)
-		idx := indexOf(sorted, self)
-		if idx < 0 || token == 0 {
-			if ep.isLost() {
-				return nil, ErrSessionLost
-			}
-			return nil, fmt.Errorf("lock %q: contender node %s vanished: %w", name, node, ErrSessionLost)
-		}
-		if idx == 0 {
-			if cur, _ := l.s.current(); cur != ep {
-				// Never claim ownership while suspended: wait for the session to be
-				// confirmed (same id) before answering.
-				if err = waitConnected(waitCtx, ep); err != nil {
-					return nil, err
-				}
-			}
-			return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: token, AcquiredAt: time.Now(), node: node}, nil
-		}
-		if expired() {
-			holder, _ := l.holder(ctx, ep, parent, sorted)
-			return nil, &LockedError{Name: name, Holder: holder}
-		}
-		pred := parent + "/" + sorted[idx-1]
-		var watch <-chan zk.Event
-		var exists bool
-		err = ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			exists, _, watch, err = c.ExistsW(pred)
-			return err
-		})
-		if err != nil {
-			continue
-		}
-		if exists {
-			select {
-			case <-watch:
-			case <-deadline:
-				holder, _ := l.holder(ctx, ep, parent, sorted)
-				return nil, &LockedError{Name: name, Holder: holder}
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-lease.Ending():
-				return nil, fmt.Errorf("lease %q: %w", lease.ID, ErrLeaseEnded)
-			case <-ep.lost:
-				return nil, ErrSessionLost
-			}
-		}
-		err = l.list(ctx, ep, parent, &children)
-	}
+	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(), node: node}, nil
 }
 
 func (l *Locks) list(ctx context.Context, ep *epoch, parent string, out *[]string) error {
@@ -320,31 +228,6 @@ func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
 		st.Waiters = len(sorted) - 1
 	}
 	return st, nil
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// parallel runs the functions at once and returns the first error. Calls on one
-// ZooKeeper connection are pipelined, so two calls cost one round trip.
-func parallel(fns ...func() error) error {
-	errs := make(chan error, len(fns))
-	for _, f := range fns[1:] {
-		go func() { errs <- f() }()
-	}
-	first := fns[0]()
-	for range fns[1:] {
-		if err := <-errs; first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 type lockMetrics struct {

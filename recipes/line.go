@@ -1,0 +1,152 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// linePlace is where a node stands in the line of its parent's sequential
+// children: locks and elections share it.
+type linePlace struct {
+	// Head is true when the node is first in line (holds the lock, leads).
+	Head bool
+	// Czxid is the node's creation zxid: the fencing token or term it carries.
+	Czxid int64
+	// Line is the line as last listed, sorted by sequence suffix.
+	Line []string
+}
+
+// awaitHead waits up to wait (0: look once) until node is first among its
+// parent's sequential children, watching only its predecessor, so that a release
+// wakes one waiter. It returns the place when node is first or when wait ends
+// (Head false); ErrLeaseEnded when ending closes, ErrSessionLost when the session
+// is lost or the node vanished, ctx's error when ctx ends. A suspended session is
+// waited out within wait; the head is reported only while connected under the
+// node's own session, never while suspended.
+func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, ending <-chan struct{}) (linePlace, error) {
+	parent, self := path.Split(node)
+	parent = path.Clean(parent)
+	var deadline <-chan time.Time
+	waitCtx := ctx // bounds waiting for a suspended session to come back
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	expired := func() bool {
+		select {
+		case <-deadline:
+			return true
+		default:
+			return wait <= 0
+		}
+	}
+	var place linePlace
+	var children []string
+	list := func() error {
+		return ep.call(ctx, func(c *zk.Conn) error {
+			var err error
+			children, _, err = c.Children(parent)
+			return err
+		})
+	}
+	// The first listing and the stat of the node itself (its czxid) are sent
+	// together: one round trip.
+	err := parallel(
+		func() error {
+			return ep.call(ctx, func(c *zk.Conn) error {
+				_, st, err := c.Exists(node)
+				if err == nil && st != nil {
+					place.Czxid = st.Czxid
+				}
+				return err
+			})
+		},
+		list)
+	for {
+		if err != nil {
+			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !expired() {
+				if err = waitConnected(waitCtx, ep); err == nil {
+					err = list()
+				}
+				continue
+			}
+			return place, err
+		}
+		place.Line = sortBySeq(children)
+		idx := indexOf(place.Line, self)
+		if idx < 0 || place.Czxid == 0 {
+			return place, fmt.Errorf("node %s vanished: %w", node, ErrSessionLost)
+		}
+		if idx == 0 {
+			if cur, _ := ep.s.current(); cur != ep {
+				if err = waitConnected(waitCtx, ep); err != nil {
+					return place, err
+				}
+			}
+			place.Head = true
+			return place, nil
+		}
+		if expired() {
+			return place, nil
+		}
+		pred := parent + "/" + place.Line[idx-1]
+		var watch <-chan zk.Event
+		var exists bool
+		err = ep.call(ctx, func(c *zk.Conn) error {
+			var err error
+			exists, _, watch, err = c.ExistsW(pred)
+			return err
+		})
+		if err != nil {
+			continue
+		}
+		if exists {
+			select {
+			case <-watch:
+			case <-deadline:
+				return place, nil
+			case <-ctx.Done():
+				return place, ctx.Err()
+			case <-ending:
+				return place, ErrLeaseEnded
+			case <-ep.lost:
+				return place, ErrSessionLost
+			}
+		}
+		err = list()
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// parallel runs the functions at once and returns the first error. Calls on one
+// ZooKeeper connection are pipelined, so two calls cost one round trip.
+func parallel(fns ...func() error) error {
+	errs := make(chan error, len(fns))
+	for _, f := range fns[1:] {
+		go func() { errs <- f() }()
+	}
+	first := fns[0]()
+	for range fns[1:] {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}
