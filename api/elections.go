@@ -1,29 +1,156 @@
 package api
 
-import "context"
+import (
+	"context"
+	"time"
 
-// Placeholders until the recipe lands: every one answers 501 not-implemented.
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
 
-func (s *Server) GetElection(_ context.Context, _ GetElectionRequestObject) (GetElectionResponseObject, error) {
-	return nil, errNotImplemented
+// Campaign enrols a candidate for a lease (implicit when lease= is absent).
+func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (CampaignResponseObject, error) {
+	p := req.Params
+	if err := name("election", req.Name); err != nil {
+		return nil, err
+	}
+	id := ""
+	if p.Id != nil {
+		id = *p.Id
+	}
+	if id == "" {
+		id = recipes.NewCandidateID()
+	}
+	if err := name("candidate", id); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(p.Wait)
+	if err != nil {
+		return nil, err
+	}
+	value := ""
+	if req.Body != nil && req.Body.Value != nil {
+		value = *req.Body.Value
+	}
+	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.opt.Elections.Campaign(ctx, lease, req.Name, id, value, wait)
+	if err != nil {
+		return nil, err
+	}
+	return Campaign201JSONResponse(candidacyBody(c)), nil
 }
 
-func (s *Server) Campaign(_ context.Context, _ CampaignRequestObject) (CampaignResponseObject, error) {
-	return nil, errNotImplemented
+// Proclaim sets a candidate's value without re-election.
+func (s *Server) Proclaim(ctx context.Context, req ProclaimRequestObject) (ProclaimResponseObject, error) {
+	lease, err := s.candidateLease(req.Name, req.Id, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	value := ""
+	if req.Body != nil && req.Body.Value != nil {
+		value = *req.Body.Value
+	}
+	c, err := s.opt.Elections.Proclaim(ctx, lease, req.Name, req.Id, value)
+	if err != nil {
+		return nil, err
+	}
+	return Proclaim200JSONResponse(candidacyBody(c)), nil
 }
 
-func (s *Server) Resign(_ context.Context, _ ResignRequestObject) (ResignResponseObject, error) {
-	return nil, errNotImplemented
+// Resign withdraws a candidate, or requeues it at the back of the line.
+func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignResponseObject, error) {
+	lease, err := s.candidateLease(req.Name, req.Id, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	requeue := req.Params.Requeue != nil && *req.Params.Requeue
+	c, err := s.opt.Elections.Resign(ctx, lease, req.Name, req.Id, requeue)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		return Resign201JSONResponse(candidacyBody(c)), nil
+	}
+	return Resign204Response{}, nil
 }
 
-func (s *Server) Proclaim(_ context.Context, _ ProclaimRequestObject) (ProclaimResponseObject, error) {
-	return nil, errNotImplemented
+func (s *Server) candidateLease(election, id, lease string) (*recipes.Lease, error) {
+	for _, n := range [][2]string{{"election", election}, {"candidate", id}, {"lease", lease}} {
+		if err := name(n[0], n[1]); err != nil {
+			return nil, err
+		}
+	}
+	return s.opt.Leases.Get(lease)
 }
 
-func (s *Server) StreamElection(_ context.Context, _ StreamElectionRequestObject) (StreamElectionResponseObject, error) {
-	return nil, errNotImplemented
+// GetElection reads an election; with term= it long-polls until the term differs.
+func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) (GetElectionResponseObject, error) {
+	if err := name("election", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if req.Params.Term == nil {
+		st, err := s.opt.Elections.Inspect(ctx, req.Name)
+		if err != nil {
+			return nil, err
+		}
+		return GetElection200JSONResponse(electionBody(st)), nil
+	}
+	f, err := s.opt.Elections.Follow(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		changed := f.Changed()
+		if st, ok := f.State(); ok && !st.Suspended && st.Term() != *req.Params.Term {
+			return GetElection200JSONResponse(electionBody(st)), nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			// Unchanged within wait: answer the state as ZooKeeper has it now.
+			st, err := s.opt.Elections.Inspect(ctx, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			return GetElection200JSONResponse(electionBody(st)), nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
-func (s *Server) StreamSession(_ context.Context, _ StreamSessionRequestObject) (StreamSessionResponseObject, error) {
-	return nil, errNotImplemented
+// StreamElection streams an election's leadership changes.
+func (s *Server) StreamElection(ctx context.Context, req StreamElectionRequestObject) (StreamElectionResponseObject, error) {
+	if err := name("election", req.Name); err != nil {
+		return nil, err
+	}
+	return topicStream{s: s, ctx: ctx, topics: []string{electionTopic(req.Name)}}, nil
+}
+
+func candidacyBody(c *recipes.Candidacy) Candidacy {
+	return Candidacy{Name: c.Name, Candidate: c.Candidate, Lease: c.Lease, Leader: c.Leader, Term: c.Term}
+}
+
+func electionBody(st *recipes.ElectionState) Election {
+	out := Election{Name: st.Name, Candidates: []Candidate{}}
+	if st.Leader != nil {
+		out.Leader = &ElectionLeader{Candidate: st.Leader.Candidate, Value: st.Leader.Value, Term: st.Leader.Term, Since: st.Leader.Since}
+	}
+	for _, c := range st.Candidates {
+		out.Candidates = append(out.Candidates, Candidate{Candidate: c.Candidate, Value: c.Value, Since: c.Since})
+	}
+	if st.Suspended {
+		t := true
+		out.Suspended = &t
+	}
+	return out
 }

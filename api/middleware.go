@@ -23,7 +23,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeProblem(w, r, fmt.Errorf("panic: %v", v))
+				s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -66,7 +66,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			sum := sha256.Sum256([]byte(got))
 			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-				writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+				s.writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
 				return
 			}
 		}
@@ -78,7 +78,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.opt.MaxBody {
-			writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
+			s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
@@ -60,6 +59,8 @@ func problemFor(err error) *problem {
 		p = newProblem(http.StatusNotFound, "lease-not-found", err.Error())
 	case errors.Is(err, recipes.ErrNotHeld):
 		p = newProblem(http.StatusNotFound, "not-held", err.Error())
+	case errors.Is(err, recipes.ErrCandidateExists):
+		p = newProblem(http.StatusConflict, "candidate-exists", err.Error())
 	case errors.Is(err, recipes.ErrBusy):
 		p = newProblem(http.StatusConflict, "acquisition-in-progress", err.Error())
 	case errors.Is(err, recipes.ErrSessionLost):
@@ -88,10 +89,10 @@ var (
 )
 
 // writeProblem writes err as an application/problem+json document.
-func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if p.Status >= 500 && p.Name == "internal" {
-		slog.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	body := map[string]any{}
 	for k, v := range p.Ext {

@@ -22,8 +22,6 @@ type Options struct {
 	Elections *recipes.Elections
 	Barriers  *recipes.Barriers
 	Queues    *recipes.Queues
-	// Broker fans state out to SSE subscribers.
-	Broker *sse.Broker
 
 	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
 	Token string
@@ -55,6 +53,12 @@ type Server struct {
 	// stopped ends when Close is called.
 	stopped context.Context
 	stop    context.CancelFunc
+
+	// broker fans state out to SSE subscribers; topics are followed only while
+	// they have subscribers (see topics.go).
+	broker  *sse.Broker
+	topics  topicFollowers
+	session sessionTopic
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -86,12 +90,19 @@ func NewServer(opt Options) *Server {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	return &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop}
+	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop}
+	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
+	s.followSession()
+	return s
 }
 
 // Close ends every stream and long-poll (they answer as shutting down). It does not
 // release leases: the caller closes the Leases next.
-func (s *Server) Close() { s.stop() }
+func (s *Server) Close() {
+	s.stop()
+	s.broker.Close()
+	s.topics.stopAll()
+}
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations routes
 // behind the middleware, plus /metrics and /openapi.yaml.
@@ -99,10 +110,10 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
+		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
+		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
@@ -111,14 +122,14 @@ func (s *Server) Handler() http.Handler {
 	})
 	strict := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, problemFor(bodyError(err)))
+			s.writeProblem(w, r, problemFor(bodyError(err)))
 		},
-		ResponseErrorHandlerFunc: writeProblem,
+		ResponseErrorHandlerFunc: s.writeProblem,
 	})
 	return HandlerWithOptions(strict, ChiServerOptions{
 		BaseRouter: r,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, invalidParameter("%s", err.Error()))
+			s.writeProblem(w, r, invalidParameter("%s", err.Error()))
 		},
 	})
 }

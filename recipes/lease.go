@@ -376,6 +376,17 @@ func (l *Lease) unreserve(h Hold) {
 	}
 }
 
+// value returns the grant value of h when the lease holds it.
+func (l *Lease) value(h Hold) (any, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.holds[h]
+	if !ok || v.release == nil {
+		return nil, false
+	}
+	return v.value, true
+}
+
 // take removes h from the lease's holds and returns it, or ErrNotHeld.
 func (l *Lease) take(h Hold) (*held, error) {
 	l.mu.Lock()

@@ -127,11 +127,15 @@ type stream struct {
 	done   chan struct{} // closed when the stream ends
 }
 
-// openStream opens an SSE stream and parses its events in a goroutine.
-func (s *sidecar) openStream(path string) *stream {
+// openStream opens an SSE stream (with header name/value pairs) and parses its
+// events in a goroutine.
+func (s *sidecar) openStream(path string, hdr ...string) *stream {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()

@@ -30,6 +30,8 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	if ev := st.next(t, 5*time.Second); ev.Name != "lease" {
 		t.Fatalf("first event %+v", ev)
 	}
+	sess := cut.openStream("/v1/session/events")
+	sess.next(t, 5*time.Second)
 	got := make(chan *response, 1)
 	go func() {
 		r, _ := other.do(context.Background(), http.MethodPost, "/v1/locks/fenced?wait=60s&owner=survivor", nil)
@@ -42,6 +44,11 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	proxy.Cut()
 	if ev := st.next(t, 20*time.Second); ev.Name != "lost" {
 		t.Fatalf("lease stream after the cut: %+v, want lost", ev)
+	}
+	for _, want := range []string{"suspended", "lost"} {
+		if ev := sess.next(t, 20*time.Second); str(ev.Data["state"]) != want {
+			t.Fatalf("session stream: %+v, want %s", ev, want)
+		}
 	}
 	r, err := cut.do(context.Background(), http.MethodGet, "/v1/leases/"+lease, nil)
 	if err != nil || r.Status != http.StatusNotFound {
@@ -66,4 +73,51 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	if str(s.Body["state"]) != "connected" {
 		t.Fatalf("session after restore: %s", s.Raw)
 	}
+}
+
+// A cut shorter than the session timeout keeps the session and its grants: the
+// session stream says `suspended` then `reconnected`, and while suspended the
+// sidecar does not vouch for its candidate's leadership.
+func TestShortCutSuspendsThenReconnects(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	proxy, err := faultproxy.New(zkc.Server(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	car := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "6s")
+	sess := car.openStream("/v1/session/events")
+	if ev := sess.next(t, 5*time.Second); ev.Name != "session" || str(ev.Data["state"]) != "connected" {
+		t.Fatalf("first session event %+v", ev)
+	}
+	before := str(car.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	g := campaign(t, car, "cut", "c1", "ttl=60s")
+	elec := &leaderFollower{st: car.openStream("/v1/elections/cut/events")}
+	term := elec.await(t, "c1", 0, 5*time.Second)
+
+	proxy.Cut()
+	if ev := sess.next(t, 10*time.Second); str(ev.Data["state"]) != "suspended" {
+		t.Fatalf("after the cut: %+v, want suspended", ev)
+	}
+	ev := elec.st.next(t, 10*time.Second)
+	if ev.Data["suspended"] != true || ev.Data["leader"] != nil {
+		t.Fatalf("election event while suspended: %+v", ev)
+	}
+	r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil)
+	if err != nil || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("readyz while suspended: %v %+v", err, r)
+	}
+	proxy.Restore()
+	if ev := sess.next(t, 10*time.Second); str(ev.Data["state"]) != "reconnected" {
+		t.Fatalf("after the restore: %+v, want reconnected", ev)
+	}
+	if got := elec.await(t, "c1", term-1, 10*time.Second); got != term {
+		t.Fatalf("term after reconnect %d, want the same %d", got, term)
+	}
+	after := str(car.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	if after != before {
+		t.Fatalf("session changed from %s to %s", before, after)
+	}
+	car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+str(g.Body["lease"]))
 }

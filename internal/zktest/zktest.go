@@ -590,3 +590,23 @@ func mode(addr string) string {
 	}
 	return ""
 }
+
+// WatchedPaths counts the znodes at or under prefix that the server at addr holds
+// at least one data or existence watch on (from its `wchp` report, which leaves
+// out child watches), whoever set them. Watches are
+// per path and per session, so a client that sets the same watch again does not
+// add one; this counts what a recipe costs the server.
+func WatchedPaths(tb testing.TB, addr, prefix string) int {
+	tb.Helper()
+	out, err := fourLetter(addr, "wchp")
+	if err != nil {
+		tb.Fatalf("zktest: wchp on %s: %v", addr, err)
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if line == prefix || strings.HasPrefix(line, prefix+"/") {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// campaign enrols a candidate and returns the answer.
+func campaign(t *testing.T, car *sidecar, election, id, query string) *response {
+	t.Helper()
+	r, err := car.do(context.Background(), http.MethodPost,
+		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`))
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("campaign %s: %v %+v", id, err, r)
+	}
+	return r
+}
+
+// leaderFollower reads `leader` events of one stream and checks that terms never
+// go backwards.
+type leaderFollower struct {
+	st       *stream
+	lastTerm int64
+}
+
+// await reads events until `candidate` leads with a term above `above`.
+func (f *leaderFollower) await(t *testing.T, candidate string, above int64, within time.Duration) int64 {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ev := f.st.next(t, time.Until(deadline))
+		if ev.Name != "leader" {
+			t.Fatalf("unexpected event %+v", ev)
+		}
+		leader, _ := ev.Data["leader"].(map[string]any)
+		if leader == nil {
+			continue
+		}
+		term := num(leader["term"])
+		if term < f.lastTerm {
+			t.Fatalf("term went backwards: %d after %d", term, f.lastTerm)
+		}
+		f.lastTerm = term
+		if str(leader["candidate"]) == candidate && term > above {
+			return term
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never led with a term above %d", candidate, above)
+		}
+	}
+}
+
+// Three candidates on two sidecars: each way a leader can go hands leadership to
+// the next candidate, and subscribers on both sidecars see it with a higher term.
+func TestLeadershipHandoff(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+	bin := buildBinary(t)
+
+	type leaderSide struct {
+		car  *sidecar
+		lease string
+		proc *exec.Cmd
+	}
+	cases := []struct {
+		name    string
+		process bool // the first candidate runs on a sidecar process of its own
+		query   string
+		hand    func(t *testing.T, l leaderSide, election string)
+		bound   time.Duration // the handoff must happen within this
+	}{
+		{name: "resign", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
+			l.car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/c1?lease="+l.lease)
+		}},
+		{name: "lease-revoked", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
+			l.car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l.lease)
+		}},
+		{name: "lease-stream-closed", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
+			st := l.car.openStream("/v1/leases/" + l.lease + "/events")
+			st.next(t, 5*time.Second)
+			st.cancel()
+		}},
+		{name: "lease-ttl-lapsed", query: "ttl=1s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {}},
+		{name: "sidecar-SIGTERM", process: true, query: "ttl=60s", bound: 10 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
+			if err := l.proc.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// The killed sidecar's session expires on the server after its timeout (1s),
+		// in buckets of one tick (200ms); allow 500ms for the news to travel.
+		{name: "sidecar-SIGKILL", process: true, query: "ttl=60s", bound: time.Second + 200*time.Millisecond + 500*time.Millisecond, hand: func(t *testing.T, l leaderSide, election string) {
+			if err := l.proc.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			election := "handoff-" + c.name
+			first := leaderSide{car: a}
+			if c.process {
+				addr := freeAddr(t)
+				cmd := exec.Command(bin, "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				go func() { _ = cmd.Wait() }()
+				t.Cleanup(func() { _ = cmd.Process.Kill() })
+				first = leaderSide{car: &sidecar{t: t, base: "http://" + addr}, proc: cmd}
+				first.car.waitReady()
+			}
+			subs := []*leaderFollower{
+				{st: a.openStream("/v1/elections/" + election + "/events")},
+				{st: b.openStream("/v1/elections/" + election + "/events")},
+			}
+			g := campaign(t, first.car, election, "c1", c.query)
+			first.lease = str(g.Body["lease"])
+			if g.Body["leader"] != true {
+				t.Fatalf("c1 does not lead: %s", g.Raw)
+			}
+			campaign(t, a, election, "c2", "ttl=60s")
+			campaign(t, b, election, "c3", "ttl=60s")
+			var term int64
+			for _, s := range subs {
+				term = s.await(t, "c1", 0, 10*time.Second)
+			}
+			eventually(t, 10*time.Second, "three candidates in line", func() bool {
+				r := a.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+				return len(r.Body["candidates"].([]any)) == 3
+			})
+
+			start := time.Now()
+			c.hand(t, first, election)
+			for _, s := range subs {
+				if got := s.await(t, "c2", term, c.bound+5*time.Second); got <= term {
+					t.Fatalf("new term %d not above %d", got, term)
+				}
+			}
+			took := time.Since(start)
+			if c.name != "lease-ttl-lapsed" && took > c.bound {
+				t.Fatalf("handoff took %s, bound %s", took, c.bound)
+			}
+			t.Logf("handoff by %s in %s", c.name, took.Round(time.Millisecond))
+			// Exactly one leader: c2, and c3 still waits behind it.
+			r := b.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+			cands := r.Body["candidates"].([]any)
+			if leader := r.Body["leader"].(map[string]any); str(leader["candidate"]) != "c2" || len(cands) != 2 {
+				t.Fatalf("after the handoff: %s", r.Raw)
+			}
+		})
+	}
+}
+
+// requeue rotates leadership through every candidate in order.
+func TestRequeueRotatesLeadership(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+	leases := map[string]string{}
+	cars := map[string]*sidecar{"c1": a, "c2": b, "c3": a}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		leases[id] = str(campaign(t, cars[id], "turns", id, "ttl=60s").Body["lease"])
+	}
+	sub := &leaderFollower{st: b.openStream("/v1/elections/turns/events")}
+	var term int64
+	order := []string{"c1", "c2", "c3", "c1", "c2", "c3", "c1"}
+	for i, id := range order {
+		term = sub.await(t, id, term, 10*time.Second)
+		if i == len(order)-1 {
+			break
+		}
+		r := cars[id].must(http.StatusCreated, http.MethodDelete, "/v1/elections/turns/candidates/"+id+"?lease="+leases[id]+"&requeue=true")
+		if r.Body["leader"] != false {
+			t.Fatalf("requeued %s still leads: %s", id, r.Raw)
+		}
+	}
+}
+
+// A subscriber that reconnects with Last-Event-ID first gets the current state;
+// a long-poll on term answers when the term changes.
+func TestReconnectGetsCurrentStateAndLongPoll(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	g := campaign(t, car, "lp", "c1", "ttl=60s")
+	term := num(g.Body["term"])
+
+	st := car.openStream("/v1/elections/lp/events", "Last-Event-ID", "1")
+	first := st.next(t, 5*time.Second)
+	if leader := first.Data["leader"].(map[string]any); first.Name != "leader" || num(leader["term"]) != term {
+		t.Fatalf("first event after reconnect: %+v", first)
+	}
+
+	polled := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/elections/lp?term=%d&wait=30s", term), nil)
+		polled <- r
+	}()
+	campaign(t, car, "lp", "c2", "ttl=60s")
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/lp/candidates/c1?lease="+str(g.Body["lease"]))
+	select {
+	case r := <-polled:
+		leader := r.Body["leader"].(map[string]any)
+		if str(leader["candidate"]) != "c2" || num(leader["term"]) <= term {
+			t.Fatalf("long-poll answer %s", r.Raw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not answer on the change of leader")
+	}
+	// Unchanged within wait: 200 with the same term.
+	r := car.must(http.StatusOK, http.MethodGet, "/v1/elections/lp?term=0&wait=1s")
+	if r.Body["leader"] == nil {
+		t.Fatalf("long-poll with an old term: %s", r.Raw)
+	}
+}
+
+// 1,000 subscribers on one election cost one ZooKeeper watcher: the watches the
+// server holds for the election are the same for 1 subscriber and for 1,000.
+func TestThousandSubscribersOneWatch(t *testing.T) {
+	zkc := zktest.Shared(t)
+	if len(zkc.Servers()) != 1 {
+		t.Skip("counts watches on one server")
+	}
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	campaign(t, car, "crowd", "c1", "ttl=60s")
+	campaign(t, car, "crowd", "c2", "ttl=60s")
+
+	first := car.openStream("/v1/elections/crowd/events")
+	first.next(t, 5*time.Second)
+	one := zktest.WatchedPaths(t, zkc.Server(0), root+"/elections/crowd")
+
+	streams := make([]*stream, 0, 999)
+	for range 999 {
+		streams = append(streams, car.openStream("/v1/elections/crowd/events"))
+	}
+	for _, s := range streams {
+		if ev := s.next(t, 10*time.Second); ev.Name != "leader" {
+			t.Fatalf("first event %+v", ev)
+		}
+	}
+	thousand := zktest.WatchedPaths(t, zkc.Server(0), root+"/elections/crowd")
+	if thousand != one {
+		t.Fatalf("watched paths: %d with 1 subscriber, %d with 1000", one, thousand)
+	}
+	m := car.must(http.StatusOK, http.MethodGet, "/metrics")
+	if !strings.Contains(string(m.Raw), "coord_election_watched 1\n") {
+		t.Fatal("coord_election_watched is not 1 with 1000 subscribers on one election")
+	}
+	// A change reaches all of them.
+	campaign(t, car, "crowd", "c3", "ttl=60s")
+	for _, s := range append(streams, first) {
+		ev := s.next(t, 10*time.Second)
+		if len(ev.Data["candidates"].([]any)) != 3 {
+			t.Fatalf("event after the third candidate: %+v", ev)
+		}
+	}
+	t.Logf("%d watched paths under the election for 1 and for 1000 subscribers", one)
+}
