@@ -68,9 +68,9 @@ func TestLeadershipHandoff(t *testing.T) {
 	bin := buildBinary(t)
 
 	type leaderSide struct {
-		car  *sidecar
+		car   *sidecar
 		lease string
-		proc *exec.Cmd
+		proc  *exec.Cmd
 	}
 	cases := []struct {
 		name    string

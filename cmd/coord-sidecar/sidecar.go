@@ -19,7 +19,6 @@ import (
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
-	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Config is everything the command line and the environment set.
@@ -45,7 +44,6 @@ type Main struct {
 
 	session  *recipes.Session
 	leases   *recipes.Leases
-	broker   *sse.Broker
 	server   *api.Server
 	http     *http.Server
 	listener net.Listener
@@ -153,14 +151,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.session = sess
 	m.leases = recipes.NewLeases(sess, reg)
-	m.broker = sse.NewBroker(sse.Options{Registerer: reg})
+
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
 		Elections: recipes.NewElections(sess, reg),
 		Barriers:  recipes.NewBarriers(sess, reg),
 		Queues:    recipes.NewQueues(sess, reg),
-		Broker:    m.broker,
-		Token:     c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+
+		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, Spec: coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
@@ -193,7 +191,6 @@ func (m *Main) Close() error {
 		return nil
 	}
 	m.server.Close() // streams and long-polls answer now
-	m.broker.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := m.http.Shutdown(ctx)
