@@ -234,6 +234,51 @@ type Session struct {
 // SessionState `connecting` (no session yet), `connected`, `suspended` (disconnected: ownership uncertain), `lost` (expired; a new session is being made), `closed`.
 type SessionState string
 
+// ThroughputGroup defines model for ThroughputGroup.
+type ThroughputGroup struct {
+	Group string `json:"group"`
+
+	// Leader The leading (computing) member's id, null when the group has no member.
+	Leader  *string            `json:"leader"`
+	Limit   int64              `json:"limit"`
+	Members []ThroughputMember `json:"members"`
+
+	// Version The allocation's version; it increases with every published allocation.
+	Version int64 `json:"version"`
+}
+
+// ThroughputLimit defines model for ThroughputLimit.
+type ThroughputLimit struct {
+	Limit int64 `json:"limit"`
+}
+
+// ThroughputMember defines model for ThroughputMember.
+type ThroughputMember struct {
+	Demand *int64 `json:"demand,omitempty"`
+	Id     string `json:"id"`
+	Leader bool   `json:"leader"`
+	Share  int64  `json:"share"`
+	Weight int    `json:"weight"`
+}
+
+// ThroughputMemberUpdate defines model for ThroughputMemberUpdate.
+type ThroughputMemberUpdate struct {
+	// Demand The most this member wants; null or absent for unlimited.
+	Demand *int64 `json:"demand,omitempty"`
+	Weight *int   `json:"weight,omitempty"`
+}
+
+// ThroughputShare defines model for ThroughputShare.
+type ThroughputShare struct {
+	Group   string `json:"group"`
+	Id      string `json:"id"`
+	Share   int64  `json:"share"`
+	Version int64  `json:"version"`
+}
+
+// GroupPath defines model for GroupPath.
+type GroupPath = string
+
 // IDPath defines model for IDPath.
 type IDPath = string
 
@@ -383,11 +428,47 @@ type TakeParams struct {
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
+// JoinThroughputGroupParams defines parameters for JoinThroughputGroup.
+type JoinThroughputGroupParams struct {
+	Id     string `form:"id" json:"id"`
+	Weight *int   `form:"weight,omitempty" json:"weight,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeaveThroughputGroupParams defines parameters for LeaveThroughputGroup.
+type LeaveThroughputGroupParams struct {
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// GetThroughputMemberParams defines parameters for GetThroughputMember.
+type GetThroughputMemberParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// UpdateThroughputMemberParams defines parameters for UpdateThroughputMember.
+type UpdateThroughputMemberParams struct {
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
 // CampaignJSONRequestBody defines body for Campaign for application/json ContentType.
 type CampaignJSONRequestBody = CandidateValue
 
 // ProclaimJSONRequestBody defines body for Proclaim for application/json ContentType.
 type ProclaimJSONRequestBody = CandidateValue
+
+// SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
+type SetThroughputLimitJSONRequestBody = ThroughputLimit
+
+// UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
+type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -606,6 +687,27 @@ type ServerInterface interface {
 	// StreamSession Session state changes (SSE).
 	// (GET /v1/session/events)
 	StreamSession(w http.ResponseWriter, r *http.Request)
+	// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
+	// (GET /v1/throughput/{group})
+	GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// SetThroughputLimit Set the group's cluster-wide limit (persistent).
+	// (PUT /v1/throughput/{group})
+	SetThroughputLimit(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// StreamThroughputGroup Allocation changes (SSE).
+	// (GET /v1/throughput/{group}/events)
+	StreamThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// JoinThroughputGroup Join the group as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/throughput/{group}/members)
+	JoinThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinThroughputGroupParams)
+	// LeaveThroughputGroup Leave the group.
+	// (DELETE /v1/throughput/{group}/members/{id})
+	LeaveThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveThroughputGroupParams)
+	// GetThroughputMember A member's share; with `version`, a long-poll until the allocation version differs.
+	// (GET /v1/throughput/{group}/members/{id})
+	GetThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetThroughputMemberParams)
+	// UpdateThroughputMember Update a member's weight and demand.
+	// (PUT /v1/throughput/{group}/members/{id})
+	UpdateThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params UpdateThroughputMemberParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -795,6 +897,48 @@ func (_ Unimplemented) GetSession(w http.ResponseWriter, r *http.Request) {
 // StreamSession Session state changes (SSE).
 // (GET /v1/session/events)
 func (_ Unimplemented) StreamSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
+// (GET /v1/throughput/{group})
+func (_ Unimplemented) GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetThroughputLimit Set the group's cluster-wide limit (persistent).
+// (PUT /v1/throughput/{group})
+func (_ Unimplemented) SetThroughputLimit(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamThroughputGroup Allocation changes (SSE).
+// (GET /v1/throughput/{group}/events)
+func (_ Unimplemented) StreamThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// JoinThroughputGroup Join the group as member `id` with `weight` (default 1) under a lease.
+// (POST /v1/throughput/{group}/members)
+func (_ Unimplemented) JoinThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinThroughputGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeaveThroughputGroup Leave the group.
+// (DELETE /v1/throughput/{group}/members/{id})
+func (_ Unimplemented) LeaveThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveThroughputGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetThroughputMember A member's share; with `version`, a long-poll until the allocation version differs.
+// (GET /v1/throughput/{group}/members/{id})
+func (_ Unimplemented) GetThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetThroughputMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateThroughputMember Update a member's weight and demand.
+// (PUT /v1/throughput/{group}/members/{id})
+func (_ Unimplemented) UpdateThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params UpdateThroughputMemberParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2036,6 +2180,331 @@ func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// GetThroughputGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetThroughputGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThroughputGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetThroughputLimit operation middleware
+func (siw *ServerInterfaceWrapper) SetThroughputLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetThroughputLimit(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamThroughputGroup operation middleware
+func (siw *ServerInterfaceWrapper) StreamThroughputGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamThroughputGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// JoinThroughputGroup operation middleware
+func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params JoinThroughputGroupParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "weight" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "weight"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "weight", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinThroughputGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeaveThroughputGroup operation middleware
+func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeaveThroughputGroupParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveThroughputGroup(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetThroughputMember operation middleware
+func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetThroughputMemberParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThroughputMember(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateThroughputMember operation middleware
+func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateThroughputMemberParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateThroughputMember(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -2241,6 +2710,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/queues/{name}/claims/{claim}/release", wrapper.ReleaseClaim)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/throughput/{group}", wrapper.GetThroughputGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/throughput/{group}", wrapper.SetThroughputLimit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/throughput/{group}/members", wrapper.JoinThroughputGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/throughput/{group}/members/{id}", wrapper.LeaveThroughputGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/throughput/{group}/members/{id}", wrapper.GetThroughputMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/throughput/{group}/members/{id}", wrapper.UpdateThroughputMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/throughput/{group}/events", wrapper.StreamThroughputGroup)
 	})
 
 	return r
@@ -3587,6 +4077,311 @@ func (response StreamSessiondefaultApplicationProblemPlusJSONResponse) VisitStre
 	return err
 }
 
+type GetThroughputGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type GetThroughputGroupResponseObject interface {
+	VisitGetThroughputGroupResponse(w http.ResponseWriter) error
+}
+
+type GetThroughputGroup200JSONResponse ThroughputGroup
+
+func (response GetThroughputGroup200JSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetThroughputGroupdefaultApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimitRequestObject struct {
+	Group GroupPath `json:"group"`
+	Body  *SetThroughputLimitJSONRequestBody
+}
+
+type SetThroughputLimitResponseObject interface {
+	VisitSetThroughputLimitResponse(w http.ResponseWriter) error
+}
+
+type SetThroughputLimit200JSONResponse ThroughputGroup
+
+func (response SetThroughputLimit200JSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetThroughputLimitdefaultApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamThroughputGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type StreamThroughputGroupResponseObject interface {
+	VisitStreamThroughputGroupResponse(w http.ResponseWriter) error
+}
+
+type StreamThroughputGroup200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamThroughputGroup200TexteventStreamResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamThroughputGroupdefaultApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params JoinThroughputGroupParams
+}
+
+type JoinThroughputGroupResponseObject interface {
+	VisitJoinThroughputGroupResponse(w http.ResponseWriter) error
+}
+
+type JoinThroughputGroup201JSONResponse ThroughputShare
+
+func (response JoinThroughputGroup201JSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response JoinThroughputGroupdefaultApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params LeaveThroughputGroupParams
+}
+
+type LeaveThroughputGroupResponseObject interface {
+	VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error
+}
+
+type LeaveThroughputGroup204Response struct {
+}
+
+func (response LeaveThroughputGroup204Response) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeaveThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeaveThroughputGroupdefaultApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params GetThroughputMemberParams
+}
+
+type GetThroughputMemberResponseObject interface {
+	VisitGetThroughputMemberResponse(w http.ResponseWriter) error
+}
+
+type GetThroughputMember200JSONResponse ThroughputShare
+
+func (response GetThroughputMember200JSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetThroughputMemberdefaultApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params UpdateThroughputMemberParams
+	Body   *UpdateThroughputMemberJSONRequestBody
+}
+
+type UpdateThroughputMemberResponseObject interface {
+	VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error
+}
+
+type UpdateThroughputMember200JSONResponse ThroughputShare
+
+func (response UpdateThroughputMember200JSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response UpdateThroughputMemberdefaultApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -3682,6 +4477,27 @@ type StrictServerInterface interface {
 	// StreamSession Session state changes (SSE).
 	// (GET /v1/session/events)
 	StreamSession(ctx context.Context, request StreamSessionRequestObject) (StreamSessionResponseObject, error)
+	// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
+	// (GET /v1/throughput/{group})
+	GetThroughputGroup(ctx context.Context, request GetThroughputGroupRequestObject) (GetThroughputGroupResponseObject, error)
+	// SetThroughputLimit Set the group's cluster-wide limit (persistent).
+	// (PUT /v1/throughput/{group})
+	SetThroughputLimit(ctx context.Context, request SetThroughputLimitRequestObject) (SetThroughputLimitResponseObject, error)
+	// StreamThroughputGroup Allocation changes (SSE).
+	// (GET /v1/throughput/{group}/events)
+	StreamThroughputGroup(ctx context.Context, request StreamThroughputGroupRequestObject) (StreamThroughputGroupResponseObject, error)
+	// JoinThroughputGroup Join the group as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/throughput/{group}/members)
+	JoinThroughputGroup(ctx context.Context, request JoinThroughputGroupRequestObject) (JoinThroughputGroupResponseObject, error)
+	// LeaveThroughputGroup Leave the group.
+	// (DELETE /v1/throughput/{group}/members/{id})
+	LeaveThroughputGroup(ctx context.Context, request LeaveThroughputGroupRequestObject) (LeaveThroughputGroupResponseObject, error)
+	// GetThroughputMember A member's share; with `version`, a long-poll until the allocation version differs.
+	// (GET /v1/throughput/{group}/members/{id})
+	GetThroughputMember(ctx context.Context, request GetThroughputMemberRequestObject) (GetThroughputMemberResponseObject, error)
+	// UpdateThroughputMember Update a member's weight and demand.
+	// (PUT /v1/throughput/{group}/members/{id})
+	UpdateThroughputMember(ctx context.Context, request UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -4560,98 +5376,312 @@ func (sh *strictHandler) StreamSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// GetThroughputGroup operation middleware
+func (sh *strictHandler) GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request GetThroughputGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetThroughputGroup(ctx, request.(GetThroughputGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetThroughputGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetThroughputGroupResponseObject); ok {
+		if err := validResponse.VisitGetThroughputGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetThroughputLimit operation middleware
+func (sh *strictHandler) SetThroughputLimit(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request SetThroughputLimitRequestObject
+
+	request.Group = group
+
+	var body SetThroughputLimitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetThroughputLimit(ctx, request.(SetThroughputLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetThroughputLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetThroughputLimitResponseObject); ok {
+		if err := validResponse.VisitSetThroughputLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamThroughputGroup operation middleware
+func (sh *strictHandler) StreamThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request StreamThroughputGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamThroughputGroup(ctx, request.(StreamThroughputGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamThroughputGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamThroughputGroupResponseObject); ok {
+		if err := validResponse.VisitStreamThroughputGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// JoinThroughputGroup operation middleware
+func (sh *strictHandler) JoinThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinThroughputGroupParams) {
+	var request JoinThroughputGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.JoinThroughputGroup(ctx, request.(JoinThroughputGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "JoinThroughputGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(JoinThroughputGroupResponseObject); ok {
+		if err := validResponse.VisitJoinThroughputGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeaveThroughputGroup operation middleware
+func (sh *strictHandler) LeaveThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveThroughputGroupParams) {
+	var request LeaveThroughputGroupRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeaveThroughputGroup(ctx, request.(LeaveThroughputGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeaveThroughputGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeaveThroughputGroupResponseObject); ok {
+		if err := validResponse.VisitLeaveThroughputGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetThroughputMember operation middleware
+func (sh *strictHandler) GetThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetThroughputMemberParams) {
+	var request GetThroughputMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetThroughputMember(ctx, request.(GetThroughputMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetThroughputMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetThroughputMemberResponseObject); ok {
+		if err := validResponse.VisitGetThroughputMemberResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateThroughputMember operation middleware
+func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params UpdateThroughputMemberParams) {
+	var request UpdateThroughputMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	var body UpdateThroughputMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateThroughputMember(ctx, request.(UpdateThroughputMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateThroughputMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateThroughputMemberResponseObject); ok {
+		if err := validResponse.VisitUpdateThroughputMemberResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zDxrcxs3kn+li7dVJrPDh/zYXVN1HxTH6+SiTRxLd67aUHcDzjRJhDMAA2Ao0Sr99ys0MC9yhqRsyskn",
-	"UTMYoN/d6G7gvhPJdCUFCqM74/vOiimWokFF//3w3XtmFvYXF51xZ2X/CTqCpdgZd3jcCToKf8+4wrgz",
-	"NirDoKOjBabMfmE2KztKG8XFvPPwEHQukWncM2Fi33/OnL9kqDb2fYw6UnxluLSzXxjDogUYCWbBNeAd",
-	"14aLOdA6wIU2yGKQM0jZ0j5nAni6SnjEDUiBg07goPydpt8B8yBYHwo87vdO9Bh8f2LpPhLSn8fNeH19",
-	"uUs6gh8MT9GSL+FrhO47CXGmmB0RwJm2L8J+P2V3fWOSsHcOMc5Ylhj71P+kN210NCY5QMWPjJtd2L6X",
-	"t5BIMbcATBMZLbdAYwZSqU0O3C3jxkLHphqFAakgHOkQjOKoQYqolc/2w70APlhC65UUGklb3is5TTC1",
-	"PyMpDAoCnq2sSBFsw5Ub8dfftMXkvjL3XxTOOuPOfwxLdRy6t3qYz0srbom4gA//fAOvX776O/jJIZZR",
-	"lqIwg85D0PlvwdaMJ2ya4NeEK/wk5RJxhaqflRCEAdxys4DwAxq16V/MDCoSjwWy2Jucyqs6JJ76XBic",
-	"o7KL2mU9LHbAt0wp7r5aKblCZbjji+PnDv+CjmJcO/X0r6ZSJshEx7E216FfC7Vy42+CfLyc/oaRsVP5",
-	"xd8z7Wesg3D0SnuWeMNEzGMWbXanj9wr04xmQtRtWjzwNqjpq1aqGVTprlZeLxCiTCmrY27BZxrsUOiO",
-	"4HaBAswCFQLXIKTAnmX7TKqUGcfUv73sBLs8bmRDiW1Q2FCPo4duD/kcjR5DPs1FRG8KcO3QvjWOJcjl",
-	"8DVLMmy2Z1Vcqki4T/KV9gL/P/nsdQyKRetM+adCBIN3Brq5VXwJP/Jve7DKpgnXC4ydRhrLvXyNwS5a",
-	"Dw0wfSezaYKtWhfJzBmababuEa0VU4ZHfMV8NMINprpZCN0DphTbkCojizfHa7IDLv9sa+GbQ8i+FQZV",
-	"o5ofCYUb17TO2wQjx7xWIa1TZp+BLkW+gWKlVWBJ8vOsM/51/2Q5ZJfuu4eboCOyxHsWG2bsY6zO9ApF",
-	"7GhWl9ErNNB1bsGBFIKdF5iIQchSKnUPbhc8QRfMaR5jxKyN+beUP5KnmVg/rLkU1sYUC46BGzuJkAbW",
-	"MosWMJMKmNh4KwWZMDyxgxRGUgiMjB5MRKkCBySpMDwV/uxj7GVB9ie0QbmJPmhgv8hc0Sr7rNZb8XuG",
-	"WZOi8LhZ/xWXiptNo7+vA0S7j2J80+rfI0tcoFxfWxtmMvqFdyxdJfTVstHmVRf0nzWuJJMGHJdcxPVV",
-	"bLDaxK4WtdkCgObzg5uguMxdeR0MvFtxhfrCHC8+7UGBjdlrKL0Y6YOUy320C/hLeFqR+A4N48nxpslh",
-	"/hBso76QSXy8tSQu7hjKLVzclLuQ31jYZbR8p5jzenVIWOSmeAwXZigiLubXconiSGX+jGhO3opabNjC",
-	"w9LaESvdV1swBlU0G5kro6WlcpP9+wxs20B/pLncwrQFtXYrZ7G6Mo2B5aJA9khBLgn0OP9q96p+A3Vc",
-	"DO0hK79swqyyoWVxzK37Ysn7CoYuu1D359v70QFcLaQyYBfWkGnrkkMu1izhcd8+DIPy/yL9FAYTUTyd",
-	"ynhjR9m/fSNlP2FqTt9lgmVmIRX/hLH9X0jTn8lM0D8krP3Ko4mgAQtM3HsZLYt/2jasoQ8q+onUxoFq",
-	"UAmWhC5KqDM8LizXDou40IZ5sdwV2MIn7Yq54SbBPUFw1RwvjFnp8XAYSanivg+SBjGu8y2+HhZYH9QE",
-	"epuvH+xzgL9YN98Q0ySMp7Vtb81Wiblzz3X5+cHaarBiycUcun4OkAI14F2UZDHGvUGjQTjOjxamjNYP",
-	"CihbEbMQnSSEsVbkEz46uPGf7YVPNwCYPz7K+5WYHnKBbromaK6cquyCQpqoG9KMfI0uHatBilpk38xh",
-	"jWrtDGp9ooXUZryyZkbOaDNb7ArAfQJcWNszaHK0XsN/iJuzGtWp/P4ittMt8A66k87objAYTDq9ADBd",
-	"mQ3tp2VmgOXDm9fMHcZW3sxvQbiYh9AVslhyg6YXQP7aGbtijxNCN+a6eDcG8mF6wVeQiQiVYVz0yOBp",
-	"E0LXRWDxOTAQeAuVXdMUrc6lLEZaLJEaY0rQochS2gYU4NEm2i/YqW7wgo5dhvRK1lNZFcPFU5SZaaa3",
-	"wLk0nBmMC9D8+Fqitzc4KmQny1UwuJCgEoYgl85diX4gsz2Tu3AWMvFMA9laLggou4nkKyvNVuZWCeMC",
-	"vr++fj/8r6uff6ItrVu/T7loXFsVHEzERLxDgYoloLIENZgFM8BWq2QDRtphagPhcH0WgtUqWmlsv/oG",
-	"3iollQamsD0RrKEbtmV7wx4J7EQAhBZ7K1dk8EnAyOLbX86vhYSBVS+8MyiINTOOSayBiRI05+oH5ZxW",
-	"tMIjXNMkG41eRNqGCxQZ0P9oHe038BOFD1zAipmFxejejniwwN0TA+1PHusepMxECwj/99eL/r9Z/9Oo",
-	"//qm/Dn4v/7N/Sg4e/73h7+EFkKLkaWekAbCQUj1gcEghO5UmgWwhFI1MGM8IcRXzFj3/0zDjCttIFow",
-	"xSKDijjXO3dTbszCKhImmhKe4cvRCGohjyOkzKIFars0DeeitDWE83de1C26VMawzDFJ2COIK7oATgHs",
-	"uOevRimx7MWI/rxKwx6x4l8ssdEwxoHVMGb4GgOLLZvKNboEoBQzPs8UxpCyO55mKXSrRRTKnHhAiLll",
-	"9ce9ItjGdXTLiG4AF24ITDGRt3CmLW1YoiUo/I0MCWHtVtiu16TIhAajNq5mAxcQJdwOIF0pzZ/2WSIf",
-	"QFg4E2TrCpmnuOAi3qX2R59darT49DkUFi/wSlnKPIEhEGMN3Dgp0LeoNISvRi+gObpsqoY4SFAAA2O3",
-	"HnbpkjFBzRhYW4c6Xza88KGwsw/wLTKFCpxS0Vxen4h5JJvhy9EZbMXQMUY8xhimOJMKKVNW0iNiSUIg",
-	"fvBLT2XMUTcLUcJTbgoR8kF8XiQ8g3/xb3ueSiRNL89ewFaE7xNxLgDu1CxHJ+isUblwo3M2GA1GtCVc",
-	"oWAr3hl3XgxGgxeU2TULijyGC8oHfbK/50i+p+Cedf2dd2i+90O2CnvPR6M9xbPHFc18VqqhZnaFas3F",
-	"fEBuTGdpytSmM7aLF4lPtLY9Qq2dG9HkAtlc0741R0Z3buwMwxSN4pFFwP7nKTPYsDTxj8i07aXHBzfi",
-	"DyHHm1zXqI75avSibaoCtmG12LmPiI36XdVtqxuvRi/2knd9Npy6coAeOl/kwoQEXWBXJ+alvEWV10p2",
-	"6PmyITS2H3jkvc4cJkBZka0iT1MR4h7gKl45Dp2bh6BVDloBP50g5Es0SMJ1FfIvJ8fHBZpFnSCW/67y",
-	"2kqaamNMSxanHDIs2jQeboLOKmug6ge7XEnXx01f6XqxCxyWpg8euS+nHs1Upd05FMUbbaNGbmDGkkQX",
-	"RV/fb4Mi1i3UbVan4a1v//gS0tutyA7tPzJuPpf01JPSQPSTa4JvJWjQhxOahg9oMiUopNrWh8StAt3w",
-	"5eh1/qLvtCR0zPWRmuWsC4d7+xkcUxG132A22wxPvcb8hESvL9RihBz8p7RFu7PShjITJgDrnrmwzt5u",
-	"FqoV6tMbqb0MGm6X5U+gkFtpj6qICWn6FJq0SdnY78QKoEAbttGAQskkwfh8It7/fHUNbG6330bCXIIU",
-	"+Y7AxZR1SaOC/rasbWHZ1CL22BbI5lnKZoQDE1XShUfaqcPjrq8vjxm23+OcPY0e5n0WDer4lrZBVRlY",
-	"MCsB5lSWkdY+B0UG0jUKQkicCmu6CAu2xnLhx5u/mnYN73m8FUce0BRKOrZpCnStpshbYQFUG7ffdhkN",
-	"halc+0z6Vqhqt8sHlOFEwldvkz0ulCHOS4HE8ARn5iQhssV5i9vYKGJuxRPb38OU8p3YhaVG307S4ETr",
-	"5PpIwZlBlYYBMGqc7a9kkoyLBEXh/OttezGfzezrmZJpPsFESLUrat3no1EAmYgWTMytSDVY2Hdoitam",
-	"o0xr3lxSWI0jmgX/BMFbgWRLCJHz7VTBg29iyvOyZRMScAEJFwhSxfUdXyE6JwkZtgVxWO9TO3mocF3F",
-	"En6TXGgnvBZXZnwUGy0H4CTf501rwk4wYwxSTcS2NAegDU+SIpiAbvh8dBYGEE58r9ekM7Y7HI1hb+AV",
-	"wxpWs8CJ8OwQMkYbyCl0ycFPd9w1otlQIDLJBriwLzVqt3tytsYpEMiZZ+tgIj76alLI4zAg5Hz+C1K2",
-	"pKoZDoCcQkGUPh100N4nMOren4iSZlQhKwtthUew1o2ymK68RT8LcW1Q6TcsXTE+F48IlfaGRqcPVB5l",
-	"ECif+a10/ZsnsQVbTbsPuycGThk5le3hTeGSl+bTREZKJsAqWth9kylmpALX3HhJBZiEbWRW3xFWLc9h",
-	"89EQC22lUFA3it/jgo6WoJwEIms851N2hN78Ufx0qGNMhr8wVW7DUzWClt3NCSE/wWmSCHauPA/kCfef",
-	"dg8TBg64XcjyOr0126d3To+Ip1rSc++VpL6QL5Wur2ZatrePD08Y5OwVzZxyp5GtKzS+TYG6jqnOWAt0",
-	"qEtCYT8XnEcbHFeEb42f39rXZWt6cVpiKuONFeLw3dtraJo4HPs9mClPxkwEtSSQIxcgRc3vD8CtxWNX",
-	"z98JyZuc8JVRyNJKaH2A6QbvjEO5r+nTxkNW1SNuTeRwn55o4xX7VhVHBQ3dq6u3vacLWMtepOYA88Ln",
-	"q+Wt0JDIaKmhy0QcQMIMqiCXvIijDiDFdOrAd1k6knzdG8APxu2NbAw2EQrXcolx4EIybvJ68hJXBhgd",
-	"r7SCxe077YrkxVgNS8SVG+ToPhHUWqOpfF9k2RtORFTLW4nU5pymQxGDQkeGiSAJ9P0HBqi9uTHYs6Es",
-	"Xvr238fxgCK3p3SVvv97V1qpG/s0hoimstG0XasqnXn30ENNvoa+KWV//GKl4rI4BXywiOOk6DQu206V",
-	"o3MODVJANTEnJkUzgJUzt5NqpEB7AbEFydFpRcCfG2jZenvOfTnxcgthFf6WNky54jQT5TMCiCaTlYvU",
-	"IY/1sXJKiuyF5aRc1YpxsXQNMeB6AQdgCeTcFTonpPOK3kS0+7w6YOG5W4Fp/71rN6xV3MtDWr4LcVyV",
-	"vRLABSaxnWQuBfUi+tGuP8ub0zCYCDYzaI0gjxyIHmMqNsKbROp8Wv/CfaorKzHjOoom4gIimaZ0gJUL",
-	"atyiDiRGB1odZdQGzl6BbvfERwr6n80N/7jlYnad8BPKc+HfHp8wqk7eVu21uF3Y6b+OEWpi14+Fnz8F",
-	"s95nelEK8DPtVIlaRYW8hb+CMcleD2WDmsaelZ3LBYr7MMoafh4Cl+5ht4Twwb24dOfdjsgOPf4qjOPa",
-	"Hrz/Oo3LdDQgwsto6UzUdJPbyRrFLYX3O0RHmqcTxeJQUps3lD49cIoktIyWzzS4M0Xu4G5m42LrK/z5",
-	"ombqnDw7/IZoZ3cUtIWiLjnKZjKl+JolLhsOXWTRAm6Zof5bKZINRcYrhTFGqLVUPZ97LftaLN/nFARy",
-	"DYyulsHYXS7jPQSeF83/3NRuk6G3E8E19dbnJRXjG6pd1Ykaz0Rs/VXhcL2CQdcG+vnDGeNJprBHHiuX",
-	"SWbKPC5Fb6SgJKdzNNoF/vkFOA4Nl5PpakaXvCxR2BnD6rG3PK+dc/axaW2/u6Dtu58iT/vIaBkAi5TU",
-	"2vvVPB0tXZyCQmM6TbDJ1V64Y4bN5uWPq4sH7dcvaCMV+rS6Nx+WmOW1DM9f/Q2mG4O6F4BeyFsBrEr6",
-	"ZxpCOtTReptOfmzxMRbz7KTmxh19PbALezl6/VXvoSnP+I0p3p07WPLttiv8nOettXRsIqKKrobQkT4k",
-	"7RNZkvROsnlwsmvNA51m09SHP2NceZO8aye926a06jFNU7/4xPWTORe3QItjITBPQSlaBdwxvTK5grHr",
-	"j6oSylHmJNmhGpGHLp3zJD2Ibz4ru/xVu3q2Beab4Td1GSlK8lMuGBmjgxsXKyHcYPpMO3Pn3Jr1Ts51",
-	"m/71ZoVbd0IRrfrufN6++8J+MHh42ENbSeRtujKbUwgugetcNe2oLb7W0vdpG9m3u83eOSx4HKPw14+w",
-	"aEn1aJcspu+3+2ULId8jqcN7+rs363QRLXPZOxxAX0QnSjhdREshbxOM5+ja94goXIMDMz6xOgeNt+NF",
-	"Bd5H7zKOIPbQR2lfYiZOBm+bufG7l+M5f8qt0zvuDwcR06fMxn5rrvk0QR+F+sy3TGJYJSzC4wW/ONzc",
-	"6A0vuTaVM9I7AlXH+WwwOBuNRpVDSqNR6y2QPG2+HrDsR7p5ahfskGqwsvTiVLu70ohRU5Fhy4amolO4",
-	"4DbZ9dcIHeLeaDB4/TpwfesO6PJKylY2Vg/ZH+BkWxX389zioWrt6WLz4hampjNntC85TVcIreK2rezW",
-	"5Yq7TGzAIwGWCAGVvHrnsEKluTbYEsg1qrqVvCeJxa7txE91EOTrRU3nNcc691fYVuKoP0l8ZMm9Ex7h",
-	"HaMMghRIJkbleYveOYTPRy99Oxs6INpFRpd3UDRWRy58IyCuUfgjgWW9lGvIhEIWLdg0wXN3Ah5DV67X",
-	"bKNBy0FTb2t+88UTWvx8icaTo66kQtCeyuzvqScfOhfphx3ZWuFH+96KmBkG4f3EXd4w6YxhMBg0NlNA",
-	"tZeCckgT34I83nNRxv6rMbaKU0GewXIZs7wYVdwUiHHYXgo6Wib+bMWgmji1t2XUOV9czuKMZ6YSfx3R",
-	"eDg8e/73wWgwGpyN/zH6x4iMpp/kvlYA0BQI508o+1F5ULaBVB4W7feVZ94kVJ5UQN3N0l25JLHMjBV5",
-	"l+el2zgMxqBkZlBB972SKZoFZpoSer4Vd4WRtcKYzIgyeesgu+083Dz8fwAAAP//",
+	"1H17d9u4sfhXmaNfz4m0pR7Oo+3K5/eHN5tmt+u2aezenNMq9xIiRxLWJKACoG3Fx9/9HgzAl0TqkdDZ",
+	"3L9ikSAwmPcMZpCHXiTTtRQojO5NH3prpliKBhX9eqtktn7HzMr+4KI37a3tj6AnWIq9aW9p3/eCnsL/",
+	"ZFxh3JsalWHQ09EKU2Y/Mpu1HaiN4mLZe3wMej//uGdCHp842yUyjXsmTOz7z5nzHxmqjX0fo44UXxsu",
+	"7ewXxrBoBUaCWXENeM+14WIJtA5woQ2yGOQCUnZjnzMBPF0nPOIGpMBRL3BQ/oem3wHzIFjvi3087J3o",
+	"lP3+jaX7UEj/nDbj9fXlLuoIfjA8RYu+hN8i9N9KiDPF7IgAzrR9EQ6HKbsfGpOEg3OIccGyxNin/k96",
+	"04ZHY5IDWPzAuNmF7Sd5B4kUSwvAPJHRzRZozEAqtcmBu2PcWOjYXKMwIBWEEx2CURw1SBG10tl+uBfA",
+	"R4tovZZCI0ngOyXnCab2z0gKg4KAZ2vLUgTbeO1G/P5XbXfyUJn7dwoXvWnv/41LER+7t3qcz0srbrG4",
+	"gPd/fg3fv3z1R/CTQyyjLEVhRr3HoPdPwW4ZT9g8wa8JV/hJyhvENaphVkIQBnDHzQrC92jUZnixMKiI",
+	"PVbIYq/GKq/qkHjsc2Fwicouapf1sNgBPzCluPtqreQaleGOLo6eO/QLeopx7cTTv5pLmSATPUfaXIb+",
+	"XYiVG/8xyMfL+a8YGTuVX/wd037GOghHr7RniddMxDxm0WZ3+si9Ms3bTAi7TYsHXgc1fdWKNYMq3ZXK",
+	"6xVClCllZcwt+EyDHQr9CdytUIBZoULgGoQUOLBkX0iVMuOI+oeXvWCXxo1kKHcbFDrU79FDtwd9Dken",
+	"oE9zEdGbAlw7dGiVYwlyOfyWJRk267PqXqqbcJ/kK+0F/r/y2es7KBatE+XPChEM3hvo51rxJfzCfxjA",
+	"OpsnXK8wdhJpLPXyNUa723psgOlHmc0TbJW6SGZO0WwTdQ9rrZkyPOJr5j0cbjDVzUzoHjCl2IZEGVm8",
+	"OV6SHXD5Z1sLfzy02TfCoGoU8yOhcOOa1nmTYOSI18qkdczsU9AlyzdgrNQKLEn+vuhN/71/shyyS/fd",
+	"48egJ7LEWxbrZuwjrM70GkXscFbn0Ss00HdmwYEUgp0XmIhByJIr9QDuVjxB58xpHmPErI75l5S/kKWZ",
+	"WTusuRRWxxQLToEbO4mQBm5lFq1gIRUwsfFaCjJheGIHKYykEBgZPZqJUgQOcFKheCr02UfYywLtT6iD",
+	"chV9UMF+kbqiVfZprTfiPxlmTYLC42b5V1wqbjaN9r4OEEUfxfim1X9CljhHub62Nsxk9Bfes3Sd0Fc3",
+	"jTqvuqD/rHElmTTs8YaLuL6KdVabyNUiNlsA0Hx+cBMUl7kpr4OB92uuUF+Y49mn3SmwPnttSy8m+iDm",
+	"chvtHP4SntZN/IiG8eR41eR2/hhsb30lk/h4bUlU3FGUW3txU+5C/tHCLqObt4o5q1eHhEVuilOosEAR",
+	"cbG8ljcojhTmz/Dm5J2o+YYtNCy1HZHSfbUFY1DdZiNxZXRjsdyk/z5jt22gn6gut3basrV2LWd3dWUa",
+	"HctVsdkjGblE0Gn21caqPoA6zof2kJVfNu2sEtCyOObWfLHkXWWHLrtQt+fb8egIrlZSGbALa8i0Nckh",
+	"F7cs4fHQPgyD8neR0gqDmSiezmW8saPsv0Mj5TBhaknfZYJlZiUV/4Sx/S2kGS5kJugHMeuw8mgmaMAK",
+	"E/deRjfFj7aANfROxTCR2jhQDSrBktB5CXWCx4Xm2iERF9owz5a7DFvYpF02N9wkuMcJrqrjlTFrPR2P",
+	"IylVPPRO0ijG2zzE1+Ni1wclgd7m6wf7DOA/rJlv8GkSxtNa2FvTVWLpzHOdf362uhosW3KxhL6fA6RA",
+	"DXgfJVmM8WDUqBCOs6OFKqP1gwLK1o1ZiDpxYawW+YQnOzf+s73w6QYA88dHWb9yp4dMoJuuCZorJyq7",
+	"oJAk6oY0I79Fl47VIEXNs2+msEZ16xRqfaKV1Ga6tmpGLiiYLaICcJ8AF1b3jJoMrZfwn+PmrEZ1Kh9f",
+	"xHa6Fd5Df9ab3I9Go1lvEACma7OheFpmBlg+vHnN3GBs5c18CMLFMoS+kMWSGzSDAPLXTtkVMU4I/Zjr",
+	"4t0UyIbpFV9DJiJUhnExIIWnTQh954HF58BA4B1UoqY5WplLWYy0WCI1xpSgQ5GlFAYU4FEQ7RfsVQO8",
+	"oGeXIbmS9VRWRXHxFGVmmvEtcCkNZwbjAjQ/vpboHYyOctlJcxUELjiohCHIubOJo69XSmbL1TozdLyy",
+	"y9nL/PGerNvuFu07p91kus4sOgeQYjqnpBmPAxcB51kzoEVgxbQNiN04u/m6e9Dkx/OUmyOdKTft8fqi",
+	"xMxf6cumFMMtqlwf7OKAJYl06ednGvzIcxuHcxEppxIoK4C3qDaVfFX53eekEPNTMIeaSview1piYj8/",
+	"XOa43dJ0rShPueCplaLJQSDdJPvX91jfASDGlLm48wiit9iwfQljvWIKj5z+DvlyZY61d350vkQBxjF4",
+	"+Oe6ObNbYmOXASkdSibHURzumDD63MmeVPmB0UIqyASRBONGlmuRw0ZEFFxw1sgFezZ6lSP+WAXUQtxT",
+	"CFgR4M8VNCJtTtF8vl2SPpKHvJC7pCrM7zMN5NZyQdIPCiO+to6DNe/rhHEBP11fvxv/5ervf6PsoVP1",
+	"Q6Ii3lrtNZqJmXiLAhVLQGUJajArZoCt18kGjPTKJhzfnoVgsUwrTe1X38EbpaTSwBS2n7lp6IdtB2vh",
+	"gBTaTACEdvfWhJNvTbacnGv7lwshQtqBVf54b1CQFVxwTGINTJSguahqVM5prXh4RBQwyyaTF5G2kRkF",
+	"YfQbbUzzHfyNIjUuYM3Myu7owY54tMA9kK20f/JYDyBlJlpB+N//vhj+iw0/TYbffyz/HP3P8OPDJDh7",
+	"/sfH34UWQrsjiz0hDYSjkI5iR6MQ+nNpVsASyorDgvGENr5mxkZazzQsuNIGohVTLDKoiHKDczflxqys",
+	"JcVE09lS+HIygVp06RAps2iF1n664VyUbh3t+UfvVdjt0omxJY5JwgFBXHE7wEmSHff81SQlkr2Y0D+v",
+	"0nBApPgrS6y4oDXkuGSG32LgNIq8RXfWIsWCLzOFMaTs3moE6FfPq0nreECIuOVBu3tFsE3r2y2D5xFc",
+	"uCEwx0TewZm2uGGJlqDwV/LZaNduhe2j8RSZ0GDUxh2PwwVECbcDSFZKT1P7hLyP1SycCbLbCprnuOIi",
+	"3sX2B5/Ib3Su6XMonMvAC2XJ8wSGQIw1cOO4QN+h0hC+mryA5kC+6eDZQYICGBh5g7R0SZigpgysakOd",
+	"Lxte+KyD0w/wAzKFCpxQ0Vxenoh4xJvhy8kZbKUrYox4jDHMcSEV0qFEiY+IJQmB+N4vPZcxR93MRGSe",
+	"Chby+ZK8HuMM/sp/GHgsETe9PHsBW8kUf+bhcg29muaoKO5p72w0GU0o+7ZGwda8N+29GE1GL+gQzazI",
+	"Jo1XlHr/RPYJye4V1LNRVu8tmp/8kK0aiueTyZ46hdPqE/wBQEN5whWqWy6WI7JaOktTpja9qV28OGNC",
+	"q9sj1NqZEU3RBltqShHmm9G9j3aGcYpG8chuwP7ymBltWJr4R6Ta9uLjvRvxm6DjdS5rVDLyavKibaoC",
+	"tnG1rmQfEhvluyrbVjZeTV7sRe/t2XjuTl712Nki5yYk6Hy+OjIv5R2q/Fh6B58vG7IQ9gO/eS8zhxFQ",
+	"Fr9UN09T0cY9wNV95XvofXwMWvmgFfDuGCFfooETrquQfzk6PqzQrOoIsfR3RS6tqKnWNbYkzMsh46Ii",
+	"7vFj0FtnDVh9b5cr8Xra9JUCQ7vAYW567zf35dijmaq4O4finFxbr5EbWLAk0WWmwJU2ooh1C3abxWl8",
+	"5yvtvgT1Ujfg/gPj5nNRT+V/DUjvXBJ81VaDPHSoGt6jyZQgl2pbHhK3CvTDl5Pv8xdDJyWhI6731Cxl",
+	"nTs82E/gmOpVhg1qs03x1Mt5nhDp9YValJCDv0tdtDsrBZSZMAEoysdZY2+DhWoxUPdKai+BxtsVUB0I",
+	"5FaGucpiQpohuSZtXDb1kVgBFGjDNhpQKJkkGJ/PxLu/X10DW9rw20hYSpAijwicT1nnNKqd2ua1rV02",
+	"VeOeWm3ePEtZ93Vgokpa40g9dXjc9fXlMcP2W5yzp5HDvKStQRzfuARshQdWzHKA6Uoz0trnoEhBupps",
+	"CIlSYU0WYcVusVz4dPVXk67xA4+3/MgDkkLnO22SAn0rKfJOWADVxsXbLqOhMJW3/tByy1W14fIBYeiI",
+	"+eodCce5MkR5KZAInuDCdOIi2z1vURsbWcyt2LH+PYwp3/RSaGr0lXsNRrSOrg/knBlUaRgAox6F4Vom",
+	"ybRIUBTGv14hHfPFwr5eKJnmE8yEVLus1n8+mQSQiWjFxNKyVIOGfYumqCI9SrXmdXyF1jgi1/sNOG/F",
+	"JltciJxuXTkPvl40z8uW9Z7ABSRcIEgV1yO+gnU6cRm2GXFcLwnu3FW4ru4SfpVcaMe8dq/MeC82uhmB",
+	"43yfN60xO8GMMUg1E9vcHIA2PEkKZwL64fPJWRhAOPNnP7Pe1EY4GsPByAuGVaxmhTPhySFkjNaRU+iS",
+	"g5/uuav5ta5AZJJN83miEyCQC0/W0Ux88Af3IY/DgDbn81+QshsqUMARkFEokDKknjLtbQKjRqmZKHFG",
+	"xQhlTUNhEax2oyymqySgPwt2bRDp1yxdM74UJ7hKe12j7h2VkxQC5TN/kK5UvhNdsNUf8bjbnNWl51R2",
+	"4jS5S56bu/GMlEyAVaSw/zpTzEgFro78kg5gEraRWT0irGqew+qjwRfaSqGgbmS/05yOFqecGCJrbKks",
+	"i+8//lb0dFvHmBR/oapcwFNVgpbczQkhP0E3SQQ7V54H8oj7/zaGCQMH3C5keUmUVdvdG6cT/KmW9Nw7",
+	"JakE70u566uplu3w8fEJnZy9rJljrhveukLjK8KowYPOGWuODhWkKRzmjHOywnGH8K3+8xv7uuwCKhrT",
+	"5jLeWCYO3765hqaJw6mPwUzZhDgTVP1FhlyAFDW7PwK3Fo/def6OS95khK+MQpZWXOsDRDd4b9yWh5o+",
+	"bexnrXYTN6HDfdpR4BX7qkCHBQ39q6s3g6dzWMuyz2YH88Lnq+Wd0JDI6EZDn4k4gIQZVEHOeRFHHfgi",
+	"HQu+y9IR5+vBCH42LjayPthMKLyVNxgHziXjJj9PvsG1AUad7JaxuH2n3SF5MVbDDeLaDXJ4nwmqYtR0",
+	"fF9k2Ruaz6rHW4nU5pymQxGDQoeGmSAO9PUHBqiTpNHZs64sXvpOi9NoQJ7bU5pK32qzy63U+NKNIqKp",
+	"rDdt16pyZ16o+Vjjr7EvStnvv1iuuCwuXDh4iOO4qBuTbafKt3MODVxAZ2KOTYpiAMtnLpJqxED7AWLL",
+	"JifdsoBv0WoJvT3lvhx5uYawAn9HAVMuOM1I+QwHokll5Sx1yGJ9qDSkkr6wlJTr2mFcLF1BDLiy6xFY",
+	"BDlzhc4I6fxEbybabV4dsPDcrcC0/95VdtdO3Mt+WF/wPa3yXgngCpPYTrKUgsq+/WhXn+XVaRjMBFsY",
+	"tEqQRw5Ev2M6bITXidT5tP6F+1RXVmLGVRTNxAVEMk3prgAuqHCLKpAY3R3gMKM2cPYKdLslPpLRvzUz",
+	"/MuWidk1wk/Iz4V9Oz1hVJ287bTX7u3CTv91lFATuX4p7HwXxHqX6VXJwM+0EyUqFRXyDn4PxiR7LZR1",
+	"ahprVnbucSmuHirP8HMXuDQPu0cI792LS9dafER26PRbh44re/D2qxuT6XBAiJfRjVNR802uJ2sYtxje",
+	"bxAdap6OFYv+zzZrKH16oIsktIxunmlw7ZvujoSMitflAnwrZzN2Os8Ovybc2YiCQiiqkqNsJlOK37LE",
+	"ZcOhjyxawR0zVH8rRbIhz3itMMYItZZq4HOvZV2L63lhzjYyusULY3ePl7cQeF70WXFTu7iL3s4E19TG",
+	"lB+pGF9Q7U6dqPBMUAdOYXC9gEHfOvr5wwXjSaZwQBYr50lmyjwueW8koMSnSzTaOf75XWNuGy4n09eM",
+	"7tO6QWFnDKsdxnleO6fsqWltH11Q+O6nyNM+MroJgEVKau3tap6Ols5PQaExnSfYZGovXEd3s3r57c7F",
+	"g/abbrSRCn1a3asPi8zyBpznr/4A841BPQhAr+SdAFZF/TMNIfXPtV5clneIn6IxzzpVN+6WgQNR2MvJ",
+	"91/1yq+ynXpK/u7SwZKH2+7g5zwvraW2iYhOdDWEDvUhSZ/IkmTQSfDgeNeqB2oc1lSHv2BceZW8qye9",
+	"2aa06jFFU//wiesnMy5ugRbDQmB2gSlaBVxHdJlcwdjVR1UR5TDTSXaohuSxS+c8SQ3i68/KLn/Vqp5t",
+	"hvlu/F2dR4oj+TkXjJTRwcDFcgg3mD7TTt05s2atkzPdZni9WePW9XuEq6Frhd57M6jBw8Me245E3qRr",
+	"s+mCcQlcZ6oporb7tZp+SGHk0Eabg3NY8ThG4W96YtENnUe7ZDF9v10vWzD5Hk4dP9C/e7NOF9FNznuH",
+	"HeiLqKOE00V0I+RdgvESXfkeIYVrcGDGHYtz0HgRaVTs++go4whkj72X9iVqojN429SNj16Op3yXodNb",
+	"7puDiOhzZn2/W675PEHvhfrMt0xiWCcswuMZv+gLb7SGl1ybynUUOwxV3/PZaHQ2mUwqTUqTSeuFu75X",
+	"e0+R5senNsFuUw1all50Fd2VSoyKigy7aSgq6sIEt/Guv7HtEPUmo9H33weubt0BXd7+20rG6n0mByjZ",
+	"dor7eWbx0Gltd755ceFdU88ZxSXdVIXQKi5sZXcuV9xnYgN+E2CRENCR1+Ac1qg01wZbHLlGUbec9yS+",
+	"2LWd+KkaQb6e13ReM6xLf1t4xY/6Rvwji+4d9wjvGWUQpEBSMSrPWwzOIXw+eenL2dAB0c4yurzup/F0",
+	"5MIXAuItCt8SWJ6Xcg2ZUMiiFZsneO464DF0x/WabTRoOWqqbc0vGXpCjZ8v0dg56o5UCNqu1P6e8+RD",
+	"fZF+2JGlFX60r62ImWEQPszcPTmz3hRGo1FjMQVUaykohzTzJcjTPXcS7b+FaOtwKsgzWC5jlh9GFZey",
+	"Yhy2HwUdzRPf2mFQjZ3ayzKaKG+Km0HGD3TZxt5ExfZFRk8oPdtLtShZgrkrCaLJnmnXBx/4Wp6gcldQ",
+	"fsMQZTd8KYl1sX6VXOy6WCVuP8PNKv8jjtaSt6sqQS69e/sUxWvbq3zl6rVTWOGZ7k6pXqEpL856piFK",
+	"Mm1QDe94jPldCaVbNGglfauoHalvyw/3lbPtTl/VwTPRpIS3CtrOfS1BWTxXuzuMOh39TWNF5bzXNu1a",
+	"9WSd8a1p14tS/FtVa2ei3s4rlavVvkiTNDrUf5Fc7BLqqzVUlpd2fUkH5TfWGbl96VYDq1q0dxPN2Zkq",
+	"t/yx4jqykMf5tTUOyyH0i2zJADJBJ8C7VXJHajDPlQdL/6lf7yCHPUH34WWXDYclhvcI/2Hnyd+6d5SA",
+	"lTcK/l/rrDuC/+kCvfzGSrrerZtyv/qceaODR2W9rdLn803tLsnCz/M9lU+h6r+85cFdV3iYrb6JBoiW",
+	"uxZ/M1fyK/Ok2y6wcmqnjSmScPdLtmvf4spiR89MJf6S7ul4fPb8j6PJaDI6m/5p8qcJkc9P8lCr1dLE",
+	"cfkTOqiuPCgr9isPi07pyjOfvak8qYBaeVqJNXfLLK5clY/MjLauNClVuk7RYAxKZgYV9N8pmaJZYaap",
+	"IsP3Uq4xAm40Jgvyv/LeL3Znfaf/DQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -22,6 +22,8 @@ type Options struct {
 	Elections *recipes.Elections
 	Barriers  *recipes.Barriers
 	Queues    *recipes.Queues
+	// Throughput are the throughput groups.
+	Throughput *recipes.Throughputs
 
 	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
 	Token string

@@ -154,9 +154,10 @@ func (m *Main) Run(ctx context.Context) error {
 
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
-		Elections: recipes.NewElections(sess, reg),
-		Barriers:  recipes.NewBarriers(sess, reg),
-		Queues:    recipes.NewQueues(sess, reg),
+		Elections:  recipes.NewElections(sess, reg),
+		Barriers:   recipes.NewBarriers(sess, reg),
+		Queues:     recipes.NewQueues(sess, reg),
+		Throughput: recipes.NewThroughputs(sess, reg),
 
 		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, Spec: coordsidecar.OpenAPI,
