@@ -31,3 +31,6 @@ func (s *Server) GetThroughputMember(_ context.Context, _ GetThroughputMemberReq
 func (s *Server) UpdateThroughputMember(_ context.Context, _ UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error) {
 	return nil, errNotImplemented
 }
+
+// followThroughput publishes a group's allocations to its topic (placeholder).
+func (s *Server) followThroughput(topic, group string) {}

@@ -68,6 +68,8 @@ func (s *Server) topicActive(topic string, active bool) {
 	switch kind {
 	case "election":
 		s.followElection(topic, name)
+	case "throughput":
+		s.followThroughput(topic, name)
 	}
 }
 
