@@ -86,6 +86,44 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
+// limitConcurrency bounds what holds a goroutine and a connection for long:
+// event streams (paths ending in /events) and long-polls (a non-zero wait=).
+// Past the bound a request answers 503 with Retry-After at once.
+func (s *Server) limitConcurrency(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sem chan struct{}
+		var kind string
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/events"):
+			sem, kind = s.streams, "streams"
+		case isLongPoll(r):
+			sem, kind = s.waiters, "long-polls"
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+			next.ServeHTTP(w, r)
+		default:
+			p := newProblem(http.StatusServiceUnavailable, "too-many-"+kind,
+				fmt.Sprintf("this sidecar already serves %d %s", cap(sem), kind))
+			p.RetryAfter = 1
+			s.writeProblem(w, r, p)
+		}
+	})
+}
+
+func isLongPoll(r *http.Request) bool {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return false
+	}
+	d, err := time.ParseDuration(v)
+	return err == nil && d > 0
+}
+
 // bodyError keeps a body-size error recognisable and makes any other decoding
 // error a 400 invalid-body.
 func bodyError(err error) error {

@@ -37,6 +37,10 @@ type Options struct {
 	MaxItem int64
 	// Heartbeat is the SSE comment interval (default 15s).
 	Heartbeat time.Duration
+	// MaxStreams caps open event streams (default 16384) and MaxWaiters caps
+	// long-polls under way (requests with a non-zero wait=, default 8192); past
+	// either, requests answer 503 with Retry-After.
+	MaxStreams, MaxWaiters int
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
 	// Registerer and Gatherer: the one metrics registry of the process.
@@ -61,6 +65,9 @@ type Server struct {
 	broker  *sse.Broker
 	topics  topicFollowers
 	session sessionTopic
+
+	// streams and waiters are semaphores bounding open streams and long-polls.
+	streams, waiters chan struct{}
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -82,6 +89,12 @@ func NewServer(opt Options) *Server {
 	if opt.MaxItem <= 0 {
 		opt.MaxItem = 512 << 10
 	}
+	if opt.MaxStreams <= 0 {
+		opt.MaxStreams = 16384
+	}
+	if opt.MaxWaiters <= 0 {
+		opt.MaxWaiters = 8192
+	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = 15 * time.Second
 	}
@@ -92,7 +105,8 @@ func NewServer(opt Options) *Server {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
 	stopped, stop := context.WithCancel(context.Background())
-	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop}
+	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
+		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters)}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.followSession()
 	return s
@@ -110,7 +124,7 @@ func (s *Server) Close() {
 // behind the middleware, plus /metrics and /openapi.yaml.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody)
+	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody, s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})

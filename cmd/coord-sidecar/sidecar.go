@@ -33,7 +33,11 @@ type Config struct {
 	DefaultTTL     time.Duration
 	MaxBody        int64
 	MaxItem        int64
-	LogLevel       string
+	MaxStreams     int
+	MaxWaiters     int
+	// ReadHeaderTimeout cuts off a client that trickles its request headers.
+	ReadHeaderTimeout time.Duration
+	LogLevel          string
 }
 
 // Main is the program: ParseFlags, Run, Close. End-to-end tests drive it whole.
@@ -55,7 +59,7 @@ func NewMain() *Main {
 	return &Main{Config: Config{
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
-		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, LogLevel: "info",
+		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, LogLevel: "info",
 	}, LogOutput: os.Stderr}
 }
 
@@ -72,6 +76,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
 	fs.Int64Var(&c.MaxItem, "max-item", c.MaxItem, "largest queue item in bytes, at most 1000000 (COORD_MAX_ITEM)")
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most event streams open at once (COORD_MAX_STREAMS)")
+	fs.IntVar(&c.MaxWaiters, "max-waiters", c.MaxWaiters, "most long-polls under way at once (COORD_MAX_WAITERS)")
 	durations := []struct {
 		p          *time.Duration
 		flag, envv string
@@ -81,6 +87,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		{&c.MaxWait, "max-wait", "COORD_MAX_WAIT", "largest wait= a request may ask"},
 		{&c.MaxTTL, "max-ttl", "COORD_MAX_TTL", "largest ttl= a lease may ask"},
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
+		{&c.ReadHeaderTimeout, "read-header-timeout", "COORD_READ_HEADER_TIMEOUT", "time a client has to send its request headers"},
 	}
 	for _, d := range durations {
 		if v := getenv(d.envv); v != "" {
@@ -92,7 +99,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		fs.DurationVar(d.p, d.flag, *d.p, d.usage+" ("+d.envv+")")
 	}
-	for key, p := range map[string]*int64{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem} {
+	for key, p := range map[string]any{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem,
+		"COORD_MAX_STREAMS": &c.MaxStreams, "COORD_MAX_WAITERS": &c.MaxWaiters} {
 		if v := getenv(key); v != "" {
 			if _, err := fmt.Sscan(v, p); err != nil {
 				return fmt.Errorf("%s=%q: %w", key, v, err)
@@ -160,7 +168,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Throughput: recipes.NewThroughputs(sess, reg),
 
 		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
-		MaxBody: c.MaxBody, MaxItem: c.MaxItem, Spec: coordsidecar.OpenAPI,
+		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
+		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
 	ln, err := net.Listen("tcp", c.Listen)
@@ -171,7 +180,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.listener = ln
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// Past --max-waiters long-polls and --max-streams streams, requests answer 503
+// with Retry-After at once; when one ends, the next is served.
+func TestConcurrencyCaps(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--max-waiters", "2", "--max-streams", "1")
+	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/capped")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 2 {
+		go func() { _, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil) }()
+	}
+	eventually(t, 10*time.Second, "two waiters", func() bool {
+		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
+	})
+	r := car.must(http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
+	if r.Header.Get("Retry-After") == "" || str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
+		t.Fatalf("third waiter: %s %v", r.Raw, r.Header)
+	}
+	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
+
+	st := car.openStream("/v1/session/events")
+	st.next(t, 5*time.Second)
+	r = car.must(http.StatusServiceUnavailable, http.MethodGet, "/v1/session/events")
+	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-streams" {
+		t.Fatalf("second stream: %s", r.Raw)
+	}
+	st.cancel()
+	eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+str(holder.Body["lease"]))
+}
+
+// A client that trickles its headers (slowloris) is cut off at the header timeout.
+func TestSlowlorisIsCutAtHeaderTimeout(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--read-header-timeout", "1s")
+	conn, err := net.Dial("tcp", car.m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := fmt.Fprint(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan time.Duration, 1)
+	go func() {
+		_, _ = bufio.NewReader(conn).ReadString('\n') // returns when the server hangs up
+		closed <- time.Since(start)
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case d := <-closed:
+			if d > 3*time.Second {
+				t.Fatalf("cut after %s, header timeout 1s", d)
+			}
+			t.Logf("cut after %s", d.Round(time.Millisecond))
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(conn, "X-Slow: y\r\n"); err != nil {
+				continue // the server hung up; the reader reports when
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("still connected after 10s of trickled headers")
+			}
+		}
+	}
+}
+
+// streamStatus opens a stream, returns its status code and closes it.
+func (s *sidecar) streamStatus(path string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
