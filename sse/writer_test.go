@@ -3,6 +3,7 @@ package sse_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -219,5 +220,39 @@ func TestWriterLargeData(t *testing.T) {
 	}
 	if got := rec.Body.String(); got != "id: 1\ndata: "+big+"\n\n" {
 		t.Fatalf("large event mangled (%d bytes)", len(got))
+	}
+}
+
+// What the Writer writes, the Reader reads back, multi-line data included.
+func TestReaderReadsWriterOutput(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w, err := sse.NewWriter(rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := []sse.Event{
+		{ID: "1", Name: "a", Data: []byte(`{"x":1}`)},
+		{ID: "2", Name: "b", Data: []byte("line1\nline2")},
+	}
+	for _, e := range sent {
+		if err := w.Send(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Comment("ping"); err != nil {
+		t.Fatal(err)
+	}
+	r := sse.NewReader(rec.Body)
+	for _, want := range sent {
+		got, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != want.ID || got.Name != want.Name || string(got.Data) != string(want.Data) {
+			t.Fatalf("read %+v, want %+v", got, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last event: %v, want io.EOF", err)
 	}
 }

@@ -1,5 +1,10 @@
 // Command coord-sidecar holds one ZooKeeper session for an application and offers
 // ZooKeeper's coordination recipes over HTTP/JSON and server-sent events.
+//
+// Its subcommands talk to a running sidecar:
+//
+//	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
+//	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
 package main
 
 import (
@@ -11,6 +16,17 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "lock" || os.Args[1] == "elect") {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		run := runLock
+		if os.Args[1] == "elect" {
+			run = runElect
+		}
+		code := run(ctx, os.Args[2:], os.Getenv, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// apiClient is the small HTTP client the lock and elect subcommands use to talk
+// to a running sidecar.
+type apiClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func newAPIClient(addr, token string) *apiClient {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &apiClient{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+}
+
+// apiError is a non-2xx answer: its status and problem document.
+type apiError struct {
+	Status  int
+	Problem map[string]any
+}
+
+func (e *apiError) Error() string {
+	if d, ok := e.Problem["detail"].(string); ok {
+		return fmt.Sprintf("%d: %s", e.Status, d)
+	}
+	return fmt.Sprintf("status %d", e.Status)
+}
+
+func (e *apiError) problem() string {
+	t, _ := e.Problem["type"].(string)
+	return t[strings.LastIndex(t, "/")+1:]
+}
+
+func (c *apiClient) request(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = strings.NewReader(string(b))
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// call sends a request and decodes a JSON answer into out (when not nil).
+func (c *apiClient) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	req, err := c.request(ctx, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		e := &apiError{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, &e.Problem)
+		return e
+	}
+	if out != nil && len(raw) > 0 {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// stream opens an event stream; events arrive on the returned channel, which
+// closes when the stream ends (ctx ended, the sidecar went away, or it ended it).
+func (c *apiClient) stream(ctx context.Context, path string) (<-chan sse.Event, error) {
+	req, err := c.request(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		e := &apiError{Status: resp.StatusCode}
+		_ = json.NewDecoder(resp.Body).Decode(&e.Problem)
+		return nil, e
+	}
+	ch := make(chan sse.Event, 16)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		r := sse.NewReader(resp.Body)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// leaseKeeper holds a lease alive through its keepalive stream. Lost closes (with
+// why set) when the lease ends or the stream breaks.
+type leaseKeeper struct {
+	ID   string
+	Lost chan struct{}
+	why  string
+	stop context.CancelFunc
+}
+
+func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKeeper, error) {
+	var lease struct {
+		Lease string `json:"lease"`
+	}
+	if err := c.call(ctx, http.MethodPost, "/v1/leases", url.Values{"ttl": {ttl.String()}}, nil, &lease); err != nil {
+		return nil, fmt.Errorf("create lease: %w", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	events, err := c.stream(sctx, "/v1/leases/"+lease.Lease+"/events")
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("lease stream: %w", err)
+	}
+	if ev, ok := <-events; !ok || ev.Name != "lease" {
+		stop()
+		return nil, fmt.Errorf("lease stream: no first event")
+	}
+	k := &leaseKeeper{ID: lease.Lease, Lost: make(chan struct{}), stop: stop}
+	go func() {
+		defer close(k.Lost)
+		for ev := range events {
+			if ev.Name == "lost" || ev.Name == "expired" || ev.Name == "revoked" {
+				k.why = "lease " + ev.Name
+				return
+			}
+		}
+		k.why = "the lease stream broke (sidecar gone?)"
+	}()
+	return k, nil
+}
+
+// Close ends the keepalive stream, which revokes the lease.
+func (k *leaseKeeper) Close() { k.stop() }
