@@ -4,10 +4,13 @@
 //
 // Caveats every caller must respect:
 //
-//   - go-zookeeper's calls take no context. Every call here runs with a deadline of
-//     its own (the caller's context, else Config.OpTimeout); a call abandoned at its
-//     deadline still completes in the background, so writes are made idempotent or
-//     recoverable (protected creates).
+//   - go-zookeeper's calls take no context. A call here fails fast when its
+//     context has ended or the session is not connected, and otherwise returns
+//     within about one session timeout whatever ZooKeeper does (see epoch.call);
+//     waiting (for a lock, a leader, a barrier) is always a select on watches and
+//     the context, never a blocked call. A call cut off by a lost connection may
+//     still have been applied, so writes are idempotent or recoverable (protected
+//     creates).
 //   - A grant belongs to the session under which it was made. When that session is
 //     lost, the grant is lost and reported so; it is never carried over to the next
 //     session, which the Session dials by itself.

@@ -103,6 +103,10 @@ type Session struct {
 	closing chan struct{}
 	done    chan struct{}
 
+	// live is the epoch while its session is connected, nil otherwise: calls
+	// check it without a lock.
+	live atomic.Pointer[epoch]
+
 	// knownPaths remembers persistent parents that exist (the sidecar never deletes
 	// them), so the hot path does not create them again.
 	knownPaths sync.Map
@@ -307,6 +311,11 @@ func (s *Session) lose(ep *epoch, why string) {
 // setLocked records a state change and notifies listeners. s.mu is held.
 func (s *Session) setLocked(st State, event string, id int64) {
 	s.state = st
+	if st == StateConnected {
+		s.live.Store(s.ep)
+	} else {
+		s.live.Store(nil)
+	}
 	s.metrics.setState(st)
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -426,33 +435,36 @@ func (ep *epoch) sessionTimeout() time.Duration {
 	return ep.s.cfg.Timeout
 }
 
-// call runs f on this epoch's connection, bounded by ctx and by OpTimeout. A
-// connection error is wrapped in ErrUnavailable, an expired session in
-// ErrSessionLost; ZooKeeper's own errors (zk.ErrNoNode, ...) come back as they are.
-// When ctx ends first, f still completes in the background.
+// call runs f on this epoch's connection, on the caller's goroutine (no hop: it
+// is the hot path). A connection error is wrapped in ErrUnavailable, an expired
+// session in ErrSessionLost; ZooKeeper's own errors (zk.ErrNoNode, ...) come back
+// as they are. It fails fast, without calling, when ctx has ended or the epoch is
+// not the connected one.
+//
+// Bound: go-zookeeper fails a sent request when its connection drops (a silent
+// partition is detected within 2/3 of the session timeout), and a request queued
+// while disconnected waits at most until the Session abandons the epoch (4/5 of
+// the session timeout without an answer) or closes: every call returns within
+// about one session timeout, whatever ZooKeeper does.
 func (ep *epoch) call(ctx context.Context, f func(*zk.Conn) error) error {
 	if ep.isLost() {
 		return ErrSessionLost
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ep.s.cfg.OpTimeout)
-		defer cancel()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if ep.s.live.Load() != ep {
+		return fmt.Errorf("session not connected: %w", ErrUnavailable)
 	}
 	sent := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- f(ep.conn) }()
-	select {
-	case err := <-done:
-		if err == nil || isZKAnswer(err) {
-			ep.touch(sent)
-		}
-		return mapZKError(err)
-	case <-ep.lost:
-		return ErrSessionLost
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	err := f(ep.conn)
+	if err == nil || isZKAnswer(err) {
+		ep.touch(sent)
 	}
+	if ep.isLost() && err != nil && !isZKAnswer(err) {
+		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+	}
+	return mapZKError(err)
 }
 
 // isZKAnswer tells whether err is an answer from the server (so the session lives).
