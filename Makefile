@@ -5,7 +5,7 @@ GO    ?= go
 BIN   := bin/coord-sidecar
 ZKDIR ?= .zk
 
-.PHONY: run test bench generate check-generated build zookeeper zookeeper-stop docker clean
+.PHONY: run test bench demo generate build zookeeper zookeeper-stop docker clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/coord-sidecar
@@ -27,6 +27,10 @@ test:
 bench:
 	scripts/zookeeper.sh install
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
+
+# Replays the throughput-group scenario with curl on ZooKeeper and two sidecars.
+demo: build
+	scripts/demo.sh
 
 # Regenerates api/api.gen.go from openapi.yaml.
 generate:

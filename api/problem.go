@@ -59,6 +59,10 @@ func problemFor(err error) *problem {
 		p = newProblem(http.StatusNotFound, "lease-not-found", err.Error())
 	case errors.Is(err, recipes.ErrNotHeld):
 		p = newProblem(http.StatusNotFound, "not-held", err.Error())
+	case errors.Is(err, recipes.ErrMemberExists):
+		p = newProblem(http.StatusConflict, "member-exists", err.Error())
+	case errors.Is(err, recipes.ErrMemberNotFound):
+		p = newProblem(http.StatusNotFound, "member-not-found", err.Error())
 	case errors.Is(err, recipes.ErrCandidateExists):
 		p = newProblem(http.StatusConflict, "candidate-exists", err.Error())
 	case errors.Is(err, recipes.ErrBusy):

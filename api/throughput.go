@@ -1,36 +1,245 @@
 package api
 
-import "context"
+import (
+	"context"
+	"net/http"
+	"strconv"
 
-// Placeholders until the recipe lands: every one answers 501 not-implemented.
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
 
-func (s *Server) GetThroughputGroup(_ context.Context, _ GetThroughputGroupRequestObject) (GetThroughputGroupResponseObject, error) {
-	return nil, errNotImplemented
+// Throughput groups: GET/PUT /v1/throughput/{group}, members under
+// /v1/throughput/{group}/members, and the stream /v1/throughput/{group}/events,
+// which carries `throughput` events (the GET body, id = the allocation version)
+// from the topic "throughput/<group>" and `leader` events from
+// "throughput-leader/<group>".
+
+func throughputTopic(group string) string       { return "throughput/" + group }
+func throughputLeaderTopic(group string) string { return "throughput-leader/" + group }
+
+// GetThroughputGroup reads a group's published allocation.
+func (s *Server) GetThroughputGroup(ctx context.Context, req GetThroughputGroupRequestObject) (GetThroughputGroupResponseObject, error) {
+	if err := name("group", req.Group); err != nil {
+		return nil, err
+	}
+	g, err := s.opt.Throughput.Inspect(ctx, req.Group)
+	if err != nil {
+		return nil, err
+	}
+	return GetThroughputGroup200JSONResponse(throughputBody(g)), nil
 }
 
-func (s *Server) SetThroughputLimit(_ context.Context, _ SetThroughputLimitRequestObject) (SetThroughputLimitResponseObject, error) {
-	return nil, errNotImplemented
+// SetThroughputLimit sets a group's limit and answers the group once the new
+// allocation is published.
+func (s *Server) SetThroughputLimit(ctx context.Context, req SetThroughputLimitRequestObject) (SetThroughputLimitResponseObject, error) {
+	if err := name("group", req.Group); err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"limit": N}`)
+	}
+	if req.Body.Limit < 0 {
+		return nil, invalidParameter("limit %d is negative", req.Body.Limit)
+	}
+	g, err := s.opt.Throughput.SetLimit(ctx, req.Group, req.Body.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return SetThroughputLimit200JSONResponse(throughputBody(g)), nil
 }
 
-func (s *Server) StreamThroughputGroup(_ context.Context, _ StreamThroughputGroupRequestObject) (StreamThroughputGroupResponseObject, error) {
-	return nil, errNotImplemented
+// StreamThroughputGroup streams a group's allocations and changes of leader.
+func (s *Server) StreamThroughputGroup(ctx context.Context, req StreamThroughputGroupRequestObject) (StreamThroughputGroupResponseObject, error) {
+	if err := name("group", req.Group); err != nil {
+		return nil, err
+	}
+	return topicStream{s: s, ctx: ctx, topics: []string{throughputTopic(req.Group), throughputLeaderTopic(req.Group)}}, nil
 }
 
-func (s *Server) JoinThroughputGroup(_ context.Context, _ JoinThroughputGroupRequestObject) (JoinThroughputGroupResponseObject, error) {
-	return nil, errNotImplemented
+// VisitStreamThroughputGroupResponse serves GET /v1/throughput/{group}/events.
+func (t topicStream) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+	return t.serve(w)
 }
 
-func (s *Server) LeaveThroughputGroup(_ context.Context, _ LeaveThroughputGroupRequestObject) (LeaveThroughputGroupResponseObject, error) {
-	return nil, errNotImplemented
+// JoinThroughputGroup enrols a member for a lease (implicit when lease= is absent).
+func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGroupRequestObject) (JoinThroughputGroupResponseObject, error) {
+	p := req.Params
+	if err := name("group", req.Group); err != nil {
+		return nil, err
+	}
+	if err := name("member", p.Id); err != nil {
+		return nil, err
+	}
+	weight := int64(1)
+	if p.Weight != nil {
+		weight = int64(*p.Weight)
+	}
+	if weight < 1 || weight > recipes.MaxWeight {
+		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, recipes.MaxWeight)
+	}
+	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	sh, err := s.opt.Throughput.Join(ctx, lease, req.Group, p.Id, weight)
+	if err != nil {
+		return nil, err
+	}
+	body := shareBody(sh)
+	body.Lease = &sh.Lease
+	return JoinThroughputGroup201JSONResponse(body), nil
 }
 
-func (s *Server) GetThroughputMember(_ context.Context, _ GetThroughputMemberRequestObject) (GetThroughputMemberResponseObject, error) {
-	return nil, errNotImplemented
+// LeaveThroughputGroup removes the lease's member.
+func (s *Server) LeaveThroughputGroup(ctx context.Context, req LeaveThroughputGroupRequestObject) (LeaveThroughputGroupResponseObject, error) {
+	lease, err := s.memberLease(req.Group, req.Id, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.opt.Throughput.Leave(ctx, lease, req.Group, req.Id); err != nil {
+		return nil, err
+	}
+	return LeaveThroughputGroup204Response{}, nil
 }
 
-func (s *Server) UpdateThroughputMember(_ context.Context, _ UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error) {
-	return nil, errNotImplemented
+// GetThroughputMember answers a member's share; with version=, it long-polls
+// until the allocation's version differs.
+func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMemberRequestObject) (GetThroughputMemberResponseObject, error) {
+	if err := name("group", req.Group); err != nil {
+		return nil, err
+	}
+	if err := name("member", req.Id); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	var sh *recipes.ThroughputShare
+	if req.Params.Version == nil {
+		sh, err = s.opt.Throughput.Member(ctx, req.Group, req.Id)
+	} else {
+		sh, err = s.opt.Throughput.AwaitMember(ctx, req.Group, req.Id, *req.Params.Version, wait)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return GetThroughputMember200JSONResponse(shareBody(sh)), nil
 }
 
-// followThroughput publishes a group's allocations to its topic (placeholder).
-func (s *Server) followThroughput(topic, group string) {}
+// UpdateThroughputMember sets a member's weight and demand.
+func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error) {
+	lease, err := s.memberLease(req.Group, req.Id, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"weight": W, "demand": D}`)
+	}
+	var weight *int64
+	if req.Body.Weight != nil {
+		w := int64(*req.Body.Weight)
+		if w < 1 || w > recipes.MaxWeight {
+			return nil, invalidParameter("weight %d is not between 1 and %d", w, recipes.MaxWeight)
+		}
+		weight = &w
+	}
+	if d := req.Body.Demand; d != nil && *d < 0 {
+		return nil, invalidParameter("demand %d is negative", *d)
+	}
+	sh, err := s.opt.Throughput.Update(ctx, lease, req.Group, req.Id, weight, req.Body.Demand)
+	if err != nil {
+		return nil, err
+	}
+	return UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
+}
+
+func (s *Server) memberLease(group, id, lease string) (*recipes.Lease, error) {
+	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
+		if err := name(n[0], n[1]); err != nil {
+			return nil, err
+		}
+	}
+	return s.opt.Leases.Get(lease)
+}
+
+// followThroughput publishes a group's allocations to its topic (event
+// `throughput`, on every new version) and its changes of leader to
+// "throughput-leader/<group>" (event `leader`), while the topic has
+// subscribers. Nothing is published while the session is suspended: the
+// session stream says so.
+func (s *Server) followThroughput(topic, group string) {
+	f, err := s.opt.Throughput.Follow(group)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.stopped)
+	done := make(chan struct{})
+	s.topics.add(topic, func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		defer f.Close()
+		published := false
+		var version int64
+		var leader string
+		for {
+			changed := f.Changed()
+			if st, ok := f.State(); ok && !st.Suspended && (!published || st.Version != version) {
+				id := strconv.FormatInt(st.Version, 10)
+				if data, err := sse.Data(throughputBody(st)); err == nil {
+					s.broker.Publish(topic, sse.Event{ID: id, Name: "throughput", Data: data})
+				}
+				if !published || st.Leader != leader {
+					if data, err := sse.Data(leaderBody(st)); err == nil {
+						s.broker.Publish(throughputLeaderTopic(group), sse.Event{ID: id, Name: "leader", Data: data})
+					}
+				}
+				published, version, leader = true, st.Version, st.Leader
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// throughputLeader is the data of a `leader` event.
+type throughputLeader struct {
+	Group   string  `json:"group"`
+	Leader  *string `json:"leader"`
+	Term    int64   `json:"term"`
+	Version int64   `json:"version"`
+}
+
+func leaderBody(g *recipes.ThroughputGroup) throughputLeader {
+	out := throughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
+	if g.Leader != "" {
+		l := g.Leader
+		out.Leader = &l
+	}
+	return out
+}
+
+func throughputBody(g *recipes.ThroughputGroup) ThroughputGroup {
+	out := ThroughputGroup{Group: g.Group, Limit: g.Limit, Version: g.Version, Members: []ThroughputMember{}}
+	if g.Leader != "" {
+		l := g.Leader
+		out.Leader = &l
+	}
+	for _, m := range g.Members {
+		tm := ThroughputMember{Id: m.ID, Weight: int(m.Weight), Share: m.Share, Leader: m.Leader}
+		if m.Demand >= 0 {
+			d := m.Demand
+			tm.Demand = &d
+		}
+		out.Members = append(out.Members, tm)
+	}
+	return out
+}
+
+func shareBody(sh *recipes.ThroughputShare) ThroughputShare {
+	return ThroughputShare{Group: sh.Group, Id: sh.ID, Share: sh.Share, Version: sh.Version}
+}

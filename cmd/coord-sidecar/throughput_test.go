@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// tpGroup is the body of GET /v1/throughput/{group} and of `throughput` events.
+type tpGroup struct {
+	Group   string  `json:"group"`
+	Limit   int64   `json:"limit"`
+	Leader  *string `json:"leader"`
+	Version int64   `json:"version"`
+	Members []struct {
+		ID     string `json:"id"`
+		Weight int    `json:"weight"`
+		Share  int64  `json:"share"`
+		Leader bool   `json:"leader"`
+		Demand *int64 `json:"demand"`
+	} `json:"members"`
+}
+
+// summary renders an allocation as "1000: m1*=500 m2=500" (the leader starred).
+func (g tpGroup) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:", g.Limit)
+	for _, m := range g.Members {
+		star := ""
+		if m.Leader {
+			star = "*"
+		}
+		fmt.Fprintf(&b, " %s%s=%d", m.ID, star, m.Share)
+	}
+	return b.String()
+}
+
+// check asserts what must hold of every allocation anyone sees: the shares sum
+// to the limit, the leader is the first member and the one flagged.
+func (g tpGroup) check() error {
+	if len(g.Members) == 0 {
+		if g.Leader != nil {
+			return fmt.Errorf("leader %q without members", *g.Leader)
+		}
+		return nil
+	}
+	var sum int64
+	for i, m := range g.Members {
+		sum += m.Share
+		if m.Leader != (i == 0) {
+			return fmt.Errorf("member %d (%s) leader=%v", i, m.ID, m.Leader)
+		}
+	}
+	if sum != g.Limit {
+		return fmt.Errorf("shares sum to %d, limit %d: %s", sum, g.Limit, g.summary())
+	}
+	if g.Leader == nil || *g.Leader != g.Members[0].ID {
+		return fmt.Errorf("leader %v is not the first member: %s", g.Leader, g.summary())
+	}
+	return nil
+}
+
+func decodeTP(t testing.TB, raw []byte) tpGroup {
+	t.Helper()
+	var g tpGroup
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatalf("bad group %s: %v", raw, err)
+	}
+	return g
+}
+
+// send makes a request with a JSON body and fails the test unless the status is want.
+func (s *sidecar) send(want int, method, path, body string) *response {
+	s.t.Helper()
+	r, err := s.do(context.Background(), method, path, strings.NewReader(body), "Content-Type", "application/json")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if r.Status != want {
+		s.t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.Status, want, r.Raw)
+	}
+	return r
+}
+
+// tpFollower reads one throughput stream and checks every event on the way:
+// each allocation is whole (check) and versions (the event ids) strictly increase.
+type tpFollower struct {
+	st          *stream
+	lastVersion int64
+	lastLeader  int64 // id of the last `leader` event
+	leaders     []string
+}
+
+func followTP(car *sidecar, group string) *tpFollower {
+	return &tpFollower{st: car.openStream("/v1/throughput/" + group + "/events"), lastVersion: -1, lastLeader: -1}
+}
+
+// await reads events until an allocation whose summary is want arrives.
+func (f *tpFollower) await(t testing.TB, want string, within time.Duration) tpGroup {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ev := f.st.next(t, time.Until(deadline))
+		raw, _ := json.Marshal(ev.Data)
+		switch ev.Name {
+		case "leader":
+			if id := mustInt(t, ev.ID); id <= f.lastLeader {
+				t.Fatalf("leader event id %d after %d", id, f.lastLeader)
+			} else {
+				f.lastLeader = id
+			}
+			f.leaders = append(f.leaders, str(ev.Data["leader"]))
+		case "throughput":
+			g := decodeTP(t, raw)
+			if err := g.check(); err != nil {
+				t.Fatalf("torn allocation on the stream: %v (%s)", err, raw)
+			}
+			if g.Version <= f.lastVersion || ev.ID != fmt.Sprint(g.Version) {
+				t.Fatalf("version %d (id %s) after %d", g.Version, ev.ID, f.lastVersion)
+			}
+			f.lastVersion = g.Version
+			if g.summary() == want {
+				return g
+			}
+		default:
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+}
+
+func mustInt(t testing.TB, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("event id %q: %v", s, err)
+	}
+	return n
+}
+
+// tpMembership is one member as its client knows it.
+type tpMembership struct {
+	car   *sidecar
+	lease string
+}
+
+// joinTP makes a lease of its own on car and joins id to group under it.
+func joinTP(t *testing.T, car *sidecar, group, id, query string) tpMembership {
+	t.Helper()
+	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	r := car.must(http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=%s&lease=%s&%s", group, id, lease, query))
+	if str(r.Body["id"]) != id || str(r.Body["group"]) != group || str(r.Body["lease"]) != lease {
+		t.Fatalf("join answer %s", r.Raw)
+	}
+	return tpMembership{car: car, lease: lease}
+}
+
+// awaitShare long-polls a member's share on its own sidecar until it is want.
+func awaitShare(t *testing.T, car *sidecar, group, id string, want int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	r := car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group+"/members/"+id)
+	for num(r.Body["share"]) != want {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("member %s: share %d, want %d (%s)", id, num(r.Body["share"]), want, r.Raw)
+		}
+		r = car.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/%s/members/%s?version=%d&wait=%dms",
+			group, id, num(r.Body["version"]), left.Milliseconds()+1))
+	}
+}
+
+// checkStep asserts that every subscriber, every member's GET on its own
+// sidecar and GET of the group on every sidecar show the allocation want.
+func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower, members map[string]tpMembership, cars ...*sidecar) {
+	t.Helper()
+	start := time.Now()
+	for _, s := range subs {
+		s.await(t, want, 10*time.Second)
+	}
+	shares := map[string]int64{}
+	for _, f := range strings.Fields(want)[1:] {
+		id, share, _ := strings.Cut(f, "=")
+		var n int64
+		fmt.Sscan(share, &n)
+		shares[strings.TrimSuffix(id, "*")] = n
+	}
+	for id, m := range members {
+		awaitShare(t, m.car, group, id, shares[id], 10*time.Second)
+	}
+	for _, car := range cars {
+		g := decodeTP(t, car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+		if err := g.check(); err != nil || g.summary() != want {
+			t.Fatalf("%s: GET on %s: %s (%v), want %s", step, car.base, g.summary(), err, want)
+		}
+	}
+	t.Logf("%-22s %-34s seen everywhere in %s", step, want, time.Since(start).Round(time.Millisecond))
+}
+
+// The scenario of the issue: limit 1000, five members on two sidecars, each
+// under a lease of its own; after every step every member's GET, GET of the
+// group on both sidecars, and a subscriber on each sidecar show the same
+// allocation, and no subscriber ever sees one whose shares do not sum to the limit.
+func TestThroughputScenario(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+	const g = "api-calls"
+	subs := []*tpFollower{followTP(a, g), followTP(b, g)}
+	for _, s := range subs {
+		s.await(t, "0:", 10*time.Second) // a group nobody made yet
+	}
+	r := a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+	if got := decodeTP(t, r.Raw); got.Limit != 1000 || got.Leader != nil || len(got.Members) != 0 {
+		t.Fatalf("PUT limit answered %s", r.Raw)
+	}
+	members := map[string]tpMembership{}
+	step := func(name, want string) { checkStep(t, name, want, g, subs, members, a, b) }
+	revoke := func(id string) {
+		m := members[id]
+		m.car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m.lease)
+		delete(members, id)
+	}
+	step("limit set", "1000:")
+
+	members["m1"] = joinTP(t, a, g, "m1", "weight=1")
+	step("m1 joins", "1000: m1*=1000")
+	members["m2"] = joinTP(t, b, g, "m2", "")
+	step("m2 joins", "1000: m1*=500 m2=500")
+	members["m3"] = joinTP(t, a, g, "m3", "")
+	step("m3 joins", "1000: m1*=334 m2=333 m3=333")
+	members["m4"] = joinTP(t, b, g, "m4", "")
+	step("m4 joins", "1000: m1*=250 m2=250 m3=250 m4=250")
+	revoke("m1")
+	step("m1's lease revoked", "1000: m2*=334 m3=333 m4=333")
+	revoke("m4")
+	step("m4's lease revoked", "1000: m2*=500 m3=500")
+	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":500}`)
+	step("limit set to 500", "500: m2*=250 m3=250")
+	members["m5"] = joinTP(t, b, g, "m5", "")
+	step("m5 joins", "500: m2*=167 m3=167 m5=166")
+
+	// Everyone leaves: the group is published empty, with no leader.
+	for _, id := range []string{"m2", "m3", "m5"} {
+		revoke(id)
+	}
+	step("everyone left", "500:")
+	// The `leader` event follows the allocation that changed the leader.
+	for _, s := range subs {
+		if ev := s.st.next(t, 5*time.Second); ev.Name != "leader" || ev.Data["leader"] != nil {
+			t.Fatalf("after everyone left: %+v", ev)
+		}
+		if !strings.HasPrefix(strings.Join(s.leaders, ","), ",m1,m2") {
+			t.Fatalf("leader events %q", s.leaders)
+		}
+	}
+}
+
+// Killing the leader's sidecar with SIGKILL hands the computation to the next
+// member within the session timeout plus one tick, and the shares are recomputed.
+func TestThroughputLeaderSidecarKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+	addr := freeAddr(t)
+	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	p := &sidecar{t: t, base: "http://" + addr}
+	p.waitReady()
+
+	const g = "killed"
+	subs := []*tpFollower{followTP(a, g), followTP(b, g)}
+	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":900}`)
+	members := map[string]tpMembership{"m1": joinTP(t, p, g, "m1", "")}
+	members["m2"] = joinTP(t, a, g, "m2", "")
+	members["m3"] = joinTP(t, b, g, "m3", "")
+	checkStep(t, "three members", "900: m1*=300 m2=300 m3=300", g, subs, members, a, b)
+	if m := string(p.must(http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+		t.Fatal("the leader's sidecar does not report coord_throughput_groups_led 1")
+	}
+
+	// The killed sidecar's session expires on the server after its timeout (1s),
+	// in buckets of one tick (200ms); allow 500ms for the news to travel.
+	bound := time.Second + 200*time.Millisecond + 500*time.Millisecond
+	start := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	delete(members, "m1")
+	for _, s := range subs {
+		s.await(t, "900: m2*=450 m3=450", bound+5*time.Second)
+	}
+	took := time.Since(start)
+	if took > bound {
+		t.Fatalf("handoff took %s, bound %s", took, bound)
+	}
+	t.Logf("m2 took over and recomputed %s after SIGKILL", took.Round(time.Millisecond))
+	checkStep(t, "after the kill", "900: m2*=450 m3=450", g, nil, members, a, b)
+	if m := string(a.must(http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+		t.Fatal("the new leader's sidecar does not report coord_throughput_groups_led 1")
+	}
+}
+
+// Weights split by weight; demands split max-min fair, the surplus by weight.
+func TestThroughputWeightsAndDemands(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+
+	t.Run("weights 1:3", func(t *testing.T) {
+		const g = "weights"
+		subs := []*tpFollower{followTP(a, g)}
+		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		members := map[string]tpMembership{"w1": joinTP(t, a, g, "w1", "weight=1")}
+		members["w3"] = joinTP(t, b, g, "w3", "weight=3")
+		checkStep(t, "weights 1:3", "1000: w1*=250 w3=750", g, subs, members, a, b)
+		// Reweighing through PUT keeps the demand unlimited.
+		r := b.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/w3?lease="+members["w3"].lease, `{"weight":1}`)
+		if num(r.Body["share"]) != 500 {
+			t.Fatalf("PUT weight answered %s", r.Raw)
+		}
+		checkStep(t, "weights 1:1", "1000: w1*=500 w3=500", g, subs, members, a, b)
+	})
+	t.Run("demands 100 and unlimited", func(t *testing.T) {
+		const g = "demands"
+		subs := []*tpFollower{followTP(b, g)}
+		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		members := map[string]tpMembership{"d1": joinTP(t, a, g, "d1", "")}
+		members["d2"] = joinTP(t, b, g, "d2", "")
+		checkStep(t, "no demands", "1000: d1*=500 d2=500", g, subs, members, a, b)
+		r := a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":100}`)
+		if num(r.Body["share"]) != 100 {
+			t.Fatalf("PUT demand answered %s", r.Raw)
+		}
+		got := checkAndGet(t, a, g)
+		checkStep(t, "demand 100", "1000: d1*=100 d2=900", g, subs, members, a, b)
+		if d := got.Members[0].Demand; d == nil || *d != 100 || got.Members[1].Demand != nil {
+			t.Fatalf("demands shown: %+v", got.Members)
+		}
+		// Demands of 100 and 300 leave a surplus of 600, spread by weight.
+		b.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d2?lease="+members["d2"].lease, `{"demand":300}`)
+		checkStep(t, "demands 100+300", "1000: d1*=400 d2=600", g, subs, members, a, b)
+		// Demand null is unlimited again.
+		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":null}`)
+		checkStep(t, "d1 unlimited", "1000: d1*=700 d2=300", g, subs, members, a, b)
+	})
+}
+
+func checkAndGet(t *testing.T, car *sidecar, group string) tpGroup {
+	t.Helper()
+	g := decodeTP(t, car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+	if err := g.check(); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// A long-poll on version answers when the allocation changes, and at the end of
+// wait with the same version when it does not.
+func TestThroughputLongPoll(t *testing.T) {
+	zkc := zktest.Shared(t)
+	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/lp", `{"limit":10}`)
+	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m1&ttl=60s")
+	if num(r.Body["share"]) != 10 || str(r.Body["lease"]) == "" {
+		t.Fatalf("join answered %s", r.Raw)
+	}
+	v := num(r.Body["version"])
+	polled := make(chan *response, 1)
+	go func() {
+		r, _ := a.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=30s", v), nil)
+		polled <- r
+	}()
+	a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m2&ttl=60s")
+	select {
+	case r := <-polled:
+		if r == nil || r.Status != http.StatusOK || num(r.Body["share"]) != 5 || num(r.Body["version"]) <= v {
+			t.Fatalf("long-poll answered %+v", r)
+		}
+		v = num(r.Body["version"])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not answer on a new allocation")
+	}
+	start := time.Now()
+	r = a.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=300ms", v))
+	if num(r.Body["version"]) != v || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("unchanged long-poll answered %s after %s", r.Raw, time.Since(start))
+	}
+}
+
+// A member joined with an implicit lease (ttl=) learns its lease from the join
+// answer; leaving ends that lease.
+func TestThroughputImplicitLease(t *testing.T) {
+	zkc := zktest.Shared(t)
+	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/il/members?id=m1&ttl=60s")
+	lease := str(r.Body["lease"])
+	a.must(http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.must(http.StatusNoContent, http.MethodDelete, "/v1/throughput/il/members/m1?lease="+lease)
+	a.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+	a.must(http.StatusNotFound, http.MethodGet, "/v1/throughput/il/members/m1")
+}
+
+// Bad input answers 400, unknown members 404, a second member with an id 409.
+func TestThroughputBadInput(t *testing.T) {
+	zkc := zktest.Shared(t)
+	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		problem            string
+	}{
+		{http.MethodPut, "/v1/throughput/g", `{"limit":-1}`, 400, "invalid-parameter"},
+		{http.MethodPut, "/v1/throughput/g", `{"limit":"many"}`, 400, "invalid-body"},
+		{http.MethodPut, "/v1/throughput/g", `nope`, 400, "invalid-body"},
+		{http.MethodPut, "/v1/throughput/bad%20name", `{"limit":1}`, 400, "invalid-name"},
+		{http.MethodPost, "/v1/throughput/g/members?id=m1&weight=0", ``, 400, "invalid-parameter"},
+		{http.MethodPost, "/v1/throughput/g/members?id=_x", ``, 400, "invalid-name"},
+		{http.MethodPost, "/v1/throughput/g/members?id=m1&lease=nosuchlease", ``, 404, "lease-not-found"},
+		{http.MethodGet, "/v1/throughput/g/members/nobody", ``, 404, "member-not-found"},
+		{http.MethodGet, "/v1/throughput/g/members/nobody?version=0&wait=1s", ``, 404, "member-not-found"},
+		{http.MethodDelete, "/v1/throughput/g/members/nobody?lease=nosuchlease", ``, 404, "lease-not-found"},
+		{http.MethodPut, "/v1/throughput/g/members/nobody?lease=nosuchlease", `{"weight":1}`, 404, "lease-not-found"},
+	} {
+		r := a.send(c.status, c.method, c.path, c.body)
+		if !strings.HasSuffix(str(r.Body["type"]), "/"+c.problem) {
+			t.Errorf("%s %s %s: %s, want problem %s", c.method, c.path, c.body, r.Raw, c.problem)
+		}
+	}
+	if n := a.m.leases.Len(); n != 0 {
+		t.Fatalf("%d implicit leases left behind by refused joins", n)
+	}
+	m1 := joinTP(t, a, "g", "m1", "")
+	other := str(a.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	for _, q := range []string{"lease=" + m1.lease, "lease=" + other, "ttl=10s"} {
+		r := a.must(http.StatusConflict, http.MethodPost, "/v1/throughput/g/members?id=m1&"+q)
+		if !strings.HasSuffix(str(r.Body["type"]), "/member-exists") {
+			t.Fatalf("second m1 (%s): %s", q, r.Raw)
+		}
+	}
+	// Another lease does not hold m1.
+	a.send(http.StatusNotFound, http.MethodPut, "/v1/throughput/g/members/m1?lease="+other, `{"weight":2}`)
+	a.must(http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+other)
+	a.send(http.StatusBadRequest, http.MethodPut, "/v1/throughput/g/members/m1?lease="+m1.lease, `{"demand":-5}`)
+	a.must(http.StatusNoContent, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.must(http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.must(http.StatusNotFound, http.MethodGet, "/v1/throughput/g/members/m1")
+	// The group stays with its limit and no member; it has no limit: shares of 0.
+	g := checkAndGet(t, a, "g")
+	if g.Limit != 0 || g.Leader != nil || len(g.Members) != 0 || g.Version == 0 {
+		t.Fatalf("group after the last member left: %+v", g)
+	}
+	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&ttl=60s")
+	if num(r.Body["share"]) != 0 {
+		t.Fatalf("share in a group without a limit: %s", r.Raw)
+	}
+}
