@@ -332,11 +332,12 @@ func (e *Elections) read(ctx context.Context, ep *epoch, name string, w *electio
 					return nil
 				}
 				ok, _, ch, err := c.ExistsW(parent)
-				if err == nil {
-					w.watchChildren(ch)
-					if ok {
-						w.poke()
-					}
+				switch {
+				case err != nil:
+				case ok:
+					w.poke() // created meanwhile: read it (and watch its children) now
+				default:
+					w.watchChildren(ch) // fires when the election appears
 				}
 				return err
 			})

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -119,11 +120,16 @@ func (w *electionWatch) run() {
 				w.set(st)
 			}
 		}
+		var retry <-chan time.Time
 		if err != nil {
 			w.suspend()
+			// A failed read under a connected session (a call cut off, say) is
+			// retried soon; otherwise the next session change wakes the watcher.
+			retry = time.After(250 * time.Millisecond)
 		}
 		select {
 		case <-w.wake:
+		case <-retry:
 		case <-sessChanged:
 		case <-w.stop:
 			return
