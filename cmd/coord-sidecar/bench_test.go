@@ -83,7 +83,7 @@ func BenchmarkLockHandoff(b *testing.B) {
 }
 
 // runWorkers runs `workers` goroutines that share b.N iterations, handed out one
-// by one from an atomic counter; op(ctx, w) is iteration work of worker w. It
+// by one from an atomic counter; op(ctx, w) does one iteration for worker w. It
 // times only the workers, reports iterations per second as unit, and fails b
 // (from b's goroutine) with the first error; an error stops every worker.
 func runWorkers(b *testing.B, workers int, unit string, op func(ctx context.Context, w int) error) {

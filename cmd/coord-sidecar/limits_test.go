@@ -21,7 +21,9 @@ func TestConcurrencyCaps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range 2 {
-		go func() { _, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil) }()
+		go func() {
+			_, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil)
+		}()
 	}
 	eventually(t, 10*time.Second, "two waiters", func() bool {
 		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2

@@ -1,0 +1,804 @@
+package main
+
+// Benchmarks of elections (issue 3): how fast leadership fails over from one
+// sidecar to a subscriber on another, and what one election followed by 10,000
+// server-sent event subscribers costs in latency and memory. Each benchmark runs a
+// fixed experiment (200 failovers; 10,000 subscribers × 20 changes) once per
+// -count round, whatever -benchtime says (see ebRunOnce); docs/bench-elections.md
+// explains the rows.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+const (
+	// failoverChanges is the number of measured failovers of BenchmarkElectionFailover.
+	failoverChanges = 200
+	// fanoutSubscribers and fanoutChanges size BenchmarkElectionFanout10k.
+	fanoutSubscribers = 10_000
+	fanoutChanges     = 20
+	// fanoutDialers is how many connections are being opened at once.
+	fanoutDialers = 64
+)
+
+// BenchmarkElectionFailover: two sidecars A and B on one ZooKeeper. 200 times, a
+// candidate leading on A has its lease revoked on A while a candidate waits on B,
+// and the time is taken from just before the revoke request is sent until a
+// subscriber of the election's events on B receives the `leader` event naming
+// B's candidate with a higher term. Between two measured changes, leadership is
+// put back on A with a fresh pair of candidates (unmeasured), so every change
+// starts from the same state: leader on A, one candidate waiting on B, and the
+// subscriber on B up to date.
+func BenchmarkElectionFailover(b *testing.B) { ebRunOnce(b, &ebFailoverLast, ebFailover) }
+
+var ebFailoverLast *ebResult
+
+func ebFailover(b *testing.B) ebResult {
+	zkc := zktest.Shared(b)
+	root := zktest.Root(b)
+	carA := startSidecar(b, zkc.Servers(), root)
+	carB := startSidecar(b, zkc.Servers(), root)
+	const election = "failover"
+	const within = 10 * time.Second
+
+	sub := &ebFollower{st: carB.openStream("/v1/elections/" + election + "/events")}
+	leaderLease := ebCampaign(b, carA, election, "a0", "ttl=60s")
+	term := sub.await(b, "a0", 0, 0, within)
+	waitingLease := ebCampaign(b, carB, election, "b0", "ttl=60s")
+	term = sub.await(b, "a0", term-1, 2, within)
+
+	took := make([]time.Duration, 0, failoverChanges)
+	for i := range failoverChanges {
+		// Measured: revoke the leader's lease on A; B's subscriber sees b<i> lead.
+		next := "b" + strconv.Itoa(i)
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, carA.base+"/v1/leases/"+leaderLease, nil)
+		if err != nil {
+			cancel()
+			b.Fatal(err)
+		}
+		revoked := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			defer cancel()
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					err = fmt.Errorf("DELETE /v1/leases/%s: status %d", leaderLease, resp.StatusCode)
+				}
+			}
+			revoked <- err
+		}()
+		newTerm := sub.await(b, next, term, 0, within)
+		took = append(took, time.Since(start))
+		if err := <-revoked; err != nil {
+			b.Fatal(err)
+		}
+		term = newTerm
+
+		// Unmeasured: a<i+1> enrols on A behind b<i>, b<i> goes, a<i+1> leads,
+		// and b<i+1> waits on B.
+		a := "a" + strconv.Itoa(i+1)
+		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
+		carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+		term = sub.await(b, a, term, 0, within)
+		waitingLease = ebCampaign(b, carB, election, "b"+strconv.Itoa(i+1), "ttl=60s")
+		term = sub.await(b, a, term-1, 2, within)
+	}
+	carA.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
+	carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+
+	q := ebQuantiles(took)
+	b.Logf("failover over %d changes: min %s, p50 %s, p90 %s, p99 %s, max %s", len(took),
+		q.min, q.p50, q.at(0.90), q.p99, q.max)
+	return ebResult{samples: len(took), mean: q.mean, metrics: map[string]float64{
+		"p50-ms": ebMillis(q.p50),
+		"p99-ms": ebMillis(q.p99),
+		"max-ms": ebMillis(q.max),
+	}}
+}
+
+// BenchmarkElectionFanout10k: one sidecar, run as a process of its own (built
+// with go build) so that its memory can be read from /proc; 10,000 subscribers
+// of one election's events, each a plain TCP connection with a hand-written
+// HTTP/1.1 GET read by one goroutine. 21 candidates are enrolled first; then 20
+// times the leader's lease is revoked and, per subscriber, the time is taken from
+// just before the revoke request is sent until that subscriber has read the
+// `leader` event naming the next candidate. It reports the latency quantiles over
+// all 200,000 (subscriber, change) pairs and the sidecar's resident memory per
+// subscriber (VmRSS with 10,000 subscribers after the changes, minus VmRSS
+// before the first subscriber, over 10,000), and the Go heap and stacks in use per
+// subscriber as the sidecar's /metrics reports them.
+//
+// With ELECTION_BENCH_INPROCESS=1 the sidecar runs in the benchmark's process
+// instead (with as many subscribers as the hard limit on open files allows, up to
+// 10,000), so that profiles see it: -cpuprofile and -memprofile, and
+// ELECTION_BENCH_CPUPROFILE=file for a CPU profile of the 20 changes alone (not
+// with -cpuprofile), ELECTION_BENCH_HEAPPROFILE=file for a heap profile with
+// every subscriber connected. The memory figures then include the clients and
+// are only logged.
+func BenchmarkElectionFanout10k(b *testing.B) { ebRunOnce(b, &ebFanoutLast, ebFanout10k) }
+
+var ebFanoutLast *ebResult
+
+func ebFanout10k(b *testing.B) ebResult {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads memory and CPU time from /proc")
+	}
+	inProcess := os.Getenv("ELECTION_BENCH_INPROCESS") != ""
+	n := fanoutSubscribers
+	if inProcess {
+		// This process holds both ends of every connection: as many subscribers
+		// as the hard limit on open files allows, up to 10,000.
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			b.Fatal(err)
+		}
+		if lim.Max < 2*1024 {
+			b.Fatalf("open files: hard limit %d", lim.Max)
+		}
+		if most := (lim.Max - 1024) / 2; most < uint64(n) {
+			n = int(most)
+		}
+		ebRaiseOpenFiles(b, uint64(2*n+1024))
+	} else {
+		ebRaiseOpenFiles(b, uint64(n+1024))
+	}
+	zkc := zktest.Shared(b)
+	root := zktest.Root(b)
+	var car *sidecar
+	pid := 0 // of the sidecar process; 0 in process
+	if inProcess {
+		car = startSidecar(b, zkc.Servers(), root)
+	} else {
+		car, pid = ebStartProcess(b, zkc.Servers(), root)
+	}
+	const election = "fanout"
+
+	leases := make([]string, fanoutChanges+1)
+	for k := range leases {
+		leases[k] = ebCampaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m")
+	}
+	if r := car.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
+		b.Fatalf("election before the subscribers: %s", r.Raw)
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := ebProbe(b, car, pid)
+
+	fan := newEBFanout(n, fanoutChanges)
+	b.Cleanup(fan.close)
+	if err := fan.connect(strings.TrimPrefix(car.base, "http://"), "/v1/elections/"+election+"/events"); err != nil {
+		b.Fatal(err)
+	}
+	if err := fan.wait(&fan.ready, 60*time.Second); err != nil {
+		b.Fatalf("initial state: %v", err)
+	}
+	b.Logf("%d subscribers connected and served their first event in %s (first data line %d bytes)",
+		n, time.Since(fan.t0).Round(time.Millisecond), fan.firstLine.Load())
+	time.Sleep(500 * time.Millisecond)
+	idle := ebProbe(b, car, pid)
+
+	stopProfile := ebStartCPUProfile(b, os.Getenv("ELECTION_BENCH_CPUPROFILE"))
+	for k := range fanoutChanges {
+		fan.start[k] = int64(time.Since(fan.t0))
+		car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
+		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
+			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopProfile()
+	changed := ebProbe(b, car, pid) // CPU right after the changes
+	time.Sleep(400 * time.Millisecond)
+	after := ebProbe(b, car, pid)
+	if path := os.Getenv("ELECTION_BENCH_HEAPPROFILE"); path != "" {
+		ebWriteHeapProfile(b, path)
+	}
+	if err := fan.failed(); err != nil {
+		b.Fatal(err)
+	}
+	fan.close()
+
+	all := make([]time.Duration, 0, n*fanoutChanges)
+	last := make([]time.Duration, 0, fanoutChanges) // per change, until the last subscriber
+	for k := range fanoutChanges {
+		var slowest time.Duration
+		for s := range n {
+			d := time.Duration(fan.recv[k*n+s] - fan.start[k])
+			all = append(all, d)
+			slowest = max(slowest, d)
+		}
+		last = append(last, slowest)
+	}
+	q, ql := ebQuantiles(all), ebQuantiles(last)
+	lasts := make([]string, len(last))
+	for k, d := range last {
+		lasts[k] = strconv.FormatFloat(ebMillis(d), 'f', 0, 64)
+	}
+	b.Logf("per change, ms until the last subscriber had it: %s", strings.Join(lasts, " "))
+	perSub := func(bytes int64) float64 { return float64(bytes) / 1024 / float64(n) }
+	b.Logf("delivery over %d pairs: min %s, p50 %s, p90 %s, p99 %s, max %s; last subscriber per change: p50 %s, max %s",
+		len(all), q.min, q.p50, q.at(0.90), q.p99, q.max, ql.p50, ql.max)
+	who := "sidecar"
+	if inProcess {
+		who = "benchmark process (sidecar and clients)"
+	}
+	b.Logf("%s: VmRSS %d KiB before, %d KiB with %d idle subscribers, %d KiB after %d changes; Go heap in use %d → %d KiB, stacks in use %d → %d KiB; goroutines %d → %d",
+		who, before.rss>>10, idle.rss>>10, n, after.rss>>10, fanoutChanges,
+		before.heap>>10, after.heap>>10, before.stack>>10, after.stack>>10, before.goroutines, after.goroutines)
+	if !inProcess {
+		b.Logf("during the %d changes: CPU of the sidecar %s, of the benchmark process (clients) %s; %d GC cycles in the sidecar",
+			fanoutChanges, (changed.cpu - idle.cpu).Round(time.Millisecond), (changed.selfCPU - idle.selfCPU).Round(time.Millisecond), changed.gcs-idle.gcs)
+	}
+	metrics := map[string]float64{
+		"p50-ms": ebMillis(q.p50),
+		"p99-ms": ebMillis(q.p99),
+		"max-ms": ebMillis(q.max),
+	}
+	if inProcess {
+		metrics["subscribers"] = float64(n)
+	} else {
+		metrics["KiB/subscriber"] = perSub(after.rss - before.rss)
+		metrics["idle-KiB/subscriber"] = perSub(idle.rss - before.rss)
+		metrics["heap+stack-KiB/subscriber"] = perSub(after.heap + after.stack - before.heap - before.stack)
+	}
+	return ebResult{samples: len(all), mean: q.mean, metrics: metrics}
+}
+
+// ebSample is what ebProbe reads.
+type ebSample struct {
+	rss         int64         // the sidecar's VmRSS (this process's when in process)
+	heap, stack int64         // Go heap and stacks in use, from /metrics
+	goroutines  int64         // from /metrics
+	gcs         int64         // completed GC cycles, from /metrics
+	cpu         time.Duration // the sidecar process's user+system CPU (0 in process)
+	selfCPU     time.Duration // this process's user+system CPU
+}
+
+// ebProbe samples the sidecar's memory and CPU: pid is its process, or 0 when
+// it runs in this one.
+func ebProbe(b testing.TB, car *sidecar, pid int) ebSample {
+	b.Helper()
+	var s ebSample
+	m := ebMetrics(b, car, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines", "go_gc_duration_seconds_count")
+	s.heap, s.stack, s.goroutines, s.gcs = int64(m[0]), int64(m[1]), int64(m[2]), int64(m[3])
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		s.selfCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if pid == 0 {
+		pid = os.Getpid()
+	} else {
+		s.cpu = ebProcessCPU(b, pid)
+	}
+	s.rss = ebRSS(b, pid)
+	return s
+}
+
+// ebProcessCPU reads a process's user+system CPU time from /proc/<pid>/stat
+// (in clock ticks of 1/100 s, as on every Linux this runs on).
+func ebProcessCPU(b testing.TB, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command is in parentheses and may hold any character; after it come
+	// state (field 3), ..., utime (14) and stime (15).
+	i := strings.LastIndex(string(raw), ") ")
+	f := strings.Fields(string(raw[i+2:]))
+	if i < 0 || len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// ebStartCPUProfile starts a CPU profile into path unless path is empty, and
+// returns what stops it.
+func ebStartCPUProfile(b testing.TB, path string) (stop func()) {
+	b.Helper()
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}
+	b.Cleanup(stop)
+	return stop
+}
+
+// ebWriteHeapProfile writes this process's heap profile (after a GC) to path.
+func ebWriteHeapProfile(b testing.TB, path string) {
+	b.Helper()
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// ebResult is what one run of an experiment reports: samples latencies of mean
+// mean, and further metrics by unit.
+type ebResult struct {
+	samples int
+	mean    time.Duration
+	metrics map[string]float64
+}
+
+// ebRunOnce runs an experiment whose size is fixed, not set by b.N, once per
+// -count round: on the framework's first call of the round, which is always
+// with b.N == 1. The framework may call again in the same round (b.N > 1, to
+// fill a time-based -benchtime, or for -benchtime Nx with N > 1); those calls
+// report the figures of the round's run again without running anything. Every
+// call reports ns/op as the mean latency of one sample and sets b.N to the
+// number of samples, so the row reads "samples, mean ns per sample" whatever
+// the framework asked.
+func ebRunOnce(b *testing.B, last **ebResult, experiment func(*testing.B) ebResult) {
+	if b.N == 1 || *last == nil {
+		*last = nil
+		r := experiment(b)
+		*last = &r
+	}
+	r := *last
+	b.ReportMetric(float64(r.mean.Nanoseconds()), "ns/op")
+	for unit, v := range r.metrics {
+		b.ReportMetric(v, unit)
+	}
+	b.N = r.samples
+}
+
+func ebMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ebQuantile holds nearest-rank quantiles of a sample.
+type ebQuantile struct {
+	sorted                   []time.Duration
+	min, p50, p99, max, mean time.Duration
+}
+
+func ebQuantiles(sample []time.Duration) ebQuantile {
+	s := slices.Clone(sample)
+	slices.Sort(s)
+	q := ebQuantile{sorted: s}
+	if len(s) == 0 {
+		return q
+	}
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	q.min, q.max, q.mean = s[0], s[len(s)-1], sum/time.Duration(len(s))
+	q.p50, q.p99 = q.at(0.50), q.at(0.99)
+	return q
+}
+
+// at is the nearest-rank quantile p: the smallest value with at least p of the
+// sample at or below it.
+func (q ebQuantile) at(p float64) time.Duration {
+	if len(q.sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(q.sorted)))) - 1
+	return q.sorted[min(max(i, 0), len(q.sorted)-1)]
+}
+
+// ebCampaign enrols candidate id without waiting to lead and returns its lease.
+func ebCampaign(b testing.TB, car *sidecar, election, id, query string) string {
+	b.Helper()
+	r, err := car.do(context.Background(), http.MethodPost,
+		"/v1/elections/"+election+"/candidates?id="+id+"&"+query, strings.NewReader(`{"value":"`+id+`-value"}`))
+	if err != nil {
+		b.Fatalf("campaign %s: %v", id, err)
+	}
+	if r.Status != http.StatusCreated {
+		b.Fatalf("campaign %s: status %d: %s", id, r.Status, r.Raw)
+	}
+	return str(r.Body["lease"])
+}
+
+// ebFollower reads the `leader` events of one stream.
+type ebFollower struct {
+	st *stream
+}
+
+// await reads events until candidate leads with a term above `above` (and, when
+// candidates > 0, with that many candidates in line) and returns the term.
+func (f *ebFollower) await(b testing.TB, candidate string, above int64, candidates int, within time.Duration) int64 {
+	b.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ev := f.st.next(b, time.Until(deadline))
+		if ev.Name != "leader" {
+			b.Fatalf("unexpected event %+v", ev)
+		}
+		leader, _ := ev.Data["leader"].(map[string]any)
+		if leader == nil {
+			continue
+		}
+		line, _ := ev.Data["candidates"].([]any)
+		if term := num(leader["term"]); str(leader["candidate"]) == candidate && term > above &&
+			(candidates == 0 || len(line) == candidates) {
+			return term
+		}
+	}
+}
+
+// ebRaiseOpenFiles raises the soft limit on open files to at least n (Go raises it
+// to the hard limit at start on Linux), and the hard limit too when it is below n
+// and the process may (root).
+func ebRaiseOpenFiles(b testing.TB, n uint64) {
+	b.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur >= n {
+		return
+	}
+	lim.Cur, lim.Max = n, max(lim.Max, n)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatalf("raise the open-file limit to %d: %v (raise it with ulimit -n)", n, err)
+	}
+}
+
+// ebStartProcess builds the sidecar and runs it as a process of its own against
+// servers with root; it is stopped with SIGTERM (then killed) in Cleanup, which
+// also logs the sidecar's warnings and errors if the benchmark failed. It returns
+// the sidecar and its pid.
+func ebStartProcess(b testing.TB, servers []string, root string) (*sidecar, int) {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "coord-sidecar")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	// The default session timeout (10s), as deployed: on a small shared machine
+	// the load of 10,000 connections must not cost the session and its leases.
+	cmd := exec.Command(bin, "--listen", addr, "--zk", strings.Join(servers, ","), "--zk-root", root)
+	logs := &ebLogs{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if b.Failed() {
+			b.Logf("the sidecar's warnings and errors:\n%s", logs.notable())
+		}
+	})
+	car := &sidecar{t: b, base: "http://" + addr}
+	car.waitReady()
+	return car, cmd.Process.Pid
+}
+
+// ebLogs keeps a sidecar process's log lines of level WARN and ERROR.
+type ebLogs struct {
+	mu      sync.Mutex
+	partial []byte
+	kept    []string
+}
+
+func (l *ebLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		if !strings.Contains(line, `"level":"INFO"`) && !strings.Contains(line, `"level":"DEBUG"`) {
+			l.kept = append(l.kept, line)
+		}
+	}
+}
+
+// notable returns the last 50 kept lines.
+func (l *ebLogs) notable() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.kept[max(0, len(l.kept)-50):], "\n")
+}
+
+// ebRSS reads a process's resident set size (VmRSS) in bytes.
+func ebRSS(b testing.TB, pid int) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatalf("VmRSS line %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// ebMetrics reads the values of the given unlabelled metrics from the sidecar's
+// /metrics, in the order given.
+func ebMetrics(b testing.TB, car *sidecar, names ...string) []float64 {
+	b.Helper()
+	r := car.must(http.StatusOK, http.MethodGet, "/metrics")
+	out := make([]float64, len(names))
+	found := 0
+	for line := range strings.Lines(string(r.Raw)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if i := slices.Index(names, name); ok && i >= 0 {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatalf("/metrics: %q: %v", line, err)
+			}
+			out[i] = v
+			found++
+		}
+	}
+	if found != len(names) {
+		b.Fatalf("/metrics lacks one of %v", names)
+	}
+	return out
+}
+
+// ebFanout is n subscribers of one election's events, each a raw TCP connection
+// read by one goroutine, recording when each of them reads the event of each
+// change. Change k is the one after which candidate c<k+1> leads; c0 leads first.
+type ebFanout struct {
+	n, changes int
+	t0         time.Time
+
+	start []int64        // per change: ns since t0 just before the change was triggered
+	recv  []int64        // [change*n + subscriber]: ns since t0 the subscriber read the change
+	got   []atomic.Int64 // per change: subscribers that read it
+	ready atomic.Int64   // subscribers that read their first event (c0 leads)
+
+	firstLine atomic.Int64 // size of the first data line read, for the log
+
+	mu      sync.Mutex
+	conns   []net.Conn
+	closing bool
+	err     error // first failure of a subscriber before closing
+	readers sync.WaitGroup
+}
+
+func newEBFanout(n, changes int) *ebFanout {
+	return &ebFanout{
+		n: n, changes: changes, t0: time.Now(),
+		start: make([]int64, changes), recv: make([]int64, changes*n), got: make([]atomic.Int64, changes),
+		conns: make([]net.Conn, 0, n),
+	}
+}
+
+// connect opens the n connections (fanoutDialers at a time) and starts their
+// readers; it returns the first error.
+func (f *ebFanout) connect(addr, path string) error {
+	request := []byte("GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nAccept: text/event-stream\r\n\r\n")
+	ids := make(chan int)
+	errs := make(chan error, fanoutDialers)
+	var dialers sync.WaitGroup
+	for range fanoutDialers {
+		dialers.Go(func() {
+			for i := range ids {
+				conn, err := ebDial(addr)
+				if err == nil {
+					_, err = conn.Write(request)
+				}
+				if err == nil {
+					err = f.add(conn)
+				}
+				if err != nil {
+					if conn != nil {
+						conn.Close()
+					}
+					errs <- fmt.Errorf("subscriber %d: %w", i, err)
+					for range ids { // drain: let the feeder finish
+					}
+					return
+				}
+				f.readers.Go(func() { f.read(i, conn) })
+			}
+		})
+	}
+	for i := range f.n {
+		ids <- i
+	}
+	close(ids)
+	dialers.Wait()
+	close(errs)
+	return <-errs
+}
+
+// ebDial dials addr, retrying briefly when the listen backlog overflows.
+func ebDial(addr string) (net.Conn, error) {
+	var err error
+	for attempt := range 5 {
+		var conn net.Conn
+		if conn, err = net.DialTimeout("tcp", addr, 10*time.Second); err == nil {
+			return conn, nil
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	return nil, err
+}
+
+func (f *ebFanout) add(conn net.Conn) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return errors.New("closing")
+	}
+	f.conns = append(f.conns, conn)
+	return nil
+}
+
+// leaderMark precedes the leader's candidate id in an election event's data.
+var leaderMark = []byte(`"leader":{"candidate":"c`)
+
+// read is subscriber i's reader: it parses the response and records, for each
+// data line, when it first names each leader.
+func (f *ebFanout) read(i int, conn net.Conn) {
+	br := bufio.NewReaderSize(conn, 4096)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		f.fail(fmt.Errorf("subscriber %d: %w", i, err))
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		f.fail(fmt.Errorf("subscriber %d: status %d", i, resp.StatusCode))
+		return
+	}
+	body := bufio.NewReaderSize(resp.Body, 4096) // the event stream, chunks decoded
+	var long []byte                              // a line longer than body's buffer
+	seen := -1                                   // the newest change read
+	for {
+		line, err := body.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if err != nil {
+			f.fail(fmt.Errorf("subscriber %d: %w", i, err))
+			return
+		}
+		if long != nil {
+			line = append(long, line...)
+			long = long[:0:0]
+		}
+		if !bytes.HasPrefix(line, []byte("data:")) {
+			continue
+		}
+		at := bytes.Index(line, leaderMark)
+		if at < 0 {
+			continue
+		}
+		rest := line[at+len(leaderMark):]
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			continue
+		}
+		c, err := strconv.Atoi(string(rest[:end]))
+		if err != nil {
+			continue
+		}
+		now := int64(time.Since(f.t0))
+		switch k := c - 1; {
+		case c == 0:
+			if seen < 0 {
+				seen = 0
+				f.firstLine.CompareAndSwap(0, int64(len(line)))
+				f.ready.Add(1)
+			}
+		case k >= 0 && k < f.changes && k+1 > seen:
+			seen = k + 1
+			f.recv[k*f.n+i] = now
+			f.got[k].Add(1)
+		}
+	}
+}
+
+// fail records the first error of a subscriber, unless the fan-out is closing.
+func (f *ebFanout) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closing && f.err == nil {
+		f.err = err
+	}
+}
+
+func (f *ebFanout) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// wait polls counter until every subscriber counted, a subscriber failed, or
+// within passed.
+func (f *ebFanout) wait(counter *atomic.Int64, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for counter.Load() < int64(f.n) {
+		if err := f.failed(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d subscribers within %s", counter.Load(), f.n, within)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// close closes every connection and waits for every reader. It is idempotent.
+func (f *ebFanout) close() {
+	f.mu.Lock()
+	f.closing = true
+	conns := f.conns
+	f.conns = nil
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	f.readers.Wait()
+}
