@@ -2,6 +2,7 @@ package sse
 
 import (
 	"errors"
+	"sort"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,6 +74,9 @@ type topic struct {
 	name    string
 	current Event
 	has     bool
+	// keyed holds one current state per key (PublishKeyed), for a topic that
+	// carries many entities, such as a combined stream of everything.
+	keyed   map[string]Event
 	members []member
 }
 
@@ -162,6 +166,33 @@ func (b *Broker) Publish(name string, e Event) {
 	}
 }
 
+// PublishKeyed is Publish for a topic that carries many entities: e becomes the
+// current state of key within the topic (a nil e.Data forgets the key after
+// delivering e), and a new subscriber gets the current state of every key, in key
+// order, before the live feed. It never blocks, as Publish.
+func (b *Broker) PublishKeyed(name, key string, e Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[name]
+	if t == nil {
+		t = &topic{name: name}
+		b.topics[name] = t
+	}
+	if e.Data == nil {
+		delete(t.keyed, key)
+	} else {
+		if t.keyed == nil {
+			t.keyed = map[string]Event{}
+		}
+		t.keyed[key] = e
+	}
+	for i := len(t.members) - 1; i >= 0; i-- {
+		if s := t.members[i].sub; !s.push(e) {
+			b.end(s, ErrSlowSubscriber)
+		}
+	}
+}
+
 // Current returns the topic's last published event (its Data shared, not
 // copied), and false if nothing was published to it or it was forgotten
 // since.
@@ -182,7 +213,7 @@ func (b *Broker) Forget(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t := b.topics[name]; t != nil {
-		t.current, t.has = Event{}, false
+		t.current, t.has, t.keyed = Event{}, false, nil
 		if len(t.members) == 0 {
 			delete(b.topics, name)
 		}
@@ -227,6 +258,16 @@ func (b *Broker) SubscribeMany(topics ...string) *Subscription {
 		if t == nil {
 			t = &topic{name: name}
 			b.topics[name] = t
+		}
+		if len(t.keyed) > 0 {
+			keys := make([]string, 0, len(t.keyed))
+			for k := range t.keyed {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				s.q = append(s.q, t.keyed[k])
+			}
 		}
 		if t.has {
 			s.q = append(s.q, t.current)
@@ -303,7 +344,7 @@ func (b *Broker) removeMember(t *topic, pos int) {
 	if last == 0 {
 		t.members = nil // let a topic that had many subscribers shrink
 		b.activate(t.name, false)
-		if !t.has {
+		if !t.has && len(t.keyed) == 0 {
 			delete(b.topics, t.name)
 		}
 	}

@@ -580,3 +580,37 @@ func TestData(t *testing.T) {
 		t.Fatal("Data(func) did not fail")
 	}
 }
+
+// A keyed topic gives a new subscriber every key's current state first, then the
+// live feed; a nil Data forgets a key.
+func TestPublishKeyedSnapshotsEveryKey(t *testing.T) {
+	b := sse.NewBroker(sse.Options{})
+	defer b.Close()
+	b.PublishKeyed("all", "lock/b", sse.Event{ID: "1", Name: "lock", Data: []byte(`"b1"`)})
+	b.PublishKeyed("all", "lock/a", sse.Event{ID: "2", Name: "lock", Data: []byte(`"a1"`)})
+	b.PublishKeyed("all", "lock/b", sse.Event{ID: "3", Name: "lock", Data: []byte(`"b2"`)})
+	b.PublishKeyed("all", "lock/c", sse.Event{ID: "4", Name: "lock", Data: []byte(`"c1"`)})
+	b.PublishKeyed("all", "lock/c", sse.Event{ID: "5", Name: "lock"})
+	sub := b.Subscribe("all")
+	defer sub.Close()
+	ch := sub.Events()
+	for _, want := range []string{`"a1"`, `"b2"`} {
+		select {
+		case e := <-ch:
+			if string(e.Data) != want {
+				t.Fatalf("snapshot event %s, want %s", e.Data, want)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no snapshot event")
+		}
+	}
+	b.PublishKeyed("all", "lock/a", sse.Event{ID: "6", Name: "lock", Data: []byte(`"a2"`)})
+	select {
+	case e := <-ch:
+		if string(e.Data) != `"a2"` {
+			t.Fatalf("live event %s", e.Data)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no live event")
+	}
+}
