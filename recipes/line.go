@@ -63,15 +63,13 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 	var place linePlace
 	var children []string
 	list := func() error {
-		return ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			var pstat *zk.Stat
-			children, pstat, err = c.Children(parent)
-			if err == nil && place.Czxid == 0 && int64(pstat.Cversion) == seq+1 {
-				place.Czxid = pstat.Pzxid
-			}
-			return err
-		})
+		var pstat *zk.Stat
+		var err error
+		children, pstat, err = ep.s.lister.children(ctx, ep, parent)
+		if err == nil && place.Czxid == 0 && int64(pstat.Cversion) == seq+1 {
+			place.Czxid = pstat.Pzxid
+		}
+		return err
 	}
 	readCzxid := func() error {
 		return ep.call(ctx, func(c *zk.Conn) error {

@@ -107,6 +107,9 @@ type Session struct {
 	// check it without a lock.
 	live atomic.Pointer[epoch]
 
+	// lister coalesces concurrent listings of one parent (a burst of waiters).
+	lister lister
+
 	// knownPaths remembers persistent parents that exist (the sidecar never deletes
 	// them), so the hot path does not create them again.
 	knownPaths sync.Map
