@@ -20,6 +20,7 @@ run: build
 # themselves on free ports in temporary folders.
 test:
 	scripts/zookeeper.sh install
+	scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

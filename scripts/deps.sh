@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond Go and ZooKeeper, from Debian's
+# packages, when it is missing: Chromium (the status page is tested in a real
+# headless browser), curl (the shell examples), python3 and node (the examples in
+# those languages run in the suite too).
+#
+#   scripts/deps.sh test
+set -euo pipefail
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null || { echo "deps.sh: not root and no sudo; cannot install ${need[*]}" >&2; exit 1; }
+	sudo=sudo
+fi
+echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
+$sudo apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
