@@ -95,7 +95,9 @@ type DoubleBarrier struct {
 
 // DoubleBarrierEntered defines model for DoubleBarrierEntered.
 type DoubleBarrierEntered struct {
-	Ready bool `json:"ready"`
+	// Lease The lease that holds the participant (needed to leave when it is implicit).
+	Lease *string `json:"lease,omitempty"`
+	Ready bool    `json:"ready"`
 }
 
 // Election defines model for Election.
@@ -179,8 +181,15 @@ type LockState struct {
 }
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large`, `unauthorized`, `not-found`, `lease-not-found`,
-// `not-held`, `lock-held`, `zookeeper-unavailable`, `session-lost`, `internal`.
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
+// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
+// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
@@ -306,8 +315,15 @@ type TTL = string
 type Wait = string
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large`, `unauthorized`, `not-found`, `lease-not-found`,
-// `not-held`, `lock-held`, `zookeeper-unavailable`, `session-lost`, `internal`.
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
+// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
+// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
 type Unavailable = Problem
 
 // RaiseBarrierParams defines parameters for RaiseBarrier.
@@ -605,6 +621,9 @@ type ServerInterface interface {
 	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
 	// (GET /readyz)
 	GetReadyz(w http.ResponseWriter, r *http.Request)
+	// ListBarriers Every raised barrier.
+	// (GET /v1/barriers)
+	ListBarriers(w http.ResponseWriter, r *http.Request)
 	// LowerBarrier Lower the barrier.
 	// (DELETE /v1/barriers/{name})
 	LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -617,6 +636,9 @@ type ServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams)
+	// ListDoubleBarriers Every double barrier that has a node.
+	// (GET /v1/double-barriers)
+	ListDoubleBarriers(w http.ResponseWriter, r *http.Request)
 	// GetDoubleBarrier The double barrier's count, readiness and participants.
 	// (GET /v1/double-barriers/{name})
 	GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -626,6 +648,9 @@ type ServerInterface interface {
 	// LeaveDoubleBarrier Leave; returns once every participant has left.
 	// (DELETE /v1/double-barriers/{name}/participants/{id})
 	LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams)
+	// ListElections Every election that has a node, with leader and candidates.
+	// (GET /v1/elections)
+	ListElections(w http.ResponseWriter, r *http.Request)
 	// GetElection The leader and the candidates in line order.
 	// (GET /v1/elections/{name})
 	GetElection(w http.ResponseWriter, r *http.Request, name NamePath, params GetElectionParams)
@@ -641,6 +666,9 @@ type ServerInterface interface {
 	// StreamElection Leadership changes (SSE).
 	// (GET /v1/elections/{name}/events)
 	StreamElection(w http.ResponseWriter, r *http.Request, name NamePath)
+	// StreamEverything Every topic in one stream (SSE), each first as current state.
+	// (GET /v1/events)
+	StreamEverything(w http.ResponseWriter, r *http.Request)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -656,6 +684,9 @@ type ServerInterface interface {
 	// KeepAliveLease Push the lease's expiry to now + ttl.
 	// (POST /v1/leases/{lease}/keepalive)
 	KeepAliveLease(w http.ResponseWriter, r *http.Request, lease LeasePath)
+	// ListLocks Every lock that has a node, with holder and waiters.
+	// (GET /v1/locks)
+	ListLocks(w http.ResponseWriter, r *http.Request)
 	// ReleaseLock Release the lock held by `lease`.
 	// (DELETE /v1/locks/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseLockParams)
@@ -665,6 +696,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
+	// ListQueues Every queue that has a node, with length and claimed count.
+	// (GET /v1/queues)
+	ListQueues(w http.ResponseWriter, r *http.Request)
 	// GetQueue Queue length and claimed count.
 	// (GET /v1/queues/{name})
 	GetQueue(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -692,6 +726,9 @@ type ServerInterface interface {
 	// StreamSession Session state changes (SSE).
 	// (GET /v1/session/events)
 	StreamSession(w http.ResponseWriter, r *http.Request)
+	// ListThroughputGroups Every throughput group, with its allocation.
+	// (GET /v1/throughput)
+	ListThroughputGroups(w http.ResponseWriter, r *http.Request)
 	// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
 	// (GET /v1/throughput/{group})
 	GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
@@ -731,6 +768,12 @@ func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListBarriers Every raised barrier.
+// (GET /v1/barriers)
+func (_ Unimplemented) ListBarriers(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // LowerBarrier Lower the barrier.
 // (DELETE /v1/barriers/{name})
 func (_ Unimplemented) LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
@@ -755,6 +798,12 @@ func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListDoubleBarriers Every double barrier that has a node.
+// (GET /v1/double-barriers)
+func (_ Unimplemented) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetDoubleBarrier The double barrier's count, readiness and participants.
 // (GET /v1/double-barriers/{name})
 func (_ Unimplemented) GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
@@ -770,6 +819,12 @@ func (_ Unimplemented) EnterDoubleBarrier(w http.ResponseWriter, r *http.Request
 // LeaveDoubleBarrier Leave; returns once every participant has left.
 // (DELETE /v1/double-barriers/{name}/participants/{id})
 func (_ Unimplemented) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListElections Every election that has a node, with leader and candidates.
+// (GET /v1/elections)
+func (_ Unimplemented) ListElections(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -803,6 +858,12 @@ func (_ Unimplemented) StreamElection(w http.ResponseWriter, r *http.Request, na
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// StreamEverything Every topic in one stream (SSE), each first as current state.
+// (GET /v1/events)
+func (_ Unimplemented) StreamEverything(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // CreateLease Grant a lease.
 // (POST /v1/leases)
 func (_ Unimplemented) CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams) {
@@ -833,6 +894,12 @@ func (_ Unimplemented) KeepAliveLease(w http.ResponseWriter, r *http.Request, le
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListLocks Every lock that has a node, with holder and waiters.
+// (GET /v1/locks)
+func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ReleaseLock Release the lock held by `lease`.
 // (DELETE /v1/locks/{name})
 func (_ Unimplemented) ReleaseLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseLockParams) {
@@ -848,6 +915,12 @@ func (_ Unimplemented) GetLock(w http.ResponseWriter, r *http.Request, name Name
 // AcquireLock Acquire an exclusive, fair lock.
 // (POST /v1/locks/{name})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListQueues Every queue that has a node, with length and claimed count.
+// (GET /v1/queues)
+func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -902,6 +975,12 @@ func (_ Unimplemented) GetSession(w http.ResponseWriter, r *http.Request) {
 // StreamSession Session state changes (SSE).
 // (GET /v1/session/events)
 func (_ Unimplemented) StreamSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListThroughputGroups Every throughput group, with its allocation.
+// (GET /v1/throughput)
+func (_ Unimplemented) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -975,6 +1054,20 @@ func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReadyz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListBarriers operation middleware
+func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListBarriers(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1111,6 +1204,20 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.WaitBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListDoubleBarriers operation middleware
+func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDoubleBarriers(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1295,6 +1402,20 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListElections operation middleware
+func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListElections(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1581,6 +1702,20 @@ func (siw *ServerInterfaceWrapper) StreamElection(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// StreamEverything operation middleware
+func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamEverything(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // CreateLease operation middleware
 func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Request) {
 
@@ -1709,6 +1844,20 @@ func (siw *ServerInterfaceWrapper) KeepAliveLease(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.KeepAliveLease(w, r, lease)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLocks operation middleware
+func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLocks(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1858,6 +2007,20 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AcquireLock(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListQueues operation middleware
+func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueues(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2176,6 +2339,20 @@ func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListThroughputGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListThroughputGroups(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2737,6 +2914,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/throughput/{group}/events", wrapper.StreamThroughputGroup)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/locks", wrapper.ListLocks)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/elections", wrapper.ListElections)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/barriers", wrapper.ListBarriers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/double-barriers", wrapper.ListDoubleBarriers)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues", wrapper.ListQueues)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/throughput", wrapper.ListThroughputGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
+	})
 
 	return r
 }
@@ -2809,6 +3007,46 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBarriersRequestObject struct {
+}
+
+type ListBarriersResponseObject interface {
+	VisitListBarriersResponse(w http.ResponseWriter) error
+}
+
+type ListBarriers200JSONResponse struct {
+	Barriers []Barrier `json:"barriers"`
+}
+
+func (response ListBarriers200JSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBarriersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListBarriersdefaultApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2959,6 +3197,46 @@ func (response WaitBarrierdefaultApplicationProblemPlusJSONResponse) VisitWaitBa
 	return err
 }
 
+type ListDoubleBarriersRequestObject struct {
+}
+
+type ListDoubleBarriersResponseObject interface {
+	VisitListDoubleBarriersResponse(w http.ResponseWriter) error
+}
+
+type ListDoubleBarriers200JSONResponse struct {
+	DoubleBarriers []DoubleBarrier `json:"doubleBarriers"`
+}
+
+func (response ListDoubleBarriers200JSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListDoubleBarriersdefaultApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetDoubleBarrierRequestObject struct {
 	Name NamePath `json:"name"`
 }
@@ -3062,6 +3340,46 @@ type LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElectionsRequestObject struct {
+}
+
+type ListElectionsResponseObject interface {
+	VisitListElectionsResponse(w http.ResponseWriter) error
+}
+
+type ListElections200JSONResponse struct {
+	Elections []Election `json:"elections"`
+}
+
+func (response ListElections200JSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElectionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListElectionsdefaultApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3313,6 +3631,73 @@ func (response StreamElectiondefaultApplicationProblemPlusJSONResponse) VisitStr
 	return err
 }
 
+type StreamEverythingRequestObject struct {
+}
+
+type StreamEverythingResponseObject interface {
+	VisitStreamEverythingResponse(w http.ResponseWriter) error
+}
+
+type StreamEverything200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamEverything200TexteventStreamResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamEverythingdefaultApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateLeaseRequestObject struct {
 	Params CreateLeaseParams
 }
@@ -3531,6 +3916,46 @@ func (response KeepAliveLeasedefaultApplicationProblemPlusJSONResponse) VisitKee
 	return err
 }
 
+type ListLocksRequestObject struct {
+}
+
+type ListLocksResponseObject interface {
+	VisitListLocksResponse(w http.ResponseWriter) error
+}
+
+type ListLocks200JSONResponse struct {
+	Locks []LockState `json:"locks"`
+}
+
+func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocksdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListLocksdefaultApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLockRequestObject struct {
 	Name   NamePath `json:"name"`
 	Params ReleaseLockParams
@@ -3647,6 +4072,46 @@ type AcquireLockdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueuesRequestObject struct {
+}
+
+type ListQueuesResponseObject interface {
+	VisitListQueuesResponse(w http.ResponseWriter) error
+}
+
+type ListQueues200JSONResponse struct {
+	Queues []Queue `json:"queues"`
+}
+
+func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueuesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListQueuesdefaultApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -4082,6 +4547,46 @@ func (response StreamSessiondefaultApplicationProblemPlusJSONResponse) VisitStre
 	return err
 }
 
+type ListThroughputGroupsRequestObject struct {
+}
+
+type ListThroughputGroupsResponseObject interface {
+	VisitListThroughputGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListThroughputGroups200JSONResponse struct {
+	Groups []ThroughputGroup `json:"groups"`
+}
+
+func (response ListThroughputGroups200JSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListThroughputGroupsdefaultApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputGroupRequestObject struct {
 	Group GroupPath `json:"group"`
 }
@@ -4395,6 +4900,9 @@ type StrictServerInterface interface {
 	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
 	// (GET /readyz)
 	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
+	// ListBarriers Every raised barrier.
+	// (GET /v1/barriers)
+	ListBarriers(ctx context.Context, request ListBarriersRequestObject) (ListBarriersResponseObject, error)
 	// LowerBarrier Lower the barrier.
 	// (DELETE /v1/barriers/{name})
 	LowerBarrier(ctx context.Context, request LowerBarrierRequestObject) (LowerBarrierResponseObject, error)
@@ -4407,6 +4915,9 @@ type StrictServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(ctx context.Context, request WaitBarrierRequestObject) (WaitBarrierResponseObject, error)
+	// ListDoubleBarriers Every double barrier that has a node.
+	// (GET /v1/double-barriers)
+	ListDoubleBarriers(ctx context.Context, request ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error)
 	// GetDoubleBarrier The double barrier's count, readiness and participants.
 	// (GET /v1/double-barriers/{name})
 	GetDoubleBarrier(ctx context.Context, request GetDoubleBarrierRequestObject) (GetDoubleBarrierResponseObject, error)
@@ -4416,6 +4927,9 @@ type StrictServerInterface interface {
 	// LeaveDoubleBarrier Leave; returns once every participant has left.
 	// (DELETE /v1/double-barriers/{name}/participants/{id})
 	LeaveDoubleBarrier(ctx context.Context, request LeaveDoubleBarrierRequestObject) (LeaveDoubleBarrierResponseObject, error)
+	// ListElections Every election that has a node, with leader and candidates.
+	// (GET /v1/elections)
+	ListElections(ctx context.Context, request ListElectionsRequestObject) (ListElectionsResponseObject, error)
 	// GetElection The leader and the candidates in line order.
 	// (GET /v1/elections/{name})
 	GetElection(ctx context.Context, request GetElectionRequestObject) (GetElectionResponseObject, error)
@@ -4431,6 +4945,9 @@ type StrictServerInterface interface {
 	// StreamElection Leadership changes (SSE).
 	// (GET /v1/elections/{name}/events)
 	StreamElection(ctx context.Context, request StreamElectionRequestObject) (StreamElectionResponseObject, error)
+	// StreamEverything Every topic in one stream (SSE), each first as current state.
+	// (GET /v1/events)
+	StreamEverything(ctx context.Context, request StreamEverythingRequestObject) (StreamEverythingResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -4446,6 +4963,9 @@ type StrictServerInterface interface {
 	// KeepAliveLease Push the lease's expiry to now + ttl.
 	// (POST /v1/leases/{lease}/keepalive)
 	KeepAliveLease(ctx context.Context, request KeepAliveLeaseRequestObject) (KeepAliveLeaseResponseObject, error)
+	// ListLocks Every lock that has a node, with holder and waiters.
+	// (GET /v1/locks)
+	ListLocks(ctx context.Context, request ListLocksRequestObject) (ListLocksResponseObject, error)
 	// ReleaseLock Release the lock held by `lease`.
 	// (DELETE /v1/locks/{name})
 	ReleaseLock(ctx context.Context, request ReleaseLockRequestObject) (ReleaseLockResponseObject, error)
@@ -4455,6 +4975,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// ListQueues Every queue that has a node, with length and claimed count.
+	// (GET /v1/queues)
+	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
 	// GetQueue Queue length and claimed count.
 	// (GET /v1/queues/{name})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
@@ -4482,6 +5005,9 @@ type StrictServerInterface interface {
 	// StreamSession Session state changes (SSE).
 	// (GET /v1/session/events)
 	StreamSession(ctx context.Context, request StreamSessionRequestObject) (StreamSessionResponseObject, error)
+	// ListThroughputGroups Every throughput group, with its allocation.
+	// (GET /v1/throughput)
+	ListThroughputGroups(ctx context.Context, request ListThroughputGroupsRequestObject) (ListThroughputGroupsResponseObject, error)
 	// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
 	// (GET /v1/throughput/{group})
 	GetThroughputGroup(ctx context.Context, request GetThroughputGroupRequestObject) (GetThroughputGroupResponseObject, error)
@@ -4585,6 +5111,30 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyzResponseObject); ok {
 		if err := validResponse.VisitGetReadyzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListBarriers operation middleware
+func (sh *strictHandler) ListBarriers(w http.ResponseWriter, r *http.Request) {
+	var request ListBarriersRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListBarriers(ctx, request.(ListBarriersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListBarriers")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListBarriersResponseObject); ok {
+		if err := validResponse.VisitListBarriersResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4698,6 +5248,30 @@ func (sh *strictHandler) WaitBarrier(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// ListDoubleBarriers operation middleware
+func (sh *strictHandler) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
+	var request ListDoubleBarriersRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListDoubleBarriers(ctx, request.(ListDoubleBarriersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListDoubleBarriers")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListDoubleBarriersResponseObject); ok {
+		if err := validResponse.VisitListDoubleBarriersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetDoubleBarrier operation middleware
 func (sh *strictHandler) GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath) {
 	var request GetDoubleBarrierRequestObject
@@ -4772,6 +5346,30 @@ func (sh *strictHandler) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Reque
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(LeaveDoubleBarrierResponseObject); ok {
 		if err := validResponse.VisitLeaveDoubleBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListElections operation middleware
+func (sh *strictHandler) ListElections(w http.ResponseWriter, r *http.Request) {
+	var request ListElectionsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListElections(ctx, request.(ListElectionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListElections")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListElectionsResponseObject); ok {
+		if err := validResponse.VisitListElectionsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4932,6 +5530,30 @@ func (sh *strictHandler) StreamElection(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// StreamEverything operation middleware
+func (sh *strictHandler) StreamEverything(w http.ResponseWriter, r *http.Request) {
+	var request StreamEverythingRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamEverything(ctx, request.(StreamEverythingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamEverything")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamEverythingResponseObject); ok {
+		if err := validResponse.VisitStreamEverythingResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // CreateLease operation middleware
 func (sh *strictHandler) CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams) {
 	var request CreateLeaseRequestObject
@@ -5062,6 +5684,30 @@ func (sh *strictHandler) KeepAliveLease(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// ListLocks operation middleware
+func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request) {
+	var request ListLocksRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLocks(ctx, request.(ListLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLocksResponseObject); ok {
+		if err := validResponse.VisitListLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ReleaseLock operation middleware
 func (sh *strictHandler) ReleaseLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseLockParams) {
 	var request ReleaseLockRequestObject
@@ -5135,6 +5781,30 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AcquireLockResponseObject); ok {
 		if err := validResponse.VisitAcquireLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListQueues operation middleware
+func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request) {
+	var request ListQueuesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListQueues(ctx, request.(ListQueuesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListQueues")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListQueuesResponseObject); ok {
+		if err := validResponse.VisitListQueuesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -5381,6 +6051,30 @@ func (sh *strictHandler) StreamSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ListThroughputGroups operation middleware
+func (sh *strictHandler) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
+	var request ListThroughputGroupsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListThroughputGroups(ctx, request.(ListThroughputGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListThroughputGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListThroughputGroupsResponseObject); ok {
+		if err := validResponse.VisitListThroughputGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetThroughputGroup operation middleware
 func (sh *strictHandler) GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
 	var request GetThroughputGroupRequestObject
@@ -5589,106 +6283,118 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1H3pchu5tfCrnOKXKpOT5iIvSYaq74fG43gmoySOpVxXJfS9DXYfkhg1AQZAS6JVevdbOEBvJJqLTXl8",
-	"f1nsRgMHZ98AP3QSuVxJgcLozvihs2KKLdGgol9vlcxX75hZ2B9cdMadlf0RdQRbYmfcmdv3naij8D85",
-	"V5h2xkblGHV0ssAlsx+Z9coO1EZxMe88Pkadn3/cMSFPj5ztEpnGHRNm9v3nzPmPHNXavk9RJ4qvDJd2",
-	"9gtjWLIAI8EsuAa859pwMQdaB7jQBlkKcgZLdmOfMwF8ucp4wg1IgYNO5KD8D02/BeZesN6X+3jYOdEx",
-	"+/0bW+5CIf1z3IzX15fbqCP4wfAlWvRl/Bah+1ZCmitmR0Rwpu2LuN9fsvu+MVncO4cUZyzPjH3q/6Q3",
-	"bXg0JtuDxQ+Mm23YfpJ3kEkxtwBMM5ncbIDGDCylNgVwd4wbCx2bahQGpIJ4pGMwiqMGKZJWOtsPdwL4",
-	"aBGtV1JoJAl8p+Q0w6X9M5HCoCDg2cqyFME2XLkRv/9V25081Ob+ncJZZ9z5f8NKxIfurR4W89KKGywu",
-	"4P2fX8P3L1/9EfzkkMokX6Iwg85j1PmnYLeMZ2ya4deEK/4k5Q3iClU/ryCII7jjZgHxezRq3b+YGVTE",
-	"HgtkqVdjtVdNSDz2uTA4R2UXtct6WOyAH5hS3H21UnKFynBHF0fPLfpFHcW4duLpX02lzJCJjiNtIUP/",
-	"LsXKjf8YFePl9FdMjJ3KL/6OaT9jE4SDV9qxxGsmUp6yZL09feJemfA2M8JuaPHI66DQV61YM6iW21J5",
-	"vUBIcqWsjLkFn2mwQ6E7grsFCjALVAhcg5ACe5bsM6mWzDii/uFlJ9qmcZAM1W6jUof6PXrodqDP4egY",
-	"9GkuEnpTgmuH9q1yrECuht+yLMewPqvvpb4J90mx0k7g/6uYvbmDctEmUf6sEMHgvYFuoRVfwi/8hx6s",
-	"8mnG9QJTJ5HGUq9YY7C9rccATD/KfJphq9QlMneKZpOoO1hrxZThCV8x7+Fwg0sdZkL3gCnF1iTKyNL1",
-	"4ZLsgCs+21j4477NvhEGVVDMD4TCjQut8ybDxBGvlUmbmNmloCuWD2Cs0gosy/4+64z/vXuyArJL993j",
-	"x6gj8sxbFutm7CKszvUKRepw1uTRKzTQdWbBgRSDnReYSEHIiit1D+4WPEPnzGmeYsKsjvmXlL+QpZlY",
-	"O6y5FFbHlAuOgRs7iZAGbmWeLGAmFTCx9loKcmF4ZgcpTKQQmBg9mIhKBPZwUql4avTZRdjLEu1PqIMK",
-	"Fb1XwX6RuqJVdmmtN+I/OeYhQeFpWP4Vl4qbddDeNwGi6KMcH1r9J2SZc5Sba2vDTE5/4T1brjL66iao",
-	"8+oL+s+CK8kssMcbLtLmKtZZDZGrRWw2AKD5/OAQFJeFKW+CgfcrrlBfmMPZp90psD57Y0svRnov5gob",
-	"7Rz+Cp7WTfyIhvHscNXkdv4YbW59IbP0cG1JVNxSlBt7cVNuQ/7Rwi6Tm7eKOavXhIQlbopjqDBDkXAx",
-	"v5Y3KA4U5s/w5uSdaPiGLTSstB2R0n21AWNU32aQuDK5sVgO6b/P2G0b6Eeqy42dtmytXcvZXV2ZoGO5",
-	"KDd7ICNXCDrOvtpY1QdQh/nQHrLqy9DOagEtS1NuzRfL3tV26LILTXu+GY8O4GohlQG7sIZcW5Mcc3HL",
-	"Mp727cM4qn6XKa04mojy6VSmazvK/ts3UvYzpub0XS5YbhZS8U+Y2t9Cmv5M5oJ+ELP2a48mggYsMHPv",
-	"ZXJT/mgLWGPvVPQzqY0D1aASLIudl9AkeFpqri0ScaEN82y5zbClTdpmc8NNhjuc4Lo6Xhiz0uPhMJFS",
-	"pX3vJA1SvC1CfD0sd71XEuhtsX60ywD+w5r5gE+TMb5shL0NXSXmzjw3+ednq6vBsiUXc+j6OUAK1ID3",
-	"SZanmPYGQYVwmB0tVRmtH5VQtm7MQnQSF8ZqkU94tHPjP9sJnw4AWDw+yPpVO91nAt10IWiunKhsg0KS",
-	"qANpRn6LLh2rQYqGZx+msEZ16xRqc6KF1Ga8smpGziiYLaMCcJ8AF1b3DEKG1kv4z2k4q1GfyscXqZ1u",
-	"gffQnXRG94PBYNLpRYDLlVlTPC1zA6wYHl6zMBgbeTMfgnAxj6ErZLnkGk0vguK1U3ZljBNDN+W6fDcG",
-	"smF6wVeQiwSVYVz0SOFpE0PXeWDpOTAQeAe1qGmKVuaWLEVaLJMaU0rQociXFAaU4FEQ7Rfs1AO8qGOX",
-	"IbmSzVRWTXHxJcrchPEtcC4NZwbTEjQ/vpHo7Q0OctlJc5UELjmogiEquDPE0dcLJfP5YpUbKq9sc/a8",
-	"eLwj67a9RfvOaTe5XOUWnT1Y4nJKSTOeRi4CLrJmQIvAgmkbELtxdvNN9yDkx/MlNwc6U27aw/VFhZm/",
-	"0pehFMMtqkIfbOOAZZl06ednGvzIcxuHc5EopxIoK4C3qNa1fFX13eekEIsqmENNLXwvYK0wsZsfLgvc",
-	"bmi6VpQvueBLK0WjvUC6SXav77G+BUCKS+bizgOI3mLDdiWM9YIpPHD6O+TzhTnU3vnRxRIlGIfg4Z+r",
-	"cGa3wsY2A1I6lEyOozjcMWH0uZM9qYqC0UwqyAWRBNMgy7XIYRARG+Ubt4R1PLXLwfoMuvtgUGebsyDb",
-	"7MDMVUGpQzVWOzdobNVjGsEsmAEKjGkPHptd7pTXr5ILYELfoepFIBBTTMFI2rQVd5bxW4wgJwraB1LZ",
-	"eW9bbPUR7FdTP5+rJogxC34s5ttmyEfy72dyG0ul8/BMAznlXJDuAoUJX1m3xzonq4xxAT9dX78b/uXq",
-	"73+j3KczVH1iELy1uncwERPxFgUqloHKM9QO9Wy1ytYWpU5VxsPbsxgsyWmlsf3qO3ijlFQamML2iqGG",
-	"btxWFox7pI4nAiC2u7cOCEUG5IlQaGD/cgFQTDuw1Md7g4Js+Iyj5RAmKtBcTDio5rQ+SHxADDPJR6MX",
-	"ibZxJYWQ9BttRPYd/I3iTC5gxczC7ujBjni0wD0Qv9o/eap7sGQmWUD83/++6P+L9T+N+t9/rP4c/E//",
-	"48MoOnv+x8ffxRZCuyOLPSENxIOYCsmDQQzdqTQLYBnl9GHGeEYbXzFj48RnGmZcaQPJgimWGFREud65",
-	"m3JtFtYPwExTZSx+ORpBIzZ2iJR5skBr/d1wLiqnlPb8o/eJ7Hap3m2JY7K4RxDXnCZwkmTHPX81WhLJ",
-	"Xozon1fLuEek+CvLrLigdUNwzgyJJ+lDeYtOS0kx4/NcYQpLdm/VE3Tr1XbSmR4QIm7VJuBeEWzj5nar",
-	"0H8AF24ITDGTd3CmLW5YpiUo/JU8Ttq1W2GzsL9EJjQYtXbFfbiAJON2AMlK5SdrX07wkaaFk9ROheYp",
-	"LrhIt7H9wZchgqEBfQ6laxx5oax4nsCwalADN44LrG7UEL8avYBwGiJUNneQoAAGRt4gLV0RJmooA6va",
-	"UBfLxhc+Z+L0A/yATKECJ1Q0l5cnIh7xZvxydAYbyZYUE251+RRnUiGVVCp8JCzLCMT3fumpTDnqMBOR",
-	"cS1ZyGd7im6SM/gr/6HnsUTc9PLsBWykgnzFxmVKOg3NUVPc487ZYDQYUe5whYKteGfceTEYDV5QCdAs",
-	"yEAOF1Q4+ETGEslql9SzMWLnLZqf/JCNDpDno9GOLovjuit8+SLQXHGF6paL+YCsls6XS6bWnbFdvKyQ",
-	"odXtCWrtzIgmW8rmmhKcxWZ056OdYbhEo3hiN2B/ecwM1myZ+Uek2nbi470b8Zug43Uha9Tw8mr0om2q",
-	"ErZhvStmFxKD8l2XbSsbr0YvdqL39mw4dXVjPXS2yLkJGTqPtYnMS3mHqiiqb+HzZSCHYj/wm/cysx8B",
-	"VetOffM0FW3cA1zfV7GHzsfHqJUPWgE/HSMUSwQ44boO+Zej48MCzaKJEEt/16LTipp6V2ZLur8aMiz7",
-	"+R4/Rp1VHsDqe7tchdfjpq+1R9oF9nPTe7+5L8cezVTH3TmUVX5tvUZuYMayTFd5DhdOoEh1C3bD4jS8",
-	"832CX4J6qQO4/8C4+VzUU/NiAOknlwTfcxaQhxOqhvdociXIpdqUh8ytAt345ej74kXfSUnsiOs9NUtZ",
-	"5w73dhM4pW6bfkBttimeZjPSEyK9uVCLEnLwn1IXbc9KAWUuTASKsonW2Ntgod7KdHoltZNAw83+rRMI",
-	"5EZ+vM5iQpo+uSZtXDb2kVgJFGjD1hpQKJllmJ5PxLu/X10Dm9vw20iYS5CiiAicT9nkNOr82uS1jV2G",
-	"eomP7ZUPz1J1re2ZqJbWOFBP7R93fX15yLDdFufsaeSwaMgLiOMblz6u8cCCWQ4wp9KMtPY5KFKQrqMc",
-	"YqJU3JBFWLBbrBY+Xv01pGv4wNMNP3KPpFB1qk1SoGslRd4JC6Bau3jbZTQULuWtL7luuKo2XN4jDCdi",
-	"vuZ5isNcGaK8FEgEz3BmTuIi2z1vUBuDLOZWPLH+3Y8pf2Sn1NTo+w4DRrSJrg/knBlUyzgCRics+iuZ",
-	"ZeMyQVEa/2Z/d8pnM/t6puSymGAipNpmte7z0SiCXCQLJuaWpQIa9i2asgf2INVadCGWWuOAXO834LyV",
-	"m2xxIQq6ncp58N2uRV626lYFLiDjAkGqtBnxlaxzEpdhkxGHzYbmk7sK1/VdUhXClSdor8x4Lza5GYDj",
-	"fJ83bTA7wYwpSDURm9wcgTY8y0pnArrx89FZHEE88ZWrSWdsIxyNcW/gBcMqVrPAifDkEDJF68gpdMnB",
-	"T/fcdSxbVyAx2TpcDXUCBHLmyTqYiA++7SDmaRzR5nz+C5bshtorcABkFEqk9OlEnPY2gdExr4mocEat",
-	"FFVHRmkRrHajLKbrg6A/S3YNiPRrtlwxPhdHuEo7XaPTOypHKQTKZ/4gXaP/SXTBxumOx+2jZaf0nKpz",
-	"RCF3yXPzaTwjJTNgNSnsvs4VM1KB64K/pAJMxtYyb0aEdc2zX30EfKGNFArqIPsd53S0OOXEEHnwQGh1",
-	"dODjb0VPt3VMSfGXqsoFPHUlaMkdTgj5CU6TRLBzFXkgj7j/b2OYOHLAbUNWNHRZtX1643SEP9WSnnun",
-	"JDUQfil3fTXVshk+Pj6hk7OTNQvMnYa3rtD4fjY6nkJ1xoajQ+10CvsF4xytcFwRvtV/fmNfV2eYymN1",
-	"U5muLRPHb99cQ2jieOxjsFoDyERQ7xoZcgFSNOz+ANxaPHX1/C2XPGSEr4xCtqy51nuIbvDeuC33NX0a",
-	"PI1bPwsdQof79ESBV+p7Gh0WNHSvrt70ns5hrZpWww7mhc9XyzuhIZPJjYYuE2kEGTOoooLzEo468k0x",
-	"FnyXpSPO170B/GxcbGR9sIlQeCtvMI2cS8ZNUU++wZXvlCHG4vaddkXycqymlho3yOF9IqgHU1P5vsyy",
-	"B47O1ctbmdTmnKZDkYJCh4aJIA70/Qe+3Sfo7FlXFi/9OZHjaECe21OaSn9QaJtb6djOaRQRTWW9abtW",
-	"nTuLNtPHBn8NfVPKbv/FcsVleV3E3iKO46LTmGw7VbGdcwhwAdXEHJuUzQCWz1wkFcRAewGxZZOj07KA",
-	"P2DWEnp7yn058goNYQX+jgKmQnDCSPkMByKksgqW2mexPtSO05K+sJSUq0YxLpWuIQZc0/gALIKcuUJn",
-	"hHRR0ZuIdpvXBCw+dysw7b93femNint1mte3q4/rvFcBuMAstZPMpaCmdT/a9Wd5dRpHE8FmBq0S5IkD",
-	"0e+Yio3wOpO6mNa/cJ/q2krMuI6iibiARC6XdNMBF9S4RR1IjG4+cJhRazh7BbrdEh/I6N+aGf5lw8Rs",
-	"G+En5OfSvh2fMKpP3lbttXu7sNN/HSUUItcvpZ0/BbHe5XpRMfAz7USJWkWFvIPfgzHZTgtlnZpgz8rW",
-	"LTTlxUlVDb9wgSvzsF1CeO9eXLqD0Qdkh46/M+mwtgdvv05jMou2aCS30Kmo6brQkw2MWwzvNogONU/H",
-	"iuXp1TZrKH164BRJaJncPNPgDp+6Gx5yahaXM/AHUcPYOXl2+DXhzkYUFEJRlxxlM5lS/JZlLhsOXWTJ",
-	"Au6Yof5bKbI1ecYrhSkmqLVUPZ97rfpa3Ikd5mwjozvIXMc7JUq9H1WcEuOmce0YvZ0IrukQVlFSMb6h",
-	"2lWdqPFM0Pmh0uB6AYOudfSLhzPGs1xhjyxWrVW/zOP6ln3uwheYo9HO8S9uSnPbcDmZrmZ0G9gNCjtj",
-	"XD8fXeS1C8oem9b20QWF736KIu0jk5sIWKKk1t6uFulo6fwUFBqX0wxDpvbCnUcPq5ffri4etd/To41U",
-	"6NPqXn1YZFb39zx/9QeYrg3qXgR6Ie8EsDrqn2mI6fRf67Vrxfn2YzTm2UnVjbsjYU8U9nL0/Ve9sKw6",
-	"DD4mf3fuYCnCbVf4OS9aa+nYREIVXQ2xQ31M0ifyLOudJHhwvGvVAx171tSHP2NceZW8rSe92aa06iFN",
-	"U//wiesnMy5ugRbDQmCeAlO0Crjz3FVyBVPXH1VHlMPMSbJDDSQPXTrnSXoQX39WdvmrdvVsMsx3w++a",
-	"PFKW5KdcMFJGewMXyyHc4PKZdurOmTVrnZzpNv3r9Qo3Lg8kXPXdQe6d95oa3D/ssa0k8ma5MutTMC6B",
-	"60w1RdR2v1bT9ymM7Ntos3cOC56mKPw9VSy5oXq0SxbT95v9siWT7+DU4QP9uzPrdJHcFLy334G+SE6U",
-	"cLpIboS8yzCdo2vfI6RwDQ7M9MTiHAWvUU3KfR8cZRyA7KH30r5ETZwM3jZ146OXwyl/ytDpLfeHg4jo",
-	"U2Z9v1uu+TRD74X6zLfMUlhlLMHDGb881R60hpdcm9plGlsM1dzz2WBwNhqNaoeURqPW64L9SfMdTZof",
-	"n9oEu00FtCy9OFV0Vykxaioy7CbQVHQKE9zGu/6+uX3UGw0G338fub51B3R1d3ErGeu3seyhZFsV9/PM",
-	"4r5q7el88/K6vtCZM4pLTtMVQqu4sJXduVxxl4k1+E2ARUJEJa/eOaxQaa4NtjhyQVG3nPckvti1nfip",
-	"DoJ8Pa/pvGFY5/6u85of9Y34RxbdW+4R3jPKIEiBpGJUkbfonUP8fPTSt7OhA6KdZXR1WVGwOnLhGwHx",
-	"FoU/EljVS7mGXChkyYJNMzx3J+AxduV6zdYatByEeluLK5KeUOMXSwRPjrqSCkF7KrW/o56871ykH3Zg",
-	"a4Uf7XsrUmYYxA8Td8vPpDOGwWAQbKaAei8F5ZAmvgV5vONGpd13KG0Up6Iig+UyZkUxqrxSFtO4vRR0",
-	"ME98a8WgBju1t2WEKG/Ka0qGD3TZxs5ExeY1TE8oPZtLtShZgvlUEkSTPdPuHHzke3mi2k1Hxf1IlN3w",
-	"rSTWxaK7VbZcrAq3n+FmVf+NSGvL21WdIJfevX2K5rXNVb5y99oxrPBMn06pXqGprv16piHJcm1Q9e94",
-	"isVdCZVb1GslfauoHahvqw93tbNtT1/XwRMRUsIbDW1RNX3oVjBgumg2SM9J0W412lk7QItPOlHVfg/d",
-	"4mqmXjShgyL02k876TzGZVfURJTYLq5kK45MeL02AE8tXdQmii8q/TaeCGqxdyJa9NdHEL8cvSweNq4o",
-	"tc/LK0nbLcTR+u9bsxQXlSprNRMnU1vtfF+75O6LtGIwOPiL5GKbUF/tcGh1fdqXnAb9xk55bt5mFmBV",
-	"i/bTRKZ2ptp9i6y8GC7maaFnHJZj6JaZnx7kgqrZ2x1/B2pjz5V7jzHQ2cO9HPYEJykvT3l4ssLwDuHf",
-	"7wj6+w8PErDqbsf/a6cED+D/6/LKPeuD2FGnaV1szlkc2vCobB4R9bWJpv0urbc/H/oUqv7Lj2+4iyP3",
-	"s9U3cZij5dbL38wt/so86bYLrJraaWOKitxNn+3at7w82tEzV5m/Ln08HJ49/+NgNBgNzsZ/Gv1pROTz",
-	"kzw0+s40cVzxhIrutQfV6YPaw/LUd+2Zz0TVntRArT2txc3bLSNXrmNJ5kbbsICUKl0NaTAFJXODCrrv",
-	"lFyiWWCuqbvEnwtdYQLcaMxm5H8V59jYnfWd/jcAAP//",
+	"1D39c9u4sf8KRq8zka7Uh/PR9ux5P/hyae56bpuL3ZeZVnmPMLmScKYAFQAl6zL+399gF/ySSEqK6Vz6",
+	"UxwSBBb7vYvF6lMvUsuVkiCt6Z1/6q245kuwoPF/b7VKV++4Xbj/CNk7763cf4Ke5Evonffm7n0v6Gn4",
+	"dyo0xL1zq1MIeiZawJK7j+x25QYaq4Wc9x4egt6P37dMKOITZ7sCbqBlwsS9/5w5f05Bb937GEykxcoK",
+	"5Wa/tJZHC2YVswthGNwLY4WcM1yHCWks8JipGVvyO/ecSyaWq0REwjIlYdQLCMp/4/R7YB4E632+j0+t",
+	"E52y37/xZRsK8Z/TZry5udpHHcLPrFiCQ18i1sD6bxWLU83diICdGfciHA6X/H5obRIOLlgMM54m1j31",
+	"f+KbJjxamxzA4gcu7D5sP6gNS5ScOwBuExXd7YDGLVsqYzPgNlxYBx2/NSAtU5qFExMyqwUYpmTUSGf3",
+	"YSuADw7RZqWkAZTAd1rdJrB0f0ZKWpAIPF85lkLYxisa8ftfjNvJp9Lcv9Mw6533/mtciPiY3ppxNi+u",
+	"uMPikr3/82v27ctXf2R+charKF2CtKPeQ9D7h+RrLhJ+m8CXhCv8Vak7gBXoYVpAEAZsI+yChe/B6u3w",
+	"cmZBI3ssgMdejZVeVSHx2BfSwhy0W9Qt62FxA77jWgv6aqXVCrQVRBei5x79gp7mwpB4+le3SiXAZY9I",
+	"m8nQv3KxovEfg2y8uv0FIuum8ou/48bPWAXh6JValnjNZSxiHm33p4/ola3fZoLYrVs88Dqo7qtGrFnQ",
+	"y32pvFkAi1KtnYzRgs8Mc0NZf8I2C5DMLkADE4ZJJWHgyD5TesktEfUPL3vBPo1ryVDsNsh1qN+jh64F",
+	"fYSjU9BnhIzwTQ6uGzp0yrEAuRi+5kkK9fqsvJfyJuiTbKVW4P8nm726g3zRKlH+rAGYhXvL+plWfMl+",
+	"Et8N2Cq9TYRZQEwSaR31sjVG+9t6qIHpe5XeJtAodZFKSdHsErWFtVZcWxGJFfcejrCwNPVMSA+41nyL",
+	"ogw83h4vyQRc9tnOwh8PbfaNtKDrxDyXpn3ZIKfDLrhlC5XEBlFeWpb1JUAMMdpb4GsgoRHWSUzmlgxG",
+	"dRx37N5pXN3u3iQQEayNolGlR5tZKASthk6FLuJJ8vdZ7/xf7ZNlkF3Rdw8fg55ME2/PnHPTxk4mNSuQ",
+	"MVGqSpJrsKxPxohACpmbl3EZM6kKWTADtlmIBMiFNCKGiDvN9k+lfkL7NnXW3wglHZ3yBc8d4SIupbJs",
+	"rdJowWZKMy63XjeyVFqRuEEaIiUlRNaMprKg7gH+zdVdiT5thL3K0f6Emi8zDAfV+qOUJK7SpivfyH+n",
+	"kNaJp4jrtY4WSgu7rfUyqgBhzJOPr1v9B+AJuefVtY3lNsW/4J4vVwl+dVeracsL+s9qV1JJzR7vhIyr",
+	"qzgXuY5cDWKzAwDO5wfXQXGVqbwqGHC/EhrMpT2efZpdERcpVLb0YmIOYi7zDCjMKOBp3MT3YLlIjldN",
+	"tPOHYHfrqN6P1pZIxT1FubMXmnIf8o8OdhXdvdWcbG0VEh7RFKdQYQYyEnJ+o+5AHinMn+FDqo2seKQN",
+	"NCy0HZKSvtqBMShvs5a4KrpzWK7Tf5+x2ybQT1SXOztt2FqzlnO7ura17uwi3+yRjFwg6DT76iJkH7Yd",
+	"57l7yIov63ZWCqN5HAtnvnjyrrRDymlU7fluFDxi1wulLXMLG5YaZ5JDIdc8EfHQPQyD4v95Ii0MpjJ/",
+	"eqvirRvl/h1apYYJ13MIWZ8z94ipNegsyeDHcuewwRJfTaV/556Eg4CFqeSpXSgtfoXYTSyVHc5UKvE/",
+	"S7ALFQ/dM54kauOGTGWIrD+sjHT/WUCCfzvdTv/JvBlCcThwH6NgGMTgUMjhSqu5BmPch7llHWJazBAI",
+	"y1vQ+YOpzJ5Ulr8lH3hIkWr5iRuGPmYODLrZOFPZwUbA3b4QK+WvYbmyxdcallxIIee0m9IUJaCjhItl",
+	"FUJHqyWX26GxGviStpI/TJScD1cqSfDzpjxF6L26YaIM7cAsUmuFnA9jtZHEPRa05ElIjltVBuPcmOxJ",
+	"jZDGcq8p9nVI7ibsax4rbAIt0VDZQi6sXZnz8ThSSsdD77eOYlhnuR4zznnnoHLCt9n6QZtP8rPzvGrc",
+	"TEekSv6jYj7knDymqkj/6Mwnc5pCyDnr+zmYkmAY3EdJGkNcDogOB5hN1gXXD3IoGzfmIOrEq3SK/Vc4",
+	"2d/0n7XCZ2oAzB4f5ZAUOz3kldB0ddBck/A0BMimJt8s1j5ENkzJSrBVT2EDek02rjrRQhl7vnKaX80w",
+	"xM4DNUafMCGdOagNpL3M/xjXh/DlqXzIF7vpFnDP+tPe5H40Gk17g4ChGsPEikot49nw+jUzG76TQPVR",
+	"odN+rC9VvuQWrNOa/jUp4DzsDFk/FiZ/d87QrTALsWKpjEBbLuQAzYaxIeuTUxxfMM4kbFgpkL0FJ3NL",
+	"HgMuliin6h38INMlRmY5eJhN8Qv2yjF30HPLoFypak6zpLjEElRq6/EtYa6s4BbiHDQ/vpLxH4yOiqJQ",
+	"c+UEzjmogCHIuLOOo28WWqXzxSq1eM62z9nz7HFL+rU2KxSTdlPLVerQOWBkdJ8ZJuKAkhJZ+pThImzB",
+	"DZPKj3Obr3psdaGVWAp7pH9L0x6vLwrM/BW/rMv6rEFn+mAfB87doXOIZ4b5kReY+JKRJpWA/gCsQW9L",
+	"icviu8/JJWfHoYSaUkYlg7XARDs/XGW43dF0jShfCimWToomB4GkSdrX91jfAyCGJadUwBFEb7BhbScH",
+	"ZsE1HDn9BsR8YY+1d350tkQOxjF4+MeqPsVfYGOfATEvjiaHKM42zku9INlTOjs5nCnNUokkgbiW5Rrk",
+	"sBYRO+d4tIRzRSkznB2l0AejMtuc1bJNC2auM0odq7GaueGk7LbHZl+Q8vpFCcm4NBvQg4AV2W63aSfu",
+	"PBFrCFiKFHQPlKZMeL3dPIH9Surnc9UEMmbGj9l8+wz5gP79TO1jKXcenhmGTrmQqLuYhkisnNvjnJNV",
+	"woVkP9zcvBv/5frvf8N0NBmqITIIrJ3uHU3lVL4FCZonTKcJGEI9X62SrUMpqcpwvD4LmSM5rnTuvvqG",
+	"vdFaacO4huajY8P6YdP5cDhAdTyVjIVu9xhxucgAPREMDdxfFACFuANHfbi3INGGzwQ4DuGyAI3C9FEx",
+	"p/NBwiNimGk6mbyIjAv1MarH/4OLyL5hf8PQX0i24nbhdvTJjXhwwH1CfnV/itgM2JLbaMHC//3X5fCf",
+	"fPjrZPjtx+LP0f8NP36aBGfP//jwu9BB6HbksCeVZeEoxIqC0Shk/VtlF4wnGAKzGReJP+OxLk58ZthM",
+	"aGNZtOCaRxY0Um5wQVNu7cL5AZAYPCINX04mrJKuIESqNFqAs/40XMjCKcU9f+99IrddLHxwxLFJOECI",
+	"S04TI0ly456/miyRZC8m+M+rZThAUvyVJ05cwLkhMOcWxRP1oVoDaSklZ2KeaojZkt879cT65bIL1Jke",
+	"ECRuUS9CrxC28+p2i2zMiF3SEHYLidqwM+NwwxOjmIZf0OPEXdMKuxUeS+DSMKu3VOXBLlmUCDcAZaXw",
+	"k40/4fGRpoMT1U6B5ltYCBnvY/uDPxmqDQ3wc5a7xoEXyoLnEQynBg0TlrjA6UbDwleTF6w+MVFXP0GQ",
+	"gGScWXUHuHRBmKCiDJxqA5MtG176fBTpB/YdcA2akVDhXF6ekHjIm+HLyRnbSWTFEAmny29hpjTgKVeB",
+	"j4gnCYL43i99q2IBpp6J0LjmLOSTallZ0Rn7q/hu4LGE3PTy7AXbyc75QzTKlPQqmqOkuM97Z6PJaILp",
+	"3BVIvhK9896L0WT0As+C7QIN5HiBZzm/orEEtNo59VyM2HsL9gc/ZKcU6Plk0lJuc1qZjT9RqqmyuQa9",
+	"FnI+Qqtl0uWS623v3C2eH1qC0+0RGENmxKAt5XODOedsM6b30c0wXoLVInIbcP/zmBlt+TLxj1C1teLj",
+	"PY34TdDxOpM1rHx6NXnRNFUO27hcHtWGxFr5Lsu2k41Xkxet6E3F2ONxfTb2aU/TiMwrYex32aBH4rPq",
+	"+JWXPirEy2o8DiWE8onrHaMqtbK9IbG8jB8mWFFzVibWG1RxlJFmHooyKQrAHnbQPyangPy1BCh02CGE",
+	"2oDOULBHiJc1ySz3gefCR24Mp0IObN9V0CiQjYB3J5E5e+wT+aYM+ePR8WEBdlFFiBNEInwjasp10g1H",
+	"YcWQcV5h+/Ax6K3SGqy+d8sVeD1t+lLBslvgMDe995t7PPZwpjLuLlheAWOc+y4sm/EkMUXCieI6kLE5",
+	"SZzGG1+5+xjUK1OD+w9c2M9FPZYT1yC9c0nwVaA18tChangPNtUSfdtdeUhoFdYPX06+ZTsHdkRc7zI7",
+	"ylJcMmgncIz1b8OjrFalVq5j2xVX5z7WglVrFQ/ZsZ1FjrFmtECG6w6NWlyZ2KdYuGGcSRXDSUQr2bom",
+	"a1HF0xNKyg5B6i1Hde9d4HR/VkzHpNIGTGMu3rnKLtQuH1h3b1laCTTeLYPtQIvunC6V9ULp2L5eNZzv",
+	"1aoay7eGgdQqSSC+mMp3f7++YXzOhWRWsbliSmbxNEVkVU7DAtpdXtvZZd2VjFOvHNXPUhT/HpiolBQ8",
+	"0rgcHndzc3XMsHY34exp5DCra64RR1JGZR5wSgjog060nZvqgmm0anQxJ6sfqcgiW/A1FAufrv4q0jX+",
+	"JOId5/+ApPgSlXpJYX0nKWojHYB6S9kqygdqWKq1L1jYMZnA13BAGDpivuq1tOP8T6S8koAET2BmO4lr",
+	"3J53qA21LEYrdqx/D2PK33zMNTX4Qup2z+dNPqpTp6ey+FH+Tl7Qf8jVKaY+xsvJ99edf5MBsOvZ+Kti",
+	"vlzeWeSi1L3MD6UNPOzSat/hqW7nA0Y/FvQyDBhneWXYeZ6Kzb3r6pWmWMxm7vVMq2U2wVQqva8W+s8n",
+	"k4ClMlpwOXfiX2MN30LOOMeZwawEPmeXI061voLoqGDKencvo1tXjl6Jdyr3m/BQKBESmNJxNaVS5qbH",
+	"u3e7jDiu3qbp3K27Ke8Sz1vpIBb3yq0PE6O7ESPO9ydEFWZHmCFmSk/lLjcHzFiRJLnjx/rh88lZGLBw",
+	"6s/op71zNuOJgXAw8oLhjKBdwFR6cjjhdk63BjoG+fVe0HUZ57ZFNtnW132QADE182QdTeUHX2AVijgM",
+	"cHM+08+W/A4LyWDE0IDvVbuSoHK82TyVBc6waKyoPcutt9NLqKCo4gv/zNm1RqRf8+WKi7k8wa1tdWO7",
+	"dypPUgh4cvOdoltmneiCnQuND/u3qbv0cours3VGzXNzN16sVgnjJSnsv041t0ozuoJ1hUfNCd+qtJpy",
+	"OcKOldRHjd+6k6MEU8t+pzmIDQEUMkRa2wOhuLf28beiJ20dYlT8uaqi4LSsBB256zOufoJusnRurizR",
+	"6hH33y7eDAMCbh+yrHTVqe3ujdMJvm9D/vudVlgq/Vju+mKqZTfUf3hCJ6eVNTPMdcNb12B95S7ejcSK",
+	"ioqjg4XDGoYZ45yscKjcqNF/fuNeFxdo85vkdD1mxsK3b25Y3cThuY+XS6VuU4lVumjIJVOyYvdHjNYS",
+	"MVUu7bnkdUb4Gq9/lFzrA0S3cG9py/7mSG0DinL7jzp00KcdBcmxr94mLBjWv75+M3hCh/UIepv8bkzI",
+	"+uGnKRVXT3sP4cBfSMIrUu6PZ4Y5DnDsMAgKPulzOZUZ4DtjbF61iLNg+d3OEFSh+Bb/ordTmb32CQIq",
+	"mAqrOaAQEzRCZ/MJMIMRu6Tqd6Qb8eVUzsFWCzFxl46piS1BWmG3nlmrnHop/Vt0E6cyFoavVsC1YTgr",
+	"Zwk3vpTP24Wpt+Ox85/ROIx8cRGXmHuZqSRRG4POqRMUBLXs8To3lQDeLFQCzGrIMirhcKjWoNcCNkO8",
+	"s7TmScj6njmnEuu/BgEzyncbWAL35a5UzsdW3PGew2fMzeJWce1iAalo0JLLrS+tMi1i6GDBcqr/PEGk",
+	"TIVVKxE5798RxJMA5TFgwKOF12jcVFmmtSJkfTYubsTUx3SX/gxWbaRBoTJOfuKAJdyCDjJlHwkwga+4",
+	"dRqDyIXGxrH4j5bSES7smUoNa3UHcVBuMeGoeQcrX4aLfCncO0MVePlYg/W6NIiQMJV4wcNgbWB+clzT",
+	"KqFcO5MoYy9wOpAx00BomErI2cTBhbXEtfGVix7hyt8LPk3tYbD0lN6pvxi+z5d4Tbsb249TOVXi1irz",
+	"WHaHpcpfY1/x2h4yOK64ypuSHSxMIC7qxkt2U2XbuWA1XIB1HsQmeaWh4zNKXtRioLkopmGTk25ZwDcU",
+	"aMh2eco9HnmZhnACv8EcRSY49Uj5DJ+96iVUWeqQ0/Ch1D6FlKYwTK0qBSaxompbRjfSRswhiPQpmUlh",
+	"siqVqWx2M6uAhRe0gjO2+D1dequU8xXdW/xduPMy7xUALiCJ3SRzJfFGnB9Nxd9enYbBVPKZBacERUQg",
+	"+h1jAQ17nSiTTetf0KemtBK3VK48lZcsUssl9tMSEqvCsbyZY38twozesrNXrMXqHsnoX5vB/WnHxOz7",
+	"vU/Iz7l9Oz1HW568qYLJ7e3STf9llFAduX7K7XwXxHqXmkXBwM8MiRLeQ5Fqw37PrE1aLZRzalqP1a5w",
+	"RKdHavmiRx2nFc02Dp2n0bzHnKXhprrzTrERZv0ZGrWEIPtAfTcq5CCIK9SorYrd6zyZN0stqgSzHEBh",
+	"rPfPu9/TiytqS3REevz0PqnHFVZ6b6IbBya7AQdECTQYt9vMatUhvMU9IdQ8nWIo2LnBN1E+P9rFKRwl",
+	"AkpMKFO8F6hmbewYdH889hpxF4O//YYXIvA4h2st1jyh40DWx2huwy1etVIy2WKcstIQQwTGKD3wh09F",
+	"5SxdzubkqXDsO0yXG1EivVebNQQQttJqGN9OpQu8eQzZmbL1d+eoRALvGEi8Kp67P17AWN+FXdnDGRdJ",
+	"qmGA/kPpVmZ+kOVvZwoKJikjgWFY1h2ZtkFJ6b7h2AH4DqSbMSx3J8oO9jLKnnqu52M9zL34KbK8t4ru",
+	"AsYjrYzxXk6W5lDkNYI0sLxNoM7xuaRuUPXq5bcr4gqae3MaqzT4c0WvPhwyi56dz1/9gd1uLWCWZqE2",
+	"kvEy6p8ZFmKjh8ZWy1l3qVM05lmn6oY6lB2IiV9Ovv2iTYqL7knnGH3MCZYs+UEn3xfZLSq8IRthItHk",
+	"fZZQ+mSaJINOQjniXacesMONwSuXMy60V8mNZhtToe1e1M80pFM3qlj2+N4yB30oP+kxThTtqTsvCpdu",
+	"LEWSc7so8moQU+VwmSoZ6FWyHFF4/bM/UH0ym+9RX2/vEcwusIirnIapx59aVJA8ppznk1w+ef1Zp55f",
+	"tDJ4l2G+GX9T5ZG8VOxWSI424mB07zjEifczQ1aIxME5DeRR2eHNdgU7fdwRV0NqpdT6ExMWDg97aDqq",
+	"f7Nc2W0XjIvgkgeFaSds49fndoi5lqGSEQwu2ELEMUjfvJdHd1gnRcdE+P3uRalWdeA5dfwJ/21NzV5G",
+	"dxnvHY5rLqOOsrKX0Z1UmwTiOdAVAESKMMwfVnUszkHtL1pE+b6PDv6OQPbYO8+PUROdwdukbnxQeTzl",
+	"u4xo3wp/PR+JfsudS74WRtwm4IMDfzykkpitEh7B8Yyf+wrtvgq1s9tjqOqez0ajs8lkUmoTMJk0/nKL",
+	"7/XUctHj41ObYNpUjZbFF10F3YUSw2JXy+9qil27MMFNvOubcB+i3mQ0+vbbgC4sEtDFz8g0krHcD/EA",
+	"JZuqiz7PLB6qIuouZMp7mNd1fcBwsZtqxczfBab5hg5U+nicT5tgDgkBngsPLtgKtBHGwgku79hx3pP4",
+	"Yjdu4qe6AfzlvKaLimGd+5+dKvlRX4l/5NC95x7BPcfEjpKAKkZn6aTBBQufT176MmsgIJpZxhTtQmuP",
+	"EC99gTqsQfqmHEVRgTAslRp4tOC3CVxQDyoIqTLH8K1hRo3q7lxkTUqfUONnS9T2bqFzR18k0o3abym6",
+	"OFSH4ocdWfKXV4AhU8fcclYqBTtno9GotsiPlWv8MLU39Vdjzlt6mrZ3Md05wQ2yxCIlMrMT2/x3NiAO",
+	"m89Lj+aJr+3EtMJOzeWCdZQvSu5aXbKdDqgdJ5LmNOfpTUepHeuhlJKf/piUEu2uw7KxHFSqZgwKQ1Dt",
+	"YJrRqESPGhqNP+EsrcmkXew8oYbbI0S9IUSYu9JyWVEouvOBrwMOStjMushiBsrXxDk3GDtQ7rnBFXyf",
+	"6lEUv7rZWC5/XSbIlQ9BnqLwfXeVL1z5fgorPDPdGb5rsEVz5GeGRUlqLOjhRsSQdZQrXNfB6aJ2pE0s",
+	"ly431yjtT1+2k1NZZyh3iuGDYvq63smMm6xqKr5AY7hXpO9sNS4+7QXF1T3WzxrYDoIpXjLF137aae8h",
+	"zMs7pzLHdta4Ortu6W3PiHlqmexYL/uisEHnU4nX83Z+eIKFLycvWd1vT7jn+c9fNFvxk/Xf12bNLwtV",
+	"1mjKO1NbzXxfagX+KK1YG8D9RQm5T6gv1gSkaDL9mK4fX1k3j92ezzWs6tDeTfbAzVTqSs/z9tmhiDM9",
+	"Q1gubhuwswFLJRaC7JcuH6mNPVcevAKJPSYOctgTdMy46rJJRoHhFuE/7Aj6LvFHCVjRAf8/rcPAEfx/",
+	"kzcmdz6IG9VNDXZ1zuzCp0dltb2EPz+q2u/cevveEk+h6h9/9ZPa6x9mq6/iImjDbwP8Zm7xF+ZJ2i7j",
+	"xdSkjekiF/4eQrP2zX9ih+iZ6sT/qNT5eHz2/I+jyWgyOjv/0+RPEySfn+RTpWTTIMdlT7BepfSguLlY",
+	"eph39yk989nC0pMSqKWnpdzGfrXVNRX7qdQaFxagUsUG+hZiplVqQbP+O62WYBeQGizM8j0lVhC5aB2S",
+	"Gfpf2R14vnG+0/8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1,33 +1,159 @@
 package api
 
-import "context"
+import (
+	"context"
+	"errors"
+	"net/http"
 
-// Placeholders until the recipe lands: every one answers 501 not-implemented.
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
 
-func (s *Server) LowerBarrier(_ context.Context, _ LowerBarrierRequestObject) (LowerBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// RaiseBarrier raises a barrier: persistent, or bound to lease= (it falls when
+// the lease ends).
+func (s *Server) RaiseBarrier(ctx context.Context, req RaiseBarrierRequestObject) (RaiseBarrierResponseObject, error) {
+	if err := name("barrier", req.Name); err != nil {
+		return nil, err
+	}
+	var err error
+	if l := req.Params.Lease; l != nil && *l != "" {
+		var lease *recipes.Lease
+		if lease, err = s.lease(*l); err != nil {
+			return nil, err
+		}
+		err = s.opt.Barriers.RaiseFor(ctx, lease, req.Name)
+	} else {
+		err = s.opt.Barriers.Raise(ctx, req.Name)
+	}
+	if err != nil {
+		return nil, barrierProblem(err)
+	}
+	return RaiseBarrier204Response{}, nil
 }
 
-func (s *Server) GetBarrier(_ context.Context, _ GetBarrierRequestObject) (GetBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// LowerBarrier lowers a barrier however it was raised.
+func (s *Server) LowerBarrier(ctx context.Context, req LowerBarrierRequestObject) (LowerBarrierResponseObject, error) {
+	if err := name("barrier", req.Name); err != nil {
+		return nil, err
+	}
+	if err := s.opt.Barriers.Lower(ctx, req.Name); err != nil {
+		return nil, barrierProblem(err)
+	}
+	return LowerBarrier204Response{}, nil
 }
 
-func (s *Server) RaiseBarrier(_ context.Context, _ RaiseBarrierRequestObject) (RaiseBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// GetBarrier tells whether a barrier is raised.
+func (s *Server) GetBarrier(ctx context.Context, req GetBarrierRequestObject) (GetBarrierResponseObject, error) {
+	if err := name("barrier", req.Name); err != nil {
+		return nil, err
+	}
+	up, err := s.opt.Barriers.Raised(ctx, req.Name)
+	if err != nil {
+		return nil, barrierProblem(err)
+	}
+	return GetBarrier200JSONResponse{Name: req.Name, Raised: up}, nil
 }
 
-func (s *Server) WaitBarrier(_ context.Context, _ WaitBarrierRequestObject) (WaitBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// WaitBarrier answers once the barrier is lowered, or 409 barrier-raised.
+func (s *Server) WaitBarrier(ctx context.Context, req WaitBarrierRequestObject) (WaitBarrierResponseObject, error) {
+	if err := name("barrier", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.opt.Barriers.Wait(ctx, req.Name, wait); err != nil {
+		return nil, barrierProblem(err)
+	}
+	return WaitBarrier200JSONResponse{Raised: false}, nil
 }
 
-func (s *Server) GetDoubleBarrier(_ context.Context, _ GetDoubleBarrierRequestObject) (GetDoubleBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// GetDoubleBarrier shows a double barrier's participants and readiness.
+func (s *Server) GetDoubleBarrier(ctx context.Context, req GetDoubleBarrierRequestObject) (GetDoubleBarrierResponseObject, error) {
+	if err := name("double barrier", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := s.opt.Barriers.InspectDouble(ctx, req.Name)
+	if err != nil {
+		return nil, barrierProblem(err)
+	}
+	return GetDoubleBarrier200JSONResponse{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
 }
 
-func (s *Server) EnterDoubleBarrier(_ context.Context, _ EnterDoubleBarrierRequestObject) (EnterDoubleBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// EnterDoubleBarrier enrols a participant (for lease=, or an implicit lease from
+// ttl=) and answers once `count` participants have entered.
+func (s *Server) EnterDoubleBarrier(ctx context.Context, req EnterDoubleBarrierRequestObject) (EnterDoubleBarrierResponseObject, error) {
+	p := req.Params
+	if err := name("double barrier", req.Name); err != nil {
+		return nil, err
+	}
+	if err := name("participant", p.Id); err != nil {
+		return nil, err
+	}
+	if p.Count < 1 || p.Count > 100000 {
+		return nil, invalidParameter("count=%d: must be between 1 and 100000", p.Count)
+	}
+	wait, err := s.waitParam(p.Wait)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.opt.Barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, wait)
+	if err != nil {
+		return nil, barrierProblem(err)
+	}
+	return EnterDoubleBarrier201JSONResponse{Ready: true, Lease: &e.Lease}, nil
 }
 
-func (s *Server) LeaveDoubleBarrier(_ context.Context, _ LeaveDoubleBarrierRequestObject) (LeaveDoubleBarrierResponseObject, error) {
-	return nil, errNotImplemented
+// LeaveDoubleBarrier removes a participant and answers once everyone has left.
+func (s *Server) LeaveDoubleBarrier(ctx context.Context, req LeaveDoubleBarrierRequestObject) (LeaveDoubleBarrierResponseObject, error) {
+	if err := name("double barrier", req.Name); err != nil {
+		return nil, err
+	}
+	if err := name("participant", req.Id); err != nil {
+		return nil, err
+	}
+	if err := name("lease", req.Params.Lease); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	// An ended lease (an implicit one ends with its participant) may still wait for
+	// the others to leave; the recipe refuses it if the participant is still in.
+	lease, err := s.opt.Leases.Get(req.Params.Lease)
+	if err != nil && !errors.Is(err, recipes.ErrLeaseNotFound) {
+		return nil, err
+	}
+	if err := s.opt.Barriers.Leave(ctx, lease, req.Name, req.Id, wait); err != nil {
+		return nil, barrierProblem(err)
+	}
+	return LeaveDoubleBarrier204Response{}, nil
+}
+
+// barrierProblem maps the barrier recipes' own errors to their problems; any
+// other error goes to problemFor as it is.
+func barrierProblem(err error) error {
+	var notReady *recipes.BarrierNotReadyError
+	var notEmpty *recipes.BarrierNotEmptyError
+	switch {
+	case errors.Is(err, recipes.ErrBarrierRaised):
+		return newProblem(http.StatusConflict, "barrier-raised", err.Error())
+	case errors.As(err, &notReady):
+		p := newProblem(http.StatusConflict, "barrier-not-ready",
+			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
+		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
+		return p
+	case errors.As(err, &notEmpty):
+		p := newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
+		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
+		return p
+	case errors.Is(err, recipes.ErrParticipantExists):
+		return newProblem(http.StatusConflict, "participant-exists", err.Error())
+	}
+	return err
 }

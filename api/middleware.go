@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -104,8 +106,11 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 		}
 		select {
 		case sem <- struct{}{}:
-			defer func() { <-sem }()
-			next.ServeHTTP(w, r)
+			sl := &slot{release: func() { <-sem }}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+			if !sl.detached {
+				sl.release()
+			}
 		default:
 			p := newProblem(http.StatusServiceUnavailable, "too-many-"+kind,
 				fmt.Sprintf("this sidecar already serves %d %s", cap(sem), kind))
@@ -113,6 +118,27 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 			s.writeProblem(w, r, p)
 		}
 	})
+}
+
+// slot is a request's place under a concurrency cap. A stream that outlives its
+// handler (a hijacked stream) detaches it and releases it when it ends.
+type slot struct {
+	release  func()
+	detached bool
+}
+
+type slotKey struct{}
+
+// detachSlot takes the request's slot over from the middleware and returns its
+// release function (a no-op for a request that holds none).
+func detachSlot(ctx context.Context) func() {
+	sl, ok := ctx.Value(slotKey{}).(*slot)
+	if !ok {
+		return func() {}
+	}
+	sl.detached = true
+	var once sync.Once
+	return func() { once.Do(sl.release) }
 }
 
 func isLongPoll(r *http.Request) bool {

@@ -1,33 +1,181 @@
 package api
 
-import "context"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 
-// Placeholders until the recipe lands: every one answers 501 not-implemented.
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+)
 
-func (s *Server) GetQueue(_ context.Context, _ GetQueueRequestObject) (GetQueueResponseObject, error) {
-	return nil, errNotImplemented
+// Enqueue stores the raw body, with its Content-Type, at the end of its priority.
+func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (EnqueueResponseObject, error) {
+	if err := name("queue", req.Name); err != nil {
+		return nil, err
+	}
+	prio := 0
+	if p := req.Params.Priority; p != nil {
+		prio = *p
+	}
+	if prio < 0 || prio > recipes.MaxPriority {
+		return nil, invalidParameter("priority=%d: must be between 0 and %d", prio, recipes.MaxPriority)
+	}
+	if len(req.ContentType) > 255 {
+		return nil, invalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
+	}
+	data, err := s.readItem(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.opt.Queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
+	if err != nil {
+		return nil, queueProblem(err)
+	}
+	return Enqueue201JSONResponse{Id: id, Priority: prio}, nil
 }
 
-func (s *Server) Claim(_ context.Context, _ ClaimRequestObject) (ClaimResponseObject, error) {
-	return nil, errNotImplemented
+// readItem reads a body of at most MaxItem bytes; above it, 413 and nothing kept.
+func (s *Server) readItem(body io.Reader) ([]byte, error) {
+	if body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(body, s.opt.MaxItem+1))
+	if err != nil {
+		return nil, err // *http.MaxBytesError: above --max-body, a 413 too
+	}
+	if int64(len(data)) > s.opt.MaxItem {
+		return nil, newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
+			fmt.Sprintf("a queue item is at most %d bytes (--max-item)", s.opt.MaxItem))
+	}
+	return data, nil
 }
 
-func (s *Server) AckClaim(_ context.Context, _ AckClaimRequestObject) (AckClaimResponseObject, error) {
-	return nil, errNotImplemented
+// Take removes the first item and answers its bytes; 204 when the queue is empty.
+func (s *Server) Take(ctx context.Context, req TakeRequestObject) (TakeResponseObject, error) {
+	if err := name("queue", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	it, err := s.opt.Queues.Take(ctx, req.Name, wait)
+	if err != nil {
+		return nil, queueProblem(err)
+	}
+	if it == nil {
+		return Take204Response{}, nil
+	}
+	return Take200AsteriskResponse{
+		Body:          bytes.NewReader(it.Data),
+		Headers:       Take200ResponseHeaders{ItemId: &it.ID},
+		ContentType:   it.ContentType,
+		ContentLength: int64(len(it.Data)),
+	}, nil
 }
 
-func (s *Server) ReleaseClaim(_ context.Context, _ ReleaseClaimRequestObject) (ReleaseClaimResponseObject, error) {
-	return nil, errNotImplemented
+// Claim claims the first item for lease= (or an implicit lease from ttl=) and
+// answers its bytes with Claim-Id; 204 when the queue is empty.
+func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimResponseObject, error) {
+	p := req.Params
+	if err := name("queue", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := s.waitParam(p.Wait)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.opt.Queues.Claim(ctx, lease, req.Name, wait)
+	if err != nil {
+		return nil, queueProblem(err)
+	}
+	if c == nil {
+		return Claim204Response{}, nil
+	}
+	return Claim200AsteriskResponse{
+		Body:          bytes.NewReader(c.Item.Data),
+		Headers:       Claim200ResponseHeaders{ClaimId: &c.ID, ItemId: &c.Item.ID},
+		ContentType:   c.Item.ContentType,
+		ContentLength: int64(len(c.Item.Data)),
+	}, nil
 }
 
-func (s *Server) ListQueueItems(_ context.Context, _ ListQueueItemsRequestObject) (ListQueueItemsResponseObject, error) {
-	return nil, errNotImplemented
+// AckClaim deletes a claimed item.
+func (s *Server) AckClaim(ctx context.Context, req AckClaimRequestObject) (AckClaimResponseObject, error) {
+	if err := claimParams(req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	if err := s.opt.Queues.Ack(ctx, req.Name, req.Claim); err != nil {
+		return nil, queueProblem(err)
+	}
+	return AckClaim204Response{}, nil
 }
 
-func (s *Server) Enqueue(_ context.Context, _ EnqueueRequestObject) (EnqueueResponseObject, error) {
-	return nil, errNotImplemented
+// ReleaseClaim gives a claimed item back, in its old place.
+func (s *Server) ReleaseClaim(ctx context.Context, req ReleaseClaimRequestObject) (ReleaseClaimResponseObject, error) {
+	if err := claimParams(req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	if err := s.opt.Queues.Release(ctx, req.Name, req.Claim); err != nil {
+		return nil, queueProblem(err)
+	}
+	return ReleaseClaim204Response{}, nil
 }
 
-func (s *Server) Take(_ context.Context, _ TakeRequestObject) (TakeResponseObject, error) {
-	return nil, errNotImplemented
+func claimParams(queue, claim string) error {
+	if err := name("queue", queue); err != nil {
+		return err
+	}
+	return name("claim", claim)
+}
+
+// GetQueue counts the waiting and claimed items.
+func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQueueResponseObject, error) {
+	if err := name("queue", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := s.opt.Queues.Inspect(ctx, req.Name)
+	if err != nil {
+		return nil, queueProblem(err)
+	}
+	return GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+}
+
+// ListQueueItems lists the first waiting items in take order.
+func (s *Server) ListQueueItems(ctx context.Context, req ListQueueItemsRequestObject) (ListQueueItemsResponseObject, error) {
+	if err := name("queue", req.Name); err != nil {
+		return nil, err
+	}
+	limit := 100
+	if l := req.Params.Limit; l != nil {
+		limit = *l
+	}
+	if limit < 1 || limit > recipes.MaxListItems {
+		return nil, invalidParameter("limit=%d: must be between 1 and %d", limit, recipes.MaxListItems)
+	}
+	items, err := s.opt.Queues.Items(ctx, req.Name, limit)
+	if err != nil {
+		return nil, queueProblem(err)
+	}
+	out := make([]QueueItem, len(items))
+	for i, it := range items {
+		out[i] = QueueItem{Id: it.ID, Priority: it.Priority, Size: it.Size}
+	}
+	return ListQueueItems200JSONResponse{Items: out}, nil
+}
+
+// queueProblem maps the queue recipe's own errors to their problems; any other
+// error goes to problemFor as it is.
+func queueProblem(err error) error {
+	if errors.Is(err, recipes.ErrClaimNotFound) {
+		return newProblem(http.StatusNotFound, "claim-not-found", err.Error())
+	}
+	return err
 }

@@ -41,6 +41,9 @@ type Options struct {
 	// long-polls under way (requests with a non-zero wait=, default 8192); past
 	// either, requests answer 503 with Retry-After.
 	MaxStreams, MaxWaiters int
+	// OverviewInterval is how often GET /v1/events reads the whole tree while
+	// anyone follows it (default 250ms).
+	OverviewInterval time.Duration
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
 	// Registerer and Gatherer: the one metrics registry of the process.
@@ -62,9 +65,11 @@ type Server struct {
 
 	// broker fans state out to SSE subscribers; topics are followed only while
 	// they have subscribers (see topics.go).
-	broker  *sse.Broker
-	topics  topicFollowers
-	session sessionTopic
+	broker   *sse.Broker
+	reaper   *sse.Reaper
+	topics   topicFollowers
+	session  sessionTopic
+	overview overview
 
 	// streams and waiters are semaphores bounding open streams and long-polls.
 	streams, waiters chan struct{}
@@ -95,6 +100,9 @@ func NewServer(opt Options) *Server {
 	if opt.MaxWaiters <= 0 {
 		opt.MaxWaiters = 8192
 	}
+	if opt.OverviewInterval <= 0 {
+		opt.OverviewInterval = 250 * time.Millisecond
+	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = 15 * time.Second
 	}
@@ -108,6 +116,7 @@ func NewServer(opt Options) *Server {
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters)}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
+	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
 	return s
 }
@@ -118,6 +127,7 @@ func (s *Server) Close() {
 	s.stop()
 	s.broker.Close()
 	s.topics.stopAll()
+	s.reaper.Close()
 }
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations routes
@@ -132,6 +142,8 @@ func (s *Server) Handler() http.Handler {
 		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
+	r.Get("/ui", serveUI)
+	r.Get("/ui/", serveUI)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)

@@ -62,6 +62,16 @@ func (s *Server) topicActive(topic string, active bool) {
 		if topic != sessionTopicName {
 			s.broker.Forget(topic)
 		}
+		if topic == allTopic {
+			s.overview.reset()
+		}
+		return
+	}
+	if topic == allTopic {
+		if ev, ok := s.broker.Current(sessionTopicName); ok {
+			s.publishAll("session", "session", ev.Data)
+		}
+		s.followOverview()
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")
@@ -114,6 +124,7 @@ func (s *Server) followSession() {
 		s.session.n++
 		data, _ := sse.Data(map[string]string{"state": state})
 		s.broker.Publish(sessionTopicName, sse.Event{ID: strconv.FormatInt(s.session.n, 10), Name: "session", Data: data})
+		s.publishAll("session", "session", data)
 	}
 	// The callback runs under the Session's lock: never call the Session while
 	// holding s.session.mu.
@@ -137,18 +148,33 @@ type topicStream struct {
 	topics []string
 }
 
+// serve hijacks the connection when it can: the handler then returns and one
+// small goroutine serves the stream until the client goes (seen by the reaper or
+// a failed write) or the server closes, so an idle stream costs little memory.
 func (t topicStream) serve(w http.ResponseWriter) error {
+	subscribe := func() *sse.Subscription {
+		if len(t.topics) == 1 {
+			return t.s.broker.Subscribe(t.topics[0])
+		}
+		return t.s.broker.SubscribeMany(t.topics...)
+	}
+	if sw, err := sse.Hijack(w, 10*time.Second); err == nil {
+		release := detachSlot(t.ctx)
+		sub := subscribe()
+		forget := t.s.reaper.Watch(sw, sub.Close)
+		go func() {
+			defer release()
+			defer sw.Close()
+			defer forget()
+			_ = sse.Serve(t.s.stopped, sw, sub, t.s.opt.Heartbeat)
+		}()
+		return nil
+	}
 	sw, err := sse.NewWriter(w, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	var sub *sse.Subscription
-	if len(t.topics) == 1 {
-		sub = t.s.broker.Subscribe(t.topics[0])
-	} else {
-		sub = t.s.broker.SubscribeMany(t.topics...)
-	}
-	_ = sse.Serve(t.ctx, sw, sub, t.s.opt.Heartbeat)
+	_ = sse.Serve(t.ctx, sw, subscribe(), t.s.opt.Heartbeat)
 	return nil
 }
 

@@ -125,6 +125,9 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, id, value 
 	} else if ok {
 		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
 	}
+	if lease.Implicit {
+		defer lease.Pin()() // the TTL of an implicit lease counts from the answer
+	}
 	c, err := e.enrol(ctx, lease, h, name, id, value, wait)
 	if err != nil {
 		lease.unreserve(h)

@@ -80,6 +80,11 @@ func (l *Locks) Acquire(ctx context.Context, lease *Lease, name, owner string, w
 	if ok {
 		return existing.(*LockGrant), nil
 	}
+	if lease.Implicit {
+		// An implicit lease is the client's only handle on the lock: its TTL counts
+		// from the grant, not from the start of a long wait.
+		defer lease.Pin()()
+	}
 	l.metrics.waiting.Inc()
 	g, err := l.acquire(ctx, lease, h, owner, wait)
 	l.metrics.waiting.Dec()

@@ -79,10 +79,13 @@ type Config struct {
 // calls the Subscribe callbacks.
 //
 // Because a server expires a session on its own clock, the Session also declares an
-// epoch lost when no call has succeeded for 4/5 of the negotiated timeout (measured
-// from when that call was sent, heartbeats every 1/10 of it): grants are reported lost
-// before the server can hand them to another client. The abandoned session's
-// connection is closed, so a session declared lost is never used again.
+// epoch lost when no call has succeeded for 9/10 of the negotiated timeout (measured
+// from when that call was sent, heartbeats every 1/10 of it). A server that answers
+// a call sent at S has heard from the client at S or later, so it cannot expire the
+// session before S + timeout: grants are reported lost a tenth of the timeout
+// before the server can hand them to another client (and its tick rounds expiry
+// up). The abandoned session's connection is closed, so a session declared lost is
+// never used again.
 type Session struct {
 	cfg     Config
 	log     *slog.Logger
@@ -244,8 +247,8 @@ func (s *Session) heartbeat() {
 		return
 	}
 	last := time.Unix(0, ep.lastOK.Load())
-	if time.Since(last) > ep.sessionTimeout()*4/5 {
-		s.lose(ep, "no answer from ZooKeeper for 4/5 of the session timeout")
+	if time.Since(last) > ep.sessionTimeout()*9/10 {
+		s.lose(ep, "no answer from ZooKeeper for 9/10 of the session timeout")
 		return
 	}
 	if st == StateConnected {
@@ -446,7 +449,7 @@ func (ep *epoch) sessionTimeout() time.Duration {
 //
 // Bound: go-zookeeper fails a sent request when its connection drops (a silent
 // partition is detected within 2/3 of the session timeout), and a request queued
-// while disconnected waits at most until the Session abandons the epoch (4/5 of
+// while disconnected waits at most until the Session abandons the epoch (9/10 of
 // the session timeout without an answer) or closes: every call returns within
 // about one session timeout, whatever ZooKeeper does.
 func (ep *epoch) call(ctx context.Context, f func(*zk.Conn) error) error {

@@ -167,10 +167,20 @@ func (b *Broker) Publish(name string, e Event) {
 }
 
 // PublishKeyed is Publish for a topic that carries many entities: e becomes the
-// current state of key within the topic (a nil e.Data forgets the key after
-// delivering e), and a new subscriber gets the current state of every key, in key
-// order, before the live feed. It never blocks, as Publish.
+// current state of key within the topic, and a new subscriber gets the current
+// state of every key, in key order, before the live feed. It never blocks, as
+// Publish.
 func (b *Broker) PublishKeyed(name, key string, e Event) {
+	b.publishKeyed(name, key, e, true)
+}
+
+// ForgetKeyed delivers e (the entity's farewell, e.g. a deletion) to the
+// topic's subscribers and forgets key's state, so later subscribers do not get it.
+func (b *Broker) ForgetKeyed(name, key string, e Event) {
+	b.publishKeyed(name, key, e, false)
+}
+
+func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[name]
@@ -178,13 +188,13 @@ func (b *Broker) PublishKeyed(name, key string, e Event) {
 		t = &topic{name: name}
 		b.topics[name] = t
 	}
-	if e.Data == nil {
-		delete(t.keyed, key)
-	} else {
+	if keep {
 		if t.keyed == nil {
 			t.keyed = map[string]Event{}
 		}
 		t.keyed[key] = e
+	} else {
+		delete(t.keyed, key)
 	}
 	for i := len(t.members) - 1; i >= 0; i-- {
 		if s := t.members[i].sub; !s.push(e) {

@@ -582,7 +582,7 @@ func TestData(t *testing.T) {
 }
 
 // A keyed topic gives a new subscriber every key's current state first, then the
-// live feed; a nil Data forgets a key.
+// live feed; ForgetKeyed drops a key.
 func TestPublishKeyedSnapshotsEveryKey(t *testing.T) {
 	b := sse.NewBroker(sse.Options{})
 	defer b.Close()
@@ -590,7 +590,7 @@ func TestPublishKeyedSnapshotsEveryKey(t *testing.T) {
 	b.PublishKeyed("all", "lock/a", sse.Event{ID: "2", Name: "lock", Data: []byte(`"a1"`)})
 	b.PublishKeyed("all", "lock/b", sse.Event{ID: "3", Name: "lock", Data: []byte(`"b2"`)})
 	b.PublishKeyed("all", "lock/c", sse.Event{ID: "4", Name: "lock", Data: []byte(`"c1"`)})
-	b.PublishKeyed("all", "lock/c", sse.Event{ID: "5", Name: "lock"})
+	b.ForgetKeyed("all", "lock/c", sse.Event{ID: "5", Name: "lock", Data: []byte(`{"deleted":true}`)})
 	sub := b.Subscribe("all")
 	defer sub.Close()
 	ch := sub.Events()

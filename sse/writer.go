@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -41,9 +42,51 @@ const maxKeptBuffer = 64 << 10
 type Writer struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	conn    net.Conn // set instead of w and rc for a hijacked stream
 	timeout time.Duration
 	buf     []byte
 	err     error // sticky write error
+}
+
+// hijackedHeader starts the response on a hijacked connection. The body ends
+// when the connection closes (no chunking), so the connection is not reused.
+const hijackedHeader = "HTTP/1.1 200 OK\r\n" +
+	"Content-Type: text/event-stream\r\n" +
+	"Cache-Control: no-cache\r\n" +
+	"X-Accel-Buffering: no\r\n" +
+	"Connection: close\r\n\r\n"
+
+// Hijack starts an event stream by taking the connection over from net/http:
+// the server's per-connection buffers and its background reader are let go, and
+// the handler may return while another goroutine serves the stream. This is what
+// keeps many idle streams cheap. The caller must Close the Writer. Nothing is
+// written and an error wrapping http.ErrNotSupported is returned when w cannot be
+// hijacked (HTTP/2, a recorder): use NewWriter then. A hijacked stream notices a
+// client that went away only when a write fails, or through Reap.
+func Hijack(w http.ResponseWriter, writeTimeout time.Duration) (*Writer, error) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, fmt.Errorf("sse: hijack: %w", err)
+	}
+	_ = brw // its buffers go with it: the client sends nothing more on a stream
+	sw := &Writer{conn: conn, timeout: writeTimeout}
+	if err := sw.write([]byte(hijackedHeader)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return sw, nil
+}
+
+// Conn returns the hijacked connection (nil for a Writer made by NewWriter).
+func (w *Writer) Conn() net.Conn { return w.conn }
+
+// Close closes a hijacked stream's connection; for a NewWriter stream it does
+// nothing (net/http ends the response when the handler returns).
+func (w *Writer) Close() error {
+	if w.conn == nil {
+		return nil
+	}
+	return w.conn.Close()
 }
 
 // NewWriter starts an event stream on w: it sets Content-Type
@@ -169,6 +212,13 @@ func (w *Writer) write(b []byte) error {
 		w.err = err
 		return err
 	}
+	if w.conn != nil {
+		if _, err := w.conn.Write(b); err != nil {
+			w.err = fmt.Errorf("sse: write: %w", err)
+			return w.err
+		}
+		return nil
+	}
 	if _, err := w.w.Write(b); err != nil {
 		w.err = fmt.Errorf("sse: write: %w", err)
 		return w.err
@@ -183,6 +233,12 @@ func (w *Writer) write(b []byte) error {
 // setDeadline sets the per-write deadline; http.ErrNotSupported is ignored.
 func (w *Writer) setDeadline() error {
 	if w.timeout <= 0 {
+		return nil
+	}
+	if w.conn != nil {
+		if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+			return fmt.Errorf("sse: set write deadline: %w", err)
+		}
 		return nil
 	}
 	err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout))

@@ -346,6 +346,10 @@ func readUntil(br *bufio.Reader, s string) (string, error) {
 // session timeout, so the Session gave its healthy session up as lost, and -race
 // saw an abandoned call write what awaitHead had returned. Listings of one parent
 // are now shared by concurrent waiters, and calls run on the caller's goroutine.
+// The session timeout is 4s: the burst is still some 2,000 pipelined requests
+// (a create and a predecessor watch per waiter), and under -race on a loaded
+// 2-core machine their answers can take longer than the 1.8s a 2s session allows
+// before the sidecar must assume the server stopped hearing from it.
 func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 1,000 connections")
@@ -353,7 +357,7 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	raiseFileLimit(t, 3000)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root, "--session-timeout", "2s")
+	car := startSidecar(t, zkc.Servers(), root, "--session-timeout", "4s")
 	addr := car.m.Addr()
 	sess := followEvents(t, car, "/v1/session/events")
 	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))

@@ -264,3 +264,30 @@ func TestOrdersForeignContendersBySequence(t *testing.T) {
 	g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
 	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+str(g.Body["lease"]))
 }
+
+// A wait longer than the implicit lease's TTL still ends in a grant: the TTL of an
+// implicit lease counts from the answer, not from the start of the wait.
+func TestImplicitLeaseOutlastsLongWait(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/long-wait")
+	got := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/long-wait?ttl=1s&wait=30s", nil)
+		got <- r
+	}()
+	eventually(t, 10*time.Second, "the waiter waits", func() bool {
+		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
+	})
+	time.Sleep(1500 * time.Millisecond) // longer than the waiter's 1s TTL
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/long-wait?lease="+str(holder.Body["lease"]))
+	select {
+	case r := <-got:
+		if r == nil || r.Status != http.StatusCreated {
+			t.Fatalf("waiter after a wait longer than its TTL: %+v", r)
+		}
+		car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+str(r.Body["lease"]))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted")
+	}
+}

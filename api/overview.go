@@ -1,0 +1,282 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// The whole picture: the list endpoints and GET /v1/events, which carries every
+// entity's state in one stream (the status page's source). While anyone follows
+// the stream, an overview follower reads the whole tree every OverviewInterval
+// and publishes what changed to the keyed topic "all"; the session's events go
+// there too.
+
+const allTopic = "all"
+
+// entity is one thing the overview shows: its key ("lock/db"), event name and body.
+type entity struct {
+	key, event string
+	body       any
+}
+
+// ListLocks answers every lock with its holder and waiters.
+func (s *Server) ListLocks(ctx context.Context, _ ListLocksRequestObject) (ListLocksResponseObject, error) {
+	out := ListLocks200JSONResponse{Locks: []LockState{}}
+	err := s.eachLock(ctx, func(b LockState) { out.Locks = append(out.Locks, b) })
+	return out, err
+}
+
+// ListElections answers every election with its leader and candidates.
+func (s *Server) ListElections(ctx context.Context, _ ListElectionsRequestObject) (ListElectionsResponseObject, error) {
+	out := ListElections200JSONResponse{Elections: []Election{}}
+	err := s.eachElection(ctx, func(b Election) { out.Elections = append(out.Elections, b) })
+	return out, err
+}
+
+// ListBarriers answers every raised barrier.
+func (s *Server) ListBarriers(ctx context.Context, _ ListBarriersRequestObject) (ListBarriersResponseObject, error) {
+	out := ListBarriers200JSONResponse{Barriers: []Barrier{}}
+	err := s.eachBarrier(ctx, func(b Barrier) { out.Barriers = append(out.Barriers, b) })
+	return out, err
+}
+
+// ListDoubleBarriers answers every double barrier.
+func (s *Server) ListDoubleBarriers(ctx context.Context, _ ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error) {
+	out := ListDoubleBarriers200JSONResponse{DoubleBarriers: []DoubleBarrier{}}
+	err := s.eachDoubleBarrier(ctx, func(b DoubleBarrier) { out.DoubleBarriers = append(out.DoubleBarriers, b) })
+	return out, err
+}
+
+// ListQueues answers every queue with its length and claimed count.
+func (s *Server) ListQueues(ctx context.Context, _ ListQueuesRequestObject) (ListQueuesResponseObject, error) {
+	out := ListQueues200JSONResponse{Queues: []Queue{}}
+	err := s.eachQueue(ctx, func(b Queue) { out.Queues = append(out.Queues, b) })
+	return out, err
+}
+
+// ListThroughputGroups answers every throughput group with its allocation.
+func (s *Server) ListThroughputGroups(ctx context.Context, _ ListThroughputGroupsRequestObject) (ListThroughputGroupsResponseObject, error) {
+	out := ListThroughputGroups200JSONResponse{Groups: []ThroughputGroup{}}
+	err := s.eachGroup(ctx, func(b ThroughputGroup) { out.Groups = append(out.Groups, b) })
+	return out, err
+}
+
+// each lists names and calls fn with each one's body; an entity that vanished
+// between the listing and its read is skipped.
+func each[T any](ctx context.Context, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) error {
+	list, err := names(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range list {
+		b, err := read(ctx, n)
+		if err != nil {
+			return err
+		}
+		fn(b)
+	}
+	return nil
+}
+
+func (s *Server) eachLock(ctx context.Context, fn func(LockState)) error {
+	return each(ctx, s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
+		st, err := s.opt.Locks.Inspect(ctx, n)
+		if err != nil {
+			return LockState{}, err
+		}
+		return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}, nil
+	}, fn)
+}
+
+func (s *Server) eachElection(ctx context.Context, fn func(Election)) error {
+	return each(ctx, s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
+		st, err := s.opt.Elections.Inspect(ctx, n)
+		if err != nil {
+			return Election{}, err
+		}
+		return electionBody(st), nil
+	}, fn)
+}
+
+func (s *Server) eachBarrier(ctx context.Context, fn func(Barrier)) error {
+	return each(ctx, s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
+		up, err := s.opt.Barriers.Raised(ctx, n)
+		return Barrier{Name: n, Raised: up}, err
+	}, func(b Barrier) {
+		if b.Raised {
+			fn(b)
+		}
+	})
+}
+
+func (s *Server) eachDoubleBarrier(ctx context.Context, fn func(DoubleBarrier)) error {
+	return each(ctx, s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
+		st, err := s.opt.Barriers.InspectDouble(ctx, n)
+		if err != nil {
+			return DoubleBarrier{}, err
+		}
+		return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
+	}, fn)
+}
+
+func (s *Server) eachQueue(ctx context.Context, fn func(Queue)) error {
+	return each(ctx, s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
+		st, err := s.opt.Queues.Inspect(ctx, n)
+		if err != nil {
+			return Queue{}, err
+		}
+		return Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+	}, fn)
+}
+
+func (s *Server) eachGroup(ctx context.Context, fn func(ThroughputGroup)) error {
+	return each(ctx, s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
+		g, err := s.opt.Throughput.Inspect(ctx, n)
+		if err != nil {
+			return ThroughputGroup{}, err
+		}
+		return throughputBody(g), nil
+	}, fn)
+}
+
+// snapshot reads every entity of the tree.
+func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
+	var out []entity
+	add := func(kind, event, name string, body any) {
+		out = append(out, entity{key: kind + "/" + name, event: event, body: body})
+	}
+	steps := []func() error{
+		func() error { return s.eachLock(ctx, func(b LockState) { add("lock", "lock", b.Name, b) }) },
+		func() error { return s.eachElection(ctx, func(b Election) { add("election", "leader", b.Name, b) }) },
+		func() error {
+			return s.eachGroup(ctx, func(b ThroughputGroup) { add("throughput", "throughput", b.Group, b) })
+		},
+		func() error { return s.eachQueue(ctx, func(b Queue) { add("queue", "queue", b.Name, b) }) },
+		func() error { return s.eachBarrier(ctx, func(b Barrier) { add("barrier", "barrier", b.Name, b) }) },
+		func() error {
+			return s.eachDoubleBarrier(ctx, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// overview publishes the tree's changes to the "all" topic while it is followed.
+type overview struct {
+	mu   sync.Mutex
+	seq  int64             // event ids of the "all" topic
+	last map[string][]byte // key → last published body
+}
+
+// reset forgets what was published: the next follower starts afresh.
+func (o *overview) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.last = nil
+}
+
+func (o *overview) nextID() string {
+	o.seq++
+	return strconv.FormatInt(o.seq, 10)
+}
+
+// publishAll sends one entity's state to the "all" topic if it changed.
+func (s *Server) publishAll(key, event string, data []byte) {
+	o := &s.overview
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last == nil {
+		o.last = map[string][]byte{}
+	}
+	if prev, ok := o.last[key]; ok && bytes.Equal(prev, data) {
+		return
+	}
+	o.last[key] = data
+	s.broker.PublishKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+}
+
+// followOverview reads the tree every interval until stopped, publishing changes
+// and the disappearance of entities.
+func (s *Server) followOverview() {
+	ctx, cancel := context.WithCancel(s.stopped)
+	done := make(chan struct{})
+	s.topics.add(allTopic, func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(s.opt.OverviewInterval)
+		defer tick.Stop()
+		for {
+			if ents, err := s.snapshot(ctx); err == nil {
+				s.applySnapshot(ents)
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+func (s *Server) applySnapshot(ents []entity) {
+	seen := map[string]bool{"session": true}
+	for _, e := range ents {
+		seen[e.key] = true
+		if data, err := json.Marshal(e.body); err == nil {
+			s.publishAll(e.key, e.event, data)
+		}
+	}
+	o := &s.overview
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for key, body := range o.last {
+		if seen[key] {
+			continue
+		}
+		var v map[string]any
+		_ = json.Unmarshal(body, &v)
+		gone := map[string]any{"deleted": true}
+		for _, k := range []string{"name", "group"} {
+			if n, ok := v[k]; ok {
+				gone[k] = n
+			}
+		}
+		data, _ := json.Marshal(gone)
+		delete(o.last, key)
+		s.broker.ForgetKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: eventOf(key), Data: data})
+	}
+}
+
+// eventOf is the event name of an entity key's kind.
+func eventOf(key string) string {
+	for i := range key {
+		if key[i] == '/' {
+			switch kind := key[:i]; kind {
+			case "election":
+				return "leader"
+			default:
+				return kind
+			}
+		}
+	}
+	return key
+}
+
+// StreamEverything streams every entity's state and the session's.
+func (s *Server) StreamEverything(ctx context.Context, _ StreamEverythingRequestObject) (StreamEverythingResponseObject, error) {
+	return topicStream{s: s, ctx: ctx, topics: []string{allTopic}}, nil
+}
+
+// VisitStreamEverythingResponse serves GET /v1/events.
+func (t topicStream) VisitStreamEverythingResponse(w http.ResponseWriter) error { return t.serve(w) }

@@ -1,0 +1,23 @@
+package api
+
+import (
+	_ "embed"
+	"net/http"
+)
+
+// uiPage is the status page: one HTML file with its script and styles inline, no
+// external assets, live over GET /v1/events.
+//
+//go:embed ui/index.html
+var uiPage []byte
+
+func serveUI(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/ui" {
+		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
+	_, _ = w.Write(uiPage)
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// The list endpoints show what exists, and GET /v1/events starts with the current
+// state of everything, then follows changes and deletions.
+func TestListsAndEverythingStream(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
+	g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/listed?owner=me")
+	campaign(t, car, "chosen", "c1", "ttl=60s")
+
+	locks := car.must(http.StatusOK, http.MethodGet, "/v1/locks").Body["locks"].([]any)
+	if len(locks) != 1 || str(locks[0].(map[string]any)["name"]) != "listed" {
+		t.Fatalf("GET /v1/locks: %v", locks)
+	}
+	elections := car.must(http.StatusOK, http.MethodGet, "/v1/elections").Body["elections"].([]any)
+	if len(elections) != 1 || elections[0].(map[string]any)["leader"] == nil {
+		t.Fatalf("GET /v1/elections: %v", elections)
+	}
+	for _, p := range []string{"/v1/barriers", "/v1/double-barriers", "/v1/queues", "/v1/throughput"} {
+		car.must(http.StatusOK, http.MethodGet, p)
+	}
+
+	st := car.openStream("/v1/events")
+	seen := map[string]bool{}
+	for !(seen["session"] && seen["lock"] && seen["leader"]) {
+		ev := st.next(t, 5*time.Second)
+		seen[ev.Name] = true
+	}
+	// A change and a deletion reach the stream.
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/listed?lease="+str(g.Body["lease"]))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ev := st.next(t, time.Until(deadline))
+		if ev.Name == "lock" && (ev.Data["deleted"] == true || ev.Data["holder"] == nil) {
+			break
+		}
+	}
+	if !strings.Contains(string(car.must(http.StatusOK, http.MethodGet, "/ui/").Raw), "<html") {
+		t.Fatal("GET /ui/ is not the page")
+	}
+}

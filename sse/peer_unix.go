@@ -1,0 +1,36 @@
+//go:build linux || darwin || freebsd
+
+package sse
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// peerClosed peeks at conn without blocking and reports whether the peer
+// closed it (end of stream or an error other than "nothing to read").
+func peerClosed(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	var buf [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
+		case err != nil:
+			closed = true
+		case n == 0:
+			closed = true
+		}
+		return true // never wait
+	})
+	return closed || err != nil
+}

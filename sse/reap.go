@@ -1,0 +1,86 @@
+package sse
+
+import (
+	"sync"
+	"time"
+)
+
+// Reaper notices clients of hijacked streams that went away, without a goroutine
+// per stream: one goroutine peeks at every watched connection each interval and
+// calls the gone function of those whose peer closed. (A stream served by
+// net/http learns this from its request context instead.)
+type Reaper struct {
+	every time.Duration
+
+	mu      sync.Mutex
+	watched map[*Writer]func()
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewReaper starts a reaper that checks every interval (default 1s).
+func NewReaper(every time.Duration) *Reaper {
+	if every <= 0 {
+		every = time.Second
+	}
+	r := &Reaper{every: every, watched: map[*Writer]func(){}, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// Watch calls gone (once, from the reaper's goroutine) when w's client closes
+// its connection; forget stops watching.
+func (r *Reaper) Watch(w *Writer, gone func()) (forget func()) {
+	r.mu.Lock()
+	r.watched[w] = gone
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.watched, w)
+		r.mu.Unlock()
+	}
+}
+
+// Close stops the reaper.
+func (r *Reaper) Close() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	<-r.done
+}
+
+func (r *Reaper) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	var batch []*Writer
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		batch = batch[:0]
+		for w := range r.watched {
+			batch = append(batch, w)
+		}
+		r.mu.Unlock()
+		for _, w := range batch {
+			if w.conn == nil || !peerClosed(w.conn) {
+				continue
+			}
+			r.mu.Lock()
+			gone := r.watched[w]
+			delete(r.watched, w)
+			r.mu.Unlock()
+			if gone != nil {
+				gone()
+			}
+		}
+		clear(batch)
+	}
+}
