@@ -51,7 +51,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.requests.WithLabelValues(r.Method+" "+route, strconv.Itoa(code)).Inc()
 		s.metrics.duration.WithLabelValues(r.Method + " " + route).Observe(elapsed.Seconds())
 		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route,
-			"status", code, "duration", elapsed, "remote", r.RemoteAddr)
+			"status", code, "duration", elapsed.String(), "remote", r.RemoteAddr)
 	})
 }
 
