@@ -40,12 +40,16 @@ const maxKeptBuffer = 64 << 10
 // fails, every later one returns the same error without writing. A Writer is
 // not safe for concurrent use.
 type Writer struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	conn    net.Conn // set instead of w and rc for a hijacked stream
-	timeout time.Duration
-	buf     []byte
-	err     error // sticky write error
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	conn net.Conn // set instead of w and rc for a hijacked stream
+	// deadlineSet is when the hijacked conn's deadline was last pushed: it is
+	// pushed again only once half the timeout has passed (a timer update per
+	// event costs more than the write itself at 10,000 streams).
+	deadlineSet time.Time
+	timeout     time.Duration
+	buf         []byte
+	err         error // sticky write error
 }
 
 // hijackedHeader starts the response on a hijacked connection. The body ends
@@ -236,9 +240,14 @@ func (w *Writer) setDeadline() error {
 		return nil
 	}
 	if w.conn != nil {
-		if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		now := time.Now()
+		if now.Sub(w.deadlineSet) < w.timeout/2 {
+			return nil // the deadline is still at least timeout/2 away
+		}
+		if err := w.conn.SetWriteDeadline(now.Add(w.timeout)); err != nil {
 			return fmt.Errorf("sse: set write deadline: %w", err)
 		}
+		w.deadlineSet = now
 		return nil
 	}
 	err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
