@@ -174,36 +174,25 @@ func (s *Server) followThroughput(topic, group string) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(s.stopped)
-	done := make(chan struct{})
-	s.topics.add(topic, func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		defer f.Close()
-		published := false
-		var version int64
-		var leader string
-		for {
-			changed := f.Changed()
-			if st, ok := f.State(); ok && !st.Suspended && (!published || st.Version != version) {
-				id := strconv.FormatInt(st.Version, 10)
-				if data, err := sse.Data(throughputBody(st)); err == nil {
-					s.broker.Publish(topic, sse.Event{ID: id, Name: "throughput", Data: data})
-				}
-				if !published || st.Leader != leader {
-					if data, err := sse.Data(leaderBody(st)); err == nil {
-						s.broker.Publish(throughputLeaderTopic(group), sse.Event{ID: id, Name: "leader", Data: data})
-					}
-				}
-				published, version, leader = true, st.Version, st.Leader
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
+	published := false
+	var version int64
+	var leader string
+	s.follow(topic, f.Changed, func() {
+		st, ok := f.State()
+		if !ok || st.Suspended || (published && st.Version == version) {
+			return
+		}
+		id := strconv.FormatInt(st.Version, 10)
+		if data, err := sse.Data(throughputBody(st)); err == nil {
+			s.broker.Publish(topic, sse.Event{ID: id, Name: "throughput", Data: data})
+		}
+		if !published || st.Leader != leader {
+			if data, err := sse.Data(leaderBody(st)); err == nil {
+				s.broker.Publish(throughputLeaderTopic(group), sse.Event{ID: id, Name: "leader", Data: data})
 			}
 		}
-	}()
+		published, version, leader = true, st.Version, st.Leader
+	}, f.Close)
 }
 
 // throughputLeader is the data of a `leader` event.

@@ -83,32 +83,41 @@ func (s *Server) topicActive(topic string, active bool) {
 	}
 }
 
+// follow keeps a topic current while it has subscribers: publish runs at once and
+// after every change that changed reports, until the topic's last subscriber
+// leaves or the server closes; then closeFollower releases the recipe's watcher.
+func (s *Server) follow(topic string, changed func() <-chan struct{}, publish func(), closeFollower func()) {
+	ctx, cancel := context.WithCancel(s.stopped)
+	done := make(chan struct{})
+	s.topics.add(topic, func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		defer closeFollower()
+		for {
+			next := changed()
+			publish()
+			select {
+			case <-next:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
 // followElection publishes every state of an election to its topic.
 func (s *Server) followElection(topic, name string) {
 	f, err := s.opt.Elections.Follow(name)
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(s.stopped)
-	done := make(chan struct{})
-	s.topics.add(topic, func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		defer f.Close()
-		for {
-			changed := f.Changed()
-			if st, ok := f.State(); ok {
-				if data, err := sse.Data(electionBody(st)); err == nil {
-					s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
-				}
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return
+	s.follow(topic, f.Changed, func() {
+		if st, ok := f.State(); ok {
+			if data, err := sse.Data(electionBody(st)); err == nil {
+				s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
 			}
 		}
-	}()
+	}, f.Close)
 }
 
 // sessionTopic publishes the session's state changes.
