@@ -8,10 +8,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -50,35 +48,11 @@ var errRequestTimeout = errors.New("no answer within the client timeout")
 func (s *sidecar) faultCall(timeout time.Duration, method, path string) (*response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	r, err := doWith(ctx, faultClient, s.base, method, path)
+	r, err := doWith(ctx, faultClient, s.base, method, path, nil)
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("%s %s: %w (%v)", method, path, errRequestTimeout, err)
 	}
 	return r, err
-}
-
-// doWith is sidecar.do through a given client.
-func doWith(ctx context.Context, client *http.Client, base, method, path string) (*response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	r := &response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
-	if len(raw) > 0 && strings.Contains(resp.Header.Get("Content-Type"), "json") {
-		if err := json.Unmarshal(raw, &r.Body); err != nil {
-			return nil, fmt.Errorf("%s %s: bad JSON %q: %w", method, path, raw, err)
-		}
-	}
-	return r, nil
 }
 
 // problemType is the short name of a problem document's type ("" if none).

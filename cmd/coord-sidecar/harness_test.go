@@ -76,14 +76,20 @@ type response struct {
 // do sends one request and decodes a JSON answer. It never calls t.Fatal, so it is
 // safe from goroutines; transport errors come back as err.
 func (s *sidecar) do(ctx context.Context, method, path string, body io.Reader, hdr ...string) (*response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, body)
+	return doWith(ctx, http.DefaultClient, s.base, method, path, body, hdr...)
+}
+
+// doWith sends one request through client (with header name/value pairs) and
+// decodes a JSON answer.
+func doWith(ctx context.Context, client *http.Client, base, method, path string, body io.Reader, hdr ...string) (*response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, err
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
