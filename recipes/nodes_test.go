@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -131,5 +132,47 @@ func TestProtectedNodeOfAnotherSessionIsNotAdopted(t *testing.T) {
 	found, err := findProtected(ctx, ep, parent, guid)
 	if err != nil || found != "" {
 		t.Fatalf("findProtected = %q, %v; want nothing adopted", found, err)
+	}
+}
+
+// A take whose transaction answer is lost with the connection is settled by its
+// receipt: the taker learns it won, and the item is neither lost nor left.
+func TestTakeSettledByReceiptAfterLostAnswer(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	proxy, err := faultproxy.New(zkc.Server(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := newTestSession(t, []string{proxy.Addr()}, root)
+	q := NewQueues(s, nil)
+	ep, err := s.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	item := path.Join(root, "queues", "settle", "p00", "b0000000000", "i0-x-0000000000")
+	for _, p := range []string{root, path.Join(root, "queues"), path.Join(root, "queues", "settle"), path.Join(root, "queues", "settle", "p00"), path.Join(root, "queues", "settle", "p00", "b0000000000")} {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Create(item, []byte("payload"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	receipt := q.rpath("settle") + "/settle-item"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ensureContainer(ctx, ep, q.rpath("settle")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.DropReplies(1)
+	out, err := q.deleteWithReceipt(ctx, ep, "settle", item, receipt, 0)
+	if err != nil || out != outWon {
+		t.Fatalf("deleteWithReceipt = %v, %v; want won", out, err)
+	}
+	if ok, _, _ := conn.Exists(item); ok {
+		t.Fatal("the item is still there after a won take")
 	}
 }

@@ -23,6 +23,7 @@ const (
 	itemFormat         = 1
 	claimNode          = "claim"
 	claimsDir          = "claims"
+	receiptsDir        = "receipts"
 )
 
 func prioName(p int) string                { return fmt.Sprintf("p%02d", p) }
@@ -38,6 +39,9 @@ func (q *Queues) ipath(name string, r itemRef) string {
 	return q.bpath(name, r.prio, r.bucket) + "/" + r.name
 }
 func (q *Queues) cpath(name string) string { return q.qpath(name) + "/" + claimsDir }
+
+// rpath is the container of take receipts (see takeOne).
+func (q *Queues) rpath(name string) string { return q.qpath(name) + "/" + receiptsDir }
 
 // parsePrio parses "pNN"; ok is false for anything else (e.g. "claims").
 func parsePrio(s string) (int, bool) {
