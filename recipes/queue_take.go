@@ -13,8 +13,8 @@ import (
 // with a child (its claim marker) cannot be deleted, so a claimed item is never
 // taken.
 //
-// The delete goes in one transaction with an ephemeral receipt node,
-// <queue>/receipts/<item id>, so that a delete whose answer is lost with the
+// The delete goes in one transaction with an ephemeral receipt node of this
+// attempt's own, <queue>/receipts/<item id>.<random>, so that a delete whose answer is lost with the
 // connection is not a lost item: once the session is back, the receipt says
 // whether this taker won. The receipt is deleted in the background after a win.
 // Only when the session itself expires before the answer is the outcome unknown
@@ -39,7 +39,9 @@ func (q *Queues) takeOne(ctx context.Context, ep *epoch, name string, r itemRef)
 		q.metrics.conflicts.Inc()
 		return outClaimedElsewhere, nil, nil
 	}
-	receipt := q.rpath(name) + "/" + r.key
+	// The receipt is this attempt's own (another taker's receipt for the same
+	// item must never be mistaken for ours).
+	receipt := q.rpath(name) + "/" + r.key + "." + newID()
 	out, err := q.deleteWithReceipt(ctx, ep, name, p, receipt, st.Version)
 	if out != outWon {
 		if out != outUnknown {
@@ -88,10 +90,6 @@ func (q *Queues) deleteWithReceipt(ctx context.Context, ep *epoch, name, p, rece
 				return outUnknown, fmt.Errorf("queue %q: %w", name, err)
 			}
 			continue
-		case errors.Is(opErr(1), zk.ErrNodeExists):
-			// A receipt of ours for this item is still there: this taker already took
-			// it (an earlier, settled take); nothing was deleted now.
-			return outGone, nil
 		case errors.Is(err, ErrUnavailable) && !ep.isLost():
 			return q.settle(ep, name, p, receipt)
 		default:
