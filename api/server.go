@@ -144,6 +144,7 @@ func (s *Server) Handler() http.Handler {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
 	r.Get("/ui", serveUI)
 	r.Get("/ui/", serveUI)
+	r.Get("/favicon.ico", serveFavicon)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)

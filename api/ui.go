@@ -21,3 +21,10 @@ func serveUI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
 	_, _ = w.Write(uiPage)
 }
+
+// serveFavicon answers the icon request a browser makes with every page (the
+// status page has none) with nothing, rather than a 404 in its console.
+func serveFavicon(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=86400")
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Join a throughput group, then print this member's share whenever it changes.
+#
+#   throughput-share.sh GROUP [ID]
+#
+# Prints "joined ID", then "share S version V": first the share the join answered,
+# then one line each time the group's allocation gives this member another share.
+# Stops after $EVENTS share lines or $TIMEOUT seconds (0, the default for both: no
+# limit), or on Ctrl-C. Leaving closes the lease's stream, which ends the
+# membership at once: the others share the limit.
+#
+# Environment: COORD_ADDR (default http://127.0.0.1:8080), WEIGHT (default 1), TTL
+# (seconds, default 10), EVENTS, TIMEOUT. Needs bash and curl, nothing else.
+set -euo pipefail
+
+addr=${COORD_ADDR:-http://127.0.0.1:8080}
+group=${1:?usage: throughput-share.sh GROUP [ID]}
+id=${2:-member-$$}
+events=${EVENTS:-0} timeout=${TIMEOUT:-0}
+
+# 1. Join. The answer (201) is {"group","id","lease","share","version"}.
+if ! joined=$(curl -sS --fail-with-body -X POST "$addr/v1/throughput/$group/members?id=$id&weight=${WEIGHT:-1}&ttl=${TTL:-10}s"); then
+	echo "throughput-share.sh: could not join: $joined" >&2
+	exit 1
+fi
+lease=$(sed -n 's/.*"lease":"\([^"]*\)".*/\1/p' <<<"$joined")
+share=$(sed -n 's/.*"share":\([0-9]*\).*/\1/p' <<<"$joined")
+joined_version=$(sed -n 's/.*"version":\([0-9]*\).*/\1/p' <<<"$joined")
+echo "joined $id"
+echo "share $share version $joined_version"
+printed=1
+if [ "$events" -gt 0 ] && [ "$printed" -ge "$events" ]; then
+	exit 0
+fi
+
+# 2. Keep the membership's lease alive by holding its event stream open: the lease
+#    does not expire while the stream is open, and is revoked when it closes.
+curl -sSN "$addr/v1/leases/$lease/events" >/dev/null &
+lease_stream=$!
+# 3. Follow the group: `throughput` events (data: the group, as GET
+#    /v1/throughput/GROUP answers it), the current allocation first, then every new
+#    one; `leader` events (a new computing member) do not matter here.
+exec 3< <(exec curl -sSN "$addr/v1/throughput/$group/events")
+group_stream=$!
+trap 'kill $lease_stream $group_stream 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
+
+# next_line reads the stream's next line into $line; it fails once TIMEOUT has
+# passed since the script started (SECONDS counts from there) or when the
+# stream ends.
+next_line() {
+	if [ "$timeout" -eq 0 ]; then
+		IFS= read -r line <&3
+	else
+		local left=$((timeout - SECONDS))
+		[ "$left" -gt 0 ] && IFS= read -r -t "$left" line <&3
+	fi
+}
+
+me=${id//./\\.} # the id as a sed pattern
+event=""
+while next_line; do
+	case $line in
+	event:*) event=${line#event: } ;;
+	data:*)
+		[ "$event" = throughput ] || continue
+		# {"group":"g","leader":"m1","limit":1000,"members":[{"id":"m1","leader":true,"share":500,"weight":1},...],"version":3}
+		version=$(sed -n 's/.*"version":\([0-9]*\).*/\1/p' <<<"$line")
+		[ "$version" -ge "$joined_version" ] || continue # older than the join's answer
+		now=$(sed -n "s/.*\"id\":\"$me\",[^}]*\"share\":\([0-9]*\).*/\1/p" <<<"$line")
+		if [ -z "$now" ]; then
+			echo "throughput-share.sh: $id is no longer a member of $group (its lease ended?)" >&2
+			exit 1
+		fi
+		if [ "$now" != "$share" ]; then
+			share=$now
+			echo "share $share version $version"
+			printed=$((printed + 1))
+			if [ "$events" -gt 0 ] && [ "$printed" -ge "$events" ]; then
+				exit 0
+			fi
+		fi
+		;;
+	esac
+done
+if [ "$timeout" -gt 0 ] && [ "$SECONDS" -ge "$timeout" ]; then
+	exit 0 # TIMEOUT passed
+fi
+echo "throughput-share.sh: the event stream ended" >&2
+exit 1

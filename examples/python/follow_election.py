@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Enrol in a leader election, then print every change of leader as it happens.
+
+    follow_election.py ELECTION [ID]
+
+Prints "enrolled ID leader true|false term T", then one line per change of
+leader, the current one first: "leader CANDIDATE term T" ("leader none" while
+there is none). Stops after $EVENTS leader lines or $TIMEOUT seconds (0, the
+default for both: no limit), or on Ctrl-C. Leaving closes the lease's stream,
+which ends the candidacy at once: the next candidate leads.
+
+Environment: COORD_ADDR (default http://127.0.0.1:8080), VALUE (published with
+the candidate; default the host name), TTL (seconds, default 10), EVENTS,
+TIMEOUT. Python 3 standard library only.
+"""
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ADDR = os.environ.get("COORD_ADDR", "http://127.0.0.1:8080")
+
+
+def call(method, path, body=None):
+    """Sends one request (body as JSON) and returns the decoded JSON answer.
+    An HTTP error raises RuntimeError with the problem document."""
+    req = urllib.request.Request(ADDR + path, method=method, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as resp:
+            return json.load(resp)
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
+
+
+def events(path):
+    """Yields (event, data) for each server-sent event of the stream at path."""
+    with urllib.request.urlopen(ADDR + path) as resp:
+        event, data = "", []
+        for raw in resp:
+            line = raw.decode().rstrip("\r\n")
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            elif not line:  # a blank line ends an event; ":" lines are comments
+                if data:
+                    yield event, json.loads("\n".join(data))
+                event, data = "", []
+
+
+def hold_lease(lease):
+    """Keeps the lease alive by holding its event stream open: the lease does not
+    expire while the stream is open, and is revoked when it closes (when this
+    process exits). The stream's last event says how the lease ended."""
+    last = None
+    for last, _ in events(f"/v1/leases/{lease}/events"):
+        pass
+    print(f"follow_election.py: the lease ended ({last})", file=sys.stderr)
+    os._exit(1)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    election = sys.argv[1]
+    me = sys.argv[2] if len(sys.argv) > 2 else f"candidate-{os.getpid()}"
+    max_events = int(os.environ.get("EVENTS", "0"))
+    # TIMEOUT: SIGALRM ends the program (alarm(0) sets no alarm).
+    signal.signal(signal.SIGALRM, lambda *_: sys.exit(0))
+    signal.alarm(int(os.environ.get("TIMEOUT", "0")))
+
+    # 1. Enrol. The answer (201) is {"candidate","leader","lease","name","term"}.
+    query = urllib.parse.urlencode({"id": me, "ttl": os.environ.get("TTL", "10") + "s"})
+    value = os.environ.get("VALUE", socket.gethostname())
+    try:
+        c = call("POST", f"/v1/elections/{election}/candidates?{query}", {"value": value})
+    except RuntimeError as e:
+        sys.exit(f"follow_election.py: could not enrol: {e}")
+    print(f"enrolled {me} leader {str(c['leader']).lower()} term {c['term']}", flush=True)
+
+    # 2. Keep the candidacy's lease alive (see hold_lease).
+    threading.Thread(target=hold_lease, args=(c["lease"],), daemon=True).start()
+
+    # 3. Follow the election: one `leader` event (data: the election, as GET
+    #    /v1/elections/ELECTION answers it) now, then one on every change.
+    last, printed = None, 0
+    for _, e in events(f"/v1/elections/{election}/events"):
+        leader = e["leader"]  # {"candidate","since","term","value"} or None
+        now = f"leader {leader['candidate']} term {leader['term']}" if leader else "leader none"
+        if now == last:
+            continue  # only the line of candidates changed
+        print(now, flush=True)
+        last, printed = now, printed + 1
+        if printed == max_events:
+            return
+    sys.exit("follow_election.py: the event stream ended")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except OSError as e:  # the sidecar cannot be reached
+        sys.exit(f"follow_election.py: {e}")
