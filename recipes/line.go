@@ -29,19 +29,14 @@ type linePlace struct {
 // waited out within wait; the head is reported only while connected under the
 // node's own session, never while suspended.
 //
-// Two round trips are saved on the hot path, both exact:
-//   - the node's czxid comes from the parent's stat in the listing when the
-//     parent's cversion shows no child change since the node was created (a
-//     sequential node's suffix is the parent's cversion before its creation; the
-//     parent's pzxid is then the node's czxid); otherwise one exists reads it,
-//     sent together with the predecessor watch.
-//   - when the predecessor was the head of the listed line and is deleted, the
-//     node is the head without listing again: every node created later has a
-//     higher sequence.
+// Round trips on the hot path: the node's czxid (its token) is read with an
+// exists sent together with the first listing, so the two cost one round trip;
+// and when the predecessor was the head of the listed line and is deleted, the
+// node is the head without listing again (every node created later has a higher
+// sequence).
 func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, ending <-chan struct{}) (linePlace, error) {
 	parent, self := path.Split(node)
 	parent = path.Clean(parent)
-	seq, _ := seqOf(self)
 	var deadline <-chan time.Time
 	waitCtx := ctx // bounds waiting for a suspended session to come back
 	if wait > 0 {
@@ -63,12 +58,8 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 	var place linePlace
 	var children []string
 	list := func() error {
-		var pstat *zk.Stat
 		var err error
-		children, pstat, err = ep.s.lister.children(ctx, ep, parent)
-		if err == nil && place.Czxid == 0 && int64(pstat.Cversion) == seq+1 {
-			place.Czxid = pstat.Pzxid
-		}
+		children, _, err = ep.s.lister.children(ctx, ep, parent)
 		return err
 	}
 	readCzxid := func() error {
@@ -97,7 +88,10 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 		place.Head = true
 		return place, nil
 	}
-	err := list()
+	// A sequential node's suffix is not the parent's cversion (deletes count in
+	// the cversion, not in the sequence), so the listing cannot prove the czxid:
+	// read it, in the same round trip as the first listing.
+	err := parallel(list, readCzxid)
 	for {
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !expired() {
