@@ -161,12 +161,9 @@ func (b *Barriers) RaiseFor(ctx context.Context, lease *Lease, name string) erro
 		}
 		_, _ = lease.take(h) // a stale hold: its release would find nothing of ours
 	}
-	if cur, err := b.s.current(); err != nil || cur != ep {
+	if err := lease.connected(); err != nil {
 		lease.unreserve(h)
-		if ep.isLost() {
-			return ErrSessionLost
-		}
-		return fmt.Errorf("barrier %q: %w", name, ErrUnavailable)
+		return fmt.Errorf("barrier %q: %w", name, err)
 	}
 	if err := b.createFor(ctx, ep, p, lease.ID); err != nil {
 		lease.unreserve(h)

@@ -177,11 +177,8 @@ func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, cou
 // enrol creates the participant node and grants it to lease.
 func (b *Barriers) enrol(ctx context.Context, lease *Lease, h Hold, name, id string, count int) (*dblParticipant, error) {
 	ep := lease.ep
-	if cur, err := b.s.current(); err != nil || cur != ep {
-		if ep.isLost() {
-			return nil, ErrSessionLost
-		}
-		return nil, fmt.Errorf("double barrier %q: %w", name, ErrUnavailable)
+	if err := lease.connected(); err != nil {
+		return nil, fmt.Errorf("double barrier %q: %w", name, err)
 	}
 	parent := b.dblParent(name)
 	node := parent + "/" + participantPref + id

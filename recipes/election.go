@@ -138,11 +138,8 @@ func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, id, value 
 
 func (e *Elections) enrol(ctx context.Context, lease *Lease, h Hold, name, id, value string, wait time.Duration) (*Candidacy, error) {
 	ep := lease.ep
-	if cur, err := e.s.current(); err != nil || cur != ep {
-		if ep.isLost() {
-			return nil, ErrSessionLost
-		}
-		return nil, fmt.Errorf("election %q: %w", name, ErrUnavailable)
+	if err := lease.connected(); err != nil {
+		return nil, fmt.Errorf("election %q: %w", name, err)
 	}
 	st, err := e.read(ctx, ep, name, nil)
 	if err != nil {
@@ -158,18 +155,18 @@ func (e *Elections) enrol(ctx context.Context, lease *Lease, h Hold, name, id, v
 	guid := newGUID()
 	node, err := createProtected(ctx, ep, parent, guid, "latch-", data)
 	if err != nil {
-		e.cleanup(ep, parent, guid, "")
+		cleanupProtected(ep, parent, guid, "")
 		return nil, err
 	}
 	place, err := awaitHead(ctx, ep, node, wait, lease.Ending())
 	if err != nil {
-		e.cleanup(ep, parent, guid, node)
+		cleanupProtected(ep, parent, guid, node)
 		return nil, fmt.Errorf("election %q: %w", name, err)
 	}
 	c := &Candidacy{Name: name, Candidate: id, Lease: lease.ID, node: node, guid: guid, value: value}
 	release := func(ctx context.Context) error { return deleteProtected(ctx, ep, parent, guid, node) }
 	if err := lease.grant(h, c, release); err != nil {
-		e.cleanup(ep, parent, guid, node)
+		cleanupProtected(ep, parent, guid, node)
 		return nil, err
 	}
 	e.metrics.candidates.Inc()
@@ -200,12 +197,6 @@ func (e *Elections) leaderTerm(ctx context.Context, ep *epoch, parent string, li
 		}
 	}
 	return 0, nil
-}
-
-func (e *Elections) cleanup(ep *epoch, parent, guid, node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.s.cfg.OpTimeout)
-	defer cancel()
-	_ = deleteProtected(ctx, ep, parent, guid, node)
 }
 
 // Proclaim sets a new value for the lease's candidate without re-election.

@@ -331,6 +331,20 @@ func (l *Lease) Pin() (unpin func()) {
 	}
 }
 
+// connected returns nil while the session the lease was granted under is the
+// connected one; otherwise ErrSessionLost (that session is gone, and so is
+// everything the lease held) or ErrUnavailable (suspended: try again). Recipes
+// check it before writing anything on the lease's behalf.
+func (l *Lease) connected() error {
+	if cur, err := l.mgr.s.current(); err == nil && cur == l.ep {
+		return nil
+	}
+	if l.ep.isLost() {
+		return ErrSessionLost
+	}
+	return ErrUnavailable
+}
+
 // reserve marks h as being acquired. It returns the value of an existing grant of
 // h (ok == true), ErrBusy when h is being acquired already, ErrLeaseEnded when the
 // lease ended.

@@ -112,17 +112,14 @@ func acquireResult(err error) string {
 
 func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string, wait time.Duration) (*LockGrant, error) {
 	ep := lease.ep
-	if cur, err := l.s.current(); err != nil || cur != ep {
-		if ep.isLost() {
-			return nil, ErrSessionLost
-		}
-		return nil, fmt.Errorf("lock %q: %w", h.Name, ErrUnavailable)
+	if err := lease.connected(); err != nil {
+		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
 	}
 	parent := l.parent(h.Name)
 	guid := newGUID()
 	node, err := createProtected(ctx, ep, parent, guid, "lock-", []byte(owner))
 	if err != nil {
-		l.cleanup(ep, parent, guid, "")
+		cleanupProtected(ep, parent, guid, "")
 		return nil, err
 	}
 	g, err := l.await(ctx, lease, ep, h.Name, node, owner, wait)
@@ -135,16 +132,8 @@ func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string,
 			return g, nil
 		}
 	}
-	l.cleanup(ep, parent, guid, node)
+	cleanupProtected(ep, parent, guid, node)
 	return nil, err
-}
-
-// cleanup deletes a contender node with a fresh bounded context: the request's
-// context may be the reason for the cleanup.
-func (l *Locks) cleanup(ep *epoch, parent, guid, node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.OpTimeout)
-	defer cancel()
-	_ = deleteProtected(ctx, ep, parent, guid, node)
 }
 
 // await waits until node holds the lock (see awaitHead).

@@ -188,6 +188,15 @@ func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string)
 	}
 }
 
+// cleanupProtected deletes a protected node that must not outlive a failed or
+// abandoned operation (see deleteProtected), with a fresh bounded context: the
+// request's own context may be the reason for the cleanup.
+func cleanupProtected(ep *epoch, parent, guid, node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+	defer cancel()
+	_ = deleteProtected(ctx, ep, parent, guid, node)
+}
+
 // seqOf returns the 10-digit sequence suffix of a sequential node's name. Names
 // without one (not contenders) report ok == false.
 func seqOf(name string) (int64, bool) {

@@ -291,11 +291,8 @@ func (t *Throughputs) Join(ctx context.Context, lease *Lease, group, id string, 
 
 func (t *Throughputs) join(ctx context.Context, lease *Lease, h Hold, group, id string, weight int64) (*ThroughputShare, error) {
 	ep := lease.ep
-	if cur, err := t.s.current(); err != nil || cur != ep {
-		if ep.isLost() {
-			return nil, ErrSessionLost
-		}
-		return nil, fmt.Errorf("throughput group %q: %w", group, ErrUnavailable)
+	if err := lease.connected(); err != nil {
+		return nil, fmt.Errorf("throughput group %q: %w", group, err)
 	}
 	snap, err := t.inspect(ctx, ep, group)
 	if err != nil {
@@ -319,7 +316,7 @@ func (t *Throughputs) join(ctx context.Context, lease *Lease, h Hold, group, id 
 	guid := newGUID()
 	node, err := createProtected(ctx, ep, gp+"/members", guid, "member-", data)
 	if err != nil {
-		t.cleanup(ep, gp+"/members", guid, "")
+		cleanupProtected(ep, gp+"/members", guid, "")
 		f.Close()
 		return nil, fmt.Errorf("join %q: %w", group, err)
 	}
@@ -336,7 +333,7 @@ func (t *Throughputs) join(ctx context.Context, lease *Lease, h Hold, group, id 
 		return err
 	}
 	if err := lease.grant(h, m, release); err != nil {
-		t.cleanup(ep, gp+"/members", guid, node)
+		cleanupProtected(ep, gp+"/members", guid, node)
 		f.Close()
 		return nil, err
 	}
@@ -354,12 +351,6 @@ func (t *Throughputs) join(ctx context.Context, lease *Lease, h Hold, group, id 
 		}
 	}
 	return sh, nil
-}
-
-func (t *Throughputs) cleanup(ep *epoch, parent, guid, node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.s.cfg.OpTimeout)
-	defer cancel()
-	_ = deleteProtected(ctx, ep, parent, guid, node)
 }
 
 // Update sets the lease's member's weight (nil keeps it) and demand (nil:
