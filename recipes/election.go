@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -26,8 +25,7 @@ type Elections struct {
 	dir     string
 	metrics electionMetrics
 
-	mu       sync.Mutex
-	watchers map[string]*electionWatch
+	watches *sharedWatches[*electionWatch]
 }
 
 // Candidacy is one candidate enrolled by a lease.
@@ -95,9 +93,10 @@ type candidateData struct {
 
 // NewElections returns the election recipe over a session.
 func NewElections(s *Session, reg prometheus.Registerer) *Elections {
+	m := newElectionMetrics(reg)
 	return &Elections{
-		s: s, dir: path.Join(s.Root(), "elections"), metrics: newElectionMetrics(reg),
-		watchers: map[string]*electionWatch{},
+		s: s, dir: path.Join(s.Root(), "elections"), metrics: m,
+		watches: newSharedWatches[*electionWatch](m.watches),
 	}
 }
 

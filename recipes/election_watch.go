@@ -21,7 +21,6 @@ type ElectionFollower struct {
 type electionWatch struct {
 	e    *Elections
 	name string
-	refs int // guarded by e.mu
 
 	mu           sync.Mutex
 	state        *ElectionState
@@ -41,19 +40,14 @@ func (e *Elections) Follow(name string) (*ElectionFollower, error) {
 	if err := CheckName("election", name); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	w := e.watchers[name]
-	if w == nil {
-		w = &electionWatch{
+	w := e.watches.acquire(name, func() (*electionWatch, func()) {
+		w := &electionWatch{
 			e: e, name: name, changed: make(chan struct{}), dataWatched: map[string]bool{},
 			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		}
-		e.watchers[name] = w
-		e.metrics.watches.Inc()
 		go w.run()
-	}
-	w.refs++
-	e.mu.Unlock()
+		return w, func() { close(w.stop); <-w.done }
+	})
 	return &ElectionFollower{w: w}, nil
 }
 
@@ -75,21 +69,7 @@ func (f *ElectionFollower) Changed() <-chan struct{} {
 
 // Close stops following; the last follower's Close drops the watcher.
 func (f *ElectionFollower) Close() {
-	f.once.Do(func() {
-		e := f.w.e
-		e.mu.Lock()
-		f.w.refs--
-		last := f.w.refs == 0
-		if last {
-			delete(e.watchers, f.w.name)
-			e.metrics.watches.Dec()
-		}
-		e.mu.Unlock()
-		if last {
-			close(f.w.stop)
-			<-f.w.done
-		}
-	})
+	f.once.Do(func() { f.w.e.watches.release(f.w.name) })
 }
 
 func (w *electionWatch) run() {

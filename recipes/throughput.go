@@ -48,8 +48,7 @@ type Throughputs struct {
 	dir     string
 	metrics throughputMetrics
 
-	mu       sync.Mutex
-	watchers map[string]*groupWatch
+	watches *sharedWatches[*groupWatch]
 }
 
 // ThroughputGroup is a group's published allocation, as anyone can see it.
@@ -110,9 +109,10 @@ const settleWait = 5 * time.Second
 
 // NewThroughputs returns the throughput-group recipe over a session.
 func NewThroughputs(s *Session, reg prometheus.Registerer) *Throughputs {
+	m := newThroughputMetrics(reg)
 	return &Throughputs{
-		s: s, dir: path.Join(s.Root(), "throughput"), metrics: newThroughputMetrics(reg),
-		watchers: map[string]*groupWatch{},
+		s: s, dir: path.Join(s.Root(), "throughput"), metrics: m,
+		watches: newSharedWatches[*groupWatch](m.watched),
 	}
 }
 

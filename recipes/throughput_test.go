@@ -197,9 +197,7 @@ func TestThroughputOneWatcherPerGroup(t *testing.T) {
 	if n := zktest.WatchedPaths(t, zkc.Server(0), gp); n != one {
 		t.Fatalf("watched paths: %d with one follower, %d with 100", one, n)
 	}
-	a.tp.mu.Lock()
-	watchers := len(a.tp.watchers)
-	a.tp.mu.Unlock()
+	watchers := a.tp.watches.len()
 	if watchers != 1 {
 		t.Fatalf("%d watchers for one group", watchers)
 	}

@@ -26,7 +26,6 @@ type groupWatch struct {
 	t     *Throughputs
 	group string
 	gp    string
-	refs  int // guarded by t.mu
 
 	mu      sync.Mutex
 	state   *ThroughputGroup
@@ -61,20 +60,15 @@ func (t *Throughputs) Follow(group string) (*ThroughputFollower, error) {
 	if err := CheckName("group", group); err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	w := t.watchers[group]
-	if w == nil {
-		w = &groupWatch{
+	w := t.watches.acquire(group, func() (*groupWatch, func()) {
+		w := &groupWatch{
 			t: t, group: group, gp: t.groupPath(group), changed: make(chan struct{}),
 			members: map[string]member{},
 			wake:    make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		}
-		t.watchers[group] = w
-		t.metrics.watched.Inc()
 		go w.run()
-	}
-	w.refs++
-	t.mu.Unlock()
+		return w, func() { close(w.stop); <-w.done }
+	})
 	return &ThroughputFollower{w: w}, nil
 }
 
@@ -94,21 +88,7 @@ func (f *ThroughputFollower) Changed() <-chan struct{} {
 
 // Close stops following; the last follower's Close stops the watcher.
 func (f *ThroughputFollower) Close() {
-	f.once.Do(func() {
-		t := f.w.t
-		t.mu.Lock()
-		f.w.refs--
-		last := f.w.refs == 0
-		if last {
-			delete(t.watchers, f.w.group)
-			t.metrics.watched.Dec()
-		}
-		t.mu.Unlock()
-		if last {
-			close(f.w.stop)
-			<-f.w.done
-		}
-	})
+	f.once.Do(func() { f.w.t.watches.release(f.w.group) })
 }
 
 // await waits up to d (and while ctx lasts) for a state, read under a connected
