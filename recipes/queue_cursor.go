@@ -328,7 +328,26 @@ func (st *queueState) refill(ctx context.Context, ep *epoch, p int) (bool, error
 // priority was just made) it leaves a watch that wakes waiting takers when the
 // first bucket appears.
 func (st *queueState) firstBucket(ctx context.Context, ep *epoch, p int) (int64, bool, error) {
-	path := st.q.ppath(st.name, p)
+	children, err := st.listArmed(ctx, ep, st.q.ppath(st.name, p), func() {})
+	if err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	head, ok := int64(-1), false
+	for _, ch := range children {
+		if b, valid := parseBucket(ch); valid && (!ok || b < head) {
+			head, ok = b, true
+		}
+	}
+	return head, ok, nil
+}
+
+// listArmed lists path's children and leaves a children watch on it unless one is
+// outstanding already (watches are one-shot: armed again only once fired, then
+// fired runs, as st.watch says). A failed listing leaves nothing armed.
+func (st *queueState) listArmed(ctx context.Context, ep *epoch, path string, fired func()) ([]string, error) {
 	st.mu.Lock()
 	arm := !st.armed[path]
 	if arm {
@@ -346,27 +365,15 @@ func (st *queueState) firstBucket(ctx context.Context, ep *epoch, p int) (int64,
 		}
 		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil && arm:
 		st.mu.Lock()
-		if arm {
-			delete(st.armed, path)
-		}
+		delete(st.armed, path)
 		st.mu.Unlock()
-		if errors.Is(err, zk.ErrNoNode) {
-			return 0, false, nil
-		}
-		return 0, false, err
+	case arm:
+		st.watch(path, watch, fired)
 	}
-	if arm {
-		st.watch(path, watch, func() {})
-	}
-	head, ok := int64(-1), false
-	for _, ch := range children {
-		if b, valid := parseBucket(ch); valid && (!ok || b < head) {
-			head, ok = b, true
-		}
-	}
-	return head, ok, nil
+	return children, err
 }
 
 // bucketRefs turns a bucket listing into sorted item refs.
@@ -405,36 +412,16 @@ func (st *queueState) priorities(ctx context.Context, ep *epoch) ([]int, error) 
 		return out, nil
 	}
 	st.priosDirty = false
-	arm := !st.armed[path]
-	if arm {
-		st.armed[path] = true
-	}
 	st.mu.Unlock()
-	var children []string
-	var watch <-chan zk.Event
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		if arm {
-			children, _, watch, err = c.ChildrenW(path)
-		} else {
-			children, _, err = c.Children(path)
-		}
-		return err
-	})
+	children, err := st.listArmed(ctx, ep, path, func() { st.priosDirty = true })
 	if err != nil {
 		st.mu.Lock()
-		if arm {
-			delete(st.armed, path)
-		}
 		st.priosDirty = true
 		st.mu.Unlock()
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, st.awaitQueue(ctx, ep, path)
 		}
 		return nil, err
-	}
-	if arm {
-		st.watch(path, watch, func() { st.priosDirty = true })
 	}
 	var prios []int
 	for _, ch := range children {
