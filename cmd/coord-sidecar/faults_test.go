@@ -596,6 +596,20 @@ var cutFaults = []struct {
 	{"blackhole", (*faultproxy.Proxy).Blackhole},
 }
 
+// cutOffPair starts a sidecar behind a fault proxy to ZooKeeper (with the given
+// session timeout) and another one straight on ZooKeeper, both under one root.
+func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faultproxy.Proxy, *sidecar, *sidecar) {
+	t.Helper()
+	root := zktest.Root(t)
+	proxy, err := faultproxy.New(zkc.Server(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", sessionTimeout)
+	return proxy, cut, startSidecar(t, zkc.Servers(), root)
+}
+
 // A cut shorter than the session timeout: the cut-off sidecar keeps its session
 // and its grant (another sidecar sees the same holder and token throughout, and
 // is not granted), and reports `suspended` then `reconnected`, never `lost`.
@@ -603,14 +617,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {
-			root := zktest.Root(t)
-			proxy, err := faultproxy.New(zkc.Server(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = proxy.Close() })
-			cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "8s")
-			other := startSidecar(t, zkc.Servers(), root)
+			proxy, cut, other := cutOffPair(t, zkc, "8s")
 
 			sess := followEvents(t, cut, "/v1/session/events")
 			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
@@ -708,14 +715,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {
-			root := zktest.Root(t)
-			proxy, err := faultproxy.New(zkc.Server(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = proxy.Close() })
-			cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "2s")
-			other := startSidecar(t, zkc.Servers(), root)
+			proxy, cut, other := cutOffPair(t, zkc, "2s")
 			book := &termBook{}
 			book.subscribe(t, cut, "the cut-off sidecar", "cut")
 			book.subscribe(t, other, "the other sidecar", "cut")
