@@ -70,28 +70,25 @@ type enqReq struct {
 	prefix string
 	token  string
 	done   chan struct{}
-	sent   bool // taken into a batch (guarded by batcher.mu)
 	id     string
 	err    error
 }
 
-// enqBatcher writes the enqueues of one queue and priority: each transaction
-// carries everything that arrived while the previous ones were under way (group
-// commit), and up to maxFlushes transactions are pipelined on the connection. It
+// enqBatcher writes the enqueues of one queue and priority, grouped into
+// transactions (groupCommit, up to maxFlushes pipelined on the connection). It
 // remembers the tail bucket between transactions.
 type enqBatcher struct {
 	q    *Queues
 	name string
 	prio int
+	groupCommit[*enqReq]
 
-	mu       sync.Mutex // guards pending, flushing, tail and enqReq.sent
-	pending  []*enqReq
-	flushing int
-	tail     int64 // -1 unknown
+	mu   sync.Mutex // guards tail
+	tail int64      // -1 unknown
 }
 
 // maxFlushes bounds the transactions of one batcher under way at once.
-const maxFlushes = 4
+const maxFlushes = 1
 
 func (st *queueState) batcher(p int) *enqBatcher {
 	st.bmu.Lock()
@@ -99,80 +96,21 @@ func (st *queueState) batcher(p int) *enqBatcher {
 	b := st.batchers[p]
 	if b == nil {
 		b = &enqBatcher{q: st.q, name: st.name, prio: p, tail: -1}
+		b.groupCommit = groupCommit[*enqReq]{maxFlushes: maxFlushes, take: takeEnqueues, send: b.write}
 		st.batchers[p] = b
 	}
 	return b
 }
 
-// submit queues r. While fewer than maxFlushes transactions are under way, the
-// caller writes the next batch itself (a lone producer's item goes out without a
-// hand-off between goroutines); what is pending after it goes on in a goroutine.
-func (b *enqBatcher) submit(r *enqReq) {
-	b.mu.Lock()
-	b.pending = append(b.pending, r)
-	lead := b.flushing < maxFlushes
-	if lead {
-		b.flushing++
-	}
-	b.mu.Unlock()
-	if !lead {
-		return
-	}
-	if batch := b.next(); batch != nil {
-		b.write(batch)
-		b.mu.Lock()
-		more := len(b.pending) > 0
-		if !more {
-			b.flushing--
-		}
-		b.mu.Unlock()
-		if more {
-			go b.run()
-		}
-	}
-}
-
-// withdraw removes r if it was not sent yet.
-func (b *enqBatcher) withdraw(r *enqReq) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if r.sent {
-		return false
-	}
-	for i, p := range b.pending {
-		if p == r {
-			b.pending = append(b.pending[:i], b.pending[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// run writes batches until nothing is pending.
-func (b *enqBatcher) run() {
-	for batch := b.next(); batch != nil; batch = b.next() {
-		b.write(batch)
-	}
-}
-
-// next takes the next batch off pending; with nothing pending, the caller stops
-// being a flusher and gets nil.
-func (b *enqBatcher) next() []*enqReq {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.pending) == 0 {
-		b.flushing--
-		return nil
-	}
+// takeEnqueues bounds one transaction by maxBatch items and maxBatchBytes (an
+// item of any allowed size still goes alone).
+func takeEnqueues(pending []*enqReq) int {
 	n, size := 0, 0
-	for n < len(b.pending) && n < maxBatch && (n == 0 || size+len(b.pending[n].data) <= maxBatchBytes) {
-		size += len(b.pending[n].data)
-		b.pending[n].sent = true
+	for n < len(pending) && n < maxBatch && (n == 0 || size+len(pending[n].data) <= maxBatchBytes) {
+		size += len(pending[n].data)
 		n++
 	}
-	batch := b.pending[:n:n]
-	b.pending = append([]*enqReq(nil), b.pending[n:]...)
-	return batch
+	return n
 }
 
 // write flushes a batch and answers its requests.
