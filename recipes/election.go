@@ -152,12 +152,13 @@ func (e *Elections) enrol(ctx context.Context, lease *Lease, h Hold, name, id, v
 	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
 	parent := e.parent(name)
 	guid := newGUID()
-	node, err := createProtected(ctx, ep, parent, guid, "latch-", data)
+	made, err := createProtected(ctx, ep, parent, guid, "latch-", data, true)
 	if err != nil {
 		cleanupProtected(ep, parent, guid, "")
 		return nil, err
 	}
-	place, err := awaitHead(ctx, ep, node, wait, lease.Ending())
+	node := made.Path
+	place, err := awaitHead(ctx, ep, made, wait, lease.Ending())
 	if err != nil {
 		cleanupProtected(ep, parent, guid, node)
 		return nil, fmt.Errorf("election %q: %w", name, err)

@@ -29,12 +29,16 @@ type linePlace struct {
 // waited out within wait; the head is reported only while connected under the
 // node's own session, never while suspended.
 //
-// Round trips on the hot path: the node's czxid (its token) is read with an
-// exists sent together with the first listing, so the two cost one round trip;
-// and when the predecessor was the head of the listed line and is deleted, the
-// node is the head without listing again (every node created later has a higher
-// sequence).
-func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, ending <-chan struct{}) (linePlace, error) {
+// Round trips on the hot path: a node made by a stamped create that was alone
+// under its parent is the head at once, with the czxid its create's answer
+// carried (no node with a lower sequence can appear later). Otherwise the line
+// is listed, and a czxid not known yet is read with an exists sent together with
+// that listing, so the two cost one round trip. When the predecessor was the head
+// of the listed line and is deleted, the node is the head without listing again
+// (every node created later has a higher sequence); when this sidecar lets the
+// predecessor go as the head, the node is the head at once (handoffs).
+func awaitHead(ctx context.Context, ep *epoch, c created, wait time.Duration, ending <-chan struct{}) (linePlace, error) {
+	node := c.Path
 	parent, self := path.Split(node)
 	parent = path.Clean(parent)
 	var deadline <-chan time.Time
@@ -55,7 +59,7 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 			return wait <= 0
 		}
 	}
-	var place linePlace
+	place := linePlace{Czxid: c.Czxid}
 	var children []string
 	list := func() error {
 		var err error
@@ -88,10 +92,16 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 		place.Head = true
 		return place, nil
 	}
-	// A sequential node's suffix is not the parent's cversion (deletes count in
-	// the cversion, not in the sequence), so the listing cannot prove the czxid:
-	// read it, in the same round trip as the first listing.
-	err := parallel(list, readCzxid)
+	if c.Alone && c.Czxid != 0 {
+		place.Line = []string{self}
+		return head()
+	}
+	var err error
+	if place.Czxid == 0 {
+		err = parallel(list, readCzxid)
+	} else {
+		err = list()
+	}
 	for {
 		if err != nil {
 			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !expired() {
@@ -114,6 +124,7 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 			return place, nil
 		}
 		pred := parent + "/" + place.Line[idx-1]
+		handed, stopWaiting := ep.s.handoffs.await(pred)
 		var watch <-chan zk.Event
 		var exists bool
 		watchPred := func() error {
@@ -129,27 +140,37 @@ func awaitHead(ctx context.Context, ep *epoch, node string, wait time.Duration, 
 			err = watchPred()
 		}
 		if err != nil {
+			stopWaiting()
 			continue
 		}
 		if !exists && idx == 1 {
+			stopWaiting()
 			return head()
 		}
 		if exists {
 			select {
 			case ev := <-watch:
 				if ev.Type == zk.EventNodeDeleted && idx == 1 {
+					stopWaiting()
 					return head()
 				}
+			case <-handed:
+				return head()
 			case <-deadline:
+				stopWaiting()
 				return place, nil
 			case <-ctx.Done():
+				stopWaiting()
 				return place, ctx.Err()
 			case <-ending:
+				stopWaiting()
 				return place, ErrLeaseEnded
 			case <-ep.lost:
+				stopWaiting()
 				return place, ErrSessionLost
 			}
 		}
+		stopWaiting()
 		err = list()
 	}
 }

@@ -117,15 +117,17 @@ func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string,
 	}
 	parent := l.parent(h.Name)
 	guid := newGUID()
-	node, err := createProtected(ctx, ep, parent, guid, "lock-", []byte(owner))
+	c, err := createProtected(ctx, ep, parent, guid, "lock-", []byte(owner), true)
 	if err != nil {
 		cleanupProtected(ep, parent, guid, "")
 		return nil, err
 	}
-	g, err := l.await(ctx, lease, ep, h.Name, node, owner, wait)
+	node := c.Path
+	g, err := l.await(ctx, lease, ep, h.Name, c, owner, wait)
 	if err == nil {
 		release := func(ctx context.Context) error {
 			l.metrics.held.Dec()
+			ep.s.handoffs.letGo(node) // a grant is the head of its line
 			return deleteProtected(ctx, ep, parent, guid, node)
 		}
 		if err = lease.grant(h, g, release); err == nil {
@@ -137,8 +139,9 @@ func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string,
 }
 
 // await waits until node holds the lock (see awaitHead).
-func (l *Locks) await(ctx context.Context, lease *Lease, ep *epoch, name, node, owner string, wait time.Duration) (*LockGrant, error) {
-	place, err := awaitHead(ctx, ep, node, wait, lease.Ending())
+func (l *Locks) await(ctx context.Context, lease *Lease, ep *epoch, name string, c created, owner string, wait time.Duration) (*LockGrant, error) {
+	node := c.Path
+	place, err := awaitHead(ctx, ep, c, wait, lease.Ending())
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("lock %q: %w", name, err)

@@ -62,43 +62,70 @@ func newGUID() string {
 // protectedPrefix is the child-name prefix of a protected create: "_c_<guid>-".
 func protectedPrefix(guid string) string { return "_c_" + guid + "-" }
 
+// created is a node made by createProtected.
+type created struct {
+	// Path is the node's full path.
+	Path string
+	// Czxid is the node's creation zxid, and Alone tells that the node was its
+	// parent's only child just after the create. Both are known only from a
+	// stamped create whose answer came (Czxid 0 otherwise).
+	Czxid int64
+	Alone bool
+}
+
 // createProtected creates the ephemeral sequential node
 // parent/_c_<guid>-<infix><seq> under ep's session, creating parent as a container
 // when missing. When the create's answer is lost with the connection, it waits for
 // the same session to come back and adopts the node it finds by its guid, but only
 // if that node's ephemeral owner is this session; a lost session is ErrSessionLost.
-// It returns the node's full path.
-func createProtected(ctx context.Context, ep *epoch, parent, guid, infix string, data []byte) (string, error) {
+//
+// A stamped create sends, in one transaction with the create, a write of empty
+// data to parent: every change of one transaction carries its zxid, so the
+// parent's stat in the answer tells the node's czxid (the parent's new mzxid) and
+// whether the node is alone under parent (its child count), without a second
+// request. Only parents whose data is the sidecar's own (the lines of locks and
+// elections, always empty) are stamped.
+func createProtected(ctx context.Context, ep *epoch, parent, guid, infix string, data []byte, stamp bool) (created, error) {
 	want := parent + "/" + protectedPrefix(guid) + infix
 	for {
-		var created string
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			p, err := c.Create(want, data, zk.FlagEphemeralSequential, openACL)
-			created = p
-			return err
-		})
+		var c created
+		create := &zk.CreateRequest{Path: want, Data: data, Acl: openACL, Flags: zk.FlagEphemeralSequential}
+		ops := []any{create}
+		if stamp {
+			ops = append(ops, &zk.SetDataRequest{Path: parent, Data: nil, Version: -1})
+		}
+		// Keyed by parent: siblings made in one transaction would share a czxid.
+		res, err := ep.multi(ctx, parent, ops...)
+		if err == nil {
+			c.Path = res[0].String
+			if stamp {
+				if st := res[1].Stat; st != nil {
+					c.Czxid, c.Alone = st.Mzxid, st.NumChildren == 1
+				}
+			}
+		}
 		switch {
 		case err == nil:
-			return created, nil
+			return c, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := ensureContainer(ctx, ep, parent); err != nil {
-				return "", err
+				return created{}, err
 			}
 			continue
 		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
 			if err := waitConnected(ctx, ep); err != nil {
-				return "", err
+				return created{}, err
 			}
 			found, err := findProtected(ctx, ep, parent, guid)
 			if err != nil {
-				return "", err
+				return created{}, err
 			}
 			if found != "" {
-				return found, nil
+				return created{Path: found}, nil
 			}
 			continue // the create never happened: try again
 		default:
-			return "", fmt.Errorf("create under %s: %w", parent, err)
+			return created{}, fmt.Errorf("create under %s: %w", parent, err)
 		}
 	}
 }
@@ -173,7 +200,7 @@ func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string)
 			p, err = findProtected(ctx, ep, parent, guid)
 		}
 		if err == nil && p != "" {
-			err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(p, -1) })
+			_, err = ep.multi(ctx, "", &zk.DeleteRequest{Path: p, Version: -1})
 		}
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode), errors.Is(err, ErrSessionLost):

@@ -95,10 +95,11 @@ func TestProtectedCreateAdoptsAfterLostReply(t *testing.T) {
 	}
 	guid := newGUID()
 	proxy.DropReplies(1)
-	node, err := createProtected(ctx, ep, parent, guid, "lock-", nil)
+	made, err := createProtected(ctx, ep, parent, guid, "lock-", nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	node := made.Path
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	children, _, err := conn.Children(parent)
 	if err != nil {

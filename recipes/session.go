@@ -112,6 +112,8 @@ type Session struct {
 
 	// lister coalesces concurrent listings of one parent (a burst of waiters).
 	lister lister
+	// handoffs tells a waiter that its predecessor, the head, was let go here.
+	handoffs handoffs
 
 	// knownPaths remembers persistent parents that exist (the sidecar never deletes
 	// them), so the hot path does not create them again.
@@ -132,6 +134,7 @@ type epoch struct {
 	lastOK  atomic.Int64 // unix ns at which the newest successful call was sent
 	lost    chan struct{}
 	once    sync.Once
+	txns    *groupCommit[*txnReq] // shared transactions (txn.go)
 }
 
 // NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
@@ -181,6 +184,7 @@ func (s *Session) Root() string { return s.cfg.Root }
 // dial opens a new connection; its session is established in the background.
 func (s *Session) dial() (*epoch, error) {
 	ep := &epoch{s: s, lost: make(chan struct{})}
+	ep.txns = newTxnWriter(ep)
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
@@ -512,6 +516,9 @@ func (l zkLogger) Printf(format string, args ...any) {
 type sessionMetrics struct {
 	state       *prometheus.GaugeVec
 	expirations prometheus.Counter
+	// txns and txnRequests count shared transactions and the callers' requests
+	// they carried (txn.go): their ratio is how many callers one shares.
+	txns, txnRequests prometheus.Counter
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -524,9 +531,17 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_session_expirations_total",
 			Help: "ZooKeeper sessions lost (expired, or abandoned as expired).",
 		}),
+		txns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_shared_transactions_total",
+			Help: "ZooKeeper transactions sent for lock and election contenders' creates and deletes, each shared by one or more requests.",
+		}),
+		txnRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_shared_transaction_requests_total",
+			Help: "Requests carried by those shared transactions.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests)
 	}
 	return m
 }

@@ -314,7 +314,8 @@ func (t *Throughputs) join(ctx context.Context, lease *Lease, h Hold, group, id 
 	}
 	data, _ := json.Marshal(memberData{ID: id, Weight: weight})
 	guid := newGUID()
-	node, err := createProtected(ctx, ep, gp+"/members", guid, "member-", data)
+	made, err := createProtected(ctx, ep, gp+"/members", guid, "member-", data, false)
+	node := made.Path
 	if err != nil {
 		cleanupProtected(ep, gp+"/members", guid, "")
 		f.Close()
