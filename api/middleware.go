@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,10 +49,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			code = http.StatusOK
 		}
 		elapsed := time.Since(start)
-		s.metrics.requests.WithLabelValues(r.Method+" "+route, strconv.Itoa(code)).Inc()
-		s.metrics.duration.WithLabelValues(r.Method + " " + route).Observe(elapsed.Seconds())
-		s.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", route,
-			"status", code, "duration", elapsed.String(), "remote", r.RemoteAddr)
+		obs := s.metrics.observers(r.Method, route, code)
+		obs.requests.Inc()
+		obs.duration.Observe(elapsed.Seconds())
+		if s.log.Enabled(r.Context(), slog.LevelInfo) {
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
+				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
+		}
 	})
 }
 
@@ -142,6 +147,9 @@ func detachSlot(ctx context.Context) func() {
 }
 
 func isLongPoll(r *http.Request) bool {
+	if !strings.Contains(r.URL.RawQuery, "wait=") {
+		return false
+	}
 	v := r.URL.Query().Get("wait")
 	if v == "" {
 		return false
@@ -192,6 +200,34 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// cache holds the series of each route and code seen (routeKey →
+	// *routeObservers): a request then costs no label hashing or vector lock.
+	cache *sync.Map
+}
+
+type routeKey struct {
+	method, route string
+	code          int
+}
+
+type routeObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// observers returns the series of one route and status code.
+func (m httpMetrics) observers(method, route string, code int) *routeObservers {
+	k := routeKey{method, route, code}
+	if o, ok := m.cache.Load(k); ok {
+		return o.(*routeObservers)
+	}
+	label := method + " " + route
+	o := &routeObservers{
+		requests: m.requests.WithLabelValues(label, strconv.Itoa(code)),
+		duration: m.duration.WithLabelValues(label),
+	}
+	actual, _ := m.cache.LoadOrStore(k, o)
+	return actual.(*routeObservers)
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
@@ -205,6 +241,7 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 			Help:    "HTTP request duration by route pattern, long-polls and streams included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"route"}),
+		cache: &sync.Map{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -59,9 +60,9 @@ type Server struct {
 	log     *slog.Logger
 	metrics httpMetrics
 
-	// stopped ends when Close is called.
+	// stopped ends, with cause errShuttingDown, when Close is called.
 	stopped context.Context
-	stop    context.CancelFunc
+	stop    context.CancelCauseFunc
 
 	// broker fans state out to SSE subscribers; topics are followed only while
 	// they have subscribers (see topics.go).
@@ -112,7 +113,8 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
-	stopped, stop := context.WithCancel(context.Background())
+	stopped, stop := context.WithCancelCause(context.Background())
+	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters)}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
@@ -124,7 +126,7 @@ func NewServer(opt Options) *Server {
 // Close ends every stream and long-poll (they answer as shutting down). It does not
 // release leases: the caller closes the Leases next.
 func (s *Server) Close() {
-	s.stop()
+	s.stop(errShuttingDown)
 	s.broker.Close()
 	s.topics.stopAll()
 	s.reaper.Close()
@@ -163,10 +165,22 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
+// BaseContext is for http.Server.BaseContext: every connection's context, and so
+// every request's, then derives from one that ends when the server closes, at
+// the cost of one registration per connection instead of one per request.
+func (s *Server) BaseContext(net.Listener) context.Context { return s.stopped }
+
+type baseContextKey struct{}
+
 // shutdownContext makes every request's context end when the server closes, so
-// long-polls answer and streams end.
+// long-polls answer and streams end; the cause is errShuttingDown. A request
+// served under BaseContext has that already.
 func (s *Server) shutdownContext(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(baseContextKey{}) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		stop := context.AfterFunc(s.stopped, func() { cancel(errShuttingDown) })

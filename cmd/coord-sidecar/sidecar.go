@@ -183,6 +183,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.listener = ln
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
+		BaseContext:       m.server.BaseContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
