@@ -124,6 +124,11 @@ func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string,
 	}
 	node := c.Path
 	g, err := l.await(ctx, lease, ep, h.Name, c, owner, wait)
+	if err == nil && ctx.Err() != nil {
+		// The client went away as it was granted: it would never know it holds
+		// the lock, so it does not.
+		err = fmt.Errorf("lock %q: %w", h.Name, ctx.Err())
+	}
 	if err == nil {
 		release := func(ctx context.Context) error {
 			l.metrics.held.Dec()

@@ -5,13 +5,16 @@ package main
 // describes each row; `make bench` runs them.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,8 +87,9 @@ func BenchmarkLockHandoff(b *testing.B) {
 
 // runWorkers runs `workers` goroutines that share b.N iterations, handed out one
 // by one from an atomic counter; op(ctx, w) does one iteration for worker w. It
-// times only the workers, reports iterations per second as unit, and fails b
-// (from b's goroutine) with the first error; an error stops every worker.
+// times only the workers, reports iterations per second as unit and the CPU
+// time per iteration (cpuUse), and fails b (from b's goroutine) with the first
+// error; an error stops every worker.
 func runWorkers(b *testing.B, workers int, unit string, op func(ctx context.Context, w int) error) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -94,6 +98,7 @@ func runWorkers(b *testing.B, workers int, unit string, op func(ctx context.Cont
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu := startCPU()
 	for w := range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil && next.Add(1) <= int64(b.N) {
@@ -107,6 +112,7 @@ func runWorkers(b *testing.B, workers int, unit string, op func(ctx context.Cont
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu.report(b)
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatal(err)
@@ -244,4 +250,62 @@ func (x *exclusion) leave() {
 	if x != nil {
 		x.holders.Add(-1)
 	}
+}
+
+// cpuUse measures the CPU time of this process (benchmark clients, sidecar and
+// go-zookeeper client together) and of the ZooKeeper server it started, on
+// Linux: on a machine with two cores, where a row's CPU goes explains it.
+type cpuUse struct{ self, zk time.Duration }
+
+func startCPU() cpuUse { return cpuUse{procCPU(os.Getpid()), procCPU(zkPid())} }
+
+// report adds the CPU microseconds per operation since the start.
+func (c cpuUse) report(b *testing.B) {
+	if self := procCPU(os.Getpid()); self > 0 {
+		b.ReportMetric(float64(self-c.self)/float64(time.Microsecond)/float64(b.N), "go-cpu-µs/op")
+	}
+	if zk := procCPU(zkPid()); zk > 0 {
+		b.ReportMetric(float64(zk-c.zk)/float64(time.Microsecond)/float64(b.N), "zk-cpu-µs/op")
+	}
+}
+
+// zkPid is the pid of the ZooKeeper server this process started (0: none, e.g.
+// with ZK_SERVERS).
+func zkPid() int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 2 && f[1] == strconv.Itoa(os.Getpid()) {
+			if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("zookeeper")) {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// procCPU is a process's user and system CPU time (0 when unknown).
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,14 +90,12 @@ func BenchmarkQueueTakeDepth(b *testing.B) {
 				b.Logf("filled %d items in %s", depth, time.Since(start).Round(time.Millisecond))
 			}
 			listings, conflicts := env.qbMetric(b, "coord_queue_bucket_listings_total"), env.qbMetric(b, "coord_queue_take_conflicts_total")
-			cpu := qbStartCPU()
 			runWorkers(b, qbWorkers, "takes/s", func(ctx context.Context, _ int) error {
 				if err := env.qbTake(ctx, queue); err != nil {
 					return err
 				}
 				return env.qbEnqueue(ctx, queue)
 			})
-			cpu.report(b)
 			b.ReportMetric((env.qbMetric(b, "coord_queue_bucket_listings_total")-listings)/float64(b.N), "listings/take")
 			b.ReportMetric((env.qbMetric(b, "coord_queue_take_conflicts_total")-conflicts)/float64(b.N), "conflicts/take")
 		})
@@ -113,18 +110,14 @@ func BenchmarkQueueEnqueue(b *testing.B) {
 	b.Run("sidecar", func(b *testing.B) {
 		run++
 		queue := fmt.Sprintf("enq-%d", run)
-		cpu := qbStartCPU()
 		runWorkers(b, qbWorkers, "items/s", func(ctx context.Context, _ int) error {
 			return env.qbEnqueue(ctx, queue)
 		})
-		cpu.report(b)
 	})
 	b.Run("direct", func(b *testing.B) {
 		run++
 		q := env.directQueue(b, fmt.Sprintf("enq-%d", run))
-		cpu := qbStartCPU()
 		runWorkers(b, qbWorkers, "items/s", func(context.Context, int) error { return q.put(qbItem) })
-		cpu.report(b)
 	})
 }
 
@@ -137,15 +130,12 @@ func BenchmarkQueueTake(b *testing.B) {
 		run++
 		queue := fmt.Sprintf("take-%d", run)
 		env.qbFill(b, queue, b.N)
-		cpu := qbStartCPU()
 		runWorkers(b, qbWorkers, "items/s", func(ctx context.Context, _ int) error { return env.qbTake(ctx, queue) })
-		cpu.report(b)
 	})
 	b.Run("direct", func(b *testing.B) {
 		run++
 		q := env.directQueue(b, fmt.Sprintf("take-%d", run))
 		q.fill(b, b.N)
-		cpu := qbStartCPU()
 		runWorkers(b, qbWorkers, "items/s", func(context.Context, int) error {
 			data, err := q.take()
 			if err == nil && data == nil {
@@ -153,65 +143,7 @@ func BenchmarkQueueTake(b *testing.B) {
 			}
 			return err
 		})
-		cpu.report(b)
 	})
-}
-
-// qbCPU measures the CPU time of this process (benchmark clients, sidecar and
-// go-zookeeper client together) and of the ZooKeeper server it started, on Linux.
-type qbCPU struct{ self, zk time.Duration }
-
-func qbStartCPU() qbCPU { return qbCPU{procCPU(os.Getpid()), procCPU(qbZKPid())} }
-
-// report adds the CPU microseconds per operation since the start.
-func (c qbCPU) report(b *testing.B) {
-	if self := procCPU(os.Getpid()); self > 0 {
-		b.ReportMetric(float64(self-c.self)/float64(time.Microsecond)/float64(b.N), "go-cpu-µs/op")
-	}
-	if zk := procCPU(qbZKPid()); zk > 0 {
-		b.ReportMetric(float64(zk-c.zk)/float64(time.Microsecond)/float64(b.N), "zk-cpu-µs/op")
-	}
-}
-
-// qbZKPid is the pid of the ZooKeeper server this process started (0: none, e.g.
-// with ZK_SERVERS).
-func qbZKPid() int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 2 && f[1] == strconv.Itoa(os.Getpid()) {
-			if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); bytes.Contains(cmd, []byte("zookeeper")) {
-				return pid
-			}
-		}
-	}
-	return 0
-}
-
-// procCPU is a process's user and system CPU time (0 when unknown).
-func procCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
 // qbMetric reads one unlabelled metric of the sidecar.
