@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,9 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewMain returns a Main with the contract's defaults.
@@ -199,8 +203,14 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
 // Close shuts down in order: stop taking requests, end streams and long-polls,
-// release everything the leases hold, close the ZooKeeper session.
+// release everything the leases hold, close the ZooKeeper session. Later calls
+// return the first call's result.
 func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.shutdown() })
+	return m.closeErr
+}
+
+func (m *Main) shutdown() error {
 	if m.http == nil {
 		return nil
 	}

@@ -93,3 +93,20 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 		t.Fatalf("nodes left after shutdown: %v", n)
 	}
 }
+
+// Close may be called again (a signal handler and a deferred Close both call
+// it): later calls return at once with the first call's result.
+func TestCloseTwice(t *testing.T) {
+	sc := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	first := sc.m.Close()
+	done := make(chan error, 1)
+	go func() { done <- sc.m.Close() }()
+	select {
+	case err := <-done:
+		if err != first {
+			t.Fatalf("second Close: %v, first: %v", err, first)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second Close blocked")
+	}
+}
