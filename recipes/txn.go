@@ -14,8 +14,9 @@ import (
 // one transaction, for many callers. Grouping never changes an outcome:
 //   - when the server refuses a shared transaction (one caller's op failed),
 //     nothing of it was applied, and each caller's ops are sent again alone;
-//   - when its answer is lost, every caller gets ErrUnavailable, as it would
-//     alone, and recovers as it would alone;
+//   - when its answer is lost or cannot be read, every caller gets
+//     ErrUnavailable, as it would alone, and recovers as it would alone (finds
+//     its node, or deletes again);
 //   - every change of one transaction carries its zxid, so two creates under
 //     one parent (whose czxids are fencing tokens and terms) never share a
 //     transaction.
@@ -115,12 +116,10 @@ func containsString(list []string, s string) bool {
 
 // sendTxn sends one shared transaction and answers its requests.
 func (ep *epoch) sendTxn(batch []*txnReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
-	defer cancel()
 	ep.s.metrics.txns.Inc()
 	ep.s.metrics.txnRequests.Add(float64(len(batch)))
 	if len(batch) == 1 {
-		batch[0].res, batch[0].err = ep.sendOps(ctx, batch[0].ops)
+		batch[0].res, batch[0].err = ep.sendOps(batch[0].ops)
 		close(batch[0].done)
 		return
 	}
@@ -128,43 +127,65 @@ func (ep *epoch) sendTxn(batch []*txnReq) {
 	for _, r := range batch {
 		ops = append(ops, r.ops...)
 	}
-	res, err := ep.sendOps(ctx, ops)
+	res, err := ep.sendOps(ops)
 	switch {
-	case err == nil && len(res) == len(ops):
+	case err == nil:
 		for _, r := range batch {
 			r.res, res = res[:len(r.ops):len(r.ops)], res[len(r.ops):]
 		}
-	case err == nil:
-		for _, r := range batch {
-			r.err = fmt.Errorf("transaction of %d ops: %d answers", len(ops), len(res))
-		}
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrSessionLost):
-		for _, r := range batch {
-			r.err = err
-		}
-	default:
-		// Refused, so nothing was applied: each caller's ops alone, pipelined.
-		errs := make([]func() error, len(batch))
+	case refused(res, len(ops)):
+		// Nothing was applied: each caller's ops alone, pipelined.
+		alone := make([]func() error, len(batch))
 		for i, r := range batch {
-			errs[i] = func() error {
-				r.res, r.err = ep.sendOps(ctx, r.ops)
+			alone[i] = func() error {
+				r.res, r.err = ep.sendOps(r.ops)
 				return nil
 			}
 		}
-		_ = parallel(errs...)
+		_ = parallel(alone...)
+	default:
+		for _, r := range batch {
+			r.err = err
+		}
 	}
 	for _, r := range batch {
 		close(r.done)
 	}
 }
 
-// sendOps sends ops as one multi.
-func (ep *epoch) sendOps(ctx context.Context, ops []any) ([]zk.MultiResponse, error) {
+// refused tells whether a failed multi was refused by the server, which then
+// answers every op (one of them with its error) and applies none.
+func refused(res []zk.MultiResponse, ops int) bool {
+	if len(res) != ops {
+		return false
+	}
+	for _, r := range res {
+		if r.Error != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// sendOps sends ops as one multi, with errors as epoch.call gives them, except
+// that a failure that is not the server's refusal (a lost answer, or one that
+// could not be read) is ErrUnavailable or ErrSessionLost: the ops may have been
+// applied, and callers recover as from a lost answer.
+func (ep *epoch) sendOps(ops []any) ([]zk.MultiResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+	defer cancel()
 	var res []zk.MultiResponse
 	err := ep.call(ctx, func(c *zk.Conn) error {
 		var err error
 		res, err = c.Multi(ops...)
 		return err
 	})
+	switch {
+	case err == nil && len(res) != len(ops):
+		err = fmt.Errorf("%w: a transaction of %d ops answered with %d results", ErrUnavailable, len(ops), len(res))
+	case err == nil, refused(res, len(ops)), errors.Is(err, ErrUnavailable), errors.Is(err, ErrSessionLost):
+	default:
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	return res, err
 }
