@@ -84,18 +84,28 @@ type created struct {
 // parent's stat in the answer tells the node's czxid (the parent's new mzxid) and
 // whether the node is alone under parent (its child count), without a second
 // request. Only parents whose data is the sidecar's own (the lines of locks and
-// elections, always empty) are stamped.
+// elections, always empty) are stamped, and only where the parent's ACL lets
+// this session write it.
 func createProtected(ctx context.Context, ep *epoch, parent, guid, infix string, data []byte, stamp bool) (created, error) {
 	want := parent + "/" + protectedPrefix(guid) + infix
 	for {
 		var c created
 		create := &zk.CreateRequest{Path: want, Data: data, Acl: openACL, Flags: zk.FlagEphemeralSequential}
+		if _, ok := ep.s.unstamped.Load(parent); ok {
+			stamp = false
+		}
 		ops := []any{create}
 		if stamp {
 			ops = append(ops, &zk.SetDataRequest{Path: parent, Data: nil, Version: -1})
 		}
 		// Keyed by parent: siblings made in one transaction would share a czxid.
 		res, err := ep.multi(ctx, parent, ops...)
+		if stamp && errors.Is(err, zk.ErrNoAuth) {
+			// A parent made by someone else may let us create but not write:
+			// create without the stamp there (the czxid is then read).
+			ep.s.unstamped.Store(parent, true)
+			continue
+		}
 		if err == nil {
 			c.Path = res[0].String
 			if stamp {
@@ -190,9 +200,13 @@ func waitConnected(ctx context.Context, ep *epoch) error {
 }
 
 // deleteProtected removes the node this guid created under parent (known: its path,
-// or "" if the create's answer never came), retrying through a suspension until ctx
-// ends. Nothing is left to do when the session is lost: its ephemerals are gone.
+// or "" if the create's answer never came), retrying through a suspension for as
+// long as the session lives, whatever ctx says: a node left behind would stand in
+// its line until the session ends, and a successor may have been handed the lock
+// already (handoffs). ctx carries values only. Nothing is left to do when the
+// session is lost: its ephemerals are gone.
 func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string) error {
+	ctx = context.WithoutCancel(ctx)
 	for {
 		p := known
 		var err error
@@ -205,7 +219,7 @@ func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string)
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNoNode), errors.Is(err, ErrSessionLost):
 			return nil
-		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+		case errors.Is(err, ErrUnavailable):
 			if err := waitConnected(ctx, ep); err != nil {
 				return nil
 			}
@@ -216,12 +230,9 @@ func deleteProtected(ctx context.Context, ep *epoch, parent, guid, known string)
 }
 
 // cleanupProtected deletes a protected node that must not outlive a failed or
-// abandoned operation (see deleteProtected), with a fresh bounded context: the
-// request's own context may be the reason for the cleanup.
+// abandoned operation (see deleteProtected).
 func cleanupProtected(ep *epoch, parent, guid, node string) {
-	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
-	defer cancel()
-	_ = deleteProtected(ctx, ep, parent, guid, node)
+	_ = deleteProtected(context.Background(), ep, parent, guid, node)
 }
 
 // seqOf returns the 10-digit sequence suffix of a sequential node's name. Names

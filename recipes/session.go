@@ -114,6 +114,8 @@ type Session struct {
 	lister lister
 	// handoffs tells a waiter that its predecessor, the head, was let go here.
 	handoffs handoffs
+	// unstamped remembers line parents whose ACL refuses the stamp's write.
+	unstamped sync.Map
 
 	// knownPaths remembers persistent parents that exist (the sidecar never deletes
 	// them), so the hot path does not create them again.

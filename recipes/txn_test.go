@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -205,5 +206,97 @@ func waitWaiters(t *testing.T, locks *Locks, name string, n int) {
 			t.Fatalf("lock %s: never %d waiters (%+v, %v)", name, n, st, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A lock parent made by someone else whose ACL lets us create children but not
+// write the parent: acquires still work (without the stamp), with the czxid as
+// token.
+func TestLockUnderReadOnlyParent(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	for _, p := range []string{root, root + "/locks"} {
+		if _, err := conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	parent := root + "/locks/guarded"
+	if _, err := conn.Create(parent, []byte("theirs"), zk.FlagPersistent, zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSession(t, zkc.Servers(), root)
+	leases := NewLeases(s, nil)
+	locks := NewLocks(s, prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var last int64
+	for range 2 {
+		lease, err := leases.Grant(time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := locks.Acquire(ctx, lease, "guarded", "me", 0)
+		if err != nil {
+			t.Fatalf("acquire under a parent we cannot write: %v", err)
+		}
+		_, st, err := conn.Exists(g.node)
+		if err != nil || st == nil || st.Czxid != g.FencingToken || g.FencingToken <= last {
+			t.Fatalf("token %d, node czxid %+v (%v), previous %d", g.FencingToken, st, err, last)
+		}
+		last = g.FencingToken
+		if err := locks.Release(ctx, lease, "guarded"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, _, err := conn.Get(parent); err != nil || string(data) != "theirs" {
+		t.Fatalf("parent data %q (%v): changed", data, err)
+	}
+}
+
+// A release whose caller gives up while the session is suspended still deletes
+// the node once the session is back: a node left behind would hold the line for
+// the session's whole life.
+func TestReleaseDeletesThroughSuspension(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	proxy, err := faultproxy.New(zkc.Server(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := newTestSession(t, []string{proxy.Addr()}, root)
+	leases := NewLeases(s, nil)
+	locks := NewLocks(s, prometheus.NewRegistry())
+	lease, err := leases.Grant(time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := locks.Acquire(context.Background(), lease, "cut", "me", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	for s.State() == StateConnected {
+		<-s.Changed()
+	}
+	time.AfterFunc(500*time.Millisecond, proxy.Restore)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = locks.Release(ctx, lease, "cut") // the caller's deadline passes during the cut
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, _, err := conn.Exists(g.node)
+		if err == nil && !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s still there after the cut (%v)", g.node, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := s.State(); st != StateConnected {
+		t.Fatalf("session %v, want connected (the cut was shorter than the timeout)", st)
 	}
 }
