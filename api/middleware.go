@@ -147,7 +147,7 @@ func detachSlot(ctx context.Context) func() {
 }
 
 func isLongPoll(r *http.Request) bool {
-	if !strings.Contains(r.URL.RawQuery, "wait=") {
+	if r.URL.RawQuery == "" {
 		return false
 	}
 	v := r.URL.Query().Get("wait")

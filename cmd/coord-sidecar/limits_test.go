@@ -32,6 +32,11 @@ func TestConcurrencyCaps(t *testing.T) {
 	if r.Header.Get("Retry-After") == "" || str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
 		t.Fatalf("third waiter: %s %v", r.Raw, r.Header)
 	}
+	// The cap reads the query as the handler does, escapes included.
+	r = car.must(http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?%77ait=60s")
+	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
+		t.Fatalf("escaped wait: %s", r.Raw)
+	}
 	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
 
 	st := car.openStream("/v1/session/events")
