@@ -92,6 +92,43 @@ func awaitHead(ctx context.Context, ep *epoch, c created, wait time.Duration, en
 		place.Head = true
 		return place, nil
 	}
+	// waitGone watches pred (reading the czxid alongside when not known yet)
+	// until it goes or this sidecar hands its place over, and tells whether it
+	// went; errWaitOver when wait ends first.
+	waitGone := func(pred string, handed <-chan struct{}) (bool, error) {
+		var watch <-chan zk.Event
+		var exists bool
+		watchPred := func() error {
+			return ep.call(ctx, func(c *zk.Conn) error {
+				var err error
+				exists, _, watch, err = c.ExistsW(pred)
+				return err
+			})
+		}
+		var err error
+		if place.Czxid == 0 {
+			err = parallel(watchPred, readCzxid)
+		} else {
+			err = watchPred()
+		}
+		if err != nil || !exists {
+			return !exists, err
+		}
+		select {
+		case ev := <-watch:
+			return ev.Type == zk.EventNodeDeleted, nil
+		case <-handed:
+			return true, nil
+		case <-deadline:
+			return false, errWaitOver
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-ending:
+			return false, ErrLeaseEnded
+		case <-ep.lost:
+			return false, ErrSessionLost
+		}
+	}
 	if c.Alone && c.Czxid != 0 {
 		place.Line = []string{self}
 		return head()
@@ -125,53 +162,31 @@ func awaitHead(ctx context.Context, ep *epoch, c created, wait time.Duration, en
 		}
 		pred := parent + "/" + place.Line[idx-1]
 		handed, stopWaiting := ep.s.handoffs.await(pred)
-		var watch <-chan zk.Event
-		var exists bool
-		watchPred := func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				exists, _, watch, err = c.ExistsW(pred)
-				return err
-			})
-		}
-		if place.Czxid == 0 {
-			err = parallel(watchPred, readCzxid)
-		} else {
-			err = watchPred()
-		}
-		if err != nil {
-			stopWaiting()
+		var gone bool
+		gone, err = waitGone(pred, handed)
+		stopWaiting()
+		switch {
+		case errors.Is(err, errWaitOver):
+			return place, nil
+		case err != nil:
 			continue
-		}
-		if !exists && idx == 1 {
-			stopWaiting()
+		case gone && idx == 1, gone && handedOver(handed):
 			return head()
 		}
-		if exists {
-			select {
-			case ev := <-watch:
-				if ev.Type == zk.EventNodeDeleted && idx == 1 {
-					stopWaiting()
-					return head()
-				}
-			case <-handed:
-				return head()
-			case <-deadline:
-				stopWaiting()
-				return place, nil
-			case <-ctx.Done():
-				stopWaiting()
-				return place, ctx.Err()
-			case <-ending:
-				stopWaiting()
-				return place, ErrLeaseEnded
-			case <-ep.lost:
-				stopWaiting()
-				return place, ErrSessionLost
-			}
-		}
-		stopWaiting()
 		err = list()
+	}
+}
+
+// errWaitOver ends awaitHead's watch when wait is over.
+var errWaitOver = errors.New("wait over")
+
+// handedOver tells whether handed has fired.
+func handedOver(handed <-chan struct{}) bool {
+	select {
+	case <-handed:
+		return true
+	default:
+		return false
 	}
 }
 
