@@ -3,7 +3,6 @@ package recipes
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -74,47 +73,18 @@ func (f *ElectionFollower) Close() {
 
 func (w *electionWatch) run() {
 	defer close(w.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-w.done:
+	watchLoop(w.e.s, w.stop, w.wake, func(ctx context.Context, ep *epoch, fresh bool) error {
+		if fresh {
+			w.mu.Lock()
+			w.childWatched, w.dataWatched = false, map[string]bool{}
+			w.mu.Unlock()
 		}
-	}()
-	var last *epoch
-	for {
-		sessChanged := w.e.s.Changed()
-		ep, err := w.e.s.current()
+		st, err := w.e.read(ctx, ep, w.name, w)
 		if err == nil {
-			if ep != last {
-				w.mu.Lock()
-				w.childWatched, w.dataWatched = false, map[string]bool{}
-				w.mu.Unlock()
-				last = ep
-			}
-			var st *ElectionState
-			st, err = w.e.read(ctx, ep, w.name, w)
-			if err == nil {
-				w.set(st)
-			}
+			w.set(st)
 		}
-		var retry <-chan time.Time
-		if err != nil {
-			w.suspend()
-			// A failed read under a connected session (a call cut off, say) is
-			// retried soon; otherwise the next session change wakes the watcher.
-			retry = time.After(250 * time.Millisecond)
-		}
-		select {
-		case <-w.wake:
-		case <-retry:
-		case <-sessChanged:
-		case <-w.stop:
-			return
-		}
-	}
+		return err
+	}, w.suspend)
 }
 
 // set publishes a new state if it differs from the current one.

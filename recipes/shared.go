@@ -1,7 +1,9 @@
 package recipes
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -63,4 +65,50 @@ func (s *sharedWatches[W]) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
+}
+
+// retryEvery is how soon a watcher tries again after a failed call while the
+// session stays connected.
+const retryEvery = 250 * time.Millisecond
+
+// watchLoop drives one watcher until stop closes. Under the connected session
+// it calls step, with fresh set when that session is not the one of the last
+// call (its watches are gone: everything must be read and armed again); it
+// calls step again at every wake-up and session change. After a failed step it
+// calls failed (the state is no longer known) and tries again within retryEvery
+// (a call cut off under a connected session), or at the next session change.
+// ctx, given to step, ends when stop closes.
+func watchLoop(s *Session, stop, wake <-chan struct{}, step func(ctx context.Context, ep *epoch, fresh bool) error, failed func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var last *epoch
+	for {
+		sessChanged := s.Changed()
+		ep, err := s.current()
+		if err == nil {
+			err = step(ctx, ep, ep != last)
+			last = ep
+		}
+		var retry <-chan time.Time
+		if err != nil {
+			failed()
+			if ctx.Err() == nil {
+				retry = time.After(retryEvery)
+			}
+		}
+		select {
+		case <-wake:
+		case <-retry:
+		case <-sessChanged:
+		case <-stop:
+			return
+		}
+	}
 }

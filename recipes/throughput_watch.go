@@ -50,10 +50,6 @@ type groupWatch struct {
 	done chan struct{}
 }
 
-// retryEvery is how soon a watcher tries again after a failed call while the
-// session stays connected.
-const retryEvery = 250 * time.Millisecond
-
 // Follow starts following group; Close stops. The first state is available
 // once read (Changed closes then).
 func (t *Throughputs) Follow(group string) (*ThroughputFollower, error) {
@@ -116,46 +112,20 @@ func (f *ThroughputFollower) await(ctx context.Context, d time.Duration, cond fu
 func (w *groupWatch) run() {
 	defer close(w.done)
 	defer w.setLeading(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stop:
-			cancel()
-		case <-w.done:
+	watchLoop(w.t.s, w.stop, w.wake, func(ctx context.Context, ep *epoch, fresh bool) error {
+		if fresh {
+			w.reset()
 		}
-	}()
-	var last *epoch
-	var retry <-chan time.Time
-	for {
-		sessChanged := w.t.s.Changed()
-		ep, err := w.t.s.current()
-		if err == nil {
-			if ep != last {
-				w.reset()
-				last = ep
-			}
-			if err = w.refresh(ctx, ep); err == nil {
-				err = w.lead(ctx, ep)
-				w.publish()
-			}
+		if err := w.refresh(ctx, ep); err != nil {
+			return err
 		}
-		retry = nil
-		if err != nil {
-			w.suspend()
-			w.setLeading(false)
-			if ctx.Err() == nil {
-				retry = time.After(retryEvery)
-			}
-		}
-		select {
-		case <-w.wake:
-		case <-sessChanged:
-		case <-retry:
-		case <-w.stop:
-			return
-		}
-	}
+		err := w.lead(ctx, ep)
+		w.publish()
+		return err
+	}, func() {
+		w.suspend()
+		w.setLeading(false)
+	})
 }
 
 // reset forgets everything read under an earlier session: its watches are gone.
