@@ -327,10 +327,20 @@ func (b *Barriers) Wait(ctx context.Context, name string, wait time.Duration) (e
 	defer func() { b.metrics.observe("barrier", start, err) }()
 	d := newDeadline(wait)
 	defer d.stop()
-	p := b.node(name)
+	gone, err := awaitGone(ctx, b.s, b.node(name), d)
+	if err == nil && !gone {
+		err = fmt.Errorf("barrier %q: %w", name, ErrBarrierRaised)
+	}
+	return err
+}
+
+// awaitGone waits until node p does not exist: true once it is gone (or never
+// was), false when d is over first. It watches p, so it answers within a round
+// trip of the delete, and it rides out a suspension or a new session within d.
+func awaitGone(ctx context.Context, s *Session, p string, d *waitDeadline) (bool, error) {
 	for {
-		changed := b.s.Changed()
-		ep, err := b.s.current()
+		changed := s.Changed()
+		ep, err := s.current()
 		var exists bool
 		var watch <-chan zk.Event
 		if err == nil {
@@ -341,24 +351,24 @@ func (b *Barriers) Wait(ctx context.Context, name string, wait time.Duration) (e
 			})
 		}
 		if err != nil {
-			if (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost)) && ctx.Err() == nil &&
-				awaitSession(ctx, changed, d) {
+			if waitOutSession(ctx, err, changed, d) {
 				continue
 			}
-			return err
+			return false, err
 		}
 		if !exists {
-			return nil
+			return true, nil
 		}
 		if d.expired() {
-			return fmt.Errorf("barrier %q: %w", name, ErrBarrierRaised)
+			return false, nil
 		}
 		select {
 		case <-watch:
 		case <-d.C:
-			return fmt.Errorf("barrier %q: %w", name, ErrBarrierRaised)
+			d.C = expiredC
+			return false, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-ep.lost:
 		}
 	}

@@ -499,39 +499,22 @@ func (b *Barriers) awaitEmpty(ctx context.Context, name string, wait time.Durati
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
-		var exists bool
-		var watch <-chan zk.Event
-		parts := participants(children)
-		if err == nil && len(parts) == 0 {
-			return b.clearReadyIfEmpty(ctx, ep, parent)
-		}
-		if err == nil {
-			err = ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				exists, _, watch, err = c.ExistsW(parent + "/" + parts[0])
-				return err
-			})
-		}
 		if err != nil {
-			if (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost)) && ctx.Err() == nil &&
-				awaitSession(ctx, changed, d) {
+			if waitOutSession(ctx, err, changed, d) {
 				continue
 			}
 			return err
 		}
-		if !exists {
-			continue
+		parts := participants(children)
+		if len(parts) == 0 {
+			return b.clearReadyIfEmpty(ctx, ep, parent)
 		}
-		if d.expired() {
-			return &BarrierNotEmptyError{Name: name, Remaining: participantIDs(parts)}
+		gone, err := awaitGone(ctx, b.s, parent+"/"+parts[0], d)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-watch:
-		case <-d.C:
+		if !gone {
 			return &BarrierNotEmptyError{Name: name, Remaining: participantIDs(parts)}
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ep.lost:
 		}
 	}
 }

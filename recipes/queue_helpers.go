@@ -123,3 +123,11 @@ func awaitSession(ctx context.Context, changed <-chan struct{}, d *waitDeadline)
 		return false
 	}
 }
+
+// waitOutSession tells whether err comes from the session (suspended, or lost
+// and being replaced) and, when it does, waits for the session to change within
+// d: true means try again.
+func waitOutSession(ctx context.Context, err error, changed <-chan struct{}, d *waitDeadline) bool {
+	return (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost)) && ctx.Err() == nil &&
+		awaitSession(ctx, changed, d)
+}
