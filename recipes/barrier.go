@@ -78,18 +78,10 @@ func (b *Barriers) Raise(ctx context.Context, name string) error {
 	}
 	p := b.node(name)
 	for {
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			_, err := c.Create(p, nil, zk.FlagPersistent, openACL)
-			return err
-		})
+		err := createIn(ctx, ep, p, nil, zk.FlagPersistent)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, zk.ErrNoNode):
-			if err := ensurePersistent(ctx, ep, b.dir); err != nil {
-				return err
-			}
-			continue
 		case !errors.Is(err, zk.ErrNodeExists):
 			return fmt.Errorf("raise barrier %q: %w", name, err)
 		}
@@ -186,18 +178,10 @@ func (b *Barriers) RaiseFor(ctx context.Context, lease *Lease, name string) erro
 func (b *Barriers) createFor(ctx context.Context, ep *epoch, p, leaseID string) error {
 	data := []byte(leaseID)
 	for {
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			_, err := c.Create(p, data, zk.FlagEphemeral, openACL)
-			return err
-		})
+		err := createIn(ctx, ep, p, data, zk.FlagEphemeral)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, zk.ErrNoNode):
-			if err := ensurePersistent(ctx, ep, b.dir); err != nil {
-				return err
-			}
-			continue
 		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
 			// The answer may be lost with the connection: adopt our node if it is there.
 			if err := waitConnected(ctx, ep); err != nil {

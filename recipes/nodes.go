@@ -34,6 +34,25 @@ func ensurePersistent(ctx context.Context, ep *epoch, p string) error {
 	return nil
 }
 
+// createIn creates p with flags, first making its missing ancestors persistent
+// when the create finds no parent. Other errors (ErrNodeExists among them) are
+// returned as they come.
+func createIn(ctx context.Context, ep *epoch, p string, data []byte, flags int32) error {
+	for {
+		err := ep.call(ctx, func(c *zk.Conn) error {
+			_, err := c.Create(p, data, flags, openACL)
+			return err
+		})
+		if !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		ep.s.knownPaths.Delete(path.Dir(p)) // deleted behind the cache
+		if err := ensurePersistent(ctx, ep, path.Dir(p)); err != nil {
+			return err
+		}
+	}
+}
+
 // ensureContainer creates p as a container node (ZooKeeper deletes it once its last
 // child is gone), and its missing ancestors as persistent nodes.
 func ensureContainer(ctx context.Context, ep *epoch, p string) error {

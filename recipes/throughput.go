@@ -152,24 +152,15 @@ func (t *Throughputs) SetLimit(ctx context.Context, group string, limit int64) (
 	defer f.Close()
 	data, _ := json.Marshal(groupData{Limit: limit})
 	gp := t.groupPath(group)
-	for {
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			_, err := c.Create(gp, data, zk.FlagPersistent, openACL)
-			if errors.Is(err, zk.ErrNodeExists) {
-				_, err = c.Set(gp, data, -1)
-			}
+	err = createIn(ctx, ep, gp, data, zk.FlagPersistent)
+	if errors.Is(err, zk.ErrNodeExists) {
+		err = ep.call(ctx, func(c *zk.Conn) error {
+			_, err := c.Set(gp, data, -1)
 			return err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
-			if err := ensurePersistent(ctx, ep, t.dir); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("set the limit of %q: %w", group, err)
-		}
-		break
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set the limit of %q: %w", group, err)
 	}
 	f.await(ctx, settleWait, func(g *ThroughputGroup) bool { return g.Limit == limit })
 	return t.Inspect(ctx, group)
