@@ -286,31 +286,13 @@ type electionChurn struct {
 	cands     map[string]*churnCandidate // by candidate id
 	resigns   atomic.Int64
 	rejoins   atomic.Int64
-	answers   map[string]int
-	failures  []string
 	generated int
+	outcomes
 }
 
 type churnCandidate struct {
 	car   int
 	lease string
-}
-
-func (c *electionChurn) fail(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.failures) < 50 {
-		c.failures = append(c.failures, fmt.Sprintf(format, args...))
-	}
-}
-
-func (c *electionChurn) count(what string, r *response) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.answers == nil {
-		c.answers = map[string]int{}
-	}
-	c.answers[fmt.Sprintf("%s %d %s", what, r.Status, problemType(r))]++
 }
 
 // enrol makes a lease and a candidate on car i; false if the sidecar could not
@@ -447,10 +429,9 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 
 func (c *electionChurn) report(t *testing.T) {
 	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.Logf("election churn: %d resignations with requeue, %d candidates lost with their session; answers %v", c.resigns.Load(), c.rejoins.Load(), c.answers)
-	for _, f := range c.failures {
+	answers, failures := c.snapshot()
+	t.Logf("election churn: %d resignations with requeue, %d candidates lost with their session; answers %s", c.resigns.Load(), c.rejoins.Load(), strings.Join(answers, ", "))
+	for _, f := range failures {
 		t.Error(f)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -273,26 +274,43 @@ type lockWorkload struct {
 	staleRejected, staleAccepted     atomic.Int64
 	holdRejected                     atomic.Int64 // in-hold writes of grants the sidecar reported lost
 
-	mu       sync.Mutex
+	outcomes
+}
+
+// outcomes collects what a fault workload saw: the answers by "what status
+// problem-type" and the first 50 failures. It is safe for concurrent use.
+type outcomes struct {
+	omu      sync.Mutex
 	failures []string
-	statuses map[string]int // answers by "METHOD status type"
+	answers  map[string]int
 }
 
-func (w *lockWorkload) fail(format string, args ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.failures) < 50 {
-		w.failures = append(w.failures, fmt.Sprintf(format, args...))
+func (o *outcomes) fail(format string, args ...any) {
+	o.omu.Lock()
+	defer o.omu.Unlock()
+	if len(o.failures) < 50 {
+		o.failures = append(o.failures, fmt.Sprintf(format, args...))
 	}
 }
 
-func (w *lockWorkload) count(method string, r *response) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.statuses == nil {
-		w.statuses = map[string]int{}
+func (o *outcomes) count(what string, r *response) {
+	o.omu.Lock()
+	defer o.omu.Unlock()
+	if o.answers == nil {
+		o.answers = map[string]int{}
 	}
-	w.statuses[fmt.Sprintf("%s %d %s", method, r.Status, problemType(r))]++
+	o.answers[fmt.Sprintf("%s %d %s", what, r.Status, problemType(r))]++
+}
+
+// snapshot returns the answers as sorted "kind: count" lines, and the failures.
+func (o *outcomes) snapshot() (answers, failures []string) {
+	o.omu.Lock()
+	defer o.omu.Unlock()
+	for k, n := range o.answers {
+		answers = append(answers, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(answers)
+	return answers, slices.Clone(o.failures)
 }
 
 // start launches the clients; the returned channel closes when all have ended.
@@ -416,18 +434,7 @@ func runtimeWork() { time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond
 // no stale token accepted, and the history linearizable.
 func (w *lockWorkload) verify(t *testing.T) {
 	t.Helper()
-	w.mu.Lock()
-	failures := w.failures
-	keys := make([]string, 0, len(w.statuses))
-	for k := range w.statuses {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var answers []string
-	for _, k := range keys {
-		answers = append(answers, fmt.Sprintf("%s: %d", k, w.statuses[k]))
-	}
-	w.mu.Unlock()
+	answers, failures := w.snapshot()
 	w.res.mu.Lock()
 	accepted, rejected := w.res.accepted, w.res.rejected
 	w.res.mu.Unlock()
