@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -94,7 +95,7 @@ func takeTxn(pending []*txnReq) int {
 			break
 		}
 		if r.key != "" {
-			if containsString(keys, r.key) {
+			if slices.Contains(keys, r.key) {
 				break
 			}
 			keys = append(keys, r.key)
@@ -103,15 +104,6 @@ func takeTxn(pending []*txnReq) int {
 		size += r.bytes
 	}
 	return n
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sendTxn sends one shared transaction and answers its requests.
