@@ -1,0 +1,194 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Stat is a node's metadata (czxid, mzxid, pzxid, versions, ephemeral owner, ...).
+type Stat = zk.Stat
+
+// Event is a watch firing (or, with Type EventNotWatching, a watch dropped with
+// its session).
+type Event = zk.Event
+
+// Event types recipes look at.
+const (
+	EventNodeDeleted  = zk.EventNodeDeleted
+	EventNotWatching  = zk.EventNotWatching
+	EventNodeCreated  = zk.EventNodeCreated
+	EventNodeChildren = zk.EventNodeChildrenChanged
+)
+
+// Create modes.
+const (
+	Persistent          = int32(zk.FlagPersistent)
+	Ephemeral           = int32(zk.FlagEphemeral)
+	Sequential          = int32(zk.FlagSequence)
+	EphemeralSequential = int32(zk.FlagEphemeralSequential)
+	Container           = int32(zk.FlagContainer)
+)
+
+// call runs f on this epoch's connection. It fails fast, without calling, when
+// ctx has ended or the epoch is not the connected one. A connection error comes
+// back as ErrUnavailable, an expired session as ErrSessionLost, ZooKeeper's
+// answers (ErrNoNode, ...) as they are.
+//
+// Deadline: the call returns by ctx's deadline or OpTimeout from now, whichever is
+// sooner (then ErrUnavailable: the request may still be applied). It runs on the
+// caller's goroutine (no hop on the hot path) whenever that deadline is no sooner
+// than the bound go-zookeeper keeps by itself: a sent request fails when its
+// connection drops (a silent partition is detected within 2/3 of the session
+// timeout), and a request queued while disconnected waits at most until the
+// Session abandons the epoch (9/10 of the session timeout without an answer) or
+// closes. A sooner deadline is kept by running f on a goroutine the Session owns.
+// Cancelling ctx without a deadline does not cut a call already sent short: the
+// answer to a write matters more than the caller's patience.
+func (ep *Epoch) call(ctx context.Context, f func(*zk.Conn) error) error {
+	if ep.IsLost() {
+		return ErrSessionLost
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if !ep.Connected() {
+		return fmt.Errorf("session not connected: %w", ErrUnavailable)
+	}
+	deadline := time.Now().Add(ep.s.cfg.OpTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	sent := time.Now()
+	var err error
+	if time.Until(deadline) >= ep.SessionTimeout() {
+		err = f(ep.conn)
+	} else {
+		err = ep.callBy(deadline, f)
+	}
+	if err == nil || IsAnswer(err) {
+		ep.touch(sent)
+	}
+	if ep.IsLost() && err != nil && !IsAnswer(err) {
+		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+	}
+	return mapError(err)
+}
+
+var errDeadline = errors.New("no answer before the call's deadline")
+
+// callBy runs f on a goroutine of the Session and waits for it until deadline.
+func (ep *Epoch) callBy(deadline time.Time, f func(*zk.Conn) error) error {
+	done := make(chan error, 1)
+	ep.s.Go(func() { done <- f(ep.conn) })
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w: %w", ErrUnavailable, errDeadline)
+	}
+}
+
+// Get reads a node's data and stat.
+func (ep *Epoch) Get(ctx context.Context, p string) (data []byte, st *Stat, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		data, st, err = c.Get(p)
+		return err
+	})
+	return data, st, err
+}
+
+// GetW reads a node's data and stat and leaves a watch on them.
+func (ep *Epoch) GetW(ctx context.Context, p string) (data []byte, st *Stat, watch <-chan Event, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		data, st, watch, err = c.GetW(p)
+		return err
+	})
+	return data, st, watch, err
+}
+
+// Children lists a node's children (unsorted) and returns its stat.
+func (ep *Epoch) Children(ctx context.Context, p string) (children []string, st *Stat, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		children, st, err = c.Children(p)
+		return err
+	})
+	return children, st, err
+}
+
+// ChildrenW lists a node's children and leaves a watch on the list.
+func (ep *Epoch) ChildrenW(ctx context.Context, p string) (children []string, st *Stat, watch <-chan Event, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		children, st, watch, err = c.ChildrenW(p)
+		return err
+	})
+	return children, st, watch, err
+}
+
+// Exists tells whether a node exists, with its stat when it does.
+func (ep *Epoch) Exists(ctx context.Context, p string) (ok bool, st *Stat, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		ok, st, err = c.Exists(p)
+		return err
+	})
+	return ok, st, err
+}
+
+// ExistsW is Exists leaving a watch that fires when the node is created,
+// changed or deleted.
+func (ep *Epoch) ExistsW(ctx context.Context, p string) (ok bool, st *Stat, watch <-chan Event, err error) {
+	err = ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		ok, st, watch, err = c.ExistsW(p)
+		return err
+	})
+	return ok, st, watch, err
+}
+
+// Create creates a node with the session's ACL and returns its path (with the
+// sequence suffix of a sequential node). Mode Container makes a container node.
+func (ep *Epoch) Create(ctx context.Context, p string, data []byte, mode int32) (string, error) {
+	var out string
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		if mode == Container {
+			out, err = c.CreateContainer(p, data, zk.FlagContainer, ep.s.acl())
+		} else {
+			out, err = c.Create(p, data, mode, ep.s.acl())
+		}
+		return err
+	})
+	return out, err
+}
+
+// Set writes a node's data if its version is version (-1: any) and returns the
+// new stat.
+func (ep *Epoch) Set(ctx context.Context, p string, data []byte, version int32) (*Stat, error) {
+	var st *Stat
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		st, err = c.Set(p, data, version)
+		return err
+	})
+	return st, err
+}
+
+// Delete deletes a node if its version is version (-1: any).
+func (ep *Epoch) Delete(ctx context.Context, p string, version int32) error {
+	return ep.call(ctx, func(c *zk.Conn) error { return c.Delete(p, version) })
+}
+
+// acl is the ACL of every node the sidecar creates.
+func (s *Session) acl() []zk.ACL { return openACL }
+
+var openACL = zk.WorldACL(zk.PermAll)

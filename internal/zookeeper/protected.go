@@ -1,0 +1,243 @@
+package zookeeper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Created is a node made by CreateProtected.
+type Created struct {
+	// Path is the node's full path; GUID the guid of its protected prefix.
+	Path string
+	GUID string
+	// Czxid is the node's creation zxid, and Alone tells that the node was its
+	// parent's only child just after the create. Both are known only from a
+	// stamped create whose answer came (Czxid 0 otherwise).
+	Czxid int64
+	Alone bool
+}
+
+// CreateProtected creates the ephemeral sequential node
+// parent/_c_<guid>-<infix><seq> under ep's session, with a fresh guid, creating
+// parent as a container when missing. When the create's answer is lost with the
+// connection, it waits for the same session to come back and adopts the node it
+// finds by its guid, but only if that node's ephemeral owner is this session; a
+// lost session is ErrSessionLost. On failure the node, if it was made after all,
+// is deleted before CreateProtected returns.
+//
+// A stamped create sends, in one shared transaction with the create, a write of
+// empty data to parent: every change of one transaction carries its zxid, so the
+// parent's stat in the answer tells the node's czxid (the parent's new mzxid) and
+// whether the node is alone under parent (its child count), without a second
+// request. Only parents whose data is the sidecar's own (the lines of locks and
+// elections, always empty) may be stamped; parents whose ACL refuses this
+// session the write are then created without the stamp.
+func (ep *Epoch) CreateProtected(ctx context.Context, parent, infix string, data []byte, stamp bool) (Created, error) {
+	guid := NewGUID()
+	c, err := ep.createProtected(ctx, parent, guid, infix, data, stamp)
+	if err != nil {
+		ep.CleanupProtected(parent, guid, "")
+	}
+	return c, err
+}
+
+func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string, data []byte, stamp bool) (Created, error) {
+	want := parent + "/" + ProtectedPrefix(guid) + infix
+	for {
+		c := Created{GUID: guid}
+		if _, ok := ep.s.unstamped.Load(parent); ok {
+			stamp = false
+		}
+		ops := []Op{CreateOp{Path: want, Data: data, Mode: EphemeralSequential}}
+		if stamp {
+			ops = append(ops, SetOp{Path: parent, Version: -1})
+		}
+		// Keyed by parent: siblings made in one transaction would share a czxid.
+		res, err := ep.SharedMulti(ctx, parent, ops...)
+		if stamp && errors.Is(err, ErrNoAuth) {
+			// A parent made by someone else may let us create but not write:
+			// create without the stamp there (the czxid is then read).
+			ep.s.unstamped.Store(parent, true)
+			continue
+		}
+		switch {
+		case err == nil:
+			c.Path = res[0].Path
+			if stamp {
+				if st := res[1].Stat; st != nil {
+					c.Czxid, c.Alone = st.Mzxid, st.NumChildren == 1
+				}
+			}
+			return c, nil
+		case errors.Is(err, ErrNoNode):
+			if err := ep.EnsureContainer(ctx, parent); err != nil {
+				return Created{}, err
+			}
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+			if err := ep.WaitConnected(ctx); err != nil {
+				return Created{}, err
+			}
+			found, err := ep.FindProtected(ctx, parent, guid)
+			if err != nil {
+				return Created{}, err
+			}
+			if found != "" {
+				c.Path = found
+				return c, nil
+			}
+			// The create never happened: try again.
+		default:
+			return Created{}, fmt.Errorf("create under %s: %w", parent, err)
+		}
+	}
+}
+
+// FindProtected returns the child of parent made by the protected create with
+// this guid and owned by ep's session, or "" when there is none.
+func (ep *Epoch) FindProtected(ctx context.Context, parent, guid string) (string, error) {
+	children, _, err := ep.Children(ctx, parent)
+	if errors.Is(err, ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	prefix := ProtectedPrefix(guid)
+	for _, ch := range children {
+		if !strings.HasPrefix(ch, prefix) {
+			continue
+		}
+		p := parent + "/" + ch
+		_, st, err := ep.Exists(ctx, p)
+		if err != nil {
+			return "", err
+		}
+		if st != nil && st.EphemeralOwner == ep.ID() {
+			return p, nil
+		}
+	}
+	return "", nil
+}
+
+// DeleteProtected removes the node the protected create with guid made under
+// parent (known: its path, or "" if the create's answer never came), retrying
+// through a suspension for as long as the session lives, whatever ctx says: a
+// node left behind would stand in its line until the session ends. ctx carries
+// values only. Nothing is left to do when the session is lost: its ephemerals are
+// gone.
+func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string) error {
+	ctx = context.WithoutCancel(ctx)
+	for {
+		p := known
+		var err error
+		if p == "" {
+			p, err = ep.FindProtected(ctx, parent, guid)
+		}
+		if err == nil && p != "" {
+			_, err = ep.SharedMulti(ctx, "", DeleteOp{Path: p, Version: -1})
+		}
+		switch {
+		case err == nil, errors.Is(err, ErrNoNode), errors.Is(err, ErrSessionLost):
+			return nil
+		case errors.Is(err, ErrUnavailable):
+			if err := ep.WaitConnected(ctx); err != nil {
+				return nil
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// CleanupProtected deletes a protected node that must not outlive a failed or
+// abandoned operation (see DeleteProtected).
+func (ep *Epoch) CleanupProtected(parent, guid, node string) {
+	_ = ep.DeleteProtected(context.Background(), parent, guid, node)
+}
+
+// CreateOwned creates the ephemeral node p holding data under ep's session. A
+// missing parent is made: a container when container is set, else persistent
+// ancestors. When the create's answer is lost with the connection, it waits for
+// the same session to come back and adopts the node if it is ep's and holds
+// data. It returns the node's stat when it read one (nil after a plain create).
+// When p exists and is not ep's node with data, it returns ErrNodeExists with the
+// stat of the node found.
+func (ep *Epoch) CreateOwned(ctx context.Context, p string, data []byte, container bool) (*Stat, error) {
+	parent := p[:strings.LastIndexByte(p, '/')]
+	for {
+		_, err := ep.Create(ctx, p, data, Ephemeral)
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.Is(err, ErrNoNode):
+			if container {
+				err = ep.EnsureContainer(ctx, parent)
+			} else {
+				ep.s.knownPaths.Delete(parent) // deleted behind the cache
+				err = ep.EnsurePersistent(ctx, parent)
+			}
+			if err != nil {
+				return nil, err
+			}
+			continue
+		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
+			// The answer may be lost with the connection: adopt our node if it is there.
+			if err := ep.WaitConnected(ctx); err != nil {
+				return nil, err
+			}
+		case !errors.Is(err, ErrNodeExists):
+			return nil, err
+		}
+		got, st, err := ep.Get(ctx, p)
+		switch {
+		case errors.Is(err, ErrNoNode):
+			continue
+		case err != nil:
+			return nil, err
+		case st.EphemeralOwner == ep.ID() && bytes.Equal(got, data):
+			return st, nil
+		default:
+			return st, fmt.Errorf("%s: %w", p, ErrNodeExists)
+		}
+	}
+}
+
+// Settle runs op on ep until it succeeds, fails for good, or ep's session is
+// gone (then ephemeral nodes are gone too and nothing is left to undo). Through a
+// suspension it waits for the session to come back while ctx lives; if ctx ends
+// first while the session may still live, it goes on in a goroutine the Session
+// owns until the session is connected again or lost, so that an ephemeral node
+// meant to go (a claim marker, a participant) never outlives its holder for long.
+func (ep *Epoch) Settle(ctx context.Context, op func(ctx context.Context) error) error {
+	for {
+		err := op(ctx)
+		switch {
+		case err == nil, errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed):
+			return nil
+		case !errors.Is(err, ErrUnavailable):
+			return err
+		case ctx.Err() == nil:
+			if ep.WaitConnected(ctx) != nil && ep.IsLost() {
+				return nil
+			}
+			continue
+		}
+		ep.s.Go(func() {
+			for {
+				if ep.WaitConnected(context.Background()) != nil {
+					return // lost: the server removed the session's ephemerals
+				}
+				bg, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+				err := op(bg)
+				cancel()
+				if err == nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost) {
+					return
+				}
+			}
+		})
+		return err
+	}
+}

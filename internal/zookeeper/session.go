@@ -1,0 +1,564 @@
+package zookeeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// State is the sidecar's view of its ZooKeeper session.
+type State int
+
+// The session states. Only StateConnected lets a grant be claimed.
+const (
+	// StateConnecting: no session yet (first connection under way).
+	StateConnecting State = iota
+	// StateConnected: the session is established and the connection is up.
+	StateConnected
+	// StateSuspended: the connection dropped; the session may still live on the
+	// server, so ownership is uncertain (Curator's SUSPENDED).
+	StateSuspended
+	// StateLost: the session expired (or was abandoned as expired); every grant made
+	// under it is gone. A new session is being established.
+	StateLost
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+var stateNames = [...]string{"connecting", "connected", "suspended", "lost", "closed"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// StateChange is one transition of the session, as delivered to Subscribe
+// callbacks. Event is the name clients see: "connected" (a new session),
+// "suspended", "reconnected" (the same session is back) or "lost".
+type StateChange struct {
+	State     State
+	Event     string
+	SessionID int64
+	At        time.Time
+}
+
+// Config configures a Session. NewSession fills in the defaults.
+type Config struct {
+	// Servers are the ZooKeeper servers, host:port.
+	Servers []string
+	// Timeout is the requested session timeout; the server may negotiate another.
+	// Default 10s.
+	Timeout time.Duration
+	// Root is the znode under which every recipe keeps its nodes. Default "/coord".
+	Root string
+	// OpTimeout is the deadline of every single call whose context has no earlier
+	// one (see Epoch.call). Default 10s.
+	OpTimeout time.Duration
+	// Logger receives session state changes. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the session metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// Session holds one ZooKeeper session for the whole sidecar and replaces it when it
+// expires. Every grant is made under one session (an Epoch); when that session
+// expires, its Epoch's Lost channel closes and the grant is lost, never carried
+// over to the next session.
+//
+// The state is taken from go-zookeeper's event callback, which only queues the event
+// and never blocks; one goroutine of the Session applies the events in order and
+// calls the Subscribe callbacks.
+//
+// Because a server expires a session on its own clock, the Session also declares an
+// epoch lost when no call has succeeded for 9/10 of the negotiated timeout (measured
+// from when that call was sent, heartbeats every 1/10 of it). A server that answers
+// a call sent at S has heard from the client at S or later, so it cannot expire the
+// session before S + timeout: grants are reported lost a tenth of the timeout
+// before the server can hand them to another client (and its tick rounds expiry
+// up). The abandoned session's connection is closed, so a session declared lost is
+// never used again.
+//
+// Every goroutine the Session starts (its event loop, its heartbeat, the closing
+// of abandoned connections, calls cut off by their deadline, Settle's background
+// retries) is waited for by Close.
+type Session struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics sessionMetrics
+
+	mu        sync.Mutex
+	ep        *Epoch
+	state     State
+	lastID    int64 // id of the last session that was connected
+	listeners map[int]func(StateChange)
+	nextL     int
+	changed   chan struct{} // closed and replaced on every state change
+
+	queueMu sync.Mutex
+	queue   []queuedEvent
+	wake    chan struct{}
+
+	closing chan struct{}
+	// tasks counts the goroutines Close waits for.
+	tasks sync.WaitGroup
+
+	// live is the epoch while its session is connected, nil otherwise: calls
+	// check it without a lock.
+	live atomic.Pointer[Epoch]
+
+	// lister coalesces concurrent listings of one parent (a burst of waiters).
+	lister lister
+	// unstamped remembers parents whose ACL refuses the stamp's write.
+	unstamped sync.Map
+	// knownPaths remembers persistent parents that exist (the sidecar never deletes
+	// them), so the hot path does not create them again.
+	knownPaths sync.Map
+}
+
+type queuedEvent struct {
+	ep *Epoch
+	ev zk.Event
+}
+
+// Epoch is one ZooKeeper session: its connection, id and fate. Grants record the
+// Epoch they were made under; calls on an Epoch that is not the connected one fail
+// without being sent.
+type Epoch struct {
+	s       *Session
+	conn    *zk.Conn
+	id      atomic.Int64
+	timeout atomic.Int64 // negotiated, in ns; 0 until known
+	lastOK  atomic.Int64 // unix ns at which the newest successful call was sent
+	lost    chan struct{}
+	once    sync.Once
+	txns    *GroupCommit[*txnReq] // shared transactions (txn.go)
+}
+
+// NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
+// (and reports unavailable) while ZooKeeper is unreachable. Close ends it.
+func NewSession(cfg Config) (*Session, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, fmt.Errorf("no ZooKeeper servers given")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 10 * time.Second
+	}
+	if cfg.Root == "" {
+		cfg.Root = "/coord"
+	}
+	if cfg.Root != "/" {
+		cfg.Root = strings.TrimRight(cfg.Root, "/")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Session{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		metrics:   newSessionMetrics(cfg.Registerer),
+		listeners: map[int]func(StateChange){},
+		changed:   make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+	}
+	s.metrics.setState(StateConnecting)
+	ep, err := s.dial()
+	if err != nil {
+		return nil, err
+	}
+	s.ep = ep
+	s.Go(s.run)
+	s.Go(s.heartbeats)
+	return s, nil
+}
+
+// Go runs f on a goroutine that Close waits for. f must return once the
+// Session's epochs are lost (they all are after Close).
+func (s *Session) Go(f func()) {
+	s.tasks.Add(1)
+	go func() {
+		defer s.tasks.Done()
+		f()
+	}()
+}
+
+// Root is the znode under which recipes keep their nodes.
+func (s *Session) Root() string { return s.cfg.Root }
+
+// OpTimeout is the deadline of a call whose context has none.
+func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
+
+// dial opens a new connection; its session is established in the background.
+func (s *Session) dial() (*Epoch, error) {
+	ep := &Epoch{s: s, lost: make(chan struct{})}
+	ep.txns = newTxnWriter(ep)
+	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
+		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
+		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
+		zk.WithMaxBufferSize(4<<20),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
+	}
+	ep.conn = conn
+	return ep, nil
+}
+
+// enqueue is go-zookeeper's event callback: it never blocks.
+func (s *Session) enqueue(ep *Epoch, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	s.queueMu.Lock()
+	s.queue = append(s.queue, queuedEvent{ep, ev})
+	s.queueMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run applies session events in order until Close.
+func (s *Session) run() {
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-s.wake:
+			s.queueMu.Lock()
+			q := s.queue
+			s.queue = nil
+			s.queueMu.Unlock()
+			for _, e := range q {
+				s.apply(e.ep, e.ev)
+			}
+		}
+	}
+}
+
+func (s *Session) heartbeatEvery() time.Duration {
+	return max(s.cfg.Timeout/10, 20*time.Millisecond)
+}
+
+// heartbeats sends one cheap read every tenth of the session timeout while
+// connected (its success proves the server heard from us) and declares the epoch
+// lost when nothing succeeded for too long. One read is under way at a time.
+func (s *Session) heartbeats() {
+	tick := time.NewTicker(s.heartbeatEvery())
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		ep, st := s.ep, s.state
+		s.mu.Unlock()
+		if st != StateConnected && st != StateSuspended {
+			continue
+		}
+		last := time.Unix(0, ep.lastOK.Load())
+		if time.Since(last) > ep.SessionTimeout()*9/10 {
+			s.lose(ep, "no answer from ZooKeeper for 9/10 of the session timeout")
+			continue
+		}
+		if st == StateConnected {
+			ctx, cancel := context.WithTimeout(context.Background(), ep.SessionTimeout()/2)
+			_, _, _ = ep.Exists(ctx, "/")
+			cancel()
+		}
+	}
+}
+
+// apply runs on the Session's goroutine, one event at a time.
+func (s *Session) apply(ep *Epoch, ev zk.Event) {
+	s.mu.Lock()
+	if ep != s.ep || s.state == StateClosed {
+		s.mu.Unlock()
+		return // an event of an abandoned connection
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		id := ep.conn.SessionID()
+		ep.id.Store(id)
+		ep.touch(time.Now())
+		name := "connected"
+		if s.state == StateSuspended && id == s.lastID {
+			name = "reconnected"
+		}
+		s.lastID = id
+		s.setLocked(StateConnected, name, id)
+		s.mu.Unlock()
+	case zk.StateDisconnected:
+		if s.state == StateConnected {
+			s.setLocked(StateSuspended, "suspended", ep.id.Load())
+		}
+		s.mu.Unlock()
+	case zk.StateExpired:
+		s.mu.Unlock()
+		s.lose(ep, "ZooKeeper reported the session expired")
+	default:
+		s.mu.Unlock()
+	}
+}
+
+// lose declares ep's session lost, closes its connection and dials a new one.
+func (s *Session) lose(ep *Epoch, why string) {
+	s.mu.Lock()
+	if ep != s.ep || s.state == StateClosed {
+		s.mu.Unlock()
+		return
+	}
+	ep.markLost()
+	s.metrics.expirations.Inc()
+	s.setLocked(StateLost, "lost", ep.id.Load())
+	s.log.Warn("zookeeper session lost", "session", fmt.Sprintf("0x%x", ep.id.Load()), "why", why)
+	next, err := s.dial()
+	if err == nil {
+		s.ep = next
+	}
+	s.mu.Unlock()
+	s.Go(ep.conn.Close) // never reused; the server expires it (if it has not already)
+	if err != nil {
+		s.log.Error("zookeeper redial failed", "err", err)
+	}
+}
+
+// setLocked records a state change and notifies listeners. s.mu is held.
+func (s *Session) setLocked(st State, event string, id int64) {
+	s.state = st
+	if st == StateConnected {
+		s.live.Store(s.ep)
+	} else {
+		s.live.Store(nil)
+	}
+	s.metrics.setState(st)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	ch := StateChange{State: st, Event: event, SessionID: id, At: time.Now()}
+	s.log.Info("zookeeper session", "event", event, "session", fmt.Sprintf("0x%x", id), "server", s.ep.conn.Server())
+	for _, fn := range s.listeners {
+		fn(ch)
+	}
+}
+
+// Subscribe calls fn with every later state change, in order, from the Session's
+// goroutine, under the Session's lock: fn must not block nor call the Session.
+// cancel stops the calls.
+func (s *Session) Subscribe(fn func(StateChange)) (cancel func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextL
+	s.nextL++
+	s.listeners[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.listeners, id)
+		s.mu.Unlock()
+	}
+}
+
+// SessionInfo describes the session at one moment.
+type SessionInfo struct {
+	State     State
+	SessionID int64
+	Server    string
+	Timeout   time.Duration
+}
+
+// Info returns the current state, session id, server and negotiated timeout.
+func (s *Session) Info() SessionInfo {
+	s.mu.Lock()
+	ep, st := s.ep, s.state
+	s.mu.Unlock()
+	info := SessionInfo{State: st, Timeout: ep.SessionTimeout()}
+	if st == StateConnected || st == StateSuspended {
+		info.SessionID = ep.id.Load()
+		info.Server = ep.conn.Server()
+	}
+	return info
+}
+
+// State returns the current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Changed returns a channel closed at the next state change.
+func (s *Session) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Current returns the connected Epoch, or ErrUnavailable (ErrClosed after Close).
+func (s *Session) Current() (*Epoch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case StateConnected:
+		return s.ep, nil
+	case StateClosed:
+		return nil, ErrClosed
+	default:
+		return nil, fmt.Errorf("session %s: %w", s.state, ErrUnavailable)
+	}
+}
+
+// Close closes the ZooKeeper session: the server deletes its ephemeral nodes at
+// once. Every epoch is marked lost, and Close returns once every goroutine of the
+// Session has ended. Close is idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.state == StateClosed {
+		s.mu.Unlock()
+		s.tasks.Wait()
+		return
+	}
+	ep := s.ep
+	s.setLocked(StateClosed, "closed", ep.id.Load())
+	s.mu.Unlock()
+	close(s.closing)
+	ep.conn.Close()
+	ep.markLost()
+	s.tasks.Wait()
+}
+
+func (ep *Epoch) markLost() { ep.once.Do(func() { close(ep.lost) }) }
+
+// ID is the ZooKeeper session id (0 until the session is established).
+func (ep *Epoch) ID() int64 { return ep.id.Load() }
+
+// Lost is closed when this session is lost (expired, abandoned, or closed).
+func (ep *Epoch) Lost() <-chan struct{} { return ep.lost }
+
+// IsLost tells whether Lost is closed.
+func (ep *Epoch) IsLost() bool {
+	select {
+	case <-ep.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Connected tells whether this is the connected session now.
+func (ep *Epoch) Connected() bool { return ep.s.live.Load() == ep }
+
+// Session is the Session this epoch belongs to.
+func (ep *Epoch) Session() *Session { return ep.s }
+
+func (ep *Epoch) touch(sent time.Time) {
+	n := sent.UnixNano()
+	for {
+		old := ep.lastOK.Load()
+		if n <= old || ep.lastOK.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// SessionTimeout is the negotiated session timeout (the requested one until known).
+func (ep *Epoch) SessionTimeout() time.Duration {
+	if t := ep.timeout.Load(); t > 0 {
+		return time.Duration(t)
+	}
+	return ep.s.cfg.Timeout
+}
+
+// WaitConnected blocks until ep's session is connected again (nil), ep is lost
+// (ErrSessionLost) or ctx ends (ErrUnavailable wrapping ctx's error).
+func (ep *Epoch) WaitConnected(ctx context.Context) error {
+	for {
+		changed := ep.s.Changed()
+		cur, err := ep.s.Current()
+		if cur == ep {
+			return nil
+		}
+		if ep.IsLost() || err == ErrClosed {
+			return ErrSessionLost
+		}
+		select {
+		case <-changed:
+		case <-ep.lost:
+			return ErrSessionLost
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// zkLogger routes go-zookeeper's log lines to slog at debug level, and reads the
+// negotiated session timeout from its "authenticated" line (go-zookeeper exposes it
+// no other way).
+type zkLogger struct {
+	ep  *Epoch
+	log *slog.Logger
+}
+
+func (l zkLogger) Printf(format string, args ...any) {
+	if strings.HasPrefix(format, "authenticated: id=%d, timeout=%d") && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.ep.timeout.Store(int64(time.Duration(ms) * time.Millisecond))
+		}
+	}
+	l.log.Debug("zk: " + fmt.Sprintf(format, args...))
+}
+
+type sessionMetrics struct {
+	state       *prometheus.GaugeVec
+	expirations prometheus.Counter
+	// txns and txnRequests count shared transactions and the callers' requests
+	// they carried (txn.go): their ratio is how many callers one shares.
+	txns, txnRequests prometheus.Counter
+}
+
+func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
+	m := sessionMetrics{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "coord_zk_session_state",
+			Help: "1 for the ZooKeeper session's current state (connecting, connected, suspended, lost, closed), 0 for the others.",
+		}, []string{"state"}),
+		expirations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_session_expirations_total",
+			Help: "ZooKeeper sessions lost (expired, or abandoned as expired).",
+		}),
+		txns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_shared_transactions_total",
+			Help: "ZooKeeper transactions sent for lock and election contenders' creates and deletes, each shared by one or more requests.",
+		}),
+		txnRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_shared_transaction_requests_total",
+			Help: "Requests carried by those shared transactions.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests)
+	}
+	return m
+}
+
+func (m sessionMetrics) setState(st State) {
+	for i, n := range stateNames {
+		v := 0.0
+		if State(i) == st {
+			v = 1
+		}
+		m.state.WithLabelValues(n).Set(v)
+	}
+}

@@ -1,0 +1,182 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Shared transactions. Independent callers' small writes on one connection (the
+// creates and deletes of lock and election contenders) are grouped into one
+// ZooKeeper multi (GroupCommit): the server then handles one request, and logs
+// one transaction, for many callers. Grouping never changes an outcome:
+//   - when the server refuses a shared transaction (one caller's op failed),
+//     nothing of it was applied, and each caller's ops are sent again alone;
+//   - when its answer is lost or cannot be read, every caller gets
+//     ErrUnavailable, as it would alone, and recovers as it would alone (finds
+//     its node, or deletes again);
+//   - every change of one transaction carries its zxid, so two creates under
+//     one parent (whose czxids are fencing tokens and terms) never share a
+//     transaction.
+
+// txnReq is one caller's ops waiting for a shared transaction.
+type txnReq struct {
+	ops   []Op
+	key   string // a parent under which no other request of the batch may create, or ""
+	bytes int
+	res   []OpResult
+	err   error
+	done  chan struct{}
+}
+
+const (
+	// maxTxnOps and maxTxnBytes bound one shared transaction, well below
+	// jute.maxbuffer (1 MiB by default).
+	maxTxnOps   = 128
+	maxTxnBytes = 512 << 10
+	// maxTxnFlushes bounds the shared transactions under way at once.
+	maxTxnFlushes = 2
+)
+
+func newTxnWriter(ep *Epoch) *GroupCommit[*txnReq] {
+	return &GroupCommit[*txnReq]{MaxFlushes: maxTxnFlushes, Take: takeTxn, Send: ep.sendTxn, Owner: ep.s}
+}
+
+// SharedMulti applies ops, all or none, possibly in one transaction with other
+// callers' ops (see Shared transactions). key names a parent under which ops
+// create a node ("" for none): no other request with that key joins the
+// transaction. It returns the answers to ops, and errors as Multi does, except
+// that a failure that is not the server's refusal is ErrUnavailable or
+// ErrSessionLost: the ops may have been applied.
+func (ep *Epoch) SharedMulti(ctx context.Context, key string, ops ...Op) ([]OpResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	r := &txnReq{ops: ops, key: key, done: make(chan struct{})}
+	for _, op := range ops {
+		r.bytes += op.size()
+	}
+	ep.txns.Submit(r)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if ep.txns.Withdraw(r) {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+		<-r.done // sent already: its answer comes within the call's timeout
+	}
+	return r.res, r.err
+}
+
+// takeTxn takes pending requests, in order, up to the bounds and up to the
+// first one whose key is already in the batch.
+func takeTxn(pending []*txnReq) int {
+	n, ops, size := 0, 0, 0
+	var keys []string
+	for ; n < len(pending); n++ {
+		r := pending[n]
+		if n > 0 && (ops+len(r.ops) > maxTxnOps || size+r.bytes > maxTxnBytes) {
+			break
+		}
+		if r.key != "" {
+			if slices.Contains(keys, r.key) {
+				break
+			}
+			keys = append(keys, r.key)
+		}
+		ops += len(r.ops)
+		size += r.bytes
+	}
+	return n
+}
+
+// sendTxn sends one shared transaction and answers its requests.
+func (ep *Epoch) sendTxn(batch []*txnReq) {
+	ep.s.metrics.txns.Inc()
+	ep.s.metrics.txnRequests.Add(float64(len(batch)))
+	if len(batch) == 1 {
+		batch[0].res, batch[0].err = ep.sendOps(batch[0].ops)
+		close(batch[0].done)
+		return
+	}
+	var ops []Op
+	for _, r := range batch {
+		ops = append(ops, r.ops...)
+	}
+	res, err := ep.sendOps(ops)
+	switch {
+	case err == nil:
+		for _, r := range batch {
+			r.res, res = res[:len(r.ops):len(r.ops)], res[len(r.ops):]
+		}
+	case refused(res, len(ops)):
+		// Nothing was applied: each caller's ops alone, pipelined.
+		alone := make([]func() error, len(batch))
+		for i, r := range batch {
+			alone[i] = func() error {
+				r.res, r.err = ep.sendOps(r.ops)
+				return nil
+			}
+		}
+		_ = Parallel(alone...)
+	default:
+		for _, r := range batch {
+			r.err = err
+		}
+	}
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+// refused tells whether a failed multi was refused by the server, which then
+// answers every op (one of them with its error) and applies none.
+func refused(res []OpResult, ops int) bool {
+	if len(res) != ops {
+		return false
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// sendOps sends ops as one multi, with errors as Multi gives them, except that a
+// failure that is not the server's refusal (a lost answer, or one that could not
+// be read) is ErrUnavailable or ErrSessionLost: the ops may have been applied,
+// and callers recover as from a lost answer.
+func (ep *Epoch) sendOps(ops []Op) ([]OpResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+	defer cancel()
+	res, err := ep.Multi(ctx, ops...)
+	switch {
+	case err == nil && len(res) != len(ops):
+		err = fmt.Errorf("%w: a transaction of %d ops answered with %d results", ErrUnavailable, len(ops), len(res))
+	case err == nil, refused(res, len(ops)), errors.Is(err, ErrUnavailable), errors.Is(err, ErrSessionLost):
+	default:
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return res, err
+}
+
+// Parallel runs the functions at once and returns the first error. Calls on one
+// ZooKeeper connection are pipelined, so two calls cost one round trip.
+func Parallel(fns ...func() error) error {
+	if len(fns) == 0 {
+		return nil
+	}
+	errs := make(chan error, len(fns))
+	for _, f := range fns[1:] {
+		go func() { errs <- f() }()
+	}
+	first := fns[0]()
+	for range fns[1:] {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,324 @@
+package kit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// Source reads one followed thing (an election, a throughput group, ...) for a
+// Follower.
+type Source[S any] interface {
+	// Read reads the current state under ep, arming a watch through w for every
+	// part whose watch is not armed yet (w.Need), so that any change of it makes
+	// the follower read again. Read may also act on what it read (a throughput
+	// group's leader publishes its allocation there).
+	Read(ctx context.Context, ep *zookeeper.Epoch, w *Watches) (S, error)
+	// Reset forgets whatever the source cached under the previous session: its
+	// watches are gone.
+	Reset()
+	// Uncertain is the state to show while the session is not connected (nobody
+	// can be vouched for then), given the last one (loaded false: none yet).
+	Uncertain(last S, loaded bool) S
+	// Same tells whether b shows nothing new after a (no change to publish).
+	Same(a, b S) bool
+}
+
+// Followers is the one registry of followed names of one kind on this sidecar.
+// However many followers a name has (event streams, long-polls, members), the
+// sidecar runs one Follower for it: the first Follow starts it, the last Close
+// stops it and waits until it has ended.
+type Followers[S any] struct {
+	s         *zookeeper.Session
+	newSource func(name string) Source[S]
+	gauge     prometheus.Gauge
+
+	mu      sync.Mutex
+	entries map[string]*follower[S]
+}
+
+// NewFollowers makes the registry of one kind; newSource makes the Source of a
+// name; gauge (may be nil) counts the names followed.
+func NewFollowers[S any](s *zookeeper.Session, gauge prometheus.Gauge, newSource func(name string) Source[S]) *Followers[S] {
+	return &Followers[S]{s: s, newSource: newSource, gauge: gauge, entries: map[string]*follower[S]{}}
+}
+
+// Follow returns a handle on name's follower, starting it if it has none. The
+// first state is available once read (Changed closes then).
+func (r *Followers[S]) Follow(name string) *Follower[S] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.entries[name]
+	if f == nil {
+		f = r.start(name)
+		r.entries[name] = f
+		if r.gauge != nil {
+			r.gauge.Inc()
+		}
+	}
+	f.refs++
+	return &Follower[S]{f: f, r: r, name: name}
+}
+
+// Len is the number of names followed.
+func (r *Followers[S]) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+func (r *Followers[S]) release(name string) {
+	r.mu.Lock()
+	f := r.entries[name]
+	f.refs--
+	last := f.refs == 0
+	if last {
+		delete(r.entries, name)
+		if r.gauge != nil {
+			r.gauge.Dec()
+		}
+	}
+	r.mu.Unlock()
+	if last {
+		f.cancel()
+		<-f.done
+		f.watches.Wait()
+	}
+}
+
+// Follower is one handle on a followed name. Close it when done.
+type Follower[S any] struct {
+	f    *follower[S]
+	r    *Followers[S]
+	name string
+	once sync.Once
+}
+
+// State returns the latest state and whether one has been read yet. While the
+// session is not connected it is the Source's Uncertain state.
+func (h *Follower[S]) State() (S, bool) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	return h.f.state, h.f.loaded
+}
+
+// Changed returns a channel closed at the next change of State.
+func (h *Follower[S]) Changed() <-chan struct{} {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	return h.f.changed
+}
+
+// Poke makes the follower read again now (after a change this sidecar made, so
+// that its answer does not wait for the watch).
+func (h *Follower[S]) Poke() { h.f.watches.Poke() }
+
+// Await waits up to d (and while ctx lives) for a state that cond accepts, and
+// returns the last state and whether cond accepted it.
+func (h *Follower[S]) Await(ctx context.Context, d time.Duration, cond func(S) bool) (S, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		next := h.Changed()
+		st, ok := h.State()
+		if ok && cond(st) {
+			return st, true
+		}
+		select {
+		case <-next:
+		case <-t.C:
+			return st, false
+		case <-ctx.Done():
+			return st, false
+		}
+	}
+}
+
+// Close drops this handle; the last one stops the follower and waits for it.
+func (h *Follower[S]) Close() { h.once.Do(func() { h.r.release(h.name) }) }
+
+// follower keeps one Source's state current.
+type follower[S any] struct {
+	src     Source[S]
+	watches *Watches
+	refs    int // under the registry's lock
+
+	mu      sync.Mutex
+	state   S
+	loaded  bool
+	changed chan struct{}
+
+	// ctx ends when the last handle is closed; run then returns (done).
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// retryEvery is how soon a follower tries again after a failed read while the
+// session stays connected.
+const retryEvery = 250 * time.Millisecond
+
+func (r *Followers[S]) start(name string) *follower[S] {
+	f := &follower[S]{src: r.newSource(name), changed: make(chan struct{}), done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.watches = NewWatches(f.ctx.Done())
+	go f.run(r.s)
+	return f
+}
+
+// run reads under the connected session at once, at every watch firing and at
+// every change of the session; after a session other than the last read's, the
+// watches are armed again from scratch. A failed read makes the state uncertain
+// and is tried again within retryEvery (a call cut off under a connected session)
+// or at the next session change.
+func (f *follower[S]) run(s *zookeeper.Session) {
+	defer close(f.done)
+	ctx := f.ctx
+	var last *zookeeper.Epoch
+	for {
+		sessChanged := s.Changed()
+		ep, err := s.Current()
+		if err == nil {
+			if ep != last {
+				f.watches.reset()
+				f.src.Reset()
+				last = ep
+			}
+			var st S
+			if st, err = f.src.Read(ctx, ep, f.watches); err == nil {
+				f.set(st)
+			}
+		}
+		var retry <-chan time.Time
+		if err != nil {
+			f.uncertain()
+			if ctx.Err() == nil {
+				retry = time.After(retryEvery)
+			}
+		}
+		select {
+		case <-f.watches.wake:
+		case <-retry:
+		case <-sessChanged:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// set publishes st if it shows something new.
+func (f *follower[S]) set(st S) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loaded && f.src.Same(f.state, st) {
+		return
+	}
+	f.publishLocked(st)
+}
+
+func (f *follower[S]) uncertain() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.src.Uncertain(f.state, f.loaded)
+	if f.loaded && f.src.Same(f.state, st) {
+		return
+	}
+	f.publishLocked(st)
+}
+
+func (f *follower[S]) publishLocked(st S) {
+	f.state, f.loaded = st, true
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Watches tracks the one-shot watches a reader has armed under the current
+// session generation: a part whose watch is armed is not watched again until it
+// fires, and a watch armed under an earlier generation (before a new session)
+// changes nothing when it fires.
+type Watches struct {
+	mu    sync.Mutex
+	gen   int
+	armed map[string]bool
+	wake  chan struct{}
+	stop  <-chan struct{}
+	wg    sync.WaitGroup
+}
+
+// NewWatches makes a set of watches whose forwarding goroutines end when stop
+// closes (or their watch fires: every watch fires, with EventNotWatching, when
+// its session ends). Wait waits for them.
+func NewWatches(stop <-chan struct{}) *Watches {
+	return &Watches{armed: map[string]bool{}, wake: make(chan struct{}, 1), stop: stop}
+}
+
+// Need reports whether part has no watch armed under the current generation.
+func (w *Watches) Need(part string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.armed[part]
+}
+
+// Armed records ch as part's watch. When it fires under the same generation,
+// part is needed again, fired (if not nil) runs under the Watches' lock, and
+// the reader is woken (Wake).
+func (w *Watches) Armed(part string, ch <-chan zookeeper.Event, fired func()) {
+	w.mu.Lock()
+	w.armed[part] = true
+	gen := w.gen
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-ch:
+			w.mu.Lock()
+			if gen == w.gen {
+				delete(w.armed, part)
+				if fired != nil {
+					fired()
+				}
+			}
+			w.mu.Unlock()
+			w.Poke()
+		case <-w.stop:
+		}
+	}()
+}
+
+// Do runs f under the Watches' lock: the lock fired callbacks run under, for the
+// reader's cache of what its watches cover.
+func (w *Watches) Do(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f()
+}
+
+// Poke wakes the reader: something changed (or may have).
+func (w *Watches) Poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wake is signalled by Poke.
+func (w *Watches) Wake() <-chan struct{} { return w.wake }
+
+// Wait waits for the goroutines forwarding the watches.
+func (w *Watches) Wait() { w.wg.Wait() }
+
+// reset starts a new generation: every part is needed again.
+func (w *Watches) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	w.armed = map[string]bool{}
+}
+
+// Reset is reset for readers that run their own loop (a queue's cursor).
+func (w *Watches) Reset() { w.reset() }

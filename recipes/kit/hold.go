@@ -1,0 +1,169 @@
+package kit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// Hold names one thing a lease holds, e.g. {Kind: "lock", Name: "db-migrate"}.
+type Hold struct {
+	Kind string
+	Name string
+}
+
+// Holding is what a lease holds: a lock grant, a candidacy, a participant, a
+// member, a raised barrier. Release lets it go in ZooKeeper; it is called once,
+// by the lease's end or by Release, with a context that bounds it.
+type Holding interface {
+	Release(ctx context.Context) error
+}
+
+// held is one entry of a lease's holds: a holding, or a reservation (pending)
+// while it is being acquired.
+type held struct {
+	v       Holding
+	pending bool
+}
+
+// Acquire is the hold protocol every recipe shares:
+//
+//  1. reserve h on the lease: when the lease holds h already, that holding is
+//     returned as it is (found is true; it is of type T, since a kind belongs to
+//     one recipe); when h is being acquired by the lease already, ErrBusy; when
+//     the lease ended, ErrLeaseEnded;
+//  2. pin an implicit lease while acquire runs (its TTL counts from the answer,
+//     not from the start of a long wait);
+//  3. check that the lease's session is the connected one, then run acquire
+//     under it;
+//  4. grant: the holding becomes the lease's, released when the lease ends;
+//  5. unwind: when acquire fails, the reservation is dropped and an implicit
+//     lease ends; when the lease ended while acquire ran, the holding is
+//     released at once and ErrLeaseEnded returned.
+func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx context.Context, ep *zookeeper.Epoch) (T, error)) (v T, found bool, err error) {
+	if existing, ok, err := l.reserve(h); err != nil || ok {
+		if ok {
+			v, _ = existing.(T)
+		}
+		return v, ok, err
+	}
+	if l.Implicit {
+		defer l.Pin()()
+	}
+	if err := l.CheckConnected(); err != nil {
+		l.unreserve(h)
+		return v, false, fmt.Errorf("%s %q: %w", h.Kind, h.Name, err)
+	}
+	v, err = acquire(ctx, l.ep)
+	if err != nil {
+		l.unreserve(h)
+		return v, false, err
+	}
+	if err := l.grant(h, v); err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), l.mgr.s.OpTimeout())
+		_ = v.Release(cctx)
+		cancel()
+		l.unreserve(h)
+		var zero T
+		return zero, false, err
+	}
+	return v, false, nil
+}
+
+// Release takes h from the lease and releases it; an implicit lease ends with it.
+// ErrNotHeld when the lease does not hold h.
+func Release(ctx context.Context, l *Lease, h Hold) error {
+	v, err := l.take(h)
+	if err != nil {
+		return err
+	}
+	err = v.Release(ctx)
+	l.released()
+	return err
+}
+
+// Take takes h from the lease without releasing it: the caller releases it (and
+// may acquire h again for the same lease, as a requeue does). ErrNotHeld when the
+// lease does not hold h as a T.
+func Take[T Holding](l *Lease, h Hold) (T, error) {
+	v, err := l.take(h)
+	t, ok := v.(T)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
+	}
+	return t, err
+}
+
+// Lookup returns the lease's holding of h when it holds it.
+func Lookup[T Holding](l *Lease, h Hold) (T, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.holds[h]
+	if !ok || e.pending {
+		var zero T
+		return zero, false
+	}
+	t, ok := e.v.(T)
+	return t, ok
+}
+
+// Released ends an implicit lease after the one thing it held was let go (see
+// Take).
+func (l *Lease) Released() { l.released() }
+
+// reserve marks h as being acquired. It returns the existing holding of h (ok ==
+// true), ErrBusy when h is being acquired already, ErrLeaseEnded when the lease
+// ended.
+func (l *Lease) reserve(h Hold) (existing Holding, ok bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil, false, fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
+	}
+	if e, found := l.holds[h]; found {
+		if e.pending {
+			return nil, false, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrBusy)
+		}
+		return e.v, true, nil
+	}
+	l.holds[h] = &held{pending: true}
+	return nil, false, nil
+}
+
+// grant turns h's reservation into a holding. It fails with ErrLeaseEnded when
+// the lease ended meanwhile.
+func (l *Lease) grant(h Hold, v Holding) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
+	}
+	l.holds[h] = &held{v: v}
+	return nil
+}
+
+// unreserve drops a reservation that was not granted; an implicit lease ends.
+func (l *Lease) unreserve(h Hold) {
+	l.mu.Lock()
+	if e, ok := l.holds[h]; ok && e.pending {
+		delete(l.holds, h)
+	}
+	l.mu.Unlock()
+	l.EndImplicit()
+}
+
+// take removes h from the lease's holds and returns it, or ErrNotHeld.
+func (l *Lease) take(h Hold) (Holding, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.holds[h]
+	if !ok || e.pending {
+		return nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
+	}
+	delete(l.holds, h)
+	return e.v, nil
+}
+
+// released ends an implicit lease after its one hold was released.
+func (l *Lease) released() { l.EndImplicit() }

@@ -1,0 +1,369 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// Leases owns every lease of the sidecar. Leases live in the sidecar's memory and
+// are bound to the ZooKeeper session under which they were granted: what they hold
+// is kept in ephemeral nodes of that session.
+type Leases struct {
+	s       *zookeeper.Session
+	metrics leaseMetrics
+
+	mu       sync.Mutex
+	leases   map[string]*Lease
+	watching map[*zookeeper.Epoch]bool
+	closed   bool
+	// watchers are the goroutines that end the leases of a lost session.
+	watchers sync.WaitGroup
+}
+
+// Lease is the owner of locks, candidacies, memberships and claims.
+//
+// A lease ends exactly once, for one reason (Err): revoked (ErrLeaseRevoked), not
+// kept alive within TTL (ErrLeaseExpired), or its session lost (ErrSessionLost).
+// Ending closes Ending at once, releases everything it holds (for a lost session
+// the nodes are already gone), and then closes Done.
+type Lease struct {
+	// ID is the lease's id: 20 lower-case base32 characters.
+	ID string
+	// TTL is how long the lease lives without a keepalive.
+	TTL time.Duration
+	// Implicit is set for a lease made for one acquisition: it ends with the release
+	// of what it holds, or with the failure of that acquisition.
+	Implicit bool
+
+	mgr *Leases
+	ep  *zookeeper.Epoch
+
+	mu        sync.Mutex
+	expiresAt time.Time
+	timer     *time.Timer
+	pins      int
+	holds     map[Hold]*held
+	err       error
+	ending    chan struct{}
+	done      chan struct{}
+}
+
+// NewLeases makes the lease registry of a session.
+func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
+	return &Leases{
+		s:        s,
+		metrics:  newLeaseMetrics(reg),
+		leases:   map[string]*Lease{},
+		watching: map[*zookeeper.Epoch]bool{},
+	}
+}
+
+// Grant makes a lease bound to the current session. It fails with ErrUnavailable
+// while the session is not connected.
+func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("ttl %s: %w", ttl, ErrInvalidArgument)
+	}
+	ep, err := m.s.Current()
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{
+		ID: NewID(), TTL: ttl, Implicit: implicit,
+		mgr: m, ep: ep,
+		expiresAt: time.Now().Add(ttl),
+		holds:     map[Hold]*held{},
+		ending:    make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	m.leases[l.ID] = l
+	if !m.watching[ep] {
+		m.watching[ep] = true
+		m.watchers.Add(1)
+		go m.watchEpoch(ep)
+	}
+	m.mu.Unlock()
+	m.metrics.live.Inc()
+	l.mu.Lock()
+	l.timer = time.AfterFunc(ttl, l.onTimer)
+	l.mu.Unlock()
+	return l, nil
+}
+
+// watchEpoch ends every lease of ep when its session is lost (after Close too:
+// the Session marks every epoch lost).
+func (m *Leases) watchEpoch(ep *zookeeper.Epoch) {
+	defer m.watchers.Done()
+	<-ep.Lost()
+	m.mu.Lock()
+	delete(m.watching, ep)
+	var lost []*Lease
+	for _, l := range m.leases {
+		if l.ep == ep {
+			lost = append(lost, l)
+		}
+	}
+	m.mu.Unlock()
+	for _, l := range lost {
+		l.end(ErrSessionLost)
+	}
+}
+
+// Get returns the live lease with that id, or ErrLeaseNotFound.
+func (m *Leases) Get(id string) (*Lease, error) {
+	m.mu.Lock()
+	l, ok := m.leases[id]
+	m.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("lease %q: %w", id, ErrLeaseNotFound)
+	}
+	return l, nil
+}
+
+// Len returns the number of live leases.
+func (m *Leases) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.leases)
+}
+
+// KeepAlive pushes the lease's expiry to now + TTL.
+func (m *Leases) KeepAlive(id string) (*Lease, error) {
+	l, err := m.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil, fmt.Errorf("lease %q: %w", id, ErrLeaseNotFound)
+	}
+	l.expiresAt = time.Now().Add(l.TTL)
+	return l, nil
+}
+
+// Revoke ends the lease and returns once everything it held is released.
+func (m *Leases) Revoke(id string) error {
+	l, err := m.Get(id)
+	if err != nil {
+		return err
+	}
+	l.end(ErrLeaseRevoked)
+	return nil
+}
+
+// Close revokes every lease (releasing what they hold) and refuses new ones. The
+// Session's Close, called after it, ends the goroutines that follow the epochs;
+// Wait waits for them.
+func (m *Leases) Close() {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*Lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		all = append(all, l)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.end(ErrLeaseRevoked) }()
+	}
+	wg.Wait()
+}
+
+// Wait returns once the goroutines that follow the leases' sessions have ended:
+// call it after the Session's Close.
+func (m *Leases) Wait() { m.watchers.Wait() }
+
+func (l *Lease) onTimer() {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if l.pins > 0 {
+		l.expiresAt = now.Add(l.TTL)
+	}
+	if left := l.expiresAt.Sub(now); left > 0 {
+		l.timer.Reset(left)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.end(ErrLeaseExpired)
+}
+
+// end ends the lease for reason; it returns once the lease's holds are released
+// (also when another goroutine is ending it). Only the first reason counts.
+func (l *Lease) end(reason error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		<-l.done
+		return
+	}
+	l.err = reason
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	holds := l.holds
+	l.holds = nil
+	close(l.ending)
+	l.mu.Unlock()
+
+	m := l.mgr
+	m.mu.Lock()
+	delete(m.leases, l.ID)
+	m.mu.Unlock()
+	m.metrics.live.Dec()
+	m.metrics.ended.WithLabelValues(endReason(reason)).Inc()
+
+	// After a lost session the releases find nothing to delete and return at once.
+	var wg sync.WaitGroup
+	for _, h := range holds {
+		if h.pending {
+			continue // an acquisition under way notices Ending and cleans up itself
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), m.s.OpTimeout())
+			defer cancel()
+			_ = h.v.Release(ctx)
+		}()
+	}
+	wg.Wait()
+	close(l.done)
+}
+
+func endReason(err error) string {
+	switch {
+	case errors.Is(err, ErrLeaseRevoked):
+		return "revoked"
+	case errors.Is(err, ErrLeaseExpired):
+		return "expired"
+	default:
+		return "lost"
+	}
+}
+
+// Ending is closed as soon as the lease starts to end.
+func (l *Lease) Ending() <-chan struct{} { return l.ending }
+
+// Done is closed once the lease has ended and what it held is released.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err is nil while the lease lives, then why it ended: ErrLeaseRevoked,
+// ErrLeaseExpired or ErrSessionLost.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Epoch is the ZooKeeper session the lease was granted under: what it holds lives
+// in ephemeral nodes of that session.
+func (l *Lease) Epoch() *zookeeper.Epoch { return l.ep }
+
+// ExpiresAt is when the lease ends unless kept alive (while pinned, now + TTL).
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pins > 0 {
+		return time.Now().Add(l.TTL)
+	}
+	return l.expiresAt
+}
+
+// Holds lists what the lease holds, sorted by kind and name.
+func (l *Lease) Holds() []Hold {
+	l.mu.Lock()
+	out := make([]Hold, 0, len(l.holds))
+	for h, v := range l.holds {
+		if !v.pending {
+			out = append(out, h)
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Pin keeps the lease from expiring until unpin is called (the keepalive stream,
+// a request that waits for an implicit lease); unpin restarts the TTL from that
+// moment.
+func (l *Lease) Pin() (unpin func()) {
+	l.mu.Lock()
+	l.pins++
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.pins--
+			l.expiresAt = time.Now().Add(l.TTL)
+			l.mu.Unlock()
+		})
+	}
+}
+
+// CheckConnected returns nil while the session the lease was granted under is
+// the connected one; otherwise ErrSessionLost (that session is gone, and so is
+// everything the lease held) or ErrUnavailable (suspended: try again). Recipes
+// check it before writing anything on the lease's behalf.
+func (l *Lease) CheckConnected() error {
+	if l.ep.Connected() {
+		return nil
+	}
+	if l.ep.IsLost() {
+		return ErrSessionLost
+	}
+	return ErrUnavailable
+}
+
+// EndImplicit ends an implicit lease that ends up holding nothing (a request
+// refused before it acquired anything). It does nothing to an explicit lease.
+func (l *Lease) EndImplicit() {
+	if l != nil && l.Implicit {
+		l.end(ErrLeaseRevoked)
+	}
+}
+
+type leaseMetrics struct {
+	live  prometheus.Gauge
+	ended *prometheus.CounterVec
+}
+
+func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
+	m := leaseMetrics{
+		live: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_leases", Help: "Live leases on this sidecar.",
+		}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_lease_ends_total", Help: "Leases ended, by reason (revoked, expired, lost).",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.live, m.ended)
+	}
+	return m
+}

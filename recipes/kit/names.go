@@ -1,0 +1,35 @@
+package kit
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidName reports whether s may be used as a lock, election, queue, group,
+// lease or member name: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$. Such a name is one
+// ZooKeeper path segment that is never "." or "..", and never looks like a
+// protected-create node (those start with "_").
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// CheckName returns an error wrapping ErrInvalidName when s is not ValidName.
+func CheckName(kind, s string) error {
+	if !ValidName(s) {
+		return fmt.Errorf("%s %q: %w", kind, s, ErrInvalidName)
+	}
+	return nil
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewID returns a random id of 20 lower-case base32 characters (96 bits): lease
+// ids, claim ids, candidate ids made up for a client.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(idEncoding.EncodeToString(b[:]))
+}
