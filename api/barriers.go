@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // RaiseBarrier raises a barrier: persistent, or bound to lease= (it falls when
@@ -16,7 +16,7 @@ func (s *Server) RaiseBarrier(ctx context.Context, req RaiseBarrierRequestObject
 	}
 	var err error
 	if l := req.Params.Lease; l != nil && *l != "" {
-		var lease *recipes.Lease
+		var lease *kit.Lease
 		if lease, err = s.lease(*l); err != nil {
 			return nil, err
 		}
@@ -25,7 +25,7 @@ func (s *Server) RaiseBarrier(ctx context.Context, req RaiseBarrierRequestObject
 		err = s.opt.Barriers.Raise(ctx, req.Name)
 	}
 	if err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return RaiseBarrier204Response{}, nil
 }
@@ -36,7 +36,7 @@ func (s *Server) LowerBarrier(ctx context.Context, req LowerBarrierRequestObject
 		return nil, err
 	}
 	if err := s.opt.Barriers.Lower(ctx, req.Name); err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return LowerBarrier204Response{}, nil
 }
@@ -48,7 +48,7 @@ func (s *Server) GetBarrier(ctx context.Context, req GetBarrierRequestObject) (G
 	}
 	up, err := s.opt.Barriers.Raised(ctx, req.Name)
 	if err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return GetBarrier200JSONResponse{Name: req.Name, Raised: up}, nil
 }
@@ -63,7 +63,7 @@ func (s *Server) WaitBarrier(ctx context.Context, req WaitBarrierRequestObject) 
 		return nil, err
 	}
 	if err := s.opt.Barriers.Wait(ctx, req.Name, wait); err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return WaitBarrier200JSONResponse{Raised: false}, nil
 }
@@ -75,7 +75,7 @@ func (s *Server) GetDoubleBarrier(ctx context.Context, req GetDoubleBarrierReque
 	}
 	st, err := s.opt.Barriers.InspectDouble(ctx, req.Name)
 	if err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return GetDoubleBarrier200JSONResponse{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
 }
@@ -103,7 +103,7 @@ func (s *Server) EnterDoubleBarrier(ctx context.Context, req EnterDoubleBarrierR
 	}
 	e, err := s.opt.Barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, wait)
 	if err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return EnterDoubleBarrier201JSONResponse{Ready: true, Lease: &e.Lease}, nil
 }
@@ -126,34 +126,11 @@ func (s *Server) LeaveDoubleBarrier(ctx context.Context, req LeaveDoubleBarrierR
 	// An ended lease (an implicit one ends with its participant) may still wait for
 	// the others to leave; the recipe refuses it if the participant is still in.
 	lease, err := s.opt.Leases.Get(req.Params.Lease)
-	if err != nil && !errors.Is(err, recipes.ErrLeaseNotFound) {
+	if err != nil && !errors.Is(err, kit.ErrLeaseNotFound) {
 		return nil, err
 	}
 	if err := s.opt.Barriers.Leave(ctx, lease, req.Name, req.Id, wait); err != nil {
-		return nil, barrierProblem(err)
+		return nil, err
 	}
 	return LeaveDoubleBarrier204Response{}, nil
-}
-
-// barrierProblem maps the barrier recipes' own errors to their problems; any
-// other error goes to problemFor as it is.
-func barrierProblem(err error) error {
-	var notReady *recipes.BarrierNotReadyError
-	var notEmpty *recipes.BarrierNotEmptyError
-	switch {
-	case errors.Is(err, recipes.ErrBarrierRaised):
-		return newProblem(http.StatusConflict, "barrier-raised", err.Error())
-	case errors.As(err, &notReady):
-		p := newProblem(http.StatusConflict, "barrier-not-ready",
-			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
-		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
-		return p
-	case errors.As(err, &notEmpty):
-		p := newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
-		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
-		return p
-	case errors.Is(err, recipes.ErrParticipantExists):
-		return newProblem(http.StatusConflict, "participant-exists", err.Error())
-	}
-	return err
 }

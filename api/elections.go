@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Campaign enrols a candidate for a lease (implicit when lease= is absent).
@@ -76,7 +77,7 @@ func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignRes
 	return Resign204Response{}, nil
 }
 
-func (s *Server) candidateLease(election, id, lease string) (*recipes.Lease, error) {
+func (s *Server) candidateLease(election, id, lease string) (*kit.Lease, error) {
 	for _, n := range [][2]string{{"election", election}, {"candidate", id}, {"lease", lease}} {
 		if err := name(n[0], n[1]); err != nil {
 			return nil, err

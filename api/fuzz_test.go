@@ -51,7 +51,11 @@ import (
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
@@ -62,8 +66,8 @@ const maxFuzzWait = 50 * time.Millisecond
 // fuzzServer is the real HTTP surface over a real ZooKeeper session.
 type fuzzServer struct {
 	base   string
-	sess   *recipes.Session
-	leases *recipes.Leases
+	sess   *zookeeper.Session
+	leases *kit.Leases
 	client *http.Client
 }
 
@@ -71,28 +75,28 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
 	zkc := zktest.Shared(f)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sess, err := recipes.NewSession(recipes.Config{Servers: zkc.Servers(), Timeout: 10 * time.Second, Root: zktest.Root(f), Logger: log})
+	sess, err := zookeeper.NewSession(zookeeper.Config{Servers: zkc.Servers(), Timeout: 10 * time.Second, Root: zktest.Root(f), Logger: log})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(sess.Close)
 	deadline := time.After(30 * time.Second)
-	for sess.State() != recipes.StateConnected {
+	for sess.State() != zookeeper.StateConnected {
 		select {
 		case <-sess.Changed():
 		case <-deadline:
 			f.Fatalf("no ZooKeeper session within 30s: %s", sess.State())
 		}
 	}
-	leases := recipes.NewLeases(sess, nil)
+	leases := kit.NewLeases(sess, nil)
 	f.Cleanup(leases.Close)
 	srv := api.NewServer(api.Options{
 		Session: sess, Leases: leases,
 		Locks:      recipes.NewLocks(sess, nil),
 		Elections:  recipes.NewElections(sess, nil),
 		Barriers:   recipes.NewBarriers(sess, nil),
-		Queues:     recipes.NewQueues(sess, nil),
-		Throughput: recipes.NewThroughputs(sess, nil),
+		Queues:     queue.NewQueues(sess, nil),
+		Throughput: throughput.NewThroughputs(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,
@@ -164,7 +168,7 @@ func (s *fuzzServer) roundTrip(t *testing.T, method, path, rawQuery string, body
 		return
 	}
 	changed := s.sess.Changed()
-	connected := s.sess.State() == recipes.StateConnected
+	connected := s.sess.State() == zookeeper.StateConnected
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if strings.Contains(err.Error(), "invalid") || strings.Contains(err.Error(), "malformed") {

@@ -2,12 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -66,7 +65,7 @@ func (s *Server) StreamLease(ctx context.Context, req StreamLeaseRequestObject) 
 	return leaseStream{s: s, ctx: ctx, lease: l}, nil
 }
 
-func (s *Server) lease(id string) (*recipes.Lease, error) {
+func (s *Server) lease(id string) (*kit.Lease, error) {
 	if err := name("lease", id); err != nil {
 		return nil, err
 	}
@@ -76,7 +75,7 @@ func (s *Server) lease(id string) (*recipes.Lease, error) {
 type leaseStream struct {
 	s     *Server
 	ctx   context.Context
-	lease *recipes.Lease
+	lease *kit.Lease
 }
 
 // VisitStreamLeaseResponse writes the stream: `lease` first, then the end of the
@@ -108,14 +107,14 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 		select {
 		case <-l.Ending():
 			<-l.Done()
-			_ = send(leaseEndEvent(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			_ = send(kit.EndReason(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
 			return nil
 		case <-ls.ctx.Done():
 			// The client closed the stream (or the sidecar is shutting down): the
 			// lease ends now, and what it held is released.
 			_ = s.opt.Leases.Revoke(l.ID)
 			<-l.Done()
-			_ = send(leaseEndEvent(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			_ = send(kit.EndReason(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
 			return nil
 		case <-beat.C:
 			if err := sw.Comment("keepalive"); err != nil {
@@ -126,22 +125,11 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 	}
 }
 
-func leaseEndEvent(err error) string {
-	switch {
-	case errors.Is(err, recipes.ErrLeaseExpired):
-		return "expired"
-	case errors.Is(err, recipes.ErrLeaseRevoked):
-		return "revoked"
-	default:
-		return "lost"
-	}
-}
-
-func leaseBody(l *recipes.Lease) Lease {
+func leaseBody(l *kit.Lease) Lease {
 	return Lease{Lease: l.ID, Ttl: l.TTL.String(), ExpiresAt: l.ExpiresAt().UTC()}
 }
 
-func leaseDetail(l *recipes.Lease) LeaseDetail {
+func leaseDetail(l *kit.Lease) LeaseDetail {
 	b := leaseBody(l)
 	holds := []Hold{}
 	for _, h := range l.Holds() {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
 // GetHealthz answers while the process serves.
@@ -16,7 +16,7 @@ func (s *Server) GetHealthz(context.Context, GetHealthzRequestObject) (GetHealth
 // GetReadyz answers 200 only while the ZooKeeper session is connected.
 func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzResponseObject, error) {
 	st := s.opt.Session.State()
-	if st != recipes.StateConnected {
+	if st != zookeeper.StateConnected {
 		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "ZooKeeper session " + st.String(), RetryAfter: 1}
 	}

@@ -206,12 +206,11 @@ func (s *Server) publishAll(key, event string, data []byte) {
 	s.broker.PublishKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
 }
 
-// followOverview reads the tree every interval until stopped, publishing changes
-// and the disappearance of entities.
-func (s *Server) followOverview() {
+// followOverview reads the tree every interval until the returned stop is
+// called, publishing changes and the disappearance of entities.
+func (s *Server) followOverview() (stop func()) {
 	ctx, cancel := context.WithCancel(s.stopped)
 	done := make(chan struct{})
-	s.topics.add(allTopic, func() { cancel(); <-done })
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(s.opt.OverviewInterval)
@@ -227,6 +226,7 @@ func (s *Server) followOverview() {
 			}
 		}
 	}()
+	return func() { cancel(); <-done }
 }
 
 func (s *Server) applySnapshot(ents []entity) {

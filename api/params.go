@@ -3,11 +3,11 @@ package api
 import (
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // name checks a name taken from the path or the query.
-func name(kind, s string) error { return recipes.CheckName(kind, s) }
+func name(kind, s string) error { return kit.CheckName(kind, s) }
 
 // duration parses a Go duration parameter: absent gives def; malformed, negative or
 // above max is a 400 invalid-parameter.
@@ -43,7 +43,7 @@ func (s *Server) ttlParam(v *string) (time.Duration, error) {
 
 // leaseFor returns the lease named by lease= (it must be live), or makes an
 // implicit one from ttl= when lease= is absent.
-func (s *Server) leaseFor(lease, ttl *string) (*recipes.Lease, error) {
+func (s *Server) leaseFor(lease, ttl *string) (*kit.Lease, error) {
 	if lease != nil && *lease != "" {
 		if err := name("lease", *lease); err != nil {
 			return nil, err

@@ -8,6 +8,9 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // ProblemBase prefixes every problem's type URI; the short name follows.
@@ -42,43 +45,56 @@ func problemFor(err error) *problem {
 		return p
 	}
 	var locked *recipes.LockedError
+	var notReady *recipes.BarrierNotReadyError
+	var notEmpty *recipes.BarrierNotEmptyError
 	var tooLarge *http.MaxBytesError
 	switch {
+	case errors.Is(err, recipes.ErrBarrierRaised):
+		p = newProblem(http.StatusConflict, "barrier-raised", err.Error())
+	case errors.As(err, &notReady):
+		p = newProblem(http.StatusConflict, "barrier-not-ready",
+			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
+		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
+	case errors.As(err, &notEmpty):
+		p = newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
+		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
+	case errors.Is(err, recipes.ErrParticipantExists):
+		p = newProblem(http.StatusConflict, "participant-exists", err.Error())
+	case errors.Is(err, queue.ErrClaimNotFound):
+		p = newProblem(http.StatusNotFound, "claim-not-found", err.Error())
 	case errors.As(err, &locked):
 		p = newProblem(http.StatusConflict, "lock-held", err.Error())
 		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}
 	case errors.As(err, &tooLarge):
 		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
-	case errors.Is(err, recipes.ErrInvalidName):
+	case errors.Is(err, kit.ErrInvalidName):
 		p = newProblem(http.StatusBadRequest, "invalid-name",
 			err.Error()+": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-	case errors.Is(err, recipes.ErrInvalidArgument):
+	case errors.Is(err, kit.ErrInvalidArgument):
 		p = newProblem(http.StatusBadRequest, "invalid-parameter", err.Error())
-	case errors.Is(err, recipes.ErrLeaseNotFound), errors.Is(err, recipes.ErrLeaseEnded):
+	case errors.Is(err, kit.ErrLeaseNotFound), errors.Is(err, kit.ErrLeaseEnded):
 		p = newProblem(http.StatusNotFound, "lease-not-found", err.Error())
-	case errors.Is(err, recipes.ErrNotHeld):
+	case errors.Is(err, kit.ErrNotHeld):
 		p = newProblem(http.StatusNotFound, "not-held", err.Error())
-	case errors.Is(err, recipes.ErrMemberExists):
+	case errors.Is(err, throughput.ErrMemberExists):
 		p = newProblem(http.StatusConflict, "member-exists", err.Error())
-	case errors.Is(err, recipes.ErrMemberNotFound):
+	case errors.Is(err, throughput.ErrMemberNotFound):
 		p = newProblem(http.StatusNotFound, "member-not-found", err.Error())
 	case errors.Is(err, recipes.ErrCandidateExists):
 		p = newProblem(http.StatusConflict, "candidate-exists", err.Error())
-	case errors.Is(err, recipes.ErrBusy):
+	case errors.Is(err, kit.ErrBusy):
 		p = newProblem(http.StatusConflict, "acquisition-in-progress", err.Error())
-	case errors.Is(err, recipes.ErrSessionLost):
+	case errors.Is(err, kit.ErrSessionLost):
 		p = newProblem(http.StatusServiceUnavailable, "session-lost",
 			"the ZooKeeper session expired: every grant made under it is gone ("+err.Error()+")")
 		p.RetryAfter = 1
-	case errors.Is(err, recipes.ErrUnavailable):
+	case errors.Is(err, kit.ErrUnavailable):
 		p = newProblem(http.StatusServiceUnavailable, "zookeeper-unavailable", err.Error())
 		p.RetryAfter = 1
-	case errors.Is(err, recipes.ErrClosed), errors.Is(err, errShuttingDown):
+	case errors.Is(err, kit.ErrClosed), errors.Is(err, errShuttingDown):
 		p = newProblem(http.StatusServiceUnavailable, "shutting-down", "the sidecar is shutting down")
 		p.RetryAfter = 1
-	case errors.Is(err, errNotImplemented):
-		p = newProblem(http.StatusNotImplemented, "not-implemented", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		p = newProblem(http.StatusServiceUnavailable, "cancelled", err.Error())
 	default:
@@ -87,10 +103,7 @@ func problemFor(err error) *problem {
 	return p
 }
 
-var (
-	errShuttingDown   = errors.New("shutting down")
-	errNotImplemented = errors.New("not implemented yet")
-)
+var errShuttingDown = errors.New("shutting down")
 
 // writeProblem writes err as an application/problem+json document.
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {

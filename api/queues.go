@@ -3,12 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // Enqueue stores the raw body, with its Content-Type, at the end of its priority.
@@ -20,8 +19,8 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	if p := req.Params.Priority; p != nil {
 		prio = *p
 	}
-	if prio < 0 || prio > recipes.MaxPriority {
-		return nil, invalidParameter("priority=%d: must be between 0 and %d", prio, recipes.MaxPriority)
+	if prio < 0 || prio > queue.MaxPriority {
+		return nil, invalidParameter("priority=%d: must be between 0 and %d", prio, queue.MaxPriority)
 	}
 	if len(req.ContentType) > 255 {
 		return nil, invalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
@@ -32,7 +31,7 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	}
 	id, err := s.opt.Queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
 	if err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	return Enqueue201JSONResponse{Id: id, Priority: prio}, nil
 }
@@ -64,7 +63,7 @@ func (s *Server) Take(ctx context.Context, req TakeRequestObject) (TakeResponseO
 	}
 	it, err := s.opt.Queues.Take(ctx, req.Name, wait)
 	if err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	if it == nil {
 		return Take204Response{}, nil
@@ -94,7 +93,7 @@ func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimRespon
 	}
 	c, err := s.opt.Queues.Claim(ctx, lease, req.Name, wait)
 	if err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	if c == nil {
 		return Claim204Response{}, nil
@@ -113,7 +112,7 @@ func (s *Server) AckClaim(ctx context.Context, req AckClaimRequestObject) (AckCl
 		return nil, err
 	}
 	if err := s.opt.Queues.Ack(ctx, req.Name, req.Claim); err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	return AckClaim204Response{}, nil
 }
@@ -124,7 +123,7 @@ func (s *Server) ReleaseClaim(ctx context.Context, req ReleaseClaimRequestObject
 		return nil, err
 	}
 	if err := s.opt.Queues.Release(ctx, req.Name, req.Claim); err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	return ReleaseClaim204Response{}, nil
 }
@@ -143,7 +142,7 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 	}
 	st, err := s.opt.Queues.Inspect(ctx, req.Name)
 	if err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	return GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
 }
@@ -157,25 +156,16 @@ func (s *Server) ListQueueItems(ctx context.Context, req ListQueueItemsRequestOb
 	if l := req.Params.Limit; l != nil {
 		limit = *l
 	}
-	if limit < 1 || limit > recipes.MaxListItems {
-		return nil, invalidParameter("limit=%d: must be between 1 and %d", limit, recipes.MaxListItems)
+	if limit < 1 || limit > queue.MaxListItems {
+		return nil, invalidParameter("limit=%d: must be between 1 and %d", limit, queue.MaxListItems)
 	}
 	items, err := s.opt.Queues.Items(ctx, req.Name, limit)
 	if err != nil {
-		return nil, queueProblem(err)
+		return nil, err
 	}
 	out := make([]QueueItem, len(items))
 	for i, it := range items {
 		out[i] = QueueItem{Id: it.ID, Priority: it.Priority, Size: it.Size}
 	}
 	return ListQueueItems200JSONResponse{Items: out}, nil
-}
-
-// queueProblem maps the queue recipe's own errors to their problems; any other
-// error goes to problemFor as it is.
-func queueProblem(err error) error {
-	if errors.Is(err, recipes.ErrClaimNotFound) {
-		return newProblem(http.StatusNotFound, "claim-not-found", err.Error())
-	}
-	return err
 }

@@ -5,26 +5,31 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Options configures the HTTP layer.
 type Options struct {
-	Session   *recipes.Session
-	Leases    *recipes.Leases
+	Session   *zookeeper.Session
+	Leases    *kit.Leases
 	Locks     *recipes.Locks
 	Elections *recipes.Elections
 	Barriers  *recipes.Barriers
-	Queues    *recipes.Queues
+	Queues    *queue.Queues
 	// Throughput are the throughput groups.
-	Throughput *recipes.Throughputs
+	Throughput *throughput.Throughputs
 
 	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
 	Token string
@@ -66,9 +71,12 @@ type Server struct {
 
 	// broker fans state out to SSE subscribers; topics are followed only while
 	// they have subscribers (see topics.go).
-	broker   *sse.Broker
-	reaper   *sse.Reaper
-	topics   topicFollowers
+	broker *sse.Broker
+	reaper *sse.Reaper
+	// following holds how to stop following each active topic (topics.go).
+	following map[string]func()
+	// hijacked counts the goroutines serving hijacked streams.
+	hijacked sync.WaitGroup
 	session  sessionTopic
 	overview overview
 
@@ -116,7 +124,8 @@ func NewServer(opt Options) *Server {
 	stopped, stop := context.WithCancelCause(context.Background())
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
-		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters)}
+		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
+		following: map[string]func(){}}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -127,9 +136,10 @@ func NewServer(opt Options) *Server {
 // release leases: the caller closes the Leases next.
 func (s *Server) Close() {
 	s.stop(errShuttingDown)
+	s.session.cancel()
 	s.broker.Close()
-	s.topics.stopAll()
 	s.reaper.Close()
+	s.hijacked.Wait()
 }
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations routes

@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -75,8 +76,8 @@ func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGrou
 	if p.Weight != nil {
 		weight = int64(*p.Weight)
 	}
-	if weight < 1 || weight > recipes.MaxWeight {
-		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, recipes.MaxWeight)
+	if weight < 1 || weight > throughput.MaxWeight {
+		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, throughput.MaxWeight)
 	}
 	lease, err := s.leaseFor(p.Lease, p.Ttl)
 	if err != nil {
@@ -116,7 +117,7 @@ func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMembe
 	if err != nil {
 		return nil, err
 	}
-	var sh *recipes.ThroughputShare
+	var sh *throughput.ThroughputShare
 	if req.Params.Version == nil {
 		sh, err = s.opt.Throughput.Member(ctx, req.Group, req.Id)
 	} else {
@@ -140,8 +141,8 @@ func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughpu
 	var weight *int64
 	if req.Body.Weight != nil {
 		w := int64(*req.Body.Weight)
-		if w < 1 || w > recipes.MaxWeight {
-			return nil, invalidParameter("weight %d is not between 1 and %d", w, recipes.MaxWeight)
+		if w < 1 || w > throughput.MaxWeight {
+			return nil, invalidParameter("weight %d is not between 1 and %d", w, throughput.MaxWeight)
 		}
 		weight = &w
 	}
@@ -155,7 +156,7 @@ func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughpu
 	return UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
 }
 
-func (s *Server) memberLease(group, id, lease string) (*recipes.Lease, error) {
+func (s *Server) memberLease(group, id, lease string) (*kit.Lease, error) {
 	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
 		if err := name(n[0], n[1]); err != nil {
 			return nil, err
@@ -167,19 +168,19 @@ func (s *Server) memberLease(group, id, lease string) (*recipes.Lease, error) {
 // followThroughput publishes a group's allocations to its topic (event
 // `throughput`, on every new version) and its changes of leader to
 // "throughput-leader/<group>" (event `leader`), while the topic has
-// subscribers. Nothing is published while the session is suspended: the
-// session stream says so.
-func (s *Server) followThroughput(topic, group string) {
+// subscribers, straight from the group's follower; the returned stop ends
+// that. Nothing is published while the session is suspended: the session
+// stream says so.
+func (s *Server) followThroughput(topic, group string) (stop func()) {
 	f, err := s.opt.Throughput.Follow(group)
 	if err != nil {
-		return
+		return nil
 	}
 	published := false
 	var version int64
 	var leader string
-	s.follow(topic, f.Changed, func() {
-		st, ok := f.State()
-		if !ok || st.Suspended || (published && st.Version == version) {
+	cancel := f.Subscribe(func(st *throughput.ThroughputGroup) {
+		if st.Suspended || (published && st.Version == version) {
 			return
 		}
 		id := strconv.FormatInt(st.Version, 10)
@@ -192,7 +193,8 @@ func (s *Server) followThroughput(topic, group string) {
 			}
 		}
 		published, version, leader = true, st.Version, st.Leader
-	}, f.Close)
+	})
+	return func() { cancel(); f.Close() }
 }
 
 // throughputLeader is the data of a `leader` event.
@@ -203,7 +205,7 @@ type throughputLeader struct {
 	Version int64   `json:"version"`
 }
 
-func leaderBody(g *recipes.ThroughputGroup) throughputLeader {
+func leaderBody(g *throughput.ThroughputGroup) throughputLeader {
 	out := throughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
 	if g.Leader != "" {
 		l := g.Leader
@@ -212,7 +214,7 @@ func leaderBody(g *recipes.ThroughputGroup) throughputLeader {
 	return out
 }
 
-func throughputBody(g *recipes.ThroughputGroup) ThroughputGroup {
+func throughputBody(g *throughput.ThroughputGroup) ThroughputGroup {
 	out := ThroughputGroup{Group: g.Group, Limit: g.Limit, Version: g.Version, Members: []ThroughputMember{}}
 	if g.Leader != "" {
 		l := g.Leader
@@ -229,6 +231,6 @@ func throughputBody(g *recipes.ThroughputGroup) ThroughputGroup {
 	return out
 }
 
-func shareBody(sh *recipes.ThroughputShare) ThroughputShare {
+func shareBody(sh *throughput.ThroughputShare) ThroughputShare {
 	return ThroughputShare{Group: sh.Group, Id: sh.ID, Share: sh.Share, Version: sh.Version}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -19,44 +20,15 @@ const sessionTopicName = "session"
 
 func electionTopic(name string) string { return "election/" + name }
 
-// topicFollowers are the running followers, by topic.
-type topicFollowers struct {
-	mu      sync.Mutex
-	running map[string]func() // stops the follower and waits for it
-}
-
-func (t *topicFollowers) add(topic string, stop func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.running == nil {
-		t.running = map[string]func(){}
-	}
-	t.running[topic] = stop
-}
-
-func (t *topicFollowers) remove(topic string) func() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	stop := t.running[topic]
-	delete(t.running, topic)
-	return stop
-}
-
-func (t *topicFollowers) stopAll() {
-	t.mu.Lock()
-	all := t.running
-	t.running = nil
-	t.mu.Unlock()
-	for _, stop := range all {
-		stop()
-	}
-}
-
 // topicActive is the broker's OnActive: it starts following a recipe topic at its
-// first subscriber and stops at its last, forgetting the then stale state.
+// first subscriber and stops at its last, forgetting the then stale state. The
+// broker makes these calls one at a time, in order, from one goroutine, and once
+// more (active=false) for every active topic when it closes: s.following is
+// touched by nothing else.
 func (s *Server) topicActive(topic string, active bool) {
 	if !active {
-		if stop := s.topics.remove(topic); stop != nil {
+		if stop := s.following[topic]; stop != nil {
+			delete(s.following, topic)
 			stop()
 		}
 		if topic != sessionTopicName {
@@ -71,59 +43,43 @@ func (s *Server) topicActive(topic string, active bool) {
 		if ev, ok := s.broker.Current(sessionTopicName); ok {
 			s.publishAll("session", "session", ev.Data)
 		}
-		s.followOverview()
+		s.following[topic] = s.followOverview()
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")
+	var stop func()
 	switch kind {
 	case "election":
-		s.followElection(topic, name)
+		stop = s.followElection(topic, name)
 	case "throughput":
-		s.followThroughput(topic, name)
+		stop = s.followThroughput(topic, name)
+	}
+	if stop != nil {
+		s.following[topic] = stop
 	}
 }
 
-// follow keeps a topic current while it has subscribers: publish runs at once and
-// after every change that changed reports, until the topic's last subscriber
-// leaves or the server closes; then closeFollower releases the recipe's watcher.
-func (s *Server) follow(topic string, changed func() <-chan struct{}, publish func(), closeFollower func()) {
-	ctx, cancel := context.WithCancel(s.stopped)
-	done := make(chan struct{})
-	s.topics.add(topic, func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		defer closeFollower()
-		for {
-			next := changed()
-			publish()
-			select {
-			case <-next:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-}
-
-// followElection publishes every state of an election to its topic.
-func (s *Server) followElection(topic, name string) {
+// followElection publishes every state of an election to its topic, straight
+// from the election's follower; the returned stop ends that.
+func (s *Server) followElection(topic, name string) (stop func()) {
 	f, err := s.opt.Elections.Follow(name)
 	if err != nil {
-		return
+		return nil
 	}
-	s.follow(topic, f.Changed, func() {
-		if st, ok := f.State(); ok {
-			if data, err := sse.Data(electionBody(st)); err == nil {
-				s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
-			}
+	cancel := f.Subscribe(func(st *recipes.ElectionState) {
+		if data, err := sse.Data(electionBody(st)); err == nil {
+			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
 		}
-	}, f.Close)
+	})
+	return func() { cancel(); f.Close() }
 }
 
 // sessionTopic publishes the session's state changes.
 type sessionTopic struct {
 	mu sync.Mutex
 	n  int64
+	// cancel stops the Session's calls (Server.Close).
+	cancel func()
 }
 
 // followSession publishes the current session state, then every change, to the
@@ -137,7 +93,7 @@ func (s *Server) followSession() {
 	}
 	// The callback runs under the Session's lock: never call the Session while
 	// holding s.session.mu.
-	s.opt.Session.Subscribe(func(ch recipes.StateChange) {
+	s.session.cancel = s.opt.Session.Subscribe(func(ch zookeeper.StateChange) {
 		s.session.mu.Lock()
 		defer s.session.mu.Unlock()
 		publish(ch.Event)
@@ -160,6 +116,7 @@ type topicStream struct {
 // serve hijacks the connection when it can: the handler then returns and one
 // small goroutine serves the stream until the client goes (seen by the reaper or
 // a failed write) or the server closes, so an idle stream costs little memory.
+// Server.Close waits for these goroutines.
 func (t topicStream) serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
 		if len(t.topics) == 1 {
@@ -171,7 +128,9 @@ func (t topicStream) serve(w http.ResponseWriter) error {
 		release := detachSlot(t.ctx)
 		sub := subscribe()
 		forget := t.s.reaper.Watch(sw, sub.Close)
+		t.s.hijacked.Add(1)
 		go func() {
+			defer t.s.hijacked.Done()
 			defer release()
 			defer sw.Close()
 			defer forget()

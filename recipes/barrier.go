@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Barriers are ZooKeeper barriers and double barriers.
@@ -24,9 +26,9 @@ import (
 // Double barriers follow the enter/leave protocol of the ZooKeeper recipes page
 // under the container <root>/double-barriers/<name>: one ephemeral node p-<id>
 // per participant, held by a lease, and the node "ready" created by whoever sees
-// `count` participants. See Enter and Leave.
+// `count` participants. See Enter and Leave (doublebarrier.go).
 type Barriers struct {
-	s       *Session
+	s       *zookeeper.Session
 	dir     string // <root>/barriers
 	dblDir  string // <root>/double-barriers
 	metrics barrierMetrics
@@ -35,26 +37,10 @@ type Barriers struct {
 	enrolled map[string]*dblParticipant // name/id → participant enrolled here
 }
 
-// Sentinel errors of the barrier recipes (wrapped with %w; the HTTP layer maps
-// each to its problem type).
-var (
-	// ErrBarrierRaised: the barrier was still raised when the wait ended.
-	ErrBarrierRaised = errors.New("barrier raised")
-	// ErrBarrierNotReady: fewer than `count` participants had entered when the wait
-	// ended; the participant stays enrolled. See BarrierNotReadyError.
-	ErrBarrierNotReady = errors.New("double barrier not ready")
-	// ErrBarrierNotEmpty: participants were still inside when the wait to leave
-	// ended; the own entry is removed already.
-	ErrBarrierNotEmpty = errors.New("double barrier not empty")
-	// ErrParticipantExists: the participant id is enrolled already, by another
-	// lease or another client.
-	ErrParticipantExists = errors.New("participant exists")
-)
-
 const barrierKind = "barrier"
 
 // NewBarriers returns the barrier recipes over a session.
-func NewBarriers(s *Session, reg prometheus.Registerer) *Barriers {
+func NewBarriers(s *zookeeper.Session, reg prometheus.Registerer) *Barriers {
 	return &Barriers{
 		s:        s,
 		dir:      path.Join(s.Root(), "barriers"),
@@ -69,29 +55,23 @@ func (b *Barriers) node(name string) string { return b.dir + "/" + name }
 // Raise raises the barrier until it is lowered: a persistent node. A barrier
 // raised for a lease becomes persistent (that lease no longer lowers it).
 func (b *Barriers) Raise(ctx context.Context, name string) error {
-	if err := CheckName("barrier", name); err != nil {
+	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
-	ep, err := b.s.current()
+	ep, err := b.s.Current()
 	if err != nil {
 		return err
 	}
 	p := b.node(name)
 	for {
-		err := createIn(ctx, ep, p, nil, zk.FlagPersistent)
+		err := ep.CreateIn(ctx, p, nil, zookeeper.Persistent)
 		switch {
 		case err == nil:
 			return nil
-		case !errors.Is(err, zk.ErrNodeExists):
+		case !errors.Is(err, zookeeper.ErrNodeExists):
 			return fmt.Errorf("raise barrier %q: %w", name, err)
 		}
-		var st *zk.Stat
-		var exists bool
-		err = ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			exists, st, err = c.Exists(p)
-			return err
-		})
+		exists, st, err := ep.Exists(ctx, p)
 		switch {
 		case err != nil:
 			return fmt.Errorf("raise barrier %q: %w", name, err)
@@ -100,7 +80,7 @@ func (b *Barriers) Raise(ctx context.Context, name string) error {
 		case st.EphemeralOwner == 0:
 			return nil // raised already, persistently
 		}
-		switch err := b.replace(ctx, ep, p, st.Version, nil, zk.FlagPersistent); {
+		switch err := b.replace(ctx, ep, p, st.Version, nil, zookeeper.Persistent); {
 		case err == nil:
 			return nil
 		case !errors.Is(err, errBarrierChanged):
@@ -111,151 +91,101 @@ func (b *Barriers) Raise(ctx context.Context, name string) error {
 
 var errBarrierChanged = errors.New("changed meanwhile; retry")
 
-// replace swaps the barrier node for a new one in one transaction. errBarrierChanged means
-// the node changed meanwhile.
-func (b *Barriers) replace(ctx context.Context, ep *epoch, p string, version int32, data []byte, flags int32) error {
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		_, err := c.Multi(
-			&zk.DeleteRequest{Path: p, Version: version},
-			&zk.CreateRequest{Path: p, Data: data, Acl: openACL, Flags: flags},
-		)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+// replace swaps the barrier node for a new one in one transaction.
+// errBarrierChanged means the node changed meanwhile.
+func (b *Barriers) replace(ctx context.Context, ep *zookeeper.Epoch, p string, version int32, data []byte, mode int32) error {
+	_, err := ep.Multi(ctx, zookeeper.DeleteOp{Path: p, Version: version}, zookeeper.CreateOp{Path: p, Data: data, Mode: mode})
+	if errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrBadVersion) {
 		return errBarrierChanged
 	}
 	return err
+}
+
+// raisedBarrier is a barrier raised for a lease: the lease's holding.
+type raisedBarrier struct {
+	b       *Barriers
+	ep      *zookeeper.Epoch
+	path    string
+	leaseID string
+}
+
+// Release lowers the barrier if it is still the node raised for the lease.
+func (r *raisedBarrier) Release(ctx context.Context) error {
+	return r.ep.Settle(ctx, func(ctx context.Context) error { return r.b.dropOwned(ctx, r.ep, r.path, r.leaseID) })
 }
 
 // RaiseFor raises the barrier for lease: it falls when the lease ends (revoked,
 // expired or its session lost). A barrier raised already (persistently or for
 // another lease) is taken over by this lease. Raising it again for the same lease
 // does nothing.
-func (b *Barriers) RaiseFor(ctx context.Context, lease *Lease, name string) error {
-	if err := CheckName("barrier", name); err != nil {
+func (b *Barriers) RaiseFor(ctx context.Context, lease *kit.Lease, name string) error {
+	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
-	h := Hold{Kind: barrierKind, Name: name}
+	h := kit.Hold{Kind: barrierKind, Name: name}
 	p := b.node(name)
-	ep := lease.ep
 	for {
-		_, ok, err := lease.reserve(h)
-		if err != nil {
+		r, found, err := kit.Acquire(ctx, lease, h, func(ctx context.Context, ep *zookeeper.Epoch) (*raisedBarrier, error) {
+			if err := b.createFor(ctx, ep, p, lease.ID); err != nil {
+				return nil, fmt.Errorf("raise barrier %q: %w", name, err)
+			}
+			return &raisedBarrier{b: b, ep: ep, path: p, leaseID: lease.ID}, nil
+		})
+		if !found {
 			return err
 		}
-		if !ok {
-			break
-		}
 		// Held already: still ours, or lowered or taken over since?
-		mine, err := b.owned(ctx, ep, p, lease.ID)
+		mine, err := b.owned(ctx, r.ep, p, lease.ID)
 		if err != nil || mine {
 			return err
 		}
-		_, _ = lease.take(h) // a stale hold: its release would find nothing of ours
+		_, _ = kit.Take[*raisedBarrier](lease, h) // a stale hold: its release would find nothing of ours
 	}
-	if err := lease.connected(); err != nil {
-		lease.unreserve(h)
-		return fmt.Errorf("barrier %q: %w", name, err)
-	}
-	if err := b.createFor(ctx, ep, p, lease.ID); err != nil {
-		lease.unreserve(h)
-		return fmt.Errorf("raise barrier %q: %w", name, err)
-	}
-	release := func(ctx context.Context) error {
-		return settle(ctx, ep, func(ctx context.Context) error { return b.dropOwned(ctx, ep, p, lease.ID) })
-	}
-	if err := lease.grant(h, name, release); err != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.OpTimeout)
-		defer cancel()
-		_ = release(cctx)
-		return err
-	}
-	return nil
 }
 
 // createFor makes p an ephemeral node of ep's session holding leaseID, replacing
 // whatever barrier node is there.
-func (b *Barriers) createFor(ctx context.Context, ep *epoch, p, leaseID string) error {
+func (b *Barriers) createFor(ctx context.Context, ep *zookeeper.Epoch, p, leaseID string) error {
 	data := []byte(leaseID)
 	for {
-		err := createIn(ctx, ep, p, data, zk.FlagEphemeral)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
-			// The answer may be lost with the connection: adopt our node if it is there.
-			if err := waitConnected(ctx, ep); err != nil {
-				return err
-			}
-			if mine, err := b.owned(ctx, ep, p, leaseID); err != nil || mine {
-				return err
-			}
-			continue
-		case !errors.Is(err, zk.ErrNodeExists):
+		st, err := ep.CreateOwned(ctx, p, data, false)
+		if !errors.Is(err, zookeeper.ErrNodeExists) {
 			return err
 		}
-		var st *zk.Stat
-		var got []byte
-		err = ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			got, st, err = c.Get(p)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if st.EphemeralOwner == ep.id.Load() && string(got) == leaseID {
-			return nil
-		}
-		if err := b.replace(ctx, ep, p, st.Version, data, zk.FlagEphemeral); !errors.Is(err, errBarrierChanged) {
+		if err := b.replace(ctx, ep, p, st.Version, data, zookeeper.Ephemeral); !errors.Is(err, errBarrierChanged) {
 			return err
 		}
 	}
 }
 
 // owned reports whether p is the ephemeral node of ep's session made for leaseID.
-func (b *Barriers) owned(ctx context.Context, ep *epoch, p, leaseID string) (bool, error) {
-	var data []byte
-	var st *zk.Stat
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		data, st, err = c.Get(p)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
+func (b *Barriers) owned(ctx context.Context, ep *zookeeper.Epoch, p, leaseID string) (bool, error) {
+	data, st, err := ep.Get(ctx, p)
+	if errors.Is(err, zookeeper.ErrNoNode) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return st.EphemeralOwner == ep.id.Load() && string(data) == leaseID, nil
+	return st.EphemeralOwner == ep.ID() && string(data) == leaseID, nil
 }
 
 // dropOwned deletes p if it is still the node made for leaseID. Between the read
 // and the version-checked delete another client could lower the barrier and raise
 // it again (a new node has version 0 too); that window is one round trip.
-func (b *Barriers) dropOwned(ctx context.Context, ep *epoch, p, leaseID string) error {
-	var data []byte
-	var st *zk.Stat
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		data, st, err = c.Get(p)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
+func (b *Barriers) dropOwned(ctx context.Context, ep *zookeeper.Epoch, p, leaseID string) error {
+	data, st, err := ep.Get(ctx, p)
+	if errors.Is(err, zookeeper.ErrNoNode) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if st.EphemeralOwner != ep.id.Load() || string(data) != leaseID {
+	if st.EphemeralOwner != ep.ID() || string(data) != leaseID {
 		return nil // lowered and raised again, or taken over: not ours to lower
 	}
-	err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(p, st.Version) })
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+	err = ep.Delete(ctx, p, st.Version)
+	if errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrBadVersion) {
 		return nil
 	}
 	return err
@@ -264,15 +194,14 @@ func (b *Barriers) dropOwned(ctx context.Context, ep *epoch, p, leaseID string) 
 // Lower lowers the barrier, however it was raised. Lowering a lowered barrier
 // does nothing.
 func (b *Barriers) Lower(ctx context.Context, name string) error {
-	if err := CheckName("barrier", name); err != nil {
+	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
-	ep, err := b.s.current()
+	ep, err := b.s.Current()
 	if err != nil {
 		return err
 	}
-	err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(b.node(name), -1) })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := ep.Delete(ctx, b.node(name), -1); err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
 		return fmt.Errorf("lower barrier %q: %w", name, err)
 	}
 	return nil
@@ -280,19 +209,14 @@ func (b *Barriers) Lower(ctx context.Context, name string) error {
 
 // Raised reports whether the barrier is raised now.
 func (b *Barriers) Raised(ctx context.Context, name string) (bool, error) {
-	if err := CheckName("barrier", name); err != nil {
+	if err := kit.CheckName("barrier", name); err != nil {
 		return false, err
 	}
-	ep, err := b.s.current()
+	ep, err := b.s.Current()
 	if err != nil {
 		return false, err
 	}
-	var exists bool
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		exists, _, err = c.Exists(b.node(name))
-		return err
-	})
+	exists, _, err := ep.Exists(ctx, b.node(name))
 	if err != nil {
 		return false, fmt.Errorf("barrier %q: %w", name, err)
 	}
@@ -304,58 +228,26 @@ func (b *Barriers) Raised(ctx context.Context, name string) (bool, error) {
 // the node, so it answers within a round trip of the lowering; through a
 // suspension it waits for the session to come back within wait.
 func (b *Barriers) Wait(ctx context.Context, name string, wait time.Duration) (err error) {
-	if err := CheckName("barrier", name); err != nil {
+	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
 	start := time.Now()
 	defer func() { b.metrics.observe("barrier", start, err) }()
-	d := newDeadline(wait)
-	defer d.stop()
-	gone, err := awaitGone(ctx, b.s, b.node(name), d)
+	d := kit.NewDeadline(wait)
+	defer d.Stop()
+	gone, err := kit.AwaitGone(ctx, b.s, b.node(name), d)
 	if err == nil && !gone {
 		err = fmt.Errorf("barrier %q: %w", name, ErrBarrierRaised)
 	}
 	return err
 }
 
-// awaitGone waits until node p does not exist: true once it is gone (or never
-// was), false when d is over first. It watches p, so it answers within a round
-// trip of the delete, and it rides out a suspension or a new session within d.
-func awaitGone(ctx context.Context, s *Session, p string, d *waitDeadline) (bool, error) {
-	for {
-		changed := s.Changed()
-		ep, err := s.current()
-		var exists bool
-		var watch <-chan zk.Event
-		if err == nil {
-			err = ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				exists, _, watch, err = c.ExistsW(p)
-				return err
-			})
-		}
-		if err != nil {
-			if waitOutSession(ctx, err, changed, d) {
-				continue
-			}
-			return false, err
-		}
-		if !exists {
-			return true, nil
-		}
-		if d.expired() {
-			return false, nil
-		}
-		select {
-		case <-watch:
-		case <-d.C:
-			d.C = expiredC
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-ep.lost:
-		}
-	}
+// List returns the names of the barriers that are raised.
+func (b *Barriers) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, b.s, b.dir) }
+
+// ListDouble returns the names of the double barriers that have a node.
+func (b *Barriers) ListDouble(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, b.s, b.dblDir)
 }
 
 type barrierMetrics struct {

@@ -11,18 +11,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 type barrierEnv struct {
-	s *Session
+	s *zookeeper.Session
 	b *Barriers
-	l *Leases
+	l *kit.Leases
 }
 
 func newBarrierEnv(t *testing.T, servers []string, root string) *barrierEnv {
 	t.Helper()
-	s := newTestSession(t, servers, root)
-	return &barrierEnv{s: s, b: NewBarriers(s, prometheus.NewRegistry()), l: NewLeases(s, nil)}
+	s := zookeepertest.NewSession(t, servers, root)
+	return &barrierEnv{s: s, b: NewBarriers(s, prometheus.NewRegistry()), l: kit.NewLeases(s, nil)}
 }
 
 // waitResult runs f in a goroutine and returns its error on a channel.
@@ -119,7 +122,7 @@ func TestBarrierForLeaseFallsWithLease(t *testing.T) {
 	if err := a.b.RaiseFor(ctx, lease, "deploy"); err != nil {
 		t.Fatalf("raise again for the same lease: %v", err)
 	}
-	if h := lease.Holds(); len(h) != 1 || h[0] != (Hold{Kind: "barrier", Name: "deploy"}) {
+	if h := lease.Holds(); len(h) != 1 || h[0] != (kit.Hold{Kind: "barrier", Name: "deploy"}) {
 		t.Fatalf("holds %v", h)
 	}
 	passed := waitResult(func() error { return b.b.Wait(ctx, "deploy", 30*time.Second) })
@@ -190,7 +193,7 @@ func TestDoubleBarrierRounds(t *testing.T) {
 		t.Fatalf("InspectDouble = %+v, %v", st, err)
 	}
 	for _, p := range []struct {
-		l  *Lease
+		l  *kit.Lease
 		id string
 	}{{la, "a"}, {lb, "b"}} {
 		var ne *BarrierNotEmptyError
@@ -212,4 +215,13 @@ func TestDoubleBarrierRounds(t *testing.T) {
 	if _, err := env.b.Enter(ctx, l2b, "round", "b", 2, 0); err != nil {
 		t.Fatalf("round two, second participant: %v", err)
 	}
+}
+
+func mustLease(t *testing.T, l *kit.Leases) *kit.Lease {
+	t.Helper()
+	lease, err := l.Grant(time.Minute, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
 }

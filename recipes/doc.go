@@ -1,22 +1,21 @@
-// Package recipes implements ZooKeeper coordination recipes for coord-sidecar:
-// one Session, Leases that own grants, and fair Locks with fencing tokens. It knows
-// ZooKeeper and nothing of HTTP.
+// Package recipes holds the recipes that stand in a line or on one node: fair
+// locks with fencing tokens, leader elections (their line and the watch on the
+// predecessor are shared, line.go), barriers and double barriers. It knows
+// ZooKeeper through internal/zookeeper and leases through recipes/kit, and
+// nothing of HTTP; the queue and the throughput groups live in packages of
+// their own on the same kit.
 //
 // Caveats every caller must respect:
 //
-//   - go-zookeeper's calls take no context. A call here fails fast when its
-//     context has ended or the session is not connected, and otherwise returns
-//     within about one session timeout whatever ZooKeeper does (see epoch.call);
-//     waiting (for a lock, a leader, a barrier) is always a select on watches and
-//     the context, never a blocked call. A call cut off by a lost connection may
-//     still have been applied, so writes are idempotent or recoverable (protected
-//     creates).
-//   - A grant belongs to the session under which it was made. When that session is
-//     lost, the grant is lost and reported so; it is never carried over to the next
-//     session, which the Session dials by itself.
-//   - While the session is suspended (disconnected, maybe still alive on the
-//     server), nothing is granted and operations answer ErrUnavailable.
-//   - Fencing tokens are creation zxids (czxid), never sequence numbers: the
-//     sequence counter is per parent and restarts when a container parent is
-//     deleted and made again.
+//   - A call fails fast when its context has ended or the session is not
+//     connected; waiting (for a lock, a leader, a barrier) is always a select
+//     on watches and the context, never a blocked call.
+//   - A grant belongs to the session under which it was made (its lease's
+//     Epoch). When that session is lost, the grant is lost and reported so; it
+//     is never carried over to the next session.
+//   - While the session is suspended, nothing is granted and operations answer
+//     kit.ErrUnavailable.
+//   - Fencing tokens and terms are creation zxids (czxid), never sequence
+//     numbers: the sequence counter is per parent and restarts when a container
+//     parent is deleted and made again.
 package recipes

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Double barriers: the enter/leave protocol of the ZooKeeper recipes page.
@@ -36,15 +37,17 @@ import (
 
 const dblKind = "double-barrier"
 
-// participant is one double-barrier participant enrolled by this sidecar.
+// dblParticipant is one double-barrier participant enrolled by this sidecar: the
+// lease's holding.
 type dblParticipant struct {
+	b     *Barriers
 	key   string // name/id
 	name  string
 	node  string
 	czxid int64
 	count int
-	lease *Lease
-	ep    *epoch
+	lease *kit.Lease
+	ep    *zookeeper.Epoch
 }
 
 // DoubleBarrierEntered is the outcome of a successful Enter.
@@ -53,37 +56,6 @@ type DoubleBarrierEntered struct {
 	// request, or the one that enrolled it first.
 	Lease string
 }
-
-// BarrierNotReadyError is returned (it matches ErrBarrierNotReady) when fewer than
-// Count participants had entered when the wait ended. The participant stays
-// enrolled, held by Lease.
-type BarrierNotReadyError struct {
-	Name         string
-	Count        int
-	Participants int
-	Lease        string
-}
-
-func (e *BarrierNotReadyError) Error() string {
-	return fmt.Sprintf("double barrier %q: %d of %d participants have entered", e.Name, e.Participants, e.Count)
-}
-
-// Unwrap makes errors.Is(err, ErrBarrierNotReady) hold.
-func (e *BarrierNotReadyError) Unwrap() error { return ErrBarrierNotReady }
-
-// BarrierNotEmptyError is returned (it matches ErrBarrierNotEmpty) when
-// participants were still inside when the wait to leave ended.
-type BarrierNotEmptyError struct {
-	Name      string
-	Remaining []string
-}
-
-func (e *BarrierNotEmptyError) Error() string {
-	return fmt.Sprintf("double barrier %q: %d participants have not left", e.Name, len(e.Remaining))
-}
-
-// Unwrap makes errors.Is(err, ErrBarrierNotEmpty) hold.
-func (e *BarrierNotEmptyError) Unwrap() error { return ErrBarrierNotEmpty }
 
 // DoubleBarrierState is what anyone can see of a double barrier.
 type DoubleBarrierState struct {
@@ -103,26 +75,31 @@ const (
 	maxCount        = 100000
 )
 
+func checkParticipant(name, id string, count int) error {
+	if err := kit.CheckName("double barrier", name); err != nil {
+		return err
+	}
+	if err := kit.CheckName("participant", id); err != nil {
+		return err
+	}
+	if count < 1 || count > maxCount {
+		return fmt.Errorf("count %d: must be between 1 and %d: %w", count, maxCount, kit.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // Enter enrols participant id in the double barrier for lease and returns once at
 // least count participants have entered. When wait (0: look once) ends first it
 // returns a BarrierNotReadyError and the participant stays enrolled; entering
 // again (with the same lease, or without one: an implicit lease is then replaced
 // by the one that enrolled it) goes on waiting. While a request waits, an
-// implicit lease cannot expire: its TTL counts from the end of the request. When ctx ends (the client went away) an enrolment made by this
-// call is withdrawn. An id enrolled by another lease or another client is
-// ErrParticipantExists.
-func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
-	if err := CheckName("double barrier", name); err != nil {
-		endImplicit(lease)
+// implicit lease cannot expire: its TTL counts from the end of the request. When
+// ctx ends (the client went away) an enrolment made by this call is withdrawn.
+// An id enrolled by another lease or another client is ErrParticipantExists.
+func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
+	if err := checkParticipant(name, id, count); err != nil {
+		lease.EndImplicit()
 		return nil, err
-	}
-	if err := CheckName("participant", id); err != nil {
-		endImplicit(lease)
-		return nil, err
-	}
-	if count < 1 || count > maxCount {
-		endImplicit(lease)
-		return nil, fmt.Errorf("count %d: must be between 1 and %d: %w", count, maxCount, ErrInvalidArgument)
 	}
 	start := time.Now()
 	defer func() { b.metrics.observe("enter", start, err) }()
@@ -134,24 +111,15 @@ func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, cou
 		if !lease.Implicit {
 			return nil, fmt.Errorf("participant %q of %q is enrolled by another lease: %w", id, name, ErrParticipantExists)
 		}
-		endImplicit(lease)
+		lease.EndImplicit()
 		lease = prev.lease
 	}
-	h := Hold{Kind: dblKind, Name: key}
-	existing, ok, err := lease.reserve(h)
+	h := kit.Hold{Kind: dblKind, Name: key}
+	p, found, err := kit.Acquire(ctx, lease, h, func(ctx context.Context, ep *zookeeper.Epoch) (*dblParticipant, error) {
+		return b.enrol(ctx, ep, lease, key, name, id, count)
+	})
 	if err != nil {
 		return nil, err
-	}
-	var p *dblParticipant
-	enrolled := false
-	if ok {
-		p = existing.(*dblParticipant)
-	} else {
-		if p, err = b.enrol(ctx, lease, h, name, id, count); err != nil {
-			lease.unreserve(h)
-			return nil, err
-		}
-		enrolled = true
 	}
 	unpin := func() {}
 	if lease.Implicit {
@@ -162,104 +130,67 @@ func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, cou
 	if err == nil {
 		return &DoubleBarrierEntered{Lease: lease.ID}, nil
 	}
-	if enrolled && ctx.Err() != nil {
+	if !found && ctx.Err() != nil {
 		// The client went away: leave nothing behind.
-		if held, terr := lease.take(h); terr == nil {
-			cctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.OpTimeout)
-			_ = held.release(cctx)
-			cancel()
-			lease.released()
-		}
+		cctx, cancel := context.WithTimeout(context.Background(), b.s.OpTimeout())
+		_ = kit.Release(cctx, lease, h)
+		cancel()
 	}
 	return nil, err
 }
 
-// enrol creates the participant node and grants it to lease.
-func (b *Barriers) enrol(ctx context.Context, lease *Lease, h Hold, name, id string, count int) (*dblParticipant, error) {
-	ep := lease.ep
-	if err := lease.connected(); err != nil {
-		return nil, fmt.Errorf("double barrier %q: %w", name, err)
-	}
-	parent := b.dblParent(name)
-	node := parent + "/" + participantPref + id
+// enrol creates the participant node under ep's session.
+func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, key, name, id string, count int) (*dblParticipant, error) {
+	node := b.dblParent(name) + "/" + participantPref + id
 	data := []byte(strconv.Itoa(count) + "\n" + lease.ID)
-	for {
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			_, err := c.Create(node, data, zk.FlagEphemeral, openACL)
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			if err := ensureContainer(ctx, ep, parent); err != nil {
-				return nil, err
-			}
-			continue
+	st, err := ep.CreateOwned(ctx, node, data, true)
+	if st == nil && err == nil {
+		_, st, err = ep.Exists(ctx, node)
+		if err == nil && st == nil {
+			err = fmt.Errorf("participant node %s vanished: %w", node, kit.ErrSessionLost)
 		}
-		if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
-			if err := waitConnected(ctx, ep); err != nil {
-				return nil, err
-			}
-			continue // NodeExists next if the create went through: adopted below
-		}
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return nil, fmt.Errorf("enter double barrier %q: %w", name, err)
-		}
-		var got []byte
-		var st *zk.Stat
-		gerr := ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			got, st, err = c.Get(node)
-			return err
-		})
-		if errors.Is(gerr, zk.ErrNoNode) {
-			continue
-		}
-		if gerr != nil {
-			return nil, gerr
-		}
-		if st.EphemeralOwner != ep.id.Load() || !strings.HasSuffix(string(got), "\n"+lease.ID) {
-			return nil, fmt.Errorf("participant %q of %q: %w", id, name, ErrParticipantExists)
-		}
-		p := &dblParticipant{key: h.Name, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: ep}
-		release := func(ctx context.Context) error {
-			b.mu.Lock()
-			if b.enrolled[p.key] == p {
-				delete(b.enrolled, p.key)
-			}
-			b.mu.Unlock()
-			b.metrics.participants.Dec()
-			return settle(ctx, ep, func(ctx context.Context) error { return b.dropParticipant(ctx, ep, parent, node, lease.ID) })
-		}
-		b.mu.Lock()
-		b.enrolled[p.key] = p
-		b.mu.Unlock()
-		b.metrics.participants.Inc()
-		if err := lease.grant(h, p, release); err != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.OpTimeout)
-			_ = release(cctx)
-			cancel()
-			return nil, err
-		}
-		return p, nil
 	}
+	switch {
+	case errors.Is(err, zookeeper.ErrNodeExists):
+		return nil, fmt.Errorf("participant %q of %q: %w", id, name, ErrParticipantExists)
+	case err != nil:
+		return nil, fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	p := &dblParticipant{b: b, key: key, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: ep}
+	b.mu.Lock()
+	b.enrolled[key] = p
+	b.mu.Unlock()
+	b.metrics.participants.Inc()
+	return p, nil
+}
+
+// Release withdraws the participant: its node is deleted (and "ready" with the
+// last one), retried through a suspension while the session lives.
+func (p *dblParticipant) Release(ctx context.Context) error {
+	b := p.b
+	b.mu.Lock()
+	if b.enrolled[p.key] == p {
+		delete(b.enrolled, p.key)
+	}
+	b.mu.Unlock()
+	b.metrics.participants.Dec()
+	parent := b.dblParent(p.name)
+	return p.ep.Settle(ctx, func(ctx context.Context) error {
+		return b.dropParticipant(ctx, p.ep, parent, p.node, p.lease.ID)
+	})
 }
 
 // dropParticipant deletes a participant node made for leaseID, then deletes
 // "ready" when no participant is left.
-func (b *Barriers) dropParticipant(ctx context.Context, ep *epoch, parent, node, leaseID string) error {
-	var data []byte
-	var st *zk.Stat
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		data, st, err = c.Get(node)
-		return err
-	})
+func (b *Barriers) dropParticipant(ctx context.Context, ep *zookeeper.Epoch, parent, node, leaseID string) error {
+	data, st, err := ep.Get(ctx, node)
 	switch {
-	case errors.Is(err, zk.ErrNoNode):
+	case errors.Is(err, zookeeper.ErrNoNode):
 	case err != nil:
 		return err
-	case st.EphemeralOwner == ep.id.Load() && strings.HasSuffix(string(data), "\n"+leaseID):
-		err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(node, st.Version) })
-		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+	case st.EphemeralOwner == ep.ID() && strings.HasSuffix(string(data), "\n"+leaseID):
+		err = ep.Delete(ctx, node, st.Version)
+		if err != nil && !errors.Is(err, zookeeper.ErrNoNode) && !errors.Is(err, zookeeper.ErrBadVersion) {
 			return err
 		}
 	}
@@ -269,14 +200,9 @@ func (b *Barriers) dropParticipant(ctx context.Context, ep *epoch, parent, node,
 // clearReadyIfEmpty deletes "ready" when no participant is left. Should a new
 // round make "ready" just between the listing and the delete, its waiters see it
 // go and make it again.
-func (b *Barriers) clearReadyIfEmpty(ctx context.Context, ep *epoch, parent string) error {
-	var children []string
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		children, _, err = c.Children(parent)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
+func (b *Barriers) clearReadyIfEmpty(ctx context.Context, ep *zookeeper.Epoch, parent string) error {
+	children, _, err := ep.Children(ctx, parent)
+	if errors.Is(err, zookeeper.ErrNoNode) {
 		return nil
 	}
 	if err != nil {
@@ -285,8 +211,7 @@ func (b *Barriers) clearReadyIfEmpty(ctx context.Context, ep *epoch, parent stri
 	if len(participants(children)) > 0 || !slices.Contains(children, readyNode) {
 		return nil
 	}
-	err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(parent+"/"+readyNode, -1) })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := ep.Delete(ctx, parent+"/"+readyNode, -1); err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
 		return err
 	}
 	return nil
@@ -304,100 +229,120 @@ func participants(children []string) []string {
 	return out
 }
 
+// readyLook is one look at a double barrier from a participant's side.
+type readyLook struct {
+	ready   bool
+	readySt *zookeeper.Stat
+	watch   <-chan zookeeper.Event
+	parts   []string
+}
+
+// look watches "ready" and lists the participants, in one round trip.
+func (b *Barriers) look(ctx context.Context, ep *zookeeper.Epoch, parent string) (readyLook, error) {
+	var l readyLook
+	var children []string
+	err := zookeeper.Parallel(
+		func() error {
+			var err error
+			l.ready, l.readySt, l.watch, err = ep.ExistsW(ctx, parent+"/"+readyNode)
+			return err
+		},
+		func() error {
+			var err error
+			children, _, err = ep.Children(ctx, parent)
+			return err
+		})
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		err = nil // the container went with its last child: ours too
+	}
+	l.parts = participants(children)
+	return l, err
+}
+
 // awaitReady waits until "ready" is current for p.
-func (b *Barriers) awaitReady(ctx context.Context, lease *Lease, p *dblParticipant, count int, wait time.Duration) error {
-	d := newDeadline(wait)
-	defer d.stop()
+func (b *Barriers) awaitReady(ctx context.Context, lease *kit.Lease, p *dblParticipant, count int, wait time.Duration) error {
+	d := kit.NewDeadline(wait)
+	defer d.Stop()
 	ep := p.ep
 	parent := b.dblParent(p.name)
-	readyPath := parent + "/" + readyNode
 	self := p.node[len(parent)+1:]
 	for {
-		var (
-			ready    bool
-			readySt  *zk.Stat
-			watch    <-chan zk.Event
-			children []string
-		)
-		err := parallel(
-			func() error {
-				return ep.call(ctx, func(c *zk.Conn) error {
-					var err error
-					ready, readySt, watch, err = c.ExistsW(readyPath)
-					return err
-				})
-			},
-			func() error {
-				return ep.call(ctx, func(c *zk.Conn) error {
-					var err error
-					children, _, err = c.Children(parent)
-					return err
-				})
-			})
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil // the container went with its last child: ours too
-		}
+		l, err := b.look(ctx, ep, parent)
 		if err != nil {
-			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !d.expired() {
-				if werr := waitConnected(ctx, ep); werr != nil {
+			if errors.Is(err, kit.ErrUnavailable) && ctx.Err() == nil && !d.Expired() {
+				if werr := ep.WaitConnected(ctx); werr != nil {
 					return werr
 				}
 				continue
 			}
 			return err
 		}
-		parts := participants(children)
-		if !slices.Contains(parts, self) {
+		if !slices.Contains(l.parts, self) {
 			if lease.Err() != nil {
-				return fmt.Errorf("lease %q: %w", lease.ID, ErrLeaseEnded)
+				return fmt.Errorf("lease %q: %w", lease.ID, kit.ErrLeaseEnded)
 			}
-			return fmt.Errorf("participant node %s vanished: %w", p.node, ErrSessionLost)
+			return fmt.Errorf("participant node %s vanished: %w", p.node, kit.ErrSessionLost)
 		}
-		if ready {
-			current, err := b.readyIsCurrent(ctx, ep, parent, self, p.czxid, readySt.Czxid, parts)
-			if err != nil {
-				continue // retried above through the same error handling
-			}
-			if current {
-				return nil
-			}
-			// Left over from an earlier round: delete it and count afresh.
-			err = ep.call(ctx, func(c *zk.Conn) error { return c.Delete(readyPath, readySt.Version) })
-			if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-				return err
-			}
+		done, err := b.step(ctx, ep, parent, self, p, l, count)
+		if done || err != nil {
+			return err
+		}
+		if l.ready || len(l.parts) >= count {
 			continue
 		}
-		if len(parts) >= count {
-			err := ep.call(ctx, func(c *zk.Conn) error {
-				_, err := c.Create(readyPath, []byte(strconv.Itoa(count)), zk.FlagPersistent, openACL)
-				return err
-			})
-			if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, ErrUnavailable) {
-				return err
-			}
-			continue
+		if err := b.sleepOn(ctx, lease, p, l, count, d); err != nil {
+			return err
 		}
-		if d.expired() {
-			return &BarrierNotReadyError{Name: p.name, Count: count, Participants: len(parts), Lease: lease.ID}
+	}
+}
+
+// step acts on one look: done when "ready" is current; a stale "ready" is
+// deleted, a missing one made when enough participants are in.
+func (b *Barriers) step(ctx context.Context, ep *zookeeper.Epoch, parent, self string, p *dblParticipant, l readyLook, count int) (bool, error) {
+	readyPath := parent + "/" + readyNode
+	switch {
+	case l.ready:
+		current, err := b.readyIsCurrent(ctx, ep, parent, self, p.czxid, l.readySt.Czxid, l.parts)
+		if err != nil || current {
+			return current, nil // an error is retried by the next look
 		}
-		select {
-		case <-watch:
-		case <-d.C:
-			return &BarrierNotReadyError{Name: p.name, Count: count, Participants: len(parts), Lease: lease.ID}
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-lease.Ending():
-			return fmt.Errorf("lease %q: %w", lease.ID, ErrLeaseEnded)
-		case <-ep.lost:
-			return ErrSessionLost
+		// Left over from an earlier round: delete it and count afresh.
+		err = ep.Delete(ctx, readyPath, l.readySt.Version)
+		if err != nil && !errors.Is(err, zookeeper.ErrNoNode) && !errors.Is(err, zookeeper.ErrBadVersion) {
+			return false, err
 		}
+	case len(l.parts) >= count:
+		_, err := ep.Create(ctx, readyPath, []byte(strconv.Itoa(count)), zookeeper.Persistent)
+		if err != nil && !errors.Is(err, zookeeper.ErrNodeExists) && !errors.Is(err, kit.ErrUnavailable) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// sleepOn waits for the "ready" watch of l, or an end of the wait.
+func (b *Barriers) sleepOn(ctx context.Context, lease *kit.Lease, p *dblParticipant, l readyLook, count int, d *kit.Deadline) error {
+	notReady := &BarrierNotReadyError{Name: p.name, Count: count, Participants: len(l.parts), Lease: lease.ID}
+	if d.Expired() {
+		return notReady
+	}
+	select {
+	case <-l.watch:
+		return nil
+	case <-d.C:
+		return notReady
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lease.Ending():
+		return fmt.Errorf("lease %q: %w", lease.ID, kit.ErrLeaseEnded)
+	case <-p.ep.Lost():
+		return kit.ErrSessionLost
 	}
 }
 
 // readyIsCurrent reports whether the "ready" made at readyCzxid belongs to the
 // present round: made after our own node, or after some present participant.
-func (b *Barriers) readyIsCurrent(ctx context.Context, ep *epoch, parent, self string, selfCzxid, readyCzxid int64, parts []string) (bool, error) {
+func (b *Barriers) readyIsCurrent(ctx context.Context, ep *zookeeper.Epoch, parent, self string, selfCzxid, readyCzxid int64, parts []string) (bool, error) {
 	if selfCzxid < readyCzxid {
 		return true, nil
 	}
@@ -409,16 +354,14 @@ func (b *Barriers) readyIsCurrent(ctx context.Context, ep *epoch, parent, self s
 	fns := make([]func() error, len(others))
 	for i, o := range others {
 		fns[i] = func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				_, st, err := c.Exists(parent + "/" + o)
-				if err == nil && st != nil {
-					czxids[i] = st.Czxid
-				}
-				return err
-			})
+			_, st, err := ep.Exists(ctx, parent+"/"+o)
+			if err == nil && st != nil {
+				czxids[i] = st.Czxid
+			}
+			return err
 		}
 	}
-	if err := parallel(fns...); err != nil {
+	if err := zookeeper.Parallel(fns...); err != nil {
 		return false, err
 	}
 	for _, z := range czxids {
@@ -435,72 +378,69 @@ func (b *Barriers) readyIsCurrent(ctx context.Context, ep *epoch, parent, self s
 // wait (0: look once) ends first it returns a BarrierNotEmptyError; the own entry
 // is removed already. lease may be nil (an ended lease): then only waiting is
 // possible.
-func (b *Barriers) Leave(ctx context.Context, lease *Lease, name, id string, wait time.Duration) (err error) {
-	if err := CheckName("double barrier", name); err != nil {
+func (b *Barriers) Leave(ctx context.Context, lease *kit.Lease, name, id string, wait time.Duration) (err error) {
+	if err := kit.CheckName("double barrier", name); err != nil {
 		return err
 	}
-	if err := CheckName("participant", id); err != nil {
+	if err := kit.CheckName("participant", id); err != nil {
 		return err
 	}
 	start := time.Now()
 	defer func() { b.metrics.observe("leave", start, err) }()
-	ep, err := b.s.current()
+	ep, err := b.s.Current()
 	if err != nil {
 		return err
 	}
-	h := Hold{Kind: dblKind, Name: name + "/" + id}
-	var held *held
+	h := kit.Hold{Kind: dblKind, Name: name + "/" + id}
+	var p *dblParticipant
 	if lease != nil {
-		held, _ = lease.take(h)
+		p, _ = kit.Take[*dblParticipant](lease, h)
 	}
-	if held != nil {
-		err := held.release(ctx)
-		lease.released()
+	if p != nil {
+		err := p.Release(ctx)
+		lease.Released()
 		if err != nil {
 			return err
 		}
-	} else {
-		var exists bool
-		node := b.dblParent(name) + "/" + participantPref + id
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			exists, _, err = c.Exists(node)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if exists {
-			if lease == nil {
-				return fmt.Errorf("participant %q of %q: %w", id, name, ErrLeaseNotFound)
-			}
-			return fmt.Errorf("participant %q of %q: %w", id, name, ErrNotHeld)
-		}
+	} else if err := b.checkNotEnrolled(ctx, ep, lease, name, id); err != nil {
+		return err
 	}
 	return b.awaitEmpty(ctx, name, wait)
 }
 
+// checkNotEnrolled refuses a leave of a participant that is there but not held by
+// lease.
+func (b *Barriers) checkNotEnrolled(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id string) error {
+	exists, _, err := ep.Exists(ctx, b.dblParent(name)+"/"+participantPref+id)
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return nil
+	case lease == nil:
+		return fmt.Errorf("participant %q of %q: %w", id, name, kit.ErrLeaseNotFound)
+	default:
+		return fmt.Errorf("participant %q of %q: %w", id, name, kit.ErrNotHeld)
+	}
+}
+
 // awaitEmpty waits until no participant is left, watching the lowest remaining.
 func (b *Barriers) awaitEmpty(ctx context.Context, name string, wait time.Duration) error {
-	d := newDeadline(wait)
-	defer d.stop()
+	d := kit.NewDeadline(wait)
+	defer d.Stop()
 	parent := b.dblParent(name)
 	for {
 		changed := b.s.Changed()
-		ep, err := b.s.current()
+		ep, err := b.s.Current()
 		var children []string
 		if err == nil {
-			err = ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				children, _, err = c.Children(parent)
-				return err
-			})
+			children, _, err = ep.Children(ctx, parent)
 		}
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(err, zookeeper.ErrNoNode) {
 			return nil
 		}
 		if err != nil {
-			if waitOutSession(ctx, err, changed, d) {
+			if kit.WaitOutSession(ctx, err, changed, d) {
 				continue
 			}
 			return err
@@ -509,7 +449,7 @@ func (b *Barriers) awaitEmpty(ctx context.Context, name string, wait time.Durati
 		if len(parts) == 0 {
 			return b.clearReadyIfEmpty(ctx, ep, parent)
 		}
-		gone, err := awaitGone(ctx, b.s, parent+"/"+parts[0], d)
+		gone, err := kit.AwaitGone(ctx, b.s, parent+"/"+parts[0], d)
 		if err != nil {
 			return err
 		}
@@ -529,22 +469,17 @@ func participantIDs(parts []string) []string {
 
 // InspectDouble returns the double barrier's participants, readiness and count.
 func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarrierState, error) {
-	if err := CheckName("double barrier", name); err != nil {
+	if err := kit.CheckName("double barrier", name); err != nil {
 		return nil, err
 	}
-	ep, err := b.s.current()
+	ep, err := b.s.Current()
 	if err != nil {
 		return nil, err
 	}
 	parent := b.dblParent(name)
-	var children []string
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		children, _, err = c.Children(parent)
-		return err
-	})
+	children, _, err := ep.Children(ctx, parent)
 	st := &DoubleBarrierState{Name: name, Participants: []string{}}
-	if errors.Is(err, zk.ErrNoNode) {
+	if errors.Is(err, zookeeper.ErrNoNode) {
 		return st, nil
 	}
 	if err != nil {
@@ -558,27 +493,20 @@ func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarri
 		read = []string{readyNode}
 	}
 	counts := make([]int, len(read))
-	fns := make([]func() error, 0, len(read))
+	fns := make([]func() error, len(read))
 	for i, n := range read {
-		fns = append(fns, func() error {
-			var data []byte
-			err := ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				data, _, err = c.Get(parent + "/" + n)
-				return err
-			})
-			if errors.Is(err, zk.ErrNoNode) {
+		fns[i] = func() error {
+			data, _, err := ep.Get(ctx, parent+"/"+n)
+			if errors.Is(err, zookeeper.ErrNoNode) {
 				return nil
 			}
 			first, _, _ := strings.Cut(string(data), "\n")
 			counts[i], _ = strconv.Atoi(first)
 			return err
-		})
-	}
-	if len(fns) > 0 {
-		if err := parallel(fns...); err != nil {
-			return nil, err
 		}
+	}
+	if err := zookeeper.Parallel(fns...); err != nil {
+		return nil, err
 	}
 	for _, c := range counts {
 		st.Count = max(st.Count, c)

@@ -8,8 +8,10 @@ import (
 	"path"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Elections are leader elections in Curator LeaderLatch's layout:
@@ -21,14 +23,14 @@ import (
 // The term of a leadership is the leader node's creation zxid: it strictly
 // increases with every change of leader and serves the leader as fencing token.
 type Elections struct {
-	s       *Session
+	s       *zookeeper.Session
 	dir     string
 	metrics electionMetrics
 
-	watches *sharedWatches[*electionWatch]
+	followers *kit.Followers[*ElectionState]
 }
 
-// Candidacy is one candidate enrolled by a lease.
+// Candidacy is one candidate enrolled by a lease: the lease's holding.
 type Candidacy struct {
 	Name      string
 	Candidate string
@@ -37,9 +39,11 @@ type Candidacy struct {
 	// connected session (never while suspended).
 	Leader bool
 	// Term is the current leader's term (0 when nobody leads).
-	Term  int64
-	node  string
-	guid  string
+	Term int64
+
+	e     *Elections
+	ep    *zookeeper.Epoch
+	node  zookeeper.Created
 	value string
 }
 
@@ -78,9 +82,6 @@ func (st *ElectionState) Term() int64 {
 	return st.Leader.Term
 }
 
-// ErrCandidateExists means a live candidate already has that id in that election.
-var ErrCandidateExists = errors.New("candidate exists")
-
 const candidateKind = "candidate"
 
 // maxValueBytes bounds a candidate's value (the node's data stays small).
@@ -92,81 +93,58 @@ type candidateData struct {
 }
 
 // NewElections returns the election recipe over a session.
-func NewElections(s *Session, reg prometheus.Registerer) *Elections {
-	m := newElectionMetrics(reg)
-	return &Elections{
-		s: s, dir: path.Join(s.Root(), "elections"), metrics: m,
-		watches: newSharedWatches[*electionWatch](m.watches),
-	}
+func NewElections(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
+	e := &Elections{s: s, dir: path.Join(s.Root(), "elections"), metrics: newElectionMetrics(reg)}
+	e.followers = kit.NewFollowers(s, e.metrics.watches, func(name string) kit.Source[*ElectionState] {
+		return &electionSource{e: e, name: name}
+	})
+	return e
 }
 
 func (e *Elections) parent(name string) string { return e.dir + "/" + name }
 
-func candidateHold(name, id string) Hold { return Hold{Kind: candidateKind, Name: name + "/" + id} }
+func candidateHold(name, id string) kit.Hold {
+	return kit.Hold{Kind: candidateKind, Name: name + "/" + id}
+}
+
+func checkCandidate(name, id, value string) error {
+	if err := kit.CheckName("election", name); err != nil {
+		return err
+	}
+	if err := kit.CheckName("candidate", id); err != nil {
+		return err
+	}
+	if len(value) > maxValueBytes {
+		return fmt.Errorf("value of %d bytes, above %d: %w", len(value), maxValueBytes, kit.ErrInvalidArgument)
+	}
+	return nil
+}
 
 // Campaign enrols candidate id (with value) in election name for lease, at the back
 // of the line, and waits up to wait (0: not at all) to lead. It answers with the
 // candidacy, still enrolled when it does not lead yet. ErrCandidateExists when a
 // live candidate has that id in that election (on any client).
-func (e *Elections) Campaign(ctx context.Context, lease *Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
-	if err := CheckName("election", name); err != nil {
+func (e *Elections) Campaign(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
+	if err := checkCandidate(name, id, value); err != nil {
 		return nil, err
 	}
-	if err := CheckName("candidate", id); err != nil {
-		return nil, err
-	}
-	if len(value) > maxValueBytes {
-		return nil, fmt.Errorf("value of %d bytes, above %d: %w", len(value), maxValueBytes, ErrInvalidArgument)
-	}
-	h := candidateHold(name, id)
-	if _, ok, err := lease.reserve(h); err != nil {
-		return nil, err
-	} else if ok {
-		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
-	}
-	if lease.Implicit {
-		defer lease.Pin()() // the TTL of an implicit lease counts from the answer
-	}
-	c, err := e.enrol(ctx, lease, h, name, id, value, wait)
-	if err != nil {
-		lease.unreserve(h)
-		return nil, err
-	}
-	return c, nil
+	return e.enrol(ctx, lease, name, id, value, wait)
 }
 
-func (e *Elections) enrol(ctx context.Context, lease *Lease, h Hold, name, id, value string, wait time.Duration) (*Candidacy, error) {
-	ep := lease.ep
-	if err := lease.connected(); err != nil {
-		return nil, fmt.Errorf("election %q: %w", name, err)
-	}
-	st, err := e.read(ctx, ep, name, nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range st.Candidates {
-		if c.Candidate == id {
-			return nil, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
-		}
-	}
-	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
-	parent := e.parent(name)
-	guid := newGUID()
-	made, err := createProtected(ctx, ep, parent, guid, "latch-", data, true)
-	if err != nil {
-		cleanupProtected(ep, parent, guid, "")
-		return nil, err
-	}
-	node := made.Path
-	place, err := awaitHead(ctx, ep, made, wait, lease.Ending())
-	if err != nil {
-		cleanupProtected(ep, parent, guid, node)
-		return nil, fmt.Errorf("election %q: %w", name, err)
-	}
-	c := &Candidacy{Name: name, Candidate: id, Lease: lease.ID, node: node, guid: guid, value: value}
-	release := func(ctx context.Context) error { return deleteProtected(ctx, ep, parent, guid, node) }
-	if err := lease.grant(h, c, release); err != nil {
-		cleanupProtected(ep, parent, guid, node)
+// enrol runs the hold protocol for one candidacy and answers its standing.
+func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
+	var place linePlace
+	c, found, err := kit.Acquire(ctx, lease, candidateHold(name, id),
+		func(ctx context.Context, ep *zookeeper.Epoch) (*Candidacy, error) {
+			var c *Candidacy
+			var err error
+			c, place, err = e.stand(ctx, ep, lease, name, id, value, wait)
+			return c, err
+		})
+	switch {
+	case found:
+		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
+	case err != nil:
 		return nil, err
 	}
 	e.metrics.candidates.Inc()
@@ -174,21 +152,49 @@ func (e *Elections) enrol(ctx context.Context, lease *Lease, h Hold, name, id, v
 	out.Leader = place.Head
 	if place.Head {
 		out.Term = place.Czxid
-	} else if leader, err := e.leaderTerm(ctx, ep, parent, place.Line); err == nil {
+	} else if leader, err := e.leaderTerm(ctx, c.ep, e.parent(name), place.Line); err == nil {
 		out.Term = leader
 	}
 	return &out, nil
 }
 
+// stand makes the candidate's node, unless a live candidate has its id, and
+// waits up to wait for it to lead.
+func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, linePlace, error) {
+	st, err := e.read(ctx, ep, name, nil)
+	if err != nil {
+		return nil, linePlace{}, err
+	}
+	for _, c := range st.Candidates {
+		if c.Candidate == id {
+			return nil, linePlace{}, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
+		}
+	}
+	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
+	parent := e.parent(name)
+	made, err := ep.CreateProtected(ctx, parent, "latch-", data, true)
+	if err != nil {
+		return nil, linePlace{}, err
+	}
+	place, err := awaitHead(ctx, ep, made, wait, lease.Ending(), nil)
+	if err != nil {
+		ep.CleanupProtected(parent, made.GUID, made.Path)
+		return nil, linePlace{}, fmt.Errorf("election %q: %w", name, err)
+	}
+	c := &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: ep, node: made, value: value}
+	return c, place, nil
+}
+
+// Release withdraws the candidate: its node is deleted, retried through a
+// suspension while the session lives.
+func (c *Candidacy) Release(ctx context.Context) error {
+	return c.ep.DeleteProtected(ctx, path.Dir(c.node.Path), c.node.GUID, c.node.Path)
+}
+
 // leaderTerm reads the czxid of the first live node of a line.
-func (e *Elections) leaderTerm(ctx context.Context, ep *epoch, parent string, line []string) (int64, error) {
+func (e *Elections) leaderTerm(ctx context.Context, ep *zookeeper.Epoch, parent string, line []string) (int64, error) {
 	for _, n := range line {
-		var st *zk.Stat
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			_, st, err = c.Exists(parent + "/" + n)
-			return err
-		})
+		_, st, err := ep.Exists(ctx, parent+"/"+n)
 		if err != nil {
 			return 0, err
 		}
@@ -200,185 +206,149 @@ func (e *Elections) leaderTerm(ctx context.Context, ep *epoch, parent string, li
 }
 
 // Proclaim sets a new value for the lease's candidate without re-election.
-func (e *Elections) Proclaim(ctx context.Context, lease *Lease, name, id, value string) (*Candidacy, error) {
-	if err := CheckName("election", name); err != nil {
+func (e *Elections) Proclaim(ctx context.Context, lease *kit.Lease, name, id, value string) (*Candidacy, error) {
+	if err := checkCandidate(name, id, value); err != nil {
 		return nil, err
 	}
-	if err := CheckName("candidate", id); err != nil {
-		return nil, err
-	}
-	if len(value) > maxValueBytes {
-		return nil, fmt.Errorf("value of %d bytes, above %d: %w", len(value), maxValueBytes, ErrInvalidArgument)
-	}
-	v, ok := lease.value(candidateHold(name, id))
+	c, ok := kit.Lookup[*Candidacy](lease, candidateHold(name, id))
 	if !ok {
-		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, ErrNotHeld)
+		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, kit.ErrNotHeld)
 	}
-	c := v.(*Candidacy)
-	ep := lease.ep
 	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
-	err := ep.call(ctx, func(conn *zk.Conn) error {
-		_, err := conn.Set(c.node, data, -1)
-		return err
-	})
-	if err != nil {
+	if _, err := c.ep.Set(ctx, c.node.Path, data, -1); err != nil {
 		return nil, fmt.Errorf("proclaim %q in %q: %w", id, name, err)
 	}
-	return e.describe(ctx, ep, c)
+	return e.describe(ctx, c)
 }
 
 // describe answers a candidacy's current standing.
-func (e *Elections) describe(ctx context.Context, ep *epoch, c *Candidacy) (*Candidacy, error) {
-	var children []string
-	parent := path.Dir(c.node)
-	err := ep.call(ctx, func(conn *zk.Conn) error {
-		var err error
-		children, _, err = conn.Children(parent)
-		return err
-	})
+func (e *Elections) describe(ctx context.Context, c *Candidacy) (*Candidacy, error) {
+	parent := path.Dir(c.node.Path)
+	children, _, err := c.ep.Children(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
-	line := sortBySeq(children)
+	line := zookeeper.SortBySeq(children)
 	out := *c
-	if term, err := e.leaderTerm(ctx, ep, parent, line); err == nil {
+	if term, err := e.leaderTerm(ctx, c.ep, parent, line); err == nil {
 		out.Term = term
 	}
-	cur, _ := e.s.current()
-	out.Leader = len(line) > 0 && parent+"/"+line[0] == c.node && cur == ep
+	out.Leader = len(line) > 0 && parent+"/"+line[0] == c.node.Path && c.ep.Connected()
 	return &out, nil
 }
 
 // Resign withdraws the lease's candidate. With requeue it enrols again at the back
 // of the line (LeaderSelector-style turns) and returns the new candidacy; without,
 // an implicit lease ends with it.
-func (e *Elections) Resign(ctx context.Context, lease *Lease, name, id string, requeue bool) (*Candidacy, error) {
-	if err := CheckName("election", name); err != nil {
+func (e *Elections) Resign(ctx context.Context, lease *kit.Lease, name, id string, requeue bool) (*Candidacy, error) {
+	if err := kit.CheckName("election", name); err != nil {
 		return nil, err
 	}
-	if err := CheckName("candidate", id); err != nil {
+	if err := kit.CheckName("candidate", id); err != nil {
 		return nil, err
 	}
-	h := candidateHold(name, id)
-	held, err := lease.take(h)
+	c, err := kit.Take[*Candidacy](lease, candidateHold(name, id))
 	if err != nil {
 		return nil, err
 	}
-	c := held.value.(*Candidacy)
-	if err := held.release(ctx); err != nil {
+	if err := c.Release(ctx); err != nil {
 		return nil, err
 	}
 	e.metrics.candidates.Dec()
 	e.metrics.resignations.Inc()
 	if !requeue {
-		lease.released()
+		lease.Released()
 		return nil, nil
 	}
-	if _, _, err := lease.reserve(h); err != nil {
-		return nil, err
-	}
-	nc, err := e.enrol(ctx, lease, h, name, id, c.value, 0)
-	if err != nil {
-		lease.unreserve(h)
-		return nil, err
-	}
-	return nc, nil
+	return e.enrol(ctx, lease, name, id, c.value, 0)
 }
 
 // Inspect reads the election from ZooKeeper.
 func (e *Elections) Inspect(ctx context.Context, name string) (*ElectionState, error) {
-	if err := CheckName("election", name); err != nil {
+	if err := kit.CheckName("election", name); err != nil {
 		return nil, err
 	}
-	ep, err := e.s.current()
+	ep, err := e.s.Current()
 	if err != nil {
 		return nil, err
 	}
 	return e.read(ctx, ep, name, nil)
 }
 
-// read lists the election and reads every candidate (pipelined). With w, it also
-// leaves watches for w: on the children, and on each candidate's data.
-func (e *Elections) read(ctx context.Context, ep *epoch, name string, w *electionWatch) (*ElectionState, error) {
+// List returns the names of the elections that have a node.
+func (e *Elections) List(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, e.s, e.dir)
+}
+
+// Follow follows election name: however many followers an election has on this
+// sidecar, the sidecar holds one set of ZooKeeper watches for it (one on the
+// children, one on each candidate's data) and one cached state, read again after
+// every change and every reconnect. While the session is suspended the state has
+// no leader and Suspended set. Close the follower when done.
+func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
+	if err := kit.CheckName("election", name); err != nil {
+		return nil, err
+	}
+	return e.followers.Follow(name), nil
+}
+
+// electionSource reads an election for its follower.
+type electionSource struct {
+	e    *Elections
+	name string
+}
+
+func (s *electionSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*ElectionState, error) {
+	return s.e.read(ctx, ep, s.name, w)
+}
+
+func (s *electionSource) Reset() {}
+
+func (s *electionSource) Uncertain(last *ElectionState, _ bool) *ElectionState {
+	st := &ElectionState{Name: s.name, Candidates: []Candidate{}, Suspended: true}
+	if last != nil {
+		st.Zxid = last.Zxid
+	}
+	return st
+}
+
+func (s *electionSource) Same(a, b *ElectionState) bool { return sameElection(a, b) }
+
+// read lists the election and reads every candidate (pipelined). With w, it
+// also arms the watches w does not hold yet: on the children (or, while the
+// election has no node, on its appearance), and on each candidate's data.
+func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches) (*ElectionState, error) {
 	parent := e.parent(name)
 	st := &ElectionState{Name: name, Candidates: []Candidate{}}
-	var children []string
-	var pstat *zk.Stat
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		if w != nil && w.needsChildWatch() {
-			var ch <-chan zk.Event
-			children, pstat, ch, err = c.ChildrenW(parent)
-			if err == nil {
-				w.watchChildren(ch)
-			}
-			return err
-		}
-		children, pstat, err = c.Children(parent)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		err = nil
-		if w != nil {
-			// Watch for the election to appear.
-			err = ep.call(ctx, func(c *zk.Conn) error {
-				if !w.needsChildWatch() {
-					return nil
-				}
-				ok, _, ch, err := c.ExistsW(parent)
-				switch {
-				case err != nil:
-				case ok:
-					w.poke() // created meanwhile: read it (and watch its children) now
-				default:
-					w.watchChildren(ch) // fires when the election appears
-				}
-				return err
-			})
-		}
-		if err != nil {
-			return nil, err
-		}
-		return st, nil // no such election yet: nobody leads
+	children, pstat, err := e.listLine(ctx, ep, parent, w)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return st, e.watchAppearance(ctx, ep, parent, w) // no such election yet: nobody leads
 	}
 	if err != nil {
 		return nil, err
 	}
 	st.Zxid = pstat.Pzxid
-	line := sortBySeq(children)
+	line := zookeeper.SortBySeq(children)
 	type entry struct {
 		data []byte
-		stat *zk.Stat
+		stat *zookeeper.Stat
 		gone bool
 	}
 	entries := make([]entry, len(line))
-	fns := make([]func() error, 0, len(line))
+	fns := make([]func() error, len(line))
 	for i, n := range line {
-		p := parent + "/" + n
-		fns = append(fns, func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				if w != nil && w.needsDataWatch(n) {
-					var ch <-chan zk.Event
-					entries[i].data, entries[i].stat, ch, err = c.GetW(p)
-					if err == nil {
-						w.watchData(n, ch)
-					}
-				} else {
-					entries[i].data, entries[i].stat, err = c.Get(p)
-				}
-				if errors.Is(err, zk.ErrNoNode) {
-					entries[i].gone = true
-					return nil
-				}
-				return err
-			})
-		})
-	}
-	if len(fns) > 0 {
-		if err := parallel(fns...); err != nil {
-			return nil, err
+		fns[i] = func() error {
+			var err error
+			entries[i].data, entries[i].stat, err = e.readCandidate(ctx, ep, parent+"/"+n, w)
+			if errors.Is(err, zookeeper.ErrNoNode) {
+				entries[i].gone = true
+				return nil
+			}
+			return err
 		}
+	}
+	if err := zookeeper.Parallel(fns...); err != nil {
+		return nil, err
 	}
 	for i, en := range entries {
 		if en.gone {
@@ -395,6 +365,48 @@ func (e *Elections) read(ctx context.Context, ep *epoch, name string, w *electio
 	return st, nil
 }
 
+const childrenPart = "children"
+
+// listLine lists the candidates, watching the list when w needs it.
+func (e *Elections) listLine(ctx context.Context, ep *zookeeper.Epoch, parent string, w *kit.Watches) ([]string, *zookeeper.Stat, error) {
+	if w == nil || !w.Need(childrenPart) {
+		return ep.Children(ctx, parent)
+	}
+	children, st, ch, err := ep.ChildrenW(ctx, parent)
+	if err == nil {
+		w.Armed(childrenPart, ch, nil)
+	}
+	return children, st, err
+}
+
+// watchAppearance watches for the election's node to appear.
+func (e *Elections) watchAppearance(ctx context.Context, ep *zookeeper.Epoch, parent string, w *kit.Watches) error {
+	if w == nil || !w.Need(childrenPart) {
+		return nil
+	}
+	ok, _, ch, err := ep.ExistsW(ctx, parent)
+	switch {
+	case err != nil:
+	case ok:
+		w.Poke() // created meanwhile: read it (and watch its children) now
+	default:
+		w.Armed(childrenPart, ch, nil) // fires when the election appears
+	}
+	return err
+}
+
+// readCandidate reads one candidate's node, watching its data when w needs it.
+func (e *Elections) readCandidate(ctx context.Context, ep *zookeeper.Epoch, p string, w *kit.Watches) ([]byte, *zookeeper.Stat, error) {
+	if w == nil || !w.Need(p) {
+		return ep.Get(ctx, p)
+	}
+	data, st, ch, err := ep.GetW(ctx, p)
+	if err == nil {
+		w.Armed(p, ch, nil)
+	}
+	return data, st, err
+}
+
 func decodeCandidate(data []byte, node string) (id, value string) {
 	var d candidateData
 	if json.Unmarshal(data, &d) == nil && d.Candidate != "" {
@@ -404,6 +416,21 @@ func decodeCandidate(data []byte, node string) (id, value string) {
 		return string(data), ""
 	}
 	return node, ""
+}
+
+func sameElection(a, b *ElectionState) bool {
+	if a == nil || b == nil || a.Suspended != b.Suspended || a.Term() != b.Term() || len(a.Candidates) != len(b.Candidates) {
+		return false
+	}
+	if a.Leader != nil && a.Leader.Value != b.Leader.Value {
+		return false
+	}
+	for i := range a.Candidates {
+		if a.Candidates[i] != b.Candidates[i] {
+			return false
+		}
+	}
+	return true
 }
 
 type electionMetrics struct {
@@ -431,4 +458,4 @@ func newElectionMetrics(reg prometheus.Registerer) electionMetrics {
 }
 
 // NewCandidateID returns a fresh candidate id for a candidate that gave none.
-func NewCandidateID() string { return "c-" + newID() }
+func NewCandidateID() string { return "c-" + kit.NewID() }

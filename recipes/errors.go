@@ -5,37 +5,25 @@ import (
 	"fmt"
 )
 
-// Sentinel errors returned (wrapped with %w) by every recipe. Callers test them
-// with errors.Is; the HTTP layer maps each to one problem type.
+// The sentinel errors of the lock, election and barrier recipes (wrapped with
+// %w). The errors every recipe shares (ErrLeaseNotFound, ErrNotHeld,
+// ErrUnavailable, ...) are the kit's; api/problem.go maps them all.
 var (
-	// ErrUnavailable means the ZooKeeper session is not connected now (connecting,
-	// suspended, or being replaced after expiry), or a call did not get an answer in
-	// time. The operation may or may not have been applied; retry later.
-	ErrUnavailable = errors.New("zookeeper unavailable")
-	// ErrSessionLost means the ZooKeeper session under which a grant was made has
-	// expired (or was abandoned as expired): every grant made under it is gone.
-	ErrSessionLost = errors.New("zookeeper session lost")
-	// ErrClosed means the Session was closed.
-	ErrClosed = errors.New("session closed")
-	// ErrInvalidName means a name does not match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$.
-	ErrInvalidName = errors.New("invalid name")
-	// ErrInvalidArgument means a parameter is out of its range.
-	ErrInvalidArgument = errors.New("invalid argument")
-	// ErrLeaseNotFound means no live lease has that id.
-	ErrLeaseNotFound = errors.New("lease not found")
-	// ErrLeaseEnded means the lease ended (revoked, expired or lost) while an
-	// operation on its behalf was under way.
-	ErrLeaseEnded = errors.New("lease ended")
-	// ErrLeaseExpired is the end reason of a lease that was not kept alive in time.
-	ErrLeaseExpired = errors.New("lease expired")
-	// ErrLeaseRevoked is the end reason of a revoked lease.
-	ErrLeaseRevoked = errors.New("lease revoked")
-	// ErrNotHeld means the lease does not hold the named thing.
-	ErrNotHeld = errors.New("not held")
 	// ErrLocked means the lock was not granted within the wait; see LockedError.
 	ErrLocked = errors.New("lock held")
-	// ErrBusy means the same lease is already acquiring the same lock.
-	ErrBusy = errors.New("acquisition already under way")
+	// ErrCandidateExists means a live candidate already has that id in that election.
+	ErrCandidateExists = errors.New("candidate exists")
+	// ErrBarrierRaised: the barrier was still raised when the wait ended.
+	ErrBarrierRaised = errors.New("barrier raised")
+	// ErrBarrierNotReady: fewer than `count` participants had entered when the wait
+	// ended; the participant stays enrolled. See BarrierNotReadyError.
+	ErrBarrierNotReady = errors.New("double barrier not ready")
+	// ErrBarrierNotEmpty: participants were still inside when the wait to leave
+	// ended; the own entry is removed already.
+	ErrBarrierNotEmpty = errors.New("double barrier not empty")
+	// ErrParticipantExists: the participant id is enrolled already, by another
+	// lease or another client.
+	ErrParticipantExists = errors.New("participant exists")
 )
 
 // LockedError is returned (it matches ErrLocked) when a lock is not granted within
@@ -55,3 +43,34 @@ func (e *LockedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrLocked) hold.
 func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// BarrierNotReadyError is returned (it matches ErrBarrierNotReady) when fewer than
+// Count participants had entered when the wait ended. The participant stays
+// enrolled, held by Lease.
+type BarrierNotReadyError struct {
+	Name         string
+	Count        int
+	Participants int
+	Lease        string
+}
+
+func (e *BarrierNotReadyError) Error() string {
+	return fmt.Sprintf("double barrier %q: %d of %d participants have entered", e.Name, e.Participants, e.Count)
+}
+
+// Unwrap makes errors.Is(err, ErrBarrierNotReady) hold.
+func (e *BarrierNotReadyError) Unwrap() error { return ErrBarrierNotReady }
+
+// BarrierNotEmptyError is returned (it matches ErrBarrierNotEmpty) when
+// participants were still inside when the wait to leave ended.
+type BarrierNotEmptyError struct {
+	Name      string
+	Remaining []string
+}
+
+func (e *BarrierNotEmptyError) Error() string {
+	return fmt.Sprintf("double barrier %q: %d participants have not left", e.Name, len(e.Remaining))
+}
+
+// Unwrap makes errors.Is(err, ErrBarrierNotEmpty) hold.
+func (e *BarrierNotEmptyError) Unwrap() error { return ErrBarrierNotEmpty }

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// linePlace is where a node stands in the line of its parent's sequential
-// children: locks and elections share it.
+// A line is a parent's sequential children ordered by their sequence suffix:
+// the contenders of a lock, the candidates of an election. Locks and elections
+// share it.
+
+// linePlace is where a node stands in its line.
 type linePlace struct {
 	// Head is true when the node is first in line (holds the lock, leads).
 	Head bool
@@ -21,13 +26,33 @@ type linePlace struct {
 	Line []string
 }
 
-// awaitHead waits up to wait (0: look once) until node is first among its
+// errWaitOver ends a wait for the predecessor when the caller's wait is over.
+var errWaitOver = errors.New("wait over")
+
+// lineWait is one wait for a node to reach the head of its line (awaitHead).
+type lineWait struct {
+	ctx      context.Context
+	ep       *zookeeper.Epoch
+	node     string
+	parent   string
+	self     string
+	handoffs *handoffs // nil where nobody hands a head over (elections)
+	ending   <-chan struct{}
+	// deadline fires when the caller's wait is over (nil: never); expired tells
+	// it without blocking. waitCtx bounds waiting out a suspension likewise.
+	deadline <-chan time.Time
+	expired  func() bool
+	waitCtx  context.Context
+	place    linePlace
+}
+
+// awaitHead waits up to wait (0: look once) until the node c is first among its
 // parent's sequential children, watching only its predecessor, so that a release
-// wakes one waiter. It returns the place when node is first or when wait ends
-// (Head false); ErrLeaseEnded when ending closes, ErrSessionLost when the session
-// is lost or the node vanished, ctx's error when ctx ends. A suspended session is
-// waited out within wait; the head is reported only while connected under the
-// node's own session, never while suspended.
+// wakes one waiter. It returns the place when the node is first or when wait
+// ends (Head false); ErrLeaseEnded when ending closes, ErrSessionLost when the
+// session is lost or the node vanished, ctx's error when ctx ends. A suspended
+// session is waited out within wait; the head is reported only while connected
+// under the node's own session, never while suspended.
 //
 // Round trips on the hot path: a node made by a stamped create that was alone
 // under its parent is the head at once, with the czxid its create's answer
@@ -37,180 +62,184 @@ type linePlace struct {
 // of the listed line and is deleted, the node is the head without listing again
 // (every node created later has a higher sequence); when this sidecar lets the
 // predecessor go as the head, the node is the head at once (handoffs).
-func awaitHead(ctx context.Context, ep *epoch, c created, wait time.Duration, ending <-chan struct{}) (linePlace, error) {
-	node := c.Path
-	parent, self := path.Split(node)
-	parent = path.Clean(parent)
-	var deadline <-chan time.Time
-	waitCtx := ctx // bounds waiting for a suspended session to come back
+func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (linePlace, error) {
+	parent, self := path.Split(c.Path)
+	w := &lineWait{ctx: ctx, ep: ep, node: c.Path, parent: path.Clean(parent), self: self,
+		handoffs: h, ending: ending, waitCtx: ctx, place: linePlace{Czxid: c.Czxid}}
+	w.expired = func() bool { return wait <= 0 }
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
-		deadline = t.C
+		w.deadline = t.C
+		w.expired = func() bool {
+			select {
+			case <-t.C:
+				w.deadline = expiredC
+				return true
+			default:
+				return false
+			}
+		}
 		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, wait)
+		w.waitCtx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	expired := func() bool {
-		select {
-		case <-deadline:
-			return true
-		default:
-			return wait <= 0
-		}
-	}
-	place := linePlace{Czxid: c.Czxid}
-	var children []string
-	list := func() error {
-		var err error
-		children, _, err = ep.s.lister.children(ctx, ep, parent)
-		return err
-	}
-	readCzxid := func() error {
-		return ep.call(ctx, func(c *zk.Conn) error {
-			_, st, err := c.Exists(node)
-			if err == nil && st != nil {
-				place.Czxid = st.Czxid
-			}
-			return err
-		})
-	}
-	head := func() (linePlace, error) {
-		if place.Czxid == 0 {
-			if err := readCzxid(); err != nil {
-				return place, err
-			}
-			if place.Czxid == 0 {
-				return place, fmt.Errorf("node %s vanished: %w", node, ErrSessionLost)
-			}
-		}
-		if cur, _ := ep.s.current(); cur != ep {
-			if err := waitConnected(waitCtx, ep); err != nil {
-				return place, err
-			}
-		}
-		place.Head = true
-		return place, nil
-	}
-	// waitGone watches pred (reading the czxid alongside when not known yet)
-	// until it goes or this sidecar hands its place over, and tells whether it
-	// went; errWaitOver when wait ends first.
-	waitGone := func(pred string, handed <-chan struct{}) (bool, error) {
-		var watch <-chan zk.Event
-		var exists bool
-		watchPred := func() error {
-			return ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				exists, _, watch, err = c.ExistsW(pred)
-				return err
-			})
-		}
-		var err error
-		if place.Czxid == 0 {
-			err = parallel(watchPred, readCzxid)
-		} else {
-			err = watchPred()
-		}
-		if err != nil || !exists {
-			return !exists, err
-		}
-		select {
-		case ev := <-watch:
-			return ev.Type == zk.EventNodeDeleted, nil
-		case <-handed:
-			return true, nil
-		case <-deadline:
-			return false, errWaitOver
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-ending:
-			return false, ErrLeaseEnded
-		case <-ep.lost:
-			return false, ErrSessionLost
-		}
-	}
 	if c.Alone && c.Czxid != 0 {
-		place.Line = []string{self}
-		return head()
+		w.place.Line = []string{self}
+		return w.head()
 	}
+	return w.run()
+}
+
+var expiredC = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+// run lists the line and waits on predecessors until the node is the head or
+// the wait ends.
+func (w *lineWait) run() (linePlace, error) {
+	var children []string
 	var err error
-	if place.Czxid == 0 {
-		err = parallel(list, readCzxid)
+	if w.place.Czxid == 0 {
+		err = zookeeper.Parallel(func() error { children, err = w.list(); return err }, w.readCzxid)
 	} else {
-		err = list()
+		children, err = w.list()
 	}
 	for {
 		if err != nil {
-			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && !expired() {
-				if err = waitConnected(waitCtx, ep); err == nil {
-					err = list()
-				}
-				continue
+			if !w.retryable(err) {
+				return w.place, err
 			}
-			return place, err
-		}
-		place.Line = sortBySeq(children)
-		idx := indexOf(place.Line, self)
-		if idx < 0 {
-			return place, fmt.Errorf("node %s vanished: %w", node, ErrSessionLost)
-		}
-		if idx == 0 {
-			return head()
-		}
-		if expired() {
-			return place, nil
-		}
-		pred := parent + "/" + place.Line[idx-1]
-		handed, stopWaiting := ep.s.handoffs.await(pred)
-		var gone bool
-		gone, err = waitGone(pred, handed)
-		stopWaiting()
-		switch {
-		case errors.Is(err, errWaitOver):
-			return place, nil
-		case err != nil:
+			if err = w.ep.WaitConnected(w.waitCtx); err == nil {
+				children, err = w.list()
+			}
 			continue
-		case gone && idx == 1, gone && handedOver(handed):
-			return head()
 		}
-		err = list()
+		w.place.Line = zookeeper.SortBySeq(children)
+		idx := slices.Index(w.place.Line, w.self)
+		switch {
+		case idx < 0:
+			return w.place, fmt.Errorf("node %s vanished: %w", w.node, zookeeper.ErrSessionLost)
+		case idx == 0:
+			return w.head()
+		case w.expired():
+			return w.place, nil
+		}
+		head, err2 := w.awaitPredecessor(idx)
+		switch {
+		case errors.Is(err2, errWaitOver):
+			return w.place, nil
+		case err2 != nil:
+			err = err2
+			continue
+		case head:
+			return w.head()
+		}
+		children, err = w.list()
 	}
 }
 
-// errWaitOver ends awaitHead's watch when wait is over.
-var errWaitOver = errors.New("wait over")
+// retryable tells whether a failure is the session's, to be waited out within
+// the wait.
+func (w *lineWait) retryable(err error) bool {
+	return errors.Is(err, zookeeper.ErrUnavailable) && w.ctx.Err() == nil && !w.expired()
+}
 
-// handedOver tells whether handed has fired.
-func handedOver(handed <-chan struct{}) bool {
+func (w *lineWait) list() ([]string, error) {
+	children, _, err := w.ep.ChildrenShared(w.ctx, w.parent)
+	return children, err
+}
+
+func (w *lineWait) readCzxid() error {
+	_, st, err := w.ep.Exists(w.ctx, w.node)
+	if err == nil && st != nil {
+		w.place.Czxid = st.Czxid
+	}
+	return err
+}
+
+// head reports the node as the head, once its czxid is known and its session is
+// the connected one.
+func (w *lineWait) head() (linePlace, error) {
+	if w.place.Czxid == 0 {
+		if err := w.readCzxid(); err != nil {
+			return w.place, err
+		}
+		if w.place.Czxid == 0 {
+			return w.place, fmt.Errorf("node %s vanished: %w", w.node, zookeeper.ErrSessionLost)
+		}
+	}
+	if !w.ep.Connected() {
+		if err := w.ep.WaitConnected(w.waitCtx); err != nil {
+			return w.place, err
+		}
+	}
+	w.place.Head = true
+	return w.place, nil
+}
+
+// awaitPredecessor waits until the node's predecessor (at idx-1 of the line) goes
+// or is handed over by this sidecar. It tells whether the node is the head for
+// sure then (its predecessor was the listed head, or handed the head over);
+// errWaitOver when the wait ends first.
+func (w *lineWait) awaitPredecessor(idx int) (bool, error) {
+	pred := w.parent + "/" + w.place.Line[idx-1]
+	var handed <-chan struct{}
+	if w.handoffs != nil {
+		var stop func()
+		handed, stop = w.handoffs.await(pred)
+		defer stop()
+	}
+	gone, err := w.waitGone(pred, handed)
+	if err != nil || !gone {
+		return false, err
+	}
+	return idx == 1 || closed(handed), nil
+}
+
+// waitGone watches pred (reading the czxid alongside when not known yet) until
+// it goes or is handed over, and tells whether it went.
+func (w *lineWait) waitGone(pred string, handed <-chan struct{}) (bool, error) {
+	var exists bool
+	var watch <-chan zookeeper.Event
+	watchPred := func() error {
+		var err error
+		exists, _, watch, err = w.ep.ExistsW(w.ctx, pred)
+		return err
+	}
+	var err error
+	if w.place.Czxid == 0 {
+		err = zookeeper.Parallel(watchPred, w.readCzxid)
+	} else {
+		err = watchPred()
+	}
+	if err != nil || !exists {
+		return !exists, err
+	}
 	select {
+	case ev := <-watch:
+		return ev.Type == zookeeper.EventNodeDeleted, nil
 	case <-handed:
+		return true, nil
+	case <-w.deadline:
+		return false, errWaitOver
+	case <-w.ctx.Done():
+		return false, w.ctx.Err()
+	case <-w.ending:
+		return false, kit.ErrLeaseEnded
+	case <-w.ep.Lost():
+		return false, zookeeper.ErrSessionLost
+	}
+}
+
+// closed tells whether ch is closed (false for nil).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
 		return true
 	default:
 		return false
 	}
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// parallel runs the functions at once and returns the first error. Calls on one
-// ZooKeeper connection are pipelined, so two calls cost one round trip.
-func parallel(fns ...func() error) error {
-	errs := make(chan error, len(fns))
-	for _, f := range fns[1:] {
-		go func() { errs <- f() }()
-	}
-	first := fns[0]()
-	for range fns[1:] {
-		if err := <-errs; first == nil {
-			first = err
-		}
-	}
-	return first
 }

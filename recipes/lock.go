@@ -7,8 +7,10 @@ import (
 	"path"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Locks are exclusive, fair locks in ZooKeeper, with fencing tokens.
@@ -20,12 +22,14 @@ import (
 // contenders on the same path are served in one order and exclude each other.
 // Each waiter watches only its predecessor.
 type Locks struct {
-	s       *Session
+	s       *zookeeper.Session
 	dir     string
 	metrics lockMetrics
+	// handoffs tells a waiter that its predecessor, the head, was let go here.
+	handoffs handoffs
 }
 
-// LockGrant is a held lock.
+// LockGrant is a held lock: the lease's holding.
 type LockGrant struct {
 	Name  string
 	Lease string
@@ -34,7 +38,10 @@ type LockGrant struct {
 	// every new holder of the lock, across every client of the ensemble, forever.
 	FencingToken int64
 	AcquiredAt   time.Time
-	node         string
+
+	locks *Locks
+	ep    *zookeeper.Epoch
+	node  zookeeper.Created
 }
 
 // LockHolder is the current holder of a lock as anyone can see it.
@@ -54,47 +61,35 @@ type LockState struct {
 const lockKind = "lock"
 
 // NewLocks returns the lock recipe over a session.
-func NewLocks(s *Session, reg prometheus.Registerer) *Locks {
+func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
 	return &Locks{s: s, dir: path.Join(s.Root(), "locks"), metrics: newLockMetrics(reg)}
 }
 
 func (l *Locks) parent(name string) string { return l.dir + "/" + name }
 
 // Acquire takes the lock for lease, waiting at most wait (0: try once). It returns
-// the grant; a LockedError (ErrLocked) when not granted within wait; ErrLeaseEnded
-// when the lease ended meanwhile; ErrSessionLost or ErrUnavailable on ZooKeeper
-// trouble; ctx's error when ctx ended (the client went away). On every failure the
-// contender node is deleted (with a fresh bounded context) before Acquire returns,
-// and an implicit lease ends. A lease that holds the lock already gets its grant
-// again; one that is acquiring it already gets ErrBusy.
-func (l *Locks) Acquire(ctx context.Context, lease *Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
-	if err := CheckName("lock", name); err != nil {
+// the grant; a LockedError (ErrLocked) when not granted within wait;
+// kit.ErrLeaseEnded when the lease ended meanwhile; kit.ErrSessionLost or
+// kit.ErrUnavailable on ZooKeeper trouble; ctx's error when ctx ended (the client
+// went away). On every failure the contender node is deleted (with a fresh
+// bounded context) before Acquire returns, and an implicit lease ends. A lease
+// that holds the lock already gets its grant again; one that is acquiring it
+// already gets kit.ErrBusy.
+func (l *Locks) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
+	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	h := Hold{Kind: lockKind, Name: name}
-	existing, ok, err := lease.reserve(h)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		return existing.(*LockGrant), nil
-	}
-	if lease.Implicit {
-		// An implicit lease is the client's only handle on the lock: its TTL counts
-		// from the grant, not from the start of a long wait.
-		defer lease.Pin()()
-	}
 	l.metrics.waiting.Inc()
-	g, err := l.acquire(ctx, lease, h, owner, wait)
+	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name},
+		func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
+			return l.acquire(ctx, ep, lease, name, owner, wait)
+		})
 	l.metrics.waiting.Dec()
-	l.metrics.acquire.WithLabelValues(acquireResult(err)).Observe(time.Since(start).Seconds())
-	if err != nil {
-		lease.unreserve(h)
-		return nil, err
+	if !found {
+		l.metrics.acquire.WithLabelValues(acquireResult(err)).Observe(time.Since(start).Seconds())
 	}
-	l.metrics.held.Inc()
-	return g, nil
+	return g, err
 }
 
 func acquireResult(err error) string {
@@ -110,72 +105,47 @@ func acquireResult(err error) string {
 	}
 }
 
-func (l *Locks) acquire(ctx context.Context, lease *Lease, h Hold, owner string, wait time.Duration) (*LockGrant, error) {
-	ep := lease.ep
-	if err := lease.connected(); err != nil {
-		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
-	}
-	parent := l.parent(h.Name)
-	guid := newGUID()
-	c, err := createProtected(ctx, ep, parent, guid, "lock-", []byte(owner), true)
+// acquire makes the contender node and waits for it to reach the head.
+func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
+	parent := l.parent(name)
+	c, err := ep.CreateProtected(ctx, parent, "lock-", []byte(owner), true)
 	if err != nil {
-		cleanupProtected(ep, parent, guid, "")
 		return nil, err
 	}
-	node := c.Path
-	g, err := l.await(ctx, lease, ep, h.Name, c, owner, wait)
-	if err == nil && ctx.Err() != nil {
-		// The client went away as it was granted: it would never know it holds
-		// the lock, so it does not.
-		err = fmt.Errorf("lock %q: %w", h.Name, ctx.Err())
-	}
-	if err == nil {
-		release := func(ctx context.Context) error {
-			l.metrics.held.Dec()
-			ep.s.handoffs.letGo(node) // a grant is the head of its line
-			return deleteProtected(ctx, ep, parent, guid, node)
-		}
-		if err = lease.grant(h, g, release); err == nil {
-			return g, nil
-		}
-	}
-	cleanupProtected(ep, parent, guid, node)
-	return nil, err
-}
-
-// await waits until node holds the lock (see awaitHead).
-func (l *Locks) await(ctx context.Context, lease *Lease, ep *epoch, name string, c created, owner string, wait time.Duration) (*LockGrant, error) {
-	node := c.Path
-	place, err := awaitHead(ctx, ep, c, wait, lease.Ending())
+	place, err := awaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("lock %q: %w", name, err)
+		err = fmt.Errorf("lock %q: %w", name, err)
 	case !place.Head:
-		holder, _ := l.holder(ctx, ep, path.Dir(node), place.Line)
-		return nil, &LockedError{Name: name, Holder: holder}
+		holder, _ := l.holder(ctx, ep, parent, place.Line)
+		err = &LockedError{Name: name, Holder: holder}
+	case ctx.Err() != nil:
+		// The client went away as it was granted: it would never know it holds
+		// the lock, so it does not.
+		err = fmt.Errorf("lock %q: %w", name, ctx.Err())
 	}
-	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(), node: node}, nil
+	if err != nil {
+		ep.CleanupProtected(parent, c.GUID, c.Path)
+		return nil, err
+	}
+	l.metrics.held.Inc()
+	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(),
+		locks: l, ep: ep, node: c}, nil
 }
 
-func (l *Locks) list(ctx context.Context, ep *epoch, parent string, out *[]string) error {
-	return ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		*out, _, err = c.Children(parent)
-		return err
-	})
+// Release deletes the holder node, after handing the head to this sidecar's next
+// waiter (see handoffs); it retries through a suspension while the session lives.
+func (g *LockGrant) Release(ctx context.Context) error {
+	g.locks.metrics.held.Dec()
+	g.locks.handoffs.letGo(g.node.Path) // a grant is the head of its line
+	return g.ep.DeleteProtected(ctx, path.Dir(g.node.Path), g.node.GUID, g.node.Path)
 }
 
 // holder reads the first contender of a sorted listing (nil when there is none).
-func (l *Locks) holder(ctx context.Context, ep *epoch, parent string, sorted []string) (*LockHolder, error) {
+func (l *Locks) holder(ctx context.Context, ep *zookeeper.Epoch, parent string, sorted []string) (*LockHolder, error) {
 	for len(sorted) > 0 {
-		var data []byte
-		var st *zk.Stat
-		err := ep.call(ctx, func(c *zk.Conn) error {
-			var err error
-			data, st, err = c.Get(parent + "/" + sorted[0])
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
+		data, st, err := ep.Get(ctx, parent+"/"+sorted[0])
+		if errors.Is(err, zookeeper.ErrNoNode) {
 			sorted = sorted[1:] // released meanwhile: the next one holds it
 			continue
 		}
@@ -188,39 +158,32 @@ func (l *Locks) holder(ctx context.Context, ep *epoch, parent string, sorted []s
 }
 
 // Release releases the lock held by lease, deleting its node. It returns
-// ErrNotHeld when the lease does not hold it. An implicit lease ends with it.
-func (l *Locks) Release(ctx context.Context, lease *Lease, name string) error {
-	if err := CheckName("lock", name); err != nil {
+// kit.ErrNotHeld when the lease does not hold it. An implicit lease ends with it.
+func (l *Locks) Release(ctx context.Context, lease *kit.Lease, name string) error {
+	if err := kit.CheckName("lock", name); err != nil {
 		return err
 	}
-	h, err := lease.take(Hold{Kind: lockKind, Name: name})
-	if err != nil {
-		return err
-	}
-	err = h.release(ctx)
-	lease.released()
-	return err
+	return kit.Release(ctx, lease, kit.Hold{Kind: lockKind, Name: name})
 }
 
 // Inspect returns the lock's holder and the number of waiters (on every client).
 func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
-	if err := CheckName("lock", name); err != nil {
+	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
 	}
-	ep, err := l.s.current()
+	ep, err := l.s.Current()
 	if err != nil {
 		return nil, err
 	}
 	parent := l.parent(name)
-	var children []string
-	err = l.list(ctx, ep, parent, &children)
-	if errors.Is(err, zk.ErrNoNode) {
+	children, _, err := ep.Children(ctx, parent)
+	if errors.Is(err, zookeeper.ErrNoNode) {
 		return &LockState{Name: name}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	sorted := sortBySeq(children)
+	sorted := zookeeper.SortBySeq(children)
 	holder, err := l.holder(ctx, ep, parent, sorted)
 	if err != nil {
 		return nil, err
@@ -231,6 +194,10 @@ func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
 	}
 	return st, nil
 }
+
+// List returns the names of the locks that have a node (held, waited for, or an
+// empty container not yet reclaimed by ZooKeeper).
+func (l *Locks) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, l.s, l.dir) }
 
 type lockMetrics struct {
 	acquire *prometheus.HistogramVec

@@ -19,7 +19,11 @@ import (
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // Config is everything the command line and the environment set.
@@ -49,8 +53,8 @@ type Main struct {
 	// LogOutput receives the structured logs (default os.Stderr).
 	LogOutput io.Writer
 
-	session  *recipes.Session
-	leases   *recipes.Leases
+	session  *zookeeper.Session
+	leases   *kit.Leases
 	server   *api.Server
 	http     *http.Server
 	listener net.Listener
@@ -158,21 +162,21 @@ func (m *Main) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	sess, err := recipes.NewSession(recipes.Config{
+	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
 	}
 	m.session = sess
-	m.leases = recipes.NewLeases(sess, reg)
+	m.leases = kit.NewLeases(sess, reg)
 
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
 		Elections:  recipes.NewElections(sess, reg),
 		Barriers:   recipes.NewBarriers(sess, reg),
-		Queues:     recipes.NewQueues(sess, reg),
-		Throughput: recipes.NewThroughputs(sess, reg),
+		Queues:     queue.NewQueues(sess, reg),
+		Throughput: throughput.NewThroughputs(sess, reg),
 
 		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
@@ -220,6 +224,7 @@ func (m *Main) shutdown() error {
 	err := m.http.Shutdown(ctx)
 	m.leases.Close()
 	m.session.Close()
+	m.leases.Wait()
 	if serr := <-m.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}

@@ -113,6 +113,30 @@ func (h *Follower[S]) Changed() <-chan struct{} {
 	return h.f.changed
 }
 
+// Subscribe calls fn with the current state (if one was read) and then with
+// every new state, in order and never two at once, until cancel is called. fn
+// runs under the follower's lock (on its goroutine, or on the caller's for the
+// first call): it must not block nor call the Follower.
+func (h *Follower[S]) Subscribe(fn func(S)) (cancel func()) {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := f.nextSub
+	f.nextSub++
+	if f.subs == nil {
+		f.subs = map[int]func(S){}
+	}
+	f.subs[id] = fn
+	if f.loaded {
+		fn(f.state)
+	}
+	return func() {
+		f.mu.Lock()
+		delete(f.subs, id)
+		f.mu.Unlock()
+	}
+}
+
 // Poke makes the follower read again now (after a change this sidecar made, so
 // that its answer does not wait for the watch).
 func (h *Follower[S]) Poke() { h.f.watches.Poke() }
@@ -151,6 +175,8 @@ type follower[S any] struct {
 	state   S
 	loaded  bool
 	changed chan struct{}
+	subs    map[int]func(S)
+	nextSub int
 
 	// ctx ends when the last handle is closed; run then returns (done).
 	ctx    context.Context
@@ -234,6 +260,9 @@ func (f *follower[S]) publishLocked(st S) {
 	f.state, f.loaded = st, true
 	close(f.changed)
 	f.changed = make(chan struct{})
+	for _, fn := range f.subs {
+		fn(st)
+	}
 }
 
 // Watches tracks the one-shot watches a reader has armed under the current

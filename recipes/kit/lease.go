@@ -230,7 +230,7 @@ func (l *Lease) end(reason error) {
 	delete(m.leases, l.ID)
 	m.mu.Unlock()
 	m.metrics.live.Dec()
-	m.metrics.ended.WithLabelValues(endReason(reason)).Inc()
+	m.metrics.ended.WithLabelValues(EndReason(reason)).Inc()
 
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
@@ -250,7 +250,9 @@ func (l *Lease) end(reason error) {
 	close(l.done)
 }
 
-func endReason(err error) string {
+// EndReason names why a lease ended, as clients see it: "revoked", "expired" or
+// "lost", for the lease's Err.
+func EndReason(err error) string {
 	switch {
 	case errors.Is(err, ErrLeaseRevoked):
 		return "revoked"

@@ -3,132 +3,21 @@ package recipes
 import (
 	"context"
 	"errors"
-	"fmt"
-	"path"
-	"sync"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// Two creates under one parent never share a transaction (they would share a
-// czxid); requests are taken in arrival order and within the bounds.
-func TestTakeTxnKeepsSiblingsApart(t *testing.T) {
-	req := func(key string, ops int) *txnReq {
-		r := &txnReq{key: key, bytes: 100 * ops}
-		for range ops {
-			r.ops = append(r.ops, &zk.DeleteRequest{})
-		}
-		return r
-	}
-	cases := []struct {
-		name    string
-		pending []*txnReq
-		want    int
-	}{
-		{"distinct parents", []*txnReq{req("/a", 2), req("/b", 2), req("", 1), req("/c", 2)}, 4},
-		{"sibling stops the batch", []*txnReq{req("/a", 2), req("/b", 2), req("/a", 2), req("/c", 2)}, 2},
-		{"deletes join anything", []*txnReq{req("", 1), req("", 1), req("/a", 2), req("", 1)}, 4},
-		{"op bound", []*txnReq{req("", maxTxnOps-1), req("", 2)}, 1},
-		{"one over the bound still goes", []*txnReq{req("", maxTxnOps+5)}, 1},
-	}
-	for _, c := range cases {
-		if got := takeTxn(c.pending); got != c.want {
-			t.Errorf("%s: takeTxn = %d, want %d", c.name, got, c.want)
-		}
-	}
-}
-
-// Concurrent stamped creates, many of them sharing transactions: each answer
-// carries its own node's czxid and tells alone-ness right, siblings never share a
-// czxid, and a refused op in a shared transaction fails only its own caller.
-func TestSharedTransactionsKeepEachOutcome(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	s := newTestSession(t, zkc.Servers(), root)
-	ep, err := s.current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	const distinct, siblings, refused = 40, 10, 10
-	type result struct {
-		parent string
-		c      created
-		err    error
-	}
-	results := make(chan result, distinct+siblings)
-	refusals := make(chan error, refused)
-	var wg sync.WaitGroup
-	for i := range distinct + siblings {
-		parent := path.Join(root, "locks", fmt.Sprintf("p%d", i))
-		if i >= distinct {
-			parent = path.Join(root, "locks", "shared")
-		}
-		wg.Go(func() {
-			c, err := createProtected(ctx, ep, parent, newGUID(), "lock-", nil, true)
-			results <- result{parent, c, err}
-		})
-	}
-	for i := range refused {
-		wg.Go(func() {
-			_, err := ep.multi(ctx, "", &zk.DeleteRequest{Path: path.Join(root, fmt.Sprintf("missing-%d", i)), Version: -1})
-			refusals <- err
-		})
-	}
-	wg.Wait()
-	close(results)
-	close(refusals)
-	for err := range refusals {
-		if !errors.Is(err, zk.ErrNoNode) {
-			t.Errorf("delete of a missing node: %v, want ErrNoNode", err)
-		}
-	}
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	sharedCzxids := map[int64]bool{}
-	alone := map[string]int{}
-	for r := range results {
-		if r.err != nil {
-			t.Fatalf("create under %s: %v", r.parent, r.err)
-		}
-		_, st, err := conn.Exists(r.c.Path)
-		if err != nil || st == nil {
-			t.Fatalf("exists %s: %v", r.c.Path, err)
-		}
-		if r.c.Czxid != st.Czxid {
-			t.Errorf("%s: stamped czxid %d, node's czxid %d", r.c.Path, r.c.Czxid, st.Czxid)
-		}
-		if r.c.Alone {
-			alone[r.parent]++
-		}
-		if path.Base(r.parent) == "shared" {
-			if sharedCzxids[st.Czxid] {
-				t.Errorf("two siblings under %s share czxid %d", r.parent, st.Czxid)
-			}
-			sharedCzxids[st.Czxid] = true
-		}
-	}
-	txns, requests := testutil.ToFloat64(s.metrics.txns), testutil.ToFloat64(s.metrics.txnRequests)
-	t.Logf("%v requests in %v shared transactions", requests, txns)
-	if txns >= requests {
-		t.Errorf("%v requests in %v transactions: none was shared", requests, txns)
-	}
-	for i := range distinct {
-		if p := path.Join(root, "locks", fmt.Sprintf("p%d", i)); alone[p] != 1 {
-			t.Errorf("%s: %d creates reported alone, want 1", p, alone[p])
-		}
-	}
-	if p := path.Join(root, "locks", "shared"); alone[p] != 1 {
-		t.Errorf("%s: %d of %d siblings reported alone, want 1", p, alone[p], siblings)
-	}
-}
+func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
 // A waiter on this sidecar is handed the lock when its predecessor, the holder,
 // is released here, and its token is higher; the waiter behind it waits until
@@ -136,12 +25,12 @@ func TestSharedTransactionsKeepEachOutcome(t *testing.T) {
 func TestLocalHandoffGrantsTheSuccessor(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	s := newTestSession(t, zkc.Servers(), root)
-	leases := NewLeases(s, nil)
+	s := zookeepertest.NewSession(t, zkc.Servers(), root)
+	leases := kit.NewLeases(s, nil)
 	locks := NewLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	grant := func() *Lease {
+	grant := func() *kit.Lease {
 		l, err := leases.Grant(time.Minute, false)
 		if err != nil {
 			t.Fatal(err)
@@ -225,8 +114,8 @@ func TestLockUnderReadOnlyParent(t *testing.T) {
 	if _, err := conn.Create(parent, []byte("theirs"), zk.FlagPersistent, zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
 		t.Fatal(err)
 	}
-	s := newTestSession(t, zkc.Servers(), root)
-	leases := NewLeases(s, nil)
+	s := zookeepertest.NewSession(t, zkc.Servers(), root)
+	leases := kit.NewLeases(s, nil)
 	locks := NewLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -240,7 +129,7 @@ func TestLockUnderReadOnlyParent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("acquire under a parent we cannot write: %v", err)
 		}
-		_, st, err := conn.Exists(g.node)
+		_, st, err := conn.Exists(g.node.Path)
 		if err != nil || st == nil || st.Czxid != g.FencingToken || g.FencingToken <= last {
 			t.Fatalf("token %d, node czxid %+v (%v), previous %d", g.FencingToken, st, err, last)
 		}
@@ -265,8 +154,8 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	s := newTestSession(t, []string{proxy.Addr()}, root)
-	leases := NewLeases(s, nil)
+	s := zookeepertest.NewSession(t, []string{proxy.Addr()}, root)
+	leases := kit.NewLeases(s, nil)
 	locks := NewLocks(s, prometheus.NewRegistry())
 	lease, err := leases.Grant(time.Minute, false)
 	if err != nil {
@@ -277,7 +166,7 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy.Cut()
-	for s.State() == StateConnected {
+	for s.State() == zookeeper.StateConnected {
 		<-s.Changed()
 	}
 	time.AfterFunc(500*time.Millisecond, proxy.Restore)
@@ -287,16 +176,16 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ok, _, err := conn.Exists(g.node)
+		ok, _, err := conn.Exists(g.node.Path)
 		if err == nil && !ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s still there after the cut (%v)", g.node, err)
+			t.Fatalf("node %s still there after the cut (%v)", g.node.Path, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := s.State(); st != StateConnected {
+	if st := s.State(); st != zookeeper.StateConnected {
 		t.Fatalf("session %v, want connected (the cut was shorter than the timeout)", st)
 	}
 }
