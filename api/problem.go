@@ -44,13 +44,71 @@ func problemFor(err error) *problem {
 	if errors.As(err, &p) {
 		return p
 	}
+	if p := detailedProblem(err); p != nil {
+		return p
+	}
+	for _, k := range plainProblems {
+		if errors.Is(err, k.err) {
+			detail := err.Error()
+			if k.detail != nil {
+				detail = k.detail(err)
+			}
+			p = newProblem(k.status, k.name, detail)
+			if k.status == http.StatusServiceUnavailable {
+				p.RetryAfter = 1
+			}
+			return p
+		}
+	}
+	return newProblem(http.StatusInternalServerError, "internal", "internal error")
+}
+
+// plainProblems map sentinel errors to problems, first match first; the detail
+// is the error's text unless detail says otherwise. A 503 comes with Retry-After.
+var plainProblems = []struct {
+	err    error
+	status int
+	name   string
+	detail func(error) string
+}{
+	{recipes.ErrBarrierRaised, http.StatusConflict, "barrier-raised", nil},
+	{recipes.ErrParticipantExists, http.StatusConflict, "participant-exists", nil},
+	{queue.ErrClaimNotFound, http.StatusNotFound, "claim-not-found", nil},
+	{kit.ErrInvalidName, http.StatusBadRequest, "invalid-name", func(err error) string {
+		return err.Error() + ": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+	}},
+	{kit.ErrInvalidArgument, http.StatusBadRequest, "invalid-parameter", nil},
+	{kit.ErrLeaseNotFound, http.StatusNotFound, "lease-not-found", nil},
+	{kit.ErrLeaseEnded, http.StatusNotFound, "lease-not-found", nil},
+	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
+	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
+	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
+	{kit.ErrSessionLost, http.StatusServiceUnavailable, "session-lost", func(err error) string {
+		return "the ZooKeeper session expired: every grant made under it is gone (" + err.Error() + ")"
+	}},
+	{kit.ErrUnavailable, http.StatusServiceUnavailable, "zookeeper-unavailable", nil},
+	{kit.ErrClosed, http.StatusServiceUnavailable, "shutting-down", shuttingDown},
+	{errShuttingDown, http.StatusServiceUnavailable, "shutting-down", shuttingDown},
+	{context.Canceled, http.StatusServiceUnavailable, "cancelled", nil},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "cancelled", nil},
+}
+
+func shuttingDown(error) string { return "the sidecar is shutting down" }
+
+// detailedProblem maps the errors that carry state for the problem's extension
+// members; nil for any other.
+func detailedProblem(err error) *problem {
 	var locked *recipes.LockedError
 	var notReady *recipes.BarrierNotReadyError
 	var notEmpty *recipes.BarrierNotEmptyError
 	var tooLarge *http.MaxBytesError
+	var p *problem
 	switch {
-	case errors.Is(err, recipes.ErrBarrierRaised):
-		p = newProblem(http.StatusConflict, "barrier-raised", err.Error())
+	case errors.As(err, &locked):
+		p = newProblem(http.StatusConflict, "lock-held", err.Error())
+		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}
 	case errors.As(err, &notReady):
 		p = newProblem(http.StatusConflict, "barrier-not-ready",
 			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
@@ -58,47 +116,9 @@ func problemFor(err error) *problem {
 	case errors.As(err, &notEmpty):
 		p = newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
 		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
-	case errors.Is(err, recipes.ErrParticipantExists):
-		p = newProblem(http.StatusConflict, "participant-exists", err.Error())
-	case errors.Is(err, queue.ErrClaimNotFound):
-		p = newProblem(http.StatusNotFound, "claim-not-found", err.Error())
-	case errors.As(err, &locked):
-		p = newProblem(http.StatusConflict, "lock-held", err.Error())
-		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}
 	case errors.As(err, &tooLarge):
 		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
-	case errors.Is(err, kit.ErrInvalidName):
-		p = newProblem(http.StatusBadRequest, "invalid-name",
-			err.Error()+": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-	case errors.Is(err, kit.ErrInvalidArgument):
-		p = newProblem(http.StatusBadRequest, "invalid-parameter", err.Error())
-	case errors.Is(err, kit.ErrLeaseNotFound), errors.Is(err, kit.ErrLeaseEnded):
-		p = newProblem(http.StatusNotFound, "lease-not-found", err.Error())
-	case errors.Is(err, kit.ErrNotHeld):
-		p = newProblem(http.StatusNotFound, "not-held", err.Error())
-	case errors.Is(err, throughput.ErrMemberExists):
-		p = newProblem(http.StatusConflict, "member-exists", err.Error())
-	case errors.Is(err, throughput.ErrMemberNotFound):
-		p = newProblem(http.StatusNotFound, "member-not-found", err.Error())
-	case errors.Is(err, recipes.ErrCandidateExists):
-		p = newProblem(http.StatusConflict, "candidate-exists", err.Error())
-	case errors.Is(err, kit.ErrBusy):
-		p = newProblem(http.StatusConflict, "acquisition-in-progress", err.Error())
-	case errors.Is(err, kit.ErrSessionLost):
-		p = newProblem(http.StatusServiceUnavailable, "session-lost",
-			"the ZooKeeper session expired: every grant made under it is gone ("+err.Error()+")")
-		p.RetryAfter = 1
-	case errors.Is(err, kit.ErrUnavailable):
-		p = newProblem(http.StatusServiceUnavailable, "zookeeper-unavailable", err.Error())
-		p.RetryAfter = 1
-	case errors.Is(err, kit.ErrClosed), errors.Is(err, errShuttingDown):
-		p = newProblem(http.StatusServiceUnavailable, "shutting-down", "the sidecar is shutting down")
-		p.RetryAfter = 1
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		p = newProblem(http.StatusServiceUnavailable, "cancelled", err.Error())
-	default:
-		p = newProblem(http.StatusInternalServerError, "internal", "internal error")
 	}
 	return p
 }

@@ -29,19 +29,7 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 
-	ch := sub.channel() // nil unless Events was called: then read from it
-	var batch []Event
-	send := func(events []Event) error {
-		for _, e := range events {
-			if err := sub.fatal(); err != nil {
-				return err // dropped or unsubscribed: what is left is stale
-			}
-			if err := w.Send(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	p := pump{w: w, sub: sub, ch: sub.channel()} // ch: nil unless Events was called
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,37 +39,64 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				return err
 			}
 		case <-sub.ready:
-			if ch = sub.channel(); ch != nil {
+			if p.ch = sub.channel(); p.ch != nil {
 				continue
 			}
-			batch = sub.take(batch)
-			if err := send(batch); err != nil {
+			p.batch = sub.take(p.batch)
+			if err := p.send(p.batch); err != nil {
 				return err
 			}
-		case e, ok := <-ch:
+		case e, ok := <-p.ch:
 			if !ok {
 				return sub.fatal() // closed after the end; all drained
 			}
-			if err := sub.fatal(); err != nil {
-				return err
-			}
-			if err := w.Send(e); err != nil {
+			if err := p.sendOne(e); err != nil {
 				return err
 			}
 		case <-sub.done:
-			if err := sub.fatal(); err != nil {
-				return err
-			}
-			// The broker closed: deliver what was published before.
-			if ch != nil {
-				for e := range ch {
-					if err := w.Send(e); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return send(sub.take(batch))
+			return p.drain()
 		}
 	}
+}
+
+// pump moves one subscription's events to one writer.
+type pump struct {
+	w     *Writer
+	sub   *Subscription
+	ch    <-chan Event
+	batch []Event
+}
+
+// send writes events unless the subscription was dropped or unsubscribed (what
+// is left is stale then).
+func (p *pump) send(events []Event) error {
+	for _, e := range events {
+		if err := p.sendOne(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pump) sendOne(e Event) error {
+	if err := p.sub.fatal(); err != nil {
+		return err
+	}
+	return p.w.Send(e)
+}
+
+// drain delivers, after the broker closed, what was published before.
+func (p *pump) drain() error {
+	if err := p.sub.fatal(); err != nil {
+		return err
+	}
+	if p.ch != nil {
+		for e := range p.ch {
+			if err := p.w.Send(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return p.send(p.sub.take(p.batch))
 }
