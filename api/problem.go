@@ -85,6 +85,9 @@ var plainProblems = []struct {
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
+	{kit.ErrForbiddenByACL, http.StatusForbidden, "zookeeper-acl", func(err error) string {
+		return "a ZooKeeper ACL refuses the sidecar this operation (" + err.Error() + ")"
+	}},
 	{kit.ErrSessionLost, http.StatusServiceUnavailable, "session-lost", func(err error) string {
 		return "the ZooKeeper session expired: every grant made under it is gone (" + err.Error() + ")"
 	}},
