@@ -197,6 +197,10 @@ func (s *Session) Go(f func()) {
 // Root is the znode under which recipes keep their nodes.
 func (s *Session) Root() string { return s.cfg.Root }
 
+// Logger is the logger the Session was configured with (Config.Logger), for the
+// recipes' own log lines.
+func (s *Session) Logger() *slog.Logger { return s.log }
+
 // OpTimeout is the deadline of a call whose context has none.
 func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 

@@ -19,13 +19,24 @@ type Source[S any] interface {
 	// group's leader publishes its allocation there).
 	Read(ctx context.Context, ep *zookeeper.Epoch, w *Watches) (S, error)
 	// Reset forgets whatever the source cached under the previous session: its
-	// watches are gone.
+	// watches are gone. It is called on the follower's goroutine before the first
+	// Read under a new session, once the Watches have started a new generation
+	// (no fired callback of an earlier one runs after that).
 	Reset()
 	// Uncertain is the state to show while the session is not connected (nobody
-	// can be vouched for then), given the last one (loaded false: none yet).
+	// can be vouched for then), given the last one (loaded false: none yet). It is
+	// called on the follower's goroutine whenever the session is not connected
+	// or a Read failed.
 	Uncertain(last S, loaded bool) S
 	// Same tells whether b shows nothing new after a (no change to publish).
 	Same(a, b S) bool
+}
+
+// Stopper is a Source with something to undo when its follower stops (the last
+// Close): Stop is called once, on the follower's goroutine, after its last Read
+// or Uncertain.
+type Stopper interface {
+	Stop()
 }
 
 // Followers is the one registry of followed names of one kind on this sidecar.
@@ -203,6 +214,9 @@ func (r *Followers[S]) start(name string) *follower[S] {
 // or at the next session change.
 func (f *follower[S]) run(s *zookeeper.Session) {
 	defer close(f.done)
+	if st, ok := f.src.(Stopper); ok {
+		defer st.Stop()
+	}
 	ctx := f.ctx
 	var last *zookeeper.Epoch
 	for {
