@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 

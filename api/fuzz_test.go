@@ -95,7 +95,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Locks:      recipes.NewLocks(sess, nil),
 		Elections:  recipes.NewElections(sess, nil),
 		Barriers:   recipes.NewBarriers(sess, nil),
-		Queues:     queue.NewQueues(sess, nil),
+		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,

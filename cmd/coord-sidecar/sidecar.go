@@ -55,6 +55,7 @@ type Main struct {
 
 	session  *zookeeper.Session
 	leases   *kit.Leases
+	queues   *queue.Queues
 	server   *api.Server
 	http     *http.Server
 	listener net.Listener
@@ -170,12 +171,13 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.session = sess
 	m.leases = kit.NewLeases(sess, reg)
+	m.queues = queue.New(sess, reg)
 
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
 		Elections:  recipes.NewElections(sess, reg),
 		Barriers:   recipes.NewBarriers(sess, reg),
-		Queues:     queue.NewQueues(sess, reg),
+		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
 
 		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
@@ -225,6 +227,7 @@ func (m *Main) shutdown() error {
 	m.leases.Close()
 	m.session.Close()
 	m.leases.Wait()
+	m.queues.Close()
 	if serr := <-m.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
