@@ -33,10 +33,10 @@ const (
 	Container           = int32(zk.FlagContainer)
 )
 
-// call runs f on this epoch's connection. It fails fast, without calling, when
-// ctx has ended or the epoch is not the connected one. A connection error comes
-// back as ErrUnavailable, an expired session as ErrSessionLost, ZooKeeper's
-// answers (ErrNoNode, ...) as they are.
+// call runs f on this epoch's connection and returns what f returned. It fails
+// fast, without calling, when ctx has ended or the epoch is not the connected
+// one. A connection error comes back as ErrUnavailable, an expired session as
+// ErrSessionLost, ZooKeeper's answers (ErrNoNode, ...) as they are.
 //
 // Deadline: the call returns by ctx's deadline or OpTimeout from now, whichever is
 // sooner (then ErrUnavailable: the request may still be applied). It runs on the
@@ -45,147 +45,153 @@ const (
 // connection drops (a silent partition is detected within 2/3 of the session
 // timeout), and a request queued while disconnected waits at most until the
 // Session abandons the epoch (9/10 of the session timeout without an answer) or
-// closes. A sooner deadline is kept by running f on a goroutine the Session owns.
-// Cancelling ctx without a deadline does not cut a call already sent short: the
-// answer to a write matters more than the caller's patience.
-func (ep *Epoch) call(ctx context.Context, f func(*zk.Conn) error) error {
+// closes. A sooner deadline is kept by running f on a goroutine the Session owns,
+// whose late answer is dropped. Cancelling ctx without a deadline does not cut a
+// call already sent short: the answer to a write matters more than the caller's
+// patience.
+func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
+	var zero T
 	if ep.IsLost() {
-		return ErrSessionLost
+		return zero, ErrSessionLost
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return zero, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !ep.Connected() {
-		return fmt.Errorf("session not connected: %w", ErrUnavailable)
+		return zero, fmt.Errorf("session not connected: %w", ErrUnavailable)
 	}
 	deadline := time.Now().Add(ep.s.cfg.OpTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	sent := time.Now()
+	var v T
 	var err error
 	if time.Until(deadline) >= ep.SessionTimeout() {
-		err = f(ep.conn)
+		v, err = f(ep.conn)
 	} else {
-		err = ep.callBy(deadline, f)
+		v, err = callBy(ep, deadline, f)
 	}
 	if err == nil || IsAnswer(err) {
 		ep.touch(sent)
 	}
 	if ep.IsLost() && err != nil && !IsAnswer(err) {
-		return fmt.Errorf("%w: %w", ErrSessionLost, err)
+		return v, fmt.Errorf("%w: %w", ErrSessionLost, err)
 	}
-	return mapError(err)
+	return v, mapError(err)
 }
 
 var errDeadline = errors.New("no answer before the call's deadline")
 
-// callBy runs f on a goroutine of the Session and waits for it until deadline.
-func (ep *Epoch) callBy(deadline time.Time, f func(*zk.Conn) error) error {
-	done := make(chan error, 1)
-	ep.s.Go(func() { done <- f(ep.conn) })
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// callBy runs f on a goroutine of the Session and waits for its answer until
+// deadline.
+func callBy[T any](ep *Epoch, deadline time.Time, f func(*zk.Conn) (T, error)) (T, error) {
+	done := make(chan answer[T], 1)
+	ep.s.Go(func() {
+		v, err := f(ep.conn)
+		done <- answer[T]{v, err}
+	})
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
-	case err := <-done:
-		return err
+	case a := <-done:
+		return a.v, a.err
 	case <-t.C:
-		return fmt.Errorf("%w: %w", ErrUnavailable, errDeadline)
+		var zero T
+		return zero, fmt.Errorf("%w: %w", ErrUnavailable, errDeadline)
 	}
 }
 
+// node is what a read answers about one node.
+type node struct {
+	data     []byte
+	children []string
+	stat     *Stat
+	ok       bool
+	watch    <-chan Event
+}
+
 // Get reads a node's data and stat.
-func (ep *Epoch) Get(ctx context.Context, p string) (data []byte, st *Stat, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		data, st, err = c.Get(p)
-		return err
+func (ep *Epoch) Get(ctx context.Context, p string) ([]byte, *Stat, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.data, n.stat, err = c.Get(p)
+		return n, err
 	})
-	return data, st, err
+	return n.data, n.stat, err
 }
 
 // GetW reads a node's data and stat and leaves a watch on them.
-func (ep *Epoch) GetW(ctx context.Context, p string) (data []byte, st *Stat, watch <-chan Event, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		data, st, watch, err = c.GetW(p)
-		return err
+func (ep *Epoch) GetW(ctx context.Context, p string) ([]byte, *Stat, <-chan Event, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.data, n.stat, n.watch, err = c.GetW(p)
+		return n, err
 	})
-	return data, st, watch, err
+	return n.data, n.stat, n.watch, err
 }
 
 // Children lists a node's children (unsorted) and returns its stat.
-func (ep *Epoch) Children(ctx context.Context, p string) (children []string, st *Stat, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		children, st, err = c.Children(p)
-		return err
+func (ep *Epoch) Children(ctx context.Context, p string) ([]string, *Stat, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.children, n.stat, err = c.Children(p)
+		return n, err
 	})
-	return children, st, err
+	return n.children, n.stat, err
 }
 
 // ChildrenW lists a node's children and leaves a watch on the list.
-func (ep *Epoch) ChildrenW(ctx context.Context, p string) (children []string, st *Stat, watch <-chan Event, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		children, st, watch, err = c.ChildrenW(p)
-		return err
+func (ep *Epoch) ChildrenW(ctx context.Context, p string) ([]string, *Stat, <-chan Event, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.children, n.stat, n.watch, err = c.ChildrenW(p)
+		return n, err
 	})
-	return children, st, watch, err
+	return n.children, n.stat, n.watch, err
 }
 
 // Exists tells whether a node exists, with its stat when it does.
-func (ep *Epoch) Exists(ctx context.Context, p string) (ok bool, st *Stat, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		ok, st, err = c.Exists(p)
-		return err
+func (ep *Epoch) Exists(ctx context.Context, p string) (bool, *Stat, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.ok, n.stat, err = c.Exists(p)
+		return n, err
 	})
-	return ok, st, err
+	return n.ok, n.stat, err
 }
 
 // ExistsW is Exists leaving a watch that fires when the node is created,
 // changed or deleted.
-func (ep *Epoch) ExistsW(ctx context.Context, p string) (ok bool, st *Stat, watch <-chan Event, err error) {
-	err = ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		ok, st, watch, err = c.ExistsW(p)
-		return err
+func (ep *Epoch) ExistsW(ctx context.Context, p string) (bool, *Stat, <-chan Event, error) {
+	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+		n.ok, n.stat, n.watch, err = c.ExistsW(p)
+		return n, err
 	})
-	return ok, st, watch, err
+	return n.ok, n.stat, n.watch, err
 }
 
 // Create creates a node with the session's ACL and returns its path (with the
 // sequence suffix of a sequential node). Mode Container makes a container node.
 func (ep *Epoch) Create(ctx context.Context, p string, data []byte, mode int32) (string, error) {
-	var out string
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
+	return call(ctx, ep, func(c *zk.Conn) (string, error) {
 		if mode == Container {
-			out, err = c.CreateContainer(p, data, zk.FlagContainer, ep.s.acl())
-		} else {
-			out, err = c.Create(p, data, mode, ep.s.acl())
+			return c.CreateContainer(p, data, zk.FlagContainer, ep.s.acl())
 		}
-		return err
+		return c.Create(p, data, mode, ep.s.acl())
 	})
-	return out, err
 }
 
 // Set writes a node's data if its version is version (-1: any) and returns the
 // new stat.
 func (ep *Epoch) Set(ctx context.Context, p string, data []byte, version int32) (*Stat, error) {
-	var st *Stat
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		st, err = c.Set(p, data, version)
-		return err
-	})
-	return st, err
+	return call(ctx, ep, func(c *zk.Conn) (*Stat, error) { return c.Set(p, data, version) })
 }
 
 // Delete deletes a node if its version is version (-1: any).
 func (ep *Epoch) Delete(ctx context.Context, p string, version int32) error {
-	return ep.call(ctx, func(c *zk.Conn) error { return c.Delete(p, version) })
+	_, err := call(ctx, ep, func(c *zk.Conn) (struct{}, error) { return struct{}{}, c.Delete(p, version) })
+	return err
 }
 
 // acl is the ACL of every node the sidecar creates.
@@ -273,12 +279,7 @@ func (ep *Epoch) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	for i, o := range ops {
 		reqs[i] = o.request(acl)
 	}
-	var res []zk.MultiResponse
-	err := ep.call(ctx, func(c *zk.Conn) error {
-		var err error
-		res, err = c.Multi(reqs...)
-		return err
-	})
+	res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(reqs...) })
 	return results(res), err
 }
 
