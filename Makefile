@@ -29,7 +29,8 @@ bench:
 	scripts/zookeeper.sh install
 	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
 
-# Replays the throughput-group scenario with curl on ZooKeeper and two sidecars.
+# Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper
+# in COORD_ZK when set, else on one of its own (free port, stopped at the end).
 demo: build
 	scripts/demo.sh
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Throughput groups, live: `make demo`.
 #
-# Starts (or reuses) ZooKeeper on 127.0.0.1:2181 and two sidecars, A and B, on free
-# ports under a fresh --zk-root, then replays the scenario of issue 5 with curl:
-# limit 1000, members m1..m5 joining on either sidecar each under a lease of its
-# own, leases revoked, the limit lowered, and finally sidecar B killed with SIGKILL.
-# After every step it prints each member's role and share. The sidecars are
-# stopped on exit; ZooKeeper is left running (as `make run` leaves it).
+# Uses the ZooKeeper servers in COORD_ZK (comma-separated, as the sidecar takes
+# them) when it is set; otherwise starts a ZooKeeper of its own on a free port.
+# Then starts two sidecars, A and B, on free ports under a fresh --zk-root, and
+# replays the scenario of issue 5 with curl: limit 1000, members m1..m5 joining on
+# either sidecar each under a lease of its own, leases revoked, the limit lowered,
+# and finally sidecar B killed with SIGKILL. After every step it prints each
+# member's role and share. The sidecars, and the ZooKeeper it started, are stopped
+# on exit; a ZooKeeper named by COORD_ZK is left as it was (but for the demo's
+# --zk-root in it).
 #
 # Needs curl and jq. BIN overrides the sidecar binary (default bin/coord-sidecar).
 set -euo pipefail
@@ -35,6 +38,9 @@ cleanup() {
 	for name in "${!PID[@]}"; do
 		wait "${PID[$name]}" 2>/dev/null || true
 	done
+	if [ -z "${COORD_ZK:-}" ]; then
+		"$ROOT/scripts/zookeeper.sh" stop "$LOGDIR/zk" || true
+	fi
 	rm -rf "$LOGDIR"
 }
 trap cleanup EXIT
@@ -56,7 +62,7 @@ free_port() {
 start_sidecar() {
 	local name=$1 port
 	port="$(free_port)"
-	"$BIN" --listen "127.0.0.1:$port" --zk 127.0.0.1:2181 --zk-root "$ZKROOT" \
+	"$BIN" --listen "127.0.0.1:$port" --zk "$ZK" --zk-root "$ZKROOT" \
 		--session-timeout 4s --log-level warn >"$LOGDIR/$name.log" 2>&1 &
 	PID[$name]=$!
 	URL[$name]="http://127.0.0.1:$port"
@@ -141,7 +147,14 @@ revoke() {
 	table "$id's lease revoked"
 }
 
-"$ROOT/scripts/zookeeper.sh" start "$ROOT/.zk" 2181
+if [ -n "${COORD_ZK:-}" ]; then
+	ZK=$COORD_ZK
+	echo "ZooKeeper: $ZK (COORD_ZK)"
+else
+	zkport="$(free_port)"
+	"$ROOT/scripts/zookeeper.sh" start "$LOGDIR/zk" "$zkport"
+	ZK=127.0.0.1:$zkport
+fi
 start_sidecar A
 start_sidecar B
 echo "A=${URL[A]} B=${URL[B]}; group $GROUP under --zk-root $ZKROOT"

@@ -2,7 +2,7 @@
 # Installs what the test suite needs beyond Go and ZooKeeper, from Debian's
 # packages, when it is missing: Chromium (the status page is tested in a real
 # headless browser), curl (the shell examples), python3 and node (the examples in
-# those languages run in the suite too).
+# those languages run in the suite too), jq (`make demo`, which a test runs).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -12,6 +12,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v jq >/dev/null 2>&1 || need+=(jq)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

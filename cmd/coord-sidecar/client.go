@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,12 +22,18 @@ type apiClient struct {
 	http  *http.Client
 }
 
-func newAPIClient(addr, token string) *apiClient {
-	base := addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+func newAPIClient(addr sidecarAddr, token string) *apiClient {
+	c := &apiClient{base: addr.base, token: token, http: &http.Client{}}
+	if addr.socket != "" {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", addr.socket)
+		}
+		c.http.Transport = t
 	}
-	return &apiClient{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+	return c
 }
 
 // apiError is a non-2xx answer: its status and problem document.
@@ -142,9 +149,12 @@ type leaseKeeper struct {
 	ID   string
 	Lost chan struct{}
 	why  string
+	c    *apiClient
 	stop context.CancelFunc
 }
 
+// keepLease makes a lease and holds its stream open. ctx bounds the making only:
+// the stream stays open until Close.
 func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKeeper, error) {
 	var lease struct {
 		Lease string `json:"lease"`
@@ -152,17 +162,24 @@ func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKee
 	if err := c.call(ctx, http.MethodPost, "/v1/leases", url.Values{"ttl": {ttl.String()}}, nil, &lease); err != nil {
 		return nil, fmt.Errorf("create lease: %w", err)
 	}
-	sctx, stop := context.WithCancel(ctx)
+	k := &leaseKeeper{ID: lease.Lease, Lost: make(chan struct{}), c: c}
+	sctx, stop := context.WithCancel(context.Background())
+	k.stop = stop
 	events, err := c.stream(sctx, "/v1/leases/"+lease.Lease+"/events")
 	if err != nil {
-		stop()
+		k.Close()
 		return nil, fmt.Errorf("lease stream: %w", err)
 	}
-	if ev, ok := <-events; !ok || ev.Name != "lease" {
-		stop()
-		return nil, fmt.Errorf("lease stream: no first event")
+	select {
+	case ev, ok := <-events:
+		if !ok || ev.Name != "lease" {
+			k.Close()
+			return nil, fmt.Errorf("lease stream: no first event")
+		}
+	case <-ctx.Done():
+		k.Close()
+		return nil, ctx.Err()
 	}
-	k := &leaseKeeper{ID: lease.Lease, Lost: make(chan struct{}), stop: stop}
 	go func() {
 		defer close(k.Lost)
 		for ev := range events {
@@ -176,5 +193,12 @@ func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKee
 	return k, nil
 }
 
-// Close ends the keepalive stream, which revokes the lease.
-func (k *leaseKeeper) Close() { k.stop() }
+// Close revokes the lease, so that everything it still holds is released by the
+// time Close returns, and ends the keepalive stream. A lease already gone is no
+// error.
+func (k *leaseKeeper) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = k.c.call(ctx, http.MethodDelete, "/v1/leases/"+url.PathEscape(k.ID), nil, nil, nil)
+	k.stop()
+}

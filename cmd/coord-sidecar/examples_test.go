@@ -452,3 +452,51 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatal("the Dockerfile no longer sets COORD_LISTEN=0.0.0.0:8080; update docker-compose.yaml")
 	}
 }
+
+// The bash and Python examples take COORD_ADDR in every form the subcommands take
+// (see parseAddr): HOST:PORT, a URL (with a trailing slash too), https:// and a
+// unix socket, for plain requests (the lock) and event streams (the election);
+// a bad address is refused with a message that says what is wanted. (The Node
+// examples are built on the generated client and tested with it.)
+func TestExampleAddressForms(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	httpsURL, caFile, socketPath := addrProxies(t, car)
+	forms := []string{car.m.Addr(), car.base, car.base + "/", httpsURL, "unix:" + socketPath, "unix://" + socketPath}
+	for _, l := range exampleLangs {
+		if l.name != "bash" && l.name != "python" {
+			continue
+		}
+		t.Run(l.name, func(t *testing.T) {
+			l.need(t)
+			t.Parallel()
+			c := car.exampleCar(t)
+			for i, addr := range forms {
+				// CURL_CA_BUNDLE for curl, SSL_CERT_FILE for Python's ssl.
+				env := map[string]string{"COORD_ADDR": addr, "SSL_CERT_FILE": caFile, "CURL_CA_BUNDLE": caFile,
+					"WAIT": "5s", "TTL": "30", "OWNER": "addr", "EVENTS": "1", "TIMEOUT": "30"}
+				lock := fmt.Sprintf("addr-%s-%d", l.name, i)
+				run := startExample(t, c, 30*time.Second, env,
+					l.argv(l.lock, lock, "sh", "-c", `echo "work with token $FENCING_TOKEN"`)...)
+				token := run.expect(t, `token ([0-9]+)`, 20*time.Second)[1]
+				run.expect(t, "work with token "+token, 20*time.Second)
+				run.expect(t, "released", 20*time.Second)
+				run.exit(t, 0, 20*time.Second)
+				if st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+					t.Fatalf("COORD_ADDR=%s: after the example %s, want the lock free", addr, st.Raw)
+				}
+				follow := startExample(t, c, 30*time.Second, env, l.argv(l.election, lock, "ex")...)
+				term := follow.expect(t, `enrolled ex leader true term ([0-9]+)`, 20*time.Second)[1]
+				follow.expect(t, "leader ex term "+term, 20*time.Second)
+				follow.exit(t, 0, 20*time.Second)
+			}
+			for _, bad := range []string{"ftp://nowhere:21", "localhost", "localhost:8080/v1", "unix:"} {
+				run := startExample(t, c, 30*time.Second, map[string]string{"COORD_ADDR": bad}, l.argv(l.lock, "never", "true")...)
+				run.exit(t, 1, 20*time.Second)
+				if msg := run.stderr.String(); !strings.Contains(msg, "want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH") {
+					t.Fatalf("COORD_ADDR=%s: stderr %q, want the forms wanted", bad, msg)
+				}
+			}
+		})
+	}
+}

@@ -9,27 +9,52 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
+// usageHead is the start of `coord-sidecar --help`; the sidecar's flags follow.
+const usageHead = `usage:
+  coord-sidecar [flags]                                   run the sidecar
+  coord-sidecar lock NAME [flags] -- COMMAND ARGS...      run COMMAND while holding the lock NAME
+  coord-sidecar elect NAME --id ID [flags] -- COMMAND...  run COMMAND only while ID leads the election NAME
+  coord-sidecar help                                      this text
+
+'coord-sidecar lock --help' and 'coord-sidecar elect --help' describe the
+subcommands and their flags. The subcommands find the sidecar at --addr or
+COORD_ADDR: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH.
+
+flags of the sidecar (each also read from the environment variable named):
+`
+
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "lock" || os.Args[1] == "elect") {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		defer stop()
-		run := runLock
-		if os.Args[1] == "elect" {
-			run = runElect
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "lock", "elect":
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, endSignals...)
+			run := runLock
+			if os.Args[1] == "elect" {
+				run = runElect
+			}
+			os.Exit(run(watchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		case "help":
+			_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
+			os.Exit(0)
 		}
-		code := run(ctx, os.Args[2:], os.Getenv, os.Stderr)
-		stop()
-		os.Exit(code)
 	}
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
+		fmt.Fprintln(os.Stderr, "(coord-sidecar --help lists the subcommands and flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -44,4 +69,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coord-sidecar: shutdown:", err)
 		os.Exit(1)
 	}
+}
+
+// printUsage writes `coord-sidecar --help`: the subcommands, then fs's flags.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, usageHead)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }

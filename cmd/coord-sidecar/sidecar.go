@@ -52,6 +52,8 @@ type Main struct {
 	Config Config
 	// LogOutput receives the structured logs (default os.Stderr).
 	LogOutput io.Writer
+	// Stdout receives the usage that --help asks for (default os.Stdout).
+	Stdout io.Writer
 
 	session  *zookeeper.Session
 	leases   *kit.Leases
@@ -71,7 +73,7 @@ func NewMain() *Main {
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
 		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, OverviewInterval: 250 * time.Millisecond, LogLevel: "info",
-	}, LogOutput: os.Stderr}
+	}, LogOutput: os.Stderr, Stdout: os.Stdout}
 }
 
 // ParseFlags reads flags, each of which also comes from the environment
@@ -79,6 +81,8 @@ func NewMain() *Main {
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
 	fs := flag.NewFlagSet("coord-sidecar", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned; --help prints below
+	fs.Usage = func() {}
 	zk := strings.Join(c.ZK, ",")
 	fs.StringVar(&c.Listen, "listen", env(getenv, "COORD_LISTEN", c.Listen), "HTTP listen address (COORD_LISTEN)")
 	fs.StringVar(&zk, "zk", env(getenv, "COORD_ZK", zk), "ZooKeeper servers, comma-separated (COORD_ZK)")
@@ -120,7 +124,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(m.Stdout, fs)
+		}
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unknown subcommand or argument %q", fs.Arg(0))
 	}
 	c.ZK = nil
 	for _, s := range strings.Split(zk, ",") {

@@ -11,8 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,40 +36,122 @@ type wrapOptions struct {
 }
 
 func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "127.0.0.1:8080"), "address of the running sidecar (COORD_ADDR)")
+	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "http://127.0.0.1:8080"),
+		"the running sidecar: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH (COORD_ADDR)")
 	fs.StringVar(&o.token, "token", getenv("COORD_TOKEN"), "bearer token of the sidecar (COORD_TOKEN)")
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease ttl; the wrapper keeps the lease alive through its stream")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the child must stop")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between stopping the command (SIGTERM, or the signal passed on) and SIGKILL")
 }
+
+// client parses --addr into a client; a bad address is a usage error.
+func (o *wrapOptions) client(prog string) (*apiClient, int) {
+	addr, err := parseAddr(o.addr)
+	if err != nil {
+		fmt.Fprintf(o.stderr, "coord-sidecar %s: --addr / COORD_ADDR: %v\n", prog, err)
+		return nil, exitUsage
+	}
+	return newAPIClient(addr, o.token), 0
+}
+
+// endSignals are the signals that end a wrapper: each is passed on to the
+// command, and the wrapper then exits 128+N (N the first one's number).
+var endSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+
+// signals is what a wrapper does with the end signals it receives: the first one
+// is remembered and ends ctx (nothing new starts: no acquire, no campaign, no
+// child); every one is passed on at once to the running child's process group.
+type signals struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	first  syscall.Signal
+	child  int // process group of the running child; 0 when none runs
+}
+
+// watchSignals starts passing on what ch delivers.
+func watchSignals(ch <-chan os.Signal) *signals {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &signals{ctx: ctx, cancel: cancel}
+	go func() {
+		for sig := range ch {
+			if n, ok := sig.(syscall.Signal); ok {
+				s.got(n)
+			}
+		}
+	}()
+	return s
+}
+
+func (s *signals) got(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.first == 0 {
+		s.first = sig
+		s.cancel()
+	}
+	if s.child != 0 {
+		_ = syscall.Kill(-s.child, sig)
+	}
+}
+
+// setChild records the running child's process group (0: none runs any more).
+// A child that starts after the first signal is given that signal at once.
+func (s *signals) setChild(pgid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.child = pgid
+	if pgid != 0 && s.first != 0 {
+		_ = syscall.Kill(-pgid, s.first)
+	}
+}
+
+// received returns the first end signal received, 0 when none was.
+func (s *signals) received() syscall.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first
+}
+
+// exitCode is 128+N for the first signal N.
+func (s *signals) exitCode() int { return 128 + int(s.received()) }
 
 // runLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
 // the lock, runs the child with COORD_FENCING_TOKEN and COORD_LEASE while the lease
 // lives, releases when the child exits and exits with the child's code. A lost
 // lease stops the child at once (SIGTERM, then SIGKILL after --grace) and exits 76;
-// not acquired within --wait exits 75.
-func runLock(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// not acquired within --wait exits 75. An end signal is passed on to the child;
+// once it has exited the lock is released and the wrapper exits 128+N.
+func runLock(sig *signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coord-sidecar lock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the lock")
 	owner := fs.String("owner", defaultOwner(), "owner shown to others as the holder")
-	name, command, code := parseWrapArgs(fs, args, "lock NAME [flags] -- COMMAND ARGS...")
-	if code != 0 {
+	name, command, code, ok := parseWrapArgs(fs, args, lockUsage, stdout, stderr)
+	if !ok {
 		return code
 	}
-	c := newAPIClient(o.addr, o.token)
-	lease, err := c.keepLease(ctx, o.ttl)
+	c, code := o.client("lock")
+	if c == nil {
+		return code
+	}
+	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
+		if sig.received() != 0 {
+			return sig.exitCode()
+		}
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
 		return exitUnavailable
 	}
-	defer lease.Close()
+	defer lease.Close() // revokes: a lock granted as a signal came is released too
 	var grant struct {
 		FencingToken int64 `json:"fencingToken"`
 	}
 	q := url.Values{"lease": {lease.ID}, "wait": {wait.String()}, "owner": {*owner}}
-	if err := c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant); err != nil {
+	if err := c.call(sig.ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant); err != nil {
+		if sig.received() != 0 {
+			return sig.exitCode()
+		}
 		var ae *apiError
 		if errors.As(err, &ae) && ae.problem() == "lock-held" {
 			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s\n", name, *wait)
@@ -79,8 +161,8 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 		return exitUnavailable
 	}
 	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(grant.FencingToken, 10), "COORD_LEASE=" + lease.ID}
-	code, lost := o.supervise(ctx, command, env, lease.Lost)
-	if lost {
+	out := o.supervise(sig, command, env, lease.Lost)
+	if out.stop != nil { // the lease was lost before any signal came
 		fmt.Fprintf(stderr, "coord-sidecar lock: %s while the command ran; it was stopped\n", lease.why)
 		return exitLeaseLost
 	}
@@ -89,49 +171,82 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 	if err := c.call(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
 		fmt.Fprintln(stderr, "coord-sidecar lock: release:", err)
 	}
-	return code
+	if sig.received() != 0 {
+		return sig.exitCode()
+	}
+	return out.code
 }
 
 // runElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
 // it campaigns and runs the child only while this candidate leads (with COORD_TERM
 // and COORD_LEASE), stopping it on loss of leadership, of the session's certainty,
-// or of the lease. Without --requeue it exits with the child's code once the child
-// exits; with --requeue it resigns to the back of the line and runs the child again
-// at its next turn, until signalled. A lost lease exits 76.
-func runElect(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+// or of the lease. Without --requeue it resigns and exits with the child's code
+// once the child exits; with --requeue it resigns to the back of the line and runs
+// the child again at its next turn, until signalled. A lost lease exits 76. An end
+// signal is passed on to the child; once it has exited the candidate resigns
+// (never requeued) and the wrapper exits 128+N.
+func runElect(sig *signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coord-sidecar elect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
 	id := fs.String("id", defaultOwner(), "candidate id, unique in the election")
 	value := fs.String("value", "", "value published with the candidate")
 	requeue := fs.Bool("requeue", false, "take turns: after the command exits, go to the back of the line and run it again at the next turn")
-	name, command, code := parseWrapArgs(fs, args, "elect NAME --id ID [flags] -- COMMAND ARGS...")
-	if code != 0 {
+	name, command, code, ok := parseWrapArgs(fs, args, electUsage, stdout, stderr)
+	if !ok {
 		return code
 	}
-	c := newAPIClient(o.addr, o.token)
-	lease, err := c.keepLease(ctx, o.ttl)
+	c, code := o.client("elect")
+	if c == nil {
+		return code
+	}
+	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
+		if sig.received() != 0 {
+			return sig.exitCode()
+		}
 		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
 		return exitUnavailable
 	}
-	defer lease.Close()
+	defer lease.Close() // revokes: a candidacy made as a signal came ends too
 	path := "/v1/elections/" + url.PathEscape(name)
+	candidate := path + "/candidates/" + url.PathEscape(*id)
+	resign := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.call(rctx, http.MethodDelete, candidate, url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
+			fmt.Fprintln(stderr, "coord-sidecar elect: resign:", err)
+		}
+	}
 	q := url.Values{"lease": {lease.ID}, "id": {*id}}
-	if err := c.call(ctx, http.MethodPost, path+"/candidates", q, map[string]string{"value": *value}, nil); err != nil {
+	if err := c.call(sig.ctx, http.MethodPost, path+"/candidates", q, map[string]string{"value": *value}, nil); err != nil {
+		if sig.received() != 0 {
+			return sig.exitCode()
+		}
 		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
 		return exitUnavailable
 	}
-	events, err := c.stream(ctx, path+"/events")
+	// The stream ends with this function, not with a signal: while the child
+	// stops, a closed stream must not read as a loss of leadership.
+	ectx, stopEvents := context.WithCancel(context.Background())
+	defer stopEvents()
+	events, err := c.stream(ectx, path+"/events")
 	if err != nil {
+		if sig.received() != 0 {
+			resign()
+			return sig.exitCode()
+		}
 		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
 		return exitUnavailable
 	}
 	for {
-		term, err := awaitLeadership(ctx, events, *id, lease.Lost)
+		term, err := awaitLeadership(sig.ctx, events, *id, lease.Lost)
 		if err != nil {
-			if lease.why != "" {
+			switch {
+			case sig.received() != 0:
+				resign()
+				return sig.exitCode()
+			case isClosed(lease.Lost):
 				fmt.Fprintf(stderr, "coord-sidecar elect: %s\n", lease.why)
 				return exitLeaseLost
 			}
@@ -155,22 +270,28 @@ func runElect(ctx context.Context, args []string, getenv func(string) string, st
 			}
 		}()
 		env := []string{"COORD_TERM=" + strconv.FormatInt(term, 10), "COORD_LEASE=" + lease.ID}
-		code, stopped := o.supervise(ctx, command, env, lease.Lost, lostLead)
+		out := o.supervise(sig, command, env, lease.Lost, lostLead)
 		close(stopWatch)
 		<-lostLead
 		switch {
-		case isClosed(lease.Lost):
+		case out.signal == 0 && isClosed(lease.Lost):
 			fmt.Fprintf(stderr, "coord-sidecar elect: %s while the command ran; it was stopped\n", lease.why)
 			return exitLeaseLost
-		case stopped:
+		case sig.received() != 0:
+			resign()
+			return sig.exitCode()
+		case out.stop != nil:
 			fmt.Fprintln(stderr, "coord-sidecar elect: leadership lost; the command was stopped")
 			continue // wait for the next turn
-		case ctx.Err() != nil:
-			return code
 		case !*requeue:
-			return code
+			resign()
+			return out.code
 		}
-		if err := c.call(ctx, http.MethodDelete, path+"/candidates/"+url.PathEscape(*id), url.Values{"lease": {lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+		if err := c.call(sig.ctx, http.MethodDelete, candidate, url.Values{"lease": {lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+			if sig.received() != 0 {
+				resign() // enrolled again or not: leave
+				return sig.exitCode()
+			}
 			fmt.Fprintln(stderr, "coord-sidecar elect: requeue:", err)
 			return exitUnavailable
 		}
@@ -221,61 +342,83 @@ func termOf(ev sse.Event) int64 {
 	return body.Leader.Term
 }
 
-// supervise runs the child until it exits or any of stop closes; a stop ends the
-// child with SIGTERM, then SIGKILL after the grace period. Signals the wrapper
-// receives (SIGTERM, SIGINT, SIGHUP) are passed to the child. It returns the
-// child's exit code and whether a stop channel ended it.
-func (o *wrapOptions) supervise(ctx context.Context, command []string, env []string, stop ...<-chan struct{}) (int, bool) {
+// outcome is how a child supervised ended.
+type outcome struct {
+	code   int             // the child's exit code (128+N when killed by signal N)
+	stop   <-chan struct{} // the stop channel that ended the child, when one came first
+	signal syscall.Signal  // the wrapper's end signal, when it came first
+}
+
+// supervise runs the child until it exits. The first of a stop channel closing
+// and an end signal decides how it is stopped: a stop sends SIGTERM to the
+// child's process group, a signal is passed on as it is (by sig); either way
+// SIGKILL follows after the grace period. Every later end signal is passed on too.
+// A child is not started at all once a signal has come.
+func (o *wrapOptions) supervise(sig *signals, command []string, env []string, stop ...<-chan struct{}) outcome {
+	if s := sig.received(); s != 0 {
+		return outcome{code: 128 + int(s), signal: s}
+	}
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A process group of its own: a Ctrl-C at the terminal reaches only the
+	// wrapper, which passes it on once, and a stop reaches the child's children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(o.stderr, "coord-sidecar:", err)
-		return 127, false
+		return outcome{code: 127}
 	}
+	sig.setChild(cmd.Process.Pid)
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	go func() {
+		_ = cmd.Wait()
+		sig.setChild(0)
+		close(exited)
+	}()
 
-	anyStop := make(chan struct{})
-	var once sync.Once
+	stopped := make(chan (<-chan struct{}), len(stop))
 	for _, ch := range stop {
 		go func() {
 			select {
 			case <-ch:
-				once.Do(func() { close(anyStop) })
+				stopped <- ch
 			case <-exited:
 			}
 		}()
 	}
-	stopped := false
+	var out outcome
+	signalled := sig.ctx.Done()
+	killing := false
+	kill := func() {
+		if killing {
+			return
+		}
+		killing = true
+		go func() {
+			select {
+			case <-time.After(o.grace):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			case <-exited:
+			}
+		}()
+	}
 	for {
 		select {
 		case <-exited:
-			return exitCode(cmd.ProcessState), stopped
-		case s := <-sigs:
-			_ = syscall.Kill(-cmd.Process.Pid, s.(syscall.Signal))
-		case <-anyStop:
-			if !stopped {
-				stopped = true
+			out.code = exitCode(cmd.ProcessState)
+			return out
+		case ch := <-stopped:
+			if out.stop == nil && out.signal == 0 {
+				out.stop = ch
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-				go func() {
-					select {
-					case <-time.After(o.grace):
-						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					case <-exited:
-					}
-				}()
+				kill()
 			}
-			anyStop = nil
-		case <-ctx.Done():
-			if !stopped {
-				stopped = true
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		case <-signalled:
+			signalled = nil
+			if out.stop == nil {
+				out.signal = sig.received()
 			}
+			kill()
 		}
 	}
 }
@@ -299,9 +442,39 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+const (
+	lockUsage = `lock NAME [flags] -- COMMAND ARGS...
+
+Takes the lock NAME (waiting up to --wait), runs COMMAND with COORD_FENCING_TOKEN
+and COORD_LEASE in its environment while the lease lives, releases the lock when
+COMMAND exits and exits with its code. SIGTERM, SIGINT and SIGHUP are passed on to
+COMMAND; once it has exited the lock is released and the wrapper exits 128+N.
+Exit codes: 64 bad command line, 69 sidecar unreachable or refusing, 75 not
+acquired within --wait, 76 lease lost while COMMAND ran (it was stopped).`
+	electUsage = `elect NAME --id ID [flags] -- COMMAND ARGS...
+
+Campaigns in the election NAME and runs COMMAND only while ID leads, with
+COORD_TERM (the leader's term, a fencing token) and COORD_LEASE in its
+environment; stops it when leadership or the lease is lost. Without --requeue it
+resigns and exits with COMMAND's code; with --requeue it goes to the back of the
+line and runs COMMAND again at its next turn. SIGTERM, SIGINT and SIGHUP are
+passed on to COMMAND; once it has exited the candidate resigns (never requeued)
+and the wrapper exits 128+N. Exit codes: 64 bad command line, 69 sidecar
+unreachable or refusing, 76 lease lost while COMMAND ran (it was stopped).`
+)
+
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come
-// before NAME). It returns a non-zero exit code on a usage error.
-func parseWrapArgs(fs *flag.FlagSet, args []string, usage string) (name string, command []string, code int) {
+// before NAME). When ok is false the subcommand is over and exits with code:
+// 0 after --help (the usage went to stdout), 64 on a usage error.
+func parseWrapArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (name string, command []string, code int, ok bool) {
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage: coord-sidecar %s\n\nflags:\n", usage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, to stdout when asked for
 	var before []string
 	for i, a := range args {
 		if a == "--" {
@@ -315,7 +488,12 @@ func parseWrapArgs(fs *flag.FlagSet, args []string, usage string) (name string, 
 	var positional []string
 	for len(before) > 0 {
 		if err := fs.Parse(before); err != nil {
-			return "", nil, exitUsage
+			if errors.Is(err, flag.ErrHelp) {
+				printUsage(stdout)
+				return "", nil, 0, false
+			}
+			fmt.Fprintf(stderr, "usage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", firstLine(usage), fs.Name()[len("coord-sidecar "):])
+			return "", nil, exitUsage, false
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -325,10 +503,15 @@ func parseWrapArgs(fs *flag.FlagSet, args []string, usage string) (name string, 
 		before = rest[1:]
 	}
 	if len(positional) != 1 || len(command) == 0 {
-		fmt.Fprintln(fs.Output(), "usage: coord-sidecar "+usage)
-		return "", nil, exitUsage
+		fmt.Fprintf(stderr, "usage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", firstLine(usage), fs.Name()[len("coord-sidecar "):])
+		return "", nil, exitUsage, false
 	}
-	return positional[0], command, 0
+	return positional[0], command, 0, true
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func defaultOwner() string {

@@ -14,7 +14,29 @@
 # TIMEOUT. Needs bash and curl, nothing else.
 set -euo pipefail
 
-addr=${COORD_ADDR:-http://127.0.0.1:8080}
+# COORD_ADDR is a URL (http://HOST:PORT, https://HOST:PORT), HOST:PORT (plain
+# http) or unix:/PATH (a unix socket). Every curl below gets "${via[@]}": nothing
+# over TCP, --unix-socket PATH for a socket (then the URL is http://localhost).
+addr=${COORD_ADDR:-http://127.0.0.1:8080} via=()
+case $addr in
+unix:*)
+	socket=${addr#unix:}
+	socket=${socket#//} # unix:///run/coord.sock
+	via=(--unix-socket "$socket") addr=http://localhost
+	[ -n "$socket" ] || addr=""
+	;;
+http://?* | https://?*) ;;
+*://* | */* | *[?#]*) addr="" ;;
+:[0-9]*) addr=http://127.0.0.1$addr ;;
+?*:[0-9]*) addr=http://$addr ;;
+*) addr="" ;;
+esac
+if [ -z "$addr" ]; then
+	echo "follow-election.sh: COORD_ADDR=${COORD_ADDR-}: want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH" >&2
+	exit 1
+fi
+addr=${addr%/}
+
 election=${1:?usage: follow-election.sh ELECTION [ID]}
 id=${2:-candidate-$$}
 events=${EVENTS:-0} timeout=${TIMEOUT:-0}
@@ -22,7 +44,7 @@ value=${VALUE:-$(hostname)}
 value=${value//\\/\\\\} value=${value//\"/\\\"} # a JSON string
 
 # 1. Enrol. The answer (201) is {"candidate","leader","lease","name","term"}.
-if ! candidacy=$(curl -sS --fail-with-body -X POST "$addr/v1/elections/$election/candidates?id=$id&ttl=${TTL:-10}s" \
+if ! candidacy=$(curl "${via[@]}" -sS --fail-with-body -X POST "$addr/v1/elections/$election/candidates?id=$id&ttl=${TTL:-10}s" \
 	-H 'Content-Type: application/json' -d "{\"value\":\"$value\"}"); then
 	echo "follow-election.sh: could not enrol: $candidacy" >&2
 	exit 1
@@ -37,11 +59,11 @@ echo "enrolled $id leader $leader term $term"
 #    (Its last event would say if the lease ended otherwise, taking the candidacy
 #    with it; a script that acts as leader should watch for that, as the Python
 #    and Node versions do.)
-curl -sSN "$addr/v1/leases/$lease/events" >/dev/null &
+curl "${via[@]}" -sSN "$addr/v1/leases/$lease/events" >/dev/null &
 lease_stream=$!
 # 3. Follow the election: one `leader` event (data: the election, as GET
 #    /v1/elections/ELECTION answers it) now, then one on every change.
-exec 3< <(exec curl -sSN "$addr/v1/elections/$election/events")
+exec 3< <(exec curl "${via[@]}" -sSN "$addr/v1/elections/$election/events")
 election_stream=$!
 trap 'kill $lease_stream $election_stream 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM

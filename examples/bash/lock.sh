@@ -13,7 +13,29 @@
 # lock's holder; default host:pid). Needs bash and curl, nothing else.
 set -euo pipefail
 
-addr=${COORD_ADDR:-http://127.0.0.1:8080}
+# COORD_ADDR is a URL (http://HOST:PORT, https://HOST:PORT), HOST:PORT (plain
+# http) or unix:/PATH (a unix socket). Every curl below gets "${via[@]}": nothing
+# over TCP, --unix-socket PATH for a socket (then the URL is http://localhost).
+addr=${COORD_ADDR:-http://127.0.0.1:8080} via=()
+case $addr in
+unix:*)
+	socket=${addr#unix:}
+	socket=${socket#//} # unix:///run/coord.sock
+	via=(--unix-socket "$socket") addr=http://localhost
+	[ -n "$socket" ] || addr=""
+	;;
+http://?* | https://?*) ;;
+*://* | */* | *[?#]*) addr="" ;;
+:[0-9]*) addr=http://127.0.0.1$addr ;;
+?*:[0-9]*) addr=http://$addr ;;
+*) addr="" ;;
+esac
+if [ -z "$addr" ]; then
+	echo "lock.sh: COORD_ADDR=${COORD_ADDR-}: want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH" >&2
+	exit 1
+fi
+addr=${addr%/}
+
 lock=${1:?usage: lock.sh LOCK [COMMAND [ARG]...]}
 shift
 [ $# -gt 0 ] || set -- sh -c 'echo "working with fencing token $FENCING_TOKEN"; sleep 2'
@@ -23,7 +45,7 @@ ttl=${TTL:-30}
 #    ends with the release. -G puts the url-encoded fields in the query string.
 #    The answer (201) is {"acquiredAt","fencingToken","lease","name","owner"}; a
 #    refusal (409 lock-held after WAIT, or any other problem) goes to stderr.
-if ! grant=$(curl -sS --fail-with-body -X POST -G "$addr/v1/locks/$lock" \
+if ! grant=$(curl "${via[@]}" -sS --fail-with-body -X POST -G "$addr/v1/locks/$lock" \
 	--data-urlencode "wait=${WAIT:-10s}" --data-urlencode "ttl=${ttl}s" \
 	--data-urlencode "owner=${OWNER:-$(hostname):$$}"); then
 	echo "lock.sh: could not take $lock: $grant" >&2
@@ -36,7 +58,7 @@ echo "token $token"
 # 3. (on every way out) Stop the keepalive loop and the work, release the lock.
 release() {
 	kill "$keepalive" "$work" 2>/dev/null || true
-	curl -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
+	curl "${via[@]}" -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
 }
 keepalive="" work=""
 trap release EXIT
@@ -50,7 +72,7 @@ trap 'exit 130' INT TERM
 FENCING_TOKEN=$token "$@" <&0 &
 work=$!
 while sleep $((ttl / 3)) 2>/dev/null; do
-	curl -sf -X POST "$addr/v1/leases/$lease/keepalive" >/dev/null && continue
+	curl "${via[@]}" -sf -X POST "$addr/v1/leases/$lease/keepalive" >/dev/null && continue
 	echo "lock.sh: lease $lease lost; stopping the work" >&2
 	kill "$work"
 	break

@@ -13,13 +13,35 @@
 # (seconds, default 10), EVENTS, TIMEOUT. Needs bash and curl, nothing else.
 set -euo pipefail
 
-addr=${COORD_ADDR:-http://127.0.0.1:8080}
+# COORD_ADDR is a URL (http://HOST:PORT, https://HOST:PORT), HOST:PORT (plain
+# http) or unix:/PATH (a unix socket). Every curl below gets "${via[@]}": nothing
+# over TCP, --unix-socket PATH for a socket (then the URL is http://localhost).
+addr=${COORD_ADDR:-http://127.0.0.1:8080} via=()
+case $addr in
+unix:*)
+	socket=${addr#unix:}
+	socket=${socket#//} # unix:///run/coord.sock
+	via=(--unix-socket "$socket") addr=http://localhost
+	[ -n "$socket" ] || addr=""
+	;;
+http://?* | https://?*) ;;
+*://* | */* | *[?#]*) addr="" ;;
+:[0-9]*) addr=http://127.0.0.1$addr ;;
+?*:[0-9]*) addr=http://$addr ;;
+*) addr="" ;;
+esac
+if [ -z "$addr" ]; then
+	echo "throughput-share.sh: COORD_ADDR=${COORD_ADDR-}: want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH" >&2
+	exit 1
+fi
+addr=${addr%/}
+
 group=${1:?usage: throughput-share.sh GROUP [ID]}
 id=${2:-member-$$}
 events=${EVENTS:-0} timeout=${TIMEOUT:-0}
 
 # 1. Join. The answer (201) is {"group","id","lease","share","version"}.
-if ! joined=$(curl -sS --fail-with-body -X POST "$addr/v1/throughput/$group/members?id=$id&weight=${WEIGHT:-1}&ttl=${TTL:-10}s"); then
+if ! joined=$(curl "${via[@]}" -sS --fail-with-body -X POST "$addr/v1/throughput/$group/members?id=$id&weight=${WEIGHT:-1}&ttl=${TTL:-10}s"); then
 	echo "throughput-share.sh: could not join: $joined" >&2
 	exit 1
 fi
@@ -35,12 +57,12 @@ fi
 
 # 2. Keep the membership's lease alive by holding its event stream open: the lease
 #    does not expire while the stream is open, and is revoked when it closes.
-curl -sSN "$addr/v1/leases/$lease/events" >/dev/null &
+curl "${via[@]}" -sSN "$addr/v1/leases/$lease/events" >/dev/null &
 lease_stream=$!
 # 3. Follow the group: `throughput` events (data: the group, as GET
 #    /v1/throughput/GROUP answers it), the current allocation first, then every new
 #    one; `leader` events (a new computing member) do not matter here.
-exec 3< <(exec curl -sSN "$addr/v1/throughput/$group/events")
+exec 3< <(exec curl "${via[@]}" -sSN "$addr/v1/throughput/$group/events")
 group_stream=$!
 trap 'kill $lease_stream $group_stream 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
