@@ -388,6 +388,7 @@ func ebRunOnce(b *testing.B, last **ebResult, experiment func(*testing.B) ebResu
 	for unit, v := range r.metrics {
 		b.ReportMetric(v, unit)
 	}
+	//lint:ignore SA3001 b.N is set to the samples of the round on purpose: see the comment above and docs/BENCHMARKS.md
 	b.N = r.samples
 }
 

@@ -120,13 +120,6 @@ func (l *eventLog) events() []timedEvent {
 	return append([]timedEvent(nil), l.evs...)
 }
 
-// isEnded reports whether the stream has ended.
-func (l *eventLog) isEnded() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended
-}
-
 // awaitEvent consumes events up to and including the first for which match
 // holds, and returns it; it fails the test if none comes within the time given.
 func (l *eventLog) awaitEvent(t testing.TB, within time.Duration, what string, match func(timedEvent) bool) timedEvent {

@@ -236,7 +236,6 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 	}
 	log := filepath.Join(t.TempDir(), "runs.log")
 	placement := []int{0, 1, 1} // candidate i talks to sidecar placement[i]
-	var wrappers []*exec.Cmd
 	for i, sc := range placement {
 		rec := recorder(log, fmt.Sprintf("c%d", i), "sleep 60")
 		w := wrapper(bin, addrs[sc], append([]string{"elect", "leader-job", "--id", fmt.Sprintf("c%d", i), "--grace", "2s", "--"}, rec...)...)
@@ -245,7 +244,6 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 		}
 		go func() { _ = w.Wait() }()
 		t.Cleanup(func() { _ = w.Process.Kill() })
-		wrappers = append(wrappers, w)
 		if i == 0 {
 			eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
 		}
