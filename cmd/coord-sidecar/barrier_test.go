@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -165,7 +166,7 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 	for i := range n - 1 {
 		entering = append(entering, enter(i, "30s")) // 0 goes on waiting
 	}
-	eventually(t, 10*time.Second, "four participants are enrolled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "four participants are enrolled", func() bool {
 		st := cars[1].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
 		return len(st.Body["participants"].([]any)) == n-1 && st.Body["ready"] == false
 	})
@@ -194,7 +195,7 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 	}
 	r = brExpect(t, leave(3, "0s"), 5*time.Second, http.StatusConflict, "participant 3 leaving once")
 	brProblem(t, r, 409, "barrier-not-empty")
-	eventually(t, 10*time.Second, "only participant 4 is left", func() bool {
+	testutil.Eventually(t, 10*time.Second, "only participant 4 is left", func() bool {
 		st := cars[0].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
 		ps := st.Body["participants"].([]any)
 		return len(ps) == 1 && ps[0] == "w4"
@@ -228,15 +229,15 @@ func TestDoubleBarrierImplicitLeaseAndDisconnect(t *testing.T) {
 		_, err := car.do(ctx, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&wait=30s", nil)
 		gone <- err
 	}()
-	eventually(t, 10*time.Second, "a is enrolled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a is enrolled", func() bool {
 		return len(car.must(200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 1
 	})
 	cancel()
 	<-gone
-	eventually(t, 10*time.Second, "a's enrolment is withdrawn", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a's enrolment is withdrawn", func() bool {
 		return len(car.must(200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 0
 	})
-	eventually(t, 10*time.Second, "the implicit lease ended", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the implicit lease ended", func() bool {
 		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 

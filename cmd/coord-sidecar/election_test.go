@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -134,7 +135,7 @@ func TestLeadershipHandoff(t *testing.T) {
 			for _, s := range subs {
 				term = s.await(t, "c1", 0, 10*time.Second)
 			}
-			eventually(t, 10*time.Second, "three candidates in line", func() bool {
+			testutil.Eventually(t, 10*time.Second, "three candidates in line", func() bool {
 				r := a.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election)
 				return len(r.Body["candidates"].([]any)) == 3
 			})

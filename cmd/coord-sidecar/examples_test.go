@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -282,7 +283,7 @@ func TestExampleLock(t *testing.T) {
 
 			run := startExample(t, c, 60*time.Second, map[string]string{"WAIT": "30s", "TTL": "30", "OWNER": owner},
 				l.argv(l.lock, append([]string{lock}, work...)...)...)
-			eventually(t, 10*time.Second, "the example waits for the lock", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the example waits for the lock", func() bool {
 				return num(c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock).Body["waiters"]) == 1
 			})
 			c.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/"+lock+"?lease="+str(held.Body["lease"]))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -610,7 +611,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 				}
 				waiter <- r
 			}()
-			eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
 				return num(other.must(http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 1
 			})
 			holderToken := func() int64 {
@@ -728,7 +729,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 				r, err := other.faultCall(60*time.Second, http.MethodPost, "/v1/locks/taken?wait=45s&owner=survivor")
 				granted <- grant{r: r, at: time.Now(), err: err}
 			}()
-			eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
 				return num(other.must(http.StatusOK, http.MethodGet, "/v1/locks/taken").Body["waiters"]) == 1
 			})
 

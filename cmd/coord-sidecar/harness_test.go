@@ -201,18 +201,6 @@ func (st *stream) next(t testing.TB, within time.Duration) sseEvent {
 	return sseEvent{}
 }
 
-// eventually polls cond every 20 ms until it holds or within passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)

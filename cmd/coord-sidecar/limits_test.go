@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -25,7 +26,7 @@ func TestConcurrencyCaps(t *testing.T) {
 			_, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil)
 		}()
 	}
-	eventually(t, 10*time.Second, "two waiters", func() bool {
+	testutil.Eventually(t, 10*time.Second, "two waiters", func() bool {
 		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
 	})
 	r := car.must(http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
@@ -46,7 +47,7 @@ func TestConcurrencyCaps(t *testing.T) {
 		t.Fatalf("second stream: %s", r.Raw)
 	}
 	st.cancel()
-	eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
+	testutil.Eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
 	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+str(holder.Body["lease"]))
 }
 

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -207,7 +208,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	closeRaw(warm)
 	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/load?wait=10ms")
 	car.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/elections/load?term=%d&wait=10ms", num(leader.Body["term"])))
-	eventually(t, 10*time.Second, "the warm-up stream is gone", watched(0))
+	testutil.Eventually(t, 10*time.Second, "the warm-up stream is gone", watched(0))
 	settle()
 	baseline := measureFootprint()
 	t.Logf("baseline: %s", baseline)
@@ -242,7 +243,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 			}
 		}
 		defer func() { leave() }()
-		eventually(t, 60*time.Second, "1,000 lock waiters in line", func() bool {
+		testutil.Eventually(t, 60*time.Second, "1,000 lock waiters in line", func() bool {
 			return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == lockWaiters
 		})
 		peak := measureFootprint()
@@ -278,10 +279,10 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 		leave()
 		all, waiters, polls, sessions, elections = nil, nil, nil, nil, nil // the test keeps nothing of them
 		left := time.Now()
-		eventually(t, 60*time.Second, "every lock waiter's node deleted", func() bool {
+		testutil.Eventually(t, 60*time.Second, "every lock waiter's node deleted", func() bool {
 			return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == 0
 		})
-		eventually(t, 30*time.Second, "the election no longer followed", watched(0))
+		testutil.Eventually(t, 30*time.Second, "the election no longer followed", watched(0))
 		var after footprint
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -326,7 +327,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	}
 	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+str(holder.Body["lease"]))
 	car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+str(leader.Body["lease"]))
-	eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
 }
 
 // readUntil reads lines until one contains s.

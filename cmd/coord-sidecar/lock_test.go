@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -109,18 +110,18 @@ func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 		_, err := car.do(ctx, http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter", nil)
 		waited <- err
 	}()
-	eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
 	cancel()
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiter: %v, want context.Canceled", err)
 	}
-	eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
 	st := car.must(http.StatusOK, http.MethodGet, "/v1/locks/job")
 	if num(st.Body["waiters"]) != 0 || num(st.Body["holder"].(map[string]any)["fencingToken"]) != num(holder.Body["fencingToken"]) {
 		t.Fatalf("after the waiter left: %s", st.Raw)
 	}
 	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+str(holder.Body["lease"]))
-	eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
+	testutil.Eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
 }
 
 // A lease that is not kept alive frees its lock within its TTL.
@@ -204,7 +205,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/shared?wait=30s", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
 	if err := lk.Unlock(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestImplicitLeaseOutlastsLongWait(t *testing.T) {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/long-wait?ttl=1s&wait=30s", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the waiter waits", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool {
 		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
 	})
 	time.Sleep(1500 * time.Millisecond) // longer than the waiter's 1s TTL

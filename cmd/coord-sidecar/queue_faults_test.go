@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -115,11 +116,11 @@ func TestQueueUnderFaults(t *testing.T) {
 		}()
 	}
 
-	eventually(t, 2*time.Minute, "100 takes", func() bool { return tookAny.Load() >= 100 })
+	testutil.Eventually(t, 2*time.Minute, "100 takes", func() bool { return tookAny.Load() >= 100 })
 	leader := zkc.Leader()
 	zkc.Kill(leader)
 	t.Logf("killed ZooKeeper leader node %d after %d takes", leader, tookAny.Load())
-	eventually(t, 2*time.Minute, "the process sidecar is mid-run", func() bool { return procAcked.Load() >= perProducer/3 })
+	testutil.Eventually(t, 2*time.Minute, "the process sidecar is mid-run", func() bool { return procAcked.Load() >= perProducer/3 })
 	if err := proc.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -357,7 +358,7 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if r := a.must(http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
-	eventually(t, 5*time.Second, "implicit leases ended", func() bool {
+	testutil.Eventually(t, 5*time.Second, "implicit leases ended", func() bool {
 		return num(a.must(200, "GET", "/v1/session").Body["leases"]) == 0 &&
 			num(b.must(200, "GET", "/v1/session").Body["leases"]) == 0
 	})
@@ -442,13 +443,13 @@ func TestWaitingClaimLeavesNothingBehind(t *testing.T) {
 		_, err := car.do(ctx, "POST", "/v1/queues/idle/claims?wait=30s", nil)
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
 		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 1
 	})
 	before := zktest.Dump(t, conn, root)
 	cancel()
 	<-done
-	eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
 		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -37,7 +38,7 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 		r, _ := other.do(context.Background(), http.MethodPost, "/v1/locks/fenced?wait=60s&owner=survivor", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
 		return num(other.must(200, "GET", "/v1/locks/fenced").Body["waiters"]) == 1
 	})
 

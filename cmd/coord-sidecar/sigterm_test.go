@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -65,7 +66,7 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
 		waiter <- r
 	}()
-	eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

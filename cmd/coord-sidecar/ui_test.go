@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -357,7 +358,7 @@ func startUIBrowser(t *testing.T) *uiPage {
 		t.Fatalf("DevTools address %q: %v", browserWS, err)
 	}
 	var pageWS string
-	eventually(t, 10*time.Second, "chromium lists its page target", func() bool {
+	testutil.Eventually(t, 10*time.Second, "chromium lists its page target", func() bool {
 		resp, err := http.Get("http://" + u.Host + "/json/list")
 		if err != nil {
 			return false

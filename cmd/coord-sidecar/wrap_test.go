@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -176,7 +177,7 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	eventually(t, 10*time.Second, "the child starts", func() bool { return len(spans(t, log)) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the child starts", func() bool { return len(spans(t, log)) == 1 })
 	lostAt := make(chan time.Time, 1)
 	sess := car.openStream("/v1/session/events")
 	sess.next(t, 5*time.Second)
@@ -245,11 +246,11 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 		go func() { _ = w.Wait() }()
 		t.Cleanup(func() { _ = w.Process.Kill() })
 		if i == 0 {
-			eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
+			testutil.Eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
 		}
 	}
 	other := &sidecar{t: t, base: "http://" + addrs[1]}
-	eventually(t, 10*time.Second, "three candidates enrolled", func() bool {
+	testutil.Eventually(t, 10*time.Second, "three candidates enrolled", func() bool {
 		return len(other.must(http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)) == 3
 	})
 	check := runningCheck(t, log)
@@ -260,7 +261,7 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 	if err := procs[0].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "another child starts", func() bool { return len(spans(t, log)) == 2 })
+	testutil.Eventually(t, 15*time.Second, "another child starts", func() bool { return len(spans(t, log)) == 2 })
 	check(next)
 }
 

@@ -8,21 +8,11 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
-
-// waitFor polls cond every 50 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func TestStandalone(t *testing.T) {
 	var nd *node
@@ -105,7 +95,7 @@ func TestEnsemble(t *testing.T) {
 		t.Fatalf("killed node reports mode %q", m)
 	}
 	leader := -1
-	waitFor(t, 30*time.Second, "a new leader among the survivors", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a new leader among the survivors", func() bool {
 		leader = c.Leader()
 		return leader >= 0 && leader != old
 	})
