@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,7 +236,7 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 	if _, err := quEnqueue(ctx, car, "q", "", "text/plain", []byte("keep")); err != nil {
 		t.Fatal(err)
 	}
-	before := zktest.Dump(t, conn, root)
+	before := zktest.Snapshot(t, conn, root)
 	cases := []struct {
 		name, method, path string
 		body               []byte
@@ -269,8 +268,8 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 			brProblem(t, r, c.status, c.problem)
 		})
 	}
-	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
-		t.Fatalf("the ZooKeeper tree changed:\nbefore %v\nafter  %v", before, after)
+	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
+		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
 	r := car.must(http.StatusOK, "GET", "/v1/queues/q")
 	if num(r.Body["length"]) != 1 {
@@ -446,13 +445,13 @@ func TestWaitingClaimLeavesNothingBehind(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
 		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 1
 	})
-	before := zktest.Dump(t, conn, root)
+	before := zktest.Snapshot(t, conn, root)
 	cancel()
 	<-done
 	testutil.Eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
 		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
 	})
-	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
-		t.Fatalf("the tree changed: %v -> %v", before, after)
+	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
+		t.Fatalf("the tree changed:\n%s", d)
 	}
 }
