@@ -21,8 +21,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
 	// A live lease and a held lock, so that the tree has something to keep.
-	lease := str(open.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	open.must(http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
+	lease := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -100,8 +100,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
 	// The right token passes; healthz and readyz stay open.
-	guarded.must(http.StatusOK, http.MethodGet, "/healthz")
-	guarded.must(http.StatusOK, http.MethodGet, "/readyz")
+	guarded.must(t, http.StatusOK, http.MethodGet, "/healthz")
+	guarded.must(t, http.StatusOK, http.MethodGet, "/readyz")
 	r, err := guarded.do(context.Background(), http.MethodGet, "/v1/session", nil, "Authorization", "Bearer s3cret")
 	if err != nil || r.Status != http.StatusOK {
 		t.Fatalf("with the token: %v %+v", err, r)

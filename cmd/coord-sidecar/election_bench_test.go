@@ -63,7 +63,7 @@ func ebFailover(b *testing.B) ebResult {
 	const election = "failover"
 	const within = 10 * time.Second
 
-	sub := &ebFollower{st: carB.openStream("/v1/elections/" + election + "/events")}
+	sub := &ebFollower{st: carB.openStream(b, "/v1/elections/"+election+"/events")}
 	leaderLease := ebCampaign(b, carA, election, "a0", "ttl=60s")
 	term := sub.await(b, "a0", 0, 0, within)
 	waitingLease := ebCampaign(b, carB, election, "b0", "ttl=60s")
@@ -103,13 +103,13 @@ func ebFailover(b *testing.B) ebResult {
 		// and b<i+1> waits on B.
 		a := "a" + strconv.Itoa(i+1)
 		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
-		carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+		carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 		term = sub.await(b, a, term, 0, within)
 		waitingLease = ebCampaign(b, carB, election, "b"+strconv.Itoa(i+1), "ttl=60s")
 		term = sub.await(b, a, term-1, 2, within)
 	}
-	carA.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
-	carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+	carA.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
+	carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 
 	q := ebQuantiles(took)
 	b.Logf("failover over %d changes: min %s, p50 %s, p90 %s, p99 %s, max %s", len(took),
@@ -182,7 +182,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	for k := range leases {
 		leases[k] = ebCampaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m")
 	}
-	if r := car.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
+	if r := car.must(b, http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
 		b.Fatalf("election before the subscribers: %s", r.Raw)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -204,7 +204,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	stopProfile := ebStartCPUProfile(b, os.Getenv("ELECTION_BENCH_CPUPROFILE"))
 	for k := range fanoutChanges {
 		fan.start[k] = int64(time.Since(fan.t0))
-		car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
+		car.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
 		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
 			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
 		}
@@ -523,8 +523,8 @@ func ebStartProcess(b testing.TB, servers []string, root string) (*sidecar, int)
 			b.Logf("the sidecar's warnings and errors:\n%s", logs.notable())
 		}
 	})
-	car := &sidecar{t: b, base: "http://" + addr}
-	car.waitReady()
+	car := &sidecar{base: "http://" + addr}
+	car.waitReady(b)
 	return car, cmd.Process.Pid
 }
 
@@ -583,7 +583,7 @@ func ebRSS(b testing.TB, pid int) int64 {
 // /metrics, in the order given.
 func ebMetrics(b testing.TB, car *sidecar, names ...string) []float64 {
 	b.Helper()
-	r := car.must(http.StatusOK, http.MethodGet, "/metrics")
+	r := car.must(b, http.StatusOK, http.MethodGet, "/metrics")
 	out := make([]float64, len(names))
 	found := 0
 	for line := range strings.Lines(string(r.Raw)) {

@@ -54,8 +54,8 @@ func TestQueueUnderFaults(t *testing.T) {
 	}
 	go func() { _ = proc.Wait() }()
 	t.Cleanup(func() { _ = proc.Process.Kill() })
-	p := &sidecar{t: t, base: "http://" + addr}
-	p.waitReady()
+	p := &sidecar{base: "http://" + addr}
+	p.waitReady(t)
 
 	const perProducer = 400
 	var (

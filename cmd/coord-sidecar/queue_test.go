@@ -169,7 +169,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 		counts[k] = len(got[k])
 	}
 	t.Logf("items per taker: %v", counts)
-	if r := cars[0].must(http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := cars[0].must(t, http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue after the run: %s", r.Raw)
 	}
 }
@@ -188,11 +188,11 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(http.StatusOK, "GET", "/v1/queues/mail")
+	r := car.must(t, http.StatusOK, "GET", "/v1/queues/mail")
 	if num(r.Body["length"]) != 2 || num(r.Body["claimed"]) != 0 || str(r.Body["name"]) != "mail" {
 		t.Fatalf("GET queue: %s", r.Raw)
 	}
-	r = car.must(http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
+	r = car.must(t, http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
 	items := r.Body["items"].([]any)
 	if len(items) != 2 {
 		t.Fatalf("items: %s", r.Raw)
@@ -210,9 +210,9 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if t2 == nil || string(t2.Raw) != `{"n":1}` || t2.Header.Get("Item-Id") != low || t2.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("second take: %+v", t2)
 	}
-	car.must(http.StatusNoContent, "POST", "/v1/queues/mail/take")
+	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take")
 	start := time.Now()
-	car.must(http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
+	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
 	if time.Since(start) < 300*time.Millisecond {
 		t.Fatal("take?wait=300ms answered before the wait")
 	}
@@ -271,7 +271,7 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
-	r := car.must(http.StatusOK, "GET", "/v1/queues/q")
+	r := car.must(t, http.StatusOK, "GET", "/v1/queues/q")
 	if num(r.Body["length"]) != 1 {
 		t.Fatalf("queue after bad input: %s", r.Raw)
 	}
@@ -320,9 +320,9 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(acked.Raw) != "second" {
 		t.Fatalf("second claim: %q", acked.Raw)
 	}
-	a.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	a.must(http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	if r := b.must(http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 1 || num(r.Body["claimed"]) != 1 {
+	a.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	if r := b.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 1 || num(r.Body["claimed"]) != 1 {
 		t.Fatalf("queue with one claim out: %s", r.Raw)
 	}
 	// Claims and takes on the other sidecar skip the claimed item.
@@ -330,10 +330,10 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(released.Raw) != "third" {
 		t.Fatalf("claim on b: %q", released.Raw)
 	}
-	b.must(http.StatusNoContent, "POST", "/v1/queues/jobs/take")
+	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/take")
 	// Released: first in line again, at once, on the sidecar that held it.
-	b.must(http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
-	b.must(http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.must(t, http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
 	again := quClaim(t, b, "jobs", "?ttl=30s&wait=0s")
 	if again == nil || string(again.Raw) != "third" || again.Header.Get("Item-Id") != released.Header.Get("Item-Id") {
 		t.Fatalf("claim after release: %+v", again)
@@ -347,19 +347,19 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 		t.Fatalf("redelivered %s after the claim, TTL %s", after, ttl)
 	}
 	t.Logf("unacked claim redelivered %s after it was made (TTL %s)", time.Since(claimedAt).Round(time.Millisecond), ttl)
-	a.must(http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
-	b.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
-	b.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
+	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
+	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
+	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
 	// Nothing comes back: the acked items are gone for good.
 	if r := quClaim(t, a, "jobs", "?ttl=30s&wait=2s"); r != nil {
 		t.Fatalf("an acked item came back: %q", r.Raw)
 	}
-	if r := a.must(http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := a.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
 	testutil.Eventually(t, 5*time.Second, "implicit leases ended", func() bool {
-		return num(a.must(200, "GET", "/v1/session").Body["leases"]) == 0 &&
-			num(b.must(200, "GET", "/v1/session").Body["leases"]) == 0
+		return num(a.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0 &&
+			num(b.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 }
 
@@ -385,7 +385,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease := str(doomed.must(http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
+	lease := str(doomed.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
 	claimed := map[string]bool{}
 	for range 3 {
 		r := quClaim(t, doomed, "work", "?lease="+lease)
@@ -424,7 +424,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 		got[v] = true
 	}
 	t.Logf("the dead sidecar's claimed items were delivered again %s after it was cut off (session timeout 2s)", firstBack.Round(time.Millisecond))
-	if r := survivor.must(http.StatusOK, "GET", "/v1/queues/work"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := survivor.must(t, http.StatusOK, "GET", "/v1/queues/work"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
 }
@@ -443,13 +443,13 @@ func TestWaitingClaimLeavesNothingBehind(t *testing.T) {
 		done <- err
 	}()
 	testutil.Eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
-		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 1
+		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 1
 	})
 	before := zktest.Snapshot(t, conn, root)
 	cancel()
 	<-done
 	testutil.Eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
-		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
+		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
 		t.Fatalf("the tree changed:\n%s", d)

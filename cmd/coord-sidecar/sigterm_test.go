@@ -54,12 +54,12 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	car := &sidecar{t: t, base: "http://" + addr}
-	car.waitReady()
+	car := &sidecar{base: "http://" + addr}
+	car.waitReady(t)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
-	st := car.openStream("/v1/leases/" + lease + "/events")
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
+	st := car.openStream(t, "/v1/leases/"+lease+"/events")
 	st.next(t, 5*time.Second)
 	waiter := make(chan *response, 1)
 	go func() {

@@ -53,13 +53,13 @@ func TestStatusPage(t *testing.T) {
 	var lockShown []time.Duration
 	for i := range 3 {
 		start := time.Now()
-		g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
+		g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
 		token := fmt.Sprint(num(g.Body["fencingToken"]))
 		page.await(t, 5*time.Second, "lock x held by ui-test with token "+token,
 			uiField("lock", "x", "owner")+` === "ui-test" && `+uiField("lock", "x", "token")+` === "`+token+`"`)
 		lockShown = append(lockShown, time.Since(start))
 		if i < 2 { // released: the page shows x free or gone
-			car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+str(g.Body["lease"]))
+			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+str(g.Body["lease"]))
 			page.await(t, 5*time.Second, "lock x released", `(`+uiField("lock", "x", "token")+` ?? "—") === "—"`)
 		}
 	}
@@ -80,7 +80,7 @@ func TestStatusPage(t *testing.T) {
 				[...r.querySelectorAll("li[data-candidate]")].map(li => li.dataset.candidate).join() === "`+leader+","+next+`";
 		})()`)
 		start := time.Now()
-		car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
+		car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
 		page.await(t, 5*time.Second, next+" leads primary", `(() => {
 			const r = document.querySelector('[data-election="primary"]');
 			return !!r && r.querySelector('[data-field="leader"]').dataset.leader === "`+next+`" &&
@@ -94,7 +94,7 @@ func TestStatusPage(t *testing.T) {
 
 	// A realistic picture: a second lock with a waiter, an election with three
 	// candidates, a throughput group, a queue with a claimed item, barriers.
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
 	waitCtx, cancelWait := context.WithCancel(context.Background())
 	waiterDone := make(chan struct{})
 	t.Cleanup(func() { cancelWait(); <-waiterDone })
@@ -110,7 +110,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("PUT /v1/throughput/api-egress: %v %+v", err, r)
 	}
 	for _, m := range []struct{ id, weight string }{{"m1", "1"}, {"m2", "1"}, {"m3", "2"}} {
-		car.must(http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
 	}
 	for i := range 4 {
 		r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/jobs/items", strings.NewReader(fmt.Sprintf(`{"job":%d}`, i)), "Content-Type", "application/json")
@@ -118,11 +118,11 @@ func TestStatusPage(t *testing.T) {
 			t.Fatalf("enqueue: %v %+v", err, r)
 		}
 	}
-	car.must(http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
-	car.must(http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
-	car.must(http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
+	car.must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
+	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
+	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
 	for _, id := range []string{"w1", "w2"} {
-		car.must(http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
+		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
@@ -144,7 +144,7 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("m3's bar fills %v%% of its track, want 50", w)
 	}
 	// A deletion: the lowered barrier leaves the page.
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
 	page.await(t, 5*time.Second, "the lowered barrier gone", `document.querySelector('[data-barrier="maintenance"]') === null && document.querySelector('[data-barrier="deploy-freeze"]') !== null`)
 
 	if p := page.problems(false); len(p) > 0 {
@@ -252,8 +252,8 @@ func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecar
 	var once sync.Once
 	stop := func() { once.Do(func() { _ = m.Close() }) }
 	t.Cleanup(stop)
-	car := &sidecar{t: t, m: m, base: "http://" + m.Addr()}
-	car.waitReady()
+	car := &sidecar{m: m, base: "http://" + m.Addr()}
+	car.waitReady(t)
 	return car, stop
 }
 
