@@ -31,17 +31,6 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 
 	ch := sub.channel() // nil unless Events was called: then read from it
 	var batch []Event
-	send := func(events []Event) error {
-		for _, e := range events {
-			if err := sub.fatal(); err != nil {
-				return err // dropped or unsubscribed: what is left is stale
-			}
-			if err := w.Send(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -55,7 +44,7 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				continue
 			}
 			batch = sub.take(batch)
-			if err := send(batch); err != nil {
+			if err := sendTaken(w, sub, batch); err != nil {
 				return err
 			}
 		case e, ok := <-ch:
@@ -69,19 +58,39 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				return err
 			}
 		case <-sub.done:
-			if err := sub.fatal(); err != nil {
-				return err
-			}
-			// The broker closed: deliver what was published before.
-			if ch != nil {
-				for e := range ch {
-					if err := w.Send(e); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return send(sub.take(batch))
+			return drainEnded(w, sub, ch, batch)
 		}
 	}
+}
+
+// sendTaken writes events taken from sub, unless sub has been dropped or
+// unsubscribed meanwhile: then what is left is stale, and it returns why.
+func sendTaken(w *Writer, sub *Subscription, events []Event) error {
+	for _, e := range events {
+		if err := sub.fatal(); err != nil {
+			return err
+		}
+		if err := w.Send(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainEnded ends Serve once sub has ended: when the broker closed, it writes
+// what was published before (from ch if Events was called, else from sub's
+// buffer, reusing batch); otherwise it returns why sub ended.
+func drainEnded(w *Writer, sub *Subscription, ch chan Event, batch []Event) error {
+	if err := sub.fatal(); err != nil {
+		return err
+	}
+	if ch != nil {
+		for e := range ch {
+			if err := w.Send(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return sendTaken(w, sub, sub.take(batch))
 }

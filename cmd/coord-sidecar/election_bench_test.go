@@ -149,24 +149,7 @@ func ebFanout10k(b *testing.B) ebResult {
 		b.Skip("reads memory and CPU time from /proc")
 	}
 	inProcess := os.Getenv("ELECTION_BENCH_INPROCESS") != ""
-	n := fanoutSubscribers
-	if inProcess {
-		// This process holds both ends of every connection: as many subscribers
-		// as the hard limit on open files allows, up to 10,000.
-		var lim syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			b.Fatal(err)
-		}
-		if lim.Max < 2*1024 {
-			b.Fatalf("open files: hard limit %d", lim.Max)
-		}
-		if most := (lim.Max - 1024) / 2; most < uint64(n) {
-			n = int(most)
-		}
-		ebRaiseOpenFiles(b, uint64(2*n+1024))
-	} else {
-		ebRaiseOpenFiles(b, uint64(n+1024))
-	}
+	n := ebFanoutSubscribers(b, inProcess)
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
 	var car *sidecar
@@ -266,6 +249,30 @@ func ebFanout10k(b *testing.B) ebResult {
 		metrics["heap+stack-KiB/subscriber"] = perSub(after.heap + after.stack - before.heap - before.stack)
 	}
 	return ebResult{samples: len(all), mean: q.mean, metrics: metrics}
+}
+
+// ebFanoutSubscribers raises the limit on open files for the fan-out and
+// returns its number of subscribers: fanoutSubscribers, or in process (this
+// process holds both ends of every connection) as many as the hard limit on
+// open files allows, up to fanoutSubscribers.
+func ebFanoutSubscribers(b *testing.B, inProcess bool) int {
+	n := fanoutSubscribers
+	if !inProcess {
+		ebRaiseOpenFiles(b, uint64(n+1024))
+		return n
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Max < 2*1024 {
+		b.Fatalf("open files: hard limit %d", lim.Max)
+	}
+	if most := (lim.Max - 1024) / 2; most < uint64(n) {
+		n = int(most)
+	}
+	ebRaiseOpenFiles(b, uint64(2*n+1024))
+	return n
 }
 
 // ebSample is what ebProbe reads.

@@ -202,6 +202,14 @@ func eventLeader(ev sseEvent) (term int64, candidate string, ok bool) {
 	return num(leader["term"]), str(leader["candidate"]), true
 }
 
+// leads matches a `leader` event that names candidate as the leader.
+func leads(candidate string) func(timedEvent) bool {
+	return func(ev timedEvent) bool {
+		_, c, ok := eventLeader(ev.sseEvent)
+		return ok && c == candidate
+	}
+}
+
 // verify fails the test on two leaders with one term or on a term going
 // backwards for a subscriber, and returns the number of distinct terms.
 func (b *termBook) verify(t *testing.T) int {
@@ -689,10 +697,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
 			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
 			for _, sub := range book.subs {
-				sub.awaitEvent(t, 5*time.Second, "c1 leads", func(ev timedEvent) bool {
-					_, c, ok := eventLeader(ev.sseEvent)
-					return ok && c == "c1"
-				})
+				sub.awaitEvent(t, 5*time.Second, "c1 leads", leads("c1"))
 			}
 
 			type grant struct {
@@ -750,10 +755,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			// The election: the next leader is seen (anywhere) only after lost.
 			otherSub := book.subs[1]
-			next := otherSub.awaitEvent(t, 30*time.Second, "c2 leads", func(ev timedEvent) bool {
-				_, c, ok := eventLeader(ev.sseEvent)
-				return ok && c == "c2"
-			})
+			next := otherSub.awaitEvent(t, 30*time.Second, "c2 leads", leads("c2"))
 			if !lost.At.Before(next.At) {
 				t.Errorf("c2 was seen leading at %s, before c1's lease was reported lost at %s",
 					next.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
@@ -770,10 +772,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			// Back on the network, a new session; its subscriber sees c2 with the new term.
 			proxy.Restore()
 			cut.waitReady(t)
-			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", func(ev timedEvent) bool {
-				_, c, ok := eventLeader(ev.sseEvent)
-				return ok && c == "c2"
-			})
+			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", leads("c2"))
 			cut.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
 			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+str(gr.r.Body["lease"]))
 			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+str(c2.Body["lease"]))

@@ -65,6 +65,12 @@ func quTake(ctx context.Context, car *sidecar, queue, wait string) (*response, e
 	return r, nil
 }
 
+// quTaken is an item a taker got: producer p's index-th item, at pos in the queue.
+type quTaken struct {
+	producer, index int
+	pos             quPos
+}
+
 // 4 producers and 4 takers over 2 sidecars move 2,000 items: every item is taken
 // exactly once, each producer's items come out in its order, and each taker gets
 // items in queue order.
@@ -75,10 +81,6 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	const producers, takers, perProducer = 4, 4, 500
 	const total = producers * perProducer
 
-	type taken struct {
-		producer, index int
-		pos             quPos
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	errs := make(chan error, producers+takers)
@@ -98,40 +100,11 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { produced.Wait(); close(done) }()
-	got := make([][]taken, takers)
+	got := make([][]quTaken, takers)
 	for k := range takers {
 		wg.Go(func() {
-			car := cars[(k+1)%2]
-			for {
-				r, err := quTake(ctx, car, "orders", "1s")
-				if err != nil {
-					errs <- err
-					return
-				}
-				if r == nil {
-					select {
-					case <-done: // producers finished and the queue is empty
-						if r, err = quTake(ctx, car, "orders", "0s"); err != nil || r == nil {
-							if err != nil {
-								errs <- err
-							}
-							return
-						}
-					default:
-						continue
-					}
-				}
-				var it taken
-				if _, err := fmt.Sscanf(string(r.Raw), "%d/%d", &it.producer, &it.index); err != nil {
-					errs <- fmt.Errorf("item %q: %v", r.Raw, err)
-					return
-				}
-				if ct := r.Header.Get("Content-Type"); ct != "text/plain" {
-					errs <- fmt.Errorf("item %q: Content-Type %q", r.Raw, ct)
-					return
-				}
-				it.pos = quPosOf(t, r.Header.Get("Item-Id"))
-				got[k] = append(got[k], it)
+			if err := quTakeUntilDone(ctx, t, cars[(k+1)%2], "orders", done, &got[k]); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -141,19 +114,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seen := map[[2]int]quPos{}
-	for k, items := range got {
-		for j, it := range items {
-			if j > 0 && !items[j-1].pos.before(it.pos) {
-				t.Fatalf("taker %d got %+v after %+v", k, it, items[j-1])
-			}
-			key := [2]int{it.producer, it.index}
-			if _, dup := seen[key]; dup {
-				t.Fatalf("item %v taken twice", key)
-			}
-			seen[key] = it.pos
-		}
-	}
+	seen := quCheckTakerOrder(t, got)
 	if len(seen) != total {
 		t.Fatalf("%d items taken, want %d", len(seen), total)
 	}
@@ -172,6 +133,57 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	if r := cars[0].must(t, http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue after the run: %s", r.Raw)
 	}
+}
+
+// quTakeUntilDone takes items of "producer/index" from queue into got until done
+// is closed and the queue is empty. It runs on a goroutine of its own: it
+// reports malformed ids with t.Errorf and everything else as its error.
+func quTakeUntilDone(ctx context.Context, t testing.TB, car *sidecar, queue string, done <-chan struct{}, got *[]quTaken) error {
+	for {
+		r, err := quTake(ctx, car, queue, "1s")
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			select {
+			case <-done: // producers finished and the queue is empty
+				if r, err = quTake(ctx, car, queue, "0s"); err != nil || r == nil {
+					return err
+				}
+			default:
+				continue
+			}
+		}
+		var it quTaken
+		if _, err := fmt.Sscanf(string(r.Raw), "%d/%d", &it.producer, &it.index); err != nil {
+			return fmt.Errorf("item %q: %v", r.Raw, err)
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "text/plain" {
+			return fmt.Errorf("item %q: Content-Type %q", r.Raw, ct)
+		}
+		it.pos = quPosOf(t, r.Header.Get("Item-Id"))
+		*got = append(*got, it)
+	}
+}
+
+// quCheckTakerOrder checks that each taker got its items in queue order and no
+// item was taken twice, and returns where each (producer, index) was.
+func quCheckTakerOrder(t *testing.T, got [][]quTaken) map[[2]int]quPos {
+	t.Helper()
+	seen := map[[2]int]quPos{}
+	for k, items := range got {
+		for j, it := range items {
+			if j > 0 && !items[j-1].pos.before(it.pos) {
+				t.Fatalf("taker %d got %+v after %+v", k, it, items[j-1])
+			}
+			key := [2]int{it.producer, it.index}
+			if _, dup := seen[key]; dup {
+				t.Fatalf("item %v taken twice", key)
+			}
+			seen[key] = it.pos
+		}
+	}
+	return seen
 }
 
 // The enqueue answer, the listing, the counts, the kept content type, and the
@@ -198,16 +210,15 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 		t.Fatalf("items: %s", r.Raw)
 	}
 	first, second := items[0].(map[string]any), items[1].(map[string]any)
-	if str(first["id"]) != high || num(first["priority"]) != 0 || num(first["size"]) != 6 ||
-		str(second["id"]) != low || num(second["priority"]) != 9 || num(second["size"]) != 7 {
+	if !quListed(first, high, 0, 6) || !quListed(second, low, 9, 7) {
 		t.Fatalf("items in take order: %s (ids %s, %s)", r.Raw, high, low)
 	}
 	t1, _ := quTake(ctx, car, "mail", "0s")
 	t2, _ := quTake(ctx, car, "mail", "0s")
-	if t1 == nil || string(t1.Raw) != "urgent" || t1.Header.Get("Item-Id") != high || t1.Header.Get("Content-Type") != "application/octet-stream" {
+	if !quIsItem(t1, "urgent", high, "application/octet-stream") {
 		t.Fatalf("first take: %+v", t1)
 	}
-	if t2 == nil || string(t2.Raw) != `{"n":1}` || t2.Header.Get("Item-Id") != low || t2.Header.Get("Content-Type") != "application/json" {
+	if !quIsItem(t2, `{"n":1}`, low, "application/json") {
 		t.Fatalf("second take: %+v", t2)
 	}
 	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take")
@@ -223,6 +234,18 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if r, err := quTake(ctx, car, "mail", "0s"); err != nil || r == nil || len(r.Raw) != 0 {
 		t.Fatalf("empty item: %+v %v", r, err)
 	}
+}
+
+// quListed reports whether an entry of an item listing has the given id,
+// priority and size.
+func quListed(entry map[string]any, id string, priority, size int64) bool {
+	return str(entry["id"]) == id && num(entry["priority"]) == priority && num(entry["size"]) == size
+}
+
+// quIsItem reports whether a take's answer is the item id with the given data
+// and Content-Type.
+func quIsItem(r *response, data, id, contentType string) bool {
+	return r != nil && string(r.Raw) == data && r.Header.Get("Item-Id") == id && r.Header.Get("Content-Type") == contentType
 }
 
 // Oversized items (413), bad priorities and other bad input (400) change nothing

@@ -285,6 +285,28 @@ type cdpReply struct {
 // killed and its profile removed in Cleanup.
 func startUIBrowser(t *testing.T) *uiPage {
 	t.Helper()
+	pageWS := uiPageTarget(t, startChromium(t))
+	ws, err := wsDial(pageWS)
+	if err != nil {
+		t.Fatalf("DevTools websocket %s: %v", pageWS, err)
+	}
+	p := &uiPage{ws: ws, pending: map[int64]chan cdpReply{}, done: make(chan struct{})}
+	go p.readLoop()
+	t.Cleanup(func() {
+		_ = ws.close()
+		<-p.done
+	})
+	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
+		p.call(t, m, nil)
+	}
+	return p
+}
+
+// startChromium starts a headless Chromium on about:blank and returns its
+// DevTools address; Chromium (with its helpers) is killed and its profile
+// removed in Cleanup.
+func startChromium(t *testing.T) (browserWS string) {
+	t.Helper()
 	if _, err := os.Stat(uiChromium); err != nil {
 		t.Fatalf("the status page test needs Debian's chromium package (%v): apt-get install chromium (make test installs it), or run with -short to skip", err)
 	}
@@ -343,7 +365,6 @@ func startUIBrowser(t *testing.T) *uiPage {
 		defer tailMu.Unlock()
 		return strings.Join(tail, "\n")
 	}
-	var browserWS string
 	select {
 	case browserWS = <-listening:
 	case <-exited:
@@ -351,13 +372,17 @@ func startUIBrowser(t *testing.T) *uiPage {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("chromium did not print its DevTools address within 20s:\n%s", stderrTail())
 	}
+	return browserWS
+}
 
-	// The page target started with about:blank.
+// uiPageTarget returns the DevTools websocket address of the page target (the
+// one started with about:blank) of the Chromium at browserWS.
+func uiPageTarget(t *testing.T, browserWS string) (pageWS string) {
+	t.Helper()
 	u, err := url.Parse(browserWS)
 	if err != nil {
 		t.Fatalf("DevTools address %q: %v", browserWS, err)
 	}
-	var pageWS string
 	testutil.Eventually(t, 10*time.Second, "chromium lists its page target", func() bool {
 		resp, err := http.Get("http://" + u.Host + "/json/list")
 		if err != nil {
@@ -376,20 +401,7 @@ func startUIBrowser(t *testing.T) *uiPage {
 		}
 		return false
 	})
-	ws, err := wsDial(pageWS)
-	if err != nil {
-		t.Fatalf("DevTools websocket %s: %v", pageWS, err)
-	}
-	p := &uiPage{ws: ws, pending: map[int64]chan cdpReply{}, done: make(chan struct{})}
-	go p.readLoop()
-	t.Cleanup(func() {
-		_ = ws.close()
-		<-p.done
-	})
-	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
-		p.call(t, m, nil)
-	}
-	return p
+	return pageWS
 }
 
 // readLoop hands answers to their callers and records the page's errors.
