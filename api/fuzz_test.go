@@ -202,29 +202,64 @@ func checkAnswer(t *testing.T, method string, u *url.URL, resp *http.Response, r
 	case code < 200 || (code >= 300 && code < 400):
 		t.Fatalf("unexpected status: %s", what)
 	case code < 300:
-		if !strings.HasPrefix(u.Path, "/v1/") || method == http.MethodHead {
-			return
-		}
-		if code == http.StatusNoContent {
-			if len(raw) != 0 {
-				t.Fatalf("204 with a body: %s", what)
-			}
-			return
-		}
-		if method == http.MethodPost && opaqueItemRE.MatchString(u.EscapedPath()) {
-			return // a queue item, sent back with its own Content-Type (openapi: */*)
-		}
-		if ct != "application/json" || !json.Valid(raw) {
-			t.Fatalf("2xx that is not JSON: %s", what)
+		checkSuccess(t, method, u, code, ct, raw, what)
+	default:
+		checkProblem(t, method, resp, raw, connected, what)
+	}
+}
+
+// checkSuccess holds a 2xx answer to the contract: JSON on /v1 (but for a 204,
+// which has no body, and a queue item).
+func checkSuccess(t *testing.T, method string, u *url.URL, code int, ct string, raw []byte, what string) {
+	t.Helper()
+	if !strings.HasPrefix(u.Path, "/v1/") || method == http.MethodHead {
+		return
+	}
+	if code == http.StatusNoContent {
+		if len(raw) != 0 {
+			t.Fatalf("204 with a body: %s", what)
 		}
 		return
 	}
-	if ct != "application/problem+json" {
+	if method == http.MethodPost && opaqueItemRE.MatchString(u.EscapedPath()) {
+		return // a queue item, sent back with its own Content-Type (openapi: */*)
+	}
+	if ct != "application/json" || !json.Valid(raw) {
+		t.Fatalf("2xx that is not JSON: %s", what)
+	}
+}
+
+// checkProblem holds a 4xx or 5xx answer to the contract: an RFC 9457 problem
+// document, and no 5xx but 501 not-implemented and a 503 (with Retry-After)
+// while the session was not connected.
+func checkProblem(t *testing.T, method string, resp *http.Response, raw []byte, connected bool, what string) {
+	t.Helper()
+	if resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("error without a problem document's Content-Type: %s", what)
 	}
 	if method == http.MethodHead {
 		return
 	}
+	code := resp.StatusCode
+	name := checkProblemDocument(t, code, raw, what)
+	switch {
+	case code == http.StatusNotImplemented && name == "not-implemented":
+	case code == http.StatusServiceUnavailable:
+		if resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("503 without Retry-After: %s", what)
+		}
+		if connected {
+			t.Fatalf("503 while the ZooKeeper session was connected: %s", what)
+		}
+	case code >= 500:
+		t.Fatalf("server error: %s", what)
+	}
+}
+
+// checkProblemDocument holds raw to the form of a problem document with the
+// given status and returns its type's name (under api.ProblemBase).
+func checkProblemDocument(t *testing.T, code int, raw []byte, what string) string {
+	t.Helper()
 	var p map[string]any
 	if err := json.Unmarshal(raw, &p); err != nil {
 		t.Fatalf("problem document is not a JSON object (%v): %s", err, what)
@@ -242,18 +277,7 @@ func checkAnswer(t *testing.T, method string, u *url.URL, resp *http.Response, r
 			t.Fatalf("problem detail is not a string: %s", what)
 		}
 	}
-	switch {
-	case code == http.StatusNotImplemented && name == "not-implemented":
-	case code == http.StatusServiceUnavailable:
-		if resp.Header.Get("Retry-After") == "" {
-			t.Fatalf("503 without Retry-After: %s", what)
-		}
-		if connected {
-			t.Fatalf("503 while the ZooKeeper session was connected: %s", what)
-		}
-	case code >= 500:
-		t.Fatalf("server error: %s", what)
-	}
+	return name
 }
 
 // FuzzRequest sends arbitrary requests: method, path (with its escapes), raw

@@ -201,6 +201,35 @@ func readConsecutive(sub *sse.Subscription, topic string, pull bool, min, count,
 	return prev, nil
 }
 
+// readCombined subscribes to every topic of names in one subscription and
+// checks that each topic's ids are consecutive, until every topic reached last.
+func readCombined(b *sse.Broker, names []string, last int) error {
+	sub := b.SubscribeMany(names...)
+	defer sub.Close()
+	prev := map[string]int{}
+	for done := 0; done < len(names); {
+		var e sse.Event
+		select {
+		case got, ok := <-sub.Events():
+			if !ok {
+				return fmt.Errorf("combined: ended: %v", sub.Err())
+			}
+			e = got
+		case <-time.After(wait):
+			return fmt.Errorf("combined: timed out at %v", prev)
+		}
+		id, _ := strconv.Atoi(e.ID)
+		if p, seen := prev[e.Name]; seen && id != p+1 {
+			return fmt.Errorf("combined: %s event %d after %d", e.Name, id, p)
+		}
+		prev[e.Name] = id
+		if id == last {
+			done++
+		}
+	}
+	return nil
+}
+
 func TestNoLossOrDuplicateUnderConcurrentPublish(t *testing.T) {
 	noLeaks(t)
 	const (
@@ -261,31 +290,8 @@ func TestNoLossOrDuplicateUnderConcurrentPublish(t *testing.T) {
 	// One combined stream over every topic, subscribed mid-run.
 	wg.Go(func() {
 		<-quarter
-		sub := b.SubscribeMany(names...)
-		defer sub.Close()
-		prev := map[string]int{}
-		for done := 0; done < topics; {
-			var e sse.Event
-			select {
-			case got, ok := <-sub.Events():
-				if !ok {
-					errs <- fmt.Errorf("combined: ended: %v", sub.Err())
-					return
-				}
-				e = got
-			case <-time.After(wait):
-				errs <- fmt.Errorf("combined: timed out at %v", prev)
-				return
-			}
-			id, _ := strconv.Atoi(e.ID)
-			if p, seen := prev[e.Name]; seen && id != p+1 {
-				errs <- fmt.Errorf("combined: %s event %d after %d", e.Name, id, p)
-				return
-			}
-			prev[e.Name] = id
-			if id == events {
-				done++
-			}
+		if err := readCombined(b, names, events); err != nil {
+			errs <- err
 		}
 	})
 

@@ -13,10 +13,11 @@ type Reader struct {
 	sc *bufio.Scanner
 }
 
-// NewReader reads events from r (a response body).
+// NewReader reads events from r (a response body). Its buffer starts small and
+// grows with the longest line, up to 4 MiB.
 func NewReader(r io.Reader) *Reader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	sc.Buffer(nil, 4<<20)
 	return &Reader{sc: sc}
 }
 

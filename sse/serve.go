@@ -29,7 +29,8 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 
-	p := pump{w: w, sub: sub, ch: sub.channel()} // ch: nil unless Events was called
+	ch := sub.channel() // nil unless Events was called: then read from it
+	var batch []Event
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,64 +40,57 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				return err
 			}
 		case <-sub.ready:
-			if p.ch = sub.channel(); p.ch != nil {
+			if ch = sub.channel(); ch != nil {
 				continue
 			}
-			p.batch = sub.take(p.batch)
-			if err := p.send(p.batch); err != nil {
+			batch = sub.take(batch)
+			if err := sendTaken(w, sub, batch); err != nil {
 				return err
 			}
-		case e, ok := <-p.ch:
+		case e, ok := <-ch:
 			if !ok {
 				return sub.fatal() // closed after the end; all drained
 			}
-			if err := p.sendOne(e); err != nil {
+			if err := sub.fatal(); err != nil {
+				return err
+			}
+			if err := w.Send(e); err != nil {
 				return err
 			}
 		case <-sub.done:
-			return p.drain()
+			return drainEnded(w, sub, ch, batch)
 		}
 	}
 }
 
-// pump moves one subscription's events to one writer.
-type pump struct {
-	w     *Writer
-	sub   *Subscription
-	ch    <-chan Event
-	batch []Event
-}
-
-// send writes events unless the subscription was dropped or unsubscribed (what
-// is left is stale then).
-func (p *pump) send(events []Event) error {
+// sendTaken writes events taken from sub, unless sub has been dropped or
+// unsubscribed meanwhile: then what is left is stale, and it returns why.
+func sendTaken(w *Writer, sub *Subscription, events []Event) error {
 	for _, e := range events {
-		if err := p.sendOne(e); err != nil {
+		if err := sub.fatal(); err != nil {
+			return err
+		}
+		if err := w.Send(e); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *pump) sendOne(e Event) error {
-	if err := p.sub.fatal(); err != nil {
+// drainEnded ends Serve once sub has ended: when the broker closed, it writes
+// what was published before (from ch if Events was called, else from sub's
+// buffer, reusing batch); otherwise it returns why sub ended.
+func drainEnded(w *Writer, sub *Subscription, ch chan Event, batch []Event) error {
+	if err := sub.fatal(); err != nil {
 		return err
 	}
-	return p.w.Send(e)
-}
-
-// drain delivers, after the broker closed, what was published before.
-func (p *pump) drain() error {
-	if err := p.sub.fatal(); err != nil {
-		return err
-	}
-	if p.ch != nil {
-		for e := range p.ch {
-			if err := p.w.Send(e); err != nil {
+	if ch != nil {
+		for e := range ch {
+			if err := w.Send(e); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return p.send(p.sub.take(p.batch))
+	return sendTaken(w, sub, sub.take(batch))
 }

@@ -145,7 +145,7 @@ func TestWrapperAddressForms(t *testing.T) {
 		if err != nil || !regexp.MustCompile(`^token [0-9]+\n$`).Match(out) {
 			t.Fatalf("COORD_ADDR=%s --addr %q: %v, printed %q", c.env, c.flag, err, out)
 		}
-		if st := car.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+		if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 			t.Fatalf("COORD_ADDR=%s: afterwards %s, want the lock free", c.env, st.Raw)
 		}
 	}

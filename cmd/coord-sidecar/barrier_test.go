@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -71,17 +72,17 @@ func TestBarrierRaiseWaitLower(t *testing.T) {
 	a := startSidecar(t, zkc.Servers(), root)
 	b := startSidecar(t, zkc.Servers(), root)
 
-	if r := b.must(http.StatusOK, "GET", "/v1/barriers/release-1"); r.Body["raised"] != false || str(r.Body["name"]) != "release-1" {
+	if r := b.must(t, http.StatusOK, "GET", "/v1/barriers/release-1"); r.Body["raised"] != false || str(r.Body["name"]) != "release-1" {
 		t.Fatalf("barrier never raised: %s", r.Raw)
 	}
-	b.must(http.StatusOK, "POST", "/v1/barriers/release-1/wait") // lowered: passes at once
-	a.must(http.StatusNoContent, "PUT", "/v1/barriers/release-1")
-	a.must(http.StatusNoContent, "PUT", "/v1/barriers/release-1") // idempotent
-	if r := b.must(http.StatusOK, "GET", "/v1/barriers/release-1"); r.Body["raised"] != true {
+	b.must(t, http.StatusOK, "POST", "/v1/barriers/release-1/wait") // lowered: passes at once
+	a.must(t, http.StatusNoContent, "PUT", "/v1/barriers/release-1")
+	a.must(t, http.StatusNoContent, "PUT", "/v1/barriers/release-1") // idempotent
+	if r := b.must(t, http.StatusOK, "GET", "/v1/barriers/release-1"); r.Body["raised"] != true {
 		t.Fatalf("after PUT: %s", r.Raw)
 	}
-	brProblem(t, b.must(http.StatusConflict, "POST", "/v1/barriers/release-1/wait?wait=0s"), 409, "barrier-raised")
-	brProblem(t, b.must(http.StatusConflict, "POST", "/v1/barriers/release-1/wait?wait=300ms"), 409, "barrier-raised")
+	brProblem(t, b.must(t, http.StatusConflict, "POST", "/v1/barriers/release-1/wait?wait=0s"), 409, "barrier-raised")
+	brProblem(t, b.must(t, http.StatusConflict, "POST", "/v1/barriers/release-1/wait?wait=300ms"), 409, "barrier-raised")
 
 	waiters := []<-chan *response{
 		brAsync(a, "POST", "/v1/barriers/release-1/wait?wait=30s"),
@@ -89,7 +90,7 @@ func TestBarrierRaiseWaitLower(t *testing.T) {
 	}
 	brPending(t, 300*time.Millisecond, "waiters on a raised barrier", waiters...)
 	lowered := time.Now()
-	a.must(http.StatusNoContent, "DELETE", "/v1/barriers/release-1")
+	a.must(t, http.StatusNoContent, "DELETE", "/v1/barriers/release-1")
 	for i, w := range waiters {
 		r := brExpect(t, w, 5*time.Second, http.StatusOK, fmt.Sprintf("waiter %d", i))
 		if r.Body["raised"] != false {
@@ -97,7 +98,7 @@ func TestBarrierRaiseWaitLower(t *testing.T) {
 		}
 	}
 	t.Logf("waiters passed %s after the lower", time.Since(lowered).Round(time.Millisecond))
-	a.must(http.StatusNoContent, "DELETE", "/v1/barriers/release-1") // lowering twice is fine
+	a.must(t, http.StatusNoContent, "DELETE", "/v1/barriers/release-1") // lowering twice is fine
 }
 
 // A barrier raised with lease= falls when the lease ends: at its TTL when not kept
@@ -109,32 +110,32 @@ func TestLeaseBoundBarrierFallsWithLease(t *testing.T) {
 	b := startSidecar(t, zkc.Servers(), root)
 
 	const ttl = 2 * time.Second
-	lease := str(a.must(http.StatusCreated, "POST", "/v1/leases?ttl="+ttl.String()).Body["lease"])
+	lease := str(a.must(t, http.StatusCreated, "POST", "/v1/leases?ttl="+ttl.String()).Body["lease"])
 	raised := time.Now()
-	a.must(http.StatusNoContent, "PUT", "/v1/barriers/maintenance?lease="+lease)
+	a.must(t, http.StatusNoContent, "PUT", "/v1/barriers/maintenance?lease="+lease)
 	waiter := brAsync(b, "POST", "/v1/barriers/maintenance/wait?wait=30s")
 	brPending(t, 500*time.Millisecond, "waiter while the lease lives", waiter)
 	brExpect(t, waiter, ttl+5*time.Second, http.StatusOK, "waiter after the TTL")
 	if fell := time.Since(raised); fell > ttl+time.Second {
 		t.Fatalf("the barrier fell %s after being raised, TTL %s", fell, ttl)
 	}
-	if r := b.must(http.StatusOK, "GET", "/v1/barriers/maintenance"); r.Body["raised"] != false {
+	if r := b.must(t, http.StatusOK, "GET", "/v1/barriers/maintenance"); r.Body["raised"] != false {
 		t.Fatalf("after the lease expired: %s", r.Raw)
 	}
 
-	lease = str(a.must(http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	a.must(http.StatusNoContent, "PUT", "/v1/barriers/maintenance?lease="+lease)
-	if h := a.must(http.StatusOK, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(h) != 1 {
+	lease = str(a.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	a.must(t, http.StatusNoContent, "PUT", "/v1/barriers/maintenance?lease="+lease)
+	if h := a.must(t, http.StatusOK, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(h) != 1 {
 		t.Fatalf("lease holds %v", h)
 	}
 	waiter = brAsync(b, "POST", "/v1/barriers/maintenance/wait?wait=30s")
 	brPending(t, 300*time.Millisecond, "waiter while the lease lives", waiter)
-	a.must(http.StatusNoContent, "DELETE", "/v1/leases/"+lease)
+	a.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+lease)
 	brExpect(t, waiter, 5*time.Second, http.StatusOK, "waiter after the revoke")
 
 	// Unknown lease: 404, nothing raised.
-	brProblem(t, a.must(http.StatusNotFound, "PUT", "/v1/barriers/maintenance?lease=nosuchlease"), 404, "lease-not-found")
-	if r := b.must(http.StatusOK, "GET", "/v1/barriers/maintenance"); r.Body["raised"] != false {
+	brProblem(t, a.must(t, http.StatusNotFound, "PUT", "/v1/barriers/maintenance?lease=nosuchlease"), 404, "lease-not-found")
+	if r := b.must(t, http.StatusOK, "GET", "/v1/barriers/maintenance"); r.Body["raised"] != false {
 		t.Fatalf("raised by a bad request: %s", r.Raw)
 	}
 }
@@ -149,7 +150,7 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 	const n = 5
 	leases := make([]string, n)
 	for i := range n {
-		leases[i] = str(cars[i%2].must(http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+		leases[i] = str(cars[i%2].must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
 	}
 	enter := func(i int, wait string) <-chan *response {
 		return brAsync(cars[i%2], "POST", fmt.Sprintf("/v1/double-barriers/batch/participants?id=w%d&count=%d&wait=%s&lease=%s", i, n, wait, leases[i]))
@@ -165,8 +166,8 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 	for i := range n - 1 {
 		entering = append(entering, enter(i, "30s")) // 0 goes on waiting
 	}
-	eventually(t, 10*time.Second, "four participants are enrolled", func() bool {
-		st := cars[1].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
+	testutil.Eventually(t, 10*time.Second, "four participants are enrolled", func() bool {
+		st := cars[1].must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
 		return len(st.Body["participants"].([]any)) == n-1 && st.Body["ready"] == false
 	})
 	brPending(t, 500*time.Millisecond, "enter with four of five", entering...)
@@ -178,7 +179,7 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 			t.Fatalf("enter %d: %s", i, r.Raw)
 		}
 	}
-	st := cars[0].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
+	st := cars[0].must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
 	if st.Body["ready"] != true || num(st.Body["count"]) != n || len(st.Body["participants"].([]any)) != n {
 		t.Fatalf("double barrier after enter: %s", st.Raw)
 	}
@@ -194,21 +195,21 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 	}
 	r = brExpect(t, leave(3, "0s"), 5*time.Second, http.StatusConflict, "participant 3 leaving once")
 	brProblem(t, r, 409, "barrier-not-empty")
-	eventually(t, 10*time.Second, "only participant 4 is left", func() bool {
-		st := cars[0].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
+	testutil.Eventually(t, 10*time.Second, "only participant 4 is left", func() bool {
+		st := cars[0].must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
 		ps := st.Body["participants"].([]any)
 		return len(ps) == 1 && ps[0] == "w4"
 	})
 	brPending(t, 500*time.Millisecond, "leave while participant 4 is inside", leaving...)
 	killed := time.Now()
-	cars[0].must(http.StatusNoContent, "DELETE", "/v1/leases/"+leases[4])
+	cars[0].must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+leases[4])
 	for i, ch := range leaving {
 		brExpect(t, ch, 10*time.Second, http.StatusNoContent, fmt.Sprintf("leave %d after 4 was killed", i))
 	}
 	t.Logf("leavers passed %s after participant 4's lease was revoked", time.Since(killed).Round(time.Millisecond))
 	// Participant 3 asks again: it has left already, the barrier is empty now.
-	cars[1].must(http.StatusNoContent, "DELETE", fmt.Sprintf("/v1/double-barriers/batch/participants/w3?wait=5s&lease=%s", leases[3]))
-	st = cars[1].must(http.StatusOK, "GET", "/v1/double-barriers/batch")
+	cars[1].must(t, http.StatusNoContent, "DELETE", fmt.Sprintf("/v1/double-barriers/batch/participants/w3?wait=5s&lease=%s", leases[3]))
+	st = cars[1].must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
 	if st.Body["ready"] != false || len(st.Body["participants"].([]any)) != 0 {
 		t.Fatalf("double barrier after everyone left: %s", st.Raw)
 	}
@@ -228,31 +229,31 @@ func TestDoubleBarrierImplicitLeaseAndDisconnect(t *testing.T) {
 		_, err := car.do(ctx, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&wait=30s", nil)
 		gone <- err
 	}()
-	eventually(t, 10*time.Second, "a is enrolled", func() bool {
-		return len(car.must(200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 1
+	testutil.Eventually(t, 10*time.Second, "a is enrolled", func() bool {
+		return len(car.must(t, 200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 1
 	})
 	cancel()
 	<-gone
-	eventually(t, 10*time.Second, "a's enrolment is withdrawn", func() bool {
-		return len(car.must(200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 0
+	testutil.Eventually(t, 10*time.Second, "a's enrolment is withdrawn", func() bool {
+		return len(car.must(t, 200, "GET", "/v1/double-barriers/dc").Body["participants"].([]any)) == 0
 	})
-	eventually(t, 10*time.Second, "the implicit lease ended", func() bool {
-		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
+	testutil.Eventually(t, 10*time.Second, "the implicit lease ended", func() bool {
+		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 
-	r := car.must(http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&ttl=30s")
+	r := car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&ttl=30s")
 	implicit := str(r.Body["lease"])
 	// Again without lease=: the enrolment of the implicit lease goes on.
-	r = car.must(http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
+	r = car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
 	if str(r.Body["lease"]) != implicit || num(r.Body["participants"]) != 1 {
 		t.Fatalf("second enter: %s (lease was %s)", r.Raw, implicit)
 	}
-	other := str(car.must(http.StatusCreated, "POST", "/v1/leases?ttl=30s").Body["lease"])
-	brProblem(t, car.must(http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&lease="+other), 409, "participant-exists")
-	car.must(http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=b&count=2&lease="+other)
-	car.must(http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
+	other := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=30s").Body["lease"])
+	brProblem(t, car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&lease="+other), 409, "participant-exists")
+	car.must(t, http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=b&count=2&lease="+other)
+	car.must(t, http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
 	// Leaving needs the lease that holds the participant.
-	brProblem(t, car.must(http.StatusNotFound, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+other), 404, "not-held")
-	brProblem(t, car.must(http.StatusConflict, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+implicit), 409, "barrier-not-empty")
-	car.must(http.StatusNoContent, "DELETE", "/v1/double-barriers/dc/participants/b?wait=5s&lease="+other)
+	brProblem(t, car.must(t, http.StatusNotFound, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+other), 404, "not-held")
+	brProblem(t, car.must(t, http.StatusConflict, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+implicit), 409, "barrier-not-empty")
+	car.must(t, http.StatusNoContent, "DELETE", "/v1/double-barriers/dc/participants/b?wait=5s&lease="+other)
 }

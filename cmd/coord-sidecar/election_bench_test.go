@@ -63,7 +63,7 @@ func ebFailover(b *testing.B) ebResult {
 	const election = "failover"
 	const within = 10 * time.Second
 
-	sub := &ebFollower{st: carB.openStream("/v1/elections/" + election + "/events")}
+	sub := &ebFollower{st: carB.openStream(b, "/v1/elections/"+election+"/events")}
 	leaderLease := ebCampaign(b, carA, election, "a0", "ttl=60s")
 	term := sub.await(b, "a0", 0, 0, within)
 	waitingLease := ebCampaign(b, carB, election, "b0", "ttl=60s")
@@ -103,13 +103,13 @@ func ebFailover(b *testing.B) ebResult {
 		// and b<i+1> waits on B.
 		a := "a" + strconv.Itoa(i+1)
 		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
-		carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+		carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 		term = sub.await(b, a, term, 0, within)
 		waitingLease = ebCampaign(b, carB, election, "b"+strconv.Itoa(i+1), "ttl=60s")
 		term = sub.await(b, a, term-1, 2, within)
 	}
-	carA.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
-	carB.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+	carA.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
+	carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 
 	q := ebQuantiles(took)
 	b.Logf("failover over %d changes: min %s, p50 %s, p90 %s, p99 %s, max %s", len(took),
@@ -149,24 +149,7 @@ func ebFanout10k(b *testing.B) ebResult {
 		b.Skip("reads memory and CPU time from /proc")
 	}
 	inProcess := os.Getenv("ELECTION_BENCH_INPROCESS") != ""
-	n := fanoutSubscribers
-	if inProcess {
-		// This process holds both ends of every connection: as many subscribers
-		// as the hard limit on open files allows, up to 10,000.
-		var lim syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			b.Fatal(err)
-		}
-		if lim.Max < 2*1024 {
-			b.Fatalf("open files: hard limit %d", lim.Max)
-		}
-		if most := (lim.Max - 1024) / 2; most < uint64(n) {
-			n = int(most)
-		}
-		ebRaiseOpenFiles(b, uint64(2*n+1024))
-	} else {
-		ebRaiseOpenFiles(b, uint64(n+1024))
-	}
+	n := ebFanoutSubscribers(b, inProcess)
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
 	var car *sidecar
@@ -182,7 +165,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	for k := range leases {
 		leases[k] = ebCampaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m")
 	}
-	if r := car.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
+	if r := car.must(b, http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
 		b.Fatalf("election before the subscribers: %s", r.Raw)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -204,7 +187,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	stopProfile := ebStartCPUProfile(b, os.Getenv("ELECTION_BENCH_CPUPROFILE"))
 	for k := range fanoutChanges {
 		fan.start[k] = int64(time.Since(fan.t0))
-		car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
+		car.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
 		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
 			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
 		}
@@ -266,6 +249,30 @@ func ebFanout10k(b *testing.B) ebResult {
 		metrics["heap+stack-KiB/subscriber"] = perSub(after.heap + after.stack - before.heap - before.stack)
 	}
 	return ebResult{samples: len(all), mean: q.mean, metrics: metrics}
+}
+
+// ebFanoutSubscribers raises the limit on open files for the fan-out and
+// returns its number of subscribers: fanoutSubscribers, or in process (this
+// process holds both ends of every connection) as many as the hard limit on
+// open files allows, up to fanoutSubscribers.
+func ebFanoutSubscribers(b *testing.B, inProcess bool) int {
+	n := fanoutSubscribers
+	if !inProcess {
+		ebRaiseOpenFiles(b, uint64(n+1024))
+		return n
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Max < 2*1024 {
+		b.Fatalf("open files: hard limit %d", lim.Max)
+	}
+	if most := (lim.Max - 1024) / 2; most < uint64(n) {
+		n = int(most)
+	}
+	ebRaiseOpenFiles(b, uint64(2*n+1024))
+	return n
 }
 
 // ebSample is what ebProbe reads.
@@ -388,6 +395,7 @@ func ebRunOnce(b *testing.B, last **ebResult, experiment func(*testing.B) ebResu
 	for unit, v := range r.metrics {
 		b.ReportMetric(v, unit)
 	}
+	//lint:ignore SA3001 b.N is set to the samples of the round on purpose: see the comment above and docs/BENCHMARKS.md
 	b.N = r.samples
 }
 
@@ -522,8 +530,8 @@ func ebStartProcess(b testing.TB, servers []string, root string) (*sidecar, int)
 			b.Logf("the sidecar's warnings and errors:\n%s", logs.notable())
 		}
 	})
-	car := &sidecar{t: b, base: "http://" + addr}
-	car.waitReady()
+	car := &sidecar{base: "http://" + addr}
+	car.waitReady(b)
 	return car, cmd.Process.Pid
 }
 
@@ -582,7 +590,7 @@ func ebRSS(b testing.TB, pid int) int64 {
 // /metrics, in the order given.
 func ebMetrics(b testing.TB, car *sidecar, names ...string) []float64 {
 	b.Helper()
-	r := car.must(http.StatusOK, http.MethodGet, "/metrics")
+	r := car.must(b, http.StatusOK, http.MethodGet, "/metrics")
 	out := make([]float64, len(names))
 	found := 0
 	for line := range strings.Lines(string(r.Raw)) {

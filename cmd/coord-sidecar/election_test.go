@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -80,13 +81,13 @@ func TestLeadershipHandoff(t *testing.T) {
 		bound   time.Duration // the handoff must happen within this
 	}{
 		{name: "resign", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			l.car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/c1?lease="+l.lease)
+			l.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/c1?lease="+l.lease)
 		}},
 		{name: "lease-revoked", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			l.car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l.lease)
+			l.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l.lease)
 		}},
 		{name: "lease-stream-closed", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			st := l.car.openStream("/v1/leases/" + l.lease + "/events")
+			st := l.car.openStream(t, "/v1/leases/"+l.lease+"/events")
 			st.next(t, 5*time.Second)
 			st.cancel()
 		}},
@@ -116,12 +117,12 @@ func TestLeadershipHandoff(t *testing.T) {
 				}
 				go func() { _ = cmd.Wait() }()
 				t.Cleanup(func() { _ = cmd.Process.Kill() })
-				first = leaderSide{car: &sidecar{t: t, base: "http://" + addr}, proc: cmd}
-				first.car.waitReady()
+				first = leaderSide{car: &sidecar{base: "http://" + addr}, proc: cmd}
+				first.car.waitReady(t)
 			}
 			subs := []*leaderFollower{
-				{st: a.openStream("/v1/elections/" + election + "/events")},
-				{st: b.openStream("/v1/elections/" + election + "/events")},
+				{st: a.openStream(t, "/v1/elections/"+election+"/events")},
+				{st: b.openStream(t, "/v1/elections/"+election+"/events")},
 			}
 			g := campaign(t, first.car, election, "c1", c.query)
 			first.lease = str(g.Body["lease"])
@@ -134,8 +135,8 @@ func TestLeadershipHandoff(t *testing.T) {
 			for _, s := range subs {
 				term = s.await(t, "c1", 0, 10*time.Second)
 			}
-			eventually(t, 10*time.Second, "three candidates in line", func() bool {
-				r := a.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+			testutil.Eventually(t, 10*time.Second, "three candidates in line", func() bool {
+				r := a.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
 				return len(r.Body["candidates"].([]any)) == 3
 			})
 
@@ -152,7 +153,7 @@ func TestLeadershipHandoff(t *testing.T) {
 			}
 			t.Logf("handoff by %s in %s", c.name, took.Round(time.Millisecond))
 			// Exactly one leader: c2, and c3 still waits behind it.
-			r := b.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+			r := b.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
 			cands := r.Body["candidates"].([]any)
 			if leader := r.Body["leader"].(map[string]any); str(leader["candidate"]) != "c2" || len(cands) != 2 {
 				t.Fatalf("after the handoff: %s", r.Raw)
@@ -172,7 +173,7 @@ func TestRequeueRotatesLeadership(t *testing.T) {
 	for _, id := range []string{"c1", "c2", "c3"} {
 		leases[id] = str(campaign(t, cars[id], "turns", id, "ttl=60s").Body["lease"])
 	}
-	sub := &leaderFollower{st: b.openStream("/v1/elections/turns/events")}
+	sub := &leaderFollower{st: b.openStream(t, "/v1/elections/turns/events")}
 	var term int64
 	order := []string{"c1", "c2", "c3", "c1", "c2", "c3", "c1"}
 	for i, id := range order {
@@ -180,7 +181,7 @@ func TestRequeueRotatesLeadership(t *testing.T) {
 		if i == len(order)-1 {
 			break
 		}
-		r := cars[id].must(http.StatusCreated, http.MethodDelete, "/v1/elections/turns/candidates/"+id+"?lease="+leases[id]+"&requeue=true")
+		r := cars[id].must(t, http.StatusCreated, http.MethodDelete, "/v1/elections/turns/candidates/"+id+"?lease="+leases[id]+"&requeue=true")
 		if r.Body["leader"] != false {
 			t.Fatalf("requeued %s still leads: %s", id, r.Raw)
 		}
@@ -195,7 +196,7 @@ func TestReconnectGetsCurrentStateAndLongPoll(t *testing.T) {
 	g := campaign(t, car, "lp", "c1", "ttl=60s")
 	term := num(g.Body["term"])
 
-	st := car.openStream("/v1/elections/lp/events", "Last-Event-ID", "1")
+	st := car.openStream(t, "/v1/elections/lp/events", "Last-Event-ID", "1")
 	first := st.next(t, 5*time.Second)
 	if leader := first.Data["leader"].(map[string]any); first.Name != "leader" || num(leader["term"]) != term {
 		t.Fatalf("first event after reconnect: %+v", first)
@@ -207,7 +208,7 @@ func TestReconnectGetsCurrentStateAndLongPoll(t *testing.T) {
 		polled <- r
 	}()
 	campaign(t, car, "lp", "c2", "ttl=60s")
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/lp/candidates/c1?lease="+str(g.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/lp/candidates/c1?lease="+str(g.Body["lease"]))
 	select {
 	case r := <-polled:
 		leader := r.Body["leader"].(map[string]any)
@@ -218,7 +219,7 @@ func TestReconnectGetsCurrentStateAndLongPoll(t *testing.T) {
 		t.Fatal("the long-poll did not answer on the change of leader")
 	}
 	// Unchanged within wait: 200 with the same term.
-	r := car.must(http.StatusOK, http.MethodGet, "/v1/elections/lp?term=0&wait=1s")
+	r := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/lp?term=0&wait=1s")
 	if r.Body["leader"] == nil {
 		t.Fatalf("long-poll with an old term: %s", r.Raw)
 	}
@@ -236,13 +237,13 @@ func TestThousandSubscribersOneWatch(t *testing.T) {
 	campaign(t, car, "crowd", "c1", "ttl=60s")
 	campaign(t, car, "crowd", "c2", "ttl=60s")
 
-	first := car.openStream("/v1/elections/crowd/events")
+	first := car.openStream(t, "/v1/elections/crowd/events")
 	first.next(t, 5*time.Second)
 	one := zktest.WatchedPaths(t, zkc.Server(0), root+"/elections/crowd")
 
 	streams := make([]*stream, 0, 999)
 	for range 999 {
-		streams = append(streams, car.openStream("/v1/elections/crowd/events"))
+		streams = append(streams, car.openStream(t, "/v1/elections/crowd/events"))
 	}
 	for _, s := range streams {
 		if ev := s.next(t, 10*time.Second); ev.Name != "leader" {
@@ -253,7 +254,7 @@ func TestThousandSubscribersOneWatch(t *testing.T) {
 	if thousand != one {
 		t.Fatalf("watched paths: %d with 1 subscriber, %d with 1000", one, thousand)
 	}
-	m := car.must(http.StatusOK, http.MethodGet, "/metrics")
+	m := car.must(t, http.StatusOK, http.MethodGet, "/metrics")
 	if !strings.Contains(string(m.Raw), "coord_election_watched 1\n") {
 		t.Fatal("coord_election_watched is not 1 with 1000 subscribers on one election")
 	}

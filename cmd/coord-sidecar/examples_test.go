@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -65,14 +66,6 @@ func (l exampleLang) need(t *testing.T) {
 // argv is the command line that runs program with args.
 func (l exampleLang) argv(program string, args ...string) []string {
 	return append([]string{l.interpreter, filepath.Join("..", "..", "examples", program)}, args...)
-}
-
-// exampleCar is s reporting to t: subtests running in parallel must not fail
-// their parent (must and send call s.t.Fatal).
-func (s *sidecar) exampleCar(t testing.TB) *sidecar {
-	c := *s
-	c.t = t
-	return &c
 }
 
 // exampleVars are the variables the examples read; a run sets them itself and
@@ -265,33 +258,32 @@ func TestExampleLock(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
 			lock := "example-lock-" + l.name
 			owner := "example-" + l.name
-			held := c.must(http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?owner=test&ttl=60s")
+			held := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?owner=test&ttl=60s")
 			heldToken := num(held.Body["fencingToken"])
 			// The command prints the token it was given, then waits for stdin to close.
 			work := []string{"sh", "-c", `echo "work with token $FENCING_TOKEN"; exec cat`}
 
-			refused := startExample(t, c, 30*time.Second, map[string]string{"WAIT": "0s", "TTL": "30", "OWNER": owner},
+			refused := startExample(t, car, 30*time.Second, map[string]string{"WAIT": "0s", "TTL": "30", "OWNER": owner},
 				l.argv(l.lock, append([]string{lock}, work...)...)...)
 			refused.exit(t, 1, 30*time.Second)
 			if !strings.Contains(refused.stderr.String(), "lock-held") {
 				t.Fatalf("refusal on stderr: %q, want the lock-held problem", refused.stderr.String())
 			}
 
-			run := startExample(t, c, 60*time.Second, map[string]string{"WAIT": "30s", "TTL": "30", "OWNER": owner},
+			run := startExample(t, car, 60*time.Second, map[string]string{"WAIT": "30s", "TTL": "30", "OWNER": owner},
 				l.argv(l.lock, append([]string{lock}, work...)...)...)
-			eventually(t, 10*time.Second, "the example waits for the lock", func() bool {
-				return num(c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock).Body["waiters"]) == 1
+			testutil.Eventually(t, 10*time.Second, "the example waits for the lock", func() bool {
+				return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock).Body["waiters"]) == 1
 			})
-			c.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/"+lock+"?lease="+str(held.Body["lease"]))
+			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/"+lock+"?lease="+str(held.Body["lease"]))
 			token := run.expect(t, `token ([0-9]+)`, 30*time.Second)[1]
 			if exampleAtoi(t, token) <= heldToken {
 				t.Fatalf("token %s after the test's %d", token, heldToken)
 			}
 			run.expect(t, "work with token "+token, 30*time.Second)
-			st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock)
+			st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock)
 			holder, _ := st.Body["holder"].(map[string]any)
 			if holder == nil || fmt.Sprint(num(holder["fencingToken"])) != token || str(holder["owner"]) != owner {
 				t.Fatalf("while the example works: %s, want holder %s with token %s", st.Raw, owner, token)
@@ -301,7 +293,7 @@ func TestExampleLock(t *testing.T) {
 			}
 			run.expect(t, "released", 30*time.Second)
 			run.exit(t, 0, 30*time.Second)
-			if st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+			if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 				t.Fatalf("after the example: %s, want no holder", st.Raw)
 			}
 		})
@@ -319,17 +311,16 @@ func TestExampleFollowElection(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
 			election := "example-election-" + l.name
-			t1 := campaign(t, c, election, "t1", "ttl=60s")
+			t1 := campaign(t, car, election, "t1", "ttl=60s")
 			term1 := fmt.Sprint(num(t1.Body["term"]))
 
-			run := startExample(t, c, 60*time.Second, map[string]string{"EVENTS": "2", "TIMEOUT": "60", "TTL": "60", "VALUE": "example"},
+			run := startExample(t, car, 60*time.Second, map[string]string{"EVENTS": "2", "TIMEOUT": "60", "TTL": "60", "VALUE": "example"},
 				l.argv(l.election, election, "ex")...)
 			run.expect(t, "enrolled ex leader false term "+term1, 30*time.Second)
 			run.expect(t, "leader t1 term "+term1, 30*time.Second)
-			campaign(t, c, election, "t2", "ttl=60s") // behind ex: the leader stays
-			c.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(t1.Body["lease"]))
+			campaign(t, car, election, "t2", "ttl=60s") // behind ex: the leader stays
+			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(t1.Body["lease"]))
 			term2 := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
 			if exampleAtoi(t, term2) <= exampleAtoi(t, term1) {
 				t.Fatalf("term %s after %s", term2, term1)
@@ -337,7 +328,7 @@ func TestExampleFollowElection(t *testing.T) {
 			run.exit(t, 0, 30*time.Second)
 
 			// ex's lease (TTL 60s) ended with its stream: t2 leads at once.
-			r := c.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election+"?wait=10s&term="+term2)
+			r := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election+"?wait=10s&term="+term2)
 			leader, _ := r.Body["leader"].(map[string]any)
 			if leader == nil || str(leader["candidate"]) != "t2" || len(r.Body["candidates"].([]any)) != 1 {
 				t.Fatalf("after the example left: %s, want t2 alone", r.Raw)
@@ -346,10 +337,9 @@ func TestExampleFollowElection(t *testing.T) {
 		t.Run(l.name+"-timeout", func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
 			// Without EVENTS only TIMEOUT stops it (exit status 0); on a slow
 			// machine it may stop before printing everything.
-			run := startExample(t, c, 60*time.Second, map[string]string{"TIMEOUT": "2"},
+			run := startExample(t, car, 60*time.Second, map[string]string{"TIMEOUT": "2"},
 				l.argv(l.election, "example-timeout-"+l.name, "alone")...)
 			examplePrefixOf(t, run.finish(t, 0, 30*time.Second), `enrolled alone leader true term ([0-9]+)`, `leader alone term $1`)
 		})
@@ -366,17 +356,16 @@ func TestExampleThroughputShare(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
 			group := "example-group-" + l.name
-			c.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+group, `{"limit":1000}`)
+			car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group, `{"limit":1000}`)
 
-			run := startExample(t, c, 60*time.Second, map[string]string{"EVENTS": "3", "TIMEOUT": "60", "TTL": "60", "WEIGHT": "1"},
+			run := startExample(t, car, 60*time.Second, map[string]string{"EVENTS": "3", "TIMEOUT": "60", "TTL": "60", "WEIGHT": "1"},
 				l.argv(l.throughput, group, "ex")...)
 			run.expect(t, "joined ex", 30*time.Second)
 			v1 := exampleAtoi(t, run.expect(t, `share 1000 version ([0-9]+)`, 30*time.Second)[1])
-			t1 := joinTP(t, c, group, "t1", "weight=1")
+			t1 := joinTP(t, car, group, "t1", "weight=1")
 			v2 := exampleAtoi(t, run.expect(t, `share 500 version ([0-9]+)`, 30*time.Second)[1])
-			c.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.lease, `{"weight":3}`)
+			car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.lease, `{"weight":3}`)
 			v3 := exampleAtoi(t, run.expect(t, `share 250 version ([0-9]+)`, 30*time.Second)[1])
 			if !(v1 < v2 && v2 < v3) {
 				t.Fatalf("versions %d, %d, %d", v1, v2, v3)
@@ -384,16 +373,15 @@ func TestExampleThroughputShare(t *testing.T) {
 			run.exit(t, 0, 30*time.Second)
 
 			// ex's lease (TTL 60s) ended with its stream: t1 gets the whole limit.
-			awaitShare(t, c, group, "t1", 1000, 10*time.Second)
+			awaitShare(t, car, group, "t1", 1000, 10*time.Second)
 		})
 		t.Run(l.name+"-timeout", func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
 			// Without EVENTS only TIMEOUT stops it (exit status 0); on a slow
 			// machine it may stop before printing everything. The group has no
 			// limit: shares of 0.
-			run := startExample(t, c, 60*time.Second, map[string]string{"TIMEOUT": "2"},
+			run := startExample(t, car, 60*time.Second, map[string]string{"TIMEOUT": "2"},
 				l.argv(l.throughput, "example-timeout-"+l.name, "alone")...)
 			examplePrefixOf(t, run.finish(t, 0, 30*time.Second), `joined alone`, `share 0 version [0-9]+`)
 		})
@@ -470,7 +458,7 @@ func TestExampleAddressForms(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
-			c := car.exampleCar(t)
+			c := car
 			for i, addr := range forms {
 				// CURL_CA_BUNDLE for curl, SSL_CERT_FILE for Python's ssl.
 				env := map[string]string{"COORD_ADDR": addr, "SSL_CERT_FILE": caFile, "CURL_CA_BUNDLE": caFile,
@@ -482,7 +470,7 @@ func TestExampleAddressForms(t *testing.T) {
 				run.expect(t, "work with token "+token, 20*time.Second)
 				run.expect(t, "released", 20*time.Second)
 				run.exit(t, 0, 20*time.Second)
-				if st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+				if st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 					t.Fatalf("COORD_ADDR=%s: after the example %s, want the lock free", addr, st.Raw)
 				}
 				follow := startExample(t, c, 30*time.Second, env, l.argv(l.election, lock, "ex")...)

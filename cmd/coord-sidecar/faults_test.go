@@ -5,9 +5,7 @@ package main
 // sidecar cut off from ZooKeeper for less and for more than its session timeout.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -31,68 +30,48 @@ type timedEvent struct {
 
 // eventLog records every event of one SSE stream, in order, with its arrival time.
 type eventLog struct {
-	path   string
-	cancel context.CancelFunc
+	path string
+	done chan struct{} // closed when the reader has returned
 
 	mu     sync.Mutex
 	evs    []timedEvent
 	next   int           // first event awaitEvent has not consumed
 	notify chan struct{} // closed and replaced on every event and at the end
 	ended  bool
-	err    error
+	err    error // how the stream ended (io.EOF: cleanly)
 }
 
-// follow opens an SSE stream on car and logs its events until Cleanup or close.
+// followEvents opens an SSE stream on car and logs its events. The stream
+// belongs to t: it is closed, and its reader has returned, by the end of t.
 func followEvents(t testing.TB, car *sidecar, path string) *eventLog {
 	t.Helper()
-	l, err := followEventsErr(car, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.close)
-	return l
-}
-
-func followEventsErr(car *sidecar, path string) (*eventLog, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.base+path, nil)
 	resp, err := faultClient.Do(req)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("GET %s: %w", path, err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		cancel()
-		return nil, fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
+		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
 	}
-	l := &eventLog{path: path, cancel: cancel, notify: make(chan struct{})}
+	l := &eventLog{path: path, notify: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(l.done)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		var ev sseEvent
-		var data strings.Builder
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.Name != "" || data.Len() > 0 {
-					_ = json.Unmarshal([]byte(data.String()), &ev.Data)
-					l.add(timedEvent{ev, time.Now()})
-				}
-				ev, data = sseEvent{}, strings.Builder{}
-			case strings.HasPrefix(line, "id:"):
-				ev.ID = strings.TrimSpace(line[3:])
-			case strings.HasPrefix(line, "event:"):
-				ev.Name = strings.TrimSpace(line[6:])
-			case strings.HasPrefix(line, "data:"):
-				data.WriteString(strings.TrimSpace(line[5:]))
-			}
-		}
-		l.end(sc.Err())
+		err := readEvents(resp.Body, func(ev sseEvent) bool {
+			l.add(timedEvent{ev, time.Now()})
+			return true
+		})
+		l.end(err)
 	}()
-	return l, nil
+	t.Cleanup(func() {
+		cancel()
+		<-l.done
+	})
+	return l
 }
 
 func (l *eventLog) add(ev timedEvent) {
@@ -111,20 +90,11 @@ func (l *eventLog) end(err error) {
 	l.mu.Unlock()
 }
 
-func (l *eventLog) close() { l.cancel() }
-
 // events returns a copy of every event logged so far.
 func (l *eventLog) events() []timedEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]timedEvent(nil), l.evs...)
-}
-
-// isEnded reports whether the stream has ended.
-func (l *eventLog) isEnded() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended
 }
 
 // awaitEvent consumes events up to and including the first for which match
@@ -230,6 +200,14 @@ func eventLeader(ev sseEvent) (term int64, candidate string, ok bool) {
 		return 0, "", false
 	}
 	return num(leader["term"]), str(leader["candidate"]), true
+}
+
+// leads matches a `leader` event that names candidate as the leader.
+func leads(candidate string) func(timedEvent) bool {
+	return func(ev timedEvent) bool {
+		_, c, ok := eventLeader(ev.sseEvent)
+		return ok && c == candidate
+	}
 }
 
 // verify fails the test on two leaders with one term or on a term going
@@ -602,9 +580,9 @@ func TestShortCutKeepsGrants(t *testing.T) {
 
 			sess := followEvents(t, cut, "/v1/session/events")
 			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-			before := str(cut.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
-			lease := str(cut.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-			g := cut.must(http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
+			before := str(cut.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+			lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+			g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
 			token := num(g.Body["fencingToken"])
 			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
 			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
@@ -617,11 +595,11 @@ func TestShortCutKeepsGrants(t *testing.T) {
 				}
 				waiter <- r
 			}()
-			eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-				return num(other.must(http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 1
+			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+				return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 1
 			})
 			holderToken := func() int64 {
-				h, _ := other.must(http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["holder"].(map[string]any)
+				h, _ := other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["holder"].(map[string]any)
 				return num(h["fencingToken"])
 			}
 
@@ -632,7 +610,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			}
 			// The fault lasts as long as this try takes (1.5s): another client on the
 			// other sidecar is refused the lock held by the cut-off sidecar.
-			r := other.must(http.StatusConflict, http.MethodPost, "/v1/locks/kept?wait=1500ms&owner=other")
+			r := other.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/kept?wait=1500ms&owner=other")
 			if h, _ := r.Body["holder"].(map[string]any); num(h["fencingToken"]) != token {
 				t.Fatalf("during the cut the holder is %s, want token %d", r.Raw, token)
 			}
@@ -651,8 +629,8 @@ func TestShortCutKeepsGrants(t *testing.T) {
 					t.Fatalf("session events %v: lost on a cut of %s", sess.names(), cutFor)
 				}
 			}
-			cut.waitReady()
-			if after := str(cut.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
+			cut.waitReady(t)
+			if after := str(cut.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
 				t.Fatalf("session changed from %s to %s", before, after)
 			}
 			if got := holderToken(); got != token {
@@ -661,7 +639,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			if ev := leaseEvents.pending(); len(ev) != 0 {
 				t.Fatalf("lease stream after a short cut: %+v", ev)
 			}
-			holds := cut.must(http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any)
+			holds := cut.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any)
 			if len(holds) != 1 {
 				t.Fatalf("the lease holds %v after the cut", holds)
 			}
@@ -671,7 +649,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			default:
 			}
 			// Released by its holder, the lock goes to the waiter with a higher token.
-			cut.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
+			cut.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
 			select {
 			case r := <-waiter:
 				if r.Status != http.StatusCreated || num(r.Body["fencingToken"]) <= token {
@@ -704,8 +682,8 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			sess := followEvents(t, cut, "/v1/session/events")
 			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-			lease := str(cut.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-			g := cut.must(http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
+			lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+			g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
 			token := num(g.Body["fencingToken"])
 			if ok, _ := res.write(token); !ok {
 				t.Fatal("first write refused")
@@ -719,10 +697,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
 			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
 			for _, sub := range book.subs {
-				sub.awaitEvent(t, 5*time.Second, "c1 leads", func(ev timedEvent) bool {
-					_, c, ok := eventLeader(ev.sseEvent)
-					return ok && c == "c1"
-				})
+				sub.awaitEvent(t, 5*time.Second, "c1 leads", leads("c1"))
 			}
 
 			type grant struct {
@@ -735,8 +710,8 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 				r, err := other.faultCall(60*time.Second, http.MethodPost, "/v1/locks/taken?wait=45s&owner=survivor")
 				granted <- grant{r: r, at: time.Now(), err: err}
 			}()
-			eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-				return num(other.must(http.StatusOK, http.MethodGet, "/v1/locks/taken").Body["waiters"]) == 1
+			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+				return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/taken").Body["waiters"]) == 1
 			})
 
 			start := time.Now()
@@ -780,10 +755,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			// The election: the next leader is seen (anywhere) only after lost.
 			otherSub := book.subs[1]
-			next := otherSub.awaitEvent(t, 30*time.Second, "c2 leads", func(ev timedEvent) bool {
-				_, c, ok := eventLeader(ev.sseEvent)
-				return ok && c == "c2"
-			})
+			next := otherSub.awaitEvent(t, 30*time.Second, "c2 leads", leads("c2"))
 			if !lost.At.Before(next.At) {
 				t.Errorf("c2 was seen leading at %s, before c1's lease was reported lost at %s",
 					next.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
@@ -799,14 +771,11 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			// Back on the network, a new session; its subscriber sees c2 with the new term.
 			proxy.Restore()
-			cut.waitReady()
-			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", func(ev timedEvent) bool {
-				_, c, ok := eventLeader(ev.sseEvent)
-				return ok && c == "c2"
-			})
-			cut.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
-			other.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+str(gr.r.Body["lease"]))
-			other.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+str(c2.Body["lease"]))
+			cut.waitReady(t)
+			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", leads("c2"))
+			cut.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+str(gr.r.Body["lease"]))
+			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+str(c2.Body["lease"]))
 			book.verify(t)
 			t.Logf("session events on the cut-off sidecar: %v", sess.names())
 		})

@@ -331,6 +331,8 @@ func (w *lockWorkload) start(stop <-chan struct{}) <-chan struct{} {
 	return done
 }
 
+// client is client c's loop: acquire, work under the lock, release, until the
+// target, the deadline or stop; a request without an answer ends it.
 func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 	car := w.cars[c%len(w.cars)]
 	acquire := fmt.Sprintf("/v1/locks/%s?wait=%s&ttl=10s&owner=client-%d", w.lock, w.wait, c)
@@ -373,58 +375,68 @@ func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 			w.fail("client %d: acquire answered %d: %s", c, r.Status, r.Raw)
 			return
 		}
-		token, lease := num(r.Body["fencingToken"]), str(r.Body["lease"])
-		granted := time.Now()
-		w.hist.add("acquire", c, token, call, w.hist.since(granted))
-		w.granted.Add(1)
-
-		// Work under the lock: a first write, a stale write replaying the previous
-		// holder's token (a paused former holder waking up), some work, a last write.
-		first, before := w.res.write(token)
-		if first && before > 0 && before < token {
-			if ok, _ := w.res.write(before); ok {
-				w.staleAccepted.Add(1)
-			} else {
-				w.staleRejected.Add(1)
-			}
-		}
-		runtimeWork()
-		last, _ := w.res.write(token)
-		fenced := !first || !last
-
-		relCall := time.Now()
-		d, err := car.faultCall(w.timeout, http.MethodDelete, "/v1/locks/"+w.lock+"?lease="+lease)
-		switch {
-		case err != nil:
-			w.fail("client %d: release of token %d: %v", c, token, err)
-			w.hist.add("unknown", c, token, relCall, never)
-			w.unknownReleases.Add(1)
-			return
-		case d.Status == http.StatusNoContent:
-			w.hist.add("release", c, token, relCall, w.hist.since(time.Now()))
-			if fenced {
-				// The sidecar still counted this grant as held while the resource
-				// had seen a higher token: two holders at once, or a stale token.
-				w.fail("client %d: token %d was fenced off while the sidecar still reported it held", c, token)
-			}
-		case d.Status == http.StatusNotFound:
-			// The lease ended (its session was lost): the grant ended at some
-			// moment between its answer and now.
-			w.hist.add("lost", c, token, granted, w.hist.since(time.Now()))
-			w.lost.Add(1)
-			if fenced {
-				w.holdRejected.Add(1)
-			}
-		case d.Status == http.StatusServiceUnavailable:
-			w.hist.add("unknown", c, token, relCall, never)
-			w.unknownReleases.Add(1)
-		default:
-			w.fail("client %d: release answered %d: %s", c, d.Status, d.Raw)
-			w.hist.add("unknown", c, token, relCall, never)
+		if !w.holdAndRelease(c, car, r, call) {
 			return
 		}
-		w.count("DELETE", d)
 	}
+}
+
+// holdAndRelease records client c's grant r (asked for at call), writes to the
+// fenced resource under it and releases it. It reports whether the client
+// goes on.
+func (w *lockWorkload) holdAndRelease(c int, car *sidecar, r *response, call time.Time) bool {
+	token, lease := num(r.Body["fencingToken"]), str(r.Body["lease"])
+	granted := time.Now()
+	w.hist.add("acquire", c, token, call, w.hist.since(granted))
+	w.granted.Add(1)
+
+	// Work under the lock: a first write, a stale write replaying the previous
+	// holder's token (a paused former holder waking up), some work, a last write.
+	first, before := w.res.write(token)
+	if first && before > 0 && before < token {
+		if ok, _ := w.res.write(before); ok {
+			w.staleAccepted.Add(1)
+		} else {
+			w.staleRejected.Add(1)
+		}
+	}
+	runtimeWork()
+	last, _ := w.res.write(token)
+	fenced := !first || !last
+
+	relCall := time.Now()
+	d, err := car.faultCall(w.timeout, http.MethodDelete, "/v1/locks/"+w.lock+"?lease="+lease)
+	switch {
+	case err != nil:
+		w.fail("client %d: release of token %d: %v", c, token, err)
+		w.hist.add("unknown", c, token, relCall, never)
+		w.unknownReleases.Add(1)
+		return false
+	case d.Status == http.StatusNoContent:
+		w.hist.add("release", c, token, relCall, w.hist.since(time.Now()))
+		if fenced {
+			// The sidecar still counted this grant as held while the resource
+			// had seen a higher token: two holders at once, or a stale token.
+			w.fail("client %d: token %d was fenced off while the sidecar still reported it held", c, token)
+		}
+	case d.Status == http.StatusNotFound:
+		// The lease ended (its session was lost): the grant ended at some
+		// moment between its answer and now.
+		w.hist.add("lost", c, token, granted, w.hist.since(time.Now()))
+		w.lost.Add(1)
+		if fenced {
+			w.holdRejected.Add(1)
+		}
+	case d.Status == http.StatusServiceUnavailable:
+		w.hist.add("unknown", c, token, relCall, never)
+		w.unknownReleases.Add(1)
+	default:
+		w.fail("client %d: release answered %d: %s", c, d.Status, d.Raw)
+		w.hist.add("unknown", c, token, relCall, never)
+		return false
+	}
+	w.count("DELETE", d)
+	return true
 }
 
 // runtimeWork stands for the work done under the lock: up to half a millisecond.

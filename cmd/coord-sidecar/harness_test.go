@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,20 +11,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
-// sidecar is one running coord-sidecar (the real Main) under test.
+// sidecar is one running coord-sidecar (the real Main) under test, or the
+// address of one running elsewhere (m is nil). It holds no testing.TB: every
+// method that can fail a test, or that opens something to close at its end,
+// takes the TB of the (sub)test that calls it.
 type sidecar struct {
-	t    testing.TB
 	m    *Main
 	base string
 }
 
 // startSidecar runs a sidecar against servers with the given root, listening on a
-// free loopback port; it is closed in Cleanup. extra flags override the defaults.
+// free loopback port; it is closed in t's Cleanup. extra flags override the
+// defaults.
 func startSidecar(t testing.TB, servers []string, root string, extra ...string) *sidecar {
 	t.Helper()
 	m := NewMain()
@@ -43,26 +47,23 @@ func startSidecar(t testing.TB, servers []string, root string, extra ...string) 
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := &sidecar{t: t, m: m, base: "http://" + m.Addr()}
+	s := &sidecar{m: m, base: "http://" + m.Addr()}
 	t.Cleanup(func() { _ = m.Close() })
-	s.waitReady()
+	s.waitReady(t)
 	return s
 }
 
-func (s *sidecar) waitReady() {
-	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+// waitReady waits until the sidecar answers /readyz with 200.
+func (s *sidecar) waitReady(t testing.TB) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "sidecar "+s.base+" ready", func() bool {
 		resp, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("sidecar %s never became ready", s.base)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // response is a decoded answer.
@@ -107,36 +108,56 @@ func doWith(ctx context.Context, client *http.Client, base, method, path string,
 	return r, nil
 }
 
-// must is do that fails the test (test goroutine only) unless the status is want.
-func (s *sidecar) must(want int, method, path string) *response {
-	s.t.Helper()
+// must is do that fails t (from t's goroutine only) unless the status is want.
+func (s *sidecar) must(t testing.TB, want int, method, path string) *response {
+	t.Helper()
 	r, err := s.do(context.Background(), method, path, nil)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if r.Status != want {
-		s.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Raw)
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Raw)
 	}
 	return r
 }
 
-// sseEvent is one parsed server-sent event.
+// sseEvent is one server-sent event, its data decoded as a JSON object (nil if
+// it is not one).
 type sseEvent struct {
 	ID, Name string
 	Data     map[string]any
 }
 
-// stream is an open SSE response read event by event.
-type stream struct {
-	cancel context.CancelFunc
-	events chan sseEvent
-	done   chan struct{} // closed when the stream ends
+// readEvents reads the events of an SSE body with sse.NewReader and hands each
+// to each, until the body ends (it returns io.EOF), breaks (the error), or each
+// returns false (nil).
+func readEvents(body io.Reader, each func(sseEvent) bool) error {
+	r := sse.NewReader(body)
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		ev := sseEvent{ID: e.ID, Name: e.Name}
+		_ = json.Unmarshal(e.Data, &ev.Data)
+		if !each(ev) {
+			return nil
+		}
+	}
 }
 
-// openStream opens an SSE stream (with header name/value pairs) and parses its
-// events in a goroutine.
-func (s *sidecar) openStream(path string, hdr ...string) *stream {
-	s.t.Helper()
+// stream is an open SSE response read event by event.
+type stream struct {
+	cancel context.CancelFunc // closes the stream
+	events chan sseEvent
+	done   chan struct{} // closed when the stream has ended and its reader returned
+}
+
+// openStream opens an SSE stream (with header name/value pairs) and reads its
+// events on a goroutine. The stream belongs to t: it is closed, and its reader
+// has returned, by the end of t (a subtest's streams end with the subtest).
+func (s *sidecar) openStream(t testing.TB, path string, hdr ...string) *stream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
@@ -145,40 +166,31 @@ func (s *sidecar) openStream(path string, hdr ...string) *stream {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		s.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
 	st := &stream{cancel: cancel, events: make(chan sseEvent, 64), done: make(chan struct{})}
 	go func() {
 		defer close(st.done)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var ev sseEvent
-		var data strings.Builder
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.Name != "" || data.Len() > 0 {
-					_ = json.Unmarshal([]byte(data.String()), &ev.Data)
-					st.events <- ev
-				}
-				ev, data = sseEvent{}, strings.Builder{}
-			case strings.HasPrefix(line, "id:"):
-				ev.ID = strings.TrimSpace(line[3:])
-			case strings.HasPrefix(line, "event:"):
-				ev.Name = strings.TrimSpace(line[6:])
-			case strings.HasPrefix(line, "data:"):
-				data.WriteString(strings.TrimSpace(line[5:]))
+		_ = readEvents(resp.Body, func(ev sseEvent) bool {
+			select {
+			case st.events <- ev:
+				return true
+			case <-ctx.Done():
+				return false
 			}
-		}
+		})
 	}()
-	s.t.Cleanup(cancel)
+	t.Cleanup(func() {
+		cancel()
+		<-st.done
+	})
 	return st
 }
 
@@ -199,18 +211,6 @@ func (st *stream) next(t testing.TB, within time.Duration) sseEvent {
 		t.Fatalf("no event within %s", within)
 	}
 	return sseEvent{}
-}
-
-// eventually polls cond every 20 ms until it holds or within passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func num(v any) int64 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestConcurrencyCaps(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--max-waiters", "2", "--max-streams", "1")
-	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/capped")
+	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/capped")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range 2 {
@@ -25,29 +26,29 @@ func TestConcurrencyCaps(t *testing.T) {
 			_, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil)
 		}()
 	}
-	eventually(t, 10*time.Second, "two waiters", func() bool {
-		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
+	testutil.Eventually(t, 10*time.Second, "two waiters", func() bool {
+		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
 	})
-	r := car.must(http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
+	r := car.must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
 	if r.Header.Get("Retry-After") == "" || str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
 		t.Fatalf("third waiter: %s %v", r.Raw, r.Header)
 	}
 	// The cap reads the query as the handler does, escapes included.
-	r = car.must(http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?%77ait=60s")
+	r = car.must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?%77ait=60s")
 	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
 		t.Fatalf("escaped wait: %s", r.Raw)
 	}
-	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
+	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
 
-	st := car.openStream("/v1/session/events")
+	st := car.openStream(t, "/v1/session/events")
 	st.next(t, 5*time.Second)
-	r = car.must(http.StatusServiceUnavailable, http.MethodGet, "/v1/session/events")
+	r = car.must(t, http.StatusServiceUnavailable, http.MethodGet, "/v1/session/events")
 	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-streams" {
 		t.Fatalf("second stream: %s", r.Raw)
 	}
 	st.cancel()
-	eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+str(holder.Body["lease"]))
+	testutil.Eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+str(holder.Body["lease"]))
 }
 
 // A client that trickles its headers (slowloris) is cut off at the header timeout.

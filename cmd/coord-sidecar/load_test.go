@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // rawConn is one client connection made by hand, so that thousands of them cost
@@ -60,21 +62,8 @@ func (rc *rawConn) firstEvent(d time.Duration) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("status %d", resp.StatusCode)
 	}
-	body := bufio.NewReader(resp.Body)
-	name := ""
-	for {
-		line, err := body.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if v, ok := strings.CutPrefix(line, "event:"); ok {
-			name = strings.TrimSpace(v)
-		}
-		if line == "" && name != "" {
-			return name, nil
-		}
-	}
+	ev, err := sse.NewReader(resp.Body).Next()
+	return ev.Name, err
 }
 
 // openMany opens n raw connections with bounded parallelism; check (if not nil)
@@ -189,11 +178,11 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	addr := car.m.Addr()
 	zconn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 
-	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/load?owner=holder&ttl=10m")
+	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/load?owner=holder&ttl=10m")
 	leader := campaign(t, car, "load", "c0", "ttl=10m")
 	watched := func(n int) func() bool {
 		return func() bool {
-			return strings.Contains(string(car.must(http.StatusOK, http.MethodGet, "/metrics").Raw), fmt.Sprintf("coord_election_watched %d\n", n))
+			return strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), fmt.Sprintf("coord_election_watched %d\n", n))
 		}
 	}
 	settle := func() {
@@ -205,9 +194,9 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	warm := openMany(t, 1, func(int) (*rawConn, error) { return openRaw(addr, "GET", "/v1/elections/load/events") },
 		func(rc *rawConn) error { _, err := rc.firstEvent(10 * time.Second); return err })
 	closeRaw(warm)
-	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/load?wait=10ms")
-	car.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/elections/load?term=%d&wait=10ms", num(leader.Body["term"])))
-	eventually(t, 10*time.Second, "the warm-up stream is gone", watched(0))
+	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/load?wait=10ms")
+	car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/elections/load?term=%d&wait=10ms", num(leader.Body["term"])))
+	testutil.Eventually(t, 10*time.Second, "the warm-up stream is gone", watched(0))
 	settle()
 	baseline := measureFootprint()
 	t.Logf("baseline: %s", baseline)
@@ -215,7 +204,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	const goroutineSlack = 10
 	var rounds []footprint
 	for round := 1; round <= 2; round++ {
-		cur, _ := car.must(http.StatusOK, http.MethodGet, "/v1/elections/load").Body["leader"].(map[string]any)
+		cur, _ := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/load").Body["leader"].(map[string]any)
 		term := num(cur["term"])
 		start := time.Now()
 		waiters := openMany(t, lockWaiters, func(i int) (*rawConn, error) {
@@ -242,8 +231,8 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 			}
 		}
 		defer func() { leave() }()
-		eventually(t, 60*time.Second, "1,000 lock waiters in line", func() bool {
-			return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == lockWaiters
+		testutil.Eventually(t, 60*time.Second, "1,000 lock waiters in line", func() bool {
+			return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == lockWaiters
 		})
 		peak := measureFootprint()
 		t.Logf("round %d: peak with %d lock waiters, %d election long-polls, %d session and %d election streams, opened in %s: %s",
@@ -251,7 +240,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 
 		// A change of leader answers every election long-poll and reaches every stream.
 		next := campaign(t, car, "load", fmt.Sprintf("c%d", round), "ttl=10m")
-		car.must(http.StatusNoContent, http.MethodDelete, fmt.Sprintf("/v1/elections/load/candidates/c%d?lease=%s", round-1, str(leader.Body["lease"])))
+		car.must(t, http.StatusNoContent, http.MethodDelete, fmt.Sprintf("/v1/elections/load/candidates/c%d?lease=%s", round-1, str(leader.Body["lease"])))
 		leader = next
 		changed := time.Now()
 		want := fmt.Sprintf(`"candidate":"c%d"`, round)
@@ -278,10 +267,10 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 		leave()
 		all, waiters, polls, sessions, elections = nil, nil, nil, nil, nil // the test keeps nothing of them
 		left := time.Now()
-		eventually(t, 60*time.Second, "every lock waiter's node deleted", func() bool {
-			return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == 0
+		testutil.Eventually(t, 60*time.Second, "every lock waiter's node deleted", func() bool {
+			return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == 0
 		})
-		eventually(t, 30*time.Second, "the election no longer followed", watched(0))
+		testutil.Eventually(t, 30*time.Second, "the election no longer followed", watched(0))
 		var after footprint
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -324,9 +313,9 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	if n := contenders(); len(n) != 2 {
 		t.Fatalf("contender nodes besides the holder and the leader: %v", n)
 	}
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+str(holder.Body["lease"]))
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+str(leader.Body["lease"]))
-	eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+str(holder.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+str(leader.Body["lease"]))
+	testutil.Eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
 }
 
 // readUntil reads lines until one contains s.
@@ -361,7 +350,7 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	addr := car.m.Addr()
 	sess := followEvents(t, car, "/v1/session/events")
 	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
 	const n = 1000
 	waiters := openMany(t, n, func(i int) (*rawConn, error) {
 		return openRaw(addr, "POST", fmt.Sprintf("/v1/locks/burst?wait=60s&owner=w%d", i))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -102,25 +103,25 @@ func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 	car := startSidecar(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder")
+	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder")
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
 	go func() {
 		_, err := car.do(ctx, http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter", nil)
 		waited <- err
 	}()
-	eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
 	cancel()
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiter: %v, want context.Canceled", err)
 	}
-	eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
-	st := car.must(http.StatusOK, http.MethodGet, "/v1/locks/job")
+	testutil.Eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
+	st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/job")
 	if num(st.Body["waiters"]) != 0 || num(st.Body["holder"].(map[string]any)["fencingToken"]) != num(holder.Body["fencingToken"]) {
 		t.Fatalf("after the waiter left: %s", st.Raw)
 	}
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+str(holder.Body["lease"]))
-	eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+str(holder.Body["lease"]))
+	testutil.Eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
 }
 
 // A lease that is not kept alive frees its lock within its TTL.
@@ -128,31 +129,33 @@ func TestUnrenewedLeaseFreesLockWithinTTL(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	const ttl = 2 * time.Second
-	lease := car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl="+ttl.String())
+	lease := car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl="+ttl.String())
 	id := str(lease.Body["lease"])
 	granted := time.Now()
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/report?lease="+id)
-	car.must(http.StatusConflict, http.MethodPost, "/v1/locks/report")
-	r := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/report?wait=30s&owner=next")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?lease="+id)
+	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/report")
+	r := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?wait=30s&owner=next")
 	freedAfter := time.Since(granted)
 	// The lease ends at grant + TTL; allow one second for the release to reach the waiter.
 	if freedAfter > ttl+time.Second {
 		t.Fatalf("lock freed %s after the grant, TTL %s", freedAfter, ttl)
 	}
-	car.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/report?lease="+str(r.Body["lease"]))
+	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/report?lease="+str(r.Body["lease"]))
 	t.Logf("freed %s after the grant (TTL %s)", freedAfter.Round(time.Millisecond), ttl)
 }
 
 // Closing the keepalive stream frees the lease's lock at once, and the stream
-// keeps a lease alive past its TTL while open.
+// keeps a lease alive past its TTL while open. What frees the lock is the
+// stream closing, not the TTL: a second stream on the lease (the watch) keeps
+// it from expiring meanwhile, and sees it end as revoked.
 func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	lease := car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=1s")
+	lease := car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=1s")
 	id := str(lease.Body["lease"])
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/stream-job?lease="+id)
-	st := car.openStream("/v1/leases/" + id + "/events")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/stream-job?lease="+id)
+	st := car.openStream(t, "/v1/leases/"+id+"/events")
 	first := st.next(t, 5*time.Second)
 	if first.Name != "lease" || str(first.Data["lease"]) != id {
 		t.Fatalf("first event %+v", first)
@@ -163,8 +166,12 @@ func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	}
 	// Past the 1s TTL the lease still lives, because the stream is open.
 	time.Sleep(1500 * time.Millisecond)
-	car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
 
+	watch := car.openStream(t, "/v1/leases/"+id+"/events")
+	if ev := watch.next(t, 5*time.Second); ev.Name != "lease" || str(ev.Data["lease"]) != id {
+		t.Fatalf("the watch's first event %+v", ev)
+	}
 	got := make(chan *response, 1)
 	go func() {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/stream-job?wait=30s", nil)
@@ -179,7 +186,10 @@ func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lock was not freed when the keepalive stream closed")
 	}
-	car.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	if ev := watch.next(t, 5*time.Second); ev.Name != "revoked" || str(ev.Data["lease"]) != id {
+		t.Fatalf("the lease ended with %+v, want revoked (by the stream closing)", ev)
+	}
+	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
 }
 
 // The sidecar's lock and go-zookeeper's zk.Lock on the same path exclude each other.
@@ -194,7 +204,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 	if err := lk.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(http.StatusConflict, http.MethodPost, "/v1/locks/shared")
+	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/shared")
 	if r.Body["holder"] == nil {
 		t.Fatalf("409 without the holder: %s", r.Raw)
 	}
@@ -204,7 +214,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/shared?wait=30s", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(t, 200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
 	if err := lk.Unlock(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +235,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 		t.Fatalf("zk.Lock returned (%v) while the sidecar holds the lock", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/shared?lease="+str(grant.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/shared?lease="+str(grant.Body["lease"]))
 	select {
 	case err := <-locked:
 		if err != nil {
@@ -254,15 +264,15 @@ func TestOrdersForeignContendersBySequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(http.StatusConflict, http.MethodPost, "/v1/locks/mixed")
+	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/mixed")
 	if h := r.Body["holder"].(map[string]any); str(h["owner"]) != "kazoo" {
 		t.Fatalf("holder %v, want the kazoo contender", h)
 	}
 	if err := conn.Delete(kazoo, -1); err != nil {
 		t.Fatal(err)
 	}
-	g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+str(g.Body["lease"]))
+	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+str(g.Body["lease"]))
 }
 
 // A wait longer than the implicit lease's TTL still ends in a grant: the TTL of an
@@ -270,23 +280,23 @@ func TestOrdersForeignContendersBySequence(t *testing.T) {
 func TestImplicitLeaseOutlastsLongWait(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	holder := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/long-wait")
+	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/long-wait")
 	got := make(chan *response, 1)
 	go func() {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/long-wait?ttl=1s&wait=30s", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the waiter waits", func() bool {
-		return num(car.must(http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
+	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool {
+		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
 	})
 	time.Sleep(1500 * time.Millisecond) // longer than the waiter's 1s TTL
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/long-wait?lease="+str(holder.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/long-wait?lease="+str(holder.Body["lease"]))
 	select {
 	case r := <-got:
 		if r == nil || r.Status != http.StatusCreated {
 			t.Fatalf("waiter after a wait longer than its TTL: %+v", r)
 		}
-		car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+str(r.Body["lease"]))
+		car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+str(r.Body["lease"]))
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not granted")
 	}

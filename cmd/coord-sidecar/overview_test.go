@@ -14,29 +14,29 @@ import (
 func TestListsAndEverythingStream(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
-	g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/listed?owner=me")
+	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/listed?owner=me")
 	campaign(t, car, "chosen", "c1", "ttl=60s")
 
-	locks := car.must(http.StatusOK, http.MethodGet, "/v1/locks").Body["locks"].([]any)
+	locks := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks").Body["locks"].([]any)
 	if len(locks) != 1 || str(locks[0].(map[string]any)["name"]) != "listed" {
 		t.Fatalf("GET /v1/locks: %v", locks)
 	}
-	elections := car.must(http.StatusOK, http.MethodGet, "/v1/elections").Body["elections"].([]any)
+	elections := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections").Body["elections"].([]any)
 	if len(elections) != 1 || elections[0].(map[string]any)["leader"] == nil {
 		t.Fatalf("GET /v1/elections: %v", elections)
 	}
 	for _, p := range []string{"/v1/barriers", "/v1/double-barriers", "/v1/queues", "/v1/throughput"} {
-		car.must(http.StatusOK, http.MethodGet, p)
+		car.must(t, http.StatusOK, http.MethodGet, p)
 	}
 
-	st := car.openStream("/v1/events")
+	st := car.openStream(t, "/v1/events")
 	seen := map[string]bool{}
 	for !(seen["session"] && seen["lock"] && seen["leader"]) {
 		ev := st.next(t, 5*time.Second)
 		seen[ev.Name] = true
 	}
 	// A change and a deletion reach the stream.
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/listed?lease="+str(g.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/listed?lease="+str(g.Body["lease"]))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ev := st.next(t, time.Until(deadline))
@@ -44,7 +44,7 @@ func TestListsAndEverythingStream(t *testing.T) {
 			break
 		}
 	}
-	if !strings.Contains(string(car.must(http.StatusOK, http.MethodGet, "/ui/").Raw), "<html") {
+	if !strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/ui/").Raw), "<html") {
 		t.Fatal("GET /ui/ is not the page")
 	}
 }

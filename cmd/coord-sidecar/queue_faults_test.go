@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -53,77 +54,40 @@ func TestQueueUnderFaults(t *testing.T) {
 	}
 	go func() { _ = proc.Wait() }()
 	t.Cleanup(func() { _ = proc.Process.Kill() })
-	p := &sidecar{t: t, base: "http://" + addr}
-	p.waitReady()
+	p := &sidecar{base: "http://" + addr}
+	p.waitReady(t)
 
 	const perProducer = 400
-	var (
-		mu        sync.Mutex
-		acked     = map[string]bool{}
-		taken     = map[string]int{}
-		tookAny   atomic.Int64
-		procAcked atomic.Int64
-	)
+	q := &faultyQueue{acked: map[string]bool{}, taken: map[string]int{}}
 	producers := []*sidecar{a, b, p}
 	var prodWG sync.WaitGroup
 	for i, car := range producers {
-		prodWG.Add(1)
-		go func() {
-			defer prodWG.Done()
-			for n := range perProducer {
-				item := fmt.Sprintf("p%d-%04d", i, n)
-				status, _, err := queueCall(car, 20*time.Second, http.MethodPost, "/v1/queues/faulty/items", item)
-				if err == nil && status == http.StatusCreated {
-					mu.Lock()
-					acked[item] = true
-					mu.Unlock()
-					if car == p {
-						procAcked.Add(1)
-					}
-				}
-				if err != nil && car == p {
-					return // the process was killed
-				}
-			}
-		}()
+		prodWG.Go(func() { q.produce(car, i, perProducer, car == p) })
 	}
 	stopTakers := make(chan struct{})
 	var takeWG sync.WaitGroup
-	take := func(car *sidecar) bool {
-		status, body, err := queueCall(car, 20*time.Second, http.MethodPost, "/v1/queues/faulty/take?wait=500ms", "")
-		if err == nil && status == http.StatusOK {
-			mu.Lock()
-			taken[body]++
-			mu.Unlock()
-			tookAny.Add(1)
-			return true
-		}
-		return false
-	}
 	for _, car := range []*sidecar{a, b, a, b} {
-		takeWG.Add(1)
-		go func() {
-			defer takeWG.Done()
+		takeWG.Go(func() {
 			for {
 				select {
 				case <-stopTakers:
 					return
 				default:
 				}
-				take(car)
+				q.take(car)
 			}
-		}()
+		})
 	}
 
-	eventually(t, 2*time.Minute, "100 takes", func() bool { return tookAny.Load() >= 100 })
+	testutil.Eventually(t, 2*time.Minute, "100 takes", func() bool { return q.tookAny.Load() >= 100 })
 	leader := zkc.Leader()
 	zkc.Kill(leader)
-	t.Logf("killed ZooKeeper leader node %d after %d takes", leader, tookAny.Load())
-	eventually(t, 2*time.Minute, "the process sidecar is mid-run", func() bool { return procAcked.Load() >= perProducer/3 })
+	t.Logf("killed ZooKeeper leader node %d after %d takes", leader, q.tookAny.Load())
+	testutil.Eventually(t, 2*time.Minute, "the process sidecar is mid-run", func() bool { return q.procAcked.Load() >= perProducer/3 })
 	if err := proc.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed the producing sidecar process after it acknowledged %d of its %d items", procAcked.Load(), perProducer)
+	t.Logf("killed the producing sidecar process after it acknowledged %d of its %d items", q.procAcked.Load(), perProducer)
 	zkc.Restart(leader)
 	prodWG.Wait()
 	close(stopTakers)
@@ -131,29 +95,77 @@ func TestQueueUnderFaults(t *testing.T) {
 	// Drain what is left through one sidecar.
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if !take(a) {
+		if !q.take(a) {
 			status, body, err := queueCall(a, 10*time.Second, http.MethodGet, "/v1/queues/faulty", "")
 			if err == nil && status == 200 && strings.Contains(body, `"length":0`) {
 				break
 			}
 		}
 	}
+	q.check(t)
+}
 
-	mu.Lock()
-	defer mu.Unlock()
+// faultyQueue is the record of TestQueueUnderFaults: what was acknowledged and
+// what was taken, how often.
+type faultyQueue struct {
+	mu        sync.Mutex
+	acked     map[string]bool
+	taken     map[string]int
+	tookAny   atomic.Int64
+	procAcked atomic.Int64 // acknowledged by the sidecar process that is killed
+}
+
+// produce enqueues items p<i>-<n> through car; isProc: car is the process that
+// is killed, and the first failed call ends its run.
+func (q *faultyQueue) produce(car *sidecar, i, items int, isProc bool) {
+	for n := range items {
+		item := fmt.Sprintf("p%d-%04d", i, n)
+		status, _, err := queueCall(car, 20*time.Second, http.MethodPost, "/v1/queues/faulty/items", item)
+		if err == nil && status == http.StatusCreated {
+			q.mu.Lock()
+			q.acked[item] = true
+			q.mu.Unlock()
+			if isProc {
+				q.procAcked.Add(1)
+			}
+		}
+		if err != nil && isProc {
+			return // the process was killed
+		}
+	}
+}
+
+// take takes one item through car and reports whether it got one.
+func (q *faultyQueue) take(car *sidecar) bool {
+	status, body, err := queueCall(car, 20*time.Second, http.MethodPost, "/v1/queues/faulty/take?wait=500ms", "")
+	if err == nil && status == http.StatusOK {
+		q.mu.Lock()
+		q.taken[body]++
+		q.mu.Unlock()
+		q.tookAny.Add(1)
+		return true
+	}
+	return false
+}
+
+// check fails t if an item was taken twice or an acknowledged one never.
+func (q *faultyQueue) check(t *testing.T) {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	var missing, twice []string
-	for item := range acked {
-		if taken[item] == 0 {
+	for item := range q.acked {
+		if q.taken[item] == 0 {
 			missing = append(missing, item)
 		}
 	}
-	for item, n := range taken {
+	for item, n := range q.taken {
 		if n > 1 {
 			twice = append(twice, item)
 		}
 	}
 	t.Logf("%d enqueues acknowledged, %d distinct items taken (%d not acknowledged: answers lost with the killed sidecar or the killed server)",
-		len(acked), len(taken), len(taken)-len(acked))
+		len(q.acked), len(q.taken), len(q.taken)-len(q.acked))
 	if len(twice) > 0 {
 		t.Errorf("taken twice: %v", twice)
 	}

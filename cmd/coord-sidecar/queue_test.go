@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -65,6 +65,12 @@ func quTake(ctx context.Context, car *sidecar, queue, wait string) (*response, e
 	return r, nil
 }
 
+// quTaken is an item a taker got: producer p's index-th item, at pos in the queue.
+type quTaken struct {
+	producer, index int
+	pos             quPos
+}
+
 // 4 producers and 4 takers over 2 sidecars move 2,000 items: every item is taken
 // exactly once, each producer's items come out in its order, and each taker gets
 // items in queue order.
@@ -75,10 +81,6 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	const producers, takers, perProducer = 4, 4, 500
 	const total = producers * perProducer
 
-	type taken struct {
-		producer, index int
-		pos             quPos
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	errs := make(chan error, producers+takers)
@@ -98,40 +100,11 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { produced.Wait(); close(done) }()
-	got := make([][]taken, takers)
+	got := make([][]quTaken, takers)
 	for k := range takers {
 		wg.Go(func() {
-			car := cars[(k+1)%2]
-			for {
-				r, err := quTake(ctx, car, "orders", "1s")
-				if err != nil {
-					errs <- err
-					return
-				}
-				if r == nil {
-					select {
-					case <-done: // producers finished and the queue is empty
-						if r, err = quTake(ctx, car, "orders", "0s"); err != nil || r == nil {
-							if err != nil {
-								errs <- err
-							}
-							return
-						}
-					default:
-						continue
-					}
-				}
-				var it taken
-				if _, err := fmt.Sscanf(string(r.Raw), "%d/%d", &it.producer, &it.index); err != nil {
-					errs <- fmt.Errorf("item %q: %v", r.Raw, err)
-					return
-				}
-				if ct := r.Header.Get("Content-Type"); ct != "text/plain" {
-					errs <- fmt.Errorf("item %q: Content-Type %q", r.Raw, ct)
-					return
-				}
-				it.pos = quPosOf(t, r.Header.Get("Item-Id"))
-				got[k] = append(got[k], it)
+			if err := quTakeUntilDone(ctx, t, cars[(k+1)%2], "orders", done, &got[k]); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -141,19 +114,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seen := map[[2]int]quPos{}
-	for k, items := range got {
-		for j, it := range items {
-			if j > 0 && !items[j-1].pos.before(it.pos) {
-				t.Fatalf("taker %d got %+v after %+v", k, it, items[j-1])
-			}
-			key := [2]int{it.producer, it.index}
-			if _, dup := seen[key]; dup {
-				t.Fatalf("item %v taken twice", key)
-			}
-			seen[key] = it.pos
-		}
-	}
+	seen := quCheckTakerOrder(t, got)
 	if len(seen) != total {
 		t.Fatalf("%d items taken, want %d", len(seen), total)
 	}
@@ -169,9 +130,60 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 		counts[k] = len(got[k])
 	}
 	t.Logf("items per taker: %v", counts)
-	if r := cars[0].must(http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := cars[0].must(t, http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue after the run: %s", r.Raw)
 	}
+}
+
+// quTakeUntilDone takes items of "producer/index" from queue into got until done
+// is closed and the queue is empty. It runs on a goroutine of its own: it
+// reports malformed ids with t.Errorf and everything else as its error.
+func quTakeUntilDone(ctx context.Context, t testing.TB, car *sidecar, queue string, done <-chan struct{}, got *[]quTaken) error {
+	for {
+		r, err := quTake(ctx, car, queue, "1s")
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			select {
+			case <-done: // producers finished and the queue is empty
+				if r, err = quTake(ctx, car, queue, "0s"); err != nil || r == nil {
+					return err
+				}
+			default:
+				continue
+			}
+		}
+		var it quTaken
+		if _, err := fmt.Sscanf(string(r.Raw), "%d/%d", &it.producer, &it.index); err != nil {
+			return fmt.Errorf("item %q: %v", r.Raw, err)
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "text/plain" {
+			return fmt.Errorf("item %q: Content-Type %q", r.Raw, ct)
+		}
+		it.pos = quPosOf(t, r.Header.Get("Item-Id"))
+		*got = append(*got, it)
+	}
+}
+
+// quCheckTakerOrder checks that each taker got its items in queue order and no
+// item was taken twice, and returns where each (producer, index) was.
+func quCheckTakerOrder(t *testing.T, got [][]quTaken) map[[2]int]quPos {
+	t.Helper()
+	seen := map[[2]int]quPos{}
+	for k, items := range got {
+		for j, it := range items {
+			if j > 0 && !items[j-1].pos.before(it.pos) {
+				t.Fatalf("taker %d got %+v after %+v", k, it, items[j-1])
+			}
+			key := [2]int{it.producer, it.index}
+			if _, dup := seen[key]; dup {
+				t.Fatalf("item %v taken twice", key)
+			}
+			seen[key] = it.pos
+		}
+	}
+	return seen
 }
 
 // The enqueue answer, the listing, the counts, the kept content type, and the
@@ -188,31 +200,30 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(http.StatusOK, "GET", "/v1/queues/mail")
+	r := car.must(t, http.StatusOK, "GET", "/v1/queues/mail")
 	if num(r.Body["length"]) != 2 || num(r.Body["claimed"]) != 0 || str(r.Body["name"]) != "mail" {
 		t.Fatalf("GET queue: %s", r.Raw)
 	}
-	r = car.must(http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
+	r = car.must(t, http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
 	items := r.Body["items"].([]any)
 	if len(items) != 2 {
 		t.Fatalf("items: %s", r.Raw)
 	}
 	first, second := items[0].(map[string]any), items[1].(map[string]any)
-	if str(first["id"]) != high || num(first["priority"]) != 0 || num(first["size"]) != 6 ||
-		str(second["id"]) != low || num(second["priority"]) != 9 || num(second["size"]) != 7 {
+	if !quListed(first, high, 0, 6) || !quListed(second, low, 9, 7) {
 		t.Fatalf("items in take order: %s (ids %s, %s)", r.Raw, high, low)
 	}
 	t1, _ := quTake(ctx, car, "mail", "0s")
 	t2, _ := quTake(ctx, car, "mail", "0s")
-	if t1 == nil || string(t1.Raw) != "urgent" || t1.Header.Get("Item-Id") != high || t1.Header.Get("Content-Type") != "application/octet-stream" {
+	if !quIsItem(t1, "urgent", high, "application/octet-stream") {
 		t.Fatalf("first take: %+v", t1)
 	}
-	if t2 == nil || string(t2.Raw) != `{"n":1}` || t2.Header.Get("Item-Id") != low || t2.Header.Get("Content-Type") != "application/json" {
+	if !quIsItem(t2, `{"n":1}`, low, "application/json") {
 		t.Fatalf("second take: %+v", t2)
 	}
-	car.must(http.StatusNoContent, "POST", "/v1/queues/mail/take")
+	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take")
 	start := time.Now()
-	car.must(http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
+	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
 	if time.Since(start) < 300*time.Millisecond {
 		t.Fatal("take?wait=300ms answered before the wait")
 	}
@@ -223,6 +234,18 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if r, err := quTake(ctx, car, "mail", "0s"); err != nil || r == nil || len(r.Raw) != 0 {
 		t.Fatalf("empty item: %+v %v", r, err)
 	}
+}
+
+// quListed reports whether an entry of an item listing has the given id,
+// priority and size.
+func quListed(entry map[string]any, id string, priority, size int64) bool {
+	return str(entry["id"]) == id && num(entry["priority"]) == priority && num(entry["size"]) == size
+}
+
+// quIsItem reports whether a take's answer is the item id with the given data
+// and Content-Type.
+func quIsItem(r *response, data, id, contentType string) bool {
+	return r != nil && string(r.Raw) == data && r.Header.Get("Item-Id") == id && r.Header.Get("Content-Type") == contentType
 }
 
 // Oversized items (413), bad priorities and other bad input (400) change nothing
@@ -236,7 +259,7 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 	if _, err := quEnqueue(ctx, car, "q", "", "text/plain", []byte("keep")); err != nil {
 		t.Fatal(err)
 	}
-	before := zktest.Dump(t, conn, root)
+	before := zktest.Snapshot(t, conn, root)
 	cases := []struct {
 		name, method, path string
 		body               []byte
@@ -268,10 +291,10 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 			brProblem(t, r, c.status, c.problem)
 		})
 	}
-	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
-		t.Fatalf("the ZooKeeper tree changed:\nbefore %v\nafter  %v", before, after)
+	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
+		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
-	r := car.must(http.StatusOK, "GET", "/v1/queues/q")
+	r := car.must(t, http.StatusOK, "GET", "/v1/queues/q")
 	if num(r.Body["length"]) != 1 {
 		t.Fatalf("queue after bad input: %s", r.Raw)
 	}
@@ -320,9 +343,9 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(acked.Raw) != "second" {
 		t.Fatalf("second claim: %q", acked.Raw)
 	}
-	a.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	a.must(http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	if r := b.must(http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 1 || num(r.Body["claimed"]) != 1 {
+	a.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	if r := b.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 1 || num(r.Body["claimed"]) != 1 {
 		t.Fatalf("queue with one claim out: %s", r.Raw)
 	}
 	// Claims and takes on the other sidecar skip the claimed item.
@@ -330,10 +353,10 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(released.Raw) != "third" {
 		t.Fatalf("claim on b: %q", released.Raw)
 	}
-	b.must(http.StatusNoContent, "POST", "/v1/queues/jobs/take")
+	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/take")
 	// Released: first in line again, at once, on the sidecar that held it.
-	b.must(http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
-	b.must(http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.must(t, http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
 	again := quClaim(t, b, "jobs", "?ttl=30s&wait=0s")
 	if again == nil || string(again.Raw) != "third" || again.Header.Get("Item-Id") != released.Header.Get("Item-Id") {
 		t.Fatalf("claim after release: %+v", again)
@@ -347,19 +370,19 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 		t.Fatalf("redelivered %s after the claim, TTL %s", after, ttl)
 	}
 	t.Logf("unacked claim redelivered %s after it was made (TTL %s)", time.Since(claimedAt).Round(time.Millisecond), ttl)
-	a.must(http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
-	b.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
-	b.must(http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
+	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
+	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
+	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
 	// Nothing comes back: the acked items are gone for good.
 	if r := quClaim(t, a, "jobs", "?ttl=30s&wait=2s"); r != nil {
 		t.Fatalf("an acked item came back: %q", r.Raw)
 	}
-	if r := a.must(http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := a.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
-	eventually(t, 5*time.Second, "implicit leases ended", func() bool {
-		return num(a.must(200, "GET", "/v1/session").Body["leases"]) == 0 &&
-			num(b.must(200, "GET", "/v1/session").Body["leases"]) == 0
+	testutil.Eventually(t, 5*time.Second, "implicit leases ended", func() bool {
+		return num(a.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0 &&
+			num(b.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 }
 
@@ -385,7 +408,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease := str(doomed.must(http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
+	lease := str(doomed.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
 	claimed := map[string]bool{}
 	for range 3 {
 		r := quClaim(t, doomed, "work", "?lease="+lease)
@@ -424,7 +447,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 		got[v] = true
 	}
 	t.Logf("the dead sidecar's claimed items were delivered again %s after it was cut off (session timeout 2s)", firstBack.Round(time.Millisecond))
-	if r := survivor.must(http.StatusOK, "GET", "/v1/queues/work"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := survivor.must(t, http.StatusOK, "GET", "/v1/queues/work"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
 }
@@ -442,16 +465,16 @@ func TestWaitingClaimLeavesNothingBehind(t *testing.T) {
 		_, err := car.do(ctx, "POST", "/v1/queues/idle/claims?wait=30s", nil)
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
-		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 1
+	testutil.Eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
+		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 1
 	})
-	before := zktest.Dump(t, conn, root)
+	before := zktest.Snapshot(t, conn, root)
 	cancel()
 	<-done
-	eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
-		return num(car.must(200, "GET", "/v1/session").Body["leases"]) == 0
+	testutil.Eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
+		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
-	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
-		t.Fatalf("the tree changed: %v -> %v", before, after)
+	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
+		t.Fatalf("the tree changed:\n%s", d)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -24,21 +25,21 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "1s")
 	other := startSidecar(t, zkc.Servers(), root)
 
-	lease := str(cut.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	g := cut.must(http.StatusCreated, http.MethodPost, "/v1/locks/fenced?owner=cut-off&lease="+lease)
-	st := cut.openStream("/v1/leases/" + lease + "/events")
+	lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/fenced?owner=cut-off&lease="+lease)
+	st := cut.openStream(t, "/v1/leases/"+lease+"/events")
 	if ev := st.next(t, 5*time.Second); ev.Name != "lease" {
 		t.Fatalf("first event %+v", ev)
 	}
-	sess := cut.openStream("/v1/session/events")
+	sess := cut.openStream(t, "/v1/session/events")
 	sess.next(t, 5*time.Second)
 	got := make(chan *response, 1)
 	go func() {
 		r, _ := other.do(context.Background(), http.MethodPost, "/v1/locks/fenced?wait=60s&owner=survivor", nil)
 		got <- r
 	}()
-	eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-		return num(other.must(200, "GET", "/v1/locks/fenced").Body["waiters"]) == 1
+	testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
+		return num(other.must(t, 200, "GET", "/v1/locks/fenced").Body["waiters"]) == 1
 	})
 
 	proxy.Cut()
@@ -68,8 +69,8 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 
 	// Once the network is back the cut sidecar gets a new session and serves again.
 	proxy.Restore()
-	cut.waitReady()
-	s := cut.must(http.StatusOK, http.MethodGet, "/v1/session")
+	cut.waitReady(t)
+	s := cut.must(t, http.StatusOK, http.MethodGet, "/v1/session")
 	if str(s.Body["state"]) != "connected" {
 		t.Fatalf("session after restore: %s", s.Raw)
 	}
@@ -87,13 +88,13 @@ func TestShortCutSuspendsThenReconnects(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
 	car := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "6s")
-	sess := car.openStream("/v1/session/events")
+	sess := car.openStream(t, "/v1/session/events")
 	if ev := sess.next(t, 5*time.Second); ev.Name != "session" || str(ev.Data["state"]) != "connected" {
 		t.Fatalf("first session event %+v", ev)
 	}
-	before := str(car.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	before := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	g := campaign(t, car, "cut", "c1", "ttl=60s")
-	elec := &leaderFollower{st: car.openStream("/v1/elections/cut/events")}
+	elec := &leaderFollower{st: car.openStream(t, "/v1/elections/cut/events")}
 	term := elec.await(t, "c1", 0, 5*time.Second)
 
 	proxy.Cut()
@@ -115,9 +116,9 @@ func TestShortCutSuspendsThenReconnects(t *testing.T) {
 	if got := elec.await(t, "c1", term-1, 10*time.Second); got != term {
 		t.Fatalf("term after reconnect %d, want the same %d", got, term)
 	}
-	after := str(car.must(http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	after := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	if after != before {
 		t.Fatalf("session changed from %s to %s", before, after)
 	}
-	car.must(http.StatusOK, http.MethodGet, "/v1/leases/"+str(g.Body["lease"]))
+	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+str(g.Body["lease"]))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -53,19 +54,19 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	car := &sidecar{t: t, base: "http://" + addr}
-	car.waitReady()
+	car := &sidecar{base: "http://" + addr}
+	car.waitReady(t)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
-	st := car.openStream("/v1/leases/" + lease + "/events")
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
+	st := car.openStream(t, "/v1/leases/"+lease+"/events")
 	st.next(t, 5*time.Second)
 	waiter := make(chan *response, 1)
 	go func() {
 		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
 		waiter <- r
 	}()
-	eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -76,15 +76,16 @@ func decodeTP(t testing.TB, raw []byte) tpGroup {
 	return g
 }
 
-// send makes a request with a JSON body and fails the test unless the status is want.
-func (s *sidecar) send(want int, method, path, body string) *response {
-	s.t.Helper()
+// send makes a request with a JSON body and fails t (from t's goroutine only)
+// unless the status is want.
+func (s *sidecar) send(t testing.TB, want int, method, path, body string) *response {
+	t.Helper()
 	r, err := s.do(context.Background(), method, path, strings.NewReader(body), "Content-Type", "application/json")
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if r.Status != want {
-		s.t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.Status, want, r.Raw)
+		t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.Status, want, r.Raw)
 	}
 	return r
 }
@@ -98,8 +99,8 @@ type tpFollower struct {
 	leaders     []string
 }
 
-func followTP(car *sidecar, group string) *tpFollower {
-	return &tpFollower{st: car.openStream("/v1/throughput/" + group + "/events"), lastVersion: -1, lastLeader: -1}
+func followTP(t testing.TB, car *sidecar, group string) *tpFollower {
+	return &tpFollower{st: car.openStream(t, "/v1/throughput/"+group+"/events"), lastVersion: -1, lastLeader: -1}
 }
 
 // await reads events until an allocation whose summary is want arrives.
@@ -153,8 +154,8 @@ type tpMembership struct {
 // joinTP makes a lease of its own on car and joins id to group under it.
 func joinTP(t *testing.T, car *sidecar, group, id, query string) tpMembership {
 	t.Helper()
-	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	r := car.must(http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=%s&lease=%s&%s", group, id, lease, query))
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	r := car.must(t, http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=%s&lease=%s&%s", group, id, lease, query))
 	if str(r.Body["id"]) != id || str(r.Body["group"]) != group || str(r.Body["lease"]) != lease {
 		t.Fatalf("join answer %s", r.Raw)
 	}
@@ -165,13 +166,13 @@ func joinTP(t *testing.T, car *sidecar, group, id, query string) tpMembership {
 func awaitShare(t *testing.T, car *sidecar, group, id string, want int64, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	r := car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group+"/members/"+id)
+	r := car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group+"/members/"+id)
 	for num(r.Body["share"]) != want {
 		left := time.Until(deadline)
 		if left <= 0 {
 			t.Fatalf("member %s: share %d, want %d (%s)", id, num(r.Body["share"]), want, r.Raw)
 		}
-		r = car.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/%s/members/%s?version=%d&wait=%dms",
+		r = car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/%s/members/%s?version=%d&wait=%dms",
 			group, id, num(r.Body["version"]), left.Milliseconds()+1))
 	}
 }
@@ -195,7 +196,7 @@ func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower
 		awaitShare(t, m.car, group, id, shares[id], 10*time.Second)
 	}
 	for _, car := range cars {
-		g := decodeTP(t, car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+		g := decodeTP(t, car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
 		if err := g.check(); err != nil || g.summary() != want {
 			t.Fatalf("%s: GET on %s: %s (%v), want %s", step, car.base, g.summary(), err, want)
 		}
@@ -213,11 +214,11 @@ func TestThroughputScenario(t *testing.T) {
 	a := startSidecar(t, zkc.Servers(), root)
 	b := startSidecar(t, zkc.Servers(), root)
 	const g = "api-calls"
-	subs := []*tpFollower{followTP(a, g), followTP(b, g)}
+	subs := []*tpFollower{followTP(t, a, g), followTP(t, b, g)}
 	for _, s := range subs {
 		s.await(t, "0:", 10*time.Second) // a group nobody made yet
 	}
-	r := a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+	r := a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 	if got := decodeTP(t, r.Raw); got.Limit != 1000 || got.Leader != nil || len(got.Members) != 0 {
 		t.Fatalf("PUT limit answered %s", r.Raw)
 	}
@@ -225,7 +226,7 @@ func TestThroughputScenario(t *testing.T) {
 	step := func(name, want string) { checkStep(t, name, want, g, subs, members, a, b) }
 	revoke := func(id string) {
 		m := members[id]
-		m.car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m.lease)
+		m.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m.lease)
 		delete(members, id)
 	}
 	step("limit set", "1000:")
@@ -242,7 +243,7 @@ func TestThroughputScenario(t *testing.T) {
 	step("m1's lease revoked", "1000: m2*=334 m3=333 m4=333")
 	revoke("m4")
 	step("m4's lease revoked", "1000: m2*=500 m3=500")
-	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":500}`)
+	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":500}`)
 	step("limit set to 500", "500: m2*=250 m3=250")
 	members["m5"] = joinTP(t, b, g, "m5", "")
 	step("m5 joins", "500: m2*=167 m3=167 m5=166")
@@ -280,17 +281,17 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 	}
 	go func() { _ = cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	p := &sidecar{t: t, base: "http://" + addr}
-	p.waitReady()
+	p := &sidecar{base: "http://" + addr}
+	p.waitReady(t)
 
 	const g = "killed"
-	subs := []*tpFollower{followTP(a, g), followTP(b, g)}
-	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":900}`)
+	subs := []*tpFollower{followTP(t, a, g), followTP(t, b, g)}
+	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":900}`)
 	members := map[string]tpMembership{"m1": joinTP(t, p, g, "m1", "")}
 	members["m2"] = joinTP(t, a, g, "m2", "")
 	members["m3"] = joinTP(t, b, g, "m3", "")
 	checkStep(t, "three members", "900: m1*=300 m2=300 m3=300", g, subs, members, a, b)
-	if m := string(p.must(http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+	if m := string(p.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
 		t.Fatal("the leader's sidecar does not report coord_throughput_groups_led 1")
 	}
 
@@ -311,7 +312,7 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 	}
 	t.Logf("m2 took over and recomputed %s after SIGKILL", took.Round(time.Millisecond))
 	checkStep(t, "after the kill", "900: m2*=450 m3=450", g, nil, members, a, b)
-	if m := string(a.must(http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+	if m := string(a.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
 		t.Fatal("the new leader's sidecar does not report coord_throughput_groups_led 1")
 	}
 }
@@ -325,13 +326,13 @@ func TestThroughputWeightsAndDemands(t *testing.T) {
 
 	t.Run("weights 1:3", func(t *testing.T) {
 		const g = "weights"
-		subs := []*tpFollower{followTP(a, g)}
-		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		subs := []*tpFollower{followTP(t, a, g)}
+		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 		members := map[string]tpMembership{"w1": joinTP(t, a, g, "w1", "weight=1")}
 		members["w3"] = joinTP(t, b, g, "w3", "weight=3")
 		checkStep(t, "weights 1:3", "1000: w1*=250 w3=750", g, subs, members, a, b)
 		// Reweighing through PUT keeps the demand unlimited.
-		r := b.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/w3?lease="+members["w3"].lease, `{"weight":1}`)
+		r := b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/w3?lease="+members["w3"].lease, `{"weight":1}`)
 		if num(r.Body["share"]) != 500 {
 			t.Fatalf("PUT weight answered %s", r.Raw)
 		}
@@ -339,12 +340,12 @@ func TestThroughputWeightsAndDemands(t *testing.T) {
 	})
 	t.Run("demands 100 and unlimited", func(t *testing.T) {
 		const g = "demands"
-		subs := []*tpFollower{followTP(b, g)}
-		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		subs := []*tpFollower{followTP(t, b, g)}
+		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 		members := map[string]tpMembership{"d1": joinTP(t, a, g, "d1", "")}
 		members["d2"] = joinTP(t, b, g, "d2", "")
 		checkStep(t, "no demands", "1000: d1*=500 d2=500", g, subs, members, a, b)
-		r := a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":100}`)
+		r := a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":100}`)
 		if num(r.Body["share"]) != 100 {
 			t.Fatalf("PUT demand answered %s", r.Raw)
 		}
@@ -354,17 +355,17 @@ func TestThroughputWeightsAndDemands(t *testing.T) {
 			t.Fatalf("demands shown: %+v", got.Members)
 		}
 		// Demands of 100 and 300 leave a surplus of 600, spread by weight.
-		b.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d2?lease="+members["d2"].lease, `{"demand":300}`)
+		b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d2?lease="+members["d2"].lease, `{"demand":300}`)
 		checkStep(t, "demands 100+300", "1000: d1*=400 d2=600", g, subs, members, a, b)
 		// Demand null is unlimited again.
-		a.send(http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":null}`)
+		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":null}`)
 		checkStep(t, "d1 unlimited", "1000: d1*=700 d2=300", g, subs, members, a, b)
 	})
 }
 
 func checkAndGet(t *testing.T, car *sidecar, group string) tpGroup {
 	t.Helper()
-	g := decodeTP(t, car.must(http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+	g := decodeTP(t, car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
 	if err := g.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -376,8 +377,8 @@ func checkAndGet(t *testing.T, car *sidecar, group string) tpGroup {
 func TestThroughputLongPoll(t *testing.T) {
 	zkc := zktest.Shared(t)
 	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	a.send(http.StatusOK, http.MethodPut, "/v1/throughput/lp", `{"limit":10}`)
-	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m1&ttl=60s")
+	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/lp", `{"limit":10}`)
+	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m1&ttl=60s")
 	if num(r.Body["share"]) != 10 || str(r.Body["lease"]) == "" {
 		t.Fatalf("join answered %s", r.Raw)
 	}
@@ -387,7 +388,7 @@ func TestThroughputLongPoll(t *testing.T) {
 		r, _ := a.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=30s", v), nil)
 		polled <- r
 	}()
-	a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m2&ttl=60s")
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m2&ttl=60s")
 	select {
 	case r := <-polled:
 		if r == nil || r.Status != http.StatusOK || num(r.Body["share"]) != 5 || num(r.Body["version"]) <= v {
@@ -398,7 +399,7 @@ func TestThroughputLongPoll(t *testing.T) {
 		t.Fatal("the long-poll did not answer on a new allocation")
 	}
 	start := time.Now()
-	r = a.must(http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=300ms", v))
+	r = a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=300ms", v))
 	if num(r.Body["version"]) != v || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("unchanged long-poll answered %s after %s", r.Raw, time.Since(start))
 	}
@@ -409,12 +410,12 @@ func TestThroughputLongPoll(t *testing.T) {
 func TestThroughputImplicitLease(t *testing.T) {
 	zkc := zktest.Shared(t)
 	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/il/members?id=m1&ttl=60s")
+	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/il/members?id=m1&ttl=60s")
 	lease := str(r.Body["lease"])
-	a.must(http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
-	a.must(http.StatusNoContent, http.MethodDelete, "/v1/throughput/il/members/m1?lease="+lease)
-	a.must(http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
-	a.must(http.StatusNotFound, http.MethodGet, "/v1/throughput/il/members/m1")
+	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/il/members/m1?lease="+lease)
+	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/il/members/m1")
 }
 
 // Bad input answers 400, unknown members 404, a second member with an id 409.
@@ -438,7 +439,7 @@ func TestThroughputBadInput(t *testing.T) {
 		{http.MethodDelete, "/v1/throughput/g/members/nobody?lease=nosuchlease", ``, 404, "lease-not-found"},
 		{http.MethodPut, "/v1/throughput/g/members/nobody?lease=nosuchlease", `{"weight":1}`, 404, "lease-not-found"},
 	} {
-		r := a.send(c.status, c.method, c.path, c.body)
+		r := a.send(t, c.status, c.method, c.path, c.body)
 		if !strings.HasSuffix(str(r.Body["type"]), "/"+c.problem) {
 			t.Errorf("%s %s %s: %s, want problem %s", c.method, c.path, c.body, r.Raw, c.problem)
 		}
@@ -447,26 +448,26 @@ func TestThroughputBadInput(t *testing.T) {
 		t.Fatalf("%d implicit leases left behind by refused joins", n)
 	}
 	m1 := joinTP(t, a, "g", "m1", "")
-	other := str(a.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	other := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	for _, q := range []string{"lease=" + m1.lease, "lease=" + other, "ttl=10s"} {
-		r := a.must(http.StatusConflict, http.MethodPost, "/v1/throughput/g/members?id=m1&"+q)
+		r := a.must(t, http.StatusConflict, http.MethodPost, "/v1/throughput/g/members?id=m1&"+q)
 		if !strings.HasSuffix(str(r.Body["type"]), "/member-exists") {
 			t.Fatalf("second m1 (%s): %s", q, r.Raw)
 		}
 	}
 	// Another lease does not hold m1.
-	a.send(http.StatusNotFound, http.MethodPut, "/v1/throughput/g/members/m1?lease="+other, `{"weight":2}`)
-	a.must(http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+other)
-	a.send(http.StatusBadRequest, http.MethodPut, "/v1/throughput/g/members/m1?lease="+m1.lease, `{"demand":-5}`)
-	a.must(http.StatusNoContent, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
-	a.must(http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
-	a.must(http.StatusNotFound, http.MethodGet, "/v1/throughput/g/members/m1")
+	a.send(t, http.StatusNotFound, http.MethodPut, "/v1/throughput/g/members/m1?lease="+other, `{"weight":2}`)
+	a.must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+other)
+	a.send(t, http.StatusBadRequest, http.MethodPut, "/v1/throughput/g/members/m1?lease="+m1.lease, `{"demand":-5}`)
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/g/members/m1")
 	// The group stays with its limit and no member; it has no limit: shares of 0.
 	g := checkAndGet(t, a, "g")
 	if g.Limit != 0 || g.Leader != nil || len(g.Members) != 0 || g.Version == 0 {
 		t.Fatalf("group after the last member left: %+v", g)
 	}
-	r := a.must(http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&ttl=60s")
+	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&ttl=60s")
 	if num(r.Body["share"]) != 0 {
 		t.Fatalf("share in a group without a limit: %s", r.Raw)
 	}

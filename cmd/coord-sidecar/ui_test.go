@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -52,13 +53,13 @@ func TestStatusPage(t *testing.T) {
 	var lockShown []time.Duration
 	for i := range 3 {
 		start := time.Now()
-		g := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
+		g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
 		token := fmt.Sprint(num(g.Body["fencingToken"]))
 		page.await(t, 5*time.Second, "lock x held by ui-test with token "+token,
 			uiField("lock", "x", "owner")+` === "ui-test" && `+uiField("lock", "x", "token")+` === "`+token+`"`)
 		lockShown = append(lockShown, time.Since(start))
 		if i < 2 { // released: the page shows x free or gone
-			car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+str(g.Body["lease"]))
+			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+str(g.Body["lease"]))
 			page.await(t, 5*time.Second, "lock x released", `(`+uiField("lock", "x", "token")+` ?? "—") === "—"`)
 		}
 	}
@@ -79,7 +80,7 @@ func TestStatusPage(t *testing.T) {
 				[...r.querySelectorAll("li[data-candidate]")].map(li => li.dataset.candidate).join() === "`+leader+","+next+`";
 		})()`)
 		start := time.Now()
-		car.must(http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
+		car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
 		page.await(t, 5*time.Second, next+" leads primary", `(() => {
 			const r = document.querySelector('[data-election="primary"]');
 			return !!r && r.querySelector('[data-field="leader"]').dataset.leader === "`+next+`" &&
@@ -93,7 +94,7 @@ func TestStatusPage(t *testing.T) {
 
 	// A realistic picture: a second lock with a waiter, an election with three
 	// candidates, a throughput group, a queue with a claimed item, barriers.
-	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
 	waitCtx, cancelWait := context.WithCancel(context.Background())
 	waiterDone := make(chan struct{})
 	t.Cleanup(func() { cancelWait(); <-waiterDone })
@@ -109,7 +110,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("PUT /v1/throughput/api-egress: %v %+v", err, r)
 	}
 	for _, m := range []struct{ id, weight string }{{"m1", "1"}, {"m2", "1"}, {"m3", "2"}} {
-		car.must(http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
 	}
 	for i := range 4 {
 		r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/jobs/items", strings.NewReader(fmt.Sprintf(`{"job":%d}`, i)), "Content-Type", "application/json")
@@ -117,11 +118,11 @@ func TestStatusPage(t *testing.T) {
 			t.Fatalf("enqueue: %v %+v", err, r)
 		}
 	}
-	car.must(http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
-	car.must(http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
-	car.must(http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
+	car.must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
+	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
+	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
 	for _, id := range []string{"w1", "w2"} {
-		car.must(http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
+		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
@@ -143,7 +144,7 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("m3's bar fills %v%% of its track, want 50", w)
 	}
 	// A deletion: the lowered barrier leaves the page.
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
 	page.await(t, 5*time.Second, "the lowered barrier gone", `document.querySelector('[data-barrier="maintenance"]') === null && document.querySelector('[data-barrier="deploy-freeze"]') !== null`)
 
 	if p := page.problems(false); len(p) > 0 {
@@ -251,8 +252,8 @@ func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecar
 	var once sync.Once
 	stop := func() { once.Do(func() { _ = m.Close() }) }
 	t.Cleanup(stop)
-	car := &sidecar{t: t, m: m, base: "http://" + m.Addr()}
-	car.waitReady()
+	car := &sidecar{m: m, base: "http://" + m.Addr()}
+	car.waitReady(t)
 	return car, stop
 }
 
@@ -283,6 +284,28 @@ type cdpReply struct {
 // startUIBrowser starts Chromium with a page and connects to it; Chromium is
 // killed and its profile removed in Cleanup.
 func startUIBrowser(t *testing.T) *uiPage {
+	t.Helper()
+	pageWS := uiPageTarget(t, startChromium(t))
+	ws, err := wsDial(pageWS)
+	if err != nil {
+		t.Fatalf("DevTools websocket %s: %v", pageWS, err)
+	}
+	p := &uiPage{ws: ws, pending: map[int64]chan cdpReply{}, done: make(chan struct{})}
+	go p.readLoop()
+	t.Cleanup(func() {
+		_ = ws.close()
+		<-p.done
+	})
+	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
+		p.call(t, m, nil)
+	}
+	return p
+}
+
+// startChromium starts a headless Chromium on about:blank and returns its
+// DevTools address; Chromium (with its helpers) is killed and its profile
+// removed in Cleanup.
+func startChromium(t *testing.T) (browserWS string) {
 	t.Helper()
 	if _, err := os.Stat(uiChromium); err != nil {
 		t.Fatalf("the status page test needs Debian's chromium package (%v): apt-get install chromium (make test installs it), or run with -short to skip", err)
@@ -342,7 +365,6 @@ func startUIBrowser(t *testing.T) *uiPage {
 		defer tailMu.Unlock()
 		return strings.Join(tail, "\n")
 	}
-	var browserWS string
 	select {
 	case browserWS = <-listening:
 	case <-exited:
@@ -350,14 +372,18 @@ func startUIBrowser(t *testing.T) *uiPage {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("chromium did not print its DevTools address within 20s:\n%s", stderrTail())
 	}
+	return browserWS
+}
 
-	// The page target started with about:blank.
+// uiPageTarget returns the DevTools websocket address of the page target (the
+// one started with about:blank) of the Chromium at browserWS.
+func uiPageTarget(t *testing.T, browserWS string) (pageWS string) {
+	t.Helper()
 	u, err := url.Parse(browserWS)
 	if err != nil {
 		t.Fatalf("DevTools address %q: %v", browserWS, err)
 	}
-	var pageWS string
-	eventually(t, 10*time.Second, "chromium lists its page target", func() bool {
+	testutil.Eventually(t, 10*time.Second, "chromium lists its page target", func() bool {
 		resp, err := http.Get("http://" + u.Host + "/json/list")
 		if err != nil {
 			return false
@@ -375,20 +401,7 @@ func startUIBrowser(t *testing.T) *uiPage {
 		}
 		return false
 	})
-	ws, err := wsDial(pageWS)
-	if err != nil {
-		t.Fatalf("DevTools websocket %s: %v", pageWS, err)
-	}
-	p := &uiPage{ws: ws, pending: map[int64]chan cdpReply{}, done: make(chan struct{})}
-	go p.readLoop()
-	t.Cleanup(func() {
-		_ = ws.close()
-		<-p.done
-	})
-	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable"} {
-		p.call(t, m, nil)
-	}
-	return p
+	return pageWS
 }
 
 // readLoop hands answers to their callers and records the page's errors.

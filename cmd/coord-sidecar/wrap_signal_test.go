@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -106,9 +107,9 @@ func (w *runningWrapper) wait(t *testing.T, since time.Time, want int, within ti
 }
 
 // candidates returns the ids enrolled in an election, in line order.
-func candidates(c *sidecar, election string) []string {
+func candidates(t testing.TB, c *sidecar, election string) []string {
 	var ids []string
-	body := c.must(http.StatusOK, http.MethodGet, "/v1/elections/"+election).Body
+	body := c.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election).Body
 	list, _ := body["candidates"].([]any)
 	for _, x := range list {
 		m, _ := x.(map[string]any)
@@ -130,7 +131,7 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 			name := mode + "-" + map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT"}[sig]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				c := car.exampleCar(t)
+				c := car
 				dir := t.TempDir()
 				args := []string{"lock", name, "--grace", "60s", "--"}
 				switch mode {
@@ -140,13 +141,13 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 					args = []string{"elect", name, "--id", "me", "--requeue", "--grace", "60s", "--"}
 				}
 				w := startWrapper(t, bin, car.m.Addr(), append(args, signalChild(dir, false)...)...)
-				eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
+				testutil.Eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
 				pid := childPIDs(t, dir)[0]
 				if mode == "lock" {
-					if c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"] == nil {
+					if c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"] == nil {
 						t.Fatal("the command runs but the lock has no holder")
 					}
-				} else if ids := candidates(c, name); len(ids) != 1 || ids[0] != "me" {
+				} else if ids := candidates(t, c, name); len(ids) != 1 || ids[0] != "me" {
 					t.Fatalf("the command runs; candidates %q, want [me]", ids)
 				}
 
@@ -163,13 +164,13 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 					t.Fatalf("the command ran %d times, want once (no new turn after the signal)", len(pids))
 				}
 				if mode == "lock" {
-					st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+name)
+					st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
 					if st.Body["holder"] != nil || num(st.Body["waiters"]) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want the lock free", st.Raw)
 					}
 				} else {
-					r := c.must(http.StatusOK, http.MethodGet, "/v1/elections/"+name)
-					if r.Body["leader"] != nil || len(candidates(c, name)) != 0 {
+					r := c.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+name)
+					if r.Body["leader"] != nil || len(candidates(t, c, name)) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want no leader and no candidate", r.Raw)
 					}
 				}
@@ -190,12 +191,12 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 			name := "waiting-" + mode + "-" + strconv.Itoa(int(sig))
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				c := car.exampleCar(t)
+				c := car
 				dir := t.TempDir()
 				var args []string
 				switch mode {
 				case "lock":
-					c.must(http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?owner=test&ttl=60s")
+					c.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?owner=test&ttl=60s")
 					args = []string{"lock", name, "--wait", "5m", "--"}
 				case "elect":
 					campaign(t, c, name, "first", "ttl=60s")
@@ -206,23 +207,23 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 				}
 				w := startWrapper(t, bin, car.m.Addr(), append(args, signalChild(dir, false)...)...)
 				if mode == "lock" {
-					eventually(t, 10*time.Second, "the wrapper waits", func() bool {
-						return num(c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["waiters"]) == 1
+					testutil.Eventually(t, 10*time.Second, "the wrapper waits", func() bool {
+						return num(c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["waiters"]) == 1
 					})
 				} else {
-					eventually(t, 10*time.Second, "the wrapper campaigns", func() bool { return len(candidates(c, name)) == 2 })
+					testutil.Eventually(t, 10*time.Second, "the wrapper campaigns", func() bool { return len(candidates(t, c, name)) == 2 })
 				}
 				w.signal(t, sig, 128+int(sig), 10*time.Second)
 				if pids := childPIDs(t, dir); len(pids) != 0 {
 					t.Fatalf("the command ran (%v) though the signal came first", pids)
 				}
 				if mode == "lock" {
-					st := c.must(http.StatusOK, http.MethodGet, "/v1/locks/"+name)
+					st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
 					holder, _ := st.Body["holder"].(map[string]any)
 					if holder == nil || str(holder["owner"]) != "test" || num(st.Body["waiters"]) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want the test's hold and no waiter", st.Raw)
 					}
-				} else if ids := candidates(c, name); len(ids) != 1 || ids[0] != "first" {
+				} else if ids := candidates(t, c, name); len(ids) != 1 || ids[0] != "first" {
 					t.Fatalf("right after the wrapper exited: candidates %q, want [first]", ids)
 				}
 			})
@@ -238,7 +239,7 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	dir := t.TempDir()
 	w := startWrapper(t, bin, car.m.Addr(), append([]string{"lock", "stubborn", "--grace", "500ms", "--"}, signalChild(dir, true)...)...)
-	eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
 	took := w.signal(t, syscall.SIGTERM, 143, 10*time.Second)
 	if took < 500*time.Millisecond {
 		t.Fatalf("exited %s after SIGTERM, before --grace 500ms", took)
@@ -246,7 +247,7 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 	if pid := childPIDs(t, dir)[0]; alive(pid) {
 		t.Fatalf("the command (pid %d) outlives the wrapper", pid)
 	}
-	if st := car.must(http.StatusOK, http.MethodGet, "/v1/locks/stubborn"); st.Body["holder"] != nil {
+	if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/stubborn"); st.Body["holder"] != nil {
 		t.Fatalf("after the wrapper: %s, want the lock free", st.Raw)
 	}
 }
@@ -260,18 +261,18 @@ func TestElectWrapperRequeueTakesTurns(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	w := startWrapper(t, bin, car.m.Addr(), "elect", "turns", "--id", "me", "--requeue", "--", "sh", "-c", "echo $COORD_TERM >> "+runs)
-	eventually(t, 10*time.Second, "three turns", func() bool {
+	testutil.Eventually(t, 10*time.Second, "three turns", func() bool {
 		raw, _ := os.ReadFile(runs)
 		return len(strings.Fields(string(raw))) >= 3
 	})
 	w.signal(t, syscall.SIGTERM, 143, 10*time.Second)
-	if ids := candidates(car, "turns"); len(ids) != 0 {
+	if ids := candidates(t, car, "turns"); len(ids) != 0 {
 		t.Fatalf("after SIGTERM: candidates %q, want none", ids)
 	}
 
 	once := startWrapper(t, bin, car.m.Addr(), "elect", "once", "--id", "me", "--", "sh", "-c", "exit 7")
 	once.wait(t, time.Now(), 7, 10*time.Second)
-	if ids := candidates(car, "once"); len(ids) != 0 {
+	if ids := candidates(t, car, "once"); len(ids) != 0 {
 		t.Fatalf("after the command: candidates %q, want none", ids)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -146,12 +147,12 @@ func TestLockWrapperExitCodes(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("child exit 3: wrapper %v", err)
 	}
-	held := car.must(http.StatusCreated, http.MethodPost, "/v1/locks/codes")
+	held := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/codes")
 	err = wrapper(bin, car.m.Addr(), "lock", "codes", "--wait", "200ms", "--", "true").Run()
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
 		t.Fatalf("not acquired: wrapper %v, want exit %d", err, exitNotAcquired)
 	}
-	car.must(http.StatusNoContent, http.MethodDelete, "/v1/locks/codes?lease="+str(held.Body["lease"]))
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/codes?lease="+str(held.Body["lease"]))
 	if err := wrapper(bin, car.m.Addr(), "lock", "codes", "--", "true").Run(); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
@@ -176,9 +177,9 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	eventually(t, 10*time.Second, "the child starts", func() bool { return len(spans(t, log)) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the child starts", func() bool { return len(spans(t, log)) == 1 })
 	lostAt := make(chan time.Time, 1)
-	sess := car.openStream("/v1/session/events")
+	sess := car.openStream(t, "/v1/session/events")
 	sess.next(t, 5*time.Second)
 	proxy.Cut()
 	go func() {
@@ -231,12 +232,11 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 		}
 		go func() { _ = p.Wait() }()
 		t.Cleanup(func() { _ = p.Process.Kill() })
-		(&sidecar{t: t, base: "http://" + addr}).waitReady()
+		(&sidecar{base: "http://" + addr}).waitReady(t)
 		procs, addrs = append(procs, p), append(addrs, addr)
 	}
 	log := filepath.Join(t.TempDir(), "runs.log")
 	placement := []int{0, 1, 1} // candidate i talks to sidecar placement[i]
-	var wrappers []*exec.Cmd
 	for i, sc := range placement {
 		rec := recorder(log, fmt.Sprintf("c%d", i), "sleep 60")
 		w := wrapper(bin, addrs[sc], append([]string{"elect", "leader-job", "--id", fmt.Sprintf("c%d", i), "--grace", "2s", "--"}, rec...)...)
@@ -245,24 +245,23 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 		}
 		go func() { _ = w.Wait() }()
 		t.Cleanup(func() { _ = w.Process.Kill() })
-		wrappers = append(wrappers, w)
 		if i == 0 {
-			eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
+			testutil.Eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
 		}
 	}
-	other := &sidecar{t: t, base: "http://" + addrs[1]}
-	eventually(t, 10*time.Second, "three candidates enrolled", func() bool {
-		return len(other.must(http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)) == 3
+	other := &sidecar{base: "http://" + addrs[1]}
+	testutil.Eventually(t, 10*time.Second, "three candidates enrolled", func() bool {
+		return len(other.must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)) == 3
 	})
 	check := runningCheck(t, log)
 	check("c0")
 	// Kill c0's sidecar: its wrapper stops c0; after the session expires the next
 	// candidate in line runs.
-	next := str(other.must(http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)[1].(map[string]any)["candidate"])
+	next := str(other.must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)[1].(map[string]any)["candidate"])
 	if err := procs[0].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "another child starts", func() bool { return len(spans(t, log)) == 2 })
+	testutil.Eventually(t, 15*time.Second, "another child starts", func() bool { return len(spans(t, log)) == 2 })
 	check(next)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -127,18 +128,6 @@ func mustClose(t *testing.T, c net.Conn) {
 	}
 }
 
-// waitFor polls cond every 20 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestTCPFaults(t *testing.T) {
 	e := newEcho(t)
 	p := newProxy(t, e.ln.Addr().String())
@@ -224,7 +213,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	// The proxy's own goroutines are gone when Close returns; the echo
 	// server's handler of the closed connection ends shortly after.
-	waitFor(t, 5*time.Second, "goroutines to return to baseline", func() bool { return runtime.NumGoroutine() <= base })
+	testutil.Eventually(t, 5*time.Second, "goroutines to return to baseline", func() bool { return runtime.NumGoroutine() <= base })
 	p.Close()
 }
 

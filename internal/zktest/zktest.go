@@ -343,6 +343,85 @@ func Dump(tb testing.TB, conn *zk.Conn, root string) []string {
 	return out
 }
 
+// Node is one znode as Snapshot saw it: its path, its data and its stat (data,
+// child and ACL versions, creation and modification zxids and times, ephemeral
+// owner).
+type Node struct {
+	Path string
+	Data string
+	Stat zk.Stat
+}
+
+func (n Node) String() string {
+	return fmt.Sprintf("%s data %q version %d cversion %d aversion %d czxid %d mzxid %d pzxid %d ephemeralOwner %#x",
+		n.Path, n.Data, n.Stat.Version, n.Stat.Cversion, n.Stat.Aversion, n.Stat.Czxid, n.Stat.Mzxid, n.Stat.Pzxid, n.Stat.EphemeralOwner)
+}
+
+// Snapshot returns every znode under root, root included, sorted by path, each
+// with its data and stat; nil if root does not exist. Nodes deleted while it
+// walks are left out. Two snapshots are equal only if nothing under root was
+// created, deleted, written or re-created in between (a write of the same bytes
+// still moves the version, a delete and re-create the czxid). It fails the test
+// on any other error.
+func Snapshot(tb testing.TB, conn *zk.Conn, root string) []Node {
+	tb.Helper()
+	var out []Node
+	var walk func(p string) error
+	walk = func(p string) error {
+		data, st, err := conn.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get %s: %w", p, err)
+		}
+		children, _, err := conn.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("children of %s: %w", p, err)
+		}
+		out = append(out, Node{Path: p, Data: string(data), Stat: *st})
+		for _, ch := range children {
+			if err := walk(path.Join(p, ch)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root); err != nil {
+		tb.Fatalf("zktest: snapshot %s: %v", root, err)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// SnapshotDiff describes, one line each, the nodes that differ between two
+// snapshots: "- node" gone, "+ node" new, "~ before\n  after" changed. It is
+// empty when they are equal.
+func SnapshotDiff(before, after []Node) string {
+	var b strings.Builder
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case j == len(after) || i < len(before) && before[i].Path < after[j].Path:
+			fmt.Fprintf(&b, "- %s\n", before[i])
+			i++
+		case i == len(before) || after[j].Path < before[i].Path:
+			fmt.Fprintf(&b, "+ %s\n", after[j])
+			j++
+		default:
+			if before[i] != after[j] {
+				fmt.Fprintf(&b, "~ %s\n  %s\n", before[i], after[j])
+			}
+			i++
+			j++
+		}
+	}
+	return b.String()
+}
+
 // startCore starts n servers (n == 1: standalone) and waits until they
 // serve. A start that loses a port to another process is retried on new
 // ports.

@@ -8,21 +8,11 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
-
-// waitFor polls cond every 50 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func TestStandalone(t *testing.T) {
 	var nd *node
@@ -84,6 +74,57 @@ func TestSharedAndDump(t *testing.T) {
 	}
 }
 
+// A snapshot sees every write: new, deleted, re-created and rewritten nodes,
+// a rewrite with the same bytes included; reads change nothing.
+func TestSnapshot(t *testing.T) {
+	conn := Connect(t, Shared(t).Servers(), 2*time.Second)
+	root := Root(t)
+	if got := Snapshot(t, conn, root); got != nil {
+		t.Fatalf("Snapshot of a missing root = %v, want nil", got)
+	}
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{root, root + "/a", root + "/a/x", root + "/b", root + "/c"} {
+		if _, err := conn.Create(p, []byte("v"), 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := Snapshot(t, conn, root)
+	if got := len(before); got != 5 || before[1].Path != root+"/a" || before[1].Data != "v" {
+		t.Fatalf("Snapshot = %v", before)
+	}
+	if _, _, err := conn.Get(root + "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if d := SnapshotDiff(before, Snapshot(t, conn, root)); d != "" {
+		t.Fatalf("a read changed the snapshot:\n%s", d)
+	}
+	if _, err := conn.Set(root+"/a/x", []byte("v"), -1); err != nil { // the same bytes
+		t.Fatal(err)
+	}
+	if err := conn.Delete(root+"/b", -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(root+"/b", []byte("v"), 0, acl); err != nil { // re-created as it was
+		t.Fatal(err)
+	}
+	if err := conn.Delete(root+"/c", -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(root+"/d", nil, 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	var marks []string
+	for _, line := range strings.Split(SnapshotDiff(before, Snapshot(t, conn, root)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] != "" && strings.Contains("+-~", f[0]) {
+			marks = append(marks, f[0]+" "+strings.TrimPrefix(f[1], root))
+		}
+	}
+	want := []string{"~ ", "~ /a/x", "~ /b", "- /c", "+ /d"} // the root: its cversion
+	if !slices.Equal(marks, want) {
+		t.Fatalf("diff marks %v, want %v", marks, want)
+	}
+}
+
 func TestEnsemble(t *testing.T) {
 	c := StartEnsemble(t, 3)
 	old := c.Leader()
@@ -105,7 +146,7 @@ func TestEnsemble(t *testing.T) {
 		t.Fatalf("killed node reports mode %q", m)
 	}
 	leader := -1
-	waitFor(t, 30*time.Second, "a new leader among the survivors", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a new leader among the survivors", func() bool {
 		leader = c.Leader()
 		return leader >= 0 && leader != old
 	})
