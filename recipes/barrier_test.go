@@ -164,11 +164,7 @@ func TestDoubleBarrierRounds(t *testing.T) {
 	ctx := context.Background()
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	parent := path.Join(root, "double-barriers", "round")
-	for _, p := range []string{root, path.Dir(parent), parent, parent + "/ready"} {
-		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createNodes(t, conn, root, path.Dir(parent), parent, parent+"/ready")
 	la, lb, lc := mustLease(t, env.l), mustLease(t, env.l), mustLease(t, env.l)
 	_, err := env.b.Enter(ctx, la, "round", "a", 2, 0)
 	var nr *BarrierNotReadyError
@@ -207,7 +203,24 @@ func TestDoubleBarrierRounds(t *testing.T) {
 	if kids, _, err := conn.Children(parent); err == nil && len(kids) > 0 {
 		t.Fatalf("left behind after the last leave: %v", kids)
 	}
-	// Round two with fresh leases.
+	doubleBarrierRoundTwo(t, env)
+}
+
+// createNodes creates persistent nodes at paths, parents first.
+func createNodes(t *testing.T, conn *zk.Conn, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// doubleBarrierRoundTwo runs a second round of the double barrier "round" with
+// fresh leases: the first participant waits for a second, which passes.
+func doubleBarrierRoundTwo(t *testing.T, env *barrierEnv) {
+	t.Helper()
+	ctx := context.Background()
 	l2a, l2b := mustLease(t, env.l), mustLease(t, env.l)
 	if _, err := env.b.Enter(ctx, l2a, "round", "a", 2, 0); !errors.Is(err, ErrBarrierNotReady) {
 		t.Fatalf("round two, first participant: %v", err)

@@ -32,70 +32,89 @@ type sidecarAddr struct {
 // Anything else is refused with an error that says what is wanted.
 func parseAddr(s string) (sidecarAddr, error) {
 	s = strings.TrimSpace(s)
-	bad := func(why string) (sidecarAddr, error) {
-		return sidecarAddr{}, fmt.Errorf("address %q: %s; %s", s, why, addrForms)
-	}
 	switch {
 	case s == "":
-		return bad("empty")
+		return sidecarAddr{}, badAddr(s, "empty")
 	case hasPrefixFold(s, "unix:"):
-		path := s[len("unix:"):]
-		if strings.HasPrefix(path, "//") { // unix:///run/coord.sock
-			path = path[2:]
-			if path != "" && !strings.HasPrefix(path, "/") {
-				return bad("unix:// must be followed by an absolute path")
-			}
-		}
-		if path == "" {
-			return bad("no socket path after unix:")
-		}
-		return sidecarAddr{base: "http://localhost", socket: path}, nil
+		return parseUnixAddr(s)
 	case strings.Contains(s, "://"):
-		u, err := url.Parse(s)
-		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			return bad(err.Error())
-		}
-		if u.Scheme != "http" && u.Scheme != "https" {
-			return bad(fmt.Sprintf("scheme %q is not supported", u.Scheme))
-		}
-		if u.Host == "" {
-			return bad("no host")
-		}
-		if u.User != nil {
-			return bad("credentials do not belong in the address (use --token or COORD_TOKEN)")
-		}
-		if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
-			return bad("a query or fragment cannot be a prefix of request paths")
-		}
-		if p := u.Port(); p != "" {
-			if err := checkPort(p); err != nil {
-				return bad(err.Error())
-			}
-		}
-		return sidecarAddr{base: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")}, nil
+		return parseURLAddr(s)
 	default:
-		if strings.ContainsAny(s, "/?#") {
-			return bad("a path needs a URL")
-		}
-		host, port, err := net.SplitHostPort(s)
-		if err != nil {
-			return bad("no port")
-		}
-		if err := checkPort(port); err != nil {
-			return bad(err.Error())
-		}
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		if strings.ContainsAny(host, "/?#@ ") {
-			return bad(fmt.Sprintf("host %q", host))
-		}
-		return sidecarAddr{base: "http://" + net.JoinHostPort(host, port)}, nil
+		return parseHostPortAddr(s)
 	}
+}
+
+// badAddr is the error about address s: why it is refused, then what is wanted.
+func badAddr(s, why string) error {
+	return fmt.Errorf("address %q: %s; %s", s, why, addrForms)
+}
+
+// parseUnixAddr reads unix:/PATH or unix:///PATH.
+func parseUnixAddr(s string) (sidecarAddr, error) {
+	path := s[len("unix:"):]
+	if strings.HasPrefix(path, "//") { // unix:///run/coord.sock
+		path = path[2:]
+		if path != "" && !strings.HasPrefix(path, "/") {
+			return sidecarAddr{}, badAddr(s, "unix:// must be followed by an absolute path")
+		}
+	}
+	if path == "" {
+		return sidecarAddr{}, badAddr(s, "no socket path after unix:")
+	}
+	return sidecarAddr{base: "http://localhost", socket: path}, nil
+}
+
+// parseURLAddr reads an http:// or https:// URL; a path prefix is kept without
+// its trailing slash.
+func parseURLAddr(s string) (sidecarAddr, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return sidecarAddr{}, badAddr(s, err.Error())
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return sidecarAddr{}, badAddr(s, fmt.Sprintf("scheme %q is not supported", u.Scheme))
+	}
+	if u.Host == "" {
+		return sidecarAddr{}, badAddr(s, "no host")
+	}
+	if u.User != nil {
+		return sidecarAddr{}, badAddr(s, "credentials do not belong in the address (use --token or COORD_TOKEN)")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return sidecarAddr{}, badAddr(s, "a query or fragment cannot be a prefix of request paths")
+	}
+	if p := u.Port(); p != "" {
+		if err := checkPort(p); err != nil {
+			return sidecarAddr{}, badAddr(s, err.Error())
+		}
+	}
+	return sidecarAddr{base: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")}, nil
+}
+
+// parseHostPortAddr reads HOST:PORT as http://HOST:PORT (an empty HOST is
+// 127.0.0.1).
+func parseHostPortAddr(s string) (sidecarAddr, error) {
+	if strings.ContainsAny(s, "/?#") {
+		return sidecarAddr{}, badAddr(s, "a path needs a URL")
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return sidecarAddr{}, badAddr(s, "no port")
+	}
+	if err := checkPort(port); err != nil {
+		return sidecarAddr{}, badAddr(s, err.Error())
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if strings.ContainsAny(host, "/?#@ ") {
+		return sidecarAddr{}, badAddr(s, fmt.Sprintf("host %q", host))
+	}
+	return sidecarAddr{base: "http://" + net.JoinHostPort(host, port)}, nil
 }
 
 func checkPort(p string) error {

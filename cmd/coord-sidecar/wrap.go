@@ -202,29 +202,14 @@ func runElect(sig *signals, args []string, getenv func(string) string, stdout, s
 	}
 	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
-		if sig.received() != 0 {
-			return sig.exitCode()
-		}
-		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
-		return exitUnavailable
+		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	defer lease.Close() // revokes: a candidacy made as a signal came ends too
 	path := "/v1/elections/" + url.PathEscape(name)
-	candidate := path + "/candidates/" + url.PathEscape(*id)
-	resign := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.call(rctx, http.MethodDelete, candidate, url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
-			fmt.Fprintln(stderr, "coord-sidecar elect: resign:", err)
-		}
-	}
+	e := &candidacy{sig: sig, o: &o, c: c, lease: lease, id: *id, candidate: path + "/candidates/" + url.PathEscape(*id)}
 	q := url.Values{"lease": {lease.ID}, "id": {*id}}
 	if err := c.call(sig.ctx, http.MethodPost, path+"/candidates", q, map[string]string{"value": *value}, nil); err != nil {
-		if sig.received() != 0 {
-			return sig.exitCode()
-		}
-		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
-		return exitUnavailable
+		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	// The stream ends with this function, not with a signal: while the child
 	// stops, a closed stream must not read as a loss of leadership.
@@ -232,70 +217,114 @@ func runElect(sig *signals, args []string, getenv func(string) string, stdout, s
 	defer stopEvents()
 	events, err := c.stream(ectx, path+"/events")
 	if err != nil {
-		if sig.received() != 0 {
-			resign()
-			return sig.exitCode()
-		}
-		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
-		return exitUnavailable
+		return unavailable(sig, stderr, "coord-sidecar elect:", err, e.resign)
 	}
-	for {
-		term, err := awaitLeadership(sig.ctx, events, *id, lease.Lost)
-		if err != nil {
-			switch {
-			case sig.received() != 0:
-				resign()
-				return sig.exitCode()
-			case isClosed(lease.Lost):
-				fmt.Fprintf(stderr, "coord-sidecar elect: %s\n", lease.why)
-				return exitLeaseLost
-			}
-			fmt.Fprintln(stderr, "coord-sidecar elect:", err)
-			return exitUnavailable
+	return e.campaign(command, events, *requeue)
+}
+
+// unavailable is how a wrapper ends after err from the sidecar: 128+N once an
+// end signal has come (after undo, when there is one), otherwise 69 with err
+// told after prefix.
+func unavailable(sig *signals, stderr io.Writer, prefix string, err error, undo func()) int {
+	if sig.received() != 0 {
+		if undo != nil {
+			undo()
 		}
-		// Leadership ends when another candidate leads, or this sidecar cannot vouch.
-		lostLead := make(chan struct{})
-		stopWatch := make(chan struct{})
-		go func() {
-			defer close(lostLead)
-			for {
-				select {
-				case ev, ok := <-events:
-					if !ok || leaderOf(ev) != *id {
-						return
-					}
-				case <-stopWatch:
-					return
-				}
-			}
-		}()
-		env := []string{"COORD_TERM=" + strconv.FormatInt(term, 10), "COORD_LEASE=" + lease.ID}
-		out := o.supervise(sig, command, env, lease.Lost, lostLead)
-		close(stopWatch)
-		<-lostLead
+		return sig.exitCode()
+	}
+	fmt.Fprintln(stderr, prefix, err)
+	return exitUnavailable
+}
+
+// candidacy is one enrolled candidate of `coord-sidecar elect`, held by lease.
+type candidacy struct {
+	sig       *signals
+	o         *wrapOptions
+	c         *apiClient
+	lease     *leaseKeeper
+	id        string
+	candidate string // the candidate's resource: /v1/elections/NAME/candidates/ID
+}
+
+// resign withdraws the candidate; a failure is told, not fatal (the lease's
+// revocation ends the candidacy anyway).
+func (e *candidacy) resign() {
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.c.call(rctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}}, nil, nil); err != nil {
+		fmt.Fprintln(e.o.stderr, "coord-sidecar elect: resign:", err)
+	}
+}
+
+// campaign waits for each turn of leadership, runs the command through it and
+// decides what follows, until the wrapper's exit code is known.
+func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue bool) int {
+	stderr := e.o.stderr
+	for {
+		term, err := awaitLeadership(e.sig.ctx, events, e.id, e.lease.Lost)
+		if err != nil {
+			return e.notLeading(err)
+		}
+		out := e.lead(command, events, term)
 		switch {
-		case out.signal == 0 && isClosed(lease.Lost):
-			fmt.Fprintf(stderr, "coord-sidecar elect: %s while the command ran; it was stopped\n", lease.why)
+		case out.signal == 0 && isClosed(e.lease.Lost):
+			fmt.Fprintf(stderr, "coord-sidecar elect: %s while the command ran; it was stopped\n", e.lease.why)
 			return exitLeaseLost
-		case sig.received() != 0:
-			resign()
-			return sig.exitCode()
+		case e.sig.received() != 0:
+			e.resign()
+			return e.sig.exitCode()
 		case out.stop != nil:
 			fmt.Fprintln(stderr, "coord-sidecar elect: leadership lost; the command was stopped")
 			continue // wait for the next turn
-		case !*requeue:
-			resign()
+		case !requeue:
+			e.resign()
 			return out.code
 		}
-		if err := c.call(sig.ctx, http.MethodDelete, candidate, url.Values{"lease": {lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
-			if sig.received() != 0 {
-				resign() // enrolled again or not: leave
-				return sig.exitCode()
-			}
-			fmt.Fprintln(stderr, "coord-sidecar elect: requeue:", err)
-			return exitUnavailable
+		if err := e.c.call(e.sig.ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+			// enrolled again or not: leave
+			return unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
 		}
 	}
+}
+
+// notLeading is the exit code when waiting for leadership failed with err.
+func (e *candidacy) notLeading(err error) int {
+	switch {
+	case e.sig.received() != 0:
+		e.resign()
+		return e.sig.exitCode()
+	case isClosed(e.lease.Lost):
+		fmt.Fprintf(e.o.stderr, "coord-sidecar elect: %s\n", e.lease.why)
+		return exitLeaseLost
+	}
+	fmt.Fprintln(e.o.stderr, "coord-sidecar elect:", err)
+	return exitUnavailable
+}
+
+// lead runs the command for one term. Leadership ends when another candidate
+// leads, or this sidecar cannot vouch: either stops the command, as does the
+// lease's loss.
+func (e *candidacy) lead(command []string, events <-chan sse.Event, term int64) outcome {
+	lostLead := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(lostLead)
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok || leaderOf(ev) != e.id {
+					return
+				}
+			case <-stopWatch:
+				return
+			}
+		}
+	}()
+	env := []string{"COORD_TERM=" + strconv.FormatInt(term, 10), "COORD_LEASE=" + e.lease.ID}
+	out := e.o.supervise(e.sig, command, env, e.lease.Lost, lostLead)
+	close(stopWatch)
+	<-lostLead
+	return out
 }
 
 // awaitLeadership reads election events until id leads, returning its term.

@@ -55,39 +55,67 @@ func awaitSummary(t *testing.T, side *tpSide, group, want string) *ThroughputGro
 func TestThroughputScenarioOnTheKit(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := newTPSide(t, zkc.Servers(), root)
-	b := newTPSide(t, zkc.Servers(), root)
-	ctx := context.Background()
-	const g = "scenario"
-	if _, err := a.tp.SetLimit(ctx, g, 1000); err != nil {
+	sc := &tpScenario{a: newTPSide(t, zkc.Servers(), root), b: newTPSide(t, zkc.Servers(), root)}
+	if _, err := sc.a.tp.SetLimit(context.Background(), scenarioGroup, 1000); err != nil {
 		t.Fatal(err)
 	}
-	l1 := a.join(t, g, "m1")
-	l2 := b.join(t, g, "m2")
+	sc.l1 = sc.a.join(t, scenarioGroup, "m1")
+	sc.l2 = sc.b.join(t, scenarioGroup, "m2")
+	sc.joined(t)
+	sc.demand(t)
+	st := sc.takeover(t)
+	sc.everyoneLeaves(t, st)
+}
+
+// scenarioGroup is the group of TestThroughputScenarioOnTheKit.
+const scenarioGroup = "scenario"
+
+// tpScenario is what TestThroughputScenarioOnTheKit carries from step to step:
+// the sidecars a and b, and the leases of m1 (on a) and m2 (on b).
+type tpScenario struct {
+	a, b   *tpSide
+	l1, l2 *kit.Lease
+}
+
+// joined: both sidecars show m1 leading, a leads, and a member cannot be joined twice.
+func (sc *tpScenario) joined(t *testing.T) {
+	t.Helper()
+	a, b, g, ctx := sc.a, sc.b, scenarioGroup, context.Background()
 	awaitSummary(t, a, g, "1000: m1*=500 m2=500")
 	awaitSummary(t, b, g, "1000: m1*=500 m2=500")
 	if led := testutil.ToFloat64(a.tp.metrics.led); led != 1 {
 		t.Fatalf("a leads %v groups", led)
 	}
 	// A second join of m2 by its lease, or by another one, is refused.
-	if _, err := b.tp.Join(ctx, l2, g, "m2", 1); !errors.Is(err, ErrMemberExists) {
+	if _, err := b.tp.Join(ctx, sc.l2, g, "m2", 1); !errors.Is(err, ErrMemberExists) {
 		t.Fatalf("second join by the same lease: %v", err)
 	}
-	if _, err := a.tp.Join(ctx, l1, g, "m2", 1); !errors.Is(err, ErrMemberExists) {
+	if _, err := a.tp.Join(ctx, sc.l1, g, "m2", 1); !errors.Is(err, ErrMemberExists) {
 		t.Fatalf("second join by another lease: %v", err)
 	}
+}
 
-	// m2 asks for 100 and gets it once the leader publishes.
+// demand: m2 asks for 100 and gets it once the leader publishes.
+func (sc *tpScenario) demand(t *testing.T) {
+	t.Helper()
+	a, b, g, ctx := sc.a, sc.b, scenarioGroup, context.Background()
 	demand := int64(100)
-	sh, err := b.tp.Update(ctx, l2, g, "m2", nil, &demand)
+	sh, err := b.tp.Update(ctx, sc.l2, g, "m2", nil, &demand)
 	if err != nil || sh.Share != 100 {
 		t.Fatalf("update answered %+v, %v", sh, err)
 	}
-	if _, err := a.tp.Update(ctx, l1, g, "m2", nil, nil); !errors.Is(err, kit.ErrNotHeld) {
+	if _, err := a.tp.Update(ctx, sc.l1, g, "m2", nil, nil); !errors.Is(err, kit.ErrNotHeld) {
 		t.Fatalf("update by a lease without the member: %v", err)
 	}
 	awaitSummary(t, b, g, "1000: m1*=900 m2=100")
+}
 
+// takeover: m1 leaves, m2's sidecar takes over (a long-poll on the version
+// before answers), and a new limit is published. It returns the group as the
+// new leader first published it.
+func (sc *tpScenario) takeover(t *testing.T) *ThroughputGroup {
+	t.Helper()
+	a, b, g, ctx := sc.a, sc.b, scenarioGroup, context.Background()
 	// A long-poll on the current version answers when the next one is published.
 	cur, err := b.tp.Member(ctx, g, "m2")
 	if err != nil {
@@ -100,10 +128,10 @@ func TestThroughputScenarioOnTheKit(t *testing.T) {
 	}()
 
 	// m1 leaves: m2's sidecar takes over.
-	if err := a.tp.Leave(ctx, l1, g, "m1"); err != nil {
+	if err := a.tp.Leave(ctx, sc.l1, g, "m1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.tp.Leave(ctx, l1, g, "m1"); !errors.Is(err, kit.ErrNotHeld) {
+	if err := a.tp.Leave(ctx, sc.l1, g, "m1"); !errors.Is(err, kit.ErrNotHeld) {
 		t.Fatalf("second leave: %v", err)
 	}
 	st := awaitSummary(t, a, g, "1000: m2*=1000")
@@ -120,9 +148,15 @@ func TestThroughputScenarioOnTheKit(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitSummary(t, a, g, "500: m2*=500")
+	return st
+}
 
-	// Everyone leaves: the group is published empty, with no leader.
-	if err := b.leases.Revoke(l2.ID); err != nil {
+// everyoneLeaves: the group is published empty, with no leader, later than st;
+// nothing is followed or led any more, and the group is still listed.
+func (sc *tpScenario) everyoneLeaves(t *testing.T, st *ThroughputGroup) {
+	t.Helper()
+	a, b, g, ctx := sc.a, sc.b, scenarioGroup, context.Background()
+	if err := b.leases.Revoke(sc.l2.ID); err != nil {
 		t.Fatal(err)
 	}
 	end := awaitSummary(t, a, g, "500:")
@@ -198,6 +232,17 @@ func TestThroughputFollowerThroughSessionTrouble(t *testing.T) {
 		t.Fatal("not leading")
 	}
 
+	suspendAndRestore(t, proxy, f, a, before)
+	loseSession(t, proxy, f, a, l, before)
+}
+
+// suspendAndRestore cuts a's connection until f shows the group suspended, as
+// it was before and not led by a, then restores it until f shows the same state
+// again, led by a.
+func suspendAndRestore(t *testing.T, proxy *faultproxy.Proxy, f *ThroughputFollower, a *tpSide, before *ThroughputGroup) {
+	t.Helper()
+	led := func() float64 { return testutil.ToFloat64(a.tp.metrics.led) }
+	ctx := context.Background()
 	proxy.Cut()
 	st, ok := f.Await(ctx, 10*time.Second, func(g *ThroughputGroup) bool { return g.Suspended })
 	if !ok || st.Version != before.Version || summary(st) != "10: m1*=10" || led() != 0 {
@@ -209,8 +254,14 @@ func TestThroughputFollowerThroughSessionTrouble(t *testing.T) {
 	if !ok || st.Version != before.Version || summary(st) != "10: m1*=10" || led() != 1 {
 		t.Fatalf("back: %+v, led %v", st, led())
 	}
+}
 
-	// Lose the session: its member goes, the new session reads from scratch.
+// loseSession cuts a's connection until its session and with it lease l are
+// lost: l's member goes, the new session reads from scratch, and f shows the
+// group empty, unled and later than before.
+func loseSession(t *testing.T, proxy *faultproxy.Proxy, f *ThroughputFollower, a *tpSide, l *kit.Lease, before *ThroughputGroup) {
+	t.Helper()
+	led := func() float64 { return testutil.ToFloat64(a.tp.metrics.led) }
 	proxy.Cut()
 	select {
 	case <-l.Done():
@@ -218,7 +269,7 @@ func TestThroughputFollowerThroughSessionTrouble(t *testing.T) {
 		t.Fatal("the lease outlived its session")
 	}
 	proxy.Restore()
-	st, ok = await(ctx, f, 20*time.Second, func(g *ThroughputGroup) bool { return len(g.Members) == 0 })
+	st, ok := await(context.Background(), f, 20*time.Second, func(g *ThroughputGroup) bool { return len(g.Members) == 0 })
 	if !ok || st.Leader != "" || st.Version <= before.Version || st.Live("m1") {
 		t.Fatalf("after the session was lost: %+v", st)
 	}
