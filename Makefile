@@ -29,11 +29,10 @@ lint: lint-go
 
 # The highest cyclomatic complexity gocyclo lets a function have. Issue 11 sets it
 # at 20 for every handwritten function, tests included (api/api.gen.go is
-# generated and left out). It stays at today's highest until the recipes/
-# refactor brings those functions down; meanwhile every function over 20 is
-# listed on each run.
+# generated and left out), and make lint fails over it. GOCYCLO_OVER=N raises
+# the limit for one run; every function over 20 is then still listed.
 GOCYCLO_GOAL := 20
-GOCYCLO_OVER ?= 36
+GOCYCLO_OVER ?= 20
 GOCYCLO      := $(GO) tool gocyclo -ignore '\.gen\.go$$'
 
 # go vet, staticcheck (its default checks) and gocyclo over the whole module.
