@@ -18,9 +18,10 @@ import (
 // attempt's own, <queue>/receipts/<item id>.<random>, so that a delete whose
 // answer is lost with the connection is not a lost item: once the session is
 // back, the receipt says whether this taker won. The receipt is deleted on a
-// goroutine of the Session after a win. Only when the session itself expires
-// before the answer is the outcome unknown (then the item may be gone with no one
-// having it; claims are the at-least-once way).
+// goroutine of the Session after a win. Only when the same session is not back
+// within a session timeout (it expired, or is still away) is the outcome unknown:
+// then the item may be gone with no one having it (claims are the at-least-once
+// way).
 func (q *Queues) takeOne(ctx context.Context, ep *zookeeper.Epoch, name string, r itemRef) (outcome, *Item, error) {
 	p := q.ipath(name, r)
 	data, st, err := ep.Get(ctx, p)
@@ -92,7 +93,7 @@ func (q *Queues) awaitReceipt(ep *zookeeper.Epoch, name, p, receipt string) (out
 	defer cancel()
 	for {
 		if err := ep.WaitConnected(ctx); err != nil {
-			return outUnknown, fmt.Errorf("queue %q: take's answer lost and the session with it: %w", name, err)
+			return outUnknown, fmt.Errorf("queue %q: take's answer lost, and the session not back in time to read its receipt: %w", name, err)
 		}
 		var won, exists bool
 		err := zookeeper.Parallel(
