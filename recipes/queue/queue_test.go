@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -296,7 +297,7 @@ func TestQueueWatchesWakeTakers(t *testing.T) {
 		errc <- err
 		got <- it
 	}()
-	eventually(t, 5*time.Second, func() bool { // the taker is waiting (its watch is armed)
+	testutil.Eventually(t, 5*time.Second, "the taker is waiting (its watch is armed)", func() bool {
 		b.q.mu.Lock()
 		defer b.q.mu.Unlock()
 		return b.q.queues["wake"] != nil
@@ -328,17 +329,6 @@ func TestQueueWatchesWakeTakers(t *testing.T) {
 		if d == "<empty>" || time.Now().After(deadline) {
 			t.Fatalf("priority 1 item never overtook (last %q)", d)
 		}
-	}
-}
-
-func eventually(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -379,7 +369,7 @@ func TestQueueClaimsHideReleaseAndAck(t *testing.T) {
 	}
 	// x is back in its old place, before z, for b whose cache skipped it, once
 	// b's watch of claims/ tells it (a watch notification later).
-	eventually(t, 5*time.Second, func() bool {
+	testutil.Eventually(t, 5*time.Second, "b sees the claim released", func() bool {
 		st := b.q.state("work")
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -491,7 +481,7 @@ func TestQueue200kItemsInOrder(t *testing.T) {
 	}
 
 	checkTakenOnceInOrder(t, got, vals, total, producers)
-	listings := testutil.ToFloat64(cons.q.metrics.listings)
+	listings := promtest.ToFloat64(cons.q.metrics.listings)
 	if listings > total/bucketSize*3 {
 		t.Fatalf("%v bucket listings for %d takes", listings, total)
 	}
