@@ -92,6 +92,10 @@ func addrProxies(t *testing.T, car *sidecar) (httpsURL, caFile, socketPath strin
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1 // event streams pass at once
+	// A fresh connection per request: a reused idle connection that the sidecar
+	// closed makes the transport send an idempotent request (a DELETE) again, and
+	// the second answer (404, already released) is the one the client gets.
+	proxy.Transport = &http.Transport{DisableKeepAlives: true}
 	tlsSrv := httptest.NewUnstartedServer(proxy)
 	tlsSrv.StartTLS()
 	caFile = filepath.Join(t.TempDir(), "ca.pem")
