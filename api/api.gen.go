@@ -23,27 +23,243 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ElectionEventEvent.
+const (
+	ElectionEventEventLeader ElectionEventEvent = "leader"
+)
+
+// Valid indicates whether the value is a known member of the ElectionEventEvent enum.
+func (e ElectionEventEvent) Valid() bool {
+	switch e {
+	case ElectionEventEventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStreamEvent0Event.
+const (
+	LeaseStreamEvent0EventLease LeaseStreamEvent0Event = "lease"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStreamEvent0Event enum.
+func (e LeaseStreamEvent0Event) Valid() bool {
+	switch e {
+	case LeaseStreamEvent0EventLease:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStreamEvent1Event.
+const (
+	LeaseStreamEvent1EventExpired LeaseStreamEvent1Event = "expired"
+	LeaseStreamEvent1EventLost    LeaseStreamEvent1Event = "lost"
+	LeaseStreamEvent1EventRevoked LeaseStreamEvent1Event = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStreamEvent1Event enum.
+func (e LeaseStreamEvent1Event) Valid() bool {
+	switch e {
+	case LeaseStreamEvent1EventExpired:
+		return true
+	case LeaseStreamEvent1EventLost:
+		return true
+	case LeaseStreamEvent1EventRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent1Event.
+const (
+	Lock OverviewEvent1Event = "lock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent1Event enum.
+func (e OverviewEvent1Event) Valid() bool {
+	switch e {
+	case Lock:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent2Event.
+const (
+	OverviewEvent2EventLeader OverviewEvent2Event = "leader"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent2Event enum.
+func (e OverviewEvent2Event) Valid() bool {
+	switch e {
+	case OverviewEvent2EventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent3Event.
+const (
+	OverviewEvent3EventThroughput OverviewEvent3Event = "throughput"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent3Event enum.
+func (e OverviewEvent3Event) Valid() bool {
+	switch e {
+	case OverviewEvent3EventThroughput:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent4Event.
+const (
+	OverviewEvent4EventQueue OverviewEvent4Event = "queue"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent4Event enum.
+func (e OverviewEvent4Event) Valid() bool {
+	switch e {
+	case OverviewEvent4EventQueue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent5Event.
+const (
+	OverviewEvent5EventBarrier OverviewEvent5Event = "barrier"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent5Event enum.
+func (e OverviewEvent5Event) Valid() bool {
+	switch e {
+	case OverviewEvent5EventBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent6Event.
+const (
+	OverviewEvent6EventDoubleBarrier OverviewEvent6Event = "double-barrier"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent6Event enum.
+func (e OverviewEvent6Event) Valid() bool {
+	switch e {
+	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionState.
 const (
-	Closed     SessionState = "closed"
-	Connected  SessionState = "connected"
-	Connecting SessionState = "connecting"
-	Lost       SessionState = "lost"
-	Suspended  SessionState = "suspended"
+	SessionStateClosed     SessionState = "closed"
+	SessionStateConnected  SessionState = "connected"
+	SessionStateConnecting SessionState = "connecting"
+	SessionStateLost       SessionState = "lost"
+	SessionStateSuspended  SessionState = "suspended"
 )
 
 // Valid indicates whether the value is a known member of the SessionState enum.
 func (e SessionState) Valid() bool {
 	switch e {
-	case Closed:
+	case SessionStateClosed:
 		return true
-	case Connected:
+	case SessionStateConnected:
 		return true
-	case Connecting:
+	case SessionStateConnecting:
 		return true
-	case Lost:
+	case SessionStateLost:
 		return true
-	case Suspended:
+	case SessionStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionChangeState.
+const (
+	SessionChangeStateClosed      SessionChangeState = "closed"
+	SessionChangeStateConnected   SessionChangeState = "connected"
+	SessionChangeStateConnecting  SessionChangeState = "connecting"
+	SessionChangeStateLost        SessionChangeState = "lost"
+	SessionChangeStateReconnected SessionChangeState = "reconnected"
+	SessionChangeStateSuspended   SessionChangeState = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the SessionChangeState enum.
+func (e SessionChangeState) Valid() bool {
+	switch e {
+	case SessionChangeStateClosed:
+		return true
+	case SessionChangeStateConnected:
+		return true
+	case SessionChangeStateConnecting:
+		return true
+	case SessionChangeStateLost:
+		return true
+	case SessionChangeStateReconnected:
+		return true
+	case SessionChangeStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionEventEvent.
+const (
+	SessionEventEventSession SessionEventEvent = "session"
+)
+
+// Valid indicates whether the value is a known member of the SessionEventEvent enum.
+func (e SessionEventEvent) Valid() bool {
+	switch e {
+	case SessionEventEventSession:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThroughputEventEvent.
+const (
+	ThroughputEventEventThroughput ThroughputEventEvent = "throughput"
+)
+
+// Valid indicates whether the value is a known member of the ThroughputEventEvent enum.
+func (e ThroughputEventEvent) Valid() bool {
+	switch e {
+	case ThroughputEventEventThroughput:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThroughputLeaderEventEvent.
+const (
+	ThroughputLeaderEventEventLeader ThroughputLeaderEventEvent = "leader"
+)
+
+// Valid indicates whether the value is a known member of the ThroughputLeaderEventEvent enum.
+func (e ThroughputLeaderEventEvent) Valid() bool {
+	switch e {
+	case ThroughputLeaderEventEventLeader:
 		return true
 	default:
 		return false
@@ -54,6 +270,36 @@ func (e SessionState) Valid() bool {
 type Barrier struct {
 	Name   string `json:"name"`
 	Raised bool   `json:"raised"`
+}
+
+// BarrierNotEmptyProblem defines model for BarrierNotEmptyProblem.
+type BarrierNotEmptyProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+
+	// Remaining The participants that have not left.
+	Remaining []string `json:"remaining"`
+	Status    int      `json:"status"`
+	Title     string   `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// BarrierNotReadyProblem `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `participant-exists` has no extension.
+type BarrierNotReadyProblem struct {
+	Count        *int    `json:"count,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+	Instance     *string `json:"instance,omitempty"`
+	Lease        *string `json:"lease,omitempty"`
+	Participants *int    `json:"participants,omitempty"`
+	Status       int     `json:"status"`
+	Title        string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // BarrierPassed defines model for BarrierPassed.
@@ -85,6 +331,16 @@ type CandidateValue struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// Deleted The last event of an entity that went away (`/v1/events`).
+type Deleted struct {
+	// Deleted Always true.
+	Deleted bool    `json:"deleted"`
+	Group   *string `json:"group,omitempty"`
+
+	// Name The entity's name (`group` for a throughput group).
+	Name *string `json:"name,omitempty"`
+}
+
 // DoubleBarrier defines model for DoubleBarrier.
 type DoubleBarrier struct {
 	Count        int      `json:"count"`
@@ -102,14 +358,28 @@ type DoubleBarrierEntered struct {
 
 // Election defines model for Election.
 type Election struct {
-	Candidates []Candidate     `json:"candidates"`
-	Leader     *ElectionLeader `json:"leader"`
-	Name       string          `json:"name"`
+	Candidates []Candidate `json:"candidates"`
+
+	// Leader The leader, null when nobody leads (or while suspended).
+	Leader *ElectionLeader `json:"leader"`
+	Name   string          `json:"name"`
 
 	// Suspended Set (with `leader` null and no candidates) while this sidecar's ZooKeeper
 	// session is suspended: it cannot vouch for any leader until it reconnects.
 	Suspended *bool `json:"suspended,omitempty"`
 }
+
+// ElectionEvent defines model for ElectionEvent.
+type ElectionEvent struct {
+	Data  Election           `json:"data"`
+	Event ElectionEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ElectionEventEvent defines model for ElectionEvent.Event.
+type ElectionEventEvent string
 
 // ElectionLeader defines model for ElectionLeader.
 type ElectionLeader struct {
@@ -125,6 +395,9 @@ type Enqueued struct {
 	Priority int    `json:"priority"`
 }
 
+// EventId A decimal integer; ids strictly increase along a stream.
+type EventId = string
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -137,6 +410,9 @@ type Hold struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 }
+
+// ItemBytes A queue item's bytes, opaque, of any media type.
+type ItemBytes = interface{}
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -157,6 +433,43 @@ type LeaseDetail struct {
 	Ttl string `json:"ttl"`
 }
 
+// LeaseEnd defines model for LeaseEnd.
+type LeaseEnd struct {
+	Lease string `json:"lease"`
+
+	// Reason Why the lease ended, in words.
+	Reason string `json:"reason"`
+}
+
+// LeaseStreamEvent defines model for LeaseStreamEvent.
+type LeaseStreamEvent struct {
+	union json.RawMessage
+}
+
+// LeaseStreamEvent0 First event: the lease and what it holds.
+type LeaseStreamEvent0 struct {
+	Data  LeaseDetail            `json:"data"`
+	Event LeaseStreamEvent0Event `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LeaseStreamEvent0Event defines model for LeaseStreamEvent.0.Event.
+type LeaseStreamEvent0Event string
+
+// LeaseStreamEvent1 Last event: how the lease ended (`lost`: the session expired, everything it held is gone).
+type LeaseStreamEvent1 struct {
+	Data  LeaseEnd               `json:"data"`
+	Event LeaseStreamEvent1Event `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LeaseStreamEvent1Event defines model for LeaseStreamEvent.1.Event.
+type LeaseStreamEvent1Event string
+
 // LockGrant defines model for LockGrant.
 type LockGrant struct {
 	AcquiredAt   time.Time `json:"acquiredAt"`
@@ -164,6 +477,19 @@ type LockGrant struct {
 	Lease        string    `json:"lease"`
 	Name         string    `json:"name"`
 	Owner        string    `json:"owner"`
+}
+
+// LockHeldProblem `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
+type LockHeldProblem struct {
+	Detail   *string     `json:"detail,omitempty"`
+	Holder   *LockHolder `json:"holder,omitempty"`
+	Instance *string     `json:"instance,omitempty"`
+	Status   int         `json:"status"`
+	Title    string      `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // LockHolder defines model for LockHolder.
@@ -175,16 +501,127 @@ type LockHolder struct {
 
 // LockState defines model for LockState.
 type LockState struct {
+	// Holder The holder, null when the lock is free.
 	Holder  *LockHolder `json:"holder"`
 	Name    string      `json:"name"`
 	Waiters int         `json:"waiters"`
 }
 
+// Name defines model for Name.
+type Name = string
+
+// OverviewEvent An event of `GET /v1/events`; every kind but `session` may carry `Deleted`.
+type OverviewEvent struct {
+	union json.RawMessage
+}
+
+// OverviewEvent1 defines model for OverviewEvent.1.
+type OverviewEvent1 struct {
+	Data  OverviewEvent_1_Data `json:"data"`
+	Event OverviewEvent1Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_1_Data defines model for OverviewEvent.1.Data.
+type OverviewEvent_1_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent1Event defines model for OverviewEvent.1.Event.
+type OverviewEvent1Event string
+
+// OverviewEvent2 defines model for OverviewEvent.2.
+type OverviewEvent2 struct {
+	Data  OverviewEvent_2_Data `json:"data"`
+	Event OverviewEvent2Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_2_Data defines model for OverviewEvent.2.Data.
+type OverviewEvent_2_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent2Event defines model for OverviewEvent.2.Event.
+type OverviewEvent2Event string
+
+// OverviewEvent3 defines model for OverviewEvent.3.
+type OverviewEvent3 struct {
+	Data  OverviewEvent_3_Data `json:"data"`
+	Event OverviewEvent3Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_3_Data defines model for OverviewEvent.3.Data.
+type OverviewEvent_3_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent3Event defines model for OverviewEvent.3.Event.
+type OverviewEvent3Event string
+
+// OverviewEvent4 defines model for OverviewEvent.4.
+type OverviewEvent4 struct {
+	Data  OverviewEvent_4_Data `json:"data"`
+	Event OverviewEvent4Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_4_Data defines model for OverviewEvent.4.Data.
+type OverviewEvent_4_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent4Event defines model for OverviewEvent.4.Event.
+type OverviewEvent4Event string
+
+// OverviewEvent5 defines model for OverviewEvent.5.
+type OverviewEvent5 struct {
+	Data  OverviewEvent_5_Data `json:"data"`
+	Event OverviewEvent5Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_5_Data defines model for OverviewEvent.5.Data.
+type OverviewEvent_5_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent5Event defines model for OverviewEvent.5.Event.
+type OverviewEvent5Event string
+
+// OverviewEvent6 defines model for OverviewEvent.6.
+type OverviewEvent6 struct {
+	Data  OverviewEvent_6_Data `json:"data"`
+	Event OverviewEvent6Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_6_Data defines model for OverviewEvent.6.Data.
+type OverviewEvent_6_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent6Event defines model for OverviewEvent.6.Event.
+type OverviewEvent6Event string
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
-// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
-// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
 // `participant-exists`, `claim-not-found`, `too-many-streams`,
@@ -243,6 +680,39 @@ type Session struct {
 // SessionState `connecting` (no session yet), `connected`, `suspended` (disconnected: ownership uncertain), `lost` (expired; a new session is being made), `closed`.
 type SessionState string
 
+// SessionChange defines model for SessionChange.
+type SessionChange struct {
+	// State The current state first (`connecting`, `connected`, `suspended`, `lost`, `closed`), then each change (`connected`, `suspended`, `reconnected`, `lost`, `closed`).
+	State SessionChangeState `json:"state"`
+}
+
+// SessionChangeState The current state first (`connecting`, `connected`, `suspended`, `lost`, `closed`), then each change (`connected`, `suspended`, `reconnected`, `lost`, `closed`).
+type SessionChangeState string
+
+// SessionEvent defines model for SessionEvent.
+type SessionEvent struct {
+	Data  SessionChange     `json:"data"`
+	Event SessionEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// SessionEventEvent defines model for SessionEvent.Event.
+type SessionEventEvent string
+
+// ThroughputEvent defines model for ThroughputEvent.
+type ThroughputEvent struct {
+	Data  ThroughputGroup      `json:"data"`
+	Event ThroughputEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ThroughputEventEvent defines model for ThroughputEvent.Event.
+type ThroughputEventEvent string
+
 // ThroughputGroup defines model for ThroughputGroup.
 type ThroughputGroup struct {
 	Group string `json:"group"`
@@ -255,6 +725,32 @@ type ThroughputGroup struct {
 	// Version The allocation's version; it increases with every published allocation.
 	Version int64 `json:"version"`
 }
+
+// ThroughputLeader defines model for ThroughputLeader.
+type ThroughputLeader struct {
+	Group string `json:"group"`
+
+	// Leader The leading member's id, null when the group has no member.
+	Leader *string `json:"leader"`
+
+	// Term The leader's term (its member node's creation zxid; 0 without a leader).
+	Term int64 `json:"term"`
+
+	// Version The allocation version that published this leader.
+	Version int64 `json:"version"`
+}
+
+// ThroughputLeaderEvent defines model for ThroughputLeaderEvent.
+type ThroughputLeaderEvent struct {
+	Data  ThroughputLeader           `json:"data"`
+	Event ThroughputLeaderEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ThroughputLeaderEventEvent defines model for ThroughputLeaderEvent.Event.
+type ThroughputLeaderEventEvent string
 
 // ThroughputLimit defines model for ThroughputLimit.
 type ThroughputLimit struct {
@@ -290,41 +786,140 @@ type ThroughputShare struct {
 	Version int64   `json:"version"`
 }
 
+// ClaimPath defines model for ClaimPath.
+type ClaimPath = Name
+
 // GroupPath defines model for GroupPath.
-type GroupPath = string
+type GroupPath = Name
 
 // IDPath defines model for IDPath.
-type IDPath = string
+type IDPath = Name
 
 // LeasePath defines model for LeasePath.
-type LeasePath = string
+type LeasePath = Name
 
 // LeaseQuery defines model for LeaseQuery.
-type LeaseQuery = string
+type LeaseQuery = Name
 
 // LeaseRequired defines model for LeaseRequired.
-type LeaseRequired = string
+type LeaseRequired = Name
 
 // NamePath defines model for NamePath.
-type NamePath = string
+type NamePath = Name
 
-// TTL defines model for TTL.
+// TTL Example: 30s
 type TTL = string
 
-// Wait defines model for Wait.
+// Wait Example: 30s
 type Wait = string
+
+// BadRequest RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type BadRequest = Problem
+
+// BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type BodyTooLarge = Problem
+
+// ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type ClaimNotFound = Problem
+
+// LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type LeaseNotFound = Problem
+
+// NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type NotFound = Problem
+
+// NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type NotHeld = Problem
+
+// Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
-// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
-// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
 // `participant-exists`, `claim-not-found`, `too-many-streams`,
 // `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
 // `shutting-down`, `internal`.
 type Unavailable = Problem
+
+// UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type UnsupportedMediaType = Problem
 
 // RaiseBarrierParams defines parameters for RaiseBarrier.
 type RaiseBarrierParams struct {
@@ -340,8 +935,8 @@ type WaitBarrierParams struct {
 
 // EnterDoubleBarrierParams defines parameters for EnterDoubleBarrier.
 type EnterDoubleBarrierParams struct {
-	Id    string `form:"id" json:"id"`
-	Count int    `form:"count" json:"count"`
+	Id    Name `form:"id" json:"id"`
+	Count int  `form:"count" json:"count"`
 
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
@@ -356,7 +951,9 @@ type EnterDoubleBarrierParams struct {
 // LeaveDoubleBarrierParams defines parameters for LeaveDoubleBarrier.
 type LeaveDoubleBarrierParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
-	Wait  *Wait         `form:"wait,omitempty" json:"wait,omitempty"`
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -370,7 +967,7 @@ type GetElectionParams struct {
 
 // CampaignParams defines parameters for Campaign.
 type CampaignParams struct {
-	Id *string `form:"id,omitempty" json:"id,omitempty"`
+	Id *Name `form:"id,omitempty" json:"id,omitempty"`
 
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
 	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
@@ -384,12 +981,14 @@ type CampaignParams struct {
 
 // ResignParams defines parameters for Resign.
 type ResignParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease   LeaseRequired `form:"lease" json:"lease"`
 	Requeue *bool         `form:"requeue,omitempty" json:"requeue,omitempty"`
 }
 
 // ProclaimParams defines parameters for Proclaim.
 type ProclaimParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -401,7 +1000,8 @@ type CreateLeaseParams struct {
 
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
-	Lease string `form:"lease" json:"lease"`
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
 // AcquireLockParams defines parameters for AcquireLock.
@@ -451,8 +1051,8 @@ type TakeParams struct {
 
 // JoinThroughputGroupParams defines parameters for JoinThroughputGroup.
 type JoinThroughputGroupParams struct {
-	Id     string `form:"id" json:"id"`
-	Weight *int   `form:"weight,omitempty" json:"weight,omitempty"`
+	Id     Name `form:"id" json:"id"`
+	Weight *int `form:"weight,omitempty" json:"weight,omitempty"`
 
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
 	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
@@ -463,6 +1063,7 @@ type JoinThroughputGroupParams struct {
 
 // LeaveThroughputGroupParams defines parameters for LeaveThroughputGroup.
 type LeaveThroughputGroupParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -476,6 +1077,7 @@ type GetThroughputMemberParams struct {
 
 // UpdateThroughputMemberParams defines parameters for UpdateThroughputMember.
 type UpdateThroughputMemberParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -490,6 +1092,447 @@ type SetThroughputLimitJSONRequestBody = ThroughputLimit
 
 // UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
 type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
+
+// Getter for additional properties for BarrierNotEmptyProblem. Returns the specified
+// element and whether it was found
+func (a BarrierNotEmptyProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BarrierNotEmptyProblem
+func (a *BarrierNotEmptyProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BarrierNotEmptyProblem to handle AdditionalProperties
+func (a *BarrierNotEmptyProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["remaining"]; found {
+		err = json.Unmarshal(raw, &a.Remaining)
+		if err != nil {
+			return fmt.Errorf("error reading 'remaining': %w", err)
+		}
+		delete(object, "remaining")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BarrierNotEmptyProblem to handle AdditionalProperties
+func (a BarrierNotEmptyProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Remaining != nil {
+		object["remaining"], err = json.Marshal(a.Remaining)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'remaining': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for BarrierNotReadyProblem. Returns the specified
+// element and whether it was found
+func (a BarrierNotReadyProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BarrierNotReadyProblem
+func (a *BarrierNotReadyProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BarrierNotReadyProblem to handle AdditionalProperties
+func (a *BarrierNotReadyProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["count"]; found {
+		err = json.Unmarshal(raw, &a.Count)
+		if err != nil {
+			return fmt.Errorf("error reading 'count': %w", err)
+		}
+		delete(object, "count")
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["lease"]; found {
+		err = json.Unmarshal(raw, &a.Lease)
+		if err != nil {
+			return fmt.Errorf("error reading 'lease': %w", err)
+		}
+		delete(object, "lease")
+	}
+
+	if raw, found := object["participants"]; found {
+		err = json.Unmarshal(raw, &a.Participants)
+		if err != nil {
+			return fmt.Errorf("error reading 'participants': %w", err)
+		}
+		delete(object, "participants")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BarrierNotReadyProblem to handle AdditionalProperties
+func (a BarrierNotReadyProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Count != nil {
+		object["count"], err = json.Marshal(a.Count)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'count': %w", err)
+		}
+	}
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Lease != nil {
+		object["lease"], err = json.Marshal(a.Lease)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'lease': %w", err)
+		}
+	}
+
+	if a.Participants != nil {
+		object["participants"], err = json.Marshal(a.Participants)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'participants': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for LockHeldProblem. Returns the specified
+// element and whether it was found
+func (a LockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for LockHeldProblem
+func (a *LockHeldProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for LockHeldProblem to handle AdditionalProperties
+func (a *LockHeldProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["holder"]; found {
+		err = json.Unmarshal(raw, &a.Holder)
+		if err != nil {
+			return fmt.Errorf("error reading 'holder': %w", err)
+		}
+		delete(object, "holder")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for LockHeldProblem to handle AdditionalProperties
+func (a LockHeldProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Holder != nil {
+		object["holder"], err = json.Marshal(a.Holder)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'holder': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -613,6 +1656,632 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsLeaseStreamEvent0 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent0
+func (t LeaseStreamEvent) AsLeaseStreamEvent0() (LeaseStreamEvent0, error) {
+	var body LeaseStreamEvent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLeaseStreamEvent0 overwrites any union data inside the LeaseStreamEvent as the provided LeaseStreamEvent0
+func (t *LeaseStreamEvent) FromLeaseStreamEvent0(v LeaseStreamEvent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLeaseStreamEvent0 performs a merge with any union data inside the LeaseStreamEvent, using the provided LeaseStreamEvent0
+func (t *LeaseStreamEvent) MergeLeaseStreamEvent0(v LeaseStreamEvent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsLeaseStreamEvent1 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent1
+func (t LeaseStreamEvent) AsLeaseStreamEvent1() (LeaseStreamEvent1, error) {
+	var body LeaseStreamEvent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLeaseStreamEvent1 overwrites any union data inside the LeaseStreamEvent as the provided LeaseStreamEvent1
+func (t *LeaseStreamEvent) FromLeaseStreamEvent1(v LeaseStreamEvent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLeaseStreamEvent1 performs a merge with any union data inside the LeaseStreamEvent, using the provided LeaseStreamEvent1
+func (t *LeaseStreamEvent) MergeLeaseStreamEvent1(v LeaseStreamEvent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t LeaseStreamEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *LeaseStreamEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsSessionEvent returns the union data inside the OverviewEvent as a SessionEvent
+func (t OverviewEvent) AsSessionEvent() (SessionEvent, error) {
+	var body SessionEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSessionEvent overwrites any union data inside the OverviewEvent as the provided SessionEvent
+func (t *OverviewEvent) FromSessionEvent(v SessionEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSessionEvent performs a merge with any union data inside the OverviewEvent, using the provided SessionEvent
+func (t *OverviewEvent) MergeSessionEvent(v SessionEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent1 returns the union data inside the OverviewEvent as a OverviewEvent1
+func (t OverviewEvent) AsOverviewEvent1() (OverviewEvent1, error) {
+	var body OverviewEvent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent1 overwrites any union data inside the OverviewEvent as the provided OverviewEvent1
+func (t *OverviewEvent) FromOverviewEvent1(v OverviewEvent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent1 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent1
+func (t *OverviewEvent) MergeOverviewEvent1(v OverviewEvent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent2 returns the union data inside the OverviewEvent as a OverviewEvent2
+func (t OverviewEvent) AsOverviewEvent2() (OverviewEvent2, error) {
+	var body OverviewEvent2
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent2 overwrites any union data inside the OverviewEvent as the provided OverviewEvent2
+func (t *OverviewEvent) FromOverviewEvent2(v OverviewEvent2) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent2 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent2
+func (t *OverviewEvent) MergeOverviewEvent2(v OverviewEvent2) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent3 returns the union data inside the OverviewEvent as a OverviewEvent3
+func (t OverviewEvent) AsOverviewEvent3() (OverviewEvent3, error) {
+	var body OverviewEvent3
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent3 overwrites any union data inside the OverviewEvent as the provided OverviewEvent3
+func (t *OverviewEvent) FromOverviewEvent3(v OverviewEvent3) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent3 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent3
+func (t *OverviewEvent) MergeOverviewEvent3(v OverviewEvent3) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent4 returns the union data inside the OverviewEvent as a OverviewEvent4
+func (t OverviewEvent) AsOverviewEvent4() (OverviewEvent4, error) {
+	var body OverviewEvent4
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent4 overwrites any union data inside the OverviewEvent as the provided OverviewEvent4
+func (t *OverviewEvent) FromOverviewEvent4(v OverviewEvent4) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent4 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent4
+func (t *OverviewEvent) MergeOverviewEvent4(v OverviewEvent4) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent5 returns the union data inside the OverviewEvent as a OverviewEvent5
+func (t OverviewEvent) AsOverviewEvent5() (OverviewEvent5, error) {
+	var body OverviewEvent5
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent5 overwrites any union data inside the OverviewEvent as the provided OverviewEvent5
+func (t *OverviewEvent) FromOverviewEvent5(v OverviewEvent5) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent5 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent5
+func (t *OverviewEvent) MergeOverviewEvent5(v OverviewEvent5) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent6 returns the union data inside the OverviewEvent as a OverviewEvent6
+func (t OverviewEvent) AsOverviewEvent6() (OverviewEvent6, error) {
+	var body OverviewEvent6
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent6 overwrites any union data inside the OverviewEvent as the provided OverviewEvent6
+func (t *OverviewEvent) FromOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent6 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent6
+func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsLockState returns the union data inside the OverviewEvent_1_Data as a LockState
+func (t OverviewEvent_1_Data) AsLockState() (LockState, error) {
+	var body LockState
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLockState overwrites any union data inside the OverviewEvent_1_Data as the provided LockState
+func (t *OverviewEvent_1_Data) FromLockState(v LockState) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLockState performs a merge with any union data inside the OverviewEvent_1_Data, using the provided LockState
+func (t *OverviewEvent_1_Data) MergeLockState(v LockState) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_1_Data as a Deleted
+func (t OverviewEvent_1_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_1_Data as the provided Deleted
+func (t *OverviewEvent_1_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_1_Data, using the provided Deleted
+func (t *OverviewEvent_1_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_1_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_1_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsElection returns the union data inside the OverviewEvent_2_Data as a Election
+func (t OverviewEvent_2_Data) AsElection() (Election, error) {
+	var body Election
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromElection overwrites any union data inside the OverviewEvent_2_Data as the provided Election
+func (t *OverviewEvent_2_Data) FromElection(v Election) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeElection performs a merge with any union data inside the OverviewEvent_2_Data, using the provided Election
+func (t *OverviewEvent_2_Data) MergeElection(v Election) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_2_Data as a Deleted
+func (t OverviewEvent_2_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_2_Data as the provided Deleted
+func (t *OverviewEvent_2_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_2_Data, using the provided Deleted
+func (t *OverviewEvent_2_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_2_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_2_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsThroughputGroup returns the union data inside the OverviewEvent_3_Data as a ThroughputGroup
+func (t OverviewEvent_3_Data) AsThroughputGroup() (ThroughputGroup, error) {
+	var body ThroughputGroup
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThroughputGroup overwrites any union data inside the OverviewEvent_3_Data as the provided ThroughputGroup
+func (t *OverviewEvent_3_Data) FromThroughputGroup(v ThroughputGroup) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThroughputGroup performs a merge with any union data inside the OverviewEvent_3_Data, using the provided ThroughputGroup
+func (t *OverviewEvent_3_Data) MergeThroughputGroup(v ThroughputGroup) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_3_Data as a Deleted
+func (t OverviewEvent_3_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_3_Data as the provided Deleted
+func (t *OverviewEvent_3_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_3_Data, using the provided Deleted
+func (t *OverviewEvent_3_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_3_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_3_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsQueue returns the union data inside the OverviewEvent_4_Data as a Queue
+func (t OverviewEvent_4_Data) AsQueue() (Queue, error) {
+	var body Queue
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromQueue overwrites any union data inside the OverviewEvent_4_Data as the provided Queue
+func (t *OverviewEvent_4_Data) FromQueue(v Queue) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeQueue performs a merge with any union data inside the OverviewEvent_4_Data, using the provided Queue
+func (t *OverviewEvent_4_Data) MergeQueue(v Queue) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_4_Data as a Deleted
+func (t OverviewEvent_4_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_4_Data as the provided Deleted
+func (t *OverviewEvent_4_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_4_Data, using the provided Deleted
+func (t *OverviewEvent_4_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_4_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_4_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsBarrier returns the union data inside the OverviewEvent_5_Data as a Barrier
+func (t OverviewEvent_5_Data) AsBarrier() (Barrier, error) {
+	var body Barrier
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBarrier overwrites any union data inside the OverviewEvent_5_Data as the provided Barrier
+func (t *OverviewEvent_5_Data) FromBarrier(v Barrier) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBarrier performs a merge with any union data inside the OverviewEvent_5_Data, using the provided Barrier
+func (t *OverviewEvent_5_Data) MergeBarrier(v Barrier) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_5_Data as a Deleted
+func (t OverviewEvent_5_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_5_Data as the provided Deleted
+func (t *OverviewEvent_5_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_5_Data, using the provided Deleted
+func (t *OverviewEvent_5_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_5_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_5_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsDoubleBarrier returns the union data inside the OverviewEvent_6_Data as a DoubleBarrier
+func (t OverviewEvent_6_Data) AsDoubleBarrier() (DoubleBarrier, error) {
+	var body DoubleBarrier
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDoubleBarrier overwrites any union data inside the OverviewEvent_6_Data as the provided DoubleBarrier
+func (t *OverviewEvent_6_Data) FromDoubleBarrier(v DoubleBarrier) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDoubleBarrier performs a merge with any union data inside the OverviewEvent_6_Data, using the provided DoubleBarrier
+func (t *OverviewEvent_6_Data) MergeDoubleBarrier(v DoubleBarrier) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_6_Data as a Deleted
+func (t OverviewEvent_6_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_6_Data as the provided Deleted
+func (t *OverviewEvent_6_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_6_Data, using the provided Deleted
+func (t *OverviewEvent_6_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_6_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -707,10 +2376,10 @@ type ServerInterface interface {
 	Claim(w http.ResponseWriter, r *http.Request, name NamePath, params ClaimParams)
 	// AckClaim Acknowledge: the item is deleted.
 	// (DELETE /v1/queues/{name}/claims/{claim})
-	AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath)
 	// ReleaseClaim Give the item back, visible again in its old place.
 	// (POST /v1/queues/{name}/claims/{claim}/release)
-	ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath)
 	// ListQueueItems The first items in take order.
 	// (GET /v1/queues/{name}/items)
 	ListQueueItems(w http.ResponseWriter, r *http.Request, name NamePath, params ListQueueItemsParams)
@@ -938,13 +2607,13 @@ func (_ Unimplemented) Claim(w http.ResponseWriter, r *http.Request, name NamePa
 
 // AckClaim Acknowledge: the item is deleted.
 // (DELETE /v1/queues/{name}/claims/{claim})
-func (_ Unimplemented) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (_ Unimplemented) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ReleaseClaim Give the item back, visible again in its old place.
 // (POST /v1/queues/{name}/claims/{claim}/release)
-func (_ Unimplemented) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (_ Unimplemented) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2140,7 +3809,7 @@ func (siw *ServerInterfaceWrapper) AckClaim(w http.ResponseWriter, r *http.Reque
 	}
 
 	// ------------- Path parameter "claim" -------------
-	var claim string
+	var claim ClaimPath
 
 	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
 	if err != nil {
@@ -2175,7 +3844,7 @@ func (siw *ServerInterfaceWrapper) ReleaseClaim(w http.ResponseWriter, r *http.R
 	}
 
 	// ------------- Path parameter "claim" -------------
-	var claim string
+	var claim ClaimPath
 
 	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
 	if err != nil {
@@ -2939,7 +4608,28 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
+type BadRequestApplicationProblemPlusJSONResponse Problem
+
+type BodyTooLargeApplicationProblemPlusJSONResponse Problem
+
+type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
+
+type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
+
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type NotHeldApplicationProblemPlusJSONResponse Problem
+
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type UnauthorizedResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type UnauthorizedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthorizedResponseHeaders
+}
 
 type UnavailableResponseHeaders struct {
 	RetryAfter *int
@@ -2949,6 +4639,8 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 
 	Headers UnavailableResponseHeaders
 }
+
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
 
 type GetHealthzRequestObject struct {
 }
@@ -2971,6 +4663,22 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	return err
 }
 
+type GetHealthz404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz404ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReadyzRequestObject struct {
 }
 
@@ -2988,6 +4696,22 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz404ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3034,6 +4758,44 @@ func (response ListBarriers200JSONResponse) VisitListBarriersResponse(w http.Res
 	return err
 }
 
+type ListBarriers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers401ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBarriers503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers503ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListBarriersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3065,6 +4827,60 @@ type LowerBarrier204Response struct {
 func (response LowerBarrier204Response) VisitLowerBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LowerBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier400ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier401ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier503ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LowerBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3106,6 +4922,60 @@ func (response GetBarrier200JSONResponse) VisitGetBarrierResponse(w http.Respons
 	return err
 }
 
+type GetBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier400ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier401ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier503ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetBarrierdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3138,6 +5008,76 @@ type RaiseBarrier204Response struct {
 func (response RaiseBarrier204Response) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RaiseBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier400ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier401ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier404ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier503ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RaiseBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3176,6 +5116,74 @@ func (response WaitBarrier200JSONResponse) VisitWaitBarrierResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier400ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier401ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier409ApplicationProblemPlusJSONResponse Problem
+
+func (response WaitBarrier409ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier503ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3220,6 +5228,44 @@ func (response ListDoubleBarriers200JSONResponse) VisitListDoubleBarriersRespons
 	return err
 }
 
+type ListDoubleBarriers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers401ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriers503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers503ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListDoubleBarriersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3255,6 +5301,60 @@ func (response GetDoubleBarrier200JSONResponse) VisitGetDoubleBarrierResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3299,6 +5399,90 @@ func (response EnterDoubleBarrier201JSONResponse) VisitEnterDoubleBarrierRespons
 	return err
 }
 
+type EnterDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier404ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier409ApplicationProblemPlusJSONResponse BarrierNotReadyProblem
+
+func (response EnterDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type EnterDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3332,6 +5516,90 @@ type LeaveDoubleBarrier204Response struct {
 func (response LeaveDoubleBarrier204Response) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LeaveDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier404ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier409ApplicationProblemPlusJSONResponse BarrierNotEmptyProblem
+
+func (response LeaveDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3370,6 +5638,44 @@ func (response ListElections200JSONResponse) VisitListElectionsResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElections401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections401ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElections503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections503ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3414,6 +5720,60 @@ func (response GetElection200JSONResponse) VisitGetElectionResponse(w http.Respo
 	return err
 }
 
+type GetElection400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection400ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection401ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection503ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetElectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3451,6 +5811,122 @@ func (response Campaign201JSONResponse) VisitCampaignResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign400ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign401ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign404ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign409ApplicationProblemPlusJSONResponse Problem
+
+func (response Campaign409ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign413ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign415ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign503ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3504,6 +5980,76 @@ func (response Resign204Response) VisitResignResponse(w http.ResponseWriter) err
 	return nil
 }
 
+type Resign400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Resign400ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Resign401ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response Resign404ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Resign503ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResigndefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3542,6 +6088,108 @@ func (response Proclaim200JSONResponse) VisitProclaimResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim400ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim401ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim404ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim413ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim415ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim503ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3614,6 +6262,60 @@ func (response StreamElection200TexteventStreamResponse) VisitStreamElectionResp
 	}
 }
 
+type StreamElection400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection400ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamElection401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection401ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamElection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection503ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamElectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3681,6 +6383,44 @@ func (response StreamEverything200TexteventStreamResponse) VisitStreamEverything
 	}
 }
 
+type StreamEverything401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything401ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamEverything503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything503ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3720,6 +6460,41 @@ func (response CreateLease201JSONResponse) VisitCreateLeaseResponse(w http.Respo
 	return err
 }
 
+type CreateLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease400ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease401ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3751,6 +6526,57 @@ type RevokeLease204Response struct {
 func (response RevokeLease204Response) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RevokeLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease400ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease401ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease404ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RevokeLeasedefaultApplicationProblemPlusJSONResponse struct {
@@ -3788,6 +6614,57 @@ func (response GetLease200JSONResponse) VisitGetLeaseResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease400ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease401ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease404ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3860,6 +6737,76 @@ func (response StreamLease200TexteventStreamResponse) VisitStreamLeaseResponse(w
 	}
 }
 
+type StreamLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease400ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease401ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease404ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease503ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3895,6 +6842,57 @@ func (response KeepAliveLease200JSONResponse) VisitKeepAliveLeaseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease400ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease401ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease404ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3939,6 +6937,44 @@ func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseW
 	return err
 }
 
+type ListLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks503ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLocksdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3971,6 +7007,76 @@ type ReleaseLock204Response struct {
 func (response ReleaseLock204Response) VisitReleaseLockResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type ReleaseLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock400ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock401ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock404ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock503ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ReleaseLockdefaultApplicationProblemPlusJSONResponse struct {
@@ -4008,6 +7114,60 @@ func (response GetLock200JSONResponse) VisitGetLockResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock400ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock401ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock503ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4052,7 +7212,58 @@ func (response AcquireLock201JSONResponse) VisitAcquireLockResponse(w http.Respo
 	return err
 }
 
-type AcquireLock409ApplicationProblemPlusJSONResponse Problem
+type AcquireLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock400ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock404ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock409ApplicationProblemPlusJSONResponse LockHeldProblem
 
 func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
@@ -4062,6 +7273,25 @@ func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock503ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4106,6 +7336,44 @@ func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.Respons
 	return err
 }
 
+type ListQueues401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues503ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4141,6 +7409,60 @@ func (response GetQueue200JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue400ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue503ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4212,6 +7534,76 @@ func (response Claim204Response) VisitClaimResponse(w http.ResponseWriter) error
 	return nil
 }
 
+type Claim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Claim400ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Claim401ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response Claim404ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Claim503ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ClaimdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4230,8 +7622,8 @@ func (response ClaimdefaultApplicationProblemPlusJSONResponse) VisitClaimRespons
 }
 
 type AckClaimRequestObject struct {
-	Name  NamePath `json:"name"`
-	Claim string   `json:"claim"`
+	Name  NamePath  `json:"name"`
+	Claim ClaimPath `json:"claim"`
 }
 
 type AckClaimResponseObject interface {
@@ -4244,6 +7636,76 @@ type AckClaim204Response struct {
 func (response AckClaim204Response) VisitAckClaimResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type AckClaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim400ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim401ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim404ApplicationProblemPlusJSONResponse struct {
+	ClaimNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim404ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim503ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type AckClaimdefaultApplicationProblemPlusJSONResponse struct {
@@ -4264,8 +7726,8 @@ func (response AckClaimdefaultApplicationProblemPlusJSONResponse) VisitAckClaimR
 }
 
 type ReleaseClaimRequestObject struct {
-	Name  NamePath `json:"name"`
-	Claim string   `json:"claim"`
+	Name  NamePath  `json:"name"`
+	Claim ClaimPath `json:"claim"`
 }
 
 type ReleaseClaimResponseObject interface {
@@ -4278,6 +7740,76 @@ type ReleaseClaim204Response struct {
 func (response ReleaseClaim204Response) VisitReleaseClaimResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type ReleaseClaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim400ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim401ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim404ApplicationProblemPlusJSONResponse struct {
+	ClaimNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim404ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim503ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ReleaseClaimdefaultApplicationProblemPlusJSONResponse struct {
@@ -4320,6 +7852,60 @@ func (response ListQueueItems200JSONResponse) VisitListQueueItemsResponse(w http
 	return err
 }
 
+type ListQueueItems400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems400ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItems401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems401ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItems503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems503ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueueItemsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4358,6 +7944,76 @@ func (response Enqueue201JSONResponse) VisitEnqueueResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue400ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue401ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue413ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue503ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4425,6 +8081,60 @@ func (response Take204Response) VisitTakeResponse(w http.ResponseWriter) error {
 	return nil
 }
 
+type Take400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Take400ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Take401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Take401ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Take503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Take503ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type TakedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4459,6 +8169,25 @@ func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4530,6 +8259,44 @@ func (response StreamSession200TexteventStreamResponse) VisitStreamSessionRespon
 	}
 }
 
+type StreamSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession401ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession503ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamSessiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4566,6 +8333,44 @@ func (response ListThroughputGroups200JSONResponse) VisitListThroughputGroupsRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups401ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups503ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4609,6 +8414,60 @@ func (response GetThroughputGroup200JSONResponse) VisitGetThroughputGroupRespons
 	return err
 }
 
+type GetThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup400ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup401ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup503ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4645,6 +8504,92 @@ func (response SetThroughputLimit200JSONResponse) VisitSetThroughputLimitRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit400ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit401ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit413ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit415ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit503ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4717,6 +8662,60 @@ func (response StreamThroughputGroup200TexteventStreamResponse) VisitStreamThrou
 	}
 }
 
+type StreamThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup400ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup401ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup503ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4757,6 +8756,90 @@ func (response JoinThroughputGroup201JSONResponse) VisitJoinThroughputGroupRespo
 	return err
 }
 
+type JoinThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup400ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup401ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup404ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinThroughputGroup409ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup503ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4790,6 +8873,76 @@ type LeaveThroughputGroup204Response struct {
 func (response LeaveThroughputGroup204Response) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LeaveThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup400ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup401ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup404ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup503ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LeaveThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
@@ -4833,6 +8986,74 @@ func (response GetThroughputMember200JSONResponse) VisitGetThroughputMemberRespo
 	return err
 }
 
+type GetThroughputMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember400ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember401ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThroughputMember404ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember503ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputMemberdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4871,6 +9092,108 @@ func (response UpdateThroughputMember200JSONResponse) VisitUpdateThroughputMembe
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember400ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember401ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember404ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember413ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember415ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember503ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5866,7 +10189,7 @@ func (sh *strictHandler) Claim(w http.ResponseWriter, r *http.Request, name Name
 }
 
 // AckClaim operation middleware
-func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	var request AckClaimRequestObject
 
 	request.Name = name
@@ -5893,7 +10216,7 @@ func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name N
 }
 
 // ReleaseClaim operation middleware
-func (sh *strictHandler) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (sh *strictHandler) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	var request ReleaseClaimRequestObject
 
 	request.Name = name
@@ -6283,118 +10606,166 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1D39c9u4sf8KRq8zka7Uh/PR9ux5P/hyae56bpuL3ZeZVnmPMLmScKYAFQAl6zL+399gF/ySSEqK6Vz6",
-	"UxwSBBb7vYvF6lMvUsuVkiCt6Z1/6q245kuwoPF/b7VKV++4Xbj/CNk7763cf4Ke5Evonffm7n0v6Gn4",
-	"dyo0xL1zq1MIeiZawJK7j+x25QYaq4Wc9x4egt6P37dMKOITZ7sCbqBlwsS9/5w5f05Bb937GEykxcoK",
-	"5Wa/tJZHC2YVswthGNwLY4WcM1yHCWks8JipGVvyO/ecSyaWq0REwjIlYdQLCMp/4/R7YB4E632+j0+t",
-	"E52y37/xZRsK8Z/TZry5udpHHcLPrFiCQ18i1sD6bxWLU83diICdGfciHA6X/H5obRIOLlgMM54m1j31",
-	"f+KbJjxamxzA4gcu7D5sP6gNS5ScOwBuExXd7YDGLVsqYzPgNlxYBx2/NSAtU5qFExMyqwUYpmTUSGf3",
-	"YSuADw7RZqWkAZTAd1rdJrB0f0ZKWpAIPF85lkLYxisa8ftfjNvJp9Lcv9Mw6533/mtciPiY3ppxNi+u",
-	"uMPikr3/82v27ctXf2R+charKF2CtKPeQ9D7h+RrLhJ+m8CXhCv8Vak7gBXoYVpAEAZsI+yChe/B6u3w",
-	"cmZBI3ssgMdejZVeVSHx2BfSwhy0W9Qt62FxA77jWgv6aqXVCrQVRBei5x79gp7mwpB4+le3SiXAZY9I",
-	"m8nQv3KxovEfg2y8uv0FIuum8ou/48bPWAXh6JValnjNZSxiHm33p4/ola3fZoLYrVs88Dqo7qtGrFnQ",
-	"y32pvFkAi1KtnYzRgs8Mc0NZf8I2C5DMLkADE4ZJJWHgyD5TesktEfUPL3vBPo1ryVDsNsh1qN+jh64F",
-	"fYSjU9BnhIzwTQ6uGzp0yrEAuRi+5kkK9fqsvJfyJuiTbKVW4P8nm726g3zRKlH+rAGYhXvL+plWfMl+",
-	"Et8N2Cq9TYRZQEwSaR31sjVG+9t6qIHpe5XeJtAodZFKSdHsErWFtVZcWxGJFfcejrCwNPVMSA+41nyL",
-	"ogw83h4vyQRc9tnOwh8PbfaNtKDrxDyXpn3ZIKfDLrhlC5XEBlFeWpb1JUAMMdpb4GsgoRHWSUzmlgxG",
-	"dRx37N5pXN3u3iQQEayNolGlR5tZKASthk6FLuJJ8vdZ7/xf7ZNlkF3Rdw8fg55ME2/PnHPTxk4mNSuQ",
-	"MVGqSpJrsKxPxohACpmbl3EZM6kKWTADtlmIBMiFNCKGiDvN9k+lfkL7NnXW3wglHZ3yBc8d4SIupbJs",
-	"rdJowWZKMy63XjeyVFqRuEEaIiUlRNaMprKg7gH+zdVdiT5thL3K0f6Emi8zDAfV+qOUJK7SpivfyH+n",
-	"kNaJp4jrtY4WSgu7rfUyqgBhzJOPr1v9B+AJuefVtY3lNsW/4J4vVwl+dVeracsL+s9qV1JJzR7vhIyr",
-	"qzgXuY5cDWKzAwDO5wfXQXGVqbwqGHC/EhrMpT2efZpdERcpVLb0YmIOYi7zDCjMKOBp3MT3YLlIjldN",
-	"tPOHYHfrqN6P1pZIxT1FubMXmnIf8o8OdhXdvdWcbG0VEh7RFKdQYQYyEnJ+o+5AHinMn+FDqo2seKQN",
-	"NCy0HZKSvtqBMShvs5a4KrpzWK7Tf5+x2ybQT1SXOztt2FqzlnO7ura17uwi3+yRjFwg6DT76iJkH7Yd",
-	"57l7yIov63ZWCqN5HAtnvnjyrrRDymlU7fluFDxi1wulLXMLG5YaZ5JDIdc8EfHQPQyD4v95Ii0MpjJ/",
-	"eqvirRvl/h1apYYJ13MIWZ8z94ipNegsyeDHcuewwRJfTaV/556Eg4CFqeSpXSgtfoXYTSyVHc5UKvE/",
-	"S7ALFQ/dM54kauOGTGWIrD+sjHT/WUCCfzvdTv/JvBlCcThwH6NgGMTgUMjhSqu5BmPch7llHWJazBAI",
-	"y1vQ+YOpzJ5Ulr8lH3hIkWr5iRuGPmYODLrZOFPZwUbA3b4QK+WvYbmyxdcallxIIee0m9IUJaCjhItl",
-	"FUJHqyWX26GxGviStpI/TJScD1cqSfDzpjxF6L26YaIM7cAsUmuFnA9jtZHEPRa05ElIjltVBuPcmOxJ",
-	"jZDGcq8p9nVI7ibsax4rbAIt0VDZQi6sXZnz8ThSSsdD77eOYlhnuR4zznnnoHLCt9n6QZtP8rPzvGrc",
-	"TEekSv6jYj7knDymqkj/6Mwnc5pCyDnr+zmYkmAY3EdJGkNcDogOB5hN1gXXD3IoGzfmIOrEq3SK/Vc4",
-	"2d/0n7XCZ2oAzB4f5ZAUOz3kldB0ddBck/A0BMimJt8s1j5ENkzJSrBVT2EDek02rjrRQhl7vnKaX80w",
-	"xM4DNUafMCGdOagNpL3M/xjXh/DlqXzIF7vpFnDP+tPe5H40Gk17g4ChGsPEikot49nw+jUzG76TQPVR",
-	"odN+rC9VvuQWrNOa/jUp4DzsDFk/FiZ/d87QrTALsWKpjEBbLuQAzYaxIeuTUxxfMM4kbFgpkL0FJ3NL",
-	"HgMuliin6h38INMlRmY5eJhN8Qv2yjF30HPLoFypak6zpLjEElRq6/EtYa6s4BbiHDQ/vpLxH4yOiqJQ",
-	"c+UEzjmogCHIuLOOo28WWqXzxSq1eM62z9nz7HFL+rU2KxSTdlPLVerQOWBkdJ8ZJuKAkhJZ+pThImzB",
-	"DZPKj3Obr3psdaGVWAp7pH9L0x6vLwrM/BW/rMv6rEFn+mAfB87doXOIZ4b5kReY+JKRJpWA/gCsQW9L",
-	"icviu8/JJWfHoYSaUkYlg7XARDs/XGW43dF0jShfCimWToomB4GkSdrX91jfAyCGJadUwBFEb7BhbScH",
-	"ZsE1HDn9BsR8YY+1d350tkQOxjF4+MeqPsVfYGOfATEvjiaHKM42zku9INlTOjs5nCnNUokkgbiW5Rrk",
-	"sBYRO+d4tIRzRSkznB2l0AejMtuc1bJNC2auM0odq7GaueGk7LbHZl+Q8vpFCcm4NBvQg4AV2W63aSfu",
-	"PBFrCFiKFHQPlKZMeL3dPIH9Surnc9UEMmbGj9l8+wz5gP79TO1jKXcenhmGTrmQqLuYhkisnNvjnJNV",
-	"woVkP9zcvBv/5frvf8N0NBmqITIIrJ3uHU3lVL4FCZonTKcJGEI9X62SrUMpqcpwvD4LmSM5rnTuvvqG",
-	"vdFaacO4huajY8P6YdP5cDhAdTyVjIVu9xhxucgAPREMDdxfFACFuANHfbi3INGGzwQ4DuGyAI3C9FEx",
-	"p/NBwiNimGk6mbyIjAv1MarH/4OLyL5hf8PQX0i24nbhdvTJjXhwwH1CfnV/itgM2JLbaMHC//3X5fCf",
-	"fPjrZPjtx+LP0f8NP36aBGfP//jwu9BB6HbksCeVZeEoxIqC0Shk/VtlF4wnGAKzGReJP+OxLk58ZthM",
-	"aGNZtOCaRxY0Um5wQVNu7cL5AZAYPCINX04mrJKuIESqNFqAs/40XMjCKcU9f+99IrddLHxwxLFJOECI",
-	"S04TI0ly456/miyRZC8m+M+rZThAUvyVJ05cwLkhMOcWxRP1oVoDaSklZ2KeaojZkt879cT65bIL1Jke",
-	"ECRuUS9CrxC28+p2i2zMiF3SEHYLidqwM+NwwxOjmIZf0OPEXdMKuxUeS+DSMKu3VOXBLlmUCDcAZaXw",
-	"k40/4fGRpoMT1U6B5ltYCBnvY/uDPxmqDQ3wc5a7xoEXyoLnEQynBg0TlrjA6UbDwleTF6w+MVFXP0GQ",
-	"gGScWXUHuHRBmKCiDJxqA5MtG176fBTpB/YdcA2akVDhXF6ekHjIm+HLyRnbSWTFEAmny29hpjTgKVeB",
-	"j4gnCYL43i99q2IBpp6J0LjmLOSTallZ0Rn7q/hu4LGE3PTy7AXbyc75QzTKlPQqmqOkuM97Z6PJaILp",
-	"3BVIvhK9896L0WT0As+C7QIN5HiBZzm/orEEtNo59VyM2HsL9gc/ZKcU6Plk0lJuc1qZjT9RqqmyuQa9",
-	"FnI+Qqtl0uWS623v3C2eH1qC0+0RGENmxKAt5XODOedsM6b30c0wXoLVInIbcP/zmBlt+TLxj1C1teLj",
-	"PY34TdDxOpM1rHx6NXnRNFUO27hcHtWGxFr5Lsu2k41Xkxet6E3F2ONxfTb2aU/TiMwrYex32aBH4rPq",
-	"+JWXPirEy2o8DiWE8onrHaMqtbK9IbG8jB8mWFFzVibWG1RxlJFmHooyKQrAHnbQPyangPy1BCh02CGE",
-	"2oDOULBHiJc1ySz3gefCR24Mp0IObN9V0CiQjYB3J5E5e+wT+aYM+ePR8WEBdlFFiBNEInwjasp10g1H",
-	"YcWQcV5h+/Ax6K3SGqy+d8sVeD1t+lLBslvgMDe995t7PPZwpjLuLlheAWOc+y4sm/EkMUXCieI6kLE5",
-	"SZzGG1+5+xjUK1OD+w9c2M9FPZYT1yC9c0nwVaA18tChangPNtUSfdtdeUhoFdYPX06+ZTsHdkRc7zI7",
-	"ylJcMmgncIz1b8OjrFalVq5j2xVX5z7WglVrFQ/ZsZ1FjrFmtECG6w6NWlyZ2KdYuGGcSRXDSUQr2bom",
-	"a1HF0xNKyg5B6i1Hde9d4HR/VkzHpNIGTGMu3rnKLtQuH1h3b1laCTTeLYPtQIvunC6V9ULp2L5eNZzv",
-	"1aoay7eGgdQqSSC+mMp3f7++YXzOhWRWsbliSmbxNEVkVU7DAtpdXtvZZd2VjFOvHNXPUhT/HpiolBQ8",
-	"0rgcHndzc3XMsHY34exp5DCra64RR1JGZR5wSgjog060nZvqgmm0anQxJ6sfqcgiW/A1FAufrv4q0jX+",
-	"JOId5/+ApPgSlXpJYX0nKWojHYB6S9kqygdqWKq1L1jYMZnA13BAGDpivuq1tOP8T6S8koAET2BmO4lr",
-	"3J53qA21LEYrdqx/D2PK33zMNTX4Qup2z+dNPqpTp6ey+FH+Tl7Qf8jVKaY+xsvJ99edf5MBsOvZ+Kti",
-	"vlzeWeSi1L3MD6UNPOzSat/hqW7nA0Y/FvQyDBhneWXYeZ6Kzb3r6pWmWMxm7vVMq2U2wVQqva8W+s8n",
-	"k4ClMlpwOXfiX2MN30LOOMeZwawEPmeXI061voLoqGDKencvo1tXjl6Jdyr3m/BQKBESmNJxNaVS5qbH",
-	"u3e7jDiu3qbp3K27Ke8Sz1vpIBb3yq0PE6O7ESPO9ydEFWZHmCFmSk/lLjcHzFiRJLnjx/rh88lZGLBw",
-	"6s/op71zNuOJgXAw8oLhjKBdwFR6cjjhdk63BjoG+fVe0HUZ57ZFNtnW132QADE182QdTeUHX2AVijgM",
-	"cHM+08+W/A4LyWDE0IDvVbuSoHK82TyVBc6waKyoPcutt9NLqKCo4gv/zNm1RqRf8+WKi7k8wa1tdWO7",
-	"dypPUgh4cvOdoltmneiCnQuND/u3qbv0cours3VGzXNzN16sVgnjJSnsv041t0ozuoJ1hUfNCd+qtJpy",
-	"OcKOldRHjd+6k6MEU8t+pzmIDQEUMkRa2wOhuLf28beiJ20dYlT8uaqi4LSsBB256zOufoJusnRurizR",
-	"6hH33y7eDAMCbh+yrHTVqe3ujdMJvm9D/vudVlgq/Vju+mKqZTfUf3hCJ6eVNTPMdcNb12B95S7ejcSK",
-	"ioqjg4XDGoYZ45yscKjcqNF/fuNeFxdo85vkdD1mxsK3b25Y3cThuY+XS6VuU4lVumjIJVOyYvdHjNYS",
-	"MVUu7bnkdUb4Gq9/lFzrA0S3cG9py/7mSG0DinL7jzp00KcdBcmxr94mLBjWv75+M3hCh/UIepv8bkzI",
-	"+uGnKRVXT3sP4cBfSMIrUu6PZ4Y5DnDsMAgKPulzOZUZ4DtjbF61iLNg+d3OEFSh+Bb/ordTmb32CQIq",
-	"mAqrOaAQEzRCZ/MJMIMRu6Tqd6Qb8eVUzsFWCzFxl46piS1BWmG3nlmrnHop/Vt0E6cyFoavVsC1YTgr",
-	"Zwk3vpTP24Wpt+Ox85/ROIx8cRGXmHuZqSRRG4POqRMUBLXs8To3lQDeLFQCzGrIMirhcKjWoNcCNkO8",
-	"s7TmScj6njmnEuu/BgEzyncbWAL35a5UzsdW3PGew2fMzeJWce1iAalo0JLLrS+tMi1i6GDBcqr/PEGk",
-	"TIVVKxE5798RxJMA5TFgwKOF12jcVFmmtSJkfTYubsTUx3SX/gxWbaRBoTJOfuKAJdyCDjJlHwkwga+4",
-	"dRqDyIXGxrH4j5bSES7smUoNa3UHcVBuMeGoeQcrX4aLfCncO0MVePlYg/W6NIiQMJV4wcNgbWB+clzT",
-	"KqFcO5MoYy9wOpAx00BomErI2cTBhbXEtfGVix7hyt8LPk3tYbD0lN6pvxi+z5d4Tbsb249TOVXi1irz",
-	"WHaHpcpfY1/x2h4yOK64ypuSHSxMIC7qxkt2U2XbuWA1XIB1HsQmeaWh4zNKXtRioLkopmGTk25ZwDcU",
-	"aMh2eco9HnmZhnACv8EcRSY49Uj5DJ+96iVUWeqQ0/Ch1D6FlKYwTK0qBSaxompbRjfSRswhiPQpmUlh",
-	"siqVqWx2M6uAhRe0gjO2+D1dequU8xXdW/xduPMy7xUALiCJ3SRzJfFGnB9Nxd9enYbBVPKZBacERUQg",
-	"+h1jAQ17nSiTTetf0KemtBK3VK48lZcsUssl9tMSEqvCsbyZY38twozesrNXrMXqHsnoX5vB/WnHxOz7",
-	"vU/Iz7l9Oz1HW568qYLJ7e3STf9llFAduX7K7XwXxHqXmkXBwM8MiRLeQ5Fqw37PrE1aLZRzalqP1a5w",
-	"RKdHavmiRx2nFc02Dp2n0bzHnKXhprrzTrERZv0ZGrWEIPtAfTcq5CCIK9SorYrd6zyZN0stqgSzHEBh",
-	"rPfPu9/TiytqS3REevz0PqnHFVZ6b6IbBya7AQdECTQYt9vMatUhvMU9IdQ8nWIo2LnBN1E+P9rFKRwl",
-	"AkpMKFO8F6hmbewYdH889hpxF4O//YYXIvA4h2st1jyh40DWx2huwy1etVIy2WKcstIQQwTGKD3wh09F",
-	"5SxdzubkqXDsO0yXG1EivVebNQQQttJqGN9OpQu8eQzZmbL1d+eoRALvGEi8Kp67P17AWN+FXdnDGRdJ",
-	"qmGA/kPpVmZ+kOVvZwoKJikjgWFY1h2ZtkFJ6b7h2AH4DqSbMSx3J8oO9jLKnnqu52M9zL34KbK8t4ru",
-	"AsYjrYzxXk6W5lDkNYI0sLxNoM7xuaRuUPXq5bcr4gqae3MaqzT4c0WvPhwyi56dz1/9gd1uLWCWZqE2",
-	"kvEy6p8ZFmKjh8ZWy1l3qVM05lmn6oY6lB2IiV9Ovv2iTYqL7knnGH3MCZYs+UEn3xfZLSq8IRthItHk",
-	"fZZQ+mSaJINOQjniXacesMONwSuXMy60V8mNZhtToe1e1M80pFM3qlj2+N4yB30oP+kxThTtqTsvCpdu",
-	"LEWSc7so8moQU+VwmSoZ6FWyHFF4/bM/UH0ym+9RX2/vEcwusIirnIapx59aVJA8ppznk1w+ef1Zp55f",
-	"tDJ4l2G+GX9T5ZG8VOxWSI424mB07zjEifczQ1aIxME5DeRR2eHNdgU7fdwRV0NqpdT6ExMWDg97aDqq",
-	"f7Nc2W0XjIvgkgeFaSds49fndoi5lqGSEQwu2ELEMUjfvJdHd1gnRcdE+P3uRalWdeA5dfwJ/21NzV5G",
-	"dxnvHY5rLqOOsrKX0Z1UmwTiOdAVAESKMMwfVnUszkHtL1pE+b6PDv6OQPbYO8+PUROdwdukbnxQeTzl",
-	"u4xo3wp/PR+JfsudS74WRtwm4IMDfzykkpitEh7B8Yyf+wrtvgq1s9tjqOqez0ajs8lkUmoTMJk0/nKL",
-	"7/XUctHj41ObYNpUjZbFF10F3YUSw2JXy+9qil27MMFNvOubcB+i3mQ0+vbbgC4sEtDFz8g0krHcD/EA",
-	"JZuqiz7PLB6qIuouZMp7mNd1fcBwsZtqxczfBab5hg5U+nicT5tgDgkBngsPLtgKtBHGwgku79hx3pP4",
-	"Yjdu4qe6AfzlvKaLimGd+5+dKvlRX4l/5NC95x7BPcfEjpKAKkZn6aTBBQufT176MmsgIJpZxhTtQmuP",
-	"EC99gTqsQfqmHEVRgTAslRp4tOC3CVxQDyoIqTLH8K1hRo3q7lxkTUqfUONnS9T2bqFzR18k0o3abym6",
-	"OFSH4ocdWfKXV4AhU8fcclYqBTtno9GotsiPlWv8MLU39Vdjzlt6mrZ3Md05wQ2yxCIlMrMT2/x3NiAO",
-	"m89Lj+aJr+3EtMJOzeWCdZQvSu5aXbKdDqgdJ5LmNOfpTUepHeuhlJKf/piUEu2uw7KxHFSqZgwKQ1Dt",
-	"YJrRqESPGhqNP+EsrcmkXew8oYbbI0S9IUSYu9JyWVEouvOBrwMOStjMushiBsrXxDk3GDtQ7rnBFXyf",
-	"6lEUv7rZWC5/XSbIlQ9BnqLwfXeVL1z5fgorPDPdGb5rsEVz5GeGRUlqLOjhRsSQdZQrXNfB6aJ2pE0s",
-	"ly431yjtT1+2k1NZZyh3iuGDYvq63smMm6xqKr5AY7hXpO9sNS4+7QXF1T3WzxrYDoIpXjLF137aae8h",
-	"zMs7pzLHdta4Ortu6W3PiHlqmexYL/uisEHnU4nX83Z+eIKFLycvWd1vT7jn+c9fNFvxk/Xf12bNLwtV",
-	"1mjKO1NbzXxfagX+KK1YG8D9RQm5T6gv1gSkaDL9mK4fX1k3j92ezzWs6tDeTfbAzVTqSs/z9tmhiDM9",
-	"Q1gubhuwswFLJRaC7JcuH6mNPVcevAKJPSYOctgTdMy46rJJRoHhFuE/7Aj6LvFHCVjRAf8/rcPAEfx/",
-	"kzcmdz6IG9VNDXZ1zuzCp0dltb2EPz+q2u/cevveEk+h6h9/9ZPa6x9mq6/iImjDbwP8Zm7xF+ZJ2i7j",
-	"xdSkjekiF/4eQrP2zX9ih+iZ6sT/qNT5eHz2/I+jyWgyOjv/0+RPEySfn+RTpWTTIMdlT7BepfSguLlY",
-	"eph39yk989nC0pMSqKWnpdzGfrXVNRX7qdQaFxagUsUG+hZiplVqQbP+O62WYBeQGizM8j0lVhC5aB2S",
-	"Gfpf2R14vnG+0/8HAAD//w==",
+	"7H1rcxu3kuhfQfFulcg9Q4py7D0bqvaD7DiJN07sY+lcV23ouwPNgCSOhgADYEQxLv33W+gGZjAvkrKe",
+	"zuNLZM4M0Gg0+oV+fO4lcrmSggmje5PPvQWjKVPw5wdm1OZkZpiy/0qZThRfGS5Fb9I7ZYkUqSZGkjXl",
+	"hpyzmVSMGLXhYk7onHIx6kU9nSzYktrPzWbFepMeF4bNmepdX19HvRVVdMmMm+5VRvnyPTWL5mxnC0Zi",
+	"eD58k8aEksT+TajQa6ZYamfi9r2V/TrqCbq0c8FLvain2G85VyztTYzKWQjUvyk26016/+ewxMEhPtWH",
+	"v9hBLJQ/KJmvPFwt08zt89tP8+a7LXPw9PYTvGVUsy1zZPb5HU3zj5ypTXMfT4yhycISjVlwTdgV18bS",
+	"C0xNuNCG0ZTIGVnSC6AjQfhylfGEGyIFK/b5Nxi+AfmXQPqhWG0b0SFgZkENWcgs1WRt/zQLRuSKKWrf",
+	"JMmCijnTu4C7JVrtH1s2D/5360nOzt428fAWccCXzG5cxi8Z6f8gSZrj+iNyBGwgHg6X9GpoTBYPjknK",
+	"ZjTPjP3V/QlPupBkTFbZP3ZFl6vMPvlmrHuR5x7aKC7mAOpHyk0T1h/lmmRSzC1A55lMLmqgUkOWUhsP",
+	"rGVdFlp6rpkwRCoSj3VMjOJMEymSToqzH94I4Gu7N3olhWbA7F7S1FIe07CIRArDBPxJV5beAdzDlZLn",
+	"GVv+7V/aLu7znrv5Hr/CSavoibm4pBlPh3YZMelTYv8gMjeapwzoekWNYUoMIlK8XLBp+GJJs5lUS5ZO",
+	"hVT206GcDZU9AqR4cQCo9N+fy3QDn9o/8DBxTYSEM03++/TdL+SSZjmbCjkj3GiCK4nsIFQQtlyZDfkt",
+	"Zzkj3LDlYER+kWZh+cOaanf80tFU9K6j3kuZbs6kfEvVnD0oZu3ahkbKYWanjieATFgw10ReMuVprsBG",
+	"uaJJ5QX7iyVK0bJIu0SQg79I873MRfqgawSBOhTSDGd27nhChGMIKI/lDPm6JaaEKrKg2m13Svo0uWBp",
+	"RBQDhpjC7trNRhbLRMrSAawP+M2jrA9AqawPf4rhmOhitQhybbUA+6OAXdsQnScLomRumAfpR5Y9PEQL",
+	"lqXuGCC+Usnw1FtJSrg5Ji0I9/CXeIZF+MkecBEngnz4/hX59vmLvxM3OEllki+tpOjbZWmmLpk60ESu",
+	"BZlRnuWK6YjEL8ZjYvVcJWgWI03/U9DcLKTiv7OH3Yk8mDieEEqMvGDC8qREihmf54qlhIoU9kmhRCIp",
+	"T2GjEqrUhnBjpWBgF3z8+HF4kpsFE8YCzqqQlpLwJaOKKaIYzZb/Ne0lUqp06E7LtNcmJBFTl5Rn9Dx7",
+	"WP79u5QXjK2YGuYlBLHfaK2tpuekViKFYIlhqRWS7tkwk9pYtj4Vc0WFOdDFV+xqZVUyeHmRG6vwDlO5",
+	"FnFEYiswllRshtooRpc6JlJNRfmz1WWGK5llOj4ma24WJAarbAhmWWyFXtQw2YaFzdaGDPf2YWDdOcTr",
+	"fLWSyrD0Z5Zyegab86CkWgAwXFoIhpY+gGhBjoKKBjig5BUCNbRAEmkWTFlBI0gcgmhBi7vk6LXX3pw6",
+	"phRHnK2UVe0NRz0N9b3PdVKNeopyjWfZPTqXMmNU9FDV82r4r4Vmju9/Kqhenv+LJQZ0Fpz8F2leW1Un",
+	"4HU0y97NepNf90RqVIdesSXlwkLcat2sqDI84SsqjBPUC3rJgMYzNoNjb5UR3YoA9wNVim4aiy4nbi74",
+	"U2XJHxhN73LJicyRWOsOh8hZYm1rCRHR6qxoLqKpAOKSQJopu6gY+Ke1JGIAyp73cKKY9BdyTew5R7wz",
+	"KzNYOgB+7DWPvqlu1IEeHFfGGYIVrWPQtoQk7MowYRnPKKCt91Q7aq0RyL5UvIV8X1GR8pQmm+bwCT4y",
+	"7VjPgBO1Tb5trzpPpGFq2U7nSa6UZR444YEm9lXSH5P1ggkr+RRD3i7YwBK9tW+oQQL4j+eloArpoeWI",
+	"l6uNCqvfrdFBtwV9iKOboE9zkcCTAlz76tAa6k3ZGvXAxGoZqLaWcBH4iZ9pK/D/149eXUExaXVTvleM",
+	"EcOuDOl7i/w5+Ym/HJBVfp5xvWApcnpL/AVEo1ZHQAOm71jGTKdDh2pD2CVY+zOwLoXhxlmla/szXdMN",
+	"6ceHl0eH8J6OgSaq60q75jjJ1nSjiVF5CG5A2Ogt3EbYTaARxgON1no/hjFiMrP2MTELJfP5YpUbAr8P",
+	"2tEU7rGHvm1Hv5P5ecY65eEW9tp5MOvcdV+ZYoGm6WZ/GYvA+c9qE+9c7Gtkv801F7xoD/9gjVuTvmAs",
+	"ZSl4zphl8sByOHhAvGuzbcf2Xzu+17a61xlLENZOxlLdj20St2RTLftUcvL9xLeH7C1+15SmDrcpUxER",
+	"eZYh2oQERdA+0KQvFVkveMaIzvXK+w+inn0drQd0gTbQ0kmnxTht1x2G9FH/RrBiBMtKaiFLFqUHDqbQ",
+	"M3Cgyf9I+RNYF1MRGBPFhBNLEQkVVvO6lNb+hbMtNg4JJBeGZ/YlxZz1oVH33+9gFFIo2PhtFPP60mn8",
+	"Na5HzU4NvyC666jH/DBM5EsLjoPjUwu583TnyHa0N2ljjXA3glNFCOK2pb0tSPUeZa1XRXYqErcSyzDL",
+	"Nun8WoCPsYWl8bSdUysuFTebDh24gfXi/dbZ3X41ZSRJWcKXNCNu8GPCU00sGInJNoSLRAFfpeDKpwSN",
+	"Y5DC6J3uTXr/79fx8NtPf/u3NvT/yGiGNyXVVWtDTa6rTgp5sVNcus/a1vijzFqwe8HRA1jOksnkog3S",
+	"Dl5UAwDGcy+3QfHGsOXLjfGqSRXXpZv5QJNz+1ZE5Ir+lrMIVaANAWub2GEr2u85F1RtCpdsc53o2dAn",
+	"Zv+T0a3XG5Ptd/MTYsar2Xh/VMLThiVYxHfMUJ7tL6lw5U0zE6T93sITyGSXzYxDttvLAMZrsU05aVMg",
+	"nG+mShIfF5vAKwvyJyJckLVUqR7tjXI3fCemT+HQFpJECubQXTMFuPIaeegstoIV7lq506xadPA9pFG4",
+	"5x0CSbPHkEeNS1ZaYmEh1/UNIv0YHIyIoppnMbIfqg16uSy+WJZa9WLu7dkvxJult1akSW2K04aBCZfy",
+	"omJPPBQe4WzI5OIHRdsUFprgcDfhUDMmEi7mZ/KCiT1l+Bc4K+RaVFwfHYet1N/gzOFXNRijcJmtx1Em",
+	"Fz+yLL1DL5s9kjdR+AEE/MYq+zt09H3cbVai4h1T4WazRwMBI/3SaODOrl8yKkA3HxyTGDCmuR1syMVw",
+	"peRcMd3lRAugb5DYF5BL197fUM2skUoHbXRrh3ZVp6bV8XTL7W3acjhgaMsBg5PJhWVUM8XY7Uy3NeU+",
+	"jGw/X51bYfllG4Z+cdOFWufJ8H/o8Here5Z/jv53+OnzODp69vfrVn303SVTl5ytC2HYuGksPFLxD6/P",
+	"SOB7OkbeTqwKSM5zU1w4xWRJN+6GLnYuLwivKQXtth07xVEQoub59jJiv8FKSrIjbXvT++aAcbcIluTi",
+	"cYTxbVYfWLy3Wvyj2ca3W/5Z4X+EQMlbYqH0Zn59mPiHtbRuuX6w1r6+pXt/8e0W767Qvr7lV53mt0NC",
+	"CmMNHw8Xn6rxNjRNQU+i2fsAQyigq3KsHi4zIqcLqYwLnso1SyekGoHYGmQYTUU1dDAi9ei6IpiwEVgX",
+	"QcywYUt4NBWVmLqIdAUZwJMgUiYiQVSVBWjJzEKmcLlLs0yu8Z16/JL7DNRS+7jUUcF5PBUx6h0ASpcO",
+	"GpG48Pb5y92IxEu2PGeq+AFggl8q0/tbaLyvDX8J7qWdJ9vdSk9F9VrarwuADL+GQMzi6+KKPx7UhgiA",
+	"rkcMtoW8RB0BLxHpCMqpR93YARqRNUUAFvrJ69d33gvUPFtCG+q08KZ+XjgQm1q94SZjW261QtfWwpiV",
+	"nhweVkKiRim79GE1+rCgnZ2KPzz180fbvJUooJqub7tJlSiAim0r5m0pGW8MW2rI/eBiTvpuDCIF04Rd",
+	"JVnu72P2vijsMn1h/qiAsnNhFqI78XRbo+l3dmMfuPtsK3y6BUD/816exHKlu9yJOFwbNE737/AltjiR",
+	"3xbBmJpIUYt6bdthjIxsDrSQ2kws98XgWVbei7lgSsKFFRStF6LuzL/puNkPh3I3bKkdbsGuSH/aG1+N",
+	"RqNpbxC5eHLLxGRuCPWvt8/p7eN6JDRewlnuR/pCFlNumLFcs4gQBF7lb/li0k+5Lp5NCJjsesFXJBcJ",
+	"U4ZyiLt3oYTOv3ZMKBFsHQYhnjN75pY0ZTBZJrWz/bwOUYIHt+Juwl54xRl5Nx5+3qpnGL5kMjft+BZs",
+	"Lg2nhqUFaO79Ss7FHuEIiORwgwsKKmGIPHVuoehXEN3Xfu/DtocGwStkBs7ofri93bvpd6rcgkFkiVoQ",
+	"RpOFCzUsB2v5vLjMbR/txjsajLfH/rbuwhbs3uJSuLo/bVqv2/tHuRouLdhbLLFpBj8147ZXB7Gxzu7Y",
+	"pDLAoz1OA3UAuVzllkQHBFXTA014Wnf6wSTez4rvbfH9BSDwJTd7elhx2P2laomZn+HLthiXS6a81Gzi",
+	"wNoEGHV8oIl78xjCfNxdtsZ4NnTmlUFu5XdfEnfoM08RNUGYh4e1xMR2eugKirgdQdwDEXTHeNZiO7nR",
+	"blwiZMoONLH7APmav1/x9JiMAw0Av90v9HNvQvBkgNFh5ZaD9oQz3mrPK4GlJVT7bPSdsDkfu/W0wnwC",
+	"+Dy/qOm4nWxkyQVf2gWMd24CDrJ9fsdJmlhmS4oX+XvQWof1si1yWi+oYnsOv2Z8vjD7WjrubT9F1Nzn",
+	"bjz8c9Ue4lxio3mWIC4Yjos7yWsqjD5GViKVz9qdSUVyAVuCpQC27mwHi2lFSu2aBqe7YGyFd41ed8QP",
+	"7MxLeoUTHY3hv2Dqo2iPrIIQb6d+H/dlyd20cqPoVYfrPkdO/S/JhSu0MIhIGc1q0WAFHM34JYtIDvtr",
+	"f5AKI13b7akbEGfAZ7+USQLZemrt5pBgXCa5teJPLRdCTJ9D+tpJ3lWQAjPp5vzSyjSJgRku8RU9ZMMh",
+	"vBKTfvzq3bsP3/3v2bufXv8SD0bkoxM9UrBoKuLDy6MY0oRXTBTJeJinBXHCcyEVZji7pCU48gBeiYuF",
+	"MSvMq+JiJpsgF/axlYVSqpQLlFOKJXzFXJLyKqNckB/Pzt4fQmK2hQZtsSFQP15LjqZiKn5ggimaEZVn",
+	"zKUP0dUq21hkoJ6DCysqJUzsV/9OXisllSZUse4ES036cVe2WRy5BPGpICR2nup44JDu3bngDgOLC/xh",
+	"9i/0+qFzEJ18cYHt4sLfDjrjzJ4GKoIqD+DEHrnx7a7Eezjxpvl4/E2iF1IZcHjDv1k8spO8BhSVE6Qs",
+	"yahyYQxJxgHbiKr+86urgQsRdmfx2C4H6irEJLE7p+2YnVmppF/PSrU78Qs45rkgK2oW9p3PFshri6HP",
+	"cITwT2AT9k+e6gFZUpMsAPW7L8Nj0teSCAZe+lEMVQFGI6i4IFy8Ess0Ixygj58DiGGFAtgemScLTB3G",
+	"CCdR+npgGd85V4NdAVR0sNtvsngANBb4IggyIvvesxfjJRDFN2P434sl4ISQn315A8vs5tQAdwNhIy+x",
+	"QkKQOOv4PemH9SRAIDlAYFllYQx8BLBNqsstrz9G5ARfIecsk2typC210UxLoti/wLiHVeMM9dIVS0aF",
+	"JsZSlkiYHcuREpzP0v2kXZy6c+BaOIFrl2g+Zwsu0ia2T7Big88VhmuYZW7/YpiiSTWJw/zMCWkkZdrp",
+	"+vHzoxek4z4GczrXXLNBZAeuForAo+4BpTPDlB2RmwgIBii0UkjCywZ/srlAB7UFItgEuEGyI5Wzj8iH",
+	"cqGc6XY6AOWjoAJ3EeXOpx3viPzMXw7c0SXx86NvSO1Ga0R+sWtEt6gVyo7oq7j/6HILWr2dteRkFxUY",
+	"cBggASvBNeEAFsKjSfxi/A3pSIBuTTq2kFhR1ZpN3i8E3yCqCAJPMgACnIwTd+OG4oG4hHHkmjCEY5gR",
+	"son4+fiI1O7pUpZwu5OuABUVGztyiZ6EZlkpcD3EFoUn7994oTshCyYSxCy6h2kGnNIef8JBKMReRUAE",
+	"gJniItMtQzHsymDQjrvYigf2OKROYjo88nRiuQ0GeiJ786QNc1i7ZhKTjAt2jG5EHOzA0zLJuDYaiNsN",
+	"3MfRSlHmXpSzYkSrcliNZVbG2mqI/UbHMswAvNLUPaIjt06egsC2I9Zi953k3xW8X1kN0XSDpZSc0NoQ",
+	"uIsEdiWXUGHBogByZIClQO4mwq425OgF8ekveOlWrS0Q6HqT3tFoPBpD1N2KCbrivUnvm9F49A0mEyxA",
+	"0ztcQMLA76BfMwxX9qfmTdqb9H5g5kf3Sq2Oz7PxeEuS/M2S413aQktu/ClTl1zMIRjx+fh510AFZIdF",
+	"HZJQt+1Nfv0U9XS+XFK16U0s7EW2ErMqWMK0Rv0B48DpXENkoceF7n2y4x0umd1tu377L4fY0YYuM/cT",
+	"3DNvRecHfONRsPnKs8gvwWfUezH+ZvcHYRmL/feglauHHN1ywRfjb7buTs4P3TZcHh26+3vduRdvuTYv",
+	"/Uu33I6qpRpOvZcXtoyf2X6zWQzcYsk1Ntuvze310V5bV9Zq+aL9tjCA7N/9XVkQI6QKtA0whoO45YZ7",
+	"XmLgurbPh6jClznKLTsu10x5XDd2/HnL9a90VRYBg+PdiwqKm31FSIdlYtmurRiPOplaJ1LvjqsVZ6RJ",
+	"6Wch5H/srfq4YK7mS7FkyynxwHRuW1hutCOgr3zlsCi4eP0p6q3ylh3/YKcr9/xmwwdlMu0Eu0/hB7e4",
+	"B9zZvURjtVzb49AD4CakBl8sCQPZIsINmdEs00HugU+u0jdirIdrV3fyNsQkdQs1faTcfCkxQTHMFjK6",
+	"c77j6si0cJ/HEBLPx98+bI3HanDlhGjDs8zLaSAt55WBiIzRY50GZnIlwAFU55AZ7hL4Pb4ltfXUV6DR",
+	"YBxsPyDVeOXtimYlTvqO1c20Ova+Smc9dHu76lmbZB8FFCfwuP4a9dC0sgJfKEwTClfrN6KOQD3tUqKq",
+	"G3KPLK228+0KVXXtf3S9qrliuCzKhYmIgqgOpjU4msKI8btXuLYSz2G9ntAdiOIaow+ZYxA3384fJ42i",
+	"P9rQjSZMKJllLD2eivfvTs+wKD4xkswlkcJ73tGPVT0FUImofg5qq2yrSn0HVeLbBy4LK3WNXbv53nXx",
+	"vadGs/u9s7O3+7y2Xds+uh+e4gtKtbAWZKwhzViG6goAfgU6/n1oXh01IbcpYuXZnJAZWxdVQDGzhSxo",
+	"6nHa1M6O7bGdiu5zW0uTqRdvDIo0DkbtCTATQgUWJ3VFLTIA1tXF5tpFqIcuB6xi/hii3uLpmCjQHbH4",
+	"fYHHSp3QsFTll8j+Cvs+/MzT7c4qRi/ZDlZ4R6yk2g5iP6MczrEUDLYUa6Y+tbPr63/f+6mtFK/ddWox",
+	"l2yCN60aTqovO9s8qi0pZ8d4gOocFL6nWYYXYXTJHssGA7qtHSfWyvR9pd071aB2U7trN1PoWsxlsW83",
+	"4F4Xb92p7VaZfC+zLSwzt9ViK4fex1gr1vcVmml+pXUDLUJfmKskaMVWWQUwJLwAU9d1omjabbWaUhh7",
+	"xdQyjgglRRbnpIgxKLwR1UDtlM9m9vFMyaUfABqLNHTt/rPxOCK5cCW8B22K8w+soND9NGZfQq+gyz0i",
+	"DZ+AN66k/nar1e/bn8FeDei6Ui0YAtsgikCqtHqZE1L67a3U+iE5rFZXvXPr9CxcJcTnYswgrNV1pzqn",
+	"yQVGvfhItOpBBJhZCt0G6ictcm7NUg+On42PrAI8dRHf096EzGgGmq87tIRr1KfddrQlXUCV00agSCUz",
+	"xiXNyZnPkJgKH7oT8zSOKlG2S3oBCakMo1uKZjsrLFcAiZn2x0nRRWgqIH6slXe8ossV5XNxA1P7pqb1",
+	"3duyN2JGcLxfSqwqfCd8qFb++7rZ5+oujeuy0Hyb5HbU+ic1nre2bapXk5hYEQ1tmwo2Um/dVDVVsYUT",
+	"d6pFVboc7cH1K1254KMX+yC7pSHJYxnHSmaEBvjqv8oVNVIRTIN6CyGnGd3IvHpfsodSFciLnebwB6Zb",
+	"WdTNTNsOLx9wiJy1te0s60t/eqwDjkt33YoK2YRO1VDq2e1uv0B3AzxpE/1RrgstXvyNuSOC/zIqh7hb",
+	"pPw6ln39Bqtz3L1mdQPrtSM0472SvvvrrU7Kg8nNum/9+h6th63HzGPuiZ+TP4XYOWXGxWhj2sNMqqqN",
+	"AyquYkN/7G4sejAWvNOsx+DvouVB0ZIFa2+F1SprA8cTF2weRJRPBYSUuxoZUlRV/n6h80chc7F/l/IR",
+	"K5YjNo6norXVQlt/hZrtIvIsi8i0rJ1hfwSGN4DMNl+Q8wA99GheWQvGQybYmmkTZhngIqBBwyyD/Jo+",
+	"nYpyo1BgcTGPIM+GizmRCmKu7WGDNBbibBNyKl2DkCLsPbCsDnTpZ7GC8LecZsTAF2FsU1qkgMHMEFLv",
+	"FoLAT50jBa5B0BfDjWbZDDIOcZyUGhoRqCDrswZAAfRWmsg2DjS7U5ARWgx2nmOihyNgno5IUecUBikQ",
+	"JSSA5JE4FZWee8UeWXxZ0YM2YOHsgiLXxIApiGHs7JLL3O7cVKyyHAzEiGi5tccAzIhdBlpMQ1fKvPQs",
+	"7WDNjVyQKm9umvNFkgdiGcqxF16LG/lDfUHXulO07QayyF/5w0f2YsvDBV/5Zt2kf3r6enCPPqE9+KoO",
+	"avn2489TrMAz7V3HA1c7EOoc2j8ONLGc1rLdQVTy4z4VU+EBr71T1pqBUSCds/YKKHplK2J8OhX+sbuI",
+	"cDed1cs87EvHlR+PMz0YkZMwnwj4/1TMmdHNvCLLSJH9Y28rXzgpkAjIL8ruXFORck1XK0aVJjAqDbt5",
+	"rRdSI8eC5NyiIrLLmaMCrulmMsvkGm9frTwCSEOfkoLeQvaX9UJa4aKYv7iJh0PpCjkPIZH2kmYx6Rdp",
+	"fpBSOkBWA8x2yagrT4A5yGRFLelZdKZUL84lVamO4N7LvgSNADFbExOsy9QruId1gs6zCk/JtYJsx9Ws",
+	"Lo/+qajgv2DxwGUwBWvNFCvrlLh16ArbnIqCb4LD3lSTyogUW9hn0aPgSTLQao3uL2OgX9NtkZErngCa",
+	"hEcfMsUIM/VwW6mu5QNuSzy6PDosKwi2+65PfO/stdDA2XTk1buEW/0uDA6IsK04nhhXyGjBV3pE3hjw",
+	"VDvftWs/EYW91eyhumArV58CNFcugJ4ht7p4V4PaAi8V/AAqpmnI+i5UqpZWXqGmmUltjjErU6RT4Zqc",
+	"63pjDmhk0uZ7Vowa9tZ1ebiZ8AGv8X16ZVwLnOYJgKYbD2wn3pL2AWSs+KQrxOyLC1YJ+dDVPtjukrPU",
+	"97boirMzjwOp9SvwU9/ar2QX6pF93HYWIGkHz0qRwW1PG95Vte5Pd/ZVxxaM7/Yg+GZC7RevZcf6P/TW",
+	"nmzr0tSyZV/gg6vq09XjuEu9/hj4BZCl++I6ZeZPKrHWhWui1EiQBy0Sw/umotvxUQUsRmsa1FL4Hiu5",
+	"VlJ7yw6QrsDrJDwZJYCVLk4Rid3bWETFibw4mgoof0HWC54sAjMWM5vIq0xqXrFvnbTUYa8tg8VC2jTO",
+	"hmo1IUdOWX/WrevteRQfQc1rtCZ7yqbyV5N/95PXoSqa5AMxg0KBu3m0RTh4V16eXduJHf5h5EsbAf5U",
+	"KLJ/fNHyPteLkjfZo275HhQVE3JN/kaMybYqbtao2BrD+BbeuNP4xWLS/XhQ0C5pe/AijrtP4CIs6is0",
+	"Q6EFWHvAomvlBjoGNumq7DuiprLtrcUPGr22fNvtIAXY32yU6uioIdk+4IO32Mn19reKu+0E1Iv/uq6u",
+	"mxW+bKVrIAeK0vnGa2ttRLLFaMDtvD+eXp71DotBupiFP3qYJrqxg0Mtcig0Kmfbjnd09/GTWJsuZa4G",
+	"JdQ7guAmqhS/pJnzifbBDbamBuqwwV0XN5qsFEtZwrSWauCiE8syA1jamgp3e2dossBqqcDhnB3s605z",
+	"A72KKtxoKriGxg4+INpk6H/HRAKoASSguHZhkjiGhf3w/Y+u7qOF8CQs81qEdblyrxy9cOgmBvfVFdfQ",
+	"0QWXgYEffU2Xrt4ppDqFLSZ95Kff2ZsGfk4FetcFW/sh/PWvTC4iQhMltXOkFV56iZYcE5otzzPWZoic",
+	"YE/UL2LX95h82Gj8+71ijFhDiGgjFSsSwmBbLDJJnxoshfzsxX9gA+9BRPRCrgWhIeoPNImhowiwwLYA",
+	"L98itBHeVbSEuFc/YtGn94n4Ep9O9Ga9Q29bFGfZTGwCfos5Ysy7tjGA+9iXcoNqur4xru86hm1xndc8",
+	"OLO1/rij7t5kk6J8vava6hkKtiBGV4NnKlA4GvMfXRDV46U3OnYAkeBXSZZrqOs6o1w5CdypWcLd6HaL",
+	"4h/4yp2aFOW0+/eF2mlPuEH3MShwTV+hRQFr7MyBEnOzwBwo17AMC08G2+9xVN3/PQpX/MMFz96bLun2",
+	"uF2PBDD/6IokYOBmu3j7WI4KARzileS9VIB69UURqw9aKaFOzP9++O/70+8bw5Yvrf7SRcOW0x1o1HGi",
+	"UpkNi0lDnBuUSoBtQfFnNx7L5QOYgMch9onrVnUiaGG487XrrnBySHf+yx3cdkxhA4LgEOjH2qdmCNGM",
+	"QykSNjgmC56mTJBcGJ4RmlxgiB9Wv7ff12uzbWXM7lwefob/b72wPUku/Enb7YU5SZ7kXS0s4JF3+SS5",
+	"EHKdsXTOsAQObDPXBBGf3jE73s26ACm7ebenkUNnOd+Gl98MqC7G71xa+1Pl0/UNPgXC/IG7Cv1AkBgz",
+	"fMk1P8+Yc2i4UCCZpWSV0YTtz2YKZXy7MYC9XhvEXt3Fo9HoaDweF50CyNF43GW6+xZv4e2oQ9IRlFsK",
+	"6y/tqL706b51VFx9i5CHB38Gb2cp9zDSkl60pKHfhY66LUnc82MfuFCqVs7VFPgQAcsHtc4dMelDXMFU",
+	"UL8EJ5t9MjkcJ2znQqB9B7HUFmGvDt9lI8LwC/pbzqYCICALplyAL3Rb8KnbzW4cx6Sl0zt0c5+K/ouj",
+	"Z+Qn/pKcb/wRGuAozf4ax0QwDq4IWLsuGtC011/ziZBbz+94NPr22whrauKOHxdHufMgh+2im2c5PMnf",
+	"frujJ93W5LTbaOa7UtHuzifoMN1aI+0UiPRhRdyXZJU9Sj6y93IwougaT0gf4sdxV9wxvGArMzgmK6Y0",
+	"1/b3/QWdPe/3YuWe2YHvq8Dx07BHjyvq8FxijmxgoX5tludjSFErb+omJLuicIUkBQOBpPzF1eCYxM/G",
+	"z12JToYI6iZ1XXbAbw0gPHHijV0y4dpzlGHfXJNcKEaThV3qMXaYYzEGxUFnGy1HbaWJfN/9e1S//BSt",
+	"PWRcQh3G8T9SAPbZ9lj6XfkF7rU981aL9Co4upAbFORZTchoNGrNVCVhoircPPpsycmW3v7bu/nXgj4j",
+	"f++J96w+yDPsCB/2XgrCMXGcZgLQVPgWhJ1hmXsT4CMEZlaazP+R028q57A7H7GN+oP+8dss0Fqf9zu+",
+	"mJrjmDdvrV70xd96ReWG3+eKClf3NeZeFTjBvEynW3Cjaw3hPTEEG99CDIeuWee2y6n6NtyjDGrseLty",
+	"BTD/GXwBPvUWXDhRUeSgpVN8kOdmGSi0Xm54DSq0cFM9GnZke+mU05BY3jq3030UQanP8sBVUG5Cpge6",
+	"ojY9YWP0ayxxYgI0J1muDVPDNU+Zb6tamq+DmzPFPVXFMF2+O9unOXyoPtZyrCs57YKtgxN/7HKMykx+",
+	"q5xORRycCXwycMMXMPkpPBuBOazVA02WA1ROhd2GHIL5XFFGp2zUEvWLDH2zlsXwrtwHBqNNRWeaeEei",
+	"ermhvttoNUs9IufSLMgFF6kmRs6hnVdEtJwKmGR3nQ60sUuUHmgSOz4aYwkTGAq1fjmD+bo14xuLx3vS",
+	"kKVg72adjLzJury6vDenBUJwX336q0xI9UKzlMidavmdSd9uhuU0gJs732rCvdX79t+SiyaxP2ZvkTXj",
+	"80XX1VZUbyxy+84iT6xjSLkZpwuqWsO77J79Vdi0JSQWT0pZ1bSQO5Xypa7WKb7sBSlUNH2s5gB2Q0Ng",
+	"tQcu5qnvuI7HoqwvQ44GJBeQO9GsXrCnKuQ4y35NN3ZyiXvIeXr71DtoPFYniZJatgij3bb/z0AA+zF8",
+	"30L966uOvwdLtRoZngZr2tm3HoPsHppRCmmGM8usK7zS8kghnxyTPKltkC9Q65X8Sp8JF0VYNQkKv4pr",
+	"MnEfetztS9X+c5VSw3af0SdRuLYOJgL/eK6bJ37A/ypnG55oJBZCy41BJQcr4rElFWm3UmNHYkkOoTP2",
+	"OJwzqpg6yc2iN/n103X02ZI85HK685KrrDfpLYxZTQ4Pj579fTQejUdHk/8c/+cYjoebpqmCQGqiXAus",
+	"bENdST6X4cQ0OB64IgyyMl2dLw5dp0ZBvB6WJWjm+71uyT5y+ecurRITLXVZYv6NMEy9VzJhWv+cG3YV",
+	"Fpr380HSUnM6NPiLcql6a+H6sBas1ZsrAAWTlbUymxP63rjlRN9xbRQ/zw1L3UM/H258vT9uMU3RCas5",
+	"y3e5skRJvn/z/TtMfdE+Ec4FWHHYKXoR5E9C3HkZw9YvyuvCg2BiFy7QnPasdnGDxFB0U3FuNr3KOJan",
+	"BP8lXUoxD8VruMaAyJvT/choZhZB69UovAKOip43zpHna2piXFuQ9lleJTbnOMX0Z5kbzVOnZzJhP2Ap",
+	"UTI3TJH+eyWXzCxYriFV1YGxYomrGex+KKtchthUdN27/nT9/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -106,15 +106,22 @@ func (s *Server) follow(topic string, changed func() <-chan struct{}, publish fu
 }
 
 // followElection publishes every state of an election to its topic.
+//
+// Event ids (as openapi.yaml documents them): the zxid of the newest change the
+// state reflects (st.Zxid, at least the leader's term), raised to the previous
+// id + 1 when it is not newer (a suspended state, the same state read again
+// after a reconnect, an election gone), so they strictly increase along a stream.
 func (s *Server) followElection(topic, name string) {
 	f, err := s.opt.Elections.Follow(name)
 	if err != nil {
 		return
 	}
+	var lastID int64 // only the follower's goroutine publishes
 	s.follow(topic, f.Changed, func() {
 		if st, ok := f.State(); ok {
 			if data, err := sse.Data(electionBody(st)); err == nil {
-				s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
+				lastID = max(st.Zxid, lastID+1)
+				s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "leader", Data: data})
 			}
 		}
 	}, f.Close)

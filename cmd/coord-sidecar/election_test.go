@@ -17,7 +17,7 @@ import (
 func campaign(t *testing.T, car *sidecar, election, id, query string) *response {
 	t.Helper()
 	r, err := car.do(context.Background(), http.MethodPost,
-		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`))
+		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("campaign %s: %v %+v", id, err, r)
 	}
