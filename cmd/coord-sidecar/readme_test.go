@@ -552,7 +552,7 @@ var maskClasses = []maskClass{
 	{regexp.MustCompile(`(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)`), anyValue, `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z`},
 	{regexp.MustCompile(`((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT)`), anyValue, `[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT`},
 	{regexp.MustCompile(`^real\t(\d+m\d+\.\d+s)$`), anyValue, `\d+m\d+\.\d+s`},
-	{regexp.MustCompile(`\b([a-z2-7]{20})\b`), bindID, `[a-z2-7]{20}`},          // lease ids; a claim id's end
+	{regexp.MustCompile(`\b([a-z2-7]{20})\b`), bindID, `[a-z2-7]{20}`},             // lease ids; a claim id's end
 	{regexp.MustCompile(`\bi\d+-([a-z2-7]{13})-\d{10}\b`), bindID, `[a-z2-7]{13}`}, // an item id's token
 	{regexp.MustCompile(`"(?:fencingToken|term)":(\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`fencing token (\d+)`), bindZxid, `\d+`},
