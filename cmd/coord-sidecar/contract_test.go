@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -322,4 +325,90 @@ func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 	ids(first, "the first follower", func(seen map[string]bool) bool { return seen["lock/bb"] })
 	second := car.openStream("/v1/events")
 	ids(second, "the second follower", func(seen map[string]bool) bool { return everything(seen) && seen["lock/bb"] })
+}
+
+// Every event of every stream matches the schema openapi.yaml gives it: the
+// session, a lease (its first and its last event), an election, a throughput
+// group (both kinds) and the stream of everything (a deletion included).
+func TestStreamEventsMatchTheirSchemas(t *testing.T) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
+	lease := str(car.must(http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	campaign(t, car, "e", "c1", "lease="+lease)
+	car.send(http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.must(http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&lease="+lease)
+	car.must(http.StatusNoContent, http.MethodPut, "/v1/barriers/b")
+	car.must(http.StatusCreated, http.MethodPost, "/v1/double-barriers/d/participants?id=p1&count=1&lease="+lease)
+	if r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("x"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("enqueue: %v %+v", err, r)
+	}
+
+	paths := []string{"/v1/session/events", "/v1/leases/" + lease + "/events", "/v1/elections/e/events", "/v1/throughput/g/events", "/v1/events"}
+	streams := map[string]*stream{}
+	for _, p := range paths {
+		streams[p] = car.openStream(p)
+	}
+	check := func(p string, ev sseEvent) {
+		t.Helper()
+		schema := streamEventSchema(spec, p)
+		if schema == nil {
+			t.Fatalf("no event schema for %s in openapi.yaml", p)
+		}
+		v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
+		if err := schema.VisitJSON(v); err != nil {
+			raw, _ := json.Marshal(v)
+			t.Fatalf("%s: event %s does not match its schema: %v", p, raw, err)
+		}
+	}
+	// The first events: the current state of each.
+	check(paths[0], streams[paths[0]].next(t, 10*time.Second))
+	check(paths[1], streams[paths[1]].next(t, 10*time.Second))
+	check(paths[2], streams[paths[2]].next(t, 10*time.Second))
+	for range 2 { // throughput and leader
+		check(paths[3], streams[paths[3]].next(t, 10*time.Second))
+	}
+	kinds := map[string]bool{}
+	for len(kinds) < 7 { // session, lock, leader, throughput, queue, barrier, double-barrier
+		ev := streams[paths[4]].next(t, 10*time.Second)
+		check(paths[4], ev)
+		kinds[ev.Name] = true
+	}
+	// The end of everything the lease held: its last event, and deletions.
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/barriers/b")
+	car.must(http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	if ev := streams[paths[1]].next(t, 10*time.Second); ev.Name != "revoked" {
+		t.Fatalf("the lease's last event: %+v", ev)
+	} else {
+		check(paths[1], ev)
+	}
+	check(paths[2], streams[paths[2]].next(t, 10*time.Second)) // nobody leads
+	for deleted := false; !deleted; {
+		ev := streams[paths[4]].next(t, 10*time.Second)
+		check(paths[4], ev)
+		deleted = ev.Name == "barrier" && ev.Data["deleted"] == true
+	}
+}
+
+// streamEventSchema is the schema openapi.yaml gives one event of the stream at
+// path (the items of its text/event-stream answer), or nil.
+func streamEventSchema(spec *openapi3.T, path string) *openapi3.Schema {
+	for tmpl, item := range spec.Paths.Map() {
+		re := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tmpl), `[^/]+`) + "$"
+		if !regexp.MustCompile(re).MatchString(path) || item.Get == nil {
+			continue
+		}
+		resp := item.Get.Responses.Status(200)
+		if resp == nil || resp.Value == nil {
+			continue
+		}
+		if mt := resp.Value.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
+			return mt.Schema.Value.Items.Value
+		}
+	}
+	return nil
 }

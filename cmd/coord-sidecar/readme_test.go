@@ -727,7 +727,7 @@ func (r *readmeRun) validateEvents(st step, command string, lines []string) {
 	if m := regexp.MustCompile(`https?://[^/\s']+(/[^?\s']*)|\b[\w.]+:\d+(/[^?\s']*)`).FindStringSubmatch(command); m != nil {
 		path = m[1] + m[2]
 	}
-	schema := r.streamSchema(path)
+	schema := streamEventSchema(r.spec, path)
 	if schema == nil {
 		t.Errorf("README.md:%d: no event-stream operation in openapi.yaml for %q", st.line, path)
 		return
@@ -766,24 +766,6 @@ func (r *readmeRun) validateEvents(st step, command string, lines []string) {
 		}
 	}
 	flush()
-}
-
-// streamSchema is the schema of one event of the stream at path.
-func (r *readmeRun) streamSchema(path string) *openapi3.Schema {
-	for tmpl, item := range r.spec.Paths.Map() {
-		re := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tmpl), `[^/]+`) + "$"
-		if !regexp.MustCompile(re).MatchString(path) || item.Get == nil {
-			continue
-		}
-		resp := item.Get.Responses.Status(200)
-		if resp == nil || resp.Value == nil {
-			continue
-		}
-		if mt := resp.Value.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
-			return mt.Schema.Value.Items.Value
-		}
-	}
-	return nil
 }
 
 // Prism.

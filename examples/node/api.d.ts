@@ -814,7 +814,9 @@ export interface components {
         Name: string;
         /**
          * Format: binary
-         * @description A queue item's bytes, opaque, of any media type.
+         * @description A queue item's bytes, opaque, of any media type (JSON included). No `type`:
+         *     with `type: string`, a validating proxy or client parses a JSON item by its
+         *     Content-Type and then refuses it for not being a string.
          */
         ItemBytes: unknown;
         /**
