@@ -5,7 +5,7 @@ GO    ?= go
 BIN   := bin/coord-sidecar
 ZKDIR ?= .zk
 
-.PHONY: run test lint lint-go bench demo generate build zookeeper zookeeper-stop docker clean
+.PHONY: run test lint lint-go lint-contract npm-tools bench demo generate build zookeeper zookeeper-stop docker clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/coord-sidecar
@@ -17,15 +17,16 @@ run: build
 	./$(BIN)
 
 # The whole suite with -race against real ZooKeeper servers that the tests start
-# themselves on free ports in temporary folders, after the static checks.
+# themselves on free ports in temporary folders, after the static checks. The
+# contract tests (the README's sessions behind Prism, the TypeScript client) use
+# the npm packages pinned under tools/ and examples/node/.
 test: lint
 	scripts/zookeeper.sh install
-	scripts/deps.sh test
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# Static checks. Every checker is pinned in go.mod (`go get -tool`) and run with
-# `go tool`, so a fresh machine needs nothing but Go.
-lint: lint-go
+# Static checks: the Go code and the contract. Every Go checker is pinned in
+# go.mod (`go get -tool`) and run with `go tool`.
+lint: lint-go lint-contract
 
 # The highest cyclomatic complexity gocyclo lets a function have. Issue 11 sets it
 # at 20 for every handwritten function, tests included (api/api.gen.go is
@@ -44,6 +45,17 @@ lint-go:
 	fi
 	$(GOCYCLO) -over $(GOCYCLO_OVER) .
 
+# The contract under redocly's recommended rules (redocly.yaml); redocly comes from
+# tools/package-lock.json, installed into tools/node_modules.
+lint-contract: npm-tools
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true tools/node_modules/.bin/redocly lint --config redocly.yaml openapi.yaml
+
+# Node.js, npm and the other test tools (scripts/deps.sh), then the pinned npm
+# packages (once per lock file).
+npm-tools:
+	scripts/deps.sh test
+	scripts/npm-ci.sh tools examples/node
+
 # Benchmarks side by side in one run; see docs/BENCHMARKS.md.
 bench:
 	scripts/zookeeper.sh install
@@ -54,9 +66,12 @@ bench:
 demo: build
 	scripts/demo.sh
 
-# Regenerates api/api.gen.go from openapi.yaml.
+# Regenerates api/api.gen.go (the Go server) and examples/node/api.d.ts (the
+# TypeScript client's types) from openapi.yaml.
 generate:
 	cd api && $(GO) tool oapi-codegen -config oapi-codegen.yaml ../openapi.yaml
+	scripts/npm-ci.sh examples/node
+	cd examples/node && node_modules/.bin/openapi-typescript ../../openapi.yaml --output api.d.ts
 
 zookeeper:
 	scripts/zookeeper.sh start $(ZKDIR) 2181

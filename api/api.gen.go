@@ -23,27 +23,243 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ElectionEventEvent.
+const (
+	ElectionEventEventLeader ElectionEventEvent = "leader"
+)
+
+// Valid indicates whether the value is a known member of the ElectionEventEvent enum.
+func (e ElectionEventEvent) Valid() bool {
+	switch e {
+	case ElectionEventEventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStreamEvent0Event.
+const (
+	LeaseStreamEvent0EventLease LeaseStreamEvent0Event = "lease"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStreamEvent0Event enum.
+func (e LeaseStreamEvent0Event) Valid() bool {
+	switch e {
+	case LeaseStreamEvent0EventLease:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStreamEvent1Event.
+const (
+	LeaseStreamEvent1EventExpired LeaseStreamEvent1Event = "expired"
+	LeaseStreamEvent1EventLost    LeaseStreamEvent1Event = "lost"
+	LeaseStreamEvent1EventRevoked LeaseStreamEvent1Event = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStreamEvent1Event enum.
+func (e LeaseStreamEvent1Event) Valid() bool {
+	switch e {
+	case LeaseStreamEvent1EventExpired:
+		return true
+	case LeaseStreamEvent1EventLost:
+		return true
+	case LeaseStreamEvent1EventRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent1Event.
+const (
+	Lock OverviewEvent1Event = "lock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent1Event enum.
+func (e OverviewEvent1Event) Valid() bool {
+	switch e {
+	case Lock:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent2Event.
+const (
+	OverviewEvent2EventLeader OverviewEvent2Event = "leader"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent2Event enum.
+func (e OverviewEvent2Event) Valid() bool {
+	switch e {
+	case OverviewEvent2EventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent3Event.
+const (
+	OverviewEvent3EventThroughput OverviewEvent3Event = "throughput"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent3Event enum.
+func (e OverviewEvent3Event) Valid() bool {
+	switch e {
+	case OverviewEvent3EventThroughput:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent4Event.
+const (
+	OverviewEvent4EventQueue OverviewEvent4Event = "queue"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent4Event enum.
+func (e OverviewEvent4Event) Valid() bool {
+	switch e {
+	case OverviewEvent4EventQueue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent5Event.
+const (
+	OverviewEvent5EventBarrier OverviewEvent5Event = "barrier"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent5Event enum.
+func (e OverviewEvent5Event) Valid() bool {
+	switch e {
+	case OverviewEvent5EventBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent6Event.
+const (
+	OverviewEvent6EventDoubleBarrier OverviewEvent6Event = "double-barrier"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent6Event enum.
+func (e OverviewEvent6Event) Valid() bool {
+	switch e {
+	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionState.
 const (
-	Closed     SessionState = "closed"
-	Connected  SessionState = "connected"
-	Connecting SessionState = "connecting"
-	Lost       SessionState = "lost"
-	Suspended  SessionState = "suspended"
+	SessionStateClosed     SessionState = "closed"
+	SessionStateConnected  SessionState = "connected"
+	SessionStateConnecting SessionState = "connecting"
+	SessionStateLost       SessionState = "lost"
+	SessionStateSuspended  SessionState = "suspended"
 )
 
 // Valid indicates whether the value is a known member of the SessionState enum.
 func (e SessionState) Valid() bool {
 	switch e {
-	case Closed:
+	case SessionStateClosed:
 		return true
-	case Connected:
+	case SessionStateConnected:
 		return true
-	case Connecting:
+	case SessionStateConnecting:
 		return true
-	case Lost:
+	case SessionStateLost:
 		return true
-	case Suspended:
+	case SessionStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionChangeState.
+const (
+	SessionChangeStateClosed      SessionChangeState = "closed"
+	SessionChangeStateConnected   SessionChangeState = "connected"
+	SessionChangeStateConnecting  SessionChangeState = "connecting"
+	SessionChangeStateLost        SessionChangeState = "lost"
+	SessionChangeStateReconnected SessionChangeState = "reconnected"
+	SessionChangeStateSuspended   SessionChangeState = "suspended"
+)
+
+// Valid indicates whether the value is a known member of the SessionChangeState enum.
+func (e SessionChangeState) Valid() bool {
+	switch e {
+	case SessionChangeStateClosed:
+		return true
+	case SessionChangeStateConnected:
+		return true
+	case SessionChangeStateConnecting:
+		return true
+	case SessionChangeStateLost:
+		return true
+	case SessionChangeStateReconnected:
+		return true
+	case SessionChangeStateSuspended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionEventEvent.
+const (
+	SessionEventEventSession SessionEventEvent = "session"
+)
+
+// Valid indicates whether the value is a known member of the SessionEventEvent enum.
+func (e SessionEventEvent) Valid() bool {
+	switch e {
+	case SessionEventEventSession:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThroughputEventEvent.
+const (
+	ThroughputEventEventThroughput ThroughputEventEvent = "throughput"
+)
+
+// Valid indicates whether the value is a known member of the ThroughputEventEvent enum.
+func (e ThroughputEventEvent) Valid() bool {
+	switch e {
+	case ThroughputEventEventThroughput:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThroughputLeaderEventEvent.
+const (
+	ThroughputLeaderEventEventLeader ThroughputLeaderEventEvent = "leader"
+)
+
+// Valid indicates whether the value is a known member of the ThroughputLeaderEventEvent enum.
+func (e ThroughputLeaderEventEvent) Valid() bool {
+	switch e {
+	case ThroughputLeaderEventEventLeader:
 		return true
 	default:
 		return false
@@ -54,6 +270,36 @@ func (e SessionState) Valid() bool {
 type Barrier struct {
 	Name   string `json:"name"`
 	Raised bool   `json:"raised"`
+}
+
+// BarrierNotEmptyProblem defines model for BarrierNotEmptyProblem.
+type BarrierNotEmptyProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+
+	// Remaining The participants that have not left.
+	Remaining []string `json:"remaining"`
+	Status    int      `json:"status"`
+	Title     string   `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// BarrierNotReadyProblem `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `participant-exists` has no extension.
+type BarrierNotReadyProblem struct {
+	Count        *int    `json:"count,omitempty"`
+	Detail       *string `json:"detail,omitempty"`
+	Instance     *string `json:"instance,omitempty"`
+	Lease        *string `json:"lease,omitempty"`
+	Participants *int    `json:"participants,omitempty"`
+	Status       int     `json:"status"`
+	Title        string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // BarrierPassed defines model for BarrierPassed.
@@ -85,6 +331,16 @@ type CandidateValue struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// Deleted The last event of an entity that went away (`/v1/events`).
+type Deleted struct {
+	// Deleted Always true.
+	Deleted bool    `json:"deleted"`
+	Group   *string `json:"group,omitempty"`
+
+	// Name The entity's name (`group` for a throughput group).
+	Name *string `json:"name,omitempty"`
+}
+
 // DoubleBarrier defines model for DoubleBarrier.
 type DoubleBarrier struct {
 	Count        int      `json:"count"`
@@ -102,14 +358,28 @@ type DoubleBarrierEntered struct {
 
 // Election defines model for Election.
 type Election struct {
-	Candidates []Candidate     `json:"candidates"`
-	Leader     *ElectionLeader `json:"leader"`
-	Name       string          `json:"name"`
+	Candidates []Candidate `json:"candidates"`
+
+	// Leader The leader, null when nobody leads (or while suspended).
+	Leader *ElectionLeader `json:"leader"`
+	Name   string          `json:"name"`
 
 	// Suspended Set (with `leader` null and no candidates) while this sidecar's ZooKeeper
 	// session is suspended: it cannot vouch for any leader until it reconnects.
 	Suspended *bool `json:"suspended,omitempty"`
 }
+
+// ElectionEvent defines model for ElectionEvent.
+type ElectionEvent struct {
+	Data  Election           `json:"data"`
+	Event ElectionEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ElectionEventEvent defines model for ElectionEvent.Event.
+type ElectionEventEvent string
 
 // ElectionLeader defines model for ElectionLeader.
 type ElectionLeader struct {
@@ -125,6 +395,9 @@ type Enqueued struct {
 	Priority int    `json:"priority"`
 }
 
+// EventId A decimal integer; ids strictly increase along a stream.
+type EventId = string
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -137,6 +410,11 @@ type Hold struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 }
+
+// ItemBytes A queue item's bytes, opaque, of any media type (JSON included). No `type`:
+// with `type: string`, a validating proxy or client parses a JSON item by its
+// Content-Type and then refuses it for not being a string.
+type ItemBytes = interface{}
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -157,6 +435,43 @@ type LeaseDetail struct {
 	Ttl string `json:"ttl"`
 }
 
+// LeaseEnd defines model for LeaseEnd.
+type LeaseEnd struct {
+	Lease string `json:"lease"`
+
+	// Reason Why the lease ended, in words.
+	Reason string `json:"reason"`
+}
+
+// LeaseStreamEvent defines model for LeaseStreamEvent.
+type LeaseStreamEvent struct {
+	union json.RawMessage
+}
+
+// LeaseStreamEvent0 First event: the lease and what it holds.
+type LeaseStreamEvent0 struct {
+	Data  LeaseDetail            `json:"data"`
+	Event LeaseStreamEvent0Event `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LeaseStreamEvent0Event defines model for LeaseStreamEvent.0.Event.
+type LeaseStreamEvent0Event string
+
+// LeaseStreamEvent1 Last event: how the lease ended (`lost`: the session expired, everything it held is gone).
+type LeaseStreamEvent1 struct {
+	Data  LeaseEnd               `json:"data"`
+	Event LeaseStreamEvent1Event `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LeaseStreamEvent1Event defines model for LeaseStreamEvent.1.Event.
+type LeaseStreamEvent1Event string
+
 // LockGrant defines model for LockGrant.
 type LockGrant struct {
 	AcquiredAt   time.Time `json:"acquiredAt"`
@@ -164,6 +479,19 @@ type LockGrant struct {
 	Lease        string    `json:"lease"`
 	Name         string    `json:"name"`
 	Owner        string    `json:"owner"`
+}
+
+// LockHeldProblem `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
+type LockHeldProblem struct {
+	Detail   *string     `json:"detail,omitempty"`
+	Holder   *LockHolder `json:"holder,omitempty"`
+	Instance *string     `json:"instance,omitempty"`
+	Status   int         `json:"status"`
+	Title    string      `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
 // LockHolder defines model for LockHolder.
@@ -175,16 +503,127 @@ type LockHolder struct {
 
 // LockState defines model for LockState.
 type LockState struct {
+	// Holder The holder, null when the lock is free.
 	Holder  *LockHolder `json:"holder"`
 	Name    string      `json:"name"`
 	Waiters int         `json:"waiters"`
 }
 
+// Name defines model for Name.
+type Name = string
+
+// OverviewEvent An event of `GET /v1/events`; every kind but `session` may carry `Deleted`.
+type OverviewEvent struct {
+	union json.RawMessage
+}
+
+// OverviewEvent1 defines model for OverviewEvent.1.
+type OverviewEvent1 struct {
+	Data  OverviewEvent_1_Data `json:"data"`
+	Event OverviewEvent1Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_1_Data defines model for OverviewEvent.1.Data.
+type OverviewEvent_1_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent1Event defines model for OverviewEvent.1.Event.
+type OverviewEvent1Event string
+
+// OverviewEvent2 defines model for OverviewEvent.2.
+type OverviewEvent2 struct {
+	Data  OverviewEvent_2_Data `json:"data"`
+	Event OverviewEvent2Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_2_Data defines model for OverviewEvent.2.Data.
+type OverviewEvent_2_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent2Event defines model for OverviewEvent.2.Event.
+type OverviewEvent2Event string
+
+// OverviewEvent3 defines model for OverviewEvent.3.
+type OverviewEvent3 struct {
+	Data  OverviewEvent_3_Data `json:"data"`
+	Event OverviewEvent3Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_3_Data defines model for OverviewEvent.3.Data.
+type OverviewEvent_3_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent3Event defines model for OverviewEvent.3.Event.
+type OverviewEvent3Event string
+
+// OverviewEvent4 defines model for OverviewEvent.4.
+type OverviewEvent4 struct {
+	Data  OverviewEvent_4_Data `json:"data"`
+	Event OverviewEvent4Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_4_Data defines model for OverviewEvent.4.Data.
+type OverviewEvent_4_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent4Event defines model for OverviewEvent.4.Event.
+type OverviewEvent4Event string
+
+// OverviewEvent5 defines model for OverviewEvent.5.
+type OverviewEvent5 struct {
+	Data  OverviewEvent_5_Data `json:"data"`
+	Event OverviewEvent5Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_5_Data defines model for OverviewEvent.5.Data.
+type OverviewEvent_5_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent5Event defines model for OverviewEvent.5.Event.
+type OverviewEvent5Event string
+
+// OverviewEvent6 defines model for OverviewEvent.6.
+type OverviewEvent6 struct {
+	Data  OverviewEvent_6_Data `json:"data"`
+	Event OverviewEvent6Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_6_Data defines model for OverviewEvent.6.Data.
+type OverviewEvent_6_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent6Event defines model for OverviewEvent.6.Event.
+type OverviewEvent6Event string
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
-// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
-// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
 // `participant-exists`, `claim-not-found`, `too-many-streams`,
@@ -243,6 +682,39 @@ type Session struct {
 // SessionState `connecting` (no session yet), `connected`, `suspended` (disconnected: ownership uncertain), `lost` (expired; a new session is being made), `closed`.
 type SessionState string
 
+// SessionChange defines model for SessionChange.
+type SessionChange struct {
+	// State The current state first (`connecting`, `connected`, `suspended`, `lost`, `closed`), then each change (`connected`, `suspended`, `reconnected`, `lost`, `closed`).
+	State SessionChangeState `json:"state"`
+}
+
+// SessionChangeState The current state first (`connecting`, `connected`, `suspended`, `lost`, `closed`), then each change (`connected`, `suspended`, `reconnected`, `lost`, `closed`).
+type SessionChangeState string
+
+// SessionEvent defines model for SessionEvent.
+type SessionEvent struct {
+	Data  SessionChange     `json:"data"`
+	Event SessionEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// SessionEventEvent defines model for SessionEvent.Event.
+type SessionEventEvent string
+
+// ThroughputEvent defines model for ThroughputEvent.
+type ThroughputEvent struct {
+	Data  ThroughputGroup      `json:"data"`
+	Event ThroughputEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ThroughputEventEvent defines model for ThroughputEvent.Event.
+type ThroughputEventEvent string
+
 // ThroughputGroup defines model for ThroughputGroup.
 type ThroughputGroup struct {
 	Group string `json:"group"`
@@ -255,6 +727,32 @@ type ThroughputGroup struct {
 	// Version The allocation's version; it increases with every published allocation.
 	Version int64 `json:"version"`
 }
+
+// ThroughputLeader defines model for ThroughputLeader.
+type ThroughputLeader struct {
+	Group string `json:"group"`
+
+	// Leader The leading member's id, null when the group has no member.
+	Leader *string `json:"leader"`
+
+	// Term The leader's term (its member node's creation zxid; 0 without a leader).
+	Term int64 `json:"term"`
+
+	// Version The allocation version that published this leader.
+	Version int64 `json:"version"`
+}
+
+// ThroughputLeaderEvent defines model for ThroughputLeaderEvent.
+type ThroughputLeaderEvent struct {
+	Data  ThroughputLeader           `json:"data"`
+	Event ThroughputLeaderEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ThroughputLeaderEventEvent defines model for ThroughputLeaderEvent.Event.
+type ThroughputLeaderEventEvent string
 
 // ThroughputLimit defines model for ThroughputLimit.
 type ThroughputLimit struct {
@@ -290,41 +788,140 @@ type ThroughputShare struct {
 	Version int64   `json:"version"`
 }
 
+// ClaimPath defines model for ClaimPath.
+type ClaimPath = Name
+
 // GroupPath defines model for GroupPath.
-type GroupPath = string
+type GroupPath = Name
 
 // IDPath defines model for IDPath.
-type IDPath = string
+type IDPath = Name
 
 // LeasePath defines model for LeasePath.
-type LeasePath = string
+type LeasePath = Name
 
 // LeaseQuery defines model for LeaseQuery.
-type LeaseQuery = string
+type LeaseQuery = Name
 
 // LeaseRequired defines model for LeaseRequired.
-type LeaseRequired = string
+type LeaseRequired = Name
 
 // NamePath defines model for NamePath.
-type NamePath = string
+type NamePath = Name
 
-// TTL defines model for TTL.
+// TTL Example: 30s
 type TTL = string
 
-// Wait defines model for Wait.
+// Wait Example: 30s
 type Wait = string
+
+// BadRequest RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type BadRequest = Problem
+
+// BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type BodyTooLarge = Problem
+
+// ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type ClaimNotFound = Problem
+
+// LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type LeaseNotFound = Problem
+
+// NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type NotFound = Problem
+
+// NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type NotHeld = Problem
+
+// Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unauthorized`, `not-found`, `method-not-allowed`,
-// `lease-not-found`, `not-held`, `lock-held` (with `holder`),
-// `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
 // `participant-exists`, `claim-not-found`, `too-many-streams`,
 // `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
 // `shutting-down`, `internal`.
 type Unavailable = Problem
+
+// UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `claim-not-found`, `too-many-streams`,
+// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
+// `shutting-down`, `internal`.
+type UnsupportedMediaType = Problem
 
 // RaiseBarrierParams defines parameters for RaiseBarrier.
 type RaiseBarrierParams struct {
@@ -340,8 +937,8 @@ type WaitBarrierParams struct {
 
 // EnterDoubleBarrierParams defines parameters for EnterDoubleBarrier.
 type EnterDoubleBarrierParams struct {
-	Id    string `form:"id" json:"id"`
-	Count int    `form:"count" json:"count"`
+	Id    Name `form:"id" json:"id"`
+	Count int  `form:"count" json:"count"`
 
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
@@ -356,7 +953,9 @@ type EnterDoubleBarrierParams struct {
 // LeaveDoubleBarrierParams defines parameters for LeaveDoubleBarrier.
 type LeaveDoubleBarrierParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
-	Wait  *Wait         `form:"wait,omitempty" json:"wait,omitempty"`
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -370,7 +969,7 @@ type GetElectionParams struct {
 
 // CampaignParams defines parameters for Campaign.
 type CampaignParams struct {
-	Id *string `form:"id,omitempty" json:"id,omitempty"`
+	Id *Name `form:"id,omitempty" json:"id,omitempty"`
 
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
 	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
@@ -384,12 +983,14 @@ type CampaignParams struct {
 
 // ResignParams defines parameters for Resign.
 type ResignParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease   LeaseRequired `form:"lease" json:"lease"`
 	Requeue *bool         `form:"requeue,omitempty" json:"requeue,omitempty"`
 }
 
 // ProclaimParams defines parameters for Proclaim.
 type ProclaimParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -401,7 +1002,8 @@ type CreateLeaseParams struct {
 
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
-	Lease string `form:"lease" json:"lease"`
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
 // AcquireLockParams defines parameters for AcquireLock.
@@ -451,8 +1053,8 @@ type TakeParams struct {
 
 // JoinThroughputGroupParams defines parameters for JoinThroughputGroup.
 type JoinThroughputGroupParams struct {
-	Id     string `form:"id" json:"id"`
-	Weight *int   `form:"weight,omitempty" json:"weight,omitempty"`
+	Id     Name `form:"id" json:"id"`
+	Weight *int `form:"weight,omitempty" json:"weight,omitempty"`
 
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
 	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
@@ -463,6 +1065,7 @@ type JoinThroughputGroupParams struct {
 
 // LeaveThroughputGroupParams defines parameters for LeaveThroughputGroup.
 type LeaveThroughputGroupParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -476,6 +1079,7 @@ type GetThroughputMemberParams struct {
 
 // UpdateThroughputMemberParams defines parameters for UpdateThroughputMember.
 type UpdateThroughputMemberParams struct {
+	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
@@ -490,6 +1094,447 @@ type SetThroughputLimitJSONRequestBody = ThroughputLimit
 
 // UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
 type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
+
+// Getter for additional properties for BarrierNotEmptyProblem. Returns the specified
+// element and whether it was found
+func (a BarrierNotEmptyProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BarrierNotEmptyProblem
+func (a *BarrierNotEmptyProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BarrierNotEmptyProblem to handle AdditionalProperties
+func (a *BarrierNotEmptyProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["remaining"]; found {
+		err = json.Unmarshal(raw, &a.Remaining)
+		if err != nil {
+			return fmt.Errorf("error reading 'remaining': %w", err)
+		}
+		delete(object, "remaining")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BarrierNotEmptyProblem to handle AdditionalProperties
+func (a BarrierNotEmptyProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Remaining != nil {
+		object["remaining"], err = json.Marshal(a.Remaining)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'remaining': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for BarrierNotReadyProblem. Returns the specified
+// element and whether it was found
+func (a BarrierNotReadyProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BarrierNotReadyProblem
+func (a *BarrierNotReadyProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BarrierNotReadyProblem to handle AdditionalProperties
+func (a *BarrierNotReadyProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["count"]; found {
+		err = json.Unmarshal(raw, &a.Count)
+		if err != nil {
+			return fmt.Errorf("error reading 'count': %w", err)
+		}
+		delete(object, "count")
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["lease"]; found {
+		err = json.Unmarshal(raw, &a.Lease)
+		if err != nil {
+			return fmt.Errorf("error reading 'lease': %w", err)
+		}
+		delete(object, "lease")
+	}
+
+	if raw, found := object["participants"]; found {
+		err = json.Unmarshal(raw, &a.Participants)
+		if err != nil {
+			return fmt.Errorf("error reading 'participants': %w", err)
+		}
+		delete(object, "participants")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BarrierNotReadyProblem to handle AdditionalProperties
+func (a BarrierNotReadyProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Count != nil {
+		object["count"], err = json.Marshal(a.Count)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'count': %w", err)
+		}
+	}
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Lease != nil {
+		object["lease"], err = json.Marshal(a.Lease)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'lease': %w", err)
+		}
+	}
+
+	if a.Participants != nil {
+		object["participants"], err = json.Marshal(a.Participants)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'participants': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for LockHeldProblem. Returns the specified
+// element and whether it was found
+func (a LockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for LockHeldProblem
+func (a *LockHeldProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for LockHeldProblem to handle AdditionalProperties
+func (a *LockHeldProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["holder"]; found {
+		err = json.Unmarshal(raw, &a.Holder)
+		if err != nil {
+			return fmt.Errorf("error reading 'holder': %w", err)
+		}
+		delete(object, "holder")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for LockHeldProblem to handle AdditionalProperties
+func (a LockHeldProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Holder != nil {
+		object["holder"], err = json.Marshal(a.Holder)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'holder': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for Problem. Returns the specified
 // element and whether it was found
@@ -613,6 +1658,632 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsLeaseStreamEvent0 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent0
+func (t LeaseStreamEvent) AsLeaseStreamEvent0() (LeaseStreamEvent0, error) {
+	var body LeaseStreamEvent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLeaseStreamEvent0 overwrites any union data inside the LeaseStreamEvent as the provided LeaseStreamEvent0
+func (t *LeaseStreamEvent) FromLeaseStreamEvent0(v LeaseStreamEvent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLeaseStreamEvent0 performs a merge with any union data inside the LeaseStreamEvent, using the provided LeaseStreamEvent0
+func (t *LeaseStreamEvent) MergeLeaseStreamEvent0(v LeaseStreamEvent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsLeaseStreamEvent1 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent1
+func (t LeaseStreamEvent) AsLeaseStreamEvent1() (LeaseStreamEvent1, error) {
+	var body LeaseStreamEvent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLeaseStreamEvent1 overwrites any union data inside the LeaseStreamEvent as the provided LeaseStreamEvent1
+func (t *LeaseStreamEvent) FromLeaseStreamEvent1(v LeaseStreamEvent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLeaseStreamEvent1 performs a merge with any union data inside the LeaseStreamEvent, using the provided LeaseStreamEvent1
+func (t *LeaseStreamEvent) MergeLeaseStreamEvent1(v LeaseStreamEvent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t LeaseStreamEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *LeaseStreamEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsSessionEvent returns the union data inside the OverviewEvent as a SessionEvent
+func (t OverviewEvent) AsSessionEvent() (SessionEvent, error) {
+	var body SessionEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSessionEvent overwrites any union data inside the OverviewEvent as the provided SessionEvent
+func (t *OverviewEvent) FromSessionEvent(v SessionEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSessionEvent performs a merge with any union data inside the OverviewEvent, using the provided SessionEvent
+func (t *OverviewEvent) MergeSessionEvent(v SessionEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent1 returns the union data inside the OverviewEvent as a OverviewEvent1
+func (t OverviewEvent) AsOverviewEvent1() (OverviewEvent1, error) {
+	var body OverviewEvent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent1 overwrites any union data inside the OverviewEvent as the provided OverviewEvent1
+func (t *OverviewEvent) FromOverviewEvent1(v OverviewEvent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent1 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent1
+func (t *OverviewEvent) MergeOverviewEvent1(v OverviewEvent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent2 returns the union data inside the OverviewEvent as a OverviewEvent2
+func (t OverviewEvent) AsOverviewEvent2() (OverviewEvent2, error) {
+	var body OverviewEvent2
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent2 overwrites any union data inside the OverviewEvent as the provided OverviewEvent2
+func (t *OverviewEvent) FromOverviewEvent2(v OverviewEvent2) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent2 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent2
+func (t *OverviewEvent) MergeOverviewEvent2(v OverviewEvent2) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent3 returns the union data inside the OverviewEvent as a OverviewEvent3
+func (t OverviewEvent) AsOverviewEvent3() (OverviewEvent3, error) {
+	var body OverviewEvent3
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent3 overwrites any union data inside the OverviewEvent as the provided OverviewEvent3
+func (t *OverviewEvent) FromOverviewEvent3(v OverviewEvent3) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent3 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent3
+func (t *OverviewEvent) MergeOverviewEvent3(v OverviewEvent3) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent4 returns the union data inside the OverviewEvent as a OverviewEvent4
+func (t OverviewEvent) AsOverviewEvent4() (OverviewEvent4, error) {
+	var body OverviewEvent4
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent4 overwrites any union data inside the OverviewEvent as the provided OverviewEvent4
+func (t *OverviewEvent) FromOverviewEvent4(v OverviewEvent4) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent4 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent4
+func (t *OverviewEvent) MergeOverviewEvent4(v OverviewEvent4) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent5 returns the union data inside the OverviewEvent as a OverviewEvent5
+func (t OverviewEvent) AsOverviewEvent5() (OverviewEvent5, error) {
+	var body OverviewEvent5
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent5 overwrites any union data inside the OverviewEvent as the provided OverviewEvent5
+func (t *OverviewEvent) FromOverviewEvent5(v OverviewEvent5) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent5 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent5
+func (t *OverviewEvent) MergeOverviewEvent5(v OverviewEvent5) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent6 returns the union data inside the OverviewEvent as a OverviewEvent6
+func (t OverviewEvent) AsOverviewEvent6() (OverviewEvent6, error) {
+	var body OverviewEvent6
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent6 overwrites any union data inside the OverviewEvent as the provided OverviewEvent6
+func (t *OverviewEvent) FromOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent6 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent6
+func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsLockState returns the union data inside the OverviewEvent_1_Data as a LockState
+func (t OverviewEvent_1_Data) AsLockState() (LockState, error) {
+	var body LockState
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromLockState overwrites any union data inside the OverviewEvent_1_Data as the provided LockState
+func (t *OverviewEvent_1_Data) FromLockState(v LockState) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeLockState performs a merge with any union data inside the OverviewEvent_1_Data, using the provided LockState
+func (t *OverviewEvent_1_Data) MergeLockState(v LockState) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_1_Data as a Deleted
+func (t OverviewEvent_1_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_1_Data as the provided Deleted
+func (t *OverviewEvent_1_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_1_Data, using the provided Deleted
+func (t *OverviewEvent_1_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_1_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_1_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsElection returns the union data inside the OverviewEvent_2_Data as a Election
+func (t OverviewEvent_2_Data) AsElection() (Election, error) {
+	var body Election
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromElection overwrites any union data inside the OverviewEvent_2_Data as the provided Election
+func (t *OverviewEvent_2_Data) FromElection(v Election) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeElection performs a merge with any union data inside the OverviewEvent_2_Data, using the provided Election
+func (t *OverviewEvent_2_Data) MergeElection(v Election) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_2_Data as a Deleted
+func (t OverviewEvent_2_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_2_Data as the provided Deleted
+func (t *OverviewEvent_2_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_2_Data, using the provided Deleted
+func (t *OverviewEvent_2_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_2_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_2_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsThroughputGroup returns the union data inside the OverviewEvent_3_Data as a ThroughputGroup
+func (t OverviewEvent_3_Data) AsThroughputGroup() (ThroughputGroup, error) {
+	var body ThroughputGroup
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromThroughputGroup overwrites any union data inside the OverviewEvent_3_Data as the provided ThroughputGroup
+func (t *OverviewEvent_3_Data) FromThroughputGroup(v ThroughputGroup) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeThroughputGroup performs a merge with any union data inside the OverviewEvent_3_Data, using the provided ThroughputGroup
+func (t *OverviewEvent_3_Data) MergeThroughputGroup(v ThroughputGroup) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_3_Data as a Deleted
+func (t OverviewEvent_3_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_3_Data as the provided Deleted
+func (t *OverviewEvent_3_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_3_Data, using the provided Deleted
+func (t *OverviewEvent_3_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_3_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_3_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsQueue returns the union data inside the OverviewEvent_4_Data as a Queue
+func (t OverviewEvent_4_Data) AsQueue() (Queue, error) {
+	var body Queue
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromQueue overwrites any union data inside the OverviewEvent_4_Data as the provided Queue
+func (t *OverviewEvent_4_Data) FromQueue(v Queue) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeQueue performs a merge with any union data inside the OverviewEvent_4_Data, using the provided Queue
+func (t *OverviewEvent_4_Data) MergeQueue(v Queue) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_4_Data as a Deleted
+func (t OverviewEvent_4_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_4_Data as the provided Deleted
+func (t *OverviewEvent_4_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_4_Data, using the provided Deleted
+func (t *OverviewEvent_4_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_4_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_4_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsBarrier returns the union data inside the OverviewEvent_5_Data as a Barrier
+func (t OverviewEvent_5_Data) AsBarrier() (Barrier, error) {
+	var body Barrier
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBarrier overwrites any union data inside the OverviewEvent_5_Data as the provided Barrier
+func (t *OverviewEvent_5_Data) FromBarrier(v Barrier) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBarrier performs a merge with any union data inside the OverviewEvent_5_Data, using the provided Barrier
+func (t *OverviewEvent_5_Data) MergeBarrier(v Barrier) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_5_Data as a Deleted
+func (t OverviewEvent_5_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_5_Data as the provided Deleted
+func (t *OverviewEvent_5_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_5_Data, using the provided Deleted
+func (t *OverviewEvent_5_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_5_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_5_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsDoubleBarrier returns the union data inside the OverviewEvent_6_Data as a DoubleBarrier
+func (t OverviewEvent_6_Data) AsDoubleBarrier() (DoubleBarrier, error) {
+	var body DoubleBarrier
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDoubleBarrier overwrites any union data inside the OverviewEvent_6_Data as the provided DoubleBarrier
+func (t *OverviewEvent_6_Data) FromDoubleBarrier(v DoubleBarrier) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDoubleBarrier performs a merge with any union data inside the OverviewEvent_6_Data, using the provided DoubleBarrier
+func (t *OverviewEvent_6_Data) MergeDoubleBarrier(v DoubleBarrier) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_6_Data as a Deleted
+func (t OverviewEvent_6_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_6_Data as the provided Deleted
+func (t *OverviewEvent_6_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_6_Data, using the provided Deleted
+func (t *OverviewEvent_6_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_6_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -707,10 +2378,10 @@ type ServerInterface interface {
 	Claim(w http.ResponseWriter, r *http.Request, name NamePath, params ClaimParams)
 	// AckClaim Acknowledge: the item is deleted.
 	// (DELETE /v1/queues/{name}/claims/{claim})
-	AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath)
 	// ReleaseClaim Give the item back, visible again in its old place.
 	// (POST /v1/queues/{name}/claims/{claim}/release)
-	ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string)
+	ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath)
 	// ListQueueItems The first items in take order.
 	// (GET /v1/queues/{name}/items)
 	ListQueueItems(w http.ResponseWriter, r *http.Request, name NamePath, params ListQueueItemsParams)
@@ -938,13 +2609,13 @@ func (_ Unimplemented) Claim(w http.ResponseWriter, r *http.Request, name NamePa
 
 // AckClaim Acknowledge: the item is deleted.
 // (DELETE /v1/queues/{name}/claims/{claim})
-func (_ Unimplemented) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (_ Unimplemented) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // ReleaseClaim Give the item back, visible again in its old place.
 // (POST /v1/queues/{name}/claims/{claim}/release)
-func (_ Unimplemented) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (_ Unimplemented) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2140,7 +3811,7 @@ func (siw *ServerInterfaceWrapper) AckClaim(w http.ResponseWriter, r *http.Reque
 	}
 
 	// ------------- Path parameter "claim" -------------
-	var claim string
+	var claim ClaimPath
 
 	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
 	if err != nil {
@@ -2175,7 +3846,7 @@ func (siw *ServerInterfaceWrapper) ReleaseClaim(w http.ResponseWriter, r *http.R
 	}
 
 	// ------------- Path parameter "claim" -------------
-	var claim string
+	var claim ClaimPath
 
 	err = runtime.BindStyledParameterWithOptions("simple", "claim", chi.URLParam(r, "claim"), &claim, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
 	if err != nil {
@@ -2939,7 +4610,28 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
+type BadRequestApplicationProblemPlusJSONResponse Problem
+
+type BodyTooLargeApplicationProblemPlusJSONResponse Problem
+
+type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
+
+type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
+
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
+type NotHeldApplicationProblemPlusJSONResponse Problem
+
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type UnauthorizedResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type UnauthorizedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthorizedResponseHeaders
+}
 
 type UnavailableResponseHeaders struct {
 	RetryAfter *int
@@ -2949,6 +4641,8 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 
 	Headers UnavailableResponseHeaders
 }
+
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
 
 type GetHealthzRequestObject struct {
 }
@@ -2971,6 +4665,22 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	return err
 }
 
+type GetHealthz404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz404ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReadyzRequestObject struct {
 }
 
@@ -2988,6 +4698,22 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz404ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3034,6 +4760,44 @@ func (response ListBarriers200JSONResponse) VisitListBarriersResponse(w http.Res
 	return err
 }
 
+type ListBarriers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers401ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBarriers503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers503ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListBarriersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3065,6 +4829,60 @@ type LowerBarrier204Response struct {
 func (response LowerBarrier204Response) VisitLowerBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LowerBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier400ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier401ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier503ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LowerBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3106,6 +4924,60 @@ func (response GetBarrier200JSONResponse) VisitGetBarrierResponse(w http.Respons
 	return err
 }
 
+type GetBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier400ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier401ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier503ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetBarrierdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3138,6 +5010,76 @@ type RaiseBarrier204Response struct {
 func (response RaiseBarrier204Response) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RaiseBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier400ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier401ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier404ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier503ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RaiseBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3176,6 +5118,74 @@ func (response WaitBarrier200JSONResponse) VisitWaitBarrierResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier400ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier401ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier409ApplicationProblemPlusJSONResponse Problem
+
+func (response WaitBarrier409ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WaitBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier503ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3220,6 +5230,44 @@ func (response ListDoubleBarriers200JSONResponse) VisitListDoubleBarriersRespons
 	return err
 }
 
+type ListDoubleBarriers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers401ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriers503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers503ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListDoubleBarriersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3255,6 +5303,60 @@ func (response GetDoubleBarrier200JSONResponse) VisitGetDoubleBarrierResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3299,6 +5401,90 @@ func (response EnterDoubleBarrier201JSONResponse) VisitEnterDoubleBarrierRespons
 	return err
 }
 
+type EnterDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier404ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier409ApplicationProblemPlusJSONResponse BarrierNotReadyProblem
+
+func (response EnterDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type EnterDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3332,6 +5518,90 @@ type LeaveDoubleBarrier204Response struct {
 func (response LeaveDoubleBarrier204Response) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LeaveDoubleBarrier400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier400ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier404ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier409ApplicationProblemPlusJSONResponse BarrierNotEmptyProblem
+
+func (response LeaveDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier503ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse struct {
@@ -3370,6 +5640,44 @@ func (response ListElections200JSONResponse) VisitListElectionsResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElections401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections401ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElections503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections503ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3414,6 +5722,60 @@ func (response GetElection200JSONResponse) VisitGetElectionResponse(w http.Respo
 	return err
 }
 
+type GetElection400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection400ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection401ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection503ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetElectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3451,6 +5813,122 @@ func (response Campaign201JSONResponse) VisitCampaignResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign400ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign401ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign404ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign409ApplicationProblemPlusJSONResponse Problem
+
+func (response Campaign409ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign413ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign415ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign503ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3504,6 +5982,76 @@ func (response Resign204Response) VisitResignResponse(w http.ResponseWriter) err
 	return nil
 }
 
+type Resign400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Resign400ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Resign401ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response Resign404ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Resign503ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResigndefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3542,6 +6090,108 @@ func (response Proclaim200JSONResponse) VisitProclaimResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim400ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim401ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim404ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim413ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim415ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim503ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3614,6 +6264,60 @@ func (response StreamElection200TexteventStreamResponse) VisitStreamElectionResp
 	}
 }
 
+type StreamElection400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection400ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamElection401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection401ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamElection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection503ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamElectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3681,6 +6385,44 @@ func (response StreamEverything200TexteventStreamResponse) VisitStreamEverything
 	}
 }
 
+type StreamEverything401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything401ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamEverything503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything503ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3720,6 +6462,41 @@ func (response CreateLease201JSONResponse) VisitCreateLeaseResponse(w http.Respo
 	return err
 }
 
+type CreateLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease400ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease401ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3751,6 +6528,57 @@ type RevokeLease204Response struct {
 func (response RevokeLease204Response) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RevokeLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease400ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease401ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease404ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RevokeLeasedefaultApplicationProblemPlusJSONResponse struct {
@@ -3788,6 +6616,57 @@ func (response GetLease200JSONResponse) VisitGetLeaseResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease400ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease401ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease404ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3860,6 +6739,76 @@ func (response StreamLease200TexteventStreamResponse) VisitStreamLeaseResponse(w
 	}
 }
 
+type StreamLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease400ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease401ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease404ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease503ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3895,6 +6844,57 @@ func (response KeepAliveLease200JSONResponse) VisitKeepAliveLeaseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease400ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease401ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type KeepAliveLease404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease404ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3939,6 +6939,44 @@ func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseW
 	return err
 }
 
+type ListLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks503ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLocksdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3971,6 +7009,76 @@ type ReleaseLock204Response struct {
 func (response ReleaseLock204Response) VisitReleaseLockResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type ReleaseLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock400ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock401ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock404ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock503ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ReleaseLockdefaultApplicationProblemPlusJSONResponse struct {
@@ -4008,6 +7116,60 @@ func (response GetLock200JSONResponse) VisitGetLockResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock400ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock401ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock503ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4052,7 +7214,58 @@ func (response AcquireLock201JSONResponse) VisitAcquireLockResponse(w http.Respo
 	return err
 }
 
-type AcquireLock409ApplicationProblemPlusJSONResponse Problem
+type AcquireLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock400ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock404ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock409ApplicationProblemPlusJSONResponse LockHeldProblem
 
 func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
 
@@ -4062,6 +7275,25 @@ func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock503ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4106,6 +7338,44 @@ func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.Respons
 	return err
 }
 
+type ListQueues401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues503ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4141,6 +7411,60 @@ func (response GetQueue200JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue400ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue503ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4212,6 +7536,76 @@ func (response Claim204Response) VisitClaimResponse(w http.ResponseWriter) error
 	return nil
 }
 
+type Claim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Claim400ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Claim401ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response Claim404ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Claim503ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ClaimdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4230,8 +7624,8 @@ func (response ClaimdefaultApplicationProblemPlusJSONResponse) VisitClaimRespons
 }
 
 type AckClaimRequestObject struct {
-	Name  NamePath `json:"name"`
-	Claim string   `json:"claim"`
+	Name  NamePath  `json:"name"`
+	Claim ClaimPath `json:"claim"`
 }
 
 type AckClaimResponseObject interface {
@@ -4244,6 +7638,76 @@ type AckClaim204Response struct {
 func (response AckClaim204Response) VisitAckClaimResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type AckClaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim400ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim401ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim404ApplicationProblemPlusJSONResponse struct {
+	ClaimNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim404ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim503ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type AckClaimdefaultApplicationProblemPlusJSONResponse struct {
@@ -4264,8 +7728,8 @@ func (response AckClaimdefaultApplicationProblemPlusJSONResponse) VisitAckClaimR
 }
 
 type ReleaseClaimRequestObject struct {
-	Name  NamePath `json:"name"`
-	Claim string   `json:"claim"`
+	Name  NamePath  `json:"name"`
+	Claim ClaimPath `json:"claim"`
 }
 
 type ReleaseClaimResponseObject interface {
@@ -4278,6 +7742,76 @@ type ReleaseClaim204Response struct {
 func (response ReleaseClaim204Response) VisitReleaseClaimResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type ReleaseClaim400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim400ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim401ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim404ApplicationProblemPlusJSONResponse struct {
+	ClaimNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim404ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim503ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ReleaseClaimdefaultApplicationProblemPlusJSONResponse struct {
@@ -4320,6 +7854,60 @@ func (response ListQueueItems200JSONResponse) VisitListQueueItemsResponse(w http
 	return err
 }
 
+type ListQueueItems400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems400ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItems401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems401ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueueItems503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems503ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueueItemsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4358,6 +7946,76 @@ func (response Enqueue201JSONResponse) VisitEnqueueResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue400ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue401ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue413ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue503ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4425,6 +8083,60 @@ func (response Take204Response) VisitTakeResponse(w http.ResponseWriter) error {
 	return nil
 }
 
+type Take400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Take400ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Take401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Take401ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Take503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response Take503ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type TakedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4459,6 +8171,25 @@ func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4530,6 +8261,44 @@ func (response StreamSession200TexteventStreamResponse) VisitStreamSessionRespon
 	}
 }
 
+type StreamSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession401ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession503ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamSessiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4566,6 +8335,44 @@ func (response ListThroughputGroups200JSONResponse) VisitListThroughputGroupsRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups401ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups503ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4609,6 +8416,60 @@ func (response GetThroughputGroup200JSONResponse) VisitGetThroughputGroupRespons
 	return err
 }
 
+type GetThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup400ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup401ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup503ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4645,6 +8506,92 @@ func (response SetThroughputLimit200JSONResponse) VisitSetThroughputLimitRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit400ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit401ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit413ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit415ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit503ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4717,6 +8664,60 @@ func (response StreamThroughputGroup200TexteventStreamResponse) VisitStreamThrou
 	}
 }
 
+type StreamThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup400ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup401ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup503ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4757,6 +8758,90 @@ func (response JoinThroughputGroup201JSONResponse) VisitJoinThroughputGroupRespo
 	return err
 }
 
+type JoinThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup400ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup401ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup404ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinThroughputGroup409ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup503ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4790,6 +8875,76 @@ type LeaveThroughputGroup204Response struct {
 func (response LeaveThroughputGroup204Response) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type LeaveThroughputGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup400ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup401ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup404ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup503ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type LeaveThroughputGroupdefaultApplicationProblemPlusJSONResponse struct {
@@ -4833,6 +8988,74 @@ func (response GetThroughputMember200JSONResponse) VisitGetThroughputMemberRespo
 	return err
 }
 
+type GetThroughputMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember400ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember401ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetThroughputMember404ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetThroughputMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember503ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputMemberdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -4871,6 +9094,108 @@ func (response UpdateThroughputMember200JSONResponse) VisitUpdateThroughputMembe
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember400ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember401ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember404ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember413ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember415ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember503ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5866,7 +10191,7 @@ func (sh *strictHandler) Claim(w http.ResponseWriter, r *http.Request, name Name
 }
 
 // AckClaim operation middleware
-func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	var request AckClaimRequestObject
 
 	request.Name = name
@@ -5893,7 +10218,7 @@ func (sh *strictHandler) AckClaim(w http.ResponseWriter, r *http.Request, name N
 }
 
 // ReleaseClaim operation middleware
-func (sh *strictHandler) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim string) {
+func (sh *strictHandler) ReleaseClaim(w http.ResponseWriter, r *http.Request, name NamePath, claim ClaimPath) {
 	var request ReleaseClaimRequestObject
 
 	request.Name = name
@@ -6283,118 +10608,168 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1D39c9u4sf8KRq8zka7Uh/PR9ux5P/hyae56bpuL3ZeZVnmPMLmScKYAFQAl6zL+399gF/ySSEqK6Vz6",
-	"UxwSBBb7vYvF6lMvUsuVkiCt6Z1/6q245kuwoPF/b7VKV++4Xbj/CNk7763cf4Ke5Evonffm7n0v6Gn4",
-	"dyo0xL1zq1MIeiZawJK7j+x25QYaq4Wc9x4egt6P37dMKOITZ7sCbqBlwsS9/5w5f05Bb937GEykxcoK",
-	"5Wa/tJZHC2YVswthGNwLY4WcM1yHCWks8JipGVvyO/ecSyaWq0REwjIlYdQLCMp/4/R7YB4E632+j0+t",
-	"E52y37/xZRsK8Z/TZry5udpHHcLPrFiCQ18i1sD6bxWLU83diICdGfciHA6X/H5obRIOLlgMM54m1j31",
-	"f+KbJjxamxzA4gcu7D5sP6gNS5ScOwBuExXd7YDGLVsqYzPgNlxYBx2/NSAtU5qFExMyqwUYpmTUSGf3",
-	"YSuADw7RZqWkAZTAd1rdJrB0f0ZKWpAIPF85lkLYxisa8ftfjNvJp9Lcv9Mw6533/mtciPiY3ppxNi+u",
-	"uMPikr3/82v27ctXf2R+charKF2CtKPeQ9D7h+RrLhJ+m8CXhCv8Vak7gBXoYVpAEAZsI+yChe/B6u3w",
-	"cmZBI3ssgMdejZVeVSHx2BfSwhy0W9Qt62FxA77jWgv6aqXVCrQVRBei5x79gp7mwpB4+le3SiXAZY9I",
-	"m8nQv3KxovEfg2y8uv0FIuum8ou/48bPWAXh6JValnjNZSxiHm33p4/ola3fZoLYrVs88Dqo7qtGrFnQ",
-	"y32pvFkAi1KtnYzRgs8Mc0NZf8I2C5DMLkADE4ZJJWHgyD5TesktEfUPL3vBPo1ryVDsNsh1qN+jh64F",
-	"fYSjU9BnhIzwTQ6uGzp0yrEAuRi+5kkK9fqsvJfyJuiTbKVW4P8nm726g3zRKlH+rAGYhXvL+plWfMl+",
-	"Et8N2Cq9TYRZQEwSaR31sjVG+9t6qIHpe5XeJtAodZFKSdHsErWFtVZcWxGJFfcejrCwNPVMSA+41nyL",
-	"ogw83h4vyQRc9tnOwh8PbfaNtKDrxDyXpn3ZIKfDLrhlC5XEBlFeWpb1JUAMMdpb4GsgoRHWSUzmlgxG",
-	"dRx37N5pXN3u3iQQEayNolGlR5tZKASthk6FLuJJ8vdZ7/xf7ZNlkF3Rdw8fg55ME2/PnHPTxk4mNSuQ",
-	"MVGqSpJrsKxPxohACpmbl3EZM6kKWTADtlmIBMiFNCKGiDvN9k+lfkL7NnXW3wglHZ3yBc8d4SIupbJs",
-	"rdJowWZKMy63XjeyVFqRuEEaIiUlRNaMprKg7gH+zdVdiT5thL3K0f6Emi8zDAfV+qOUJK7SpivfyH+n",
-	"kNaJp4jrtY4WSgu7rfUyqgBhzJOPr1v9B+AJuefVtY3lNsW/4J4vVwl+dVeracsL+s9qV1JJzR7vhIyr",
-	"qzgXuY5cDWKzAwDO5wfXQXGVqbwqGHC/EhrMpT2efZpdERcpVLb0YmIOYi7zDCjMKOBp3MT3YLlIjldN",
-	"tPOHYHfrqN6P1pZIxT1FubMXmnIf8o8OdhXdvdWcbG0VEh7RFKdQYQYyEnJ+o+5AHinMn+FDqo2seKQN",
-	"NCy0HZKSvtqBMShvs5a4KrpzWK7Tf5+x2ybQT1SXOztt2FqzlnO7ura17uwi3+yRjFwg6DT76iJkH7Yd",
-	"57l7yIov63ZWCqN5HAtnvnjyrrRDymlU7fluFDxi1wulLXMLG5YaZ5JDIdc8EfHQPQyD4v95Ii0MpjJ/",
-	"eqvirRvl/h1apYYJ13MIWZ8z94ipNegsyeDHcuewwRJfTaV/556Eg4CFqeSpXSgtfoXYTSyVHc5UKvE/",
-	"S7ALFQ/dM54kauOGTGWIrD+sjHT/WUCCfzvdTv/JvBlCcThwH6NgGMTgUMjhSqu5BmPch7llHWJazBAI",
-	"y1vQ+YOpzJ5Ulr8lH3hIkWr5iRuGPmYODLrZOFPZwUbA3b4QK+WvYbmyxdcallxIIee0m9IUJaCjhItl",
-	"FUJHqyWX26GxGviStpI/TJScD1cqSfDzpjxF6L26YaIM7cAsUmuFnA9jtZHEPRa05ElIjltVBuPcmOxJ",
-	"jZDGcq8p9nVI7ibsax4rbAIt0VDZQi6sXZnz8ThSSsdD77eOYlhnuR4zznnnoHLCt9n6QZtP8rPzvGrc",
-	"TEekSv6jYj7knDymqkj/6Mwnc5pCyDnr+zmYkmAY3EdJGkNcDogOB5hN1gXXD3IoGzfmIOrEq3SK/Vc4",
-	"2d/0n7XCZ2oAzB4f5ZAUOz3kldB0ddBck/A0BMimJt8s1j5ENkzJSrBVT2EDek02rjrRQhl7vnKaX80w",
-	"xM4DNUafMCGdOagNpL3M/xjXh/DlqXzIF7vpFnDP+tPe5H40Gk17g4ChGsPEikot49nw+jUzG76TQPVR",
-	"odN+rC9VvuQWrNOa/jUp4DzsDFk/FiZ/d87QrTALsWKpjEBbLuQAzYaxIeuTUxxfMM4kbFgpkL0FJ3NL",
-	"HgMuliin6h38INMlRmY5eJhN8Qv2yjF30HPLoFypak6zpLjEElRq6/EtYa6s4BbiHDQ/vpLxH4yOiqJQ",
-	"c+UEzjmogCHIuLOOo28WWqXzxSq1eM62z9nz7HFL+rU2KxSTdlPLVerQOWBkdJ8ZJuKAkhJZ+pThImzB",
-	"DZPKj3Obr3psdaGVWAp7pH9L0x6vLwrM/BW/rMv6rEFn+mAfB87doXOIZ4b5kReY+JKRJpWA/gCsQW9L",
-	"icviu8/JJWfHoYSaUkYlg7XARDs/XGW43dF0jShfCimWToomB4GkSdrX91jfAyCGJadUwBFEb7BhbScH",
-	"ZsE1HDn9BsR8YY+1d350tkQOxjF4+MeqPsVfYGOfATEvjiaHKM42zku9INlTOjs5nCnNUokkgbiW5Rrk",
-	"sBYRO+d4tIRzRSkznB2l0AejMtuc1bJNC2auM0odq7GaueGk7LbHZl+Q8vpFCcm4NBvQg4AV2W63aSfu",
-	"PBFrCFiKFHQPlKZMeL3dPIH9Surnc9UEMmbGj9l8+wz5gP79TO1jKXcenhmGTrmQqLuYhkisnNvjnJNV",
-	"woVkP9zcvBv/5frvf8N0NBmqITIIrJ3uHU3lVL4FCZonTKcJGEI9X62SrUMpqcpwvD4LmSM5rnTuvvqG",
-	"vdFaacO4huajY8P6YdP5cDhAdTyVjIVu9xhxucgAPREMDdxfFACFuANHfbi3INGGzwQ4DuGyAI3C9FEx",
-	"p/NBwiNimGk6mbyIjAv1MarH/4OLyL5hf8PQX0i24nbhdvTJjXhwwH1CfnV/itgM2JLbaMHC//3X5fCf",
-	"fPjrZPjtx+LP0f8NP36aBGfP//jwu9BB6HbksCeVZeEoxIqC0Shk/VtlF4wnGAKzGReJP+OxLk58ZthM",
-	"aGNZtOCaRxY0Um5wQVNu7cL5AZAYPCINX04mrJKuIESqNFqAs/40XMjCKcU9f+99IrddLHxwxLFJOECI",
-	"S04TI0ly456/miyRZC8m+M+rZThAUvyVJ05cwLkhMOcWxRP1oVoDaSklZ2KeaojZkt879cT65bIL1Jke",
-	"ECRuUS9CrxC28+p2i2zMiF3SEHYLidqwM+NwwxOjmIZf0OPEXdMKuxUeS+DSMKu3VOXBLlmUCDcAZaXw",
-	"k40/4fGRpoMT1U6B5ltYCBnvY/uDPxmqDQ3wc5a7xoEXyoLnEQynBg0TlrjA6UbDwleTF6w+MVFXP0GQ",
-	"gGScWXUHuHRBmKCiDJxqA5MtG176fBTpB/YdcA2akVDhXF6ekHjIm+HLyRnbSWTFEAmny29hpjTgKVeB",
-	"j4gnCYL43i99q2IBpp6J0LjmLOSTallZ0Rn7q/hu4LGE3PTy7AXbyc75QzTKlPQqmqOkuM97Z6PJaILp",
-	"3BVIvhK9896L0WT0As+C7QIN5HiBZzm/orEEtNo59VyM2HsL9gc/ZKcU6Plk0lJuc1qZjT9RqqmyuQa9",
-	"FnI+Qqtl0uWS623v3C2eH1qC0+0RGENmxKAt5XODOedsM6b30c0wXoLVInIbcP/zmBlt+TLxj1C1teLj",
-	"PY34TdDxOpM1rHx6NXnRNFUO27hcHtWGxFr5Lsu2k41Xkxet6E3F2ONxfTb2aU/TiMwrYex32aBH4rPq",
-	"+JWXPirEy2o8DiWE8onrHaMqtbK9IbG8jB8mWFFzVibWG1RxlJFmHooyKQrAHnbQPyangPy1BCh02CGE",
-	"2oDOULBHiJc1ySz3gefCR24Mp0IObN9V0CiQjYB3J5E5e+wT+aYM+ePR8WEBdlFFiBNEInwjasp10g1H",
-	"YcWQcV5h+/Ax6K3SGqy+d8sVeD1t+lLBslvgMDe995t7PPZwpjLuLlheAWOc+y4sm/EkMUXCieI6kLE5",
-	"SZzGG1+5+xjUK1OD+w9c2M9FPZYT1yC9c0nwVaA18tChangPNtUSfdtdeUhoFdYPX06+ZTsHdkRc7zI7",
-	"ylJcMmgncIz1b8OjrFalVq5j2xVX5z7WglVrFQ/ZsZ1FjrFmtECG6w6NWlyZ2KdYuGGcSRXDSUQr2bom",
-	"a1HF0xNKyg5B6i1Hde9d4HR/VkzHpNIGTGMu3rnKLtQuH1h3b1laCTTeLYPtQIvunC6V9ULp2L5eNZzv",
-	"1aoay7eGgdQqSSC+mMp3f7++YXzOhWRWsbliSmbxNEVkVU7DAtpdXtvZZd2VjFOvHNXPUhT/HpiolBQ8",
-	"0rgcHndzc3XMsHY34exp5DCra64RR1JGZR5wSgjog060nZvqgmm0anQxJ6sfqcgiW/A1FAufrv4q0jX+",
-	"JOId5/+ApPgSlXpJYX0nKWojHYB6S9kqygdqWKq1L1jYMZnA13BAGDpivuq1tOP8T6S8koAET2BmO4lr",
-	"3J53qA21LEYrdqx/D2PK33zMNTX4Qup2z+dNPqpTp6ey+FH+Tl7Qf8jVKaY+xsvJ99edf5MBsOvZ+Kti",
-	"vlzeWeSi1L3MD6UNPOzSat/hqW7nA0Y/FvQyDBhneWXYeZ6Kzb3r6pWmWMxm7vVMq2U2wVQqva8W+s8n",
-	"k4ClMlpwOXfiX2MN30LOOMeZwawEPmeXI061voLoqGDKencvo1tXjl6Jdyr3m/BQKBESmNJxNaVS5qbH",
-	"u3e7jDiu3qbp3K27Ke8Sz1vpIBb3yq0PE6O7ESPO9ydEFWZHmCFmSk/lLjcHzFiRJLnjx/rh88lZGLBw",
-	"6s/op71zNuOJgXAw8oLhjKBdwFR6cjjhdk63BjoG+fVe0HUZ57ZFNtnW132QADE182QdTeUHX2AVijgM",
-	"cHM+08+W/A4LyWDE0IDvVbuSoHK82TyVBc6waKyoPcutt9NLqKCo4gv/zNm1RqRf8+WKi7k8wa1tdWO7",
-	"dypPUgh4cvOdoltmneiCnQuND/u3qbv0cours3VGzXNzN16sVgnjJSnsv041t0ozuoJ1hUfNCd+qtJpy",
-	"OcKOldRHjd+6k6MEU8t+pzmIDQEUMkRa2wOhuLf28beiJ20dYlT8uaqi4LSsBB256zOufoJusnRurizR",
-	"6hH33y7eDAMCbh+yrHTVqe3ujdMJvm9D/vudVlgq/Vju+mKqZTfUf3hCJ6eVNTPMdcNb12B95S7ejcSK",
-	"ioqjg4XDGoYZ45yscKjcqNF/fuNeFxdo85vkdD1mxsK3b25Y3cThuY+XS6VuU4lVumjIJVOyYvdHjNYS",
-	"MVUu7bnkdUb4Gq9/lFzrA0S3cG9py/7mSG0DinL7jzp00KcdBcmxr94mLBjWv75+M3hCh/UIepv8bkzI",
-	"+uGnKRVXT3sP4cBfSMIrUu6PZ4Y5DnDsMAgKPulzOZUZ4DtjbF61iLNg+d3OEFSh+Bb/ordTmb32CQIq",
-	"mAqrOaAQEzRCZ/MJMIMRu6Tqd6Qb8eVUzsFWCzFxl46piS1BWmG3nlmrnHop/Vt0E6cyFoavVsC1YTgr",
-	"Zwk3vpTP24Wpt+Ox85/ROIx8cRGXmHuZqSRRG4POqRMUBLXs8To3lQDeLFQCzGrIMirhcKjWoNcCNkO8",
-	"s7TmScj6njmnEuu/BgEzyncbWAL35a5UzsdW3PGew2fMzeJWce1iAalo0JLLrS+tMi1i6GDBcqr/PEGk",
-	"TIVVKxE5798RxJMA5TFgwKOF12jcVFmmtSJkfTYubsTUx3SX/gxWbaRBoTJOfuKAJdyCDjJlHwkwga+4",
-	"dRqDyIXGxrH4j5bSES7smUoNa3UHcVBuMeGoeQcrX4aLfCncO0MVePlYg/W6NIiQMJV4wcNgbWB+clzT",
-	"KqFcO5MoYy9wOpAx00BomErI2cTBhbXEtfGVix7hyt8LPk3tYbD0lN6pvxi+z5d4Tbsb249TOVXi1irz",
-	"WHaHpcpfY1/x2h4yOK64ypuSHSxMIC7qxkt2U2XbuWA1XIB1HsQmeaWh4zNKXtRioLkopmGTk25ZwDcU",
-	"aMh2eco9HnmZhnACv8EcRSY49Uj5DJ+96iVUWeqQ0/Ch1D6FlKYwTK0qBSaxompbRjfSRswhiPQpmUlh",
-	"siqVqWx2M6uAhRe0gjO2+D1dequU8xXdW/xduPMy7xUALiCJ3SRzJfFGnB9Nxd9enYbBVPKZBacERUQg",
-	"+h1jAQ17nSiTTetf0KemtBK3VK48lZcsUssl9tMSEqvCsbyZY38twozesrNXrMXqHsnoX5vB/WnHxOz7",
-	"vU/Iz7l9Oz1HW568qYLJ7e3STf9llFAduX7K7XwXxHqXmkXBwM8MiRLeQ5Fqw37PrE1aLZRzalqP1a5w",
-	"RKdHavmiRx2nFc02Dp2n0bzHnKXhprrzTrERZv0ZGrWEIPtAfTcq5CCIK9SorYrd6zyZN0stqgSzHEBh",
-	"rPfPu9/TiytqS3REevz0PqnHFVZ6b6IbBya7AQdECTQYt9vMatUhvMU9IdQ8nWIo2LnBN1E+P9rFKRwl",
-	"AkpMKFO8F6hmbewYdH889hpxF4O//YYXIvA4h2st1jyh40DWx2huwy1etVIy2WKcstIQQwTGKD3wh09F",
-	"5SxdzubkqXDsO0yXG1EivVebNQQQttJqGN9OpQu8eQzZmbL1d+eoRALvGEi8Kp67P17AWN+FXdnDGRdJ",
-	"qmGA/kPpVmZ+kOVvZwoKJikjgWFY1h2ZtkFJ6b7h2AH4DqSbMSx3J8oO9jLKnnqu52M9zL34KbK8t4ru",
-	"AsYjrYzxXk6W5lDkNYI0sLxNoM7xuaRuUPXq5bcr4gqae3MaqzT4c0WvPhwyi56dz1/9gd1uLWCWZqE2",
-	"kvEy6p8ZFmKjh8ZWy1l3qVM05lmn6oY6lB2IiV9Ovv2iTYqL7knnGH3MCZYs+UEn3xfZLSq8IRthItHk",
-	"fZZQ+mSaJINOQjniXacesMONwSuXMy60V8mNZhtToe1e1M80pFM3qlj2+N4yB30oP+kxThTtqTsvCpdu",
-	"LEWSc7so8moQU+VwmSoZ6FWyHFF4/bM/UH0ym+9RX2/vEcwusIirnIapx59aVJA8ppznk1w+ef1Zp55f",
-	"tDJ4l2G+GX9T5ZG8VOxWSI424mB07zjEifczQ1aIxME5DeRR2eHNdgU7fdwRV0NqpdT6ExMWDg97aDqq",
-	"f7Nc2W0XjIvgkgeFaSds49fndoi5lqGSEQwu2ELEMUjfvJdHd1gnRcdE+P3uRalWdeA5dfwJ/21NzV5G",
-	"dxnvHY5rLqOOsrKX0Z1UmwTiOdAVAESKMMwfVnUszkHtL1pE+b6PDv6OQPbYO8+PUROdwdukbnxQeTzl",
-	"u4xo3wp/PR+JfsudS74WRtwm4IMDfzykkpitEh7B8Yyf+wrtvgq1s9tjqOqez0ajs8lkUmoTMJk0/nKL",
-	"7/XUctHj41ObYNpUjZbFF10F3YUSw2JXy+9qil27MMFNvOubcB+i3mQ0+vbbgC4sEtDFz8g0krHcD/EA",
-	"JZuqiz7PLB6qIuouZMp7mNd1fcBwsZtqxczfBab5hg5U+nicT5tgDgkBngsPLtgKtBHGwgku79hx3pP4",
-	"Yjdu4qe6AfzlvKaLimGd+5+dKvlRX4l/5NC95x7BPcfEjpKAKkZn6aTBBQufT176MmsgIJpZxhTtQmuP",
-	"EC99gTqsQfqmHEVRgTAslRp4tOC3CVxQDyoIqTLH8K1hRo3q7lxkTUqfUONnS9T2bqFzR18k0o3abym6",
-	"OFSH4ocdWfKXV4AhU8fcclYqBTtno9GotsiPlWv8MLU39Vdjzlt6mrZ3Md05wQ2yxCIlMrMT2/x3NiAO",
-	"m89Lj+aJr+3EtMJOzeWCdZQvSu5aXbKdDqgdJ5LmNOfpTUepHeuhlJKf/piUEu2uw7KxHFSqZgwKQ1Dt",
-	"YJrRqESPGhqNP+EsrcmkXew8oYbbI0S9IUSYu9JyWVEouvOBrwMOStjMushiBsrXxDk3GDtQ7rnBFXyf",
-	"6lEUv7rZWC5/XSbIlQ9BnqLwfXeVL1z5fgorPDPdGb5rsEVz5GeGRUlqLOjhRsSQdZQrXNfB6aJ2pE0s",
-	"ly431yjtT1+2k1NZZyh3iuGDYvq63smMm6xqKr5AY7hXpO9sNS4+7QXF1T3WzxrYDoIpXjLF137aae8h",
-	"zMs7pzLHdta4Ortu6W3PiHlqmexYL/uisEHnU4nX83Z+eIKFLycvWd1vT7jn+c9fNFvxk/Xf12bNLwtV",
-	"1mjKO1NbzXxfagX+KK1YG8D9RQm5T6gv1gSkaDL9mK4fX1k3j92ezzWs6tDeTfbAzVTqSs/z9tmhiDM9",
-	"Q1gubhuwswFLJRaC7JcuH6mNPVcevAKJPSYOctgTdMy46rJJRoHhFuE/7Aj6LvFHCVjRAf8/rcPAEfx/",
-	"kzcmdz6IG9VNDXZ1zuzCp0dltb2EPz+q2u/cevveEk+h6h9/9ZPa6x9mq6/iImjDbwP8Zm7xF+ZJ2i7j",
-	"xdSkjekiF/4eQrP2zX9ih+iZ6sT/qNT5eHz2/I+jyWgyOjv/0+RPEySfn+RTpWTTIMdlT7BepfSguLlY",
-	"eph39yk989nC0pMSqKWnpdzGfrXVNRX7qdQaFxagUsUG+hZiplVqQbP+O62WYBeQGizM8j0lVhC5aB2S",
-	"Gfpf2R14vnG+0/8HAAD//w==",
+	"7H1rcxu3kuhfQfFulcg9Q4py7D0bqvaD7DiJN47jY+lcV23ouwPNgCSOhgADYEQxLv33W+gGZjAvkrKe",
+	"zuNLZM4M0Gg0+oV+fO4lcrmSggmje5PPvQWjKVPw5wdm1OZkZpiy/0qZThRfGS5Fb9I7ZYkUqSZGkjXl",
+	"hpyzmVSMGLXhYk7onHIx6kU9nSzYktrPzWbFepMeF4bNmepdX19HvRVVdMmMm+5VRvnyPTWL5mxnC0Zi",
+	"eD58k8aEksT+TajQa6ZYamfi9r2V/TrqCbq0c8FLvain2G85VyztTYzKWQjUvyk26016/+ewxMEhPtWH",
+	"7+wgFsoflMxXHq6Waeb2+e2nefPdljl4evsJ3jKq2ZY5Mvv8jqb5R87UprmPJ8bQZGGJxiy4JuyKa2Pp",
+	"BaYmXGjDaErkjCzpBdCRIHy5ynjCDZGCFfv8GwzfgPxLIP1QrLaN6BAws6CGLGSWarK2f5oFI3LFFLVv",
+	"kmRBxZzpXcDdEq32jy2bB/+79SRnZ2+beHiLOOBLZjcu45eM9H+QJM1x/RE5AjYQD4dLejU0JosHxyRl",
+	"M5pnxv7q/oQnXUgyJqvsH7uiy1Vmn3wz1r3Icw9tFBdzAPUj5aYJ649yTTIp5hag80wmFzVQqSFLqY0H",
+	"1rIuCy0910wYIhWJxzomRnGmiRRJJ8XZD28E8LXdG72SQjNgdi9paimPaVhEIoVhAv6kK0vvAO7hSsnz",
+	"jC3/9i9tF/d5z918j1/hpFX0xFxc0oynQ7uMmPQpsX8QmRvNUwZ0vaLGMCUGESleLtg0fLGk2UyqJUun",
+	"Qir76VDOhsoeAVK8OABU+u/PZbqBT+0feJi4JkLCmSb/ffrLO3JJs5xNhZwRbjTBlUR2ECoIW67MhvyW",
+	"s5wRbthyMCLvpFlY/rCm2h2/dDQVveuo91KmmzMp31I1Zw+KWbu2oZFymNmp4wkgExbMNZGXTHmaK7BR",
+	"rmhSecH+YolStCzSLhHk4Dtpvpe5SB90jSBQh0Ka4czOHU+IcAwB5bGcIV+3xJRQRRZUu+1OSZ8mFyyN",
+	"iGLAEFPYXbvZyGKZSFk6gPUBv3mU9QEolfXhTzEcE12sFkGurRZgfxSwaxui82RBlMwN8yD9yLKHh2jB",
+	"stQdA8RXKhmeeitJCTfHpAXhHv4Sz7AIP9kDLuJEkA/fvyLfPn/xd+IGJ6lM8qWVFH27LM3UJVMHmsi1",
+	"IDPKs1wxHZH4xXhMrJ6rBM1ipOl/CpqbhVT8d/awO5EHE8cTQomRF0xYnpRIMePzXLGUUJHCPimUSCTl",
+	"KWxUQpXaEG6sFAzsgo8fPw5PcrNgwljAWRXSUhK+ZFQxRRSj2fK/pr1ESpUO3WmZ9tqEJGLqkvKMnmcP",
+	"y79/l/KCsRVTw7yEIPYbrbXV9JzUSqQQLDEstULSPRtmUhvL1qdirqgwB7r4il2trEoGLy9yYxXeYSrX",
+	"Io5IbAXGkorNUBvF6FLHRKqpKH+2usxwJbNMx8dkzc2CxGCVDcEsi63Qixom27Cw2dqQ4d4+DKw7h3id",
+	"r1ZSGZb+zFJOz2BzHpRUCwCGSwvB0NIHEC3IUVDRAAeUvEKghhZIIs2CKStoBIlDEC1ocZccvfbam1PH",
+	"lOKIs5Wyqr3hqKehvve5TqpRT1Gu8Sy7R+dSZoyKHqp6Xg3/tdDM8f1PBdXL83+xxIDOgpO/k+a1VXUC",
+	"Xkez7JdZb/LrnkiN6tArtqRcWIhbrZsVVYYnfEWFcYJ6QS8Z0HjGZnDsrTKiWxHgfqBK0U1j0eXEzQV/",
+	"qiz5A6PpXS45kTkSa93hEDlLrG0tISJanRXNRTQVQFwSSDNlFxUD/7SWRAxA2fMeThST/kKuiT3niHdm",
+	"ZQZLB8CPvebRN9WNOtCD48o4Q7CidQzalpCEXRkmLOMZBbT1nmpHrTUC2ZeKt5DvKypSntJk0xw+wUem",
+	"HesZcKK2ybftVeeJNEwt2+k8yZWyzAMnPNDEvkr6Y7JeMGEln2LI2wUbWKK39g01SAD/8bwUVCE9tBzx",
+	"crVRYfW7NTrotqAPcXQT9GkuEnhSgGtfHVpDvSlbox6YWC0D1dYSLgI/8TNtBf7/+tGrKygmrW7K94ox",
+	"YtiVIX1vkT8nP/GXA7LKzzOuFyxFTm+Jv4Bo1OoIaMD0HcuY6XToUG0IuwRrfwbWpTDcOKt0bX+ma7oh",
+	"/fjw8ugQ3tMx0ER1XWnXHCfZmm40MSoPwQ0IG72F2wi7CTTCeKDRWu/HMEZMZtY+JmahZD5frHJD4PdB",
+	"O5rCPfbQt+3odzI/z1inPNzCXjsPZp277itTLNA03ewvYxE4/1lt4p2LfY3st7nmghft4R+scWvSF4yl",
+	"LAXPGbNMHlgOBw+Id2227dj+a8f32lb3OmMJwtrJWKr7sU3ilmyqZZ9KTr6f+PaQvcXvmtLU4TZlKiIi",
+	"zzJEm5CgCNoHmvSlIusFzxjRuV55/0HUs6+j9YAu0AZaOum0GKftusOQPurfCFaMYFlJLWTJovTAwRR6",
+	"Bg40+R8pfwLrYioCY6KYcGIpIqHCal6X0tq/cLbFxiGB5MLwzL6kmLM+NOr++x2MQgoFG7+NYl5fOo2/",
+	"xvWo2anhF0R3HfWYH4aJfGnBcXB8aiF3nu4c2Y72Jm2sEe5GcKoIQdy2tLcFqd6jrPWqyE5F4lZiGWbZ",
+	"Jp1fC/AxtrA0nrZzasWl4mbToQM3sF683zq726+mjCQpS/iSZsQNfkx4qokFIzHZhnCRKOCrFFz5lKBx",
+	"DFIYvdO9Se///Toefvvpb//Whv4fGc3wpqS6am2oyXXVSSEvdopL91nbGn+UWQt2Lzh6AMtZMplctEHa",
+	"wYtqAMB47uU2KN4Ytny5MV41qeK6dDMfaHJu34qIXNHfchahCrQhYG0TOyzpgzueiyTLgaGSd5LEaIdP",
+	"BTJA+68JQVDjiFACXn4KF3krJa82RCqSZNwqUyuqNNOEopffAkHON4QbPRUVE955oARRbJbbL7gBFmgZ",
+	"4jnjngq4mCPbKw7WORdUbQq3cXMv0PuiT8z+p7fb9jAm2+92Ktw9bwrgHVcJT9tOwiK+Y4bybH9piitv",
+	"msKgkewt4IGUd9n1OGS7TQ9gvBbbFKg2Jcf5j6pk+3GxCTzHICMjwgVZS5Xq0d4od8N3YvoUGEsh7aRg",
+	"Dt01c4UrbzWEDm1LtHAfzJ3212In7CExwz3vEJqaPYbMbFwE0xILC7mubxDpx+AERRTVvJ+R/VBt0BNn",
+	"8cWy1KpAc29zfyHeLL21Ik1qU5w2DJ64lBcVm+eh8AhnQyYXPyjaplTRBIe7CYeaMZFwMT+TF0zsqWd8",
+	"gUNFrkXFPdNx2EodE84cflWDMQqX2XocZXLxI8vSO/QE2iN5E6MEQMBvrEGyw47YxyVopT7egxWuQHs0",
+	"EDDSLw0b7nwPS0YF2A+DYxIDxjS3gw25GK6UnCumuxx9AfQNEvsCcuna+xuqwjVS6aCNbg3WrurUtDrH",
+	"brm9TXsTBwztTWBwMrmwjGqmGLudebmm3Ie67edPdCssv2zD0Ds3XagZnwz/hw5/t/px+efof4efPo+j",
+	"o2d/v27VmX+5ZOqSs3UhDBu3oYXXLP7h9RkJ/GPHyNuJVVPJeW6KS7GYLOnG3SLGzi0HIUCloN22Y6c4",
+	"CkLUPN9eRuw3WElJdqRtb3r/ITDuFsGSXDyOML7N6gOr/FaLfzT7/XbLPyt8pBDMeUsslB7Xrw8T/7DW",
+	"4C3XDxbl17d079O+3eLdNd/Xt/yqY/92SEhhrOHj4eJTNSaIpinoSTR7H2AIBXRVjtVDekbkdCGVcQFe",
+	"uWbphFSjJFsDIaOpqIY3RqQeAVgEPDaC/yKIazZsCY+mohL3F5GuQAh4EkTzRCSI/LIALZlZyBQuoGmW",
+	"yTW+U4+xcp+BWmoflzoqOLinIka9A0Dp0kEjEhceSX8BHZF4yZbnTBU/AEzwS2V6f1OOd8rhL8HdufO2",
+	"u5vzqahenft1AZDh1xAsWnxdhCHEg9oQAdD1qMa2sJyoIygnIh2BQ/XIIDtAI/qnCBJDp1b9itF7gZpn",
+	"S2hDnRbe1M8LJ2dTqzfcZGzLzVvo2loYs9KTw8NK2NYoZZc+9EcfFrSzU/GHp37+aJtHFQVU0z1vN6kS",
+	"qVCxbcW8LW3kjWFLDfkpXMxJ341BpGCasCvv4my1f/ZzzBamL8wfFVB2LsxCdCfeeGs0/c5u7Kd3n22F",
+	"T7cA6H/ey5NYrnSXOxGHa4PG6f4dvsQWR/fbImBUEylqkbltO4zRm82BFlKbieW+GODLyrs7F/BJuLCC",
+	"ovXS1p35Nx3RB+FQ7hYwtcMt2BXpT3vjq9FoNO0NIhfzbpmYzA2h/vX2Ob19XI/WxotCy/1IX8hiyg0z",
+	"lmsWUYzAq/xNZEz6KdfFswkBk10v+IrkImHKUA65AS7c0fnXjgklgq3DQEn02i9pymCyTGpn+3kdogQP",
+	"bu7dhL3wGjbybjz8vFXPMHzJZG7a8S3YXBpODUsL0Nz7lbyQPUImEMnhBhcUVMIQeercQtGvIAKx/W6K",
+	"bQ9fglfIDJzR/XB7u3fT71S5BYMIL1oYTRYuHLIcrOXz4sK5fbQb72gw3h7727oLW7B7i4vr6v60ab1u",
+	"7x/l+rq0YG+xxKYZ/NSM214dxMY6u+OnyiCU9lgS1AHkcpVbEh0QVE0PNOFp3ekHk3g/K763xfcXgMCX",
+	"3OzpYcVh95eqJWZ+hi/b4nAumfJSs4kDaxNgZPSBJu7NYwhFcvftGmPu0JlXBuKV331JbKTPjkXUBKEo",
+	"HtYSE9vpoStw43YEcQ9E0B2HWos/5Ua7cYmQKTvQxO4D5JT+fsXTYzIONAD8dr/w1L0JwZMBRrCVWw7a",
+	"E854qz2vBL+WUO2z0XfC5nx82dMKRQrg8/yipuN2spElF3xpFzDeuQk4yPb5HSdpYpktKV7k70FrHdbL",
+	"tuhuvaCK7Tn8mvH5wuxr6bi3/RRRc5+78fDPVXsYdomN5lmC2GU4Lu4kr6kw+hhZiVQ+s3gmFckFbAmW",
+	"K9i6sx0sphUptWsanO6CsRXeNXrdET+wMy/pFU50NIb/gqmPoj0yH0K8nfp93Jcld9PKjSJsHa77HDn1",
+	"vyQXrhjEICJlxK1FgxVwNOOXLCI57K/9QSqMxm23p25AnAGf/VImCWTrqbWbQ4JxmeTWij+1XAgxfQ4p",
+	"did5V9EMzPab80sr0yQGZrjkXPSQDYfwSkz68atffvnw3f+e/fLT63fxYEQ+OtEjBYumIj68PIohlXnF",
+	"RJEwiLlkEMs8F1JhFrZLrIIjD+CVuFgYs8LcLy5msglyYR9bWSilSrlAOaVYwlfMJVKvMsoF+fHs7P0h",
+	"hJVZaNAWGwL147XkaCqm4gcmmKIZUXnGXIoTXa2yjUUG6jm4sKKaw8R+9e/ktVJSaUIV604C1aQfd2XE",
+	"xZFLYp8KQmLnqY4HpIygAzcjN85VCP4w+xd6/dA5iE6+uMB2ceFvB51xZk8DFUElCnBij9z4dlfiPZx4",
+	"03w8/ibRC6kMOLzh3ywe2UleA4rKCVKWZFS5MAYX4scQVf3nV1cDF8bszuKxXQ7UfohJYndO2zE7M2dJ",
+	"v545a3fiHTjmuSArahb2nc8WyGuLoc9whPBPYBP2T57qAVlSkywA9bsvw2PS15IIBl76UQyVC0YjqAoh",
+	"XLwSyzQjHKCPnwOIYRUF2B6ZJwtMb8YIJ1H6emAZ3zlXg10BVJ2w22+yeAA0FvgiXJijfe/Zi/ESiOKb",
+	"MfzvxRJwQsjPvgSDZXZzaoC7gbCRl1jFIUjudfye9MOaFyCQHCCwrLJ4Bz4C2CbV5ZbXHyNygq+Qc5bJ",
+	"NTnSltpopiVR7F9g3MOqcYZ6eY0lo0ITYylLJMyO5UgJzmfpftIult45cC2cwLVLNJ+zBRdpE9snGG/q",
+	"85nhGmaZ278YppFSTeIwAHVCGomjdrp+/PzoBem4j8G80zXXbBDZgavFLPCoe0DpzDBlR+QmAoIBCq0U",
+	"u/CywZ9sH4NrgQg2AW6Q7Ejl7CPyoVwoZ7qdDkD5KKjAXUS582nHOyI/85cDd3RJ/PzoG1K70RqRd3aN",
+	"6Ba1QtkRfRX3H13+Q6u3s5ZA7aICAw4DJGAluCYcwEJ4NIlfjL8hHUnarYnRFhIrqloz3vuF4BtEFUHg",
+	"SQZAgJNx4m7cUDwQl9SOXBOGcAwzQjYRPx8fkdo9XcoSbnfSFcmiYmNHLtGT0CwrBa6H2KLw5P0bL3Qn",
+	"ZMFEgphF9zDNgFPa4084CIXYqwiIADBTXPS8ZSiGXRkM2nEXW/HAHofUSUyHR55OLLfBQE9kb560YQ5r",
+	"10xiknHBjtGNiIMdeFomGddGA3G7gfs4WinK3ItyVoxoVQ6rsczKWFsN8enoWIYZgFeaukd05NbJUxDY",
+	"dsRafoGT/LsSDCqrIZpusNyTE1obAneRwK7kEqpAWBRAHg+wFMgvRdjVhhy9ID5FBy/dqvUPAl1v0jsa",
+	"jUdjiLpbMUFXvDfpfTMaj77BhIcFaHqHC0hq+B30a4bhyv7UvEl7k94PzPzoXqnVGno2Hm9J5L9ZAr9L",
+	"rWjJ3z9l6pKLOQQjPh8/7xqogOywqJUS6ra9ya+fop7Ol0uqNr2Jhb3IqGJWBUuY1qg/YBw4nWuILPS4",
+	"0L1PdrzDJbO7bddv/+UQO9rQZeZ+gnvmrej8gG88CjZfeRb5JfiMei/G3+z+ICy1sf8etHL1kKNbLvhi",
+	"/M3W3cn5oduGy6NDd3+vO/fiLdfmpX/plttRtVTDqffywpbxM9tvNouBWyy5xmb7tbm9Ptpr68p6Ml+0",
+	"3xYGkP27vyuLdoRUgbYBxnAQt9xwz0sMXNf2+RBV+DKPumXH5Zopj+vGjj9vuf6VrhIkYHC8e1FBAbav",
+	"COmwTCwtthXjUSdT60Tq3XG14ow0Kf0shPyPvVUfF8zVpSmWbDklHpjObQtLonYE9JWvHBZFIa8/Rb1V",
+	"3rLjH+x05Z7fbPiglKedYPcp/OAW94A7u5dorJaUexx6ANyE1OALOmEgWwQpjzTLdJB74JOr9I0Y6+Ha",
+	"1ca8DTFJ3UJNHyk3X0pMULCzhYzunO+4Wjct3OcxhMTz8bcPW4eyGlw5IdrwLPNyGkjLeWUgImP0WKeB",
+	"mVwJcADVOWSGuwR+j29JbT31FWg0GAfbD0g1Xnm7olmJk75jdTOtjr2v0lkP3d6uetYm2UcBxQk8rr9G",
+	"PTStrMAXM9OEwtX6jagjUE+7lKjqhtwjS6vtfLtCVV37H12vaq4YLotyYSKiIKqDaQ2OpjBi/O4Vrq3E",
+	"c1iveXQHorjG6EPmGMTNt/PHSaMwkTZ0owkTSmYZS4+n4v0vp2dYuJ8YSeaSSOE97+jHqp4CqJZUPwe1",
+	"VbZVzr6DSvbtA5fFn7rGrt1877r43lOj2f3e2dnbfV7brm0f3Q9P8UWvWlgLMtaQZixDdUUKvwId/z40",
+	"r466ldsUsfJsTsiMrYtKpZjZQhY09ThtamfH9thORfe5raXJ1AtMBoUkB6P2BJgJoQILqLqiFhkA62p3",
+	"c+0i1EOXA1ZafwxRb/F0TBTojligv8BjpZZpWE7zS2R/hX0ffubpdmcVo5dsByu8I1ZSbVmxn1EO51gK",
+	"BluKdV2f2tn1Ncrv/dRWCuzuOrWYSzbBm1YNJ9WXxm0e1ZaUs2M8QHUOCt/TLMOLMLpkj2WDAd3WjhNr",
+	"Zfq+GvCdalC7qd21xCl0Leay2LcbcK+Lt+7UdqtMvpfZFpbC22qxlUPvY6wV6/sKzTS/0rqBFqEvzFU7",
+	"tGKrrFQYEl6Aqes6UTTttlpNKYy9YmoJVcuKLM5JEWNQeCOqgdopn83s45mSSz8AND9p6Nr9Z+NxRHLh",
+	"yowP2hTnH1hBoftpzL7MX0GXe0QaPgFvXEn97Var37c/g70a0HWlojEEtkEUgVRp9TInpPTbW6n1Q3JY",
+	"rQB759bpWbhKiM/FmEFYq+ugdU6TC4x68ZFo1YMIMLMUOiLUT1rk3JqlHhw/Gx9ZBXjqIr6nvQmZ0Qw0",
+	"X3doCdeoT7vtaEu6gEqsjUCRSmaMS5qTM58hMRU+dCfmaRxVomyX9AISUhlGtxQNgVZYrgASM+2Pk6LT",
+	"0VRA/Fgr73hFlyvK5+IGpvZNTeu7t2VvxIzgeL+UWPn4TvhQrUT5dbMX110a12Ux/DbJ7aj1T2o8b20t",
+	"Va8mMbEiGlpLFWyk3l6qaqpimynuVIuqdDnag+tXOofBRy/2QXZL05THMo6VzAgN8NV/lStqpCKYBvUW",
+	"Qk4zupF59b5kD6UqkBc7zeEPTLeyqJuZth1ePuAQOWtrLVrWwP70WAccl+46KhWyCZ2qodSz291+ge4G",
+	"eNIm+qNcF1q8+BtzRwT/ZVQOcbdI+XUs+/oNVue4e83qBtZrR2jGeyV9h9pbnZQHk5t13/r1PVoPW4+Z",
+	"x9wTPyd/CrFzyoyL0ca0h5lUVRsHVFzFhv7Y3Vj0YCx4p1mPwd9FW4aibQzW3gqrVdYGjicu2DyIKJ8K",
+	"CCl3NTKkqKr8/ULnj0LmYv8u5SNWVUdsHE9FazuIth4QNdtF5FkWkWlZO8P+CAxvAJltviDnAXro0byy",
+	"FoyHTLA10ybMMsBFQBOJWQb5NX06FeVGocDiYh5Bng0XcyIVxFzbw4ZF2J1tQk6la2JShL0HltWBLv0s",
+	"VhD+ltOMGPgijG1KixQwmBlC6t1CEPipc6TANQj6YrjRLJtBxiGOk1JDIwIVZH3WACiA3koT2caBZncK",
+	"MkKLwc5zTPRwBMzTESnqnMIgBaKEBJA8Eqei0hew2COLLyt60AYsnF1Q5JoYMAUxjJ1dcpnbnZuKVZaD",
+	"gRgRLbf2QYAZsRNCi2noSpmXnqUdrLmRC1LlzU1zvkjyQCxDOfbCa3Ejf6gv6Fp3irbdQBb5K3/4yF5s",
+	"y7jgK99QnPRPT18P7tEntAdf1UEt3378eYoVeKa963jgagdCnUP7x4EmltNatjuISn7cp2IqPOC1d8pa",
+	"MzAKpHPWXgFFr2yXjE+nwj92FxHuprN6mYe987jy43GmByNyEuYTAf+fijkzuplXZBkpsn/sv+ULJwUS",
+	"AflF2UFsKlKu6WrFqNIERqVhx7H1QmrkWJCcW1REdjlzVMA13UxmmVzj7auVRwBp6FNS0P/I/rJeSCtc",
+	"FPMXN/FwKF0h5yEk0l7SLCb9Is0PUkoHyGqA2S4ZdeUJMAeZrKglPYvOlOrFuaQq1RHce9mXoFkhZmti",
+	"gnWZegX3sE7QeVbhKblWkO24mtXl0T8VFfwXLB64DKZgrZliZZ0Stw5dYZtTUfBNcNibalIZkWIL+yx6",
+	"FDxJBlqt0f1lDPRrui0ycsUTQJPw6EOmGGGmHm4r1bV8wG2JR5dHh2UFwXbf9Ynv770WGjibjrx6l3Cr",
+	"34XBARG2PscT4woZLfhKj8gbA55q57t27SeisP+bPVQXbOXqU4DmygXQM+RWF+9qUFvgpYIfQMU0DVnf",
+	"hUrV0m4s1DQzqc0xZmWKdCpcI3Zdb8wBjUzafM+KUcPeui4PNxM+4DW+T6+Ma4HTPAHQdOOB7cRb0j6A",
+	"jBWfdIWYfXHBKiEfutoH211ylvreFl1xduZxILV+BX7qW/uV7EI9so/bzgIk7eBZKTK47WnDu6rW/enO",
+	"vurYgvHdHgTfTKj94rXsqv+H3tqTbV2aWrbsC3xwVX26ehx3qdcfA78AsnRfXKfM/Ekl1rpwTZQaCfKg",
+	"RWJ4n2vO1ur4qAIWozUNail8j5VcK6m9ZZdKV+B1Ep6MEsBKF6eIxO5tLKLiRF4cTQWUvyDrBU8WgRmL",
+	"mU3kVSY1r9i3TlrqsNeWwWIhbRpnQ7WakCOnrD/r1vX2PIqPoOY1WpM9ZVP5q8m/+8nrUBVN8oGYQaHA",
+	"3TzaIhy8Ky/Pru3EDv8w8qWNAH8qFNk/vmh5n+tFyZvsUbd8D4qKCbkmfyPGZFsVN2tUbI1hfAtv3Gn8",
+	"YjHpfjwoaJe0PXgRx90ncBEW9RWaodACrD1g0bVyAx0Dm3RV9h1RU9n21uIHjV5bvjV4kALsbzZKdXTU",
+	"kGwf8MFb7DZ7+1vF3XYC6sV/XVfXzQpfttI1kANF6XzjtbU2ItliNOB23h9PL896h8UgXczCHz1ME93Y",
+	"waEWORQalbNtxzu6+/hJrE2XMleDEuodQXATVYpf0sz5RPvgBltTA3XY4K6LG01WiqUsYVpLNXDRiWWZ",
+	"ASxtTYW7vTM0WWC1VOBwzg72dae5gV5FFW40FVxDYwcfEG0y9L9jIgHUABJQXLswSRzDwp79/kdX99FC",
+	"eBKWeS3Culy5V45eOHQTg/vqimvo6ILLwMCPvqZLV+8UUp3CFpM+8tPv7E0DP6cCveuCrf0Q/vpXJhcR",
+	"oYmS2jnSCi+9REuOCc2W5xlrM0ROsCfqF7Hre0w+bDT+/V4xRqwhRLSRihUJYbAtFpmkTw2WQn724j+w",
+	"yfggInoh14LQEPUHmsTQUQRYYFuAl28R2gjvKlpC3KsfsejT+0R8iU8nerPeobctirNsJjYBv8UcMeZd",
+	"2xjAfexLuUE1Xd8Y13cdw7a4zmsenNlaf9xRd2+ySVG+3lVt9QwFWxCjq8EzFSgcjfmPLojq8dIbHTuA",
+	"SPCrJMs11HWdUa6cBO7ULOFudLtF8Q985U5NinLa/ftC7bQn3KD7GBS4pq/QooA1duZAiblZYA6Ua1iG",
+	"hSeD7fc4qu7/HoUr/uGCZ+9Nl3R73K5HAph/dEUSMHCzXbx9LEeFAA7xSvJeKkC9+qKI1QetlFAn5n8/",
+	"/Pf96feNYcuXVn/pomHL6Q406jhRqcyGxaQhzg1KJcC2oPizG4/l8gFMwOMQ+8R1qzoRtDDc+dp1Vzg5",
+	"pDv/5Q5uO6awAUFwCPRj7VMzhGjGoRQJGxyTBU9TJkguDM8ITS4wxA+r39vv67XZtjJmdy4PP8P/t17Y",
+	"niQX/qTt9sKcJE/yrhYW8Mi7fJJcCLnOWDpnWAIHtplrgohP75gd72ZdgJTdvNvTyKGznG/Dy28GVBfj",
+	"dy6t/any6foGnwJh/sBdhX4gSIwZvuSan2fMOTRcKJDMUrLKaML2ZzOFMr7dGMBerw1ir+7i0Wh0NB6P",
+	"i04B5Gg87jLdfYu38HbUIekIyi2F9Zd2VF/6dN86Kq6+RcjDgz+Dt7OUexhpSS9a0tDvQkfdliTu+bEP",
+	"XChVK+dqCnyIgOWDWueOmPQhrmAqqF+Ck80+mRyOE7ZzIdC+g1hqi7BXh++yEWH4Bf0tZ1MBEJAFUy7A",
+	"F7ot+NTtZjeOY9LS6R26uU9F/8XRM/ITf0nON/4IDXCUZn+NYyIYB1cErF0XDWja66/5RMit53c8Gn37",
+	"bYQ1NXHHj4uj3HmQw3bRzbMcnuRvv93Rk25rctptNPNdqWh35xN0mG6tkXYKRPqwIu5LssoeJR/ZezkY",
+	"UXSNJ6QP8eO4K+4YXrCVGRyTFVOaa/v7/oLOnvd7sXLP7MD3VeD4adijxxV1eC4xRzawUL82y/MxpKiV",
+	"N3UTkl1RuEKSgoFAUv7ianBM4mfj565EJ0MEdZO6LjvgtwYQnjjxxi6ZcO05yrBvrkkuFKPJwi71GDvM",
+	"sRiD4qCzjZajttJEvu/+PapfforWHjIuoQ7j+B8pAPtseyz9rvwC99qeeatFehUcXcgNCvKsJmQ0GrVm",
+	"qpIwURVuHn225GRLb//t3fxrQZ+Rv/fEe1Yf5Bl2hA97LwXhmDhOMwFoKnwLws6wzL0J8BECMytN5v/I",
+	"6TeVc9idj9hG/UH/+G0WaK3P+x1fTM1xzJu3Vi/64m+9onLD73NFhav7GnOvCpxgXqbTLbjRtYbwnhiC",
+	"jW8hhkPXrHPb5VR9G+5RBjV2vF25Apj/DL4An3oLLpyoKHLQ0ik+yHOzDBRaLze8BhVauKkeDTuyvXTK",
+	"aUgsb53b6T6KoNRneeAqKDch0wNdUZuesDH6NZY4MQGakyzXhqnhmqfMt1UtzdfBzZninqpimC7fne3T",
+	"HD5UH2s51pWcdsHWwYk/djlGZSa/VU6nIg7OBD4ZuOELmPwUno3AHNbqgSbLASqnwm5DDsF8riijUzZq",
+	"ifpFhr5Zy2J4V+4Dg9GmojNNvCNRvdxQ3220mqUekXNpFuSCi1QTI+fQzisiWk4FTLK7Tgfa2CVKDzSJ",
+	"HR+NsYQJDIVav5zBfN2a8Y3F4z1pyFKwX2adjLzJury6vDenBUJwX336q0xI9UKzlMidavmdSd9uhuU0",
+	"gJs732rCvdX79t+SiyaxP2ZvkTXj80XX1VZUbyxy+84iT6xjSLkZpwuqWsO77J79Vdi0JSQWT0pZ1bSQ",
+	"O5Xypa7WKb7sBSlUNH2s5gB2Q0NgtQcu5qnvuI7HoqwvQ44GJBeQO9GsXrCnKuQ4y35NN3ZyiXvIeXr7",
+	"1DtoPFYniZJatgij3bb/z0AA+zF830L966uOvwdLtRoZngZr2tm3HoPsHppRCmmGM8usK7zS8kghnxyT",
+	"PKltkC9Q65X8Sp8JF0VYNQkKv4prMnEfetztS9X+c5VSw3af0SdRuLYOJgL/eK6bJ37A/ypnG55oJBZC",
+	"y41BJQcr4rElFWm3UmNHYkkOoTP2OJwzqpg6yc2iN/n103X02ZI85HK685KrrDfpLYxZTQ4Pj579fTQe",
+	"jUdHk/8c/+cYjoebpqmCQGqiXAusbENdST6X4cQ0OB64IgyyMl2dLw5dp0ZBvB6WJWjm+71uyT5y+ecu",
+	"rRITLXVZYv6NMEy9VzJhWv+cG3YVFpr380HSUnM6NPiLcql6a+H6sBas1ZsrAAWTlbUymxP63rjlRN9x",
+	"bRQ/zw1L3UM/H258vT9uMU3RCas5y3e5skRJvn/z/S+Y+qJ9IpwLsOKwU/QiyJ+EuPMyhq1flNeFB8HE",
+	"LlygOe1Z7eIGiaHopuLcbHqVcSxPCf5LupRiHorXcI0BkTen+5HRzCyC1qtReAUcFT1vnCPP19TEuLYg",
+	"7bO8SmzOcYrpzzI3mqdOz2TCfsBSomRumCL990oumVmwXEOqqgNjxRJXM9j9UFa5DLGp6Lp3/en6/wcA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

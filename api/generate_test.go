@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
 )
 
 // The generated server must match openapi.yaml: regenerate into a temporary file
@@ -49,5 +51,36 @@ func TestEmbeddedSpecLoads(t *testing.T) {
 	}
 	if sw.Paths.Find("/v1/locks/{name}") == nil {
 		t.Fatal("the embedded spec has no /v1/locks/{name}")
+	}
+}
+
+// The Node examples' typed client is generated from openapi.yaml
+// (examples/node/api.d.ts, by openapi-typescript) and every example type-checks
+// against it (tsc, with checkJs): a change of the contract that breaks a client
+// fails here. Run `make generate` when the types are stale.
+func TestTypeScriptClientIsFreshAndTypeChecks(t *testing.T) {
+	dir := nodetools.Install(t, "examples/node")
+	bin := func(name string) string { return filepath.Join(dir, "node_modules", ".bin", name) }
+	fresh := filepath.Join(t.TempDir(), "api.d.ts")
+	gen := exec.Command(bin("openapi-typescript"), "../../openapi.yaml", "--output", fresh)
+	gen.Dir = dir
+	if b, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("openapi-typescript: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "api.d.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("examples/node/api.d.ts is stale: run `make generate` and commit the result")
+	}
+	tsc := exec.Command(bin("tsc"), "--project", dir)
+	tsc.Dir = dir
+	if b, err := tsc.CombinedOutput(); err != nil {
+		t.Fatalf("tsc: the Node examples do not type-check against openapi.yaml: %v\n%s", err, b)
 	}
 }

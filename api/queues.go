@@ -29,6 +29,9 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	if err != nil {
 		return nil, err
 	}
+	if len(data) == 0 {
+		return nil, invalidBody("a queue item is the request's body, and this one is empty")
+	}
 	id, err := s.opt.Queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
 	if err != nil {
 		return nil, err

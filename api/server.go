@@ -82,6 +82,9 @@ type Server struct {
 
 	// streams and waiters are semaphores bounding open streams and long-polls.
 	streams, waiters chan struct{}
+
+	// bodies are the JSON request bodies the spec declares (see bodies.go).
+	bodies map[string]bodyRule
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -121,11 +124,15 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
+	bodies, err := bodyRules()
+	if err != nil {
+		panic("api: the embedded openapi.yaml does not load: " + err.Error())
+	}
 	stopped, stop := context.WithCancelCause(context.Background())
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}}
+		following: map[string]func(){}, bodies: bodies}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -168,7 +175,8 @@ func (s *Server) Handler() http.Handler {
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
 	return HandlerWithOptions(strict, ChiServerOptions{
-		BaseRouter: r,
+		BaseRouter:  r,
+		Middlewares: []MiddlewareFunc{s.checkJSONBody},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, invalidParameter("%s", err.Error()))
 		},

@@ -12,9 +12,8 @@ import (
 
 // Throughput groups: GET/PUT /v1/throughput/{group}, members under
 // /v1/throughput/{group}/members, and the stream /v1/throughput/{group}/events,
-// which carries `throughput` events (the GET body, id = the allocation version)
-// from the topic "throughput/<group>" and `leader` events from
-// "throughput-leader/<group>".
+// which carries `throughput` events (the GET body) from the topic
+// "throughput/<group>" and `leader` events from "throughput-leader/<group>".
 
 func throughputTopic(group string) string       { return "throughput/" + group }
 func throughputLeaderTopic(group string) string { return "throughput-leader/" + group }
@@ -179,17 +178,22 @@ func (s *Server) followThroughput(topic, group string) (stop func()) {
 	published := false
 	var version int64
 	var leader string
+	// Event ids count the group's events, both kinds together, so that a `leader`
+	// event never repeats the id of the `throughput` event before it (both come
+	// from one version); the broker gives a new subscriber the two current events
+	// in publish order, so their ids increase there too.
+	var seq int64
+	nextID := func() string { seq++; return strconv.FormatInt(seq, 10) }
 	cancel := f.Subscribe(func(st *throughput.ThroughputGroup) {
 		if st.Suspended || (published && st.Version == version) {
 			return
 		}
-		id := strconv.FormatInt(st.Version, 10)
 		if data, err := sse.Data(throughputBody(st)); err == nil {
-			s.broker.Publish(topic, sse.Event{ID: id, Name: "throughput", Data: data})
+			s.broker.Publish(topic, sse.Event{ID: nextID(), Name: "throughput", Data: data})
 		}
 		if !published || st.Leader != leader {
 			if data, err := sse.Data(leaderBody(st)); err == nil {
-				s.broker.Publish(throughputLeaderTopic(group), sse.Event{ID: id, Name: "leader", Data: data})
+				s.broker.Publish(throughputLeaderTopic(group), sse.Event{ID: nextID(), Name: "leader", Data: data})
 			}
 		}
 		published, version, leader = true, st.Version, st.Leader
@@ -197,16 +201,9 @@ func (s *Server) followThroughput(topic, group string) (stop func()) {
 	return func() { cancel(); f.Close() }
 }
 
-// throughputLeader is the data of a `leader` event.
-type throughputLeader struct {
-	Group   string  `json:"group"`
-	Leader  *string `json:"leader"`
-	Term    int64   `json:"term"`
-	Version int64   `json:"version"`
-}
-
-func leaderBody(g *throughput.ThroughputGroup) throughputLeader {
-	out := throughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
+// leaderBody is the data of a `leader` event.
+func leaderBody(g *throughput.ThroughputGroup) ThroughputLeader {
+	out := ThroughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
 	if g.Leader != "" {
 		l := g.Leader
 		out.Leader = &l

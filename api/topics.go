@@ -61,14 +61,21 @@ func (s *Server) topicActive(topic string, active bool) {
 
 // followElection publishes every state of an election to its topic, straight
 // from the election's follower; the returned stop ends that.
+//
+// Event ids (as openapi.yaml documents them): the zxid of the newest change the
+// state reflects (st.Zxid, at least the leader's term), raised to the previous
+// id + 1 when it is not newer (a suspended state, the same state read again
+// after a reconnect, an election gone), so they strictly increase along a stream.
 func (s *Server) followElection(topic, name string) (stop func()) {
 	f, err := s.opt.Elections.Follow(name)
 	if err != nil {
 		return nil
 	}
+	var lastID int64 // the follower calls publish one state at a time
 	cancel := f.Subscribe(func(st *recipes.ElectionState) {
 		if data, err := sse.Data(electionBody(st)); err == nil {
-			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(st.Zxid, 10), Name: "leader", Data: data})
+			lastID = max(st.Zxid, lastID+1)
+			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "leader", Data: data})
 		}
 	})
 	return func() { cancel(); f.Close() }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Go and ZooKeeper, from Debian's
 # packages, when it is missing: Chromium (the status page is tested in a real
-# headless browser), curl (the shell examples), python3 and node (the examples in
-# those languages run in the suite too), jq (`make demo`, which a test runs).
+# headless browser), curl (the shell examples and the README's sessions), python3
+# and node (the examples in those languages run in the suite too), npm (the
+# contract tools of tools/ and the Node client of examples/node: scripts/npm-ci.sh),
+# jq (`make demo`, which a test runs).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -13,6 +15,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v jq >/dev/null 2>&1 || need+=(jq)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

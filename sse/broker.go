@@ -1,8 +1,9 @@
 package sse
 
 import (
+	"cmp"
 	"errors"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,6 +61,9 @@ type Broker struct {
 	topics map[string]*topic
 	closed bool
 	buffer int
+	// seq numbers every publication, so that a new subscriber gets the current
+	// states in the order they were published (see SubscribeMany).
+	seq uint64
 
 	subscribers prometheus.Gauge
 	dropped     prometheus.Counter
@@ -74,10 +78,17 @@ type topic struct {
 	name    string
 	current Event
 	has     bool
+	seq     uint64 // when current was published (Broker.seq)
 	// keyed holds one current state per key (PublishKeyed), for a topic that
 	// carries many entities, such as a combined stream of everything.
-	keyed   map[string]Event
+	keyed   map[string]keyedEvent
 	members []member
+}
+
+// keyedEvent is one key's current state and when it was published.
+type keyedEvent struct {
+	e   Event
+	seq uint64
 }
 
 // member is a subscription's entry in a topic; slot indexes sub.memberships.
@@ -156,7 +167,8 @@ func (b *Broker) Publish(name string, e Event) {
 		t = &topic{name: name}
 		b.topics[name] = t
 	}
-	t.current, t.has = e, true
+	b.seq++
+	t.current, t.has, t.seq = e, true, b.seq
 	// Backwards, so that removing a dropped member (which moves the last
 	// member into its place) never skips one not yet served.
 	for i := len(t.members) - 1; i >= 0; i-- {
@@ -168,8 +180,9 @@ func (b *Broker) Publish(name string, e Event) {
 
 // PublishKeyed is Publish for a topic that carries many entities: e becomes the
 // current state of key within the topic, and a new subscriber gets the current
-// state of every key, in key order, before the live feed. It never blocks, as
-// Publish.
+// state of every key, in the order they were published (so event ids assigned in
+// publish order keep increasing through the snapshot), before the live feed. It
+// never blocks, as Publish.
 func (b *Broker) PublishKeyed(name, key string, e Event) {
 	b.publishKeyed(name, key, e, true)
 }
@@ -190,9 +203,10 @@ func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
 	}
 	if keep {
 		if t.keyed == nil {
-			t.keyed = map[string]Event{}
+			t.keyed = map[string]keyedEvent{}
 		}
-		t.keyed[key] = e
+		b.seq++
+		t.keyed[key] = keyedEvent{e: e, seq: b.seq}
 	} else {
 		delete(t.keyed, key)
 	}
@@ -240,9 +254,12 @@ func (b *Broker) Subscribe(topic string) *Subscription {
 }
 
 // SubscribeMany is Subscribe over several topics into one ordered feed, for
-// a combined stream: first the current state of each topic that has one, in
-// the order given, then every event published to any of them, in publish
-// order. Repeated topics count once. The set of topics is fixed.
+// a combined stream: first the current state of each topic that has one (and
+// of each key of a keyed topic), in the order they were published, then every
+// event published to any of them, in publish order; so a subscriber sees the
+// events of its topics in one publish order from first to last, and ids that a
+// publisher assigns in increasing order increase along its feed. Repeated
+// topics count once. The set of topics is fixed.
 func (b *Broker) SubscribeMany(topics ...string) *Subscription {
 	s := &Subscription{b: b, done: make(chan struct{}), ready: make(chan struct{}, 1)}
 	b.mu.Lock()
@@ -257,6 +274,7 @@ func (b *Broker) SubscribeMany(topics ...string) *Subscription {
 		seen = make(map[string]struct{}, len(topics))
 	}
 	s.memberships = make([]membership, 0, len(topics))
+	var snapshot []keyedEvent
 	for _, name := range topics {
 		if seen != nil {
 			if _, dup := seen[name]; dup {
@@ -269,24 +287,24 @@ func (b *Broker) SubscribeMany(topics ...string) *Subscription {
 			t = &topic{name: name}
 			b.topics[name] = t
 		}
-		if len(t.keyed) > 0 {
-			keys := make([]string, 0, len(t.keyed))
-			for k := range t.keyed {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				s.q = append(s.q, t.keyed[k])
-			}
+		for _, ke := range t.keyed {
+			snapshot = append(snapshot, ke)
 		}
 		if t.has {
-			s.q = append(s.q, t.current)
+			snapshot = append(snapshot, keyedEvent{e: t.current, seq: t.seq})
 		}
 		if len(t.members) == 0 {
 			b.activate(name, true)
 		}
 		s.memberships = append(s.memberships, membership{t: t, pos: len(t.members)})
 		t.members = append(t.members, member{sub: s, slot: len(s.memberships) - 1})
+	}
+	slices.SortFunc(snapshot, func(a, b keyedEvent) int { return cmp.Compare(a.seq, b.seq) })
+	if len(snapshot) > 0 {
+		s.q = make([]Event, 0, len(snapshot))
+	}
+	for _, ke := range snapshot {
+		s.q = append(s.q, ke.e)
 	}
 	s.limit = b.buffer + len(s.q)
 	if len(s.q) > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,7 +115,8 @@ func TestSubscribeManyOrder(t *testing.T) {
 	b.Publish("x", ev("x", 1)) // not subscribed
 	b.Publish("a", ev("a", 2))
 	b.Publish("c", ev("c", 6))
-	want := []sse.Event{ev("a", 1), ev("c", 5), ev("b", 1), ev("a", 2), ev("c", 6)}
+	// The snapshot in publish order (c before a), whatever the order given.
+	want := []sse.Event{ev("c", 5), ev("a", 1), ev("b", 1), ev("a", 2), ev("c", 6)}
 	for i, w := range want {
 		if e := recv(t, sub.Events()); !sameEvent(e, w) {
 			t.Fatalf("event %d = %s/%s, want %s/%s", i, e.Name, e.ID, w.Name, w.ID)
@@ -618,5 +620,44 @@ func TestPublishKeyedSnapshotsEveryKey(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("no live event")
+	}
+}
+
+// A new subscriber gets the current states in the order they were published,
+// across keys and across the topics of SubscribeMany, so ids that the publisher
+// assigns in increasing order never go backwards in its snapshot.
+func TestSnapshotKeepsPublishOrder(t *testing.T) {
+	b := sse.NewBroker(sse.Options{})
+	defer b.Close()
+	b.PublishKeyed("all", "lock/z", sse.Event{ID: "1", Name: "lock", Data: []byte(`"z1"`)})
+	b.PublishKeyed("all", "lock/a", sse.Event{ID: "2", Name: "lock", Data: []byte(`"a1"`)})
+	b.PublishKeyed("all", "lock/m", sse.Event{ID: "3", Name: "lock", Data: []byte(`"m1"`)})
+	b.PublishKeyed("all", "lock/z", sse.Event{ID: "4", Name: "lock", Data: []byte(`"z2"`)})
+	b.Publish("group", sse.Event{ID: "1", Name: "throughput", Data: []byte(`"v1"`)})
+	b.Publish("group-leader", sse.Event{ID: "2", Name: "leader", Data: []byte(`"l1"`)})
+	b.Publish("group", sse.Event{ID: "3", Name: "throughput", Data: []byte(`"v2"`)})
+	for _, c := range []struct {
+		topics []string
+		want   []string
+	}{
+		{[]string{"all"}, []string{"2", "3", "4"}},
+		{[]string{"group", "group-leader"}, []string{"2", "3"}},
+		{[]string{"group-leader", "group"}, []string{"2", "3"}},
+	} {
+		sub := b.SubscribeMany(c.topics...)
+		ch := sub.Events()
+		var got []string
+		for range c.want {
+			select {
+			case e := <-ch:
+				got = append(got, e.ID)
+			case <-time.After(time.Second):
+				t.Fatalf("%v: no snapshot event after %v", c.topics, got)
+			}
+		}
+		sub.Close()
+		if !slices.Equal(got, c.want) {
+			t.Fatalf("%v: snapshot ids %v, want %v", c.topics, got, c.want)
+		}
 	}
 }

@@ -437,7 +437,7 @@ func (q ebQuantile) at(p float64) time.Duration {
 func ebCampaign(b testing.TB, car *sidecar, election, id, query string) string {
 	b.Helper()
 	r, err := car.do(context.Background(), http.MethodPost,
-		"/v1/elections/"+election+"/candidates?id="+id+"&"+query, strings.NewReader(`{"value":"`+id+`-value"}`))
+		"/v1/elections/"+election+"/candidates?id="+id+"&"+query, strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
 	if err != nil {
 		b.Fatalf("campaign %s: %v", id, err)
 	}

@@ -18,7 +18,7 @@ import (
 func campaign(t *testing.T, car *sidecar, election, id, query string) *response {
 	t.Helper()
 	r, err := car.do(context.Background(), http.MethodPost,
-		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`))
+		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("campaign %s: %v %+v", id, err, r)
 	}
@@ -30,6 +30,21 @@ func campaign(t *testing.T, car *sidecar, election, id, query string) *response 
 type leaderFollower struct {
 	st       *stream
 	lastTerm int64
+	lastID   int64 // event ids strictly increase, and are at least the term
+}
+
+// checkID fails unless ev's id follows the last one (and, with a leader, is at
+// least its term), and records it.
+func (f *leaderFollower) checkID(t *testing.T, ev sseEvent) {
+	t.Helper()
+	id := mustInt(t, ev.ID)
+	if id <= f.lastID {
+		t.Fatalf("election event id %d after %d: %+v", id, f.lastID, ev)
+	}
+	if leader, _ := ev.Data["leader"].(map[string]any); leader != nil && id < num(leader["term"]) {
+		t.Fatalf("election event id %d below its term: %+v", id, ev)
+	}
+	f.lastID = id
 }
 
 // await reads events until `candidate` leads with a term above `above`.
@@ -41,6 +56,7 @@ func (f *leaderFollower) await(t *testing.T, candidate string, above int64, with
 		if ev.Name != "leader" {
 			t.Fatalf("unexpected event %+v", ev)
 		}
+		f.checkID(t, ev)
 		leader, _ := ev.Data["leader"].(map[string]any)
 		if leader == nil {
 			continue

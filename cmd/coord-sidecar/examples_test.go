@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -60,6 +61,9 @@ func (l exampleLang) need(t *testing.T) {
 			t.Fatalf("the %s examples need %s on PATH (%v): install it (Debian/Ubuntu: apt-get install %s), or run with -short to skip them",
 				l.name, tool, err, pkg)
 		}
+	}
+	if l.name == "node" {
+		nodetools.Install(t, "examples/node") // the typed client's openapi-fetch
 	}
 }
 

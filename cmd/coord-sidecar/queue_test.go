@@ -227,12 +227,12 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if time.Since(start) < 300*time.Millisecond {
 		t.Fatal("take?wait=300ms answered before the wait")
 	}
-	// An empty item is an item.
-	if _, err := quEnqueue(ctx, car, "mail", "", "text/plain", nil); err != nil {
-		t.Fatal(err)
+	// An empty item is refused (the contract requires the body), and nothing is stored.
+	if _, err := quEnqueue(ctx, car, "mail", "", "text/plain", nil); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("empty item: %v, want a 400", err)
 	}
-	if r, err := quTake(ctx, car, "mail", "0s"); err != nil || r == nil || len(r.Raw) != 0 {
-		t.Fatalf("empty item: %+v %v", r, err)
+	if r, err := quTake(ctx, car, "mail", "0s"); err != nil || r != nil {
+		t.Fatalf("after an empty item: %+v %v", r, err)
 	}
 }
 

@@ -105,6 +105,7 @@ func TestShortCutSuspendsThenReconnects(t *testing.T) {
 	if ev.Data["suspended"] != true || ev.Data["leader"] != nil {
 		t.Fatalf("election event while suspended: %+v", ev)
 	}
+	elec.checkID(t, ev) // no newer change, yet a newer id
 	r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil)
 	if err != nil || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("readyz while suspended: %v %+v", err, r)

@@ -38,7 +38,7 @@ func BenchmarkThroughputRebalance(b *testing.B) {
 	cars := []*sidecar{startSidecar(b, zkc.Servers(), root), startSidecar(b, zkc.Servers(), root)}
 	const g = "bench"
 	ctx := context.Background()
-	if r, err := cars[0].do(ctx, http.MethodPut, "/v1/throughput/"+g, strings.NewReader(`{"limit":100000}`)); err != nil || r.Status != http.StatusOK {
+	if r, err := cars[0].do(ctx, http.MethodPut, "/v1/throughput/"+g, strings.NewReader(`{"limit":100000}`), "Content-Type", "application/json"); err != nil || r.Status != http.StatusOK {
 		b.Fatalf("set limit: %v %+v", err, r)
 	}
 	streams := make([]chan tpSeen, benchMembers)

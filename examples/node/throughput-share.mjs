@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // Join a throughput group, then print this member's share whenever it changes.
 //
 //   node throughput-share.mjs GROUP [ID]
@@ -9,10 +10,11 @@
 // limit), or on Ctrl-C. Leaving closes the lease's stream, which ends the
 // membership at once: the others share the limit.
 //
-// Environment: COORD_ADDR (default http://127.0.0.1:8080), WEIGHT (default 1), TTL
-// (seconds, default 10), EVENTS, TIMEOUT. Node 18+ standard library only (global
-// fetch).
-const addr = process.env.COORD_ADDR ?? "http://127.0.0.1:8080";
+// Environment: COORD_ADDR (a URL or host:port; default http://127.0.0.1:8080),
+// WEIGHT (default 1), TTL (seconds, default 10), EVENTS, TIMEOUT. Talks to the
+// sidecar through the typed client of client.mjs (run `npm ci --omit=dev` here once).
+import { client, events, message, ok } from "./client.mjs";
+
 const [group, me = `member-${process.pid}`] = process.argv.slice(2);
 if (!group) {
   console.error("usage: node throughput-share.mjs GROUP [ID]");
@@ -22,46 +24,19 @@ const maxEvents = Number(process.env.EVENTS ?? 0);
 const timeout = Number(process.env.TIMEOUT ?? 0);
 if (timeout > 0) setTimeout(() => process.exit(0), timeout * 1000);
 
-// call sends one request and returns the decoded JSON answer; an HTTP error
-// throws with the problem document.
-async function call(method, path) {
-  const res = await fetch(addr + path, { method });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return JSON.parse(text);
-}
-
-// events yields {event, data} for each server-sent event of the stream at path.
-async function* events(path) {
-  const res = await fetch(addr + path);
-  if (!res.ok) throw new Error(`GET ${path}: ${res.status} ${await res.text()}`);
-  const decoder = new TextDecoder();
-  let buf = "", event = "", data = [];
-  for await (const chunk of res.body) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, "");
-      buf = buf.slice(nl + 1);
-      if (line.startsWith("event:")) event = line.slice(6).trim();
-      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-      else if (line === "") {
-        // a blank line ends an event; ":" lines are comments
-        if (data.length) yield { event, data: JSON.parse(data.join("\n")) };
-        event = "";
-        data = [];
-      }
-    }
-  }
-}
-
-// 1. Join. The answer (201) is {"group","id","lease","share","version"}.
-const query = new URLSearchParams({ id: me, weight: process.env.WEIGHT ?? "1", ttl: `${process.env.TTL ?? 10}s` });
+// 1. Join. The answer (201) is a ThroughputShare: {"group","id","lease","share","version"}.
 let joined;
 try {
-  joined = await call("POST", `/v1/throughput/${group}/members?${query}`);
+  joined = ok(
+    await client.POST("/v1/throughput/{group}/members", {
+      params: {
+        path: { group },
+        query: { id: me, weight: Number(process.env.WEIGHT ?? 1), ttl: `${process.env.TTL ?? 10}s` },
+      },
+    }),
+  );
 } catch (err) {
-  console.error(`throughput-share.mjs: could not join: ${err.message}`);
+  console.error(`throughput-share.mjs: could not join: ${message(err)}`);
   process.exit(1);
 }
 let share = joined.share, printed = 1;
@@ -71,20 +46,23 @@ if (printed === maxEvents) process.exit(0);
 // 2. Keep the membership's lease alive by holding its event stream open: the lease
 //    does not expire while the stream is open, and is revoked when it closes (when
 //    this process exits). The stream's last event says how the lease ended.
+const lease = joined.lease ?? "";
 (async () => {
   let last;
-  for await (const { event } of events(`/v1/leases/${joined.lease}/events`)) last = event;
+  for await (const { event } of events("/v1/leases/{lease}/events", { lease })) last = event;
   throw new Error(`the lease ended (${last})`);
 })().catch((err) => {
-  console.error(`throughput-share.mjs: ${err.message}`);
+  console.error(`throughput-share.mjs: ${message(err)}`);
   process.exit(1);
 });
 
-// 3. Follow the group: `throughput` events (data: the group, as GET
-//    /v1/throughput/GROUP answers it), the current allocation first, then every new
-//    one; `leader` events (a new computing member) do not matter here.
-for await (const { event, data: g } of events(`/v1/throughput/${group}/events`)) {
-  if (event !== "throughput" || g.version < joined.version) continue;
+// 3. Follow the group: `throughput` events (data: the ThroughputGroup, as GET
+//    /v1/throughput/GROUP answers it), the current allocation first, then every
+//    new one; `leader` events (a new computing member) do not matter here.
+for await (const ev of events("/v1/throughput/{group}/events", { group })) {
+  if (ev.event !== "throughput") continue;
+  const g = ev.data;
+  if (g.version < joined.version) continue;
   const mine = g.members.find((m) => m.id === me);
   if (!mine) {
     console.error(`throughput-share.mjs: ${me} is no longer a member of ${group} (its lease ended?)`);
