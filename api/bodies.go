@@ -38,7 +38,7 @@ type bodyRule struct {
 // bodyRules maps "METHOD /path/{template}" (chi's route pattern) to its rule; only
 // operations with an application/json request body have one.
 func bodyRules() (map[string]bodyRule, error) {
-	spec, err := GetSwagger()
+	spec, err := GetSpec()
 	if err != nil {
 		return nil, err
 	}

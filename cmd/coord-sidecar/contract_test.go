@@ -331,7 +331,7 @@ func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 // session, a lease (its first and its last event), an election, a throughput
 // group (both kinds) and the stream of everything (a deletion included).
 func TestStreamEventsMatchTheirSchemas(t *testing.T) {
-	spec, err := api.GetSwagger()
+	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestREADMESessions(t *testing.T) {
 			t.Fatalf("README.md:%d: a ```console block that does not start with a `$ ` command: make it ```text, or a session", s.line)
 		}
 	}
-	spec, err := api.GetSwagger()
+	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
