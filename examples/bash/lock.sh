@@ -56,7 +56,10 @@ lease=$(sed -n 's/.*"lease":"\([^"]*\)".*/\1/p' <<<"$grant")
 echo "token $token"
 
 # 3. (on every way out) Stop the keepalive loop and the work, release the lock.
+#    A background job killed just after it was forked may still run the traps it
+#    inherited before bash resets them: only this shell releases.
 release() {
+	[ "$BASHPID" = "$$" ] || return 0
 	kill "$keepalive" "$work" 2>/dev/null || true
 	curl "${via[@]}" -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
 }
