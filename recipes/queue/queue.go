@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"sort"
 	"sync"
 	"time"
 
@@ -103,25 +102,7 @@ func (q *Queues) state(name string) *queueState {
 // List returns the names of the queues that have a node, sorted. It reads one
 // directory: for listings and status pages, not for a hot path.
 func (q *Queues) List(ctx context.Context) ([]string, error) {
-	ep, err := q.s.Current()
-	if err != nil {
-		return nil, err
-	}
-	children, _, err := ep.Children(ctx, q.dir)
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names := children[:0]
-	for _, c := range children {
-		if kit.ValidName(c) {
-			names = append(names, c)
-		}
-	}
-	sort.Strings(names)
-	return names, nil
+	return kit.ListNames(ctx, q.s, q.dir)
 }
 
 // Take removes and returns the first item (lowest priority number, then oldest),

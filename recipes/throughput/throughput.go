@@ -36,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,25 +172,7 @@ func (t *Throughputs) Inspect(ctx context.Context, group string) (*ThroughputGro
 // List returns the names of the throughput groups that have a node, sorted. It
 // reads one directory: for listings and status pages, not for a hot path.
 func (t *Throughputs) List(ctx context.Context) ([]string, error) {
-	ep, err := t.s.Current()
-	if err != nil {
-		return nil, err
-	}
-	children, _, err := ep.Children(ctx, t.dir)
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names := children[:0]
-	for _, c := range children {
-		if kit.ValidName(c) {
-			names = append(names, c)
-		}
-	}
-	sort.Strings(names)
-	return names, nil
+	return kit.ListNames(ctx, t.s, t.dir)
 }
 
 // emptyAllocation is the allocation to publish for a group that exists and has
