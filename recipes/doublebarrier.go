@@ -49,10 +49,30 @@ type dblParticipant struct {
 
 // DoubleBarrierEntered is the outcome of a successful Enter.
 type DoubleBarrierEntered struct {
-	// Lease is the lease that holds the participant: the implicit one made for the
-	// request, or the one that enrolled it first.
+	// Lease is the lease that holds the participant: always the lease Enter was
+	// given (a participant enrolled by another lease is never handed over).
 	Lease string
 }
+
+// ErrCountMismatch: a participant entered with a count other than the double
+// barrier's; see CountMismatchError.
+var ErrCountMismatch = errors.New("count mismatch")
+
+// CountMismatchError is returned (it matches ErrCountMismatch) when a participant
+// enters with a count other than the barrier's: the count of its oldest present
+// participant (the first to enter, until the barrier empties). Nothing of the
+// attempt is left behind.
+type CountMismatchError struct {
+	Name  string
+	Count int // the barrier's count
+}
+
+func (e *CountMismatchError) Error() string {
+	return fmt.Sprintf("double barrier %q counts %d participants", e.Name, e.Count)
+}
+
+// Unwrap makes errors.Is(err, ErrCountMismatch) hold.
+func (e *CountMismatchError) Unwrap() error { return ErrCountMismatch }
 
 // BarrierNotReadyError is returned (it matches ErrBarrierNotReady) when fewer than
 // Count participants had entered when the wait ended. The participant stays
@@ -88,8 +108,8 @@ func (e *BarrierNotEmptyError) Unwrap() error { return ErrBarrierNotEmpty }
 // DoubleBarrierState is what anyone can see of a double barrier.
 type DoubleBarrierState struct {
 	Name string
-	// Count is the count "ready" was made for; before that, the largest count a
-	// present participant entered with (0 when there is none).
+	// Count is the count "ready" was made for; before that, the count of the
+	// oldest present participant, the barrier's (0 when there is none).
 	Count        int
 	Ready        bool
 	Participants []string // ids, sorted
@@ -106,11 +126,13 @@ const (
 // Enter enrols participant id in the double barrier for lease and returns once at
 // least count participants have entered. When wait (0: look once) ends first it
 // returns a BarrierNotReadyError and the participant stays enrolled; entering
-// again (with the same lease, or without one: an implicit lease is then replaced
-// by the one that enrolled it) goes on waiting. While a request waits, an
-// implicit lease cannot expire: its TTL counts from the end of the request. When ctx ends (the client went away) an enrolment made by this
-// call is withdrawn. An id enrolled by another lease or another client is
-// ErrParticipantExists.
+// again with the same lease goes on waiting. While a request waits, an implicit
+// lease cannot expire: its TTL counts from the end of the request. When ctx ends
+// (the client went away) an enrolment made by this call is withdrawn. An id
+// enrolled by another lease or another client is ErrParticipantExists (the other
+// lease is never handed over, nor named). A count other than the barrier's (the
+// count of the oldest present participant) is a CountMismatchError. On every
+// failure but BarrierNotReadyError an implicit lease ends.
 func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
 	if err := CheckName("double barrier", name); err != nil {
 		endImplicit(lease)
@@ -131,11 +153,10 @@ func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, cou
 	prev := b.enrolled[key]
 	b.mu.Unlock()
 	if prev != nil && prev.lease != lease && prev.lease.Err() == nil {
-		if !lease.Implicit {
-			return nil, fmt.Errorf("participant %q of %q is enrolled by another lease: %w", id, name, ErrParticipantExists)
+		if len(lease.Holds()) == 0 {
+			endImplicit(lease)
 		}
-		endImplicit(lease)
-		lease = prev.lease
+		return nil, fmt.Errorf("participant %q of %q is enrolled by another lease: %w", id, name, ErrParticipantExists)
 	}
 	h := Hold{Kind: dblKind, Name: key}
 	existing, ok, err := lease.reserve(h)
@@ -146,6 +167,9 @@ func (b *Barriers) Enter(ctx context.Context, lease *Lease, name, id string, cou
 	enrolled := false
 	if ok {
 		p = existing.(*dblParticipant)
+		if p.count != count {
+			return nil, &CountMismatchError{Name: name, Count: p.count}
+		}
 	} else {
 		if p, err = b.enrol(ctx, lease, h, name, id, count); err != nil {
 			lease.unreserve(h)
@@ -219,6 +243,9 @@ func (b *Barriers) enrol(ctx context.Context, lease *Lease, h Hold, name, id str
 		if st.EphemeralOwner != ep.id.Load() || !strings.HasSuffix(string(got), "\n"+lease.ID) {
 			return nil, fmt.Errorf("participant %q of %q: %w", id, name, ErrParticipantExists)
 		}
+		if err := b.checkCount(ctx, ep, parent, node, st.Czxid, name, count, lease.ID); err != nil {
+			return nil, err
+		}
 		p := &dblParticipant{key: h.Name, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: ep}
 		release := func(ctx context.Context) error {
 			b.mu.Lock()
@@ -241,6 +268,80 @@ func (b *Barriers) enrol(ctx context.Context, lease *Lease, h Hold, name, id str
 		}
 		return p, nil
 	}
+}
+
+// checkCount compares count with the barrier's: the count of the oldest present
+// participant (smallest czxid; ours when none is older). On a mismatch it deletes
+// our node (made at czxid) and returns a CountMismatchError. Every participant
+// compares itself with the same oldest one, so all that pass agree on the count
+// until the barrier empties.
+func (b *Barriers) checkCount(ctx context.Context, ep *epoch, parent, node string, czxid int64, name string, count int, leaseID string) error {
+	var children []string
+	err := ep.call(ctx, func(c *zk.Conn) error {
+		var err error
+		children, _, err = c.Children(parent)
+		return err
+	})
+	if err != nil {
+		return b.undoEnrol(ep, parent, node, leaseID, fmt.Errorf("enter double barrier %q: %w", name, err))
+	}
+	self := node[len(parent)+1:]
+	others := slices.DeleteFunc(participants(children), func(s string) bool { return s == self })
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, others)
+	if err != nil {
+		return b.undoEnrol(ep, parent, node, leaseID, fmt.Errorf("enter double barrier %q: %w", name, err))
+	}
+	oldest, want := czxid, count
+	for i := range others {
+		if czxids[i] > 0 && czxids[i] < oldest && counts[i] > 0 {
+			oldest, want = czxids[i], counts[i]
+		}
+	}
+	if want != count {
+		return b.undoEnrol(ep, parent, node, leaseID, &CountMismatchError{Name: name, Count: want})
+	}
+	return nil
+}
+
+// undoEnrol deletes a participant node that was not granted, with a fresh bounded
+// context, and returns err.
+func (b *Barriers) undoEnrol(ep *epoch, parent, node, leaseID string, err error) error {
+	cctx, cancel := context.WithTimeout(context.Background(), b.s.cfg.OpTimeout)
+	defer cancel()
+	_ = settle(cctx, ep, func(ctx context.Context) error { return b.dropParticipant(ctx, ep, parent, node, leaseID) })
+	return err
+}
+
+// participantCounts reads the count and czxid of each participant node (0, 0 for
+// one that is gone or carries no count).
+func (b *Barriers) participantCounts(ctx context.Context, ep *epoch, parent string, parts []string) (counts []int, czxids []int64, err error) {
+	counts, czxids = make([]int, len(parts)), make([]int64, len(parts))
+	if len(parts) == 0 {
+		return counts, czxids, nil
+	}
+	fns := make([]func() error, len(parts))
+	for i, n := range parts {
+		fns[i] = func() error {
+			var data []byte
+			var st *zk.Stat
+			err := ep.call(ctx, func(c *zk.Conn) error {
+				var err error
+				data, st, err = c.Get(parent + "/" + n)
+				return err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			counts[i], _ = strconv.Atoi(first)
+			czxids[i] = st.Czxid
+			return nil
+		}
+	}
+	return counts, czxids, parallel(fns...)
 }
 
 // dropParticipant deletes a participant node made for leaseID, then deletes
@@ -369,14 +470,22 @@ func (b *Barriers) awaitReady(ctx context.Context, lease *Lease, p *dblParticipa
 			continue
 		}
 		if len(parts) >= count {
-			err := ep.call(ctx, func(c *zk.Conn) error {
-				_, err := c.Create(readyPath, []byte(strconv.Itoa(count)), zk.FlagPersistent, openACL)
-				return err
-			})
-			if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, ErrUnavailable) {
-				return err
+			enough, err := b.enoughWithCount(ctx, ep, parent, parts, count)
+			if err == nil && enough {
+				err = ep.call(ctx, func(c *zk.Conn) error {
+					_, err := c.Create(readyPath, []byte(strconv.Itoa(count)), zk.FlagPersistent, openACL)
+					return err
+				})
+				if err == nil || errors.Is(err, zk.ErrNodeExists) {
+					continue
+				}
 			}
-			continue
+			if err != nil {
+				if !errors.Is(err, ErrUnavailable) {
+					return err
+				}
+				continue // retried above through the same error handling
+			}
 		}
 		if d.expired() {
 			return &BarrierNotReadyError{Name: p.name, Count: count, Participants: len(parts), Lease: lease.ID}
@@ -393,6 +502,23 @@ func (b *Barriers) awaitReady(ctx context.Context, lease *Lease, p *dblParticipa
 			return ErrSessionLost
 		}
 	}
+}
+
+// enoughWithCount reports whether at least count of parts entered with count: a
+// participant with another count (refused, but not yet deleted) never makes a
+// barrier ready.
+func (b *Barriers) enoughWithCount(ctx context.Context, ep *epoch, parent string, parts []string, count int) (bool, error) {
+	counts, _, err := b.participantCounts(ctx, ep, parent, parts)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for _, c := range counts {
+		if c == count {
+			n++
+		}
+	}
+	return n >= count, nil
 }
 
 // readyIsCurrent reports whether the "ready" made at readyCzxid belongs to the
@@ -553,35 +679,29 @@ func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarri
 	parts := participants(children)
 	st.Participants = participantIDs(parts)
 	st.Ready = slices.Contains(children, readyNode)
-	read := parts
 	if st.Ready {
-		read = []string{readyNode}
-	}
-	counts := make([]int, len(read))
-	fns := make([]func() error, 0, len(read))
-	for i, n := range read {
-		fns = append(fns, func() error {
-			var data []byte
-			err := ep.call(ctx, func(c *zk.Conn) error {
-				var err error
-				data, _, err = c.Get(parent + "/" + n)
-				return err
-			})
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			counts[i], _ = strconv.Atoi(first)
+		var data []byte
+		err := ep.call(ctx, func(c *zk.Conn) error {
+			var err error
+			data, _, err = c.Get(parent + "/" + readyNode)
 			return err
 		})
-	}
-	if len(fns) > 0 {
-		if err := parallel(fns...); err != nil {
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
+		st.Count, _ = strconv.Atoi(string(data))
+		return st, nil
 	}
-	for _, c := range counts {
-		st.Count = max(st.Count, c)
+	// Before "ready": the barrier's count is its oldest participant's.
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, parts)
+	if err != nil {
+		return nil, err
+	}
+	var oldest int64
+	for i, c := range counts {
+		if c > 0 && (oldest == 0 || czxids[i] < oldest) {
+			oldest, st.Count = czxids[i], c
+		}
 	}
 	return st, nil
 }
