@@ -17,7 +17,7 @@ func (s *Server) RaiseBarrier(ctx context.Context, req RaiseBarrierRequestObject
 	var err error
 	if l := req.Params.Lease; l != nil && *l != "" {
 		var lease *recipes.Lease
-		if lease, err = s.lease(*l); err != nil {
+		if lease, err = s.ownLease(ctx, *l); err != nil {
 			return nil, err
 		}
 		err = s.opt.Barriers.RaiseFor(ctx, lease, req.Name)
@@ -97,12 +97,12 @@ func (s *Server) EnterDoubleBarrier(ctx context.Context, req EnterDoubleBarrierR
 	if err != nil {
 		return nil, err
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	e, err := s.opt.Barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, wait)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, barrierProblem(err)
 	}
 	return EnterDoubleBarrier201JSONResponse{Ready: true, Lease: &e.Lease}, nil
@@ -125,7 +125,8 @@ func (s *Server) LeaveDoubleBarrier(ctx context.Context, req LeaveDoubleBarrierR
 	}
 	// An ended lease (an implicit one ends with its participant) may still wait for
 	// the others to leave; the recipe refuses it if the participant is still in.
-	lease, err := s.opt.Leases.Get(req.Params.Lease)
+	// A lease of another token is one that does not exist.
+	lease, err := s.ownLease(ctx, req.Params.Lease)
 	if err != nil && !errors.Is(err, recipes.ErrLeaseNotFound) {
 		return nil, err
 	}
@@ -140,6 +141,7 @@ func (s *Server) LeaveDoubleBarrier(ctx context.Context, req LeaveDoubleBarrierR
 func barrierProblem(err error) error {
 	var notReady *recipes.BarrierNotReadyError
 	var notEmpty *recipes.BarrierNotEmptyError
+	var mismatch *recipes.CountMismatchError
 	switch {
 	case errors.Is(err, recipes.ErrBarrierRaised):
 		return newProblem(http.StatusConflict, "barrier-raised", err.Error())
@@ -154,6 +156,11 @@ func barrierProblem(err error) error {
 		return p
 	case errors.Is(err, recipes.ErrParticipantExists):
 		return newProblem(http.StatusConflict, "participant-exists", err.Error())
+	case errors.As(err, &mismatch):
+		p := newProblem(http.StatusConflict, "count-mismatch",
+			err.Error()+"; enter with that count, or wait until the barrier empties")
+		p.Ext = map[string]any{"count": mismatch.Count}
+		return p
 	}
 	return err
 }

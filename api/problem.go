@@ -63,6 +63,11 @@ func problemFor(err error) *problem {
 		p = newProblem(http.StatusConflict, "member-exists", err.Error())
 	case errors.Is(err, recipes.ErrMemberNotFound):
 		p = newProblem(http.StatusNotFound, "member-not-found", err.Error())
+	case errors.Is(err, errTooManyLeases):
+		p = newProblem(http.StatusTooManyRequests, "too-many-leases", err.Error())
+		p.RetryAfter = 1
+	case errors.Is(err, recipes.ErrClaimNotFound):
+		p = newProblem(http.StatusNotFound, "claim-not-found", err.Error())
 	case errors.Is(err, recipes.ErrCandidateExists):
 		p = newProblem(http.StatusConflict, "candidate-exists", err.Error())
 	case errors.Is(err, recipes.ErrBusy):
@@ -88,13 +93,29 @@ func problemFor(err error) *problem {
 }
 
 var (
+	errTooManyLeases  = errors.New("too many leases")
 	errShuttingDown   = errors.New("shutting down")
 	errNotImplemented = errors.New("not implemented yet")
 )
 
-// writeProblem writes err as an application/problem+json document.
+// StatusClientClosedRequest is the status a request gets (in metrics and logs)
+// when its client went away before the answer, as nginx counts it.
+const StatusClientClosedRequest = 499
+
+// writeProblem writes err as an application/problem+json document. A request
+// whose client went away (its context ended, not by a shutdown) and that would
+// otherwise answer a 5xx (a wait cut short looks like ZooKeeper being
+// unavailable) is answered 499 client-closed-request: the client's doing, not
+// the sidecar's or ZooKeeper's. A 4xx stays what it is.
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
+	if ctx := r.Context(); p.Status >= 500 && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
+		p = &problem{Status: StatusClientClosedRequest, Name: "client-closed-request",
+			Title: "Client Closed Request", Detail: "the client went away before the answer"}
+	}
+	if rec := recorderOf(w); rec != nil {
+		rec.problem = p.Name
+	}
 	if p.Status >= 500 && p.Name == "internal" {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -26,8 +27,20 @@ type Options struct {
 	// Throughput are the throughput groups.
 	Throughput *recipes.Throughputs
 
-	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
-	Token string
+	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
+	// it may do); without any, /v1 needs no token. The caller may Set new tokens
+	// at any time (a SIGHUP reload).
+	Tokens *Tokens
+	// AllowedHosts is the Host allow-list (empty: every host; see
+	// DefaultAllowedHosts); AllowedOrigins are the browser origins allowed
+	// besides the sidecar's own ("https://app.example.com").
+	AllowedHosts   HostList
+	AllowedOrigins []string
+	// MaxLeases caps live leases (default 100000); past it, 429 too-many-leases.
+	MaxLeases int
+	// BodyTimeout is how long a client has to send a request body, from the end
+	// of its headers (default 30s); streams and bodiless requests have no limit.
+	BodyTimeout time.Duration
 	// MaxWait caps wait= (default 5m); MaxTTL caps ttl= (default 1h);
 	// DefaultTTL is the ttl of implicit leases (default 60s).
 	MaxWait, MaxTTL, DefaultTTL time.Duration
@@ -74,6 +87,11 @@ type Server struct {
 
 	// streams and waiters are semaphores bounding open streams and long-polls.
 	streams, waiters chan struct{}
+
+	// grantMu makes the --max-leases check and the grant one step.
+	grantMu sync.Mutex
+	// ticketKey signs the status page's ticket cookies (auth.go).
+	ticketKey []byte
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -104,6 +122,12 @@ func NewServer(opt Options) *Server {
 	if opt.OverviewInterval <= 0 {
 		opt.OverviewInterval = 250 * time.Millisecond
 	}
+	if opt.MaxLeases <= 0 {
+		opt.MaxLeases = 100000
+	}
+	if opt.BodyTimeout <= 0 {
+		opt.BodyTimeout = 30 * time.Second
+	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = 15 * time.Second
 	}
@@ -116,7 +140,8 @@ func NewServer(opt Options) *Server {
 	stopped, stop := context.WithCancelCause(context.Background())
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
-		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters)}
+		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
+		ticketKey: newTicketKey()}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -136,7 +161,8 @@ func (s *Server) Close() {
 // behind the middleware, plus /metrics and /openapi.yaml.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody, s.limitConcurrency)
+	r.Use(s.recoverer, s.observe, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
+		s.limitBody, s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
@@ -147,6 +173,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui", serveUI)
 	r.Get("/ui/", serveUI)
 	r.Get("/favicon.ico", serveFavicon)
+	r.Post("/ui/ticket", s.serveTicket)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)

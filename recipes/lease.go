@@ -47,6 +47,9 @@ type Lease struct {
 	// Implicit is set for a lease made for one acquisition: it ends with the release
 	// of what it holds, or with the failure of that acquisition.
 	Implicit bool
+	// Owner names who made the lease (the HTTP layer puts the name of the
+	// bearer token there; "" when it made none). Set by GrantTo, never changed.
+	Owner string
 
 	mgr *Leases
 	ep  *epoch
@@ -88,6 +91,11 @@ func newID() string {
 // Grant makes a lease bound to the current session. It fails with ErrUnavailable
 // while the session is not connected.
 func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
+	return m.GrantTo("", ttl, implicit)
+}
+
+// GrantTo is Grant for a lease whose Owner is owner.
+func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s: %w", ttl, ErrInvalidArgument)
 	}
@@ -96,7 +104,7 @@ func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
 		return nil, err
 	}
 	l := &Lease{
-		ID: newID(), TTL: ttl, Implicit: implicit,
+		ID: newID(), TTL: ttl, Implicit: implicit, Owner: owner,
 		mgr: m, ep: ep,
 		expiresAt: time.Now().Add(ttl),
 		holds:     map[Hold]*held{},

@@ -33,13 +33,15 @@ type wrapOptions struct {
 	addr, token string
 	ttl, grace  time.Duration
 	stderr      io.Writer
+	transport   transportOptions // https://, unix:, --token-file: transport.go
 }
 
 func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "127.0.0.1:8080"), "address of the running sidecar (COORD_ADDR)")
+	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "127.0.0.1:8080"), "address of the running sidecar: host:port, http://, https:// or unix:/path (COORD_ADDR)")
 	fs.StringVar(&o.token, "token", getenv("COORD_TOKEN"), "bearer token of the sidecar (COORD_TOKEN)")
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease ttl; the wrapper keeps the lease alive through its stream")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the child must stop")
+	o.transport.register(fs, getenv)
 }
 
 // runLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
@@ -58,7 +60,11 @@ func runLock(ctx context.Context, args []string, getenv func(string) string, std
 	if code != 0 {
 		return code
 	}
-	c := newAPIClient(o.addr, o.token)
+	c, err := o.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
+		return exitUsage
+	}
 	lease, err := c.keepLease(ctx, o.ttl)
 	if err != nil {
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
@@ -110,7 +116,11 @@ func runElect(ctx context.Context, args []string, getenv func(string) string, st
 	if code != 0 {
 		return code
 	}
-	c := newAPIClient(o.addr, o.token)
+	c, err := o.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
+		return exitUsage
+	}
 	lease, err := c.keepLease(ctx, o.ttl)
 	if err != nil {
 		fmt.Fprintln(stderr, "coord-sidecar elect:", err)
