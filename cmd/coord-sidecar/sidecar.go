@@ -46,14 +46,14 @@ type Config struct {
 	MaxLeases int
 	MaxConns  int
 	// BodyTimeout is how long a client has to send a request body.
-	BodyTimeout    time.Duration
-	MaxWait        time.Duration
-	MaxTTL         time.Duration
-	DefaultTTL     time.Duration
-	MaxBody        int64
-	MaxItem        int64
-	MaxStreams     int
-	MaxWaiters     int
+	BodyTimeout time.Duration
+	MaxWait     time.Duration
+	MaxTTL      time.Duration
+	DefaultTTL  time.Duration
+	MaxBody     int64
+	MaxItem     int64
+	MaxStreams  int
+	MaxWaiters  int
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
 	// OverviewInterval is how often GET /v1/events reads the tree while followed.
