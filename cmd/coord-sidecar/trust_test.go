@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -52,6 +53,8 @@ func (s *sidecar) as(hdr ...string) *sidecar {
 	c.hdr = append(slices.Clone(s.hdr), hdr...)
 	return &c
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
 
@@ -194,6 +197,65 @@ func TestDoubleBarrierWrongCountsNeverOpenIt(t *testing.T) {
 		}
 		if r.status != want {
 			t.Errorf("%s: %d %s, want %d", r.id, r.status, r.body, want)
+		}
+	}
+}
+
+// The audit: with one lease holding one of everything (a lock, a candidacy, a
+// throughput member, a double-barrier participant, a raised barrier, a queue
+// claim), no list, state or event that others can read shows the lease id or
+// the claim id.
+func TestNoListOrEventShowsIDs(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	other := startSidecar(t, zkc.Servers(), root)
+	lease := str(car.must(http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	car.must(http.StatusCreated, "POST", "/v1/locks/l?owner=me&lease="+lease)
+	car.must(http.StatusCreated, "POST", "/v1/elections/e/candidates?id=c&lease="+lease)
+	car.must(http.StatusCreated, "POST", "/v1/throughput/g/members?id=m&lease="+lease)
+	car.must(http.StatusConflict, "POST", "/v1/double-barriers/d/participants?id=p&count=2&lease="+lease)
+	car.must(http.StatusNoContent, "PUT", "/v1/barriers/b?lease="+lease)
+	if r := car.doReq("POST", "/v1/queues/q/items", strings.NewReader("x")); r.Status != 201 {
+		t.Fatal(r.Status)
+	}
+	claim := car.must(http.StatusOK, "POST", "/v1/queues/q/claims?lease="+lease).Header.Get("Claim-Id")
+	secrets := []string{lease, claim}
+	if lease == "" || claim == "" {
+		t.Fatal("no lease or claim id")
+	}
+	check := func(what string, b []byte) {
+		for _, id := range secrets {
+			if strings.Contains(string(b), id) {
+				t.Fatalf("%s shows %s: %s", what, id, b)
+			}
+		}
+	}
+	for _, s := range []*sidecar{car, other} {
+		for _, p := range []string{"/v1/locks", "/v1/locks/l", "/v1/elections", "/v1/elections/e", "/v1/throughput",
+			"/v1/throughput/g", "/v1/throughput/g/members/m", "/v1/double-barriers", "/v1/double-barriers/d",
+			"/v1/barriers", "/v1/barriers/b", "/v1/queues", "/v1/queues/q", "/v1/queues/q/items", "/v1/session", "/metrics"} {
+			r := s.must(http.StatusOK, "GET", p)
+			check("GET "+p, r.Raw)
+			for k, v := range r.Header {
+				check("header "+k, []byte(strings.Join(v, " ")))
+			}
+		}
+		for _, p := range []string{"/v1/events", "/v1/elections/e/events", "/v1/throughput/g/events", "/v1/session/events"} {
+			st := s.openStream(p)
+			ev := st.next(t, 10*time.Second)
+			deadline := time.After(300 * time.Millisecond) // the opening burst of current states
+		drain:
+			for {
+				b, _ := jsonMarshal(ev.Data)
+				check(p+" event "+ev.Name, b)
+				select {
+				case ev = <-st.events:
+				case <-deadline:
+					break drain
+				}
+			}
+			st.cancel()
 		}
 	}
 }
