@@ -79,8 +79,10 @@ func ParseTokens(data []byte) ([]Token, error) {
 }
 
 // Tokens is the set of tokens a Server accepts, replaced whole by Set (a SIGHUP
-// reload): requests in flight keep the principal they started with. A nil or
-// empty Tokens means no authentication: every request may do everything.
+// reload): requests in flight keep the principal they started with. A nil
+// Tokens, or one never Set, means no authentication: every request may do
+// everything. Once Set, authentication is required, even with an empty list
+// (then no request passes): emptying a tokens file never opens the sidecar.
 type Tokens struct {
 	v atomic.Pointer[tokenSet]
 }
@@ -116,10 +118,7 @@ func (t *Tokens) load() *tokenSet {
 	if t == nil {
 		return nil
 	}
-	if set := t.v.Load(); set != nil && len(set.byName) > 0 {
-		return set
-	}
-	return nil
+	return t.v.Load()
 }
 
 type tokenSet struct {

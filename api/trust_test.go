@@ -88,6 +88,14 @@ func TestTokens(t *testing.T) {
 	if !slices.Equal(kept, []string{"session", "lock/billing-1", "queue/jobs", "election/shared-1"}) {
 		t.Errorf("the app's stream keeps %v", kept)
 	}
+	var never Tokens
+	if never.load() != nil {
+		t.Error("tokens never set require authentication")
+	}
+	empty, err := NewTokens(nil)
+	if err != nil || empty.load() == nil || empty.load().bearer(httptest.NewRequest("GET", "/v1/locks", nil)) != nil {
+		t.Error("an empty token list should let no request through")
+	}
 	if overviewFilter(context.Background()) != nil {
 		t.Error("no token: the stream should not be filtered")
 	}

@@ -221,10 +221,17 @@ func (m *Main) loadTokens() ([]api.Token, error) {
 	return list, nil
 }
 
+// hasTokens tells whether any token source is configured: then /v1 needs a
+// token, even when the sources hold none.
+func (c Config) hasTokens() bool { return c.Token != "" || c.TokenFile != "" || c.TokensFile != "" }
+
 // Reload re-reads the token files (what SIGHUP does). On an error the tokens in
 // force stay, and the error is logged and returned. Certificates need no reload:
 // they are re-read when their files change.
 func (m *Main) Reload() error {
+	if !m.Config.hasTokens() {
+		return nil
+	}
 	list, err := m.loadTokens()
 	if err == nil {
 		err = m.tokens.Set(list)
@@ -265,12 +272,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(m.LogOutput, &slog.HandlerOptions{Level: level}))
 	m.log = log
-	list, err := m.loadTokens()
-	if err != nil {
-		return err
-	}
-	if m.tokens, err = api.NewTokens(list); err != nil {
-		return err
+	m.tokens = &api.Tokens{} // none: no authentication
+	if c.hasTokens() {
+		list, err := m.loadTokens()
+		if err == nil {
+			err = m.tokens.Set(list)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	network, address := "tcp", c.Listen
 	if p, ok := strings.CutPrefix(c.Listen, "unix:"); ok {
@@ -282,9 +292,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	var tlsConfig *tls.Config
 	if c.TLSCert != "" {
-		if m.certs, err = newCertFiles(c.TLSCert, c.TLSKey, c.TLSClientCA, log); err != nil {
+		certs, err := newCertFiles(c.TLSCert, c.TLSKey, c.TLSClientCA, log)
+		if err != nil {
 			return err
 		}
+		m.certs = certs
 		tlsConfig = m.certs.config()
 	}
 	reg := prometheus.NewRegistry()

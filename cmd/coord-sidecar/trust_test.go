@@ -482,6 +482,15 @@ func TestScopedTokens(t *testing.T) {
 		t.Fatal("an unknown kind was accepted")
 	}
 	other2.must(http.StatusOK, "GET", "/v1/locks")
+	// An emptied tokens file closes the sidecar to all but --token-file's token;
+	// it never opens it.
+	writeTokens(t, file, `{"tokens":[]}`)
+	if err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	problemIs(t, other2.must(401, "GET", "/v1/locks"), 401, "unauthorized")
+	problemIs(t, base.must(401, "GET", "/v1/locks"), 401, "unauthorized")
+	all.must(http.StatusOK, "GET", "/v1/locks")
 }
 
 // Bad tokens configuration stops the start.
