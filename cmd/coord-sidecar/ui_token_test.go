@@ -32,7 +32,8 @@ func TestStatusPageWithTokens(t *testing.T) {
 	car.waitReady()
 
 	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
-	page.await(t, 10*time.Second, "the page asks for a token", `document.body.dataset.auth === "needed" && !document.querySelector("#auth").hidden`)
+	page.await(t, 10*time.Second, "the page asks for a token", `location.pathname === "/ui/" && document.readyState === "complete" &&
+		document.body.dataset.auth === "needed" && !document.querySelector("#auth").hidden`)
 	submit := func(token string) {
 		page.eval(t, `document.querySelector("#auth-token").value = `+jsString(token)+`; document.querySelector("#auth-submit").click(); true`)
 	}
@@ -55,8 +56,9 @@ func TestStatusPageWithTokens(t *testing.T) {
 		t.Fatalf("document.cookie = %v", v)
 	}
 
+	page.eval(t, `window.beforeReload = true`)
 	page.call(t, "Page.reload", nil)
-	page.await(t, 10*time.Second, "live again after a reload, without asking", `document.body.dataset.auth !== "needed" &&
+	page.await(t, 10*time.Second, "live again after a reload, without asking", `!window.beforeReload && document.readyState === "complete" && document.body.dataset.auth !== "needed" &&
 		document.body.dataset.connected === "true" && `+uiField("lock", "public-1", "owner")+` === "ui"`)
 }
 
