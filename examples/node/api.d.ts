@@ -410,7 +410,9 @@ export interface paths {
         /**
          * Enter; returns once `count` participants have entered.
          * @description `409 barrier-not-ready` when `wait` ends first: the participant stays enrolled;
-         *     POST again to go on waiting.
+         *     POST again with its `lease` to go on waiting. An id enrolled by another lease:
+         *     `409 participant-exists` (that lease is never shown). A `count` other than the
+         *     barrier's (its oldest participant's): `409 count-mismatch` with `count`.
          */
         post: operations["enterDoubleBarrier"];
         delete?: never;
@@ -827,9 +829,11 @@ export interface components {
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
          *     `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
          *     `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-         *     `participant-exists`, `claim-not-found`, `too-many-streams`,
-         *     `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-         *     `shutting-down`, `internal`.
+         *     `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+         *     `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+         *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+         *     `client-closed-request` (499, counted only: its client has gone),
+         *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
          */
         Problem: {
             /** @example https://coord-sidecar.dev/problems/lock-held */
@@ -845,7 +849,7 @@ export interface components {
         LockHeldProblem: components["schemas"]["Problem"] & {
             holder?: components["schemas"]["LockHolder"] | null;
         };
-        /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `participant-exists` has no extension. */
+        /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `count-mismatch` carries `count` (the barrier's); `participant-exists` has no extension. */
         BarrierNotReadyProblem: components["schemas"]["Problem"] & {
             count?: number;
             participants?: number;
@@ -971,7 +975,7 @@ export interface components {
         };
         DoubleBarrierEntered: {
             ready: boolean;
-            /** @description The lease that holds the participant (needed to leave when it is implicit). */
+            /** @description The request's own lease that holds the participant (needed to leave when it is implicit). */
             lease?: string;
         };
         Enqueued: {
@@ -1985,7 +1989,10 @@ export interface operations {
             /**
              * @description `barrier-not-ready`: fewer than `count` had entered when `wait` ended; the
              *     participant stays enrolled (with `count`, `participants` and `lease`).
-             *     `participant-exists`: another lease already has this id in the barrier.
+             *     `participant-exists`: another lease already has this id in the barrier (that
+             *     lease is never shown). `count-mismatch`: `count` is not the barrier's (its
+             *     oldest participant's), which the problem's `count` carries; the participant
+             *     is not enrolled.
              */
             409: {
                 headers: {
