@@ -831,6 +831,20 @@ type Wait = string
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BadRequest = Problem
 
+// BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type BodyTimeout = Problem
+
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -858,6 +872,20 @@ type BodyTooLarge = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type ClaimNotFound = Problem
+
+// Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type Forbidden = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -900,6 +928,20 @@ type NotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotHeld = Problem
+
+// TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -4632,9 +4674,13 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 
 type BadRequestApplicationProblemPlusJSONResponse Problem
 
+type BodyTimeoutApplicationProblemPlusJSONResponse Problem
+
 type BodyTooLargeApplicationProblemPlusJSONResponse Problem
 
 type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -4643,6 +4689,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 type NotHeldApplicationProblemPlusJSONResponse Problem
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type TooManyLeasesResponseHeaders struct {
+	RetryAfter *int
+}
+type TooManyLeasesApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyLeasesResponseHeaders
+}
 
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate *string
@@ -4799,6 +4854,22 @@ func (response ListBarriers401ApplicationProblemPlusJSONResponse) VisitListBarri
 	return err
 }
 
+type ListBarriers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers403ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListBarriers503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -4882,6 +4953,22 @@ func (response LowerBarrier401ApplicationProblemPlusJSONResponse) VisitLowerBarr
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier403ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4979,6 +5066,22 @@ func (response GetBarrier401ApplicationProblemPlusJSONResponse) VisitGetBarrierR
 	return err
 }
 
+type GetBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier403ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetBarrier503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -5063,6 +5166,22 @@ func (response RaiseBarrier401ApplicationProblemPlusJSONResponse) VisitRaiseBarr
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier403ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5177,6 +5296,22 @@ func (response WaitBarrier401ApplicationProblemPlusJSONResponse) VisitWaitBarrie
 	return err
 }
 
+type WaitBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier403ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WaitBarrier409ApplicationProblemPlusJSONResponse Problem
 
 func (response WaitBarrier409ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
@@ -5265,6 +5400,22 @@ func (response ListDoubleBarriers401ApplicationProblemPlusJSONResponse) VisitLis
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers403ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5358,6 +5509,22 @@ func (response GetDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitGetDo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5456,6 +5623,22 @@ func (response EnterDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitEnt
 	return err
 }
 
+type EnterDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type EnterDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -5482,6 +5665,25 @@ func (response EnterDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitEnt
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier429ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5571,6 +5773,22 @@ func (response LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitLea
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5683,6 +5901,22 @@ func (response ListElections401ApplicationProblemPlusJSONResponse) VisitListElec
 	return err
 }
 
+type ListElections403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections403ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListElections503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -5773,6 +6007,22 @@ func (response GetElection401ApplicationProblemPlusJSONResponse) VisitGetElectio
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection403ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5872,6 +6122,22 @@ func (response Campaign401ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	return err
 }
 
+type Campaign403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign403ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Campaign404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -5884,6 +6150,22 @@ func (response Campaign404ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign408ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5930,6 +6212,25 @@ func (response Campaign415ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign429ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6033,6 +6334,22 @@ func (response Resign401ApplicationProblemPlusJSONResponse) VisitResignResponse(
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Resign403ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6149,6 +6466,22 @@ func (response Proclaim401ApplicationProblemPlusJSONResponse) VisitProclaimRespo
 	return err
 }
 
+type Proclaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim403ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Proclaim404ApplicationProblemPlusJSONResponse struct {
 	NotHeldApplicationProblemPlusJSONResponse
 }
@@ -6161,6 +6494,22 @@ func (response Proclaim404ApplicationProblemPlusJSONResponse) VisitProclaimRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim408ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6319,6 +6668,22 @@ func (response StreamElection401ApplicationProblemPlusJSONResponse) VisitStreamE
 	return err
 }
 
+type StreamElection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection403ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamElection503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -6424,6 +6789,22 @@ func (response StreamEverything401ApplicationProblemPlusJSONResponse) VisitStrea
 	return err
 }
 
+type StreamEverything403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything403ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamEverything503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -6517,6 +6898,41 @@ func (response CreateLease401ApplicationProblemPlusJSONResponse) VisitCreateLeas
 	return err
 }
 
+type CreateLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease403ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease429ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -6581,6 +6997,22 @@ func (response RevokeLease401ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease403ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6671,6 +7103,22 @@ func (response GetLease401ApplicationProblemPlusJSONResponse) VisitGetLeaseRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease403ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6794,6 +7242,22 @@ func (response StreamLease401ApplicationProblemPlusJSONResponse) VisitStreamLeas
 	return err
 }
 
+type StreamLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease403ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamLease404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -6903,6 +7367,22 @@ func (response KeepAliveLease401ApplicationProblemPlusJSONResponse) VisitKeepAli
 	return err
 }
 
+type KeepAliveLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease403ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type KeepAliveLease404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -6974,6 +7454,22 @@ func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksRes
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks403ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7062,6 +7558,22 @@ func (response ReleaseLock401ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock403ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7175,6 +7687,22 @@ func (response GetLock401ApplicationProblemPlusJSONResponse) VisitGetLockRespons
 	return err
 }
 
+type GetLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock403ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetLock503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -7269,6 +7797,22 @@ func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	return err
 }
 
+type AcquireLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLock404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -7295,6 +7839,25 @@ func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock429ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7373,6 +7936,22 @@ func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesR
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues403ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7466,6 +8045,22 @@ func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue403ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7591,6 +8186,22 @@ func (response Claim401ApplicationProblemPlusJSONResponse) VisitClaimResponse(w 
 	return err
 }
 
+type Claim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Claim403ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Claim404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -7603,6 +8214,25 @@ func (response Claim404ApplicationProblemPlusJSONResponse) VisitClaimResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response Claim429ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7691,6 +8321,22 @@ func (response AckClaim401ApplicationProblemPlusJSONResponse) VisitAckClaimRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim403ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7795,6 +8441,22 @@ func (response ReleaseClaim401ApplicationProblemPlusJSONResponse) VisitReleaseCl
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim403ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7909,6 +8571,22 @@ func (response ListQueueItems401ApplicationProblemPlusJSONResponse) VisitListQue
 	return err
 }
 
+type ListQueueItems403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems403ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueueItems503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8001,6 +8679,38 @@ func (response Enqueue401ApplicationProblemPlusJSONResponse) VisitEnqueueRespons
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue403ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue408ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8138,6 +8848,22 @@ func (response Take401ApplicationProblemPlusJSONResponse) VisitTakeResponse(w ht
 	return err
 }
 
+type Take403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Take403ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Take503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8210,6 +8936,22 @@ func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionR
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession403ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8300,6 +9042,22 @@ func (response StreamSession401ApplicationProblemPlusJSONResponse) VisitStreamSe
 	return err
 }
 
+type StreamSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession403ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamSession503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8374,6 +9132,22 @@ func (response ListThroughputGroups401ApplicationProblemPlusJSONResponse) VisitL
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups403ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8471,6 +9245,22 @@ func (response GetThroughputGroup401ApplicationProblemPlusJSONResponse) VisitGet
 	return err
 }
 
+type GetThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup403ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputGroup503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8561,6 +9351,38 @@ func (response SetThroughputLimit401ApplicationProblemPlusJSONResponse) VisitSet
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit403ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit408ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8719,6 +9541,22 @@ func (response StreamThroughputGroup401ApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type StreamThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup403ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamThroughputGroup503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8813,6 +9651,22 @@ func (response JoinThroughputGroup401ApplicationProblemPlusJSONResponse) VisitJo
 	return err
 }
 
+type JoinThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup403ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinThroughputGroup404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -8839,6 +9693,25 @@ func (response JoinThroughputGroup409ApplicationProblemPlusJSONResponse) VisitJo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup429ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8928,6 +9801,22 @@ func (response LeaveThroughputGroup401ApplicationProblemPlusJSONResponse) VisitL
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup403ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9043,6 +9932,22 @@ func (response GetThroughputMember401ApplicationProblemPlusJSONResponse) VisitGe
 	return err
 }
 
+type GetThroughputMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember403ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputMember404ApplicationProblemPlusJSONResponse Problem
 
 func (response GetThroughputMember404ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
@@ -9153,6 +10058,22 @@ func (response UpdateThroughputMember401ApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type UpdateThroughputMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember403ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UpdateThroughputMember404ApplicationProblemPlusJSONResponse struct {
 	NotHeldApplicationProblemPlusJSONResponse
 }
@@ -9165,6 +10086,22 @@ func (response UpdateThroughputMember404ApplicationProblemPlusJSONResponse) Visi
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember408ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10628,176 +11565,180 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1rc9s4sjD8V1B6T5WlXUqWczm7ket8cDKZTM5kkmzsfVPPWeU5hElIwpoCNABoRZPyf38K3QAJ3iQ5",
-	"tmNnLl/GEUmggW70DX350kvkciUFE0b3Jl96C0ZTpuDPD8yozcnMMGX/lTKdKL4yXIrepHfKEilSTYwk",
-	"a8oNOWczqRgxasPFnNA55WLUi3o6WbAltZ+bzYr1Jj0uDJsz1bu6uop6K6rokhk33YuM8uV7ahbN2c4W",
-	"jMTwfPg6jQklif2bUKHXTLHUzsTteyv7ddQTdGnngpd6UU+xX3OuWNqbGJWzEKj/UGzWm/T+v8NyDw7x",
-	"qT58awexUL5SMl95uFqmmdvnN5/m9Q9b5uDpzSd4w6hmW+bI7PNbmuYfOVObJh5PjKHJwhKNWXBN2Geu",
-	"jaUXmJpwoQ2jKZEzsqQXQEeC8OUq4wk3RApW4PlXGL4B+ddA+qFYbRvRIWBmQQ1ZyCzVZG3/NAtG5Iop",
-	"at8kyYKKOdO7gLvhtto/tiAP/nfjSc7O3jT34Q3uAV8yi7iMXzLSfyVJmuP6I3IEbCAeDpf089CYLB4c",
-	"k5TNaJ4Z+6v7E550bZIxWQV/7DNdrjL75PFY9yLPPbRRXMwB1I+UmyasP8k1yaSYW4DOM5lc1EClhiyl",
-	"Nh5Yy7ostPRcM2GIVCQe65gYxZkmUiSdFGc/vBbAVxY3eiWFZsDsntPUUh7TsIhECsME/ElXlt4B3MOV",
-	"kucZW/7139ou7sue2HyPX+Gk1e2JubikGU+Hdhkx6VNi/yAyN5qnDOh6RY1hSgwiUrxcsGn4YkmzmVRL",
-	"lk6FVPbToZwNlT0CpHhxAFvpvz+X6QY+tX/gYeKaCAlnmvz36bu35JJmOZsKOSPcaIIriewgVBC2XJkN",
-	"+TVnOSPcsOVgRN5Ks7D8YU21O37paCp6V1HvuUw3Z1K+oWrOvunO2rUNjZTDzE4dT2AzYcFcE3nJlKe5",
-	"YjfKFU0qL9hfLFGKlkXaJYIcfCvNjzIX6TddIwjUoZBmOLNzxxMiHENAeSxnyNctMSVUkQXVDt0p6dPk",
-	"gqURUQwYYgrYtchGFstEytIBrA/4zb2sD0CprA9/iuGY6GK1CHJttQD7vYBdQ4jOkwVRMjfMg/QTy749",
-	"RAuWpe4Y4H6lkuGpt5KUcHNMWjbcw1/uMyzCT/YNF3EiyIcfX5BnT57+jbjBSSqTfGklRd8uSzN1ydSB",
-	"JnItyIzyLFdMRyR+Oh4Tq+cqQbMYafqfguZmIRX/jX1bTOTBxPGEUGLkBROWJyVSzPg8VywlVKSAJ4US",
-	"iaQ8BUQlVKkN4cZKwcAu+Pjx4/AkNwsmjAWcVSEtJeFzRhVTRDGaLf9r2kukVOnQnZZpr01I4k5dUp7R",
-	"8+zb8u/fpLxgbMXUMC8hiD2itbaanpNaiRSCJYalVki6Z8NMamPZ+lTMFRXmQBdfsc8rq5LBy4vcWIV3",
-	"mMq1iCMSW4GxpGIz1EYxutQxkWoqyp+tLjNcySzT8TFZc7MgMVhlQzDLYiv0oobJNixstrbNcG8fBtad",
-	"23idr1ZSGZb+wlJOzwA535RUCwCGSwvB0NIHEC3IUVDRYA8oeYFADS2QRJoFU1bQCBKHIFrQ4i45euW1",
-	"N6eOKcVxz1bKqvaGo56G+t6XOqlGPUW5xrPsHp1LmTEqeqjqeTX8X4Vmju9/Kqhenv+bJQZ0Fpz8rTQv",
-	"raoT8DqaZe9mvcm/9tzUqA69YkvKhYW41bpZUWV4wldUGCeoF/SSAY1nbAbH3iojunUD3A9UKbppLLqc",
-	"uLngT5Ulf2A0vc0lJzJHYq07HCJnibWtJdyIVmdFcxFNBRCXBNJM2UXFwD+tJREDUPa8hxPFpL+Qa2LP",
-	"Oe47szKDpQPgx17z6Jsqog704NgNOFxyvaQmWTRmwq8cRPhFMMQQ7G4dg34mJGGfDROWVY0CanxPtaPv",
-	"GkntS/dbCP4FFSlPabJpDp/gI9OOpwx4V9vk27DbeYYNU8v2k5HkSll2gxMeaGJfJf0xWS+YsLJSMZQG",
-	"gg3sMbEWETVIMv/5pBRtIQW1MIVytVHhJ3BrdNBt2T7co+tsn+YigScFuPbVoTXtm9I46oFR1jJQbS3h",
-	"IvATP9NW4P9/P3p1BcWkVaT8qBgjhn02pO9t+CfkZ/58QFb5ecb1gqUoGyzhFxCNWl0HDZh+YBkznS4g",
-	"qg1hl+AfmIE9Kgw3zo5d25/pmm5IPz68PDqE93QMNFFdV9o1x0m2phtNjMpDcAPCRv/iNsJuAo0wHmi0",
-	"7/sxjBGTmbWoiVkomc8Xq9wQ+H3Qvk0hjj30bRj9QebnGeuUoFsYcufBrPPjfaWQBZqmm/2lMgLnP6tN",
-	"vHOxL5FhN9dc8KImZpyO7ayGhn+xxu1JXzCWshQ8b8wKCWBAHDwo3jXahr/9dwLfa1vry4wlCHknm6li",
-	"Z5vELplWC9ZKvr6f+PeQvcHvmtLY+W5TpiIi8izDbRMSFEn7QJO+VGS94BkjOtcr73+IevZ1tD7QhdrY",
-	"lk6qLcZpuy4xpI/6O4IVI1hW0gtZMiw9cDCFnoUDTf5Hyp/BOpmKwBgpJpxYikiosJrbpbT2M5x0sXGb",
-	"QHJheGZfUsxZLxpth/2OSSGTAsRvo5iXl85iqPFAanZaCAXRXUU95odhIl9acBwcn1rInac7R7ajvU4b",
-	"a4S7FZwqQhC3Le1NQap3KHm9YrJTrbiRkIZZtsnqlwJ8lC0MjqftfFtxqbjZdOjQjV0v3m+d3eGrKTFJ",
-	"yhK+pBlxgx8TnmpiwUhMtiFcJAr4KoWrAErQuAaZjN7t3qT3f/81Hj779Nf/aNv+nxjN8KalumptqMl1",
-	"1ckhL3YKT/dZ2xp/klnL7l5w9CCWs2QyuWiDtIMX1QCA8dzLbVC8Nmz5fGO8olLd69JNfaDJuX0rInJF",
-	"f81ZhArRhoC1TuywpA/ufC6SLAeGSt5KEqMdPxXIAO2/JgRBjSNCCdwSULgIXCn5eUOkIknGrWq1okoz",
-	"TSjeElggyPmGcKOnouICcB4sQRSb5fYLboAFWoZ4zrinAi7myPaKg3XOBVWbwu3cxAV6b/SJ2f/0dlsi",
-	"xmT73W6F2POGAd6RlfC0YRIW8QMzlGf7S1NcedOUBo1kbwEPpLzLL4BDtvsEAIyXYps61abkOP9TlWw/",
-	"LjaB5xlkZES4IGupUj3ae8vd8J07fQqMpZB2UjC33TXjhStvQ4QOcUu0cJ/MnfbXYjXsITFDnHcITc3u",
-	"Q2Y2LpJpuQsLua4jiPRjcKLiFtW8p5H9UG3Qk2f3i2WpVYHm3gL/yn2z9Na6aVKb4rRh8MWlvKhYQN9q",
-	"H+FsyOTilaJtShVNcLjrcKgZEwkX8zN5wcSeesZXuFfkWlScNR2HrdQx4czhVzUYo3CZrcdRJhc/sSy9",
-	"RU+iPZLXMUoABPzGGiQ77Ih9XIpW6uM9WuHgs0cDASP90rDhzhOxZFSA/TA4JjHsmOZ2sCEXw5WSc8V0",
-	"l9svgL5BYl9BLl24v6YqXCOVDtro1mDtqk5Nq6vshuht2ps4YGhvAoOTyYVlVDPF2M3MyzXlPlRuP++i",
-	"W2H5ZdsOvXXThZrxyfB/6PA3qx+Xf47+d/jpyzg6evS3q1ad+d0lU5ecrQth2LhNLXxo8auXZyTwlh0j",
-	"bydWTSXnuSku1WKypBt3Cxk7Jx2EEJWCdhvGTnEUhKh5vr2M2G+wkpLsSNve9N5EYNwtgiW5uB9hfJPV",
-	"B1b5jRZ/b/b7zZZ/VnhMIRj0hrtQ+l+/v534h7UGb7h+sCi/v6V7D/fNFu8u5b6/5Vfd/DfbhBTGGt7f",
-	"XnyqxhTRNAU9iWbvgx1CAV2VY/WQoBE5XUhlXIBYrlk6IdUoy9ZAymgqquGREalHEBYBk43gwQjiog1b",
-	"wqOpqMQNRqQrkAKeBNFAEQkixyxAS2YWMoULbJplco3v1GO03GegltrHpY4KDu6piFHvAFC6dNCIxIVH",
-	"0l9HRyResuU5U8UPABP8Upne37TjDXP4S3D37rzt7uZ9KqpX735dAGT4NQSbFl8XYQzxoDZEAHT9Lr4y",
-	"sx2/HjYZhRE+PvAnDAYKon4iEs+kOudpyiBgaCG1qWJoKmKp+JyLOuLK4exKdUlifMlkbmLSfzL+O6wL",
-	"nW3DJJOapUN3Q2WfP3sWEVgHS4kU2WYCEZvON2fNCDC/7RDt4VP1+Ki2EKgiUg49c/VbU+/KajIIoQ11",
-	"pkTTyCg8tU3TxHCTsS2XiaF/bmHMSk8ODyuxa6OUXfr4J31YHICd1gs89fNH29zCKGWbdwyWkCrBFxUD",
-	"XczbcmdeG7bUkKTDxZz03RhECqYJ++z9tK1G3H7e5cJ+h/mjAsrOhVmIbuVKwVp+v7FrXza4z7bCp1sA",
-	"9D/v5Q4tV7rLJ4rDtUHjDJgOh2iLt/5NETWriRS18OQ2DGMIa3Mgy2YmVoRglDMrLyBd1Cvhwkq71ptn",
-	"d+RfdwRUhEO5q8zUDrdgn0l/2ht/Ho1G094gcoH/lpvK3BDqX2+f0xv59ZB1vO20LJz0hSym3DADrNmH",
-	"cgJr8tepMemnXBfPJgT8DnrBVyQXCVOGckiQcDGfzkl4TCgRbB1Gi+LVw5KmDOWA5a9gwHpFqAQPghHc",
-	"hL3wLjnyvkj8vFVZciy9fb8Fm0vDqeXhHjT3fiU5Zo8oENzkEMEFBZUwRJ46t1D0CwjDbL9gY9sjsuAV",
-	"MgOPej9Ebzc2PaZKFAwivC1iNFm4mNBysJbPi1vz9tGujdFgvD3w24qFLbt7g9v3Kn7aVHeH+3u5gy/N",
-	"8BsssWnLPzQLvVcHsbHO7pCwMpKmPSAGdQC5XOWWRAcE9esDTXha91zCJN5ZjO9tcWAGIPAlN3u6iXHY",
-	"/aVquTO/wJdtwUSXTHmp2dwDqx9jePiBJu7NY4inckEDGsMI0SNZxhaW331NuKdPEcatCeJpPKzlTmyn",
-	"h67ok5sRxB0QQXdobS2k1hoUOC4RMmUHmlg8QGLtb595ekzGgQaA3+4Xcbs3IXgywDC8EuWgPeGMN8J5",
-	"JZ63hGofRN8Km/NBcg8rniqAz/OLmo7byUaWXPClXcB4JxJwkO3zO07S3GW2pBiNsAetdVgv2wLW9YIq",
-	"tufwa8bnC7OvpePe9lNETTx378M/V+2R5eVuNM8ShGPDcXEneU2F0cfISqTy6dUzqUguACVYs2ErZjtY",
-	"TOum1O6acLoLxlZ4Yep1R/zAzrykn3GiozH8F0x9FO2R/hHu26nH474suZtWuoKGW8OE3V73OXLqf0su",
-	"XEWMQUTKsGG7DVbA0YxfsojkgF/7g1QYUtxuT12DOAM++7VMEsjWU2s3hwTjMsmtFX9quRDu9DnkGZ7k",
-	"XZVDMOVxzi+tTJMYXeIylNFVNxzCKzHpxy/evfvww/+evfv55dt4MCIfneiRgkVTER9eHsWQz71iosia",
-	"xIQ6CMieC6kwFd1ll8GRB/DKvVgYs8IEOC5msglyYR9bWSilSrlAOaVYwlfMZZOvMsoF+ens7P0hxMZZ",
-	"aNAWGwL1493qaCqm4hUTTNGMqDxjLs+LrlbZxm4G6jm4sKKkxcR+9RfyUimpNKGKdWfCatKPu9IC48hl",
-	"8k8FIbFzt8cDUoYBgpuSG+cpBH+Y/Qu9fugcRCdfXOx2EbVgB51xZk8DFUE5DvDEj9z4FivxHk68aT4e",
-	"P070QioDXnv4N4tHdpKXsEXlBClLMqpcLIbzhTLcqv6Tz58HLhbbncVjuxwogBGTxGJO2zE704dJv54+",
-	"bDHxFm4XuCArahb2nS8WyCu7Q1/gCOGfwCbsnzzVAwLuaNj63Tf6MelrSQSDq4ZRDOUbRiMojSFc0BXL",
-	"NCMcoI+fAIhhKQlAj8yTBeZ4Y5iWKH09sIwfnKvBrgBKb1j0myweAI0FvggXq2nfe/R0jN7xx2P439Ml",
-	"7Akhv/g6FJbZzakB7gbCRl5iKYsgw9nxe9IPC3+AQHKAwLLKCib4CGCbVJdb3uGMyAm+Qs5ZJtfkSFtq",
-	"o5mWRLF/g3EPq8YZ6jVGlowKTYylLJEwO5YjJTifpftJu4QA58C1cALXLrf5nC24SJu7fYJBsz6pG+6S",
-	"lrn9i2EuLdUkDqNoJ6SRPWun68dPjp6SjkslTL5dc80GkR24WtEDj7oHlM4MU3ZEbiIgGKDQSsUPLxv8",
-	"yfaBxBaIAAlwDWZHKmcfkQ/lQjnT7XQAykdBBe42zZ1PO94R+YU/H7ijS+InR49J7VpuRN7aNaJb1Apl",
-	"R/TVvf/okjhavZ21LHIX2hhwGCABK8E14QAWwqNJ/HT8mHRkqrdmh1tIrKhqTfvvF4IPDo5O5ApUhgsm",
-	"gNn4x3o44xlclQGgcFRAYHjSQlDjE3e3iDKEuPR/ZK0wkOOqEfKS+Mn4iFRvJO3QKUu4xbirKEbFJtjD",
-	"hGZZKZX9suw+n7x/7SXzhCyYSGD77YDoRqYZcFTLJmBtXo+AYxwuvdwWv+6iPg7EnROIU9KYumP5MnId",
-	"ohhNh1JkGzgDUpSc8xxAffXyLPKIdEz0MSnv9o7RvMW6IlS4nHYAqMD+k/ETUr+OPSYZ1wgXpA0HcVVE",
-	"L+Qa7u3KslU44pJuAF7HJ+KfwJHtlxkP/TXicCEhUTiA4DFpXEFaIUHid3AJ6RgCyjgqQmXLSTqAspwB",
-	"7y7rc7TcaAIrevHuw6lTuDSZS6vBuOfuEw3rHYw8M3d3n0E9Ee2LQE0QC4+ekfpNKWQtOB5g91AXuOFp",
-	"5GrdcDujpz/79sai/Tw3yOC0CwcckVPGrLakD09fvvjnh9dn/2e0xH0H+9nlplhJZ9hng6hzl8LxwPLp",
-	"1Kly7oDzdGLFIIZRo9z1PBfWYw3uiV2vYMfo38bBDjyTRXoBEN3AfRyt1LHci3JWjGh1YatKz8pIdg2E",
-	"ijceMAMIcVN31Y/cOnkKmqQ/4UH2jlNJd6XvVFZDNN1gMTanTW3wnhrkqFxCjRa7BZAlB7IOcrkRdrUh",
-	"R0+JT4DD2+BqdZLACJn0jkbj0RhiWldM0BXvTXqPR+PRY0wnWoAJcriAlKHfwPBjmAzg2fnrtDfpvWLm",
-	"J/dKrRLYo/F4S5mN65XXcIlLLdU1Tpm65GIOob5Pxk+6BiogOywqGYVGV2/yr09RT+fLJVWb3sTCXuQr",
-	"MmsbJExrVGwxy4LONcTt+r3QvU92vMMls9i267f/chs72tBl5n6CKI6t2/kB37iX3XzhZffX7GfUezp+",
-	"vPuDsBDO/jhoVTdCVcNK3qfjx1uxk/NDh4bLo0MXHaM7cfGGa/Pcv3RDdFRdKOHUe10PlNFp26/ci4Fb",
-	"XAwNZPu1OVwf7YW6strTV+HbwgBK6e7vypI6IVWg0YoRUr4QSIjzcgeuang+RNuyrFnQgnG5ZsrvdQPj",
-	"T1riEqSr0wo7ON69qKA84ne06bBMEpRe6djxqJOpdW7q7XG14ow0Kf0shPz3jaqPC+aqRhVLtpwSD0wn",
-	"2sKCxR3hsuUrh0XJ1qtPUW+Vt2D8g52uxPn1hg8K7doJdp/CD25x3xCze4nGasHH+6EH2JuQGny5NQwT",
-	"jSChmGaZDjJ7fOqivhZjPVy7yrU3ISapW6jpI+Xma4kJyum2kNGt8x1XV6qF+9yHkHgyfvZtq8RWQ5cn",
-	"RBueZV5OA2k5dyGECo3u6zQwkysBnsk6h8wQS+CQe0Zq66mvQKPBONh+QKrZANsVzUoWwi2rm2l17H2V",
-	"znpixHbVszbJPgooTuD3+nvUQ9PKCnypQU0oxHxcizoC9bRLiaoi5A5ZWg3z7QpVde2/d72quWK4xcyF",
-	"icDjyAXT6DsN8zFuX+HaSjyH9fpityCKa4w+ZI5BVko7f5w0yn5pQzeaMKFklrH0eCrevzs9w7YaqJdw",
-	"o4sSkUaSuSRS+DuiETmBmGr/OTnfFB5l+GQyFQBgW03IPhxO5+3U7kpQL+RaDODCyxWYDGqugpu9RDZE",
-	"dMksZdrU6lbCTdozUs+XCdNl0CdXPdFQZa1+pmsYa6vRfws9M9oHLovGdY1dCy/ZFV2yp3a2+72zszf7",
-	"vLbdcji6G/7oi+W1sEkUEiH9W+HgyqF+B/bKXWiRHRVytymVJZ+ZkBlbFzWR3ZFd0NTvaVPTPMZj3M2D",
-	"agl19VK2Qcnawag9VW5SZUKEZgCs6xLAtUsDCfVNYEZT0cGN6pl3k2Kp7oq1UgQXGNNUtHKmiKwXPFl4",
-	"L7bd6YOymK6rvXFc59JT4ebxe+R6UNyHmmXxekwU6O3YuqQAv1LlOSw0/DV6V0V0Hn7h6XZHIaOXbAfr",
-	"viXWV23ms59DBPiOFAxIECtePzRe47s33DmXqZQe38VlMEt2glqABs7ii4Y3WUtLMu0xHvg6x4fvaZbh",
-	"JSRdsvuyf4Fua8eJtQopXyf9VrXX3dTumoUVei5z9Tm2G88vi7du1W6uTL6XyRwW+dxqLZdD72MoF+v7",
-	"Dk1kv9K6cRyhfuzquFoxW9ZgDQkv2KmrOlE0beZatTwMyGRqCfUYi/TzSRGUUXiCqtkbKZ/N7OOZkks/",
-	"ALSFatg5/UfjcURy4RowDNoU/VesoND9NHxfwLSgyz3Cjx+AJ7Sk/naPgcfbH8FXENB1pXI7BKBBBIdU",
-	"afUiLaT0m3sI6ofksFrb+tY9A2fhKiFoHwOJYa3U66zJBUa5+fDU6kEEmCHkaSrqJy1yLuVSb48fjY+s",
-	"wj51aSDT3oTMaAaauju0VmEG/d+hoy0TC2pMN4J0KulyLpNWznza1FT4UL2Yp3FUCb1f0gvIUmcYWVS0",
-	"SlthIRbI1rY/TooecFMBQaWtvOMFXa4on4truAau6wq4fdv7WswIjvdziTXdb4UP1VoxXDW7FN6mM6Bs",
-	"+tEmub0F9cc09rc23avXyZlYEQ1N9wo2Um+8VzWtsQEfd6pFVboc7cH1Kz0V4aOn+2x2Szup+zKOlcwI",
-	"Dfar/yJX1EhFMDfyDcShZ3Qj8+pd1R5KVSAvdprDH5huZVHXM207vJLAIXLW1nS5rO7/6b4OOC7d9Zor",
-	"ZBM6tEOpZ9HdHrzgBnjQJvq9XNXaffHRCo4I/suoHOLskfLru+yLulid4/Y1q2tYrx1hMe+V9L27b3RS",
-	"vpncrN8FXN2h9bD1mPmde+Dn5A8hdk6ZcfHxmAs1k6pq44CKq9jQH7trix6Mw+806zHwvmg4U7THwqqC",
-	"YR3e2sDxxAX6B9H8UwHh/K5wjhRVlb9f6PxRyFzs36V8xH4RuBvHU9Ha6Katu03NdhF5lkVkWhbUsT8C",
-	"wxtAuqsvNXyANwpoXlkLxkMm2JppE2YV4SKgPc4sg6S7Pp2KElEosLiYR5B8x8WcSAXx7vawYXsJZ5uQ",
-	"U+naMxUpB4FldaBLP4sVhL/mNCMGvgjjytIiLxRmhnQGtxAEfuocKXgnAb4YbjTLZpCGjOOk1NCIQG1s",
-	"n7EBCqC30kS2caBZTEGaeDHYeY5ZXY6AeQp3yljBGQYpNkpIAMlv4lRUOqYWOLL7ZUUP2oCFswvqBxID",
-	"piBevrBLLnOLualYZTkYiBHRcmuHF5gRe7y0mIauSUPpWdrBmht5OFXe3DTniwQb3GVoNFF4La7lD/Wl",
-	"qutO0bYb0yJ36HcfVY3pXgu+cjSmSf/09OXgDn1Ce/BVHVQp78dfpliWa9q7igeuKipUcLV/HGhiOa1l",
-	"u4Oo5Md9KqbCA157pyxABaNAjnftFVD0ykby+HQq/GN3EeFuZquXedgflCs/HmcagjuCXC7g/1MxZ0Y3",
-	"c7osI0X2j30GfTW1QCIgvyg7JU5FyjVdrRhVmsCoNOysuF5IjRwLMvaLWu8ukdZl181klsk13hZbeQSQ",
-	"hj4lBZ3d7C/rhbTCRTF/cRMPh9KVqB9Cdv0lzWLSL3J/Ic98gKwGmO2SUVezBAsTkBW1pGe3M6V6cS6p",
-	"SnUE9172JWjjiincWHWhTHuDe1gn6Dyr8JRcq9J4XM2o89s/FZX9L1g8cBlMf1szxcriRW4dusI2p6Lg",
-	"m+CwN9WEPiLFFvZZdF95kAy02n3g6xjo93RbZOSKJ7BNwm8fMsUIsyQRrVTXcjG3JX1dHh2WZUXbfdcn",
-	"PkN5LTRwNh159S7hVr8LgwNcoiyeGFfdbMFXekReG/BUO9+1a6wThZ0t7aG6YCtXtAY0Vy4w5s2YLC7e",
-	"1aC2wEsFP4AyipiUXahULY0UQ00zk9ocY0asSKdCMZcoXGs5BC2a2nzPilHD3rj+NdcTPuA1vkuvjGvu",
-	"1TwB0E7oG9uJN6R9ANnnYofE7CuOVgn50BVE2e6Ss9T3puj3tTOHBqn1O/BT39ivZBfqN/u47SxAwhSe",
-	"laJcgz1teFfVip/uzLcOFIxv9yD4NmntF6+Orn7vqD3Z1n+uBWVf4YOr6tPV47hLvf4Y+AWQpfuKW2XW",
-	"VSqZC72D2suN4gSgRWI4oms72er4qAIWozUNail8j+WdK2nVZf9dV/V5Ep6MEsBKf7qIxO5trKzkRF4c",
-	"TQXUxAmiD92KIauMvMik5hX71klLHXYRNFhBqE3jbKhWE3LklPVH3brenkfxHtS8RtPFh2wqfze5jz97",
-	"HaqiSX4jZlAocNePtggH78qJtGs7scN/G/nSRoA/F4rs71+0vM/1ouRN9qhbvgeVBoVck78SY7Ktips1",
-	"KrbGML6BN241frGYdD8eFDSC2x68iOPuE7gIi/oOzVBobtgesOiaVIKOge0HK3jHramgvbXwRKOLIF9a",
-	"xHITpF/7m41SHR01JNsHfPAG+2jf/FZxt52AevGf19V1s8LXsnWtMUFROt94ba2NSLYYDYjOu+Pp5Vnv",
-	"sBiki1n4vYdpohs7ONQih+rDcrbteEe3Hz+JBSuh/htVrogqBDdRpfglzZxPtA9usDU1UJwR7rq40WSl",
-	"WMoSprVUAxedWJZ4wHr3VLjbO0OTBZZQLlMij4ti9NxAF7YKN4KEoCVNmQ+INhn63zGRAOovCai4X5gk",
-	"jmGRvlTlj64YrIXwJKz9XIR1uRrQHL1w6CYG99VnrqHNEy4DAz/6mi5d4T9IzQqb5/rIT4/Z6wZ+TgV6",
-	"1wVb+yH89a9MLiJCEyW1c6QVXnqJlhwTmi3PM9ZmiJxgt+evYtd3mCzZaGn+o2KMWEOIaCMVKxLYAC12",
-	"M0nfVRskj57+JznfGAaXDAuohBhu/YEmMbQZAhbYFuDlmx83wruKPjF36kcsOpA/EF/iw4nerPceb4vi",
-	"LNskTsBvMccd865tDOA+DhMQi5bfvp8iNvx2XvPgzNY6f4+6uy5Oip4WrpSzZyjYXB1dDZ6pQDV5zNd0",
-	"QVT3l97o2AFEgn9OslxDsecZ5cpJ4E7NEu5Gt1sU/8BXbtWkKKfdv1ncTnvCDbqPQYFr+g4tClhjZw6U",
-	"mJsF5kC5LoZY9DNAv9+jKv73KBryDxc8e2e6pMNxux4JYP7eFUnYgeth8eaxHBUCOMQryTupvvXiqyJW",
-	"v2llhzox/+XwL/vT72vDls+t/tJFw5bTHWjUcaJSmQ0rzEOcG5R2ALSg+LOIdyWdLQywj0NsHtmt6kTQ",
-	"13Tna1dd4eSQ7vynO7jtmAICguAQ6DTdpwaqY5uhFAkbHJMFlC0nuTA8IzS5wBA/bIlhv6/XxdvKmN25",
-	"PPwC/996YXuSXPiTttsLc5I8yLtaWMA9Y/kkuRBynbF0zrD8EKCZa4Ibn94yO97NumBTdvNuTyOHznK+",
-	"CS+/HlBdjN+5tPanyofrG3wIhPmKu7YdQJAYM3zJNT/PmHNouFAgmaVkldGE7c9mCmV8uzGADaAbxF7F",
-	"4tFodDQej4v2IeRoPO4y3X3fx/B21G3SEZSHCutF7agW9emudVRcfYuQhwd/BG9nKfcw0pJetKSh34aO",
-	"ui1J3PNjH7hQqlbO1RT4EGGXD2rtfGLSh7iCqaB+CU42+2RyOE7Y44lATx9iqS3CBj6+9U6E4Rf015xN",
-	"BUBAFky5AF9oreJTt5steo4JdUEX0FgKW3LYhcVT0X969Ij8zJ+T840/QgMcpdl055gIxsEVAWvXRW+V",
-	"9npxPhFy6/kdj0bPnkVYzxQxflwc5c6DHPaQb57l8CQ/e7ajUeXW5LSbaOa7UtFuzyfodrq1ptspEOm3",
-	"FXFfk1V2L/nI3svBiKJrPCF9iB9HrLhjeMFWZnBMVkxpru3v+ws6e97vxMo9swPfVXHph2GPHlfU4bnE",
-	"HNnAQv3eLM/7kKJW3tRNSPaZwhWSFAwEkvIXV4NjEj8aP3HlURluUDep+xb0XQGEJ068sUsmXGuUMuyb",
-	"a5ILxWiysEs9xraTLMagOOgqpOWorTSRa41/ly5CP0Vr/x6XUIdx/PcUgH22PZZ+V36Be23PvNUivQqO",
-	"LuQGBXlWEzIajVozVUmYqOo61mG6DRSIdK1woOOoz06MSR9u1yDJLBcJU8ZqRlERA1oL+oz8vSfes/og",
-	"T8XK4cO+V0E4Jo7TTACaCt+XtDMsc28CvIfATAfb7z/9pnIOu/MR26i/zOnbaoGWjaVfKZmvbvliao5j",
-	"7nsxVQNm5xWVG36fKypc3feYe1XsCeZlRmVFbpplEhEREkOA+BZiOHQdfLddTtXRcIcyqIHxduUKYP4j",
-	"+AJ86i24cKKiyEGJaeI6BYZ5bpaBQj/2htegQgvX1aMBI9tLp5yGxPLGuZ3uoghKfZZvXAXlOmR6oCtq",
-	"0wM2Rr/HEicm2OYky7VharjmKfO9lkvzdXB9prinqhimy3dn+zSHD9XHWo51JaddsHVw4o9djlGZyW+V",
-	"06mIgzOBTwZu+AImP4VnIzCHtXqgsHmwlVNh0ZBDMJ8ryuiUjVqifpGhb9ayGN6V++CuOUNnmnhHonqJ",
-	"UN/ptZqlHpFzaRauD7KRc2ilFhEtpwIm2V2nA23scksPNIkdH42xhAkMhVq/nMF83ZrxtcXjHWnIUrB3",
-	"s05G3mRdXl3em9MCIbivPv1ZJqR6oVlK5E61/NakbzfDchrA9Z1vNeHe6n37b8lFk9jvsxfKmvH5outq",
-	"K6o3Qrl5J5QH1uGkRMbpgqrW8C6Lsz8Lm7aExOJJKauaFnKnUr7U1TrFl70ghYqm99UcwCI0BFZ74GKe",
-	"+m5GeCzK+jLkaEByAbkTzeoFe6pCjrPs13RjJ5e4g5ynNw+9g8Z9dZIoqWWLMNpt+/8CBLAfw/ft67+/",
-	"6vh7sFSrkeFpsKadfes+yO5bM0ohzXBmmXWFV1oeKeSDY5InNQT5ArVeya/0mXBRhFWToPCruCYTd6HH",
-	"3bxU7T9XKTVs9xl9EIVr62Ai8PfnunngB/zPcrbhiUZiIbREDCo5WBGPLalIu5UaOxJLcgidscfhnFHF",
-	"1EluFr3Jvz5dRV8syUMupzsvucp6k97CmNXk8PDo0d9G49F4dDT5+/jvYzgebpqmCgKpiXItsLINdSX5",
-	"XIaTa+LGFWGQlenqfHHoOjUK4vWwLEEz3+9lS/aRyz93aZWYaKnLEvOvhWHqvZIJ0/qX3LDPYaF5Px8k",
-	"LTWnQ4O/KJeqtxauD2vBWr25AlAwWVkrszmh70tcTvQD10bx89yw1D308yHi672Ji2mKTljNWX7IlSVK",
-	"8uPrH99h6ov2iXAuwArb7dGLIH8S4s7LGLZ+UV4XHgQTu3CB5rRntYsb19HPd1Nxbja9yjiWpwT/JV1K",
-	"MQ/Fa7jGgMib0/3EaGYWQdvbKLwCjoqeN86R52tqYlxbkPZZXiU25zjF9GeZG81Tp2cyYT9gKVEyN0yR",
-	"/nsll8wsWK4hVdWBsWKJqxnsfiirXIa7qei6d/Xp6v8FAAD//w==",
+	"7L1pc9s4tjD8V1B6b5WlGUqWs9yZyHU/OOl0OrfTSSb2vKnnjvJcwiQkYUwBagC0ok7lvz+FcwAS3CQ5",
+	"3pJ0+ks7Ionl4ODsy6deIpcrKZgwujf51FswmjIFf75jRm1OZoYp+6+U6UTxleFS9Ca9U5ZIkWpiJFlT",
+	"bsg5m0nFiFEbLuaEzikXo17U08mCLan93GxWrDfpcWHYnKne58+fo96KKrpkxk33LKN8+ZaaRXO2swUj",
+	"MTwfvkxjQkli/yZU6DVTLLUzcfveyn4d9QRd2rngpV7UU+z3nCuW9iZG5Sxc1H8oNutNev/fYQmDQ3yq",
+	"D1/bQewqXyiZr/y6WqaZ2+fXn+blT1vm4On1J3jFqGZb5sjs8xua5h85U5vmOZ4YQ5OFRRqz4Jqwj1wb",
+	"iy8wNeFCG0ZTImdkSS8AjwThy1XGE26IFKw4599h+MbKv2Sl74rdtiEdLswsqCELmaWarO2fZsGIXDFF",
+	"7ZskWVAxZ3rX4q4JVvvHlsOD/117krOzV004vEIY8CWzB5fxS0b6LyRJc9x/RI6ADMTD4ZJ+HBqTxYNj",
+	"krIZzTNjf3V/wpMuIBmTVc6PfaTLVWafPBzrXuSphzaKizks9T3lprnWX+SaZFLM7YLOM5lc1JZKDVlK",
+	"bfxiLemyq6XnmglDpCLxWMfEKM40kSLpxDj74ZUW/NmejV5JoRkQu6c0tZjHNGwikcIwAX/SlcV3WO7h",
+	"SsnzjC3/+m9tN/dpz9N8i1/hpFXwxFxc0oynQ7uNmPQpsX8QmRvNUwZ4vaLGMCUGESleLsg0fLGk2Uyq",
+	"JUunQir76VDOhspeAVK8OABQ+u/PZbqBT+0feJm4JkLCnSb/ffrmNbmkWc6mQs4IN5rgTiI7CBWELVdm",
+	"Q37PWc4IN2w5GJHX0iwsfVhT7a5fOpqK3ueo91SmmzO+ZDK/W8DarQ0NThxPAJIKzxd3nfIUdkyVshdo",
+	"ze0GLBpWPrSkz37qmPCx/aSx0WKbUr6ias7uYZ9SDjM7tdsp7JBrIi+Z8lerOPTy4CaVF+wv9u51bRHY",
+	"/Wtpfpa5SO90jyA3DIU0w5mdO54Q4egeih1wSFwTe2cSqsiCaofVKenT5IKlEVEM6H4KSGxxGjkJEylL",
+	"B7C/n6U652nKxJ3ubeZnjSeEEp3IFUuJkRdMkH48HMJfejjjGYsHBV2w67/gVtyjIgWSofFyToViNB1K",
+	"kW3cIFIQKjZ4oue5IZS8eH52TOKF1AZASrNMrlkK08e/SG2RHqeZinjoHw/t+zo+JrFUfM5F49NzJdfa",
+	"ItMbeB4TaRZM2WMQFiWnwh3OgSZyLWDdweg4qI5J3+6CJEpqPdTclJfWXlCZA4UajKbiJ5bwlKVezKVi",
+	"Q/5Hyl8ZWzFFEppl7XiMNAkY6L1gMiBdBZPxpxgPscBrRM4aXgOW3suya1dP58mCKJkb5pf0C8vufkUL",
+	"lqWO4CG8UsmQjVnRkHBzTFoA7tdfwhk24Se7w02cCPLu52fkyaPHfyNucJLKJF9a0advt6WZumT+yswo",
+	"z3Jlb3r8eDwmVnFTgmYxUq8zKX+jYgOore/0KCzzWVKxGQIwtcVpZCju3whkTahiCHSaWSK1If1Qm8AT",
+	"TGQujJVeZQcjIu+5WZAYNOEhqMIgwtaV5GGhJbftyr19GOjTsLF/CpqbhVT8D3a32JwHEwM1RdrNNUmk",
+	"mPF5rlgKJDMUY7wEk1ClNoSbGhzev38/PMnNggljF86qKy3F46eMKqaIYjRb/te0l0ip0qGjONNem+SM",
+	"kLqkPKPn2d1KO39IeQE0fpiXK4j9ZdHaqn9OlE2kECwxLLWSs3s2zIC/9elUzBUV5kAXX7GPK6unwcuL",
+	"3FgteJjKtYgjUmK4NorRpY6JVFMRIL4U8+FKZpllkOsmgk7FDaKozlcrqQxLf2Mpp2dwOHeKqsUChku7",
+	"gqHFDxQBrNQJehvAgJJnuKihXWQoD8ThEu3S4i6p87NX6ZyOphRHmK2U1fcNR1qHSuCnOqpGPUW5xrvs",
+	"Hp1LmTEqeqj/ed38X4W6ju9/KLBenv+bJQYkfJz8tTTPrf4T8AuaZW9mvcm/9gRqVF+9YkvKhV1xq8lj",
+	"RZXhCV9RoIxg+aCXDHA8YzO49lZ0160AcD9Qpeimsely4uaGP1S2/M4S7BvcMtD5Nitk5MwzbXsJAdFq",
+	"wWxuoqku4ZZAIgAuFAP95EyTGBZl73s4UUz6C7km9p4j3JnluywdoAjrpLe+qR7UgR4cuwGHS66X1CSL",
+	"xkz4lVsRfhEMMQRjnI5BmxGSsI+GCUuqRgE2vqXa4XcNpfbF+y0I/4yKlKc02TSHT/CRaT+nDGhX2+Tb",
+	"TrfzDhumlu03I8mVsuQGJzzQxL5K+mOyXjDQOhRDbmB1hl7Um0m1pAZR5j8flawtxKAWolDuNiqMh26P",
+	"bnVbwIcwugr4NBcJPCmWa18Fk0STG0c9sNS0DFTbS7gJ/MTPtHXx/78fvbqDYtLqofysGCOGfTSk7w17",
+	"j8iv/OmArPLzjOsFS5E3WMQvVjRqtSc21vQTy5jptAtTbQi7BKPhDIxUwnDjjFtr+zNd0w3px4eXR4fw",
+	"no4BJ6r7SrvmOMnWdKOJUXm43ACx0emwDbGbi8Y1Hmg0+vVjGCMmM9CBzULJfL5Y5YbA74N2MIVn7Fff",
+	"dqI/yfw8Y50cdAtB7ryYdXq8Lxeyi6bpZn+ujIvzn9Um3rnZ50iwm3suaFHzZJyM7TSvhtOhRu1JXzCW",
+	"gt3GvnvJkABxMKt6Daft/PaHBL7XttfnGUtw5Z1kpno62zh2SbRaTq2k6/uxf7+yV/hdkxs7h07KVERE",
+	"nmUINiFBkLQPNNiD1gueMaJzvfLWuqhnX0ftA/0qDbB0Ym0xTpsP1ZA+yu+4rBiXBUY2WRIsPXBrCq0z",
+	"B7q0QE1FoIwUE04sRiRUWMntUubJAm+62DggkFwYntmXFHPai0bdYb9rUvCk4OC3YczzS6cx1GggNTs1",
+	"hALpPkc95odhIl/a5bh1fGhBd57uHNmO9jJt7BEcrjhVhEvctrVXBareIuf1gslOseJaTBpm2carnwuw",
+	"6LcQOJ62023FpeJm0yFDN6BevN86uzuvJsckKUv4kmbEDX5MeKqJXUZisg3hIlFAVyn4BylB5Rp4Mrq8",
+	"epPe//3XePjkw1//ow38vzCaofu1umttqMl11cghL3YyT/dZ2x5/kVkLdC84WmHLWTKZXLSttIMW1RYA",
+	"47mX21bx0rDl043xgkoV1qVT50CTc/tWROSK/p6zCAWiDQFtndhhSR98fFwkWQ4ElbyWJEY9fiqQANp/",
+	"TQguNY4IJeA6pBAdsFLy44ZIRZKMW9FqRRUY+NB1aBdBzjeEGz0VFROAs2AJotgst19wAyTQEsRzxj0W",
+	"cDFHsldcrHMuqNoUpvvmWaD1Rp+Y/W9vtyZiTLafyzs8Pa8YoOO8XE/bScImfmKG8mx/boo7b6rSIJHs",
+	"zeABlXfZBXDIdpsALOO52CZOtQk5zv5URdv3i01gvQceGREuyFqqVI/2BrkbvhPSp0BYCm4nBXPgrikv",
+	"XHkdInQqWKSFIBPupL8WrWEPjhmeeQfT1Ow+eGYjuoSWUFjIdf2ASD8GIyqCqGY9jeyHynkbLbxYlloR",
+	"aO418C+Em8W3VqBJbYrbhhFZl/KiogHdFRzhbsjk4oWibUIVTXC4q1CoGRMJF/MzeYE+6T3kjC8wr8i1",
+	"qBhrOi5bKWPCncOvamuMwm22XkeZXPzCsvQGLYn2Sl5FKYEl4DdWIdmhR+xjUrRcH32RhYEPQkZgEtIv",
+	"FRvuLBFLRgXoD4NjEgPENLeDDbkYrpScK6a7zH7B6hso9gXo0nX2VxSFa6jSgRvdEqzd1alpNZVd83ib",
+	"+iYOGOqbQOBkcmEJ1Uwxdj31ck25j5/dz7rodlh+2Qah1266UDI+Gf4PHf5h5ePyz9H/Dj98GkdHD/72",
+	"uVVmfnPJ1CVn64IZNjzShQ0tfvH8jATWsmOk7RB3ApEk3qkWkyXdOC9k7Ix04JQtGe22EzvFUXBFzfvt",
+	"ecR+g5WYZEfa9qa3JgLhbmEsycX9MOPr7D7Qyq+1+XvT36+3/bPCYgoR4teEQml//fYg8Q+rDV5z/6BR",
+	"fntb9xbu623eOeW+ve1XzfzXA0IKYw3vDxYfqnFZNE1BTqLZ2wBCyKCrfKweVjUipwupjAuyyzVLJ6Qa",
+	"et0aXR1NRTVmOiL1eNsiiroRahtBsoRhS3gEsZRllG1EugIp4EkQDRSRIPrOLmjJzEKmlfjLqBnn5j4D",
+	"sdQ+LmVUMHBPRYxyByylSwaNSFxYJL07OiLxki3PmSp+gDXBL5XpvacdPczhL4Hv3Vnbned9Kqqud78v",
+	"WGT4NUSgF18XYQzxoDZEsOi6L74ysx2/HmQchRE+PvAnDAYKon4iEsTxRi3BtXawlsDZynAYLVegmI9A",
+	"7z8a/x32hca2YZJJzdKh81DZ50+eRBg4x1IiRbaZQHyws81ZNQLUbztEe/hUPT6qLQSqiDZEy1zda+pN",
+	"WU0CIbShTpVoKhmFpbapmhhuMrbFmRja5xbGrPTk8LASuzZK2aWPf9KHxQXYqb3AUz9/tM0sjFy26WOw",
+	"iFQJvqgo6GLellD30rClhsw9Luak78YgUjBN2Edvp21V4vazLhf6O8wfFavs3Jhd0Y24FKzm9we7srPB",
+	"fbZ1fbplgf7nvcyh5U532URxuLbVOAWmwyDaYq1/VUQeayJFLcS77YQxDLg5kCUzE8tCfJpKGQKPnxAu",
+	"LLdr9Ty7K/+yI6AiHMq5MlM73IJ9JP1pb/xxNBpNe4PIZQP58HzqX2+f0yv59QQP9HZaEk76QhZTbpgB",
+	"0uxDOYE0eXdqTPop18WzCQG7g17wFclFwpShHLKmXMynMxIeE0oEW4fRouh6WNKUIR+w9BUUWC8IlcuD",
+	"YAQ3YS/0JUfeFomftwpLpkyDasJbsLk0nFoa7pfm3q9kzO0RBYJADg+4wKByDZHHzi0Y/QzCMNsdbGx7",
+	"RBa8QmZgUe+Hx9t9mv6kyiMYROgtYjRZuJjQcrCWzwuveftoVz7RYLw9zrf1FLZA9xre9+r5tInu7uzv",
+	"xQdfquHX2GJTl//aNPRefYmNfXaHhJWRNO0BMSgDyOUqtyg6IChfH2jC07rlEibxxmJ8b4sBM1gCX3Kz",
+	"p5kYh92fq5aQ+Q2+bAsmumTKc80mDKx8jOHhB5q4N48hnsoFDWgMI0SLZBlbWH73JeGevm4AgiaIp/Fr",
+	"LSGxHR+6ok+uhxC3gATdobW1kFqrUOC4RMiUHWhizwGy7f/4yNNjMg4kAPx2v4jbvRHBowGG4ZVHDtIT",
+	"znitM6/E85ar2uegb4TM+SC5ryueKlifpxc1GbeTjCy54Eu7gfHOQ8BBts/vKEkTymxJMRphD1zr0F62",
+	"BazrBVVsz+HXjM8XZl9Nx73tp4ia59wNh3+u2iPLS2g07xKEY8N1cTd5TYXRx0hKpPI1F2ZSkVzAkWAh",
+	"l60n20FiWoFS8zXhdBeMrdBh6mVH/MDOvKQfcaKjMfwXTH0U7ZH+EcLt1J/jviS5G1e6goZbw4QdrPsc",
+	"KfW/JReuTM4gImXYsAWDZXA045csIjmcr/1BKgwpbtenroCcAZ39UiIJaOuxtZtCgnKZ5FaLP7VUCCF9",
+	"DnmGJ3lXOSFMeZzzS8vTJEaXuHx+NNW5ZPiY9ONnb968++l/z978+vx1PMCcUJcbHk1FfHh5FEP1gxUT",
+	"RdYkJtRBQPZcSIW54C67DK48LK+ExcKYFSbAcTGTzSUX+rHlhVKqlAvkU4olfMVc7YVVRrkgv5ydvT2E",
+	"2Di7GtTFhoD96FsdTcVUvGCCKZoRlWfM5XnR1Qry+J2cgxsr6txM7Fd/Ic+VkgqzazuziTXpx11pgXHk",
+	"yntMBSGxM7fHA1KGAYKZkhtnKQR7mP0LrX5oHEQjX1xAu4hasIPOOMugVEFQowcs8SM3vj2VeA8j3jQf",
+	"jx8meiGVAas9/JvFIzvJcwBROUHKkowqF4vhbKEMQdV/9PHjwMViu7t4bLcDVXFiktiT03bMzhRs0q+n",
+	"YNuTeA3eBS7IipqFfeeTXeRnC6FPcIXwTyAT9k+e6gEBczSAfrdHPyZ9LYlg4GoYxVDTZTSCejm+xAPL",
+	"NCMcVh8/giWG9WXgeGSeLDBPHsO0RGnrgW385EwNdgdQj8cev8niAeBYYItwsZr2vQePx2gdfziG/z1e",
+	"AkwI+c0Xp7HEbk4NUDdgNvIS69sEGc6O3kPhi6IaEDAktxDYVlnWCB/B2ibV7ZY+nBE5wVfIOcvkmhxp",
+	"i20005Io9m9Q7mHXOEO98NCSUaGJsZglEmbHcqgE97M0P2mXEOAMuHadQLVLMJ+zBRdpE9onGDRbqU2z",
+	"zO1fDHNpqSZxGEU7IY3sWTtdP3509Jh0OJUw+XbNNRtEduBqmR+86n6hdGaYsiNyEwHCAIZWygB53uBv",
+	"tg8ktosIDgHcYHakcvYReVdulDPdjgcgfBRY4Lxp7n7a8Y7Ib/zpwF1dEj86ekhqbrkReW33iGZRy5Qd",
+	"0ldh/94lcbRaO2tZ5C60MaAwgAKWg2vCYVm4Hk3ix+OHpCNTvTU73K7EsqrWtP+iCkwMFyesEAPEpl4k",
+	"xi0UrgowDI9auNT4xPkWkYcQl/6PpBUGclQ1QloSPxofkapH0g6d7qq/UnJlvy0L55O3Lz1nnpAFEwnD",
+	"4jDEmZFpBhTVkgnYm5cj4BrvXxzHDthaH4eU5XEAP9qK40T+IB0RfUhK394xqrdYm4UKl9MOCypO/9H4",
+	"Eam7Y49JxjWuC9KGg7gqohdyDX67spYdjrikG1ivoxPV4jykUZsnXMFD0nBBWiZRq86DPA4L9JD96vNU",
+	"5mjxaAIpevbm3akvmUXm0kow7rn7RMN+B6NGpZDAM+ISSCd4Cg+ekLqnFLIWHA2wMNTF2fA0cpWhuJ3R",
+	"4599e2OP/Tw3SOC0CwcckVPGrLSkD0+fP/vnu5dn/2e0RLiD/uxyUyynM+yjwaNzTuF4YOl06kQ5d8F5",
+	"OrFsEMOoke96mgv7sQr3xO5XsGO0b+NgB57IIr7AEt3AfRytlLHci3JWjGhlYStKz8pIdg2Iih4PmAGY",
+	"uKmb6kdunzwFSdLf8CB7x4mku9J3Krshmm6wQqOTpjbopwY+KpdQ58aCALLkgNdhHRjjaO3RY+IT4NAb",
+	"XK1OEighk97RaDwaQ0zrigm64r1J7+FoPHqI6UQLUEEOF5Ay9AcofgyTATw5f5n2Jr0XzPziXqmVB3ww",
+	"Hm8ps3G18houcamlusYpU5dczCHU99H4UddAxcoOi2pQodLVm/zrQ9TT+XJJ1aY3sWsv8hWZ1Q0SpjUK",
+	"tphlQeca4nY9LHTvgx3vcMnsadv92385wI42dJm5nyCKYys43+Eb9wLNZ553fwk8o97j8cPdH4SFcPY/",
+	"g1ZxIxQ1LOd9PH649XRyfuiO4fLo0EXH6M6zeMW1eepfuuZxVE0o4dR7uQfK6LTtLvdi4BYTQ+Ow/d7c",
+	"WR/tdXRltSf4aI/zLosEfhGG2FWDGLv7u7IIT4hHqOZiTJUvHRJiSQmzzzXMOERttKxy0IIjcs2UP50G",
+	"jjxqiWSQrtwzgG+8e1NBldXv+pgAMCQo79JxRlEn4ew8hpujnMU9bN6ms3DlPw63erjvF8zVsiqAZOk3",
+	"XsrOgw5rq3cE8ZavHBbVpT9/iHqrvAVH3tnpSiy52vBBTXA7we6b/s5t7qvGhb1YfLX45/1gEEAzxB9f",
+	"Ng7DXSNIjKZZpoMMJZ+Cqa9E7g/Xriz3ddBP6hb8e0+5+VL0g1rhLYh347TN1cdqoXDfBut6NH5yt9Wk",
+	"q0HbE6INzzIvbwAyOkMpBEmN7uv+MJMrATbZOhXO8FzBFPmE1PZT34FGVXmw/UpV8yC2i9iV/IsbFrTT",
+	"6tj7itv1lJDtQndtkn1Eb5zAw/rPIYGnlT37soyaUIiPuRI+BYJ5lzBYPcJbJJs1XGkXDKt7/yEf1jGk",
+	"CSPwEefCRGDP5YJptEyH2S43LzhuRbfDevW2GxAQaswkJMBBzk87DZ40iqppQzeaMKFklrH0eCrevjk9",
+	"w05GKC1xo4sCnEaSuSRSeA/ciJxAxLr/nJxvCns9fDKZClhgW8XNPlxnZ0vWzuGqF3ItBuBOdOU76xXu",
+	"y8OGeDmZpUybWlVQ8FM+IfVspDAZCS2eVRoANezqVKB2Ym1tUW6gTVH7wGVJvq6xa8E7u2J39pQZd793",
+	"dvZqn9e2a0BHt0NRfSnCFsKKbCXEf8tOXLHZ71Lvug3ZtqNi8TZRt6RMEzJj66JGtbvkC5r6U2jKv8d4",
+	"8bupVi3BsV5aOCghPBi1py5OqmSrKJ6PPU64dmk5oRQM5GsqOuhXPRNyUmzVubwrRYmBlE1FKy2LyHrB",
+	"k4X3KlhIH5TFjV0tlOM6XZ8KN4+HkWvK8ejBk91IVO1ycE8CoMWGY6JAB8GuVMWmK7W6w3LRXyIRVlj0",
+	"4SeebjfeMnrJdrCIGyKx1T5t+xmQgL5JwQBxsW75t0/TfOeTW6dmlZLzu6gZZkdPUD7RQMF8sfgmCWtJ",
+	"oj5GwlLnRfA9zTJ0PtMluy/tHzC9dgFZK/v09fFvVK7efT9c58hCAmeuLst208Hz4q0btRpUJt/LYBAW",
+	"d91qKyiH3sdMUOzvT2Eg8LCpmwYilPVdxV8rAJTVekNUDWD7uY5GTYtBra4ihu4ytYTKnUWhgkkRvlNY",
+	"zqp5PimfzezjmZJLPwB0FWzobP0H43FEcuFadQzalJYXrMDp/bQVX+q2wOQ9AtW/AltzeV/a7SX+3H5Y",
+	"StosJcFNqHQFgOBGiA6SKq06UMO7cX37SP1aHVbrpt+4XeQs3CUkhGCQOuyVevk7ufC9rlwMduXqwpoh",
+	"nG4q6nczckb7UgeJH4yPrPIxdSlG096EzGgGWoe75lb4B13GHUdblh/UL28EgFVSMV2Wtpz5lLyp8GGg",
+	"MU/jqJLWsaQXUAGBYdRa0bRyhUV+oBKA/XFSNB2dCghYbqU2z+hyRflcXMEwclVDyM1bHq5EvoAgPJXY",
+	"L+BGKFetzcfnZlvcmzSFlA1l2qQDrw1+n6aOv++xn6BT7j24/hqVniZWdIAmqwWxqjdarRojsOEqdyJP",
+	"lesdPdwTAL6HLnz0eJ8jbWmI9m2ZE5TMCA2g3H+WK2qkIpgT/AryLzK6kXnVU7mHiBjwsp0GhHdMt5LP",
+	"qxkDOuzFQL3yak/4RleLD/dFfHDrrsdiwTfR1RByZHvc7eExboDvzKhxL659C0kfD+PQ5r+MyiEjBe9K",
+	"/Vx8+SMrQd28nHgFfb8jVOutkpCOcN27dWdSQN2v8/kWtaetF9ND7ru7WV8kEdw5E72H+3/KjMtXwdzE",
+	"mVRVvRDUAsWG/nJfmSViXkyn8QQTYYoGUEW7OqzyGdbFrg0cT1ziTZBdMxWQXuMKWUlRVZP6hZ4UhSTM",
+	"/l3ybezfgtA4norWxlNt3aZq+p7Isywi07LAlf0RyOoA0s996e8D9CihSmq1Pr8ywdZMmzDLDzcB7apm",
+	"GSTB9ulUlAeFjJSLeQTJsFzMiVSQf2KvNLZ7cfocOZWuXVqRAhRoowe6tGZZBv17TjNi4IswPjIt8rRh",
+	"ZkgvchvBxU+duQp9UmDx4kazbAZlAXCclBoaEahV7zOoQJz1mi101oel2ZOCsg3FYOc5Zlk6BOYpRCFg",
+	"RXUYpACUkLAkD8SpqHQwLs7IwssyONSbC5Mi1PMkBtRndL6xSy5ze3JTscpyUKojouXWjkswI/ZcalGn",
+	"XdOU0n63gwE08uKqHKBpAikS3hDK0PilsPRcyU7tS8fXjdVtPvYil++HMa7FrZK6+omIlZr0T0+fD27R",
+	"8rYHJdZBn4F+/GmKhfWmvc/xwNU1hhrM9o8DTSxttoR6EJUUvE/FVPiF194pS8jBKFClofYKCKDwFP7C",
+	"p1PhHzuXkvPlVx252OGXKz8eZxoCiIJsTOAYUzFnRjezMi3pRYaBnUJ9PcSAhyCFKXudTkXKNV2tGFWa",
+	"wKg07I26XkiNNA5qbhTdGlwqvMuPncksk2uML7AcDFYaWu4U9Ga0v6wX0rIjxbwLLh4OpWsyMYT6GJc0",
+	"i0m/yN6HShEDJE5AnpeMuqpDWFqErKhFPQvOlOrFuaQq1RF4MO1L0IgZizBg3ZQycRV88I41euLiMblW",
+	"Z/W4mhPrwT8VFfgXTAHoEiawrpliZfkxtw9dIbRTUVBacKSYakoukWILwS36J32VJLfaP+TLSO737fcz",
+	"csUTAKzwAEcyGmFmNCIC1bX8622JnpdHh2Up4XafwomvSrAWGmihjrwImXArQ4ahJC45Hu+Yq2i44Cs9",
+	"Ii8NeBCcT8E104rCbrb2Gl6wlStUBdIxFxiJaUwWF+9qEI3gpYKCQOlULMRQiG0tzVNDaTaT2hxjFrxI",
+	"p0IxVxyg1mYM2rK1+QQUo4a9cj2rrsauwJp/mxYp19CveWeghdjXr/F+kYH1mncMQOPrPISXxlczrl6Y",
+	"Q1dsabvZ02L5q6KX4M5MOLwV36Wf4tq2OwsafzzHbbcUEiXxFhfFYywdQO9m64l258h2HNr4Zq+ob9rY",
+	"7tx3mPgDGerIcLKtf2bLIX+BZbSqTVSv/C7l4n1gR0H25CsGltmWqWQuVBVqxzeKq4AMjeG7rm1uq6Go",
+	"urAYrQ8glMP3WJ6+Uhai7B/uqtZPwrtULrDSXzMisXsbK8M59h1HUwE1vYJoXbdjyCYlzzKpecUe4Di/",
+	"DrugGqyA1iZvNwTLCTlyqsqDbkl3z8t7D0Juo2ns92Va+GaypH/1EmRFjr4j8lGIr1ePAQoH78qetns7",
+	"scPfDQ9rQ9lfCzH+B/tqIt/bXC9K+mfJiaWtUI1VyDX5KzEm2yqAWiVsa7zvK3jjRmN9i0n3o3NBs8zt",
+	"gb447j5BvrCpP4WiDy1j24N7XetfkHywqWsFUxCYFURpLc7T6M3KlxYVuAmKQXj/VClWjxr89h0+sEdz",
+	"Ix7o3RoSyvc/giGur1D5muKuRTEIfOcbL3W2odUWdQkR4PY4TUlPOnQl6WJofvhd6kHQ6L4ICIfIoW68",
+	"nG0jIdHNRydjqWGo3EmVK38NQX1UKX5JM2cL74Mxc00NlNUFryg3mqwUS1nCtJZq4GJ/y6I22KmECufn",
+	"NTRZYPH7Mt36uGgjwg30z6xQPEgdXNKU+QQFk6HfBVOBoHKegF4phTLmiCLpS1X+6Mp42xWehFX7i3BG",
+	"V72foy0V3QNghPzINTTow21gIFJf06Ur2QpJnGHbcx9X7U/2qmHVU4FeFcHWfggfKCCTi4jQREntzKGF",
+	"d0aiDsuEZsvzjLWpYCfYp/+LWMItJmJHdWz8WTFGrApItJGKFamucCwWmKTv6sSSB4//k5xvDAPn0gJq",
+	"2IagP9AkhgZxQDTbQhR92/pGgGLR4etWrcEyuQDr5jdsEf5q0sAtMC3b3hbvXLbEnYCNZ44w9i4NTKg4",
+	"DpObfUoz8b1zSV/kWea8JcEtXzNhwK8JwTqDUXeH3UnRv8iV7fckCD5QaJbxZAg6h2AuuAsD/NZSpx3Z",
+	"gXyOj0mWa2gHMKNcOdmgU0oG3/t2feof+MqNKlTltPu3E92pTblB91GncE9/Cn0KoNKZLSnmZoHZkq4z",
+	"LhaSDhDGQ7WKMXsUV/qHC0y/NbnYYUW7TAzL/CEU13ECYHa1c79+PFIFZQ7RSX4rtROffVE0+J1WwKmj",
+	"/18O/7I/xr80bPnUymJdWG+p6YFGeS0qBfOwzwlEd0IJHDgWZMz24F1jAbsGgOMQWxh3i20RdNfe+drn",
+	"ruQOKL7wfcpe34rgAAcdBFJZ/LGiP/SCMEMpEjY4JgsAB8mF4RmhyQUG0GIDKPt9vXrqVpbh7v/hJ/j/",
+	"1hCCk+TC3+jd1rGT5DuJHoAt37OL6CS5EHKdsXTOsIAcIAbXBI8qvWFGsZuoAlB2cxWPVYfOPnEdLnO1",
+	"RXWxJGdq3B+Pvycr79eAyi+4a4QFKIxR/5dc8/OMOUOTC7STWUpWGU3Y/qSsUF62K08v4bXG9aie+9Fo",
+	"dDQej4uGXORoPO4yqfhOyqG/3gHpCEoChjUCd1QI/HDbEjruvkVggQc/RPQ2u3XJjTFWml60lOu4CQl9",
+	"WzENT/N98E0pWDqjYWANhnM5qLXUi0kfYmOmgvotOInBF92AC4h9Fgn01SMWPyNsoufb30UYQkR/z9lU",
+	"wArIgikXog/tzXyJi2abvGNCXeAQNHfEtlh2Y/FU9B8fPSC/8qfkfOMv3QBHaTa+OyaCcTARwd510d+s",
+	"vaqoT8reeuPHo9GTJxFW1sYTPy4uf+fVXykuoRFO6+0P7/6TJzuaRW9Ne72OXrIryfXmrLsO0q2VP08B",
+	"Sb96NnpH+ar3UoHB254YUXSN97APeSZ49u6yX7CVGRyTFVOaa/v7/gzYUpVbsSSc2YFvq/3C16HzH1cE",
+	"+7nEHP/ACvD9a/f3wd0tH6wr3OwjBSelFAwYpfKu0cExiR+MH7ni3gxB2n05XHRrZ3DuiWO77JIJ1zat",
+	"TA/hmuRCMZos7FaPsSU1izHgFDoOajlqK0Z36ma9RUHST9Ha288l92K+z90hzw2IeVuydHZlLrnX9sy6",
+	"L1I9gTxAnmKQ8zkho9GoNc+ehGn2rv8tpv5BeWPXWA/6l/vc6pj0weMLCa+5SJgyVsaLiojsWgh25H3x",
+	"6Pv3IdeKlcOHXTSD4Ggcp5mMOBW+y3lnkPTeKHsPYdJubT9SAduKWAR3vTubuu2+lBnJW/X1s+K1F0rm",
+	"qxt2e85xzH3dnrXF7HSAuuH3cYDi7v4cmaMFFDEPPSq7XNAsk3h0IfoEqNKCPoefYJStrs/6wd0iZ2zg",
+	"SLuQCGv+IY21MWFfnACMalFROKbEDeK6IYd5vZas/1uGtL0Ve66qQcAZbi96dRqi1ytnCLyN8lX1We64",
+	"ftVVEPtAV8S/P72y/y0WpzLBYSZZrg1TwzVPGd5L0i/NA4OrE+s9xeSwbEl33mFz+FB0rtW6qNQWEWwd",
+	"0JVjl+1YVlSxgvlUxMHNwycDN3yxJj+FJ1Ywh9URoSVJAMqpsMeQQ3CtK0HsxKZawZSiUopZy2J4V6iJ",
+	"u0ZMneU6OgqGlAfqe+ZXq4VE5FyaBbngItXEyDm0f42IllMBk+yusIQ2jBKkB5rEjlrHWHwKhkKNR85g",
+	"vm6t4Mps+5a0AynYm1knu2gSSK8q7E3PARHcVx9+FHi6rrO8lBQ6VZIbkwq6SZyTTK5uDq0JHa320P+W",
+	"XDSvx312SlszPl90OUGjepu06/dJ+8r6n5WHcbqgqjUM0p7Zj+D2GynijXerrOBd8LZKqW5X1xtf9swa",
+	"qnePvqmoMIs44Ra131LMU99TEa9fWYGMHA1ILiDLqllFZk8hzVGw/Vpy7aRGt5CB+er76691X32mSvza",
+	"wiZ321d+A5TZjxU5wfAb7ISzB7G30iXeH6sM27e+DUS9axIupBnOLBupUHFLvYXcTr7vQ7KsHakv3+5V",
+	"nEoXKhefW1WICtuVa0F1GzLp9Qu5/3OVUsN23+qvoqx7fZm4+Pszj313JOFHsffr0g1ESULL40dxDau/",
+	"siUVabd4ZkdiSQ5BZvbSnTOqmDrJzaI3+deHz9Ene7Egf93dylxlvUlvYcxqcnh49OBvo/FoPDqa/H38",
+	"9zFcQjdNU5iCdGy5FljHjLrysy5H07W45YowyER3FSo59MocBbGwXlJu2PRaMiFdXQ+XSo7J5bpsDPNS",
+	"GKbeKpkwrX/LDfsYtofx80ECZXM6NKoUxcT11nYzYaV0qzdUFhRMVtaFbk7oupgGE/3EtVH8PDcsdQ/9",
+	"fHjwld75Opim6N/ZnOWnXFmkJD+//PkNJtVpn8rrQhGxGTG9CHLGIW+kjPbsF8Xn4UEwsQtgaU57VnPa",
+	"uX7Hvj+bM2XqVcaxFDPYiOlSinnIxMM9BkjenO4XRjOziKAAMxdM6ygMMYiKLnrOWOrrR2MEaJDqXjqe",
+	"m3OcYskHmRvNUyf/MmE/YClRMjdMkf5bJZfMLFiuIT3fLWPFEldR3/1QVnQOoanouvf5w+f/FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1174,6 +1174,52 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description `forbidden`: a scoped token (`--tokens-file`) outside its kinds and names, or a
+         *     read-only token on anything but a GET; `host-not-allowed`: a `Host` outside
+         *     `--allowed-hosts`; `origin-not-allowed`: a browser `Origin` other than the
+         *     sidecar's own and `--allowed-origins` (or a cross-site request without one).
+         *     Decided before any ZooKeeper call; nothing was changed.
+         */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `host-not-allowed`: a `Host` outside `--allowed-hosts`; `origin-not-allowed`: a
+         *     browser `Origin` other than the sidecar's own and `--allowed-origins`.
+         */
+        BrowserForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `body-timeout`: the request body did not arrive within `--body-timeout` of the headers; nothing was changed. */
+        BodyTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `too-many-leases`: `--max-leases` leases are live already (an implicit lease counts too); nothing was changed. With `Retry-After`. */
+        TooManyLeases: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description `not-found`: no such route. */
         NotFound: {
             headers: {
@@ -1329,6 +1375,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -1350,6 +1397,7 @@ export interface operations {
                     "application/yaml": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -1372,6 +1420,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1398,6 +1447,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyLeases"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1423,6 +1474,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1447,6 +1499,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1473,6 +1526,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1499,6 +1553,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1526,6 +1581,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1561,6 +1617,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /**
              * @description `lock-held`: not granted within `wait`; the problem carries `holder` (null
@@ -1575,6 +1632,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["LockHeldProblem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1602,6 +1660,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1626,6 +1685,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1656,6 +1716,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1694,7 +1755,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
             /** @description `candidate-exists`: a live candidate of this sidecar already has that id in that election. */
             409: {
                 headers: {
@@ -1706,6 +1769,7 @@ export interface operations {
             };
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1740,7 +1804,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -1781,6 +1847,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1808,6 +1875,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1834,6 +1902,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1861,6 +1930,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1886,6 +1956,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1915,6 +1986,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /** @description `barrier-raised`: still raised when `wait` ended. */
             409: {
                 headers: {
@@ -1950,6 +2022,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1985,6 +2058,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /**
              * @description `barrier-not-ready`: fewer than `count` had entered when `wait` ended; the
@@ -2002,6 +2076,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["BarrierNotReadyProblem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2032,6 +2107,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             /** @description `barrier-not-empty`: others had not left when `wait` ended (with `remaining`); this participant has left all the same. */
             409: {
@@ -2068,6 +2144,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2097,6 +2174,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2130,6 +2208,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2168,6 +2248,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2210,7 +2291,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2237,6 +2320,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ClaimNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2264,6 +2348,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ClaimNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2291,6 +2376,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2321,6 +2407,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -2356,6 +2444,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /** @description `member-exists`: the group already has a live member with that id. */
             409: {
@@ -2366,6 +2455,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2397,6 +2487,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /** @description `member-not-found`: the group has no live member with that id. */
             404: {
                 headers: {
@@ -2440,7 +2531,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -2471,6 +2564,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2498,6 +2592,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2523,6 +2618,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2548,6 +2644,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2573,6 +2670,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2598,6 +2696,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2623,6 +2722,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2648,6 +2748,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2671,6 +2772,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2693,6 +2795,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };
