@@ -165,6 +165,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown subcommand or argument %q", fs.Arg(0))
 	}
+	return m.checkConfig(zk)
+}
+
+// checkConfig takes the parsed --zk list and refuses a configuration that
+// cannot work, before anything starts.
+func (m *Main) checkConfig(zk string) error {
+	c := &m.Config
 	c.ZK = nil
 	for _, s := range strings.Split(zk, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -183,6 +190,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if c.DefaultTTL > c.MaxTTL || c.DefaultTTL < time.Second {
 		return fmt.Errorf("--default-ttl %s: must be between 1s and --max-ttl %s", c.DefaultTTL, c.MaxTTL)
 	}
+	return m.checkTrust()
+}
+
+// checkTrust refuses limits, TLS files and tokens that do not go together, and
+// tokens that do not load.
+func (m *Main) checkTrust() error {
+	c := &m.Config
 	if c.MaxLeases < 1 || c.MaxConns < 1 || c.BodyTimeout <= 0 {
 		return errors.New("--max-leases, --max-conns and --body-timeout must be positive")
 	}

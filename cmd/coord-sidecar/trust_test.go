@@ -419,7 +419,15 @@ func TestScopedTokens(t *testing.T) {
 	problemIs(t, other.must(t, 404, "POST", "/v1/queues/shared-q/claims/"+claim+"/release"), 404, "claim-not-found")
 	app.must(t, http.StatusNoContent, "DELETE", "/v1/queues/shared-q/claims/"+claim)
 
-	// Lists show what the token may read.
+	checkTokenReads(t, app, other, reader)
+
+	checkTokenReload(t, m, file, base, app, other, all)
+}
+
+// checkTokenReads: lists show what each token may read, and the app's
+// /v1/events stream has its locks and never the other's.
+func checkTokenReads(t *testing.T, app, other, reader *sidecar) {
+	t.Helper()
 	names := func(car *sidecar) []string {
 		var out []string
 		for _, l := range car.must(t, http.StatusOK, "GET", "/v1/locks").Body["locks"].([]any) {
@@ -470,6 +478,12 @@ func TestScopedTokens(t *testing.T) {
 	}
 	st.cancel()
 
+}
+
+// checkTokenReload: a reload (SIGHUP) swaps the tokens; a broken file changes
+// nothing; an emptied one closes the sidecar to all but --token-file's token.
+func checkTokenReload(t *testing.T, m *Main, file string, base, app, other, all *sidecar) {
+	t.Helper()
 	// Reload: "app" is removed and "other" gets a new secret; a broken file
 	// changes nothing.
 	writeTokens(t, file, `{"tokens":[{"name":"other","token":"other-token-NEW-0123456789","allow":["*"]}]}`)
@@ -581,6 +595,14 @@ func TestBrowserProtections(t *testing.T) {
 	}
 	car.must(t, http.StatusOK, "GET", "/v1/locks/x")
 
+	checkBrowserAllowed(t, car, cors, port)
+}
+
+// checkBrowserAllowed: probes pass whatever the Host, the usual loopback names
+// pass, the sidecar's own origin works without CORS headers, and an allowed
+// origin gets its preflight and CORS headers.
+func checkBrowserAllowed(t *testing.T, car, cors *sidecar, port string) {
+	t.Helper()
 	// Probes pass whatever the Host; the usual loopback names pass.
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if r := car.doReq(t, "GET", p, nil, "Host", "10.1.2.3:8080"); r.Status != 200 {
