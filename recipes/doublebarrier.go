@@ -144,10 +144,14 @@ func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string,
 }
 
 // enrol creates the participant node under ep's session, and checks its count
-// against the barrier's (see checkCount).
+// against the barrier's: before the create (precheckCount), so that a count
+// refused outright writes nothing, and after it (checkCount), for the races.
 func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, key, name, id string, count int) (*dblParticipant, error) {
 	parent := b.dblParent(name)
 	node := parent + "/" + participantPref + id
+	if err := b.precheckCount(ctx, ep, parent, participantPref+id, name, count); err != nil {
+		return nil, err
+	}
 	data := []byte(strconv.Itoa(count) + "\n" + lease.ID)
 	st, err := ep.CreateOwned(ctx, node, data, true)
 	if st == nil && err == nil {
@@ -205,16 +209,48 @@ func (b *Barriers) checkCount(ctx context.Context, ep *zookeeper.Epoch, parent, 
 	if err != nil {
 		return b.undoEnrol(ep, parent, node, leaseID, fmt.Errorf("enter double barrier %q: %w", name, err))
 	}
-	oldest, want := czxid, count
-	for i := range others {
-		if czxids[i] > 0 && czxids[i] < oldest && counts[i] > 0 {
-			oldest, want = czxids[i], counts[i]
-		}
+	want := count
+	if c, z := oldestCount(counts, czxids); z > 0 && z < czxid {
+		want = c
 	}
 	if want != count {
 		return b.undoEnrol(ep, parent, node, leaseID, &CountMismatchError{Name: name, Count: want})
 	}
 	return nil
+}
+
+// precheckCount refuses count, before anything is written, when the oldest
+// present participant (self, the node about to be made, left out) carries
+// another one. Participants that enter together pass it; checkCount, after the
+// create, settles them.
+func (b *Barriers) precheckCount(ctx context.Context, ep *zookeeper.Epoch, parent, self, name string, count int) error {
+	children, _, err := ep.Children(ctx, parent)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	others := slices.DeleteFunc(participants(children), func(s string) bool { return s == self })
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, others)
+	if err != nil {
+		return fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	if want, z := oldestCount(counts, czxids); z > 0 && want != count {
+		return &CountMismatchError{Name: name, Count: want}
+	}
+	return nil
+}
+
+// oldestCount returns the count and czxid of the oldest participant that
+// carries a count (0, 0 when none does), from participantCounts' answer.
+func oldestCount(counts []int, czxids []int64) (count int, czxid int64) {
+	for i, c := range counts {
+		if c > 0 && czxids[i] > 0 && (czxid == 0 || czxids[i] < czxid) {
+			count, czxid = c, czxids[i]
+		}
+	}
+	return count, czxid
 }
 
 // undoEnrol deletes a participant node that was not granted, with a fresh bounded
@@ -599,11 +635,6 @@ func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarri
 	if err != nil {
 		return nil, err
 	}
-	var oldest int64
-	for i, c := range counts {
-		if c > 0 && (oldest == 0 || czxids[i] < oldest) {
-			oldest, st.Count = czxids[i], c
-		}
-	}
+	st.Count, _ = oldestCount(counts, czxids)
 	return st, nil
 }
