@@ -287,7 +287,7 @@ type BarrierNotEmptyProblem struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
-// BarrierNotReadyProblem `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `participant-exists` has no extension.
+// BarrierNotReadyProblem `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `count-mismatch` carries `count` (the barrier's); `participant-exists` has no extension.
 type BarrierNotReadyProblem struct {
 	Count        *int    `json:"count,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
@@ -351,7 +351,7 @@ type DoubleBarrier struct {
 
 // DoubleBarrierEntered defines model for DoubleBarrierEntered.
 type DoubleBarrierEntered struct {
-	// Lease The lease that holds the participant (needed to leave when it is implicit).
+	// Lease The request's own lease that holds the participant (needed to leave when it is implicit).
 	Lease *string `json:"lease,omitempty"`
 	Ready bool    `json:"ready"`
 }
@@ -626,9 +626,11 @@ type OverviewEvent6Event string
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
@@ -822,10 +824,26 @@ type Wait = string
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BadRequest = Problem
+
+// BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -834,9 +852,11 @@ type BadRequest = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -846,10 +866,26 @@ type BodyTooLarge = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type ClaimNotFound = Problem
+
+// Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type Forbidden = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -858,9 +894,11 @@ type ClaimNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -870,9 +908,11 @@ type LeaseNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -882,10 +922,26 @@ type NotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotHeld = Problem
+
+// TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -894,9 +950,11 @@ type NotHeld = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -906,9 +964,11 @@ type Unauthorized = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -918,9 +978,11 @@ type Unavailable = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `claim-not-found`, `too-many-streams`,
-// `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-// `shutting-down`, `internal`.
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type UnsupportedMediaType = Problem
 
 // RaiseBarrierParams defines parameters for RaiseBarrier.
@@ -4612,9 +4674,13 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 
 type BadRequestApplicationProblemPlusJSONResponse Problem
 
+type BodyTimeoutApplicationProblemPlusJSONResponse Problem
+
 type BodyTooLargeApplicationProblemPlusJSONResponse Problem
 
 type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -4623,6 +4689,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 type NotHeldApplicationProblemPlusJSONResponse Problem
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type TooManyLeasesResponseHeaders struct {
+	RetryAfter *int
+}
+type TooManyLeasesApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers TooManyLeasesResponseHeaders
+}
 
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate *string
@@ -4779,6 +4854,22 @@ func (response ListBarriers401ApplicationProblemPlusJSONResponse) VisitListBarri
 	return err
 }
 
+type ListBarriers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers403ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListBarriers503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -4862,6 +4953,22 @@ func (response LowerBarrier401ApplicationProblemPlusJSONResponse) VisitLowerBarr
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LowerBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LowerBarrier403ApplicationProblemPlusJSONResponse) VisitLowerBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4959,6 +5066,22 @@ func (response GetBarrier401ApplicationProblemPlusJSONResponse) VisitGetBarrierR
 	return err
 }
 
+type GetBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetBarrier403ApplicationProblemPlusJSONResponse) VisitGetBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetBarrier503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -5043,6 +5166,22 @@ func (response RaiseBarrier401ApplicationProblemPlusJSONResponse) VisitRaiseBarr
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RaiseBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RaiseBarrier403ApplicationProblemPlusJSONResponse) VisitRaiseBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5157,6 +5296,22 @@ func (response WaitBarrier401ApplicationProblemPlusJSONResponse) VisitWaitBarrie
 	return err
 }
 
+type WaitBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response WaitBarrier403ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WaitBarrier409ApplicationProblemPlusJSONResponse Problem
 
 func (response WaitBarrier409ApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
@@ -5245,6 +5400,22 @@ func (response ListDoubleBarriers401ApplicationProblemPlusJSONResponse) VisitLis
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriers403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers403ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5338,6 +5509,22 @@ func (response GetDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitGetDo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitGetDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5436,6 +5623,22 @@ func (response EnterDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitEnt
 	return err
 }
 
+type EnterDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type EnterDoubleBarrier404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -5462,6 +5665,25 @@ func (response EnterDoubleBarrier409ApplicationProblemPlusJSONResponse) VisitEnt
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EnterDoubleBarrier429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response EnterDoubleBarrier429ApplicationProblemPlusJSONResponse) VisitEnterDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5551,6 +5773,22 @@ func (response LeaveDoubleBarrier401ApplicationProblemPlusJSONResponse) VisitLea
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveDoubleBarrier403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveDoubleBarrier403ApplicationProblemPlusJSONResponse) VisitLeaveDoubleBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5663,6 +5901,22 @@ func (response ListElections401ApplicationProblemPlusJSONResponse) VisitListElec
 	return err
 }
 
+type ListElections403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections403ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListElections503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -5753,6 +6007,22 @@ func (response GetElection401ApplicationProblemPlusJSONResponse) VisitGetElectio
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetElection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetElection403ApplicationProblemPlusJSONResponse) VisitGetElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5852,6 +6122,22 @@ func (response Campaign401ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	return err
 }
 
+type Campaign403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign403ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Campaign404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -5864,6 +6150,22 @@ func (response Campaign404ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign408ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5910,6 +6212,25 @@ func (response Campaign415ApplicationProblemPlusJSONResponse) VisitCampaignRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Campaign429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response Campaign429ApplicationProblemPlusJSONResponse) VisitCampaignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6013,6 +6334,22 @@ func (response Resign401ApplicationProblemPlusJSONResponse) VisitResignResponse(
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Resign403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Resign403ApplicationProblemPlusJSONResponse) VisitResignResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6129,6 +6466,22 @@ func (response Proclaim401ApplicationProblemPlusJSONResponse) VisitProclaimRespo
 	return err
 }
 
+type Proclaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim403ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Proclaim404ApplicationProblemPlusJSONResponse struct {
 	NotHeldApplicationProblemPlusJSONResponse
 }
@@ -6141,6 +6494,22 @@ func (response Proclaim404ApplicationProblemPlusJSONResponse) VisitProclaimRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Proclaim408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Proclaim408ApplicationProblemPlusJSONResponse) VisitProclaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6299,6 +6668,22 @@ func (response StreamElection401ApplicationProblemPlusJSONResponse) VisitStreamE
 	return err
 }
 
+type StreamElection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamElection403ApplicationProblemPlusJSONResponse) VisitStreamElectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamElection503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -6404,6 +6789,22 @@ func (response StreamEverything401ApplicationProblemPlusJSONResponse) VisitStrea
 	return err
 }
 
+type StreamEverything403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything403ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamEverything503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -6497,6 +6898,41 @@ func (response CreateLease401ApplicationProblemPlusJSONResponse) VisitCreateLeas
 	return err
 }
 
+type CreateLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease403ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateLease429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response CreateLease429ApplicationProblemPlusJSONResponse) VisitCreateLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -6561,6 +6997,22 @@ func (response RevokeLease401ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease403ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6651,6 +7103,22 @@ func (response GetLease401ApplicationProblemPlusJSONResponse) VisitGetLeaseRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease403ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6774,6 +7242,22 @@ func (response StreamLease401ApplicationProblemPlusJSONResponse) VisitStreamLeas
 	return err
 }
 
+type StreamLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLease403ApplicationProblemPlusJSONResponse) VisitStreamLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamLease404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -6883,6 +7367,22 @@ func (response KeepAliveLease401ApplicationProblemPlusJSONResponse) VisitKeepAli
 	return err
 }
 
+type KeepAliveLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response KeepAliveLease403ApplicationProblemPlusJSONResponse) VisitKeepAliveLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type KeepAliveLease404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -6954,6 +7454,22 @@ func (response ListLocks401ApplicationProblemPlusJSONResponse) VisitListLocksRes
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks403ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7042,6 +7558,22 @@ func (response ReleaseLock401ApplicationProblemPlusJSONResponse) VisitReleaseLoc
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLock403ApplicationProblemPlusJSONResponse) VisitReleaseLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7155,6 +7687,22 @@ func (response GetLock401ApplicationProblemPlusJSONResponse) VisitGetLockRespons
 	return err
 }
 
+type GetLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetLock403ApplicationProblemPlusJSONResponse) VisitGetLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetLock503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -7249,6 +7797,22 @@ func (response AcquireLock401ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	return err
 }
 
+type AcquireLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock403ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLock404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -7275,6 +7839,25 @@ func (response AcquireLock409ApplicationProblemPlusJSONResponse) VisitAcquireLoc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLock429ApplicationProblemPlusJSONResponse) VisitAcquireLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7353,6 +7936,22 @@ func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesR
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues403ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7446,6 +8045,22 @@ func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue403ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7571,6 +8186,22 @@ func (response Claim401ApplicationProblemPlusJSONResponse) VisitClaimResponse(w 
 	return err
 }
 
+type Claim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Claim403ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Claim404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -7583,6 +8214,25 @@ func (response Claim404ApplicationProblemPlusJSONResponse) VisitClaimResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Claim429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response Claim429ApplicationProblemPlusJSONResponse) VisitClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7671,6 +8321,22 @@ func (response AckClaim401ApplicationProblemPlusJSONResponse) VisitAckClaimRespo
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckClaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AckClaim403ApplicationProblemPlusJSONResponse) VisitAckClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7775,6 +8441,22 @@ func (response ReleaseClaim401ApplicationProblemPlusJSONResponse) VisitReleaseCl
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseClaim403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseClaim403ApplicationProblemPlusJSONResponse) VisitReleaseClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7889,6 +8571,22 @@ func (response ListQueueItems401ApplicationProblemPlusJSONResponse) VisitListQue
 	return err
 }
 
+type ListQueueItems403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueueItems403ApplicationProblemPlusJSONResponse) VisitListQueueItemsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueueItems503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -7981,6 +8679,38 @@ func (response Enqueue401ApplicationProblemPlusJSONResponse) VisitEnqueueRespons
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue403ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Enqueue408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response Enqueue408ApplicationProblemPlusJSONResponse) VisitEnqueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8118,6 +8848,22 @@ func (response Take401ApplicationProblemPlusJSONResponse) VisitTakeResponse(w ht
 	return err
 }
 
+type Take403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Take403ApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type Take503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8190,6 +8936,22 @@ func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionR
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession403ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8280,6 +9042,22 @@ func (response StreamSession401ApplicationProblemPlusJSONResponse) VisitStreamSe
 	return err
 }
 
+type StreamSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession403ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamSession503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8354,6 +9132,22 @@ func (response ListThroughputGroups401ApplicationProblemPlusJSONResponse) VisitL
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups403ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8451,6 +9245,22 @@ func (response GetThroughputGroup401ApplicationProblemPlusJSONResponse) VisitGet
 	return err
 }
 
+type GetThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputGroup403ApplicationProblemPlusJSONResponse) VisitGetThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputGroup503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8541,6 +9351,38 @@ func (response SetThroughputLimit401ApplicationProblemPlusJSONResponse) VisitSet
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit403ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetThroughputLimit408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetThroughputLimit408ApplicationProblemPlusJSONResponse) VisitSetThroughputLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8699,6 +9541,22 @@ func (response StreamThroughputGroup401ApplicationProblemPlusJSONResponse) Visit
 	return err
 }
 
+type StreamThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamThroughputGroup403ApplicationProblemPlusJSONResponse) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StreamThroughputGroup503ApplicationProblemPlusJSONResponse struct {
 	UnavailableApplicationProblemPlusJSONResponse
 }
@@ -8793,6 +9651,22 @@ func (response JoinThroughputGroup401ApplicationProblemPlusJSONResponse) VisitJo
 	return err
 }
 
+type JoinThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup403ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type JoinThroughputGroup404ApplicationProblemPlusJSONResponse struct {
 	LeaseNotFoundApplicationProblemPlusJSONResponse
 }
@@ -8819,6 +9693,25 @@ func (response JoinThroughputGroup409ApplicationProblemPlusJSONResponse) VisitJo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinThroughputGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinThroughputGroup429ApplicationProblemPlusJSONResponse) VisitJoinThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8908,6 +9801,22 @@ func (response LeaveThroughputGroup401ApplicationProblemPlusJSONResponse) VisitL
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveThroughputGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveThroughputGroup403ApplicationProblemPlusJSONResponse) VisitLeaveThroughputGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9023,6 +9932,22 @@ func (response GetThroughputMember401ApplicationProblemPlusJSONResponse) VisitGe
 	return err
 }
 
+type GetThroughputMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetThroughputMember403ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetThroughputMember404ApplicationProblemPlusJSONResponse Problem
 
 func (response GetThroughputMember404ApplicationProblemPlusJSONResponse) VisitGetThroughputMemberResponse(w http.ResponseWriter) error {
@@ -9133,6 +10058,22 @@ func (response UpdateThroughputMember401ApplicationProblemPlusJSONResponse) Visi
 	return err
 }
 
+type UpdateThroughputMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember403ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type UpdateThroughputMember404ApplicationProblemPlusJSONResponse struct {
 	NotHeldApplicationProblemPlusJSONResponse
 }
@@ -9145,6 +10086,22 @@ func (response UpdateThroughputMember404ApplicationProblemPlusJSONResponse) Visi
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateThroughputMember408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateThroughputMember408ApplicationProblemPlusJSONResponse) VisitUpdateThroughputMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10608,168 +11565,180 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxu3kuhfQfFulcg9Q4py7D0bqvaD7DiJN47jY+lcV23ouwPNgCSOhgADYEQxLv33W+gGZjAvkrKe",
-	"zuNLZM4M0Gg0+oV+fO4lcrmSggmje5PPvQWjKVPw5wdm1OZkZpiy/0qZThRfGS5Fb9I7ZYkUqSZGkjXl",
-	"hpyzmVSMGLXhYk7onHIx6kU9nSzYktrPzWbFepMeF4bNmepdX19HvRVVdMmMm+5VRvnyPTWL5mxnC0Zi",
-	"eD58k8aEksT+TajQa6ZYamfi9r2V/TrqCbq0c8FLvain2G85VyztTYzKWQjUvyk26016/+ewxMEhPtWH",
-	"7+wgFsoflMxXHq6Waeb2+e2nefPdljl4evsJ3jKq2ZY5Mvv8jqb5R87UprmPJ8bQZGGJxiy4JuyKa2Pp",
-	"BaYmXGjDaErkjCzpBdCRIHy5ynjCDZGCFfv8GwzfgPxLIP1QrLaN6BAws6CGLGSWarK2f5oFI3LFFLVv",
-	"kmRBxZzpXcDdEq32jy2bB/+79SRnZ2+beHiLOOBLZjcu45eM9H+QJM1x/RE5AjYQD4dLejU0JosHxyRl",
-	"M5pnxv7q/oQnXUgyJqvsH7uiy1Vmn3wz1r3Icw9tFBdzAPUj5aYJ649yTTIp5hag80wmFzVQqSFLqY0H",
-	"1rIuCy0910wYIhWJxzomRnGmiRRJJ8XZD28E8LXdG72SQjNgdi9paimPaVhEIoVhAv6kK0vvAO7hSsnz",
-	"jC3/9i9tF/d5z918j1/hpFX0xFxc0oynQ7uMmPQpsX8QmRvNUwZ0vaLGMCUGESleLtg0fLGk2UyqJUun",
-	"Qir76VDOhsoeAVK8OABU+u/PZbqBT+0feJi4JkLCmSb/ffrLO3JJs5xNhZwRbjTBlUR2ECoIW67MhvyW",
-	"s5wRbthyMCLvpFlY/rCm2h2/dDQVveuo91KmmzMp31I1Zw+KWbu2oZFymNmp4wkgExbMNZGXTHmaK7BR",
-	"rmhSecH+YolStCzSLhHk4Dtpvpe5SB90jSBQh0Ka4czOHU+IcAwB5bGcIV+3xJRQRRZUu+1OSZ8mFyyN",
-	"iGLAEFPYXbvZyGKZSFk6gPUBv3mU9QEolfXhTzEcE12sFkGurRZgfxSwaxui82RBlMwN8yD9yLKHh2jB",
-	"stQdA8RXKhmeeitJCTfHpAXhHv4Sz7AIP9kDLuJEkA/fvyLfPn/xd+IGJ6lM8qWVFH27LM3UJVMHmsi1",
-	"IDPKs1wxHZH4xXhMrJ6rBM1ipOl/CpqbhVT8d/awO5EHE8cTQomRF0xYnpRIMePzXLGUUJHCPimUSCTl",
-	"KWxUQpXaEG6sFAzsgo8fPw5PcrNgwljAWRXSUhK+ZFQxRRSj2fK/pr1ESpUO3WmZ9tqEJGLqkvKMnmcP",
-	"y79/l/KCsRVTw7yEIPYbrbXV9JzUSqQQLDEstULSPRtmUhvL1qdirqgwB7r4il2trEoGLy9yYxXeYSrX",
-	"Io5IbAXGkorNUBvF6FLHRKqpKH+2usxwJbNMx8dkzc2CxGCVDcEsi63Qixom27Cw2dqQ4d4+DKw7h3id",
-	"r1ZSGZb+zFJOz2BzHpRUCwCGSwvB0NIHEC3IUVDRAAeUvEKghhZIIs2CKStoBIlDEC1ocZccvfbam1PH",
-	"lOKIs5Wyqr3hqKehvve5TqpRT1Gu8Sy7R+dSZoyKHqp6Xg3/tdDM8f1PBdXL83+xxIDOgpO/k+a1VXUC",
-	"Xkez7JdZb/LrnkiN6tArtqRcWIhbrZsVVYYnfEWFcYJ6QS8Z0HjGZnDsrTKiWxHgfqBK0U1j0eXEzQV/",
-	"qiz5A6PpXS45kTkSa93hEDlLrG0tISJanRXNRTQVQFwSSDNlFxUD/7SWRAxA2fMeThST/kKuiT3niHdm",
-	"ZQZLB8CPvebRN9WNOtCD48o4Q7CidQzalpCEXRkmLOMZBbT1nmpHrTUC2ZeKt5DvKypSntJk0xw+wUem",
-	"HesZcKK2ybftVeeJNEwt2+k8yZWyzAMnPNDEvkr6Y7JeMGEln2LI2wUbWKK39g01SAD/8bwUVCE9tBzx",
-	"crVRYfW7NTrotqAPcXQT9GkuEnhSgGtfHVpDvSlbox6YWC0D1dYSLgI/8TNtBf7/+tGrKygmrW7K94ox",
-	"YtiVIX1vkT8nP/GXA7LKzzOuFyxFTm+Jv4Bo1OoIaMD0HcuY6XToUG0IuwRrfwbWpTDcOKt0bX+ma7oh",
-	"/fjw8ugQ3tMx0ER1XWnXHCfZmm40MSoPwQ0IG72F2wi7CTTCeKDRWu/HMEZMZtY+JmahZD5frHJD4PdB",
-	"O5rCPfbQt+3odzI/z1inPNzCXjsPZp277itTLNA03ewvYxE4/1lt4p2LfY3st7nmghft4R+scWvSF4yl",
-	"LAXPGbNMHlgOBw+Id2227dj+a8f32lb3OmMJwtrJWKr7sU3ilmyqZZ9KTr6f+PaQvcXvmtLU4TZlKiIi",
-	"zzJEm5CgCNoHmvSlIusFzxjRuV55/0HUs6+j9YAu0AZaOum0GKftusOQPurfCFaMYFlJLWTJovTAwRR6",
-	"Bg40+R8pfwLrYioCY6KYcGIpIqHCal6X0tq/cLbFxiGB5MLwzL6kmLM+NOr++x2MQgoFG7+NYl5fOo2/",
-	"xvWo2anhF0R3HfWYH4aJfGnBcXB8aiF3nu4c2Y72Jm2sEe5GcKoIQdy2tLcFqd6jrPWqyE5F4lZiGWbZ",
-	"Jp1fC/AxtrA0nrZzasWl4mbToQM3sF683zq726+mjCQpS/iSZsQNfkx4qokFIzHZhnCRKOCrFFz5lKBx",
-	"DFIYvdO9Se///Toefvvpb//Whv4fGc3wpqS6am2oyXXVSSEvdopL91nbGn+UWQt2Lzh6AMtZMplctEHa",
-	"wYtqAMB47uU2KN4Ytny5MV41qeK6dDMfaHJu34qIXNHfchahCrQhYG0TOyzpgzueiyTLgaGSd5LEaIdP",
-	"BTJA+68JQVDjiFACXn4KF3krJa82RCqSZNwqUyuqNNOEopffAkHON4QbPRUVE955oARRbJbbL7gBFmgZ",
-	"4jnjngq4mCPbKw7WORdUbQq3cXMv0PuiT8z+p7fb9jAm2+92Ktw9bwrgHVcJT9tOwiK+Y4bybH9piitv",
-	"msKgkewt4IGUd9n1OGS7TQ9gvBbbFKg2Jcf5j6pk+3GxCTzHICMjwgVZS5Xq0d4od8N3YvoUGEsh7aRg",
-	"Dt01c4UrbzWEDm1LtHAfzJ3212In7CExwz3vEJqaPYbMbFwE0xILC7mubxDpx+AERRTVvJ+R/VBt0BNn",
-	"8cWy1KpAc29zfyHeLL21Ik1qU5w2DJ64lBcVm+eh8AhnQyYXPyjaplTRBIe7CYeaMZFwMT+TF0zsqWd8",
-	"gUNFrkXFPdNx2EodE84cflWDMQqX2XocZXLxI8vSO/QE2iN5E6MEQMBvrEGyw47YxyVopT7egxWuQHs0",
-	"EDDSLw0b7nwPS0YF2A+DYxIDxjS3gw25GK6UnCumuxx9AfQNEvsCcuna+xuqwjVS6aCNbg3WrurUtDrH",
-	"brm9TXsTBwztTWBwMrmwjGqmGLudebmm3Ie67edPdCssv2zD0Ds3XagZnwz/hw5/t/px+efof4efPo+j",
-	"o2d/v27VmX+5ZOqSs3UhDBu3oYXXLP7h9RkJ/GPHyNuJVVPJeW6KS7GYLOnG3SLGzi0HIUCloN22Y6c4",
-	"CkLUPN9eRuw3WElJdqRtb3r/ITDuFsGSXDyOML7N6gOr/FaLfzT7/XbLPyt8pBDMeUsslB7Xrw8T/7DW",
-	"4C3XDxbl17d079O+3eLdNd/Xt/yqY/92SEhhrOHj4eJTNSaIpinoSTR7H2AIBXRVjtVDekbkdCGVcQFe",
-	"uWbphFSjJFsDIaOpqIY3RqQeAVgEPDaC/yKIazZsCY+mohL3F5GuQAh4EkTzRCSI/LIALZlZyBQuoGmW",
-	"yTW+U4+xcp+BWmoflzoqOLinIka9A0Dp0kEjEhceSX8BHZF4yZbnTBU/AEzwS2V6f1OOd8rhL8HdufO2",
-	"u5vzqahenft1AZDh1xAsWnxdhCHEg9oQAdD1qMa2sJyoIygnIh2BQ/XIIDtAI/qnCBJDp1b9itF7gZpn",
-	"S2hDnRbe1M8LJ2dTqzfcZGzLzVvo2loYs9KTw8NK2NYoZZc+9EcfFrSzU/GHp37+aJtHFQVU0z1vN6kS",
-	"qVCxbcW8LW3kjWFLDfkpXMxJ341BpGCasCvv4my1f/ZzzBamL8wfFVB2LsxCdCfeeGs0/c5u7Kd3n22F",
-	"T7cA6H/ey5NYrnSXOxGHa4PG6f4dvsQWR/fbImBUEylqkbltO4zRm82BFlKbieW+GODLyrs7F/BJuLCC",
-	"ovXS1p35Nx3RB+FQ7hYwtcMt2BXpT3vjq9FoNO0NIhfzbpmYzA2h/vX2Ob19XI/WxotCy/1IX8hiyg0z",
-	"lmsWUYzAq/xNZEz6KdfFswkBk10v+IrkImHKUA65AS7c0fnXjgklgq3DQEn02i9pymCyTGpn+3kdogQP",
-	"bu7dhL3wGjbybjz8vFXPMHzJZG7a8S3YXBpODUsL0Nz7lbyQPUImEMnhBhcUVMIQeercQtGvIAKx/W6K",
-	"bQ9fglfIDJzR/XB7u3fT71S5BYMIL1oYTRYuHLIcrOXz4sK5fbQb72gw3h7727oLW7B7i4vr6v60ab1u",
-	"7x/l+rq0YG+xxKYZ/NSM214dxMY6u+OnyiCU9lgS1AHkcpVbEh0QVE0PNOFp3ekHk3g/K763xfcXgMCX",
-	"3OzpYcVh95eqJWZ+hi/b4nAumfJSs4kDaxNgZPSBJu7NYwhFcvftGmPu0JlXBuKV331JbKTPjkXUBKEo",
-	"HtYSE9vpoStw43YEcQ9E0B2HWos/5Ua7cYmQKTvQxO4D5JT+fsXTYzIONAD8dr/w1L0JwZMBRrCVWw7a",
-	"E854qz2vBL+WUO2z0XfC5nx82dMKRQrg8/yipuN2spElF3xpFzDeuQk4yPb5HSdpYpktKV7k70FrHdbL",
-	"tuhuvaCK7Tn8mvH5wuxr6bi3/RRRc5+78fDPVXsYdomN5lmC2GU4Lu4kr6kw+hhZiVQ+s3gmFckFbAmW",
-	"K9i6sx0sphUptWsanO6CsRXeNXrdET+wMy/pFU50NIb/gqmPoj0yH0K8nfp93Jcld9PKjSJsHa77HDn1",
-	"vyQXrhjEICJlxK1FgxVwNOOXLCI57K/9QSqMxm23p25AnAGf/VImCWTrqbWbQ4JxmeTWij+1XAgxfQ4p",
-	"did5V9EMzPab80sr0yQGZrjkXPSQDYfwSkz68atffvnw3f+e/fLT63fxYEQ+OtEjBYumIj68PIohlXnF",
-	"RJEwiLlkEMs8F1JhFrZLrIIjD+CVuFgYs8LcLy5msglyYR9bWSilSrlAOaVYwlfMJVKvMsoF+fHs7P0h",
-	"hJVZaNAWGwL147XkaCqm4gcmmKIZUXnGXIoTXa2yjUUG6jm4sKKaw8R+9e/ktVJSaUIV604C1aQfd2XE",
-	"xZFLYp8KQmLnqY4HpIygAzcjN85VCP4w+xd6/dA5iE6+uMB2ceFvB51xZk8DFUElCnBij9z4dlfiPZx4",
-	"03w8/ibRC6kMOLzh3ywe2UleA4rKCVKWZFS5MAYX4scQVf3nV1cDF8bszuKxXQ7UfohJYndO2zE7M2dJ",
-	"v545a3fiHTjmuSArahb2nc8WyGuLoc9whPBPYBP2T57qAVlSkywA9bsvw2PS15IIBl76UQyVC0YjqAoh",
-	"XLwSyzQjHKCPnwOIYRUF2B6ZJwtMb8YIJ1H6emAZ3zlXg10BVJ2w22+yeAA0FvgiXJijfe/Zi/ESiOKb",
-	"MfzvxRJwQsjPvgSDZXZzaoC7gbCRl1jFIUjudfye9MOaFyCQHCCwrLJ4Bz4C2CbV5ZbXHyNygq+Qc5bJ",
-	"NTnSltpopiVR7F9g3MOqcYZ6eY0lo0ITYylLJMyO5UgJzmfpftIult45cC2cwLVLNJ+zBRdpE9snGG/q",
-	"85nhGmaZ278YppFSTeIwAHVCGomjdrp+/PzoBem4j8G80zXXbBDZgavFLPCoe0DpzDBlR+QmAoIBCq0U",
-	"u/CywZ9sH4NrgQg2AW6Q7Ejl7CPyoVwoZ7qdDkD5KKjAXUS582nHOyI/85cDd3RJ/PzoG1K70RqRd3aN",
-	"6Ba1QtkRfRX3H13+Q6u3s5ZA7aICAw4DJGAluCYcwEJ4NIlfjL8hHUnarYnRFhIrqloz3vuF4BtEFUHg",
-	"SQZAgJNx4m7cUDwQl9SOXBOGcAwzQjYRPx8fkdo9XcoSbnfSFcmiYmNHLtGT0CwrBa6H2KLw5P0bL3Qn",
-	"ZMFEgphF9zDNgFPa4084CIXYqwiIADBTXPS8ZSiGXRkM2nEXW/HAHofUSUyHR55OLLfBQE9kb560YQ5r",
-	"10xiknHBjtGNiIMdeFomGddGA3G7gfs4WinK3ItyVoxoVQ6rsczKWFsN8enoWIYZgFeaukd05NbJUxDY",
-	"dsRafoGT/LsSDCqrIZpusNyTE1obAneRwK7kEqpAWBRAHg+wFMgvRdjVhhy9ID5FBy/dqvUPAl1v0jsa",
-	"jUdjiLpbMUFXvDfpfTMaj77BhIcFaHqHC0hq+B30a4bhyv7UvEl7k94PzPzoXqnVGno2Hm9J5L9ZAr9L",
-	"rWjJ3z9l6pKLOQQjPh8/7xqogOywqJUS6ra9ya+fop7Ol0uqNr2Jhb3IqGJWBUuY1qg/YBw4nWuILPS4",
-	"0L1PdrzDJbO7bddv/+UQO9rQZeZ+gnvmrej8gG88CjZfeRb5JfiMei/G3+z+ICy1sf8etHL1kKNbLvhi",
-	"/M3W3cn5oduGy6NDd3+vO/fiLdfmpX/plttRtVTDqffywpbxM9tvNouBWyy5xmb7tbm9Ptpr68p6Ml+0",
-	"3xYGkP27vyuLdoRUgbYBxnAQt9xwz0sMXNf2+RBV+DKPumXH5Zopj+vGjj9vuf6VrhIkYHC8e1FBAbav",
-	"COmwTCwtthXjUSdT60Tq3XG14ow0Kf0shPyPvVUfF8zVpSmWbDklHpjObQtLonYE9JWvHBZFIa8/Rb1V",
-	"3rLjH+x05Z7fbPiglKedYPcp/OAW94A7u5dorJaUexx6ANyE1OALOmEgWwQpjzTLdJB74JOr9I0Y6+Ha",
-	"1ca8DTFJ3UJNHyk3X0pMULCzhYzunO+4Wjct3OcxhMTz8bcPW4eyGlw5IdrwLPNyGkjLeWUgImP0WKeB",
-	"mVwJcADVOWSGuwR+j29JbT31FWg0GAfbD0g1Xnm7olmJk75jdTOtjr2v0lkP3d6uetYm2UcBxQk8rr9G",
-	"PTStrMAXM9OEwtX6jagjUE+7lKjqhtwjS6vtfLtCVV37H12vaq4YLotyYSKiIKqDaQ2OpjBi/O4Vrq3E",
-	"c1iveXQHorjG6EPmGMTNt/PHSaMwkTZ0owkTSmYZS4+n4v0vp2dYuJ8YSeaSSOE97+jHqp4CqJZUPwe1",
-	"VbZVzr6DSvbtA5fFn7rGrt1877r43lOj2f3e2dnbfV7brm0f3Q9P8UWvWlgLMtaQZixDdUUKvwId/z40",
-	"r466ldsUsfJsTsiMrYtKpZjZQhY09ThtamfH9thORfe5raXJ1AtMBoUkB6P2BJgJoQILqLqiFhkA62p3",
-	"c+0i1EOXA1ZafwxRb/F0TBTojligv8BjpZZpWE7zS2R/hX0ffubpdmcVo5dsByu8I1ZSbVmxn1EO51gK",
-	"BluKdV2f2tn1Ncrv/dRWCuzuOrWYSzbBm1YNJ9WXxm0e1ZaUs2M8QHUOCt/TLMOLMLpkj2WDAd3WjhNr",
-	"Zfq+GvCdalC7qd21xCl0Leay2LcbcK+Lt+7UdqtMvpfZFpbC22qxlUPvY6wV6/sKzTS/0rqBFqEvzFU7",
-	"tGKrrFQYEl6Aqes6UTTttlpNKYy9YmoJVcuKLM5JEWNQeCOqgdopn83s45mSSz8AND9p6Nr9Z+NxRHLh",
-	"yowP2hTnH1hBoftpzL7MX0GXe0QaPgFvXEn97Var37c/g70a0HWlojEEtkEUgVRp9TInpPTbW6n1Q3JY",
-	"rQB759bpWbhKiM/FmEFYq+ugdU6TC4x68ZFo1YMIMLMUOiLUT1rk3JqlHhw/Gx9ZBXjqIr6nvQmZ0Qw0",
-	"X3doCdeoT7vtaEu6gEqsjUCRSmaMS5qTM58hMRU+dCfmaRxVomyX9AISUhlGtxQNgVZYrgASM+2Pk6LT",
-	"0VRA/Fgr73hFlyvK5+IGpvZNTeu7t2VvxIzgeL+UWPn4TvhQrUT5dbMX110a12Ux/DbJ7aj1T2o8b20t",
-	"Va8mMbEiGlpLFWyk3l6qaqpimynuVIuqdDnag+tXOofBRy/2QXZL05THMo6VzAgN8NV/lStqpCKYBvUW",
-	"Qk4zupF59b5kD6UqkBc7zeEPTLeyqJuZth1ePuAQOWtrLVrWwP70WAccl+46KhWyCZ2qodSz291+ge4G",
-	"eNIm+qNcF1q8+BtzRwT/ZVQOcbdI+XUs+/oNVue4e83qBtZrR2jGeyV9h9pbnZQHk5t13/r1PVoPW4+Z",
-	"x9wTPyd/CrFzyoyL0ca0h5lUVRsHVFzFhv7Y3Vj0YCx4p1mPwd9FW4aibQzW3gqrVdYGjicu2DyIKJ8K",
-	"CCl3NTKkqKr8/ULnj0LmYv8u5SNWVUdsHE9FazuIth4QNdtF5FkWkWlZO8P+CAxvAJltviDnAXro0byy",
-	"FoyHTLA10ybMMsBFQBOJWQb5NX06FeVGocDiYh5Bng0XcyIVxFzbw4ZF2J1tQk6la2JShL0HltWBLv0s",
-	"VhD+ltOMGPgijG1KixQwmBlC6t1CEPipc6TANQj6YrjRLJtBxiGOk1JDIwIVZH3WACiA3koT2caBZncK",
-	"MkKLwc5zTPRwBMzTESnqnMIgBaKEBJA8Eqei0hew2COLLyt60AYsnF1Q5JoYMAUxjJ1dcpnbnZuKVZaD",
-	"gRgRLbf2QYAZsRNCi2noSpmXnqUdrLmRC1LlzU1zvkjyQCxDOfbCa3Ejf6gv6Fp3irbdQBb5K3/4yF5s",
-	"y7jgK99QnPRPT18P7tEntAdf1UEt3378eYoVeKa963jgagdCnUP7x4EmltNatjuISn7cp2IqPOC1d8pa",
-	"MzAKpHPWXgFFr2yXjE+nwj92FxHuprN6mYe987jy43GmByNyEuYTAf+fijkzuplXZBkpsn/sv+ULJwUS",
-	"AflF2UFsKlKu6WrFqNIERqVhx7H1QmrkWJCcW1REdjlzVMA13UxmmVzj7auVRwBp6FNS0P/I/rJeSCtc",
-	"FPMXN/FwKF0h5yEk0l7SLCb9Is0PUkoHyGqA2S4ZdeUJMAeZrKglPYvOlOrFuaQq1RHce9mXoFkhZmti",
-	"gnWZegX3sE7QeVbhKblWkO24mtXl0T8VFfwXLB64DKZgrZliZZ0Stw5dYZtTUfBNcNibalIZkWIL+yx6",
-	"FDxJBlqt0f1lDPRrui0ycsUTQJPw6EOmGGGmHm4r1bV8wG2JR5dHh2UFwXbf9Ynv770WGjibjrx6l3Cr",
-	"34XBARG2PscT4woZLfhKj8gbA55q57t27SeisP+bPVQXbOXqU4DmygXQM+RWF+9qUFvgpYIfQMU0DVnf",
-	"hUrV0m4s1DQzqc0xZmWKdCpcI3Zdb8wBjUzafM+KUcPeui4PNxM+4DW+T6+Ma4HTPAHQdOOB7cRb0j6A",
-	"jBWfdIWYfXHBKiEfutoH211ylvreFl1xduZxILV+BX7qW/uV7EI9so/bzgIk7eBZKTK47WnDu6rW/enO",
-	"vurYgvHdHgTfTKj94rXsqv+H3tqTbV2aWrbsC3xwVX26ehx3qdcfA78AsnRfXKfM/Ekl1rpwTZQaCfKg",
-	"RWJ4n2vO1ur4qAIWozUNail8j5VcK6m9ZZdKV+B1Ep6MEsBKF6eIxO5tLKLiRF4cTQWUvyDrBU8WgRmL",
-	"mU3kVSY1r9i3TlrqsNeWwWIhbRpnQ7WakCOnrD/r1vX2PIqPoOY1WpM9ZVP5q8m/+8nrUBVN8oGYQaHA",
-	"3TzaIhy8Ky/Pru3EDv8w8qWNAH8qFNk/vmh5n+tFyZvsUbd8D4qKCbkmfyPGZFsVN2tUbI1hfAtv3Gn8",
-	"YjHpfjwoaJe0PXgRx90ncBEW9RWaodACrD1g0bVyAx0Dm3RV9h1RU9n21uIHjV5bvjV4kALsbzZKdXTU",
-	"kGwf8MFb7DZ7+1vF3XYC6sV/XVfXzQpfttI1kANF6XzjtbU2ItliNOB23h9PL896h8UgXczCHz1ME93Y",
-	"waEWORQalbNtxzu6+/hJrE2XMleDEuodQXATVYpf0sz5RPvgBltTA3XY4K6LG01WiqUsYVpLNXDRiWWZ",
-	"ASxtTYW7vTM0WWC1VOBwzg72dae5gV5FFW40FVxDYwcfEG0y9L9jIgHUABJQXLswSRzDwp79/kdX99FC",
-	"eBKWeS3Culy5V45eOHQTg/vqimvo6ILLwMCPvqZLV+8UUp3CFpM+8tPv7E0DP6cCveuCrf0Q/vpXJhcR",
-	"oYmS2jnSCi+9REuOCc2W5xlrM0ROsCfqF7Hre0w+bDT+/V4xRqwhRLSRihUJYbAtFpmkTw2WQn724j+w",
-	"yfggInoh14LQEPUHmsTQUQRYYFuAl28R2gjvKlpC3KsfsejT+0R8iU8nerPeobctirNsJjYBv8UcMeZd",
-	"2xjAfexLuUE1Xd8Y13cdw7a4zmsenNlaf9xRd2+ySVG+3lVt9QwFWxCjq8EzFSgcjfmPLojq8dIbHTuA",
-	"SPCrJMs11HWdUa6cBO7ULOFudLtF8Q985U5NinLa/ftC7bQn3KD7GBS4pq/QooA1duZAiblZYA6Ua1iG",
-	"hSeD7fc4qu7/HoUr/uGCZ+9Nl3R73K5HAph/dEUSMHCzXbx9LEeFAA7xSvJeKkC9+qKI1QetlFAn5n8/",
-	"/Pf96feNYcuXVn/pomHL6Q406jhRqcyGxaQhzg1KJcC2oPizG4/l8gFMwOMQ+8R1qzoRtDDc+dp1Vzg5",
-	"pDv/5Q5uO6awAUFwCPRj7VMzhGjGoRQJGxyTBU9TJkguDM8ITS4wxA+r39vv67XZtjJmdy4PP8P/t17Y",
-	"niQX/qTt9sKcJE/yrhYW8Mi7fJJcCLnOWDpnWAIHtplrgohP75gd72ZdgJTdvNvTyKGznG/Dy28GVBfj",
-	"dy6t/any6foGnwJh/sBdhX4gSIwZvuSan2fMOTRcKJDMUrLKaML2ZzOFMr7dGMBerw1ir+7i0Wh0NB6P",
-	"i04B5Gg87jLdfYu38HbUIekIyi2F9Zd2VF/6dN86Kq6+RcjDgz+Dt7OUexhpSS9a0tDvQkfdliTu+bEP",
-	"XChVK+dqCnyIgOWDWueOmPQhrmAqqF+Ck80+mRyOE7ZzIdC+g1hqi7BXh++yEWH4Bf0tZ1MBEJAFUy7A",
-	"F7ot+NTtZjeOY9LS6R26uU9F/8XRM/ITf0nON/4IDXCUZn+NYyIYB1cErF0XDWja66/5RMit53c8Gn37",
-	"bYQ1NXHHj4uj3HmQw3bRzbMcnuRvv93Rk25rctptNPNdqWh35xN0mG6tkXYKRPqwIu5LssoeJR/ZezkY",
-	"UXSNJ6QP8eO4K+4YXrCVGRyTFVOaa/v7/oLOnvd7sXLP7MD3VeD4adijxxV1eC4xRzawUL82y/MxpKiV",
-	"N3UTkl1RuEKSgoFAUv7ianBM4mfj565EJ0MEdZO6LjvgtwYQnjjxxi6ZcO05yrBvrkkuFKPJwi71GDvM",
-	"sRiD4qCzjZajttJEvu/+PapfforWHjIuoQ7j+B8pAPtseyz9rvwC99qeeatFehUcXcgNCvKsJmQ0GrVm",
-	"qpIwURVuHn225GRLb//t3fxrQZ+Rv/fEe1Yf5Bl2hA97LwXhmDhOMwFoKnwLws6wzL0J8BECMytN5v/I",
-	"6TeVc9idj9hG/UH/+G0WaK3P+x1fTM1xzJu3Vi/64m+9onLD73NFhav7GnOvCpxgXqbTLbjRtYbwnhiC",
-	"jW8hhkPXrHPb5VR9G+5RBjV2vF25Apj/DL4An3oLLpyoKHLQ0ik+yHOzDBRaLze8BhVauKkeDTuyvXTK",
-	"aUgsb53b6T6KoNRneeAqKDch0wNdUZuesDH6NZY4MQGakyzXhqnhmqfMt1UtzdfBzZninqpimC7fne3T",
-	"HD5UH2s51pWcdsHWwYk/djlGZSa/VU6nIg7OBD4ZuOELmPwUno3AHNbqgSbLASqnwm5DDsF8riijUzZq",
-	"ifpFhr5Zy2J4V+4Dg9GmojNNvCNRvdxQ3220mqUekXNpFuSCi1QTI+fQzisiWk4FTLK7Tgfa2CVKDzSJ",
-	"HR+NsYQJDIVav5zBfN2a8Y3F4z1pyFKwX2adjLzJury6vDenBUJwX336q0xI9UKzlMidavmdSd9uhuU0",
-	"gJs732rCvdX79t+SiyaxP2ZvkTXj80XX1VZUbyxy+84iT6xjSLkZpwuqWsO77J79Vdi0JSQWT0pZ1bSQ",
-	"O5Xypa7WKb7sBSlUNH2s5gB2Q0NgtQcu5qnvuI7HoqwvQ44GJBeQO9GsXrCnKuQ4y35NN3ZyiXvIeXr7",
-	"1DtoPFYniZJatgij3bb/z0AA+zF830L966uOvwdLtRoZngZr2tm3HoPsHppRCmmGM8usK7zS8kghnxyT",
-	"PKltkC9Q65X8Sp8JF0VYNQkKv4prMnEfetztS9X+c5VSw3af0SdRuLYOJgL/eK6bJ37A/ypnG55oJBZC",
-	"y41BJQcr4rElFWm3UmNHYkkOoTP2OJwzqpg6yc2iN/n103X02ZI85HK685KrrDfpLYxZTQ4Pj579fTQe",
-	"jUdHk/8c/+cYjoebpqmCQGqiXAusbENdST6X4cQ0OB64IgyyMl2dLw5dp0ZBvB6WJWjm+71uyT5y+ecu",
-	"rRITLXVZYv6NMEy9VzJhWv+cG3YVFpr380HSUnM6NPiLcql6a+H6sBas1ZsrAAWTlbUymxP63rjlRN9x",
-	"bRQ/zw1L3UM/H258vT9uMU3RCas5y3e5skRJvn/z/S+Y+qJ9IpwLsOKwU/QiyJ+EuPMyhq1flNeFB8HE",
-	"LlygOe1Z7eIGiaHopuLcbHqVcSxPCf5LupRiHorXcI0BkTen+5HRzCyC1qtReAUcFT1vnCPP19TEuLYg",
-	"7bO8SmzOcYrpzzI3mqdOz2TCfsBSomRumCL990oumVmwXEOqqgNjxRJXM9j9UFa5DLGp6Lp3/en6/wcA",
-	"AP//",
+	"7L1pc9s4tjD8V1B6b5WlGUqWs9yZyHU/OOl0OrfTSSb2vKnnjvJcwiQkYUwBagC0ok7lvz+FcwAS3CQ5",
+	"3pJ0+ks7Ionl4ODsy6deIpcrKZgwujf51FswmjIFf75jRm1OZoYp+6+U6UTxleFS9Ca9U5ZIkWpiJFlT",
+	"bsg5m0nFiFEbLuaEzikXo17U08mCLan93GxWrDfpcWHYnKne58+fo96KKrpkxk33LKN8+ZaaRXO2swUj",
+	"MTwfvkxjQkli/yZU6DVTLLUzcfveyn4d9QRd2rngpV7UU+z3nCuW9iZG5Sxc1H8oNutNev/fYQmDQ3yq",
+	"D1/bQewqXyiZr/y6WqaZ2+fXn+blT1vm4On1J3jFqGZb5sjs8xua5h85U5vmOZ4YQ5OFRRqz4Jqwj1wb",
+	"iy8wNeFCG0ZTImdkSS8AjwThy1XGE26IFKw4599h+MbKv2Sl74rdtiEdLswsqCELmaWarO2fZsGIXDFF",
+	"7ZskWVAxZ3rX4q4JVvvHlsOD/117krOzV004vEIY8CWzB5fxS0b6LyRJc9x/RI6ADMTD4ZJ+HBqTxYNj",
+	"krIZzTNjf3V/wpMuIBmTVc6PfaTLVWafPBzrXuSphzaKizks9T3lprnWX+SaZFLM7YLOM5lc1JZKDVlK",
+	"bfxiLemyq6XnmglDpCLxWMfEKM40kSLpxDj74ZUW/NmejV5JoRkQu6c0tZjHNGwikcIwAX/SlcV3WO7h",
+	"SsnzjC3/+m9tN/dpz9N8i1/hpFXwxFxc0oynQ7uNmPQpsX8QmRvNUwZ4vaLGMCUGESleLsg0fLGk2Uyq",
+	"JUunQir76VDOhspeAVK8OABQ+u/PZbqBT+0feJm4JkLCnSb/ffrmNbmkWc6mQs4IN5rgTiI7CBWELVdm",
+	"Q37PWc4IN2w5GJHX0iwsfVhT7a5fOpqK3ueo91SmmzO+ZDK/W8DarQ0NThxPAJIKzxd3nfIUdkyVshdo",
+	"ze0GLBpWPrSkz37qmPCx/aSx0WKbUr6ias7uYZ9SDjM7tdsp7JBrIi+Z8lerOPTy4CaVF+wv9u51bRHY",
+	"/Wtpfpa5SO90jyA3DIU0w5mdO54Q4egeih1wSFwTe2cSqsiCaofVKenT5IKlEVEM6H4KSGxxGjkJEylL",
+	"B7C/n6U652nKxJ3ubeZnjSeEEp3IFUuJkRdMkH48HMJfejjjGYsHBV2w67/gVtyjIgWSofFyToViNB1K",
+	"kW3cIFIQKjZ4oue5IZS8eH52TOKF1AZASrNMrlkK08e/SG2RHqeZinjoHw/t+zo+JrFUfM5F49NzJdfa",
+	"ItMbeB4TaRZM2WMQFiWnwh3OgSZyLWDdweg4qI5J3+6CJEpqPdTclJfWXlCZA4UajKbiJ5bwlKVezKVi",
+	"Q/5Hyl8ZWzFFEppl7XiMNAkY6L1gMiBdBZPxpxgPscBrRM4aXgOW3suya1dP58mCKJkb5pf0C8vufkUL",
+	"lqWO4CG8UsmQjVnRkHBzTFoA7tdfwhk24Se7w02cCPLu52fkyaPHfyNucJLKJF9a0advt6WZumT+yswo",
+	"z3Jlb3r8eDwmVnFTgmYxUq8zKX+jYgOore/0KCzzWVKxGQIwtcVpZCju3whkTahiCHSaWSK1If1Qm8AT",
+	"TGQujJVeZQcjIu+5WZAYNOEhqMIgwtaV5GGhJbftyr19GOjTsLF/CpqbhVT8D3a32JwHEwM1RdrNNUmk",
+	"mPF5rlgKJDMUY7wEk1ClNoSbGhzev38/PMnNggljF86qKy3F46eMKqaIYjRb/te0l0ip0qGjONNem+SM",
+	"kLqkPKPn2d1KO39IeQE0fpiXK4j9ZdHaqn9OlE2kECwxLLWSs3s2zIC/9elUzBUV5kAXX7GPK6unwcuL",
+	"3FgteJjKtYgjUmK4NorRpY6JVFMRIL4U8+FKZpllkOsmgk7FDaKozlcrqQxLf2Mpp2dwOHeKqsUChku7",
+	"gqHFDxQBrNQJehvAgJJnuKihXWQoD8ThEu3S4i6p87NX6ZyOphRHmK2U1fcNR1qHSuCnOqpGPUW5xrvs",
+	"Hp1LmTEqeqj/ed38X4W6ju9/KLBenv+bJQYkfJz8tTTPrf4T8AuaZW9mvcm/9gRqVF+9YkvKhV1xq8lj",
+	"RZXhCV9RoIxg+aCXDHA8YzO49lZ0160AcD9Qpeimsely4uaGP1S2/M4S7BvcMtD5Nitk5MwzbXsJAdFq",
+	"wWxuoqku4ZZAIgAuFAP95EyTGBZl73s4UUz6C7km9p4j3JnluywdoAjrpLe+qR7UgR4cuwGHS66X1CSL",
+	"xkz4lVsRfhEMMQRjnI5BmxGSsI+GCUuqRgE2vqXa4XcNpfbF+y0I/4yKlKc02TSHT/CRaT+nDGhX2+Tb",
+	"TrfzDhumlu03I8mVsuQGJzzQxL5K+mOyXjDQOhRDbmB1hl7Um0m1pAZR5j8flawtxKAWolDuNiqMh26P",
+	"bnVbwIcwugr4NBcJPCmWa18Fk0STG0c9sNS0DFTbS7gJ/MTPtHXx/78fvbqDYtLqofysGCOGfTSk7w17",
+	"j8iv/OmArPLzjOsFS5E3WMQvVjRqtSc21vQTy5jptAtTbQi7BKPhDIxUwnDjjFtr+zNd0w3px4eXR4fw",
+	"no4BJ6r7SrvmOMnWdKOJUXm43ACx0emwDbGbi8Y1Hmg0+vVjGCMmM9CBzULJfL5Y5YbA74N2MIVn7Fff",
+	"dqI/yfw8Y50cdAtB7ryYdXq8Lxeyi6bpZn+ujIvzn9Um3rnZ50iwm3suaFHzZJyM7TSvhtOhRu1JXzCW",
+	"gt3GvnvJkABxMKt6Daft/PaHBL7XttfnGUtw5Z1kpno62zh2SbRaTq2k6/uxf7+yV/hdkxs7h07KVERE",
+	"nmUINiFBkLQPNNiD1gueMaJzvfLWuqhnX0ftA/0qDbB0Ym0xTpsP1ZA+yu+4rBiXBUY2WRIsPXBrCq0z",
+	"B7q0QE1FoIwUE04sRiRUWMntUubJAm+62DggkFwYntmXFHPai0bdYb9rUvCk4OC3YczzS6cx1GggNTs1",
+	"hALpPkc95odhIl/a5bh1fGhBd57uHNmO9jJt7BEcrjhVhEvctrVXBareIuf1gslOseJaTBpm2carnwuw",
+	"6LcQOJ62023FpeJm0yFDN6BevN86uzuvJsckKUv4kmbEDX5MeKqJXUZisg3hIlFAVyn4BylB5Rp4Mrq8",
+	"epPe//3XePjkw1//ow38vzCaofu1umttqMl11cghL3YyT/dZ2x5/kVkLdC84WmHLWTKZXLSttIMW1RYA",
+	"47mX21bx0rDl043xgkoV1qVT50CTc/tWROSK/p6zCAWiDQFtndhhSR98fFwkWQ4ElbyWJEY9fiqQANp/",
+	"TQguNY4IJeA6pBAdsFLy44ZIRZKMW9FqRRUY+NB1aBdBzjeEGz0VFROAs2AJotgst19wAyTQEsRzxj0W",
+	"cDFHsldcrHMuqNoUpvvmWaD1Rp+Y/W9vtyZiTLafyzs8Pa8YoOO8XE/bScImfmKG8mx/boo7b6rSIJHs",
+	"zeABlXfZBXDIdpsALOO52CZOtQk5zv5URdv3i01gvQceGREuyFqqVI/2BrkbvhPSp0BYCm4nBXPgrikv",
+	"XHkdInQqWKSFIBPupL8WrWEPjhmeeQfT1Ow+eGYjuoSWUFjIdf2ASD8GIyqCqGY9jeyHynkbLbxYlloR",
+	"aO418C+Em8W3VqBJbYrbhhFZl/KiogHdFRzhbsjk4oWibUIVTXC4q1CoGRMJF/MzeYE+6T3kjC8wr8i1",
+	"qBhrOi5bKWPCncOvamuMwm22XkeZXPzCsvQGLYn2Sl5FKYEl4DdWIdmhR+xjUrRcH32RhYEPQkZgEtIv",
+	"FRvuLBFLRgXoD4NjEgPENLeDDbkYrpScK6a7zH7B6hso9gXo0nX2VxSFa6jSgRvdEqzd1alpNZVd83ib",
+	"+iYOGOqbQOBkcmEJ1Uwxdj31ck25j5/dz7rodlh+2Qah1266UDI+Gf4PHf5h5ePyz9H/Dj98GkdHD/72",
+	"uVVmfnPJ1CVn64IZNjzShQ0tfvH8jATWsmOk7RB3ApEk3qkWkyXdOC9k7Ix04JQtGe22EzvFUXBFzfvt",
+	"ecR+g5WYZEfa9qa3JgLhbmEsycX9MOPr7D7Qyq+1+XvT36+3/bPCYgoR4teEQml//fYg8Q+rDV5z/6BR",
+	"fntb9xbu623eOeW+ve1XzfzXA0IKYw3vDxYfqnFZNE1BTqLZ2wBCyKCrfKweVjUipwupjAuyyzVLJ6Qa",
+	"et0aXR1NRTVmOiL1eNsiiroRahtBsoRhS3gEsZRllG1EugIp4EkQDRSRIPrOLmjJzEKmlfjLqBnn5j4D",
+	"sdQ+LmVUMHBPRYxyByylSwaNSFxYJL07OiLxki3PmSp+gDXBL5XpvacdPczhL4Hv3Vnbned9Kqqud78v",
+	"WGT4NUSgF18XYQzxoDZEsOi6L74ysx2/HmQchRE+PvAnDAYKon4iEsTxRi3BtXawlsDZynAYLVegmI9A",
+	"7z8a/x32hca2YZJJzdKh81DZ50+eRBg4x1IiRbaZQHyws81ZNQLUbztEe/hUPT6qLQSqiDZEy1zda+pN",
+	"WU0CIbShTpVoKhmFpbapmhhuMrbFmRja5xbGrPTk8LASuzZK2aWPf9KHxQXYqb3AUz9/tM0sjFy26WOw",
+	"iFQJvqgo6GLellD30rClhsw9Luak78YgUjBN2Edvp21V4vazLhf6O8wfFavs3Jhd0Y24FKzm9we7srPB",
+	"fbZ1fbplgf7nvcyh5U532URxuLbVOAWmwyDaYq1/VUQeayJFLcS77YQxDLg5kCUzE8tCfJpKGQKPnxAu",
+	"LLdr9Ty7K/+yI6AiHMq5MlM73IJ9JP1pb/xxNBpNe4PIZQP58HzqX2+f0yv59QQP9HZaEk76QhZTbpgB",
+	"0uxDOYE0eXdqTPop18WzCQG7g17wFclFwpShHLKmXMynMxIeE0oEW4fRouh6WNKUIR+w9BUUWC8IlcuD",
+	"YAQ3YS/0JUfeFomftwpLpkyDasJbsLk0nFoa7pfm3q9kzO0RBYJADg+4wKByDZHHzi0Y/QzCMNsdbGx7",
+	"RBa8QmZgUe+Hx9t9mv6kyiMYROgtYjRZuJjQcrCWzwuveftoVz7RYLw9zrf1FLZA9xre9+r5tInu7uzv",
+	"xQdfquHX2GJTl//aNPRefYmNfXaHhJWRNO0BMSgDyOUqtyg6IChfH2jC07rlEibxxmJ8b4sBM1gCX3Kz",
+	"p5kYh92fq5aQ+Q2+bAsmumTKc80mDKx8jOHhB5q4N48hnsoFDWgMI0SLZBlbWH73JeGevm4AgiaIp/Fr",
+	"LSGxHR+6ok+uhxC3gATdobW1kFqrUOC4RMiUHWhizwGy7f/4yNNjMg4kAPx2v4jbvRHBowGG4ZVHDtIT",
+	"znitM6/E85ar2uegb4TM+SC5ryueKlifpxc1GbeTjCy54Eu7gfHOQ8BBts/vKEkTymxJMRphD1zr0F62",
+	"BazrBVVsz+HXjM8XZl9Nx73tp4ia59wNh3+u2iPLS2g07xKEY8N1cTd5TYXRx0hKpPI1F2ZSkVzAkWAh",
+	"l60n20FiWoFS8zXhdBeMrdBh6mVH/MDOvKQfcaKjMfwXTH0U7ZH+EcLt1J/jviS5G1e6goZbw4QdrPsc",
+	"KfW/JReuTM4gImXYsAWDZXA045csIjmcr/1BKgwpbtenroCcAZ39UiIJaOuxtZtCgnKZ5FaLP7VUCCF9",
+	"DnmGJ3lXOSFMeZzzS8vTJEaXuHx+NNW5ZPiY9ONnb968++l/z978+vx1PMCcUJcbHk1FfHh5FEP1gxUT",
+	"RdYkJtRBQPZcSIW54C67DK48LK+ExcKYFSbAcTGTzSUX+rHlhVKqlAvkU4olfMVc7YVVRrkgv5ydvT2E",
+	"2Di7GtTFhoD96FsdTcVUvGCCKZoRlWfM5XnR1Qry+J2cgxsr6txM7Fd/Ic+VkgqzazuziTXpx11pgXHk",
+	"yntMBSGxM7fHA1KGAYKZkhtnKQR7mP0LrX5oHEQjX1xAu4hasIPOOMugVEFQowcs8SM3vj2VeA8j3jQf",
+	"jx8meiGVAas9/JvFIzvJcwBROUHKkowqF4vhbKEMQdV/9PHjwMViu7t4bLcDVXFiktiT03bMzhRs0q+n",
+	"YNuTeA3eBS7IipqFfeeTXeRnC6FPcIXwTyAT9k+e6gEBczSAfrdHPyZ9LYlg4GoYxVDTZTSCejm+xAPL",
+	"NCMcVh8/giWG9WXgeGSeLDBPHsO0RGnrgW385EwNdgdQj8cev8niAeBYYItwsZr2vQePx2gdfziG/z1e",
+	"AkwI+c0Xp7HEbk4NUDdgNvIS69sEGc6O3kPhi6IaEDAktxDYVlnWCB/B2ibV7ZY+nBE5wVfIOcvkmhxp",
+	"i20005Io9m9Q7mHXOEO98NCSUaGJsZglEmbHcqgE97M0P2mXEOAMuHadQLVLMJ+zBRdpE9onGDRbqU2z",
+	"zO1fDHNpqSZxGEU7IY3sWTtdP3509Jh0OJUw+XbNNRtEduBqmR+86n6hdGaYsiNyEwHCAIZWygB53uBv",
+	"tg8ktosIDgHcYHakcvYReVdulDPdjgcgfBRY4Lxp7n7a8Y7Ib/zpwF1dEj86ekhqbrkReW33iGZRy5Qd",
+	"0ldh/94lcbRaO2tZ5C60MaAwgAKWg2vCYVm4Hk3ix+OHpCNTvTU73K7EsqrWtP+iCkwMFyesEAPEpl4k",
+	"xi0UrgowDI9auNT4xPkWkYcQl/6PpBUGclQ1QloSPxofkapH0g6d7qq/UnJlvy0L55O3Lz1nnpAFEwnD",
+	"4jDEmZFpBhTVkgnYm5cj4BrvXxzHDthaH4eU5XEAP9qK40T+IB0RfUhK394xqrdYm4UKl9MOCypO/9H4",
+	"Eam7Y49JxjWuC9KGg7gqohdyDX67spYdjrikG1ivoxPV4jykUZsnXMFD0nBBWiZRq86DPA4L9JD96vNU",
+	"5mjxaAIpevbm3akvmUXm0kow7rn7RMN+B6NGpZDAM+ISSCd4Cg+ekLqnFLIWHA2wMNTF2fA0cpWhuJ3R",
+	"4599e2OP/Tw3SOC0CwcckVPGrLSkD0+fP/vnu5dn/2e0RLiD/uxyUyynM+yjwaNzTuF4YOl06kQ5d8F5",
+	"OrFsEMOoke96mgv7sQr3xO5XsGO0b+NgB57IIr7AEt3AfRytlLHci3JWjGhlYStKz8pIdg2Iih4PmAGY",
+	"uKmb6kdunzwFSdLf8CB7x4mku9J3Krshmm6wQqOTpjbopwY+KpdQ58aCALLkgNdhHRjjaO3RY+IT4NAb",
+	"XK1OEighk97RaDwaQ0zrigm64r1J7+FoPHqI6UQLUEEOF5Ay9AcofgyTATw5f5n2Jr0XzPziXqmVB3ww",
+	"Hm8ps3G18houcamlusYpU5dczCHU99H4UddAxcoOi2pQodLVm/zrQ9TT+XJJ1aY3sWsv8hWZ1Q0SpjUK",
+	"tphlQeca4nY9LHTvgx3vcMnsadv92385wI42dJm5nyCKYys43+Eb9wLNZ553fwk8o97j8cPdH4SFcPY/",
+	"g1ZxIxQ1LOd9PH649XRyfuiO4fLo0EXH6M6zeMW1eepfuuZxVE0o4dR7uQfK6LTtLvdi4BYTQ+Ow/d7c",
+	"WR/tdXRltSf4aI/zLosEfhGG2FWDGLv7u7IIT4hHqOZiTJUvHRJiSQmzzzXMOERttKxy0IIjcs2UP50G",
+	"jjxqiWSQrtwzgG+8e1NBldXv+pgAMCQo79JxRlEn4ew8hpujnMU9bN6ms3DlPw63erjvF8zVsiqAZOk3",
+	"XsrOgw5rq3cE8ZavHBbVpT9/iHqrvAVH3tnpSiy52vBBTXA7we6b/s5t7qvGhb1YfLX45/1gEEAzxB9f",
+	"Ng7DXSNIjKZZpoMMJZ+Cqa9E7g/Xriz3ddBP6hb8e0+5+VL0g1rhLYh347TN1cdqoXDfBut6NH5yt9Wk",
+	"q0HbE6INzzIvbwAyOkMpBEmN7uv+MJMrATbZOhXO8FzBFPmE1PZT34FGVXmw/UpV8yC2i9iV/IsbFrTT",
+	"6tj7itv1lJDtQndtkn1Eb5zAw/rPIYGnlT37soyaUIiPuRI+BYJ5lzBYPcJbJJs1XGkXDKt7/yEf1jGk",
+	"CSPwEefCRGDP5YJptEyH2S43LzhuRbfDevW2GxAQaswkJMBBzk87DZ40iqppQzeaMKFklrH0eCrevjk9",
+	"w05GKC1xo4sCnEaSuSRSeA/ciJxAxLr/nJxvCns9fDKZClhgW8XNPlxnZ0vWzuGqF3ItBuBOdOU76xXu",
+	"y8OGeDmZpUybWlVQ8FM+IfVspDAZCS2eVRoANezqVKB2Ym1tUW6gTVH7wGVJvq6xa8E7u2J39pQZd793",
+	"dvZqn9e2a0BHt0NRfSnCFsKKbCXEf8tOXLHZ71Lvug3ZtqNi8TZRt6RMEzJj66JGtbvkC5r6U2jKv8d4",
+	"8bupVi3BsV5aOCghPBi1py5OqmSrKJ6PPU64dmk5oRQM5GsqOuhXPRNyUmzVubwrRYmBlE1FKy2LyHrB",
+	"k4X3KlhIH5TFjV0tlOM6XZ8KN4+HkWvK8ejBk91IVO1ycE8CoMWGY6JAB8GuVMWmK7W6w3LRXyIRVlj0",
+	"4SeebjfeMnrJdrCIGyKx1T5t+xmQgL5JwQBxsW75t0/TfOeTW6dmlZLzu6gZZkdPUD7RQMF8sfgmCWtJ",
+	"oj5GwlLnRfA9zTJ0PtMluy/tHzC9dgFZK/v09fFvVK7efT9c58hCAmeuLst208Hz4q0btRpUJt/LYBAW",
+	"d91qKyiH3sdMUOzvT2Eg8LCpmwYilPVdxV8rAJTVekNUDWD7uY5GTYtBra4ihu4ytYTKnUWhgkkRvlNY",
+	"zqp5PimfzezjmZJLPwB0FWzobP0H43FEcuFadQzalJYXrMDp/bQVX+q2wOQ9AtW/AltzeV/a7SX+3H5Y",
+	"StosJcFNqHQFgOBGiA6SKq06UMO7cX37SP1aHVbrpt+4XeQs3CUkhGCQOuyVevk7ufC9rlwMduXqwpoh",
+	"nG4q6nczckb7UgeJH4yPrPIxdSlG096EzGgGWoe75lb4B13GHUdblh/UL28EgFVSMV2Wtpz5lLyp8GGg",
+	"MU/jqJLWsaQXUAGBYdRa0bRyhUV+oBKA/XFSNB2dCghYbqU2z+hyRflcXMEwclVDyM1bHq5EvoAgPJXY",
+	"L+BGKFetzcfnZlvcmzSFlA1l2qQDrw1+n6aOv++xn6BT7j24/hqVniZWdIAmqwWxqjdarRojsOEqdyJP",
+	"lesdPdwTAL6HLnz0eJ8jbWmI9m2ZE5TMCA2g3H+WK2qkIpgT/AryLzK6kXnVU7mHiBjwsp0GhHdMt5LP",
+	"qxkDOuzFQL3yak/4RleLD/dFfHDrrsdiwTfR1RByZHvc7eExboDvzKhxL659C0kfD+PQ5r+MyiEjBe9K",
+	"/Vx8+SMrQd28nHgFfb8jVOutkpCOcN27dWdSQN2v8/kWtaetF9ND7ru7WV8kEdw5E72H+3/KjMtXwdzE",
+	"mVRVvRDUAsWG/nJfmSViXkyn8QQTYYoGUEW7OqzyGdbFrg0cT1ziTZBdMxWQXuMKWUlRVZP6hZ4UhSTM",
+	"/l3ybezfgtA4norWxlNt3aZq+p7Isywi07LAlf0RyOoA0s996e8D9CihSmq1Pr8ywdZMmzDLDzcB7apm",
+	"GSTB9ulUlAeFjJSLeQTJsFzMiVSQf2KvNLZ7cfocOZWuXVqRAhRoowe6tGZZBv17TjNi4IswPjIt8rRh",
+	"ZkgvchvBxU+duQp9UmDx4kazbAZlAXCclBoaEahV7zOoQJz1mi101oel2ZOCsg3FYOc5Zlk6BOYpRCFg",
+	"RXUYpACUkLAkD8SpqHQwLs7IwssyONSbC5Mi1PMkBtRndL6xSy5ze3JTscpyUKojouXWjkswI/ZcalGn",
+	"XdOU0n63gwE08uKqHKBpAikS3hDK0PilsPRcyU7tS8fXjdVtPvYil++HMa7FrZK6+omIlZr0T0+fD27R",
+	"8rYHJdZBn4F+/GmKhfWmvc/xwNU1hhrM9o8DTSxttoR6EJUUvE/FVPiF194pS8jBKFClofYKCKDwFP7C",
+	"p1PhHzuXkvPlVx252OGXKz8eZxoCiIJsTOAYUzFnRjezMi3pRYaBnUJ9PcSAhyCFKXudTkXKNV2tGFWa",
+	"wKg07I26XkiNNA5qbhTdGlwqvMuPncksk2uML7AcDFYaWu4U9Ga0v6wX0rIjxbwLLh4OpWsyMYT6GJc0",
+	"i0m/yN6HShEDJE5AnpeMuqpDWFqErKhFPQvOlOrFuaQq1RF4MO1L0IgZizBg3ZQycRV88I41euLiMblW",
+	"Z/W4mhPrwT8VFfgXTAHoEiawrpliZfkxtw9dIbRTUVBacKSYakoukWILwS36J32VJLfaP+TLSO737fcz",
+	"csUTAKzwAEcyGmFmNCIC1bX8622JnpdHh2Up4XafwomvSrAWGmihjrwImXArQ4ahJC45Hu+Yq2i44Cs9",
+	"Ii8NeBCcT8E104rCbrb2Gl6wlStUBdIxFxiJaUwWF+9qEI3gpYKCQOlULMRQiG0tzVNDaTaT2hxjFrxI",
+	"p0IxVxyg1mYM2rK1+QQUo4a9cj2rrsauwJp/mxYp19CveWeghdjXr/F+kYH1mncMQOPrPISXxlczrl6Y",
+	"Q1dsabvZ02L5q6KX4M5MOLwV36Wf4tq2OwsafzzHbbcUEiXxFhfFYywdQO9m64l258h2HNr4Zq+ob9rY",
+	"7tx3mPgDGerIcLKtf2bLIX+BZbSqTVSv/C7l4n1gR0H25CsGltmWqWQuVBVqxzeKq4AMjeG7rm1uq6Go",
+	"urAYrQ8glMP3WJ6+Uhai7B/uqtZPwrtULrDSXzMisXsbK8M59h1HUwE1vYJoXbdjyCYlzzKpecUe4Di/",
+	"DrugGqyA1iZvNwTLCTlyqsqDbkl3z8t7D0Juo2ns92Va+GaypH/1EmRFjr4j8lGIr1ePAQoH78qetns7",
+	"scPfDQ9rQ9lfCzH+B/tqIt/bXC9K+mfJiaWtUI1VyDX5KzEm2yqAWiVsa7zvK3jjRmN9i0n3o3NBs8zt",
+	"gb447j5BvrCpP4WiDy1j24N7XetfkHywqWsFUxCYFURpLc7T6M3KlxYVuAmKQXj/VClWjxr89h0+sEdz",
+	"Ix7o3RoSyvc/giGur1D5muKuRTEIfOcbL3W2odUWdQkR4PY4TUlPOnQl6WJofvhd6kHQ6L4ICIfIoW68",
+	"nG0jIdHNRydjqWGo3EmVK38NQX1UKX5JM2cL74Mxc00NlNUFryg3mqwUS1nCtJZq4GJ/y6I22KmECufn",
+	"NTRZYPH7Mt36uGgjwg30z6xQPEgdXNKU+QQFk6HfBVOBoHKegF4phTLmiCLpS1X+6Mp42xWehFX7i3BG",
+	"V72foy0V3QNghPzINTTow21gIFJf06Ur2QpJnGHbcx9X7U/2qmHVU4FeFcHWfggfKCCTi4jQREntzKGF",
+	"d0aiDsuEZsvzjLWpYCfYp/+LWMItJmJHdWz8WTFGrApItJGKFamucCwWmKTv6sSSB4//k5xvDAPn0gJq",
+	"2IagP9AkhgZxQDTbQhR92/pGgGLR4etWrcEyuQDr5jdsEf5q0sAtMC3b3hbvXLbEnYCNZ44w9i4NTKg4",
+	"DpObfUoz8b1zSV/kWea8JcEtXzNhwK8JwTqDUXeH3UnRv8iV7fckCD5QaJbxZAg6h2AuuAsD/NZSpx3Z",
+	"gXyOj0mWa2gHMKNcOdmgU0oG3/t2feof+MqNKlTltPu3E92pTblB91GncE9/Cn0KoNKZLSnmZoHZkq4z",
+	"LhaSDhDGQ7WKMXsUV/qHC0y/NbnYYUW7TAzL/CEU13ECYHa1c79+PFIFZQ7RSX4rtROffVE0+J1WwKmj",
+	"/18O/7I/xr80bPnUymJdWG+p6YFGeS0qBfOwzwlEd0IJHDgWZMz24F1jAbsGgOMQWxh3i20RdNfe+drn",
+	"ruQOKL7wfcpe34rgAAcdBFJZ/LGiP/SCMEMpEjY4JgsAB8mF4RmhyQUG0GIDKPt9vXrqVpbh7v/hJ/j/",
+	"1hCCk+TC3+jd1rGT5DuJHoAt37OL6CS5EHKdsXTOsIAcIAbXBI8qvWFGsZuoAlB2cxWPVYfOPnEdLnO1",
+	"RXWxJGdq3B+Pvycr79eAyi+4a4QFKIxR/5dc8/OMOUOTC7STWUpWGU3Y/qSsUF62K08v4bXG9aie+9Fo",
+	"dDQej4uGXORoPO4yqfhOyqG/3gHpCEoChjUCd1QI/HDbEjruvkVggQc/RPQ2u3XJjTFWml60lOu4CQl9",
+	"WzENT/N98E0pWDqjYWANhnM5qLXUi0kfYmOmgvotOInBF92AC4h9Fgn01SMWPyNsoufb30UYQkR/z9lU",
+	"wArIgikXog/tzXyJi2abvGNCXeAQNHfEtlh2Y/FU9B8fPSC/8qfkfOMv3QBHaTa+OyaCcTARwd510d+s",
+	"vaqoT8reeuPHo9GTJxFW1sYTPy4uf+fVXykuoRFO6+0P7/6TJzuaRW9Ne72OXrIryfXmrLsO0q2VP08B",
+	"Sb96NnpH+ar3UoHB254YUXSN97APeSZ49u6yX7CVGRyTFVOaa/v7/gzYUpVbsSSc2YFvq/3C16HzH1cE",
+	"+7nEHP/ACvD9a/f3wd0tH6wr3OwjBSelFAwYpfKu0cExiR+MH7ni3gxB2n05XHRrZ3DuiWO77JIJ1zat",
+	"TA/hmuRCMZos7FaPsSU1izHgFDoOajlqK0Z36ma9RUHST9Ha288l92K+z90hzw2IeVuydHZlLrnX9sy6",
+	"L1I9gTxAnmKQ8zkho9GoNc+ehGn2rv8tpv5BeWPXWA/6l/vc6pj0weMLCa+5SJgyVsaLiojsWgh25H3x",
+	"6Pv3IdeKlcOHXTSD4Ggcp5mMOBW+y3lnkPTeKHsPYdJubT9SAduKWAR3vTubuu2+lBnJW/X1s+K1F0rm",
+	"qxt2e85xzH3dnrXF7HSAuuH3cYDi7v4cmaMFFDEPPSq7XNAsk3h0IfoEqNKCPoefYJStrs/6wd0iZ2zg",
+	"SLuQCGv+IY21MWFfnACMalFROKbEDeK6IYd5vZas/1uGtL0Ve66qQcAZbi96dRqi1ytnCLyN8lX1We64",
+	"ftVVEPtAV8S/P72y/y0WpzLBYSZZrg1TwzVPGd5L0i/NA4OrE+s9xeSwbEl33mFz+FB0rtW6qNQWEWwd",
+	"0JVjl+1YVlSxgvlUxMHNwycDN3yxJj+FJ1Ywh9URoSVJAMqpsMeQQ3CtK0HsxKZawZSiUopZy2J4V6iJ",
+	"u0ZMneU6OgqGlAfqe+ZXq4VE5FyaBbngItXEyDm0f42IllMBk+yusIQ2jBKkB5rEjlrHWHwKhkKNR85g",
+	"vm6t4Mps+5a0AynYm1knu2gSSK8q7E3PARHcVx9+FHi6rrO8lBQ6VZIbkwq6SZyTTK5uDq0JHa320P+W",
+	"XDSvx312SlszPl90OUGjepu06/dJ+8r6n5WHcbqgqjUM0p7Zj+D2GynijXerrOBd8LZKqW5X1xtf9swa",
+	"qnePvqmoMIs44Ra131LMU99TEa9fWYGMHA1ILiDLqllFZk8hzVGw/Vpy7aRGt5CB+er76691X32mSvza",
+	"wiZ321d+A5TZjxU5wfAb7ISzB7G30iXeH6sM27e+DUS9axIupBnOLBupUHFLvYXcTr7vQ7KsHakv3+5V",
+	"nEoXKhefW1WICtuVa0F1GzLp9Qu5/3OVUsN23+qvoqx7fZm4+Pszj313JOFHsffr0g1ESULL40dxDau/",
+	"siUVabd4ZkdiSQ5BZvbSnTOqmDrJzaI3+deHz9Ene7Egf93dylxlvUlvYcxqcnh49OBvo/FoPDqa/H38",
+	"9zFcQjdNU5iCdGy5FljHjLrysy5H07W45YowyER3FSo59MocBbGwXlJu2PRaMiFdXQ+XSo7J5bpsDPNS",
+	"GKbeKpkwrX/LDfsYtofx80ECZXM6NKoUxcT11nYzYaV0qzdUFhRMVtaFbk7oupgGE/3EtVH8PDcsdQ/9",
+	"fHjwld75Opim6N/ZnOWnXFmkJD+//PkNJtVpn8rrQhGxGTG9CHLGIW+kjPbsF8Xn4UEwsQtgaU57VnPa",
+	"uX7Hvj+bM2XqVcaxFDPYiOlSinnIxMM9BkjenO4XRjOziKAAMxdM6ygMMYiKLnrOWOrrR2MEaJDqXjqe",
+	"m3OcYskHmRvNUyf/MmE/YClRMjdMkf5bJZfMLFiuIT3fLWPFEldR3/1QVnQOoanouvf5w+f/FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

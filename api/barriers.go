@@ -16,7 +16,7 @@ func (s *Server) RaiseBarrier(ctx context.Context, req RaiseBarrierRequestObject
 	var err error
 	if l := req.Params.Lease; l != nil && *l != "" {
 		var lease *kit.Lease
-		if lease, err = s.lease(*l); err != nil {
+		if lease, err = s.ownLease(ctx, *l); err != nil {
 			return nil, err
 		}
 		err = s.opt.Barriers.RaiseFor(ctx, lease, req.Name)
@@ -96,12 +96,12 @@ func (s *Server) EnterDoubleBarrier(ctx context.Context, req EnterDoubleBarrierR
 	if err != nil {
 		return nil, err
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	e, err := s.opt.Barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, wait)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, err
 	}
 	return EnterDoubleBarrier201JSONResponse{Ready: true, Lease: &e.Lease}, nil
@@ -124,7 +124,8 @@ func (s *Server) LeaveDoubleBarrier(ctx context.Context, req LeaveDoubleBarrierR
 	}
 	// An ended lease (an implicit one ends with its participant) may still wait for
 	// the others to leave; the recipe refuses it if the participant is still in.
-	lease, err := s.opt.Leases.Get(req.Params.Lease)
+	// A lease of another token is one that does not exist.
+	lease, err := s.ownLease(ctx, req.Params.Lease)
 	if err != nil && !errors.Is(err, kit.ErrLeaseNotFound) {
 		return nil, err
 	}

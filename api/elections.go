@@ -32,12 +32,12 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 	if req.Body != nil && req.Body.Value != nil {
 		value = *req.Body.Value
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	c, err := s.opt.Elections.Campaign(ctx, lease, req.Name, id, value, wait)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, err
 	}
 	return Campaign201JSONResponse(candidacyBody(c)), nil
@@ -45,7 +45,7 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 
 // Proclaim sets a candidate's value without re-election.
 func (s *Server) Proclaim(ctx context.Context, req ProclaimRequestObject) (ProclaimResponseObject, error) {
-	lease, err := s.candidateLease(req.Name, req.Id, req.Params.Lease)
+	lease, err := s.candidateLease(ctx, req.Name, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) Proclaim(ctx context.Context, req ProclaimRequestObject) (Procl
 
 // Resign withdraws a candidate, or requeues it at the back of the line.
 func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignResponseObject, error) {
-	lease, err := s.candidateLease(req.Name, req.Id, req.Params.Lease)
+	lease, err := s.candidateLease(ctx, req.Name, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +77,13 @@ func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignRes
 	return Resign204Response{}, nil
 }
 
-func (s *Server) candidateLease(election, id, lease string) (*kit.Lease, error) {
+func (s *Server) candidateLease(ctx context.Context, election, id, lease string) (*kit.Lease, error) {
 	for _, n := range [][2]string{{"election", election}, {"candidate", id}, {"lease", lease}} {
 		if err := name(n[0], n[1]); err != nil {
 			return nil, err
 		}
 	}
-	return s.opt.Leases.Get(lease)
+	return s.ownLease(ctx, lease)
 }
 
 // GetElection reads an election; with term= it long-polls until the term differs.

@@ -11,12 +11,12 @@ import (
 )
 
 // CreateLease grants a lease bound to the current ZooKeeper session.
-func (s *Server) CreateLease(_ context.Context, req CreateLeaseRequestObject) (CreateLeaseResponseObject, error) {
+func (s *Server) CreateLease(ctx context.Context, req CreateLeaseRequestObject) (CreateLeaseResponseObject, error) {
 	ttl, err := s.ttlParam(req.Params.Ttl)
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.opt.Leases.Grant(ttl, false)
+	l, err := s.grantLease(ctx, ttl, false)
 	if err != nil {
 		return nil, err
 	}
@@ -24,8 +24,8 @@ func (s *Server) CreateLease(_ context.Context, req CreateLeaseRequestObject) (C
 }
 
 // GetLease shows a lease and what it holds.
-func (s *Server) GetLease(_ context.Context, req GetLeaseRequestObject) (GetLeaseResponseObject, error) {
-	l, err := s.lease(req.Lease)
+func (s *Server) GetLease(ctx context.Context, req GetLeaseRequestObject) (GetLeaseResponseObject, error) {
+	l, err := s.ownLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -33,8 +33,8 @@ func (s *Server) GetLease(_ context.Context, req GetLeaseRequestObject) (GetLeas
 }
 
 // KeepAliveLease pushes a lease's expiry to now + ttl.
-func (s *Server) KeepAliveLease(_ context.Context, req KeepAliveLeaseRequestObject) (KeepAliveLeaseResponseObject, error) {
-	if err := name("lease", req.Lease); err != nil {
+func (s *Server) KeepAliveLease(ctx context.Context, req KeepAliveLeaseRequestObject) (KeepAliveLeaseResponseObject, error) {
+	if _, err := s.ownLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
 	l, err := s.opt.Leases.KeepAlive(req.Lease)
@@ -45,8 +45,8 @@ func (s *Server) KeepAliveLease(_ context.Context, req KeepAliveLeaseRequestObje
 }
 
 // RevokeLease ends a lease; what it held is released before the answer.
-func (s *Server) RevokeLease(_ context.Context, req RevokeLeaseRequestObject) (RevokeLeaseResponseObject, error) {
-	if err := name("lease", req.Lease); err != nil {
+func (s *Server) RevokeLease(ctx context.Context, req RevokeLeaseRequestObject) (RevokeLeaseResponseObject, error) {
+	if _, err := s.ownLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Leases.Revoke(req.Lease); err != nil {
@@ -58,18 +58,11 @@ func (s *Server) RevokeLease(_ context.Context, req RevokeLeaseRequestObject) (R
 // StreamLease is the keepalive stream: the lease lives while it is open and is
 // revoked when it closes.
 func (s *Server) StreamLease(ctx context.Context, req StreamLeaseRequestObject) (StreamLeaseResponseObject, error) {
-	l, err := s.lease(req.Lease)
+	l, err := s.ownLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
 	return leaseStream{s: s, ctx: ctx, lease: l}, nil
-}
-
-func (s *Server) lease(id string) (*kit.Lease, error) {
-	if err := name("lease", id); err != nil {
-		return nil, err
-	}
-	return s.opt.Leases.Get(id)
 }
 
 type leaseStream struct {

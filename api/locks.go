@@ -25,12 +25,12 @@ func (s *Server) AcquireLock(ctx context.Context, req AcquireLockRequestObject) 
 	if len(owner) > maxOwnerBytes {
 		return nil, invalidParameter("owner is %d bytes, above the maximum of %d", len(owner), maxOwnerBytes)
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	g, err := s.opt.Locks.Acquire(ctx, lease, req.Name, owner, wait)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, err
 	}
 	return AcquireLock201JSONResponse{
@@ -56,10 +56,7 @@ func (s *Server) ReleaseLock(ctx context.Context, req ReleaseLockRequestObject) 
 	if err := name("lock", req.Name); err != nil {
 		return nil, err
 	}
-	if err := name("lease", req.Params.Lease); err != nil {
-		return nil, err
-	}
-	lease, err := s.opt.Leases.Get(req.Params.Lease)
+	lease, err := s.ownLease(ctx, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}

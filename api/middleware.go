@@ -2,12 +2,12 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,44 +53,54 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		obs.requests.Inc()
 		obs.duration.Observe(elapsed.Seconds())
 		if s.log.Enabled(r.Context(), slog.LevelInfo) {
-			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+			attrs := []slog.Attr{slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
-				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
-		}
-	})
-}
-
-// authenticate requires the bearer token on /v1 when one is configured, before any
-// ZooKeeper call; the comparison takes the same time whatever the token.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.opt.Token == "" {
-		return next
-	}
-	want := sha256.Sum256([]byte(s.opt.Token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			sum := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-				s.writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
-				return
+				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr)}
+			if rec.problem != "" {
+				attrs = append(attrs, slog.String("problem", rec.problem))
 			}
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
 // limitBody rejects a declared oversized body at once and caps any other body.
+// A body must arrive within BodyTimeout of the headers: its reads get a deadline,
+// lifted once it is read to its end, so that the wait of a long-poll that sent a
+// body is not cut. A request without a body (every stream) gets none.
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.opt.MaxBody {
 			s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
 			return
 		}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// deadlineBody lifts the connection's read deadline once the body is read to its
+// end. A body that failed (too slow, cut short) keeps it, so that net/http's
+// attempt to discard the rest before answering fails at once too.
+type deadlineBody struct {
+	io.ReadCloser
+	lift   func()
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		b.lift()
+	}
+	return n, err
 }
 
 // limitConcurrency bounds what holds a goroutine and a connection for long:
@@ -158,12 +168,18 @@ func isLongPoll(r *http.Request) bool {
 	return err == nil && d > 0
 }
 
-// bodyError keeps a body-size error recognisable and makes any other decoding
-// error a 400 invalid-body.
+// bodyError keeps a body-size error recognisable, makes a body that did not
+// arrive in time a 408 body-timeout and any other reading or decoding error (a
+// body shorter than its Content-Length, malformed JSON) a 400 invalid-body: the
+// client's fault, never a 5xx.
 func bodyError(err error) error {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var p *problem
+	switch {
+	case errors.As(err, &tooLarge), errors.As(err, &p):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return newProblem(http.StatusRequestTimeout, "body-timeout", "the request body did not arrive in time")
 	}
 	return newProblem(http.StatusBadRequest, "invalid-body", err.Error())
 }
@@ -172,7 +188,22 @@ func bodyError(err error) error {
 // (flushes and write deadlines for streams) working through it.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status  int
+	problem string // the short name of the problem answered, if any
+}
+
+// recorderOf finds the request's statusRecorder under w's wrappers, or nil.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for {
+		if rec, ok := w.(*statusRecorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

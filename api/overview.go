@@ -69,13 +69,18 @@ func (s *Server) ListThroughputGroups(ctx context.Context, _ ListThroughputGroup
 }
 
 // each lists names and calls fn with each one's body; an entity that vanished
-// between the listing and its read is skipped.
-func each[T any](ctx context.Context, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) error {
+// between the listing and its read is skipped, and so is one of a kind and name
+// that the request's token may not read (the overview's own reads, made with no
+// token, see everything).
+func each[T any](ctx context.Context, kind string, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) error {
 	list, err := names(ctx)
 	if err != nil {
 		return err
 	}
 	for _, n := range list {
+		if !mayRead(ctx, kind, n) {
+			continue
+		}
 		b, err := read(ctx, n)
 		if err != nil {
 			return err
@@ -86,7 +91,7 @@ func each[T any](ctx context.Context, names func(context.Context) ([]string, err
 }
 
 func (s *Server) eachLock(ctx context.Context, fn func(LockState)) error {
-	return each(ctx, s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
+	return each(ctx, "locks", s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
 		st, err := s.opt.Locks.Inspect(ctx, n)
 		if err != nil {
 			return LockState{}, err
@@ -96,7 +101,7 @@ func (s *Server) eachLock(ctx context.Context, fn func(LockState)) error {
 }
 
 func (s *Server) eachElection(ctx context.Context, fn func(Election)) error {
-	return each(ctx, s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
+	return each(ctx, "elections", s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
 		st, err := s.opt.Elections.Inspect(ctx, n)
 		if err != nil {
 			return Election{}, err
@@ -106,7 +111,7 @@ func (s *Server) eachElection(ctx context.Context, fn func(Election)) error {
 }
 
 func (s *Server) eachBarrier(ctx context.Context, fn func(Barrier)) error {
-	return each(ctx, s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
+	return each(ctx, "barriers", s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
 		up, err := s.opt.Barriers.Raised(ctx, n)
 		return Barrier{Name: n, Raised: up}, err
 	}, func(b Barrier) {
@@ -117,7 +122,7 @@ func (s *Server) eachBarrier(ctx context.Context, fn func(Barrier)) error {
 }
 
 func (s *Server) eachDoubleBarrier(ctx context.Context, fn func(DoubleBarrier)) error {
-	return each(ctx, s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
+	return each(ctx, "double-barriers", s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
 		st, err := s.opt.Barriers.InspectDouble(ctx, n)
 		if err != nil {
 			return DoubleBarrier{}, err
@@ -127,7 +132,7 @@ func (s *Server) eachDoubleBarrier(ctx context.Context, fn func(DoubleBarrier)) 
 }
 
 func (s *Server) eachQueue(ctx context.Context, fn func(Queue)) error {
-	return each(ctx, s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
+	return each(ctx, "queues", s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
 		st, err := s.opt.Queues.Inspect(ctx, n)
 		if err != nil {
 			return Queue{}, err
@@ -137,7 +142,7 @@ func (s *Server) eachQueue(ctx context.Context, fn func(Queue)) error {
 }
 
 func (s *Server) eachGroup(ctx context.Context, fn func(ThroughputGroup)) error {
-	return each(ctx, s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
+	return each(ctx, "throughput", s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
 		g, err := s.opt.Throughput.Inspect(ctx, n)
 		if err != nil {
 			return ThroughputGroup{}, err
@@ -275,7 +280,7 @@ func eventOf(key string) string {
 
 // StreamEverything streams every entity's state and the session's.
 func (s *Server) StreamEverything(ctx context.Context, _ StreamEverythingRequestObject) (StreamEverythingResponseObject, error) {
-	return topicStream{s: s, ctx: ctx, topics: []string{allTopic}}, nil
+	return topicStream{s: s, ctx: ctx, topics: []string{allTopic}, keep: overviewFilter(ctx)}, nil
 }
 
 // VisitStreamEverythingResponse serves GET /v1/events.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -41,21 +43,47 @@ func (s *Server) ttlParam(v *string) (time.Duration, error) {
 	return d, err
 }
 
-// leaseFor returns the lease named by lease= (it must be live), or makes an
-// implicit one from ttl= when lease= is absent.
-func (s *Server) leaseFor(lease, ttl *string) (*kit.Lease, error) {
+// grantLease makes a lease owned by the request's token, unless MaxLeases leases
+// are live already (429 too-many-leases, checked and granted as one step).
+func (s *Server) grantLease(ctx context.Context, ttl time.Duration, implicit bool) (*kit.Lease, error) {
+	s.grantMu.Lock()
+	defer s.grantMu.Unlock()
+	if n := s.opt.Leases.Len(); n >= s.opt.MaxLeases {
+		return nil, fmt.Errorf("%d leases are live, the most this sidecar keeps (--max-leases): %w", n, errTooManyLeases)
+	}
+	return s.opt.Leases.GrantTo(principalOf(ctx).name, ttl, implicit)
+}
+
+// leaseFor returns the lease named by lease= (a live lease of the request's
+// token), or makes an implicit one from ttl= when lease= is absent. The caller
+// passes the outcome of its request through done, which returns it unchanged:
+// after a failure, an implicit lease made here that holds nothing is revoked, so
+// that a rejected request leaves no lease behind.
+func (s *Server) leaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease, done func(error) error, err error) {
 	if lease != nil && *lease != "" {
-		if err := name("lease", *lease); err != nil {
-			return nil, err
-		}
 		if ttl != nil && *ttl != "" {
-			return nil, invalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
+			if err := name("lease", *lease); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, invalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
 		}
-		return s.opt.Leases.Get(*lease)
+		l, err := s.ownLease(ctx, *lease)
+		return l, keep, err
 	}
 	d, err := s.ttlParam(ttl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.opt.Leases.Grant(d, true)
+	l, err = s.grantLease(ctx, d, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, func(err error) error {
+		if err != nil && len(l.Holds()) == 0 {
+			_ = s.opt.Leases.Revoke(l.ID)
+		}
+		return err
+	}, nil
 }
+
+func keep(err error) error { return err }

@@ -54,7 +54,7 @@ func problemFor(err error) *problem {
 				detail = k.detail(err)
 			}
 			p = newProblem(k.status, k.name, detail)
-			if k.status == http.StatusServiceUnavailable {
+			if k.status == http.StatusServiceUnavailable || k.status == http.StatusTooManyRequests {
 				p.RetryAfter = 1
 			}
 			return p
@@ -64,7 +64,8 @@ func problemFor(err error) *problem {
 }
 
 // plainProblems map sentinel errors to problems, first match first; the detail
-// is the error's text unless detail says otherwise. A 503 comes with Retry-After.
+// is the error's text unless detail says otherwise. A 503 or a 429 comes with
+// Retry-After.
 var plainProblems = []struct {
 	err    error
 	status int
@@ -83,6 +84,7 @@ var plainProblems = []struct {
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
 	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
 	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
 	{kit.ErrForbiddenByACL, http.StatusForbidden, "zookeeper-acl", func(err error) string {
@@ -106,6 +108,7 @@ func detailedProblem(err error) *problem {
 	var locked *recipes.LockedError
 	var notReady *recipes.BarrierNotReadyError
 	var notEmpty *recipes.BarrierNotEmptyError
+	var mismatch *recipes.CountMismatchError
 	var tooLarge *http.MaxBytesError
 	var p *problem
 	switch {
@@ -119,6 +122,10 @@ func detailedProblem(err error) *problem {
 	case errors.As(err, &notEmpty):
 		p = newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
 		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
+	case errors.As(err, &mismatch):
+		p = newProblem(http.StatusConflict, "count-mismatch",
+			err.Error()+"; enter with that count, or wait until the barrier empties")
+		p.Ext = map[string]any{"count": mismatch.Count}
 	case errors.As(err, &tooLarge):
 		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
@@ -126,11 +133,29 @@ func detailedProblem(err error) *problem {
 	return p
 }
 
-var errShuttingDown = errors.New("shutting down")
+var (
+	errTooManyLeases = errors.New("too many leases")
+	errShuttingDown  = errors.New("shutting down")
+)
 
-// writeProblem writes err as an application/problem+json document.
+// StatusClientClosedRequest is the status a request gets (in metrics and logs)
+// when its client went away before the answer, as nginx counts it.
+const StatusClientClosedRequest = 499
+
+// writeProblem writes err as an application/problem+json document. A request
+// whose client went away (its context ended, not by a shutdown) and that would
+// otherwise answer a 5xx (a wait cut short looks like ZooKeeper being
+// unavailable) is answered 499 client-closed-request: the client's doing, not
+// the sidecar's or ZooKeeper's. A 4xx stays what it is.
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
+	if ctx := r.Context(); p.Status >= 500 && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
+		p = &problem{Status: StatusClientClosedRequest, Name: "client-closed-request",
+			Title: "Client Closed Request", Detail: "the client went away before the answer"}
+	}
+	if rec := recorderOf(w); rec != nil {
+		rec.problem = p.Name
+	}
 	if p.Status >= 500 && p.Name == "internal" {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}

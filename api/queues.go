@@ -46,7 +46,9 @@ func (s *Server) readItem(body io.Reader) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(body, s.opt.MaxItem+1))
 	if err != nil {
-		return nil, err // *http.MaxBytesError: above --max-body, a 413 too
+		// Above --max-body: a 413 too; a body shorter than its Content-Length or
+		// too slow: the client's fault, a 4xx.
+		return nil, bodyError(err)
 	}
 	if int64(len(data)) > s.opt.MaxItem {
 		return nil, newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
@@ -90,12 +92,12 @@ func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimRespon
 	if err != nil {
 		return nil, err
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	c, err := s.opt.Queues.Claim(ctx, lease, req.Name, wait)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, err
 	}
 	if c == nil {
@@ -111,7 +113,7 @@ func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimRespon
 
 // AckClaim deletes a claimed item.
 func (s *Server) AckClaim(ctx context.Context, req AckClaimRequestObject) (AckClaimResponseObject, error) {
-	if err := claimParams(req.Name, req.Claim); err != nil {
+	if err := s.ownClaim(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Queues.Ack(ctx, req.Name, req.Claim); err != nil {
@@ -122,7 +124,7 @@ func (s *Server) AckClaim(ctx context.Context, req AckClaimRequestObject) (AckCl
 
 // ReleaseClaim gives a claimed item back, in its old place.
 func (s *Server) ReleaseClaim(ctx context.Context, req ReleaseClaimRequestObject) (ReleaseClaimResponseObject, error) {
-	if err := claimParams(req.Name, req.Claim); err != nil {
+	if err := s.ownClaim(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Queues.Release(ctx, req.Name, req.Claim); err != nil {
@@ -131,11 +133,23 @@ func (s *Server) ReleaseClaim(ctx context.Context, req ReleaseClaimRequestObject
 	return ReleaseClaim204Response{}, nil
 }
 
-func claimParams(queue, claim string) error {
-	if err := name("queue", queue); err != nil {
+// ownClaim checks the names and that the claim is held by a lease of the
+// request's token: a claim of another token does not exist (404 claim-not-found).
+func (s *Server) ownClaim(ctx context.Context, queueName, claim string) error {
+	if err := name("queue", queueName); err != nil {
 		return err
 	}
-	return name("claim", claim)
+	if err := name("claim", claim); err != nil {
+		return err
+	}
+	l, err := s.opt.Queues.ClaimLease(queueName, claim)
+	if err != nil {
+		return err
+	}
+	if l.Owner != principalOf(ctx).name {
+		return fmt.Errorf("claim %q in queue %q: %w", claim, queueName, queue.ErrClaimNotFound)
+	}
+	return nil
 }
 
 // GetQueue counts the waiting and claimed items.

@@ -31,8 +31,20 @@ type Options struct {
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
 
-	// Token, when set, is required as "Authorization: Bearer <token>" on /v1.
-	Token string
+	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
+	// it may do); without any, /v1 needs no token. The caller may Set new tokens
+	// at any time (a SIGHUP reload).
+	Tokens *Tokens
+	// AllowedHosts is the Host allow-list (empty: every host; see
+	// DefaultAllowedHosts); AllowedOrigins are the browser origins allowed
+	// besides the sidecar's own ("https://app.example.com").
+	AllowedHosts   HostList
+	AllowedOrigins []string
+	// MaxLeases caps live leases (default 100000); past it, 429 too-many-leases.
+	MaxLeases int
+	// BodyTimeout is how long a client has to send a request body, from the end
+	// of its headers (default 30s); streams and bodiless requests have no limit.
+	BodyTimeout time.Duration
 	// MaxWait caps wait= (default 5m); MaxTTL caps ttl= (default 1h);
 	// DefaultTTL is the ttl of implicit leases (default 60s).
 	MaxWait, MaxTTL, DefaultTTL time.Duration
@@ -85,6 +97,11 @@ type Server struct {
 
 	// bodies are the JSON request bodies the spec declares (see bodies.go).
 	bodies map[string]bodyRule
+
+	// grantMu makes the --max-leases check and the grant one step.
+	grantMu sync.Mutex
+	// ticketKey signs the status page's ticket cookies (auth.go).
+	ticketKey []byte
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -115,6 +132,12 @@ func NewServer(opt Options) *Server {
 	if opt.OverviewInterval <= 0 {
 		opt.OverviewInterval = 250 * time.Millisecond
 	}
+	if opt.MaxLeases <= 0 {
+		opt.MaxLeases = 100000
+	}
+	if opt.BodyTimeout <= 0 {
+		opt.BodyTimeout = 30 * time.Second
+	}
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = 15 * time.Second
 	}
@@ -132,7 +155,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, bodies: bodies}
+		following: map[string]func(){}, bodies: bodies, ticketKey: newTicketKey()}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -153,7 +176,8 @@ func (s *Server) Close() {
 // behind the middleware, plus /metrics and /openapi.yaml.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.shutdownContext, s.authenticate, s.limitBody, s.limitConcurrency)
+	r.Use(s.recoverer, s.observe, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
+		s.limitBody, s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
@@ -164,6 +188,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui", serveUI)
 	r.Get("/ui/", serveUI)
 	r.Get("/favicon.ico", serveFavicon)
+	r.Post("/ui/ticket", s.serveTicket)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)

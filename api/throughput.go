@@ -78,12 +78,12 @@ func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGrou
 	if weight < 1 || weight > throughput.MaxWeight {
 		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, throughput.MaxWeight)
 	}
-	lease, err := s.leaseFor(p.Lease, p.Ttl)
+	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
 	sh, err := s.opt.Throughput.Join(ctx, lease, req.Group, p.Id, weight)
-	if err != nil {
+	if err := done(err); err != nil {
 		return nil, err
 	}
 	body := shareBody(sh)
@@ -93,7 +93,7 @@ func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGrou
 
 // LeaveThroughputGroup removes the lease's member.
 func (s *Server) LeaveThroughputGroup(ctx context.Context, req LeaveThroughputGroupRequestObject) (LeaveThroughputGroupResponseObject, error) {
-	lease, err := s.memberLease(req.Group, req.Id, req.Params.Lease)
+	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMembe
 
 // UpdateThroughputMember sets a member's weight and demand.
 func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error) {
-	lease, err := s.memberLease(req.Group, req.Id, req.Params.Lease)
+	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +155,13 @@ func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughpu
 	return UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
 }
 
-func (s *Server) memberLease(group, id, lease string) (*kit.Lease, error) {
+func (s *Server) memberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {
 	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
 		if err := name(n[0], n[1]); err != nil {
 			return nil, err
 		}
 	}
-	return s.opt.Leases.Get(lease)
+	return s.ownLease(ctx, lease)
 }
 
 // followThroughput publishes a group's allocations to its topic (event

@@ -118,6 +118,9 @@ type topicStream struct {
 	s      *Server
 	ctx    context.Context
 	topics []string
+	// keep filters the keys of keyed topics (the "all" topic) by what the
+	// request's token may read; nil keeps all.
+	keep func(key string) bool
 }
 
 // serve hijacks the connection when it can: the handler then returns and one
@@ -126,10 +129,7 @@ type topicStream struct {
 // Server.Close waits for these goroutines.
 func (t topicStream) serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
-		if len(t.topics) == 1 {
-			return t.s.broker.Subscribe(t.topics[0])
-		}
-		return t.s.broker.SubscribeMany(t.topics...)
+		return t.s.broker.SubscribeFiltered(t.keep, t.topics...)
 	}
 	if sw, err := sse.Hijack(w, 10*time.Second); err == nil {
 		release := detachSlot(t.ctx)

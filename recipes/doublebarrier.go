@@ -52,16 +52,16 @@ type dblParticipant struct {
 
 // DoubleBarrierEntered is the outcome of a successful Enter.
 type DoubleBarrierEntered struct {
-	// Lease is the lease that holds the participant: the implicit one made for the
-	// request, or the one that enrolled it first.
+	// Lease is the lease that holds the participant: always the lease Enter was
+	// given (a participant enrolled by another lease is never handed over).
 	Lease string
 }
 
 // DoubleBarrierState is what anyone can see of a double barrier.
 type DoubleBarrierState struct {
 	Name string
-	// Count is the count "ready" was made for; before that, the largest count a
-	// present participant entered with (0 when there is none).
+	// Count is the count "ready" was made for; before that, the count of the
+	// oldest present participant, the barrier's (0 when there is none).
 	Count        int
 	Ready        bool
 	Participants []string // ids, sorted
@@ -91,11 +91,13 @@ func checkParticipant(name, id string, count int) error {
 // Enter enrols participant id in the double barrier for lease and returns once at
 // least count participants have entered. When wait (0: look once) ends first it
 // returns a BarrierNotReadyError and the participant stays enrolled; entering
-// again (with the same lease, or without one: an implicit lease is then replaced
-// by the one that enrolled it) goes on waiting. While a request waits, an
-// implicit lease cannot expire: its TTL counts from the end of the request. When
-// ctx ends (the client went away) an enrolment made by this call is withdrawn.
-// An id enrolled by another lease or another client is ErrParticipantExists.
+// again with the same lease goes on waiting. While a request waits, an implicit
+// lease cannot expire: its TTL counts from the end of the request. When ctx ends
+// (the client went away) an enrolment made by this call is withdrawn. An id
+// enrolled by another lease or another client is ErrParticipantExists (the other
+// lease is never handed over, nor named). A count other than the barrier's (the
+// count of the oldest present participant) is a CountMismatchError. On every
+// failure but BarrierNotReadyError an implicit lease ends.
 func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
 	if err := checkParticipant(name, id, count); err != nil {
 		lease.EndImplicit()
@@ -108,11 +110,10 @@ func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string,
 	prev := b.enrolled[key]
 	b.mu.Unlock()
 	if prev != nil && prev.lease != lease && prev.lease.Err() == nil {
-		if !lease.Implicit {
-			return nil, fmt.Errorf("participant %q of %q is enrolled by another lease: %w", id, name, ErrParticipantExists)
+		if len(lease.Holds()) == 0 {
+			lease.EndImplicit()
 		}
-		lease.EndImplicit()
-		lease = prev.lease
+		return nil, fmt.Errorf("participant %q of %q is enrolled by another lease: %w", id, name, ErrParticipantExists)
 	}
 	h := kit.Hold{Kind: dblKind, Name: key}
 	p, found, err := kit.Acquire(ctx, lease, h, func(ctx context.Context, ep *zookeeper.Epoch) (*dblParticipant, error) {
@@ -120,6 +121,9 @@ func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if found && p.count != count {
+		return nil, &CountMismatchError{Name: name, Count: p.count}
 	}
 	unpin := func() {}
 	if lease.Implicit {
@@ -139,9 +143,15 @@ func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string,
 	return nil, err
 }
 
-// enrol creates the participant node under ep's session.
+// enrol creates the participant node under ep's session, and checks its count
+// against the barrier's: before the create (precheckCount), so that a count
+// refused outright writes nothing, and after it (checkCount), for the races.
 func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, key, name, id string, count int) (*dblParticipant, error) {
-	node := b.dblParent(name) + "/" + participantPref + id
+	parent := b.dblParent(name)
+	node := parent + "/" + participantPref + id
+	if err := b.precheckCount(ctx, ep, parent, participantPref+id, name, count); err != nil {
+		return nil, err
+	}
 	data := []byte(strconv.Itoa(count) + "\n" + lease.ID)
 	st, err := ep.CreateOwned(ctx, node, data, true)
 	if st == nil && err == nil {
@@ -155,6 +165,9 @@ func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Le
 		return nil, fmt.Errorf("participant %q of %q: %w", id, name, ErrParticipantExists)
 	case err != nil:
 		return nil, fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	if err := b.checkCount(ctx, ep, parent, node, st.Czxid, name, count, lease.ID); err != nil {
+		return nil, err
 	}
 	p := &dblParticipant{b: b, key: key, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: ep}
 	b.mu.Lock()
@@ -178,6 +191,101 @@ func (p *dblParticipant) Release(ctx context.Context) error {
 	return p.ep.Settle(ctx, func(ctx context.Context) error {
 		return b.dropParticipant(ctx, p.ep, parent, p.node, p.lease.ID)
 	})
+}
+
+// checkCount compares count with the barrier's: the count of the oldest present
+// participant (smallest czxid; ours when none is older). On a mismatch it deletes
+// our node (made at czxid) and returns a CountMismatchError. Every participant
+// compares itself with the same oldest one, so all that pass agree on the count
+// until the barrier empties.
+func (b *Barriers) checkCount(ctx context.Context, ep *zookeeper.Epoch, parent, node string, czxid int64, name string, count int, leaseID string) error {
+	children, _, err := ep.Children(ctx, parent)
+	if err != nil {
+		return b.undoEnrol(ep, parent, node, leaseID, fmt.Errorf("enter double barrier %q: %w", name, err))
+	}
+	self := node[len(parent)+1:]
+	others := slices.DeleteFunc(participants(children), func(s string) bool { return s == self })
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, others)
+	if err != nil {
+		return b.undoEnrol(ep, parent, node, leaseID, fmt.Errorf("enter double barrier %q: %w", name, err))
+	}
+	want := count
+	if c, z := oldestCount(counts, czxids); z > 0 && z < czxid {
+		want = c
+	}
+	if want != count {
+		return b.undoEnrol(ep, parent, node, leaseID, &CountMismatchError{Name: name, Count: want})
+	}
+	return nil
+}
+
+// precheckCount refuses count, before anything is written, when the oldest
+// present participant (self, the node about to be made, left out) carries
+// another one. Participants that enter together pass it; checkCount, after the
+// create, settles them.
+func (b *Barriers) precheckCount(ctx context.Context, ep *zookeeper.Epoch, parent, self, name string, count int) error {
+	children, _, err := ep.Children(ctx, parent)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	others := slices.DeleteFunc(participants(children), func(s string) bool { return s == self })
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, others)
+	if err != nil {
+		return fmt.Errorf("enter double barrier %q: %w", name, err)
+	}
+	if want, z := oldestCount(counts, czxids); z > 0 && want != count {
+		return &CountMismatchError{Name: name, Count: want}
+	}
+	return nil
+}
+
+// oldestCount returns the count and czxid of the oldest participant that
+// carries a count (0, 0 when none does), from participantCounts' answer.
+func oldestCount(counts []int, czxids []int64) (count int, czxid int64) {
+	for i, c := range counts {
+		if c > 0 && czxids[i] > 0 && (czxid == 0 || czxids[i] < czxid) {
+			count, czxid = c, czxids[i]
+		}
+	}
+	return count, czxid
+}
+
+// undoEnrol deletes a participant node that was not granted, with a fresh bounded
+// context, and returns err.
+func (b *Barriers) undoEnrol(ep *zookeeper.Epoch, parent, node, leaseID string, err error) error {
+	cctx, cancel := context.WithTimeout(context.Background(), b.s.OpTimeout())
+	defer cancel()
+	_ = ep.Settle(cctx, func(ctx context.Context) error { return b.dropParticipant(ctx, ep, parent, node, leaseID) })
+	return err
+}
+
+// participantCounts reads the count and czxid of each participant node (0, 0 for
+// one that is gone or carries no count).
+func (b *Barriers) participantCounts(ctx context.Context, ep *zookeeper.Epoch, parent string, parts []string) (counts []int, czxids []int64, err error) {
+	counts, czxids = make([]int, len(parts)), make([]int64, len(parts))
+	if len(parts) == 0 {
+		return counts, czxids, nil
+	}
+	fns := make([]func() error, len(parts))
+	for i, n := range parts {
+		fns[i] = func() error {
+			data, st, err := ep.Get(ctx, parent+"/"+n)
+			if errors.Is(err, zookeeper.ErrNoNode) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			counts[i], _ = strconv.Atoi(first)
+			czxids[i] = st.Czxid
+			return nil
+		}
+	}
+	return counts, czxids, zookeeper.Parallel(fns...)
 }
 
 // dropParticipant deletes a participant node made for leaseID, then deletes
@@ -283,11 +391,11 @@ func (b *Barriers) awaitReady(ctx context.Context, lease *kit.Lease, p *dblParti
 			}
 			return fmt.Errorf("participant node %s vanished: %w", p.node, kit.ErrSessionLost)
 		}
-		done, err := b.step(ctx, ep, parent, self, p, l, count)
+		done, again, err := b.step(ctx, ep, parent, self, p, l, count)
 		if done || err != nil {
 			return err
 		}
-		if l.ready || len(l.parts) >= count {
+		if again {
 			continue
 		}
 		if err := b.sleepOn(ctx, lease, p, l, count, d); err != nil {
@@ -297,27 +405,53 @@ func (b *Barriers) awaitReady(ctx context.Context, lease *kit.Lease, p *dblParti
 }
 
 // step acts on one look: done when "ready" is current; a stale "ready" is
-// deleted, a missing one made when enough participants are in.
-func (b *Barriers) step(ctx context.Context, ep *zookeeper.Epoch, parent, self string, p *dblParticipant, l readyLook, count int) (bool, error) {
+// deleted, a missing one made when at least count participants carry count
+// (again: look once more; neither: wait for "ready").
+func (b *Barriers) step(ctx context.Context, ep *zookeeper.Epoch, parent, self string, p *dblParticipant, l readyLook, count int) (done, again bool, err error) {
 	readyPath := parent + "/" + readyNode
 	switch {
 	case l.ready:
 		current, err := b.readyIsCurrent(ctx, ep, parent, self, p.czxid, l.readySt.Czxid, l.parts)
 		if err != nil || current {
-			return current, nil // an error is retried by the next look
+			return current, !current, nil // an error is retried by the next look
 		}
 		// Left over from an earlier round: delete it and count afresh.
 		err = ep.Delete(ctx, readyPath, l.readySt.Version)
 		if err != nil && !errors.Is(err, zookeeper.ErrNoNode) && !errors.Is(err, zookeeper.ErrBadVersion) {
-			return false, err
+			return false, false, err
 		}
+		return false, true, nil
 	case len(l.parts) >= count:
-		_, err := ep.Create(ctx, readyPath, []byte(strconv.Itoa(count)), zookeeper.Persistent)
+		enough, err := b.enoughWithCount(ctx, ep, parent, l.parts, count)
+		if err == nil && !enough {
+			return false, false, nil // a refused participant not deleted yet: wait
+		}
+		if err == nil {
+			_, err = ep.Create(ctx, readyPath, []byte(strconv.Itoa(count)), zookeeper.Persistent)
+		}
 		if err != nil && !errors.Is(err, zookeeper.ErrNodeExists) && !errors.Is(err, kit.ErrUnavailable) {
-			return false, err
+			return false, false, err
+		}
+		return false, true, nil // unavailable: retried by the next look
+	}
+	return false, false, nil
+}
+
+// enoughWithCount reports whether at least count of parts entered with count: a
+// participant with another count (refused, but not yet deleted) never makes a
+// barrier ready.
+func (b *Barriers) enoughWithCount(ctx context.Context, ep *zookeeper.Epoch, parent string, parts []string, count int) (bool, error) {
+	counts, _, err := b.participantCounts(ctx, ep, parent, parts)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for _, c := range counts {
+		if c == count {
+			n++
 		}
 	}
-	return false, nil
+	return n >= count, nil
 }
 
 // sleepOn waits for the "ready" watch of l, or an end of the wait.
@@ -488,28 +622,19 @@ func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarri
 	parts := participants(children)
 	st.Participants = participantIDs(parts)
 	st.Ready = slices.Contains(children, readyNode)
-	read := parts
 	if st.Ready {
-		read = []string{readyNode}
-	}
-	counts := make([]int, len(read))
-	fns := make([]func() error, len(read))
-	for i, n := range read {
-		fns[i] = func() error {
-			data, _, err := ep.Get(ctx, parent+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			counts[i], _ = strconv.Atoi(first)
-			return err
+		data, _, err := ep.Get(ctx, parent+"/"+readyNode)
+		if err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
+			return nil, err
 		}
+		st.Count, _ = strconv.Atoi(string(data))
+		return st, nil
 	}
-	if err := zookeeper.Parallel(fns...); err != nil {
+	// Before "ready": the barrier's count is its oldest participant's.
+	counts, czxids, err := b.participantCounts(ctx, ep, parent, parts)
+	if err != nil {
 		return nil, err
 	}
-	for _, c := range counts {
-		st.Count = max(st.Count, c)
-	}
+	st.Count, _ = oldestCount(counts, czxids)
 	return st, nil
 }

@@ -24,6 +24,9 @@ var (
 	// ErrParticipantExists: the participant id is enrolled already, by another
 	// lease or another client.
 	ErrParticipantExists = errors.New("participant exists")
+	// ErrCountMismatch: a participant entered with a count other than the double
+	// barrier's; see CountMismatchError.
+	ErrCountMismatch = errors.New("count mismatch")
 )
 
 // LockedError is returned (it matches ErrLocked) when a lock is not granted within
@@ -60,6 +63,22 @@ func (e *BarrierNotReadyError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrBarrierNotReady) hold.
 func (e *BarrierNotReadyError) Unwrap() error { return ErrBarrierNotReady }
+
+// CountMismatchError is returned (it matches ErrCountMismatch) when a participant
+// enters with a count other than the barrier's: the count of its oldest present
+// participant (the first to enter, until the barrier empties). Nothing of the
+// attempt is left behind.
+type CountMismatchError struct {
+	Name  string
+	Count int // the barrier's count
+}
+
+func (e *CountMismatchError) Error() string {
+	return fmt.Sprintf("double barrier %q counts %d participants", e.Name, e.Count)
+}
+
+// Unwrap makes errors.Is(err, ErrCountMismatch) hold.
+func (e *CountMismatchError) Unwrap() error { return ErrCountMismatch }
 
 // BarrierNotEmptyError is returned (it matches ErrBarrierNotEmpty) when
 // participants were still inside when the wait to leave ended.

@@ -211,7 +211,11 @@ func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
 		delete(t.keyed, key)
 	}
 	for i := len(t.members) - 1; i >= 0; i-- {
-		if s := t.members[i].sub; !s.push(e) {
+		s := t.members[i].sub
+		if s.keep != nil && !s.keep(key) {
+			continue
+		}
+		if !s.push(e) {
 			b.end(s, ErrSlowSubscriber)
 		}
 	}
@@ -261,7 +265,16 @@ func (b *Broker) Subscribe(topic string) *Subscription {
 // publisher assigns in increasing order increase along its feed. Repeated
 // topics count once. The set of topics is fixed.
 func (b *Broker) SubscribeMany(topics ...string) *Subscription {
-	s := &Subscription{b: b, done: make(chan struct{}), ready: make(chan struct{}, 1)}
+	return b.SubscribeFiltered(nil, topics...)
+}
+
+// SubscribeFiltered is SubscribeMany for a subscriber that may see only some
+// keys of a keyed topic (PublishKeyed): it gets the current state and the events
+// of the keys keep accepts, and none of the others. Events published without a
+// key (Publish) all pass. keep (nil: every key) is called with the broker's lock
+// held: it must be quick and must not call the Broker.
+func (b *Broker) SubscribeFiltered(keep func(key string) bool, topics ...string) *Subscription {
+	s := &Subscription{b: b, done: make(chan struct{}), ready: make(chan struct{}, 1), keep: keep}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -287,8 +300,10 @@ func (b *Broker) SubscribeMany(topics ...string) *Subscription {
 			t = &topic{name: name}
 			b.topics[name] = t
 		}
-		for _, ke := range t.keyed {
-			snapshot = append(snapshot, ke)
+		for k, ke := range t.keyed {
+			if keep == nil || keep(k) {
+				snapshot = append(snapshot, ke)
+			}
 		}
 		if t.has {
 			snapshot = append(snapshot, keyedEvent{e: t.current, seq: t.seq})
@@ -423,9 +438,10 @@ func (b *Broker) runActive() {
 type Subscription struct {
 	b     *Broker
 	done  chan struct{}
-	ready chan struct{} // holds a token when q may be non-empty
-	err   error         // set before done closes
-	limit int           // most events that may wait
+	ready chan struct{}         // holds a token when q may be non-empty
+	err   error                 // set before done closes
+	limit int                   // most events that may wait
+	keep  func(key string) bool // the keys of keyed topics it may see; nil: all
 
 	memberships []membership // guarded by b.mu
 

@@ -661,3 +661,37 @@ func TestSnapshotKeepsPublishOrder(t *testing.T) {
 		}
 	}
 }
+
+// A filtered subscriber gets the snapshot and the events of the keys it keeps,
+// and every unkeyed event; the others are never queued for it.
+func TestSubscribeFiltered(t *testing.T) {
+	b := sse.NewBroker(sse.Options{})
+	defer b.Close()
+	b.PublishKeyed("all", "lock/mine-1", sse.Event{ID: "1", Name: "lock", Data: []byte(`"m1"`)})
+	b.PublishKeyed("all", "lock/theirs", sse.Event{ID: "2", Name: "lock", Data: []byte(`"t1"`)})
+	keep := func(key string) bool { return key == "session" || strings.HasPrefix(key, "lock/mine-") }
+	sub := b.SubscribeFiltered(keep, "all")
+	defer sub.Close()
+	all := b.Subscribe("all")
+	defer all.Close()
+	ch := sub.Events()
+	if e := recv(t, ch); string(e.Data) != `"m1"` {
+		t.Fatalf("snapshot %s", e.Data)
+	}
+	noEvent(t, ch)
+	b.PublishKeyed("all", "lock/theirs", sse.Event{ID: "3", Name: "lock", Data: []byte(`"t2"`)})
+	b.ForgetKeyed("all", "lock/theirs", sse.Event{ID: "4", Name: "lock", Data: []byte(`"t-gone"`)})
+	noEvent(t, ch)
+	b.PublishKeyed("all", "session", sse.Event{ID: "5", Name: "session", Data: []byte(`"s"`)})
+	b.Publish("all", sse.Event{ID: "6", Name: "x", Data: []byte(`"unkeyed"`)})
+	b.ForgetKeyed("all", "lock/mine-1", sse.Event{ID: "7", Name: "lock", Data: []byte(`"m-gone"`)})
+	for _, want := range []string{`"s"`, `"unkeyed"`, `"m-gone"`} {
+		if e := recv(t, ch); string(e.Data) != want {
+			t.Fatalf("got %s, want %s", e.Data, want)
+		}
+	}
+	noEvent(t, ch)
+	if evs, _ := sse.Pull(all, nil); len(evs) != 7 {
+		t.Fatalf("the unfiltered subscriber got %d events, want 7", len(evs))
+	}
+}

@@ -18,11 +18,20 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	root := zktest.Root(t)
 	open := startSidecar(t, zkc.Servers(), root, "--max-wait", "1m", "--max-body", "1024")
 	guarded := startSidecar(t, zkc.Servers(), root, "--token", "s3cret")
+	tokens := writeFile(t, t.TempDir(), "tokens.json", []byte(tokensJSON))
+	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens)
+	capped := startSidecar(t, zkc.Servers(), root, "--max-leases", "1")
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	port := open.base[strings.LastIndex(open.base, ":")+1:]
 
-	// A live lease and a held lock, so that the tree has something to keep.
+	// A live lease and a held lock, so that the tree has something to keep; a
+	// double-barrier participant; a lease of the scoped "app" token; the one
+	// lease the capped sidecar may keep.
 	lease := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
+	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
+	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -69,6 +78,35 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"missing token", "POST", "/v1/locks/x", nil, nil, guarded, 401, "unauthorized"},
 		{"wrong token", "POST", "/v1/locks/x", nil, []string{"Authorization", "Bearer nope"}, guarded, 401, "unauthorized"},
 		{"token without Bearer", "POST", "/v1/leases", nil, []string{"Authorization", "s3cret"}, guarded, 401, "unauthorized"},
+		// Ids stay with their holders.
+		{"another's participant without its lease", "POST", "/v1/double-barriers/dbl/participants?id=p1&count=2", nil, nil, open, 409, "participant-exists"},
+		{"another's participant, waiting", "POST", "/v1/double-barriers/dbl/participants?id=p1&count=2&wait=50ms&ttl=5s", nil, nil, open, 409, "participant-exists"},
+		{"another count", "POST", "/v1/double-barriers/dbl/participants?id=p2&count=1", nil, nil, open, 409, "count-mismatch"},
+		{"another count with a lease", "POST", "/v1/double-barriers/dbl/participants?id=p2&count=3&lease=" + lease, nil, nil, open, 409, "count-mismatch"},
+		{"own participant, another count", "POST", "/v1/double-barriers/dbl/participants?id=p1&count=5&lease=" + lease, nil, nil, open, 409, "count-mismatch"},
+		// Browser protections.
+		{"foreign Origin", "POST", "/v1/queues/q/take", []byte("x"), []string{"Origin", "http://evil.example", "Content-Type", "text/plain"}, open, 403, "origin-not-allowed"},
+		{"foreign Origin on a form", "POST", "/v1/locks/x?ttl=1h", []byte("a=b"), []string{"Origin", "http://evil.example", "Content-Type", "application/x-www-form-urlencoded"}, open, 403, "origin-not-allowed"},
+		{"null Origin", "PUT", "/v1/barriers/b", nil, []string{"Origin", "null"}, open, 403, "origin-not-allowed"},
+		{"cross-site without Origin", "DELETE", "/v1/locks/held?lease=" + lease, nil, []string{"Sec-Fetch-Site", "cross-site"}, open, 403, "origin-not-allowed"},
+		{"foreign preflight", "OPTIONS", "/v1/locks/x", nil, []string{"Origin", "http://evil.example", "Access-Control-Request-Method", "DELETE"}, open, 403, "origin-not-allowed"},
+		{"DNS rebinding", "POST", "/v1/locks/x", nil, []string{"Host", "rebind.evil.example:" + port}, open, 403, "host-not-allowed"},
+		{"DNS rebinding with a token", "POST", "/v1/leases", nil, []string{"Host", "rebind.evil.example", "Authorization", "Bearer s3cret"}, guarded, 403, "host-not-allowed"},
+		// Scoped tokens.
+		{"no token, scoped", "GET", "/v1/locks", nil, nil, scoped, 401, "unauthorized"},
+		{"name outside the token", "POST", "/v1/locks/other-1", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"kind outside the token", "PUT", "/v1/barriers/app-1", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"read outside the token", "GET", "/v1/locks/other-1/events", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"write with a read-only token", "POST", "/v1/locks/app-1", nil, bearer(tokReader), scoped, 403, "forbidden"},
+		{"lease with a read-only token", "POST", "/v1/leases", nil, bearer(tokReader), scoped, 403, "forbidden"},
+		{"another token's lease", "DELETE", "/v1/leases/" + appLease, nil, bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"another token's lease on acquire", "POST", "/v1/locks/shared-1?lease=" + appLease, nil, bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"another token's lease stream", "GET", "/v1/leases/" + appLease + "/events", nil, bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"claim of no one", "DELETE", "/v1/queues/shared-q/claims/c1", nil, bearer(tokApp), scoped, 404, "claim-not-found"},
+		{"ticket without a token", "POST", "/ui/ticket", nil, nil, scoped, 401, "unauthorized"},
+		// Limits.
+		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
+		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -84,6 +122,14 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 			}
 			if r.Status != c.status {
 				t.Fatalf("status %d, want %d: %s", r.Status, c.status, r.Raw)
+			}
+			if r.Status >= 500 {
+				t.Fatalf("a client's fault answered %d", r.Status)
+			}
+			for _, id := range []string{lease, appLease} {
+				if strings.Contains(string(r.Raw), id) && !strings.Contains(c.path, id) {
+					t.Fatalf("a lease id the request did not name: %s", r.Raw)
+				}
 			}
 			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
 				t.Fatalf("Content-Type %q", ct)

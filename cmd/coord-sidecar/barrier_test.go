@@ -216,8 +216,8 @@ func TestDoubleBarrierFiveParticipantsTwoSidecars(t *testing.T) {
 }
 
 // A participant whose client disconnects while entering leaves nothing behind;
-// an implicit lease lets it enter again without lease=, and the same id from
-// another lease is refused.
+// an implicit lease lets it enter again with lease= its id, and the same id from
+// another lease, or from a request without one, is refused without the lease.
 func TestDoubleBarrierImplicitLeaseAndDisconnect(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
@@ -243,15 +243,21 @@ func TestDoubleBarrierImplicitLeaseAndDisconnect(t *testing.T) {
 
 	r := car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&ttl=30s")
 	implicit := str(r.Body["lease"])
-	// Again without lease=: the enrolment of the implicit lease goes on.
-	r = car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
+	// Again with its lease: the enrolment of the implicit lease goes on.
+	r = car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&lease="+implicit)
 	if str(r.Body["lease"]) != implicit || num(r.Body["participants"]) != 1 {
 		t.Fatalf("second enter: %s (lease was %s)", r.Raw, implicit)
+	}
+	// Without it, the id is someone else's: refused, and its lease is not shown.
+	r = car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
+	brProblem(t, r, 409, "participant-exists")
+	if strings.Contains(string(r.Raw), implicit) {
+		t.Fatalf("the enrolled participant's lease leaked: %s", r.Raw)
 	}
 	other := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=30s").Body["lease"])
 	brProblem(t, car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&lease="+other), 409, "participant-exists")
 	car.must(t, http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=b&count=2&lease="+other)
-	car.must(t, http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=a&count=2")
+	car.must(t, http.StatusCreated, "POST", "/v1/double-barriers/dc/participants?id=a&count=2&lease="+implicit)
 	// Leaving needs the lease that holds the participant.
 	brProblem(t, car.must(t, http.StatusNotFound, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+other), 404, "not-held")
 	brProblem(t, car.must(t, http.StatusConflict, "DELETE", "/v1/double-barriers/dc/participants/a?lease="+implicit), 409, "barrier-not-empty")

@@ -267,7 +267,7 @@ func TestThroughputEventIDs(t *testing.T) {
 	}
 	joinTP(t, car, "ids", "m2", "")
 	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m1.lease) // m1 goes: m2 leads
-	for all[len(all)-1].name != "leader" {                                    // until m2's leader event
+	for all[len(all)-1].name != "leader" {                                       // until m2's leader event
 		all = append(all, read(f.st, 1)...)
 	}
 	increasing("the whole stream", all)

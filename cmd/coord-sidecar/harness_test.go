@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,17 @@ func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 type sidecar struct {
 	m    *Main
 	base string
+	// client reaches it (nil: http.DefaultClient); hdr is sent with every
+	// request of do, must and openStream (name/value pairs, e.g. a token).
+	client *http.Client
+	hdr    []string
+}
+
+func (s *sidecar) hc() *http.Client {
+	if s.client != nil {
+		return s.client
+	}
+	return http.DefaultClient
 }
 
 // startSidecar runs a sidecar against servers with the given root, listening on a
@@ -57,7 +69,7 @@ func startSidecar(t testing.TB, servers []string, root string, extra ...string) 
 func (s *sidecar) waitReady(t testing.TB) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, "sidecar "+s.base+" ready", func() bool {
-		resp, err := http.Get(s.base + "/readyz")
+		resp, err := s.hc().Get(s.base + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -77,7 +89,7 @@ type response struct {
 // do sends one request and decodes a JSON answer. It never calls t.Fatal, so it is
 // safe from goroutines; transport errors come back as err.
 func (s *sidecar) do(ctx context.Context, method, path string, body io.Reader, hdr ...string) (*response, error) {
-	return doWith(ctx, http.DefaultClient, s.base, method, path, body, hdr...)
+	return doWith(ctx, s.hc(), s.base, method, path, body, append(slices.Clone(s.hdr), hdr...)...)
 }
 
 // doWith sends one request through client (with header name/value pairs) and
@@ -87,9 +99,7 @@ func doWith(ctx context.Context, client *http.Client, base, method, path string,
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
+	setHeaders(req, hdr)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
@@ -106,6 +116,17 @@ func doWith(ctx context.Context, client *http.Client, base, method, path string,
 		}
 	}
 	return r, nil
+}
+
+// setHeaders sets name/value pairs on req; "Host" sets the Host it is sent with.
+func setHeaders(req *http.Request, hdr []string) {
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if http.CanonicalHeaderKey(hdr[i]) == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 }
 
 // must is do that fails t (from t's goroutine only) unless the status is want.
@@ -160,10 +181,8 @@ func (s *sidecar) openStream(t testing.TB, path string, hdr ...string) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	setHeaders(req, append(slices.Clone(s.hdr), hdr...))
+	resp, err := s.hc().Do(req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

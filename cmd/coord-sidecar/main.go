@@ -1,6 +1,8 @@
 // Command coord-sidecar holds one ZooKeeper session for an application and offers
 // ZooKeeper's coordination recipes over HTTP/JSON and server-sent events.
 //
+// SIGHUP re-reads --tokens-file and --token-file; SIGTERM shuts down.
+//
 // Its subcommands talk to a running sidecar:
 //
 //	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
@@ -59,11 +61,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
 		os.Exit(1)
 	}
-	<-ctx.Done()
+	for done := false; !done; {
+		select {
+		case <-hup:
+			_ = m.Reload() // logged; the tokens in force stay on an error
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	signal.Stop(hup)
 	stop()
 	if err := m.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "coord-sidecar: shutdown:", err)

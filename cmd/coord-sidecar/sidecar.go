@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,14 +33,31 @@ type Config struct {
 	ZK             []string
 	ZKRoot         string
 	SessionTimeout time.Duration
-	Token          string
-	MaxWait        time.Duration
-	MaxTTL         time.Duration
-	DefaultTTL     time.Duration
-	MaxBody        int64
-	MaxItem        int64
-	MaxStreams     int
-	MaxWaiters     int
+	// Token is one bearer token allowed everything (--token, COORD_TOKEN, or the
+	// contents of --token-file / COORD_TOKEN_FILE).
+	Token     string
+	TokenFile string
+	// TokensFile holds scoped tokens (API.md "Trust boundaries"), reloaded on SIGHUP.
+	TokensFile string
+	// AllowedHosts and AllowedOrigins are comma-separated; AllowedHosts empty
+	// means the default of the listen address.
+	AllowedHosts   string
+	AllowedOrigins string
+	// TLSCert and TLSKey turn on HTTPS; TLSClientCA makes client certificates
+	// signed by it mandatory. The files are re-read when they change.
+	TLSCert, TLSKey, TLSClientCA string
+	// MaxLeases caps live leases; MaxConns caps open connections.
+	MaxLeases int
+	MaxConns  int
+	// BodyTimeout is how long a client has to send a request body.
+	BodyTimeout time.Duration
+	MaxWait     time.Duration
+	MaxTTL      time.Duration
+	DefaultTTL  time.Duration
+	MaxBody     int64
+	MaxItem     int64
+	MaxStreams  int
+	MaxWaiters  int
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
 	// OverviewInterval is how often GET /v1/events reads the tree while followed.
@@ -62,6 +80,9 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+	tokens   *api.Tokens
+	log      *slog.Logger
+	certs    *certFiles
 
 	closeOnce sync.Once
 	closeErr  error
@@ -73,6 +94,7 @@ func NewMain() *Main {
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
 		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, OverviewInterval: 250 * time.Millisecond, LogLevel: "info",
+		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second,
 	}, LogOutput: os.Stderr, Stdout: os.Stdout}
 }
 
@@ -87,7 +109,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.Listen, "listen", env(getenv, "COORD_LISTEN", c.Listen), "HTTP listen address (COORD_LISTEN)")
 	fs.StringVar(&zk, "zk", env(getenv, "COORD_ZK", zk), "ZooKeeper servers, comma-separated (COORD_ZK)")
 	fs.StringVar(&c.ZKRoot, "zk-root", env(getenv, "COORD_ZK_ROOT", c.ZKRoot), "znode under which every recipe lives (COORD_ZK_ROOT)")
-	fs.StringVar(&c.Token, "token", env(getenv, "COORD_TOKEN", c.Token), "bearer token required on /v1 when set (COORD_TOKEN)")
+	fs.StringVar(&c.Token, "token", env(getenv, "COORD_TOKEN", c.Token), "one bearer token allowed everything on /v1; prefer COORD_TOKEN or --token-file, argv is visible to every local user (COORD_TOKEN)")
+	fs.StringVar(&c.TokenFile, "token-file", env(getenv, "COORD_TOKEN_FILE", c.TokenFile), "file holding the --token token (COORD_TOKEN_FILE)")
+	fs.StringVar(&c.TokensFile, "tokens-file", env(getenv, "COORD_TOKENS_FILE", c.TokensFile), `JSON {"tokens":[{"name","token","allow":["locks/app-*"],"readOnly"}]}, reloaded on SIGHUP (COORD_TOKENS_FILE)`)
+	fs.StringVar(&c.AllowedHosts, "allowed-hosts", env(getenv, "COORD_ALLOWED_HOSTS", c.AllowedHosts), "Host values accepted, comma-separated, * for all (default: on loopback or a unix socket, localhost, 127.0.0.1, [::1] and the listen host; else all) (COORD_ALLOWED_HOSTS)")
+	fs.StringVar(&c.AllowedOrigins, "allowed-origins", env(getenv, "COORD_ALLOWED_ORIGINS", c.AllowedOrigins), "browser origins accepted besides the sidecar's own, comma-separated (COORD_ALLOWED_ORIGINS)")
+	fs.StringVar(&c.TLSCert, "tls-cert", env(getenv, "COORD_TLS_CERT", c.TLSCert), "PEM certificate (chain): serve HTTPS; re-read when it changes (COORD_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", env(getenv, "COORD_TLS_KEY", c.TLSKey), "PEM private key of --tls-cert (COORD_TLS_KEY)")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", env(getenv, "COORD_TLS_CLIENT_CA", c.TLSClientCA), "PEM CA bundle: clients must present a certificate it signed (COORD_TLS_CLIENT_CA)")
+	fs.IntVar(&c.MaxLeases, "max-leases", c.MaxLeases, "most live leases; beyond, 429 too-many-leases (COORD_MAX_LEASES)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; more wait to be accepted (COORD_MAX_CONNS)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
 	fs.Int64Var(&c.MaxItem, "max-item", c.MaxItem, "largest queue item in bytes, at most 1000000 (COORD_MAX_ITEM)")
@@ -104,6 +135,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
 		{&c.ReadHeaderTimeout, "read-header-timeout", "COORD_READ_HEADER_TIMEOUT", "time a client has to send its request headers"},
 		{&c.OverviewInterval, "overview-interval", "COORD_OVERVIEW_INTERVAL", "how often GET /v1/events reads the whole tree while followed"},
+		{&c.BodyTimeout, "body-timeout", "COORD_BODY_TIMEOUT", "time a client has to send a request body"},
 	}
 	for _, d := range durations {
 		if v := getenv(d.envv); v != "" {
@@ -116,7 +148,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fs.DurationVar(d.p, d.flag, *d.p, d.usage+" ("+d.envv+")")
 	}
 	for key, p := range map[string]any{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem,
-		"COORD_MAX_STREAMS": &c.MaxStreams, "COORD_MAX_WAITERS": &c.MaxWaiters} {
+		"COORD_MAX_STREAMS": &c.MaxStreams, "COORD_MAX_WAITERS": &c.MaxWaiters,
+		"COORD_MAX_LEASES": &c.MaxLeases, "COORD_MAX_CONNS": &c.MaxConns} {
 		if v := getenv(key); v != "" {
 			if _, err := fmt.Sscan(v, p); err != nil {
 				return fmt.Errorf("%s=%q: %w", key, v, err)
@@ -132,6 +165,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown subcommand or argument %q", fs.Arg(0))
 	}
+	return m.checkConfig(zk)
+}
+
+// checkConfig takes the parsed --zk list and refuses a configuration that
+// cannot work, before anything starts.
+func (m *Main) checkConfig(zk string) error {
+	c := &m.Config
 	c.ZK = nil
 	for _, s := range strings.Split(zk, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -150,7 +190,97 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if c.DefaultTTL > c.MaxTTL || c.DefaultTTL < time.Second {
 		return fmt.Errorf("--default-ttl %s: must be between 1s and --max-ttl %s", c.DefaultTTL, c.MaxTTL)
 	}
+	return m.checkTrust()
+}
+
+// checkTrust refuses limits, TLS files and tokens that do not go together, and
+// tokens that do not load.
+func (m *Main) checkTrust() error {
+	c := &m.Config
+	if c.MaxLeases < 1 || c.MaxConns < 1 || c.BodyTimeout <= 0 {
+		return errors.New("--max-leases, --max-conns and --body-timeout must be positive")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	if c.Token != "" && c.TokenFile != "" {
+		return errors.New("--token and --token-file: give one of them")
+	}
+	if _, err := m.loadTokens(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// loadTokens reads the configured tokens: --token (or the --token-file's
+// contents) allowed everything, and the --tokens-file's scoped ones.
+func (m *Main) loadTokens() ([]api.Token, error) {
+	c := m.Config
+	var list []api.Token
+	token := c.Token
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return nil, fmt.Errorf("--token-file %s: empty", c.TokenFile)
+		}
+	}
+	if token != "" {
+		list = append(list, api.Token{Name: api.AllTokenName, Token: token, Allow: []string{"*"}})
+	}
+	if c.TokensFile != "" {
+		b, err := os.ReadFile(c.TokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tokens-file: %w", err)
+		}
+		scoped, err := api.ParseTokens(b)
+		if err != nil {
+			return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
+		}
+		list = append(list, scoped...)
+	}
+	if _, err := api.NewTokens(list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// hasTokens tells whether any token source is configured: then /v1 needs a
+// token, even when the sources hold none.
+func (c Config) hasTokens() bool { return c.Token != "" || c.TokenFile != "" || c.TokensFile != "" }
+
+// Reload re-reads the token files (what SIGHUP does). On an error the tokens in
+// force stay, and the error is logged and returned. Certificates need no reload:
+// they are re-read when their files change.
+func (m *Main) Reload() error {
+	if !m.Config.hasTokens() {
+		return nil
+	}
+	list, err := m.loadTokens()
+	if err == nil {
+		err = m.tokens.Set(list)
+	}
+	if err != nil {
+		m.log.Error("reload: the tokens in force stay", "err", err)
+		return err
+	}
+	m.log.Info("reload: tokens read", "tokens", len(list))
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func env(getenv func(string) string, key, def string) string {
@@ -170,6 +300,34 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
 	}
 	log := slog.New(slog.NewJSONHandler(m.LogOutput, &slog.HandlerOptions{Level: level}))
+	m.log = log
+	m.tokens = &api.Tokens{} // none: no authentication
+	if c.hasTokens() {
+		list, err := m.loadTokens()
+		if err == nil {
+			err = m.tokens.Set(list)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	network, address := "tcp", c.Listen
+	if p, ok := strings.CutPrefix(c.Listen, "unix:"); ok {
+		network, address = "unix", p
+	}
+	hosts := api.HostList(splitList(c.AllowedHosts))
+	if len(hosts) == 0 {
+		hosts = api.DefaultAllowedHosts(network, address)
+	}
+	var tlsConfig *tls.Config
+	if c.TLSCert != "" {
+		certs, err := newCertFiles(c.TLSCert, c.TLSKey, c.TLSClientCA, log)
+		if err != nil {
+			return err
+		}
+		m.certs = certs
+		tlsConfig = m.certs.config()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -190,17 +348,23 @@ func (m *Main) Run(ctx context.Context) error {
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
 
-		Token: c.Token, MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
+		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
+		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
-	ln, err := net.Listen("tcp", c.Listen)
+	ln, err := listen(network, address)
 	if err != nil {
 		sess.Close()
 		return err
 	}
 	m.listener = ln
+	ln = limitListener(ln, c.MaxConns)
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
 	m.http = &http.Server{
 		Handler:           m.server.Handler(),
 		BaseContext:       m.server.BaseContext,
@@ -211,7 +375,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(ln) }()
-	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "zk", c.ZK, "root", c.ZKRoot)
+	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "network", network, "tls", tlsConfig != nil,
+		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot)
 	return nil
 }
 

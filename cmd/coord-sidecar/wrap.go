@@ -33,6 +33,7 @@ type wrapOptions struct {
 	addr, token string
 	ttl, grace  time.Duration
 	stderr      io.Writer
+	transport   transportOptions // https://, unix:, --token-file: transport.go
 }
 
 func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -41,16 +42,7 @@ func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.token, "token", getenv("COORD_TOKEN"), "bearer token of the sidecar (COORD_TOKEN)")
 	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease ttl; the wrapper keeps the lease alive through its stream")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between stopping the command (SIGTERM, or the signal passed on) and SIGKILL")
-}
-
-// client parses --addr into a client; a bad address is a usage error.
-func (o *wrapOptions) client(prog string) (*apiClient, int) {
-	addr, err := parseAddr(o.addr)
-	if err != nil {
-		fmt.Fprintf(o.stderr, "coord-sidecar %s: --addr / COORD_ADDR: %v\n", prog, err)
-		return nil, exitUsage
-	}
-	return newAPIClient(addr, o.token), 0
+	o.transport.register(fs, getenv)
 }
 
 // endSignals are the signals that end a wrapper: each is passed on to the

@@ -410,7 +410,9 @@ export interface paths {
         /**
          * Enter; returns once `count` participants have entered.
          * @description `409 barrier-not-ready` when `wait` ends first: the participant stays enrolled;
-         *     POST again to go on waiting.
+         *     POST again with its `lease` to go on waiting. An id enrolled by another lease:
+         *     `409 participant-exists` (that lease is never shown). A `count` other than the
+         *     barrier's (its oldest participant's): `409 count-mismatch` with `count`.
          */
         post: operations["enterDoubleBarrier"];
         delete?: never;
@@ -827,9 +829,11 @@ export interface components {
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
          *     `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
          *     `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-         *     `participant-exists`, `claim-not-found`, `too-many-streams`,
-         *     `too-many-long-polls`, `zookeeper-unavailable`, `session-lost`,
-         *     `shutting-down`, `internal`.
+         *     `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+         *     `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+         *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+         *     `client-closed-request` (499, counted only: its client has gone),
+         *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
          */
         Problem: {
             /** @example https://coord-sidecar.dev/problems/lock-held */
@@ -845,7 +849,7 @@ export interface components {
         LockHeldProblem: components["schemas"]["Problem"] & {
             holder?: components["schemas"]["LockHolder"] | null;
         };
-        /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `participant-exists` has no extension. */
+        /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `count-mismatch` carries `count` (the barrier's); `participant-exists` has no extension. */
         BarrierNotReadyProblem: components["schemas"]["Problem"] & {
             count?: number;
             participants?: number;
@@ -971,7 +975,7 @@ export interface components {
         };
         DoubleBarrierEntered: {
             ready: boolean;
-            /** @description The lease that holds the participant (needed to leave when it is implicit). */
+            /** @description The request's own lease that holds the participant (needed to leave when it is implicit). */
             lease?: string;
         };
         Enqueued: {
@@ -1170,6 +1174,52 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description `forbidden`: a scoped token (`--tokens-file`) outside its kinds and names, or a
+         *     read-only token on anything but a GET; `host-not-allowed`: a `Host` outside
+         *     `--allowed-hosts`; `origin-not-allowed`: a browser `Origin` other than the
+         *     sidecar's own and `--allowed-origins` (or a cross-site request without one).
+         *     Decided before any ZooKeeper call; nothing was changed.
+         */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `host-not-allowed`: a `Host` outside `--allowed-hosts`; `origin-not-allowed`: a
+         *     browser `Origin` other than the sidecar's own and `--allowed-origins`.
+         */
+        BrowserForbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `body-timeout`: the request body did not arrive within `--body-timeout` of the headers; nothing was changed. */
+        BodyTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `too-many-leases`: `--max-leases` leases are live already (an implicit lease counts too); nothing was changed. With `Retry-After`. */
+        TooManyLeases: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description `not-found`: no such route. */
         NotFound: {
             headers: {
@@ -1325,6 +1375,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -1346,6 +1397,7 @@ export interface operations {
                     "application/yaml": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -1368,6 +1420,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1394,6 +1447,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyLeases"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1419,6 +1474,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1443,6 +1499,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1469,6 +1526,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             default: components["responses"]["Problem"];
         };
@@ -1495,6 +1553,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1522,6 +1581,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1557,6 +1617,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /**
              * @description `lock-held`: not granted within `wait`; the problem carries `holder` (null
@@ -1571,6 +1632,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["LockHeldProblem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1598,6 +1660,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1622,6 +1685,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1652,6 +1716,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1690,7 +1755,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
             /** @description `candidate-exists`: a live candidate of this sidecar already has that id in that election. */
             409: {
                 headers: {
@@ -1702,6 +1769,7 @@ export interface operations {
             };
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1736,7 +1804,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -1777,6 +1847,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1804,6 +1875,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1830,6 +1902,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1857,6 +1930,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -1882,6 +1956,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1911,6 +1986,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /** @description `barrier-raised`: still raised when `wait` ended. */
             409: {
                 headers: {
@@ -1946,6 +2022,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -1981,11 +2058,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /**
              * @description `barrier-not-ready`: fewer than `count` had entered when `wait` ended; the
              *     participant stays enrolled (with `count`, `participants` and `lease`).
-             *     `participant-exists`: another lease already has this id in the barrier.
+             *     `participant-exists`: another lease already has this id in the barrier (that
+             *     lease is never shown). `count-mismatch`: `count` is not the barrier's (its
+             *     oldest participant's), which the problem's `count` carries; the participant
+             *     is not enrolled.
              */
             409: {
                 headers: {
@@ -1995,6 +2076,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["BarrierNotReadyProblem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2025,6 +2107,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             /** @description `barrier-not-empty`: others had not left when `wait` ended (with `remaining`); this participant has left all the same. */
             409: {
@@ -2061,6 +2144,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2090,6 +2174,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2123,6 +2208,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2161,6 +2248,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2203,7 +2291,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2230,6 +2320,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ClaimNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2257,6 +2348,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["ClaimNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2284,6 +2376,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2314,6 +2407,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -2349,6 +2444,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             /** @description `member-exists`: the group already has a live member with that id. */
             409: {
@@ -2359,6 +2455,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["TooManyLeases"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2390,6 +2487,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             /** @description `member-not-found`: the group has no live member with that id. */
             404: {
                 headers: {
@@ -2433,7 +2531,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
@@ -2464,6 +2564,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotHeld"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -2491,6 +2592,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2516,6 +2618,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2541,6 +2644,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2566,6 +2670,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2591,6 +2696,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2616,6 +2722,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2641,6 +2748,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2664,6 +2772,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -2686,6 +2795,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            403: components["responses"]["BrowserForbidden"];
             404: components["responses"]["NotFound"];
         };
     };

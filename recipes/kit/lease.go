@@ -42,6 +42,9 @@ type Lease struct {
 	// Implicit is set for a lease made for one acquisition: it ends with the release
 	// of what it holds, or with the failure of that acquisition.
 	Implicit bool
+	// Owner names who made the lease (the HTTP layer puts the name of the
+	// bearer token there; "" when it made none). Set by GrantTo, never changed.
+	Owner string
 
 	mgr *Leases
 	ep  *zookeeper.Epoch
@@ -69,6 +72,11 @@ func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
 // Grant makes a lease bound to the current session. It fails with ErrUnavailable
 // while the session is not connected.
 func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
+	return m.GrantTo("", ttl, implicit)
+}
+
+// GrantTo is Grant for a lease whose Owner is owner.
+func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s: %w", ttl, ErrInvalidArgument)
 	}
@@ -77,7 +85,7 @@ func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
 		return nil, err
 	}
 	l := &Lease{
-		ID: NewID(), TTL: ttl, Implicit: implicit,
+		ID: NewID(), TTL: ttl, Implicit: implicit, Owner: owner,
 		mgr: m, ep: ep,
 		expiresAt: time.Now().Add(ttl),
 		holds:     map[Hold]*held{},

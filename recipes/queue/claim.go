@@ -229,6 +229,16 @@ func (q *Queues) claimFor(name, id string) (*claimRec, error) {
 	return rec, nil
 }
 
+// ClaimLease returns the lease that holds claim id of queue name on this sidecar,
+// or ErrClaimNotFound.
+func (q *Queues) ClaimLease(name, id string) (*kit.Lease, error) {
+	rec, err := q.claimFor(name, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.lease, nil
+}
+
 // Ack deletes the claimed item: it is never delivered again. It fails with
 // ErrClaimNotFound when the claim is not held on this sidecar (acked or released
 // already, or ended with its lease). When the delete fails otherwise, the claim

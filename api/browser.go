@@ -1,0 +1,158 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Browser protections (API.md, "Trust boundaries"): a web page the user visits
+// can make the browser send requests to the sidecar (a cross-site form, a
+// text/plain fetch, an <img>), or rebind its own host name to 127.0.0.1 (DNS
+// rebinding) and then read the answers as same-origin. The Host allow-list stops
+// the second, the Origin allow-list the first; CORS answers go to allowed origins
+// only. Neither check needs a token, and both run before anything else.
+
+// HostList is an allow-list of Host header values: "name" (any port),
+// "name:port", "[v6]" or "[v6]:port", or "*" for every host. The empty list
+// allows every host.
+type HostList []string
+
+// allows reports whether hostport (a Host header) is in the list.
+func (l HostList) allows(hostport string) bool {
+	if len(l) == 0 {
+		return true
+	}
+	host, port := splitHostPort(hostport)
+	if host == "" {
+		return false
+	}
+	for _, e := range l {
+		if e == "*" {
+			return true
+		}
+		eh, ep := splitHostPort(e)
+		if strings.EqualFold(eh, host) && (ep == "" || ep == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitHostPort splits "host", "host:port", "[v6]" or "[v6]:port", lower-cased.
+func splitHostPort(hp string) (host, port string) {
+	hp = strings.ToLower(strings.TrimSpace(hp))
+	if h, p, err := net.SplitHostPort(hp); err == nil {
+		return h, p
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), ""
+}
+
+// DefaultAllowedHosts is the Host allow-list of a listener (API.md): on a
+// loopback address or a unix socket, the listen host, localhost, 127.0.0.1 and
+// [::1] (with any port); on any other address, nil (every host).
+func DefaultAllowedHosts(network, addr string) HostList {
+	if network == "unix" {
+		return HostList{"localhost", "127.0.0.1", "[::1]"}
+	}
+	host, _ := splitHostPort(addr)
+	ip := net.ParseIP(host)
+	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil
+	}
+	l := HostList{"localhost", "127.0.0.1", "[::1]"}
+	if host != "localhost" && host != "127.0.0.1" && host != "::1" {
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		l = append(l, host)
+	}
+	return l
+}
+
+// sameOrigin reports whether origin is the sidecar's own as this request reached
+// it: its scheme and its Host.
+func sameOrigin(origin string, r *http.Request) bool {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return strings.EqualFold(origin, scheme+r.Host)
+}
+
+// originAllowed reports whether origin may send requests: the sidecar's own, or
+// one of --allowed-origins.
+func (s *Server) originAllowed(origin string, r *http.Request) (allowed, own bool) {
+	if sameOrigin(origin, r) {
+		return true, true
+	}
+	for _, o := range s.opt.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// exposedHeaders are the response headers a cross-origin script may read.
+const exposedHeaders = "Item-Id, Claim-Id, Retry-After, Location, WWW-Authenticate"
+
+// guardBrowser refuses, before anything else happens, a Host outside the
+// allow-list (403 host-not-allowed) and an Origin other than the sidecar's own
+// and --allowed-origins (403 origin-not-allowed); a request to /v1 that the
+// browser marks as cross-site (Sec-Fetch-Site) without an Origin is refused too.
+// It answers CORS preflights of allowed origins and adds CORS headers to their
+// requests; other origins get no CORS header at all. /healthz and /readyz stay
+// open to every Host (probes send the pod's address).
+func (s *Server) guardBrowser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !s.opt.AllowedHosts.allows(r.Host) {
+			s.writeProblem(w, r, newProblem(http.StatusForbidden, "host-not-allowed",
+				"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/v1") {
+				s.writeProblem(w, r, newProblem(http.StatusForbidden, "origin-not-allowed",
+					"a cross-site browser request is not allowed"))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		allowed, own := s.originAllowed(origin, r)
+		if !allowed {
+			s.writeProblem(w, r, newProblem(http.StatusForbidden, "origin-not-allowed",
+				"the Origin "+quoteHeader(origin)+" is not among the sidecar's allowed origins (--allowed-origins)"))
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		if !own {
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Expose-Headers", exposedHeaders)
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// quoteHeader quotes a header value for a problem's detail, cut to 100 bytes.
+func quoteHeader(v string) string {
+	if len(v) > 100 {
+		v = v[:100] + "…"
+	}
+	return `"` + strings.ReplaceAll(v, `"`, `\"`) + `"`
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The sidecar's own listener: TCP or a unix socket, a cap on open connections,
+// and HTTPS whose certificate files are re-read when they change.
+
+// listen binds the listener. A unix socket gets mode 0660 (its owner and group
+// may connect); a socket file left by a process that is gone is removed first,
+// while one that a live process answers on is an error, as is any other file
+// at that path. The socket file is removed when the listener closes.
+func listen(network, address string) (net.Listener, error) {
+	if network != "unix" {
+		return net.Listen(network, address)
+	}
+	if address == "" {
+		return nil, errors.New("--listen unix:PATH: no path")
+	}
+	if fi, err := os.Lstat(address); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("--listen unix:%s: the file exists and is not a socket", address)
+		}
+		if c, err := net.DialTimeout("unix", address, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("--listen unix:%s: another process is serving on it", address)
+		}
+		if err := os.Remove(address); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("--listen unix:%s: removing the stale socket: %w", address, err)
+		}
+	}
+	ln, err := net.Listen("unix", address)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(address, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--listen unix:%s: %w", address, err)
+	}
+	return ln, nil
+}
+
+// limitListener accepts at most n open connections at once: past n, Accept
+// waits until one closes, and new clients wait in the kernel's backlog (as
+// golang.org/x/net/netutil.LimitListener does). A hijacked connection (an event
+// stream) holds its place until it is closed.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	sem       chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+// SyscallConn is the connection's own, so that the event streams' reaper can
+// peek at it to notice a client that went away.
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// certFiles serves the certificate of --tls-cert/--tls-key and checks clients
+// against --tls-client-ca, re-reading a file whenever its modification time or
+// size changed since it was read (checked at each handshake, a stat per file).
+// A file that fails to load (half written while it is replaced) leaves the
+// previous one in force, with a warning, and is tried again at the next
+// handshake.
+type certFiles struct {
+	certFile, keyFile, caFile string
+	log                       *slog.Logger
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	certSig [2]fileSig // cert, key
+	pool    *x509.CertPool
+	caSig   fileSig
+}
+
+type fileSig struct {
+	mod  time.Time
+	size int64
+}
+
+func sigOf(path string) (fileSig, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileSig{}, err
+	}
+	return fileSig{fi.ModTime(), fi.Size()}, nil
+}
+
+// newCertFiles loads the files once: a problem with them now is an error.
+func newCertFiles(certFile, keyFile, caFile string, log *slog.Logger) (*certFiles, error) {
+	c := &certFiles{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log}
+	if err := c.refresh(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// refresh re-reads the files that changed; it keeps what it had on an error.
+func (c *certFiles) refresh() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	cs, err1 := sigOf(c.certFile)
+	ks, err2 := sigOf(c.keyFile)
+	if err := errors.Join(err1, err2); err != nil {
+		errs = append(errs, err)
+	} else if c.cert == nil || [2]fileSig{cs, ks} != c.certSig {
+		cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		} else {
+			if c.cert != nil {
+				c.log.Info("tls: certificate reloaded", "file", c.certFile)
+			}
+			c.cert, c.certSig = &cert, [2]fileSig{cs, ks}
+		}
+	}
+	if c.caFile != "" {
+		as, err := sigOf(c.caFile)
+		if err != nil {
+			errs = append(errs, err)
+		} else if c.pool == nil || as != c.caSig {
+			pem, err := os.ReadFile(c.caFile)
+			pool := x509.NewCertPool()
+			if err == nil && !pool.AppendCertsFromPEM(bytes.TrimSpace(pem)) {
+				err = errors.New("no PEM certificate in it")
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--tls-client-ca %s: %w", c.caFile, err))
+			} else {
+				if c.pool != nil {
+					c.log.Info("tls: client CA reloaded", "file", c.caFile)
+				}
+				c.pool, c.caSig = pool, as
+			}
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil && c.cert != nil {
+		c.log.Warn("tls: keeping the files in force", "err", err)
+	}
+	return err
+}
+
+func (c *certFiles) current() (*tls.Certificate, *x509.CertPool) {
+	_ = c.refresh()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cert, c.pool
+}
+
+// config is the listener's TLS configuration: TLS 1.2 at least, HTTP/1.1 (the
+// event streams hand their connection over to a small writer), and with a client
+// CA, a client certificate it signed is required.
+func (c *certFiles) config() *tls.Config {
+	base := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		cert, pool := c.current()
+		cfg := base.Clone()
+		cfg.GetConfigForClient = nil
+		cfg.Certificates = []tls.Certificate{*cert}
+		if pool != nil {
+			cfg.ClientCAs = pool
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		return cfg, nil
+	}
+	return base
+}
