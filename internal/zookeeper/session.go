@@ -256,12 +256,16 @@ func (s *Session) heartbeatEvery() time.Duration {
 	return max(s.cfg.Timeout/10, 20*time.Millisecond)
 }
 
-// heartbeats sends one cheap read every tenth of the session timeout while
-// connected (its success proves the server heard from us) and declares the epoch
-// lost when nothing succeeded for too long. One read is under way at a time.
+// heartbeats declares the epoch lost when no call has succeeded for 9/10 of the
+// session timeout, checking every tenth of it, and asks pings for one cheap read
+// each time while connected (its success proves the server heard from us). The
+// read runs on pings' goroutine, so a read that hangs (a silent partition) never
+// delays the check.
 func (s *Session) heartbeats() {
 	tick := time.NewTicker(s.heartbeatEvery())
 	defer tick.Stop()
+	ping := make(chan *Epoch, 1)
+	s.Go(func() { s.pings(ping) })
 	for {
 		select {
 		case <-s.closing:
@@ -280,6 +284,21 @@ func (s *Session) heartbeats() {
 			continue
 		}
 		if st == StateConnected {
+			select {
+			case ping <- ep:
+			default: // the previous read is still under way
+			}
+		}
+	}
+}
+
+// pings sends the heartbeats' reads, one at a time, until Close.
+func (s *Session) pings(ping <-chan *Epoch) {
+	for {
+		select {
+		case <-s.closing:
+			return
+		case ep := <-ping:
 			ctx, cancel := context.WithTimeout(context.Background(), ep.SessionTimeout()/2)
 			_, _, _ = ep.Exists(ctx, "/")
 			cancel()
