@@ -56,10 +56,12 @@ lease=$(sed -n 's/.*"lease":"\([^"]*\)".*/\1/p' <<<"$grant")
 echo "token $token"
 
 # 3. (on every way out) Stop the keepalive loop and the work, release the lock.
-#    A background job killed just after it was forked may still run the traps it
-#    inherited before bash resets them: only this shell releases.
+#    Once, and only by this shell: a background job killed just after it was
+#    forked may still run the traps it inherited before bash resets them.
+released=""
 release() {
-	[ "$BASHPID" = "$$" ] || return 0
+	[ "$BASHPID" = "$$" ] && [ -z "$released" ] || return 0
+	released=1
 	kill "$keepalive" "$work" 2>/dev/null || true
 	curl "${via[@]}" -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
 }
