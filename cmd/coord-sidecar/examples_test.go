@@ -81,26 +81,26 @@ type exampleRun struct {
 	argv   []string
 	stdin  io.WriteCloser
 	lines  chan string // its stdout, line by line; closed at the end
-	stderr exampleBuffer
+	stderr syncBuffer
 	seen   []string      // lines read so far (for messages)
 	done   chan struct{} // closed once the process has been waited for
 	err    error         // Wait's answer, set before done is closed
 }
 
-// exampleBuffer is a bytes.Buffer safe for the writer (exec's copying goroutine)
+// syncBuffer is a bytes.Buffer safe for the writer (exec's copying goroutine)
 // and a reader (the test) at once.
-type exampleBuffer struct {
+type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *exampleBuffer) Write(p []byte) (int, error) {
+func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *exampleBuffer) String() string {
+func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

@@ -58,12 +58,12 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 type runningWrapper struct {
 	cmd    *exec.Cmd
 	exited chan error
-	out    *exampleBuffer
+	out    *syncBuffer
 }
 
 func startWrapper(t *testing.T, bin, addr string, args ...string) *runningWrapper {
 	t.Helper()
-	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &exampleBuffer{}}
+	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &syncBuffer{}}
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
