@@ -808,6 +808,15 @@ type LeaseQuery = Name
 // LeaseRequired defines model for LeaseRequired.
 type LeaseRequired = Name
 
+// ListAfter defines model for ListAfter.
+type ListAfter = string
+
+// ListLimit defines model for ListLimit.
+type ListLimit = int
+
+// ListPrefix defines model for ListPrefix.
+type ListPrefix = string
+
 // NamePath defines model for NamePath.
 type NamePath = Name
 
@@ -985,6 +994,18 @@ type Unavailable = Problem
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type UnsupportedMediaType = Problem
 
+// ListBarriersParams defines parameters for ListBarriers.
+type ListBarriersParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // RaiseBarrierParams defines parameters for RaiseBarrier.
 type RaiseBarrierParams struct {
 	// Lease Attach to this existing lease instead of making an implicit one.
@@ -995,6 +1016,18 @@ type RaiseBarrierParams struct {
 type WaitBarrierParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListDoubleBarriersParams defines parameters for ListDoubleBarriers.
+type ListDoubleBarriersParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // EnterDoubleBarrierParams defines parameters for EnterDoubleBarrier.
@@ -1019,6 +1052,18 @@ type LeaveDoubleBarrierParams struct {
 
 	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// ListElectionsParams defines parameters for ListElections.
+type ListElectionsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // GetElectionParams defines parameters for GetElection.
@@ -1062,6 +1107,18 @@ type CreateLeaseParams struct {
 	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
 }
 
+// ListLocksParams defines parameters for ListLocks.
+type ListLocksParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // ReleaseLockParams defines parameters for ReleaseLock.
 type ReleaseLockParams struct {
 	// Lease The lease that holds what the operation changes.
@@ -1081,6 +1138,18 @@ type AcquireLockParams struct {
 
 	// Owner Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`.
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// ListQueuesParams defines parameters for ListQueues.
+type ListQueuesParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ClaimParams defines parameters for Claim.
@@ -1111,6 +1180,18 @@ type EnqueueParams struct {
 type TakeParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListThroughputGroupsParams defines parameters for ListThroughputGroups.
+type ListThroughputGroupsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // JoinThroughputGroupParams defines parameters for JoinThroughputGroup.
@@ -2356,7 +2437,7 @@ type ServerInterface interface {
 	GetReadyz(w http.ResponseWriter, r *http.Request)
 	// ListBarriers Every raised barrier.
 	// (GET /v1/barriers)
-	ListBarriers(w http.ResponseWriter, r *http.Request)
+	ListBarriers(w http.ResponseWriter, r *http.Request, params ListBarriersParams)
 	// LowerBarrier Lower the barrier.
 	// (DELETE /v1/barriers/{name})
 	LowerBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -2371,7 +2452,7 @@ type ServerInterface interface {
 	WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams)
 	// ListDoubleBarriers Every double barrier that has a node.
 	// (GET /v1/double-barriers)
-	ListDoubleBarriers(w http.ResponseWriter, r *http.Request)
+	ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams)
 	// GetDoubleBarrier The double barrier's count, readiness and participants.
 	// (GET /v1/double-barriers/{name})
 	GetDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -2383,7 +2464,7 @@ type ServerInterface interface {
 	LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request, name NamePath, id IDPath, params LeaveDoubleBarrierParams)
 	// ListElections Every election that has a node, with leader and candidates.
 	// (GET /v1/elections)
-	ListElections(w http.ResponseWriter, r *http.Request)
+	ListElections(w http.ResponseWriter, r *http.Request, params ListElectionsParams)
 	// GetElection The leader and the candidates in line order.
 	// (GET /v1/elections/{name})
 	GetElection(w http.ResponseWriter, r *http.Request, name NamePath, params GetElectionParams)
@@ -2419,7 +2500,7 @@ type ServerInterface interface {
 	KeepAliveLease(w http.ResponseWriter, r *http.Request, lease LeasePath)
 	// ListLocks Every lock that has a node, with holder and waiters.
 	// (GET /v1/locks)
-	ListLocks(w http.ResponseWriter, r *http.Request)
+	ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams)
 	// ReleaseLock Release the lock held by `lease`.
 	// (DELETE /v1/locks/{name})
 	ReleaseLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseLockParams)
@@ -2431,7 +2512,7 @@ type ServerInterface interface {
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
-	ListQueues(w http.ResponseWriter, r *http.Request)
+	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
 	// GetQueue Queue length and claimed count.
 	// (GET /v1/queues/{name})
 	GetQueue(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -2461,7 +2542,7 @@ type ServerInterface interface {
 	StreamSession(w http.ResponseWriter, r *http.Request)
 	// ListThroughputGroups Every throughput group, with its allocation.
 	// (GET /v1/throughput)
-	ListThroughputGroups(w http.ResponseWriter, r *http.Request)
+	ListThroughputGroups(w http.ResponseWriter, r *http.Request, params ListThroughputGroupsParams)
 	// GetThroughputGroup The group's limit, leader, allocation version and members in join order.
 	// (GET /v1/throughput/{group})
 	GetThroughputGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
@@ -2503,7 +2584,7 @@ func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
 
 // ListBarriers Every raised barrier.
 // (GET /v1/barriers)
-func (_ Unimplemented) ListBarriers(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListBarriers(w http.ResponseWriter, r *http.Request, params ListBarriersParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2533,7 +2614,7 @@ func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name 
 
 // ListDoubleBarriers Every double barrier that has a node.
 // (GET /v1/double-barriers)
-func (_ Unimplemented) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2557,7 +2638,7 @@ func (_ Unimplemented) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Request
 
 // ListElections Every election that has a node, with leader and candidates.
 // (GET /v1/elections)
-func (_ Unimplemented) ListElections(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListElections(w http.ResponseWriter, r *http.Request, params ListElectionsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2629,7 +2710,7 @@ func (_ Unimplemented) KeepAliveLease(w http.ResponseWriter, r *http.Request, le
 
 // ListLocks Every lock that has a node, with holder and waiters.
 // (GET /v1/locks)
-func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2653,7 +2734,7 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 
 // ListQueues Every queue that has a node, with length and claimed count.
 // (GET /v1/queues)
-func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2713,7 +2794,7 @@ func (_ Unimplemented) StreamSession(w http.ResponseWriter, r *http.Request) {
 
 // ListThroughputGroups Every throughput group, with its allocation.
 // (GET /v1/throughput)
-func (_ Unimplemented) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) ListThroughputGroups(w http.ResponseWriter, r *http.Request, params ListThroughputGroupsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2799,8 +2880,53 @@ func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Requ
 // ListBarriers operation middleware
 func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListBarriersParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListBarriers(w, r)
+		siw.Handler.ListBarriers(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2949,8 +3075,53 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 // ListDoubleBarriers operation middleware
 func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListDoubleBarriersParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListDoubleBarriers(w, r)
+		siw.Handler.ListDoubleBarriers(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3147,8 +3318,53 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 // ListElections operation middleware
 func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListElectionsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListElections(w, r)
+		siw.Handler.ListElections(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3589,8 +3805,53 @@ func (siw *ServerInterfaceWrapper) KeepAliveLease(w http.ResponseWriter, r *http
 // ListLocks operation middleware
 func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLocksParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListLocks(w, r)
+		siw.Handler.ListLocks(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3752,8 +4013,53 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListQueuesParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListQueues(w, r)
+		siw.Handler.ListQueues(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4084,8 +4390,53 @@ func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.
 // ListThroughputGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListThroughputGroupsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListThroughputGroups(w, r)
+		siw.Handler.ListThroughputGroups(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4813,6 +5164,7 @@ func (response GetReadyz503ApplicationProblemPlusJSONResponse) VisitGetReadyzRes
 }
 
 type ListBarriersRequestObject struct {
+	Params ListBarriersParams
 }
 
 type ListBarriersResponseObject interface {
@@ -4821,6 +5173,9 @@ type ListBarriersResponseObject interface {
 
 type ListBarriers200JSONResponse struct {
 	Barriers []Barrier `json:"barriers"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
 }
 
 func (response ListBarriers200JSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
@@ -4831,6 +5186,22 @@ func (response ListBarriers200JSONResponse) VisitListBarriersResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListBarriers400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListBarriers400ApplicationProblemPlusJSONResponse) VisitListBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5363,6 +5734,7 @@ func (response WaitBarrierdefaultApplicationProblemPlusJSONResponse) VisitWaitBa
 }
 
 type ListDoubleBarriersRequestObject struct {
+	Params ListDoubleBarriersParams
 }
 
 type ListDoubleBarriersResponseObject interface {
@@ -5371,6 +5743,9 @@ type ListDoubleBarriersResponseObject interface {
 
 type ListDoubleBarriers200JSONResponse struct {
 	DoubleBarriers []DoubleBarrier `json:"doubleBarriers"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
 }
 
 func (response ListDoubleBarriers200JSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
@@ -5381,6 +5756,22 @@ func (response ListDoubleBarriers200JSONResponse) VisitListDoubleBarriersRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDoubleBarriers400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListDoubleBarriers400ApplicationProblemPlusJSONResponse) VisitListDoubleBarriersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5860,6 +6251,7 @@ func (response LeaveDoubleBarrierdefaultApplicationProblemPlusJSONResponse) Visi
 }
 
 type ListElectionsRequestObject struct {
+	Params ListElectionsParams
 }
 
 type ListElectionsResponseObject interface {
@@ -5868,6 +6260,9 @@ type ListElectionsResponseObject interface {
 
 type ListElections200JSONResponse struct {
 	Elections []Election `json:"elections"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
 }
 
 func (response ListElections200JSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
@@ -5878,6 +6273,22 @@ func (response ListElections200JSONResponse) VisitListElectionsResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListElections400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListElections400ApplicationProblemPlusJSONResponse) VisitListElectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7417,6 +7828,7 @@ func (response KeepAliveLeasedefaultApplicationProblemPlusJSONResponse) VisitKee
 }
 
 type ListLocksRequestObject struct {
+	Params ListLocksParams
 }
 
 type ListLocksResponseObject interface {
@@ -7425,6 +7837,9 @@ type ListLocksResponseObject interface {
 
 type ListLocks200JSONResponse struct {
 	Locks []LockState `json:"locks"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
 }
 
 func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
@@ -7435,6 +7850,22 @@ func (response ListLocks200JSONResponse) VisitListLocksResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLocks400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLocks400ApplicationProblemPlusJSONResponse) VisitListLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7899,6 +8330,7 @@ func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquir
 }
 
 type ListQueuesRequestObject struct {
+	Params ListQueuesParams
 }
 
 type ListQueuesResponseObject interface {
@@ -7906,6 +8338,8 @@ type ListQueuesResponseObject interface {
 }
 
 type ListQueues200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next   *string `json:"next,omitempty"`
 	Queues []Queue `json:"queues"`
 }
 
@@ -7917,6 +8351,22 @@ func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues400ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9095,6 +9545,7 @@ func (response StreamSessiondefaultApplicationProblemPlusJSONResponse) VisitStre
 }
 
 type ListThroughputGroupsRequestObject struct {
+	Params ListThroughputGroupsParams
 }
 
 type ListThroughputGroupsResponseObject interface {
@@ -9103,6 +9554,9 @@ type ListThroughputGroupsResponseObject interface {
 
 type ListThroughputGroups200JSONResponse struct {
 	Groups []ThroughputGroup `json:"groups"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
 }
 
 func (response ListThroughputGroups200JSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
@@ -9113,6 +9567,22 @@ func (response ListThroughputGroups200JSONResponse) VisitListThroughputGroupsRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListThroughputGroups400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListThroughputGroups400ApplicationProblemPlusJSONResponse) VisitListThroughputGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10401,8 +10871,10 @@ func (sh *strictHandler) GetReadyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListBarriers operation middleware
-func (sh *strictHandler) ListBarriers(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListBarriers(w http.ResponseWriter, r *http.Request, params ListBarriersParams) {
 	var request ListBarriersRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListBarriers(ctx, request.(ListBarriersRequestObject))
@@ -10531,8 +11003,10 @@ func (sh *strictHandler) WaitBarrier(w http.ResponseWriter, r *http.Request, nam
 }
 
 // ListDoubleBarriers operation middleware
-func (sh *strictHandler) ListDoubleBarriers(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams) {
 	var request ListDoubleBarriersRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListDoubleBarriers(ctx, request.(ListDoubleBarriersRequestObject))
@@ -10636,8 +11110,10 @@ func (sh *strictHandler) LeaveDoubleBarrier(w http.ResponseWriter, r *http.Reque
 }
 
 // ListElections operation middleware
-func (sh *strictHandler) ListElections(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListElections(w http.ResponseWriter, r *http.Request, params ListElectionsParams) {
 	var request ListElectionsRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListElections(ctx, request.(ListElectionsRequestObject))
@@ -10967,8 +11443,10 @@ func (sh *strictHandler) KeepAliveLease(w http.ResponseWriter, r *http.Request, 
 }
 
 // ListLocks operation middleware
-func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListLocks(w http.ResponseWriter, r *http.Request, params ListLocksParams) {
 	var request ListLocksRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListLocks(ctx, request.(ListLocksRequestObject))
@@ -11071,8 +11549,10 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 }
 
 // ListQueues operation middleware
-func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
 	var request ListQueuesRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListQueues(ctx, request.(ListQueuesRequestObject))
@@ -11334,8 +11814,10 @@ func (sh *strictHandler) StreamSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // ListThroughputGroups operation middleware
-func (sh *strictHandler) ListThroughputGroups(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) ListThroughputGroups(w http.ResponseWriter, r *http.Request, params ListThroughputGroupsParams) {
 	var request ListThroughputGroupsRequestObject
+
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.ListThroughputGroups(ctx, request.(ListThroughputGroupsRequestObject))
@@ -11565,180 +12047,184 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L1pc9s4tjD8V1B6b5WlGUqWs9yZyHU/OOl0OrfTSSb2vKnnjvJcwiQkYUwBagC0ok7lvz+FcwAS3CQ5",
-	"3pJ0+ks7Ionl4ODsy6deIpcrKZgwujf51FswmjIFf75jRm1OZoYp+6+U6UTxleFS9Ca9U5ZIkWpiJFlT",
-	"bsg5m0nFiFEbLuaEzikXo17U08mCLan93GxWrDfpcWHYnKne58+fo96KKrpkxk33LKN8+ZaaRXO2swUj",
-	"MTwfvkxjQkli/yZU6DVTLLUzcfveyn4d9QRd2rngpV7UU+z3nCuW9iZG5Sxc1H8oNutNev/fYQmDQ3yq",
-	"D1/bQewqXyiZr/y6WqaZ2+fXn+blT1vm4On1J3jFqGZb5sjs8xua5h85U5vmOZ4YQ5OFRRqz4Jqwj1wb",
-	"iy8wNeFCG0ZTImdkSS8AjwThy1XGE26IFKw4599h+MbKv2Sl74rdtiEdLswsqCELmaWarO2fZsGIXDFF",
-	"7ZskWVAxZ3rX4q4JVvvHlsOD/117krOzV004vEIY8CWzB5fxS0b6LyRJc9x/RI6ADMTD4ZJ+HBqTxYNj",
-	"krIZzTNjf3V/wpMuIBmTVc6PfaTLVWafPBzrXuSphzaKizks9T3lprnWX+SaZFLM7YLOM5lc1JZKDVlK",
-	"bfxiLemyq6XnmglDpCLxWMfEKM40kSLpxDj74ZUW/NmejV5JoRkQu6c0tZjHNGwikcIwAX/SlcV3WO7h",
-	"SsnzjC3/+m9tN/dpz9N8i1/hpFXwxFxc0oynQ7uNmPQpsX8QmRvNUwZ4vaLGMCUGESleLsg0fLGk2Uyq",
-	"JUunQir76VDOhspeAVK8OABQ+u/PZbqBT+0feJm4JkLCnSb/ffrmNbmkWc6mQs4IN5rgTiI7CBWELVdm",
-	"Q37PWc4IN2w5GJHX0iwsfVhT7a5fOpqK3ueo91SmmzO+ZDK/W8DarQ0NThxPAJIKzxd3nfIUdkyVshdo",
-	"ze0GLBpWPrSkz37qmPCx/aSx0WKbUr6ias7uYZ9SDjM7tdsp7JBrIi+Z8lerOPTy4CaVF+wv9u51bRHY",
-	"/Wtpfpa5SO90jyA3DIU0w5mdO54Q4egeih1wSFwTe2cSqsiCaofVKenT5IKlEVEM6H4KSGxxGjkJEylL",
-	"B7C/n6U652nKxJ3ubeZnjSeEEp3IFUuJkRdMkH48HMJfejjjGYsHBV2w67/gVtyjIgWSofFyToViNB1K",
-	"kW3cIFIQKjZ4oue5IZS8eH52TOKF1AZASrNMrlkK08e/SG2RHqeZinjoHw/t+zo+JrFUfM5F49NzJdfa",
-	"ItMbeB4TaRZM2WMQFiWnwh3OgSZyLWDdweg4qI5J3+6CJEpqPdTclJfWXlCZA4UajKbiJ5bwlKVezKVi",
-	"Q/5Hyl8ZWzFFEppl7XiMNAkY6L1gMiBdBZPxpxgPscBrRM4aXgOW3suya1dP58mCKJkb5pf0C8vufkUL",
-	"lqWO4CG8UsmQjVnRkHBzTFoA7tdfwhk24Se7w02cCPLu52fkyaPHfyNucJLKJF9a0advt6WZumT+yswo",
-	"z3Jlb3r8eDwmVnFTgmYxUq8zKX+jYgOore/0KCzzWVKxGQIwtcVpZCju3whkTahiCHSaWSK1If1Qm8AT",
-	"TGQujJVeZQcjIu+5WZAYNOEhqMIgwtaV5GGhJbftyr19GOjTsLF/CpqbhVT8D3a32JwHEwM1RdrNNUmk",
-	"mPF5rlgKJDMUY7wEk1ClNoSbGhzev38/PMnNggljF86qKy3F46eMKqaIYjRb/te0l0ip0qGjONNem+SM",
-	"kLqkPKPn2d1KO39IeQE0fpiXK4j9ZdHaqn9OlE2kECwxLLWSs3s2zIC/9elUzBUV5kAXX7GPK6unwcuL",
-	"3FgteJjKtYgjUmK4NorRpY6JVFMRIL4U8+FKZpllkOsmgk7FDaKozlcrqQxLf2Mpp2dwOHeKqsUChku7",
-	"gqHFDxQBrNQJehvAgJJnuKihXWQoD8ThEu3S4i6p87NX6ZyOphRHmK2U1fcNR1qHSuCnOqpGPUW5xrvs",
-	"Hp1LmTEqeqj/ed38X4W6ju9/KLBenv+bJQYkfJz8tTTPrf4T8AuaZW9mvcm/9gRqVF+9YkvKhV1xq8lj",
-	"RZXhCV9RoIxg+aCXDHA8YzO49lZ0160AcD9Qpeimsely4uaGP1S2/M4S7BvcMtD5Nitk5MwzbXsJAdFq",
-	"wWxuoqku4ZZAIgAuFAP95EyTGBZl73s4UUz6C7km9p4j3JnluywdoAjrpLe+qR7UgR4cuwGHS66X1CSL",
-	"xkz4lVsRfhEMMQRjnI5BmxGSsI+GCUuqRgE2vqXa4XcNpfbF+y0I/4yKlKc02TSHT/CRaT+nDGhX2+Tb",
-	"TrfzDhumlu03I8mVsuQGJzzQxL5K+mOyXjDQOhRDbmB1hl7Um0m1pAZR5j8flawtxKAWolDuNiqMh26P",
-	"bnVbwIcwugr4NBcJPCmWa18Fk0STG0c9sNS0DFTbS7gJ/MTPtHXx/78fvbqDYtLqofysGCOGfTSk7w17",
-	"j8iv/OmArPLzjOsFS5E3WMQvVjRqtSc21vQTy5jptAtTbQi7BKPhDIxUwnDjjFtr+zNd0w3px4eXR4fw",
-	"no4BJ6r7SrvmOMnWdKOJUXm43ACx0emwDbGbi8Y1Hmg0+vVjGCMmM9CBzULJfL5Y5YbA74N2MIVn7Fff",
-	"dqI/yfw8Y50cdAtB7ryYdXq8Lxeyi6bpZn+ujIvzn9Um3rnZ50iwm3suaFHzZJyM7TSvhtOhRu1JXzCW",
-	"gt3GvnvJkABxMKt6Daft/PaHBL7XttfnGUtw5Z1kpno62zh2SbRaTq2k6/uxf7+yV/hdkxs7h07KVERE",
-	"nmUINiFBkLQPNNiD1gueMaJzvfLWuqhnX0ftA/0qDbB0Ym0xTpsP1ZA+yu+4rBiXBUY2WRIsPXBrCq0z",
-	"B7q0QE1FoIwUE04sRiRUWMntUubJAm+62DggkFwYntmXFHPai0bdYb9rUvCk4OC3YczzS6cx1GggNTs1",
-	"hALpPkc95odhIl/a5bh1fGhBd57uHNmO9jJt7BEcrjhVhEvctrVXBareIuf1gslOseJaTBpm2carnwuw",
-	"6LcQOJ62023FpeJm0yFDN6BevN86uzuvJsckKUv4kmbEDX5MeKqJXUZisg3hIlFAVyn4BylB5Rp4Mrq8",
-	"epPe//3XePjkw1//ow38vzCaofu1umttqMl11cghL3YyT/dZ2x5/kVkLdC84WmHLWTKZXLSttIMW1RYA",
-	"47mX21bx0rDl043xgkoV1qVT50CTc/tWROSK/p6zCAWiDQFtndhhSR98fFwkWQ4ElbyWJEY9fiqQANp/",
-	"TQguNY4IJeA6pBAdsFLy44ZIRZKMW9FqRRUY+NB1aBdBzjeEGz0VFROAs2AJotgst19wAyTQEsRzxj0W",
-	"cDFHsldcrHMuqNoUpvvmWaD1Rp+Y/W9vtyZiTLafyzs8Pa8YoOO8XE/bScImfmKG8mx/boo7b6rSIJHs",
-	"zeABlXfZBXDIdpsALOO52CZOtQk5zv5URdv3i01gvQceGREuyFqqVI/2BrkbvhPSp0BYCm4nBXPgrikv",
-	"XHkdInQqWKSFIBPupL8WrWEPjhmeeQfT1Ow+eGYjuoSWUFjIdf2ASD8GIyqCqGY9jeyHynkbLbxYlloR",
-	"aO418C+Em8W3VqBJbYrbhhFZl/KiogHdFRzhbsjk4oWibUIVTXC4q1CoGRMJF/MzeYE+6T3kjC8wr8i1",
-	"qBhrOi5bKWPCncOvamuMwm22XkeZXPzCsvQGLYn2Sl5FKYEl4DdWIdmhR+xjUrRcH32RhYEPQkZgEtIv",
-	"FRvuLBFLRgXoD4NjEgPENLeDDbkYrpScK6a7zH7B6hso9gXo0nX2VxSFa6jSgRvdEqzd1alpNZVd83ib",
-	"+iYOGOqbQOBkcmEJ1Uwxdj31ck25j5/dz7rodlh+2Qah1266UDI+Gf4PHf5h5ePyz9H/Dj98GkdHD/72",
-	"uVVmfnPJ1CVn64IZNjzShQ0tfvH8jATWsmOk7RB3ApEk3qkWkyXdOC9k7Ix04JQtGe22EzvFUXBFzfvt",
-	"ecR+g5WYZEfa9qa3JgLhbmEsycX9MOPr7D7Qyq+1+XvT36+3/bPCYgoR4teEQml//fYg8Q+rDV5z/6BR",
-	"fntb9xbu623eOeW+ve1XzfzXA0IKYw3vDxYfqnFZNE1BTqLZ2wBCyKCrfKweVjUipwupjAuyyzVLJ6Qa",
-	"et0aXR1NRTVmOiL1eNsiiroRahtBsoRhS3gEsZRllG1EugIp4EkQDRSRIPrOLmjJzEKmlfjLqBnn5j4D",
-	"sdQ+LmVUMHBPRYxyByylSwaNSFxYJL07OiLxki3PmSp+gDXBL5XpvacdPczhL4Hv3Vnbned9Kqqud78v",
-	"WGT4NUSgF18XYQzxoDZEsOi6L74ysx2/HmQchRE+PvAnDAYKon4iEsTxRi3BtXawlsDZynAYLVegmI9A",
-	"7z8a/x32hca2YZJJzdKh81DZ50+eRBg4x1IiRbaZQHyws81ZNQLUbztEe/hUPT6qLQSqiDZEy1zda+pN",
-	"WU0CIbShTpVoKhmFpbapmhhuMrbFmRja5xbGrPTk8LASuzZK2aWPf9KHxQXYqb3AUz9/tM0sjFy26WOw",
-	"iFQJvqgo6GLellD30rClhsw9Luak78YgUjBN2Edvp21V4vazLhf6O8wfFavs3Jhd0Y24FKzm9we7srPB",
-	"fbZ1fbplgf7nvcyh5U532URxuLbVOAWmwyDaYq1/VUQeayJFLcS77YQxDLg5kCUzE8tCfJpKGQKPnxAu",
-	"LLdr9Ty7K/+yI6AiHMq5MlM73IJ9JP1pb/xxNBpNe4PIZQP58HzqX2+f0yv59QQP9HZaEk76QhZTbpgB",
-	"0uxDOYE0eXdqTPop18WzCQG7g17wFclFwpShHLKmXMynMxIeE0oEW4fRouh6WNKUIR+w9BUUWC8IlcuD",
-	"YAQ3YS/0JUfeFomftwpLpkyDasJbsLk0nFoa7pfm3q9kzO0RBYJADg+4wKByDZHHzi0Y/QzCMNsdbGx7",
-	"RBa8QmZgUe+Hx9t9mv6kyiMYROgtYjRZuJjQcrCWzwuveftoVz7RYLw9zrf1FLZA9xre9+r5tInu7uzv",
-	"xQdfquHX2GJTl//aNPRefYmNfXaHhJWRNO0BMSgDyOUqtyg6IChfH2jC07rlEibxxmJ8b4sBM1gCX3Kz",
-	"p5kYh92fq5aQ+Q2+bAsmumTKc80mDKx8jOHhB5q4N48hnsoFDWgMI0SLZBlbWH73JeGevm4AgiaIp/Fr",
-	"LSGxHR+6ok+uhxC3gATdobW1kFqrUOC4RMiUHWhizwGy7f/4yNNjMg4kAPx2v4jbvRHBowGG4ZVHDtIT",
-	"znitM6/E85ar2uegb4TM+SC5ryueKlifpxc1GbeTjCy54Eu7gfHOQ8BBts/vKEkTymxJMRphD1zr0F62",
-	"BazrBVVsz+HXjM8XZl9Nx73tp4ia59wNh3+u2iPLS2g07xKEY8N1cTd5TYXRx0hKpPI1F2ZSkVzAkWAh",
-	"l60n20FiWoFS8zXhdBeMrdBh6mVH/MDOvKQfcaKjMfwXTH0U7ZH+EcLt1J/jviS5G1e6goZbw4QdrPsc",
-	"KfW/JReuTM4gImXYsAWDZXA045csIjmcr/1BKgwpbtenroCcAZ39UiIJaOuxtZtCgnKZ5FaLP7VUCCF9",
-	"DnmGJ3lXOSFMeZzzS8vTJEaXuHx+NNW5ZPiY9ONnb968++l/z978+vx1PMCcUJcbHk1FfHh5FEP1gxUT",
-	"RdYkJtRBQPZcSIW54C67DK48LK+ExcKYFSbAcTGTzSUX+rHlhVKqlAvkU4olfMVc7YVVRrkgv5ydvT2E",
-	"2Di7GtTFhoD96FsdTcVUvGCCKZoRlWfM5XnR1Qry+J2cgxsr6txM7Fd/Ic+VkgqzazuziTXpx11pgXHk",
-	"yntMBSGxM7fHA1KGAYKZkhtnKQR7mP0LrX5oHEQjX1xAu4hasIPOOMugVEFQowcs8SM3vj2VeA8j3jQf",
-	"jx8meiGVAas9/JvFIzvJcwBROUHKkowqF4vhbKEMQdV/9PHjwMViu7t4bLcDVXFiktiT03bMzhRs0q+n",
-	"YNuTeA3eBS7IipqFfeeTXeRnC6FPcIXwTyAT9k+e6gEBczSAfrdHPyZ9LYlg4GoYxVDTZTSCejm+xAPL",
-	"NCMcVh8/giWG9WXgeGSeLDBPHsO0RGnrgW385EwNdgdQj8cev8niAeBYYItwsZr2vQePx2gdfziG/z1e",
-	"AkwI+c0Xp7HEbk4NUDdgNvIS69sEGc6O3kPhi6IaEDAktxDYVlnWCB/B2ibV7ZY+nBE5wVfIOcvkmhxp",
-	"i20005Io9m9Q7mHXOEO98NCSUaGJsZglEmbHcqgE97M0P2mXEOAMuHadQLVLMJ+zBRdpE9onGDRbqU2z",
-	"zO1fDHNpqSZxGEU7IY3sWTtdP3509Jh0OJUw+XbNNRtEduBqmR+86n6hdGaYsiNyEwHCAIZWygB53uBv",
-	"tg8ktosIDgHcYHakcvYReVdulDPdjgcgfBRY4Lxp7n7a8Y7Ib/zpwF1dEj86ekhqbrkReW33iGZRy5Qd",
-	"0ldh/94lcbRaO2tZ5C60MaAwgAKWg2vCYVm4Hk3ix+OHpCNTvTU73K7EsqrWtP+iCkwMFyesEAPEpl4k",
-	"xi0UrgowDI9auNT4xPkWkYcQl/6PpBUGclQ1QloSPxofkapH0g6d7qq/UnJlvy0L55O3Lz1nnpAFEwnD",
-	"4jDEmZFpBhTVkgnYm5cj4BrvXxzHDthaH4eU5XEAP9qK40T+IB0RfUhK394xqrdYm4UKl9MOCypO/9H4",
-	"Eam7Y49JxjWuC9KGg7gqohdyDX67spYdjrikG1ivoxPV4jykUZsnXMFD0nBBWiZRq86DPA4L9JD96vNU",
-	"5mjxaAIpevbm3akvmUXm0kow7rn7RMN+B6NGpZDAM+ISSCd4Cg+ekLqnFLIWHA2wMNTF2fA0cpWhuJ3R",
-	"4599e2OP/Tw3SOC0CwcckVPGrLSkD0+fP/vnu5dn/2e0RLiD/uxyUyynM+yjwaNzTuF4YOl06kQ5d8F5",
-	"OrFsEMOoke96mgv7sQr3xO5XsGO0b+NgB57IIr7AEt3AfRytlLHci3JWjGhlYStKz8pIdg2Iih4PmAGY",
-	"uKmb6kdunzwFSdLf8CB7x4mku9J3Krshmm6wQqOTpjbopwY+KpdQ58aCALLkgNdhHRjjaO3RY+IT4NAb",
-	"XK1OEighk97RaDwaQ0zrigm64r1J7+FoPHqI6UQLUEEOF5Ay9AcofgyTATw5f5n2Jr0XzPziXqmVB3ww",
-	"Hm8ps3G18houcamlusYpU5dczCHU99H4UddAxcoOi2pQodLVm/zrQ9TT+XJJ1aY3sWsv8hWZ1Q0SpjUK",
-	"tphlQeca4nY9LHTvgx3vcMnsadv92385wI42dJm5nyCKYys43+Eb9wLNZ553fwk8o97j8cPdH4SFcPY/",
-	"g1ZxIxQ1LOd9PH649XRyfuiO4fLo0EXH6M6zeMW1eepfuuZxVE0o4dR7uQfK6LTtLvdi4BYTQ+Ow/d7c",
-	"WR/tdXRltSf4aI/zLosEfhGG2FWDGLv7u7IIT4hHqOZiTJUvHRJiSQmzzzXMOERttKxy0IIjcs2UP50G",
-	"jjxqiWSQrtwzgG+8e1NBldXv+pgAMCQo79JxRlEn4ew8hpujnMU9bN6ms3DlPw63erjvF8zVsiqAZOk3",
-	"XsrOgw5rq3cE8ZavHBbVpT9/iHqrvAVH3tnpSiy52vBBTXA7we6b/s5t7qvGhb1YfLX45/1gEEAzxB9f",
-	"Ng7DXSNIjKZZpoMMJZ+Cqa9E7g/Xriz3ddBP6hb8e0+5+VL0g1rhLYh347TN1cdqoXDfBut6NH5yt9Wk",
-	"q0HbE6INzzIvbwAyOkMpBEmN7uv+MJMrATbZOhXO8FzBFPmE1PZT34FGVXmw/UpV8yC2i9iV/IsbFrTT",
-	"6tj7itv1lJDtQndtkn1Eb5zAw/rPIYGnlT37soyaUIiPuRI+BYJ5lzBYPcJbJJs1XGkXDKt7/yEf1jGk",
-	"CSPwEefCRGDP5YJptEyH2S43LzhuRbfDevW2GxAQaswkJMBBzk87DZ40iqppQzeaMKFklrH0eCrevjk9",
-	"w05GKC1xo4sCnEaSuSRSeA/ciJxAxLr/nJxvCns9fDKZClhgW8XNPlxnZ0vWzuGqF3ItBuBOdOU76xXu",
-	"y8OGeDmZpUybWlVQ8FM+IfVspDAZCS2eVRoANezqVKB2Ym1tUW6gTVH7wGVJvq6xa8E7u2J39pQZd793",
-	"dvZqn9e2a0BHt0NRfSnCFsKKbCXEf8tOXLHZ71Lvug3ZtqNi8TZRt6RMEzJj66JGtbvkC5r6U2jKv8d4",
-	"8bupVi3BsV5aOCghPBi1py5OqmSrKJ6PPU64dmk5oRQM5GsqOuhXPRNyUmzVubwrRYmBlE1FKy2LyHrB",
-	"k4X3KlhIH5TFjV0tlOM6XZ8KN4+HkWvK8ejBk91IVO1ycE8CoMWGY6JAB8GuVMWmK7W6w3LRXyIRVlj0",
-	"4SeebjfeMnrJdrCIGyKx1T5t+xmQgL5JwQBxsW75t0/TfOeTW6dmlZLzu6gZZkdPUD7RQMF8sfgmCWtJ",
-	"oj5GwlLnRfA9zTJ0PtMluy/tHzC9dgFZK/v09fFvVK7efT9c58hCAmeuLst208Hz4q0btRpUJt/LYBAW",
-	"d91qKyiH3sdMUOzvT2Eg8LCpmwYilPVdxV8rAJTVekNUDWD7uY5GTYtBra4ihu4ytYTKnUWhgkkRvlNY",
-	"zqp5PimfzezjmZJLPwB0FWzobP0H43FEcuFadQzalJYXrMDp/bQVX+q2wOQ9AtW/AltzeV/a7SX+3H5Y",
-	"StosJcFNqHQFgOBGiA6SKq06UMO7cX37SP1aHVbrpt+4XeQs3CUkhGCQOuyVevk7ufC9rlwMduXqwpoh",
-	"nG4q6nczckb7UgeJH4yPrPIxdSlG096EzGgGWoe75lb4B13GHUdblh/UL28EgFVSMV2Wtpz5lLyp8GGg",
-	"MU/jqJLWsaQXUAGBYdRa0bRyhUV+oBKA/XFSNB2dCghYbqU2z+hyRflcXMEwclVDyM1bHq5EvoAgPJXY",
-	"L+BGKFetzcfnZlvcmzSFlA1l2qQDrw1+n6aOv++xn6BT7j24/hqVniZWdIAmqwWxqjdarRojsOEqdyJP",
-	"lesdPdwTAL6HLnz0eJ8jbWmI9m2ZE5TMCA2g3H+WK2qkIpgT/AryLzK6kXnVU7mHiBjwsp0GhHdMt5LP",
-	"qxkDOuzFQL3yak/4RleLD/dFfHDrrsdiwTfR1RByZHvc7eExboDvzKhxL659C0kfD+PQ5r+MyiEjBe9K",
-	"/Vx8+SMrQd28nHgFfb8jVOutkpCOcN27dWdSQN2v8/kWtaetF9ND7ru7WV8kEdw5E72H+3/KjMtXwdzE",
-	"mVRVvRDUAsWG/nJfmSViXkyn8QQTYYoGUEW7OqzyGdbFrg0cT1ziTZBdMxWQXuMKWUlRVZP6hZ4UhSTM",
-	"/l3ybezfgtA4norWxlNt3aZq+p7Isywi07LAlf0RyOoA0s996e8D9CihSmq1Pr8ywdZMmzDLDzcB7apm",
-	"GSTB9ulUlAeFjJSLeQTJsFzMiVSQf2KvNLZ7cfocOZWuXVqRAhRoowe6tGZZBv17TjNi4IswPjIt8rRh",
-	"ZkgvchvBxU+duQp9UmDx4kazbAZlAXCclBoaEahV7zOoQJz1mi101oel2ZOCsg3FYOc5Zlk6BOYpRCFg",
-	"RXUYpACUkLAkD8SpqHQwLs7IwssyONSbC5Mi1PMkBtRndL6xSy5ze3JTscpyUKojouXWjkswI/ZcalGn",
-	"XdOU0n63gwE08uKqHKBpAikS3hDK0PilsPRcyU7tS8fXjdVtPvYil++HMa7FrZK6+omIlZr0T0+fD27R",
-	"8rYHJdZBn4F+/GmKhfWmvc/xwNU1hhrM9o8DTSxttoR6EJUUvE/FVPiF194pS8jBKFClofYKCKDwFP7C",
-	"p1PhHzuXkvPlVx252OGXKz8eZxoCiIJsTOAYUzFnRjezMi3pRYaBnUJ9PcSAhyCFKXudTkXKNV2tGFWa",
-	"wKg07I26XkiNNA5qbhTdGlwqvMuPncksk2uML7AcDFYaWu4U9Ga0v6wX0rIjxbwLLh4OpWsyMYT6GJc0",
-	"i0m/yN6HShEDJE5AnpeMuqpDWFqErKhFPQvOlOrFuaQq1RF4MO1L0IgZizBg3ZQycRV88I41euLiMblW",
-	"Z/W4mhPrwT8VFfgXTAHoEiawrpliZfkxtw9dIbRTUVBacKSYakoukWILwS36J32VJLfaP+TLSO737fcz",
-	"csUTAKzwAEcyGmFmNCIC1bX8622JnpdHh2Up4XafwomvSrAWGmihjrwImXArQ4ahJC45Hu+Yq2i44Cs9",
-	"Ii8NeBCcT8E104rCbrb2Gl6wlStUBdIxFxiJaUwWF+9qEI3gpYKCQOlULMRQiG0tzVNDaTaT2hxjFrxI",
-	"p0IxVxyg1mYM2rK1+QQUo4a9cj2rrsauwJp/mxYp19CveWeghdjXr/F+kYH1mncMQOPrPISXxlczrl6Y",
-	"Q1dsabvZ02L5q6KX4M5MOLwV36Wf4tq2OwsafzzHbbcUEiXxFhfFYywdQO9m64l258h2HNr4Zq+ob9rY",
-	"7tx3mPgDGerIcLKtf2bLIX+BZbSqTVSv/C7l4n1gR0H25CsGltmWqWQuVBVqxzeKq4AMjeG7rm1uq6Go",
-	"urAYrQ8glMP3WJ6+Uhai7B/uqtZPwrtULrDSXzMisXsbK8M59h1HUwE1vYJoXbdjyCYlzzKpecUe4Di/",
-	"DrugGqyA1iZvNwTLCTlyqsqDbkl3z8t7D0Juo2ns92Va+GaypH/1EmRFjr4j8lGIr1ePAQoH78qetns7",
-	"scPfDQ9rQ9lfCzH+B/tqIt/bXC9K+mfJiaWtUI1VyDX5KzEm2yqAWiVsa7zvK3jjRmN9i0n3o3NBs8zt",
-	"gb447j5BvrCpP4WiDy1j24N7XetfkHywqWsFUxCYFURpLc7T6M3KlxYVuAmKQXj/VClWjxr89h0+sEdz",
-	"Ix7o3RoSyvc/giGur1D5muKuRTEIfOcbL3W2odUWdQkR4PY4TUlPOnQl6WJofvhd6kHQ6L4ICIfIoW68",
-	"nG0jIdHNRydjqWGo3EmVK38NQX1UKX5JM2cL74Mxc00NlNUFryg3mqwUS1nCtJZq4GJ/y6I22KmECufn",
-	"NTRZYPH7Mt36uGgjwg30z6xQPEgdXNKU+QQFk6HfBVOBoHKegF4phTLmiCLpS1X+6Mp42xWehFX7i3BG",
-	"V72foy0V3QNghPzINTTow21gIFJf06Ur2QpJnGHbcx9X7U/2qmHVU4FeFcHWfggfKCCTi4jQREntzKGF",
-	"d0aiDsuEZsvzjLWpYCfYp/+LWMItJmJHdWz8WTFGrApItJGKFamucCwWmKTv6sSSB4//k5xvDAPn0gJq",
-	"2IagP9AkhgZxQDTbQhR92/pGgGLR4etWrcEyuQDr5jdsEf5q0sAtMC3b3hbvXLbEnYCNZ44w9i4NTKg4",
-	"DpObfUoz8b1zSV/kWea8JcEtXzNhwK8JwTqDUXeH3UnRv8iV7fckCD5QaJbxZAg6h2AuuAsD/NZSpx3Z",
-	"gXyOj0mWa2gHMKNcOdmgU0oG3/t2feof+MqNKlTltPu3E92pTblB91GncE9/Cn0KoNKZLSnmZoHZkq4z",
-	"LhaSDhDGQ7WKMXsUV/qHC0y/NbnYYUW7TAzL/CEU13ECYHa1c79+PFIFZQ7RSX4rtROffVE0+J1WwKmj",
-	"/18O/7I/xr80bPnUymJdWG+p6YFGeS0qBfOwzwlEd0IJHDgWZMz24F1jAbsGgOMQWxh3i20RdNfe+drn",
-	"ruQOKL7wfcpe34rgAAcdBFJZ/LGiP/SCMEMpEjY4JgsAB8mF4RmhyQUG0GIDKPt9vXrqVpbh7v/hJ/j/",
-	"1hCCk+TC3+jd1rGT5DuJHoAt37OL6CS5EHKdsXTOsIAcIAbXBI8qvWFGsZuoAlB2cxWPVYfOPnEdLnO1",
-	"RXWxJGdq3B+Pvycr79eAyi+4a4QFKIxR/5dc8/OMOUOTC7STWUpWGU3Y/qSsUF62K08v4bXG9aie+9Fo",
-	"dDQej4uGXORoPO4yqfhOyqG/3gHpCEoChjUCd1QI/HDbEjruvkVggQc/RPQ2u3XJjTFWml60lOu4CQl9",
-	"WzENT/N98E0pWDqjYWANhnM5qLXUi0kfYmOmgvotOInBF92AC4h9Fgn01SMWPyNsoufb30UYQkR/z9lU",
-	"wArIgikXog/tzXyJi2abvGNCXeAQNHfEtlh2Y/FU9B8fPSC/8qfkfOMv3QBHaTa+OyaCcTARwd510d+s",
-	"vaqoT8reeuPHo9GTJxFW1sYTPy4uf+fVXykuoRFO6+0P7/6TJzuaRW9Ne72OXrIryfXmrLsO0q2VP08B",
-	"Sb96NnpH+ar3UoHB254YUXSN97APeSZ49u6yX7CVGRyTFVOaa/v7/gzYUpVbsSSc2YFvq/3C16HzH1cE",
-	"+7nEHP/ACvD9a/f3wd0tH6wr3OwjBSelFAwYpfKu0cExiR+MH7ni3gxB2n05XHRrZ3DuiWO77JIJ1zat",
-	"TA/hmuRCMZos7FaPsSU1izHgFDoOajlqK0Z36ma9RUHST9Ha288l92K+z90hzw2IeVuydHZlLrnX9sy6",
-	"L1I9gTxAnmKQ8zkho9GoNc+ehGn2rv8tpv5BeWPXWA/6l/vc6pj0weMLCa+5SJgyVsaLiojsWgh25H3x",
-	"6Pv3IdeKlcOHXTSD4Ggcp5mMOBW+y3lnkPTeKHsPYdJubT9SAduKWAR3vTubuu2+lBnJW/X1s+K1F0rm",
-	"qxt2e85xzH3dnrXF7HSAuuH3cYDi7v4cmaMFFDEPPSq7XNAsk3h0IfoEqNKCPoefYJStrs/6wd0iZ2zg",
-	"SLuQCGv+IY21MWFfnACMalFROKbEDeK6IYd5vZas/1uGtL0Ve66qQcAZbi96dRqi1ytnCLyN8lX1We64",
-	"ftVVEPtAV8S/P72y/y0WpzLBYSZZrg1TwzVPGd5L0i/NA4OrE+s9xeSwbEl33mFz+FB0rtW6qNQWEWwd",
-	"0JVjl+1YVlSxgvlUxMHNwycDN3yxJj+FJ1Ywh9URoSVJAMqpsMeQQ3CtK0HsxKZawZSiUopZy2J4V6iJ",
-	"u0ZMneU6OgqGlAfqe+ZXq4VE5FyaBbngItXEyDm0f42IllMBk+yusIQ2jBKkB5rEjlrHWHwKhkKNR85g",
-	"vm6t4Mps+5a0AynYm1knu2gSSK8q7E3PARHcVx9+FHi6rrO8lBQ6VZIbkwq6SZyTTK5uDq0JHa320P+W",
-	"XDSvx312SlszPl90OUGjepu06/dJ+8r6n5WHcbqgqjUM0p7Zj+D2GynijXerrOBd8LZKqW5X1xtf9swa",
-	"qnePvqmoMIs44Ra131LMU99TEa9fWYGMHA1ILiDLqllFZk8hzVGw/Vpy7aRGt5CB+er76691X32mSvza",
-	"wiZ321d+A5TZjxU5wfAb7ISzB7G30iXeH6sM27e+DUS9axIupBnOLBupUHFLvYXcTr7vQ7KsHakv3+5V",
-	"nEoXKhefW1WICtuVa0F1GzLp9Qu5/3OVUsN23+qvoqx7fZm4+Pszj313JOFHsffr0g1ESULL40dxDau/",
-	"siUVabd4ZkdiSQ5BZvbSnTOqmDrJzaI3+deHz9Ene7Egf93dylxlvUlvYcxqcnh49OBvo/FoPDqa/H38",
-	"9zFcQjdNU5iCdGy5FljHjLrysy5H07W45YowyER3FSo59MocBbGwXlJu2PRaMiFdXQ+XSo7J5bpsDPNS",
-	"GKbeKpkwrX/LDfsYtofx80ECZXM6NKoUxcT11nYzYaV0qzdUFhRMVtaFbk7oupgGE/3EtVH8PDcsdQ/9",
-	"fHjwld75Opim6N/ZnOWnXFmkJD+//PkNJtVpn8rrQhGxGTG9CHLGIW+kjPbsF8Xn4UEwsQtgaU57VnPa",
-	"uX7Hvj+bM2XqVcaxFDPYiOlSinnIxMM9BkjenO4XRjOziKAAMxdM6ygMMYiKLnrOWOrrR2MEaJDqXjqe",
-	"m3OcYskHmRvNUyf/MmE/YClRMjdMkf5bJZfMLFiuIT3fLWPFEldR3/1QVnQOoanouvf5w+f/FwAA//8=",
+	"7H1rcxs3luhfQfFulcmZJkX5sTOmaj4ojpN448QeS3Ndd4e+21A3SCJqAgyAFsW4/N+3cA7QjX6RlPWy",
+	"HX2yzO4GDoCD83587CVyuZKCCaN7k4+9BaMpU/DnO2bU5nhmmLL/S5lOFF8ZLkVv0jthiRSpJkaSNeWG",
+	"nLGZVIwYteFiTuiccjHqRT2dLNiS2s/NZsV6kx4Xhs2Z6n369CnqraiiS2bcdC8yypdvqVk0ZztdMBLD",
+	"8+GrNCaUJPZvQoVeM8VSOxO3763s11FP0KWdC17qRT3Ffs+5YmlvYlTOQqD+Q7FZb9L7PwflHhzgU33w",
+	"qx3EQvmjkvnKw9Uyzdw+v/40r77fMgdPrz/Ba0Y12zJHZp/f0DT/zJnaNM/x2BiaLCzSmAXXhF1ybSy+",
+	"wNSEC20YTYmckSU9BzwShC9XGU+4IVKw4px/h+EbkH8OpO+K1bYhHQJmFtSQhcxSTdb2T7NgRK6YovZN",
+	"kiyomDO9C7jrbivXpuMuvhHZhtjZNKH2DdxcKRjpW0hjwS5NbHfV/m+l2AWXuSYrOmeDLqBhnMqOLunl",
+	"aybmFnsOH/898vdZG8XFvIDwNV9y03buZCm1QcCWVGwIN2ypSf9wNDocj8fjiKRsRvPMEPvfwZEHWtON",
+	"3XNmScuCEcW0JTVzLrq3GyAIIXcj9yZ26MguhC/zJf7X/p8L9/+oSaRwVW8Vm/HLrRsPKKINVYasuVnA",
+	"SrtAXOFwV9tdiwhbLi/8c20kOz193Vzla7wDfMnsxc34BSP9HyVJc8T/iBwCG4iHwyW9HBqTxYOj4jjj",
+	"4dD9CU+6tsSYrLIf7JIuV5l98mSse2378Z62IdpPck0yKeYWoLNMJuc1UKlDRAesZV0WWnqmmTBEKhKP",
+	"dUyM4sxeoKST4tgPrwTwJ3s2eiWFZsDsvqOppTxMwyISKQwT8CddWXoH4B6slDzL2PKvv2m7uI97nuZb",
+	"/AonrW5PzMUFzXg6tMuISZ8C9hKZG81TvGIragxTYhCR4uWCTcMXS5rNpFqydCqksp8O5WyoLAkkxYsD",
+	"2Er//ZlMN/Cp/QNvCtdESKDp5L9O3vxKLmiWs6mQM8KNJriSyA5CBWHLldmQ33OWMyAbgxH5VZqF5Q9r",
+	"qh35TUdT0fsU9b6T6eaUL5nM73Zj7dKGBieOJ45YwfniqlOewoqpUvYCWRrBhUXDyoeeSDsh7Mh+0lho",
+	"sUwpX1M1Z/ewTimHmZ3arRRWaFnOBVP+ahWHXh7cpPKC/cXeva4lgrj3qzQ/yFykd7pGkBuHQprhzM4d",
+	"T4hwdA/FTjgkrom9MwlVZEEd/ecp6dPknKURUQz4fgpIbHEaJQkmUpYOYH0/SHXG05SJO13bzM8aTwgl",
+	"OpErlhIjz5kg/Xg4hL/0cMYzFg8KumDhP+dW3KciRYaHl3MqFKPpUFo+iINIQajY4Ime5YZQ8uPL0yMS",
+	"L6Q2sKU0y+SapTB9/JPUFulxmqmIh/7x0L6v4yMSS8XnXDQ+PVNyrS0yvYHnMZFmAZIPFRYlp8IdziNN",
+	"5FoA3MHoOKiOSd+ugiRKaj3U3JSX1l5QmQOFGoym4nuW8JSlXs2xEsx/S/kzYyumSEKzrB2PkSYBA70X",
+	"TAakq2Ay/hQ7qcXjNSJnDa8BS+8F7NrV03myIErmhnmQfmLZ3UO0YFnqCB7uVyoZsjGrGhBujkjLhnv4",
+	"y32GRfjJ7nARx4K8++EFef702d+IG5ykMsmXVvQBTUEzdcH8lZlRnuXK3vT42XhMrEysBM1ipF6nUv5C",
+	"xQZQW9/pUVjmY1WIIWymtjiNDMX9HzdZE6oYbjrNLJHakH6oTeIJJjIXxkqvsoMRkfdWmI/BEjIE9QtE",
+	"2LqRZFhoZm2rcm8fBPYUWNi/BM3NQir+B7tbbM6DiYGaIu3mmiRSzPg8VywFkhmKMV6CSahSVn+r7cP7",
+	"9++Hx7lZMGEs4KwKaSkef8eoYoooRrPlP6a9REqVDh3FmfbaJGfcqQvKM3qW3a2084eU50Djh3kJQewv",
+	"i9ZW/XeibCKFYIlhqZWc3bNhBvytT6dirqgwj3TxFbtcWT0NXl7kxnAxH6ZyLeKIlBiujWJ0qWMi1VQE",
+	"iC/FfLiSWWYZ5LqJoFNxgyiq89VKKsPSX1jK6Skczp2iagHAcGkhGFr8QBHASp2gt8EeUPICgRpaIEN5",
+	"IA5BtKDFXVLnJ6/SOR1NKY57tlJyxZThSOtQCfxYR9WopyjXeJfdozMpM0ZFD/U/r5v/u1DX8f0PBdbL",
+	"s99YYkDCx8l/leal1X8CfkGz7M2sN/n3npsa1aFXbEm5sBC3mrxWVBme8BUFygiWL3rBAMczNoNrD8ab",
+	"1g1wP1Cl6Kax6HLi5oI/VJb8zhLsG1wy0Pk2K3TkzHNtawk3otWC3VxEU13CJYFEAFwoBvrJmSYxAGXv",
+	"ezhRTPoLuUYbGew7s3yXpQMUYZ301jfVg3qkB0duwOGS6yU1yaIxE37lIMIvgiGGYIzVMWgzQhJ2aZiw",
+	"pGoUYONbqh1+11BqX7zfgvAvqEh5SpNNc/gEH5n2c8qAdrVNvu10O++wYWrZfjOSXClLbnDCR5rYV0l/",
+	"TNYLBlqHYsgNBBpWZ1ItqUGU+c+nvVbzYgtRKFcbFcZjt0YH3Zbtwz26yvZpLhJ4UoBrXwWTRJMbRz2w",
+	"1LQMVFtLuAj8xM+0Ffj/60evrqCYtHooPyjGiGGXhvS9Ye8p+Zl/NyCr/CzjesFSb41lpIBo1GpPbMD0",
+	"PcuY6fQLUG0IuwCj4QyMVMJw44xba/szXdMN6ccHF4cH8J6OASeq60q75jjO1nSjiVF5CG6A2Oh02obY",
+	"TaARxkcajX79GMaIyQx0YLNQMp8vVrkh8PugfZvCM/bQt53o9zI/y1gnB91CkDsvZp0e78uFLNA03ezP",
+	"lRE4/1lt4p2LfYkEu7nmghY1T8bJ2E7zajidatSe9AVjKdht7LsXDAkQB7Oq13Dazm//ncD32tb6MmMJ",
+	"Qt5JZqqns41jl0Sr5dRKur4f+/eQvcbvmtzYOfRSpiIi8izDbRMSBEn7QIM9aL3gGSM61ytvrYt69nXU",
+	"PtCv0tiWTqwtxmnzoRvSR/kdwYoRLDCyyZJg6YGDKbTOPNKlBWoqAmWkmHBiMSKhwkpuFzJPFnjTxcZt",
+	"AsmF4Zl9STGnvWjUHfa7JgVPCg5+G8a8vHAaQ40GUrNTQyiQ7lPUY34YJvKlBcfB8aEF3Xm6c2Q72qu0",
+	"sUZwuONUEYK4bWmvC1S9Rc7rBZOdYsW1mDTMso1XvxRg0W8hcDxtp9uKS8XNpkOGbux68X7r7O68mhyT",
+	"pCzhS5oRN/gR4akmFozEZBvCRaKArlLwD1KCyjXwZHR59Sa9///v8fD5h7/+R9v2/8Rohu7X6qq1oSbX",
+	"VSOHPN/JPN1nbWv8SWYtu3vO0QpbzpLJ5LwN0g5aVAMAxnMvt0HxyrDldxvjBZXqXpdOnUeanNm3IiJX",
+	"9PecRSgQbQho68QOS/rg4+MiyXIgqORXSWLU46cCCaD934QgqHFEKAHXIYXokJWSlxsiFUkybkWrFVVg",
+	"4EPXoQWCnG0IN3oqKiYAZ8ESRLFZbr/gBkigJYhnjHss4GKOZK+4WGdcULUpTPfNs0DrjT42+9/ebk3E",
+	"mGw/l3d4el4xQMd5CU/bScIivmeG8mx/boorb6rSIJHszeABlXfZBXDIdpsAgPFSbBOn2oQcZ3+qou37",
+	"xSaw3gOPjAgXZC1Vqkd7b7kbvnOnT4CwFNxOCua2u6a8cOV1iNCpYJEWgoy4k/5atIY9OGZ45h1MU7P7",
+	"4JmN6BJa7sJCrusHRPoxGFFxi2rW08h+qJy30e4Xy1IrAs29Bv6Z+2bxrXXTpDbFbcOIvAt5XtGA7mof",
+	"4W7I5PxHRduEKprgcFehUDMmEi7mp/IcfdJ7yBmfYV6Ra1Ex1nRctlLGhDuHX9VgjMJltl5HmZz/xLL0",
+	"Bi2J9kpeRSkBEPAbq5Ds0CP2MSlaro++yMLAByEjMAnpl4oNd5aIJaMC9IfBEYlhxzS3gw25GK6UnCum",
+	"u8x+AfQNFPsMdOk6+yuKwjVU6cCNbgnWrurEtJrKrnm8TX0TBwz1TSBwMjm3hGqmGLueermm3MdP72dd",
+	"dCssv2zboV/ddKFkfDz8bzr8w8rH5Z+j/xl++DiODh//7VOrzPzmgqkLztYFM2x4pAsbWvzjy1MSWMuO",
+	"kLZD3AlEkninWkyWdOO8kLEz0oFTtmS0207sBEdBiJr32/OI/QYrMcmOtO1Nb00Ewt3CWJLz+2HG11l9",
+	"oJVfa/H3pr9fb/mnhcUUMgSuuQul/fXr24l/Wm3wmusHjfLrW7q3cF9v8c4p9/Utv2rmv94mpDDW8P72",
+	"4kM1LoumKchJNHsb7BAy6Cofq4dVjcjJQirjguxyzdIJqYZet0ZXR1NRjZmOSD3etoiiboTaRpAsY9gS",
+	"HkEsZRllG5GuQAp4EkQDRSSIvrMALZlZyLQSfxk149zcZyCW2seljAoG7qmIUe4AULpk0IjEhUXSu6Mj",
+	"Ei/Z8oyp4geACX6pTO897ehhDn8JfO/O2u4871NRdb37dQGQ4dcQgV58XYQxxIPaEAHQdV98ZWY7fj3I",
+	"OAojfHzgTxgMFET9RCSI441agmvtYC2Bs5XhMFquQDEfgd5/Ov47rAuNbcMkk5qlQ+ehss+fP48wcI6l",
+	"RIpsM4H4YGebs2oEqN92iPbwqXp8VFsIVBFtiJa5utfUm7KaBEJoQ50q0VQyCkttUzUx3GRsizMxtM8t",
+	"jFnpycFBJXZtlLILH/+kD4oLsFN7gad+/mibWRi5bNPHYBGpEnxRUdAxqagueb+C9CurAnAxJ303BpGC",
+	"acIuvZ22VYnbz7pc6O8wf1RA2bkwC9GNuBSs5vcHu7KzwX22FT7dAqD/eS9zaLnSXTZRHK4NGqfAdBhE",
+	"W6z1r4vIY02kqIV4t50whgE3B7JkZmJZiE9TKUPg8RPCheV2rZ5nd+VfdQRUhEM5V2Zqh1uwS9Kf9saX",
+	"o9Fo2htELhvIh+dT/3r7nF7Jryd4oLfTknDSF7KYcsMMkGYfygmkybtTY9JPuS6eTQjYHfSCr0guEqYM",
+	"5ZA15WI+nZHwiFAi2DqMFkXXw5KmDPmApa+gwHpBqAQPghHchL3Qlxx5WyR+3iosmTINqrnfgs2l4dTS",
+	"cA+ae7+SMbdHFAhucnjABQaVMEQeO7dg9AsIw2x3sLHtEVnwCpmBRb0fHm/3afqTKo9gEKG3iNFk4WJC",
+	"y8FaPi+85u2jXflEg/H2ON/WU9iyu9fwvlfPp010d2d/Lz74Ug2/xhKbuvyXpqH36iA21tkdElZG0rQH",
+	"xKAMIJer3KLogKB8/UgTntYtlzCJNxbje1sMmAEIPjF8DzMxDrs/Vy135hf4si2Y6IIpzzWbe2DlYwwP",
+	"f6SJe/MI4qlc0IDGMEK0SJaxheV3nxPu6etG+Iz1Ip7Gw1ruxHZ86Io+uR5C3AISdIfW1kJqrUKB4xIh",
+	"U/ZIE3sOUG3hj0ueHpFxIAHgt/tF3O6NCB4NMAyvPHKQnnDGa515JZ63hGqfg74RMueD5L6seKoAPk8v",
+	"ajJuJxkpyjiMdx4CDrJ9fkdJmrvMlhSjEfbAtQ7tZVvAul5QxfYcfs34fGH21XTc236KqHnO3fvwr1V7",
+	"ZHm5G827FBT8wJu8psLoIyQlUvmaCzOpSC7gSLCQz9aT7SAxrZtS8zXhdOeMrdBh6mVH/MDOXK0Mskdt",
+	"kC37duLPcV+S3I0rXUHDrWHCbq/7HCn1b5ILVyZpEJEybNhug2VwNOMXLCI5nK/9QSoMKW7Xp66AnAGd",
+	"/VwiCWjrsbWbQoJymeRWiz+xVAh3+gzyDI/zrnJSmPI45xeWp0mMLnH5/Giqc8nwMenHL968eff9/5y+",
+	"+fnlr/EAc0Jdbng0FfHBxWEM1Q9WTBRZk5hQBwHZcyEV5oK77DK48gBeuRcLY1aYAMfFTDZBLvRjywul",
+	"VCkXyKcUS/iKudoLq4xyQX46PX17ALFxFhrUxYaA/ehbHU3FVPzIBFM0IyrPfPkaulpBHr+Tc3BhRZ2j",
+	"if3qL+SlUlJhdm1nNrEm/bgrLTCOXHmPqSAkdub2eEDKMEAwU3LjLIVgD7N/odUPjYNo5IuL3S6iFuyg",
+	"M84yKFUQ1GgCS/zIjW9PJd7DiDfNx+MniV5IZcBqD/9n8chO8hK2qJwgZUlGlYvFcLZQhlvVf3p5OXCx",
+	"2O4uHtnlQFWcmCT25LQdszMFm/TrKdj2JH4F7wIXZEXNwr7z0QL5ye7QR7hC+CeQCfsnT/WAgDkatn63",
+	"Rz8mfS2JYOBqGMVQ02U0gno5vsQDyzQjHKCPnwKIYX0ZOB6ZJwvMk8cwLVHaemAZ3ztTg10B1OOxx2+y",
+	"eAA4FtgiXKymfe/xszFax5+M4Z9nS9gTQn7xxWkssZtTA9QNmI28wPo2QYazo/dQ+KKoBgQMyQECyyrL",
+	"GuEjgG1SXW7pwxmRY3yFnLFMrsmhtthGMy2JYr+Bcg+rxhnqhYeWjApNjMUskTA7lkMluJ+l+Um7hABn",
+	"wLVwAtUut/mMLbhIm7t9jEGzldo0yxyqamEuLdUkDqNoJ6SRPWun68dPD5+RDqcSJt+uuWaDyA5cLfOD",
+	"V90DCpXG7IjcRIAwgKGVMkCeN/ib7QOJLRDBIYAbzI5Uzj4i78qFcqbb8QCEjwILnDfN3U873iH5hX83",
+	"cFeXxE8Pn5CaW25EfrVrRLOoZcoO6at7/94lcbRaO2tZ5C60MaAwgAKWg2vCASyER5P42fgJ6chUb80O",
+	"t5BYVtWa9l9UgYnh4oQVYoDY1IvEOEDhqgDD8KiFoMbHzreIPIS49H8krTCQo6oR0pL46fiQVD2Sduh0",
+	"V/2Vkiv7Zdl9Pn77ynPmCVkwkTAsDkOcGZlmQFEtmYC1eTkCrvH+xXHsgK31cUhZHgfwo604TuQP0hHR",
+	"J6T07R2heou1WahwOe0AUHH6T8dPSd0de0QyrhEuSBsO4qqIXsg1+O3KWoY44pJuAF5HJ6rFeUijNk8I",
+	"wRPScEFaJlGrzoM8Dgv0kP3q81TmaPFoAil68ebdiS+ZRebSSjDuuftEw3oHo0alkMAz4hJIJ3gKj5+T",
+	"uqcUshYcDbB7qIuz4WnkKkNxO6PHP/v2xh77WW6QwGkXDjgiJ4xZaUkfnLx88a93r07/32iJ+w76s8tN",
+	"sZzOsEuDR+ecwvHA0unUiXLugvN0YtkghlEj3/U0F9ZjFe6JXa9gR2jfxsEeeSKL+AIguoH7OFopY7kX",
+	"5awY0crCVpSelZHsGhAVPR4wAzBxUzfVj9w6eQqSpL/hQfZOUVFxe/pOZTW+WiQ1TpraoJ8a+KhcQp0b",
+	"uwWQJQe8DuvAGEdrD58RnwCH3uBqdZJACZn0Dkfj0RhiWldM0BXvTXpPRuPRE0wnWoAKcrCAlKE/QPFj",
+	"mAzgyfmrtDfp/cjMT+6VWnnAx+PxljIbVyuv4RKXWqprnDB1wcUcQn2fjp92DVRAdlBUgwqVrt7k3x+i",
+	"ns6XS6o2vYmFvchXZFY3SJjWKNhilgWda4jb9Xuhex/seAdLZk/brt/+z23saEOXmfsJoji2buc7fONe",
+	"dvOF592fs59R79n4ye4PwkI4+59Bq7gRihqW8z4bP9l6Ojk/cMdwcXjgomN051m85tp851+qVnruCCkr",
+	"XzkIaq52hZTV3kZz4Z4vu/o2H66JJVXLTrgje3ktyqC5hrNCsMsWC9YvVvKZScvZjsiKao3WNUjmt1I7",
+	"SNL/QC3FgIv30kCV390+3AL4FutKA8/9sTo0H+/G2qDYKXxyuBeil7Wx4KM9bkdZUvGz7lNUlgre9V1Z",
+	"sii8dWgUwAg0X2glvFPlNn+q3aMD1N3LmhAtN0qumfJI00Ddpy1xH9IVR384puoxwcaQoBhOxxlFnWym",
+	"8xhujs8U5KF5AU9DyB8Ot3q47xfMVf4qNslyO7yUnQd9Nf5U1OK2PGSVt+DIOztdiSVXZH9lBf0WJtVy",
+	"09+5xX3RuLCXQFQtlXo/GAS7GeKPL7KHwcERpJHTLNNBPpdPWNVXIvcHa1fE/DroJ3UL/r2n3Hwu+kFl",
+	"9WtLR3vQNldNrIXCfR2s6+n4+d3W3q6GuE+INjzLvLwByOjMyhBSNrqv+8NMrgRYsOtUOMNzBcPtc1Jb",
+	"T30FGg0Lg+1Xqpo1sl0hqWSr/DnUkrS65H2Vk3pez/2rKLWF7KOo4CI8mj3oKx36SlrZJl/yUxMKsVdX",
+	"un2BGtMlOlcx6xaZTA2F28Xo6tofMKSOIc09gviDXJgIfAVcMI1ejzCT6ubF7K3odlCvDHgD4lSN9Ybs",
+	"Ksgna+dYk0bBPm3oRhMmlMwylh5Nxds3J6fYJQ1lS250UdzVSDKXRArv3R2RY8iG8J+Ts03hC4JPJlMB",
+	"ALZVc+3DdXZ+Cu2c+Xoh12IArmpXGrbePaE8bIjFlFnKtKlVnAUf+HNSz3QLE93Qml6lAVAfsU4FaifW",
+	"1nLnBlqgtQ9clnvsGrsWGLYrLmxPCXv3e6enr/cSHrbqi4e3Q1F9mcsWwopsJcR/y05cIeNvUku9DU2g",
+	"oxr2NsWgpEwTMmProv65u+QLmvpTaGoLR3jxu6lWLXm2XrY6KE89GLWnxU6qZKtozID9c7h2KV+hzgDk",
+	"ayo66Fc9y3ZSLNWFU1QKXgMpm4pWWhaR9YInC++xsjv9qCyc7ersHNXp+lS4efweuYYvTx8/341E1Q4a",
+	"9yQAWmw4Igo0Nux4Viy6Ugc+LEX+ORJhhUUffOTpdlM3oxdsB4u4IRJb7QG5n7kN6JsUDBAXa+J//TTN",
+	"d9W5dWpWaWewi5ph5v0E5RMNFMw3ImiSsJYE/SMkLHVeBN/TLMPABrpk92UrAUyvXUDWyj5974Ublat3",
+	"3w/XlbaQwJmr+bPd0PKyeOvPYGOp7Mle5pWwnvG9W1ZK8PcxqhRH+6Ast5tT/HbWDSkRakau9rYVl8q6",
+	"2eHFDo7jU/3SNe0rtQqnGETP1BJq6BYlQyZFIF1hla1m3KV8NrOPZ0ou/QDQ37Oh4fYfj8cRyYVrmjNo",
+	"U/F+ZAUF2E+380Wniwu2R8rIF+DHKK9xu3XJn9vDVWmzKwU3odKfA8KMIU5PqrTqnA/vxvWtSfVrdVDt",
+	"YHDjVqTTcJWQmoXpIrBW6rWV5Nx3nXPZEJWrCzBDYOtU1O9m5BxCpcYWPx4fWlVt6pL9pr0JmdEMdDR3",
+	"za2qBJqfO462fFvoJNAIxawkRbt6CXLmk2OnwgdkxzyNo0qC1ZKeQy0ShvGjRfvYFZbbgpoc9sdJ0f53",
+	"KiB1oJXavKDLFeVzcQUz0lXNRjdvp7kS+QKC8J3Ezh03QrlqDXc+NRtU36ThqGzt1CZQeN352zQM/X2P",
+	"9QQ9q+/BrdyouTaxogO0Oy6IVb3lcdV0g62PuRN5qlzv8MmeG+C7WcNHz/Y50pbWhF+X8UXJjNBgl/sv",
+	"ckWNVASz819DJlRGNzKvesH3EBEDXrbT3PKO6VbyeTXTSYd1HagXtv8qMLXRX+bDfREfXLrrdlrwTXTM",
+	"hBzZHnd76JUb4BszAd1L2IjdSR9r5dDmH0blkBuGd6V+Lr4QmZWgbl5OvIJ1pCMM8K2SkBh03bt1Z1JA",
+	"3Qv26Ra1p60X0+/cN3ezPksiuHMmeg/3/4QZlzmGWcLekhWwRyGJYkN/ua/MEjFDrdN4gilpRSu2onEk",
+	"1tsNK9TXBo4nLgUuyHObCkh0cyXlpKiqSf1CT4pCEmb/Lvk2dlLC3TiaitYWcG1932r6nsizLCLTstSc",
+	"/RHI6gAKQfgi/I/Q/4YqqdX6PGSCrZk2Yb4tLgIax80ySEfv06koDwoZKRfzCNLSuZgTqSATzF5pbLzk",
+	"9DlyIl3jwiIZL9BGH+nSmmUZ9O85zYiBL8LY27SomAAzQ6KfWwgCP3XmKvTggcWLG82yGRTowHFSamhE",
+	"oGuEz2UEcdZrtiLbONDsSUEBlWKwsxzznR0C8xRiNrC3AQxSbJSQAJLfxKmo9BIvzsjul2VwqDcXJkWo",
+	"rEsMqM/oqmQXXOb25KZileWgVEdEy629z2BG7H7Wok679kWl/W4HA2hkqFY5QNMEUqSe4i5DC6bC0nMl",
+	"87lv4lAvpdoWkVBk1T4Y41qcUKmrZIpYqUn/5OTl4BYtb3tQYh10/OjHH6dY4nLa+xQPXIVxqIZu/3ik",
+	"iaXNllAPopKC96mYCg947Z2ymCOMAvVSaq+AAApP4S98OhX+sXPAuciHqtsbe21z5cfjTEO4VZAXDRxj",
+	"KubM6GZ+tCW9yDCwZ6+vTBrwEKQwZdfhqUi5pqsVo0oTGJWGXYrXC6mRxkH1m6JviitK4TLV0cGEviXL",
+	"wQDS0HKnoEuq/WW9kJYdKeYdlvFwKF27lyFUqrmgWUz6RR0NqNkyQOIE5HnJqKv/hUV+wF2FwYQp1Ysz",
+	"SVWqI/D32pegJTqWQ8EKRmUKOUQsONboiYvH5FrF46Nqdrrf/qmo7H/BFIAuYSr5milWFgJ069AVQjsV",
+	"BaUFR4qpJscTKbYQ3KKT2RdJcqudfD6P5H7bfj8jVzyBjRV+w5GMRlijABGB6lolhG0p1xeHB2VR73af",
+	"wrGvD7IWGmihjrwImXArQ4aBN65MBd4xV1t0wVd6RF4Z8CA4n4JraxeFfaXtNTxnK1cyDqRjLjBu1Zgs",
+	"Lt7VIBrBSwUFgSLGWBKlENta2hiH0mwmtTnCehQinQrFXJmOWsM/aJDY5hNQjBr22nWPuxq7Amv+bVqk",
+	"XGvN5p2BZn5fvsb7WQbWa94x2BpfcSW8NL6uePXCHLiyZ9vNnhbLXxddPXdmWeKt+Cb9FNe23dmt8cdz",
+	"1HZLIQkXb3FRxsnSAfRutp5od/51x6GNb/aK+vap7c59h4kPyFBHhuNtnWxbDvkzLKNVbaJ65XcpF+8D",
+	"OwqyJ1+7s8zkTSVzgb3QxaFR5ghkaAx2dg2sWw1FVcBitD6AUA7fY6OISoGWspO/6x8xCe9SCWCl021E",
+	"Yvc21mh07DuOpgLCwoLYZrdiyFQmLzKpecUe4Di/DvsRG6xF2CZvNwTLCTl0qsrjbkl3z8t7D0Juo33z",
+	"t2Va+Goy8H/2EmRFjr4j8lGIr1ePAQoH78rMt2s7tsPfDQ9rQ9mfCzH+gX01ke9trhcl/bPkxNJWqIss",
+	"5Jr8lRiTbRVArRK2NTr6NbzxZ4iMLvZiP/IbdNO9/7BohH2fkGg4zwezcrtZBFpdt4dCu5blICdiM+rK",
+	"vcL9r1yr1jJZjZ7SfGkxlJugLIv35pVKyKghnbzDB/Y0b8Rfv1ufRG3oIXTk+uqn74XgWquDeHy28TJ6",
+	"G1ptUS4RAW6PL5dkrkOzlC7i6IGc1EPG0dkTEA6RQ78LOdtGQqKbj+XGEulQcZgqV7YfQiCpUvyCZs5z",
+	"0AfT75oaKAcOPmRuNFkplrKEaS3VwEVKl+WlsMMSFc4rbmiywKYdZSr/UdH+iBvo+1uheJCWuqQp8+kc",
+	"JkMvFaaZQcVPAT2eCtXVEUXSl6r80bUfsBAeh91GiuBP13WEo+UZnSlgsr3kGhqL4jIwbKuvLVOG2siQ",
+	"IDxjIuFifopNNpy73p3sVYPQpwJ9UIKt/RA+rEIm5xGhiZLaGY8LX5ZEjZ8JzZZnGWtTWI8ToOifxRJu",
+	"Mck/qmPjD4oxYhVmoo1UrEijhmOxm0n6rr41efzsP8nZxjBwxS2g9na49Y80iaGxJRDNtoBOeNoWzlnI",
+	"UbdqO5fJOdiCv2L7+RdTYsBupmXb26LDy1beE7CIzXGPvQMI00+OwsR5ny5PfM9v0hd5ljnfUnDL10wY",
+	"8AJDaNNg1N0ZfFL0XXPtRjwJgg8UGrE8GYKOR1hnwAVNfm1p+Y7sQPbLZZLlGtqYzChXTjbolJIhUmG7",
+	"9vlPfOXPoH7evs4Y9cod378D9M7uz27QfZRPPM4HcbFd+4SN7MzEFXOzwExc1/8c2wUE18sfRPV+7VHm",
+	"7J8u6eHWtAiHSO0aBID5gBN1nIA9u9q5Xz/WrYIyBxiAcSs1X198VqbBndaiqqP/Xw7+sj/GvzJs+Z2V",
+	"XLuw3hLgRxql26hUY8JuVhA5DMWo4FhQjLEH79rHWBhgH4fYqL5byI16Fp6dr33qShyCMijfpqT6tYhZ",
+	"cNBBkJ7FH6soQccfM5QiYYMjsoDtILkwPCM0OcfgbGzzZ7+vV33eyjLc/T/4CP9uDU85Ts79jd5tSzxO",
+	"vpHIFFjyPbsfj5NzIdcZS+cMSzkCYnBN8KjSG2YUu4kqbMpuruKx6sBZc67DZa4GVBdLcobZ/fH4W7KJ",
+	"fwmo/CN37Q4BhTGj5IJrfpYxZ5ZzQZwyS8kqownbn5QV+s52VfMVvNa4HtVzPxyNDsfjcdF2kRyOx10G",
+	"KN8vP4wFcZt0CMU5w2qdO2p1frhtCR1X3yKwwIMHEb3Nyl9yY4zDp+ctpWBuQkLfVqjF03wf2FUKls7E",
+	"GtjO4Vwe1RqnxqQPcVdTQf0SnMTgC7rABcRuugS6pxKLnxG2SvVNTiMMT6O/52wqAAKyYMqlf0ATS18+",
+	"pdkM9YhQF5QGLXyx+aFdWDwV/WeHj8nP/DtytvGXboCjNNubHhHBOBjUYO266GLZXt/XJ/xvvfHj0ej5",
+	"8wg7AuCJHxWXv/PqrxSX0O6s9faHd//582rj+Pab35VSfR29ZFcC9c3Zwt1Ot9bgPQEk/eLZ6B3lQt9L",
+	"dQ9ve2JE0TXewz7kMOHZu8t+zlZmcERWTGmu7e/7M2BLVW7FknBqB76ttjFfhs5/VBHs5xLrRwRWgG9f",
+	"u78P7m75YF3hZpcUXLpSMGCUyjuSB0ckfjx+6srsM9zS7svhIqc7A7+PHdtlF0y45phl6hHXJBeK0WRh",
+	"l3pEYsjOijGYGfrKajlqK3R44ma9RUHST9HawdUljmMu2d0hzw2IeVsywHZlxbnX9qzoUKQRA3mAHNgg",
+	"n3hCRqNRaw0HEpZwcF3OMa0UCo279qlxROIibz8mffCPQzJ1LhKmjJXxoiLavxbeH/nIBYyU8OH8ipXD",
+	"h72Sg8B7HKeZ6DoVbl+7A/D3Rtl7CMF3sD2kmbYVSAnuenemftt9KbPdt+rrp8VrPyqZr/4cTuI5LnVf",
+	"B25tj76IUGW3hH3cxXiwD5JJRw53cbhYESIqu/PQLJOIUeFlCy5Wy2U7+AijbHUU1/HpFuWIBuq2i9QA",
+	"8wOGtIksvkwImCCjooRTiRvkwupxUoQZ9pYJ/iZDTtiKPVeltXCG28vPnYTo9dqZTW+jkFx9ljuuJHcV",
+	"xH6kK8Lyn9408jWWiTPBYSZZrg1TwzVPGd5L0i+NKYOrE+s9lYqwgFB3BnBz+FDRqFWdqVT5EWwd0JUj",
+	"l3dc1jayasxUxMHNwycDN3wBk5/CEyuYw2rU0Eop2MqpsMeQQ+C2KwbuhMxa6aKiZpFZy2J4VzKNuwZy",
+	"nYVzOkr3lAfqBqrV7YnImTQLcs5FqomRc2jyHREtpwIm2V3rDC0+5ZY+0iR21DrGMnAwFOqHcgbzdetQ",
+	"V2bbt6RLScHezDrZRZNAesVqb3oOiOC++vBQau26oQWlpNCpwN2YVNBN4pxkcnXjcU3oaLUe/5fkonk9",
+	"7rPD45rx+aLLZRzV2ztev7/jF9a3sTyMkwVVrUGj9sweEidupJw+3q2yln7B2ypF812FfXzZM2uooz/6",
+	"qmLoLOKES9R+STFPfS9YvH5lLUByOCC5gAy+Zj2nPYU0R8H2ayW4kxrdQnbv62+vL+B99ccr8WsLm9xt",
+	"X/kFUGY/VuQEw6+wJ9UexN5Kl3h/rDJs3/o6EPWuSbiQZjizbKRCxS31FnI7+b4PybJ2pL6RgldxKv3g",
+	"XDRzVSEqbFeuGdxtyKTXb6nwr1VKDdt9q7+IBgt1MBH4+zOPfXMk4aHtwnXpBqIkoeXxo7iGdZjZkoq0",
+	"WzyzI7Ekh5A8e+nOGFVMHedm0Zv8+8On6KO9WFAbwd3KXGW9SW9hzGpycHD4+G+j8Wg8Opz8ffz3MVxC",
+	"N01TmIJUf7kWWFGQukLQLv/XtebmijCocuBqxXLo8TsKIoe9pNyw6bVk2bqaMa5MARYu0GWLplfCMPVW",
+	"yYRp/Utu2GXYqMnPB8m5zenQqFKU9ddbGz+FPQus3lABKJisrNDenNB1Xw4m+p5ro/hZbljqHvr58OCh",
+	"nLnvna6DaYq+w81Zvs+VRUryw6sf3mAKovZp4i5wE5uo0/OgHgFk2ZSxsf2iDQQ8CCZ24T7NaU9rTjvX",
+	"p913SnSmTL3KOBZFBxsxXUoxD5l4uMYAyZvT/cRoZhYRlELngmkdhQEZUdHP0hlLfSV3jJcNyiiUbvrm",
+	"HCdYTkTmRvPUyb9M2A9YSpTMDVOk/1bJJTMLlmso/eDAWLHE9bZwP5S11cPdVHTd+/Th0/8GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

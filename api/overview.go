@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -27,71 +28,107 @@ type entity struct {
 }
 
 // ListLocks answers every lock with its holder and waiters.
-func (s *Server) ListLocks(ctx context.Context, _ ListLocksRequestObject) (ListLocksResponseObject, error) {
+func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (ListLocksResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListLocks200JSONResponse{Locks: []LockState{}}
-	err := s.eachLock(ctx, func(b LockState) { out.Locks = append(out.Locks, b) })
+	out.Next, err = s.eachLock(ctx, p, func(b LockState) { out.Locks = append(out.Locks, b) })
 	return out, err
 }
 
 // ListElections answers every election with its leader and candidates.
-func (s *Server) ListElections(ctx context.Context, _ ListElectionsRequestObject) (ListElectionsResponseObject, error) {
+func (s *Server) ListElections(ctx context.Context, req ListElectionsRequestObject) (ListElectionsResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListElections200JSONResponse{Elections: []Election{}}
-	err := s.eachElection(ctx, func(b Election) { out.Elections = append(out.Elections, b) })
+	out.Next, err = s.eachElection(ctx, p, func(b Election) { out.Elections = append(out.Elections, b) })
 	return out, err
 }
 
 // ListBarriers answers every raised barrier.
-func (s *Server) ListBarriers(ctx context.Context, _ ListBarriersRequestObject) (ListBarriersResponseObject, error) {
+func (s *Server) ListBarriers(ctx context.Context, req ListBarriersRequestObject) (ListBarriersResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListBarriers200JSONResponse{Barriers: []Barrier{}}
-	err := s.eachBarrier(ctx, func(b Barrier) { out.Barriers = append(out.Barriers, b) })
+	out.Next, err = s.eachBarrier(ctx, p, func(b Barrier) { out.Barriers = append(out.Barriers, b) })
 	return out, err
 }
 
 // ListDoubleBarriers answers every double barrier.
-func (s *Server) ListDoubleBarriers(ctx context.Context, _ ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error) {
+func (s *Server) ListDoubleBarriers(ctx context.Context, req ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListDoubleBarriers200JSONResponse{DoubleBarriers: []DoubleBarrier{}}
-	err := s.eachDoubleBarrier(ctx, func(b DoubleBarrier) { out.DoubleBarriers = append(out.DoubleBarriers, b) })
+	out.Next, err = s.eachDoubleBarrier(ctx, p, func(b DoubleBarrier) { out.DoubleBarriers = append(out.DoubleBarriers, b) })
 	return out, err
 }
 
 // ListQueues answers every queue with its length and claimed count.
-func (s *Server) ListQueues(ctx context.Context, _ ListQueuesRequestObject) (ListQueuesResponseObject, error) {
+func (s *Server) ListQueues(ctx context.Context, req ListQueuesRequestObject) (ListQueuesResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListQueues200JSONResponse{Queues: []Queue{}}
-	err := s.eachQueue(ctx, func(b Queue) { out.Queues = append(out.Queues, b) })
+	out.Next, err = s.eachQueue(ctx, p, func(b Queue) { out.Queues = append(out.Queues, b) })
 	return out, err
 }
 
 // ListThroughputGroups answers every throughput group with its allocation.
-func (s *Server) ListThroughputGroups(ctx context.Context, _ ListThroughputGroupsRequestObject) (ListThroughputGroupsResponseObject, error) {
+func (s *Server) ListThroughputGroups(ctx context.Context, req ListThroughputGroupsRequestObject) (ListThroughputGroupsResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
 	out := ListThroughputGroups200JSONResponse{Groups: []ThroughputGroup{}}
-	err := s.eachGroup(ctx, func(b ThroughputGroup) { out.Groups = append(out.Groups, b) })
+	out.Next, err = s.eachGroup(ctx, p, func(b ThroughputGroup) { out.Groups = append(out.Groups, b) })
 	return out, err
 }
 
-// each lists names and calls fn with each one's body; an entity that vanished
-// between the listing and its read is skipped, and so is one of a kind and name
-// that the request's token may not read (the overview's own reads, made with no
-// token, see everything).
-func each[T any](ctx context.Context, kind string, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) error {
+// each lists the names of one kind and calls fn with the body of each one on
+// the page, in name order, and answers the page's next when names remain. A
+// name the request's token may not read is left out (the overview's own reads,
+// made with no token, see everything), and so is one whose read answers
+// errSkip.
+func each[T any](ctx context.Context, kind string, p page, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) (*string, error) {
 	list, err := names(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, n := range list {
+	shown, last := 0, ""
+	for _, n := range p.candidates(list) {
+		if p.full(shown) {
+			return &last, nil
+		}
 		if !mayRead(ctx, kind, n) {
 			continue
 		}
 		b, err := read(ctx, n)
+		if errors.Is(err, errSkip) {
+			continue
+		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fn(b)
+		shown, last = shown+1, n
 	}
-	return nil
+	return nil, nil
 }
 
-func (s *Server) eachLock(ctx context.Context, fn func(LockState)) error {
-	return each(ctx, "locks", s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
+// errSkip is a read's answer for a name a list leaves out.
+var errSkip = errors.New("not listed")
+
+func (s *Server) eachLock(ctx context.Context, p page, fn func(LockState)) (*string, error) {
+	return each(ctx, "locks", p, s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
 		st, err := s.opt.Locks.Inspect(ctx, n)
 		if err != nil {
 			return LockState{}, err
@@ -100,8 +137,8 @@ func (s *Server) eachLock(ctx context.Context, fn func(LockState)) error {
 	}, fn)
 }
 
-func (s *Server) eachElection(ctx context.Context, fn func(Election)) error {
-	return each(ctx, "elections", s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
+func (s *Server) eachElection(ctx context.Context, p page, fn func(Election)) (*string, error) {
+	return each(ctx, "elections", p, s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
 		st, err := s.opt.Elections.Inspect(ctx, n)
 		if err != nil {
 			return Election{}, err
@@ -110,19 +147,19 @@ func (s *Server) eachElection(ctx context.Context, fn func(Election)) error {
 	}, fn)
 }
 
-func (s *Server) eachBarrier(ctx context.Context, fn func(Barrier)) error {
-	return each(ctx, "barriers", s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
+// eachBarrier covers the raised barriers only.
+func (s *Server) eachBarrier(ctx context.Context, p page, fn func(Barrier)) (*string, error) {
+	return each(ctx, "barriers", p, s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
 		up, err := s.opt.Barriers.Raised(ctx, n)
-		return Barrier{Name: n, Raised: up}, err
-	}, func(b Barrier) {
-		if b.Raised {
-			fn(b)
+		if err == nil && !up {
+			err = errSkip
 		}
-	})
+		return Barrier{Name: n, Raised: up}, err
+	}, fn)
 }
 
-func (s *Server) eachDoubleBarrier(ctx context.Context, fn func(DoubleBarrier)) error {
-	return each(ctx, "double-barriers", s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
+func (s *Server) eachDoubleBarrier(ctx context.Context, p page, fn func(DoubleBarrier)) (*string, error) {
+	return each(ctx, "double-barriers", p, s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
 		st, err := s.opt.Barriers.InspectDouble(ctx, n)
 		if err != nil {
 			return DoubleBarrier{}, err
@@ -131,8 +168,8 @@ func (s *Server) eachDoubleBarrier(ctx context.Context, fn func(DoubleBarrier)) 
 	}, fn)
 }
 
-func (s *Server) eachQueue(ctx context.Context, fn func(Queue)) error {
-	return each(ctx, "queues", s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
+func (s *Server) eachQueue(ctx context.Context, p page, fn func(Queue)) (*string, error) {
+	return each(ctx, "queues", p, s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
 		st, err := s.opt.Queues.Inspect(ctx, n)
 		if err != nil {
 			return Queue{}, err
@@ -141,8 +178,8 @@ func (s *Server) eachQueue(ctx context.Context, fn func(Queue)) error {
 	}, fn)
 }
 
-func (s *Server) eachGroup(ctx context.Context, fn func(ThroughputGroup)) error {
-	return each(ctx, "throughput", s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
+func (s *Server) eachGroup(ctx context.Context, p page, fn func(ThroughputGroup)) (*string, error) {
+	return each(ctx, "throughput", p, s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
 		g, err := s.opt.Throughput.Inspect(ctx, n)
 		if err != nil {
 			return ThroughputGroup{}, err
@@ -157,20 +194,29 @@ func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
 	add := func(kind, event, name string, body any) {
 		out = append(out, entity{key: kind + "/" + name, event: event, body: body})
 	}
-	steps := []func() error{
-		func() error { return s.eachLock(ctx, func(b LockState) { add("lock", "lock", b.Name, b) }) },
-		func() error { return s.eachElection(ctx, func(b Election) { add("election", "leader", b.Name, b) }) },
-		func() error {
-			return s.eachGroup(ctx, func(b ThroughputGroup) { add("throughput", "throughput", b.Group, b) })
+	var all page
+	steps := []func() (*string, error){
+		func() (*string, error) {
+			return s.eachLock(ctx, all, func(b LockState) { add("lock", "lock", b.Name, b) })
 		},
-		func() error { return s.eachQueue(ctx, func(b Queue) { add("queue", "queue", b.Name, b) }) },
-		func() error { return s.eachBarrier(ctx, func(b Barrier) { add("barrier", "barrier", b.Name, b) }) },
-		func() error {
-			return s.eachDoubleBarrier(ctx, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
+		func() (*string, error) {
+			return s.eachElection(ctx, all, func(b Election) { add("election", "leader", b.Name, b) })
+		},
+		func() (*string, error) {
+			return s.eachGroup(ctx, all, func(b ThroughputGroup) { add("throughput", "throughput", b.Group, b) })
+		},
+		func() (*string, error) {
+			return s.eachQueue(ctx, all, func(b Queue) { add("queue", "queue", b.Name, b) })
+		},
+		func() (*string, error) {
+			return s.eachBarrier(ctx, all, func(b Barrier) { add("barrier", "barrier", b.Name, b) })
+		},
+		func() (*string, error) {
+			return s.eachDoubleBarrier(ctx, all, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
 		},
 	}
 	for _, step := range steps {
-		if err := step(); err != nil {
+		if _, err := step(); err != nil {
 			return nil, err
 		}
 	}

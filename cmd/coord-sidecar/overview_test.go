@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +48,48 @@ func TestListsAndEverythingStream(t *testing.T) {
 	}
 	if !strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/ui/").Raw), "<html") {
 		t.Fatal("GET /ui/ is not the page")
+	}
+}
+
+// Lists page by name: prefix= narrows, limit= cuts, next/after= walk the rest
+// without a gap or a repeat; a limit out of range is a 400.
+func TestListsPage(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	var want []string
+	for i := range 25 {
+		name := fmt.Sprintf("page-%02d", i)
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?ttl=60s")
+		want = append(want, name)
+	}
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/other?ttl=60s")
+
+	var got []string
+	path := "/v1/locks?prefix=page-&limit=10"
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("more pages than 25 names in tens need: %v", got)
+		}
+		r := car.must(t, http.StatusOK, http.MethodGet, path)
+		for _, l := range r.Body["locks"].([]any) {
+			got = append(got, str(l.(map[string]any)["name"]))
+		}
+		next, more := r.Body["next"].(string)
+		if !more {
+			break
+		}
+		path = "/v1/locks?prefix=page-&limit=10&after=" + next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged names:\n got %v\nwant %v", got, want)
+	}
+	if all := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks").Body; len(all["locks"].([]any)) != 26 || all["next"] != nil {
+		t.Fatalf("default page: %v", all)
+	}
+	for _, bad := range []string{"limit=0", "limit=10001", "limit=x"} {
+		r := car.must(t, http.StatusBadRequest, http.MethodGet, "/v1/queues?"+bad)
+		if !strings.HasSuffix(str(r.Body["type"]), "invalid-parameter") {
+			t.Fatalf("%s: %s", bad, r.Raw)
+		}
 	}
 }

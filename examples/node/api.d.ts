@@ -1290,6 +1290,12 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Only names that start with this. */
+        ListPrefix: string;
+        /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+        ListLimit: number;
+        /** @description Only names after this one (the `next` of the previous page). */
+        ListAfter: string;
         GroupPath: components["schemas"]["Name"];
         IDPath: components["schemas"]["Name"];
         /** @description The `Claim-Id` a claim answered. */
@@ -2599,7 +2605,14 @@ export interface operations {
     };
     listLocks: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2614,9 +2627,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         locks: components["schemas"]["LockState"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -2625,7 +2641,14 @@ export interface operations {
     };
     listElections: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2640,9 +2663,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         elections: components["schemas"]["Election"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -2651,7 +2677,14 @@ export interface operations {
     };
     listBarriers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2666,9 +2699,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         barriers: components["schemas"]["Barrier"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -2677,7 +2713,14 @@ export interface operations {
     };
     listDoubleBarriers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2692,9 +2735,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         doubleBarriers: components["schemas"]["DoubleBarrier"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -2703,7 +2749,14 @@ export interface operations {
     };
     listQueues: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2718,9 +2771,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         queues: components["schemas"]["Queue"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -2729,7 +2785,14 @@ export interface operations {
     };
     listThroughputGroups: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2744,9 +2807,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         groups: components["schemas"]["ThroughputGroup"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];

@@ -1,0 +1,60 @@
+package api
+
+import (
+	"sort"
+	"strings"
+)
+
+// Lists page by name: every list takes prefix=, limit= (default 1000) and
+// after=, and answers next (the last name it shows) when more names follow.
+
+const (
+	defaultListLimit = 1000
+	maxListLimit     = 10000
+)
+
+// page selects the names one list answer covers. limit 0 means every name
+// (the overview's own reads).
+type page struct {
+	prefix, after string
+	limit         int
+}
+
+// pageOf checks a list request's paging parameters.
+func pageOf(prefix *string, limit *int, after *string) (page, error) {
+	p := page{limit: defaultListLimit}
+	if prefix != nil {
+		p.prefix = *prefix
+	}
+	if after != nil {
+		p.after = *after
+	}
+	if limit != nil {
+		if *limit < 1 || *limit > maxListLimit {
+			return page{}, invalidParameter("limit=%d: must be between 1 and %d", *limit, maxListLimit)
+		}
+		p.limit = *limit
+	}
+	return p, nil
+}
+
+// candidates are the sorted names this page may show, in order: those with
+// the prefix, after the cursor.
+func (p page) candidates(names []string) []string {
+	if !sort.StringsAreSorted(names) {
+		names = append([]string(nil), names...)
+		sort.Strings(names)
+	}
+	start := sort.SearchStrings(names, p.prefix)
+	if p.after >= p.prefix {
+		start = sort.Search(len(names), func(i int) bool { return names[i] > p.after })
+	}
+	end := start
+	for end < len(names) && strings.HasPrefix(names[end], p.prefix) {
+		end++
+	}
+	return names[start:end]
+}
+
+// full tells whether a page that has shown n items is complete.
+func (p page) full(n int) bool { return p.limit > 0 && n >= p.limit }
