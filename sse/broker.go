@@ -27,7 +27,9 @@ var (
 // Options configures a [Broker]. The zero value is usable.
 type Options struct {
 	// Buffer is how many events may wait for one subscriber before it is
-	// disconnected with ErrSlowSubscriber; <= 0 means DefaultBuffer. A
+	// disconnected with ErrSlowSubscriber; <= 0 means DefaultBuffer. Events of
+	// keyed topics (PublishKeyed) do not wait in it for a subscriber read by
+	// Serve: that one takes them by cursor, coalesced. A
 	// subscription gets one more slot per current state it receives on
 	// subscribing, so that SubscribeMany over many topics never starts out
 	// full. Until Subscription.Events is called the buffer grows as events
@@ -80,12 +82,14 @@ type topic struct {
 	has     bool
 	seq     uint64 // when current was published (Broker.seq)
 	// keyed holds one current state per key (PublishKeyed), for a topic that
-	// carries many entities, such as a combined stream of everything.
-	keyed   map[string]keyedEvent
+	// carries many entities, such as a combined stream of everything: see
+	// keyed.go. Subscribers are not queued its events but follow it by cursor.
+	keyed   map[string]*keyedNode
+	log     keyedLog
 	members []member
 }
 
-// keyedEvent is one key's current state and when it was published.
+// keyedEvent is an event and when it was published (Broker.seq).
 type keyedEvent struct {
 	e   Event
 	seq uint64
@@ -98,9 +102,13 @@ type member struct {
 }
 
 // membership is a topic a subscription belongs to; pos indexes t.members.
+// For a keyed topic, cursor is the publication (Broker.seq) up to which the
+// subscription has taken the topic's keys, and start when it subscribed (the
+// farewells of keys forgotten before are not its business).
 type membership struct {
-	t   *topic
-	pos int
+	t             *topic
+	pos           int
+	cursor, start uint64
 }
 
 type activation struct {
@@ -172,7 +180,7 @@ func (b *Broker) Publish(name string, e Event) {
 	// Backwards, so that removing a dropped member (which moves the last
 	// member into its place) never skips one not yet served.
 	for i := len(t.members) - 1; i >= 0; i-- {
-		if s := t.members[i].sub; !s.push(e) {
+		if s := t.members[i].sub; !s.push(e, b.seq) {
 			b.end(s, ErrSlowSubscriber)
 		}
 	}
@@ -182,13 +190,21 @@ func (b *Broker) Publish(name string, e Event) {
 // current state of key within the topic, and a new subscriber gets the current
 // state of every key, in the order they were published (so event ids assigned in
 // publish order keep increasing through the snapshot), before the live feed. It
-// never blocks, as Publish.
+// never blocks, as Publish, and it never drops a subscriber: a subscriber that
+// reads through Serve (or Pull) is not queued keyed events but takes, whenever it
+// is ready, the current state of every key changed since it last took, in
+// publish order, at most a batch at a time; a key changed twice meanwhile comes
+// once, in its latest state. So a slow subscriber coalesces instead of falling
+// behind, and its memory does not grow with the number of keys or of changes.
+// (A subscriber read through Events gets keyed events queued as Publish's.)
 func (b *Broker) PublishKeyed(name, key string, e Event) {
 	b.publishKeyed(name, key, e, true)
 }
 
 // ForgetKeyed delivers e (the entity's farewell, e.g. a deletion) to the
 // topic's subscribers and forgets key's state, so later subscribers do not get it.
+// A subscriber that takes by cursor gets e in place of the key's state if it has
+// not taken e yet.
 func (b *Broker) ForgetKeyed(name, key string, e Event) {
 	b.publishKeyed(name, key, e, false)
 }
@@ -201,24 +217,18 @@ func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
 		t = &topic{name: name}
 		b.topics[name] = t
 	}
-	if keep {
-		if t.keyed == nil {
-			t.keyed = map[string]keyedEvent{}
-		}
-		b.seq++
-		t.keyed[key] = keyedEvent{e: e, seq: b.seq}
-	} else {
-		delete(t.keyed, key)
-	}
+	b.seq++
+	t.setKeyed(key, e, b.seq, !keep)
 	for i := len(t.members) - 1; i >= 0; i-- {
 		s := t.members[i].sub
 		if s.keep != nil && !s.keep(key) {
 			continue
 		}
-		if !s.push(e) {
+		if !s.pushKeyed(e) {
 			b.end(s, ErrSlowSubscriber)
 		}
 	}
+	t.sweep()
 }
 
 // Current returns the topic's last published event (its Data shared, not
@@ -241,7 +251,8 @@ func (b *Broker) Forget(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t := b.topics[name]; t != nil {
-		t.current, t.has, t.keyed = Event{}, false, nil
+		t.current, t.has = Event{}, false
+		t.keyed, t.log = nil, keyedLog{}
 		if len(t.members) == 0 {
 			delete(b.topics, name)
 		}
@@ -283,11 +294,12 @@ func (b *Broker) SubscribeFiltered(keep func(key string) bool, topics ...string)
 		return s
 	}
 	var seen map[string]struct{}
+	pending := false // a keyed topic has states to take
 	if len(topics) > 1 {
 		seen = make(map[string]struct{}, len(topics))
 	}
 	s.memberships = make([]membership, 0, len(topics))
-	var snapshot []keyedEvent
+	var snapshot []keyedEvent // the unkeyed states; keyed ones are taken by cursor
 	for _, name := range topics {
 		if seen != nil {
 			if _, dup := seen[name]; dup {
@@ -300,29 +312,22 @@ func (b *Broker) SubscribeFiltered(keep func(key string) bool, topics ...string)
 			t = &topic{name: name}
 			b.topics[name] = t
 		}
-		for k, ke := range t.keyed {
-			if keep == nil || keep(k) {
-				snapshot = append(snapshot, ke)
-			}
-		}
 		if t.has {
 			snapshot = append(snapshot, keyedEvent{e: t.current, seq: t.seq})
 		}
 		if len(t.members) == 0 {
 			b.activate(name, true)
 		}
-		s.memberships = append(s.memberships, membership{t: t, pos: len(t.members)})
+		s.memberships = append(s.memberships, membership{t: t, pos: len(t.members), start: b.seq})
 		t.members = append(t.members, member{sub: s, slot: len(s.memberships) - 1})
+		if len(t.keyed) > 0 {
+			pending = true
+		}
 	}
 	slices.SortFunc(snapshot, func(a, b keyedEvent) int { return cmp.Compare(a.seq, b.seq) })
-	if len(snapshot) > 0 {
-		s.q = make([]Event, 0, len(snapshot))
-	}
-	for _, ke := range snapshot {
-		s.q = append(s.q, ke.e)
-	}
+	s.q = snapshot
 	s.limit = b.buffer + len(s.q)
-	if len(s.q) > 0 {
+	if len(s.q) > 0 || pending {
 		s.ready <- struct{}{}
 	}
 	b.subscribers.Inc()
@@ -354,6 +359,15 @@ func (b *Broker) Close() {
 // end removes s from all its topics and ends it with err. b.mu is held and
 // s has not ended.
 func (b *Broker) end(s *Subscription, err error) {
+	s.mu.Lock()
+	if err == ErrClosed && s.ch == nil {
+		// What was published before Close is still delivered: take the keyed
+		// states now, while the memberships say what is left.
+		for _, e := range s.collect(nil, -1) {
+			s.q = append(s.q, keyedEvent{e: e})
+		}
+	}
+	s.mu.Unlock()
 	for _, m := range s.memberships {
 		b.removeMember(m.t, m.pos)
 	}
@@ -386,6 +400,7 @@ func (b *Broker) removeMember(t *topic, pos int) {
 	t.members = t.members[:last]
 	if last == 0 {
 		t.members = nil // let a topic that had many subscribers shrink
+		t.sweep()       // farewells nobody is left to take
 		b.activate(t.name, false)
 		if !t.has && len(t.keyed) == 0 {
 			delete(b.topics, t.name)
@@ -447,13 +462,13 @@ type Subscription struct {
 
 	mu    sync.Mutex
 	ended bool       // written with b.mu and mu held
-	q     []Event    // waiting events, lazily allocated; nil once ch is used
+	q     []keyedEvent // waiting unkeyed events, by publication; nil once ch is used
 	ch    chan Event // non-nil once Events was called
 }
 
-// push delivers e without blocking; false means the subscriber is full.
-// b.mu is held.
-func (s *Subscription) push(e Event) bool {
+// push delivers e, published as seq, without blocking; false means the
+// subscriber is full. b.mu is held.
+func (s *Subscription) push(e Event, seq uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch != nil {
@@ -467,32 +482,66 @@ func (s *Subscription) push(e Event) bool {
 	if len(s.q) >= s.limit {
 		return false
 	}
-	s.q = append(s.q, e)
+	s.q = append(s.q, keyedEvent{e: e, seq: seq})
 	if len(s.q) == 1 {
-		select {
-		case s.ready <- struct{}{}:
-		default:
-		}
+		s.signal()
 	}
 	return true
 }
 
-// take returns the waiting events and keeps buf (cleared) for the next
-// ones, so that a steady consumer and its publisher allocate nothing.
+// pushKeyed tells s of a keyed event: a subscriber read by Serve takes it by
+// cursor (never full); one read through Events gets it queued. b.mu is held.
+func (s *Subscription) pushKeyed(e Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		select {
+		case s.ch <- e:
+			return true
+		default:
+			return false
+		}
+	}
+	s.signal()
+	return true
+}
+
+// signal makes Serve take.
+func (s *Subscription) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// takeBatch bounds the events one take returns, so that a first state of many
+// keys is written in steps (between which Serve sees heartbeats and the end).
+const takeBatch = 256
+
+// take returns the waiting events, at most takeBatch, in publish order, and
+// keeps buf (cleared) for the next ones, so that a steady consumer and its
+// publisher allocate nothing. When more wait, ready is signalled again.
 func (s *Subscription) take(buf []Event) []Event {
 	clear(buf)
-	if cap(buf) > 16 {
+	if cap(buf) > 2*takeBatch {
 		buf = nil // give back what a burst made grow
 	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
 	s.mu.Lock()
-	batch := s.q
-	if s.ch == nil && !s.ended {
-		s.q = buf[:0]
-	} else {
-		s.q = nil
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		return buf[:0]
 	}
-	s.mu.Unlock()
-	return batch
+	if s.ended {
+		out := buf[:0]
+		for _, ke := range s.q {
+			out = append(out, ke.e)
+		}
+		s.q = nil
+		return out
+	}
+	return s.collect(buf[:0], takeBatch)
 }
 
 // channel returns the channel made by Events, or nil.
@@ -509,11 +558,21 @@ func (s *Subscription) channel() chan Event {
 // be received, and after ErrClosed they are exactly the events published
 // before Close. A subscription is read either through Events or by Serve.
 func (s *Subscription) Events() <-chan Event {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch == nil {
-		s.ch = make(chan Event, max(s.limit, len(s.q)))
-		for _, e := range s.q {
+		var waiting []Event
+		if s.ended {
+			for _, ke := range s.q {
+				waiting = append(waiting, ke.e)
+			}
+		} else {
+			waiting = s.collect(nil, -1)
+		}
+		s.ch = make(chan Event, max(s.limit, len(waiting)+s.b.buffer))
+		for _, e := range waiting {
 			s.ch <- e
 		}
 		s.q = nil

@@ -42,7 +42,10 @@
 //     of stream rather than a reset connection.
 //   - A subscriber that falls [Options.Buffer] events behind is disconnected
 //     ([ErrSlowSubscriber]) rather than slowing the publisher or the other
-//     subscribers; its client reconnects and gets the current state.
+//     subscribers; its client reconnects and gets the current state. Keyed
+//     topics ([Broker.PublishKeyed]) never drop a subscriber read by [Serve]:
+//     it takes the keys changed since it last took, each in its latest state,
+//     so with many keys it coalesces changes instead of queueing them.
 //   - Browsers allow about six HTTP/1.1 connections per origin; prefer one
 //     combined stream per page over one stream per topic, or HTTP/2.
 //   - [Options.OnActive] callbacks run one at a time on a goroutine the

@@ -11,3 +11,13 @@ func Pull(s *Subscription, buf []Event) (events []Event, ended bool) {
 		return s.take(buf), true
 	}
 }
+
+// Farewells is the number of farewell nodes a keyed topic keeps.
+func Farewells(b *Broker, topic string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[topic]; t != nil {
+		return t.log.gone
+	}
+	return 0
+}
