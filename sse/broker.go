@@ -461,9 +461,9 @@ type Subscription struct {
 	memberships []membership // guarded by b.mu
 
 	mu    sync.Mutex
-	ended bool       // written with b.mu and mu held
+	ended bool         // written with b.mu and mu held
 	q     []keyedEvent // waiting unkeyed events, by publication; nil once ch is used
-	ch    chan Event // non-nil once Events was called
+	ch    chan Event   // non-nil once Events was called
 }
 
 // push delivers e, published as seq, without blocking; false means the
