@@ -1,31 +1,17 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
-// The whole picture: the list endpoints and GET /v1/events, which carries every
-// entity's state in one stream (the status page's source). While anyone follows
-// the stream, an overview follower reads the whole tree every OverviewInterval
-// and publishes what changed to the keyed topic "all"; the session's events go
-// there too.
+// The whole picture: the list endpoints, and GET /v1/events, which carries every
+// entity's state in one stream (the status page's source) from the keyed topic
+// "all", fed by followers of each kind while anyone follows it (picture.go); the
+// session's events go there too.
 
 const allTopic = "all"
-
-// entity is one thing the overview shows: its key ("lock/db"), event name and body.
-type entity struct {
-	key, event string
-	body       any
-}
 
 // ListLocks answers every lock with its holder and waiters.
 func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (ListLocksResponseObject, error) {
@@ -128,200 +114,79 @@ func each[T any](ctx context.Context, kind string, p page, names func(context.Co
 var errSkip = errors.New("not listed")
 
 func (s *Server) eachLock(ctx context.Context, p page, fn func(LockState)) (*string, error) {
-	return each(ctx, "locks", p, s.opt.Locks.List, func(ctx context.Context, n string) (LockState, error) {
-		st, err := s.opt.Locks.Inspect(ctx, n)
-		if err != nil {
-			return LockState{}, err
-		}
-		return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}, nil
-	}, fn)
+	return each(ctx, "locks", p, s.opt.Locks.List, s.readLock, fn)
 }
 
 func (s *Server) eachElection(ctx context.Context, p page, fn func(Election)) (*string, error) {
-	return each(ctx, "elections", p, s.opt.Elections.List, func(ctx context.Context, n string) (Election, error) {
-		st, err := s.opt.Elections.Inspect(ctx, n)
-		if err != nil {
-			return Election{}, err
-		}
-		return electionBody(st), nil
-	}, fn)
+	return each(ctx, "elections", p, s.opt.Elections.List, s.readElection, fn)
 }
 
 // eachBarrier covers the raised barriers only.
 func (s *Server) eachBarrier(ctx context.Context, p page, fn func(Barrier)) (*string, error) {
-	return each(ctx, "barriers", p, s.opt.Barriers.List, func(ctx context.Context, n string) (Barrier, error) {
-		up, err := s.opt.Barriers.Raised(ctx, n)
-		if err == nil && !up {
-			err = errSkip
-		}
-		return Barrier{Name: n, Raised: up}, err
-	}, fn)
+	return each(ctx, "barriers", p, s.opt.Barriers.List, s.readBarrier, fn)
 }
 
 func (s *Server) eachDoubleBarrier(ctx context.Context, p page, fn func(DoubleBarrier)) (*string, error) {
-	return each(ctx, "double-barriers", p, s.opt.Barriers.ListDouble, func(ctx context.Context, n string) (DoubleBarrier, error) {
-		st, err := s.opt.Barriers.InspectDouble(ctx, n)
-		if err != nil {
-			return DoubleBarrier{}, err
-		}
-		return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
-	}, fn)
+	return each(ctx, "double-barriers", p, s.opt.Barriers.ListDouble, s.readDoubleBarrier, fn)
 }
 
 func (s *Server) eachQueue(ctx context.Context, p page, fn func(Queue)) (*string, error) {
-	return each(ctx, "queues", p, s.opt.Queues.List, func(ctx context.Context, n string) (Queue, error) {
-		st, err := s.opt.Queues.Inspect(ctx, n)
-		if err != nil {
-			return Queue{}, err
-		}
-		return Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
-	}, fn)
+	return each(ctx, "queues", p, s.opt.Queues.List, s.readQueue, fn)
 }
 
 func (s *Server) eachGroup(ctx context.Context, p page, fn func(ThroughputGroup)) (*string, error) {
-	return each(ctx, "throughput", p, s.opt.Throughput.List, func(ctx context.Context, n string) (ThroughputGroup, error) {
-		g, err := s.opt.Throughput.Inspect(ctx, n)
-		if err != nil {
-			return ThroughputGroup{}, err
-		}
-		return throughputBody(g), nil
-	}, fn)
+	return each(ctx, "throughput", p, s.opt.Throughput.List, s.readGroup, fn)
 }
 
-// snapshot reads every entity of the tree.
-func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
-	var out []entity
-	add := func(kind, event, name string, body any) {
-		out = append(out, entity{key: kind + "/" + name, event: event, body: body})
+// The reads of one name, shared by the lists and the whole picture (picture.go).
+
+func (s *Server) readLock(ctx context.Context, n string) (LockState, error) {
+	st, err := s.opt.Locks.Inspect(ctx, n)
+	if err != nil {
+		return LockState{}, err
 	}
-	var all page
-	steps := []func() (*string, error){
-		func() (*string, error) {
-			return s.eachLock(ctx, all, func(b LockState) { add("lock", "lock", b.Name, b) })
-		},
-		func() (*string, error) {
-			return s.eachElection(ctx, all, func(b Election) { add("election", "leader", b.Name, b) })
-		},
-		func() (*string, error) {
-			return s.eachGroup(ctx, all, func(b ThroughputGroup) { add("throughput", "throughput", b.Group, b) })
-		},
-		func() (*string, error) {
-			return s.eachQueue(ctx, all, func(b Queue) { add("queue", "queue", b.Name, b) })
-		},
-		func() (*string, error) {
-			return s.eachBarrier(ctx, all, func(b Barrier) { add("barrier", "barrier", b.Name, b) })
-		},
-		func() (*string, error) {
-			return s.eachDoubleBarrier(ctx, all, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
-		},
-	}
-	for _, step := range steps {
-		if _, err := step(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}, nil
 }
 
-// overview publishes the tree's changes to the "all" topic while it is followed.
-type overview struct {
-	mu   sync.Mutex
-	seq  int64             // event ids of the "all" topic
-	last map[string][]byte // key → last published body
-}
-
-// reset forgets what was published: the next follower starts afresh.
-func (o *overview) reset() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.last = nil
-}
-
-func (o *overview) nextID() string {
-	o.seq++
-	return strconv.FormatInt(o.seq, 10)
-}
-
-// publishAll sends one entity's state to the "all" topic if it changed.
-func (s *Server) publishAll(key, event string, data []byte) {
-	o := &s.overview
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.last == nil {
-		o.last = map[string][]byte{}
+func (s *Server) readElection(ctx context.Context, n string) (Election, error) {
+	st, err := s.opt.Elections.Inspect(ctx, n)
+	if err != nil {
+		return Election{}, err
 	}
-	if prev, ok := o.last[key]; ok && bytes.Equal(prev, data) {
-		return
-	}
-	o.last[key] = data
-	s.broker.PublishKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+	return electionBody(st), nil
 }
 
-// followOverview reads the tree every interval until the returned stop is
-// called, publishing changes and the disappearance of entities.
-func (s *Server) followOverview() (stop func()) {
-	ctx, cancel := context.WithCancel(s.stopped)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(s.opt.OverviewInterval)
-		defer tick.Stop()
-		for {
-			if ents, err := s.snapshot(ctx); err == nil {
-				s.applySnapshot(ents)
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+// readBarrier answers errSkip for a barrier that is not raised.
+func (s *Server) readBarrier(ctx context.Context, n string) (Barrier, error) {
+	up, err := s.opt.Barriers.Raised(ctx, n)
+	if err == nil && !up {
+		err = errSkip
+	}
+	return Barrier{Name: n, Raised: up}, err
 }
 
-func (s *Server) applySnapshot(ents []entity) {
-	seen := map[string]bool{"session": true}
-	for _, e := range ents {
-		seen[e.key] = true
-		if data, err := json.Marshal(e.body); err == nil {
-			s.publishAll(e.key, e.event, data)
-		}
+func (s *Server) readDoubleBarrier(ctx context.Context, n string) (DoubleBarrier, error) {
+	st, err := s.opt.Barriers.InspectDouble(ctx, n)
+	if err != nil {
+		return DoubleBarrier{}, err
 	}
-	o := &s.overview
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for key, body := range o.last {
-		if seen[key] {
-			continue
-		}
-		var v map[string]any
-		_ = json.Unmarshal(body, &v)
-		gone := map[string]any{"deleted": true}
-		for _, k := range []string{"name", "group"} {
-			if n, ok := v[k]; ok {
-				gone[k] = n
-			}
-		}
-		data, _ := json.Marshal(gone)
-		delete(o.last, key)
-		s.broker.ForgetKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: eventOf(key), Data: data})
-	}
+	return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
 }
 
-// eventOf is the event name of an entity key's kind.
-func eventOf(key string) string {
-	for i := range key {
-		if key[i] == '/' {
-			switch kind := key[:i]; kind {
-			case "election":
-				return "leader"
-			default:
-				return kind
-			}
-		}
+func (s *Server) readQueue(ctx context.Context, n string) (Queue, error) {
+	st, err := s.opt.Queues.Inspect(ctx, n)
+	if err != nil {
+		return Queue{}, err
 	}
-	return key
+	return Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+}
+
+func (s *Server) readGroup(ctx context.Context, n string) (ThroughputGroup, error) {
+	g, err := s.opt.Throughput.Inspect(ctx, n)
+	if err != nil {
+		return ThroughputGroup{}, err
+	}
+	return throughputBody(g), nil
 }
 
 // StreamEverything streams every entity's state and the session's.

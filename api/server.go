@@ -59,9 +59,6 @@ type Options struct {
 	// long-polls under way (requests with a non-zero wait=, default 8192); past
 	// either, requests answer 503 with Retry-After.
 	MaxStreams, MaxWaiters int
-	// OverviewInterval is how often GET /v1/events reads the whole tree while
-	// anyone follows it (default 250ms).
-	OverviewInterval time.Duration
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
 	// Registerer and Gatherer: the one metrics registry of the process.
@@ -128,9 +125,6 @@ func NewServer(opt Options) *Server {
 	}
 	if opt.MaxWaiters <= 0 {
 		opt.MaxWaiters = 8192
-	}
-	if opt.OverviewInterval <= 0 {
-		opt.OverviewInterval = 250 * time.Millisecond
 	}
 	if opt.MaxLeases <= 0 {
 		opt.MaxLeases = 100000

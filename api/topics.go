@@ -34,16 +34,13 @@ func (s *Server) topicActive(topic string, active bool) {
 		if topic != sessionTopicName {
 			s.broker.Forget(topic)
 		}
-		if topic == allTopic {
-			s.overview.reset()
-		}
 		return
 	}
 	if topic == allTopic {
 		if ev, ok := s.broker.Current(sessionTopicName); ok {
 			s.publishAll("session", "session", ev.Data)
 		}
-		s.following[topic] = s.followOverview()
+		s.following[topic] = s.followPicture()
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")

@@ -291,7 +291,7 @@ func TestThroughputEventIDs(t *testing.T) {
 // (they were once in name order and went backwards).
 func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	// Names and kinds whose order by key ("barrier/…" < "election/…" < "lock/…")
 	// is not the order the overview reads them (locks, elections, ..., barriers).
 	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zz?ttl=60s")
@@ -336,7 +336,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
 	campaign(t, car, "e", "c1", "lease="+lease)

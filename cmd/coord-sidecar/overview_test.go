@@ -15,7 +15,7 @@ import (
 // state of everything, then follows changes and deletions.
 func TestListsAndEverythingStream(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--overview-interval", "50ms")
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/listed?owner=me")
 	campaign(t, car, "chosen", "c1", "ttl=60s")
 

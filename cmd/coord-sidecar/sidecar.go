@@ -60,9 +60,7 @@ type Config struct {
 	MaxWaiters  int
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
-	// OverviewInterval is how often GET /v1/events reads the tree while followed.
-	OverviewInterval time.Duration
-	LogLevel         string
+	LogLevel          string
 }
 
 // Main is the program: ParseFlags, Run, Close. End-to-end tests drive it whole.
@@ -93,7 +91,7 @@ func NewMain() *Main {
 	return &Main{Config: Config{
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
-		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, OverviewInterval: 250 * time.Millisecond, LogLevel: "info",
+		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, LogLevel: "info",
 		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second,
 	}, LogOutput: os.Stderr, Stdout: os.Stdout}
 }
@@ -134,7 +132,6 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		{&c.MaxTTL, "max-ttl", "COORD_MAX_TTL", "largest ttl= a lease may ask"},
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
 		{&c.ReadHeaderTimeout, "read-header-timeout", "COORD_READ_HEADER_TIMEOUT", "time a client has to send its request headers"},
-		{&c.OverviewInterval, "overview-interval", "COORD_OVERVIEW_INTERVAL", "how often GET /v1/events reads the whole tree while followed"},
 		{&c.BodyTimeout, "body-timeout", "COORD_BODY_TIMEOUT", "time a client has to send a request body"},
 	}
 	for _, d := range durations {

@@ -1,0 +1,399 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// The whole picture (GET /v1/events) follows changes instead of reading the tree
+// again and again. While anyone follows the "all" topic, the picture follows, for
+// every kind of the registry (pictureKinds), its directory's children (one
+// watch: names appear and vanish) and every name in it through that kind's
+// per-name follower (kit.Followers: watches on what the name's state is read
+// from, shared with the name's own event stream). Each new state is published to
+// the keyed topic "all", which gives each subscriber what changed since it last
+// took (package sse), so a first state of 10,000 things is delivered whole and a
+// slow subscriber coalesces. With nothing changing, nothing is read, however many
+// things or followers.
+
+// pictureKind is one kind of thing the picture shows: adding a kind is one entry
+// in pictureKinds.
+type pictureKind struct {
+	// kind names its keys ("lock": key "lock/db"); overviewKinds (auth.go) maps it
+	// to the token kind that may read it.
+	kind string
+	// event is its SSE event name.
+	event string
+	// dir is its directory under --zk-root, whose children are its names.
+	dir string
+	// field is the name's field in its body ("name", "group"), repeated in the
+	// farewell {"deleted": true, field: name}.
+	field string
+	// follow follows one name: publish gets its body as JSON each time it changes,
+	// nil when the name is not to be shown (a lowered barrier); it may block,
+	// never publish, after stop returns.
+	follow func(name string, publish func(data []byte)) (stop func(), err error)
+}
+
+// pictureKinds is the registry of the kinds the picture shows.
+func (s *Server) pictureKinds() []pictureKind {
+	return []pictureKind{
+		{kind: "lock", event: "lock", dir: "locks", field: "name",
+			follow: s.inspected("locks", bodyOf(s.readLock), nil)},
+		{kind: "election", event: "leader", dir: "elections", field: "name",
+			follow: followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })},
+		{kind: "throughput", event: "throughput", dir: "throughput", field: "group",
+			follow: followed(s.opt.Throughput.Follow, func(g *throughput.ThroughputGroup) any {
+				if g.Suspended {
+					return nil // as the group's own stream: the last state stands
+				}
+				return throughputBody(g)
+			})},
+		{kind: "queue", event: "queue", dir: "queues", field: "name",
+			follow: s.inspected("queues", bodyOf(s.readQueue), queueParts.MatchString)},
+		{kind: "barrier", event: "barrier", dir: "barriers", field: "name",
+			follow: s.inspected("barriers", bodyOf(s.readBarrier), nil)},
+		{kind: "double-barrier", event: "double-barrier", dir: "double-barriers", field: "name",
+			follow: s.inspected("double-barriers", bodyOf(s.readDoubleBarrier), nil)},
+	}
+}
+
+// queueParts are the nodes under a queue whose children change its length or
+// claimed count: its priorities, their buckets, and its claims.
+var queueParts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims)$`)
+
+// followed adapts a recipe's own per-name follower: body turns a state into the
+// picture's body (nil: publish nothing, the last state stands).
+func followed[S any](follow func(string) (*kit.Follower[S], error), body func(S) any) func(string, func([]byte)) (func(), error) {
+	return func(name string, publish func([]byte)) (func(), error) {
+		f, err := follow(name)
+		if err != nil {
+			return nil, err
+		}
+		cancel := f.Subscribe(func(st S) {
+			if b := body(st); b != nil {
+				if data, err := json.Marshal(b); err == nil {
+					publish(data)
+				}
+			}
+		})
+		return func() { cancel(); f.Close() }, nil
+	}
+}
+
+// bodyOf turns a name's read (shared with the lists) into the JSON the picture
+// publishes; a read answering errSkip gives nil (not shown).
+func bodyOf[T any](read func(context.Context, string) (T, error)) func(context.Context, string) ([]byte, error) {
+	return func(ctx context.Context, name string) ([]byte, error) {
+		b, err := read(ctx, name)
+		if errors.Is(err, errSkip) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(b)
+	}
+}
+
+// inspected follows the names of a kind that has no follower of its own: a
+// kit.Source that reads the name with read after arming a children watch on
+// {dir}/{name} and on each node under it whose path relative to it deeper
+// accepts (nil: none). The registry of these followers is made at first use.
+func (s *Server) inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
+	var once sync.Once
+	var reg *kit.Followers[[]byte]
+	return func(name string, publish func([]byte)) (func(), error) {
+		once.Do(func() {
+			base := s.opt.Session.Root() + "/" + dir
+			reg = kit.NewFollowers(s.opt.Session, nil, func(name string) kit.Source[[]byte] {
+				return &inspectSource{path: base + "/" + name, name: name, read: read, deeper: deeper}
+			})
+		})
+		f := reg.Follow(name)
+		cancel := f.Subscribe(publish)
+		return func() { cancel(); f.Close() }, nil
+	}
+}
+
+// inspectSource reads one name through its kind's read, watching the nodes the
+// state is read from.
+type inspectSource struct {
+	path, name string
+	read       func(context.Context, string) ([]byte, error)
+	deeper     func(rel string) bool
+	children   map[string][]string // of each watched node, as last listed
+}
+
+func (src *inspectSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) ([]byte, error) {
+	listed := map[string][]string{}
+	if err := src.watch(ctx, ep, w, src.path, "", listed); err != nil {
+		return nil, err
+	}
+	src.children = listed
+	return src.read(ctx, src.name)
+}
+
+// watch arms the children watch of p (rel below the name) unless armed, and
+// goes on below it where deeper says so.
+func (src *inspectSource) watch(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches, p, rel string, listed map[string][]string) error {
+	kids, known := src.children[p]
+	if w.Need(p) || !known {
+		var ch <-chan zookeeper.Event
+		var err error
+		kids, _, ch, err = ep.ChildrenW(ctx, p)
+		switch {
+		case errors.Is(err, zookeeper.ErrNoNode) && rel != "":
+			return nil // its parent's watch tells when it is back
+		case errors.Is(err, zookeeper.ErrNoNode):
+			return watchAppear(ctx, ep, w, p)
+		case err != nil:
+			return err
+		}
+		w.Armed(p, ch, nil)
+	}
+	listed[p] = kids
+	if src.deeper == nil {
+		return nil
+	}
+	for _, k := range kids {
+		r := k
+		if rel != "" {
+			r = rel + "/" + k
+		}
+		if src.deeper(r) {
+			if err := src.watch(ctx, ep, w, p+"/"+k, r, listed); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// watchAppear arms an existence watch on p, which does not exist (yet), under
+// the part p; if it exists after all, the reader reads again.
+func watchAppear(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches, p string) error {
+	ok, _, ch, err := ep.ExistsW(ctx, p)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		w.Poke()
+	default:
+		w.Armed(p, ch, nil)
+	}
+	return nil
+}
+
+func (src *inspectSource) Reset()                               { src.children = nil }
+func (src *inspectSource) Uncertain(last []byte, _ bool) []byte { return last }
+func (src *inspectSource) Same(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+// dirSource follows the names in one kind's directory (one children watch).
+type dirSource struct{ path string }
+
+func (d *dirSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) ([]string, error) {
+	var kids []string
+	var err error
+	if w.Need(d.path) {
+		var ch <-chan zookeeper.Event
+		kids, _, ch, err = ep.ChildrenW(ctx, d.path)
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			return []string{}, watchAppear(ctx, ep, w, d.path)
+		}
+		if err == nil {
+			w.Armed(d.path, ch, nil)
+		}
+	} else {
+		kids, _, err = ep.Children(ctx, d.path)
+	}
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := kids[:0]
+	for _, k := range kids {
+		if kit.ValidName(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (d *dirSource) Reset()                                   {}
+func (d *dirSource) Uncertain(last []string, _ bool) []string { return last }
+func (d *dirSource) Same(a, b []string) bool                  { return slices.Equal(a, b) }
+
+// overview numbers the "all" topic's events and holds the running picture.
+type overview struct {
+	mu  sync.Mutex
+	seq int64 // event ids of the "all" topic
+}
+
+func (o *overview) nextID() string {
+	o.seq++
+	return strconv.FormatInt(o.seq, 10)
+}
+
+// publishAll sends one entity's state to the "all" topic.
+func (s *Server) publishAll(key, event string, data []byte) {
+	o := &s.overview
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s.broker.PublishKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+}
+
+// forgetAll sends an entity's farewell to the "all" topic and forgets it.
+func (s *Server) forgetAll(key, event string, data []byte) {
+	o := &s.overview
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s.broker.ForgetKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+}
+
+// pictureEntry is one followed name.
+type pictureEntry struct {
+	stop func()
+	// last and shown are written by the name's follower (one state at a time),
+	// and read by the picture's loop only after stop.
+	last  []byte
+	shown bool
+}
+
+// pictureRun is the picture while followed: one loop that starts and stops the
+// followers of names as they appear and vanish.
+type pictureRun struct {
+	s     *Server
+	kinds []pictureKind
+	dirs  *kit.Followers[[]string]
+
+	mu    sync.Mutex
+	names [][]string // latest names of each kind (nil: none new)
+	wake  chan struct{}
+
+	entries []map[string]*pictureEntry // the loop's own: followed names of each kind
+}
+
+// followPicture follows the picture until the returned stop is called.
+func (s *Server) followPicture() (stop func()) {
+	r := &pictureRun{s: s, kinds: s.pictureKinds(), wake: make(chan struct{}, 1)}
+	r.names = make([][]string, len(r.kinds))
+	r.entries = make([]map[string]*pictureEntry, len(r.kinds))
+	r.dirs = kit.NewFollowers(s.opt.Session, nil, func(p string) kit.Source[[]string] { return &dirSource{path: p} })
+	var dirStops []func()
+	for i, k := range r.kinds {
+		r.entries[i] = map[string]*pictureEntry{}
+		f := r.dirs.Follow(s.opt.Session.Root() + "/" + k.dir)
+		cancel := f.Subscribe(func(names []string) {
+			r.mu.Lock()
+			r.names[i] = names
+			r.mu.Unlock()
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		})
+		dirStops = append(dirStops, func() { cancel(); f.Close() })
+	}
+	ctx, cancel := context.WithCancel(s.stopped)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-r.wake:
+				r.apply()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		for _, stop := range dirStops {
+			stop()
+		}
+		for i := range r.kinds {
+			for name, e := range r.entries[i] {
+				e.stop()
+				delete(r.entries[i], name)
+			}
+		}
+	}
+}
+
+// apply starts following the names that appeared and stops those that vanished
+// (publishing their farewell if they were shown).
+func (r *pictureRun) apply() {
+	r.mu.Lock()
+	latest := slices.Clone(r.names)
+	clear(r.names)
+	r.mu.Unlock()
+	for i, names := range latest {
+		if names == nil {
+			continue
+		}
+		k, followed := r.kinds[i], r.entries[i]
+		present := make(map[string]bool, len(names))
+		for _, n := range names {
+			present[n] = true
+			if followed[n] == nil {
+				if e := r.start(k, n); e != nil {
+					followed[n] = e
+				}
+			}
+		}
+		for n, e := range followed {
+			if present[n] {
+				continue
+			}
+			e.stop()
+			delete(followed, n)
+			if e.shown {
+				data, _ := json.Marshal(map[string]any{"deleted": true, k.field: n})
+				r.s.forgetAll(k.kind+"/"+n, k.event, data)
+			}
+		}
+	}
+}
+
+// start follows one name of kind k.
+func (r *pictureRun) start(k pictureKind, name string) *pictureEntry {
+	e := &pictureEntry{}
+	key := k.kind + "/" + name
+	stop, err := k.follow(name, func(data []byte) {
+		switch {
+		case data == nil && e.shown:
+			e.shown, e.last = false, nil
+			gone, _ := json.Marshal(map[string]any{"deleted": true, k.field: name})
+			r.s.forgetAll(key, k.event, gone)
+		case data == nil, e.shown && bytes.Equal(data, e.last):
+		default:
+			e.shown, e.last = true, data
+			r.s.publishAll(key, k.event, data)
+		}
+	})
+	if err != nil {
+		return nil
+	}
+	e.stop = stop
+	return e
+}
