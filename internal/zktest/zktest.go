@@ -689,3 +689,41 @@ func WatchedPaths(tb testing.TB, addr, prefix string) int {
 	}
 	return n
 }
+
+// Received counts the requests (pings included) the server at addr has received
+// on the connection of session sid ("0x..." as the sidecar reports it), from its
+// `cons` report; 0 when that session has no connection there.
+func Received(tb testing.TB, addr, sid string) int64 {
+	tb.Helper()
+	out, err := fourLetter(addr, "cons")
+	if err != nil {
+		tb.Fatalf("zktest: cons on %s: %v", addr, err)
+	}
+	want, err := strconv.ParseUint(strings.TrimPrefix(sid, "0x"), 16, 64)
+	if err != nil {
+		tb.Fatalf("zktest: session id %q: %v", sid, err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		var recved int64 = -1
+		var got uint64
+		found := false
+		_, stats, ok := strings.Cut(line, "(")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimSuffix(strings.TrimSpace(stats), ")"), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "recved":
+				recved, _ = strconv.ParseInt(v, 10, 64)
+			case "sid":
+				got, err = strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 64)
+				found = err == nil
+			}
+		}
+		if found && got == want && recved >= 0 {
+			return recved
+		}
+	}
+	return 0
+}
