@@ -1,0 +1,71 @@
+package main
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// BenchmarkPicture10k is the whole picture at 10,000 things (6,000 held locks,
+// 2,000 elections with a candidate, 1,000 queues with an item, 1,000 raised
+// barriers), made straight in ZooKeeper, with the sidecar in a process of its
+// own. It reports the time to the complete first state of GET /v1/events for
+// the first follower (first-state-ms) and for the tenth (tenth-first-state-ms),
+// the sidecar's VmRSS with 10 followers (rss-MiB), ZooKeeper requests per second
+// on the sidecar's connection while nothing changes with no follower (the
+// session's heartbeat: idle-zk-req/s-none) and with 10 (idle-zk-req/s), and how
+// long a lock taken through the API takes to show on a follower (change-ms, the
+// ns/op row's sample). docs/BENCHMARKS.md, "The whole picture".
+func BenchmarkPicture10k(b *testing.B) { ebRunOnce(b, &pictureLast, picture10k) }
+
+var pictureLast *ebResult
+
+func picture10k(b *testing.B) ebResult {
+	zkc := zktest.Shared(b)
+	root := zktest.Root(b)
+	conn := zktest.Connect(b, zkc.Servers(), 30*time.Second)
+	n := things{locks: 6000, elections: 2000, queues: 1000, barriers: 1000}
+	made := makeThings(b, conn, root, n)
+	car, pid := ebStartProcess(b, zkc.Servers(), root)
+	sid := str(car.must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	idle := func() float64 {
+		const window = 5 * time.Second
+		before := zktest.Received(b, zkc.Server(0), sid)
+		time.Sleep(window) // a measuring window, not ordering
+		return float64(zktest.Received(b, zkc.Server(0), sid)-before) / window.Seconds()
+	}
+	none := idle()
+
+	first := car.openStream(b, "/v1/events")
+	took := firstState(b, first, n.total(), 5*time.Minute)
+	var tenth time.Duration
+	for range 9 {
+		tenth = firstState(b, car.openStream(b, "/v1/events"), n.total(), 5*time.Minute)
+	}
+	rss := ebRSS(b, pid)
+	ten := idle()
+	var changes []time.Duration
+	for i := range 5 {
+		lock := thingName("bench-fresh", i)
+		changes = append(changes, timed(func() {
+			car.must(b, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s")
+		}, func() {
+			awaitEvent(b, first, 10*time.Second, "lock "+lock+" shown", func(ev sseEvent) bool {
+				return ev.Name == "lock" && ev.Data["name"] == lock && ev.Data["holder"] != nil
+			})
+		}))
+	}
+	q := ebQuantiles(changes)
+	b.Logf("%d things made in %v; first state %v (tenth follower %v); VmRSS %d MiB with 10 followers; idle ZooKeeper requests/s %.1f with no follower, %.1f with 10; change shown p50 %v max %v",
+		n.total(), made, took, tenth, rss>>20, none, ten, q.p50, q.max)
+	return ebResult{samples: len(changes), mean: q.mean, metrics: map[string]float64{
+		"first-state-ms":       ebMillis(took),
+		"tenth-first-state-ms": ebMillis(tenth),
+		"rss-MiB":              float64(rss) / (1 << 20),
+		"idle-zk-req/s-none":   none,
+		"idle-zk-req/s":        ten,
+		"change-ms":            ebMillis(q.p50),
+	}}
+}
