@@ -773,8 +773,11 @@ export interface paths {
          *     body), `barrier` and `double-barrier` (their GET bodies). A new stream first
          *     gets the current state of every entity, then every change. An entity that
          *     disappears gets a last event whose data is `Deleted`. While anyone follows this
-         *     stream the sidecar reads the whole tree every `--overview-interval` (default
-         *     250ms), so it is meant for status pages and dashboards, not for many clients.
+         *     stream the sidecar follows the tree with watches (one per kind's directory, and
+         *     those each thing's state is read from), so while nothing changes it reads
+         *     nothing, however many things and followers. A follower that reads slowly is not
+         *     dropped: it gets the current state of each thing changed since it last read,
+         *     once.
          *
          *     Event ids count this stream's changes on this sidecar; a new stream gets the
          *     current states in the order they were published, so its ids strictly
