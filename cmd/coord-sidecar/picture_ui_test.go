@@ -25,7 +25,8 @@ func TestStatusPageSearch10k(t *testing.T) {
 
 	page.call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
 	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
-	took := page.await(t, 60*time.Second, "every thing on the page", `document.body.dataset.connected === "true" &&
+	took := page.await(t, 60*time.Second, "every thing on the page", `location.pathname === "/ui/" && document.readyState === "complete" &&
+		document.body.dataset.connected === "true" &&
 		document.querySelector('[data-count="lock"]').textContent === "6000" &&
 		document.querySelector('[data-count="leader"]').textContent === "2000" &&
 		document.querySelector('[data-count="queue"]').textContent === "1000" &&
