@@ -128,24 +128,9 @@ func (s *Subscription) collect(out []Event, limit int) []Event {
 	scanned := make([]uint64, len(s.memberships)) // how far each topic was looked at
 	more := false
 	for i := range s.memberships {
-		m := &s.memberships[i]
-		var first *keyedNode // the oldest node after the cursor
-		for n := m.t.log.tail; n != nil && n.seq > m.cursor; n = n.prev {
-			first = n
-		}
-		scanned[i] = ^uint64(0)
-		taken := 0
-		for n := first; n != nil; n = n.next {
-			if limit >= 0 && taken == limit {
-				scanned[i], more = n.prev.seq, true
-				break
-			}
-			if (n.gone && n.seq <= m.start) || (s.keep != nil && !s.keep(n.key)) {
-				continue
-			}
-			found = append(found, keyedEvent{e: n.e, seq: n.seq})
-			taken++
-		}
+		var cut bool
+		found, scanned[i], cut = s.pending(&s.memberships[i], found, limit)
+		more = more || cut
 	}
 	nq := len(s.q)
 	if len(found) > 0 {
@@ -168,7 +153,38 @@ func (s *Subscription) collect(out []Event, limit int) []Event {
 			m.t.sweep()
 		}
 	}
-	// The unkeyed events taken are a prefix of the queue.
+	s.dropTaken(nq, cut)
+	if more {
+		s.signal()
+	}
+	return out
+}
+
+// pending appends to found up to limit (< 0: all) states of m's keyed topic
+// after its cursor that s may see, and answers up to which publication it
+// looked, and whether it stopped short of the end.
+func (s *Subscription) pending(m *membership, found []keyedEvent, limit int) ([]keyedEvent, uint64, bool) {
+	var first *keyedNode // the oldest node after the cursor
+	for n := m.t.log.tail; n != nil && n.seq > m.cursor; n = n.prev {
+		first = n
+	}
+	taken := 0
+	for n := first; n != nil; n = n.next {
+		if limit >= 0 && taken == limit {
+			return found, n.prev.seq, true
+		}
+		if (n.gone && n.seq <= m.start) || (s.keep != nil && !s.keep(n.key)) {
+			continue
+		}
+		found = append(found, keyedEvent{e: n.e, seq: n.seq})
+		taken++
+	}
+	return found, ^uint64(0), false
+}
+
+// dropTaken removes from the queue (of nq events before collect) the events
+// taken: those published up to cut, a prefix.
+func (s *Subscription) dropTaken(nq int, cut uint64) {
 	left := 0
 	for left < nq && s.q[left].seq <= cut {
 		left++
@@ -178,8 +194,4 @@ func (s *Subscription) collect(out []Event, limit int) []Event {
 	} else {
 		s.q = append(s.q[:0], s.q[left:]...)
 	}
-	if more {
-		s.signal()
-	}
-	return out
 }
