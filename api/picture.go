@@ -42,8 +42,8 @@ type pictureKind struct {
 	// farewell {"deleted": true, field: name}.
 	field string
 	// follow follows one name: publish gets its body as JSON each time it changes,
-	// nil when the name is not to be shown (a lowered barrier); it may block,
-	// never publish, after stop returns.
+	// nil when the name is not to be shown (a lowered barrier); stop may block
+	// (it waits for the follower), and once it returns publish is not called again.
 	follow func(name string, publish func(data []byte)) (stop func(), err error)
 }
 
