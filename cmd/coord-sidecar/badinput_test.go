@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -32,6 +35,18 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	// A lock parent and a queue that another ZooKeeper identity closed (read
+	// left open, so that the snapshot can walk them).
+	closedACL := append(zk.DigestACL(zk.PermAll, "other", "pw"), zk.WorldACL(zk.PermRead)...)
+	for _, p := range []string{root + "/locks/closed", root + "/queues", root + "/queues/closed"} {
+		acl := closedACL
+		if p == root+"/queues" {
+			acl = zk.WorldACL(zk.PermAll)
+		}
+		if _, err := conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -107,6 +122,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},
+		// ZooKeeper ACLs of another identity.
+		{"lock parent closed by another identity", "POST", "/v1/locks/closed?ttl=30s", nil, nil, open, 403, "zookeeper-acl"},
+		{"queue closed by another identity", "POST", "/v1/queues/closed/items", []byte("x"), nil, open, 403, "zookeeper-acl"},
+		{"lock parent closed by another identity, with a token", "POST", "/v1/locks/closed?wait=1s", nil, bearer("s3cret"), guarded, 403, "zookeeper-acl"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
