@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -35,18 +32,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
-	// A lock parent and a queue that another ZooKeeper identity closed (read
-	// left open, so that the snapshot can walk them).
-	closedACL := append(zk.DigestACL(zk.PermAll, "other", "pw"), zk.WorldACL(zk.PermRead)...)
-	for _, p := range []string{root + "/locks/closed", root + "/queues", root + "/queues/closed"} {
-		acl := closedACL
-		if p == root+"/queues" {
-			acl = zk.WorldACL(zk.PermAll)
-		}
-		if _, err := conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatal(err)
-		}
-	}
+	closeToOthers(t, conn, root)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)

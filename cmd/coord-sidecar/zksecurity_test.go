@@ -41,8 +41,47 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 	authFile := writeFile(t, t.TempDir(), "zk-auth", []byte(appAuth+"\n"))
 	a := startSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
 	b := startSidecar(t, zkc.Servers(), root, "--zk-auth-file", authFile)
+	shareRecipes(t, a, b)
 
-	// A lock handoff across the two.
+	// Things that stay: a held lock, a claim, a throughput limit, a
+	// double-barrier participant.
+	lock := a.must(t, 201, "POST", "/v1/locks/held?ttl=30s")
+	claim := b.must(t, 200, "POST", "/v1/queues/q/claims?ttl=30s")
+	if r, err := a.do(context.Background(), "PUT", "/v1/throughput/g", strings.NewReader(`{"limit":100}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
+		t.Fatalf("throughput limit: %v %v", r, err)
+	}
+	if lim := b.must(t, 200, "GET", "/v1/throughput/g").Body["limit"]; num(lim) != 100 {
+		t.Fatalf("b sees limit %v", lim)
+	}
+	a.must(t, 409, "POST", "/v1/double-barriers/d/participants?id=p1&count=2&wait=0s&ttl=30s")
+
+	// What the two made, read with the same credentials.
+	app := zkClient(t, zkc.Servers(), "app:s3cret")
+	before := zktest.Snapshot(t, app, root)
+	kinds := classifyNodes(before, root, map[string]string{"lock lease": str(lock.Body["lease"]), "claim id": claim.Header.Get("Claim-Id")})
+	t.Logf("nodes: %d; kinds found: %v", len(before), kinds)
+	for _, k := range []string{"lock holder's node", "queue item", "throughput limit", "double-barrier participant with its lease id", "node data with the claim id"} {
+		if !kinds[k] {
+			t.Fatalf("no %s among the nodes made:\n%s", k, zktest.SnapshotDiff(nil, before))
+		}
+	}
+
+	// Without the credentials: nothing of it can be read, listed, changed or deleted.
+	checkNoAccess(t, zkClient(t, zkc.Servers(), ""), root, before)
+	checkNoAccess(t, zkClient(t, zkc.Servers(), "app:guess"), root, before)
+	if diff := zktest.SnapshotDiff(before, zktest.Snapshot(t, app, root)); diff != "" {
+		t.Fatalf("the tree changed under clients without the credentials:\n%s", diff)
+	}
+	// The holder still holds, and b still sees it held.
+	if h, _ := b.must(t, 200, "GET", "/v1/locks/held").Body["holder"].(map[string]any); h == nil {
+		t.Fatal("the lock holder is gone")
+	}
+}
+
+// shareRecipes runs a lock handoff, an election and a queue take across a and b,
+// and leaves one item in queue q.
+func shareRecipes(t *testing.T, a, b *sidecar) {
+	t.Helper()
 	held := a.must(t, 201, "POST", "/v1/locks/db?ttl=30s")
 	got := make(chan *response, 1)
 	go func() {
@@ -56,12 +95,10 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 		return num(a.must(t, 200, "GET", "/v1/locks/db").Body["waiters"]) == 1
 	})
 	a.must(t, 204, "DELETE", "/v1/locks/db?lease="+str(held.Body["lease"]))
-	r := <-got
-	if r.Status != 201 || num(r.Body["fencingToken"]) <= num(held.Body["fencingToken"]) {
+	if r := <-got; r.Status != 201 || num(r.Body["fencingToken"]) <= num(held.Body["fencingToken"]) {
 		t.Fatalf("b's lock after a's release: %d %s (a's token %v)", r.Status, r.Raw, held.Body["fencingToken"])
 	}
 
-	// An election across the two.
 	c1 := a.must(t, 201, "POST", "/v1/elections/e/candidates?id=c1&ttl=30s")
 	if c1.Body["leader"] != true {
 		t.Fatalf("first candidate: %s", c1.Raw)
@@ -75,36 +112,21 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 		return l != nil && l["candidate"] == "c2"
 	})
 
-	// A queue: a enqueues, b takes; a claim and a throughput limit stay.
-	if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader("job-1")); err != nil || r.Status != 201 {
-		t.Fatalf("enqueue: %v %v", r, err)
-	}
-	if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader("job-2")); err != nil || r.Status != 201 {
-		t.Fatalf("enqueue: %v %v", r, err)
+	for _, job := range []string{"job-1", "job-2"} {
+		if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader(job)); err != nil || r.Status != 201 {
+			t.Fatalf("enqueue: %v %v", r, err)
+		}
 	}
 	if r := b.must(t, 200, "POST", "/v1/queues/q/take"); string(r.Raw) != "job-1" {
 		t.Fatalf("b took %q", r.Raw)
 	}
-	claim := b.must(t, 200, "POST", "/v1/queues/q/claims?ttl=30s")
-	claimID := claim.Header.Get("Claim-Id")
-	if r, err := a.do(context.Background(), "PUT", "/v1/throughput/g", strings.NewReader(`{"limit":100}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
-		t.Fatalf("throughput limit: %v %v", r, err)
-	}
-	if lim := b.must(t, 200, "GET", "/v1/throughput/g").Body["limit"]; num(lim) != 100 {
-		t.Fatalf("b sees limit %v", lim)
-	}
-	lock := a.must(t, 201, "POST", "/v1/locks/held?ttl=30s")
-	dbl, err := a.do(context.Background(), "POST", "/v1/double-barriers/d/participants?id=p1&count=2&wait=0s&ttl=30s", nil)
-	if err != nil || dbl.Status != 409 {
-		t.Fatalf("double barrier enter: %v %v", dbl, err)
-	}
+}
 
-	// What the two made, read with the same credentials.
-	app := zkClient(t, zkc.Servers(), "app:s3cret")
-	before := zktest.Snapshot(t, app, root)
-	secrets := map[string]string{"lock lease": str(lock.Body["lease"]), "claim id": claimID}
+// classifyNodes names the kinds of node found under root: those the test
+// needs to see closed, and those whose data carries one of the secrets.
+func classifyNodes(nodes []zktest.Node, root string, secrets map[string]string) map[string]bool {
 	kinds := map[string]bool{}
-	for _, n := range before {
+	for _, n := range nodes {
 		rel := strings.TrimPrefix(n.Path, root+"/")
 		switch {
 		case strings.HasPrefix(rel, "locks/held/"):
@@ -125,40 +147,45 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("nodes: %d; kinds found: %v", len(before), kinds)
-	for _, k := range []string{"lock holder's node", "queue item", "throughput limit", "double-barrier participant with its lease id", "node data with the claim id"} {
-		if !kinds[k] {
-			t.Fatalf("no %s among the nodes made:\n%s", k, zktest.SnapshotDiff(nil, before))
-		}
-	}
+	return kinds
+}
 
-	// Without the credentials: nothing of it can be read, listed, changed or deleted.
-	anon := zkClient(t, zkc.Servers(), "")
-	other := zkClient(t, zkc.Servers(), "app:guess")
-	for _, n := range before {
-		for name, c := range map[string]*zk.Conn{"anonymous": anon, "wrong password": other} {
-			if data, _, err := c.Get(n.Path); !errors.Is(err, zk.ErrNoAuth) {
-				t.Errorf("%s Get %s = %q, %v; want ErrNoAuth", name, n.Path, data, err)
-			}
-			if _, _, err := c.Children(n.Path); !errors.Is(err, zk.ErrNoAuth) {
-				t.Errorf("%s Children %s: %v; want ErrNoAuth", name, n.Path, err)
-			}
-			if _, err := c.Set(n.Path, []byte(`{"limit":1}`), -1); !errors.Is(err, zk.ErrNoAuth) {
-				t.Errorf("%s Set %s: %v; want ErrNoAuth", name, n.Path, err)
-			}
-			if n.Path != root {
-				if err := c.Delete(n.Path, -1); !errors.Is(err, zk.ErrNoAuth) && !errors.Is(err, zk.ErrNotEmpty) {
-					t.Errorf("%s Delete %s: %v; want ErrNoAuth", name, n.Path, err)
-				}
-			}
+// checkNoAccess fails t unless c can neither read, list, write nor delete any
+// of nodes (the root is not deleted: it has children anyway).
+func checkNoAccess(t *testing.T, c *zk.Conn, root string, nodes []zktest.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		if data, _, err := c.Get(n.Path); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("Get %s = %q, %v; want ErrNoAuth", n.Path, data, err)
+		}
+		if _, _, err := c.Children(n.Path); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("Children %s: %v; want ErrNoAuth", n.Path, err)
+		}
+		if _, err := c.Set(n.Path, []byte(`{"limit":1}`), -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("Set %s: %v; want ErrNoAuth", n.Path, err)
+		}
+		if n.Path == root {
+			continue
+		}
+		if err := c.Delete(n.Path, -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("Delete %s: %v; want ErrNoAuth", n.Path, err)
 		}
 	}
-	if diff := zktest.SnapshotDiff(before, zktest.Snapshot(t, app, root)); diff != "" {
-		t.Fatalf("the tree changed under clients without the credentials:\n%s", diff)
-	}
-	// The holder still holds, and b still sees it held.
-	if h, _ := b.must(t, 200, "GET", "/v1/locks/held").Body["holder"].(map[string]any); h == nil {
-		t.Fatal("the lock holder is gone")
+}
+
+// closeToOthers makes, under root, a lock parent (locks/closed) and a queue
+// (queues/closed) that another ZooKeeper identity closed: all permissions to
+// digest other:pw, read only to anyone (so a snapshot can walk them).
+func closeToOthers(t *testing.T, conn *zk.Conn, root string) {
+	t.Helper()
+	closed := append(zk.DigestACL(zk.PermAll, "other", "pw"), zk.WorldACL(zk.PermRead)...)
+	for _, n := range []struct {
+		path string
+		acl  []zk.ACL
+	}{{root + "/locks/closed", closed}, {root + "/queues", zk.WorldACL(zk.PermAll)}, {root + "/queues/closed", closed}} {
+		if _, err := conn.Create(n.path, nil, 0, n.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
 	}
 }
 
