@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -58,29 +57,7 @@ func (c ZKSecurity) zkTLS() (*tls.Config, error) {
 	if c.ZKTLSCA == "" && c.ZKTLSCert == "" && c.ZKTLSKey == "" {
 		return nil, nil
 	}
-	if (c.ZKTLSCert == "") != (c.ZKTLSKey == "") {
-		return nil, errors.New("--zk-tls-cert and --zk-tls-key go together")
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.ZKTLSCA != "" {
-		b, err := os.ReadFile(c.ZKTLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("--zk-tls-ca %s: no PEM certificate in it", c.ZKTLSCA)
-		}
-		cfg.RootCAs = pool
-	}
-	if c.ZKTLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.ZKTLSCert, c.ZKTLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-cert, --zk-tls-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+	return clientTLSConfig(tlsFiles{c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey}, tlsFiles{"--zk-tls-ca", "--zk-tls-cert", "--zk-tls-key"})
 }
 
 // load checks and reads both.
