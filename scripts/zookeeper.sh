@@ -10,6 +10,9 @@ JAR=/usr/share/java/zookeeper.jar
 # slf4j-simple comes with the zookeeper package's dependencies; without a
 # binding on the class path the server logs nothing at all.
 SLF4J=/usr/share/java/slf4j-simple.jar
+# The Netty server (secure client port, used by the TLS tests) also needs these
+# jars of libnetty-java (a dependency of the zookeeper package) on the class path.
+NETTY_JARS=(/usr/share/java/netty-codec.jar /usr/share/java/netty-resolver.jar /usr/share/java/netty-transport-native-unix-common.jar)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # fourletter PORT WORD: prints the server's answer to a four-letter word, or nothing.
@@ -17,17 +20,25 @@ fourletter() {
 	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf %s "$1" >&3 && cat <&3' "$1" "$2" 2>/dev/null || true
 }
 
+installed() {
+	local f
+	for f in "$JAR" "${NETTY_JARS[@]}"; do [ -f "$f" ] || return 1; done
+}
+
 install_zk() {
-	[ -f "$JAR" ] && return 0
+	installed && return 0
 	local sudo=""
 	if [ "$(id -u)" -ne 0 ]; then
 		command -v sudo >/dev/null || { echo "zookeeper.sh: not root and no sudo; cannot install zookeeper" >&2; exit 1; }
 		sudo=sudo
 	fi
-	echo "zookeeper.sh: installing Debian package zookeeper" >&2
+	echo "zookeeper.sh: installing Debian packages zookeeper and libnetty-java" >&2
 	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
-	[ -f "$JAR" ] || { echo "zookeeper.sh: $JAR still missing after install" >&2; exit 1; }
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper libnetty-java >/dev/null
+	local f
+	for f in "$JAR" "${NETTY_JARS[@]}"; do
+		[ -f "$f" ] || { echo "zookeeper.sh: $f still missing after install" >&2; exit 1; }
+	done
 }
 
 # ourpid DIR: prints the pid in DIR/zookeeper.pid if that process is alive and is a ZooKeeper server.

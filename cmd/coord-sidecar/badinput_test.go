@@ -32,6 +32,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	closeToOthers(t, conn, root)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -107,6 +108,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},
+		// ZooKeeper ACLs of another identity.
+		{"lock parent closed by another identity", "POST", "/v1/locks/closed?ttl=30s", nil, nil, open, 403, "zookeeper-acl"},
+		{"queue closed by another identity", "POST", "/v1/queues/closed/items", []byte("x"), nil, open, 403, "zookeeper-acl"},
+		{"lock parent closed by another identity, with a token", "POST", "/v1/locks/closed?wait=1s", nil, bearer("s3cret"), guarded, 403, "zookeeper-acl"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,6 +44,14 @@ func (s *sidecar) hc() *http.Client {
 // defaults.
 func startSidecar(t testing.TB, servers []string, root string, extra ...string) *sidecar {
 	t.Helper()
+	s := runSidecar(t, servers, root, extra...)
+	s.waitReady(t)
+	return s
+}
+
+// runSidecar is startSidecar without waiting for it to be ready.
+func runSidecar(t testing.TB, servers []string, root string, extra ...string) *sidecar {
+	t.Helper()
 	m := NewMain()
 	m.LogOutput = io.Discard
 	if testing.Verbose() && os.Getenv("SIDECAR_LOGS") != "" {
@@ -61,7 +69,6 @@ func startSidecar(t testing.TB, servers []string, root string, extra ...string) 
 	}
 	s := &sidecar{m: m, base: "http://" + m.Addr()}
 	t.Cleanup(func() { _ = m.Close() })
-	s.waitReady(t)
 	return s
 }
 

@@ -61,6 +61,8 @@ type Config struct {
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
 	LogLevel          string
+	// ZKSecurity: ZooKeeper credentials and TLS (zksecurity.go).
+	ZKSecurity
 }
 
 // Main is the program: ParseFlags, Run, Close. End-to-end tests drive it whole.
@@ -115,6 +117,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.TLSCert, "tls-cert", env(getenv, "COORD_TLS_CERT", c.TLSCert), "PEM certificate (chain): serve HTTPS; re-read when it changes (COORD_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", env(getenv, "COORD_TLS_KEY", c.TLSKey), "PEM private key of --tls-cert (COORD_TLS_KEY)")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", env(getenv, "COORD_TLS_CLIENT_CA", c.TLSClientCA), "PEM CA bundle: clients must present a certificate it signed (COORD_TLS_CLIENT_CA)")
+	fs.StringVar(&c.ZKAuth, "zk-auth", env(getenv, "COORD_ZK_AUTH", c.ZKAuth), "ZooKeeper credentials digest:user:password; nodes then get a creator-only ACL; prefer COORD_ZK_AUTH or --zk-auth-file, argv is visible to every local user (COORD_ZK_AUTH)")
+	fs.StringVar(&c.ZKAuthFile, "zk-auth-file", env(getenv, "COORD_ZK_AUTH_FILE", c.ZKAuthFile), "file holding the --zk-auth credentials (COORD_ZK_AUTH_FILE)")
+	fs.StringVar(&c.ZKTLSCA, "zk-tls-ca", env(getenv, "COORD_ZK_TLS_CA", c.ZKTLSCA), "PEM CA bundle: TLS to ZooKeeper's secure client port, servers verified against it (COORD_ZK_TLS_CA)")
+	fs.StringVar(&c.ZKTLSCert, "zk-tls-cert", env(getenv, "COORD_ZK_TLS_CERT", c.ZKTLSCert), "PEM client certificate presented to ZooKeeper (COORD_ZK_TLS_CERT)")
+	fs.StringVar(&c.ZKTLSKey, "zk-tls-key", env(getenv, "COORD_ZK_TLS_KEY", c.ZKTLSKey), "PEM private key of --zk-tls-cert (COORD_ZK_TLS_KEY)")
 	fs.IntVar(&c.MaxLeases, "max-leases", c.MaxLeases, "most live leases; beyond, 429 too-many-leases (COORD_MAX_LEASES)")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; more wait to be accepted (COORD_MAX_CONNS)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
@@ -207,6 +214,9 @@ func (m *Main) checkTrust() error {
 		return errors.New("--token and --token-file: give one of them")
 	}
 	if _, err := m.loadTokens(); err != nil {
+		return err
+	}
+	if _, _, err := c.ZKSecurity.load(); err != nil {
 		return err
 	}
 	return nil
@@ -328,8 +338,13 @@ func (m *Main) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	zkAuth, zkTLS, err := c.ZKSecurity.load()
+	if err != nil {
+		return err
+	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
+		Auth: zkAuth, TLS: zkTLS,
 	})
 	if err != nil {
 		return err
@@ -373,7 +388,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(ln) }()
 	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "network", network, "tls", tlsConfig != nil,
-		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot)
+		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
+		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil)
 	return nil
 }
 

@@ -89,25 +89,36 @@ func (t *transportOptions) secure(c *apiClient, addr sidecarAddr) error {
 }
 
 func (t *transportOptions) tlsConfig() (*tls.Config, error) {
+	return clientTLSConfig(tlsFiles{t.caFile, t.certFile, t.keyFile}, tlsFiles{"--cacert", "--cert", "--key"})
+}
+
+// tlsFiles are the PEM files of a TLS client (or the names of their flags): the
+// CA bundle that verifies the server, and a client certificate and its key.
+type tlsFiles struct{ ca, cert, key string }
+
+// clientTLSConfig builds a client's TLS configuration (TLS 1.2 at least) from
+// files; without a CA the system's roots verify the server. Errors name the
+// flags, as flags names them.
+func clientTLSConfig(files, flags tlsFiles) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
+	if files.ca != "" {
+		pem, err := os.ReadFile(files.ca)
 		if err != nil {
-			return nil, fmt.Errorf("--cacert: %w", err)
+			return nil, fmt.Errorf("%s: %w", flags.ca, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--cacert %s: no PEM certificate in it", t.caFile)
+			return nil, fmt.Errorf("%s %s: no PEM certificate in it", flags.ca, files.ca)
 		}
 		cfg.RootCAs = pool
 	}
-	if (t.certFile == "") != (t.keyFile == "") {
-		return nil, errors.New("--cert and --key go together")
+	if (files.cert == "") != (files.key == "") {
+		return nil, fmt.Errorf("%s and %s go together", flags.cert, flags.key)
 	}
-	if t.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
+	if files.cert != "" {
+		cert, err := tls.LoadX509KeyPair(files.cert, files.key)
 		if err != nil {
-			return nil, fmt.Errorf("--cert/--key: %w", err)
+			return nil, fmt.Errorf("%s/%s: %w", flags.cert, flags.key, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

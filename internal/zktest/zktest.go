@@ -34,6 +34,7 @@ import (
 
 const (
 	jarPath      = "/usr/share/java/zookeeper.jar"
+	nettyFactory = "org.apache.zookeeper.server.NettyServerCnxnFactory"
 	slf4jPath    = "/usr/share/java/slf4j-simple.jar" // without an SLF4J binding the server logs nothing
 	startTimeout = 60 * time.Second
 	pollInterval = 50 * time.Millisecond
@@ -45,6 +46,7 @@ type node struct {
 	id         int // myid, 1-based
 	dir        string
 	clientPort int
+	securePort int // 0: no TLS
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil before the first start
@@ -55,7 +57,8 @@ type node struct {
 type core struct {
 	dir     string // removed by stop; "" for external servers
 	servers []string
-	nodes   []*node // nil for external servers (ZK_SERVERS)
+	secure  []string // secure client addresses; nil without TLS
+	nodes   []*node  // nil for external servers (ZK_SERVERS)
 }
 
 // Cluster is a handle on a set of ZooKeeper servers, bound to the test that
@@ -116,7 +119,7 @@ func Shared(tb testing.TB) *Cluster {
 	}
 	shared.Lock()
 	if shared.c == nil && shared.err == nil {
-		shared.c, shared.err = startCore(1)
+		shared.c, shared.err = startCore(1, nil)
 	}
 	c, err := shared.c, shared.err
 	shared.Unlock()
@@ -131,7 +134,7 @@ func Shared(tb testing.TB) *Cluster {
 // in tb.Cleanup.
 func StartStandalone(tb testing.TB) *Cluster {
 	tb.Helper()
-	return start(tb, 1)
+	return start(tb, 1, nil)
 }
 
 // StartEnsemble starts an n-node ensemble of the test's own and returns once
@@ -142,18 +145,22 @@ func StartEnsemble(tb testing.TB, n int) *Cluster {
 	if n < 1 {
 		tb.Fatalf("zktest: StartEnsemble needs n >= 1, got %d", n)
 	}
-	return start(tb, n)
+	return start(tb, n, nil)
 }
 
-func start(tb testing.TB, n int) *Cluster {
+func start(tb testing.TB, n int, tlsOpt *TLS) *Cluster {
 	tb.Helper()
-	c, err := startCore(n)
+	c, err := startCore(n, tlsOpt)
 	if err != nil {
 		tb.Fatalf("zktest: %v", err)
 	}
 	tb.Cleanup(c.stop)
 	return &Cluster{tb: tb, c: c}
 }
+
+// SecureServers returns the "127.0.0.1:port" secure (TLS) client address of
+// every node, in node order; nil for servers started without TLS.
+func (c *Cluster) SecureServers() []string { return slices.Clone(c.c.secure) }
 
 // Servers returns the "127.0.0.1:port" client address of every node, in
 // node order.
@@ -425,21 +432,21 @@ func SnapshotDiff(before, after []Node) string {
 // startCore starts n servers (n == 1: standalone) and waits until they
 // serve. A start that loses a port to another process is retried on new
 // ports.
-func startCore(n int) (*core, error) {
+func startCore(n int, tlsOpt *TLS) (*core, error) {
 	if _, err := os.Stat(jarPath); err != nil {
 		return nil, fmt.Errorf("ZooKeeper is not installed (%s is missing); run scripts/zookeeper.sh install", jarPath)
 	}
 	var err error
 	for range 3 {
 		var c *core
-		if c, err = tryStart(n); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+		if c, err = tryStart(n, tlsOpt); err == nil || !strings.Contains(err.Error(), "Address already in use") {
 			return c, err
 		}
 	}
 	return nil, err
 }
 
-func tryStart(n int) (*core, error) {
+func tryStart(n int, tlsOpt *TLS) (*core, error) {
 	dir, err := os.MkdirTemp("", "zktest-")
 	if err != nil {
 		return nil, err
@@ -452,7 +459,7 @@ func tryStart(n int) (*core, error) {
 		c.stop()
 		return nil, err
 	}
-	ports, err := freePorts(3 * n)
+	ports, err := freePorts(4 * n)
 	if err != nil {
 		return fail(err)
 	}
@@ -464,6 +471,9 @@ func tryStart(n int) (*core, error) {
 	}
 	for i := range n {
 		nd := &node{id: i + 1, dir: filepath.Join(dir, "node"+strconv.Itoa(i+1)), clientPort: ports[3*i]}
+		if tlsOpt != nil {
+			nd.securePort = ports[3*n+i]
+		}
 		data := filepath.Join(nd.dir, "data")
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			return fail(err)
@@ -472,6 +482,14 @@ func tryStart(n int) (*core, error) {
 			"clientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n"+
 			"minSessionTimeout=400\nmaxSessionTimeout=60000\n4lw.commands.whitelist=*\nforceSync=no\n%s",
 			data, nd.clientPort, peers.String())
+		if tlsOpt != nil {
+			secure, err := tlsOpt.configure(nd)
+			if err != nil {
+				return fail(err)
+			}
+			cfg += secure
+			c.secure = append(c.secure, fmt.Sprintf("127.0.0.1:%d", nd.securePort))
+		}
 		if err := os.WriteFile(filepath.Join(nd.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 			return fail(err)
 		}
@@ -507,7 +525,7 @@ func (c *core) waitServing(idx []int, deadline time.Time) error {
 				return fmt.Errorf("node %d (%s) exited while starting; log tail:\n%s", i, c.servers[i], nd.logTail())
 			default:
 			}
-			if ruok(c.servers[i]) != "imok" {
+			if ruok(c.servers[i]) != "imok" || nd.securePort != 0 && !listening(c.secure[i]) {
 				ready = false
 				break
 			}
@@ -561,9 +579,13 @@ func (nd *node) start() error {
 	if _, err := os.Stat(slf4jPath); err == nil {
 		cp += ":" + slf4jPath
 	}
-	cmd := exec.Command("java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:-UsePerfData",
-		"-Dzookeeper.log.dir="+nd.dir, "-cp", cp,
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(nd.dir, "zoo.cfg"))
+	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Dzookeeper.log.dir=" + nd.dir}
+	if nd.securePort != 0 {
+		cp += ":" + strings.Join(nettyJars, ":")
+		args = append(args, "-Dzookeeper.serverCnxnFactory="+nettyFactory)
+	}
+	args = append(args, "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(nd.dir, "zoo.cfg"))
+	cmd := exec.Command("java", args...)
 	cmd.Dir = nd.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()

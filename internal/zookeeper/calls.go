@@ -194,11 +194,6 @@ func (ep *Epoch) Delete(ctx context.Context, p string, version int32) error {
 	return err
 }
 
-// acl is the ACL of every node the sidecar creates.
-func (s *Session) acl() []zk.ACL { return openACL }
-
-var openACL = zk.WorldACL(zk.PermAll)
-
 // Op is one operation of a transaction: CreateOp, SetOp, DeleteOp or CheckOp.
 type Op interface {
 	request(acl []zk.ACL) any

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -67,6 +68,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the session metrics; nil registers nothing.
 	Registerer prometheus.Registerer
+	// Auth, when set, is added to every connection before its session counts as
+	// connected, and every node the sidecar creates then carries a creator-only
+	// ACL (security.go).
+	Auth *Credentials
+	// TLS, when set, is how every connection is made: the server's certificate
+	// is verified against it (ServerName defaults to the host of the server).
+	TLS *tls.Config
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -127,6 +135,9 @@ type Session struct {
 type queuedEvent struct {
 	ep *Epoch
 	ev zk.Event
+	// authed: ep's credentials were accepted (Session.authenticate), not a
+	// go-zookeeper event.
+	authed bool
 }
 
 // Epoch is one ZooKeeper session: its connection, id and fate. Grants record the
@@ -141,6 +152,10 @@ type Epoch struct {
 	lost    chan struct{}
 	once    sync.Once
 	txns    *GroupCommit[*txnReq] // shared transactions (txn.go)
+	// authed is true once the Session's credentials (if any) are accepted on
+	// this connection; hasSession while go-zookeeper reports a session. Both
+	// are needed to count as connected. Guarded by s.mu.
+	authed, hasSession bool
 }
 
 // NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
@@ -206,17 +221,22 @@ func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 
 // dial opens a new connection; its session is established in the background.
 func (s *Session) dial() (*Epoch, error) {
-	ep := &Epoch{s: s, lost: make(chan struct{})}
+	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil}
 	ep.txns = newTxnWriter(ep)
+	dialer, hosts := s.transport()
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
+		zk.WithDialer(dialer), zk.WithHostProvider(hosts),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
 	}
 	ep.conn = conn
+	if !ep.authed {
+		s.Go(func() { s.authenticate(ep) })
+	}
 	return ep, nil
 }
 
@@ -225,8 +245,12 @@ func (s *Session) enqueue(ep *Epoch, ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
 	}
+	s.enqueueEvent(queuedEvent{ep: ep, ev: ev})
+}
+
+func (s *Session) enqueueEvent(e queuedEvent) {
 	s.queueMu.Lock()
-	s.queue = append(s.queue, queuedEvent{ep, ev})
+	s.queue = append(s.queue, e)
 	s.queueMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -246,7 +270,7 @@ func (s *Session) run() {
 			s.queue = nil
 			s.queueMu.Unlock()
 			for _, e := range q {
-				s.apply(e.ep, e.ev)
+				s.apply(e)
 			}
 		}
 	}
@@ -307,25 +331,30 @@ func (s *Session) pings(ping <-chan *Epoch) {
 }
 
 // apply runs on the Session's goroutine, one event at a time.
-func (s *Session) apply(ep *Epoch, ev zk.Event) {
+func (s *Session) apply(e queuedEvent) {
+	ep, ev := e.ep, e.ev
 	s.mu.Lock()
 	if ep != s.ep || s.state == StateClosed {
 		s.mu.Unlock()
 		return // an event of an abandoned connection
 	}
+	if e.authed {
+		ep.authed = true
+		if ep.hasSession {
+			s.connectedLocked(ep)
+		}
+		s.mu.Unlock()
+		return
+	}
 	switch ev.State {
 	case zk.StateHasSession:
-		id := ep.conn.SessionID()
-		ep.id.Store(id)
-		ep.touch(time.Now())
-		name := "connected"
-		if s.state == StateSuspended && id == s.lastID {
-			name = "reconnected"
+		ep.hasSession = true
+		if ep.authed {
+			s.connectedLocked(ep)
 		}
-		s.lastID = id
-		s.setLocked(StateConnected, name, id)
 		s.mu.Unlock()
 	case zk.StateDisconnected:
+		ep.hasSession = false
 		if s.state == StateConnected {
 			s.setLocked(StateSuspended, "suspended", ep.id.Load())
 		}
@@ -336,6 +365,20 @@ func (s *Session) apply(ep *Epoch, ev zk.Event) {
 	default:
 		s.mu.Unlock()
 	}
+}
+
+// connectedLocked records that ep's session is connected (and authenticated).
+// s.mu is held.
+func (s *Session) connectedLocked(ep *Epoch) {
+	id := ep.conn.SessionID()
+	ep.id.Store(id)
+	ep.touch(time.Now())
+	name := "connected"
+	if s.state == StateSuspended && id == s.lastID {
+		name = "reconnected"
+	}
+	s.lastID = id
+	s.setLocked(StateConnected, name, id)
 }
 
 // lose declares ep's session lost, closes its connection and dials a new one.

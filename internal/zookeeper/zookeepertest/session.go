@@ -14,10 +14,20 @@ import (
 // closed when t ends.
 func NewSession(t testing.TB, servers []string, root string) *zookeeper.Session {
 	t.Helper()
-	s, err := zookeeper.NewSession(zookeeper.Config{
-		Servers: servers, Timeout: 2 * time.Second, Root: root,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	return Start(t, zookeeper.Config{Servers: servers, Root: root})
+}
+
+// Start returns a session made with cfg (Timeout default 2s, Logger discarding),
+// closed when t ends, once it is connected (failing t after 30s).
+func Start(t testing.TB, cfg zookeeper.Config) *zookeeper.Session {
+	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := zookeeper.NewSession(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// The ZooKeeper side of the trust boundary: credentials (--zk-auth,
+// --zk-auth-file) and TLS to the ensemble (--zk-tls-ca, --zk-tls-cert,
+// --zk-tls-key). Both are read once at start.
+
+// ZKSecurity is the ZooKeeper credentials and TLS files of the Config.
+type ZKSecurity struct {
+	// ZKAuth is "digest:user:password" (--zk-auth, COORD_ZK_AUTH); ZKAuthFile a
+	// file holding it (--zk-auth-file, COORD_ZK_AUTH_FILE).
+	ZKAuth, ZKAuthFile string
+	// ZKTLSCA verifies the servers' certificates; ZKTLSCert and ZKTLSKey are the
+	// sidecar's client certificate. Any of them turns TLS to ZooKeeper on.
+	ZKTLSCA, ZKTLSCert, ZKTLSKey string
+}
+
+// zkCredentials reads the ZooKeeper credentials: nil when none are configured.
+func (c ZKSecurity) zkCredentials() (*zookeeper.Credentials, error) {
+	if c.ZKAuth != "" && c.ZKAuthFile != "" {
+		return nil, errors.New("--zk-auth and --zk-auth-file: give one of them")
+	}
+	s, what := c.ZKAuth, "--zk-auth"
+	if c.ZKAuthFile != "" {
+		b, err := os.ReadFile(c.ZKAuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("--zk-auth-file: %w", err)
+		}
+		if s = strings.TrimSpace(string(b)); s == "" {
+			return nil, fmt.Errorf("--zk-auth-file %s: empty", c.ZKAuthFile)
+		}
+		what = "--zk-auth-file " + c.ZKAuthFile
+	}
+	if s == "" {
+		return nil, nil
+	}
+	cred, err := zookeeper.ParseCredentials(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err) // the secret itself is never shown
+	}
+	return &cred, nil
+}
+
+// zkTLS builds the TLS configuration of the connections to ZooKeeper: nil when
+// no --zk-tls-* flag is given. Without --zk-tls-ca the system's roots verify the
+// servers.
+func (c ZKSecurity) zkTLS() (*tls.Config, error) {
+	if c.ZKTLSCA == "" && c.ZKTLSCert == "" && c.ZKTLSKey == "" {
+		return nil, nil
+	}
+	return clientTLSConfig(tlsFiles{c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey}, tlsFiles{"--zk-tls-ca", "--zk-tls-cert", "--zk-tls-key"})
+}
+
+// load checks and reads both.
+func (c ZKSecurity) load() (*zookeeper.Credentials, *tls.Config, error) {
+	cred, err := c.zkCredentials()
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsCfg, err := c.zkTLS()
+	return cred, tlsCfg, err
+}
