@@ -38,6 +38,21 @@ func (e ElectionEventEvent) Valid() bool {
 	}
 }
 
+// Defines values for KeyEventEvent.
+const (
+	KeyEventEventKv KeyEventEvent = "kv"
+)
+
+// Valid indicates whether the value is a known member of the KeyEventEvent enum.
+func (e KeyEventEvent) Valid() bool {
+	switch e {
+	case KeyEventEventKv:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStreamEvent0Event.
 const (
 	LeaseStreamEvent0EventLease LeaseStreamEvent0Event = "lease"
@@ -158,6 +173,36 @@ const (
 func (e OverviewEvent6Event) Valid() bool {
 	switch e {
 	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent7Event.
+const (
+	OverviewEvent7EventKv OverviewEvent7Event = "kv"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent7Event enum.
+func (e OverviewEvent7Event) Valid() bool {
+	switch e {
+	case OverviewEvent7EventKv:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent8Event.
+const (
+	OverviewEvent8EventCounter OverviewEvent8Event = "counter"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
+func (e OverviewEvent8Event) Valid() bool {
+	switch e {
+	case OverviewEvent8EventCounter:
 		return true
 	default:
 		return false
@@ -331,11 +376,38 @@ type CandidateValue struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// Counter defines model for Counter.
+type Counter struct {
+	Name  Name  `json:"name"`
+	Value int64 `json:"value"`
+}
+
+// CounterProblem `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
+type CounterProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+	Status   int     `json:"status"`
+	Title    string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Value                *int64                 `json:"value,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// CounterValue defines model for CounterValue.
+type CounterValue struct {
+	Value int64 `json:"value"`
+}
+
 // Deleted The last event of an entity that went away (`/v1/events`).
 type Deleted struct {
 	// Deleted Always true.
 	Deleted bool    `json:"deleted"`
 	Group   *string `json:"group,omitempty"`
+
+	// Key A key's name (`kv`).
+	Key *string `json:"key,omitempty"`
 
 	// Name The entity's name (`group` for a throughput group).
 	Name *string `json:"name,omitempty"`
@@ -415,6 +487,55 @@ type Hold struct {
 // with `type: string`, a validating proxy or client parses a JSON item by its
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
+
+// KeyEvent defines model for KeyEvent.
+type KeyEvent struct {
+	// Data A key's state in its event stream.
+	Data  KeyState      `json:"data"`
+	Event KeyEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// KeyEventEvent defines model for KeyEvent.Event.
+type KeyEventEvent string
+
+// KeyInfo A key as lists and `/v1/events` show it.
+type KeyInfo struct {
+	Key Name `json:"key"`
+
+	// Size The value's length in bytes.
+	Size    int   `json:"size"`
+	Version int32 `json:"version"`
+}
+
+// KeyState A key's state in its event stream.
+type KeyState struct {
+	// ContentType The Content-Type the value was written with.
+	ContentType *string `json:"contentType,omitempty"`
+
+	// Deleted Present (true) when the key is absent.
+	Deleted *bool `json:"deleted,omitempty"`
+	Key     Name  `json:"key"`
+
+	// Value The value
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 The value's bytes in base64
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+
+	// Version `-1` when the key is absent.
+	Version int32 `json:"version"`
+}
+
+// KeyWritten defines model for KeyWritten.
+type KeyWritten struct {
+	Key Name `json:"key"`
+
+	// Version The key's version after this write.
+	Version int32 `json:"version"`
+}
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -619,6 +740,40 @@ type OverviewEvent_6_Data struct {
 // OverviewEvent6Event defines model for OverviewEvent.6.Event.
 type OverviewEvent6Event string
 
+// OverviewEvent7 defines model for OverviewEvent.7.
+type OverviewEvent7 struct {
+	Data  OverviewEvent_7_Data `json:"data"`
+	Event OverviewEvent7Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_7_Data defines model for OverviewEvent.7.Data.
+type OverviewEvent_7_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent7Event defines model for OverviewEvent.7.Event.
+type OverviewEvent7Event string
+
+// OverviewEvent8 defines model for OverviewEvent.8.
+type OverviewEvent8 struct {
+	Data  OverviewEvent_8_Data `json:"data"`
+	Event OverviewEvent8Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_8_Data defines model for OverviewEvent.8.Data.
+type OverviewEvent_8_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent8Event defines model for OverviewEvent.8.Event.
+type OverviewEvent8Event string
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -630,6 +785,8 @@ type OverviewEvent6Event string
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
@@ -790,6 +947,19 @@ type ThroughputShare struct {
 	Version int64   `json:"version"`
 }
 
+// VersionMismatchProblem `version-mismatch` carries the key's current `version` (`-1`: absent).
+type VersionMismatchProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+	Status   int     `json:"status"`
+	Title    string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Version              *int32                 `json:"version,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // ClaimPath defines model for ClaimPath.
 type ClaimPath = Name
 
@@ -798,6 +968,9 @@ type GroupPath = Name
 
 // IDPath defines model for IDPath.
 type IDPath = Name
+
+// KeyPath defines model for KeyPath.
+type KeyPath = Name
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -837,6 +1010,8 @@ type Wait = string
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BadRequest = Problem
 
@@ -851,6 +1026,8 @@ type BadRequest = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BodyTimeout = Problem
 
@@ -865,6 +1042,8 @@ type BodyTimeout = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BodyTooLarge = Problem
 
@@ -879,8 +1058,13 @@ type BodyTooLarge = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type ClaimNotFound = Problem
+
+// CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
+type CounterConflict = CounterProblem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -893,8 +1077,26 @@ type ClaimNotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Forbidden = Problem
+
+// KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -907,6 +1109,8 @@ type Forbidden = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type LeaseNotFound = Problem
 
@@ -921,6 +1125,8 @@ type LeaseNotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotFound = Problem
 
@@ -935,6 +1141,8 @@ type NotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotHeld = Problem
 
@@ -949,6 +1157,8 @@ type NotHeld = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type TooManyLeases = Problem
 
@@ -963,6 +1173,8 @@ type TooManyLeases = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unauthorized = Problem
 
@@ -977,6 +1189,8 @@ type Unauthorized = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unavailable = Problem
 
@@ -991,8 +1205,13 @@ type Unavailable = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type UnsupportedMediaType = Problem
+
+// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
+type VersionMismatch = VersionMismatchProblem
 
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
@@ -1016,6 +1235,30 @@ type RaiseBarrierParams struct {
 type WaitBarrierParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListCountersParams defines parameters for ListCounters.
+type ListCountersParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AddCounterParams defines parameters for AddCounter.
+type AddCounterParams struct {
+	// Add The signed 64-bit amount to add; default 1.
+	Add *int64 `form:"add,omitempty" json:"add,omitempty"`
+}
+
+// SetCounterParams defines parameters for SetCounter.
+type SetCounterParams struct {
+	// Expect Set only if the current value is this one.
+	Expect *int64 `form:"expect,omitempty" json:"expect,omitempty"`
 }
 
 // ListDoubleBarriersParams defines parameters for ListDoubleBarriers.
@@ -1099,6 +1342,42 @@ type ResignParams struct {
 type ProclaimParams struct {
 	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// ListKeysParams defines parameters for ListKeys.
+type ListKeysParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// DeleteKeyParams defines parameters for DeleteKey.
+type DeleteKeyParams struct {
+	// Version Delete only if the current version is this one.
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+}
+
+// GetKeyParams defines parameters for GetKey.
+type GetKeyParams struct {
+	// Version With `wait`, answer once the version differs from this one (`-1`, absent).
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PutKeyParams defines parameters for PutKey.
+type PutKeyParams struct {
+	// Version Write only if the current version is this one (`-1`, only if absent).
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Lease Make the key ephemeral, held by this lease (of this sidecar and this token).
+	Lease *Name `form:"lease,omitempty" json:"lease,omitempty"`
 }
 
 // CreateLeaseParams defines parameters for CreateLease.
@@ -1225,6 +1504,9 @@ type UpdateThroughputMemberParams struct {
 	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
+
+// SetCounterJSONRequestBody defines body for SetCounter for application/json ContentType.
+type SetCounterJSONRequestBody = CounterValue
 
 // CampaignJSONRequestBody defines body for Campaign for application/json ContentType.
 type CampaignJSONRequestBody = CandidateValue
@@ -1542,6 +1824,143 @@ func (a BarrierNotReadyProblem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for CounterProblem. Returns the specified
+// element and whether it was found
+func (a CounterProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for CounterProblem
+func (a *CounterProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for CounterProblem to handle AdditionalProperties
+func (a *CounterProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["value"]; found {
+		err = json.Unmarshal(raw, &a.Value)
+		if err != nil {
+			return fmt.Errorf("error reading 'value': %w", err)
+		}
+		delete(object, "value")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for CounterProblem to handle AdditionalProperties
+func (a CounterProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Value != nil {
+		object["value"], err = json.Marshal(a.Value)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'value': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for LockHeldProblem. Returns the specified
 // element and whether it was found
 func (a LockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
@@ -1801,6 +2220,143 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for VersionMismatchProblem. Returns the specified
+// element and whether it was found
+func (a VersionMismatchProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for VersionMismatchProblem
+func (a *VersionMismatchProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for VersionMismatchProblem to handle AdditionalProperties
+func (a *VersionMismatchProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["version"]; found {
+		err = json.Unmarshal(raw, &a.Version)
+		if err != nil {
+			return fmt.Errorf("error reading 'version': %w", err)
+		}
+		delete(object, "version")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for VersionMismatchProblem to handle AdditionalProperties
+func (a VersionMismatchProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Version != nil {
+		object["version"], err = json.Marshal(a.Version)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'version': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // AsLeaseStreamEvent0 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent0
 func (t LeaseStreamEvent) AsLeaseStreamEvent0() (LeaseStreamEvent0, error) {
 	var body LeaseStreamEvent0
@@ -2035,6 +2591,58 @@ func (t *OverviewEvent) FromOverviewEvent6(v OverviewEvent6) error {
 
 // MergeOverviewEvent6 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent6
 func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent7 returns the union data inside the OverviewEvent as a OverviewEvent7
+func (t OverviewEvent) AsOverviewEvent7() (OverviewEvent7, error) {
+	var body OverviewEvent7
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent7 overwrites any union data inside the OverviewEvent as the provided OverviewEvent7
+func (t *OverviewEvent) FromOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent7 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent7
+func (t *OverviewEvent) MergeOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent8 returns the union data inside the OverviewEvent as a OverviewEvent8
+func (t OverviewEvent) AsOverviewEvent8() (OverviewEvent8, error) {
+	var body OverviewEvent8
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent8 overwrites any union data inside the OverviewEvent as the provided OverviewEvent8
+func (t *OverviewEvent) FromOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent8 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent8
+func (t *OverviewEvent) MergeOverviewEvent8(v OverviewEvent8) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2427,6 +3035,130 @@ func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsKeyInfo returns the union data inside the OverviewEvent_7_Data as a KeyInfo
+func (t OverviewEvent_7_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromKeyInfo overwrites any union data inside the OverviewEvent_7_Data as the provided KeyInfo
+func (t *OverviewEvent_7_Data) FromKeyInfo(v KeyInfo) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_7_Data, using the provided KeyInfo
+func (t *OverviewEvent_7_Data) MergeKeyInfo(v KeyInfo) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_7_Data as a Deleted
+func (t OverviewEvent_7_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_7_Data as the provided Deleted
+func (t *OverviewEvent_7_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_7_Data, using the provided Deleted
+func (t *OverviewEvent_7_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_7_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCounter returns the union data inside the OverviewEvent_8_Data as a Counter
+func (t OverviewEvent_8_Data) AsCounter() (Counter, error) {
+	var body Counter
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCounter overwrites any union data inside the OverviewEvent_8_Data as the provided Counter
+func (t *OverviewEvent_8_Data) FromCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCounter performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Counter
+func (t *OverviewEvent_8_Data) MergeCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_8_Data as a Deleted
+func (t OverviewEvent_8_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_8_Data as the provided Deleted
+func (t *OverviewEvent_8_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Deleted
+func (t *OverviewEvent_8_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_8_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -2450,6 +3182,18 @@ type ServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams)
+	// ListCounters Every counter that has a node, with its value.
+	// (GET /v1/counters)
+	ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams)
+	// GetCounter The counter's value (`0` when never set).
+	// (GET /v1/counters/{name})
+	GetCounter(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+	// (POST /v1/counters/{name})
+	AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams)
+	// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+	// (PUT /v1/counters/{name})
+	SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams)
 	// ListDoubleBarriers Every double barrier that has a node.
 	// (GET /v1/double-barriers)
 	ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams)
@@ -2483,6 +3227,21 @@ type ServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(w http.ResponseWriter, r *http.Request)
+	// ListKeys Every key that has a value, with its version and size.
+	// (GET /v1/kv)
+	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
+	// DeleteKey Delete the key (if its version is `version`).
+	// (DELETE /v1/kv/{key})
+	DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams)
+	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	// (GET /v1/kv/{key})
+	GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams)
+	// PutKey Write the raw body as the key's value (any content type, kept).
+	// (PUT /v1/kv/{key})
+	PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams)
+	// StreamKey The key's value, then every change (SSE).
+	// (GET /v1/kv/{key}/events)
+	StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -2612,6 +3371,30 @@ func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListCounters Every counter that has a node, with its value.
+// (GET /v1/counters)
+func (_ Unimplemented) ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetCounter The counter's value (`0` when never set).
+// (GET /v1/counters/{name})
+func (_ Unimplemented) GetCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+// (POST /v1/counters/{name})
+func (_ Unimplemented) AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+// (PUT /v1/counters/{name})
+func (_ Unimplemented) SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListDoubleBarriers Every double barrier that has a node.
 // (GET /v1/double-barriers)
 func (_ Unimplemented) ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams) {
@@ -2675,6 +3458,36 @@ func (_ Unimplemented) StreamElection(w http.ResponseWriter, r *http.Request, na
 // StreamEverything Every topic in one stream (SSE), each first as current state.
 // (GET /v1/events)
 func (_ Unimplemented) StreamEverything(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListKeys Every key that has a value, with its version and size.
+// (GET /v1/kv)
+func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteKey Delete the key (if its version is `version`).
+// (DELETE /v1/kv/{key})
+func (_ Unimplemented) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+// (GET /v1/kv/{key})
+func (_ Unimplemented) GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutKey Write the raw body as the key's value (any content type, kept).
+// (PUT /v1/kv/{key})
+func (_ Unimplemented) PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamKey The key's value, then every change (SSE).
+// (GET /v1/kv/{key}/events)
+func (_ Unimplemented) StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3063,6 +3876,175 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.WaitBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListCounters operation middleware
+func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCountersParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListCounters(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetCounter operation middleware
+func (siw *ServerInterfaceWrapper) GetCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCounter(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AddCounter operation middleware
+func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AddCounterParams
+
+	// ------------- Optional query parameter "add" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", r.URL.Query(), &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "add"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "add", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AddCounter(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetCounter operation middleware
+func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetCounterParams
+
+	// ------------- Optional query parameter "expect" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", r.URL.Query(), &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "expect"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "expect", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetCounter(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3656,6 +4638,243 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEverything(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListKeysParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteKey operation middleware
+func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetKey operation middleware
+func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutKey operation middleware
+func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamKey operation middleware
+func (siw *ServerInterfaceWrapper) StreamKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamKey(w, r, key)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5017,6 +6236,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/throughput", wrapper.ListThroughputGroups)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/kv/{key}", wrapper.DeleteKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/{key}", wrapper.GetKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/kv/{key}", wrapper.PutKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/{key}/events", wrapper.StreamKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/counters", wrapper.ListCounters)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/counters/{name}", wrapper.GetCounter)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/counters/{name}", wrapper.AddCounter)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/counters/{name}", wrapper.SetCounter)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
 	})
 
@@ -5031,7 +6277,11 @@ type BodyTooLargeApplicationProblemPlusJSONResponse Problem
 
 type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
 
+type CounterConflictApplicationProblemPlusJSONResponse CounterProblem
+
 type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type KeyNotFoundApplicationProblemPlusJSONResponse Problem
 
 type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -5069,6 +6319,8 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
+
+type VersionMismatchApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 type GetHealthzRequestObject struct {
 }
@@ -5722,6 +6974,530 @@ type WaitBarrierdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response WaitBarrierdefaultApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCountersRequestObject struct {
+	Params ListCountersParams
+}
+
+type ListCountersResponseObject interface {
+	VisitListCountersResponse(w http.ResponseWriter) error
+}
+
+type ListCounters200JSONResponse struct {
+	Counters []Counter `json:"counters"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListCounters200JSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters400ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters401ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters403ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters503ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCountersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListCountersdefaultApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounterRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetCounterResponseObject interface {
+	VisitGetCounterResponse(w http.ResponseWriter) error
+}
+
+type GetCounter200JSONResponse Counter
+
+func (response GetCounter200JSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter400ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter401ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter403ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter409ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter503ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetCounterdefaultApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounterRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AddCounterParams
+}
+
+type AddCounterResponseObject interface {
+	VisitAddCounterResponse(w http.ResponseWriter) error
+}
+
+type AddCounter200JSONResponse Counter
+
+func (response AddCounter200JSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter400ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter401ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter403ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter409ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter503ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AddCounterdefaultApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounterRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params SetCounterParams
+	Body   *SetCounterJSONRequestBody
+}
+
+type SetCounterResponseObject interface {
+	VisitSetCounterResponse(w http.ResponseWriter) error
+}
+
+type SetCounter200JSONResponse Counter
+
+func (response SetCounter200JSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter400ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter401ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter403ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter409ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter413ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter415ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter503ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetCounterdefaultApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7241,6 +9017,711 @@ type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamEverythingdefaultApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeysRequestObject struct {
+	Params ListKeysParams
+}
+
+type ListKeysResponseObject interface {
+	VisitListKeysResponse(w http.ResponseWriter) error
+}
+
+type ListKeys200JSONResponse struct {
+	Keys []KeyInfo `json:"keys"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListKeys200JSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys400ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys401ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys403ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys503ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListKeysdefaultApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKeyRequestObject struct {
+	Key    KeyPath `json:"key"`
+	Params DeleteKeyParams
+}
+
+type DeleteKeyResponseObject interface {
+	VisitDeleteKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteKey204Response struct {
+}
+
+func (response DeleteKey204Response) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey400ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey401ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey403ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey404ApplicationProblemPlusJSONResponse struct {
+	KeyNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey404ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey409ApplicationProblemPlusJSONResponse struct {
+	VersionMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey409ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey503ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteKeydefaultApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKeyRequestObject struct {
+	Key    KeyPath `json:"key"`
+	Params GetKeyParams
+}
+
+type GetKeyResponseObject interface {
+	VisitGetKeyResponse(w http.ResponseWriter) error
+}
+
+type GetKey200ResponseHeaders struct {
+	Version *int32
+}
+
+type GetKey200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       GetKey200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response GetKey200AsteriskResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Version != nil {
+		w.Header().Set("Version", fmt.Sprint(*response.Headers.Version))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey400ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey401ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey403ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey404ApplicationProblemPlusJSONResponse struct {
+	KeyNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey404ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey503ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetKeydefaultApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKeyRequestObject struct {
+	Key         KeyPath `json:"key"`
+	Params      PutKeyParams
+	ContentType string
+	Body        io.Reader
+}
+
+type PutKeyResponseObject interface {
+	VisitPutKeyResponse(w http.ResponseWriter) error
+}
+
+type PutKey200JSONResponse KeyWritten
+
+func (response PutKey200JSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey400ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey401ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey403ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey404ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey408ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey409ApplicationProblemPlusJSONResponse struct {
+	VersionMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey409ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey413ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey503ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutKeydefaultApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeyRequestObject struct {
+	Key KeyPath `json:"key"`
+}
+
+type StreamKeyResponseObject interface {
+	VisitStreamKeyResponse(w http.ResponseWriter) error
+}
+
+type StreamKey200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamKey200TexteventStreamResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey400ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey401ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey403ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey503ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamKeydefaultApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10667,6 +13148,18 @@ type StrictServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(ctx context.Context, request WaitBarrierRequestObject) (WaitBarrierResponseObject, error)
+	// ListCounters Every counter that has a node, with its value.
+	// (GET /v1/counters)
+	ListCounters(ctx context.Context, request ListCountersRequestObject) (ListCountersResponseObject, error)
+	// GetCounter The counter's value (`0` when never set).
+	// (GET /v1/counters/{name})
+	GetCounter(ctx context.Context, request GetCounterRequestObject) (GetCounterResponseObject, error)
+	// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+	// (POST /v1/counters/{name})
+	AddCounter(ctx context.Context, request AddCounterRequestObject) (AddCounterResponseObject, error)
+	// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+	// (PUT /v1/counters/{name})
+	SetCounter(ctx context.Context, request SetCounterRequestObject) (SetCounterResponseObject, error)
 	// ListDoubleBarriers Every double barrier that has a node.
 	// (GET /v1/double-barriers)
 	ListDoubleBarriers(ctx context.Context, request ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error)
@@ -10700,6 +13193,21 @@ type StrictServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(ctx context.Context, request StreamEverythingRequestObject) (StreamEverythingResponseObject, error)
+	// ListKeys Every key that has a value, with its version and size.
+	// (GET /v1/kv)
+	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
+	// DeleteKey Delete the key (if its version is `version`).
+	// (DELETE /v1/kv/{key})
+	DeleteKey(ctx context.Context, request DeleteKeyRequestObject) (DeleteKeyResponseObject, error)
+	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	// (GET /v1/kv/{key})
+	GetKey(ctx context.Context, request GetKeyRequestObject) (GetKeyResponseObject, error)
+	// PutKey Write the raw body as the key's value (any content type, kept).
+	// (PUT /v1/kv/{key})
+	PutKey(ctx context.Context, request PutKeyRequestObject) (PutKeyResponseObject, error)
+	// StreamKey The key's value, then every change (SSE).
+	// (GET /v1/kv/{key}/events)
+	StreamKey(ctx context.Context, request StreamKeyRequestObject) (StreamKeyResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -10995,6 +13503,119 @@ func (sh *strictHandler) WaitBarrier(w http.ResponseWriter, r *http.Request, nam
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(WaitBarrierResponseObject); ok {
 		if err := validResponse.VisitWaitBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListCounters operation middleware
+func (sh *strictHandler) ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams) {
+	var request ListCountersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListCounters(ctx, request.(ListCountersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListCounters")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListCountersResponseObject); ok {
+		if err := validResponse.VisitListCountersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetCounter operation middleware
+func (sh *strictHandler) GetCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetCounterRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCounter(ctx, request.(GetCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCounterResponseObject); ok {
+		if err := validResponse.VisitGetCounterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AddCounter operation middleware
+func (sh *strictHandler) AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams) {
+	var request AddCounterRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AddCounter(ctx, request.(AddCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AddCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AddCounterResponseObject); ok {
+		if err := validResponse.VisitAddCounterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetCounter operation middleware
+func (sh *strictHandler) SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams) {
+	var request SetCounterRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body SetCounterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetCounter(ctx, request.(SetCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetCounterResponseObject); ok {
+		if err := validResponse.VisitSetCounterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11305,6 +13926,142 @@ func (sh *strictHandler) StreamEverything(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEverythingResponseObject); ok {
 		if err := validResponse.VisitStreamEverythingResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListKeys operation middleware
+func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
+	var request ListKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListKeys(ctx, request.(ListKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListKeysResponseObject); ok {
+		if err := validResponse.VisitListKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteKey operation middleware
+func (sh *strictHandler) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
+	var request DeleteKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteKey(ctx, request.(DeleteKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteKeyResponseObject); ok {
+		if err := validResponse.VisitDeleteKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetKey operation middleware
+func (sh *strictHandler) GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams) {
+	var request GetKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetKey(ctx, request.(GetKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetKeyResponseObject); ok {
+		if err := validResponse.VisitGetKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutKey operation middleware
+func (sh *strictHandler) PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams) {
+	var request PutKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+	request.ContentType = r.Header.Get("Content-Type")
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutKey(ctx, request.(PutKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutKeyResponseObject); ok {
+		if err := validResponse.VisitPutKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamKey operation middleware
+func (sh *strictHandler) StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath) {
+	var request StreamKeyRequestObject
+
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamKey(ctx, request.(StreamKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamKeyResponseObject); ok {
+		if err := validResponse.VisitStreamKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12047,184 +14804,225 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs3luhfQfFulcmZJkX5sTOmaj4ojpN448QeS3Ndd4e+21A3SCJqAgyAFsW4/N+3cA7QjX6RlPWy",
-	"HX2yzO4GDoCD83587CVyuZKCCaN7k4+9BaMpU/DnO2bU5nhmmLL/S5lOFF8ZLkVv0jthiRSpJkaSNeWG",
-	"nLGZVIwYteFiTuiccjHqRT2dLNiS2s/NZsV6kx4Xhs2Z6n369CnqraiiS2bcdC8yypdvqVk0ZztdMBLD",
-	"8+GrNCaUJPZvQoVeM8VSOxO3763s11FP0KWdC17qRT3Ffs+5YmlvYlTOQqD+Q7FZb9L7PwflHhzgU33w",
-	"qx3EQvmjkvnKw9Uyzdw+v/40r77fMgdPrz/Ba0Y12zJHZp/f0DT/zJnaNM/x2BiaLCzSmAXXhF1ybSy+",
-	"wNSEC20YTYmckSU9BzwShC9XGU+4IVKw4px/h+EbkH8OpO+K1bYhHQJmFtSQhcxSTdb2T7NgRK6YovZN",
-	"kiyomDO9C7jrbivXpuMuvhHZhtjZNKH2DdxcKRjpW0hjwS5NbHfV/m+l2AWXuSYrOmeDLqBhnMqOLunl",
-	"aybmFnsOH/898vdZG8XFvIDwNV9y03buZCm1QcCWVGwIN2ypSf9wNDocj8fjiKRsRvPMEPvfwZEHWtON",
-	"3XNmScuCEcW0JTVzLrq3GyAIIXcj9yZ26MguhC/zJf7X/p8L9/+oSaRwVW8Vm/HLrRsPKKINVYasuVnA",
-	"SrtAXOFwV9tdiwhbLi/8c20kOz193Vzla7wDfMnsxc34BSP9HyVJc8T/iBwCG4iHwyW9HBqTxYOj4jjj",
-	"4dD9CU+6tsSYrLIf7JIuV5l98mSse2378Z62IdpPck0yKeYWoLNMJuc1UKlDRAesZV0WWnqmmTBEKhKP",
-	"dUyM4sxeoKST4tgPrwTwJ3s2eiWFZsDsvqOppTxMwyISKQwT8CddWXoH4B6slDzL2PKvv2m7uI97nuZb",
-	"/AonrW5PzMUFzXg6tMuISZ8C9hKZG81TvGIragxTYhCR4uWCTcMXS5rNpFqydCqksp8O5WyoLAkkxYsD",
-	"2Er//ZlMN/Cp/QNvCtdESKDp5L9O3vxKLmiWs6mQM8KNJriSyA5CBWHLldmQ33OWMyAbgxH5VZqF5Q9r",
-	"qh35TUdT0fsU9b6T6eaUL5nM73Zj7dKGBieOJ45YwfniqlOewoqpUvYCWRrBhUXDyoeeSDsh7Mh+0lho",
-	"sUwpX1M1Z/ewTimHmZ3arRRWaFnOBVP+ahWHXh7cpPKC/cXeva4lgrj3qzQ/yFykd7pGkBuHQprhzM4d",
-	"T4hwdA/FTjgkrom9MwlVZEEd/ecp6dPknKURUQz4fgpIbHEaJQkmUpYOYH0/SHXG05SJO13bzM8aTwgl",
-	"OpErlhIjz5kg/Xg4hL/0cMYzFg8KumDhP+dW3KciRYaHl3MqFKPpUFo+iINIQajY4Ime5YZQ8uPL0yMS",
-	"L6Q2sKU0y+SapTB9/JPUFulxmqmIh/7x0L6v4yMSS8XnXDQ+PVNyrS0yvYHnMZFmAZIPFRYlp8IdziNN",
-	"5FoA3MHoOKiOSd+ugiRKaj3U3JSX1l5QmQOFGoym4nuW8JSlXs2xEsx/S/kzYyumSEKzrB2PkSYBA70X",
-	"TAakq2Ay/hQ7qcXjNSJnDa8BS+8F7NrV03myIErmhnmQfmLZ3UO0YFnqCB7uVyoZsjGrGhBujkjLhnv4",
-	"y32GRfjJ7nARx4K8++EFef702d+IG5ykMsmXVvQBTUEzdcH8lZlRnuXK3vT42XhMrEysBM1ipF6nUv5C",
-	"xQZQW9/pUVjmY1WIIWymtjiNDMX9HzdZE6oYbjrNLJHakH6oTeIJJjIXxkqvsoMRkfdWmI/BEjIE9QtE",
-	"2LqRZFhoZm2rcm8fBPYUWNi/BM3NQir+B7tbbM6DiYGaIu3mmiRSzPg8VywFkhmKMV6CSahSVn+r7cP7",
-	"9++Hx7lZMGEs4KwKaSkef8eoYoooRrPlP6a9REqVDh3FmfbaJGfcqQvKM3qW3a2084eU50Djh3kJQewv",
-	"i9ZW/XeibCKFYIlhqZWc3bNhBvytT6dirqgwj3TxFbtcWT0NXl7kxnAxH6ZyLeKIlBiujWJ0qWMi1VQE",
-	"iC/FfLiSWWYZ5LqJoFNxgyiq89VKKsPSX1jK6Skczp2iagHAcGkhGFr8QBHASp2gt8EeUPICgRpaIEN5",
-	"IA5BtKDFXVLnJ6/SOR1NKY57tlJyxZThSOtQCfxYR9WopyjXeJfdozMpM0ZFD/U/r5v/u1DX8f0PBdbL",
-	"s99YYkDCx8l/leal1X8CfkGz7M2sN/n3npsa1aFXbEm5sBC3mrxWVBme8BUFygiWL3rBAMczNoNrD8ab",
-	"1g1wP1Cl6Kax6HLi5oI/VJb8zhLsG1wy0Pk2K3TkzHNtawk3otWC3VxEU13CJYFEAFwoBvrJmSYxAGXv",
-	"ezhRTPoLuUYbGew7s3yXpQMUYZ301jfVg3qkB0duwOGS6yU1yaIxE37lIMIvgiGGYIzVMWgzQhJ2aZiw",
-	"pGoUYONbqh1+11BqX7zfgvAvqEh5SpNNc/gEH5n2c8qAdrVNvu10O++wYWrZfjOSXClLbnDCR5rYV0l/",
-	"TNYLBlqHYsgNBBpWZ1ItqUGU+c+nvVbzYgtRKFcbFcZjt0YH3Zbtwz26yvZpLhJ4UoBrXwWTRJMbRz2w",
-	"1LQMVFtLuAj8xM+0Ffj/60evrqCYtHooPyjGiGGXhvS9Ye8p+Zl/NyCr/CzjesFSb41lpIBo1GpPbMD0",
-	"PcuY6fQLUG0IuwCj4QyMVMJw44xba/szXdMN6ccHF4cH8J6OASeq60q75jjO1nSjiVF5CG6A2Oh02obY",
-	"TaARxkcajX79GMaIyQx0YLNQMp8vVrkh8PugfZvCM/bQt53o9zI/y1gnB91CkDsvZp0e78uFLNA03ezP",
-	"lRE4/1lt4p2LfYkEu7nmghY1T8bJ2E7zajidatSe9AVjKdht7LsXDAkQB7Oq13Dazm//ncD32tb6MmMJ",
-	"Qt5JZqqns41jl0Sr5dRKur4f+/eQvcbvmtzYOfRSpiIi8izDbRMSBEn7QIM9aL3gGSM61ytvrYt69nXU",
-	"PtCv0tiWTqwtxmnzoRvSR/kdwYoRLDCyyZJg6YGDKbTOPNKlBWoqAmWkmHBiMSKhwkpuFzJPFnjTxcZt",
-	"AsmF4Zl9STGnvWjUHfa7JgVPCg5+G8a8vHAaQ40GUrNTQyiQ7lPUY34YJvKlBcfB8aEF3Xm6c2Q72qu0",
-	"sUZwuONUEYK4bWmvC1S9Rc7rBZOdYsW1mDTMso1XvxRg0W8hcDxtp9uKS8XNpkOGbux68X7r7O68mhyT",
-	"pCzhS5oRN/gR4akmFozEZBvCRaKArlLwD1KCyjXwZHR59Sa9///v8fD5h7/+R9v2/8Rohu7X6qq1oSbX",
-	"VSOHPN/JPN1nbWv8SWYtu3vO0QpbzpLJ5LwN0g5aVAMAxnMvt0HxyrDldxvjBZXqXpdOnUeanNm3IiJX",
-	"9PecRSgQbQho68QOS/rg4+MiyXIgqORXSWLU46cCCaD934QgqHFEKAHXIYXokJWSlxsiFUkybkWrFVVg",
-	"4EPXoQWCnG0IN3oqKiYAZ8ESRLFZbr/gBkigJYhnjHss4GKOZK+4WGdcULUpTPfNs0DrjT42+9/ebk3E",
-	"mGw/l3d4el4xQMd5CU/bScIivmeG8mx/boorb6rSIJHszeABlXfZBXDIdpsAgPFSbBOn2oQcZ3+qou37",
-	"xSaw3gOPjAgXZC1Vqkd7b7kbvnOnT4CwFNxOCua2u6a8cOV1iNCpYJEWgoy4k/5atIY9OGZ45h1MU7P7",
-	"4JmN6BJa7sJCrusHRPoxGFFxi2rW08h+qJy30e4Xy1IrAs29Bv6Z+2bxrXXTpDbFbcOIvAt5XtGA7mof",
-	"4W7I5PxHRduEKprgcFehUDMmEi7mp/IcfdJ7yBmfYV6Ra1Ex1nRctlLGhDuHX9VgjMJltl5HmZz/xLL0",
-	"Bi2J9kpeRSkBEPAbq5Ds0CP2MSlaro++yMLAByEjMAnpl4oNd5aIJaMC9IfBEYlhxzS3gw25GK6UnCum",
-	"u8x+AfQNFPsMdOk6+yuKwjVU6cCNbgnWrurEtJrKrnm8TX0TBwz1TSBwMjm3hGqmGLueermm3MdP72dd",
-	"dCssv2zboV/ddKFkfDz8bzr8w8rH5Z+j/xl++DiODh//7VOrzPzmgqkLztYFM2x4pAsbWvzjy1MSWMuO",
-	"kLZD3AlEkninWkyWdOO8kLEz0oFTtmS0207sBEdBiJr32/OI/QYrMcmOtO1Nb00Ewt3CWJLz+2HG11l9",
-	"oJVfa/H3pr9fb/mnhcUUMgSuuQul/fXr24l/Wm3wmusHjfLrW7q3cF9v8c4p9/Utv2rmv94mpDDW8P72",
-	"4kM1LoumKchJNHsb7BAy6Cofq4dVjcjJQirjguxyzdIJqYZet0ZXR1NRjZmOSD3etoiiboTaRpAsY9gS",
-	"HkEsZRllG5GuQAp4EkQDRSSIvrMALZlZyLQSfxk149zcZyCW2seljAoG7qmIUe4AULpk0IjEhUXSu6Mj",
-	"Ei/Z8oyp4geACX6pTO897ehhDn8JfO/O2u4871NRdb37dQGQ4dcQgV58XYQxxIPaEAHQdV98ZWY7fj3I",
-	"OAojfHzgTxgMFET9RCSI441agmvtYC2Bs5XhMFquQDEfgd5/Ov47rAuNbcMkk5qlQ+ehss+fP48wcI6l",
-	"RIpsM4H4YGebs2oEqN92iPbwqXp8VFsIVBFtiJa5utfUm7KaBEJoQ50q0VQyCkttUzUx3GRsizMxtM8t",
-	"jFnpycFBJXZtlLILH/+kD4oLsFN7gad+/mibWRi5bNPHYBGpEnxRUdAxqagueb+C9CurAnAxJ303BpGC",
-	"acIuvZ22VYnbz7pc6O8wf1RA2bkwC9GNuBSs5vcHu7KzwX22FT7dAqD/eS9zaLnSXTZRHK4NGqfAdBhE",
-	"W6z1r4vIY02kqIV4t50whgE3B7JkZmJZiE9TKUPg8RPCheV2rZ5nd+VfdQRUhEM5V2Zqh1uwS9Kf9saX",
-	"o9Fo2htELhvIh+dT/3r7nF7Jryd4oLfTknDSF7KYcsMMkGYfygmkybtTY9JPuS6eTQjYHfSCr0guEqYM",
-	"5ZA15WI+nZHwiFAi2DqMFkXXw5KmDPmApa+gwHpBqAQPghHchL3Qlxx5WyR+3iosmTINqrnfgs2l4dTS",
-	"cA+ae7+SMbdHFAhucnjABQaVMEQeO7dg9AsIw2x3sLHtEVnwCpmBRb0fHm/3afqTKo9gEKG3iNFk4WJC",
-	"y8FaPi+85u2jXflEg/H2ON/WU9iyu9fwvlfPp010d2d/Lz74Ug2/xhKbuvyXpqH36iA21tkdElZG0rQH",
-	"xKAMIJer3KLogKB8/UgTntYtlzCJNxbje1sMmAEIPjF8DzMxDrs/Vy135hf4si2Y6IIpzzWbe2DlYwwP",
-	"f6SJe/MI4qlc0IDGMEK0SJaxheV3nxPu6etG+Iz1Ip7Gw1ruxHZ86Io+uR5C3AISdIfW1kJqrUKB4xIh",
-	"U/ZIE3sOUG3hj0ueHpFxIAHgt/tF3O6NCB4NMAyvPHKQnnDGa515JZ63hGqfg74RMueD5L6seKoAPk8v",
-	"ajJuJxkpyjiMdx4CDrJ9fkdJmrvMlhSjEfbAtQ7tZVvAul5QxfYcfs34fGH21XTc236KqHnO3fvwr1V7",
-	"ZHm5G827FBT8wJu8psLoIyQlUvmaCzOpSC7gSLCQz9aT7SAxrZtS8zXhdOeMrdBh6mVH/MDOXK0Mskdt",
-	"kC37duLPcV+S3I0rXUHDrWHCbq/7HCn1b5ILVyZpEJEybNhug2VwNOMXLCI5nK/9QSoMKW7Xp66AnAGd",
-	"/VwiCWjrsbWbQoJymeRWiz+xVAh3+gzyDI/zrnJSmPI45xeWp0mMLnH5/Giqc8nwMenHL968eff9/5y+",
-	"+fnlr/EAc0Jdbng0FfHBxWEM1Q9WTBRZk5hQBwHZcyEV5oK77DK48gBeuRcLY1aYAMfFTDZBLvRjywul",
-	"VCkXyKcUS/iKudoLq4xyQX46PX17ALFxFhrUxYaA/ehbHU3FVPzIBFM0IyrPfPkaulpBHr+Tc3BhRZ2j",
-	"if3qL+SlUlJhdm1nNrEm/bgrLTCOXHmPqSAkdub2eEDKMEAwU3LjLIVgD7N/odUPjYNo5IuL3S6iFuyg",
-	"M84yKFUQ1GgCS/zIjW9PJd7DiDfNx+MniV5IZcBqD/9n8chO8hK2qJwgZUlGlYvFcLZQhlvVf3p5OXCx",
-	"2O4uHtnlQFWcmCT25LQdszMFm/TrKdj2JH4F7wIXZEXNwr7z0QL5ye7QR7hC+CeQCfsnT/WAgDkatn63",
-	"Rz8mfS2JYOBqGMVQ02U0gno5vsQDyzQjHKCPnwKIYX0ZOB6ZJwvMk8cwLVHaemAZ3ztTg10B1OOxx2+y",
-	"eAA4FtgiXKymfe/xszFax5+M4Z9nS9gTQn7xxWkssZtTA9QNmI28wPo2QYazo/dQ+KKoBgQMyQECyyrL",
-	"GuEjgG1SXW7pwxmRY3yFnLFMrsmhtthGMy2JYr+Bcg+rxhnqhYeWjApNjMUskTA7lkMluJ+l+Um7hABn",
-	"wLVwAtUut/mMLbhIm7t9jEGzldo0yxyqamEuLdUkDqNoJ6SRPWun68dPD5+RDqcSJt+uuWaDyA5cLfOD",
-	"V90DCpXG7IjcRIAwgKGVMkCeN/ib7QOJLRDBIYAbzI5Uzj4i78qFcqbb8QCEjwILnDfN3U873iH5hX83",
-	"cFeXxE8Pn5CaW25EfrVrRLOoZcoO6at7/94lcbRaO2tZ5C60MaAwgAKWg2vCASyER5P42fgJ6chUb80O",
-	"t5BYVtWa9l9UgYnh4oQVYoDY1IvEOEDhqgDD8KiFoMbHzreIPIS49H8krTCQo6oR0pL46fiQVD2Sduh0",
-	"V/2Vkiv7Zdl9Pn77ynPmCVkwkTAsDkOcGZlmQFEtmYC1eTkCrvH+xXHsgK31cUhZHgfwo604TuQP0hHR",
-	"J6T07R2heou1WahwOe0AUHH6T8dPSd0de0QyrhEuSBsO4qqIXsg1+O3KWoY44pJuAF5HJ6rFeUijNk8I",
-	"wRPScEFaJlGrzoM8Dgv0kP3q81TmaPFoAil68ebdiS+ZRebSSjDuuftEw3oHo0alkMAz4hJIJ3gKj5+T",
-	"uqcUshYcDbB7qIuz4WnkKkNxO6PHP/v2xh77WW6QwGkXDjgiJ4xZaUkfnLx88a93r07/32iJ+w76s8tN",
-	"sZzOsEuDR+ecwvHA0unUiXLugvN0YtkghlEj3/U0F9ZjFe6JXa9gR2jfxsEeeSKL+AIguoH7OFopY7kX",
-	"5awY0crCVpSelZHsGhAVPR4wAzBxUzfVj9w6eQqSpL/hQfZOUVFxe/pOZTW+WiQ1TpraoJ8a+KhcQp0b",
-	"uwWQJQe8DuvAGEdrD58RnwCH3uBqdZJACZn0Dkfj0RhiWldM0BXvTXpPRuPRE0wnWoAKcrCAlKE/QPFj",
-	"mAzgyfmrtDfp/cjMT+6VWnnAx+PxljIbVyuv4RKXWqprnDB1wcUcQn2fjp92DVRAdlBUgwqVrt7k3x+i",
-	"ns6XS6o2vYmFvchXZFY3SJjWKNhilgWda4jb9Xuhex/seAdLZk/brt/+z23saEOXmfsJoji2buc7fONe",
-	"dvOF592fs59R79n4ye4PwkI4+59Bq7gRihqW8z4bP9l6Ojk/cMdwcXjgomN051m85tp851+qVnruCCkr",
-	"XzkIaq52hZTV3kZz4Z4vu/o2H66JJVXLTrgje3ktyqC5hrNCsMsWC9YvVvKZScvZjsiKao3WNUjmt1I7",
-	"SNL/QC3FgIv30kCV390+3AL4FutKA8/9sTo0H+/G2qDYKXxyuBeil7Wx4KM9bkdZUvGz7lNUlgre9V1Z",
-	"sii8dWgUwAg0X2glvFPlNn+q3aMD1N3LmhAtN0qumfJI00Ddpy1xH9IVR384puoxwcaQoBhOxxlFnWym",
-	"8xhujs8U5KF5AU9DyB8Ot3q47xfMVf4qNslyO7yUnQd9Nf5U1OK2PGSVt+DIOztdiSVXZH9lBf0WJtVy",
-	"09+5xX3RuLCXQFQtlXo/GAS7GeKPL7KHwcERpJHTLNNBPpdPWNVXIvcHa1fE/DroJ3UL/r2n3Hwu+kFl",
-	"9WtLR3vQNldNrIXCfR2s6+n4+d3W3q6GuE+INjzLvLwByOjMyhBSNrqv+8NMrgRYsOtUOMNzBcPtc1Jb",
-	"T30FGg0Lg+1Xqpo1sl0hqWSr/DnUkrS65H2Vk3pez/2rKLWF7KOo4CI8mj3oKx36SlrZJl/yUxMKsVdX",
-	"un2BGtMlOlcx6xaZTA2F28Xo6tofMKSOIc09gviDXJgIfAVcMI1ejzCT6ubF7K3odlCvDHgD4lSN9Ybs",
-	"Ksgna+dYk0bBPm3oRhMmlMwylh5Nxds3J6fYJQ1lS250UdzVSDKXRArv3R2RY8iG8J+Ts03hC4JPJlMB",
-	"ALZVc+3DdXZ+Cu2c+Xoh12IArmpXGrbePaE8bIjFlFnKtKlVnAUf+HNSz3QLE93Qml6lAVAfsU4FaifW",
-	"1nLnBlqgtQ9clnvsGrsWGLYrLmxPCXv3e6enr/cSHrbqi4e3Q1F9mcsWwopsJcR/y05cIeNvUku9DU2g",
-	"oxr2NsWgpEwTMmProv65u+QLmvpTaGoLR3jxu6lWLXm2XrY6KE89GLWnxU6qZKtozID9c7h2KV+hzgDk",
-	"ayo66Fc9y3ZSLNWFU1QKXgMpm4pWWhaR9YInC++xsjv9qCyc7ersHNXp+lS4efweuYYvTx8/341E1Q4a",
-	"9yQAWmw4Igo0Nux4Viy6Ugc+LEX+ORJhhUUffOTpdlM3oxdsB4u4IRJb7QG5n7kN6JsUDBAXa+J//TTN",
-	"d9W5dWpWaWewi5ph5v0E5RMNFMw3ImiSsJYE/SMkLHVeBN/TLMPABrpk92UrAUyvXUDWyj5974Ublat3",
-	"3w/XlbaQwJmr+bPd0PKyeOvPYGOp7Mle5pWwnvG9W1ZK8PcxqhRH+6Ast5tT/HbWDSkRakau9rYVl8q6",
-	"2eHFDo7jU/3SNe0rtQqnGETP1BJq6BYlQyZFIF1hla1m3KV8NrOPZ0ou/QDQ37Oh4fYfj8cRyYVrmjNo",
-	"U/F+ZAUF2E+380Wniwu2R8rIF+DHKK9xu3XJn9vDVWmzKwU3odKfA8KMIU5PqrTqnA/vxvWtSfVrdVDt",
-	"YHDjVqTTcJWQmoXpIrBW6rWV5Nx3nXPZEJWrCzBDYOtU1O9m5BxCpcYWPx4fWlVt6pL9pr0JmdEMdDR3",
-	"za2qBJqfO462fFvoJNAIxawkRbt6CXLmk2OnwgdkxzyNo0qC1ZKeQy0ShvGjRfvYFZbbgpoc9sdJ0f53",
-	"KiB1oJXavKDLFeVzcQUz0lXNRjdvp7kS+QKC8J3Ezh03QrlqDXc+NRtU36ThqGzt1CZQeN352zQM/X2P",
-	"9QQ9q+/BrdyouTaxogO0Oy6IVb3lcdV0g62PuRN5qlzv8MmeG+C7WcNHz/Y50pbWhF+X8UXJjNBgl/sv",
-	"ckWNVASz819DJlRGNzKvesH3EBEDXrbT3PKO6VbyeTXTSYd1HagXtv8qMLXRX+bDfREfXLrrdlrwTXTM",
-	"hBzZHnd76JUb4BszAd1L2IjdSR9r5dDmH0blkBuGd6V+Lr4QmZWgbl5OvIJ1pCMM8K2SkBh03bt1Z1JA",
-	"3Qv26Ra1p60X0+/cN3ezPksiuHMmeg/3/4QZlzmGWcLekhWwRyGJYkN/ua/MEjFDrdN4gilpRSu2onEk",
-	"1tsNK9TXBo4nLgUuyHObCkh0cyXlpKiqSf1CT4pCEmb/Lvk2dlLC3TiaitYWcG1932r6nsizLCLTstSc",
-	"/RHI6gAKQfgi/I/Q/4YqqdX6PGSCrZk2Yb4tLgIax80ySEfv06koDwoZKRfzCNLSuZgTqSATzF5pbLzk",
-	"9DlyIl3jwiIZL9BGH+nSmmUZ9O85zYiBL8LY27SomAAzQ6KfWwgCP3XmKvTggcWLG82yGRTowHFSamhE",
-	"oGuEz2UEcdZrtiLbONDsSUEBlWKwsxzznR0C8xRiNrC3AQxSbJSQAJLfxKmo9BIvzsjul2VwqDcXJkWo",
-	"rEsMqM/oqmQXXOb25KZileWgVEdEy629z2BG7H7Wok679kWl/W4HA2hkqFY5QNMEUqSe4i5DC6bC0nMl",
-	"87lv4lAvpdoWkVBk1T4Y41qcUKmrZIpYqUn/5OTl4BYtb3tQYh10/OjHH6dY4nLa+xQPXIVxqIZu/3ik",
-	"iaXNllAPopKC96mYCg947Z2ymCOMAvVSaq+AAApP4S98OhX+sXPAuciHqtsbe21z5cfjTEO4VZAXDRxj",
-	"KubM6GZ+tCW9yDCwZ6+vTBrwEKQwZdfhqUi5pqsVo0oTGJWGXYrXC6mRxkH1m6JviitK4TLV0cGEviXL",
-	"wQDS0HKnoEuq/WW9kJYdKeYdlvFwKF27lyFUqrmgWUz6RR0NqNkyQOIE5HnJqKv/hUV+wF2FwYQp1Ysz",
-	"SVWqI/D32pegJTqWQ8EKRmUKOUQsONboiYvH5FrF46Nqdrrf/qmo7H/BFIAuYSr5milWFgJ069AVQjsV",
-	"BaUFR4qpJscTKbYQ3KKT2RdJcqudfD6P5H7bfj8jVzyBjRV+w5GMRlijABGB6lolhG0p1xeHB2VR73af",
-	"wrGvD7IWGmihjrwImXArQ4aBN65MBd4xV1t0wVd6RF4Z8CA4n4JraxeFfaXtNTxnK1cyDqRjLjBu1Zgs",
-	"Lt7VIBrBSwUFgSLGWBKlENta2hiH0mwmtTnCehQinQrFXJmOWsM/aJDY5hNQjBr22nWPuxq7Amv+bVqk",
-	"XGvN5p2BZn5fvsb7WQbWa94x2BpfcSW8NL6uePXCHLiyZ9vNnhbLXxddPXdmWeKt+Cb9FNe23dmt8cdz",
-	"1HZLIQkXb3FRxsnSAfRutp5od/51x6GNb/aK+vap7c59h4kPyFBHhuNtnWxbDvkzLKNVbaJ65XcpF+8D",
-	"OwqyJ1+7s8zkTSVzgb3QxaFR5ghkaAx2dg2sWw1FVcBitD6AUA7fY6OISoGWspO/6x8xCe9SCWCl021E",
-	"Yvc21mh07DuOpgLCwoLYZrdiyFQmLzKpecUe4Di/DvsRG6xF2CZvNwTLCTl0qsrjbkl3z8t7D0Juo33z",
-	"t2Va+Goy8H/2EmRFjr4j8lGIr1ePAQoH78rMt2s7tsPfDQ9rQ9mfCzH+gX01ke9trhcl/bPkxNJWqIss",
-	"5Jr8lRiTbRVArRK2NTr6NbzxZ4iMLvZiP/IbdNO9/7BohH2fkGg4zwezcrtZBFpdt4dCu5blICdiM+rK",
-	"vcL9r1yr1jJZjZ7SfGkxlJugLIv35pVKyKghnbzDB/Y0b8Rfv1ufRG3oIXTk+uqn74XgWquDeHy28TJ6",
-	"G1ptUS4RAW6PL5dkrkOzlC7i6IGc1EPG0dkTEA6RQ78LOdtGQqKbj+XGEulQcZgqV7YfQiCpUvyCZs5z",
-	"0AfT75oaKAcOPmRuNFkplrKEaS3VwEVKl+WlsMMSFc4rbmiywKYdZSr/UdH+iBvo+1uheJCWuqQp8+kc",
-	"JkMvFaaZQcVPAT2eCtXVEUXSl6r80bUfsBAeh91GiuBP13WEo+UZnSlgsr3kGhqL4jIwbKuvLVOG2siQ",
-	"IDxjIuFifopNNpy73p3sVYPQpwJ9UIKt/RA+rEIm5xGhiZLaGY8LX5ZEjZ8JzZZnGWtTWI8ToOifxRJu",
-	"Mck/qmPjD4oxYhVmoo1UrEijhmOxm0n6rr41efzsP8nZxjBwxS2g9na49Y80iaGxJRDNtoBOeNoWzlnI",
-	"UbdqO5fJOdiCv2L7+RdTYsBupmXb26LDy1beE7CIzXGPvQMI00+OwsR5ny5PfM9v0hd5ljnfUnDL10wY",
-	"8AJDaNNg1N0ZfFL0XXPtRjwJgg8UGrE8GYKOR1hnwAVNfm1p+Y7sQPbLZZLlGtqYzChXTjbolJIhUmG7",
-	"9vlPfOXPoH7evs4Y9cod378D9M7uz27QfZRPPM4HcbFd+4SN7MzEFXOzwExc1/8c2wUE18sfRPV+7VHm",
-	"7J8u6eHWtAiHSO0aBID5gBN1nIA9u9q5Xz/WrYIyBxiAcSs1X198VqbBndaiqqP/Xw7+sj/GvzJs+Z2V",
-	"XLuw3hLgRxql26hUY8JuVhA5DMWo4FhQjLEH79rHWBhgH4fYqL5byI16Fp6dr33qShyCMijfpqT6tYhZ",
-	"cNBBkJ7FH6soQccfM5QiYYMjsoDtILkwPCM0OcfgbGzzZ7+vV33eyjLc/T/4CP9uDU85Ts79jd5tSzxO",
-	"vpHIFFjyPbsfj5NzIdcZS+cMSzkCYnBN8KjSG2YUu4kqbMpuruKx6sBZc67DZa4GVBdLcobZ/fH4W7KJ",
-	"fwmo/CN37Q4BhTGj5IJrfpYxZ5ZzQZwyS8kqownbn5QV+s52VfMVvNa4HtVzPxyNDsfjcdF2kRyOx10G",
-	"KN8vP4wFcZt0CMU5w2qdO2p1frhtCR1X3yKwwIMHEb3Nyl9yY4zDp+ctpWBuQkLfVqjF03wf2FUKls7E",
-	"GtjO4Vwe1RqnxqQPcVdTQf0SnMTgC7rABcRuugS6pxKLnxG2SvVNTiMMT6O/52wqAAKyYMqlf0ATS18+",
-	"pdkM9YhQF5QGLXyx+aFdWDwV/WeHj8nP/DtytvGXboCjNNubHhHBOBjUYO266GLZXt/XJ/xvvfHj0ej5",
-	"8wg7AuCJHxWXv/PqrxSX0O6s9faHd//582rj+Pab35VSfR29ZFcC9c3Zwt1Ot9bgPQEk/eLZ6B3lQt9L",
-	"dQ9ve2JE0TXewz7kMOHZu8t+zlZmcERWTGmu7e/7M2BLVW7FknBqB76ttjFfhs5/VBHs5xLrRwRWgG9f",
-	"u78P7m75YF3hZpcUXLpSMGCUyjuSB0ckfjx+6srsM9zS7svhIqc7A7+PHdtlF0y45phl6hHXJBeK0WRh",
-	"l3pEYsjOijGYGfrKajlqK3R44ma9RUHST9HawdUljmMu2d0hzw2IeVsywHZlxbnX9qzoUKQRA3mAHNgg",
-	"n3hCRqNRaw0HEpZwcF3OMa0UCo279qlxROIibz8mffCPQzJ1LhKmjJXxoiLavxbeH/nIBYyU8OH8ipXD",
-	"h72Sg8B7HKeZ6DoVbl+7A/D3Rtl7CMF3sD2kmbYVSAnuenemftt9KbPdt+rrp8VrPyqZr/4cTuI5LnVf",
-	"B25tj76IUGW3hH3cxXiwD5JJRw53cbhYESIqu/PQLJOIUeFlCy5Wy2U7+AijbHUU1/HpFuWIBuq2i9QA",
-	"8wOGtIksvkwImCCjooRTiRvkwupxUoQZ9pYJ/iZDTtiKPVeltXCG28vPnYTo9dqZTW+jkFx9ljuuJHcV",
-	"xH6kK8Lyn9408jWWiTPBYSZZrg1TwzVPGd5L0i+NKYOrE+s9lYqwgFB3BnBz+FDRqFWdqVT5EWwd0JUj",
-	"l3dc1jayasxUxMHNwycDN3wBk5/CEyuYw2rU0Eop2MqpsMeQQ+C2KwbuhMxa6aKiZpFZy2J4VzKNuwZy",
-	"nYVzOkr3lAfqBqrV7YnImTQLcs5FqomRc2jyHREtpwIm2V3rDC0+5ZY+0iR21DrGMnAwFOqHcgbzdetQ",
-	"V2bbt6RLScHezDrZRZNAesVqb3oOiOC++vBQau26oQWlpNCpwN2YVNBN4pxkcnXjcU3oaLUe/5fkonk9",
-	"7rPD45rx+aLLZRzV2ztev7/jF9a3sTyMkwVVrUGj9sweEidupJw+3q2yln7B2ypF812FfXzZM2uooz/6",
-	"qmLoLOKES9R+STFPfS9YvH5lLUByOCC5gAy+Zj2nPYU0R8H2ayW4kxrdQnbv62+vL+B99ccr8WsLm9xt",
-	"X/kFUGY/VuQEw6+wJ9UexN5Kl3h/rDJs3/o6EPWuSbiQZjizbKRCxS31FnI7+b4PybJ2pL6RgldxKv3g",
-	"XDRzVSEqbFeuGdxtyKTXb6nwr1VKDdt9q7+IBgt1MBH4+zOPfXMk4aHtwnXpBqIkoeXxo7iGdZjZkoq0",
-	"WzyzI7Ekh5A8e+nOGFVMHedm0Zv8+8On6KO9WFAbwd3KXGW9SW9hzGpycHD4+G+j8Wg8Opz8ffz3MVxC",
-	"N01TmIJUf7kWWFGQukLQLv/XtebmijCocuBqxXLo8TsKIoe9pNyw6bVk2bqaMa5MARYu0GWLplfCMPVW",
-	"yYRp/Utu2GXYqMnPB8m5zenQqFKU9ddbGz+FPQus3lABKJisrNDenNB1Xw4m+p5ro/hZbljqHvr58OCh",
-	"nLnvna6DaYq+w81Zvs+VRUryw6sf3mAKovZp4i5wE5uo0/OgHgFk2ZSxsf2iDQQ8CCZ24T7NaU9rTjvX",
-	"p913SnSmTL3KOBZFBxsxXUoxD5l4uMYAyZvT/cRoZhYRlELngmkdhQEZUdHP0hlLfSV3jJcNyiiUbvrm",
-	"HCdYTkTmRvPUyb9M2A9YSpTMDVOk/1bJJTMLlmso/eDAWLHE9bZwP5S11cPdVHTd+/Th0/8GAAD//w==",
+	"7H1rdxM5tuhf0fI9a2GfKTsOjz6Ns/pDoGmagQaGZJp1z5g7pVTJtiZlyS2pYtws/vtd2luqUr0ch7yA",
+	"zieCq0qPra39fnzqJXK5koIJo3uTT70FoylT8Oc7ZtTmcGaYsv9LmU4UXxkuRW/SO2KJFKkmRpI15Yac",
+	"sJlUjBi14WJO6JxyMepFPZ0s2JLaz81mxXqTHheGzZnqff78OeqtqKJLZtx0TzPKl2+pWTRnO14wEsPz",
+	"4Ys0JpQk9m9ChV4zxVI7E7fvrezXUU/QpZ0LXupFPcX+yLliaW9iVM7CRf2XYrPepPd/9koY7OFTvffa",
+	"DmJX+VzJfOXX1TLN3D6//DQvft4yB08vP8FLttkywynbXH6KV4xqtmWSzD6/omn+kTO1aaLKoTE0WVi8",
+	"NAuuCfvItbEoCVMTLrRhNCVyRpb0FFBVEL5cZTzhhkjBClT6A4ZvrPxLVvqu2G0bXuPCzIIaspBZqsna",
+	"/mkWjMgVU9S+SZIFFXOmz1vcZcHKtem47m9EtiF2Nk2ofQOBKwUjfbvSWLCPJrZQtf9bKXbGZa7Jis7Z",
+	"oGvRME4Fokv68RUTc4s9+/d/jDzJ0EZxMS9W+IovuWk7d7KU2uDCllRsCDdsqUl/fzTaH4/H44ikbEbz",
+	"zBD738GBX7SmGwtzZqnXghHFtKVmcy66wQ0rCFfuRu5N7NCR3Qhf5kv8r/0/F+7/UZMO4q7eKjbjH7cC",
+	"HlBEG6oMWXOzgJ12LXGFw10MuhYRtlxe+OfSSHZ8/Kq5y1d4B/iS2Yub8TNG+s8lSXPE/4jsA6eJh8Ml",
+	"/Tg0JosHB8VxxsOh+xOedIHEmKwCD/aRLleZffJgrHtt8HhP2xDtV7kmmRRzu6CTTCantaVSh4husZY7",
+	"2tXSE82EIVKReKxjYhRn9gIlnRTHfnihBX+2Z6NXUmgG/PQJTS3lYRo2kUhhmIA/6crSO1ju3krJk4wt",
+	"//YfbTf3acfTfItf4aRV8MRcnNGMp0O7jZj0KWAvkbnRPMUrtqLGMCUGESleLiQB+GJJs5lUS5ZOhVT2",
+	"06GcDZUlgaR4cQCg9N+fyHQDn9o/8KZwTYQEmk7+fvTmNTmjWc6mQs4IN5rgTiI7CBWELVdmQ/7IWc6A",
+	"bAxG5LU0C8sf1lQ78puOpqL3Oeo9kenmmC+ZzG8WsHZrQ4MTxxNHrOB8cdcpT2HHVCl7gSyN4MKiYeVD",
+	"T6SdnHdgP2lstNimlK+omrNb2KeUw8xO7XYKO7Qs54wpf7WKQy8PblJ5wf5i717XFkGifC3NLzIX6Y3u",
+	"EUTToZBmOLNzxxMiHN1DyRYOiWti70xCFVlQR/95Svo0OWVpRBQDvp8CElucRkmCiZSlA9yfzIVh6qkU",
+	"s4wnV4+tbvxtG4VbN1xyvaQmWcSkD6wLf44tBUhwjKE9t1km1/VX4Jr7lxKpVL4ycfeR/iLVCU9TJm70",
+	"OGd+1nhCKNGJXLGUGHnKBOnHwyH8pYcznsGGHCm0R3bKrRJFRYo8HunRVChG06G0rB8HkYJQscEdn+SG",
+	"UPL82fEBiRdSG8AimmVyzVKYPv5VanvPcZqpiIf+8dC+r+MDEkvF51w0Pj1Rcq3t/XkDz2MizQKEPSrs",
+	"LZwKh4/3NJFrAesORsdBdUz6dhckUVLroeampFP2ZGUORHkwmoqfWcJTlnrl0Qpt/yvlS8ZWTJGEZln7",
+	"OSMZfsk2t3J1T9mmcnEtdTplG7iiQiKbAVQEoeZWlgiEoLJI/Cl2kqSnNUgwarQG1n4ry66RQ50nC6Jk",
+	"bphf0q8su/kVLVjmjxnhlUqGooVV1wg3B6QF4H79JZxhE36yG9zEoSDvfnlKHj989D/EDU5SmeRLK46C",
+	"9qaZOmP+Ts8oz3JlSVH8aDwmVk9RgmYxcpRjKX+jYgOorW/0KKxAYNW6IQBTW5xGJu/+j0DWhCqGQKeZ",
+	"paIb0g81fDxBYCdWo5AdwgF5DywIDGBDUIlBrajbxoaFtty2K/f2XmBGg439U9DcLKTif7KbxeY8mBjI",
+	"PTIXrkkixYzPc8VSoOmhaOmlyoQqZXXqGhzev38/PMzNggljF86qKy1VlieMKqaIYjRb/jTtJVKqdOgo",
+	"zrTXps0gpM4oz+hJdrMS6J9SngITGublCmJ/WbTmUnj1IpFCsMSw1Moy7tkwAwbcp1MxV1SYe7r4in1c",
+	"Wd0ZXl7kxnAxH6ZyLeKIlBiujWJ0qWMi1VQEiC/FfLiSWWY5+LqJoFNxhSiq89VKKsPS31jK6TEczo2i",
+	"arGA4dKuYGjxA2UUqwmALg0woOQpLmpoFxkKLHG4RLu0LWLj70zZ8/nNyalXvtfa+FslZny1lJkLEeOe",
+	"Ju6hxz6wEgoGbD3t2t1nb0RwVgGlOGLESskVU4YjJUezw6f6RYx6inKNlMo9OpEyY1T00OLgrUH/KgxE",
+	"+P6H4k7Lk/+wxIBOiZO/luaZ1bgDbkiz7M2sN/nXjigT1Vev2JJyYVfcamRdUWV4wlcU6D7YWukZAxhm",
+	"bAZEDcyFrQBwP1Cl6Kax6XLi5oY/VLb8zrKjK9wycLE210rkDMJtewkB0eqWaW6iqaDjlkDeAR4bA3fg",
+	"TDtNzVKzcKKY9BdyjVZZgDuzUgVLB6hBONm0b6oHdU8PDtyAgQJZmwm/civCL4IhhmD+17EXztlHw4S9",
+	"QKMAG99S7fC7hlK74v0WhH9KRcpTmmyawyf4yLSfUwaUuW3ybafbeYcNU8v2m5HkSlliihPe08S+Svpj",
+	"sl4wUPoUQ2oj0JQ/k2pJDaLMDw97rQbtFqJQ7jYq3BVuj251W8CHMLoI+DQXCTwplmtfBSNYU9aIeqC0",
+	"tQxU20u4CfzEz7R18b/70as7KCatHsovijFi2EdD+t6U/JC85E8GZJWfZFwvWOrt/4wUKxq1WrCba0JD",
+	"Sjf1P9+GH0DrC3EBv//QvbwrJJIXWuu5lK9uzQLy1bRgoawM54PP7uninjm71kHTqNVOpBxIChyiacrt",
+	"cmj2NtjojGaaRZfZe3hO3Qf0M8uY6fRkUm0IOwM3xwzM6sJw48zxa/szXdMN6cd7Z/t78J6OgaZUl512",
+	"zXGYrelGE6PyEN0Dwoie+DZ6cMraXMVOqAIHRT8+PcPVdFLV5o5xg+UQsICYzMD+ZRZK5vPFKjcEfh+0",
+	"39EQ8H7rraCX+UnGOsW3LdJAJ1eoCwO7ikB20TTd7C4S4uL8Z7WJz93sM5QWmnsuGGHzZJz66owaDR97",
+	"TdQgfcFYCjZb++4ZQ+7HwYvkjQftyLErJPC9tr0+y1iCK+/kcdXT2WqSL1hUy6mVQsVuZNWv7BV+1ySI",
+	"Ln4hZSoiIs8yBJuQoKPZBxpswesFzxjRuV5550TUs6+jYo9u5AZYOrG2GKctKsl49wEuK8ZlgYFdltxS",
+	"D9yaQsPnPV1an6ci0POLCScWIxIqrNpwJvNkgTddbBwQSC4Mz+xLijnDgEa1fLdrUghEwcFvw5hnZ05B",
+	"rRFQas5VSAuk+xz1mB+GiXxpl+PW8aEF3Xl67sh2tBdpY48QwoRTRbjEbVt7VaDqNYp9Xio+lz9eSkKE",
+	"WbYJis8EODBbCBxP2+m24lJxs+lQ4BpQL95vnd2dVwt7TFnClzQjbvADwlNN7DISk20IF4kCukohHIIS",
+	"tFsBQ0cPf2/S+3//Gg8ff/jbf7WB/1dGM4w2qe5aG2pyXbUfytNzmaf7rG2Pv8qsBbqnHB0c5SyZTE63",
+	"SQDbFwDjuZfbVvHCsOWTjfFSThXWpQ/7niYn9q2IyBX9I2cRSlMbAoYwYoclfQhp4CLJciCo5LUkMZrI",
+	"pgIJoP3fhOBS44hQApESFILhVkp+3BCpSJJxK5etqALbOUZK2EWQkw3hRk9FxbrmjMOCKDbL7RfcAAm0",
+	"BPGEcY8FXMyR7BUX64QLqjbObXcJsvWSbY6M424NsnV6disk6yXbvBAz2SFfEqpJxrVBL28o+hK9kGtn",
+	"Ua8hJkqru+himv/ZIQEB+bmnSQZBX4QLxKpRO3lDu2KdGD64f76ygIGjfgC3og444dl1CuL2BjO7Um60",
+	"UyQCmlITdwEtvWG6uf0K3hoPDzCNrhU3hgnQoltluk4N5K1iGt1mKmeDwkQC58y1i/Fq100ucKYdhoHi",
+	"UBtLjnpOXHWUA5xg/zz+ZfjjqDexApAf9AnV7IeH2/EFR7Dogi+Ht3hjOic3C4vrCm2q9blL7Kop1MP9",
+	"eAsUL4eKHTj4Hk+/hR1c4IS6NnTcsNQH4bIW79j17OuV14SqW0J3kz40u8tE3cZFY7Ld4ibDpXtbH0Zf",
+	"luvp3MTPzFCe7a6j4M6bhh/Q83ZWm0BAOM/Uj0O2m/lhGc/ENiW1TXXUbUj0frEJwg1A84jshVxLlerR",
+	"ziB3w3dC+ghIa8GMpWAO3DV7JFferBNGQVhuBpHq3OnULYacHRh6eOYdqohmt8HWGyHKtISC5du1AyL9",
+	"GLy+CKKauzeyHyoXv2XhxbLUUrq5N6p/IdwsvrUCTWpT3DbMHDmTpxW70k3BEe6GTE6fK9om89EEh7sI",
+	"hZoxkXAxP5anTOyovX2Bx0SuRcX/0nHZSs0d7hx+VVtjFG6z9TrK5PRXlqVXaPe2V/Iiph5YAn7z+cO5",
+	"1pldbOVWl8LgqcJnB3HHMAnpl+Yi7ozDS0YFWGUGByQGiGmwdA+5GK6UnCumuzx5weobKPYF6NJ19hc0",
+	"MNRQpQM3uu0CdleFxHylx9sUWnDA0IoHBE4mp5ZQzRRjlzParSn3eX67OYncDssv2yD02k0X2hsOh/9L",
+	"h3+Oh48/lH+O/j388Gkc7d//n8+tlog3Z0ydcbYumGEjhK5wa8TPnx2TQIs7QNoOkbwQm+ujgGKypBvn",
+	"Coqd3wSiyEpGu+3EjnAUXFHzfnsesdtgJSbZkba96R08QLhbGEtyejvM+DK7D2ydl9r8rVlFL7f948IP",
+	"BZmsl4RC6dX69iDxj5zll70CYKf79rbu/YaX27yLs/n2tl91nl4OCCmMNfxmYeHtlZeDwu0YWy+3cx/9",
+	"crmdu7iNW1KmQh2hNRQEJbOqAFNPABiRo4VUxqWD5JqlE1JN3GzNzYymoppxGZF6tl6Rg9lI1Isg1d6w",
+	"JTyCtKQyRy8iXSG/8CSIW49IkCdiF7RkZiHTSipT1MzIcJ+BPmIfl8oJ+IunIkaBE5bSpXxEJC4cfD60",
+	"MCLxki1PmCp+gDXBL5XpfdQkRguGvwRxlM557aIop6IaRun3BYsMv4b81eLrIiQ1HtSGCBZdj6uszAyJ",
+	"ebUUxSiMRfch6mHYehCfHpEgJS5qyVOzg7XkoFWGw7yOAsV8/mr/4fhH2Bf6roZJJjVLhy7gwz5//Dhy",
+	"gVcpkSLbTMAy7lxdVn8Eu4sdoprLFZFm8HWRjYgPADKtOY1TcYGkxqgZ/WWX0553UE8saMsdKNJ00O9W",
+	"D6jyJtUmvRLaUKfSNpXdwg/bVJENNxnbEioU2okXxqz0ZG+vkvQxStmZD6bXe8V9PFeLhqd+/mib0xel",
+	"vWYEgcXrSlxvxVCEFRLqGuALqCVhVVEu5qTvxiBSME3YR++FbTUm7OY7LuxIMH9UrLJzY3ZFVxIwUPoQ",
+	"LxRKsMXRV6xPtyzQ/7yTWb7c6Xm2eRyubTVOke4wzLf44l8VKXuaSFHLjWw7Ycyfaw5kqd7EcjSfc18m",
+	"t+InhAvLfFt9kO7Kv+iItQyHcoFKqR1uwT6S/rQ3/jgajaa9QeRKG/jEW+pfb5+z3T0bu1gmy1FIX8hi",
+	"yg0zSMpcDhSQJh8sFZN+ynXxbELA/qUXfEVykTBlKIcSEC5ZyhmrDwglgq3DNCsMLFjSlCFbsuQeDCml",
+	"QOaXB6GGbsJeGCkWeZs4ft4qu5mypkMT3oLNpeHUshS/NPd+pfzHDjGeCOTwgAsMKtcQeezcgtFPIcOn",
+	"PXyGbQ/2R0f7DDw7/fB4u0/Tn1R5BIMIY0EYTRYu3agcrOXzIiaufbQLn2gw3g7n23oKW6B7iSCV6vm0",
+	"qRDu7G8lXKU0B11ii02b0tdmKerVl9jYZ3e0eBkn2x7uijKAXK5yi6IDguL+PU14WregwyTeaYHvbTGk",
+	"B0vwVa52cFfgsLtz1RIyv8GXbaHCWyMcrLiO6ZBloMMBREu7kECNGSpoGS/TVsrvviSTyNfZ8+W3imjZ",
+	"MvbIQ2I7PnTFll4OIa4BCbqztmrZWla/wXGJkCm7p4k9Bygd9+dHnh6QcSAB4Le7JXPtjAhFvAsE2ZdH",
+	"DtITznipM6+kim2Phakf9JWQOR8C/3VFSwfr8/SiJuN2kpGiJt343EPAQbbP7yhJE8psSTEqZgdc69Be",
+	"tuVC6gVVbMfh14zPF2ZXTce97aeImufcDYd/rtqTFktoNO9SUL0Qb/KaCqMPkJRI5QvIzaQiuYAjwcKn",
+	"W0+2g8S0AqXm88TpThlboePey474gZ25WuZwh0KHW+B25M9xV5LcjStdKUGtSUAO1n2OlPo/kgtXVnYQ",
+	"kTIpyILBMjia8TMWkRzO1/4gFSYMtetTF0DOjgjcixBJQFuPrdsoZEc1gqtIt7xYHPH5CZcNe1wYS4KR",
+	"lmVmpbPRkX483I8n7sYMXAkEluSKm82R3QMu9gRqkhzmXRWHsTzKnJ9ZNi4xsMvVY0NrnqvsZSd8+ubN",
+	"u5//ffzm5bPX8QDrx7hCV9FUxHtn+zFUr1sxUVRYweIbkGE2F1JhYStXqwGoHCyvBNzCmBVWjOCt4eaF",
+	"ScDCREqVcoGsWbGEr5irnbfKKBfk1+Pjt3sQ7G9Xg+rnEC48hjWMpmIqnjPBFM2IyjNffpSuVlCUzIl2",
+	"uLGiTu3EfvXf5JlSUmEQcmflIU36cVdZjThy5RmngpDYIVs8IGVeAxiKuXHGUTAB2r/Q0In2ULRrxgW0",
+	"i4AhO+iMswzqrgU1dsEXMnLj21OJd7BbTvPx+EGiF1IZ8JvA/1k8spM8AxCVE6QsyahyqOus0QxB1X/4",
+	"8ePAJZc58nNgtwNVTWOS2JPTdszOck2kXy/XZE/iNfh3uCArahb2nU92kZ8thD4B1cA/gTLaP3mqBwQu",
+	"GoD+/GCamPS1JIKBs2cUQ7G+0Qjqnfp6dSzTjHBYffwQlhjWB4XjkXmywJpaGCEpSvMWbONnZ12xO4B6",
+	"qvb4TRYPAMcC84tLPrHv3X80Rv/EgzH882gJMCHkN19c1NL3OTVA0IG/yjPmkraLakiOxUEVv6KaK/Bg",
+	"txDYVlmWFh/B2ibV7ZZetBE5xFfICcvkmuxriHrPtCSK/QfsGbBrnKFeOHbJqNDEWMwSCbNjOVSC+1la",
+	"3LTLcHQ2a7tOYFQlmE/Ygou0Ce1DzAKq1BZd5lAVGevuUE3iML1iQhqVdux0/fjh/iPS4dbDQj1rrtkg",
+	"sgNXy7TiVfcLhRB6OyI3ESAMYGiljKtnh/5m+8wou4jgEMARaUcqZx+Rd+VGLWNpxQOQtwoscP5Mdz/t",
+	"ePvkN/5k4K4uiR/uPyA1x+iIvLZ7REuwlUMc0ldh/95lpbYaeGsVp1xUcUBhAAWs0KIJh2XhejSJH40f",
+	"kI6qVq2VpOxKLKtqLRFWlLSM4eKE5S6B2NQrXrqFwlUBhuFRC5caHzrvLvIQ4kqFIWmFgRxVjZCWxA/H",
+	"+6TqE7ZDp+cVkyy5st+WhfPh2xeeM0/IgomEYaVL4iznNAOKaskE7M3LEXCNd6/0aQdsLfZJylqfgB9t",
+	"lT4jf5COiD4gpXf1ADV6rONIhat/BQsqTv/h+CGpO8QPMCsNsaQtMQ2WVNSixxGXdAPrdXSiWmmUNAqN",
+	"hit4QBpOYMskaqVGkcdhtVGyW7HRyhwtPmUgRU/fvDvyJY/JXFoJxj13n2jY72DUqCoYOINcOZYJnsL9",
+	"x6Tuq4Y0TEcDLAx1cTY8jVxlX25n9Phn397YYz/JDRI47SJxR+SIMSst6b2jZ0//+e7F8f8dLRHuz4LE",
+	"OMvpDPto8OicWz4eWDqdOlHOXXCeTiwbxAwG5Lue5sJ+UmroxO5XsAM06eNg9zyRdVmMRWqenRr+KGUs",
+	"96KcFSNaWdiK0rMyiUQDoqKTB2YAJm7q3omR2ydPQZL0NzxIRy4q4m/PR67sxlf7p8ZJUxuMFAA+KpdQ",
+	"E9OCANL+gddhzUjjaO3+I+Iz+tEBXq1kGOhdk97+aDwaQzj5igm64r1J78FoPHqA+dELUEH2FpAD/Sfo",
+	"ugzzcDw5f5H2Jr3nzPzqXqmVd78/Hm8pU3ex8nQuE7ulHN0RU2dczCHK/uH4YddAxcr2isqxodLVm/zr",
+	"Q9TT+XJJ1aY3sWsvCjAwqxskTGsUbDHBic41hMx7WOjeBzve3pLZ07b7t/9zgB1t6DJzP0EczVZwvsM3",
+	"bgWaTz3v/hJ4Rr1H4wfnfxAWzdz9DFrFjVDUsJz30fjB1tPJ+Z47hrP9PRefpDvP4hXX5ol/qdoMqMP+",
+	"UL6yF/TM6Irmq72NFtIdX3a1MD9cEkuqxpEQIjs5asp41YZ/RrCPLUa736zkM5OWsx2QFdUaDYpQnchK",
+	"7SBJ/4RaigGv9kcDXVrOd1sXi28alJp47o/Vofn4fKwNmlXAJ/s7IXpZRxc+2uF2lPXhv+g+RWWrl/O+",
+	"K2t8hrcOjQIYA+jLFoZ3qgTz59o92kPdvayQ1XKj5JopjzQN1G3J+4YPCmp0d0zFMQFgSFBasuOMok42",
+	"03kMV8dnCvLQvIDH4crvDrd6uO8XzFUJLoBkuR1eys6Dvhh/KnopWR6yyltw5J2drsSSC7K/sgNaC5Nq",
+	"uenv3Oa+alzYSSCqtlW4HQwCaIb44wtyY3h2BHVxaJbpIJXS54rrC5H7vbVrQnUZ9JO6Bf/eU26+FP2g",
+	"M9alpaMdaJurzdtC4b4N1vVw/PhmeydVkwwmRBueZV7eAGR0ZmWIohvd1v1hJlcCLNh1KpzhuYLh9jGp",
+	"7ae+A42GhcH2K+VC7bdrIk/9S38FTSSEyG5lJYvMqdvXRIrF76KJ+GO9k4LaNREHTF8TXxMKEWQR8jNu",
+	"tG9oVF6wEv71CxaoKF1isUeka2QdBa62i8Vusd8G49j+Rb2/2+0g0nGlzjX67/rx2BFr9A1rViXSAQ5F",
+	"VyHatIQmplBihxI7ClVsSEU61MxgSgfzcZLOXBsRxYzikNIDri4Lz9FUHKbY41oKVr0qCozKlR59aEyD",
+	"VLPalFyTXKRMTcWaYpG0RC5PuGAp4cJFlgABhIa6MZiU/+2m+/cJNcni35r/CZ40KlKwZ0+F93uYFvAr",
+	"Pl8YV3rMLgj8J2kKLqt8WWnGqflcsHQqfng4POGGYJdNDu6Ux6SZx1ZWnq/WMyf9wnuvp4KmKUsHB46Y",
+	"ONd0pW0WFeTH4cnG+Lp89Rl9Whwa26tk5DBNSzJSQ54mIuAGidsfXdovwfOSpmUP2f3OLsVp2tHpd5dg",
+	"1g+3R+YQrEH1OXv+dzTvimjeYZqSmKaQ5ORRKAL36AkrwkoGhBq55AnNss0BCe9r85aWR9RFJNsyk7BN",
+	"Gfu4Yon56VkcWTobzgA+XD6rXFiJ3q34GeRqe6IGZHoqHLWKx+C1d972x6Se8dpFBQoX+1S4Vfk1cQNe",
+	"N2AGUFa97WIfhfLB1ot9BIS8ubmCmPj+5F33GldXudo7Xme4FU8kFn2/ypuMLR4+V8Vdo3L2+XaoyBEz",
+	"3ynBeLi/w0yV/sfw0aNd9tTSOO12SJS9IgUliLqogLulmM4UyCyD7RJ/tQbKds26Unvlr6Ffp9Ut76pl",
+	"16vU3L6uXdvILho3bsJbbu4U7w7FO62Aqa5/bzdo1W7fDmp3FbOukZ/UULhdNq3u/Q5D2jTqKowgpD8X",
+	"JoLwOy6YxkDCsDzM1XuutqLbXr170JWr8RULcFAkp90IPGk09dGGbjRhQsksY+nBVLx9c3RM6JxyUZq3",
+	"fPdBI8nc6vk+YHpEDqGmgv+cnGyK8Er4ZDIVsMC2doN9uM4u9E97G8hCrsUAor9d78J6d/XysCGjU2Yp",
+	"06bWEnES6Ml1idyN2yZaQw+lOhWonVibnMwx0z4UR6MdSQEWS7dsuG3gsiVU19i19LLzsst2dFqd/97x",
+	"8audhIetLtj966GovhVWC2FFthLiv2UnrtPmd+n4vQ7nWke71m2+tpIyTciMrYv2w+6SL2jqT6HpgDvA",
+	"i99NtWoVwep9VYP+qYNRe62vSZVsFX3RLXaAnIiFY0I3HJCvqeigX/XSYZNiq0FX4iopm4pWWhaR9YIn",
+	"Cx8EaiF9r+zs6jL9Dup0fSrcPB5Glt5ZdLi/gzZYbWB/SwKgxYYDosAJqtEL6jddaVQc9sr9EomwwqL3",
+	"PvF0e/QYo2fsHBZxRSQWwP/OU/7dIliAvlm11SIuNm3+9mnaa2l+ZdkNULNKv+3zqBmWE5ygfKKBgvlO",
+	"2U0S1lJ18AAJS50Xwfc0y9DvQJfstsIPANNrF5C1sk/fHPxK5erz78eLn6sSOHMVrLcbWp4Vb/0VbCwV",
+	"mOxkXgl7Ht66ZaVc/i5GleJo75TldnOKB2dHIIPrz2nFpbK3Znixg+P4XL90TftKmxfGMLWEPntFHdRJ",
+	"4fMpAp2qdXtSPpvZxzMll36AqYCGqTUNt39/PI5ILrDMWjpoU/Ges4IC7Kbb+caUF/CARF9BaGB5jdut",
+	"S/7c7q5Km10puAmVBvKQuQupb1Kl1Xj38G5c3ppUv1Z71S7H1xIMUkwBBV7QQwp7pV5bSU7Rd+nz+qtX",
+	"F9YMuaJTUb+bkYuxLDW2+P5436pqU1cyaNqbEGjQHlvtCa45uigZ6FhpR9Uu6DbcyG6slFZzVRflzJfY",
+	"mgqf4xzzNI4qNUuW9JShTxRSMiGvHzKfsYY4VPa0P06gdbsVAacCnEet1OYpXa4on4sLmJEuaja6ejvN",
+	"hcjXNTh6PRoWrt7P12g4crMlm1aBwuvO36dh6Mcd/buu3OotRGo3CslPrOjAz0JiBcUiggizqumGmsJ0",
+	"Q02N6924g/sbMr4omREaQLn/NFfUSEWwxt8rKC6S0Y3Mq17wHUTEgJeda255x3Qr+byY6aTDug7UCzrF",
+	"lpja6EH/4baID26dpRjN6PkmOmZCjmyPuz2byQ3wnZmAbiUTw0LSpy85tPnJqBzKreBdqZ+LL2duJair",
+	"lxMvYB3pyKx7qyTU2rjs3boxKeBGA762XUwPue/uZn2RRPBXiRLDYiwYOuktWQF7FJIoNvSX+8IsEYu+",
+	"dBpPsMpLjPpLEFmKTYTCfou1geOJqyoThLVNBdSOcYXppaiqSf1CT4pCEmb/Lvl2hOVpABoHU+ErZJRS",
+	"2D0dlsgoCtLX9D2RZ1lEpmXBevsjkNUB1Fb0LSXvof8NVVKr9fmVCbZm2oQlrHAT3BDFZhlUeOvTqSgP",
+	"ChkpF/MIKr1xMSdSQXEVe6WhkBpx+hw5khiFW9a3CbTRe7q0ZlkG/UdOM2IkxvCW6axpUYQQZobaOW4j",
+	"uPipM1ehBw8sXtxols2g5iWOk1JDIwI9UH15IBBnvWYrso1bmj0pKMNaDHaSYwkxh8A8hZgN7NTpkjQc",
+	"oISEJXkgTkU/7NJcnJGFl2VwqDcXJkVoF0QMqM/oqmRnXOb25KZileWgVEdESyhW1FWPCGaEIkStoc/Y",
+	"jLu0353DABpFn6ocoCUNwldzQihDQ/HC0nMh87lvSVpvyNIWkVAUqrozxrU4oVLXDwWxUpP+0dGzwTVa",
+	"3nagxDroX9uPP02xUca09zkeuLZpkDZg/7iniaXNllAPopKC96mYCr/w2jtlSwgYBUqQ1l4BARSewl/4",
+	"dCr8Y+eAc5EPVbc3xF0xrvx4nGn7yekZDIfFgjOuDXShm4rYNUKMJ0XxeiiGy/9kURHHgAQTZ3Nh0GHe",
+	"RLj4ETkMq5oBc5qKuc/IqPZekTPHm5gw3Gx8K5WAXSExg6cE4zFSrulqxajSBEalJCua0pP1QmokpxDX",
+	"XTQcdiUlXZ059GWhG8syS1hpaCRUjLrK2OuFtJxPMe8bjYeQB3bG2XoIdWbPaFbmv0wFVFwdIB0ETrBk",
+	"1BUsxxK94BnDuMWU6sWJpCrVCGr70pKKjStmivWHywJwCSZtARf2dMxfmlqLpoNqbTkP/qmowL/gP0AC",
+	"sRDcmilWdi5w+9AVmj4VBVEHn42plrYjUmyh7RaIkCL3VVL3agvsL6Pu37eL0cgVTwCwwgMcKXaEFQYR",
+	"Eaiu1THcVjDtbH/v9GyrT/8l2/w13PmndqO7evLLFra378iHhe/iw7dHeScGtd+tU7YJPfcuZ6msQVDj",
+	"z+GlOj0LL9Pep1O22Wp3Rc74km3OyzHEF9vTDN16dkg0LJsTtfvZoTXC1mYsO0XHOX7/PZhtXrJNS5Tv",
+	"9m9qHS1uCZcdxrjWFKTPZxXstXJZ0Ue2gcJRu1QeumoLgfSeJicbA71HKeia1MooUlmxpbCgVGq0x1AR",
+	"fE01WStuDHMZENUmDDIxrCgijLq+1flrH5V9Lay6vCG0UoEeG8YI1IjzZGGX5h0sUpFT+qeUaAJ5HzbW",
+	"/en3aT4e3/9hTbn56cFYx94+UYbTkP5TKXSe2c1b/YOLOYHLNpjA5hrBNijxe+hXg21+r3UJAXGvWMxw",
+	"P7bAsofnOQJQKElQAB9A7e5mJEABexTyQabvx/fH43gqiuCdAyjIHZe2FDu03aprV+IaR5T7pr6Ws5c6",
+	"5GwqQKGxwi9II056h+YvQI4Cw9Ha3oiOgKEdyGBLVEQJ4lbgepKIEI7KPixXQSGH+9calvTfe/+9uy39",
+	"hWHLJ/Yebi3C4C+r3b8rQW4H/n1bY7Uq6vbD1i6g4vkncmb1W2R6SFO2wLABts/fHbO4paAqd1xY+sZS",
+	"DTjwgSMIvu58/LtvUATmhAp5bmEHF5P5X7JN3SvWVRTEcRLLVQpG0l9JrflJtgHSbbV4YCcEIg0YFq3h",
+	"YipKbEOrrnOQ3dMNdqPJKVsZcsJ8qZkl6bsRhktmqBsmKniL08i1lcmNokJTdDgAtJDwYBpe/PzZcQws",
+	"pOQeMQzDdEVcq/aHCtnw7/FBhdrDZ1NRflcSZNKHqCwGPRoGB2XrEFcao9GhyjOB0uRQ60yFlL8g90XE",
+	"ln8Lzc+wH7KwDEfoqSiqZwRkF2EAaTo/vYpdgJffAFst2JIpmk0cK0WBOG0rSUn6ip3JU5ZGU+EaMQOH",
+	"q3Zh8PbyTGrjShEVw1gEgK5qrnuEZchgPzzlIp32JtPe6dm0F02B6E97E0ewyCF+nrrtIqiLTfgEIWg/",
+	"Y7npVJyw4lxoqTZgDA0sKUhC8isLWkQ8noqOEwskNahchGN7KGHHOK4DbJ2KVUaxBQ8u3gtHQUop9duz",
+	"o7n+O9xlhqboCHKeLuighL0nrAock/6j/fvkJX9iMd6RqAGWSWo2lznwvXIgN8otsY3lv813YvmwnR0V",
+	"H8/l/es3wu1r2j09ZU28j8iCZUAwfBNSjT7AakyVcE1KoSVH57Kxr+AFYxi3BhB8uaRxneEBL9nmPaJP",
+	"m0zjHt0FDVaDBi+sm35RaMFtVMoGQgB8nq6RUNGw9aKTeMBwj9hH7G2NgPUPzrPS7BgacHrmKDRIvvFL",
+	"tjmy2lWb/9/pXf146sw/lvWA193FbTfVrfZYgUlQRIvqosidU4n1VKDUZKWifx7/MvzRFcsqXn1CNfvh",
+	"oRUyGisp9GquiWJLeQaM4Fe5Bu4OThDf28fSpkIN1M5+Sdo0P6g4jTxKCjYVNe0PtFhual4V33cnDDtw",
+	"fnfqIIldjPqufrArVVjxf/+N7LtCj9Kgkz0ibDQfEYoCh2WnoFyDGHles55u9wmyra/Pb/KSbe4c4teh",
+	"SLW4RJsO8kuqSo4gYfsu8Em0ppAc+g5ra6HB9a0jHzGUcKajSta2a/SFt9c1pF/wlR6RFwaEbUeKvMQd",
+	"0gN7h0Brgj7DQPW4wDIlxmRx8a4GMxu8VHhxk0xq11SuIHWl7N7a38cK8gfY0UukU6GYa3TGCldlQVZa",
+	"U0BAWH/lJKOLnQEkb1xnADIuq+USPldUfAOW8i+Kp7/kDQTQeJ0lvGbughQcHP+/5xrHbo9yt1jucWSH",
+	"PhV4K75LCfPSodoWNP54DtpuKcoUTuV0jTAtHUAFuPVEuzvYdBza+Gqv6M/Qs7nLgOow8Q4ZGgVofTUX",
+	"kWKTzoJQtx/yFwTCt/FIf+XPE93fB2GzyJ589/PSpFIUhEaLU6NRJBg70JQyFd1xwdWFObMkBEbB99Ch",
+	"tF9pcTcVngc6W9ckvEuBzYdlYE6ao0U0dm9jl2vHvuNoKrCCb1nKxu0Yer2Qp5nUvBL+6Ti/DmaiBrs5",
+	"t8U8NYTUCdl3stH9bnF5x8t7CwIzrKwIifruBOdvpofRSy9BVmKZboh8FOLrxVO+w8G7ehvZvR3a4W+G",
+	"h7VH+3gx/o59NZHvba4XFRM90FbwsAu5Jn8jxmRbBVCrhG0NnHsFb/wVIucKWOxGfmVyCvazryJ4Dte+",
+	"S/QcnOed0aQ9fM6CsaPyDbYTRzmRcmyFFNwrhH/lWrU2Gq0ZRAThS4uh3peFXkQnpJVKyKghnbzDB/Y0",
+	"ryQ983x90vna7jKFL61+4kkD1bb45r1rTkZvQ6styiUiwPXx5ZLMdWiW0iWY35GTeoUgzO0JCIfIlydM",
+	"Wa1rCwm5hj5OGFECsTNUMewPDxUvqFL8jGYue6MP4ffg6CgCQIwmK8VSljCtpRqMfLihb9BpsXgO5i5I",
+	"gjQ0WXgHh6/cfFA49LkhtE7xwNO+pCnz1btMhnE9WFUQeqaL1Gp+herqiCLpS1X+OKM8yxXU2PE6PSyh",
+	"qPUBdh30YNtbN8duKhpDHuz4uA3M0u9j9Ay6sqcinjGRcDE/tj/4okP+ZC9ac2gq0BYv2NoP4bNoZXIa",
+	"EZooqZ3xuHCvu25bTGi2PMlYazunBCj6F7GEa6zp3Igy+EUxRqzC7GOjXMASHAv0uepTQ5ZSG3L/0Q9F",
+	"CBiUzfVuU4TbPU1iuRZMxV3hBvC0rXpHIUddq+1cJqdgC/6G7edfTUVpC0zLtrcVA7IoNLT8NJ6ARWyO",
+	"MPYOIIy+PQjrJPvqyBh1BUmJIs+ywM3truiaCQOZeJDJPhiRmNr7prmde8jFcKXkXDGt40kYJwNd3BwJ",
+	"gg8UGrE8GbJE2JWVdiEu31oVZkd2oNjZxyTLNT9jkSXHyskGnVIyJKZu1z7/ga/8FdTP69cZo14J8Z10",
+	"XIB+i12xqnu6QXdRPvE478TFdu0TANlZeFXMzQILr2JlGTRsh9fLH0T1fu3Q1eYfrsbVtWkRDpHaNQhY",
+	"5h1O1HECYHaxc798aYMKyuxhAMa1dM1/+kWFpW609cj1prRYAuyzBoKEpzD43yeNMQHHgmJMLfsF4Di0",
+	"IP20RciNenY95772uatOHFS9/z4l1W9FzIKDDgolWPyxitIQyg4NpUjY4IAsABwkF4ZnhCanWIsHAhLh",
+	"e/Cl7soy3P3f+wT/bg1POUxO/Y0+35Z4mHwnkSmw5Vt2Px4mp0KuM5b6YFtAjDJN5YoZxflEFYByPlfx",
+	"WLXnrDmX4TIXW1QXS3KG2d3x+HuyiX8NqPycn7EShbGA2BnX/CRjzizngjhllhLMGdqZlBX6znZV8wW8",
+	"dk5az/5otD8ej6Oy6/l43JnvAnple+dz6MUWNmc7pzXbh+uW0HH3LQILPLgT0dus/CU3xlpI9LSl8v9V",
+	"SOjb6vJ7ml9PRy3STwPbeUeeaR/irqaC+i04icHn/MEFHBwQKjZkyVJOXYbK34/evCZcJFkOxRshPI3+",
+	"kTOf2rFgypXgsjJkUYIhfjgeEy7OaMbTof0xPiC0I4VvKi6Yw8c4GNRg79quGCLS2ts5+vrOW2/8eDR6",
+	"/DgimVwzhSd+UFz+zqu/Ulwqbjbttz+8+48f71K65OoT4M6vl3t1tnAH6daWi0eApF89G72h0re3Uszd",
+	"256CDLWudLQDsmJKc21/350BW6pyLZaEYzvwlxkSvhWd/6Ai2M9dlaTACvD9a/e3wd19NnSocPtCQVIw",
+	"YJTKO5IHByS+X5SjYQjS7svhIqc7A78PHdtlZ0wQLJ5cph5xTXKhGE0WdqsHJIYkwxiDmTXdaKLlqK1M",
+	"zZGb9RoFST9FG5n3dYKxnt/NIc8ViHlbMsDOq0zoXtsxS7eoGhuk6pblYydkNBp97k7ZDZP9fNlo6Csr",
+	"BHReiiMSF2WaY9IH/zjUzs1FwpSxMl5URPvXwvsjH7mAkRI+nF+xcngoutQMvMdxmsVGp8LBtTsAf2eU",
+	"vYUQfLe2u1KfbfXwg7veXZi57b6UxY236uvHxWvPlcxXfw0n8Ry3uqsDtwajryJU2W1hF3cxHuydZNJR",
+	"R7c4XCwAHtT5pFkmEaPCyxZcrJbLtvcJRtnqKK7j0zXKEQ3UbRepYc13GNImsviq8GCCjIqOHSVuVMrB",
+	"ugx7ywT/I0NO2Io9F6W1cIbbuw0dhej1yplNr6NvUH2WG24cdBHEvqcrwvJf3jTyLXYFMsFhJlmuDVPD",
+	"NU8Z3kvSL40pg4sT6x2VirBfRHcGcHP4UNGoVf6vlBURbB3QlQOXd1y2srBqzFTEwc3DJwM3fLEmP4Un",
+	"VjCH1aiLkn0OlFNhjyGHwG3X+9UJmbX2EUXfCLOWxfCuQw4GHk9FZ/OCjvYJ5YG6gWq9EyJyIs2CnHKR",
+	"amLknJmF3YyWU7G1ek+ZpIwWnxKk94KSx9j1B4ZC/VDOYL5uHerCbPuadCkp2JtZJ7toEkivWO1MzwER",
+	"3Fcf7goJXTa0oJQUOhW4K5MKukmck0wubjyuCR2t1uO/Sy6a12PXTsxVqeHinZnbBl4zPl90uYxrDuPz",
+	"fcY3FCu3fw3i0dGCqtagUXtmd4kTV9I9Ge9W2Tq54G2VHsmuoTK+7Jk1tE0efVMxdBZxwi1qv6WYp04w",
+	"ivH6lf2YyP6A5AIy+Jr1nHYU0hwFO7eV8StGz9i51OgasntfsZm5y+y9gk50LoDJWSU62eT59pXfAGV2",
+	"Y0XnlQL+4WHvWmv9Xyuxt9Il3h+rDNu3vg1EvWkSLqQZziwbqVBxS72F3E6+b0OyrB2p75tdVm4P+5Vg",
+	"NHNVIap3zLgOmfTyHbT/uUqpYeff6q+in3Z9mbj42zOPfXck4a7L9mXpBqIkoeXxo7iGvTDZkoq0Wzyz",
+	"I7Ekh5A8e+lOGFVMHeZm0Zv868Pn6JO9WFAbwd3KXGW9SW9hzGqyt7d//39G49F4tD/5cfzjGC6hm6Yp",
+	"TEGqv1wLrChY9HXC/F+mwbjDFWFQ5cDViuXGUrdRrVK+bsmff9aSZetqxrgyBVi4QJO+bxj1Qhim3iqZ",
+	"MK1/yw37SDK6kTlaHP18kJzbnA6NKkUX52BUfPIKCmO78cIW1VZvqCwomKxsyNuc8Al2oQ0m+plro/hJ",
+	"bljqHvr58OChey1x3Wt1MI3/qWWWn3NlkZL88uKXN5iCqH2auAvc5HBS9DSoRwBZNmVsbL/o+g0Pgold",
+	"uE9z2uOa0w6RAaHLUm/K1KuMY2NasBHTpRTzkImHewyQvDndS7bRRM6QSqYkkWLG5zlyKNKHUL+N6+Ia",
+	"9D+KiL2TVLEhFelQM+PLTzimGwXdOHRU67CFFZehV1a5yNOzlsUd8blgKfnh4fCEG98JuP3YD41c8uQV",
+	"gAFPPiIUfiM0Bcvs8oTbwaDDO44UTO/HblnEr4xmZhFBw14umNZRGLJSdmcpWoYFNS6DGYJAhpaNYsEV",
+	"mRvfw4fMmbAfsJQomRumSP+tkktmFizXUBzDLWPFEtfsPSoaorkOwCG+Kbruff7w+f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

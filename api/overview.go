@@ -214,6 +214,12 @@ func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
 		func() (*string, error) {
 			return s.eachDoubleBarrier(ctx, all, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
 		},
+		func() (*string, error) {
+			return s.eachKey(ctx, all, func(b KeyInfo) { add("kv", "kv", b.Key, b) })
+		},
+		func() (*string, error) {
+			return s.eachCounter(ctx, all, func(b Counter) { add("counter", "counter", b.Name, b) })
+		},
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {
@@ -298,7 +304,7 @@ func (s *Server) applySnapshot(ents []entity) {
 		var v map[string]any
 		_ = json.Unmarshal(body, &v)
 		gone := map[string]any{"deleted": true}
-		for _, k := range []string{"name", "group"} {
+		for _, k := range []string{"name", "group", "key"} {
 			if n, ok := v[k]; ok {
 				gone[k] = n
 			}
