@@ -33,13 +33,9 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	// A key at version 1 (with its type) and a counter at the top of its range.
-	ctx := context.Background()
-	for _, v := range []string{"1", "2"} {
-		if r, err := open.do(ctx, http.MethodPut, "/v1/kv/cfg", strings.NewReader(v), "Content-Type", "text/plain"); err != nil || r.Status != 200 {
-			t.Fatalf("put: %v %+v", err, r)
-		}
-	}
-	if r, err := open.do(ctx, http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
+	open.mustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
+	open.mustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
+	if r, err := open.do(context.Background(), http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
 		t.Fatalf("counter: %v %+v", err, r)
 	}
 	before := zktest.Snapshot(t, conn, root)

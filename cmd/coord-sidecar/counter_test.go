@@ -74,7 +74,6 @@ func TestCounterDistributedAtomicLong(t *testing.T) {
 	root := zktest.Root(t)
 	car := startSidecar(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	ctx := context.Background()
 	acl := zk.WorldACL(zk.PermAll)
 	for _, p := range []string{root, root + "/counters"} {
 		if _, err := conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -95,6 +94,15 @@ func TestCounterDistributedAtomicLong(t *testing.T) {
 	if err != nil || len(data) != 8 || int64(binary.BigEndian.Uint64(data)) != start+7 {
 		t.Fatalf("layout after the add: %x %v", data, err)
 	}
+}
+
+// Compare-and-set, a never-set counter, the int64 range, the list.
+func TestCounterCompareAndSet(t *testing.T) {
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	ctx := context.Background()
+	start := int64(-5_000_000_000)
+	car.must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/curator?add=%d", start+7))
 	if r := car.must(t, 200, http.MethodGet, "/v1/counters/never"); num(r.Body["value"]) != 0 {
 		t.Fatalf("never set: %s", r.Raw)
 	}

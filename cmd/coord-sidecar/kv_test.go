@@ -20,6 +20,58 @@ func (s *sidecar) putKey(ctx context.Context, path string, body []byte, ct strin
 	return s.do(ctx, http.MethodPut, path, bytes.NewReader(body), "Content-Type", ct)
 }
 
+// mustPut is putKey that fails t unless the answer is 200.
+func (s *sidecar) mustPut(t testing.TB, path string, body []byte, ct string) *response {
+	t.Helper()
+	r, err := s.putKey(context.Background(), path, body, ct)
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("PUT %s: %v %+v", path, err, r)
+	}
+	return r
+}
+
+// expectFields fails t unless each field of data prints as want's (nil: absent).
+func expectFields(t testing.TB, what string, data map[string]any, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		got, ok := data[k]
+		if v == nil && !ok {
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Fatalf("%s: %s is %v, want %v (all: %v)", what, k, got, v, data)
+		}
+	}
+}
+
+// incrementTally reads the JSON key tally, adds one and writes it back at the
+// version read, until a write is not refused; it returns how many were.
+func incrementTally(ctx context.Context, car *sidecar) (refused int, err error) {
+	for {
+		g, err := car.do(ctx, http.MethodGet, "/v1/kv/tally", nil)
+		if err != nil || g.Status != 200 {
+			return refused, fmt.Errorf("get: %v %+v", err, g)
+		}
+		version, _ := strconv.Atoi(g.Header.Get("Version"))
+		var v struct{ N int }
+		if err := json.Unmarshal(g.Raw, &v); err != nil || g.Header.Get("Content-Type") != "application/json" {
+			return refused, fmt.Errorf("value %q (%s): %v", g.Raw, g.Header.Get("Content-Type"), err)
+		}
+		body, _ := json.Marshal(map[string]int{"n": v.N + 1})
+		p, err := car.putKey(ctx, fmt.Sprintf("/v1/kv/tally?version=%d", version), body, "application/json")
+		switch {
+		case err != nil:
+			return refused, err
+		case p.Status == 200:
+			return refused, nil
+		case p.Status != 409 || num(p.Body["version"]) <= int64(version):
+			// A refusal carries the current version, newer than the one read.
+			return refused, fmt.Errorf("put at version %d: %d %s", version, p.Status, p.Raw)
+		}
+		refused++
+	}
+}
+
 // Twenty clients, half on each of two sidecars, each read a JSON counter, add
 // one and write it back with version=, retrying on 409: the key ends at exactly
 // 20, and every 409 carries the key's current version.
@@ -43,35 +95,13 @@ func TestKeyReadModifyWriteThroughTwoSidecars(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				g, err := car.do(ctx, http.MethodGet, "/v1/kv/tally", nil)
-				if err != nil || g.Status != 200 {
-					errs <- fmt.Errorf("get: %v %+v", err, g)
-					return
-				}
-				version, _ := strconv.Atoi(g.Header.Get("Version"))
-				var v struct{ N int }
-				if err := json.Unmarshal(g.Raw, &v); err != nil || g.Header.Get("Content-Type") != "application/json" {
-					errs <- fmt.Errorf("value %q (%s): %v", g.Raw, g.Header.Get("Content-Type"), err)
-					return
-				}
-				body, _ := json.Marshal(map[string]int{"n": v.N + 1})
-				p, err := car.putKey(ctx, fmt.Sprintf("/v1/kv/tally?version=%d", version), body, "application/json")
-				switch {
-				case err != nil:
-					errs <- err
-					return
-				case p.Status == 200:
-					return
-				case p.Status == 409 && str(p.Body["type"]) != "" && num(p.Body["version"]) > int64(version):
-					mu.Lock()
-					conflicts++
-					mu.Unlock()
-				default:
-					errs <- fmt.Errorf("put at version %d: %d %s", version, p.Status, p.Raw)
-					return
-				}
+			n, err := incrementTally(ctx, car)
+			if err != nil {
+				errs <- err
 			}
+			mu.Lock()
+			conflicts += n
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -102,9 +132,7 @@ func TestKeyLongPollAndEvents(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
 	ctx := context.Background()
-	if r, err := a.putKey(ctx, "/v1/kv/flag", []byte(`{"dark":false}`), "application/json"); err != nil || r.Status != 200 {
-		t.Fatalf("put: %v %+v", err, r)
-	}
+	a.mustPut(t, "/v1/kv/flag", []byte(`{"dark":false}`), "application/json")
 	// The long-poll waits on a, then b writes.
 	type answer struct {
 		r   *response
@@ -121,9 +149,7 @@ func TestKeyLongPollAndEvents(t *testing.T) {
 		return ebMetrics(t, a, "coord_kv_followed_keys")[0] == 1
 	})
 	wrote := time.Now()
-	if r, err := b.putKey(ctx, "/v1/kv/flag", []byte(`{"dark":true}`), "application/json"); err != nil || r.Status != 200 {
-		t.Fatalf("put on b: %v %+v", err, r)
-	}
+	b.mustPut(t, "/v1/kv/flag", []byte(`{"dark":true}`), "application/json")
 	select {
 	case ans := <-got:
 		if ans.err != nil || ans.r.Status != 200 || string(ans.r.Raw) != `{"dark":true}` || ans.r.Header.Get("Version") != "1" {
@@ -135,37 +161,31 @@ func TestKeyLongPollAndEvents(t *testing.T) {
 	}
 	st := a.openStream(t, "/v1/kv/flag/events")
 	ev := st.next(t, 10*time.Second)
-	if ev.Name != "kv" || str(ev.Data["value"]) != `{"dark":true}` || num(ev.Data["version"]) != 1 || str(ev.Data["contentType"]) != "application/json" {
-		t.Fatalf("first event: %+v", ev)
+	if ev.Name != "kv" {
+		t.Fatalf("event %q", ev.Name)
 	}
-	if r, err := b.putKey(ctx, "/v1/kv/flag", []byte("plain"), "text/plain"); err != nil || r.Status != 200 {
-		t.Fatalf("put: %v %+v", err, r)
-	}
-	if ev = st.next(t, 10*time.Second); str(ev.Data["value"]) != "plain" || num(ev.Data["version"]) != 2 || str(ev.Data["contentType"]) != "text/plain" {
-		t.Fatalf("change event: %+v", ev)
-	}
-	if r, err := b.putKey(ctx, "/v1/kv/flag", []byte{0xff, 0xfe, 0x00}, "application/octet-stream"); err != nil || r.Status != 200 {
-		t.Fatalf("binary put: %v %+v", err, r)
-	}
-	if ev = st.next(t, 10*time.Second); str(ev.Data["valueBase64"]) != "//4A" || ev.Data["value"] != nil || num(ev.Data["version"]) != 3 {
-		t.Fatalf("binary event: %+v", ev)
-	}
+	expectFields(t, "first event", ev.Data, map[string]any{"value": `{"dark":true}`, "version": 1, "contentType": "application/json"})
+	b.mustPut(t, "/v1/kv/flag", []byte("plain"), "text/plain")
+	expectFields(t, "change", st.next(t, 10*time.Second).Data, map[string]any{"value": "plain", "version": 2, "contentType": "text/plain"})
+	b.mustPut(t, "/v1/kv/flag", []byte{0xff, 0xfe, 0x00}, "application/octet-stream")
+	expectFields(t, "binary change", st.next(t, 10*time.Second).Data, map[string]any{"valueBase64": "//4A", "value": nil, "version": 3})
 	// A long-poll that sees no change answers 200 unchanged when wait ends.
 	if r := a.must(t, 200, http.MethodGet, "/v1/kv/flag?version=3&wait=100ms"); r.Header.Get("Version") != "3" {
 		t.Fatalf("unchanged long-poll: %+v", r)
 	}
 	b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/kv/flag?version=3")
-	if ev = st.next(t, 10*time.Second); ev.Data["deleted"] != true || num(ev.Data["version"]) != -1 || str(ev.Data["key"]) != "flag" {
-		t.Fatalf("deleted event: %+v", ev)
-	}
+	expectFields(t, "deletion", st.next(t, 10*time.Second).Data, map[string]any{"deleted": true, "version": -1, "key": "flag", "value": nil})
 	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/kv/flag")
-	// Lists: version and size.
-	if r, err := a.putKey(ctx, "/v1/kv/list-b", []byte("12345"), "text/plain"); err != nil || r.Status != 200 {
-		t.Fatal(err, r)
-	}
-	if r, err := a.putKey(ctx, "/v1/kv/list-a", []byte("1"), "text/plain"); err != nil || r.Status != 200 {
-		t.Fatal(err, r)
-	}
+}
+
+// Lists of keys page by name and show version and size.
+func TestKeyList(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
+	a.mustPut(t, "/v1/kv/list-b", []byte("12345"), "text/plain")
+	a.mustPut(t, "/v1/kv/list-a", []byte("1"), "text/plain")
+	a.mustPut(t, "/v1/kv/other", []byte("1"), "text/plain")
 	l := b.must(t, 200, http.MethodGet, "/v1/kv?prefix=list-&limit=1")
 	keys, _ := l.Body["keys"].([]any)
 	if len(keys) != 1 || str(l.Body["next"]) != "list-a" {

@@ -124,11 +124,8 @@ func TestStatusPage(t *testing.T) {
 	for _, id := range []string{"w1", "w2"} {
 		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
-	for _, v := range []string{`{"dark":false}`, `{"dark":true}`} {
-		if r, err := car.do(context.Background(), http.MethodPut, "/v1/kv/feature-flags", strings.NewReader(v), "Content-Type", "application/json"); err != nil || r.Status != http.StatusOK {
-			t.Fatalf("PUT /v1/kv/feature-flags: %v %+v", err, r)
-		}
-	}
+	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":false}`), "application/json")
+	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
 	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);

@@ -1249,11 +1249,11 @@ export interface components {
              * @description `-1` when the key is absent.
              */
             version: number;
-            /** @description The value */
+            /** @description The value, when its bytes are UTF-8. */
             value?: string;
             /**
              * Format: byte
-             * @description The value's bytes in base64
+             * @description The value's bytes in base64, when they are not UTF-8.
              */
             valueBase64?: string;
             /** @description The Content-Type the value was written with. */

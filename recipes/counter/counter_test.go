@@ -119,6 +119,15 @@ func TestDistributedAtomicLongLayout(t *testing.T) {
 	if v, err := c.Set(ctx, "fresh", 5, ptr(int64(0))); err != nil || v != 5 {
 		t.Fatalf("set of a never-set counter expecting 0: %d %v", v, err)
 	}
+}
+
+// The int64 range, and a node that is not a counter.
+func TestOverflowAndCorrupt(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	c := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	ctx := context.Background()
 	// Overflow: refused, the counter unchanged.
 	if _, err := c.Set(ctx, "big", math.MaxInt64-1, nil); err != nil {
 		t.Fatal(err)
@@ -131,7 +140,7 @@ func TestDistributedAtomicLongLayout(t *testing.T) {
 		t.Fatalf("up to the max: %d %v", v, err)
 	}
 	// Not a counter: left alone.
-	if _, err := conn.Create(root+"/counters/text", []byte("12"), 0, acl); err != nil {
+	if _, err := conn.Create(root+"/counters/text", []byte("12"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Add(ctx, "text", 1); !errors.Is(err, ErrCorrupt) {

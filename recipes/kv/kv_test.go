@@ -18,11 +18,8 @@ func ptr[T any](v T) *T { return &v }
 
 // Versions, create-only, compare-and-set and the content type, and what a plain
 // ZooKeeper client (Curator's NodeCache, kazoo's DataWatch) sees: the bytes.
-func TestPutGetDeleteVersions(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	k := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+func TestPutGetVersions(t *testing.T) {
+	k, conn, root := newTestStore(t)
 	ctx := context.Background()
 
 	if _, err := k.Get(ctx, "flag"); !errors.Is(err, ErrKeyNotFound) {
@@ -51,21 +48,41 @@ func TestPutGetDeleteVersions(t *testing.T) {
 	if err != nil || string(data) != `{"on":false}` || st.Version != 1 {
 		t.Fatalf("raw node: %q %+v %v", data, st, err)
 	}
+	testForeignWrite(t, k, conn, root)
+}
+
+// newTestStore is a Store on a session of its own, a plain client, and the root.
+func newTestStore(t *testing.T) (*Store, *zk.Conn, string) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	return New(zookeepertest.NewSession(t, zkc.Servers(), root), nil), zktest.Connect(t, zkc.Servers(), 5*time.Second), root
+}
+
+// testForeignWrite: a write by another client keeps no type.
+func testForeignWrite(t *testing.T, k *Store, conn *zk.Conn, root string) {
+	ctx := context.Background()
 	// A foreign write keeps no type: the value reads as octet-stream, never with the stale type.
 	if _, err := conn.Set(root+"/kv/flag", []byte{0xff, 0x00}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = k.Get(ctx, "flag"); err != nil || got.ContentType != DefaultContentType || got.Version != 2 {
+	if got, err := k.Get(ctx, "flag"); err != nil || got.ContentType != DefaultContentType || got.Version != 2 {
 		t.Fatalf("after a foreign write: %+v %v", got, err)
 	}
+}
+
+// Writes and deletes at any version or at one, and what they leave behind.
+func TestPutDeleteAnyVersion(t *testing.T) {
+	k, conn, root := newTestStore(t)
+	ctx := context.Background()
+	var mm *VersionMismatchError
 	// Any version: create or set.
-	if v, err = k.Put(ctx, "other", []byte("1"), "text/plain", nil, nil); err != nil || v != 0 {
+	if v, err := k.Put(ctx, "other", []byte("1"), "text/plain", nil, nil); err != nil || v != 0 {
 		t.Fatalf("blind create: %d %v", v, err)
 	}
-	if v, err = k.Put(ctx, "other", []byte("2"), "", nil, nil); err != nil || v != 1 {
+	if v, err := k.Put(ctx, "other", []byte("2"), "", nil, nil); err != nil || v != 1 {
 		t.Fatalf("blind set: %d %v", v, err)
 	}
-	if got, _ = k.Get(ctx, "other"); got.ContentType != DefaultContentType {
+	if got, _ := k.Get(ctx, "other"); got.ContentType != DefaultContentType {
 		t.Fatalf("a write without a type keeps none: %+v", got)
 	}
 	if err := k.Delete(ctx, "other", ptr(int32(0))); !errors.As(err, &mm) || mm.Version != 1 {
@@ -82,6 +99,9 @@ func TestPutGetDeleteVersions(t *testing.T) {
 	}
 	if ok, _, _ := conn.Exists(root + "/kv-meta/other"); ok {
 		t.Fatal("the type outlived its key")
+	}
+	if _, err := k.Put(ctx, "flag", nil, "", nil, nil); err != nil {
+		t.Fatal(err)
 	}
 	names, err := k.List(ctx)
 	if err != nil || len(names) != 1 || names[0] != "flag" {
