@@ -38,6 +38,21 @@ func (e ElectionEventEvent) Valid() bool {
 	}
 }
 
+// Defines values for KeyEventEvent.
+const (
+	KeyEventEventKv KeyEventEvent = "kv"
+)
+
+// Valid indicates whether the value is a known member of the KeyEventEvent enum.
+func (e KeyEventEvent) Valid() bool {
+	switch e {
+	case KeyEventEventKv:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStreamEvent0Event.
 const (
 	LeaseStreamEvent0EventLease LeaseStreamEvent0Event = "lease"
@@ -158,6 +173,36 @@ const (
 func (e OverviewEvent6Event) Valid() bool {
 	switch e {
 	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent7Event.
+const (
+	OverviewEvent7EventKv OverviewEvent7Event = "kv"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent7Event enum.
+func (e OverviewEvent7Event) Valid() bool {
+	switch e {
+	case OverviewEvent7EventKv:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent8Event.
+const (
+	OverviewEvent8EventCounter OverviewEvent8Event = "counter"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
+func (e OverviewEvent8Event) Valid() bool {
+	switch e {
+	case OverviewEvent8EventCounter:
 		return true
 	default:
 		return false
@@ -331,11 +376,38 @@ type CandidateValue struct {
 	Value *string `json:"value,omitempty"`
 }
 
+// Counter defines model for Counter.
+type Counter struct {
+	Name  Name  `json:"name"`
+	Value int64 `json:"value"`
+}
+
+// CounterProblem `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
+type CounterProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+	Status   int     `json:"status"`
+	Title    string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Value                *int64                 `json:"value,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// CounterValue defines model for CounterValue.
+type CounterValue struct {
+	Value int64 `json:"value"`
+}
+
 // Deleted The last event of an entity that went away (`/v1/events`).
 type Deleted struct {
 	// Deleted Always true.
 	Deleted bool    `json:"deleted"`
 	Group   *string `json:"group,omitempty"`
+
+	// Key A key's name (`kv`).
+	Key *string `json:"key,omitempty"`
 
 	// Name The entity's name (`group` for a throughput group).
 	Name *string `json:"name,omitempty"`
@@ -415,6 +487,55 @@ type Hold struct {
 // with `type: string`, a validating proxy or client parses a JSON item by its
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
+
+// KeyEvent defines model for KeyEvent.
+type KeyEvent struct {
+	// Data A key's state in its event stream.
+	Data  KeyState      `json:"data"`
+	Event KeyEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// KeyEventEvent defines model for KeyEvent.Event.
+type KeyEventEvent string
+
+// KeyInfo A key as lists and `/v1/events` show it.
+type KeyInfo struct {
+	Key Name `json:"key"`
+
+	// Size The value's length in bytes.
+	Size    int   `json:"size"`
+	Version int32 `json:"version"`
+}
+
+// KeyState A key's state in its event stream.
+type KeyState struct {
+	// ContentType The Content-Type the value was written with.
+	ContentType *string `json:"contentType,omitempty"`
+
+	// Deleted Present (true) when the key is absent.
+	Deleted *bool `json:"deleted,omitempty"`
+	Key     Name  `json:"key"`
+
+	// Value The value, when its bytes are UTF-8.
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 The value's bytes in base64, when they are not UTF-8.
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+
+	// Version `-1` when the key is absent.
+	Version int32 `json:"version"`
+}
+
+// KeyWritten defines model for KeyWritten.
+type KeyWritten struct {
+	Key Name `json:"key"`
+
+	// Version The key's version after this write.
+	Version int32 `json:"version"`
+}
 
 // Lease defines model for Lease.
 type Lease struct {
@@ -619,6 +740,40 @@ type OverviewEvent_6_Data struct {
 // OverviewEvent6Event defines model for OverviewEvent.6.Event.
 type OverviewEvent6Event string
 
+// OverviewEvent7 defines model for OverviewEvent.7.
+type OverviewEvent7 struct {
+	Data  OverviewEvent_7_Data `json:"data"`
+	Event OverviewEvent7Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_7_Data defines model for OverviewEvent.7.Data.
+type OverviewEvent_7_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent7Event defines model for OverviewEvent.7.Event.
+type OverviewEvent7Event string
+
+// OverviewEvent8 defines model for OverviewEvent.8.
+type OverviewEvent8 struct {
+	Data  OverviewEvent_8_Data `json:"data"`
+	Event OverviewEvent8Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_8_Data defines model for OverviewEvent.8.Data.
+type OverviewEvent_8_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent8Event defines model for OverviewEvent.8.Event.
+type OverviewEvent8Event string
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -630,6 +785,8 @@ type OverviewEvent6Event string
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
@@ -790,6 +947,19 @@ type ThroughputShare struct {
 	Version int64   `json:"version"`
 }
 
+// VersionMismatchProblem `version-mismatch` carries the key's current `version` (`-1`: absent).
+type VersionMismatchProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+	Status   int     `json:"status"`
+	Title    string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Version              *int32                 `json:"version,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // ClaimPath defines model for ClaimPath.
 type ClaimPath = Name
 
@@ -798,6 +968,9 @@ type GroupPath = Name
 
 // IDPath defines model for IDPath.
 type IDPath = Name
+
+// KeyPath defines model for KeyPath.
+type KeyPath = Name
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -837,6 +1010,8 @@ type Wait = string
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BadRequest = Problem
 
@@ -851,6 +1026,8 @@ type BadRequest = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BodyTimeout = Problem
 
@@ -865,6 +1042,8 @@ type BodyTimeout = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type BodyTooLarge = Problem
 
@@ -879,8 +1058,13 @@ type BodyTooLarge = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type ClaimNotFound = Problem
+
+// CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
+type CounterConflict = CounterProblem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -893,8 +1077,26 @@ type ClaimNotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Forbidden = Problem
+
+// KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -907,6 +1109,8 @@ type Forbidden = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type LeaseNotFound = Problem
 
@@ -921,6 +1125,8 @@ type LeaseNotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotFound = Problem
 
@@ -935,6 +1141,8 @@ type NotFound = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type NotHeld = Problem
 
@@ -949,6 +1157,8 @@ type NotHeld = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type TooManyLeases = Problem
 
@@ -963,6 +1173,8 @@ type TooManyLeases = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unauthorized = Problem
 
@@ -977,6 +1189,8 @@ type Unauthorized = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type Unavailable = Problem
 
@@ -991,8 +1205,13 @@ type Unavailable = Problem
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
 // `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
 // `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
 type UnsupportedMediaType = Problem
+
+// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
+type VersionMismatch = VersionMismatchProblem
 
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
@@ -1016,6 +1235,30 @@ type RaiseBarrierParams struct {
 type WaitBarrierParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListCountersParams defines parameters for ListCounters.
+type ListCountersParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AddCounterParams defines parameters for AddCounter.
+type AddCounterParams struct {
+	// Add The signed 64-bit amount to add; default 1.
+	Add *int64 `form:"add,omitempty" json:"add,omitempty"`
+}
+
+// SetCounterParams defines parameters for SetCounter.
+type SetCounterParams struct {
+	// Expect Set only if the current value is this one.
+	Expect *int64 `form:"expect,omitempty" json:"expect,omitempty"`
 }
 
 // ListDoubleBarriersParams defines parameters for ListDoubleBarriers.
@@ -1099,6 +1342,42 @@ type ResignParams struct {
 type ProclaimParams struct {
 	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// ListKeysParams defines parameters for ListKeys.
+type ListKeysParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// DeleteKeyParams defines parameters for DeleteKey.
+type DeleteKeyParams struct {
+	// Version Delete only if the current version is this one.
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+}
+
+// GetKeyParams defines parameters for GetKey.
+type GetKeyParams struct {
+	// Version With `wait`, answer once the version differs from this one (`-1`, absent).
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PutKeyParams defines parameters for PutKey.
+type PutKeyParams struct {
+	// Version Write only if the current version is this one (`-1`, only if absent).
+	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Lease Make the key ephemeral, held by this lease (of this sidecar and this token).
+	Lease *Name `form:"lease,omitempty" json:"lease,omitempty"`
 }
 
 // CreateLeaseParams defines parameters for CreateLease.
@@ -1225,6 +1504,9 @@ type UpdateThroughputMemberParams struct {
 	// Lease The lease that holds what the operation changes.
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
+
+// SetCounterJSONRequestBody defines body for SetCounter for application/json ContentType.
+type SetCounterJSONRequestBody = CounterValue
 
 // CampaignJSONRequestBody defines body for Campaign for application/json ContentType.
 type CampaignJSONRequestBody = CandidateValue
@@ -1542,6 +1824,143 @@ func (a BarrierNotReadyProblem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for CounterProblem. Returns the specified
+// element and whether it was found
+func (a CounterProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for CounterProblem
+func (a *CounterProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for CounterProblem to handle AdditionalProperties
+func (a *CounterProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["value"]; found {
+		err = json.Unmarshal(raw, &a.Value)
+		if err != nil {
+			return fmt.Errorf("error reading 'value': %w", err)
+		}
+		delete(object, "value")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for CounterProblem to handle AdditionalProperties
+func (a CounterProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Value != nil {
+		object["value"], err = json.Marshal(a.Value)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'value': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for LockHeldProblem. Returns the specified
 // element and whether it was found
 func (a LockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
@@ -1801,6 +2220,143 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for VersionMismatchProblem. Returns the specified
+// element and whether it was found
+func (a VersionMismatchProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for VersionMismatchProblem
+func (a *VersionMismatchProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for VersionMismatchProblem to handle AdditionalProperties
+func (a *VersionMismatchProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["version"]; found {
+		err = json.Unmarshal(raw, &a.Version)
+		if err != nil {
+			return fmt.Errorf("error reading 'version': %w", err)
+		}
+		delete(object, "version")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for VersionMismatchProblem to handle AdditionalProperties
+func (a VersionMismatchProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Version != nil {
+		object["version"], err = json.Marshal(a.Version)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'version': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // AsLeaseStreamEvent0 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent0
 func (t LeaseStreamEvent) AsLeaseStreamEvent0() (LeaseStreamEvent0, error) {
 	var body LeaseStreamEvent0
@@ -2035,6 +2591,58 @@ func (t *OverviewEvent) FromOverviewEvent6(v OverviewEvent6) error {
 
 // MergeOverviewEvent6 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent6
 func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent7 returns the union data inside the OverviewEvent as a OverviewEvent7
+func (t OverviewEvent) AsOverviewEvent7() (OverviewEvent7, error) {
+	var body OverviewEvent7
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent7 overwrites any union data inside the OverviewEvent as the provided OverviewEvent7
+func (t *OverviewEvent) FromOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent7 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent7
+func (t *OverviewEvent) MergeOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent8 returns the union data inside the OverviewEvent as a OverviewEvent8
+func (t OverviewEvent) AsOverviewEvent8() (OverviewEvent8, error) {
+	var body OverviewEvent8
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent8 overwrites any union data inside the OverviewEvent as the provided OverviewEvent8
+func (t *OverviewEvent) FromOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent8 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent8
+func (t *OverviewEvent) MergeOverviewEvent8(v OverviewEvent8) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2427,6 +3035,130 @@ func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsKeyInfo returns the union data inside the OverviewEvent_7_Data as a KeyInfo
+func (t OverviewEvent_7_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromKeyInfo overwrites any union data inside the OverviewEvent_7_Data as the provided KeyInfo
+func (t *OverviewEvent_7_Data) FromKeyInfo(v KeyInfo) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_7_Data, using the provided KeyInfo
+func (t *OverviewEvent_7_Data) MergeKeyInfo(v KeyInfo) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_7_Data as a Deleted
+func (t OverviewEvent_7_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_7_Data as the provided Deleted
+func (t *OverviewEvent_7_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_7_Data, using the provided Deleted
+func (t *OverviewEvent_7_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_7_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCounter returns the union data inside the OverviewEvent_8_Data as a Counter
+func (t OverviewEvent_8_Data) AsCounter() (Counter, error) {
+	var body Counter
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCounter overwrites any union data inside the OverviewEvent_8_Data as the provided Counter
+func (t *OverviewEvent_8_Data) FromCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCounter performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Counter
+func (t *OverviewEvent_8_Data) MergeCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_8_Data as a Deleted
+func (t OverviewEvent_8_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_8_Data as the provided Deleted
+func (t *OverviewEvent_8_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Deleted
+func (t *OverviewEvent_8_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_8_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -2450,6 +3182,18 @@ type ServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(w http.ResponseWriter, r *http.Request, name NamePath, params WaitBarrierParams)
+	// ListCounters Every counter that has a node, with its value.
+	// (GET /v1/counters)
+	ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams)
+	// GetCounter The counter's value (`0` when never set).
+	// (GET /v1/counters/{name})
+	GetCounter(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+	// (POST /v1/counters/{name})
+	AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams)
+	// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+	// (PUT /v1/counters/{name})
+	SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams)
 	// ListDoubleBarriers Every double barrier that has a node.
 	// (GET /v1/double-barriers)
 	ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams)
@@ -2483,6 +3227,21 @@ type ServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(w http.ResponseWriter, r *http.Request)
+	// ListKeys Every key that has a value, with its version and size.
+	// (GET /v1/kv)
+	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
+	// DeleteKey Delete the key (if its version is `version`).
+	// (DELETE /v1/kv/{key})
+	DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams)
+	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	// (GET /v1/kv/{key})
+	GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams)
+	// PutKey Write the raw body as the key's value (any content type, kept).
+	// (PUT /v1/kv/{key})
+	PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams)
+	// StreamKey The key's value, then every change (SSE).
+	// (GET /v1/kv/{key}/events)
+	StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -2612,6 +3371,30 @@ func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListCounters Every counter that has a node, with its value.
+// (GET /v1/counters)
+func (_ Unimplemented) ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetCounter The counter's value (`0` when never set).
+// (GET /v1/counters/{name})
+func (_ Unimplemented) GetCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+// (POST /v1/counters/{name})
+func (_ Unimplemented) AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+// (PUT /v1/counters/{name})
+func (_ Unimplemented) SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListDoubleBarriers Every double barrier that has a node.
 // (GET /v1/double-barriers)
 func (_ Unimplemented) ListDoubleBarriers(w http.ResponseWriter, r *http.Request, params ListDoubleBarriersParams) {
@@ -2675,6 +3458,36 @@ func (_ Unimplemented) StreamElection(w http.ResponseWriter, r *http.Request, na
 // StreamEverything Every topic in one stream (SSE), each first as current state.
 // (GET /v1/events)
 func (_ Unimplemented) StreamEverything(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListKeys Every key that has a value, with its version and size.
+// (GET /v1/kv)
+func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteKey Delete the key (if its version is `version`).
+// (DELETE /v1/kv/{key})
+func (_ Unimplemented) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+// (GET /v1/kv/{key})
+func (_ Unimplemented) GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutKey Write the raw body as the key's value (any content type, kept).
+// (PUT /v1/kv/{key})
+func (_ Unimplemented) PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamKey The key's value, then every change (SSE).
+// (GET /v1/kv/{key}/events)
+func (_ Unimplemented) StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3063,6 +3876,175 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.WaitBarrier(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListCounters operation middleware
+func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListCountersParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListCounters(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetCounter operation middleware
+func (siw *ServerInterfaceWrapper) GetCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCounter(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AddCounter operation middleware
+func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AddCounterParams
+
+	// ------------- Optional query parameter "add" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", r.URL.Query(), &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "add"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "add", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AddCounter(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetCounter operation middleware
+func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetCounterParams
+
+	// ------------- Optional query parameter "expect" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", r.URL.Query(), &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "expect"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "expect", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetCounter(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3656,6 +4638,243 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEverything(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListKeysParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteKey operation middleware
+func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetKey operation middleware
+func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutKey operation middleware
+func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutKeyParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutKey(w, r, key, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamKey operation middleware
+func (siw *ServerInterfaceWrapper) StreamKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key KeyPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamKey(w, r, key)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5017,6 +6236,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/throughput", wrapper.ListThroughputGroups)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/kv/{key}", wrapper.DeleteKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/{key}", wrapper.GetKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/kv/{key}", wrapper.PutKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/{key}/events", wrapper.StreamKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/counters", wrapper.ListCounters)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/counters/{name}", wrapper.GetCounter)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/counters/{name}", wrapper.AddCounter)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/counters/{name}", wrapper.SetCounter)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
 	})
 
@@ -5031,7 +6277,11 @@ type BodyTooLargeApplicationProblemPlusJSONResponse Problem
 
 type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
 
+type CounterConflictApplicationProblemPlusJSONResponse CounterProblem
+
 type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type KeyNotFoundApplicationProblemPlusJSONResponse Problem
 
 type LeaseNotFoundApplicationProblemPlusJSONResponse Problem
 
@@ -5069,6 +6319,8 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
+
+type VersionMismatchApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 type GetHealthzRequestObject struct {
 }
@@ -5722,6 +6974,530 @@ type WaitBarrierdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response WaitBarrierdefaultApplicationProblemPlusJSONResponse) VisitWaitBarrierResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCountersRequestObject struct {
+	Params ListCountersParams
+}
+
+type ListCountersResponseObject interface {
+	VisitListCountersResponse(w http.ResponseWriter) error
+}
+
+type ListCounters200JSONResponse struct {
+	Counters []Counter `json:"counters"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListCounters200JSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters400ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters401ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters403ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCounters503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListCounters503ApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListCountersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListCountersdefaultApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounterRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetCounterResponseObject interface {
+	VisitGetCounterResponse(w http.ResponseWriter) error
+}
+
+type GetCounter200JSONResponse Counter
+
+func (response GetCounter200JSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter400ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter401ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter403ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter409ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetCounter503ApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetCounterdefaultApplicationProblemPlusJSONResponse) VisitGetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounterRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AddCounterParams
+}
+
+type AddCounterResponseObject interface {
+	VisitAddCounterResponse(w http.ResponseWriter) error
+}
+
+type AddCounter200JSONResponse Counter
+
+func (response AddCounter200JSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter400ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter401ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter403ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter409ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AddCounter503ApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AddCounterdefaultApplicationProblemPlusJSONResponse) VisitAddCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounterRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params SetCounterParams
+	Body   *SetCounterJSONRequestBody
+}
+
+type SetCounterResponseObject interface {
+	VisitSetCounterResponse(w http.ResponseWriter) error
+}
+
+type SetCounter200JSONResponse Counter
+
+func (response SetCounter200JSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter400ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter401ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter403ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter409ApplicationProblemPlusJSONResponse struct {
+	CounterConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter409ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter413ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter415ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetCounter503ApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetCounterdefaultApplicationProblemPlusJSONResponse) VisitSetCounterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7241,6 +9017,711 @@ type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamEverythingdefaultApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeysRequestObject struct {
+	Params ListKeysParams
+}
+
+type ListKeysResponseObject interface {
+	VisitListKeysResponse(w http.ResponseWriter) error
+}
+
+type ListKeys200JSONResponse struct {
+	Keys []KeyInfo `json:"keys"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListKeys200JSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys400ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys401ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys403ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys503ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListKeysdefaultApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKeyRequestObject struct {
+	Key    KeyPath `json:"key"`
+	Params DeleteKeyParams
+}
+
+type DeleteKeyResponseObject interface {
+	VisitDeleteKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteKey204Response struct {
+}
+
+func (response DeleteKey204Response) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey400ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey401ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey403ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey404ApplicationProblemPlusJSONResponse struct {
+	KeyNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey404ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey409ApplicationProblemPlusJSONResponse struct {
+	VersionMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey409ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteKey503ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteKeydefaultApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKeyRequestObject struct {
+	Key    KeyPath `json:"key"`
+	Params GetKeyParams
+}
+
+type GetKeyResponseObject interface {
+	VisitGetKeyResponse(w http.ResponseWriter) error
+}
+
+type GetKey200ResponseHeaders struct {
+	Version *int32
+}
+
+type GetKey200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       GetKey200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response GetKey200AsteriskResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Version != nil {
+		w.Header().Set("Version", fmt.Sprint(*response.Headers.Version))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type GetKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey400ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey401ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey403ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey404ApplicationProblemPlusJSONResponse struct {
+	KeyNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey404ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetKey503ApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetKeydefaultApplicationProblemPlusJSONResponse) VisitGetKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKeyRequestObject struct {
+	Key         KeyPath `json:"key"`
+	Params      PutKeyParams
+	ContentType string
+	Body        io.Reader
+}
+
+type PutKeyResponseObject interface {
+	VisitPutKeyResponse(w http.ResponseWriter) error
+}
+
+type PutKey200JSONResponse KeyWritten
+
+func (response PutKey200JSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey400ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey401ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey403ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey404ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey408ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey409ApplicationProblemPlusJSONResponse struct {
+	VersionMismatchApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey409ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey413ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutKey503ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutKeydefaultApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeyRequestObject struct {
+	Key KeyPath `json:"key"`
+}
+
+type StreamKeyResponseObject interface {
+	VisitStreamKeyResponse(w http.ResponseWriter) error
+}
+
+type StreamKey200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamKey200TexteventStreamResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey400ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey401ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey403ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKey503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKey503ApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamKeydefaultApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10667,6 +13148,18 @@ type StrictServerInterface interface {
 	// WaitBarrier Return once the barrier is lowered (`409 barrier-raised` when `wait` ends first).
 	// (POST /v1/barriers/{name}/wait)
 	WaitBarrier(ctx context.Context, request WaitBarrierRequestObject) (WaitBarrierResponseObject, error)
+	// ListCounters Every counter that has a node, with its value.
+	// (GET /v1/counters)
+	ListCounters(ctx context.Context, request ListCountersRequestObject) (ListCountersResponseObject, error)
+	// GetCounter The counter's value (`0` when never set).
+	// (GET /v1/counters/{name})
+	GetCounter(ctx context.Context, request GetCounterRequestObject) (GetCounterResponseObject, error)
+	// AddCounter Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+	// (POST /v1/counters/{name})
+	AddCounter(ctx context.Context, request AddCounterRequestObject) (AddCounterResponseObject, error)
+	// SetCounter Set the value, if the current one is `expect` (compare-and-set).
+	// (PUT /v1/counters/{name})
+	SetCounter(ctx context.Context, request SetCounterRequestObject) (SetCounterResponseObject, error)
 	// ListDoubleBarriers Every double barrier that has a node.
 	// (GET /v1/double-barriers)
 	ListDoubleBarriers(ctx context.Context, request ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error)
@@ -10700,6 +13193,21 @@ type StrictServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(ctx context.Context, request StreamEverythingRequestObject) (StreamEverythingResponseObject, error)
+	// ListKeys Every key that has a value, with its version and size.
+	// (GET /v1/kv)
+	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
+	// DeleteKey Delete the key (if its version is `version`).
+	// (DELETE /v1/kv/{key})
+	DeleteKey(ctx context.Context, request DeleteKeyRequestObject) (DeleteKeyResponseObject, error)
+	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	// (GET /v1/kv/{key})
+	GetKey(ctx context.Context, request GetKeyRequestObject) (GetKeyResponseObject, error)
+	// PutKey Write the raw body as the key's value (any content type, kept).
+	// (PUT /v1/kv/{key})
+	PutKey(ctx context.Context, request PutKeyRequestObject) (PutKeyResponseObject, error)
+	// StreamKey The key's value, then every change (SSE).
+	// (GET /v1/kv/{key}/events)
+	StreamKey(ctx context.Context, request StreamKeyRequestObject) (StreamKeyResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -10995,6 +13503,119 @@ func (sh *strictHandler) WaitBarrier(w http.ResponseWriter, r *http.Request, nam
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(WaitBarrierResponseObject); ok {
 		if err := validResponse.VisitWaitBarrierResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListCounters operation middleware
+func (sh *strictHandler) ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams) {
+	var request ListCountersRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListCounters(ctx, request.(ListCountersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListCounters")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListCountersResponseObject); ok {
+		if err := validResponse.VisitListCountersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetCounter operation middleware
+func (sh *strictHandler) GetCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetCounterRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetCounter(ctx, request.(GetCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetCounterResponseObject); ok {
+		if err := validResponse.VisitGetCounterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AddCounter operation middleware
+func (sh *strictHandler) AddCounter(w http.ResponseWriter, r *http.Request, name NamePath, params AddCounterParams) {
+	var request AddCounterRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AddCounter(ctx, request.(AddCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AddCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AddCounterResponseObject); ok {
+		if err := validResponse.VisitAddCounterResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetCounter operation middleware
+func (sh *strictHandler) SetCounter(w http.ResponseWriter, r *http.Request, name NamePath, params SetCounterParams) {
+	var request SetCounterRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body SetCounterJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetCounter(ctx, request.(SetCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetCounterResponseObject); ok {
+		if err := validResponse.VisitSetCounterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11305,6 +13926,142 @@ func (sh *strictHandler) StreamEverything(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEverythingResponseObject); ok {
 		if err := validResponse.VisitStreamEverythingResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListKeys operation middleware
+func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
+	var request ListKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListKeys(ctx, request.(ListKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListKeysResponseObject); ok {
+		if err := validResponse.VisitListKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteKey operation middleware
+func (sh *strictHandler) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
+	var request DeleteKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteKey(ctx, request.(DeleteKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteKeyResponseObject); ok {
+		if err := validResponse.VisitDeleteKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetKey operation middleware
+func (sh *strictHandler) GetKey(w http.ResponseWriter, r *http.Request, key KeyPath, params GetKeyParams) {
+	var request GetKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetKey(ctx, request.(GetKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetKeyResponseObject); ok {
+		if err := validResponse.VisitGetKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutKey operation middleware
+func (sh *strictHandler) PutKey(w http.ResponseWriter, r *http.Request, key KeyPath, params PutKeyParams) {
+	var request PutKeyRequestObject
+
+	request.Key = key
+	request.Params = params
+	request.ContentType = r.Header.Get("Content-Type")
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutKey(ctx, request.(PutKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutKeyResponseObject); ok {
+		if err := validResponse.VisitPutKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamKey operation middleware
+func (sh *strictHandler) StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath) {
+	var request StreamKeyRequestObject
+
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamKey(ctx, request.(StreamKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamKeyResponseObject); ok {
+		if err := validResponse.VisitStreamKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12047,185 +14804,226 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9s4suhfQemeKku7lCzncXYj137wZDIzOZOZZGPvnbpnlXsIk5CENQVoANCyJpX/fgrdAAm+JDl+",
-	"JVl/iiOSQKPR6Bf68bGXyOVKCiaM7k0+9haMpkzBn++ZUZuTmWHK/i9lOlF8ZbgUvUnvlCVSpJoYSdaU",
-	"G3LOZlIxYtSGizmhc8rFqBf1dLJgS2o/N5sV6016XBg2Z6r36dOnqLeiii6ZcdO9zChfvqNm0ZztbMFI",
-	"DM+Hr9OYUJLYvwkVes0US+1M3L63sl9HPUGXdi54qRf1FPs954qlvYlROQuB+g/FZr1J7/8cljg4xKf6",
-	"8Fc7iIXyRyXzlYerZZq5fX7zaV5/v2UOnt58gjeMarZljsw+v6Vp/p4ztWnu44kxNFlYojELrgm74tpY",
-	"eoGpCRfaMJoSOSNLegF0JAhfrjKecEOkYMU+/w7DNyD/HEjfF6ttIzoEzCyoIQuZpZqs7Z9mwYhcMUXt",
-	"myRZUDFnehdwN0Ur16bjLL4V2YbY2TSh9g1ErhSM9C2ksWBXJrZYtf9bKXbJZa7Jis7ZoAtoGKeC0SW9",
-	"esPE3FLP0ZO/Rv48a6O4mBcQvuFLbtr2nSylNgjYkooN4YYtNekfjUZH4/F4HJGUzWieGWL/Ozj2QGu6",
-	"sThnlrUsGFFMW1Yz56Ib3QBBCLkbuTexQ0d2IXyZL/G/9v9cuP9HTSaFq3qn2IxfbUU8kIg2VBmy5mYB",
-	"K+0CcYXDXQ+7lhC2HF7458ZEdnb2prnKN3gG+JLZg5vxS0b6P0qS5kj/ETkCMRAPh0t6NTQmiwfHxXbG",
-	"w6H7E550ocSYrIIPdkWXq8w+eTrWvTZ8/EbbCO0nuSaZFHML0Hkmk4saqNQRogPWii4LLT3XTBgiFYnH",
-	"OiZGcWYPUNLJceyH1wL4k90bvZJCMxB239HUch6mYRGJFIYJ+JOuLL8DcA9XSp5nbPnnf2m7uI977uY7",
-	"/AonraIn5uKSZjwd2mXEpE+BeonMjeYpHrEVNYYpMYhI8XIhpuGLJc1mUi1ZOhVS2U+HcjZUlgWS4sUB",
-	"oNJ/fy7TDXxq/8CTwjUREng6+a/Tt7+SS5rlbCrkjHCjCa4ksoNQQdhyZTbk95zlDNjGYER+lWZh5cOa",
-	"asd+09FU9D5Fve9kujnjSybz+0WsXdrQ4MTxxDEr2F9cdcpTWDFVyh4gyyO4sGRY+dAzaaeEHdtPGgst",
-	"linlG6rm7AHWKeUws1O7lcIKrci5ZMofrWLTy42bVF6wv9iz17VEUPd+leYHmYv0XtcIeuNQSDOc2bnj",
-	"CRGO76HaCZvENbFnJqGKLKjj/zwlfZpcsDQiioHcT4GILU2jJsFEytIBrO8Hqc55mjJxr2ub+VnjCaFE",
-	"J3LFUmLkBROkHw+H8JceznjG4kHBFyz8F9yq+1SkKPDwcE6FYjQdSisHcRApCBUb3NHz3BBKfnx1dkzi",
-	"hdQGUEqzTK5ZCtPHP0ltiR6nmYp46B8P7fs6PiaxVHzORePTcyXX2hLTW3geE2kWoPlQYUlyKtzmHGgi",
-	"1wLgDkbHQXVM+nYVJFFS66Hmpjy09oDKHDjUYDQV37OEpyz1Zo7VYP5byp8ZWzFFEppl7XSMPAkE6INQ",
-	"MhBdhZLxp9hpLZ6ukThrdA1U+iBg146ezpMFUTI3zIP0E8vuH6IFy1LH8BBfqWQoxqxpQLg5Ji0I9/CX",
-	"eIZF+MnucREngrz/4SV58ez5X4gbnKQyyZdW9QFLQTN1yfyRmVGe5cqe9Pj5eEysTqwEzWLkXmdS/kLF",
-	"Bkhb3+tWWOFjTYghIFNbmkaB4v6PSNaEKoZIp5llUhvSD61J3MFE5sJY7VV2CCLym1XmY/CEDMH8AhW2",
-	"7iQZFpZZ26rc24eBPwUW9g9Bc7OQiv/B7pea82Bi4KbIu7kmiRQzPs8VS4FlhmqM12ASqpS132p4+O23",
-	"34YnuVkwYSzgrAppqR5/x6hiiihGs+Xfpr1ESpUOHceZ9to0Z8TUJeUZPc/uV9v5Q8oL4PHDvIQg9odF",
-	"a2v+O1U2kUKwxLDUas7u2TAD+danUzFXVJgDXXzFrlbWToOXF7kxXMyHqVyLOCIlhWujGF3qmEg1FQHh",
-	"SzEfrmSWWQG5bhLoVNwiiep8tZLKsPQXlnJ6Bptzr6RaADBcWgiGlj5QBbBaJ9htgANKXiJQQwtkqA/E",
-	"IYgWtLhL6/zkTTpnoynFEWcrJVdMGY68Do3Aj3VSjXqKco1n2T06lzJjVPTQ/vO2+T8Lcx3f/1BQvTz/",
-	"F0sMaPg4+a/SvLL2TyAvaJa9nfUm/9wTqVEdesWWlAsLcavLa0WV4QlfUeCM4PmilwxoPGMzOPbgvGlF",
-	"gPuBKkU3jUWXEzcX/KGy5PeWYd/ikoHPt3mhI+eea1tLiIhWD3ZzEU1zCZcEGgFIoRj4J2eaxACUPe/h",
-	"RDHpL+QafWSAd2blLksHqMI67a1vqht1oAfHbsDhkuslNcmiMRN+5SDCL4IhhuCM1TFYM0ISdmWYsKxq",
-	"FFDjO6odfddIal+630LwL6lIeUqTTXP4BB+Z9n3KgHe1Tb5tdzvPsGFq2X4yklwpy25wwgNN7KukPybr",
-	"BQOrQzGUBgIdqzOpltQgyfzns16re7GFKZSrjQrnsVujg24L+hBH10Gf5iKBJwW49lVwSTSlcdQDT03L",
-	"QLW1hIvAT/xMW4H/v3706gqKSaub8oNijBh2ZUjfO/aekZ/5dwOyys8zrhcs9d5YRgqIRq3+xAZM37OM",
-	"mc57AaoNYZfgNJyBk0oYbpxza21/pmu6If348PLoEN7TMdBEdV1p1xwn2ZpuNDEqD8ENCBsvnbYRdhNo",
-	"hPFAo9OvH8MYMZmBDWwWSubzxSo3BH4ftKMp3GMPfduOfi/z84x1StAtDLnzYNb58b5SyAJN083+UhmB",
-	"85/VJt652FfIsJtrLnhRc2ecju0sr8alU43bk75gLAW/jX33kiED4uBW9RZO2/7tjwl8r22trzKWIOSd",
-	"bKa6O9skdsm0Wnat5Ov7iX8P2Rv8rimN3YVeylRERJ5liDYhQZG0DzT4g9YLnjGic73y3rqoZ19H6wPv",
-	"VRpo6aTaYpy2O3RD+qi/I1gxggVONlkyLD1wMIXemQNdeqCmIjBGigknliISKqzmdinzZIEnXWwcEkgu",
-	"DM/sS4o560Wj7bDfMSlkUrDx2yjm1aWzGGo8kJqdFkJBdJ+iHvPDMJEvLTgOjg8t5M7TnSPb0V6njTXC",
-	"hTtOFSGI25b2piDVO5S8XjHZqVbcSEjDLNtk9SsBHv0WBsfTdr6tuFTcbDp06AbWi/dbZ3f71ZSYJGUJ",
-	"X9KMuMGPCU81sWAkJtsQLhIFfJXC/SAlaFyDTMYrr96k9///OR6++PDn/2hD/0+MZnj9Wl21NtTkuurk",
-	"kBc7haf7rG2NP8msBbsXHL2w5SyZTC7aIO3gRTUAYDz3chsUrw1bfrcxXlGp4rq81DnQ5Ny+FRG5or/n",
-	"LEKFaEPAWid2WNKHOz4ukiwHhkp+lSRGO34qkAHa/00IghpHhBK4OqQQHbJS8mpDpCJJxq1qtaIKHHx4",
-	"dWiBIOcbwo2eiooLwHmwBFFsltsvuAEWaBniOeOeCriYI9srDtY5F1RtCtd9cy/Qe6NPzP6nt9sSMSbb",
-	"78o73D1vGODFeQlP207CIr5nhvJsf2mKK2+a0qCR7C3ggZR3+QVwyHafAIDxSmxTp9qUHOd/qpLtb4tN",
-	"4L0HGRkRLshaqlSP9ka5G74T06fAWAppJwVz6K4ZL1x5GyK8VLBEC0FG3Gl/LVbDHhIz3PMOoanZQ8jM",
-	"RnQJLbGwkOv6BpF+DE5URFHNexrZD5W7bbT4YllqVaC5t8A/E2+W3lqRJrUpThtG5F3Ki4oFdF94hLMh",
-	"k4sfFW1TqmiCw12HQ82YSLiYn8kLvJPeQ8/4DPeKXIuKs6bjsJU6Jpw5/KoGYxQus/U4yuTiJ5alt+hJ",
-	"tEfyOkYJgIDfWINkhx2xj0vRSn28iywcfBAyApOQfmnYcOeJWDIqwH4YHJMYMKa5HWzIxXCl5Fwx3eX2",
-	"C6BvkNhnkEvX3l9TFa6RSgdtdGuwdlWnptVVdsPtbdqbOGBobwKDk8mFZVQzxdjNzMs15T5+ej/volth",
-	"+WUbhn5104Wa8cnwv+nwD6sfl3+O/mf44eM4Onryl0+tOvPbS6YuOVsXwrBxI1340OIfX52RwFt2jLwd",
-	"4k4gksRfqsVkSTfuFjJ2Tjq4lC0F7bYdO8VREKLm+fYyYr/BSkqyI21703sTgXG3CJbk4mGE8U1WH1jl",
-	"N1r8g9nvN1v+WeExhQyBG2Kh9L9+fZj4u7UGb7h+sCi/vqV7D/fNFu8u5b6+5Vfd/DdDQgpjDR8OFx+q",
-	"cVk0TUFPotm7AEMooKtyrB5WNSKnC6mMC7LLNUsnpBp63RpdHU1FNWY6IvV42yKKuhFqG0GyjGFLeASx",
-	"lGWUbUS6AingSRANFJEg+s4CtGRmIdNK/GXUjHNzn4Faah+XOio4uKciRr0DQOnSQSMSFx5Jfx0dkXjJ",
-	"ludMFT8ATPBLZXp/0443zOEvwd2787a7m/epqF69+3UBkOHXEIFefF2EMcSD2hAB0PW7+MrMdvx6kHEU",
-	"Rvj4wJ8wGCiI+olIEMcbtQTX2sFaAmcrw2G0XEFiPgK9/2z8V1gXOtuGSSY1S4fuhso+f/EiwsA5lhIp",
-	"ss0E4oOdb86aEWB+2yHaw6fq8VFtIVBFtCF65uq3pt6V1WQQQhvqTImmkVF4apumieEmY1suE0P/3MKY",
-	"lZ4cHlZi10Ypu/TxT/qwOAA7rRd46uePtrmFUco27xgsIVWCLyoGOiYV1TXv15B+ZU0ALuak78YgUjBN",
-	"2JX307Yacft5lwv7HeaPCig7F2YhupUrBWv5/cGufdngPtsKn24B0P+8lzu0XOkunygO1waNM2A6HKIt",
-	"3vo3ReSxJlLUQrzbdhjDgJsDWTYzsSLEp6mUIfD4CeHCSrvWm2d35F93BFSEQ7mrzNQOt2BXpD/tja9G",
-	"o9G0N4hcNpAPz6f+9fY5vZFfT/DA207LwklfyGLKDTPAmn0oJ7Amf50ak37KdfFsQsDvoBd8RXKRMGUo",
-	"h6wpF/PpnITHhBLB1mG0KF49LGnKUA5Y/goGrFeESvAgGMFN2AvvkiPvi8TPW5UlU6ZBNfEt2FwaTi0P",
-	"96C59ysZc3tEgSCSww0uKKiEIfLUuYWiX0IYZvsFG9sekQWvkBl41Pvh9nbvpt+pcgsGEd4WMZosXExo",
-	"OVjL58Wtefto197RYLw99rd1F7Zg9wa379X9aVPd3d4/yB18aYbfYIlNW/5Ls9B7dRAb6+wOCSsjadoD",
-	"YlAHkMtVbkl0QFC/PtCEp3XPJUzincX43hYHZgCCTwzfw02Mw+4vVUvM/AJftgUTXTLlpWYTB1Y/xvDw",
-	"A03cm8cQT+WCBjSGEaJHsowtLL/7nHBPXzfCZ6wX8TQe1hIT2+mhK/rkZgRxB0TQHVpbC6m1BgWOS4RM",
-	"2YEmdh+g2sIfVzw9JuNAA8Bv94u43ZsQPBlgGF655aA94Yw32vNKPG8J1T4bfStszgfJfVnxVAF8nl/U",
-	"dNxONlKUcRjv3AQcZPv8jpM0scyWFKMR9qC1DutlW8C6XlDF9hx+zfh8Yfa1dNzbfoqouc/dePjHqj2y",
-	"vMRG8ywFBT/wJK+pMPoYWYlUvubCTCqSC9gSLOSzdWc7WEwrUmp3TTjdBWMrvDD1uiN+YGeuVgbZozbI",
-	"Fryd+n3clyV300pX0HBrmLDDdZ8jp/6X5MKVSRpEpAwbtmiwAo5m/JJFJIf9tT9IhSHF7fbUNYgz4LOf",
-	"yySBbD21dnNIMC6T3Frxp5YLIabPIc/wJO8qJ4Upj3N+aWWaxOgSl8+PrjqXDB+Tfvzy7dv33//P2duf",
-	"X/0aDzAn1OWGR1MRH14exVD9YMVEkTWJCXUQkD0XUmEuuMsugyMP4JW4WBizwgQ4LmayCXJhH1tZKKVK",
-	"uUA5pVjCV8zVXlhllAvy09nZu0OIjbPQoC02BOrHu9XRVEzFj0wwRTOi8syXr6GrFeTxOz0HF1bUOZrY",
-	"r/5EXiklFWbXdmYTa9KPu9IC48iV95gKQmLnbo8HpAwDBDclN85TCP4w+xd6/dA5iE6+uMB2EbVgB51x",
-	"lkGpgqBGE3jiR258uyvxHk68aT4eP030QioDXnv4P4tHdpJXgKJygpQlGVUuFsP5Qhmiqv/s6mrgYrHd",
-	"WTy2y4GqODFJ7M5pO2ZnCjbp11Ow7U78CrcLXJAVNQv7zkcL5CeLoY9whPBPYBP2T57qAQF3NKB+941+",
-	"TPpaEsHgqmEUQ02X0Qjq5fgSDyzTjHCAPn4GIIb1ZWB7ZJ4sME8ew7RE6euBZXzvXA12BVCPx26/yeIB",
-	"0Fjgi3Cxmva9J8/H6B1/OoZ/ni8BJ4T84ovTWGY3pwa4GwgbeYn1bYIMZ8fvofBFUQ0IBJIDBJZVljXC",
-	"RwDbpLrc8g5nRE7wFXLOMrkmR9pSG820JIr9C4x7WDXOUC88tGRUaGIsZYmE2bEcKcH5LN1P2iUEOAeu",
-	"hRO4donmc7bgIm1i+wSDZiu1aZY5VNXCXFqqSRxG0U5II3vWTtePnx09Jx2XSph8u+aaDSI7cLXMDx51",
-	"DyhUGrMjchMBwQCFVsoAedngT7YPJLZABJsA12B2pHL2EXlfLpQz3U4HoHwUVOBu09z5tOMdkV/4dwN3",
-	"dEn87OgpqV3Ljcivdo3oFrVC2RF9Ffe/uSSOVm9nLYvchTYGHAZIwEpwTTiAhfBoEj8fPyUdmeqt2eEW",
-	"EiuqWtP+iyowMRycsEIMMJt6kRgHKBwVEBietBDU+MTdLaIMIS79H1krDOS4aoS8JH42PiLVG0k7dLqr",
-	"/koplf2yLJ5P3r32knlCFkwkDIvDEOdGphlwVMsmYG1ej4BjvH9xHDtga30cUpbHAfpoK44T+Y10TPQp",
-	"Ke/2jtG8xdosVLicdgCo2P1n42ekfh17TDKuES5IGw7iqoheyDXc25W1DHHEJd0AvI5PVIvzkEZtnhCC",
-	"p6RxBWmFRK06D8o4LNBD9qvPU5mj5UYTWNHLt+9PfcksMpdWg3HP3Sca1jsYNSqFBDcjLoF0grvw5AWp",
-	"35RC1oLjARaHutgbnkauMhS3M3r6s29v7Laf5wYZnHbhgCNyypjVlvTh6auX/3j/+uz/jZaId7CfXW6K",
-	"lXSGXRncOncpHA8sn06dKucOOE8nVgxiGDXKXc9zYT3W4J7Y9Qp2jP5tHOzAM1mkFwDRDdzH0Uody70o",
-	"Z8WIVhe2qvSsjGTXQKh44wEzgBA3dVf9yK2Tp6BJ+hMeZO8UFRW3p+9UVuOrRVLjtKkN3lODHJVLqHNj",
-	"UQBZciDrsA6Mcbz26DnxCXB4G1ytThIYIZPe0Wg8GkNM64oJuuK9Se/paDx6iulECzBBDheQMvQHGH4M",
-	"kwE8O3+d9ia9H5n5yb1SKw/4ZDzeUmbjeuU1XOJSS3WNU6YuuZhDqO+z8bOugQrIDotqUKHR1Zv880PU",
-	"0/lySdWmN7GwF/mKzNoGCdMaFVvMsqBzDXG7Hhe698GOd7hkdrft+u3/HGJHG7rM3E8QxbEVne/xjQfB",
-	"5ksvuz8Hn1Hv+fjp7g/CQjj770GruhGqGlbyPh8/3bo7OT9023B5dOiiY3TnXrzh2nznX6pWeu4IKStf",
-	"OQxqrnaFlNXeRnfhni+7+jYfbkglVc9OiJG9bi3KoLnGZYVgVy0erF+s5jOTVrIdkxXVGr1rkMxvtXbQ",
-	"pP+GVoqBK94rA1V+d9/hFsC3eFcadO631ZH5eDfVBsVO4ZOjvQi9rI0FH+1xOsqSip91nqKyVPCu78qS",
-	"ReGpQ6cARqD5QivhmSrR/Kl2jg7Rdi9rQrScKLlmyhNNg3SftcR9SFcc/XGbqtsEiCFBMZyOPYo6xUzn",
-	"NtyenCnYQ/MAnoWQP25udXN/WzBX+atAkpV2eCg7N/p68qmoxW1lyCpvoZH3drqSSq4p/soK+i1CquWk",
-	"v3eL+6JpYS+FqFoq9WEoCLAZ0o8vsofBwRGkkdMs00E+l09Y1ddi94drV8T8JuQndQv9/Ua5+Vzyg8rq",
-	"N9aO9uBtrppYC4f7OkTXs/GL+629XQ1xnxBteJZ5fQOI0bmVIaRs9FDnh5lcCfBg17lwhvsKjtsXpLae",
-	"+go0OhYG249UNWtku0FSyVb59zBL0uqS9zVO6nk9D2+i1Bayj6GCi/Bk9mivdNgraQVNvuSnJhRir651",
-	"+gIzpkt1rlLWHQqZGgm3q9HVtT9SSJ1CmjiC+INcmAjuCrhgGm89wkyq21ezt5LbYb0y4C2oUzXRG4qr",
-	"IJ+sXWJNGgX7tKEbTZhQMstYejwV796enmGXNNQtudFFcVcjyVwSKfzt7oicQDaE/5ycb4q7IPhkMhUA",
-	"YFs11z4cZ3dPod1lvl7ItRjAVbUrDVvvnlBuNsRiyixl2tQqzsId+AtSz3QLE93Qm17lAVAfsc4FajvW",
-	"1nLnFlqgtQ9clnvsGrsWGLYrLmxPDXv3e2dnb/ZSHrbai0d3w1F9mcsWxopiJaR/K05cIeNv0kq9C0ug",
-	"oxr2NsOg5EwTMmProv65O+QLmvpdaFoLx3jwu7lWLXm2XrY6KE89GLWnxU6qbKtozID9c7h2KV+hzQDs",
-	"ayo6+Fc9y3ZSLNWFU1QKXgMrm4pWXhaR9YInC39jZTF9UBbOdnV2jut8fSrcPB5HruHLsycvdhNRtYPG",
-	"AymAlhqOiQKLDTueFYuu1IEPS5F/jkZYEdGHH3m63dXN6CXbISJuicVWe0Du524D/iYFA8LFmvhfP0/z",
-	"XXXunJtV2hns4maYeT9B/UQDB/ONCJosrCVB/xgZS10Wwfc0yzCwgS7ZQ/lKgNJrB5C1ik/fe+FW9erd",
-	"58N1pS00cOZq/mx3tLwq3vp38LFUcLKXeyWsZ/zgnpUS/H2cKsXWPhrL7e4Uj866IyVCy8jV3rbqUlk3",
-	"OzzYwXZ8qh+6pn+lVuEUg+iZWkIN3aJkyKQIpCu8stWMu5TPZvbxTMmlHwD6ezYs3P6T8TgiuXBNcwZt",
-	"Jt6PrOAA+9l2vuh0ccD2SBn5Au4xymPc7l3y+/Z4VNr8SsFJqPTngDBjiNOTKq1ezodn4+bepPqxOqx2",
-	"MLh1L9JZuEpIzcJ0EVgr9dZKcuG7zrlsiMrRBZghsHUq6mczchdCpcUWPxkfWVNt6pL9pr0JmdEMbDR3",
-	"zK2pBJaf2462fFvoJNAIxawkRbt6CXLmk2OnwgdkxzyNo0qC1ZJeQC0ShvGjRfvYFZbbgpoc9sdJ0f53",
-	"KiB1oJXbvKTLFeVzcQ030nXdRrfvp7kW+wKG8J3Ezh23wrlqDXc+NRtU36bjqGzt1KZQeNv523QM/XWP",
-	"9QQ9qx/gWrlRc21iVQdod1wwq3rL46rrBlsfc6fyVKXe0dM9EeC7WcNHz/fZ0pbWhF+X80XJjNAAy/2X",
-	"uaJGKoLZ+W8gEyqjG5lXb8H3UBEDWbbT3fKe6Vb2eT3XSYd3HbgXtv8qKLXRX+bDQzEfXLrrdlrITbyY",
-	"CSWy3e720Cs3wDfmAnqQsBGLSR9r5cjmb0blkBuGZ6W+L74QmdWgbl9PvIZ3pCMM8J2SkBh007N1b1pA",
-	"/Rbs0x1aT1sPpsfcN3eyPksjuHch+gDn/5QZlzmGWcLekxWIRyGJYkN/uK8tEjFDrdN5gilpRSu2onEk",
-	"1tsNK9TXBo4nLgUuyHObCkh0cyXlpKiaSf3CTopCFmb/LuU2dlJCbBxPRWsLuLa+bzV7T+RZFpFpWWrO",
-	"/ghsdQCFIHwR/gO8f0OT1Fp9HjLB1kybMN8WFwGN42YZpKP36VSUG4WClIt5BGnpXMyJVJAJZo80Nl5y",
-	"9hw5la5xYZGMF1ijB7r0ZlkB/XtOM2LgizD2Ni0qJsDMkOjnFoLAT527Cm/wwOPFjWbZDAp04DgpNTQi",
-	"0DXC5zKCOustW5FtHGh2p6CASjHYeY75zo6AeQoxG9jbAAYpECUkgOSROBWVXuLFHll8WQGHdnPhUoTK",
-	"usSA+YxXleySy9zu3FSsshyM6ohoubX3GcyI3c9azGnXvqj03+0QAI0M1aoEaLpAitRTxDK0YCo8Pddy",
-	"n/smDvVSqm0RCUVW7aMzruUSKnWVTJEqNemfnr4a3KHnbQ9OrIOOH/344xRLXE57n+KBqzAO1dDtHwea",
-	"WN5sGfUgKjl4n4qp8IDX3imLOcIoUC+l9goooPAU/sKnU+Efuws4F/lQvfbGXttc+fE40xBuFeRFg8SY",
-	"ijkzupkfbVkvCgzs2esrkwYyBDlM2XV4KlKu6WrFqNIERqVhl+L1QmrkcVD9puib4opSuEx1vGDCuyUr",
-	"wQDS0HNXvsCIUczV8lhbQ9VSjR3DSogLLtIDTVKuWGKk2gD7ngoDQEDGNhRBsAIMlss1RBPC9cMA+BdK",
-	"O18kxJMliBya6qlwTyKykGuICYGO6fAbxiMipExpi3f/H8+MqeWOmVxnGxcpMhWpkquVa5q6ZVMK2B1M",
-	"qZMY3CC27djRVED5Fitdyzx3CKtw8ttzQL+uWlnm42oKvQdnKirwFJILmCfmu6+ZYmW1QpQERlekwVQU",
-	"4gBue0w1g59IsUUqFO3Wvki5UG039Hly4du+nDRyxRNArPAIR14fIWkjIVBdK9ewLS/88uiwrDzefvFx",
-	"4ouYrIUGhq0jr+cm3Cq6YXSQq6WBp9gVQF3wlR6R1wauOdzFh+u9F4XNr4U05IKtXF07YE5cYHCtMVlc",
-	"vKtBf4OXCjYHlZaxbkuhW7b0Wg5V7kxqc4xFMyx7U8zVEql1JYQujm0XF4pRw964FnfXk6lw5XCXbjPX",
-	"/7N5ZqDj4Jdvln+WF/iGZwxQ48vChIfGFz+vHphDV5ttu2/WUvmbovXozlRQPBXf5GXKjR2MFjV+e47b",
-	"TikqIvC8qDVl+QBewbbuaHeSeMemjW/3iPoer+0RCI4SH4mhTgwn29rttmzyZ7hvqyZP9cjvsoB+C5w9",
-	"KJ58gdEy3TiVzEUfQ6uJRi0mUPQxItt12W71ZlUBi9FFArosfI/dLCpVZKai1od3Ep6lEsBKO96IxO5t",
-	"LCTpxHccTQXErgUB2G7FkE5NXmZS84rTwkl+HTZNNsRp3E19u6FYTsiRs6eedGu6ex7eB1ByGz2mvy3/",
-	"x1dTJuBnr0FW9Oh7Yh+F+nr9QKVw8K7yAXZtJ3b4+5FhbST7c6HGP4qvJvG9y/Wi5H+WnVjeCsWbhVyT",
-	"PxNjsq0KqDXCtoZwv4E3/h3Ctwtc7Md+g5a/Dx+7jbDvE7cN+/no+253i0A/7vZ4bddXHfRE7JhdOVeI",
-	"/8qxaq3l1Wh8zZeWQrkJasf4K8fSCBk1tJP3+MDu5q0EFey2J9Eaeoxvubn56Rs2uP7voB6fb7yO3kZW",
-	"W4xLJIC7k8slm+uwLKULi3pkJ/W4dryRChiHyKEph5xtYyHR7QecYx13KItMlestAHGaVCl+STN3c9AH",
-	"16+/xIGLbm40WSmWsoRpLdXAhXOXNbCwDRQV7ure0GSBnUXKegPHRY8mbqA5cYXjQe7skqbM55yYDK/S",
-	"MBcOypIKaERVmK6OKZK+VOWPrkeChfAkbIlSRKi61igcPc94mQIu2yuuofspLgNjy/raCmUo4AxZzDMm",
-	"Ei7mZ9gJxMUUuJ29bqT8VOD9nWBrP4SP/ZDJRURooqR2zuPiwk2ixc+EZsvzjLUZrCcJcPTPEgl3WIkg",
-	"qlPjD4oxYg1moo1UrMj1hm2xyCR9V4SbPHn+n+R8Y5geRJjsTWiI+gNNYui+CUyzLeoUnrbFnBZ61J36",
-	"zmVyAb7gr9h//sXUQbDItGJ7Wwh72W98Ah6xOeLYXwBhjsxxmN3vc/qJb0xO+iLPMne3FJzyNRMG+nLA",
-	"jfRg1N2+fFI0h3M9UTwLgg8UOrE8G4K2TFgMwUV2fm21AxzbgRSdqyTLNfRamVGunG7QqSVDOMV26/Pv",
-	"+Mq/g/l59zZj1Csxvn+b6p0tqt2g+xifuJ2P6mK79QmI7EwXFnOzwHRh16QdexoEx8tvRPV87VGL7e8u",
-	"M+POrAhHSO0WBID5SBN1mgCcXW/fbx6QVyGZQwzAuJPCtC8/Kx3iXgtm1cn/T4d/2p/iXxu2/M5qrl1U",
-	"bxnwgUbtNirNmLDlFoQ3Q8Us2BZUY+zGux43FgbA4xC76XcruVHPwrPztU9d2U1Qq+Xb1FS/FjULNjoI",
-	"0rP0Yw0laEtkhlIkbHBMFoAOkgvDM0KTC4wgx16E9vt6aeqtIsOd/8OP8O/W8JST5MKf6N2+xJPkG4lM",
-	"gSU/8PXjSXIh5Dpj6ZxhvUkgDK4JblV6y4JiN1MFpOyWKp6qDp035yZS5npAdYkk55jdn46/JZ/4l0DK",
-	"P3LXkxFIGNNeLrnm5xlzbjkXxCmzlKwymrD9WVlh72w3NV/Da43jUd33o9HoaDweF70hydF43OWA8k39",
-	"w1gQh6QjqCAalhTdUVD0w11r6Lj6FoUFHjyq6G1e/lIaYxw+vWipV3MbGvq2ajKe5/vArlKxdC7WwHcO",
-	"+3JQ6+4akz7EXU0F9UtwGoOvOgMHEFv+EmjxSix9RtjP1XdijTA8jf6es6kACMiCKZejAp02fY2XZsfW",
-	"Y0JdUBr0GcYOjXZh8VT0nx89IT/z78j5xh+6AY7S7MF6TATj4FCDteui1WZ7EWJflWDriR+PRi9eRNi2",
-	"AHf8uDj8nUd/pbiEnmytpz88+y9eVLvbt5/8rrzvm9glu7K8b88X7jDdWij4FIj0ixej95Sw/SAlSLzv",
-	"iRFF13gO+/aou713h/2CrczgmKyY0lzb3/cXwJar3Ikn4cwOfFe9bb4Mm/+4otjPJRa5CLwA3751/xDS",
-	"3crBusHNrihc6UrBQFAqf5E8OCbxk/Ez1wuAIUq7D4eLnO4M/D5xYpddMuGSIMvUI65JLhSjycIu9ZjE",
-	"kJ0VYzAzNL/VctRWjfHUzXqHiqSforXNrMtux1yy+yOeW1DztmSA7cqKc6/tWXaiyHUG9gCJukHS84SM",
-	"RqPWQhMkrDPhWrFjWilUQ3c9XuOIxEVxgZj04X4cMr5zkTBlrI4XFdH+tfD+yEcuYKSED+dXrBw+bOgc",
-	"BN7jOM1E16lweO0OwN+bZB8gBN/B9phm2lbFJTjr3eUE2s5LmZK/1V4/K177Ucl89e9xSTzHpe57gVvD",
-	"0RcRquyWsM91MW7so2bSkcNdbC6WrYjKFkI0yyRSVHjYgoPVctgOP8IoWy+K6/R0h3pEg3TbVWqA+ZFC",
-	"2lQWX8sEXJBRUWeqpA1yae04KcIMeysE/yVDSdhKPdfltbCH22vknYbk9ca5Te+i2l19lnsud3cdwvaF",
-	"UR5dI19vLTsTbGaS5dowNVzzlOG5JP3SmTK4PrPe06gIqxx1ZwA3hw8NjVrVmUopIsHWAV85dnnHZQEm",
-	"a8ZMRRycPHwycMMXMPkpPLOCOaxFDbV9AlROhd2GHAK3XcVyp2TW6isVNXzMWhbDu7pu3HW56yyc01G6",
-	"p9xQN1Ctbk9EzqVZQPUjTYycQyfyiGg5FTDJ7oJs6PEpUXqgSey4dYy16mAotA/lDObrtqGuLbbvyJaS",
-	"gr2ddYqLJoP0htXe/BwIwX314bEe3E1DC0pNodOAuzWtoJvFOc3k+s7jmtLR6j3+L8lF83g8ZBvKNePz",
-	"RdeVcVTvQXnzJpRfWHPJcjNOF1S1Bo3aPXtMnLiVmv94tsqC/4Vsq1T2d20A8GUvrKHY/+iriqGzhBMu",
-	"UfslxTz1DWvx+FmdxQd3DEguIIOvWc9pTyXNcbD9+h3u5EZ3kN375ttrXvhQTfxK+toiJnf7V34BktlP",
-	"FDnF8CtsnLUHs7faJZ4fawzbt74OQr1vFi6kGc6sGKlwccu9hdzOvh9Cs6xtqe/24E2cStM6F81cNYgK",
-	"35XrWHcXOunN+z78Y5VSw3af6i+iC0QdTAT+4dxj3xxLeOwNcVO+gSRJaLn9qK6BBztlSyrSbvXMjsSS",
-	"HELy7KE7Z1QxdZKbRW/yzw+foo/2YEFtBHcqc5X1Jr2FMavJ4eHRk7+MxqPx6Gjy1/Ffx3AI3TRNZQpS",
-	"/eVaYEVBSpKMM2Fc/q/rH84VYVDlwNWK5dCIeBREDntNueHTa8mydTVjXJkCLFygyz5Sr4Vh6p2SCdP6",
-	"l9ywq7CblJ8PknOb06FTpeg9oLd2pwobK1i7oQJQMFlZRr45oWsRHUz0PddG8fPcsNQ99PPhxkPNdd/g",
-	"XQfTFM2Rm7N8nytLlOSH1z+8xRRE7dPEXeAmdnqnF0E9AsiyKWNj+0WvCngQTOzCfZrTntUu7Vwzed/O",
-	"0bky9SrjWLkdfMR0KcU8FOLhGgMib073E6OZWURQjpwLpnUUBmRERdNN5yz15eYxXjYoo1Be0zfnOMVy",
-	"IjI3mqdO/2XCfsBSomRumCL9d0oumVmwXEPpBwfGiiWuAYf7wVCTa7hIDrGp6Lr36cOn/w0AAP//",
+	"7H1rdxM5tuhf0fI9a2GfKTsOjz6Ns/pDoGmagQaGZJp1z5g7pVTJtiZlyS2pYtws/vtd2luqUr0ch7yA",
+	"zieCq0rakrb2+/Gpl8jlSgomjO5NPvUWjKZMwZ/vmFGbw5lhyv4vZTpRfGW4FL1J74glUqSaGEnWlBty",
+	"wmZSMWLUhos5oXPKxagX9XSyYEtqPzebFetNelwYNmeq9/nz56i3oooumXHTPc0oX76lZtGc7XjBSAzP",
+	"hy/SmFCS2L8JFXrNFEvtTNy+t7JfRz1Bl3YueKkX9RT7I+eKpb2JUTkLgfovxWa9Se//7JV7sIdP9d5r",
+	"O4iF8rmS+crD1TLN3D6//DQvft4yB08vP8FLttkywynbXH6KV4xqtmWSzD6/omn+kTO1aaLKoTE0WVi8",
+	"NAuuCfvItbEoCVMTLrRhNCVyRpb0FFBVEL5cZTzhhkjBClT6A4ZvQP4lkL4rVtuG1wiYWVBDFjJLNVnb",
+	"P82CEbliito3SbKgYs70ecBddlu5Nh3X/Y3INsTOpgm1b+DmSsFI30IaC/bRxHZX7f9Wip1xmWuyonM2",
+	"6AIaxqns6JJ+fMXE3GLP/v0fI08ytFFczAsIX/ElN23nTpZSGwRsScWGcMOWmvT3R6P98Xg8jkjKZjTP",
+	"DLH/HRx4oDXd2D1nlnotGFFMW2o256J7uwGCEHI3cm9ih47sQvgyX+J/7f+5cP+PmnQQV/VWsRn/uHXj",
+	"AUW0ocqQNTcLWGkXiCsc7mK7axFhy+WFfy6NZMfHr5qrfIV3gC+ZvbgZP2Ok/1ySNEf8j8g+cJp4OFzS",
+	"j0NjsnhwUBxnPBy6P+FJ15YYk1X2g32ky1VmnzwY617bfrynbYj2q1yTTIq5Begkk8lpDVTqENEBa7mj",
+	"hZaeaCYMkYrEYx0TozizFyjppDj2wwsB/NmejV5JoRnw0yc0tZSHaVhEIoVhAv6kK0vvANy9lZInGVv+",
+	"7T/aLu7Tjqf5Fr/CSavbE3NxRjOeDu0yYtKngL1E5kbzFK/YihrDlBhEpHi5kATgiyXNZlItWToVUtlP",
+	"h3I2VJYEkuLFAWyl//5Ephv41P6BN4VrIiTQdPL3ozevyRnNcjYVcka40QRXEtlBqCBsuTIb8kfOcgZk",
+	"YzAir6VZWP6wptqR33Q0Fb3PUe+JTDfHfMlkfrMba5c2NDhxPHHECs4XV53yFFZMlbIXyNIILiwaVj70",
+	"RNrJeQf2k8ZCi2VK+YqqObuFdUo5zOzUbqWwQstyzpjyV6s49PLgJpUX7C/27nUtESTK19L8InOR3uga",
+	"QTQdCmmGMzt3PCHC0T2UbOGQuCb2ziRUkQV19J+npE+TU5ZGRDHg+ykgscVplCSYSFk6wPXJXBimnkox",
+	"y3hy9djqxt+2ULh1wyXXS2qSRUz6wLrw59hSgATHGNpzm2VyXX8Frrl/KZFK5SsTdx/pL1Kd8DRl4kaP",
+	"c+ZnjSeEEp3IFUuJkadMkH48HMJfejjjGSzIkUJ7ZKfcKlFUpMjjkR5NhWI0HUrL+nEQKQgVG1zxSW4I",
+	"Jc+fHR+QeCG1ASyiWSbXLIXp41+ltvccp5mKeOgfD+37Oj4gsVR8zkXj0xMl19renzfwPCbSLEDYo8Le",
+	"wqlw+HhPE7kWAHcwOg6qY9K3qyCJkloPNTclnbInK3MgyoPRVPzMEp6y1CuPVmj7XylfMrZiiiQ0y9rP",
+	"GcnwS7a5lat7yjaVi2up0ynbwBUVEtkMoCIINbcCIhCCCpD4U+wkSU9rkGDUaA3Afitg18ihzpMFUTI3",
+	"zIP0K8tuHqIFy/wx436lkqFoYdU1ws0BadlwD3+5z7AIP9kNLuJQkHe/PCWPHz76H+IGJ6lM8qUVR0F7",
+	"00ydMX+nZ5RnubKkKH40HhOrpyhBsxg5yrGUv1GxAdTWN3oUViCwat0QNlNbnEYm7/6Pm6wJVQw3nWaW",
+	"im5IP9Tw8QSBnViNQnYIB+Q9sCAwgA1BJQa1om4bGxbactuq3Nt7gRkNFvZPQXOzkIr/yW4Wm/NgYiD3",
+	"yFy4JokUMz7PFUuBpoeipZcqE6qU1alr+/D+/fvhYW4WTBgLOKtCWqosTxhVTBHFaLb8adpLpFTp0FGc",
+	"aa9Nm8GdOqM8oyfZzUqgf0p5CkxomJcQxP6yaM2l8OpFIoVgiWGplWXcs2EGDLhPp2KuqDD3dPEV+7iy",
+	"ujO8vMiN4WI+TOVaxBEpMVwbxehSx0SqqQgQX4r5cCWzzHLwdRNBp+IKUVTnq5VUhqW/sZTTYzicG0XV",
+	"AoDh0kIwtPiBMorVBECXhj2g5CkCNbRAhgJLHIJoQdsiNv7OlD2f35yceuVrrY2/VWLGV0uZuRAx7mni",
+	"HnrsAyuhYMDW067VffZGBGcVUIojRqyUXDFlOFJyNDt8ql/EqKco10ip3KMTKTNGRQ8tDt4a9K/CQITv",
+	"fyjutDz5D0sM6JQ4+WtpnlmNO+CGNMvezHqTf+2IMlEdesWWlAsLcauRdUWV4QlfUaD7YGulZwz2MGMz",
+	"IGpgLmzdAPcDVYpuGosuJ24u+ENlye8sO7rCJQMXa3OtRM4g3LaWcCNa3TLNRTQVdFwSyDvAY2PgDpxp",
+	"p6lZahZOFJP+Qq7RKgv7zqxUwdIBahBONu2b6kHd04MDN2CgQNZmwq8cRPhFMMQQzP869sI5+2iYsBdo",
+	"FGDjW6odftdQale834LwT6lIeUqTTXP4BB+Z9nPKgDK3Tb7tdDvvsGFq2X4zklwpS0xxwnua2FdJf0zW",
+	"CwZKn2JIbQSa8mdSLalBlPnhYa/VoN1CFMrVRoW7wq3RQbdl+3CPLrJ9mosEnhTg2lfBCNaUNaIeKG0t",
+	"A9XWEi4CP/EzbQX+dz96dQXFpNVD+UUxRgz7aEjfm5Ifkpf8yYCs8pOM6wVLvf2fkQKiUasFuwkTGlK6",
+	"qf/5Nvxgt74QF/D7D93gXSGRvBCs51K+ujULyFfTgoWyMpwPPruni3vm7FoHTaNWO5FyW1LgEE1TbsGh",
+	"2dtgoTOaaRZdZu3hOXUf0M8sY6bTk0m1IewM3BwzMKsLw40zx6/tz3RNN6Qf753t78F7OgaaUgU77Zrj",
+	"MFvTjSZG5SG6B4QRPfFt9OCUtbmKnVAFDop+fHqG0HRS1eaKcYHlEABATGZg/zILJfP5YpUbAr8P2u9o",
+	"uPF+6a1bL/OTjHWKb1ukgU6uUBcGdhWBLNA03ewuEiJw/rPaxOcu9hlKC801F4yweTJOfXVGjYaPvSZq",
+	"kL5gLAWbrX33jCH34+BF8saDduTYdSfwvba1PstYgpB38rjq6Ww1yRcsquXUSqFiN7LqIXuF3zUJootf",
+	"SJmKiMizDLdNSNDR7AMNtuD1gmeM6FyvvHMi6tnXUbFHN3JjWzqxthinLSrJePcBghUjWGBglyW31AMH",
+	"U2j4vKdL6/NUBHp+MeHEYkRChVUbzmSeLPCmi43bBJILwzP7kmLOMKBRLd/tmhQCUXDw2zDm2ZlTUGsE",
+	"lJpzFdIC6T5HPeaHYSJfWnAcHB9a0J2n545sR3uRNtYIIUw4VYQgblvaqwJVr1Hs81LxufzxUhIizLJN",
+	"UHwmwIHZQuB42k63FZeKm02HAtfY9eL91tndebWwx5QlfEkz4gY/IDzVxIKRmGxDuEgU0FUK4RCUoN0K",
+	"GDp6+HuT3v/713j4+MPf/qtt+39lNMNok+qqtaEm11X7oTw9l3m6z9rW+KvMWnb3lKODo5wlk8npNglg",
+	"OwAwnnu5DYoXhi2fbIyXcqp7Xfqw72lyYt+KiFzRP3IWoTS1IWAII3ZY0oeQBi6SLAeCSl5LEqOJbCqQ",
+	"ANr/TQiCGkeEEoiUoBAMt1Ly44ZIRZKMW7lsRRXYzjFSwgJBTjaEGz0VFeuaMw4Lotgst19wAyTQEsQT",
+	"xj0WcDFHsldcrBMuqNo4t90lyNZLtjkyjrs1yNbp2a2QrJds80LMZId8SagmGdcGvbyh6Ev0Qq6dRb2G",
+	"mCit7qKLaf5nhwQE5OeeJhkEfREuEKtG7eQN7Yp1Yvjg/vnKAgaO+gEcRB37hGfXKYjbG8wspNxop0gE",
+	"NKUm7gJaesN0c/kVvDV+P8A0ulbcGCZAi26V6To1kLeKaXSbqZwNChMJnDPXLsarXTe5wJl2GAaKQ428",
+	"dOoIBfi8/nn8y/DHUadx4wnV7IeH2zEFB7OIAi9Hxfo2MIO95MUs5c3emHaTSolRNSV6uB9v2bnLoV8H",
+	"3r3HE29hARc4la4FHTes80GIrMU1dj3reuW1n+qS0MWkD83uclC3QdGYbLdYyRB0b9/DiMsSns5F/MwM",
+	"5dnuegmuvGnsAd1uZ1UJhILzzPs4ZLtpH8B4JrYppm3qom5DoveLTRBiANpGZK/iWqpUj3becjd8504f",
+	"ATktGLAUzG13zQbJlTflhJEPloNBdDp3enSL8WYHJh6eeYf6odltsPJGWDItd8Hy6toBkX4Mnl7copqL",
+	"N7IfKhezZfeLZamldHNvSP/CfbP41rppUpvitmG2yJk8rdiSbmof4W7I5PS5om1yHk1wuItQqBkTCRfz",
+	"Y3nKxI4a2xd4SeRaVHwuHZet1NbhzuFXNRijcJmt11Emp7+yLL1CW7e9khcx7wAI+M3nD+daZHaxj1v9",
+	"CQOmCj8dxBrDJKRfmoi4MwgvGRVgiRkckBh2TIN1e8jFcKXkXDHd5b0LoG+g2BegS9fZX9CoUEOVDtzo",
+	"tgXYVRVS8pUeb1NowQFDyx0QOJmcWkI1U4xdzlC3ptzn9u3mGHIrLL9s26HXbrrQxnA4/F86/HM8fPyh",
+	"/HP07+GHT+No//7/fG61Prw5Y+qMs3XBDBthc4UrI37+7JgEmtsB0naI3oV4XB/5E5Ml3Tj3T+x8JRA5",
+	"VjLabSd2hKMgRM377XnEboOVmGRH2vamd+oA4W5hLMnp7TDjy6w+sG9eavG3Zgm93PKPC98TZK9echdK",
+	"T9a3txP/yFl+2SsAtrlvb+neV3i5xbvYmm9v+VWH6eU2IYWxht/sXngb5eV24XYMrJdbuY94udzKXazG",
+	"LSlToY7QGv6BkllVgKkH/Y/I0UIq41JAcs3SCakma7bmY0ZTUc2yjEg9Q6/Iu2wk50WQXm/YEh5BKlKZ",
+	"lxeRrjBfeBLEqkckyA2xAC2ZWci0kr4UNbMw3Gegj9jHpXICPuKpiFHgBFC6lI+IxIVTz4cTRiResuUJ",
+	"U8UPABP8UpneR0pihGD4SxA76RzWLnJyKqqhk35dAGT4NeSsFl8XYajxoDZEAHQ9lrIyMyTj1dISozD+",
+	"3Ielh6HqQUx6RII0uKglN80O1pJ3VhkOczkKFPM5q/2H4x9hXeivGiaZ1CwduiAP+/zx48gFW6VEimwz",
+	"AfO4c29Z/RHsLnaIav5WRJoB10UGIj6AnWnNY5yKCyQyRs2ILwtOe65BPZmgLV+gSM1BX1s9iMqbVJv0",
+	"SmhDnUrbVHYL32tTRTbcZGxLeFBoJ14Ys9KTvb1KoscoZWc+gF7vFffxXC0anvr5o22OXpT2mlEDFq8r",
+	"sbwVQxFWRahrgC+gfoRVRbmYk74bg0jBNGEfvee11Ziwm7+4sCPB/FEBZefCLERXEiRQ+g0vFD6wxblX",
+	"wKdbAPQ/72SWL1d6nm0eh2uDxinSHYb5Fv/7qyJNTxMpavmQbSeMOXPNgSzVm1iO5vPsy4RW/IRwYZlv",
+	"q6fOXfkXHfGV4VAuOCm1wy3YR9Kf9sYfR6PRtDeIXDkDn2xL/evtc7a7ZGMXv2Q5CukLWUy5YQZJmct7",
+	"AtLkA6Ri0k+5Lp5NCNi/9IKvSC4SpgzlUPbBJUg5Y/UBoUSwdZhahcEES5oyZEuW3IMhpRTIPHgQXugm",
+	"7IXRYZG3iePnrbKbKes4NPdbsLk0nFqW4kFz71dKfuwQ14mbHB5wgUElDJHHzi0Y/RSyetpDZtj2AH90",
+	"rs/As9MPj7f7NP1JlUcwiDD+g9Fk4VKMysFaPi/i4NpHu/CJBuPtcL6tp7Bldy8RmFI9nzYVwp39rYSo",
+	"lOagSyyxaVP62ixFvTqIjXV2R4iXsbHtIa4oA8jlKrcoOiAo7t/ThKd1CzpM4p0W+N4WQ3oAgq9stYO7",
+	"AofdnauWO/MbfNkWHrw1wsGK65gCWQY6HECEtAsD1JiVgpbxMlWl/O5Lsod8bT1fcquIkC3jjfxObMeH",
+	"rnjSyyHENSBBd6ZWLUPL6jc4LhEyZfc0secA5eL+/MjTAzIOJAD8drcErp0RoYh3gcD68shBesIZL3Xm",
+	"lfSw7bEw9YO+EjLnw96/rgjpAD5PL2oybicZKerQjc89BBxk+/yOkjR3mS0pRsXsgGsd2su2/Ee9oIrt",
+	"OPya8fnC7KrpuLf9FFHznLv34Z+r9kTFcjeadymoWIg3eU2F0QdISqTyReNmUpFcwJFgsdOtJ9tBYlo3",
+	"pebzxOlOGVuh497LjviBnbla2nCH4oZb9u3In+OuJLkbV7rSgFoTf9xe9zlS6v9ILlwp2UFEykQguw2W",
+	"wdGMn7GI5HC+9gepMEmoXZ+6AHJ2RN1ehEgC2nps3UYhOyoQXEWK5cVih89PsmzY48JYEoy0LLMpnY2O",
+	"9OPhfjxxN2bgyh6wJFfcbI7sGhDYE6hDcph3VRnGkihzfmbZuMTALleDDa15rpqXnfDpmzfvfv738ZuX",
+	"z17HA6wZ44pbRVMR753tx1CxbsVEUVUFC25AVtlcSIXFrFx9BqByAF65cQtjVlglgreGmBcmAbsnUqqU",
+	"C2TNiiV8xVy9vFVGuSC/Hh+/3YMAfwsNqp9DuPAY1jCaiql4zgRTNCMqz3zJUbpaQSEyJ9rhworatBP7",
+	"1X+TZ0pJhZHIndWGNOnHXaU04siVZJwKQmKHbPGAlLkMYCjmxhlHwQRo/0JDJ9pD0a4ZF7tdBAzZQWec",
+	"ZVBrLairC76QkRvfnkq8g91ymo/HDxK9kMqA3wT+z+KRneQZbFE5QcqSjCqHus4azXCr+g8/fhy4hDJH",
+	"fg7scqCSaUwSe3LajtlZoon06yWa7Em8Bv8OF2RFzcK+88kC+dnu0CegGvgnUEb7J0/1gMBFg60/P5gm",
+	"Jn0tiWDg7BnFUKBvNIIap75GHcs0Ixygjx8CiGFNUDgemScLrKOFEZKiNG/BMn521hW7Aqihao/fZPEA",
+	"cCwwv7iEE/ve/Udj9E88GMM/j5awJ4T85guKWvo+pwYIOvBXecZconZRAcmxOKjcV1RwBR7sAIFllaVo",
+	"8RHANqkut/SijcghvkJOWCbXZF9D1HumJVHsP2DPgFXjDPVisUtGhSbGYpZImB3LoRLcz9Lipl1Wo7NZ",
+	"WziBUZXbfMIWXKTN3T7EzJ9KPdFlDpWQsdYO1SQOUyompFFdx07Xjx/uPyIdbj0szrPmmg0iO3C1NCte",
+	"dQ8ohNDbEbmJAGEAQyulWz079DfbZ0NZIIJDAEekHamcfUTelQu1jKUVD0DeKrDA+TPd/bTj7ZPf+JOB",
+	"u7okfrj/gNQcoyPy2q4RLcFWDnFIX9379y4TtdXAW6sy5aKKAwoDKGCFFk04gIXwaBI/Gj8gHZWsWqtH",
+	"WUgsq2otC1aUsYzh4oQlLoHY1KtcOkDhqgDD8KiFoMaHzruLPIS48mBIWmEgR1UjpCXxw/E+qfqE7dDp",
+	"eQUkS67sl2X3+fDtC8+ZJ2TBRMKwuiVxlnOaAUW1ZALW5uUIuMa7V/e0A7YW+CRlfU/Aj7bqnpE/SEdE",
+	"H5DSu3qAGj3WbqTC1bwCgIrTfzh+SOoO8QPMREMsaUtGA5CK+vM44pJuAF5HJ6rVRUmjuGgIwQPScAJb",
+	"JlErL4o8DiuMkt0KjFbmaPEpAyl6+ubdkS9zTObSSjDuuftEw3oHo0YlwcAZ5EqwTPAU7j8mdV81pF46",
+	"GmD3UBdnw9PIVfPldkaPf/btjT32k9wggdMuEndEjhiz0pLeO3r29J/vXhz/39ES9/1ZkAxnOZ1hHw0e",
+	"nXPLxwNLp1MnyrkLztOJZYOYwYB819NcWE9KDZ3Y9Qp2gCZ9HOyeJ7Iuc7FIx7NTwx+ljOVelLNiRCsL",
+	"W1F6ViaRaEBUdPLADMDETd07MXLr5ClIkv6GBynIRRX87TnIldX4Cv/UOGlqg5ECwEflEupg2i2AVH/g",
+	"dVgn0jhau/+I+Cx+dIBXqxcGetektz8aj8YQTr5igq54b9J7MBqPHmBO9AJUkL0F5D3/CbouwzwcT85f",
+	"pL1J7zkzv7pXaiXd74/HW0rTXawkncu+bilBd8TUGRdziLJ/OH7YNVAB2V5RLTZUunqTf32IejpfLqna",
+	"9CYW9qLoArO6QcK0RsEWE5zoXEPIvN8L3ftgx9tbMnvadv32f25jRxu6zNxPEEezdTvf4Ru3sptPPe/+",
+	"kv2Meo/GD87/ICyUufsZtIoboahhOe+j8YOtp5PzPXcMZ/t7Lj5Jd57FK67NE/9StQFQh/2hfGUv6JPR",
+	"Fc1XexstpDu+7OpffrgkllSNI+GO7OSoKeNVG/4ZwT62GO1+s5LPTFrOdkBWVGs0KEJFIiu1gyT9E2op",
+	"BrzaHw10ZjnfbV0A3zQoNfHcH6tD8/H5WBs0qIBP9ndC9LJ2Lny0w+0oa8J/0X2KyvYu531X1vUMbx0a",
+	"BTAG0JcqDO9Uuc2fa/doD3X3sipWy42Sa6Y80jRQtyXjGz4oqNHdMRXHBBtDgnKSHWcUdbKZzmO4Oj5T",
+	"kIfmBTwOIb873Orhvl8wVxm42CTL7fBSdh70xfhT0T/J8pBV3oIj7+x0JZZckP2VXc9amFTLTX/nFvdV",
+	"48JOAlG1lcLtYBDsZog/vgg3hmdHUAuHZpkOUil9rri+ELnfW7vGU5dBP6lb8O895eZL0Q+6YV1aOtqB",
+	"trl6vC0U7ttgXQ/Hj2+2X1I1yWBCtOFZ5uUNQEZnVoYoutFt3R9mciXAgl2nwhmeKxhuH5Paeuor0GhY",
+	"GGy/Ui7Ufrsm8tS/9FfQRMId2a2UZJE5dfuaSAH8LpqIP9Y7KahdE3Gb6evga0IhgixCfsaN9k2MygtW",
+	"7n/9ggUqSpdY7BHpGllHgavtYrED9ttgHNu/qPd0ux1EOq7Utkb/XT8eO2KNvmHNqkQ6wKHoKkSbltDE",
+	"FErsUGJHoYoNqUiHmhlM6WA+TtKZayOimFEcUnrA1WX3czQVhyn2tZaCVa+KAqNypS8fGtMg1aw2Jdck",
+	"FylTU7GmWD8tkcsTLlhKuHCRJUAAoYluDCblf7vp/n1CTbL4t+Z/gieNihTs2VPh/R6mZfsVny+MKz1m",
+	"AQL/SZqCyypfVhpwaj4XLJ2KHx4OT7gh2FmTgzvlMWnmsZXV5qs1zEm/8N7rqaBpytLBgSMmzjVdaZVF",
+	"BflxeLIxvhZffUafFofG9ioZOUzTkozUkKeJCLhA4tZHl/ZL8Lykadk3dr+zM3GadnT33SWY9cPtkTnc",
+	"1qD6nD3/O5p3RTTvME1JTFNIcvIoFIF79IQVYSUDQo1c8oRm2eaAhPe1eUvLI+oikm2ZSdiajH1cscT8",
+	"9CyOLJ0NZwAfLp9VLqxE71b8DHK1PVEDMj0VjlrFY/DaO2/7Y1LPeO2iAoWLfSocVB4mbsDrBswASqm3",
+	"XeyjUD7YerGPgJA3F1cQE9+TvOteI3SVq73jdYZb8URiofervMnY1uFzVdw1Kmefb4eKHDHznRKMh/s7",
+	"zFTpeQwfPdplTS3N0m6HRNkrYsoysR1UwN1STGcKZJbBdom/WgNlu2Zdqb3y19Cv0+qSd9Wy61Vqbl/X",
+	"ri1kF40bF+EtN3eKd4finVa2qa5/bzdo1W7fDmp3FbOukZ/UULhdNq2u/Q5D2jTq6h5BSH8uTAThd1ww",
+	"jYGEYXmYq/dcbUW3vXrHoCtX4ysW4KBITrsReNJo5KMN3WjChJJZxtKDqXj75uiY0DnlojRv+Y6DRpK5",
+	"1fN9wPSIHEJNBf85OdkU4ZXwyWQqAMC2FoN9uM4u9E97G8hCrsUAor9dv8J6R/XysCGjU2Yp06bWBnES",
+	"6Ml1idyN2yZaQ9+kOhWonVibnMwx0z4UR6MdSQEWS7dsuG3gsg1U19i19LLzsst2dFqd/97x8audhIet",
+	"Ltj966Govv1VC2FFthLiv2Unrrvmd+n4vQ7nWkeL1m2+tpIyTciMrYuWw+6SL2jqT6HpgDvAi99NtWoV",
+	"weq9VIOeqYNRe62vSZVsFb3QLXaAnIiFY0I3HJCvqeigX/XSYZNiqUEn4iopm4pWWhaR9YInCx8Eanf6",
+	"XtnN1WX6HdTp+lS4efweWXpn0eH+DtpgtWn9LQmAFhsOiAInqEYvqF90pTlx2B/3SyTCCove+8TT7dFj",
+	"jJ6xc1jEFZFY2P53nvLvFsEC9M2qrRZxsVHzt0/TXkvzK8tugJpVemyfR82wnOAE5RMNFMx3x26SsJaq",
+	"gwdIWOq8CL6nWYZ+B7pktxV+AJheu4CslX36huBXKleffz9e/FyVwJmrYL3d0PKseOuvYGOp7MlO5pWw",
+	"z+GtW1ZK8HcxqhRHe6cst5tT/HZ2BDK4npxWXCr7aYYXOziOz/VL17SvtHlhDFNL6K1X1EGdFD6fItCp",
+	"Wrcn5bOZfTxTcukHmApoklrTcPv3x+OI5ALLrKWDNhXvOSsowG66nW9GeQEPSPQVhAaW17jduuTP7e6q",
+	"tNmVgptQaRoPmbuQ+iZVWo13D+/G5a1J9Wu1V+1sfC3BIMUUUOAFPaSwVuq1leQUfZc+r796dQFmyBWd",
+	"ivrdjFyMZamxxffH+1ZVm7qSQdPehEBT9thqT3DN0UXJQMdKO6p2QYfhRnZjpbSaq7ooZ77E1lT4HOeY",
+	"p3FUqVmypKcMfaKQkgl5/ZD5jDXEobKn/XEC7dqtCDgV4DxqpTZP6XJF+VxcwIx0UbPR1dtpLkS+rsHR",
+	"69GwcPV+vkbDkZst2bQKFF53/j4NQz/u6N915VZvIVK7UUh+YkUHfhYSKygWEUSYVU031BSmG2pqXO/G",
+	"HdzfkPFFyYzQYJf7T3NFjVQEa/y9guIiGd3IvOoF30FEDHjZueaWd0y3ks+LmU46rOtAvaDjeImpjb7z",
+	"H26L+ODSWYrRjJ5vomMm5Mj2uNuzmdwA35kJ6FYyMexO+vQlhzY/GZVDuRW8K/Vz8eXMrQR19XLiBawj",
+	"HZl1b5WEWhuXvVs3JgXcaMDXtovpd+67u1lfJBH8VaLEsBgLhk56S1bAHoUkig395b4wS8SiL53GE6zy",
+	"EqP+EkSWYhOhsN9ibeB44qrKBGFtUwG1Y1xheimqalK/0JOikITZv0u+HWF5GtiNg6nwFTJKKeyeDktk",
+	"FAXpa/qeyLMsItOyYL39EcjqAGor+paS99D/hiqp1fo8ZIKtmTZhCStcBDdEsVkGFd76dCrKg0JGysU8",
+	"gkpvXMyJVFBcxV5pKKRGnD5HjiRG4Zb1bQJt9J4urVmWQf+R04wYiTG8ZTprWhQhhJmhdo5bCAI/deYq",
+	"9OCBxYsbzbIZ1LzEcVJqaESgB6ovDwTirNdsRbZxoNmTgjKsxWAnOZYQcwjMU4jZwE6dLknDbZSQAJLf",
+	"xKnoh12aizOy+2UZHOrNhUkR2gURA+ozuirZGZe5PbmpWGU5KNUR0RKKFXXVI4IZoQhRa+gzNuMu7Xfn",
+	"MIBG0acqB2hJg/DVnHCXoaF4Yem5kPnctyStN2Rpi0goClXdGeNanFCp64eCWKlJ/+jo2eAaLW87UGId",
+	"9K/tx5+m2Chj2vscD1zbNEgbsH/c08TSZkuoB1FJwftUTIUHvPZO2RICRoESpLVXQACFp/AXPp0K/9g5",
+	"4FzkQ9XtDXFXjCs/HmfafnJ6BsNhseCMawNd6KYido0Q40lRvB6K4fI/WVTEMSDBxNlcGHSYNxECPyKH",
+	"YVUzYE5TMfcZGdXeK3LmeBMThpuNb6USsCskZvCUYDxGyjVdrRhVmsColGRFU3qyXkiN5BTiuouGw66k",
+	"pKszh74sdGNZZgmQhkbC8gVGjGKuEufa6sQWQe0YlhmdcpHe0yTliiVGqg1wiqkwAIRPjRNzyythuVxD",
+	"4CJ4OgZAKpGx+qQxfwOAu9FUT4V7EpGFXEP4yZKKDY6KoY8IKVPa7rv/T5GcZwlxJtfZxgWlTEWq5GrF",
+	"0Kq65VAK2B1MqWNO3OBu27GjqYDiq5aRl1XqEswsA1HBE1u/rlofqYNqATwPzlRU4CmYJNBprFa3ZoqV",
+	"7RWQ6RhdYTxTUXAecCyZav09IsUWBmQREJb/VbKgap/uL2NB37cf1MgVT2Bjhd9wZCsRojYiAtW1Yovb",
+	"qrqd7e+dnm0NPHjJNn+NmINTu9Bdww3KPru3H20AgO8SaGCP8k5Wa79bp2wThhe4xKqyUEJNiAgv1elZ",
+	"eJn2Pp2yzVbjMLLvl2xzXiIkvtieC+ng2SEbsuyg1B4MAP0btnaM2SmEzwkl34Nt6SXbtIQib/+m1nbj",
+	"lnDZYYzrn0H6fFbBXis8Fs1uGygctasOoT+5kJrvaXKyMdAglYJCTK2MIpUVWwozT6WQfAxly9dUk7Xi",
+	"xjCXplHtFCETw4pKx2iQ4IbUPyqbb1idfkNopUw+drURqLbnycKC5r1AUpFT+qeUaKd5H3b//en3aT4e",
+	"3/9hTbn56cFYx96IUsb8kP5TKXSe2cVbJckKknDZBhNYXCMiCNUSv/vViKDfa61MQNwrgBnux3az7OF5",
+	"jgAUShLUEgZQYLwZrlDsPQq9oHj04/vjcTwVRYTRAVQNj0uDjx3aLtX1VHHdLcp1U19w2ksdcjYVoHVZ",
+	"4RekEadiQIcaIEeBdQs0jI6oph3IYEvoRrnFrZvrSSLucFQ2i7kKCjncv9bYqf/e++/dDf4vDFs+sfdw",
+	"a6UIf1nt+l2ddDvw79u6v1VRtx/2nwE91D+RM6uEI9NDmrJlDxvb9vm7Yxa3FPnljgvr81iqAQc+cATB",
+	"F8ePf/ddlMDmUSHPLezgYjL/S7apu+66Kpc4TmK5SsFI+iupNT/JNkC6B5FjJwTCIRhW1uFiKkpsQ9Oz",
+	"8+Ld0w12o8kpWxlywnw9nCXpuxGGS2aoGyYqeIvTyLWVyY2iQlP0isBuIeHBXMH4+bPjGFhIyT1iGIbp",
+	"irhWbWIVsuHf44MKtYfPpqL8riTIpA+hYwwaSQwOyv4mrn5Ho42WZwKlyaHWPgspf0Hui7Ay/xbayGE9",
+	"ZGEZjtBTUZT4CMgu7gHkEv30KnZRaH4BbLVgS6ZoNnGsFAXitK1uJukrdiZPWRpNhesWDRyu2irCG/Uz",
+	"qY2rl1QMYxEAWr+5FheWIYOR85SLdNqbTHunZ9NeNAWiP+1NHMEih/h56paLW10swmcxQY8cy02n4oQV",
+	"50JLtQEDfQCkIFPKQxb0sXg8FR0nFkhqUF4Jx/a7hG3tuA6wdSpWGcU+QQi8F46CvFfql2dHc02CuEtf",
+	"TdFb5dxx0OYJG2RYFTgm/Uf798lL/sRivCNRA6zl1OyAc+CtfZDA5UBsY/lv851YPixnR8XHc3n/+o1w",
+	"+5p2T09ZE+8jsmAZEAzfKVWjo7Ia+CVcJ1XoG9IJNjY/vGCg5dYohy+XNK4zhuEl27xH9GmTadyju8jG",
+	"amTjhXXTL4p/uI1y3kAIgM/TNRIqGvaHdBIPFRvisI/Y2xoB6x+cZ6XZMX7h9MxRaJB845dsc2S1q7Yg",
+	"Bad39eOpM/9Y1gOhAS64vKlutQc0TIJKX1QXlficSqynAqUmKxX98/iX4Y+uolfx6hOq2Q8PrZDRgKTQ",
+	"q8Fxs5RnwAh+DV0xvgGRpU2FGqid/ZK0aX5QFht5lBRsKmraH2ix3NS8Kr45UBgb4YIDqNtJbLXUd0WO",
+	"XT3FipP+b2TfVaOUBiMBIsJG8xGhKHBYdgrKNYiR53UU6nafINv6+vwmL9nmzmt/HYpUi9+26cW/pKrk",
+	"CBL2GAOfRGuey6FvA7cWGvzzOvJhTQlnOqqklrtuZHh7Xdf8BV/pEXlhQNh2pMhL3CE9sHcItCZohgxU",
+	"jwuspWJMFhfvajCzwUuFqznJpHad7wpSV8rurU2IrCB/gG3HRDoVirlubKxwVRZkpTVPBYT1V04yutgZ",
+	"QIbJdUZJI1gtl/C5ouIbsJR/UdD/JW8gbI3XWcJr5i5IwcHx/3uuu+32UHyL5R5Hdmimgbfiu5QwLx1P",
+	"brfGH89B2y1FmcKpnK5bp6UDqAC3nmh3m52OQxtf7RX9GRpLdxlQHSbeIUOjSq4vOSNS7CRaEOr2Q/6C",
+	"aP02Humv/Hmi+/sgthfZk2/RXppUiqrVaHFqdLMEYweaUqaiO3i5CpgzS0I8EXwPbVT7lT58U+F5oLN1",
+	"TcK7FNh8WAbmpDlaRGP3Nrbiduw7jqYCywyX9XbciqEhDXmaSc0rMaqO8+tgJmqIi3pqxjw1hNQJ2Xey",
+	"0f1ucXnHy3sLAjNAVoREfXeC8zfTaOmllyArsUw3RD4K8fXieenh4F0NmOzaDu3wN8PD2qN9vBh/x76a",
+	"yPc214uKiR5oK3jYhVyTvxFjsq0CqFXCtgbOvYI3/gqRc8Ve7EZ+ZXIK9rOvIngOYd8leg7O885o0h4+",
+	"Z7exozwP9jxHOZFy7NcU3Cvc/8q1au2GWjOICMKXFkO9Lwu9iE5IK5WQUUM6eYcP7GleSQ7p+fqk87Xd",
+	"pTNfWv3EkwaqbfHNe9ecjN6GVluUS0SA6+PLJZnr0Cyly4K/Iyf1MkaYgBQQDpEvT5iyWtcWEnINzaYw",
+	"ogRiZ6hi2MQeynJQpfgZzVz2Rh/C730iDfqhjSYrxVKWMK2lGox8uKHvImqxeA7mLsjUNDRZeAeHLy99",
+	"UDj0uSG0TvHA076kKfMlxkyGcT1Y+hAau4vUan6F6uqIIulLVf44ozzLFRQC8jo9gFAUJAG7Dnqw7a2b",
+	"Y8sXjSEPdnxcBpYS6GP0DLqypyKeMZFwMT+2P/jKSP5kL1oYaSrQFi/Y2g/hU31lchoRmiipnfG4cK+7",
+	"lmBMaLY8yVhrz6kEKPoXsYRrLDzdiDL4RTFGrMLsY6NcwBIcCzTj6lNDllIbcv/RD0UIGNT29W5T3Ld7",
+	"msRyLZiKu8IN4GlbiZFCjrpW27lMTsEW/A3bz7+astd2My3b3laxyKLQ0PLTeAIWsTnusXcAYfTtQVjM",
+	"2ZdwxqgryJwUeZYFbm53RddMGLJkFNPtByMSU3vfNLdzD7kYrpScK6Z1PAnjZKDVnCNB8IFCI5YnQ5YI",
+	"u9rXLsTlWysV7cgOVGT7mGS55mcssuRYOdmgU0qG7Nnt2uc/8JW/gvp5/Tpj1Ct3fCcdF3a/xa5Y1T3d",
+	"oLson3icd+Jiu/YJG9lZHVbMzQKrw2L5GzRsh9fLH0T1fu3QeucfrhDXtWkRDpHaNQgA8w4n6jgBe3ax",
+	"c798/YUKyuxhAMa1tPZ/+kXVr260P8r1prRYAuyzBoKEpzD43yeNMQHHgmJMLfsF9nFot/TTFiE36ll4",
+	"zn3tc1cxOyjN/31Kqt+KmAUHHRRKsPhjFaUh1EYaSpGwwQFZwHaQXBieEZqcYsEgCEiE78GXuivLcPd/",
+	"7xP8uzU85TA59Tf6fFviYfKdRKbAkm/Z/XiYnAq5zljqg20BMco0lStmFOcTVdiU87mKx6o9Z825DJe5",
+	"GFBdLMkZZnfH4+/JJv41oPJzfsZKFMYqZ2dc85OMObOcC+KUWUowZ2hnUlboO9tVzRfw2jlpPfuj0f54",
+	"PI7K1uzjcWe+C+iV7e3ZoWFc2EHunP5xH65bQsfVtwgs8OBORG+z8pfcGGsh0dOW9gRXIaFvax7gaX49",
+	"HbVIPw1s5x15pn2Iu5oK6pfgJAaf8wcXcHBAqNiQJUs5dRkqfz9685pwkWQ5VJiE8DT6R858aseCKVcn",
+	"zMqQRQmG+OF4TLg4oxlPh/bH+IDQjhS+qbhgDh/jYFCDtWsLMUSktfec9EWot9748Wj0+HFEsH4XnPhB",
+	"cfk7r/5Kcam42bTf/vDuP368S+mSq0+AO7+o79XZwt1Ot/aFPAIk/erZ6A3V572VivPe9hRkqHWlox2Q",
+	"FVOaa/v77gzYUpVrsSQc24G/zJDwrej8BxXBfu6qJAVWgO9fu78N7u6zoUOF2xcKkoIBo1TekTw4IPH9",
+	"ohwNwy3tvhwucroz8PvQsV12xoQrRFmmHnFNcqEYTRZ2qQckhiTDGIOZNd1oouWorUzNkZv1GgVJP0Ub",
+	"mffFjLGe380hzxWIeVsywM6rTOhe2zFLtyhtG6TqljVuJ2Q0Gn3uTtkNk/18bWtofisEtIeKIxIXtaRj",
+	"0gf/OBT4zUXClLEyXlRE+9fC+yMfuYCREj6cX7FyeCi61Ay8x3GaxUanwu1rdwD+zih7CyH4Dra7Up9t",
+	"RfuDu95dPbrtvpQVmLfq68fFa8+VzFd/DSfxHJe6qwO3tkdfRaiyW8Iu7mI82DvJpKOObnG4WKU8qPNJ",
+	"s0wiRoWXLbhYLZdt7xOMstVRXMena5QjGqjbLlIDzHcY0iay+NL1YIKMirYiJW5UysG6DHvLBP8jQ07Y",
+	"ij0XpbVwhttbIh2F6PXKmU2vo7lRfZYb7m50EcT2xenvTCPfbusiExxmkuXaMDVc85ThvST90pgyuDix",
+	"3lGpCJtadGcAN4cPFY1a5f9KWRHB1gFdOXB5x2W/DavGTEUc3Dx8MnDDFzD5KTyxgjmsRl2U7HNbORX2",
+	"GHII3HYNap2QWetxUfRRMGtZDO/a+GDg8VR0Ni/oaJ9QHqgbqNY7ISIn0iygA4UmRs6ZWdjFaDkVW6v3",
+	"lEnKaPEpt/ReUPIYWxPBUKgfyhnM161DXZhtX5MuJQV7M+tkF00C6RWrnek5IIL76sNdIaHLhhaUkkKn",
+	"AndlUkE3iXOSycWNxzWho9V6/HfJRfN67Nouuio1XLx9dNvAa8bniy6Xcc1hfL7P+IZi5favQTw6WlDV",
+	"GjRqz+wuceJKWjzj3Sr7Oxe8rdLI2XV9xpc9s4bezqNvKobOIk64RO2XFPPUCUYxXj8rs/jgjgHJBWTw",
+	"Nes57SikOQp2br/lV4yesXOp0TVk975iM3OX2XsF7fJcAJOzSnSyyfPtK78ByuzGis4rBfzDw9611vq/",
+	"VmJvpUu8P1YZtm99G4h60yRcSDOcWTZSoeKWegu5nXzfhmRZO1Lf3Lus3B72K8Fo5qpCVO+YcR0y6eXb",
+	"fP9zlVLDzr/VX0XT7zqYCPztmce+O5Jw1wr8snQDUZLQ8vhRXAMLdsqWVKTd4pkdiSU5hOTZS3fCqGLq",
+	"MDeL3uRfHz5Hn+zFgtoI7lbmKutNegtjVpO9vf37/zMaj8aj/cmP4x/HcAndNE1hClL95VpgRcGirxPm",
+	"/zINxh2uCIMqB65WLDeWuo1qlfJ1S/78s5YsW1czxpUpwMIFmvR9w6gXwjD1VsmEaf1bbthHktGNzNHi",
+	"6OeD5NzmdGhUKVpNB6Pik1dQGNuNF/bRtnpDBaBgsrJrcHPCJ9gqN5joZ66N4ie5Yal76OfDg4cWu8S1",
+	"2NXBNP6nlll+zpVFSvLLi1/eYAqi9mniLnCTw0nR06AeAWTZlLGx/aI1OTwIJnbhPs1pj2tOO0QG3F2W",
+	"elOmXmUcu+eCjZgupZiHTDxcY4Dkzeleso0mcoZUMiWJFDM+z5FDkT6E+m1cF9eg/1FE7J2kig2pSIea",
+	"GV9+wjHdKOjGoaNahy2suAy9skogT89agDvic8FS8sPD4Qk3vl1x+7EfGrnkySvYBjz5iFD4jdAULLPL",
+	"E24Hgzb0OFIwvR+7BYhfGc3MIoKmuVwwraMwZKXszlK0DAtqXAYzBIEMLQvFgisyN76HD5kzYT9gKVEy",
+	"N0yR/lsll8wsWK6hOIYDY8US15E+Khqi5Rpc7SG+Kbruff7w+f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

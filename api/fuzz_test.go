@@ -53,7 +53,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -97,6 +99,8 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Barriers:   recipes.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
+		KV:         kv.New(sess, nil),
+		Counters:   counter.New(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,

@@ -12,7 +12,9 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -67,6 +69,20 @@ func (s *Server) pictureKinds() []pictureKind {
 			follow: s.inspected("barriers", bodyOf(s.readBarrier), nil)},
 		{kind: "double-barrier", event: "double-barrier", dir: "double-barriers", field: "name",
 			follow: s.inspected("double-barriers", bodyOf(s.readDoubleBarrier), nil)},
+		{kind: "kv", event: "kv", dir: "kv", field: "key",
+			follow: followed(s.opt.KV.Follow, func(v *kv.Value) any {
+				if v.Unknown || !v.Exists {
+					return nil // its directory's watch says when it is gone
+				}
+				return KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
+			})},
+		{kind: "counter", event: "counter", dir: "counters", field: "name",
+			follow: followed(s.opt.Counters.Follow, func(st *counter.State) any {
+				if st.Unknown || !st.Exists || st.Corrupt {
+					return nil
+				}
+				return Counter{Name: st.Name, Value: st.Value}
+			})},
 	}
 }
 

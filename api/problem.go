@@ -8,7 +8,9 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -82,6 +84,8 @@ var plainProblems = []struct {
 	{kit.ErrLeaseNotFound, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrLeaseEnded, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
+	{kv.ErrKeyNotFound, http.StatusNotFound, "key-not-found", nil},
+	{counter.ErrCorrupt, http.StatusConflict, "counter-corrupt", nil},
 	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
@@ -110,8 +114,20 @@ func detailedProblem(err error) *problem {
 	var notEmpty *recipes.BarrierNotEmptyError
 	var mismatch *recipes.CountMismatchError
 	var tooLarge *http.MaxBytesError
+	var versionMismatch *kv.VersionMismatchError
+	var valueMismatch *counter.MismatchError
+	var overflow *counter.OverflowError
 	var p *problem
 	switch {
+	case errors.As(err, &versionMismatch):
+		p = newProblem(http.StatusConflict, "version-mismatch", err.Error())
+		p.Ext = map[string]any{"version": versionMismatch.Version}
+	case errors.As(err, &valueMismatch):
+		p = newProblem(http.StatusConflict, "value-mismatch", err.Error())
+		p.Ext = map[string]any{"value": valueMismatch.Value}
+	case errors.As(err, &overflow):
+		p = newProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
+		p.Ext = map[string]any{"value": overflow.Value}
 	case errors.As(err, &locked):
 		p = newProblem(http.StatusConflict, "lock-held", err.Error())
 		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}

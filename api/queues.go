@@ -25,7 +25,7 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	if len(req.ContentType) > 255 {
 		return nil, invalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
 	}
-	data, err := s.readItem(req.Body)
+	data, err := s.readItem(req.Body, "queue item")
 	if err != nil {
 		return nil, err
 	}
@@ -39,8 +39,9 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	return Enqueue201JSONResponse{Id: id, Priority: prio}, nil
 }
 
-// readItem reads a body of at most MaxItem bytes; above it, 413 and nothing kept.
-func (s *Server) readItem(body io.Reader) ([]byte, error) {
+// readItem reads a body of at most MaxItem bytes (what: "queue item", "value");
+// above it, 413 and nothing kept.
+func (s *Server) readItem(body io.Reader, what string) ([]byte, error) {
 	if body == nil {
 		return nil, nil
 	}
@@ -52,7 +53,7 @@ func (s *Server) readItem(body io.Reader) ([]byte, error) {
 	}
 	if int64(len(data)) > s.opt.MaxItem {
 		return nil, newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
-			fmt.Sprintf("a queue item is at most %d bytes (--max-item)", s.opt.MaxItem))
+			fmt.Sprintf("a %s is at most %d bytes (--max-item)", what, s.opt.MaxItem))
 	}
 	return data, nil
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -30,6 +32,9 @@ type Options struct {
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
+	// KV are the keys; Counters the counters.
+	KV       *kv.Store
+	Counters *counter.Counters
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens

@@ -50,6 +50,8 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followElection(topic, name)
 	case "throughput":
 		stop = s.followThroughput(topic, name)
+	case "kv":
+		stop = s.followKey(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

@@ -16,7 +16,7 @@ import (
 func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	open := startSidecar(t, zkc.Servers(), root, "--max-wait", "1m", "--max-body", "1024")
+	open := startSidecar(t, zkc.Servers(), root, "--max-wait", "1m", "--max-body", "1024", "--max-item", "512")
 	guarded := startSidecar(t, zkc.Servers(), root, "--token", "s3cret")
 	tokens := writeFile(t, t.TempDir(), "tokens.json", []byte(tokensJSON))
 	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens)
@@ -33,6 +33,12 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	closeToOthers(t, conn, root)
+	// A key at version 1 (with its type) and a counter at the top of its range.
+	open.mustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
+	open.mustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
+	if r, err := open.do(context.Background(), http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
+		t.Fatalf("counter: %v %+v", err, r)
+	}
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -105,6 +111,43 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"another token's lease stream", "GET", "/v1/leases/" + appLease + "/events", nil, bearer(tokOther), scoped, 404, "lease-not-found"},
 		{"claim of no one", "DELETE", "/v1/queues/shared-q/claims/c1", nil, bearer(tokApp), scoped, 404, "claim-not-found"},
 		{"ticket without a token", "POST", "/ui/ticket", nil, nil, scoped, 401, "unauthorized"},
+		// Keys and counters.
+		{"key value over --max-item", "PUT", "/v1/kv/cfg", bytes.Repeat([]byte("v"), 600), nil, open, 413, "body-too-large"},
+		{"key value over --max-body", "PUT", "/v1/kv/cfg", bytes.Repeat([]byte("v"), 4096), nil, open, 413, "body-too-large"},
+		{"key with a slash", "PUT", "/v1/kv/a%2Fb", []byte("x"), nil, open, 400, "invalid-name"},
+		{"key dot-dot", "GET", "/v1/kv/..", nil, nil, open, 400, "invalid-name"},
+		{"key like a protected node", "PUT", "/v1/kv/_c_x", []byte("x"), nil, open, 400, "invalid-name"},
+		{"over-long key", "PUT", "/v1/kv/" + long, []byte("x"), nil, open, 400, "invalid-name"},
+		{"over-long key stream", "GET", "/v1/kv/" + long + "/events", nil, nil, open, 400, "invalid-name"},
+		{"key version not a number", "PUT", "/v1/kv/cfg?version=one", []byte("x"), nil, open, 400, "invalid-parameter"},
+		{"key version below -1", "PUT", "/v1/kv/cfg?version=-2", []byte("x"), nil, open, 400, "invalid-parameter"},
+		{"key version above int32", "PUT", "/v1/kv/cfg?version=4294967296", []byte("x"), nil, open, 400, "invalid-parameter"},
+		{"key delete at version -1", "DELETE", "/v1/kv/cfg?version=-1", nil, nil, open, 400, "invalid-parameter"},
+		{"key long-poll bad wait", "GET", "/v1/kv/cfg?version=1&wait=soon", nil, nil, open, 400, "invalid-parameter"},
+		{"key long-poll bad version", "GET", "/v1/kv/cfg?version=x&wait=1s", nil, nil, open, 400, "invalid-parameter"},
+		{"key long Content-Type", "PUT", "/v1/kv/cfg", []byte("x"), []string{"Content-Type", "text/" + strings.Repeat("x", 300)}, open, 400, "invalid-parameter"},
+		{"key stale version", "PUT", "/v1/kv/cfg?version=0", []byte("x"), nil, open, 409, "version-mismatch"},
+		{"key create-only on an existing key", "PUT", "/v1/kv/cfg?version=-1", []byte("x"), nil, open, 409, "version-mismatch"},
+		{"key compare-and-set on an absent key", "PUT", "/v1/kv/none?version=0", []byte("x"), nil, open, 409, "version-mismatch"},
+		{"key stale delete", "DELETE", "/v1/kv/cfg?version=0", nil, nil, open, 409, "version-mismatch"},
+		{"key delete absent", "DELETE", "/v1/kv/none", nil, nil, open, 404, "key-not-found"},
+		{"key get absent", "GET", "/v1/kv/none", nil, nil, open, 404, "key-not-found"},
+		{"key with an unknown lease", "PUT", "/v1/kv/cfg?lease=nosuchlease", []byte("x"), nil, open, 404, "lease-not-found"},
+		{"key over another lease's key", "PUT", "/v1/kv/cfg?lease=" + lease, []byte("x"), nil, open, 409, "version-mismatch"},
+		{"key write with a read-only token", "PUT", "/v1/kv/app-k?lease=" + appLease, []byte("x"), bearer(tokReader), scoped, 403, "forbidden"},
+		{"key outside the token", "PUT", "/v1/kv/cfg", []byte("x"), bearer(tokApp), scoped, 403, "forbidden"},
+		{"counter add not a number", "POST", "/v1/counters/c?add=one", nil, nil, open, 400, "invalid-parameter"},
+		{"counter add fraction", "POST", "/v1/counters/c?add=1.5", nil, nil, open, 400, "invalid-parameter"},
+		{"counter add above int64", "POST", "/v1/counters/c?add=9223372036854775808", nil, nil, open, 400, "invalid-parameter"},
+		{"counter add overflows", "POST", "/v1/counters/top?add=1", nil, nil, open, 409, "counter-overflow"},
+		{"counter bad name", "POST", "/v1/counters/a%2Fb", nil, nil, open, 400, "invalid-name"},
+		{"counter expect not a number", "PUT", "/v1/counters/c?expect=x", []byte(`{"value":1}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-parameter"},
+		{"counter expect mismatch", "PUT", "/v1/counters/top?expect=0", []byte(`{"value":1}`), []string{"Content-Type", "application/json"}, open, 409, "value-mismatch"},
+		{"counter set without a body", "PUT", "/v1/counters/c", nil, nil, open, 400, "invalid-body"},
+		{"counter set a string", "PUT", "/v1/counters/c", []byte(`{"value":"1"}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
+		{"counter set a fraction", "PUT", "/v1/counters/c", []byte(`{"value":1.5}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
+		{"counter set as text", "PUT", "/v1/counters/c", []byte(`{"value":1}`), []string{"Content-Type", "text/plain"}, open, 415, "unsupported-media-type"},
+		{"counter outside the token", "POST", "/v1/counters/c", nil, bearer(tokApp), scoped, 403, "forbidden"},
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},

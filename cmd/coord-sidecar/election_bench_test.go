@@ -616,6 +616,9 @@ func ebMetrics(b testing.TB, car *sidecar, names ...string) []float64 {
 type ebFanout struct {
 	n, changes int
 	t0         time.Time
+	// mark precedes the number k of "c<k>" in a data line: state k (0 first,
+	// then change k-1 done); leaderMark unless set before connect.
+	mark []byte
 
 	start []int64        // per change: ns since t0 just before the change was triggered
 	recv  []int64        // [change*n + subscriber]: ns since t0 the subscriber read the change
@@ -633,7 +636,7 @@ type ebFanout struct {
 
 func newEBFanout(n, changes int) *ebFanout {
 	return &ebFanout{
-		n: n, changes: changes, t0: time.Now(),
+		n: n, changes: changes, t0: time.Now(), mark: leaderMark,
 		start: make([]int64, changes), recv: make([]int64, changes*n), got: make([]atomic.Int64, changes),
 		conns: make([]net.Conn, 0, n),
 	}
@@ -738,11 +741,11 @@ func (f *ebFanout) read(i int, conn net.Conn) {
 		if !bytes.HasPrefix(line, []byte("data:")) {
 			continue
 		}
-		at := bytes.Index(line, leaderMark)
+		at := bytes.Index(line, f.mark)
 		if at < 0 {
 			continue
 		}
-		rest := line[at+len(leaderMark):]
+		rest := line[at+len(f.mark):]
 		end := bytes.IndexByte(rest, '"')
 		if end < 0 {
 			continue

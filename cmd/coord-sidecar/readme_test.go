@@ -265,7 +265,7 @@ func (r *readmeRun) step(st step) {
 		return
 	}
 	stream := strings.Contains(st.command, "/events")
-	r.election = stream && strings.Contains(st.command, "/elections/")
+	r.election = stream && (strings.Contains(st.command, "/elections/") || strings.Contains(st.command, "/kv/")) // event ids are zxids
 	switch {
 	case st.background:
 		if len(st.want) > 0 {

@@ -22,7 +22,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -359,6 +361,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Barriers:   recipes.NewBarriers(sess, reg),
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
+		KV:         kv.New(sess, reg),
+		Counters:   counter.New(sess, reg),
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,

@@ -124,6 +124,9 @@ func TestStatusPage(t *testing.T) {
 	for _, id := range []string{"w1", "w2"} {
 		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
+	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":false}`), "application/json")
+	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
+	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();
@@ -136,7 +139,10 @@ func TestStatusPage(t *testing.T) {
 			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "3" &&
 			q('[data-queue="jobs"] [data-field="claimed"]')?.textContent === "1" &&
 			q('[data-barrier="maintenance"]') !== null &&
-			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3";
+			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3" &&
+			q('[data-key="feature-flags"] [data-field="version"]')?.textContent === "1" &&
+			q('[data-key="feature-flags"] [data-field="size"]')?.textContent === "13" &&
+			q('[data-counter="signups"] [data-field="value"]')?.textContent === "42";
 	})()`)
 	// The bars are drawn: their width follows share/limit.
 	if w := page.eval(t, `Math.round(document.querySelector('[data-group="api-egress"] tr[data-member="m3"] .fill').getBoundingClientRect().width /
@@ -146,6 +152,8 @@ func TestStatusPage(t *testing.T) {
 	// A deletion: the lowered barrier leaves the page.
 	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
 	page.await(t, 5*time.Second, "the lowered barrier gone", `document.querySelector('[data-barrier="maintenance"]') === null && document.querySelector('[data-barrier="deploy-freeze"]') !== null`)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/kv/feature-flags")
+	page.await(t, 5*time.Second, "the deleted key gone", `document.querySelector('[data-key="feature-flags"]') === null && document.querySelector('[data-counter="signups"]') !== null`)
 
 	if p := page.problems(false); len(p) > 0 {
 		t.Errorf("console errors while connected:\n%s", strings.Join(p, "\n"))

@@ -759,6 +759,155 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/kv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every key that has a value, with its version and size. */
+        get: operations["listKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/kv/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The key's value (its bytes), with headers `Version` and `Content-Type`.
+         * @description The body is the value's bytes exactly as stored, with the `Content-Type` it
+         *     was written with (`application/octet-stream` when it was written without one,
+         *     or by a client that keeps none, such as Curator or kazoo).
+         *
+         *     With `version=V&wait=30s` it is a long-poll (Consul's blocking query): it
+         *     answers once the key's version differs from `V` (`-1`: absent, so `version=-1`
+         *     waits for the key to appear), or when `wait` ends, with the state then (`200`
+         *     unchanged; `404` when the key is absent). Every long-poll and event stream of
+         *     a key on one sidecar shares one ZooKeeper watch.
+         */
+        get: operations["getKey"];
+        /**
+         * Write the raw body as the key's value (any content type, kept).
+         * @description The value is the body's bytes (possibly none), stored as they are in
+         *     `kv/{key}`; the request's `Content-Type` is kept beside them (in
+         *     `kv-meta/{key}`, written in the same transaction) and answered by `GET`.
+         *
+         *     `version=V` writes only if the key's current version is `V`; `version=-1` only
+         *     if the key is absent (create-only); otherwise `409 version-mismatch` with the
+         *     current `version` (`-1` when absent). Without `version`, the write happens
+         *     whatever the version.
+         *
+         *     `lease=L` makes the key ephemeral: it is deleted when the lease ends (revoked,
+         *     expired, or the sidecar's session lost), and the lease's `holds` show it
+         *     (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
+         *     be absent (a key that exists and is not the lease's answers `409
+         *     version-mismatch` with its version); a key the lease holds is written in
+         *     place. A write without `lease` to a leased key leaves it leased.
+         *
+         *     A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
+         *     is written.
+         */
+        put: operations["putKey"];
+        post?: never;
+        /** Delete the key (if its version is `version`). */
+        delete: operations["deleteKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/kv/{key}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The key's value, then every change (SSE).
+         * @description Event `kv` with data `KeyState`: first the current state (`"deleted":true`
+         *     when the key is absent), then on every change: the value as `value` when its
+         *     bytes are UTF-8, else as `valueBase64`; `"deleted":true` when it is removed.
+         *     However many streams and long-polls follow a key on one sidecar, it holds one
+         *     ZooKeeper watch for it.
+         *
+         *     Event ids are the zxid of the change a state shows (raised to the previous id
+         *     + 1 when not newer, e.g. a deletion), so they strictly increase along a stream.
+         */
+        get: operations["streamKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/counters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every counter that has a node, with its value. */
+        get: operations["listCounters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/counters/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        /** The counter's value (`0` when never set). */
+        get: operations["getCounter"];
+        /**
+         * Set the value, if the current one is `expect` (compare-and-set).
+         * @description With `expect=E`, sets the value only if the current one is `E` (a counter never
+         *     set is `0`), else `409 value-mismatch` with the current `value`. Without
+         *     `expect`, sets it whatever it is.
+         */
+        put: operations["setCounter"];
+        /**
+         * Add `add` (default 1, may be negative) atomically; answers the value right after this add.
+         * @description The add is a compare-and-set on the node's version, retried on conflict.
+         *     Adds to one counter that reach this sidecar while its compare-and-set is under
+         *     way are combined into the next one (`coord_counter_batch_size`), and each
+         *     answers the counter's value right after its own add. A sum outside the signed
+         *     64-bit range is `409 counter-overflow` with the current `value` (nothing is
+         *     added); a node that does not hold an 8-byte value is `409 counter-corrupt`.
+         */
+        post: operations["addCounter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -770,7 +919,8 @@ export interface paths {
          * Every topic in one stream (SSE), each first as current state.
          * @description Events `session` (`{"state"}`), `lock` (a lock's GET body), `leader` (an
          *     election's GET body), `throughput` (a group's GET body), `queue` (a queue's GET
-         *     body), `barrier` and `double-barrier` (their GET bodies). A new stream first
+         *     body), `barrier` and `double-barrier` (their GET bodies), `kv` (a key's list item
+         *     `KeyInfo`: version and size, not the value) and `counter` (a counter's GET body). A new stream first
          *     gets the current state of every entity, then every change. An entity that
          *     disappears gets a last event whose data is `Deleted`. While anyone follows this
          *     stream the sidecar follows the tree with watches (one per kind's directory, and
@@ -836,6 +986,8 @@ export interface components {
          *     `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
          *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
          *     `client-closed-request` (499, counted only: its client has gone),
+         *     `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+         *     `value`), `counter-overflow` (with `value`), `counter-corrupt`,
          *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
          */
         Problem: {
@@ -1073,6 +1225,69 @@ export interface components {
             /** @description The entity's name (`group` for a throughput group). */
             name?: string;
             group?: string;
+            /** @description A key's name (`kv`). */
+            key?: string;
+        };
+        /** @description A key as lists and `/v1/events` show it. */
+        KeyInfo: {
+            key: components["schemas"]["Name"];
+            /** Format: int32 */
+            version: number;
+            /** @description The value's length in bytes. */
+            size: number;
+        };
+        KeyWritten: {
+            key: components["schemas"]["Name"];
+            /**
+             * Format: int32
+             * @description The key's version after this write.
+             */
+            version: number;
+        };
+        /** @description A key's state in its event stream. */
+        KeyState: {
+            key: components["schemas"]["Name"];
+            /**
+             * Format: int32
+             * @description `-1` when the key is absent.
+             */
+            version: number;
+            /** @description The value, when its bytes are UTF-8. */
+            value?: string;
+            /**
+             * Format: byte
+             * @description The value's bytes in base64, when they are not UTF-8.
+             */
+            valueBase64?: string;
+            /** @description The Content-Type the value was written with. */
+            contentType?: string;
+            /** @description Present (true) when the key is absent. */
+            deleted?: boolean;
+        };
+        KeyEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "kv";
+            data: components["schemas"]["KeyState"];
+        };
+        /** @description `version-mismatch` carries the key's current `version` (`-1`: absent). */
+        VersionMismatchProblem: components["schemas"]["Problem"] & {
+            /** Format: int32 */
+            version?: number;
+        };
+        Counter: {
+            name: components["schemas"]["Name"];
+            /** Format: int64 */
+            value: number;
+        };
+        CounterValue: {
+            /** Format: int64 */
+            value: number;
+        };
+        /** @description `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension. */
+        CounterProblem: components["schemas"]["Problem"] & {
+            /** Format: int64 */
+            value?: number;
         };
         /** @description A decimal integer; ids strictly increase along a stream. */
         EventId: string;
@@ -1142,6 +1357,16 @@ export interface components {
             /** @enum {string} */
             event: "double-barrier";
             data: components["schemas"]["DoubleBarrier"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "kv";
+            data: components["schemas"]["KeyInfo"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "counter";
+            data: components["schemas"]["Counter"] | components["schemas"]["Deleted"];
         };
     };
     responses: {
@@ -1277,6 +1502,33 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description `key-not-found`: the key has no value. */
+        KeyNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `version-mismatch`: the key's version is not the one named; nothing was changed. */
+        VersionMismatch: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["VersionMismatchProblem"];
+            };
+        };
+        /** @description `value-mismatch` (with `value`), `counter-overflow` (with `value`) or `counter-corrupt`; nothing was changed. */
+        CounterConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["CounterProblem"];
+            };
+        };
         /**
          * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
          *     grant's session expired), `shutting-down`, `too-many-streams` or
@@ -1313,6 +1565,7 @@ export interface components {
         Wait: string;
         /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
         TTL: string;
+        KeyPath: components["schemas"]["Name"];
     };
     requestBodies: never;
     headers: {
@@ -2818,6 +3071,306 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listKeys: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: components["schemas"]["KeyInfo"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getKey: {
+        parameters: {
+            query?: {
+                /** @description With `wait`, answer once the version differs from this one (`-1`, absent). */
+                version?: number;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+            };
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The value's bytes. */
+            200: {
+                headers: {
+                    /** @description The key's version (ZooKeeper's data version of `kv/{key}`). */
+                    Version?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": components["schemas"]["ItemBytes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    putKey: {
+        parameters: {
+            query?: {
+                /** @description Write only if the current version is this one (`-1`, only if absent). */
+                version?: number;
+                /** @description Make the key ephemeral, held by this lease (of this sidecar and this token). */
+                lease?: components["schemas"]["Name"];
+            };
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "*/*": components["schemas"]["ItemBytes"];
+            };
+        };
+        responses: {
+            /** @description Written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyWritten"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            409: components["responses"]["VersionMismatch"];
+            413: components["responses"]["BodyTooLarge"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteKey: {
+        parameters: {
+            query?: {
+                /** @description Delete only if the current version is this one. */
+                version?: number;
+            };
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            409: components["responses"]["VersionMismatch"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key: components["parameters"]["KeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["KeyEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listCounters: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        counters: components["schemas"]["Counter"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getCounter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counter. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Counter"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CounterConflict"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    setCounter: {
+        parameters: {
+            query?: {
+                /** @description Set only if the current value is this one. */
+                expect?: number;
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CounterValue"];
+            };
+        };
+        responses: {
+            /** @description Set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Counter"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CounterConflict"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    addCounter: {
+        parameters: {
+            query?: {
+                /** @description The signed 64-bit amount to add; default 1. */
+                add?: number;
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The value after this add. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Counter"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CounterConflict"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+)
+
+// Counters (recipes/counter): adds to one counter on this sidecar are combined
+// into one compare-and-set.
+
+// AddCounter adds add= (default 1) and answers the value right after this add.
+func (s *Server) AddCounter(ctx context.Context, req AddCounterRequestObject) (AddCounterResponseObject, error) {
+	if err := name("counter", req.Name); err != nil {
+		return nil, err
+	}
+	delta := int64(1)
+	if a := req.Params.Add; a != nil {
+		delta = *a
+	}
+	v, err := s.opt.Counters.Add(ctx, req.Name, delta)
+	if err != nil {
+		return nil, err
+	}
+	return AddCounter200JSONResponse{Name: req.Name, Value: v}, nil
+}
+
+// GetCounter answers the counter's value (0 when never set).
+func (s *Server) GetCounter(ctx context.Context, req GetCounterRequestObject) (GetCounterResponseObject, error) {
+	st, err := s.opt.Counters.Get(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return GetCounter200JSONResponse{Name: req.Name, Value: st.Value}, nil
+}
+
+// SetCounter sets the value, if the current one is expect= (when given).
+func (s *Server) SetCounter(ctx context.Context, req SetCounterRequestObject) (SetCounterResponseObject, error) {
+	if err := name("counter", req.Name); err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, invalidBody("the request needs a JSON body (CounterValue)")
+	}
+	v, err := s.opt.Counters.Set(ctx, req.Name, req.Body.Value, req.Params.Expect)
+	if err != nil {
+		return nil, err
+	}
+	return SetCounter200JSONResponse{Name: req.Name, Value: v}, nil
+}
+
+// ListCounters answers every counter with its value.
+func (s *Server) ListCounters(ctx context.Context, req ListCountersRequestObject) (ListCountersResponseObject, error) {
+	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
+	if err != nil {
+		return nil, err
+	}
+	out := ListCounters200JSONResponse{Counters: []Counter{}}
+	out.Next, err = s.eachCounter(ctx, p, func(b Counter) { out.Counters = append(out.Counters, b) })
+	return out, err
+}
+
+// eachCounter covers the counters that have a node and hold a counter.
+func (s *Server) eachCounter(ctx context.Context, p page, fn func(Counter)) (*string, error) {
+	return each(ctx, "counters", p, s.opt.Counters.List, func(ctx context.Context, n string) (Counter, error) {
+		st, err := s.opt.Counters.Get(ctx, n)
+		if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
+			err = errSkip
+		}
+		if err != nil {
+			return Counter{}, err
+		}
+		return Counter{Name: n, Value: st.Value}, nil
+	}, fn)
+}

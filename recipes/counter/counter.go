@@ -1,0 +1,321 @@
+package counter
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Counters are the counters of one sidecar (see the package doc).
+type Counters struct {
+	s       *zookeeper.Session
+	dir     string
+	metrics metrics
+
+	followers *kit.Followers[*State]
+
+	mu sync.Mutex
+	// adders combine the adds under way to one counter on this sidecar.
+	adders map[string]*adder
+}
+
+// State is a counter as one read saw it.
+type State struct {
+	Name  string
+	Value int64
+	// Exists is false for a counter never set (Value 0).
+	Exists bool
+	// Mzxid is the zxid of the value's last write (0 when absent).
+	Mzxid int64
+	// Corrupt is set when the node's data is not a counter (Value 0).
+	Corrupt bool
+	// Unknown is set by a follower before its first read succeeded.
+	Unknown bool
+}
+
+// adder is one counter's combiner, shared by the adds under way to it.
+type adder struct {
+	commit *zookeeper.GroupCommit[*addReq]
+	refs   int // under Counters.mu
+}
+
+// addReq is one add waiting for its compare-and-set.
+type addReq struct {
+	delta int64
+	value int64
+	err   error
+	done  chan struct{}
+}
+
+// maxBatch bounds the adds one compare-and-set carries.
+const maxBatch = 4096
+
+// New returns the counters over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Counters {
+	c := &Counters{s: s, dir: path.Join(s.Root(), "counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
+	c.followers = kit.NewFollowers(s, c.metrics.followed, func(name string) kit.Source[*State] {
+		return &source{c: c, name: name}
+	})
+	return c
+}
+
+func (c *Counters) node(name string) string { return c.dir + "/" + name }
+
+// Add adds delta to the counter atomically and returns its value right after
+// this add. Concurrent adds to one counter on this sidecar share one
+// compare-and-set. An *OverflowError when the sum leaves the int64 range (the
+// counter is unchanged by this add); ErrCorrupt when the node is not a counter;
+// ErrUnavailable when ZooKeeper did not answer (the add may have been applied).
+func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, error) {
+	if err := kit.CheckName("counter", name); err != nil {
+		return 0, err
+	}
+	a := c.adder(name)
+	defer c.release(name, a)
+	r := &addReq{delta: delta, done: make(chan struct{})}
+	a.commit.Submit(r)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if a.commit.Withdraw(r) {
+			return 0, fmt.Errorf("%w: %w", zookeeper.ErrUnavailable, ctx.Err())
+		}
+		<-r.done // in a compare-and-set already: its answer comes within the call's timeout
+	}
+	return r.value, r.err
+}
+
+func (c *Counters) adder(name string) *adder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.adders[name]
+	if a == nil {
+		a = &adder{}
+		a.commit = &zookeeper.GroupCommit[*addReq]{
+			MaxFlushes: 1, // one compare-and-set at a time: what arrives meanwhile joins the next
+			Take:       func(pending []*addReq) int { return min(len(pending), maxBatch) },
+			Send:       func(batch []*addReq) { c.addBatch(name, batch) },
+			Owner:      c.s,
+		}
+		c.adders[name] = a
+	}
+	a.refs++
+	return a
+}
+
+func (c *Counters) release(name string, a *adder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a.refs--
+	if a.refs == 0 && c.adders[name] == a {
+		delete(c.adders, name)
+	}
+}
+
+// addBatch applies a batch of adds in one compare-and-set and answers each.
+func (c *Counters) addBatch(name string, batch []*addReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.OpTimeout())
+	defer cancel()
+	err := c.update(ctx, name, func(cur int64) (int64, bool, error) {
+		v, wrote := cur, false
+		for _, r := range batch {
+			r.err = nil
+			next, ok := add(v, r.delta)
+			if !ok {
+				r.err = &OverflowError{Name: name, Value: v, Add: r.delta}
+				continue
+			}
+			v, r.value, wrote = next, next, true
+		}
+		return v, wrote, nil
+	})
+	if err == nil {
+		c.metrics.batch.Observe(float64(len(batch)))
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.err = err
+		}
+		close(r.done)
+	}
+}
+
+// add is a + b, and false when it leaves the int64 range.
+func add(a, b int64) (int64, bool) {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) {
+		return 0, false
+	}
+	return s, true
+}
+
+// update reads the counter and writes what next makes of it (when it says to
+// write), compare-and-set on the node's version, until a write is not refused.
+func (c *Counters) update(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) error {
+	p := c.node(name)
+	for {
+		ep, err := c.s.Current()
+		if err != nil {
+			return err
+		}
+		data, st, err := ep.Get(ctx, p)
+		exists := err == nil
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			data, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		cur, err := decode(name, data)
+		if err != nil {
+			return err
+		}
+		v, write, err := next(cur)
+		if err != nil || !write {
+			return err
+		}
+		if exists {
+			_, err = ep.Set(ctx, p, encode(v), st.Version)
+		} else {
+			err = ep.CreateIn(ctx, p, encode(v), zookeeper.Persistent)
+		}
+		if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrNodeExists) {
+			c.metrics.conflicts.Inc()
+			continue // another writer came first: read again
+		}
+		return err
+	}
+}
+
+// Set sets the counter to value, if its value is *expect when expect is not nil
+// (a counter never set is 0). A *MismatchError with the current value when it
+// is not.
+func (c *Counters) Set(ctx context.Context, name string, value int64, expect *int64) (int64, error) {
+	if err := kit.CheckName("counter", name); err != nil {
+		return 0, err
+	}
+	err := c.update(ctx, name, func(cur int64) (int64, bool, error) {
+		if expect != nil && cur != *expect {
+			return 0, false, &MismatchError{Name: name, Value: cur}
+		}
+		return value, true, nil
+	})
+	return value, err
+}
+
+// Get reads the counter (0 when never set).
+func (c *Counters) Get(ctx context.Context, name string) (*State, error) {
+	if err := kit.CheckName("counter", name); err != nil {
+		return nil, err
+	}
+	ep, err := c.s.Current()
+	if err != nil {
+		return nil, err
+	}
+	data, st, err := ep.Get(ctx, c.node(name))
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return &State{Name: name}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return state(name, data, st)
+}
+
+// state is what a read of an existing counter node shows.
+func state(name string, data []byte, st *zookeeper.Stat) (*State, error) {
+	v, err := decode(name, data)
+	if err != nil {
+		return &State{Name: name, Exists: true, Mzxid: st.Mzxid, Corrupt: true}, err
+	}
+	return &State{Name: name, Value: v, Exists: true, Mzxid: st.Mzxid}, nil
+}
+
+// List returns the names of the counters that have a node, sorted.
+func (c *Counters) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, c.s, c.dir) }
+
+// Follow follows a counter: however many followers it has on this sidecar, one
+// watch serves them all. Close the follower when done.
+func (c *Counters) Follow(name string) (*kit.Follower[*State], error) {
+	if err := kit.CheckName("counter", name); err != nil {
+		return nil, err
+	}
+	return c.followers.Follow(name), nil
+}
+
+// decode reads DistributedAtomicLong's layout: 8 bytes big-endian; no data is 0.
+func decode(name string, data []byte) (int64, error) {
+	switch len(data) {
+	case 0:
+		return 0, nil
+	case 8:
+		return int64(binary.BigEndian.Uint64(data)), nil
+	}
+	return 0, fmt.Errorf("counter %q holds %d bytes, not 8: %w", name, len(data), ErrCorrupt)
+}
+
+func encode(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+// source reads one counter for its follower.
+type source struct {
+	c    *Counters
+	name string
+}
+
+func (s *source) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*State, error) {
+	data, st, ok, err := kit.ReadNode(ctx, ep, w, "value", s.c.node(s.name))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return &State{Name: s.name}, nil
+	}
+	v, _ := state(s.name, data, st) // a corrupt counter is shown as such
+	return v, nil
+}
+
+func (s *source) Reset() {}
+
+func (s *source) Uncertain(last *State, loaded bool) *State {
+	if loaded {
+		return last
+	}
+	return &State{Name: s.name, Unknown: true}
+}
+
+func (s *source) Same(a, b *State) bool { return *a == *b }
+
+type metrics struct {
+	batch     prometheus.Histogram
+	conflicts prometheus.Counter
+	followed  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "coord_counter_batch_size",
+			Help:    "Adds combined into one compare-and-set of a counter (one ZooKeeper write per batch).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_counter_cas_conflicts_total",
+			Help: "Counter compare-and-sets refused because another writer came first (then retried).",
+		}),
+		followed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_counter_followed", Help: "Counters this sidecar follows (one ZooKeeper watch each).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.batch, m.conflicts, m.followed)
+	}
+	return m
+}

@@ -1,0 +1,151 @@
+package counter
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
+)
+
+// Concurrent adds on two sessions end exactly at their sum; on one session they
+// are combined (fewer compare-and-sets than adds), and each add answers a
+// distinct value: the counter's value right after it.
+func TestConcurrentAddsCombine(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	reg := prometheus.NewRegistry()
+	a := New(zookeepertest.NewSession(t, zkc.Servers(), root), reg)
+	b := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	ctx := context.Background()
+
+	const per = 40
+	var mu sync.Mutex
+	var seen []int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*8*per)
+	for i := range 16 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per / 2 {
+				v, err := c.Add(ctx, "hits", 1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				seen = append(seen, v)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st, err := a.Get(ctx, "hits")
+	if err != nil || st.Value != 16*per/2 {
+		t.Fatalf("value %+v %v, want %d", st, err, 16*per/2)
+	}
+	sort.Slice(seen, func(i, j int) bool { return seen[i] < seen[j] })
+	for i, v := range seen {
+		if v != int64(i+1) {
+			t.Fatalf("answers are not 1..%d: %v", len(seen), seen)
+		}
+	}
+	var m dto.Metric
+	if err := a.metrics.batch.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	t.Logf("sidecar a: %d adds in %d compare-and-sets", uint64(h.GetSampleSum()), h.GetSampleCount())
+	if uint64(h.GetSampleSum()) != 8*per/2 {
+		t.Fatalf("batches carried %v adds, want %d", h.GetSampleSum(), 8*per/2)
+	}
+}
+
+// A counter written in DistributedAtomicLong's layout (8 bytes big-endian) by a
+// plain client reads and adds right, and what the sidecar writes is that layout.
+func TestDistributedAtomicLongLayout(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	c := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	ctx := context.Background()
+
+	if st, err := c.Get(ctx, "never"); err != nil || st.Value != 0 || st.Exists {
+		t.Fatalf("never set: %+v %v", st, err)
+	}
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{root, root + "/counters"} {
+		if _, err := conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Create(root+"/counters/curator", binary.BigEndian.AppendUint64(nil, uint64(1<<40)), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Add(ctx, "curator", -3); err != nil || v != 1<<40-3 {
+		t.Fatalf("add: %d %v", v, err)
+	}
+	data, _, err := conn.Get(root + "/counters/curator")
+	if err != nil || len(data) != 8 || int64(binary.BigEndian.Uint64(data)) != 1<<40-3 {
+		t.Fatalf("layout: %x %v", data, err)
+	}
+	// Compare-and-set.
+	var mm *MismatchError
+	if _, err := c.Set(ctx, "curator", 7, ptr(int64(0))); !errors.As(err, &mm) || mm.Value != 1<<40-3 {
+		t.Fatalf("mismatch: %v", err)
+	}
+	if v, err := c.Set(ctx, "curator", 7, ptr(int64(1<<40-3))); err != nil || v != 7 {
+		t.Fatalf("set: %d %v", v, err)
+	}
+	if v, err := c.Set(ctx, "fresh", 5, ptr(int64(0))); err != nil || v != 5 {
+		t.Fatalf("set of a never-set counter expecting 0: %d %v", v, err)
+	}
+}
+
+// The int64 range, and a node that is not a counter.
+func TestOverflowAndCorrupt(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	c := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	ctx := context.Background()
+	// Overflow: refused, the counter unchanged.
+	if _, err := c.Set(ctx, "big", math.MaxInt64-1, nil); err != nil {
+		t.Fatal(err)
+	}
+	var of *OverflowError
+	if _, err := c.Add(ctx, "big", 2); !errors.As(err, &of) || of.Value != math.MaxInt64-1 {
+		t.Fatalf("overflow: %v", err)
+	}
+	if v, err := c.Add(ctx, "big", 1); err != nil || v != math.MaxInt64 {
+		t.Fatalf("up to the max: %d %v", v, err)
+	}
+	// Not a counter: left alone.
+	if _, err := conn.Create(root+"/counters/text", []byte("12"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctx, "text", 1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
