@@ -74,15 +74,30 @@ func (e LeaseStreamEvent1Event) Valid() bool {
 	}
 }
 
+// Defines values for LockEventEvent.
+const (
+	LockEventEventLock LockEventEvent = "lock"
+)
+
+// Valid indicates whether the value is a known member of the LockEventEvent enum.
+func (e LockEventEvent) Valid() bool {
+	switch e {
+	case LockEventEventLock:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OverviewEvent1Event.
 const (
-	Lock OverviewEvent1Event = "lock"
+	OverviewEvent1EventLock OverviewEvent1Event = "lock"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent1Event enum.
 func (e OverviewEvent1Event) Valid() bool {
 	switch e {
-	case Lock:
+	case OverviewEvent1EventLock:
 		return true
 	default:
 		return false
@@ -158,6 +173,54 @@ const (
 func (e OverviewEvent6Event) Valid() bool {
 	switch e {
 	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent7Event.
+const (
+	OverviewEvent7EventSemaphore OverviewEvent7Event = "semaphore"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent7Event enum.
+func (e OverviewEvent7Event) Valid() bool {
+	switch e {
+	case OverviewEvent7EventSemaphore:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent8Event.
+const (
+	Rwlock OverviewEvent8Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
+func (e OverviewEvent8Event) Valid() bool {
+	switch e {
+	case Rwlock:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RWLockGrantMode.
+const (
+	RWLockGrantModeRead  RWLockGrantMode = "read"
+	RWLockGrantModeWrite RWLockGrantMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the RWLockGrantMode enum.
+func (e RWLockGrantMode) Valid() bool {
+	switch e {
+	case RWLockGrantModeRead:
+		return true
+	case RWLockGrantModeWrite:
 		return true
 	default:
 		return false
@@ -260,6 +323,60 @@ const (
 func (e ThroughputLeaderEventEvent) Valid() bool {
 	switch e {
 	case ThroughputLeaderEventEventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RWMode.
+const (
+	RWModeRead  RWMode = "read"
+	RWModeWrite RWMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the RWMode enum.
+func (e RWMode) Valid() bool {
+	switch e {
+	case RWModeRead:
+		return true
+	case RWModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseRWLockParamsMode.
+const (
+	ReleaseRWLockParamsModeRead  ReleaseRWLockParamsMode = "read"
+	ReleaseRWLockParamsModeWrite ReleaseRWLockParamsMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseRWLockParamsMode enum.
+func (e ReleaseRWLockParamsMode) Valid() bool {
+	switch e {
+	case ReleaseRWLockParamsModeRead:
+		return true
+	case ReleaseRWLockParamsModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireRWLockParamsMode.
+const (
+	AcquireRWLockParamsModeRead  AcquireRWLockParamsMode = "read"
+	AcquireRWLockParamsModeWrite AcquireRWLockParamsMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRWLockParamsMode enum.
+func (e AcquireRWLockParamsMode) Valid() bool {
+	switch e {
+	case AcquireRWLockParamsModeRead:
+		return true
+	case AcquireRWLockParamsModeWrite:
 		return true
 	default:
 		return false
@@ -472,6 +589,18 @@ type LeaseStreamEvent1 struct {
 // LeaseStreamEvent1Event defines model for LeaseStreamEvent.1.Event.
 type LeaseStreamEvent1Event string
 
+// LockEvent defines model for LockEvent.
+type LockEvent struct {
+	Data  LockState      `json:"data"`
+	Event LockEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LockEventEvent defines model for LockEvent.Event.
+type LockEventEvent string
+
 // LockGrant defines model for LockGrant.
 type LockGrant struct {
 	AcquiredAt   time.Time `json:"acquiredAt"`
@@ -619,6 +748,52 @@ type OverviewEvent_6_Data struct {
 // OverviewEvent6Event defines model for OverviewEvent.6.Event.
 type OverviewEvent6Event string
 
+// OverviewEvent7 defines model for OverviewEvent.7.
+type OverviewEvent7 struct {
+	Data  OverviewEvent_7_Data `json:"data"`
+	Event OverviewEvent7Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_7_Data defines model for OverviewEvent.7.Data.
+type OverviewEvent_7_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent7Event defines model for OverviewEvent.7.Event.
+type OverviewEvent7Event string
+
+// OverviewEvent8 defines model for OverviewEvent.8.
+type OverviewEvent8 struct {
+	Data  OverviewEvent_8_Data `json:"data"`
+	Event OverviewEvent8Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_8_Data defines model for OverviewEvent.8.Data.
+type OverviewEvent_8_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent8Event defines model for OverviewEvent.8.Event.
+type OverviewEvent8Event string
+
+// Permit defines model for Permit.
+type Permit struct {
+	AcquiredAt time.Time `json:"acquiredAt"`
+	Lease      string    `json:"lease"`
+	Max        int       `json:"max"`
+	Name       string    `json:"name"`
+	Owner      string    `json:"owner"`
+
+	// Permit The permit's id (its lease node's name without the `_c_` prefix): release it with `DELETE .../permits/{permit}?lease=`.
+	Permit string `json:"permit"`
+}
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -661,6 +836,79 @@ type QueueItem struct {
 // QueueItems defines model for QueueItems.
 type QueueItems struct {
 	Items []QueueItem `json:"items"`
+}
+
+// RWLock defines model for RWLock.
+type RWLock struct {
+	Name    string     `json:"name"`
+	Readers []RWReader `json:"readers"`
+	Waiters int        `json:"waiters"`
+
+	// Writer The writer, null when none holds the lock.
+	Writer *LockHolder `json:"writer"`
+}
+
+// RWLockGrant defines model for RWLockGrant.
+type RWLockGrant struct {
+	AcquiredAt   time.Time       `json:"acquiredAt"`
+	FencingToken int64           `json:"fencingToken"`
+	Lease        string          `json:"lease"`
+	Mode         RWLockGrantMode `json:"mode"`
+	Name         string          `json:"name"`
+	Owner        string          `json:"owner"`
+}
+
+// RWLockGrantMode defines model for RWLockGrant.Mode.
+type RWLockGrantMode string
+
+// RWLockHeldProblem `lock-held` carries the `writer` (or null) and the `readers` seen last; `acquisition-in-progress` has no extension.
+type RWLockHeldProblem struct {
+	Detail   *string     `json:"detail,omitempty"`
+	Instance *string     `json:"instance,omitempty"`
+	Readers  *[]RWReader `json:"readers,omitempty"`
+	Status   int         `json:"status"`
+	Title    string      `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Writer               *LockHolder            `json:"writer,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// RWReader defines model for RWReader.
+type RWReader struct {
+	Owner string    `json:"owner"`
+	Since time.Time `json:"since"`
+}
+
+// Semaphore defines model for Semaphore.
+type Semaphore struct {
+	// Holders The permits held, in the order they were granted.
+	Holders []SemaphoreHolder `json:"holders"`
+	Name    string            `json:"name"`
+
+	// Waiters Requests waiting for a permit, on every client.
+	Waiters int `json:"waiters"`
+}
+
+// SemaphoreFullProblem `semaphore-full` carries the holders seen last; `acquisition-in-progress` has no extension.
+type SemaphoreFullProblem struct {
+	Detail   *string            `json:"detail,omitempty"`
+	Holders  *[]SemaphoreHolder `json:"holders,omitempty"`
+	Instance *string            `json:"instance,omitempty"`
+	Status   int                `json:"status"`
+	Title    string             `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// SemaphoreHolder defines model for SemaphoreHolder.
+type SemaphoreHolder struct {
+	Owner  string    `json:"owner"`
+	Permit string    `json:"permit"`
+	Since  time.Time `json:"since"`
 }
 
 // Session defines model for Session.
@@ -819,6 +1067,9 @@ type ListPrefix = string
 
 // NamePath defines model for NamePath.
 type NamePath = Name
+
+// RWMode defines model for RWMode.
+type RWMode string
 
 // TTL Example: 30s
 type TTL = string
@@ -1180,6 +1431,87 @@ type EnqueueParams struct {
 type TakeParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListRWLocksParams defines parameters for ListRWLocks.
+type ListRWLocksParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ReleaseRWLockParams defines parameters for ReleaseRWLock.
+type ReleaseRWLockParams struct {
+	// Mode read (shared with other readers) or write (exclusive).
+	Mode ReleaseRWLockParamsMode `form:"mode" json:"mode"`
+
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// ReleaseRWLockParamsMode defines parameters for ReleaseRWLock.
+type ReleaseRWLockParamsMode string
+
+// AcquireRWLockParams defines parameters for AcquireRWLock.
+type AcquireRWLockParams struct {
+	// Mode read (shared with other readers) or write (exclusive).
+	Mode AcquireRWLockParamsMode `form:"mode" json:"mode"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// AcquireRWLockParamsMode defines parameters for AcquireRWLock.
+type AcquireRWLockParamsMode string
+
+// ListSemaphoresParams defines parameters for ListSemaphores.
+type ListSemaphoresParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AcquirePermitParams defines parameters for AcquirePermit.
+type AcquirePermitParams struct {
+	// Max The most permits held at once (at least 1).
+	Max int `form:"max" json:"max"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in the lease node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// ReleasePermitParams defines parameters for ReleasePermit.
+type ReleasePermitParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
 // ListThroughputGroupsParams defines parameters for ListThroughputGroups.
@@ -1801,6 +2133,295 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for RWLockHeldProblem. Returns the specified
+// element and whether it was found
+func (a RWLockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for RWLockHeldProblem
+func (a *RWLockHeldProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for RWLockHeldProblem to handle AdditionalProperties
+func (a *RWLockHeldProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["readers"]; found {
+		err = json.Unmarshal(raw, &a.Readers)
+		if err != nil {
+			return fmt.Errorf("error reading 'readers': %w", err)
+		}
+		delete(object, "readers")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["writer"]; found {
+		err = json.Unmarshal(raw, &a.Writer)
+		if err != nil {
+			return fmt.Errorf("error reading 'writer': %w", err)
+		}
+		delete(object, "writer")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for RWLockHeldProblem to handle AdditionalProperties
+func (a RWLockHeldProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Readers != nil {
+		object["readers"], err = json.Marshal(a.Readers)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'readers': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Writer != nil {
+		object["writer"], err = json.Marshal(a.Writer)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'writer': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for SemaphoreFullProblem. Returns the specified
+// element and whether it was found
+func (a SemaphoreFullProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for SemaphoreFullProblem
+func (a *SemaphoreFullProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for SemaphoreFullProblem to handle AdditionalProperties
+func (a *SemaphoreFullProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["holders"]; found {
+		err = json.Unmarshal(raw, &a.Holders)
+		if err != nil {
+			return fmt.Errorf("error reading 'holders': %w", err)
+		}
+		delete(object, "holders")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for SemaphoreFullProblem to handle AdditionalProperties
+func (a SemaphoreFullProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Holders != nil {
+		object["holders"], err = json.Marshal(a.Holders)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'holders': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // AsLeaseStreamEvent0 returns the union data inside the LeaseStreamEvent as a LeaseStreamEvent0
 func (t LeaseStreamEvent) AsLeaseStreamEvent0() (LeaseStreamEvent0, error) {
 	var body LeaseStreamEvent0
@@ -2035,6 +2656,58 @@ func (t *OverviewEvent) FromOverviewEvent6(v OverviewEvent6) error {
 
 // MergeOverviewEvent6 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent6
 func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent7 returns the union data inside the OverviewEvent as a OverviewEvent7
+func (t OverviewEvent) AsOverviewEvent7() (OverviewEvent7, error) {
+	var body OverviewEvent7
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent7 overwrites any union data inside the OverviewEvent as the provided OverviewEvent7
+func (t *OverviewEvent) FromOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent7 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent7
+func (t *OverviewEvent) MergeOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent8 returns the union data inside the OverviewEvent as a OverviewEvent8
+func (t OverviewEvent) AsOverviewEvent8() (OverviewEvent8, error) {
+	var body OverviewEvent8
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent8 overwrites any union data inside the OverviewEvent as the provided OverviewEvent8
+func (t *OverviewEvent) FromOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent8 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent8
+func (t *OverviewEvent) MergeOverviewEvent8(v OverviewEvent8) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2427,6 +3100,130 @@ func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsSemaphore returns the union data inside the OverviewEvent_7_Data as a Semaphore
+func (t OverviewEvent_7_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromSemaphore overwrites any union data inside the OverviewEvent_7_Data as the provided Semaphore
+func (t *OverviewEvent_7_Data) FromSemaphore(v Semaphore) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_7_Data, using the provided Semaphore
+func (t *OverviewEvent_7_Data) MergeSemaphore(v Semaphore) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_7_Data as a Deleted
+func (t OverviewEvent_7_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_7_Data as the provided Deleted
+func (t *OverviewEvent_7_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_7_Data, using the provided Deleted
+func (t *OverviewEvent_7_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_7_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_8_Data as a RWLock
+func (t OverviewEvent_8_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_8_Data as the provided RWLock
+func (t *OverviewEvent_8_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_8_Data, using the provided RWLock
+func (t *OverviewEvent_8_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_8_Data as a Deleted
+func (t OverviewEvent_8_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_8_Data as the provided Deleted
+func (t *OverviewEvent_8_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Deleted
+func (t *OverviewEvent_8_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_8_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -2510,6 +3307,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
+	// StreamLock A lock's holder and waiters as they change (SSE).
+	// (GET /v1/locks/{name}/events)
+	StreamLock(w http.ResponseWriter, r *http.Request, name NamePath)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
@@ -2534,6 +3334,30 @@ type ServerInterface interface {
 	// Take Take the first item (exactly one taker gets it); `204` when empty.
 	// (POST /v1/queues/{name}/take)
 	Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams)
+	// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+	// (GET /v1/rwlocks)
+	ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams)
+	// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+	// (DELETE /v1/rwlocks/{name})
+	ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams)
+	// GetRWLock The lock's writer or readers, and number of waiters.
+	// (GET /v1/rwlocks/{name})
+	GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AcquireRWLock Acquire a read/write lock in read or write mode.
+	// (POST /v1/rwlocks/{name})
+	AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams)
+	// ListSemaphores Every semaphore that has a node, with holders and waiters.
+	// (GET /v1/semaphores)
+	ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams)
+	// GetSemaphore The semaphore's holders and number of waiters.
+	// (GET /v1/semaphores/{name})
+	GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AcquirePermit Acquire a permit of a counting semaphore.
+	// (POST /v1/semaphores/{name}/permits)
+	AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams)
+	// ReleasePermit Release the permit, by the lease that holds it only.
+	// (DELETE /v1/semaphores/{name}/permits/{permit})
+	ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(w http.ResponseWriter, r *http.Request)
@@ -2732,6 +3556,12 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// StreamLock A lock's holder and waiters as they change (SSE).
+// (GET /v1/locks/{name}/events)
+func (_ Unimplemented) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListQueues Every queue that has a node, with length and claimed count.
 // (GET /v1/queues)
 func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
@@ -2777,6 +3607,54 @@ func (_ Unimplemented) Enqueue(w http.ResponseWriter, r *http.Request, name Name
 // Take Take the first item (exactly one taker gets it); `204` when empty.
 // (POST /v1/queues/{name}/take)
 func (_ Unimplemented) Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+// (GET /v1/rwlocks)
+func (_ Unimplemented) ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+// (DELETE /v1/rwlocks/{name})
+func (_ Unimplemented) ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRWLock The lock's writer or readers, and number of waiters.
+// (GET /v1/rwlocks/{name})
+func (_ Unimplemented) GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireRWLock Acquire a read/write lock in read or write mode.
+// (POST /v1/rwlocks/{name})
+func (_ Unimplemented) AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSemaphores Every semaphore that has a node, with holders and waiters.
+// (GET /v1/semaphores)
+func (_ Unimplemented) ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSemaphore The semaphore's holders and number of waiters.
+// (GET /v1/semaphores/{name})
+func (_ Unimplemented) GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquirePermit Acquire a permit of a counting semaphore.
+// (POST /v1/semaphores/{name}/permits)
+func (_ Unimplemented) AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleasePermit Release the permit, by the lease that holds it only.
+// (DELETE /v1/semaphores/{name}/permits/{permit})
+func (_ Unimplemented) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4010,6 +4888,32 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// StreamLock operation middleware
+func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamLock(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
@@ -4350,6 +5254,470 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Take(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListRWLocks operation middleware
+func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRWLocksParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListRWLocks(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseRWLock operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseRWLockParams
+
+	// ------------- Required query parameter "mode" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "mode"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "mode", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseRWLock(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRWLock operation middleware
+func (siw *ServerInterfaceWrapper) GetRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRWLock(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireRWLock operation middleware
+func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireRWLockParams
+
+	// ------------- Required query parameter "mode" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "mode"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "mode", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireRWLock(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSemaphores operation middleware
+func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSemaphoresParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSemaphores(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) GetSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSemaphore(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquirePermit operation middleware
+func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquirePermitParams
+
+	// ------------- Required query parameter "max" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", r.URL.Query(), &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "max"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "max", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquirePermit(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleasePermit operation middleware
+func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "permit" -------------
+	var permit Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "permit", chi.URLParam(r, "permit"), &permit, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "permit", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleasePermitParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleasePermit(w, r, name, permit, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5018,6 +6386,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/locks/{name}/events", wrapper.StreamLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/semaphores/{name}/permits", wrapper.AcquirePermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/semaphores/{name}", wrapper.GetSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/semaphores/{name}/permits/{permit}", wrapper.ReleasePermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/rwlocks/{name}", wrapper.ReleaseRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rwlocks/{name}", wrapper.GetRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/rwlocks/{name}", wrapper.AcquireRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/semaphores", wrapper.ListSemaphores)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rwlocks", wrapper.ListRWLocks)
 	})
 
 	return r
@@ -8329,6 +9724,144 @@ func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquir
 	return err
 }
 
+type StreamLockRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type StreamLockResponseObject interface {
+	VisitStreamLockResponse(w http.ResponseWriter) error
+}
+
+type StreamLock200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamLock200TexteventStreamResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock400ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock401ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock403ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock503ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamLockdefaultApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesRequestObject struct {
 	Params ListQueuesParams
 }
@@ -9339,6 +10872,1009 @@ type TakedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response TakedefaultApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocksRequestObject struct {
+	Params ListRWLocksParams
+}
+
+type ListRWLocksResponseObject interface {
+	VisitListRWLocksResponse(w http.ResponseWriter) error
+}
+
+type ListRWLocks200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next    *string  `json:"next,omitempty"`
+	Rwlocks []RWLock `json:"rwlocks"`
+}
+
+func (response ListRWLocks200JSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks400ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks401ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks403ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks503ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocksdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListRWLocksdefaultApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLockRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params ReleaseRWLockParams
+}
+
+type ReleaseRWLockResponseObject interface {
+	VisitReleaseRWLockResponse(w http.ResponseWriter) error
+}
+
+type ReleaseRWLock204Response struct {
+}
+
+func (response ReleaseRWLock204Response) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock400ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock401ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock403ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock404ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock503ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseRWLockdefaultApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLockRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetRWLockResponseObject interface {
+	VisitGetRWLockResponse(w http.ResponseWriter) error
+}
+
+type GetRWLock200JSONResponse RWLock
+
+func (response GetRWLock200JSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock400ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock401ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock403ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock503ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetRWLockdefaultApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLockRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AcquireRWLockParams
+}
+
+type AcquireRWLockResponseObject interface {
+	VisitAcquireRWLockResponse(w http.ResponseWriter) error
+}
+
+type AcquireRWLock201JSONResponse RWLockGrant
+
+func (response AcquireRWLock201JSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock400ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock401ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock403ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock404ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock409ApplicationProblemPlusJSONResponse RWLockHeldProblem
+
+func (response AcquireRWLock409ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock429ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock503ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireRWLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphoresRequestObject struct {
+	Params ListSemaphoresParams
+}
+
+type ListSemaphoresResponseObject interface {
+	VisitListSemaphoresResponse(w http.ResponseWriter) error
+}
+
+type ListSemaphores200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next       *string     `json:"next,omitempty"`
+	Semaphores []Semaphore `json:"semaphores"`
+}
+
+func (response ListSemaphores200JSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores400ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores401ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores403ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores503ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphoresdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListSemaphoresdefaultApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphoreRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetSemaphoreResponseObject interface {
+	VisitGetSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type GetSemaphore200JSONResponse Semaphore
+
+func (response GetSemaphore200JSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore400ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore401ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore403ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore503ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetSemaphoredefaultApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermitRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AcquirePermitParams
+}
+
+type AcquirePermitResponseObject interface {
+	VisitAcquirePermitResponse(w http.ResponseWriter) error
+}
+
+type AcquirePermit201JSONResponse Permit
+
+func (response AcquirePermit201JSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit400ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit401ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit403ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit404ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit409ApplicationProblemPlusJSONResponse SemaphoreFullProblem
+
+func (response AcquirePermit409ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit429ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit503ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquirePermitdefaultApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermitRequestObject struct {
+	Name   NamePath `json:"name"`
+	Permit Name     `json:"permit"`
+	Params ReleasePermitParams
+}
+
+type ReleasePermitResponseObject interface {
+	VisitReleasePermitResponse(w http.ResponseWriter) error
+}
+
+type ReleasePermit204Response struct {
+}
+
+func (response ReleasePermit204Response) VisitReleasePermitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleasePermit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit400ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit401ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit403ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit404ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit503ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleasePermitdefaultApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10727,6 +13263,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// StreamLock A lock's holder and waiters as they change (SSE).
+	// (GET /v1/locks/{name}/events)
+	StreamLock(ctx context.Context, request StreamLockRequestObject) (StreamLockResponseObject, error)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -10751,6 +13290,30 @@ type StrictServerInterface interface {
 	// Take Take the first item (exactly one taker gets it); `204` when empty.
 	// (POST /v1/queues/{name}/take)
 	Take(ctx context.Context, request TakeRequestObject) (TakeResponseObject, error)
+	// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+	// (GET /v1/rwlocks)
+	ListRWLocks(ctx context.Context, request ListRWLocksRequestObject) (ListRWLocksResponseObject, error)
+	// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+	// (DELETE /v1/rwlocks/{name})
+	ReleaseRWLock(ctx context.Context, request ReleaseRWLockRequestObject) (ReleaseRWLockResponseObject, error)
+	// GetRWLock The lock's writer or readers, and number of waiters.
+	// (GET /v1/rwlocks/{name})
+	GetRWLock(ctx context.Context, request GetRWLockRequestObject) (GetRWLockResponseObject, error)
+	// AcquireRWLock Acquire a read/write lock in read or write mode.
+	// (POST /v1/rwlocks/{name})
+	AcquireRWLock(ctx context.Context, request AcquireRWLockRequestObject) (AcquireRWLockResponseObject, error)
+	// ListSemaphores Every semaphore that has a node, with holders and waiters.
+	// (GET /v1/semaphores)
+	ListSemaphores(ctx context.Context, request ListSemaphoresRequestObject) (ListSemaphoresResponseObject, error)
+	// GetSemaphore The semaphore's holders and number of waiters.
+	// (GET /v1/semaphores/{name})
+	GetSemaphore(ctx context.Context, request GetSemaphoreRequestObject) (GetSemaphoreResponseObject, error)
+	// AcquirePermit Acquire a permit of a counting semaphore.
+	// (POST /v1/semaphores/{name}/permits)
+	AcquirePermit(ctx context.Context, request AcquirePermitRequestObject) (AcquirePermitResponseObject, error)
+	// ReleasePermit Release the permit, by the lease that holds it only.
+	// (DELETE /v1/semaphores/{name}/permits/{permit})
+	ReleasePermit(ctx context.Context, request ReleasePermitRequestObject) (ReleasePermitResponseObject, error)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -11548,6 +14111,32 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// StreamLock operation middleware
+func (sh *strictHandler) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request StreamLockRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamLock(ctx, request.(StreamLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamLockResponseObject); ok {
+		if err := validResponse.VisitStreamLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueues operation middleware
 func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
 	var request ListQueuesRequestObject
@@ -11758,6 +14347,219 @@ func (sh *strictHandler) Take(w http.ResponseWriter, r *http.Request, name NameP
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(TakeResponseObject); ok {
 		if err := validResponse.VisitTakeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListRWLocks operation middleware
+func (sh *strictHandler) ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams) {
+	var request ListRWLocksRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRWLocks(ctx, request.(ListRWLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRWLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListRWLocksResponseObject); ok {
+		if err := validResponse.VisitListRWLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseRWLock operation middleware
+func (sh *strictHandler) ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams) {
+	var request ReleaseRWLockRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseRWLock(ctx, request.(ReleaseRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseRWLockResponseObject); ok {
+		if err := validResponse.VisitReleaseRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRWLock operation middleware
+func (sh *strictHandler) GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetRWLockRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRWLock(ctx, request.(GetRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRWLockResponseObject); ok {
+		if err := validResponse.VisitGetRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireRWLock operation middleware
+func (sh *strictHandler) AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams) {
+	var request AcquireRWLockRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireRWLock(ctx, request.(AcquireRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireRWLockResponseObject); ok {
+		if err := validResponse.VisitAcquireRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSemaphores operation middleware
+func (sh *strictHandler) ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams) {
+	var request ListSemaphoresRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSemaphores(ctx, request.(ListSemaphoresRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSemaphores")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSemaphoresResponseObject); ok {
+		if err := validResponse.VisitListSemaphoresResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSemaphore operation middleware
+func (sh *strictHandler) GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetSemaphoreRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSemaphore(ctx, request.(GetSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSemaphoreResponseObject); ok {
+		if err := validResponse.VisitGetSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquirePermit operation middleware
+func (sh *strictHandler) AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams) {
+	var request AcquirePermitRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquirePermit(ctx, request.(AcquirePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquirePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquirePermitResponseObject); ok {
+		if err := validResponse.VisitAcquirePermitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleasePermit operation middleware
+func (sh *strictHandler) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
+	var request ReleasePermitRequestObject
+
+	request.Name = name
+	request.Permit = permit
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleasePermit(ctx, request.(ReleasePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleasePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleasePermitResponseObject); ok {
+		if err := validResponse.VisitReleasePermitResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12047,184 +14849,210 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs3luhfQfFulcmZJkX5sTOmaj4ojpN448QeS3Ndd4e+21A3SCJqAgyAFsW4/N+3cA7QjX6RlPWy",
-	"HX2yzO4GDoCD83587CVyuZKCCaN7k4+9BaMpU/DnO2bU5nhmmLL/S5lOFF8ZLkVv0jthiRSpJkaSNeWG",
-	"nLGZVIwYteFiTuiccjHqRT2dLNiS2s/NZsV6kx4Xhs2Z6n369CnqraiiS2bcdC8yypdvqVk0ZztdMBLD",
-	"8+GrNCaUJPZvQoVeM8VSOxO3763s11FP0KWdC17qRT3Ffs+5YmlvYlTOQqD+Q7FZb9L7PwflHhzgU33w",
-	"qx3EQvmjkvnKw9Uyzdw+v/40r77fMgdPrz/Ba0Y12zJHZp/f0DT/zJnaNM/x2BiaLCzSmAXXhF1ybSy+",
-	"wNSEC20YTYmckSU9BzwShC9XGU+4IVKw4px/h+EbkH8OpO+K1bYhHQJmFtSQhcxSTdb2T7NgRK6YovZN",
-	"kiyomDO9C7jrbivXpuMuvhHZhtjZNKH2DdxcKRjpW0hjwS5NbHfV/m+l2AWXuSYrOmeDLqBhnMqOLunl",
-	"aybmFnsOH/898vdZG8XFvIDwNV9y03buZCm1QcCWVGwIN2ypSf9wNDocj8fjiKRsRvPMEPvfwZEHWtON",
-	"3XNmScuCEcW0JTVzLrq3GyAIIXcj9yZ26MguhC/zJf7X/p8L9/+oSaRwVW8Vm/HLrRsPKKINVYasuVnA",
-	"SrtAXOFwV9tdiwhbLi/8c20kOz193Vzla7wDfMnsxc34BSP9HyVJc8T/iBwCG4iHwyW9HBqTxYOj4jjj",
-	"4dD9CU+6tsSYrLIf7JIuV5l98mSse2378Z62IdpPck0yKeYWoLNMJuc1UKlDRAesZV0WWnqmmTBEKhKP",
-	"dUyM4sxeoKST4tgPrwTwJ3s2eiWFZsDsvqOppTxMwyISKQwT8CddWXoH4B6slDzL2PKvv2m7uI97nuZb",
-	"/AonrW5PzMUFzXg6tMuISZ8C9hKZG81TvGIragxTYhCR4uWCTcMXS5rNpFqydCqksp8O5WyoLAkkxYsD",
-	"2Er//ZlMN/Cp/QNvCtdESKDp5L9O3vxKLmiWs6mQM8KNJriSyA5CBWHLldmQ33OWMyAbgxH5VZqF5Q9r",
-	"qh35TUdT0fsU9b6T6eaUL5nM73Zj7dKGBieOJ45YwfniqlOewoqpUvYCWRrBhUXDyoeeSDsh7Mh+0lho",
-	"sUwpX1M1Z/ewTimHmZ3arRRWaFnOBVP+ahWHXh7cpPKC/cXeva4lgrj3qzQ/yFykd7pGkBuHQprhzM4d",
-	"T4hwdA/FTjgkrom9MwlVZEEd/ecp6dPknKURUQz4fgpIbHEaJQkmUpYOYH0/SHXG05SJO13bzM8aTwgl",
-	"OpErlhIjz5kg/Xg4hL/0cMYzFg8KumDhP+dW3KciRYaHl3MqFKPpUFo+iINIQajY4Ime5YZQ8uPL0yMS",
-	"L6Q2sKU0y+SapTB9/JPUFulxmqmIh/7x0L6v4yMSS8XnXDQ+PVNyrS0yvYHnMZFmAZIPFRYlp8IdziNN",
-	"5FoA3MHoOKiOSd+ugiRKaj3U3JSX1l5QmQOFGoym4nuW8JSlXs2xEsx/S/kzYyumSEKzrB2PkSYBA70X",
-	"TAakq2Ay/hQ7qcXjNSJnDa8BS+8F7NrV03myIErmhnmQfmLZ3UO0YFnqCB7uVyoZsjGrGhBujkjLhnv4",
-	"y32GRfjJ7nARx4K8++EFef702d+IG5ykMsmXVvQBTUEzdcH8lZlRnuXK3vT42XhMrEysBM1ipF6nUv5C",
-	"xQZQW9/pUVjmY1WIIWymtjiNDMX9HzdZE6oYbjrNLJHakH6oTeIJJjIXxkqvsoMRkfdWmI/BEjIE9QtE",
-	"2LqRZFhoZm2rcm8fBPYUWNi/BM3NQir+B7tbbM6DiYGaIu3mmiRSzPg8VywFkhmKMV6CSahSVn+r7cP7",
-	"9++Hx7lZMGEs4KwKaSkef8eoYoooRrPlP6a9REqVDh3FmfbaJGfcqQvKM3qW3a2084eU50Djh3kJQewv",
-	"i9ZW/XeibCKFYIlhqZWc3bNhBvytT6dirqgwj3TxFbtcWT0NXl7kxnAxH6ZyLeKIlBiujWJ0qWMi1VQE",
-	"iC/FfLiSWWYZ5LqJoFNxgyiq89VKKsPSX1jK6Skczp2iagHAcGkhGFr8QBHASp2gt8EeUPICgRpaIEN5",
-	"IA5BtKDFXVLnJ6/SOR1NKY57tlJyxZThSOtQCfxYR9WopyjXeJfdozMpM0ZFD/U/r5v/u1DX8f0PBdbL",
-	"s99YYkDCx8l/leal1X8CfkGz7M2sN/n3npsa1aFXbEm5sBC3mrxWVBme8BUFygiWL3rBAMczNoNrD8ab",
-	"1g1wP1Cl6Kax6HLi5oI/VJb8zhLsG1wy0Pk2K3TkzHNtawk3otWC3VxEU13CJYFEAFwoBvrJmSYxAGXv",
-	"ezhRTPoLuUYbGew7s3yXpQMUYZ301jfVg3qkB0duwOGS6yU1yaIxE37lIMIvgiGGYIzVMWgzQhJ2aZiw",
-	"pGoUYONbqh1+11BqX7zfgvAvqEh5SpNNc/gEH5n2c8qAdrVNvu10O++wYWrZfjOSXClLbnDCR5rYV0l/",
-	"TNYLBlqHYsgNBBpWZ1ItqUGU+c+nvVbzYgtRKFcbFcZjt0YH3Zbtwz26yvZpLhJ4UoBrXwWTRJMbRz2w",
-	"1LQMVFtLuAj8xM+0Ffj/60evrqCYtHooPyjGiGGXhvS9Ye8p+Zl/NyCr/CzjesFSb41lpIBo1GpPbMD0",
-	"PcuY6fQLUG0IuwCj4QyMVMJw44xba/szXdMN6ccHF4cH8J6OASeq60q75jjO1nSjiVF5CG6A2Oh02obY",
-	"TaARxkcajX79GMaIyQx0YLNQMp8vVrkh8PugfZvCM/bQt53o9zI/y1gnB91CkDsvZp0e78uFLNA03ezP",
-	"lRE4/1lt4p2LfYkEu7nmghY1T8bJ2E7zajidatSe9AVjKdht7LsXDAkQB7Oq13Dazm//ncD32tb6MmMJ",
-	"Qt5JZqqns41jl0Sr5dRKur4f+/eQvcbvmtzYOfRSpiIi8izDbRMSBEn7QIM9aL3gGSM61ytvrYt69nXU",
-	"PtCv0tiWTqwtxmnzoRvSR/kdwYoRLDCyyZJg6YGDKbTOPNKlBWoqAmWkmHBiMSKhwkpuFzJPFnjTxcZt",
-	"AsmF4Zl9STGnvWjUHfa7JgVPCg5+G8a8vHAaQ40GUrNTQyiQ7lPUY34YJvKlBcfB8aEF3Xm6c2Q72qu0",
-	"sUZwuONUEYK4bWmvC1S9Rc7rBZOdYsW1mDTMso1XvxRg0W8hcDxtp9uKS8XNpkOGbux68X7r7O68mhyT",
-	"pCzhS5oRN/gR4akmFozEZBvCRaKArlLwD1KCyjXwZHR59Sa9///v8fD5h7/+R9v2/8Rohu7X6qq1oSbX",
-	"VSOHPN/JPN1nbWv8SWYtu3vO0QpbzpLJ5LwN0g5aVAMAxnMvt0HxyrDldxvjBZXqXpdOnUeanNm3IiJX",
-	"9PecRSgQbQho68QOS/rg4+MiyXIgqORXSWLU46cCCaD934QgqHFEKAHXIYXokJWSlxsiFUkybkWrFVVg",
-	"4EPXoQWCnG0IN3oqKiYAZ8ESRLFZbr/gBkigJYhnjHss4GKOZK+4WGdcULUpTPfNs0DrjT42+9/ebk3E",
-	"mGw/l3d4el4xQMd5CU/bScIivmeG8mx/boorb6rSIJHszeABlXfZBXDIdpsAgPFSbBOn2oQcZ3+qou37",
-	"xSaw3gOPjAgXZC1Vqkd7b7kbvnOnT4CwFNxOCua2u6a8cOV1iNCpYJEWgoy4k/5atIY9OGZ45h1MU7P7",
-	"4JmN6BJa7sJCrusHRPoxGFFxi2rW08h+qJy30e4Xy1IrAs29Bv6Z+2bxrXXTpDbFbcOIvAt5XtGA7mof",
-	"4W7I5PxHRduEKprgcFehUDMmEi7mp/IcfdJ7yBmfYV6Ra1Ex1nRctlLGhDuHX9VgjMJltl5HmZz/xLL0",
-	"Bi2J9kpeRSkBEPAbq5Ds0CP2MSlaro++yMLAByEjMAnpl4oNd5aIJaMC9IfBEYlhxzS3gw25GK6UnCum",
-	"u8x+AfQNFPsMdOk6+yuKwjVU6cCNbgnWrurEtJrKrnm8TX0TBwz1TSBwMjm3hGqmGLueermm3MdP72dd",
-	"dCssv2zboV/ddKFkfDz8bzr8w8rH5Z+j/xl++DiODh//7VOrzPzmgqkLztYFM2x4pAsbWvzjy1MSWMuO",
-	"kLZD3AlEkninWkyWdOO8kLEz0oFTtmS0207sBEdBiJr32/OI/QYrMcmOtO1Nb00Ewt3CWJLz+2HG11l9",
-	"oJVfa/H3pr9fb/mnhcUUMgSuuQul/fXr24l/Wm3wmusHjfLrW7q3cF9v8c4p9/Utv2rmv94mpDDW8P72",
-	"4kM1LoumKchJNHsb7BAy6Cofq4dVjcjJQirjguxyzdIJqYZet0ZXR1NRjZmOSD3etoiiboTaRpAsY9gS",
-	"HkEsZRllG5GuQAp4EkQDRSSIvrMALZlZyLQSfxk149zcZyCW2seljAoG7qmIUe4AULpk0IjEhUXSu6Mj",
-	"Ei/Z8oyp4geACX6pTO897ehhDn8JfO/O2u4871NRdb37dQGQ4dcQgV58XYQxxIPaEAHQdV98ZWY7fj3I",
-	"OAojfHzgTxgMFET9RCSI441agmvtYC2Bs5XhMFquQDEfgd5/Ov47rAuNbcMkk5qlQ+ehss+fP48wcI6l",
-	"RIpsM4H4YGebs2oEqN92iPbwqXp8VFsIVBFtiJa5utfUm7KaBEJoQ50q0VQyCkttUzUx3GRsizMxtM8t",
-	"jFnpycFBJXZtlLILH/+kD4oLsFN7gad+/mibWRi5bNPHYBGpEnxRUdAxqagueb+C9CurAnAxJ303BpGC",
-	"acIuvZ22VYnbz7pc6O8wf1RA2bkwC9GNuBSs5vcHu7KzwX22FT7dAqD/eS9zaLnSXTZRHK4NGqfAdBhE",
-	"W6z1r4vIY02kqIV4t50whgE3B7JkZmJZiE9TKUPg8RPCheV2rZ5nd+VfdQRUhEM5V2Zqh1uwS9Kf9saX",
-	"o9Fo2htELhvIh+dT/3r7nF7Jryd4oLfTknDSF7KYcsMMkGYfygmkybtTY9JPuS6eTQjYHfSCr0guEqYM",
-	"5ZA15WI+nZHwiFAi2DqMFkXXw5KmDPmApa+gwHpBqAQPghHchL3Qlxx5WyR+3iosmTINqrnfgs2l4dTS",
-	"cA+ae7+SMbdHFAhucnjABQaVMEQeO7dg9AsIw2x3sLHtEVnwCpmBRb0fHm/3afqTKo9gEKG3iNFk4WJC",
-	"y8FaPi+85u2jXflEg/H2ON/WU9iyu9fwvlfPp010d2d/Lz74Ug2/xhKbuvyXpqH36iA21tkdElZG0rQH",
-	"xKAMIJer3KLogKB8/UgTntYtlzCJNxbje1sMmAEIPjF8DzMxDrs/Vy135hf4si2Y6IIpzzWbe2DlYwwP",
-	"f6SJe/MI4qlc0IDGMEK0SJaxheV3nxPu6etG+Iz1Ip7Gw1ruxHZ86Io+uR5C3AISdIfW1kJqrUKB4xIh",
-	"U/ZIE3sOUG3hj0ueHpFxIAHgt/tF3O6NCB4NMAyvPHKQnnDGa515JZ63hGqfg74RMueD5L6seKoAPk8v",
-	"ajJuJxkpyjiMdx4CDrJ9fkdJmrvMlhSjEfbAtQ7tZVvAul5QxfYcfs34fGH21XTc236KqHnO3fvwr1V7",
-	"ZHm5G827FBT8wJu8psLoIyQlUvmaCzOpSC7gSLCQz9aT7SAxrZtS8zXhdOeMrdBh6mVH/MDOXK0Mskdt",
-	"kC37duLPcV+S3I0rXUHDrWHCbq/7HCn1b5ILVyZpEJEybNhug2VwNOMXLCI5nK/9QSoMKW7Xp66AnAGd",
-	"/VwiCWjrsbWbQoJymeRWiz+xVAh3+gzyDI/zrnJSmPI45xeWp0mMLnH5/Giqc8nwMenHL968eff9/5y+",
-	"+fnlr/EAc0Jdbng0FfHBxWEM1Q9WTBRZk5hQBwHZcyEV5oK77DK48gBeuRcLY1aYAMfFTDZBLvRjywul",
-	"VCkXyKcUS/iKudoLq4xyQX46PX17ALFxFhrUxYaA/ehbHU3FVPzIBFM0IyrPfPkaulpBHr+Tc3BhRZ2j",
-	"if3qL+SlUlJhdm1nNrEm/bgrLTCOXHmPqSAkdub2eEDKMEAwU3LjLIVgD7N/odUPjYNo5IuL3S6iFuyg",
-	"M84yKFUQ1GgCS/zIjW9PJd7DiDfNx+MniV5IZcBqD/9n8chO8hK2qJwgZUlGlYvFcLZQhlvVf3p5OXCx",
-	"2O4uHtnlQFWcmCT25LQdszMFm/TrKdj2JH4F7wIXZEXNwr7z0QL5ye7QR7hC+CeQCfsnT/WAgDkatn63",
-	"Rz8mfS2JYOBqGMVQ02U0gno5vsQDyzQjHKCPnwKIYX0ZOB6ZJwvMk8cwLVHaemAZ3ztTg10B1OOxx2+y",
-	"eAA4FtgiXKymfe/xszFax5+M4Z9nS9gTQn7xxWkssZtTA9QNmI28wPo2QYazo/dQ+KKoBgQMyQECyyrL",
-	"GuEjgG1SXW7pwxmRY3yFnLFMrsmhtthGMy2JYr+Bcg+rxhnqhYeWjApNjMUskTA7lkMluJ+l+Um7hABn",
-	"wLVwAtUut/mMLbhIm7t9jEGzldo0yxyqamEuLdUkDqNoJ6SRPWun68dPD5+RDqcSJt+uuWaDyA5cLfOD",
-	"V90DCpXG7IjcRIAwgKGVMkCeN/ib7QOJLRDBIYAbzI5Uzj4i78qFcqbb8QCEjwILnDfN3U873iH5hX83",
-	"cFeXxE8Pn5CaW25EfrVrRLOoZcoO6at7/94lcbRaO2tZ5C60MaAwgAKWg2vCASyER5P42fgJ6chUb80O",
-	"t5BYVtWa9l9UgYnh4oQVYoDY1IvEOEDhqgDD8KiFoMbHzreIPIS49H8krTCQo6oR0pL46fiQVD2Sduh0",
-	"V/2Vkiv7Zdl9Pn77ynPmCVkwkTAsDkOcGZlmQFEtmYC1eTkCrvH+xXHsgK31cUhZHgfwo604TuQP0hHR",
-	"J6T07R2heou1WahwOe0AUHH6T8dPSd0de0QyrhEuSBsO4qqIXsg1+O3KWoY44pJuAF5HJ6rFeUijNk8I",
-	"wRPScEFaJlGrzoM8Dgv0kP3q81TmaPFoAil68ebdiS+ZRebSSjDuuftEw3oHo0alkMAz4hJIJ3gKj5+T",
-	"uqcUshYcDbB7qIuz4WnkKkNxO6PHP/v2xh77WW6QwGkXDjgiJ4xZaUkfnLx88a93r07/32iJ+w76s8tN",
-	"sZzOsEuDR+ecwvHA0unUiXLugvN0YtkghlEj3/U0F9ZjFe6JXa9gR2jfxsEeeSKL+AIguoH7OFopY7kX",
-	"5awY0crCVpSelZHsGhAVPR4wAzBxUzfVj9w6eQqSpL/hQfZOUVFxe/pOZTW+WiQ1TpraoJ8a+KhcQp0b",
-	"uwWQJQe8DuvAGEdrD58RnwCH3uBqdZJACZn0Dkfj0RhiWldM0BXvTXpPRuPRE0wnWoAKcrCAlKE/QPFj",
-	"mAzgyfmrtDfp/cjMT+6VWnnAx+PxljIbVyuv4RKXWqprnDB1wcUcQn2fjp92DVRAdlBUgwqVrt7k3x+i",
-	"ns6XS6o2vYmFvchXZFY3SJjWKNhilgWda4jb9Xuhex/seAdLZk/brt/+z23saEOXmfsJoji2buc7fONe",
-	"dvOF592fs59R79n4ye4PwkI4+59Bq7gRihqW8z4bP9l6Ojk/cMdwcXjgomN051m85tp851+qVnruCCkr",
-	"XzkIaq52hZTV3kZz4Z4vu/o2H66JJVXLTrgje3ktyqC5hrNCsMsWC9YvVvKZScvZjsiKao3WNUjmt1I7",
-	"SNL/QC3FgIv30kCV390+3AL4FutKA8/9sTo0H+/G2qDYKXxyuBeil7Wx4KM9bkdZUvGz7lNUlgre9V1Z",
-	"sii8dWgUwAg0X2glvFPlNn+q3aMD1N3LmhAtN0qumfJI00Ddpy1xH9IVR384puoxwcaQoBhOxxlFnWym",
-	"8xhujs8U5KF5AU9DyB8Ot3q47xfMVf4qNslyO7yUnQd9Nf5U1OK2PGSVt+DIOztdiSVXZH9lBf0WJtVy",
-	"09+5xX3RuLCXQFQtlXo/GAS7GeKPL7KHwcERpJHTLNNBPpdPWNVXIvcHa1fE/DroJ3UL/r2n3Hwu+kFl",
-	"9WtLR3vQNldNrIXCfR2s6+n4+d3W3q6GuE+INjzLvLwByOjMyhBSNrqv+8NMrgRYsOtUOMNzBcPtc1Jb",
-	"T30FGg0Lg+1Xqpo1sl0hqWSr/DnUkrS65H2Vk3pez/2rKLWF7KOo4CI8mj3oKx36SlrZJl/yUxMKsVdX",
-	"un2BGtMlOlcx6xaZTA2F28Xo6tofMKSOIc09gviDXJgIfAVcMI1ejzCT6ubF7K3odlCvDHgD4lSN9Ybs",
-	"Ksgna+dYk0bBPm3oRhMmlMwylh5Nxds3J6fYJQ1lS250UdzVSDKXRArv3R2RY8iG8J+Ts03hC4JPJlMB",
-	"ALZVc+3DdXZ+Cu2c+Xoh12IArmpXGrbePaE8bIjFlFnKtKlVnAUf+HNSz3QLE93Qml6lAVAfsU4FaifW",
-	"1nLnBlqgtQ9clnvsGrsWGLYrLmxPCXv3e6enr/cSHrbqi4e3Q1F9mcsWwopsJcR/y05cIeNvUku9DU2g",
-	"oxr2NsWgpEwTMmProv65u+QLmvpTaGoLR3jxu6lWLXm2XrY6KE89GLWnxU6qZKtozID9c7h2KV+hzgDk",
-	"ayo66Fc9y3ZSLNWFU1QKXgMpm4pWWhaR9YInC++xsjv9qCyc7ersHNXp+lS4efweuYYvTx8/341E1Q4a",
-	"9yQAWmw4Igo0Nux4Viy6Ugc+LEX+ORJhhUUffOTpdlM3oxdsB4u4IRJb7QG5n7kN6JsUDBAXa+J//TTN",
-	"d9W5dWpWaWewi5ph5v0E5RMNFMw3ImiSsJYE/SMkLHVeBN/TLMPABrpk92UrAUyvXUDWyj5974Ublat3",
-	"3w/XlbaQwJmr+bPd0PKyeOvPYGOp7Mle5pWwnvG9W1ZK8PcxqhRH+6Ast5tT/HbWDSkRakau9rYVl8q6",
-	"2eHFDo7jU/3SNe0rtQqnGETP1BJq6BYlQyZFIF1hla1m3KV8NrOPZ0ou/QDQ37Oh4fYfj8cRyYVrmjNo",
-	"U/F+ZAUF2E+380Wniwu2R8rIF+DHKK9xu3XJn9vDVWmzKwU3odKfA8KMIU5PqrTqnA/vxvWtSfVrdVDt",
-	"YHDjVqTTcJWQmoXpIrBW6rWV5Nx3nXPZEJWrCzBDYOtU1O9m5BxCpcYWPx4fWlVt6pL9pr0JmdEMdDR3",
-	"za2qBJqfO462fFvoJNAIxawkRbt6CXLmk2OnwgdkxzyNo0qC1ZKeQy0ShvGjRfvYFZbbgpoc9sdJ0f53",
-	"KiB1oJXavKDLFeVzcQUz0lXNRjdvp7kS+QKC8J3Ezh03QrlqDXc+NRtU36ThqGzt1CZQeN352zQM/X2P",
-	"9QQ9q+/BrdyouTaxogO0Oy6IVb3lcdV0g62PuRN5qlzv8MmeG+C7WcNHz/Y50pbWhF+X8UXJjNBgl/sv",
-	"ckWNVASz819DJlRGNzKvesH3EBEDXrbT3PKO6VbyeTXTSYd1HagXtv8qMLXRX+bDfREfXLrrdlrwTXTM",
-	"hBzZHnd76JUb4BszAd1L2IjdSR9r5dDmH0blkBuGd6V+Lr4QmZWgbl5OvIJ1pCMM8K2SkBh03bt1Z1JA",
-	"3Qv26Ra1p60X0+/cN3ezPksiuHMmeg/3/4QZlzmGWcLekhWwRyGJYkN/ua/MEjFDrdN4gilpRSu2onEk",
-	"1tsNK9TXBo4nLgUuyHObCkh0cyXlpKiqSf1CT4pCEmb/Lvk2dlLC3TiaitYWcG1932r6nsizLCLTstSc",
-	"/RHI6gAKQfgi/I/Q/4YqqdX6PGSCrZk2Yb4tLgIax80ySEfv06koDwoZKRfzCNLSuZgTqSATzF5pbLzk",
-	"9DlyIl3jwiIZL9BGH+nSmmUZ9O85zYiBL8LY27SomAAzQ6KfWwgCP3XmKvTggcWLG82yGRTowHFSamhE",
-	"oGuEz2UEcdZrtiLbONDsSUEBlWKwsxzznR0C8xRiNrC3AQxSbJSQAJLfxKmo9BIvzsjul2VwqDcXJkWo",
-	"rEsMqM/oqmQXXOb25KZileWgVEdEy629z2BG7H7Wok679kWl/W4HA2hkqFY5QNMEUqSe4i5DC6bC0nMl",
-	"87lv4lAvpdoWkVBk1T4Y41qcUKmrZIpYqUn/5OTl4BYtb3tQYh10/OjHH6dY4nLa+xQPXIVxqIZu/3ik",
-	"iaXNllAPopKC96mYCg947Z2ymCOMAvVSaq+AAApP4S98OhX+sXPAuciHqtsbe21z5cfjTEO4VZAXDRxj",
-	"KubM6GZ+tCW9yDCwZ6+vTBrwEKQwZdfhqUi5pqsVo0oTGJWGXYrXC6mRxkH1m6JviitK4TLV0cGEviXL",
-	"wQDS0HKnoEuq/WW9kJYdKeYdlvFwKF27lyFUqrmgWUz6RR0NqNkyQOIE5HnJqKv/hUV+wF2FwYQp1Ysz",
-	"SVWqI/D32pegJTqWQ8EKRmUKOUQsONboiYvH5FrF46Nqdrrf/qmo7H/BFIAuYSr5milWFgJ069AVQjsV",
-	"BaUFR4qpJscTKbYQ3KKT2RdJcqudfD6P5H7bfj8jVzyBjRV+w5GMRlijABGB6lolhG0p1xeHB2VR73af",
-	"wrGvD7IWGmihjrwImXArQ4aBN65MBd4xV1t0wVd6RF4Z8CA4n4JraxeFfaXtNTxnK1cyDqRjLjBu1Zgs",
-	"Lt7VIBrBSwUFgSLGWBKlENta2hiH0mwmtTnCehQinQrFXJmOWsM/aJDY5hNQjBr22nWPuxq7Amv+bVqk",
-	"XGvN5p2BZn5fvsb7WQbWa94x2BpfcSW8NL6uePXCHLiyZ9vNnhbLXxddPXdmWeKt+Cb9FNe23dmt8cdz",
-	"1HZLIQkXb3FRxsnSAfRutp5od/51x6GNb/aK+vap7c59h4kPyFBHhuNtnWxbDvkzLKNVbaJ65XcpF+8D",
-	"OwqyJ1+7s8zkTSVzgb3QxaFR5ghkaAx2dg2sWw1FVcBitD6AUA7fY6OISoGWspO/6x8xCe9SCWCl021E",
-	"Yvc21mh07DuOpgLCwoLYZrdiyFQmLzKpecUe4Di/DvsRG6xF2CZvNwTLCTl0qsrjbkl3z8t7D0Juo33z",
-	"t2Va+Goy8H/2EmRFjr4j8lGIr1ePAQoH78rMt2s7tsPfDQ9rQ9mfCzH+gX01ke9trhcl/bPkxNJWqIss",
-	"5Jr8lRiTbRVArRK2NTr6NbzxZ4iMLvZiP/IbdNO9/7BohH2fkGg4zwezcrtZBFpdt4dCu5blICdiM+rK",
-	"vcL9r1yr1jJZjZ7SfGkxlJugLIv35pVKyKghnbzDB/Y0b8Rfv1ufRG3oIXTk+uqn74XgWquDeHy28TJ6",
-	"G1ptUS4RAW6PL5dkrkOzlC7i6IGc1EPG0dkTEA6RQ78LOdtGQqKbj+XGEulQcZgqV7YfQiCpUvyCZs5z",
-	"0AfT75oaKAcOPmRuNFkplrKEaS3VwEVKl+WlsMMSFc4rbmiywKYdZSr/UdH+iBvo+1uheJCWuqQp8+kc",
-	"JkMvFaaZQcVPAT2eCtXVEUXSl6r80bUfsBAeh91GiuBP13WEo+UZnSlgsr3kGhqL4jIwbKuvLVOG2siQ",
-	"IDxjIuFifopNNpy73p3sVYPQpwJ9UIKt/RA+rEIm5xGhiZLaGY8LX5ZEjZ8JzZZnGWtTWI8ToOifxRJu",
-	"Mck/qmPjD4oxYhVmoo1UrEijhmOxm0n6rr41efzsP8nZxjBwxS2g9na49Y80iaGxJRDNtoBOeNoWzlnI",
-	"UbdqO5fJOdiCv2L7+RdTYsBupmXb26LDy1beE7CIzXGPvQMI00+OwsR5ny5PfM9v0hd5ljnfUnDL10wY",
-	"8AJDaNNg1N0ZfFL0XXPtRjwJgg8UGrE8GYKOR1hnwAVNfm1p+Y7sQPbLZZLlGtqYzChXTjbolJIhUmG7",
-	"9vlPfOXPoH7evs4Y9cod378D9M7uz27QfZRPPM4HcbFd+4SN7MzEFXOzwExc1/8c2wUE18sfRPV+7VHm",
-	"7J8u6eHWtAiHSO0aBID5gBN1nIA9u9q5Xz/WrYIyBxiAcSs1X198VqbBndaiqqP/Xw7+sj/GvzJs+Z2V",
-	"XLuw3hLgRxql26hUY8JuVhA5DMWo4FhQjLEH79rHWBhgH4fYqL5byI16Fp6dr33qShyCMijfpqT6tYhZ",
-	"cNBBkJ7FH6soQccfM5QiYYMjsoDtILkwPCM0OcfgbGzzZ7+vV33eyjLc/T/4CP9uDU85Ts79jd5tSzxO",
-	"vpHIFFjyPbsfj5NzIdcZS+cMSzkCYnBN8KjSG2YUu4kqbMpuruKx6sBZc67DZa4GVBdLcobZ/fH4W7KJ",
-	"fwmo/CN37Q4BhTGj5IJrfpYxZ5ZzQZwyS8kqownbn5QV+s52VfMVvNa4HtVzPxyNDsfjcdF2kRyOx10G",
-	"KN8vP4wFcZt0CMU5w2qdO2p1frhtCR1X3yKwwIMHEb3Nyl9yY4zDp+ctpWBuQkLfVqjF03wf2FUKls7E",
-	"GtjO4Vwe1RqnxqQPcVdTQf0SnMTgC7rABcRuugS6pxKLnxG2SvVNTiMMT6O/52wqAAKyYMqlf0ATS18+",
-	"pdkM9YhQF5QGLXyx+aFdWDwV/WeHj8nP/DtytvGXboCjNNubHhHBOBjUYO266GLZXt/XJ/xvvfHj0ej5",
-	"8wg7AuCJHxWXv/PqrxSX0O6s9faHd//582rj+Pab35VSfR29ZFcC9c3Zwt1Ot9bgPQEk/eLZ6B3lQt9L",
-	"dQ9ve2JE0TXewz7kMOHZu8t+zlZmcERWTGmu7e/7M2BLVW7FknBqB76ttjFfhs5/VBHs5xLrRwRWgG9f",
-	"u78P7m75YF3hZpcUXLpSMGCUyjuSB0ckfjx+6srsM9zS7svhIqc7A7+PHdtlF0y45phl6hHXJBeK0WRh",
-	"l3pEYsjOijGYGfrKajlqK3R44ma9RUHST9HawdUljmMu2d0hzw2IeVsywHZlxbnX9qzoUKQRA3mAHNgg",
-	"n3hCRqNRaw0HEpZwcF3OMa0UCo279qlxROIibz8mffCPQzJ1LhKmjJXxoiLavxbeH/nIBYyU8OH8ipXD",
-	"h72Sg8B7HKeZ6DoVbl+7A/D3Rtl7CMF3sD2kmbYVSAnuenemftt9KbPdt+rrp8VrPyqZr/4cTuI5LnVf",
-	"B25tj76IUGW3hH3cxXiwD5JJRw53cbhYESIqu/PQLJOIUeFlCy5Wy2U7+AijbHUU1/HpFuWIBuq2i9QA",
-	"8wOGtIksvkwImCCjooRTiRvkwupxUoQZ9pYJ/iZDTtiKPVeltXCG28vPnYTo9dqZTW+jkFx9ljuuJHcV",
-	"xH6kK8Lyn9408jWWiTPBYSZZrg1TwzVPGd5L0i+NKYOrE+s9lYqwgFB3BnBz+FDRqFWdqVT5EWwd0JUj",
-	"l3dc1jayasxUxMHNwycDN3wBk5/CEyuYw2rU0Eop2MqpsMeQQ+C2KwbuhMxa6aKiZpFZy2J4VzKNuwZy",
-	"nYVzOkr3lAfqBqrV7YnImTQLcs5FqomRc2jyHREtpwIm2V3rDC0+5ZY+0iR21DrGMnAwFOqHcgbzdetQ",
-	"V2bbt6RLScHezDrZRZNAesVqb3oOiOC++vBQau26oQWlpNCpwN2YVNBN4pxkcnXjcU3oaLUe/5fkonk9",
-	"7rPD45rx+aLLZRzV2ztev7/jF9a3sTyMkwVVrUGj9sweEidupJw+3q2yln7B2ypF812FfXzZM2uooz/6",
-	"qmLoLOKES9R+STFPfS9YvH5lLUByOCC5gAy+Zj2nPYU0R8H2ayW4kxrdQnbv62+vL+B99ccr8WsLm9xt",
-	"X/kFUGY/VuQEw6+wJ9UexN5Kl3h/rDJs3/o6EPWuSbiQZjizbKRCxS31FnI7+b4PybJ2pL6RgldxKv3g",
-	"XDRzVSEqbFeuGdxtyKTXb6nwr1VKDdt9q7+IBgt1MBH4+zOPfXMk4aHtwnXpBqIkoeXxo7iGdZjZkoq0",
-	"WzyzI7Ekh5A8e+nOGFVMHedm0Zv8+8On6KO9WFAbwd3KXGW9SW9hzGpycHD4+G+j8Wg8Opz8ffz3MVxC",
-	"N01TmIJUf7kWWFGQukLQLv/XtebmijCocuBqxXLo8TsKIoe9pNyw6bVk2bqaMa5MARYu0GWLplfCMPVW",
-	"yYRp/Utu2GXYqMnPB8m5zenQqFKU9ddbGz+FPQus3lABKJisrNDenNB1Xw4m+p5ro/hZbljqHvr58OCh",
-	"nLnvna6DaYq+w81Zvs+VRUryw6sf3mAKovZp4i5wE5uo0/OgHgFk2ZSxsf2iDQQ8CCZ24T7NaU9rTjvX",
-	"p913SnSmTL3KOBZFBxsxXUoxD5l4uMYAyZvT/cRoZhYRlELngmkdhQEZUdHP0hlLfSV3jJcNyiiUbvrm",
-	"HCdYTkTmRvPUyb9M2A9YSpTMDVOk/1bJJTMLlmso/eDAWLHE9bZwP5S11cPdVHTd+/Th0/8GAAD//w==",
+	"7L17cxs3sij+VVD8nSqTu0OK8mN3TdXWrxTbSXzixF5Je1z3hL4ZiAOKWA0BBsCIYlz+7rfQDcxgXuTI",
+	"etmO/rLMmQEajUa/0I+PvZlcrqRgwuje5GNvwWjCFPx5xIzaHM4NU/Z/CdMzxVeGS9Gb9I7ZTIpEEyPJ",
+	"mnJDTtlcKkaM2nBxRugZ5WLUi3p6tmBLaj83mxXrTXpcGHbGVO/Tp09Rb0UVXTLjpnuRUr58R82iPtvJ",
+	"gpEYng9fJzGhZGb/JlToNVMssTNx+97Kfh31BF3aueClXtRT7PeMK5b0JkZlLATqvxSb9ya9/2+vwMEe",
+	"PtV7v9hBLJQ/KJmtPFwN05zZ59ef5vXLLXPw5PoTvGFUsy1zpPb5DU3zr4ypTX0fD42hs4UlGrPgmrBL",
+	"ro2lF5iacKENowmRc7Kk50BHgvDlKuUzbogULN/n32H4GuSfA+lRvtomokPAzIIaspBposna/mkWjMgV",
+	"U9S+SWYLKs6Y3gXcddHKtWk5i29FuiF2Nk2ofQORKwUjfQtpLNiliS1W7f9Wil1wmWmyomds0AY0jFPC",
+	"6JJevmHizFLP/uN/RP48a6O4OMshfMOX3DTtO1lKbRCwJRUbwg1batLfH432x+PxOCIJm9MsNcT+d3Dg",
+	"gdZ0Y3HOLGtZMKKYtqzmjIt2dAMEIeRu5N7EDh3ZhfBltsT/2v9z4f4f1ZkUruqdYnN+uRXxQCLaUGXI",
+	"mpsFrLQNxBUOdzXsWkLYcnjhn2sT2dH7n2XC6gtV9lj29YIqluD6pFkwRRQKiwGRiqwVN4z02eUszTS/",
+	"aKetpZ1iG6hM2O34FWbtRT0YuPehCSknJ2/qwL7BM8uXzDKalF8w0v9BkiTD8xqRfRBb8XC4pJdDY9J4",
+	"cJCTXzwcuj/hSdsajElL+8cu6XKV2idPxrrXBOp72nQwfpRrkkpxZgE6TeXsvAIqdQfHAWtFrYWWnmom",
+	"jMV6PNYxMYoze+BnrRzSfnglgD/ZDdIrKTQD4fwdTSynZBoWMZPCMAF/0pXlzwDu3krJ05Qt//ofbRf3",
+	"sSP1vcOvcNIyemIuLmjKk6FdRkz6FE4bkZnRPEGWsKLGMCUGEclfztUK+GJJ07lUS5ZMhVT206GcD5Vl",
+	"2SR/EQg4//5UJhv41P6BJ5trIiTIIPLfx29/IRc0zdhUyDnhRhNcSWQHoYKw5cpsyO8ZyxiwucGI/CLN",
+	"wsqzNdVOXCSjqeh9inrfyWRzwpdMZneLWLu0ocGJ44ljrrC/uOqEJ7BiqpQ9QPbMc2HJsPShFypOaTyw",
+	"n9QWmi9TyjdUnbF7WKeUw9RO7VYKK7Qi8oIpf7TyTS82blJ6wf5iz17bEkE9/UWa72UmkjtdI+i5QyHN",
+	"cG7njidEOL6HajJsEtfEnpkZVWRBnbziCenT2TlLIqIY6CkJELGladR8mEhYMoD1fS/VKU8SJu50bXM/",
+	"azwhlOiZXLGEGHnOBOnHwyH8pYdznrJ4kPMFC/85t+YJFQkKaDycU2FlylBauY2DSEGo2OCOnmaGUPLD",
+	"q5MDEi+kNoBSmqZyzRKYPv5Rakv0OM1UxEP/eGjf1/EBiaXiZ1zUPj1Vcq0tMb2F57EToGZBhSXJqXCb",
+	"80gTuRYAdzA6Dqpj0rerIDMltR5qK2/9obUHVGbAoQajqXjJZjxhiTfLrMb1v1L+xNiKKTKjadpMx8iT",
+	"QIDeCyUD0ZUoGX+KnZbl6RqJs0LXQKX3Anbl6OlstiBKZoZ5kH5k6d1DtGBp4hge4iuRDMWYNWUINwek",
+	"AeEe/gLPsAg/2R0u4lCQo+9fkOdPn/2duMFJImfZ0qo+YNlopi6YPzJzytNM2ZMePxuPidXhlaBpjNzr",
+	"RMqfqdgAaes73QorfKzJMwRkakvTKFDc/xHJmlDFEOk0tUxqQ/qh9Ys7OJOZMFZ7lS2CiLy3ynkMnpsh",
+	"mIugwladOsPckmxalXt7L/D/wML+LWhmFlLxP9jdUnMWTAzcFHk312QmxZyfZdYssSwzVGO8BjOjSll7",
+	"s4KH9+/fDw8zs2DCWMBZGdJCPf6OUYWWTrr857Q3k1IlQ8dxpr0mzRkxdUF5Sk/Tu9V2/pDyHHj8MCsg",
+	"iP1h0ZpL4VXZmRSCzQxLrObsng1TkG99OhVnigrzSOdfscuVNdbg5UVmDBdnw0SuRRyRgsK1UYwudUyk",
+	"moqA8KU4G65kmloBua4T6FTcIInqbLWSyrDkZ5ZwegKbc6ekmgMwXFoIhpY+UAWwWifYbYADSl4gUEML",
+	"ZKgPxCGIFrS4Tev85E06Z6MpxRFnKyVXTBmOvA6NwI9VUo16inKNZ9k9OpUyZVT00P7zBvqvuXsB3y9s",
+	"cXn6HzYzoOHj5L9I88raP4G8oGn6dt6b/NoRqVEVesWWlAsLcaOLbkWV4TO+osAZwVNHLxjQeMrmcOzB",
+	"2dSIAPcDVYpuaosuJq4v+ENpyUeWYd/gkoHPN3nNI+dObFpLiIhGj3t9EXVzCZcEGgFIoRj4J2eaxACU",
+	"Pe/hRDHpL+QafXqAd2blLksGqMI67a1vyhv1SA8O3IDDJddLamaL2kz4lYMIvwiGGILzWMdgzQhJ2KVh",
+	"wrKqUUCN76h29F0hqa50v4XgX1CR8ITONvXhZ/jINO9TCryrafJtu9t6hg1Ty+aTMcuUsuwGJ3ykiX2V",
+	"9MdkvWBgdSiG0kCgs24u1ZIaJJm/Pe01ukMbmEKx2ih3drs1Oui2oA9xdBX0aS5m8CQH174KLom6NI56",
+	"4KlpGKiylnAR+ImfaSvw/+NHL68gn7S8Kd8rxohhl4b0vWPvKfmJfzcgq+w05XrhvauW8HOIRo3+xBpM",
+	"L1nKTOs9BtWGsAtwGs7BSSUMN865tbY/0zXdkH68d7G/B+/pGGiivK6kbY7DdE03mhiVheAGhI2XZNsI",
+	"uw40wvhIo9OvH8MYMZmDDWwWSmZni1VmCPw+aEZTuMce+qYdfSmz05S1StAtDLn1YFb5cVcpFIHje9Nd",
+	"KiNw/rPKxDsX+woZdn3NOS+q74zTsZ3lVbskq3B70heMJeC3se9eMGRAHNyq3sJp2r/umMD3mtb6KmUz",
+	"hLyVzZR3Z5vELphWw64VfL2b+PeQvcHv6tLYXUAmTEVEZGmKaBMSFEn7QIM/aL3gKSM60yvvrYt69nW0",
+	"PvBypYaWVqrNx2m68zekj/o7ghUjWOBkkwXD0gMHU+ideaQLD9RUBMZIPuHEUsSMCqu5XchstsCTLjYO",
+	"CSQThqf2JcWc9aLRduh2THKZFGz8Nop5deEshgoPpGanhZAT3aeox/ww/lrLwfGhgdx5snNkO9rrpLZG",
+	"CBDAqSIEcdvS3uSkeouS1ysmO9WKawlpmGWbrH4lwKPfwOB40sy3FZeKm02LDl3Dev5+4+xuv+oSkyRs",
+	"xpc0JW7wA8ITTSwYM5NuCBczBXyVwv0gJWhcg0zGK6/epPd/fx0Pn3/46381of9HRlO8Li6vWhtqMl12",
+	"csjzncLTfda0xh9l2oDdc45e2GKWVM7OmyBt4UUVAGA893ITFK8NW363MV5RKeO6uNR5pMmpfSsickV/",
+	"z1iECtGGgLVO7LCkD3d8XMzSDBgq+UWSGO34qUAGaP83IQhqHBFK4OqQQjTLSsnLDZGKzFJuVasVVeDg",
+	"w6tDCwQ53RBu9FSUXADOgyWIYvPMfsENsEDLEE8Z91TAxRmyvfxgnXJB1SZ33df3Ar03+tB0P73tlogx",
+	"abcr73D3vGGAF+cFPE07CYt4yQzlaXdpiiuvm9KgkXQW8EDKu/wCOGSzTwDAeCW2qVNNSo7zP5XJ9v1i",
+	"E3jvQUZGhAuylirRo84od8O3YvoYGEsu7aRgDt0V44Urb0OElwqWaCEoijvtr8Fq6CAxwz1vEZqa3YfM",
+	"rEWX0AILC7mubhDpx+BERRRVvKeR/VC520aLL5YmVgU68xb4Z+LN0lsj0qQ2+WnDCMILeV6ygO4Kj3A2",
+	"5Oz8GkqV/fzYOOW7Ya2z83vRqSxYPyjatCo6w8GuwnfnTMy4ODuR53jT3kF7+gynkVyLkguqhYUUmjNw",
+	"EvyqAmMULrMNQT+yNLlB/6hlNFcxtQAE/MaaWTusoy6OUktueMOauy0hEAYmIf3CXOPOv7JkVIBVNDgg",
+	"MWBMczvYkIvhSskzxXSbMzOAvkZin0EubXt/RQW/QiottNGulxfHeXLD21u3onHA0IoGti1n55b9zhVj",
+	"1zOa15T7KPZuPlO3wuLLJgz94qYL9f3D4f/S4R9W6y/+HP02/PBxHO0//vunRkvg7QVTF5ytc95bu2fP",
+	"PYPxD69OSOADPECJBdE0EB/jrwpjsqQbd7caO9cjXDUX6sO2HTvGURCi+vn24qDbYKFg2P6m95GCOPpi",
+	"RMj1Vh/4Gq61+HvzSlxv+Se5HxjyNK6JhcKr/PVh4l/Wxr3m+sFO/vqW7v3211u8u2r8+pZfvry4HhIS",
+	"GGv41eLimC3paiHVdU+Czsf56lBw9N5KxGuuX63vSRxaaN4x5fKIrm9QtVtHS3p5xSu9dtV5lUPcEKEC",
+	"zx5piLcuYquFTJi/3PThu5Cv9dvst5hgktBg4iOzwZAA1+PLV29enbwio9FoD0fWex/xj0//P7z6z3i3",
+	"c8jpoQ7suolncbPTsgstuiQBc4am74IdQz26jJFqTOeIHC+kMi7CN9MsmZBy3kdjakc0FeWEjYhUg/3z",
+	"FI5anH8EmYWGLeERBHIXIf4RaYvigidBKGJEgtBfC9CSmYVMSsHfUT3I1n0G1qN9XJiScLs2FTGaBwBK",
+	"m6kYkTi/DvGxMBGJl2x5ylT+A8AEv5Sm92E+GN4S/hIE/rirPhf2MxXluB+/LgAy/BrSX/Kv8xiqeFAZ",
+	"IgC6GghUmtmOX81wiMLwQh91GEYiBiGHEQmSCKKGyH47WEPUfmk4DNXNScynv/Sfjv8B60JP/3CWSs2S",
+	"obset8+fP48wapclRIp0M4HkBHcxYK198P3ZIZpjN6vBmU3xl3moM14LVEM2vB+9zseFNtRZ/HVfQH5N",
+	"VOePhpuUbYlkCC8HFsas9GRvrxQ4O0rYhQ++1Hv5AdjJteCpnz/adieFynD9gtMSUinyq+RHwwzMKg9/",
+	"Dbmq1lLn4oz03RhECqYJpDv6W/fOkqTNzQbzRzmUrQuzEN3IfWbU0/wPduWbTvfZVvh0A4D+5053McVK",
+	"d13I4HBN0DhV6AoRsUUYcicgj94fufCNekDIFq+Qy2q9SR8XDliOFBEsiMixx6yDm6uZNh24BYK2u64Q",
+	"71+qW3zpkpw7JhrfmB/dZT5fz52OqL1hh/qNkv31KPv2nPMxQoZZdHaaQZ40EjsExEQzJiBc8spu+hwn",
+	"NYK/XY97u4u9sIVbXOx6m8Gi4X4Sbpyh4IVKIEGBbciaKUYgQ8TVXulCMjkwfq/rlNPFv14xJlDTKqQz",
+	"BofiAiIihfNfo8I16hzT7NGzncvlS/o+S9Mbv97qfhp3orbLockdHsN5lqZN11r6GoejCuIVzkhhWt/o",
+	"8clN3y7nCDTwlpiOBrJ8kydPakuD5SzVJlmFmYz1gayxMrGGqM+0L7J48RN7OjPNGoNnneHwuiUmPBzK",
+	"RWMmdrgFuyT9aW98ORqNpr1B5AoaeBcF9a83z+lv9Ko56hiwaQ1B0hcyn3LDDBh4PhsNDBwfERqTfsJ1",
+	"/mxCYKv0gq9IJmZMGcqh8INLW3NxDgeEEsHWYcIbRk8tacLQmrRWGjhJvAZQgAfx1G7CXhgOG/lwCvy8",
+	"UU8wRSWHOr4FO5OGU2sJetDc+6WiHx0C2RHJ4QbnFFTAEHnq3ELRLyCTrDlGkG1PKoFXyByCgvrh9rbv",
+	"pt+pYgsGEQa8MTpbuLS2YrCGz/PA3+bRrryjwXgd9rdxF7Zg9xqxLuX9afZPI0+6j5CX4s7tGkusX9x9",
+	"addxvSqItXW2Z7UUyQDNMf3oSZDLVWZJdEDQSwc+4mqYAkzipSq+t8WMC0Dwtbg62Eo4bHeNo8DMz/Bl",
+	"kzZ3wZSXmnUc0DSVmOH6SBP35gGkhLi4Z43eblTfivSo4rvPyVjzpfp8kbA8JcDDWmBiOz20BdBfjyBu",
+	"gQjaswMrWYFW38dx/cWE3QcocPfHJU8OyDjQAPDbbkmDnQnBkwFmEhVbDtoTznitPS+lJBZQddnoG2Fz",
+	"b3KL+UtKCQng4413bu1sJK+cN965CTjI9vkdJ6ljmS0pBlR3oLUWH+i2nFsoa9dx+DXjZwvT1V/q3vZT",
+	"RPV9bsfDv1fNybEFNupnKaixiCd5TYXRB8hKrGGMZeOsjZwJ2BK037fubAuLaURKJbAMpztnbIVmpNcd",
+	"8YNRr1qMsUM5xi14O/b72JUlt9NKW95jY6ajw3Xf+Un+I7lwlWkHESkyHy0arICjKb9gEclgf+0PUmFW",
+	"ZLM9dQXiDPjs5zJJIFtPre0cEozLWaa42RxbLoSYPoVSKYdZWwVfrNpyxi+sTJMYIO9KkuGFn6vnFZN+",
+	"/OLt26OXv528/enVL/EAy9q48lbRVMR7F/sxFHBbMZH78LAmCOSUngmpsJyVK5ABRx7AK3CxMGaFNTy4",
+	"mMs6yLl9bGWhlCrhAuWUYjO+Yq583CqlXJAfT07e7UF6j4UGbbEhUD8GUo6mYip+YIIpmhKVpb5iKF2t",
+	"oBSZ03NwYXlp2Yn96i/klVJSYYGg1oJImvTjtsomceQqFE4FIbFzO8UDUmQywWUnN+6+EW7V7F94d4hX",
+	"jHhVGOfYzt07dtA5ZylUWwvK4sJ9/siNb3cl7nAVOM3G4yczvZDKwN0//J/FIzvJK0BRMUHCZilVzkPl",
+	"blQZoqr/9PJy4NJJ3Vk8sMuBwp4xmdmd03bM1ipSpF+tImV34heIUeCCrKhZ2Hc+WiA/WQx9hCOEfwKb",
+	"sH/yRA8IXGoD6neH78akryURDAIWRjGUpRyNoOSnr1LHUs0IB+jjpwBiWCITtkdmswWW+sJME1H4emAZ",
+	"L52rwa4ASora7TdpPAAaC3wRLt3Mvvf42Rjv2J+M4Z9nS8AJIT/7+pqW2Z1RA9wNhI28wBKdQZEmx++h",
+	"dl9e0BQEkgMEllVUZsVHANukvNwiEmREDvEVcspSuSb72lIbTbUkiv0HjHtYNc5QrZ26ZFRoYixliRmz",
+	"YzlSgvNZuJ+0y2l2jmYLJ3DtAs2nbMFFUsf2Ieb9lcprLjMoZIzlgKgmcZgIOCG1AkB2un78dP8ZaQlN",
+	"wfpBa67ZILIDlyuV4lH3gEJxZzsiNxEQDFBoqZKplw3+ZPtcSAtEsAkQTGNHKmYfkaNioZzpZjoA5SOn",
+	"AheT486nHW+f/My/G7ijS+Kn+09IJbhnRH6xa0S3qBXKjujLuH/v8tAbvZ2VQlguOyvgMEACVoJrwgEs",
+	"hEeT+Nn4CWkpttVY4MpCYkVVY+WyvJBlDAcnLHIJzKZa59IBCkcFBIYnLQQ1PnQRSihDiKtghqwVBnJc",
+	"NUJeEj8d75NyXJMdOtlVQrKQyn5ZFs+H7157yTwhCyZmDOtbEudGpilwVMsmYG1ej4Bj3L2+px2wscQn",
+	"KSp8An001feM/EY6JvqEFBFCB2jeYnlJKlxZLgAo3/2n46ekGtR1QFKuES6ofBQkURC9kGuI/inKx+OI",
+	"S7oBeB2fKNcXJbXyoiEET0gtkMkKiUqBUZRxWGOUdCsxWpqjIS4KWNGLt0fHvuovOZNWg3HP3Sca1jsY",
+	"1YodBjcjrgbOBHfh8XNSjbeCxGvHAywOdb43PIlccVtuZ/T0Z9/e2G0/zQwyOO3urkbkmDGrLem941cv",
+	"/n30+uT/jJaId7CfXXq9lXSGXRrcOhdaFg8sn06cKucOOE8mVgxiJijKXc9zYT3W4J7Y9Qp2gP5tHOyR",
+	"Z7JILwCiG7iPoxU6lntRzvMRrS5sVel5kYyrgVDxxgNmACFuqq76kVsnT0CT9Cc8KECQF7HfXoGgtBpf",
+	"oJ8ap01tMNoN5KhcQqlOiwIo9AGyDktZGsdr958RX8MDY8rKBRYDI2TS2x+NR2MIulgxQVe8N+k9GY1H",
+	"T7AiwgJMkL0FVD34Aww/hvnMnp2/TnqT3g/M/OheqVQ4fzweb6kUeLUKga72QkOBwGOmLrg4gzvRp+On",
+	"bQPlkO3lBW1Do6s3+fVD1NPZcknVpjexsOclV5i1DWZMa1RsMVGcnmkIGfC40L0Pdry9JbO7bddv/+cQ",
+	"O9rQZep+gljQreg8wjfuBZsvvOz+HHxGvWfjJ7s/CGt5dt+DRnUjVDWs5H02frJ1dzK+57bhYn/Pxdjq",
+	"1r14w7X5zr9Ubq7TEolQvLIXtLloyxuovI3uwo4vuxKdH65JJWXPToiRTrcWRYZMPfSEXTZ4sH62ms9c",
+	"Wsl2QFZUa/SuQci+1dpBk/4nWikGrngvDTRW2X2HmwPf4F2p0bnfVkfm491UG/RrgE/2OxF6Ud4XPupw",
+	"Ooqq8J91nqKiO8uu74qqq+GpQ6cAxrH7WpHhmSrQ/KlyjvbQdi/K2jWcKLlmyhNNjXSfNsR9SNeP6mGb",
+	"ytsEiCFBPc+WPYpaxUzrNtycnMnZQ/0AnoSQP2xueXPfL5grXpwjyUo7PJStG301+ZS3P7IyZJU10MiR",
+	"na6gkiuKv6JpWYOQajjpR25xXzQtdFKIyt0e7oeCAJsh/fg64ZhiFEElLJqmOije4Gvu6Cux+72168N0",
+	"HfKTuoH+3lNuPpf8oDnUtbWjDrzNFURu4HBfh+h6On5+t+2DyolyE6INT1OvbwAxOrcyhJSN7uv8MJMp",
+	"AR7sKhdOcV/BcfucVNZTXYFGx8Jg+5Eqp4hvN0hKqel/DrMkKS+5q3FSTeK/fxOlspAuhgouwpPZg73S",
+	"Yq8kJTT5rgWaUIi9utLpC8yYNtW5TFm3KGQqJNysRpfX/kAhVQqp4wjiDzJhIrgr4IJpvPUI87FvXs3e",
+	"Sm571eLmN6BOVURvKK6CrPRmiTWp1RzXhm40YULJNGXJwVS8e3t8go2pUbfkRuf9KYwkZ5JI4W93R+QQ",
+	"siH85+R0k98FwSeTqQAAmxpS9OE4u3sK7S7z9UKuxQCuql13i2oDuGKzIRZTpgnTptI0A+7An5NqvnyY",
+	"Lo/e9DIPgBLvVS5Q2bGmrqE30HW6eeCiYn3b2JXAsF1xYR017N3vnZy86aQ8bLUX92+Ho/pK/Q2MFcVK",
+	"SP9WnLheLN+klXoblkBLQ59thkHBmSZkztZ5Cyd3yBc08btQtxYO8OC3c61KCY5q552gw85g1FxcY1Jm",
+	"W3lvOWwByrVL+QptBmBfU9HCv6q1Oib5Ul04RalnD7CyqWjkZRFZL/hs4W+sLKYfFb1/XPbhQZWvT4Wb",
+	"x+PI9ax8+vj5biIqNwG8JwXQUsMBUWCxYdPmfNGlVlZhN6XP0QhLInrvI0+2u7oZvWA7RMQNsdhy2/1u",
+	"7jbgb1DOgGrX1uvr52m+Meitc7NSR7Zd3Azr90xQP9HAwXwvtToLayjzc4CMpSqL4HuaphjYQJfsvnwl",
+	"QOmVA8gaxadvH3ejevXu8/H6ZVkDZ67A53ZHy6v8rT+Dj6WEk07ulbAly717VgrwuzhV8q19MJab3Ske",
+	"nVVHSoSWkWsfZNWlovVPeLCD7fhUPXR1/0qlSQMG0TO1hDYgeeGxSR5Il3tlyxl3CZ/P7eO5kks/wFRA",
+	"P6eKhdt/PB5HJBOu7+egycT7geUcoJtt5/vm5AesQ8rIF3CPURzjZu+S37eHo9LkVwpOQqnFIIQZQ5we",
+	"VHlpOxvX9yZVj9VeuQnbjXuRTsJVQmqWq4Vl10q9tTI7942zXTZE6egCzBDYOhXVsxm5C6HCYosfj/et",
+	"qTZ1yX7T3oTMaQo2mjvm1lQCy89tR1O+LTRDq4VilpKiXb0EOffJsVPhA7JjnsRRKcFqSc+hFgnD+FFI",
+	"QoAwbSzaCTU57I8TaA5pVcCpgNSBRm7zgi5XlJ+JK7iRruo2unk/zZXYFzCE7yQ2H7wRzlXpGYqNwm/N",
+	"cVR0p21SKLzt/G06hv7RYT0y2Zy4Qin3cK1cq9w6saoDvwiZFWS2FHWDKq4banLXDTUVqbf/pCMCpHxD",
+	"FdYXebr/rMuWNnRX/7qcL0qmhAZY7r/IFDVSEczOfwOZUCndyKx8C95BRQxk2U53yxHTjezzaq6TFu86",
+	"cC/sYJxTaq1F5of7Yj64dJaAFpLLTbyYCSWy3e7m0Cs3wDfmArqXsBGLSR9r5cjmn0ZlkBuGZ6W6L74Q",
+	"mdWgbl5PvIJ3pCUM8J2SkBh03bN1Z1pA9Rbs0y1aT1sPpsfcN3eyPksjuHMheg/n/5gZlzmGWcLekxWI",
+	"RyGJYkN/uK8sEjFDrdV5gilpeTfpvPc9Vu0P21FVBo4nLgUuyHObCkh0cyXlitKfrqxcbidFIQuzfxdy",
+	"G5vBIjYOpqKxi3VT6+qKvSeyNI3ItCg1Z38EtjqAQhC+4xa2hEBrEKw+D5lga6ZNmG+Li4De1/MU0tH7",
+	"dCqKjUJBysVZBGnpXJwRqSATzB5p7B3r7DlyLF3v9TwZL7BGH+nCm2UF9O8ZTYmBL8LY2ySvmAAzQ6Kf",
+	"WwgCP3XuKrzBA48XN5qlcyjQgeMk1NCIQN1Nn8sI6qy3bEW6caDZnYICKvlgpxnmOzsC5gnEbGAjMxgk",
+	"R5SQAJJH4lT0w9ac+R5ZfFkBh3Zz7lKE+vzEgPmMV5XsgsvM7txUrNIMjOqIaLm1fTPMiA2cG8xp14G1",
+	"8N/tEAC1DNWyBKi7QPLUU8Qy1PTNPT1Xcp/7jm3VArNNEQl5Vu2DM67hEipxlUyRKjXpHx+/Gtyi560D",
+	"J9ZBe79+/HGKJS6nvU/xwPUpgZ4q9o9HmljebBn1ICo4eJ+KqfCAV94pijnCKFAvpfIKKKDwFP7Cp1Ph",
+	"H7sLOBf5UL72hrgrxpUfjzM9gOYZru4wfDQVMfY1anp7RA7DLGqQL1NxxoyuZ1NbRo3ihQnDzcbXMQ0k",
+	"DvIjeEowpCLhmq5WjCpNYFQKpZQdz1ovpEaOCLVy8paKroSFy2vH6yi8ibLyDiAN/XyKUVeWar2QVngp",
+	"5q834+FQuk6QQ6hrc0HTmPTzqhtQ4WWArAyY+ZJRVy0MSwLB5RaGHiZUL04lVYmO4HbYvrSkwhfaxnpH",
+	"RcI5xDc4QepZkaf7Sn3kg3Iuu0f/VJTwr9uqkudlA906dIktT0XOl+HaxZRT6YkUW9hz3rr5i2TQ5Saf",
+	"n8egv+1bQiNXfAaIFR7hyHQjrGiAhEB1pW7CtgTti/29ogR48w3Eoa8mshYaOKeOvMI541bjDMN0XFEL",
+	"PGOuEumCr/SIvDZw3+BuIFwf7yhvMeyCos7ZyhWYA12aC4xyNSaN83c1KFLwUs5BoOQxFlDJlbxC423M",
+	"ZU+lNgdYvcLyVdelTFc7nENH+KYbBMWoYW9cJ4yrCTfw/d+m/wrBajgzP/ieB1+2ffxZ7thrnjFAja/P",
+	"Eh4aX4W8fGD2XJG07U5SS+WeRjrkZOKp+CZvNa7t6bOo8dtz0HRKIWUXT3Fe9MnyAbwLbdzR9mztlk0b",
+	"3+wRfYm9zVpCARwlPhBDlRi8SLJCBgpS5Yy6eZM/w49atj3KR36XKfI+8LqgePKVPou830QyFwYMPR9q",
+	"RZFAh8bQ6KlodyuVAYvRVwFKOXyPbSVK5VymwstA121iEp6lAsAFS8Gzg+39SOzexoqOTnzH0VRAEFkQ",
+	"Ce1WDHnN5EUqNS95D5zk18FM1GDlwiZ9u6ZYTsi+M1Uet2u6HQ/vPSi5AFmujn9zjoivJl//J69BlvTo",
+	"O2Ifufp69YihcPC2PH67tkM7/N3IsCaS/SlX4x/EV5343mV6UfA/y04sb4UqykKuyV+JMelWBdQaYVtj",
+	"qd/AG3+GOOocF93Yr5ydH0PXmy8hiBph7xJADfv54IRudotYNLYETmPpTNQTsQ1e6Vwh/kvHqrGoVsUh",
+	"IghfWgrlJiji4u/+CiNkVNNOjvABdHS9idv93fYkWkMPgSbXNz995wRsQ4vq8enG6+hNZLXFuEQCuD25",
+	"XLC5FstSuvikB3ZSDTDHq6GAcYgMumPI+TYWEt185DcWVIf6xFS5Iv8QMEmV4hc0dTcHfXD9rqmB4uFw",
+	"48yNJivFEjZjWks1cHHVRTEq7MdEhbtDN3S2wBYfReL/Qd4siRtCqxwPkliXNGE++cOkeKeFSWlQH1RA",
+	"R6jcdHVMEVrX5j+6ZgUWwsOwN0keKup6lHD0PONlCrhsL7mGdqm4DAzy6msrlKGSMqQTh22Jfcy639mr",
+	"hqxPBd5BCbb2Q/ggDDk7jwidKamd8zi/y5Jo8TOh2fI0ZU0G6yH2Sv4skXCLJQGiKjV+rxgj1mAm2kjF",
+	"8qRr2BaLTNJ31bDJ42d/I6cbA9eXkHVNaIj6R5rE0AYTmGZT+Gfez7Qa/JnrUbfqO8/7fn+9/vMvpiBB",
+	"tdN3Uyx50ex6Ah4x15fZXwBhsspBmGaft/aNkaRi0hdZmrq7peCUr5kwcAsMgVCDUXvT30nepc01J/Es",
+	"CJuZoxPLsyHoj4RVCVyI5deWxO/YDuTKXM7STEPTkznlKu+y30FL7hodB/EKW5yYwZBNcXF4jxlNRWNc",
+	"nJznDDnnyXWZTX6Ua6gDsaRi468NtTPsCHVcPAxEQNkjRVgKG8QsmHrcXCkQroDVFErGrJDw3EyFj/eK",
+	"fHU+12IqCNgiPl7L33LS/OYUIsR8GBcs8LPjuLqpp/fhPZWz84f4rZthAA2arjsrTlwXgac11+j1lV7H",
+	"TCBIarsr61/4yp/Bl3X7DqioV2C804kD7De24w8dWW7QLp4s3M6H89jsygJEthYBEGdmgUUAMMvBdSoJ",
+	"TqbfiE+l89WhwuK/XL7VrbkkHCE1uyMAzAeaqNIE4Oxq+35TLDnPCIRorlspN/3is5Kc7rQMXpX8/7L3",
+	"l+4U/9qw5XfWDG6jesuAH2k0laNCPQ4b6UHSAtTBg21Bm8huvOtcZWEAPA5fJ2XI6jcPFp6dr31qy1mE",
+	"Ckzfptn7tdhssNFBxK+lH9KnBpqNmaEUMzY4IAtAB8mE4Smhs3PMC8EOo/b7asH5rSLDnf+9j/Dv1li3",
+	"w9m5P9G7LyYOZ99ImBss+Z5jGQ5n50KuU5acMawiC4TBNcGtSm5YUOxmqoCU3VLFU9Wecw1fR8pcDag2",
+	"keRuebrT8bd0wfYlkPIP3HVaBRLGZLYLrvlpypyP30WEyzQhq5TOWHdWlts7203N1/Ba7XiU931/NNof",
+	"j8d5x1eyPx63ebOhU2zJm50jaR/qAoeFgneUCf5w2xo6rr5BYYEHDyp605VhIY0xqYeeN1ShugkNfVuN",
+	"KM/zvYO1UCzdfU1wEQf78qjSszkmfQjinArql+A0Bl9LCg4gNvIm0LiZWPqMsEuz768cYawr/T1jUwEQ",
+	"kAVTLpcM+uf6yk31PswHhDrnMHQPx76rdmHxVPSf7T8mP/HvyOnGH7oBjlLvrHxABOPgnYe167yBbnNp",
+	"cV9rZOuJH49Gz59H2IwEd/wgP/ytR3+luIROi42nPzz7z58HJ3/cdvLbqjlcxy7ZVbvh5i7WHKYby38f",
+	"A5F+8WL0jsow3EthIe97YkTRNZ7DPiRE4t67w37OVmZwQFZMaa7t790FsOUqt+JJOLED31bHqi/D5j8o",
+	"KfZnEkvXBF6Ab9+6vw/pbuVg1eBmlxQu1qRgICiVj0oZHJD48fip6/DBEKXthwPzuLdrpEfv/zyRvHdx",
+	"+xHgvNP1B+J/5/2HH7bLBcgRo8neWnGD18APOnVbR9wynrYG+Oq2CN98YyqH7i6ifB3tXPXoHr3/WSbs",
+	"ttoQPEQE31pEMBCo78fkElIFiZcyKYcHFzTZHiCc086tWfueszWrKZXD98CjtoQKA5og+EihOhbtDhsO",
+	"aeDG3QE/W63dwQIxUYI5IA8gwmtCqG8T5oFHcoXqiCznvkxNBVazAmELeZ7cjMgbKC46Ia7w6CNNXgvD",
+	"1DslZ0xrK9/e21EtfU1FPy6z3L3fZr9Ns/H4ySzLeAJ/seFvvx29Onz5m3ug2e/4uyuTMxqNmj96f/T6",
+	"pP7RVLgKGSuqmDBYD8YXSV0hkEwTvaCKwXoa44SnAsIQH2kMbr1qaWvB1g63I3LoexEhlmkeQ2iBtOyB",
+	"uMjZA5/e7oQd8hBTsBFXzIcbHcY9bwkrvnUZ9BCCfBueEty2hyDkGwpCRnTeZhgyHvW8Qhfy3rh7uDGp",
+	"RRtb1vsNhhvX1Hou4Cco3AO/Liv9Y2sqfF4QbbvpfFy89mA934z1XMZ8JwM634WdNnQweBczutjeB+W0",
+	"2YDOEfp5pnO4H/Wj1yGksNj6WzRjAvpqtmRykB/IpMmGydGTR4Lr3dZLiTSuH3FYo6q9FVNLfkttmQ+d",
+	"ihgv6WVM3EyQYQkpva4YzYFlj1x4uyEKGuxtyBm/YBqyUaAPIA41Io5otqZrNlhPUxGaTzlB/89j0o/r",
+	"qEFbajQaQXljAmUwBU3JMjPsMpoKsJgaPsMKJE12FDwaVq2oCKwT0KpXTDk8DaKp2GJMmdJ5Iz6j05k9",
+	"Du9gmcFoUwG1qvMvJk3mj33dGT07rZ13MOyum1xL9gCJ3/tw38GEwJLS+4M242BJL7e3fv5iOz13t6lg",
+	"H74po8pRx4M9dW17KudR32dpus2kyo/2cJ6lKdhV7tRdIblTx6Op+HxDilA/pZw7o6rQjL4lyypfJaGY",
+	"IGAXH6g/V1TtvBDe+4h/3O5lSRvrfrgC+UquQJBIInK6CeRH2Y0pRbq5BTXS95Ba2f8VoVeeoNrFdIc2",
+	"foWKCiUTWxOdD12IHLtggmDTjSJpmGuSCcXobGHxfkBiSGeOsYqhphtNtBw19UM9drPeqv2EUzRa2K6/",
+	"BBaRvjvKvwmzpr30865y2O61jqntebcBYHVQ/D5oOzAho9FoW0p7UHTftxuZkHgmhYCOnXFE4ry9R0z6",
+	"oEBBz4VMzJgylAvsawBlPit1PSNfsgSvCnwdT8WK4UekseImjlOvcD8VDq/tqeOdSfYesscdbA/15Zv6",
+	"KAVnvb2hR9N5KZpibHXHnuSv/aBktvpzOGXPcKldnaUVHH0RNQrdErq4ZHFjH/xsLc0b8s3FxjHOCwvO",
+	"pzSVSFHhYQsOVsNh2/sIo2z1wFbp6Rb1iBrpNntjAeYHCmlSWXw3IUgXivJObwVtkAumgEkHrTWsEPyP",
+	"DCVhI/VcldfCHm7vUnkcktcbXujaN91vsjrLHTecvAphP9IlZflPn8bwNXaTNMFmztJMG6aGa54wPJek",
+	"XyQ+DK7OrDsaFWGfsfaqWfXhQ0Oj0m6q1N5LsHXAVw5cw4GiBZo1Y6YiDk4ePhm44XOY/BSeWcEc6wUD",
+	"wyNE5VTYbcjAJYUveyWz0rMsb1Zm1jIf3nVWRNf0VLR2zGrp2VVsqBuo0rArIqfSLMg5F4kmRp4xs8BK",
+	"WnDFs+nQEhH9lwVKH2kSO24dY7dIvC0C+1DOYb52G+rKYvuWbCkp2Nt5q7ioM0hvWHXm50AI7qsPDxW9",
+	"rusJLjSFVgPuxrSCdhbnNJOr391WlI7GTK//llzUj0dlnqarJ55c1xXY0qp+zfjZoi29u5LcvTu/+47q",
+	"2uzfgnp0vKDNURh2zx4u17pfU265T8OzNYTix3j15WRbUTAZonygsQm+7IU1tTJx9FVdbVnCCZeo/ZJi",
+	"njjFKMbjVzQBJfsDkgkoaFhv5NZRSXMcbO8jT7ZWvHnD6AXbyY1u4QbrDZubh9urG+hg7IqNOK9Eq5jc",
+	"7V/5GUimmyhyimFJZMylWlKDouBvT3vXCBv5cCe2cCuzh+AaQMYjFxX0dRDqXbNwIc1wbsVIiYtb7i3k",
+	"dvZ9L7Viy1t64JivN3EiyGkRZ8OVTFNXeaxsEOW+q4TP55VowpvSSXefkNcvt/u0/r1KqGG7T/VnsPTb",
+	"9IshmAj8/bnHvjmW0Fl2PfjTWvgGkiShxfajuoYN2NmSiqRdPYN8g1kG5XPsoTtlVDF1mJlFb/Lrh0/R",
+	"R3uwIMrWncpMpb1Jb2HMarK3t//476PxaDzan/xj/I8xHEI3TV2Zgtw9uRbYSpS6DvAugoxpcO5wRRi0",
+	"N3FNormx3G0UVPnymnLNp9dQXt9FRrm8Q+xYoknfx9WG8cA/Z4ZdkhSChgfhfJAUU58OnSqEpWwGF7XF",
+	"qPjkDVSwd+Oh38owBVVFaBmgYLJ8tIYJv4NoPRVM9JJro/hpZljiHvr5cONldpoycuq+C6bxPzXM8jJT",
+	"lijJ96+/f4vlgrUPIXRFljjsFD0PAlahImZRx6oI7YUHwcSuNEd92pPKpR0SA2KXJd6VqVcpXOM5HzFd",
+	"SnEWCvFwjQGR16d7UQvbA8Jk0GnKUV4jlYRR43VaCQKtGiKALVFWsrKuQJ+ldN+GuX36Vn3iHxlNzSKC",
+	"ublgWkdh9AkmUQd9Y+U86FMbTBDEJNTnOMYofJkZzROn7DNhP2AJUTIzTJH+OyWXzCxYpiES2oGxYjPC",
+	"jWbp3P1gqMk03JqX1kfXvU8fPv2/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

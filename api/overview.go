@@ -214,6 +214,12 @@ func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
 		func() (*string, error) {
 			return s.eachDoubleBarrier(ctx, all, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
 		},
+		func() (*string, error) {
+			return s.eachSemaphore(ctx, all, func(b Semaphore) { add("semaphore", "semaphore", b.Name, b) })
+		},
+		func() (*string, error) {
+			return s.eachRWLock(ctx, all, func(b RWLock) { add("rwlock", "rwlock", b.Name, b) })
+		},
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {

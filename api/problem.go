@@ -110,8 +110,16 @@ func detailedProblem(err error) *problem {
 	var notEmpty *recipes.BarrierNotEmptyError
 	var mismatch *recipes.CountMismatchError
 	var tooLarge *http.MaxBytesError
+	var full *recipes.SemaphoreFullError
+	var rwLocked *recipes.RWLockedError
 	var p *problem
 	switch {
+	case errors.As(err, &full):
+		p = newProblem(http.StatusConflict, "semaphore-full", err.Error())
+		p.Ext = map[string]any{"holders": semaphoreHolders(full.Holders)}
+	case errors.As(err, &rwLocked):
+		p = newProblem(http.StatusConflict, "lock-held", err.Error())
+		p.Ext = map[string]any{"writer": lockHolder(rwLocked.Writer), "readers": rwReaders(rwLocked.Readers)}
 	case errors.As(err, &locked):
 		p = newProblem(http.StatusConflict, "lock-held", err.Error())
 		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}

@@ -53,6 +53,8 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followElection(topic, name)
 	case "throughput":
 		stop = s.followThroughput(topic, name)
+	case "lock":
+		stop = s.followLock(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

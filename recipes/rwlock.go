@@ -236,7 +236,9 @@ func (rw *RWLocks) Inspect(ctx context.Context, name string) (*RWLockState, erro
 }
 
 // List returns the names of the read/write locks that have a node.
-func (rw *RWLocks) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, rw.s, rw.dir) }
+func (rw *RWLocks) List(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, rw.s, rw.dir)
+}
 
 // Follow follows lock name: one children watch per sidecar, however many
 // followers. Close the follower when done.

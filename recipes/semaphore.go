@@ -270,7 +270,9 @@ func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState,
 }
 
 // List returns the names of the semaphores that have a node.
-func (m *Semaphores) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, m.s, m.dir) }
+func (m *Semaphores) List(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, m.s, m.dir)
+}
 
 // Follow follows semaphore name: one children watch on its leases and one on its
 // internal mutex per sidecar, however many followers (streams, the overview,
