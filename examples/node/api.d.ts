@@ -1300,14 +1300,27 @@ export interface components {
         };
         RWLock: {
             name: string;
-            /** @description The writer, null when none holds the lock. */
-            writer: components["schemas"]["LockHolder"] | null;
+            /** @description The writer (as LockHolder), null when none holds the lock. */
+            writer: {
+                owner: string;
+                /** Format: int64 */
+                fencingToken: number;
+                /** Format: date-time */
+                since: string;
+            } | null;
             readers: components["schemas"]["RWReader"][];
             waiters: number;
         };
         /** @description `lock-held` carries the `writer` (or null) and the `readers` seen last; `acquisition-in-progress` has no extension. */
         RWLockHeldProblem: components["schemas"]["Problem"] & {
-            writer?: components["schemas"]["LockHolder"] | null;
+            /** @description The writer (as LockHolder), null when none holds the lock. */
+            writer?: {
+                owner: string;
+                /** Format: int64 */
+                fencingToken: number;
+                /** Format: date-time */
+                since: string;
+            } | null;
             readers?: components["schemas"]["RWReader"][];
         };
         LockEvent: {
