@@ -124,6 +124,11 @@ func TestStatusPage(t *testing.T) {
 	for _, id := range []string{"w1", "w2"} {
 		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
+	// A semaphore with two of three permits held; a read/write lock with two readers.
+	for _, w := range []string{"worker-1", "worker-2"} {
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
+	}
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();
@@ -136,7 +141,9 @@ func TestStatusPage(t *testing.T) {
 			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "3" &&
 			q('[data-queue="jobs"] [data-field="claimed"]')?.textContent === "1" &&
 			q('[data-barrier="maintenance"]') !== null &&
-			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3";
+			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3" &&
+			q('[data-semaphore="payments"] [data-field="held"]')?.textContent === "2" &&
+			/2 readers/.test(q('[data-rwlock="schema"] [data-field="held"]')?.textContent || "");
 	})()`)
 	// The bars are drawn: their width follows share/limit.
 	if w := page.eval(t, `Math.round(document.querySelector('[data-group="api-egress"] tr[data-member="m3"] .fill').getBoundingClientRect().width /
