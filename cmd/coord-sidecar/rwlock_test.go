@@ -47,6 +47,7 @@ func TestRWLockAcrossSidecars(t *testing.T) {
 		mu                                     sync.Mutex
 		tokens                                 []int64
 	)
+	x := rwWorker{&reading, &writing, &overlap, &mostReaders, &mu, &tokens}
 	errs := make(chan error, readers+writers)
 	var wg sync.WaitGroup
 	for c := range readers + writers {
@@ -55,37 +56,8 @@ func TestRWLockAcrossSidecars(t *testing.T) {
 			mode = "write"
 		}
 		wg.Go(func() {
-			car := cars[c%2]
-			for range rounds {
-				r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/rwlocks/doc?mode=%s&wait=60s&owner=c%d", mode, c), nil)
-				if err != nil || r.Status != http.StatusCreated {
-					errs <- fmt.Errorf("acquire %s: %v %v", mode, err, r)
-					return
-				}
-				if mode == "write" {
-					if writing.Add(1) != 1 || reading.Load() != 0 {
-						overlap.Add(1)
-					}
-					mu.Lock()
-					tokens = append(tokens, num(r.Body["fencingToken"]))
-					mu.Unlock()
-					time.Sleep(time.Millisecond)
-					writing.Add(-1)
-				} else {
-					n := reading.Add(1)
-					if writing.Load() != 0 {
-						overlap.Add(1)
-					}
-					for m := mostReaders.Load(); n > m && !mostReaders.CompareAndSwap(m, n); m = mostReaders.Load() {
-					}
-					time.Sleep(2 * time.Millisecond)
-					reading.Add(-1)
-				}
-				d, err := car.do(context.Background(), http.MethodDelete, "/v1/rwlocks/doc?mode="+mode+"&lease="+str(r.Body["lease"]), nil)
-				if err != nil || d.Status != http.StatusNoContent {
-					errs <- fmt.Errorf("release: %v %v", err, d)
-					return
-				}
+			if err := x.run(cars[c%2], c, rounds, mode); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -175,21 +147,7 @@ func TestRWLockSharesCuratorLayout(t *testing.T) {
 	car := startSidecar(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	base := root + "/rwlocks/c"
-	place := func(infix, owner string) string {
-		t.Helper()
-		for i := 1; i <= len(base); i++ {
-			if i == len(base) || base[i] == '/' {
-				if _, err := conn.Create(base[:i], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
-					t.Fatal(err)
-				}
-			}
-		}
-		p, err := conn.Create(base+"/_c_"+zookeeper.NewGUID()+"-"+infix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	place := func(infix, owner string) string { return placeCuratorNode(t, conn, base, infix, owner) }
 
 	// A Curator writer holds it: the sidecar's reader waits until it goes.
 	cw := place("__WRIT__", "curator-writer")
@@ -203,23 +161,11 @@ func TestRWLockSharesCuratorLayout(t *testing.T) {
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the sidecar's reader never queued", func() bool { return len(children(t, conn, base)) == 2 })
-	select {
-	case r := <-got:
-		t.Fatalf("read granted beside Curator's writer: %v", r)
-	default:
-	}
+	notYet(t, got, "read granted beside Curator's writer")
 	if err := conn.Delete(cw, -1); err != nil {
 		t.Fatal(err)
 	}
-	var r *response
-	select {
-	case r = <-got:
-		if r == nil || r.Status != http.StatusCreated {
-			t.Fatalf("reader got %v", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reader was not granted after Curator's writer left")
-	}
+	r := awaitGrant(t, got, "the reader after Curator's writer left")
 	readNode := regexp.MustCompile(`^_c_[0-9a-f-]{36}-__READ__[0-9]{10}$`)
 	if ch := children(t, conn, base); len(ch) != 1 || !readNode.MatchString(ch[0]) {
 		t.Fatalf("nodes = %v", ch)
@@ -247,14 +193,7 @@ func TestRWLockSharesCuratorLayout(t *testing.T) {
 	if err := conn.Delete(cr, -1); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-got:
-		if r == nil || r.Status != http.StatusCreated {
-			t.Fatalf("writer got %v", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the writer was not granted after Curator's reader left")
-	}
+	awaitGrant(t, got, "the writer after Curator's reader left")
 }
 
 // GET /v1/locks/{name}/events: the current state first, then every change of
@@ -296,4 +235,95 @@ func TestLockEvents(t *testing.T) {
 	if got := ebMetrics(t, a, "coord_lock_watched")[0]; got != 1 {
 		t.Fatalf("coord_lock_watched = %v with two streams on one lock, want 1", got)
 	}
+}
+
+// awaitGrant waits for a background request's answer and wants it 201.
+func awaitGrant(t *testing.T, ch <-chan *response, what string) *response {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r == nil || r.Status != http.StatusCreated {
+			t.Fatalf("%s: got %v", what, r)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not granted", what)
+	}
+	return nil
+}
+
+// notYet fails when a background request has answered already.
+func notYet(t *testing.T, ch <-chan *response, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: %v", what, r)
+	default:
+	}
+}
+
+// placeCuratorNode creates an ephemeral sequential node under parent as
+// Curator's protected mode names it, making the parent's path as needed.
+func placeCuratorNode(t *testing.T, conn *zk.Conn, parent, infix, data string) string {
+	t.Helper()
+	for i := 1; i <= len(parent); i++ {
+		if i == len(parent) || parent[i] == '/' {
+			if _, err := conn.Create(parent[:i], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := conn.Create(parent+"/_c_"+zookeeper.NewGUID()+"-"+infix, []byte(data), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rwWorker loops rounds of acquire, check, release in mode on lock doc.
+type rwWorker struct {
+	reading, writing, overlap, mostReaders *atomic.Int32
+	mu                                     *sync.Mutex
+	tokens                                 *[]int64
+}
+
+func (x rwWorker) run(car *sidecar, c, rounds int, mode string) error {
+	for range rounds {
+		r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/rwlocks/doc?mode=%s&wait=60s&owner=c%d", mode, c), nil)
+		if err != nil || r.Status != http.StatusCreated {
+			return fmt.Errorf("acquire %s: %v %v", mode, err, r)
+		}
+		if mode == "write" {
+			x.write(num(r.Body["fencingToken"]))
+		} else {
+			x.read()
+		}
+		d, err := car.do(context.Background(), http.MethodDelete, "/v1/rwlocks/doc?mode="+mode+"&lease="+str(r.Body["lease"]), nil)
+		if err != nil || d.Status != http.StatusNoContent {
+			return fmt.Errorf("release: %v %v", err, d)
+		}
+	}
+	return nil
+}
+
+func (x rwWorker) write(token int64) {
+	if x.writing.Add(1) != 1 || x.reading.Load() != 0 {
+		x.overlap.Add(1)
+	}
+	x.mu.Lock()
+	*x.tokens = append(*x.tokens, token)
+	x.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	x.writing.Add(-1)
+}
+
+func (x rwWorker) read() {
+	n := x.reading.Add(1)
+	if x.writing.Load() != 0 {
+		x.overlap.Add(1)
+	}
+	for m := x.mostReaders.Load(); n > m && !x.mostReaders.CompareAndSwap(m, n); m = x.mostReaders.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+	x.reading.Add(-1)
 }

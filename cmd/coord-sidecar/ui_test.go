@@ -124,11 +124,7 @@ func TestStatusPage(t *testing.T) {
 	for _, id := range []string{"w1", "w2"} {
 		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
-	// A semaphore with two of three permits held; a read/write lock with two readers.
-	for _, w := range []string{"worker-1", "worker-2"} {
-		car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
-		car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
-	}
+	uiSemaphoreAndRWLock(t, car)
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();
@@ -792,4 +788,13 @@ func (w *wsConn) readMessage() ([]byte, error) {
 func (w *wsConn) close() error {
 	_ = w.writeFrame(0x8, nil)
 	return w.c.Close()
+}
+
+// uiSemaphoreAndRWLock makes a semaphore with two of three permits held and a
+// read/write lock with two readers.
+func uiSemaphoreAndRWLock(t *testing.T, car *sidecar) {
+	for _, w := range []string{"worker-1", "worker-2"} {
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
+	}
 }
