@@ -89,15 +89,30 @@ func (e LeaseStreamEvent1Event) Valid() bool {
 	}
 }
 
+// Defines values for LockEventEvent.
+const (
+	LockEventEventLock LockEventEvent = "lock"
+)
+
+// Valid indicates whether the value is a known member of the LockEventEvent enum.
+func (e LockEventEvent) Valid() bool {
+	switch e {
+	case LockEventEventLock:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OverviewEvent1Event.
 const (
-	Lock OverviewEvent1Event = "lock"
+	OverviewEvent1EventLock OverviewEvent1Event = "lock"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent1Event enum.
 func (e OverviewEvent1Event) Valid() bool {
 	switch e {
-	case Lock:
+	case OverviewEvent1EventLock:
 		return true
 	default:
 		return false
@@ -196,13 +211,61 @@ func (e OverviewEvent7Event) Valid() bool {
 
 // Defines values for OverviewEvent8Event.
 const (
-	OverviewEvent8EventCounter OverviewEvent8Event = "counter"
+	OverviewEvent8EventSemaphore OverviewEvent8Event = "semaphore"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
 func (e OverviewEvent8Event) Valid() bool {
 	switch e {
-	case OverviewEvent8EventCounter:
+	case OverviewEvent8EventSemaphore:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent9Event.
+const (
+	OverviewEvent9EventCounter OverviewEvent9Event = "counter"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent9Event enum.
+func (e OverviewEvent9Event) Valid() bool {
+	switch e {
+	case OverviewEvent9EventCounter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent10Event.
+const (
+	Rwlock OverviewEvent10Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent10Event enum.
+func (e OverviewEvent10Event) Valid() bool {
+	switch e {
+	case Rwlock:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RWLockGrantMode.
+const (
+	RWLockGrantModeRead  RWLockGrantMode = "read"
+	RWLockGrantModeWrite RWLockGrantMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the RWLockGrantMode enum.
+func (e RWLockGrantMode) Valid() bool {
+	switch e {
+	case RWLockGrantModeRead:
+		return true
+	case RWLockGrantModeWrite:
 		return true
 	default:
 		return false
@@ -305,6 +368,60 @@ const (
 func (e ThroughputLeaderEventEvent) Valid() bool {
 	switch e {
 	case ThroughputLeaderEventEventLeader:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RWMode.
+const (
+	RWModeRead  RWMode = "read"
+	RWModeWrite RWMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the RWMode enum.
+func (e RWMode) Valid() bool {
+	switch e {
+	case RWModeRead:
+		return true
+	case RWModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReleaseRWLockParamsMode.
+const (
+	ReleaseRWLockParamsModeRead  ReleaseRWLockParamsMode = "read"
+	ReleaseRWLockParamsModeWrite ReleaseRWLockParamsMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the ReleaseRWLockParamsMode enum.
+func (e ReleaseRWLockParamsMode) Valid() bool {
+	switch e {
+	case ReleaseRWLockParamsModeRead:
+		return true
+	case ReleaseRWLockParamsModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireRWLockParamsMode.
+const (
+	AcquireRWLockParamsModeRead  AcquireRWLockParamsMode = "read"
+	AcquireRWLockParamsModeWrite AcquireRWLockParamsMode = "write"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRWLockParamsMode enum.
+func (e AcquireRWLockParamsMode) Valid() bool {
+	switch e {
+	case AcquireRWLockParamsModeRead:
+		return true
+	case AcquireRWLockParamsModeWrite:
 		return true
 	default:
 		return false
@@ -593,6 +710,18 @@ type LeaseStreamEvent1 struct {
 // LeaseStreamEvent1Event defines model for LeaseStreamEvent.1.Event.
 type LeaseStreamEvent1Event string
 
+// LockEvent defines model for LockEvent.
+type LockEvent struct {
+	Data  LockState      `json:"data"`
+	Event LockEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// LockEventEvent defines model for LockEvent.Event.
+type LockEventEvent string
+
 // LockGrant defines model for LockGrant.
 type LockGrant struct {
 	AcquiredAt   time.Time `json:"acquiredAt"`
@@ -774,6 +903,52 @@ type OverviewEvent_8_Data struct {
 // OverviewEvent8Event defines model for OverviewEvent.8.Event.
 type OverviewEvent8Event string
 
+// OverviewEvent9 defines model for OverviewEvent.9.
+type OverviewEvent9 struct {
+	Data  OverviewEvent_9_Data `json:"data"`
+	Event OverviewEvent9Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_9_Data defines model for OverviewEvent.9.Data.
+type OverviewEvent_9_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent9Event defines model for OverviewEvent.9.Event.
+type OverviewEvent9Event string
+
+// OverviewEvent10 defines model for OverviewEvent.10.
+type OverviewEvent10 struct {
+	Data  OverviewEvent_10_Data `json:"data"`
+	Event OverviewEvent10Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_10_Data defines model for OverviewEvent.10.Data.
+type OverviewEvent_10_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent10Event defines model for OverviewEvent.10.Event.
+type OverviewEvent10Event string
+
+// Permit defines model for Permit.
+type Permit struct {
+	AcquiredAt time.Time `json:"acquiredAt"`
+	Lease      string    `json:"lease"`
+	Max        int       `json:"max"`
+	Name       string    `json:"name"`
+	Owner      string    `json:"owner"`
+
+	// Permit The permit's id (its lease node's name without the `_c_` prefix): release it with `DELETE .../permits/{permit}?lease=`.
+	Permit string `json:"permit"`
+}
+
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -818,6 +993,85 @@ type QueueItem struct {
 // QueueItems defines model for QueueItems.
 type QueueItems struct {
 	Items []QueueItem `json:"items"`
+}
+
+// RWLock defines model for RWLock.
+type RWLock struct {
+	Name    string     `json:"name"`
+	Readers []RWReader `json:"readers"`
+	Waiters int        `json:"waiters"`
+
+	// Writer The writer (as LockHolder), null when none holds the lock.
+	Writer *LockHolder `json:"writer"`
+}
+
+// RWLockGrant defines model for RWLockGrant.
+type RWLockGrant struct {
+	AcquiredAt   time.Time       `json:"acquiredAt"`
+	FencingToken int64           `json:"fencingToken"`
+	Lease        string          `json:"lease"`
+	Mode         RWLockGrantMode `json:"mode"`
+	Name         string          `json:"name"`
+	Owner        string          `json:"owner"`
+}
+
+// RWLockGrantMode defines model for RWLockGrant.Mode.
+type RWLockGrantMode string
+
+// RWLockHeldProblem `lock-held` carries the `writer` (or null) and the `readers` seen last; `acquisition-in-progress` has no extension.
+type RWLockHeldProblem struct {
+	Detail   *string     `json:"detail,omitempty"`
+	Instance *string     `json:"instance,omitempty"`
+	Readers  *[]RWReader `json:"readers,omitempty"`
+	Status   int         `json:"status"`
+	Title    string      `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type string `json:"type"`
+
+	// Writer The writer (as LockHolder), null when none holds the lock.
+	Writer *struct {
+		FencingToken int64     `json:"fencingToken"`
+		Owner        string    `json:"owner"`
+		Since        time.Time `json:"since"`
+	} `json:"writer,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// RWReader defines model for RWReader.
+type RWReader struct {
+	Owner string    `json:"owner"`
+	Since time.Time `json:"since"`
+}
+
+// Semaphore defines model for Semaphore.
+type Semaphore struct {
+	// Holders The permits held, in the order they were granted.
+	Holders []SemaphoreHolder `json:"holders"`
+	Name    string            `json:"name"`
+
+	// Waiters Requests waiting for a permit, on every client.
+	Waiters int `json:"waiters"`
+}
+
+// SemaphoreFullProblem `semaphore-full` carries the holders seen last; `acquisition-in-progress` has no extension.
+type SemaphoreFullProblem struct {
+	Detail   *string            `json:"detail,omitempty"`
+	Holders  *[]SemaphoreHolder `json:"holders,omitempty"`
+	Instance *string            `json:"instance,omitempty"`
+	Status   int                `json:"status"`
+	Title    string             `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// SemaphoreHolder defines model for SemaphoreHolder.
+type SemaphoreHolder struct {
+	Owner  string    `json:"owner"`
+	Permit string    `json:"permit"`
+	Since  time.Time `json:"since"`
 }
 
 // Session defines model for Session.
@@ -992,6 +1246,9 @@ type ListPrefix = string
 
 // NamePath defines model for NamePath.
 type NamePath = Name
+
+// RWMode defines model for RWMode.
+type RWMode string
 
 // TTL Example: 30s
 type TTL = string
@@ -1459,6 +1716,87 @@ type EnqueueParams struct {
 type TakeParams struct {
 	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
 	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// ListRWLocksParams defines parameters for ListRWLocks.
+type ListRWLocksParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ReleaseRWLockParams defines parameters for ReleaseRWLock.
+type ReleaseRWLockParams struct {
+	// Mode read (shared with other readers) or write (exclusive).
+	Mode ReleaseRWLockParamsMode `form:"mode" json:"mode"`
+
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// ReleaseRWLockParamsMode defines parameters for ReleaseRWLock.
+type ReleaseRWLockParamsMode string
+
+// AcquireRWLockParams defines parameters for AcquireRWLock.
+type AcquireRWLockParams struct {
+	// Mode read (shared with other readers) or write (exclusive).
+	Mode AcquireRWLockParamsMode `form:"mode" json:"mode"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// AcquireRWLockParamsMode defines parameters for AcquireRWLock.
+type AcquireRWLockParamsMode string
+
+// ListSemaphoresParams defines parameters for ListSemaphores.
+type ListSemaphoresParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// AcquirePermitParams defines parameters for AcquirePermit.
+type AcquirePermitParams struct {
+	// Max The most permits held at once (at least 1).
+	Max int `form:"max" json:"max"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in the lease node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// ReleasePermitParams defines parameters for ReleasePermit.
+type ReleasePermitParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
 // ListThroughputGroupsParams defines parameters for ListThroughputGroups.
@@ -2220,6 +2558,295 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for RWLockHeldProblem. Returns the specified
+// element and whether it was found
+func (a RWLockHeldProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for RWLockHeldProblem
+func (a *RWLockHeldProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for RWLockHeldProblem to handle AdditionalProperties
+func (a *RWLockHeldProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["readers"]; found {
+		err = json.Unmarshal(raw, &a.Readers)
+		if err != nil {
+			return fmt.Errorf("error reading 'readers': %w", err)
+		}
+		delete(object, "readers")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["writer"]; found {
+		err = json.Unmarshal(raw, &a.Writer)
+		if err != nil {
+			return fmt.Errorf("error reading 'writer': %w", err)
+		}
+		delete(object, "writer")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for RWLockHeldProblem to handle AdditionalProperties
+func (a RWLockHeldProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Readers != nil {
+		object["readers"], err = json.Marshal(a.Readers)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'readers': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Writer != nil {
+		object["writer"], err = json.Marshal(a.Writer)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'writer': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for SemaphoreFullProblem. Returns the specified
+// element and whether it was found
+func (a SemaphoreFullProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for SemaphoreFullProblem
+func (a *SemaphoreFullProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for SemaphoreFullProblem to handle AdditionalProperties
+func (a *SemaphoreFullProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["holders"]; found {
+		err = json.Unmarshal(raw, &a.Holders)
+		if err != nil {
+			return fmt.Errorf("error reading 'holders': %w", err)
+		}
+		delete(object, "holders")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for SemaphoreFullProblem to handle AdditionalProperties
+func (a SemaphoreFullProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Holders != nil {
+		object["holders"], err = json.Marshal(a.Holders)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'holders': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for VersionMismatchProblem. Returns the specified
 // element and whether it was found
 func (a VersionMismatchProblem) Get(fieldName string) (value interface{}, found bool) {
@@ -2643,6 +3270,58 @@ func (t *OverviewEvent) FromOverviewEvent8(v OverviewEvent8) error {
 
 // MergeOverviewEvent8 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent8
 func (t *OverviewEvent) MergeOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent9 returns the union data inside the OverviewEvent as a OverviewEvent9
+func (t OverviewEvent) AsOverviewEvent9() (OverviewEvent9, error) {
+	var body OverviewEvent9
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent9 overwrites any union data inside the OverviewEvent as the provided OverviewEvent9
+func (t *OverviewEvent) FromOverviewEvent9(v OverviewEvent9) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent9 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent9
+func (t *OverviewEvent) MergeOverviewEvent9(v OverviewEvent9) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent10 returns the union data inside the OverviewEvent as a OverviewEvent10
+func (t OverviewEvent) AsOverviewEvent10() (OverviewEvent10, error) {
+	var body OverviewEvent10
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent10 overwrites any union data inside the OverviewEvent as the provided OverviewEvent10
+func (t *OverviewEvent) FromOverviewEvent10(v OverviewEvent10) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent10 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent10
+func (t *OverviewEvent) MergeOverviewEvent10(v OverviewEvent10) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3097,22 +3776,22 @@ func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsCounter returns the union data inside the OverviewEvent_8_Data as a Counter
-func (t OverviewEvent_8_Data) AsCounter() (Counter, error) {
-	var body Counter
+// AsSemaphore returns the union data inside the OverviewEvent_8_Data as a Semaphore
+func (t OverviewEvent_8_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCounter overwrites any union data inside the OverviewEvent_8_Data as the provided Counter
-func (t *OverviewEvent_8_Data) FromCounter(v Counter) error {
+// FromSemaphore overwrites any union data inside the OverviewEvent_8_Data as the provided Semaphore
+func (t *OverviewEvent_8_Data) FromSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCounter performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Counter
-func (t *OverviewEvent_8_Data) MergeCounter(v Counter) error {
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Semaphore
+func (t *OverviewEvent_8_Data) MergeSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3155,6 +3834,130 @@ func (t OverviewEvent_8_Data) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCounter returns the union data inside the OverviewEvent_9_Data as a Counter
+func (t OverviewEvent_9_Data) AsCounter() (Counter, error) {
+	var body Counter
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCounter overwrites any union data inside the OverviewEvent_9_Data as the provided Counter
+func (t *OverviewEvent_9_Data) FromCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCounter performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Counter
+func (t *OverviewEvent_9_Data) MergeCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_9_Data as a Deleted
+func (t OverviewEvent_9_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_9_Data as the provided Deleted
+func (t *OverviewEvent_9_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Deleted
+func (t *OverviewEvent_9_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_9_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_9_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_10_Data as a RWLock
+func (t OverviewEvent_10_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_10_Data as the provided RWLock
+func (t *OverviewEvent_10_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_10_Data, using the provided RWLock
+func (t *OverviewEvent_10_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_10_Data as a Deleted
+func (t OverviewEvent_10_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_10_Data as the provided Deleted
+func (t *OverviewEvent_10_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_10_Data, using the provided Deleted
+func (t *OverviewEvent_10_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_10_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_10_Data) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -3269,6 +4072,9 @@ type ServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
+	// StreamLock A lock's holder and waiters as they change (SSE).
+	// (GET /v1/locks/{name}/events)
+	StreamLock(w http.ResponseWriter, r *http.Request, name NamePath)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
@@ -3293,6 +4099,30 @@ type ServerInterface interface {
 	// Take Take the first item (exactly one taker gets it); `204` when empty.
 	// (POST /v1/queues/{name}/take)
 	Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams)
+	// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+	// (GET /v1/rwlocks)
+	ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams)
+	// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+	// (DELETE /v1/rwlocks/{name})
+	ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams)
+	// GetRWLock The lock's writer or readers, and number of waiters.
+	// (GET /v1/rwlocks/{name})
+	GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AcquireRWLock Acquire a read/write lock in read or write mode.
+	// (POST /v1/rwlocks/{name})
+	AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams)
+	// ListSemaphores Every semaphore that has a node, with holders and waiters.
+	// (GET /v1/semaphores)
+	ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams)
+	// GetSemaphore The semaphore's holders and number of waiters.
+	// (GET /v1/semaphores/{name})
+	GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath)
+	// AcquirePermit Acquire a permit of a counting semaphore.
+	// (POST /v1/semaphores/{name}/permits)
+	AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams)
+	// ReleasePermit Release the permit, by the lease that holds it only.
+	// (DELETE /v1/semaphores/{name}/permits/{permit})
+	ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(w http.ResponseWriter, r *http.Request)
@@ -3545,6 +4375,12 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// StreamLock A lock's holder and waiters as they change (SSE).
+// (GET /v1/locks/{name}/events)
+func (_ Unimplemented) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListQueues Every queue that has a node, with length and claimed count.
 // (GET /v1/queues)
 func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
@@ -3590,6 +4426,54 @@ func (_ Unimplemented) Enqueue(w http.ResponseWriter, r *http.Request, name Name
 // Take Take the first item (exactly one taker gets it); `204` when empty.
 // (POST /v1/queues/{name}/take)
 func (_ Unimplemented) Take(w http.ResponseWriter, r *http.Request, name NamePath, params TakeParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+// (GET /v1/rwlocks)
+func (_ Unimplemented) ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+// (DELETE /v1/rwlocks/{name})
+func (_ Unimplemented) ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetRWLock The lock's writer or readers, and number of waiters.
+// (GET /v1/rwlocks/{name})
+func (_ Unimplemented) GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireRWLock Acquire a read/write lock in read or write mode.
+// (POST /v1/rwlocks/{name})
+func (_ Unimplemented) AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSemaphores Every semaphore that has a node, with holders and waiters.
+// (GET /v1/semaphores)
+func (_ Unimplemented) ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSemaphore The semaphore's holders and number of waiters.
+// (GET /v1/semaphores/{name})
+func (_ Unimplemented) GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquirePermit Acquire a permit of a counting semaphore.
+// (POST /v1/semaphores/{name}/permits)
+func (_ Unimplemented) AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleasePermit Release the permit, by the lease that holds it only.
+// (DELETE /v1/semaphores/{name}/permits/{permit})
+func (_ Unimplemented) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -5229,6 +6113,32 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// StreamLock operation middleware
+func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamLock(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
@@ -5569,6 +6479,470 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Take(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListRWLocks operation middleware
+func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRWLocksParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListRWLocks(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleaseRWLock operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseRWLockParams
+
+	// ------------- Required query parameter "mode" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "mode"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "mode", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseRWLock(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRWLock operation middleware
+func (siw *ServerInterfaceWrapper) GetRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRWLock(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireRWLock operation middleware
+func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireRWLockParams
+
+	// ------------- Required query parameter "mode" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "mode"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "mode", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireRWLock(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSemaphores operation middleware
+func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSemaphoresParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSemaphores(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSemaphore operation middleware
+func (siw *ServerInterfaceWrapper) GetSemaphore(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSemaphore(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquirePermit operation middleware
+func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquirePermitParams
+
+	// ------------- Required query parameter "max" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", r.URL.Query(), &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "max"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "max", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquirePermit(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReleasePermit operation middleware
+func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "permit" -------------
+	var permit Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "permit", chi.URLParam(r, "permit"), &permit, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "permit", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleasePermitParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleasePermit(w, r, name, permit, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6264,6 +7638,33 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/locks/{name}/events", wrapper.StreamLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/semaphores/{name}/permits", wrapper.AcquirePermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/semaphores/{name}", wrapper.GetSemaphore)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/semaphores/{name}/permits/{permit}", wrapper.ReleasePermit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/rwlocks/{name}", wrapper.ReleaseRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rwlocks/{name}", wrapper.GetRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/rwlocks/{name}", wrapper.AcquireRWLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/semaphores", wrapper.ListSemaphores)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rwlocks", wrapper.ListRWLocks)
 	})
 
 	return r
@@ -10810,6 +12211,144 @@ func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquir
 	return err
 }
 
+type StreamLockRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type StreamLockResponseObject interface {
+	VisitStreamLockResponse(w http.ResponseWriter) error
+}
+
+type StreamLock200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamLock200TexteventStreamResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock400ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock401ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock403ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamLock503ApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamLockdefaultApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesRequestObject struct {
 	Params ListQueuesParams
 }
@@ -11820,6 +13359,1009 @@ type TakedefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response TakedefaultApplicationProblemPlusJSONResponse) VisitTakeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocksRequestObject struct {
+	Params ListRWLocksParams
+}
+
+type ListRWLocksResponseObject interface {
+	VisitListRWLocksResponse(w http.ResponseWriter) error
+}
+
+type ListRWLocks200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next    *string  `json:"next,omitempty"`
+	Rwlocks []RWLock `json:"rwlocks"`
+}
+
+func (response ListRWLocks200JSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks400ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks401ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks403ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocks503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListRWLocks503ApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRWLocksdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListRWLocksdefaultApplicationProblemPlusJSONResponse) VisitListRWLocksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLockRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params ReleaseRWLockParams
+}
+
+type ReleaseRWLockResponseObject interface {
+	VisitReleaseRWLockResponse(w http.ResponseWriter) error
+}
+
+type ReleaseRWLock204Response struct {
+}
+
+func (response ReleaseRWLock204Response) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock400ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock401ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock403ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock404ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseRWLock503ApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseRWLockdefaultApplicationProblemPlusJSONResponse) VisitReleaseRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLockRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetRWLockResponseObject interface {
+	VisitGetRWLockResponse(w http.ResponseWriter) error
+}
+
+type GetRWLock200JSONResponse RWLock
+
+func (response GetRWLock200JSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock400ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock401ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock403ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetRWLock503ApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetRWLockdefaultApplicationProblemPlusJSONResponse) VisitGetRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLockRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AcquireRWLockParams
+}
+
+type AcquireRWLockResponseObject interface {
+	VisitAcquireRWLockResponse(w http.ResponseWriter) error
+}
+
+type AcquireRWLock201JSONResponse RWLockGrant
+
+func (response AcquireRWLock201JSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock400ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock401ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock403ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock404ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock409ApplicationProblemPlusJSONResponse RWLockHeldProblem
+
+func (response AcquireRWLock409ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock429ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireRWLock503ApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireRWLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireRWLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireRWLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphoresRequestObject struct {
+	Params ListSemaphoresParams
+}
+
+type ListSemaphoresResponseObject interface {
+	VisitListSemaphoresResponse(w http.ResponseWriter) error
+}
+
+type ListSemaphores200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next       *string     `json:"next,omitempty"`
+	Semaphores []Semaphore `json:"semaphores"`
+}
+
+func (response ListSemaphores200JSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores400ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores401ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores403ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphores503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSemaphores503ApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSemaphoresdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListSemaphoresdefaultApplicationProblemPlusJSONResponse) VisitListSemaphoresResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphoreRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type GetSemaphoreResponseObject interface {
+	VisitGetSemaphoreResponse(w http.ResponseWriter) error
+}
+
+type GetSemaphore200JSONResponse Semaphore
+
+func (response GetSemaphore200JSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore400ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore401ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore403ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphore503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSemaphore503ApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSemaphoredefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetSemaphoredefaultApplicationProblemPlusJSONResponse) VisitGetSemaphoreResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermitRequestObject struct {
+	Name   NamePath `json:"name"`
+	Params AcquirePermitParams
+}
+
+type AcquirePermitResponseObject interface {
+	VisitAcquirePermitResponse(w http.ResponseWriter) error
+}
+
+type AcquirePermit201JSONResponse Permit
+
+func (response AcquirePermit201JSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit400ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit401ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit403ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit404ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit409ApplicationProblemPlusJSONResponse SemaphoreFullProblem
+
+func (response AcquirePermit409ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit429ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquirePermit503ApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquirePermitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquirePermitdefaultApplicationProblemPlusJSONResponse) VisitAcquirePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermitRequestObject struct {
+	Name   NamePath `json:"name"`
+	Permit Name     `json:"permit"`
+	Params ReleasePermitParams
+}
+
+type ReleasePermitResponseObject interface {
+	VisitReleasePermitResponse(w http.ResponseWriter) error
+}
+
+type ReleasePermit204Response struct {
+}
+
+func (response ReleasePermit204Response) VisitReleasePermitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleasePermit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit400ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit401ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit403ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit404ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermit503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleasePermit503ApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleasePermitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleasePermitdefaultApplicationProblemPlusJSONResponse) VisitReleasePermitResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -13235,6 +15777,9 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// StreamLock A lock's holder and waiters as they change (SSE).
+	// (GET /v1/locks/{name}/events)
+	StreamLock(ctx context.Context, request StreamLockRequestObject) (StreamLockResponseObject, error)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -13259,6 +15804,30 @@ type StrictServerInterface interface {
 	// Take Take the first item (exactly one taker gets it); `204` when empty.
 	// (POST /v1/queues/{name}/take)
 	Take(ctx context.Context, request TakeRequestObject) (TakeResponseObject, error)
+	// ListRWLocks Every read/write lock that has a node, with holders and waiters.
+	// (GET /v1/rwlocks)
+	ListRWLocks(ctx context.Context, request ListRWLocksRequestObject) (ListRWLocksResponseObject, error)
+	// ReleaseRWLock Release the lock that `lease` holds in `mode`.
+	// (DELETE /v1/rwlocks/{name})
+	ReleaseRWLock(ctx context.Context, request ReleaseRWLockRequestObject) (ReleaseRWLockResponseObject, error)
+	// GetRWLock The lock's writer or readers, and number of waiters.
+	// (GET /v1/rwlocks/{name})
+	GetRWLock(ctx context.Context, request GetRWLockRequestObject) (GetRWLockResponseObject, error)
+	// AcquireRWLock Acquire a read/write lock in read or write mode.
+	// (POST /v1/rwlocks/{name})
+	AcquireRWLock(ctx context.Context, request AcquireRWLockRequestObject) (AcquireRWLockResponseObject, error)
+	// ListSemaphores Every semaphore that has a node, with holders and waiters.
+	// (GET /v1/semaphores)
+	ListSemaphores(ctx context.Context, request ListSemaphoresRequestObject) (ListSemaphoresResponseObject, error)
+	// GetSemaphore The semaphore's holders and number of waiters.
+	// (GET /v1/semaphores/{name})
+	GetSemaphore(ctx context.Context, request GetSemaphoreRequestObject) (GetSemaphoreResponseObject, error)
+	// AcquirePermit Acquire a permit of a counting semaphore.
+	// (POST /v1/semaphores/{name}/permits)
+	AcquirePermit(ctx context.Context, request AcquirePermitRequestObject) (AcquirePermitResponseObject, error)
+	// ReleasePermit Release the permit, by the lease that holds it only.
+	// (DELETE /v1/semaphores/{name}/permits/{permit})
+	ReleasePermit(ctx context.Context, request ReleasePermitRequestObject) (ReleasePermitResponseObject, error)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -14305,6 +16874,32 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// StreamLock operation middleware
+func (sh *strictHandler) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request StreamLockRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamLock(ctx, request.(StreamLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamLockResponseObject); ok {
+		if err := validResponse.VisitStreamLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueues operation middleware
 func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
 	var request ListQueuesRequestObject
@@ -14515,6 +17110,219 @@ func (sh *strictHandler) Take(w http.ResponseWriter, r *http.Request, name NameP
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(TakeResponseObject); ok {
 		if err := validResponse.VisitTakeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListRWLocks operation middleware
+func (sh *strictHandler) ListRWLocks(w http.ResponseWriter, r *http.Request, params ListRWLocksParams) {
+	var request ListRWLocksRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRWLocks(ctx, request.(ListRWLocksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRWLocks")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListRWLocksResponseObject); ok {
+		if err := validResponse.VisitListRWLocksResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleaseRWLock operation middleware
+func (sh *strictHandler) ReleaseRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params ReleaseRWLockParams) {
+	var request ReleaseRWLockRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseRWLock(ctx, request.(ReleaseRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseRWLockResponseObject); ok {
+		if err := validResponse.VisitReleaseRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRWLock operation middleware
+func (sh *strictHandler) GetRWLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetRWLockRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRWLock(ctx, request.(GetRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRWLockResponseObject); ok {
+		if err := validResponse.VisitGetRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireRWLock operation middleware
+func (sh *strictHandler) AcquireRWLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireRWLockParams) {
+	var request AcquireRWLockRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireRWLock(ctx, request.(AcquireRWLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireRWLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireRWLockResponseObject); ok {
+		if err := validResponse.VisitAcquireRWLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSemaphores operation middleware
+func (sh *strictHandler) ListSemaphores(w http.ResponseWriter, r *http.Request, params ListSemaphoresParams) {
+	var request ListSemaphoresRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSemaphores(ctx, request.(ListSemaphoresRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSemaphores")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSemaphoresResponseObject); ok {
+		if err := validResponse.VisitListSemaphoresResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSemaphore operation middleware
+func (sh *strictHandler) GetSemaphore(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request GetSemaphoreRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSemaphore(ctx, request.(GetSemaphoreRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSemaphore")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSemaphoreResponseObject); ok {
+		if err := validResponse.VisitGetSemaphoreResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquirePermit operation middleware
+func (sh *strictHandler) AcquirePermit(w http.ResponseWriter, r *http.Request, name NamePath, params AcquirePermitParams) {
+	var request AcquirePermitRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquirePermit(ctx, request.(AcquirePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquirePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquirePermitResponseObject); ok {
+		if err := validResponse.VisitAcquirePermitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReleasePermit operation middleware
+func (sh *strictHandler) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
+	var request ReleasePermitRequestObject
+
+	request.Name = name
+	request.Permit = permit
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleasePermit(ctx, request.(ReleasePermitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleasePermit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleasePermitResponseObject); ok {
+		if err := validResponse.VisitReleasePermitResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -14804,226 +17612,253 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rdxM5tuhf0fI9a2GfKTsOjz6Ns/pDoGmagQaGZJp1z5g7pVTJtiZlyS2pYtws/vtd2luqUr0ch7yA",
-	"zieCq0rakrb2+/Gpl8jlSgomjO5NPvUWjKZMwZ/vmFGbw5lhyv4vZTpRfGW4FL1J74glUqSaGEnWlBty",
-	"wmZSMWLUhos5oXPKxagX9XSyYEtqPzebFetNelwYNmeq9/nz56i3oooumXHTPc0oX76lZtGc7XjBSAzP",
-	"hy/SmFCS2L8JFXrNFEvtTNy+t7JfRz1Bl3YueKkX9RT7I+eKpb2JUTkLgfovxWa9Se//7JV7sIdP9d5r",
-	"O4iF8rmS+crD1TLN3D6//DQvft4yB08vP8FLttkywynbXH6KV4xqtmWSzD6/omn+kTO1aaLKoTE0WVi8",
-	"NAuuCfvItbEoCVMTLrRhNCVyRpb0FFBVEL5cZTzhhkjBClT6A4ZvQP4lkL4rVtuG1wiYWVBDFjJLNVnb",
-	"P82CEbliito3SbKgYs70ecBddlu5Nh3X/Y3INsTOpgm1b+DmSsFI30IaC/bRxHZX7f9Wip1xmWuyonM2",
-	"6AIaxqns6JJ+fMXE3GLP/v0fI08ytFFczAsIX/ElN23nTpZSGwRsScWGcMOWmvT3R6P98Xg8jkjKZjTP",
-	"DLH/HRx4oDXd2D1nlnotGFFMW2o256J7uwGCEHI3cm9ih47sQvgyX+J/7f+5cP+PmnQQV/VWsRn/uHXj",
-	"AUW0ocqQNTcLWGkXiCsc7mK7axFhy+WFfy6NZMfHr5qrfIV3gC+ZvbgZP2Ok/1ySNEf8j8g+cJp4OFzS",
-	"j0NjsnhwUBxnPBy6P+FJ15YYk1X2g32ky1VmnzwY617bfrynbYj2q1yTTIq5Begkk8lpDVTqENEBa7mj",
-	"hZaeaCYMkYrEYx0TozizFyjppDj2wwsB/NmejV5JoRnw0yc0tZSHaVhEIoVhAv6kK0vvANy9lZInGVv+",
-	"7T/aLu7Tjqf5Fr/CSavbE3NxRjOeDu0yYtKngL1E5kbzFK/YihrDlBhEpHi5kATgiyXNZlItWToVUtlP",
-	"h3I2VJYEkuLFAWyl//5Ephv41P6BN4VrIiTQdPL3ozevyRnNcjYVcka40QRXEtlBqCBsuTIb8kfOcgZk",
-	"YzAir6VZWP6wptqR33Q0Fb3PUe+JTDfHfMlkfrMba5c2NDhxPHHECs4XV53yFFZMlbIXyNIILiwaVj70",
-	"RNrJeQf2k8ZCi2VK+YqqObuFdUo5zOzUbqWwQstyzpjyV6s49PLgJpUX7C/27nUtESTK19L8InOR3uga",
-	"QTQdCmmGMzt3PCHC0T2UbOGQuCb2ziRUkQV19J+npE+TU5ZGRDHg+ykgscVplCSYSFk6wPXJXBimnkox",
-	"y3hy9djqxt+2ULh1wyXXS2qSRUz6wLrw59hSgATHGNpzm2VyXX8Frrl/KZFK5SsTdx/pL1Kd8DRl4kaP",
-	"c+ZnjSeEEp3IFUuJkadMkH48HMJfejjjGSzIkUJ7ZKfcKlFUpMjjkR5NhWI0HUrL+nEQKQgVG1zxSW4I",
-	"Jc+fHR+QeCG1ASyiWSbXLIXp41+ltvccp5mKeOgfD+37Oj4gsVR8zkXj0xMl19renzfwPCbSLEDYo8Le",
-	"wqlw+HhPE7kWAHcwOg6qY9K3qyCJkloPNTclnbInK3MgyoPRVPzMEp6y1CuPVmj7XylfMrZiiiQ0y9rP",
-	"GcnwS7a5lat7yjaVi2up0ynbwBUVEtkMoCIINbcCIhCCCpD4U+wkSU9rkGDUaA3Afitg18ihzpMFUTI3",
-	"zIP0K8tuHqIFy/wx436lkqFoYdU1ws0BadlwD3+5z7AIP9kNLuJQkHe/PCWPHz76H+IGJ6lM8qUVR0F7",
-	"00ydMX+nZ5RnubKkKH40HhOrpyhBsxg5yrGUv1GxAdTWN3oUViCwat0QNlNbnEYm7/6Pm6wJVQw3nWaW",
-	"im5IP9Tw8QSBnViNQnYIB+Q9sCAwgA1BJQa1om4bGxbactuq3Nt7gRkNFvZPQXOzkIr/yW4Wm/NgYiD3",
-	"yFy4JokUMz7PFUuBpoeipZcqE6qU1alr+/D+/fvhYW4WTBgLOKtCWqosTxhVTBHFaLb8adpLpFTp0FGc",
-	"aa9Nm8GdOqM8oyfZzUqgf0p5CkxomJcQxP6yaM2l8OpFIoVgiWGplWXcs2EGDLhPp2KuqDD3dPEV+7iy",
-	"ujO8vMiN4WI+TOVaxBEpMVwbxehSx0SqqQgQX4r5cCWzzHLwdRNBp+IKUVTnq5VUhqW/sZTTYzicG0XV",
-	"AoDh0kIwtPiBMorVBECXhj2g5CkCNbRAhgJLHIJoQdsiNv7OlD2f35yceuVrrY2/VWLGV0uZuRAx7mni",
-	"HnrsAyuhYMDW067VffZGBGcVUIojRqyUXDFlOFJyNDt8ql/EqKco10ip3KMTKTNGRQ8tDt4a9K/CQITv",
-	"fyjutDz5D0sM6JQ4+WtpnlmNO+CGNMvezHqTf+2IMlEdesWWlAsLcauRdUWV4QlfUaD7YGulZwz2MGMz",
-	"IGpgLmzdAPcDVYpuGosuJ24u+ENlye8sO7rCJQMXa3OtRM4g3LaWcCNa3TLNRTQVdFwSyDvAY2PgDpxp",
-	"p6lZahZOFJP+Qq7RKgv7zqxUwdIBahBONu2b6kHd04MDN2CgQNZmwq8cRPhFMMQQzP869sI5+2iYsBdo",
-	"FGDjW6odftdQale834LwT6lIeUqTTXP4BB+Z9nPKgDK3Tb7tdDvvsGFq2X4zklwpS0xxwnua2FdJf0zW",
-	"CwZKn2JIbQSa8mdSLalBlPnhYa/VoN1CFMrVRoW7wq3RQbdl+3CPLrJ9mosEnhTg2lfBCNaUNaIeKG0t",
-	"A9XWEi4CP/EzbQX+dz96dQXFpNVD+UUxRgz7aEjfm5Ifkpf8yYCs8pOM6wVLvf2fkQKiUasFuwkTGlK6",
-	"qf/5Nvxgt74QF/D7D93gXSGRvBCs51K+ujULyFfTgoWyMpwPPruni3vm7FoHTaNWO5FyW1LgEE1TbsGh",
-	"2dtgoTOaaRZdZu3hOXUf0M8sY6bTk0m1IewM3BwzMKsLw40zx6/tz3RNN6Qf753t78F7OgaaUgU77Zrj",
-	"MFvTjSZG5SG6B4QRPfFt9OCUtbmKnVAFDop+fHqG0HRS1eaKcYHlEABATGZg/zILJfP5YpUbAr8P2u9o",
-	"uPF+6a1bL/OTjHWKb1ukgU6uUBcGdhWBLNA03ewuEiJw/rPaxOcu9hlKC801F4yweTJOfXVGjYaPvSZq",
-	"kL5gLAWbrX33jCH34+BF8saDduTYdSfwvba1PstYgpB38rjq6Ww1yRcsquXUSqFiN7LqIXuF3zUJootf",
-	"SJmKiMizDLdNSNDR7AMNtuD1gmeM6FyvvHMi6tnXUbFHN3JjWzqxthinLSrJePcBghUjWGBglyW31AMH",
-	"U2j4vKdL6/NUBHp+MeHEYkRChVUbzmSeLPCmi43bBJILwzP7kmLOMKBRLd/tmhQCUXDw2zDm2ZlTUGsE",
-	"lJpzFdIC6T5HPeaHYSJfWnAcHB9a0J2n545sR3uRNtYIIUw4VYQgblvaqwJVr1Hs81LxufzxUhIizLJN",
-	"UHwmwIHZQuB42k63FZeKm02HAtfY9eL91tndebWwx5QlfEkz4gY/IDzVxIKRmGxDuEgU0FUK4RCUoN0K",
-	"GDp6+HuT3v/713j4+MPf/qtt+39lNMNok+qqtaEm11X7oTw9l3m6z9rW+KvMWnb3lKODo5wlk8npNglg",
-	"OwAwnnu5DYoXhi2fbIyXcqp7Xfqw72lyYt+KiFzRP3IWoTS1IWAII3ZY0oeQBi6SLAeCSl5LEqOJbCqQ",
-	"ANr/TQiCGkeEEoiUoBAMt1Ly44ZIRZKMW7lsRRXYzjFSwgJBTjaEGz0VFeuaMw4Lotgst19wAyTQEsQT",
-	"xj0WcDFHsldcrBMuqNo4t90lyNZLtjkyjrs1yNbp2a2QrJds80LMZId8SagmGdcGvbyh6Ev0Qq6dRb2G",
-	"mCit7qKLaf5nhwQE5OeeJhkEfREuEKtG7eQN7Yp1Yvjg/vnKAgaO+gEcRB37hGfXKYjbG8wspNxop0gE",
-	"NKUm7gJaesN0c/kVvDV+P8A0ulbcGCZAi26V6To1kLeKaXSbqZwNChMJnDPXLsarXTe5wJl2GAaKQ428",
-	"dOoIBfi8/nn8y/DHUadx4wnV7IeH2zEFB7OIAi9Hxfo2MIO95MUs5c3emHaTSolRNSV6uB9v2bnLoV8H",
-	"3r3HE29hARc4la4FHTes80GIrMU1dj3reuW1n+qS0MWkD83uclC3QdGYbLdYyRB0b9/DiMsSns5F/MwM",
-	"5dnuegmuvGnsAd1uZ1UJhILzzPs4ZLtpH8B4JrYppm3qom5DoveLTRBiANpGZK/iWqpUj3becjd8504f",
-	"ATktGLAUzG13zQbJlTflhJEPloNBdDp3enSL8WYHJh6eeYf6odltsPJGWDItd8Hy6toBkX4Mnl7copqL",
-	"N7IfKhezZfeLZamldHNvSP/CfbP41rppUpvitmG2yJk8rdiSbmof4W7I5PS5om1yHk1wuItQqBkTCRfz",
-	"Y3nKxI4a2xd4SeRaVHwuHZet1NbhzuFXNRijcJmt11Emp7+yLL1CW7e9khcx7wAI+M3nD+daZHaxj1v9",
-	"CQOmCj8dxBrDJKRfmoi4MwgvGRVgiRkckBh2TIN1e8jFcKXkXDHd5b0LoG+g2BegS9fZX9CoUEOVDtzo",
-	"tgXYVRVS8pUeb1NowQFDyx0QOJmcWkI1U4xdzlC3ptzn9u3mGHIrLL9s26HXbrrQxnA4/F86/HM8fPyh",
-	"/HP07+GHT+No//7/fG61Prw5Y+qMs3XBDBthc4UrI37+7JgEmtsB0naI3oV4XB/5E5Ml3Tj3T+x8JRA5",
-	"VjLabSd2hKMgRM377XnEboOVmGRH2vamd+oA4W5hLMnp7TDjy6w+sG9eavG3Zgm93PKPC98TZK9echdK",
-	"T9a3txP/yFl+2SsAtrlvb+neV3i5xbvYmm9v+VWH6eU2IYWxht/sXngb5eV24XYMrJdbuY94udzKXazG",
-	"LSlToY7QGv6BkllVgKkH/Y/I0UIq41JAcs3SCakma7bmY0ZTUc2yjEg9Q6/Iu2wk50WQXm/YEh5BKlKZ",
-	"lxeRrjBfeBLEqkckyA2xAC2ZWci0kr4UNbMw3Gegj9jHpXICPuKpiFHgBFC6lI+IxIVTz4cTRiResuUJ",
-	"U8UPABP8UpneR0pihGD4SxA76RzWLnJyKqqhk35dAGT4NeSsFl8XYajxoDZEAHQ9lrIyMyTj1dISozD+",
-	"3Ielh6HqQUx6RII0uKglN80O1pJ3VhkOczkKFPM5q/2H4x9hXeivGiaZ1CwduiAP+/zx48gFW6VEimwz",
-	"AfO4c29Z/RHsLnaIav5WRJoB10UGIj6AnWnNY5yKCyQyRs2ILwtOe65BPZmgLV+gSM1BX1s9iMqbVJv0",
-	"SmhDnUrbVHYL32tTRTbcZGxLeFBoJ14Ys9KTvb1KoscoZWc+gF7vFffxXC0anvr5o22OXpT2mlEDFq8r",
-	"sbwVQxFWRahrgC+gfoRVRbmYk74bg0jBNGEfvee11Ziwm7+4sCPB/FEBZefCLERXEiRQ+g0vFD6wxblX",
-	"wKdbAPQ/72SWL1d6nm0eh2uDxinSHYb5Fv/7qyJNTxMpavmQbSeMOXPNgSzVm1iO5vPsy4RW/IRwYZlv",
-	"q6fOXfkXHfGV4VAuOCm1wy3YR9Kf9sYfR6PRtDeIXDkDn2xL/evtc7a7ZGMXv2Q5CukLWUy5YQZJmct7",
-	"AtLkA6Ri0k+5Lp5NCNi/9IKvSC4SpgzlUPbBJUg5Y/UBoUSwdZhahcEES5oyZEuW3IMhpRTIPHgQXugm",
-	"7IXRYZG3iePnrbKbKes4NPdbsLk0nFqW4kFz71dKfuwQ14mbHB5wgUElDJHHzi0Y/RSyetpDZtj2AH90",
-	"rs/As9MPj7f7NP1JlUcwiDD+g9Fk4VKMysFaPi/i4NpHu/CJBuPtcL6tp7Bldy8RmFI9nzYVwp39rYSo",
-	"lOagSyyxaVP62ixFvTqIjXV2R4iXsbHtIa4oA8jlKrcoOiAo7t/ThKd1CzpM4p0W+N4WQ3oAgq9stYO7",
-	"AofdnauWO/MbfNkWHrw1wsGK65gCWQY6HECEtAsD1JiVgpbxMlWl/O5Lsod8bT1fcquIkC3jjfxObMeH",
-	"rnjSyyHENSBBd6ZWLUPL6jc4LhEyZfc0secA5eL+/MjTAzIOJAD8drcErp0RoYh3gcD68shBesIZL3Xm",
-	"lfSw7bEw9YO+EjLnw96/rgjpAD5PL2oybicZKerQjc89BBxk+/yOkjR3mS0pRsXsgGsd2su2/Ee9oIrt",
-	"OPya8fnC7KrpuLf9FFHznLv34Z+r9kTFcjeadymoWIg3eU2F0QdISqTyReNmUpFcwJFgsdOtJ9tBYlo3",
-	"pebzxOlOGVuh497LjviBnbla2nCH4oZb9u3In+OuJLkbV7rSgFoTf9xe9zlS6v9ILlwp2UFEykQguw2W",
-	"wdGMn7GI5HC+9gepMEmoXZ+6AHJ2RN1ehEgC2nps3UYhOyoQXEWK5cVih89PsmzY48JYEoy0LLMpnY2O",
-	"9OPhfjxxN2bgyh6wJFfcbI7sGhDYE6hDcph3VRnGkihzfmbZuMTALleDDa15rpqXnfDpmzfvfv738ZuX",
-	"z17HA6wZ44pbRVMR753tx1CxbsVEUVUFC25AVtlcSIXFrFx9BqByAF65cQtjVlglgreGmBcmAbsnUqqU",
-	"C2TNiiV8xVy9vFVGuSC/Hh+/3YMAfwsNqp9DuPAY1jCaiql4zgRTNCMqz3zJUbpaQSEyJ9rhworatBP7",
-	"1X+TZ0pJhZHIndWGNOnHXaU04siVZJwKQmKHbPGAlLkMYCjmxhlHwQRo/0JDJ9pD0a4ZF7tdBAzZQWec",
-	"ZVBrLairC76QkRvfnkq8g91ymo/HDxK9kMqA3wT+z+KRneQZbFE5QcqSjCqHus4azXCr+g8/fhy4hDJH",
-	"fg7scqCSaUwSe3LajtlZoon06yWa7Em8Bv8OF2RFzcK+88kC+dnu0CegGvgnUEb7J0/1gMBFg60/P5gm",
-	"Jn0tiWDg7BnFUKBvNIIap75GHcs0Ixygjx8CiGFNUDgemScLrKOFEZKiNG/BMn521hW7Aqihao/fZPEA",
-	"cCwwv7iEE/ve/Udj9E88GMM/j5awJ4T85guKWvo+pwYIOvBXecZconZRAcmxOKjcV1RwBR7sAIFllaVo",
-	"8RHANqkut/SijcghvkJOWCbXZF9D1HumJVHsP2DPgFXjDPVisUtGhSbGYpZImB3LoRLcz9Lipl1Wo7NZ",
-	"WziBUZXbfMIWXKTN3T7EzJ9KPdFlDpWQsdYO1SQOUyompFFdx07Xjx/uPyIdbj0szrPmmg0iO3C1NCte",
-	"dQ8ohNDbEbmJAGEAQyulWz079DfbZ0NZIIJDAEekHamcfUTelQu1jKUVD0DeKrDA+TPd/bTj7ZPf+JOB",
-	"u7okfrj/gNQcoyPy2q4RLcFWDnFIX9379y4TtdXAW6sy5aKKAwoDKGCFFk04gIXwaBI/Gj8gHZWsWqtH",
-	"WUgsq2otC1aUsYzh4oQlLoHY1KtcOkDhqgDD8KiFoMaHzruLPIS48mBIWmEgR1UjpCXxw/E+qfqE7dDp",
-	"eQUkS67sl2X3+fDtC8+ZJ2TBRMKwuiVxlnOaAUW1ZALW5uUIuMa7V/e0A7YW+CRlfU/Aj7bqnpE/SEdE",
-	"H5DSu3qAGj3WbqTC1bwCgIrTfzh+SOoO8QPMREMsaUtGA5CK+vM44pJuAF5HJ6rVRUmjuGgIwQPScAJb",
-	"JlErL4o8DiuMkt0KjFbmaPEpAyl6+ubdkS9zTObSSjDuuftEw3oHo0YlwcAZ5EqwTPAU7j8mdV81pF46",
-	"GmD3UBdnw9PIVfPldkaPf/btjT32k9wggdMuEndEjhiz0pLeO3r29J/vXhz/39ES9/1ZkAxnOZ1hHw0e",
-	"nXPLxwNLp1MnyrkLztOJZYOYwYB819NcWE9KDZ3Y9Qp2gCZ9HOyeJ7Iuc7FIx7NTwx+ljOVelLNiRCsL",
-	"W1F6ViaRaEBUdPLADMDETd07MXLr5ClIkv6GBynIRRX87TnIldX4Cv/UOGlqg5ECwEflEupg2i2AVH/g",
-	"dVgn0jhau/+I+Cx+dIBXqxcGetektz8aj8YQTr5igq54b9J7MBqPHmBO9AJUkL0F5D3/CbouwzwcT85f",
-	"pL1J7zkzv7pXaiXd74/HW0rTXawkncu+bilBd8TUGRdziLJ/OH7YNVAB2V5RLTZUunqTf32IejpfLqna",
-	"9CYW9qLoArO6QcK0RsEWE5zoXEPIvN8L3ftgx9tbMnvadv32f25jRxu6zNxPEEezdTvf4Ru3sptPPe/+",
-	"kv2Meo/GD87/ICyUufsZtIoboahhOe+j8YOtp5PzPXcMZ/t7Lj5Jd57FK67NE/9StQFQh/2hfGUv6JPR",
-	"Fc1XexstpDu+7OpffrgkllSNI+GO7OSoKeNVG/4ZwT62GO1+s5LPTFrOdkBWVGs0KEJFIiu1gyT9E2op",
-	"BrzaHw10ZjnfbV0A3zQoNfHcH6tD8/H5WBs0qIBP9ndC9LJ2Lny0w+0oa8J/0X2KyvYu531X1vUMbx0a",
-	"BTAG0JcqDO9Uuc2fa/doD3X3sipWy42Sa6Y80jRQtyXjGz4oqNHdMRXHBBtDgnKSHWcUdbKZzmO4Oj5T",
-	"kIfmBTwOIb873Orhvl8wVxm42CTL7fBSdh70xfhT0T/J8pBV3oIj7+x0JZZckP2VXc9amFTLTX/nFvdV",
-	"48JOAlG1lcLtYBDsZog/vgg3hmdHUAuHZpkOUil9rri+ELnfW7vGU5dBP6lb8O895eZL0Q+6YV1aOtqB",
-	"trl6vC0U7ttgXQ/Hj2+2X1I1yWBCtOFZ5uUNQEZnVoYoutFt3R9mciXAgl2nwhmeKxhuH5Paeuor0GhY",
-	"GGy/Ui7Ufrsm8tS/9FfQRMId2a2UZJE5dfuaSAH8LpqIP9Y7KahdE3Gb6evga0IhgixCfsaN9k2MygtW",
-	"7n/9ggUqSpdY7BHpGllHgavtYrED9ttgHNu/qPd0ux1EOq7Utkb/XT8eO2KNvmHNqkQ6wKHoKkSbltDE",
-	"FErsUGJHoYoNqUiHmhlM6WA+TtKZayOimFEcUnrA1WX3czQVhyn2tZaCVa+KAqNypS8fGtMg1aw2Jdck",
-	"FylTU7GmWD8tkcsTLlhKuHCRJUAAoYluDCblf7vp/n1CTbL4t+Z/gieNihTs2VPh/R6mZfsVny+MKz1m",
-	"AQL/SZqCyypfVhpwaj4XLJ2KHx4OT7gh2FmTgzvlMWnmsZXV5qs1zEm/8N7rqaBpytLBgSMmzjVdaZVF",
-	"BflxeLIxvhZffUafFofG9ioZOUzTkozUkKeJCLhA4tZHl/ZL8Lykadk3dr+zM3GadnT33SWY9cPtkTnc",
-	"1qD6nD3/O5p3RTTvME1JTFNIcvIoFIF79IQVYSUDQo1c8oRm2eaAhPe1eUvLI+oikm2ZSdiajH1cscT8",
-	"9CyOLJ0NZwAfLp9VLqxE71b8DHK1PVEDMj0VjlrFY/DaO2/7Y1LPeO2iAoWLfSocVB4mbsDrBswASqm3",
-	"XeyjUD7YerGPgJA3F1cQE9+TvOteI3SVq73jdYZb8URiofervMnY1uFzVdw1Kmefb4eKHDHznRKMh/s7",
-	"zFTpeQwfPdplTS3N0m6HRNkrYsoysR1UwN1STGcKZJbBdom/WgNlu2Zdqb3y19Cv0+qSd9Wy61Vqbl/X",
-	"ri1kF40bF+EtN3eKd4finVa2qa5/bzdo1W7fDmp3FbOukZ/UULhdNq2u/Q5D2jTq6h5BSH8uTAThd1ww",
-	"jYGEYXmYq/dcbUW3vXrHoCtX4ysW4KBITrsReNJo5KMN3WjChJJZxtKDqXj75uiY0DnlojRv+Y6DRpK5",
-	"1fN9wPSIHEJNBf85OdkU4ZXwyWQqAMC2FoN9uM4u9E97G8hCrsUAor9dv8J6R/XysCGjU2Yp06bWBnES",
-	"6Ml1idyN2yZaQ9+kOhWonVibnMwx0z4UR6MdSQEWS7dsuG3gsg1U19i19LLzsst2dFqd/97x8audhIet",
-	"Ltj966Govv1VC2FFthLiv2Unrrvmd+n4vQ7nWkeL1m2+tpIyTciMrYuWw+6SL2jqT6HpgDvAi99NtWoV",
-	"weq9VIOeqYNRe62vSZVsFb3QLXaAnIiFY0I3HJCvqeigX/XSYZNiqUEn4iopm4pWWhaR9YInCx8Eanf6",
-	"XtnN1WX6HdTp+lS4efweWXpn0eH+DtpgtWn9LQmAFhsOiAInqEYvqF90pTlx2B/3SyTCCove+8TT7dFj",
-	"jJ6xc1jEFZFY2P53nvLvFsEC9M2qrRZxsVHzt0/TXkvzK8tugJpVemyfR82wnOAE5RMNFMx3x26SsJaq",
-	"gwdIWOq8CL6nWYZ+B7pktxV+AJheu4CslX36huBXKleffz9e/FyVwJmrYL3d0PKseOuvYGOp7MlO5pWw",
-	"z+GtW1ZK8HcxqhRHe6cst5tT/HZ2BDK4npxWXCr7aYYXOziOz/VL17SvtHlhDFNL6K1X1EGdFD6fItCp",
-	"Wrcn5bOZfTxTcukHmApoklrTcPv3x+OI5ALLrKWDNhXvOSsowG66nW9GeQEPSPQVhAaW17jduuTP7e6q",
-	"tNmVgptQaRoPmbuQ+iZVWo13D+/G5a1J9Wu1V+1sfC3BIMUUUOAFPaSwVuq1leQUfZc+r796dQFmyBWd",
-	"ivrdjFyMZamxxffH+1ZVm7qSQdPehEBT9thqT3DN0UXJQMdKO6p2QYfhRnZjpbSaq7ooZ77E1lT4HOeY",
-	"p3FUqVmypKcMfaKQkgl5/ZD5jDXEobKn/XEC7dqtCDgV4DxqpTZP6XJF+VxcwIx0UbPR1dtpLkS+rsHR",
-	"69GwcPV+vkbDkZst2bQKFF53/j4NQz/u6N915VZvIVK7UUh+YkUHfhYSKygWEUSYVU031BSmG2pqXO/G",
-	"HdzfkPFFyYzQYJf7T3NFjVQEa/y9guIiGd3IvOoF30FEDHjZueaWd0y3ks+LmU46rOtAvaDjeImpjb7z",
-	"H26L+ODSWYrRjJ5vomMm5Mj2uNuzmdwA35kJ6FYyMexO+vQlhzY/GZVDuRW8K/Vz8eXMrQR19XLiBawj",
-	"HZl1b5WEWhuXvVs3JgXcaMDXtovpd+67u1lfJBH8VaLEsBgLhk56S1bAHoUkig395b4wS8SiL53GE6zy",
-	"EqP+EkSWYhOhsN9ibeB44qrKBGFtUwG1Y1xheimqalK/0JOikITZv0u+HWF5GtiNg6nwFTJKKeyeDktk",
-	"FAXpa/qeyLMsItOyYL39EcjqAGor+paS99D/hiqp1fo8ZIKtmTZhCStcBDdEsVkGFd76dCrKg0JGysU8",
-	"gkpvXMyJVFBcxV5pKKRGnD5HjiRG4Zb1bQJt9J4urVmWQf+R04wYiTG8ZTprWhQhhJmhdo5bCAI/deYq",
-	"9OCBxYsbzbIZ1LzEcVJqaESgB6ovDwTirNdsRbZxoNmTgjKsxWAnOZYQcwjMU4jZwE6dLknDbZSQAJLf",
-	"xKnoh12aizOy+2UZHOrNhUkR2gURA+ozuirZGZe5PbmpWGU5KNUR0RKKFXXVI4IZoQhRa+gzNuMu7Xfn",
-	"MIBG0acqB2hJg/DVnHCXoaF4Yem5kPnctyStN2Rpi0goClXdGeNanFCp64eCWKlJ/+jo2eAaLW87UGId",
-	"9K/tx5+m2Chj2vscD1zbNEgbsH/c08TSZkuoB1FJwftUTIUHvPZO2RICRoESpLVXQACFp/AXPp0K/9g5",
-	"4FzkQ9XtDXFXjCs/HmfafnJ6BsNhseCMawNd6KYido0Q40lRvB6K4fI/WVTEMSDBxNlcGHSYNxECPyKH",
-	"YVUzYE5TMfcZGdXeK3LmeBMThpuNb6USsCskZvCUYDxGyjVdrRhVmsColGRFU3qyXkiN5BTiuouGw66k",
-	"pKszh74sdGNZZgmQhkbC8gVGjGKuEufa6sQWQe0YlhmdcpHe0yTliiVGqg1wiqkwAIRPjRNzyythuVxD",
-	"4CJ4OgZAKpGx+qQxfwOAu9FUT4V7EpGFXEP4yZKKDY6KoY8IKVPa7rv/T5GcZwlxJtfZxgWlTEWq5GrF",
-	"0Kq65VAK2B1MqWNO3OBu27GjqYDiq5aRl1XqEswsA1HBE1u/rlofqYNqATwPzlRU4CmYJNBprFa3ZoqV",
-	"7RWQ6RhdYTxTUXAecCyZav09IsUWBmQREJb/VbKgap/uL2NB37cf1MgVT2Bjhd9wZCsRojYiAtW1Yovb",
-	"qrqd7e+dnm0NPHjJNn+NmINTu9Bdww3KPru3H20AgO8SaGCP8k5Wa79bp2wThhe4xKqyUEJNiAgv1elZ",
-	"eJn2Pp2yzVbjMLLvl2xzXiIkvtieC+ng2SEbsuyg1B4MAP0btnaM2SmEzwkl34Nt6SXbtIQib/+m1nbj",
-	"lnDZYYzrn0H6fFbBXis8Fs1uGygctasOoT+5kJrvaXKyMdAglYJCTK2MIpUVWwozT6WQfAxly9dUk7Xi",
-	"xjCXplHtFCETw4pKx2iQ4IbUPyqbb1idfkNopUw+drURqLbnycKC5r1AUpFT+qeUaKd5H3b//en3aT4e",
-	"3/9hTbn56cFYx96IUsb8kP5TKXSe2cVbJckKknDZBhNYXCMiCNUSv/vViKDfa61MQNwrgBnux3az7OF5",
-	"jgAUShLUEgZQYLwZrlDsPQq9oHj04/vjcTwVRYTRAVQNj0uDjx3aLtX1VHHdLcp1U19w2ksdcjYVoHVZ",
-	"4RekEadiQIcaIEeBdQs0jI6oph3IYEvoRrnFrZvrSSLucFQ2i7kKCjncv9bYqf/e++/dDf4vDFs+sfdw",
-	"a6UIf1nt+l2ddDvw79u6v1VRtx/2nwE91D+RM6uEI9NDmrJlDxvb9vm7Yxa3FPnljgvr81iqAQc+cATB",
-	"F8ePf/ddlMDmUSHPLezgYjL/S7apu+66Kpc4TmK5SsFI+iupNT/JNkC6B5FjJwTCIRhW1uFiKkpsQ9Oz",
-	"8+Ld0w12o8kpWxlywnw9nCXpuxGGS2aoGyYqeIvTyLWVyY2iQlP0isBuIeHBXMH4+bPjGFhIyT1iGIbp",
-	"irhWbWIVsuHf44MKtYfPpqL8riTIpA+hYwwaSQwOyv4mrn5Ho42WZwKlyaHWPgspf0Hui7Ay/xbayGE9",
-	"ZGEZjtBTUZT4CMgu7gHkEv30KnZRaH4BbLVgS6ZoNnGsFAXitK1uJukrdiZPWRpNhesWDRyu2irCG/Uz",
-	"qY2rl1QMYxEAWr+5FheWIYOR85SLdNqbTHunZ9NeNAWiP+1NHMEih/h56paLW10swmcxQY8cy02n4oQV",
-	"50JLtQEDfQCkIFPKQxb0sXg8FR0nFkhqUF4Jx/a7hG3tuA6wdSpWGcU+QQi8F46CvFfql2dHc02CuEtf",
-	"TdFb5dxx0OYJG2RYFTgm/Uf798lL/sRivCNRA6zl1OyAc+CtfZDA5UBsY/lv851YPixnR8XHc3n/+o1w",
-	"+5p2T09ZE+8jsmAZEAzfKVWjo7Ia+CVcJ1XoG9IJNjY/vGCg5dYohy+XNK4zhuEl27xH9GmTadyju8jG",
-	"amTjhXXTL4p/uI1y3kAIgM/TNRIqGvaHdBIPFRvisI/Y2xoB6x+cZ6XZMX7h9MxRaJB845dsc2S1q7Yg",
-	"Bad39eOpM/9Y1gOhAS64vKlutQc0TIJKX1QXlficSqynAqUmKxX98/iX4Y+uolfx6hOq2Q8PrZDRgKTQ",
-	"q8Fxs5RnwAh+DV0xvgGRpU2FGqid/ZK0aX5QFht5lBRsKmraH2ix3NS8Kr45UBgb4YIDqNtJbLXUd0WO",
-	"XT3FipP+b2TfVaOUBiMBIsJG8xGhKHBYdgrKNYiR53UU6nafINv6+vwmL9nmzmt/HYpUi9+26cW/pKrk",
-	"CBL2GAOfRGuey6FvA7cWGvzzOvJhTQlnOqqklrtuZHh7Xdf8BV/pEXlhQNh2pMhL3CE9sHcItCZohgxU",
-	"jwuspWJMFhfvajCzwUuFqznJpHad7wpSV8rurU2IrCB/gG3HRDoVirlubKxwVRZkpTVPBYT1V04yutgZ",
-	"QIbJdUZJI1gtl/C5ouIbsJR/UdD/JW8gbI3XWcJr5i5IwcHx/3uuu+32UHyL5R5Hdmimgbfiu5QwLx1P",
-	"brfGH89B2y1FmcKpnK5bp6UDqAC3nmh3m52OQxtf7RX9GRpLdxlQHSbeIUOjSq4vOSNS7CRaEOr2Q/6C",
-	"aP02Humv/Hmi+/sgthfZk2/RXppUiqrVaHFqdLMEYweaUqaiO3i5CpgzS0I8EXwPbVT7lT58U+F5oLN1",
-	"TcK7FNh8WAbmpDlaRGP3Nrbiduw7jqYCywyX9XbciqEhDXmaSc0rMaqO8+tgJmqIi3pqxjw1hNQJ2Xey",
-	"0f1ucXnHy3sLAjNAVoREfXeC8zfTaOmllyArsUw3RD4K8fXieenh4F0NmOzaDu3wN8PD2qN9vBh/x76a",
-	"yPc214uKiR5oK3jYhVyTvxFjsq0CqFXCtgbOvYI3/gqRc8Ve7EZ+ZXIK9rOvIngOYd8leg7O885o0h4+",
-	"Z7exozwP9jxHOZFy7NcU3Cvc/8q1au2GWjOICMKXFkO9Lwu9iE5IK5WQUUM6eYcP7GleSQ7p+fqk87Xd",
-	"pTNfWv3EkwaqbfHNe9ecjN6GVluUS0SA6+PLJZnr0Cyly4K/Iyf1MkaYgBQQDpEvT5iyWtcWEnINzaYw",
-	"ogRiZ6hi2MQeynJQpfgZzVz2Rh/C730iDfqhjSYrxVKWMK2lGox8uKHvImqxeA7mLsjUNDRZeAeHLy99",
-	"UDj0uSG0TvHA076kKfMlxkyGcT1Y+hAau4vUan6F6uqIIulLVf44ozzLFRQC8jo9gFAUJAG7Dnqw7a2b",
-	"Y8sXjSEPdnxcBpYS6GP0DLqypyKeMZFwMT+2P/jKSP5kL1oYaSrQFi/Y2g/hU31lchoRmiipnfG4cK+7",
-	"lmBMaLY8yVhrz6kEKPoXsYRrLDzdiDL4RTFGrMLsY6NcwBIcCzTj6lNDllIbcv/RD0UIGNT29W5T3Ld7",
-	"msRyLZiKu8IN4GlbiZFCjrpW27lMTsEW/A3bz7+astd2My3b3laxyKLQ0PLTeAIWsTnusXcAYfTtQVjM",
-	"2ZdwxqgryJwUeZYFbm53RddMGLJkFNPtByMSU3vfNLdzD7kYrpScK6Z1PAnjZKDVnCNB8IFCI5YnQ5YI",
-	"u9rXLsTlWysV7cgOVGT7mGS55mcssuRYOdmgU0qG7Nnt2uc/8JW/gvp5/Tpj1Ct3fCcdF3a/xa5Y1T3d",
-	"oLson3icd+Jiu/YJG9lZHVbMzQKrw2L5GzRsh9fLH0T1fu3QeucfrhDXtWkRDpHaNQgA8w4n6jgBe3ax",
-	"c798/YUKyuxhAMa1tPZ/+kXVr260P8r1prRYAuyzBoKEpzD43yeNMQHHgmJMLfsF9nFot/TTFiE36ll4",
-	"zn3tc1cxOyjN/31Kqt+KmAUHHRRKsPhjFaUh1EYaSpGwwQFZwHaQXBieEZqcYsEgCEiE78GXuivLcPd/",
-	"7xP8uzU85TA59Tf6fFviYfKdRKbAkm/Z/XiYnAq5zljqg20BMco0lStmFOcTVdiU87mKx6o9Z825DJe5",
-	"GFBdLMkZZnfH4+/JJv41oPJzfsZKFMYqZ2dc85OMObOcC+KUWUowZ2hnUlboO9tVzRfw2jlpPfuj0f54",
-	"PI7K1uzjcWe+C+iV7e3ZoWFc2EHunP5xH65bQsfVtwgs8OBORG+z8pfcGGsh0dOW9gRXIaFvax7gaX49",
-	"HbVIPw1s5x15pn2Iu5oK6pfgJAaf8wcXcHBAqNiQJUs5dRkqfz9685pwkWQ5VJiE8DT6R858aseCKVcn",
-	"zMqQRQmG+OF4TLg4oxlPh/bH+IDQjhS+qbhgDh/jYFCDtWsLMUSktfec9EWot9748Wj0+HFEsH4XnPhB",
-	"cfk7r/5Kcam42bTf/vDuP368S+mSq0+AO7+o79XZwt1Ot/aFPAIk/erZ6A3V572VivPe9hRkqHWlox2Q",
-	"FVOaa/v77gzYUpVrsSQc24G/zJDwrej8BxXBfu6qJAVWgO9fu78N7u6zoUOF2xcKkoIBo1TekTw4IPH9",
-	"ohwNwy3tvhwucroz8PvQsV12xoQrRFmmHnFNcqEYTRZ2qQckhiTDGIOZNd1oouWorUzNkZv1GgVJP0Ub",
-	"mffFjLGe380hzxWIeVsywM6rTOhe2zFLtyhtG6TqljVuJ2Q0Gn3uTtkNk/18bWtofisEtIeKIxIXtaRj",
-	"0gf/OBT4zUXClLEyXlRE+9fC+yMfuYCREj6cX7FyeCi61Ay8x3GaxUanwu1rdwD+zih7CyH4Dra7Up9t",
-	"RfuDu95dPbrtvpQVmLfq68fFa8+VzFd/DSfxHJe6qwO3tkdfRaiyW8Iu7mI82DvJpKOObnG4WKU8qPNJ",
-	"s0wiRoWXLbhYLZdt7xOMstVRXMena5QjGqjbLlIDzHcY0iay+NL1YIKMirYiJW5UysG6DHvLBP8jQ07Y",
-	"ij0XpbVwhttbIh2F6PXKmU2vo7lRfZYb7m50EcT2xenvTCPfbusiExxmkuXaMDVc85ThvST90pgyuDix",
-	"3lGpCJtadGcAN4cPFY1a5f9KWRHB1gFdOXB5x2W/DavGTEUc3Dx8MnDDFzD5KTyxgjmsRl2U7HNbORX2",
-	"GHII3HYNap2QWetxUfRRMGtZDO/a+GDg8VR0Ni/oaJ9QHqgbqNY7ISIn0iygA4UmRs6ZWdjFaDkVW6v3",
-	"lEnKaPEpt/ReUPIYWxPBUKgfyhnM161DXZhtX5MuJQV7M+tkF00C6RWrnek5IIL76sNdIaHLhhaUkkKn",
-	"AndlUkE3iXOSycWNxzWho9V6/HfJRfN67Nouuio1XLx9dNvAa8bniy6Xcc1hfL7P+IZi5favQTw6WlDV",
-	"GjRqz+wuceJKWjzj3Sr7Oxe8rdLI2XV9xpc9s4bezqNvKobOIk64RO2XFPPUCUYxXj8rs/jgjgHJBWTw",
-	"Nes57SikOQp2br/lV4yesXOp0TVk975iM3OX2XsF7fJcAJOzSnSyyfPtK78ByuzGis4rBfzDw9611vq/",
-	"VmJvpUu8P1YZtm99G4h60yRcSDOcWTZSoeKWegu5nXzfhmRZO1Lf3Lus3B72K8Fo5qpCVO+YcR0y6eXb",
-	"fP9zlVLDzr/VX0XT7zqYCPztmce+O5Jw1wr8snQDUZLQ8vhRXAMLdsqWVKTd4pkdiSU5hOTZS3fCqGLq",
-	"MDeL3uRfHz5Hn+zFgtoI7lbmKutNegtjVpO9vf37/zMaj8aj/cmP4x/HcAndNE1hClL95VpgRcGirxPm",
-	"/zINxh2uCIMqB65WLDeWuo1qlfJ1S/78s5YsW1czxpUpwMIFmvR9w6gXwjD1VsmEaf1bbthHktGNzNHi",
-	"6OeD5NzmdGhUKVpNB6Pik1dQGNuNF/bRtnpDBaBgsrJrcHPCJ9gqN5joZ66N4ie5Yal76OfDg4cWu8S1",
-	"2NXBNP6nlll+zpVFSvLLi1/eYAqi9mniLnCTw0nR06AeAWTZlLGx/aI1OTwIJnbhPs1pj2tOO0QG3F2W",
-	"elOmXmUcu+eCjZgupZiHTDxcY4Dkzeleso0mcoZUMiWJFDM+z5FDkT6E+m1cF9eg/1FE7J2kig2pSIea",
-	"GV9+wjHdKOjGoaNahy2suAy9skogT89agDvic8FS8sPD4Qk3vl1x+7EfGrnkySvYBjz5iFD4jdAULLPL",
-	"E24Hgzb0OFIwvR+7BYhfGc3MIoKmuVwwraMwZKXszlK0DAtqXAYzBIEMLQvFgisyN76HD5kzYT9gKVEy",
-	"N0yR/lsll8wsWK6hOIYDY8US15E+Khqi5Rpc7SG+Kbruff7w+f8HAAD//w==",
+	"7L17kxO3tjj6VVS+vyrss9seDyE5wVOpWxNCEg4Q2DA71D3b3LTGLdva05YcST0eh+K7/0prSf1U2z3M",
+	"C8j8xeDu1nO9nx96M7laS8GE0b3Jh96S0YQp+PMNM2p7PDdM2f8lTM8UXxsuRW/Se8tmUiSaGEk2lBty",
+	"yuZSMWLUlosFoQvKxagX9fRsyVbUfm62a9ab9LgwbMFU7+PHj1FvTRVdMeOme5JSvnpNzbI528mSkRie",
+	"D58lMaFkZv8mVOgNUyyxM3H73tp+HfUEXdm54KVe1FPsz4wrlvQmRmWsvKj/o9i8N+n9PwfFGRzgU33w",
+	"mx3ErvIXJbO1X1dgmoV9fvVpnv20Yw6eXH2C52y7Y4Yztr36FC8Y1WzHJKl9fk3T/DNjatsElWNj6Gxp",
+	"4dIsuSbsgmtjQRKmJlxow2hC5Jys6BmAqiB8tU75jBsiBctB6U8YvrHyT1npm3y3IbjGhZklNWQp00ST",
+	"jf3TLBmRa6aofZPMllQsmN63uKseK9emBd1fiXRL7GyaUPsGHq4UjPTtSmPBLkxsT9X+b63YOZeZJmu6",
+	"YIO2RcM4lRNd0YsXTCws9Bw+/D7yJEMbxcUiX+ELvuImdO9kJbXBha2o2BJu2EqT/uFodDgej8cRSdic",
+	"Zqkh9r+DI79oTbf2zJmlXktGFNOWmi24aD9uWEF55W7k3sQOHdmN8FW2wv/a/3Ph/h816SDu6rVic36x",
+	"8+ABRLShypANN0vYadsS1zjc5U7XAsIO5IV/rgxkb969lAlrblRZtOzrJVUswf1Js2SKKORHAyIV2Shu",
+	"GOmzi1maaX7eDlsrO8WupTJhr+PfMGsv6sHAvfehQzk5edFc7AvEWb5iltCk/JyR/i+SJBnia0QOgTPG",
+	"w+GKXgyNSePBUQ5+8XDo/oQnbXswJq3cH7ugq3Vqn3wz1r3QUt/REGL8KjcklWJhF3SaytlZbanUIY5b",
+	"rOXmdrX0VDNh7KnHYx0TozizCD9rpZD2w0st+KO9IL2WQjPg/z/SxFJKpmETMykME/AnXVv6DMs9WCt5",
+	"mrLVP/6j7eY+dIS+1/gVTlo9npiLc5ryZGi3EZM+BWwjMjOaJ0gS1tQYpsQgIvnLueQCX6xoOpdqxZKp",
+	"kMp+OpTzobIkm+QvAgDn35/KZAuf2j8Qs7kmQgIPIv/z9tVv5JymGZsKOSfcaII7iewgVBC2Wpst+TNj",
+	"GQMyNxiR36RZWn62odqxi2Q0Fb2PUe9HmWxP+IrJ7HYP1m5taHDieOKIK9wv7jrhCeyYKmURyOI8FxYM",
+	"Kx96puLk0iP7SWOj+TalfEHVgt3BPqUcpnZqt1PYoWWR50x51Movvbi4SeUF+4vFvbYtggT8mzQ/y0wk",
+	"t7pHEKWHQprh3M4dT4hwdA8lcbgkronFmRlVZEkdv+IJ6dPZGUsiohjIKQkAsYVplHyYSFgywP3JTBim",
+	"nkgxT/ns+qHVjb9ro4B1wxXXK2pmy5j0gRXhz7GlADMcY2jvbZ7KTf0VQHP/0kwqla1N3H6lP0t1ypOE",
+	"iVu9zrmfNZ4QSvRMrllCjDxjgvTj4RD+0sM5T2FDjhTaKzvjVumjIkGZBOnRVFg2OpRWVMFBpCBUbHHH",
+	"p5khlPzy9OSIxEupDUARTVO5YQlMH/8qtcVznGYq4qF/PLTv6/iIxFLxBReNT0+V3GiLP6/geexkBrOk",
+	"wmLhVDh4fKCJ3AhYd2l0HFTHpG93QWZKaj3UVsTwdMrerMyAKA9GU/ETm/GEJV7ZtULm/0r5nLE1U2RG",
+	"0zR8z0iGn7PtnaDuGdtWENdSpzO2BRQVEtkMgCIINXeyRCAElUXiT7GTfD2tQYJRozWw9jtZdo0c6my2",
+	"JEpmhvkl/crS21/RkqX+mvG8EslQtLDqJeHmiAQO3K+/OGfYhJ/sFjdxLMibn5+Qx4++/W/iBieJnGUr",
+	"K46CtqmZOmcep+eUp5mypCj+djwmVq9SgqYxcpQTKV9SsQXQ1rd6FVYgsGroEA5TW5hGJu/+j4esCVUM",
+	"D52mlopuSb9skcAbBHZiNQrZIhyQd8CCwGA3BBUe1Iq6LW+Ya/ehXbm3D0pmP9jYvwTNzFIq/he7XWjO",
+	"ShMDuUfmwjWZSTHni8yqipaml0VLL1XOqFJbwk3tHN69ezc8zsySCWMXzqorLVSWHxlVqH2mqx+mvZmU",
+	"Khk6ijPthbQZPKlzylN6mt6uBPqXlGfAhIZZsYLYI4vWXAqvXsykEGxmWGJlGfdsmAID7tOpWCgqzAOd",
+	"f8Uu1laBhpeXmTFcLIaJ3Ig4IgWEa6MYXemYSDUVJcCXYjFcyzS1HHzTBNCpuEYQ1dl6LZVhyUuWcHoC",
+	"l3OroJovYLiyKxha+EAZxWoCoEvDGVDyBBc1tIssCyxxeYl2aTvExt+Zsvfz0smp177X2vg7JWZ8tZCZ",
+	"cxHjgSbuoYc+sGoKBmw9advdR29EcFYBpThCxFrJNVOGIyVHs8OHOiJGPUW5RkrlHp1KmTIqemhx8Cah",
+	"f+cGLXy/sP7I0/+wmQGdEif/TZqnVuMucUOapq/mvcm/O4JMVF+9YivKhV1x0Ci8psrwGV9ToPtgG6bn",
+	"DM4wZXMgamDeDB6A+4EqRbeNTRcTNzf8vrLlN5YdXeOWgYuFXEGRM2CH9lI+iKAbqbmJpoKOWwJ5B3hs",
+	"DNyBM+00NUvNyhPFpL+UG7Qiw7kzK1WwZIAahJNN+6Z6UQ/04MgNWFIgazPhV25F+EVpiCG4K3TshXN2",
+	"YZiwCDQqQeNrqh1810CqK9zvAPgnVCQ8obNtc/gZPjLhe0qBMocm33W7rThsmFqFMWOWKWWJKU74QBP7",
+	"KumPyWbJQOlTDKmNQPPwXKoVNQgy3z3qBQ3wAaJQ7DbK3Stuj251O44Pz+gyx6e5mMGTfLn2VTCCNWWN",
+	"qAdKW2Cg2l7Km8BP/Ew7F/+7H726g3zS6qX8rBgjhl0Y0vem5EfkOf9xQNbZacr10tvzLeDnKxoFLdjN",
+	"NaEhpZ367/c5lE7rE2EBv3/fvrxrJJKXWuteyle3ZgH5alqwUFaG+8FnD3SOZ86uddQ0aoWJlDuSHIZo",
+	"knC7HJq+Lm10TlPNoqvsvXxP7Rf0E0uZafW8Um0IOwc3xxzM6sJw48zxG/sz3dAt6ccH54cH8J6OgaZU",
+	"l520zXGcbuhWE6OyMriXCCNGDoTowRkLubadUAUOin58do6raaWqzR3jBoshYAExmYP9yyyVzBbLdWYI",
+	"/D4I42j54P3Wg0cvs9OUtYpvO6SBVq5QFwa6ikAR+Pm23UVCXJz/rDbx3s0+RWmhueecETZvxqmvzqjR",
+	"iAmoiRqkLxhLwGZr3z1nyP04eJG88SAMHF1PAt8L7fVpyma48lYeV72dnSb5nEUFbq0QKrqRVb+yF/hd",
+	"kyC6eIuEqYiILE3x2IQEHc0+0GAL3ix5yojO9No7J6KefR0Ve/QlN46lFWrzcUJRVMa7D3BZMS4LDOyy",
+	"4JZ64NZUNnw+0IX1eSpKen4+4cRCxIwKqzacy2y2REwXW3cIJBOGp/YlxZxhQKNa3g1NcoGodPG7IObp",
+	"uVNQawSUmr0KaQ50H6Me88N4L75bx/sAuPNk78h2tGdJY48QcoVTRbjEXVt7kYPqDYp9Xireyx+vJCHC",
+	"LLsExacCHJgBAseTMN1WXCputi0KXOPU8/eDs7v7CrDHhM34iqbEDX5EeKKJXcbMpFvCxUwBXaUQDkEJ",
+	"2q2AoaOHvzfp/f//Hg8fv//H/wkd/6+MphgdU921NtRkumo/lGd7maf7LLTHX2UaON0zjg6OYpZUzs52",
+	"SQC7FwDjuZdDq3hm2OrHrfFSTvWsCx/2A01O7VsRkWv6Z8YilKa2BAxhxA5L+hDSwMUszYCgkt8kidFE",
+	"NhVIAO3/JgSXGkeEEoiUoBC8t1byYkukIrOUW7lsTRXYzjFSwi6CnG4JN3oqKtY1ZxwWRLF5Zr/gBkig",
+	"JYinjHso4GKBZC9HrFMuqNo6t90VyNZztn1rHHdrkK2z8zshWc/Z9pmYyxb5klBNUq4NennLoi/RS7lx",
+	"FvUaYKK02kUX0/yvFgkIyM8DTVIIUiNcIFSNwuQN7Yp1YvjNw/3KAga6+gHcilrOCe+uVRC3GMzsSrnR",
+	"TpEo0ZSauAtg6Q3Tze1X4Nb48wDT6EZxY5gALToo07VqIK8V0+g2Uxkb5CYSuGeuXYxXWDe5xJ22GAby",
+	"S428dOoIBfi8/nXy8/D7Uatx40eq2XePdkMKDmYBBV6O8v1tYQaL5PksBWZvTdikUkBUTYkeHsY7Tu5q",
+	"4NcCd+/wxgMs4BK30rahk4Z1vhTSC5GQN7OvF177qW4JXUz62HSXg9oNisak3WIly0v39j2MuCzW07qJ",
+	"n5ihPO2ul+DOm8Ye0O06q0ogFOwz7+OQYdM+LOOp2KWYhtRFHQKid8ttKcQAtI3IouJGqkSPOh+5G771",
+	"pN8COc0ZsBTMHXfNBsmVN+WUIx8sB4Noeu706IDxpgMTL995i/qh2V2w8kZYMi1OwfLq2gWRfgyeXjyi",
+	"mos3sh8qF7Nlz4uliaV0C29I/8Rzs/AWPDSpTY5tmN1yLs8qtqTbOkfADTk7u4KcZz9vF/RATL8LUc8u",
+	"6xdFQ7uiMxzsMnR3zsSMi8WJPGOiox76Cb4fuREVT1ILCSlsEEBJ8KvaGqPyNtsO6FeWJtdowbeE5jJG",
+	"K1gCfvPx/V47UxervwU3DAPLvY8QQQ2TkH5h+OLOzL1iVIB9aXBEYjgxDTb7IRfDtZILxXSbT7K0+gaI",
+	"fQK4tN39JU0lNVBpgY12C0eBzpNrvt6mKIYDlu2RQLbl7MyS37li7Grmxw3lPsOym7vL7bD4MnRCv7np",
+	"ypaT4+H/0uFf4+Hj98Wfoz+G7z+Mo8OH//0xaFN5dc7UOWebnPY2ggFzB038y9MTUtJHj5BjQUwyRBn7",
+	"eKaYrOjWObVi5wGCeLhCfNh1Y29xFFxRE789O+g2WJkx7H7Tu6qAHX02LORquy9Zba+0+Tuz715t+ye5",
+	"Rw1yiK94CoV/7ss7iX9mLLsqCoDF8cvbuveAXm3zLmLoy9t+1Q18tUNIYKzhF3sW3vJ6tVO4G7Px1Xb+",
+	"lq3oeinVVWmAzsf54o7AhzJd7QBcEM6Xt/0376wodMXdq80dyUF2Na+ZcpUHrq5Jt6vFK3pxyaiYdp1p",
+	"na84EGEMzx5oyNAssjGFTJiPD/LZb1Dh4Y/ZHzHBsgKDic/lBA0SvHc/PX3x9OQpGY1GBziyPviAf3z8",
+	"f+HVH+L9VkGngLhlN3V7ezZ7VfqyKh+MPUMFqnoi9YyjEXm7lMq4/LNMs2RCqpniwWTwaCqqKd4RqacH",
+	"50nfjczgCGqRGLaCR5AHWSQFR6QtxwCelBJlIlJKTLMLWjGzlEkldzJqpoC5z8BsYB8XNgQIUJmKGPVC",
+	"WEqbjSAicR5R4GOZIxKv2OqUqfwHWBP8Upneh2ljeHL5l1LgtouWcWHbU1GN2/b7gkWWv4aE+fzrPAY+",
+	"HtSGKC26HshdmRkygWs50VE5+cXnxJTzZEoJMREp5eBGgcRYO1gg6bUyHCaS5SDmE+b7j8bfw77QWT6c",
+	"pVKzZOgizOzzx48jF+mZECnS7QR8c863vqTO6GuHqCaPRqSZ7ZGnP+MDOJlgEvVUXCKLOmqGm9rlhBOd",
+	"6plMoWSlPC8QHf31CE7vz2myFaENdZanpk0qD/xokmvDTcp2xCaWnVRLY9Z6cnBQyTIbJezcZ+/ogxwf",
+	"9xJReOrnj3ZFmaBS1gxZsnBdSSSo2HOxhEydpTyDYjsbyiFeo+/GIFIwTaBei4+j68zY2sy9MH+Ur7J1",
+	"Y3ZF1xKhVAQtXCp2aUdkQb4+HVig/7mTT7DY6T7HIA4XWo2TzC6RYFXk7HVa5Jt3b1xAZjPEc4d10pXl",
+	"UWH5BZ+RPtWkMLEOqmGdgpXCZy0GhSypX4XNOupdDBdy6H4s25zDaOROtrjL3dZeBJHP1ZO0cgWlOhZ1",
+	"ujbXk6sydTUPFB7tNfugrhVD75Gwq+PoCs65GI8Sa5HY0xnkme2xu82YaMYEZK1c2k2XX3ADe2/24Npd",
+	"bIVFqMXFpnfprRriEyDiBHKKVQIBTGxLNkwxAmnsri5oF/jPF+OpZhMNuvjXajolCtyFVIRpNriBiEjh",
+	"/Fcod486p6P549lNsvMt/Zyl6bW7t7uTlr1H2wVpcrPfcJ6lacitra+AHPUlXgJHCgvLtaJPbgHpgkda",
+	"B5Nx0rzmSS1IKK/woi0MVkvphEgrlltpDmR11slaKuNLtBW1kPATi52ZZsEgT6ewPWtJzSsP5fJaEjvc",
+	"kl2Q/rQ3vhiNRtPeIHKV8LylivrXw3OGo3ljl/rCxSImfSHzKbfMoCLqSmaAYulza2LST7jOn00IXJVe",
+	"8jXJxIwpQzlUDHS1NVyc0xGhRLBNuSoHxqGvaMLQqGCVdbCVFSZfvzzITHMT9sqJRZEPp8LPg0KPKUoA",
+	"Ns9bsIU0nBqW5Etz71eqRXZICcRDLl9wDkHFGiIPnTsg+gkUhAhnW7DdueEYlz2HoMB++Xrbb9PfVHEF",
+	"gwhTBxidLV11imKwwOd5ClV4tEvfaGm8DvcbvIUdp3uFWLfq/YS9NLoWBXx7IW+Fz/0KW2w67j83d3yv",
+	"vsTGPtuTi4u0ynB2JFpw5GqdWRAdEDTWgqugHqYEk3iuiu/tiFYqLcEXce4g2uOw3SWO4mRewpchaW5n",
+	"cDxNU4nVc4oY+SNIrnUZZBqdHii+FVUOiu8+pfCELyPvq0vnyZVFqoo/id3w0JaKeDWAuAEgaC/yUSvu",
+	"YeV9HNf7p+w9QGX0vy54ckTGJQkAv+1W+6MzIOSpEpCTXVw5SE8445XuvFJZZHcaRf2ir4XMvcjV/88p",
+	"uba0Ph50vbaTkbzk+njvJeAgu+d3lKR5ymxFMaGiA6y12J53lc6Beugdh98wvliarnZq97afImrec/s5",
+	"/GsdrnFTnEYTl0rF+RGTN1QYfYSkxCrGWG/c6siZgCtB/X3nzbaQmOCh1AJLcbozxtaoRnrZET8Y9epV",
+	"/DvU8d9xbm/9PXYlye2w0lZBIlgzwp1139lJ/iO5cF1TBhEpakjYY7AMjqb8nEUkg/u1P0iF9SXC+tQl",
+	"gLMlYfMyRBLA1kPrLgrZUrzuOqrzXC7tdH99noY3tWzZwCS9ohCP87CSfjw8jCcOYwauYh6bZYqb7Vu7",
+	"B1zsKZSwPM7aGupgNc0FP7dsXGJOkCvfjb5YVwjaTvjk1as3P/1x8ur509/iAZYbdXWRo6mID84PYyh2",
+	"vmYiN1tirUYoSLIQUmEdZFfaD6gcLK84uKUxaywwyIPZyblJwJ6JlCrhAlmzYjO+Zq7U+jqlXJBfT05e",
+	"H0BuuF0Nqp9DQHiMHR9NxVT8wgRTNCUqS313DbpeQw1rJ9rhxvI2LBP71X+Rp0pJhUmsrYVqNenHbVUY",
+	"48hV858KQmIHbPGAFGnw4Obnxrm2wYFr/0I3NXqz0Ssd56edW7TsoHPOUijTXWohA5EsIze+vZW4g9d5",
+	"mo3H38z0UioDUS/wfxaP7CRP4YiKCRI2S6lyoOtiCRgeVf/RxcXA1SJx5OfIbgeaYMRkZm9O2zFbq/uS",
+	"fr26r72J3yA6hwuypmZp3/lgF/nRntAHoBr4J1BG+ydP9IAAosHR789YiElfSyIYhOqMYqjtPhpBewxf",
+	"3pylmhEOq48fwRLL7STgemQ2W2IJZkyuE4V5C7bxk7Ou2B1A+w17/SaNBwBjJfOLq1Vg33v47RijS74Z",
+	"wz/fruBMCHnpe1FY+r6gBgg68Fd5zlyNr7x4rmNxUPQ9b/4BPNgtBLZVdDHBR7C2SXW7RQzUiBzjK+SU",
+	"pXJDDjUkTKdaEsX+A/YM2DXOUO8zsmJUaGIsZIkZs2M5UAL8LCxu2hXEcbZ1u05gVMUxn7IlF0nztI+x",
+	"aESlFcUqg6Y/WKaVahKXs/EnpFGY1U7Xjx8dfktagrKwruuGazaI7MDVrh6I6n6hkH1tR+QmAoABCK10",
+	"/fDs0GO2L6RhF1G6BAgjsyMVs4/Im2KjlrEE4QDkrRwKXDSaw0873iF5yX8cONQl8aPDb0gtrG1EfrN7",
+	"REuwlUMc0FfP/p0rYhQ08NYKFLuE1BKFARCwQosmHJaF69Ek/nb8DWkpghwsPGxXYllVsKJ03gEhBsQp",
+	"d0cAYlNvkOAWCqgCDMODFi41PnaxechDiKssjaQVBnJUNUJaEj8aH5JqRJ8dOtnXe6Dgyn5b9pyPXz/z",
+	"nHlClkzMGDZGIM5yTlOgqJZMwN68HAFo3L0xhB0w2BuCFK0hAD5CjSEif5GOiH5Diti4I9Tosew/Fa5c",
+	"Miwov/1H40ekHs54hEVMEEpCdUxgSXmrNRxxRbewXkcnqo0pSKMvRXkF35BGCJ9lErXOFMjjsDkF6dab",
+	"ojJHICIQSNGTV2/e+g45ZCGtBOOeu0807HcwahShLzmDXPXOCd7Cw8ekHmkIVXscDbBnqPO74UnkGsFw",
+	"O6OHP/v21l77aWaQwGnnrhuRt4xZaUkfvH365F9vnp38f6MVnvvTUh0Vy+kMuzB4dS6oMh5YOp04Uc4h",
+	"OE8mlg1i8jvyXU9zYT8JNXRi9yvYEZr0cbAHnsi6ojd5JRc7NfxRyFjuRTnPR7SysBWl50X9AQ2Aik4e",
+	"mAGYuKl7J0ZunzwBSdJjeKl6Vd7wbXf5qspufDM7apw0tcU4T+CjcgUtFOwRQJU44HXYYsA4Wnv4LfEF",
+	"4DB8sVr4vqR3TXqHo/FoDKEXaybomvcmvW9G49E3WE5rCSrIwRJKZv0Fui7DEg6enD9LepPeL8z86l6p",
+	"dQN7OB7vqGp+uWrmrnBXoHr5W6bOuViAG/jR+FHbQPnKDvJGI2Wlqzf59/uop7PViqptb2LXntfrY1Y3",
+	"mDGtUbDF2hh0oSFKwp+F7r234x2smL1tu3/7P3ewoy1dpe4niILeeZxv8I07Oc0nnnd/ynlGvW/H3+z/",
+	"oNxjofsdBMWNsqhhOe+342923k7GD9w1nB8euOhy3XoXL7g2P/qXqr1uW+wPxSsHpZaQbRkztbfRQtrx",
+	"Zdc64f0VoaRqHCmfSCdHTZEU2Iy2YRcBo91LK/nMpeVsR2RNtUaDIiSrWKkdJOkfUEsx4NW+MNCEdL/b",
+	"Ol98IKqrAef+Wh2Yj/dDbam3IXxy2AnQi7Yr8FEH7CjaiX0SPkVFJ9N93xUtIcpYh0YBzODwVe7LOFUc",
+	"88caHh2g7l4UVA5glNww5YGmAbqBYmHwQU6N7q8pvyY4GFLqRNByR1Erm2m9huvjMzl5aCLgSXnl95db",
+	"vdx3S+aayuSHZLkdImXrRV+OP+Wtgi0PWWcBGHljpyug5JLsr2jwHWBSAUx/4zb3WcNCJ4Go2oXvbiAI",
+	"TrMMP75/EybXRVBGlaapLtWr8WXG9KXI/cHG9Sy+CvhJHYC/d5SbTwU/aKR8ZemoA21zrVwCFO7LYF2P",
+	"xo9vt9VuNUV0QrThaerlDQBGZ1aGKLrRXeEPM5kSYMGuU+EU7xUMt49JbT/1HWg0LAx2o5RLlNytiTzx",
+	"L/0dNJHyiXTrQpDXZrh7TSRffBdNxF/rvRQU1kTcYfoWappQiCCLkJ9xo33/2wLBivOvI1hJRWkTiz0g",
+	"3SDryGE1LBa7xX4ZjGP3F/V24HcDSCeVtkjov+vHY0es0TesWZVIl2Aoug7RJhCamEB1VkrsKFSxIRXJ",
+	"UDODKR15HQ9nro2IYkZxSMgGV5c9z9FUHCeJJkaCqbyCKgqMypWW7mhMg0IBtSm5JplImJqKDcXS2zO5",
+	"OuWCJYQLF1kCBNBO04/BpPyHm+6PU2pmyz80/ws8aVQkYM+eCu/3MIHjV3yxNK5qtV0Q+E+SBFxW2Sp3",
+	"2KCTZSFYMhXfPRqeckMUhPFzcKc8Js0qBEWjsmr7K9LPvfd6KmiSsGRw5IiJc01XuixTQb4fnm6NL+Ne",
+	"n9EXNUBje5WMHCdJQUZqwNMEBNwgcfujK/sleF6S5Mi7cMkhZMLZT/4Epcqns/VokviYHIqA5nDlsEsw",
+	"6/u7I3N4rKXC5fb+72neNdG84yQhMU0gycmDUATu0VOWh5UMCDVyxWc0TbdHpIyvTSwtrqiNSIYyk7Cr",
+	"NbtYs5n54WkcWTpbngF8uHxeQViJ3q34KVTa8UQNyPRUOGoVj8Fr77ztj0m9XkkbFchd7FPhVuXXxA14",
+	"3YAZQBeuEGK/LcsHOxH7LRDy5uZyYgLnKQVrw2tcXQW1O6IzYMWPEnuEXScmY0fAj1Vx16iMfbwbKvKW",
+	"ma+UYDw67DCTveITKV9QhUlcjw6/7bKnQJ/tuyFRFkVM0WGkhQo4LMV0ppLMMtgt8VcLTe7WrCsFLv8e",
+	"+nVS3XJXLbteCvTude3aRrpo3LgJb7m5V7xbFO+kckx1/Xu3QauGfR3U7ipk3SA/qYFwWDat7v0eQkIa",
+	"dfWMIKQ/EyaC8DsumMZAwnJxv+v3XO0Et4N6s9lrV+MrFuBSicOwEXjS6AGrDd1qwoSSacqSo6l4/ert",
+	"CaELykVh3vLN6o0kC6vn+4DpETmGmgr+c3K6zcMr4ZPJVMACQ93p+4DOLvRPexvIUm7EAKK/Xat7F6zp",
+	"4h2norhsyOiUacK0qXXQn5T05LpE7sYNidbQcrdOBWo3FpKTOWbal8XRqCMpwD5blg2HBi46CLeNXUsv",
+	"25dd1tFptf+9k5MXnYSHnS7Yw5uhqL5zcoCwIlspw79lJww/+CodvzfhXHPn/JvEOMEuvraCMk3InG08",
+	"RnskX9LE30LTAXeEiN9OtWr1XEm1nCsGRbuKrqNwpdZJlWwRmsJiATpATsTCMWU3HJCvqWihX/XCr5N8",
+	"qy5DoTSUI2VTEaRlEdks+Wzpg0DtST/Q+Wgu0++oTtenws3jz8jSOwsODztogydSvqRi+wKrq9yRAGih",
+	"4YgocIJq9IL6TZevlyzpOSsw+PISYYVFH3zgye7oMUbP2R4WcU0kFo7/jaf83SJYgL5BsTyqScrm5mug",
+	"ab9J8ytLb4GaPV2tTWdqhsWgJyifaKBgFt/soTdJWKBm9BESljovgu9pmqLfga7YXYUfAKTXEJAF2SfC",
+	"2TXL1fvx49lPVQmcuTZBuw0tT/O3/g42lsqZdDKvlFvk37llpVh+F6NKfrX3ynLYnOKPsyWQAWt3gLiU",
+	"19+vKMyl6/hYR7qmfSXkhTFMraAte17FfpL7fPJAp2rdnoTP5/bxXMmVH2AqpGpquP2H43FEMoFl1pJB",
+	"SMX7heUUoJtu52rpXMYDEn0GoYEFGoetS/7e7lElZFcqYQL4A3JssEoApL5Brdg23Li6NamOVgfFEm7E",
+	"inRS3iUUeHGVlu1eqddWZmfou/R5/VXUhTVDruhU1HEzcjGWhcYWPxwfWlVt6koGTXsTMqcp6GgOzdFF",
+	"yUDHSlqqdk0ID2Q3VkqruaqLcu5LbE2Fz3GOeRJHlZolK3rG0CcKKZmQ1w+Zz9gBBip72h8t2cLk56kA",
+	"51GQ2jyhqzXlC3EJM9JlzUbXb6e5FPm6AUevB8Pc1fvxBg1HbrbZNihQeN356zQMfd/Rv+vKrd5BpHaj",
+	"DdDEig78vEysoFhEKcKsarqhJjfdUFPjerfu4P6CjC9KpoSWTrn/JFPUSEWwxt8LKC6S0q3Mql7wDiJi",
+	"iZftNbe8YTpIPi9nOmmxrgP1yliF6NaL592o1Xon8cGtswSjGT3fRMdMmSPb6w5nM7kBvjIT0J1kYtiT",
+	"9OlLDmx+MCqDciuIK/V78eXMrQR1/XLiJawjLZl1r5WEWhtXxa1bkwJuNeBrF2L6k/vqMOuTJIK/S5QY",
+	"FmPB0ElvySqxRyGJYkOP3JdmiVj0pdV4glVeYtRfSpGl2AKy3NS+NnA8cVVlSmFtUwG1Y1xh+qKBiCtO",
+	"n+tJUZmE2b8Lvh1heRo4jSOr7WGFjEIKe6DLJTLygvQ1fU9kaRqRaVGw3v4IZHUAtRV9337sL4raIGh9",
+	"fmWCbZg25RJWuAluiGLzFCq89elUFBeFjJSLRQSV3rhYEKmguIpFaSikRpw+R95KjMIt6tuUtNEHurBm",
+	"WQb9Z0ZTYiTG8BbprElehBBmhto5biO4+KkzV6EHDyxe3GiWzqHmJY6TUEMjAt07fHkgEGe9ZivSrVua",
+	"vSkow5oPdpphCTEHwDyBmA0YxSdpuIMSEpbkD3Eq+lhIEa8xvyN7XpbBod6cmxSh2SMxoD6jq5Kdc5nZ",
+	"m5uKdZqBUh0RLaFYUVs9IpgRihAFQ5/hScl+t4cBNIo+VTlAIA3CV3PCU4bOQLml51Lmc6yn3WxTE4pI",
+	"yAtV3RvjAk6oxPVDQajUpP/27dPBDVreOlBinbcKjUk//jDFRhnT3sd44JreQtqA/eOBJpY2W0I9iAoK",
+	"3qdiKvzCa+8ULSFgFChBWnsFBFB4Cn/h06nwj50DzkU+VN3eEHfFuPLjcabtJ2fnMBwWC065NtBDeCpi",
+	"120+nuTF66EYLv+LRXkcAxJMnM2FQZfzJmqLz9swwfqmIsZ+3KGFjchxuQYasLKpWPj8jWqnFjl3nIwJ",
+	"w83WN14pMTckffCUYPRGwjVdrxlVmsCoFHo/OfK4WUqNxBeiwF1T8XjkClC6qnTo+UKnl2WtsNKySbF4",
+	"gRGjmKvbubEatAVnO4ZlXWdcJA80SbhiMyPVNsLTMbAIn0gnFpazwna5hjBH8IsMgLAiG/YpZh5fgBfS",
+	"RE+FexKRpdxAsMqKii2OioGSuFKmtD13/588lc+S7VRu0q0LYZmKRMn1mqENdsel5Gt3a0ocK+MGT9uO",
+	"HU0FlGq1bL+oaTfDPDQQLDxp9vuqdZ06qpbL88uZisp6dFuvt7wZA7IooytsaipyPgVuKFOt1kek2MGu",
+	"LADC9j9LhvXqnKlzzjZXYVhft9fUyDWfwcEKf+DIhCIEbQQEqmulGXfVgDs/PDg73xmm8Jxt/x4RCmd2",
+	"o12DExwz+ixiE2DhXcIS7FXeS3Zh3Dpj23IwgkvDKsoq1ESOMlKdnZeR6eDDGdvuNCUj+37OtvvSJvHF",
+	"cOakW0+H3Mmi31I4dAC6PezsL9Mp4M8JJV+DJeo52wYCl3d/U2vScUew7CDGddsgfT6vQK8VHn3bjUED",
+	"hKOwolH2Pucy9gNNTrcGmuFTUJ+plVGksmJLbhSqlJ2Pocj5hmrosmyYS+qo9pWQM8PyushovuCG1D8q",
+	"WnVIBYkelaL62ANHoJKfzZZ2ad5nJBU5o39JiVYdjCBwB/LD79NsPH743YZy88M3Yx17k0sRIUT6T6TQ",
+	"WWo3bxUFK0gCsg0msLlG/BAqMf70q/FDv9can4C4ly9meBjbw7KX5zkCUChJUEsYQDnyZnBDfvYo9ILi",
+	"0Y8fjsfxVOTxSEdQYzwuzEN2aLtV14HF9cIo9k19eWovdcj5VICOZoVfkEacigH9bIAclWxhoGG0xEB1",
+	"IIOBQI/iiIOH60kinnBUtJa5Dgo5PLzRSKv/Oviv7u6BZ4atfrR4uLOuhEdWu/9l0Ur991294qqg2y93",
+	"qwE91D+Rc6uyI9NDmrLjDBvH9vGrYxZ3FCfmrgur+ViqARc+cATBl9KPf/c9l8BCUiHPAXZwOZn/OdvW",
+	"HX1tdU4cJ7FcJWck/bXUmp+mWyDdg8ixEwLBEwzr8HAxFQW0oaHa+fwe6Aa70eSMrQ05Zb56zor03QjD",
+	"FTPUDRPlvMVp5NrK5EZRoSn6UOC0kPBgZmH8y9OTGFhIwT1iGIbpirhWbXlVZsO/x0cVag+fTUXxXUGQ",
+	"SR8CzRi0nRgcFd1QXLWPRtMtzwQKk0Ot2RZS/pzc50Fo/i20qMN+yNIyHKGnIi8IUiK7eAaQefTDi9jF",
+	"rPkNsPWSrZii6cSxUhSIk1CVTdJX7FyesSSaCtdbGjhctbGEdwGkUhtXXSkfxgIANIpzDTEsQwaT6BkX",
+	"ybQ3mfbOzqe9aApEf9qbOIJFjvHzxG0XjzrfhM95go46lptOxSnL74UWagOGBcGSSnlVfmWlrhePp6Ll",
+	"xkqSGhRjwrH9KWETPK5L0DoV65RiVyFcvBeOSlmy1G/PjuZaCnGX7Jqgb8s576ApFLbTsCpwTPrfHj4k",
+	"z/mPFuIdiRpg5admv5wjb+2DdC+3xBDLf511YvmwnY6Kj+fy/vVb4fY17Z6esSbcR2TJUiAYvq+qRrdm",
+	"NUxMuL6r0GWkddnYKvGSYZk7YyI+XdK4yYiH52z7DsEnJNO4R/dxkNU4yEvrpp8ULXEXxb+BEACfpxsk",
+	"VLTcTdJJPFRsiYM+YrE1AtY/2Gel6RjtcHbuKDRIvvFztn1rtatQSIPTu/rx1Jl/LOuBQAIXit5Ut8Lh",
+	"D5NSXTCq87p9TiXWU4FSk5WK/nXy8/B7V/8rf/VHqtl3j6yQ0VhJrleD42Ylz4ER/Fp2xfh2RZY25Wqg",
+	"dvZLEtL8oIg28igp2FTUtD/QYrmpeVV8K6FyJIULJaDuJLExU9+VRHbVFysu/X+QQ1e7UhqMG4gIGy1G",
+	"hKLAYdkpKNcgRu7rP9TuPkG29fn5TZ6z7b2P/yYUqYDftunzv6Kq5AgSdiQDn0QwK+bYN43bCA3efB35",
+	"IKgZZzqqJKK73mWIva7H/pKv9Yg8MyBsO1LkJe4yPbA4BFoTtE4GqscFVl4xJo3zdzWY2eCl3NU8S6V2",
+	"ffJyUlfI7sGWRVaQP8ImZSKZCsVc7zaWuypzshLMagFh/YWTjC53B5CPcpMx1bisABL+oqj4Aizln5Qi",
+	"cEUMhKPxOksZzRyC5Bwc/3/geuHuDty3UO5hpEPrDcSKr1LCvHL0uT0afz1HISxFmcKpnK63p6UDqAAH",
+	"b7S9KU/LpY2vF0V/gjbUbQZUB4n3wNCoqesL1IgE+47mhDp8yZ8Q2x/ikR7l94nu70qRwMiefEP3wqSS",
+	"17hGi1Oj9yUYO9CUMhXtoc7VhTmzJMQTwffQdLVf6do3FZ4HOlvXpIxLJZsPS8GctECLaOzexsbdjn3H",
+	"0VRgUeKiOo/bMbSvIU9SqXklotVxfl2aiRriop6aMU8NIXVCDp1s9LBdXO6IvHcgMMPK8pCor05w/mLa",
+	"Mj33EmQllumWyEcuvl4+i708eFu7Jru3Yzv87fCwcLSPF+Pv2VcT+F5nelkx0QNtBQ+7kBvyD2JMulMA",
+	"tUrYzsC5F/DG3yFyLj+LbuRXzs7AfvZZBM/h2rtEz8F93htNwuFz9hhbivlgh3SUEynH7k4lvMLzr6BV",
+	"sHdqzSAiCF9ZCPW+LPQiOiGtUEJGDenkDT6wt3ktGaf79Unna7tPfr6y+ok3DVTbwpv3rjkZPQRWO5RL",
+	"BICb48sFmWvRLKXLmb8nJ/WiR5iuVCIcIludMmW1rh0k5AZaU2FECcTOUMWw5T0U8aBK8XOauuyNPoTf",
+	"+0Qa9EMbTdaKJWzGtJZqMPLhhr7nqIXiBZi7IK/T0NnSOzh8Meqj3KHPDaF1igee9hVNmC9IZlKM68FC",
+	"idAGXiRW88tVV0cUSV+q4sc55WmmoGyQ1+lhCXn5ErDroAfbYt0CG8RoDHmw4+M2sPBAH6Nn0JU9FfGc",
+	"iRkXixP7g6+j5G/2smWUpgJt8YJt/BA+MVjOziJCZ0pqZzzO3euugRgTmq1OUxbsUDUDiv5JLOEGy1Q3",
+	"ogx+VowRqzD72CgXsATXAq27+tSQldSGPPz2uzwEDCoBe7cpntsDTWK5EUzFbeEG8DRUkCSXo27Udi5n",
+	"Z2AL/oLt559NkWx7mJZt76pvZEFoaPlpPAGL2ALP2DuAMPr2qFz62Rd8xqgryLMUWZqW3NwORTdMGLJi",
+	"FJPzByMSU4tvmtu5h1wM10ouFNM6npTjZKAxnSNB8IFCI5YnQ5YIu0rZLsTlSyss7cgO1G+7mKWZ5ucs",
+	"suRYOdmgk5TctWIDJLbuMGKWhmwPbIimIlirQc5zgpzT5CbPJuUYA+82LEUVIBUvZ6zmAQVkRzxB1+IM",
+	"xVpNIWTMCg7PzVT4GgQRaY04IL6GgPdy0txz6qIPsLQAbPCTawt0E0/vwnoqZ2f38QbXQwACkq7DlTzs",
+	"uS3u4BqEXkdMIHF/tynrn/jK38GWdfMGqKhXnHgnjIPTD2Bb1ZDlBu1iycLrvMfHsCkLDrK1MLVYmCUW",
+	"psbKW+glK2Omv4iPFfzq0PXrn64G4I2ZJBwghc0RsMx7mKjDBJzZ5e79ukhyXqUSormuqdpyLYDqkwrv",
+	"3WprppvNj7ME2KcglbIny5lEPgOVCbgW1IlqqXRwjkN7pB92aMxRz65n72sf2+poQleQr1Pt/VJ0Nrjo",
+	"UtUVCz+kT80QyrINpZixwRFZwnGQTBieEjo7w1ploE3B9xCY0ZVlOPw/+AD/7ox1O56deYze75g4nn0l",
+	"YW6w5TuOZTienQm5SVniI/cBMIqct2tmFPuJKhzKfq7ioerAmYavwmUut6g2luS8PN3h+GtysH0OoPwL",
+	"P2cFCGOBxXOu+WnKnI3fRYTLNCGYgNiZlOX6zm5V8xm8tidH8HA0OhyPxxHJW/qPx63Jc6BXRhXTiDuk",
+	"Q+hVWW5euad15fubltBx9wGBBR7ci+ghl2HBjbGwGj0LdEa5Dgl9V98ST/Prue15LnvJEdeStN6HIM6p",
+	"oH4LTmLwCcSAgIMjQsWWrFjCqUt3+5+3r34jXMzSDIrbQqwr/TNjPk9syZQrOmhlyLyeS/xoPCZcnNOU",
+	"J0P7Y3xEaEs+8FRcMiGYcbDOw961XTGEt4bb3fr69zsxfjwaPX4cESwGCDd+lCN/K+qvFZeKm20Y+8u4",
+	"//hxlzpI159Nu7+e+PU51txJB1vSvgUg/ezZ6C2VBr+TZhfe9lRKd23LbT0ia6Y01/b37gzYUpUbsSSc",
+	"2IE/zZDwpej8RxXBfuFKrpWsAF+/dn8X3N2XVigr3L7qmBQMGKXyUSmDIxI/zGtbMTzSduTAgr+7JdI3",
+	"7/4+kby34f0onXkn9wee/17/hx+2iwPkDaPJAZZMSe+jettdIap6TjsDfHVbhG9+MTWku40oXwc7l0Xd",
+	"N+9eyoTdVGvs+4jgG4sIBgD11Y9cQqog8Uom1fDgAibbA4Rz2Lkxbd9TtrCYUkO+exq1I1QYjgmCjxSK",
+	"Y9H+sOEyDFy7OeClldrdWiAmSrh6auoIIrwmhMKaIDwXF4/gCh27WE59mZoK7LACzBbyPLkZkRfQ8G7i",
+	"C5s+0OSZMEy9VnLGtLb8DSrnWPiain5cJbkHf8z+mGbj8TezLOMJ/MWGf/zx5unxT3+4B5r9ib+7UoGj",
+	"0Sj80bs3z06aH02Fq1K+pgpr3GiZF2Fd4yKZxmqhsJ9gnPBUQBjiA43BrZdttyrYxp3tiBxDt5y8jBrN",
+	"YwjtIi15IC5y9sintztmhzTEFGTEdX3gRpfjnneEFd84D7oPQb4JSwle230Q8jUFIeNx3mQYMqJ63soF",
+	"aW/cPdyYNKKNLen9CsONG2I9F9jARSpXR9ISup0ifN45Z7fq/LZ47V57vh7tuXrynRTo/Bb26tClwbuo",
+	"0cX13gunYQU6P9BPU53L99FEvQ4hhcXV36AaU4KvsCaTL/keTEI6TH48eSS43q+9VEDj6hGHDag6WDO1",
+	"4ua6wg5rdh0nIsYrehETNxNkWEJKrytGc2TJIxdeb4icWL+mymzJgp8zDdkoWK8bhhoRBzQ70zUD2tNU",
+	"lNWnHKB/f0j6cfNoUJcajUbQj4Bw+6mgKVllhl1EUwEaU+AzrEAS0qPg0bCuRUWgnYBUvWbKndMgmood",
+	"ypSp4Juvbu3VHnfurtPbipupgP6p+ReTkPpjX3dKz15t5zUMu8+Ta8EeVuLvvnzvoEJgm9PD1nLIK3rR",
+	"qztOy6rCzhCOL0Sngnv4qpQqBx33+tSV9amcRv2cpekulSpH7eE8S1PQqxzWXSK5U8ejqfh0RYpQP6Wc",
+	"O6WqkIy+Js0q3yVxPUft5kvizyVFO8+EDz7gHzfrLGkj3fcukC/EBYJAEmHDARY0Y0qRbm9AjIw+ILNZ",
+	"2/8VoVceoNrZdJceBjl2aN+uKJjofOxC5Ng5E64DbZE0zDXJhGJ0trTnfkRiSGeOsYqhpltNtByF+lO9",
+	"dbPeqP6EUwQ1bNfzHBt53h7kX4da0176eV9LUvdax9T2vAN2qUZ/0Qp7Qkaj0a6U9lKVb98Cf0LimRSC",
+	"zQxL4ojEecv5mPRBgII+4JmYMWUoF9hrG8p81up6Rr5kCboKfB1PxYrhodtas+ImjtPsMjwV7lzbU8c7",
+	"g+wdZI+7td33+G3iTAXX25vMh/ClaNS+0xx7kr/2i5LZ+u9hlF3gVrsaS2tn9FnUKHRb6GKSxYu9t7O1",
+	"NNDOL5fAmZYa/NI0lQhRZWQrIVYA2Q4+wCg7LbB1eLpBOaIBumFrLKz5HkJCIgsczQNNIF0osgJ0wlRU",
+	"go1KH2jXWsMywf/IMicMQs9laS3cYb2hYo3dl8HrBS9k7XCGwnVAlqPnXZIW7gawH+iKsPy3T2N4dPht",
+	"l/3obL2WyrDkJUs4PbFs5q6kIONKI+JlztJMG6aGG54wxEvSLxIfBpcn1h2ViuLDXVWzmsOXFY2i/2ZD",
+	"04DgpIKuHLmGAzGSnJj0rRozFXEJ8/DJwA2fr8lP4YkVzLFZMpH36nRHORX2GjIwSeHLXsgckWNYjyvD",
+	"DqZ++6HZyHx4PDVnmp4KrHsJFYo2TDGyzk5TrpeupWRIo/EX6gZy6kzRPuxUmiU54yLRxMgFM0uspAUu",
+	"nva2XUUpLbRfFkf6oNTr3Kr/XKC3CPRDOYf52nWoS7PtG9KlpGCv5q3sokkgvWLVmZ4DILiv3t9X9Lqq",
+	"JbiQFFoVuGuTCtpJnJNMLu+7rQkdwUyv/5FcNNGjNk/I9cSTq5oCo/DAG8YXy7b07lpy9/787luqa3N4",
+	"A+LR2yUNR2HYO7t3rnV3U+7wpyFuDbHfczwpeFtRMBmifKCxCb7smTW1PHH0Rbm2LOCUt6j9lmKeOMEo",
+	"RvSzMosvxDAgmYCChs1Gbh2FNEfBDj7wZGfFmxeMnrO91OgGPFgv2Nzce6+uCl5wfQV87WCT++0rLwFk",
+	"urGifT3Av3vUu0LYyPtb0YVbiT0E18BhPHBRQV8GoN42CRfSDOeWjVSouKXeQu4m33dSK7Z6pUeO+HoV",
+	"J4KcFtep2VUeqypEue0q4fN5LZrwumTS/Rjy7KfdNq1/rRNq2H6s/gSSfpN2MVwmLv7uzGNfHUnozLvu",
+	"7WktdANBktDi+lFcAwt2wlZUJO3iGeQbzDIon2OR7pRRxdRxZpa9yb/ff4w+WMSCKFuHlZlKe5Pe0pj1",
+	"5ODg8OF/j8aj8ehw8v34+zEgoZumKUxB7p7cCGwlSsks5UwYF0HGNBh3uCIM2pu4JtHcWOo2KlX58pJy",
+	"w6YXKK/vIqNc3iF2LNGk7+Nqy/HALzPDLkgKQcOD8nyQFNOcDo0qhKVsBo7aYlR88gIq2Lvx0G5lmIKq",
+	"IrS6oNJk+WiBCX+EaD1Vmugnro3ip5lhiXvo58OLl9lpysip+640jf8pMMtPmbJASX5+9vMrLBesfQih",
+	"K7LE4aboWSlgFSpiFnWsitBeeFCa2JXmaE57UnPaITDg6bLEmzL1OgU3nrMR05UUizITL++xBOTN6Z6z",
+	"rSZyjlQyITMp5nyRIYcifSjLAxW1uCDx2fnBhzO2/RgPImJxkio2pCIZamZ83xnHdCPieiKfsa2OSpza",
+	"3ga2WrdAUVrk2XlgcW/5QrCEfPdoeMoNGlfbrv3YyBWfvYBjwJuPCIXfCE3AMrs65XawNVN+pNL0fuzA",
+	"Ip40AhsBdRn04nK4GcSjclx9E5tKoWiBGGmLtrW8tUtgcCUhOjC3T3BrTvwro6lZRjA3F0zrqByfg2nm",
+	"pc66cl7q5FuaoBS1EbhVzFOQmdE8ceoQE/YDlhAlM8MU6b9WcsXMkmUaYsXdMtZsRrjRLJ27Hww1mYa4",
+	"gsr+6Kb38f3H/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

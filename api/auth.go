@@ -319,6 +319,7 @@ var overviewKinds = map[string]string{
 	"lock": "locks", "election": "elections", "throughput": "throughput", "queue": "queues",
 	"barrier": "barriers", "double-barrier": "double-barriers",
 	"kv": "kv", "counter": "counters",
+	"semaphore": "semaphores", "rwlock": "rwlocks",
 }
 
 // overviewFilter is the key filter of the request's /v1/events stream: nil (all)

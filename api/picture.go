@@ -53,7 +53,9 @@ type pictureKind struct {
 func (s *Server) pictureKinds() []pictureKind {
 	return []pictureKind{
 		{kind: "lock", event: "lock", dir: "locks", field: "name",
-			follow: s.inspected("locks", bodyOf(s.readLock), nil)},
+			follow: followed(s.opt.Locks.Follow, func(st *recipes.LockState) any {
+				return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}
+			})},
 		{kind: "election", event: "leader", dir: "elections", field: "name",
 			follow: followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })},
 		{kind: "throughput", event: "throughput", dir: "throughput", field: "group",
@@ -83,6 +85,10 @@ func (s *Server) pictureKinds() []pictureKind {
 				}
 				return Counter{Name: st.Name, Value: st.Value}
 			})},
+		{kind: "semaphore", event: "semaphore", dir: "semaphores", field: "name",
+			follow: followed(s.opt.Semaphores.Follow, func(st *recipes.SemaphoreState) any { return semaphoreBody(st) })},
+		{kind: "rwlock", event: "rwlock", dir: "rwlocks", field: "name",
+			follow: followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })},
 	}
 }
 

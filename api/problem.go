@@ -117,6 +117,8 @@ func detailedProblem(err error) *problem {
 	var versionMismatch *kv.VersionMismatchError
 	var valueMismatch *counter.MismatchError
 	var overflow *counter.OverflowError
+	var full *recipes.SemaphoreFullError
+	var rwLocked *recipes.RWLockedError
 	var p *problem
 	switch {
 	case errors.As(err, &versionMismatch):
@@ -128,6 +130,12 @@ func detailedProblem(err error) *problem {
 	case errors.As(err, &overflow):
 		p = newProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
 		p.Ext = map[string]any{"value": overflow.Value}
+	case errors.As(err, &full):
+		p = newProblem(http.StatusConflict, "semaphore-full", err.Error())
+		p.Ext = map[string]any{"holders": semaphoreHolders(full.Holders)}
+	case errors.As(err, &rwLocked):
+		p = newProblem(http.StatusConflict, "lock-held", err.Error())
+		p.Ext = map[string]any{"writer": lockHolder(rwLocked.Writer), "readers": rwReaders(rwLocked.Readers)}
 	case errors.As(err, &locked):
 		p = newProblem(http.StatusConflict, "lock-held", err.Error())
 		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}

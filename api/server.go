@@ -35,6 +35,9 @@ type Options struct {
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters
+	// Semaphores and RWLocks are the counting semaphores and read/write locks.
+	Semaphores *recipes.Semaphores
+	RWLocks    *recipes.RWLocks
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens

@@ -52,6 +52,8 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followThroughput(topic, name)
 	case "kv":
 		stop = s.followKey(topic, name)
+	case "lock":
+		stop = s.followLock(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

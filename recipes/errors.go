@@ -93,3 +93,44 @@ func (e *BarrierNotEmptyError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrBarrierNotEmpty) hold.
 func (e *BarrierNotEmptyError) Unwrap() error { return ErrBarrierNotEmpty }
+
+// The sentinel errors of semaphores and read/write locks.
+var (
+	// ErrSemaphoreFull means no permit was granted within the wait; see
+	// SemaphoreFullError.
+	ErrSemaphoreFull = errors.New("semaphore full")
+)
+
+// SemaphoreFullError is returned (it matches ErrSemaphoreFull) when no permit
+// is granted within the wait. Holders are the holders seen last.
+type SemaphoreFullError struct {
+	Name    string
+	Holders []SemaphoreHolder
+}
+
+func (e *SemaphoreFullError) Error() string {
+	return fmt.Sprintf("semaphore %q: no permit granted in time (%d held)", e.Name, len(e.Holders))
+}
+
+// Unwrap makes errors.Is(err, ErrSemaphoreFull) hold.
+func (e *SemaphoreFullError) Unwrap() error { return ErrSemaphoreFull }
+
+// RWLockedError is returned (it matches ErrLocked) when a read/write lock is
+// not granted within the wait: Writer (nil when none) and Readers are the
+// holders seen last.
+type RWLockedError struct {
+	Name    string
+	Mode    string
+	Writer  *LockHolder
+	Readers []RWReader
+}
+
+func (e *RWLockedError) Error() string {
+	if e.Writer != nil {
+		return fmt.Sprintf("read/write lock %q not granted for %s in time: written by %q", e.Name, e.Mode, e.Writer.Owner)
+	}
+	return fmt.Sprintf("read/write lock %q not granted for %s in time: %d readers", e.Name, e.Mode, len(e.Readers))
+}
+
+// Unwrap makes errors.Is(err, ErrLocked) hold.
+func (e *RWLockedError) Unwrap() error { return ErrLocked }

@@ -63,32 +63,39 @@ type lineWait struct {
 // (every node created later has a higher sequence); when this sidecar lets the
 // predecessor go as the head, the node is the head at once (handoffs).
 func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (linePlace, error) {
-	parent, self := path.Split(c.Path)
-	w := &lineWait{ctx: ctx, ep: ep, node: c.Path, parent: path.Clean(parent), self: self,
-		handoffs: h, ending: ending, waitCtx: ctx, place: linePlace{Czxid: c.Czxid}}
-	w.expired = func() bool { return wait <= 0 }
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		w.deadline = t.C
-		w.expired = func() bool {
-			select {
-			case <-t.C:
-				w.deadline = expiredC
-				return true
-			default:
-				return false
-			}
-		}
-		var cancel context.CancelFunc
-		w.waitCtx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
-	}
+	w, done := newLineWait(ctx, ep, c, wait, ending, h)
+	defer done()
 	if c.Alone && c.Czxid != 0 {
-		w.place.Line = []string{self}
+		w.place.Line = []string{w.self}
 		return w.head()
 	}
 	return w.run()
+}
+
+// newLineWait prepares the wait of node c for up to wait (0: look once); call
+// done when the wait is over.
+func newLineWait(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (w *lineWait, done func()) {
+	parent, self := path.Split(c.Path)
+	w = &lineWait{ctx: ctx, ep: ep, node: c.Path, parent: path.Clean(parent), self: self,
+		handoffs: h, ending: ending, waitCtx: ctx, place: linePlace{Czxid: c.Czxid}}
+	w.expired = func() bool { return wait <= 0 }
+	if wait <= 0 {
+		return w, func() {}
+	}
+	t := time.NewTimer(wait)
+	w.deadline = t.C
+	w.expired = func() bool {
+		select {
+		case <-t.C:
+			w.deadline = expiredC
+			return true
+		default:
+			return false
+		}
+	}
+	var cancel context.CancelFunc
+	w.waitCtx, cancel = context.WithTimeout(ctx, wait)
+	return w, func() { t.Stop(); cancel() }
 }
 
 var expiredC = func() <-chan time.Time {
@@ -99,7 +106,16 @@ var expiredC = func() <-chan time.Time {
 
 // run lists the line and waits on predecessors until the node is the head or
 // the wait ends.
-func (w *lineWait) run() (linePlace, error) {
+func (w *lineWait) run() (linePlace, error) { return w.runUntil(predecessor) }
+
+// predecessor is a lock's blocker: the node just before it (-1: none, the node
+// is the head).
+func predecessor(_ []string, idx int) int { return idx - 1 }
+
+// runUntil lists the line and waits on the node that blocker names (the index
+// of the node, at idx in line, that keeps it waiting; -1 when none does) until
+// none does or the wait ends. Head is then true.
+func (w *lineWait) runUntil(blocker func(line []string, idx int) int) (linePlace, error) {
 	var children []string
 	var err error
 	if w.place.Czxid == 0 {
@@ -119,15 +135,17 @@ func (w *lineWait) run() (linePlace, error) {
 		}
 		w.place.Line = zookeeper.SortBySeq(children)
 		idx := slices.Index(w.place.Line, w.self)
-		switch {
-		case idx < 0:
+		if idx < 0 {
 			return w.place, fmt.Errorf("node %s vanished: %w", w.node, zookeeper.ErrSessionLost)
-		case idx == 0:
+		}
+		b := blocker(w.place.Line, idx)
+		switch {
+		case b < 0:
 			return w.head()
 		case w.expired():
 			return w.place, nil
 		}
-		head, err2 := w.awaitPredecessor(idx)
+		head, err2 := w.awaitPredecessor(b)
 		switch {
 		case errors.Is(err2, errWaitOver):
 			return w.place, nil
@@ -180,12 +198,13 @@ func (w *lineWait) head() (linePlace, error) {
 	return w.place, nil
 }
 
-// awaitPredecessor waits until the node's predecessor (at idx-1 of the line) goes
-// or is handed over by this sidecar. It tells whether the node is the head for
-// sure then (its predecessor was the listed head, or handed the head over);
+// awaitPredecessor waits until the node at b of the line (the one the node
+// waits on) goes or is handed over by this sidecar. It tells whether the node's
+// way is clear for sure then (that node was the listed head, so every node up
+// to this one was let through already, or it handed the head over);
 // errWaitOver when the wait ends first.
-func (w *lineWait) awaitPredecessor(idx int) (bool, error) {
-	pred := w.parent + "/" + w.place.Line[idx-1]
+func (w *lineWait) awaitPredecessor(b int) (bool, error) {
+	pred := w.parent + "/" + w.place.Line[b]
 	var handed <-chan struct{}
 	if w.handoffs != nil {
 		var stop func()
@@ -196,7 +215,7 @@ func (w *lineWait) awaitPredecessor(idx int) (bool, error) {
 	if err != nil || !gone {
 		return false, err
 	}
-	return idx == 1 || closed(handed), nil
+	return b == 0 || closed(handed), nil
 }
 
 // waitGone watches pred (reading the czxid alongside when not known yet) until

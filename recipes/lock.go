@@ -27,6 +27,8 @@ type Locks struct {
 	metrics lockMetrics
 	// handoffs tells a waiter that its predecessor, the head, was let go here.
 	handoffs handoffs
+	// followers follow single locks (event streams; see Follow).
+	followers *kit.Followers[*LockState]
 }
 
 // LockGrant is a held lock: the lease's holding.
@@ -56,13 +58,20 @@ type LockState struct {
 	Name    string
 	Holder  *LockHolder
 	Waiters int
+	// Zxid is the newest change of the contenders the state reflects (a
+	// follower's state only; for event ids).
+	Zxid int64
 }
 
 const lockKind = "lock"
 
 // NewLocks returns the lock recipe over a session.
 func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
-	return &Locks{s: s, dir: path.Join(s.Root(), "locks"), metrics: newLockMetrics(reg)}
+	l := &Locks{s: s, dir: path.Join(s.Root(), "locks"), metrics: newLockMetrics(reg)}
+	l.followers = kit.NewFollowers(s, l.metrics.watched, func(name string) kit.Source[*LockState] {
+		return &lockSource{l: l, name: name}
+	})
+	return l
 }
 
 func (l *Locks) parent(name string) string { return l.dir + "/" + name }
@@ -203,6 +212,7 @@ type lockMetrics struct {
 	acquire *prometheus.HistogramVec
 	held    prometheus.Gauge
 	waiting prometheus.Gauge
+	watched prometheus.Gauge
 }
 
 func newLockMetrics(reg prometheus.Registerer) lockMetrics {
@@ -218,9 +228,12 @@ func newLockMetrics(reg prometheus.Registerer) lockMetrics {
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar.",
 		}),
+		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_lock_watched", Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acquire, m.held, m.waiting)
+		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
 	}
 	return m
 }

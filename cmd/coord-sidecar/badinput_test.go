@@ -29,6 +29,9 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	// lease the capped sidecar may keep.
 	lease := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
+	// A permit and a read grant of that lease (semaphores, read/write locks).
+	permit := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/sem/permits?max=1&lease="+lease).Body["permit"])
+	open.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
 	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
@@ -73,6 +76,26 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"unknown lease on release", "DELETE", "/v1/locks/held?lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
 		{"release without lease", "DELETE", "/v1/locks/held", nil, nil, open, 400, "invalid-parameter"},
 		{"release not held", "DELETE", "/v1/locks/other?lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"semaphore without max", "POST", "/v1/semaphores/sem/permits", nil, nil, open, 400, "invalid-parameter"},
+		{"semaphore max 0", "POST", "/v1/semaphores/sem/permits?max=0", nil, nil, open, 400, "invalid-parameter"},
+		{"semaphore max negative", "POST", "/v1/semaphores/sem/permits?max=-2", nil, nil, open, 400, "invalid-parameter"},
+		{"semaphore max not a number", "POST", "/v1/semaphores/sem/permits?max=many", nil, nil, open, 400, "invalid-parameter"},
+		{"semaphore bad name", "POST", "/v1/semaphores/_c_x/permits?max=1", nil, nil, open, 400, "invalid-name"},
+		{"semaphore bad wait", "POST", "/v1/semaphores/sem/permits?max=1&wait=soon", nil, nil, open, 400, "invalid-parameter"},
+		{"semaphore unknown lease", "POST", "/v1/semaphores/sem/permits?max=1&lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
+		{"permit wrong lease", "DELETE", "/v1/semaphores/sem/permits/" + permit + "?lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
+		{"permit of another lease", "DELETE", "/v1/semaphores/sem/permits/" + permit + "?lease=" + appLease, nil, nil, open, 404, "lease-not-found"},
+		{"permit not held", "DELETE", "/v1/semaphores/sem/permits/nosuchpermit?lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"permit release without lease", "DELETE", "/v1/semaphores/sem/permits/" + permit, nil, nil, open, 400, "invalid-parameter"},
+		{"rwlock unknown mode", "POST", "/v1/rwlocks/rw?mode=exclusive", nil, nil, open, 400, "invalid-parameter"},
+		{"rwlock without mode", "POST", "/v1/rwlocks/rw", nil, nil, open, 400, "invalid-parameter"},
+		{"rwlock bad name", "GET", "/v1/rwlocks/a%2Fb", nil, nil, open, 400, "invalid-name"},
+		{"rwlock other mode held", "POST", "/v1/rwlocks/rw?mode=write&lease=" + lease, nil, nil, open, 400, "invalid-parameter"},
+		{"rwlock release wrong mode", "DELETE", "/v1/rwlocks/rw?mode=write&lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"rwlock release unknown mode", "DELETE", "/v1/rwlocks/rw?mode=both&lease=" + lease, nil, nil, open, 400, "invalid-parameter"},
+		{"rwlock release wrong lease", "DELETE", "/v1/rwlocks/rw?mode=read&lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
+		{"rwlock release not held", "DELETE", "/v1/rwlocks/other?mode=read&lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"lock events bad name", "GET", "/v1/locks/_x/events", nil, nil, open, 400, "invalid-name"},
 		{"unknown lease get", "GET", "/v1/leases/nosuchlease", nil, nil, open, 404, "lease-not-found"},
 		{"unknown lease keepalive", "POST", "/v1/leases/nosuchlease/keepalive", nil, nil, open, 404, "lease-not-found"},
 		{"unknown lease revoke", "DELETE", "/v1/leases/nosuchlease", nil, nil, open, 404, "lease-not-found"},

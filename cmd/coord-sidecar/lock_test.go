@@ -86,14 +86,7 @@ func TestMutualExclusionAcrossSidecars(t *testing.T) {
 // lockNodes lists the contender nodes of a lock, straight from ZooKeeper.
 func lockNodes(t *testing.T, conn *zk.Conn, root, name string) []string {
 	t.Helper()
-	children, _, err := conn.Children(path.Join(root, "locks", name))
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return children
+	return children(t, conn, path.Join(root, "locks", name))
 }
 
 // A waiter whose client disconnects mid-wait leaves no node behind.

@@ -265,7 +265,7 @@ func (r *readmeRun) step(st step) {
 		return
 	}
 	stream := strings.Contains(st.command, "/events")
-	r.election = stream && (strings.Contains(st.command, "/elections/") || strings.Contains(st.command, "/kv/")) // event ids are zxids
+	r.election = stream && (strings.Contains(st.command, "/elections/") || strings.Contains(st.command, "/kv/") || strings.Contains(st.command, "/locks/")) // their event ids are zxids
 	switch {
 	case st.background:
 		if len(st.want) > 0 {
@@ -538,6 +538,7 @@ var maskClasses = []maskClass{
 	{regexp.MustCompile(`\bi\d+-([a-z2-7]{13})-\d{10}\b`), bindID, `[a-z2-7]{13}`}, // an item id's token
 	{regexp.MustCompile(`"(?:fencingToken|term)":(\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`fencing token (\d+)`), bindZxid, `\d+`},
+	{regexp.MustCompile(`\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-lease-\d{10}\b`), bindID, `[0-9a-f-]{36}`}, // a permit's guid
 }
 
 // electionIDRe: an election stream's event ids are zxids too.

@@ -359,6 +359,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
 		Elections:  recipes.NewElections(sess, reg),
 		Barriers:   recipes.NewBarriers(sess, reg),
+		Semaphores: recipes.NewSemaphores(sess, reg),
+		RWLocks:    recipes.NewRWLocks(sess, reg),
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
 		KV:         kv.New(sess, reg),

@@ -127,6 +127,7 @@ func TestStatusPage(t *testing.T) {
 	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":false}`), "application/json")
 	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
 	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
+	uiSemaphoreAndRWLock(t, car)
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();
@@ -142,7 +143,9 @@ func TestStatusPage(t *testing.T) {
 			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3" &&
 			q('[data-key="feature-flags"] [data-field="version"]')?.textContent === "1" &&
 			q('[data-key="feature-flags"] [data-field="size"]')?.textContent === "13" &&
-			q('[data-counter="signups"] [data-field="value"]')?.textContent === "42";
+			q('[data-counter="signups"] [data-field="value"]')?.textContent === "42" &&
+			q('[data-semaphore="payments"] [data-field="held"]')?.textContent === "2" &&
+			/2 readers/.test(q('[data-rwlock="schema"] [data-field="held"]')?.textContent || "");
 	})()`)
 	// The bars are drawn: their width follows share/limit.
 	if w := page.eval(t, `Math.round(document.querySelector('[data-group="api-egress"] tr[data-member="m3"] .fill').getBoundingClientRect().width /
@@ -793,4 +796,13 @@ func (w *wsConn) readMessage() ([]byte, error) {
 func (w *wsConn) close() error {
 	_ = w.writeFrame(0x8, nil)
 	return w.c.Close()
+}
+
+// uiSemaphoreAndRWLock makes a semaphore with two of three permits held and a
+// read/write lock with two readers.
+func uiSemaphoreAndRWLock(t *testing.T, car *sidecar) {
+	for _, w := range []string{"worker-1", "worker-2"} {
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
+		car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
+	}
 }

@@ -920,7 +920,8 @@ export interface paths {
          * @description Events `session` (`{"state"}`), `lock` (a lock's GET body), `leader` (an
          *     election's GET body), `throughput` (a group's GET body), `queue` (a queue's GET
          *     body), `barrier` and `double-barrier` (their GET bodies), `kv` (a key's list item
-         *     `KeyInfo`: version and size, not the value) and `counter` (a counter's GET body). A new stream first
+         *     `KeyInfo`: version and size, not the value) and `counter` (a counter's GET body), `semaphore` and
+         *     `rwlock` (their GET bodies). A new stream first
          *     gets the current state of every entity, then every change. An entity that
          *     disappears gets a last event whose data is `Deleted`. While anyone follows this
          *     stream the sidecar follows the tree with watches (one per kind's directory, and
@@ -934,6 +935,170 @@ export interface paths {
          *     increase from the first event on.
          */
         get: operations["streamEverything"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/locks/{name}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A lock's holder and waiters as they change (SSE).
+         * @description Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
+         *     then on every change of holder or of the number of waiters. However many
+         *     streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+         *
+         *     An event's id is the zxid of the newest change of the lock's contenders it
+         *     reflects, raised to the previous id plus one when that is not newer, so ids
+         *     strictly increase along the stream.
+         */
+        get: operations["streamLock"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{name}/permits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acquire a permit of a counting semaphore.
+         * @description At most `max` permits are held at once; as in Curator, every party gives
+         *     the same `max`. Requests are served in arrival order. Layout: Curator's
+         *     InterProcessSemaphoreV2 (`semaphores/{name}/locks/...`, an internal mutex,
+         *     and `semaphores/{name}/leases/_c_<uuid>-lease-<seq>`, one node per permit),
+         *     so Curator processes share the semaphore. A lease holds at most one permit
+         *     of a semaphore: a lease that holds one gets it again.
+         */
+        post: operations["acquirePermit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        /** The semaphore's holders and number of waiters. */
+        get: operations["getSemaphore"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores/{name}/permits/{permit}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+                permit: components["schemas"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Release the permit, by the lease that holds it only.
+         * @description An implicit lease ends with this release.
+         */
+        delete: operations["releasePermit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        /** The lock's writer or readers, and number of waiters. */
+        get: operations["getRWLock"];
+        put?: never;
+        /**
+         * Acquire a read/write lock in read or write mode.
+         * @description Many readers or one writer; fair: a waiting writer holds back every reader
+         *     that came after it. Layout: Curator's InterProcessReadWriteLock
+         *     (`rwlocks/{name}/_c_<uuid>-__READ__<seq>` and `..._c_<uuid>-__WRIT__<seq>`
+         *     in one parent), so Curator processes share it. `fencingToken` is the
+         *     grant's node creation zxid: it strictly increases with every new writer. A
+         *     lease holds a lock in one mode at most; a lease that holds it in `mode`
+         *     gets its grant again.
+         */
+        post: operations["acquireRWLock"];
+        /**
+         * Release the lock that `lease` holds in `mode`.
+         * @description An implicit lease ends with this release.
+         */
+        delete: operations["releaseRWLock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/semaphores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every semaphore that has a node, with holders and waiters. */
+        get: operations["listSemaphores"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rwlocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every read/write lock that has a node, with holders and waiters. */
+        get: operations["listRWLocks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1308,6 +1473,80 @@ export interface components {
             event: "lost" | "expired" | "revoked";
             data: components["schemas"]["LeaseEnd"];
         };
+        Permit: {
+            name: string;
+            /** @description The permit's id (its lease node's name without the `_c_` prefix): release it with `DELETE .../permits/{permit}?lease=`. */
+            permit: string;
+            lease: string;
+            owner: string;
+            max: number;
+            /** Format: date-time */
+            acquiredAt: string;
+        };
+        SemaphoreHolder: {
+            permit: string;
+            owner: string;
+            /** Format: date-time */
+            since: string;
+        };
+        Semaphore: {
+            name: string;
+            /** @description The permits held, in the order they were granted. */
+            holders: components["schemas"]["SemaphoreHolder"][];
+            /** @description Requests waiting for a permit, on every client. */
+            waiters: number;
+        };
+        /** @description `semaphore-full` carries the holders seen last; `acquisition-in-progress` has no extension. */
+        SemaphoreFullProblem: components["schemas"]["Problem"] & {
+            holders?: components["schemas"]["SemaphoreHolder"][];
+        };
+        RWLockGrant: {
+            name: string;
+            /** @enum {string} */
+            mode: "read" | "write";
+            lease: string;
+            owner: string;
+            /** Format: int64 */
+            fencingToken: number;
+            /** Format: date-time */
+            acquiredAt: string;
+        };
+        RWReader: {
+            owner: string;
+            /** Format: date-time */
+            since: string;
+        };
+        RWLock: {
+            name: string;
+            /** @description The writer (as LockHolder), null when none holds the lock. */
+            writer: {
+                owner: string;
+                /** Format: int64 */
+                fencingToken: number;
+                /** Format: date-time */
+                since: string;
+            } | null;
+            readers: components["schemas"]["RWReader"][];
+            waiters: number;
+        };
+        /** @description `lock-held` carries the `writer` (or null) and the `readers` seen last; `acquisition-in-progress` has no extension. */
+        RWLockHeldProblem: components["schemas"]["Problem"] & {
+            /** @description The writer (as LockHolder), null when none holds the lock. */
+            writer?: {
+                owner: string;
+                /** Format: int64 */
+                fencingToken: number;
+                /** Format: date-time */
+                since: string;
+            } | null;
+            readers?: components["schemas"]["RWReader"][];
+        };
+        LockEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "lock";
+            data: components["schemas"]["LockState"];
+        };
         ElectionEvent: {
             id: components["schemas"]["EventId"];
             /** @enum {string} */
@@ -1365,8 +1604,18 @@ export interface components {
         } | {
             id: components["schemas"]["EventId"];
             /** @enum {string} */
+            event: "semaphore";
+            data: components["schemas"]["Semaphore"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
             event: "counter";
             data: components["schemas"]["Counter"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "rwlock";
+            data: components["schemas"]["RWLock"] | components["schemas"]["Deleted"];
         };
     };
     responses: {
@@ -1557,6 +1806,8 @@ export interface components {
         ClaimPath: components["schemas"]["Name"];
         /** @description The lease that holds what the operation changes. */
         LeaseRequired: components["schemas"]["Name"];
+        /** @description read (shared with other readers) or write (exclusive). */
+        RWMode: "read" | "write";
         NamePath: components["schemas"]["Name"];
         LeasePath: components["schemas"]["Name"];
         /** @description Attach to this existing lease instead of making an implicit one. */
@@ -3393,6 +3644,326 @@ export interface operations {
                     "text/event-stream": components["schemas"]["OverviewEvent"][];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["LockEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    acquirePermit: {
+        parameters: {
+            query: {
+                /** @description The most permits held at once (at least 1). */
+                max: number;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+                /** @description Free text stored in the lease node (at most 256 bytes), shown as the holder's `owner`. */
+                owner?: string;
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Granted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Permit"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            /**
+             * @description `semaphore-full`: no permit within `wait`; the problem carries `holders`.
+             *     `acquisition-in-progress`: this lease is already acquiring a permit of
+             *     this semaphore in another request.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["SemaphoreFullProblem"];
+                };
+            };
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getSemaphore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The semaphore. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Semaphore"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    releasePermit: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+                permit: components["schemas"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getRWLock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The read/write lock. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RWLock"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    acquireRWLock: {
+        parameters: {
+            query: {
+                /** @description read (shared with other readers) or write (exclusive). */
+                mode: components["parameters"]["RWMode"];
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+                /** @description Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`. */
+                owner?: string;
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Granted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RWLockGrant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            /**
+             * @description `lock-held`: not granted within `wait`; the problem carries `writer` and
+             *     `readers`. `acquisition-in-progress`: this lease is already acquiring
+             *     this lock in another request.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["RWLockHeldProblem"];
+                };
+            };
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    releaseRWLock: {
+        parameters: {
+            query: {
+                /** @description read (shared with other readers) or write (exclusive). */
+                mode: components["parameters"]["RWMode"];
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Released. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listSemaphores: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Semaphores. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        semaphores: components["schemas"]["Semaphore"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listRWLocks: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Read/write locks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rwlocks: components["schemas"]["RWLock"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];

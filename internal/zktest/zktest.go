@@ -749,3 +749,26 @@ func Received(tb testing.TB, addr, sid string) int64 {
 	}
 	return 0
 }
+
+// ServerReceived is the number of requests the server at addr has received (its
+// `srvr` report's Received count: every client's requests and pings). The
+// difference between two readings around some work, with nothing else talking
+// to the server, is what that work costs the server in requests.
+func ServerReceived(tb testing.TB, addr string) int64 {
+	tb.Helper()
+	out, err := fourLetter(addr, "srvr")
+	if err != nil {
+		tb.Fatalf("zktest: srvr on %s: %v", addr, err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Received: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				tb.Fatalf("zktest: srvr on %s: %q: %v", addr, line, err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("zktest: srvr on %s has no Received line:\n%s", addr, out)
+	return 0
+}

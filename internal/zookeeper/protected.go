@@ -18,6 +18,9 @@ type Created struct {
 	// stamped create whose answer came (Czxid 0 otherwise).
 	Czxid int64
 	Alone bool
+	// Siblings is the parent's number of children just after the create, the
+	// node included (0 when not known): a semaphore's lease count.
+	Siblings int
 }
 
 // CreateProtected creates the ephemeral sequential node
@@ -68,7 +71,7 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 			c.Path = res[0].Path
 			if stamp {
 				if st := res[1].Stat; st != nil {
-					c.Czxid, c.Alone = st.Mzxid, st.NumChildren == 1
+					c.Czxid, c.Alone, c.Siblings = st.Mzxid, st.NumChildren == 1, int(st.NumChildren)
 				}
 			}
 			return c, nil

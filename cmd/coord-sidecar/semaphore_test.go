@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// children lists p's children (none when p does not exist).
+func children(t *testing.T, conn *zk.Conn, p string) []string {
+	t.Helper()
+	ch, _, err := conn.Children(p)
+	if err == zk.ErrNoNode {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// Semaphore max=2, two sidecars, 6 clients looping acquire, hold, release: an
+// outside counter never sees more than 2 inside, and nothing is left at the end.
+func TestSemaphoreAcrossSidecars(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+
+	const clients, rounds, max = 6, 15, 2
+	var inside, most, grants atomic.Int32
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			car := cars[c%2]
+			for range rounds {
+				r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/semaphores/pay/permits?max=%d&wait=60s&owner=client-%d", max, c), nil)
+				if err != nil || r.Status != http.StatusCreated {
+					errs <- fmt.Errorf("acquire: %v %v", err, r)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				grants.Add(1)
+				time.Sleep(time.Duration(c%3) * time.Millisecond) // hold a little: a window for a third
+				inside.Add(-1)
+				d, err := car.do(context.Background(), http.MethodDelete, "/v1/semaphores/pay/permits/"+str(r.Body["permit"])+"?lease="+str(r.Body["lease"]), nil)
+				if err != nil || d.Status != http.StatusNoContent {
+					errs <- fmt.Errorf("release: %v %v", err, d)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if m := most.Load(); m > max {
+		t.Fatalf("%d clients inside at once, max is %d", m, max)
+	}
+	t.Logf("%d grants, at most %d inside at once", grants.Load(), most.Load())
+	base := root + "/semaphores/pay"
+	testutil.Eventually(t, 5*time.Second, "nodes left under %s", func() bool {
+		return len(children(t, conn, base+"/leases")) == 0 && len(children(t, conn, base+"/locks")) == 0
+	})
+}
+
+// A lease's end frees its permit for a waiter.
+func TestSemaphoreLeaseEndFreesPermit(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
+
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	held := a.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/s/permits?max=1&owner=first&lease="+lease)
+	full := b.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/s/permits?max=1")
+	problemIs(t, full, http.StatusConflict, "semaphore-full")
+	if hs, _ := full.Body["holders"].([]any); len(hs) != 1 || str(hs[0].(map[string]any)["owner"]) != "first" ||
+		str(hs[0].(map[string]any)["permit"]) != str(held.Body["permit"]) {
+		t.Fatalf("holders = %v", full.Body["holders"])
+	}
+
+	got := make(chan *response, 1)
+	go func() {
+		r, _ := b.do(context.Background(), http.MethodPost, "/v1/semaphores/s/permits?max=1&wait=30s&owner=second", nil)
+		got <- r
+	}()
+	testutil.Eventually(t, 10*time.Second, "the second client never waited", func() bool {
+		return num(a.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body["waiters"]) == 1
+	})
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	select {
+	case r := <-got:
+		if r == nil || r.Status != http.StatusCreated || str(r.Body["owner"]) != "second" {
+			t.Fatalf("waiter got %v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease's end did not free its permit")
+	}
+	st := a.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body
+	if hs, _ := st["holders"].([]any); len(hs) != 1 || str(hs[0].(map[string]any)["owner"]) != "second" || num(st["waiters"]) != 0 {
+		t.Fatalf("state = %v", st)
+	}
+}
+
+// A waiter whose client goes away leaves no node, in the internal mutex's line
+// or among the leases, whether it waited for the mutex or for a lease.
+func TestSemaphoreDisconnectedWaiterLeavesNothing(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	base := root + "/semaphores/d"
+
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/d/permits?max=1")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 { // the first waits for a lease (holding the mutex), the second for the mutex
+		wg.Go(func() {
+			_, _ = car.do(ctx, http.MethodPost, "/v1/semaphores/d/permits?max=1&wait=60s", nil)
+		})
+	}
+	testutil.Eventually(t, 10*time.Second, "two waiters never waited", func() bool {
+		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/d").Body["waiters"]) == 2
+	})
+	cancel()
+	wg.Wait()
+	testutil.Eventually(t, 10*time.Second, "the waiters left nodes: locks %v, leases %v", func() bool {
+		return len(children(t, conn, base+"/locks")) == 0 && len(children(t, conn, base+"/leases")) == 1
+	})
+}
+
+// Curator's layout: the sidecar's nodes are named as InterProcessSemaphoreV2
+// names them, and nodes placed as Curator places them (with go-zookeeper here)
+// are respected as holders and as contenders for the internal mutex.
+func TestSemaphoreSharesCuratorLayout(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	base := root + "/semaphores/shared"
+
+	// The sidecar's lease node is Curator's.
+	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=2&owner=sidecar")
+	leaseNode := regexp.MustCompile(`^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lease-[0-9]{10}$`)
+	ls := children(t, conn, base+"/leases")
+	if len(ls) != 1 || !leaseNode.MatchString(ls[0]) || "_c_"+str(g.Body["permit"]) != ls[0] {
+		t.Fatalf("leases = %v, permit %v", ls, g.Body["permit"])
+	}
+
+	// A Curator holder takes the second permit: the sidecar finds the semaphore full.
+	curatorLease, err := conn.Create(base+"/leases/_c_"+zookeeper.NewGUID()+"-lease-", []byte("curator"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
+	if hs, _ := full.Body["holders"].([]any); len(hs) != 2 || str(hs[1].(map[string]any)["owner"]) != "curator" {
+		t.Fatalf("holders = %v", full.Body["holders"])
+	}
+	if err := conn.Delete(curatorLease, -1); err != nil {
+		t.Fatal(err)
+	}
+
+	// A Curator process holding the internal mutex (waiting for a lease) comes
+	// first: the sidecar waits behind it although a permit is free.
+	mutex, err := conn.Create(base+"/locks/_c_"+zookeeper.NewGUID()+"-lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
+	got := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/semaphores/shared/permits?max=2&wait=30s&owner=behind", nil)
+		got <- r
+	}()
+	testutil.Eventually(t, 10*time.Second, "the sidecar's waiter never queued on the internal mutex", func() bool { return len(children(t, conn, base+"/locks")) == 2 })
+	select {
+	case r := <-got:
+		t.Fatalf("granted past Curator's mutex holder: %v", r)
+	default:
+	}
+	if err := conn.Delete(mutex, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r == nil || r.Status != http.StatusCreated {
+			t.Fatalf("after Curator let the mutex go: %v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not granted after Curator let the mutex go")
+	}
+	mutexNode := regexp.MustCompile(`^_c_[0-9a-f-]{36}-lock-[0-9]{10}$`)
+	for _, n := range children(t, conn, base+"/locks") {
+		if !mutexNode.MatchString(n) {
+			t.Fatalf("mutex node %s", path.Join(base, "locks", n))
+		}
+	}
+}

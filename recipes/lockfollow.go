@@ -1,0 +1,67 @@
+package recipes
+
+import (
+	"context"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Follow follows lock name: however many followers a lock has on this sidecar
+// (event streams, the overview), the sidecar holds one ZooKeeper watch for it
+// (on its contenders) and one cached state, read again after every change and
+// every reconnect. Its state changes with the holder or the number of waiters.
+// While the session is not connected the last state read stays (nobody is
+// vouched for anew). Close the follower when done.
+func (l *Locks) Follow(name string) (*kit.Follower[*LockState], error) {
+	if err := kit.CheckName("lock", name); err != nil {
+		return nil, err
+	}
+	return l.followers.Follow(name), nil
+}
+
+// lockSource reads one lock for its follower.
+type lockSource struct {
+	l     *Locks
+	name  string
+	cache nodeCache
+}
+
+func (s *lockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*LockState, error) {
+	parent := s.l.parent(s.name)
+	children, st, err := watchedChildren(ctx, ep, parent, childrenPart, w)
+	if err != nil {
+		return nil, err
+	}
+	line := zookeeper.SortBySeq(children)
+	out := &LockState{Name: s.name, Zxid: pzxid(st)}
+	for len(line) > 0 {
+		infos, err := s.cache.read(ctx, ep, parent, line[:1])
+		if err != nil {
+			return nil, err
+		}
+		if in, ok := infos[line[0]]; ok {
+			out.Holder = &LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
+			out.Waiters = len(line) - 1
+			break
+		}
+		line = line[1:] // released meanwhile: the watch reports it
+	}
+	return out, nil
+}
+
+func (s *lockSource) Reset() { s.cache.reset() }
+
+func (s *lockSource) Uncertain(last *LockState, loaded bool) *LockState {
+	if loaded {
+		return last
+	}
+	return &LockState{Name: s.name}
+}
+
+func (s *lockSource) Same(a, b *LockState) bool {
+	if a == nil || b == nil || a.Waiters != b.Waiters || (a.Holder == nil) != (b.Holder == nil) {
+		return false
+	}
+	return a.Holder == nil || *a.Holder == *b.Holder
+}

@@ -1,0 +1,384 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Semaphores are counting semaphores in the layout and with the algorithm of
+// Curator's InterProcessSemaphoreV2, so Curator processes and the sidecar share
+// one semaphore:
+//
+//	<root>/semaphores/<name>/locks/_c_<guid>-lock-<seq>    an internal mutex (InterProcessMutex)
+//	<root>/semaphores/<name>/leases/_c_<guid>-lease-<seq>  one node per permit held
+//
+// Both are ephemeral sequential nodes made in protected mode under container
+// parents. A permit is taken by whoever holds the internal mutex: it creates its
+// lease node and holds a permit once the leases number at most max (its own
+// included), waiting for releases while it keeps the mutex; then it lets the
+// mutex go. Waiters queue fairly on the mutex, each watching its predecessor
+// there; only the mutex's holder waits on the leases.
+//
+// Requests per uncontended permit: Curator sends 7 (create and list under
+// locks, create the lease, list the leases with a watch, remove that watch,
+// delete the mutex node; the release deletes the lease). The sidecar sends 4:
+// its creates are stamped (the parent's stat comes back in the create's own
+// transaction), so a mutex node alone under locks holds the mutex without a
+// listing and the lease's create tells the number of leases without one; no
+// watch is set, so none is removed.
+//
+// Differences that Curator processes cannot tell: the mutex holder whose lease
+// would make one too many deletes it again and waits, without a lease, until
+// fewer than max remain (so the holders shown are the permits held, and a wait
+// that ends leaves nothing); and its wait on the leases is this sidecar's one
+// follower of the semaphore (one children watch, whatever the number of
+// waiters and streams), not a watch of its own.
+type Semaphores struct {
+	s       *zookeeper.Session
+	dir     string
+	metrics semaphoreMetrics
+	// handoffs passes the internal mutex to this sidecar's next waiter.
+	handoffs  handoffs
+	followers *kit.Followers[*SemaphoreState]
+}
+
+// Permit is a permit held by a lease: the lease's holding. A lease holds at
+// most one permit of a semaphore.
+type Permit struct {
+	Name string
+	// Permit names the permit: its lease node's name without the protected
+	// prefix ("<guid>-lease-<seq>").
+	Permit     string
+	Lease      string
+	Owner      string
+	Max        int
+	AcquiredAt time.Time
+
+	sems *Semaphores
+	ep   *zookeeper.Epoch
+	node zookeeper.Created
+}
+
+// SemaphoreHolder is one permit as anyone can see it.
+type SemaphoreHolder struct {
+	Permit string
+	Owner  string
+	Since  time.Time
+}
+
+// SemaphoreState is a semaphore's holders (in the order they were granted) and
+// the number of waiters (contenders for its internal mutex, on every client).
+type SemaphoreState struct {
+	Name    string
+	Holders []SemaphoreHolder
+	Waiters int
+	// Zxid is the newest change of the leases the state reflects.
+	Zxid int64
+}
+
+const semaphoreKind = "semaphore"
+
+// NewSemaphores returns the semaphore recipe over a session.
+func NewSemaphores(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
+	m := &Semaphores{s: s, dir: path.Join(s.Root(), "semaphores"), metrics: newSemaphoreMetrics(reg)}
+	m.followers = kit.NewFollowers(s, m.metrics.watched, func(name string) kit.Source[*SemaphoreState] {
+		return &semaphoreSource{m: m, name: name}
+	})
+	return m
+}
+
+func (m *Semaphores) parent(name string) string { return m.dir + "/" + name }
+
+// permitName is a lease node's permit id.
+func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
+
+// Acquire takes a permit of semaphore name for lease, max permits at most being
+// held at once, waiting at most wait (0: try once). It returns the permit; a
+// SemaphoreFullError (ErrSemaphoreFull) when none is granted within wait;
+// kit.ErrInvalidArgument when max < 1; kit.ErrLeaseEnded, kit.ErrSessionLost,
+// kit.ErrUnavailable or ctx's error otherwise. On every failure the nodes it
+// made are deleted before it returns, and an implicit lease ends. A lease that
+// holds a permit of the semaphore gets that permit again.
+func (m *Semaphores) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, max int, wait time.Duration) (*Permit, error) {
+	if err := kit.CheckName("semaphore", name); err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("max=%d: a semaphore has at least one permit: %w", max, kit.ErrInvalidArgument)
+	}
+	start := time.Now()
+	m.metrics.waiting.Inc()
+	p, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: semaphoreKind, Name: name},
+		func(ctx context.Context, ep *zookeeper.Epoch) (*Permit, error) {
+			return m.acquire(ctx, ep, lease, name, owner, max, wait)
+		})
+	m.metrics.waiting.Dec()
+	if !found {
+		result := acquireResult(err)
+		if errors.Is(err, ErrSemaphoreFull) {
+			result = "timeout"
+		}
+		m.metrics.acquire.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	}
+	return p, err
+}
+
+// acquire takes the internal mutex, then a lease under it, and lets the mutex go.
+func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, owner string, max int, wait time.Duration) (*Permit, error) {
+	deadline := time.Now().Add(wait)
+	locks := m.parent(name) + "/locks"
+	mu, err := ep.CreateProtected(ctx, locks, "lock-", nil, true)
+	if err != nil {
+		return nil, fmt.Errorf("semaphore %q: %w", name, err)
+	}
+	place, err := awaitHead(ctx, ep, mu, wait, lease.Ending(), &m.handoffs)
+	var node zookeeper.Created
+	if err == nil && place.Head {
+		node, err = m.takeLease(ctx, ep, lease, name, owner, max, time.Until(deadline))
+	}
+	if place.Head {
+		m.handoffs.letGo(mu.Path)
+	}
+	ep.CleanupProtected(locks, mu.GUID, mu.Path)
+	switch {
+	case err == nil && node.Path == "":
+		st, _ := m.read(ctx, ep, name, nil, &nodeCache{})
+		err = &SemaphoreFullError{Name: name}
+		if st != nil {
+			err = &SemaphoreFullError{Name: name, Holders: st.Holders}
+		}
+	case err == nil && ctx.Err() != nil:
+		// The client went away as it was granted: it would never know it holds
+		// a permit, so it does not.
+		ep.CleanupProtected(path.Dir(node.Path), node.GUID, node.Path)
+		err = ctx.Err()
+	}
+	if err != nil {
+		if !errors.Is(err, ErrSemaphoreFull) {
+			err = fmt.Errorf("semaphore %q: %w", name, err)
+		}
+		return nil, err
+	}
+	m.metrics.held.Inc()
+	return &Permit{Name: name, Permit: permitName(path.Base(node.Path)), Lease: lease.ID, Owner: owner, Max: max,
+		AcquiredAt: time.Now(), sems: m, ep: ep, node: node}, nil
+}
+
+// takeLease runs while the internal mutex is held: it creates the lease node and
+// keeps it when the leases then number at most max; otherwise it deletes it and
+// waits, up to wait, until fewer than max remain, and tries again. A zero
+// Created (no error) means the wait ended first.
+func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, owner string, max int, wait time.Duration) (zookeeper.Created, error) {
+	leases := m.parent(name) + "/leases"
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var f *kit.Follower[*SemaphoreState]
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		c, err := ep.CreateProtected(ctx, leases, "lease-", []byte(owner), true)
+		if err != nil {
+			return zookeeper.Created{}, err
+		}
+		count, seen := c.Siblings, c.Czxid
+		if c.Czxid == 0 { // unstamped (another's parent): count by listing
+			children, st, err := ep.Children(ctx, leases)
+			if err != nil {
+				ep.CleanupProtected(leases, c.GUID, c.Path)
+				return zookeeper.Created{}, err
+			}
+			count, seen = len(zookeeper.SortBySeq(children)), pzxid(st)
+		}
+		if count <= max {
+			return c, nil
+		}
+		// One too many: wait without a lease, so that nothing is overcounted
+		// and a wait that ends leaves nothing behind.
+		ep.CleanupProtected(leases, c.GUID, c.Path)
+		if wait <= 0 {
+			return zookeeper.Created{}, nil
+		}
+		if f == nil {
+			f = m.followers.Follow(name)
+		}
+		// A state read after this attempt (its zxid at least the create's) with
+		// fewer than max holders is current: nobody else adds a lease while this
+		// waiter holds the mutex.
+		for ok := false; !ok; {
+			changed := f.Changed()
+			if st, loaded := f.State(); loaded && st.Zxid > seen && len(st.Holders) < max {
+				break
+			}
+			select {
+			case <-changed:
+			case <-timer.C:
+				return zookeeper.Created{}, nil
+			case <-ctx.Done():
+				return zookeeper.Created{}, ctx.Err()
+			case <-lease.Ending():
+				return zookeeper.Created{}, kit.ErrLeaseEnded
+			case <-ep.Lost():
+				return zookeeper.Created{}, zookeeper.ErrSessionLost
+			}
+		}
+	}
+}
+
+// Release deletes the permit's lease node; it retries through a suspension while
+// the session lives.
+func (p *Permit) Release(ctx context.Context) error {
+	p.sems.metrics.held.Dec()
+	return p.ep.DeleteProtected(ctx, path.Dir(p.node.Path), p.node.GUID, p.node.Path)
+}
+
+// Release releases the permit the lease holds, deleting its lease node. It
+// returns kit.ErrNotHeld when the lease holds no permit of that name (nothing
+// is changed then). An implicit lease ends with it.
+func (m *Semaphores) Release(ctx context.Context, lease *kit.Lease, name, permit string) error {
+	if err := kit.CheckName("semaphore", name); err != nil {
+		return err
+	}
+	h := kit.Hold{Kind: semaphoreKind, Name: name}
+	if p, ok := kit.Lookup[*Permit](lease, h); !ok || p.Permit != permit {
+		return fmt.Errorf("permit %q of semaphore %q: %w", permit, name, kit.ErrNotHeld)
+	}
+	return kit.Release(ctx, lease, h)
+}
+
+// Inspect returns the semaphore's holders and waiters (on every client).
+func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState, error) {
+	if err := kit.CheckName("semaphore", name); err != nil {
+		return nil, err
+	}
+	ep, err := m.s.Current()
+	if err != nil {
+		return nil, err
+	}
+	return m.read(ctx, ep, name, nil, &nodeCache{})
+}
+
+// List returns the names of the semaphores that have a node.
+func (m *Semaphores) List(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, m.s, m.dir)
+}
+
+// Follow follows semaphore name: one children watch on its leases and one on its
+// internal mutex per sidecar, however many followers (streams, the overview,
+// the waiter that holds the mutex). Close the follower when done.
+func (m *Semaphores) Follow(name string) (*kit.Follower[*SemaphoreState], error) {
+	if err := kit.CheckName("semaphore", name); err != nil {
+		return nil, err
+	}
+	return m.followers.Follow(name), nil
+}
+
+const (
+	leasesPart = "leases"
+	mutexPart  = "locks"
+)
+
+// read lists the leases and the internal mutex's contenders (together) and
+// reads the leases' data (the cache's unknown ones), watching through w.
+func (m *Semaphores) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches, cache *nodeCache) (*SemaphoreState, error) {
+	parent := m.parent(name)
+	var leases, locks []string
+	var lst *zookeeper.Stat
+	err := zookeeper.Parallel(func() error {
+		var err error
+		leases, lst, err = watchedChildren(ctx, ep, parent+"/leases", leasesPart, w)
+		return err
+	}, func() error {
+		var err error
+		locks, _, err = watchedChildren(ctx, ep, parent+"/locks", mutexPart, w)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	leases = zookeeper.SortBySeq(leases)
+	infos, err := cache.read(ctx, ep, parent+"/leases", leases)
+	if err != nil {
+		return nil, err
+	}
+	st := &SemaphoreState{Name: name, Holders: []SemaphoreHolder{}, Waiters: len(zookeeper.SortBySeq(locks)), Zxid: pzxid(lst)}
+	for _, n := range leases {
+		if in, ok := infos[n]; ok {
+			st.Holders = append(st.Holders, SemaphoreHolder{Permit: permitName(n), Owner: in.Data, Since: in.Since})
+		}
+	}
+	return st, nil
+}
+
+// semaphoreSource reads a semaphore for its follower.
+type semaphoreSource struct {
+	m     *Semaphores
+	name  string
+	cache nodeCache
+}
+
+func (s *semaphoreSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*SemaphoreState, error) {
+	return s.m.read(ctx, ep, s.name, w, &s.cache)
+}
+
+func (s *semaphoreSource) Reset() { s.cache.reset() }
+
+func (s *semaphoreSource) Uncertain(last *SemaphoreState, loaded bool) *SemaphoreState {
+	if loaded {
+		return last
+	}
+	return &SemaphoreState{Name: s.name, Holders: []SemaphoreHolder{}}
+}
+
+func (s *semaphoreSource) Same(a, b *SemaphoreState) bool {
+	if a == nil || b == nil || a.Waiters != b.Waiters || len(a.Holders) != len(b.Holders) {
+		return false
+	}
+	for i := range a.Holders {
+		if a.Holders[i] != b.Holders[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type semaphoreMetrics struct {
+	acquire *prometheus.HistogramVec
+	held    prometheus.Gauge
+	waiting prometheus.Gauge
+	watched prometheus.Gauge
+}
+
+func newSemaphoreMetrics(reg prometheus.Registerer) semaphoreMetrics {
+	m := semaphoreMetrics{
+		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "coord_semaphore_acquire_duration_seconds",
+			Help:    "Time from a permit request to its outcome, by result (granted, timeout, cancelled, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"result"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_semaphore_permits_held", Help: "Semaphore permits held by leases of this sidecar.",
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_semaphore_acquisitions_in_progress", Help: "Permit requests under way on this sidecar.",
+		}),
+		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_semaphore_watched", Help: "Semaphores this sidecar follows (one watch on the leases each), however many waiters and streams follow them.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
+	}
+	return m
+}
