@@ -38,6 +38,21 @@ func (e ElectionEventEvent) Valid() bool {
 	}
 }
 
+// Defines values for GroupEventEvent.
+const (
+	GroupEventEventGroup GroupEventEvent = "group"
+)
+
+// Valid indicates whether the value is a known member of the GroupEventEvent enum.
+func (e GroupEventEvent) Valid() bool {
+	switch e {
+	case GroupEventEventGroup:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStreamEvent0Event.
 const (
 	LeaseStreamEvent0EventLease LeaseStreamEvent0Event = "lease"
@@ -158,6 +173,21 @@ const (
 func (e OverviewEvent6Event) Valid() bool {
 	switch e {
 	case OverviewEvent6EventDoubleBarrier:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent7Event.
+const (
+	OverviewEvent7EventGroup OverviewEvent7Event = "group"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent7Event enum.
+func (e OverviewEvent7Event) Valid() bool {
+	switch e {
+	case OverviewEvent7EventGroup:
 		return true
 	default:
 		return false
@@ -398,6 +428,36 @@ type Enqueued struct {
 // EventId A decimal integer; ids strictly increase along a stream.
 type EventId = string
 
+// GroupEvent defines model for GroupEvent.
+type GroupEvent struct {
+	Data  MembershipGroup `json:"data"`
+	Event GroupEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// GroupEventEvent defines model for GroupEvent.Event.
+type GroupEventEvent string
+
+// GroupJoined defines model for GroupJoined.
+type GroupJoined struct {
+	Group string `json:"group"`
+	Id    string `json:"id"`
+
+	// Lease The lease that holds the member (in the join answer), needed to keep it alive, change its value or leave.
+	Lease *string `json:"lease,omitempty"`
+}
+
+// GroupMember defines model for GroupMember.
+type GroupMember struct {
+	Id string `json:"id"`
+
+	// Since When the member joined (its node's creation time).
+	Since time.Time `json:"since"`
+	Value string    `json:"value"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -509,6 +569,23 @@ type LockState struct {
 	Waiters int         `json:"waiters"`
 }
 
+// MemberValue defines model for MemberValue.
+type MemberValue struct {
+	// Value Free text (at most 64 KiB): the member node's data.
+	Value *string `json:"value,omitempty"`
+}
+
+// MembershipGroup defines model for MembershipGroup.
+type MembershipGroup struct {
+	Group string `json:"group"`
+
+	// Members The live members in join order.
+	Members []GroupMember `json:"members"`
+
+	// Version The zxid of the group's latest change; 0 for a group without a node.
+	Version int64 `json:"version"`
+}
+
 // Name defines model for Name.
 type Name = string
 
@@ -618,6 +695,23 @@ type OverviewEvent_6_Data struct {
 
 // OverviewEvent6Event defines model for OverviewEvent.6.Event.
 type OverviewEvent6Event string
+
+// OverviewEvent7 defines model for OverviewEvent.7.
+type OverviewEvent7 struct {
+	Data  OverviewEvent_7_Data `json:"data"`
+	Event OverviewEvent7Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_7_Data defines model for OverviewEvent.7.Data.
+type OverviewEvent_7_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent7Event defines model for OverviewEvent.7.Event.
+type OverviewEvent7Event string
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -1101,6 +1195,49 @@ type ProclaimParams struct {
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
+// ListGroupsParams defines parameters for ListGroups.
+type ListGroupsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetGroupParams defines parameters for GetGroup.
+type GetGroupParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// JoinGroupParams defines parameters for JoinGroup.
+type JoinGroupParams struct {
+	Id Name `form:"id" json:"id"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeaveGroupParams defines parameters for LeaveGroup.
+type LeaveGroupParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// SetGroupMemberParams defines parameters for SetGroupMember.
+type SetGroupMemberParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
 // CreateLeaseParams defines parameters for CreateLease.
 type CreateLeaseParams struct {
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
@@ -1231,6 +1368,12 @@ type CampaignJSONRequestBody = CandidateValue
 
 // ProclaimJSONRequestBody defines body for Proclaim for application/json ContentType.
 type ProclaimJSONRequestBody = CandidateValue
+
+// JoinGroupJSONRequestBody defines body for JoinGroup for application/json ContentType.
+type JoinGroupJSONRequestBody = MemberValue
+
+// SetGroupMemberJSONRequestBody defines body for SetGroupMember for application/json ContentType.
+type SetGroupMemberJSONRequestBody = MemberValue
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -2045,6 +2188,32 @@ func (t *OverviewEvent) MergeOverviewEvent6(v OverviewEvent6) error {
 	return err
 }
 
+// AsOverviewEvent7 returns the union data inside the OverviewEvent as a OverviewEvent7
+func (t OverviewEvent) AsOverviewEvent7() (OverviewEvent7, error) {
+	var body OverviewEvent7
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent7 overwrites any union data inside the OverviewEvent as the provided OverviewEvent7
+func (t *OverviewEvent) FromOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent7 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent7
+func (t *OverviewEvent) MergeOverviewEvent7(v OverviewEvent7) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -2427,6 +2596,68 @@ func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsMembershipGroup returns the union data inside the OverviewEvent_7_Data as a MembershipGroup
+func (t OverviewEvent_7_Data) AsMembershipGroup() (MembershipGroup, error) {
+	var body MembershipGroup
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMembershipGroup overwrites any union data inside the OverviewEvent_7_Data as the provided MembershipGroup
+func (t *OverviewEvent_7_Data) FromMembershipGroup(v MembershipGroup) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMembershipGroup performs a merge with any union data inside the OverviewEvent_7_Data, using the provided MembershipGroup
+func (t *OverviewEvent_7_Data) MergeMembershipGroup(v MembershipGroup) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_7_Data as a Deleted
+func (t OverviewEvent_7_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_7_Data as the provided Deleted
+func (t *OverviewEvent_7_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_7_Data, using the provided Deleted
+func (t *OverviewEvent_7_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_7_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -2483,6 +2714,24 @@ type ServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(w http.ResponseWriter, r *http.Request)
+	// ListGroups Every membership group that has a node, with its members.
+	// (GET /v1/groups)
+	ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams)
+	// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+	// (GET /v1/groups/{group})
+	GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams)
+	// StreamGroup The group's changes (SSE).
+	// (GET /v1/groups/{group}/events)
+	StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+	// (POST /v1/groups/{group}/members)
+	JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams)
+	// LeaveGroup Leave the group.
+	// (DELETE /v1/groups/{group}/members/{id})
+	LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams)
+	// SetGroupMember Set the member's value.
+	// (PUT /v1/groups/{group}/members/{id})
+	SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -2675,6 +2924,42 @@ func (_ Unimplemented) StreamElection(w http.ResponseWriter, r *http.Request, na
 // StreamEverything Every topic in one stream (SSE), each first as current state.
 // (GET /v1/events)
 func (_ Unimplemented) StreamEverything(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListGroups Every membership group that has a node, with its members.
+// (GET /v1/groups)
+func (_ Unimplemented) ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+// (GET /v1/groups/{group})
+func (_ Unimplemented) GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamGroup The group's changes (SSE).
+// (GET /v1/groups/{group}/events)
+func (_ Unimplemented) StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+// (POST /v1/groups/{group}/members)
+func (_ Unimplemented) JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeaveGroup Leave the group.
+// (DELETE /v1/groups/{group}/members/{id})
+func (_ Unimplemented) LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetGroupMember Set the member's value.
+// (PUT /v1/groups/{group}/members/{id})
+func (_ Unimplemented) SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3656,6 +3941,316 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamEverything(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListGroupsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListGroups(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetGroupParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamGroup operation middleware
+func (siw *ServerInterfaceWrapper) StreamGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// JoinGroup operation middleware
+func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params JoinGroupParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeaveGroup operation middleware
+func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeaveGroupParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveGroup(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetGroupMember operation middleware
+func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetGroupMemberParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetGroupMember(w, r, group, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5015,6 +5610,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/throughput", wrapper.ListThroughputGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups/{group}", wrapper.GetGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/groups/{group}/members", wrapper.JoinGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/groups/{group}/members/{id}", wrapper.LeaveGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/groups/{group}/members/{id}", wrapper.SetGroupMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups/{group}/events", wrapper.StreamGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups", wrapper.ListGroups)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
@@ -7241,6 +7854,873 @@ type StreamEverythingdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamEverythingdefaultApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroupsRequestObject struct {
+	Params ListGroupsParams
+}
+
+type ListGroupsResponseObject interface {
+	VisitListGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListGroups200JSONResponse struct {
+	Groups []MembershipGroup `json:"groups"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListGroups200JSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups400ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups401ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups403ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups503ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListGroupsdefaultApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params GetGroupParams
+}
+
+type GetGroupResponseObject interface {
+	VisitGetGroupResponse(w http.ResponseWriter) error
+}
+
+type GetGroup200JSONResponse MembershipGroup
+
+func (response GetGroup200JSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup400ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup401ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup403ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup503ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetGroupdefaultApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type StreamGroupResponseObject interface {
+	VisitStreamGroupResponse(w http.ResponseWriter) error
+}
+
+type StreamGroup200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamGroup200TexteventStreamResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup400ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup401ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup403ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup503ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamGroupdefaultApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params JoinGroupParams
+	Body   *JoinGroupJSONRequestBody
+}
+
+type JoinGroupResponseObject interface {
+	VisitJoinGroupResponse(w http.ResponseWriter) error
+}
+
+type JoinGroup201JSONResponse GroupJoined
+
+func (response JoinGroup201JSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup400ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup401ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup403ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup404ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup408ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinGroup409ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup413ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup415ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup429ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup503ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response JoinGroupdefaultApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params LeaveGroupParams
+}
+
+type LeaveGroupResponseObject interface {
+	VisitLeaveGroupResponse(w http.ResponseWriter) error
+}
+
+type LeaveGroup204Response struct {
+}
+
+func (response LeaveGroup204Response) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeaveGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup400ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup401ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup403ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup404ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup503ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeaveGroupdefaultApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params SetGroupMemberParams
+	Body   *SetGroupMemberJSONRequestBody
+}
+
+type SetGroupMemberResponseObject interface {
+	VisitSetGroupMemberResponse(w http.ResponseWriter) error
+}
+
+type SetGroupMember200JSONResponse GroupJoined
+
+func (response SetGroupMember200JSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember400ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember401ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember403ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember404ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember408ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember413ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember415ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember503ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetGroupMemberdefaultApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -10700,6 +12180,24 @@ type StrictServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(ctx context.Context, request StreamEverythingRequestObject) (StreamEverythingResponseObject, error)
+	// ListGroups Every membership group that has a node, with its members.
+	// (GET /v1/groups)
+	ListGroups(ctx context.Context, request ListGroupsRequestObject) (ListGroupsResponseObject, error)
+	// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+	// (GET /v1/groups/{group})
+	GetGroup(ctx context.Context, request GetGroupRequestObject) (GetGroupResponseObject, error)
+	// StreamGroup The group's changes (SSE).
+	// (GET /v1/groups/{group}/events)
+	StreamGroup(ctx context.Context, request StreamGroupRequestObject) (StreamGroupResponseObject, error)
+	// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+	// (POST /v1/groups/{group}/members)
+	JoinGroup(ctx context.Context, request JoinGroupRequestObject) (JoinGroupResponseObject, error)
+	// LeaveGroup Leave the group.
+	// (DELETE /v1/groups/{group}/members/{id})
+	LeaveGroup(ctx context.Context, request LeaveGroupRequestObject) (LeaveGroupResponseObject, error)
+	// SetGroupMember Set the member's value.
+	// (PUT /v1/groups/{group}/members/{id})
+	SetGroupMember(ctx context.Context, request SetGroupMemberRequestObject) (SetGroupMemberResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -11305,6 +12803,185 @@ func (sh *strictHandler) StreamEverything(w http.ResponseWriter, r *http.Request
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamEverythingResponseObject); ok {
 		if err := validResponse.VisitStreamEverythingResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListGroups operation middleware
+func (sh *strictHandler) ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams) {
+	var request ListGroupsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListGroups(ctx, request.(ListGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListGroupsResponseObject); ok {
+		if err := validResponse.VisitListGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetGroup operation middleware
+func (sh *strictHandler) GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams) {
+	var request GetGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetGroup(ctx, request.(GetGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetGroupResponseObject); ok {
+		if err := validResponse.VisitGetGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamGroup operation middleware
+func (sh *strictHandler) StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request StreamGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamGroup(ctx, request.(StreamGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamGroupResponseObject); ok {
+		if err := validResponse.VisitStreamGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// JoinGroup operation middleware
+func (sh *strictHandler) JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams) {
+	var request JoinGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	var body JoinGroupJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.JoinGroup(ctx, request.(JoinGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "JoinGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(JoinGroupResponseObject); ok {
+		if err := validResponse.VisitJoinGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeaveGroup operation middleware
+func (sh *strictHandler) LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams) {
+	var request LeaveGroupRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeaveGroup(ctx, request.(LeaveGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeaveGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeaveGroupResponseObject); ok {
+		if err := validResponse.VisitLeaveGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetGroupMember operation middleware
+func (sh *strictHandler) SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams) {
+	var request SetGroupMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	var body SetGroupMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetGroupMember(ctx, request.(SetGroupMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetGroupMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetGroupMemberResponseObject); ok {
+		if err := validResponse.VisitSetGroupMemberResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12047,184 +13724,197 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rcxs3luhfQfFulcmZJkX5sTOmaj4ojpN448QeS3Ndd4e+21A3SCJqAgyAFsW4/N+3cA7QjX6RlPWy",
-	"HX2yzO4GDoCD83587CVyuZKCCaN7k4+9BaMpU/DnO2bU5nhmmLL/S5lOFF8ZLkVv0jthiRSpJkaSNeWG",
-	"nLGZVIwYteFiTuiccjHqRT2dLNiS2s/NZsV6kx4Xhs2Z6n369CnqraiiS2bcdC8yypdvqVk0ZztdMBLD",
-	"8+GrNCaUJPZvQoVeM8VSOxO3763s11FP0KWdC17qRT3Ffs+5YmlvYlTOQqD+Q7FZb9L7PwflHhzgU33w",
-	"qx3EQvmjkvnKw9Uyzdw+v/40r77fMgdPrz/Ba0Y12zJHZp/f0DT/zJnaNM/x2BiaLCzSmAXXhF1ybSy+",
-	"wNSEC20YTYmckSU9BzwShC9XGU+4IVKw4px/h+EbkH8OpO+K1bYhHQJmFtSQhcxSTdb2T7NgRK6YovZN",
-	"kiyomDO9C7jrbivXpuMuvhHZhtjZNKH2DdxcKRjpW0hjwS5NbHfV/m+l2AWXuSYrOmeDLqBhnMqOLunl",
-	"aybmFnsOH/898vdZG8XFvIDwNV9y03buZCm1QcCWVGwIN2ypSf9wNDocj8fjiKRsRvPMEPvfwZEHWtON",
-	"3XNmScuCEcW0JTVzLrq3GyAIIXcj9yZ26MguhC/zJf7X/p8L9/+oSaRwVW8Vm/HLrRsPKKINVYasuVnA",
-	"SrtAXOFwV9tdiwhbLi/8c20kOz193Vzla7wDfMnsxc34BSP9HyVJc8T/iBwCG4iHwyW9HBqTxYOj4jjj",
-	"4dD9CU+6tsSYrLIf7JIuV5l98mSse2378Z62IdpPck0yKeYWoLNMJuc1UKlDRAesZV0WWnqmmTBEKhKP",
-	"dUyM4sxeoKST4tgPrwTwJ3s2eiWFZsDsvqOppTxMwyISKQwT8CddWXoH4B6slDzL2PKvv2m7uI97nuZb",
-	"/AonrW5PzMUFzXg6tMuISZ8C9hKZG81TvGIragxTYhCR4uWCTcMXS5rNpFqydCqksp8O5WyoLAkkxYsD",
-	"2Er//ZlMN/Cp/QNvCtdESKDp5L9O3vxKLmiWs6mQM8KNJriSyA5CBWHLldmQ33OWMyAbgxH5VZqF5Q9r",
-	"qh35TUdT0fsU9b6T6eaUL5nM73Zj7dKGBieOJ45YwfniqlOewoqpUvYCWRrBhUXDyoeeSDsh7Mh+0lho",
-	"sUwpX1M1Z/ewTimHmZ3arRRWaFnOBVP+ahWHXh7cpPKC/cXeva4lgrj3qzQ/yFykd7pGkBuHQprhzM4d",
-	"T4hwdA/FTjgkrom9MwlVZEEd/ecp6dPknKURUQz4fgpIbHEaJQkmUpYOYH0/SHXG05SJO13bzM8aTwgl",
-	"OpErlhIjz5kg/Xg4hL/0cMYzFg8KumDhP+dW3KciRYaHl3MqFKPpUFo+iINIQajY4Ime5YZQ8uPL0yMS",
-	"L6Q2sKU0y+SapTB9/JPUFulxmqmIh/7x0L6v4yMSS8XnXDQ+PVNyrS0yvYHnMZFmAZIPFRYlp8IdziNN",
-	"5FoA3MHoOKiOSd+ugiRKaj3U3JSX1l5QmQOFGoym4nuW8JSlXs2xEsx/S/kzYyumSEKzrB2PkSYBA70X",
-	"TAakq2Ay/hQ7qcXjNSJnDa8BS+8F7NrV03myIErmhnmQfmLZ3UO0YFnqCB7uVyoZsjGrGhBujkjLhnv4",
-	"y32GRfjJ7nARx4K8++EFef702d+IG5ykMsmXVvQBTUEzdcH8lZlRnuXK3vT42XhMrEysBM1ipF6nUv5C",
-	"xQZQW9/pUVjmY1WIIWymtjiNDMX9HzdZE6oYbjrNLJHakH6oTeIJJjIXxkqvsoMRkfdWmI/BEjIE9QtE",
-	"2LqRZFhoZm2rcm8fBPYUWNi/BM3NQir+B7tbbM6DiYGaIu3mmiRSzPg8VywFkhmKMV6CSahSVn+r7cP7",
-	"9++Hx7lZMGEs4KwKaSkef8eoYoooRrPlP6a9REqVDh3FmfbaJGfcqQvKM3qW3a2084eU50Djh3kJQewv",
-	"i9ZW/XeibCKFYIlhqZWc3bNhBvytT6dirqgwj3TxFbtcWT0NXl7kxnAxH6ZyLeKIlBiujWJ0qWMi1VQE",
-	"iC/FfLiSWWYZ5LqJoFNxgyiq89VKKsPSX1jK6Skczp2iagHAcGkhGFr8QBHASp2gt8EeUPICgRpaIEN5",
-	"IA5BtKDFXVLnJ6/SOR1NKY57tlJyxZThSOtQCfxYR9WopyjXeJfdozMpM0ZFD/U/r5v/u1DX8f0PBdbL",
-	"s99YYkDCx8l/leal1X8CfkGz7M2sN/n3npsa1aFXbEm5sBC3mrxWVBme8BUFygiWL3rBAMczNoNrD8ab",
-	"1g1wP1Cl6Kax6HLi5oI/VJb8zhLsG1wy0Pk2K3TkzHNtawk3otWC3VxEU13CJYFEAFwoBvrJmSYxAGXv",
-	"ezhRTPoLuUYbGew7s3yXpQMUYZ301jfVg3qkB0duwOGS6yU1yaIxE37lIMIvgiGGYIzVMWgzQhJ2aZiw",
-	"pGoUYONbqh1+11BqX7zfgvAvqEh5SpNNc/gEH5n2c8qAdrVNvu10O++wYWrZfjOSXClLbnDCR5rYV0l/",
-	"TNYLBlqHYsgNBBpWZ1ItqUGU+c+nvVbzYgtRKFcbFcZjt0YH3Zbtwz26yvZpLhJ4UoBrXwWTRJMbRz2w",
-	"1LQMVFtLuAj8xM+0Ffj/60evrqCYtHooPyjGiGGXhvS9Ye8p+Zl/NyCr/CzjesFSb41lpIBo1GpPbMD0",
-	"PcuY6fQLUG0IuwCj4QyMVMJw44xba/szXdMN6ccHF4cH8J6OASeq60q75jjO1nSjiVF5CG6A2Oh02obY",
-	"TaARxkcajX79GMaIyQx0YLNQMp8vVrkh8PugfZvCM/bQt53o9zI/y1gnB91CkDsvZp0e78uFLNA03ezP",
-	"lRE4/1lt4p2LfYkEu7nmghY1T8bJ2E7zajidatSe9AVjKdht7LsXDAkQB7Oq13Dazm//ncD32tb6MmMJ",
-	"Qt5JZqqns41jl0Sr5dRKur4f+/eQvcbvmtzYOfRSpiIi8izDbRMSBEn7QIM9aL3gGSM61ytvrYt69nXU",
-	"PtCv0tiWTqwtxmnzoRvSR/kdwYoRLDCyyZJg6YGDKbTOPNKlBWoqAmWkmHBiMSKhwkpuFzJPFnjTxcZt",
-	"AsmF4Zl9STGnvWjUHfa7JgVPCg5+G8a8vHAaQ40GUrNTQyiQ7lPUY34YJvKlBcfB8aEF3Xm6c2Q72qu0",
-	"sUZwuONUEYK4bWmvC1S9Rc7rBZOdYsW1mDTMso1XvxRg0W8hcDxtp9uKS8XNpkOGbux68X7r7O68mhyT",
-	"pCzhS5oRN/gR4akmFozEZBvCRaKArlLwD1KCyjXwZHR59Sa9///v8fD5h7/+R9v2/8Rohu7X6qq1oSbX",
-	"VSOHPN/JPN1nbWv8SWYtu3vO0QpbzpLJ5LwN0g5aVAMAxnMvt0HxyrDldxvjBZXqXpdOnUeanNm3IiJX",
-	"9PecRSgQbQho68QOS/rg4+MiyXIgqORXSWLU46cCCaD934QgqHFEKAHXIYXokJWSlxsiFUkybkWrFVVg",
-	"4EPXoQWCnG0IN3oqKiYAZ8ESRLFZbr/gBkigJYhnjHss4GKOZK+4WGdcULUpTPfNs0DrjT42+9/ebk3E",
-	"mGw/l3d4el4xQMd5CU/bScIivmeG8mx/boorb6rSIJHszeABlXfZBXDIdpsAgPFSbBOn2oQcZ3+qou37",
-	"xSaw3gOPjAgXZC1Vqkd7b7kbvnOnT4CwFNxOCua2u6a8cOV1iNCpYJEWgoy4k/5atIY9OGZ45h1MU7P7",
-	"4JmN6BJa7sJCrusHRPoxGFFxi2rW08h+qJy30e4Xy1IrAs29Bv6Z+2bxrXXTpDbFbcOIvAt5XtGA7mof",
-	"4W7I5PxHRduEKprgcFehUDMmEi7mp/IcfdJ7yBmfYV6Ra1Ex1nRctlLGhDuHX9VgjMJltl5HmZz/xLL0",
-	"Bi2J9kpeRSkBEPAbq5Ds0CP2MSlaro++yMLAByEjMAnpl4oNd5aIJaMC9IfBEYlhxzS3gw25GK6UnCum",
-	"u8x+AfQNFPsMdOk6+yuKwjVU6cCNbgnWrurEtJrKrnm8TX0TBwz1TSBwMjm3hGqmGLueermm3MdP72dd",
-	"dCssv2zboV/ddKFkfDz8bzr8w8rH5Z+j/xl++DiODh//7VOrzPzmgqkLztYFM2x4pAsbWvzjy1MSWMuO",
-	"kLZD3AlEkninWkyWdOO8kLEz0oFTtmS0207sBEdBiJr32/OI/QYrMcmOtO1Nb00Ewt3CWJLz+2HG11l9",
-	"oJVfa/H3pr9fb/mnhcUUMgSuuQul/fXr24l/Wm3wmusHjfLrW7q3cF9v8c4p9/Utv2rmv94mpDDW8P72",
-	"4kM1LoumKchJNHsb7BAy6Cofq4dVjcjJQirjguxyzdIJqYZet0ZXR1NRjZmOSD3etoiiboTaRpAsY9gS",
-	"HkEsZRllG5GuQAp4EkQDRSSIvrMALZlZyLQSfxk149zcZyCW2seljAoG7qmIUe4AULpk0IjEhUXSu6Mj",
-	"Ei/Z8oyp4geACX6pTO897ehhDn8JfO/O2u4871NRdb37dQGQ4dcQgV58XYQxxIPaEAHQdV98ZWY7fj3I",
-	"OAojfHzgTxgMFET9RCSI441agmvtYC2Bs5XhMFquQDEfgd5/Ov47rAuNbcMkk5qlQ+ehss+fP48wcI6l",
-	"RIpsM4H4YGebs2oEqN92iPbwqXp8VFsIVBFtiJa5utfUm7KaBEJoQ50q0VQyCkttUzUx3GRsizMxtM8t",
-	"jFnpycFBJXZtlLILH/+kD4oLsFN7gad+/mibWRi5bNPHYBGpEnxRUdAxqagueb+C9CurAnAxJ303BpGC",
-	"acIuvZ22VYnbz7pc6O8wf1RA2bkwC9GNuBSs5vcHu7KzwX22FT7dAqD/eS9zaLnSXTZRHK4NGqfAdBhE",
-	"W6z1r4vIY02kqIV4t50whgE3B7JkZmJZiE9TKUPg8RPCheV2rZ5nd+VfdQRUhEM5V2Zqh1uwS9Kf9saX",
-	"o9Fo2htELhvIh+dT/3r7nF7Jryd4oLfTknDSF7KYcsMMkGYfygmkybtTY9JPuS6eTQjYHfSCr0guEqYM",
-	"5ZA15WI+nZHwiFAi2DqMFkXXw5KmDPmApa+gwHpBqAQPghHchL3Qlxx5WyR+3iosmTINqrnfgs2l4dTS",
-	"cA+ae7+SMbdHFAhucnjABQaVMEQeO7dg9AsIw2x3sLHtEVnwCpmBRb0fHm/3afqTKo9gEKG3iNFk4WJC",
-	"y8FaPi+85u2jXflEg/H2ON/WU9iyu9fwvlfPp010d2d/Lz74Ug2/xhKbuvyXpqH36iA21tkdElZG0rQH",
-	"xKAMIJer3KLogKB8/UgTntYtlzCJNxbje1sMmAEIPjF8DzMxDrs/Vy135hf4si2Y6IIpzzWbe2DlYwwP",
-	"f6SJe/MI4qlc0IDGMEK0SJaxheV3nxPu6etG+Iz1Ip7Gw1ruxHZ86Io+uR5C3AISdIfW1kJqrUKB4xIh",
-	"U/ZIE3sOUG3hj0ueHpFxIAHgt/tF3O6NCB4NMAyvPHKQnnDGa515JZ63hGqfg74RMueD5L6seKoAPk8v",
-	"ajJuJxkpyjiMdx4CDrJ9fkdJmrvMlhSjEfbAtQ7tZVvAul5QxfYcfs34fGH21XTc236KqHnO3fvwr1V7",
-	"ZHm5G827FBT8wJu8psLoIyQlUvmaCzOpSC7gSLCQz9aT7SAxrZtS8zXhdOeMrdBh6mVH/MDOXK0Mskdt",
-	"kC37duLPcV+S3I0rXUHDrWHCbq/7HCn1b5ILVyZpEJEybNhug2VwNOMXLCI5nK/9QSoMKW7Xp66AnAGd",
-	"/VwiCWjrsbWbQoJymeRWiz+xVAh3+gzyDI/zrnJSmPI45xeWp0mMLnH5/Giqc8nwMenHL968eff9/5y+",
-	"+fnlr/EAc0Jdbng0FfHBxWEM1Q9WTBRZk5hQBwHZcyEV5oK77DK48gBeuRcLY1aYAMfFTDZBLvRjywul",
-	"VCkXyKcUS/iKudoLq4xyQX46PX17ALFxFhrUxYaA/ehbHU3FVPzIBFM0IyrPfPkaulpBHr+Tc3BhRZ2j",
-	"if3qL+SlUlJhdm1nNrEm/bgrLTCOXHmPqSAkdub2eEDKMEAwU3LjLIVgD7N/odUPjYNo5IuL3S6iFuyg",
-	"M84yKFUQ1GgCS/zIjW9PJd7DiDfNx+MniV5IZcBqD/9n8chO8hK2qJwgZUlGlYvFcLZQhlvVf3p5OXCx",
-	"2O4uHtnlQFWcmCT25LQdszMFm/TrKdj2JH4F7wIXZEXNwr7z0QL5ye7QR7hC+CeQCfsnT/WAgDkatn63",
-	"Rz8mfS2JYOBqGMVQ02U0gno5vsQDyzQjHKCPnwKIYX0ZOB6ZJwvMk8cwLVHaemAZ3ztTg10B1OOxx2+y",
-	"eAA4FtgiXKymfe/xszFax5+M4Z9nS9gTQn7xxWkssZtTA9QNmI28wPo2QYazo/dQ+KKoBgQMyQECyyrL",
-	"GuEjgG1SXW7pwxmRY3yFnLFMrsmhtthGMy2JYr+Bcg+rxhnqhYeWjApNjMUskTA7lkMluJ+l+Um7hABn",
-	"wLVwAtUut/mMLbhIm7t9jEGzldo0yxyqamEuLdUkDqNoJ6SRPWun68dPD5+RDqcSJt+uuWaDyA5cLfOD",
-	"V90DCpXG7IjcRIAwgKGVMkCeN/ib7QOJLRDBIYAbzI5Uzj4i78qFcqbb8QCEjwILnDfN3U873iH5hX83",
-	"cFeXxE8Pn5CaW25EfrVrRLOoZcoO6at7/94lcbRaO2tZ5C60MaAwgAKWg2vCASyER5P42fgJ6chUb80O",
-	"t5BYVtWa9l9UgYnh4oQVYoDY1IvEOEDhqgDD8KiFoMbHzreIPIS49H8krTCQo6oR0pL46fiQVD2Sduh0",
-	"V/2Vkiv7Zdl9Pn77ynPmCVkwkTAsDkOcGZlmQFEtmYC1eTkCrvH+xXHsgK31cUhZHgfwo604TuQP0hHR",
-	"J6T07R2heou1WahwOe0AUHH6T8dPSd0de0QyrhEuSBsO4qqIXsg1+O3KWoY44pJuAF5HJ6rFeUijNk8I",
-	"wRPScEFaJlGrzoM8Dgv0kP3q81TmaPFoAil68ebdiS+ZRebSSjDuuftEw3oHo0alkMAz4hJIJ3gKj5+T",
-	"uqcUshYcDbB7qIuz4WnkKkNxO6PHP/v2xh77WW6QwGkXDjgiJ4xZaUkfnLx88a93r07/32iJ+w76s8tN",
-	"sZzOsEuDR+ecwvHA0unUiXLugvN0YtkghlEj3/U0F9ZjFe6JXa9gR2jfxsEeeSKL+AIguoH7OFopY7kX",
-	"5awY0crCVpSelZHsGhAVPR4wAzBxUzfVj9w6eQqSpL/hQfZOUVFxe/pOZTW+WiQ1TpraoJ8a+KhcQp0b",
-	"uwWQJQe8DuvAGEdrD58RnwCH3uBqdZJACZn0Dkfj0RhiWldM0BXvTXpPRuPRE0wnWoAKcrCAlKE/QPFj",
-	"mAzgyfmrtDfp/cjMT+6VWnnAx+PxljIbVyuv4RKXWqprnDB1wcUcQn2fjp92DVRAdlBUgwqVrt7k3x+i",
-	"ns6XS6o2vYmFvchXZFY3SJjWKNhilgWda4jb9Xuhex/seAdLZk/brt/+z23saEOXmfsJoji2buc7fONe",
-	"dvOF592fs59R79n4ye4PwkI4+59Bq7gRihqW8z4bP9l6Ojk/cMdwcXjgomN051m85tp851+qVnruCCkr",
-	"XzkIaq52hZTV3kZz4Z4vu/o2H66JJVXLTrgje3ktyqC5hrNCsMsWC9YvVvKZScvZjsiKao3WNUjmt1I7",
-	"SNL/QC3FgIv30kCV390+3AL4FutKA8/9sTo0H+/G2qDYKXxyuBeil7Wx4KM9bkdZUvGz7lNUlgre9V1Z",
-	"sii8dWgUwAg0X2glvFPlNn+q3aMD1N3LmhAtN0qumfJI00Ddpy1xH9IVR384puoxwcaQoBhOxxlFnWym",
-	"8xhujs8U5KF5AU9DyB8Ot3q47xfMVf4qNslyO7yUnQd9Nf5U1OK2PGSVt+DIOztdiSVXZH9lBf0WJtVy",
-	"09+5xX3RuLCXQFQtlXo/GAS7GeKPL7KHwcERpJHTLNNBPpdPWNVXIvcHa1fE/DroJ3UL/r2n3Hwu+kFl",
-	"9WtLR3vQNldNrIXCfR2s6+n4+d3W3q6GuE+INjzLvLwByOjMyhBSNrqv+8NMrgRYsOtUOMNzBcPtc1Jb",
-	"T30FGg0Lg+1Xqpo1sl0hqWSr/DnUkrS65H2Vk3pez/2rKLWF7KOo4CI8mj3oKx36SlrZJl/yUxMKsVdX",
-	"un2BGtMlOlcx6xaZTA2F28Xo6tofMKSOIc09gviDXJgIfAVcMI1ejzCT6ubF7K3odlCvDHgD4lSN9Ybs",
-	"Ksgna+dYk0bBPm3oRhMmlMwylh5Nxds3J6fYJQ1lS250UdzVSDKXRArv3R2RY8iG8J+Ts03hC4JPJlMB",
-	"ALZVc+3DdXZ+Cu2c+Xoh12IArmpXGrbePaE8bIjFlFnKtKlVnAUf+HNSz3QLE93Qml6lAVAfsU4FaifW",
-	"1nLnBlqgtQ9clnvsGrsWGLYrLmxPCXv3e6enr/cSHrbqi4e3Q1F9mcsWwopsJcR/y05cIeNvUku9DU2g",
-	"oxr2NsWgpEwTMmProv65u+QLmvpTaGoLR3jxu6lWLXm2XrY6KE89GLWnxU6qZKtozID9c7h2KV+hzgDk",
-	"ayo66Fc9y3ZSLNWFU1QKXgMpm4pWWhaR9YInC++xsjv9qCyc7ersHNXp+lS4efweuYYvTx8/341E1Q4a",
-	"9yQAWmw4Igo0Nux4Viy6Ugc+LEX+ORJhhUUffOTpdlM3oxdsB4u4IRJb7QG5n7kN6JsUDBAXa+J//TTN",
-	"d9W5dWpWaWewi5ph5v0E5RMNFMw3ImiSsJYE/SMkLHVeBN/TLMPABrpk92UrAUyvXUDWyj5974Ublat3",
-	"3w/XlbaQwJmr+bPd0PKyeOvPYGOp7Mle5pWwnvG9W1ZK8PcxqhRH+6Ast5tT/HbWDSkRakau9rYVl8q6",
-	"2eHFDo7jU/3SNe0rtQqnGETP1BJq6BYlQyZFIF1hla1m3KV8NrOPZ0ou/QDQ37Oh4fYfj8cRyYVrmjNo",
-	"U/F+ZAUF2E+380Wniwu2R8rIF+DHKK9xu3XJn9vDVWmzKwU3odKfA8KMIU5PqrTqnA/vxvWtSfVrdVDt",
-	"YHDjVqTTcJWQmoXpIrBW6rWV5Nx3nXPZEJWrCzBDYOtU1O9m5BxCpcYWPx4fWlVt6pL9pr0JmdEMdDR3",
-	"za2qBJqfO462fFvoJNAIxawkRbt6CXLmk2OnwgdkxzyNo0qC1ZKeQy0ShvGjRfvYFZbbgpoc9sdJ0f53",
-	"KiB1oJXavKDLFeVzcQUz0lXNRjdvp7kS+QKC8J3Ezh03QrlqDXc+NRtU36ThqGzt1CZQeN352zQM/X2P",
-	"9QQ9q+/BrdyouTaxogO0Oy6IVb3lcdV0g62PuRN5qlzv8MmeG+C7WcNHz/Y50pbWhF+X8UXJjNBgl/sv",
-	"ckWNVASz819DJlRGNzKvesH3EBEDXrbT3PKO6VbyeTXTSYd1HagXtv8qMLXRX+bDfREfXLrrdlrwTXTM",
-	"hBzZHnd76JUb4BszAd1L2IjdSR9r5dDmH0blkBuGd6V+Lr4QmZWgbl5OvIJ1pCMM8K2SkBh03bt1Z1JA",
-	"3Qv26Ra1p60X0+/cN3ezPksiuHMmeg/3/4QZlzmGWcLekhWwRyGJYkN/ua/MEjFDrdN4gilpRSu2onEk",
-	"1tsNK9TXBo4nLgUuyHObCkh0cyXlpKiqSf1CT4pCEmb/Lvk2dlLC3TiaitYWcG1932r6nsizLCLTstSc",
-	"/RHI6gAKQfgi/I/Q/4YqqdX6PGSCrZk2Yb4tLgIax80ySEfv06koDwoZKRfzCNLSuZgTqSATzF5pbLzk",
-	"9DlyIl3jwiIZL9BGH+nSmmUZ9O85zYiBL8LY27SomAAzQ6KfWwgCP3XmKvTggcWLG82yGRTowHFSamhE",
-	"oGuEz2UEcdZrtiLbONDsSUEBlWKwsxzznR0C8xRiNrC3AQxSbJSQAJLfxKmo9BIvzsjul2VwqDcXJkWo",
-	"rEsMqM/oqmQXXOb25KZileWgVEdEy629z2BG7H7Wok679kWl/W4HA2hkqFY5QNMEUqSe4i5DC6bC0nMl",
-	"87lv4lAvpdoWkVBk1T4Y41qcUKmrZIpYqUn/5OTl4BYtb3tQYh10/OjHH6dY4nLa+xQPXIVxqIZu/3ik",
-	"iaXNllAPopKC96mYCg947Z2ymCOMAvVSaq+AAApP4S98OhX+sXPAuciHqtsbe21z5cfjTEO4VZAXDRxj",
-	"KubM6GZ+tCW9yDCwZ6+vTBrwEKQwZdfhqUi5pqsVo0oTGJWGXYrXC6mRxkH1m6JviitK4TLV0cGEviXL",
-	"wQDS0HKnoEuq/WW9kJYdKeYdlvFwKF27lyFUqrmgWUz6RR0NqNkyQOIE5HnJqKv/hUV+wF2FwYQp1Ysz",
-	"SVWqI/D32pegJTqWQ8EKRmUKOUQsONboiYvH5FrF46Nqdrrf/qmo7H/BFIAuYSr5milWFgJ069AVQjsV",
-	"BaUFR4qpJscTKbYQ3KKT2RdJcqudfD6P5H7bfj8jVzyBjRV+w5GMRlijABGB6lolhG0p1xeHB2VR73af",
-	"wrGvD7IWGmihjrwImXArQ4aBN65MBd4xV1t0wVd6RF4Z8CA4n4JraxeFfaXtNTxnK1cyDqRjLjBu1Zgs",
-	"Lt7VIBrBSwUFgSLGWBKlENta2hiH0mwmtTnCehQinQrFXJmOWsM/aJDY5hNQjBr22nWPuxq7Amv+bVqk",
-	"XGvN5p2BZn5fvsb7WQbWa94x2BpfcSW8NL6uePXCHLiyZ9vNnhbLXxddPXdmWeKt+Cb9FNe23dmt8cdz",
-	"1HZLIQkXb3FRxsnSAfRutp5od/51x6GNb/aK+vap7c59h4kPyFBHhuNtnWxbDvkzLKNVbaJ65XcpF+8D",
-	"OwqyJ1+7s8zkTSVzgb3QxaFR5ghkaAx2dg2sWw1FVcBitD6AUA7fY6OISoGWspO/6x8xCe9SCWCl021E",
-	"Yvc21mh07DuOpgLCwoLYZrdiyFQmLzKpecUe4Di/DvsRG6xF2CZvNwTLCTl0qsrjbkl3z8t7D0Juo33z",
-	"t2Va+Goy8H/2EmRFjr4j8lGIr1ePAQoH78rMt2s7tsPfDQ9rQ9mfCzH+gX01ke9trhcl/bPkxNJWqIss",
-	"5Jr8lRiTbRVArRK2NTr6NbzxZ4iMLvZiP/IbdNO9/7BohH2fkGg4zwezcrtZBFpdt4dCu5blICdiM+rK",
-	"vcL9r1yr1jJZjZ7SfGkxlJugLIv35pVKyKghnbzDB/Y0b8Rfv1ufRG3oIXTk+uqn74XgWquDeHy28TJ6",
-	"G1ptUS4RAW6PL5dkrkOzlC7i6IGc1EPG0dkTEA6RQ78LOdtGQqKbj+XGEulQcZgqV7YfQiCpUvyCZs5z",
-	"0AfT75oaKAcOPmRuNFkplrKEaS3VwEVKl+WlsMMSFc4rbmiywKYdZSr/UdH+iBvo+1uheJCWuqQp8+kc",
-	"JkMvFaaZQcVPAT2eCtXVEUXSl6r80bUfsBAeh91GiuBP13WEo+UZnSlgsr3kGhqL4jIwbKuvLVOG2siQ",
-	"IDxjIuFifopNNpy73p3sVYPQpwJ9UIKt/RA+rEIm5xGhiZLaGY8LX5ZEjZ8JzZZnGWtTWI8ToOifxRJu",
-	"Mck/qmPjD4oxYhVmoo1UrEijhmOxm0n6rr41efzsP8nZxjBwxS2g9na49Y80iaGxJRDNtoBOeNoWzlnI",
-	"UbdqO5fJOdiCv2L7+RdTYsBupmXb26LDy1beE7CIzXGPvQMI00+OwsR5ny5PfM9v0hd5ljnfUnDL10wY",
-	"8AJDaNNg1N0ZfFL0XXPtRjwJgg8UGrE8GYKOR1hnwAVNfm1p+Y7sQPbLZZLlGtqYzChXTjbolJIhUmG7",
-	"9vlPfOXPoH7evs4Y9cod378D9M7uz27QfZRPPM4HcbFd+4SN7MzEFXOzwExc1/8c2wUE18sfRPV+7VHm",
-	"7J8u6eHWtAiHSO0aBID5gBN1nIA9u9q5Xz/WrYIyBxiAcSs1X198VqbBndaiqqP/Xw7+sj/GvzJs+Z2V",
-	"XLuw3hLgRxql26hUY8JuVhA5DMWo4FhQjLEH79rHWBhgH4fYqL5byI16Fp6dr33qShyCMijfpqT6tYhZ",
-	"cNBBkJ7FH6soQccfM5QiYYMjsoDtILkwPCM0OcfgbGzzZ7+vV33eyjLc/T/4CP9uDU85Ts79jd5tSzxO",
-	"vpHIFFjyPbsfj5NzIdcZS+cMSzkCYnBN8KjSG2YUu4kqbMpuruKx6sBZc67DZa4GVBdLcobZ/fH4W7KJ",
-	"fwmo/CN37Q4BhTGj5IJrfpYxZ5ZzQZwyS8kqownbn5QV+s52VfMVvNa4HtVzPxyNDsfjcdF2kRyOx10G",
-	"KN8vP4wFcZt0CMU5w2qdO2p1frhtCR1X3yKwwIMHEb3Nyl9yY4zDp+ctpWBuQkLfVqjF03wf2FUKls7E",
-	"GtjO4Vwe1RqnxqQPcVdTQf0SnMTgC7rABcRuugS6pxKLnxG2SvVNTiMMT6O/52wqAAKyYMqlf0ATS18+",
-	"pdkM9YhQF5QGLXyx+aFdWDwV/WeHj8nP/DtytvGXboCjNNubHhHBOBjUYO266GLZXt/XJ/xvvfHj0ej5",
-	"8wg7AuCJHxWXv/PqrxSX0O6s9faHd//582rj+Pab35VSfR29ZFcC9c3Zwt1Ot9bgPQEk/eLZ6B3lQt9L",
-	"dQ9ve2JE0TXewz7kMOHZu8t+zlZmcERWTGmu7e/7M2BLVW7FknBqB76ttjFfhs5/VBHs5xLrRwRWgG9f",
-	"u78P7m75YF3hZpcUXLpSMGCUyjuSB0ckfjx+6srsM9zS7svhIqc7A7+PHdtlF0y45phl6hHXJBeK0WRh",
-	"l3pEYsjOijGYGfrKajlqK3R44ma9RUHST9HawdUljmMu2d0hzw2IeVsywHZlxbnX9qzoUKQRA3mAHNgg",
-	"n3hCRqNRaw0HEpZwcF3OMa0UCo279qlxROIibz8mffCPQzJ1LhKmjJXxoiLavxbeH/nIBYyU8OH8ipXD",
-	"h72Sg8B7HKeZ6DoVbl+7A/D3Rtl7CMF3sD2kmbYVSAnuenemftt9KbPdt+rrp8VrPyqZr/4cTuI5LnVf",
-	"B25tj76IUGW3hH3cxXiwD5JJRw53cbhYESIqu/PQLJOIUeFlCy5Wy2U7+AijbHUU1/HpFuWIBuq2i9QA",
-	"8wOGtIksvkwImCCjooRTiRvkwupxUoQZ9pYJ/iZDTtiKPVeltXCG28vPnYTo9dqZTW+jkFx9ljuuJHcV",
-	"xH6kK8Lyn9408jWWiTPBYSZZrg1TwzVPGd5L0i+NKYOrE+s9lYqwgFB3BnBz+FDRqFWdqVT5EWwd0JUj",
-	"l3dc1jayasxUxMHNwycDN3wBk5/CEyuYw2rU0Eop2MqpsMeQQ+C2KwbuhMxa6aKiZpFZy2J4VzKNuwZy",
-	"nYVzOkr3lAfqBqrV7YnImTQLcs5FqomRc2jyHREtpwIm2V3rDC0+5ZY+0iR21DrGMnAwFOqHcgbzdetQ",
-	"V2bbt6RLScHezDrZRZNAesVqb3oOiOC++vBQau26oQWlpNCpwN2YVNBN4pxkcnXjcU3oaLUe/5fkonk9",
-	"7rPD45rx+aLLZRzV2ztev7/jF9a3sTyMkwVVrUGj9sweEidupJw+3q2yln7B2ypF812FfXzZM2uooz/6",
-	"qmLoLOKES9R+STFPfS9YvH5lLUByOCC5gAy+Zj2nPYU0R8H2ayW4kxrdQnbv62+vL+B99ccr8WsLm9xt",
-	"X/kFUGY/VuQEw6+wJ9UexN5Kl3h/rDJs3/o6EPWuSbiQZjizbKRCxS31FnI7+b4PybJ2pL6RgldxKv3g",
-	"XDRzVSEqbFeuGdxtyKTXb6nwr1VKDdt9q7+IBgt1MBH4+zOPfXMk4aHtwnXpBqIkoeXxo7iGdZjZkoq0",
-	"WzyzI7Ekh5A8e+nOGFVMHedm0Zv8+8On6KO9WFAbwd3KXGW9SW9hzGpycHD4+G+j8Wg8Opz8ffz3MVxC",
-	"N01TmIJUf7kWWFGQukLQLv/XtebmijCocuBqxXLo8TsKIoe9pNyw6bVk2bqaMa5MARYu0GWLplfCMPVW",
-	"yYRp/Utu2GXYqMnPB8m5zenQqFKU9ddbGz+FPQus3lABKJisrNDenNB1Xw4m+p5ro/hZbljqHvr58OCh",
-	"nLnvna6DaYq+w81Zvs+VRUryw6sf3mAKovZp4i5wE5uo0/OgHgFk2ZSxsf2iDQQ8CCZ24T7NaU9rTjvX",
-	"p913SnSmTL3KOBZFBxsxXUoxD5l4uMYAyZvT/cRoZhYRlELngmkdhQEZUdHP0hlLfSV3jJcNyiiUbvrm",
-	"HCdYTkTmRvPUyb9M2A9YSpTMDVOk/1bJJTMLlmso/eDAWLHE9bZwP5S11cPdVHTd+/Th0/8GAAD//w==",
+	"7H17c9s4su9XQemeKktnKVnOY3cj1/7hZDKZ7GSSbOzdqXtWuYcwCUlYU4AGAC1rUvnut9ANkOBLluNX",
+	"kvFfcUQSz0a/0P3rT71ELldSMGF0b/Kpt2A0ZQr+/MCM2hzNDFP2fynTieIrw6XoTXrHLJEi1cRIsqbc",
+	"kFM2k4oRozZczAmdUy5GvainkwVbUvu52axYb9LjwrA5U73Pnz9HvRVVdMmM6+5FRvnyPTWLZm8nC0Zi",
+	"eD58ncaEksT+TajQa6ZYanvi9r2V/TrqCbq0fcFLvain2G85VyztTYzKWTio/1Js1pv0/s9+uQb7+FTv",
+	"v7WN2FG+UjJf+XG1dDO3z6/fzesftvTB0+t38IZRzbb0kdnnN9TNP3KmNs19PDKGJgtLNGbBNWEXXBtL",
+	"L9A14UIbRlMiZ2RJz4COBOHLVcYTbogUrNjn36D5xsi/ZKQfitm2ER0OzCyoIQuZpZqs7Z9mwYhcMUXt",
+	"myRZUDFn+rLBXXdZuTYdZ/GdyDbE9qYJtW/g4krBSN+ONBbswsR2Ve3/Voqdc5lrsqJzNugaNLRTWdEl",
+	"vXjDxNxSz8Gjv0b+PGujuJgXI3zDl9y07TtZSm1wYEsqNoQbttSkfzAaHYzH43FEUjajeWaI/e/g0A9a",
+	"041dc2ZZy4IRxbRlNXMuupcbRhCO3LXcm9imIzsRvsyX+F/7fy7c/6Mmk8JZvVdsxi+2LjyQiDZUGbLm",
+	"ZgEz7RriCpu72upaQthyeOGfaxPZycmb5izf4BngS2YPbsbPGem/kiTNkf4jcgBiIB4Ol/RiaEwWDw6L",
+	"7YyHQ/cnPOlaEmOyynqwC7pcZfbJ47Huta3Hr7SN0H6Sa5JJMbcDOs1kclYbKnWE6AZrRZcdLT3VTBgi",
+	"FYnHOiZGcWYPUNLJceyHVxrwZ7s3eiWFZiDsntPUch6mYRKJFIYJ+JOuLL+D4e6vlDzN2PJP/9F2cp92",
+	"3M33+BV2Wl2emItzmvF0aKcRkz4F6iUyN5qneMRW1BimxCAixcuFmIYvljSbSbVk6VRIZT8dytlQWRZI",
+	"ihcHsJT++1OZbuBT+weeFK6JkMDTyd+P370l5zTL2VTIGeFGE5xJZBuhgrDlymzIbznLGbCNwYi8lWZh",
+	"5cOaasd+09FU9D5Hvecy3ZzwJZP53S6sndrQYMfxxDEr2F+cdcpTmDFVyh4gyyO4sGRY+dAzaaeEHdpP",
+	"GhMtpinlG6rm7B7mKeUws127mcIMrcg5Z8ofrWLTy42bVF6wv9iz1zVFUPfeSvOjzEV6p3MEvXEopBnO",
+	"bN/xhAjH91DthE3imtgzk1BFFtTxf56SPk3OWBoRxUDup0DElqZRk2AiZekA5vejVKc8TZm407nNfK/x",
+	"hFCiE7liKTHyjAnSj4dD+EsPZzxj8aDgC3b8Z9yq+1SkKPDwcE6FYjQdSisHsREpCBUb3NHT3BBKXr08",
+	"OSTxQmoDS0qzTK5ZCt3HP0ltiR67mYp46B8P7fs6PiSxVHzORePTUyXX2hLTO3geE2kWoPlQYUlyKtzm",
+	"7Gki1wLGHbSOjeqY9O0sSKKk1kPNTXlo7QGVOXCowWgqfmAJT1nqzRyrwfyPlD8ztmKKJDTL2ukYeRII",
+	"0HuhZCC6CiXjT7HTWjxdI3HW6Bqo9F6GXTt6Ok8WRMncMD+kn1h29yNasCx1DA/XK5UMxZg1DQg3h6Rl",
+	"wf34y3WGSfjO7nASR4J8+PEFefbk6V+Ia5ykMsmXVvUBS0Ezdc78kZlRnuXKnvT46XhMrE6sBM1i5F4n",
+	"Uv5CxQZIW9/pVljhY02IISymtjSNAsX9HxdZE6oYLjrNLJPakH5oTeIOJjIXxmqvskMQkV+tMh+DJ2QI",
+	"5heosHUnybCwzNpm5d7eD/wpMLF/CpqbhVT8d3a31JwHHQM3Rd7NNUmkmPF5rlgKLDNUY7wGk1ClrP1W",
+	"W4dff/11eJSbBRPGDpxVR1qqx88ZVUwRxWi2/Nu0l0ip0qHjONNem+aMK3VOeUZPs7vVdn6X8gx4/DAv",
+	"RxD7w6K1Nf+dKptIIVhiWGo1Z/dsmIF869OpmCsqzJ4uvmIXK2unwcuL3Bgu5sNUrkUckZLCtVGMLnVM",
+	"pJqKgPClmA9XMsusgFw3CXQqbpBEdb5aSWVY+gtLOT2BzblTUi0GMFzaEQwtfaAKYLVOsNtgDSh5gYMa",
+	"2kGG+kAcDtEOLe7SOj97k87ZaEpxXLOVkiumDEdeh0bgpzqpRj1Fucaz7B6dSpkxKnpo/3nb/N+FuY7v",
+	"fyyoXp7+hyUGNHzs/K00L639E8gLmmXvZr3Jv3dc1Kg+esWWlAs74laX14oqwxO+osAZwfNFzxnQeMZm",
+	"cOzBedO6AO4HqhTdNCZddtyc8MfKlD9Yhn2DUwY+3+aFjpx7rm0u4UK0erCbk2iaSzgl0AhACsXAPznT",
+	"JIZB2fMedhST/kKu0UcG686s3GXpAFVYp731TXWj9vTg0DU4XHK9pCZZNHrCr9yI8IugiSE4Y3UM1oyQ",
+	"hF0YJiyrGgXU+J5qR981ktqV7rcQ/AsqUp7SZNNsPsFHpn2fMuBdbZ1v293OM2yYWrafjCRXyrIb7HBP",
+	"E/sq6Y/JesHA6lAMpYFAx+pMqiU1SDJ/ftJrdS+2MIVytlHhPHZzdKPbsny4RldZPs1FAk+K4dpXwSXR",
+	"lMZRDzw1LQ3V5hJOAj/xPW0d/L9869UZFJ1WN+VHxRgx7MKQvnfsPSE/8+cDsspPM64XLPXeWEaKEY1a",
+	"/YmNMf3AMmY67wWoNoSdg9NwBk4qYbhxzq21/Zmu6Yb04/3zg314T8dAE9V5pV19HGVrutHEqDwcbkDY",
+	"eOm0jbCbg8Yx7ml0+vVjaCMmM7CBzULJfL5Y5YbA74P2ZQr32I++bUd/kPlpxjol6BaG3Hkw6/x4Vylk",
+	"B03Tze5SGQfnP6t1fOlkXyLDbs654EXNnXE6trO8GpdONW5P+oKxFPw29t1zhgyIg1vVWzht+7f7SuB7",
+	"bXN9mbEER97JZqq7s01il0yrZddKvr6b+Pcje4PfNaWxu9BLmYqIyLMMl01IUCTtAw3+oPWCZ4zoXK+8",
+	"ty7q2dfR+sB7lcaydFJt0U7bHbohfdTfcVgxDgucbLJkWHrgxhR6Z/Z06YGaisAYKTqcWIpIqLCa27nM",
+	"kwWedLFxi0ByYXhmX1LMWS8abYfdjkkhk4KN30YxL8+dxVDjgdRcaiEURPc56jHfDBP50g7HjeNjC7nz",
+	"9NKWbWuv08Yc4cIdu4pwiNum9qYg1VuUvF4xuVStuJaQhl62yeqXAjz6LQyOp+18W3GpuNl06NCNVS/e",
+	"b+3d7VdTYpKUJXxJM+IaPyQ81cQOIzHZhnCRKOCrFO4HKUHjGmQyXnn1Jr3/9+/x8NnHP/1X2/JDGMg1",
+	"aPgXtjxlSi/4ClpqJWWU6vdByTCmv0su2ja2W9no2PItoq5VuC1hbUifgxpN/iO5cME9g4iUwu6MsZXl",
+	"VzTj5yxydjvcTgD1EqlQHl6uuviYHZ52rwZu2M5kXpzm6px/dbaBn+N/YI1J345ayJTtaWIJEyJJ7Mmv",
+	"Wg43oYoDAVyug//EaIbhBdXpakNNrqtOPHl26Qq7z1p7klkLkZ1xvGUoe8lkctY27w5ZWxsAtOdebhvF",
+	"a8OWzzfGK+JVXlJeWu5pcmrfiohc0d9yFqHCvyHgjSK2WdKHO2wukiwHhYG8lSRGP9VUoIC3/5sQHGoc",
+	"EUrgapxC9NNKyYuNJd4k49Z0WFEFDmy8GreDIKcbS+ZTUXFxOQ+tIIrNcvsFNyDircA/ZdxzOS7mKNYL",
+	"qjrlgqpNcTXV3Av0Tuojs7t06ra0jcl2C+kId88bvhgYUo6nbSdhEj8wQ3m2u7aIM2+6ioAp7azAAilf",
+	"5vfCJtt9XjCMl2KbudCmxDv/ap3VbILbKdABI8IFWUuV6tHOS+6a71zpYxCchSSUgrnlrhnnXHkbObw0",
+	"s0QLQXTcCYAWq3gHaRrueYdSqNl9SNJG9BQtV2Eh1/UNIv0YLglwiWq3A5H9ULnbdLteLEutij/3HqYv",
+	"XDdLb62LJrUpThtGnJ7Ls4qFf1frCGdDJmevFG1TuGiCzV2FQ82YSLiYn8gzjLnYQY/+AvehXIuKM7Lj",
+	"sJU2FJw5/Ko2xiicZutxlMnZTyxLb9BTbo/kVYxuGAJ+Yw3uS+zkXVzmVurjXXvhwIaQKOiE9EvDnTtP",
+	"25JRAfbx4JDEsGKa28aGXAxXSs4V011u7WD0DRL7AnLp2vsrmno1UumgjW5Nzs7q2LS6gq+5vU11HhsM",
+	"/SnA4GRyZhnVTDF2PffJmnKfH7Cb99zNsPyybYVQtb+2s/nP6G2ehPq90+ktW9vR0Vw3DK9gfmGfusPS",
+	"4ud+VNqqAWBVSZUyVbnD27b9oR3U4qE7Z0rzNk3Edv/7BU99PCPMYE+TjBqmjTPcDsnY+Z7hcRFyRWEN",
+	"v+QCxVt1flzlArURwVtHc6H5fzT8Hzr8fTx89rH8c/S/w4+fxtHBo798bnUMvDtn6pyzdaERNcJuiouC",
+	"+NXLExJcCRyigIfgOgiX85EDMVnSjQu1iN1NBESelNrWtn07xlZwRE0m7xWF3Ror2Yltadub/soEpHeL",
+	"dpGc3Y9Gdp3ZB67Ha03+3pyU15v+SXEt5L1W11mF8pLp21uJf+Qsv+4RALfCtzd1f413vcm7yINvb/rV",
+	"u8zrLUIKbQ2/2bVoerGvsxr35e/+WI3ApWkKFgPN3gdLg6pqVZjXA2hH5HghlXHh1Llm6YRUk2xa82ii",
+	"qahmx0SknllR5Ms0kioiSIs0bAmPIGq+zKeISFfIHDwJ4j4jEsRZ2wEtmVnItBJpHzUjmt1nYKDZx6W1",
+	"BleZUxGjBg5D6bLGIhIXd08+8CgiMWprxQ8wJvil0r2PqcJYovCXIMrK3au6GKupqAZZ+XnBIMOvIdeo",
+	"+LoIWIsHtSaCQdejrio92/br6SRRGMvpQzzDsM8gvjMiQcZG1JJGYRtrSZGoNIdx0QWJ+Vyj/pPxX2Fe",
+	"6HYeJpnULB26WAT7/NmzCEOkWUqkyDYTuGtxXmprUIMjyjbRHihbj4RtC3Yt4srRR12Pj/FO3SaDENpQ",
+	"Z1Q3ze3izqJppBtuMrYlbCT0VC+MWenJ/n4lSnmUsnMf6ar3iwNwqR0PT33/0bYLElQ1mrfJlpAqYXYV",
+	"VxWmj9bNj9eQaGuNYS7mpO/aIFIwTdiFv7FodWfsds9SeLKg/6gYZefE7Ihu5PI46mn+O7vytbL7bOv4",
+	"dMsA/c87Wc7lTC+7HcDm2kbjrLiOq4EWq/9NkWOiiRS1ZJ62HcaEj2ZDls1MrAjxBnyZ7ISfEC6stGuN",
+	"MXJH/nVH6FzYlAtaSW1zC3ZB+tPe+GI0Gk17g8jlfZZeAfd6e5/e3VVP5cO4FsvCSV/IossNM8CafdA+",
+	"sCYfOBOTfsp18WxCwANndR6Si4QpQznkx7rofucuPySUCLYO8wLwEm5JU4ZywPJXsOK9/lMOD8LOXIe9",
+	"MGoo8l55/LxVWTJlwmtzvQWbS8Op5eF+aO79Sm70DvF+uMjhBhcUVI4h8tS5haJfgP+n/aqZbY+9hVfI",
+	"DO6W+uH2du+m36lyCwYR3psymix8FEF/y+dFfFR7a1fe0aC9Hfa3dRe2rO41YlSq+9Omsbu9v5cYldIX",
+	"cY0pNh0aX5ubolcf4hUcwmXMZHvoI+oAcrnKLYkOnHt4TxOe1n346JR11yb43hZXfjAEDwGyw4VJ4L/e",
+	"SaqWK/OFTmmrH2Mi0J4m7s1DiJx14WEaA8bRLVtGkZffXccv7bFJisjJ3RzV5ay74gyvRxC3QATdSRS1",
+	"5AlrUFRvTopoqN8veHpIxoEGgN/ulluxMyF4MsCYtHLLQXvCHq+155XMjXJUu2z0jbA5Hw79dUXOBuPz",
+	"/KKm43aykQKwZ3zpJmAj2/vvCvNL2ZJiXM4OtNYdB9mZmqQXVLEdm18zPl+YXS0d97bvImruc/c6/HPV",
+	"nkNUrkbzLAXQTniS11QYfYisRCqPrjOTiuQCtgQh27bubAeLaV2U2oUbdnfG2ApDB7zuiB/YnqsYUDug",
+	"QG1Zt2O/j99EzGwO+2t/2BIsezXiDPjslzJJIFtPrd0cEozLJLdW/LHlQrjSp5BRfpR3AQdicvucn1uZ",
+	"JjHOyiG3oKvOwZ7EpB+/ePfuww//e/Lu55dv4wFm/zsUkGgq4v3zgxhwblZMFPnxmDoNqTdzIRWifrg8",
+	"YjjyMLxyLRbGrDDVmYuZbA65sI+tLJRSpVygnFIs4SvmUHZWGeWC/HRy8n4fokTtaNAWGwL14wXzaCqm",
+	"4hUTTNGMqDzzQGV0tQLEFqfn4MQKRLuJ/eq/yUulpEIchU7cCE36cVcCeBw5IKepICR27vZ4QMqAWHBT",
+	"cuM8heAPs3+h1w+dg+jki4vVLuJ3bKMzzjIApQnQ+MATP3Lt212Jd3DiTfPx+HGiF1IZ8NrD/1k8sp28",
+	"hCUqO0hZklHlopKcL5ThUvWfXFwMXNaNO4uHdjqAfxaTxO6ctm12gm2Qfh1sw+7EW7hd4IKsqFnYdz7Z",
+	"QX62K/QJjhD+CWzC/slTPSDgjoalvzysISZ9LYlgcNUwigG9azQCZDQP5sMyzQiH0cdPYIghkhhsj8yT",
+	"BSKiYMCiKH09MI0fnKvBzgCQ1+z2myweAI0FvggXtWzfe/R0jN7xx2P45+kS1oSQXzwMmWV2c2qAu4Gw",
+	"keeIZBZgWTh+DxBHBe4bCCQ3EJhWCWCHj2Bsk+p0yzucETnCV8gpy+SaHGhLbTTTkij2HzDuYdbYQx1i",
+	"bsmo0MRYyhIJs205UoLzWbqftEv9cg5cO07g2uUyn7IFF2lztY8wfLyCQrbMAT8RUROoJnEYTz4hDZwE",
+	"210/fnLwlHRcKiHMwpprNohsw1VANzzqfqCAKWlb5CYCggEKrQC+edngT7YPqbeDCDYBrsFsS2XvI/Kh",
+	"nChnup0OQPkoqMDdprnzads7IL/w5wN3dEn85OAxqV3LjchbO0d0i1qh7Ii+uva/unS9Vm9nDS/EBfkG",
+	"HAZIwEpwTTgMC8ejSfx0/Jh0YJK04oDYkVhR1QrwUuB9xXBwQiwwYDZ1ODA3UDgqIDA8aeFQ4yN3t4gy",
+	"hDigF2St0JDjqhHykvjJ+IBUbyRt0+llSFulVPbTsut89P61l8wTsmAiYQgDRpwbmWbAUS2bgLl5PQKO",
+	"8e4waLbBViQ0UgKhAX20waBFfiMdE31Myru9QzRvEYWLCodeAgMqdv/J+AmpX8cekoxrHBcARATBZUQv",
+	"5Bru7UrUWmxxSTcwXscnqjBspIHCFo7gMWlcQVohUcNhQxmHUGxkNyS2Sh8tN5rAil68+3DswRHJXFoN",
+	"xj13n2iY72DUwIQKbkZc9OYEd+HRM1K/KYX8HccD7BrqYm94GjkMQG579PRn397YbT/NDTI47QJjR+SY",
+	"Mast6f3jly/++eH1yf8dLXHdwX52WYhW0hl2YXDr3KVwPLB8OnWqnDvgPJ1YMYgJBSh3Pc+F+ViDe2Ln",
+	"K9gh+rexsT3PZJFeYIiu4T62VupY7kU5K1q0urBVpWdlTocGQsUbD+gBhLipu+pHbp48BU3Sn/AgT7PA",
+	"zt2eqFmZjccFpsZpUxu8pwY5KpeAaGaXAPKhQdYh4pdxvPbgKfGpzngbXMWhCoyQSe9gNB6NIbp7xQRd",
+	"8d6k93g0Hj3GxNEFmCD7C0ie+x0MP4ZpMZ6dv057k94rZn5yr9SAYB+Nx1sAla4GpORS+FpwlI6ZOudi",
+	"DkHvT8ZPuhoqRrZf4P6FRldv8u+PUU/nyyVVm97Ejr3ITGfWNkiY1qjYYr4RnWuIYPdroXsfbXv7S2Z3",
+	"287f/s8t7GhDl5n7CaI4ti7nB3zjXlbzhZfdX7KeUe/p+PHlH4SQZ7vvQau6EaoaVvI+HT/eujs533fb",
+	"cH6w76JjdOdevOHaPPcvVTH9O2LJylf2A3Ttrkiy2tvoLtzxZYdk9vGaVFL17IQrstOtRRk52LisEOyi",
+	"xYP1i9V8ZtJKtkOyolqjdw1gW6zWDpr039BKMXDFe2EAz/3yO9xi8C3elQad+211ZD6+nGoDWGv45GAn",
+	"Qi9REOGjHU5HCZ77RecpKkHhL/uuBKcLTx06BTACzUNqhWeqXObPtXO0j7Z7if7TcqLkmilPNA3SfdIS",
+	"9yFdGYyHbapuEywMCWDPOvYo6hQzndtwc3KmYA/NA3gSjvxhc6ub++uCOYzHYpGstMND2bnRV5NPRdUF",
+	"K0NWeQuNfLDdlVRyRfFX1kppEVItJ/2Dm9xXTQs7KURVUOz7oSBYzZB+PJwqBgdHAKhAs0wHmY0+dVtf",
+	"id3vr125iuuQn9Qt9Pcr5eZLyQ9qaFxbO9qBtzncyBYO922IrifjZ3dbZaEa4j4h2vAs8/oGEKNzK0NI",
+	"2ei+zg8zuRLgwa5z4Qz3FRy3z0htPvUZaHQsDLYfqWrqzHaDpJKy88cwS9LqlHc1TurJTfdvotQmsouh",
+	"gpPwZPZgr3TYK2llmTy4sw4yrnc+fYEZ06U6VynrFoVMjYTb1ejq3B8opE4hzTWC+INcmAjuCrhgGm89",
+	"wkyqm1ezt5Lbfh0D9gbUqZroDcVVkE/WLrEmDWhWbehGEyaUzDKWHk7F+3fHJ1gPE3VLbnQB420kmUsi",
+	"hb/dHZEjyIbwn5PTTXEXBJ9MpgIG2Ibb3Yfj7O4ptLvM1wu5FgO4qnYg4PU6OeVmQyymzFKmTQ1bHO7A",
+	"n5F6pluY6Ibe9CoPACTcOheo7VhbcbUbKHbZ3nAJ7NvVdi0w7LK4sB017MvfOzl5s5PysNVePLgdjuoB",
+	"jVsYK4qVkP6tOHGQ9d+llXoblkBH3YNthkHJmSZkxtZFpQt3yBc09bvQtBYO8eB3c61a8my9QEFQiGAw",
+	"ak+LnVTZVlGCByulce1SvkKbAdjXVHTwr3qW7aSYqgunqJQ2AFY2Fa28LCLrBU8W/sbKrvReWSLBIU4d",
+	"1vn6VLh+/Bq50l5PHj27nIiqtZLuSQG01HBIFFhsWNuymHSl4kdYdOJLNMKKiN7/xNPtrm5Gz9klIuKG",
+	"WGy12u9u7jbgb1IwIFysfvLt8zRfP+3WuVmlcM1l3Awz7yeon2jgYL7kTJOFtSToHyJjqcsi+J5mGQY2",
+	"0CW7L18JUHrtALJW8emr7NyoXn35+XD1xwsNnDngo+2OlpfFW38EH0tlTXZyr4TI9ffuWSmHv4tTpdja",
+	"B2O53Z3il7PuSInQMnJVFqy6VFZICA92sB2f64eu6V+pYf1iED1TS0CTLiBDJkUgXeGVrWbcpXw2s49n",
+	"Si59A1DJuWHh9h+NxxHJhSuPNmgz8V6xggPsZtv58gLFAdshZeQruMcoj3G7d8nv28NRafMrBSehUokJ",
+	"wowhTq+ApWw7G9f3JtWP1X61Vs2Ne5FOwllCahami8BcqbdWkjNfX9RlQ1SOLowZAlunon42I3chVFps",
+	"8aPxgTXVpi7Zb9qbkBnNwEZzx9yaSmD5ue1oy7eFmjGNUMxKUrTDS5Aznxw7FT4gO+ZpHFUSrJb0DLBI",
+	"GMaPFoXCVwi3BZgc9sdJUeh9KiB1oJXbvKDLFeVzcQU30lXdRjfvp7kS+wKG8FxijaYb4Vy10mpYT/XW",
+	"HEdlEb82hcLbzt+nY+ivO8xHppsTB5RyD9fKDcy1iVUdoLB9wazqxe2rrhsscs+dylOVegePd1wAKd9Q",
+	"hfgiTw6e7rKlLUVovy3ni5IZocEq91/kihqpCGbnv4FMqIxuZF69Bd9BRQxk2aXulg9Mt7LPq7lOOrzr",
+	"wL2wyExBqY1KYh/vi/ng1F1d60Ju4sVMKJHtdreHXrkGvjMX0L2EjdiV9LFWjmz+ZlQOuWF4Vur74oHI",
+	"rAZ183riFbwjHWGA75WExKDrnq070wLqt2Cfb9F62now/cp9dyfrizSCOxei93D+j5lxmWOYJew9WYF4",
+	"FJIoNvSH+8oiETPUOp0nmJJWFN0sSgQj3m4I019rOJ64FLggz20qINHNQcpJUTWT+oWdFIUszP5dym2s",
+	"KYarcTgVrcU+2yp81uw9kWdZRKYl1Jz9EdjqAIAgfCWCPbx/Q5M0LNMg2JppE+bb+gp7RLFZBunofToV",
+	"5UahIOViHkFaOhdzIhVkgtkjjSXInD1HjqUrUVsk4wXW6J4uvVlWQP+W04wY+CKMvU0LxAToGRL93ERw",
+	"8FPhi0tAuitTS8KNZtkMADqwnZQaGhGon+JzGUGd9ZatyDZuaHanAEClaOw0x3xnR8A8hZgNLPAAjRQL",
+	"JSQMyS/iVPTDCk/FHtn1sgIO7ebCpQjIusSA+YxXleycy9zu3FSsshyM6ohoubXKJfSIdS5bzGlXyKv0",
+	"310iABoZqlUJ0HSBFKmnuMpQjOxqBUiqtWObUKptEQlFVu2DM67lEip1SKZIlZr0j49fDm7R87YDJ9ZB",
+	"2ZN+/GmKEJfT3ud44BDGAQ3d/rGnieXNllEPopKD96mYCj/w2jslmCO04kvRhK+AAgpP4S98OhX+sbuA",
+	"c5EP1WtviLtiXPn2ONMQbhXkRYPEmIo5M7qZH21ZLwoMrM7ukUkDGYIcpqwvPxUp13S1YlRpAq3SsB79",
+	"eiE18jhAvymKxzhQCpepjhdMeLdkJRiMNPTcKaiHbX9ZL6QVR4r5C8t4OJSu5s0QkGrOaRaTfoGjAZgt",
+	"A2ROwJ6XjDr8LwT5gesqDCZMqV6cSqpSHcF9r31pScXGwaEgglGZQg4RC040eubiKbmGeHxYzU73yz8V",
+	"lfUvhALwJUwlXzPFSiBANw9dYbRTUXBauEgx1eR4IsUWhlvU9PsqWW61nNGXsdzv+97PyBVPYGGFX3Bk",
+	"oxFiFCAhUF1DQtiWcn1+sA+Maftl+yt85Y9w016uxk5E21Jc+95v290Udrlqx4190Ffaz9uy2FyHR9t+",
+	"315CyVZu2f02VM/ZvgNO69RMYocA4q/NyILPF9Y6AoOJLr167fWJQp+C277IoXRFVgS5Ky092P12zYpG",
+	"16+2pOjNyqnw+HXu5tCN8m//iuFlh1qTyCULIgA8wm317v9fnRf/8aPxON7h6v+Vg2/c4TKuRDr+1q7+",
+	"G6ylPQIA6ODhBLdd/xfVHzsLUnpfsD9zlZAWkgvDM3t0HP22nu6rCkXYzKqtUuUMOzqR4OVtPqRqq5d7",
+	"kKqqfwU9qcJwgsVyeaEIbjoVga+A/Ikc4AG3yjX4I0CfBT33MsilbhXWH/yvT3uFkT14C2787Ha6C27x",
+	"AAbVAb686W0hOg5C2QlatlqwJSDlWqXCnexyNJ94+jmuWdcgXK1sj6aCauIudfc0CQrnuhgYbib+ecED",
+	"AbTXR8q437Q1s2mymGICxYi8NmQumfY1r3UIQbBrUA3pjqn5u+TiCnL8RnKzbikZ6uavzcI60bccOQN7",
+	"YDejPdMKnzxEztxT5Ey1MuEkqI0RxsfQUMXxKgGEzDxEyGwXNZa8w0UtSgnEPHXKlbtIsmYJBJM6PlhE",
+	"0oQstyWSZrsZ6GXNbglLHfzyFhKQ3nx/OUf3lXtTktdNqy/Xjx45dra0q0XydcaQ1IThXQaQXCIcS11u",
+	"T7uYAgB+NQ8RJX+ciBLTIIJt7L8sodluHhx5NO610HDzqCMfsJFwpqNK0qwDhUaFvvRWalDeraLuIvgV",
+	"O5dnLI28Lu+Tl8/YyhVoAVHHUc+H4gJRqfefMbaCl4r7OigZiADkRZBEGTHSigWbSW0OEf1ZpFOhmAPF",
+	"ZsWllB0XVJlpjcBXjBoG/ObKXArU+tuM/8RhtbrXqTBfv/b8RcraNU8OLI1XpsID46t4Vg/Mvisysj3I",
+	"2FK5p5EdMA3xVHyXts21I2Xt0vjtOWw7pQB5iae4KJpQ3gS07mg32mnHpo1v9oj+gFW9OwS5o8QHYqgT",
+	"gxdJVshAQYeCUbdv8hfokFV3XPXIX+YP/zWIWkTx5CtllbiZqWQORgNqJjeKCkDECkKLTEW3S706sBhj",
+	"/SAEBr7HsswVOPSp8DLQVWuehGepHOCCZXDxhoXtSezexopITnzH0VTAtXCAJOJmjE65F5nUvBJ95yS/",
+	"DnqiBiv/tEW3NBzhE3LgbgcedTvldzy89+CUh5EVwS/fnWv+m8G7/dlrkJWolTtiH4X6enV/fth4Fw6u",
+	"nduRbf5uZFgbyf5cqPEP4qtJfO9zvSj5n2UnlrdCFUIh1+RPxJhsqwJqjbCt4VFv4I0/QnRUsRa7sV+Z",
+	"nB1D1fivISwKx75LVBTs58O1bHtQlF3GjkAoLD2FeiLlphYx4da/cqxai1LUHCKC8KWlUG6CG0h/yVEa",
+	"IaOGdvIBH9jdvBOfuevvIVHzBsxPX3mYIb2Beny68Tp6G1ltMS6RAG5PLpdsrsOylC6/94Gd1AFaMLUi",
+	"YBwih4s0OdvGQqKbR07BgqRQ348qVyQXAAeoUvycZi5Ovw+B1mtqoPgmZGxxo8lKsZQlTGupBg6XpCzm",
+	"gPc/VLgcNEOThQ+a8sC5GIcmc7CtaZ3jAQjkkqbMgyeZDHNCENQN6muJ1Fp+henqmCLpS1X+6Ir92hEe",
+	"hbW9i6tkV+Obo+cZUxfAZXvBtbHt4zQwSboPAaJQiRDgOGdMJFzMT7CktQ9exZ29KuTLVGA0mmBr34RP",
+	"YpTJWURooqR2zuMikkWixc+EZsvTjLUZrEcJcPQvEgm3CKkb1anxR8UYsQYz0UYqVoCWwrZAlFDfVZMk",
+	"j57+mZxuDIPElwVUugyXfk+TWK4FU8A02yJr4GkbeEKhR92q71wmZ+AL/ob9518NoK9dTCu2t0WUWBIa",
+	"WnkaT8AjNsc19hdAGI99GMLUenBaEiNJxaQv8ixzd0vBKV8zYSDnChKJByMSU3veNLd9D7kYrpScK6Yx",
+	"kIXrAjR8KjwLgg8UOrE8G7JM2KH6uuvlbw0E17EdCIu7SLJcQ9HwGeXK6QadWjLkBW63Pv+Br/wRzM/b",
+	"txmjXrniO9m4sPotfsWq7eka3cX4xO18UBfbrU9YyE7cSzE3C8S9RGAPV5w3OF5+I6rna4eiIv9wEEO3",
+	"ZkU4Qmq3IGCYDzRRpwlYs6vt+/Uzyysks48BGLdSYe3FF+H63Gnlhzr5//f+f+9O8a8NWz63mmsX1VsG",
+	"vKdRu41KMwZNNTM82awAImQNpR9gW1CNsRvvirXbMcA6Du2Sftqi5EY9O55LX/vcBdMFoOPfp6b6rahZ",
+	"sNFBSrylH2soQX19M5QiYYNDsoDlcMldNDlDKBRIi4Lv6zUWt4oMd/73P8G/W8NTjpIzf6Iv9yUeJd9J",
+	"ZApM+Z6vH4+SMyHXGUvnDCPogTC4JrhV6Q0LisuZKizK5VLFU9W+8+ZcR8pcbVBdIsk5Znen4+/JJ/41",
+	"kPIr7gLKgYQRv+mca36aMeeWc0GcMkvJKqMJ252VFfbOdlPzNbzWOB7VfT8YjQ7G43FE3HzJwXjc5YDK",
+	"wK6MKrEgbpEOoBRWWBvrkspYH29bQ8fZtygs8OBBRW/z8pfSGFFv6FkL8PpNaOjbci49z/eBXaVi6Vys",
+	"ge8c9mVPkzhUNWPSh7irqaB+Ck5j8PDpcAAHh4SKDVmylFNi6TMifz9+95ZwkWQ5YOdBeBr9LWdTASMg",
+	"C6Yc2BLkTPq8yvjJeEy4OKcZT4f2x/iQUBeUds4UiYfDJb0Y2onFU9F/evCI/Myfk9ONP3QDbOXgMXw0",
+	"NFIOM6rmLD4kgnFwqMHctR0xRKS1V9Pz8LpbT/x4NHr2LML6u7jjh8Xh7zz6K8Wl4mbTfvrDs//sWXDy",
+	"x10nvyv55Dp2yWXZJjfnC3cr3ZpqcgxE+tWL0TvKE7kXLG3ve2JE0TWewz4ghuHeu8N+xlZmcEhWTGmu",
+	"7e+7C2DLVW7Fk3BiG76tIu1fh81/WFHs5xLRmgMvwPdv3d+HdLdysG5wswsKV7pSMBCUyl8kDw5J/Gj8",
+	"xBW1Zbik3YfDRU53Bn4fObHLzpkgiF1bph5xTXKhGE0WdqqHJAaokxiDmTXdaKLlqA1b6Nj1eouKpO+i",
+	"jc17mFZEbrs74rkBNW9LBthlGHTutR2hbwrQTmAPgIkRoHdOyGg0asW7IQ24G4/aC2U9hYDCN3FE4gIl",
+	"NyZ9uB8HELBcJEwZq+NFRbR/Lbw/8pELGCnhw/kVK5sPsXWCwHtspwkrWSJvdQbg70yy9xCC78b2AOrY",
+	"ljwanPVuoJu281Jiy26110+K1x4QHLsItLZGDwiO3xViarG5iMAQIDbSLJNIUeFhCw5Wy2FrAW9s6A91",
+	"erpFPaJBug8IgV+MELjkJioKJpS0UUBYBhn2VQjBTuqJrgce1gHXUe75G+c2vQ3IjXovdwy7cRXC3tMV",
+	"ZfkP7xr5ViE0CsC/LNeGqeGapwzPJemXzpTB1Zn1jkZFCNffnQHcbD40NGoY7xVgTcHWAV85dHnHZSUB",
+	"a8ZMRRycPHwycM0XY/JdeGYFfViL2vYTLuVU2G3IIXDbld50SmatUEBRIcCsZdG8K1CCgcdT0QlT3wGU",
+	"X26oa6iGkh+RU2kW5IyLVBMj58wsECJ0KrZihJZJyujxKZc0hCbFoivQFNqHcgb9ddtQVxbbt2RLScHe",
+	"zTrFRZNBesNqZ34OhOC++vgAVXrd0IJSU+g04G5MK+hmcTeMWNpE6mwej7vC7GxreM34fNF1ZVy7ML78",
+	"zviOYuUObkE9Ol5Qxf5wsJ3fIgTndwSIGePxKyvvkINBFRzzC5S0K+FgXsqNHhAxvz1EzJqYvNy/0gVa",
+	"+X2VgdiB2VdgKLV969sg1Ltm4UKa4cyKkQoXt9xbyO3s+z40y9qW7lKqomoQ1cuv3IZOen0I2n+uUmrY",
+	"5af6q4CirQ8TB39/7rHvjiU8QNJel28gSRJabj+qa1j1kC2pSLvVM9sSS3IIybOH7pRRxdRRbha9yb8/",
+	"fo4+2YMF2AjuVOYq6016C2NWk/39g0d/GY1H49HB5K/jv47hELpumsoUpPrLtUBEQerKLrr8X6bBucMV",
+	"YYBy4LBiubHcbRREDntNueHTa8mydZgxDqYAgQt0CeP+Whim3iuZMK1/yQ27CMHcfX+QnNvsDp0qRRHd",
+	"oFV88oaaZOHbCysEW7uhMqCgs7IearPD51gENOjoB66N4qe5Yal76PvDjYfiocQVD9VBN/6nll5+yJUl",
+	"SvLj6x/fYQqi9mniLnCTw07RswCPALJsytjYflF0GR4EHbtwn2a3J7VLOyQGXF2WelemXmUcS5CCjxgL",
+	"o4WVnoKuAiJvdvdLrcqb3grt72sCQE/nnK2Dbty1bbOL91QZSIInVGs+F0smTOukUkYzOyfNDJEzxHpG",
+	"imrOLyLO47uWBGNUCmzHIMC2aKFlWD8xmplFBCVXuWBaR2EoChbEDrAkfcVYjBQOACTKAIVmH8cIpCJz",
+	"o3nqNH8m7AcsJUrmhinSf6/kkpkFyzWAXrhhrFjiami7H8oariEdKbruff74+f8HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -318,6 +318,7 @@ func mayRead(ctx context.Context, kind, name string) bool {
 var overviewKinds = map[string]string{
 	"lock": "locks", "election": "elections", "throughput": "throughput", "queue": "queues",
 	"barrier": "barriers", "double-barrier": "double-barriers",
+	"group": "groups", "partitions": "partitions",
 }
 
 // overviewFilter is the key filter of the request's /v1/events stream: nil (all)

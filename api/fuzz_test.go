@@ -53,6 +53,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -97,6 +98,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Barriers:   recipes.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
+		Groups:     group.NewGroups(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,

@@ -214,6 +214,9 @@ func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
 		func() (*string, error) {
 			return s.eachDoubleBarrier(ctx, all, func(b DoubleBarrier) { add("double-barrier", "double-barrier", b.Name, b) })
 		},
+		func() (*string, error) {
+			return s.eachMembershipGroup(ctx, all, func(b MembershipGroup) { add("group", "group", b.Group, b) })
+		},
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -84,6 +85,8 @@ var plainProblems = []struct {
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
 	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{group.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{group.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
 	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -30,6 +31,8 @@ type Options struct {
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
+	// Groups are the membership groups.
+	Groups *group.Groups
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens

@@ -53,6 +53,8 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followElection(topic, name)
 	case "throughput":
 		stop = s.followThroughput(topic, name)
+	case "group":
+		stop = s.followGroup(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

@@ -22,6 +22,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -347,6 +348,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Barriers:   recipes.NewBarriers(sess, reg),
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
+		Groups:     group.NewGroups(sess, reg),
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,

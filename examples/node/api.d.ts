@@ -759,6 +759,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/groups/{group}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The group's live members in join order; with `version`, a long-poll until it differs.
+         * @description `version` is the highest zxid among the group's changes (joins, leaves, new
+         *     values): it strictly increases with every change and is the same on every
+         *     sidecar. With `version=V` the answer comes once the version differs from `V`,
+         *     or when `wait` ends (`200`, unchanged).
+         */
+        get: operations["getGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+         * @description The member is the ephemeral node `groups/{group}/{id}` whose data is the value,
+         *     as Curator's GroupMember makes it: Curator members and sidecar members see each
+         *     other. It goes when its lease ends. The body is optional (no body: an empty value).
+         */
+        post: operations["joinGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Set the member's value. */
+        put: operations["setGroupMember"];
+        post?: never;
+        /** Leave the group. */
+        delete: operations["leaveGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The group's changes (SSE).
+         * @description Event `group` with the body of `GET /v1/groups/{group}`: first the current
+         *     state, then every change. Event ids are the group's `version`, raised to the
+         *     previous id + 1 when not newer, so they strictly increase along a stream.
+         */
+        get: operations["streamGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every membership group that has a node, with its members. */
+        get: operations["listGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events": {
         parameters: {
             query?: never;
@@ -1071,6 +1182,37 @@ export interface components {
             name?: string;
             group?: string;
         };
+        MemberValue: {
+            /** @description Free text (at most 64 KiB): the member node's data. */
+            value?: string;
+        };
+        GroupJoined: {
+            group: string;
+            id: string;
+            /** @description The lease that holds the member (in the join answer), needed to keep it alive, change its value or leave. */
+            lease?: string;
+        };
+        MembershipGroup: {
+            group: string;
+            /**
+             * Format: int64
+             * @description The zxid of the group's latest change; 0 for a group without a node.
+             */
+            version: number;
+            /** @description The live members in join order. */
+            members: {
+                id: string;
+                value: string;
+                /** Format: date-time */
+                since: string;
+            }[];
+        };
+        GroupEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "group";
+            data: components["schemas"]["MembershipGroup"];
+        };
         /** @description A decimal integer; ids strictly increase along a stream. */
         EventId: string;
         SessionEvent: {
@@ -1139,6 +1281,11 @@ export interface components {
             /** @enum {string} */
             event: "double-barrier";
             data: components["schemas"]["DoubleBarrier"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "group";
+            data: components["schemas"]["MembershipGroup"] | components["schemas"]["Deleted"];
         };
     };
     responses: {
@@ -2807,6 +2954,220 @@ export interface operations {
                 content: {
                     "application/json": {
                         groups: components["schemas"]["ThroughputGroup"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getGroup: {
+        parameters: {
+            query?: {
+                version?: number;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MembershipGroup"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    joinGroup: {
+        parameters: {
+            query: {
+                id: components["schemas"]["Name"];
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MemberValue"];
+            };
+        };
+        responses: {
+            /** @description Joined. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupJoined"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /** @description `member-exists`: the group already has a live member with that id. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    setGroupMember: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemberValue"];
+            };
+        };
+        responses: {
+            /** @description The member's value is set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupJoined"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    leaveGroup: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Left. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["GroupEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listGroups: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        groups: components["schemas"]["MembershipGroup"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
                     };
