@@ -194,6 +194,36 @@ func (e OverviewEvent7Event) Valid() bool {
 	}
 }
 
+// Defines values for OverviewEvent8Event.
+const (
+	OverviewEvent8EventPartitions OverviewEvent8Event = "partitions"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
+func (e OverviewEvent8Event) Valid() bool {
+	switch e {
+	case OverviewEvent8EventPartitions:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PartitionsEventEvent.
+const (
+	PartitionsEventEventPartitions PartitionsEventEvent = "partitions"
+)
+
+// Valid indicates whether the value is a known member of the PartitionsEventEvent enum.
+func (e PartitionsEventEvent) Valid() bool {
+	switch e {
+	case PartitionsEventEventPartitions:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionState.
 const (
 	SessionStateClosed     SessionState = "closed"
@@ -712,6 +742,108 @@ type OverviewEvent_7_Data struct {
 
 // OverviewEvent7Event defines model for OverviewEvent.7.Event.
 type OverviewEvent7Event string
+
+// OverviewEvent8 defines model for OverviewEvent.8.
+type OverviewEvent8 struct {
+	Data  OverviewEvent_8_Data `json:"data"`
+	Event OverviewEvent8Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_8_Data defines model for OverviewEvent.8.Data.
+type OverviewEvent_8_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent8Event defines model for OverviewEvent.8.Event.
+type OverviewEvent8Event string
+
+// PartitionGroup defines model for PartitionGroup.
+type PartitionGroup struct {
+	Group string `json:"group"`
+
+	// Leader The planning member (the earliest)
+	Leader *string `json:"leader"`
+
+	// Members The live members in join order.
+	Members []PartitionGroupMember `json:"members"`
+
+	// Moving Partitions whose owner is not (yet) the member the plan deals them to.
+	Moving     []PartitionMove `json:"moving"`
+	Partitions []string        `json:"partitions"`
+
+	// Suspended Set while this sidecar's session is not connected: nothing is shown owned.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// Version The zxid of the group's latest change.
+	Version int64 `json:"version"`
+}
+
+// PartitionGroupMember defines model for PartitionGroupMember.
+type PartitionGroupMember struct {
+	Assigned []string `json:"assigned"`
+	Id       string   `json:"id"`
+	Owned    []string `json:"owned"`
+	Weight   int      `json:"weight"`
+}
+
+// PartitionMember defines model for PartitionMember.
+type PartitionMember struct {
+	// Assigned The partitions the leader's plan deals the member.
+	Assigned []string `json:"assigned"`
+	Group    string   `json:"group"`
+	Id       string   `json:"id"`
+
+	// Lease The lease that holds the member (in the join answer).
+	Lease *string `json:"lease,omitempty"`
+
+	// Owned The partitions the member owns and may work on.
+	Owned []PartitionOwned `json:"owned"`
+
+	// Version Changes whenever `assigned` or `owned` does; ack it.
+	Version int64 `json:"version"`
+	Weight  int   `json:"weight"`
+}
+
+// PartitionMove defines model for PartitionMove.
+type PartitionMove struct {
+	// Assigned The member the plan deals it to.
+	Assigned *string `json:"assigned"`
+
+	// Owner The member that owns it now; null when free.
+	Owner     *string `json:"owner"`
+	Partition string  `json:"partition"`
+}
+
+// PartitionOwned defines model for PartitionOwned.
+type PartitionOwned struct {
+	// FencingToken The owner node's creation zxid; every new owner of the partition gets a higher one.
+	FencingToken int64  `json:"fencingToken"`
+	Partition    string `json:"partition"`
+}
+
+// PartitionSet Exactly one of `count` and `partitions`.
+type PartitionSet struct {
+	// Count Partitions `0`..`count-1` (1..10000).
+	Count *int `json:"count,omitempty"`
+
+	// Partitions 1..10000 unique names.
+	Partitions *[]string `json:"partitions,omitempty"`
+}
+
+// PartitionsEvent defines model for PartitionsEvent.
+type PartitionsEvent struct {
+	Data  PartitionGroup       `json:"data"`
+	Event PartitionsEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// PartitionsEventEvent defines model for PartitionsEvent.Event.
+type PartitionsEventEvent string
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
@@ -1277,6 +1409,52 @@ type AcquireLockParams struct {
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 }
 
+// ListPartitionGroupsParams defines parameters for ListPartitionGroups.
+type ListPartitionGroupsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// JoinPartitionGroupParams defines parameters for JoinPartitionGroup.
+type JoinPartitionGroupParams struct {
+	Id     Name `form:"id" json:"id"`
+	Weight *int `form:"weight,omitempty" json:"weight,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeavePartitionGroupParams defines parameters for LeavePartitionGroup.
+type LeavePartitionGroupParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// GetPartitionMemberParams defines parameters for GetPartitionMember.
+type GetPartitionMemberParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// AckPartitionsParams defines parameters for AckPartitions.
+type AckPartitionsParams struct {
+	Version int64 `form:"version" json:"version"`
+
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
 // ListQueuesParams defines parameters for ListQueues.
 type ListQueuesParams struct {
 	// Prefix Only names that start with this.
@@ -1374,6 +1552,9 @@ type JoinGroupJSONRequestBody = MemberValue
 
 // SetGroupMemberJSONRequestBody defines body for SetGroupMember for application/json ContentType.
 type SetGroupMemberJSONRequestBody = MemberValue
+
+// SetPartitionsJSONRequestBody defines body for SetPartitions for application/json ContentType.
+type SetPartitionsJSONRequestBody = PartitionSet
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -2214,6 +2395,32 @@ func (t *OverviewEvent) MergeOverviewEvent7(v OverviewEvent7) error {
 	return err
 }
 
+// AsOverviewEvent8 returns the union data inside the OverviewEvent as a OverviewEvent8
+func (t OverviewEvent) AsOverviewEvent8() (OverviewEvent8, error) {
+	var body OverviewEvent8
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent8 overwrites any union data inside the OverviewEvent as the provided OverviewEvent8
+func (t *OverviewEvent) FromOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent8 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent8
+func (t *OverviewEvent) MergeOverviewEvent8(v OverviewEvent8) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -2658,6 +2865,68 @@ func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsPartitionGroup returns the union data inside the OverviewEvent_8_Data as a PartitionGroup
+func (t OverviewEvent_8_Data) AsPartitionGroup() (PartitionGroup, error) {
+	var body PartitionGroup
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromPartitionGroup overwrites any union data inside the OverviewEvent_8_Data as the provided PartitionGroup
+func (t *OverviewEvent_8_Data) FromPartitionGroup(v PartitionGroup) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergePartitionGroup performs a merge with any union data inside the OverviewEvent_8_Data, using the provided PartitionGroup
+func (t *OverviewEvent_8_Data) MergePartitionGroup(v PartitionGroup) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_8_Data as a Deleted
+func (t OverviewEvent_8_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_8_Data as the provided Deleted
+func (t *OverviewEvent_8_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Deleted
+func (t *OverviewEvent_8_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_8_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
@@ -2759,6 +3028,30 @@ type ServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams)
+	// ListPartitionGroups Every partition group, with its plan and owners.
+	// (GET /v1/partitions)
+	ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams)
+	// GetPartitionGroup The group's plan, who owns what, and what is moving.
+	// (GET /v1/partitions/{group})
+	GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// SetPartitions Set the group's partition set (persistent), by count or by names.
+	// (PUT /v1/partitions/{group})
+	SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// StreamPartitionGroup The group's changes (SSE).
+	// (GET /v1/partitions/{group}/events)
+	StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/partitions/{group}/members)
+	JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams)
+	// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+	// (DELETE /v1/partitions/{group}/members/{id})
+	LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams)
+	// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+	// (GET /v1/partitions/{group}/members/{id})
+	GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams)
+	// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+	// (POST /v1/partitions/{group}/members/{id}/ack)
+	AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
@@ -3014,6 +3307,54 @@ func (_ Unimplemented) GetLock(w http.ResponseWriter, r *http.Request, name Name
 // AcquireLock Acquire an exclusive, fair lock.
 // (POST /v1/locks/{name})
 func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name NamePath, params AcquireLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListPartitionGroups Every partition group, with its plan and owners.
+// (GET /v1/partitions)
+func (_ Unimplemented) ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetPartitionGroup The group's plan, who owns what, and what is moving.
+// (GET /v1/partitions/{group})
+func (_ Unimplemented) GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetPartitions Set the group's partition set (persistent), by count or by names.
+// (PUT /v1/partitions/{group})
+func (_ Unimplemented) SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamPartitionGroup The group's changes (SSE).
+// (GET /v1/partitions/{group}/events)
+func (_ Unimplemented) StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+// (POST /v1/partitions/{group}/members)
+func (_ Unimplemented) JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+// (DELETE /v1/partitions/{group}/members/{id})
+func (_ Unimplemented) LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+// (GET /v1/partitions/{group}/members/{id})
+func (_ Unimplemented) GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+// (POST /v1/partitions/{group}/members/{id}/ack)
+func (_ Unimplemented) AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4605,6 +4946,403 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// ListPartitionGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPartitionGroupsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPartitionGroups(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetPartitions operation middleware
+func (siw *ServerInterfaceWrapper) SetPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetPartitions(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) StreamPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamPartitionGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// JoinPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params JoinPartitionGroupParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "weight" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "weight"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "weight", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinPartitionGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeavePartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeavePartitionGroupParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeavePartitionGroup(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPartitionMember operation middleware
+func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetPartitionMemberParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionMember(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckPartitions operation middleware
+func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckPartitionsParams
+
+	// ------------- Required query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckPartitions(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
@@ -5628,6 +6366,30 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/groups", wrapper.ListGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}", wrapper.GetPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/partitions/{group}", wrapper.SetPartitions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/partitions/{group}/members", wrapper.JoinPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/partitions/{group}/members/{id}", wrapper.LeavePartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}/members/{id}", wrapper.GetPartitionMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/partitions/{group}/members/{id}/ack", wrapper.AckPartitions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}/events", wrapper.StreamPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions", wrapper.ListPartitionGroups)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/events", wrapper.StreamEverything)
@@ -9809,6 +10571,1071 @@ func (response AcquireLockdefaultApplicationProblemPlusJSONResponse) VisitAcquir
 	return err
 }
 
+type ListPartitionGroupsRequestObject struct {
+	Params ListPartitionGroupsParams
+}
+
+type ListPartitionGroupsResponseObject interface {
+	VisitListPartitionGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListPartitionGroups200JSONResponse struct {
+	Groups []PartitionGroup `json:"groups"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListPartitionGroups200JSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups400ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups401ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups403ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups503ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListPartitionGroupsdefaultApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type GetPartitionGroupResponseObject interface {
+	VisitGetPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type GetPartitionGroup200JSONResponse PartitionGroup
+
+func (response GetPartitionGroup200JSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup400ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup401ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup403ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup503ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitionsRequestObject struct {
+	Group GroupPath `json:"group"`
+	Body  *SetPartitionsJSONRequestBody
+}
+
+type SetPartitionsResponseObject interface {
+	VisitSetPartitionsResponse(w http.ResponseWriter) error
+}
+
+type SetPartitions200JSONResponse PartitionGroup
+
+func (response SetPartitions200JSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions400ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions401ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions403ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions408ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions413ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions415ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions503ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetPartitionsdefaultApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type StreamPartitionGroupResponseObject interface {
+	VisitStreamPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type StreamPartitionGroup200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamPartitionGroup200TexteventStreamResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup400ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup401ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup403ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup503ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params JoinPartitionGroupParams
+}
+
+type JoinPartitionGroupResponseObject interface {
+	VisitJoinPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type JoinPartitionGroup201JSONResponse PartitionMember
+
+func (response JoinPartitionGroup201JSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup400ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup401ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup403ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup404ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinPartitionGroup409ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup429ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup503ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response JoinPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params LeavePartitionGroupParams
+}
+
+type LeavePartitionGroupResponseObject interface {
+	VisitLeavePartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type LeavePartitionGroup204Response struct {
+}
+
+func (response LeavePartitionGroup204Response) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeavePartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup400ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup401ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup403ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup404ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup503ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeavePartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params GetPartitionMemberParams
+}
+
+type GetPartitionMemberResponseObject interface {
+	VisitGetPartitionMemberResponse(w http.ResponseWriter) error
+}
+
+type GetPartitionMember200JSONResponse PartitionMember
+
+func (response GetPartitionMember200JSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember400ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember401ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember403ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetPartitionMember404ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember503ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetPartitionMemberdefaultApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitionsRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params AckPartitionsParams
+}
+
+type AckPartitionsResponseObject interface {
+	VisitAckPartitionsResponse(w http.ResponseWriter) error
+}
+
+type AckPartitions200JSONResponse PartitionMember
+
+func (response AckPartitions200JSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions400ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions401ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions403ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions404ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions409ApplicationProblemPlusJSONResponse Problem
+
+func (response AckPartitions409ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions503ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AckPartitionsdefaultApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesRequestObject struct {
 	Params ListQueuesParams
 }
@@ -12225,6 +14052,30 @@ type StrictServerInterface interface {
 	// AcquireLock Acquire an exclusive, fair lock.
 	// (POST /v1/locks/{name})
 	AcquireLock(ctx context.Context, request AcquireLockRequestObject) (AcquireLockResponseObject, error)
+	// ListPartitionGroups Every partition group, with its plan and owners.
+	// (GET /v1/partitions)
+	ListPartitionGroups(ctx context.Context, request ListPartitionGroupsRequestObject) (ListPartitionGroupsResponseObject, error)
+	// GetPartitionGroup The group's plan, who owns what, and what is moving.
+	// (GET /v1/partitions/{group})
+	GetPartitionGroup(ctx context.Context, request GetPartitionGroupRequestObject) (GetPartitionGroupResponseObject, error)
+	// SetPartitions Set the group's partition set (persistent), by count or by names.
+	// (PUT /v1/partitions/{group})
+	SetPartitions(ctx context.Context, request SetPartitionsRequestObject) (SetPartitionsResponseObject, error)
+	// StreamPartitionGroup The group's changes (SSE).
+	// (GET /v1/partitions/{group}/events)
+	StreamPartitionGroup(ctx context.Context, request StreamPartitionGroupRequestObject) (StreamPartitionGroupResponseObject, error)
+	// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/partitions/{group}/members)
+	JoinPartitionGroup(ctx context.Context, request JoinPartitionGroupRequestObject) (JoinPartitionGroupResponseObject, error)
+	// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+	// (DELETE /v1/partitions/{group}/members/{id})
+	LeavePartitionGroup(ctx context.Context, request LeavePartitionGroupRequestObject) (LeavePartitionGroupResponseObject, error)
+	// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+	// (GET /v1/partitions/{group}/members/{id})
+	GetPartitionMember(ctx context.Context, request GetPartitionMemberRequestObject) (GetPartitionMemberResponseObject, error)
+	// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+	// (POST /v1/partitions/{group}/members/{id}/ack)
+	AckPartitions(ctx context.Context, request AckPartitionsRequestObject) (AckPartitionsResponseObject, error)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -13225,6 +15076,228 @@ func (sh *strictHandler) AcquireLock(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// ListPartitionGroups operation middleware
+func (sh *strictHandler) ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams) {
+	var request ListPartitionGroupsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPartitionGroups(ctx, request.(ListPartitionGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPartitionGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPartitionGroupsResponseObject); ok {
+		if err := validResponse.VisitListPartitionGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPartitionGroup operation middleware
+func (sh *strictHandler) GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request GetPartitionGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPartitionGroup(ctx, request.(GetPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitGetPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetPartitions operation middleware
+func (sh *strictHandler) SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request SetPartitionsRequestObject
+
+	request.Group = group
+
+	var body SetPartitionsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetPartitions(ctx, request.(SetPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetPartitionsResponseObject); ok {
+		if err := validResponse.VisitSetPartitionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamPartitionGroup operation middleware
+func (sh *strictHandler) StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request StreamPartitionGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamPartitionGroup(ctx, request.(StreamPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitStreamPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// JoinPartitionGroup operation middleware
+func (sh *strictHandler) JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams) {
+	var request JoinPartitionGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.JoinPartitionGroup(ctx, request.(JoinPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "JoinPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(JoinPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitJoinPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeavePartitionGroup operation middleware
+func (sh *strictHandler) LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams) {
+	var request LeavePartitionGroupRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeavePartitionGroup(ctx, request.(LeavePartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeavePartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeavePartitionGroupResponseObject); ok {
+		if err := validResponse.VisitLeavePartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPartitionMember operation middleware
+func (sh *strictHandler) GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams) {
+	var request GetPartitionMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPartitionMember(ctx, request.(GetPartitionMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPartitionMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPartitionMemberResponseObject); ok {
+		if err := validResponse.VisitGetPartitionMemberResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AckPartitions operation middleware
+func (sh *strictHandler) AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams) {
+	var request AckPartitionsRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckPartitions(ctx, request.(AckPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckPartitionsResponseObject); ok {
+		if err := validResponse.VisitAckPartitionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueues operation middleware
 func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams) {
 	var request ListQueuesRequestObject
@@ -13724,197 +15797,220 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9s4su9XQemeKktnKVnOY3cj1/7hZDKZ7GSSbOzdqXtWuYcwCUlYU4AGAC1rUvnut9ANkOBLluNX",
-	"kvFfcUQSz0a/0P3rT71ELldSMGF0b/Kpt2A0ZQr+/MCM2hzNDFP2fynTieIrw6XoTXrHLJEi1cRIsqbc",
-	"kFM2k4oRozZczAmdUy5GvainkwVbUvu52axYb9LjwrA5U73Pnz9HvRVVdMmM6+5FRvnyPTWLZm8nC0Zi",
-	"eD58ncaEksT+TajQa6ZYanvi9r2V/TrqCbq0fcFLvain2G85VyztTYzKWTio/1Js1pv0/s9+uQb7+FTv",
-	"v7WN2FG+UjJf+XG1dDO3z6/fzesftvTB0+t38IZRzbb0kdnnN9TNP3KmNs19PDKGJgtLNGbBNWEXXBtL",
-	"L9A14UIbRlMiZ2RJz4COBOHLVcYTbogUrNjn36D5xsi/ZKQfitm2ER0OzCyoIQuZpZqs7Z9mwYhcMUXt",
-	"myRZUDFn+rLBXXdZuTYdZ/GdyDbE9qYJtW/g4krBSN+ONBbswsR2Ve3/Voqdc5lrsqJzNugaNLRTWdEl",
-	"vXjDxNxSz8Gjv0b+PGujuJgXI3zDl9y07TtZSm1wYEsqNoQbttSkfzAaHYzH43FEUjajeWaI/e/g0A9a",
-	"041dc2ZZy4IRxbRlNXMuupcbRhCO3LXcm9imIzsRvsyX+F/7fy7c/6Mmk8JZvVdsxi+2LjyQiDZUGbLm",
-	"ZgEz7RriCpu72upaQthyeOGfaxPZycmb5izf4BngS2YPbsbPGem/kiTNkf4jcgBiIB4Ol/RiaEwWDw6L",
-	"7YyHQ/cnPOlaEmOyynqwC7pcZfbJ47Huta3Hr7SN0H6Sa5JJMbcDOs1kclYbKnWE6AZrRZcdLT3VTBgi",
-	"FYnHOiZGcWYPUNLJceyHVxrwZ7s3eiWFZiDsntPUch6mYRKJFIYJ+JOuLL+D4e6vlDzN2PJP/9F2cp92",
-	"3M33+BV2Wl2emItzmvF0aKcRkz4F6iUyN5qneMRW1BimxCAixcuFmIYvljSbSbVk6VRIZT8dytlQWRZI",
-	"ihcHsJT++1OZbuBT+weeFK6JkMDTyd+P370l5zTL2VTIGeFGE5xJZBuhgrDlymzIbznLGbCNwYi8lWZh",
-	"5cOaasd+09FU9D5Hvecy3ZzwJZP53S6sndrQYMfxxDEr2F+cdcpTmDFVyh4gyyO4sGRY+dAzaaeEHdpP",
-	"GhMtpinlG6rm7B7mKeUws127mcIMrcg5Z8ofrWLTy42bVF6wv9iz1zVFUPfeSvOjzEV6p3MEvXEopBnO",
-	"bN/xhAjH91DthE3imtgzk1BFFtTxf56SPk3OWBoRxUDup0DElqZRk2AiZekA5vejVKc8TZm407nNfK/x",
-	"hFCiE7liKTHyjAnSj4dD+EsPZzxj8aDgC3b8Z9yq+1SkKPDwcE6FYjQdSisHsREpCBUb3NHT3BBKXr08",
-	"OSTxQmoDS0qzTK5ZCt3HP0ltiR67mYp46B8P7fs6PiSxVHzORePTUyXX2hLTO3geE2kWoPlQYUlyKtzm",
-	"7Gki1wLGHbSOjeqY9O0sSKKk1kPNTXlo7QGVOXCowWgqfmAJT1nqzRyrwfyPlD8ztmKKJDTL2ukYeRII",
-	"0HuhZCC6CiXjT7HTWjxdI3HW6Bqo9F6GXTt6Ok8WRMncMD+kn1h29yNasCx1DA/XK5UMxZg1DQg3h6Rl",
-	"wf34y3WGSfjO7nASR4J8+PEFefbk6V+Ia5ykMsmXVvUBS0Ezdc78kZlRnuXKnvT46XhMrE6sBM1i5F4n",
-	"Uv5CxQZIW9/pVljhY02IISymtjSNAsX9HxdZE6oYLjrNLJPakH5oTeIOJjIXxmqvskMQkV+tMh+DJ2QI",
-	"5heosHUnybCwzNpm5d7eD/wpMLF/CpqbhVT8d3a31JwHHQM3Rd7NNUmkmPF5rlgKLDNUY7wGk1ClrP1W",
-	"W4dff/11eJSbBRPGDpxVR1qqx88ZVUwRxWi2/Nu0l0ip0qHjONNem+aMK3VOeUZPs7vVdn6X8gx4/DAv",
-	"RxD7w6K1Nf+dKptIIVhiWGo1Z/dsmIF869OpmCsqzJ4uvmIXK2unwcuL3Bgu5sNUrkUckZLCtVGMLnVM",
-	"pJqKgPClmA9XMsusgFw3CXQqbpBEdb5aSWVY+gtLOT2BzblTUi0GMFzaEQwtfaAKYLVOsNtgDSh5gYMa",
-	"2kGG+kAcDtEOLe7SOj97k87ZaEpxXLOVkiumDEdeh0bgpzqpRj1Fucaz7B6dSpkxKnpo/3nb/N+FuY7v",
-	"fyyoXp7+hyUGNHzs/K00L639E8gLmmXvZr3Jv3dc1Kg+esWWlAs74laX14oqwxO+osAZwfNFzxnQeMZm",
-	"cOzBedO6AO4HqhTdNCZddtyc8MfKlD9Yhn2DUwY+3+aFjpx7rm0u4UK0erCbk2iaSzgl0AhACsXAPznT",
-	"JIZB2fMedhST/kKu0UcG686s3GXpAFVYp731TXWj9vTg0DU4XHK9pCZZNHrCr9yI8IugiSE4Y3UM1oyQ",
-	"hF0YJiyrGgXU+J5qR981ktqV7rcQ/AsqUp7SZNNsPsFHpn2fMuBdbZ1v293OM2yYWrafjCRXyrIb7HBP",
-	"E/sq6Y/JesHA6lAMpYFAx+pMqiU1SDJ/ftJrdS+2MIVytlHhPHZzdKPbsny4RldZPs1FAk+K4dpXwSXR",
-	"lMZRDzw1LQ3V5hJOAj/xPW0d/L9869UZFJ1WN+VHxRgx7MKQvnfsPSE/8+cDsspPM64XLPXeWEaKEY1a",
-	"/YmNMf3AMmY67wWoNoSdg9NwBk4qYbhxzq21/Zmu6Yb04/3zg314T8dAE9V5pV19HGVrutHEqDwcbkDY",
-	"eOm0jbCbg8Yx7ml0+vVjaCMmM7CBzULJfL5Y5YbA74P2ZQr32I++bUd/kPlpxjol6BaG3Hkw6/x4Vylk",
-	"B03Tze5SGQfnP6t1fOlkXyLDbs654EXNnXE6trO8GpdONW5P+oKxFPw29t1zhgyIg1vVWzht+7f7SuB7",
-	"bXN9mbEER97JZqq7s01il0yrZddKvr6b+Pcje4PfNaWxu9BLmYqIyLMMl01IUCTtAw3+oPWCZ4zoXK+8",
-	"ty7q2dfR+sB7lcaydFJt0U7bHbohfdTfcVgxDgucbLJkWHrgxhR6Z/Z06YGaisAYKTqcWIpIqLCa27nM",
-	"kwWedLFxi0ByYXhmX1LMWS8abYfdjkkhk4KN30YxL8+dxVDjgdRcaiEURPc56jHfDBP50g7HjeNjC7nz",
-	"9NKWbWuv08Yc4cIdu4pwiNum9qYg1VuUvF4xuVStuJaQhl62yeqXAjz6LQyOp+18W3GpuNl06NCNVS/e",
-	"b+3d7VdTYpKUJXxJM+IaPyQ81cQOIzHZhnCRKOCrFO4HKUHjGmQyXnn1Jr3/9+/x8NnHP/1X2/JDGMg1",
-	"aPgXtjxlSi/4ClpqJWWU6vdByTCmv0su2ja2W9no2PItoq5VuC1hbUifgxpN/iO5cME9g4iUwu6MsZXl",
-	"VzTj5yxydjvcTgD1EqlQHl6uuviYHZ52rwZu2M5kXpzm6px/dbaBn+N/YI1J345ayJTtaWIJEyJJ7Mmv",
-	"Wg43oYoDAVyug//EaIbhBdXpakNNrqtOPHl26Qq7z1p7klkLkZ1xvGUoe8lkctY27w5ZWxsAtOdebhvF",
-	"a8OWzzfGK+JVXlJeWu5pcmrfiohc0d9yFqHCvyHgjSK2WdKHO2wukiwHhYG8lSRGP9VUoIC3/5sQHGoc",
-	"EUrgapxC9NNKyYuNJd4k49Z0WFEFDmy8GreDIKcbS+ZTUXFxOQ+tIIrNcvsFNyDircA/ZdxzOS7mKNYL",
-	"qjrlgqpNcTXV3Av0Tuojs7t06ra0jcl2C+kId88bvhgYUo6nbSdhEj8wQ3m2u7aIM2+6ioAp7azAAilf",
-	"5vfCJtt9XjCMl2KbudCmxDv/ap3VbILbKdABI8IFWUuV6tHOS+6a71zpYxCchSSUgrnlrhnnXHkbObw0",
-	"s0QLQXTcCYAWq3gHaRrueYdSqNl9SNJG9BQtV2Eh1/UNIv0YLglwiWq3A5H9ULnbdLteLEutij/3HqYv",
-	"XDdLb62LJrUpThtGnJ7Ls4qFf1frCGdDJmevFG1TuGiCzV2FQ82YSLiYn8gzjLnYQY/+AvehXIuKM7Lj",
-	"sJU2FJw5/Ko2xiicZutxlMnZTyxLb9BTbo/kVYxuGAJ+Yw3uS+zkXVzmVurjXXvhwIaQKOiE9EvDnTtP",
-	"25JRAfbx4JDEsGKa28aGXAxXSs4V011u7WD0DRL7AnLp2vsrmno1UumgjW5Nzs7q2LS6gq+5vU11HhsM",
-	"/SnA4GRyZhnVTDF2PffJmnKfH7Cb99zNsPyybYVQtb+2s/nP6G2ehPq90+ktW9vR0Vw3DK9gfmGfusPS",
-	"4ud+VNqqAWBVSZUyVbnD27b9oR3U4qE7Z0rzNk3Edv/7BU99PCPMYE+TjBqmjTPcDsnY+Z7hcRFyRWEN",
-	"v+QCxVt1flzlArURwVtHc6H5fzT8Hzr8fTx89rH8c/S/w4+fxtHBo798bnUMvDtn6pyzdaERNcJuiouC",
-	"+NXLExJcCRyigIfgOgiX85EDMVnSjQu1iN1NBESelNrWtn07xlZwRE0m7xWF3Ror2Yltadub/soEpHeL",
-	"dpGc3Y9Gdp3ZB67Ha03+3pyU15v+SXEt5L1W11mF8pLp21uJf+Qsv+4RALfCtzd1f413vcm7yINvb/rV",
-	"u8zrLUIKbQ2/2bVoerGvsxr35e/+WI3ApWkKFgPN3gdLg6pqVZjXA2hH5HghlXHh1Llm6YRUk2xa82ii",
-	"qahmx0SknllR5Ms0kioiSIs0bAmPIGq+zKeISFfIHDwJ4j4jEsRZ2wEtmVnItBJpHzUjmt1nYKDZx6W1",
-	"BleZUxGjBg5D6bLGIhIXd08+8CgiMWprxQ8wJvil0r2PqcJYovCXIMrK3au6GKupqAZZ+XnBIMOvIdeo",
-	"+LoIWIsHtSaCQdejrio92/br6SRRGMvpQzzDsM8gvjMiQcZG1JJGYRtrSZGoNIdx0QWJ+Vyj/pPxX2Fe",
-	"6HYeJpnULB26WAT7/NmzCEOkWUqkyDYTuGtxXmprUIMjyjbRHihbj4RtC3Yt4srRR12Pj/FO3SaDENpQ",
-	"Z1Q3ze3izqJppBtuMrYlbCT0VC+MWenJ/n4lSnmUsnMf6ar3iwNwqR0PT33/0bYLElQ1mrfJlpAqYXYV",
-	"VxWmj9bNj9eQaGuNYS7mpO/aIFIwTdiFv7FodWfsds9SeLKg/6gYZefE7Ihu5PI46mn+O7vytbL7bOv4",
-	"dMsA/c87Wc7lTC+7HcDm2kbjrLiOq4EWq/9NkWOiiRS1ZJ62HcaEj2ZDls1MrAjxBnyZ7ISfEC6stGuN",
-	"MXJH/nVH6FzYlAtaSW1zC3ZB+tPe+GI0Gk17g8jlfZZeAfd6e5/e3VVP5cO4FsvCSV/IossNM8CafdA+",
-	"sCYfOBOTfsp18WxCwANndR6Si4QpQznkx7rofucuPySUCLYO8wLwEm5JU4ZywPJXsOK9/lMOD8LOXIe9",
-	"MGoo8l55/LxVWTJlwmtzvQWbS8Op5eF+aO79Sm70DvF+uMjhBhcUVI4h8tS5haJfgP+n/aqZbY+9hVfI",
-	"DO6W+uH2du+m36lyCwYR3psymix8FEF/y+dFfFR7a1fe0aC9Hfa3dRe2rO41YlSq+9Omsbu9v5cYldIX",
-	"cY0pNh0aX5ubolcf4hUcwmXMZHvoI+oAcrnKLYkOnHt4TxOe1n346JR11yb43hZXfjAEDwGyw4VJ4L/e",
-	"SaqWK/OFTmmrH2Mi0J4m7s1DiJx14WEaA8bRLVtGkZffXccv7bFJisjJ3RzV5ay74gyvRxC3QATdSRS1",
-	"5AlrUFRvTopoqN8veHpIxoEGgN/ulluxMyF4MsCYtHLLQXvCHq+155XMjXJUu2z0jbA5Hw79dUXOBuPz",
-	"/KKm43aykQKwZ3zpJmAj2/vvCvNL2ZJiXM4OtNYdB9mZmqQXVLEdm18zPl+YXS0d97bvImruc/c6/HPV",
-	"nkNUrkbzLAXQTniS11QYfYisRCqPrjOTiuQCtgQh27bubAeLaV2U2oUbdnfG2ApDB7zuiB/YnqsYUDug",
-	"QG1Zt2O/j99EzGwO+2t/2BIsezXiDPjslzJJIFtPrd0cEozLJLdW/LHlQrjSp5BRfpR3AQdicvucn1uZ",
-	"JjHOyiG3oKvOwZ7EpB+/ePfuww//e/Lu55dv4wFm/zsUkGgq4v3zgxhwblZMFPnxmDoNqTdzIRWifrg8",
-	"YjjyMLxyLRbGrDDVmYuZbA65sI+tLJRSpVygnFIs4SvmUHZWGeWC/HRy8n4fokTtaNAWGwL14wXzaCqm",
-	"4hUTTNGMqDzzQGV0tQLEFqfn4MQKRLuJ/eq/yUulpEIchU7cCE36cVcCeBw5IKepICR27vZ4QMqAWHBT",
-	"cuM8heAPs3+h1w+dg+jki4vVLuJ3bKMzzjIApQnQ+MATP3Lt212Jd3DiTfPx+HGiF1IZ8NrD/1k8sp28",
-	"hCUqO0hZklHlopKcL5ThUvWfXFwMXNaNO4uHdjqAfxaTxO6ctm12gm2Qfh1sw+7EW7hd4IKsqFnYdz7Z",
-	"QX62K/QJjhD+CWzC/slTPSDgjoalvzysISZ9LYlgcNUwigG9azQCZDQP5sMyzQiH0cdPYIghkhhsj8yT",
-	"BSKiYMCiKH09MI0fnKvBzgCQ1+z2myweAI0FvggXtWzfe/R0jN7xx2P45+kS1oSQXzwMmWV2c2qAu4Gw",
-	"keeIZBZgWTh+DxBHBe4bCCQ3EJhWCWCHj2Bsk+p0yzucETnCV8gpy+SaHGhLbTTTkij2HzDuYdbYQx1i",
-	"bsmo0MRYyhIJs205UoLzWbqftEv9cg5cO07g2uUyn7IFF2lztY8wfLyCQrbMAT8RUROoJnEYTz4hDZwE",
-	"210/fnLwlHRcKiHMwpprNohsw1VANzzqfqCAKWlb5CYCggEKrQC+edngT7YPqbeDCDYBrsFsS2XvI/Kh",
-	"nChnup0OQPkoqMDdprnzads7IL/w5wN3dEn85OAxqV3LjchbO0d0i1qh7Ii+uva/unS9Vm9nDS/EBfkG",
-	"HAZIwEpwTTgMC8ejSfx0/Jh0YJK04oDYkVhR1QrwUuB9xXBwQiwwYDZ1ODA3UDgqIDA8aeFQ4yN3t4gy",
-	"hDigF2St0JDjqhHykvjJ+IBUbyRt0+llSFulVPbTsut89P61l8wTsmAiYQgDRpwbmWbAUS2bgLl5PQKO",
-	"8e4waLbBViQ0UgKhAX20waBFfiMdE31Myru9QzRvEYWLCodeAgMqdv/J+AmpX8cekoxrHBcARATBZUQv",
-	"5Bru7UrUWmxxSTcwXscnqjBspIHCFo7gMWlcQVohUcNhQxmHUGxkNyS2Sh8tN5rAil68+3DswRHJXFoN",
-	"xj13n2iY72DUwIQKbkZc9OYEd+HRM1K/KYX8HccD7BrqYm94GjkMQG579PRn397YbT/NDTI47QJjR+SY",
-	"Mast6f3jly/++eH1yf8dLXHdwX52WYhW0hl2YXDr3KVwPLB8OnWqnDvgPJ1YMYgJBSh3Pc+F+ViDe2Ln",
-	"K9gh+rexsT3PZJFeYIiu4T62VupY7kU5K1q0urBVpWdlTocGQsUbD+gBhLipu+pHbp48BU3Sn/AgT7PA",
-	"zt2eqFmZjccFpsZpUxu8pwY5KpeAaGaXAPKhQdYh4pdxvPbgKfGpzngbXMWhCoyQSe9gNB6NIbp7xQRd",
-	"8d6k93g0Hj3GxNEFmCD7C0ie+x0MP4ZpMZ6dv057k94rZn5yr9SAYB+Nx1sAla4GpORS+FpwlI6ZOudi",
-	"DkHvT8ZPuhoqRrZf4P6FRldv8u+PUU/nyyVVm97Ejr3ITGfWNkiY1qjYYr4RnWuIYPdroXsfbXv7S2Z3",
-	"287f/s8t7GhDl5n7CaI4ti7nB3zjXlbzhZfdX7KeUe/p+PHlH4SQZ7vvQau6EaoaVvI+HT/eujs533fb",
-	"cH6w76JjdOdevOHaPPcvVTH9O2LJylf2A3Ttrkiy2tvoLtzxZYdk9vGaVFL17IQrstOtRRk52LisEOyi",
-	"xYP1i9V8ZtJKtkOyolqjdw1gW6zWDpr039BKMXDFe2EAz/3yO9xi8C3elQad+211ZD6+nGoDWGv45GAn",
-	"Qi9REOGjHU5HCZ77RecpKkHhL/uuBKcLTx06BTACzUNqhWeqXObPtXO0j7Z7if7TcqLkmilPNA3SfdIS",
-	"9yFdGYyHbapuEywMCWDPOvYo6hQzndtwc3KmYA/NA3gSjvxhc6ub++uCOYzHYpGstMND2bnRV5NPRdUF",
-	"K0NWeQuNfLDdlVRyRfFX1kppEVItJ/2Dm9xXTQs7KURVUOz7oSBYzZB+PJwqBgdHAKhAs0wHmY0+dVtf",
-	"id3vr125iuuQn9Qt9Pcr5eZLyQ9qaFxbO9qBtzncyBYO922IrifjZ3dbZaEa4j4h2vAs8/oGEKNzK0NI",
-	"2ei+zg8zuRLgwa5z4Qz3FRy3z0htPvUZaHQsDLYfqWrqzHaDpJKy88cwS9LqlHc1TurJTfdvotQmsouh",
-	"gpPwZPZgr3TYK2llmTy4sw4yrnc+fYEZ06U6VynrFoVMjYTb1ejq3B8opE4hzTWC+INcmAjuCrhgGm89",
-	"wkyqm1ezt5Lbfh0D9gbUqZroDcVVkE/WLrEmDWhWbehGEyaUzDKWHk7F+3fHJ1gPE3VLbnQB420kmUsi",
-	"hb/dHZEjyIbwn5PTTXEXBJ9MpgIG2Ibb3Yfj7O4ptLvM1wu5FgO4qnYg4PU6OeVmQyymzFKmTQ1bHO7A",
-	"n5F6pluY6Ibe9CoPACTcOheo7VhbcbUbKHbZ3nAJ7NvVdi0w7LK4sB017MvfOzl5s5PysNVePLgdjuoB",
-	"jVsYK4qVkP6tOHGQ9d+llXoblkBH3YNthkHJmSZkxtZFpQt3yBc09bvQtBYO8eB3c61a8my9QEFQiGAw",
-	"ak+LnVTZVlGCByulce1SvkKbAdjXVHTwr3qW7aSYqgunqJQ2AFY2Fa28LCLrBU8W/sbKrvReWSLBIU4d",
-	"1vn6VLh+/Bq50l5PHj27nIiqtZLuSQG01HBIFFhsWNuymHSl4kdYdOJLNMKKiN7/xNPtrm5Gz9klIuKG",
-	"WGy12u9u7jbgb1IwIFysfvLt8zRfP+3WuVmlcM1l3Awz7yeon2jgYL7kTJOFtSToHyJjqcsi+J5mGQY2",
-	"0CW7L18JUHrtALJW8emr7NyoXn35+XD1xwsNnDngo+2OlpfFW38EH0tlTXZyr4TI9ffuWSmHv4tTpdja",
-	"B2O53Z3il7PuSInQMnJVFqy6VFZICA92sB2f64eu6V+pYf1iED1TS0CTLiBDJkUgXeGVrWbcpXw2s49n",
-	"Si59A1DJuWHh9h+NxxHJhSuPNmgz8V6xggPsZtv58gLFAdshZeQruMcoj3G7d8nv28NRafMrBSehUokJ",
-	"wowhTq+ApWw7G9f3JtWP1X61Vs2Ne5FOwllCahami8BcqbdWkjNfX9RlQ1SOLowZAlunon42I3chVFps",
-	"8aPxgTXVpi7Zb9qbkBnNwEZzx9yaSmD5ue1oy7eFmjGNUMxKUrTDS5Aznxw7FT4gO+ZpHFUSrJb0DLBI",
-	"GMaPFoXCVwi3BZgc9sdJUeh9KiB1oJXbvKDLFeVzcQU30lXdRjfvp7kS+wKG8FxijaYb4Vy10mpYT/XW",
-	"HEdlEb82hcLbzt+nY+ivO8xHppsTB5RyD9fKDcy1iVUdoLB9wazqxe2rrhsscs+dylOVegePd1wAKd9Q",
-	"hfgiTw6e7rKlLUVovy3ni5IZocEq91/kihqpCGbnv4FMqIxuZF69Bd9BRQxk2aXulg9Mt7LPq7lOOrzr",
-	"wL2wyExBqY1KYh/vi/ng1F1d60Ju4sVMKJHtdreHXrkGvjMX0L2EjdiV9LFWjmz+ZlQOuWF4Vur74oHI",
-	"rAZ183riFbwjHWGA75WExKDrnq070wLqt2Cfb9F62now/cp9dyfrizSCOxei93D+j5lxmWOYJew9WYF4",
-	"FJIoNvSH+8oiETPUOp0nmJJWFN0sSgQj3m4I019rOJ64FLggz20qINHNQcpJUTWT+oWdFIUszP5dym2s",
-	"KYarcTgVrcU+2yp81uw9kWdZRKYl1Jz9EdjqAIAgfCWCPbx/Q5M0LNMg2JppE+bb+gp7RLFZBunofToV",
-	"5UahIOViHkFaOhdzIhVkgtkjjSXInD1HjqUrUVsk4wXW6J4uvVlWQP+W04wY+CKMvU0LxAToGRL93ERw",
-	"8FPhi0tAuitTS8KNZtkMADqwnZQaGhGon+JzGUGd9ZatyDZuaHanAEClaOw0x3xnR8A8hZgNLPAAjRQL",
-	"JSQMyS/iVPTDCk/FHtn1sgIO7ebCpQjIusSA+YxXleycy9zu3FSsshyM6ohoubXKJfSIdS5bzGlXyKv0",
-	"310iABoZqlUJ0HSBFKmnuMpQjOxqBUiqtWObUKptEQlFVu2DM67lEip1SKZIlZr0j49fDm7R87YDJ9ZB",
-	"2ZN+/GmKEJfT3ud44BDGAQ3d/rGnieXNllEPopKD96mYCj/w2jslmCO04kvRhK+AAgpP4S98OhX+sbuA",
-	"c5EP1WtviLtiXPn2ONMQbhXkRYPEmIo5M7qZH21ZLwoMrM7ukUkDGYIcpqwvPxUp13S1YlRpAq3SsB79",
-	"eiE18jhAvymKxzhQCpepjhdMeLdkJRiMNPTcKaiHbX9ZL6QVR4r5C8t4OJSu5s0QkGrOaRaTfoGjAZgt",
-	"A2ROwJ6XjDr8LwT5gesqDCZMqV6cSqpSHcF9r31pScXGwaEgglGZQg4RC040eubiKbmGeHxYzU73yz8V",
-	"lfUvhALwJUwlXzPFSiBANw9dYbRTUXBauEgx1eR4IsUWhlvU9PsqWW61nNGXsdzv+97PyBVPYGGFX3Bk",
-	"oxFiFCAhUF1DQtiWcn1+sA+Maftl+yt85Y9w016uxk5E21Jc+95v290Udrlqx4190Ffaz9uy2FyHR9t+",
-	"315CyVZu2f02VM/ZvgNO69RMYocA4q/NyILPF9Y6AoOJLr167fWJQp+C277IoXRFVgS5Ky092P12zYpG",
-	"16+2pOjNyqnw+HXu5tCN8m//iuFlh1qTyCULIgA8wm317v9fnRf/8aPxON7h6v+Vg2/c4TKuRDr+1q7+",
-	"G6ylPQIA6ODhBLdd/xfVHzsLUnpfsD9zlZAWkgvDM3t0HP22nu6rCkXYzKqtUuUMOzqR4OVtPqRqq5d7",
-	"kKqqfwU9qcJwgsVyeaEIbjoVga+A/Ikc4AG3yjX4I0CfBT33MsilbhXWH/yvT3uFkT14C2787Ha6C27x",
-	"AAbVAb686W0hOg5C2QlatlqwJSDlWqXCnexyNJ94+jmuWdcgXK1sj6aCauIudfc0CQrnuhgYbib+ecED",
-	"AbTXR8q437Q1s2mymGICxYi8NmQumfY1r3UIQbBrUA3pjqn5u+TiCnL8RnKzbikZ6uavzcI60bccOQN7",
-	"YDejPdMKnzxEztxT5Ey1MuEkqI0RxsfQUMXxKgGEzDxEyGwXNZa8w0UtSgnEPHXKlbtIsmYJBJM6PlhE",
-	"0oQstyWSZrsZ6GXNbglLHfzyFhKQ3nx/OUf3lXtTktdNqy/Xjx45dra0q0XydcaQ1IThXQaQXCIcS11u",
-	"T7uYAgB+NQ8RJX+ciBLTIIJt7L8sodluHhx5NO610HDzqCMfsJFwpqNK0qwDhUaFvvRWalDeraLuIvgV",
-	"O5dnLI28Lu+Tl8/YyhVoAVHHUc+H4gJRqfefMbaCl4r7OigZiADkRZBEGTHSigWbSW0OEf1ZpFOhmAPF",
-	"ZsWllB0XVJlpjcBXjBoG/ObKXArU+tuM/8RhtbrXqTBfv/b8RcraNU8OLI1XpsID46t4Vg/Mvisysj3I",
-	"2FK5p5EdMA3xVHyXts21I2Xt0vjtOWw7pQB5iae4KJpQ3gS07mg32mnHpo1v9oj+gFW9OwS5o8QHYqgT",
-	"gxdJVshAQYeCUbdv8hfokFV3XPXIX+YP/zWIWkTx5CtllbiZqWQORgNqJjeKCkDECkKLTEW3S706sBhj",
-	"/SAEBr7HsswVOPSp8DLQVWuehGepHOCCZXDxhoXtSezexopITnzH0VTAtXCAJOJmjE65F5nUvBJ95yS/",
-	"DnqiBiv/tEW3NBzhE3LgbgcedTvldzy89+CUh5EVwS/fnWv+m8G7/dlrkJWolTtiH4X6enV/fth4Fw6u",
-	"nduRbf5uZFgbyf5cqPEP4qtJfO9zvSj5n2UnlrdCFUIh1+RPxJhsqwJqjbCt4VFv4I0/QnRUsRa7sV+Z",
-	"nB1D1fivISwKx75LVBTs58O1bHtQlF3GjkAoLD2FeiLlphYx4da/cqxai1LUHCKC8KWlUG6CG0h/yVEa",
-	"IaOGdvIBH9jdvBOfuevvIVHzBsxPX3mYIb2Beny68Tp6G1ltMS6RAG5PLpdsrsOylC6/94Gd1AFaMLUi",
-	"YBwih4s0OdvGQqKbR07BgqRQ348qVyQXAAeoUvycZi5Ovw+B1mtqoPgmZGxxo8lKsZQlTGupBg6XpCzm",
-	"gPc/VLgcNEOThQ+a8sC5GIcmc7CtaZ3jAQjkkqbMgyeZDHNCENQN6muJ1Fp+henqmCLpS1X+6Ir92hEe",
-	"hbW9i6tkV+Obo+cZUxfAZXvBtbHt4zQwSboPAaJQiRDgOGdMJFzMT7CktQ9exZ29KuTLVGA0mmBr34RP",
-	"YpTJWURooqR2zuMikkWixc+EZsvTjLUZrEcJcPQvEgm3CKkb1anxR8UYsQYz0UYqVoCWwrZAlFDfVZMk",
-	"j57+mZxuDIPElwVUugyXfk+TWK4FU8A02yJr4GkbeEKhR92q71wmZ+AL/ob9518NoK9dTCu2t0WUWBIa",
-	"WnkaT8AjNsc19hdAGI99GMLUenBaEiNJxaQv8ixzd0vBKV8zYSDnChKJByMSU3veNLd9D7kYrpScK6Yx",
-	"kIXrAjR8KjwLgg8UOrE8G7JM2KH6uuvlbw0E17EdCIu7SLJcQ9HwGeXK6QadWjLkBW63Pv+Br/wRzM/b",
-	"txmjXrniO9m4sPotfsWq7eka3cX4xO18UBfbrU9YyE7cSzE3C8S9RGAPV5w3OF5+I6rna4eiIv9wEEO3",
-	"ZkU4Qmq3IGCYDzRRpwlYs6vt+/Uzyysks48BGLdSYe3FF+H63Gnlhzr5//f+f+9O8a8NWz63mmsX1VsG",
-	"vKdRu41KMwZNNTM82awAImQNpR9gW1CNsRvvirXbMcA6Du2Sftqi5EY9O55LX/vcBdMFoOPfp6b6rahZ",
-	"sNFBSrylH2soQX19M5QiYYNDsoDlcMldNDlDKBRIi4Lv6zUWt4oMd/73P8G/W8NTjpIzf6Iv9yUeJd9J",
-	"ZApM+Z6vH4+SMyHXGUvnDCPogTC4JrhV6Q0LisuZKizK5VLFU9W+8+ZcR8pcbVBdIsk5Znen4+/JJ/41",
-	"kPIr7gLKgYQRv+mca36aMeeWc0GcMkvJKqMJ252VFfbOdlPzNbzWOB7VfT8YjQ7G43FE3HzJwXjc5YDK",
-	"wK6MKrEgbpEOoBRWWBvrkspYH29bQ8fZtygs8OBBRW/z8pfSGFFv6FkL8PpNaOjbci49z/eBXaVi6Vys",
-	"ge8c9mVPkzhUNWPSh7irqaB+Ck5j8PDpcAAHh4SKDVmylFNi6TMifz9+95ZwkWQ5YOdBeBr9LWdTASMg",
-	"C6Yc2BLkTPq8yvjJeEy4OKcZT4f2x/iQUBeUds4UiYfDJb0Y2onFU9F/evCI/Myfk9ONP3QDbOXgMXw0",
-	"NFIOM6rmLD4kgnFwqMHctR0xRKS1V9Pz8LpbT/x4NHr2LML6u7jjh8Xh7zz6K8Wl4mbTfvrDs//sWXDy",
-	"x10nvyv55Dp2yWXZJjfnC3cr3ZpqcgxE+tWL0TvKE7kXLG3ve2JE0TWewz4ghuHeu8N+xlZmcEhWTGmu",
-	"7e+7C2DLVW7Fk3BiG76tIu1fh81/WFHs5xLRmgMvwPdv3d+HdLdysG5wswsKV7pSMBCUyl8kDw5J/Gj8",
-	"xBW1Zbik3YfDRU53Bn4fObHLzpkgiF1bph5xTXKhGE0WdqqHJAaokxiDmTXdaKLlqA1b6Nj1eouKpO+i",
-	"jc17mFZEbrs74rkBNW9LBthlGHTutR2hbwrQTmAPgIkRoHdOyGg0asW7IQ24G4/aC2U9hYDCN3FE4gIl",
-	"NyZ9uB8HELBcJEwZq+NFRbR/Lbw/8pELGCnhw/kVK5sPsXWCwHtspwkrWSJvdQbg70yy9xCC78b2AOrY",
-	"ljwanPVuoJu281Jiy26110+K1x4QHLsItLZGDwiO3xViarG5iMAQIDbSLJNIUeFhCw5Wy2FrAW9s6A91",
-	"erpFPaJBug8IgV+MELjkJioKJpS0UUBYBhn2VQjBTuqJrgce1gHXUe75G+c2vQ3IjXovdwy7cRXC3tMV",
-	"ZfkP7xr5ViE0CsC/LNeGqeGapwzPJemXzpTB1Zn1jkZFCNffnQHcbD40NGoY7xVgTcHWAV85dHnHZSUB",
-	"a8ZMRRycPHwycM0XY/JdeGYFfViL2vYTLuVU2G3IIXDbld50SmatUEBRIcCsZdG8K1CCgcdT0QlT3wGU",
-	"X26oa6iGkh+RU2kW5IyLVBMj58wsECJ0KrZihJZJyujxKZc0hCbFoivQFNqHcgb9ddtQVxbbt2RLScHe",
-	"zTrFRZNBesNqZ34OhOC++vgAVXrd0IJSU+g04G5MK+hmcTeMWNpE6mwej7vC7GxreM34fNF1ZVy7ML78",
-	"zviOYuUObkE9Ol5Qxf5wsJ3fIgTndwSIGePxKyvvkINBFRzzC5S0K+FgXsqNHhAxvz1EzJqYvNy/0gVa",
-	"+X2VgdiB2VdgKLV969sg1Ltm4UKa4cyKkQoXt9xbyO3s+z40y9qW7lKqomoQ1cuv3IZOen0I2n+uUmrY",
-	"5af6q4CirQ8TB39/7rHvjiU8QNJel28gSRJabj+qa1j1kC2pSLvVM9sSS3IIybOH7pRRxdRRbha9yb8/",
-	"fo4+2YMF2AjuVOYq6016C2NWk/39g0d/GY1H49HB5K/jv47hELpumsoUpPrLtUBEQerKLrr8X6bBucMV",
-	"YYBy4LBiubHcbRREDntNueHTa8mydZgxDqYAgQt0CeP+Whim3iuZMK1/yQ27CMHcfX+QnNvsDp0qRRHd",
-	"oFV88oaaZOHbCysEW7uhMqCgs7IearPD51gENOjoB66N4qe5Yal76PvDjYfiocQVD9VBN/6nll5+yJUl",
-	"SvLj6x/fYQqi9mniLnCTw07RswCPALJsytjYflF0GR4EHbtwn2a3J7VLOyQGXF2WelemXmUcS5CCjxgL",
-	"o4WVnoKuAiJvdvdLrcqb3grt72sCQE/nnK2Dbty1bbOL91QZSIInVGs+F0smTOukUkYzOyfNDJEzxHpG",
-	"imrOLyLO47uWBGNUCmzHIMC2aKFlWD8xmplFBCVXuWBaR2EoChbEDrAkfcVYjBQOACTKAIVmH8cIpCJz",
-	"o3nqNH8m7AcsJUrmhinSf6/kkpkFyzWAXrhhrFjiami7H8oariEdKbruff74+f8HAAD//w==",
+	"7H1pc9s4tuhfQendKkt3KFnOcu9ErvngTqe7M51OMrFnut5t5V3CJCRhTAFqArSsTuW/v8I5AAluEuU1",
+	"SftTHJHEevb1Uy+Sy5UUTGjVm3zqLRiNWQp/fmA63ZzMNEvN/2KmopSvNJeiN+mdskiKWBEtyZpyTc7Z",
+	"TKaM6HTDxZzQOeVi1At6KlqwJTWf682K9SY9LjSbs7T3+fPnoLeiKV0ybad7mVC+fE/1oj7b2YKREJ4P",
+	"X8choSQyfxMq1JqlLDYzcfPeynwd9ARdmrngpV7QS9nvGU9Z3JvoNGP+ov4jZbPepPd/DoszOMSn6vCt",
+	"GcSs8sdUZiu3roZp5ub5zad5/f2WOXh88wneMKrYljkS8/yWpvlHxtJN/R5PtKbRwgCNXnBF2BVX2sAL",
+	"TE24UJrRmMgZWdILgCNB+HKV8IhrIgXL7/l3GL628uus9EO+2yagw4XpBdVkIZNYkbX5Uy8YkSuWUvMm",
+	"iRZUzJnatbibHitXugUX34lkQ8xsilDzBh6uFIz0zUpDwa50aE7V/G+VsksuM0VWdM4GbYuGcUonuqRX",
+	"b5iYG+g5evLXwOGz0ikX83yFb/iS66Z7J0upNC5sScWGcM2WivSPRqOj8Xg8DkjMZjRLNDH/HRy7RSu6",
+	"MWfODGlZMJIyZUjNnIv244YV+Cu3I/cmZujAbIQvsyX+1/yfC/v/oE6kcFfvUzbjV1sPHkBEaZpqsuZ6",
+	"ATttW+IKh9vvdA0gbEFe+OfGQHZ29qa+yzeIA3zJDOIm/JKR/o+SxBnCf0COgA2Ew+GSXg21TsLBcX6d",
+	"4XBo/4QnbUeidVI6D3ZFl6vEPHk6Vr2m8/iVNgHaT3JNEinmZkHniYwuKkulFhDtYg3rMqul54oJTWRK",
+	"wrEKiU45MwgUtVIc8+FeC/5s7katpFAMmN13NDaUhynYRCSFZgL+pCtD72C5h6tUnids+Zd/K7O5Tx1v",
+	"8z1+hZOWjyfk4pImPB6abYSkTwF6icy04jGi2IpqzVIxCEj+cs6m4YslTWYyXbJ4KmRqPh3K2TA1JJDk",
+	"Lw7gKN335zLewKfmD8QUroiQQNPJ30/fvSWXNMnYVMgZ4VoR3ElgBqGCsOVKb8jvGcsYkI3BiLyVemH4",
+	"w5oqS37j0VT0Pge972S8OeNLJrP7PViztaHGicOJJVZwv7jrmMewY5qmBoEMjeDCgGHpQ0ekrRB2bD6p",
+	"bTTfppRvaDpnD7BPKYeJmdruFHZoWM4lSx1q5ZdeXNyk9IL5xeBe2xZB3Hsr9Q8yE/G97hHkxqGQejgz",
+	"c4cTIizdQ7ETLokrYnAmoilZUEv/eUz6NLpgcUBSBnw/BiA2MI2SBBMxiwewvx9kes7jmIl73dvMzRpO",
+	"CCUqkisWEy0vmCD9cDiEv9RwxhMWDnK6YNZ/wY24T0WMDA+RcypSRuOhNHwQB5GCULHBGz3PNKHkx1dn",
+	"xyRcSKXhSGmSyDWLYfrwJ6kM0OM0UxEO3eOheV+FxySUKZ9zUfv0PJVrZYDpHTwPidQLkHyoMCA5FfZy",
+	"DhSRawHr9kbHQVVI+mYXJEqlUkPFdYG0BkFlBhRqMJqK71nEYxY7NcdIMP8j5c+MrVhKIpokzXCMNAkY",
+	"6INAMgBdCZLxp9BKLQ6uETgrcA1Q+iDLrqCeyqIFSWWmmVvSTyy5/xUtWBJbgofnFUuGbMyoBoTrY9Jw",
+	"4G79xTnDJtxk97iJE0E+/PCSvHj2/L+JHZzEMsqWRvQBTUGx9JI5lJlRnmSpwfTw+XhMjEycCpqESL3O",
+	"pPyFig2AtrrXqzDMx6gQQzhMZWAaGYr9Px6yIjRleOg0MURqQ/q+Nok3GMlMaCO9yhZGRH41wnwIlpAh",
+	"qF8gwlaNJMNcM2valX370LOnwMb+KWimFzLlf7D7hebMmxioKdJurkgkxYzPs5TFQDJ9McZJMBFNU6O/",
+	"Vc7h119/HZ5kesGENgtn5ZUW4vF3jKYsJSmjyfJv014kZRoPLcWZ9pokZzypS8oTep7cr7Tzh5QXQOOH",
+	"WbGC0CGLUkb9t6JsJIVgkWaxkZzts2EC/K1Pp2KeUqEPVP4Vu1oZPQ1eXmRaczEfxnItwoAUEK50yuhS",
+	"hUSmU+EBvhTz4UomiWGQ6zqATsUtgqjKViuZahb/wmJOz+By7hVU8wUMl2YFQwMfKAIYqRP0NjgDSl7i",
+	"ooZmkb48EPpLNEsL26TOz06lszpamnI8s1UqVyzVHGkdKoGfqqAa9FLKFeKyfXQuZcKo6KH+53Tz33J1",
+	"Hd//mEO9PP83izRI+Dj5W6lfGf3H4xc0Sd7NepPfOh5qUF19ypaUC7PiRpPXiqaaR3xFgTKC5YteMoDx",
+	"hM0A7cF403gA9geapnRT23QxcX3DH0tb/mAI9i1uGeh8kxU6sOa5pr34B9Fowa5voq4u4ZZAIgAuFAL9",
+	"5EyREBZl8N2fKCT9hVyjjQzOnRm+y+IBirBWeuvr8kUdqMGxHXC45GpJdbSozYRf2RXhF94QQzDGqhC0",
+	"GSEJu9JMGFI18qDxPVUWvisg1RXutwD8SypiHtNoUx8+wke6+Z4SoF1Nk2+73VYc1ixdNmNGlKWpITc4",
+	"4YEi5lXSH5P1goHWkTLkBgINqzOZLqlGkPmvZ71G82IDUSh2G+TGY7tHu7otx4dntM/xKS4ieJIv17wK",
+	"Jok6Nw56YKlpGKiyF38T+Imbaevi/+VGL+8gn7R8KT+kjBHNrjTpO8PeM/Iz/25AVtl5wtWCxc4ay0i+",
+	"olGjPbG2pu9ZwnSrX4AqTdglGA1nYKQSmmtr3Fqbn+mabkg/PLw8OoT3VAgwUd5X3DbHSbKmG0V0mvnL",
+	"9QAbnU7bALu+aFzjgUKjXz+EMUIyAx1YL1KZzRerTBP4fdB8TP4du9U33ej3MjtPWCsH3UKQWxGzSo+7",
+	"ciGzaBpvunNlXJz7rDLxzs2+QoJd33NOi+o3Y2Vsq3nVnE4Vak/6grEY7Dbm3UuGBIiDWdVpOE331/0k",
+	"8L2mvb5KWIQrbyUz5dvZxrELotVwawVd78b+3cre4Hd1bmwdejFLAyKyJMFjExIESfNAgT1oveAJIypT",
+	"K2etC3rmddQ+0K9SO5ZWqM3HafKha9JH+R2XFeKywMgmC4KlBnZNvnXmQBUWqKnwlJF8womBiIgKI7ld",
+	"yixaIKaLjT0EkgnNE/NSyqz2olB36IYmOU/yLn4bxLy6tBpDhQZSvVNDyIHuc9BjbhgmsqVZjl3HxwZw",
+	"5/HOkc1or+PaHsHhjlMFuMRtW3uTg+odcl4nmOwUK27EpGGWbbz6lQCLfgOB43Ez3U65TLnetMjQtVPP",
+	"32+c3d5XnWOSmEV8SRNiBz8mPFbELCPSyYZwEaVAVyn4BylB5Rp4Mrq8epPe//ttPHzx8S//0XT8EAZy",
+	"Axj+hS3PWaoWfAUjNYIycvWHgGRY098lF00X2y5stFz5FlbXyNyWcDakz0GMJv+WXNjgnkFACmZ3wdjK",
+	"0Cua8EsWWL0dvBMAvUSmyA93iy4uZofH7aeBF9YZzHNsLu/5V6sbuD3+G86Y9M2qhYzZgSIGMCGSxGB+",
+	"WXO4DVEcAGC3DP4TowmGF5S3qzTVmSob8eTFzhO2nzXOJJMGILvg6GUoZklkdNG07xZeW1kAjGdfblrF",
+	"a82W3220E8TLtKRwWh4ocm7eCohc0d8zFqDAvyFgjSJmWNIHHzYXUZKBwEDeShKinWoqkMGb/00ILjUM",
+	"CCXgGqcQ/bRK5dXGAG+UcKM6rGgKBmx0jZtFkPONAfOpKJm4rIVWkJTNMvMF18DiDcM/Z9xROS7myNZz",
+	"qDrngqab3DVVvwu0TqoT3Z07tWvaWifdQjr823OKLwaGFOtpuknYxPdMU550lxZx53VTERClzgIsgPIu",
+	"uxcO2WzzgmW8EtvUhSYh3tpXq6Rm43mnQAYMCBdkLdNYjTofuR2+9aRPgXHmnFAKZo+7opzz1OnIvtPM",
+	"AC0E0XHLABq04g7c1L/zFqFQsYfgpLXoKVqcwkKuqxdE+iE4CfCIKt6BwHyYWm+6OS+WxEbEnzsL0zXP",
+	"zcBb46FJpXNsw4jTS3lR0vDv6xwBN2R08WNKmwQuGuFw+1CoGRMRF/MzeYExFx3k6GuYD+ValIyRLchW",
+	"6FCAc/hVZY2Bv81GdJTRxU8siW/RUm5Qch+lG5aA3xiFe4ee3MVkbrg++tpzAzaERMEkpF8o7txa2paM",
+	"CtCPB8ckhBNT3Aw25GK4SuU8ZarNrO2tvgZi1wCXtrvfU9WrgEoLbLRLcmZXp7rRFHzD662L8zigb08B",
+	"AiejC0OoZiljNzOfrCl3+QHdrOd2h8WXTSeEov2Njc3/hdbmiS/fW5nekLWOhuaqYriH+oVzqhZNi1+6",
+	"VSkjBoBWJdOYpSUf3rbr9/WgBgvdJUsVb5JEzPR/XPHYxTPCDg4USahmSlvF7ZiMre0ZHuchVxTO8DoO",
+	"FKfVuXUVB9QEBG8tzPnq/8nwf+jwj/Hwxcfiz9H/Dj9+GgdHT/77c6Nh4N0lSy85W+cSUS3sJncUhD++",
+	"OiOeS+AYGTwE10G4nIscCMmSbmyoRWg9ERB5Ukhb2+7tFEfBFdWJvBMUug1WkBMz0rY3ncsEuHeDdBFd",
+	"PIxEdpPde6bHG23+wYyUN9v+We4Wclarm5xC4WT6+k7iHxnLbooCYFb4+rbu3Hg327yNPPj6tl/2Zd7s",
+	"EGIYa/jVnkXdin2T03gwe/fNDuE9TTWoGLdxBis3mHogNbuymz3Ez8JD2xBGllAhuJjntn0jBzKaJpwp",
+	"PbA6QS7zWTlt1JuYn1sVhvuTfMuH0i4CL+VlYyRd/r0i64VUjIAW54JF+xumB77WoO2JkZjRBBTeJdFy",
+	"/9X+Ii8bfekekO0VObHDe93olm4LjJ3kQZfm9YVcCziUuDnA5Wa6xe1oD7mH2zu+AvTyy29SLhrhp27G",
+	"UorPrcut+6W0OKDgMPcbac34fKG7Ombt20GxbDfp1hPosvmWMFREIJ3HbRyoCpZY/NknKDV4UHdmY1RO",
+	"fnM7j8GOLNcCc7GMlriW6QWRYn9i8Q6m3Uevf4mp7mDoYZDL5y4xhIxP2EgIiTHHhEYXNk2gg+msMyR6",
+	"ntttEFlsYjtsGnq5J2Q2k2yuLcHeybpyK+GWoanGO+aaCLk+9sxrO0xqlXA5F6m13cJYvFpYovMz2Hp+",
+	"79aNAQNV22l9p8gOqw5wQ9edTUSwtX3LVS5wk5I504pQsuDzhXksWEcgu+aRlHaz9ThOWYMB6NUVhQgU",
+	"KSDFzkVjQzx3gd5h3Z+TB0m2ihbhOByNbNz3UViUU/DJTNP+G+Qm9ynJBP89Y5gguGewf/vBqBsEztSk",
+	"7S9Mhi4l89E4hoXQ5L23UUTR8oFXc/FG5HQhU20zMzNlBKZyvn5jSn4wFeVE+4BUk7Tz1PtafnYAFVY0",
+	"W8IjSMAtUrMD0pZ9A0+8FLKAeCmbZkFLphcyLiXtBvXkSPsZ+HrM48LxA1GRUxGiMR+W0ubYCUiYh7G5",
+	"HIaAhEhJ8x9gTfBLaXqXnoFpCf4vXsKGDdG06RpTUc7XcPuCRfpfQ9mC/Os89yUcVIbwFl1N4CjNbMav",
+	"ZqYHflqYyxbzM8i8VLGAeMnfQUNGthmsIdu6NBymWOYg5soW9J+N/wr7wgiWYZRIxeKhDWs2z1+8CDDb",
+	"ksVEimQzgbAtG/CyoNanbYZozrmrJtU15c3lKaoY7lINtXfxIXXyIJSm1j9X99zl4U91eqq5TtgW0ugH",
+	"vSy0XqnJ4WEp4XEUs0uXNKcOcwTY6RKEp27+YFusFVot64GpBpBKGTslrzdWoqmyiNdQs2dNOUQt9e0Y",
+	"hq8pwq5c8FMj5+kWspU7xWH+IF9l68bMim4lDjXoKf4H2ztC1X62dX2qYYHu507yerHTXYFGOFzTaqxD",
+	"qCXKqEEceJOnqysiRaUuQNMNY+54fSBDZiaGhTgxrqibgJ8QLgy3a1SMLMq/bpHE/aGszSE2wy3YFelP",
+	"e+Or0Wg07Q0CW0KmcDDa15vndJ7zalUQtGMYEk76QuZTbpgG0uzMHECanNkkJP2YK88EAhKtWvAVyUTE",
+	"Uk05lNqxicI28uaYUBB/PUsKxvMtacyQDxj6CiKjE4GK5UEGi52w55twAhfgg583ikq6qJ1TP2/B5lJz",
+	"ami4W5p9v1RmqUPqEB6yf8E5BBVrCBx0boFo1Eibo1bZ9jQ+eIXMIEyt719v+226myquYBBgCCaj0cIF",
+	"JPe3fJ6nWjSPtveNeuN1uN/GW9hyujeQ2sv30yS027t/EIm9cGveYIt13+iX5vHsVZd4S8Z98wxlALlc",
+	"ZQZEB9Z2caAIj6vhQBjfYSOwCovdThNG4qoJdtDtPYdAJ65anMw141uMfIw1BQ4UsW8eQxKezTRRmHuK",
+	"1owiIbX47iZGalfmMDdRd4t5KXbdlrJ0M4C4AyBoz8eu5GEbhaIchFWxK409CQC/HXQ0HHUEBAcGaMAr",
+	"rhykJ5zxRndeSgLfbuGsXvStkDmXWfllJeF563P0oiLjtpKRvPbneOcl4CDb52/zdMRsSTHEvwOstfsg",
+	"WqscqAVNWcfhr+nywSmC+j23n8M/V83lCIrTaDCAF1ViEZPXVGhl7d8ydYU6ZzIlmYArQf/h1pttITGN",
+	"h1KJ3cPpLhhbof/FyY74gZm5XE62Q0HZLed26u7xq0i/y+B+zQ9b8u72A06Pzl6XSALYOmhtp5CgXEaZ",
+	"0eJPDRXCkz6H4lQnWVsNcqyTNeeXhqdJTNmwRSDRVGcrKIakH7589+7D9/979u7nV2/DARYSswUFg6kI",
+	"Dy+PQiiZuWIiL7WFVZggi38uZIoFBG1JIkB5WF5xFgutV1g1iYuZrC85148NL5QyjblAPpWyiK+YLdi5",
+	"SigX5Kezs/eHkHBmVoO62BCgH2NVR1MxFT8ywVKakDRLXM1julpB8Ucr5+DG8uLYE/PVf5JXaSpTLMnW",
+	"WoJOkX7YVksqDGxN2KkgJLTm9nBAitw6MFNybS2FYA8zf6HVD42DaOQL89POUwHMoDPOEqhv6RX2RheI",
+	"Hd/cStjBiDfNxuOnkVrIVIPVHv7PwpGZ5BUcUTFBzKKEpjbBwdpCGR5V/9nV1cAm8FtcPDbbgVLKIYnM",
+	"zSkzZmvdPtKv1u0zN/EWvAtckBXVC/POJ7PIz+aEPgEK4Z9AJsyfPFYDAuZoOPrdEdIh6StJrHd4hG7h",
+	"0QiKLLu6oCxRjHBYffgMlugXJYbrkVm0wOKKGDAiClsPbON7a2owO4Aizub6dRIOAMY8W4RNgDTvPXk+",
+	"Ruv40zH883wJZ0LIL66isSF2c6qBugGzkZdYFNkri2fpPVRLzUtIA0OyC4FtFbWw8RGsbVLebuHDGZET",
+	"fIWcs0SuyZEy0EYTJUnK/g3KPewaZ6hWq14yKhTRBrJExMxYFpQAPwvzk7LhOtaAa9YJVLs45nO24CKu",
+	"n/YJZqKWChovMyjFjgXYqCKhn5o6IbWSa2a6fvjs6DlpcSphxbY1V2wQmIHLtaER1d1CoTy9GZHrwMZB",
+	"6GhRqh3teIPDbJedaxbhXQK4wcxIxewj8qHYKGeqGQ5A+MihwHrTLH6a8Y7IL/y7gUVdEj47ekoqbrkR",
+	"eWtdwnrBDFO2QF8++19tiFWjtbMSYWXzBT0KAyBgOLgiHJaF61EkfD5+SlrKGzaWFDQrMayqsVZkXjo4",
+	"BMTxywoDsalWFrYLBVQBhuFAC5canljfIvIQYmtGImmFgSxVDZCWhM/GR6TskTRDx7uK9hZc2W3LnPPJ",
+	"+9eOM0/IgomIYUVhYs3INAGKasgE7M3JEYDG3SsqmwEbiyqToqYywEdTReXAXaQlok9J4ds7RvUWC/pS",
+	"YQshwoLy2382fkaq7thjknCF64LYBC9PBcL1wG9XNMDAEZd0A+u1dKJc0ZnUCjr7K3hKai5IwyQqJZ2R",
+	"x2FVZ9KtqHNpjgaPJpCil+8+nLo662QujQRjn9tPFOx3MKqVl/U8IzYRbIK38OQFqXpKoRSApQHmDFV+",
+	"NzwObDlxbmZ08Gfe3phrP880Ejhlc+xG5JQxIy2pw9NXL//54fXZ/x0t8dxBf7YFTQyn0+xK49VZp3A4",
+	"MHQ6tqKcRXAeTwwbxNxk5LuO5sJ+jMI9MfsV7Bjt2zjYgSOyCC+wRDtwH0crZCz7opzlIxpZ2IjSsyI9",
+	"XAGgoscDZgAmrqum+pHdJ49BknQY7pV8ydtwbK/5UtqNazFCtZWmNuinBj4ql1Ac2RwBBK0Cr8PiwdrS",
+	"2qPnxFVNQm9wuaStp4RMekej8WgMIWArJuiK9ya9p6Px6CnWoFmACnK4gDocf4Dih+FEOTl/HfcmvR+Z",
+	"/sm+Uukp8WQ83lKbdb+arLYaSENJ1lOWXnIxh/zZZ+NnbQPlKzvMS4j7Sldv8tvHoKey5ZKmm97ErD2P",
+	"JmZGN4iYUijYYukCOleQDOvOQvU+mvEOl8zcttm/+Z892NGGLhP7E0RxbD3OD/jGg5zmS8e7r3OeQe/5",
+	"+OnuD/zqyd3voFHc8EUNw3mfj59uvZ2MH9pruDw6tNExqvUu3nClv3MvlduDtWRkFK8ceo162hIyKm+j",
+	"ubDjy7Yo8scbQknZsuOfSCevRZGEVHNWCHbVYMH6xUg+M2k42zFZUaXQugYVII3UDpL031BL0eDivdLQ",
+	"Gmq3DzdffIN1pQbn7lotmI93Q63XIQc+OeoE6EVBdfioA3YUfTiuhU9B0V9q13dFnWsf69AogBForjqv",
+	"j1PFMX+u4NEh6u5FIdEGjJJrljqgqYHus4a4D2k76j1eU/ma4GCIV0G55Y6CVjbTeg23x2dy8lBHwDN/",
+	"5Y+XW77cXxfMlovPD8lwO0TK1ovejz/lDdwMD1llDTDywUxXQMme7K9ou9jApBow/YPd3BcNC50EonJ/",
+	"nYeBIDhNH35cZwYMDg6gNhtNEuUVSXFVoNRe5P5wbTvf3QT8pGqAv18p19cFP2jHd2PpqANtsyXoGyjc",
+	"18G6no1f3G/DtnKI+4QozZPEyRsAjNasDCFlo4fCH6azVIAFu0qFE7xXMNy+IJX9VHeg0LAw2I5S5Sz8",
+	"7QpJKfv/z6GWxOUtd1VOqnUSHl5FqWyki6KCm3Bg9qivtOgrcemYXJ8Y5RVv6ox9nhrTJjqXIesOmUwF",
+	"hJvF6PLeHyGkCiH1M4L4g0zoAHwFXDCFXg8/k+r2xeyt4HZYbSdxC+JUhfX67MrLJ2vmWJNalwel6UYR",
+	"JlKZJCw+nor3707PsLU+ypZcq7wjkJZkLokUzrs7IieQDeE+J+eb3BcEn0ymAhbY1AKoD+hs/RTKOvOh",
+	"YsMAXNU2g7XacrO4bIjFlEnMlK60KQIf+AtSzXTzE93Qml6mAdBUo0oFKjfW1Kf5FvrmNw9c9AhpG7sS",
+	"GLYrLqyjhL37vbOzN52Eh6364tHdUFTXG6WBsCJb8eHfsBPb/eqb1FLvQhNoaaG2TTEoKNOEzNg6b5pn",
+	"kXxBY3cLdW3hGBG/nWpVkmervc68nmaDUXNa7KRMtvJunth0mSub8uXrDEC+pqKFflWzbCf5Vm04RalL",
+	"GpCyqWikZQFZL3i0cB4rc9IHRbc1W7z2uErXp8LO487Idgl+9uTFbiAqt119IAHQQMMxSUFjwzb5+aZL",
+	"zQP9/nXXkQhLLPrwE4+3m7oZvWQ7WMQtkVg4/g+O8ncztwF9k4IB4GIjxa+fprlWzHdOzUo9MHdRM8y8",
+	"n6B8ooCCue6VdRLWkKB/jISlyovge5okGNhAl+yhbCUA6RUEZI3s0zXsvFW5ejd+vP6+LIEzW0N1u6Hl",
+	"Vf7Wn8HGUjqTTuYVvwnWg1tWiuV3MarkV/uoLDebU9xxVg0pAWpGtmGbEZeKZms+YnvX8bmKdHX7SqVt",
+	"CAbRs3QJjWnykiGTPJAut8qWM+5iPpuZx7NULt0AUwEd9Coabv/JeByQTNhOy4MmFe9HllOAbrqd61SW",
+	"I1iHlJEvwI9RoHGzdcnd2yOqNNmVPEwoNXWFMGOI08vrfDbhxs2tSVW0Oiy3vbx1K9KZv0tIzbIFEc1e",
+	"qdNWoguMZXZJCGXUhTVDYOtUVHEzsA6hQmMLn4yPjKo2tcl+096EzGgCOppFc6MqgeZnr6Mp3xbaT9ZC",
+	"MUtJ0bZegpy55NipcAHZIY/DoJRgtaQXUIuEYfwoJCFAmDaW24KaHObHCbTjNSLgVEDqQCO1eUmXK8rn",
+	"Yg8z0r5mo9u30+xFvoAgfCex3eutUK5Kl+bPn1EouCPDUdEPvEmgcLrzt2kY+muH/ch4c2YLpTyAW7lW",
+	"c21iRAd+6RMryGwp6gZVTDdU56Ybqitc7+hpxwOQ8g1Nsb7Is6PnXa40zz36hcWcnhkJ4esyvqQyIdQ7",
+	"5f7LLKVapgSz899AJlRCNzIre8E7iIgeL9tpbvnAVCP53M900mJdB+qF/SpzSK01Jf74UMQHt85ikEJy",
+	"vomOGZ8jm+tuDr2yA3xjJqAHCRsxJ+lirSzY/E2nGeSGIa5U78UVIjMS1O3LiXtYR1rCAN+nEhKDbopb",
+	"9yYFVL1gn+9Qe9qKmO7kvjnMupZEcO9M9AHw/5RpmzmGWcLOkuWxRyFJyoYOufdmiZih1mo8wZS0vH8/",
+	"0CHt1JNSx6/KwOHEpsB5eW5TAYlutqScFGU1qZ/rSYFPwszfBd/G9sR4GsdTsatBQ15KrqLvQRcOMi1K",
+	"zZkfgawOoBCEa2p2gP43VEn9rgyCrZnSfr6ta9ZNUjZLIB29T6eiuChkpFzMA0hL52JOZAqZYAalsZux",
+	"1efIqYRCW6pIxvO00QNVWLMMg/49ownR8IUfexvnFRNgZkj0sxvBxU+F61MH6a4sXRKuFUtmUKADx4mp",
+	"pgGBVowulxHEWafZimRjl2ZuCgqo5IOdZ5jvbAGYxxCzgb3iYJD8oISEJblDnIq+3yw2vyNzXobBod6c",
+	"mxShsi7RoD6jq5JdcpmZm5uKVZKBUh0QJbc2zIcZsWV+gzptewIX9rsdDKCWoVrmAHUTSJ56iqcMfY33",
+	"6+jiFuea4lVLqTZFJORZtY/GuAYnVGwrmUa2K0T/9PTV4A4tbx0osfI6KPbDT1MscTntfQ4HtsI4VEM3",
+	"fxwoYmizIdSDoKDgfSqmwi288k5RzBFGcZ1n/FdAAIWn8Bc+nQr32DrgbORD2e0NcVeMp248zhSEW3l5",
+	"0cAxpgL6H9Tyow3pRYbBhOZ64yqTejwEKQw8JRgkEXNFVytGU+W6KiR5w2rbucjQOKh+k/ehtEUpbKY6",
+	"OpjQt2Q4GKzUt9wZrR/Xu15Iw45S5hyW4XAobfvMIVSquaRJSPp5HQ2o2TJA4gTkecmorf+FRX7AXYXB",
+	"hDFVi3NJ01gF4O81Ly2p2NhyKFjBqEghh4gFyxodcXGQXKl4fFzOTnfHPxWl88+ZAtAlTCVfs5QVhQDt",
+	"PlSJ0E5FTmnBkaLLyfFEii0EN28P/kWS3HJn1OuR3G/b76flikdwsMIdOJLRAGsUICBQVamEsC3l+vLo",
+	"EAjTdmf7j/jKn8HTXpxGJ6Ctdzh8eG+73UIXVzte7KO80oxvy/xybT3aZn97UUq25GV311DGs0NbOK1V",
+	"MgltBRDnNsPGRUqjwkSXTrx28kQuT4G3L7BVugLDgqxLSw26e9cMa7TzKgOKTq2cCle/znoO7Sr/9q8Q",
+	"XrZVayK5ZF4EgKtwW/b9/6vV8R8+GY/DDq7/H235xg7OuKLS8dfm+q+RluYIAICDRwxucv/nzR5bO3w6",
+	"W7DDuVJIC8mE5olBHQu/jdi9L1OEyyzrKmXK0NGIBC9vsyGVR91tQSqL/qXqSSWC4x2WzQvF4qZT4dkK",
+	"yF/IESK4Ea7BHgHyLMi5u0outYuwDvG/POkVVvZoLbh13G01F9whAnrdAa4/9LYQHVtC2TJatlqwJVTK",
+	"NUKFxexiNZ94/DmsaNfAXA1vD6aCKmKdugeKeA1kbQwM1xP3PKeBULTXRcrY35RRs2m0mGICxYi81mQu",
+	"bftOkHG8EgRdg2pIe0zN3yUXe/DxW8nNuqNkqNt3m+EN3kvkDNyBuYzmTCt88hg580CRM+XOhBOvN4Yf",
+	"H0N9EceJBBAy8xghs53VGPD2DzVvJRDy2ApX1pFk1BIIJrV0MI+k8UluQyTNdjXQ8ZpuCUst9PIOEpDe",
+	"fHs5Rw+Ve1OA122LLzePHjm1urTtRfJlxpBUmOF9BpDsYI6FLHegbEwBFH7VjxElf56IEl0Dgm3kv2ih",
+	"2awenLhq3GuhwPOoAhewEXGmglLSrC0Kbbv75/YiBcK7EdRtBH/KLuUFiwMny7vk5Qu2sg1agNVxlPOh",
+	"uUBQyP0XjK3gpdxfBy0DsQB5HiRRRIw01oJNpNLHWP1ZxFORMlsUm+VOKbMu6DLTGIGfMqoZ0Ju9qRSI",
+	"9XcZ/4nLajSvU6G/fOn5WsLaDTEHjsYJUz7CuC6eZYQ5tE1GtgcZGyh3MNKhpiFixTep29w4UtYcjbue",
+	"4yYshZKXiMV504TCE9B4o+3VTlsubXy7KPo9dvVuYeQWEh+BoQoMjiUZJgMNHXJC3XzJ15Ahy+a4Msrv",
+	"sof/6kUtIntynbKKupmxZLaMBvRMrjUVgIgVLC0yFe0m9fLCQoz1gxAY+B7bMpfKoU+F44G2W/PEx6Vi",
+	"gQuWgOMNG9uT0L6NHZEs+w6DqQC3sFdJxO4YjXIvE6l4KfrOcn7lzUQ1dv5pim6pGcIn5Mh6B560G+U7",
+	"Iu8DGOVhZXnwyzdnmv9q6t3+7CTIUtTKPZGPXHzd357vD95WB9fs7cQMfz88rAlkf87F+Ef2VQe+95la",
+	"FPTPkBNDW6ELoZBr8heidbJVADVK2NbwqDfwxp8hOio/i27kV0YXp9A1/ksIi8K1d4mKgvt8dMs2B0WZ",
+	"Y2wJhMLWUygnUq4rERP2/Eto1diUomIQEYQvDYRy7XkgnZOjUEJGNenkAz4wt3kvNnM732Oi5i2on67z",
+	"MEN4A/H4fONk9Caw2qJcIgDcHV8uyFyLZiltfu8jOakWaMHUCo9wiAwcaXK2jYQEt185BRuSQn8/mtom",
+	"uVBwgKYpv6SJjdPvQ6D1mmpovgkZW1wrskpZzCKmlEwHti5J0cwB/T9U2Bw0TaOFC5pyhXMxDk1moFvT",
+	"KsWDIpBLGjNXPEknmBOCRd2gv5aIjeaXq66WKJK+TIsfbbNfs8ITv7d37kq2Pb45Wp4xdQFMtldcaTM+",
+	"bgOTpPsQIAqdCKEc54yJiIv5Gba0dsGreLP7lnyZCoxGE2zthnBJjDK6CAiNUqms8TiPZJGo8TOh2PI8",
+	"YU0K60kEFP1aLOEOS+oGVWj8IWWMGIWZKC1TlhcthWuBKKG+7SZJnjz/L3K+0QwSXxbQ6dI/+gNFQrkW",
+	"LAWi2RRZA0+biifkctSd2s5ldAG24K/Yfv7FFPQ1h2nY9raIEgNCQ8NPwwlYxOZ4xs4BhPHYx36ZWlec",
+	"loQIUiHpiyxJrG/Jw/I1ExpyriCReDAiITX4priZe8jFcJXKecoUBrJwlRcNnwpHguCDFI1YjgwZImyr",
+	"+lr38tdWBNeSHQiLu4qSTEHT8BnlqZUNWqVk8Pbtrob53r32mKnTGmVVOqLHRJ1vSSfNsQTjbLy8nFVC",
+	"sfUzcLmSMOmhVgO6NeTp1BSLCkjdoYpRBd7HVJBrhpMbeAjIeiExwGK9oDrwHFuKLCX2K26Bk+BmEeFZ",
+	"U8LXpyk2iJj2JuTt55D0j0YjaAMxwEbvRU14WAUJx+FoFL4dHoXHxHxcPDIj/DYajT5+Dqdizi+ZIm4s",
+	"kgn+e8ZwxBE5sRUfi9BHSNqiiDDy0rY3VEwDe86TknNcikG1QHfUc2Uxzh1i8bpeoHZQdx156KN6dxM4",
+	"lk9wyvR9R47tgbEHyiXqfuFi7mMQ2NYgsJzG5NzIoE9/xVLFlYGoQUDObcN4qL6ysdi4N1PqmCJWfLgt",
+	"T6w+vJ8rVilb0JArRvpIVJHDBi4ObeAKP/jVZwwtMUqH1xlcCuYKSIDVpKmMEFqGJDrNgfp4CWpT0TVD",
+	"jWxPUGv3cO/L6B/A1V0Q08cktPtLQrs12aAd1e80Ge2kWrMd2H/MaKK8uFaQpNWCpjY/XKPwxHVZBrCR",
+	"M3mIENqhxACjbexQWFmKVcR2M6O2ZbeoIkpKAYltJaQFAkMSNEqSuWzLKqth60O2/lozPl/oknktB8yj",
+	"oNz368Zdv76wbl75Rdj0gj9betnXmCr2VSVuNaVrhYhxRV0ocjQop25dQ97aK0trF/15TNf6OtK1AsNr",
+	"0O0li3JpBdPyGKThh1vkgkYhvZQ8VFR9cbKGkU2hFV1uxoJsC+StwH9zqYSjkk6tW61WvMV5yAYj9AXF",
+	"4J6Dsbw9LOmGrGV6QaQIpgL8nMVeixaiJTdfScZvTwDJu9jlcr/1ZrlKG64BRfh8/DR0IaqT6gk7FWAq",
+	"uCYRFeRSZtECLK+QAJMp8JetYBvHhVBTSUMJSqKNmoq50UH64bPxs7Ct4kyVlX3jtWc6cO4CfL8OwnPf",
+	"fFhIPZwZWaDEig0LFnI7D34AyvdrhRZwZUVya+5T1y+Uc1sq0v6N5Hbw8UMaXdxIq9ov/ba567Nf7It6",
+	"XMC7i7VRiMCxj1KMocLOJmP4woiciA22L5yKvuET4Iw1jw4wR8+QN7+taUFun41fuCJd1f7KYPvJ+ZOb",
+	"0AcAzyYDvtw2newkuiiZeveinO062W1Q0p2y1gOR1MBq1YUA8tgA9EZEuQbkGPxA8xJ1NryoBvAGjY5J",
+	"rSifeyzFgzX29IwqhqsYwWfFYifC1aRVt9HwX2GRDmWIPOH6mGgoLwTubSl2KUhQrHh7QMI/8JU/QxzC",
+	"3YcNBL3ixDsZg+H0G0zA5fADO2iX8AO8zkcjcXP4ARxkazNOMdcLbMaJ3UbQAeTjmLuIMn7VO3HWtJJ/",
+	"2L5Hd8a0LCA1sypY5iNMVGECzmy/e795ufsSyBxiVYhb6jBZKcRwrWZDdxg7u5uY/+fhf3aH+NeaLb/b",
+	"aKbaoN4Q4AOFIbdB4VbF+HE9PNusoG+JkdqZgGvB2Epz8Qtsg2DWAOc4NEf6aUvkbdAz69n52ue23mHQ",
+	"Cf3btK5/LYZquGivTr+BH9KnegitaIZSRGxwTBZwHFaRptEF9mcBSRO+hwTvrizD4v/hJ/h3q8H6JLpw",
+	"GL3bynwSfSPlMmDLD5wTfRJdCLlOWDy3hk4ADDC8QOOMW2YUu4kqHMpuruKg6tCmmNyEy+y3qDaWZLPF",
+	"usPxt5So9yWA8o/cuk0AhLGp1CVX/DxhNlfIVpaSSWwU6oh1J2W5vrNd1XwNr9XQo3zvNhYyILlncDxu",
+	"y4pJQK9sdtuDp34Px/3Hu5bQcfcNAgs8eBTRm0wnBTfGVjz0oqEb/G1I6NsKQTua7wLzCsHS5n15CX1w",
+	"LweKhL6oGZI+FIOZCuq2YCUGZ+MFBBwcEyo2ZMliTomBz4D8/fTdW8JFlGTQ0A9q5tDfMzYVsAKyYKnt",
+	"AAWFnF2x5/DZeEy4uKQJj4fmx/CYUBtUeMlSEg6HS3o1NBsLp6L//OgJ+Zl/R843DukGOMrRU/hoqKUc",
+	"JjSds/CYCMYhywf2rsyKwbrcZFN+JVzP360YPx6NXrwISCLXLMUbP86RvxX1VymXKdebZuz3cf/FCw/z",
+	"x22Y3xbYfBO9ZFcg8+0F8diTbqx/eQpA+hi3PGcP1uDb2Z4YSeka8bAPbczw7i2yX7CVHhyTIhS5OwM2",
+	"VOVOLAlnZuDrGRK+Fp3/uCTYzyW2kPasAN++dv8Q3N3wwarCza4o5JlLwYBRpi67fXBMwifjZyEGgzM8",
+	"0nbksLEkraH3LqKWXTJBsKFuEQ7DFclEymi0MFs9JiHE1IcYU6/oRhElR03hJ6d21jsUJN0UTWTe9Y71",
+	"slTuBXhuQczbEpW0qzGefa1jskXeSRTIAzTq8FqKTshoNGpswlPPq3CthCckzOOlwoCEeV5ESPqYbLHg",
+	"K5KJiKXayHhBXoKwUnMwcOUUsHyDqzGYsmJ4v+GPVw0Qx6n3uizagbXmTHQG2QdIlrBre+w02ZTM5OF6",
+	"e+JDE74UDW+36utn+WuPyeptAFo5o8ds9W+qjWt+ubV0dZokEiHKRzYPsRqQrUumehWe7lCOqIHuY676",
+	"tdsWLrmGhp4xRITlsJHH8nhl/8t9DVuh51by12uZ3MWdv7Fm07tI567Ocs8Z3fsA9mNK97eV0h0lmdIs",
+	"Ha55zBAvS3nd+xPrjkpF8eG2DO768F0zuAVbe3Tl2CZih0hyQtI3asxUhB7m4ZOBHT5fk5vCESuYI09h",
+	"8Y5yKsw1ZBDVii87IXNETpr65hO9lvnweGq2GtpUtPbOb+neX1yoHajSuj8g51IvyAUXsSJazpleYN/S",
+	"qdjauLSonI4Wn+JIS6k93KwchkL9UM5gvnYdam+2fUe6lBTs3ayVXdQJpFOsOtNzAAT71cfH1PWbhhYU",
+	"kkKrAndrUkE7ibvlzPV6oncdPb6WTO9vMNm7uIzTBU3ZY7L3Y7L3fXbp3C/tu6OQtlfa905q9Jj3/fW1",
+	"6aywyd32lT9HfnAHYl9Kb4fiMY95wl99nvBJ5Uq7pAWXFaLcdtWQKnxbMunN++L+cxVTzXZj9RfRH7e6",
+	"TFz8w5nHvjmS8Ngn96Z0A0GS0OL6UVwDC3bMllTE7eKZGYlFGYTkGaQ7ZzRl6UmmF73Jbx8/B58MYkHD",
+	"BouVWZr0Jr2F1qvJ4eHRk/8ejUfj0dHkr+O/jgEJ7TR1YQr6D8i1wNoolEQJZ0LbouRMgXGHp4RB6wXb",
+	"wJZrQ91GXuSwk5RrNr2G0t+2kY0tqoLdFFTRW/610Cx9n8qIKfVLptmV32HezQcVw+vToVGFsIRFWDc2",
+	"HxWfvKE6Wrjx0G6lWbrESgSlBXmT5aM1TPgdlIlPvYm+50qn/DzTLLYP3Xx48TI7Txg5t99507ifGmb5",
+	"PksNUJIfXv/wDlMQlatdbwM3OdwUvfCaJECWTREb27d9N+wDb2Ib7lOf9qzitENgwNNlsTNlqlUCbjxr",
+	"I6ZLKeY+E/f36AF5fbpf8mbOdrriUL2G7flpAhBZbe+Ss7U3jXXb1qfICxIQqhSfiyUTunFTWA6QQjVT",
+	"OfMrEdf3F9hCE3otbUHQvOGkF2Bb5JTXl/UTo4leBMRosVwwpQI/FAXLTngNLl1dJowU9rpaFAEK9TlO",
+	"sbuLzLTisZX8mTAfsJikMtMsJf33qVwyvWCZgk4cdhkrFhGuFUtm9gdNdabAhe7DUUrXvc8fP///AAAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

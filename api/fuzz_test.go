@@ -55,6 +55,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -99,6 +100,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
 		Groups:     group.NewGroups(sess, nil),
+		Partitions: partition.New(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,

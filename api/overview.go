@@ -217,6 +217,9 @@ func (s *Server) snapshot(ctx context.Context) ([]entity, error) {
 		func() (*string, error) {
 			return s.eachMembershipGroup(ctx, all, func(b MembershipGroup) { add("group", "group", b.Group, b) })
 		},
+		func() (*string, error) {
+			return s.eachPartitionGroup(ctx, all, func(b PartitionGroup) { add("partitions", "partitions", b.Group, b) })
+		},
 	}
 	for _, step := range steps {
 		if _, err := step(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -87,6 +88,8 @@ var plainProblems = []struct {
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{group.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{group.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{partition.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{partition.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
 	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
@@ -113,6 +116,7 @@ func detailedProblem(err error) *problem {
 	var notEmpty *recipes.BarrierNotEmptyError
 	var mismatch *recipes.CountMismatchError
 	var tooLarge *http.MaxBytesError
+	var versionMismatch *partition.VersionMismatchError
 	var p *problem
 	switch {
 	case errors.As(err, &locked):
@@ -129,6 +133,9 @@ func detailedProblem(err error) *problem {
 		p = newProblem(http.StatusConflict, "count-mismatch",
 			err.Error()+"; enter with that count, or wait until the barrier empties")
 		p.Ext = map[string]any{"count": mismatch.Count}
+	case errors.As(err, &versionMismatch):
+		p = newProblem(http.StatusConflict, "version-mismatch", err.Error())
+		p.Ext = map[string]any{"version": versionMismatch.Current}
 	case errors.As(err, &tooLarge):
 		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))

@@ -16,6 +16,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -31,8 +32,9 @@ type Options struct {
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
-	// Groups are the membership groups.
-	Groups *group.Groups
+	// Groups are the membership groups; Partitions the partition groups.
+	Groups     *group.Groups
+	Partitions *partition.Partitions
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens

@@ -55,6 +55,8 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followThroughput(topic, name)
 	case "group":
 		stop = s.followGroup(topic, name)
+	case "partitions":
+		stop = s.followPartitions(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

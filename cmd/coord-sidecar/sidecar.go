@@ -24,6 +24,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -349,6 +350,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
 		Groups:     group.NewGroups(sess, reg),
+		Partitions: partition.New(sess, reg),
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,

@@ -75,7 +75,7 @@ type Joined struct {
 func NewGroups(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
 	g := &Groups{s: s, dir: path.Join(s.Root(), "groups"), metrics: newGroupMetrics(reg), local: map[string]bool{}}
 	g.followers = kit.NewFollowers(s, g.metrics.watched, func(name string) kit.Source[*State] {
-		return &source{g: g, group: name, gp: g.groupPath(name), members: map[string]Member{}}
+		return newSource(g, name)
 	})
 	return g
 }

@@ -306,6 +306,9 @@ func (w *Watches) Need(part string) bool {
 	return !w.armed[part]
 }
 
+// needLocked is Need with the lock held.
+func (w *Watches) needLocked(part string) bool { return !w.armed[part] }
+
 // Armed records ch as part's watch. When it fires under the same generation,
 // part is needed again, fired (if not nil) runs under the Watches' lock, and
 // the reader is woken (Wake).
