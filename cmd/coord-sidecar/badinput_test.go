@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,9 +33,15 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	// A partition group with one member, and a membership group with one.
+	open.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/bad-p", `{"count":2}`)
+	pm := open.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/bad-p/members?id=pm1&lease="+lease, "")
+	pmVersion := num(pm.Body["version"])
+	open.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/bad-g/members?id=gm1&lease="+lease, `{"value":"v"}`)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
+	ctJSON := []string{"Content-Type", "application/json"}
 	cases := []struct {
 		name, method, path string
 		body               []byte
@@ -104,6 +111,25 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"another token's lease stream", "GET", "/v1/leases/" + appLease + "/events", nil, bearer(tokOther), scoped, 404, "lease-not-found"},
 		{"claim of no one", "DELETE", "/v1/queues/shared-q/claims/c1", nil, bearer(tokApp), scoped, 404, "claim-not-found"},
 		{"ticket without a token", "POST", "/ui/ticket", nil, nil, scoped, 401, "unauthorized"},
+		// Partition groups and membership groups.
+		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-parameter"},
+		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-parameter"},
+		{"duplicate partition names", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","b","a"]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"invalid partition name", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","../b"]}`), ctJSON, open, 400, "invalid-name"},
+		{"no partitions", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":[]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"count and names", "PUT", "/v1/partitions/bad-p", []byte(`{"count":2,"partitions":["a"]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"neither count nor names", "PUT", "/v1/partitions/bad-p", []byte(`{}`), ctJSON, open, 400, "invalid-body"},
+		{"partition member weight 0", "POST", "/v1/partitions/bad-p/members?id=pm2&weight=0&lease=" + lease, nil, nil, open, 400, "invalid-parameter"},
+		{"partition member exists", "POST", "/v1/partitions/bad-p/members?id=pm1", nil, nil, open, 409, "member-exists"},
+		{"ack of an unknown version", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm1/ack?version=%d&lease=%s", pmVersion+1, lease), nil, nil, open, 409, "version-mismatch"},
+		{"ack of an old version", "POST", "/v1/partitions/bad-p/members/pm1/ack?version=1&lease=" + lease, nil, nil, open, 409, "version-mismatch"},
+		{"ack under an unknown lease", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm1/ack?version=%d&lease=nosuchlease", pmVersion), nil, nil, open, 404, "lease-not-found"},
+		{"ack of a member the lease does not hold", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm2/ack?version=%d&lease=%s", pmVersion, lease), nil, nil, open, 404, "not-held"},
+		{"partition leave, wrong lease", "DELETE", "/v1/partitions/bad-p/members/pm1?lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
+		{"partition member unknown", "GET", "/v1/partitions/bad-p/members/nobody", nil, nil, open, 404, "member-not-found"},
+		{"group member exists", "POST", "/v1/groups/bad-g/members?id=gm1", []byte(`{"value":"x"}`), ctJSON, open, 409, "member-exists"},
+		{"group leave, not held", "DELETE", "/v1/groups/bad-g/members/gm2?lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"group value, wrong lease", "PUT", "/v1/groups/bad-g/members/gm1?lease=nosuchlease", []byte(`{"value":"x"}`), ctJSON, open, 404, "lease-not-found"},
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},

@@ -110,7 +110,7 @@ func TestPartitionsHandover(t *testing.T) {
 		t.Fatalf("w2 must be dealt 3 and own none until w1 acks: %+v", w2)
 	}
 	// w1 sees its new plan and still owns all six.
-	r := a.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w1")
+	r := a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=5s", g, w1.Version))
 	w1 = decodeAs[pMember](t, r.Raw)
 	if len(w1.Assigned) != 3 || len(w1.Owned) != 6 {
 		t.Fatalf("w1 before its ack: %+v", w1)
