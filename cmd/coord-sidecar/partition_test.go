@@ -165,4 +165,3 @@ func keys(m map[string]int64) []string {
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
 	return out
 }
-
