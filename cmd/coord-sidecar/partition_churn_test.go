@@ -56,6 +56,7 @@ type pWorker struct {
 	car              *sidecar
 	group, id, lease string
 	fence            *fence
+	wait             string // of the long-polls
 
 	mu      sync.Mutex
 	open    map[string]belief // partition → current belief
@@ -68,10 +69,15 @@ type pWorker struct {
 }
 
 func startWorker(t testing.TB, car *sidecar, group, id string, f *fence) *pWorker {
+	return startWorkerWaiting(t, car, group, id, f, "100ms")
+}
+
+// startWorkerWaiting starts a worker whose long-polls wait up to wait.
+func startWorkerWaiting(t testing.TB, car *sidecar, group, id string, f *fence, wait string) *pWorker {
 	t.Helper()
-	r := car.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+group+"/members?ttl=30s&id="+id, "")
+	r := car.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+group+"/members?ttl=60s&id="+id, "")
 	m := decodeAs[pMember](t, r.Raw)
-	w := &pWorker{car: car, group: group, id: id, lease: m.Lease, fence: f, open: map[string]belief{}, closed: map[string][]belief{},
+	w := &pWorker{car: car, group: group, id: id, lease: m.Lease, fence: f, wait: wait, open: map[string]belief{}, closed: map[string][]belief{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.see(m.owned())
 	go w.run(m.Version)
@@ -131,7 +137,7 @@ func (w *pWorker) run(version int64) {
 	go func() { <-w.stop; cancel() }()
 	for ctx.Err() == nil {
 		w.work()
-		r, err := w.car.do(ctx, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/%s?version=%d&wait=100ms", w.group, w.id, version), nil)
+		r, err := w.car.do(ctx, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/%s?version=%d&wait=%s", w.group, w.id, version, w.wait), nil)
 		if err != nil || r.Status != http.StatusOK {
 			w.see(nil) // told nothing is owned (or cannot tell): stop work
 			if err == nil && r.Status == http.StatusNotFound {
