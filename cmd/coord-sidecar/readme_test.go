@@ -538,6 +538,9 @@ var maskClasses = []maskClass{
 	{regexp.MustCompile(`\bi\d+-([a-z2-7]{13})-\d{10}\b`), bindID, `[a-z2-7]{13}`}, // an item id's token
 	{regexp.MustCompile(`"(?:fencingToken|term)":(\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`fencing token (\d+)`), bindZxid, `\d+`},
+	// Group and partition versions are zxids: a README value of 3 digits or more
+	// matches any (the throughput groups' small counters stay exact).
+	{regexp.MustCompile(`"version":(\d{3,})`), anyValue, `\d+`},
 }
 
 // electionIDRe: an election stream's event ids are zxids too.

@@ -151,7 +151,9 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 	return m, nil
 }
 
-// take makes the owner nodes of names (free partitions the plan deals m).
+// take makes the owner nodes of names (free partitions the plan deals m): all
+// in one transaction (one write, one zxid: the same fencing token for the
+// partitions taken together), or one by one when some were taken meanwhile.
 func (m *membership) take(ctx context.Context, names []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,6 +162,27 @@ func (m *membership) take(ctx context.Context, names []string) {
 	}
 	data, _ := json.Marshal(ownerData{Member: m.id, Incarnation: m.incarnation})
 	dir := m.p.groupPath(m.group) + "/owners/"
+	slices.Sort(names)
+	ops := make([]zookeeper.Op, len(names))
+	for i, name := range names {
+		ops[i] = zookeeper.CreateOp{Path: dir + name, Data: data, Mode: zookeeper.Ephemeral}
+	}
+	_, err := m.ep.Multi(ctx, ops...)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		if err = m.ep.EnsureContainer(ctx, dir[:len(dir)-1]); err == nil {
+			_, err = m.ep.Multi(ctx, ops...)
+		}
+	}
+	if err == nil || errors.Is(err, zookeeper.ErrUnavailable) && !errors.Is(err, zookeeper.ErrSessionLost) {
+		// Made (or perhaps made, the answer lost: deleting them later is harmless).
+		for _, name := range names {
+			m.mine[name] = true
+		}
+		if err == nil {
+			m.p.metrics.taken.Add(float64(len(names)))
+		}
+		return
+	}
 	made := make([]bool, len(names))
 	fns := make([]func() error, len(names))
 	for i, name := range names {
