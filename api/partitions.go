@@ -90,13 +90,7 @@ func (s *Server) JoinPartitionGroup(ctx context.Context, req JoinPartitionGroupR
 
 // GetPartitionMember answers a member's view; with version=, a long-poll.
 func (s *Server) GetPartitionMember(ctx context.Context, req GetPartitionMemberRequestObject) (GetPartitionMemberResponseObject, error) {
-	if err := name("group", req.Group); err != nil {
-		return nil, err
-	}
-	if err := name("member", req.Id); err != nil {
-		return nil, err
-	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.memberPoll(req.Group, req.Id, req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -144,15 +143,7 @@ func TestGroupKilledSidecar(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := startSidecar(t, zkc.Servers(), root)
-	addr := freeAddr(t)
-	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	p := &sidecar{base: "http://" + addr}
-	p.waitReady(t)
+	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "killed"
 	st := a.openStream(t, "/v1/groups/"+g+"/events")

@@ -237,15 +237,7 @@ func TestPartitionsChurn(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := startSidecar(t, zkc.Servers(), root)
-	addr := freeAddr(t)
-	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	p := &sidecar{base: "http://" + addr}
-	p.waitReady(t)
+	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "churn"
 	f := newFence()
@@ -324,4 +316,21 @@ func TestPartitionsChurn(t *testing.T) {
 		t.Fatalf("the fence refused %d writes of members that were not cut off; shared tokens: %v", live, f.shared)
 	}
 	t.Logf("%d handovers checked, %d stale writes refused by the fence (revoked or killed members)", spans, len(f.refused))
+}
+
+// startKillable runs the built binary as a process of its own (session timeout
+// 1s) on server with root, so that a test can SIGKILL it; it is killed at the
+// test's end.
+func startKillable(t *testing.T, server, root string) (*sidecar, *exec.Cmd) {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", server, "--zk-root", root, "--session-timeout", "1s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	p := &sidecar{base: "http://" + addr}
+	p.waitReady(t)
+	return p, cmd
 }
