@@ -38,6 +38,21 @@ func (e ElectionEventEvent) Valid() bool {
 	}
 }
 
+// Defines values for GroupEventEvent.
+const (
+	GroupEventEventGroup GroupEventEvent = "group"
+)
+
+// Valid indicates whether the value is a known member of the GroupEventEvent enum.
+func (e GroupEventEvent) Valid() bool {
+	switch e {
+	case GroupEventEventGroup:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for KeyEventEvent.
 const (
 	KeyEventEventKv KeyEventEvent = "kv"
@@ -196,13 +211,13 @@ func (e OverviewEvent6Event) Valid() bool {
 
 // Defines values for OverviewEvent7Event.
 const (
-	OverviewEvent7EventKv OverviewEvent7Event = "kv"
+	OverviewEvent7EventGroup OverviewEvent7Event = "group"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent7Event enum.
 func (e OverviewEvent7Event) Valid() bool {
 	switch e {
-	case OverviewEvent7EventKv:
+	case OverviewEvent7EventGroup:
 		return true
 	default:
 		return false
@@ -211,13 +226,13 @@ func (e OverviewEvent7Event) Valid() bool {
 
 // Defines values for OverviewEvent8Event.
 const (
-	OverviewEvent8EventSemaphore OverviewEvent8Event = "semaphore"
+	OverviewEvent8EventPartitions OverviewEvent8Event = "partitions"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent8Event enum.
 func (e OverviewEvent8Event) Valid() bool {
 	switch e {
-	case OverviewEvent8EventSemaphore:
+	case OverviewEvent8EventPartitions:
 		return true
 	default:
 		return false
@@ -226,13 +241,13 @@ func (e OverviewEvent8Event) Valid() bool {
 
 // Defines values for OverviewEvent9Event.
 const (
-	OverviewEvent9EventCounter OverviewEvent9Event = "counter"
+	OverviewEvent9EventKv OverviewEvent9Event = "kv"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent9Event enum.
 func (e OverviewEvent9Event) Valid() bool {
 	switch e {
-	case OverviewEvent9EventCounter:
+	case OverviewEvent9EventKv:
 		return true
 	default:
 		return false
@@ -241,13 +256,58 @@ func (e OverviewEvent9Event) Valid() bool {
 
 // Defines values for OverviewEvent10Event.
 const (
-	Rwlock OverviewEvent10Event = "rwlock"
+	OverviewEvent10EventSemaphore OverviewEvent10Event = "semaphore"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent10Event enum.
 func (e OverviewEvent10Event) Valid() bool {
 	switch e {
+	case OverviewEvent10EventSemaphore:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent11Event.
+const (
+	OverviewEvent11EventCounter OverviewEvent11Event = "counter"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent11Event enum.
+func (e OverviewEvent11Event) Valid() bool {
+	switch e {
+	case OverviewEvent11EventCounter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent12Event.
+const (
+	Rwlock OverviewEvent12Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent12Event enum.
+func (e OverviewEvent12Event) Valid() bool {
+	switch e {
 	case Rwlock:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PartitionsEventEvent.
+const (
+	PartitionsEventEventPartitions PartitionsEventEvent = "partitions"
+)
+
+// Valid indicates whether the value is a known member of the PartitionsEventEvent enum.
+func (e PartitionsEventEvent) Valid() bool {
+	switch e {
+	case PartitionsEventEventPartitions:
 		return true
 	default:
 		return false
@@ -587,6 +647,36 @@ type Enqueued struct {
 // EventId A decimal integer; ids strictly increase along a stream.
 type EventId = string
 
+// GroupEvent defines model for GroupEvent.
+type GroupEvent struct {
+	Data  MembershipGroup `json:"data"`
+	Event GroupEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// GroupEventEvent defines model for GroupEvent.Event.
+type GroupEventEvent string
+
+// GroupJoined defines model for GroupJoined.
+type GroupJoined struct {
+	Group string `json:"group"`
+	Id    string `json:"id"`
+
+	// Lease The lease that holds the member (in the join answer), needed to keep it alive, change its value or leave.
+	Lease *string `json:"lease,omitempty"`
+}
+
+// GroupMember defines model for GroupMember.
+type GroupMember struct {
+	Id string `json:"id"`
+
+	// Since When the member joined (its node's creation time).
+	Since time.Time `json:"since"`
+	Value string    `json:"value"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -757,6 +847,23 @@ type LockState struct {
 	Holder  *LockHolder `json:"holder"`
 	Name    string      `json:"name"`
 	Waiters int         `json:"waiters"`
+}
+
+// MemberValue defines model for MemberValue.
+type MemberValue struct {
+	// Value Free text (at most 64 KiB): the member node's data.
+	Value *string `json:"value,omitempty"`
+}
+
+// MembershipGroup defines model for MembershipGroup.
+type MembershipGroup struct {
+	Group string `json:"group"`
+
+	// Members The live members in join order.
+	Members []GroupMember `json:"members"`
+
+	// Version The zxid of the group's latest change; 0 for a group without a node.
+	Version int64 `json:"version"`
 }
 
 // Name defines model for Name.
@@ -936,6 +1043,125 @@ type OverviewEvent_10_Data struct {
 
 // OverviewEvent10Event defines model for OverviewEvent.10.Event.
 type OverviewEvent10Event string
+
+// OverviewEvent11 defines model for OverviewEvent.11.
+type OverviewEvent11 struct {
+	Data  OverviewEvent_11_Data `json:"data"`
+	Event OverviewEvent11Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_11_Data defines model for OverviewEvent.11.Data.
+type OverviewEvent_11_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent11Event defines model for OverviewEvent.11.Event.
+type OverviewEvent11Event string
+
+// OverviewEvent12 defines model for OverviewEvent.12.
+type OverviewEvent12 struct {
+	Data  OverviewEvent_12_Data `json:"data"`
+	Event OverviewEvent12Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_12_Data defines model for OverviewEvent.12.Data.
+type OverviewEvent_12_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent12Event defines model for OverviewEvent.12.Event.
+type OverviewEvent12Event string
+
+// PartitionGroup defines model for PartitionGroup.
+type PartitionGroup struct {
+	Group string `json:"group"`
+
+	// Leader The planning member (the earliest), null without members.
+	Leader *string `json:"leader"`
+
+	// Members The live members in join order.
+	Members []PartitionGroupMember `json:"members"`
+
+	// Moving Partitions whose owner is not (yet) the member the plan deals them to.
+	Moving     []PartitionMove `json:"moving"`
+	Partitions []string        `json:"partitions"`
+
+	// Suspended Set while this sidecar's session is not connected: nothing is shown owned.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// Version The zxid of the group's latest change.
+	Version int64 `json:"version"`
+}
+
+// PartitionGroupMember defines model for PartitionGroupMember.
+type PartitionGroupMember struct {
+	Assigned []string `json:"assigned"`
+	Id       string   `json:"id"`
+	Owned    []string `json:"owned"`
+	Weight   int      `json:"weight"`
+}
+
+// PartitionMember defines model for PartitionMember.
+type PartitionMember struct {
+	// Assigned The partitions the leader's plan deals the member.
+	Assigned []string `json:"assigned"`
+	Group    string   `json:"group"`
+	Id       string   `json:"id"`
+
+	// Lease The lease that holds the member (in the join answer).
+	Lease *string `json:"lease,omitempty"`
+
+	// Owned The partitions the member owns and may work on.
+	Owned []PartitionOwned `json:"owned"`
+
+	// Version Changes whenever `assigned` or `owned` does; ack it.
+	Version int64 `json:"version"`
+	Weight  int   `json:"weight"`
+}
+
+// PartitionMove defines model for PartitionMove.
+type PartitionMove struct {
+	// Assigned The member the plan deals it to.
+	Assigned *string `json:"assigned"`
+
+	// Owner The member that owns it now; null when free.
+	Owner     *string `json:"owner"`
+	Partition string  `json:"partition"`
+}
+
+// PartitionOwned defines model for PartitionOwned.
+type PartitionOwned struct {
+	// FencingToken The owner node's creation zxid; every new owner of the partition gets a higher one.
+	FencingToken int64  `json:"fencingToken"`
+	Partition    string `json:"partition"`
+}
+
+// PartitionSet Exactly one of `count` and `partitions`.
+type PartitionSet struct {
+	// Count Partitions `0`..`count-1` (1..10000).
+	Count *int `json:"count,omitempty"`
+
+	// Partitions 1..10000 unique names.
+	Partitions *[]string `json:"partitions,omitempty"`
+}
+
+// PartitionsEvent defines model for PartitionsEvent.
+type PartitionsEvent struct {
+	Data  PartitionGroup       `json:"data"`
+	Event PartitionsEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// PartitionsEventEvent defines model for PartitionsEvent.Event.
+type PartitionsEventEvent string
 
 // Permit defines model for Permit.
 type Permit struct {
@@ -1601,6 +1827,49 @@ type ProclaimParams struct {
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
+// ListGroupsParams defines parameters for ListGroups.
+type ListGroupsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetGroupParams defines parameters for GetGroup.
+type GetGroupParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// JoinGroupParams defines parameters for JoinGroup.
+type JoinGroupParams struct {
+	Id Name `form:"id" json:"id"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeaveGroupParams defines parameters for LeaveGroup.
+type LeaveGroupParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// SetGroupMemberParams defines parameters for SetGroupMember.
+type SetGroupMemberParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
 // ListKeysParams defines parameters for ListKeys.
 type ListKeysParams struct {
 	// Prefix Only names that start with this.
@@ -1674,6 +1943,52 @@ type AcquireLockParams struct {
 
 	// Owner Free text stored in the lock node (at most 256 bytes), shown as the holder's `owner`.
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+}
+
+// ListPartitionGroupsParams defines parameters for ListPartitionGroups.
+type ListPartitionGroupsParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// JoinPartitionGroupParams defines parameters for JoinPartitionGroup.
+type JoinPartitionGroupParams struct {
+	Id     Name `form:"id" json:"id"`
+	Weight *int `form:"weight,omitempty" json:"weight,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// LeavePartitionGroupParams defines parameters for LeavePartitionGroup.
+type LeavePartitionGroupParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// GetPartitionMemberParams defines parameters for GetPartitionMember.
+type GetPartitionMemberParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// AckPartitionsParams defines parameters for AckPartitions.
+type AckPartitionsParams struct {
+	Version int64 `form:"version" json:"version"`
+
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
 // ListQueuesParams defines parameters for ListQueues.
@@ -1851,6 +2166,15 @@ type CampaignJSONRequestBody = CandidateValue
 
 // ProclaimJSONRequestBody defines body for Proclaim for application/json ContentType.
 type ProclaimJSONRequestBody = CandidateValue
+
+// JoinGroupJSONRequestBody defines body for JoinGroup for application/json ContentType.
+type JoinGroupJSONRequestBody = MemberValue
+
+// SetGroupMemberJSONRequestBody defines body for SetGroupMember for application/json ContentType.
+type SetGroupMemberJSONRequestBody = MemberValue
+
+// SetPartitionsJSONRequestBody defines body for SetPartitions for application/json ContentType.
+type SetPartitionsJSONRequestBody = PartitionSet
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -3332,6 +3656,58 @@ func (t *OverviewEvent) MergeOverviewEvent10(v OverviewEvent10) error {
 	return err
 }
 
+// AsOverviewEvent11 returns the union data inside the OverviewEvent as a OverviewEvent11
+func (t OverviewEvent) AsOverviewEvent11() (OverviewEvent11, error) {
+	var body OverviewEvent11
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent11 overwrites any union data inside the OverviewEvent as the provided OverviewEvent11
+func (t *OverviewEvent) FromOverviewEvent11(v OverviewEvent11) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent11 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent11
+func (t *OverviewEvent) MergeOverviewEvent11(v OverviewEvent11) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOverviewEvent12 returns the union data inside the OverviewEvent as a OverviewEvent12
+func (t OverviewEvent) AsOverviewEvent12() (OverviewEvent12, error) {
+	var body OverviewEvent12
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent12 overwrites any union data inside the OverviewEvent as the provided OverviewEvent12
+func (t *OverviewEvent) FromOverviewEvent12(v OverviewEvent12) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent12 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent12
+func (t *OverviewEvent) MergeOverviewEvent12(v OverviewEvent12) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -3714,22 +4090,22 @@ func (t *OverviewEvent_6_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsKeyInfo returns the union data inside the OverviewEvent_7_Data as a KeyInfo
-func (t OverviewEvent_7_Data) AsKeyInfo() (KeyInfo, error) {
-	var body KeyInfo
+// AsMembershipGroup returns the union data inside the OverviewEvent_7_Data as a MembershipGroup
+func (t OverviewEvent_7_Data) AsMembershipGroup() (MembershipGroup, error) {
+	var body MembershipGroup
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromKeyInfo overwrites any union data inside the OverviewEvent_7_Data as the provided KeyInfo
-func (t *OverviewEvent_7_Data) FromKeyInfo(v KeyInfo) error {
+// FromMembershipGroup overwrites any union data inside the OverviewEvent_7_Data as the provided MembershipGroup
+func (t *OverviewEvent_7_Data) FromMembershipGroup(v MembershipGroup) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_7_Data, using the provided KeyInfo
-func (t *OverviewEvent_7_Data) MergeKeyInfo(v KeyInfo) error {
+// MergeMembershipGroup performs a merge with any union data inside the OverviewEvent_7_Data, using the provided MembershipGroup
+func (t *OverviewEvent_7_Data) MergeMembershipGroup(v MembershipGroup) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3776,22 +4152,22 @@ func (t *OverviewEvent_7_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsSemaphore returns the union data inside the OverviewEvent_8_Data as a Semaphore
-func (t OverviewEvent_8_Data) AsSemaphore() (Semaphore, error) {
-	var body Semaphore
+// AsPartitionGroup returns the union data inside the OverviewEvent_8_Data as a PartitionGroup
+func (t OverviewEvent_8_Data) AsPartitionGroup() (PartitionGroup, error) {
+	var body PartitionGroup
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromSemaphore overwrites any union data inside the OverviewEvent_8_Data as the provided Semaphore
-func (t *OverviewEvent_8_Data) FromSemaphore(v Semaphore) error {
+// FromPartitionGroup overwrites any union data inside the OverviewEvent_8_Data as the provided PartitionGroup
+func (t *OverviewEvent_8_Data) FromPartitionGroup(v PartitionGroup) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeSemaphore performs a merge with any union data inside the OverviewEvent_8_Data, using the provided Semaphore
-func (t *OverviewEvent_8_Data) MergeSemaphore(v Semaphore) error {
+// MergePartitionGroup performs a merge with any union data inside the OverviewEvent_8_Data, using the provided PartitionGroup
+func (t *OverviewEvent_8_Data) MergePartitionGroup(v PartitionGroup) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3838,22 +4214,22 @@ func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsCounter returns the union data inside the OverviewEvent_9_Data as a Counter
-func (t OverviewEvent_9_Data) AsCounter() (Counter, error) {
-	var body Counter
+// AsKeyInfo returns the union data inside the OverviewEvent_9_Data as a KeyInfo
+func (t OverviewEvent_9_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCounter overwrites any union data inside the OverviewEvent_9_Data as the provided Counter
-func (t *OverviewEvent_9_Data) FromCounter(v Counter) error {
+// FromKeyInfo overwrites any union data inside the OverviewEvent_9_Data as the provided KeyInfo
+func (t *OverviewEvent_9_Data) FromKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCounter performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Counter
-func (t *OverviewEvent_9_Data) MergeCounter(v Counter) error {
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_9_Data, using the provided KeyInfo
+func (t *OverviewEvent_9_Data) MergeKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3900,22 +4276,22 @@ func (t *OverviewEvent_9_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsRWLock returns the union data inside the OverviewEvent_10_Data as a RWLock
-func (t OverviewEvent_10_Data) AsRWLock() (RWLock, error) {
-	var body RWLock
+// AsSemaphore returns the union data inside the OverviewEvent_10_Data as a Semaphore
+func (t OverviewEvent_10_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRWLock overwrites any union data inside the OverviewEvent_10_Data as the provided RWLock
-func (t *OverviewEvent_10_Data) FromRWLock(v RWLock) error {
+// FromSemaphore overwrites any union data inside the OverviewEvent_10_Data as the provided Semaphore
+func (t *OverviewEvent_10_Data) FromSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeRWLock performs a merge with any union data inside the OverviewEvent_10_Data, using the provided RWLock
-func (t *OverviewEvent_10_Data) MergeRWLock(v RWLock) error {
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_10_Data, using the provided Semaphore
+func (t *OverviewEvent_10_Data) MergeSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -3958,6 +4334,130 @@ func (t OverviewEvent_10_Data) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OverviewEvent_10_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCounter returns the union data inside the OverviewEvent_11_Data as a Counter
+func (t OverviewEvent_11_Data) AsCounter() (Counter, error) {
+	var body Counter
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCounter overwrites any union data inside the OverviewEvent_11_Data as the provided Counter
+func (t *OverviewEvent_11_Data) FromCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCounter performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Counter
+func (t *OverviewEvent_11_Data) MergeCounter(v Counter) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_11_Data as a Deleted
+func (t OverviewEvent_11_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_11_Data as the provided Deleted
+func (t *OverviewEvent_11_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Deleted
+func (t *OverviewEvent_11_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_11_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_11_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_12_Data as a RWLock
+func (t OverviewEvent_12_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_12_Data as the provided RWLock
+func (t *OverviewEvent_12_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_12_Data, using the provided RWLock
+func (t *OverviewEvent_12_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_12_Data as a Deleted
+func (t OverviewEvent_12_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_12_Data as the provided Deleted
+func (t *OverviewEvent_12_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_12_Data, using the provided Deleted
+func (t *OverviewEvent_12_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_12_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_12_Data) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -4030,6 +4530,24 @@ type ServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(w http.ResponseWriter, r *http.Request)
+	// ListGroups Every membership group that has a node, with its members.
+	// (GET /v1/groups)
+	ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams)
+	// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+	// (GET /v1/groups/{group})
+	GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams)
+	// StreamGroup The group's changes (SSE).
+	// (GET /v1/groups/{group}/events)
+	StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+	// (POST /v1/groups/{group}/members)
+	JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams)
+	// LeaveGroup Leave the group.
+	// (DELETE /v1/groups/{group}/members/{id})
+	LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams)
+	// SetGroupMember Set the member's value.
+	// (PUT /v1/groups/{group}/members/{id})
+	SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams)
 	// ListKeys Every key that has a value, with its version and size.
 	// (GET /v1/kv)
 	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
@@ -4075,6 +4593,30 @@ type ServerInterface interface {
 	// StreamLock A lock's holder and waiters as they change (SSE).
 	// (GET /v1/locks/{name}/events)
 	StreamLock(w http.ResponseWriter, r *http.Request, name NamePath)
+	// ListPartitionGroups Every partition group, with its plan and owners.
+	// (GET /v1/partitions)
+	ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams)
+	// GetPartitionGroup The group's plan, who owns what, and what is moving.
+	// (GET /v1/partitions/{group})
+	GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// SetPartitions Set the group's partition set (persistent), by count or by names.
+	// (PUT /v1/partitions/{group})
+	SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// StreamPartitionGroup The group's changes (SSE).
+	// (GET /v1/partitions/{group}/events)
+	StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath)
+	// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/partitions/{group}/members)
+	JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams)
+	// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+	// (DELETE /v1/partitions/{group}/members/{id})
+	LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams)
+	// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+	// (GET /v1/partitions/{group}/members/{id})
+	GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams)
+	// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+	// (POST /v1/partitions/{group}/members/{id}/ack)
+	AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request, params ListQueuesParams)
@@ -4291,6 +4833,42 @@ func (_ Unimplemented) StreamEverything(w http.ResponseWriter, r *http.Request) 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListGroups Every membership group that has a node, with its members.
+// (GET /v1/groups)
+func (_ Unimplemented) ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+// (GET /v1/groups/{group})
+func (_ Unimplemented) GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamGroup The group's changes (SSE).
+// (GET /v1/groups/{group}/events)
+func (_ Unimplemented) StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+// (POST /v1/groups/{group}/members)
+func (_ Unimplemented) JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeaveGroup Leave the group.
+// (DELETE /v1/groups/{group}/members/{id})
+func (_ Unimplemented) LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetGroupMember Set the member's value.
+// (PUT /v1/groups/{group}/members/{id})
+func (_ Unimplemented) SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListKeys Every key that has a value, with its version and size.
 // (GET /v1/kv)
 func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
@@ -4378,6 +4956,54 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 // StreamLock A lock's holder and waiters as they change (SSE).
 // (GET /v1/locks/{name}/events)
 func (_ Unimplemented) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListPartitionGroups Every partition group, with its plan and owners.
+// (GET /v1/partitions)
+func (_ Unimplemented) ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetPartitionGroup The group's plan, who owns what, and what is moving.
+// (GET /v1/partitions/{group})
+func (_ Unimplemented) GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetPartitions Set the group's partition set (persistent), by count or by names.
+// (PUT /v1/partitions/{group})
+func (_ Unimplemented) SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamPartitionGroup The group's changes (SSE).
+// (GET /v1/partitions/{group}/events)
+func (_ Unimplemented) StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+// (POST /v1/partitions/{group}/members)
+func (_ Unimplemented) JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+// (DELETE /v1/partitions/{group}/members/{id})
+func (_ Unimplemented) LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+// (GET /v1/partitions/{group}/members/{id})
+func (_ Unimplemented) GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+// (POST /v1/partitions/{group}/members/{id}/ack)
+func (_ Unimplemented) AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -5531,6 +6157,316 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// ListGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListGroupsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListGroups(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetGroupParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamGroup operation middleware
+func (siw *ServerInterfaceWrapper) StreamGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// JoinGroup operation middleware
+func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params JoinGroupParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeaveGroup operation middleware
+func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeaveGroupParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveGroup(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetGroupMember operation middleware
+func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetGroupMemberParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetGroupMember(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListKeys operation middleware
 func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Request) {
 
@@ -6130,6 +7066,403 @@ func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamLock(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListPartitionGroups operation middleware
+func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListPartitionGroupsParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPartitionGroups(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) GetPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetPartitions operation middleware
+func (siw *ServerInterfaceWrapper) SetPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetPartitions(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) StreamPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamPartitionGroup(w, r, group)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// JoinPartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params JoinPartitionGroupParams
+
+	// ------------- Required query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "weight" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "weight"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "weight", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinPartitionGroup(w, r, group, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// LeavePartitionGroup operation middleware
+func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LeavePartitionGroupParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeavePartitionGroup(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetPartitionMember operation middleware
+func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetPartitionMemberParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionMember(w, r, group, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckPartitions operation middleware
+func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "group" -------------
+	var group GroupPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "group", chi.URLParam(r, "group"), &group, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "group", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AckPartitionsParams
+
+	// ------------- Required query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckPartitions(w, r, group, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7608,6 +8941,48 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/throughput", wrapper.ListThroughputGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups/{group}", wrapper.GetGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/groups/{group}/members", wrapper.JoinGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/groups/{group}/members/{id}", wrapper.LeaveGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/groups/{group}/members/{id}", wrapper.SetGroupMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups/{group}/events", wrapper.StreamGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/groups", wrapper.ListGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}", wrapper.GetPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/partitions/{group}", wrapper.SetPartitions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/partitions/{group}/members", wrapper.JoinPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/partitions/{group}/members/{id}", wrapper.LeavePartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}/members/{id}", wrapper.GetPartitionMember)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/partitions/{group}/members/{id}/ack", wrapper.AckPartitions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions/{group}/events", wrapper.StreamPartitionGroup)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/partitions", wrapper.ListPartitionGroups)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
@@ -10429,6 +11804,873 @@ func (response StreamEverythingdefaultApplicationProblemPlusJSONResponse) VisitS
 	return err
 }
 
+type ListGroupsRequestObject struct {
+	Params ListGroupsParams
+}
+
+type ListGroupsResponseObject interface {
+	VisitListGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListGroups200JSONResponse struct {
+	Groups []MembershipGroup `json:"groups"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListGroups200JSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups400ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups401ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups403ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListGroups503ApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListGroupsdefaultApplicationProblemPlusJSONResponse) VisitListGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params GetGroupParams
+}
+
+type GetGroupResponseObject interface {
+	VisitGetGroupResponse(w http.ResponseWriter) error
+}
+
+type GetGroup200JSONResponse MembershipGroup
+
+func (response GetGroup200JSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup400ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup401ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup403ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetGroup503ApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetGroupdefaultApplicationProblemPlusJSONResponse) VisitGetGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type StreamGroupResponseObject interface {
+	VisitStreamGroupResponse(w http.ResponseWriter) error
+}
+
+type StreamGroup200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamGroup200TexteventStreamResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup400ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup401ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup403ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamGroup503ApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamGroupdefaultApplicationProblemPlusJSONResponse) VisitStreamGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params JoinGroupParams
+	Body   *JoinGroupJSONRequestBody
+}
+
+type JoinGroupResponseObject interface {
+	VisitJoinGroupResponse(w http.ResponseWriter) error
+}
+
+type JoinGroup201JSONResponse GroupJoined
+
+func (response JoinGroup201JSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup400ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup401ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup403ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup404ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup408ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinGroup409ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup413ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup415ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup429ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinGroup503ApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response JoinGroupdefaultApplicationProblemPlusJSONResponse) VisitJoinGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params LeaveGroupParams
+}
+
+type LeaveGroupResponseObject interface {
+	VisitLeaveGroupResponse(w http.ResponseWriter) error
+}
+
+type LeaveGroup204Response struct {
+}
+
+func (response LeaveGroup204Response) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeaveGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup400ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup401ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup403ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup404ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeaveGroup503ApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeaveGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeaveGroupdefaultApplicationProblemPlusJSONResponse) VisitLeaveGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params SetGroupMemberParams
+	Body   *SetGroupMemberJSONRequestBody
+}
+
+type SetGroupMemberResponseObject interface {
+	VisitSetGroupMemberResponse(w http.ResponseWriter) error
+}
+
+type SetGroupMember200JSONResponse GroupJoined
+
+func (response SetGroupMember200JSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember400ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember401ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember403ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember404ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember408ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember413ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember415ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetGroupMember503ApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetGroupMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetGroupMemberdefaultApplicationProblemPlusJSONResponse) VisitSetGroupMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListKeysRequestObject struct {
 	Params ListKeysParams
 }
@@ -12338,6 +14580,1071 @@ type StreamLockdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamLockdefaultApplicationProblemPlusJSONResponse) VisitStreamLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroupsRequestObject struct {
+	Params ListPartitionGroupsParams
+}
+
+type ListPartitionGroupsResponseObject interface {
+	VisitListPartitionGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListPartitionGroups200JSONResponse struct {
+	Groups []PartitionGroup `json:"groups"`
+
+	// Next More follow; pass this name as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListPartitionGroups200JSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups400ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups401ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups403ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroups503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListPartitionGroups503ApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListPartitionGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListPartitionGroupsdefaultApplicationProblemPlusJSONResponse) VisitListPartitionGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type GetPartitionGroupResponseObject interface {
+	VisitGetPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type GetPartitionGroup200JSONResponse PartitionGroup
+
+func (response GetPartitionGroup200JSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup400ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup401ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup403ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionGroup503ApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitGetPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitionsRequestObject struct {
+	Group GroupPath `json:"group"`
+	Body  *SetPartitionsJSONRequestBody
+}
+
+type SetPartitionsResponseObject interface {
+	VisitSetPartitionsResponse(w http.ResponseWriter) error
+}
+
+type SetPartitions200JSONResponse PartitionGroup
+
+func (response SetPartitions200JSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions400ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions401ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions403ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions408ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions413ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions415ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response SetPartitions503ApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetPartitionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetPartitionsdefaultApplicationProblemPlusJSONResponse) VisitSetPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroupRequestObject struct {
+	Group GroupPath `json:"group"`
+}
+
+type StreamPartitionGroupResponseObject interface {
+	VisitStreamPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type StreamPartitionGroup200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamPartitionGroup200TexteventStreamResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup400ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup401ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup403ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamPartitionGroup503ApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Params JoinPartitionGroupParams
+}
+
+type JoinPartitionGroupResponseObject interface {
+	VisitJoinPartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type JoinPartitionGroup201JSONResponse PartitionMember
+
+func (response JoinPartitionGroup201JSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup400ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup401ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup403ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup404ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response JoinPartitionGroup409ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup429ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response JoinPartitionGroup503ApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type JoinPartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response JoinPartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitJoinPartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroupRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params LeavePartitionGroupParams
+}
+
+type LeavePartitionGroupResponseObject interface {
+	VisitLeavePartitionGroupResponse(w http.ResponseWriter) error
+}
+
+type LeavePartitionGroup204Response struct {
+}
+
+func (response LeavePartitionGroup204Response) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type LeavePartitionGroup400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup400ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup401ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup403ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup404ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroup503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response LeavePartitionGroup503ApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type LeavePartitionGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response LeavePartitionGroupdefaultApplicationProblemPlusJSONResponse) VisitLeavePartitionGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMemberRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params GetPartitionMemberParams
+}
+
+type GetPartitionMemberResponseObject interface {
+	VisitGetPartitionMemberResponse(w http.ResponseWriter) error
+}
+
+type GetPartitionMember200JSONResponse PartitionMember
+
+func (response GetPartitionMember200JSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember400ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember401ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember403ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetPartitionMember404ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMember503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetPartitionMember503ApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetPartitionMemberdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetPartitionMemberdefaultApplicationProblemPlusJSONResponse) VisitGetPartitionMemberResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitionsRequestObject struct {
+	Group  GroupPath `json:"group"`
+	Id     IDPath    `json:"id"`
+	Params AckPartitionsParams
+}
+
+type AckPartitionsResponseObject interface {
+	VisitAckPartitionsResponse(w http.ResponseWriter) error
+}
+
+type AckPartitions200JSONResponse PartitionMember
+
+func (response AckPartitions200JSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions400ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions401ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions403ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions404ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions409ApplicationProblemPlusJSONResponse Problem
+
+func (response AckPartitions409ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitions503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AckPartitions503ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AckPartitionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AckPartitionsdefaultApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -15735,6 +19042,24 @@ type StrictServerInterface interface {
 	// StreamEverything Every topic in one stream (SSE), each first as current state.
 	// (GET /v1/events)
 	StreamEverything(ctx context.Context, request StreamEverythingRequestObject) (StreamEverythingResponseObject, error)
+	// ListGroups Every membership group that has a node, with its members.
+	// (GET /v1/groups)
+	ListGroups(ctx context.Context, request ListGroupsRequestObject) (ListGroupsResponseObject, error)
+	// GetGroup The group's live members in join order; with `version`, a long-poll until it differs.
+	// (GET /v1/groups/{group})
+	GetGroup(ctx context.Context, request GetGroupRequestObject) (GetGroupResponseObject, error)
+	// StreamGroup The group's changes (SSE).
+	// (GET /v1/groups/{group}/events)
+	StreamGroup(ctx context.Context, request StreamGroupRequestObject) (StreamGroupResponseObject, error)
+	// JoinGroup Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+	// (POST /v1/groups/{group}/members)
+	JoinGroup(ctx context.Context, request JoinGroupRequestObject) (JoinGroupResponseObject, error)
+	// LeaveGroup Leave the group.
+	// (DELETE /v1/groups/{group}/members/{id})
+	LeaveGroup(ctx context.Context, request LeaveGroupRequestObject) (LeaveGroupResponseObject, error)
+	// SetGroupMember Set the member's value.
+	// (PUT /v1/groups/{group}/members/{id})
+	SetGroupMember(ctx context.Context, request SetGroupMemberRequestObject) (SetGroupMemberResponseObject, error)
 	// ListKeys Every key that has a value, with its version and size.
 	// (GET /v1/kv)
 	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
@@ -15780,6 +19105,30 @@ type StrictServerInterface interface {
 	// StreamLock A lock's holder and waiters as they change (SSE).
 	// (GET /v1/locks/{name}/events)
 	StreamLock(ctx context.Context, request StreamLockRequestObject) (StreamLockResponseObject, error)
+	// ListPartitionGroups Every partition group, with its plan and owners.
+	// (GET /v1/partitions)
+	ListPartitionGroups(ctx context.Context, request ListPartitionGroupsRequestObject) (ListPartitionGroupsResponseObject, error)
+	// GetPartitionGroup The group's plan, who owns what, and what is moving.
+	// (GET /v1/partitions/{group})
+	GetPartitionGroup(ctx context.Context, request GetPartitionGroupRequestObject) (GetPartitionGroupResponseObject, error)
+	// SetPartitions Set the group's partition set (persistent), by count or by names.
+	// (PUT /v1/partitions/{group})
+	SetPartitions(ctx context.Context, request SetPartitionsRequestObject) (SetPartitionsResponseObject, error)
+	// StreamPartitionGroup The group's changes (SSE).
+	// (GET /v1/partitions/{group}/events)
+	StreamPartitionGroup(ctx context.Context, request StreamPartitionGroupRequestObject) (StreamPartitionGroupResponseObject, error)
+	// JoinPartitionGroup Join as member `id` with `weight` (default 1) under a lease.
+	// (POST /v1/partitions/{group}/members)
+	JoinPartitionGroup(ctx context.Context, request JoinPartitionGroupRequestObject) (JoinPartitionGroupResponseObject, error)
+	// LeavePartitionGroup Leave the group, letting go of every partition the member owns.
+	// (DELETE /v1/partitions/{group}/members/{id})
+	LeavePartitionGroup(ctx context.Context, request LeavePartitionGroupRequestObject) (LeavePartitionGroupResponseObject, error)
+	// GetPartitionMember What the member is dealt and owns; with `version`, a long-poll until it differs.
+	// (GET /v1/partitions/{group}/members/{id})
+	GetPartitionMember(ctx context.Context, request GetPartitionMemberRequestObject) (GetPartitionMemberResponseObject, error)
+	// AckPartitions The member has stopped work on every partition version `V` does not deal it; those pass on.
+	// (POST /v1/partitions/{group}/members/{id}/ack)
+	AckPartitions(ctx context.Context, request AckPartitionsRequestObject) (AckPartitionsResponseObject, error)
 	// ListQueues Every queue that has a node, with length and claimed count.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -16502,6 +19851,185 @@ func (sh *strictHandler) StreamEverything(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// ListGroups operation middleware
+func (sh *strictHandler) ListGroups(w http.ResponseWriter, r *http.Request, params ListGroupsParams) {
+	var request ListGroupsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListGroups(ctx, request.(ListGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListGroupsResponseObject); ok {
+		if err := validResponse.VisitListGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetGroup operation middleware
+func (sh *strictHandler) GetGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params GetGroupParams) {
+	var request GetGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetGroup(ctx, request.(GetGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetGroupResponseObject); ok {
+		if err := validResponse.VisitGetGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamGroup operation middleware
+func (sh *strictHandler) StreamGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request StreamGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamGroup(ctx, request.(StreamGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamGroupResponseObject); ok {
+		if err := validResponse.VisitStreamGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// JoinGroup operation middleware
+func (sh *strictHandler) JoinGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinGroupParams) {
+	var request JoinGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	var body JoinGroupJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.JoinGroup(ctx, request.(JoinGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "JoinGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(JoinGroupResponseObject); ok {
+		if err := validResponse.VisitJoinGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeaveGroup operation middleware
+func (sh *strictHandler) LeaveGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeaveGroupParams) {
+	var request LeaveGroupRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeaveGroup(ctx, request.(LeaveGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeaveGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeaveGroupResponseObject); ok {
+		if err := validResponse.VisitLeaveGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetGroupMember operation middleware
+func (sh *strictHandler) SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams) {
+	var request SetGroupMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	var body SetGroupMemberJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetGroupMember(ctx, request.(SetGroupMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetGroupMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetGroupMemberResponseObject); ok {
+		if err := validResponse.VisitSetGroupMemberResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListKeys operation middleware
 func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
 	var request ListKeysRequestObject
@@ -16893,6 +20421,228 @@ func (sh *strictHandler) StreamLock(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamLockResponseObject); ok {
 		if err := validResponse.VisitStreamLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListPartitionGroups operation middleware
+func (sh *strictHandler) ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams) {
+	var request ListPartitionGroupsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListPartitionGroups(ctx, request.(ListPartitionGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListPartitionGroups")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListPartitionGroupsResponseObject); ok {
+		if err := validResponse.VisitListPartitionGroupsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPartitionGroup operation middleware
+func (sh *strictHandler) GetPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request GetPartitionGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPartitionGroup(ctx, request.(GetPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitGetPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// SetPartitions operation middleware
+func (sh *strictHandler) SetPartitions(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request SetPartitionsRequestObject
+
+	request.Group = group
+
+	var body SetPartitionsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.SetPartitions(ctx, request.(SetPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(SetPartitionsResponseObject); ok {
+		if err := validResponse.VisitSetPartitionsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamPartitionGroup operation middleware
+func (sh *strictHandler) StreamPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath) {
+	var request StreamPartitionGroupRequestObject
+
+	request.Group = group
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamPartitionGroup(ctx, request.(StreamPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitStreamPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// JoinPartitionGroup operation middleware
+func (sh *strictHandler) JoinPartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, params JoinPartitionGroupParams) {
+	var request JoinPartitionGroupRequestObject
+
+	request.Group = group
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.JoinPartitionGroup(ctx, request.(JoinPartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "JoinPartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(JoinPartitionGroupResponseObject); ok {
+		if err := validResponse.VisitJoinPartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// LeavePartitionGroup operation middleware
+func (sh *strictHandler) LeavePartitionGroup(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params LeavePartitionGroupParams) {
+	var request LeavePartitionGroupRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.LeavePartitionGroup(ctx, request.(LeavePartitionGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "LeavePartitionGroup")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(LeavePartitionGroupResponseObject); ok {
+		if err := validResponse.VisitLeavePartitionGroupResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetPartitionMember operation middleware
+func (sh *strictHandler) GetPartitionMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params GetPartitionMemberParams) {
+	var request GetPartitionMemberRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetPartitionMember(ctx, request.(GetPartitionMemberRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetPartitionMember")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetPartitionMemberResponseObject); ok {
+		if err := validResponse.VisitGetPartitionMemberResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AckPartitions operation middleware
+func (sh *strictHandler) AckPartitions(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params AckPartitionsParams) {
+	var request AckPartitionsRequestObject
+
+	request.Group = group
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AckPartitions(ctx, request.(AckPartitionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AckPartitions")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AckPartitionsResponseObject); ok {
+		if err := validResponse.VisitAckPartitionsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -17612,253 +21362,286 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17kxO3tjj6VVS+vyrss9seDyE5wVOpWxNCEg4Q2DA71D3b3LTGLdva05YcST0eh+K7/0prSf1U2z3M",
-	"C8j8xeDu1nO9nx96M7laS8GE0b3Jh96S0YQp+PMNM2p7PDdM2f8lTM8UXxsuRW/Se8tmUiSaGEk2lBty",
-	"yuZSMWLUlosFoQvKxagX9fRsyVbUfm62a9ab9LgwbMFU7+PHj1FvTRVdMeOme5JSvnpNzbI528mSkRie",
-	"D58lMaFkZv8mVOgNUyyxM3H73tp+HfUEXdm54KVe1FPsz4wrlvQmRmWsvKj/o9i8N+n9PwfFGRzgU33w",
-	"mx3ErvIXJbO1X1dgmoV9fvVpnv20Yw6eXH2C52y7Y4Yztr36FC8Y1WzHJKl9fk3T/DNjatsElWNj6Gxp",
-	"4dIsuSbsgmtjQRKmJlxow2hC5Jys6BmAqiB8tU75jBsiBctB6U8YvrHyT1npm3y3IbjGhZklNWQp00ST",
-	"jf3TLBmRa6aofZPMllQsmN63uKseK9emBd1fiXRL7GyaUPsGHq4UjPTtSmPBLkxsT9X+b63YOZeZJmu6",
-	"YIO2RcM4lRNd0YsXTCws9Bw+/D7yJEMbxcUiX+ELvuImdO9kJbXBha2o2BJu2EqT/uFodDgej8cRSdic",
-	"Zqkh9r+DI79oTbf2zJmlXktGFNOWmi24aD9uWEF55W7k3sQOHdmN8FW2wv/a/3Ph/h816SDu6rVic36x",
-	"8+ABRLShypANN0vYadsS1zjc5U7XAsIO5IV/rgxkb969lAlrblRZtOzrJVUswf1Js2SKKORHAyIV2Shu",
-	"GOmzi1maaX7eDlsrO8WupTJhr+PfMGsv6sHAvfehQzk5edFc7AvEWb5iltCk/JyR/i+SJBnia0QOgTPG",
-	"w+GKXgyNSePBUQ5+8XDo/oQnbXswJq3cH7ugq3Vqn3wz1r3QUt/REGL8KjcklWJhF3SaytlZbanUIY5b",
-	"rOXmdrX0VDNh7KnHYx0TozizCD9rpZD2w0st+KO9IL2WQjPg/z/SxFJKpmETMykME/AnXVv6DMs9WCt5",
-	"mrLVP/6j7eY+dIS+1/gVTlo9npiLc5ryZGi3EZM+BWwjMjOaJ0gS1tQYpsQgIvnLueQCX6xoOpdqxZKp",
-	"kMp+OpTzobIkm+QvAgDn35/KZAuf2j8Qs7kmQgIPIv/z9tVv5JymGZsKOSfcaII7iewgVBC2Wpst+TNj",
-	"GQMyNxiR36RZWn62odqxi2Q0Fb2PUe9HmWxP+IrJ7HYP1m5taHDieOKIK9wv7jrhCeyYKmURyOI8FxYM",
-	"Kx96puLk0iP7SWOj+TalfEHVgt3BPqUcpnZqt1PYoWWR50x51Movvbi4SeUF+4vFvbYtggT8mzQ/y0wk",
-	"t7pHEKWHQprh3M4dT4hwdA8lcbgkronFmRlVZEkdv+IJ6dPZGUsiohjIKQkAsYVplHyYSFgywP3JTBim",
-	"nkgxT/ns+qHVjb9ro4B1wxXXK2pmy5j0gRXhz7GlADMcY2jvbZ7KTf0VQHP/0kwqla1N3H6lP0t1ypOE",
-	"iVu9zrmfNZ4QSvRMrllCjDxjgvTj4RD+0sM5T2FDjhTaKzvjVumjIkGZBOnRVFg2OpRWVMFBpCBUbHHH",
-	"p5khlPzy9OSIxEupDUARTVO5YQlMH/8qtcVznGYq4qF/PLTv6/iIxFLxBReNT0+V3GiLP6/geexkBrOk",
-	"wmLhVDh4fKCJ3AhYd2l0HFTHpG93QWZKaj3UVsTwdMrerMyAKA9GU/ETm/GEJV7ZtULm/0r5nLE1U2RG",
-	"0zR8z0iGn7PtnaDuGdtWENdSpzO2BRQVEtkMgCIINXeyRCAElUXiT7GTfD2tQYJRozWw9jtZdo0c6my2",
-	"JEpmhvkl/crS21/RkqX+mvG8EslQtLDqJeHmiAQO3K+/OGfYhJ/sFjdxLMibn5+Qx4++/W/iBieJnGUr",
-	"K46CtqmZOmcep+eUp5mypCj+djwmVq9SgqYxcpQTKV9SsQXQ1rd6FVYgsGroEA5TW5hGJu/+j4esCVUM",
-	"D52mlopuSb9skcAbBHZiNQrZIhyQd8CCwGA3BBUe1Iq6LW+Ya/ehXbm3D0pmP9jYvwTNzFIq/he7XWjO",
-	"ShMDuUfmwjWZSTHni8yqipaml0VLL1XOqFJbwk3tHN69ezc8zsySCWMXzqorLVSWHxlVqH2mqx+mvZmU",
-	"Khk6ijPthbQZPKlzylN6mt6uBPqXlGfAhIZZsYLYI4vWXAqvXsykEGxmWGJlGfdsmAID7tOpWCgqzAOd",
-	"f8Uu1laBhpeXmTFcLIaJ3Ig4IgWEa6MYXemYSDUVJcCXYjFcyzS1HHzTBNCpuEYQ1dl6LZVhyUuWcHoC",
-	"l3OroJovYLiyKxha+EAZxWoCoEvDGVDyBBc1tIssCyxxeYl2aTvExt+Zsvfz0smp177X2vg7JWZ8tZCZ",
-	"cxHjgSbuoYc+sGoKBmw9advdR29EcFYBpThCxFrJNVOGIyVHs8OHOiJGPUW5RkrlHp1KmTIqemhx8Cah",
-	"f+cGLXy/sP7I0/+wmQGdEif/TZqnVuMucUOapq/mvcm/O4JMVF+9YivKhV1x0Ci8psrwGV9ToPtgG6bn",
-	"DM4wZXMgamDeDB6A+4EqRbeNTRcTNzf8vrLlN5YdXeOWgYuFXEGRM2CH9lI+iKAbqbmJpoKOWwJ5B3hs",
-	"DNyBM+00NUvNyhPFpL+UG7Qiw7kzK1WwZIAahJNN+6Z6UQ/04MgNWFIgazPhV25F+EVpiCG4K3TshXN2",
-	"YZiwCDQqQeNrqh1810CqK9zvAPgnVCQ8obNtc/gZPjLhe0qBMocm33W7rThsmFqFMWOWKWWJKU74QBP7",
-	"KumPyWbJQOlTDKmNQPPwXKoVNQgy3z3qBQ3wAaJQ7DbK3Stuj251O44Pz+gyx6e5mMGTfLn2VTCCNWWN",
-	"qAdKW2Cg2l7Km8BP/Ew7F/+7H726g3zS6qX8rBgjhl0Y0vem5EfkOf9xQNbZacr10tvzLeDnKxoFLdjN",
-	"NaEhpZ367/c5lE7rE2EBv3/fvrxrJJKXWuteyle3ZgH5alqwUFaG+8FnD3SOZ86uddQ0aoWJlDuSHIZo",
-	"knC7HJq+Lm10TlPNoqvsvXxP7Rf0E0uZafW8Um0IOwc3xxzM6sJw48zxG/sz3dAt6ccH54cH8J6OgaZU",
-	"l520zXGcbuhWE6OyMriXCCNGDoTowRkLubadUAUOin58do6raaWqzR3jBoshYAExmYP9yyyVzBbLdWYI",
-	"/D4I42j54P3Wg0cvs9OUtYpvO6SBVq5QFwa6ikAR+Pm23UVCXJz/rDbx3s0+RWmhueecETZvxqmvzqjR",
-	"iAmoiRqkLxhLwGZr3z1nyP04eJG88SAMHF1PAt8L7fVpyma48lYeV72dnSb5nEUFbq0QKrqRVb+yF/hd",
-	"kyC6eIuEqYiILE3x2IQEHc0+0GAL3ix5yojO9No7J6KefR0Ve/QlN46lFWrzcUJRVMa7D3BZMS4LDOyy",
-	"4JZ64NZUNnw+0IX1eSpKen4+4cRCxIwKqzacy2y2REwXW3cIJBOGp/YlxZxhQKNa3g1NcoGodPG7IObp",
-	"uVNQawSUmr0KaQ50H6Me88N4L75bx/sAuPNk78h2tGdJY48QcoVTRbjEXVt7kYPqDYp9Xireyx+vJCHC",
-	"LLsExacCHJgBAseTMN1WXCputi0KXOPU8/eDs7v7CrDHhM34iqbEDX5EeKKJXcbMpFvCxUwBXaUQDkEJ",
-	"2q2AoaOHvzfp/f//Hg8fv//H/wkd/6+MphgdU921NtRkumo/lGd7maf7LLTHX2UaON0zjg6OYpZUzs52",
-	"SQC7FwDjuZdDq3hm2OrHrfFSTvWsCx/2A01O7VsRkWv6Z8YilKa2BAxhxA5L+hDSwMUszYCgkt8kidFE",
-	"NhVIAO3/JgSXGkeEEoiUoBC8t1byYkukIrOUW7lsTRXYzjFSwi6CnG4JN3oqKtY1ZxwWRLF5Zr/gBkig",
-	"JYinjHso4GKBZC9HrFMuqNo6t90VyNZztn1rHHdrkK2z8zshWc/Z9pmYyxb5klBNUq4NennLoi/RS7lx",
-	"FvUaYKK02kUX0/yvFgkIyM8DTVIIUiNcIFSNwuQN7Yp1YvjNw/3KAga6+gHcilrOCe+uVRC3GMzsSrnR",
-	"TpEo0ZSauAtg6Q3Tze1X4Nb48wDT6EZxY5gALToo07VqIK8V0+g2Uxkb5CYSuGeuXYxXWDe5xJ22GAby",
-	"S428dOoIBfi8/nXy8/D7Uatx40eq2XePdkMKDmYBBV6O8v1tYQaL5PksBWZvTdikUkBUTYkeHsY7Tu5q",
-	"4NcCd+/wxgMs4BK30rahk4Z1vhTSC5GQN7OvF177qW4JXUz62HSXg9oNisak3WIly0v39j2MuCzW07qJ",
-	"n5ihPO2ul+DOm8Ye0O06q0ogFOwz7+OQYdM+LOOp2KWYhtRFHQKid8ttKcQAtI3IouJGqkSPOh+5G771",
-	"pN8COc0ZsBTMHXfNBsmVN+WUIx8sB4Noeu706IDxpgMTL995i/qh2V2w8kZYMi1OwfLq2gWRfgyeXjyi",
-	"mos3sh8qF7Nlz4uliaV0C29I/8Rzs/AWPDSpTY5tmN1yLs8qtqTbOkfADTk7u4KcZz9vF/RATL8LUc8u",
-	"6xdFQ7uiMxzsMnR3zsSMi8WJPGOiox76Cb4fuREVT1ILCSlsEEBJ8KvaGqPyNtsO6FeWJtdowbeE5jJG",
-	"K1gCfvPx/V47UxervwU3DAPLvY8QQQ2TkH5h+OLOzL1iVIB9aXBEYjgxDTb7IRfDtZILxXSbT7K0+gaI",
-	"fQK4tN39JU0lNVBpgY12C0eBzpNrvt6mKIYDlu2RQLbl7MyS37li7Grmxw3lPsOym7vL7bD4MnRCv7np",
-	"ypaT4+H/0uFf4+Hj98Wfoz+G7z+Mo8OH//0xaFN5dc7UOWebnPY2ggFzB038y9MTUtJHj5BjQUwyRBn7",
-	"eKaYrOjWObVi5wGCeLhCfNh1Y29xFFxRE789O+g2WJkx7H7Tu6qAHX02LORquy9Zba+0+Tuz715t+ye5",
-	"Rw1yiK94CoV/7ss7iX9mLLsqCoDF8cvbuveAXm3zLmLoy9t+1Q18tUNIYKzhF3sW3vJ6tVO4G7Px1Xb+",
-	"lq3oeinVVWmAzsf54o7AhzJd7QBcEM6Xt/0376wodMXdq80dyUF2Na+ZcpUHrq5Jt6vFK3pxyaiYdp1p",
-	"na84EGEMzx5oyNAssjGFTJiPD/LZb1Dh4Y/ZHzHBsgKDic/lBA0SvHc/PX3x9OQpGY1GBziyPviAf3z8",
-	"f+HVH+L9VkGngLhlN3V7ezZ7VfqyKh+MPUMFqnoi9YyjEXm7lMq4/LNMs2RCqpniwWTwaCqqKd4RqacH",
-	"50nfjczgCGqRGLaCR5AHWSQFR6QtxwCelBJlIlJKTLMLWjGzlEkldzJqpoC5z8BsYB8XNgQIUJmKGPVC",
-	"WEqbjSAicR5R4GOZIxKv2OqUqfwHWBP8Upneh2ljeHL5l1LgtouWcWHbU1GN2/b7gkWWv4aE+fzrPAY+",
-	"HtSGKC26HshdmRkygWs50VE5+cXnxJTzZEoJMREp5eBGgcRYO1gg6bUyHCaS5SDmE+b7j8bfw77QWT6c",
-	"pVKzZOgizOzzx48jF+mZECnS7QR8c863vqTO6GuHqCaPRqSZ7ZGnP+MDOJlgEvVUXCKLOmqGm9rlhBOd",
-	"6plMoWSlPC8QHf31CE7vz2myFaENdZanpk0qD/xokmvDTcp2xCaWnVRLY9Z6cnBQyTIbJezcZ+/ogxwf",
-	"9xJReOrnj3ZFmaBS1gxZsnBdSSSo2HOxhEydpTyDYjsbyiFeo+/GIFIwTaBei4+j68zY2sy9MH+Ur7J1",
-	"Y3ZF1xKhVAQtXCp2aUdkQb4+HVig/7mTT7DY6T7HIA4XWo2TzC6RYFXk7HVa5Jt3b1xAZjPEc4d10pXl",
-	"UWH5BZ+RPtWkMLEOqmGdgpXCZy0GhSypX4XNOupdDBdy6H4s25zDaOROtrjL3dZeBJHP1ZO0cgWlOhZ1",
-	"ujbXk6sydTUPFB7tNfugrhVD75Gwq+PoCs65GI8Sa5HY0xnkme2xu82YaMYEZK1c2k2XX3ADe2/24Npd",
-	"bIVFqMXFpnfprRriEyDiBHKKVQIBTGxLNkwxAmnsri5oF/jPF+OpZhMNuvjXajolCtyFVIRpNriBiEjh",
-	"/Fcod486p6P549lNsvMt/Zyl6bW7t7uTlr1H2wVpcrPfcJ6lacitra+AHPUlXgJHCgvLtaJPbgHpgkda",
-	"B5Nx0rzmSS1IKK/woi0MVkvphEgrlltpDmR11slaKuNLtBW1kPATi52ZZsEgT6ewPWtJzSsP5fJaEjvc",
-	"kl2Q/rQ3vhiNRtPeIHKV8LylivrXw3OGo3ljl/rCxSImfSHzKbfMoCLqSmaAYulza2LST7jOn00IXJVe",
-	"8jXJxIwpQzlUDHS1NVyc0xGhRLBNuSoHxqGvaMLQqGCVdbCVFSZfvzzITHMT9sqJRZEPp8LPg0KPKUoA",
-	"Ns9bsIU0nBqW5Etz71eqRXZICcRDLl9wDkHFGiIPnTsg+gkUhAhnW7DdueEYlz2HoMB++Xrbb9PfVHEF",
-	"gwhTBxidLV11imKwwOd5ClV4tEvfaGm8DvcbvIUdp3uFWLfq/YS9NLoWBXx7IW+Fz/0KW2w67j83d3yv",
-	"vsTGPtuTi4u0ynB2JFpw5GqdWRAdEDTWgqugHqYEk3iuiu/tiFYqLcEXce4g2uOw3SWO4mRewpchaW5n",
-	"cDxNU4nVc4oY+SNIrnUZZBqdHii+FVUOiu8+pfCELyPvq0vnyZVFqoo/id3w0JaKeDWAuAEgaC/yUSvu",
-	"YeV9HNf7p+w9QGX0vy54ckTGJQkAv+1W+6MzIOSpEpCTXVw5SE8445XuvFJZZHcaRf2ir4XMvcjV/88p",
-	"uba0Ph50vbaTkbzk+njvJeAgu+d3lKR5ymxFMaGiA6y12J53lc6Beugdh98wvliarnZq97afImrec/s5",
-	"/GsdrnFTnEYTl0rF+RGTN1QYfYSkxCrGWG/c6siZgCtB/X3nzbaQmOCh1AJLcbozxtaoRnrZET8Y9epV",
-	"/DvU8d9xbm/9PXYlye2w0lZBIlgzwp1139lJ/iO5cF1TBhEpakjYY7AMjqb8nEUkg/u1P0iF9SXC+tQl",
-	"gLMlYfMyRBLA1kPrLgrZUrzuOqrzXC7tdH99noY3tWzZwCS9ohCP87CSfjw8jCcOYwauYh6bZYqb7Vu7",
-	"B1zsKZSwPM7aGupgNc0FP7dsXGJOkCvfjb5YVwjaTvjk1as3P/1x8ur509/iAZYbdXWRo6mID84PYyh2",
-	"vmYiN1tirUYoSLIQUmEdZFfaD6gcLK84uKUxaywwyIPZyblJwJ6JlCrhAlmzYjO+Zq7U+jqlXJBfT05e",
-	"H0BuuF0Nqp9DQHiMHR9NxVT8wgRTNCUqS313DbpeQw1rJ9rhxvI2LBP71X+Rp0pJhUmsrYVqNenHbVUY",
-	"48hV858KQmIHbPGAFGnw4Obnxrm2wYFr/0I3NXqz0Ssd56edW7TsoHPOUijTXWohA5EsIze+vZW4g9d5",
-	"mo3H38z0UioDUS/wfxaP7CRP4YiKCRI2S6lyoOtiCRgeVf/RxcXA1SJx5OfIbgeaYMRkZm9O2zFbq/uS",
-	"fr26r72J3yA6hwuypmZp3/lgF/nRntAHoBr4J1BG+ydP9IAAosHR789YiElfSyIYhOqMYqjtPhpBewxf",
-	"3pylmhEOq48fwRLL7STgemQ2W2IJZkyuE4V5C7bxk7Ou2B1A+w17/SaNBwBjJfOLq1Vg33v47RijS74Z",
-	"wz/fruBMCHnpe1FY+r6gBgg68Fd5zlyNr7x4rmNxUPQ9b/4BPNgtBLZVdDHBR7C2SXW7RQzUiBzjK+SU",
-	"pXJDDjUkTKdaEsX+A/YM2DXOUO8zsmJUaGIsZIkZs2M5UAL8LCxu2hXEcbZ1u05gVMUxn7IlF0nztI+x",
-	"aESlFcUqg6Y/WKaVahKXs/EnpFGY1U7Xjx8dfktagrKwruuGazaI7MDVrh6I6n6hkH1tR+QmAoABCK10",
-	"/fDs0GO2L6RhF1G6BAgjsyMVs4/Im2KjlrEE4QDkrRwKXDSaw0873iF5yX8cONQl8aPDb0gtrG1EfrN7",
-	"REuwlUMc0FfP/p0rYhQ08NYKFLuE1BKFARCwQosmHJaF69Ek/nb8DWkpghwsPGxXYllVsKJ03gEhBsQp",
-	"d0cAYlNvkOAWCqgCDMODFi41PnaxechDiKssjaQVBnJUNUJaEj8aH5JqRJ8dOtnXe6Dgyn5b9pyPXz/z",
-	"nHlClkzMGDZGIM5yTlOgqJZMwN68HAFo3L0xhB0w2BuCFK0hAD5CjSEif5GOiH5Diti4I9Tosew/Fa5c",
-	"Miwov/1H40ekHs54hEVMEEpCdUxgSXmrNRxxRbewXkcnqo0pSKMvRXkF35BGCJ9lErXOFMjjsDkF6dab",
-	"ojJHICIQSNGTV2/e+g45ZCGtBOOeu0807HcwahShLzmDXPXOCd7Cw8ekHmkIVXscDbBnqPO74UnkGsFw",
-	"O6OHP/v21l77aWaQwGnnrhuRt4xZaUkfvH365F9vnp38f6MVnvvTUh0Vy+kMuzB4dS6oMh5YOp04Uc4h",
-	"OE8mlg1i8jvyXU9zYT8JNXRi9yvYEZr0cbAHnsi6ojd5JRc7NfxRyFjuRTnPR7SysBWl50X9AQ2Aik4e",
-	"mAGYuKl7J0ZunzwBSdJjeKl6Vd7wbXf5qspufDM7apw0tcU4T+CjcgUtFOwRQJU44HXYYsA4Wnv4LfEF",
-	"4DB8sVr4vqR3TXqHo/FoDKEXaybomvcmvW9G49E3WE5rCSrIwRJKZv0Fui7DEg6enD9LepPeL8z86l6p",
-	"dQN7OB7vqGp+uWrmrnBXoHr5W6bOuViAG/jR+FHbQPnKDvJGI2Wlqzf59/uop7PViqptb2LXntfrY1Y3",
-	"mDGtUbDF2hh0oSFKwp+F7r234x2smL1tu3/7P3ewoy1dpe4niILeeZxv8I07Oc0nnnd/ynlGvW/H3+z/",
-	"oNxjofsdBMWNsqhhOe+342923k7GD9w1nB8euOhy3XoXL7g2P/qXqr1uW+wPxSsHpZaQbRkztbfRQtrx",
-	"Zdc64f0VoaRqHCmfSCdHTZEU2Iy2YRcBo91LK/nMpeVsR2RNtUaDIiSrWKkdJOkfUEsx4NW+MNCEdL/b",
-	"Ol98IKqrAef+Wh2Yj/dDbam3IXxy2AnQi7Yr8FEH7CjaiX0SPkVFJ9N93xUtIcpYh0YBzODwVe7LOFUc",
-	"88caHh2g7l4UVA5glNww5YGmAbqBYmHwQU6N7q8pvyY4GFLqRNByR1Erm2m9huvjMzl5aCLgSXnl95db",
-	"vdx3S+aayuSHZLkdImXrRV+OP+Wtgi0PWWcBGHljpyug5JLsr2jwHWBSAUx/4zb3WcNCJ4Go2oXvbiAI",
-	"TrMMP75/EybXRVBGlaapLtWr8WXG9KXI/cHG9Sy+CvhJHYC/d5SbTwU/aKR8ZemoA21zrVwCFO7LYF2P",
-	"xo9vt9VuNUV0QrThaerlDQBGZ1aGKLrRXeEPM5kSYMGuU+EU7xUMt49JbT/1HWg0LAx2o5RLlNytiTzx",
-	"L/0dNJHyiXTrQpDXZrh7TSRffBdNxF/rvRQU1kTcYfoWappQiCCLkJ9xo33/2wLBivOvI1hJRWkTiz0g",
-	"3SDryGE1LBa7xX4ZjGP3F/V24HcDSCeVtkjov+vHY0es0TesWZVIl2Aoug7RJhCamEB1VkrsKFSxIRXJ",
-	"UDODKR15HQ9nro2IYkZxSMgGV5c9z9FUHCeJJkaCqbyCKgqMypWW7mhMg0IBtSm5JplImJqKDcXS2zO5",
-	"OuWCJYQLF1kCBNBO04/BpPyHm+6PU2pmyz80/ws8aVQkYM+eCu/3MIHjV3yxNK5qtV0Q+E+SBFxW2Sp3",
-	"2KCTZSFYMhXfPRqeckMUhPFzcKc8Js0qBEWjsmr7K9LPvfd6KmiSsGRw5IiJc01XuixTQb4fnm6NL+Ne",
-	"n9EXNUBje5WMHCdJQUZqwNMEBNwgcfujK/sleF6S5Mi7cMkhZMLZT/4Epcqns/VokviYHIqA5nDlsEsw",
-	"6/u7I3N4rKXC5fb+72neNdG84yQhMU0gycmDUATu0VOWh5UMCDVyxWc0TbdHpIyvTSwtrqiNSIYyk7Cr",
-	"NbtYs5n54WkcWTpbngF8uHxeQViJ3q34KVTa8UQNyPRUOGoVj8Fr77ztj0m9XkkbFchd7FPhVuXXxA14",
-	"3YAZQBeuEGK/LcsHOxH7LRDy5uZyYgLnKQVrw2tcXQW1O6IzYMWPEnuEXScmY0fAj1Vx16iMfbwbKvKW",
-	"ma+UYDw67DCTveITKV9QhUlcjw6/7bKnQJ/tuyFRFkVM0WGkhQo4LMV0ppLMMtgt8VcLTe7WrCsFLv8e",
-	"+nVS3XJXLbteCvTude3aRrpo3LgJb7m5V7xbFO+kckx1/Xu3QauGfR3U7ipk3SA/qYFwWDat7v0eQkIa",
-	"dfWMIKQ/EyaC8DsumMZAwnJxv+v3XO0Et4N6s9lrV+MrFuBSicOwEXjS6AGrDd1qwoSSacqSo6l4/ert",
-	"CaELykVh3vLN6o0kC6vn+4DpETmGmgr+c3K6zcMr4ZPJVMACQ93p+4DOLvRPexvIUm7EAKK/Xat7F6zp",
-	"4h2norhsyOiUacK0qXXQn5T05LpE7sYNidbQcrdOBWo3FpKTOWbal8XRqCMpwD5blg2HBi46CLeNXUsv",
-	"25dd1tFptf+9k5MXnYSHnS7Yw5uhqL5zcoCwIlspw79lJww/+CodvzfhXHPn/JvEOMEuvraCMk3InG08",
-	"RnskX9LE30LTAXeEiN9OtWr1XEm1nCsGRbuKrqNwpdZJlWwRmsJiATpATsTCMWU3HJCvqWihX/XCr5N8",
-	"qy5DoTSUI2VTEaRlEdks+Wzpg0DtST/Q+Wgu0++oTtenws3jz8jSOwsODztogydSvqRi+wKrq9yRAGih",
-	"4YgocIJq9IL6TZevlyzpOSsw+PISYYVFH3zgye7oMUbP2R4WcU0kFo7/jaf83SJYgL5BsTyqScrm5mug",
-	"ab9J8ytLb4GaPV2tTWdqhsWgJyifaKBgFt/soTdJWKBm9BESljovgu9pmqLfga7YXYUfAKTXEJAF2SfC",
-	"2TXL1fvx49lPVQmcuTZBuw0tT/O3/g42lsqZdDKvlFvk37llpVh+F6NKfrX3ynLYnOKPsyWQAWt3gLiU",
-	"19+vKMyl6/hYR7qmfSXkhTFMraAte17FfpL7fPJAp2rdnoTP5/bxXMmVH2AqpGpquP2H43FEMoFl1pJB",
-	"SMX7heUUoJtu52rpXMYDEn0GoYEFGoetS/7e7lElZFcqYQL4A3JssEoApL5Brdg23Li6NamOVgfFEm7E",
-	"inRS3iUUeHGVlu1eqddWZmfou/R5/VXUhTVDruhU1HEzcjGWhcYWPxwfWlVt6koGTXsTMqcp6GgOzdFF",
-	"yUDHSlqqdk0ID2Q3VkqruaqLcu5LbE2Fz3GOeRJHlZolK3rG0CcKKZmQ1w+Zz9gBBip72h8t2cLk56kA",
-	"51GQ2jyhqzXlC3EJM9JlzUbXb6e5FPm6AUevB8Pc1fvxBg1HbrbZNihQeN356zQMfd/Rv+vKrd5BpHaj",
-	"DdDEig78vEysoFhEKcKsarqhJjfdUFPjerfu4P6CjC9KpoSWTrn/JFPUSEWwxt8LKC6S0q3Mql7wDiJi",
-	"iZftNbe8YTpIPi9nOmmxrgP1yliF6NaL592o1Xon8cGtswSjGT3fRMdMmSPb6w5nM7kBvjIT0J1kYtiT",
-	"9OlLDmx+MCqDciuIK/V78eXMrQR1/XLiJawjLZl1r5WEWhtXxa1bkwJuNeBrF2L6k/vqMOuTJIK/S5QY",
-	"FmPB0ElvySqxRyGJYkOP3JdmiVj0pdV4glVeYtRfSpGl2AKy3NS+NnA8cVVlSmFtUwG1Y1xh+qKBiCtO",
-	"n+tJUZmE2b8Lvh1heRo4jSOr7WGFjEIKe6DLJTLygvQ1fU9kaRqRaVGw3v4IZHUAtRV9337sL4raIGh9",
-	"fmWCbZg25RJWuAluiGLzFCq89elUFBeFjJSLRQSV3rhYEKmguIpFaSikRpw+R95KjMIt6tuUtNEHurBm",
-	"WQb9Z0ZTYiTG8BbprElehBBmhto5biO4+KkzV6EHDyxe3GiWzqHmJY6TUEMjAt07fHkgEGe9ZivSrVua",
-	"vSkow5oPdpphCTEHwDyBmA0YxSdpuIMSEpbkD3Eq+lhIEa8xvyN7XpbBod6cmxSh2SMxoD6jq5Kdc5nZ",
-	"m5uKdZqBUh0RLaFYUVs9IpgRihAFQ5/hScl+t4cBNIo+VTlAIA3CV3PCU4bOQLml51Lmc6yn3WxTE4pI",
-	"yAtV3RvjAk6oxPVDQajUpP/27dPBDVreOlBinbcKjUk//jDFRhnT3sd44JreQtqA/eOBJpY2W0I9iAoK",
-	"3qdiKvzCa+8ULSFgFChBWnsFBFB4Cn/h06nwj50DzkU+VN3eEHfFuPLjcabtJ2fnMBwWC065NtBDeCpi",
-	"120+nuTF66EYLv+LRXkcAxJMnM2FQZfzJmqLz9swwfqmIsZ+3KGFjchxuQYasLKpWPj8jWqnFjl3nIwJ",
-	"w83WN14pMTckffCUYPRGwjVdrxlVmsCoFHo/OfK4WUqNxBeiwF1T8XjkClC6qnTo+UKnl2WtsNKySbF4",
-	"gRGjmKvbubEatAVnO4ZlXWdcJA80SbhiMyPVNsLTMbAIn0gnFpazwna5hjBH8IsMgLAiG/YpZh5fgBfS",
-	"RE+FexKRpdxAsMqKii2OioGSuFKmtD13/588lc+S7VRu0q0LYZmKRMn1mqENdsel5Gt3a0ocK+MGT9uO",
-	"HU0FlGq1bL+oaTfDPDQQLDxp9vuqdZ06qpbL88uZisp6dFuvt7wZA7IooytsaipyPgVuKFOt1kek2MGu",
-	"LADC9j9LhvXqnKlzzjZXYVhft9fUyDWfwcEKf+DIhCIEbQQEqmulGXfVgDs/PDg73xmm8Jxt/x4RCmd2",
-	"o12DExwz+ixiE2DhXcIS7FXeS3Zh3Dpj23IwgkvDKsoq1ESOMlKdnZeR6eDDGdvuNCUj+37OtvvSJvHF",
-	"cOakW0+H3Mmi31I4dAC6PezsL9Mp4M8JJV+DJeo52wYCl3d/U2vScUew7CDGddsgfT6vQK8VHn3bjUED",
-	"hKOwolH2Pucy9gNNTrcGmuFTUJ+plVGksmJLbhSqlJ2Pocj5hmrosmyYS+qo9pWQM8PyushovuCG1D8q",
-	"WnVIBYkelaL62ANHoJKfzZZ2ad5nJBU5o39JiVYdjCBwB/LD79NsPH743YZy88M3Yx17k0sRIUT6T6TQ",
-	"WWo3bxUFK0gCsg0msLlG/BAqMf70q/FDv9can4C4ly9meBjbw7KX5zkCUChJUEsYQDnyZnBDfvYo9ILi",
-	"0Y8fjsfxVOTxSEdQYzwuzEN2aLtV14HF9cIo9k19eWovdcj5VICOZoVfkEacigH9bIAclWxhoGG0xEB1",
-	"IIOBQI/iiIOH60kinnBUtJa5Dgo5PLzRSKv/Oviv7u6BZ4atfrR4uLOuhEdWu/9l0Ur991294qqg2y93",
-	"qwE91D+Rc6uyI9NDmrLjDBvH9vGrYxZ3FCfmrgur+ViqARc+cATBl9KPf/c9l8BCUiHPAXZwOZn/OdvW",
-	"HX1tdU4cJ7FcJWck/bXUmp+mWyDdg8ixEwLBEwzr8HAxFQW0oaHa+fwe6Aa70eSMrQ05Zb56zor03QjD",
-	"FTPUDRPlvMVp5NrK5EZRoSn6UOC0kPBgZmH8y9OTGFhIwT1iGIbpirhWbXlVZsO/x0cVag+fTUXxXUGQ",
-	"SR8CzRi0nRgcFd1QXLWPRtMtzwQKk0Ot2RZS/pzc50Fo/i20qMN+yNIyHKGnIi8IUiK7eAaQefTDi9jF",
-	"rPkNsPWSrZii6cSxUhSIk1CVTdJX7FyesSSaCtdbGjhctbGEdwGkUhtXXSkfxgIANIpzDTEsQwaT6BkX",
-	"ybQ3mfbOzqe9aApEf9qbOIJFjvHzxG0XjzrfhM95go46lptOxSnL74UWagOGBcGSSnlVfmWlrhePp6Ll",
-	"xkqSGhRjwrH9KWETPK5L0DoV65RiVyFcvBeOSlmy1G/PjuZaCnGX7Jqgb8s576ApFLbTsCpwTPrfHj4k",
-	"z/mPFuIdiRpg5admv5wjb+2DdC+3xBDLf511YvmwnY6Kj+fy/vVb4fY17Z6esSbcR2TJUiAYvq+qRrdm",
-	"NUxMuL6r0GWkddnYKvGSYZk7YyI+XdK4yYiH52z7DsEnJNO4R/dxkNU4yEvrpp8ULXEXxb+BEACfpxsk",
-	"VLTcTdJJPFRsiYM+YrE1AtY/2Gel6RjtcHbuKDRIvvFztn1rtatQSIPTu/rx1Jl/LOuBQAIXit5Ut8Lh",
-	"D5NSXTCq87p9TiXWU4FSk5WK/nXy8/B7V/8rf/VHqtl3j6yQ0VhJrleD42Ylz4ER/Fp2xfh2RZY25Wqg",
-	"dvZLEtL8oIg28igp2FTUtD/QYrmpeVV8K6FyJIULJaDuJLExU9+VRHbVFysu/X+QQ1e7UhqMG4gIGy1G",
-	"hKLAYdkpKNcgRu7rP9TuPkG29fn5TZ6z7b2P/yYUqYDftunzv6Kq5AgSdiQDn0QwK+bYN43bCA3efB35",
-	"IKgZZzqqJKK73mWIva7H/pKv9Yg8MyBsO1LkJe4yPbA4BFoTtE4GqscFVl4xJo3zdzWY2eCl3NU8S6V2",
-	"ffJyUlfI7sGWRVaQP8ImZSKZCsVc7zaWuypzshLMagFh/YWTjC53B5CPcpMx1bisABL+oqj4Aizln5Qi",
-	"cEUMhKPxOksZzRyC5Bwc/3/geuHuDty3UO5hpEPrDcSKr1LCvHL0uT0afz1HISxFmcKpnK63p6UDqAAH",
-	"b7S9KU/LpY2vF0V/gjbUbQZUB4n3wNCoqesL1IgE+47mhDp8yZ8Q2x/ikR7l94nu70qRwMiefEP3wqSS",
-	"17hGi1Oj9yUYO9CUMhXtoc7VhTmzJMQTwffQdLVf6do3FZ4HOlvXpIxLJZsPS8GctECLaOzexsbdjn3H",
-	"0VRgUeKiOo/bMbSvIU9SqXklotVxfl2aiRriop6aMU8NIXVCDp1s9LBdXO6IvHcgMMPK8pCor05w/mLa",
-	"Mj33EmQllumWyEcuvl4+i708eFu7Jru3Yzv87fCwcLSPF+Pv2VcT+F5nelkx0QNtBQ+7kBvyD2JMulMA",
-	"tUrYzsC5F/DG3yFyLj+LbuRXzs7AfvZZBM/h2rtEz8F93htNwuFz9hhbivlgh3SUEynH7k4lvMLzr6BV",
-	"sHdqzSAiCF9ZCPW+LPQiOiGtUEJGDenkDT6wt3ktGaf79Unna7tPfr6y+ok3DVTbwpv3rjkZPQRWO5RL",
-	"BICb48sFmWvRLKXLmb8nJ/WiR5iuVCIcIludMmW1rh0k5AZaU2FECcTOUMWw5T0U8aBK8XOauuyNPoTf",
-	"+0Qa9EMbTdaKJWzGtJZqMPLhhr7nqIXiBZi7IK/T0NnSOzh8Meqj3KHPDaF1igee9hVNmC9IZlKM68FC",
-	"idAGXiRW88tVV0cUSV+q4sc55WmmoGyQ1+lhCXn5ErDroAfbYt0CG8RoDHmw4+M2sPBAH6Nn0JU9FfGc",
-	"iRkXixP7g6+j5G/2smWUpgJt8YJt/BA+MVjOziJCZ0pqZzzO3euugRgTmq1OUxbsUDUDiv5JLOEGy1Q3",
-	"ogx+VowRqzD72CgXsATXAq27+tSQldSGPPz2uzwEDCoBe7cpntsDTWK5EUzFbeEG8DRUkCSXo27Udi5n",
-	"Z2AL/oLt559NkWx7mJZt76pvZEFoaPlpPAGL2ALP2DuAMPr2qFz62Rd8xqgryLMUWZqW3NwORTdMGLJi",
-	"FJPzByMSU4tvmtu5h1wM10ouFNM6npTjZKAxnSNB8IFCI5YnQ5YIu0rZLsTlSyss7cgO1G+7mKWZ5ucs",
-	"suRYOdmgk5TctWIDJLbuMGKWhmwPbIimIlirQc5zgpzT5CbPJuUYA+82LEUVIBUvZ6zmAQVkRzxB1+IM",
-	"xVpNIWTMCg7PzVT4GgQRaY04IL6GgPdy0txz6qIPsLQAbPCTawt0E0/vwnoqZ2f38QbXQwACkq7DlTzs",
-	"uS3u4BqEXkdMIHF/tynrn/jK38GWdfMGqKhXnHgnjIPTD2Bb1ZDlBu1iycLrvMfHsCkLDrK1MLVYmCUW",
-	"psbKW+glK2Omv4iPFfzq0PXrn64G4I2ZJBwghc0RsMx7mKjDBJzZ5e79ukhyXqUSormuqdpyLYDqkwrv",
-	"3WprppvNj7ME2KcglbIny5lEPgOVCbgW1IlqqXRwjkN7pB92aMxRz65n72sf2+poQleQr1Pt/VJ0Nrjo",
-	"UtUVCz+kT80QyrINpZixwRFZwnGQTBieEjo7w1ploE3B9xCY0ZVlOPw/+AD/7ox1O56deYze75g4nn0l",
-	"YW6w5TuOZTienQm5SVniI/cBMIqct2tmFPuJKhzKfq7ioerAmYavwmUut6g2luS8PN3h+GtysH0OoPwL",
-	"P2cFCGOBxXOu+WnKnI3fRYTLNCGYgNiZlOX6zm5V8xm8tidH8HA0OhyPxxHJW/qPx63Jc6BXRhXTiDuk",
-	"Q+hVWW5euad15fubltBx9wGBBR7ci+ghl2HBjbGwGj0LdEa5Dgl9V98ST/Prue15LnvJEdeStN6HIM6p",
-	"oH4LTmLwCcSAgIMjQsWWrFjCqUt3+5+3r34jXMzSDIrbQqwr/TNjPk9syZQrOmhlyLyeS/xoPCZcnNOU",
-	"J0P7Y3xEaEs+8FRcMiGYcbDOw961XTGEt4bb3fr69zsxfjwaPX4cESwGCDd+lCN/K+qvFZeKm20Y+8u4",
-	"//hxlzpI159Nu7+e+PU51txJB1vSvgUg/ezZ6C2VBr+TZhfe9lRKd23LbT0ia6Y01/b37gzYUpUbsSSc",
-	"2IE/zZDwpej8RxXBfuFKrpWsAF+/dn8X3N2XVigr3L7qmBQMGKXyUSmDIxI/zGtbMTzSduTAgr+7JdI3",
-	"7/4+kby34f0onXkn9wee/17/hx+2iwPkDaPJAZZMSe+jettdIap6TjsDfHVbhG9+MTWku40oXwc7l0Xd",
-	"N+9eyoTdVGvs+4jgG4sIBgD11Y9cQqog8Uom1fDgAibbA4Rz2Lkxbd9TtrCYUkO+exq1I1QYjgmCjxSK",
-	"Y9H+sOEyDFy7OeClldrdWiAmSrh6auoIIrwmhMKaIDwXF4/gCh27WE59mZoK7LACzBbyPLkZkRfQ8G7i",
-	"C5s+0OSZMEy9VnLGtLb8DSrnWPiain5cJbkHf8z+mGbj8TezLOMJ/MWGf/zx5unxT3+4B5r9ib+7UoGj",
-	"0Sj80bs3z06aH02Fq1K+pgpr3GiZF2Fd4yKZxmqhsJ9gnPBUQBjiA43BrZdttyrYxp3tiBxDt5y8jBrN",
-	"YwjtIi15IC5y9sintztmhzTEFGTEdX3gRpfjnneEFd84D7oPQb4JSwle230Q8jUFIeNx3mQYMqJ63soF",
-	"aW/cPdyYNKKNLen9CsONG2I9F9jARSpXR9ISup0ifN45Z7fq/LZ47V57vh7tuXrynRTo/Bb26tClwbuo",
-	"0cX13gunYQU6P9BPU53L99FEvQ4hhcXV36AaU4KvsCaTL/keTEI6TH48eSS43q+9VEDj6hGHDag6WDO1",
-	"4ua6wg5rdh0nIsYrehETNxNkWEJKrytGc2TJIxdeb4icWL+mymzJgp8zDdkoWK8bhhoRBzQ70zUD2tNU",
-	"lNWnHKB/f0j6cfNoUJcajUbQj4Bw+6mgKVllhl1EUwEaU+AzrEAS0qPg0bCuRUWgnYBUvWbKndMgmood",
-	"ypSp4Juvbu3VHnfurtPbipupgP6p+ReTkPpjX3dKz15t5zUMu8+Ta8EeVuLvvnzvoEJgm9PD1nLIK3rR",
-	"qztOy6rCzhCOL0Sngnv4qpQqBx33+tSV9amcRv2cpekulSpH7eE8S1PQqxzWXSK5U8ejqfh0RYpQP6Wc",
-	"O6WqkIy+Js0q3yVxPUft5kvizyVFO8+EDz7gHzfrLGkj3fcukC/EBYJAEmHDARY0Y0qRbm9AjIw+ILNZ",
-	"2/8VoVceoNrZdJceBjl2aN+uKJjofOxC5Ng5E64DbZE0zDXJhGJ0trTnfkRiSGeOsYqhpltNtByF+lO9",
-	"dbPeqP6EUwQ1bNfzHBt53h7kX4da0176eV9LUvdax9T2vAN2qUZ/0Qp7Qkaj0a6U9lKVb98Cf0LimRSC",
-	"zQxL4ojEecv5mPRBgII+4JmYMWUoF9hrG8p81up6Rr5kCboKfB1PxYrhodtas+ImjtPsMjwV7lzbU8c7",
-	"g+wdZI+7td33+G3iTAXX25vMh/ClaNS+0xx7kr/2i5LZ+u9hlF3gVrsaS2tn9FnUKHRb6GKSxYu9t7O1",
-	"NNDOL5fAmZYa/NI0lQhRZWQrIVYA2Q4+wCg7LbB1eLpBOaIBumFrLKz5HkJCIgsczQNNIF0osgJ0wlRU",
-	"go1KH2jXWsMywf/IMicMQs9laS3cYb2hYo3dl8HrBS9k7XCGwnVAlqPnXZIW7gawH+iKsPy3T2N4dPht",
-	"l/3obL2WyrDkJUs4PbFs5q6kIONKI+JlztJMG6aGG54wxEvSLxIfBpcn1h2ViuLDXVWzmsOXFY2i/2ZD",
-	"04DgpIKuHLmGAzGSnJj0rRozFXEJ8/DJwA2fr8lP4YkVzLFZMpH36nRHORX2GjIwSeHLXsgckWNYjyvD",
-	"DqZ++6HZyHx4PDVnmp4KrHsJFYo2TDGyzk5TrpeupWRIo/EX6gZy6kzRPuxUmiU54yLRxMgFM0uspAUu",
-	"nva2XUUpLbRfFkf6oNTr3Kr/XKC3CPRDOYf52nWoS7PtG9KlpGCv5q3sokkgvWLVmZ4DILiv3t9X9Lqq",
-	"JbiQFFoVuGuTCtpJnJNMLu+7rQkdwUyv/5FcNNGjNk/I9cSTq5oCo/DAG8YXy7b07lpy9/787luqa3N4",
-	"A+LR2yUNR2HYO7t3rnV3U+7wpyFuDbHfczwpeFtRMBmifKCxCb7smTW1PHH0Rbm2LOCUt6j9lmKeOMEo",
-	"RvSzMosvxDAgmYCChs1Gbh2FNEfBDj7wZGfFmxeMnrO91OgGPFgv2Nzce6+uCl5wfQV87WCT++0rLwFk",
-	"urGifT3Av3vUu0LYyPtb0YVbiT0E18BhPHBRQV8GoN42CRfSDOeWjVSouKXeQu4m33dSK7Z6pUeO+HoV",
-	"J4KcFtep2VUeqypEue0q4fN5LZrwumTS/Rjy7KfdNq1/rRNq2H6s/gSSfpN2MVwmLv7uzGNfHUnozLvu",
-	"7WktdANBktDi+lFcAwt2wlZUJO3iGeQbzDIon2OR7pRRxdRxZpa9yb/ff4w+WMSCKFuHlZlKe5Pe0pj1",
-	"5ODg8OF/j8aj8ehw8v34+zEgoZumKUxB7p7cCGwlSsks5UwYF0HGNBh3uCIM2pu4JtHcWOo2KlX58pJy",
-	"w6YXKK/vIqNc3iF2LNGk7+Nqy/HALzPDLkgKQcOD8nyQFNOcDo0qhKVsBo7aYlR88gIq2Lvx0G5lmIKq",
-	"IrS6oNJk+WiBCX+EaD1Vmugnro3ip5lhiXvo58OLl9lpysip+640jf8pMMtPmbJASX5+9vMrLBesfQih",
-	"K7LE4aboWSlgFSpiFnWsitBeeFCa2JXmaE57UnPaITDg6bLEmzL1OgU3nrMR05UUizITL++xBOTN6Z6z",
-	"rSZyjlQyITMp5nyRIYcifSjLAxW1uCDx2fnBhzO2/RgPImJxkio2pCIZamZ83xnHdCPieiKfsa2OSpza",
-	"3ga2WrdAUVrk2XlgcW/5QrCEfPdoeMoNGlfbrv3YyBWfvYBjwJuPCIXfCE3AMrs65XawNVN+pNL0fuzA",
-	"Ip40AhsBdRn04nK4GcSjclx9E5tKoWiBGGmLtrW8tUtgcCUhOjC3T3BrTvwro6lZRjA3F0zrqByfg2nm",
-	"pc66cl7q5FuaoBS1EbhVzFOQmdE8ceoQE/YDlhAlM8MU6b9WcsXMkmUaYsXdMtZsRrjRLJ27Hww1mYa4",
-	"gsr+6Kb38f3H/xsAAP//",
+	"7L37c9u2tj/6r2B0vzORzqFkOU17Gnk6d9w0bbOTJtmxdzP3bOWWsAhJ2KIAlQAtq5n879/BWgAJviTK",
+	"8iNJ/VMckcRzYb3xWR87E7lcScGEVp3Rx86c0Ygl8Oc7ppPN6VSzxPwvYmqS8JXmUnRGnTM2kSJSREuy",
+	"plyTCzaVCSM62XAxI3RGuRh0go6azNmSms/1ZsU6ow4Xms1Y0vn06VPQWdGELpm23T2LKV++pXpe7e18",
+	"zkgIz/svopBQMjF/EyrUmiUsMj1x897KfB10BF2avuClTtBJ2J8pT1jUGekkZf6g/k/Cpp1R5/85ytfg",
+	"CJ+qo9emETPKXxKZrty4arqZmeeHd/Pipy198OjwDl6yzZYeFmxzeBevGFVsSyexeX5D3fwzZcmmSiqn",
+	"WtPJ3NClnnNF2BVX2pAkdE24UJrRiMgpWdIFkKogfLmK+YRrIgXLSOlPaL4y8uuM9F022zq6xoHpOdVk",
+	"LuNIkbX5U88ZkSuWUPMmmcypmDG1a3CHLitXuuG4vxHxhpjeFKHmDVxcKRjpmpGGgl3p0Kyq+d8qYZdc",
+	"poqs6Iz1mgYN7RRWdEmvXjExM9Rz/Pj7wLEMpRMuZtkIX/El13X7TpZSaRzYkooN4ZotFekeDwbHw+Fw",
+	"GJCITWkaa2L+2ztxg1Z0Y9acGe41ZyRhynCzGRfNyw0j8EduW+6MTNOBmQhfpkv8r/k/F/b/QZUP4qze",
+	"JmzKr7YuPJCI0jTRZM31HGbaNMQVNrff6hpC2HJ44Z+Diezd+99kxKoTTcyx7Ko5TViE85N6zhKSoDzq",
+	"EZmQdcI1I112NYlTxS+baWtputg2VCbMdvwbeu0EHWi486FuUc7PX1UH+wrPLF8yw2hifslI9xdJohTP",
+	"a0COQTKG/f6SXvW1jsPeSUZ+Yb9v/4QnTXPQOi7sH7uiy1VsnnwzVJ26ob6ndQfjV7kmsRQzM6CLWE4W",
+	"paFSe3DsYI00N6OlF4oJbVY9HKqQ6IQzc+AnjRzSfLjXgD+ZDVIrKRQD+f8jjQynZAomMZFCMwF/0pXh",
+	"zzDco1UiL2K2/O//KDO5jy2p7y1+hZ0Wlyfk4pLGPOqbaYSkS+G0EZlqxSNkCSuqNUtELyDZy5nmAl8s",
+	"aTyVyZJFYyET82lfTvuJYdkkexEIOPv+QkYb+NT8gSebKyIkyCDyj7M3r8kljVM2FnJKuFYEZxKYRqgg",
+	"bLnSG/JnylIGbK43IK+lnht5tqbKiotoMBadT0HnRxltzvmSyfRuF9ZMra+x43BkmSvsL8464hHMmCaJ",
+	"OUDmzHNhyLDwoRMqVi89MZ9UJppNU8pXNJmxe5inlP3YdG1nCjM0IvKSJe5oZZueb9yo8IL5xZy9pimC",
+	"Bvxa6p9lKqI7nSOo0n0hdX9q+g5HRFi+h5o4bBJXxJyZCU3InFp5xSPSpZMFiwKSMNBTIiBiQ9Oo+TAR",
+	"saiH85Op0Cx5JsU05pObp1bb/raJwqnrL7laUj2Zh6QLogh/Dg0HmGAbfbNv01iuy6/AMXcvTWSSpCsd",
+	"Nm/pzzK54FHExJ1u59T1Go4IJWoiVywiWi6YIN2w34e/VH/KY5iQZYVmyxbcGH1URKiTID8aCyNG+9Ko",
+	"KtiIFISKDc74ItWEkl+en5+QcC6VBiqicSzXLILuw1+lMuccuxmLsO8e9837KjwhoUz4jIvKpxeJXCtz",
+	"ft7A89DqDHpOhTmFY2Hp8ZEici1g3F7r2KgKSdfMgkwSqVRfGRXD8SmzszIFptwbjMVPbMIjFjlj1yiZ",
+	"/yvlS8ZWLCETGsf1+4xs+CXb3MvRXbBN4eAa7rRgGziiQqKYAVIEpeZehgiMoDBI/Cm0mq/jNcgwSrwG",
+	"xn4vwy6xQ5VO5iSRqWZuSL+y+O5HNGex22Zcr0gyVC2MeUm4PiE1C+7Gn68zTMJ1doeTOBXk3c/PyNMn",
+	"3/4PsY2TSE7SpVFHwdpULLlk7kxPKY/TxLCi8NvhkBi7KhE0DlGinEv5GxUbIG11p1thFAJjhvZhMZWh",
+	"aRTy9v+4yIrQhOGi09hw0Q3p+h4J3EEQJ8aikA3KAXkPIggcdn0w4cGsKPvy+pl1Xzcr+/aR5/aDif1L",
+	"0FTPZcL/YndLzanXMbB7FC5ckYkUUz5LjaloeLqvWjqtckKTZEO4Lq3D+/fv+6epnjOhzcBZcaS5yfIj",
+	"owlan/Hyh3FnImUS9S3HGXfqrBlcqUvKY3oR360G+peUCxBC/TQfQegOi1JcCmdeTKQQbKJZZHQZ+6wf",
+	"gwDu0rGYJVToRyr7il2tjAENL89TrbmY9SO5FmFAcgpXOmF0qUIik7HwCF+KWX8l49hI8HWVQMfiBklU",
+	"pauVTDSLfmMRp+ewOXdKqtkA+kszgr6hD9RRjCUAtjSsASXPcFB9M0hfYQn9IZqhbVEbf2eJ2Z/frJ56",
+	"43Mttb9VY8ZXc505UzEeKWIfOuoDr6ZgINajptl9ck4E6xVIEo4UsUrkiiWaIydHt8PH8kEMOgnlCjmV",
+	"fXQhZcyo6KDHwbmE/p05tPD93PsjL/7DJhpsSuz8tdTPjcXtSUMax2+mndG/W5JMUB59wpaUCzPiWqfw",
+	"iiaaT/iKAt8H3zC9ZLCGMZsCUwP3Zu0C2B9oktBNZdJ5x9UJfyhM+Z0RRzc4ZZBidaGgwDqw6+biL0Rt",
+	"GKk6iaqBjlMCfQdkbAjSgTNlLTXDzfyOQtKdyzV6kWHdmdEqWNRDC8Lqpl1d3KhHqndiG/QMyFJP+JUd",
+	"EX7hNdGHcIUKnXLOrjQT5gANPGp8S5Wl7xJJtaX7LQT/jIqIR3SyqTY/wUe6fp9i4Mx1nW/b3cYzrFmy",
+	"rD8ZkzRJDDPFDh8pYl4l3SFZzxkYfQlDbiPQPTyVyZJqJJnvnnRqHfA1TCGfbZCFV+wc7ei2LB+u0T7L",
+	"p7iYwJNsuOZVcIJVdY2gA0ZbTUOlufiTwE9cT1sH/7trvTiDrNPipvycMEY0u9Kk61zJT8hL/mOPrNKL",
+	"mKu58+cbws9GNKj1YFfHhI6UZu6/O+bgrdY1aQG//9A8vBtkknuNdSfnK3uzgH1VPVioK8P+4LNHKjtn",
+	"1q91UnVq1TMpuyQZDdEo4mY4NH7rTXRKY8WCQ+bu71PzBv3EYqYbI69UacIuIcwxBbe60Fxbd/za/EzX",
+	"dEO64dHl8RG8p0LgKcVhR019nMZrulFEJ6lP7h5jxMyBOn6wYHWhbatUQYCiGy4ucTSNXLU6Y5xg3gQM",
+	"ICRT8H/peSLT2XyVagK/9+rPqL/wbuq1Sy/Ti5g1qm9btIFGqVBWBtqqQAHE+TbtVUIcnPus1PHOyT5H",
+	"baE650wQVnfGmq/WqVHJCSipGqQrGIvAZ2vevWQo/ThEkZzzoJ442q4Evlc31+cxm+DIG2VccXe2uuQz",
+	"EVWza7lS0Y6tupG9wu+qDNHmW0QsCYhI4xiXTUiw0cwDBb7g9ZzHjKhUrVxwIuiY19Gwx1hyZVkaqTZr",
+	"py6LSrvwAQ4rxGGBg13m0lL17Jh8x+cjlXufx8Kz87MOR4YiJlQYs+FSppM5nnSxsYtAUqF5bF5KmHUM",
+	"KDTL2x2TTCHyNn4bxTy/tAZqiYFSvdMgzYjuU9BhrhkXxbfj+FBD7jza2bJp7UVUmSOkXGFXAQ5x29Re",
+	"ZaR6i2qf04p3yseDNEToZZui+FxAALOGwfGonm8nXCZcbxoMuMqqZ+/X9m73q0Y8RmzClzQmtvETwiNF",
+	"zDAmOt4QLiYJ8FUK6RCUoN8KBDpG+Dujzv//72H/6Yf//j91yw+JgAfQ8G9secESNecraKmWlFEluA9K",
+	"hjH9Q3JRt7HNmkrDlm8RdbXCbQlrQ7ocbDjyH8mFTe/sBSQXdgvGVoZf0ZhfssA6jSAyCdRLZILycLfq",
+	"4rI2edS8Grhhrck8O83FOb+3hqmb439gjUnXjFrIiBllO2GY6GdOftFsvQk7EAhgtwH4K6MxZn8Vp6s0",
+	"1akq+sflYucK289qe5JxDZEtOAbw8l5iOVls03C3DwDasy/XjeKFZssfN9pp8UVekudoPFLkwrwVELmi",
+	"f6YsQGthQ8DRS0yzpAspO1xM4hQUBvJakhBdwGOBAt78b0RwqGFAKIFMIArJqatEXm0M8U5ibuyOFU0g",
+	"NoSZQGYQ5GJjyHwsCt5jG/wQJGHT1HzBNYh4I/AvGHdcjosZivWMqi64oMnGhqUPYGkv2eZMW+2twssW",
+	"l/fCyF6yzQsxlQ32E6GKxFxpzGLwTTui5nJtI0YlwkRrrI2vQfG/GtgenL9HisSQhEm4QKoa1Itv9JuX",
+	"hf03j3cbw5jI7RqwI2pYJ9y7RkPTnGBmRmpYFRrKnswsmXNAli7wUp1+gW61Ww9w/a8TrjUT4CWqtVka",
+	"Ley3CVMYFk5S1stcgLDPXNkcxnrbe489bXB8ZZsaOOvLMgqI6f7r/Of+94NGpv0jVey7J9spBRszhAIv",
+	"B9n8NtCDOeRZL/nJ3uh6UZFTVMlJ1D8Ot6zcYeTXQHfvccdrRMAeu9I0ofNK9MlLWYdM39uZ1yun8hSn",
+	"hCFUdarb6/nNDnOt43a5wP7Qnf8aM4rz8TRO4iemKY/b290486ozE9S71q4AUAp2ha+wyfrQFQzjudjm",
+	"eKlzh6g6Ino/33gpNGBNB+YormUSqUHrJbfNN670GbDTTABLwexyl3zsPHGuSj+zx0gwuC3CrSpd45xs",
+	"IcT9PW8wrxW7D1FeSbun+SoYWV3aININIZMBl6iUwhCYDxObk2jWi8WR4XQzFyi65roZeqtdNKl0dtrw",
+	"9talXBR8pXe1jnA25GRxgJ5nPm9W9EBNvw9Vzwzrl4TWzYpOsLF9+O6UiQkXs3O5YKKln+UasU25FoVI",
+	"aQMLyX1swEnwq9IYA3+aTQv0K4ujG4xQGUazj1MWhoDffPqw04/aJqplyA3THLPoOtwQgE5IN3fschvG",
+	"WTIqwH/aOyEhrJiCmFSfi/4qkbOEqaaYuzf6Coldg1ya9n5PV2CJVBpoo9nSz4/z6Ia3t6qKYYO+vx3Y",
+	"tpwsDPudJowd5l5fU+5uELcL59oZ5l/WrRC6fg6OhH+HofCR7/+xPh/D1FpGwcuOwz3cc9inavDE8Us3",
+	"KrAzwOsmk4glhQSjbdvv+8lqIjhblfS/rnjkrvfADIx1TDVT2jr2TsjQxibhcZaOT2ENr5Pd4bx+uXns",
+	"FqiOCF5bmvPdw6f9/6X9v4b9px/yPwd/9D98HAbHj//nU63j+M0lSy45W2cCuJLxnEWhw1+enxPPKXGC",
+	"agtcvICrFC5pMyRLurGR+9CGuSHpN9cht+3bGbaCI6oyeacTtGvM1w62v+ni8aCTfDZ6xGGz90JTB03+",
+	"3oJYh03/PEsbcFGNQ1YhT0L48lbinylLDz0C4Hb+8qbu0jwOm7xNi/zypl/MdTlsESJoq//FrkU1ynnI",
+	"atxbPPSwRXhLEw0mxk2swco1pr68hXDBmMNW4H4iSYfN/Iwt6Wouk0Mlgsra+eKWwGXvHrYANu/0y5v+",
+	"u/dGMT5w9sn6nrRiM5oSG9vD7sxT92out8RUCC5mWdKHMQAZTWLOlO45T4G19ax9tsVHcHfGbnE5mq3e",
+	"pbysvdmTfa/Iei4VI+C4cZejuhume76jQNu1IhGjMfi4lkTL/Uf7m7ysTa/05MpeybQ7EhprMxWbriGO",
+	"sktg5vW5XAtYlKg+aHuYO+FmHAZZ0qO3fDnpZZtf50+opZ+q51opPrNZWO03pSEnCRZzv5bWjM/mum2u",
+	"nn07yIftOt26Am0m33AtDg+QzlJ5H6nSKbHnZ59LcsG9ZrjVpglkO7dzGWzLci0wqWVJN2QtkwWRYn9m",
+	"8Qa63ceV9wzB6cC3ywDNxm1iCGAoMJEQYAhOCJ0sbIpNC295a0r0kvm2UeT2+H2RX+5JmfUsm2vLsHeK",
+	"riwwsKVpqnGPuSZCrk88j/oOL3rpBoVL3t8eVMhfzYNP2RpsXb8369oc0nK4pDpTFIflnEjD150bVLC1",
+	"fcthDbpOyYxpRSiZ89ncPBasJZFdc0kKs9m6HGesxuf7/IpCUrIUAGjibodCTlp+vMO6RKu0zofsqRbh",
+	"MBwM7D3U4zAHQOwNts+/Rm9yn5JU8D9TvLet9rx83Lww6oCAdMXA/tzM5s5blligysMD081R5iW92vMS",
+	"VXMIcpWNuEbkwLNHCgC9cvAue1bhOpnT2AEQ9I/JHyFBFMreyEF/QUAWkmF/ev7q+flzMhgMjrBldfQR",
+	"//j0/8KrP4S7k2xsPM8OuxoqN2uzM0LuR8ZrryoiJy2uSBmgZkDO5jLRFq4oVUavLQIL1mIHBmNRRAQM",
+	"SBlNLsMIrADJBQBdq9kSHgFsVo4hF5AmSAp44uGqBMTDMTIDWjI9l1EBaiuoIgbZzyAKbx7nIXm4zzQW",
+	"IYZZYShNIfeAhNkFFHf1PSAhCrzsBxgT/FLo3t3qx9vs/i/ePX97ucre8h+L4jV/Ny8YpP814CtmX2eQ",
+	"CWGv1IQ36PK9/0LPABxXgtALfKwUB6Hiw6p4+CkB8SDbghocNdNYDUZaoTnEHcpIzOErdp8Mv4d5Ye55",
+	"fxJLxaK+vZBonj99GtiLwRGRIt6MINXVpqrPqc2hMk0UscYCUgUHydDy8AGsTC3m3ljsAboXVG8nm+HU",
+	"4+KUgW/qsG0yGCnMmy9f+HXpkVWhIpSmNpGjmuKR3aOosmvNdcy2CFQ/53Ou9UqNjo4KoESDiF06sBd1",
+	"lJ3HnUwUnrr+g22XNjC8Vb3hZui6gDtRSI9CxOGySHkB2MxryuH6Q9e2YbQhRQDe1127bC3YmrKnoP8g",
+	"G2XjxMyIbuRCW34HYK+rblsS9bPxqZoBup9bWXn5THfl2WJzdaOxXs098HhyiKdWg3z3/p29v1vjm2hO",
+	"9rEozg1GFD4jXapInrHUK94CFswz180JqjOpvooUsKBz1Z/Jvv3RT+GqP0Z2ZfO93J48hSTyuSZmLi3+",
+	"eEsM8BvL5LSg5IcldOLS3nBK542e0IdD2DYP84Bc1xCXEqFrzer0MiDE0O5mSBRjAkBO9s56zTa4cnpv",
+	"d+GaM1bzaGpDxqraZrcqSPeHCxwAQZdE6KvbkDVLGAHUQ1tGpg39Z4NxXLN6DNqkq5ZsSlS4c60IMx9x",
+	"AgGRwrrAUO8etEYvcsuznWVnU/o5jeMbzxZvz1p2Lm2bQ5OFzPvTNI7rssTVAYejPMQ9zkjuYbnR45N5",
+	"QNqcI6VqsVviDCK3dOcmAwRWhgaLyMt1rBXReasNGZt1tJKJdq7bHDobPzGnM1WsNhhiDbYXDd53vykb",
+	"Z4xMc3N2RbrjzvBqMBiMO73AFk7I84jt6/V91l+ODW3skotZSLpCZl1umEZD1IY2wbB0odKQdCOuvLAn",
+	"bJWa8xVJxYQlmnIoMGGhWO21oRNCweXtRU/xWveSRgydCsZYB19Zni7hhgdARrbDjh+2DdztJPy8VunR",
+	"ecWI6noLNpOaU82ibGj2/UJxkRYIUrjI/gZnFJSPIXDUuYWiMQpVD17AtkMJ4jXnKdyx6/rb27ybbqfy",
+	"LegFeBOf0cnc4VJ0t3yeIe7Ut7b3jnrttdjf2l3YsroHeOqL+1Of4aRKQbm789Ln2csHTLGaAv25JTZ3",
+	"ykO8oVQe8ww9OHK5Sg2J9my8EkIF5Vs/eI3DStU8Sr8zbBm7ml8tVHsvCaiVxpGvzDWvsdA4lgi2nF85",
+	"PwEsNgs4pDDogepbDoqZf3dIYoorRpalpbS72pLPugm56jCCuAUiaMaELWHBGn2/eNeqFEseehoAfttr",
+	"GSxuSQgZ8gAE7fMtB+0JezxozwtAtNuzGsobfSNs7lVm/n9OWGze+Hht6LWZjWQV+oY7NwEb2d5/U3ZT",
+	"xJYU8Qla0Fpz3lEj0jKUz2vZ/DXTvLCLoLrPzevwr1U9JHK+GjVJL3ktRzzJayq0sjkvxjDG8nTGRk4F",
+	"bAna71t3toHF1C5K6YoedrdgbIVmpNMd8YNBp1z0sUXZxy3rdub28YtAYUthf80PW+DX9iPOBvyjfZgk",
+	"kK2j1m0csqHWwU2AOe+H4rQbzrkSTfU9G4h5k+M22wgr6Yb943BkT0zPFlhgkzThenNm5oCDvYCKJ6dp",
+	"U/1lLL4y45dGjEuE2LDV3jAWa+uGmQ6fvXnz7qc/zt+8fP467GF1GltGKxiL8OjyOITaeCsmMrcllvYA",
+	"/NqZkAmWzbKVIIDLwfDyhZtrvcJ6FLwW7CtzCZg1kTKJuEDRnLAJXzFbmW8VUy7Ir+fnb48Aas2MBs3P",
+	"Phx4vIU7GIux+IUJltCYJGnsirHS1QpKnlnVDieWVe0dma/+izxPEpkgJlRjXSNFumFT0Y4wsMUfx4KQ",
+	"0BJb2CM5qhyE+bm2oW0I4Jq/MEyN0WyMSofZamceLdPolLMYqrp5FYcx08u2b3YlbBF1HqfD4TcTNZeJ",
+	"hqwX+D8LB6aT57BEeQcRm8Q0saRrcwkYLlX3ydVVz0LXWvZzYqYDNVNDMjE7p0ybjcWgSLdcDMrsxGvI",
+	"zuGCrKiem3c+mkF+Miv0EbgG/gmc0fzJI9UjcNBg6Xff/Q5JV0lik2AHmP06GEA1VVcNj8WKEQ6jD5/A",
+	"EP3qo7A9Mp3MsWIX5sWL3L0F0/jJelfMDKBaq9l+HYc9oDHP/WKh/8x7j78dYnbJN0P459slrAkhv7nS",
+	"pYa/z6gGhg7yVV4yCwmf1VqyIg5qBGa1YkEG24HAtPKit/gIxjYqTjfPgRqQU3yFXLBYrsmxAvyxWEmS",
+	"sP+APwNmjT2Uy9IuGRWKaENZYsJMW5aU4HzmHjdlbyVY37oZJwiqfJkv2JyLqLrap4jBWKhcukyhRjRW",
+	"9aGKhD643YhU6viY7rrhk+NvSUNSFpYBWnPFeoFpuFgEFo+6GyiAmZkWuQ5sureezAtFYp04dCfb4VKa",
+	"QXibAGlkpqW89wF5l0/UCJZaOgB9K6MCm41mz6dp75j8xn/s2aNLwifH35BSWtuAvLaZr3rOjB5iib64",
+	"9u/tTZJaB2/pIonFd/I4DJCAUVoU4TAsHI8i4bfDb0hDzazaOlVmJEZU1RYgywpmhnBw/GKawGzK9TTt",
+	"QOGogMBwpIVDDU9tbh7KEGILkSFrhYYsVw2Ql4RPhsekmNFnmo52larMpbKbllnn07cvnGQekTkTE4Z1",
+	"NIn1nNMYOKphEzA3p0fAMW5fR9Q0WFtKlOSVRIE+6uqIBm4jLRP9huS5cSdo0WOVSCpsdS0YULb7T4ZP",
+	"SDmd8QQxQZFK6mBBYUhZZX5scUk3MF7LJ4p1TEmljKk/gm9IJYXPCIlSIVOUcVjLlLQrZVrooyYjEFjR",
+	"szfvzlxBZTKTRoOxz+0nCubbG1RqFnrBIAtxM8JdePyUlDMNAQTX8gCzhirbGx4Ftm4wNz06+jNvb8y2",
+	"X6QaGZyy4boBOWPMaEvq6Oz5s3+9e3H+/w2WuO7PPVhSI+k0u9K4dTapMuwZPh1ZVc4ecB6NjBhELDmU",
+	"u47nwnwiqunIzFewE3TpY2OPHJO1GLIZMKrpGv7IdSz7opxmLRpd2KjS0xzOTwGhYpAHegAhrsvRiYGd",
+	"J49Ak3Qn3AM7tyrpLrTzwmyIohsFVG21qQ3meYIclUuouGmWAO7mgazDipTa8trjb4mrF4Dpi8U6iZ7d",
+	"NeocD4aDIaRerJigK94Zdb4ZDAffIPr6HEyQozkgUP8Fti7emsjY+YuoM+r8wvSv9pVS8fjHw+GWInj7",
+	"Fb+zONg1xe7OWHLJxQzCwE+GT5oaykZ2lNWl9Y2uzujfH4KOSpdLmmw6IzP27NIkM7bBhCmFii1CTdKZ",
+	"giwJtxaq88G0d7RkZrfN/M3/7MIONnQZ258gC3rrcr7DN+5lNZ852X2d9Qw63w6/2f2BX5Kz/R7Uqhu+",
+	"qmEk77fDb7buTsqP7DZcHh/Z7HLVuBevuNI/upfgVg4qyKrR/5C/cmQ+fguXLRpvm5feRg9py5dtpc0P",
+	"B1JJ0Tnir0irQE0Or1LNtmFXNU6734zmM5VGsp2QFVUKHYpwWcVo7aBJ/4BWioao9pUmKzprUT0gG3xN",
+	"VleFzt22WjIf7qbaH2lk9XD85LgVoedVeuGjFqcjrz5/rfNkJgpK/+7v8gqi/qlDpwDe4HBFEf0zlS/z",
+	"p9I5OkLbPa+/VXOi5JoljmgqpFuDvQ0fZNzoYZuybYKFIV7hyoY9ChrFTOM23JycydhD9QCe+yN/2Nzi",
+	"5r6fM1uDOFskI+3wUDZu9H7y6TVdsrfUaAEfgs4qraGRd6a7nEr2FH9G0f1nypJNnZCqOenv7OQ+a1po",
+	"pRDB1A/Tig6mIFhNn35cuW+8XBdAVRIax8qDf3Wo3Wovdn+0pjauewD5SVVDf+8p19clP/Pt4dpRC95m",
+	"K//WcLgvQ3Q9GT6906rspSuiI6I0j2OnbwAxWrcyZNEN7uv8MJ0mAjzYZS4c476C4/YpKc2nPAOFjoXe",
+	"9iNlL0put0SeuZf+DpaIvyLtilZmuGb3b4lkg29jibhtfdCC6i0Ru5iu4r6ySNMByrOszJx/wPL1Lx8w",
+	"z0RpUosdId2i6MhotV4ttoP9MgTH9i/sTJ9JMY05pnbcAyGdF6poY/yuGw4ts8bYsGJFJu3RUHATqk1N",
+	"amIExU4oMa3QhPWpiPqKabzSkeF4WHdtQBKmEw4XsiHUZdZzMBanUaSIluAqLxyVBJzK/t0Q60wDoIBS",
+	"l1yRVEQsGYs1xUpWE7m8gJqIXNjMEmCApptuCC7lP2x3f1xQPZn/ofhfEEmjIgJ/9li4uIeuWf6Ez+ba",
+	"FoEyA4L4SRRByCpdZgEbDLLMBIvG4rsn/QuuSYLlJSGc8pRUUQjyuvbFaumkm6PajQWNIhb1TiwzsaFp",
+	"ibFnCHAQKsj3/YuNdlXRyj06UAN0thfZyGkU5WykRDxVQsAJEjs/ujRfQuQlik5cCJccw00488mfYFS5",
+	"62wdGkUuJ4ciodmzctwmmfXD/bE5XFavDpjZ/weed0M87zSKSEgjuOTkSCiA8OgFy9JKeoRqueQTGseb",
+	"E+Kf1+opzbeoiUnW3Ux6D0Ynu1qxif7heRgYPuv3ADFcPi0cWInRrfA5IO04pgZseiwstwqHELW30fan",
+	"pIxX0sQFshD7WNhRuTFxDVE3EAZQtL3uYJ/5+sHWg30GjLw6uYyZwHpaSLS6c42jKxztlscZTsWPEkvK",
+	"3+RJxtIrn4rqrk5S9ul+uMgZ018pw3hy3KIns8XnUr6iCV7ienL8bZs5ZdlOv7GIU6gOej8syhwRnRfs",
+	"bOAC9pTidSZPZ+lt1/iLkP3bLetCqYC/h30dFafc1souF1W4f1u7NJE2FjdOwnluHgzvBsM7KixT2f7e",
+	"7tAqnb4WZneRsm5RnpRIuF43Lc79gULqLOriGkFKfyp0AOl3XDCFiYQ+uN/NR662ktuR3/cNRShK3mzf",
+	"A+xBHNY7gUc5Oi4OiihNN4owkcg4ZtHJWLx9c3ZO6Ixykbu3bMjGWIQzY+e7hOkBOQVMBfc5udhk6ZXw",
+	"yWgsYIA14IikC8fZpv4p5wOZy7XoQfa3xb61yZo233Es8s2GG50yjpjSfgePFKaVWzu5rJHbdutU6+dG",
+	"gJe5QGnH6vRkjjftfXU0aMkKsGy1EcN1DSOq77a2S9fLdt0uaxm02v3e+fmrVsrD1hDs8e1wVNjG+oAY",
+	"ihWf/o04YfjBVxn4vY3gml3n1xLzBNvE2nLONCJTtnYn2h3yOY3cLlQDcCd48Ju5VgnPlRThXDEp2iK6",
+	"DuqRWkdFtkVoDIMF6gA9EYFj/DAcsK+xaOBfZeDXUTZVe0PBa8qysrGo5WUBWc/5ZO6SQM1KP1JZa/am",
+	"30mZr4+F7cetkeF3hhwet7AGz6X8jYrNK0RXuScF0FDDCUkgCKowCuom7W8vmdNLlp/g/TXCgog++sij",
+	"7dljjF6yHSLihlgsLP87x/nbZbAAfwOwPKpIzKb6a+Bpr6X+lcV3wM2eL1e6NTdDMOgR6icKOJg5b2bR",
+	"qyysBjP6BBlLWRbB9zSOMe5Al+y+0g+A0ksHkNWKT6SzG9ard5+PFz8VNXBmC65ud7Q8z976O/hYCmvS",
+	"yr3ila29f89KPvw2TpVsax+M5Xp3ilvOhkQGxO4AdSnD3y8YzN52fCofuqp/pS4Ko1myDANCSYZiP8pi",
+	"PlmiUxG3J+LTqXk8TeTSNTAWMqlauN3Hw2FAUoEwa1GvzsT7hWUcoJ1tZ7F09omABJ9BamB+jOu9S27f",
+	"Ho5KnV/JOwkQD8hOgzEC4OpbViGw7mwc7k0qH6ujfAi34kU692cJAC8WadnMlTprZbLA2KW71188ujBm",
+	"uCs6FuWzGdgcy9xiCx8Pj42pNraQQePOiExpDDaaPeYYomRgY0UNqF0jwmtuNxag1Szqopw6iK2xcHec",
+	"Qx6FQQGzZEkXDGOicCUT7vXDzWesAAPInuZHw7bw8vNYQPColts8o8sV5TOxhxtpX7fRzftp9mJftxDo",
+	"dWSYhXo/3aLjyPY22dQqFM52/jodQ9+3jO9auNV7yNSulAEaGdWBX/rMCsAivAyzouuG6sx1Q3VJ6t15",
+	"gPsLcr4kMibUW+XuszShWiYEMf5eAbhITDcyLUbBW6iInizb6W55x1Qt+9zPddLgXQfulbIC0y2D592q",
+	"13or88GpswizGZ3cxMCML5HNdtffZrINfGUuoHu5iWFW0l1fsmTzg05SgFvBs1LeFwdnbjSom9cT9/CO",
+	"NNyse5tIwNo49GzdmRZwpwlf2w6mW7mv7mRdSyP4u2SJIRgLpk46T5YnHoUkCeu7w723SETQl0bnCaK8",
+	"hGi/eJmlWAJySsJfnp+TuobDkUWV8dLaxgKwYywwfV5AxILTZ3ZS4LMw83cutwOEp4HVODHW3vbS7hkg",
+	"fcneE2kcB2ScA9abH4Gt9gBb8VQgGg7WF0VrsFDPXbA1U9qHsMJJcE0SNo0B4a1LxyLfKBSkXMwCQHrj",
+	"YkZkAuAq5kgDkBqx9hw5k5iFm+PbeNboI5V7s4yA/jOlMdESc3jz66xRBkIIPQN2jp0IDn5s3VUYwQOP",
+	"F9eKxVPAvMR2IqppQKB6h4MHAnXWWbYi3tihmZ0CGNassYsUIcQsAfMIcjagFXdJwy6UkDAkt4hj0UUg",
+	"RdzGbI/MehkBh3Zz5lKEYo9Eg/mMoUp2yWVqdm4sVnEKRnVAlASwoiY8IugRQIhqU5/hiee/2yEAKqBP",
+	"RQlQcw3CoTnhKkNloMzTs5f7HPG0q2Vq6jISMqCqB2dcTRAqsvVQJraefPfs7HnvFj1vLTixykqFhqQb",
+	"fhxjoYxx51PYs0Vv4dqA+eORIoY3G0bdC3IO3qViLNzAS+/kJSGgFYAgLb0CCig8hb/w6Vi4xzYAZzMf",
+	"imFvyLtiPHHtcabMJ4tLaA7BgmOuNNQQHovwJdu8EFMZjjLwegDD5X+xIMtjQIaJvdk0aP/eRGnwWRkm",
+	"GN9YhMnaLlllYANy6mOggSgbi5m7v1Gs1CKnVpIxobneuMIrnnBD1gdPCWZvRFzR1YrRRLlC8TF1GGxk",
+	"PZcKmS9kgf8ENmoUDiwApUWlw8gXBr2MaIWR+i7F/AVGdMIsbufaWNCGnE0bRnQtuIgeKRLxhE20TDYB",
+	"ro6GQbiLdGJmJCtMlytIc4S4SA8YK4phd8XMnReQhTRSY2GfBGQu15CssqRig61ioiSOlCXKrLv7T3aV",
+	"z7DtWK7jjU1hGYsokasVQx/slk3Jxm7HFFlRxjWutmk7GAuAajViP8e0m+A9NFAsHGt28ypVnTopwuW5",
+	"4YxFYTyqqdZbVowBRZRWBTE1FpmcgjCULqL1ESm2iCtDgDD9z1JgvblkySVn60ME1tcdNdVyxSewsMIt",
+	"OAqhAEkbCYGqEjTjNgy4y+MjYOvbUxV+wVf+DnkK+Wq0IlosIGHUgqyy0r3nKtgptElUwI190Pbqz9sy",
+	"21xbE6gZdsG+6p81tw3Fc3Zkkdwb9bq8LoK1zuZ8Nje2JZibdOmME6eNZdooxEoDCxseGBFkA4Kq1z42",
+	"aYSv7VcZUnRG+Vg4QH0bd7Wj/OH3EF62MLoTuWRe/oRT1IqZE783pk2Ej4fDsEXixC+2hEaLUGZebepL",
+	"S5yosJb6/Amgg4cTXJc84Y4IxOnsCTXiE8rGgHLiPOnuzBUSgkgqNI/N0bH0W3u69xWKsJlFS6/IGVq6",
+	"4ODlbR64Yqu7/W9F+6QA51xgON5iWaAqxMQYC8/TQv6bHLuK2Rq9OaDPgp67CwO6WYV1B//z015hZA++",
+	"lhs/u43Olls8gF6Fxus3vS3ByZaxsoKWreZsCaV7AH4lLI3mI48+hSUXQH5TfCyoIjYk/kgRGAFKDptB",
+	"xPXIPc94IDpObJ6R/U0xZqFqII98QF5oMpPMYiIaHcfDRGybkkSaM5L+IbnYQ47fyM22W7pKdvNBR9zB",
+	"O8k7gj0wm1F/Tw2fPOQd3VPeEZ7OPOkor0/qZxdRX8VxKgEkHD3kF20XNYa8/UXNyjmGPLLKFXWYHAAK",
+	"ltUIyfKQfJZbk4e03Qx0sqbdda8GfnkL17defX03tu7r5lJOXjetvhyee3NmbWlbD/bzzMApCcO7TL/Z",
+	"IRxzXS7D8oNKNPohH+fvhdpUJIJt7H9xudXT/pJt/h5+9oWZaFsvuw39fhbedRh4G9+62coH277es75g",
+	"G9+ZbhWsHMS4FOD3D9Ti0j9MRx8XbLNVccJg+Uu22QVSiC/W4xTa8bRAKtzlb4baylurubfSz2wKwNcg",
+	"Z16yTQ1MyPZvSiWx74mWLcXY2taky6cF6uWer7RXIeGg3rvrO1YyL88jRS42minCrig4TqkiSsuERUHu",
+	"AC4UeQ2hpOiaKrJOuNbMQigVqzjLiWZZFULn5yHlj/LC2DIBWKVCCVusOC8wpS6dzEnujiIyIQv6l5SY",
+	"Q1mKG43T4fDxd2vK9Q/fDFXoEhw993v3mRQqjc3kYzlZcDEjcNggnJUjKmfRJkwZaoo5FcuMgzM6G0z/",
+	"ODSLZTbPSQTgUJJgTk4Pin9WrxJma48pJuBGxyDWWGRBrBOo6BnmyZimaTNVW+/cVp7O501dMUgX45fT",
+	"sYCMKCJt7N/67qB6PLAjL/MU8nkaAmct2GDNtcodAT3HEnGFg7yQ+01wyP7xrYbn/uvov9pbAy80W/5o",
+	"zuFWFGd3WM38bQ1T0/Dvea396odF0u36teHB5eueyCkJndBDnrJlDSvL9umrExb3FJyw24XY+YZrwIb3",
+	"LENwhWvD310kH/IRC+y5Rhzsp/O/ZJuyad+EKm4liZEqmSDprqRS/CLeAOvuBVacELiqyBD1nouxyKkN",
+	"08Ktff9IVcSNIgu20uSCOaz6JenaFvpLpqltJshki3W8QZqBTqhQFG8swGoh40Ecv/CX5+chiBA/68A0",
+	"w1RBXcNtqVHawt/DkwK3h8/GIv8uZ8ikC9e6GRR57p3ktccttjY2UoOunSf45SkcwBGR82fsPrvyncdR",
+	"zSBgPmRuBI5QY5HBb3tsF9cA3I8/vAptfMdNIIsijawoRYU4qqtpRboJu5QLFgVjwa5WHBQJK/iq9yZi",
+	"qbStZZA1YwhgLuPIlZ82AhkSkBdcROPOaNxZXI47wRiY/rgzsgyLnOLnkZ0uLnU2CYcwBvXrjTQdiwuW",
+	"7QvNzQb0h7tsFZf960bm1Zh+OhYNO+ZpalD6ANt2qwRzM23n1DoWq5hiDX8cvFOOPExK6qZnWrMF/LmF",
+	"lozwJokN1JuttcWrjQkcku63x4/JS/6joXjLonpYZ6Fanf7E5dYCuJodYp3If5u2EvkwnZaGj5Py7vU7",
+	"kfYl654uWJXuAzJnMTAMGKr10lcuZQMVm/nIBRONw4av9wVB2Or/vL6mcZsOzpds8x7Jp06nsY8eon/F",
+	"6N/etum1fKH3UWoTGAHIebpGRkWVb1uhxkPFhljqI+a0BiD6e7u8NC0TmxaXlkOD5hu+ZJszY13VJTBZ",
+	"u6sbjq37x4geuLZngV+q5lb9ZcORV4WDqqxKjkt9GAvUmoxW9K/zn/vf22ob2as/UsW+e2KUjMpIMrsa",
+	"rkks5SUIgl/9iw9o5qE4y8xAZf2XpM7yg5KVKKOkYGNRsv7AiuW6dIfBJXL59xZd2qddSSPLjXbg53UV",
+	"L9DV5XWxwWxAKCocRpzeRKYXiq3PL8/rJds8ZHndhiFVk4VYTfo60FSyDCnGjIPRx4YULaukErkWCu7O",
+	"qcBdOZ5wpoIC7GtA4MIunt48Y1xBApVRti0rchq3zw/MGQKriUL+huF6HHOtQq3jMMhzrxaMreCl7GLX",
+	"JJYK7j8nuYaf6+45Q/BuPxtF/gSaYyIai4ThQuCa23Jglq3UYkiBsv7Kakb77QGkVt0mggkOq/aKAxVf",
+	"gKf8WgkzB55AWBpns/jHzB6QTILj/48+wr87YHIMlTsaaVHoGk/FV6lhHoz1YpbGbc9J3SlFncKanBds",
+	"Kq2ERwO4dkebS+A3bNrwZo/oT0xTHjc5UC0lPhBDpYKdg4MXEVRmyxl1/SZfI4+nTka6I79LdX/v4W6g",
+	"eIK84ILjKasoiR4nzCH2767yrLzHWDRfaygOzLol4fYufC+VxvvbuQgcCycDra9r5J8lz+fDYnAnzdAj",
+	"Gtq3QyNiQyu+w2AssARgjoVvZ4yJ0c9iqXgBP8JKfuX1RDWxd4yrN4wrSuqIHFvd6HGzutzy8N6Dwgwj",
+	"yy4gf3WK8/W4wT2o2y+dBlm4OXxH7CNTX/e/U+E3nt+pKJ4BM7dT0/zdyLD6bB+nxj+IryrxvU3VvOCi",
+	"B94KEXYh1+S/idbxVgXUGGFbE+dewRt/h8y5bC3asV85WYD/7LNInsOxt8meg/18cJrUp8+ZZWy4jG6U",
+	"QgsYvqZcl26t2vUvHCsPLz+36koOEUH40lCoi2VhFNEqabkRMqhoJ+/wgdnNO7m3YPt7gBq9AfMTdxq4",
+	"tqE3F12zOnodWW0xLpEAbk8u52yuwbKUFqH2gZ2USwwgOJjHOEQKl5nkdBsLCW4e+x8zSiB3hiaMKJZc",
+	"MoDMpknCL2lssZK6AHbjYKswDq0VWSUsYhOmlEx6A5duiLQa2Ds4VFgURU0ncxfgcKUfT7KAPteEljke",
+	"RNqXNGKu/IeOMa8HyxKxKDA80Vh+melqmSLpyiT/cUp5nCZwJdbZ9DCE7Dof+HUwgm1O3QzLsStMeTDt",
+	"4zQQ5reL2TMYyh6LcMrEhIvZufkhBxDBnd23aMFYoC9esLVrwsFwyskiIHSSSGWdx1l4XaLFz4Riy4uY",
+	"1RmspxPg6NcSCbdYFLKSZfBzwhgxBrPLjbIJS7AtcFO7SzVZSqXJ42+/y1LAoO6eC5viuj1SJJRrwZKw",
+	"Kd0AntbBf2d61K36zuVkAb7gL9h//tmUpDSLacT2tlu9hoT6Rp6GI/CIzXCNXQAIs29P/EKLrrwiZl0B",
+	"qqFI49gLc9sjumZCkyWjCIXbG5CQmvOmuOm7z0V/lchZwhReJs7yZLgaC8eC4IMEnViODRkmbOtS2hSX",
+	"L62Mo2U7AE1wNYlTxS9ZYNhxYnWDVlpyW3xkgJHc4sT0mmxObAjGohYZWU4zhpzx5KrMJn6OgQsbelkF",
+	"yMV9fMgsoYBsySdoC4Wcj1XnSsYkl/Bcj4VD/C0hyfgZB8Qh9rooJ80ipzmqDI8Q8PLaSL7t1NP78J7K",
+	"yeIh3+BmGECNpmvPSpb23JR3cANKr2UmkDqwuzjkW/faA/RiI2xGYYkekBe/JgdXdkoQOMG7GrqKKd4L",
+	"BZW5YJl6RyuT3flvNcCLFS9FiaRu0V9RJt4HbL9r4oMZegjIei4xW2s9pzrwouSKLOUlF7NGOgkOg/iq",
+	"u3kTfhx3IJo77ozI608h6R4PBsfD4XDYAy6j8hLpMAoSDsPBIHzdPw5PiPk4f2Ra+PdgMPjwKRyLGb9k",
+	"iri2SCr4nynDFgfk1N55yLFs4NIexQMj3U0SxTTo+hnKdHaWIvBTYGz7W3e30S1i/rpRSGvxvM6846M6",
+	"t4MEknVwxvRdQ4HscWIdMvpnbzM/oHpsRfXIeEwmjczx6a5YorjSmE1+sbGZG3g5Gk/j3kKppVmZf7jN",
+	"uKw275uYJRz62rRbZKooYQOX1Npz5Qb8Yiwc0fyNYSeg6GoAtpotWwAu2LqqOuhmtvUBgPt4iKNj0RZy",
+	"lGxHHG229/YV9Pdg+eXM9MH+uztU0RvTDZqP+q2ii56WQRFA/EeMxsoDKgJNGsAD8AqlRuWJ66IOYNPw",
+	"snxDtJJFD1P3bFNYaImV1HbTo7ZVqKgiSkoBSKWFQwsMhsQY4SAz2QQTWjmtd4UXWtfwmvHZXBd89Rlh",
+	"HgedJb3Cq4xGSfNuNl4PxuC6iKS3FCjINsLixf3d8EK/ROzPLwqJsw5/M8QTF5Ku7YEc94pYnNfQt/aC",
+	"3dzFfx7wN78M/M3AyBqMocu8SFcutDwBaeThFr2gEbopAwLMMSCcrmF0U4jHZG4suLqFshXkb6aVcDTS",
+	"qY3RV6pxuIhNb4CB5Qhi/dCWN4cl3ZC1TBZEimAsIGkin2vmUCvmDBR0/ObbZJANUdD7bZQnxzCyEAzf",
+	"Dr8JXb77qLzCHoyBJhMqyKVMbbQJbtOlCoLvK5jGSa7UlO60BQXVRo3FDHEKngyfhE0lRMqi7CsvJtJC",
+	"cufk+2UwnruWw0Lq/tToAgVRbESwkNtl8H3c5C/xAsCDMSq5dfep61c+uSkTaQ/04nZy/IhOFgdZVfvh",
+	"KdfaX4XqTdSTAt5erI1BBFlCqMUYLux8MkYuDMip2CDu0Fh0jZyAeKV59Agv/Br2hrIE2ukVEG+2QhRl",
+	"8qmCVRQUfDKQGNJkk51OFgVX716cs9kmuwlOulPXuieWGlirOldAvjqI6Ls1jipEjplUBai8AjKzf8JO",
+	"SKXKmnsM0K7356CyLGKOAJ+rFYucClfRVt1Ew9/D/G6lYfKE6xOC1VohvC3FLgMJavduT0j4J77yd8hD",
+	"uP20gaCTr3grZzCsfo0LuJh+YBttk36A2/ngJK5PP4CFbLhgEzMx03MQlgD8wSIMAPlnzG1E8Xx5F22a",
+	"EhBwn29RaFlCqhdVMMwHmijTBKzZfvt+eJ5YgWSOEGJmf+W29tJFCdXFNP05JeLfNWivYcAOF9WDdPbh",
+	"TR0sNhOwLZioXcL3hXXsmyX9uCWNP+iY8ex8zbxY6xd8vlzpzdfpXf9SHNWw0V7hdUM/pEt1P2ZU6b4U",
+	"E9Y7IXNYDmtI08mCRQ5gFc4yokW0FRn2/B99hH+3OqxPJwt3ond7mU8nXwn2Dkz5ngEWTicLIdcxixyc",
+	"IBBGDsR7w4JiN1OFRdktVRxVHdn7aodImf0G1SSS7NXT9nT8Nd36/RxI+RduwyZAwhd0sgjIJVf8Imb2",
+	"4qGFqZNxRBAVuTUry+yd7abmC3htB3CxzYUMSBYZHA4bEX3BrqwP20Okfo/A/Yfb1tBx9jUKCzx4UNHr",
+	"XCe5NIYi35ouWJ5ydZMa+rbKvo7nlwH3M4B973ZwA5J+F5ClxoK6KViNwfl44QD2TggVG7JkEacWg/cf",
+	"Z29eEy4mcRqxKEAALvpnyhx47ZwlbEBOXWVeV2QmfDIcEi4uacyjvvkxPCG0AaR8LPZEKWccrgzC3JUZ",
+	"MXiX63zKz1G13nXih4PB06cBieWaJbjjJ9nhbzz6q4TLhOtN/en3z/7Tp22KM908xPfuROabS+KxK11b",
+	"0PAMiPQhb/neELjt5hQxuJsAt09InorcXgAbrnIrnoRz0/D1HAlfis1/UlDsZ7YOnOcF+Pqt+/uQ7q7e",
+	"g29wu1JoUjAQlImDyuidkPBxVnCL4ZI2H45kvRtc7N37vw+82F1EP7w1bxX+wPXfGf9wzbYJgLxjNDrC",
+	"Oi7xA9RYcygkKa7TVtQx1QQ7lm1M6dDdBfSYpZ19j+6797/JiHVuIuXgAabsLmHKgEBdSSaLki1IuJRR",
+	"EbMsp8lm1LKMdm7N2necrV5NKR2+Bx61Bb8MlgkQURJUx4LdWGY+Ddy4O+A3o7XbsbikLRzkCcDOjAiF",
+	"MQFmGA4eyfWCThY22wM/Hwsg6gkIW0gj4npAXtGNTPXIVVt9pMgLoVnyNpETppSRb1DOx9DXWHTDIss9",
+	"+mPyxzgdDr+ZpCmP4C/W/+OPd89Pf/rDPlDsT/zd1i8cDAb1H71/9+K8+tFYcCxZs6IJXpVUMqsMu8JB",
+	"MncLycynFrxsLAAb6ZFCxK3W4GUkxy7DtR2Q07Hwa7vRDNjIDNKwB2LhvE7cvQIr7JCH6JyNjEWGyuaB",
+	"sW3BOrt1GfSAi3YbnhLctgdktBtK58PlvE1sNDzqwK/GIrS8N2yPgUYqEGiG9X6FGGgVtZ4L+AmupMCv",
+	"htFtVeEVW9LVXCY78gbP8tcerOebsZ6LK9/KgM52YacN7TXexozOt/dBOa03oLMFvZ7p7O9H9ei1SCnM",
+	"t/4WzRiPvuotmWzID2RSZ8Nky5PB06nd1kuBNA7POKxQ1dGKJUuubyrtsOTXsSpiuKRXIbE9Aewz4Izb",
+	"G4Mnhj1y4eyGwEuC3xDAQwKITLwdCU0NiCWarRjSNdbTWPjmU0bQvz8m3bC6NGhLDQYDuDdDuPlU0Jgs",
+	"U82ugrEAi6nmMyyLUmdHwaN+2YpCOBXQqlcssevUC8ZiizGlC+fNldx2Zo9dd7DMoLWxkFNC8y9GdeaP",
+	"ed0aPTutnbfQ7K5ILtx2MCNxe+/vO5gQkE9HjhtrNC/p1db7RAdiL3wWNhXsw1dlVFnqeLCnDranMh71",
+	"cxrH20yq7Gj3p2kcg11lT90eiNMqHIzF9Q0pQl2XcmqNqlwz+posq2yWhOIFATN5T/3ZU7VzQvjoI/5x",
+	"u8GSJtb9EAL5QkIgSCQAS5fLj6IbU4p4cwtqpINLWpn/5alXjqAOgmLKVVTAfWiEyXPoV+ySCQIA+B50",
+	"BVckFQmjk7lZ9xMSAv5diPh3im4UUXJQBxVxZnu9VfsJu6i1sBHrwkeUvBPKvwmzphlBxKfAbMULjBBe",
+	"awmMaN+2N90jqikAqcKajTsjMhgMtuHsexiIY4EoLCMSZtgmYUDCDMMwJF0ERpzzFUnFhCWactELstqj",
+	"pWKjgaujgqECV1w0YXnzHvahXwYU2/HQ6gCihquxsOvajG/YmmTvAdjQju0QVMOv1RVQOOvNIIV150XP",
+	"E5nO5haQuNEde5699gAs30SgpTV6QJb/mtyx+TmpQMvTOJZIUf5h8w5WzWFrgypfpqdb1CMqpPuAK39N",
+	"hFi4LhQYBToC9JaMNjLcDUAoQ/ghIwT/I31JWEs9N4I1X0Fdz/f8Fc917ZuGXi/3csfo6/sQ9gP8+tcF",
+	"vz6JU6VZ0l/ziOG5LGCw78+sWxoV+Yfb0NarzbdFWxds7fGVEwuaHiLLCUnXmDFjEXonD5/0bPPZmFwX",
+	"jllBHxncpLeUY2G2IQWXFL7slMwBOYXx2Nrw4Oo3H+q1zJrHVbOu6bHAYpxQNmnNEpbXiIAyYXUWjdtQ",
+	"25A1Z5yVGJALqedkwUWkiJYzpudY3gtCPBuyu74X+i/zJS3AcHIzcowWgX0op9Bfsw21t9i+JVtKCvZm",
+	"2iguqgzSGVat+TkQgv3qwwPM/KGe4FxTaDTgbkwraGZxN4wyXwVlrx6PLwWV/SsEZs8342xO67MwHoDZ",
+	"H4DZrw/M7k3xYIj2lkraXhDtO7nRA0b7l4HRvkVM7vav/D2wvFsw+wIUPWQFPWB6f/GY3qelLW0D4V00",
+	"iDLfVQ2s903ppPuBaNf5tP61iqhmu0/1NVj6bfrFcJg4+Ptzj311LGEPBOoHf1ot30CSJDTfflTXwIMd",
+	"sSUVUbN6BvcNJinA55hDd8FowpLTVM87o39/+BR8NAcLsmztqUyTuDPqzLVejY6Ojh//z2A4GA6OR98P",
+	"vx/CIbTdVJUpuLsn1wLrmFAyiTkT2maQMQXOHZ4QJiKXxoTZqHE88FC+nKZc8enV1Py3mVH23iHRcsGE",
+	"Il2XV+vnA/+WanZFYkga7vn9waWYanfoVCEsZhOs8Zq1ik9eQVl92x76rTRLllg1oDAgr7OstZoOf4Rs",
+	"vcTr6CeudMIvUs0i+9D1hxsv04uYkQv7ndeN+6mml5/SxBAl+fnFz28QLli5FEILssRhp+jCS1gFRMwc",
+	"xypP7YUHXscWmqPa7XkpaIfEgKvLIufKVKsYwnjWR0yXUsx8Ie7P0SPyanfIySHBA7vLFxUEHT7PVhOI",
+	"yFp7l5ytvW5s2LbaRVY8gFCl+EwsmdC1k8LSfRQqj8qpXzW4Or/AFoXQa2mLd7p8am9IHv57dVgv2UaZ",
+	"bkA+RGQixZTPUpTNpAuARIAlxgUJF5dHHxds8ynsBcRwI5qwPhVRH0aKFqNVNwK0ASOyYBsVFKoERTiB",
+	"tTkO3iAXlzWDO+MzwSLy3ZP+BdfoVm4i+FMtl3zyChYIdykgFH4jNAKf9PKCm8ZWLHEted27tmsG8ayS",
+	"0qls+eSLDbFcqZaD+DcKqnzES8KryQ43DKt0Y28P3lW4Cl7Tt7vaV+34V0ZjPQ+gby6YUoGfmYQX7HP3",
+	"e1ZSC0HevITzPF+lZlfxhoZMteKRNQSZMB+wiCQy1Swh3beJXDI9Z6mCLHk7jBWbEK4Vi6f2B011qiCj",
+	"ojA/uu58+vDp/wYAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

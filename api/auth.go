@@ -320,6 +320,7 @@ var overviewKinds = map[string]string{
 	"barrier": "barriers", "double-barrier": "double-barriers",
 	"kv": "kv", "counter": "counters",
 	"semaphore": "semaphores", "rwlock": "rwlocks",
+	"group": "groups", "partitions": "partitions",
 }
 
 // overviewFilter is the key filter of the request's /v1/events stream: nil (all)

@@ -13,8 +13,10 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -89,6 +91,15 @@ func (s *Server) pictureKinds() []pictureKind {
 			follow: followed(s.opt.Semaphores.Follow, func(st *recipes.SemaphoreState) any { return semaphoreBody(st) })},
 		{kind: "rwlock", event: "rwlock", dir: "rwlocks", field: "name",
 			follow: followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })},
+		{kind: "group", event: "group", dir: "groups", field: "group",
+			follow: followed(s.opt.Groups.Follow, func(st *group.State) any {
+				if st.Suspended {
+					return nil // as the group's own stream: the session stream says so
+				}
+				return groupBody(st)
+			})},
+		{kind: "partitions", event: "partitions", dir: "partitions", field: "group",
+			follow: followed(s.opt.Partitions.Follow, func(st *partition.State) any { return partitionGroupBody(st) })},
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -88,6 +90,10 @@ var plainProblems = []struct {
 	{counter.ErrCorrupt, http.StatusConflict, "counter-corrupt", nil},
 	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{group.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{group.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{partition.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{partition.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
 	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
@@ -119,6 +125,7 @@ func detailedProblem(err error) *problem {
 	var overflow *counter.OverflowError
 	var full *recipes.SemaphoreFullError
 	var rwLocked *recipes.RWLockedError
+	var partitionMismatch *partition.VersionMismatchError
 	var p *problem
 	switch {
 	case errors.As(err, &versionMismatch):
@@ -150,6 +157,9 @@ func detailedProblem(err error) *problem {
 		p = newProblem(http.StatusConflict, "count-mismatch",
 			err.Error()+"; enter with that count, or wait until the barrier empties")
 		p.Ext = map[string]any{"count": mismatch.Count}
+	case errors.As(err, &partitionMismatch):
+		p = newProblem(http.StatusConflict, "version-mismatch", err.Error())
+		p.Ext = map[string]any{"version": partitionMismatch.Current}
 	case errors.As(err, &tooLarge):
 		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -106,13 +107,7 @@ func (s *Server) LeaveThroughputGroup(ctx context.Context, req LeaveThroughputGr
 // GetThroughputMember answers a member's share; with version=, it long-polls
 // until the allocation's version differs.
 func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMemberRequestObject) (GetThroughputMemberResponseObject, error) {
-	if err := name("group", req.Group); err != nil {
-		return nil, err
-	}
-	if err := name("member", req.Id); err != nil {
-		return nil, err
-	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.memberPoll(req.Group, req.Id, req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +148,17 @@ func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughpu
 		return nil, err
 	}
 	return UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
+}
+
+// memberPoll checks a member GET's group and id and parses its wait=.
+func (s *Server) memberPoll(group, id string, wait *string) (time.Duration, error) {
+	if err := name("group", group); err != nil {
+		return 0, err
+	}
+	if err := name("member", id); err != nil {
+		return 0, err
+	}
+	return s.waitParam(wait)
 }
 
 func (s *Server) memberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {

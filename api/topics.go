@@ -54,6 +54,10 @@ func (s *Server) topicActive(topic string, active bool) {
 		stop = s.followKey(topic, name)
 	case "lock":
 		stop = s.followLock(topic, name)
+	case "group":
+		stop = s.followGroup(topic, name)
+	case "partitions":
+		stop = s.followPartitions(topic, name)
 	}
 	if stop != nil {
 		s.following[topic] = stop

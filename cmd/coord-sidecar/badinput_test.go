@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,9 +43,15 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	if r, err := open.do(context.Background(), http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
 		t.Fatalf("counter: %v %+v", err, r)
 	}
+	// A partition group with one member, and a membership group with one.
+	open.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/bad-p", `{"count":2}`)
+	pm := open.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/bad-p/members?id=pm1&lease="+lease, "")
+	pmVersion := num(pm.Body["version"])
+	open.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/bad-g/members?id=gm1&lease="+lease, `{"value":"v"}`)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
+	ctJSON := []string{"Content-Type", "application/json"}
 	cases := []struct {
 		name, method, path string
 		body               []byte
@@ -171,6 +178,25 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"counter set a fraction", "PUT", "/v1/counters/c", []byte(`{"value":1.5}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
 		{"counter set as text", "PUT", "/v1/counters/c", []byte(`{"value":1}`), []string{"Content-Type", "text/plain"}, open, 415, "unsupported-media-type"},
 		{"counter outside the token", "POST", "/v1/counters/c", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		// Partition groups and membership groups.
+		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-parameter"},
+		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-parameter"},
+		{"duplicate partition names", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","b","a"]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"invalid partition name", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","../b"]}`), ctJSON, open, 400, "invalid-name"},
+		{"no partitions", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":[]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"count and names", "PUT", "/v1/partitions/bad-p", []byte(`{"count":2,"partitions":["a"]}`), ctJSON, open, 400, "invalid-parameter"},
+		{"neither count nor names", "PUT", "/v1/partitions/bad-p", []byte(`{}`), ctJSON, open, 400, "invalid-body"},
+		{"partition member weight 0", "POST", "/v1/partitions/bad-p/members?id=pm2&weight=0&lease=" + lease, nil, nil, open, 400, "invalid-parameter"},
+		{"partition member exists", "POST", "/v1/partitions/bad-p/members?id=pm1", nil, nil, open, 409, "member-exists"},
+		{"ack of an unknown version", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm1/ack?version=%d&lease=%s", pmVersion+1, lease), nil, nil, open, 409, "version-mismatch"},
+		{"ack of an old version", "POST", "/v1/partitions/bad-p/members/pm1/ack?version=1&lease=" + lease, nil, nil, open, 409, "version-mismatch"},
+		{"ack under an unknown lease", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm1/ack?version=%d&lease=nosuchlease", pmVersion), nil, nil, open, 404, "lease-not-found"},
+		{"ack of a member the lease does not hold", "POST", fmt.Sprintf("/v1/partitions/bad-p/members/pm2/ack?version=%d&lease=%s", pmVersion, lease), nil, nil, open, 404, "not-held"},
+		{"partition leave, wrong lease", "DELETE", "/v1/partitions/bad-p/members/pm1?lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
+		{"partition member unknown", "GET", "/v1/partitions/bad-p/members/nobody", nil, nil, open, 404, "member-not-found"},
+		{"group member exists", "POST", "/v1/groups/bad-g/members?id=gm1", []byte(`{"value":"x"}`), ctJSON, open, 409, "member-exists"},
+		{"group leave, not held", "DELETE", "/v1/groups/bad-g/members/gm2?lease=" + lease, nil, nil, open, 404, "not-held"},
+		{"group value, wrong lease", "PUT", "/v1/groups/bad-g/members/gm1?lease=nosuchlease", []byte(`{"value":"x"}`), ctJSON, open, 404, "lease-not-found"},
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},

@@ -539,6 +539,9 @@ var maskClasses = []maskClass{
 	{regexp.MustCompile(`"(?:fencingToken|term)":(\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`fencing token (\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-lease-\d{10}\b`), bindID, `[0-9a-f-]{36}`}, // a permit's guid
+	// Group and partition versions are zxids: a README value of 3 digits or more
+	// matches any (the throughput groups' small counters stay exact).
+	{regexp.MustCompile(`"version":(\d{3,})`), anyValue, `\d+`},
 }
 
 // electionIDRe: an election stream's event ids are zxids too.

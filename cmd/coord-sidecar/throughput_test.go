@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -275,15 +274,7 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 	root := zktest.Root(t)
 	a := startSidecar(t, zkc.Servers(), root)
 	b := startSidecar(t, zkc.Servers(), root)
-	addr := freeAddr(t)
-	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	p := &sidecar{base: "http://" + addr}
-	p.waitReady(t)
+	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "killed"
 	subs := []*tpFollower{followTP(t, a, g), followTP(t, b, g)}

@@ -128,8 +128,16 @@ func TestStatusPage(t *testing.T) {
 	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
 	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
 	uiSemaphoreAndRWLock(t, car)
+	car.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w1&ttl=60s", `{"value":"10.0.0.1:80"}`)
+	car.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w2&ttl=60s", `{"value":"10.0.0.2:80"}`)
+	car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/orders", `{"count":6}`)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p1&ttl=60s")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p2&ttl=60s")
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
+		if (document.querySelectorAll('[data-membership="web"] li[data-member]').length !== 2 ||
+			q('[data-partitions="orders"] [data-field="leader"]')?.textContent !== "p1" ||
+			q('[data-partitions="orders"] li[data-member="p2"]')?.dataset.owned !== "0") return false;
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();
 		return q('[data-lock="db-migrations"] [data-field="waiters"]')?.textContent === "1" &&
 			document.querySelectorAll('[data-election="scheduler"] li[data-candidate]').length === 3 &&

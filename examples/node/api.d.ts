@@ -759,6 +759,262 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/groups/{group}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The group's live members in join order; with `version`, a long-poll until it differs.
+         * @description `version` is the highest zxid among the group's changes (joins, leaves, new
+         *     values): it strictly increases with every change and is the same on every
+         *     sidecar. With `version=V` the answer comes once the version differs from `V`,
+         *     or when `wait` ends (`200`, unchanged).
+         */
+        get: operations["getGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join the group as member `id` with a value, under a lease (Curator GroupMember layout).
+         * @description The member is the ephemeral node `groups/{group}/{id}` whose data is the value,
+         *     as Curator's GroupMember makes it: Curator members and sidecar members see each
+         *     other. It goes when its lease ends. The body is optional (no body: an empty value).
+         */
+        post: operations["joinGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /** Set the member's value. */
+        put: operations["setGroupMember"];
+        post?: never;
+        /** Leave the group. */
+        delete: operations["leaveGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups/{group}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The group's changes (SSE).
+         * @description Event `group` with the body of `GET /v1/groups/{group}`: first the current
+         *     state, then every change. Event ids are the group's `version`, raised to the
+         *     previous id + 1 when not newer, so they strictly increase along a stream.
+         */
+        get: operations["streamGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every membership group that has a node, with its members. */
+        get: operations["listGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions/{group}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /** The group's plan, who owns what, and what is moving. */
+        get: operations["getPartitionGroup"];
+        /**
+         * Set the group's partition set (persistent), by count or by names.
+         * @description `{"count": N}` (1..10000) names the partitions `0`..`N-1`; `{"partitions": [...]}`
+         *     gives 1..10000 unique names. Answers the group once a plan over the set is
+         *     published and owned (or after 5s, with what is published then).
+         */
+        put: operations["setPartitions"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions/{group}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Join as member `id` with `weight` (default 1) under a lease.
+         * @description Answers once the plan deals the member its share and it owns it (or after 5s,
+         *     with what it has then). The member takes every partition dealt to it as soon
+         *     as the previous owner lets it go.
+         */
+        post: operations["joinPartitionGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions/{group}/members/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What the member is dealt and owns; with `version`, a long-poll until it differs.
+         * @description The member's `version` changes whenever its plan or what it owns changes (it is
+         *     a zxid: the same on every sidecar). `owned` is what the member may work on,
+         *     each partition with its `fencingToken`. While the sidecar's ZooKeeper session
+         *     is not connected the long-poll answers `503` at once: the member owns nothing
+         *     it can vouch for and must stop work; once the session is lost, the member is
+         *     gone (`404`).
+         */
+        get: operations["getPartitionMember"];
+        put?: never;
+        post?: never;
+        /** Leave the group, letting go of every partition the member owns. */
+        delete: operations["leavePartitionGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions/{group}/members/{id}/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The member has stopped work on every partition version `V` does not deal it; those pass on.
+         * @description `version` is a `version` the member was shown under its current plan. Any other
+         *     (an older plan's, or one never shown) answers `409 version-mismatch` with the
+         *     member's current `version`, and nothing is let go.
+         */
+        post: operations["ackPartitions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions/{group}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The group's changes (SSE).
+         * @description Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
+         *     current state, then every change (plan, owners, members). While the session is
+         *     not connected, one event with `"suspended": true` and nothing owned. Event ids
+         *     are the group's `version`, raised to the previous id + 1 when not newer.
+         */
+        get: operations["streamPartitionGroup"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/partitions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every partition group, with its plan and owners. */
+        get: operations["listPartitionGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/kv": {
         parameters: {
             query?: never;
@@ -1454,6 +1710,108 @@ export interface components {
             /** Format: int64 */
             value?: number;
         };
+        MemberValue: {
+            /** @description Free text (at most 64 KiB): the member node's data. */
+            value?: string;
+        };
+        GroupJoined: {
+            group: string;
+            id: string;
+            /** @description The lease that holds the member (in the join answer), needed to keep it alive, change its value or leave. */
+            lease?: string;
+        };
+        MembershipGroup: {
+            group: string;
+            /**
+             * Format: int64
+             * @description The zxid of the group's latest change; 0 for a group without a node.
+             */
+            version: number;
+            /** @description The live members in join order. */
+            members: components["schemas"]["GroupMember"][];
+        };
+        GroupMember: {
+            id: string;
+            value: string;
+            /**
+             * Format: date-time
+             * @description When the member joined (its node's creation time).
+             */
+            since: string;
+        };
+        /** @description Exactly one of `count` and `partitions`. */
+        PartitionSet: {
+            /** @description Partitions `0`..`count-1` (1..10000). */
+            count?: number;
+            /** @description 1..10000 unique names. */
+            partitions?: string[];
+        };
+        PartitionOwned: {
+            partition: string;
+            /**
+             * Format: int64
+             * @description The owner node's creation zxid; every new owner of the partition gets a higher one.
+             */
+            fencingToken: number;
+        };
+        PartitionMember: {
+            group: string;
+            id: string;
+            weight: number;
+            /** @description The partitions the leader's plan deals the member. */
+            assigned: string[];
+            /** @description The partitions the member owns and may work on. */
+            owned: components["schemas"]["PartitionOwned"][];
+            /**
+             * Format: int64
+             * @description Changes whenever `assigned` or `owned` does; ack it.
+             */
+            version: number;
+            /** @description The lease that holds the member (in the join answer). */
+            lease?: string;
+        };
+        PartitionGroupMember: {
+            id: string;
+            weight: number;
+            assigned: string[];
+            owned: string[];
+        };
+        PartitionMove: {
+            partition: string;
+            /** @description The member that owns it now; null when free. */
+            owner: string | null;
+            /** @description The member the plan deals it to. */
+            assigned: string | null;
+        };
+        PartitionGroup: {
+            group: string;
+            /**
+             * Format: int64
+             * @description The zxid of the group's latest change.
+             */
+            version: number;
+            /** @description The planning member (the earliest), null without members. */
+            leader: string | null;
+            partitions: string[];
+            /** @description The live members in join order. */
+            members: components["schemas"]["PartitionGroupMember"][];
+            /** @description Partitions whose owner is not (yet) the member the plan deals them to. */
+            moving: components["schemas"]["PartitionMove"][];
+            /** @description Set while this sidecar's session is not connected: nothing is shown owned. */
+            suspended?: boolean;
+        };
+        PartitionsEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "partitions";
+            data: components["schemas"]["PartitionGroup"];
+        };
+        GroupEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "group";
+            data: components["schemas"]["MembershipGroup"];
+        };
         /** @description A decimal integer; ids strictly increase along a stream. */
         EventId: string;
         SessionEvent: {
@@ -1596,6 +1954,16 @@ export interface components {
             /** @enum {string} */
             event: "double-barrier";
             data: components["schemas"]["DoubleBarrier"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "group";
+            data: components["schemas"]["MembershipGroup"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "partitions";
+            data: components["schemas"]["PartitionGroup"] | components["schemas"]["Deleted"];
         } | {
             id: components["schemas"]["EventId"];
             /** @enum {string} */
@@ -3314,6 +3682,502 @@ export interface operations {
                 content: {
                     "application/json": {
                         groups: components["schemas"]["ThroughputGroup"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getGroup: {
+        parameters: {
+            query?: {
+                version?: number;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MembershipGroup"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    joinGroup: {
+        parameters: {
+            query: {
+                id: components["schemas"]["Name"];
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MemberValue"];
+            };
+        };
+        responses: {
+            /** @description Joined. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupJoined"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /** @description `member-exists`: the group already has a live member with that id. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    setGroupMember: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemberValue"];
+            };
+        };
+        responses: {
+            /** @description The member's value is set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupJoined"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    leaveGroup: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Left. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["GroupEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listGroups: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        groups: components["schemas"]["MembershipGroup"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getPartitionGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartitionGroup"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    setPartitions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PartitionSet"];
+            };
+        };
+        responses: {
+            /** @description The group's state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartitionGroup"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    joinPartitionGroup: {
+        parameters: {
+            query: {
+                id: components["schemas"]["Name"];
+                weight?: number;
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Joined. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartitionMember"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            /** @description `member-exists`: the group already has a live member with that id. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getPartitionMember: {
+        parameters: {
+            query?: {
+                version?: number;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartitionMember"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `member-not-found`: the group has no live member with that id. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    leavePartitionGroup: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Left. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    ackPartitions: {
+        parameters: {
+            query: {
+                version: number;
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member, after letting go. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartitionMember"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            /** @description `version-mismatch`: not a version of the member's current plan; `version` is the current one. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamPartitionGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                group: components["parameters"]["GroupPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["PartitionsEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listPartitionGroups: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        groups: components["schemas"]["PartitionGroup"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
                     };

@@ -306,6 +306,9 @@ func (w *Watches) Need(part string) bool {
 	return !w.armed[part]
 }
 
+// needLocked is Need with the lock held.
+func (w *Watches) needLocked(part string) bool { return !w.armed[part] }
+
 // Armed records ch as part's watch. When it fires under the same generation,
 // part is needed again, fired (if not nil) runs under the Watches' lock, and
 // the reader is woken (Wake).
@@ -365,3 +368,22 @@ func (w *Watches) reset() {
 
 // Reset is reset for readers that run their own loop (a queue's cursor).
 func (w *Watches) Reset() { w.reset() }
+
+// WatchAbsent leaves an existence watch on part's node p, which a reader found
+// missing, and records it as absent (absent runs under the Watches' lock). If
+// the node appeared in between, nothing is recorded: the reader is woken to
+// read again now, and again when the node changes.
+func WatchAbsent(ctx context.Context, ep *zookeeper.Epoch, w *Watches, part, p string, absent func()) error {
+	ok, _, ch, err := ep.ExistsW(ctx, p)
+	if err != nil {
+		return err
+	}
+	if ok {
+		w.Armed("appeared/"+part, ch, nil)
+		w.Poke()
+		return nil
+	}
+	w.Do(absent)
+	w.Armed(part, ch, nil)
+	return nil
+}

@@ -39,10 +39,8 @@ const (
 	partGroup   = "group"
 	partMembers = "members"
 	partAlloc   = "allocation"
-	// partMember+node is a member's data; partAppeared+part is the existence
-	// watch of a part found missing and then present (it only wakes the reader).
-	partMember   = "member/"
-	partAppeared = "appeared/"
+	// partMember+node is a member's data.
+	partMember = "member/"
 )
 
 // groupSource is the kit.Source of one group: it reads the group, its members
@@ -153,7 +151,7 @@ func (s *groupSource) refresh(ctx context.Context, ep *zookeeper.Epoch, w *kit.W
 func (s *groupSource) readGroup(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) error {
 	data, _, ch, err := ep.GetW(ctx, s.gp)
 	if errors.Is(err, zookeeper.ErrNoNode) {
-		return watchAbsent(ctx, ep, w, partGroup, s.gp, func() { s.exists, s.limit = false, 0 })
+		return kit.WatchAbsent(ctx, ep, w, partGroup, s.gp, func() { s.exists, s.limit = false, 0 })
 	}
 	if err != nil {
 		return err
@@ -167,7 +165,7 @@ func (s *groupSource) readMembers(ctx context.Context, ep *zookeeper.Epoch, w *k
 	mp := s.gp + "/members"
 	names, _, ch, err := ep.ChildrenW(ctx, mp)
 	if errors.Is(err, zookeeper.ErrNoNode) {
-		return watchAbsent(ctx, ep, w, partMembers, mp, func() { s.names = nil })
+		return kit.WatchAbsent(ctx, ep, w, partMembers, mp, func() { s.names = nil })
 	}
 	if err != nil {
 		return err
@@ -189,7 +187,7 @@ func (s *groupSource) readAlloc(ctx context.Context, ep *zookeeper.Epoch, w *kit
 	ap := s.gp + "/allocation"
 	data, st, ch, err := ep.GetW(ctx, ap)
 	if errors.Is(err, zookeeper.ErrNoNode) {
-		return watchAbsent(ctx, ep, w, partAlloc, ap, func() { s.alloc = nil })
+		return kit.WatchAbsent(ctx, ep, w, partAlloc, ap, func() { s.alloc = nil })
 	}
 	if err != nil {
 		return err
@@ -214,25 +212,6 @@ func (s *groupSource) readMember(ctx context.Context, ep *zookeeper.Epoch, w *ki
 	m := member{node: node, data: decodeMember(node, data), czxid: st.Czxid, owner: st.EphemeralOwner}
 	w.Do(func() { s.members[node] = m })
 	w.Armed(partMember+node, ch, func() { delete(s.members, node) })
-	return nil
-}
-
-// watchAbsent leaves an existence watch on part's node p, found missing, and
-// records it as absent (absent runs under the Watches' lock). If the node
-// appeared in between, nothing is recorded: the reader is woken to read again
-// now, and again when the node changes.
-func watchAbsent(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches, part, p string, absent func()) error {
-	ok, _, ch, err := ep.ExistsW(ctx, p)
-	if err != nil {
-		return err
-	}
-	if ok {
-		w.Armed(partAppeared+part, ch, nil)
-		w.Poke()
-		return nil
-	}
-	w.Do(absent)
-	w.Armed(part, ch, nil)
 	return nil
 }
 

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// pMember is a partition member's body.
+type pMember struct {
+	Group    string   `json:"group"`
+	ID       string   `json:"id"`
+	Assigned []string `json:"assigned"`
+	Owned    []struct {
+		Partition    string `json:"partition"`
+		FencingToken int64  `json:"fencingToken"`
+	} `json:"owned"`
+	Version int64  `json:"version"`
+	Lease   string `json:"lease"`
+}
+
+func (m pMember) owned() map[string]int64 {
+	out := map[string]int64{}
+	for _, o := range m.Owned {
+		out[o.Partition] = o.FencingToken
+	}
+	return out
+}
+
+// pGroup is a partition group's body.
+type pGroup struct {
+	Version    int64    `json:"version"`
+	Leader     *string  `json:"leader"`
+	Partitions []string `json:"partitions"`
+	Members    []struct {
+		ID       string   `json:"id"`
+		Assigned []string `json:"assigned"`
+		Owned    []string `json:"owned"`
+	} `json:"members"`
+	Moving []struct {
+		Partition string  `json:"partition"`
+		Owner     *string `json:"owner"`
+	} `json:"moving"`
+}
+
+func decodeAs[T any](t testing.TB, raw []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	return v
+}
+
+// settled tells whether every partition is owned by the member the plan deals it to.
+func (g pGroup) settled(members int) bool {
+	if len(g.Members) != members || len(g.Moving) != 0 {
+		return false
+	}
+	n := 0
+	for _, m := range g.Members {
+		if !slices.Equal(m.Assigned, m.Owned) {
+			return false
+		}
+		n += len(m.Owned)
+	}
+	return n == len(g.Partitions)
+}
+
+func awaitSettled(t testing.TB, car *sidecar, group string, members int, within time.Duration) pGroup {
+	t.Helper()
+	var g pGroup
+	testutil.Eventually(t, within, fmt.Sprintf("group %s settled with %d members", group, members), func() bool {
+		r, err := car.do(context.Background(), http.MethodGet, "/v1/partitions/"+group, nil)
+		if err != nil || r.Status != http.StatusOK {
+			return false
+		}
+		g = decodeAs[pGroup](t, r.Raw)
+		return g.settled(members)
+	})
+	return g
+}
+
+// A member takes what the plan deals it once the previous owner lets it go:
+// the moved partitions stay with their owner until it acks, and the new owner
+// gets a higher fencing token.
+func TestPartitionsHandover(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	b := startSidecar(t, zkc.Servers(), root)
+	const g = "orders"
+	b.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":6}`)
+	w1 := decodeAs[pMember](t, a.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&ttl=30s", "").Raw)
+	if len(w1.Owned) != 6 || w1.Lease == "" {
+		t.Fatalf("w1 alone: %+v", w1)
+	}
+	lease1 := w1.Lease
+	tokens := w1.owned()
+	w2 := decodeAs[pMember](t, b.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=30s", "").Raw)
+	if len(w2.Assigned) != 3 || len(w2.Owned) != 0 {
+		t.Fatalf("w2 must be dealt 3 and own none until w1 acks: %+v", w2)
+	}
+	// w1 sees its new plan and still owns all six.
+	r := a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=5s", g, w1.Version))
+	w1 = decodeAs[pMember](t, r.Raw)
+	if len(w1.Assigned) != 3 || len(w1.Owned) != 6 {
+		t.Fatalf("w1 before its ack: %+v", w1)
+	}
+	// A version not of its current plan is refused, nothing changes.
+	r = a.must(t, http.StatusConflict, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version+1000, lease1))
+	if r.Body["type"] != "https://coord-sidecar.dev/problems/version-mismatch" || num(r.Body["version"]) != w1.Version {
+		t.Fatalf("bad ack: %s", r.Raw)
+	}
+	// w2 long-polls; the ack hands three over.
+	polled := make(chan *response, 1)
+	go func() {
+		r, _ := b.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w2?version=%d&wait=20s", g, w2.Version), nil)
+		polled <- r
+	}()
+	r = a.must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version, lease1))
+	w1 = decodeAs[pMember](t, r.Raw)
+	if len(w1.Owned) != 3 || !slices.Equal(w1.Assigned, keys(w1.owned())) {
+		t.Fatalf("w1 after its ack: %+v", w1)
+	}
+	select {
+	case r := <-polled:
+		if r == nil || r.Status != http.StatusOK {
+			t.Fatalf("long-poll: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("w2's long-poll did not answer")
+	}
+	gs := awaitSettled(t, b, g, 2, 5*time.Second)
+	if gs.Leader == nil || *gs.Leader != "w1" {
+		t.Fatalf("leader: %+v", gs)
+	}
+	r = b.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2")
+	w2 = decodeAs[pMember](t, r.Raw)
+	for p, tok := range w2.owned() {
+		if tok <= tokens[p] {
+			t.Fatalf("partition %s: new owner's token %d not above %d", p, tok, tokens[p])
+		}
+	}
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/w1?lease="+lease1)
+	awaitSettled(t, b, g, 1, 5*time.Second)
+	if l := b.must(t, http.StatusOK, http.MethodGet, "/v1/partitions?prefix=ord"); len(l.Body["groups"].([]any)) != 1 {
+		t.Fatalf("list: %s", l.Raw)
+	}
+}
+
+func keys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
+	return out
+}

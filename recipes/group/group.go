@@ -1,0 +1,321 @@
+// Package group holds the membership groups: who is alive right now, each live
+// member with a value, and a live view of the group.
+//
+// Layout, Curator GroupMember's: under <root>/groups/<group> (a container node),
+// each member is the ephemeral node <id> whose data is the member's value, made
+// under this sidecar's session for a lease. A Curator GroupMember (or anything
+// that places such nodes) and a sidecar member see each other.
+//
+// Guarantees:
+//
+//   - A member lives while its lease lives: it is deleted when the lease is
+//     revoked, expires or leaves (at once), and by ZooKeeper when the sidecar's
+//     session ends (after the session timeout).
+//   - Members are listed in join order (their node's creation zxid).
+//   - A group's Version is the highest zxid among its members' nodes (creation
+//     and last change) and the group node's last change of children: it strictly
+//     increases with every join, leave and change of value, is the same on every
+//     sidecar, and costs no write.
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Groups are the membership groups of one sidecar.
+type Groups struct {
+	s       *zookeeper.Session
+	dir     string
+	metrics groupMetrics
+
+	followers *kit.Followers[*State]
+
+	mu    sync.Mutex
+	local map[string]bool // group/id of the members this sidecar holds or is making
+}
+
+// State is a group as seen at one moment.
+type State struct {
+	Group   string
+	Version int64
+	// Members are the live members in join order.
+	Members []Member
+	// Suspended is set while this sidecar's session is not connected: the state
+	// is the last one seen and may be stale.
+	Suspended bool
+}
+
+// Member is one live member.
+type Member struct {
+	ID    string
+	Value string
+	Since time.Time
+	czxid int64
+	mzxid int64
+}
+
+// Joined is what a join answers.
+type Joined struct {
+	Group, ID, Lease string
+}
+
+// NewGroups returns the membership groups over a session; reg (may be nil)
+// receives their metrics.
+func NewGroups(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
+	g := &Groups{s: s, dir: path.Join(s.Root(), "groups"), metrics: newGroupMetrics(reg), local: map[string]bool{}}
+	g.followers = kit.NewFollowers(s, g.metrics.watched, func(name string) kit.Source[*State] {
+		return newSource(g, name)
+	})
+	return g
+}
+
+func (g *Groups) groupPath(group string) string { return g.dir + "/" + group }
+
+const kind = "group"
+
+func hold(group, id string) kit.Hold { return kit.Hold{Kind: kind, Name: group + "/" + id} }
+
+func checkNames(group, id string) error {
+	if err := kit.CheckName("group", group); err != nil {
+		return err
+	}
+	return kit.CheckName("member", id)
+}
+
+// membership is a lease's member: its node under the lease's session.
+type membership struct {
+	g         *Groups
+	group, id string
+	node      string
+	ep        *zookeeper.Epoch
+}
+
+// Release deletes the member node (through a suspension, while the session
+// lives). The kit calls it once: when the lease ends or the member leaves.
+func (m *membership) Release(ctx context.Context) error {
+	defer m.g.unclaim(m.group, m.id)
+	m.g.metrics.members.Dec()
+	err := m.ep.Settle(ctx, func(ctx context.Context) error {
+		err := m.ep.Delete(ctx, m.node, -1)
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			return nil
+		}
+		return err
+	})
+	if f, ferr := m.g.Follow(m.group); ferr == nil {
+		f.Poke()
+		f.Close()
+	}
+	return err
+}
+
+// claim reserves group/id on this sidecar: false when one of its leases holds
+// (or is making) that member already.
+func (g *Groups) claim(group, id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := group + "/" + id
+	if g.local[k] {
+		return false
+	}
+	g.local[k] = true
+	return true
+}
+
+func (g *Groups) unclaim(group, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.local, group+"/"+id)
+}
+
+// Join makes member id of group with value for lease. ErrMemberExists when the
+// group has a live member with that id. The member leaves when the lease ends.
+func (g *Groups) Join(ctx context.Context, lease *kit.Lease, group, id, value string) (*Joined, error) {
+	if err := checkNames(group, id); err != nil {
+		return nil, err
+	}
+	_, found, err := kit.Acquire(ctx, lease, hold(group, id), func(ctx context.Context, ep *zookeeper.Epoch) (*membership, error) {
+		if !g.claim(group, id) {
+			return nil, fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberExists)
+		}
+		node := g.groupPath(group) + "/" + id
+		// CreateOwned adopts a node of this session only after a lost answer or
+		// when its data is ours: claim makes sure no other lease of this sidecar
+		// has that member.
+		if _, err := ep.CreateOwned(ctx, node, []byte(value), true); err != nil {
+			g.unclaim(group, id)
+			if errors.Is(err, zookeeper.ErrNodeExists) {
+				return nil, fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberExists)
+			}
+			return nil, fmt.Errorf("join %q: %w", group, err)
+		}
+		g.metrics.members.Inc()
+		return &membership{g: g, group: group, id: id, node: node, ep: ep}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return nil, fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberExists)
+	}
+	if f, err := g.Follow(group); err == nil {
+		f.Poke()
+		f.Close()
+	}
+	return &Joined{Group: group, ID: id, Lease: lease.ID}, nil
+}
+
+// SetValue sets the value of the lease's member. ErrNotHeld when the lease
+// holds no such member; ErrMemberNotFound when its node is gone.
+func (g *Groups) SetValue(ctx context.Context, lease *kit.Lease, group, id, value string) error {
+	if err := checkNames(group, id); err != nil {
+		return err
+	}
+	m, ok := kit.Lookup[*membership](lease, hold(group, id))
+	if !ok {
+		return fmt.Errorf("member %q of group %q: %w", id, group, kit.ErrNotHeld)
+	}
+	_, err := m.ep.Set(ctx, m.node, []byte(value), -1)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberNotFound)
+	}
+	return err
+}
+
+// Leave removes the lease's member; an implicit lease ends with it.
+// ErrNotHeld when the lease holds no such member.
+func (g *Groups) Leave(ctx context.Context, lease *kit.Lease, group, id string) error {
+	if err := checkNames(group, id); err != nil {
+		return err
+	}
+	return kit.Release(ctx, lease, hold(group, id))
+}
+
+// Inspect reads a group from ZooKeeper (no watches): a group without a node
+// has no members and version 0.
+func (g *Groups) Inspect(ctx context.Context, group string) (*State, error) {
+	if err := kit.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	ep, err := g.s.Current()
+	if err != nil {
+		return nil, err
+	}
+	gp := g.groupPath(group)
+	names, st, err := ep.Children(ctx, gp)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return &State{Group: group, Members: []Member{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	members := make([]*Member, len(names))
+	fns := make([]func() error, 0, len(names))
+	for i, n := range names {
+		fns = append(fns, func() error {
+			data, st, err := ep.Get(ctx, gp+"/"+n)
+			if errors.Is(err, zookeeper.ErrNoNode) {
+				return nil
+			}
+			if err == nil {
+				m := memberOf(n, data, st)
+				members[i] = &m
+			}
+			return err
+		})
+	}
+	if err := zookeeper.Parallel(fns...); err != nil {
+		return nil, err
+	}
+	out := map[string]Member{}
+	for _, m := range members {
+		if m != nil {
+			out[m.ID] = *m
+		}
+	}
+	return view(group, st.Pzxid, out), nil
+}
+
+// List returns the names of the groups that have a node, sorted.
+func (g *Groups) List(ctx context.Context) ([]string, error) {
+	return kit.ListNames(ctx, g.s, g.dir)
+}
+
+// Follower follows one group: one set of watches per sidecar, however many
+// streams and long-polls.
+type Follower = kit.Follower[*State]
+
+// Follow starts following group; Close stops.
+func (g *Groups) Follow(group string) (*Follower, error) {
+	if err := kit.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	return g.followers.Follow(group), nil
+}
+
+// Await answers the group once its version differs from version, or when wait
+// ends (then as ZooKeeper has it).
+func (g *Groups) Await(ctx context.Context, group string, version int64, wait time.Duration) (*State, error) {
+	f, err := g.Follow(group)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, ok := f.Await(ctx, wait, func(s *State) bool { return !s.Suspended && s.Version != version })
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	if !ok {
+		return g.Inspect(ctx, group)
+	}
+	return st, nil
+}
+
+func memberOf(node string, data []byte, st *zookeeper.Stat) Member {
+	return Member{ID: node, Value: string(data), Since: time.UnixMilli(st.Ctime).UTC(), czxid: st.Czxid, mzxid: st.Mzxid}
+}
+
+// view orders members by join (creation zxid) and computes the version.
+func view(group string, pzxid int64, members map[string]Member) *State {
+	st := &State{Group: group, Version: pzxid, Members: make([]Member, 0, len(members))}
+	for _, m := range members {
+		if !kit.ValidName(m.ID) {
+			continue // not a member node (a protected-create leftover, say)
+		}
+		st.Members = append(st.Members, m)
+		st.Version = max(st.Version, m.mzxid)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].czxid < st.Members[j].czxid })
+	return st
+}
+
+type groupMetrics struct {
+	members prometheus.Gauge
+	watched prometheus.Gauge
+}
+
+func newGroupMetrics(reg prometheus.Registerer) groupMetrics {
+	m := groupMetrics{
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_group_members", Help: "Membership-group members joined by leases of this sidecar.",
+		}),
+		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_groups_watched", Help: "Membership groups this sidecar follows with one set of ZooKeeper watches each.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.members, m.watched)
+	}
+	return m
+}
