@@ -8,7 +8,8 @@
 #
 #   scripts/bench.sh [coord-bench flags...]    e.g. -rows c1,hot -rounds 3
 #
-# BENCH_PPROF=127.0.0.1:6060 serves the sidecar's Go profiles there meanwhile
+# BENCH_SIDECAR=PATH runs that sidecar binary instead of building this tree's
+# (to compare two commits in one run's conditions); BENCH_PPROF=127.0.0.1:6060 serves the sidecar's Go profiles there meanwhile
 # (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs.
 set -euo pipefail
 
@@ -53,7 +54,8 @@ waitfor() {
 
 scripts/zookeeper.sh install
 install_etcd
-go build -o bin/coord-sidecar ./cmd/coord-sidecar
+SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
+[ -n "${BENCH_SIDECAR:-}" ] || go build -o bin/coord-sidecar ./cmd/coord-sidecar
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
@@ -79,7 +81,7 @@ ETCD_PID=$!
 waitfor curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
 SC_PORT="$(freeport)"
-COORD_PPROF="${BENCH_PPROF:-}" bin/coord-sidecar --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$SC_PORT" \
+COORD_PPROF="${BENCH_PPROF:-}" "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$SC_PORT" \
 	--zk-root /coord-bench >"$DIR/sidecar.log" 2>&1 &
 SIDECAR_PID=$!
 waitfor curl -sf "http://127.0.0.1:$SC_PORT/readyz"

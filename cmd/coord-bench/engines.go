@@ -246,6 +246,9 @@ func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(c
 type exclusion struct {
 	holders   atomic.Int32
 	lastToken atomic.Int64 // written only by the holder
+	// left is when the last holder let go (UnixNano); gaps and gapSum count the
+	// handoffs and their time from one holder's let-go to the next one's grant.
+	left, gaps, gapSum atomic.Int64
 }
 
 func (x *exclusion) enter(token int64) error {
@@ -261,11 +264,24 @@ func (x *exclusion) enter(token int64) error {
 		}
 		x.lastToken.Store(token)
 	}
+	if left := x.left.Load(); left > 0 {
+		x.gaps.Add(1)
+		x.gapSum.Add(time.Now().UnixNano() - left)
+	}
 	return nil
 }
 
 func (x *exclusion) leave() {
 	if x != nil {
+		x.left.Store(time.Now().UnixNano())
 		x.holders.Add(-1)
 	}
+}
+
+// meanGap is the mean handoff time (0 when nothing was handed over).
+func (x *exclusion) meanGap() time.Duration {
+	if x == nil || x.gaps.Load() == 0 {
+		return 0
+	}
+	return time.Duration(x.gapSum.Load() / x.gaps.Load())
 }

@@ -56,10 +56,10 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 			ratio(s, in, t[0]), ratio(s, et, t[1]))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator), ZooKeeper requests and fsyncs per cycle (mntr), and fsync time per cycle:")
+	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms |")
-	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, res := range results {
 		for _, e := range o.engines {
 			fmt.Fprintln(w, detailRow(res.row.name, e, res.rounds[e], o.pids))
@@ -96,7 +96,9 @@ func detailRow(name, engine string, rs []round, pids map[string]int) string {
 	var rates []string
 	cpu := map[string]time.Duration{}
 	var req, fs, fsMs int64
+	var gap time.Duration
 	for _, r := range rs {
+		gap += r.gap / time.Duration(len(rs))
 		cycles += r.cycles
 		rates = append(rates, fmt.Sprintf("%.0f", r.rate()))
 		for k, v := range r.cpu {
@@ -118,6 +120,10 @@ func detailRow(name, engine string, rs []round, pids map[string]int) string {
 		}
 		return fmt.Sprintf("%.2f", float64(n)/float64(cycles))
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, engine, strings.Join(rates, ", "),
-		per("load"), per("sidecar"), per("zookeeper"), per("etcd"), perN(req), perN(fs), perN(fsMs))
+	handoff := "–"
+	if gap > 0 {
+		handoff = fmt.Sprintf("%.0f", float64(gap)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, engine, strings.Join(rates, ", "),
+		per("load"), per("sidecar"), per("zookeeper"), per("etcd"), perN(req), perN(fs), perN(fsMs), handoff)
 }

@@ -21,6 +21,9 @@ type round struct {
 	cpu map[string]time.Duration
 	// zk is the change of ZooKeeper's counters over the round.
 	zkRequests, zkFsyncs, zkFsyncMs int64
+	// gap is the mean time from one holder's let-go to the next one's grant
+	// (hot rows).
+	gap time.Duration
 }
 
 func (r round) rate() float64 { return float64(r.cycles) / r.elapsed.Seconds() }
@@ -64,6 +67,7 @@ func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration)
 	if err := <-errs; err != nil {
 		return rd, err
 	}
+	rd.gap = x.meanGap()
 	for _, c := range counts {
 		rd.cycles += c
 	}

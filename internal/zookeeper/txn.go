@@ -19,7 +19,10 @@ import (
 //     its node, or deletes again);
 //   - every change of one transaction carries its zxid, so two creates under
 //     one parent (whose czxids are fencing tokens and terms) never share a
-//     transaction.
+//     transaction. Such siblings go in transactions of their own sent at once
+//     with it (pipelined, up to maxTxnGroups a batch), not one round trip later:
+//     on a hot lock every contender's create is under one parent, and the server
+//     then logs them with one fsync.
 
 // txnReq is one caller's ops waiting for a shared transaction.
 type txnReq struct {
@@ -36,12 +39,14 @@ const (
 	// jute.maxbuffer (1 MiB by default).
 	maxTxnOps   = 128
 	maxTxnBytes = 512 << 10
-	// maxTxnFlushes bounds the shared transactions under way at once.
+	// maxTxnFlushes bounds the batches under way at once, and maxTxnGroups the
+	// transactions of one batch.
 	maxTxnFlushes = 2
+	maxTxnGroups  = 8
 )
 
 func newTxnWriter(ep *Epoch) *GroupCommit[*txnReq] {
-	return &GroupCommit[*txnReq]{MaxFlushes: maxTxnFlushes, Take: takeTxn, Send: ep.sendTxn, Owner: ep.s}
+	return &GroupCommit[*txnReq]{MaxFlushes: maxTxnFlushes, Take: takeTxns, Send: ep.sendTxns, Owner: ep.s}
 }
 
 // SharedMulti applies ops, all or none, possibly in one transaction with other
@@ -90,6 +95,29 @@ func takeTxn(pending []*txnReq) int {
 		size += r.bytes
 	}
 	return n
+}
+
+// takeTxns takes pending requests, in order, for up to maxTxnGroups
+// transactions (each as takeTxn cuts it).
+func takeTxns(pending []*txnReq) int {
+	n := 0
+	for g := 0; g < maxTxnGroups && n < len(pending); g++ {
+		n += takeTxn(pending[n:])
+	}
+	return n
+}
+
+// sendTxns cuts a batch into transactions (takeTxn) and sends them at once,
+// pipelined on the connection.
+func (ep *Epoch) sendTxns(batch []*txnReq) {
+	var sends []func() error
+	for len(batch) > 0 {
+		n := takeTxn(batch)
+		group := batch[:n:n]
+		batch = batch[n:]
+		sends = append(sends, func() error { ep.sendTxn(group); return nil })
+	}
+	_ = Parallel(sends...)
 }
 
 // sendTxn sends one shared transaction and answers its requests.
