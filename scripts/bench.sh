@@ -60,10 +60,15 @@ go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
 SIDECAR_PID="" ETCD_PID=""
+# cleanup stops every server of this run (never failing half-way: errexit is
+# off here, since a killed server's wait status is not 0).
 cleanup() {
-	[ -n "$SIDECAR_PID" ] && kill "$SIDECAR_PID" 2>/dev/null && wait "$SIDECAR_PID" 2>/dev/null
-	[ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
-	scripts/zookeeper.sh stop "$DIR/zk" >/dev/null || true
+	set +e
+	for pid in $SIDECAR_PID $ETCD_PID; do
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	scripts/zookeeper.sh stop "$DIR/zk" >/dev/null
 	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench.sh: logs kept in $DIR" >&2; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
