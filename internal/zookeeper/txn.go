@@ -178,9 +178,7 @@ func refused(res []OpResult, ops int) bool {
 // be read) is ErrUnavailable or ErrSessionLost: the ops may have been applied,
 // and callers recover as from a lost answer.
 func (ep *Epoch) sendOps(ops []Op) ([]OpResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
-	defer cancel()
-	res, err := ep.Multi(ctx, ops...)
+	res, err := ep.Multi(context.Background(), ops...) // bounded by OpTimeout
 	switch {
 	case err == nil && len(res) != len(ops):
 		err = fmt.Errorf("%w: a transaction of %d ops answered with %d results", ErrUnavailable, len(ops), len(res))
