@@ -41,6 +41,7 @@ type options struct {
 	round, warmup     time.Duration
 	zkWarmup          time.Duration
 	sessions          int
+	fifo              time.Duration
 }
 
 // row is one line of the table: workers on their own locks, or on one hot lock.
@@ -83,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
 	fs.IntVar(&o.sessions, "sessions", 4, "ZooKeeper sessions of the in-process engine")
+	fs.DurationVar(&o.fifo, "fifo", 3*time.Second, "length of each FIFO-cost measurement after the rows (0: none)")
 	fs.DurationVar(&o.zkWarmup, "zk-warmup", 60*time.Second, "longest warm-up of ZooKeeper's JIT before the rows (c16 and hot rounds until its compiler threads are idle)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -144,6 +146,20 @@ func run(ctx context.Context, o *options) error {
 		fmt.Fprintf(os.Stderr, "coord-bench: %s done (load average %s)\n", r.name, loadavg())
 	}
 	printReport(os.Stdout, o, results, started)
+	if o.fifo > 0 {
+		fmt.Println()
+		fmt.Println("What one session's FIFO order costs a read: ZooKeeper answers a session's requests in order, so a read waits behind that session's writes. An exists on the session whose writers create and delete (as the sidecar's contenders do on its one session) against the same exists on another session, at once:")
+		fmt.Println()
+		fmt.Println("| writers | writes/s | exists behind the writes, p50 / p99 µs | exists on another session, p50 / p99 µs |")
+		fmt.Println("|---:|---:|---|---|")
+		for _, writers := range []int{1, 16} {
+			line, err := fifoCost(o.zk, writers, o.fifo)
+			if err != nil {
+				return fmt.Errorf("fifo: %w", err)
+			}
+			fmt.Println(line)
+		}
+	}
 	return nil
 }
 
