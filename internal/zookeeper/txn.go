@@ -23,9 +23,9 @@ import (
 //     with it (pipelined, up to maxTxnGroups a batch), not one round trip later:
 //     on a hot lock every contender's create is under one parent, and the server
 //     then logs them with one fsync. Siblings that waited for the same batch
-//     (they arrived within one round trip of each other, concurrently) may then
-//     get their sequence numbers in either order; one that arrived after a
-//     batch left still comes after everything in it.
+//     (they arrived concurrently, within one round trip of each other) may then
+//     get their sequence numbers in either order, as requests of two batches
+//     under way at once could already.
 
 // txnReq is one caller's ops waiting for a shared transaction.
 type txnReq struct {
