@@ -56,10 +56,15 @@ npm-tools:
 	scripts/deps.sh test
 	scripts/npm-ci.sh tools examples/node
 
-# Benchmarks side by side in one run; see docs/BENCHMARKS.md.
+# Benchmarks side by side in one run; see docs/BENCHMARKS.md. First the locks as
+# users run them (scripts/bench.sh: ZooKeeper and etcd with fsync on, the sidecar
+# and the load each in a process of its own; about 4 minutes), then the go test
+# benchmarks (ZooKeeper with forceSync=no, the load in the sidecar's process;
+# BENCH_GO narrows them, e.g. BENCH_GO='Lock(Cycles|Handoff)').
+BENCH_GO ?= .
 bench:
-	scripts/zookeeper.sh install
-	$(GO) test -run '^$$' -bench . -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
+	scripts/bench.sh
+	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
 
 # Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper
 # in COORD_ZK when set, else on one of its own (free port, stopped at the end).

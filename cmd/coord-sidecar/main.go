@@ -50,6 +50,7 @@ func main() {
 			os.Exit(0)
 		}
 	}
+	startPprof(os.Getenv)
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -60,14 +60,18 @@ func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T
 	if !ep.Connected() {
 		return zero, fmt.Errorf("session not connected: %w", ErrUnavailable)
 	}
-	deadline := time.Now().Add(ep.s.cfg.OpTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	// The budget is compared, not a deadline read back later: with OpTimeout
+	// equal to the session timeout (the default), that would be a few µs short
+	// and send every call through callBy's goroutine.
+	budget := ep.s.cfg.OpTimeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
 	}
+	deadline := time.Now().Add(budget)
 	sent := time.Now()
 	var v T
 	var err error
-	if time.Until(deadline) >= ep.SessionTimeout() {
+	if budget >= ep.SessionTimeout() {
 		v, err = f(ep.conn)
 	} else {
 		v, err = callBy(ep, deadline, f)

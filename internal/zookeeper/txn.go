@@ -19,7 +19,13 @@ import (
 //     its node, or deletes again);
 //   - every change of one transaction carries its zxid, so two creates under
 //     one parent (whose czxids are fencing tokens and terms) never share a
-//     transaction.
+//     transaction. Such siblings go in transactions of their own sent at once
+//     with it (pipelined, up to maxTxnGroups a batch), not one round trip later:
+//     on a hot lock every contender's create is under one parent, and the server
+//     then logs them with one fsync. Siblings that waited for the same batch
+//     (they arrived concurrently, within one round trip of each other) may then
+//     get their sequence numbers in either order, as requests of two batches
+//     under way at once could already.
 
 // txnReq is one caller's ops waiting for a shared transaction.
 type txnReq struct {
@@ -36,12 +42,14 @@ const (
 	// jute.maxbuffer (1 MiB by default).
 	maxTxnOps   = 128
 	maxTxnBytes = 512 << 10
-	// maxTxnFlushes bounds the shared transactions under way at once.
+	// maxTxnFlushes bounds the batches under way at once, and maxTxnGroups the
+	// transactions of one batch.
 	maxTxnFlushes = 2
+	maxTxnGroups  = 8
 )
 
 func newTxnWriter(ep *Epoch) *GroupCommit[*txnReq] {
-	return &GroupCommit[*txnReq]{MaxFlushes: maxTxnFlushes, Take: takeTxn, Send: ep.sendTxn, Owner: ep.s}
+	return &GroupCommit[*txnReq]{MaxFlushes: maxTxnFlushes, Take: takeTxns, Send: ep.sendTxns, Owner: ep.s}
 }
 
 // SharedMulti applies ops, all or none, possibly in one transaction with other
@@ -90,6 +98,29 @@ func takeTxn(pending []*txnReq) int {
 		size += r.bytes
 	}
 	return n
+}
+
+// takeTxns takes pending requests, in order, for up to maxTxnGroups
+// transactions (each as takeTxn cuts it).
+func takeTxns(pending []*txnReq) int {
+	n := 0
+	for g := 0; g < maxTxnGroups && n < len(pending); g++ {
+		n += takeTxn(pending[n:])
+	}
+	return n
+}
+
+// sendTxns cuts a batch into transactions (takeTxn) and sends them at once,
+// pipelined on the connection.
+func (ep *Epoch) sendTxns(batch []*txnReq) {
+	var sends []func() error
+	for len(batch) > 0 {
+		n := takeTxn(batch)
+		group := batch[:n:n]
+		batch = batch[n:]
+		sends = append(sends, func() error { ep.sendTxn(group); return nil })
+	}
+	_ = Parallel(sends...)
 }
 
 // sendTxn sends one shared transaction and answers its requests.
@@ -150,9 +181,7 @@ func refused(res []OpResult, ops int) bool {
 // be read) is ErrUnavailable or ErrSessionLost: the ops may have been applied,
 // and callers recover as from a lost answer.
 func (ep *Epoch) sendOps(ops []Op) ([]OpResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
-	defer cancel()
-	res, err := ep.Multi(ctx, ops...)
+	res, err := ep.Multi(context.Background(), ops...) // bounded by OpTimeout
 	switch {
 	case err == nil && len(res) != len(ops):
 		err = fmt.Errorf("%w: a transaction of %d ops answered with %d results", ErrUnavailable, len(ops), len(res))

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// engine is one column: it makes the workers of a row.
+type engine interface {
+	name() string
+	// workers returns one cycle function per worker of r (an acquire then a
+	// release, checked on x when r is hot) and what ends them.
+	workers(ctx context.Context, r row, x *exclusion) ([]func(ctx context.Context) error, func(), error)
+	close()
+}
+
+func newEngine(ctx context.Context, name string, o *options) (engine, error) {
+	switch name {
+	case "sidecar":
+		return &sidecarEngine{base: o.sidecar + "/v1/locks/", client: newHTTPClient()}, nil
+	case "inprocess":
+		return newInprocess(o.zk, o.sessions)
+	default:
+		return &etcdEngine{base: o.etcd, client: newHTTPClient()}, nil
+	}
+}
+
+// lockName is the lock of worker w in row r.
+func lockName(r row, w int) string {
+	if r.hot {
+		return "bench-hot"
+	}
+	return "bench-" + strconv.Itoa(w)
+}
+
+// newHTTPClient keeps a connection per worker alive (keep-alive, never re-dialled).
+func newHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: tr}
+}
+
+// sidecarEngine: one implicit lease per acquisition, as a shell script with curl
+// does it.
+type sidecarEngine struct {
+	base   string
+	client *http.Client
+}
+
+func (e *sidecarEngine) name() string { return "sidecar" }
+func (e *sidecarEngine) close()       { e.client.CloseIdleConnections() }
+
+func (e *sidecarEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+	fns := make([]func(context.Context) error, r.workers)
+	for w := range fns {
+		u := e.base + lockName(r, w)
+		acquire, release := u+"?wait=30s", u+"?lease="
+		fns[w] = func(ctx context.Context) error {
+			var grant struct {
+				Lease        string `json:"lease"`
+				FencingToken int64  `json:"fencingToken"`
+			}
+			if err := send(ctx, e.client, http.MethodPost, acquire, nil, http.StatusCreated, &grant); err != nil {
+				return err
+			}
+			err := x.enter(grant.FencingToken)
+			x.leave()
+			if rerr := send(ctx, e.client, http.MethodDelete, release+url.QueryEscape(grant.Lease), nil, http.StatusNoContent, nil); err == nil {
+				err = rerr
+			}
+			return err
+		}
+	}
+	return fns, func() {}, nil
+}
+
+// send makes one request and decodes a JSON answer into out (when not nil); the
+// body is read to its end so that the connection is reused.
+func send(ctx context.Context, c *http.Client, method, u string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d, want %d: %s", method, u, resp.StatusCode, want, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: bad JSON %q: %w", method, u, raw, err)
+		}
+	}
+	return nil
+}
+
+// inprocessEngine: go-zookeeper's lock recipe in this process, worker w on
+// session w mod n.
+type inprocessEngine struct {
+	conns []*zk.Conn
+	root  string
+}
+
+func newInprocess(server string, sessions int) (*inprocessEngine, error) {
+	e := &inprocessEngine{root: "/coord-bench-inprocess"}
+	for range sessions {
+		conn, events, err := zk.Connect([]string{server}, 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.conns = append(e.conns, conn)
+		if err := awaitConnected(events); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func awaitConnected(events <-chan zk.Event) error {
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("no ZooKeeper session within 10s")
+		}
+	}
+}
+
+func (e *inprocessEngine) name() string { return "inprocess" }
+
+func (e *inprocessEngine) close() {
+	for _, c := range e.conns {
+		c.Close()
+	}
+}
+
+func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+	fns := make([]func(context.Context) error, r.workers)
+	for w := range fns {
+		l := zk.NewLock(e.conns[w%len(e.conns)], e.root+"/"+lockName(r, w), zk.WorldACL(zk.PermAll))
+		fns[w] = func(context.Context) error {
+			if err := l.Lock(); err != nil {
+				return fmt.Errorf("lock: %w", err)
+			}
+			err := x.enter(0)
+			x.leave()
+			if uerr := l.Unlock(); uerr != nil && err == nil {
+				err = fmt.Errorf("unlock: %w", uerr)
+			}
+			return err
+		}
+	}
+	return fns, func() {}, nil
+}
+
+// etcdEngine: etcd's v3 lock over its HTTP gateway; each worker grants itself a
+// lease once per round (not timed per cycle) and locks with it.
+type etcdEngine struct {
+	base   string
+	client *http.Client
+}
+
+func (e *etcdEngine) name() string { return "etcd" }
+func (e *etcdEngine) close()       { e.client.CloseIdleConnections() }
+
+func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+	fns := make([]func(context.Context) error, r.workers)
+	leases := make([]string, r.workers)
+	revoke := func() {
+		bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, id := range leases {
+			if id != "" {
+				_ = send(bg, e.client, http.MethodPost, e.base+"/v3/lease/revoke", map[string]string{"ID": id}, http.StatusOK, nil)
+			}
+		}
+	}
+	for w := range fns {
+		var lease struct{ ID string }
+		if err := send(ctx, e.client, http.MethodPost, e.base+"/v3/lease/grant", map[string]int{"TTL": 120}, http.StatusOK, &lease); err != nil {
+			revoke()
+			return nil, nil, err
+		}
+		leases[w] = lease.ID
+		name := base64.StdEncoding.EncodeToString([]byte(lockName(r, w)))
+		lockBody := map[string]string{"name": name, "lease": lease.ID}
+		fns[w] = func(ctx context.Context) error {
+			var held struct {
+				Key string `json:"key"`
+			}
+			if err := send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/lock", lockBody, http.StatusOK, &held); err != nil {
+				return err
+			}
+			if held.Key == "" {
+				return fmt.Errorf("lock: answer without a key")
+			}
+			err := x.enter(0)
+			x.leave()
+			if uerr := send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/unlock", map[string]string{"key": held.Key}, http.StatusOK, nil); err == nil {
+				err = uerr
+			}
+			return err
+		}
+	}
+	return fns, revoke, nil
+}
+
+// exclusion checks, for the holders of one lock, that no two hold it at once and,
+// when tokens are given (> 0), that fencing tokens strictly increase. A nil
+// *exclusion checks nothing.
+type exclusion struct {
+	holders   atomic.Int32
+	lastToken atomic.Int64 // written only by the holder
+	// left is when the last holder let go (UnixNano); gaps and gapSum count the
+	// handoffs and their time from one holder's let-go to the next one's grant.
+	left, gaps, gapSum atomic.Int64
+}
+
+func (x *exclusion) enter(token int64) error {
+	if x == nil {
+		return nil
+	}
+	if n := x.holders.Add(1); n != 1 {
+		return fmt.Errorf("%d holders at once", n)
+	}
+	if token > 0 {
+		if last := x.lastToken.Load(); token <= last {
+			return fmt.Errorf("fencing token %d after %d", token, last)
+		}
+		x.lastToken.Store(token)
+	}
+	if left := x.left.Load(); left > 0 {
+		x.gaps.Add(1)
+		x.gapSum.Add(time.Now().UnixNano() - left)
+	}
+	return nil
+}
+
+func (x *exclusion) leave() {
+	if x != nil {
+		x.left.Store(time.Now().UnixNano())
+		x.holders.Add(-1)
+	}
+}
+
+// meanGap is the mean handoff time (0 when nothing was handed over).
+func (x *exclusion) meanGap() time.Duration {
+	if x == nil || x.gaps.Load() == 0 {
+		return 0
+	}
+	return time.Duration(x.gapSum.Load() / x.gaps.Load())
+}

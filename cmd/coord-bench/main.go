@@ -1,0 +1,242 @@
+// Command coord-bench is the load generator of `make bench` (scripts/bench.sh):
+// it measures lock acquire+release cycles, from a process of its own, on three
+// engines side by side in one run:
+//
+//   - sidecar: a running coord-sidecar over HTTP (POST /v1/locks/NAME?wait=30s,
+//     then DELETE /v1/locks/NAME?lease=..., as curl would);
+//   - inprocess: go-zookeeper's zk.Lock in this process, workers spread over
+//     -sessions ZooKeeper sessions;
+//   - etcd: etcd's v3 lock API over its HTTP gateway (POST /v3/lock/lock with a
+//     lease each worker granted once, then POST /v3/lock/unlock).
+//
+// Rows: c1, c16 and c64 (N workers, each on a lock of its own) and hot (16
+// workers on one lock). Every engine gets a warm-up, then -rounds rounds of
+// -round each, the engines' order rotating from round to round; a row reports
+// each engine's median round and the ratios of the medians. Alongside, for each
+// row and engine: CPU per cycle in each process (/proc/PID/stat) and
+// ZooKeeper's requests and fsyncs per cycle (its mntr counters).
+//
+// The output is markdown that pastes into docs/BENCHMARKS.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type options struct {
+	sidecar, zk, etcd string
+	pids              map[string]int
+	rows              []row
+	engines           []string
+	rounds            int
+	round, warmup     time.Duration
+	zkWarmup          time.Duration
+	sessions          int
+	fifo              time.Duration
+}
+
+// row is one line of the table: workers on their own locks, or on one hot lock.
+type row struct {
+	name    string
+	workers int
+	hot     bool
+}
+
+var allRows = map[string]row{
+	"c1":  {name: "c1", workers: 1},
+	"c16": {name: "c16 (distinct locks)", workers: 16},
+	"c64": {name: "c64 (distinct locks)", workers: 64},
+	"hot": {name: "hot lock, 16 waiters", workers: 16, hot: true},
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coord-bench:", err)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "coord-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*options, error) {
+	fs := flag.NewFlagSet("coord-bench", flag.ContinueOnError)
+	o := &options{pids: map[string]int{}}
+	var pids, rows, engines string
+	fs.StringVar(&o.sidecar, "sidecar", "http://127.0.0.1:8080", "the sidecar's base URL")
+	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper server (host:port) the sidecar uses")
+	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
+	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,zookeeper=PID,etcd=PID")
+	fs.StringVar(&rows, "rows", "c1,c16,c64,hot", "rows, in order: c1, c16, c64, hot")
+	fs.StringVar(&engines, "engines", "sidecar,inprocess,etcd", "engines, comma-separated")
+	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
+	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
+	fs.IntVar(&o.sessions, "sessions", 4, "ZooKeeper sessions of the in-process engine")
+	fs.DurationVar(&o.fifo, "fifo", 3*time.Second, "length of each FIFO-cost measurement after the rows (0: none)")
+	fs.DurationVar(&o.zkWarmup, "zk-warmup", 60*time.Second, "longest warm-up of ZooKeeper's JIT before the rows (c16 and hot rounds until its compiler threads are idle)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, kv := range strings.Split(pids, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			pid, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("-pids %q: %w", kv, err)
+			}
+			o.pids[k] = pid
+		}
+	}
+	for _, r := range strings.Split(rows, ",") {
+		rw, ok := allRows[r]
+		if !ok {
+			return nil, fmt.Errorf("unknown row %q", r)
+		}
+		o.rows = append(o.rows, rw)
+	}
+	for _, e := range strings.Split(engines, ",") {
+		if e == "etcd" && o.etcd == "" {
+			continue
+		}
+		if !slices.Contains([]string{"sidecar", "inprocess", "etcd"}, e) {
+			return nil, fmt.Errorf("unknown engine %q", e)
+		}
+		o.engines = append(o.engines, e)
+	}
+	if o.rounds < 1 || o.sessions < 1 {
+		return nil, fmt.Errorf("-rounds and -sessions must be at least 1")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, o *options) error {
+	started := time.Now()
+	engines := make([]engine, 0, len(o.engines))
+	for _, name := range o.engines {
+		e, err := newEngine(ctx, name, o)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		defer e.close()
+		engines = append(engines, e)
+	}
+	if err := warmZooKeeper(ctx, o, engines); err != nil {
+		return err
+	}
+	fmt.Printf("coord-bench: %d rounds of %s per engine and row after a %s warm-up; load average at start: %s\n\n",
+		o.rounds, o.round, o.warmup, loadavg())
+	var results []rowResult
+	for _, r := range o.rows {
+		res, err := measureRow(ctx, o, r, engines)
+		if err != nil {
+			return fmt.Errorf("row %s: %w", r.name, err)
+		}
+		results = append(results, res)
+		fmt.Fprintf(os.Stderr, "coord-bench: %s done (load average %s)\n", r.name, loadavg())
+	}
+	printReport(os.Stdout, o, results, started)
+	if o.fifo > 0 {
+		fmt.Println()
+		fmt.Println("What one session's FIFO order costs a read: ZooKeeper answers a session's requests in order, so a read waits behind that session's writes. An exists on the session whose writers create and delete (as the sidecar's contenders do on its one session) against the same exists on another session, at once:")
+		fmt.Println()
+		fmt.Println("| writers | writes/s | exists behind the writes, p50 / p99 µs | exists on another session, p50 / p99 µs |")
+		fmt.Println("|---:|---:|---|---|")
+		for _, writers := range []int{1, 16} {
+			line, err := fifoCost(o.zk, writers, o.fifo)
+			if err != nil {
+				return fmt.Errorf("fifo: %w", err)
+			}
+			fmt.Println(line)
+		}
+	}
+	return nil
+}
+
+// measureRow runs a row: a warm-up per engine, then the rounds, the engines'
+// order rotating so that no engine always runs first.
+func measureRow(ctx context.Context, o *options, r row, engines []engine) (rowResult, error) {
+	res := rowResult{row: r, rounds: map[string][]round{}}
+	for _, e := range engines {
+		if _, err := runRound(ctx, o, e, r, o.warmup); err != nil {
+			return res, fmt.Errorf("%s warm-up: %w", e.name(), err)
+		}
+	}
+	for i := range o.rounds {
+		for j := range engines {
+			e := engines[(i+j)%len(engines)]
+			rd, err := runRound(ctx, o, e, r, o.round)
+			if err != nil {
+				return res, fmt.Errorf("%s round %d: %w", e.name(), i+1, err)
+			}
+			res.rounds[e.name()] = append(res.rounds[e.name()], rd)
+		}
+	}
+	return res, nil
+}
+
+// warmZooKeeper runs 2 s rounds of the c16 and hot rows on the ZooKeeper
+// engines until ZooKeeper's JIT compiler threads used under 2 % of a round's
+// time, or o.zkWarmup passed: measured before that, ZooKeeper's first rows would
+// be slow for whichever engine ran first.
+func warmZooKeeper(ctx context.Context, o *options, engines []engine) error {
+	pid, ok := o.pids["zookeeper"]
+	if !ok || o.zkWarmup <= 0 {
+		return nil
+	}
+	start := time.Now()
+	for i := 0; time.Since(start) < o.zkWarmup; i++ {
+		e := engines[i%len(engines)]
+		if e.name() == "etcd" {
+			continue
+		}
+		r := allRows[[]string{"c16", "hot"}[i/len(engines)%2]]
+		jit0 := jitCPU(pid)
+		if _, err := runRound(ctx, o, e, r, 2*time.Second); err != nil {
+			return fmt.Errorf("warm-up %s: %w", e.name(), err)
+		}
+		if jit := jitCPU(pid) - jit0; i >= 2*len(engines) && jit < 40*time.Millisecond {
+			break
+		}
+	}
+	fmt.Fprintf(os.Stderr, "coord-bench: ZooKeeper warmed up in %s (its JIT threads used %s so far)\n",
+		time.Since(start).Round(time.Second), jitCPU(pid).Round(time.Millisecond))
+	return nil
+}
+
+// loadavg is the first three fields of /proc/loadavg.
+func loadavg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// gitCommit is the short commit of the working tree, "" when unknown.
+func gitCommit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// machine describes where the figures were taken.
+func machine() string {
+	return fmt.Sprintf("%d CPUs, %s, GOMAXPROCS %d", runtime.NumCPU(), runtime.Version(), runtime.GOMAXPROCS(0))
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// rowResult is every engine's rounds of one row.
+type rowResult struct {
+	row    row
+	rounds map[string][]round
+}
+
+// targets are issue 16's ratios, sidecar/in-process and sidecar/etcd (0: none).
+var targets = map[string][2]float64{
+	"c1":                   {0.8, 0},
+	"c16 (distinct locks)": {1.0, 0},
+	"c64 (distinct locks)": {1.2, 2.0},
+	"hot lock, 16 waiters": {2.0, 1.5},
+}
+
+// median is the median round's rate (the mean of the middle two for an even
+// count), 0 without rounds.
+func median(rs []round) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	rates := make([]float64, len(rs))
+	for i, r := range rs {
+		rates[i] = r.rate()
+	}
+	slices.Sort(rates)
+	n := len(rates)
+	if n%2 == 1 {
+		return rates[n/2]
+	}
+	return (rates[n/2-1] + rates[n/2]) / 2
+}
+
+func printReport(w io.Writer, o *options, results []rowResult, started time.Time) {
+	fmt.Fprintf(w, "Run: %s to %s UTC, commit %s, %s; load average at the end %s.\n\n",
+		started.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), gitCommit(), machine(), loadavg())
+	fmt.Fprintf(w, "Acquire+release cycles per second, median of %d rounds of %s (after a %s warm-up); ratios of the medians, target in brackets:\n\n",
+		o.rounds, o.round, o.warmup)
+	has := func(e string) bool { return slices.Contains(o.engines, e) }
+	fmt.Fprintln(w, "| row | sidecar | in-process (zk.Lock, 4 sessions) | etcd 3.4 gateway | sidecar/in-process | sidecar/etcd |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|---|")
+	for _, res := range results {
+		s, in, et := median(res.rounds["sidecar"]), median(res.rounds["inprocess"]), median(res.rounds["etcd"])
+		t := targets[res.row.name]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", res.row.name,
+			rate(s, has("sidecar")), rate(in, has("inprocess")), rate(et, has("etcd")),
+			ratio(s, in, t[0]), ratio(s, et, t[1]))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, res := range results {
+		for _, e := range o.engines {
+			fmt.Fprintln(w, detailRow(res.row.name, e, res.rounds[e], o.pids))
+		}
+	}
+}
+
+func rate(v float64, present bool) string {
+	if !present {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// ratio is a/b with its target, e.g. "**1.23** (≥ 1.2 met)".
+func ratio(a, b, target float64) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	r := a / b
+	s := fmt.Sprintf("**%.2f**", r)
+	switch {
+	case target == 0:
+	case r >= target:
+		s += fmt.Sprintf(" (≥ %.1f met)", target)
+	default:
+		s += fmt.Sprintf(" (≥ %.1f **missed**)", target)
+	}
+	return s
+}
+
+func detailRow(name, engine string, rs []round, pids map[string]int) string {
+	var cycles int64
+	var rates []string
+	cpu := map[string]time.Duration{}
+	var req, fs, fsMs int64
+	var gap time.Duration
+	for _, r := range rs {
+		gap += r.gap / time.Duration(len(rs))
+		cycles += r.cycles
+		rates = append(rates, fmt.Sprintf("%.0f", r.rate()))
+		for k, v := range r.cpu {
+			cpu[k] += v
+		}
+		req += r.zkRequests
+		fs += r.zkFsyncs
+		fsMs += r.zkFsyncMs
+	}
+	per := func(k string) string {
+		if _, ok := pids[k]; !ok && k != "load" || cycles == 0 {
+			return "–"
+		}
+		v := cpu[k]
+		if k == "zookeeper" {
+			v -= cpu["zookeeper-jit"]
+		}
+		return fmt.Sprintf("%.0f", float64(v)/float64(time.Microsecond)/float64(cycles))
+	}
+	perN := func(n int64) string {
+		if cycles == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", float64(n)/float64(cycles))
+	}
+	handoff := "–"
+	if gap > 0 {
+		handoff = fmt.Sprintf("%.0f", float64(gap)/float64(time.Microsecond))
+	}
+	jit := "–"
+	if _, ok := pids["zookeeper"]; ok {
+		jit = fmt.Sprintf("%.0f", float64(cpu["zookeeper-jit"])/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, engine, strings.Join(rates, ", "),
+		per("load"), per("sidecar"), per("zookeeper"), per("etcd"), perN(req), perN(fs), perN(fsMs), handoff, jit)
+}

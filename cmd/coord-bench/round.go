@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// round is what one engine did in one round of a row.
+type round struct {
+	cycles  int64
+	elapsed time.Duration
+	// cpu is the CPU time each process spent in the round ("load" is this one).
+	cpu map[string]time.Duration
+	// zk is the change of ZooKeeper's counters over the round.
+	zkRequests, zkFsyncs, zkFsyncMs int64
+	// gap is the mean time from one holder's let-go to the next one's grant
+	// (hot rows).
+	gap time.Duration
+}
+
+func (r round) rate() float64 { return float64(r.cycles) / r.elapsed.Seconds() }
+
+// runRound runs r's workers on e for d: each loops cycles until d is over and
+// finishes the cycle under way. The first error stops the round.
+func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration) (round, error) {
+	var x *exclusion
+	if r.hot {
+		x = &exclusion{}
+	}
+	fns, done, err := e.workers(ctx, r, x)
+	if err != nil {
+		return round{}, err
+	}
+	defer done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cpu0, zk0 := cpuTimes(o.pids), mntr(o.zk)
+	start := time.Now()
+	deadline := start.Add(d)
+	counts := make([]int64, len(fns))
+	errs := make(chan error, len(fns))
+	var wg sync.WaitGroup
+	for w, fn := range fns {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				if err := fn(ctx); err != nil {
+					errs <- fmt.Errorf("worker %d: %w", w, err)
+					cancel()
+					return
+				}
+				counts[w]++
+			}
+		})
+	}
+	wg.Wait()
+	rd := round{elapsed: time.Since(start), cpu: map[string]time.Duration{}}
+	cpu1, zk1 := cpuTimes(o.pids), mntr(o.zk)
+	close(errs)
+	if err := <-errs; err != nil {
+		return rd, err
+	}
+	rd.gap = x.meanGap()
+	for _, c := range counts {
+		rd.cycles += c
+	}
+	for k, v := range cpu1 {
+		rd.cpu[k] = v - cpu0[k]
+	}
+	rd.zkRequests = zk1["zk_packets_received"] - zk0["zk_packets_received"]
+	rd.zkFsyncs = zk1["zk_cnt_fsynctime"] - zk0["zk_cnt_fsynctime"]
+	rd.zkFsyncMs = zk1["zk_sum_fsynctime"] - zk0["zk_sum_fsynctime"]
+	return rd, nil
+}
+
+// cpuTimes reads the user+system CPU time of this process ("load") and of pids.
+func cpuTimes(pids map[string]int) map[string]time.Duration {
+	m := map[string]time.Duration{"load": procCPU(os.Getpid())}
+	for k, pid := range pids {
+		m[k] = procCPU(pid)
+	}
+	if pid, ok := pids["zookeeper"]; ok {
+		m["zookeeper-jit"] = jitCPU(pid)
+	}
+	return m
+}
+
+// jitCPU is the CPU time of a JVM's JIT compiler threads ("C1 CompilerThre",
+// "C2 CompilerThre"): ZooKeeper compiles its hot paths for many seconds after
+// it starts, and that is not the cost of the requests measured.
+func jitCPU(pid int) time.Duration {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	var sum time.Duration
+	for _, t := range tasks {
+		comm, err := os.ReadFile(dir + t.Name() + "/comm")
+		if err == nil && strings.Contains(string(comm), "CompilerThre") {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				sum += taskCPU(pid, tid)
+			}
+		}
+	}
+	return sum
+}
+
+// taskCPU is one thread's user and system CPU time (0 when unknown).
+func taskCPU(pid, tid int) time.Duration {
+	return statCPU("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+}
+
+// procCPU is a process's user and system CPU time (0 when unknown).
+func procCPU(pid int) time.Duration { return statCPU("/proc/" + strconv.Itoa(pid) + "/stat") }
+
+// statCPU reads utime+stime from a /proc stat file.
+func statCPU(file string) time.Duration {
+	stat, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// mntr reads ZooKeeper's integer counters (the mntr four-letter word); empty
+// when the server does not answer.
+func mntr(server string) map[string]int64 {
+	m := map[string]int64{}
+	conn, err := net.DialTimeout("tcp", server, 2*time.Second)
+	if err != nil {
+		return m
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("mntr")); err != nil {
+		return m
+	}
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "\t")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			m[k] = n
+		}
+	}
+	return m
+}

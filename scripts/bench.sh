@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The lock benchmark as users run the sidecar (docs/BENCHMARKS.md): ZooKeeper
+# with its defaults (fsync on), the sidecar as a process of its own, etcd 3.4
+# (Debian's etcd-server) with its defaults, and the load from a third process,
+# bin/coord-bench, which also runs go-zookeeper's zk.Lock in-process. Every
+# server runs on free ports of 127.0.0.1 with its data in a temporary folder
+# on disk, and is stopped at the end. Prints markdown for docs/BENCHMARKS.md.
+#
+#   scripts/bench.sh [coord-bench flags...]    e.g. -rows c1,hot -rounds 3
+#
+# BENCH_SIDECAR=PATH runs that sidecar binary instead of building this tree's
+# (to compare two commits in one run's conditions); BENCH_PPROF=127.0.0.1:6060 serves the sidecar's Go profiles there meanwhile
+# (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+install_etcd() {
+	command -v etcd >/dev/null && return 0
+	local sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null || { echo "bench.sh: not root and no sudo; cannot install etcd-server" >&2; exit 1; }
+		sudo=sudo
+	fi
+	echo "bench.sh: installing Debian package etcd-server" >&2
+	$sudo apt-get update -qq
+	# The package's service is not wanted (policy-rc.d may refuse it anyway).
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+	command -v etcd >/dev/null || { echo "bench.sh: etcd still missing after install" >&2; exit 1; }
+}
+
+# freeport: a port of 127.0.0.1 that nothing answers on.
+freeport() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# waitfor CMD...: retries CMD for up to 30 s.
+waitfor() {
+	for _ in $(seq 300); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "bench.sh: gave up waiting for: $*" >&2
+	return 1
+}
+
+scripts/zookeeper.sh install
+install_etcd
+SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
+[ -n "${BENCH_SIDECAR:-}" ] || go build -o bin/coord-sidecar ./cmd/coord-sidecar
+go build -o bin/coord-bench ./cmd/coord-bench
+
+DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
+SIDECAR_PID="" ETCD_PID=""
+# cleanup stops every server of this run (never failing half-way: errexit is
+# off here, since a killed server's wait status is not 0).
+cleanup() {
+	set +e
+	for pid in $SIDECAR_PID $ETCD_PID; do
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	scripts/zookeeper.sh stop "$DIR/zk" >/dev/null
+	if [ -n "${BENCH_KEEP:-}" ]; then echo "bench.sh: logs kept in $DIR" >&2; else rm -rf "$DIR"; fi
+}
+trap cleanup EXIT
+
+ZK_PORT="$(freeport)"
+scripts/zookeeper.sh start "$DIR/zk" "$ZK_PORT" >&2
+ZK_PID="$(cat "$DIR/zk/zookeeper.pid")"
+
+ETCD_PORT="$(freeport)" ETCD_PEER="$(freeport)"
+etcd --name bench --data-dir "$DIR/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+	--listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+	--initial-cluster "bench=http://127.0.0.1:$ETCD_PEER" >"$DIR/etcd.log" 2>&1 &
+ETCD_PID=$!
+waitfor curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+SC_PORT="$(freeport)"
+COORD_PPROF="${BENCH_PPROF:-}" "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$SC_PORT" \
+	--zk-root /coord-bench >"$DIR/sidecar.log" 2>&1 &
+SIDECAR_PID=$!
+waitfor curl -sf "http://127.0.0.1:$SC_PORT/readyz"
+
+echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT" >&2
+bin/coord-bench -sidecar "http://127.0.0.1:$SC_PORT" -zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
+	-pids "sidecar=$SIDECAR_PID,zookeeper=$ZK_PID,etcd=$ETCD_PID" "$@"
