@@ -56,13 +56,16 @@ lease=$(sed -n 's/.*"lease":"\([^"]*\)".*/\1/p' <<<"$grant")
 echo "token $token"
 
 # 3. (on every way out) Stop the keepalive loop and the work, release the lock.
-#    Once, and only by this shell: a background job killed just after it was
-#    forked may still run the traps it inherited before bash resets them.
+#    Once, and only by this shell. The keepalive loop gets SIGKILL, not SIGTERM:
+#    a background shell signalled just after its fork still runs the traps it
+#    inherited (ours: exit, then this release) before bash resets them, and with
+#    a quick command the loop is only microseconds old when we get here.
 released=""
 release() {
 	[ "$BASHPID" = "$$" ] && [ -z "$released" ] || return 0
 	released=1
-	kill "$keepalive" "$work" 2>/dev/null || true
+	[ -z "$keepalive" ] || kill -KILL "$keepalive" 2>/dev/null || true
+	[ -z "$work" ] || kill "$work" 2>/dev/null || true
 	curl "${via[@]}" -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
 }
 keepalive="" work=""
