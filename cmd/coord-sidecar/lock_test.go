@@ -117,6 +117,31 @@ func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
 }
 
+// Revoking a lease that is waiting for a lock answers once its waiter's node is
+// gone: a DELETE /v1/leases/{id} 204 means nothing of the lease is left.
+func TestRevokedLeaseLeavesNoWaiter(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder&ttl=60s")
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	waited := make(chan *response, 1)
+	go func() {
+		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter&lease="+lease, nil)
+		waited <- r
+	}()
+	testutil.Eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	if n := len(lockNodes(t, conn, root, "job")); n != 1 {
+		t.Fatalf("right after the revoke: %d lock nodes, want the holder's alone", n)
+	}
+	if r := <-waited; r == nil || r.Status < 400 || r.Status >= 500 {
+		t.Fatalf("the waiter's answer: %+v, want a 4xx", r)
+	}
+}
+
 // A lease that is not kept alive frees its lock within its TTL.
 func TestUnrenewedLeaseFreesLockWithinTTL(t *testing.T) {
 	zkc := zktest.Shared(t)

@@ -3,6 +3,7 @@ package kit
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
@@ -25,6 +26,16 @@ type Holding interface {
 type held struct {
 	v       Holding
 	pending bool
+	// settled closes once a pending acquisition has granted or unwound (its
+	// nodes are gone or the lease's); settle closes it, once.
+	settled chan struct{}
+	settle  func()
+}
+
+// newPending is the reservation of an acquisition under way.
+func newPending() *held {
+	ch := make(chan struct{})
+	return &held{pending: true, settled: ch, settle: sync.OnceFunc(func() { close(ch) })}
 }
 
 // Acquire is the hold protocol every recipe shares:
@@ -42,29 +53,28 @@ type held struct {
 //     lease ends; when the lease ended while acquire ran, the holding is
 //     released at once and ErrLeaseEnded returned.
 func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx context.Context, ep *zookeeper.Epoch) (T, error)) (v T, found bool, err error) {
-	if existing, ok, err := l.reserve(h); err != nil || ok {
-		if ok {
-			v, _ = existing.(T)
-		}
-		return v, ok, err
+	existing, pending, err := l.reserve(h)
+	if err != nil || existing != nil {
+		v, _ = existing.(T)
+		return v, existing != nil, err
 	}
 	if l.Implicit {
 		defer l.Pin()()
 	}
 	if err := l.CheckConnected(); err != nil {
-		l.unreserve(h)
+		l.unreserve(h, pending)
 		return v, false, fmt.Errorf("%s %q: %w", h.Kind, h.Name, err)
 	}
 	v, err = acquire(ctx, l.ep)
 	if err != nil {
-		l.unreserve(h)
+		l.unreserve(h, pending)
 		return v, false, err
 	}
-	if err := l.grant(h, v); err != nil {
+	if err := l.grant(h, v, pending); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), l.mgr.s.OpTimeout())
 		_ = v.Release(cctx)
 		cancel()
-		l.unreserve(h)
+		l.unreserve(h, pending)
 		var zero T
 		return zero, false, err
 	}
@@ -112,44 +122,48 @@ func Lookup[T Holding](l *Lease, h Hold) (T, bool) {
 // Take).
 func (l *Lease) Released() { l.released() }
 
-// reserve marks h as being acquired. It returns the existing holding of h (ok ==
-// true), ErrBusy when h is being acquired already, ErrLeaseEnded when the lease
-// ended.
-func (l *Lease) reserve(h Hold) (existing Holding, ok bool, err error) {
+// reserve marks h as being acquired and returns the reservation, or the
+// existing holding of h, or ErrBusy when h is being acquired already, or
+// ErrLeaseEnded when the lease ended.
+func (l *Lease) reserve(h Hold) (existing Holding, pending *held, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return nil, false, fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
+		return nil, nil, fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
 	}
 	if e, found := l.holds[h]; found {
 		if e.pending {
-			return nil, false, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrBusy)
+			return nil, nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrBusy)
 		}
-		return e.v, true, nil
+		return e.v, nil, nil
 	}
-	l.holds[h] = &held{pending: true}
-	return nil, false, nil
+	pending = newPending()
+	l.holds[h] = pending
+	return nil, pending, nil
 }
 
 // grant turns h's reservation into a holding. It fails with ErrLeaseEnded when
 // the lease ended meanwhile.
-func (l *Lease) grant(h Hold, v Holding) error {
+func (l *Lease) grant(h Hold, v Holding, pending *held) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
 	}
 	l.holds[h] = &held{v: v}
+	pending.settle()
 	return nil
 }
 
-// unreserve drops a reservation that was not granted; an implicit lease ends.
-func (l *Lease) unreserve(h Hold) {
+// unreserve drops a reservation that was not granted (its nodes are gone by
+// now); an implicit lease ends.
+func (l *Lease) unreserve(h Hold, pending *held) {
 	l.mu.Lock()
-	if e, ok := l.holds[h]; ok && e.pending {
+	if e, ok := l.holds[h]; ok && e == pending {
 		delete(l.holds, h)
 	}
 	l.mu.Unlock()
+	pending.settle()
 	l.EndImplicit()
 }
 

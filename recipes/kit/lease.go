@@ -242,9 +242,14 @@ func (l *Lease) end(reason error) {
 
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
+	var settling []chan struct{}
 	for _, h := range holds {
 		if h.pending {
-			continue // an acquisition under way notices Ending and cleans up itself
+			// An acquisition under way notices Ending and cleans up itself: wait
+			// for it (within an operation's timeout), so that once the lease has
+			// ended its waiters' nodes are gone too.
+			settling = append(settling, h.settled)
+			continue
 		}
 		wg.Add(1)
 		go func() {
@@ -255,6 +260,14 @@ func (l *Lease) end(reason error) {
 		}()
 	}
 	wg.Wait()
+	bound, cancel := context.WithTimeout(context.Background(), m.s.OpTimeout())
+	defer cancel()
+	for _, ch := range settling {
+		select {
+		case <-ch:
+		case <-bound.Done():
+		}
+	}
 	close(l.done)
 }
 
