@@ -165,3 +165,54 @@ func keys(m map[string]int64) []string {
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
 	return out
 }
+
+// A member whose sidecar loses its ZooKeeper session loses its partitions and is
+// told so: its long-poll answers 503 while the session is cut, its lease's stream
+// reports `lost`, and afterwards the member is gone and the partitions pass to a
+// member on another sidecar with higher tokens.
+func TestPartitionMemberToldOfLostSession(t *testing.T) {
+	zkc := zktest.Shared(t)
+	proxy, cut, other := cutOffPair(t, zkc, "2s")
+	const g = "lost"
+	other.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":4}`)
+	lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	w1 := decodeAs[pMember](t, cut.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&lease="+lease, "").Raw)
+	if len(w1.Owned) != 4 {
+		t.Fatalf("w1 alone: %+v", w1)
+	}
+	before := w1.owned()
+	leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
+	leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+	polled := make(chan *response, 1)
+	go func() {
+		r, _ := cut.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=30s", g, w1.Version), nil)
+		polled <- r
+	}()
+
+	proxy.Cut()
+	select {
+	case r := <-polled:
+		if r == nil || r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("w1's long-poll during the cut: %+v, want 503", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("w1's long-poll was not told of the cut within 10s")
+	}
+	leaseEvents.awaitEvent(t, 20*time.Second, "lost", func(ev timedEvent) bool { return ev.Name == "lost" })
+	proxy.Restore()
+
+	w2 := decodeAs[pMember](t, other.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=60s", "").Raw)
+	testutil.Eventually(t, 10*time.Second, "w2 owns all four", func() bool {
+		w2 = decodeAs[pMember](t, other.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2").Raw)
+		return len(w2.Owned) == 4
+	})
+	for p, tok := range w2.owned() {
+		if tok <= before[p] {
+			t.Fatalf("partition %s: new token %d not above the lost member's %d", p, tok, before[p])
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "w1 is gone", func() bool {
+		r, err := cut.do(context.Background(), http.MethodGet, "/v1/partitions/"+g+"/members/w1", nil)
+		return err == nil && r.Status == http.StatusNotFound
+	})
+}
