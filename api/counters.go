@@ -52,13 +52,8 @@ func (s *Server) SetCounter(ctx context.Context, req SetCounterRequestObject) (S
 
 // ListCounters answers every counter with its value.
 func (s *Server) ListCounters(ctx context.Context, req ListCountersRequestObject) (ListCountersResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListCounters200JSONResponse{Counters: []Counter{}}
-	out.Next, err = s.eachCounter(ctx, p, func(b Counter) { out.Counters = append(out.Counters, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachCounter)
+	return ListCounters200JSONResponse{Counters: items, Next: next}, err
 }
 
 // eachCounter covers the counters that have a node and hold a counter.

@@ -117,13 +117,8 @@ func (t topicStream) VisitStreamGroupResponse(w http.ResponseWriter) error { ret
 
 // ListGroups answers every membership group with its members.
 func (s *Server) ListGroups(ctx context.Context, req ListGroupsRequestObject) (ListGroupsResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListGroups200JSONResponse{Groups: []MembershipGroup{}}
-	out.Next, err = s.eachMembershipGroup(ctx, p, func(b MembershipGroup) { out.Groups = append(out.Groups, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachMembershipGroup)
+	return ListGroups200JSONResponse{Groups: items, Next: next}, err
 }
 
 func (s *Server) eachMembershipGroup(ctx context.Context, p page, fn func(MembershipGroup)) (*string, error) {

@@ -164,13 +164,8 @@ func keyState(v *kv.Value) KeyState {
 
 // ListKeys answers every key with its version and size.
 func (s *Server) ListKeys(ctx context.Context, req ListKeysRequestObject) (ListKeysResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListKeys200JSONResponse{Keys: []KeyInfo{}}
-	out.Next, err = s.eachKey(ctx, p, func(b KeyInfo) { out.Keys = append(out.Keys, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachKey)
+	return ListKeys200JSONResponse{Keys: items, Next: next}, err
 }
 
 // eachKey covers the keys that have a value (one deleted meanwhile is left out).

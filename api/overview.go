@@ -15,68 +15,38 @@ const allTopic = "all"
 
 // ListLocks answers every lock with its holder and waiters.
 func (s *Server) ListLocks(ctx context.Context, req ListLocksRequestObject) (ListLocksResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListLocks200JSONResponse{Locks: []LockState{}}
-	out.Next, err = s.eachLock(ctx, p, func(b LockState) { out.Locks = append(out.Locks, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachLock)
+	return ListLocks200JSONResponse{Locks: items, Next: next}, err
 }
 
 // ListElections answers every election with its leader and candidates.
 func (s *Server) ListElections(ctx context.Context, req ListElectionsRequestObject) (ListElectionsResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListElections200JSONResponse{Elections: []Election{}}
-	out.Next, err = s.eachElection(ctx, p, func(b Election) { out.Elections = append(out.Elections, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachElection)
+	return ListElections200JSONResponse{Elections: items, Next: next}, err
 }
 
 // ListBarriers answers every raised barrier.
 func (s *Server) ListBarriers(ctx context.Context, req ListBarriersRequestObject) (ListBarriersResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListBarriers200JSONResponse{Barriers: []Barrier{}}
-	out.Next, err = s.eachBarrier(ctx, p, func(b Barrier) { out.Barriers = append(out.Barriers, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachBarrier)
+	return ListBarriers200JSONResponse{Barriers: items, Next: next}, err
 }
 
 // ListDoubleBarriers answers every double barrier.
 func (s *Server) ListDoubleBarriers(ctx context.Context, req ListDoubleBarriersRequestObject) (ListDoubleBarriersResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListDoubleBarriers200JSONResponse{DoubleBarriers: []DoubleBarrier{}}
-	out.Next, err = s.eachDoubleBarrier(ctx, p, func(b DoubleBarrier) { out.DoubleBarriers = append(out.DoubleBarriers, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachDoubleBarrier)
+	return ListDoubleBarriers200JSONResponse{DoubleBarriers: items, Next: next}, err
 }
 
 // ListQueues answers every queue with its length and claimed count.
 func (s *Server) ListQueues(ctx context.Context, req ListQueuesRequestObject) (ListQueuesResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListQueues200JSONResponse{Queues: []Queue{}}
-	out.Next, err = s.eachQueue(ctx, p, func(b Queue) { out.Queues = append(out.Queues, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachQueue)
+	return ListQueues200JSONResponse{Queues: items, Next: next}, err
 }
 
 // ListThroughputGroups answers every throughput group with its allocation.
 func (s *Server) ListThroughputGroups(ctx context.Context, req ListThroughputGroupsRequestObject) (ListThroughputGroupsResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListThroughputGroups200JSONResponse{Groups: []ThroughputGroup{}}
-	out.Next, err = s.eachGroup(ctx, p, func(b ThroughputGroup) { out.Groups = append(out.Groups, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachGroup)
+	return ListThroughputGroups200JSONResponse{Groups: items, Next: next}, err
 }
 
 // each lists the names of one kind and calls fn with the body of each one on

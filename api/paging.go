@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"sort"
 	"strings"
 )
@@ -58,3 +59,16 @@ func (p page) candidates(names []string) []string {
 
 // full tells whether a page that has shown n items is complete.
 func (p page) full(n int) bool { return p.limit > 0 && n >= p.limit }
+
+// listOf answers one page of a list: its items, in name order, and its next.
+// each is the kind's walk (eachLock, ...), which leaves out what the request's
+// token may not read.
+func listOf[T any](ctx context.Context, prefix *string, limit *int, after *string, each func(context.Context, page, func(T)) (*string, error)) ([]T, *string, error) {
+	p, err := pageOf(prefix, limit, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	items := []T{}
+	next, err := each(ctx, p, func(b T) { items = append(items, b) })
+	return items, next, err
+}

@@ -87,3 +87,22 @@ func (s *Server) leaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease
 }
 
 func keep(err error) error { return err }
+
+// memberJoin checks a join's group and member names and its weight (default 1,
+// at most max), for the groups whose members carry a weight.
+func memberJoin(group, id string, weight *int, max int64) (int64, error) {
+	if err := name("group", group); err != nil {
+		return 0, err
+	}
+	if err := name("member", id); err != nil {
+		return 0, err
+	}
+	w := int64(1)
+	if weight != nil {
+		w = int64(*weight)
+	}
+	if w < 1 || w > max {
+		return 0, invalidParameter("weight=%d is not between 1 and %d", w, max)
+	}
+	return w, nil
+}

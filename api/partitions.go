@@ -64,18 +64,9 @@ func (s *Server) GetPartitionGroup(ctx context.Context, req GetPartitionGroupReq
 // JoinPartitionGroup enrols a member for a lease (implicit when lease= is absent).
 func (s *Server) JoinPartitionGroup(ctx context.Context, req JoinPartitionGroupRequestObject) (JoinPartitionGroupResponseObject, error) {
 	p := req.Params
-	if err := name("group", req.Group); err != nil {
+	weight, err := memberJoin(req.Group, p.Id, p.Weight, partition.MaxWeight)
+	if err != nil {
 		return nil, err
-	}
-	if err := name("member", p.Id); err != nil {
-		return nil, err
-	}
-	weight := int64(1)
-	if p.Weight != nil {
-		weight = int64(*p.Weight)
-	}
-	if weight < 1 || weight > partition.MaxWeight {
-		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, partition.MaxWeight)
 	}
 	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
@@ -146,13 +137,8 @@ func (t topicStream) VisitStreamPartitionGroupResponse(w http.ResponseWriter) er
 
 // ListPartitionGroups answers every partition group.
 func (s *Server) ListPartitionGroups(ctx context.Context, req ListPartitionGroupsRequestObject) (ListPartitionGroupsResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListPartitionGroups200JSONResponse{Groups: []PartitionGroup{}}
-	out.Next, err = s.eachPartitionGroup(ctx, p, func(b PartitionGroup) { out.Groups = append(out.Groups, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachPartitionGroup)
+	return ListPartitionGroups200JSONResponse{Groups: items, Next: next}, err
 }
 
 func (s *Server) eachPartitionGroup(ctx context.Context, p page, fn func(PartitionGroup)) (*string, error) {

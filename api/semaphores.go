@@ -84,13 +84,8 @@ func (s *Server) ReleasePermit(ctx context.Context, req ReleasePermitRequestObje
 
 // ListSemaphores answers every semaphore with its holders and waiters.
 func (s *Server) ListSemaphores(ctx context.Context, req ListSemaphoresRequestObject) (ListSemaphoresResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListSemaphores200JSONResponse{Semaphores: []Semaphore{}}
-	out.Next, err = s.eachSemaphore(ctx, p, func(b Semaphore) { out.Semaphores = append(out.Semaphores, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachSemaphore)
+	return ListSemaphores200JSONResponse{Semaphores: items, Next: next}, err
 }
 
 func (s *Server) eachSemaphore(ctx context.Context, p page, fn func(Semaphore)) (*string, error) {
@@ -184,13 +179,8 @@ func (s *Server) ReleaseRWLock(ctx context.Context, req ReleaseRWLockRequestObje
 
 // ListRWLocks answers every read/write lock with its holders and waiters.
 func (s *Server) ListRWLocks(ctx context.Context, req ListRWLocksRequestObject) (ListRWLocksResponseObject, error) {
-	p, err := pageOf(req.Params.Prefix, req.Params.Limit, req.Params.After)
-	if err != nil {
-		return nil, err
-	}
-	out := ListRWLocks200JSONResponse{Rwlocks: []RWLock{}}
-	out.Next, err = s.eachRWLock(ctx, p, func(b RWLock) { out.Rwlocks = append(out.Rwlocks, b) })
-	return out, err
+	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachRWLock)
+	return ListRWLocks200JSONResponse{Rwlocks: items, Next: next}, err
 }
 
 func (s *Server) eachRWLock(ctx context.Context, p page, fn func(RWLock)) (*string, error) {

@@ -66,18 +66,9 @@ func (t topicStream) VisitStreamThroughputGroupResponse(w http.ResponseWriter) e
 // JoinThroughputGroup enrols a member for a lease (implicit when lease= is absent).
 func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGroupRequestObject) (JoinThroughputGroupResponseObject, error) {
 	p := req.Params
-	if err := name("group", req.Group); err != nil {
+	weight, err := memberJoin(req.Group, p.Id, p.Weight, throughput.MaxWeight)
+	if err != nil {
 		return nil, err
-	}
-	if err := name("member", p.Id); err != nil {
-		return nil, err
-	}
-	weight := int64(1)
-	if p.Weight != nil {
-		weight = int64(*p.Weight)
-	}
-	if weight < 1 || weight > throughput.MaxWeight {
-		return nil, invalidParameter("weight=%d is not between 1 and %d", weight, throughput.MaxWeight)
 	}
 	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
