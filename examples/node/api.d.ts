@@ -1176,8 +1176,8 @@ export interface paths {
          * @description Events `session` (`{"state"}`), `lock` (a lock's GET body), `leader` (an
          *     election's GET body), `throughput` (a group's GET body), `queue` (a queue's GET
          *     body), `barrier` and `double-barrier` (their GET bodies), `kv` (a key's list item
-         *     `KeyInfo`: version and size, not the value) and `counter` (a counter's GET body), `semaphore` and
-         *     `rwlock` (their GET bodies). A new stream first
+         *     `KeyInfo`: version and size, not the value) and `counter` (a counter's GET body), `semaphore`,
+         *     `rwlock`, `group` and `partitions` (their GET bodies). A new stream first
          *     gets the current state of every entity, then every change. An entity that
          *     disappears gets a last event whose data is `Deleted`. While anyone follows this
          *     stream the sidecar follows the tree with watches (one per kind's directory, and
