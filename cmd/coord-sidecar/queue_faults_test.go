@@ -84,6 +84,7 @@ func TestQueueUnderFaults(t *testing.T) {
 	zkc.Kill(leader)
 	t.Logf("killed ZooKeeper leader node %d after %d takes", leader, q.tookAny.Load())
 	testutil.Eventually(t, 2*time.Minute, "the process sidecar is mid-run", func() bool { return q.procAcked.Load() >= perProducer/3 })
+	q.procKill.Store(true)
 	if err := proc.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,7 @@ type faultyQueue struct {
 	taken     map[string]int
 	tookAny   atomic.Int64
 	procAcked atomic.Int64 // acknowledged by the sidecar process that is killed
+	procKill  atomic.Bool  // set just before that process is killed
 }
 
 // produce enqueues items p<i>-<n> through car; isProc: car is the process that
@@ -129,8 +131,9 @@ func (q *faultyQueue) produce(car *sidecar, i, items int, isProc bool) {
 				q.procAcked.Add(1)
 			}
 		}
-		if err != nil && isProc {
-			return // the process was killed
+		if err != nil && isProc && q.procKill.Load() {
+			return // the process was killed; until then an error (a call cut off
+			// while the ensemble elects a leader) is retried with the next item
 		}
 	}
 }
