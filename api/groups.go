@@ -122,13 +122,7 @@ func (s *Server) ListGroups(ctx context.Context, req ListGroupsRequestObject) (L
 }
 
 func (s *Server) eachMembershipGroup(ctx context.Context, p page, fn func(MembershipGroup)) (*string, error) {
-	return each(ctx, "groups", p, s.opt.Groups.List, func(ctx context.Context, n string) (MembershipGroup, error) {
-		st, err := s.opt.Groups.Inspect(ctx, n)
-		if err != nil {
-			return MembershipGroup{}, err
-		}
-		return groupBody(st), nil
-	}, fn)
+	return each(ctx, "groups", p, s.opt.Groups.List, readVia(s.opt.Groups.Inspect, groupBody), fn)
 }
 
 // followGroup publishes a group's states to its topic (event `group`) from

@@ -48,7 +48,7 @@ func (s *Server) GetLock(ctx context.Context, req GetLockRequestObject) (GetLock
 	if err != nil {
 		return nil, err
 	}
-	return GetLock200JSONResponse{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}, nil
+	return GetLock200JSONResponse(lockBody(st)), nil
 }
 
 // ReleaseLock releases the lock held by lease=.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // The whole picture: the list endpoints, and GET /v1/events, which carries every
@@ -84,11 +87,11 @@ func each[T any](ctx context.Context, kind string, p page, names func(context.Co
 var errSkip = errors.New("not listed")
 
 func (s *Server) eachLock(ctx context.Context, p page, fn func(LockState)) (*string, error) {
-	return each(ctx, "locks", p, s.opt.Locks.List, s.readLock, fn)
+	return each(ctx, "locks", p, s.opt.Locks.List, readVia(s.opt.Locks.Inspect, lockBody), fn)
 }
 
 func (s *Server) eachElection(ctx context.Context, p page, fn func(Election)) (*string, error) {
-	return each(ctx, "elections", p, s.opt.Elections.List, s.readElection, fn)
+	return each(ctx, "elections", p, s.opt.Elections.List, readVia(s.opt.Elections.Inspect, electionBody), fn)
 }
 
 // eachBarrier covers the raised barriers only.
@@ -105,25 +108,26 @@ func (s *Server) eachQueue(ctx context.Context, p page, fn func(Queue)) (*string
 }
 
 func (s *Server) eachGroup(ctx context.Context, p page, fn func(ThroughputGroup)) (*string, error) {
-	return each(ctx, "throughput", p, s.opt.Throughput.List, s.readGroup, fn)
+	return each(ctx, "throughput", p, s.opt.Throughput.List, readVia(s.opt.Throughput.Inspect, throughputBody), fn)
 }
 
 // The reads of one name, shared by the lists and the whole picture (picture.go).
 
-func (s *Server) readLock(ctx context.Context, n string) (LockState, error) {
-	st, err := s.opt.Locks.Inspect(ctx, n)
-	if err != nil {
-		return LockState{}, err
+// readVia is a kind's read of one name: its recipe's Inspect, then the body
+// the API shows.
+func readVia[S, T any](inspect func(context.Context, string) (S, error), body func(S) T) func(context.Context, string) (T, error) {
+	return func(ctx context.Context, n string) (T, error) {
+		st, err := inspect(ctx, n)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return body(st), nil
 	}
-	return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}, nil
 }
 
-func (s *Server) readElection(ctx context.Context, n string) (Election, error) {
-	st, err := s.opt.Elections.Inspect(ctx, n)
-	if err != nil {
-		return Election{}, err
-	}
-	return electionBody(st), nil
+func lockBody(st *recipes.LockState) LockState {
+	return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}
 }
 
 // readBarrier answers errSkip for a barrier that is not raised.
@@ -136,27 +140,15 @@ func (s *Server) readBarrier(ctx context.Context, n string) (Barrier, error) {
 }
 
 func (s *Server) readDoubleBarrier(ctx context.Context, n string) (DoubleBarrier, error) {
-	st, err := s.opt.Barriers.InspectDouble(ctx, n)
-	if err != nil {
-		return DoubleBarrier{}, err
-	}
-	return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}, nil
+	return readVia(s.opt.Barriers.InspectDouble, func(st *recipes.DoubleBarrierState) DoubleBarrier {
+		return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}
+	})(ctx, n)
 }
 
 func (s *Server) readQueue(ctx context.Context, n string) (Queue, error) {
-	st, err := s.opt.Queues.Inspect(ctx, n)
-	if err != nil {
-		return Queue{}, err
-	}
-	return Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
-}
-
-func (s *Server) readGroup(ctx context.Context, n string) (ThroughputGroup, error) {
-	g, err := s.opt.Throughput.Inspect(ctx, n)
-	if err != nil {
-		return ThroughputGroup{}, err
-	}
-	return throughputBody(g), nil
+	return readVia(s.opt.Queues.Inspect, func(st *queue.QueueState) Queue {
+		return Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}
+	})(ctx, n)
 }
 
 // StreamEverything streams every entity's state and the session's.

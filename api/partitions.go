@@ -142,13 +142,7 @@ func (s *Server) ListPartitionGroups(ctx context.Context, req ListPartitionGroup
 }
 
 func (s *Server) eachPartitionGroup(ctx context.Context, p page, fn func(PartitionGroup)) (*string, error) {
-	return each(ctx, "partitions", p, s.opt.Partitions.List, func(ctx context.Context, n string) (PartitionGroup, error) {
-		st, err := s.opt.Partitions.Inspect(ctx, n)
-		if err != nil {
-			return PartitionGroup{}, err
-		}
-		return partitionGroupBody(st), nil
-	}, fn)
+	return each(ctx, "partitions", p, s.opt.Partitions.List, readVia(s.opt.Partitions.Inspect, partitionGroupBody), fn)
 }
 
 // followPartitions publishes a group's states to its topic (event

@@ -55,9 +55,7 @@ type pictureKind struct {
 func (s *Server) pictureKinds() []pictureKind {
 	return []pictureKind{
 		{kind: "lock", event: "lock", dir: "locks", field: "name",
-			follow: followed(s.opt.Locks.Follow, func(st *recipes.LockState) any {
-				return LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}
-			})},
+			follow: followed(s.opt.Locks.Follow, func(st *recipes.LockState) any { return lockBody(st) })},
 		{kind: "election", event: "leader", dir: "elections", field: "name",
 			follow: followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })},
 		{kind: "throughput", event: "throughput", dir: "throughput", field: "group",

@@ -89,13 +89,7 @@ func (s *Server) ListSemaphores(ctx context.Context, req ListSemaphoresRequestOb
 }
 
 func (s *Server) eachSemaphore(ctx context.Context, p page, fn func(Semaphore)) (*string, error) {
-	return each(ctx, "semaphores", p, s.opt.Semaphores.List, func(ctx context.Context, n string) (Semaphore, error) {
-		st, err := s.opt.Semaphores.Inspect(ctx, n)
-		if err != nil {
-			return Semaphore{}, err
-		}
-		return semaphoreBody(st), nil
-	}, fn)
+	return each(ctx, "semaphores", p, s.opt.Semaphores.List, readVia(s.opt.Semaphores.Inspect, semaphoreBody), fn)
 }
 
 func semaphoreBody(st *recipes.SemaphoreState) Semaphore {
@@ -184,13 +178,7 @@ func (s *Server) ListRWLocks(ctx context.Context, req ListRWLocksRequestObject) 
 }
 
 func (s *Server) eachRWLock(ctx context.Context, p page, fn func(RWLock)) (*string, error) {
-	return each(ctx, "rwlocks", p, s.opt.RWLocks.List, func(ctx context.Context, n string) (RWLock, error) {
-		st, err := s.opt.RWLocks.Inspect(ctx, n)
-		if err != nil {
-			return RWLock{}, err
-		}
-		return rwlockBody(st), nil
-	}, fn)
+	return each(ctx, "rwlocks", p, s.opt.RWLocks.List, readVia(s.opt.RWLocks.Inspect, rwlockBody), fn)
 }
 
 func rwlockBody(st *recipes.RWLockState) RWLock {
@@ -229,7 +217,7 @@ func (s *Server) followLock(topic, name string) (stop func()) {
 	}
 	var lastID int64
 	cancel := f.Subscribe(func(st *recipes.LockState) {
-		body := LockState{Name: st.Name, Holder: lockHolder(st.Holder), Waiters: st.Waiters}
+		body := lockBody(st)
 		if data, err := sse.Data(body); err == nil {
 			lastID = max(st.Zxid, lastID+1)
 			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "lock", Data: data})
