@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -52,14 +53,17 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		obs := s.metrics.observers(r.Method, route, code)
 		obs.requests.Inc()
 		obs.duration.Observe(elapsed.Seconds())
-		if s.log.Enabled(r.Context(), slog.LevelInfo) {
-			attrs := []slog.Attr{slog.String("method", r.Method),
+		// The handler itself, not the Logger: the Logger would look up its
+		// caller's program counter for every line, which no handler here uses.
+		if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
+			line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			line.AddAttrs(slog.String("method", r.Method),
 				slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
-				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr)}
+				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
 			if rec.problem != "" {
-				attrs = append(attrs, slog.String("problem", rec.problem))
+				line.AddAttrs(slog.String("problem", rec.problem))
 			}
-			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			_ = h.Handle(r.Context(), line)
 		}
 	})
 }
@@ -157,15 +161,39 @@ func detachSlot(ctx context.Context) func() {
 }
 
 func isLongPoll(r *http.Request) bool {
-	if r.URL.RawQuery == "" {
-		return false
-	}
-	v := r.URL.Query().Get("wait")
+	v := queryValue(r.URL.RawQuery, "wait")
 	if v == "" {
 		return false
 	}
 	d, err := time.ParseDuration(v)
 	return err == nil && d > 0
+}
+
+// queryValue is url.ParseQuery(raw).Get(key) without parsing the whole query
+// into a map: the first value of key, "" when there is none (a pair that does
+// not decode is skipped, as ParseQuery skips it).
+func queryValue(raw, key string) string {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != key {
+			continue
+		}
+		if v, err := url.QueryUnescape(v); err == nil {
+			return v
+		}
+	}
+	return ""
 }
 
 // bodyError keeps a body-size error recognisable, makes a body that did not

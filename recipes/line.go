@@ -63,6 +63,11 @@ type lineWait struct {
 // (every node created later has a higher sequence); when this sidecar lets the
 // predecessor go as the head, the node is the head at once (handoffs).
 func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (linePlace, error) {
+	if c.Alone && c.Czxid != 0 && ep.Connected() {
+		// The head at once (as head() would report it), without the wait's
+		// timer and context.
+		return linePlace{Head: true, Czxid: c.Czxid, Line: []string{path.Base(c.Path)}}, nil
+	}
 	w, done := newLineWait(ctx, ep, c, wait, ending, h)
 	defer done()
 	if c.Alone && c.Czxid != 0 {

@@ -20,6 +20,7 @@ import (
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
@@ -69,6 +70,11 @@ type Config struct {
 	ZKSecurity
 }
 
+// logInterval is the longest a log line waits to be written: lines are written
+// in batches (logwriter), so that a request does not pay a write(2) for its log
+// line before its answer goes out.
+const logInterval = 50 * time.Millisecond
+
 // Main is the program: ParseFlags, Run, Close. End-to-end tests drive it whole.
 type Main struct {
 	Config Config
@@ -86,6 +92,7 @@ type Main struct {
 	served   chan error
 	tokens   *api.Tokens
 	log      *slog.Logger
+	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
 
 	closeOnce sync.Once
@@ -304,13 +311,19 @@ func env(getenv func(string) string, key, def string) string {
 // Run connects to ZooKeeper (in the background: the sidecar serves and reports
 // unavailable until the session is up), binds the listener and serves. It returns
 // once the listener is bound.
-func (m *Main) Run(ctx context.Context) error {
+func (m *Main) Run(ctx context.Context) (err error) {
 	c := m.Config
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
 	}
-	log := slog.New(slog.NewJSONHandler(m.LogOutput, &slog.HandlerOptions{Level: level}))
+	m.logOut = logwriter.New(m.LogOutput, logInterval)
+	defer func() {
+		if err != nil {
+			_ = m.logOut.Close() // what was logged before the failure is out before the caller exits
+		}
+	}()
+	log := slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: level}))
 	m.log = log
 	m.tokens = &api.Tokens{} // none: no authentication
 	if c.hasTokens() {
@@ -418,7 +431,8 @@ func (m *Main) shutdown() error {
 	if m.http == nil {
 		return nil
 	}
-	m.server.Close() // streams and long-polls answer now
+	defer m.logOut.Close() // last, after the session's own lines
+	m.server.Close()       // streams and long-polls answer now
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := m.http.Shutdown(ctx)

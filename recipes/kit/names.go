@@ -4,17 +4,26 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
-	"regexp"
 	"strings"
 )
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // ValidName reports whether s may be used as a lock, election, queue, group,
 // lease or member name: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$. Such a name is one
 // ZooKeeper path segment that is never "." or "..", and never looks like a
 // protected-create node (those start with "_").
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 || !alnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
 
 // CheckName returns an error wrapping ErrInvalidName when s is not ValidName.
 func CheckName(kind, s string) error {
