@@ -3,35 +3,68 @@ package recipes
 import "sync"
 
 // handoffs passes a line's head between waiters of this sidecar without waiting
-// for ZooKeeper. A node that holds the head of its line (a granted lock) and is
-// let go by this sidecar makes its successor the head: every node before it is
-// gone already, and no node can come between them (sequence numbers only grow).
-// So the successor may be told at once, before the delete is applied: until
-// then both nodes are this session's, in front of every other contender, so no
-// other client can be granted meanwhile, and the successor's fencing token (its
-// czxid) is higher. The waiter still watches its predecessor in ZooKeeper, for
-// every other way that node can go.
+// for ZooKeeper, and tells a waiter when the node it waits on, a contender of
+// this sidecar, is deleted here.
+//
+// A node that holds the head of its line (a granted lock) and is let go by this
+// sidecar makes its successor the head: every node before it is gone already,
+// and no node can come between them (sequence numbers only grow). So the
+// successor may be told at once, before the delete is applied: until then both
+// nodes are this session's, in front of every other contender, so no other
+// client can be granted meanwhile, and the successor's fencing token (its czxid)
+// is higher.
+//
+// A node this sidecar made (enter) and has not deleted yet is local: it can only
+// go by this sidecar's own delete (letGo or left, which tell its waiters), by the
+// end of the session (which every waiter watches), or by another client deleting
+// it behind the sidecar's back. A waiter on a local node therefore sets no
+// ZooKeeper watch at first: on a hot lock whose waiters are all here, a handoff
+// costs ZooKeeper the create and the delete, not a watch as well. A waiter still
+// sets its watch after localGrace, so that a node deleted by another client is
+// noticed then.
 type handoffs struct {
 	mu      sync.Mutex
-	waiting map[string][]chan struct{} // predecessor path → its successors' signals
+	local   map[string]struct{}            // this sidecar's contender nodes, until deleted here
+	waiting map[string][]*predecessorWatch // node → waits on it
 }
 
-// await returns a channel closed when node is let go as head by this sidecar,
-// and a function that stops waiting.
-func (h *handoffs) await(node string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
+// predecessorWatch is one wait on a node: handed closes when the node, as the
+// head, is let go; gone closes when it is deleted here otherwise.
+type predecessorWatch struct {
+	handed chan struct{}
+	gone   chan struct{}
+	// local tells whether the node was this sidecar's, not yet deleted, when the
+	// wait began: then handed or gone is sure to close when it is deleted here.
+	local bool
+}
+
+// enter marks node as this sidecar's contender. Every node entered is later
+// ended with letGo or left.
+func (h *handoffs) enter(node string) {
+	h.mu.Lock()
+	if h.local == nil {
+		h.local = map[string]struct{}{}
+	}
+	h.local[node] = struct{}{}
+	h.mu.Unlock()
+}
+
+// await begins a wait on node, and returns a function that ends it.
+func (h *handoffs) await(node string) (*predecessorWatch, func()) {
+	pw := &predecessorWatch{handed: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	if h.waiting == nil {
-		h.waiting = map[string][]chan struct{}{}
+		h.waiting = map[string][]*predecessorWatch{}
 	}
-	h.waiting[node] = append(h.waiting[node], ch)
+	_, pw.local = h.local[node]
+	h.waiting[node] = append(h.waiting[node], pw)
 	h.mu.Unlock()
-	return ch, func() {
+	return pw, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		list := h.waiting[node]
-		for i, c := range list {
-			if c == ch {
+		for i, p := range list {
+			if p == pw {
 				list = append(list[:i], list[i+1:]...)
 				break
 			}
@@ -44,14 +77,29 @@ func (h *handoffs) await(node string) (<-chan struct{}, func()) {
 	}
 }
 
-// letGo tells the successors of node, which held the head of its line, that
-// they are the head. The caller deletes node next.
+// letGo tells the waiters on node, which held the head of its line, that their
+// node is the head. The caller deletes node next.
 func (h *handoffs) letGo(node string) {
+	for _, pw := range h.end(node) {
+		close(pw.handed)
+	}
+}
+
+// left tells the waiters on node that it was deleted here (its delete was
+// answered, or the session is gone), without handing them the head: they look
+// at the line again. After letGo it does nothing.
+func (h *handoffs) left(node string) {
+	for _, pw := range h.end(node) {
+		close(pw.gone)
+	}
+}
+
+// end forgets node and returns the waits on it.
+func (h *handoffs) end(node string) []*predecessorWatch {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.local, node)
 	list := h.waiting[node]
 	delete(h.waiting, node)
-	h.mu.Unlock()
-	for _, ch := range list {
-		close(ch)
-	}
+	return list
 }

@@ -210,22 +210,38 @@ func (w *lineWait) head() (linePlace, error) {
 // errWaitOver when the wait ends first.
 func (w *lineWait) awaitPredecessor(b int) (bool, error) {
 	pred := w.parent + "/" + w.place.Line[b]
-	var handed <-chan struct{}
+	var pw *predecessorWatch
 	if w.handoffs != nil {
 		var stop func()
-		handed, stop = w.handoffs.await(pred)
+		pw, stop = w.handoffs.await(pred)
 		defer stop()
 	}
-	gone, err := w.waitGone(pred, handed)
+	gone, err := w.waitGone(pred, pw)
 	if err != nil || !gone {
 		return false, err
 	}
-	return b == 0 || closed(handed), nil
+	return b == 0 || (pw != nil && closed(pw.handed)), nil
 }
 
-// waitGone watches pred (reading the czxid alongside when not known yet) until
-// it goes or is handed over, and tells whether it went.
-func (w *lineWait) waitGone(pred string, handed <-chan struct{}) (bool, error) {
+// localGrace is how long a waiter on a node of this sidecar relies on being
+// told here (handoffs) before it sets a ZooKeeper watch on it as well.
+const localGrace = time.Second
+
+// waitGone waits until pred goes or is handed over, and tells whether it went.
+// It watches pred in ZooKeeper (reading the czxid alongside when not known yet),
+// at once, or after localGrace when pred is this sidecar's own (see handoffs).
+func (w *lineWait) waitGone(pred string, pw *predecessorWatch) (bool, error) {
+	var handed, left <-chan struct{}
+	if pw != nil {
+		handed, left = pw.handed, pw.gone
+	}
+	if pw != nil && pw.local && w.place.Czxid != 0 {
+		grace := time.NewTimer(localGrace)
+		defer grace.Stop()
+		if gone, done, err := w.waitFor(nil, handed, left, grace.C); done {
+			return gone, err
+		}
+	}
 	var exists bool
 	var watch <-chan zookeeper.Event
 	watchPred := func() error {
@@ -242,19 +258,31 @@ func (w *lineWait) waitGone(pred string, handed <-chan struct{}) (bool, error) {
 	if err != nil || !exists {
 		return !exists, err
 	}
+	gone, _, err := w.waitFor(watch, handed, left, nil)
+	return gone, err
+}
+
+// waitFor waits for the first of: pred's watch firing (gone when deleted), pred
+// handed over or left here (gone), the caller's wait, context or lease ending,
+// the session lost (errors), or more (done false: nothing happened).
+func (w *lineWait) waitFor(watch <-chan zookeeper.Event, handed, left <-chan struct{}, more <-chan time.Time) (gone, done bool, err error) {
 	select {
 	case ev := <-watch:
-		return ev.Type == zookeeper.EventNodeDeleted, nil
+		return ev.Type == zookeeper.EventNodeDeleted, true, nil
 	case <-handed:
-		return true, nil
+		return true, true, nil
+	case <-left:
+		return true, true, nil
+	case <-more:
+		return false, false, nil
 	case <-w.deadline:
-		return false, errWaitOver
+		return false, true, errWaitOver
 	case <-w.ctx.Done():
-		return false, w.ctx.Err()
+		return false, true, w.ctx.Err()
 	case <-w.ending:
-		return false, kit.ErrLeaseEnded
+		return false, true, kit.ErrLeaseEnded
 	case <-w.ep.Lost():
-		return false, zookeeper.ErrSessionLost
+		return false, true, zookeeper.ErrSessionLost
 	}
 }
 

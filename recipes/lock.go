@@ -121,6 +121,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	if err != nil {
 		return nil, err
 	}
+	l.handoffs.enter(c.Path)
 	place, err := awaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
 	switch {
 	case err != nil:
@@ -135,6 +136,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	}
 	if err != nil {
 		ep.CleanupProtected(parent, c.GUID, c.Path)
+		l.handoffs.left(c.Path)
 		return nil, err
 	}
 	l.metrics.held.Inc()

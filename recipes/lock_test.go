@@ -189,3 +189,108 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 		t.Fatalf("session %v, want connected (the cut was shorter than the timeout)", st)
 	}
 }
+
+// A waiter whose predecessor is a node of this sidecar sets no ZooKeeper watch
+// at first (it is told here when that node goes), yet sees every way the node
+// can go: a release here (handed the lock at once), a waiter in front of it
+// giving up here (it looks at the line again), and another client deleting the
+// node (noticed through the watch it sets after localGrace).
+func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	s := zookeepertest.NewSession(t, zkc.Servers(), root)
+	leases := kit.NewLeases(s, nil)
+	locks := NewLocks(s, prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	grant := func() *kit.Lease {
+		l, err := leases.Grant(time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	type outcome struct {
+		g   *LockGrant
+		err error
+		at  time.Time
+	}
+	acquire := func(l *kit.Lease, name string, wait time.Duration) <-chan outcome {
+		ch := make(chan outcome, 1)
+		go func() {
+			g, err := locks.Acquire(ctx, l, name, "o", wait)
+			ch <- outcome{g, err, time.Now()}
+		}()
+		return ch
+	}
+	hold := func(l *kit.Lease, name string) *LockGrant {
+		g, err := locks.Acquire(ctx, l, name, "o", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+
+	// Released here: handed over, and no watch was set while it waited.
+	a := grant()
+	ga := hold(a, "released")
+	asked := time.Now()
+	b := acquire(grant(), "released", 20*time.Second)
+	waitWaiters(t, locks, "released", 1)
+	// (Asserted only when the machine was quick enough to look within the grace.)
+	if n := zktest.WatchedPaths(t, zkc.Server(0), root+"/locks/released"); n > 0 && time.Since(asked) < localGrace/2 {
+		t.Errorf("%d watched paths on a local predecessor within its grace", n)
+	}
+	released := time.Now()
+	if err := locks.Release(ctx, a, "released"); err != nil {
+		t.Fatal(err)
+	}
+	ob := <-b
+	if ob.err != nil || ob.g.FencingToken <= ga.FencingToken {
+		t.Fatalf("after the release: %+v %v", ob.g, ob.err)
+	}
+	if d := ob.at.Sub(released); d >= localGrace {
+		t.Errorf("handed over %s after the release, not at once", d)
+	}
+
+	// A waiter in front gives up here: the one behind it looks again, and is
+	// handed the lock when the holder is released.
+	h := grant()
+	hold(h, "gaveup")
+	quitter := acquire(grant(), "gaveup", 300*time.Millisecond)
+	waitWaiters(t, locks, "gaveup", 1)
+	c := acquire(grant(), "gaveup", 20*time.Second)
+	waitWaiters(t, locks, "gaveup", 2)
+	if oq := <-quitter; !errors.Is(oq.err, ErrLocked) {
+		t.Fatalf("the quitter: %+v %v, want ErrLocked", oq.g, oq.err)
+	}
+	waitWaiters(t, locks, "gaveup", 1)
+	released = time.Now()
+	if err := locks.Release(ctx, h, "gaveup"); err != nil {
+		t.Fatal(err)
+	}
+	oc := <-c
+	if oc.err != nil {
+		t.Fatalf("behind the quitter: %v", oc.err)
+	}
+	if d := oc.at.Sub(released); d >= localGrace {
+		t.Errorf("behind the quitter: granted %s after the release, not at once", d)
+	}
+
+	// Deleted by another client: noticed once the watch is set.
+	gx := hold(grant(), "deleted")
+	d := acquire(grant(), "deleted", 20*time.Second)
+	waitWaiters(t, locks, "deleted", 1)
+	conn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
+	if err := conn.Delete(gx.node.Path, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case od := <-d:
+		if od.err != nil || od.g.FencingToken <= gx.FencingToken {
+			t.Fatalf("after the outside delete: %+v %v", od.g, od.err)
+		}
+	case <-time.After(localGrace + 10*time.Second):
+		t.Fatal("a predecessor deleted by another client was not noticed")
+	}
+}

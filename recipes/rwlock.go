@@ -143,6 +143,7 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 	if err != nil {
 		return nil, fmt.Errorf("read/write lock %q: %w", name, err)
 	}
+	rw.handoffs.enter(c.Path)
 	var place linePlace
 	if mode == WriteMode {
 		place, err = awaitHead(ctx, ep, c, wait, lease.Ending(), &rw.handoffs)
@@ -165,6 +166,7 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 	}
 	if err != nil {
 		ep.CleanupProtected(parent, c.GUID, c.Path)
+		rw.handoffs.left(c.Path)
 		return nil, err
 	}
 	rw.metrics.held.WithLabelValues(mode).Inc()
@@ -203,7 +205,9 @@ func (g *RWGrant) Release(ctx context.Context) error {
 	if g.Mode == WriteMode {
 		g.rw.handoffs.letGo(g.node.Path) // a writer's grant is the head of its line
 	}
-	return g.ep.DeleteProtected(ctx, path.Dir(g.node.Path), g.node.GUID, g.node.Path)
+	err := g.ep.DeleteProtected(ctx, path.Dir(g.node.Path), g.node.GUID, g.node.Path)
+	g.rw.handoffs.left(g.node.Path) // a reader: a writer after it looks at the line again
+	return err
 }
 
 // Release releases the lock that lease holds in mode. It returns kit.ErrNotHeld

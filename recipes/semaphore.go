@@ -140,6 +140,7 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 	if err != nil {
 		return nil, fmt.Errorf("semaphore %q: %w", name, err)
 	}
+	m.handoffs.enter(mu.Path)
 	place, err := awaitHead(ctx, ep, mu, wait, lease.Ending(), &m.handoffs)
 	var node zookeeper.Created
 	if err == nil && place.Head {
@@ -149,6 +150,7 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 		m.handoffs.letGo(mu.Path)
 	}
 	ep.CleanupProtected(locks, mu.GUID, mu.Path)
+	m.handoffs.left(mu.Path)
 	switch {
 	case err == nil && node.Path == "":
 		st, _ := m.read(ctx, ep, name, nil, &nodeCache{})
