@@ -78,11 +78,13 @@ func (h *handoffs) await(node string) (*predecessorWatch, func()) {
 }
 
 // letGo tells the waiters on node, which held the head of its line, that their
-// node is the head. The caller deletes node next.
-func (h *handoffs) letGo(node string) {
-	for _, pw := range h.end(node) {
+// node is the head, and whether there were any. The caller deletes node next.
+func (h *handoffs) letGo(node string) bool {
+	list := h.end(node)
+	for _, pw := range list {
 		close(pw.handed)
 	}
+	return len(list) > 0
 }
 
 // left tells the waiters on node that it was deleted here (its delete was

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,7 +149,11 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 // waiter (see handoffs); it retries through a suspension while the session lives.
 func (g *LockGrant) Release(ctx context.Context) error {
 	g.locks.metrics.held.Dec()
-	g.locks.handoffs.letGo(g.node.Path) // a grant is the head of its line
+	if g.locks.handoffs.letGo(g.node.Path) { // a grant is the head of its line
+		// The successor's answer is what its client waits for; the delete is
+		// nobody's wait but this release's: let the successor run first.
+		runtime.Gosched()
+	}
 	return g.ep.DeleteProtected(ctx, path.Dir(g.node.Path), g.node.GUID, g.node.Path)
 }
 

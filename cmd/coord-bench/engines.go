@@ -21,8 +21,10 @@ import (
 type engine interface {
 	name() string
 	// workers returns one cycle function per worker of r (an acquire then a
-	// release, checked on x when r is hot) and what ends them.
-	workers(ctx context.Context, r row, x *exclusion) ([]func(ctx context.Context) error, func(), error)
+	// release, checked on x when r is hot; an add on a counter row) and what
+	// ends them, which checks the round's outcome (errNoSuchRow: the engine has
+	// no such workload).
+	workers(ctx context.Context, r row, x *exclusion) ([]func(ctx context.Context) error, func() error, error)
 	close()
 }
 
@@ -64,7 +66,11 @@ type sidecarEngine struct {
 func (e *sidecarEngine) name() string { return "sidecar" }
 func (e *sidecarEngine) close()       { e.client.CloseIdleConnections() }
 
-func (e *sidecarEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+func (e *sidecarEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+	if r.counters > 0 {
+		fns, check := e.counterWorkers(r)
+		return fns, check, nil
+	}
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
 		u := e.base + lockName(r, w)
@@ -85,7 +91,7 @@ func (e *sidecarEngine) workers(_ context.Context, r row, x *exclusion) ([]func(
 			return err
 		}
 	}
-	return fns, func() {}, nil
+	return fns, func() error { return nil }, nil
 }
 
 // send makes one request and decodes a JSON answer into out (when not nil); the
@@ -169,7 +175,10 @@ func (e *inprocessEngine) close() {
 	}
 }
 
-func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+	if r.counters > 0 {
+		return e.counterWorkers(r)
+	}
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
 		l := zk.NewLock(e.conns[w%len(e.conns)], e.root+"/"+lockName(r, w), zk.WorldACL(zk.PermAll))
@@ -185,7 +194,7 @@ func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]fun
 			return err
 		}
 	}
-	return fns, func() {}, nil
+	return fns, func() error { return nil }, nil
 }
 
 // etcdEngine: etcd's v3 lock over its HTTP gateway; each worker grants itself a
@@ -198,7 +207,10 @@ type etcdEngine struct {
 func (e *etcdEngine) name() string { return "etcd" }
 func (e *etcdEngine) close()       { e.client.CloseIdleConnections() }
 
-func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(context.Context) error, func(), error) {
+func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+	if r.counters > 0 {
+		return nil, nil, errNoSuchRow
+	}
 	fns := make([]func(context.Context) error, r.workers)
 	leases := make([]string, r.workers)
 	revoke := func() {
@@ -237,7 +249,7 @@ func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(c
 			return err
 		}
 	}
-	return fns, revoke, nil
+	return fns, func() error { revoke(); return nil }, nil
 }
 
 // exclusion checks, for the holders of one lock, that no two hold it at once and,

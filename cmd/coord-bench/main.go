@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -44,18 +45,23 @@ type options struct {
 	fifo              time.Duration
 }
 
-// row is one line of the table: workers on their own locks, or on one hot lock.
+// row is one line of a table: workers on their own locks, or on one hot lock;
+// or workers adding to counters (counters > 0; see counters.go).
 type row struct {
-	name    string
-	workers int
-	hot     bool
+	name     string
+	workers  int
+	hot      bool
+	counters int
 }
 
 var allRows = map[string]row{
-	"c1":  {name: "c1", workers: 1},
-	"c16": {name: "c16 (distinct locks)", workers: 16},
-	"c64": {name: "c64 (distinct locks)", workers: 64},
-	"hot": {name: "hot lock, 16 waiters", workers: 16, hot: true},
+	"c1":             {name: "c1", workers: 1},
+	"c16":            {name: "c16 (distinct locks)", workers: 16},
+	"c64":            {name: "c64 (distinct locks)", workers: 64},
+	"hot":            {name: "hot lock, 16 waiters", workers: 16, hot: true},
+	"counter-c1":     {name: "counter adds, c1", workers: 1, counters: 1},
+	"counter-c16":    {name: "counter adds, c16 on one counter", workers: 16, counters: 1},
+	"counter-c16x16": {name: "counter adds, c16 on 16 counters", workers: 16, counters: 16},
 }
 
 func main() {
@@ -78,7 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper server (host:port) the sidecar uses")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
 	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,zookeeper=PID,etcd=PID")
-	fs.StringVar(&rows, "rows", "c1,c16,c64,hot", "rows, in order: c1, c16, c64, hot")
+	fs.StringVar(&rows, "rows", "c1,c16,c64,hot,counter-c1,counter-c16,counter-c16x16", "rows, in order: c1, c16, c64, hot, counter-c1, counter-c16, counter-c16x16")
 	fs.StringVar(&engines, "engines", "sidecar,inprocess,etcd", "engines, comma-separated")
 	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
@@ -167,14 +173,20 @@ func run(ctx context.Context, o *options) error {
 // order rotating so that no engine always runs first.
 func measureRow(ctx context.Context, o *options, r row, engines []engine) (rowResult, error) {
 	res := rowResult{row: r, rounds: map[string][]round{}}
+	var able []engine
 	for _, e := range engines {
-		if _, err := runRound(ctx, o, e, r, o.warmup); err != nil {
+		_, err := runRound(ctx, o, e, r, o.warmup)
+		switch {
+		case errors.Is(err, errNoSuchRow):
+			continue
+		case err != nil:
 			return res, fmt.Errorf("%s warm-up: %w", e.name(), err)
 		}
+		able = append(able, e)
 	}
 	for i := range o.rounds {
-		for j := range engines {
-			e := engines[(i+j)%len(engines)]
+		for j := range able {
+			e := able[(i+j)%len(able)]
 			rd, err := runRound(ctx, o, e, r, o.round)
 			if err != nil {
 				return res, fmt.Errorf("%s round %d: %w", e.name(), i+1, err)

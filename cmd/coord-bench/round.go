@@ -39,7 +39,12 @@ func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration)
 	if err != nil {
 		return round{}, err
 	}
-	defer done()
+	checked := false
+	defer func() {
+		if !checked {
+			_ = done()
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cpu0, zk0 := cpuTimes(o.pids), mntr(o.zk)
@@ -65,6 +70,10 @@ func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration)
 	cpu1, zk1 := cpuTimes(o.pids), mntr(o.zk)
 	close(errs)
 	if err := <-errs; err != nil {
+		return rd, err
+	}
+	checked = true
+	if err := done(); err != nil {
 		return rd, err
 	}
 	rd.gap = x.meanGap()

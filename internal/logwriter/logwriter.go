@@ -84,7 +84,7 @@ func (b *Batched) Flush() error {
 		_, err = b.w.Write(batch)
 	}
 	b.mu.Lock()
-	if cap(batch) <= MaxBuffered {
+	if cap(batch) <= 4*MaxBuffered { // (appends grow a buffer past MaxBuffered)
 		b.spare = batch[:0]
 	}
 	b.mu.Unlock()

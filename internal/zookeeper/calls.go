@@ -41,7 +41,7 @@ const (
 // Deadline: the call returns by ctx's deadline or OpTimeout from now, whichever is
 // sooner (then ErrUnavailable: the request may still be applied). It runs on the
 // caller's goroutine (no hop on the hot path) whenever that deadline is no sooner
-// than the bound go-zookeeper keeps by itself: a sent request fails when its
+// (give or take callSlack) than the bound go-zookeeper keeps by itself: a sent request fails when its
 // connection drops (a silent partition is detected within 2/3 of the session
 // timeout), and a request queued while disconnected waits at most until the
 // Session abandons the epoch (9/10 of the session timeout without an answer) or
@@ -62,7 +62,9 @@ func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T
 	}
 	// The budget is compared, not a deadline read back later: with OpTimeout
 	// equal to the session timeout (the default), that would be a few µs short
-	// and send every call through callBy's goroutine.
+	// and send every call through callBy's goroutine. For the same reason a
+	// context made with OpTimeout just before the call counts as OpTimeout
+	// (callSlack).
 	budget := ep.s.cfg.OpTimeout
 	if d, ok := ctx.Deadline(); ok {
 		budget = min(budget, time.Until(d))
@@ -71,7 +73,7 @@ func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T
 	sent := time.Now()
 	var v T
 	var err error
-	if budget >= ep.SessionTimeout() {
+	if budget >= ep.SessionTimeout()-callSlack {
 		v, err = f(ep.conn)
 	} else {
 		v, err = callBy(ep, deadline, f)
@@ -84,6 +86,11 @@ func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T
 	}
 	return v, mapError(err)
 }
+
+// callSlack is how much sooner than go-zookeeper's own bound a deadline may be
+// and still be left to that bound: such a call may end up to callSlack after
+// its deadline.
+const callSlack = 5 * time.Millisecond
 
 var errDeadline = errors.New("no answer before the call's deadline")
 
