@@ -34,7 +34,7 @@ install_etcd() {
 freeport() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 20000))
+		p=$((20000 + RANDOM % 12000)) # below Linux's ephemeral ports (32768-60999), which clients take
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
@@ -73,8 +73,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ZK_PORT="$(freeport)"
-scripts/zookeeper.sh start "$DIR/zk" "$ZK_PORT" >&2
+# A port found free may be taken by another program before ZooKeeper binds it
+# (other test suites run on this machine): try another one then.
+for try in 1 2 3 4 5; do
+	ZK_PORT="$(freeport)"
+	scripts/zookeeper.sh start "$DIR/zk" "$ZK_PORT" >&2 && break
+	[ "$try" -lt 5 ] || { echo "bench.sh: ZooKeeper did not start" >&2; exit 1; }
+	rm -rf "$DIR/zk"
+done
 ZK_PID="$(cat "$DIR/zk/zookeeper.pid")"
 
 ETCD_PORT="$(freeport)" ETCD_PEER="$(freeport)"

@@ -25,6 +25,8 @@ type Counters struct {
 	mu sync.Mutex
 	// adders combine the adds under way to one counter on this sidecar.
 	adders map[string]*adder
+	// known is what this sidecar last wrote to its counters (known.go).
+	known knownValues
 }
 
 // State is a counter as one read saw it.
@@ -61,6 +63,7 @@ const maxBatch = 4096
 // New returns the counters over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Counters {
 	c := &Counters{s: s, dir: path.Join(s.Root(), "counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
+	c.known = knownValues{s: s, dir: c.dir}
 	c.followers = kit.NewFollowers(s, c.metrics.followed, func(name string) kit.Source[*State] {
 		return &source{c: c, name: name}
 	})
@@ -159,8 +162,30 @@ func add(a, b int64) (int64, bool) {
 
 // update reads the counter and writes what next makes of it (when it says to
 // write), compare-and-set on the node's version, until a write is not refused.
+// The first attempt writes on the value this sidecar knows, when it knows it
+// (known.go), without reading.
 func (c *Counters) update(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) error {
 	p := c.node(name)
+	ep, err := c.s.Current()
+	if err != nil {
+		return err
+	}
+	if k, ok := c.known.take(name, ep); ok {
+		v, write, err := next(k.value)
+		if err != nil || !write {
+			return err
+		}
+		st, err := ep.Set(ctx, p, encode(v), k.version)
+		switch {
+		case err == nil:
+			c.metrics.unread.Inc()
+			c.known.remember(name, ep, k.arming, v, st)
+			return nil
+		case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
+			return err
+		}
+		c.metrics.conflicts.Inc() // changed since: read it
+	}
 	for {
 		ep, err := c.s.Current()
 		if err != nil {
@@ -182,8 +207,10 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 		if err != nil || !write {
 			return err
 		}
+		arming := c.known.watching(ep) // before the write is sent
+		var wrote *zookeeper.Stat
 		if exists {
-			_, err = ep.Set(ctx, p, encode(v), st.Version)
+			wrote, err = ep.Set(ctx, p, encode(v), st.Version)
 		} else {
 			err = ep.CreateIn(ctx, p, encode(v), zookeeper.Persistent)
 		}
@@ -191,7 +218,11 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 			c.metrics.conflicts.Inc()
 			continue // another writer came first: read again
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		c.known.remember(name, ep, arming, v, wrote)
+		return nil
 	}
 }
 
@@ -296,6 +327,7 @@ func (s *source) Same(a, b *State) bool { return *a == *b }
 type metrics struct {
 	batch     prometheus.Histogram
 	conflicts prometheus.Counter
+	unread    prometheus.Counter
 	followed  prometheus.Gauge
 }
 
@@ -310,12 +342,16 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "coord_counter_cas_conflicts_total",
 			Help: "Counter compare-and-sets refused because another writer came first (then retried).",
 		}),
+		unread: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_counter_writes_unread_total",
+			Help: "Counter compare-and-sets sent on the value this sidecar wrote last, without reading it first (one child watch on the counters guards against a counter deleted and made again).",
+		}),
 		followed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_counter_followed", Help: "Counters this sidecar follows (one ZooKeeper watch each).",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batch, m.conflicts, m.followed)
+		reg.MustRegister(m.batch, m.conflicts, m.unread, m.followed)
 	}
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 )
@@ -149,3 +150,106 @@ func TestOverflowAndCorrupt(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// After its own write the sidecar writes again on what it knows, without
+// reading; any change by another client in between is seen: a write (by the
+// version), and a delete followed by a new node written back to the very
+// version the sidecar knows (by the child watch), where a compare-and-set on
+// the known version alone would overwrite the new node's value.
+func TestKnownValueWritesWithoutReadingAndSeesOtherWriters(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	reg := prometheus.NewRegistry()
+	c := New(zookeepertest.NewSession(t, zkc.Servers(), root), reg)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	ctx := context.Background()
+	p := root + "/counters/known"
+	var want int64
+	// add adds 1 and tells whether it was written on the known value.
+	add := func() bool {
+		t.Helper()
+		before := counterValue(t, reg, "coord_counter_writes_unread_total")
+		want++
+		if v, err := c.Add(ctx, "known", 1); err != nil || v != want {
+			t.Fatalf("add: %d %v, want %d", v, err, want)
+		}
+		return counterValue(t, reg, "coord_counter_writes_unread_total") == before+1
+	}
+	// settle adds until an add is written on the known value (the child watch
+	// is armed in the background: a few adds read first).
+	settle := func() {
+		t.Helper()
+		testutil.Eventually(t, 5*time.Second, "an add written on the known value", add)
+	}
+	stored := func() (int64, *zk.Stat) {
+		t.Helper()
+		data, st, err := conn.Get(p)
+		if err != nil || len(data) != 8 {
+			t.Fatalf("get: %x %v", data, err)
+		}
+		return int64(binary.BigEndian.Uint64(data)), st
+	}
+	settle()
+	for range 5 {
+		if !add() {
+			t.Fatal("an add after the sidecar's own write read first")
+		}
+	}
+
+	// Another client writes: the next add is refused on the version, reads, and
+	// adds to the other client's value.
+	_, st := stored()
+	if _, err := conn.Set(p, binary.BigEndian.AppendUint64(nil, 100), st.Version); err != nil {
+		t.Fatal(err)
+	}
+	want = 100
+	if add() {
+		t.Fatal("an add was written on a value another client had changed")
+	}
+	settle()
+
+	// Another client deletes the counter and makes it again, writing it back to
+	// the version the sidecar knows, with a value of its own.
+	_, st = stored()
+	if err := conn.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(p, binary.BigEndian.AppendUint64(nil, 500), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range st.Version {
+		if _, err := conn.Set(p, binary.BigEndian.AppendUint64(nil, 500), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, st2 := stored(); st2.Version != st.Version {
+		t.Fatalf("made again at version %d, want %d", st2.Version, st.Version)
+	}
+	want = 500
+	if add() {
+		t.Fatal("an add was written on the known value of a counter deleted and made again")
+	}
+	if v, _ := stored(); v != 501 {
+		t.Fatalf("stored %d after the add, want 501", v)
+	}
+	settle()
+	if v, _ := stored(); v != want {
+		t.Fatalf("stored %d, want %d", v, want)
+	}
+}
+
+// counterValue reads a counter metric of reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}

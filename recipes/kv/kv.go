@@ -213,17 +213,30 @@ func (k *Store) Get(ctx context.Context, key string) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The value and its type are read together first (one round trip). When
+	// their zxids differ, either a write came between the two reads or the
+	// value was written without a type (by another client); to tell which, they
+	// are read again one after the other, value first: then a type newer than
+	// the value means a write came between (read again), and an older one
+	// belongs to an earlier value.
 	for attempt := 0; ; attempt++ {
 		var data, meta []byte
 		var st, mst *zookeeper.Stat
 		var merr error
-		err := zookeeper.Parallel(func() (err error) {
+		readValue := func() (err error) {
 			data, st, err = ep.Get(ctx, k.node(key))
 			return err
-		}, func() error {
+		}
+		readMeta := func() error {
 			meta, mst, merr = ep.Get(ctx, k.meta(key))
 			return nil
-		})
+		}
+		var err error
+		if attempt == 0 {
+			err = zookeeper.Parallel(readValue, readMeta)
+		} else if err = readValue(); err == nil {
+			_ = readMeta()
+		}
 		if errors.Is(err, zookeeper.ErrNoNode) {
 			return nil, fmt.Errorf("key %q: %w", key, ErrKeyNotFound)
 		}
@@ -233,12 +246,18 @@ func (k *Store) Get(ctx context.Context, key string) (*Value, error) {
 		if merr != nil && !errors.Is(merr, zookeeper.ErrNoNode) {
 			return nil, merr
 		}
-		if merr == nil && mst.Mzxid > st.Mzxid && attempt < 2 {
-			continue // a write came between the two reads: read both again
+		switch {
+		case merr != nil, mst.Mzxid == st.Mzxid:
+		case attempt == 0, mst.Mzxid > st.Mzxid && attempt < maxTypeReads:
+			continue
 		}
 		return k.value(key, data, st, meta, mst), nil
 	}
 }
+
+// maxTypeReads bounds Get's reads of a value whose type keeps changing under
+// it; the last one shows the value without its type.
+const maxTypeReads = 10
 
 // value is what a read of the value node and its meta node (mst nil: none) shows.
 func (k *Store) value(key string, data []byte, st *zookeeper.Stat, meta []byte, mst *zookeeper.Stat) *Value {
