@@ -56,9 +56,9 @@ npm-tools:
 	scripts/deps.sh test
 	scripts/npm-ci.sh tools examples/node
 
-# Benchmarks side by side in one run; see docs/BENCHMARKS.md. First the locks as
-# users run them (scripts/bench.sh: ZooKeeper and etcd with fsync on, the sidecar
-# and the load each in a process of its own; about 4 minutes), then the go test
+# Benchmarks side by side in one run; see docs/BENCHMARKS.md. First the locks and
+# counters as users run them (scripts/bench.sh: ZooKeeper and etcd with fsync on,
+# the sidecar and the load each in a process of its own; about 5 minutes), then the go test
 # benchmarks (ZooKeeper with forceSync=no, the load in the sidecar's process;
 # BENCH_GO narrows them, e.g. BENCH_GO='Lock(Cycles|Handoff)').
 BENCH_GO ?= .
