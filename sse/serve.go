@@ -84,6 +84,7 @@ func (w *Writer) locked(sub *Subscription, write func() error) error {
 	}
 	return write()
 }
+
 // sendTaken writes events taken from sub, unless sub has been dropped or
 // unsubscribed meanwhile: then what is left is stale, and it returns why.
 func sendTaken(w *Writer, sub *Subscription, events []Event) error {
