@@ -85,7 +85,10 @@ const hijackedHeader = "HTTP/1.1 200 OK\r\n" +
 // keeps many idle streams cheap. The caller must Close the Writer. Nothing is
 // written and an error wrapping http.ErrNotSupported is returned when w cannot be
 // hijacked (HTTP/2, a recorder): use NewWriter then. A hijacked stream notices a
-// client that went away only when a write fails, or through Reap.
+// client that went away only when a write fails, or through Reap. Over a socket,
+// the write deadline is set only while a write blocks (a client that stops
+// reading is still cut off after writeTimeout), and Serve lets the broker's
+// flushers write most events (see the package's caveats).
 func Hijack(w http.ResponseWriter, writeTimeout time.Duration) (*Writer, error) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
