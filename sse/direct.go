@@ -208,7 +208,7 @@ func (s *Subscription) flushDirect() (written int, left bool) {
 			s.signal()
 			return written, false
 		}
-		n, err := tryWrite(w.raw, e.frame)
+		n, err := w.raw.try(e.frame)
 		if err != nil {
 			w.err = fmt.Errorf("sse: write: %w", err)
 			s.signal()
@@ -259,7 +259,7 @@ func keep(b []byte) []byte {
 // rest under a deadline of w.timeout, which it clears again (so the flushers'
 // non-blocking writes never meet a passed deadline). A failure is sticky.
 func (w *Writer) writeRaw(b []byte) error {
-	n, err := tryWrite(w.raw, b)
+	n, err := w.raw.try(b)
 	if err == nil && n < len(b) {
 		err = w.writeBlocking(b[n:])
 	}

@@ -48,7 +48,7 @@ func bigEv(id int) Event {
 // and in order.
 func TestFlushDirectLeavesTheRestToServe(t *testing.T) {
 	server, client := socketPair(t)
-	w := &Writer{conn: server, raw: rawConn(server), timeout: 5 * time.Second}
+	w := &Writer{conn: server, raw: newRawWriter(server), timeout: 5 * time.Second}
 	if w.raw == nil {
 		t.Skip("no direct writes on this system")
 	}

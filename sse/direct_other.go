@@ -8,9 +8,13 @@ import (
 	"syscall"
 )
 
-// rawConn returns nil: streams are written by Serve alone on this system.
-func rawConn(net.Conn) syscall.RawConn { return nil }
+// rawWriter does not exist on this system: streams are written by Serve alone.
+type rawWriter struct{}
 
-func tryWrite(syscall.RawConn, []byte) (int, error) {
+func newRawWriter(net.Conn) *rawWriter { return nil }
+
+func (*rawWriter) try([]byte) (int, error) {
 	return 0, errors.New("sse: direct writes not supported")
 }
+
+func (*rawWriter) rawConn() syscall.RawConn { return nil }

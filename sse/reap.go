@@ -70,7 +70,7 @@ func (r *Reaper) run() {
 		}
 		r.mu.Unlock()
 		for _, w := range batch {
-			if w.conn == nil || !peerClosed(w.conn, w.raw) {
+			if w.conn == nil || !peerClosed(w.conn, w.raw.rawConn()) {
 				continue
 			}
 			r.mu.Lock()

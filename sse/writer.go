@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -63,7 +62,7 @@ type Writer struct {
 	// what a flusher could not write without blocking, which Serve writes
 	// first; detached is set once Serve stops, after which no flusher
 	// touches the Writer.
-	raw      syscall.RawConn
+	raw      *rawWriter
 	mu       sync.Mutex
 	pending  []byte
 	backlog  []Event // the events after pending, for Serve
@@ -95,7 +94,7 @@ func Hijack(w http.ResponseWriter, writeTimeout time.Duration) (*Writer, error) 
 		return nil, fmt.Errorf("sse: hijack: %w", err)
 	}
 	_ = brw // its buffers go with it: the client sends nothing more on a stream
-	sw := &Writer{conn: conn, timeout: writeTimeout, raw: rawConn(conn)}
+	sw := &Writer{conn: conn, timeout: writeTimeout, raw: newRawWriter(conn)}
 	if sw.raw != nil {
 		// Deadlines are set only while a write blocks (see writeRaw): clear any
 		// the server left, which would fail the flushers' writes once passed.
