@@ -39,7 +39,6 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 	defer tick.Stop()
 
 	ch := sub.channel() // nil unless Events was called: then read from it
-	var batch []Event
 	for {
 		var err error
 		select {
@@ -52,8 +51,8 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				continue
 			}
 			err = w.locked(sub, func() error {
-				batch = sub.take(batch)
-				return sendTaken(w, sub, batch)
+				w.batch = sub.take(w.batch) // shared with the flushers, under w.mu
+				return sendTaken(w, sub, w.batch)
 			})
 		case e, ok := <-ch:
 			if !ok {
@@ -63,7 +62,7 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				err = w.locked(sub, func() error { return w.Send(e) })
 			}
 		case <-sub.done:
-			return w.locked(sub, func() error { return drainEnded(w, sub, ch, batch) })
+			return w.locked(sub, func() error { return drainEnded(w, sub, ch, w.batch) })
 		}
 		if err != nil {
 			return err

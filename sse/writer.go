@@ -67,7 +67,7 @@ type Writer struct {
 	pending  []byte
 	backlog  []Event // the events after pending, for Serve
 	detached bool
-	batch    []Event // the flushers' scratch for taking events
+	batch    []Event // scratch for the events taken (by a flusher or Serve)
 }
 
 // hijackedHeader starts the response on a hijacked connection. The body ends
