@@ -322,3 +322,24 @@ func TestHijackedStreamLifecycle(t *testing.T) {
 		t.Fatalf("Serve returned %v for an invalid event, want ErrInvalidEvent", err)
 	}
 }
+
+// Send writes an event's fields as they are, even for a changed copy of a
+// published event (whose shared frame the broker made from the old fields).
+func TestSendFramesAChangedCopyOfAPublishedEvent(t *testing.T) {
+	b := sse.NewBroker(sse.Options{})
+	defer b.Close()
+	b.Publish("t", ev("t", 1))
+	e, _ := b.Current("t")
+	e.ID = "2"
+	rec := httptest.NewRecorder()
+	w, err := sse.NewWriter(rec, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(e); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.Body.String(), "id: 2\nevent: t\ndata: {\"n\":1}\n\n"; got != want {
+		t.Fatalf("Send wrote %q, want %q", got, want)
+	}
+}

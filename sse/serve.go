@@ -59,7 +59,7 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 				return sub.fatal() // closed after the end; all drained
 			}
 			if err = sub.fatal(); err == nil {
-				err = w.locked(sub, func() error { return w.Send(e) })
+				err = w.locked(sub, func() error { return w.send(e) })
 			}
 		case <-sub.done:
 			return w.locked(sub, func() error { return drainEnded(w, sub, ch, w.batch) })
@@ -91,7 +91,7 @@ func sendTaken(w *Writer, sub *Subscription, events []Event) error {
 		if err := sub.fatal(); err != nil {
 			return err
 		}
-		if err := w.Send(e); err != nil {
+		if err := w.send(e); err != nil {
 			return err
 		}
 	}
@@ -107,7 +107,7 @@ func drainEnded(w *Writer, sub *Subscription, ch chan Event, batch []Event) erro
 	}
 	if ch != nil {
 		for e := range ch {
-			if err := w.Send(e); err != nil {
+			if err := w.send(e); err != nil {
 				return err
 			}
 		}

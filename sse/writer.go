@@ -173,6 +173,13 @@ func canFlush(w http.ResponseWriter) bool {
 // an error wrapping [ErrInvalidEvent] without writing if ID contains CR, LF
 // or NUL or Name contains CR or LF, and otherwise the write or flush error.
 func (w *Writer) Send(e Event) error {
+	e.frame = nil // e may be a changed copy of a published event
+	return w.send(e)
+}
+
+// send is Send for an event as the broker delivered it: its frame, when made,
+// is its fields', written as it is.
+func (w *Writer) send(e Event) error {
 	if w.err != nil {
 		return w.err
 	}
