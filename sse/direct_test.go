@@ -3,6 +3,7 @@ package sse_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ type hijackOptions struct {
 	heartbeat time.Duration // default an hour
 	reap      time.Duration // the reaper's interval (default an hour)
 	sndbuf    int           // the server socket's send buffer, when > 0
+	tls       bool          // serve over TLS
 }
 
 func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
@@ -45,14 +47,14 @@ func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
 	h := &hijacked{reaper: sse.NewReaper(o.reap), subs: make(chan *sse.Subscription, 64), served: make(chan error, 64)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var streams sync.WaitGroup
-	h.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		sw, err := sse.Hijack(rw, o.timeout)
 		if err != nil {
 			t.Errorf("Hijack: %v", err)
 			return
 		}
-		if o.sndbuf > 0 {
-			if err := sw.Conn().(*net.TCPConn).SetWriteBuffer(o.sndbuf); err != nil {
+		if tc, ok := sw.Conn().(*net.TCPConn); ok && o.sndbuf > 0 {
+			if err := tc.SetWriteBuffer(o.sndbuf); err != nil {
 				t.Errorf("SetWriteBuffer: %v", err)
 			}
 		}
@@ -65,6 +67,11 @@ func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
 			h.served <- sse.Serve(ctx, sw, sub, o.heartbeat)
 		})
 	}))
+	if o.tls {
+		h.srv.StartTLS()
+	} else {
+		h.srv.Start()
+	}
 	t.Cleanup(func() {
 		cancel()
 		b.Close()
@@ -94,13 +101,19 @@ type client struct {
 // and reads the response header.
 func (h *hijacked) dial(t *testing.T, topic string, rcvbuf int) (*client, *sse.Subscription) {
 	t.Helper()
-	conn, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	var conn net.Conn
+	var err error
+	if h.srv.TLS != nil {
+		conn, err = tls.Dial("tcp", h.srv.Listener.Addr().String(), h.srv.Client().Transport.(*http.Transport).TLSClientConfig)
+	} else {
+		conn, err = net.Dial("tcp", h.srv.Listener.Addr().String())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if rcvbuf > 0 {
-		if err := conn.(*net.TCPConn).SetReadBuffer(rcvbuf); err != nil {
+	if tc, ok := conn.(*net.TCPConn); ok && rcvbuf > 0 {
+		if err := tc.SetReadBuffer(rcvbuf); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -341,5 +354,25 @@ func TestSendFramesAChangedCopyOfAPublishedEvent(t *testing.T) {
 	}
 	if got, want := rec.Body.String(), "id: 2\nevent: t\ndata: {\"n\":1}\n\n"; got != want {
 		t.Fatalf("Send wrote %q, want %q", got, want)
+	}
+}
+
+// A stream hijacked from a TLS connection is written by Serve through the TLS
+// connection, never by the flushers to the socket under it.
+func TestHijackedTLSStreamIsNotWrittenRaw(t *testing.T) {
+	noLeaks(t)
+	b := sse.NewBroker(sse.Options{})
+	h := serveHijacked(t, b, hijackOptions{tls: true})
+	b.Publish("t", ev("t", 1))
+	c, _ := h.dial(t, "t", 0)
+	c.expect(t, 1)
+	for i := 2; i <= 20; i++ {
+		b.Publish("t", ev("t", i))
+	}
+	for i := 2; i <= 20; i++ {
+		c.expect(t, i)
+	}
+	if written, _ := sse.DirectStats(b); written != 0 {
+		t.Fatalf("the flushers wrote %d events to a TLS stream's socket", written)
 	}
 }
