@@ -46,7 +46,8 @@
 //     topics ([Broker.PublishKeyed]) never drop a subscriber read by [Serve]:
 //     it takes the keys changed since it last took, each in its latest state,
 //     so with many keys it coalesces changes instead of queueing them.
-//   - A stream served over a hijacked socket ([Hijack]) is written by a few
+//   - A stream served over a hijacked socket ([Hijack] of a plain TCP or Unix
+//     connection; one over TLS is written by Serve) is written by a few
 //     flusher goroutines the broker owns: each event is framed once per
 //     publication, and a flusher writes it to every subscriber's socket that
 //     takes it without blocking; the stream's own goroutine (in [Serve]) is
