@@ -350,8 +350,8 @@ func (b *Broker) SubscribeFiltered(keep func(key string) bool, topics ...string)
 // Close ends every subscription (Done closes, Err returns ErrClosed; events
 // already buffered can still be received) and makes later Subscribe calls
 // return an already-ended subscription. It reports active=false for every
-// active topic and returns once every OnActive call has returned.
-// It is idempotent.
+// active topic and returns once every OnActive call has returned and the
+// flushers (see Serve) have stopped. It is idempotent.
 func (b *Broker) Close() {
 	b.mu.Lock()
 	if !b.closed {
