@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -69,6 +70,14 @@ type Broker struct {
 
 	subscribers prometheus.Gauge
 	dropped     prometheus.Counter
+
+	// flush writes the events of streams attached by Serve (direct.go); dirty
+	// is the subscriptions Publish is handing it. Guarded by mu.
+	flush *flusher
+	dirty []*Subscription
+	// directWritten and directLeft count what the flushers wrote and how
+	// often a full socket left the rest to Serve.
+	directWritten, directLeft atomic.Int64
 
 	onActive func(topic string, active bool)
 	pending  []activation // guarded by mu
@@ -168,6 +177,7 @@ func register[C prometheus.Collector](r prometheus.Registerer, c C) C {
 // ZooKeeper callback. e.Data must not be modified afterwards: it is shared,
 // not copied. After Close, Publish only records the state.
 func (b *Broker) Publish(name string, e Event) {
+	e = framed(e)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[name]
@@ -184,6 +194,7 @@ func (b *Broker) Publish(name string, e Event) {
 			b.end(s, ErrSlowSubscriber)
 		}
 	}
+	b.handOff()
 }
 
 // PublishKeyed is Publish for a topic that carries many entities: e becomes the
@@ -210,6 +221,7 @@ func (b *Broker) ForgetKeyed(name, key string, e Event) {
 }
 
 func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
+	e = framed(e)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topics[name]
@@ -228,6 +240,7 @@ func (b *Broker) publishKeyed(name, key string, e Event, keep bool) {
 			b.end(s, ErrSlowSubscriber)
 		}
 	}
+	b.handOff()
 	t.sweep()
 }
 
@@ -337,8 +350,8 @@ func (b *Broker) SubscribeFiltered(keep func(key string) bool, topics ...string)
 // Close ends every subscription (Done closes, Err returns ErrClosed; events
 // already buffered can still be received) and makes later Subscribe calls
 // return an already-ended subscription. It reports active=false for every
-// active topic and returns once every OnActive call has returned.
-// It is idempotent.
+// active topic and returns once every OnActive call has returned and the
+// flushers (see Serve) have stopped. It is idempotent.
 func (b *Broker) Close() {
 	b.mu.Lock()
 	if !b.closed {
@@ -349,7 +362,12 @@ func (b *Broker) Close() {
 			}
 		}
 	}
+	flush := b.flush
+	b.flush = nil
 	b.mu.Unlock()
+	if flush != nil {
+		flush.close()
+	}
 	if b.onActive != nil {
 		b.signal()
 		<-b.idle
@@ -460,6 +478,12 @@ type Subscription struct {
 
 	memberships []membership // guarded by b.mu
 
+	// sink is the Writer the broker's flushers write to, set while Serve
+	// serves a hijacked socket (attach); queued is true while s waits in the
+	// flushers' list.
+	sink   atomic.Pointer[Writer]
+	queued atomic.Bool
+
 	mu    sync.Mutex
 	ended bool         // written with b.mu and mu held
 	q     []keyedEvent // waiting unkeyed events, by publication; nil once ch is used
@@ -484,7 +508,7 @@ func (s *Subscription) push(e Event, seq uint64) bool {
 	}
 	s.q = append(s.q, keyedEvent{e: e, seq: seq})
 	if len(s.q) == 1 {
-		s.signal()
+		s.notify()
 	}
 	return true
 }
@@ -502,7 +526,7 @@ func (s *Subscription) pushKeyed(e Event) bool {
 			return false
 		}
 	}
-	s.signal()
+	s.notify()
 	return true
 }
 

@@ -46,6 +46,14 @@
 //     topics ([Broker.PublishKeyed]) never drop a subscriber read by [Serve]:
 //     it takes the keys changed since it last took, each in its latest state,
 //     so with many keys it coalesces changes instead of queueing them.
+//   - A stream served over a hijacked socket ([Hijack] of a plain TCP or Unix
+//     connection; one over TLS is written by Serve) is written by a few
+//     flusher goroutines the broker owns: each event is framed once per
+//     publication, and a flusher writes it to every subscriber's socket that
+//     takes it without blocking; the stream's own goroutine (in [Serve]) is
+//     woken only to write what a full socket left, blocking under the write
+//     deadline, before anything newer. Order, no loss and no duplication are
+//     as with Serve alone. [Broker.Close] stops the flushers and waits.
 //   - Browsers allow about six HTTP/1.1 connections per origin; prefer one
 //     combined stream per page over one stream per topic, or HTTP/2.
 //   - [Options.OnActive] callbacks run one at a time on a goroutine the

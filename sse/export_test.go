@@ -21,3 +21,9 @@ func Farewells(b *Broker, topic string) int {
 	}
 	return 0
 }
+
+// DirectStats returns how many events the broker's flushers wrote straight to
+// hijacked sockets, and how many times a full socket left the rest to Serve.
+func DirectStats(b *Broker) (written, left int64) {
+	return b.directWritten.Load(), b.directLeft.Load()
+}

@@ -2,8 +2,11 @@
 
 package sse
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // peerClosed cannot peek on this system: a gone client is noticed when a write
 // fails (at the latest at the next heartbeat).
-func peerClosed(net.Conn) bool { return false }
+func peerClosed(net.Conn, syscall.RawConn) bool { return false }

@@ -8,20 +8,23 @@ import (
 	"syscall"
 )
 
-// peerClosed peeks at conn without blocking and reports whether the peer
-// closed it (end of stream or an error other than "nothing to read").
-func peerClosed(conn net.Conn) bool {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return true
+// peerClosed peeks at conn (through raw, its socket, when known) without
+// blocking and reports whether the peer closed it (end of stream or an error
+// other than "nothing to read").
+func peerClosed(conn net.Conn, raw syscall.RawConn) bool {
+	if raw == nil {
+		sc, ok := conn.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		var err error
+		if raw, err = sc.SyscallConn(); err != nil {
+			return true
+		}
 	}
 	closed := false
 	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
+	err := raw.Read(func(fd uintptr) bool {
 		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):

@@ -6,8 +6,9 @@ import (
 )
 
 // Reaper notices clients of hijacked streams that went away, without a goroutine
-// per stream: one goroutine peeks at every watched connection each interval and
-// calls the gone function of those whose peer closed. (A stream served by
+// per stream: one goroutine peeks at every watched connection each interval (a
+// tenth of them every tenth of it) and calls the gone function of those whose
+// peer closed. (A stream served by
 // net/http learns this from its request context instead.)
 type Reaper struct {
 	every time.Duration
@@ -52,25 +53,39 @@ func (r *Reaper) Close() {
 	<-r.done
 }
 
+// reapSteps is how many steps a Reaper spreads each interval's checks over, so
+// that with many streams it never peeks at all of them at once (which would
+// hold a core for a while, delaying the events of that moment).
+const reapSteps = 10
+
 func (r *Reaper) run() {
 	defer close(r.done)
-	t := time.NewTicker(r.every)
+	t := time.NewTicker(max(r.every/reapSteps, 1))
 	defer t.Stop()
-	var batch []*Writer
+	var batch []*Writer // this interval's streams, checked a share per step
+	step := 0
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
 		}
-		r.mu.Lock()
-		batch = batch[:0]
-		for w := range r.watched {
-			batch = append(batch, w)
+		if step == 0 {
+			clear(batch)
+			batch = batch[:0]
+			r.mu.Lock()
+			for w := range r.watched {
+				batch = append(batch, w)
+			}
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
-		for _, w := range batch {
-			if w.conn == nil || !peerClosed(w.conn) {
+		step++
+		share := batch[len(batch)*(step-1)/reapSteps : len(batch)*step/reapSteps]
+		if step == reapSteps {
+			step = 0
+		}
+		for _, w := range share {
+			if w.conn == nil || !peerClosed(w.conn, w.raw.rawConn()) {
 				continue
 			}
 			r.mu.Lock()
@@ -81,6 +96,5 @@ func (r *Reaper) run() {
 				gone()
 			}
 		}
-		clear(batch)
 	}
 }

@@ -20,9 +20,18 @@ const heartbeatText = "ping"
 // ErrUnsubscribed) if it ended otherwise, or the write error. Serve closes
 // sub before returning, and unless a write failed it gives the server a
 // fresh write deadline to end the response cleanly.
+//
+// Over a hijacked socket ([Hijack]) the broker's flushers write most events
+// directly without waking Serve's goroutine; Serve writes what they leave it (a
+// full socket buffer, a write of its own under way) before anything newer, so
+// the stream carries the same events in the same order either way.
 func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Duration) error {
 	defer sub.Close()
 	defer w.finish()
+	if w.raw != nil {
+		sub.attach(w)
+		defer sub.detach(w)
+	}
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeat
 	}
@@ -30,37 +39,49 @@ func Serve(ctx context.Context, w *Writer, sub *Subscription, heartbeat time.Dur
 	defer tick.Stop()
 
 	ch := sub.channel() // nil unless Events was called: then read from it
-	var batch []Event
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			if err := w.Comment(heartbeatText); err != nil {
-				return err
-			}
+			err = w.locked(sub, func() error { return w.Comment(heartbeatText) })
 		case <-sub.ready:
 			if ch = sub.channel(); ch != nil {
 				continue
 			}
-			batch = sub.take(batch)
-			if err := sendTaken(w, sub, batch); err != nil {
-				return err
-			}
+			err = w.locked(sub, func() error {
+				w.batch = sub.take(w.batch) // shared with the flushers, under w.mu
+				return sendTaken(w, sub, w.batch)
+			})
 		case e, ok := <-ch:
 			if !ok {
 				return sub.fatal() // closed after the end; all drained
 			}
-			if err := sub.fatal(); err != nil {
-				return err
-			}
-			if err := w.Send(e); err != nil {
-				return err
+			if err = sub.fatal(); err == nil {
+				err = w.locked(sub, func() error { return w.send(e) })
 			}
 		case <-sub.done:
-			return drainEnded(w, sub, ch, batch)
+			return w.locked(sub, func() error { return drainEnded(w, sub, ch, w.batch) })
+		}
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// locked runs write holding w against the flushers, after writing what they
+// left.
+func (w *Writer) locked(sub *Subscription, write func() error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := sub.fatal(); err != nil {
+		return err
+	}
+	if err := w.catchUp(sub); err != nil {
+		return err
+	}
+	return write()
 }
 
 // sendTaken writes events taken from sub, unless sub has been dropped or
@@ -70,7 +91,7 @@ func sendTaken(w *Writer, sub *Subscription, events []Event) error {
 		if err := sub.fatal(); err != nil {
 			return err
 		}
-		if err := w.Send(e); err != nil {
+		if err := w.send(e); err != nil {
 			return err
 		}
 	}
@@ -86,7 +107,7 @@ func drainEnded(w *Writer, sub *Subscription, ch chan Event, batch []Event) erro
 	}
 	if ch != nil {
 		for e := range ch {
-			if err := w.Send(e); err != nil {
+			if err := w.send(e); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -16,6 +17,10 @@ type Event struct {
 	ID   string // the id: line; omitted when empty; must not contain CR, LF or NUL
 	Name string // the event: line; omitted when empty; must not contain CR or LF
 	Data []byte // JSON, written as data: line(s); not modified by this package
+
+	// frame is the event as written on the stream, made once by Publish and
+	// shared by every subscriber's Writer (nil: framed by Send).
+	frame []byte
 }
 
 // ErrInvalidEvent is returned (wrapped) by [Writer.Send] for an event whose
@@ -50,6 +55,19 @@ type Writer struct {
 	timeout     time.Duration
 	buf         []byte
 	err         error // sticky write error
+
+	// A hijacked stream over a socket is written directly by the broker's
+	// flushers when they find it idle (see direct.go): raw writes without
+	// blocking. mu is held by whoever writes (the flusher or Serve); pending is
+	// what a flusher could not write without blocking, which Serve writes
+	// first; detached is set once Serve stops, after which no flusher
+	// touches the Writer.
+	raw      *rawWriter
+	mu       sync.Mutex
+	pending  []byte
+	backlog  []Event // the events after pending, for Serve
+	detached bool
+	batch    []Event // scratch for the events taken (by a flusher or Serve)
 }
 
 // hijackedHeader starts the response on a hijacked connection. The body ends
@@ -66,14 +84,25 @@ const hijackedHeader = "HTTP/1.1 200 OK\r\n" +
 // keeps many idle streams cheap. The caller must Close the Writer. Nothing is
 // written and an error wrapping http.ErrNotSupported is returned when w cannot be
 // hijacked (HTTP/2, a recorder): use NewWriter then. A hijacked stream notices a
-// client that went away only when a write fails, or through Reap.
+// client that went away only when a write fails, or through Reap. Over a socket,
+// the write deadline is set only while a write blocks (a client that stops
+// reading is still cut off after writeTimeout), and Serve lets the broker's
+// flushers write most events (see the package's caveats).
 func Hijack(w http.ResponseWriter, writeTimeout time.Duration) (*Writer, error) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil, fmt.Errorf("sse: hijack: %w", err)
 	}
 	_ = brw // its buffers go with it: the client sends nothing more on a stream
-	sw := &Writer{conn: conn, timeout: writeTimeout}
+	sw := &Writer{conn: conn, timeout: writeTimeout, raw: newRawWriter(conn)}
+	if sw.raw != nil {
+		// Deadlines are set only while a write blocks (see writeRaw): clear any
+		// the server left, which would fail the flushers' writes once passed.
+		if err := conn.SetWriteDeadline(time.Time{}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sse: set write deadline: %w", err)
+		}
+	}
 	if err := sw.write([]byte(hijackedHeader)); err != nil {
 		conn.Close()
 		return nil, err
@@ -144,16 +173,35 @@ func canFlush(w http.ResponseWriter) bool {
 // an error wrapping [ErrInvalidEvent] without writing if ID contains CR, LF
 // or NUL or Name contains CR or LF, and otherwise the write or flush error.
 func (w *Writer) Send(e Event) error {
+	e.frame = nil // e may be a changed copy of a published event
+	return w.send(e)
+}
+
+// send is Send for an event as the broker delivered it: its frame, when made,
+// is its fields', written as it is.
+func (w *Writer) send(e Event) error {
 	if w.err != nil {
 		return w.err
 	}
+	if e.frame != nil {
+		return w.writeShared(e.frame)
+	}
+	b, err := appendEvent(w.buf[:0], e)
+	if err != nil {
+		return err
+	}
+	return w.write(b)
+}
+
+// appendEvent appends e as written on a stream (see Send), or returns an error
+// wrapping ErrInvalidEvent.
+func appendEvent(b []byte, e Event) ([]byte, error) {
 	if strings.ContainsAny(e.ID, "\r\n\x00") {
-		return fmt.Errorf("%w: id %q contains CR, LF or NUL", ErrInvalidEvent, e.ID)
+		return b, fmt.Errorf("%w: id %q contains CR, LF or NUL", ErrInvalidEvent, e.ID)
 	}
 	if strings.ContainsAny(e.Name, "\r\n") {
-		return fmt.Errorf("%w: name %q contains CR or LF", ErrInvalidEvent, e.Name)
+		return b, fmt.Errorf("%w: name %q contains CR or LF", ErrInvalidEvent, e.Name)
 	}
-	b := w.buf[:0]
 	if e.ID != "" {
 		b = append(b, "id: "...)
 		b = append(b, e.ID...)
@@ -165,8 +213,17 @@ func (w *Writer) Send(e Event) error {
 		b = append(b, '\n')
 	}
 	b = appendLines(b, "data", e.Data)
-	b = append(b, '\n')
-	return w.write(b)
+	return append(b, '\n'), nil
+}
+
+// framed returns e with its frame made, once, for all the subscribers it goes
+// to; an invalid event is left without one (Send then refuses it).
+func framed(e Event) Event {
+	e.frame = nil
+	if b, err := appendEvent(nil, e); err == nil {
+		e.frame = b
+	}
+	return e
 }
 
 // Comment writes text as comment lines (": text"; one per line of text, and
@@ -205,12 +262,21 @@ func appendLines(b []byte, field string, data []byte) []byte {
 	}
 }
 
-// write sends b with a fresh deadline and flushes; a failure is sticky.
+// write sends b with a fresh deadline and flushes; a failure is sticky. b may
+// be w.buf, which it keeps for the next event.
 func (w *Writer) write(b []byte) error {
 	if cap(b) <= maxKeptBuffer {
 		w.buf = b[:0]
 	} else {
 		w.buf = nil
+	}
+	return w.writeShared(b)
+}
+
+// writeShared is write for bytes it must not keep (an event's shared frame).
+func (w *Writer) writeShared(b []byte) error {
+	if w.raw != nil {
+		return w.writeRaw(b)
 	}
 	if err := w.setDeadline(); err != nil {
 		w.err = err
@@ -261,7 +327,7 @@ func (w *Writer) setDeadline() error {
 // chunked terminator is written after the handler returns) unless the stream
 // already failed.
 func (w *Writer) finish() {
-	if w.err == nil {
+	if w.err == nil && w.raw == nil {
 		_ = w.setDeadline()
 	}
 }
