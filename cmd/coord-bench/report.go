@@ -87,7 +87,9 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, res := range results {
 		for _, e := range o.engines {
-			fmt.Fprintln(w, detailRow(res.row.name, e, res.rounds[e], o.pids))
+			if len(res.rounds[e]) > 0 { // (etcd has no counter rows)
+				fmt.Fprintln(w, detailRow(res.row.name, e, res.rounds[e], o.pids))
+			}
 		}
 	}
 }
