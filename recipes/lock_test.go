@@ -19,6 +19,18 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
+// grantFor returns a function that grants a lease of a minute from leases.
+func grantFor(t *testing.T, leases *kit.Leases) func() *kit.Lease {
+	return func() *kit.Lease {
+		t.Helper()
+		l, err := leases.Grant(time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+}
+
 // A waiter on this sidecar is handed the lock when its predecessor, the holder,
 // is released here, and its token is higher; the waiter behind it waits until
 // that new holder is released in turn.
@@ -30,13 +42,7 @@ func TestLocalHandoffGrantsTheSuccessor(t *testing.T) {
 	locks := NewLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	grant := func() *kit.Lease {
-		l, err := leases.Grant(time.Minute, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	grant := grantFor(t, leases)
 	a, b, c := grant(), grant(), grant()
 	ga, err := locks.Acquire(ctx, a, "hot", "a", 0)
 	if err != nil {
@@ -203,13 +209,7 @@ func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 	locks := NewLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := func() *kit.Lease {
-		l, err := leases.Grant(time.Minute, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	grant := grantFor(t, leases)
 	type outcome struct {
 		g   *LockGrant
 		err error

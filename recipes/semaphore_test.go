@@ -26,13 +26,7 @@ func TestSemaphoreRecipe(t *testing.T) {
 	sems := NewSemaphores(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := func() *kit.Lease {
-		l, err := leases.Grant(time.Minute, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	grant := grantFor(t, leases)
 
 	const workers, rounds, max = 5, 8, 2
 	var inside, most atomic.Int32
@@ -102,13 +96,7 @@ func TestRWLockRecipe(t *testing.T) {
 	rw := NewRWLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := func() *kit.Lease {
-		l, err := leases.Grant(time.Minute, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	grant := grantFor(t, leases)
 	r1, r2, w, r3 := grant(), grant(), grant(), grant()
 	if _, err := rw.Acquire(ctx, r1, "x", ReadMode, "r1", 0); err != nil {
 		t.Fatal(err)

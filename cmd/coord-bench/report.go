@@ -46,7 +46,6 @@ func median(rs []round) float64 {
 func printReport(w io.Writer, o *options, results []rowResult, started time.Time) {
 	fmt.Fprintf(w, "Run: %s to %s UTC, commit %s, %s; load average at the end %s.\n\n",
 		started.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), gitCommit(), machine(), loadavg())
-	has := func(e string) bool { return slices.Contains(o.engines, e) }
 	var locks, counters []rowResult
 	for _, res := range results {
 		if res.row.counters > 0 {
@@ -55,32 +54,10 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 			locks = append(locks, res)
 		}
 	}
-	if len(locks) > 0 {
-		fmt.Fprintf(w, "Acquire+release cycles per second, median of %d rounds of %s (after a %s warm-up); ratios of the medians, target in brackets:\n\n",
-			o.rounds, o.round, o.warmup)
-		fmt.Fprintln(w, "| row | sidecar | in-process (zk.Lock, 4 sessions) | etcd 3.4 gateway | sidecar/in-process | sidecar/etcd |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---|---|")
-		for _, res := range locks {
-			s, in, et := median(res.rounds["sidecar"]), median(res.rounds["inprocess"]), median(res.rounds["etcd"])
-			t := targets[res.row.name]
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", res.row.name,
-				rate(s, has("sidecar")), rate(in, has("inprocess")), rate(et, has("etcd")),
-				ratio(s, in, t[0]), ratio(s, et, t[1]))
-		}
-		fmt.Fprintln(w)
-	}
-	if len(counters) > 0 {
-		fmt.Fprintf(w, "Counter adds per second (a cycle below is one add), median of %d rounds of %s (after a %s warm-up); ratio of the medians, target in brackets:\n\n",
-			o.rounds, o.round, o.warmup)
-		fmt.Fprintln(w, "| row | sidecar | in-process (Get+Set loop, 4 sessions) | sidecar/in-process |")
-		fmt.Fprintln(w, "|---|---:|---:|---|")
-		for _, res := range counters {
-			s, in := median(res.rounds["sidecar"]), median(res.rounds["inprocess"])
-			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", res.row.name,
-				rate(s, has("sidecar")), rate(in, has("inprocess")), ratio(s, in, targets[res.row.name][0]))
-		}
-		fmt.Fprintln(w)
-	}
+	ratioTable(w, o, locks, "Acquire+release cycles per second", []column{
+		{"sidecar", "sidecar", ""}, {"inprocess", "in-process (zk.Lock, 4 sessions)", "in-process"}, {"etcd", "etcd 3.4 gateway", "etcd"}})
+	ratioTable(w, o, counters, "Counter adds per second (a cycle below is one add)", []column{
+		{"sidecar", "sidecar", ""}, {"inprocess", "in-process (Get+Set loop, 4 sessions)", "in-process"}})
 	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
@@ -92,6 +69,41 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 			}
 		}
 	}
+}
+
+// column is an engine's column of a ratio table: its title, and the short name
+// of the sidecar's ratio to it ("" for the sidecar's own).
+type column struct{ engine, title, short string }
+
+// ratioTable prints each row's median rate per column and the sidecar's ratio
+// to each other column, with the row's target (targets, in column order).
+func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []column) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s, median of %d rounds of %s (after a %s warm-up); ratios of the medians, target in brackets:\n\n",
+		what, o.rounds, o.round, o.warmup)
+	head, rule := "| row |", "|---|"
+	for _, c := range cols {
+		head, rule = head+" "+c.title+" |", rule+"---:|"
+	}
+	for _, c := range cols[1:] {
+		head, rule = head+" sidecar/"+c.short+" |", rule+"---|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	for _, res := range rows {
+		line := "| " + res.row.name + " |"
+		for _, c := range cols {
+			line += " " + rate(median(res.rounds[c.engine]), slices.Contains(o.engines, c.engine)) + " |"
+		}
+		s := median(res.rounds["sidecar"])
+		for i, c := range cols[1:] {
+			line += " " + ratio(s, median(res.rounds[c.engine]), targets[res.row.name][i]) + " |"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
 }
 
 func rate(v float64, present bool) string {
