@@ -19,6 +19,15 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
+// newLockTest returns the shared server, a fresh root, the locks of a new
+// session there, and a function that grants a lease of that session.
+func newLockTest(t *testing.T) (*zktest.Cluster, string, *Locks, func() *kit.Lease) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	s := zookeepertest.NewSession(t, zkc.Servers(), root)
+	return zkc, root, NewLocks(s, prometheus.NewRegistry()), grantFor(t, kit.NewLeases(s, nil))
+}
+
 // grantFor returns a function that grants a lease of a minute from leases.
 func grantFor(t *testing.T, leases *kit.Leases) func() *kit.Lease {
 	return func() *kit.Lease {
@@ -35,14 +44,9 @@ func grantFor(t *testing.T, leases *kit.Leases) func() *kit.Lease {
 // is released here, and its token is higher; the waiter behind it waits until
 // that new holder is released in turn.
 func TestLocalHandoffGrantsTheSuccessor(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	s := zookeepertest.NewSession(t, zkc.Servers(), root)
-	leases := kit.NewLeases(s, nil)
-	locks := NewLocks(s, prometheus.NewRegistry())
+	_, _, locks, grant := newLockTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
 	a, b, c := grant(), grant(), grant()
 	ga, err := locks.Acquire(ctx, a, "hot", "a", 0)
 	if err != nil {
@@ -202,14 +206,9 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 // giving up here (it looks at the line again), and another client deleting the
 // node (noticed through the watch it sets after localGrace).
 func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	s := zookeepertest.NewSession(t, zkc.Servers(), root)
-	leases := kit.NewLeases(s, nil)
-	locks := NewLocks(s, prometheus.NewRegistry())
+	zkc, root, locks, grant := newLockTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
 	type outcome struct {
 		g   *LockGrant
 		err error
