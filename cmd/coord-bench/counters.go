@@ -19,7 +19,8 @@ import (
 // counter into one compare-and-set); an in-process add is go-zookeeper's Get,
 // then Set at the version read, retried when refused (the loop Curator's
 // DistributedAtomicLong and kazoo's Counter make), in the 8-byte big-endian
-// layout. After every round the counters must add up to the adds acknowledged.
+// layout. After every round each counter must hold exactly the adds
+// acknowledged to it.
 
 // errNoSuchRow: the engine has no such workload (etcd has no counter recipe).
 var errNoSuchRow = errors.New("no such workload on this engine")
@@ -37,20 +38,18 @@ func counterNames(r row) []string {
 	return names
 }
 
-// counterCheck is the done function of a counter round: the counters read
-// (by value) must add up to the adds acknowledged.
-func counterCheck(names []string, acked *atomic.Int64, value func(name string) (int64, error)) func() error {
+// counterCheck is the done function of a counter round: each counter read (by
+// value) must hold the adds acknowledged to it (acked, by counter).
+func counterCheck(names []string, acked []atomic.Int64, value func(name string) (int64, error)) func() error {
 	return func() error {
-		var sum int64
-		for _, n := range names {
+		for c, n := range names {
 			v, err := value(n)
 			if err != nil {
 				return fmt.Errorf("counter %s: %w", n, err)
 			}
-			sum += v
-		}
-		if sum != acked.Load() {
-			return fmt.Errorf("counters add up to %d after %d acknowledged adds", sum, acked.Load())
+			if v != acked[c].Load() {
+				return fmt.Errorf("counter %s holds %d after %d acknowledged adds", n, v, acked[c].Load())
+			}
 		}
 		return nil
 	}
@@ -59,19 +58,20 @@ func counterCheck(names []string, acked *atomic.Int64, value func(name string) (
 func (e *sidecarEngine) counterWorkers(r row) ([]func(context.Context) error, func() error) {
 	names := counterNames(r)
 	base := strings.TrimSuffix(e.base, "locks/") + "counters/"
-	var acked atomic.Int64
+	acked := make([]atomic.Int64, len(names))
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
-		u := base + names[w%len(names)] + "?add=1"
+		c := w % len(names)
+		u := base + names[c] + "?add=1"
 		fns[w] = func(ctx context.Context) error {
 			if err := send(ctx, e.client, http.MethodPost, u, nil, http.StatusOK, nil); err != nil {
 				return err
 			}
-			acked.Add(1)
+			acked[c].Add(1)
 			return nil
 		}
 	}
-	return fns, counterCheck(names, &acked, func(name string) (int64, error) {
+	return fns, counterCheck(names, acked, func(name string) (int64, error) {
 		var got struct {
 			Value int64 `json:"value"`
 		}
@@ -86,19 +86,20 @@ func (e *inprocessEngine) counterWorkers(r row) ([]func(context.Context) error, 
 		return nil, nil, err
 	}
 	names := counterNames(r)
-	var acked atomic.Int64
+	acked := make([]atomic.Int64, len(names))
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
-		conn, p := e.conns[w%len(e.conns)], dir+"/"+names[w%len(names)]
+		c := w % len(names)
+		conn, p := e.conns[w%len(e.conns)], dir+"/"+names[c]
 		fns[w] = func(context.Context) error {
 			if err := casAdd(conn, p); err != nil {
 				return err
 			}
-			acked.Add(1)
+			acked[c].Add(1)
 			return nil
 		}
 	}
-	return fns, counterCheck(names, &acked, func(name string) (int64, error) {
+	return fns, counterCheck(names, acked, func(name string) (int64, error) {
 		data, _, err := e.conns[0].Get(dir + "/" + name)
 		if errors.Is(err, zk.ErrNoNode) {
 			return 0, nil // its workers made no add

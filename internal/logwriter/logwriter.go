@@ -51,6 +51,8 @@ func (b *Batched) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		b.out.Lock() // after Close's hand-over, one write at a time
+		defer b.out.Unlock()
 		return b.w.Write(p)
 	}
 	b.buf = append(b.buf, p...)
@@ -70,7 +72,17 @@ func (b *Batched) Write(p []byte) (int, error) {
 func (b *Batched) Flush() error {
 	b.out.Lock()
 	defer b.out.Unlock()
+	return b.handOver(false)
+}
+
+// handOver writes what is buffered, and marks b closed first when closing is
+// set (under the same lock, so that no write goes straight through before
+// what was buffered). b.out is held.
+func (b *Batched) handOver(closing bool) error {
 	b.mu.Lock()
+	if closing {
+		b.closed = true
+	}
 	batch := b.buf
 	b.buf = b.spare[:0]
 	b.spare = nil
@@ -91,11 +103,10 @@ func (b *Batched) Flush() error {
 	return err
 }
 
-// Close flushes and makes later writes go straight through. A timer that fired
-// just before may still run one (empty) Flush after Close returns.
+// Close flushes and makes later writes go straight through, after it. A timer
+// that fired just before may still run one (empty) Flush after Close returns.
 func (b *Batched) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	return b.Flush()
+	b.out.Lock()
+	defer b.out.Unlock()
+	return b.handOver(true)
 }

@@ -149,9 +149,11 @@ type Epoch struct {
 	id      atomic.Int64
 	timeout atomic.Int64 // negotiated, in ns; 0 until known
 	lastOK  atomic.Int64 // unix ns at which the newest successful call was sent
-	lost    chan struct{}
-	once    sync.Once
-	txns    *GroupCommit[*txnReq] // shared transactions (txn.go)
+	// connects counts the times the session became connected (Connects).
+	connects atomic.Uint64
+	lost     chan struct{}
+	once     sync.Once
+	txns     *GroupCommit[*txnReq] // shared transactions (txn.go)
 	// authed is true once the Session's credentials (if any) are accepted on
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.
@@ -372,6 +374,7 @@ func (s *Session) apply(e queuedEvent) {
 func (s *Session) connectedLocked(ep *Epoch) {
 	id := ep.conn.SessionID()
 	ep.id.Store(id)
+	ep.connects.Add(1)
 	ep.touch(time.Now())
 	name := "connected"
 	if s.state == StateSuspended && id == s.lastID {
@@ -525,6 +528,13 @@ func (ep *Epoch) IsLost() bool {
 
 // Connected tells whether this is the connected session now.
 func (ep *Epoch) Connected() bool { return ep.s.live.Load() == ep }
+
+// Connects is how many times ep's session has become connected: a reconnect of
+// the same session counts. Watches set before a reconnect may report what
+// changed while disconnected only some time after calls work again (go-zookeeper
+// re-sends them after it reports the session back), so what relies on a watch's
+// silence relies on it only while this count stays the same.
+func (ep *Epoch) Connects() uint64 { return ep.connects.Load() }
 
 // Session is the Session this epoch belongs to.
 func (ep *Epoch) Session() *Session { return ep.s }

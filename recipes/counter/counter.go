@@ -170,21 +170,22 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 	if err != nil {
 		return err
 	}
+	// What is known is only ever the base of a compare-and-set, never an
+	// answer: when next refuses it (a mismatch, an overflow) or writes nothing,
+	// the counter is read.
 	if k, ok := c.known.take(name, ep); ok {
-		v, write, err := next(k.value)
-		if err != nil || !write {
-			return err
+		if v, write, err := next(k.value); err == nil && write {
+			st, err := ep.Set(ctx, p, encode(v), k.version)
+			switch {
+			case err == nil:
+				c.metrics.unread.Inc()
+				c.known.remember(name, ep, k.arming, v, st)
+				return nil
+			case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
+				return err
+			}
+			c.metrics.conflicts.Inc() // changed since: read it
 		}
-		st, err := ep.Set(ctx, p, encode(v), k.version)
-		switch {
-		case err == nil:
-			c.metrics.unread.Inc()
-			c.known.remember(name, ep, k.arming, v, st)
-			return nil
-		case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
-			return err
-		}
-		c.metrics.conflicts.Inc() // changed since: read it
 	}
 	for {
 		ep, err := c.s.Current()

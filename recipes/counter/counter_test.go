@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 )
 
@@ -252,4 +254,106 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// What a sidecar knows is only ever the base of a compare-and-set, never an
+// answer: after another sidecar changed the counter, an expect= that matches
+// the counter (not what is known) succeeds, and an add that would overflow
+// what is known, but not the counter, is made.
+func TestKnownValueIsNeverAnAnswer(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	reg := prometheus.NewRegistry()
+	a := New(zookeepertest.NewSession(t, zkc.Servers(), root), reg)
+	b := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	ctx := context.Background()
+	unread := func() float64 { return counterValue(t, reg, "coord_counter_writes_unread_total") }
+	// a writes until it knows the counter's value.
+	knows := func(name string, delta int64) {
+		t.Helper()
+		testutil.Eventually(t, 5*time.Second, "a write on the known value", func() bool {
+			before := unread()
+			if _, err := a.Add(ctx, name, delta); err != nil {
+				t.Fatal(err)
+			}
+			return unread() == before+1
+		})
+		if _, err := a.Add(ctx, name, 0); err != nil { // known again after that write
+			t.Fatal(err)
+		}
+	}
+	knows("x", 1)
+	cur, err := b.Add(ctx, "x", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := a.Set(ctx, "x", 10, ptr(cur)); err != nil || v != 10 {
+		t.Fatalf("expect=%d after b's add: %d %v", cur, v, err)
+	}
+
+	if _, err := a.Set(ctx, "big", math.MaxInt64-1, nil); err != nil {
+		t.Fatal(err)
+	}
+	knows("big", 0)
+	if _, err := b.Set(ctx, "big", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := a.Add(ctx, "big", 5); err != nil || v != 5 {
+		t.Fatalf("add after b reset the counter: %d %v, want 5", v, err)
+	}
+}
+
+// A reconnect of the same session drops what is known: a counter deleted and
+// made again (at the version the sidecar knew) while it was disconnected is read
+// before it is written.
+func TestKnownValueDroppedOnReconnect(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	proxy, err := faultproxy.New(zkc.Server(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := zookeepertest.Start(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: root, Timeout: 10 * time.Second})
+	reg := prometheus.NewRegistry()
+	c := New(s, reg)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	ctx := context.Background()
+	p := root + "/counters/r"
+	var last int64
+	testutil.Eventually(t, 5*time.Second, "a write on the known value", func() bool {
+		before := counterValue(t, reg, "coord_counter_writes_unread_total")
+		v, err := c.Add(ctx, "r", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v
+		return counterValue(t, reg, "coord_counter_writes_unread_total") == before+1
+	})
+	_, st, err := conn.Get(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	for s.State() == zookeeper.StateConnected {
+		<-s.Changed()
+	}
+	if err := conn.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(p, binary.BigEndian.AppendUint64(nil, 700), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range st.Version {
+		if _, err := conn.Set(p, binary.BigEndian.AppendUint64(nil, 700), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy.Restore()
+	for s.State() != zookeeper.StateConnected {
+		<-s.Changed()
+	}
+	if v, err := c.Add(ctx, "r", 1); err != nil || v != 701 {
+		t.Fatalf("add after the reconnect: %d %v, want 701 (known before the cut: %d)", v, err, last)
+	}
 }

@@ -21,7 +21,10 @@ import (
 // and what was known before it fired is no longer trusted. (The counters' own
 // data changes do not fire it, so adds do not re-arm it.) A value is trusted
 // only when the watch was armed before the write that made it known was sent,
-// on the epoch that is current, and has not fired since. What remains is the
+// on the epoch that is current, has not fired since, and the session has not
+// reconnected since it was armed (after a reconnect a watch reports what
+// changed while disconnected only a round trip later: everything known is
+// dropped then, and the watch armed again). What remains is the
 // ABA any compare-and-set on a data version has (Curator's and kazoo's too,
 // between their read and their write): a delete, a new node and writes back to
 // the same version while the watch's event is on its way.
@@ -44,12 +47,13 @@ type knownValues struct {
 	mu sync.Mutex
 	m  map[string]known
 	// The child watch on dir: armed on ep as arming number armed (0: not
-	// armed), firing on fired.
-	ep     *zookeeper.Epoch
-	armed  uint64
-	arms   uint64
-	fired  <-chan zookeeper.Event
-	arming bool // an arming is under way
+	// armed) while ep had connected connects times, firing on fired.
+	ep       *zookeeper.Epoch
+	armed    uint64
+	arms     uint64
+	connects uint64
+	fired    <-chan zookeeper.Event
+	arming   bool // an arming is under way
 }
 
 // maxKnown bounds the counters remembered; past it, writes are not remembered.
@@ -65,7 +69,10 @@ func (kv *knownValues) watching(ep *zookeeper.Epoch) uint64 {
 		case <-kv.fired: // a counter was made or deleted: forget everything
 			kv.armed, kv.fired, kv.m = 0, nil, nil
 		default:
-			return kv.armed
+			if ep.Connects() == kv.connects {
+				return kv.armed
+			}
+			kv.armed, kv.fired, kv.m = 0, nil, nil // reconnected since
 		}
 	}
 	if !kv.arming && !ep.IsLost() {
@@ -77,15 +84,16 @@ func (kv *knownValues) watching(ep *zookeeper.Epoch) uint64 {
 
 // arm sets the child watch on ep.
 func (kv *knownValues) arm(ep *zookeeper.Epoch) {
+	connects := ep.Connects()
 	_, _, fired, err := ep.ChildrenW(context.Background(), kv.dir) // bounded by OpTimeout
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	kv.arming = false
-	if err != nil {
-		return // (no counter yet, or trouble: the next write tries again)
+	if err != nil || ep.Connects() != connects {
+		return // (no counter yet, trouble, or a reconnect: the next write tries again)
 	}
 	kv.arms++
-	kv.ep, kv.armed, kv.fired, kv.m = ep, kv.arms, fired, nil
+	kv.ep, kv.armed, kv.connects, kv.fired, kv.m = ep, kv.arms, connects, fired, nil
 }
 
 // take returns what is known of name on ep, and forgets it (a value is used
