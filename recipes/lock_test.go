@@ -159,11 +159,7 @@ func TestLockUnderReadOnlyParent(t *testing.T) {
 func TestReleaseDeletesThroughSuspension(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := zookeepertest.NewSession(t, []string{proxy.Addr()}, root)
 	leases := kit.NewLeases(s, nil)
 	locks := NewLocks(s, prometheus.NewRegistry())

@@ -560,11 +560,7 @@ var cutFaults = []struct {
 func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faultproxy.Proxy, *sidecar, *sidecar) {
 	t.Helper()
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", sessionTimeout)
 	return proxy, cut, startSidecar(t, zkc.Servers(), root)
 }

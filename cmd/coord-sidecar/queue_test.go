@@ -393,11 +393,7 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	doomed := startSidecar(t, []string{proxy.Addr()}, root)
 	survivor := startSidecar(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)

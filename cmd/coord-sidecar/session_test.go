@@ -17,11 +17,7 @@ import (
 func TestSessionExpiryLosesGrants(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "1s")
 	other := startSidecar(t, zkc.Servers(), root)
 
@@ -82,11 +78,7 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 func TestShortCutSuspendsThenReconnects(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "6s")
 	sess := car.openStream(t, "/v1/session/events")
 	if ev := sess.next(t, 5*time.Second); ev.Name != "session" || str(ev.Data["state"]) != "connected" {

@@ -163,11 +163,7 @@ func TestLockWrapperExitCodes(t *testing.T) {
 func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "1s")
 	log := filepath.Join(t.TempDir(), "runs.log")
 	rec := recorder(log, "victim", "sleep 60")

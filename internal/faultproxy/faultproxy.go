@@ -12,6 +12,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -75,6 +76,18 @@ func New(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// Start returns a proxy to target, closed when tb ends (failing tb when it
+// cannot listen).
+func Start(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	p, err := New(target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // Addr returns the "127.0.0.1:port" address clients should dial.

@@ -121,11 +121,7 @@ func TestCredentialsGiveCreatorOnlyACL(t *testing.T) {
 func TestCredentialsAfterReconnectAndLoss(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := zookeepertest.Start(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: root, Auth: appCreds, Timeout: 2 * time.Second})
 	anon, app := zktest.Connect(t, zkc.Servers(), 4*time.Second), appConn(t, zkc.Servers())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -64,11 +64,7 @@ func newTestSession(t *testing.T, servers []string, root string) *Session {
 func TestProtectedCreateAdoptsAfterLostReply(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := newTestSession(t, []string{proxy.Addr()}, root)
 	ep, err := s.Current()
 	if err != nil {

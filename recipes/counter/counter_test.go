@@ -25,11 +25,7 @@ import (
 // are combined (fewer compare-and-sets than adds), and each add answers a
 // distinct value: the counter's value right after it.
 func TestConcurrentAddsCombine(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	reg := prometheus.NewRegistry()
-	a := New(zookeepertest.NewSession(t, zkc.Servers(), root), reg)
-	b := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	a, b, _ := twoSidecars(t)
 	ctx := context.Background()
 
 	const per = 40
@@ -213,17 +209,7 @@ func TestKnownValueWritesWithoutReadingAndSeesOtherWriters(t *testing.T) {
 	// Another client deletes the counter and makes it again, writing it back to
 	// the version the sidecar knows, with a value of its own.
 	_, st = stored()
-	if err := conn.Delete(p, -1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Create(p, binary.BigEndian.AppendUint64(nil, 500), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	for i := range st.Version {
-		if _, err := conn.Set(p, binary.BigEndian.AppendUint64(nil, 500), i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	remake(t, conn, p, 500, st.Version)
 	if _, st2 := stored(); st2.Version != st.Version {
 		t.Fatalf("made again at version %d, want %d", st2.Version, st.Version)
 	}
@@ -237,6 +223,34 @@ func TestKnownValueWritesWithoutReadingAndSeesOtherWriters(t *testing.T) {
 	settle()
 	if v, _ := stored(); v != want {
 		t.Fatalf("stored %d, want %d", v, want)
+	}
+}
+
+// twoSidecars returns the counters of two sessions on a fresh root, and the
+// registry of the first one's metrics.
+func twoSidecars(t *testing.T) (*Counters, *Counters, *prometheus.Registry) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	reg := prometheus.NewRegistry()
+	return New(zookeepertest.NewSession(t, zkc.Servers(), root), reg),
+		New(zookeepertest.NewSession(t, zkc.Servers(), root), nil), reg
+}
+
+// remake deletes the counter at p and makes it again holding value, written
+// back to version (as another client might, behind a sidecar's back).
+func remake(t *testing.T, conn *zk.Conn, p string, value int64, version int32) {
+	t.Helper()
+	data := binary.BigEndian.AppendUint64(nil, uint64(value))
+	if err := conn.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range version {
+		if _, err := conn.Set(p, data, i); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -261,11 +275,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // the counter (not what is known) succeeds, and an add that would overflow
 // what is known, but not the counter, is made.
 func TestKnownValueIsNeverAnAnswer(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	reg := prometheus.NewRegistry()
-	a := New(zookeepertest.NewSession(t, zkc.Servers(), root), reg)
-	b := New(zookeepertest.NewSession(t, zkc.Servers(), root), nil)
+	a, b, reg := twoSidecars(t)
 	ctx := context.Background()
 	unread := func() float64 { return counterValue(t, reg, "coord_counter_writes_unread_total") }
 	// a writes until it knows the counter's value.
@@ -309,11 +319,7 @@ func TestKnownValueIsNeverAnAnswer(t *testing.T) {
 func TestKnownValueDroppedOnReconnect(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := zookeepertest.Start(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: root, Timeout: 10 * time.Second})
 	reg := prometheus.NewRegistry()
 	c := New(s, reg)
@@ -338,17 +344,7 @@ func TestKnownValueDroppedOnReconnect(t *testing.T) {
 	for s.State() == zookeeper.StateConnected {
 		<-s.Changed()
 	}
-	if err := conn.Delete(p, -1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Create(p, binary.BigEndian.AppendUint64(nil, 700), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	for i := range st.Version {
-		if _, err := conn.Set(p, binary.BigEndian.AppendUint64(nil, 700), i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	remake(t, conn, p, 700, st.Version)
 	proxy.Restore()
 	for s.State() != zookeeper.StateConnected {
 		<-s.Changed()

@@ -18,11 +18,7 @@ import (
 func TestTakeSettledByReceiptAfterLostAnswer(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := newTestSession(t, []string{proxy.Addr()}, root)
 	q := New(s, nil)
 	t.Cleanup(func() { s.Close(); q.Close() })

@@ -209,11 +209,7 @@ func TestThroughputImplicitLeaseEndsOnLeave(t *testing.T) {
 func TestThroughputFollowerThroughSessionTrouble(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy, err := faultproxy.New(zkc.Server(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := faultproxy.Start(t, zkc.Server(0))
 	a := newTPSide(t, []string{proxy.Addr()}, root)
 	ctx := context.Background()
 	const g = "trouble"
