@@ -49,7 +49,7 @@ trap 'exit 130' INT TERM
 # free_port prints a TCP port nobody listens on.
 free_port() {
 	local port
-	for port in $(shuf -i 20000-60000 -n 100); do
+	for port in $(shuf -i 20000-32000 -n 100); do # below Linux's ephemeral ports, which clients take
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
 			return 0

@@ -14,10 +14,18 @@ type Reaper struct {
 	every time.Duration
 
 	mu      sync.Mutex
-	watched map[*Writer]func()
+	watched map[*Writer]watched
+	next    int // the step the next stream watched is checked at
 
 	stop chan struct{}
 	done chan struct{}
+}
+
+// watched is a stream's gone function and the step of each interval at which
+// it is checked.
+type watched struct {
+	gone func()
+	step int
 }
 
 // NewReaper starts a reaper that checks every interval (default 1s).
@@ -25,7 +33,7 @@ func NewReaper(every time.Duration) *Reaper {
 	if every <= 0 {
 		every = time.Second
 	}
-	r := &Reaper{every: every, watched: map[*Writer]func(){}, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Reaper{every: every, watched: map[*Writer]watched{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -34,7 +42,8 @@ func NewReaper(every time.Duration) *Reaper {
 // its connection; forget stops watching.
 func (r *Reaper) Watch(w *Writer, gone func()) (forget func()) {
 	r.mu.Lock()
-	r.watched[w] = gone
+	r.watched[w] = watched{gone: gone, step: r.next}
+	r.next = (r.next + 1) % reapSteps
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
@@ -62,7 +71,9 @@ func (r *Reaper) run() {
 	defer close(r.done)
 	t := time.NewTicker(max(r.every/reapSteps, 1))
 	defer t.Stop()
-	var batch []*Writer // this interval's streams, checked a share per step
+	// Each step checks the streams of that step, and holds none of them past
+	// it: a stream that ended is never kept alive here.
+	var batch []*Writer
 	step := 0
 	for {
 		select {
@@ -70,31 +81,27 @@ func (r *Reaper) run() {
 			return
 		case <-t.C:
 		}
-		if step == 0 {
-			clear(batch)
-			batch = batch[:0]
-			r.mu.Lock()
-			for w := range r.watched {
+		r.mu.Lock()
+		for w, v := range r.watched {
+			if v.step == step {
 				batch = append(batch, w)
 			}
-			r.mu.Unlock()
 		}
-		step++
-		share := batch[len(batch)*(step-1)/reapSteps : len(batch)*step/reapSteps]
-		if step == reapSteps {
-			step = 0
-		}
-		for _, w := range share {
+		r.mu.Unlock()
+		step = (step + 1) % reapSteps
+		for _, w := range batch {
 			if w.conn == nil || !peerClosed(w.conn, w.raw.rawConn()) {
 				continue
 			}
 			r.mu.Lock()
-			gone := r.watched[w]
+			v, ok := r.watched[w]
 			delete(r.watched, w)
 			r.mu.Unlock()
-			if gone != nil {
-				gone()
+			if ok {
+				v.gone()
 			}
 		}
+		clear(batch)
+		batch = batch[:0]
 	}
 }
