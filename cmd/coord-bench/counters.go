@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 )
 
 // Counter rows: `workers` workers each adding 1 in a loop, worker w on counter
@@ -64,7 +66,7 @@ func (e *sidecarEngine) counterWorkers(r row) ([]func(context.Context) error, fu
 		c := w % len(names)
 		u := base + names[c] + "?add=1"
 		fns[w] = func(ctx context.Context) error {
-			if err := send(ctx, e.client, http.MethodPost, u, nil, http.StatusOK, nil); err != nil {
+			if err := benchload.Send(ctx, e.client, http.MethodPost, u, nil, http.StatusOK, nil); err != nil {
 				return err
 			}
 			acked[c].Add(1)
@@ -75,7 +77,7 @@ func (e *sidecarEngine) counterWorkers(r row) ([]func(context.Context) error, fu
 		var got struct {
 			Value int64 `json:"value"`
 		}
-		err := send(context.Background(), e.client, http.MethodGet, base+name, nil, http.StatusOK, &got)
+		err := benchload.Send(context.Background(), e.client, http.MethodGet, base+name, nil, http.StatusOK, &got)
 		return got.Value, err
 	})
 }

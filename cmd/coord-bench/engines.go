@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
-	"net/url"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 )
 
 // engine is one column: it makes the workers of a row.
@@ -24,7 +22,7 @@ type engine interface {
 	// release, checked on x when r is hot; an add on a counter row) and what
 	// ends them, which checks the round's outcome (errNoSuchRow: the engine has
 	// no such workload).
-	workers(ctx context.Context, r row, x *exclusion) ([]func(ctx context.Context) error, func() error, error)
+	workers(ctx context.Context, r row, x *benchload.Exclusion) ([]func(ctx context.Context) error, func() error, error)
 	close()
 }
 
@@ -66,67 +64,17 @@ type sidecarEngine struct {
 func (e *sidecarEngine) name() string { return "sidecar" }
 func (e *sidecarEngine) close()       { e.client.CloseIdleConnections() }
 
-func (e *sidecarEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+func (e *sidecarEngine) workers(_ context.Context, r row, x *benchload.Exclusion) ([]func(context.Context) error, func() error, error) {
 	if r.counters > 0 {
 		fns, check := e.counterWorkers(r)
 		return fns, check, nil
 	}
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
-		u := e.base + lockName(r, w)
-		acquire, release := u+"?wait=30s", u+"?lease="
-		fns[w] = func(ctx context.Context) error {
-			var grant struct {
-				Lease        string `json:"lease"`
-				FencingToken int64  `json:"fencingToken"`
-			}
-			if err := send(ctx, e.client, http.MethodPost, acquire, nil, http.StatusCreated, &grant); err != nil {
-				return err
-			}
-			err := x.enter(grant.FencingToken)
-			x.leave()
-			if rerr := send(ctx, e.client, http.MethodDelete, release+url.QueryEscape(grant.Lease), nil, http.StatusNoContent, nil); err == nil {
-				err = rerr
-			}
-			return err
-		}
+		l := benchload.NewSidecarLock(e.client, e.base+lockName(r, w))
+		fns[w] = func(ctx context.Context) error { return l.Cycle(ctx, x) }
 	}
 	return fns, func() error { return nil }, nil
-}
-
-// send makes one request and decodes a JSON answer into out (when not nil); the
-// body is read to its end so that the connection is reused.
-func send(ctx context.Context, c *http.Client, method, u string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d, want %d: %s", method, u, resp.StatusCode, want, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: bad JSON %q: %w", method, u, raw, err)
-		}
-	}
-	return nil
 }
 
 // inprocessEngine: go-zookeeper's lock recipe in this process, worker w on
@@ -175,7 +123,7 @@ func (e *inprocessEngine) close() {
 	}
 }
 
-func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+func (e *inprocessEngine) workers(_ context.Context, r row, x *benchload.Exclusion) ([]func(context.Context) error, func() error, error) {
 	if r.counters > 0 {
 		return e.counterWorkers(r)
 	}
@@ -186,8 +134,8 @@ func (e *inprocessEngine) workers(_ context.Context, r row, x *exclusion) ([]fun
 			if err := l.Lock(); err != nil {
 				return fmt.Errorf("lock: %w", err)
 			}
-			err := x.enter(0)
-			x.leave()
+			err := x.Enter(0)
+			x.Leave()
 			if uerr := l.Unlock(); uerr != nil && err == nil {
 				err = fmt.Errorf("unlock: %w", uerr)
 			}
@@ -207,7 +155,7 @@ type etcdEngine struct {
 func (e *etcdEngine) name() string { return "etcd" }
 func (e *etcdEngine) close()       { e.client.CloseIdleConnections() }
 
-func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(context.Context) error, func() error, error) {
+func (e *etcdEngine) workers(ctx context.Context, r row, x *benchload.Exclusion) ([]func(context.Context) error, func() error, error) {
 	if r.counters > 0 {
 		return nil, nil, errNoSuchRow
 	}
@@ -218,13 +166,13 @@ func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(c
 		defer cancel()
 		for _, id := range leases {
 			if id != "" {
-				_ = send(bg, e.client, http.MethodPost, e.base+"/v3/lease/revoke", map[string]string{"ID": id}, http.StatusOK, nil)
+				_ = benchload.Send(bg, e.client, http.MethodPost, e.base+"/v3/lease/revoke", map[string]string{"ID": id}, http.StatusOK, nil)
 			}
 		}
 	}
 	for w := range fns {
 		var lease struct{ ID string }
-		if err := send(ctx, e.client, http.MethodPost, e.base+"/v3/lease/grant", map[string]int{"TTL": 120}, http.StatusOK, &lease); err != nil {
+		if err := benchload.Send(ctx, e.client, http.MethodPost, e.base+"/v3/lease/grant", map[string]int{"TTL": 120}, http.StatusOK, &lease); err != nil {
 			revoke()
 			return nil, nil, err
 		}
@@ -235,65 +183,19 @@ func (e *etcdEngine) workers(ctx context.Context, r row, x *exclusion) ([]func(c
 			var held struct {
 				Key string `json:"key"`
 			}
-			if err := send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/lock", lockBody, http.StatusOK, &held); err != nil {
+			if err := benchload.Send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/lock", lockBody, http.StatusOK, &held); err != nil {
 				return err
 			}
 			if held.Key == "" {
 				return fmt.Errorf("lock: answer without a key")
 			}
-			err := x.enter(0)
-			x.leave()
-			if uerr := send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/unlock", map[string]string{"key": held.Key}, http.StatusOK, nil); err == nil {
+			err := x.Enter(0)
+			x.Leave()
+			if uerr := benchload.Send(ctx, e.client, http.MethodPost, e.base+"/v3/lock/unlock", map[string]string{"key": held.Key}, http.StatusOK, nil); err == nil {
 				err = uerr
 			}
 			return err
 		}
 	}
 	return fns, func() error { revoke(); return nil }, nil
-}
-
-// exclusion checks, for the holders of one lock, that no two hold it at once and,
-// when tokens are given (> 0), that fencing tokens strictly increase. A nil
-// *exclusion checks nothing.
-type exclusion struct {
-	holders   atomic.Int32
-	lastToken atomic.Int64 // written only by the holder
-	// left is when the last holder let go (UnixNano); gaps and gapSum count the
-	// handoffs and their time from one holder's let-go to the next one's grant.
-	left, gaps, gapSum atomic.Int64
-}
-
-func (x *exclusion) enter(token int64) error {
-	if x == nil {
-		return nil
-	}
-	if n := x.holders.Add(1); n != 1 {
-		return fmt.Errorf("%d holders at once", n)
-	}
-	if token > 0 {
-		if last := x.lastToken.Load(); token <= last {
-			return fmt.Errorf("fencing token %d after %d", token, last)
-		}
-		x.lastToken.Store(token)
-	}
-	if left := x.left.Load(); left > 0 {
-		x.gaps.Add(1)
-		x.gapSum.Add(time.Now().UnixNano() - left)
-	}
-	return nil
-}
-
-func (x *exclusion) leave() {
-	if x != nil {
-		x.left.Store(time.Now().UnixNano())
-		x.holders.Add(-1)
-	}
-}
-
-// meanGap is the mean handoff time (0 when nothing was handed over).
-func (x *exclusion) meanGap() time.Duration {
-	if x == nil || x.gaps.Load() == 0 {
-		return 0
-	}
-	return time.Duration(x.gapSum.Load() / x.gaps.Load())
 }

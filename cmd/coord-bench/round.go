@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 )
 
 // round is what one engine did in one round of a row.
@@ -31,9 +33,9 @@ func (r round) rate() float64 { return float64(r.cycles) / r.elapsed.Seconds() }
 // runRound runs r's workers on e for d: each loops cycles until d is over and
 // finishes the cycle under way. The first error stops the round.
 func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration) (round, error) {
-	var x *exclusion
+	var x *benchload.Exclusion
 	if r.hot {
-		x = &exclusion{}
+		x = &benchload.Exclusion{}
 	}
 	fns, done, err := e.workers(ctx, r, x)
 	if err != nil {
@@ -76,7 +78,7 @@ func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration)
 	if err := done(); err != nil {
 		return rd, err
 	}
-	rd.gap = x.meanGap()
+	rd.gap = x.MeanGap()
 	for _, c := range counts {
 		rd.cycles += c
 	}

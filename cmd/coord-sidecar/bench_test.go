@@ -7,11 +7,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -36,12 +34,12 @@ func BenchmarkLockCycles(b *testing.B) {
 	env := newBenchEnv(b)
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("sidecar/clients=%d", clients), func(b *testing.B) {
-			locks := make([]*httpLock, clients)
+			locks := make([]*benchload.SidecarLock, clients)
 			for i := range locks {
-				locks[i] = env.httpLock("bench-" + strconv.Itoa(i))
+				locks[i] = benchload.NewSidecarLock(env.client, env.sc.base+"/v1/locks/bench-"+strconv.Itoa(i))
 			}
 			runWorkers(b, clients, "cycles/s", func(ctx context.Context, w int) error {
-				return locks[w].cycle(ctx, nil)
+				return locks[w].Cycle(ctx, nil)
 			})
 		})
 		b.Run(fmt.Sprintf("inprocess/clients=%d", clients), func(b *testing.B) {
@@ -64,13 +62,13 @@ const handoffContenders = 16
 func BenchmarkLockHandoff(b *testing.B) {
 	env := newBenchEnv(b)
 	b.Run("sidecar", func(b *testing.B) {
-		locks := make([]*httpLock, handoffContenders)
+		locks := make([]*benchload.SidecarLock, handoffContenders)
 		for i := range locks {
-			locks[i] = env.httpLock("bench-hot")
+			locks[i] = benchload.NewSidecarLock(env.client, env.sc.base+"/v1/locks/bench-hot")
 		}
-		var excl exclusion
+		var excl benchload.Exclusion
 		runWorkers(b, handoffContenders, "handoffs/s", func(ctx context.Context, w int) error {
-			return locks[w].cycle(ctx, &excl)
+			return locks[w].Cycle(ctx, &excl)
 		})
 	})
 	b.Run("inprocess", func(b *testing.B) {
@@ -78,7 +76,7 @@ func BenchmarkLockHandoff(b *testing.B) {
 		for i := range locks {
 			locks[i] = env.zkLock("bench-hot")
 		}
-		var excl exclusion
+		var excl benchload.Exclusion
 		runWorkers(b, handoffContenders, "handoffs/s", func(_ context.Context, w int) error {
 			return zkCycle(locks[w], &excl)
 		})
@@ -152,104 +150,16 @@ func (e *benchEnv) zkLock(name string) *zk.Lock {
 }
 
 // zkCycle takes and releases l, checking exclusivity on excl when it is not nil.
-func zkCycle(l *zk.Lock, excl *exclusion) error {
+func zkCycle(l *zk.Lock, excl *benchload.Exclusion) error {
 	if err := l.Lock(); err != nil {
 		return fmt.Errorf("lock: %w", err)
 	}
-	err := excl.enter(0)
-	excl.leave()
+	err := excl.Enter(0)
+	excl.Leave()
 	if uerr := l.Unlock(); uerr != nil && err == nil {
 		err = fmt.Errorf("unlock: %w", uerr)
 	}
 	return err
-}
-
-// httpLock is one client of the sidecar's lock `name`, as a shell script with
-// curl would use it: an implicit lease per acquisition.
-type httpLock struct {
-	client     *http.Client
-	acquireURL string
-	releaseURL string // the lease id is appended
-}
-
-func (e *benchEnv) httpLock(name string) *httpLock {
-	u := e.sc.base + "/v1/locks/" + name
-	return &httpLock{client: e.client, acquireURL: u + "?wait=30s", releaseURL: u + "?lease="}
-}
-
-// cycle acquires (POST, 201) and releases (DELETE, 204) the lock, checking
-// exclusivity and fencing-token order on excl when it is not nil.
-func (h *httpLock) cycle(ctx context.Context, excl *exclusion) error {
-	var grant struct {
-		Lease        string `json:"lease"`
-		FencingToken int64  `json:"fencingToken"`
-	}
-	if err := h.send(ctx, http.MethodPost, h.acquireURL, http.StatusCreated, &grant); err != nil {
-		return err
-	}
-	err := excl.enter(grant.FencingToken)
-	excl.leave()
-	if rerr := h.send(ctx, http.MethodDelete, h.releaseURL+url.QueryEscape(grant.Lease), http.StatusNoContent, nil); rerr != nil && err == nil {
-		err = rerr
-	}
-	return err
-}
-
-// send makes one request and decodes a JSON answer into out (when not nil). The
-// body is always read to its end so that the connection is reused.
-func (h *httpLock) send(ctx context.Context, method, u string, want int, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d, want %d: %s", method, u, resp.StatusCode, want, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("%s %s: bad JSON %q: %w", method, u, raw, err)
-		}
-	}
-	return nil
-}
-
-// exclusion checks, for the holders of one lock, that no two hold it at once and,
-// when tokens are given (> 0), that fencing tokens strictly increase. A nil
-// *exclusion checks nothing.
-type exclusion struct {
-	holders   atomic.Int32
-	lastToken atomic.Int64 // written only by the holder
-}
-
-func (x *exclusion) enter(token int64) error {
-	if x == nil {
-		return nil
-	}
-	if n := x.holders.Add(1); n != 1 {
-		return fmt.Errorf("%d holders at once", n)
-	}
-	if token > 0 {
-		if last := x.lastToken.Load(); token <= last {
-			return fmt.Errorf("fencing token %d after %d", token, last)
-		}
-		x.lastToken.Store(token)
-	}
-	return nil
-}
-
-func (x *exclusion) leave() {
-	if x != nil {
-		x.holders.Add(-1)
-	}
 }
 
 // cpuUse measures the CPU time of this process (benchmark clients, sidecar and

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
@@ -58,17 +59,17 @@ func BenchmarkRWLockCycles(b *testing.B) {
 	for _, mode := range []string{"read", "write"} {
 		b.Run(fmt.Sprintf("sidecar/%s/clients=%d", mode, semaphoreContenders), func(b *testing.B) {
 			h := env.httpRWLock("bench-rw-"+mode, mode)
-			var excl *exclusion
+			var excl *benchload.Exclusion
 			if mode == "write" {
-				excl = &exclusion{}
+				excl = &benchload.Exclusion{}
 			}
 			runWorkers(b, semaphoreContenders, "cycles/s", func(ctx context.Context, _ int) error {
-				return h.cycle(ctx, excl)
+				return h.Cycle(ctx, excl)
 			})
 		})
 		b.Run("sidecar/"+mode+"/uncontended", func(b *testing.B) {
 			h := env.httpRWLock("bench-rw-1-"+mode, mode)
-			countRequests(b, env, func(ctx context.Context) error { return h.cycle(ctx, nil) })
+			countRequests(b, env, func(ctx context.Context) error { return h.Cycle(ctx, nil) })
 		})
 	}
 }
@@ -97,13 +98,13 @@ func countRequests(b *testing.B, env *benchEnv, cycle func(ctx context.Context) 
 // httpPermit is one client of the sidecar's semaphore, with an implicit lease
 // per permit.
 type httpPermit struct {
-	*httpLock
-	releaseBase string
+	client                  *http.Client
+	acquireURL, releaseBase string
 }
 
 func (e *benchEnv) httpPermit(name string, max int) *httpPermit {
 	u := e.sc.base + "/v1/semaphores/" + name
-	return &httpPermit{httpLock: &httpLock{client: e.client, acquireURL: fmt.Sprintf("%s/permits?max=%d&wait=30s", u, max)},
+	return &httpPermit{client: e.client, acquireURL: fmt.Sprintf("%s/permits?max=%d&wait=30s", u, max),
 		releaseBase: u + "/permits/"}
 }
 
@@ -115,7 +116,7 @@ func (h *httpPermit) cycle(ctx context.Context, inside *atomic.Int32) error {
 		Lease  string `json:"lease"`
 		Max    int32  `json:"max"`
 	}
-	if err := h.send(ctx, http.MethodPost, h.acquireURL, http.StatusCreated, &p); err != nil {
+	if err := benchload.Send(ctx, h.client, http.MethodPost, h.acquireURL, nil, http.StatusCreated, &p); err != nil {
 		return err
 	}
 	var err error
@@ -126,15 +127,15 @@ func (h *httpPermit) cycle(ctx context.Context, inside *atomic.Int32) error {
 		inside.Add(-1)
 	}
 	u := h.releaseBase + url.PathEscape(p.Permit) + "?lease=" + url.QueryEscape(p.Lease)
-	if rerr := h.send(ctx, http.MethodDelete, u, http.StatusNoContent, nil); rerr != nil && err == nil {
+	if rerr := benchload.Send(ctx, h.client, http.MethodDelete, u, nil, http.StatusNoContent, nil); rerr != nil && err == nil {
 		err = rerr
 	}
 	return err
 }
 
-func (e *benchEnv) httpRWLock(name, mode string) *httpLock {
+func (e *benchEnv) httpRWLock(name, mode string) *benchload.SidecarLock {
 	u := e.sc.base + "/v1/rwlocks/" + name + "?mode=" + mode
-	return &httpLock{client: e.client, acquireURL: u + "&wait=30s", releaseURL: u + "&lease="}
+	return &benchload.SidecarLock{Client: e.client, AcquireURL: u + "&wait=30s", ReleaseURL: u + "&lease="}
 }
 
 // curatorPermitCycle replays, uncontended, the ZooKeeper requests of one
