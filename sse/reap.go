@@ -13,19 +13,14 @@ import (
 type Reaper struct {
 	every time.Duration
 
-	mu      sync.Mutex
-	watched map[*Writer]watched
-	next    int // the step the next stream watched is checked at
+	mu sync.Mutex
+	// watched holds each step's streams: a stream is checked at the step of
+	// each interval it was put in, the next one round-robin.
+	watched [reapSteps]map[*Writer]func()
+	next    int
 
 	stop chan struct{}
 	done chan struct{}
-}
-
-// watched is a stream's gone function and the step of each interval at which
-// it is checked.
-type watched struct {
-	gone func()
-	step int
 }
 
 // NewReaper starts a reaper that checks every interval (default 1s).
@@ -33,7 +28,10 @@ func NewReaper(every time.Duration) *Reaper {
 	if every <= 0 {
 		every = time.Second
 	}
-	r := &Reaper{every: every, watched: map[*Writer]watched{}, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Reaper{every: every, stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range r.watched {
+		r.watched[i] = map[*Writer]func(){}
+	}
 	go r.run()
 	return r
 }
@@ -42,12 +40,13 @@ func NewReaper(every time.Duration) *Reaper {
 // its connection; forget stops watching.
 func (r *Reaper) Watch(w *Writer, gone func()) (forget func()) {
 	r.mu.Lock()
-	r.watched[w] = watched{gone: gone, step: r.next}
+	step := r.next
+	r.watched[step][w] = gone
 	r.next = (r.next + 1) % reapSteps
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
-		delete(r.watched, w)
+		delete(r.watched[step], w)
 		r.mu.Unlock()
 	}
 }
@@ -82,10 +81,9 @@ func (r *Reaper) run() {
 		case <-t.C:
 		}
 		r.mu.Lock()
-		for w, v := range r.watched {
-			if v.step == step {
-				batch = append(batch, w)
-			}
+		set := r.watched[step]
+		for w := range set {
+			batch = append(batch, w)
 		}
 		r.mu.Unlock()
 		step = (step + 1) % reapSteps
@@ -94,11 +92,11 @@ func (r *Reaper) run() {
 				continue
 			}
 			r.mu.Lock()
-			v, ok := r.watched[w]
-			delete(r.watched, w)
+			gone, ok := set[w]
+			delete(set, w)
 			r.mu.Unlock()
 			if ok {
-				v.gone()
+				gone()
 			}
 		}
 		clear(batch)
