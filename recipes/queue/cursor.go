@@ -530,7 +530,11 @@ func (st *queueState) awaitQueue(ctx context.Context, ep *zookeeper.Epoch, path 
 	st.watchArmed(key, watch, func() { st.priosDirty = true })
 	st.mu.Lock()
 	if exists {
-		st.priosDirty = true // created just now: list it next time
+		// Made since the listing that found no node. This watch is on the node
+		// itself: it will not fire for an item added below it, so waiting takers
+		// must list the queue now, with a children watch.
+		st.priosDirty = true
+		st.broadcastLocked()
 	} else {
 		st.priosKnown, st.prios, st.priosDirty = true, nil, false
 	}
