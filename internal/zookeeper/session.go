@@ -64,6 +64,9 @@ type Config struct {
 	// OpTimeout is the deadline of every single call whose context has no earlier
 	// one (see Epoch.call). Default 10s.
 	OpTimeout time.Duration
+	// BackgroundReads is how many background reads (Background) run at once.
+	// Default DefaultBackgroundReads.
+	BackgroundReads int
 	// Logger receives session state changes. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the session metrics; nil registers nothing.
@@ -130,6 +133,8 @@ type Session struct {
 	// knownPaths remembers persistent parents that exist (the sidecar never deletes
 	// them), so the hot path does not create them again.
 	knownPaths sync.Map
+	// background holds one token per background read under way (Background).
+	background chan struct{}
 }
 
 type queuedEvent struct {
@@ -175,6 +180,9 @@ func NewSession(cfg Config) (*Session, error) {
 	if cfg.Root == "" {
 		cfg.Root = "/coord"
 	}
+	if cfg.BackgroundReads <= 0 {
+		cfg.BackgroundReads = DefaultBackgroundReads
+	}
 	if cfg.Root != "/" {
 		cfg.Root = strings.TrimRight(cfg.Root, "/")
 	}
@@ -182,13 +190,14 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Session{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		metrics:   newSessionMetrics(cfg.Registerer),
-		listeners: map[int]func(StateChange){},
-		changed:   make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		closing:   make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		metrics:    newSessionMetrics(cfg.Registerer),
+		listeners:  map[int]func(StateChange){},
+		changed:    make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		background: make(chan struct{}, cfg.BackgroundReads),
 	}
 	s.metrics.setState(StateConnecting)
 	ep, err := s.dial()
@@ -602,6 +611,8 @@ type sessionMetrics struct {
 	// txns and txnRequests count shared transactions and the callers' requests
 	// they carried (txn.go): their ratio is how many callers one shares.
 	txns, txnRequests prometheus.Counter
+	// backgroundWaiting counts the background reads waiting for a slot.
+	backgroundWaiting prometheus.Gauge
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -622,9 +633,13 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_shared_transaction_requests_total",
 			Help: "Requests carried by those shared transactions.",
 		}),
+		backgroundWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_zk_background_reads_waiting",
+			Help: "Followers waiting for one of the session's background read slots (a burst of first reads, such as the whole picture's, is read a few at a time).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting)
 	}
 	return m
 }

@@ -208,7 +208,9 @@ func (r *Followers[S]) start(name string) *follower[S] {
 }
 
 // run reads under the connected session at once, at every watch firing and at
-// every change of the session; after a session other than the last read's, the
+// every change of the session, each read in one of the session's background
+// slots (zookeeper.Session.Background: a burst of followers reads a few at a
+// time); after a session other than the last read's, the
 // watches are armed again from scratch. A failed read makes the state uncertain
 // and is tried again within retryEvery (a call cut off under a connected session)
 // or at the next session change.
@@ -229,7 +231,12 @@ func (f *follower[S]) run(s *zookeeper.Session) {
 				last = ep
 			}
 			var st S
-			if st, err = f.src.Read(ctx, ep, f.watches); err == nil {
+			err = s.Background(ctx, func() error {
+				var err error
+				st, err = f.src.Read(ctx, ep, f.watches)
+				return err
+			})
+			if err == nil {
 				f.set(st)
 			}
 		}
