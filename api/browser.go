@@ -175,7 +175,9 @@ const storedBytesPolicy = "sandbox; default-src 'none'; frame-ancestors 'none'"
 // not only those three, so that no handler can forget it; API clients (curl,
 // fetch, the status page's fetch and EventSource, every HTTP library) ignore
 // both headers. Hijacked event streams write their own header
-// (text/event-stream, which a browser does not render).
+// (text/event-stream, which a browser does not render). openapi.yaml declares
+// both headers on the three answers of stored bytes; the handlers leave the
+// generated header fields nil, so what is set here is what is sent.
 //
 // Content-Disposition: attachment is not sent: the policy already keeps a
 // rendered value from running anything or acting as the sidecar, API clients
