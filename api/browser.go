@@ -156,3 +156,40 @@ func quoteHeader(v string) string {
 	}
 	return `"` + strings.ReplaceAll(v, `"`, `\"`) + `"`
 }
+
+// storedBytesPolicy is the Content-Security-Policy of every /v1 answer: a
+// document the browser makes of it is sandboxed (no script runs, no form is
+// sent, no plugin loads, and it has an opaque origin: it is not the sidecar's
+// origin, so it can neither call /v1 as such nor read an answer), may load
+// nothing, and may not be framed.
+const storedBytesPolicy = "sandbox; default-src 'none'; frame-ancestors 'none'"
+
+// notAPage makes no /v1 answer a page of the sidecar's origin (OWASP's
+// guidance for serving what users stored): it sends X-Content-Type-Options:
+// nosniff (the browser takes the Content-Type as sent and never guesses
+// another, so no answer is run as a script or style by another page) and
+// storedBytesPolicy. Keys' values and queue items are answered with the
+// Content-Type their writer chose (API.md: any content type), so without it a
+// stored text/html or image/svg+xml value would run its scripts as the
+// sidecar's origin when opened, and drive the API. It covers every /v1 answer,
+// not only those three, so that no handler can forget it; API clients (curl,
+// fetch, the status page's fetch and EventSource, every HTTP library) ignore
+// both headers. Hijacked event streams write their own header
+// (text/event-stream, which a browser does not render). openapi.yaml declares
+// both headers on the three answers of stored bytes; the handlers leave the
+// generated header fields nil, so what is set here is what is sent.
+//
+// Content-Disposition: attachment is not sent: the policy already keeps a
+// rendered value from running anything or acting as the sidecar, API clients
+// ignore it, and in a browser it would only turn a value or a JSON state that
+// someone opens to read into a download.
+func notAPage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			h := w.Header()
+			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Content-Security-Policy", storedBytesPolicy)
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -35,7 +35,11 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // observe logs one line per request and counts it by route pattern (never by the
-// user's names) and status code.
+// user's names) and status code. No label value comes from what a request
+// sends: the route is a pattern of the router's own table, or "unmatched" for
+// a path it does not hold (whatever the path) and for a request answered
+// before routing (a 401, a 403); the method is a standard one or "other"
+// (methodLabel). So the series are bounded by the routes, methods and codes.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -274,8 +278,10 @@ type routeObservers struct {
 	duration prometheus.Observer
 }
 
-// observers returns the series of one route and status code.
+// observers returns the series of one route and status code; a method
+// outside the standard ones shares the series of "other".
 func (m httpMetrics) observers(method, route string, code int) *routeObservers {
+	method = methodLabel(method)
 	k := routeKey{method, route, code}
 	if o, ok := m.cache.Load(k); ok {
 		return o.(*routeObservers)
@@ -306,4 +312,19 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 		reg.MustRegister(m.requests, m.duration)
 	}
 	return m
+}
+
+// methodLabel is a request method as the metrics name it: one of the standard
+// methods (RFC 9110's and PATCH) as sent, any other, a made-up one of any
+// length or a lower-case one, "other". net/http takes any token as a method,
+// and chi answers an unknown one 405, so without this each made-up method
+// would be a new series (300 requests with 8,000-byte methods grew /metrics
+// from 130 KB to 34 MB).
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }

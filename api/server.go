@@ -183,7 +183,7 @@ func (s *Server) Close() {
 // behind the middleware, plus /metrics and /openapi.yaml.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
+	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
 		s.limitBody, s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))

@@ -51,6 +51,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
+	madeUp := "MADEUP" + strings.Repeat("X", 8000) // a method net/http takes, no route has
 	ctJSON := []string{"Content-Type", "application/json"}
 	cases := []struct {
 		name, method, path string
@@ -112,6 +113,16 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"oversized body on lease", "POST", "/v1/leases", bytes.Repeat([]byte("x"), 4096), nil, open, 413, "body-too-large"},
 		{"unknown route", "GET", "/v1/nothing", nil, nil, open, 404, "not-found"},
 		{"wrong method", "PATCH", "/v1/locks/x", nil, nil, open, 405, "method-not-allowed"},
+		// Made-up methods and paths (issue 24): each counted as "other" and
+		// "unmatched" in the metrics, never as sent.
+		{"made-up method", madeUp, "/v1/locks/x", nil, nil, open, 405, "method-not-allowed"},
+		{"made-up method on a made-up path", madeUp, "/v1/made-up/" + long, nil, nil, open, 405, "method-not-allowed"},
+		{"made-up path", "GET", "/v1/made-up/" + long, nil, nil, open, 404, "not-found"},
+		{"made-up path outside /v1", "POST", "/made-up/" + long, nil, nil, open, 404, "not-found"},
+		{"made-up method, token configured", madeUp, "/v1/locks/x", nil, nil, guarded, 401, "unauthorized"},
+		{"made-up path, token configured", "GET", "/v1/made-up/" + long, nil, nil, guarded, 401, "unauthorized"},
+		{"made-up method with the token", madeUp, "/v1/locks/held", nil, bearer("s3cret"), guarded, 405, "method-not-allowed"},
+		{"made-up path with the token", "DELETE", "/v1/made-up/" + long, nil, bearer("s3cret"), guarded, 404, "not-found"},
 		{"missing token", "POST", "/v1/locks/x", nil, nil, guarded, 401, "unauthorized"},
 		{"wrong token", "POST", "/v1/locks/x", nil, []string{"Authorization", "Bearer nope"}, guarded, 401, "unauthorized"},
 		{"token without Bearer", "POST", "/v1/leases", nil, []string{"Authorization", "s3cret"}, guarded, 401, "unauthorized"},

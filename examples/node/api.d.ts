@@ -2190,6 +2190,22 @@ export interface components {
     headers: {
         /** @description Seconds to wait before trying again. */
         RetryAfter: number;
+        /**
+         * @description Always `nosniff` (on every `/v1` answer): a browser takes the stored
+         *     `Content-Type` as sent and never guesses another, so stored bytes are never
+         *     run as a script or style by another page.
+         */
+        NoSniff: "nosniff";
+        /**
+         * @description Always `sandbox; default-src 'none'; frame-ancestors 'none'` (on every `/v1`
+         *     answer): stored bytes that a browser renders (a `text/html` or
+         *     `image/svg+xml` value) run no script and have an opaque origin, so they
+         *     cannot call the API as the sidecar's origin; they load nothing and cannot be
+         *     framed. API clients ignore it. No `Content-Disposition` is sent: clients and
+         *     the status page read values with `fetch`, which ignores it, and a browser
+         *     that opens a value shows it, sandboxed, rather than downloading it.
+         */
+        StoredBytesPolicy: string;
     };
     pathItems: never;
 }
@@ -3114,6 +3130,8 @@ export interface operations {
             200: {
                 headers: {
                     "Item-Id"?: string;
+                    "X-Content-Type-Options": components["headers"]["NoSniff"];
+                    "Content-Security-Policy": components["headers"]["StoredBytesPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3157,6 +3175,8 @@ export interface operations {
                 headers: {
                     "Claim-Id"?: string;
                     "Item-Id"?: string;
+                    "X-Content-Type-Options": components["headers"]["NoSniff"];
+                    "Content-Security-Policy": components["headers"]["StoredBytesPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4247,6 +4267,8 @@ export interface operations {
                 headers: {
                     /** @description The key's version (ZooKeeper's data version of `kv/{key}`). */
                     Version?: number;
+                    "X-Content-Type-Options": components["headers"]["NoSniff"];
+                    "Content-Security-Policy": components["headers"]["StoredBytesPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
