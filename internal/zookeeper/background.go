@@ -7,7 +7,7 @@ import (
 
 // DefaultBackgroundReads is how many background reads (Session.Background) run
 // at once when Config.BackgroundReads is not set.
-const DefaultBackgroundReads = 32
+const DefaultBackgroundReads = 64
 
 // Background runs read, a read the sidecar makes for itself rather than for a
 // client waiting on it (a follower reading its state at its start, after a watch
