@@ -64,7 +64,7 @@ npm-tools:
 BENCH_GO ?= .
 bench:
 	scripts/bench.sh
-	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/
+	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/ ./recipes/queue/
 
 # Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper
 # in COORD_ZK when set, else on one of its own (free port, stopped at the end).

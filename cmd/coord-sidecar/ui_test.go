@@ -302,7 +302,7 @@ type cdpReply struct {
 
 // startUIBrowser starts Chromium with a page and connects to it; Chromium is
 // killed and its profile removed in Cleanup.
-func startUIBrowser(t *testing.T) *uiPage {
+func startUIBrowser(t testing.TB) *uiPage {
 	t.Helper()
 	pageWS := uiPageTarget(t, startChromium(t))
 	ws, err := wsDial(pageWS)
@@ -324,7 +324,7 @@ func startUIBrowser(t *testing.T) *uiPage {
 // startChromium starts a headless Chromium on about:blank and returns its
 // DevTools address; Chromium (with its helpers) is killed and its profile
 // removed in Cleanup.
-func startChromium(t *testing.T) (browserWS string) {
+func startChromium(t testing.TB) (browserWS string) {
 	t.Helper()
 	if _, err := os.Stat(uiChromium); err != nil {
 		t.Fatalf("the status page test needs Debian's chromium package (%v): apt-get install chromium (make test installs it), or run with -short to skip", err)
@@ -396,7 +396,7 @@ func startChromium(t *testing.T) (browserWS string) {
 
 // uiPageTarget returns the DevTools websocket address of the page target (the
 // one started with about:blank) of the Chromium at browserWS.
-func uiPageTarget(t *testing.T, browserWS string) (pageWS string) {
+func uiPageTarget(t testing.TB, browserWS string) (pageWS string) {
 	t.Helper()
 	u, err := url.Parse(browserWS)
 	if err != nil {
@@ -577,7 +577,7 @@ func (p *uiPage) send(method string, params any) (json.RawMessage, error) {
 	return nil, fmt.Errorf("%s: %w", method, err)
 }
 
-func (p *uiPage) call(t *testing.T, method string, params any) json.RawMessage {
+func (p *uiPage) call(t testing.TB, method string, params any) json.RawMessage {
 	t.Helper()
 	r, err := p.send(method, params)
 	if err != nil {
@@ -612,7 +612,7 @@ func (p *uiPage) evalErr(expr string) (any, error) {
 	return r.Result.Value, nil
 }
 
-func (p *uiPage) eval(t *testing.T, expr string) any {
+func (p *uiPage) eval(t testing.TB, expr string) any {
 	t.Helper()
 	v, err := p.evalErr(expr)
 	if err != nil {
@@ -623,7 +623,7 @@ func (p *uiPage) eval(t *testing.T, expr string) any {
 
 // await polls a JS condition every 50ms until it is true and answers how long
 // that took; past within the test fails with what the page shows.
-func (p *uiPage) await(t *testing.T, within time.Duration, what, cond string) time.Duration {
+func (p *uiPage) await(t testing.TB, within time.Duration, what, cond string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(within)

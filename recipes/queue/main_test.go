@@ -13,6 +13,6 @@ func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
 // newTestSession makes a Session on servers with its nodes under root, closed in
 // t.Cleanup, and returns once it is connected.
-func newTestSession(t *testing.T, servers []string, root string) *zookeeper.Session {
+func newTestSession(t testing.TB, servers []string, root string) *zookeeper.Session {
 	return zookeepertest.NewSession(t, servers, root)
 }

@@ -55,7 +55,7 @@ type queueEnv struct {
 	l *kit.Leases
 }
 
-func newQueueEnv(t *testing.T, servers []string, root string) *queueEnv {
+func newQueueEnv(t testing.TB, servers []string, root string) *queueEnv {
 	t.Helper()
 	s := newTestSession(t, servers, root)
 	env := &queueEnv{s: s, q: New(s, prometheus.NewRegistry()), l: kit.NewLeases(s, nil)}
@@ -414,20 +414,44 @@ func mustLease(t *testing.T, l *kit.Leases) *kit.Lease {
 	return lease
 }
 
-// 200,000 items, enqueued by 8 producers and taken by 8 takers: each item is taken
+// inOrderItems is TestQueueItemsInOrder's size: 20 buckets of 1,000, enough for
+// every claim the test makes (buckets roll over, are listed about once each and
+// dropped when drained, under 32 producers and 32 takers); the same experiment
+// at 200,000 items is BenchmarkQueue200kItemsInOrder, in make bench.
+const inOrderItems = 20_000
+
+// Items enqueued by 32 producers and taken by 32 takers: each item is taken
 // exactly once, each producer's items come out in its order, each taker gets
 // items in queue order, and the takers list about one bucket per 1,000 takes: no
 // listing of the whole queue, whatever its depth.
-func TestQueue200kItemsInOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("200,000 items: skipped under -short")
-	}
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	prod := newQueueEnv(t, zkc.Servers(), root)
-	cons := newQueueEnv(t, zkc.Servers(), root)
-	const total, producers, takers = 200_000, 32, 32
+func TestQueueItemsInOrder(t *testing.T) {
+	enqueued, taken, listings := itemsInOrder(t, inOrderItems)
+	t.Logf("enqueued %d in %s, took them in %s with %v bucket listings", inOrderItems,
+		enqueued.Round(time.Millisecond), taken.Round(time.Millisecond), listings)
+}
 
+// BenchmarkQueue200kItemsInOrder is TestQueueItemsInOrder at 200,000 items, with
+// its checks: enqueues/s, takes/s and bucket listings per 1,000 takes (go test
+// -bench Queue200k -benchtime 1x ./recipes/queue/).
+func BenchmarkQueue200kItemsInOrder(b *testing.B) {
+	for range b.N {
+		const total = 200_000
+		enqueued, taken, listings := itemsInOrder(b, total)
+		b.ReportMetric(total/enqueued.Seconds(), "enqueues/s")
+		b.ReportMetric(total/taken.Seconds(), "takes/s")
+		b.ReportMetric(listings/total*1000, "listings/1000-takes")
+	}
+}
+
+// itemsInOrder runs TestQueueItemsInOrder's experiment with total items and
+// checks it; it returns how long the enqueues and the takes took and how many
+// bucket listings the takers made.
+func itemsInOrder(tb testing.TB, total int) (enqueued, taken time.Duration, listings float64) {
+	zkc := zktest.Shared(tb)
+	root := zktest.Root(tb)
+	prod := newQueueEnv(tb, zkc.Servers(), root)
+	cons := newQueueEnv(tb, zkc.Servers(), root)
+	const producers, takers = 32, 32
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, producers+takers)
@@ -442,10 +466,10 @@ func TestQueue200kItemsInOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	enqueued := time.Since(start)
+	enqueued = time.Since(start)
 	st, err := cons.q.Inspect(context.Background(), "big")
 	if err != nil || st.Length != total {
-		t.Fatalf("Inspect after filling = %+v, %v", st, err)
+		tb.Fatalf("Inspect after filling = %+v, %v", st, err)
 	}
 
 	start = time.Now()
@@ -474,26 +498,24 @@ func TestQueue200kItemsInOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	taken := time.Since(start)
+	taken = time.Since(start)
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 
-	checkTakenOnceInOrder(t, got, vals, total, producers)
-	listings := promtest.ToFloat64(cons.q.metrics.listings)
-	if listings > total/bucketSize*3 {
-		t.Fatalf("%v bucket listings for %d takes", listings, total)
+	checkTakenOnceInOrder(tb, got, vals, total, producers)
+	listings = promtest.ToFloat64(cons.q.metrics.listings)
+	if listings > float64(total/bucketSize*3) {
+		tb.Fatalf("%v bucket listings for %d takes", listings, total)
 	}
-	t.Logf("enqueued %d in %s (%.0f/s), took them in %s (%.0f/s) with %v bucket listings",
-		total, enqueued.Round(time.Millisecond), total/enqueued.Seconds(),
-		taken.Round(time.Millisecond), total/taken.Seconds(), listings)
+	return enqueued, taken, listings
 }
 
-// checkTakenOnceInOrder checks TestQueue200kItemsInOrder's takes (got and vals,
+// checkTakenOnceInOrder checks itemsInOrder's takes (got and vals,
 // per taker in take order): each item taken exactly once, in each taker's order,
 // and each producer's order.
-func checkTakenOnceInOrder(t *testing.T, got [][]itemRef, vals [][][2]int, total, producers int) {
+func checkTakenOnceInOrder(t testing.TB, got [][]itemRef, vals [][][2]int, total, producers int) {
 	t.Helper()
 	takers := len(got)
 	pos := map[[2]int]itemRef{}
