@@ -86,6 +86,7 @@ func TestDemoUsesCOORDZK(t *testing.T) {
 // Without COORD_ZK, `make demo` starts a ZooKeeper of its own on a free port (not
 // 2181) and stops it on the way out.
 func TestDemoStartsItsOwnZooKeeper(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("starts a ZooKeeper server of its own")
 	}

@@ -17,6 +17,15 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
+// TestMain runs the package's tests against the ZooKeeper servers they start.
+//
+// Which tests run in parallel: go test runs every test that does not call
+// t.Parallel first, one at a time, and then the parallel ones together (make
+// test allows 4 at once). A test is parallel when it is long, mostly waits
+// (on servers of its own that it starts, kills or cuts, on Prism, Chromium or
+// a script's processes) and reads nothing of the process as a whole (heap,
+// goroutines, file limits, default transports, environment). Tests that
+// measure the process (load_test.go) stay serial, so nothing runs beside them.
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
 
 // sidecar is one running coord-sidecar (the real Main) under test, or the
@@ -220,8 +229,14 @@ func (s *sidecar) openStream(t testing.TB, path string, hdr ...string) *stream {
 	return st
 }
 
-// next waits for the next event.
+// next waits for the next event, failing t past within made testutil.Patience.
 func (st *stream) next(t testing.TB, within time.Duration) sseEvent {
+	t.Helper()
+	return st.recv(t, testutil.Patience(within))
+}
+
+// recv is next with within as it is: for loops that made their own bound patient.
+func (st *stream) recv(t testing.TB, within time.Duration) sseEvent {
 	t.Helper()
 	select {
 	case ev := <-st.events:

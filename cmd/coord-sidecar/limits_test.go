@@ -74,7 +74,7 @@ func TestSlowlorisIsCutAtHeaderTimeout(t *testing.T) {
 	for {
 		select {
 		case d := <-closed:
-			if d > 3*time.Second {
+			if d > testutil.Patience(3*time.Second) {
 				t.Fatalf("cut after %s, header timeout 1s", d)
 			}
 			t.Logf("cut after %s", d.Round(time.Millisecond))
@@ -83,7 +83,7 @@ func TestSlowlorisIsCutAtHeaderTimeout(t *testing.T) {
 			if _, err := fmt.Fprint(conn, "X-Slow: y\r\n"); err != nil {
 				continue // the server hung up; the reader reports when
 			}
-			if time.Since(start) > 10*time.Second {
+			if time.Since(start) > testutil.Patience(10*time.Second) {
 				t.Fatal("still connected after 10s of trickled headers")
 			}
 		}

@@ -21,6 +21,7 @@ import (
 // increment a counter kept outside the lock: the counter ends at 1000, no two
 // grants overlap, and successive fencing tokens strictly increase.
 func TestMutualExclusionAcrossSidecars(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}

@@ -18,6 +18,7 @@ import (
 // comes from a request but routes of the router's own table and the standard
 // methods, so made-up methods and paths, refused or not, add no series.
 func TestMadeUpMethodsAndPathsAddNoSeries(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	const token = "metrics-token-0123456789"

@@ -231,6 +231,7 @@ func checkBeliefs(t *testing.T, workers []*pWorker) int {
 // fence never refuses a live member, and every partition has an owner again
 // within 2s of the churn's end (plus the killed sidecar's session timeout).
 func TestPartitionsChurn(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -96,6 +97,7 @@ func run(tb testing.TB, conn *zk.Conn, batches [][]any) {
 // session), and returns how long that took.
 func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.Duration {
 	tb.Helper()
+	within = testutil.Patience(within)
 	start := time.Now()
 	seen := map[string]bool{}
 	session := false
@@ -104,7 +106,7 @@ func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.
 		if left <= 0 {
 			tb.Fatalf("the first state showed %d of %d things within %v", len(seen), want, within)
 		}
-		ev := st.next(tb, left)
+		ev := st.recv(tb, left)
 		if ev.Name == "session" {
 			session = true
 			continue
@@ -121,13 +123,14 @@ func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.
 // awaitEvent reads st until an event cond accepts, within d, and returns how long it took.
 func awaitEvent(t testing.TB, st *stream, d time.Duration, what string, cond func(sseEvent) bool) time.Duration {
 	t.Helper()
+	d = testutil.Patience(d)
 	start := time.Now()
 	for {
 		left := d - time.Since(start)
 		if left <= 0 {
 			t.Fatalf("%s: not within %v", what, d)
 		}
-		if ev := st.next(t, left); cond(ev) {
+		if ev := st.recv(t, left); cond(ev) {
 			return time.Since(start)
 		}
 	}
@@ -190,6 +193,7 @@ func timed(do, await func()) time.Duration {
 // the whole picture, whether one or ten clients follow it: counted on the
 // server's side, on the sidecar's own connection (`cons`).
 func TestEverythingStreamReadsNothingWhileIdle(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	conn := zktest.Connect(t, zkc.Servers(), 10*time.Second)

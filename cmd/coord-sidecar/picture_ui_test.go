@@ -23,6 +23,7 @@ const pageGenerous = 5 * time.Minute
 // per kind with a note of how many more, and its search box finds one lock
 // among the 6,000 and hides every other row.
 func TestStatusPageSearch10k(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
 	}

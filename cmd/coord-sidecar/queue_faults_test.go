@@ -40,6 +40,7 @@ func queueCall(car *sidecar, timeout time.Duration, method, path, body string) (
 // Every enqueue that was acknowledged (201) is taken exactly once, or is still in
 // the queue and taken when it is drained; no item is taken twice.
 func TestQueueUnderFaults(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("starts a three-node ensemble")
 	}

@@ -75,6 +75,7 @@ type quTaken struct {
 // exactly once, each producer's items come out in its order, and each taker gets
 // items in queue order.
 func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}

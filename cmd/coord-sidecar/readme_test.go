@@ -64,6 +64,7 @@ import (
 // It needs curl and bash, and node and npm for Prism (installed from
 // tools/package-lock.json); without node or npm it is skipped.
 func TestREADMESessions(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	prism := nodetools.Bin(t, "tools", "prism")
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {

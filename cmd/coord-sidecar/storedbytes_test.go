@@ -83,6 +83,7 @@ func TestStoredBytesAnswersAreNotPages(t *testing.T) {
 // (its title, after the script, shows) but its script does not run: the lock
 // is never taken.
 func TestStoredHTMLDoesNotRunInABrowser(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
 	}

@@ -214,6 +214,7 @@ func TestDoubleBarrierWrongCountsNeverOpenIt(t *testing.T) {
 // claim), no list, state or event that others can read shows the lease id or
 // the claim id.
 func TestNoListOrEventShowsIDs(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	car := startSidecar(t, zkc.Servers(), root)
@@ -885,6 +886,7 @@ func rawRequest(t *testing.T, addr, head string, body string, closeWrite bool) (
 // stored; a body that trickles is cut at --body-timeout (408), while a long-poll
 // without a body is not; past --max-conns, connections wait to be accepted.
 func TestBodyLimits(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	car := startSidecar(t, zkc.Servers(), root, "--body-timeout", "1s")
@@ -908,7 +910,7 @@ func TestBodyLimits(t *testing.T) {
 	if err != nil || !strings.Contains(status, " 408 ") || !strings.Contains(body, "body-timeout") {
 		t.Fatalf("trickled body: %q %q %v", status, body, err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > testutil.Patience(5*time.Second) {
 		t.Fatalf("the trickled body was cut after %s", d)
 	}
 	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {

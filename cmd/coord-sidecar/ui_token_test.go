@@ -14,6 +14,7 @@ import (
 // send a header) and shows only what the token may read; a reload of the page
 // connects again without asking (the token stays in the tab's sessionStorage).
 func TestStatusPageWithTokens(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
 	}

@@ -97,6 +97,7 @@ func wrapper(bin, addr string, args ...string) *exec.Cmd {
 
 // Two wrappers on one lock never run their children at once; tokens increase.
 func TestLockWrapperExcludes(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)

@@ -239,6 +239,7 @@ func TestZKACLOfAnotherIdentityIs403(t *testing.T) {
 // 201. With a server that needs client certificates, only a sidecar presenting
 // one it trusts gets in.
 func TestZKTLS(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
 	ca, otherCA, clientCA := testutil.NewCA(t, "zk CA"), testutil.NewCA(t, "other CA"), testutil.NewCA(t, "client CA")
 	cert, key := ca.Issue(t, "zookeeper", true)
 	clientCert, clientKey := clientCA.Issue(t, "sidecar", false)

@@ -166,17 +166,20 @@ func TestTCPFaults(t *testing.T) {
 	})
 	t.Run("delay", func(t *testing.T) {
 		c := dial(t, p.Addr())
-		p.SetDelay(150 * time.Millisecond)
+		// A delay of a second each way: a round trip that took less than one
+		// was not delayed, however busy the machine.
+		const delay = time.Second
+		p.SetDelay(delay)
 		start := time.Now()
 		mustEcho(t, c, "slow")
-		if rtt := time.Since(start); rtt < 300*time.Millisecond {
-			t.Fatalf("round trip took %v, want >= 300ms (150ms each way)", rtt)
+		if rtt := time.Since(start); rtt < 2*delay {
+			t.Fatalf("round trip took %v, want >= %v (%v each way)", rtt, 2*delay, delay)
 		}
 		p.SetDelay(0)
 		start = time.Now()
 		mustEcho(t, c, "fast")
-		if rtt := time.Since(start); rtt > 150*time.Millisecond {
-			t.Fatalf("round trip took %v after SetDelay(0)", rtt)
+		if rtt := time.Since(start); rtt >= delay {
+			t.Fatalf("round trip took %v after SetDelay(0): delayed", rtt)
 		}
 	})
 	t.Run("drop replies", func(t *testing.T) {

@@ -3,9 +3,28 @@
 package testutil
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
+
+// patience multiplies every wait that only bounds a failure (Patience): 4, or
+// COORD_TEST_PATIENCE when it is a positive number.
+var patience = func() time.Duration {
+	if f, err := strconv.ParseFloat(os.Getenv("COORD_TEST_PATIENCE"), 64); err == nil && f > 0 {
+		return time.Duration(f * 1000)
+	}
+	return 4000
+}()
+
+// Patience is d as a bound on a wait that only a failure reaches: a condition
+// that is to hold, an event that is to come. It is d times 4, so that a test
+// written with the bound a quiet machine needs still passes on a busy 2-core
+// machine under -race (issue 22); a passing test never waits for it. A wait
+// whose end is the claim (nothing happens within d) must not use it, and
+// neither may a figure: speeds are make bench's rows, never a test's bound.
+func Patience(d time.Duration) time.Duration { return d * patience / 1000 }
 
 // pollFirst and pollMax bound the pause between two checks of Eventually: it
 // starts short, so a condition that holds soon is seen soon, and doubles up to
@@ -18,8 +37,10 @@ const (
 // Eventually checks cond until it holds and fails t (with what) if it still does
 // not once within has passed. cond runs on the calling goroutine, so it may call
 // t's methods; Eventually must be called from the test's goroutine.
+// The bound is within made Patient.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	within = Patience(within)
 	deadline := time.Now().Add(within)
 	pause := pollFirst
 	for !cond() {
