@@ -4,6 +4,9 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin/coord-sidecar
 ZKDIR ?= .zk
+# -trimpath: what go compiles and what vet and staticcheck analyse does not
+# depend on the clone's folder, so a fresh clone reuses an earlier one's caches.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
 .PHONY: run test lint lint-go lint-contract npm-tools bench demo generate build zookeeper zookeeper-stop docker clean
 
@@ -21,12 +24,10 @@ run: build
 # contract tests (the README's sessions behind Prism, the TypeScript client) use
 # the npm packages pinned under tools/ and examples/node/. -parallel 4: the tests
 # that call t.Parallel (long, mostly waiting on servers and processes of their
-# own: cmd/coord-sidecar's TestMain says which) run four at a time. -trimpath:
-# the compiled packages do not depend on the clone's folder, so a fresh clone
-# reuses what an earlier one compiled.
+# own: cmd/coord-sidecar's TestMain says which) run four at a time.
 test: lint
 	scripts/zookeeper.sh install
-	$(GO) test -race -trimpath -count=1 -parallel 4 -timeout 20m ./...
+	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 
 # Static checks: the Go code and the contract. Every Go checker is pinned in
 # go.mod (`go get -tool`) and run with `go tool`.
@@ -55,7 +56,7 @@ lint-contract: npm-tools
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true tools/node_modules/.bin/redocly lint --config redocly.yaml openapi.yaml
 
 # Node.js, npm and the other test tools (scripts/deps.sh), then the pinned npm
-# packages (once per lock file).
+# packages (installed once per machine and lock file, linked into each clone).
 npm-tools:
 	scripts/deps.sh test
 	scripts/npm-ci.sh tools examples/node
