@@ -300,7 +300,31 @@ func TestExampleLock(t *testing.T) {
 			if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 				t.Fatalf("after the example: %s, want no holder", st.Raw)
 			}
+			if e := run.stderr.String(); e != "" {
+				t.Errorf("a run that took, worked and released wrote to stderr: %q", e)
+			}
 		})
+	}
+}
+
+// The README's excerpt of examples/bash/lock.sh is the script's own text, line
+// for line.
+func TestREADMEQuotesLockShAsItIs(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../examples/bash/lock.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```bash\nif ! grant=$(curl")
+	excerpt, _, closed := strings.Cut(rest, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("README.md has no excerpt of lock.sh (a bash block from its acquire)")
+	}
+	if excerpt = "if ! grant=$(curl" + excerpt; !strings.Contains(string(script), excerpt+"\n") {
+		t.Fatalf("README.md's excerpt of lock.sh is not the script's text:\n%s", excerpt)
 	}
 }
 

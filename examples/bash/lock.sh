@@ -86,6 +86,7 @@ while sleep $((ttl / 3)) 2>/dev/null; do
 	break
 done </dev/null >/dev/null &
 keepalive=$!
+disown "$keepalive" # killed with SIGKILL at the end: bash is not to report it on stderr
 status=0
 wait "$work" || status=$?
 exit "$status"
