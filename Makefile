@@ -8,10 +8,18 @@ ZKDIR ?= .zk
 # depend on the clone's folder, so a fresh clone reuses an earlier one's caches.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: run test lint lint-go lint-contract npm-tools bench demo generate build zookeeper zookeeper-stop docker clean
+.PHONY: run test lint lint-go lint-contract npm-tools bench demo generate build install zookeeper zookeeper-stop docker clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/coord-sidecar
+
+# Puts the binary on the PATH: $(PREFIX)/bin/coord-sidecar (PREFIX=/usr/local
+# unless given; DESTDIR for packaging). The lock and elect wrappers are the same
+# binary: coord-sidecar lock ..., coord-sidecar elect ...
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coord-sidecar
 
 # Uses COORD_ZK when set; otherwise starts (or reuses) a standalone ZooKeeper on
 # 127.0.0.1:2181 with its data in $(ZKDIR), then runs the sidecar in the foreground.

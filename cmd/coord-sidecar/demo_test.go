@@ -103,3 +103,27 @@ func TestDemoStartsItsOwnZooKeeper(t *testing.T) {
 		t.Fatalf("something still listens on %s after the demo", m[1])
 	}
 }
+
+// `make install PREFIX=DIR` puts a working binary at DIR/bin/coord-sidecar, as
+// the README says.
+func TestMakeInstall(t *testing.T) {
+	t.Parallel() // long and mostly waiting: see TestMain
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	prefix := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "-C", "../..", "install", "PREFIX="+prefix)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install PREFIX=%s: %v\n%s", prefix, err, out)
+	}
+	bin := filepath.Join(prefix, "bin", "coord-sidecar")
+	if st, err := os.Stat(bin); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("%s after make install: %v %v", bin, st, err)
+	}
+	out, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
+	if !strings.Contains(string(out), "coord-sidecar lock NAME") {
+		t.Fatalf("%s --help printed:\n%s", bin, out)
+	}
+}
