@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // patience multiplies every wait that only bounds a failure (Patience): 4, or
@@ -50,4 +52,27 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		time.Sleep(pause) // the polling interval, not an ordering of steps
 		pause = min(2*pause, pollMax)
 	}
+}
+
+// MetricValue is the value of the one series of the counter or gauge name that g
+// gathers; false when g has none (or more than one).
+func MetricValue(t testing.TB, g prometheus.Gatherer, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue(), true
+		}
+		if gg := m.GetGauge(); gg != nil {
+			return gg.GetValue(), true
+		}
+	}
+	return 0, false
 }

@@ -257,17 +257,11 @@ func remake(t *testing.T, conn *zk.Conn, p string, value int64, version int32) {
 // counterValue reads a counter metric of reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testutil.MetricValue(t, reg, name)
+	if !ok {
+		t.Fatalf("no metric %s", name)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
 
 // What a sidecar knows is only ever the base of a compare-and-set, never an

@@ -73,7 +73,7 @@ func TestFollowerBurstReadsInBackgroundSlots(t *testing.T) {
 		}
 	}()
 	testutil.Eventually(t, 30*time.Second, "every slot reading and every other follower waiting for one", func() bool {
-		return now.Load() == slots && gaugeValue(t, reg, "coord_zk_background_reads_waiting") == followers-slots
+		return now.Load() == slots && waiting(t, reg) == followers-slots
 	})
 	close(gate)
 	for i, h := range handles {
@@ -86,17 +86,9 @@ func TestFollowerBurstReadsInBackgroundSlots(t *testing.T) {
 	}
 }
 
-// gaugeValue is the value of the registry's gauge name (0 when it has none).
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
+// waiting is the session's coord_zk_background_reads_waiting (0 before any
+// read waited).
+func waiting(t *testing.T, reg *prometheus.Registry) float64 {
+	v, _ := testutil.MetricValue(t, reg, "coord_zk_background_reads_waiting")
+	return v
 }
