@@ -1454,7 +1454,7 @@ export interface components {
             server: string;
             /** @description The negotiated session timeout (Go duration). */
             timeout: string;
-            /** @description Live leases on this sidecar. */
+            /** @description Live leases on this sidecar of the caller's token (every live lease when no tokens are configured). */
             leases: number;
         };
         Lease: {
