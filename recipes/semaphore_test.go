@@ -179,8 +179,16 @@ func TestSemaphoreMaxMismatchRecipe(t *testing.T) {
 		t.Fatalf("same max: %v", err)
 	}
 
-	// Three acquirers with max=3 race three with max=4: whichever is granted
-	// first sets the max, the three of its kind are granted, the others refused.
+	raceTwoMax(ctx, t, sems, grant)
+	curatorLeaseRecordsNoMax(ctx, t, sems, grant, conn, root)
+}
+
+// raceTwoMax races three acquirers with max=3 and three with max=4: whichever
+// is granted first sets the max, the three of its kind are granted, the others
+// refused with that max.
+func raceTwoMax(ctx context.Context, t *testing.T, sems *Semaphores, grant func() *kit.Lease) {
+	t.Helper()
+	var mismatch *MaxMismatchError
 	type result struct {
 		max int
 		err error
@@ -211,8 +219,14 @@ func TestSemaphoreMaxMismatchRecipe(t *testing.T) {
 		t.Fatalf("granted with max %v, refused naming max %v", granted, refused)
 	}
 
-	// Curator's lease node (its data is its host's address) records no max:
-	// the sidecar's first holder sets it.
+}
+
+// curatorLeaseRecordsNoMax places a lease node as Curator does (its data is
+// its host's address, no max): the sidecar's first holder beside it sets the
+// max, and the holders' owners read back as written.
+func curatorLeaseRecordsNoMax(ctx context.Context, t *testing.T, sems *Semaphores, grant func() *kit.Lease, conn *zk.Conn, root string) {
+	t.Helper()
+	var mismatch *MaxMismatchError
 	base := root + "/semaphores/shared/leases"
 	for _, p := range []string{root + "/semaphores", root + "/semaphores/shared", base} {
 		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
