@@ -23,17 +23,29 @@ func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzRe
 	return GetReadyz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetSession describes the sidecar's ZooKeeper session.
-func (s *Server) GetSession(context.Context, GetSessionRequestObject) (GetSessionResponseObject, error) {
+// GetSession describes the sidecar's ZooKeeper session, with the number of
+// live leases of the request's token (every live lease without tokens).
+func (s *Server) GetSession(ctx context.Context, _ GetSessionRequestObject) (GetSessionResponseObject, error) {
 	info := s.opt.Session.Info()
 	out := GetSession200JSONResponse{
 		State:   SessionState(info.State.String()),
 		Timeout: info.Timeout.String(),
 		Server:  info.Server,
-		Leases:  s.opt.Leases.Len(),
+		Leases:  s.leasesOfToken(ctx),
 	}
 	if info.SessionID != 0 {
 		out.SessionId = fmt.Sprintf("0x%x", info.SessionID)
 	}
 	return out, nil
+}
+
+// leasesOfToken counts the live leases of the request's token: a lease belongs to
+// the token that made it, and another token's are not the caller's business.
+// Without tokens every request is anonymous and every lease counts.
+func (s *Server) leasesOfToken(ctx context.Context) int {
+	p := principalOf(ctx)
+	if p == anonymous {
+		return s.opt.Leases.Len()
+	}
+	return s.opt.Leases.LenOf(p.name)
 }

@@ -124,6 +124,7 @@ func detailedProblem(err error) *problem {
 	var valueMismatch *counter.MismatchError
 	var overflow *counter.OverflowError
 	var full *recipes.SemaphoreFullError
+	var maxMismatch *recipes.MaxMismatchError
 	var rwLocked *recipes.RWLockedError
 	var partitionMismatch *partition.VersionMismatchError
 	var p *problem
@@ -140,6 +141,10 @@ func detailedProblem(err error) *problem {
 	case errors.As(err, &full):
 		p = newProblem(http.StatusConflict, "semaphore-full", err.Error())
 		p.Ext = map[string]any{"holders": semaphoreHolders(full.Holders)}
+	case errors.As(err, &maxMismatch):
+		p = newProblem(http.StatusConflict, "max-mismatch",
+			err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")
+		p.Ext = map[string]any{"max": maxMismatch.Max}
 	case errors.As(err, &rwLocked):
 		p = newProblem(http.StatusConflict, "lock-held", err.Error())
 		p.Ext = map[string]any{"writer": lockHolder(rwLocked.Writer), "readers": rwReaders(rwLocked.Readers)}

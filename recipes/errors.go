@@ -99,6 +99,9 @@ var (
 	// ErrSemaphoreFull means no permit was granted within the wait; see
 	// SemaphoreFullError.
 	ErrSemaphoreFull = errors.New("semaphore full")
+	// ErrMaxMismatch means an acquire gave a max other than the semaphore's
+	// holders'; see MaxMismatchError.
+	ErrMaxMismatch = errors.New("max mismatch")
 )
 
 // SemaphoreFullError is returned (it matches ErrSemaphoreFull) when no permit
@@ -114,6 +117,21 @@ func (e *SemaphoreFullError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSemaphoreFull) hold.
 func (e *SemaphoreFullError) Unwrap() error { return ErrSemaphoreFull }
+
+// MaxMismatchError is returned (it matches ErrMaxMismatch) when a permit is
+// asked for with a max other than the semaphore's: the max recorded by its
+// oldest holder that records one. Nothing of the attempt is left behind.
+type MaxMismatchError struct {
+	Name string
+	Max  int // the semaphore's max
+}
+
+func (e *MaxMismatchError) Error() string {
+	return fmt.Sprintf("semaphore %q has max %d", e.Name, e.Max)
+}
+
+// Unwrap makes errors.Is(err, ErrMaxMismatch) hold.
+func (e *MaxMismatchError) Unwrap() error { return ErrMaxMismatch }
 
 // RWLockedError is returned (it matches ErrLocked) when a read/write lock is
 // not granted within the wait: Writer (nil when none) and Readers are the

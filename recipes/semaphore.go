@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,16 @@ import (
 // that ends leaves nothing); and its wait on the leases is this sidecar's one
 // follower of the semaphore (one children watch, whatever the number of
 // waiters and streams), not a watch of its own.
+//
+// Every party gives the same max, and the sidecar holds callers to it: it
+// records its max in the data of its own lease nodes (see leaseData), and an
+// acquire whose max differs from the one its oldest holder recorded is refused
+// (MaxMismatchError). Curator records no max (its lease node's data is its
+// host's address, or what the application set), so a Curator holder is never
+// a max to differ from: Curator processes go on as before, each with the max
+// it was given. The record is in the lease nodes, not in a node of its own,
+// because it must end with the holders (a semaphore whose holders all left
+// takes any max again) and cost no request of its own.
 type Semaphores struct {
 	s       *zookeeper.Session
 	dir     string
@@ -103,8 +114,10 @@ func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
 
 // Acquire takes a permit of semaphore name for lease, max permits at most being
 // held at once, waiting at most wait (0: try once). It returns the permit; a
-// SemaphoreFullError (ErrSemaphoreFull) when none is granted within wait;
-// kit.ErrInvalidArgument when max < 1; kit.ErrLeaseEnded, kit.ErrSessionLost,
+// SemaphoreFullError (ErrSemaphoreFull) when none is granted within wait; a
+// MaxMismatchError (ErrMaxMismatch) when max is not the semaphore's (the max
+// its oldest holder recorded; a lease that holds a permit of it asking again
+// with another max included); kit.ErrInvalidArgument when max < 1; kit.ErrLeaseEnded, kit.ErrSessionLost,
 // kit.ErrUnavailable or ctx's error otherwise. On every failure the nodes it
 // made are deleted before it returns, and an implicit lease ends. A lease that
 // holds a permit of the semaphore gets that permit again.
@@ -122,6 +135,9 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *kit.Lease, name, owner 
 			return m.acquire(ctx, ep, lease, name, owner, max, wait)
 		})
 	m.metrics.waiting.Dec()
+	if found && p.Max != max {
+		return nil, &MaxMismatchError{Name: name, Max: p.Max}
+	}
 	if !found {
 		result := acquireResult(err)
 		if errors.Is(err, ErrSemaphoreFull) {
@@ -165,7 +181,7 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 		err = ctx.Err()
 	}
 	if err != nil {
-		if !errors.Is(err, ErrSemaphoreFull) {
+		if !errors.Is(err, ErrSemaphoreFull) && !errors.Is(err, ErrMaxMismatch) {
 			err = fmt.Errorf("semaphore %q: %w", name, err)
 		}
 		return nil, err
@@ -176,7 +192,8 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 }
 
 // takeLease runs while the internal mutex is held: it creates the lease node and
-// keeps it when the leases then number at most max; otherwise it deletes it and
+// keeps it when the leases then number at most max and the holders' max is max
+// (admit); otherwise it deletes it and, when only the count was too high,
 // waits, up to wait, until fewer than max remain, and tries again. A zero
 // Created (no error) means the wait ended first.
 func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, owner string, max int, wait time.Duration) (zookeeper.Created, error) {
@@ -190,18 +207,14 @@ func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *
 		}
 	}()
 	for {
-		c, err := ep.CreateProtected(ctx, leases, "lease-", []byte(owner), true)
+		c, err := ep.CreateProtected(ctx, leases, "lease-", leaseData(owner, max), true)
 		if err != nil {
 			return zookeeper.Created{}, err
 		}
-		count, seen := c.Siblings, c.Czxid
-		if c.Czxid == 0 { // unstamped (another's parent): count by listing
-			children, st, err := ep.Children(ctx, leases)
-			if err != nil {
-				ep.CleanupProtected(leases, c.GUID, c.Path)
-				return zookeeper.Created{}, err
-			}
-			count, seen = len(zookeeper.SortBySeq(children)), pzxid(st)
+		count, seen, err := m.admit(ctx, ep, name, leases, c, max)
+		if err != nil {
+			ep.CleanupProtected(leases, c.GUID, c.Path)
+			return zookeeper.Created{}, err
 		}
 		if count <= max {
 			return c, nil
@@ -236,6 +249,89 @@ func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *
 			}
 		}
 	}
+}
+
+// admit runs while the internal mutex is held, just after the lease node c was
+// created: it returns the number of leases (c included) and the zxid that
+// number is current at, or a MaxMismatchError when the oldest other lease that
+// records a max records another one. The check runs under the mutex, so that
+// of two acquirers with different max only the first is admitted: the second
+// sees the first's lease. A lease alone costs no request here.
+func (m *Semaphores) admit(ctx context.Context, ep *zookeeper.Epoch, name, leases string, c zookeeper.Created, max int) (count int, seen int64, err error) {
+	count, seen = c.Siblings, c.Czxid
+	var children []string
+	// Unstamped (another's parent), count by listing; with other leases, list
+	// them to find their max.
+	if c.Czxid == 0 || count > 1 {
+		var st *zookeeper.Stat
+		if children, st, err = ep.Children(ctx, leases); err != nil {
+			return 0, 0, err
+		}
+		children = zookeeper.SortBySeq(children)
+		if c.Czxid == 0 {
+			count, seen = len(children), pzxid(st)
+		}
+	}
+	if count <= 1 {
+		return count, seen, nil
+	}
+	held, err := heldMax(ctx, ep, leases, path.Base(c.Path), children)
+	if err != nil {
+		return 0, 0, err
+	}
+	if held != 0 && held != max {
+		return 0, 0, &MaxMismatchError{Name: name, Max: held}
+	}
+	return count, seen, nil
+}
+
+// heldMax returns the max recorded by the oldest of the leases names (in
+// sequence order) that records one, self left out; 0 when none does. It reads
+// them one after the other and stops at the first with a max: the sidecar's
+// holders all record the same one, Curator's none.
+func heldMax(ctx context.Context, ep *zookeeper.Epoch, leases, self string, names []string) (int, error) {
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		data, _, err := ep.Get(ctx, leases+"/"+n)
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		if _, max := parseLeaseData(string(data)); max > 0 {
+			return max, nil
+		}
+	}
+	return 0, nil
+}
+
+// maxMark separates the owner from the max in a lease node's data.
+const maxMark = "\x00max="
+
+// leaseData is the data of the sidecar's lease node: the owner, a NUL and
+// "max=<max>". A Curator process that reads a lease's data sees the owner
+// first; Curator's own lease nodes never end so (its data is an address or the
+// application's bytes), so they record no max.
+func leaseData(owner string, max int) []byte {
+	return []byte(owner + maxMark + strconv.Itoa(max))
+}
+
+// parseLeaseData returns a lease node's owner and its recorded max (0 when it
+// records none: the data is then the owner as it is). The mark is looked for
+// last, so an owner that contains it is still read back whole.
+func parseLeaseData(data string) (owner string, max int) {
+	i := strings.LastIndex(data, maxMark)
+	if i < 0 {
+		return data, 0
+	}
+	n, err := strconv.Atoi(data[i+len(maxMark):])
+	if err != nil || n < 1 {
+		return data, 0
+	}
+	return data[:i], n
 }
 
 // Release deletes the permit's lease node; it retries through a suspension while
@@ -317,7 +413,8 @@ func (m *Semaphores) read(ctx context.Context, ep *zookeeper.Epoch, name string,
 	st := &SemaphoreState{Name: name, Holders: []SemaphoreHolder{}, Waiters: len(zookeeper.SortBySeq(locks)), Zxid: pzxid(lst)}
 	for _, n := range leases {
 		if in, ok := infos[n]; ok {
-			st.Holders = append(st.Holders, SemaphoreHolder{Permit: permitName(n), Owner: in.Data, Since: in.Since})
+			owner, _ := parseLeaseData(in.Data)
+			st.Holders = append(st.Holders, SemaphoreHolder{Permit: permitName(n), Owner: owner, Since: in.Since})
 		}
 	}
 	return st, nil

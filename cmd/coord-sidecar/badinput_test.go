@@ -90,6 +90,9 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"semaphore max not a number", "POST", "/v1/semaphores/sem/permits?max=many", nil, nil, open, 400, "invalid-parameter"},
 		{"semaphore bad name", "POST", "/v1/semaphores/_c_x/permits?max=1", nil, nil, open, 400, "invalid-name"},
 		{"semaphore bad wait", "POST", "/v1/semaphores/sem/permits?max=1&wait=soon", nil, nil, open, 400, "invalid-parameter"},
+		// The holder's lease asking with another max (a fresh acquirer's refusal
+		// takes and lets go the internal mutex, so it is TestSemaphoreMaxMismatch's).
+		{"semaphore another max", "POST", "/v1/semaphores/sem/permits?max=2&lease=" + lease, nil, nil, open, 409, "max-mismatch"},
 		{"semaphore unknown lease", "POST", "/v1/semaphores/sem/permits?max=1&lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
 		{"permit wrong lease", "DELETE", "/v1/semaphores/sem/permits/" + permit + "?lease=nosuchlease", nil, nil, open, 404, "lease-not-found"},
 		{"permit of another lease", "DELETE", "/v1/semaphores/sem/permits/" + permit + "?lease=" + appLease, nil, nil, open, 404, "lease-not-found"},

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,5 +212,44 @@ func TestSemaphoreSharesCuratorLayout(t *testing.T) {
 		if !mutexNode.MatchString(n) {
 			t.Fatalf("mutex node %s", path.Join(base, "locks", n))
 		}
+	}
+}
+
+// A semaphore's max is its holders': an acquire with another max answers 409
+// max-mismatch with the holders' max and leaves the ZooKeeper tree as it was;
+// one with the same max is granted. A permit node placed as Curator places it
+// (no max recorded) does not count as a max.
+func TestSemaphoreMaxMismatch(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=a")
+	b := car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=b")
+	before := zktest.Dump(t, conn, root)
+	for _, q := range []string{"max=100", "max=1", "max=3&wait=1s"} {
+		r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/two/permits?"+q)
+		if problemType(r) != "max-mismatch" || num(r.Body["max"]) != 2 {
+			t.Fatalf("%s: %v", q, r)
+		}
+	}
+	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
+		t.Fatalf("a refused acquire changed the tree:\nbefore %v\nafter  %v", before, after)
+	}
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/semaphores/two/permits/"+str(b.Body["permit"])+"?lease="+str(b.Body["lease"]))
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=c")
+
+	// Curator's permit (its data is its host's address) records no max: the
+	// sidecar's first holder sets it.
+	placeCuratorNode(t, conn, root+"/semaphores/shared/leases", "lease-", "10.0.0.7")
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=5&owner=s")
+	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=7")
+	if problemType(r) != "max-mismatch" || num(r.Body["max"]) != 5 {
+		t.Fatalf("max=7 after a sidecar's max=5: %v", r)
+	}
+	holders, _ := car.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/shared").Body["holders"].([]any)
+	if len(holders) != 2 || str(holders[0].(map[string]any)["owner"]) != "10.0.0.7" || str(holders[1].(map[string]any)["owner"]) != "s" {
+		t.Fatalf("holders = %v", holders)
 	}
 }

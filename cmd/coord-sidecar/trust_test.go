@@ -858,6 +858,49 @@ func TestMaxLeases(t *testing.T) {
 	car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
 }
 
+// GET /v1/session's leases are the caller's token's: with two tenants, each
+// sees its own count (an implicit lease held by a lock included, a revoked one
+// gone); without tokens, and with --token alone, every lease counts.
+func TestSessionCountsTheTokensLeases(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens.json")
+	writeTokens(t, file, tokensJSON)
+	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", file)
+	a, b := scoped.as(bearer(tokApp)...), scoped.as(bearer(tokOther)...)
+	leasesOf := func(car *sidecar) int {
+		return int(num(car.must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]))
+	}
+
+	a.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+	b.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+	lb := str(b.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	b.must(t, http.StatusCreated, "POST", "/v1/locks/other-1") // an implicit lease
+	if na, nb := leasesOf(a), leasesOf(b); na != 1 || nb != 3 {
+		t.Fatalf("leases: app sees %d, want 1; other sees %d, want 3", na, nb)
+	}
+	if n := leasesOf(scoped.as(bearer(tokReader)...)); n != 0 {
+		t.Fatalf("leases: reader sees %d, want 0", n)
+	}
+	b.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+lb)
+	if na, nb := leasesOf(a), leasesOf(b); na != 1 || nb != 2 {
+		t.Fatalf("after a revoke: app sees %d, want 1; other sees %d, want 2", na, nb)
+	}
+
+	for _, args := range [][]string{nil, {"--token", "s3cret"}} {
+		car := startSidecar(t, zkc.Servers(), root, args...)
+		if len(args) > 0 {
+			car = car.as(bearer("s3cret")...)
+		}
+		car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+		car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+		if n := leasesOf(car); n != 2 {
+			t.Fatalf("%v: leases %d, want 2", args, n)
+		}
+	}
+}
+
 // rawRequest writes a request by hand and returns the status line and body.
 func rawRequest(t *testing.T, addr, head string, body string, closeWrite bool) (status string, rest string, err error) {
 	t.Helper()

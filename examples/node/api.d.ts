@@ -1245,7 +1245,9 @@ export interface paths {
          *     InterProcessSemaphoreV2 (`semaphores/{name}/locks/...`, an internal mutex,
          *     and `semaphores/{name}/leases/_c_<uuid>-lease-<seq>`, one node per permit),
          *     so Curator processes share the semaphore. A lease holds at most one permit
-         *     of a semaphore: a lease that holds one gets it again.
+         *     of a semaphore: a lease that holds one gets it again. A `max` other than
+         *     the holders' (recorded in the sidecar's lease nodes; Curator's record none)
+         *     is refused: `409 max-mismatch` with `max`, and nothing is left behind.
          */
         post: operations["acquirePermit"];
         delete?: never;
@@ -1403,7 +1405,8 @@ export interface components {
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
          *     `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
          *     `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-         *     `participant-exists`, `count-mismatch` (with `count`), `claim-not-found`,
+         *     `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+         *     (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
          *     `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
          *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
          *     `client-closed-request` (499, counted only: its client has gone),
@@ -1451,7 +1454,7 @@ export interface components {
             server: string;
             /** @description The negotiated session timeout (Go duration). */
             timeout: string;
-            /** @description Live leases on this sidecar. */
+            /** @description Live leases on this sidecar of the caller's token (every live lease when no tokens are configured). */
             leases: number;
         };
         Lease: {
@@ -1854,9 +1857,11 @@ export interface components {
             /** @description Requests waiting for a permit, on every client. */
             waiters: number;
         };
-        /** @description `semaphore-full` carries the holders seen last; `acquisition-in-progress` has no extension. */
+        /** @description `semaphore-full` carries the holders seen last; `max-mismatch` carries `max` (the holders'); `acquisition-in-progress` has no extension. */
         SemaphoreFullProblem: components["schemas"]["Problem"] & {
             holders?: components["schemas"]["SemaphoreHolder"][];
+            /** @description The semaphore's max: the one its holders gave. */
+            max?: number;
         };
         RWLockGrant: {
             name: string;
@@ -4600,6 +4605,8 @@ export interface operations {
             404: components["responses"]["LeaseNotFound"];
             /**
              * @description `semaphore-full`: no permit within `wait`; the problem carries `holders`.
+             *     `max-mismatch`: `max` is not the semaphore's; the problem carries `max`,
+             *     the holders' (the oldest holder's that records one).
              *     `acquisition-in-progress`: this lease is already acquiring a permit of
              *     this semaphore in another request.
              */

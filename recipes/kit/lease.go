@@ -148,6 +148,19 @@ func (m *Leases) Len() int {
 	return len(m.leases)
 }
 
+// LenOf returns the number of live leases whose Owner is owner.
+func (m *Leases) LenOf(owner string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, l := range m.leases {
+		if l.Owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
 // KeepAlive pushes the lease's expiry to now + TTL.
 func (m *Leases) KeepAlive(id string) (*Lease, error) {
 	l, err := m.Get(id)
