@@ -32,7 +32,7 @@ type membership struct {
 	// once it is gone.
 	mu          sync.Mutex
 	gone        bool
-	incarnation int64           // the member node's czxid
+	incarnation int64           // the member node's czxid; 0 until join made it
 	mine        map[string]bool // partitions whose owner node this member made and has not deleted
 }
 
@@ -146,7 +146,12 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 		}
 		return nil, fmt.Errorf("join %q: %w", group, err)
 	}
+	// m was visible to the group's follower from claim on (another member of
+	// the group on this sidecar keeps it running), so the incarnation is set
+	// under m.mu, where take reads it.
+	m.mu.Lock()
 	m.incarnation = st.Czxid
+	m.mu.Unlock()
 	p.metrics.members.Inc()
 	return m, nil
 }
@@ -154,10 +159,12 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 // take makes the owner nodes of names (free partitions the plan deals m): all
 // in one transaction (one write, one zxid: the same fencing token for the
 // partitions taken together), or one by one when some were taken meanwhile.
+// Nothing is taken before join made the member's node (incarnation 0): an owner
+// node would carry no incarnation; Join pokes the follower once it is made.
 func (m *membership) take(ctx context.Context, names []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.gone {
+	if m.gone || m.incarnation == 0 {
 		return
 	}
 	data, _ := json.Marshal(ownerData{Member: m.id, Incarnation: m.incarnation})
