@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -301,21 +303,26 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	}
 
 	// In ZooKeeper: only the holder's node and the leader's remain; none once they go.
-	contenders := func() []string {
-		var out []string
-		for _, p := range zktest.Dump(t, zconn, root) {
-			if _, ok := seqSuffix(path.Base(p)); ok {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
+	contenders := func() []string { return sequentialNodes(t, zconn, root) }
 	if n := contenders(); len(n) != 2 {
 		t.Fatalf("contender nodes besides the holder and the leader: %v", n)
 	}
 	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+str(holder.Body["lease"]))
 	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+str(leader.Body["lease"]))
 	testutil.Eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
+}
+
+// sequentialNodes lists the sequential nodes (contenders of locks and
+// elections) below root. root's own name ends in random hex, ten decimal digits
+// about one time in a hundred: it is never one.
+func sequentialNodes(t testing.TB, conn *zk.Conn, root string) []string {
+	var out []string
+	for _, p := range zktest.Dump(t, conn, root) {
+		if _, ok := seqSuffix(path.Base(p)); ok && p != root {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // readUntil reads lines until one contains s.
