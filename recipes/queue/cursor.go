@@ -34,11 +34,15 @@ type queueState struct {
 	priosKnown bool
 	priosDirty bool // the queue's children may have changed since the last listing
 	cursors    map[int]*queueCursor
-	claimed    map[string]bool  // item ids claimed now (any sidecar), from claims/
-	inflight   map[string]bool  // item ids a local take or claim is trying
-	arming     map[string]bool  // watches being armed (the call is under way), by part
-	claimsEp   *zookeeper.Epoch // session of the running claims watcher
-	changed    chan struct{}    // closed and replaced when an item may have appeared
+	claimed    map[string]bool // item ids claimed now (any sidecar), from claims/
+	// unclaims counts this sidecar's claims that ended; unclaimedAt is the count
+	// at which each item's ended, until a listing of claims/ sent after it.
+	unclaims    uint64
+	unclaimedAt map[string]uint64
+	inflight    map[string]bool  // item ids a local take or claim is trying
+	arming      map[string]bool  // watches being armed (the call is under way), by part
+	claimsEp    *zookeeper.Epoch // session of the running claims watcher
+	changed     chan struct{}    // closed and replaced when an item may have appeared
 
 	bmu      sync.Mutex
 	batchers map[int]*enqBatcher
@@ -71,14 +75,15 @@ type actFn func(ctx context.Context, ep *zookeeper.Epoch, r itemRef) (outcome, e
 func newQueueState(q *Queues, name string) *queueState {
 	return &queueState{
 		q: q, name: name,
-		watches:    kit.NewWatches(q.stop),
-		priosDirty: true,
-		cursors:    map[int]*queueCursor{},
-		claimed:    map[string]bool{},
-		inflight:   map[string]bool{},
-		arming:     map[string]bool{},
-		changed:    make(chan struct{}),
-		batchers:   map[int]*enqBatcher{},
+		watches:     kit.NewWatches(q.stop),
+		priosDirty:  true,
+		cursors:     map[int]*queueCursor{},
+		claimed:     map[string]bool{},
+		unclaimedAt: map[string]uint64{},
+		inflight:    map[string]bool{},
+		arming:      map[string]bool{},
+		changed:     make(chan struct{}),
+		batchers:    map[int]*enqBatcher{},
 	}
 }
 
@@ -566,6 +571,7 @@ func (st *queueState) watchClaims(ep *zookeeper.Epoch) {
 	path := st.q.cpath(st.name)
 	ctx := context.Background()
 	for !ep.IsLost() {
+		sent := st.unclaimCount()
 		children, _, watch, err := ep.ChildrenW(ctx, path)
 		listed, exists := err == nil, false
 		if errors.Is(err, zookeeper.ErrNoNode) {
@@ -577,7 +583,7 @@ func (st *queueState) watchClaims(ep *zookeeper.Epoch) {
 			}
 			return
 		}
-		st.setClaimed(children)
+		st.setClaimed(children, sent)
 		if !listed && exists {
 			continue // created just now: list it
 		}
@@ -587,14 +593,31 @@ func (st *queueState) watchClaims(ep *zookeeper.Epoch) {
 	}
 }
 
-// setClaimed replaces the claimed set with a listing of claims/; items no longer
-// claimed are candidates again, in their old place.
-func (st *queueState) setClaimed(children []string) {
+// unclaimCount is how many of this sidecar's claims have ended so far.
+func (st *queueState) unclaimCount() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.unclaims
+}
+
+// setClaimed replaces the claimed set with a listing of claims/ sent when
+// unclaimCount was sent; items no longer claimed are candidates again, in their
+// old place. An item whose claim ended here after the listing was sent is not
+// claimed again by it: the listing may predate the markers' delete (whose
+// change fires the watch armed with it), and the item is first in line at once.
+func (st *queueState) setClaimed(children []string, sent uint64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	next := make(map[string]bool, len(children))
 	for _, c := range children {
-		next[c] = true
+		if st.unclaimedAt[c] <= sent {
+			next[c] = true
+		}
+	}
+	for k, at := range st.unclaimedAt {
+		if at <= sent {
+			delete(st.unclaimedAt, k) // this listing was sent after that claim ended
+		}
 	}
 	freed := false
 	for k := range st.claimed {
@@ -614,6 +637,8 @@ func (st *queueState) setClaimed(children []string) {
 // to delete when the acked item was the last cached one of a closed bucket.
 func (st *queueState) unclaim(r itemRef, taken bool) (int64, bool) {
 	st.mu.Lock()
+	st.unclaims++
+	st.unclaimedAt[r.key] = st.unclaims
 	delete(st.claimed, r.key)
 	st.broadcastLocked()
 	st.mu.Unlock()

@@ -83,3 +83,31 @@ func TestWaitingTakersRacingTheFirstEnqueueAllWake(t *testing.T) {
 		t.Error("taker not woken by the first enqueue:", m)
 	}
 }
+
+// A listing of claims/ sent before this sidecar released a claim, and answered
+// after, does not make the released item claimed again: released, it is first
+// in line at once (TestClaimsExpireAckAndRelease's "claim after release" once
+// got nothing under stress-ng). A listing sent after the release counts it as
+// claimed when it is (claimed again, elsewhere).
+func TestStaleClaimsListingDoesNotHideAReleasedItem(t *testing.T) {
+	zkc := zktest.Shared(t)
+	env := newQueueEnv(t, zkc.Servers(), zktest.Root(t))
+	st := env.q.state("jobs")
+	st.setClaimed([]string{"item-a", "item-b"}, st.unclaimCount())
+	sent := st.unclaimCount() // a listing is sent...
+	st.unclaim(itemRef{key: "item-a"}, false)
+	st.setClaimed([]string{"item-a", "item-b"}, sent) // ...and answered after the release
+	st.mu.Lock()
+	stale, other := st.claimed["item-a"], st.claimed["item-b"]
+	st.mu.Unlock()
+	if stale || !other {
+		t.Fatalf("after a listing sent before the release: item-a claimed %v (want false), item-b %v (want true)", stale, other)
+	}
+	st.setClaimed([]string{"item-a"}, st.unclaimCount()) // sent after the release
+	st.mu.Lock()
+	again, gone := st.claimed["item-a"], st.claimed["item-b"]
+	st.mu.Unlock()
+	if !again || gone {
+		t.Fatalf("after a listing sent after the release: item-a claimed %v (want true), item-b %v (want false)", again, gone)
+	}
+}
