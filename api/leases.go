@@ -71,8 +71,10 @@ type leaseStream struct {
 	lease *kit.Lease
 }
 
-// VisitStreamLeaseResponse writes the stream: `lease` first, then the end of the
-// lease (`lost`, `expired` or `revoked`), with heartbeat comments between.
+// VisitStreamLeaseResponse writes the stream: `lease` first, a `lost-hold` for
+// every hold that ends because its node was deleted by another hand, then the
+// end of the lease (`lost`, `expired` or `revoked`), with heartbeat comments
+// between.
 func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 	l, s := ls.lease, ls.s
 	unpin := l.Pin()
@@ -96,18 +98,40 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 	}
 	beat := time.NewTicker(s.opt.Heartbeat)
 	defer beat.Stop()
+	told := 0 // lost holds sent
+	tellLost := func() error {
+		lost, _ := l.LostHolds(told)
+		for _, h := range lost {
+			told++
+			if err := send("lost-hold", LostHold{Kind: h.Kind, Name: h.Name, Reason: h.Reason}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	end := func() error {
+		<-l.Done()
+		if err := tellLost(); err != nil {
+			return err
+		}
+		return send(kit.EndReason(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+	}
 	for {
+		_, nextLoss := l.LostHolds(told)
 		select {
+		case <-nextLoss:
+			if err := tellLost(); err != nil {
+				_ = s.opt.Leases.Revoke(l.ID)
+				return nil
+			}
 		case <-l.Ending():
-			<-l.Done()
-			_ = send(kit.EndReason(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			_ = end()
 			return nil
 		case <-ls.ctx.Done():
 			// The client closed the stream (or the sidecar is shutting down): the
 			// lease ends now, and what it held is released.
 			_ = s.opt.Leases.Revoke(l.ID)
-			<-l.Done()
-			_ = send(kit.EndReason(l.Err()), map[string]string{"lease": l.ID, "reason": l.Err().Error()})
+			_ = end()
 			return nil
 		case <-beat.C:
 			if err := sw.Comment("keepalive"); err != nil {

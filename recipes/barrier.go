@@ -109,6 +109,10 @@ type raisedBarrier struct {
 	leaseID string
 }
 
+// HeldNodes is the barrier's node: deleted by another hand (the barrier
+// lowered), the raise is over.
+func (r *raisedBarrier) HeldNodes() []string { return []string{r.path} }
+
 // Release lowers the barrier if it is still the node raised for the lease.
 func (r *raisedBarrier) Release(ctx context.Context) error {
 	return r.ep.Settle(ctx, func(ctx context.Context) error { return r.b.dropOwned(ctx, r.ep, r.path, r.leaseID) })

@@ -177,6 +177,10 @@ func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Le
 	return p, nil
 }
 
+// HeldNodes is the participant's node: deleted by another hand, the entry is
+// lost.
+func (p *dblParticipant) HeldNodes() []string { return []string{p.node} }
+
 // Release withdraws the participant: its node is deleted (and "ready" with the
 // last one), retried through a suspension while the session lives.
 func (p *dblParticipant) Release(ctx context.Context) error {

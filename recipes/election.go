@@ -185,6 +185,10 @@ func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.L
 	return c, place, nil
 }
 
+// HeldNodes is the candidate's node: deleted by another hand, the candidacy
+// (and any leadership) is lost.
+func (c *Candidacy) HeldNodes() []string { return []string{c.node.Path} }
+
 // Release withdraws the candidate: its node is deleted, retried through a
 // suspension while the session lives.
 func (c *Candidacy) Release(ctx context.Context) error {

@@ -145,6 +145,9 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 		locks: l, ep: ep, node: c}, nil
 }
 
+// HeldNodes is the holder node: deleted by another hand, the lock is lost.
+func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
+
 // Release deletes the holder node, after handing the head to this sidecar's next
 // waiter (see handoffs); it retries through a suspension while the session lives.
 func (g *LockGrant) Release(ctx context.Context) error {

@@ -198,6 +198,9 @@ func nearestWriter(line []string, idx int) int {
 	return -1
 }
 
+// HeldNodes is the grant's node: deleted by another hand, the grant is lost.
+func (g *RWGrant) HeldNodes() []string { return []string{g.node.Path} }
+
 // Release deletes the grant's node; a writer first hands the head to this
 // sidecar's next waiter. It retries through a suspension while the session lives.
 func (g *RWGrant) Release(ctx context.Context) error {

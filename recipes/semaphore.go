@@ -334,6 +334,10 @@ func parseLeaseData(data string) (owner string, max int) {
 	return data[:i], n
 }
 
+// HeldNodes is the permit's lease node: deleted by another hand, the permit
+// is lost.
+func (p *Permit) HeldNodes() []string { return []string{p.node.Path} }
+
 // Release deletes the permit's lease node; it retries through a suspension while
 // the session lives.
 func (p *Permit) Release(ctx context.Context) error {

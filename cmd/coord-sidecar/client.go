@@ -144,7 +144,8 @@ func (c *apiClient) stream(ctx context.Context, path string) (<-chan sse.Event, 
 }
 
 // leaseKeeper holds a lease alive through its keepalive stream. Lost closes (with
-// why set) when the lease ends or the stream breaks.
+// why set) when the lease ends, when it loses a hold (a wrapper's lease holds
+// one thing) or when the stream breaks.
 type leaseKeeper struct {
 	ID   string
 	Lost chan struct{}
@@ -183,8 +184,14 @@ func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKee
 	go func() {
 		defer close(k.Lost)
 		for ev := range events {
-			if ev.Name == "lost" || ev.Name == "expired" || ev.Name == "revoked" {
+			switch ev.Name {
+			case "lost", "expired", "revoked":
 				k.why = "lease " + ev.Name
+				return
+			case "lost-hold": // the wrapper's lease holds one thing: that is gone
+				var h struct{ Kind, Name, Reason string }
+				_ = json.Unmarshal(ev.Data, &h)
+				k.why = fmt.Sprintf("%s %q lost (%s)", h.Kind, h.Name, h.Reason)
 				return
 			}
 		}

@@ -168,8 +168,13 @@ export interface paths {
          * @description While this stream is open the lease does not expire. The first event is `lease`
          *     with the body of `GET /v1/leases/{lease}`; the last is `lost` (the ZooKeeper
          *     session expired: everything the lease held is gone), `expired` or `revoked`,
-         *     after which the stream ends. Closing the stream revokes the lease at once.
-         *     Event ids count the stream's events: 1, then 2.
+         *     after which the stream ends. Between them, `lost-hold` names a hold that ended
+         *     because its ZooKeeper node was deleted by another hand than this lease's release
+         *     (an operator, a client with rights on the parent): the lease no longer lists it,
+         *     and whoever holds the thing next holds it with a higher fencing token. The lease
+         *     itself lives on (an implicit lease, made for that one hold, ends with it).
+         *     Closing the stream revokes the lease at once.
+         *     Event ids count the stream's events: 1, 2, 3...
          */
         get: operations["streamLease"];
         put?: never;
@@ -1469,6 +1474,14 @@ export interface components {
             kind: string;
             name: string;
         };
+        /** @description A hold that ended because its ZooKeeper node was deleted by another hand than the lease's release. */
+        LostHold: {
+            /** @example lock */
+            kind: string;
+            name: string;
+            /** @description For people */
+            reason: string;
+        };
         LeaseDetail: components["schemas"]["Lease"] & {
             holds: components["schemas"]["Hold"][];
         };
@@ -1828,6 +1841,11 @@ export interface components {
             /** @enum {string} */
             event: "lease";
             data: components["schemas"]["LeaseDetail"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "lost-hold";
+            data: components["schemas"]["LostHold"];
         } | {
             id: components["schemas"]["EventId"];
             /** @enum {string} */

@@ -159,6 +159,7 @@ type Epoch struct {
 	lost     chan struct{}
 	once     sync.Once
 	txns     *GroupCommit[*txnReq] // shared transactions (txn.go)
+	gone     goneWatches           // nodes whose deletion someone waits for (gone.go)
 	// authed is true once the Session's credentials (if any) are accepted on
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.
@@ -253,6 +254,10 @@ func (s *Session) dial() (*Epoch, error) {
 
 // enqueue is go-zookeeper's event callback: it never blocks.
 func (s *Session) enqueue(ep *Epoch, ev zk.Event) {
+	if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNodeDataChanged {
+		ep.goneEvent(ev)
+		return
+	}
 	if ev.Type != zk.EventSession {
 		return
 	}

@@ -101,6 +101,10 @@ type membership struct {
 	ep        *zookeeper.Epoch
 }
 
+// HeldNodes is the member node: deleted by another hand, the membership is
+// lost.
+func (m *membership) HeldNodes() []string { return []string{m.node} }
+
 // Release deletes the member node (through a suspension, while the session
 // lives). The kit calls it once: when the lease ends or the member leaves.
 func (m *membership) Release(ctx context.Context) error {

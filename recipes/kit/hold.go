@@ -78,6 +78,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 		var zero T
 		return zero, false, err
 	}
+	l.watchNodes(h, v)
 	return v, false, nil
 }
 
@@ -167,15 +168,18 @@ func (l *Lease) unreserve(h Hold, pending *held) {
 	l.EndImplicit()
 }
 
-// take removes h from the lease's holds and returns it, or ErrNotHeld.
+// take removes h from the lease's holds and returns it, or ErrNotHeld. Its
+// nodes are no longer watched: whoever took it lets them go.
 func (l *Lease) take(h Hold) (Holding, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	e, ok := l.holds[h]
 	if !ok || e.pending {
+		l.mu.Unlock()
 		return nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
 	}
 	delete(l.holds, h)
+	l.mu.Unlock()
+	l.unwatchNodes(e.v)
 	return e.v, nil
 }
 

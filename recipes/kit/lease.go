@@ -54,6 +54,7 @@ type Lease struct {
 	timer     *time.Timer
 	pins      int
 	holds     map[Hold]*held
+	lost      lostHolds
 	err       error
 	ending    chan struct{}
 	done      chan struct{}
@@ -264,6 +265,7 @@ func (l *Lease) end(reason error) {
 			settling = append(settling, h.settled)
 			continue
 		}
+		l.unwatchNodes(h.v)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -385,8 +387,9 @@ func (l *Lease) EndImplicit() {
 }
 
 type leaseMetrics struct {
-	live  prometheus.Gauge
-	ended *prometheus.CounterVec
+	live      prometheus.Gauge
+	ended     *prometheus.CounterVec
+	holdsLost *prometheus.CounterVec
 }
 
 func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
@@ -397,9 +400,12 @@ func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_lease_ends_total", Help: "Leases ended, by reason (revoked, expired, lost).",
 		}, []string{"reason"}),
+		holdsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_holds_lost_total", Help: "Holds that ended because their node was deleted by another hand than the sidecar's release, by kind.",
+		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.live, m.ended)
+		reg.MustRegister(m.live, m.ended, m.holdsLost)
 	}
 	return m
 }

@@ -109,6 +109,10 @@ func (k *Store) forget(key string, g *leasedKey) {
 	_, _ = kit.Take[*leasedKey](cur.lease, kit.Hold{Kind: Kind, Name: key})
 }
 
+// HeldNodes is the key's node: deleted by another hand, the lease no longer
+// holds the key.
+func (g *leasedKey) HeldNodes() []string { return []string{g.k.node(g.key)} }
+
 // Release deletes the key's node if it is still the one the lease made, with
 // its type; through a suspension it retries while the session lives.
 func (g *leasedKey) Release(ctx context.Context) error {

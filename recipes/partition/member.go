@@ -210,6 +210,10 @@ func (m *membership) take(ctx context.Context, names []string) {
 	}
 }
 
+// HeldNodes is the member node: deleted by another hand, the membership (and
+// what it owns) is lost.
+func (m *membership) HeldNodes() []string { return []string{m.node} }
+
 // Release deletes the member's owner nodes and its member node in one
 // transaction (through a suspension while the session lives), then closes its
 // follower. The kit calls it once: when the lease ends or the member leaves.

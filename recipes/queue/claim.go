@@ -26,6 +26,12 @@ type claimRec struct {
 	hold  kit.Hold
 }
 
+// HeldNodes is the item's claim marker: deleted by another hand, the claim is
+// lost (the item may be claimed again).
+func (rec *claimRec) HeldNodes() []string {
+	return []string{rec.st.q.ipath(rec.queue, rec.item) + "/" + claimNode}
+}
+
 // Release ends the claim when its lease ends (revoked, expired, or its session
 // lost): the markers are deleted, so the item is visible again.
 func (rec *claimRec) Release(ctx context.Context) error {

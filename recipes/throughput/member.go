@@ -36,6 +36,10 @@ type membership struct {
 	demand *int64
 }
 
+// HeldNodes is the member node: deleted by another hand, the membership and
+// its share are lost.
+func (m *membership) HeldNodes() []string { return []string{m.node} }
+
 // Release deletes the member node (retrying through a suspension while the
 // session lives) and, unless the session is lost, waits up to settleWait (and
 // while ctx lives) for this sidecar's follower to see the member gone, before

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// Lost holds (issue 24, item 1): a hold whose ZooKeeper node is deleted by
+// another hand than the lease's release has ended, and the lease says so.
+
+// The issue's reproduction: with --zk-auth, a root created before by someone
+// else leaves the lock's parent open; an anonymous ZooKeeper client deletes the
+// holder's node. The lease's stream names the lost hold, the lease no longer
+// lists it, and the next holder's fencing token is higher.
+func TestLostHoldUnderAnOpenParent(t *testing.T) {
+	t.Parallel() // see TestMain
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	anon := zkClient(t, zkc.Servers(), "")
+	for _, p := range []string{root, root + "/locks", root + "/locks/a-victim"} {
+		if _, err := anon.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	a := startSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
+	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=30s").Body["lease"])
+	events := a.openStream(t, "/v1/leases/"+lease+"/events")
+	if ev := events.next(t, 10*time.Second); ev.Name != "lease" {
+		t.Fatalf("first event %q", ev.Name)
+	}
+	victim := a.must(t, 201, "POST", "/v1/locks/a-victim?lease="+lease)
+
+	holders, _, err := anon.Children(root + "/locks/a-victim")
+	if err != nil || len(holders) != 1 {
+		t.Fatalf("holder nodes: %v %v", holders, err)
+	}
+	if err := anon.Delete(root+"/locks/a-victim/"+holders[0], -1); err != nil {
+		t.Fatalf("the anonymous client could not delete the holder's node: %v", err)
+	}
+
+	ev := events.next(t, 10*time.Second)
+	if ev.Name != "lost-hold" || ev.Data["kind"] != "lock" || ev.Data["name"] != "a-victim" || str(ev.Data["reason"]) == "" {
+		t.Fatalf("lease stream after the delete: %q %v", ev.Name, ev.Data)
+	}
+	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+		t.Fatalf("the lease still lists %v", holds)
+	}
+	next := a.must(t, 201, "POST", "/v1/locks/a-victim?ttl=30s")
+	if num(next.Body["fencingToken"]) <= num(victim.Body["fencingToken"]) {
+		t.Fatalf("next holder's token %v, the lost one's %v", next.Body["fencingToken"], victim.Body["fencingToken"])
+	}
+	if got := metricValue(t, a, `coord_holds_lost_total{kind="lock"}`); got != 1 {
+		t.Fatalf("coord_holds_lost_total{kind=lock} = %v", got)
+	}
+	// The lease itself lives on, and a release of what it lost is not-held.
+	a.must(t, 404, "DELETE", "/v1/locks/a-victim?lease="+lease)
+	a.must(t, 200, "POST", "/v1/leases/"+lease+"/keepalive")
+}
+
+// Every kind of hold is watched: deleting its node by hand ends it, and the
+// lease's stream names it; releases by the lease itself are never reported.
+func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
+	t.Parallel() // see TestMain
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	raw := zkClient(t, zkc.Servers(), "")
+	json := []string{"Content-Type", "application/json"}
+	put := func(path, body string) {
+		t.Helper()
+		if r, err := a.do(context.Background(), "PUT", path, strings.NewReader(body), json...); err != nil || r.Status/100 != 2 {
+			t.Fatalf("PUT %s: %v %v", path, r, err)
+		}
+	}
+	if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader("job")); err != nil || r.Status != 201 {
+		t.Fatalf("enqueue: %v %v", r, err)
+	}
+	put("/v1/throughput/tg", `{"limit":100}`)
+	put("/v1/partitions/pg", `{"count":4}`)
+
+	kinds := []struct {
+		kind, name string
+		acquire    func(lease string)
+		node       string // a part of the held node's path; with a final $, its end
+	}{
+		{"lock", "lk", func(l string) { a.must(t, 201, "POST", "/v1/locks/lk?lease="+l) }, "/locks/lk/"},
+		{"rwlock", "rw", func(l string) { a.must(t, 201, "POST", "/v1/rwlocks/rw?mode=write&lease="+l) }, "/rwlocks/rw/"},
+		{"semaphore", "sem", func(l string) { a.must(t, 201, "POST", "/v1/semaphores/sem/permits?max=2&lease="+l) }, "/semaphores/sem/"},
+		{"candidate", "el/c1", func(l string) { a.must(t, 201, "POST", "/v1/elections/el/candidates?id=c1&lease="+l) }, "/elections/el/"},
+		{"barrier", "bar", func(l string) { a.must(t, 204, "PUT", "/v1/barriers/bar?lease="+l) }, "/barriers/bar"},
+		{"double-barrier", "db/p1", func(l string) {
+			a.must(t, 409, "POST", "/v1/double-barriers/db/participants?id=p1&count=2&wait=0s&lease="+l)
+		}, "/double-barriers/db/"},
+		{"group", "gr/m1", func(l string) { a.must(t, 201, "POST", "/v1/groups/gr/members?id=m1&lease="+l) }, "/groups/gr/"},
+		{"kv", "leased", func(l string) { put("/v1/kv/leased?lease="+l, "v") }, "/kv/"},
+		{"claim", "q/", func(l string) { a.must(t, 200, "POST", "/v1/queues/q/claims?lease="+l) }, "/claim$"},
+		{"throughput", "tg/m1", func(l string) { a.must(t, 201, "POST", "/v1/throughput/tg/members?id=m1&lease="+l) }, "/throughput/tg/members/"},
+		{"partitions", "pg/w1", func(l string) { a.must(t, 201, "POST", "/v1/partitions/pg/members?id=w1&lease="+l) }, "/members/w1"},
+	}
+	for _, k := range kinds {
+		t.Run(k.kind, func(t *testing.T) {
+			before := zktest.Snapshot(t, raw, root)
+			lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+			events := a.openStream(t, "/v1/leases/"+lease+"/events")
+			events.next(t, 10*time.Second) // lease
+			k.acquire(lease)
+			var held []string
+			for _, n := range zktest.Snapshot(t, raw, root) {
+				isNew := !slices.ContainsFunc(before, func(b zktest.Node) bool { return b.Path == n.Path })
+				part, atEnd := strings.CutSuffix(k.node, "$")
+				matches := strings.Contains(n.Path, part) && (!atEnd || strings.HasSuffix(n.Path, part))
+				if isNew && n.Stat.EphemeralOwner != 0 && matches {
+					held = append(held, n.Path)
+				}
+			}
+			if len(held) != 1 {
+				t.Fatalf("the held node: want one new ephemeral node with %q, got %v", k.node, held)
+			}
+			if err := raw.Delete(held[0], -1); err != nil {
+				t.Fatal(err)
+			}
+			ev := events.next(t, 10*time.Second)
+			if ev.Name != "lost-hold" || ev.Data["kind"] != k.kind || !strings.HasPrefix(str(ev.Data["name"]), k.name) {
+				t.Fatalf("after deleting %s: %q %v", held[0], ev.Name, ev.Data)
+			}
+			if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+				t.Fatalf("the lease still lists %v", holds)
+			}
+			// The lease's own end releases nothing it lost, and reports nothing more.
+			a.must(t, 204, "DELETE", "/v1/leases/"+lease)
+			if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
+				t.Fatalf("after the revoke: %q %v", ev.Name, ev.Data)
+			}
+		})
+	}
+
+	// Releases by the lease itself, and the lease's end, are not losses.
+	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.openStream(t, "/v1/leases/"+lease+"/events")
+	events.next(t, 10*time.Second)
+	for i := 0; i < 20; i++ {
+		a.must(t, 201, "POST", "/v1/locks/own?lease="+lease)
+		a.must(t, 204, "DELETE", "/v1/locks/own?lease="+lease)
+	}
+	a.must(t, 201, "POST", "/v1/locks/own?lease="+lease)
+	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
+	if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
+		t.Fatalf("own releases reported: %q %v", ev.Name, ev.Data)
+	}
+	testutil.Eventually(t, 10*time.Second, "no loss counted for own releases", func() bool {
+		return metricValue(t, a, `coord_holds_lost_total{kind="lock"}`) == 1 // the subtest's one
+	})
+}
+
+// The lock wrapper stops its child when the lock's node is deleted by hand, as
+// on a lost lease, and names the lost lock.
+func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
+	t.Parallel() // see TestMain
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	raw := zkClient(t, zkc.Servers(), "")
+	bin := buildBinary(t)
+	cmd := wrapper(bin, a.m.Addr(), "lock", "wrapped", "--", "sleep", "60")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var holder []string
+	testutil.Eventually(t, 20*time.Second, "the wrapper holds the lock", func() bool {
+		holder, _, _ = raw.Children(root + "/locks/wrapped")
+		return len(holder) == 1
+	})
+	if err := raw.Delete(root+"/locks/wrapped/"+holder[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(testutil.Patience(20 * time.Second)):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the wrapper did not stop its child; stderr: %s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitLeaseLost || !strings.Contains(stderr.String(), `lock "wrapped" lost`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// metricValue reads one series' value from the sidecar's /metrics (0 when absent).
+func metricValue(t testing.TB, car *sidecar, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(car.must(t, 200, "GET", "/metrics").Raw), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}

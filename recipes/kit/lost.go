@@ -1,0 +1,94 @@
+package kit
+
+import "context"
+
+// Lost holds: a hold whose node is deleted by another hand than the lease's own
+// release (an operator, a client with rights on the parent, a bug) has ended, as
+// ZooKeeper's recipes say: whoever holds the lock next holds it with a higher
+// fencing token, and this lease must stop acting as its holder. The lease
+// watches the nodes of every holding that names them (NodeHolding), with one
+// ZooKeeper watch per node, and ends the hold when one goes.
+
+// NodeHolding is a Holding that lives in ZooKeeper nodes of the lease's session:
+// when any of them is deleted by another hand than Release, the hold is lost.
+type NodeHolding interface {
+	Holding
+	// HeldNodes are the paths of the nodes; they do not change while held.
+	HeldNodes() []string
+}
+
+// LostHold is a hold that ended without its release.
+type LostHold struct {
+	Hold
+	// Reason says why, for people.
+	Reason string
+}
+
+// lostHolds are the holds a lease lost, in order, and a channel closed at the
+// next loss.
+type lostHolds struct {
+	list []LostHold
+	next chan struct{}
+}
+
+// LostHolds returns the holds the lease lost after the first after of them, and
+// a channel that is closed at its next loss.
+func (l *Lease) LostHolds(after int) ([]LostHold, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost.next == nil {
+		l.lost.next = make(chan struct{})
+	}
+	var out []LostHold
+	if after < len(l.lost.list) {
+		out = append(out, l.lost.list[after:]...)
+	}
+	return out, l.lost.next
+}
+
+// watchNodes starts watching v's nodes, if it names any.
+func (l *Lease) watchNodes(h Hold, v Holding) {
+	nh, ok := v.(NodeHolding)
+	if !ok {
+		return
+	}
+	for _, p := range nh.HeldNodes() {
+		l.ep.WatchGone(p, func() { l.lose(h, v, "its node "+p+" was deleted by another hand than this lease's release") })
+	}
+}
+
+// unwatchNodes stops watching v's nodes: the lease lets v go itself.
+func (l *Lease) unwatchNodes(v Holding) {
+	if nh, ok := v.(NodeHolding); ok {
+		for _, p := range nh.HeldNodes() {
+			l.ep.UnwatchGone(p)
+		}
+	}
+}
+
+// lose ends the hold h, if the lease still holds it as v: it is taken off the
+// lease at once, the loss is recorded for the lease's stream and counted, and v
+// is released (its other nodes deleted, its local state let go). An implicit
+// lease ends with it.
+func (l *Lease) lose(h Hold, v Holding, reason string) {
+	l.mu.Lock()
+	e, ok := l.holds[h]
+	if l.err != nil || !ok || e.pending || e.v != v {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.holds, h)
+	l.lost.list = append(l.lost.list, LostHold{Hold: h, Reason: reason})
+	if l.lost.next != nil {
+		close(l.lost.next)
+		l.lost.next = nil
+	}
+	l.mu.Unlock()
+	l.unwatchNodes(v)
+	l.mgr.metrics.holdsLost.WithLabelValues(h.Kind).Inc()
+	l.mgr.s.Logger().Warn("hold lost", "lease", l.ID, "kind", h.Kind, "name", h.Name, "why", reason)
+	ctx, cancel := context.WithTimeout(context.Background(), l.mgr.s.OpTimeout())
+	_ = v.Release(ctx)
+	cancel()
+	l.released()
+}
