@@ -212,3 +212,24 @@ func metricValue(t testing.TB, car *sidecar, series string) float64 {
 	}
 	return 0
 }
+
+// Watching held nodes costs one ZooKeeper watch per held node, and no more
+// (issue 24: at most one more than before): ten locks held, ten watched holder
+// nodes; released, none.
+func TestAHeldLockCostsOneWatch(t *testing.T) {
+	t.Parallel() // see TestMain
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	a := startSidecar(t, zkc.Servers(), root)
+	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	for i := range 10 {
+		a.must(t, 201, "POST", "/v1/locks/w"+strconv.Itoa(i)+"?lease="+lease)
+	}
+	testutil.Eventually(t, 10*time.Second, "one watched node per held lock", func() bool {
+		return zktest.WatchedPaths(t, zkc.Server(0), root+"/locks") == 10
+	})
+	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
+	testutil.Eventually(t, 10*time.Second, "no watch left once released", func() bool {
+		return zktest.WatchedPaths(t, zkc.Server(0), root+"/locks") == 0
+	})
+}
