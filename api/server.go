@@ -102,8 +102,10 @@ type Server struct {
 	session  sessionTopic
 	overview overview
 
-	// streams and waiters are semaphores bounding open streams and long-polls.
+	// streams and waiters are semaphores bounding open streams and long-polls;
+	// held counts each token's, against its share.
 	streams, waiters chan struct{}
+	held             tokenHolds
 
 	// bodies are the JSON request bodies the spec declares (see bodies.go).
 	bodies map[string]bodyRule
