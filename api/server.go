@@ -100,7 +100,6 @@ type Server struct {
 	// hijacked counts the goroutines serving hijacked streams.
 	hijacked sync.WaitGroup
 	session  sessionTopic
-	overview overview
 
 	// streams and waiters are semaphores bounding open streams and long-polls;
 	// held counts each token's, against its share.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,77 @@ func takeLongPolls(t *testing.T, s *sidecar, tries, want int, method, path strin
 	}
 	if waiting != nil {
 		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d long-polls waiting", want), func() bool { return waiting() == want })
+	}
+}
+
+// /v1/events ids are the stream's own: a token scoped to locks/a-* sees
+// consecutive ids although another tenant's locks change between its events,
+// and a stream reopened with Last-Event-ID N goes on from N + 1 (one with an id
+// that is not decimal starts at 1).
+func TestEventIDsShowNothingOfOtherTenants(t *testing.T) {
+	zkc := zktest.Shared(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens.json")
+	writeTokens(t, file, tenantsJSON(""))
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--tokens-file", file)
+	a, b, viewer := car.as(bearer(tokTenantA)...), car.as(bearer(tokTenantB)...), car.as(bearer(tokViewer)...)
+
+	all := viewer.openStream(t, "/v1/events")
+	st := a.openStream(t, "/v1/events")
+	var ids []int64
+	until := func(st *stream, ids *[]int64, lock string, held bool) {
+		t.Helper()
+		deadline := time.Now().Add(testutil.Patience(20 * time.Second))
+		for time.Now().Before(deadline) {
+			ev := st.recv(t, time.Until(deadline))
+			if ids != nil {
+				*ids = append(*ids, mustInt(t, ev.ID))
+			}
+			if ev.Name == "lock" && str(ev.Data["name"]) == lock && (ev.Data["holder"] != nil) == held {
+				return
+			}
+		}
+		t.Fatalf("no event of lock %s (held %v)", lock, held)
+	}
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-1?ttl=60s")
+	until(st, &ids, "a-1", true)
+	until(all, nil, "a-1", true)
+	// b's locks change between a's events: the viewer sees them published.
+	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-1?ttl=60s")
+	until(all, nil, "b-1", true)
+	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-2?ttl=60s")
+	until(all, nil, "b-2", true)
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-2?ttl=60s")
+	until(st, &ids, "a-2", true)
+	consecutive(t, "a's stream", ids, 1)
+
+	// Reconnect with the last id: the current state again, numbered on.
+	st.cancel()
+	last := ids[len(ids)-1]
+	again := a.openStream(t, "/v1/events", "Last-Event-ID", strconv.FormatInt(last, 10))
+	var resumed []int64
+	until(again, &resumed, "a-2", true)
+	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-3?ttl=60s")
+	until(all, nil, "b-3", true)
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-3?ttl=60s")
+	until(again, &resumed, "a-3", true)
+	consecutive(t, "the reconnected stream", resumed, last+1)
+
+	fresh := a.openStream(t, "/v1/events", "Last-Event-ID", "not-a-number")
+	if id := mustInt(t, fresh.next(t, 10*time.Second).ID); id != 1 {
+		t.Fatalf("a stream with a Last-Event-ID that is not decimal starts at %d, want 1", id)
+	}
+}
+
+// consecutive checks that ids are from, from+1, from+2, ...
+func consecutive(t *testing.T, what string, ids []int64, from int64) {
+	t.Helper()
+	for i, id := range ids {
+		if id != from+int64(i) {
+			t.Fatalf("%s: ids %v, want consecutive from %d", what, ids, from)
+		}
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatalf("%s: ids %v", what, ids)
 	}
 }

@@ -1186,9 +1186,12 @@ export interface paths {
          *     dropped: it gets the current state of each thing changed since it last read,
          *     once.
          *
-         *     Event ids count this stream's changes on this sidecar; a new stream gets the
-         *     current states in the order they were published, so its ids strictly
-         *     increase from the first event on.
+         *     Event ids are this stream's own: they count the events it carries, 1, 2, 3, ...
+         *     with no gap, so they say nothing of changes to what the token may not read. A
+         *     stream opened with a decimal `Last-Event-ID` N (an EventSource that reconnects
+         *     sends the last id it got) numbers on from N + 1, so ids keep increasing across
+         *     a reconnect; it still starts with the current state of everything the token
+         *     may read, so nothing is missed.
          */
         get: operations["streamEverything"];
         put?: never;
@@ -4520,7 +4523,10 @@ export interface operations {
     streamEverything: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The last event id the client got; a decimal one makes the ids go on from it, anything else is ignored. */
+                "Last-Event-ID"?: string;
+            };
             path?: never;
             cookie?: never;
         };
