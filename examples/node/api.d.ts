@@ -2063,7 +2063,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description `too-many-leases`: `--max-leases` leases are live already (an implicit lease counts too); nothing was changed. With `Retry-After`. */
+        /** @description `too-many-leases`: `--max-leases` leases are live already, or the token holds its own share of them (`maxLeases`; the detail says which); an implicit lease counts too; nothing was changed. With `Retry-After`. */
         TooManyLeases: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -2157,7 +2157,9 @@ export interface components {
         /**
          * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
          *     grant's session expired), `shutting-down`, `too-many-streams` or
-         *     `too-many-long-polls`; with `Retry-After`.
+         *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
+         *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says
+         *     which); with `Retry-After`.
          */
         Unavailable: {
             headers: {
