@@ -35,6 +35,12 @@ type Token struct {
 	Allow []string `json:"allow"`
 	// ReadOnly tokens may only read: GET and event streams.
 	ReadOnly bool `json:"readOnly"`
+	// MaxLeases, MaxStreams and MaxWaiters cap the live leases, open event
+	// streams and long-polls of this token (0: none); absent, each is half the
+	// sidecar's global cap (at least 1). See principal.share.
+	MaxLeases  *int `json:"maxLeases,omitempty"`
+	MaxStreams *int `json:"maxStreams,omitempty"`
+	MaxWaiters *int `json:"maxWaiters,omitempty"`
 }
 
 // TokensFile is the JSON document of --tokens-file.
@@ -133,7 +139,44 @@ type principal struct {
 	all      bool    // allowed every kind and name
 	allow    []grant // else these
 	hash     [32]byte
+	// caps are the token's own caps (Token.MaxLeases, ...): -1 where the
+	// tokens file gives none (then half the global cap, see share).
+	caps [numShares]int
+	// shared is false for the principals no own cap applies to: anonymous (no
+	// tokens configured) and --token's, which the operator holds.
+	shared bool
 }
+
+// The resources a token holds a share of (principal.caps).
+const (
+	shareLeases = iota
+	shareStreams
+	shareWaiters
+	numShares
+)
+
+// share is the most of a resource whose global cap is global that the
+// principal may hold, and whether that is a cap of its own (else the global
+// one): its own cap when the tokens file gives one, else half of global,
+// rounded down but at least 1 (so that a cap of 1 still lets one through);
+// global for a principal without a share, or when its own is not lower.
+func (p *principal) share(res int, global int) (int, bool) {
+	own := global
+	switch {
+	case !p.shared:
+	case p.caps[res] >= 0:
+		own = p.caps[res]
+	default:
+		own = max(1, global/2)
+	}
+	if own >= global {
+		return global, false
+	}
+	return own, true
+}
+
+// shareFields are the tokens file's fields of the shares.
+var shareFields = [numShares]string{"maxLeases", "maxStreams", "maxWaiters"}
 
 // grant is one compiled allow entry.
 type grant struct {
@@ -160,7 +203,18 @@ func compileTokens(list []Token) (*tokenSet, error) {
 		if _, dup := set.byName[tk.Name]; dup {
 			return nil, fmt.Errorf("token %q: the name is used twice", tk.Name)
 		}
-		p := &principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token))}
+		p := &principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token)),
+			shared: tk.Name != AllTokenName}
+		for res, v := range [numShares]*int{tk.MaxLeases, tk.MaxStreams, tk.MaxWaiters} {
+			p.caps[res] = -1
+			if v == nil {
+				continue
+			}
+			if *v < 0 {
+				return nil, fmt.Errorf("token %q: %s=%d is negative", tk.Name, shareFields[res], *v)
+			}
+			p.caps[res] = *v
+		}
 		if _, dup := set.byHash[p.hash]; dup {
 			return nil, fmt.Errorf("token %q: the same token is given twice", tk.Name)
 		}

@@ -113,34 +113,97 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 
 // limitConcurrency bounds what holds a goroutine and a connection for long:
 // event streams (paths ending in /events) and long-polls (a non-zero wait=).
-// Past the bound a request answers 503 with Retry-After at once.
+// Past the global bound, or past its token's share of it (principal.share), a
+// request answers 503 with Retry-After at once; the token's slot is released
+// with the global one.
 func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sem chan struct{}
-		var kind string
+		var res int
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/events"):
-			sem, kind = s.streams, "streams"
+			sem, res = s.streams, shareStreams
 		case isLongPoll(r):
-			sem, kind = s.waiters, "long-polls"
+			sem, res = s.waiters, shareWaiters
 		default:
 			next.ServeHTTP(w, r)
 			return
 		}
-		select {
-		case sem <- struct{}{}:
-			sl := &slot{release: func() { <-sem }}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
-			if !sl.detached {
-				sl.release()
+		p := principalOf(r.Context())
+		own, capped := p.share(res, cap(sem))
+		release, ownFull := s.held.take(p.name, res, own, capped, sem)
+		if release == nil {
+			s.metrics.refused(res, ownFull)
+			detail := fmt.Sprintf("this sidecar already serves %d %s", cap(sem), shareNames[res])
+			if ownFull {
+				detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.name, own, shareNames[res], shareFields[res])
 			}
-		default:
-			p := newProblem(http.StatusServiceUnavailable, "too-many-"+kind,
-				fmt.Sprintf("this sidecar already serves %d %s", cap(sem), kind))
-			p.RetryAfter = 1
-			s.writeProblem(w, r, p)
+			pr := newProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
+			pr.RetryAfter = 1
+			s.writeProblem(w, r, pr)
+			return
+		}
+		sl := &slot{release: release}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+		if !sl.detached {
+			sl.release()
 		}
 	})
+}
+
+// shareNames name the shares in problems and metrics.
+var shareNames = [numShares]string{"leases", "streams", "long-polls"}
+
+// tokenHolds counts the streams and long-polls each token holds, for the
+// tokens whose own cap applies; a token holding none has no entry, so the map
+// is bounded by the tokens in use.
+type tokenHolds struct {
+	mu   sync.Mutex
+	held map[string]*[numShares]int
+}
+
+// take takes a slot of sem (without waiting) and, when capped, one of the
+// token's own own slots of res, as one step. It returns how to give both back,
+// or nil and whether it was the token's own cap that was full.
+func (h *tokenHolds) take(token string, res, own int, capped bool, sem chan struct{}) (release func(), ownFull bool) {
+	if !capped {
+		select {
+		case sem <- struct{}{}:
+			return func() { <-sem }, false
+		default:
+			return nil, false
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.held[token]
+	if n != nil && n[res] >= own {
+		return nil, true
+	}
+	select {
+	case sem <- struct{}{}:
+	default:
+		return nil, false
+	}
+	if n == nil {
+		if h.held == nil {
+			h.held = map[string]*[numShares]int{}
+		}
+		n = &[numShares]int{}
+		h.held[token] = n
+	}
+	n[res]++
+	return func() { h.give(token, res); <-sem }, false
+}
+
+// give returns one of the token's slots of res.
+func (h *tokenHolds) give(token string, res int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.held[token]
+	if n[res]--; *n == [numShares]int{} {
+		delete(h.held, token)
+	}
 }
 
 // slot is a request's place under a concurrency cap. A stream that outlives its
@@ -263,6 +326,9 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// refusals counts requests refused past a cap, by resource and by whose
+	// cap it was ("global" or "token").
+	refusals *prometheus.CounterVec
 	// cache holds the series of each route and code seen (routeKey →
 	// *routeObservers): a request then costs no label hashing or vector lock.
 	cache *sync.Map
@@ -306,12 +372,30 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 			Help:    "HTTP request duration by route pattern, long-polls and streams included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"route"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_limit_refusals_total",
+			Help: "Requests refused past a cap: resource (leases, streams, long-polls) and cap (global, or the token's own).",
+		}, []string{"resource", "cap"}),
 		cache: &sync.Map{},
 	}
+	for _, res := range shareNames {
+		for _, c := range []string{"global", "token"} {
+			m.refusals.WithLabelValues(res, c)
+		}
+	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.refusals)
 	}
 	return m
+}
+
+// refused counts a refusal past the cap of res: the token's own, or the global one.
+func (m httpMetrics) refused(res int, own bool) {
+	c := "global"
+	if own {
+		c = "token"
+	}
+	m.refusals.WithLabelValues(shareNames[res], c).Inc()
 }
 
 // methodLabel is a request method as the metrics name it: one of the standard

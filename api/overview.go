@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
@@ -151,9 +152,15 @@ func (s *Server) readQueue(ctx context.Context, n string) (Queue, error) {
 	})(ctx, n)
 }
 
-// StreamEverything streams every entity's state and the session's.
-func (s *Server) StreamEverything(ctx context.Context, _ StreamEverythingRequestObject) (StreamEverythingResponseObject, error) {
-	return topicStream{s: s, ctx: ctx, topics: []string{allTopic}, keep: overviewFilter(ctx)}, nil
+// StreamEverything streams every entity's state and the session's, numbered
+// by the stream itself (from the client's decimal Last-Event-ID on), so that
+// its ids show nothing of what the token may not read.
+func (s *Server) StreamEverything(ctx context.Context, req StreamEverythingRequestObject) (StreamEverythingResponseObject, error) {
+	var last uint64
+	if v := req.Params.LastEventID; v != nil {
+		last, _ = strconv.ParseUint(*v, 10, 63) // not a decimal: from 1
+	}
+	return topicStream{s: s, ctx: ctx, topics: []string{allTopic}, keep: overviewFilter(ctx), numberFrom: &last}, nil
 }
 
 // VisitStreamEverythingResponse serves GET /v1/events.

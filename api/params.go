@@ -44,14 +44,23 @@ func (s *Server) ttlParam(v *string) (time.Duration, error) {
 }
 
 // grantLease makes a lease owned by the request's token, unless MaxLeases leases
-// are live already (429 too-many-leases, checked and granted as one step).
+// are live already, or the token holds its share of them (429 too-many-leases
+// either way; checked and granted as one step).
 func (s *Server) grantLease(ctx context.Context, ttl time.Duration, implicit bool) (*kit.Lease, error) {
+	p := principalOf(ctx)
 	s.grantMu.Lock()
 	defer s.grantMu.Unlock()
+	if own, ok := p.share(shareLeases, s.opt.MaxLeases); ok {
+		if n := s.opt.Leases.LenOf(p.name); n >= own {
+			s.metrics.refused(shareLeases, true)
+			return nil, fmt.Errorf("token %q holds %d live leases, its own cap (maxLeases): %w", p.name, n, errTooManyLeases)
+		}
+	}
 	if n := s.opt.Leases.Len(); n >= s.opt.MaxLeases {
+		s.metrics.refused(shareLeases, false)
 		return nil, fmt.Errorf("%d leases are live, the most this sidecar keeps (--max-leases): %w", n, errTooManyLeases)
 	}
-	return s.opt.Leases.GrantTo(principalOf(ctx).name, ttl, implicit)
+	return s.opt.Leases.GrantTo(p.name, ttl, implicit)
 }
 
 // leaseFor returns the lease named by lease= (a live lease of the request's

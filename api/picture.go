@@ -7,7 +7,6 @@ import (
 	"errors"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -272,31 +271,16 @@ func (d *dirSource) Reset()                                   {}
 func (d *dirSource) Uncertain(last []string, _ bool) []string { return last }
 func (d *dirSource) Same(a, b []string) bool                  { return slices.Equal(a, b) }
 
-// overview numbers the "all" topic's events and holds the running picture.
-type overview struct {
-	mu  sync.Mutex
-	seq int64 // event ids of the "all" topic
-}
-
-func (o *overview) nextID() string {
-	o.seq++
-	return strconv.FormatInt(o.seq, 10)
-}
-
-// publishAll sends one entity's state to the "all" topic.
+// publishAll sends one entity's state to the "all" topic. Its events carry no
+// id: each /v1/events stream numbers the events it carries itself
+// (StreamEverything), so that no id counts what its token may not read.
 func (s *Server) publishAll(key, event string, data []byte) {
-	o := &s.overview
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s.broker.PublishKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+	s.broker.PublishKeyed(allTopic, key, sse.Event{Name: event, Data: data})
 }
 
 // forgetAll sends an entity's farewell to the "all" topic and forgets it.
 func (s *Server) forgetAll(key, event string, data []byte) {
-	o := &s.overview
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s.broker.ForgetKeyed(allTopic, key, sse.Event{ID: o.nextID(), Name: event, Data: data})
+	s.broker.ForgetKeyed(allTopic, key, sse.Event{Name: event, Data: data})
 }
 
 // pictureEntry is one followed name.

@@ -100,10 +100,11 @@ type Server struct {
 	// hijacked counts the goroutines serving hijacked streams.
 	hijacked sync.WaitGroup
 	session  sessionTopic
-	overview overview
 
-	// streams and waiters are semaphores bounding open streams and long-polls.
+	// streams and waiters are semaphores bounding open streams and long-polls;
+	// held counts each token's, against its share.
 	streams, waiters chan struct{}
+	held             tokenHolds
 
 	// bodies are the JSON request bodies the spec declares (see bodies.go).
 	bodies map[string]bodyRule

@@ -126,6 +126,10 @@ type topicStream struct {
 	// keep filters the keys of keyed topics (the "all" topic) by what the
 	// request's token may read; nil keeps all.
 	keep func(key string) bool
+	// numberFrom, when set, makes the stream number its events itself from
+	// *numberFrom + 1 on (sse.Subscription.NumberFrom) instead of showing the
+	// publishers' ids.
+	numberFrom *uint64
 }
 
 // serve hijacks the connection when it can: the handler then returns and one
@@ -134,7 +138,11 @@ type topicStream struct {
 // Server.Close waits for these goroutines.
 func (t topicStream) serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
-		return t.s.broker.SubscribeFiltered(t.keep, t.topics...)
+		sub := t.s.broker.SubscribeFiltered(t.keep, t.topics...)
+		if t.numberFrom != nil {
+			sub.NumberFrom(*t.numberFrom)
+		}
+		return sub
 	}
 	if sw, err := sse.Hijack(w, 10*time.Second); err == nil {
 		release := detachSlot(t.ctx)

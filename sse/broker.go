@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -488,6 +489,51 @@ type Subscription struct {
 	ended bool         // written with b.mu and mu held
 	q     []keyedEvent // waiting unkeyed events, by publication; nil once ch is used
 	ch    chan Event   // non-nil once Events was called
+	// numbered is set by NumberFrom: the subscription gives its events ids
+	// of its own, lastID being the last it gave.
+	numbered bool
+	lastID   uint64
+}
+
+// NumberFrom makes the subscription number its events itself, whatever ids
+// their publishers gave them: the events it gives out (through Serve or
+// Events) carry last+1, last+2, ... in the order it gives them out. A stream
+// whose subscriber may see only some of its topic's events (SubscribeFiltered)
+// then shows nothing, by gaps in its ids, of the events it does not carry; a
+// client that reconnects with Last-Event-ID N and gets a subscription numbered
+// from N sees its ids go on increasing. Call it before reading the
+// subscription. An event so numbered is framed for this subscriber alone.
+func (s *Subscription) NumberFrom(last uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.numbered, s.lastID = true, last
+}
+
+// number gives events the subscription's own ids, if it numbers them. s.mu is
+// held.
+func (s *Subscription) number(events []Event) {
+	if !s.numbered {
+		return
+	}
+	for i := range events {
+		s.lastID++
+		events[i] = renumbered(events[i], s.lastID)
+	}
+}
+
+// renumbered is e with id as its id, framed. An event published without an id
+// keeps its shared frame after the id line.
+func renumbered(e Event, id uint64) Event {
+	shared := e.frame
+	had := e.ID != ""
+	e.ID = strconv.FormatUint(id, 10)
+	if had || shared == nil {
+		return framed(e)
+	}
+	b := make([]byte, 0, len("id: \n")+len(e.ID)+len(shared))
+	b = append(append(append(b, "id: "...), e.ID...), '\n')
+	e.frame = append(b, shared...)
+	return e
 }
 
 // push delivers e, published as seq, without blocking; false means the
@@ -496,12 +542,7 @@ func (s *Subscription) push(e Event, seq uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch != nil {
-		select {
-		case s.ch <- e:
-			return true
-		default:
-			return false
-		}
+		return s.send(e)
 	}
 	if len(s.q) >= s.limit {
 		return false
@@ -519,14 +560,24 @@ func (s *Subscription) pushKeyed(e Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ch != nil {
-		select {
-		case s.ch <- e:
-			return true
-		default:
-			return false
-		}
+		return s.send(e)
 	}
 	s.notify()
+	return true
+}
+
+// send puts e on the channel made by Events, numbered if s numbers its
+// events, without blocking; false means it is full. b.mu and s.mu are held,
+// so nobody else sends meanwhile.
+func (s *Subscription) send(e Event) bool {
+	if len(s.ch) == cap(s.ch) {
+		return false
+	}
+	if s.numbered {
+		s.lastID++
+		e = renumbered(e, s.lastID)
+	}
+	s.ch <- e
 	return true
 }
 
@@ -557,15 +608,18 @@ func (s *Subscription) take(buf []Event) []Event {
 	if s.ch != nil {
 		return buf[:0]
 	}
+	var out []Event
 	if s.ended {
-		out := buf[:0]
+		out = buf[:0]
 		for _, ke := range s.q {
 			out = append(out, ke.e)
 		}
 		s.q = nil
-		return out
+	} else {
+		out = s.collect(buf[:0], takeBatch)
 	}
-	return s.collect(buf[:0], takeBatch)
+	s.number(out)
+	return out
 }
 
 // channel returns the channel made by Events, or nil.
@@ -595,6 +649,7 @@ func (s *Subscription) Events() <-chan Event {
 		} else {
 			waiting = s.collect(nil, -1)
 		}
+		s.number(waiting)
 		s.ch = make(chan Event, max(s.limit, len(waiting)+s.b.buffer))
 		for _, e := range waiting {
 			s.ch <- e

@@ -37,6 +37,8 @@ type hijackOptions struct {
 	reap      time.Duration // the reaper's interval (default an hour)
 	sndbuf    int           // the server socket's send buffer, when > 0
 	tls       bool          // serve over TLS
+	// subscribe makes each stream's subscription (default b.Subscribe).
+	subscribe func(topic string) *sse.Subscription
 }
 
 func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
@@ -44,6 +46,9 @@ func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
 	o.timeout = cmpOr(o.timeout, 5*time.Second)
 	o.heartbeat = cmpOr(o.heartbeat, time.Hour)
 	o.reap = cmpOr(o.reap, time.Hour)
+	if o.subscribe == nil {
+		o.subscribe = func(topic string) *sse.Subscription { return b.Subscribe(topic) }
+	}
 	h := &hijacked{reaper: sse.NewReaper(o.reap), subs: make(chan *sse.Subscription, 64), served: make(chan error, 64)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var streams sync.WaitGroup
@@ -58,7 +63,7 @@ func serveHijacked(t *testing.T, b *sse.Broker, o hijackOptions) *hijacked {
 				t.Errorf("SetWriteBuffer: %v", err)
 			}
 		}
-		sub := b.Subscribe(r.URL.Query().Get("topic"))
+		sub := o.subscribe(r.URL.Query().Get("topic"))
 		forget := h.reaper.Watch(sw, sub.Close)
 		h.subs <- sub
 		streams.Go(func() {

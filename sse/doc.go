@@ -16,13 +16,23 @@
 // state as its first event. A client that reconnects, with or without
 // Last-Event-ID, therefore misses no change of state, although it may miss
 // intermediate states and may see the state it already had once more. The
-// broker keeps no history and does not read Last-Event-ID.
+// broker keeps no history and does not read Last-Event-ID (its server may, to
+// number the new stream on: see below).
 //
 // Event ids are supplied by the publisher (a ZooKeeper zxid, or a counter
 // formatted as decimal) and should increase within a topic; the broker does
 // not check them. On a combined stream ([Broker.SubscribeMany]) the ids of
 // different topics interleave and need not increase, and an event carries no
 // topic of its own: put the topic in [Event.Name] or in the data.
+//
+// Or a subscription numbers its events itself ([Subscription.NumberFrom]):
+// then every event it gives out carries the next of its own ids, consecutive
+// from the number given on, whatever id its publisher gave. A filtered
+// subscriber ([Broker.SubscribeFiltered]) so numbered learns nothing, from
+// gaps in its ids, of the events it does not carry; a server that numbers a
+// reconnecting client's stream on from the client's Last-Event-ID keeps its
+// ids increasing across the reconnect. Such events are framed once per
+// subscriber rather than once per publication.
 //
 // # Caveats
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -104,5 +105,66 @@ func TestKeyedFarewells(t *testing.T) {
 	}
 	if n := sse.Farewells(b, "all"); n > 64 {
 		t.Fatalf("%d farewells kept after every subscriber took them", n)
+	}
+}
+
+// A subscription numbered by NumberFrom gives its events ids of its own, from
+// the number given on: read by Pull, through Events, or written to a hijacked
+// socket by the broker's flushers, a filtered subscriber's ids have no gaps
+// where the keys it may not see changed, whatever ids (or none) the publisher
+// gave.
+func TestNumberFromGivesASubscriberItsOwnIDs(t *testing.T) {
+	noLeaks(t)
+	b := sse.NewBroker(sse.Options{})
+	defer b.Close()
+	keepA := func(key string) bool { return strings.HasPrefix(key, "a/") }
+	publish := func(key, id string) {
+		b.PublishKeyed("all", key, sse.Event{ID: id, Name: "x", Data: []byte(`"` + key + `"`)})
+	}
+	ids := func(events []sse.Event) []string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e.ID+" "+string(e.Data))
+		}
+		return out
+	}
+	publish("a/1", "1")
+	publish("b/1", "2")
+	publish("a/2", "") // no id of its own
+
+	pulled := b.SubscribeFiltered(keepA, "all")
+	defer pulled.Close()
+	pulled.NumberFrom(41)
+	if got, want := ids(pullAll(t, pulled, 2)), []string{`42 "a/1"`, `43 "a/2"`}; !slices.Equal(got, want) {
+		t.Fatalf("pulled first state %v, want %v", got, want)
+	}
+
+	channel := b.SubscribeFiltered(keepA, "all")
+	defer channel.Close()
+	channel.NumberFrom(0)
+	events := channel.Events()
+
+	h := serveHijacked(t, b, hijackOptions{subscribe: func(topic string) *sse.Subscription {
+		sub := b.SubscribeFiltered(keepA, topic)
+		sub.NumberFrom(7)
+		return sub
+	}})
+	c, _ := h.dial(t, "all", 0)
+	c.expect(t, 8)
+	c.expect(t, 9)
+
+	publish("b/2", "4")
+	publish("b/1", "5")
+	publish("a/1", "")
+	if got, want := ids(pullAll(t, pulled, 1)), []string{`44 "a/1"`}; !slices.Equal(got, want) {
+		t.Fatalf("pulled live %v, want %v", got, want)
+	}
+	for i, want := range []string{`1 "a/1"`, `2 "a/2"`, `3 "a/1"`} {
+		if got := ids([]sse.Event{recv(t, events)}); got[0] != want {
+			t.Fatalf("channel event %d: %s, want %s", i, got[0], want)
+		}
+	}
+	if got, want := c.lines(t).event(t), "id: 10\nevent: x\ndata: \"a/1\""; got != want {
+		t.Fatalf("hijacked live event\n%s\nwant\n%s", got, want)
 	}
 }

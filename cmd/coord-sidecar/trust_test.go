@@ -529,6 +529,7 @@ func TestTokenConfigErrors(t *testing.T) {
 		{`{"tokens":[{"name":"a b","token":"0123456789abcdefgh"}]}`, nil},
 		{`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["locks/a*b"]}]}`, nil},
 		{`{"tokens":[{"name":"a","token":"0123456789abcdefgh","extra":1}]}`, nil},
+		{`{"tokens":[{"name":"a","token":"0123456789abcdefgh","maxStreams":-1}]}`, nil},
 		{`{"tokens":[]}`, []string{"--token", "x", "--token-file", filepath.Join(dir, "t")}},
 	} {
 		file := writeFile(t, dir, "tokens.json", []byte(c.body))

@@ -1191,9 +1191,12 @@ export interface paths {
          *     dropped: it gets the current state of each thing changed since it last read,
          *     once.
          *
-         *     Event ids count this stream's changes on this sidecar; a new stream gets the
-         *     current states in the order they were published, so its ids strictly
-         *     increase from the first event on.
+         *     Event ids are this stream's own: they count the events it carries, 1, 2, 3, ...
+         *     with no gap, so they say nothing of changes to what the token may not read. A
+         *     stream opened with a decimal `Last-Event-ID` N (an EventSource that reconnects
+         *     sends the last id it got) numbers on from N + 1, so ids keep increasing across
+         *     a reconnect; it still starts with the current state of everything the token
+         *     may read, so nothing is missed.
          */
         get: operations["streamEverything"];
         put?: never;
@@ -2078,7 +2081,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description `too-many-leases`: `--max-leases` leases are live already (an implicit lease counts too); nothing was changed. With `Retry-After`. */
+        /** @description `too-many-leases`: `--max-leases` leases are live already, or the token holds its own share of them (`maxLeases`; the detail says which); an implicit lease counts too; nothing was changed. With `Retry-After`. */
         TooManyLeases: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -2172,7 +2175,9 @@ export interface components {
         /**
          * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
          *     grant's session expired), `shutting-down`, `too-many-streams` or
-         *     `too-many-long-polls`; with `Retry-After`.
+         *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
+         *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says
+         *     which); with `Retry-After`.
          */
         Unavailable: {
             headers: {
@@ -4538,7 +4543,10 @@ export interface operations {
     streamEverything: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The last event id the client got; a decimal one makes the ids go on from it, anything else is ignored. */
+                "Last-Event-ID"?: string;
+            };
             path?: never;
             cookie?: never;
         };

@@ -22,6 +22,7 @@ type Leases struct {
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
+	owned    map[string]int // live leases by Owner (no zero entries)
 	watching map[*zookeeper.Epoch]bool
 	closed   bool
 	// watchers are the goroutines that end the leases of a lost session.
@@ -66,6 +67,7 @@ func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
 		s:        s,
 		metrics:  newLeaseMetrics(reg),
 		leases:   map[string]*Lease{},
+		owned:    map[string]int{},
 		watching: map[*zookeeper.Epoch]bool{},
 	}
 }
@@ -99,6 +101,7 @@ func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease
 		return nil, ErrClosed
 	}
 	m.leases[l.ID] = l
+	m.owned[owner]++
 	if !m.watching[ep] {
 		m.watching[ep] = true
 		m.watchers.Add(1)
@@ -149,17 +152,12 @@ func (m *Leases) Len() int {
 	return len(m.leases)
 }
 
-// LenOf returns the number of live leases whose Owner is owner.
+// LenOf returns the number of live leases whose Owner is owner, without
+// walking the leases: the count is kept as leases are granted and end.
 func (m *Leases) LenOf(owner string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, l := range m.leases {
-		if l.Owner == owner {
-			n++
-		}
-	}
-	return n
+	return m.owned[owner]
 }
 
 // KeepAlive pushes the lease's expiry to now + TTL.
@@ -250,6 +248,9 @@ func (l *Lease) end(reason error) {
 	m := l.mgr
 	m.mu.Lock()
 	delete(m.leases, l.ID)
+	if m.owned[l.Owner]--; m.owned[l.Owner] == 0 {
+		delete(m.owned, l.Owner)
+	}
 	m.mu.Unlock()
 	m.metrics.live.Dec()
 	m.metrics.ended.WithLabelValues(EndReason(reason)).Inc()
