@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -22,6 +23,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	tokens := writeFile(t, t.TempDir(), "tokens.json", []byte(tokensJSON))
 	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens)
 	capped := startSidecar(t, zkc.Servers(), root, "--max-leases", "1")
+	// Two leases in all: each token's share is one (issue 24).
+	shared := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens, "--max-leases", "2")
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	port := open.base[strings.LastIndex(open.base, ":")+1:]
 
@@ -37,6 +40,19 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	closeToOthers(t, conn, root)
+	shared.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	// A hold lost (its node deleted by hand): the lease no longer holds it.
+	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/lost-one?lease="+lease)
+	lostHolder, _, err := conn.Children(root + "/locks/lost-one")
+	if err != nil || len(lostHolder) != 1 {
+		t.Fatalf("lost-one's holder: %v %v", lostHolder, err)
+	}
+	if err := conn.Delete(root+"/locks/lost-one/"+lostHolder[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the lost hold leaves the lease", func() bool {
+		return !strings.Contains(string(open.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw), "lost-one")
+	})
 	// A key at version 1 (with its type) and a counter at the top of its range.
 	open.mustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
 	open.mustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
@@ -214,6 +230,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},
+		{"a token past its own share of leases", "POST", "/v1/leases", nil, bearer(tokApp), shared, 429, "too-many-leases"},
+		{"a token past its own share, implicit", "POST", "/v1/locks/app-1", nil, bearer(tokApp), shared, 429, "too-many-leases"},
+		// A hold whose node was deleted by hand is no longer the lease's.
+		{"release of a lost hold", "DELETE", "/v1/locks/lost-one?lease=" + lease, nil, nil, open, 404, "not-held"},
 		// ZooKeeper ACLs of another identity.
 		{"lock parent closed by another identity", "POST", "/v1/locks/closed?ttl=30s", nil, nil, open, 403, "zookeeper-acl"},
 		{"queue closed by another identity", "POST", "/v1/queues/closed/items", []byte("x"), nil, open, 403, "zookeeper-acl"},
