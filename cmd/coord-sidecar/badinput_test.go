@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -42,17 +44,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	closeToOthers(t, conn, root)
 	shared.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	// A hold lost (its node deleted by hand): the lease no longer holds it.
-	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/lost-one?lease="+lease)
-	lostHolder, _, err := conn.Children(root + "/locks/lost-one")
-	if err != nil || len(lostHolder) != 1 {
-		t.Fatalf("lost-one's holder: %v %v", lostHolder, err)
-	}
-	if err := conn.Delete(root+"/locks/lost-one/"+lostHolder[0], -1); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, "the lost hold leaves the lease", func() bool {
-		return !strings.Contains(string(open.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw), "lost-one")
-	})
+	loseLock(t, open, conn, root, "lost-one", lease)
 	// A key at version 1 (with its type) and a counter at the top of its range.
 	open.mustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
 	open.mustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
@@ -283,4 +275,21 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	if err != nil || r.Status != http.StatusOK {
 		t.Fatalf("with the token: %v %+v", err, r)
 	}
+}
+
+// loseLock takes lock name for lease and deletes its holder node by hand with
+// conn, then waits until the lease no longer lists it (a lost hold).
+func loseLock(t *testing.T, car *sidecar, conn *zk.Conn, root, name, lease string) {
+	t.Helper()
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?lease="+lease)
+	holder, _, err := conn.Children(root + "/locks/" + name)
+	if err != nil || len(holder) != 1 {
+		t.Fatalf("%s's holder: %v %v", name, holder, err)
+	}
+	if err := conn.Delete(root+"/locks/"+name+"/"+holder[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the lost hold leaves the lease", func() bool {
+		return !strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw), `"`+name+`"`)
+	})
 }

@@ -107,40 +107,7 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 		{"partitions", "pg/w1", func(l string) { a.must(t, 201, "POST", "/v1/partitions/pg/members?id=w1&lease="+l) }, "/members/w1"},
 	}
 	for _, k := range kinds {
-		t.Run(k.kind, func(t *testing.T) {
-			before := zktest.Snapshot(t, raw, root)
-			lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
-			events := a.openStream(t, "/v1/leases/"+lease+"/events")
-			events.next(t, 10*time.Second) // lease
-			k.acquire(lease)
-			var held []string
-			for _, n := range zktest.Snapshot(t, raw, root) {
-				isNew := !slices.ContainsFunc(before, func(b zktest.Node) bool { return b.Path == n.Path })
-				part, atEnd := strings.CutSuffix(k.node, "$")
-				matches := strings.Contains(n.Path, part) && (!atEnd || strings.HasSuffix(n.Path, part))
-				if isNew && n.Stat.EphemeralOwner != 0 && matches {
-					held = append(held, n.Path)
-				}
-			}
-			if len(held) != 1 {
-				t.Fatalf("the held node: want one new ephemeral node with %q, got %v", k.node, held)
-			}
-			if err := raw.Delete(held[0], -1); err != nil {
-				t.Fatal(err)
-			}
-			ev := events.next(t, 10*time.Second)
-			if ev.Name != "lost-hold" || ev.Data["kind"] != k.kind || !strings.HasPrefix(str(ev.Data["name"]), k.name) {
-				t.Fatalf("after deleting %s: %q %v", held[0], ev.Name, ev.Data)
-			}
-			if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
-				t.Fatalf("the lease still lists %v", holds)
-			}
-			// The lease's own end releases nothing it lost, and reports nothing more.
-			a.must(t, 204, "DELETE", "/v1/leases/"+lease)
-			if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
-				t.Fatalf("after the revoke: %q %v", ev.Name, ev.Data)
-			}
-		})
+		t.Run(k.kind, func(t *testing.T) { checkLostHold(t, a, raw, root, k.kind, k.name, k.node, k.acquire) })
 	}
 
 	// Releases by the lease itself, and the lease's end, are not losses.
@@ -159,6 +126,45 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "no loss counted for own releases", func() bool {
 		return metricValue(t, a, `coord_holds_lost_total{kind="lock"}`) == 1 // the subtest's one
 	})
+}
+
+// checkLostHold acquires one hold of kind for a fresh lease, deletes its node
+// (the one new ephemeral node whose path has node: a part, or with a final $ its
+// end) with raw, and checks that the lease's stream names the lost hold and the
+// lease no longer lists it.
+func checkLostHold(t *testing.T, a *sidecar, raw *zk.Conn, root, kind, name, node string, acquire func(lease string)) {
+	before := zktest.Snapshot(t, raw, root)
+	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.openStream(t, "/v1/leases/"+lease+"/events")
+	events.next(t, 10*time.Second) // lease
+	acquire(lease)
+	var held []string
+	for _, n := range zktest.Snapshot(t, raw, root) {
+		isNew := !slices.ContainsFunc(before, func(b zktest.Node) bool { return b.Path == n.Path })
+		part, atEnd := strings.CutSuffix(node, "$")
+		matches := strings.Contains(n.Path, part) && (!atEnd || strings.HasSuffix(n.Path, part))
+		if isNew && n.Stat.EphemeralOwner != 0 && matches {
+			held = append(held, n.Path)
+		}
+	}
+	if len(held) != 1 {
+		t.Fatalf("the held node: want one new ephemeral node with %q, got %v", node, held)
+	}
+	if err := raw.Delete(held[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	ev := events.next(t, 10*time.Second)
+	if ev.Name != "lost-hold" || ev.Data["kind"] != kind || !strings.HasPrefix(str(ev.Data["name"]), name) {
+		t.Fatalf("after deleting %s: %q %v", held[0], ev.Name, ev.Data)
+	}
+	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+		t.Fatalf("the lease still lists %v", holds)
+	}
+	// The lease's own end releases nothing it lost, and reports nothing more.
+	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
+	if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
+		t.Fatalf("after the revoke: %q %v", ev.Name, ev.Data)
+	}
 }
 
 // The lock wrapper stops its child when the lock's node is deleted by hand, as
