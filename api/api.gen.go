@@ -1595,6 +1595,23 @@ type ClaimNotFound = Problem
 // CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
 type CounterConflict = CounterProblem
 
+// CounterNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
+// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
+// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
+// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
+// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
+// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
+// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
+// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
+// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
+// `client-closed-request` (499, counted only: its client has gone),
+// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
+// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
+// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+type CounterNotFound = Problem
+
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
 // `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
@@ -4590,6 +4607,9 @@ type ServerInterface interface {
 	// ListCounters Every counter that has a node, with its value.
 	// (GET /v1/counters)
 	ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams)
+	// DeleteCounter Remove the counter (a read after it answers `0`).
+	// (DELETE /v1/counters/{name})
+	DeleteCounter(w http.ResponseWriter, r *http.Request, name NamePath)
 	// GetCounter The counter's value (`0` when never set).
 	// (GET /v1/counters/{name})
 	GetCounter(w http.ResponseWriter, r *http.Request, name NamePath)
@@ -4848,6 +4868,12 @@ func (_ Unimplemented) WaitBarrier(w http.ResponseWriter, r *http.Request, name 
 // ListCounters Every counter that has a node, with its value.
 // (GET /v1/counters)
 func (_ Unimplemented) ListCounters(w http.ResponseWriter, r *http.Request, params ListCountersParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteCounter Remove the counter (a read after it answers `0`).
+// (DELETE /v1/counters/{name})
+func (_ Unimplemented) DeleteCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -5547,6 +5573,32 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListCounters(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteCounter operation middleware
+func (siw *ServerInterfaceWrapper) DeleteCounter(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name NamePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteCounter(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -9132,6 +9184,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/counters", wrapper.ListCounters)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/counters/{name}", wrapper.DeleteCounter)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/counters/{name}", wrapper.GetCounter)
 	})
 	r.Group(func(r chi.Router) {
@@ -9183,6 +9238,8 @@ type BodyTooLargeApplicationProblemPlusJSONResponse Problem
 type ClaimNotFoundApplicationProblemPlusJSONResponse Problem
 
 type CounterConflictApplicationProblemPlusJSONResponse CounterProblem
+
+type CounterNotFoundApplicationProblemPlusJSONResponse Problem
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
 
@@ -9993,6 +10050,125 @@ type ListCountersdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListCountersdefaultApplicationProblemPlusJSONResponse) VisitListCountersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounterRequestObject struct {
+	Name NamePath `json:"name"`
+}
+
+type DeleteCounterResponseObject interface {
+	VisitDeleteCounterResponse(w http.ResponseWriter) error
+}
+
+type DeleteCounter204Response struct {
+}
+
+func (response DeleteCounter204Response) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteCounter400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCounter400ApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounter401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCounter401ApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounter403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCounter403ApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounter404ApplicationProblemPlusJSONResponse struct {
+	CounterNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCounter404ApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounter503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteCounter503ApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteCounterdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteCounterdefaultApplicationProblemPlusJSONResponse) VisitDeleteCounterResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -19154,6 +19330,9 @@ type StrictServerInterface interface {
 	// ListCounters Every counter that has a node, with its value.
 	// (GET /v1/counters)
 	ListCounters(ctx context.Context, request ListCountersRequestObject) (ListCountersResponseObject, error)
+	// DeleteCounter Remove the counter (a read after it answers `0`).
+	// (DELETE /v1/counters/{name})
+	DeleteCounter(ctx context.Context, request DeleteCounterRequestObject) (DeleteCounterResponseObject, error)
 	// GetCounter The counter's value (`0` when never set).
 	// (GET /v1/counters/{name})
 	GetCounter(ctx context.Context, request GetCounterRequestObject) (GetCounterResponseObject, error)
@@ -19601,6 +19780,32 @@ func (sh *strictHandler) ListCounters(w http.ResponseWriter, r *http.Request, pa
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListCountersResponseObject); ok {
 		if err := validResponse.VisitListCountersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteCounter operation middleware
+func (sh *strictHandler) DeleteCounter(w http.ResponseWriter, r *http.Request, name NamePath) {
+	var request DeleteCounterRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteCounter(ctx, request.(DeleteCounterRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteCounter")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteCounterResponseObject); ok {
+		if err := validResponse.VisitDeleteCounterResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -21519,308 +21724,311 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
 	"7L37c9u2tj/6r2B0vzOWzqZkOUl7Wnk6d9w0bXOSJtmxd3Pv2cotYRGSsE0BKgFaVjP53+9gLQAEKVKi",
-	"/IiT1D/FEUk8F9Ybn/WhM5GLpRRMaNUZfejMGU1YBn++kqeCT6fmz4SpScaXmkvRGXVO0hVdKxILqcwL",
-	"MelKQdgly9YkPrw8igkVasWy3ohQcp7JlWIZ0fSCKaLnjCgtM5aMRfxUCs2E7p+tlywmVBHFhCZUJESY",
-	"xsgsZ0oxRaiQes6yiChpPybna20eZAxfHYssF6YFSnCcRGZE6XXKyPnafU+WdMYGY9GJOmoyZwtqJsZE",
-	"vuiM/t2xU+m8jzp6vWSdUUfpjItZ5+PHqPOW6Wx9MtUs21yLUzaRIlFES7KiXJNzNpUZIzpbczEjdEa5",
-	"GJR6tM1zodmMZdD+KUzqRzOnNzLlk3XzkisqknN5dUwSNqV5qvsqm5ADIQU7OCbTjC5Yn4oJM8uk7O8b",
-	"2zMWfn9Ky6nnVAc7ljFhKIF0KYk1u9KHc71IYyKzsYj5gs7Yobqc/ePK/HZJ05z1iNkEId0WmI2c00tG",
-	"qCBySf/MGZEZn3EBG6nnbD0WEyqE1GRC0xRo4+TNc7ONQCY8YROaHSj71TF8QlJJE2I2FJZXJMQ2cc7G",
-	"AuafDKCVScoNSRM+E2Y/uB6QV5J4mvuJq6VU3KxuTDiS3sh/REUyFkirVOcKKIdkjCY4U0VWXM9JPGV6",
-	"Mo8jsprzydz2pAjXEQzMr6Rpimoil0wYCoUmiJrLFb5rt5QlEckoEKqeU0ESuRJmsmaeXG/Q7RVdLFOg",
-	"0/0porNJ5B+jzpKal7U9/E9TyhdvqJ5v0uLZnJEYnvefJzGhZGL+toeeJYbcuXlvab6OOoIuTFfwUifq",
-	"ZOzPnGcs6Yx0lrNwTv8nY9POqPN/HRYc6RCfqsNXphEzyl8ymS/duGq6mZnnN+/m+U9b+uDJzTt4wdZb",
-	"erhg65t38ZJRxbZ0kprnt9TNP3OW1bEtrelkbpijnnNF2BVX2hA0dE24UNocKjklC3qBB5rwxTLlE66J",
-	"FMyT0p/Q/MbIrzPSt362dXSNA4PzOpdposjK/GlYgVyyjJo3yWROxYypXYO76bJypRtkzmuRronpTRFq",
-	"3sDFlYKRrhlpLNiVjs2qmv8tM3bJpWVivaZBQzulFV3Qq5dMzAz1HD36rk4smhG+5Auu6/adLKTSOLAF",
-	"FWvCNVso0j0aDI6Gw+EwcuyKmP/2jt2glZFyqzkzInRueK4yrH3GRfNywwjCkduWOyPTdGQmwhdGymPH",
-	"nQUX9v9RnTA2s3qTsSm/2rrwQCJK00yjMDAzbRriEpvbb3UNIWw5vPDPjYns7bvfZMI2Jwqyrqvm1GgH",
-	"MD9UoTLUDntGv1plXDPSZVeTNFf8spm2FqaLbUN1SphpvRN1oOF6Tezs7OXmYF/imeULZhhNyi8Z6f4i",
-	"SZLjeY3IEahncb+/oFd9rdO456Wl+dUJTvOkaQ5apw3y9/FQdeqG+o7WHYxf5YqkUszMgM5TObmoDJXa",
-	"g2MHa1RKM1p6DrqxzEg8VDHRGWfmwE8aOaT5cK8BfzQbpJZSKAby/0eaGE7JFExigmqT+ZMuDX+G4R4u",
-	"M3messU//qPM5D60pL43+BV2Wl6emItLmvKkb6YRG9XT/EFkro06iPyMas0y0YuIf9lrLvDFgqZTmS2M",
-	"iSEz82lfTvuZYdnEvwgE7L8/l8kaPjV/4MnmyiiZwFP/5/T1K1TaxkJOCdeK4Ewi0wgVhC2Wek3+zFnO",
-	"gM31jKqJCuqKKisuEqPBfYw6P8pkfcYXTOafdmHN1PoaO45HlrnC/uKsEw5qNaFZZg6QOfNcGDIsfeiE",
-	"irUSj70mHk7UT1PKlzSbsXuYp5T91HRtZwozNCLSmJX2aPlNLzZuVHrB/GLOXtMUQQN+JfXPMhfJJ50j",
-	"qNJ9IXV/avqOR8bqAr6HmjhskjFq0IQic2rlFU9Il04uwNRgoKckQMSGplHzMTZf0sP5yVxolj2VYpry",
-	"ye1Tq21/20Th1PUXXC2osbRIF+0u+Dk2HGCCbfTNvk1Tuaq+AsfcvTSRWZYvddy8pT/L7JwnCROfdDun",
-	"rtd4BA4MuWQJ0fKCCdKN+334S/WnPIUJWVZotuyCi0Shw8ToJMiPxsKI0b40qgo2IgWhYo0zPs+Nif/L",
-	"s7NjEs+l0kBFNE3liiXQffyrVOacYzdjEffd4755X8XHJEaDfONT5ziIX8Pz2OoMYM3qORuLwKRfCRh3",
-	"0Do2qmLSNbMgk0wq1VdGxXB8yuyszIEp9wZj8ROb8IQlzuNilMz/lfIFY0uWgUehfp+RDb9g63s5uhds",
-	"XTq4hjtdsDUcUSFRzAApglJzL0MERlAaJP4UW83X8RpkGBVeA2O/l2FX2KHKJ3OSyVwzN6RfWfrpRzRn",
-	"qdtmXK9EMlQtjHlJuD4mNQvuxl+sM0zCdfYJJ3EiyNufn5Lvn3zz38Q2ThI5yRdGHQVrU7HskrkzPaU8",
-	"zTPDiuJvhkNi7KpM0DRGiXIm5W9UrIG01SfdCqMQGDO0D4upDE2jkLf/x0VGjzIsOk0NF10DSzWzRE6K",
-	"LgHDes1kwTyyGtGCdGOw6aA58FWShGnKU2fS8sncKPKBgwMJAqSTMVBkPb8i70CggQ+6Dw4BMFICP33w",
-	"qGmN7NuHgScblulfguZ6LjP+F/u0ZyMPOgbhgQvMFZlIMeWz3BieRkKEiqrTUSc0y9aE68o6vHv3rn+S",
-	"6zkT2gyclUdaGEA/MpqhLZsufhh3JlJmSd/yr3GnzjbClbqkPKXn6afVZ/+S8gJEWj8vRhC7o6cUl8IZ",
-	"KxMpBJtolhjNyD7rpyDOu3QsZhkV+kD5r9jV0pjj8PI815qLWT+RKxFHpDgvSmeMLpR1+xfHSIpZfynT",
-	"1Mhre5SCV0PzlWUqNms9mVtlE1QB2O6DmnMUEXOOTsO2FvTqnW1oVD1YY+FO1mrzmIDP/LYOisqXS5lp",
-	"lvzGEk7PgEQ+6YHxA+gvzAj6hkpR7zLWDfgHYA0oCQNroRIWh0M0Q9uiCv/OMkMlv1nd+9bnWml/qxWA",
-	"rxZ2gFebDhSxD90ZAE+tYKCqJE2z++gcI9bTkWUcKWKZySXLNEfphK6UD1V2EHUyyhXyS/voXMqUUdFB",
-	"L4pzc/3bO+nw/cKjJc//wyYa7GTs/JXUzxZLvQ4kPE3T19PO6N8tSSaqjj5jC8qFGXGto3tJM80nfElB",
-	"+IC/m14yWMOUTYG1gsu2dgHsDzTL6Hpj0kXHmxN+X5ryWyNib3HKIErrYqyRdcrXzSVciIb4bHUSm04H",
-	"nBLocKA3xCCjOFPW+jQ8NewoJt25XKFnHNadGU2JJT20iqy+3dXljTpQvWPbYGAUV3rCr+yI8IugiT6E",
-	"YFTsDA52pZkwB2gQUOMbqix9V0iqLd1vIfinVCQ8oRjjrmwfPtL1+5QCZ67rfNvuNp5hzbJF/cmY5Flm",
-	"mCl2eKCIeZV0h2Q1Z2DIZgy5jUCX91RmC6qRZL590qkNKtQwhWK2kQ8Z2Tna0W1ZPlyjfZZPcTGBJ364",
-	"5lVw7G1qPFEHDNGahipzCSeBn7ietg7+d9d6eQa+0/Km/JwxRjS70qTr3ONPyAv+Y48s8/OUq7mLURjC",
-	"9yMa1HrlN8eEzqFm7r87jhKs1jVpAb9/3zy8W2SSe411J+ereuiAfW165VBjh/3BZwfKnzPrqzvedNTV",
-	"Mym7JJ6GaJJAHgdN3wQTndJUsegmcw/3qXmDfmIp043RZKo0YZcQuplCqEBorm2IYQXZTiu6Jt348PLo",
-	"EN5TMfCU8rCTpj5sVpDO8pDcA8aI2RB1/OCC1YXrrVIFQZdufHGJo2nkqpszxgkWTcAAYjIFn56eZzKf",
-	"zZe5JvB7r/6Mhgvvpl679DI/T1mj+rZFG2iUClVloK0KFEHsct1eJcTBuc8qHe+c7DPUFjbn7AXh5s5Y",
-	"I9raXBt5DhVVg3QFYwn4oc27lwylH4fImPNg1BNH25XA9+rm+ixlExx5o4wr787WMIMXUTW7VigV7diq",
-	"G9lL/G6TIdockoRlERF5muKyCQk2mnmgwL+9mvOUEZWrpQu4RB3zOroXMD6+sSyNVOvbqUtP1C4kgsOK",
-	"cVgQNJCFtFQ9O6bQmXugCo/6WATeBt/hyFCEzcC7lPlkjiddrO0ikFxonpqXMmbdEwrN8nbHxCtEwcZv",
-	"o5hnl9ZArTBQqncapJ7oPkYd5ppxmQl2HO9ryJ0nO1s2rT1PNuYIaWTYVYRD3Da1l55U71Dtc1rxTvl4",
-	"Iw0RetmmKD4TEJStYXA8qefbGZcZ1+sGA25j1f37tb3b/aoRjwmb8AVNiW38mPBEETOMiU7XhItJBnyV",
-	"QooHJegSA4GOWQudUef/+/ew//37f/yfuuWH5MYb0PBvbHHOMjXnS2iplpRRJbgPSoYx/Y/kom5jmzWV",
-	"hi3fIupqhdsC1oZ0Odhw5D+SC5enHpFC2F0wtjT8iqb8kkXWaQQuf8zblRnKw92qi8tE5UnzauCGtSZz",
-	"f5rLc35nDVM3x//AGpOuGbWQCTPKdsYwedGc/LLZeht2IBDAbgPwV0ZTzGgrTxfTrMteenmxc4XtZ7U9",
-	"ybSGyC44BiWLXlI5udim4W4fALRnX64bxXPNFpDWX8dLiryTA4UZ+JHNk4/QWlgTcPQS0yzpQhoSF5M0",
-	"B4UBstnRBTwWKODN/0YEhxpHmGluWC8XM7LM5NXaEC+muBtVD+JdmN1kBkHO14bMx6LkPbYhGEEyNs0V",
-	"ZLeDiMeUe+64HBczFOueqs65oNnahtpvwNJesPWpttrbBi+7uLwXRvaCrZ+LqWywnwhVJOUKrxGQ0LSD",
-	"pH8bt6oQJlpjbXwNiv/VwPbg/B0okkJiKeECqWpQL77Rb14V9o8f7TaGMTndNWBH1LBOuHeNhqY5wcyM",
-	"1LAqNJQDmVkx54AsXeBlc/olutVuPcD1v8q41kyAl6jWZmm0sN9kTGGoO8tZz7sAYZ+5snmZ9bb3Hnva",
-	"4Pjymxo560sFN5/+dfZz/7tBI9P+kSr27ZPtlIKNGUKBlyM/vzXerZK66KU42WtdLyoKiqo4ifpH8ZaV",
-	"uxn5NdDdO9zxGhGwx640TehsI/oUpOFD9vLdzOulU3nKU8JArjrR7fX8Zoe51mm7/OZw6M5/jVnSxXga",
-	"J/ETRHDb2904801nJqh3rV0BoBTsCl9hk/WhKxjGM7HN8VLnDlF1RPRuvg7SgsCajsxRXMksUYPWS26b",
-	"b1xpjKR7ASwFs8td8bHzzLkqw2wlI8HgBgy3qnSNc7KFEA/3vMG8Vuw+RPmmXIK0LNgNn29o2K5Nlx0R",
-	"p1ODXLFiI7xkOqciueYiSaUdhW6ukFS6b8b2OazSS1rQitFoKmRMujFknSAhVdJNIryJimF5Q1UsTYw8",
-	"mLlw2jWpy5zKpoXzPAnv7V3KC3Yf6wgcRE4ubqANm8+b1WEwZu5DITbD+iWjdbOiE2xsH+k0ZWLCxexM",
-	"XjDR0ht1jQiwXIlSPLmB0RaeSOC3+FVljFE4zaYF+pWlyS3G8Qwz2Md1DUPAbz6+3+ltbhP7M+SGCa4+",
-	"BwHuhkAnpFu4v7kNdi0YFeBl7h2TGFYMb2D3uegvMznLmGrKTAhGv0Fi1yCXpr3f02FaIZUG2mj2hxTH",
-	"eXTL27upsGKDYVQC2LacXBj2O80Yu1kQwub6tfDA2hNlZ1h8Wb9CViiOGkQ1ePlQ7JyzCc0VOuuKmwC7",
-	"hLW/n4Ai7MDL+hor/abuo2Zt8GeZkSWTptWowwazgQUVqI5+0BmZLYr2cExt1RHRAXnjfIxvMSFjFHoh",
-	"refRCI2WuRhV9/UeTmLsUzX4g/mlGxVYu+D7lVnCslKa27bjFXpra+KIW03Fv6544i7OwQwOFEmpZkpb",
-	"9/IxGdoIOTz2iieFNbxOjpHzPRdOGrdAdUTwylJrGKQ46f8v7f817H//vvhz8Ef//YdhdPTovz/Whi9e",
-	"X7LskrOVV3A27hL4XIj4l2dnJHCNHVuAEkO4cEnJJTDHZEHXNn8ktskWkABfWDLb9u0UW8ERbQpRp3O1",
-	"ayzUvra/6bJCQOf7bPS0m80+CJDeaPL3Fkq92fTPfPKKi63dZBWKVJgvbyX+mbP8pkcAgh9f3tRdstHN",
-	"Jm+Tc7+86Zczrm62CAm01f9i12Iz1n6T1bi3qPzNFuENzTSYcLexBkvXmPryFsKFBG+2AvcTz7zZzE/Z",
-	"gi7nMrupRFC+nS9uCVwO+c0WwGY/f3nTf/vOKMY3nH22uiet2Iymwsb2sDuLBNKaK1YpFYKLmU89MgYg",
-	"o1nKmdI954mxtp61z7b4YD6dsVtejmardyEva++X+e8VWc2lYgQcY+6KXnfNdC90FGi7ViRhNFV4m1rL",
-	"/Uf7m7ysTfIN5MpeKd070mpr82WbruSO/FVE8/pcrgQsSlKfOnAzd8LtOAx86m2wfAXp+c2v8yfU0s9m",
-	"ZEApPrO5gO03pSEzDhZzv5ZWjM/mum3GqH07KobtOt26Am0m33A5Ew+Q9gnlB6pySuz52eeqZnSveZa1",
-	"ySp+53Yug21ZrgSmVi3omqxkdkGk2J9ZvIZu93HlPUXYR/CdAz5x7DYRr6nDRGIA+DgmdHJhE71aRCNa",
-	"U2KQUrqNIrdnkZT55Z6UWc+yubYMe6fo8oGXLU1TjXvMNRFydRxELHZEKSr3eNwVku2u8uLVIrjn12Dr",
-	"+r1e1WYyV8NRmzNFcVjNzDV83blBBVvZtxyKp+uUzJhWhJI5n83NY8FaEtk1l6Q0m63LccpqfL7Priik",
-	"xksBCA/ujjJkRhbHO65L98vrfMiBahEP48HA3oY+igto0d5g+/xr9Cb3KckF/zNH9AC15xX45oVRNwj4",
-	"bxjYn5vZ3HnDMgsBe/PAf3MUf0Gv9rzK1xziXfoR14gceHagACqvgMWzZxUuNTqNHaB2/5j8ERPEd+2N",
-	"XOQQAt6Qkv3Ts5fPzp6RwWBwiC2rww/4x8f/G179Id6d6mWjeHbYm6kIZm12ZiCEmQe1F2aRk5ZXpAr9",
-	"NCCnc5lpCwSWK6PXliE7a1E5o7EoY21GpIrT6NE3NyAaI8BM0mwBjwCQrkBnjEgTMAo8CTCGIhIghJkB",
-	"LZiey6QEYhdtYnHZzyDLwTwuUh7gVt1YxBjGhqE0pTREJPbXoBwAQ0RiFHj+BxgT/FLq3mFLIKZC+EuA",
-	"NmGv+FmsibEog024ecEgw68BudR/7YE74l6liWDQVfSJUs8IPGT9OP1pnqbxWNg3cJ0UvGM2cKOJBb1C",
-	"TMcKumUUAg85kKEQoygAI4pIgKYY1UAcmsZq4AtLzSGGl6dRB33afTL8DhYGr1D0J6lULOnbe7Xm+fff",
-	"R/Z+e0KkSNeYLWhvXMypTXIzTZRhACOyiXHjgSzxAaxMLRzmWOyBhxltXrI3w6kHmaqiSNUBRXmEN7z+",
-	"Ub237rJ8N6WSUJraTJvNHBx/HWiT32uuU7ZFIofZGXOtl2p0eFhC+Bok7NJhFqlDf6B3cmF46vqPtt09",
-	"wvjY5kVNQ9cl+JRS/hqCgVdl0nOATV9RDrd4urYNo04pAsjb7vZwa8nYlN4G/Ud+lI0TMyO6lXuZxVWW",
-	"vW5sbrlv4senagbofm5lJhYz3ZUujs3Vjca6RfeAlSqQyloN8u27t/Yaeo1zozkbywKsN1hh+Ix0qSJF",
-	"SlmvfJldsMDeNyeozib7KnL0os5Vfyb79scwx67+GNmVLfZye3Ybksjnmjm7sKUBWsLz31qqra0XcLOM",
-	"W1zaW865vdUT+nAI2ybK3iAZOcalRFRpszo9jyoa292MiWJMAFbP3mnJfoM3Tu/dLlxzSnERjm1IKVbb",
-	"DF8F9zHgHhIgKWYJOvvWZMUyRgBC1FZ4akP/fjCOa24egzb5xBWjFBXuQivC1EmcQER8rTPUuwetQbjc",
-	"8mxn2X5KP+dpeuvp/O1ZS4ultT6Tzb32JtqBIgt6NfKomUAAOBAyK4Mc7IUKVrEBa64HqNKhK9uDHtDQ",
-	"WIQYNbUfHex/caC6Tnsc1MJPdKtn2Ptx2hxmpWpxkFIPoV25meUBw5U5CKUqENaTPKFpirCGWGEAD0uA",
-	"6G7lCz7Hq8YFJnODrYEg4JvjMfb3aCkz7Xov8vLxE8NpcsVqI0PW+HzeEIoIm7JB18Q0N2dXpDvuDK8G",
-	"g8G404tsfZYiqdq+Xt9n/X312AZyuZjFpCuk73LNNBrVNs4LRrKLG8ekm3AVxIBhx9WcL0kuJizTlEMd",
-	"G4vRbO+oHRMK/v8glIxICwuaMHSQSGWToIvcETc8wBazHXbCGHbkrsLh57UKnC4K02yut2AzqTnVLPFD",
-	"s++Xahi1AHXDRQ432FNQMYbIEfmWg4EhuXo8EbYd3RORB6Zw7bUbbm/zbrqdKragFyE4BqOTuYOK6W75",
-	"3INg1be2944G7bXY39pd2LK6NwhblPenPt1LVSKUny5kUaRy32CKm/ngn1uWd6c6xFvKazLP0BslF8vc",
-	"kGjPBm8hblK9YoZ3WqxwLlIWdsZwU1dasIWZEmREtdKeipW55p0emqYS8c8LFIhjgEe0GGC2RixK1wKn",
-	"tvjuJlk6ruahz9Fpd8+nmHUTmNzNCOIOiKAZprkCz2xU1/LFs0pgfRhoAPhtr2XkvCUheDAQyGAothyU",
-	"MOzxRntewobenuJR3ehbYXMvvSvjc4JHDMbHa+PQzWzEFwId7twEbGR7/02pXglbULw32oLWmpOwGsHP",
-	"oXxGy+avmfOGXUSb+9y8Dv9a1qOUF6tRkwFUlIzFk7yiQiubAGSMfKyCaez9XMCWoC9i6842sJjaRanc",
-	"V8TuLhhbounqdEf8YNCp1pZtUV12y7qdun38IoARc9hf88MWRMT9iLMBkmwfJglk66h1G4dsKD9yG/jq",
-	"+wGr7UZY34gMh94UhKEqoNRttJh04/5RPLInpmdrnrBJnnG9PjVzwMGeQymkk7ypzDv6CGb80ohxGdbl",
-	"twkutjyh6fDp69dvf/rj7PWLZ6/iHpatstX6orGIDy+PoNC+XDLhXbBYbQcgpaF4fhKUuQcuB8MrFm6u",
-	"9RJLxPBa/D3vEjBrImWWcIGiOWMTvmS2AOgypVyQX8/O3hwC+qEZDZqffTjweCV5MBZj8QsTLKMpyfLU",
-	"1XymyyVUVrSqHU7MFwcfma/+izzLMpmh76SxfJoi3bipjk4c2RqzY0FIbIkt7pEC6BFSFri2YXoIRpu/",
-	"MOSOkXmMsMd+tb1jzDQ65SyF4pFBYXNMe7Ptm12JW0TQx/lw+Hii5jLTkAIE/2fxwHTyDJao6CBhk5Rm",
-	"lnRtXgTDpeo+ubrqWTRpy36OzXSgNHNMJmbnlGmzseYc6VZrzpmdeAWpSlyQJdVz884HM8iPZoU+ANfA",
-	"P4Ezmj95onoEDhos/e6L8DHpKklsRvAAU4EHAyja7IpuslQxwmH08RMYYljkGLZH5pM5FgbESwKicG/B",
-	"NH6y3hUzAygKbbZfp3EPaCxwv1g0TvPeo2+GmCnzeAj/fLOANSHkN1ch2fD3GdXA0EG+yktmqzT4ImxW",
-	"xPkyX9A7yGA7EJhWUVsbH8HYRuXpFglhA3KCr5BzlsoVOVIACZgqSTL2H/BnwKyxh2r16wWjQhFtKEtM",
-	"mGnLkhKcz8LjpuwVDRsnMOMEQVUs8zmbc5FsrvYJwqKWCiQvcihFj4W2qCJxiDc5IhultUx33fjJ0Tek",
-	"IUMNK3OtuGK9yDRcrjWNR90NFPAFTYtcRzb3XU/mpVrUThy6k+2gYs0ggk2AnDrTUtH7gLwtJmoESy0d",
-	"gL7lqcCm5tnzado7Ir/xH3v26JL4ydFjUsnxG5BXNg1Yz5nRQyzRl9f+nb1WU+vgrdyqsWBiAYcBEjBK",
-	"iyIchoXjUST+ZviYNBTTqy0dZ0ZiRFVtZUJflzeGgxPW7AVmUy3bawcKRwUEhiMtHGp8YhMVUYYQW6EQ",
-	"WSs0ZLlqhLwkfjI8IuX0RtN0sqsibiGV3bTMOp+8ee4k84jMmZgwrNFHrOecpsBRDZuAuTk9Ao5x+3LF",
-	"psHaisWkKFgM9FFXrjhyG2mZ6GNS5Pkdo0WPxWgdtA8OyO/+k+ETUs3tPEaYXqSSOqReGBLAHxYlQBd0",
-	"DeO1fKJcLplsVEsOR/CYbKQjQkHQcr1klHEWkqhdxeRSHzXZjcCKnr5+e+rqtpOZNBqMfW4/UTDf3mCj",
-	"NGoQU7J4PyPchUffk2rW5AZJoJ3hcILqSqfatoGCbXonzLRI6yzVVi0XiIxK5SFd3BppENWclB2T87Xj",
-	"VGRO06npGFz2s1Se05RM6DIyQzQD0eSoNyJLCoONcBPogjntDYhF4XPwawUtmMnZ0pSCLgz5+rHYDZzQ",
-	"JQB3WyZpiEx54uVJZOu38wTqZOIBNW+vzbk4zzVKABejHVj9CjmKa5OZExb/P/1QPPVfg4asRkRIJfh0",
-	"CloHbKJ77dQe6v4bmfLJekQUFcm5vDp2K9dX2YQcCCnYwTGZGkneN+ql0kZ7w9+RCymJXNg8AbgtbXQz",
-	"6hBzEc84LLsfoT4XFPHSFsIZGCZkHtjGzBs94FQMxHZRdBwVsCwXhKrq0QHyBs3nlDGjf6vD02dP//X2",
-	"+dn/O1jgSX4WYE8betPsSiMzsCnHcQ+W1hoHVmTwZGQoEKEwUZNzUhwWN6GajswJEuwYKQ4bO3Bi2wKF",
-	"e/Rr0zX8UWjt9kU59S0a68oYZ9MCs1UB68OwIfQAaqGuxrsGdp48AdvEyYygooVye7e9pEVpNq7CMdVW",
-	"P19jFjRoZnIBpaLNEsDVV9Ce3FFD6X30DXFFYTC5t1ySN7DkR52jwXAwhMSkJRN0yTujzuPBcPAYS2zM",
-	"wag9nEOZgb/Ae4KXkryC8DzpjDq/MP2rfSXqZEwtpbDR9EfD4ZZKp/tVOLXFDmoqmp6y7JKLGeQnPBk+",
-	"aWrIj+zQF1QPzfjO6N/vo47KFwuarTsjM3Z/Jxn41YQphUcL8YTpTEEOkVsL1Xlv2jtcMLPbZv7mf3Zh",
-	"B2u6SO1PcMlg63K+xTfuZTWfOm3wOusZdb4ZPt79QVj9uf0e1CqwofJqdLlvho+37k7OD+02XB4d2ssb",
-	"qnEvXnKlf3QvwaU3NLlUo0ereOXQfPwG7jI1gjlU3kafe8uXbTnl9zekkrK7LVyRVqG/Ar1oMxeNXdW4",
-	"gX8zuvRUGl3p2Ah+hS5quAtm7ECwzX5Au1dDnsSVJks6a1Eixg++Judxg87dtloyH+6m2h9pYi07/OSo",
-	"FaEXBeHhoxan42enil/vPJmJgoqx+7uiTHR46lANwgtSrvJteKaKZf5YOUeH6A0qiizWnCi5Ypkjmg3S",
-	"rSmwAB94bvSwTX6bYGFIUJ24YY+iRjHTuA23J2c8e9g8gGfhyB82t7y57+bMFpr3i2SkHR7Kxo3eTz69",
-	"ogv2hhot4H3UWeY1NPLWdFdQyZ7izyi6/8xZtq4TUjUn/a2d3GdNC60UIpj6zbSiG1MQrGZIP8fEF65U",
-	"LI6g9BRNUxWgV7uiA2ovdn+4ojZT4AbkJ1UN/b2jXF+X/My3N9eOWvA2W969hsN9GaLryfD7LUsShtHa",
-	"L01Bkh8bq/vbG9gjojRPU6dvADHaQAXkZQ7u6/wwnWcCYiJVLpzivkIo4HtSmU91BgodC73tR8peI95u",
-	"iTx1L/0dLJFwRdpVJvawgfdvifjBt7FE3LY+aEH1lohdTJtoQ5UFco9QnvlaouEBK9a/esACE6VJLXaE",
-	"dIeiw9NqvVpsB/tlCI7tX9iZPpVimnJMFroHQgoW1TnNSTceWmaNzm7Fykw6oKHoNlSbmmTXBGo1UWJa",
-	"oRnrU5H0FdN418jD5Fh3bUQypjMOcAUQPDXrORiLkyRRREtwlZeOSgZO5dKlJXSmAYxGpUuuSC4Slo3F",
-	"iq7tLaXFOcfAgM1VAgZouunG4FL+w3b3xznVk/kfiv8FsVkqEvBnj4WLpOma5c/4bK5tpT8Xx6JJAhGv",
-	"fOFDgBh7mAmWjMW3T/rnXJMMawhDgO57sonR4eMeRR4XwHWQbgEaORY0SVjSO7bMxCY7SMxmwFooVJDv",
-	"+udr7UpfVnt0kB/obC+zkZMkKdhIhXhqbhDCBImdH12YLyFUlSQ+YESO4J6o+eRPMKrcZc8OTRKX5UWR",
-	"0OxZOWqTHv3+/tgcLmtQ7NHs/wPPuyWed5IkJKYJXJtzJBRBwP2c+USlHqFaLviEpun6mITndfOUFlvU",
-	"xCTr7rq9A6OTXS3ZRP/wLI4Mnw17gKwAPi0dWInRrfgZAFk5pgZseiwst4qHkAdi8ze+J1U0nyYu4JM2",
-	"xsKOyo2Ja4i6gTDgpo+6g30a6gdbD/YpMPLNyXlmAutpEQfrzjWOrnS0Wx5nOBU/ymR92ycZKxt9LKu7",
-	"OsvZx/vhIqdMf6UM48lRi57MFp9J+ZJmeC3wydE3bebk8+d+YwmnUAL6fliUOSK6qMrcwAXsKcULcoHO",
-	"0tuu8ZcrYmy3rEuVOP4e9nVSnnJbK7tas+T+be3KRNpY3DgJ57l5MLwbDO+ktExV+3u7Q6ty+lqY3WXK",
-	"ukN5UiHhet20PPcHCqmzqMtrBJdEcqEjSOjkgilMPAyxM28/crWV3A7Dvm8pQlHxZoce4ABBtN4JPCrA",
-	"p3FQRGm6VoSJTKYpS47H4s3r0zNCZ5SLwr1lQzbGIpwZO9+l4A/ICaB0uM/DWpxYX3ssYIA12KOkC8fZ",
-	"5koq5wOZy5XowX0CCy1t039tBu1YFJsNd4RlmjClww4OFF5UsHZyVSO37dap1s+MAK9ygcqO1enJHLEb",
-	"QnU0askKoFTjRyOG6xpG0OxtbVcuLO66r9gyaLX7vbOzl62Uh60h2KO74aiwjfUBMRQrIf0bccLwg68y",
-	"8HsXwTW7zq8k5gm2ibUVnGlEpmzlTrQ75HOauF3YDMAd48Fv5loVuGRSRkvGNHsLmDyoB0IeldkWoSkM",
-	"FqgD9ESEIgrDcMC+xqKBf1VxlUd+qvbOS9CUZWVjUcvLIls52CaBmpU+UL41e3f0uMrXx8L249bI8DtD",
-	"Do9aWINnUv5GxRoT9O9LATTUcEwyCIIqjIK6SYfbS+b0khUneH+NsCSiDz/wZHv2GKOXbIeIuCUWC8v/",
-	"1nH+dhkswN8ASpIqkrKp/hp42iupf2XpJ+BmzxZL3ZqbIdb6CPUTBRzMnDez6JssrAaS/RgZS1UWwfc0",
-	"Tf1NlftKPwBKrxxAVis+kc5uWa/efT6e/1TWwJmtZ7zd0fLMv/V38LGU1qSVeyWoCn3/npVi+G2cKn5r",
-	"H4zleneKW86GRAZEgwF1yZe3KBnMwXZ8rB66Tf9KXRRGs2wRR4QWlwFHPubjE53KSFAJn07N42kmF66B",
-	"sZDZpoXbfTQcRiQXCNyX9OpMvF+Y5wDtbDuLzrRPBCT6DFIDi2Nc711y+/ZwVOr8SsFJQIhVdxqMEQBX",
-	"33wBzrqzcXNvUvVYHRZDuBMv0lk4S4AMsjjkZq7UWSuTC4xdOqSI8tGFMcPt47Gons3I5lgWFlv8aHhk",
-	"TLWxBaEad0ZkSlOw0ewxxxAlAxsracCBGxFec7uxBNZncTzl1IG2jYW7NR/zJI5KKDgLesEwJgpXMgEp",
-	"Au7SY4ElwIo1Pxq2hdfpxwKCR7Xc5ildLCmfiT3cSPu6jW7fT7MX+7qDQK8jQx/q/XiHjiPb22Rdq1A4",
-	"2/nrdAx91zK+awF87yFTe6PK1sioDvwyZFYAOhBkmJVdN1R71w3VFan3yQPcX5DzJZMpocEqd5/mGdUy",
-	"I4ga+RLgalK6lnk5Ct5CRQxk2U53y1umatnnfq6TBu86cK+clZhuFY7xTr3WW5kPTp0lmM3o5CYGZkKJ",
-	"bLa7/jaTbeArcwHdy00Ms5Lu+pIlmx90lgOAD56V6r54MBQu2O3riXt4Rxpu1r3JJICT3PRsfTIt4JMm",
-	"fG07mG7lvrqTdS2N4O+SJYZgLJg66TxZgXgUkmSs7w733iIRQV8anSeI8hKj/RJklmKF1SmJf3l2Ruoa",
-	"jkcWVSZIaxsLwI6xpQ6K8jq23IG3k6KQhZm/C7kdITwNrMaxsfYQIaPQwg5UCJHhSxxU7D2Rp2lExkUJ",
-	"BPMjsNUeoHWeCETDwfK9aA2C1edGJtiKKR2CouEkuCYZm6aAGdilY1FsFApSLmYRYAdyMSMyA3AVc6QB",
-	"mo9Ye46cSszCLfBtAmv0QBXeLCOg/8xpSrTEHN7iOmviYS2hZ8DOsRPBwY+tuwojeODx4lqxdAooqthO",
-	"QjWNCJSVcfBAoM46y1akazs0s1MA7OsbO88RlM4SME8gZwNacZc07EIJCUNyizgWXYTmxG30e2TWywg4",
-	"tJu9SxFKoRIN5jOGKtkll7nZubFYpjkY1RFREsCKmvCIoEcAIapNfYYngf9uhwDYAH0qS4CaaxAOzQlX",
-	"GepmeU/PXu5zRGjfLDZZl5HggaoenHE1QajEVthBqlSke3r6rHeHnrcWnFj5Qrox6cYfxlh6Zdz5GPds",
-	"TWm4NmD+OFDE8GbDqHtRwcG7VIyFG3jlnaLICLQCoLaVV0ABhafwFz4dC/fYBuBs5kM57I0FuHjm2uNM",
-	"mU8uLuMC0y3lgJbHFmMRv2Dr52Iq45EvhwDwyvwvFvk8BmSY2JtNgw7vTVQG74uJQanibAXrFZEYJmrH",
-	"XNTArxvvgJyE0Ggg4cZi5q51lEsCyakVcExorteuwk8g85AjwlOCSR0JV3S5ZDRTBFqlUNjMcs3VXCrk",
-	"yZAc/hOYrkk8sEinFt0PA2IYCzMSF0YaehqLFxjRGbMAsStjWBsqN20YiXbBRXKgSMIzNtEyW0eI9Kdh",
-	"EO5+nZgZgQvT5QqyHyFc0gN+i9LZ3TxzxwhEJE3UWNgnEZnLFeSwLKhYY6uYP4kjZZky6+7+42/4GW6e",
-	"ylW6tpktY5Fkcrlk6Jrdsil+7HZMiZVwXONqm7ajsQBMYKMNlKDurLbh+LVciVGAVIeiCY8qQFBDkkxE",
-	"jiLyKCKPIzIYDMbCIvKSGV1GiHLI1kTRtV8ro/PY5dKyDjjUHAAADyUnfo8tmCE0Tj0cX/ySKt2HKfSf",
-	"/xSTV4YFIHrfqcyzCXPr6bCOxwKRH0GPAPTKBNZT6h4ROdSEMbobRMVekX+YqVnZisD+KFdBoZlkUqmx",
-	"oEXrx+g152lq9iNz+IfNhwfXw09+LBxsKvRa3GokC66Ug32vFd6+tTbXEoNTx5MQZHwm9XGwuuawLLzq",
-	"YRYB01RhdRBiuQzd7fHp3c2nuavGYn1Dpe2q8xD5iPX7z1ENeX3JskvOVjdRQ77uWLiWSz6BhRVuwVG1",
-	"iJAzodlEVQVwcxuy3+XRIciw7Qkov+Arf4fsk2I1WhEtFpoxyp6vwHbvGSh2Cm3ST3BjH3T4+vO28Jtr",
-	"a4c1g2nYV8Oz5rahfM4ObcWHRm29qJ9ibe45n82Z0uhEoAtncjod29sYEAGPbHmByCibNsyreu0jzkZ3",
-	"sv0C5LRztYyFK7xho+l2lD/8HsPLFvl5IhcsyIpx6nc5H+b3xmSY+NFwGLdIh/nFltppEaAuqtJ9aekw",
-	"G6ylPisG6ODhBNelxLgjAtFXe0KN+ITyUqCcuPiIO3OlNC+SC81Tc3Qs/dae7n2FImxm2X4vc4aWjlVr",
-	"ejb7Vcut7vaqls3LquVSrGawWBZ+DJFOxiLwnxnt3lVx1uijC+yVHcjezaq4O/ifn/YKI3vwoN362W10",
-	"od3hAQwquV6/6W1pa7bcnRW0bDlnCyjxBaA6cWU0H3jyMa54cIr7/2NBFbGJDgeKwAhQcljrkuuRe+55",
-	"ILrDbPaY/U0xZgGI4HbAgDw3JiuzSJdGxwmQLtsmmpHmPLP/kVzsIcdv5b7iHV0QvP1QMu7gJ8kmgz0w",
-	"m1F/+xCfPGST3VM2GZ7OIpWsqGMc5ozRUMVxKgGkkT1kjW0XNYa8w0X1ZV9jnsTOIWqRVgDqzZfK8dll",
-	"IcutyS7bbgY6WdPuEl8Dv7yDS3kvv757ePd1H60gr9tWX26eUXVqbWlbN/rzzKuqCMNPmVS1QzgWupxH",
-	"aIT6Qvohy+rvhcVVJoJt7P/icqun/QVb/z387Bdmom297Dag/1l412HgbXzrZisfbPt6z/oFW4fOdKtg",
-	"FdDUlbSN8EBdXIaH6fDDBVtvVZww1+EFW+8K3uKL9eiTdjwt8Cd3+ZuhBrsHvBm2wpat0c9sBsfXIGde",
-	"sHUN+Mv2byql8++Jli3F2Br4pMunJerlga+0t0HCUb13N3SseC/PgbIlLNkVBccpVbYaZVQ4gEvFoGMo",
-	"PbyiiqwyrjWzwFjlau9yopmvLen8PKT6UVFAX2YAllUqdX3B2FIRgYmS+WROCncUkRm5oH9JiZmxlbjR",
-	"OB8OH327olz/8HioYpe2Grjfu0+lUHlqJp/KyQUXMwKHDcJZBU62jzbZ4p4NMSfSjftH8cgW8gZntB9M",
-	"/yg2i2U2z0kE4FCSYEpVD4oEb14Q9WuPmSfgRscg1lj4INYxVP6NixRb07SZKgyk5yqoFvOmrsSni/HL",
-	"6VhAnhuRNvZvfXdQwhbYUZBPDOlYDYGzFmyw5rLsjoCeY4m4wpGf2K1wyP7RnYbn/uvwv9pbA881W/xo",
-	"zuFWbG53WM38ba1j03BDkdumPu2Xh6dwzKFX+8HHqPO7q0Vaxz3Kx6DrCeNAofvYPZFTEjsBivxpy35s",
-	"bkGnvrzvrvm8kqeCT6e4gl+X5LqnSElQ0xjhBYH6epY7uWrb8e8urQCSVUuyokY27WeAvGDrqp+hCbje",
-	"ijUj4rxU6y6lUvw8XYMc6UWu0jJWUcbCClyMRUGuePPAOhsO1IbsU+SCLTU5Z64cwoJ0bQv9BdPUNhN5",
-	"QWe9gJDzoDMqFMVLMbBayAURKjL+5dlZDPIsTIEwzTBV0h1xW2o0yPj3+LgkeuCzsSi+K6QD6QJyAIPK",
-	"9L1jBG5acQ/fjo3UALiPRYHg7jYe2DOKIS97PKpAEdQ1g4D5kLmRfkKNhUd4D2QArgH4Qn94GQepjGYC",
-	"PqQ1snIdtfOkrmwa6WbsUl6wJBoLdrXkoNVYKbx5NSeVSttyGb4ZQwBQ493WzDfaAeS4X3CRjDujcefi",
-	"ctyJxiCBxp2R5XjkBD9P7HRxqf0kHIjdIseouRiLc+b3hRY2DDrnXeqMSzB3IwsK438/Fg07FqiNUF0D",
-	"23arhPXruQqodSyWKZ0wMwccvNPUAthT6qZnWsO0IEhUhh/xspLNGjBbayvuG3s8Jt1vjh6RF/zHoGp9",
-	"D0t5HD2Gb/payn5KsxmLj10uLeD32SHW6R9v8lb6B0ynpRXmVA73+idRPSquBnrBNuk+InOWAsOAodqQ",
-	"wca9f6BiMx95wUTjsOHrfXE2tjpjr6/23KW39QVbv0PyqVOw7KOHUGQ5FLm3oXwtx+x9VHMFRgBynq6Q",
-	"UVEVGnqo8VCxJpb6iDmtEYj+3i6XUcssq4tLy6FBdY5fsPWpMfXqsqmsEdiNx9YXZUQP3Ay12EKbtl/9",
-	"fdZRUOiFKl+IyeVhjAVqTUYr+tfZz/3vbEEX/+qPVLFvnxglY2Mk3siHKzcLeQmC4NfwEg3anCjOvE2q",
-	"rDOV1JmhUBUVZZQUbCwqpiiY1FzX3ocpX411Oah2JY0sN9pBmGRWvqNZl2TGBrMBXLNIGWhwt5F2hmLr",
-	"80s6e8HWDylnd2FI1aREbmag3dBUsgwpxfSH0YeGfDGrpBK5EgquZ6rI3WqfwAWxEAs4InAnHE9vkb6u",
-	"IJvLKNuWFTmNO+QH5gyB1UQhmcRwPY6JX7HWaRwViWAXjC3hJX+BbJJKBVfss0LDL3T3giEEF+yNIn8M",
-	"zTGRjEXGcCHCu1uOrdTClIGy/tJqRvvtAeR53SVIDg6r9r4FFV+A2/5a2Ts3PIGwNM5mCY+ZPSBeguP/",
-	"Dz/AvzuQmAyVOxppUUsdT8VXqWHeGE7ILI3bnuO6U4o6hTU5z9lUWgmPBnDtjkaNdW0aNm14u0f0J6Yp",
-	"T5u8uZYSH4hho0iiqzggErxh7Bl1/SZfI6moTka6I79LdX8XQLugeIIk5ZLjyRctRY8TJjSjSm/v7voK",
-	"MvbSde0di/LArFsSrz6b76XSiAVQiMCxcDLQ+rpG1dvK1ufDUnAnzdAjGtu3YyNiYyu+42gssMpkUW7B",
-	"zhiztH9kesVw3osIx9M3GxVDJoQiFGu2ohcLwGzEOZvQXGG520JuQ2L6ihZ+vKBozhy9GFDrxrk6Djwr",
-	"GIsuFQTPt8yiInoIiwqVMpUr3bukxo7qjYJlEBKMEJYBwIMiXJs5A91JsFmQ9cAtb1hByOSw/Ei7BE64",
-	"QpeRKRMTWGV5wQRuuR2jha8xOg2MxoyZLwxvcQ6ziCxo4mCUKNbZM91E6MO0XrzeYCyeplLxEi6MVbdU",
-	"MC9oAUACCpOogAGoWAYjBwIAEAANNkpLjnkPVgqMzF+l/+qsleux4HuwcV44tb10d/wT8WxvM+x/qyZs",
-	"vLhVUz4DZm4npvlPozjU53s52+lBZ9gkvje5mpfiIiDQIMdCyBX5B9E63ar1G8t3a+rkS3jj75A76dei",
-	"HfuVkwtwWn4W6ZM49jb5k7CfD56q+gRKs4wNcARGK7GFAFaU68q9Zbv+pWMV1MEoTOmKF6qqDwVqD9CG",
-	"VfcGG9rJW3xgdvOT3Fyx/T1ACN+CzY87DVzb0JsLaVrDqI6stlj0SAB3J5cLNtdgzkuLPP3ATqqlQxD0",
-	"L2AciNZlTN0tLCS6/ZoemMYDCUs0Y0Sx7JIBFD7NMn5JU7Q8SBfgjhzuHAb/tSLLjCVswpSSWW/gEk6R",
-	"ViN7C4sKi46q6WTuokqupOuxz6LgmmxYgJDegEYglvXRKSZTYbkxhqagsfy8v8AyRdKVWfHjlPI0z+BS",
-	"tHOkwBD8hU5r0XJ09yMcHfjJr7jSpn2cBsJ3dzFlCfMHxiK2Nu6Z+aGAkMGd3bcYyVhgAESwlWvCwevK",
-	"yUVkUdpslMTlNFhbngnFFucpqzNYTybA0a8lEu6w2OtGasfPGWPEGMwuIc1micG2gEukSzVZSKXJo2++",
-	"9Xl3UE/Txapx3Q4UieVKsCxuyvGAp3uCth3dKvMEB/wXHLT4bErNmsU0YnvbvW5DQn0jT+MRuCFnuMYu",
-	"6ob518dhAVWHCImpboBWKvI0DXIL7BFdMaHJglGEuO4NSEzNeVOATdrnor/M5CxjCq+T++QkrsbCsSD4",
-	"IEMnlmNDhglbj5/NK/rSyrNatgPgFFeTNFf8kkWGHWdWN2ilJbfFPQdE3S2e46DJ5mySaCxqEc/l1DNk",
-	"z5M3ZTYJEztcrDZI5UAuHgK8+iwOsiWJoy3EeTFWXSgZk0LCcz0WDsm7giUUpnkQh8TtQsvUh6sLXCGe",
-	"IGLttRG626mn9+E9lZOLhySP22EANZquPSs+17wp2eMWlF7LTAqc6K3urDfutQfwzUbglNISPWBvfk0O",
-	"Ln9KEDojuBy8TCneDAaVuWSZBkfLy+7itxrozQ0vRYWk7tBfUSXeB3THayLEGXqIyGouMUVuNac6ClIT",
-	"FFnISy5mjXQS3Qzkre66U/xh3IFo7rgzIq8+xqR7NBgcDYfDYc9G3m24246CxMN4MIhf9Y/iY2I+Lh6Z",
-	"Fv49GAzef4zHYgbxadcWyQX/M2fY4oCc2IsmBZoRXNukeGCku76jmAZdf5mfp1zNbbE2c5YS8FNgQsE3",
-	"7narW8TidaOQ1iK6nQbHR3XuBgvGd3DK9KcGg9njxLrSBp+9zfyA67IV18XzGC+NzPHpLlmmuNKYwn/u",
-	"Cjjg9Xg8jXsLpZZmZVhkpNm43Gw+NDGLu4FN8K+ki0wVJWzkMol7rl5IWGSJYzkOYss0wOU9wVzdEXDB",
-	"1lXLQjezK1phuE+AOTsWbUFnyXbM2WZ7b19Bfw+WX8FMH+y/T4cre2u6QfNRv1N82ZMqLAaI/4TRVAVQ",
-	"VaBJA3wE3lvVqDxxXdYBbO6jT/JEK1n0MHnONoUF1FhFbTc9altdjiqipBSAVVs6tMBgSIoRDjKTTUCx",
-	"G6f1UyHG1jW8Ynw21yVfvSfMo6izoFd4f9QoacF10usBWVwXk/aOAgV+Iyxi4N8NMfZLRH/9orBY6xBY",
-	"YzxxMenaHshRr4zGeg19ay/g1V385wGB9ctAYI2MrMEYuiyq7BVCKxCQRh5u0Qsawbs8FGQBvOF0DaOb",
-	"QjzGu7HgvhzKVpC/XivhaKRTG6PfqMfiIja9AQaWE4j1+3JvC4cAvyYrmV0QKaKxgKSJYq7eoVbOGSjp",
-	"+M1X+CAboqT32yhPgWJlcS++GT6OXb77qLrCAXaEJhMqyKXMbbQJrjDmCoLvS5jGcaHUVC4SRiXVRo3F",
-	"DMEhngyfxE1FZKqi7CsvJ9NCchfk+2Uwnk8th4XU/anRBUqi2IhgIbfL4PuAT6jwAgDhMSq5dfep69e+",
-	"uS0TaQ/86nZy/JBOLm5kVe2HqF1rf5Xqd9FACgR7sTIGEWQJoRZjuLDzyRi5MCAnYo1gT/b+FMQrzaMD",
-	"vGVt2BvKEminV4IZ2ooL5eXTBkBUVPLJQGJIk012MrkouXr34pzNNtltcNKdutY9sdTIWtWFAvLVgYR/",
-	"WuNog8gxk6oEcFjC5g5P2DHZqLPnHgO47/05qCyLmCPE63LJEqfCbWirbqLx73FxodUwecL1McFyyxDe",
-	"lmKXgQQ1ubcnJPwTX/k75CHcfdpA1ClWvJUzGFa/xgVcTj+wjbZJP8DtfHAS16cfwEI2XLBJmZjpOQhL",
-	"QFthCQaAwjPmNqJ8voKLNk0JCLjPdyi0LCHViyoY5gNNVGkC1my/fb95nliJZA4R12d/5bb20kUFSsc0",
-	"/Tkl4n9q2GbDgB0YbQDqHWLKOmB0JmBbMFG7ivBs1rFvlvTDljT+6FaRoM3cWnR5C1jNtU7KZ4ulXn+d",
-	"rv4vxWsOVIcXiyDAb4iZdKnup4wq3ZdiwnrHZA7LYa16OrlgiYPYBcaCeCFt5ZdlRocf4N+t3vOTyYVj",
-	"L7td3ieTrwR9CaZ8z2gPJ5MLIVcpSxygJBBGAcV8y1JrN4eHRdkt4hxVHdrLczcRefsNqkk+2nuw7en4",
-	"a7qC/DmQ8i/cxnCAhM/p5CIil1zx85TZW5AWqFCmCUFc7NaszBtf2+3e5/DaDuhqm5gZER+mHA4bMZ3B",
-	"yK3PIYC0gT2yCN7ftbmAs6/RnuDBg71Q58cppDHUnNf0ghX5X7dpLmwrNO14frXkgi+xEFxVbqil0AVs",
-	"sbGgbgpWY3AOZziAvWNCxZosWMKpRWH+n9PXrwgXkzRPWBIhBBv9M2cOvnjOMjYgJ65QtKt5FD8ZDgkX",
-	"lzTlSd/8GB8T2gBTPxZ74tQzDvcXYe7KjBhc3XUO7meo5+868cPB4PvvI5LKFctwx4/94W88+suMS6P3",
-	"15/+8Ox//32bWmG3D/K+O6v69jKK7ErX1tdEk+chifreMNjt5pRR2Jsg149JkRfdXgAbrnInbo0z0/D1",
-	"vBpfigPiuKTYz2xZwjsqOvXgavgsVQ1XfiS0/l2ZQCkYSO3MgYj0jkn8yBejY7ikzSc1W+2GXXv77u8D",
-	"vPYp4kLBmrcKDOH674wMuWbbhIbeMpocYlmh9AGErTlIlJXXaSsem2oCZPMbUzl0nwKUzdLOvkf37bvf",
-	"ZMI6t5GM8QDg9ikB3IBAXYUwC5IsSLyQSRnNraDJZjw3Tzt35npwnK1eZ6ocvgcetQXZDZYJsGIy1Lei",
-	"3ShvIQ3cum/iN2NC2LG4dDYc5DEA8owIhTEBmhoOHsn1nE4ubB4Mfj4WQNQTELaQYMX1gLyka5nrkatE",
-	"fKDIc6FZ9iaTE6aUkW9QXcrQ11h04zLLPfxj8sc4Hw4fT/KcJ/AX6//xx9tnJz/9YR8o9if+bstpDgaD",
-	"+o/evX1+tvnRWHCsoGQRzwHCxlVNXuIgmbufZeZTC+s2FoAadaAQi6w1rBspUN1wbQfkZCzCUoPUQz6Z",
-	"QRr2QCzQ2bG7cWGFnQNa92xkLDxeXQBTtwUF7s5l0ANi3F24bXDbHjDjbinREZfzLlHj8KgDvxqL2PLe",
-	"uD06HNkAhzOs9ytEh9tQ67mAn+CyDvxqGN1WFV6xBV3OZbYjo/K0eO3Ber4d67m88q0MaL8LO23ooPE2",
-	"ZnSxvQ/Kab0B7Rf0eqZzuB+bR69FsmWx9XdoxgT0VW/J+CE/kEmdDeOXxwP3qd3WS4k0bp6LuUFVh0uW",
-	"Lbi+rYTMil/Hqojxgl7FxPYEgNiAwG7vUh4b9siFsxui4HrAmgBSFICH4r1RaGpALNFsRdeusZ7GIjSf",
-	"PEH//oh0482lQVtqMBjAjSLCzaeCpmSRa3ZlyzfVfYYFY+rsKHjUr1pRCDQDWvWSZXadetFYbDGmdOm8",
-	"uQrwzuyx6w6WGbQ2FnJKaPHFqM78Ma9bo8daO+TE7h1qRHpOBe6Fpd8D0s3YxKy2txCKq7au8FXC1HFg",
-	"wOIHREjBenD5NmPTXLFkhFe+FvSqet0LhlBzqWuqyTmbc5FsscrewPR3hb/hvopZMUejIX2CqQNJiOSo",
-	"sbT5gl5tvRF2Q/SMz8L28/v51Rh/ljoe7L4b232el/6cp+k208+zoP40T1Ow/+yp2wMzXMWDsYhLrGJk",
-	"OZW9za/LArehNWAsVY5m/mf+o3RBxcAlkXMBn4QSBdc2OAl1U5ZTa3wWGuTXZIH6WRKKV0zM5AM1cU8V",
-	"2Ckrhx/wj7sNKjWJjodQ0RcSKkIiAWDDQn6V3b1SpOs7ULcd4NbS/K/Il3MEdSMwr0KVB+SQRqBFh5/G",
-	"LpkgUEIhAD/hiuQiY3QyN+t+TGJAUIwRQVHRtSJKDurARk5tr3dqZ2IXtZ4IREsJMUk/CeXfhvnXjEET",
-	"UqBf8RIjhNdaQmvat63ynFBNAYoX1mzcGZHBYLCtUkOAojkWiOMzIrFHx4kjEnsUzJh0EVpzzpckFxOW",
-	"acpFL/Ilgys1giNXiQdDKq4msBGsrvkAPTMsJIvtBHiHEsv0joVd12aEzNYkew/QmHZsN8HF/FpdJqWz",
-	"3gxzWXde9DyT+WxuIa0b3dZn/rWH0gRNBFpZo4faBF+T27o4JxvFCWiaSqSo8LAFB6vmsLWpS1ClpzvU",
-	"IzZI96EywTUxhuGOV2QU6ATwfzxteOQWwLhDACsjBP8jQ0lYSz23Uq1gA7e/2POXvNC1bxu8v9rLJ8bv",
-	"34ewHwD8vy4A/0maK82y/oonDM9lCcV/f2bd0qgoPtyG17/ZfFu8fsFWAV85trD7MbKcmHSNGTMWcXDy",
-	"8EnPNu/H5LpwzAr68IClwVKOhdmGHFxS+LJTMgfkBMaDajaGRMyHeiV987hq1jU+FljOFQpvrVjGiioj",
-	"UGiuzqJxG2obsuaMsxIjci71nFxwkSii5YzpORaIA2flmuyuEIcez2JJS0Cu3Iwc/Z5gH8op9NdsQ+0t",
-	"tu/IlpKCvZ42iotNBukMq9b8HAjBfvX+oVDBTT3BhabQaMDdmlbQzOJuuU7BJqz/5vH4UnD9v0Jo/2Iz",
-	"Tue0PlvlAdr/Adr/+tD+wRRvDPLfUknbC+R/Jzd6QPn/MlD+t4jJ3f6VvwcafAtmXypmANlTD6jwXzwq",
-	"/EllS9uAwJcNIu+7qgGGvy2ddD8Y9jqf1r+WCdVs96m+Bku/S78YDhMHf3/usa+OJeyBYf7gT6vlG0iS",
-	"hBbbj+oaeLATtqAiaVbP4F4GApDAoTtnNGPZSa7nndG/33+MPpiDBdnI9lTmWdoZdeZaL0eHh0eP/nsw",
-	"HAwHR6Pvht8N4RDabjaVKbjjKFcCK+FQMkk5E9pmkDFMZ+MZYSJxaUyYtZumgwCazWnKGz69q0maK37J",
-	"IrikiuAIyEDt/Uyi5QUTinRd/nGYN/1brtkVSSG5uhf2B5eHNrtDpwphKZtglWDfKj55SfVk7tpDv5Vm",
-	"2QLrTpQGFHTmW6vp8EfI78uCjn7iSmf8PNcssQ9df7jxMj9PGTm33wXduJ9qevkpzwxRkp+f//waAaeV",
-	"S2G0yFgcdopeBAmzAGNagI8VqcXwIOjYQphsdntWCdrZ3EZYD5Y4V6ZaphDGsz5iupBiFgrxcI4BkW92",
-	"h5wcEjywu2JRQdDhc7+aQETW2rvkbBV0Y8O2m1348hOEKsVnYsGErp0UFn+kULtWTsO605vzi2xZEb2S",
-	"tvyry+cOhhRUENgc1gu2VqYbkA8JmUgx5bMcZTPpAooUAMBxQeKLy8MPF2z9Me5FxHAjmrE+FUkfRooW",
-	"o1U3IrQBE3LB1ioq1ZlKcAIrcxyCQV5c1gzulM8ES8i3T/rnXKNbuYngT7Rc8MlLWCDcpYhQ+I3QBHzS",
-	"i3NuGluyzLUUdO/arhnE042UTmULcJ+vieVKtRwkvHmxyUeCJLya7HTDsCo3G/fgXaUr8zV9uyuQmx3/",
-	"ymiq5xH0zQVTKgozk/B6QuF+90XZEJkvSHgv8lVqdhVvsshcK55YQ5AJ8wFLSCZzzTLSfZPJBdNzlivI",
-	"0rfDWLIJ4VqxdGp/0FTnCjIqSvOjq87H9x///wAAAP//",
+	"/IiT1D81tUgQj4X1Xp/1oTORi6UUTGjVGX3ozBlNWAb/fCVPBZ9OzT8TpiYZX2ouRWfUOUlXdK1ILKQy",
+	"D8SkKwVhlyxbk/jw8igmVKgVy3ojQsl5JleKZUTTC6aInjOitMxYMhbxUyk0E7p/tl6ymFBFFBOaUJEQ",
+	"YQYjs5wpxRShQuo5yyKipH2ZnK+1+SFj+OhYZLkwI1CC8yQyI0qvU0bO1+59sqQzNhiLTtRRkzlbULMw",
+	"JvJFZ/Tvjl1K533U0esl64w6SmdczDofP0adt0xn65OpZtnmXpyyiRSJIlqSFeWanLOpzBjR2ZqLGaEz",
+	"ysWg9EU7PBeazVgG45/Con40a3ojUz5ZN2+5oiI5l1fHJGFTmqe6r7IJORBSsINjMs3ogvWpmDCzTcr+",
+	"feN4xsKfT2k79Zzq4MQyJgwlkC4lsWZX+nCuF2lMZDYWMV/QGTtUl7N/XJm/XdI0Zz1iDkFIdwTmIOf0",
+	"khEqiFzSP3NGZMZnXMBB6jlbj8WECiE1mdA0Bdo4efPcHCOQCU/YhGYHyr51DK+QVNKEmAOF7RUJsUOc",
+	"s7GA9ScDGGWSckPShM+EOQ+uB+SVJJ7mfuJqKRU3uxsTjqQ38i9RkYwF0irVuQLKIRmjCa5UkRXXcxJP",
+	"mZ7M44is5nwyt19ShOsIJuZ30gxFNZFLJgyFwhBEzeUKn7VHypKIZBQIVc+pIIlcCbNYs06uN+j2ii6W",
+	"KdDp/hTR2STyj1FnSc3D2l7+pynlizdUzzdp8WzOSAy/958nMaFkYv5tLz1LDLlz89zSvB11BF2YT8FD",
+	"naiTsT9znrGkM9JZzsI1/Z+MTTujzv91WHCkQ/xVHb4yg5hZ/pLJfOnmVfOZmfn95p95/tOWb/Dk5h94",
+	"wdZbvnDB1jf/xEtGFdvykdT8fkuf+WfOsjq2pTWdzA1z1HOuCLviShuChk8TLpQ2l0pOyYJe4IUmfLFM",
+	"+YRrIgXzpPQnDL8x8+vM9K1fbR1d48Tgvs5lmiiyMv80rEAuWUbNk2Qyp2LG1K7J3XRbudINMue1SNfE",
+	"fE0Rap7AzZWCka6ZaSzYlY7Nrpr/W2bskkvLxHpNk4ZxSju6oFcvmZgZ6jl69F2dWDQzfMkXXNedO1lI",
+	"pXFiCyrWhGu2UKR7NBgcDYfDYeTYFTH/2zt2k1ZGyq3mzIjQueG5yrD2GRfN2w0zCGduR+6MzNCRWQhf",
+	"GCmPH+4suLD/H9UJY7OqNxmb8qutGw8kojTNNAoDs9KmKS5xuP121xDClssL/7kxkb1995tM2OZCQdZ1",
+	"1Zwa7QDWhypUhtphz+hXq4xrRrrsapLmil8209bCfGLbVJ0SZkbvRB0YuF4TOzt7uTnZl3hn+YIZRpPy",
+	"S0a6v0iS5HhfI3IE6lnc7y/oVV/rNO55aWn+6gSn+aVpDVqnDfL38VB16qb6jtZdjF/liqRSzMyEzlM5",
+	"uahMldqLYydrVEozW3oOurHMSDxUMdEZZ+bCTxo5pHlxrwl/NAekllIoBvL/R5oYTskULGKCapP5J10a",
+	"/gzTPVxm8jxli3/8R5nFfWhJfW/wLfxoeXtiLi5pypO+WUZsVE/zDyJzbdRB5GdUa5aJXkT8w15zgTcW",
+	"NJ3KbGFMDJmZV/ty2s8Myyb+QSBg//65TNbwqvkH3myujJIJPPV/Tl+/QqVtLOSUcK0IriQyg1BB2GKp",
+	"1+TPnOUM2FzPqJqooK6osuIiMRrcx6jzo0zWZ3zBZP5pN9Ysra/xw/HIMlc4X1x1wkGtJjTLzAUyd54L",
+	"Q4alF51QsVbisdfEw4X6ZUr5kmYzdg/rlLKfmk/blcIKjYg0ZqW9Wv7Qi4MblR4wfzF3r2mJoAG/kvpn",
+	"mYvkk64RVOm+kLo/Nd+OR8bqAr6HmjgckjFq0IQic2rlFU9Il04uwNRgoKckQMSGplHzMTZf0sP1yVxo",
+	"lj2VYpryye1Tqx1/20Lh1vUXXC2osbRIF+0u+HNsOMAEx+ibc5umclV9BK65e2gisyxf6njLkeKT93Oo",
+	"dpbhsRratX+HQxSSCJkw0kUHiWIaji9hKdMs2UKrP8vsnCcJE590SVP31XgEnhm5ZAnR8oIJ0o37ffiX",
+	"6k95CidlebyhxQsuEoWeIKNsIaMdC6Mf9KXRwXAQKQgVa1zxea4JJb88Ozsm8VwqDftI01SuWAKfj3+V",
+	"yjAw/MxYxH33c988r+JjEqOnYeNV5xGJX8PvsVWGwEzXczYWga9iJWDeweg4qIpJ16yCTDKpVF8Z3ckx",
+	"YEOyMgdp0xuMxU9swhOWOFeS0Z7/V8oXjC1ZBq6S+nNG+fKCre+FfC/YeoN0L9jakS3cRyBF0NbuZYrA",
+	"4UqTxD/FVqV3TBQ5YYWJwtzvZdoVPq/yyZxkMtfMTelXln76Gc1Z6o4Z9yuRDHUmYzcTro9JzYa7+Rf7",
+	"DItwH/uEizgR5O3PT8n3T775b2IHJ4mc5AujZ4MZrVh2ydydnlKe5plhRfE3wyExBmMmaBqjqDyT8jcq",
+	"1kDa6pMehdF0jH3dh81UhqZRe7H/j5uMrnLYdJoaLroGlmpWiZwUfR2G9ZrFgt1nVb0F6cZgrMJw4IQl",
+	"CdOUp85W55O5sVACzw0SBAguY3nJen5F3oGkBud6HzwdYH0FAYjgp6Y9sk8fBi562KZ/CZrrucz4X+zT",
+	"3o08+DAID9xgrshEiimf5caiNhIi1MCd8j2hWbYmXFf24d27d/2TXM+Z0GbirDzTwrL7kdEMjfR08cO4",
+	"M5EyS/qWf407dUYf7tQl5Sk9Tz+tov6XlBcg0vp5MYPYXT2luBTOCptIIdjEaDgRie1v/RTEeZeOxSyj",
+	"Qh8o/xa7WvLMPjzPteZi1k/kSsQRKe6L0hmjC2XjGcU1kmLWX8o0NfLaXqXg0dAuZ5mKzV5P5laLBlUA",
+	"jvug5h5FxNyj03CsBb16ZwcaVS/WWLibtdq8JhAMuK2LovLlUmaaJb+xhNMzIJFPemH8BPoLM4O+oVLU",
+	"u4zZBo4P2ANKwohhqITF4RTN1Lbo+L+zzFDJb9aouPW1Vsbfat7go4WB49WmA0Xsj+4OgAtaMFBVkqbV",
+	"fXQeH+vCyTKOFLHM5JJlmqN0Qh/Rhyo7iDoZ5Qr5pf3pXMqUUdFB95Dz3/3bex/x+cJVJ8//wyYaHAD4",
+	"8VdSP1ss9TqQ8DRNX087o3+3JJmoOvuMLSgXZsa1HvwlzTSf8CUF4QOOfHrJYA9TNgXWCr7o2g2wf6BZ",
+	"Rtcbiy4+vLng96UlvzUi9haXDKK0Lngc2WhD3VrCjWgIPFcXselNwSWBDgd6QwwyijNlzWrDU8MPxaQ7",
+	"lyt0+cO+M6MpsaSHVpHVt7u6fFAHqndsBwys/cqX8C07I3wjGKIPsSUVO4ODXWkmzAUaBNT4hipL3xWS",
+	"akv3Wwj+KRUJTygG7yvHhz/p+nNKgTPXfXzb6TbeYc2yRf3NmORZZpgpfvBAEfMo6Q7Jas7AkM0YchuB",
+	"vvypzBZUI8l8+6RTGy2pYQrFaiMfC7NrtLPbsn24R/tsn+JiAr/46ZpHwWO5qfFEHTBEawaqrCVcBL7i",
+	"vrR18r+70csr8B8tH8rPGWNEsytNus7v/4S84D/2yDI/T7mau+AL+IHcNwa14YbNOaHfqJn77w4QBbt1",
+	"TVrA9983T+8WmeRec93J+aquR2Bfm+5G1NgDP92B8vfMOiGPNz2Q9UzKbomnIZokkKBC0zfBQqc0VSy6",
+	"ydrDc2o+oJ/QqdgQJqdKE3YJMakpxECE5trGTlaQxrWia9KNDy+PDuE5FQNPKU87afqGTXfSWR6Se8AY",
+	"Mc2jjh9csLo8BKtUQTSpG19c4mwauerminGBxRAwgZhMwaen55nMZ/Nlrgn8vVd/R8ONd0uv3XqZn6es",
+	"UX3bog00SoWqMtBWBYogKLturxLi5NxrlQ/vXOwz1BY21+wF4ebJWCPa2lwbCRwVVYN0BWMJ+KHNs5cM",
+	"pR+HkJ/zYNQTR9udwOfq1vosZROceaOMK5/O1viJF1E1p1YoFe3YqpvZS3xvkyHa5JiEZREReZritgkJ",
+	"Npr5QYF/ezXnKSMqV0sXSYo65nF0L2Dgf2NbGqnWj1OXd6ldrAenFeO0IGggC2mpenZOoTP3QBUe9bEI",
+	"vA3+gyNDETa18FLmkznedLG2m0ByoXlqHsqYdU8oNMvbXROvEAUHv41inl1aA7XCQKneaZB6ovsYdZgb",
+	"xqVc2Hm8ryF3nuwc2Yz2PNlYI+TH4acinOK2pb30pHqHap/TinfKxxtpiPCVbYriMwHR5hoGx5N6vp1x",
+	"mXG9bjDgNnbdP1/7dXteNeIxYRO+oCmxgx8TnihipjHR6ZpwMcmAr1LIXaEEXWIg0DEdozPq/H//Hva/",
+	"f/+P/1O3/ZC1eQMa/o0tzlmm5nwJI9WSMqoE90HJMKf/kVzUHWyzptJw5FtEXa1wW8DekC4HG478R3Lh",
+	"EvAjUgi7C8aWhl/RlF+yyDqNwOWPCckyQ3m4W3VxKbY8ad4NPLDWZO5vc3nN76xh6tb4H9hj0jWzFjJh",
+	"RtnOGGZlmptfNltvww4EAthtAP7KaIqpeuXlYv542UsvL3busH2t9ksyrSGyC45ByeIrqZxcbNNwt08A",
+	"xrMP183iuWYLqFeo4yVFQs2BwtKCyBYARGgtrAk4eokZlnQhv4qLSZqDwgBp+ugCHgsU8Ob/RgSnGkeY",
+	"Qm9YLxczsszk1doQL+buG1UP4l2YtmUmQc7XhszHouQ9tiEYQTI2zRWk7YOIx1oC7rgcFzMU656qzrmg",
+	"2dqG2m/A0l6w9am22tsGL7u4vBdG9oKtn4upbLCfCFUk5QrrI0ho2kE1g41bVQgTrbE2vgbF/2pge3D/",
+	"DhRJIWOWcIFUNagX3+g3rwr7x492G8OYde8GsDNq2Cc8u0ZD09xgZmZqWBUayoHMrJhzQJYu8LK5/BLd",
+	"arcf4PpfZVxrJsBLVGuzNFrYbzKmMNSd5aznXYBwzlzZhNN623uPM21wfPlDjZz1pYKSrn+d/dz/btDI",
+	"tH+kin37ZDul4GCGUODhyK9vjUVjUhdfKW72WteLioKiKk6i/lG8ZeduRn4NdPcOT7xGBOxxKk0LOtuI",
+	"PgX1BZCWfTfreulUnvKSMJCrTnR7Pb/ZYa512i5xO5y6819j+ncxn8ZF/AQR3PZ2N65805kJ6l1rVwAo",
+	"BbvCVzhkfegKpvFMbHO81LlDVB0RvZuvg7QgsKYjcxVXMkvUoPWW2+Ebdxoj6V4AS8Hsdld87Dxzrsow",
+	"W8lIMCjt4VaVrnFOthDi4Zk3mNeK3Yco35RLkJYFp+HzDQ3btXnAI+J0apArVmyE1bNzKpJrbpJU2lHo",
+	"5g5Jpftmbp/DLr2kBa0YjaZCxqQbQ9YJElIl3STCElsMyxuqYmli5MHMhdOuSV3mVjZtnOdJWJB4KS/Y",
+	"fewjcBA5ubiBNmxeb1aHwZi5D4XYTOuXjNatik5wsH2k05SJCRezM3nBREtv1DUiwHIlSvHkBkZbeCKB",
+	"3+JblTlG4TKbNuhXlia3GMczzGAf1zVMAd/5+H6nt7lN7M+QGya4+hwEKHqBj5Bu4f7mNti1YFSAl7l3",
+	"TGLYMSwt73PRX2ZyljHVlJkQzH6DxK5BLk1nv6fDtEIqDbTR7A8prvPolo93U2HFAcOoBLBtObkw7Hea",
+	"MXazIITN9WvhgbU3yq6weLN+h6xQHDWIavDyodg5ZxOaK3TWFZUAu4S1r09AEXbgZX2NlX5T91GzNviz",
+	"zMiSSTNq1GGD2cCiJVRnP+iMzBFFezimtuqI6IC8cT7Gt5iQMQq9kNbzaIRGy1yMqvt6DycxflM1+IP5",
+	"pZsVWLvg+5VZwrJSmtu26xV6a2viiFtNxb+ueOIqAmEFB4qkVDOlrXv5mAxthBx+9oonhT28To6R8z0X",
+	"Thq3QXVE8MpSaxikOOn/L+3/Nex//7745+CP/vsPw+jo0X9/rA1fvL5k2SVnK6/gbNQS+FyI+JdnZyRw",
+	"jR1b5BVDuFCk5BKYY7Kga5s/EttkC0iALyyZbed2iqPgjDaFqNO52g0Wal/bn3RZIaDzfTZ62s1WHwRI",
+	"b7T4ewul3mz5Zz55xcXWbrILRSrMl7cT/8xZftMrAMGPL2/pLtnoZou3yblf3vLLGVc324QExup/sXux",
+	"GWu/yW7cW1T+ZpvwhmYaTLjb2IOlG0x9eRvhQoI324H7iWfebOWnbEGXc5ndVCIoP84XtwUuh/xmG2Cz",
+	"n7+85b99ZxTjG64+W92TVmxmU2Fje9idRQJpTYlVSoXgYuZTj4wByGiWcqZ0z3lirK1n7bMtPphPZ+yW",
+	"t6PZ6l3Iy9r6Mv++Iqu5VIyAY8yV6HXXTPdCR4G2e0USRlOF1dRa7j/b3+RlbZJvIFf2SunekVZbmy/b",
+	"VJI78qWI5vG5XAnYlKQ+deBm7oTbcRj41Ntg+wrS84df50+opZ/NyIBSfGZzAdsfSkNmHGzmfiOtGJ/N",
+	"dduMUft0VEzbfXTrDrRZfENxJl4g7RPKD1Tlltj7s0+pZnSveZa1ySr+5HZugx1ZrgSmVi3omqxkdkGk",
+	"2J9ZvIbP7uPKe4p4luA7B1yh2B0ilqnDQmIA+DgmdHJhE71aRCNaU2KQUrqNIrdnkZT55Z6UWc+yubYM",
+	"e6fo8oGXLUNTjWfMNRFydRxELHZEKSp1PK6EZLurvHi0CO75Pdi6f69XtZnM1XDU5kpRHFYzcw1fd25Q",
+	"wVb2KQdP6j5KZkwrQsmcz+bmZ8FaEtk1t6S0mq3bccpqfL7PriikxksBCA+uRhkyI4vrHdel++V1PuRA",
+	"tYiH8WBgq6GP4gIztTfYvv4avcm9SnLB/8wRPUDtWQLfvDHqBgH/DQP7czObO29YZrFtbx74b47iL+jV",
+	"nqV8zSHepZ9xjciB3w4UYAAWeH/2rkJRo9PYAUP4j8kfMUHg2t7IRQ4h4A0p2T89e/ns7BkZDAaHOLI6",
+	"/ID/+Ph/w6M/xLtTvWwUz057MxXB7M3ODIQw86C2YBY5aXlHqtBPA3I6l5m2QGC5MnptGYu0Fm40Gosy",
+	"iGhEqgCUHlZ0A3syAswkzRbwEwDSFbCTEWkCRoFfAoyhiAQIYWZCC6bnMimB2EWbWFz2NchyMD8XKQ9Q",
+	"VTcWMYaxYSpNKQ0RiX0ZlANgiEiMAs//AeYEfyl93mFLIKZC+JcAbcKW+FmsibEog024dcEkw7cBktW/",
+	"7YE74l5liGDSVfSJ0pcReMj6cfrTPE3jsbBP4D4peMYc4MYQC3qFYJUV2M4oBB5yIEMhRlEARhSRAE0x",
+	"qoE4NIPVwBeWhkMML0+jDtO1+2T4HWwMllD0J6lULOnbulrz+/ffR7a+PSFSpGvMFrQVF3Nqk9zMEGUY",
+	"wIhsYtx4hE78AXamFudzLPYA+ow2i+zNdOpBpqooUnVAUR7hDcs/qnXrLst3UyoJpanNtNnMwfHlQJv8",
+	"XnOdsi0SOczOmGu9VKPDwxLC1yBhlw6zSB36C72TC8Ov7vvRttojjI9tFmoaui7Bp5Ty1xDlvCqTngMe",
+	"/IpyqOLp2jGMOqUIQIq76uHWkrEpvQ2+H/lZNi7MzOhW6jKLUpa9Kja31Jv4+amaCbo/tzITi5XuShfH",
+	"4epmY92ie8BKFUhlrSb59t1bW4Ze49xozsayyPENVhj+RrpUkSKlrFcuZhcssPfNDaqzyb6KHL2oc9Wf",
+	"yb79Y5hjV3+N7M4WZ7k9uw1J5HPNnF3Yngct+w7cWqqtbYRws4xb3Npbzrm91Rv6cAnbJsreIBk5xq1E",
+	"VGmzOz2PKhrb04yJYkwAVs/eacn+gDdu791uXHNKcRGObUgpVtsMXwX1GFCHBEiKWYLOvjVZsYwRgBC1",
+	"rava0L+fjOOam9egTT5xxShFhbvQijB1EhcQEd/EDfXuQWsQLrc921m2X9LPeZreejp/e9bSYmutz2Tz",
+	"rL2JdqDIgl6NPGomEABOhMzKIAd7oYJVbMCa8gBVunRle9ADGhqLEKOm9qWD/QsHqvu0x0Ut/ES3eoe9",
+	"H6fNZVaqFgcp9RDalcosDxiuzEUotbewnuQJTVOENcQOA3hZAkR3K1/wdyw1LjCZG2wNBAHfnI+xv0dL",
+	"mWn39SIvH18xnCZXrDYyZI3P5w2hiHAoG3RNzHBzdkW6487wajAYjDu9yDaeKZKq7eP136yvV49tIJeL",
+	"WUy6QvpPrplGo9rGecFIdnHjmHQTroIYMJy4mvMlycWEZZpyaNBjMZptjdoxoeD/D0LJiLSwoAlDB4lU",
+	"Ngm6yB1x0wNsMfvBThjDjlwpHL5eq8DpouPO5n4LNpOaU80SPzX7fKk5UwtQN9zk8IA9BRVziByRb7kY",
+	"GJKrxxNh29E9EXlgCmWv3fB4m0/TnVRxBL0IwTEYncwdVEx3y+seBKt+tL1PNBivxfnWnsKW3b1B2KJ8",
+	"PvXpXqoSofx0IYsilfsGS9zMB//csrw71SneUl6T+Q29UXKxzA2J9mzwFuIm1RIzrGmxwrlIWdgZw01d",
+	"z8QWZkqQEdVKeyp25po1PTRNJeKfFygQxwCPaDHAbPNblK4FTm3x3k2ydFwzR5+j067Op1h1E5jczQji",
+	"DoigGaa5As9sVNdy4VklsD4MNAB8t9cyct6SEDwYCGQwFEcOShh+8UZnXsKG3p7iUT3oW2FzL70r43OC",
+	"Rwzmx2vj0M1sxHc4He48BBxk+/ebUr0StqBYN9qC1pqTsBrBz6F9Rsvhr5nzhp+INs+5eR/+taxHKS92",
+	"oyYDqOiFizd5RYVWNgHIGPnY3tPY+7mAI0FfxNaTbWAxtZtSqVfEz10wtkTT1emO+MKgU22a26Jt7pZ9",
+	"O3Xn+EUAI+ZwvuYPWxAR9yPOBkiyfZgkkK2j1m0csqH9yG3gq+8HrLYbYX0jMhx6UxCGqoBSt9Fi0o37",
+	"R/HI3pie7XnCJnnG9frUrAEnew6tkE7ypv716COY8UsjxiXiuVh3AsaVbXtC88Gnr1+//emPs9cvnr2K",
+	"e9i2ynbri8YiPrw8iqG36JIJ74LFbjsAKT0TMsPufLY5C3A5mF6xcXOtl9gihtfi73mXgNkTKbOECxTN",
+	"GZvwJbOdTZcp5YL8enb25hDQD81s0Pzsw4XHkuTBWIzFL0ywjKYky1PXzJoul9BZ0ap2uDDf9Xxk3vov",
+	"8izLZIa+k8b2aYp046Y+OnFkm+eOBSGxJba4RwqgR0hZ4NqG6SEYbf6FIXeMzGOEPfa77R1jZtApZyk0",
+	"jww6tmPamx3fnErcIoI+zofDxxM1l5mGFCD4fxYPzEeewRYVH0jYJKWZJV2bF8Fwq7pPrq56Fk3asp9j",
+	"sxzoOR2TiTk5ZcZs7DlHutWec+YkXkGqEhdkSfXcPPPBTPKj2aEPwDXwn8AZzT95onoELhps/e5C+Jh0",
+	"lSQ2I3iAqcCDAXSjdk03WaoY4TD7+AlMMezeDMcj88kcGwNikYAo3FuwjJ+sd8WsALpdm+PXadwDGgvc",
+	"LxaN0zz36JshZso8HsJ/vlnAnhDym2v9bPj7jGpg6CBf5SWzXRp8EzYr4nybL/g6yGA7EVhW0TQcf4K5",
+	"jcrLLRLCBuQEHyHnLJUrcqQAEjBVkmTsP+DPgFXjF6ptvReMCkW0oSwxYWYsS0pwPwuPm7IlGjZOYOYJ",
+	"gqrY5nM25yLZ3O0ThEUtdX5e5NBjHxttUUXiEG9yRDZaa5nPdeMnR9+Qhgw17My14or1IjNwuYk2XnU3",
+	"UcAXNCNyHdncdz2Zl5psO3HobraDijWTCA4BcurMSMXXB+RtsVAjWGrpAPQtTwU2Nc/eTzPeEfmN/9iz",
+	"V5fET44ek0qO34C8smnAes6MHmKJvrz372xZTa2Dt1JVY8HEAg4DJGCUFkU4TAvno0j8zfAxaWimV9s6",
+	"zszEiKrazoS+L28MFyfs2QvMptq2104UrgoIDEdaONX4xCYqogwhtkMhslYYyHLVCHlJ/GR4RMrpjWbo",
+	"ZFdH3EIqu2WZfT5589xJ5hGZMzFh2KOPWM85TYGjGjYBa3N6BFzj9u2KzYC1HYtJ0bAY6KOuXXHkDtIy",
+	"0cekyPM7Rosem9E6aB+ckD/9J8MnpJrbeYwwvUgldUi9MCWAPyxagC7oGuZr+US5XTLZ6JYczuAx2UhH",
+	"hIag5X7JKOMsJFG7jsmlb9RkNwIrevr67alrSE9m0mgw9nf7ioL19gYbrVGDmJLF+xnhKTz6nlSzJjdI",
+	"Au0MhxNU1zrVjg0UbNM7YaVFWmept2q5QWRUag/p4tZIg6jmpOyYnK8dpyJzmk7Nh8FlP0vlOU3JhC4j",
+	"M0UzEU2OeiOypDDZCA+BLpjT3oBYFP4Ofq1gBLM425pS0IUhXz8Xe4ATugTgbsskDZEpT7w8iWxjep5A",
+	"n0y8oObptbkX57lGCeBitAOrXyFHcWMyc8Pi/6cfiqf+a9CQ1YgIqQSfTkHrgEN0j53aS91/I1M+WY+I",
+	"oiI5l1fHbuf6KpuQAyEFOzgmUyPJ+0a9VNpob/h35EJKIhc2vwDclja6GXWIuYhnTAP48wj1uaCJl7YQ",
+	"zsAwIfPADmae6AGnYiC2i6bjqIBluSBUVa8OkDdoPqeMGf1bHZ4+e/qvt8/P/t/BAm/yswB72tCbZlca",
+	"mYFNOY57sLXWOLAigycjQ4EIhYmanJPisLkJ1XRkbpBgx0hxONiBE9sWKNyjX5tPwz8Krd0+KKd+RGNd",
+	"GeNsWmC2KmB9GDaEL4BaqKvxroFdJ0/ANnEyI+hoodzZbW9pUVqN63BMtdXP15gFDZqZXECraLMFUPoK",
+	"2pO7aii9j74hrikMJveWW/IGlvyoczQYDoaQmLRkgi55Z9R5PBgOHmOLjTkYtYdzaDPwF3hPsCjJKwjP",
+	"k86o8wvTv9pHok7G1FIKG01/NBxu6XS6X4dT2+ygpqPpKcsuuZhBfsKT4ZOmgfzMDn1D9dCM74z+/T7q",
+	"qHyxoNm6MzJz9zXJwK8mTCm8WognTGcKcojcXqjOezPe4YKZ0zbrN/9nN3awpovU/gmKDLZu51t84l52",
+	"86nTBq+zn1Hnm+Hj3S+E3Z/bn0GtAhsqr0aX+2b4eOvp5PzQHsPl0aEt3lCNZ/GSK/2jewiK3tDkUo0e",
+	"reKRQ/PyG6hlagRzqDyNPveWD9t2yu9vSCVld1u4I61CfwV60WYuGruqcQP/ZnTpqTS60rER/Apd1FAL",
+	"ZuxAsM1+QLtXQ57ElSZLOmvRIsZPvibncYPO3bFaMh/uptofaWItO3zlqBWhFw3h4aUWt+Nnp4pf7z6Z",
+	"hYKKsfu9ok10eOtQDcICKdf5NrxTxTZ/rNyjQ/QGFU0Wa26UXLHMEc0G6dY0WIAXPDd6OCZ/TLAxJOhO",
+	"3HBGUaOYaTyG25Mznj1sXsCzcOYPh1s+3HdzZhvN+00y0g4vZeNB7yefXtEFe0ONFvA+6izzGhp5az5X",
+	"UMme4s8ouv/MWbauE1I1N/2tXdxnTQutFCJY+s20ohtTEOxmSD/HxDeuVCyOoPUUTVMVoFe7pgNqL3Z/",
+	"uKI2U+AG5CdVDf29o1xfl/zMuzfXjlrwNtvevYbDfRmi68nw+y1bEobR2m9NQZIfG7v72wrsEVGap6nT",
+	"N4AYbaAC8jIH93V/mM4zATGRKhdO8VwhFPA9qaynugKFjoXe9itly4i3WyJP3UN/B0sk3JF2nYk9bOD9",
+	"WyJ+8m0sEXesD1pQvSViN9Mm2lBlgdwjlGe+l2h4wYr9r16wWhOlfB6IrKgq/fWhdUBcGSa2nZ+LwHQE",
+	"njvwnkKQxjlobcsB26YnFwnLyNM8o1pmZCXzNEH3Hq60jFhPuuCNHQvFNIR4XOsFmoIrqQe5BU+GT9z7",
+	"QVBmQE4EoUniW6ox+/ZYKE0zrQidUS7INJMLgAACx2GZ9eB+uOvVRpP7yXVX+PJVObvs+1bm2KKIISON",
+	"dDHQZw+W6yJsNYx7DXeh2RRsPN3bU5c8f643Be00vwxlqRXNPJVimnJMkLsHmjkrsS/MgujGQ6ugYIBH",
+	"Md1MK7egztckeCfQn4wSMwrNWJ+KpK+Yxvo6Dw1lQxQRyZjOOEB0QMKA2c/BWJwkiSJaQnioJB4yCKSU",
+	"CvXQgQzQMZVPcoWMeCxWdG0r8xbnHINhNj8PhL75TDeGMMof9nN/nFM9mf+h+F+Qj2DEgPn0WLhrqGu2",
+	"P+OzufY31kahE2D9Kl/4sDfG22aCJWPx7ZP+Odckw77ZwOe/J5u4ND7WV+QuAkQN6RZAqWNBk4QlvWMn",
+	"VzDBR2IGD/b/oYJ81z9fa9futfpFB3NTJydOkqRgIxXiqamahQUSuz66MG9CeDZJfJCUHEFttHnlT3Ak",
+	"uALnDk0Sl9lIkdDsXTlqUxLw/v7YHG5r0ODUnP8Dz7slnneSJCSmCZSKOhKKIMnknPnkvB6hWi74hKbp",
+	"+piE93XzlhZH1MQk6+o734GjhV0t2UT/8CyODJ8NvwCZMHxaurASI7rxMwBvc0yt0PzgxyHkPtmcpe9J",
+	"FcGqiQv4RKWxsLNyc+I61FcJV3UX+zTUD7Ze7FNg5JuL88wE9tOibNbda5xd6Wq3vM5wK36Uyfq2bzJ2",
+	"8/pYNvF0lrOP98NFTpn+ShnGk6MWXzJHfCblS5phKeyTo2/arMnnjP7GEk6h7fn9sChzRXTRibyBC9hb",
+	"ikWhgc7S227llrvAbPcmlbrP/D18Skl5yW09S9U+PffvX6ospI2XCRfhvJUPzqYGZ1NS2qaqz2m7E7dy",
+	"+wJXU5PZXaasO5QnFRKu103La3+gkDqLurxHUBiVCx2BL4YLpjDZNsSLvf1o7VZyOwy/fUtRuUoEJ4x6",
+	"BKi59YGPUQG4jpMiStO1IkxkMk1ZcjwWb16fnlk/pHfp2jClsQhnxs53ZSfg0OSJfz3sP4s95ccCJliD",
+	"t0u6cJ1tfrByPpC5XIke1NBYOHWb8m6zxseiOGyoi5dpwpQOP3CgsDjH2slVjdyOW6daPzMCvMoFKidW",
+	"pydzxCsJ1dGoJSuA9qQfjRiuGxiB4reNXSnS3VWj2zJQu/u5s7OXrZSHrWkHR3fDUeEY64PAKFZC+jfi",
+	"hOELX2Wyw10ElO0+v5KYG9smvlxwphGZspW70e6Sz2niTmEz6HyMF7+Za1UgwkkZIRxLSyxI+KAe/HtU",
+	"ZlsumAPUAXoiwm+FoWdgX2PRwL+qWOIjv1Rb5xUMZVnZWNTyssh2y7aJz2anD5QfzdZLH1f5+ljY77g9",
+	"MvzOkMOjFtbgmZS/UbHGopT7UgANNRyTDAL/CiP/btHh8ZI5vWTFDd5fIyyJ6MMPPNmeMcnoJdshIm6J",
+	"xcL2v3Wcv13WFvA3gE+liqRsqr8GnvZK6l9Z+gm42bPFUrfmZthfYIT6iQIOZu6b2fRNFlbThuAYGUtV",
+	"FsH7NE19ddZ9pdwApVcuIKsVn0hnt6xX774fz38qa+DM9vDe7mh55p/6O/hYSnvSyr0SdEK/f89KMf02",
+	"ThV/tA/Gcr07xW1nQ/IOIiCBuuRbupQM5uA4PlYv3aZ/pS4Ko1m2iCNCiwLYkY/5+OS+MvpZwqdT8zMm",
+	"xeAAYyGzTQu3+2g4jEguEKwy6dWZeL8wzwHa2XYWkWyfCEj0GaTDFte43rvkzu3hqtT5lYKbgLDC7jYY",
+	"IwDKPX3T2bq7cXNvUvVaHRZTuBMv0lm4SoDJstj7Zq3UWSuTC4xdOnSU8tWFOUPF/VhU72Zk84oLiy1+",
+	"NDwyptrYAq+NOyMypSnYaPaaY4iSgY2VNGAfjgivqegtAVRa7Fo5dUCFY+GQImKexFEJ+WlBLxjGRKEM",
+	"GdBRAD8Cm4oBPrL5o2FbCCFhswpruc1TulhSPhN7uJH2dRvdvp9mL/Z1B4FeR4Y+1PvxDh1H9muTda1C",
+	"4Wznr9Mx9F3L+K4Frb6H6oSNznIjozrwy5BZAdBGkGFWdt1Q7V03VFek3icPcH9BzpdMpoQGu9x16dGI",
+	"lPoSIJpSupZ5OQreQkUMZNlOd8tbpmrZ536ukwbvOnCvnJWYbhWC9E691luZDy6dJZjN6OQmBmZCiWyO",
+	"u76Czw7wlbmA7iXh2+ykK9mzZPODznIArcK7Uj0XDwDEBbt9PXEP70hDNembTAIgz03v1ifTAj5pwte2",
+	"i+l27qu7WdfSCP4uWWIIQISpk86TFYhHIUnG+u5y7y0SEeio0XmCyEYx2i9BZil2FZ6S+JdnZ6Ru4Hhk",
+	"kZSCtDYoNtLMtvcoWkrZFh/eTopCFmb+XcjtCCGZYDeOjbWHqDCFFnagQlgY39ajYu+JPE0jMi7afpg/",
+	"AlvtAULtiUAEKGxZjdYgWH1uZoKtmNIhECAugmuSsWkKOJldOhbFQaEg5WIWAV4mFzMiMwAUMlca4CiJ",
+	"tefIqcQs3ALTKbBGD1ThzTIC+s+cpkRLzOEtSrgTD+UKXwa8KLsQnPzYuqswggceL64VS6eAHIzjJFTT",
+	"iEArJQeJBeqss2xFurZTMycFYNZ+sPMcgRgtAfMEcjZgFFekYTdKSJiS28Sx6CIcLR6jPyOzX0bAod3s",
+	"XYrQ/pdoMJ8xVMkuuczNyY3FMs3BqI6IkgDQ1YTBBV8E4K3a1Gf4JfDf7RAAG0BnZQlQUwbhEMxwl6FX",
+	"nPf07OU+x64Emw1W6zISPDjbgzOuJgiV2K5SSJWKdE9Pn/Xu0PPWghMr3zw6Jt34wxjbDY07H+Oe7aMO",
+	"ZQPmHweKGN5sGHUvKjh4l4qxcBOvPFM01oFRAMi58ggooPAr/At/HQv3sw3A2cyHctgbm87xzI3HmTKv",
+	"XFzGBY5hygEhki3GIn7B1s/FVMYj3wIEIMX5XyzyeQzIMPFrNg06rJuoTN430IP23NkK9isiMSzUzhlC",
+	"jHCodfMdkJMQDhAk3FjMXFlHuQ2WnFoBx4Tmeu26WgUyDzki/EowqSPhii6XjGaKwKgUmvlZrrmaS4U8",
+	"GZLDbXltPLDovhbREgNiGAszEhdmGnoaiwcY0RmzoMgrY1gbKjdjGIl2wUVyoEjCMzbRMltHiG6pYRKu",
+	"vk7MjMCF5XKFlajTTC56wG9ROrvKM3eNQETSRI2F/SUic7mCHJYFFWscFfMncaYsU2bf3f/4Cj/DzVO5",
+	"Stc2s2Uskkwulwxds1sOxc/dzimxEo5r3G0zdjQWgINttIESvKPVNhy/lisxCtAZUTThVQXYdUiSichR",
+	"RB5F5HFEBoPBWFgUajKjywiRPdmaKLr2e2V0HrtdWtaB5ZoLAIC55MSfsQXwhMGph6CMX1Kl+7CE/vOf",
+	"YvLKsABErDyVeTZhbj8dvvdYINop6BGA2JrAfkrdIyKHPkhGd4Oo2CvyD7M0K1uxmQXKVVBoJplUaixo",
+	"Mfoxes15mhJbeL5RrFS+PLgffvFj4aCC4atFVSNZcKVcq4Na4e1Ha1OWGNw6noTA+jOpj4PdNZdl4VUP",
+	"swmYpgq7g7DiZbh635PBVT7NXQci6xsqHVedh8hHrN9/jmrI60uWXXK2uoka8nXHwrVc8glsrHAbjqpF",
+	"hJwJzSaqKiCz29AsL48OQYZtT0D5BR/5O2SfFLvRimixuZJR9nzXwXvPQLFLaJN+ggf7oMPX37eFP1zb",
+	"L68ZQMY+Gt41dwzle3Zou5w0autFzyBrc8/5bM6URicCXTiT0+nY3saACHhkW2pERtm0YV7Vax9xNrqT",
+	"/S7ArDtXy1i4ZjM2mm5n+cPvMTxs0c4ncsGCrBinfpfzYX5vTIaJHw2HcYt0mF9se6kWAeqiE+OXlg6z",
+	"wVrqs2KADh5ucF1KjLsiEH21N9SIT2ipBsqJi4+4O1dK8yK50Dw1V8fSb+3t3lcowmGW7fcyZ2jpWLWm",
+	"Z7NftTzqbq9q2bysWi7FbgabZSH3EOlkLAL/mdHuXedyjT66wF7ZgWbfrIq7i//5aa8wswcP2q3f3UYX",
+	"2h1ewKB78fWH3pa2Zls8WkHLlnO2gLZ2CBFXmc0HnnyMKx6cov5/LKhyOHAHisAMUHJY65LrkceJczwQ",
+	"3WE2e8z+TTFmAYigOmBAnhuTlVl0V6PjBOiubRPNSHOe2f9ILvaQ47dSr3hHBYK3H0rGE/wk2WRwBuYw",
+	"6qsP8ZeHbLJ7yibD21mkkhW9u8OcMRqqOE4lgDSyh6yx7aLGkHe4qb7VccyT2DlELdIKYm669lA+uyxk",
+	"uTXZZdvNQCdr2hXxNfDLOyjKe/n11eHdVz1aQV63rb7cPKPq1NrStlf655lXVRGGnzKpaodwLHQ5j9AI",
+	"PbX0Q5bV3wuLq0wE29j/xeVWT/sLtv57+NkvzELbetltQP+z8K7DxNv41s1RPtj29Z71C7YOnelWwSrg",
+	"2CtpG+GFurgML9Phhwu23qo4Ya7DC7beFbzFB+vRJ+18WuBP7vI3P37UCQBvhq2wZb9ugPQXbF0D/rL9",
+	"nd9xl3+zUCX3RMuWYgylGILu8mmJenngK+1tkHBU790NHSvey3OgbNtWdkXBcUqV7cAaFQ7gUgP0GNpt",
+	"r6giq4xrzSwwVjcOebScaOb7qTo/D6m+JHNAlcSYzfma0FJ79wvGlooITJTMJ3NSuKOIzMgF/UtKzIyt",
+	"xI3G+XD46NsV5fqHx0MVu7TVwP3efSqFylOz+FROLriYEbhsEM4qcLJ9tMk2tG2IOZFu3D+KR7Z5PTij",
+	"/WT6R7HZLHN4TiIAh5IEU6p60DVhs0DU7z1mnoAbHYNYY+GDWMfQWiEuUmzN0GapMJGe6xpcrJu6trYu",
+	"xi+nYwF5bkTa2L/13UHbZmBHQT4xpGM1BM5asMGaYtkdAT3HEnGHI7+wW+GQ/aM7Dc/91+F/tbcGnmu2",
+	"+NHcw63Y3O6ymvXb/t5m4IbGzk3ftG8ensI1h6/aFz5Gnd9d/9067lG+Bl1PGAcK3cfuFzklsROgyJ+2",
+	"nMfmEXTqW1rvWs8reSr4dIo7+HVJrnuKlAR9vBFeEKivZ7mT6zAf/+7SCiBZtSQramTTfgbIC7au+hma",
+	"gOutWDMizku17lIqxc/TNciRXuS6i2PncGyswMVYFOSKlQfW2XCgNmSfIhdsqck5c+0QFqRrR+gvmKZ2",
+	"mMgLOusFhJwHnVGhKBbFwG4hF0SoyPiXZ2cxyLMwBcIMw1RJd8RjqdEg49/j45LogdfGonivkA6kC8gB",
+	"rG8e6R0jcNOKe/h2HKQGwH0sCgR3d/DAnlEMednjUQWKoK6ZBKyHzI30E2osPMJ7IANwD8AX+sPLOEhl",
+	"NAvwIa2Rleuu41BNq0DSzdilvGBJNBbsaslBq7FSeLM0J5VK23YZfhhDAHOZJioGLDvQDiDH/YKLZNwZ",
+	"jTsXl+NONAYJNO6MLMcjJ/h6YpeLW+0X4UDsFjlGzcVYnDN/LrSwYdA571JnXIK5m5nvqvNk+P1YNJxY",
+	"oDZCdw0c2+0SrM2MXVDrWCxTOmFmDTh5p6kFsKfULc+MhmlBkKgMf8RiJZs1YI427vcX9Kpv7PGYdL85",
+	"ekRe8B8NxVsWZZtEHT2Gd/payn5KsxmLj10uLeD32SnW6R9v8lb6ByynpRXmVA73+CdRPSquBnrBNuk+",
+	"InOWAsOAqdqQwUbdP1CxWY+8YKJx2vD2vjgbW52x11d77tLb+oKt3yH51ClY9qeHUGQ5FLm3oXwtx+x9",
+	"dDAGRgBynq6QUVEVGnqo8VCxJpb6iLmtEYj+3i6XUcssq4tLy6FBdY5fsPWpMfXqsqmsEdiNx9YXZUQP",
+	"VIZabKFN26++nnUUNHqhyjdicnkYY4Fak9GK/nX2c/8729DFP/ojVezbJ0bJ2JiJN/Kh5GYhL0EQ/BoW",
+	"0aDNieLM26TKOlNJnRkKnYBRRknBxqJiioJJzXVtPUy5NNbloNqdNLLcaAdhklm5RrMuyYwNZgMos0gZ",
+	"aHC3kXaGYuvzSzp7wdYPKWd3YUjVpERuZqDd0FSyDCnF9IfRh4Z8MaukErkSCsozVeSq2idQIBZiAUcE",
+	"asLx9hbp6wqyuYyybVmR07hDfmDuEFhNFJJJDNfjmPgVa53GUZEIdsHYEh7yBWSTVCoosc8KDb/Q3QuG",
+	"EBTYG0X+GIZjIhmLjOFGhLVbjq3UwpSBsv7Sakb7nQHked0lSA5Oq7begoovwG1/reydG95A2Bpns4TX",
+	"zF4QL8Hx/w8/wH93IDEZKnc0sjuogs9/ncluN4YTMlvjjue47paiTmFNznM2lVbCowFce6LN7WQbDm14",
+	"u1f0J6YpT5u8uZYSH4hho0mi6zggEqww9oy6/pCvkVRUJyPdld+lur8LoF1QPEGScsnx5JuWoscJE5pR",
+	"pbe1u76DjC26rq2xKE/MuiWx9Nm8L5VGLIBCBI6Fk4HW1zWqVitbnw9LwZ00Q49obJ+OjYiNrfiOo7HA",
+	"LpNFuwW7YszS/pHpFcN1LyKcT98cVAyZEIpQ7NmKXiwAsxHnbEJzhe1uC7kNiekrWvjxgqY5c/RiQK8b",
+	"5+o48KxgLLpUELzfMouK6CFsKnTKVK5175IaO6o3CrZBSDBCWAYAD4pwbdYMdCfBZkHWA1XesIOQyWH5",
+	"kXYJnFBCl5EpExPYZXnBBB65naOFrzE6DczGzJkvDG9xDrOILGjiYJQo9tkzn4nQh2m9eL3BWDxNpeIl",
+	"XBirbqlgXTACgAQUJlEBA1CxDEYOBAAgABpslJYc8x6sFJiZL6X/6qyV67Hge7BxXji1vVQ7/ol4trcZ",
+	"9q+qCQcvqmrKd8Cs7cQM/2kUh/p8L2c7PegMm8T3JlfzUlwEBBrkWAi5Iv8gWqdbtX5j+W5NnXwJT/wd",
+	"cif9XrRjv3JyAU7LzyJ9EufeJn8SzvPBU1WfQGm2sQGOwGglthHAinJdqVu2+1+6VkEfjMKUrnihqvpQ",
+	"oPYAbVh1b7ChnbzFH8xpfpLKFfu9BwjhW7D58aSBaxt6cyFNaxjVkdUWix4J4O7kcsHmGsx5aZGnH9hJ",
+	"tXUIgv4FjAPRuoypu4WFRLff0wPTeCBhiWaMKJZdMoDCp1nGL2mKlgfpAtyRw53D4L9WZJmxhE2YUjLr",
+	"DVzCKdJqZKuwqLDoqJpO5i6q5Fq6HvssCq7JhgUI6Q1oBGJbH51iMhW2G2NoChrLz/sLLFMkXZkVf5xS",
+	"nuYZFEU7RwpMwRd0WouWo7sf4ejAT37FlTbj4zIQvruLKUuYPzAWsbVxz8wfCggZPNl9m5GMBQZABFu5",
+	"IRy8rpxcRBalzUZJXE6DteWZUGxxnrI6g/VkAhz9WiLhDpu9bqR2/JwxRozB7BLSbJYYHAu4RLpUk4VU",
+	"mjz65lufdwf9NF2sGvftQJFYrgTL4qYcD/h1T9C2o1tlnuCA/4KDFp9Nq1mzmUZsb6vrNiTUN/I0HoEb",
+	"coZ77KJumH99HDZQdYiQmOoGaKUiT9Mgt8Be0RUTmiwYRYjr3oDE1Nw3BdikfS76y0zOMqawnNwnJ3E1",
+	"Fo4FwQsZOrEcGzJM2Hr8bF7Rl9ae1bIdAKe4mqS54pcsMuw4s7pBKy25Le45IOpu8RwHQzZnk0RjUYt4",
+	"LqeeIXuevCmzSZjY4WK1QSoHcvEQ4NVncZAtSRxtIc6LuepCyZgUEp7rsXBI3hUsoTDNgzgkbhdapj5c",
+	"XeAK8QQRa6+N0N1OPb0P76mcXDwkedwOA6jRdO1d8bnmTcket6D0WmZS4ERvdWe9cY89gG82AqeUtugB",
+	"e/NrcnD5W4LQGUFx8DKlWBkMKnPJMg2ulpfdxd9qoDc3vBQVkrpDf0WVeB/QHa+JEGfoISKrucQUudWc",
+	"6ihITVBkIS+5mDXSSXQzkLe6cqf4w7gD0dxxZ0RefYxJ92gwOBoOh8OejbzbcLedBYmH8WAQv+ofxcfE",
+	"vFz8ZEb492AweP8xHosZxKfdWCQX/M+c4YgDcmILTQo0IyjbpHhhpCvfUUyDrr/Mz1Ou5rZZm7lLCfgp",
+	"MKHgG1fd6jaxeNwopLWIbqfB9VGdu8GC8R84ZfpTg8HscWNda4PP3mZ+wHXZiuvieYyXRub6dJcsU1xp",
+	"TOE/dw0csDweb+PeQqmlWRk2GWk2LjeHD03MojawCf6VdJGpooSNXCZxz/ULCZsscWzHQWybBijeE8z1",
+	"HQEXbF23LHQzu6YVhvsEmLNj0RZ0lmzHnG229/YV9Pdg+RXM9MH++3S4sremGzRf9TvFlz2pwmKA+E8Y",
+	"TVUAVQWaNMBHYN2qRuWJ67IOYHMffZInWsmih8lzdihsoMYqarv5orbd5agiSkoBWLWlSwsMhqQY4SAz",
+	"2QQUu3FbPxVibN3AK8Znc13y1XvCPIo6C3qF9aNGSQvKSa8HZHFdTNo7ChT4g7CIgX83xNgvEf31i8Ji",
+	"rUNgjfHGxaRrv0COemU01mvoW3sBr+7iPw8IrF8GAmtkZA3G0GXRZa8QWoGANPJwi17QCN7loSAL4A2n",
+	"axjdFOIx3o0F9XIoW0H+eq2Eo5FObYx+ox+Li9j0BhhYTiDW79u9LRwC/JqsZHZBpIjGApImirV6h1o5",
+	"Z6Ck4zeX8EE2REnvt1GeAsXK4l58M3wcu3z3UXWHA+wITSZUkEuZ22gTlDDmCoLvS1jGcaHUVAoJo5Jq",
+	"o8ZihuAQT4ZP4qYmMlVR9pW3k2khuQvy/TIYz6eWw0Lq/tToAiVRbESwkNtl8H3AJ1R4AYDwGJXcuvvU",
+	"9Xvf3JaJtAd+dTs5fkgnFzeyqvZD1K61v0r9u2ggBYKzWBmDCLKEUIsxXNj5ZIxcGJATsUawJ1s/BfFK",
+	"89MBVlkb9oayBMbplWCGtuJCefm0ARAVlXwykBjSZJOdTC5Krt69OGezTXYbnHSnrnVPLDWyVnWhgHx1",
+	"IOGf1jjaIHLMpCoBHJawucMbdkw2+uy5nwHc9/4cVJZFzBHidblkiVPhNrRVt9D497goaDVMnnB9TLDd",
+	"MoS3pdhlIEFP7u0JCf/ER/4OeQh3nzYQdYodb+UMht2vcQGX0w/soG3SD/A4H5zE9ekHsJENBTYpEzM9",
+	"B2EJaCsswQBQeMfcQZTvV1Bo05SAgOd8h0LLElK9qIJpPtBElSZgz/Y795vniZVI5hBxffZXbmuLLipQ",
+	"OmbozykR/1PDNhsG7MBoA1DvEFPWAaMzAceCidpVhGezj32zpR+2pPFHt4oEbdbW4pO3gNVc66R8tljq",
+	"9dfp6v9SvOZAdVhYBAF+Q8ykS3U/ZVTpvhQT1jsmc9gOa9XTyQVLHMQuMBbEC2krvywzOvwA/93qPT+Z",
+	"XDj2stvlfTL5StCXYMn3jPZwMrkQcpWyxAFKAmEUUMy3LLV2c3jYlN0izlHVoS2eu4nI229STfLR1sG2",
+	"p+OvqQT5cyDlX7iN4QAJn9PJRUQuueLnKbNVkBaoUKYJQVzs1qzMG1/b7d7n8NgO6GqbmBkRH6YcDhsx",
+	"ncHIrc8hgLSBPbII3t+1uYCrr9Ge4IcHe6HOj1NIY+g5r+kFK/K/btNc2NZo2vH8assF32IhKFVu6KXQ",
+	"BWyxsaBuCVZjcA5nuIC9Y0LFmixYwqlFYf6f09evCBeTNE9YEiEEG/0zZw6+eM4yNiAnrlG063kUPxkO",
+	"CReXNOVJ3/wxPia0AaZ+LPbEqWcc6hdh7crMGFzddQ7uZ6jn77rxw8Hg++8jksoVy/DEj/3lb7z6y4xL",
+	"o/fX3/7w7n//fZteYbcP8r47q/r2MorsTtf210ST5yGJ+t4w2O3hlFHYmyDXj0mRF91eABuucidujTMz",
+	"8PW8Gl+KA+K4pNjPbFvCO2o69eBq+CxVDdd+JLT+XZtAKRhI7cyBiPSOSfzIN6NjuKXNNzVb7YZde/vu",
+	"7wO89iniQsGetwoM4f7vjAy5YduEht4ymhxiW6H0AYStOUiUlfdpKx6bagJk8wdTuXSfApTN0s6+V/ft",
+	"u99kwjq3kYzxAOD2KQHcgEBdhzALkixIvJBJGc2toMlmPDdPO3fmenCcrV5nqly+Bx61BdkNtgmwYjLU",
+	"t6LdKG8hDdy6b+I3Y0LYubh0NpzkMQDyjAiFOQGaGk4eyfWcTi5sHgy+PhZA1BMQtpBgxfWAvKRrmeuR",
+	"60R8oMhzoVn2JpMTppSRb9BdytDXWHTjMss9/GPyxzgfDh9P8pwn8C/W/+OPt89OfvrD/qDYn/h3205z",
+	"MBjUv/Tu7fOzzZfGgmMHJYt4DhA2rmvyEifJXH2WWU8trNtYAGrUgUIsstawbqRAdcO9HZCTsQhbDVIP",
+	"+WQmadgDsUBnx67iwgo7B7Tu2chYeLy6AKZuCwrcncugB8S4u3Db4LE9YMbdUqIjbuddosbhVQd+NRax",
+	"5b1xe3Q4sgEOZ1jvV4gOt6HWcwF/gmId+KthdFtVeMUWdDmX2Y6MytPisQfr+Xas5/LOtzKg/SnstKGD",
+	"wduY0cXxPiin9Qa039Drmc7heWxevRbJlsXR36EZE9BXvSXjp/xAJnU2jN8eD9yndlsvJdK4eS7mBlUd",
+	"Llm24Pq2EjIrfh2rIsYLehUT+yUAxAYEdltLeWzYIxfOboiC8oA1AaQoAA/FulEYakAs0WxF166xnsYi",
+	"NJ88Qf/+iHTjza1BW2owGEBFEeHmVUFTssg1u7Ltm+pew4YxdXYU/NSvWlEINANa9ZJldp960VhsMaZ0",
+	"6b65DvDO7LH7DpYZjDYWckpo8caozvwxj1ujx1o75MSeHWpEek4FnoWl3wPSzdjE7La3EIpSW9f4KmHq",
+	"ODBg8QUipGA9KL7N2DRXLBlhydeCXlXLvWAKNUVdU03O2ZyLZItV9gaWvyv8DfUqZsccjYb0CaYOJCGS",
+	"o8bW5gt6tbUi7IboGZ+F7efP86sx/ix1PNh9N7b7PC/9OU/TbaafZ0H9aZ6mYP/ZW7cHZriKB2MRl1jF",
+	"yHIqW82vywK3YTRgLFWOZv7P/I/SBRUDl0TOBXwSWhRc2+Ak1C1ZTq3xWWiQX5MF6ldJKJaYmMUHauKe",
+	"KrBTVg4/4D/uNqjUJDoeQkVfSKgIiQSADQv5VXb3SpGu70DddoBbS/N/Rb6cI6gbgXkVqjwghzQCLTr8",
+	"NHbJBIEWCgH4CVckFxmjk7nZ92MSA4JijAiKiq4VUXJQBzZyar96p3YmfqLWE4FoKSEm6Seh/Nsw/5ox",
+	"aEIK9DteYoTwWEtoTfu0VZ4TqilA8cKejTsjMhgMtnVqCFA0xwJxfEYk9ug4cURij4IZky5Ca875kuRi",
+	"wjJNuehFvmVwpUdw5DrxYEjF9QQ2gtUNH6Bnho1kcZwA71Bim96xsPvajJDZmmTvARrTzu0muJhfq8uk",
+	"dNebYS7r7oueZzKfzS2kdaPb+sw/9tCaoIlAK3v00Jvga3JbF/dkozkBTVOJFBVetuBi1Vy2Nn0JqvR0",
+	"h3rEBuk+dCa4JsYw1HhFRoFOAP/H04ZHbgGMOwSwMkLwPzKUhLXUcyvdCjZw+4szf8kLXfu2wfurX/nE",
+	"+P37EPYDgP/XBeA/SXOlWdZf8YThvSyh+O/PrFsaFcWL2/D6N4dvi9cv2CrgK8cWdj9GlhOTrjFjxiIO",
+	"bh7+0rPD+zm5TzhmBd/wgKXBVo6FOYYcXFL4sFMyB+QE5oNqNoZEzIt6Jf3wuGvWNT4W2M4VGm+tWMaK",
+	"LiPQaK7OonEHagey5oyzEiNyLvWcXHCRKKLljOk5NogDZ+Wa7O4Qhx7PYktLQK7czBz9nmAfyil8r9mG",
+	"2lts35EtJQV7PW0UF5sM0hlWrfk5EIJ96/1Do4KbeoILTaHRgLs1raCZxd1yn4JNWP/N6/Gl4Pp/hdD+",
+	"xWGczml9tsoDtP8DtP/1of2DJd4Y5L+lkrYXyP9ObvSA8v9loPxvEZO7/St/DzT4Fsy+1MwAsqceUOG/",
+	"eFT4k8qRtgGBLxtE3ndVAwx/WzrpfjDsdT6tfy0TqtnuW30Nln6XfjGcJk7+/txjXx1L2APD/MGfVss3",
+	"kCQJLY4f1TXwYCdsQUXSrJ5BXQYCkMClO2c0Y9lJrued0b/ff4w+mIsF2cj2VuZZ2hl15lovR4eHR4/+",
+	"ezAcDAdHo++G3w3hEtrPbCpTUOMoVwI74VAySTkT2maQMUxn4xlhInFpTJi1m6aDAJrNacobPr2rSZor",
+	"fskiKFJFcARkoLY+k2h5wYQiXZd/HOZN/5ZrdkVSSK7uhd+D4qHNz6FThbCUTbBLsB8Vf3lJ9WTuxkO/",
+	"lWbZAvtOlCYUfMyPVvPBHyG/Lws+9BNXOuPnuWaJ/dF9Dw9e5ucpI+f2veAz7k81X/kpzwxRkp+f//wa",
+	"AaeVS2G0yFgcTopeBAmzAGNagI8VqcXwQ/BhC2Gy+dmzStDO5jbCfrDEuTLVMoUwnvUR04UUs1CIh2sM",
+	"iHzzc8jJIcEDP1dsKgg6/N3vJhCRtfYuOVsFn7Fh281P+PYThCrFZ2LBhK5dFDZ/pNC7Vk7DvtOb64ts",
+	"WxG9krb9q8vnDqYUdBDYnNYLtlbmMyAfEjKRYspnOcpm0gUUKQCA44LEF5eHHy7Y+mPci4jhRjRjfSqS",
+	"PswULUarbkRoAybkgq1VVOozleACVuY6BJO8uKyZ3CmfCZaQb5/0z7lGt3ITwZ9oueCTl7BBeEoRofA3",
+	"QhPwSS/OuRlsyTI3UvB5N3bNJJ5upHQq24D7fE0sV6rlIGHlxSYfCZLwarLTDcOqVDbuwbtKJfM133Yl",
+	"kJsf/pXRVM8j+DYXTKkozEzC8oTC/e6bsiEyX5DwXuSr1JwqVrLIXCueWEOQCfMCS0gmc80y0n2TyQXT",
+	"c5YryNK301iyCeFasXRq/6CpzhVkVJTWR1edj+8//v8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

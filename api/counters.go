@@ -50,6 +50,17 @@ func (s *Server) SetCounter(ctx context.Context, req SetCounterRequestObject) (S
 	return SetCounter200JSONResponse{Name: req.Name, Value: v}, nil
 }
 
+// DeleteCounter removes the counter's node (404 counter-not-found without one).
+func (s *Server) DeleteCounter(ctx context.Context, req DeleteCounterRequestObject) (DeleteCounterResponseObject, error) {
+	if err := name("counter", req.Name); err != nil {
+		return nil, err
+	}
+	if err := s.opt.Counters.Delete(ctx, req.Name); err != nil {
+		return nil, err
+	}
+	return DeleteCounter204Response{}, nil
+}
+
 // ListCounters answers every counter with its value.
 func (s *Server) ListCounters(ctx context.Context, req ListCountersRequestObject) (ListCountersResponseObject, error) {
 	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachCounter)

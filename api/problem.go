@@ -88,6 +88,7 @@ var plainProblems = []struct {
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
 	{kv.ErrKeyNotFound, http.StatusNotFound, "key-not-found", nil},
 	{counter.ErrCorrupt, http.StatusConflict, "counter-corrupt", nil},
+	{counter.ErrNotFound, http.StatusNotFound, "counter-not-found", nil},
 	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{group.ErrMemberExists, http.StatusConflict, "member-exists", nil},

@@ -200,6 +200,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"counter set a fraction", "PUT", "/v1/counters/c", []byte(`{"value":1.5}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
 		{"counter set as text", "PUT", "/v1/counters/c", []byte(`{"value":1}`), []string{"Content-Type", "text/plain"}, open, 415, "unsupported-media-type"},
 		{"counter outside the token", "POST", "/v1/counters/c", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"counter delete absent", "DELETE", "/v1/counters/none", nil, nil, open, 404, "counter-not-found"},
+		{"counter delete bad name", "DELETE", "/v1/counters/a%2Fb", nil, nil, open, 400, "invalid-name"},
+		{"counter delete with a read-only token", "DELETE", "/v1/counters/top", nil, bearer(tokReader), scoped, 403, "forbidden"},
+		{"counter delete outside the token", "DELETE", "/v1/counters/top", nil, bearer(tokApp), scoped, 403, "forbidden"},
 		// Partition groups and membership groups.
 		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-parameter"},
 		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-parameter"},

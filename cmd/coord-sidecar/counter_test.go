@@ -132,3 +132,39 @@ func TestCounterCompareAndSet(t *testing.T) {
 		t.Fatalf("list: %s", l.Raw)
 	}
 }
+
+// DELETE removes the counter's node and nothing else: a read after it is 0, an
+// add starts again from 0 (even on the sidecar that knew the old value and
+// version, known.go), the list no longer has it, and a second delete is 404
+// counter-not-found.
+func TestCounterDelete(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := startSidecar(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	big := int64(math.MaxInt64 - 3)
+	car.must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/signups?add=%d", big-2))
+	car.must(t, 200, http.MethodPost, "/v1/counters/signups?add=2") // now the sidecar knows its value and version
+	car.must(t, 200, http.MethodPost, "/v1/counters/kept?add=5")
+
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/counters/signups")
+	if ok, _, err := conn.Exists(root + "/counters/signups"); err != nil || ok {
+		t.Fatalf("the node after the delete: exists %v, %v", ok, err)
+	}
+	if r := car.must(t, 200, http.MethodGet, "/v1/counters/signups"); string(r.Raw) != `{"name":"signups","value":0}`+"\n" {
+		t.Fatalf("read after the delete: %s", r.Raw)
+	}
+	if r := car.must(t, 200, http.MethodGet, "/v1/counters"); strings.Contains(string(r.Raw), "signups") || !strings.Contains(string(r.Raw), `{"name":"kept","value":5}`) {
+		t.Fatalf("list after the delete: %s", r.Raw)
+	}
+	r := car.must(t, http.StatusNotFound, http.MethodDelete, "/v1/counters/signups")
+	if !strings.HasSuffix(str(r.Body["type"]), "/problems/counter-not-found") {
+		t.Fatalf("second delete: %s", r.Raw)
+	}
+	if r := car.must(t, 200, http.MethodPost, "/v1/counters/signups?add=1"); num(r.Body["value"]) != 1 {
+		t.Fatalf("add after the delete: %s, want 1", r.Raw)
+	}
+	if r := car.must(t, 200, http.MethodGet, "/v1/counters/kept"); num(r.Body["value"]) != 5 {
+		t.Fatalf("another counter after the delete: %s", r.Raw)
+	}
+}

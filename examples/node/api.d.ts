@@ -1163,7 +1163,14 @@ export interface paths {
          *     added); a node that does not hold an 8-byte value is `409 counter-corrupt`.
          */
         post: operations["addCounter"];
-        delete?: never;
+        /**
+         * Remove the counter (a read after it answers `0`).
+         * @description Deletes the counter's node `counters/{name}` and nothing else, whatever its
+         *     value, as deleting it under Curator would. A counter without a node (never
+         *     set, or deleted already) is `404 counter-not-found`. An add after the delete
+         *     starts again from `0`.
+         */
+        delete: operations["deleteCounter"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2161,6 +2168,15 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["VersionMismatchProblem"];
+            };
+        };
+        /** @description `counter-not-found`: the counter has no node (never set, or deleted); nothing was changed. */
+        CounterNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /** @description `value-mismatch` (with `value`), `counter-overflow` (with `value`) or `counter-corrupt`; nothing was changed. */
@@ -4536,6 +4552,32 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["CounterConflict"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteCounter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["NamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["CounterNotFound"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };

@@ -243,6 +243,25 @@ func (c *Counters) Set(ctx context.Context, name string, value int64, expect *in
 	return value, err
 }
 
+// Delete removes the counter's node, whatever its value (a counter read after
+// it is 0 again). ErrNotFound when it has no node; nothing else is touched.
+// Adds under way on this sidecar or another may make it again right after.
+func (c *Counters) Delete(ctx context.Context, name string) error {
+	if err := kit.CheckName("counter", name); err != nil {
+		return err
+	}
+	ep, err := c.s.Current()
+	if err != nil {
+		return err
+	}
+	err = ep.Delete(ctx, c.node(name), -1)
+	c.known.forget(name) // a compare-and-set on it reads first
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return fmt.Errorf("counter %q: %w", name, ErrNotFound)
+	}
+	return err
+}
+
 // Get reads the counter (0 when never set).
 func (c *Counters) Get(ctx context.Context, name string) (*State, error) {
 	if err := kit.CheckName("counter", name); err != nil {

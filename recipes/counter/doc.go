@@ -15,4 +15,7 @@
 // *OverflowError (the counter keeps its value); the other adds of its batch go
 // on. A node whose data is neither empty nor 8 bytes is not a counter
 // (ErrCorrupt), and is left alone.
+//
+// Delete removes counters/{name} and nothing else, as deleting the node under
+// Curator would: a counter read after it is 0.
 package counter

@@ -8,6 +8,9 @@ import (
 // ErrCorrupt means the counter's node holds data that is not an 8-byte value.
 var ErrCorrupt = errors.New("not a counter")
 
+// ErrNotFound means the counter has no node (a delete of a counter never set).
+var ErrNotFound = errors.New("counter not found")
+
 // MismatchError is a compare-and-set refused: the counter's value is not the
 // expected one. Value is the current one.
 type MismatchError struct {

@@ -107,6 +107,13 @@ func (kv *knownValues) take(name string, ep *zookeeper.Epoch) (known, bool) {
 	return k, ok && arming != 0 && k.arming == arming && k.ep == ep && !ep.IsLost()
 }
 
+// forget drops what is known of name.
+func (kv *knownValues) forget(name string) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	delete(kv.m, name)
+}
+
 // remember records that the write of value that st answered, sent while
 // arming was in force on ep, made name's value known.
 func (kv *knownValues) remember(name string, ep *zookeeper.Epoch, arming uint64, value int64, st *zookeeper.Stat) {
