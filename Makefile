@@ -85,11 +85,12 @@ demo: build
 	scripts/demo.sh
 
 # Regenerates api/api.gen.go (the Go server) and examples/node/api.d.ts (the
-# TypeScript client's types) from openapi.yaml.
+# TypeScript client's types, by openapi-typescript through generate.mjs: int64
+# is number | bigint) from openapi.yaml.
 generate:
 	cd api && $(GO) tool oapi-codegen -config oapi-codegen.yaml ../openapi.yaml
 	scripts/npm-ci.sh examples/node
-	cd examples/node && node_modules/.bin/openapi-typescript ../../openapi.yaml --output api.d.ts
+	cd examples/node && node generate.mjs api.d.ts
 
 zookeeper:
 	scripts/zookeeper.sh start $(ZKDIR) 2181

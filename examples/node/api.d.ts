@@ -1426,7 +1426,7 @@ export interface components {
          *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
          *     `client-closed-request` (499, counted only: its client has gone),
          *     `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
-         *     `value`), `counter-overflow` (with `value`), `counter-corrupt`,
+         *     `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
          *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
          */
         Problem: {
@@ -1505,14 +1505,14 @@ export interface components {
             lease: string;
             owner: string;
             /** Format: int64 */
-            fencingToken: number;
+            fencingToken: number | bigint;
             /** Format: date-time */
             acquiredAt: string;
         };
         LockHolder: {
             owner: string;
             /** Format: int64 */
-            fencingToken: number;
+            fencingToken: number | bigint;
             /** Format: date-time */
             since: string;
         };
@@ -1535,13 +1535,13 @@ export interface components {
              * Format: int64
              * @description The current leader's term (0 when there is none).
              */
-            term: number;
+            term: number | bigint;
         };
         ElectionLeader: {
             candidate: string;
             value: string;
             /** Format: int64 */
-            term: number;
+            term: number | bigint;
             /** Format: date-time */
             since: string;
         };
@@ -1600,7 +1600,7 @@ export interface components {
         };
         ThroughputLimit: {
             /** Format: int64 */
-            limit: number;
+            limit: number | bigint;
         };
         ThroughputMemberUpdate: {
             /** @description Absent keeps the current weight. */
@@ -1609,37 +1609,37 @@ export interface components {
              * Format: int64
              * @description The most this member wants; null or absent for unlimited.
              */
-            demand?: number | null;
+            demand?: number | bigint | null;
         };
         ThroughputMember: {
             id: string;
             weight: number;
             /** Format: int64 */
-            share: number;
+            share: number | bigint;
             leader: boolean;
             /** Format: int64 */
-            demand?: number;
+            demand?: number | bigint;
         };
         ThroughputGroup: {
             group: string;
             /** Format: int64 */
-            limit: number;
+            limit: number | bigint;
             /** @description The leading (computing) member's id, null when the group has no member. */
             leader: string | null;
             /**
              * Format: int64
              * @description The allocation's version; it increases with every published allocation.
              */
-            version: number;
+            version: number | bigint;
             members: components["schemas"]["ThroughputMember"][];
         };
         ThroughputShare: {
             group: string;
             id: string;
             /** Format: int64 */
-            share: number;
+            share: number | bigint;
             /** Format: int64 */
-            version: number;
+            version: number | bigint;
             /** @description The lease that holds the member (in the join answer), needed to keep it alive, update it or leave. */
             lease?: string;
         };
@@ -1651,12 +1651,12 @@ export interface components {
              * Format: int64
              * @description The leader's term (its member node's creation zxid; 0 without a leader).
              */
-            term: number;
+            term: number | bigint;
             /**
              * Format: int64
              * @description The allocation version that published this leader.
              */
-            version: number;
+            version: number | bigint;
         };
         SessionChange: {
             /**
@@ -1725,16 +1725,16 @@ export interface components {
         Counter: {
             name: components["schemas"]["Name"];
             /** Format: int64 */
-            value: number;
+            value: number | bigint;
         };
         CounterValue: {
             /** Format: int64 */
-            value: number;
+            value: number | bigint;
         };
         /** @description `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension. */
         CounterProblem: components["schemas"]["Problem"] & {
             /** Format: int64 */
-            value?: number;
+            value?: number | bigint;
         };
         MemberValue: {
             /** @description Free text (at most 64 KiB): the member node's data. */
@@ -1752,7 +1752,7 @@ export interface components {
              * Format: int64
              * @description The zxid of the group's latest change; 0 for a group without a node.
              */
-            version: number;
+            version: number | bigint;
             /** @description The live members in join order. */
             members: components["schemas"]["GroupMember"][];
         };
@@ -1778,7 +1778,7 @@ export interface components {
              * Format: int64
              * @description The owner node's creation zxid; every new owner of the partition gets a higher one.
              */
-            fencingToken: number;
+            fencingToken: number | bigint;
         };
         PartitionMember: {
             group: string;
@@ -1792,7 +1792,7 @@ export interface components {
              * Format: int64
              * @description Changes whenever `assigned` or `owned` does; ack it.
              */
-            version: number;
+            version: number | bigint;
             /** @description The lease that holds the member (in the join answer). */
             lease?: string;
         };
@@ -1815,7 +1815,7 @@ export interface components {
              * Format: int64
              * @description The zxid of the group's latest change.
              */
-            version: number;
+            version: number | bigint;
             /** @description The planning member (the earliest), null without members. */
             leader: string | null;
             partitions: string[];
@@ -1898,7 +1898,7 @@ export interface components {
             lease: string;
             owner: string;
             /** Format: int64 */
-            fencingToken: number;
+            fencingToken: number | bigint;
             /** Format: date-time */
             acquiredAt: string;
         };
@@ -1913,7 +1913,7 @@ export interface components {
             writer: {
                 owner: string;
                 /** Format: int64 */
-                fencingToken: number;
+                fencingToken: number | bigint;
                 /** Format: date-time */
                 since: string;
             } | null;
@@ -1926,7 +1926,7 @@ export interface components {
             writer?: {
                 owner: string;
                 /** Format: int64 */
-                fencingToken: number;
+                fencingToken: number | bigint;
                 /** Format: date-time */
                 since: string;
             } | null;
@@ -2634,7 +2634,7 @@ export interface operations {
     getElection: {
         parameters: {
             query?: {
-                term?: number;
+                term?: number | bigint;
                 /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
                 wait?: components["parameters"]["Wait"];
             };
@@ -3408,7 +3408,7 @@ export interface operations {
     getThroughputMember: {
         parameters: {
             query?: {
-                version?: number;
+                version?: number | bigint;
                 /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
                 wait?: components["parameters"]["Wait"];
             };
@@ -3761,7 +3761,7 @@ export interface operations {
     getGroup: {
         parameters: {
             query?: {
-                version?: number;
+                version?: number | bigint;
                 /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
                 wait?: components["parameters"]["Wait"];
             };
@@ -4081,7 +4081,7 @@ export interface operations {
     getPartitionMember: {
         parameters: {
             query?: {
-                version?: number;
+                version?: number | bigint;
                 /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
                 wait?: components["parameters"]["Wait"];
             };
@@ -4152,7 +4152,7 @@ export interface operations {
     ackPartitions: {
         parameters: {
             query: {
-                version: number;
+                version: number | bigint;
                 /** @description The lease that holds what the operation changes. */
                 lease: components["parameters"]["LeaseRequired"];
             };
@@ -4492,7 +4492,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Set only if the current value is this one. */
-                expect?: number;
+                expect?: number | bigint;
             };
             header?: never;
             path: {
@@ -4529,7 +4529,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The signed 64-bit amount to add; default 1. */
-                add?: number;
+                add?: number | bigint;
             };
             header?: never;
             path: {

@@ -6,7 +6,12 @@
 //
 // Setup, once: `npm ci --omit=dev` in this folder (openapi-fetch, ~6 KB, no other
 // dependency); `npm ci` also brings the generator and tsc.
+//
+// 64-bit integers are exact: answers, problem documents and events are parsed by
+// json.mjs (an integer past 2^53 is a BigInt), bodies are written by it (a BigInt
+// goes out as its digits), and api.d.ts types `format: int64` as `number | bigint`.
 import createClient from "openapi-fetch";
+import { parse, stringify } from "./json.mjs";
 
 /** @typedef {import("./api.js").paths} paths */
 /** @typedef {import("./api.js").components["schemas"]} schemas */
@@ -24,12 +29,55 @@ export function sidecarURL(addr = process.env.COORD_ADDR) {
   return url.href.replace(/\/+$/, "");
 }
 
+/** The exact parse of each JSON answer, by its Response (see exactFetch). */
+const exactBodies = new WeakMap();
+
+/**
+ * exactFetch is fetch, except that a JSON answer (a body or a problem document)
+ * is read here and parsed exactly; openapi-fetch's own parse (JSON.parse) still
+ * runs on the same text, and exact() puts this one in its place.
+ * @param {Request} request
+ * @returns {Promise<Response>}
+ */
+async function exactFetch(request) {
+  const response = await fetch(request);
+  if (!/^application\/(problem\+)?json\b/.test(response.headers.get("Content-Type") ?? "")) return response;
+  const text = await response.text();
+  const body = text ? parse(text) : undefined;
+  exactBodies.set(response, body);
+  Object.assign(response, { text: async () => text, json: async () => body });
+  return response;
+}
+
+/**
+ * exact puts the exact parse of an answer's JSON in its data or error.
+ * @template {{data?: unknown, error?: unknown, response: Response}} A
+ * @param {A} answer
+ * @returns {A}
+ */
+function exact(answer) {
+  if (exactBodies.has(answer.response)) {
+    const body = exactBodies.get(answer.response);
+    if (answer.response.ok) answer.data = body;
+    else answer.error = body;
+  }
+  return answer;
+}
+
 /**
  * client is the typed client, e.g.
  * client.POST("/v1/locks/{name}", { params: { path: { name }, query: { wait: "10s" } } }):
  * paths, parameters, bodies and answers are checked against openapi.yaml.
  */
-export const client = /** @type {typeof createClient<paths>} */ (createClient)({ baseUrl: sidecarURL() });
+export const client = /** @type {typeof createClient<paths>} */ (createClient)({
+  baseUrl: sidecarURL(),
+  fetch: exactFetch,
+  bodySerializer: (body) => stringify(body),
+});
+for (const method of /** @type {const} */ (["GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE"])) {
+  const call = /** @type {any} */ (client)[method];
+  /** @type {any} */ (client)[method] = async (/** @type {any[]} */ ...args) => exact(await call(...args));
+}
 
 /**
  * ok returns a successful answer's data (undefined for 204), or throws with the
@@ -41,7 +89,7 @@ export const client = /** @type {typeof createClient<paths>} */ (createClient)({
  */
 export function ok({ data, error, response }) {
   if (!response.ok) {
-    const problem = error === undefined ? "" : ` ${JSON.stringify(error)}`;
+    const problem = error === undefined ? "" : ` ${stringify(error)}`;
     throw new Error(`${new URL(response.url).pathname}: ${response.status}${problem}`);
   }
   return /** @type {T} */ (data);
@@ -90,7 +138,7 @@ export async function* events(path, pathParams) {
       else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       else if (line === "") {
         // a blank line ends an event; ":" lines are comments
-        if (data.length) yield /** @type {Streams[P]} */ ({ id, event, data: JSON.parse(data.join("\n")) });
+        if (data.length) yield /** @type {Streams[P]} */ ({ id, event, data: parse(data.join("\n")) });
         event = "";
         data = [];
       }
