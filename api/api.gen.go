@@ -1189,6 +1189,19 @@ type PartitionSet struct {
 	Partitions *[]string `json:"partitions,omitempty"`
 }
 
+// PartitionVersionMismatchProblem `version-mismatch` carries the member's current `version` (a zxid).
+type PartitionVersionMismatchProblem struct {
+	Detail   *string `json:"detail,omitempty"`
+	Instance *string `json:"instance,omitempty"`
+	Status   int     `json:"status"`
+	Title    string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	Version              *int64                 `json:"version,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // PartitionsEvent defines model for PartitionsEvent.
 type PartitionsEvent struct {
 	Data  PartitionGroup       `json:"data"`
@@ -2827,6 +2840,143 @@ func (a LockHeldProblem) MarshalJSON() ([]byte, error) {
 	object["type"], err = json.Marshal(a.Type)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for PartitionVersionMismatchProblem. Returns the specified
+// element and whether it was found
+func (a PartitionVersionMismatchProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for PartitionVersionMismatchProblem
+func (a *PartitionVersionMismatchProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for PartitionVersionMismatchProblem to handle AdditionalProperties
+func (a *PartitionVersionMismatchProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if raw, found := object["version"]; found {
+		err = json.Unmarshal(raw, &a.Version)
+		if err != nil {
+			return fmt.Errorf("error reading 'version': %w", err)
+		}
+		delete(object, "version")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for PartitionVersionMismatchProblem to handle AdditionalProperties
+func (a PartitionVersionMismatchProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	if a.Version != nil {
+		object["version"], err = json.Marshal(a.Version)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'version': %w", err)
+		}
 	}
 
 	for fieldName, field := range a.AdditionalProperties {
@@ -15920,7 +16070,7 @@ func (response AckPartitions404ApplicationProblemPlusJSONResponse) VisitAckParti
 	return err
 }
 
-type AckPartitions409ApplicationProblemPlusJSONResponse Problem
+type AckPartitions409ApplicationProblemPlusJSONResponse PartitionVersionMismatchProblem
 
 func (response AckPartitions409ApplicationProblemPlusJSONResponse) VisitAckPartitionsResponse(w http.ResponseWriter) error {
 
@@ -21808,227 +21958,228 @@ var swaggerSpec = []string{
 	"2J9ZvIbP7uPKe4p4luA7B1yh2B0ilqnDQmIA+DgmdHJhE71aRCNaU2KQUrqNIrdnkZT55Z6UWc+yubYM",
 	"e6fo8oGXLUNTjWfMNRFydRxELHZEKSp1PK6EZLurvHi0CO75Pdi6f69XtZnM1XDU5kpRHFYzcw1fd25Q",
 	"wVb2KQdP6j5KZkwrQsmcz+bmZ8FaEtk1t6S0mq3bccpqfL7PriikxksBCA+uRhkyI4vrHdel++V1PuRA",
-	"tYiH8WBgq6GP4gIztTfYvv4avcm9SnLB/8wRPUDtWQLfvDHqBgH/DQP7czObO29YZrFtbx74b47iL+jV",
-	"nqV8zSHepZ9xjciB3w4UYAAWeH/2rkJRo9PYAUP4j8kfMUHg2t7IRQ4h4A0p2T89e/ns7BkZDAaHOLI6",
-	"/ID/+Ph/w6M/xLtTvWwUz057MxXB7M3ODIQw86C2YBY5aXlHqtBPA3I6l5m2QGC5MnptGYu0Fm40Gosy",
-	"iGhEqgCUHlZ0A3syAswkzRbwEwDSFbCTEWkCRoFfAoyhiAQIYWZCC6bnMimB2EWbWFz2NchyMD8XKQ9Q",
-	"VTcWMYaxYSpNKQ0RiX0ZlANgiEiMAs//AeYEfyl93mFLIKZC+JcAbcKW+FmsibEog024dcEkw7cBktW/",
-	"7YE74l5liGDSVfSJ0pcReMj6cfrTPE3jsbBP4D4peMYc4MYQC3qFYJUV2M4oBB5yIEMhRlEARhSRAE0x",
-	"qoE4NIPVwBeWhkMML0+jDtO1+2T4HWwMllD0J6lULOnbulrz+/ffR7a+PSFSpGvMFrQVF3Nqk9zMEGUY",
-	"wIhsYtx4hE78AXamFudzLPYA+ow2i+yDP5X3vB55qgotVYce5WHfsCakWszuUn83RZVQmtr0m83EHF8j",
-	"tCkENNcp2yKmw5SNudZLNTo8LMF+DRJ26YCM1KG/5TtZM/zqvh9tK0jCoNlm9aYh9hKmSimpDaHPq4Lq",
-	"OYDEryiH0p6uHcPoWIoAzrgrKW4tLpty3uD7kZ9l48LMjG6lWLOob9mrjHNLEYqfn6qZoPtzK9uxWOmu",
-	"HHIcrm421le6B9ZUAV/WapJv3721tek1Ho/mFC0LJ99gmuFvpEsVKfLMeuUKd8ECJ4C5QXWG2leRuBd1",
-	"rvoz2bd/DBPv6q+R3dniLLenvCGJfK7ptAvbCKFlM4Jby7+13RFuloaLW3vLibi3ekMfLmHb7NkbZCjH",
-	"uJUINW12p+ehRmN7mjFRjAkA8Nk7V9kf8MbtvduNa84zLmK0DXnGaps1rKBIA4qTAF4xS9ADuCYrljEC",
-	"uKK2n1Ub+veTcVxz8xq0STKuWKqohRdaEeZT4gIi4ju7oTI+aI3M5bZnO8v2S/o5T9Nbz/Fvz1pabK11",
-	"pGyetbfbDhRZ0KuRh9IEAsCJkFkZ+WAvqLCKYVhTM6BKl65sJHqUQ2MmYijVvnSwfzVBdZ/2uKiF8+hW",
-	"77B37rS5zErVgiOlHle7Uq7lUcSVuQilnhfWvTyhaYpYh9h2AC9LAPNu5Qv+jvXHBVBzg62ByOCb8zFG",
-	"+WgpM+2+XiTr4yuG0+SK1YaLrPH5vCE+EQ5lI7GJGW7Orkh33BleDQaDcacX2W40Raa1fbz+m/VF7LGN",
-	"7nIxi0lXSP/JNdNoadvgLxjJLpgck27CVRAYhhNXc74kuZiwTFMOXXsscLMtXDsmFIICQXwZ4RcWNGHo",
-	"NZHKZkYXCSVuegA4Zj/YCQPbkauPw9drFThdtOHZ3G/BZlJzqlnip2afL3VsaoH0hpscHrCnoGIOkSPy",
-	"LRcD43T1ICNsO+QnwhFMoRa2Gx5v82m6kyqOoBchYgajk7nDj+lued0jY9WPtveJBuO1ON/aU9iyuzeI",
-	"ZZTPpz4HTFXClp8ujlHkd99giZtJ4p9b6nenOsVbSnYyv6E3Si6WuSHRno3oQjClWneGhS5WOBd5DDsD",
-	"u6lrpNjCTAnSpFppT8XOXLPQh6apRFD0AhriGDATLTCY7YiL0rUAry3eu0nqjuvw6BN32hX/FKtuQpi7",
-	"GUHcARE0YzdXMJuN6lquRqtE24eBBoDv9lqG01sSgkcIgbSG4shBCcMv3ujMS4DR2/M+qgd9K2zupXdl",
-	"fE6YicH8eG1wupmN+Lanw52HgINs/35T/lfCFhSLSVvQWnNmViMiOvTUaDn8NRPh8BPR5jk378O/lvXQ",
-	"5cVu1KQFFQ1y8SavqNDKZgUZIx97fhp7PxdwJOiL2HqyDSymdlMqRYz4uQvGlmi6Ot0RXxh0qp10W/TS",
-	"3bJvp+4cvwi0xBzO1/xhC0zifsTZgFO2D5MEsnXUuo1DNvQkuQ3Q9f3Q1nbDrm+Ei0NvCmJTFfjqNoRM",
-	"unH/KB7ZG9OzjVDYJM+4Xp+aNeBkz6E/0kne1NQefQQzfmnEuESQF+tOwGCz7VloPvj09eu3P/1x9vrF",
-	"s1dxD3tZ2RZ+0VjEh5dHMTQcXTLhXbDYggdwpmdCZtiyz3ZsAS4H0ys2bq71EvvG8FpQPu8SMHsiZZZw",
-	"gaI5YxO+ZLbd6TKlXJBfz87eHAIkopkNmp99uPBYpzwYi7H4hQmW0ZRkeeo6XNPlEtotWtUOF+ZboY/M",
-	"W/9FnmWZzNB30thTTZFu3NRcJ45sR92xICS2xBb3SIH+CHkMXNswPQSjzb8w5I6ReYywx363vWPMDDrl",
-	"LIWOkkEbd8yFs+ObU4lbRNDH+XD4eKLmMtOQFwT/z+KB+cgz2KLiAwmbpDSzpGuTJRhuVffJ1VXPQkxb",
-	"9nNslgONqGMyMSenzJiNjehIt9qIzpzEK8hf4oIsqZ6bZz6YSX40O/QBuAb+Ezij+SdPVI/ARYOt310d",
-	"H5OuksSmCQ8wP3gwgBbVrhMnSxUjHGYfP4Ephi2d4XhkPpljt0CsHBCFewuW8ZP1rpgVQAtsc/w6jXtA",
-	"Y4H7xUJ0mucefTPE9JnHQ/jPNwvYE0J+c/2gDX+fUQ0MHeSrvGS2dYPvzGZFnO/9BV8HGWwnAssqOonj",
-	"TzC3UXm5RZbYgJzgI+ScpXJFjhTgBKZKkoz9B/wZsGr8QrXX94JRoYg2lCUmzIxlSQnuZ+FxU7Zuw8YJ",
-	"zDxBUBXbfM7mXCSbu32CWKmldtCLHBrvY/ctqkgcglCOyEa/LfO5bvzk6BvSkLaG7bpWXLFeZAYud9bG",
-	"q+4mCqCDZkSuI5sQryfzUudtJw7dzXb4sWYSwSFAop0Zqfj6gLwtFmoESy0dgL7lqcDm69n7acY7Ir/x",
-	"H3v26pL4ydFjUkn8G5BXNjdYz5nRQyzRl/f+na21qXXwVkptLMJYwGGABIzSogiHaeF8FIm/GT4mDR32",
-	"avvJmZkYUVXbrtA3643h4oSNfIHZVHv52onCVQGB4UgLpxqf2OxFlCHEti1E1goDWa4aIS+JnwyPSDnn",
-	"0Qyd7GqTW0hltyyzzydvnjvJPCJzJiYMG/cR6zmnKXBUwyZgbU6PgGvcvoexGbC2jTEpuhgDfdT1MI7c",
-	"QVom+pgUyX/HaNFjh1qH94MT8qf/ZPiEVBM+jxG7F6mkDr4XpgSYiEVf0AVdw3wtnyj3UCYbLZTDGTwm",
-	"GzmK0CW03EQZZZzFKWrXRrn0jZqUR2BFT1+/PXVd6slMGg3G/m5fUbDe3mCjX2oQU7IgQCM8hUffk2oq",
-	"5QZJoJ3hwIPq+qnasYGCbc4nrLTI9Sw1XC13jYxKPSNd3BppENWclB2T87XjVGRO06n5MLjsZ6k8pymZ",
-	"0GVkpmgmoslRb0SWFCYb4SHQBXPaGxCLwt/BrxWMYBZn+1UKujDk6+diD3BCl4DmbZmkITLliZcnke1W",
-	"zxNonokX1Dy9NvfiPNcoAVyMdmD1K+Qobkxmblj8//RD8dR/DRqyGhEhleDTKWgdcIjusVN7qftvZMon",
-	"6xFRVCTn8urY7VxfZRNyIKRgB8dkaiR536iXShvtDf+OXEhJ5MLmF8Dg0kY3ow5GF0GOaYCJHqE+F3T2",
-	"0hbXGRgmZB7YwcwTPeBUDMR20YkcFbAsF4Sq6tUB8gbN55Qxo3+rw9NnT//19vnZ/ztY4E1+FgBSG3rT",
-	"7EojM7B5yHEPttYaB1Zk8GRkKBDxMVGTc1IcNjehmo7MDRLsGCkOBztwYtuih3tIbPNp+EehtdsH5dSP",
-	"aKwrY5xNCyBXBawPw4bwBVALdTXeNbDr5AnYJk5mBG0ulDu77X0uSqtxbY+ptvr5GlOjQTOTC+gfbbYA",
-	"6mFBe3JXDaX30TfEdYrB5N5yn97Akh91jgbDwRASk5ZM0CXvjDqPB8PBY+y7MQej9nAOvQf+Au8JVip5",
-	"BeF50hl1fmH6V/tI1MmYWkpho+mPhsMt7U/3a3tqOyDUtDk9ZdklFzPIT3gyfNI0kJ/Zoe+yHprxndG/",
-	"30cdlS8WNFt3RmbuvlAZ+NWEKYVXC0GG6UxBDpHbC9V5b8Y7XDBz2mb95v/sxg7WdJHaP0HlwdbtfItP",
-	"3MtuPnXa4HX2M+p8M3y8+4WwJXT7M6hVYEPl1ehy3wwfbz2dnB/aY7g8OrQVHarxLF5ypX90D0ElHJpc",
-	"qtGjVTxyaF5+AwVOjQgPlafR597yYdtj+f0NqaTsbgt3pFXor4A02sxFY1c1buDfjC49lUZXOjaCX6GL",
-	"GgrEjB0IttkPaPdqyJO40mRJZy36xvjJ1+Q8btC5O1ZL5sPdVPsjTaxlh68ctSL0oks8vNTidvzsVPHr",
-	"3SezUFAxdr9X9I4Obx2qQVg15drhhneq2OaPlXt0iN6govNizY2SK5Y5otkg3ZquC/CC50YPx+SPCTaG",
-	"BC2LG84oahQzjcdwe3LGs4fNC3gWzvzhcMuH+27ObPd5v0lG2uGlbDzo/eTTK7pgb6jRAt5HnWVeQyNv",
-	"zecKKtlT/BlF9585y9Z1Qqrmpr+1i/usaaGVQgRLv5lWdGMKgt0M6eeY+G6WisUR9KOiaaoCSGvXiUDt",
-	"xe4PV9RmCtyA/KSqob93lOvrkp959+baUQveZnu+13C4L0N0PRl+v2VLwjBa+60pSPJjY8t/W5Y9Ikrz",
-	"NHX6BhCjDVRAXubgvu4P03kmICZS5cIpniuEAr4nlfVUV6DQsdDbfqVsIfF2S+Spe+jvYImEO9KuXbHH",
-	"Erx/S8RPvo0l4o71QQuqt0TsZtpEG6osunuE8sw3GA0vWLH/1QtWa6KUzwPhFlWl6T70E4grw8S2HXQR",
-	"mI7AcwfeUwjSOAet7UNge/fkImEZeZpnVMuMrGSeJujew5WWYexJF7yxY6GYhhCP68dAU3Al9SC34Mnw",
-	"CdmEIxiQE0Fokvg+a8y+PRZK00wrQmeUCzLN5AJwgcBxWGY9uB/uerXR5H5yLRe+fFXOLvu+lTm2KGLI",
-	"SCNdDPTZg+W6CFsN417DXWg2BRtP9/bUJc+f601BO80vQ1lqRTNPpZimHBPk7oFmzkrsC7MguvHQKigY",
-	"4FFMN9PKLajzNQneCTQto8SMQjPWpyLpK6axvs7jRdkQRUQypjMOEB2QMGD2czAWJ0miiJYQHiqJhwwC",
-	"KaVCPXQgA55M5ZNcISMeixVd28q8xTnHYJjNzwOhbz7TjSGM8of93B/nVE/mfyj+F+QjGDFgPj0W7hrq",
-	"mu3P+Gyu/Y21UegEWL/KFz7sjfG2mWDJWHz7pH/ONcmwmTbw+e/JJliNj/UVuYuAW0O6BXrqWNAkYUnv",
-	"2MkVTPCRmMGDTYGoIN/1z9fa9YCtftFh39TJiZMkKdhIhXhqqmZhgcSujy7MmxCeTRIfJCVHUBttXvkT",
-	"HAmuwLlDk8RlNlIkNHtXjtqUBLy/PzaH2xp0PTXn/8DzbonnnSQJiWkCpaKOhCJIMjlnPjmvR6iWCz6h",
-	"abo+JuF93bylxRE1Mcm6+s534GhhV0s20T88iyPDZ8MvQCYMn5YurMSIbvwMEN0cUys0P/hxCLlPNmfp",
-	"e1KFtWriAj5RaSzsrNycuA71VcJV3cU+DfWDrRf7FBj55uI8M4H9tNCbdfcaZ1e62i2vM9yKH2Wyvu2b",
-	"jC2+PpZNPJ3l7OP9cJFTpr9ShvHkqMWXzBGfSfmSZlgK++TomzZr8jmjv7GEU+iFfj8sylwRXbQnb+AC",
-	"9pZiUWigs/S2W7nl1jDbvUmlljR/D59SUl5yW89StXnP/fuXKgtp42XCRThv5YOzqcHZlJS2qepz2u7E",
-	"rdy+wNXUZHaXKesO5UmFhOt10/LaHyikzqIu7xEURuVCR+CL4YIpTLYNQWRvP1q7ldwOw2/fUlSuEsEJ",
-	"ox4BlG594GNUoLDjpIjSdK0IE5lMU5Ycj8Wb16dn1g/pXbo2TGkswpmx813ZCTg0eeJfD5vSYqP5sYAJ",
-	"1oDwki5cZ5sfrJwPZC5Xogc1NBZj3aa826zxsSgOG+riZZowpcMPHCgszrF2clUjt+PWqdbPjACvcoHK",
-	"idXpyRzxSkJ1NGrJCqBn6UcjhusGRvT4bWNXinR31ei2DNTufu7s7GUr5WFr2sHR3XBUOMb6IDCKlZD+",
-	"jThh+MJXmexwFwFlu8+vJObGtokvF5xpRKZs5W60u+RzmrhT2Aw6H+PFb+ZaFdxwUoYNx9ISixw+qEcE",
-	"H5XZlgvmAHWAnojwW2HoGdjXWDTwryrA+Mgv1dZ5BUNZVjYWtbwssi20beKz2ekD5Uez9dLHVb4+FvY7",
-	"bo8MvzPk8KiFNXgm5W9UrLEo5b4UQEMNxySDwL/CyL9bdHi8ZE4vWXGD99cISyL68ANPtmdMMnrJdoiI",
-	"W2KxsP1vHedvl7UF/A3gU6kiKZvqr4GnvZL6V5Z+Am72bLHUrbkZNh0YoX6igIOZ+2Y2fZOF1fQmOEbG",
-	"UpVF8D5NU1+ddV8pN0DplQvIasUn0tkt69W778fzn8oaOLONvbc7Wp75p/4OPpbSnrRyrwTt0e/fs1JM",
-	"v41TxR/tg7Fc705x29mQvIMISKAu+T4vJYM5OI6P1Uu36V+pi8Joli3iiNCiAHbkYz4+ua+Mfpbw6dT8",
-	"jEkxOMBYyGzTwu0+Gg4jkgsEq0x6dSbeL8xzgHa2nUUk2ycCEn0G6bDFNa73Lrlze7gqdX6l4CYgrLC7",
-	"DcYIgHJP34m27m7c3JtUvVaHxRTuxIt0Fq4SYLIs9r5ZK3XWyuQCY5cOHaV8dWHOUHE/FtW7Gdm84sJi",
-	"ix8Nj4ypNrbAa+POiExpCjaaveYYomRgYyUN2IcjwmsqeksAlRa7Vk4dUOFYOKSImCdxVEJ+WtALhjFR",
-	"KEMGdBTAj8BOY4CPbP5o2BZCSNiswlpu85QulpTPxB5upH3dRrfvp9mLfd1BoNeRoQ/1frxDx5H92mRd",
-	"q1A42/nrdAx91zK+a0Gr76E6YaPd3MioDvwyZFYAtBFkmJVdN1R71w3VFan3yQPcX5DzJZMpocEud116",
-	"NCKlvgSIppSuZV6OgrdQEQNZttPd8papWva5n+ukwbsO3CtnJaZbhSC9U6/1VuaDS2cJZjM6uYmBmVAi",
-	"m+Our+CzA3xlLqB7Sfg2O+lK9izZ/KCzHECr8K5Uz8UDAHHBbl9P3MM70lBN+iaTAMhz07v1ybSAT5rw",
-	"te1iup376m7WtTSCv0uWGAIQYeqk82QF4lFIkrG+u9x7i0QEOmp0niCyUYz2S5BZiq2GpyT+5dkZqRs4",
-	"HlkkpSCtDYqNNLPtPYqWUrbFh7eTopCFmX8XcjtCSCbYjWNj7SEqTKGFHagQFsa39ajYeyJP04iMi7Yf",
-	"5o/AVnuAUHsiEAEK+1ijNQhWn5uZYCumdAgEiIvgmmRsmgJOZpeORXFQKEi5mEWAl8nFjMgMAIXMlQY4",
-	"SmLtOXIqMQu3wHQKrNEDVXizjID+M6cp0RJzeIsS7sRDucKXAS/KLgQnP7buKozggceLa8XSKSAH4zgJ",
-	"1TQi0ErJQWKBOussW5Gu7dTMSQGYtR/sPEcgRkvAPIGcDRjFFWnYjRISpuQ2cSy6CEeLx+jPyOyXEXBo",
-	"N3uXIvQEJhrMZwxVsksuc3NyY7FMczCqI6IkAHQ1YXDBFwF4qzb1GX4J/Hc7BMAG0FlZAtSUQTgEM9xl",
-	"6BXnPT17uc+xK8Fmg9W6jAQPzvbgjKsJQiW2qxRSpSLd09NnvTv0vLXgxMo3j45JN/4wxnZD487HuGeb",
-	"q0PZgPnHgSKGNxtG3YsKDt6lYizcxCvPFI11YBQAcq48Agoo/Ar/wl/Hwv1sA3A286Ec9samczxz43Gm",
-	"zCsXl3GBY5hyQIhki7GIX7D1czGV8ci3AAFIcf4Xi3weAzJM/JpNgw7rJiqT9w30oD13toL9ikgMC7Vz",
-	"hhAjHGrdfAfkJIQDBAk3FjNX1lFugyWnVsAxobleu65WgcxDjgi/EkzqSLiiyyWjmSIwKoVmfpZrruZS",
-	"IU+G5HBbXhsPLLqvRbTEgBjGwozEhZmGnsbiAUZ0xiwo8soY1obKzRhGol1wkRwokvCMTbTM1hGiW2qY",
-	"hKuvEzMjcGG5XGEl6jSTix7wW5TOrvLMXSMQkTRRY2F/ichcriCHZUHFGkfF/EmcKcuU2Xf3P77Cz3Dz",
-	"VK7Stc1sGYskk8slQ9fslkPxc7dzSqyE4xp324wdjQXgYBttoATvaLUNx6/lSowCdEYUTXhVAXYdkmQi",
-	"chSRRxF5HJHBYDAWFoWazOgyQmRPtiaKrv1eGZ3HbpeWdWC55gIAYC458WdsATxhcOohKOOXVOk+LKH/",
-	"/KeYvDIsABErT2WeTZjbT4fvPRaIdgp6BCC2JrCfUveIyKEPktHdICr2ivzDLM3KVmxmgXIVFJpJJpUa",
-	"C1qMfoxec56mxBaebxQrlS8P7odf/Fg4qGD4alHVSBZcKdfqoFZ4+9HalCUGt44nIbD+TOrjYHfNZVl4",
-	"1cNsAqapwu4grHgZrt73ZHCVT3PXgcj6hkrHVech8hHr95+jGvL6kmWXnK1uooZ83bFwLZd8Ahsr3Iaj",
-	"ahEhZ0KziaoKyOw2NMvLo0OQYdsTUH7BR/4O2SfFbrQiWmyuZJQ933Xw3jNQ7BLapJ/gwT7o8PX3beEP",
-	"1/bLawaQsY+Gd80dQ/meHdouJ43aetEzyNrccz6bM6XRiUAXzuR0Ora3MSACHtmWGpFRNm2YV/XaR5yN",
-	"7mS/CzDrztUyFq7ZjI2m21n+8HsMD1u084lcsCArxqnf5XyY3xuTYeJHw2HcIh3mF9teqkWAuujE+KWl",
-	"w2ywlvqsGKCDhxtclxLjrghEX+0NNeITWqqBcuLiI+7OldK8SC40T83VsfRbe7v3FYpwmGX7vcwZWjpW",
-	"renZ7Fctj7rbq1o2L6uWS7GbwWZZyD1EOhmLwH9mtHvXuVyjjy6wV3ag2Ter4u7if37aK8zswYN263e3",
-	"0YV2hxcw6F58/aG3pa3ZFo9W0LLlnC2grR1CxFVm84EnH+OKB6eo/x8LqhwO3IEiMAOUHNa65HrkceIc",
-	"D0R3mM0es39TjFkAIqgOGJDnxmRlFt3V6DgBumvbRDPSnGf2P5KLPeT4rdQr3lGB4O2HkvEEP0k2GZyB",
-	"OYz66kP85SGb7J6yyfB2FqlkRe/uMGeMhiqOUwkgjewha2y7qDHkHW6qb3Uc8yR2DlGLtIKYm649lM8u",
-	"C1luTXbZdjPQyZp2RXwN/PIOivJefn11ePdVj1aQ122rLzfPqDq1trTtlf555lVVhOGnTKraIRwLXc4j",
-	"NEJPLf2QZfX3wuIqE8E29n9xudXT/oKt/x5+9guz0LZedhvQ/yy86zDxNr51c5QPtn29Z/2CrUNnulWw",
-	"Cjj2StpGeKEuLsPLdPjhgq23Kk6Y6/CCrXcFb/HBevRJO58W+JO7/M2PH3UCwJthK2zZrxsg/QVb14C/",
-	"bH/nd9zl3yxUyT3RsqUYQymGoLt8WqJeHvhKexskHNV7d0PHivfyHCjbtpVdUXCcUmU7sEaFA7jUAD2G",
-	"dtsrqsgq41ozC4zVjUMeLSea+X6qzs9Dqi/JHFAlMWZzvia01N79grGlIgITJfPJnBTuKCIzckH/khIz",
-	"Yytxo3E+HD76dkW5/uHxUMUubTVwv3efSqHy1Cw+lZMLLmYELhuEswqcbB9tsg1tG2JOpBv3j+KRbV4P",
-	"zmg/mf5RbDbLHJ6TCMChJMGUqh50TdgsEPV7j5kn4EbHINZY+CDWMbRWiIsUWzO0WSpMpOe6Bhfrpq6t",
-	"rYvxy+lYQJ4bkTb2b3130LYZ2FGQTwzpWA2BsxZssKZYdkdAz7FE3OHIL+xWOGT/6E7Dc/91+F/trYHn",
-	"mi1+NPdwKza3u6xm/ba/txm4obFz0zftm4encM3hq/aFj1Hnd9d/t457lK9B1xPGgUL3sftFTknsBCjy",
-	"py3nsXkEnfqW1rvW80qeCj6d4g5+XZLrniIlQR9vhBcE6utZ7uQ6zMe/u7QCSFYtyYoa2bSfAfKCrat+",
-	"hibgeivWjIjzUq27lErx83QNcqQXue7i2DkcGytwMRYFuWLlgXU2HKgN2afIBVtqcs5cO4QF6doR+gum",
-	"qR0m8oLOegEh50FnVCiKRTGwW8gFESoy/uXZWQzyLEyBMMMwVdId8VhqNMj49/i4JHrgtbEo3iukA+kC",
-	"cgDrm0d6xwjctOIevh0HqQFwH4sCwd0dPLBnFENe9nhUgSKoayYB6yFzI/2EGguP8B7IANwD8IX+8DIO",
-	"UhnNAnxIa2Tluus4VNMqkHQzdikvWBKNBbtactBqrBTeLM1JpdK2XYYfxhDAXKaJigHLDrQDyHG/4CIZ",
-	"d0bjzsXluBONQQKNOyPL8cgJvp7Y5eJW+0U4ELtFjlFzMRbnzJ8LLWwYdM671BmXYO5m5rvqPBl+PxYN",
-	"JxaojdBdA8d2uwRrM2MX1DoWy5ROmFkDTt5pagHsKXXLM6NhWhAkKsMfsVjJZg2Yo437/QW96ht7PCbd",
-	"b44ekRf8R0PxlkXZJlFHj+Gdvpayn9JsxuJjl0sL+H12inX6x5u8lf4By2lphTmVwz3+SVSPiquBXrBN",
-	"uo/InKXAMGCqNmSwUfcPVGzWIy+YaJw2vL0vzsZWZ+z11Z679La+YOt3SD51Cpb96SEUWQ5F7m0oX8sx",
-	"ex8djIERgJynK2RUVIWGHmo8VKyJpT5ibmsEor+3y2XUMsvq4tJyaFCd4xdsfWpMvbpsKmsEduOx9UUZ",
-	"0QOVoRZbaNP2q69nHQWNXqjyjZhcHsZYoNZktKJ/nf3c/842dPGP/kgV+/aJUTI2ZuKNfCi5WchLEAS/",
-	"hkU0aHOiOPM2qbLOVFJnhkInYJRRUrCxqJiiYFJzXVsPUy6NdTmodieNLDfaQZhkVq7RrEsyY4PZAMos",
-	"UgYa3G2knaHY+vySzl6w9UPK2V0YUjUpkZsZaDc0lSxDSjH9YfShIV/MKqlEroSC8kwVuar2CRSIhVjA",
-	"EYGacLy9Rfq6gmwuo2xbVuQ07pAfmDsEVhOFZBLD9TgmfsVap3FUJIJdMLaEh3wB2SSVCkrss0LDL3T3",
-	"giEEBfZGkT+G4ZhIxiJjuBFh7ZZjK7UwZaCsv7Sa0X5nAHledwmSg9Oqrbeg4gtw218re+eGNxC2xtks",
-	"4TWzF8RLcPz/ww/w3x1ITIbKHY3sDqrg819nstuN4YTM1rjjOa67pahTWJPznE2llfBoANeeaHM72YZD",
-	"G97uFf2JacrTJm+upcQHYthokug6DogEK4w9o64/5GskFdXJSHfld6nu7wJoFxRPkKRccjz5pqXoccKE",
-	"ZlTpbe2u7yBji65rayzKE7NuSSx9Nu9LpRELoBCBY+FkoPV1jarVytbnw1JwJ83QIxrbp2MjYmMrvuNo",
-	"LLDLZNFuwa4Ys7R/ZHrFcN2LCOfTNwcVQyaEIhR7tqIXC8BsxDmb0Fxhu9tCbkNi+ooWfrygac4cvRjQ",
-	"68a5Og48KxiLLhUE77fMoiJ6CJsKnTKVa927pMaO6o2CbRASjBCWAcCDIlybNQPdSbBZkPVAlTfsIGRy",
-	"WH6kXQInlNBlZMrEBHZZXjCBR27naOFrjE4DszFz5gvDW5zDLCILmjgYJYp99sxnIvRhWi9ebzAWT1Op",
-	"eAkXxqpbKlgXjAAgAYVJVMAAVCyDkQMBAAiABhulJce8BysFZuZL6b86a+V6LPgebJwXTm0v1Y5/Ip7t",
-	"bYb9q2rCwYuqmvIdMGs7McN/GsWhPt/L2U4POsMm8b3J1bwUFwGBBjkWQq7IP4jW6Vat31i+W1MnX8IT",
-	"f4fcSb8X7divnFyA0/KzSJ/EubfJn4TzfPBU1SdQmm1sgCMwWoltBLCiXFfqlu3+l65V0AejMKUrXqiq",
-	"PhSoPUAbVt0bbGgnb/EHc5qfpHLFfu8BQvgWbH48aeDaht5cSNMaRnVktcWiRwK4O7lcsLkGc15a5OkH",
-	"dlJtHYKgfwHjQLQuY+puYSHR7ff0wDQeSFiiGSOKZZcMoPBplvFLmqLlQboAd+Rw5zD4rxVZZixhE6aU",
-	"zHoDl3CKtBrZKiwqLDqqppO5iyq5lq7HPouCa7JhAUJ6AxqB2NZHp5hMhe3GGJqCxvLz/gLLFElXZsUf",
-	"p5SneQZF0c6RAlPwBZ3WouXo7kc4OvCTX3Glzfi4DITv7mLKEuYPjEVsbdwz84cCQgZPdt9mJGOBARDB",
-	"Vm4IB68rJxeRRWmzURKX02BteSYUW5ynrM5gPZkAR7+WSLjDZq8bqR0/Z4wRYzC7hDSbJQbHAi6RLtVk",
-	"IZUmj7751ufdQT9NF6vGfTtQJJYrwbK4KccDft0TtO3oVpknOOC/4KDFZ9Nq1mymEdvb6roNCfWNPI1H",
-	"4Iac4R67qBvmXx+HDVQdIiSmugFaqcjTNMgtsFd0xYQmC0YR4ro3IDE1900BNmmfi/4yk7OMKSwn98lJ",
-	"XI2FY0HwQoZOLMeGDBO2Hj+bV/SltWe1bAfAKa4maa74JYsMO86sbtBKS26Lew6Iuls8x8GQzdkk0VjU",
-	"Ip7LqWfInidvymwSJna4WG2QyoFcPAR49VkcZEsSR1uI82KuulAyJoWE53osHJJ3BUsoTPMgDonbhZap",
-	"D1cXuEI8QcTaayN0t1NP78N7KicXD0ket8MAajRde1d8rnlTssctKL2WmRQ40VvdWW/cYw/gm43AKaUt",
-	"esDe/JocXP6WIHRGUBy8TClWBoPKXLJMg6vlZXfxtxrozQ0vRYWk7tBfUSXeB3THayLEGXqIyGouMUVu",
-	"Nac6ClITFFnISy5mjXQS3Qzkra7cKf4w7kA0d9wZkVcfY9I9GgyOhsPhsGcj7zbcbWdB4mE8GMSv+kfx",
-	"MTEvFz+ZEf49GAzef4zHYgbxaTcWyQX/M2c44oCc2EKTAs0IyjYpXhjpyncU06DrL/PzlKu5bdZm7lIC",
-	"fgpMKPjGVbe6TSweNwppLaLbaXB9VOdusGD8B06Z/tRgMHvcWNfa4LO3mR9wXbbiunge46WRuT7dJcsU",
-	"VxpT+M9dAwcsj8fbuLdQamlWhk1Gmo3LzeFDE7OoDWyCfyVdZKooYSOXSdxz/ULCJksc23EQ26YBivcE",
-	"c31HwAVb1y0L3cyuaYXhPgHm7Fi0BZ0l2zFnm+29fQX9PVh+BTN9sP8+Ha7srekGzVf9TvFlT6qwGCD+",
-	"E0ZTFUBVgSYN8BFYt6pReeK6rAPY3Eef5IlWsuhh8pwdChuosYrabr6obXc5qoiSUgBWbenSAoMhKUY4",
-	"yEw2AcVu3NZPhRhbN/CK8dlcl3z1njCPos6CXmH9qFHSgnLS6wFZXBeT9o4CBf4gLGLg3w0x9ktEf/2i",
-	"sFjrEFhjvHEx6dovkKNeGY31GvrWXsCru/jPAwLrl4HAGhlZgzF0WXTZK4RWICCNPNyiFzSCd3koyAJ4",
-	"w+kaRjeFeIx3Y0G9HMpWkL9eK+FopFMbo9/ox+IiNr0BBpYTiPX7dm8LhwC/JiuZXRAporGApIlird6h",
-	"Vs4ZKOn4zSV8kA1R0vttlKdAsbK4F98MH8cu331U3eEAO0KTCRXkUuY22gQljLmC4PsSlnFcKDWVQsKo",
-	"pNqosZghOMST4ZO4qYlMVZR95e1kWkjugny/DMbzqeWwkLo/NbpASRQbESzkdhl8H/AJFV4AIDxGJbfu",
-	"PnX93je3ZSLtgV/dTo4f0snFjayq/RC1a+2vUv8uGkiB4CxWxiCCLCHUYgwXdj4ZIxcG5ESsEezJ1k9B",
-	"vNL8dIBV1oa9oSyBcXolmKGtuFBePm0AREUlnwwkhjTZZCeTi5Krdy/O2WyT3QYn3alr3RNLjaxVXSgg",
-	"Xx1I+Kc1jjaIHDOpSgCHJWzu8IYdk40+e+5nAPe9PweVZRFzhHhdLlniVLgNbdUtNP49LgpaDZMnXB8T",
-	"bLcM4W0pdhlI0JN7e0LCP/GRv0Mewt2nDUSdYsdbOYNh92tcwOX0Aztom/QDPM4HJ3F9+gFsZEOBTcrE",
-	"TM9BWALaCkswABTeMXcQ5fsVFNo0JSDgOd+h0LKEVC+qYJoPNFGlCdiz/c795nliJZI5RFyf/ZXb2qKL",
-	"CpSOGfpzSsT/1LDNhgE7MNoA1DvElHXA6EzAsWCidhXh2exj32zphy1p/NGtIkGbtbX45C1gNdc6KZ8t",
-	"lnr9dbr6vxSvOVAdFhZBgN8QM+lS3U8ZVbovxYT1jskctsNa9XRywRIHsQuMBfFC2sovy4wOP8B/t3rP",
-	"TyYXjr3sdnmfTL4S9CVY8j2jPZxMLoRcpSxxgJJAGAUU8y1Lrd0cHjZlt4hzVHVoi+duIvL2m1STfLR1",
-	"sO3p+GsqQf4cSPkXbmM4QMLndHIRkUuu+HnKbBWkBSqUaUIQF7s1K/PG13a79zk8tgO62iZmRsSHKYfD",
-	"RkxnMHLrcwggbWCPLIL3d20u4OprtCf44cFeqPPjFNIYes5resGK/K/bNBe2NZp2PL/acsG3WAhKlRt6",
-	"KXQBW2wsqFuC1RicwxkuYO+YULEmC5ZwalGY/+f09SvCxSTNE5ZECMFG/8yZgy+es4wNyIlrFO16HsVP",
-	"hkPCxSVNedI3f4yPCW2AqR+LPXHqGYf6RVi7MjMGV3edg/sZ6vm7bvxwMPj++4ikcsUyPPFjf/kbr/4y",
-	"49Lo/fW3P7z733/fplfY7YO8786qvr2MIrvTtf010eR5SKK+Nwx2ezhlFPYmyPVjUuRFtxfAhqvciVvj",
-	"zAx8Pa/Gl+KAOC4p9jPblvCOmk49uBo+S1XDtR8JrX/XJlAKBlI7cyAivWMSP/LN6BhuafNNzVa7Ydfe",
-	"vvv7AK99irhQsOetAkO4/zsjQ27YNqGht4wmh9hWKH0AYWsOEmXlfdqKx6aaANn8wVQu3acAZbO0s+/V",
-	"ffvuN5mwzm0kYzwAuH1KADcgUNchzIIkCxIvZFJGcytoshnPzdPOnbkeHGer15kql++BR21BdoNtAqyY",
-	"DPWtaDfKW0gDt+6b+M2YEHYuLp0NJ3kMgDwjQmFOgKaGk0dyPaeTC5sHg6+PBRD1BIQtJFhxPSAv6Vrm",
-	"euQ6ER8o8lxolr3J5IQpZeQbdJcy9DUW3bjMcg//mPwxzofDx5M85wn8i/X/+OPts5Of/rA/KPYn/t22",
-	"0xwMBvUvvXv7/GzzpbHg2EHJIp4DhI3rmrzESTJXn2XWUwvrNhaAGnWgEIusNawbKVDdcG8H5GQswlaD",
-	"1EM+mUka9kAs0Nmxq7iwws4BrXs2MhYery6AqduCAnfnMugBMe4u3DZ4bA+YcbeU6IjbeZeocXjVgV+N",
-	"RWx5b9weHY5sgMMZ1vsVosNtqPVcwJ+gWAf+ahjdVhVesQVdzmW2I6PytHjswXq+Heu5vPOtDGh/Cjtt",
-	"6GDwNmZ0cbwPymm9Ae039Hqmc3gem1evRbJlcfR3aMYE9FVvyfgpP5BJnQ3jt8cD96nd1kuJNG6ei7lB",
-	"VYdLli24vq2EzIpfx6qI8YJexcR+CQCxAYHd1lIeG/bIhbMboqA8YE0AKQrAQ7FuFIYaEEs0W9G1a6yn",
-	"sQjNJ0/Qvz8i3Xhza9CWGgwGUFFEuHlV0JQscs2ubPumutewYUydHQU/9atWFALNgFa9ZJndp140FluM",
-	"KV26b64DvDN77L6DZQajjYWcElq8Maozf8zj1uix1g45sWeHGpGeU4FnYen3gHQzNjG77S2EotTWNb5K",
-	"mDoODFh8gQgpWA+KbzM2zRVLRljytaBX1XIvmEJNUddUk3M25yLZYpW9geXvCn9DvYrZMUejIX2CqQNJ",
-	"iOSosbX5gl5trQi7IXrGZ2H7+fP8aow/Sx0Pdt+N7T7PS3/O03Sb6edZUH+apynYf/bW7YEZruLBWMQl",
-	"VjGynMpW8+uywG0YDRhLlaOZ/zP/o3RBxcAlkXMBn4QWBdc2OAl1S5ZTa3wWGuTXZIH6VRKKJSZm8YGa",
-	"uKcK7JSVww/4j7sNKjWJjodQ0RcSKkIiAWDDQn6V3b1SpOs7ULcd4NbS/F+RL+cI6kZgXoUqD8ghjUCL",
-	"Dj+NXTJBoIVCAH7CFclFxuhkbvb9mMSAoBgjgqKia0WUHNSBjZzar96pnYmfqPVEIFpKiEn6SSj/Nsy/",
-	"ZgyakAL9jpcYITzWElrTPm2V54RqClC8sGfjzogMBoNtnRoCFM2xQByfEYk9Ok4ckdijYMaki9Cac74k",
-	"uZiwTFMuepFvGVzpERy5TjwYUnE9gY1gdcMH6JlhI1kcJ8A7lNimdyzsvjYjZLYm2XuAxrRzuwku5tfq",
-	"Mind9WaYy7r7oueZzGdzC2nd6LY+8489tCZoItDKHj30Jvia3NbFPdloTkDTVCJFhZctuFg1l61NX4Iq",
-	"Pd2hHrFBug+dCa6JMQw1XpFRoBPA//G04ZFbAOMOAayMEPyPDCVhLfXcSreCDdz+4sxf8kLXvm3w/upX",
-	"PjF+/z6E/QDg/3UB+E/SXGmW9Vc8YXgvSyj++zPrlkZF8eI2vP7N4dvi9Qu2CvjKsYXdj5HlxKRrzJix",
-	"iIObh7/07PB+Tu4TjlnBNzxgabCVY2GOIQeXFD7slMwBOYH5oJqNIRHzol5JPzzumnWNjwW2c4XGWyuW",
-	"saLLCDSaq7No3IHagaw546zEiJxLPScXXCSKaDljeo4N4sBZuSa7O8Shx7PY0hKQKzczR78n2IdyCt9r",
-	"tqH2Ftt3ZEtJwV5PG8XFJoN0hlVrfg6EYN96/9Co4Kae4EJTaDTgbk0raGZxt9ynYBPWf/N6fCm4/l8h",
-	"tH9xGKdzWp+t8gDt/wDtf31o/2CJNwb5b6mk7QXyv5MbPaD8fxko/1vE5G7/yt8DDb4Fsy81M4DsqQdU",
-	"+C8eFf6kcqRtQODLBpH3XdUAw9+WTrofDHudT+tfy4RqtvtWX4Ol36VfDKeJk78/99hXxxL2wDB/8KfV",
-	"8g0kSUKL40d1DTzYCVtQkTSrZ1CXgQAkcOnOGc1YdpLreWf07/cfow/mYkE2sr2VeZZ2Rp251svR4eHR",
-	"o/8eDAfDwdHou+F3Q7iE9jObyhTUOMqVwE44lExSzoS2GWQM09l4RphIXBoTZu2m6SCAZnOa8oZP72qS",
-	"5opfsgiKVBEcARmorc8kWl4woUjX5R+HedO/5ZpdkRSSq3vh96B4aPNz6FQhLGUT7BLsR8VfXlI9mbvx",
-	"0G+lWbbAvhOlCQUf86PVfPBHyO/Lgg/9xJXO+HmuWWJ/dN/Dg5f5ecrIuX0v+Iz7U81XfsozQ5Tk5+c/",
-	"v0bAaeVSGC0yFoeTohdBwizAmBbgY0VqMfwQfNhCmGx+9qwStLO5jbAfLHGuTLVMIYxnfcR0IcUsFOLh",
-	"GgMi3/wccnJI8MDPFZsKgg5/97sJRGStvUvOVsFnbNh28xO+/QShSvGZWDChaxeFzR8p9K6V07Dv9Ob6",
-	"IttWRK+kbf/q8rmDKQUdBDan9YKtlfkMyIeETKSY8lmOspl0AUUKAOC4IPHF5eGHC7b+GPciYrgRzVif",
-	"iqQPM0WL0aobEdqACblgaxWV+kwluICVuQ7BJC8uayZ3ymeCJeTbJ/1zrtGt3ETwJ1ou+OQlbBCeUkQo",
-	"/I3QBHzSi3NuBluyzI0UfN6NXTOJpxspnco24D5fE8uVajlIWHmxyUeCJLya7HTDsCqVjXvwrlLJfM23",
-	"XQnk5od/ZTTV8wi+zQVTKgozk7A8oXC/+6ZsiMwXJLwX+So1p4qVLDLXiifWEGTCvMASkslcs4x032Ry",
-	"wfSc5Qqy9O00lmxCuFYsndo/aKpzBRkVpfXRVefj+4//fwAAAP//",
+	"tYiH8WBgq6GP4gIztTfYvv4avcm9SnLB/8wRPUDtWQLfvDENUAe3UctZn8R5/WrOKtJCKbCLF7RUuYnP",
+	"Az6gIV+E+SnO6AaZDhuehc/NX9B5wzIL6nvzjIfm9IUFvdqzhrE5tr30M66RtfDbgQLwwwLo0DIpqOZ0",
+	"pgqAJ/8x+SMmiNjbG7mQKUT6IRf9p2cvn509I4PB4BBHVocf8B8f/2949Id4d46bDV/aaW/mYJi92Zl6",
+	"EV632kphFCHlHaliXg3I6Vxm2iKg5coo9GUQ1lqc1WgsyuipEakib3o81Q3QzQjAojRbwE+AxFfgbUak",
+	"CREGfgnAlSISQKOZCS2YnsukhN4XbYKQ2dcgvcP8XOR6QDnhWMQYv4epNOVyRCT29V8OeSIiMTIS/weY",
+	"E/yl9HkHqoFgEuFfApgNW9toQTbGooyy4dYFkwzfBixa/7ZHLIl7lSGCSVdhN0pfRsQl68DqT/M0jcfC",
+	"PoH7pOAZc4AbQyzoFaJ0VvBKoxBxyaErheBMAQpTRAIYyagG29EMVoPbWBoOwcs8jTow2+6T4XewMVg7",
+	"0p+kUrGkbwuKze/ffx/Zwv6ESJGuMU3SlprMqc3uM0OU8Q8jUiNyHDSplS1mZ2oBTsdiD4TTaBNdIPhT",
+	"ec/rIbeqmFp1sFke7w6LYapV/C7neVNUCaWpzTvazEjyxVGbQkBznbIt+kmYqzLXeqlGh4clvLNBwi4d",
+	"gpM69Ld8J2uGX933o22VWBgt3CxbNcReApMpZfMh5ntVUD0HdPwV5VDT1LVjGOVSEQBYd7XUrcVlU7If",
+	"fD/ys2xcmJnRrVSpFoU9e9Wvbqm+8fNTNRN0f25lNBcr3ZU8j8PVzcY6ifcA2Spw21pN8u27t7Yov8bV",
+	"05ybZnH0G2xS/I10qSJFgl2vXNovWOD9MDeozkL9KjIWo85Vfyb79o9hxmH9NbI7W5zl9lw/JJHPNY94",
+	"YTtAtOzCcGuJx7YtxM3yj3FrbzkD+VZv6MMlbJs2fIPU7Bi3EjG2ze70PMZqbE8zJooxAchFeydp+wPe",
+	"uL13u3HNCdZFcLohwVpts4YVVKdAVRbgSmYJuj7XZMUyRgBQ1TbyakP/fjKOa25egzbZ1RVLFbXwQivC",
+	"RFJcQER8SztUxgetIcnc9mxn2X5JP+dpeuvFDe1ZS4uttY6UzbP2dtuBIgt6NfIYokAAOBEyK0M+7OVV",
+	"qxiGNcUSqnTpykaih3c0ZiLGkO1LB/uXUVT3aY+LWjiPbvUOe+dOm8usVC0qVOoBxSt1ah4+XZmLUGr2",
+	"Yf3qE5qmCPKI/RbwsgT49la+4O9YeF0gVDfYGgiJvjkfY5SPljLT7utFlQK+YjhNrlhtnMwan88bAjPh",
+	"UDYEnZjh5uyKdMed4dVgMBh3epFtw1OkmNvH679ZX70f27A2F7OYdIX0n1wzjZa2jXqDkeyi6DHpJlwF",
+	"EXE4cTXnS5KLCcs05dCuyCJW24q9Y0IhGhIE1hF3YkEThl4TqWxKeJFJ46YHSGv2g50woh+5wkB8vVaB",
+	"00X/oc39FmwmNaeaJX5q9vlSq6oWEHe4yeEBewoq5hA5It9yMTBAWY+uwrZjnSIOwxSKgLvh8Tafpjup",
+	"4gh6EUKFMDqZO+Cc7pbXPSRY/Wh7n2gwXovzrT2FLbt7g1hG+Xzqk99UJV776eIYRWL7DZa4mR3/ueW8",
+	"d6pTvKUsL/MbeqPkYpkbEu0VkTKeVAvusMLHCucigWNnRDt1HSRbmClBflgr7anYmWtWONE0lYgGX2Bi",
+	"HANYpEVEs62AUboWqL3FezfJWXKtLX3GUruqp2LVTdB6NyOIOyCCZtDqCli1UV3LZXiVNINhoAHgu72W",
+	"eQQtCcFDo0A+R3HkoIThF2905iWk7O0JL9WDvhU299K7Mj4nsMhgfrw2ON3MRny/1+HOQ8BBtn+/KfEt",
+	"YQuKVbQtaK05Ja0RCh6aibQc/poZgPiJaPOcm/fhX8t6zPZiN2ryoYrOwHiTV1RoZdOhjJGPzU6NvZ8L",
+	"OBL0RWw92QYWU7splepN/NwFY0s0XZ3uiC8MOtUWwi2aCG/Zt1N3jl8ETGQO52v+sAUfcj/i3DO3pzFN",
+	"0FHrNg75yTOUmvCwbpihhKBcNelJcf8oHtkb07MdYNgkz7hen5o14GTPoTHUSd7UzR99BDN+acS4RHQb",
+	"607AYLNt1mg++PT167c//XH2+sWzV3EPm3jZ3oXRWMSHl0cxdFpdMuFdsNh7CAC2Z0Jm2KvQtqoBLgfT",
+	"KzZurvUSG+bwWjRC7xIweyJllnCBojljE75kts/rMqVckF/Pzt4cAhakmQ2an3248FigPRiLsfiFCZbR",
+	"lGR56lp70+US+kxa1Q4X5nvAj8xb/0WeZZnM0HfS2ExOkW7c1FUojmwr4bEgJLbEFvdIAXsJeQxc2zA9",
+	"BKPNvzDkjpF5jLDHfre9Y8wMOuUshVaaQf96TAK045tTiVtE0Mf5cPh4ouYy05AXBP/P4oH5yDPYouID",
+	"CZukNLOka5MlGG5V98nVVc9ia1v2c2yWAx24YzIxJ6fMmI0d+Ei32oHPnMQryF/igiypnptnPphJfjQ7",
+	"9AG4Bv4TOKP5J09Uj8BFg63fDQsQk66SxOZHDzAxejCA3tyuBSlLFSMcZh8/gSmGvazheGQ+mWObRCyZ",
+	"EIV7C5bxk/WumBVA729z/DqNe0BjgfvFYpOa5x59M8T0mcdD+M83C9gTQn5zjbANf59RDQwd5Ku8ZLZn",
+	"hW9JZ0Wcb3oGXwcZbCcCyypaqONPMLdReblFltiAnOAj5JylckWOFAAkpkqSjP0H/BmwavxCtcn5glGh",
+	"iDaUJSbMjGVJCe5n4XFTtmDFxgnMPEFQFdt8zuZcJJu7fYIgsaU+2Ivc/Ith2zGqSByib47IRqMx87lu",
+	"/OToG9KQtoZ9ylZcsV5kBi63FMer7iYKaItmRK4jWwmgJ/NSy3EnDt3NdsC5ZhLBIUCinRmp+PqAvC0W",
+	"agRLLR2AvuWpwObr2ftpxjsiv/Efe/bqkvjJ0WNSSfwbkFc2KVrPmdFDLNGX9/6dLTKqdfBWaowstFrA",
+	"YYAEjNKiCIdp4XwUib8ZPiYNrQVrG+mZmRhRVdun0XcpjuHihB2MgdlUmxjbicJVAYHhSAunGp/Y7EWU",
+	"IcT2a0TWCgNZrhohL4mfDI9IOefRDJ3s6g9cSGW3LLPPJ2+eO8k8InMmJgw7FhLrOacpcFTDJmBtTo+A",
+	"a9y+ebMZsLZ/MynaNwN91DVvjtxBWib6mBTJf8do0WNrXgd0hBPyp/9k+IRUEz6PEbQYqaQOtximBGCQ",
+	"RUPUBV3DfC2fKDePJhu9o8MZPCYbOYrQHrXcPRplnAVoatc/uvSNmpRHYEVPX789de35yUwaDcb+bl9R",
+	"sN7eYKNRbBBTsuhHIzyFR9+TairlBkmgneFQk+oaydqxgYJtziestMj1LHWaLbfLjErNMl3cGmkQ1ZyU",
+	"HZPzteNUZE7TqfkwuOxnqTynKZnQZWSmaCaiyVFvRJYUJhvhIdAFc9obEIvC38GvFYxgFmcbdQq6MOTr",
+	"52IPcEKXAGNumaQhMuWJlyeRbdPPE+gaihfUPL029+I81ygBXIx2YPUr5ChuTGZuWPz/9EPx1H8NGrIa",
+	"ESGV4NMpaB1wiO6xU3up+29kyifrEVFUJOfy6tjtXF9lE3IgpGAHx2RqJHnfqJdKG+0N/45cSEnkwuYX",
+	"AB/TRjejDj8Y0Z1pAAYfoT4XtDTTFtAaGCZkHtjBzBM94FQMxHbRgh0VsCwX5ngqVwfIGzSfU8aM/q0O",
+	"T589/dfb52f/72CBN/lZgMRt6E2zK43MwOYhxz3YWmscWJHBk5GhQAQGRU3OSXHY3IRqOjI3SLBjpDgc",
+	"7MCJbQub7rHAzafhH4XWbh+UUz+isa6McTYtEGwVsD4MG8IXQC3U1XjXwK6TJ2CbOJkR9PdQ7uy2N/go",
+	"rcb1e6ba6udrTI0GzUwuoHG22QIoBAbtyV01lN5H3xDXIgeTe8sNigNLftQ5GgwHQ0hMWjJBl7wz6jwe",
+	"DAePseHIHIzawzk0XfgLvCdYouUVhOdJZ9T5helf7SNRJ2NqKYWNpj8aDrf0fd2v36tt/VDT3/WUZZdc",
+	"zCA/4cnwSdNAfmaHvr18aMZ3Rv9+H3VUvljQbN0Zmbn7Cm3gVxOmFF4tRFemMwU5RG4vVOe9Ge9wwcxp",
+	"m/Wb/7MbO1jTRWr/BJUHW7fzLT5xL7v51GmD19nPqPPN8PHuF8Je2O3PoFaBDZVXo8t9M3y89XRyfmiP",
+	"4fLo0FZ0qMazeMmV/tE9BCWAaHKpRo9W8cihefkNFDg1QltUnkafe8uHbXPp9zekkrK7LdyRVqG/Astp",
+	"MxeNXdW4gX8zuvRUGl3p2Ah+hS5qKBAzdiDYZj+g3ashT+JKkyWdtWiY4ydfk/O4QefuWC2ZD3dT7Y80",
+	"sZYdvnLUitCL9vjwUovb8bNTxa93n8xCQcXY/V7RNDu8dagGYdWU6wMc3qlimz9W7tEheoOKlpM1N0qu",
+	"WOaIZoN0a9pNwAueGz0ckz8m2BgS9GpuOKOoUcw0HsPtyRnPHjYv4Fk484fDLR/uuzmzbff9Jhlph5ey",
+	"8aD3k0+v6IK9oUYLeB91lnkNjbw1nyuoZE/xZxTdf+YsW9cJqZqb/tYu7rOmhVYKESz9ZlrRjSkIdjOk",
+	"n2Pi23gqFkfQiIumqQqwvF0LBrUXuz9cUZspcAPyk6qG/t5Rrq9Lfubdm2tHLXibbXZfw+G+DNH1ZPj9",
+	"li0Jw2jtt6YgyY1NqZZlj4jSPE2dvgHEaAMVkJc5uK/7w3SeCYiJVLlwiucKoYDvSWU91RUodCz0tl8p",
+	"W0i83RJ56h76O1gi4Y6069PsQRTv3xLxk29jibhjfdCC6i0Ru5k20YYqC2sfoTzznVXDC1bsf/WC1Zoo",
+	"5fNAnEkbVcfXDmzPprgyTGz7YBeB6Qg8d+A9hSCNc9DaBgy2aVEuEpaRp3lGtczISuZpgu49XGkZv590",
+	"wRs7FoppCPG4RhQ0BVdSD3ILngyfkE04ggE5EYQmiW8wx+zbY6E0zbQidEa5INNMLgAQCRyHZdaD++Gu",
+	"VxtN7ifXa+LLV+Xssu9bmWOLIoaMNNLFQJ89WK6LsNUw7jXchWZTsPF0b09d8vy53hS00/wylKVWNPNU",
+	"imnKMUHuHmjmrMS+MAuiGw+tgoIBHsV0M63cgjpfk+CdQLc2SswoNGN9KpK+Yhrr6zxelA1RRCRjOuMA",
+	"0QEJA2Y/B2NxkiSKaAnhoZJ4yCCQUirUQwcy4MlUPskVMuKxWNG1rcxbnHMMhtn8PBD65jPdGMIof9jP",
+	"/XFO9WT+h+J/QT6CEQPm02PhrqGu2f6Mz+ba31gbhU6A9at84cPeGG+bCZaMxbdP+udckwy7iAOf/55s",
+	"gtX4WF+Ruwi4NaRbwMaOBU0SlvSOnVzBBB+JGTzYDYkK8l3/fK1d89vqFx32TZ2cOEmSgo1UiKemahYW",
+	"SOz66MK8CeHZJPFBUnIEtdHmlT/BkeAKnDs0SVxmI0VCs3flqE1JwPv7Y3O4rUG7V3P+DzzvlnjeSZKQ",
+	"mCZQKupIKIIkk3Pmk/N6hGq54BOaputjEt7XzVtaHFETk6yr73wHjhZ2tWQT/cOzODJ8NvwCZMLwaenC",
+	"Sozoxs8A0c0xtULzgx+HkPtkc5a+J1VYqyYu4BOVxsLOys2J61BfJVzVXezTUD/YerFPgZFvLs4zE9hP",
+	"izlad69xdqWr3fI6w634USbr277J2NvsY9nE01nOPt4PFzll+itlGE+OWnzJHPGZlC9phqWwT46+abMm",
+	"nzP6G0s4hSbw98OizBXRRV/2Bi5gbykWhQY6S2+7lVvuibPdm1TqxfP38Ckl5SW39SxVuxbdv3+pspA2",
+	"XiZchPNWPjibGpxNSWmbqj6n7U7cyu0LXE1NZneZsu5QnlRIuF43La/9gULqLOryHkFhVC50BL4YLpjC",
+	"ZNsQRPb2o7Vbye0w/PYtReUqEZww6hFA6dYHPkYF/DxOiihN14owkck0ZcnxWLx5fXpm/ZDepWvDlMYi",
+	"nBk735WdgEOTJ/71sBsvdtgfC5hgDQgv6cJ1tvnByvlA5nIlelBDY8Hlbcq7zRofi+KwoS5epglTOvzA",
+	"gcLiHGsnVzVyO26dav3MCPAqF6icWJ2ezBGvJFRHo5asAJq1fjRiuG5ghM3fNnalSHdXjW7LQO3u587O",
+	"XrZSHramHRzdDUeFY6wPAqNYCenfiBOGL3yVyQ53EVC2+/xKYm5sm/hywZlGZMpW7ka7Sz6niTuFzaDz",
+	"MV78Zq5VwQ0nZdhwLC2xyOGDekTwUZltuWAOUAfoiQi/FYaegX2NRQP/qgKMj/xSbZ1XMJRlZWNRy8si",
+	"2zvcJj6bnT5QfjRbL31c5etjYb/j9sjwO0MOj1pYg2dS/kbFGotS7ksBNNRwTDII/CuM/LtFh8dL5vSS",
+	"FTd4f42wJKIPP/Bke8Yko5dsh4i4JRYL2//Wcf52WVvA3wA+lSqSsqn+GnjaK6l/Zekn4GbPFkvdmpth",
+	"04ER6icKOJi5b2bTN1lYTW+CY2QsVVkE79M09dVZ95VyA5ReuYCsVnwind2yXr37fjz/qayBM9vRfLuj",
+	"5Zl/6u/gYyntSSv3StAX/v49K8X02zhV/NE+GMv17hS3nQ3JO4iABOqS7/NSMpiD4/hYvXSb/pW6KIxm",
+	"2SKOCC0KYEc+5uOT+8roZwmfTs3PmBSDA4yFzDYt3O6j4TAiuUCwyqRXZ+L9wjwHaGfbWUSyfSIg0WeQ",
+	"Dltc43rvkju3h6tS51cKbgLCCrvbYIwAKPf0LXjr7sbNvUnVa3VYTOFOvEhn4SoBJsti75u1UmetTC4w",
+	"dunQUcpXF+YMFfdjUb2bkc0rLiy2+NHwyJhqYwu8Nu6MyJSmYKPZa44hSgY2VtKAfTgivKaitwRQabFr",
+	"5dQBFY6FQ4qIeRJHJeSnBb1gGBOFMmRARwH8COw0BvjI5o+GbSGEhM0qrOU2T+liSflM7OFG2tdtdPt+",
+	"mr3Y1x0Eeh0Z+lDvxzt0HNmvTda1CoWznb9Ox9B3LeO7FrT6HqoTNtrNjYzqwC9DZgVAG0GGWdl1Q7V3",
+	"3VBdkXqfPMD9BTlfMpkSGuxy16VHI1LqS4BoSula5uUoeAsVMZBlO90tb5mqZZ/7uU4avOvAvXJWYrpV",
+	"CNI79VpvZT64dJZgNqOTmxiYCSWyOe76Cj47wFfmArqXhG+zk65kz5LNDzrLAbQK70r1XDwAEBfs9vXE",
+	"PbwjDdWkbzIJgDw3vVufTAv4pAlf2y6m27mv7mZdSyP4u2SJIQARpk46T1YgHoUkGeu7y723SESgo0bn",
+	"CSIbxWi/BJml2Gp4SuJfnp2RuoHjkUVSCtLaoNhIM9veo2gpZVt8eDspClmY+XchtyOEZILdODbWHqLC",
+	"FFrYgQphYXxbj4q9J/I0jci4aPth/ghstQcItScCEaCwjzVag2D1uZkJtmJKh0CAuAiuScamKeBkdulY",
+	"FAeFgpSLWQR4mVzMiMwAUMhcaYCjJNaeI6cSs3ALTKfAGj1QhTfLCOg/c5oSLTGHtyjhTjyUK3wZ8KLs",
+	"QnDyY+uuwggeeLy4ViydAnIwjpNQTSMCrZQcJBaos86yFenaTs2cFIBZ+8HOcwRitATME8jZgFFckYbd",
+	"KCFhSm4Tx6KLcLR4jP6MzH4ZAYd2s3cpQk9gosF8xlAlu+QyNyc3Fss0B6M6IkoCQFcTBhd8EYC3alOf",
+	"4ZfAf7dDAGwAnZUlQE0ZhEMww12GXnHe07OX+xy7Emw2WK3LSPDgbA/OuJogVGK7SiFVKtI9PX3Wu0PP",
+	"WwtOrHzz6Jh04w9jbDc07nyMe7a5OpQNmH8cKGJ4s2HUvajg4F0qxsJNvPJM0VgHRgEg58ojoIDCr/Av",
+	"/HUs3M82AGczH8phb2w6xzM3HmfKvHJxGRc4hikHhEi2GIv4BVs/F1MZj3wLEIAU53+xyOcxIMPEr9k0",
+	"6LBuojJ530AP2nNnK9iviMSwUDtnCDHCodbNd0BOQjhAkHBjMXNlHeU2WHJqBRwTmuu162oVyDzkiPAr",
+	"waSOhCu6XDKaKQKjUmjmZ7nmai4V8mRIDrfltfHAovtaREsMiGEszEhcmGnoaSweYERnzIIir4xhbajc",
+	"jGEk2gUXyYEiCc/YRMtsHSG6pYZJuPo6MTMCF5bLFVaiTjO56AG/RensKs/cNQIRSRM1FvaXiMzlCnJY",
+	"FlSscVTMn8SZskyZfXf/4yv8DDdP5Spd28yWsUgyuVwydM1uORQ/dzunxEo4rnG3zdjRWAAOttEGSvCO",
+	"Vttw/FquxChAZ0TRhFcVYNchSSYiRxF5FJHHERkMBmNhUajJjC4jRPZka6Lo2u+V0XnsdmlZB5ZrLgAA",
+	"5pITf8YWwBMGpx6CMn5Jle7DEvrPf4rJK8MCELHyVObZhLn9dPjeY4Fop6BHAGJrAvspdY+IHPogGd0N",
+	"omKvyD/M0qxsxWYWKFdBoZlkUqmxoMXox+g152lKbOH5RrFS+fLgfvjFj4WDCoavFlWNZMGVcq0OaoW3",
+	"H61NWWJw63gSAuvPpD4OdtdcloVXPcwmYJoq7A7Cipfh6n1PBlf5NHcdiKxvqHRcdR4iH7F+/zmqIa8v",
+	"WXbJ2eomasjXHQvXcsknsLHCbTiqFhFyJjSbqKqAzG5Ds7w8OgQZtj0B5Rd85O+QfVLsRiuixeZKRtnz",
+	"XQfvPQPFLqFN+gke7IMOX3/fFv5wbb+8ZgAZ+2h419wxlO/Zoe1y0qitFz2DrM0957M5UxqdCHThTE6n",
+	"Y3sbAyLgkW2pERll04Z5Va99xNnoTva7ALPuXC1j4ZrN2Gi6neUPv8fwsEU7n8gFC7JinPpdzof5vTEZ",
+	"Jn40HMYt0mF+se2lWgSoi06MX1o6zAZrqc+KATp4uMF1KTHuikD01d5QIz6hpRooJy4+4u5cKc2L5ELz",
+	"1FwdS7+1t3tfoQiHWbbfy5yhpWPVmp7NftXyqLu9qmXzsmq5FLsZbJaF3EOkk7EI/GdGu3edyzX66AJ7",
+	"ZQeafbMq7i7+56e9wswePGi3fncbXWh3eAGD7sXXH3pb2ppt8WgFLVvO2QLa2iFEXGU2H3jyMa54cIr6",
+	"/7GgyuHAHSgCM0DJYa1LrkceJ87xQHSH2ewx+zfFmAUgguqAAXluTFZm0V2NjhOgu7ZNNCPNeWb/I7nY",
+	"Q47fSr3iHRUI3n4oGU/wk2STwRmYw6ivPsRfHrLJ7imbDG9nkUpW9O4Oc8ZoqOI4lQDSyB6yxraLGkPe",
+	"4ab6VscxT2LnELVIK4i56dpD+eyykOXWZJdtNwOdrGlXxNfAL++gKO/l11eHd1/1aAV53bb6cvOMqlNr",
+	"S9te6Z9nXlVFGH7KpKodwrHQ5TxCI/TU0g9ZVn8vLK4yEWxj/xeXWz3tL9j67+FnvzALbetltwH9z8K7",
+	"DhNv41s3R/lg29d71i/YOnSmWwWrgGOvpG2EF+riMrxMhx8u2Hqr4oS5Di/YelfwFh+sR5+082mBP7nL",
+	"3/z4UScAvBm2wpb9ugHSX7B1DfjL9nd+x13+zUKV3BMtW4oxlGIIusunJerlga+0t0HCUb13N3SseC/P",
+	"gbJtW9kVBccpVbYDa1Q4gEsN0GNot72iiqwyrjWzwFjdOOTRcqKZ76fq/Dyk+pLMAVUSYzbna0JL7d0v",
+	"GFsqIjBRMp/MSeGOIjIjF/QvKTEzthI3GufD4aNvV5TrHx4PVezSVgP3e/epFCpPzeJTObngYkbgskE4",
+	"q8DJ9tEm29C2IeZEunH/KB7Z5vXgjPaT6R/FZrPM4TmJABxKEkyp6kHXhM0CUb/3mHkCbnQMYo2FD2Id",
+	"Q2uFuEixNUObpcJEeq5rcLFu6trauhi/nI4F5LkRaWP/1ncHbZuBHQX5xJCO1RA4a8EGa4pldwT0HEvE",
+	"HY78wm6FQ/aP7jQ891+H/9XeGniu2eJHcw+3YnO7y2rWb/t7m4EbGjs3fdO+eXgK1xy+al/4GHV+d/13",
+	"67hH+Rp0PWEcKHQfu1/klMROgCJ/2nIem0fQqW9pvWs9r+Sp4NMp7uDXJbnuKVIS9PFGeEGgvp7lTq7D",
+	"fPy7SyuAZNWSrKiRTfsZIC/YuupnaAKut2LNiDgv1bpLqRQ/T9cgR3qR6y6OncOxsQIXY1GQK1YeWGfD",
+	"gdqQfYpcsKUm58y1Q1iQrh2hv2Ca2mEiL+isFxByHnRGhaJYFAO7hVwQoSLjX56dxSDPwhQIMwxTJd0R",
+	"j6VGg4x/j49LogdeG4vivUI6kC4gB7C+eaR3jMBNK+7h23GQGgD3sSgQ3N3BA3tGMeRlj0cVKIK6ZhKw",
+	"HjI30k+osfAI74EMwD0AX+gPL+MgldEswIe0Rlauu45DNa0CSTdjl/KCJdFYsKslB63GSuHN0pxUKm3b",
+	"ZfhhDAHMZZqoGLDsQDuAHPcLLpJxZzTuXFyOO9EYJNC4M7Icj5zg64ldLm61X4QDsVvkGDUXY3HO/LnQ",
+	"woZB57xLnXEJ5m5mvqvOk+H3Y9FwYoHaCN01cGy3S7A2M3ZBrWOxTOmEmTXg5J2mFsCeUrc8MxqmBUGi",
+	"MvwRi5Vs1oA52rjfX9CrvrHHY9L95ugRecF/NBRvWZRtEnX0GN7payn7Kc1mLD52ubSA32enWKd/vMlb",
+	"6R+wnJZWmFM53OOfRPWouBroBduk+4jMWQoMA6ZqQwYbdf9AxWY98oKJxmnD2/vibGx1xl5f7blLb+sL",
+	"tn6H5FOnYNmfHkKR5VDk3obytRyz99HBGBgByHm6QkZFVWjoocZDxZpY6iPmtkYg+nu7XEYts6wuLi2H",
+	"BtU5fsHWp8bUq8umskZgNx5bX5QRPVAZarGFNm2/+nrWUdDohSrfiMnlYYwFak1GK/rX2c/972xDF//o",
+	"j1Sxb58YJWNjJt7Ih5KbhbwEQfBrWESDNieKM2+TKutMJXVmKHQCRhklBRuLiikKJjXXtfUw5dJYl4Nq",
+	"d9LIcqMdhElm5RrNuiQzNpgNoMwiZaDB3UbaGYqtzy/p7AVbP6Sc3YUhVZMSuZmBdkNTyTKkFNMfRh8a",
+	"8sWskkrkSigoz1SRq2qfQIFYiAUcEagJx9tbpK8ryOYyyrZlRU7jDvmBuUNgNVFIJjFcj2PiV6x1GkdF",
+	"ItgFY0t4yBeQTVKpoMQ+KzT8QncvGEJQYG8U+WMYjolkLDKGGxHWbjm2UgtTBsr6S6sZ7XcGkOd1lyA5",
+	"OK3aegsqvgC3/bWyd254A2FrnM0SXjN7QbwEx/8//AD/3YHEZKjc0cjuoAo+/3Umu90YTshsjTue47pb",
+	"ijqFNTnP2VRaCY8GcO2JNreTbTi04e1e0Z+Ypjxt8uZaSnwgho0mia7jgEiwwtgz6vpDvkZSUZ2MdFd+",
+	"l+r+LoB2QfEEScolx5NvWooeJ0xoRpXe1u76DjK26Lq2xqI8MeuWxNJn875UGrEAChE4Fk4GWl/XqFqt",
+	"bH0+LAV30gw9orF9OjYiNrbiO47GArtMFu0W7IoxS/tHplcM172IcD59c1AxZEIoQrFnK3qxAMxGnLMJ",
+	"zRW2uy3kNiSmr2jhxwua5szRiwG9bpyr48CzgrHoUkHwfsssKqKHsKnQKVO51r1Lauyo3ijYBiHBCGEZ",
+	"ADwowrVZM9CdBJsFWQ9UecMOQiaH5UfaJXBCCV1GpkxMYJflBRN45HaOFr7G6DQwGzNnvjC8xTnMIrKg",
+	"iYNRothnz3wmQh+m9eL1BmPxNJWKl3BhrLqlgnXBCAASUJhEBQxAxTIYORAAgABosFFacsx7sFJgZr6U",
+	"/quzVq7Hgu/Bxnnh1PZS7fgn4tneZti/qiYcvKiqKd8Bs7YTM/ynURzq872c7fSgM2wS35tczUtxERBo",
+	"kGMh5Ir8g2idbtX6jeW7NXXyJTzxd8id9HvRjv3KyQU4LT+L9Emce5v8STjPB09VfQKl2cYGOAKjldhG",
+	"ACvKdaVu2e5/6VoFfTAKU7riharqQ4HaA7Rh1b3BhnbyFn8wp/lJKlfs9x4ghG/B5seTBq5t6M2FNK1h",
+	"VEdWWyx6JIC7k8sFm2sw56VFnn5gJ9XWIQj6FzAOROsypu4WFhLdfk8PTOOBhCWaMaJYdskACp9mGb+k",
+	"KVoepAtwRw53DoP/WpFlxhI2YUrJrDdwCadIq5GtwqLCoqNqOpm7qJJr6Xrssyi4JhsWIKQ3oBGIbX10",
+	"islU2G6MoSloLD/vL7BMkXRlVvxxSnmaZ1AU7RwpMAVf0GktWo7ufoSjAz/5FVfajI/LQPjuLqYsYf7A",
+	"WMTWxj0zfyggZPBk921GMhYYABFs5YZw8LpychFZlDYbJXE5DdaWZ0KxxXnK6gzWkwlw9GuJhDts9rqR",
+	"2vFzxhgxBrNLSLNZYnAs4BLpUk0WUmny6Jtvfd4d9NN0sWrctwNFYrkSLIubcjzg1z1B245ulXmCA/4L",
+	"Dlp8Nq1mzWYasb2trtuQUN/I03gEbsgZ7rGLumH+9XHYQNUhQmKqG6CVijxNg9wCe0VXTGiyYBQhrnsD",
+	"ElNz3xRgk/a56C8zOcuYwnJyn5zE1Vg4FgQvZOjEcmzIMGHr8bN5RV9ae1bLdgCc4mqS5opfssiw48zq",
+	"Bq205La454Cou8VzHAzZnE0SjUUt4rmceobsefKmzCZhYoeL1QapHMjFQ4BXn8VBtiRxtIU4L+aqCyVj",
+	"Ukh4rsfCIXlXsITCNA/ikLhdaJn6cHWBK8QTRKy9NkJ3O/X0PryncnLxkORxOwygRtO1d8Xnmjcle9yC",
+	"0muZSYETvdWd9cY99gC+2QicUtqiB+zNr8nB5W8JQmcExcHLlGJlMKjMJcs0uFpedhd/q4He3PBSVEjq",
+	"Dv0VVeJ9QHe8JkKcoYeIrOYSU+RWc6qjIDVBkYW85GLWSCfRzUDe6sqd4g/jDkRzx50RefUxJt2jweBo",
+	"OBwOezbybsPddhYkHsaDQfyqfxQfE/Ny8ZMZ4d+DweD9x3gsZhCfdmORXPA/c4YjDsiJLTQp0IygbJPi",
+	"hZGufEcxDbr+Mj9PuZrbZm3mLiXgp8CEgm9cdavbxOJxo5DWIrqdBtdHde4GC8Z/4JTpTw0Gs8eNda0N",
+	"Pnub+QHXZSuui+cxXhqZ69NdskxxpTGF/9w1cMDyeLyNewullmZl2GSk2bjcHD40MYvawCb4V9JFpooS",
+	"NnKZxD3XLyRsssSxHQexbRqgeE8w13cEXLB13bLQzeyaVhjuE2DOjkVb0FmyHXO22d7bV9Dfg+VXMNMH",
+	"++/T4cremm7QfNXvFF/2pAqLAeI/YTRVAVQVaNIAH4F1qxqVJ67LOoDNffRJnmglix4mz9mhsIEaq6jt",
+	"5ovadpejiigpBWDVli4tMBiSYoSDzGQTUOzGbf1UiLF1A68Yn811yVfvCfMo6izoFdaPGiUtKCe9HpDF",
+	"dTFp7yhQ4A/CIgb+3RBjv0T01y8Ki7UOgTXGGxeTrv0COeqV0VivoW/tBby6i/88ILB+GQiskZE1GEOX",
+	"RZe9QmgFAtLIwy16QSN4l4eCLIA3nK5hdFOIx3g3FtTLoWwF+eu1Eo5GOrUx+o1+LC5i0xtgYDmBWL9v",
+	"97ZwCPBrspLZBZEiGgtImijW6h1q5ZyBko7fXMIH2RAlvd9GeQoUK4t78c3wcezy3UfVHQ6wIzSZUEEu",
+	"ZW6jTVDCmCsIvi9hGceFUlMpJIxKqo0aixmCQzwZPombmshURdlX3k6mheQuyPfLYDyfWg4LqftTowuU",
+	"RLERwUJul8H3AZ9Q4QUAwmNUcuvuU9fvfXNbJtIe+NXt5PghnVzcyKraD1G71v4q9e+igRQIzmJlDCLI",
+	"EkItxnBh55MxcmFATsQawZ5s/RTEK81PB1hlbdgbyhIYp1eCGdqKC+Xl0wZAVFTyyUBiSJNNdjK5KLl6",
+	"9+KczTbZbXDSnbrWPbHUyFrVhQLy1YGE34Fx5Ha4gmOzjVlvED9mWJWAD0uY3eHNOyYb/ffczwD6e3+O",
+	"K8s65gj9ulyyxKl2G1qsW2j8e1wUuhrmT7g+JtiGGcLeUuwynKBX9/ZEhX/iI3+H/IS7TyeIOsWOt3IS",
+	"w+7XuIbLaQl20DZpCXicD87j+rQE2MiGwpuUiZmegxAFFBaWYGAovGPuIMr3KyjAaUpMwHO+Q2FmCale",
+	"hME0H2iiShOwZ/ud+83zx0okc4h4P/srvbXFGBWIHTP055Sg/6nhnA0DdiC1Adh3iDXrANOZgGPBBO4q",
+	"8rPZx77Z0g9b0vujW0WINmtr8clbwHCudV4+Wyz1+usMAXwp3nSgOiw4gsC/IWbSpbqfMqp0X4oJ6x2T",
+	"OWyHtfbp5IIlDnoXGAviiLSVX5YZHX6A/271qp9MLhx72e0KP5l8JahMsOR7RoE4mVwIuUpZ4oAmgTAK",
+	"iOZbllq7OTxsym4R56jq0BbV3UTk7TepJvlo62Pb0/HXVJr8OZDyL9zGdoCEz+nkIiKXXPHzlNnqSAtg",
+	"KNOEIF52a1bmja/tdu9zeGwHpLVN2IyID18Oh41Yz2Dk1ucWQDrBHtkF7+/aXMDV12hP8MODvVDnxymk",
+	"MfSi1/SCFXlht2kubGtA7Xh+tRWDb70QlDA39FjoAubYWFC3BKsxOEc0XMDeMaFiTRYs4dSiM//P6etX",
+	"hItJmicsiRCajf6ZMwdrPGcZG5AT10Da9UKKnwyHhItLmvKkb/4YHxPaAF8/Fnvi1zMOdY2wdmVmDC7w",
+	"Osf3M9Tzd9344WDw/fcRSeWKZXjix/7yN179Zcal0fvrb39497//vk0PsdsHf9+dbX17mUZ2p2v7bqLJ",
+	"85BcfW/Y7PZwyujsTVDsx6TIl24vgA1XuRO3xpkZ+HpejS/FAXFcUuxntl3hHTWjenA1fJaqhmtLElr/",
+	"rn2gFAykdubARXrHJH7km9Qx3NLmm5qtdsOxvX339wFk+xRxoWDPWwWGcP93RobcsG1CQ28ZTQ6x3VD6",
+	"AM7WHCTKyvu0FadNNQG1+YOpXLpPAdZmaWffq/v23W8yYZ3bSNJ4AHb7lMBuQKCuc5gFTxYkXsikjPJW",
+	"0GQzzpunnTtzPTjOVq8zVS7fA4/agvgG2wQYMhnqW9Fu9LeQBm7dN/GbMSHsXFyaG07yGIB6RoTCnABl",
+	"DSeP5HpOJxc2DwZfHwsg6gkIW0i84npAXtK1zPXIdSg+UOS50Cx7k8kJU8rIN+g6ZehrLLpxmeUe/jH5",
+	"Y5wPh48nec4T+Bfr//HH22cnP/1hf1DsT/y7bbM5GAzqX3r39vnZ5ktjwbGzkkVCB2gb1015iZNkrm7L",
+	"rKcW7m0sAE3qQCFGWWu4N1KgveHeDsjJWIQtCKmHgjKTNOyBWAC0Y1eJYYWdA2D3bGQsPI5dAF+3BR3u",
+	"zmXQA5LcXbht8NgesORuKQESt/Mu0eTwqgO/GovY8t64PWoc2QCNM6z3K0SN21DruYA/QREP/NUwuq0q",
+	"vGILupzLbEdG5Wnx2IP1fDvWc3nnWxnQ/hR22tDB4G3M6OJ4H5TTegPab+j1TOfwPDavXotky+Lo79CM",
+	"Ceir3pLxU34gkzobxm+PB/RTu62XEmncPBdzg6oOlyxbcH1bCZkVv45VEeMFvYqJ/RIAZQMyu62xPDbs",
+	"kQtnN0RBecCaAIIUgIpiPSkMNSCWaLaibtdYT2MRmk+eoH9/RLrx5tagLTUYDKDSiHDzqqApWeSaXdm2",
+	"TnWvYSOZOjsKfupXrSgEoAGteskyu0+9aCy2GFO6dN9cZ3hn9th9B8sMRhsLOSW0eGNUZ/6Yx63RY60d",
+	"cmLPDjUiPacCz8LS7wHpZmxidttbCEUJrmuIlTB1HBiw+AIRUrAeFOVmbJorloywFGxBr6plYDCFmmKv",
+	"qSbnbM5FssUqewPL3xX+hnoVs2OORkP6BFMHkhDJUWPL8wW92lopdkNUjc/C9vPn+dUYf5Y6Huy+G9t9",
+	"npf+nKfpNtPPs6D+NE9TsP/srdsDS1zFg7GIS6xiZDmVrfLXZYHbMBowlipHM/9n/kfpgoqBSyLnAj4J",
+	"rQuubXAS6pYsp9b4LDTIr8kC9askFEtMzOIDNXFPFdgpK4cf8B93G1RqEh0PoaIvJFSERAKAh4X8Krt7",
+	"pUjXd6BuOyCupfm/Il/OEdSNQL4KVR4QRRoBGB2uGrtkgkBrhQAUhSuSi4zRydzs+zGJAVkxRmRFRdeK",
+	"KDmoAyE5tV+9UzsTP1HriUAUlRCr9JNQ/m2Yf83YNCEF+h0vMUJ4rCXkpn3aKs8J1RQgemHPxp0RGQwG",
+	"2zo4BOiaY4H4PiMSe9ScOCKxR8eMSRchN+d8SXIxYZmmXPQi30q40js4ch16MKTiegUbweqGD1A1wwaz",
+	"OE6Agyixfe9Y2H1tRs5sTbL3AJlp53YTvMyv1WVSuuvN8Jd190XPM5nP5hbqutFtfeYfe2hZ0ESglT16",
+	"6FnwNbmti3uy0bSApqlEigovW3Cxai5bm34FVXq6Qz1ig3QfOhZcE3sYarwio0AngAvkacMjtwD2HQJb",
+	"GSH4HxlKwlrquZUuBht4/sWZv+SFrn3boP7Vr3xiXP99CPsB2P/rAvafpLnSLOuveMLwXpbQ/fdn1i2N",
+	"iuLFbTj+m8O3xfEXbBXwlWMLxx8jy4lJ15gxYxEHNw9/6dnh/ZzcJxyzgm94INNgK8fCHEMOLil82CmZ",
+	"A3IC80E1G0Mi5kW9kn543DXrGh8LbPMKDblWLGNF9xFoQFdn0bgDtQNZc8ZZiRE5l3pOLrhIFNFyxvQc",
+	"G8eBs3JNdneOQ49nsaUlgFduZo5+T7AP5RS+12xD7S2278iWkoK9njaKi00G6Qyr1vwcCMG+9f6hgcFN",
+	"PcGFptBowN2aVtDM4m65f8Em3P/m9fhS8P6/Qsj/4jBO57Q+W+UB8v8B8v/6kP/BEm8M/t9SSdsL/H8n",
+	"N3pA//8y0P+3iMnd/pW/B0p8C2ZfanIA2VMPaPFfPFr8SeVI24DDlw0i77uqAYy/LZ10P3j2Op/Wv5YJ",
+	"1Wz3rb4GS79LvxhOEyd/f+6xr44l7IFt/uBPq+UbSJKEFseP6hp4sBO2oCJpVs+gLgMBSODSnTOasewk",
+	"1/PO6N/vP0YfzMWCbGR7K/Ms7Yw6c62Xo8PDo0f/PRgOhoOj0XfD74ZwCe1nNpUpqHGUK4EdciiZpJwJ",
+	"bTPIGKaz8Ywwkbg0JszaTdNBAM3mNOUNn97VJM0Vv2QRFKkiOAIyUFufSbS8YEKRrss/DvOmf8s1uyIp",
+	"JFf3wu9B8dDm59CpQljKJtg92I+Kv7ykejJ346HfSrNsgf0oShMKPuZHq/ngj5DflwUf+okrnfHzXLPE",
+	"/ui+hwcv8/OUkXP7XvAZ96ear/yUZ4Yoyc/Pf36NgNPKpTBaZCwOJ0UvgoRZgDEtwMeK1GL4IfiwhTDZ",
+	"/OxZJWhncxthP1jiXJlqmUIYz/qI6UKKWSjEwzUGRL75OeTkkOCBnys2FQQd/u53E4jIWnuXnK2Cz9iw",
+	"7eYnfNMEQpXiM7FgQtcuCptCUuhpK6dhP+rN9UW23YheSdsW1uVzB1MKOghsTusFWyvzGZAPCZlIMeWz",
+	"HGUz6QKKFADAcUHii8vDDxds/THuRcRwI5qxPhVJH2aKFqNVNyK0ARNywdYqKvWfSnABK3MdgkleXNZM",
+	"7pTPBEvIt0/651yjW7mJ4E+0XPDJS9ggPKWIUPgboQn4pBfn3Ay2ZJkbKfi8G7tmEk83UjqVbcx9viaW",
+	"K9VykLDyYpOPBEl4NdnphmFVKhv34F2lkvmab7sSyM0P/8poqucRfJsLplQUZiZheULhfvfN2hCZL0h4",
+	"L/JVak4VK1lkrhVPrCHIhHmBJSSTuWYZ6b7J5ILpOcsVZOnbaSzZhHCtWDq1f9BU5woyKkrro6vOx/cf",
+	"//8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

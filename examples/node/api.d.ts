@@ -1722,6 +1722,11 @@ export interface components {
             /** Format: int32 */
             version?: number;
         };
+        /** @description `version-mismatch` carries the member's current `version` (a zxid). */
+        PartitionVersionMismatchProblem: components["schemas"]["Problem"] & {
+            /** Format: int64 */
+            version?: number | bigint;
+        };
         Counter: {
             name: components["schemas"]["Name"];
             /** Format: int64 */
@@ -4184,7 +4189,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["PartitionVersionMismatchProblem"];
                 };
             };
             503: components["responses"]["Unavailable"];
