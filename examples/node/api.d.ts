@@ -1482,7 +1482,7 @@ export interface components {
             /** @example lock */
             kind: string;
             name: string;
-            /** @description For people */
+            /** @description For people: which node was deleted, by what. */
             reason: string;
         };
         LeaseDetail: components["schemas"]["Lease"] & {
