@@ -503,6 +503,28 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	}
 }
 
+// BadRequestProblem `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequestProblem struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// DidYouMean The declared name nearest to `parameter` (at most two edits away, case ignored); absent when none is close.
+	//
+	// Example: ttl
+	DidYouMean *string `json:"didYouMean,omitempty"`
+	Instance   *string `json:"instance,omitempty"`
+
+	// Parameter The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+	//
+	// Example: tll
+	Parameter *string `json:"parameter,omitempty"`
+	Status    int     `json:"status"`
+	Title     string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Barrier defines model for Barrier.
 type Barrier struct {
 	Name   string `json:"name"`
@@ -1214,7 +1236,8 @@ type Permit struct {
 }
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1524,25 +1547,12 @@ type TTL = string
 // Wait Example: 30s
 type Wait = string
 
-// BadRequest RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
-// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
-// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
-// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
-// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
-// (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
-// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
-// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
-// `client-closed-request` (499, counted only: its client has gone),
-// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
-// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
-type BadRequest = Problem
+// BadRequest `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequest = BadRequestProblem
 
 // BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1559,7 +1569,8 @@ type BadRequest = Problem
 type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1576,7 +1587,8 @@ type BodyTimeout = Problem
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1596,7 +1608,8 @@ type ClaimNotFound = Problem
 type CounterConflict = CounterProblem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1613,7 +1626,8 @@ type CounterConflict = CounterProblem
 type Forbidden = Problem
 
 // KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1630,7 +1644,8 @@ type Forbidden = Problem
 type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1647,7 +1662,8 @@ type KeyNotFound = Problem
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1664,7 +1680,8 @@ type LeaseNotFound = Problem
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1681,7 +1698,8 @@ type NotFound = Problem
 type NotHeld = Problem
 
 // TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1698,7 +1716,8 @@ type NotHeld = Problem
 type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1715,7 +1734,8 @@ type TooManyLeases = Problem
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1732,7 +1752,8 @@ type Unauthorized = Problem
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -2242,6 +2263,158 @@ type SetThroughputLimitJSONRequestBody = ThroughputLimit
 
 // UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
 type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
+
+// Getter for additional properties for BadRequestProblem. Returns the specified
+// element and whether it was found
+func (a BadRequestProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BadRequestProblem
+func (a *BadRequestProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a *BadRequestProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["didYouMean"]; found {
+		err = json.Unmarshal(raw, &a.DidYouMean)
+		if err != nil {
+			return fmt.Errorf("error reading 'didYouMean': %w", err)
+		}
+		delete(object, "didYouMean")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["parameter"]; found {
+		err = json.Unmarshal(raw, &a.Parameter)
+		if err != nil {
+			return fmt.Errorf("error reading 'parameter': %w", err)
+		}
+		delete(object, "parameter")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a BadRequestProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.DidYouMean != nil {
+		object["didYouMean"], err = json.Marshal(a.DidYouMean)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'didYouMean': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Parameter != nil {
+		object["parameter"], err = json.Marshal(a.Parameter)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'parameter': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for BarrierNotEmptyProblem. Returns the specified
 // element and whether it was found
@@ -9174,7 +9347,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
-type BadRequestApplicationProblemPlusJSONResponse Problem
+type BadRequestApplicationProblemPlusJSONResponse BadRequestProblem
 
 type BodyTimeoutApplicationProblemPlusJSONResponse Problem
 
@@ -9248,6 +9421,22 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	return err
 }
 
+type GetHealthz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz400ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthz404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -9281,6 +9470,22 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz400ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11861,6 +12066,22 @@ func (response StreamEverything200TexteventStreamResponse) VisitStreamEverything
 			return err
 		}
 	}
+}
+
+type StreamEverything400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything400ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamEverything401ApplicationProblemPlusJSONResponse struct {
@@ -17855,6 +18076,22 @@ func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.Respons
 	return err
 }
 
+type GetSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession400ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSession401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -17955,6 +18192,22 @@ func (response StreamSession200TexteventStreamResponse) VisitStreamSessionRespon
 			return err
 		}
 	}
+}
+
+type StreamSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession400ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamSession401ApplicationProblemPlusJSONResponse struct {
@@ -21518,309 +21771,313 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9u2tj/6r2B0vzOWzqZkOUl7Wnk6d9w0bXOSJtmxd3Pv2cotYRGSsE0BKgFaVjP53+9gLQAEKVKi",
-	"/IiT1D/FEUk8F9Ybn/WhM5GLpRRMaNUZfejMGU1YBn++kqeCT6fmz4SpScaXmkvRGXVO0hVdKxILqcwL",
-	"MelKQdgly9YkPrw8igkVasWy3ohQcp7JlWIZ0fSCKaLnjCgtM5aMRfxUCs2E7p+tlywmVBHFhCZUJESY",
-	"xsgsZ0oxRaiQes6yiChpPybna20eZAxfHYssF6YFSnCcRGZE6XXKyPnafU+WdMYGY9GJOmoyZwtqJsZE",
-	"vuiM/t2xU+m8jzp6vWSdUUfpjItZ5+PHqPOW6Wx9MtUs21yLUzaRIlFES7KiXJNzNpUZIzpbczEjdEa5",
-	"GJR6tM1zodmMZdD+KUzqRzOnNzLlk3XzkisqknN5dUwSNqV5qvsqm5ADIQU7OCbTjC5Yn4oJM8uk7O8b",
-	"2zMWfn9Ky6nnVAc7ljFhKIF0KYk1u9KHc71IYyKzsYj5gs7Yobqc/ePK/HZJ05z1iNkEId0WmI2c00tG",
-	"qCBySf/MGZEZn3EBG6nnbD0WEyqE1GRC0xRo4+TNc7ONQCY8YROaHSj71TF8QlJJE2I2FJZXJMQ2cc7G",
-	"AuafDKCVScoNSRM+E2Y/uB6QV5J4mvuJq6VU3KxuTDiS3sh/REUyFkirVOcKKIdkjCY4U0VWXM9JPGV6",
-	"Mo8jsprzydz2pAjXEQzMr6Rpimoil0wYCoUmiJrLFb5rt5QlEckoEKqeU0ESuRJmsmaeXG/Q7RVdLFOg",
-	"0/0porNJ5B+jzpKal7U9/E9TyhdvqJ5v0uLZnJEYnvefJzGhZGL+toeeJYbcuXlvab6OOoIuTFfwUifq",
-	"ZOzPnGcs6Yx0lrNwTv8nY9POqPN/HRYc6RCfqsNXphEzyl8ymS/duGq6mZnnN+/m+U9b+uDJzTt4wdZb",
-	"erhg65t38ZJRxbZ0kprnt9TNP3OW1bEtrelkbpijnnNF2BVX2hA0dE24UNocKjklC3qBB5rwxTLlE66J",
-	"FMyT0p/Q/MbIrzPSt362dXSNA4PzOpdposjK/GlYgVyyjJo3yWROxYypXYO76bJypRtkzmuRronpTRFq",
-	"3sDFlYKRrhlpLNiVjs2qmv8tM3bJpWVivaZBQzulFV3Qq5dMzAz1HD36rk4smhG+5Auu6/adLKTSOLAF",
-	"FWvCNVso0j0aDI6Gw+EwcuyKmP/2jt2glZFyqzkzInRueK4yrH3GRfNywwjCkduWOyPTdGQmwhdGymPH",
-	"nQUX9v9RnTA2s3qTsSm/2rrwQCJK00yjMDAzbRriEpvbb3UNIWw5vPDPjYns7bvfZMI2Jwqyrqvm1GgH",
-	"MD9UoTLUDntGv1plXDPSZVeTNFf8spm2FqaLbUN1SphpvRN1oOF6Tezs7OXmYF/imeULZhhNyi8Z6f4i",
-	"SZLjeY3IEahncb+/oFd9rdO456Wl+dUJTvOkaQ5apw3y9/FQdeqG+o7WHYxf5YqkUszMgM5TObmoDJXa",
-	"g2MHa1RKM1p6DrqxzEg8VDHRGWfmwE8aOaT5cK8BfzQbpJZSKAby/0eaGE7JFExigmqT+ZMuDX+G4R4u",
-	"M3messU//qPM5D60pL43+BV2Wl6emItLmvKkb6YRG9XT/EFkro06iPyMas0y0YuIf9lrLvDFgqZTmS2M",
-	"iSEz82lfTvuZYdnEvwgE7L8/l8kaPjV/4MnmyiiZwFP/5/T1K1TaxkJOCdeK4Ewi0wgVhC2Wek3+zFnO",
-	"gM31jKqJCuqKKisuEqPBfYw6P8pkfcYXTOafdmHN1PoaO45HlrnC/uKsEw5qNaFZZg6QOfNcGDIsfeiE",
-	"irUSj70mHk7UT1PKlzSbsXuYp5T91HRtZwozNCLSmJX2aPlNLzZuVHrB/GLOXtMUQQN+JfXPMhfJJ50j",
-	"qNJ9IXV/avqOR8bqAr6HmjhskjFq0IQic2rlFU9Il04uwNRgoKckQMSGplHzMTZf0sP5yVxolj2VYpry",
-	"ye1Tq21/20Th1PUXXC2osbRIF+0u+Dk2HGCCbfTNvk1Tuaq+AsfcvTSRWZYvddy8pT/L7JwnCROfdDun",
-	"rtd4BA4MuWQJ0fKCCdKN+334S/WnPIUJWVZotuyCi0Shw8ToJMiPxsKI0b40qgo2IgWhYo0zPs+Nif/L",
-	"s7NjEs+l0kBFNE3liiXQffyrVOacYzdjEffd4755X8XHJEaDfONT5ziIX8Pz2OoMYM3qORuLwKRfCRh3",
-	"0Do2qmLSNbMgk0wq1VdGxXB8yuyszIEp9wZj8ROb8IQlzuNilMz/lfIFY0uWgUehfp+RDb9g63s5uhds",
-	"XTq4hjtdsDUcUSFRzAApglJzL0MERlAaJP4UW83X8RpkGBVeA2O/l2FX2KHKJ3OSyVwzN6RfWfrpRzRn",
-	"qdtmXK9EMlQtjHlJuD4mNQvuxl+sM0zCdfYJJ3EiyNufn5Lvn3zz38Q2ThI5yRdGHQVrU7HskrkzPaU8",
-	"zTPDiuJvhkNi7KpM0DRGiXIm5W9UrIG01SfdCqMQGDO0D4upDE2jkLf/x0VGjzIsOk0NF10DSzWzRE6K",
-	"LgHDes1kwTyyGtGCdGOw6aA58FWShGnKU2fS8sncKPKBgwMJAqSTMVBkPb8i70CggQ+6Dw4BMFICP33w",
-	"qGmN7NuHgScblulfguZ6LjP+F/u0ZyMPOgbhgQvMFZlIMeWz3BieRkKEiqrTUSc0y9aE68o6vHv3rn+S",
-	"6zkT2gyclUdaGEA/MpqhLZsufhh3JlJmSd/yr3GnzjbClbqkPKXn6afVZ/+S8gJEWj8vRhC7o6cUl8IZ",
-	"KxMpBJtolhjNyD7rpyDOu3QsZhkV+kD5r9jV0pjj8PI815qLWT+RKxFHpDgvSmeMLpR1+xfHSIpZfynT",
-	"1Mhre5SCV0PzlWUqNms9mVtlE1QB2O6DmnMUEXOOTsO2FvTqnW1oVD1YY+FO1mrzmIDP/LYOisqXS5lp",
-	"lvzGEk7PgEQ+6YHxA+gvzAj6hkpR7zLWDfgHYA0oCQNroRIWh0M0Q9uiCv/OMkMlv1nd+9bnWml/qxWA",
-	"rxZ2gFebDhSxD90ZAE+tYKCqJE2z++gcI9bTkWUcKWKZySXLNEfphK6UD1V2EHUyyhXyS/voXMqUUdFB",
-	"L4pzc/3bO+nw/cKjJc//wyYa7GTs/JXUzxZLvQ4kPE3T19PO6N8tSSaqjj5jC8qFGXGto3tJM80nfElB",
-	"+IC/m14yWMOUTYG1gsu2dgHsDzTL6Hpj0kXHmxN+X5ryWyNib3HKIErrYqyRdcrXzSVciIb4bHUSm04H",
-	"nBLocKA3xCCjOFPW+jQ8NewoJt25XKFnHNadGU2JJT20iqy+3dXljTpQvWPbYGAUV3rCr+yI8IugiT6E",
-	"YFTsDA52pZkwB2gQUOMbqix9V0iqLd1vIfinVCQ8oRjjrmwfPtL1+5QCZ67rfNvuNp5hzbJF/cmY5Flm",
-	"mCl2eKCIeZV0h2Q1Z2DIZgy5jUCX91RmC6qRZL590qkNKtQwhWK2kQ8Z2Tna0W1ZPlyjfZZPcTGBJ364",
-	"5lVw7G1qPFEHDNGahipzCSeBn7ietg7+d9d6eQa+0/Km/JwxRjS70qTr3ONPyAv+Y48s8/OUq7mLURjC",
-	"9yMa1HrlN8eEzqFm7r87jhKs1jVpAb9/3zy8W2SSe411J+ereuiAfW165VBjh/3BZwfKnzPrqzvedNTV",
-	"Mym7JJ6GaJJAHgdN3wQTndJUsegmcw/3qXmDfmIp043RZKo0YZcQuplCqEBorm2IYQXZTiu6Jt348PLo",
-	"EN5TMfCU8rCTpj5sVpDO8pDcA8aI2RB1/OCC1YXrrVIFQZdufHGJo2nkqpszxgkWTcAAYjIFn56eZzKf",
-	"zZe5JvB7r/6Mhgvvpl679DI/T1mj+rZFG2iUClVloK0KFEHsct1eJcTBuc8qHe+c7DPUFjbn7AXh5s5Y",
-	"I9raXBt5DhVVg3QFYwn4oc27lwylH4fImPNg1BNH25XA9+rm+ixlExx5o4wr787WMIMXUTW7VigV7diq",
-	"G9lL/G6TIdockoRlERF5muKyCQk2mnmgwL+9mvOUEZWrpQu4RB3zOroXMD6+sSyNVOvbqUtP1C4kgsOK",
-	"cVgQNJCFtFQ9O6bQmXugCo/6WATeBt/hyFCEzcC7lPlkjiddrO0ikFxonpqXMmbdEwrN8nbHxCtEwcZv",
-	"o5hnl9ZArTBQqncapJ7oPkYd5ppxmQl2HO9ryJ0nO1s2rT1PNuYIaWTYVYRD3Da1l55U71Dtc1rxTvl4",
-	"Iw0RetmmKD4TEJStYXA8qefbGZcZ1+sGA25j1f37tb3b/aoRjwmb8AVNiW38mPBEETOMiU7XhItJBnyV",
-	"QooHJegSA4GOWQudUef/+/ew//37f/yfuuWH5MYb0PBvbHHOMjXnS2iplpRRJbgPSoYx/Y/kom5jmzWV",
-	"hi3fIupqhdsC1oZ0Odhw5D+SC5enHpFC2F0wtjT8iqb8kkXWaQQuf8zblRnKw92qi8tE5UnzauCGtSZz",
-	"f5rLc35nDVM3x//AGpOuGbWQCTPKdsYwedGc/LLZeht2IBDAbgPwV0ZTzGgrTxfTrMteenmxc4XtZ7U9",
-	"ybSGyC44BiWLXlI5udim4W4fALRnX64bxXPNFpDWX8dLiryTA4UZ+JHNk4/QWlgTcPQS0yzpQhoSF5M0",
-	"B4UBstnRBTwWKODN/0YEhxpHmGluWC8XM7LM5NXaEC+muBtVD+JdmN1kBkHO14bMx6LkPbYhGEEyNs0V",
-	"ZLeDiMeUe+64HBczFOueqs65oNnahtpvwNJesPWpttrbBi+7uLwXRvaCrZ+LqWywnwhVJOUKrxGQ0LSD",
-	"pH8bt6oQJlpjbXwNiv/VwPbg/B0okkJiKeECqWpQL77Rb14V9o8f7TaGMTndNWBH1LBOuHeNhqY5wcyM",
-	"1LAqNJQDmVkx54AsXeBlc/olutVuPcD1v8q41kyAl6jWZmm0sN9kTGGoO8tZz7sAYZ+5snmZ9bb3Hnva",
-	"4Pjymxo560sFN5/+dfZz/7tBI9P+kSr27ZPtlIKNGUKBlyM/vzXerZK66KU42WtdLyoKiqo4ifpH8ZaV",
-	"uxn5NdDdO9zxGhGwx640TehsI/oUpOFD9vLdzOulU3nKU8JArjrR7fX8Zoe51mm7/OZw6M5/jVnSxXga",
-	"J/ETRHDb2904801nJqh3rV0BoBTsCl9hk/WhKxjGM7HN8VLnDlF1RPRuvg7SgsCajsxRXMksUYPWS26b",
-	"b1xpjKR7ASwFs8td8bHzzLkqw2wlI8HgBgy3qnSNc7KFEA/3vMG8Vuw+RPmmXIK0LNgNn29o2K5Nlx0R",
-	"p1ODXLFiI7xkOqciueYiSaUdhW6ukFS6b8b2OazSS1rQitFoKmRMujFknSAhVdJNIryJimF5Q1UsTYw8",
-	"mLlw2jWpy5zKpoXzPAnv7V3KC3Yf6wgcRE4ubqANm8+b1WEwZu5DITbD+iWjdbOiE2xsH+k0ZWLCxexM",
-	"XjDR0ht1jQiwXIlSPLmB0RaeSOC3+FVljFE4zaYF+pWlyS3G8Qwz2Md1DUPAbz6+3+ltbhP7M+SGCa4+",
-	"BwHuhkAnpFu4v7kNdi0YFeBl7h2TGFYMb2D3uegvMznLmGrKTAhGv0Fi1yCXpr3f02FaIZUG2mj2hxTH",
-	"eXTL27upsGKDYVQC2LacXBj2O80Yu1kQwub6tfDA2hNlZ1h8Wb9CViiOGkQ1ePlQ7JyzCc0VOuuKmwC7",
-	"hLW/n4Ai7MDL+hor/abuo2Zt8GeZkSWTptWowwazgQUVqI5+0BmZLYr2cExt1RHRAXnjfIxvMSFjFHoh",
-	"refRCI2WuRhV9/UeTmLsUzX4g/mlGxVYu+D7lVnCslKa27bjFXpra+KIW03Fv6544i7OwQwOFEmpZkpb",
-	"9/IxGdoIOTz2iieFNbxOjpHzPRdOGrdAdUTwylJrGKQ46f8v7f817H//vvhz8Ef//YdhdPTovz/Whi9e",
-	"X7LskrOVV3A27hL4XIj4l2dnJHCNHVuAEkO4cEnJJTDHZEHXNn8ktskWkABfWDLb9u0UW8ERbQpRp3O1",
-	"ayzUvra/6bJCQOf7bPS0m80+CJDeaPL3Fkq92fTPfPKKi63dZBWKVJgvbyX+mbP8pkcAgh9f3tRdstHN",
-	"Jm+Tc7+86Zczrm62CAm01f9i12Iz1n6T1bi3qPzNFuENzTSYcLexBkvXmPryFsKFBG+2AvcTz7zZzE/Z",
-	"gi7nMrupRFC+nS9uCVwO+c0WwGY/f3nTf/vOKMY3nH22uiet2Iymwsb2sDuLBNKaK1YpFYKLmU89MgYg",
-	"o1nKmdI954mxtp61z7b4YD6dsVtejmardyEva++X+e8VWc2lYgQcY+6KXnfNdC90FGi7ViRhNFV4m1rL",
-	"/Uf7m7ysTfIN5MpeKd070mpr82WbruSO/FVE8/pcrgQsSlKfOnAzd8LtOAx86m2wfAXp+c2v8yfU0s9m",
-	"ZEApPrO5gO03pSEzDhZzv5ZWjM/mum3GqH07KobtOt26Am0m33A5Ew+Q9gnlB6pySuz52eeqZnSveZa1",
-	"ySp+53Yug21ZrgSmVi3omqxkdkGk2J9ZvIZu93HlPUXYR/CdAz5x7DYRr6nDRGIA+DgmdHJhE71aRCNa",
-	"U2KQUrqNIrdnkZT55Z6UWc+yubYMe6fo8oGXLU1TjXvMNRFydRxELHZEKSr3eNwVku2u8uLVIrjn12Dr",
-	"+r1e1WYyV8NRmzNFcVjNzDV83blBBVvZtxyKp+uUzJhWhJI5n83NY8FaEtk1l6Q0m63LccpqfL7Priik",
-	"xksBCA/ujjJkRhbHO65L98vrfMiBahEP48HA3oY+igto0d5g+/xr9Cb3KckF/zNH9AC15xX45oVRNwj4",
-	"bxjYn5vZ3HnDMgsBe/PAf3MUf0Gv9rzK1xziXfoR14gceHagACqvgMWzZxUuNTqNHaB2/5j8ERPEd+2N",
-	"XOQQAt6Qkv3Ts5fPzp6RwWBwiC2rww/4x8f/G179Id6d6mWjeHbYm6kIZm12ZiCEmQe1F2aRk5ZXpAr9",
-	"NCCnc5lpCwSWK6PXliE7a1E5o7EoY21GpIrT6NE3NyAaI8BM0mwBjwCQrkBnjEgTMAo8CTCGIhIghJkB",
-	"LZiey6QEYhdtYnHZzyDLwTwuUh7gVt1YxBjGhqE0pTREJPbXoBwAQ0RiFHj+BxgT/FLq3mFLIKZC+EuA",
-	"NmGv+FmsibEog024ecEgw68BudR/7YE74l6liWDQVfSJUs8IPGT9OP1pnqbxWNg3cJ0UvGM2cKOJBb1C",
-	"TMcKumUUAg85kKEQoygAI4pIgKYY1UAcmsZq4AtLzSGGl6dRB33afTL8DhYGr1D0J6lULOnbe7Xm+fff",
-	"R/Z+e0KkSNeYLWhvXMypTXIzTZRhACOyiXHjgSzxAaxMLRzmWOyBhxltXrI3w6kHmaqiSNUBRXmEN7z+",
-	"Ub237rJ8N6WSUJraTJvNHBx/HWiT32uuU7ZFIofZGXOtl2p0eFhC+Bok7NJhFqlDf6B3cmF46vqPtt09",
-	"wvjY5kVNQ9cl+JRS/hqCgVdl0nOATV9RDrd4urYNo04pAsjb7vZwa8nYlN4G/Ud+lI0TMyO6lXuZxVWW",
-	"vW5sbrlv4senagbofm5lJhYz3ZUujs3Vjca6RfeAlSqQyloN8u27t/Yaeo1zozkbywKsN1hh+Ix0qSJF",
-	"SlmvfJldsMDeNyeozib7KnL0os5Vfyb79scwx67+GNmVLfZye3Ybksjnmjm7sKUBWsLz31qqra0XcLOM",
-	"W1zaW865vdUT+nAI2ybK3iAZOcalRFRpszo9jyoa292MiWJMAFbP3mnJfoM3Tu/dLlxzSnERjm1IKVbb",
-	"DF8F9zHgHhIgKWYJOvvWZMUyRgBC1FZ4akP/fjCOa24egzb5xBWjFBXuQivC1EmcQER8rTPUuwetQbjc",
-	"8mxn2X5KP+dpeuvp/O1ZS4ultT6Tzb32JtqBIgt6NfKomUAAOBAyK4Mc7IUKVrEBa64HqNKhK9uDHtDQ",
-	"WIQYNbUfHex/caC6Tnsc1MJPdKtn2Ptx2hxmpWpxkFIPoV25meUBw5U5CKUqENaTPKFpirCGWGEAD0uA",
-	"6G7lCz7Hq8YFJnODrYEg4JvjMfb3aCkz7Xov8vLxE8NpcsVqI0PW+HzeEIoIm7JB18Q0N2dXpDvuDK8G",
-	"g8G404tsfZYiqdq+Xt9n/X312AZyuZjFpCuk73LNNBrVNs4LRrKLG8ekm3AVxIBhx9WcL0kuJizTlEMd",
-	"G4vRbO+oHRMK/v8glIxICwuaMHSQSGWToIvcETc8wBazHXbCGHbkrsLh57UKnC4K02yut2AzqTnVLPFD",
-	"s++Xahi1AHXDRQ432FNQMYbIEfmWg4EhuXo8EbYd3RORB6Zw7bUbbm/zbrqdKragFyE4BqOTuYOK6W75",
-	"3INg1be2944G7bXY39pd2LK6NwhblPenPt1LVSKUny5kUaRy32CKm/ngn1uWd6c6xFvKazLP0BslF8vc",
-	"kGjPBm8hblK9YoZ3WqxwLlIWdsZwU1dasIWZEmREtdKeipW55p0emqYS8c8LFIhjgEe0GGC2RixK1wKn",
-	"tvjuJlk6ruahz9Fpd8+nmHUTmNzNCOIOiKAZprkCz2xU1/LFs0pgfRhoAPhtr2XkvCUheDAQyGAothyU",
-	"MOzxRntewobenuJR3ehbYXMvvSvjc4JHDMbHa+PQzWzEFwId7twEbGR7/02pXglbULw32oLWmpOwGsHP",
-	"oXxGy+avmfOGXUSb+9y8Dv9a1qOUF6tRkwFUlIzFk7yiQiubAGSMfKyCaez9XMCWoC9i6842sJjaRanc",
-	"V8TuLhhbounqdEf8YNCp1pZtUV12y7qdun38IoARc9hf88MWRMT9iLMBkmwfJglk66h1G4dsKD9yG/jq",
-	"+wGr7UZY34gMh94UhKEqoNRttJh04/5RPLInpmdrnrBJnnG9PjVzwMGeQymkk7ypzDv6CGb80ohxGdbl",
-	"twkutjyh6fDp69dvf/rj7PWLZ6/iHpatstX6orGIDy+PoNC+XDLhXbBYbQcgpaF4fhKUuQcuB8MrFm6u",
-	"9RJLxPBa/D3vEjBrImWWcIGiOWMTvmS2AOgypVyQX8/O3hwC+qEZDZqffTjweCV5MBZj8QsTLKMpyfLU",
-	"1XymyyVUVrSqHU7MFwcfma/+izzLMpmh76SxfJoi3bipjk4c2RqzY0FIbIkt7pEC6BFSFri2YXoIRpu/",
-	"MOSOkXmMsMd+tb1jzDQ65SyF4pFBYXNMe7Ptm12JW0TQx/lw+Hii5jLTkAIE/2fxwHTyDJao6CBhk5Rm",
-	"lnRtXgTDpeo+ubrqWTRpy36OzXSgNHNMJmbnlGmzseYc6VZrzpmdeAWpSlyQJdVz884HM8iPZoU+ANfA",
-	"P4Ezmj95onoEDhos/e6L8DHpKklsRvAAU4EHAyja7IpuslQxwmH08RMYYljkGLZH5pM5FgbESwKicG/B",
-	"NH6y3hUzAygKbbZfp3EPaCxwv1g0TvPeo2+GmCnzeAj/fLOANSHkN1ch2fD3GdXA0EG+yktmqzT4ImxW",
-	"xPkyX9A7yGA7EJhWUVsbH8HYRuXpFglhA3KCr5BzlsoVOVIACZgqSTL2H/BnwKyxh2r16wWjQhFtKEtM",
-	"mGnLkhKcz8LjpuwVDRsnMOMEQVUs8zmbc5FsrvYJwqKWCiQvcihFj4W2qCJxiDc5IhultUx33fjJ0Tek",
-	"IUMNK3OtuGK9yDRcrjWNR90NFPAFTYtcRzb3XU/mpVrUThy6k+2gYs0ggk2AnDrTUtH7gLwtJmoESy0d",
-	"gL7lqcCm5tnzado7Ir/xH3v26JL4ydFjUsnxG5BXNg1Yz5nRQyzRl9f+nb1WU+vgrdyqsWBiAYcBEjBK",
-	"iyIchoXjUST+ZviYNBTTqy0dZ0ZiRFVtZUJflzeGgxPW7AVmUy3bawcKRwUEhiMtHGp8YhMVUYYQW6EQ",
-	"WSs0ZLlqhLwkfjI8IuX0RtN0sqsibiGV3bTMOp+8ee4k84jMmZgwrNFHrOecpsBRDZuAuTk9Ao5x+3LF",
-	"psHaisWkKFgM9FFXrjhyG2mZ6GNS5Pkdo0WPxWgdtA8OyO/+k+ETUs3tPEaYXqSSOqReGBLAHxYlQBd0",
-	"DeO1fKJcLplsVEsOR/CYbKQjQkHQcr1klHEWkqhdxeRSHzXZjcCKnr5+e+rqtpOZNBqMfW4/UTDf3mCj",
-	"NGoQU7J4PyPchUffk2rW5AZJoJ3hcILqSqfatoGCbXonzLRI6yzVVi0XiIxK5SFd3BppENWclB2T87Xj",
-	"VGRO06npGFz2s1Se05RM6DIyQzQD0eSoNyJLCoONcBPogjntDYhF4XPwawUtmMnZ0pSCLgz5+rHYDZzQ",
-	"JQB3WyZpiEx54uVJZOu38wTqZOIBNW+vzbk4zzVKABejHVj9CjmKa5OZExb/P/1QPPVfg4asRkRIJfh0",
-	"CloHbKJ77dQe6v4bmfLJekQUFcm5vDp2K9dX2YQcCCnYwTGZGkneN+ql0kZ7w9+RCymJXNg8AbgtbXQz",
-	"6hBzEc84LLsfoT4XFPHSFsIZGCZkHtjGzBs94FQMxHZRdBwVsCwXhKrq0QHyBs3nlDGjf6vD02dP//X2",
-	"+dn/O1jgSX4WYE8betPsSiMzsCnHcQ+W1hoHVmTwZGQoEKEwUZNzUhwWN6GajswJEuwYKQ4bO3Bi2wKF",
-	"e/Rr0zX8UWjt9kU59S0a68oYZ9MCs1UB68OwIfQAaqGuxrsGdp48AdvEyYygooVye7e9pEVpNq7CMdVW",
-	"P19jFjRoZnIBpaLNEsDVV9Ce3FFD6X30DXFFYTC5t1ySN7DkR52jwXAwhMSkJRN0yTujzuPBcPAYS2zM",
-	"wag9nEOZgb/Ae4KXkryC8DzpjDq/MP2rfSXqZEwtpbDR9EfD4ZZKp/tVOLXFDmoqmp6y7JKLGeQnPBk+",
-	"aWrIj+zQF1QPzfjO6N/vo47KFwuarTsjM3Z/Jxn41YQphUcL8YTpTEEOkVsL1Xlv2jtcMLPbZv7mf3Zh",
-	"B2u6SO1PcMlg63K+xTfuZTWfOm3wOusZdb4ZPt79QVj9uf0e1CqwofJqdLlvho+37k7OD+02XB4d2ssb",
-	"qnEvXnKlf3QvwaU3NLlUo0ereOXQfPwG7jI1gjlU3kafe8uXbTnl9zekkrK7LVyRVqG/Ar1oMxeNXdW4",
-	"gX8zuvRUGl3p2Ah+hS5quAtm7ECwzX5Au1dDnsSVJks6a1Eixg++Judxg87dtloyH+6m2h9pYi07/OSo",
-	"FaEXBeHhoxan42enil/vPJmJgoqx+7uiTHR46lANwgtSrvJteKaKZf5YOUeH6A0qiizWnCi5Ypkjmg3S",
-	"rSmwAB94bvSwTX6bYGFIUJ24YY+iRjHTuA23J2c8e9g8gGfhyB82t7y57+bMFpr3i2SkHR7Kxo3eTz69",
-	"ogv2hhot4H3UWeY1NPLWdFdQyZ7izyi6/8xZtq4TUjUn/a2d3GdNC60UIpj6zbSiG1MQrGZIP8fEF65U",
-	"LI6g9BRNUxWgV7uiA2ovdn+4ojZT4AbkJ1UN/b2jXF+X/My3N9eOWvA2W969hsN9GaLryfD7LUsShtHa",
-	"L01Bkh8bq/vbG9gjojRPU6dvADHaQAXkZQ7u6/wwnWcCYiJVLpzivkIo4HtSmU91BgodC73tR8peI95u",
-	"iTx1L/0dLJFwRdpVJvawgfdvifjBt7FE3LY+aEH1lohdTJtoQ5UFco9QnvlaouEBK9a/esACE6VJLXaE",
-	"dIeiw9NqvVpsB/tlCI7tX9iZPpVimnJMFroHQgoW1TnNSTceWmaNzm7Fykw6oKHoNlSbmmTXBGo1UWJa",
-	"oRnrU5H0FdN418jD5Fh3bUQypjMOcAUQPDXrORiLkyRRREtwlZeOSgZO5dKlJXSmAYxGpUuuSC4Slo3F",
-	"iq7tLaXFOcfAgM1VAgZouunG4FL+w3b3xznVk/kfiv8FsVkqEvBnj4WLpOma5c/4bK5tpT8Xx6JJAhGv",
-	"fOFDgBh7mAmWjMW3T/rnXJMMawhDgO57sonR4eMeRR4XwHWQbgEaORY0SVjSO7bMxCY7SMxmwFooVJDv",
-	"+udr7UpfVnt0kB/obC+zkZMkKdhIhXhqbhDCBImdH12YLyFUlSQ+YESO4J6o+eRPMKrcZc8OTRKX5UWR",
-	"0OxZOWqTHv3+/tgcLmtQ7NHs/wPPuyWed5IkJKYJXJtzJBRBwP2c+USlHqFaLviEpun6mITndfOUFlvU",
-	"xCTr7rq9A6OTXS3ZRP/wLI4Mnw17gKwAPi0dWInRrfgZAFk5pgZseiwst4qHkAdi8ze+J1U0nyYu4JM2",
-	"xsKOyo2Ja4i6gTDgpo+6g30a6gdbD/YpMPLNyXlmAutpEQfrzjWOrnS0Wx5nOBU/ymR92ycZKxt9LKu7",
-	"OsvZx/vhIqdMf6UM48lRi57MFp9J+ZJmeC3wydE3bebk8+d+YwmnUAL6fliUOSK6qMrcwAXsKcULcoHO",
-	"0tuu8ZcrYmy3rEuVOP4e9nVSnnJbK7tas+T+be3KRNpY3DgJ57l5MLwbDO+ktExV+3u7Q6ty+lqY3WXK",
-	"ukN5UiHhet20PPcHCqmzqMtrBJdEcqEjSOjkgilMPAyxM28/crWV3A7Dvm8pQlHxZoce4ABBtN4JPCrA",
-	"p3FQRGm6VoSJTKYpS47H4s3r0zNCZ5SLwr1lQzbGIpwZO9+l4A/ICaB0uM/DWpxYX3ssYIA12KOkC8fZ",
-	"5koq5wOZy5XowX0CCy1t039tBu1YFJsNd4RlmjClww4OFF5UsHZyVSO37dap1s+MAK9ygcqO1enJHLEb",
-	"QnU0askKoFTjRyOG6xpG0OxtbVcuLO66r9gyaLX7vbOzl62Uh60h2KO74aiwjfUBMRQrIf0bccLwg68y",
-	"8HsXwTW7zq8k5gm2ibUVnGlEpmzlTrQ75HOauF3YDMAd48Fv5loVuGRSRkvGNHsLmDyoB0IeldkWoSkM",
-	"FqgD9ESEIgrDcMC+xqKBf1VxlUd+qvbOS9CUZWVjUcvLIls52CaBmpU+UL41e3f0uMrXx8L249bI8DtD",
-	"Do9aWINnUv5GxRoT9O9LATTUcEwyCIIqjIK6SYfbS+b0khUneH+NsCSiDz/wZHv2GKOXbIeIuCUWC8v/",
-	"1nH+dhkswN8ASpIqkrKp/hp42iupf2XpJ+BmzxZL3ZqbIdb6CPUTBRzMnDez6JssrAaS/RgZS1UWwfc0",
-	"Tf1NlftKPwBKrxxAVis+kc5uWa/efT6e/1TWwJmtZ7zd0fLMv/V38LGU1qSVeyWoCn3/npVi+G2cKn5r",
-	"H4zleneKW86GRAZEgwF1yZe3KBnMwXZ8rB66Tf9KXRRGs2wRR4QWlwFHPubjE53KSFAJn07N42kmF66B",
-	"sZDZpoXbfTQcRiQXCNyX9OpMvF+Y5wDtbDuLzrRPBCT6DFIDi2Nc711y+/ZwVOr8SsFJQIhVdxqMEQBX",
-	"33wBzrqzcXNvUvVYHRZDuBMv0lk4S4AMsjjkZq7UWSuTC4xdOqSI8tGFMcPt47Gons3I5lgWFlv8aHhk",
-	"TLWxBaEad0ZkSlOw0ewxxxAlAxsracCBGxFec7uxBNZncTzl1IG2jYW7NR/zJI5KKDgLesEwJgpXMgEp",
-	"Au7SY4ElwIo1Pxq2hdfpxwKCR7Xc5ildLCmfiT3cSPu6jW7fT7MX+7qDQK8jQx/q/XiHjiPb22Rdq1A4",
-	"2/nrdAx91zK+awF87yFTe6PK1sioDvwyZFYAOhBkmJVdN1R71w3VFan3yQPcX5DzJZMpocEqd5/mGdUy",
-	"I4ga+RLgalK6lnk5Ct5CRQxk2U53y1umatnnfq6TBu86cK+clZhuFY7xTr3WW5kPTp0lmM3o5CYGZkKJ",
-	"bLa7/jaTbeArcwHdy00Ms5Lu+pIlmx90lgOAD56V6r54MBQu2O3riXt4Rxpu1r3JJICT3PRsfTIt4JMm",
-	"fG07mG7lvrqTdS2N4O+SJYZgLJg66TxZgXgUkmSs7w733iIRQV8anSeI8hKj/RJklmKF1SmJf3l2Ruoa",
-	"jkcWVSZIaxsLwI6xpQ6K8jq23IG3k6KQhZm/C7kdITwNrMaxsfYQIaPQwg5UCJHhSxxU7D2Rp2lExkUJ",
-	"BPMjsNUeoHWeCETDwfK9aA2C1edGJtiKKR2CouEkuCYZm6aAGdilY1FsFApSLmYRYAdyMSMyA3AVc6QB",
-	"mo9Ye46cSszCLfBtAmv0QBXeLCOg/8xpSrTEHN7iOmviYS2hZ8DOsRPBwY+tuwojeODx4lqxdAooqthO",
-	"QjWNCJSVcfBAoM46y1akazs0s1MA7OsbO88RlM4SME8gZwNacZc07EIJCUNyizgWXYTmxG30e2TWywg4",
-	"tJu9SxFKoRIN5jOGKtkll7nZubFYpjkY1RFREsCKmvCIoEcAIapNfYYngf9uhwDYAH0qS4CaaxAOzQlX",
-	"GepmeU/PXu5zRGjfLDZZl5HggaoenHE1QajEVthBqlSke3r6rHeHnrcWnFj5Qrox6cYfxlh6Zdz5GPds",
-	"TWm4NmD+OFDE8GbDqHtRwcG7VIyFG3jlnaLICLQCoLaVV0ABhafwFz4dC/fYBuBs5kM57I0FuHjm2uNM",
-	"mU8uLuMC0y3lgJbHFmMRv2Dr52Iq45EvhwDwyvwvFvk8BmSY2JtNgw7vTVQG74uJQanibAXrFZEYJmrH",
-	"XNTArxvvgJyE0Ggg4cZi5q51lEsCyakVcExorteuwk8g85AjwlOCSR0JV3S5ZDRTBFqlUNjMcs3VXCrk",
-	"yZAc/hOYrkk8sEinFt0PA2IYCzMSF0YaehqLFxjRGbMAsStjWBsqN20YiXbBRXKgSMIzNtEyW0eI9Kdh",
-	"EO5+nZgZgQvT5QqyHyFc0gN+i9LZ3TxzxwhEJE3UWNgnEZnLFeSwLKhYY6uYP4kjZZky6+7+42/4GW6e",
-	"ylW6tpktY5Fkcrlk6Jrdsil+7HZMiZVwXONqm7ajsQBMYKMNlKDurLbh+LVciVGAVIeiCY8qQFBDkkxE",
-	"jiLyKCKPIzIYDMbCIvKSGV1GiHLI1kTRtV8ro/PY5dKyDjjUHAAADyUnfo8tmCE0Tj0cX/ySKt2HKfSf",
-	"/xSTV4YFIHrfqcyzCXPr6bCOxwKRH0GPAPTKBNZT6h4ROdSEMbobRMVekX+YqVnZisD+KFdBoZlkUqmx",
-	"oEXrx+g152lq9iNz+IfNhwfXw09+LBxsKvRa3GokC66Ug32vFd6+tTbXEoNTx5MQZHwm9XGwuuawLLzq",
-	"YRYB01RhdRBiuQzd7fHp3c2nuavGYn1Dpe2q8xD5iPX7z1ENeX3JskvOVjdRQ77uWLiWSz6BhRVuwVG1",
-	"iJAzodlEVQVwcxuy3+XRIciw7Qkov+Arf4fsk2I1WhEtFpoxyp6vwHbvGSh2Cm3ST3BjH3T4+vO28Jtr",
-	"a4c1g2nYV8Oz5rahfM4ObcWHRm29qJ9ibe45n82Z0uhEoAtncjod29sYEAGPbHmByCibNsyreu0jzkZ3",
-	"sv0C5LRztYyFK7xho+l2lD/8HsPLFvl5IhcsyIpx6nc5H+b3xmSY+NFwGLdIh/nFltppEaAuqtJ9aekw",
-	"G6ylPisG6ODhBNelxLgjAtFXe0KN+ITyUqCcuPiIO3OlNC+SC81Tc3Qs/dae7n2FImxm2X4vc4aWjlVr",
-	"ejb7Vcut7vaqls3LquVSrGawWBZ+DJFOxiLwnxnt3lVx1uijC+yVHcjezaq4O/ifn/YKI3vwoN362W10",
-	"od3hAQwquV6/6W1pa7bcnRW0bDlnCyjxBaA6cWU0H3jyMa54cIr7/2NBFbGJDgeKwAhQcljrkuuRe+55",
-	"ILrDbPaY/U0xZgGI4HbAgDw3JiuzSJdGxwmQLtsmmpHmPLP/kVzsIcdv5b7iHV0QvP1QMu7gJ8kmgz0w",
-	"m1F/+xCfPGST3VM2GZ7OIpWsqGMc5ozRUMVxKgGkkT1kjW0XNYa8w0X1ZV9jnsTOIWqRVgDqzZfK8dll",
-	"IcutyS7bbgY6WdPuEl8Dv7yDS3kvv757ePd1H60gr9tWX26eUXVqbWlbN/rzzKuqCMNPmVS1QzgWupxH",
-	"aIT6Qvohy+rvhcVVJoJt7P/icqun/QVb/z387Bdmom297Dag/1l412HgbXzrZisfbPt6z/oFW4fOdKtg",
-	"FdDUlbSN8EBdXIaH6fDDBVtvVZww1+EFW+8K3uKL9eiTdjwt8Cd3+ZuhBrsHvBm2wpat0c9sBsfXIGde",
-	"sHUN+Mv2byql8++Jli3F2Br4pMunJerlga+0t0HCUb13N3SseC/PgbIlLNkVBccpVbYaZVQ4gEvFoGMo",
-	"PbyiiqwyrjWzwFjlau9yopmvLen8PKT6UVFAX2YAllUqdX3B2FIRgYmS+WROCncUkRm5oH9JiZmxlbjR",
-	"OB8OH327olz/8HioYpe2Grjfu0+lUHlqJp/KyQUXMwKHDcJZBU62jzbZ4p4NMSfSjftH8cgW8gZntB9M",
-	"/yg2i2U2z0kE4FCSYEpVD4oEb14Q9WuPmSfgRscg1lj4INYxVP6NixRb07SZKgyk5yqoFvOmrsSni/HL",
-	"6VhAnhuRNvZvfXdQwhbYUZBPDOlYDYGzFmyw5rLsjoCeY4m4wpGf2K1wyP7RnYbn/uvwv9pbA881W/xo",
-	"zuFWbG53WM38ba1j03BDkdumPu2Xh6dwzKFX+8HHqPO7q0Vaxz3Kx6DrCeNAofvYPZFTEjsBivxpy35s",
-	"bkGnvrzvrvm8kqeCT6e4gl+X5LqnSElQ0xjhBYH6epY7uWrb8e8urQCSVUuyokY27WeAvGDrqp+hCbje",
-	"ijUj4rxU6y6lUvw8XYMc6UWu0jJWUcbCClyMRUGuePPAOhsO1IbsU+SCLTU5Z64cwoJ0bQv9BdPUNhN5",
-	"QWe9gJDzoDMqFMVLMbBayAURKjL+5dlZDPIsTIEwzTBV0h1xW2o0yPj3+LgkeuCzsSi+K6QD6QJyAIPK",
-	"9L1jBG5acQ/fjo3UALiPRYHg7jYe2DOKIS97PKpAEdQ1g4D5kLmRfkKNhUd4D2QArgH4Qn94GQepjGYC",
-	"PqQ1snIdtfOkrmwa6WbsUl6wJBoLdrXkoNVYKbx5NSeVSttyGb4ZQwBQ493WzDfaAeS4X3CRjDujcefi",
-	"ctyJxiCBxp2R5XjkBD9P7HRxqf0kHIjdIseouRiLc+b3hRY2DDrnXeqMSzB3IwsK438/Fg07FqiNUF0D",
-	"23arhPXruQqodSyWKZ0wMwccvNPUAthT6qZnWsO0IEhUhh/xspLNGjBbayvuG3s8Jt1vjh6RF/zHoGp9",
-	"D0t5HD2Gb/payn5KsxmLj10uLeD32SHW6R9v8lb6B0ynpRXmVA73+idRPSquBnrBNuk+InOWAsOAodqQ",
-	"wca9f6BiMx95wUTjsOHrfXE2tjpjr6/23KW39QVbv0PyqVOw7KOHUGQ5FLm3oXwtx+x9VHMFRgBynq6Q",
-	"UVEVGnqo8VCxJpb6iDmtEYj+3i6XUcssq4tLy6FBdY5fsPWpMfXqsqmsEdiNx9YXZUQP3Ay12EKbtl/9",
-	"fdZRUOiFKl+IyeVhjAVqTUYr+tfZz/3vbEEX/+qPVLFvnxglY2Mk3siHKzcLeQmC4NfwEg3anCjOvE2q",
-	"rDOV1JmhUBUVZZQUbCwqpiiY1FzX3ocpX411Oah2JY0sN9pBmGRWvqNZl2TGBrMBXLNIGWhwt5F2hmLr",
-	"80s6e8HWDylnd2FI1aREbmag3dBUsgwpxfSH0YeGfDGrpBK5EgquZ6rI3WqfwAWxEAs4InAnHE9vkb6u",
-	"IJvLKNuWFTmNO+QH5gyB1UQhmcRwPY6JX7HWaRwViWAXjC3hJX+BbJJKBVfss0LDL3T3giEEF+yNIn8M",
-	"zTGRjEXGcCHCu1uOrdTClIGy/tJqRvvtAeR53SVIDg6r9r4FFV+A2/5a2Ts3PIGwNM5mCY+ZPSBeguP/",
-	"Dz/AvzuQmAyVOxppUUsdT8VXqWHeGE7ILI3bnuO6U4o6hTU5z9lUWgmPBnDtjkaNdW0aNm14u0f0J6Yp",
-	"T5u8uZYSH4hho0iiqzggErxh7Bl1/SZfI6moTka6I79LdX8XQLugeIIk5ZLjyRctRY8TJjSjSm/v7voK",
-	"MvbSde0di/LArFsSrz6b76XSiAVQiMCxcDLQ+rpG1dvK1ufDUnAnzdAjGtu3YyNiYyu+42gssMpkUW7B",
-	"zhiztH9kesVw3osIx9M3GxVDJoQiFGu2ohcLwGzEOZvQXGG520JuQ2L6ihZ+vKBozhy9GFDrxrk6Djwr",
-	"GIsuFQTPt8yiInoIiwqVMpUr3bukxo7qjYJlEBKMEJYBwIMiXJs5A91JsFmQ9cAtb1hByOSw/Ei7BE64",
-	"QpeRKRMTWGV5wQRuuR2jha8xOg2MxoyZLwxvcQ6ziCxo4mCUKNbZM91E6MO0XrzeYCyeplLxEi6MVbdU",
-	"MC9oAUACCpOogAGoWAYjBwIAEAANNkpLjnkPVgqMzF+l/+qsleux4HuwcV44tb10d/wT8WxvM+x/qyZs",
-	"vLhVUz4DZm4npvlPozjU53s52+lBZ9gkvje5mpfiIiDQIMdCyBX5B9E63ar1G8t3a+rkS3jj75A76dei",
-	"HfuVkwtwWn4W6ZM49jb5k7CfD56q+gRKs4wNcARGK7GFAFaU68q9Zbv+pWMV1MEoTOmKF6qqDwVqD9CG",
-	"VfcGG9rJW3xgdvOT3Fyx/T1ACN+CzY87DVzb0JsLaVrDqI6stlj0SAB3J5cLNtdgzkuLPP3ATqqlQxD0",
-	"L2AciNZlTN0tLCS6/ZoemMYDCUs0Y0Sx7JIBFD7NMn5JU7Q8SBfgjhzuHAb/tSLLjCVswpSSWW/gEk6R",
-	"ViN7C4sKi46q6WTuokqupOuxz6LgmmxYgJDegEYglvXRKSZTYbkxhqagsfy8v8AyRdKVWfHjlPI0z+BS",
-	"tHOkwBD8hU5r0XJ09yMcHfjJr7jSpn2cBsJ3dzFlCfMHxiK2Nu6Z+aGAkMGd3bcYyVhgAESwlWvCwevK",
-	"yUVkUdpslMTlNFhbngnFFucpqzNYTybA0a8lEu6w2OtGasfPGWPEGMwuIc1micG2gEukSzVZSKXJo2++",
-	"9Xl3UE/Txapx3Q4UieVKsCxuyvGAp3uCth3dKvMEB/wXHLT4bErNmsU0YnvbvW5DQn0jT+MRuCFnuMYu",
-	"6ob518dhAVWHCImpboBWKvI0DXIL7BFdMaHJglGEuO4NSEzNeVOATdrnor/M5CxjCq+T++QkrsbCsSD4",
-	"IEMnlmNDhglbj5/NK/rSyrNatgPgFFeTNFf8kkWGHWdWN2ilJbfFPQdE3S2e46DJ5mySaCxqEc/l1DNk",
-	"z5M3ZTYJEztcrDZI5UAuHgK8+iwOsiWJoy3EeTFWXSgZk0LCcz0WDsm7giUUpnkQh8TtQsvUh6sLXCGe",
-	"IGLttRG626mn9+E9lZOLhySP22EANZquPSs+17wp2eMWlF7LTAqc6K3urDfutQfwzUbglNISPWBvfk0O",
-	"Ln9KEDojuBy8TCneDAaVuWSZBkfLy+7itxrozQ0vRYWk7tBfUSXeB3THayLEGXqIyGouMUVuNac6ClIT",
-	"FFnISy5mjXQS3Qzkre66U/xh3IFo7rgzIq8+xqR7NBgcDYfDYc9G3m24246CxMN4MIhf9Y/iY2I+Lh6Z",
-	"Fv49GAzef4zHYgbxadcWyQX/M2fY4oCc2IsmBZoRXNukeGCku76jmAZdf5mfp1zNbbE2c5YS8FNgQsE3",
-	"7narW8TidaOQ1iK6nQbHR3XuBgvGd3DK9KcGg9njxLrSBp+9zfyA67IV18XzGC+NzPHpLlmmuNKYwn/u",
-	"Cjjg9Xg8jXsLpZZmZVhkpNm43Gw+NDGLu4FN8K+ki0wVJWzkMol7rl5IWGSJYzkOYss0wOU9wVzdEXDB",
-	"1lXLQjezK1phuE+AOTsWbUFnyXbM2WZ7b19Bfw+WX8FMH+y/T4cre2u6QfNRv1N82ZMqLAaI/4TRVAVQ",
-	"VaBJA3wE3lvVqDxxXdYBbO6jT/JEK1n0MHnONoUF1FhFbTc9altdjiqipBSAVVs6tMBgSIoRDjKTTUCx",
-	"G6f1UyHG1jW8Ynw21yVfvSfMo6izoFd4f9QoacF10usBWVwXk/aOAgV+Iyxi4N8NMfZLRH/9orBY6xBY",
-	"YzxxMenaHshRr4zGeg19ay/g1V385wGB9ctAYI2MrMEYuiyq7BVCKxCQRh5u0Qsawbs8FGQBvOF0DaOb",
-	"QjzGu7HgvhzKVpC/XivhaKRTG6PfqMfiIja9AQaWE4j1+3JvC4cAvyYrmV0QKaKxgKSJYq7eoVbOGSjp",
-	"+M1X+CAboqT32yhPgWJlcS++GT6OXb77qLrCAXaEJhMqyKXMbbQJrjDmCoLvS5jGcaHUVC4SRiXVRo3F",
-	"DMEhngyfxE1FZKqi7CsvJ9NCchfk+2Uwnk8th4XU/anRBUqi2IhgIbfL4PuAT6jwAgDhMSq5dfep69e+",
-	"uS0TaQ/86nZy/JBOLm5kVe2HqF1rf5Xqd9FACgR7sTIGEWQJoRZjuLDzyRi5MCAnYo1gT/b+FMQrzaMD",
-	"vGVt2BvKEminV4IZ2ooL5eXTBkBUVPLJQGJIk012MrkouXr34pzNNtltcNKdutY9sdTIWtWFAvLVgYR/",
-	"WuNog8gxk6oEcFjC5g5P2DHZqLPnHgO47/05qCyLmCPE63LJEqfCbWirbqLx73FxodUwecL1McFyyxDe",
-	"lmKXgQQ1ubcnJPwTX/k75CHcfdpA1ClWvJUzGFa/xgVcTj+wjbZJP8DtfHAS16cfwEI2XLBJmZjpOQhL",
-	"QFthCQaAwjPmNqJ8voKLNk0JCLjPdyi0LCHViyoY5gNNVGkC1my/fb95nliJZA4R12d/5bb20kUFSsc0",
-	"/Tkl4n9q2GbDgB0YbQDqHWLKOmB0JmBbMFG7ivBs1rFvlvTDljT+6FaRoM3cWnR5C1jNtU7KZ4ulXn+d",
-	"rv4vxWsOVIcXiyDAb4iZdKnup4wq3ZdiwnrHZA7LYa16OrlgiYPYBcaCeCFt5ZdlRocf4N+t3vOTyYVj",
-	"L7td3ieTrwR9CaZ8z2gPJ5MLIVcpSxygJBBGAcV8y1JrN4eHRdkt4hxVHdrLczcRefsNqkk+2nuw7en4",
-	"a7qC/DmQ8i/cxnCAhM/p5CIil1zx85TZW5AWqFCmCUFc7NaszBtf2+3e5/DaDuhqm5gZER+mHA4bMZ3B",
-	"yK3PIYC0gT2yCN7ftbmAs6/RnuDBg71Q58cppDHUnNf0ghX5X7dpLmwrNO14frXkgi+xEFxVbqil0AVs",
-	"sbGgbgpWY3AOZziAvWNCxZosWMKpRWH+n9PXrwgXkzRPWBIhBBv9M2cOvnjOMjYgJ65QtKt5FD8ZDgkX",
-	"lzTlSd/8GB8T2gBTPxZ74tQzDvcXYe7KjBhc3XUO7meo5+868cPB4PvvI5LKFctwx4/94W88+suMS6P3",
-	"15/+8Ox//32bWmG3D/K+O6v69jKK7ErX1tdEk+chifreMNjt5pRR2Jsg149JkRfdXgAbrnInbo0z0/D1",
-	"vBpfigPiuKTYz2xZwjsqOvXgavgsVQ1XfiS0/l2ZQCkYSO3MgYj0jkn8yBejY7ikzSc1W+2GXXv77u8D",
-	"vPYp4kLBmrcKDOH674wMuWbbhIbeMpocYlmh9AGErTlIlJXXaSsem2oCZPMbUzl0nwKUzdLOvkf37bvf",
-	"ZMI6t5GM8QDg9ikB3IBAXYUwC5IsSLyQSRnNraDJZjw3Tzt35npwnK1eZ6ocvgcetQXZDZYJsGIy1Lei",
-	"3ShvIQ3cum/iN2NC2LG4dDYc5DEA8owIhTEBmhoOHsn1nE4ubB4Mfj4WQNQTELaQYMX1gLyka5nrkatE",
-	"fKDIc6FZ9iaTE6aUkW9QXcrQ11h04zLLPfxj8sc4Hw4fT/KcJ/AX6//xx9tnJz/9YR8o9if+bstpDgaD",
-	"+o/evX1+tvnRWHCsoGQRzwHCxlVNXuIgmbufZeZTC+s2FoAadaAQi6w1rBspUN1wbQfkZCzCUoPUQz6Z",
-	"QRr2QCzQ2bG7cWGFnQNa92xkLDxeXQBTtwUF7s5l0ANi3F24bXDbHjDjbinREZfzLlHj8KgDvxqL2PLe",
-	"uD06HNkAhzOs9ytEh9tQ67mAn+CyDvxqGN1WFV6xBV3OZbYjo/K0eO3Ber4d67m88q0MaL8LO23ooPE2",
-	"ZnSxvQ/Kab0B7Rf0eqZzuB+bR69FsmWx9XdoxgT0VW/J+CE/kEmdDeOXxwP3qd3WS4k0bp6LuUFVh0uW",
-	"Lbi+rYTMil/Hqojxgl7FxPYEgNiAwG7vUh4b9siFsxui4HrAmgBSFICH4r1RaGpALNFsRdeusZ7GIjSf",
-	"PEH//oh0482lQVtqMBjAjSLCzaeCpmSRa3ZlyzfVfYYFY+rsKHjUr1pRCDQDWvWSZXadetFYbDGmdOm8",
-	"uQrwzuyx6w6WGbQ2FnJKaPHFqM78Ma9bo8daO+TE7h1qRHpOBe6Fpd8D0s3YxKy2txCKq7au8FXC1HFg",
-	"wOIHREjBenD5NmPTXLFkhFe+FvSqet0LhlBzqWuqyTmbc5FsscrewPR3hb/hvopZMUejIX2CqQNJiOSo",
-	"sbT5gl5tvRF2Q/SMz8L28/v51Rh/ljoe7L4b232el/6cp+k208+zoP40T1Ow/+yp2wMzXMWDsYhLrGJk",
-	"OZW9za/LArehNWAsVY5m/mf+o3RBxcAlkXMBn4QSBdc2OAl1U5ZTa3wWGuTXZIH6WRKKV0zM5AM1cU8V",
-	"2Ckrhx/wj7sNKjWJjodQ0RcSKkIiAWDDQn6V3b1SpOs7ULcd4NbS/K/Il3MEdSMwr0KVB+SQRqBFh5/G",
-	"LpkgUEIhAD/hiuQiY3QyN+t+TGJAUIwRQVHRtSJKDurARk5tr3dqZ2IXtZ4IREsJMUk/CeXfhvnXjEET",
-	"UqBf8RIjhNdaQmvat63ynFBNAYoX1mzcGZHBYLCtUkOAojkWiOMzIrFHx4kjEnsUzJh0EVpzzpckFxOW",
-	"acpFL/Ilgys1giNXiQdDKq4msBGsrvkAPTMsJIvtBHiHEsv0joVd12aEzNYkew/QmHZsN8HF/FpdJqWz",
-	"3gxzWXde9DyT+WxuIa0b3dZn/rWH0gRNBFpZo4faBF+T27o4JxvFCWiaSqSo8LAFB6vmsLWpS1ClpzvU",
-	"IzZI96EywTUxhuGOV2QU6ATwfzxteOQWwLhDACsjBP8jQ0lYSz23Uq1gA7e/2POXvNC1bxu8v9rLJ8bv",
-	"34ewHwD8vy4A/0maK82y/oonDM9lCcV/f2bd0qgoPtyG17/ZfFu8fsFWAV85trD7MbKcmHSNGTMWcXDy",
-	"8EnPNu/H5LpwzAr68IClwVKOhdmGHFxS+LJTMgfkBMaDajaGRMyHeiV987hq1jU+FljOFQpvrVjGiioj",
-	"UGiuzqJxG2obsuaMsxIjci71nFxwkSii5YzpORaIA2flmuyuEIcez2JJS0Cu3Iwc/Z5gH8op9NdsQ+0t",
-	"tu/IlpKCvZ42iotNBukMq9b8HAjBfvX+oVDBTT3BhabQaMDdmlbQzOJuuU7BJqz/5vH4UnD9v0Jo/2Iz",
-	"Tue0PlvlAdr/Adr/+tD+wRRvDPLfUknbC+R/Jzd6QPn/MlD+t4jJ3f6VvwcafAtmXypmANlTD6jwXzwq",
-	"/EllS9uAwJcNIu+7qgGGvy2ddD8Y9jqf1r+WCdVs96m+Bku/S78YDhMHf3/usa+OJeyBYf7gT6vlG0iS",
-	"hBbbj+oaeLATtqAiaVbP4F4GApDAoTtnNGPZSa7nndG/33+MPpiDBdnI9lTmWdoZdeZaL0eHh0eP/nsw",
-	"HAwHR6Pvht8N4RDabjaVKbjjKFcCK+FQMkk5E9pmkDFMZ+MZYSJxaUyYtZumgwCazWnKGz69q0maK37J",
-	"IrikiuAIyEDt/Uyi5QUTinRd/nGYN/1brtkVSSG5uhf2B5eHNrtDpwphKZtglWDfKj55SfVk7tpDv5Vm",
-	"2QLrTpQGFHTmW6vp8EfI78uCjn7iSmf8PNcssQ9df7jxMj9PGTm33wXduJ9qevkpzwxRkp+f//waAaeV",
-	"S2G0yFgcdopeBAmzAGNagI8VqcXwIOjYQphsdntWCdrZ3EZYD5Y4V6ZaphDGsz5iupBiFgrxcI4BkW92",
-	"h5wcEjywu2JRQdDhc7+aQETW2rvkbBV0Y8O2m1348hOEKsVnYsGErp0UFn+kULtWTsO605vzi2xZEb2S",
-	"tvyry+cOhhRUENgc1gu2VqYbkA8JmUgx5bMcZTPpAooUAMBxQeKLy8MPF2z9Me5FxHAjmrE+FUkfRooW",
-	"o1U3IrQBE3LB1ioq1ZlKcAIrcxyCQV5c1gzulM8ES8i3T/rnXKNbuYngT7Rc8MlLWCDcpYhQ+I3QBHzS",
-	"i3NuGluyzLUUdO/arhnE042UTmULcJ+vieVKtRwkvHmxyUeCJLya7HTDsCo3G/fgXaUr8zV9uyuQmx3/",
-	"ymiq5xH0zQVTKgozk/B6QuF+90XZEJkvSHgv8lVqdhVvsshcK55YQ5AJ8wFLSCZzzTLSfZPJBdNzlivI",
-	"0rfDWLIJ4VqxdGp/0FTnCjIqSvOjq87H9x///wAAAP//",
+	"7L19c9u21i/6VTC6Z8bSsynZTtI+rTydO26atnmSJtmxd3PP2cotYRGSsE0BKgFaVjP57mewFgCCFClR",
+	"thwnqf9qapEgXhbW+/qtD52xnC+kYEKrzvBDZ8ZowjL45yt5JvhkYv6ZMDXO+EJzKTrDzmm6pCtFYiGV",
+	"eSAmXSkIu2LZisSHV8cxoUItWdYbEkouMrlULCOaXjJF9IwRpWXGkpGIn0qhmdD989WCxYQqopjQhIqE",
+	"CDMYmeZMKaYIFVLPWBYRJe3L5GKlzQ8Zw0dHIsuFGYESnCeRGVF6lTJysXLvkwWdssFIdKKOGs/YnJqF",
+	"MZHPO8N/d+xSOu+jjl4tWGfYUTrjYtr5+DHqvGU6W51ONMvW9+KMjaVIFNGSLCnX5IJNZMaIzlZcTAmd",
+	"Ui4GpS/a4bnQbMoyGP8MFvWjWdMbmfLxqnnLFRXJhbw+IQmb0DzVfZWNyYGQgh2ckElG56xPxZiZbVL2",
+	"72vHMxL+fErbqWdUByeWMWEogXQpiTW71oczPU9jIrORiPmcTtmhupr+49r87YqmOesRcwhCuiMwBzmj",
+	"V4xQQeSC/pkzIjM+5QIOUs/YaiTGVAipyZimKdDG6Zvn5hiBTHjCxjQ7UPatE3iFpJImxBwobK9IiB3i",
+	"go0ErD8ZwCjjlBuSJnwqzHlwPSCvJPE09xNXC6m42d2YcCS9oX+JimQkkFapzhVQDskYTXCliiy5npF4",
+	"wvR4FkdkOePjmf2SIlxHMDG/k2YoqolcMGEoFIYgaiaX+Kw9UpZEJKNAqHpGBUnkUpjFmnVyvUa313S+",
+	"SIFOd6eIzjqRf4w6C2oe1vbyP00pn7+herZOi+czRmL4vf88iQklY/Nve+lZYsidm+cW5u2oI+jcfAoe",
+	"6kSdjP2Z84wlnaHOchau6X9lbNIZdv6fw4IjHeKv6vCVGcTM8pdM5gs3r5rPTM3vt//M8582fIMnt//A",
+	"C7ba8IVLtrr9J14yqtiGj6Tm9z195p85y+rYltZ0PDPMUc+4IuyaK20IGj5NuFDaXCo5IXN6iRea8Pki",
+	"5WOuiRTMk9KfMPzazG8y07d+tXV0jROD+zqTaaLI0vzTsAK5YBk1T5LxjIopU9smd9tt5Uo3yJzXIl0R",
+	"8zVFqHkCN1cKRrpmprFg1zo2u2r+b5GxKy4tE+s1TRrGKe3onF6/ZGJqqOf40Xd1YtHM8CWfc1137mQu",
+	"lcaJzalYEa7ZXJHu8WBwfHR0dBQ5dkXM//ZO3KSVkXLLGTMidGZ4rjKsfcpF83bDDMKZ25E7QzN0ZBbC",
+	"50bK44c7cy7s/0d1wtis6k3GJvx648YDiShNM43CwKy0aYoLHG633TWEsOHywn9uTWRv3/0mE7a+UJB1",
+	"XTWjRjuA9aEKlaF22DP61TLjmpEuux6nueJXzbQ1N5/YNFWnhJnRO1EHBq7XxM7PX65P9iXeWT5nhtGk",
+	"/IqR7i+SJDne14gcg3oW9/tzet3XOo17XlqavzrBaX5pWoPWaYP8fXykOnVTfUfrLsavcklSKaZmQhep",
+	"HF9WpkrtxbGTNSqlmS29AN1YZiQ+UjHRGWfmwo8bOaR5cacJfzQHpBZSKAby/0eaGE7JFCxijGqT+Sdd",
+	"GP4M0z1cZPIiZfN//EeZxX1oSX3F0G/wffx8eaNiLq5oypO+WVBslFDzDyJzbRRD5GxUa5aJXkT8w16H",
+	"gTfmNJ3IbG6MDZmZV/ty0s8M8yb+wchsKiWwfXipE8mU0TDNM4r1opGIc3Ep5FJUhsd3/N8qUsIPk7Bx",
+	"SjOGHxqJ/zl7/YpcyGRF5mx+wTLCtSK4NWvvGANKrxbSaKhoE6GSmfSsGm6XbYaDKcG4sAqOAxmhAF9E",
+	"rVNOgs/hjARh84VejcSfOcsZ8Ome0ZVRw15SZeVdYlTQj1HnR5mszvmcyXz/lLGJHszS+ho/HA+tdAAq",
+	"wlUnHOwCQrPMcADDtLgw96j0opOK1sw98aZEuFC/TClf0mzK7mGdUvZT82m7UlihkfGGBixv8IdeHNyw",
+	"9ID5i2EeTUsEFf6V1D/LXCSfdI1gC/SF1P2J+XY8NGYjMG40JeCQjFWGNiCZUStweUK6dHwJthIDRSsB",
+	"KjZEjaqbMVqTHq5P5kKz7KkUk5SP90+tdvxNC4Vb159zNafGVCRdNBzhz7FhXGMco2/ObZLKZfURYPnu",
+	"obHMsnyh4+Yj/VlmFzxJmPikxzlxX42H4IGRC5YQLS+ZIN2434d/qf6Ep7Agy8HNkV1ykSj0+BilyrFI",
+	"owf0pdG1cBApCBUrXPFFrgklvzw7PyHxTCoNVETTVC5ZAp+Pf5XK3HP8zEjEffdz3zyv4hMSo0dh7VXn",
+	"+Yhfw++xVXrAHNczNhKBT2IpYN7B6DioikkXJMo4k0r1ldGRHJ8yJytzYMq9wUj8xMY8YYlzGRkt+f9I",
+	"+YKxBcvAJVJ/zsiGX7DVvVzdS7YqXVzDnS7ZCq6okChmgBRBK7uXKQIjKE0S/xRb1d3xGmQYFV4Dc7+X",
+	"aVfYocrHM5LJXDM3pV9Z+ulnNGOpO2bcL6+jGPuYcH1Cajbczb/YZ1iE+9gnXMSpIG9/fkq+f/LNfxM7",
+	"OEnkOJ8bfRrMZcWyK+bu9ITyNM8MK4q/OToixjDMBE1jlCjnUv5GxQpIW33SozAKgbGj+7CZytA0Cnn7",
+	"/7jJ6BKHTaep4aIrYKlmlchJ0adhWK9ZLNh3ViOak24MRikMB85WkjBNeepscj6eGUsk8NAgQYB0MhaW",
+	"rOdX5B0INHCi98GjAVZWEGgIfmraI/v0YeCKh236l6C5nsmM/8U+7d3Igw+D8MAN5oqMpZjwaW4sZyMh",
+	"QkXV6ahjmmUrwnVlH969e9c/zfWMCW0mzsozLSy4HxnN0BhP5z+MOmMps6Rv+deoU2fc4U5dUZ7Si/TT",
+	"6rN/SXkJIq2fFzOI3dVTythK1lgZSyHYWLPEaEb2t34K4rxLR2KaUaEPlH+LXS94Zh+e5VpzMe0ncini",
+	"iBT3RemM0bmycYviGkkx7S9kmhp5ba9S8Ghof7NMxWavxzOrbIIqAMd9UHOPImLu0Vk41pxev7MDDasX",
+	"ayTczVquXxNw+u/roqh8sZCZZslvLOH0HEjkk14YP4H+3Mygb6gU9S5j3YCDA/aAkjAyGCphcThFM7UN",
+	"qvDvLDNU8pvVvfe+1sr4G60AfLSwA7zadKCI/dHdAXAiCAaqStK0uo/Os1Nx1QTylabp60ln+O+WBxZ9",
+	"6CwyuWCZ5ijZEp78b5n/xqiod5RbDwVq7kQYjqQ0uNlKThLnB15KwhIjd+iSriIyBve/9WV499ZyxgQR",
+	"ZvWGjaZSgXur4HvohKswtyBwVT/TqptGZiX3i4s7d6n7ywVL5dIKzQVGlRdUzyJjcKQJyw7Ztc5o3KtM",
+	"Lk1r/YD2L/LiP2ysOx/f11yMNeeSkQ+cqdJeUpFEuEO0svlus8zucx2RuDg7K8jxCj05OnIqkMLIrJCE",
+	"XWsmDAGi1wM+DBtZJgd0K35Y3/yMcoWi1/50IWVqqAY9is7l+2/vsMbn369tjP/4K6mfzRd6tUdiztic",
+	"cmFmXEshC5ppPuYLCnoMxH5wd4yKMwEpDeGL2g2wf6BZRldriy4+vL7g96UlvzXa2h6XDFpZXb5BZANU",
+	"dWsJN6IhV2ErOV/gksAcABU0IGeYlBHP4Ydi0p3JJUaJYN+ZUbpZ0kMD25puXV0+qAPVO7EDBv6Vypfw",
+	"LTsjfCMYog/hSBU727X2KryhytJ3haTa0v0Ggn9KRcITivkelePDn3T9OaUg5Os+vul0G++wZtm8/maM",
+	"8ywzzBE/eKCIeZR0j5ARaYjTgeASGP6ZyGxONZLMt086tQG2GqZQrDby4VO7Rju7DduHe7TL9ikuxvCL",
+	"n655FHzEdfIFfBo1A1XWEi4CX3Ff2jj5393o5RX4j5YP5eeMMaLZtS5k6xPygv/YI4v8IuVq5uJ1hvD9",
+	"jAZtJJN3mDZz/+0xxWC3bkgL+P775untkUnuNNetnK/q7AX2te7gReMPzgd/O1D+nlm378m6z7eeSdkt",
+	"8TREkwRymmj6JljohKaKRbdZe3hOzQf0E0uZbsysoEoTdgVhzAmEnYTm2karlpD5t6Qr0o0Pr44P4TmF",
+	"KlZFL236hs2Q01keknvAGDEzqI4fXLK61BWrn4OK1Y0vr3A2jVx1fcW4wGIImEBMJuAe1rNM5tPZItcE",
+	"/t6rv6Phxrul1269zC9S1qi+bdAGGqVCVRloqwJFEMdftVcJcXLutcqHty72GWoL62v2gnD9ZKw/xprv",
+	"azk/FVWDdAVjCYQ0zLNXDKUfhyCrc4bVE0fbncDn6tb6LGVjnHmjjCufzsaIlRdRNadWKBXt2Kqb2Ut8",
+	"b50h2nyqhGUREXmaOvsOrC/zg4JQyXLGU0ZUrhYudhd1zOPoqcJckbVtaaRaP05dqq520TWcVozTgviT",
+	"LKSl6tk5hXGBA1UEZ0YicFz5Dw4NRdhs1CuZj2d408XKbgLJheapeShj1tOl0MPT7pp4hSg4+E0U8+zK",
+	"+joqDJTqrb4NT3Qfow5zw7gsHTuP9zXkzpOtI5vRnidra4SUSvxUhFPctLSXnlTvUO1zWvFW+XgrDRG+",
+	"sklRfIaJGTUMjif1fDvjMuN61WDAre26f7726/a8asRjwsZ8TlNiBz8hPFHETGOs0xXhYpwBX6WQ7kQJ",
+	"eldBoGPeTmfY+f//fdT//v0//lfd9kOi7y1o+Ddw5qgZX8BItaSMKsF9UDLM6X8kF3UH26ypNBz5BlFX",
+	"K9yso6vLwYYj/5FcuJqNiBTC7pKxheFXNOVXLLL+R4ge2WyiDOXhdtXFZWXzpHk38MBak7m/zeU1v7OG",
+	"qVvjf2CPSdfMWsiEGWU7Y5iiZW5+2Wzdhx0IBLDdAPyV0RSzO8vLxZKDcsBHXm7dYfta7ZdkWkNklxzj",
+	"28VXUjm+3KThbp4AjGcfrpvFc83mUOJSx0uKFKYDhdUoka0ZidBaWBGIGRAzLOlCRhsX4zQHhQEqOzCa",
+	"MBIo4M3/DQlONY6w6sKwXi6mZJHJ65UhXiz3wDw/RSgmyplJkIuVIfORKAUibDRPkIxNcgWVHiDisfyE",
+	"Oy7HxRTFuqeqCy5otrJZG7dgaS/Y6kxb7W2Nl11e3Qsje8FWz8VENthPhCqScoUlNSQ07aAAxoZAK4SJ",
+	"1lgbX4PifzWwPbh/B4qkkGRNuECqGtSLbwzBVIX940fbjWEs1HAD2Bk17BOeXaOhaW4wMzM1rAoN5UBm",
+	"Vsw5IEsXw1tffolutdsPiCItM641E+AlqrVZGi3sNxnDSInRyXveBQjnzJUN4tTb3jucaYPjyx9q5Kwv",
+	"FVQB/uv85/53g0am/SNV7NsnmykFBzOEAg9Hfn0rrDOUuvhKcbNXul5UFBRVcRL1j+MNO3c78mugu3d4",
+	"4jUiYIdTaVrQ+VogMyhJgUz+u1nXS6fylJeEOQHqVLfX85sd5lqn7XL9w6k7/zUGK4v5NC7iJ0gGaG93",
+	"48rXnZmg3rV2BYBSsC18hUPWh65gGs/EJsdLnTtE1RHRu9kqyDADazoyV3Eps0QNWm+5Hb5xpzEpwwtg",
+	"KZjd7oqPnWfOVRkmvhkJBtVg3KrSNc7JFkI8PPMG81qx+xDl63IJMvzgNHzqqmG7NvN6SJxODXLFio2w",
+	"4HpGRXLDTZJKOwpd3yGpdN/M7XPYpZe0oJWZTRsIyJh0Y0hgQkKqZC5FWJWNGR6GqliaGHkwdeG0G1KX",
+	"uZVNG+d5EtawXslLdh/7CBxEji9voQ2b15vVYTBm7kMhNtP6JaN1q6JjHGwX6TRhYszF9FxeMtHSG3WD",
+	"CLBcilI8uYHRFp5I4Lf4VmWOUbjMpg36laXJHuN4mJezgwg1U8B3Pr7f6m1uE/sz5Ia50j4HAcqM4COk",
+	"W7i/uQ12zRkV4GXunZAYdgzRCPpc9BeZnGZMNWUmBLNfI7EbkEvT2e/oMK2QSgNtNPtDius83PPxrius",
+	"OGAYlQC2LceXhv1OMsZuF4SwaaMtPLD2RtkVFm/W75AVisMGUQ1ePhQ7F2xMc4XOuqKoZJuw9qUuKMIO",
+	"vKyvsdJv6z5q1gZ/lhlZMGlGjTpsMB1YgI3q7AedoTmiaAfH1EYdER2Qt87H+BYTMoahF9J6Ho3QaJmL",
+	"UXVf7+Akxm+qBn8wv3KzAmsXfL8yS1hWSnPbdL1Cb21NHHGjqfjXNU9cDSas4ECRlGqmtHUvn5AjGyGH",
+	"n73iSWEPb5Jj5HzPhZPGbVAdEbyy1BoGKU77/4f2/zrqf/+++Ofgj/77D0fR8aP//lgbvnh9xbIrzpZe",
+	"wVkrS/G5EPEvz85J4Bo7sWA9hnCh3s3lwsdkTlc2fyS2yRZQS1FYMpvO7QxHwRnVZPxanavdYKH2tflJ",
+	"lxUCOt9no6fdbvVBgPRWi7+3UOrtln/uk1dcbO02u1Ckwnx5O/HPnOW3vQIQ/Pjylu6SjW63eJuc++Ut",
+	"v5xxdbtNSGCs/he7F+ux9tvsxr1F5W+3CW9opsGE28ceLNxg6svbCBcSvN0O3E8883YrP2NzupjJ7LYS",
+	"QflxvrgtcDnkt9sAm/385S3/7TujGN9y9dnynrRiM5sKG9vB7iwSSGtKrFIqBBdTn3pkDEBGs5QzpXvO",
+	"E2NtPWufbfDBfDpjt7wdzVbvXF7V1pf59xVZzqRiBBxjrtqzu2K6FzoKtN0rkjCaKizM13L32f4mr2qT",
+	"fAO5slNK95a02tp82abq7qGvajWPz+RSwKYk9akDt3Mn7Mdh4FNvg+0rSM8ffp0/oZZ+1iMDSvGpzQVs",
+	"fygNmXGwmbuNtGR8OtNtM0bt01ExbffRjTvQZvENxZl4gbRPKD9QlVti788upZrRveZZ1iar+JPbug12",
+	"ZLkUmFo1pyuylNklkWJ3ZvEaPruLK+8pQqCC7xxw6WJ3iIh4AAuJASvmhNDxpU30ahGNaE2JQUrpJorc",
+	"nEVS5pc7UmY9y+baMuytossHXjYMTTWeMddEyOVJELHYEqWo1PG4EpLNrvLi0SK45/dg4/69XtZmMlfD",
+	"UesrRXFYzcw1fN25QQVb2qccoq37KJkyrQglMz6dmZ8Fa0lkN9yS0mo2bscZq/H5PrumkBovBYCFuBpl",
+	"yIwsrndcl+6X1/mQA9UiPooHA1sNfRwXMLu9web11+hN7lWSC/5njkAUascS+OaNUbcI+K8Z2J+b2dx5",
+	"wzILh3z7wH9zFH9Or3cs5WsO8S78jGtEDvx2oAB1sUBYtHcVihqdxg6w03+M/4gJYh33hi5yCAFvSMn+",
+	"6dnLZ+fPyGAwOMSR1eEH/MfH/xce/SHenuplo3h22uupCGZvtmYghJkHtQWzyEnLO1JFERuQs5nMtMWU",
+	"y5XRa8ugtbW4tFEVtjUitfCyuGe1+B8IkDISAPpRhvvoRaQKIOphYdewQyMA89JsDj8BUmIBGwrTqkXs",
+	"gV8C8KuIBNB1ZnlzpmcyKaErRusgcfY1yJkwPxcJFLD2kbBoKzCVpgSJiMS+qMrBOUQkRvHp/wBzgr+U",
+	"Pu+QKhChIfxLgF1hD8IiV4xEGbrCrQs3PngbMHX92x4GJO5VhggmXcWyKH0ZEbGsV6g/ydM0Hgn7BO6T",
+	"gmfMAa4NMafXCDZagV2NQkQsh34VgmcFKFkRCWA+oxrsTTNYDa5maTgEl/M06jB5u0+OvoONwYKMPhB2",
+	"0rdVuub377+PbLV8QqRIV5h7aOs3ZtSmzJkhyviUEVkHX/IIq/gD7EwtTutI7ADUGq2X7Jvp1KOfVeHN",
+	"6hDMPPQgFpNUq+BdzvC6jBNKU5u3s57R44uL1qWH5jplG+R7mOsx03qhhoeHJei5QcKuHJiWOvQXeitP",
+	"h1/d96NNlUwYbVsv+zR0XQJjKWXDIcx+VcI9h4YES8qhJqhrxzDMVRHAtHe1yK3lbFOyHHw/8rNsXJiZ",
+	"0V6qPIvCmJ3qPzdUr/j5qZoJuj+3MjqLlW5LPsfh6mZjnaw7gFQVEHqtJvn23Vtb1F7jKmnO7bKtCxps",
+	"OvyNdKkiRYJar1waL1jgPTA3qM7C+yoy/qLOdX8q+/aPYcZe/TWyO1uc5eZcOSSRzzUPd26bbrRsfLG3",
+	"xF3bieN2+bu4tXvO4N3rDX24hG3Tbm+R2hzjViLcudmdnoe7je1pxkQxJgD5Z+ckZ3/Aa7f3bjeuOUG5",
+	"CO42JCirTWa0guoOqGoCRMYsQdfhiixZxghg29reaW3o30/Gcc31a9AmO7li4qLCXWhFmIiJC4iI7yKI",
+	"evegNaSX257NLNsv6ec8TfdeHNCetbTYWuuBWT9rb6IdKDKn10MP5woEgBMh0zJkwk4YYxUbsKbYQJUu",
+	"Xdke9PCIxiLEGKx96WD3MoTqPu1wUQuv017vsPcKtbnMStWiKqUe271S5+WR7JW5CKX2JNYvPaZpiiCJ",
+	"2PoCL0vQasDKF/wdC5cLsPAGWwPR6dfnY+zv4UJm2n29yPLHVwynyRWrjTNZ4/N5Q2AjHMqGcBMz3Ixd",
+	"k+6oc3Q9GAxGnV6EnYOCFG37eP0366vfYxsW5mIak66Q/pMrptGotlFjMJJdFDom3YSrIKIMJ65mfEFy",
+	"MWaZphz6QlnwcFvxdkIoRBOCwDTiNsxpwtBBIpVNqS4yUdz0AKnMfrATRsQjV1iHr9cqcLromLS+34JN",
+	"peZUs8RPzT5f6g7WAiIONzk8YE9BxRwiR+QbLgYG+OrRSdhmrFDEMZhAEW03PN7m03QnVRxBL0KoDUbH",
+	"Mwc8093wuofUqh9t5xMNxmtxvrWnsGF3bxEEKZ9PffKYqsQ7P10ApEgMv8US17PLP7ec8U51invKkjK/",
+	"oTdKzhe5IdGeDQVDFKZasIYVMlY4FwkQWyPCqWva2cJMCfKrWmlPxc7csEKIpqlEYP4CU+IEwBYtopjt",
+	"vozStUC9Ld67Tc6P6ybqM37aVQ0Vq26CprsdQdwBETSDPlfAno3qWi5jq4TpjwINAN/ttYzDtyQEDy0C",
+	"+RDFkYMShl+81ZmXkKY3J4xUD3ovbO6ld2V8TmCLwfx4bVS7mY34FrtHWw8BB9n8/abEsYTNKVahtqC1",
+	"5pSuRih16OvScvgbZtDhJ6L1c27eh38t6jHPi92oyScqmjHjTV5SoZVNJzJGPjbgMPZ+LuBI0Bex8WQb",
+	"WEztplSqH/Fzl4wt0HR1uiO+MOhUuza36Nu8Yd/O3Dl+ETCLOZyv+cMGfMXdiLMB4GwXJglk66h1E4ds",
+	"6IuzD7T23WDatuO1r0WGQ28KgloVwOw2Wky6cf84Htob07PNeNg4z7henZk14GQvoEfXaV4Xejz3/dim",
+	"/MqIcYnoMNadgHFl2zfTfPDp69dvf/rj/PWLZ6/iHvZTs20ko5GID6+OY+gNu2DCu2CxDRQAVGOXHYwi",
+	"wyYDl4PpFRs303qBvYt4LZqfdwmYPZEyS7hA0ZyxMV8w25l2kVIuyK/n528OAUvRzAbNzz5ceCxwHozE",
+	"SPzCBMtoSrI8dd3U6WIBLT+taocL8w2Vh+at/yLPskxm6Dtp7OunSDduavAUR7b78UgQEltii3ukgI2E",
+	"lAWubZgegtHmXxhyx8g8Rthjv9veMWYGnXCWQlfToBk0JtHZ8c2pxC0i6KP86OjxWM1kpiGhCP6fxQPz",
+	"kWewRUG3aewIZLkp5kUw3Kruk+vrnsWmtuznxCwHmp7HZGxOTpkxG5shkm61GaI5iVeQ+MQFNEcyz3ww",
+	"k/xodugDcA38J3BG80+eqB6BiwZbv72sPiZdJW3f63iAicWDAbRDd91gWaowF4qQ+AlMMWwaDscj8/EM",
+	"O1ZiyYEo3FuwjJ+sd8WsANqtm+PXadwDGgvcLxbb0zz36JsjzJR5fAT/+WYOe0LIb67juOHvU6qBoYN8",
+	"lVfM9nzw3QGtiPP95+DrIIPtRGBZRdd6/AnmNiwvt0gTG5BTfMR2sTpWADCYKkky9h/wZ8Cq8QvVvvJz",
+	"RoUi2lCWGDMzliUlbIzuPW7KFnzYOIGZJwiqYpsv2IyLZH23TxFktdS5e56bfzFsw0UViUP0yiFZ6/lm",
+	"PteNnxx/Qxoy1LDf1ZIr1ovMwJUm6HDV3UQBrdCMyHVkM+n1eFbqku7EobvZDnjWTCI4BMipMyMVXx+Q",
+	"t8VCjWCppQPQtzwV2NQ8ez/NeMfkN/5jz15dEj85fkwqOX4D8somFesZg0ZgSPTlvX9ni3RqHbyVGh0L",
+	"TRZwGCABo7QowmFaOB9F4m+OHpOGLo+1PQ3NTKCNWV3LTN8wOoaLEzaTBmZT7SdtJwpXBQSGIy2canxq",
+	"ExVRhhDbOhNZKwxkuWqEvCR+cnRMyumNZuhkW6vmQiq7ZZl9Pn3z3EnmIZkxMWbYPJJYzzlNgaMaNgFr",
+	"c3oEXOP2fbTNgLWttEnRSRvoo66PduQO0jLRx6TI8ztBix67JDugIJyQP/0nR09INbfzBEF/kUrqcH9h",
+	"SgCmWPSmndMVzNfyiXIfb7LWxjucwWOylo4InWrLjbxRxlmAo3atvEvfqMluBFb09PXbM6twKTKVRoOx",
+	"v9tXFKy3N1jr2RvElCx60BBP4dH3pJo1uUYSaGc41KG6nr52bKBgm94JKy3SOktNf8udS6NS31IXt0Ya",
+	"RDUnZSfkYuU4FZnRdGI+DC77aSovaErGdBGZKZqJaHLcG5IFhclGeAh0zpz2BsSi8HfwawUjmMXZnqmC",
+	"zg35+rnYAxzTBcCAWyZpiEx54uVJRCD7jvAEGrjiBTVPr8y9uMg1SgAXox1Y/Qo5ihuTmRsW/3/9UDz1",
+	"X4OGrIZESCX4ZAJaBxyie+zMXur+G5ny8WpIFBXJhbw+cTvXV9mYHAgp2MEJmRhJ3jfqpdJGe8O/IxdS",
+	"Ermw+QXAu7TRzajD30V0ZBqAqUeozwUtwbQFhAaGCZkHdjDzRA84FQOxXXTDRwUsy4U5nsrVAfIGzeeM",
+	"MaN/q8OzZ0//9fb5+f8ezPEmPwuQrA29aXatkRnYlOO4B1trjQMrMngyNBSIwJqoyTkpDpubUE2H5gYJ",
+	"doIUh4MdOLFtYcc9lrb5NPyj0Nrtg3LiRzTWlTHOJgUCrALWh2FD+AKohboa7xrYdfIEbBMnM4L+GMqd",
+	"3eYGGaXVuNbbVFv9fIVZ0KCZyTn0MDdbAIW0oD25q4bS+/gb4lrMYHJvuVd0YMkPO8eDo8ERJCYtmKAL",
+	"3hl2Hg+OBo+xYccMjNrDGTQt+Au8J1ji5BWE50ln2PmF6V/tI1EnY2ohhY2mPzo62tCCd7fWu7Z1Qk2r",
+	"3TOWXXExhfyEJ/jFuoH8zA6L3rn4ypPtr7yS+mcj5UqWf2f47/dRR+XzOc1WnaFZri+KBhY3ZkrhbURA",
+	"YzpVkHbktk913pvxDufMEIjZMvN/9iwGKzpP7Z+gLmHjCbzFJ+7lAJ46BfITHUHU+ebo8fYXwubn7Y+t",
+	"Vk0OVWSjMX5z9Hjjgeb80J7c1fGhLRFRjcf3kiv9o3soaG2sGv1mxSOH5uU3UH/VCEBReRo9+y0ftt3E",
+	"39+SsMpOvXBHWgUYC8Sl9Yw3dl3jbP7NaOwTaTSyE6NeKHSEQ/2asTbBAvwBrWsN2RjXmizotEVbGz/5",
+	"mszKtavhjvXmN+O4FaF70wVfanE7fnYK/83uk1koKDLb3yu6pIe3DpUtLMNy3XrDO1Vs88fKPTpEn1PR",
+	"GLLmRsklyxzRrJFuTVMIeOE2DOxrPSbYGBJ0VG44o6hRMjUew/5Ek2cP6xfwPJz5w+GWD/fdjKF1X2yS",
+	"kXZ4KRsPejf59IrO2RtqFIf3UWeR19DIW/O5gkp2FH9Gnf5nzrJVnZCquelv7eI+a1popRDB0m+nFd2a",
+	"gmA3Q/o5Ib7ZpmJxBO2yaJqqAHHbNUpQO7H7wyW1+Qi3ID+paujvHeX6puRn3r29dtSCt9mW9DUc7ssQ",
+	"XU+Ovt+wJWGwrv3WFCS5tinVOu8hUZqnqdM3gBhtOASyPwf3dX+YzjMBkZcqF07xXCHg8D2prKe6AoXu",
+	"i97mK2WLlTdbIk/dQ38HSyTckXbdlD3U4f1bIn7ybSwRd6wPWlC9JWI306bzUGXB5yOUZ77/aXjBiv2v",
+	"XrDARGlSix0h3aHo8LRarxbbyX4ZgmPzG3alT6WYpBxTku6BkIJNda550o2PLLNGl7piZSYd0FC0D9Wm",
+	"JqU2gf5SlJhRaMb6VCR9xTRWNHloH+sUjkjGdMYBFAFCtGY/ByNxmiSKaAkO+dJVycB1XSqNQmcagHVU",
+	"PskVyUXCspFY0pWthZpfcAw/2IwoYIDmM90YHNd/2M/9cUH1ePaH4n9BBJiKBLzmI+Hidbpm+zM+nWnb",
+	"ndBFy2iSQFwtn/tAI0Y4poIlI/Htk/4F1yTDvscQBvyerCOB+OhKkS0GoCCkWwBdjgRNEpb0TiwzsSkV",
+	"EnMmsH8LFeS7/sVKu3ad1S86YBF06ZfZyGmSFGykQjw1dYqwQGLXR+fmTQiIJYkPS5FjqEY1r/wJRpUr",
+	"Ke3QJHG5ZBQJzd6V4zZJ2O/vj83htgYNKs35P/C8PfG80yQhMU2gOM+RUARh/Qvm06F6hGo552OapqsT",
+	"Et7X9VtaHFETk6yrqHsHRie7XrCx/uFZHBk+G34Bcg/4pHRhEVKLxM8ALssxNWDTI2G5VXwE2SY2S+R7",
+	"UsUMauICPjVkJOys3Jy4htgeCANuvlF3sc9C/WDjxT4DRr6+OM9MYD8tSmLdvcbZla52y+sMt+JHmaz2",
+	"fZOxG9PHsrqrs5x9vB8ucsb0V8ownhy3+JI54nMpX9IMiw+fHH/TZk0+S+83lnAKbavvh0WZK6KLTtIN",
+	"XMDeUizDC3SW3maNv9zFY7NlXeoe8vewr5Pyktta2dU+K/dva1cW0sbixkU4z82D4d1geCelbara35sd",
+	"WpXb18LsLlPWHcqTCgnX66bltT9QSJ1FXd4jKEXJhY4gbZQLpjC9MUTo3H/kaiO5HYbf3lOEouLNDj3A",
+	"AU5pvRN4WABm46SI0nSlCBOZTFOWnIzEm9dn54ROKReFe8uGbIxFODV2vkv0H5BTwAJxr4f9Q7En+EjA",
+	"BGsQTkkXrrPNyFTOBzKTS9GDqgULh22TjG2e7kgUhw2VyDJNmNLhBw4UlkNYO7mqkdtx61TrZ0aAV7lA",
+	"5cTq9GSOCBGhOhq1ZAXQXvKjEcN1AyPQ96axK2WR26oiWwattj93fv6ylfKwMQR7fDccFY6xPiCGYiWk",
+	"fyNOGL7wVQZ+7yK4Zvf5lcTUwjaxtoIzDcmELd2Ndpd8RhN3CusBuBO8+M1cqwLKTMqYzJjMb2GZB/Vw",
+	"y8My2yI0hckCdYCeiIBHYRgO2NdINPCvKnrz0C/VVtYEQ1lWNhK1vCyy3Y5t3qjZ6QPlR7MVqidVvj4S",
+	"9jtujwy/M+TwqIU1eC7lb1SssAzgvhRAQw0nJIMgqMIoqFt0eLxkRq9YcYN31whLIvrwA082Z48xesW2",
+	"iIg9sVjY/reO87fLYAH+BoCVVJGUTfTXwNNeSf0rSz8BN3s2X+jW3AwR3YeonyjgYOa+mU1fZ2E1wO8n",
+	"yFiqsgjep2nq62HuK/0AKL1yAVmt+EQ627Nevf1+PP+prIEz24N5s6PlmX/q7+BjKe1JK/dK0Mn6/j0r",
+	"xfTbOFX80T4Yy/XuFLedDYkMiDkD6pJvolEymIPj+Fi9dOv+lboojGbZPI4ILUoOhz7m4xOdynhTCZ9M",
+	"zM+TTM7dACMhs3ULt/vo6CgiuUB4wKRXZ+L9wjwHaGfbWQyoXSIg0WeQGlhc43rvkju3h6tS51cKbgIC",
+	"ubrbYIwAKLDzTUPr7sbtvUnVa3VYTOFOvEjn4SoBmMiinZu1UmetjC8xdunwKMpXF+YMNc4jUb2bkc2x",
+	"LCy2+NHRsTHVRhbqatQZkglNwUaz1xxDlAxsrKQBbW5IeE0NZQkS0KKFyomDhhsJV5sf8ySOSlg7c3rJ",
+	"MCYKhZ+ARwEV+9gUChBpzR8N28Ki/ZGA4FEtt3lK5wvKp2IHN9KubqP9+2l2Yl93EOh1ZOhDvR/v0HFk",
+	"vzZe1SoUznb+Oh1D37WM71qY4HvI1F7r5TU0qgO/CpkVQBsEGWZl1w3V3nVDdUXqffIA9xfkfMlkSmiw",
+	"y92neUa1zAhiU74EUJyUrmRejoK3UBEDWbbV3fKWqVr2uZvrpMG7DtwrZyWmWwV9vFOv9Ubmg0tnCWYz",
+	"OrmJgZlQIpvjrq9msgN8ZS6ge6nEMDvpypcs2fygsxxggvCuVM/FQ65wwfavJ+7gHWmorHuTSYBAue3d",
+	"+mRawCdN+Np0Md3OfXU360Yawd8lSwwhXzB10nmyAvEoJMlY313unUUiQss0Ok8QSyZG+yXILMU+rhMS",
+	"//LsnNQNHA8tdk2Q1jYSgFBjGyoUTXxsUwVvJ0UhCzP/LuR2hCA4sBsnxtpDhIxCCztQIUSGb6RQsfdE",
+	"nqYRGRWNFswfga32ABP0VCDmDrYcRmsQrD43M8GWTOkQeg0XwTXJ2CQFZMIuHYnioFCQcjGNAKGQiymR",
+	"GeCxmCsNAIDE2nPkTGIWboGiE1ijB6rwZhkB/WdOU6Il5vAW5ayJB8+ELwNCj10ITn5k3VUYwQOPF9eK",
+	"pRPAasVxEqppRKB5jQMhAnXWWbYiXdmpmZMC+GA/2EWO0HeWgHkCORswiivSsBslJEzJbeJIdBEAFI/R",
+	"n5HZLyPg0G72LkVouEo0mM8YqmRXXObm5EZikeZgVEdESYBEakI9gi8C1FFt6jP8EvjvtgiANWipsgSo",
+	"KYNwmFG4y9Cdy3t6dnKfIw78ekvLuowED4f14IyrCUIlto8PUqUi3bOzZ7079Ly14MTKt+uNSTf+MMIG",
+	"L6POx7hnO1dD2YD5x4EihjcbRt2LCg7epWIk3MQrzxStTGAUgM6tPAIKKPwK/8JfR8L9bANwNvOhHPbG",
+	"Nl88c+Nxpswrl1dxgRyXcsDkY/ORiF+w1XMxkfHQN10AEGf+F4t8HgMyTPyaTYMO6yYqk/cty6AhcraE",
+	"/YpIDAu1cy769tfNd0BOQwA2kHAjMXVlHeXGQ3JiBRwTmuuV6yMUyDzkiPArwaSOhCu6WDCaKQKjUmif",
+	"ZrnmciYV8mRIDv8JTNckHlg8VYshiAExjIUZiQszDT2NxQOM6IxZGNqlMawNlZsxjES75CI5UCThGRtr",
+	"ma0ixBPUMAlXXyemRuDCcrmC7EcIl/SA36J0dpVn7hqBiKSJGgn7S0Rmcgk5LHMqVjgq5k/iTFmmzL67",
+	"//EVfoabp3KZrmxmy0gkmVwsGLpmNxyKn7udU2IlHNe422bsaCQAedhoAyVAPattOH4tl2IY4OGhaMKr",
+	"CkDXkCQTkeOIPIrI44gMBoORsLi/ZEoXEWIpshVRdOX3yug8dru0rIMnNRcAIErJqT9jC5kIg1MP+he/",
+	"pEr3YQn95z/F5JVhAYgReCbzbMzcfjpE5ZFAfEnQIwAjM4H9lLpHRA6dZ4zuBlGxV+QfZmlWtmL7AJSr",
+	"oNCMM6nUSNBi9BP0mvM0NeeROZTF5suD++EXPxIOnBW+WlQ1kjlXyoHL1wpvP1qbssTg1vEkhDKfSn0S",
+	"7K65LHOvephNwDRV2B0Eci4DhHsUfFf5NHM9X6xvqHRcdR4iH7F+/zmqIa+vWHbF2fJBDdlj+FzLBR/D",
+	"WQh3RqiNRMjM0NKiqoIEugkM8Or4EMTe5pyVX/CRv0PCSrEbregcO+AY/dC3hrv3pBW7hDYZK3iwD/et",
+	"/r7N/eHapmbN+Bv20fCuuWMo37ND24qiUcEvGrtYM33GpzOmNPod6NxZqU4t92YJBM0j2/cgMvqpjQyr",
+	"XvsgtVG37HcBC9t5Z0bCdQSxAXg7yx9+j+FhC0k9lnMWJNI4jb2cQvN7Y/5M/OjoKG6RQfOL7QHUIqZd",
+	"tMv70jJo1lhLfSIN0MHDDa7LonFXBAK29oYa8Ql9r0CfcSEVd+dKmWEkF5qn5upY+q293bsKRTjMsslf",
+	"5gwtfbHWWm12xZZH3e6ILVukVWOn2M1gsyxiGYKjjETgcjMGgWsvrdGtF5g4WyDHm7V3d/E/P4UXZvag",
+	"7e797jZ63e7wAgYtZm8+9KZMN9uHzwpatpixOfQeAxyeuDKbDzz5GFecPgVkwEhQRWxuxIEiMAOUHNYg",
+	"5Xrofvc8ED1oNuHM/k0xZjGLoKBgQJ4bK5dZcEyj4wTgmG1z00hzatr/SC52kON7KXG8o5rC/Uef8QQ/",
+	"SQIanIE5jPqCRfzlIQHtnhLQ8HYW2WdFg+UwzYyGKo5TCSDz7CHRbLOoMeQdbqrvRxvzJHY+VAvOAuhw",
+	"voePT0gLWW5NQtpmM9DJmnZ1fw388g7q+F5+faV791XCVpDXvtWX2ydhnVlb2ja0/jxTsSrC8FPmYW0R",
+	"joUu50EdofGRfkjM+nvBd5WJYBP7v7za6Gl/wVZ/Dz/7pVloWy+7zQH4LLzrMPE2vnVzlA+2fb1n/ZKt",
+	"Qme6VbAKNOtKpkd4oS6vwst0+OGSrTYqTpge8YKttsV78cF6wEo7nxaQldv8zdAc3mPkHLWCo63Rz2zS",
+	"x9cgZ16wVQ1ezOZ3Kj3974mWLcXY5vykyycl6uWBr7S3RsJRvXc3dKx4L8+Bsr012TUFxylVtk1mVDiA",
+	"S12qY+iJvKSKLDOuNbNYWuU29HKsmW966fw8pPpS0dlfZoCvVerBfcnYQhGBuZX5eEYKdxSRGbmkf0mJ",
+	"ybSVuNEoPzp69O2Scv3D4yMVu0zXwP3efSqFylOz+FSOL7mYErhsEM4qoLV9tMl2HW2IOZFu3D+Oh7bD",
+	"ODij/WT6x7HZLHN4TiIAh5IEs7B60L14vabU7z0mq4AbHYNYI+GDWCfQkjgusnLN0GapMJGea+1arJu6",
+	"3qMuxi8nIwGpcUTa2L/13UFvXWBHQQoyZHA1BM5asMGa+totAT3HEnGHI7+wvXDI/vGdhuf+6/C/2lsD",
+	"zzWb/2ju4UY4b3dZzfptE2YzcEP33aZv2jcPz+Caw1ftCx+jzu+uSWod9yhfg64njAOF7mP3i5yQ2AlQ",
+	"5E8bzmP9CDr1fYe3reeVPBN8MsEd/Lok1z1FSoJmy4hICNTXs9zJtQGPf3dpBZDfWpIVNbJpNwPkBVtV",
+	"/QxNWPdWrBkR56VadyGV4hfpCuRIL3ItoLG9M/Zi4GIkCnLFYgXrbDhQa7JPkUu20OSCuQ4Kc9K1I/Tn",
+	"TFM7TOQFnfUCQs6DzqhQFOtoYLeQCyK6ZPzLs/MY5FmYAmGGYaqkO+Kx1GiQ8e/xSUn0wGsjUbxXSAfS",
+	"BbABBi3zeyeI9bTkHvEdB6nBfB+JAvTdHTywZxRDXvZ4IIIiqGsmAeshMyP9hBoJDwofyADcA/CF/vAy",
+	"DrIfzQJ8SGto5Tpq50ldpzXSzdiVvGRJNBLsesFBq7FSeL2aJ5VK2w4bfhhDANB83jbzN9oBpMVfcpGM",
+	"OsNR5/Jq1IlGIIFGnaHleOQUX0/scnGr/SIc7t08x6i5GIkL5s+FFjYMOudd6ozLSXczCzr2fz8SDScW",
+	"qI3QkAPHdruEjfW5Cqh1JBYpHTOzBpy809QCpFTqlmdGw7QgyG2GP2J9k80aMEcb9/tzet039nhMut8c",
+	"PyIv+I9BO/0edv84fgzv9LWU/ZRmUxafuPRbgPyzU6zTP97krfQPWE5LK8ypHO7xT6J6VFwN9JKt031E",
+	"ZiwFhgFTtSGDNagAoGKzHnnJROO04e1doTk2OmNvrvbcpbf1BVu9Q/KpU7DsTw+hyHIocmdD+UaO2fto",
+	"AAuMAOQ8XSKjoio09FDjoWJFLPURc1sjEP29bS6jlllWl1eWQ4PqHL9gqzNj6tVlU1kjsBuPrC/KiB4o",
+	"JrVwROu2X30J7DDoDUOV793k8jBGArUmoxX96/zn/ne2B4x/9Eeq2LdPjJKxNhNv5EOVzlxegSD4Nay7",
+	"QZsTxZm3SZV1ppI6MxQaqaKMkoKNRMUUBZOa69oSmnI1rctBtTtpZLnRDsIks3JZZ12SGRtMB1CZkTLQ",
+	"4PaRdoZi6/NLOnvBVg8pZ3dhSNWkRK5noN3SVLIMKcX0h+GHhnwxq6QSuRQKKjpV5Arhx1BTFsIHRwTK",
+	"yPH2FunrCrK5jLJtWZHTuEN+YO4QWE0UkkkM1+OY+BVrncZRkQh2ydgCHvI1Z+NUKqjKzwoNv9DdC4YQ",
+	"1OQbRf4EhmMiGYmM4UaE5V6OrdQim4Gy/tJqRrudAeR53SWuDk6rtt6Cii/AbX+j7J1b3kDYGmezhNfM",
+	"XhAvwfH/Dz/Af7eANxkqdzTSov063oqvUsO8NQKR2Rp3PCd1txR1CmtyXrCJtBIeDeDaE40aW+E0HNrR",
+	"fq/oT0xTnjZ5cy0lPhDDWl9F16RAJFiU7Bl1/SHfIKmoTka6K79NdX8XoMGgeIIk5ZLjyfc5RY8TJjSj",
+	"Sm/LfX3TGVunXVtjUZ6YdUtitbR5XyqN8AGFCBwJJwOtr2tYLXC2Ph+Wgjtpih7R2D4dGxEbW/EdRyOB",
+	"jSmLDg12xZil/SPTS4brnkc4n745qBgyIRSh2OYVvViAfyMu2JjmCjvkFnIbEtOXtPDjBX12ZujFgPY4",
+	"ztVx4FnBSHSpIHi/ZRYV0UPYVGiuqVy33wU1dlRvGGyDkGCEsAwwIRTh2qwZ6E6CzYKsBwrDYQchk8Py",
+	"I+0SOKGELiMTJsawy/KSCTxyO0eLeGN0GpiNmTOfG97iHGYRmdPEIS9RbM1nPhOhD9N68XqDkXiaSsVL",
+	"UDJW3VLBumAEwBUoTKICOaBiGQwdbgCgBjTYKC055j1YKTAzX33/1VkrN2PB92DjvHBqe6l2/BPxbG8z",
+	"7F5VEw5eVNWU74BZ26kZ/tMoDvX5Xs52etAZ1onvTa5mpbgICDTIsRBySf5BtE43av3G8t2YOvkSnvg7",
+	"5E76vWjHfuX4EpyWn0X6JM69Tf4knOeDp6o+gdJsYwMcgdFKbO+AJeW6Urds9790rYLWGYUpXfFCVfWh",
+	"QO0B2rDq3mBNO3mLP5jT/CSVK/Z7D6jDe7D58aSBaxt6cyFNaxjVkdUGix4J4O7kcsHmGsx5acGqH9hJ",
+	"tdsI4gQGjAMBvoypu4GFRPtvA4JpPJCwRDNGFMuuGKDn0yzjVzRFy4N0Ae7IQdVh8F8rsshYwsZMKZn1",
+	"Bi7hFGk1slVYVFhAVU3HMxdVcl1gT3wWBddkzQKE9AY0ArETkE4xmQo7lDE0BY3l5/0FlimSrsyKP04o",
+	"T/MMiqKdIwWm4As6rUXL0d2PCHbgJ7/mSpvxcRmI+N3FlCXMHxiJ2Nq45+YPBYQMnuyu/UtGAgMggi3d",
+	"EA6RV44vIwvsZqMkLqfB2vJMKDa/SFmdwXo6Bo5+I5Fwh/1h11I7fs4YI8ZgdglpNksMjgVcIl2qyVwq",
+	"TR59863Pu4MWnC5Wjft2oEgsl4JlcVOOB/y6I87b8V6ZJzjgv+CgxWfTndZsphHbm+q6DQn1jTyNh+CG",
+	"nOIeu6gb5l+fhD1XHYgkproBwKnI0zTILbBXdMmEJnNGERW7NyAxNfdNAZxpn4v+IpPTjCksJ/fJSVyN",
+	"hGNB8EKGTizHhgwTth4/m1f0pXV0tWwHwCmux2mu+BWLDDvOrG7QSktuC5UOILwbPMfBkM3ZJNFI1IKk",
+	"y4lnyJ4nr8tsEiZ2uFhtkMqBXDzEhPVZHGRDEkdbVPRirrpQMsaFhOd6JBz4dwVLKEzzIA6824WWqQ9X",
+	"F7hCPEGQ2xuDerdTT+/DeyrHlw9JHvthADWarr0rPte8KdljD0qvZSYFtPRGd9Yb99gD+GYjcEppix6w",
+	"N78mB5e/JQidERQHL1KKlcGgMpcs0+Bqedld/K0GenPNS1EhqTv0V1SJ9wHd8YYIcYYeIrKcSUyRW86o",
+	"joLUBEXm8oqLaSOdRLcDeasrd4o/jDoQzR11huTVx5h0jweD46Ojo6OejbzbcLedBYmP4sEgftU/jk+I",
+	"ebn4yYzw78Fg8P5jPBJTiE+7sUgu+J85wxEH5NQWmhRoRlC2SfHCSFe+o5gGXX+RX6RczWx/N3OXEvBT",
+	"YELBN6661W1i8bhRSGsR3c6C66M6d4MF4z9wxvSnBoPZ4ca6bgifvc38gOuyEdfF8xgvjcz16S5YprjS",
+	"mMJ/4Xo+YHk83sadhVJLszLsS9JsXK4PH5qYRW1gE/wr6SJTRQkbuUzinmsxEvZl4tjBg9jODlC8J5hr",
+	"VQIu2LoGW+hmdn0uDPcJMGdHoi3oLNmMOdts7+0q6O/B8iuY6YP99+lwZfemGzRf9TvFlz2twmKA+E8Y",
+	"TVUAVQWaNMBHYN2qRuWJ67IOYHMffZInWsmih8lzdijsucYqarv5orYN6agiSkoBWLWlSwsMhqQY4SBT",
+	"2QQUu3ZbPxVibN3AS8anM13y1XvCPI46c3qN9aNGSQvKSW8GZHFTTNo7ChT4g7CIgX83xNgvEf31i8Ji",
+	"rUNgjfHGxaRrv0COe2U01hvoWzsBr27jPw8IrF8GAmtkZA3G0GXRmK8QWoGANPJwg17QCN7loSAL4A2n",
+	"axjdFOIx3o0F9XIoW0H+eq2Eo5FObYx+rR+Li9j0BhhYTiDW7zvEzR0C/IosZXZJpIhGApImirV6h1o5",
+	"Z6Ck4zeX8EE2REnvt1GeAsXK4l58c/Q4dvnuw+oOB9gRmoypIFcyt9EmKGHMFQTfF7CMk0KpqRQSRiXV",
+	"Ro3EFMEhnhw9iZuayFRF2VfeTqaF5C7I98tgPJ9aDgup+xOjC5REsRHBQm6WwfcBn1DhBQDCY1Ry6+5T",
+	"N+99sy8TaQf86nZy/JCOL29lVe2GqF1rf5X6d9FACgRnsTQGEWQJoRZjuLDzyRi5MCCnYoVgT7Z+CuKV",
+	"5qcDrLI27A1lCYzTK8EMbcSF8vJpDSAqKvlkIDGkySY7HV+WXL07cc5mm2wfnHSrrnVPLDWyVnWhgHx1",
+	"IOGf1jhaI3LMpCoBHJawucMbdkLW+uy5nwHc9/4cVJZFzBDidbFgiVPh1rRVt9D497goaDVMnnB9QrBD",
+	"M4S3pdhmIEEb780JCf/ER/4OeQh3nzYQdYodb+UMht2vcQGX0w/soG3SD/A4H5zE9ekHsJENBTYpE1M9",
+	"A2EJaCsswQBQeMfcQZTvV1Bo05SAgOd8h0LLElK9qIJpPtBElSZgz3Y799vniZVI5hBxfXZXbmuLLipQ",
+	"OmbozykR/1PDNhsG7MBoA1DvEFPWAaMzAceCidpVhGezj32zpR82pPFHe0WCNmtr8ck9YDXXOimfzRd6",
+	"9XW6+r8UrzlQHRYWQYDfEDPpUt1PGVW6L8WY9U7IDLbDWvV0fMkSB7ELjAXxQtrKL8uMDj/Afzd6z0/H",
+	"l469bHd5n46/EvQlWPI9oz2cji+FXKYscYCSQBgFFPOepdZ2Dg+bsl3EOao6tMVztxF5u02qST7aOtj2",
+	"dPw1lSB/DqT8C7cxHCDhCzq+jMgVV/wiZbYK0gIVyjQhiIvdmpV542uz3fscHtsCXW0TMyPiw5RHR42Y",
+	"zmDk1ucQQNrADlkE7+/aXMDV12hP8MODvVDnxymkMfSc1/SSFflf+zQXNjWadjy/2nLBt1gISpUbeil0",
+	"AVtsJKhbgtUYnMMZLmDvhFCxInOWcGpRmP/n7PUrwsU4zROWRAjBRv/MmYMvnrGMDcipaxTteh7FT46O",
+	"CBdXNOVJ3/wxPiG0AaZ+JHbEqWcc6hdh7crMGFzddQ7uZ6jnb7vxR4PB999HJJVLluGJn/jL33j1FxmX",
+	"Ru+vv/3h3f/++za9wvYP8r49q3p/GUV2p2v7a6LJ85BEfW8Y7PZwyijsTZDrJ6TIi24vgA1XuRO3xrkZ",
+	"+GZejS/FAXFSUuynti3hHTWdenA1fJaqhms/Elr/rk2gFAykduZARHonJH7km9Ex3NLmm5ott8OuvX33",
+	"9wFe+xRxoWDPWwWGcP+3RobcsG1CQ28ZTQ6xrVD6AMLWHCTKyvu0EY9NNQGy+YOpXLpPAcpmaWfXq/v2",
+	"3W8yYZ19JGM8ALh9SgA3IFDXIcyCJAsSz2VSRnMraLIZz83Tzp25Hhxnq9eZKpfvgUdtQHaDbQKsmAz1",
+	"rWg7yltIA3v3TfxmTAg7F5fOhpM8AUCeIaEwJ0BTw8kjuV7Q8aXNg8HXRwKIegzCFhKsuB6Ql3Qlcz10",
+	"nYgPFHkuNMveZHLMlDLyDbpLGfoaiW5cZrmHf4z/GOVHR4/Hec4T+Bfr//HH22enP/1hf1DsT/y7bac5",
+	"GAzqX3r39vn5+ksjwbGDkkU8Bwgb1zV5gZNkrj7LrKcW1m0kADXqQCEWWWtYN1KguuHeDsjpSIStBqmH",
+	"fDKTNOyBWKCzE1dxYYWdA1r3bGQkPF5dAFO3AQXuzmXQA2LcXbht8NgeMOP2lOiI23mXqHF41YFfjURs",
+	"eW/cHh2OrIHDGdb7FaLDran1XMCfoFgH/moY3UYVXrE5XcxktiWj8qx47MF63o/1XN75Vga0P4WtNnQw",
+	"eBszujjeB+W03oD2G3oz0zk8j/Wr1yLZsjj6OzRjAvqqt2T8lB/IpM6G8dvjgfvUduulRBq3z8Vco6rD",
+	"BcvmXO8rIbPi17EqYjyn1zGxXwJAbEBgt7WUJ4Y9cuHshigoD1gRQIoC8FCsG4WhBsQSzUZ07RrraSRC",
+	"88kT9O+PSDde3xq0pQaDAVQUEW5eFTQl81yza9u+qe41bBhTZ0fBT/2qFYVAM6BVL1hm96kXjcQGY0qX",
+	"7pvrAO/MHrvvYJnBaCMhJ4QWbwzrzB/zuDV6rLVDTu3ZoUakZ1TgWVj6PSDdjI3NbnsLoSi1dY2vEqZO",
+	"AgMWXyBCCtaD4tuMTXLFkiGWfM3pdbXcC6ZQU9Q10eSCzbhINlhlb2D528LfUK9idszRaEifYOpAEiI5",
+	"bmxtPqfXGyvCbome8VnYfv48vxrjz1LHg913a7vP89Kf8zTdZPp5FtSf5GkK9p+9dTtghqt4MBJxiVUM",
+	"Laey1fy6LHAbRgPGUuVo5v/M/yhdUDFwSeRcwCehRcGNDU5C3ZLlxBqfhQb5NVmgfpWEYomJWXygJu6o",
+	"Ajtl5fAD/uNug0pNouMhVPSFhIqQSADYsJBfZXevFOnqDtRtB7i1MP9X5Ms5groVmFehygNySCPQosNP",
+	"Y1dMEGihEICfcEVykTE6npl9PyExICjGiKCo6EoRJQd1YCNn9qt3amfiJ2o9EYiW8iVgku7DYmyGrQmJ",
+	"1h9SiXfCYy3ROO3TVt9OqKaA3gvbPOoMyWAw2NTcIQDeHAmE/hmS2APqxBGJPXBmTLqIxjnjC5KLMcs0",
+	"5aIX+S7DlbbCkWveg1EY10bYyGI3fAC4GfaexXECiESJnX1Hwu5rM6hmayq/BzRNO7cHKM09AeQGHKUZ",
+	"TLPuiulZJvPpzAJnNzrHz/1jDw0Qmmi6skcPHRC+Jud4cU/WWiDQNJVIUeFlCy5WzWVr0/2gSk93qK2s",
+	"ke5D/4MbIhlDJVlk1PQEUIY8bXh8GEDSQ5gsIzf/I0PhWUs9e+mJsNYdoDjzl7zQ6PfdIqD6lU/cJWAX",
+	"wn5oE/B1tQkYp7nSLOsvecLwXpZ6BezOrFvaIcWLm7oCrA/ftiuAYMuAr5xYcP8YWU5MusbyGYk4uHn4",
+	"S88O7+fkPuGYFXzDw6IGWzkS5hhycHzhw07JHJBTmA9q5hh4MS/qpfTD465ZB/xIYNNYaO+1ZBkreplA",
+	"O7s6I8gdqB3IWkDOsIzIhdQzcslFooiWU6Zn2IYOXKIrsr0PHfpViy0twcVyM3P0roJJKSfwvWaza2ex",
+	"fUfmlxTs9aRRXKwzSGeLtebnQAj2rfcPNtxt/c2FptBowO1NK2hmcXvuhrDePGD9enwp3QO+wgYCxWGc",
+	"zWh9TsxDA4GHBgI3byAQLPHWrQRaKmk7tRLYyo0eegl8Gb0ENojJ7f6VvwfmfAtmX2qZADlaD9jzXzz2",
+	"/GnlSNtAzZcNIu+7qoGf35dOuhvYe51P61+LhGq2/VbfgKXfpV8Mp4mTvz/32FfHEnZASn/wp9XyDSRJ",
+	"QovjR3UNPNgJm1ORNKtnUP2BMCdw6S4YzVh2mutZZ/jv9x+jD+ZiQc6zvZV5lnaGnZnWi+Hh4fGj/x4c",
+	"DY4Gx8Pvjr47gktoP7OuTEElpVwK7LdDyTjlTGibp8YwaY5nhInEJUthbnCaDgIAOKcpr/n0rsdprvgV",
+	"i6AUFiEYkIHaKlCi5SUTinRdlnOYnf1brtk1SSGFuxd+D0qU1j+HThXCUjbGXsR+VPzlJdXjmRsP/Vaa",
+	"ZXPsblGaUPAxP1rNB3+ELMIs+NBPXOmMX+SaJfZH9z08eJlfpIxc2PeCz7g/1XzlpzwzREl+fv7za4S1",
+	"Vi5R0uJvcTgpehmk5QJYagFxViQwww/Bhy1QyvpnzytBO5tBCfvBEufKVIsUwnjWR0znUkxDIR6uMSDy",
+	"9c8hJ4ecEPxcsakg6PB3v5tARNbau+JsGXzGhm3XP+GbXBCqFJ+KORO6dlHYYpJCh1w5Cbtbr68vss1L",
+	"9FLaJrMuazyYUtCnYH1aL9hKmc+AfEjIWIoJn+Yom0kXsKoAZo4LEl9eHX64ZKuPcS8ihhvRjPWpSPow",
+	"U7QYrboRoQ2YkEu2UlGpm1WCC1ia6xBM8vKqZnJnfCpYQr590r/gGt3KTQR/quWcj1/CBuEpRYTC3whN",
+	"wCc9v+BmsAXL3EjB593YNZN4upY4qmyb74sVsVyploOE9R3rfCRI9avJgTcMq1I/uQPvKhXm13zbFVqu",
+	"f/hXRlM9i+DbXDClojCZCYsgCve7b/2G+H9BWn2Rr1JzqlgvI3OteGINQSbMCywhmcw1y0j3TSbnTM9Y",
+	"rqAWwE5jwcaEa8XSif2DpjpXkFFRWh9ddj6+//h/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
