@@ -109,7 +109,7 @@ func (b bodyRule) check(contentType string, body []byte) error {
 		return invalidBody("the body has more data after its JSON value; send exactly one value")
 	}
 	if field, known := unknownField(b.schema, v, ""); field != "" {
-		return unknownParameter("field in the body ("+b.name+")", field, known)
+		return unknownParameter(b.name, field, known)
 	}
 	if err := b.schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
 		return invalidBody("the body does not match %s: %s", b.name, schemaReason(err))

@@ -66,12 +66,16 @@ func (s *Server) checkQuery(mux *chi.Mux) func(http.Handler) http.Handler {
 			if path == "" {
 				path = r.URL.Path
 			}
-			known, ok := s.queries[r.Method+" "+mux.Find(chi.NewRouteContext(), r.Method, path)]
+			pattern := mux.Find(chi.NewRouteContext(), r.Method, path)
+			known, ok := s.queries[r.Method+" "+pattern]
 			if !ok {
 				next.ServeHTTP(w, r)
 				return
 			}
 			if err := checkQueryNames(r.URL.RawQuery, known); err != nil {
+				if rc := chi.RouteContext(r.Context()); rc != nil {
+					rc.RoutePatterns = []string{pattern} // the metrics count it under its route, not as unmatched
+				}
 				s.writeProblem(w, r, err)
 				return
 			}
@@ -93,7 +97,7 @@ func checkQueryNames(raw string, known []string) error {
 	sort.Strings(sent)
 	for _, k := range sent {
 		if !slices.Contains(known, k) {
-			return unknownParameter("query parameter", k, known)
+			return unknownParameter("query", k, known)
 		}
 	}
 	return nil
@@ -172,22 +176,27 @@ func declared(s *openapi3.Schema) (props map[string]*openapi3.Schema, open bool)
 	return props, open
 }
 
-// unknownParameter is the 400 unknown-parameter problem for name, which is
-// none of known.
-func unknownParameter(what, name string, known []string) *problem {
-	detail := fmt.Sprintf("unknown %s %q", what, name)
+// unknownParameter is the 400 unknown-parameter problem for name, a query
+// parameter (in "query") or a body member (in the name of the body's schema)
+// that is none of known.
+func unknownParameter(in, name string, known []string) *problem {
 	ext := map[string]any{"parameter": name}
+	hint := ""
 	last := name[strings.LastIndex(name, "/")+1:]
 	if near := nearest(last, known); near != "" {
 		ext["didYouMean"] = strings.TrimSuffix(name, last) + near
-		detail += fmt.Sprintf("; did you mean %q?", ext["didYouMean"])
+		hint = fmt.Sprintf(" (did you mean %q?)", ext["didYouMean"])
 	}
-	if len(known) == 0 {
-		detail += "; this operation takes none"
-	} else {
-		detail += "; this operation takes: " + strings.Join(known, ", ")
+	declared := "none"
+	if len(known) > 0 {
+		declared = strings.Join(known, ", ")
 	}
-	p := newProblem(http.StatusBadRequest, "unknown-parameter", detail+". Nothing was done.")
+	what, where := "query parameter", "the operation's query parameters"
+	if in != "query" {
+		what, where = "body field", in+"'s fields there"
+	}
+	p := newProblem(http.StatusBadRequest, "unknown-parameter",
+		fmt.Sprintf("unknown %s %q%s; %s: %s. Nothing was done", what, name, hint, where, declared))
 	p.Ext = ext
 	return p
 }

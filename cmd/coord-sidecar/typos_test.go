@@ -120,6 +120,12 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
 
+	// The metrics count a refusal under its route.
+	metrics := string(car.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw)
+	if want := `coord_http_requests_total{code="400",route="POST /v1/locks/{name}"}`; !strings.Contains(metrics, want) {
+		t.Fatalf("no %s in the metrics", want)
+	}
+
 	// A query the binder would drop a pair of is refused too; the names as
 	// declared still go through.
 	r := car.doReq(t, http.MethodPost, "/v1/locks/typo-test?wait=1s;ttl=5s", nil)
