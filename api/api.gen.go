@@ -503,6 +503,28 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	}
 }
 
+// BadRequestProblem `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequestProblem struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// DidYouMean The declared name nearest to `parameter` (at most two edits away, case ignored); absent when none is close.
+	//
+	// Example: ttl
+	DidYouMean *string `json:"didYouMean,omitempty"`
+	Instance   *string `json:"instance,omitempty"`
+
+	// Parameter The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+	//
+	// Example: tll
+	Parameter *string `json:"parameter,omitempty"`
+	Status    int     `json:"status"`
+	Title     string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Barrier defines model for Barrier.
 type Barrier struct {
 	Name   string `json:"name"`
@@ -1214,7 +1236,8 @@ type Permit struct {
 }
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1524,25 +1547,12 @@ type TTL = string
 // Wait Example: 30s
 type Wait = string
 
-// BadRequest RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
-// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
-// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
-// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
-// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
-// (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
-// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
-// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
-// `client-closed-request` (499, counted only: its client has gone),
-// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
-// `value`), `counter-overflow` (with `value`), `counter-corrupt`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
-type BadRequest = Problem
+// BadRequest `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequest = BadRequestProblem
 
 // BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1559,7 +1569,8 @@ type BadRequest = Problem
 type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1576,7 +1587,8 @@ type BodyTimeout = Problem
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1596,7 +1608,8 @@ type ClaimNotFound = Problem
 type CounterConflict = CounterProblem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1613,7 +1626,8 @@ type CounterConflict = CounterProblem
 type Forbidden = Problem
 
 // KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1630,7 +1644,8 @@ type Forbidden = Problem
 type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1647,7 +1662,8 @@ type KeyNotFound = Problem
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1664,7 +1680,8 @@ type LeaseNotFound = Problem
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1681,7 +1698,8 @@ type NotFound = Problem
 type NotHeld = Problem
 
 // TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1698,7 +1716,8 @@ type NotHeld = Problem
 type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1715,7 +1734,8 @@ type TooManyLeases = Problem
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1732,7 +1752,8 @@ type Unauthorized = Problem
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -2242,6 +2263,158 @@ type SetThroughputLimitJSONRequestBody = ThroughputLimit
 
 // UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
 type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
+
+// Getter for additional properties for BadRequestProblem. Returns the specified
+// element and whether it was found
+func (a BadRequestProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BadRequestProblem
+func (a *BadRequestProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a *BadRequestProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["didYouMean"]; found {
+		err = json.Unmarshal(raw, &a.DidYouMean)
+		if err != nil {
+			return fmt.Errorf("error reading 'didYouMean': %w", err)
+		}
+		delete(object, "didYouMean")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["parameter"]; found {
+		err = json.Unmarshal(raw, &a.Parameter)
+		if err != nil {
+			return fmt.Errorf("error reading 'parameter': %w", err)
+		}
+		delete(object, "parameter")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a BadRequestProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.DidYouMean != nil {
+		object["didYouMean"], err = json.Marshal(a.DidYouMean)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'didYouMean': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Parameter != nil {
+		object["parameter"], err = json.Marshal(a.Parameter)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'parameter': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for BarrierNotEmptyProblem. Returns the specified
 // element and whether it was found
@@ -9174,7 +9347,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
-type BadRequestApplicationProblemPlusJSONResponse Problem
+type BadRequestApplicationProblemPlusJSONResponse BadRequestProblem
 
 type BodyTimeoutApplicationProblemPlusJSONResponse Problem
 
@@ -9248,6 +9421,22 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	return err
 }
 
+type GetHealthz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz400ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthz404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -9281,6 +9470,22 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz400ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11861,6 +12066,22 @@ func (response StreamEverything200TexteventStreamResponse) VisitStreamEverything
 			return err
 		}
 	}
+}
+
+type StreamEverything400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything400ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamEverything401ApplicationProblemPlusJSONResponse struct {
@@ -17855,6 +18076,22 @@ func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.Respons
 	return err
 }
 
+type GetSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession400ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSession401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -17955,6 +18192,22 @@ func (response StreamSession200TexteventStreamResponse) VisitStreamSessionRespon
 			return err
 		}
 	}
+}
+
+type StreamSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession400ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamSession401ApplicationProblemPlusJSONResponse struct {
@@ -21518,309 +21771,313 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9u2tj/6r2B0vzOWzqZkOUl7Wnk6d9w0bXOSJtmxd3Pv2cotYRGSsE0BKgFaVjP53+9gLQAEKVKi",
-	"/IiT1D/FEUk8F9Ybn/WhM5GLpRRMaNUZfejMGU1YBn++kqeCT6fmz4SpScaXmkvRGXVO0hVdKxILqcwL",
-	"MelKQdgly9YkPrw8igkVasWy3ohQcp7JlWIZ0fSCKaLnjCgtM5aMRfxUCs2E7p+tlywmVBHFhCZUJESY",
-	"xsgsZ0oxRaiQes6yiChpPybna20eZAxfHYssF6YFSnCcRGZE6XXKyPnafU+WdMYGY9GJOmoyZwtqJsZE",
-	"vuiM/t2xU+m8jzp6vWSdUUfpjItZ5+PHqPOW6Wx9MtUs21yLUzaRIlFES7KiXJNzNpUZIzpbczEjdEa5",
-	"GJR6tM1zodmMZdD+KUzqRzOnNzLlk3XzkisqknN5dUwSNqV5qvsqm5ADIQU7OCbTjC5Yn4oJM8uk7O8b",
-	"2zMWfn9Ky6nnVAc7ljFhKIF0KYk1u9KHc71IYyKzsYj5gs7Yobqc/ePK/HZJ05z1iNkEId0WmI2c00tG",
-	"qCBySf/MGZEZn3EBG6nnbD0WEyqE1GRC0xRo4+TNc7ONQCY8YROaHSj71TF8QlJJE2I2FJZXJMQ2cc7G",
-	"AuafDKCVScoNSRM+E2Y/uB6QV5J4mvuJq6VU3KxuTDiS3sh/REUyFkirVOcKKIdkjCY4U0VWXM9JPGV6",
-	"Mo8jsprzydz2pAjXEQzMr6Rpimoil0wYCoUmiJrLFb5rt5QlEckoEKqeU0ESuRJmsmaeXG/Q7RVdLFOg",
-	"0/0porNJ5B+jzpKal7U9/E9TyhdvqJ5v0uLZnJEYnvefJzGhZGL+toeeJYbcuXlvab6OOoIuTFfwUifq",
-	"ZOzPnGcs6Yx0lrNwTv8nY9POqPN/HRYc6RCfqsNXphEzyl8ymS/duGq6mZnnN+/m+U9b+uDJzTt4wdZb",
-	"erhg65t38ZJRxbZ0kprnt9TNP3OW1bEtrelkbpijnnNF2BVX2hA0dE24UNocKjklC3qBB5rwxTLlE66J",
-	"FMyT0p/Q/MbIrzPSt362dXSNA4PzOpdposjK/GlYgVyyjJo3yWROxYypXYO76bJypRtkzmuRronpTRFq",
-	"3sDFlYKRrhlpLNiVjs2qmv8tM3bJpWVivaZBQzulFV3Qq5dMzAz1HD36rk4smhG+5Auu6/adLKTSOLAF",
-	"FWvCNVso0j0aDI6Gw+EwcuyKmP/2jt2glZFyqzkzInRueK4yrH3GRfNywwjCkduWOyPTdGQmwhdGymPH",
-	"nQUX9v9RnTA2s3qTsSm/2rrwQCJK00yjMDAzbRriEpvbb3UNIWw5vPDPjYns7bvfZMI2Jwqyrqvm1GgH",
-	"MD9UoTLUDntGv1plXDPSZVeTNFf8spm2FqaLbUN1SphpvRN1oOF6Tezs7OXmYF/imeULZhhNyi8Z6f4i",
-	"SZLjeY3IEahncb+/oFd9rdO456Wl+dUJTvOkaQ5apw3y9/FQdeqG+o7WHYxf5YqkUszMgM5TObmoDJXa",
-	"g2MHa1RKM1p6DrqxzEg8VDHRGWfmwE8aOaT5cK8BfzQbpJZSKAby/0eaGE7JFExigmqT+ZMuDX+G4R4u",
-	"M3messU//qPM5D60pL43+BV2Wl6emItLmvKkb6YRG9XT/EFkro06iPyMas0y0YuIf9lrLvDFgqZTmS2M",
-	"iSEz82lfTvuZYdnEvwgE7L8/l8kaPjV/4MnmyiiZwFP/5/T1K1TaxkJOCdeK4Ewi0wgVhC2Wek3+zFnO",
-	"gM31jKqJCuqKKisuEqPBfYw6P8pkfcYXTOafdmHN1PoaO45HlrnC/uKsEw5qNaFZZg6QOfNcGDIsfeiE",
-	"irUSj70mHk7UT1PKlzSbsXuYp5T91HRtZwozNCLSmJX2aPlNLzZuVHrB/GLOXtMUQQN+JfXPMhfJJ50j",
-	"qNJ9IXV/avqOR8bqAr6HmjhskjFq0IQic2rlFU9Il04uwNRgoKckQMSGplHzMTZf0sP5yVxolj2VYpry",
-	"ye1Tq21/20Th1PUXXC2osbRIF+0u+Dk2HGCCbfTNvk1Tuaq+AsfcvTSRWZYvddy8pT/L7JwnCROfdDun",
-	"rtd4BA4MuWQJ0fKCCdKN+334S/WnPIUJWVZotuyCi0Shw8ToJMiPxsKI0b40qgo2IgWhYo0zPs+Nif/L",
-	"s7NjEs+l0kBFNE3liiXQffyrVOacYzdjEffd4755X8XHJEaDfONT5ziIX8Pz2OoMYM3qORuLwKRfCRh3",
-	"0Do2qmLSNbMgk0wq1VdGxXB8yuyszIEp9wZj8ROb8IQlzuNilMz/lfIFY0uWgUehfp+RDb9g63s5uhds",
-	"XTq4hjtdsDUcUSFRzAApglJzL0MERlAaJP4UW83X8RpkGBVeA2O/l2FX2KHKJ3OSyVwzN6RfWfrpRzRn",
-	"qdtmXK9EMlQtjHlJuD4mNQvuxl+sM0zCdfYJJ3EiyNufn5Lvn3zz38Q2ThI5yRdGHQVrU7HskrkzPaU8",
-	"zTPDiuJvhkNi7KpM0DRGiXIm5W9UrIG01SfdCqMQGDO0D4upDE2jkLf/x0VGjzIsOk0NF10DSzWzRE6K",
-	"LgHDes1kwTyyGtGCdGOw6aA58FWShGnKU2fS8sncKPKBgwMJAqSTMVBkPb8i70CggQ+6Dw4BMFICP33w",
-	"qGmN7NuHgScblulfguZ6LjP+F/u0ZyMPOgbhgQvMFZlIMeWz3BieRkKEiqrTUSc0y9aE68o6vHv3rn+S",
-	"6zkT2gyclUdaGEA/MpqhLZsufhh3JlJmSd/yr3GnzjbClbqkPKXn6afVZ/+S8gJEWj8vRhC7o6cUl8IZ",
-	"KxMpBJtolhjNyD7rpyDOu3QsZhkV+kD5r9jV0pjj8PI815qLWT+RKxFHpDgvSmeMLpR1+xfHSIpZfynT",
-	"1Mhre5SCV0PzlWUqNms9mVtlE1QB2O6DmnMUEXOOTsO2FvTqnW1oVD1YY+FO1mrzmIDP/LYOisqXS5lp",
-	"lvzGEk7PgEQ+6YHxA+gvzAj6hkpR7zLWDfgHYA0oCQNroRIWh0M0Q9uiCv/OMkMlv1nd+9bnWml/qxWA",
-	"rxZ2gFebDhSxD90ZAE+tYKCqJE2z++gcI9bTkWUcKWKZySXLNEfphK6UD1V2EHUyyhXyS/voXMqUUdFB",
-	"L4pzc/3bO+nw/cKjJc//wyYa7GTs/JXUzxZLvQ4kPE3T19PO6N8tSSaqjj5jC8qFGXGto3tJM80nfElB",
-	"+IC/m14yWMOUTYG1gsu2dgHsDzTL6Hpj0kXHmxN+X5ryWyNib3HKIErrYqyRdcrXzSVciIb4bHUSm04H",
-	"nBLocKA3xCCjOFPW+jQ8NewoJt25XKFnHNadGU2JJT20iqy+3dXljTpQvWPbYGAUV3rCr+yI8IugiT6E",
-	"YFTsDA52pZkwB2gQUOMbqix9V0iqLd1vIfinVCQ8oRjjrmwfPtL1+5QCZ67rfNvuNp5hzbJF/cmY5Flm",
-	"mCl2eKCIeZV0h2Q1Z2DIZgy5jUCX91RmC6qRZL590qkNKtQwhWK2kQ8Z2Tna0W1ZPlyjfZZPcTGBJ364",
-	"5lVw7G1qPFEHDNGahipzCSeBn7ietg7+d9d6eQa+0/Km/JwxRjS70qTr3ONPyAv+Y48s8/OUq7mLURjC",
-	"9yMa1HrlN8eEzqFm7r87jhKs1jVpAb9/3zy8W2SSe411J+ereuiAfW165VBjh/3BZwfKnzPrqzvedNTV",
-	"Mym7JJ6GaJJAHgdN3wQTndJUsegmcw/3qXmDfmIp043RZKo0YZcQuplCqEBorm2IYQXZTiu6Jt348PLo",
-	"EN5TMfCU8rCTpj5sVpDO8pDcA8aI2RB1/OCC1YXrrVIFQZdufHGJo2nkqpszxgkWTcAAYjIFn56eZzKf",
-	"zZe5JvB7r/6Mhgvvpl679DI/T1mj+rZFG2iUClVloK0KFEHsct1eJcTBuc8qHe+c7DPUFjbn7AXh5s5Y",
-	"I9raXBt5DhVVg3QFYwn4oc27lwylH4fImPNg1BNH25XA9+rm+ixlExx5o4wr787WMIMXUTW7VigV7diq",
-	"G9lL/G6TIdockoRlERF5muKyCQk2mnmgwL+9mvOUEZWrpQu4RB3zOroXMD6+sSyNVOvbqUtP1C4kgsOK",
-	"cVgQNJCFtFQ9O6bQmXugCo/6WATeBt/hyFCEzcC7lPlkjiddrO0ikFxonpqXMmbdEwrN8nbHxCtEwcZv",
-	"o5hnl9ZArTBQqncapJ7oPkYd5ppxmQl2HO9ryJ0nO1s2rT1PNuYIaWTYVYRD3Da1l55U71Dtc1rxTvl4",
-	"Iw0RetmmKD4TEJStYXA8qefbGZcZ1+sGA25j1f37tb3b/aoRjwmb8AVNiW38mPBEETOMiU7XhItJBnyV",
-	"QooHJegSA4GOWQudUef/+/ew//37f/yfuuWH5MYb0PBvbHHOMjXnS2iplpRRJbgPSoYx/Y/kom5jmzWV",
-	"hi3fIupqhdsC1oZ0Odhw5D+SC5enHpFC2F0wtjT8iqb8kkXWaQQuf8zblRnKw92qi8tE5UnzauCGtSZz",
-	"f5rLc35nDVM3x//AGpOuGbWQCTPKdsYwedGc/LLZeht2IBDAbgPwV0ZTzGgrTxfTrMteenmxc4XtZ7U9",
-	"ybSGyC44BiWLXlI5udim4W4fALRnX64bxXPNFpDWX8dLiryTA4UZ+JHNk4/QWlgTcPQS0yzpQhoSF5M0",
-	"B4UBstnRBTwWKODN/0YEhxpHmGluWC8XM7LM5NXaEC+muBtVD+JdmN1kBkHO14bMx6LkPbYhGEEyNs0V",
-	"ZLeDiMeUe+64HBczFOueqs65oNnahtpvwNJesPWpttrbBi+7uLwXRvaCrZ+LqWywnwhVJOUKrxGQ0LSD",
-	"pH8bt6oQJlpjbXwNiv/VwPbg/B0okkJiKeECqWpQL77Rb14V9o8f7TaGMTndNWBH1LBOuHeNhqY5wcyM",
-	"1LAqNJQDmVkx54AsXeBlc/olutVuPcD1v8q41kyAl6jWZmm0sN9kTGGoO8tZz7sAYZ+5snmZ9bb3Hnva",
-	"4Pjymxo560sFN5/+dfZz/7tBI9P+kSr27ZPtlIKNGUKBlyM/vzXerZK66KU42WtdLyoKiqo4ifpH8ZaV",
-	"uxn5NdDdO9zxGhGwx640TehsI/oUpOFD9vLdzOulU3nKU8JArjrR7fX8Zoe51mm7/OZw6M5/jVnSxXga",
-	"J/ETRHDb2904801nJqh3rV0BoBTsCl9hk/WhKxjGM7HN8VLnDlF1RPRuvg7SgsCajsxRXMksUYPWS26b",
-	"b1xpjKR7ASwFs8td8bHzzLkqw2wlI8HgBgy3qnSNc7KFEA/3vMG8Vuw+RPmmXIK0LNgNn29o2K5Nlx0R",
-	"p1ODXLFiI7xkOqciueYiSaUdhW6ukFS6b8b2OazSS1rQitFoKmRMujFknSAhVdJNIryJimF5Q1UsTYw8",
-	"mLlw2jWpy5zKpoXzPAnv7V3KC3Yf6wgcRE4ubqANm8+b1WEwZu5DITbD+iWjdbOiE2xsH+k0ZWLCxexM",
-	"XjDR0ht1jQiwXIlSPLmB0RaeSOC3+FVljFE4zaYF+pWlyS3G8Qwz2Md1DUPAbz6+3+ltbhP7M+SGCa4+",
-	"BwHuhkAnpFu4v7kNdi0YFeBl7h2TGFYMb2D3uegvMznLmGrKTAhGv0Fi1yCXpr3f02FaIZUG2mj2hxTH",
-	"eXTL27upsGKDYVQC2LacXBj2O80Yu1kQwub6tfDA2hNlZ1h8Wb9CViiOGkQ1ePlQ7JyzCc0VOuuKmwC7",
-	"hLW/n4Ai7MDL+hor/abuo2Zt8GeZkSWTy5SNLJxAddyRGbjRxXbrhqFbaquGiO7HG2djfIvpGKPQB2n9",
-	"jkZktMzEqDqv93ARY5+qwRvML92owNYFz6/MEpaVkty2Ha7QV1sTRdxqKP51xRN3bQ5mcKBISjVT2jqX",
-	"j8nQxsfhsVc7KazhdTKMnOe5cNG4BaojgleWVsMQxUn/f2n/r2H/+/fFn4M/+u8/DKOjR//9sTZ48fqS",
-	"ZZecrbx6s3GTwGdCxL88OyOBY+zYwpMYwoUrSi59OSYLurbZI7FNtYD098KO2bZvp9gKjmhThDqNq11j",
-	"oe61/U2XEwIa32ejpd1s9kF49EaTv7dA6s2mf+ZTV1xk7SarUCTCfHkr8c+c5Tc9AhD6+PKm7lKNbjZ5",
-	"m5r75U2/nG91s0VIoK3+F7sWm5H2m6zGvcXkb7YIb2imwYC7jTVYusbUl7cQLiB4sxW4n2jmzWZ+yhZ0",
-	"OZfZTSWC8u18cUvgMshvtgA29/nLm/7bd0YxvuHss9U9acVmNBU2tofdWaSP1lywSqkQXMx84pExABnN",
-	"Us6U7jk/jLX1rH22xQPz6Yzd8nI0W70LeVl7u8x/r8hqLhUj4BZzF/S6a6Z7oaNA27UiCaOpwrvUWu4/",
-	"2t/kZW2KbyBX9kro3pFUW5st23Qhd+QvIprX53IlYFGS+sSBm7kTbsdh4BNvg+UrSM9vfp0/oZZ+NuMC",
-	"SvGZzQRsvykNeXGwmPu1tGJ8Ntdt80Xt21ExbNfp1hVoM/mGq5l4gLRPJz9QlVNiz88+FzWje82yrE1V",
-	"8Tu3cxlsy3IlMLFqQddkJbMLIsX+zOI1dLuPK+8pgj6C5xzQiWO3iXhJHSYSA7zHMaGTC5vm1SIW0ZoS",
-	"g4TSbRS5PYekzC/3pMx6ls21Zdg7RZcPu2xpmmrcY66JkKvjIF6xI0ZRucXjLpBsd5UXrxahPb8GW9fv",
-	"9ao2j7kajNqcKYrDal6u4evODSrYyr7lMDxdp2TGtCKUzPlsbh4L1pLIrrkkpdlsXY5TVuPzfXZFITFe",
-	"CsB3cDeUIS+yON5xXbJfXudDDlSLeBgPBvYu9FFcAIv2BtvnX6M3uU9JLvifOWIHqD0vwDcvjLpBuH/D",
-	"wP7czObOG5ZZANibh/2bY/gLerXnRb7mAO/Sj7hG5MCzAwVAeQUonj2rcKXRaewAtPvH5I+YILprb+Ti",
-	"hhDuhoTsn569fHb2jAwGg0NsWR1+wD8+/t/w6g/x7mCejeLZYW8mIpi12Zl/EOYd1F6XRU5aXpEq8NOA",
-	"nM5lpi0MWK6MXlsG7KzF5IzGooy0GZEqSqPH3twAaIwAMUmzBTwCOLoCmzEiTbAo8CRAGIpIgA9mBrRg",
-	"ei6TEoRdtInEZT+DHAfzuEh4gDt1YxFjEBuG0pTQEJHYX4Jy8AsRiVHg+R9gTPBLqXuHLIGICuEvAdaE",
-	"veBnkSbGogw14eYFgwy/BtxS/7WH7Yh7lSaCQVexJ0o9I+yQ9eP0p3maxmNh38B1UvCO2cCNJhb0ChEd",
-	"K9iWUQg75CCGQoSiAIooIgGWYlQDcGgaqwEvLDWHCF6eRh3waffJ8DtYGLxA0Z+kUrGkb2/Vmufffx/Z",
-	"2+0JkSJdY66gvW8xpzbFzTRRBgGMyCbCjYexxAewMrVgmGOxBxpmtHnF3gynHmKqiiFVBxPl8d3w8kf1",
-	"1rrL8d2USkJpavNsNjNw/GWgTX6vuU7ZFokc5mbMtV6q0eFhCd9rkLBLh1ikDv2B3smF4anrP9p28wjj",
-	"Y5vXNA1dl8BTStlrCAVelUnPATR9RTnc4enaNow6pQjgbru7w60lY1NyG/Qf+VE2TsyM6FZuZRYXWfa6",
-	"r7nltokfn6oZoPu5lZlYzHRXsjg2Vzca6xbdA1SqwClrNci3797aS+g1zo3mXCwLr95gheEz0qWKFAll",
-	"vfJVdsECe9+coDqb7KvI0Is6V/2Z7Nsfwwy7+mNkV7bYy+25bUgin2ve7MIWBmgJzn9riba2WsDN8m1x",
-	"aW854/ZWT+jDIWybJnuDVOQYlxIxpc3q9DymaGx3MyaKMQFIPXsnJfsN3ji9d7twzQnFRTi2IaFYbTN8",
-	"FdzGgFtIgKOYJejsW5MVyxgBAFFb36kN/fvBOK65eQzaZBNXjFJUuAutCFMncQIR8ZXOUO8etIbgcsuz",
-	"nWX7Kf2cp+mtJ/O3Zy0tltb6TDb32ptoB4os6NXIY2YCAeBAyKwMcbAXJljFBqy5HKBKh65sD3o4Q2MR",
-	"YtTUfnSw/7WB6jrtcVALP9GtnmHvx2lzmJWqRUFKPYB25V6WhwtX5iCUakBYT/KEpimCGmJ9ATwsAZ67",
-	"lS/4HC8aF4jMDbYGQoBvjsfY36OlzLTrvcjKx08Mp8kVq40MWePzeUMoImzKBl0T09ycXZHuuDO8GgwG",
-	"404vstVZiqRq+3p9n/W31WMbyOViFpOukL7LNdNoVNs4LxjJLm4ck27CVRADhh1Xc74kuZiwTFMOVWws",
-	"QrO9oXZMKPj/g1Ay4iwsaMLQQSKVTYIuckfc8ABZzHbYCWPYkbsIh5/XKnC6KEuzud6CzaTmVLPED82+",
-	"X6pg1ALSDRc53GBPQcUYIkfkWw4GhuTq0UTYdmxPxB2YwqXXbri9zbvpdqrYgl6E0BiMTuYOKKa75XMP",
-	"gVXf2t47GrTXYn9rd2HL6t4gbFHen/p0L1WJUH66kEWRyn2DKW7mg39uWd6d6hBvKa/JPENvlFwsc0Oi",
-	"PRu8hbhJ9YIZ3mmxwrlIWdgZw01dYcEWZkqQEdVKeypW5pp3emiaSkQ/LzAgjgEc0SKA2QqxKF0LlNri",
-	"u5tk6biKhz5Hp909n2LWTVByNyOIOyCCZpDmCjizUV3LF88qgfVhoAHgt72WkfOWhOChQCCDodhyUMKw",
-	"xxvteQkZenuKR3Wjb4XNvfSujM8JHDEYH6+NQzezEV8GdLhzE7CR7f03pXolbEHx1mgLWmtOwmqEPofi",
-	"GS2bv2bOG3YRbe5z8zr8a1mPUV6sRk0GUFEwFk/yigqtbAKQMfKxBqax93MBW4K+iK0728Biahelcl8R",
-	"u7tgbImmq9Md8YNBp1pZtkVt2S3rdur28YuARcxhf80PW/AQ9yPOBkCyfZgkkK2j1m0csqH4yG2gq+8H",
-	"q7YbX30jMhx6UxCEqgBSt9Fi0o37R/HInpierXjCJnnG9frUzAEHew6FkE7ypiLv6COY8UsjxmVYld8m",
-	"uNjihKbDp69fv/3pj7PXL569intYtMrW6ovGIj68PIIy+3LJhHfBYq0dAJSG0vlJUOQeuBwMr1i4udZL",
-	"LBDDa9H3vEvArImUWcIFiuaMTfiS2fKfy5RyQX49O3tzCNiHZjRofvbhwOOV5MFYjMUvTLCMpiTLU1fx",
-	"mS6XUFfRqnY4MV8afGS++i/yLMtkhr6TxuJpinTjpio6cWQrzI4FIbEltrhHCphHSFng2obpIRht/sKQ",
-	"O0bmMcIe+9X2jjHT6JSzFEpHBmXNMe3Ntm92JW4RQR/nw+HjiZrLTEMKEPyfxQPTyTNYoqKDhE1SmlnS",
-	"tXkRDJeq++TqqmexpC37OTbTgcLMMZmYnVOmzcaKc6RbrThnduIVpCpxQZZUz807H8wgP5oV+gBcA/8E",
-	"zmj+5InqEThosPS7L8LHpKsksRnBA0wFHgygZLMruclSxQiH0cdPYIhhiWPYHplP5lgWEC8JiMK9BdP4",
-	"yXpXzAygJLTZfp3GPaCxwP1isTjNe4++GWKmzOMh/PPNAtaEkN9cfWTD32dUA0MH+Sovma3R4EuwWRHn",
-	"i3xB7yCD7UBgWkVlbXwEYxuVp1skhA3ICb5CzlkqV+RIASBgqiTJ2H/AnwGzxh6qta8XjApFtKEsMWGm",
-	"LUtKcD4Lj5uyVzRsnMCMEwRVscznbM5FsrnaJwiKWiqPvMihED2W2aKKxCHa5IhsFNYy3XXjJ0ffkIYM",
-	"NazLteKK9SLTcLnSNB51N1BAFzQtch3Z3Hc9mZcqUTtx6E62A4o1gwg2AXLqTEtF7wPytpioESy1dAD6",
-	"lqcCm5pnz6dp74j8xn/s2aNL4idHj0klx29AXtk0YD1nRg+xRF9e+3f2Wk2tg7dyq8ZCiQUcBkjAKC2K",
-	"cBgWjkeR+JvhY9JQSq+2cJwZiRFVtXUJfVXeGA5OWLEXmE21aK8dKBwVEBiOtHCo8YlNVEQZQmx9QmSt",
-	"0JDlqhHykvjJ8IiU0xtN08mueriFVHbTMut88ua5k8wjMmdiwrBCH7Gec5oCRzVsAubm9Ag4xu2LFZsG",
-	"a+sVk6JcMdBHXbHiyG2kZaKPSZHnd4wWPZaidcA+OCC/+0+GT0g1t/MYQXqRSupwemFIAH5YFABd0DWM",
-	"1/KJcrFkslErORzBY7KRjgjlQMvVklHGWUCidvWSS33UZDcCK3r6+u2pq9pOZtJoMPa5/UTBfHuDjcKo",
-	"QUzJ4v2McBcefU+qWZMbJIF2hsMJqiucatsGCrbpnTDTIq2zVFm1XB4yKhWHdHFrpEFUc1J2TM7XjlOR",
-	"OU2npmNw2c9SeU5TMqHLyAzRDESTo96ILCkMNsJNoAvmtDcgFoXPwa8VtGAmZwtTCrow5OvHYjdwQpcA",
-	"222ZpCEy5YmXJ5Gt3s4TqJKJB9S8vTbn4jzXKAFcjHZg9SvkKK5NZk5Y/P/0Q/HUfw0ashoRIZXg0ylo",
-	"HbCJ7rVTe6j7b2TKJ+sRUVQk5/Lq2K1cX2UTciCkYAfHZGoked+ol0ob7Q1/Ry6kJHJh8wTAtrTRzajD",
-	"y0U047DofoT6XFDCS1sAZ2CYkHlgGzNv9IBTMRDbRclxVMCyXBCqqkcHyBs0n1PGjP6tDk+fPf3X2+dn",
-	"/+9ggSf5WYA8behNsyuNzMCmHMc9WFprHFiRwZORoUAEwkRNzklxWNyEajoyJ0iwY6Q4bOzAiW0LE+6x",
-	"r03X8EehtdsX5dS3aKwrY5xNC8RWBawPw4bQA6iFuhrvGth58gRsEyczgnoWyu3d9oIWpdm4+sZUW/18",
-	"jVnQoJnJBRSKNksAV19Be3JHDaX30TfElYTB5N5yQd7Akh91jgbDwRASk5ZM0CXvjDqPB8PBYyywMQej",
-	"9nAORQb+Au8JXkryCsLzpDPq/ML0r/aVqJMxtZTCRtMfDYdb6pzuV9/UljqoqWd6yrJLLmaQn/Bk+KSp",
-	"IT+yQ19OPTTjO6N/v486Kl8saLbujMzY/Z1k4FcTphQeLUQTpjMFOURuLVTnvWnvcMHMbpv5m//ZhR2s",
-	"6SK1P8Elg63L+RbfuJfVfOq0weusZ9T5Zvh49wdh7ef2e1CrwIbKq9Hlvhk+3ro7OT+023B5dGgvb6jG",
-	"vXjJlf7RvQSX3tDkUo0ereKVQ/PxG7jL1AjmUHkbfe4tX7bFlN/fkErK7rZwRVqF/gr0os1cNHZV4wb+",
-	"zejSU2l0pWMj+BW6qOEumLEDwTb7Ae1eDXkSV5os6axFgRg/+Jqcxw06d9tqyXy4m2p/pIm17PCTo1aE",
-	"XpSDh49anI6fnSp+vfNkJgoqxu7viiLR4alDNQgvSLm6t+GZKpb5Y+UcHaI3qCixWHOi5Ipljmg2SLem",
-	"vAJ84LnRwzb5bYKFIUFt4oY9ihrFTOM23J6c8exh8wCehSN/2Nzy5r6bM1tm3i+SkXZ4KBs3ej/59Iou",
-	"2BtqtID3UWeZ19DIW9NdQSV7ij+j6P4zZ9m6TkjVnPS3dnKfNS20Uohg6jfTim5MQbCaIf0cE1+2UrE4",
-	"gsJTNE1VgF3tSg6ovdj94YraTIEbkJ9UNfT3jnJ9XfIz395cO2rB22xx9xoO92WIrifD77csSRhGa780",
-	"BUl+bKztb29gj4jSPE2dvgHEaAMVkJc5uK/zw3SeCYiJVLlwivsKoYDvSWU+1RkodCz0th8pe414uyXy",
-	"1L30d7BEwhVpV5fYwwbevyXiB9/GEnHb+qAF1VsidjFtog1VFsg9QnnmK4mGB6xY/+oBC0yUJrXYEdId",
-	"ig5Pq/VqsR3slyE4tn9hZ/pUimnKMVnoHggpWFTnNCfdeGiZNTq7FSsz6YCGottQbWqSXROo1ESJaYVm",
-	"rE9F0ldM410jD5Nj3bURyZjOOMAVQPDUrOdgLE6SRBEtwVVeOioZOJVLl5bQmQYwGpUuuSK5SFg2Fiu6",
-	"treUFuccAwM2VwkYoOmmG4NL+Q/b3R/nVE/mfyj+F8RmqUjAnz0WLpKma5Y/47O5tnX+XByLJglEvPKF",
-	"DwFi7GEmWDIW3z7pn3NNMqwgDAG678kmRoePexR5XADXQboFaORY0CRhSe/YMhOb7CAxmwEroVBBvuuf",
-	"r7UrfFnt0UF+oLO9zEZOkqRgIxXiqblBCBMkdn50Yb6EUFWS+IAROYJ7ouaTP8Gocpc9OzRJXJYXRUKz",
-	"Z+WoTXr0+/tjc7isQalHs/8PPO+WeN5JkpCYJnBtzpFQBAH3c+YTlXqEarngE5qm62MSntfNU1psUROT",
-	"rLvr9g6MTna1ZBP9w7M4Mnw27AGyAvi0dGAlRrfiZwBk5ZgasOmxsNwqHkIeiM3f+J5U0XyauIBP2hgL",
-	"Oyo3Jq4h6gbCgJs+6g72aagfbD3Yp8DINyfnmQmsp0UcrDvXOLrS0W55nOFU/CiT9W2fZKxs9LGs7uos",
-	"Zx/vh4ucMv2VMownRy16Mlt8JuVLmuG1wCdH37SZk8+f+40lnEIB6PthUeaI6KImcwMXsKcUL8gFOktv",
-	"u8Zfroix3bIuVeL4e9jXSXnKba3sas2S+7e1KxNpY3HjJJzn5sHwbjC8k9IyVe3v7Q6tyulrYXaXKesO",
-	"5UmFhOt10/LcHyikzqIurxFcEsmFjiChkwumMPEwxM68/cjVVnI7DPu+pQhFxZsdeoADBNF6J/CoAJ/G",
-	"QRGl6VoRJjKZpiw5Hos3r0/PCJ1RLgr3lg3ZGItwZux8l4I/ICeA0uE+DytxYnXtsYAB1mCPki4cZ5sr",
-	"qZwPZC5Xogf3CSy0tE3/tRm0Y1FsNtwRlmnClA47OFB4UcHayVWN3LZbp1o/MwK8ygUqO1anJ3PEbgjV",
-	"0aglK4BSjR+NGK5rGEGzt7VdubC4675iy6DV7vfOzl62Uh62hmCP7oajwjbWB8RQrIT0b8QJww++ysDv",
-	"XQTX7Dq/kpgn2CbWVnCmEZmylTvR7pDPaeJ2YTMAd4wHv5lrVeCSSRktGdPsLWDyoB4IeVRmW4SmMFig",
-	"DtATEYooDMMB+xqLBv5VxVUe+anaOy9BU5aVjUUtL4ts9WCbBGpW+kD51uzd0eMqXx8L249bI8PvDDk8",
-	"amENnkn5GxVrTNC/LwXQUMMxySAIqjAK6iYdbi+Z00tWnOD9NcKSiD78wJPt2WOMXrIdIuKWWCws/1vH",
-	"+dtlsAB/AyhJqkjKpvpr4GmvpP6VpZ+Amz1bLHVrboZY6yPUTxRwMHPezKJvsrAaSPZjZCxVWQTf0zT1",
-	"N1XuK/0AKL1yAFmt+EQ6u2W9evf5eP5TWQNntp7xdkfLM//W38HHUlqTVu6VoCr0/XtWiuG3car4rX0w",
-	"luvdKW45GxIZEA0G1CVf3qJkMAfb8bF66Db9K3VRGM2yRRwRWlwGHPmYj090KiNBJXw6NY+nmVy4BsZC",
-	"ZpsWbvfRcBiRXCBwX9KrM/F+YZ4DtLPtLDrTPhGQ6DNIDSyOcb13ye3bw1Gp8ysFJwEhVt1pMEYAXH3z",
-	"BTjrzsbNvUnVY3VYDOFOvEhn4SwBMsjikJu5UmetTC4wdumQIspHF8YMt4/Hono2I5tjWVhs8aPhkTHV",
-	"xhaEatwZkSlNwUazxxxDlAxsrKQBB25EeM3txhJYn8XxlFMH2jYW7tZ8zJM4KqHgLOgFw5goXMkEpAi4",
-	"S48FlgAr1vxo2BZepx8LCB7VcpundLGkfCb2cCPt6za6fT/NXuzrDgK9jgx9qPfjHTqObG+Tda1C4Wzn",
-	"r9Mx9F3L+K4F8L2HTO2NKlsjozrwy5BZAehAkGFWdt1Q7V03VFek3icPcH9BzpdMpoQGq9x9mmdUy4wg",
-	"auRLgKtJ6Vrm5Sh4CxUxkGU73S1vmapln/u5Thq868C9clZiulU4xjv1Wm9lPjh1lmA2o5ObGJgJJbLZ",
-	"7vrbTLaBr8wFdC83McxKuutLlmx+0FkOAD54Vqr74sFQuGC3ryfu4R1puFn3JpMATnLTs/XJtIBPmvC1",
-	"7WC6lfvqTta1NIK/S5YYgrFg6qTzZAXiUUiSsb473HuLRAR9aXSeIMpLjPZLkFmKFVanJP7l2Rmpazge",
-	"WVSZIK1tLAA7xpY6KMrr2HIH3k6KQhZm/i7kdoTwNLAax8baQ4SMQgs7UCFEhi9xULH3RJ6mERkXJRDM",
-	"j8BWe4DWeSIQDQfL96I1CFafG5lgK6Z0CIqGk+CaZGyaAmZgl45FsVEoSLmYRYAdyMWMyAzAVcyRBmg+",
-	"Yu05cioxC7fAtwms0QNVeLOMgP4zpynREnN4i+usiYe1hJ4BO8dOBAc/tu4qjOCBx4trxdIpoKhiOwnV",
-	"NCJQVsbBA4E66yxbka7t0MxOAbCvb+w8R1A6S8A8gZwNaMVd0rALJSQMyS3iWHQRmhO30e+RWS8j4NBu",
-	"9i5FKIVKNJjPGKpkl1zmZufGYpnmYFRHREkAK2rCI4IeAYSoNvUZngT+ux0CYAP0qSwBaq5BODQnXGWo",
-	"m+U9PXu5zxGhfbPYZF1GggeqenDG1QShElthB6lSke7p6bPeHXreWnBi5QvpxqQbfxhj6ZVx52PcszWl",
-	"4dqA+eNAEcObDaPuRQUH71IxFm7glXeKIiPQCoDaVl4BBRSewl/4dCzcYxuAs5kP5bA3FuDimWuPM2U+",
-	"ubiMC0y3lANaHluMRfyCrZ+LqYxHvhwCwCvzv1jk8xiQYWJvNg06vDdRGbwvJgalirMVrFdEYpioHXNR",
-	"A79uvANyEkKjgYQbi5m71lEuCSSnVsAxobleuwo/gcxDjghPCSZ1JFzR5ZLRTBFolUJhM8s1V3OpkCdD",
-	"cvhPYLom8cAinVp0PwyIYSzMSFwYaehpLF5gRGfMAsSujGFtqNy0YSTaBRfJgSIJz9hEy2wdIdKfhkG4",
-	"+3ViZgQuTJcryH6EcEkP+C1KZ3fzzB0jEJE0UWNhn0RkLleQw7KgYo2tYv4kjpRlyqy7+4+/4We4eSpX",
-	"6dpmtoxFksnlkqFrdsum+LHbMSVWwnGNq23ajsYCMIGNNlCCurPahuPXciVGAVIdiiY8qgBBDUkyETmK",
-	"yKOIPI7IYDAYC4vIS2Z0GSHKIVsTRdd+rYzOY5dLyzrgUHMAADyUnPg9tmCG0Dj1cHzxS6p0H6bQf/5T",
-	"TF4ZFoDofacyzybMrafDOh4LRH4EPQLQKxNYT6l7RORQE8bobhAVe0X+YaZmZSsC+6NcBYVmkkmlxoIW",
-	"rR+j15ynqdmPzOEfNh8eXA8/+bFwsKnQa3GrkSy4Ug72vVZ4+9baXEsMTh1PQpDxmdTHweqaw7LwqodZ",
-	"BExThdVBiOUydLfHp3c3n+auGov1DZW2q85D5CPW7z9HNeT1JcsuOVvdRA35umPhWi75BBZWuAVH1SJC",
-	"zoRmE1UVwM1tyH6XR4cgw7YnoPyCr/wdsk+K1WhFtFhoxih7vgLbvWeg2Cm0ST/BjX3Q4evP28Jvrq0d",
-	"1gymYV8Nz5rbhvI5O7QVHxq19aJ+irW553w2Z0qjE4EunMnpdGxvY0AEPLLlBSKjbNowr+q1jzgb3cn2",
-	"C5DTztUyFq7who2m21H+8HsML1vk54lcsCArxqnf5XyY3xuTYeJHw2HcIh3mF1tqp0WAuqhK96Wlw2yw",
-	"lvqsGKCDhxNclxLjjghEX+0JNeITykuBcuLiI+7MldK8SC40T83RsfRbe7r3FYqwmWX7vcwZWjpWrenZ",
-	"7Fctt7rbq1o2L6uWS7GawWJZ+DFEOhmLwH9mtHtXxVmjjy6wV3Ygezer4u7gf37aK4zswYN262e30YV2",
-	"hwcwqOR6/aa3pa3ZcndW0LLlnC2gxBeA6sSV0Xzgyce44sEp7v+PBVXEJjocKAIjQMlhrUuuR+6554Ho",
-	"DrPZY/Y3xZgFIILbAQPy3JiszCJdGh0nQLpsm2hGmvPM/kdysYccv5X7ind0QfD2Q8m4g58kmwz2wGxG",
-	"/e1DfPKQTXZP2WR4OotUsqKOcZgzRkMVx6kEkEb2kDW2XdQY8g4X1Zd9jXkSO4eoRVoBqDdfKsdnl4Us",
-	"tya7bLsZ6GRNu0t8DfzyDi7lvfz67uHd1320grxuW325eUbVqbWlbd3ozzOvqiIMP2VS1Q7hWOhyHqER",
-	"6gvphyyrvxcWV5kItrH/i8utnvYXbP338LNfmIm29bLbgP5n4V2HgbfxrZutfLDt6z3rF2wdOtOtglVA",
-	"U1fSNsIDdXEZHqbDDxdsvVVxwlyHF2y9K3iLL9ajT9rxtMCf3OVvhhrsHvBm2ApbtkY/sxkcX4OcecHW",
-	"NeAv27+plM6/J1q2FGNr4JMun5aolwe+0t4GCUf13t3QseK9PAfKlrBkVxQcp1TZapRR4QAuFYOOofTw",
-	"iiqyyrjWzAJjlau9y4lmvrak8/OQ6kdFAX2ZAVhWqdT1BWNLRQQmSuaTOSncUURm5IL+JSVmxlbiRuN8",
-	"OHz07Ypy/cPjoYpd2mrgfu8+lULlqZl8KicXXMwIHDYIZxU42T7aZIt7NsScSDfuH8UjW8gbnNF+MP2j",
-	"2CyW2TwnEYBDSYIpVT0oErx5QdSvPWaegBsdg1hj4YNYx1D5Ny5SbE3TZqowkJ6roFrMm7oSny7GL6dj",
-	"AXluRNrYv/XdQQlbYEdBPjGkYzUEzlqwwZrLsjsCeo4l4gpHfmK3wiH7R3canvuvw/9qbw0812zxozmH",
-	"W7G53WE187e1jk3DDUVum/q0Xx6ewjGHXu0HH6PO764WaR33KB+DrieMA4XuY/dETknsBCjypy37sbkF",
-	"nfryvrvm80qeCj6d4gp+XZLrniIlQU1jhBcE6utZ7uSqbce/u7QCSFYtyYoa2bSfAfKCrat+hibgeivW",
-	"jIjzUq27lErx83QNcqQXuUrLWEUZCytwMRYFueLNA+tsOFAbsk+RC7bU5Jy5cggL0rUt9BdMU9tM5AWd",
-	"9QJCzoPOqFAUL8XAaiEXRKjI+JdnZzHIszAFwjTDVEl3xG2p0SDj3+PjkuiBz8ai+K6QDqQLyAEMKtP3",
-	"jhG4acU9fDs2UgPgPhYFgrvbeGDPKIa87PGoAkVQ1wwC5kPmRvoJNRYe4T2QAbgG4Av94WUcpDKaCfiQ",
-	"1sjKddTOk7qyaaSbsUt5wZJoLNjVkoNWY6Xw5tWcVCpty2X4ZgwBQI13WzPfaAeQ437BRTLujMadi8tx",
-	"JxqDBBp3RpbjkRP8PLHTxaX2k3Agdosco+ZiLM6Z3xda2DDonHepMy7B3I0sKIz//Vg07FigNkJ1DWzb",
-	"rRLWr+cqoNaxWKZ0wswccPBOUwtgT6mbnmkN04IgURl+xMtKNmvAbK2tuG/s8Zh0vzl6RF7wH4Oq9T0s",
-	"5XH0GL7payn7Kc1mLD52ubSA32eHWKd/vMlb6R8wnZZWmFM53OufRPWouBroBduk+4jMWQoMA4ZqQwYb",
-	"9/6Bis185AUTjcOGr/fF2djqjL2+2nOX3tYXbP0OyadOwbKPHkKR5VDk3obytRyz91HNFRgByHm6QkZF",
-	"VWjoocZDxZpY6iPmtEYg+nu7XEYts6wuLi2HBtU5fsHWp8bUq8umskZgNx5bX5QRPXAz1GILbdp+9fdZ",
-	"R0GhF6p8ISaXhzEWqDUZrehfZz/3v7MFXfyrP1LFvn1ilIyNkXgjH67cLOQlCIJfw0s0aHOiOPM2qbLO",
-	"VFJnhkJVVJRRUrCxqJiiYFJzXXsfpnw11uWg2pU0stxoB2GSWfmOZl2SGRvMBnDNImWgwd1G2hmKrc8v",
-	"6ewFWz+knN2FIVWTErmZgXZDU8kypBTTH0YfGvLFrJJK5EoouJ6pInerfQIXxEIs4IjAnXA8vUX6uoJs",
-	"LqNsW1bkNO6QH5gzBFYThWQSw/U4Jn7FWqdxVCSCXTC2hJf8BbJJKhVcsc8KDb/Q3QuGEFywN4r8MTTH",
-	"RDIWGcOFCO9uObZSC1MGyvpLqxnttweQ53WXIDk4rNr7FlR8AW77a2Xv3PAEwtI4myU8ZvaAeAmO/z/8",
-	"AP/uQGIyVO5opEUtdTwVX6WGeWM4IbM0bnuO604p6hTW5DxnU2klPBrAtTsaNda1adi04e0e0Z+Ypjxt",
-	"8uZaSnwgho0iia7igEjwhrFn1PWbfI2kojoZ6Y78LtX9XQDtguIJkpRLjidftBQ9TpjQjCq9vbvrK8jY",
-	"S9e1dyzKA7NuSbz6bL6XSiMWQCECx8LJQOvrGlVvK1ufD0vBnTRDj2hs346NiI2t+I6jscAqk0W5BTtj",
-	"zNL+kekVw3kvIhxP32xUDJkQilCs2YpeLACzEedsQnOF5W4LuQ2J6Sta+PGCojlz9GJArRvn6jjwrGAs",
-	"ulQQPN8yi4roISwqVMpUrnTvkho7qjcKlkFIMEJYBgAPinBt5gx0J8FmQdYDt7xhBSGTw/Ij7RI44Qpd",
-	"RqZMTGCV5QUTuOV2jBa+xug0MBozZr4wvMU5zCKyoImDUaJYZ890E6EP03rxeoOxeJpKxUu4MFbdUsG8",
-	"oAUACShMogIGoGIZjBwIAEAANNgoLTnmPVgpMDJ/lf6rs1aux4LvwcZ54dT20t3xT8Szvc2w/62asPHi",
-	"Vk35DJi5nZjmP43iUJ/v5WynB51hk/je5GpeiouAQIMcCyFX5B9E63Sr1m8s362pky/hjb9D7qRfi3bs",
-	"V04uwGn5WaRP4tjb5E/Cfj54quoTKM0yNsARGK3EFgJYUa4r95bt+peOVVAHozClK16oqj4UqD1AG1bd",
-	"G2xoJ2/xgdnNT3Jzxfb3ACF8CzY/7jRwbUNvLqRpDaM6stpi0SMB3J1cLthcgzkvLfL0Azuplg5B0L+A",
-	"cSBalzF1t7CQ6PZremAaDyQs0YwRxbJLBlD4NMv4JU3R8iBdgDtyuHMY/NeKLDOWsAlTSma9gUs4RVqN",
-	"7C0sKiw6qqaTuYsquZKuxz6LgmuyYQFCegMagVjWR6eYTIXlxhiagsby8/4CyxRJV2bFj1PK0zyDS9HO",
-	"kQJD8Bc6rUXL0d2PcHTgJ7/iSpv2cRoI393FlCXMHxiL2Nq4Z+aHAkIGd3bfYiRjgQEQwVauCQevKycX",
-	"kUVps1ESl9NgbXkmFFucp6zOYD2ZAEe/lki4w2KvG6kdP2eMEWMwu4Q0myUG2wIukS7VZCGVJo+++dbn",
-	"3UE9TRerxnU7UCSWK8GyuCnHA57uCdp2dKvMExzwX3DQ4rMpNWsW04jtbfe6DQn1jTyNR+CGnOEau6gb",
-	"5l8fhwVUHSIkproBWqnI0zTILbBHdMWEJgtGEeK6NyAxNedNATZpn4v+MpOzjCm8Tu6Tk7gaC8eC4IMM",
-	"nViODRkmbD1+Nq/oSyvPatkOgFNcTdJc8UsWGXacWd2glZbcFvccEHW3eI6DJpuzSaKxqEU8l1PPkD1P",
-	"3pTZJEzscLHaIJUDuXgI8OqzOMiWJI62EOfFWHWhZEwKCc/1WDgk7wqWUJjmQRwStwstUx+uLnCFeIKI",
-	"tddG6G6nnt6H91ROLh6SPG6HAdRouvas+FzzpmSPW1B6LTMpcKK3urPeuNcewDcbgVNKS/SAvfk1Obj8",
-	"KUHojOBy8DKleDMYVOaSZRocLS+7i99qoDc3vBQVkrpDf0WVeB/QHa+JEGfoISKrucQUudWc6ihITVBk",
-	"IS+5mDXSSXQzkLe6607xh3EHornjzoi8+hiT7tFgcDQcDoc9G3m34W47ChIP48EgftU/io+J+bh4ZFr4",
-	"92AweP8xHosZxKddWyQX/M+cYYsDcmIvmhRoRnBtk+KBke76jmIadP1lfp5yNbfF2sxZSsBPgQkF37jb",
-	"rW4Ri9eNQlqL6HYaHB/VuRssGN/BKdOfGgxmjxPrSht89jbzA67LVlwXz2O8NDLHp7tkmeJKYwr/uSvg",
-	"gNfj8TTuLZRampVhkZFm43Kz+dDELO4GNsG/ki4yVZSwkcsk7rl6IWGRJY7lOIgt0wCX9wRzdUfABVtX",
-	"LQvdzK5oheE+AebsWLQFnSXbMWeb7b19Bf09WH4FM32w/z4druyt6QbNR/1O8WVPqrAYIP4TRlMVQFWB",
-	"Jg3wEXhvVaPyxHVZB7C5jz7JE61k0cPkOdsUFlBjFbXd9KhtdTmqiJJSAFZt6dACgyEpRjjITDYBxW6c",
-	"1k+FGFvX8Irx2VyXfPWeMI+izoJe4f1Ro6QF10mvB2RxXUzaOwoU+I2wiIF/N8TYLxH99YvCYq1DYI3x",
-	"xMWka3sgR70yGus19K29gFd38Z8HBNYvA4E1MrIGY+iyqLJXCK1AQBp5uEUvaATv8lCQBfCG0zWMbgrx",
-	"GO/GgvtyKFtB/nqthKORTm2MfqMei4vY9AYYWE4g1u/LvS0cAvyarGR2QaSIxgKSJoq5eodaOWegpOM3",
-	"X+GDbIiS3m+jPAWKlcW9+Gb4OHb57qPqCgfYEZpMqCCXMrfRJrjCmCsIvi9hGseFUlO5SBiVVBs1FjME",
-	"h3gyfBI3FZGpirKvvJxMC8ldkO+XwXg+tRwWUvenRhcoiWIjgoXcLoPvAz6hwgsAhMeo5Nbdp65f++a2",
-	"TKQ98KvbyfFDOrm4kVW1H6J2rf1Vqt9FAykQ7MXKGESQJYRajOHCzidj5MKAnIg1gj3Z+1MQrzSPDvCW",
-	"tWFvKEugnV4JZmgrLpSXTxsAUVHJJwOJIU022cnkouTq3YtzNttkt8FJd+pa98RSI2tVFwrIVwcS/mmN",
-	"ow0ix0yqEsBhCZs7PGHHZKPOnnsM4L7356CyLGKOEK/LJUucCrehrbqJxr/HxYVWw+QJ18cEyy1DeFuK",
-	"XQYS1OTenpDwT3zl75CHcPdpA1GnWPFWzmBY/RoXcDn9wDbaJv0At/PBSVyffgAL2XDBJmVipucgLAFt",
-	"hSUYAArPmNuI8vkKLto0JSDgPt+h0LKEVC+qYJgPNFGlCViz/fb95nliJZI5RFyf/ZXb2ksXFSgd0/Tn",
-	"lIj/qWGbDQN2YLQBqHeIKeuA0ZmAbcFE7SrCs1nHvlnSD1vS+KNbRYI2c2vR5S1gNdc6KZ8tlnr9dbr6",
-	"vxSvOVAdXiyCAL8hZtKlup8yqnRfignrHZM5LIe16unkgiUOYhcYC+KFtJVflhkdfoB/t3rPTyYXjr3s",
-	"dnmfTL4S9CWY8j2jPZxMLoRcpSxxgJJAGAUU8y1Lrd0cHhZlt4hzVHVoL8/dROTtN6gm+Wjvwban46/p",
-	"CvLnQMq/cBvDARI+p5OLiFxyxc9TZm9BWqBCmSYEcbFbszJvfG23e5/Dazugq21iZkR8mHI4bMR0BiO3",
-	"PocA0gb2yCJ4f9fmAs6+RnuCBw/2Qp0fp5DGUHNe0wtW5H/dprmwrdC04/nVkgu+xEJwVbmhlkIXsMXG",
-	"gropWI3BOZzhAPaOCRVrsmAJpxaF+X9OX78iXEzSPGFJhBBs9M+cOfjiOcvYgJy4QtGu5lH8ZDgkXFzS",
-	"lCd982N8TGgDTP1Y7IlTzzjcX4S5KzNicHXXObifoZ6/68QPB4Pvv49IKlcswx0/9oe/8egvMy6N3l9/",
-	"+sOz//33bWqF3T7I++6s6tvLKLIrXVtfE02ehyTqe8Ngt5tTRmFvglw/JkVedHsBbLjKnbg1zkzD1/Nq",
-	"fCkOiOOSYj+zZQnvqOjUg6vhs1Q1XPmR0Pp3ZQKlYCC1Mwci0jsm8SNfjI7hkjaf1Gy1G3bt7bu/D/Da",
-	"p4gLBWveKjCE678zMuSabRMaestocohlhdIHELbmIFFWXqeteGyqCZDNb0zl0H0KUDZLO/se3bfvfpMJ",
-	"69xGMsYDgNunBHADAnUVwixIsiDxQiZlNLeCJpvx3Dzt3JnrwXG2ep2pcvgeeNQWZDdYJsCKyVDfinaj",
-	"vIU0cOu+id+MCWHH4tLZcJDHAMgzIhTGBGhqOHgk13M6ubB5MPj5WABRT0DYQoIV1wPykq5lrkeuEvGB",
-	"Is+FZtmbTE6YUka+QXUpQ19j0Y3LLPfwj8kf43w4fDzJc57AX6z/xx9vn5389Id9oNif+LstpzkYDOo/",
-	"evf2+dnmR2PBsYKSRTwHCBtXNXmJg2TufpaZTy2s21gAatSBQiyy1rBupEB1w7UdkJOxCEsNUg/5ZAZp",
-	"2AOxQGfH7saFFXYOaN2zkbHweHUBTN0WFLg7l0EPiHF34bbBbXvAjLulREdczrtEjcOjDvxqLGLLe+P2",
-	"6HBkAxzOsN6vEB1uQ63nAn6Cyzrwq2F0W1V4xRZ0OZfZjozK0+K1B+v5dqzn8sq3MqD9Luy0oYPG25jR",
-	"xfY+KKf1BrRf0OuZzuF+bB69FsmWxdbfoRkT0Fe9JeOH/EAmdTaMXx4P3Kd2Wy8l0rh5LuYGVR0uWbbg",
-	"+rYSMit+Hasixgt6FRPbEwBiAwK7vUt5bNgjF85uiILrAWsCSFEAHor3RqGpAbFEsxVdu8Z6GovQfPIE",
-	"/fsj0o03lwZtqcFgADeKCDefCpqSRa7ZlS3fVPcZFoyps6PgUb9qRSHQDGjVS5bZdepFY7HFmNKl8+Yq",
-	"wDuzx647WGbQ2ljIKaHFF6M688e8bo0ea+2QE7t3qBHpORW4F5Z+D0g3YxOz2t5CKK7ausJXCVPHgQGL",
-	"HxAhBevB5duMTXPFkhFe+VrQq+p1LxhCzaWuqSbnbM5FssUqewPT3xX+hvsqZsUcjYb0CaYOJCGSo8bS",
-	"5gt6tfVG2A3RMz4L28/v51dj/FnqeLD7bmz3eV76c56m20w/z4L60zxNwf6zp24PzHAVD8YiLrGKkeVU",
-	"9ja/LgvchtaAsVQ5mvmf+Y/SBRUDl0TOBXwSShRc2+Ak1E1ZTq3xWWiQX5MF6mdJKF4xMZMP1MQ9VWCn",
-	"rBx+wD/uNqjUJDoeQkVfSKgIiQSADQv5VXb3SpGu70DddoBbS/O/Il/OEdSNwLwKVR6QQxqBFh1+Grtk",
-	"gkAJhQD8hCuSi4zRydys+zGJAUExRgRFRdeKKDmoAxs5tb3eqZ2JXdR6IhAtJcQk/SSUfxvmXzMGTUiB",
-	"fsVLjBBeawmtad+2ynNCNQUoXlizcWdEBoPBtkoNAYrmWCCOz4jEHh0njkjsUTBj0kVozTlfklxMWKYp",
-	"F73Ilwyu1AiOXCUeDKm4msBGsLrmA/TMsJAsthPgHUos0zsWdl2bETJbk+w9QGPasd0EF/NrdZmUznoz",
-	"zGXdedHzTOazuYW0bnRbn/nXHkoTNBFoZY0eahN8TW7r4pxsFCegaSqRosLDFhysmsPWpi5BlZ7uUI/Y",
-	"IN2HygTXxBiGO16RUaATwP/xtOGRWwDjDgGsjBD8jwwlYS313Eq1gg3c/mLPX/JC175t8P5qL58Yv38f",
-	"wn4A8P+6APwnaa40y/ornjA8lyUU//2ZdUujovhwG17/ZvNt8foFWwV85djC7sfIcmLSNWbMWMTBycMn",
-	"Pdu8H5PrwjEr6MMDlgZLORZmG3JwSeHLTskckBMYD6rZGBIxH+qV9M3jqlnX+FhgOVcovLViGSuqjECh",
-	"uTqLxm2obciaM85KjMi51HNywUWiiJYzpudYIA6clWuyu0IcejyLJS0BuXIzcvR7gn0op9Bfsw21t9i+",
-	"I1tKCvZ62iguNhmkM6xa83MgBPvV+4dCBTf1BBeaQqMBd2taQTOLu+U6BZuw/pvH40vB9f8Kof2LzTid",
-	"0/pslQdo/wdo/+tD+wdTvDHIf0slbS+Q/53c6AHl/8tA+d8iJnf7V/4eaPAtmH2pmAFkTz2gwn/xqPAn",
-	"lS1tAwJfNoi876oGGP62dNL9YNjrfFr/WiZUs92n+hos/S79YjhMHPz9uce+OpawB4b5gz+tlm8gSRJa",
-	"bD+qa+DBTtiCiqRZPYN7GQhAAofunNGMZSe5nndG/37/MfpgDhZkI9tTmWdpZ9SZa70cHR4ePfrvwXAw",
-	"HByNvht+N4RDaLvZVKbgjqNcCayEQ8kk5Uxom0HGMJ2NZ4SJxKUxYdZumg4CaDanKW/49K4maa74JYvg",
-	"kiqCIyADtfcziZYXTCjSdfnHYd70b7lmVySF5Ope2B9cHtrsDp0qhKVsglWCfav45CXVk7lrD/1WmmUL",
-	"rDtRGlDQmW+tpsMfIb8vCzr6iSud8fNcs8Q+dP3hxsv8PGXk3H4XdON+qunlpzwzREl+fv7zawScVi6F",
-	"0SJjcdgpehEkzAKMaQE+VqQWw4OgYwthstntWSVoZ3MbYT1Y4lyZaplCGM/6iOlCilkoxMM5BkS+2R1y",
-	"ckjwwO6KRQVBh8/9agIRWWvvkrNV0I0N22524ctPEKoUn4kFE7p2Ulj8kULtWjkN605vzi+yZUX0Stry",
-	"ry6fOxhSUEFgc1gv2FqZbkA+JGQixZTPcpTNpAsoUgAAxwWJLy4PP1yw9ce4FxHDjWjG+lQkfRgpWoxW",
-	"3YjQBkzIBVurqFRnKsEJrMxxCAZ5cVkzuFM+Eywh3z7pn3ONbuUmgj/RcsEnL2GBcJciQuE3QhPwSS/O",
-	"uWlsyTLXUtC9a7tmEE83UjqVLcB9viaWK9VykPDmxSYfCZLwarLTDcOq3Gzcg3eVrszX9O2uQG52/Cuj",
-	"qZ5H0DcXTKkozEzC6wmF+90XZUNkviDhvchXqdlVvMkic614Yg1BJswHLCGZzDXLSPdNJhdMz1muIEvf",
-	"DmPJJoRrxdKp/UFTnSvIqCjNj646H99//P8DAAD//w==",
+	"7L19c9u21i/6VTC6Z8bSsynZTtI+rTydO26atnmSJtmxd3PP2cotYRGSsE0BKgFaVjP57mewFgCCFClR",
+	"thwnqf9qapEgXhbW+/qtD52xnC+kYEKrzvBDZ8ZowjL45yt5JvhkYv6ZMDXO+EJzKTrDzmm6pCtFYiGV",
+	"eSAmXSkIu2LZisSHV8cxoUItWdYbEkouMrlULCOaXjJF9IwRpWXGkpGIn0qhmdD989WCxYQqopjQhIqE",
+	"CDMYmeZMKaYIFVLPWBYRJe3L5GKlzQ8Zw0dHIsuFGYESnCeRGVF6lTJysXLvkwWdssFIdKKOGs/YnJqF",
+	"MZHPO8N/d+xSOu+jjl4tWGfYUTrjYtr5+DHqvGU6W51ONMvW9+KMjaVIFNGSLCnX5IJNZMaIzlZcTAmd",
+	"Ui4GpS/a4bnQbMoyGP8MFvWjWdMbmfLxqnnLFRXJhbw+IQmb0DzVfZWNyYGQgh2ckElG56xPxZiZbVL2",
+	"72vHMxL+fErbqWdUByeWMWEogXQpiTW71oczPU9jIrORiPmcTtmhupr+49r87YqmOesRcwhCuiMwBzmj",
+	"V4xQQeSC/pkzIjM+5QIOUs/YaiTGVAipyZimKdDG6Zvn5hiBTHjCxjQ7UPatE3iFpJImxBwobK9IiB3i",
+	"go0ErD8ZwCjjlBuSJnwqzHlwPSCvJPE09xNXC6m42d2YcCS9oX+JimQkkFapzhVQDskYTXCliiy5npF4",
+	"wvR4FkdkOePjmf2SIlxHMDG/k2YoqolcMGEoFIYgaiaX+Kw9UpZEJKNAqHpGBUnkUpjFmnVyvUa313S+",
+	"SIFOd6eIzjqRf4w6C2oe1vbyP00pn7+herZOi+czRmL4vf88iQklY/Nve+lZYsidm+cW5u2oI+jcfAoe",
+	"6kSdjP2Z84wlnaHOchau6X9lbNIZdv6fw4IjHeKv6vCVGcTM8pdM5gs3r5rPTM3vt//M8582fIMnt//A",
+	"C7ba8IVLtrr9J14yqtiGj6Tm9z195p85y+rYltZ0PDPMUc+4IuyaK20IGj5NuFDaXCo5IXN6iRea8Pki",
+	"5WOuiRTMk9KfMPzazG8y07d+tXV0jROD+zqTaaLI0vzTsAK5YBk1T5LxjIopU9smd9tt5Uo3yJzXIl0R",
+	"8zVFqHkCN1cKRrpmprFg1zo2u2r+b5GxKy4tE+s1TRrGKe3onF6/ZGJqqOf40Xd1YtHM8CWfc1137mQu",
+	"lcaJzalYEa7ZXJHu8WBwfHR0dBQ5dkXM//ZO3KSVkXLLGTMidGZ4rjKsfcpF83bDDMKZ25E7QzN0ZBbC",
+	"50bK44c7cy7s/0d1wtis6k3GJvx648YDiShNM43CwKy0aYoLHG633TWEsOHywn9uTWRv3/0mE7a+UJB1",
+	"XTWjRjuA9aEKlaF22DP61TLjmpEuux6nueJXzbQ1N5/YNFWnhJnRO1EHBq7XxM7PX65P9iXeWT5nhtGk",
+	"/IqR7i+SJDne14gcg3oW9/tzet3XOo17XlqavzrBaX5pWoPWaYP8fXykOnVTfUfrLsavcklSKaZmQhep",
+	"HF9WpkrtxbGTNSqlmS29AN1YZiQ+UjHRGWfmwo8bOaR5cacJfzQHpBZSKAby/0eaGE7JFCxijGqT+Sdd",
+	"GP4M0z1cZPIiZfN//EeZxX1oSX3F0G/wffx8eaNiLq5oypO+WVBslFDzDyJzbRRD5GxUa5aJXkT8w16H",
+	"gTfmNJ3IbG6MDZmZV/ty0s8M8yb+wchsKiWwfXipE8mU0TDNM4r1opGIc3Ep5FJUhsd3/N8qUsIPk7Bx",
+	"SjOGHxqJ/zl7/YpcyGRF5mx+wTLCtSK4NWvvGANKrxbSaKhoE6GSmfSsGm6XbYaDKcG4sAqOAxmhAF9E",
+	"rVNOgs/hjARh84VejcSfOcsZ8Ome0ZVRw15SZeVdYlTQj1HnR5mszvmcyXz/lLGJHszS+ho/HA+tdAAq",
+	"wlUnHOwCQrPMcADDtLgw96j0opOK1sw98aZEuFC/TClf0mzK7mGdUvZT82m7UlihkfGGBixv8IdeHNyw",
+	"9ID5i2EeTUsEFf6V1D/LXCSfdI1gC/SF1P2J+XY8NGYjMG40JeCQjFWGNiCZUStweUK6dHwJthIDRSsB",
+	"KjZEjaqbMVqTHq5P5kKz7KkUk5SP90+tdvxNC4Vb159zNafGVCRdNBzhz7FhXGMco2/ObZLKZfURYPnu",
+	"obHMsnyh4+Yj/VlmFzxJmPikxzlxX42H4IGRC5YQLS+ZIN2434d/qf6Ep7Agy8HNkV1ykSj0+BilyrFI",
+	"owf0pdG1cBApCBUrXPFFrgklvzw7PyHxTCoNVETTVC5ZAp+Pf5XK3HP8zEjEffdz3zyv4hMSo0dh7VXn",
+	"+Yhfw++xVXrAHNczNhKBT2IpYN7B6DioikkXJMo4k0r1ldGRHJ8yJytzYMq9wUj8xMY8YYlzGRkt+f9I",
+	"+YKxBcvAJVJ/zsiGX7DVvVzdS7YqXVzDnS7ZCq6okChmgBRBK7uXKQIjKE0S/xRb1d3xGmQYFV4Dc7+X",
+	"aVfYocrHM5LJXDM3pV9Z+ulnNGOpO2bcL6+jGPuYcH1Cajbczb/YZ1iE+9gnXMSpIG9/fkq+f/LNfxM7",
+	"OEnkOJ8bfRrMZcWyK+bu9ITyNM8MK4q/OToixjDMBE1jlCjnUv5GxQpIW33SozAKgbGj+7CZytA0Cnn7",
+	"/7jJ6BKHTaep4aIrYKlmlchJ0adhWK9ZLNh3ViOak24MRikMB85WkjBNeepscj6eGUsk8NAgQYB0MhaW",
+	"rOdX5B0INHCi98GjAVZWEGgIfmraI/v0YeCKh236l6C5nsmM/8U+7d3Igw+D8MAN5oqMpZjwaW4sZyMh",
+	"QkXV6ahjmmUrwnVlH969e9c/zfWMCW0mzsozLSy4HxnN0BhP5z+MOmMps6Rv+deoU2fc4U5dUZ7Si/TT",
+	"6rN/SXkJIq2fFzOI3dVTythK1lgZSyHYWLPEaEb2t34K4rxLR2KaUaEPlH+LXS94Zh+e5VpzMe0ncini",
+	"iBT3RemM0bmycYviGkkx7S9kmhp5ba9S8Ghof7NMxWavxzOrbIIqAMd9UHOPImLu0Vk41pxev7MDDasX",
+	"ayTczVquXxNw+u/roqh8sZCZZslvLOH0HEjkk14YP4H+3Mygb6gU9S5j3YCDA/aAkjAyGCphcThFM7UN",
+	"qvDvLDNU8pvVvfe+1sr4G60AfLSwA7zadKCI/dHdAXAiCAaqStK0uo/Os1Nx1QTylabp60ln+O+WBxZ9",
+	"6CwyuWCZ5ijZEp78b5n/xqiod5RbDwVq7kQYjqQ0uNlKThLnB15KwhIjd+iSriIyBve/9WV499ZyxgQR",
+	"ZvWGjaZSgXur4HvohKswtyBwVT/TqptGZiX3i4s7d6n7ywVL5dIKzQVGlRdUzyJjcKQJyw7Ztc5o3KtM",
+	"Lk1r/YD2L/LiP2ysOx/f11yMNeeSkQ+cqdJeUpFEuEO0svlus8zucx2RuDg7K8jxCj05OnIqkMLIrJCE",
+	"XWsmDAGi1wM+DBtZJgd0K35Y3/yMcoWi1/50IWVqqAY9is7l+2/vsMbn369tjP/4K6mfzRd6tUdiztic",
+	"cmFmXEshC5ppPuYLCnoMxH5wd4yKMwEpDeGL2g2wf6BZRldriy4+vL7g96UlvzXa2h6XDFpZXb5BZANU",
+	"dWsJN6IhV2ErOV/gksAcABU0IGeYlBHP4Ydi0p3JJUaJYN+ZUbpZ0kMD25puXV0+qAPVO7EDBv6Vypfw",
+	"LTsjfCMYog/hSBU727X2KryhytJ3haTa0v0Ggn9KRcITivkelePDn3T9OaUg5Os+vul0G++wZtm8/maM",
+	"8ywzzBE/eKCIeZR0j5ARaYjTgeASGP6ZyGxONZLMt086tQG2GqZQrDby4VO7Rju7DduHe7TL9ikuxvCL",
+	"n655FHzEdfIFfBo1A1XWEi4CX3Ff2jj5393o5RX4j5YP5eeMMaLZtS5k6xPygv/YI4v8IuVq5uJ1hvD9",
+	"jAZtJJN3mDZz/+0xxWC3bkgL+P775untkUnuNNetnK/q7AX2te7gReMPzgd/O1D+nlm378m6z7eeSdkt",
+	"8TREkwRymmj6JljohKaKRbdZe3hOzQf0E0uZbsysoEoTdgVhzAmEnYTm2karlpD5t6Qr0o0Pr44P4TmF",
+	"KlZFL236hs2Q01keknvAGDEzqI4fXLK61BWrn4OK1Y0vr3A2jVx1fcW4wGIImEBMJuAe1rNM5tPZItcE",
+	"/t6rv6Phxrul1269zC9S1qi+bdAGGqVCVRloqwJFEMdftVcJcXLutcqHty72GWoL62v2gnD9ZKw/xprv",
+	"azk/FVWDdAVjCYQ0zLNXDKUfhyCrc4bVE0fbncDn6tb6LGVjnHmjjCufzsaIlRdRNadWKBXt2Kqb2Ut8",
+	"b50h2nyqhGUREXmaOvsOrC/zg4JQyXLGU0ZUrhYudhd1zOPoqcJckbVtaaRaP05dqq520TWcVozTgviT",
+	"LKSl6tk5hXGBA1UEZ0YicFz5Dw4NRdhs1CuZj2d408XKbgLJheapeShj1tOl0MPT7pp4hSg4+E0U8+zK",
+	"+joqDJTqrb4NT3Qfow5zw7gsHTuP9zXkzpOtI5vRnidra4SUSvxUhFPctLSXnlTvUO1zWvFW+XgrDRG+",
+	"sklRfIaJGTUMjif1fDvjMuN61WDAre26f7726/a8asRjwsZ8TlNiBz8hPFHETGOs0xXhYpwBX6WQ7kQJ",
+	"eldBoGPeTmfY+f//fdT//v0//lfd9kOi7y1o+Ddw5qgZX8BItaSMKsF9UDLM6X8kF3UH26ypNBz5BlFX",
+	"K9yso6vLwYYj/5FcuJqNiBTC7pKxheFXNOVXLLL+R4ge2WyiDOXhdtXFZWXzpHk38MBak7m/zeU1v7OG",
+	"qVvjf2CPSdfMWsiEGWU7Y5iiZW5+2Wzdhx0IBLDdAPyV0RSzO8vLxZKDcsBHXm7dYfta7ZdkWkNklxzj",
+	"28VXUjm+3KThbp4AjGcfrpvFc83mUOJSx0uKFKYDhdUoka0ZidBaWBGIGRAzLOlCRhsX4zQHhQEqOzCa",
+	"MBIo4M3/DQlONY6w6sKwXi6mZJHJ65UhXiz3wDw/RSgmyplJkIuVIfORKAUibDRPkIxNcgWVHiDisfyE",
+	"Oy7HxRTFuqeqCy5otrJZG7dgaS/Y6kxb7W2Nl11e3Qsje8FWz8VENthPhCqScoUlNSQ07aAAxoZAK4SJ",
+	"1lgbX4PifzWwPbh/B4qkkGRNuECqGtSLbwzBVIX940fbjWEs1HAD2Bk17BOeXaOhaW4wMzM1rAoN5UBm",
+	"Vsw5IEsXw1tffolutdsPiCItM641E+AlqrVZGi3sNxnDSInRyXveBQjnzJUN4tTb3jucaYPjyx9q5Kwv",
+	"FVQB/uv85/53g0am/SNV7NsnmykFBzOEAg9Hfn0rrDOUuvhKcbNXul5UFBRVcRL1j+MNO3c78mugu3d4",
+	"4jUiYIdTaVrQ+VogMyhJgUz+u1nXS6fylJeEOQHqVLfX85sd5lqn7XL9w6k7/zUGK4v5NC7iJ0gGaG93",
+	"48rXnZmg3rV2BYBSsC18hUPWh65gGs/EJsdLnTtE1RHRu9kqyDADazoyV3Eps0QNWm+5Hb5xpzEpwwtg",
+	"KZjd7oqPnWfOVRkmvhkJBtVg3KrSNc7JFkI8PPMG81qx+xDl63IJMvzgNHzqqmG7NvN6SJxODXLFio2w",
+	"4HpGRXLDTZJKOwpd3yGpdN/M7XPYpZe0oJWZTRsIyJh0Y0hgQkKqZC5FWJWNGR6GqliaGHkwdeG0G1KX",
+	"uZVNG+d5EtawXslLdh/7CBxEji9voQ2b15vVYTBm7kMhNtP6JaN1q6JjHGwX6TRhYszF9FxeMtHSG3WD",
+	"CLBcilI8uYHRFp5I4Lf4VmWOUbjMpg36laXJHuN4mJezgwg1U8B3Pr7f6m1uE/sz5Ia50j4HAcqM4COk",
+	"W7i/uQ12zRkV4GXunZAYdgzRCPpc9BeZnGZMNWUmBLNfI7EbkEvT2e/oMK2QSgNtNPtDius83PPxrius",
+	"OGAYlQC2LceXhv1OMsZuF4SwaaMtPLD2RtkVFm/W75AVisMGUQ1ePhQ7F2xMc4XOuqKoZJuw9qUuKMIO",
+	"vKyvsdJv6z5q1gZ/lhlZMLlI2dBCa1TnHZmJG11su24YuqU2aojofrx1Nsa3mI4xDH2Q1u9oREbLTIyq",
+	"83oHFzF+UzV4g/mVmxXYuuD5lVnCslKS26bLFfpqa6KIGw3Fv6554iowYQUHiqRUM6Wtc/mEHNn4OPzs",
+	"1U4Ke3iTDCPneS5cNG6D6ojglaXVMERx2v8/tP/XUf/798U/B3/03384io4f/ffH2uDF6yuWXXG29OrN",
+	"WlGKz4SIf3l2TgLH2ImF6jGEC9VuLhM+JnO6stkjsU21gEqKwo7ZdG5nOArOqCbf12pc7QYLda/NT7qc",
+	"END4Phst7XarD8Kjt1r8vQVSb7f8c5+64iJrt9mFIhHmy9uJf+Ysv+0VgNDHl7d0l2p0u8Xb1Nwvb/nl",
+	"fKvbbUICY/W/2L1Yj7TfZjfuLSZ/u014QzMNBtw+9mDhBlNf3ka4gODtduB+opm3W/kZm9PFTGa3lQjK",
+	"j/PFbYHLIL/dBtjc5y9v+W/fGcX4lqvPlvekFZvZVNjYDnZnkT5aU2CVUiG4mPrEI2MAMpqlnCndc34Y",
+	"a+tZ+2yDB+bTGbvl7Wi2eufyqra6zL+vyHImFSPgFnO1nt0V073QUaDtXpGE0VRhWb6Wu8/2N3lVm+Ib",
+	"yJWdErq3JNXWZss21XYPfU2reXwmlwI2JalPHLidO2E/DgOfeBtsX0F6/vDr/Am19LMeF1CKT20mYPtD",
+	"aciLg83cbaQl49OZbpsvap+Oimm7j27cgTaLbyjNxAukfTr5garcEnt/dinUjO41y7I2VcWf3NZtsCPL",
+	"pcDEqjldkaXMLokUuzOL1/DZXVx5TxEAFTzngEoXu0NEvANYSAxIMSeEji9tmleLWERrSgwSSjdR5OYc",
+	"kjK/3JEy61k215ZhbxVdPuyyYWiq8Yy5JkIuT4J4xZYYRaWKxxWQbHaVF48WoT2/Bxv37/WyNo+5Goxa",
+	"XymKw2peruHrzg0q2NI+5fBs3UfJlGlFKJnx6cz8LFhLIrvhlpRWs3E7zliNz/fZNYXEeCkAKsRVKENe",
+	"ZHG947pkv7zOhxyoFvFRPBjYWujjuADZ7Q02r79Gb3KvklzwP3OEoVA7FsA3b4y6Rbh/zcD+3MzmzhuW",
+	"WTDk24f9m2P4c3q9YyFfc4B34WdcI3LgtwMFmIsFvqK9q1DS6DR2AJ3+Y/xHTBDpuDd0cUMId0NC9k/P",
+	"Xj47f0YGg8EhjqwOP+A/Pv6/8OgP8fZgno3i2WmvJyKYvdmafxDmHdSWyyInLe9IFUNsQM5mMtMWUS5X",
+	"Rq8tQ9bWotJGVdDWiNSCy+Ke1aJ/IDzKSADkRxnsoxeRKnyoB4VdQw6NAMpLszn8BDiJBWgoTKsWrwd+",
+	"CaCvIhIA15nlzZmeyaSErRitQ8TZ1yBjwvxcpE/A2kfCYq3AVJrSIyIS+5IqB+YQkRjFp/8DzAn+Uvq8",
+	"w6lAfIbwLwFyhT0Ii1sxEmXgCrcu3PjgbUDU9W97EJC4VxkimHQVyaL0ZcTDsl6h/iRP03gk7BO4Twqe",
+	"MQe4NsScXiPUaAV0NQrxsBz2VQidFWBkRSQA+YxqkDfNYDWomqXhEFrO06hD5O0+OfoONgbLMfpA2Enf",
+	"1uia37//PrK18gmRIl1h5qGt3phRmzBnhiijU0ZkHXrJ46viD7AztSitI7EDTGu0XrBvplOPfVYFN6vD",
+	"L/PAg1hKUq2BdxnD6zJOKE1t1s56Po8vLVqXHprrlG2Q72Gmx0zrhRoeHpaA5wYJu3JQWurQX+itPB1+",
+	"dd+PNtUxYbRtvejT0HUJiqWUC4cg+1UJ9xzaESwph4qgrh3DMFdFANHeVSK3lrNNqXLw/cjPsnFhZkZ7",
+	"qfEsymJ2qv7cULvi56dqJuj+3MroLFa6LfUch6ubjXWy7gBRVQDotZrk23dvbUl7jaukObPLNi5osOnw",
+	"N9KlihTpab1yYbxggffA3KA6C++ryPeLOtf9qezbP4b5evXXyO5scZabM+WQRD7XLNy5bbnRsu3F3tJ2",
+	"bR+O22Xv4tbuOX93rzf04RK2Tbq9RWJzjFuJYOdmd3oe7Da2pxkTxZgA3J+dU5z9Aa/d3rvduOb05CK4",
+	"25CerDaZ0QpqO6CmCfAYswRdhyuyZBkjgGxrO6e1oX8/Gcc1169Bm9zkiomLCnehFWEiJi4gIr6HIOrd",
+	"g9aAXm57NrNsv6Sf8zTde2lAe9bSYmutB2b9rL2JdqDInF4PPZgrEABOhEzLgAk7IYxVbMCaUgNVunRl",
+	"e9CDIxqLEGOw9qWD3YsQqvu0w0UtvE57vcPeK9TmMitVi6mUemT3SpWXx7FX5iKUmpNYv/SYpilCJGLj",
+	"C7wsQaMBK1/wdyxbLqDCG2wNxKZfn4+xv4cLmWn39SLHH18xnCZXrDbOZI3P5w2BjXAoG8JNzHAzdk26",
+	"o87R9WAwGHV6EfYNClK07eP136yvfY9tWJiLaUy6QvpPrphGo9pGjcFIdlHomHQTroKIMpy4mvEFycWY",
+	"ZZpy6AplocNtvdsJoRBNCALTiNowpwlDB4lUNqW6yERx0wOcMvvBThgRj1xZHb5eq8Dpol/S+n4LNpWa",
+	"U80SPzX7fKk3WAuAONzk8IA9BRVziByRb7gYGOCrxyZhm5FCEcVgAiW03fB4m0/TnVRxBL0IgTYYHc8c",
+	"7Ex3w+seUKt+tJ1PNBivxfnWnsKG3b1FEKR8PvXJY6oS7/x0AZAiMfwWS1zPLv/ccsY71SnuKUvK/Ibe",
+	"KDlf5IZEezYUDFGYarkaVshY4VwkQGyNCKeuZWcLMyXIr2qlPRU7c8MKIZqmEmH5C0SJE4BatHhitvcy",
+	"StcC87Z47zY5P66XqM/4aVc1VKy6CZjudgRxB0TQDPlcgXo2qmu5jK0Spj8KNAB8t9cyDt+SEDywCORD",
+	"FEcOShh+8VZnXsKZ3pwwUj3ovbC5l96V8TlBLQbz47VR7WY24hvsHm09BBxk8/ebEscSNqdYg9qC1ppT",
+	"uhqB1KGrS8vhb5hBh5+I1s+5eR/+tahHPC92oyafqGjFjDd5SYVWNp3IGPnYfsPY+7mAI0FfxMaTbWAx",
+	"tZtSqX7Ez10ytkDT1emO+MKgU+3Z3KJr84Z9O3Pn+EWALOZwvuYPG9AVdyPOBnizXZgkkK2j1k0csqEr",
+	"zj6w2ncDaduO1r4WGQ69KQhpVcCy22gx6cb943hob0zPtuJh4zzjenVm1oCTvYAOXad5Xejx3Hdjm/Ir",
+	"I8YlYsNYdwLGlW3XTPPBp69fv/3pj/PXL569invYTc02kYxGIj68Oo6hM+yCCe+CxSZQAE+NPXYwigyb",
+	"DFwOplds3EzrBXYu4rVYft4lYPZEyizhAkVzxsZ8wWxf2kVKuSC/np+/OQQkRTMbND/7cOGxwHkwEiPx",
+	"CxMsoynJ8tT1UqeLBTT8tKodLsy3Ux6at/6LPMsymaHvpLGrnyLduKm9UxzZ3scjQUhsiS3ukQI0ElIW",
+	"uLZheghGm39hyB0j8xhhj/1ue8eYGXTCWQo9TYNW0JhEZ8c3pxK3iKCP8qOjx2M1k5mGhCL4fxYPzEee",
+	"wRYFvaaxH5DlppgXwXCruk+ur3sWmdqynxOzHGh5HpOxOTllxmxshUi61VaI5iReQeITF9AayTzzwUzy",
+	"o9mhD8A18J/AGc0/eaJ6BC4abP32svqYdJW0Xa/jASYWDwbQDN31gmWpwlwoQuInMMWwZTgcj8zHM+xX",
+	"iSUHonBvwTJ+st4VswJotm6OX6dxD2gscL9YZE/z3KNvjjBT5vER/OebOewJIb+5fuOGv0+pBoYO8lVe",
+	"MdvxwfcGtCLOd5+Dr4MMthOBZRU96/EnmNuwvNwiTWxATvER28PqWAG8YKokydh/wJ8Bq8YvVLvKzxkV",
+	"imhDWWLMzFiWlLAtuve4KVvwYeMEZp4gqIptvmAzLpL13T5FiNVS3+55bv7FsAkXVSQOsSuHZK3jm/lc",
+	"N35y/A1pyFDDbldLrlgvMgNXWqDDVXcTBaxCMyLXkc2k1+NZqUe6E4fuZjvYWTOJ4BAgp86MVHx9QN4W",
+	"CzWCpZYOQN/yVGBT8+z9NOMdk9/4jz17dUn85PgxqeT4Dcgrm1SsZwzagCHRl/f+nS3SqXXwVmp0LDBZ",
+	"wGGABIzSogiHaeF8FIm/OXpMGno81nY0NDOBJmZ1DTN9u+gYLk7YShqYTbWbtJ0oXBUQGI60cKrxqU1U",
+	"RBlCbONMZK0wkOWqEfKS+MnRMSmnN5qhk22Nmgup7JZl9vn0zXMnmYdkxsSYYetIYj3nNAWOatgErM3p",
+	"EXCN23fRNgPWNtImRR9toI+6LtqRO0jLRB+TIs/vBC167JHsYIJwQv70nxw9IdXczhOE/EUqqUP9hSkB",
+	"lGLRmXZOVzBfyyfKXbzJWhPvcAaPyVo6IvSpLbfxRhln4Y3aNfIufaMmuxFY0dPXb8+swqXIVBoNxv5u",
+	"X1Gw3t5grWNvEFOy6EFDPIVH35Nq1uQaSaCd4VCH6jr62rGBgm16J6y0SOsstfwt9y2NSl1LXdwaaRDV",
+	"nJSdkIuV41RkRtOJ+TC47KepvKApGdNFZKZoJqLJcW9IFhQmG+Eh0Dlz2hsQi8Lfwa8VjGAWZzumCjo3",
+	"5OvnYg9wTBcAAm6ZpCEy5YmXJxGB7DvCE2jfihfUPL0y9+Ii1ygBXIx2YPUr5ChuTGZuWPz/9UPx1H8N",
+	"GrIaEiGV4JMJaB1wiO6xM3up+29kyserIVFUJBfy+sTtXF9lY3IgpGAHJ2RiJHnfqJdKG+0N/45cSEnk",
+	"wuYXgO7SRjejDn0XsZFpAKUeoT4XNATTFg4aGCZkHtjBzBM94FQMxHbRCx8VsCwX5ngqVwfIGzSfM8aM",
+	"/q0Oz549/dfb5+f/ezDHm/wswLE29KbZtUZmYFOO4x5srTUOrMjgydBQIMJqoibnpDhsbkI1HZobJNgJ",
+	"UhwOduDEtgUd90ja5tPwj0Jrtw/KiR/RWFfGOJsU+K8KWB+GDeELoBbqarxrYNfJE7BNnMwIumMod3ab",
+	"22OUVuMab1Nt9fMVZkGDZibn0MHcbAEU0oL25K4aSu/jb4hrMIPJveVO0YElP+wcD44GR5CYtGCCLnhn",
+	"2Hk8OBo8xnYdMzBqD2fQsuAv8J5giZNXEJ4nnWHnF6Z/tY9EnYyphRQ2mv7o6GhDA97dGu/axgk1jXbP",
+	"WHbFxRTyE57gF+sG8jM7LDrn4itPtr/ySuqfjZQrWf6d4b/fRx2Vz+c0W3WGZrm+KBpY3JgphbcR4Yzp",
+	"VEHakds+1XlvxjucM0MgZsvM/9mzGKzoPLV/grqEjSfwFp+4lwN46hTIT3QEUeebo8fbXwhbn7c/tlo1",
+	"OVSRjcb4zdHjjQea80N7clfHh7ZERDUe30uu9I/uoaCxsWr0mxWPHJqX30D9VSMAReVp9Oy3fNj2En9/",
+	"S8IqO/XCHWkVYCwQl9Yz3th1jbP5N6OxT6TRyE6MeqHQEQ71a8baBAvwB7SuNWRjXGuyoNMWTW385Gsy",
+	"K9euhjvWm9+M41aE7k0XfKnF7fjZKfw3u09moaDIbH+v6JEe3jpUtrAMy/XqDe9Usc0fK/foEH1ORVvI",
+	"mhsllyxzRLNGujUtIeCF2zCwr/WYYGNI0E+54YyiRsnUeAz7E02ePaxfwPNw5g+HWz7cdzOG1n2xSUba",
+	"4aVsPOjd5NMrOmdvqFEc3kedRV5DI2/N5woq2VH8GXX6nznLVnVCquamv7WL+6xpoZVCBEu/nVZ0awqC",
+	"3Qzp54T4VpuKxRE0y6JpqgK8bdcmQe3E7g+X1OYj3IL8pKqhv3eU65uSn3n39tpRC95mG9LXcLgvQ3Q9",
+	"Ofp+w5aEwbr2W1OQ5NqmVOu8h0RpnqZO3wBitOEQyP4c3Nf9YTrPBEReqlw4xXOFgMP3pLKe6goUui96",
+	"m6+ULVbebIk8dQ/9HSyRcEfa9VL2UIf3b4n4ybexRNyxPmhB9ZaI3UybzkOVBZ+PUJ757qfhBSv2v3rB",
+	"AhOlSS12hHSHosPTar1abCf7ZQiOzW/YlT6VYpJyTEm6B0IKNtW55kk3PrLMGl3qipWZdEBD0T5Um5qU",
+	"2gS6S1FiRqEZ61OR9BXTWNHkoX2sUzgiGdMZB1AECNGa/RyMxGmSKKIlOORLVyUD13WpNAqdaQDWUfkk",
+	"VyQXCctGYklXthZqfsEx/GAzooABms90Y3Bc/2E/98cF1ePZH4r/BRFgKhLwmo+Ei9fpmu3P+HSmbW9C",
+	"Fy2jSQJxtXzuA40Y4ZgKlozEt0/6F1yTDLseQxjwe7KOBOKjK0W2GICCkG4BdDkSNElY0juxzMSmVEjM",
+	"mcDuLVSQ7/oXK+2adVa/6IBF0KVfZiOnSVKwkQrx1NQpwgKJXR+dmzchIJYkPixFjqEa1bzyJxhVrqS0",
+	"Q5PE5ZJRJDR7V47bJGG/vz82h9satKc05//A8/bE806ThMQ0geI8R0IRhPUvmE+H6hGq5ZyPaZquTkh4",
+	"X9dvaXFETUyyrqLuHRid7HrBxvqHZ3Fk+Gz4Bcg94JPShUVILRI/A7gsx9SATY+E5VbxEWSb2CyR70kV",
+	"M6iJC/jUkJGws3Jz4hpieyAMuPlG3cU+C/WDjRf7DBj5+uI8M4H9tCiJdfcaZ1e62i2vM9yKH2Wy2vdN",
+	"xm5MH8vqrs5y9vF+uMgZ018pw3hy3OJL5ojPpXxJMyw+fHL8TZs1+Sy931jCKTStvh8WZa6ILvpIN3AB",
+	"e0uxDC/QWXqbNf5yF4/NlnWpe8jfw75Oyktua2VX+6zcv61dWUgbixsX4Tw3D4Z3g+GdlLapan9vdmhV",
+	"bl8Ls7tMWXcoTyokXK+bltf+QCF1FnV5j6AUJRc6grRRLpjC9MYQoXP/kauN5HYYfntPEYqKNzv0AAc4",
+	"pfVO4GEBmI2TIkrTlSJMZDJNWXIyEm9en50TOqVcFO4tG7IxFuHU2Pku0X9ATgELxL0edg/FjuAjAROs",
+	"QTglXbjONiNTOR/ITC5FD6oWLBy2TTK2ebojURw2VCLLNGFKhx84UFgOYe3kqkZux61TrZ8ZAV7lApUT",
+	"q9OTOSJEhOpo1JIVQHvJj0YM1w2MQN+bxq6URW6rimwZtNr+3Pn5y1bKw8YQ7PHdcFQ4xvqAGIqVkP6N",
+	"OGH4wlcZ+L2L4Jrd51cSUwvbxNoKzjQkE7Z0N9pd8hlN3CmsB+BO8OI3c60KKDMpYzJjMr+FZR7Uwy0P",
+	"y2yL0BQmC9QBeiICHoVhOGBfI9HAv6rozUO/VFtZEwxlWdlI1PKyyHY8tnmjZqcPlB/NVqieVPn6SNjv",
+	"uD0y/M6Qw6MW1uC5lL9RscIygPtSAA01nJAMgqAKo6Bu0eHxkhm9YsUN3l0jLInoww882Zw9xugV2yIi",
+	"9sRiYfvfOs7fLoMF+BsAVlJFUjbRXwNPeyX1ryz9BNzs2XyhW3MzRHQfon6igIOZ+2Y2fZ2F1QC/nyBj",
+	"qcoieJ+mqa+Hua/0A6D0ygVkteIT6WzPevX2+/H8p7IGzmwP5s2Olmf+qb+Dj6W0J63cK0En6/v3rBTT",
+	"b+NU8Uf7YCzXu1PcdjYkMiDmDKhLvolGyWAOjuNj9dKt+1fqojCaZfM4IrQoORz6mI9PdCrjTSV8MjE/",
+	"TzI5dwOMhMzWLdzuo6OjiOQC4QGTXp2J9wvzHKCdbWcxoHaJgESfQWpgcY3rvUvu3B6uSp1fKbgJCOTq",
+	"boMxAqDAzjcNrbsbt/cmVa/VYTGFO/EinYerBGAii3Zu1kqdtTK+xNilw6MoX12YM9Q4j0T1bkY2x7Kw",
+	"2OJHR8fGVBtZqKtRZ0gmNAUbzV5zDFEysLGSBrS5IeE1NZQlSECLFionDhpuJFxtfsyTOCph7czpJcOY",
+	"KBR+Ah4FVOxjUyhApDV/NGwLi/ZHAoJHtdzmKZ0vKJ+KHdxIu7qN9u+n2Yl93UGg15GhD/V+vEPHkf3a",
+	"eFWrUDjb+et0DH3XMr5rYYLvIVN7rZfX0KgO/CpkVgBtEGSYlV03VHvXDdUVqffJA9xfkPMlkymhwS53",
+	"n+YZ1TIjiE35EkBxUrqSeTkK3kJFDGTZVnfLW6Zq2edurpMG7zpwr5yVmG4V9PFOvdYbmQ8unSWYzejk",
+	"JgZmQolsjru+mskO8JW5gO6lEsPspCtfsmTzg85ygAnCu1I9Fw+5wgXbv564g3ekobLuTSYBAuW2d+uT",
+	"aQGfNOFr08V0O/fV3awbaQR/lywxhHzB1EnnyQrEo5AkY313uXcWiQgt0+g8QSyZGO2XILMU+7hOSPzL",
+	"s3NSN3A8tNg1QVrbSABCjW2oUDTxsU0VvJ0UhSzM/LuQ2xGC4MBunBhrDxEyCi3sQIUQGb6RQsXeE3ma",
+	"RmRUNFowfwS22gNM0FOBmDvYchitQbD63MwEWzKlQ+g1XATXJGOTFJAJu3QkioNCQcrFNAKEQi6mRGaA",
+	"x2KuNAAAEmvPkTOJWbgFik5gjR6owptlBPSfOU2JlpjDW5SzJh48E74MCD12ITj5kXVXYQQPPF5cK5ZO",
+	"AKsVx0mophGB5jUOhAjUWWfZinRlp2ZOCuCD/WAXOULfWQLmCeRswCiuSMNulJAwJbeJI9FFAFA8Rn9G",
+	"Zr+MgEO72bsUoeEq0WA+Y6iSXXGZm5MbiUWag1EdESUBEqkJ9Qi+CFBHtanP8Evgv9siANagpcoSoKYM",
+	"wmFG4S5Ddy7v6dnJfY448OstLesyEjwc1oMzriYIldg+PkiVinTPzp717tDz1oITK9+uNybd+MMIG7yM",
+	"Oh/jnu1cDWUD5h8HihjebBh1Lyo4eJeKkXATrzxTtDKBUQA6t/IIKKDwK/wLfx0J97MNwNnMh3LYG9t8",
+	"8cyNx5kyr1xexQVyXMoBk4/NRyJ+wVbPxUTGQ990AUCc+V8s8nkMyDDxazYNOqybqEzetyyDhsjZEvYr",
+	"IjEs1M656NtfN98BOQ0B2EDCjcTUlXWUGw/JiRVwTGiuV66PUCDzkCPCrwSTOhKu6GLBaKYIjEqhfZrl",
+	"msuZVMiTITn8JzBdk3hg8VQthiAGxDAWZiQuzDT0NBYPMKIzZmFol8awNlRuxjAS7ZKL5ECRhGdsrGW2",
+	"ihBPUMMkXH2dmBqBC8vlCrIfIVzSA36L0tlVnrlrBCKSJmok7C8Rmckl5LDMqVjhqJg/iTNlmTL77v7H",
+	"V/gZbp7KZbqymS0jkWRysWDomt1wKH7udk6JlXBc426bsaORAORhow2UAPWstuH4tVyKYYCHh6IJryoA",
+	"XUOSTESOI/IoIo8jMhgMRsLi/pIpXUSIpchWRNGV3yuj89jt0rIOntRcAIAoJaf+jC1kIgxOPehf/JIq",
+	"3Ycl9J//FJNXhgUgRuCZzLMxc/vpEJVHAvElQY8AjMwE9lPqHhE5dJ4xuhtExV6Rf5ilWdmK7QNQroJC",
+	"M86kUiNBi9FP0GvO09ScR+ZQFpsvD+6HX/xIOHBW+GpR1UjmXCkHLl8rvP1obcoSg1vHkxDKfCr1SbC7",
+	"5rLMvephNgHTVGF3EMi5DBDuUfBd5dPM9XyxvqHScdV5iHzE+v3nqIa8vmLZFWfLBzVkj+FzLRd8DGch",
+	"3BmhNhIhM0NLi6oKEugmMMCr40MQe5tzVn7BR/4OCSvFbrSic+yAY/RD3xru3pNW7BLaZKzgwT7ct/r7",
+	"NveHa5uaNeNv2EfDu+aOoXzPDm0rikYFv2jsYs30GZ/OmNLod6BzZ6U6tdybJRA0j2zfg8jopzYyrHrt",
+	"g9RG3bLfBSxs550ZCdcRxAbg7Sx/+D2Ghy0k9VjOWZBI4zT2cgrN7435M/Gjo6O4RQbNL7YHUIuYdtEu",
+	"70vLoFljLfWJNEAHDze4LovGXREI2NobasQn9L0CfcaFVNydK2WGkVxonpqrY+m39nbvKhThMMsmf5kz",
+	"tPTFWmu12RVbHnW7I7ZskVaNnWI3g82yiGUIjjISgcvNGASuvbRGt15g4myBHG/W3t3F//wUXpjZg7a7",
+	"97vb6HW7wwsYtJi9+dCbMt1sHz4raNlixubQewxweOLKbD7w5GNccfoUkAEjQRWxuREHisAMUHJYg5Tr",
+	"ofvd80D0oNmEM/s3xZjFLIKCggF5bqxcZsExjY4TgGO2zU0jzalp/yO52EGO76XE8Y5qCvcffcYT/CQJ",
+	"aHAG5jDqCxbxl4cEtHtKQMPbWWSfFQ2WwzQzGqo4TiWAzLOHRLPNosaQd7ipvh9tzJPY+VAtOAugw/ke",
+	"Pj4hLWS5NQlpm81AJ2va1f018Ms7qON7+fWV7t1XCVtBXvtWX26fhHVmbWnb0PrzTMWqCMNPmYe1RTgW",
+	"upwHdYTGR/ohMevvBd9VJoJN7P/yaqOn/QVb/T387JdmoW297DYH4LPwrsPE2/jWzVE+2Pb1nvVLtgqd",
+	"6VbBKtCsK5ke4YW6vAov0+GHS7baqDhhesQLttoW78UH6wEr7XxaQFZu8zdDc3iPkXPUCo62Rj+zSR9f",
+	"g5x5wVY1eDGb36n09L8nWrYUY5vzky6flKiXB77S3hoJR/Xe3dCx4r08B8r21mTXFBynVNk2mVHhAC51",
+	"qY6hJ/KSKrLMuNbMYmmV29DLsWa+6aXz85DqS0Vnf5kBvlapB/clYwtFBOZW5uMZKdxRRGbkkv4lJSbT",
+	"VuJGo/zo6NG3S8r1D4+PVOwyXQP3e/epFCpPzeJTOb7kYkrgskE4q4DW9tEm23W0IeZEunH/OB7aDuPg",
+	"jPaT6R/HZrPM4TmJABxKEszC6kH34vWaUr/3mKwCbnQMYo2ED2KdQEviuMjKNUObpcJEeq61a7Fu6nqP",
+	"uhi/nIwEpMYRaWP/1ncHvXWBHQUpyJDB1RA4a8EGa+prtwT0HEvEHY78wvbCIfvHdxqe+6/D/2pvDTzX",
+	"bP6juYcb4bzdZTXrt02YzcAN3XebvmnfPDyDaw5ftS98jDq/uyapddyjfA26njAOFLqP3S9yQmInQJE/",
+	"bTiP9SPo1Pcd3raeV/JM8MkEd/Drklz3FCkJmi0jIiFQX89yJ9cGPP7dpRVAfmtJVtTIpt0MkBdsVfUz",
+	"NGHdW7FmRJyXat2FVIpfpCuQI73ItYDG9s7Yi4GLkSjIFYsVrLPhQK3JPkUu2UKTC+Y6KMxJ147QnzNN",
+	"7TCRF3TWCwg5DzqjQlGso4HdQi6I6JLxL8/OY5BnYQqEGYapku6Ix1KjQca/xycl0QOvjUTxXiEdSBfA",
+	"Bhi0zO+dINbTknvEdxykBvN9JArQd3fwwJ5RDHnZ44EIiqCumQSsh8yM9BNqJDwofCADcA/AF/rDyzjI",
+	"fjQL8CGtoZXrqJ0ndZ3WSDdjV/KSJdFIsOsFB63GSuH1ap5UKm07bPhhDAFA83nbzN9oB5AWf8lFMuoM",
+	"R53Lq1EnGoEEGnWGluORU3w9scvFrfaLcLh38xyj5mIkLpg/F1rYMOicd6kzLifdzSzo2P/9SDScWKA2",
+	"QkMOHNvtEjbW5yqg1pFYpHTMzBpw8k5TC5BSqVueGQ3TgiC3Gf6I9U02a8Acbdzvz+l139jjMel+c/yI",
+	"vOA/Bu30e9j94/gxvNPXUvZTmk1ZfOLSbwHyz06xTv94k7fSP2A5La0wp3K4xz+J6lFxNdBLtk73EZmx",
+	"FBgGTNWGDNagAoCKzXrkJRON04a3d4Xm2OiMvbnac5fe1hds9Q7Jp07Bsj89hCLLocidDeUbOWbvowEs",
+	"MAKQ83SJjIqq0NBDjYeKFbHUR8xtjUD097a5jFpmWV1eWQ4NqnP8gq3OjKlXl01ljcBuPLK+KCN6oJjU",
+	"whGt2371JbDDoDcMVb53k8vDGAnUmoxW9K/zn/vf2R4w/tEfqWLfPjFKxtpMvJEPVTpzeQWC4New7gZt",
+	"ThRn3iZV1plK6sxQaKSKMkoKNhIVUxRMaq5rS2jK1bQuB9XupJHlRjsIk8zKZZ11SWZsMB1AZUbKQIPb",
+	"R9oZiq3PL+nsBVs9pJzdhSFVkxK5noF2S1PJMqQU0x+GHxryxaySSuRSKKjoVJErhB9DTVkIHxwRKCPH",
+	"21ukryvI5jLKtmVFTuMO+YG5Q2A1UUgmMVyPY+JXrHUaR0Ui2CVjC3jI15yNU6mgKj8rNPxCdy8YQlCT",
+	"bxT5ExiOiWQkMoYbEZZ7ObZSi2wGyvpLqxntdgaQ53WXuDo4rdp6Cyq+ALf9jbJ3bnkDYWuczRJeM3tB",
+	"vATH/z/8AP/dAt5kqNzRSIv263grvkoN89YIRGZr3PGc1N1S1CmsyXnBJtJKeDSAa080amyF03BoR/u9",
+	"oj8xTXna5M21lPhADGt9FV2TApFgUbJn1PWHfIOkojoZ6a78NtX9XYAGg+IJkpRLjiff5xQ9TpjQjCq9",
+	"Lff1TWdsnXZtjUV5YtYtidXS5n2pNMIHFCJwJJwMtL6uYbXA2fp8WArupCl6RGP7dGxEbGzFdxyNBDam",
+	"LDo02BVjlvaPTC8Zrnse4Xz65qBiyIRQhGKbV/RiAf6NuGBjmivskFvIbUhMX9LCjxf02ZmhFwPa4zhX",
+	"x4FnBSPRpYLg/ZZZVEQPYVOhuaZy3X4X1NhRvWGwDUKCEcIywIRQhGuzZqA7CTYLsh4oDIcdhEwOy4+0",
+	"S+CEErqMTJgYwy7LSybwyO0cLeKN0WlgNmbOfG54i3OYRWROE4e8RLE1n/lMhD5M68XrDUbiaSoVL0HJ",
+	"WHVLBeuCEQBXoDCJCuSAimUwdLgBgBrQYKO05Jj3YKXAzHz1/VdnrdyMBd+DjfPCqe2l2vFPxLO9zbB7",
+	"VU04eFFVU74DZm2nZvhPozjU53s52+lBZ1gnvje5mpXiIiDQIMdCyCX5B9E63aj1G8t3Y+rkS3ji75A7",
+	"6feiHfuV40twWn4W6ZM49zb5k3CeD56q+gRKs40NcARGK7G9A5aU60rdst3/0rUKWmcUpnTFC1XVhwK1",
+	"B2jDqnuDNe3kLf5gTvOTVK7Y7z2gDu/B5seTBq5t6M2FNK1hVEdWGyx6JIC7k8sFm2sw56UFq35gJ9Vu",
+	"I4gTGDAOBPgypu4GFhLtvw0IpvFAwhLNGFEsu2KAnk+zjF/RFC0P0gW4IwdVh8F/rcgiYwkbM6Vk1hu4",
+	"hFOk1chWYVFhAVU1Hc9cVMl1gT3xWRRckzULENIb0AjETkA6xWQq7FDG0BQ0lp/3F1imSLoyK/44oTzN",
+	"MyiKdo4UmIIv6LQWLUd3PyLYgZ/8mittxsdlIOJ3F1OWMH9gJGJr456bPxQQMniyu/YvGQkMgAi2dEM4",
+	"RF45vowssJuNkricBmvLM6HY/CJldQbr6Rg4+o1Ewh32h11L7fg5Y4wYg9klpNksMTgWcIl0qSZzqTR5",
+	"9M23Pu8OWnC6WDXu24EisVwKlsVNOR7w6444b8d7ZZ7ggP+CgxafTXdas5lGbG+q6zYk1DfyNB6CG3KK",
+	"e+yibph/fRL2XHUgkpjqBgCnIk/TILfAXtElE5rMGUVU7N6AxNTcNwVwpn0u+otMTjOmsJzcJydxNRKO",
+	"BcELGTqxHBsyTNh6/Gxe0ZfW0dWyHQCnuB6nueJXLDLsOLO6QSstuS1UOoDwbvAcB0M2Z5NEI1ELki4n",
+	"niF7nrwus0mY2OFitUEqB3LxEBPWZ3GQDUkcbVHRi7nqQskYFxKe65Fw4N8VLKEwzYM48G4XWqY+XF3g",
+	"CvEEQW5vDOrdTj29D++pHF8+JHnshwHUaLr2rvhc86Zkjz0ovZaZFNDSG91Zb9xjD+CbjcAppS16wN78",
+	"mhxc/pYgdEZQHLxIKVYGg8pcskyDq+Vld/G3GujNNS9FhaTu0F9RJd4HdMcbIsQZeojIciYxRW45ozoK",
+	"UhMUmcsrLqaNdBLdDuStrtwp/jDqQDR31BmSVx9j0j0eDI6Pjo6OejbybsPddhYkPooHg/hV/zg+Iebl",
+	"4iczwr8Hg8H7j/FITCE+7cYiueB/5gxHHJBTW2hSoBlB2SbFCyNd+Y5iGnT9RX6RcjWz/d3MXUrAT4EJ",
+	"Bd+46la3icXjRiGtRXQ7C66P6twNFoz/wBnTnxoMZocb67ohfPY28wOuy0ZcF89jvDQy16e7YJniSmMK",
+	"/4Xr+YDl8XgbdxZKLc3KsC9Js3G5PnxoYha1gU3wr6SLTBUlbOQyiXuuxUjYl4ljBw9iOztA8Z5grlUJ",
+	"uGDrGmyhm9n1uTDcJ8CcHYm2oLNkM+Zss723q6C/B8uvYKYP9t+nw5Xdm27QfNXvFF/2tAqLAeI/YTRV",
+	"AVQVaNIAH4F1qxqVJ67LOoDNffRJnmglix4mz9mhsOcaq6jt5ovaNqSjiigpBWDVli4tMBiSYoSDTGUT",
+	"UOzabf1UiLF1Ay8Zn850yVfvCfM46szpNdaPGiUtKCe9GZDFTTFp7yhQ4A/CIgb+3RBjv0T01y8Ki7UO",
+	"gTXGGxeTrv0COe6V0VhvoG/tBLy6jf88ILB+GQiskZE1GEOXRWO+QmgFAtLIww16QSN4l4eCLIA3nK5h",
+	"dFOIx3g3FtTLoWwF+eu1Eo5GOrUx+rV+LC5i0xtgYDmBWL/vEDd3CPArspTZJZEiGglImijW6h1q5ZyB",
+	"ko7fXMIH2RAlvd9GeQoUK4t78c3R49jluw+rOxxgR2gypoJcydxGm6CEMVcQfF/AMk4KpaZSSBiVVBs1",
+	"ElMEh3hy9CRuaiJTFWVfeTuZFpK7IN8vg/F8ajkspO5PjC5QEsVGBAu5WQbfB3xChRcACI9Rya27T928",
+	"982+TKQd8KvbyfFDOr68lVW1G6J2rf1V6t9FAykQnMXSGESQJYRajOHCzidj5MKAnIoVgj3Z+imIV5qf",
+	"DrDK2rA3lCUwTq8EM7QRF8rLpzWAqKjkk4HEkCab7HR8WXL17sQ5m22yfXDSrbrWPbHUyFrVhQLy1YGE",
+	"f1rjaI3IMZOqBHBYwuYOb9gJWeuz534GcN/7c1BZFjFDiNfFgiVOhVvTVt1C49/joqDVMHnC9QnBDs0Q",
+	"3pZim4EEbbw3JyT8Ex/5O+Qh3H3aQNQpdryVMxh2v8YFXE4/sIO2ST/A43xwEtenH8BGNhTYpExM9QyE",
+	"JaCtsAQDQOEdcwdRvl9BoU1TAgKe8x0KLUtI9aIKpvlAE1WagD3b7dxvnydWIplDxPXZXbmtLbqoQOmY",
+	"oT+nRPxPDdtsGLADow1AvUNMWQeMzgQcCyZqVxGezT72zZZ+2JDGH+0VCdqsrcUn94DVXOukfDZf6NXX",
+	"6er/UrzmQHVYWAQBfkPMpEt1P2VU6b4UY9Y7ITPYDmvV0/ElSxzELjAWxAtpK78sMzr8AP/d6D0/HV86",
+	"9rLd5X06/krQl2DJ94z2cDq+FHKZssQBSgJhFFDMe5Za2zk8bMp2Eeeo6tAWz91G5O02qSb5aOtg29Px",
+	"11SC/DmQ8i/cxnCAhC/o+DIiV1zxi5TZKkgLVCjThCAudmtW5o2vzXbvc3hsC3S1TcyMiA9THh01YjqD",
+	"kVufQwBpAztkEby/a3MBV1+jPcEPD/ZCnR+nkMbQc17TS1bkf+3TXNjUaNrx/GrLBd9iIShVbuil0AVs",
+	"sZGgbglWY3AOZ7iAvRNCxYrMWcKpRWH+n7PXrwgX4zRPWBIhBBv9M2cOvnjGMjYgp65RtOt5FD85OiJc",
+	"XNGUJ33zx/iE0AaY+pHYEaeecahfhLUrM2Nwddc5uJ+hnr/txh8NBt9/H5FULlmGJ37iL3/j1V9kXBq9",
+	"v/72h3f/++/b9ArbP8j79qzq/WUU2Z2u7a+JJs9DEvW9YbDbwymjsDdBrp+QIi+6vQA2XOVO3BrnZuCb",
+	"eTW+FAfESUmxn9q2hHfUdOrB1fBZqhqu/Uho/bs2gVIwkNqZAxHpnZD4kW9Gx3BLm29qttwOu/b23d8H",
+	"eO1TxIWCPW8VGML93xoZcsO2CQ29ZTQ5xLZC6QMIW3OQKCvv00Y8NtUEyOYPpnLpPgUom6WdXa/u23e/",
+	"yYR19pGM8QDg9ikB3IBAXYcwC5IsSDyXSRnNraDJZjw3Tzt35npwnK1eZ6pcvgcetQHZDbYJsGIy1Lei",
+	"7ShvIQ3s3TfxmzEh7FxcOhtO8gQAeYaEwpwATQ0nj+R6QceXNg8GXx8JIOoxCFtIsOJ6QF7Slcz10HUi",
+	"PlDkudAse5PJMVPKyDfoLmXoayS6cZnlHv4x/mOUHx09Huc5T+BfrP/HH2+fnf70h/1BsT/x77ad5mAw",
+	"qH/p3dvn5+svjQTHDkoW8RwgbFzX5AVOkrn6LLOeWli3kQDUqAOFWGStYd1IgeqGezsgpyMRthqkHvLJ",
+	"TNKwB2KBzk5cxYUVdg5o3bORkfB4dQFM3QYUuDuXQQ+IcXfhtsFje8CM21OiI27nXaLG4VUHfjUSseW9",
+	"cXt0OLIGDmdY71eIDrem1nMBf4JiHfirYXQbVXjF5nQxk9mWjMqz4rEH63k/1nN551sZ0P4UttrQweBt",
+	"zOjieB+U03oD2m/ozUzn8DzWr16LZMvi6O/QjAnoq96S8VN+IJM6G8ZvjwfuU9utlxJp3D4Xc42qDhcs",
+	"m3O9r4TMil/HqojxnF7HxH4JALEBgd3WUp4Y9siFsxuioDxgRQApCsBDsW4UhhoQSzQb0bVrrKeRCM0n",
+	"T9C/PyLdeH1r0JYaDAZQUUS4eVXQlMxzza5t+6a617BhTJ0dBT/1q1YUAs2AVr1gmd2nXjQSG4wpXbpv",
+	"rgO8M3vsvoNlBqONhJwQWrwxrDN/zOPW6LHWDjm1Z4cakZ5RgWdh6feAdDM2NrvtLYSi1NY1vkqYOgkM",
+	"WHyBCClYD4pvMzbJFUuGWPI1p9fVci+YQk1R10STCzbjItlglb2B5W8Lf0O9itkxR6MhfYKpA0mI5Lix",
+	"tfmcXm+sCLslesZnYfv58/xqjD9LHQ92363tPs9Lf87TdJPp51lQf5KnKdh/9tbtgBmu4sFIxCVWMbSc",
+	"ylbz67LAbRgNGEuVo5n/M/+jdEHFwCWRcwGfhBYFNzY4CXVLlhNrfBYa5NdkgfpVEoolJmbxgZq4owrs",
+	"lJXDD/iPuw0qNYmOh1DRFxIqQiIBYMNCfpXdvVKkqztQtx3g1sL8X5Ev5wjqVmBehSoPyCGNQIsOP41d",
+	"MUGghUIAfsIVyUXG6Hhm9v2ExICgGCOCoqIrRZQc1IGNnNmv3qmdiZ+o9UQgWsqXgEm6D4uxGbYmJFp/",
+	"SCXeCY+1ROO0T1t9O6GaAnovbPOoMySDwWBTc4cAeHMkEPpnSGIPqBNHJPbAmTHpIhrnjC9ILsYs05SL",
+	"XuS7DFfaCkeueQ9GYVwbYSOL3fAB4GbYexbHCSASJXb2HQm7r82gmq2p/B7QNO3cHqA09wSQG3CUZjDN",
+	"uiumZ5nMpzMLnN3oHD/3jz00QGii6coePXRA+Jqc48U9WWuBQNNUIkWFly24WDWXrU33gyo93aG2ska6",
+	"D/0PbohkDJVkkVHTE0AZ8rTh8WEASQ9hsozc/I8MhWct9eylJ8Jad4DizF/yQqPfd4uA6lc+cZeAXQj7",
+	"oU3A19UmYJzmSrOsv+QJw3tZ6hWwO7NuaYcUL27qCrA+fNuuAIItA75yYsH9Y2Q5Mekay2ck4uDm4S89",
+	"O7yfk/uEY1bwDQ+LGmzlSJhjyMHxhQ87JXNATmE+qJlj4MW8qJfSD4+7Zh3wI4FNY6G915JlrOhlAu3s",
+	"6owgd6B2IGsBOcMyIhdSz8glF4kiWk6ZnmEbOnCJrsj2PnToVy22tAQXy83M0bsKJqWcwPeaza6dxfYd",
+	"mV9SsNeTRnGxziCdLdaanwMh2LfeP9hwt/U3F5pCowG3N62gmcXtuRvCevOA9evxpXQP+AobCBSHcTaj",
+	"9TkxDw0EHhoI3LyBQLDEW7cSaKmk7dRKYCs3eugl8GX0EtggJrf7V/4emPMtmH2pZQLkaD1gz3/x2POn",
+	"lSNtAzVfNoi876oGfn5fOuluYO91Pq1/LRKq2fZbfQOWfpd+MZwmTv7+3GNfHUvYASn9wZ9WyzeQJAkt",
+	"jh/VNfBgJ2xORdKsnkH1B8KcwKW7YDRj2WmuZ53hv99/jD6YiwU5z/ZW5lnaGXZmWi+Gh4fHj/57cDQ4",
+	"GhwPvzv67gguof3MujIFlZRyKbDfDiXjlDOhbZ4aw6Q5nhEmEpcshbnBaToIAOCcprzm07sep7niVyyC",
+	"UliEYEAGaqtAiZaXTCjSdVnOYXb2b7lm1ySFFO5e+D0oUVr/HDpVCEvZGHsR+1Hxl5dUj2duPPRbaZbN",
+	"sbtFaULBx/xoNR/8EbIIs+BDP3GlM36Ra5bYH9338OBlfpEycmHfCz7j/lTzlZ/yzBAl+fn5z68R1lq5",
+	"REmLv8XhpOhlkJYLYKkFxFmRwAw/BB+2QCnrnz2vBO1sBiXsB0ucK1MtUgjjWR8xnUsxDYV4uMaAyNc/",
+	"h5wcckLwc8WmgqDD3/1uAhFZa++Ks2XwGRu2Xf+Eb3JBqFJ8KuZM6NpFYYtJCh1y5STsbr2+vsg2L9FL",
+	"aZvMuqzxYEpBn4L1ab1gK2U+A/IhIWMpJnyao2wmXcCqApg5Lkh8eXX44ZKtPsa9iBhuRDPWpyLpw0zR",
+	"YrTqRoQ2YEIu2UpFpW5WCS5gaa5DMMnLq5rJnfGpYAn59kn/gmt0KzcR/KmWcz5+CRuEpxQRCn8jNAGf",
+	"9PyCm8EWLHMjBZ93Y9dM4ula4qiybb4vVsRypVoOEtZ3rPORINWvJgfeMKxK/eQOvKtUmF/zbVdouf7h",
+	"XxlN9SyCb3PBlIrCZCYsgijc7771G+L/BWn1Rb5KzalivYzMteKJNQSZMC+whGQy1ywj3TeZnDM9Y7mC",
+	"WgA7jQUbE64VSyf2D5rqXEFGRWl9dNn5+P7j/w0AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1407,7 +1407,8 @@ export interface components {
         ItemBytes: unknown;
         /**
          * @description RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-         *     `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+         *     `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+         *     close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
          *     `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
          *     `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1431,6 +1432,19 @@ export interface components {
             instance?: string;
         } & {
             [key: string]: unknown;
+        };
+        /** @description `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension. */
+        BadRequestProblem: components["schemas"]["Problem"] & {
+            /**
+             * @description The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+             * @example tll
+             */
+            parameter?: string;
+            /**
+             * @description The declared name nearest to `parameter` (at most two edits away, case ignored); absent when none is close.
+             * @example ttl
+             */
+            didYouMean?: string;
         };
         /** @description `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension. */
         LockHeldProblem: components["schemas"]["Problem"] & {
@@ -2024,15 +2038,18 @@ export interface components {
         };
         /**
          * @description `invalid-name` (a name outside the pattern), `invalid-parameter` (a malformed
-         *     or out-of-range parameter) or `invalid-body` (a body that is not one JSON value
-         *     of its schema, or an empty queue item). Nothing was changed.
+         *     or out-of-range parameter, or a query that does not parse),
+         *     `unknown-parameter` (a query parameter the operation does not declare, or a
+         *     JSON body member its schema does not declare: a typo is never ignored) or
+         *     `invalid-body` (a body that is not one JSON value of its schema, or an empty
+         *     queue item). Nothing was changed.
          */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["BadRequestProblem"];
             };
         };
         /** @description `unauthorized`: a token is configured and the request did not carry it. */
@@ -2257,6 +2274,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -2278,6 +2296,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
@@ -2344,6 +2363,7 @@ export interface operations {
                     "application/json": components["schemas"]["Session"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             default: components["responses"]["Problem"];
@@ -2609,6 +2629,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["SessionEvent"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -4561,6 +4582,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["OverviewEvent"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
