@@ -224,9 +224,40 @@ func TestZKRequireACLNeedsCredentials(t *testing.T) {
 	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err == nil {
 		t.Fatal("COORD_ZK_REQUIRE_ACL=maybe accepted")
 	}
-	m := NewMain()
 	env["COORD_ZK_REQUIRE_ACL"] = "1"
-	if err := m.ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err != nil || !m.Config.ZKRequireACL {
-		t.Fatalf("COORD_ZK_REQUIRE_ACL=1 with credentials: %v, on %v", err, m.Config.ZKRequireACL)
+	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err != nil {
+		t.Fatalf("COORD_ZK_REQUIRE_ACL=1 with credentials: %v", err)
+	}
+	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth, "--zk-require-acl"}, func(string) string { return "" }); err != nil {
+		t.Fatalf("--zk-require-acl with credentials: %v", err)
+	}
+}
+
+// The status page says so while the root is open to anyone, naming it, and
+// stops saying so once it is closed.
+func TestStatusPageOpenACL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a headless Chromium")
+	}
+	page := startUIBrowser(t)
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	createOpen(t, zkClient(t, zkc.Servers(), ""), root)
+	car, _ := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
+	car.waitReady(t)
+
+	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.await(t, 30*time.Second, "the page warns that the root is open", `(() => {
+		const a = document.querySelector("#acl");
+		return !!a && !a.hidden && a.dataset.open === "`+root+`" && a.innerText.includes("`+root+`") &&
+			getComputedStyle(a).display !== "none";
+	})()`)
+	closeACL(t, zkClient(t, zkc.Servers(), "app:s3cret"), root)
+	page.await(t, 40*time.Second, "the warning is gone once the root is closed", `(() => {
+		const a = document.querySelector("#acl");
+		return !!a && a.hidden && a.dataset.open === "" && getComputedStyle(a).display === "none";
+	})()`)
+	if p := page.problems(false); len(p) > 0 {
+		t.Fatalf("the page reported problems: %v", p)
 	}
 }
