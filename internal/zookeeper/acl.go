@@ -20,8 +20,9 @@ import (
 // may delete what the sidecar keeps there (a lock holder's node) or create
 // what it would otherwise create itself. The Session therefore reads the ACL
 // of the root and of every recipe parent (Dir) at every connect and reconnect,
-// and again every ACLCheckEvery (ACLRecheckEvery while one is open or a check
-// failed), and reports those open to anyone (ACLs).
+// and again every Config.ACLCheckEvery (ACLRecheckEvery while one is open or a
+// check failed: ZooKeeper fires no watch when an ACL changes), and reports
+// those open to anyone (ACLs).
 //
 // A node is open when world:anyone has any permission but READ on it: CREATE
 // and DELETE let anyone put nodes under it or take them away, ADMIN lets anyone
@@ -31,13 +32,14 @@ import (
 // root are not checked: a node with children cannot be deleted, and the root
 // always has some once the sidecar has used it.
 
-// ACLCheckEvery and ACLRecheckEvery are how often the ACLs are read again
-// besides at every connect: every ACLCheckEvery while none is open, every
-// ACLRecheckEvery while one is (so that a fixed one is seen soon) or the last
-// check failed.
+// DefaultACLCheckEvery and ACLRecheckEvery are how often the ACLs are read
+// again besides at every connect: every Config.ACLCheckEvery (by default
+// DefaultACLCheckEvery) while none is open, every ACLRecheckEvery (or
+// ACLCheckEvery when shorter) while one is, so that a fixed one is seen soon,
+// or the last check failed.
 const (
-	ACLCheckEvery   = 30 * time.Second
-	ACLRecheckEvery = 5 * time.Second
+	DefaultACLCheckEvery = 30 * time.Second
+	ACLRecheckEvery      = 5 * time.Second
 )
 
 // OpenACL is a node whose ACL lets anyone change it.
@@ -128,7 +130,7 @@ func (s *Session) checkACLs() {
 				due = time.After(s.checkACLsOnce(ep))
 			}
 		case <-due:
-			next := ACLRecheckEvery
+			next := s.aclRecheckEvery()
 			if ep, err := s.Current(); err == nil {
 				next = s.checkACLsOnce(ep)
 			}
@@ -157,7 +159,7 @@ func (s *Session) checkACLsOnce(ep *Epoch) time.Duration {
 			open = append(open, OpenACL{Path: p, World: "unknown"})
 		case err != nil:
 			s.log.Debug("zookeeper ACL check failed; retrying", "path", p, "err", err)
-			return ACLRecheckEvery
+			return s.aclRecheckEvery()
 		default:
 			if w := worldPerms(acl); w != "" {
 				open = append(open, OpenACL{Path: p, World: w})
@@ -167,10 +169,12 @@ func (s *Session) checkACLsOnce(ep *Epoch) time.Duration {
 	slices.SortFunc(open, func(a, b OpenACL) int { return strings.Compare(a.Path, b.Path) })
 	s.recordACLs(ep.ID(), open)
 	if len(open) > 0 {
-		return ACLRecheckEvery
+		return s.aclRecheckEvery()
 	}
-	return ACLCheckEvery
+	return s.cfg.ACLCheckEvery
 }
+
+func (s *Session) aclRecheckEvery() time.Duration { return min(ACLRecheckEvery, s.cfg.ACLCheckEvery) }
 
 // recordACLs makes open the report, sets the gauge, warns of every node open
 // that was not warned of in this session with the same permissions, and says

@@ -81,6 +81,10 @@ type Config struct {
 	// RequireACL (only with Auth) makes ACLReady fail while the root or a
 	// recipe parent is open to anyone (acl.go).
 	RequireACL bool
+	// ACLCheckEvery is how often, besides at every connect, the ACL of the
+	// root and the recipe parents is read again while none is open (acl.go).
+	// Default DefaultACLCheckEvery.
+	ACLCheckEvery time.Duration
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -101,8 +105,8 @@ type Config struct {
 // up). The abandoned session's connection is closed, so a session declared lost is
 // never used again.
 //
-// Every goroutine the Session starts (its event loop, its heartbeat, the closing
-// of abandoned connections, calls cut off by their deadline, Settle's background
+// Every goroutine the Session starts (its event loop, its heartbeat, the ACL
+// checks (acl.go), the closing of abandoned connections, calls cut off by their deadline, Settle's background
 // retries) is waited for by Close.
 type Session struct {
 	cfg     Config
@@ -188,6 +192,9 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.Root == "" {
 		cfg.Root = "/coord"
+	}
+	if cfg.ACLCheckEvery <= 0 {
+		cfg.ACLCheckEvery = DefaultACLCheckEvery
 	}
 	if cfg.BackgroundReads <= 0 {
 		cfg.BackgroundReads = DefaultBackgroundReads
