@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** 200 while the ZooKeeper session is connected, else 503. */
+        /** 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503. */
         get: operations["getReadyz"];
         put?: never;
         post?: never;
@@ -1421,7 +1421,8 @@ export interface components {
          *     `client-closed-request` (499, counted only: its client has gone),
          *     `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
          *     `value`), `counter-overflow` (with `value`), `counter-corrupt`,
-         *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+         *     `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+         *     `shutting-down`, `internal`.
          */
         Problem: {
             /** @example https://coord-sidecar.dev/problems/lock-held */
@@ -1478,6 +1479,20 @@ export interface components {
             timeout: string;
             /** @description Live leases on this sidecar of the caller's token (every live lease when no tokens are configured). */
             leases: number;
+            /**
+             * @description With ZooKeeper credentials, once the sidecar has read the ACLs: the nodes
+             *     among `--zk-root` and the recipe parents under it (`<root>/locks`, ...) whose
+             *     ACL lets anyone (`world:anyone`) more than read them, so that any ZooKeeper
+             *     client may create or delete the sidecar's nodes there (see docs/SECURITY.md
+             *     for the fix); empty when none is. Absent without credentials (every node is
+             *     open then) or before the first check. Checked at every connect and
+             *     reconnect, every 30s, every 5s while one is open.
+             * @example [
+             *       "/coord",
+             *       "/coord/locks"
+             *     ]
+             */
+            openAcls?: string[];
         };
         Lease: {
             lease: string;
@@ -2191,10 +2206,12 @@ export interface components {
         };
         /**
          * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
-         *     grant's session expired), `shutting-down`, `too-many-streams` or
+         *     grant's session expired), `shutting-down`, `too-many-streams`,
          *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
          *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says
-         *     which); with `Retry-After`.
+         *     which) or, on `/readyz` with `--zk-require-acl`, `zookeeper-acl-open` (the
+         *     root or a recipe parent is open to anyone, or not checked yet); with
+         *     `Retry-After`.
          */
         Unavailable: {
             headers: {

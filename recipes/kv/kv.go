@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +56,7 @@ type Value struct {
 
 // New returns the key store over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Store {
-	k := &Store{s: s, dir: path.Join(s.Root(), "kv"), metaDir: path.Join(s.Root(), "kv-meta"),
+	k := &Store{s: s, dir: s.Dir("kv"), metaDir: s.Dir("kv-meta"),
 		metrics: newMetrics(reg), leased: map[string]*leasedKey{}}
 	k.followers = kit.NewFollowers(s, k.metrics.followed, func(key string) kit.Source[*Value] {
 		return &source{k: k, key: key}
