@@ -299,7 +299,8 @@ func (k *Store) List(ctx context.Context) ([]string, error) { return kit.ListNam
 
 // Delete deletes key's value (and its type), if its version is *version when
 // version is not nil. ErrKeyNotFound when it has none; a *VersionMismatchError
-// when the version differs. A leased key deleted here is no longer its lease's.
+// when the version differs. A leased key deleted here is no longer its lease's:
+// the lease's stream is told (lost-hold).
 func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 	if err := kit.CheckName("key", key); err != nil {
 		return err
@@ -325,7 +326,7 @@ func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 		return err
 	}
 	k.metrics.writes.WithLabelValues("deleted").Inc()
-	k.forget(key, nil)
+	k.deletedFor(key)
 	return nil
 }
 
