@@ -503,6 +503,28 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	}
 }
 
+// BadRequestProblem `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequestProblem struct {
+	Detail *string `json:"detail,omitempty"`
+
+	// DidYouMean The declared name nearest to `parameter` (at most two edits away, case ignored); absent when none is close.
+	//
+	// Example: ttl
+	DidYouMean *string `json:"didYouMean,omitempty"`
+	Instance   *string `json:"instance,omitempty"`
+
+	// Parameter The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+	//
+	// Example: tll
+	Parameter *string `json:"parameter,omitempty"`
+	Status    int     `json:"status"`
+	Title     string  `json:"title"`
+
+	// Type Example: https://coord-sidecar.dev/problems/lock-held
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Barrier defines model for Barrier.
 type Barrier struct {
 	Name   string `json:"name"`
@@ -883,7 +905,7 @@ type LostHold struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 
-	// Reason For people
+	// Reason For people: which node was deleted, by what.
 	Reason string `json:"reason"`
 }
 
@@ -1227,7 +1249,8 @@ type Permit struct {
 }
 
 // Problem RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1240,7 +1263,8 @@ type Permit struct {
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
@@ -1359,6 +1383,18 @@ type SemaphoreHolder struct {
 type Session struct {
 	// Leases Live leases on this sidecar of the caller's token (every live lease when no tokens are configured).
 	Leases int `json:"leases"`
+
+	// OpenAcls With ZooKeeper credentials, once the sidecar has read the ACLs: the nodes
+	// among `--zk-root` and the recipe parents under it (`<root>/locks`, ...) whose
+	// ACL lets anyone (`world:anyone`) more than read them, so that any ZooKeeper
+	// client may create or delete the sidecar's nodes there (see docs/SECURITY.md
+	// for the fix); empty when none is. Absent without credentials (every node is
+	// open then) or before the first check. Checked at every connect and
+	// reconnect, every 30s, every 5s while one is open.
+	//
+	//
+	// Example: ["/coord","/coord/locks"]
+	OpenAcls *[]string `json:"openAcls,omitempty"`
 
 	// Server host:port of the ZooKeeper server in use.
 	Server string `json:"server"`
@@ -1537,25 +1573,12 @@ type TTL = string
 // Wait Example: 30s
 type Wait = string
 
-// BadRequest RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
-// `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
-// `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
-// `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
-// `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
-// `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
-// (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
-// `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
-// `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
-// `client-closed-request` (499, counted only: its client has gone),
-// `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
-// `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
-type BadRequest = Problem
+// BadRequest `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+type BadRequest = BadRequestProblem
 
 // BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1568,11 +1591,13 @@ type BadRequest = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1585,11 +1610,13 @@ type BodyTimeout = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1602,14 +1629,16 @@ type BodyTooLarge = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type ClaimNotFound = Problem
 
 // CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
 type CounterConflict = CounterProblem
 
 // CounterNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1622,11 +1651,13 @@ type CounterConflict = CounterProblem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type CounterNotFound = Problem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1639,11 +1670,13 @@ type CounterNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type Forbidden = Problem
 
 // KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1656,11 +1689,13 @@ type Forbidden = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1673,11 +1708,13 @@ type KeyNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1690,11 +1727,13 @@ type LeaseNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1707,11 +1746,13 @@ type NotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type NotHeld = Problem
 
 // TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1724,11 +1765,13 @@ type NotHeld = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1741,11 +1784,13 @@ type TooManyLeases = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1758,11 +1803,13 @@ type Unauthorized = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-// `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+// `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+// close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
 // `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
 // `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1775,7 +1822,8 @@ type Unavailable = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+// `shutting-down`, `internal`.
 type UnsupportedMediaType = Problem
 
 // VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
@@ -2272,6 +2320,158 @@ type SetThroughputLimitJSONRequestBody = ThroughputLimit
 
 // UpdateThroughputMemberJSONRequestBody defines body for UpdateThroughputMember for application/json ContentType.
 type UpdateThroughputMemberJSONRequestBody = ThroughputMemberUpdate
+
+// Getter for additional properties for BadRequestProblem. Returns the specified
+// element and whether it was found
+func (a BadRequestProblem) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for BadRequestProblem
+func (a *BadRequestProblem) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a *BadRequestProblem) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["detail"]; found {
+		err = json.Unmarshal(raw, &a.Detail)
+		if err != nil {
+			return fmt.Errorf("error reading 'detail': %w", err)
+		}
+		delete(object, "detail")
+	}
+
+	if raw, found := object["didYouMean"]; found {
+		err = json.Unmarshal(raw, &a.DidYouMean)
+		if err != nil {
+			return fmt.Errorf("error reading 'didYouMean': %w", err)
+		}
+		delete(object, "didYouMean")
+	}
+
+	if raw, found := object["instance"]; found {
+		err = json.Unmarshal(raw, &a.Instance)
+		if err != nil {
+			return fmt.Errorf("error reading 'instance': %w", err)
+		}
+		delete(object, "instance")
+	}
+
+	if raw, found := object["parameter"]; found {
+		err = json.Unmarshal(raw, &a.Parameter)
+		if err != nil {
+			return fmt.Errorf("error reading 'parameter': %w", err)
+		}
+		delete(object, "parameter")
+	}
+
+	if raw, found := object["status"]; found {
+		err = json.Unmarshal(raw, &a.Status)
+		if err != nil {
+			return fmt.Errorf("error reading 'status': %w", err)
+		}
+		delete(object, "status")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for BadRequestProblem to handle AdditionalProperties
+func (a BadRequestProblem) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Detail != nil {
+		object["detail"], err = json.Marshal(a.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'detail': %w", err)
+		}
+	}
+
+	if a.DidYouMean != nil {
+		object["didYouMean"], err = json.Marshal(a.DidYouMean)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'didYouMean': %w", err)
+		}
+	}
+
+	if a.Instance != nil {
+		object["instance"], err = json.Marshal(a.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Parameter != nil {
+		object["parameter"], err = json.Marshal(a.Parameter)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'parameter': %w", err)
+		}
+	}
+
+	object["status"], err = json.Marshal(a.Status)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'status': %w", err)
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // Getter for additional properties for BarrierNotEmptyProblem. Returns the specified
 // element and whether it was found
@@ -4736,7 +4936,7 @@ type ServerInterface interface {
 	// GetHealthz 200 while the process serves.
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
-	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
+	// GetReadyz 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 	// (GET /readyz)
 	GetReadyz(w http.ResponseWriter, r *http.Request)
 	// ListBarriers Every raised barrier.
@@ -4979,7 +5179,7 @@ func (_ Unimplemented) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetReadyz 200 while the ZooKeeper session is connected, else 503.
+// GetReadyz 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 // (GET /readyz)
 func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -9379,7 +9579,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
-type BadRequestApplicationProblemPlusJSONResponse Problem
+type BadRequestApplicationProblemPlusJSONResponse BadRequestProblem
 
 type BodyTimeoutApplicationProblemPlusJSONResponse Problem
 
@@ -9455,6 +9655,22 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	return err
 }
 
+type GetHealthz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealthz400ApplicationProblemPlusJSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetHealthz404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -9488,6 +9704,22 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetReadyz400ApplicationProblemPlusJSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12187,6 +12419,22 @@ func (response StreamEverything200TexteventStreamResponse) VisitStreamEverything
 			return err
 		}
 	}
+}
+
+type StreamEverything400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamEverything400ApplicationProblemPlusJSONResponse) VisitStreamEverythingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamEverything401ApplicationProblemPlusJSONResponse struct {
@@ -18181,6 +18429,22 @@ func (response GetSession200JSONResponse) VisitGetSessionResponse(w http.Respons
 	return err
 }
 
+type GetSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession400ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSession401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -18281,6 +18545,22 @@ func (response StreamSession200TexteventStreamResponse) VisitStreamSessionRespon
 			return err
 		}
 	}
+}
+
+type StreamSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamSession400ApplicationProblemPlusJSONResponse) VisitStreamSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type StreamSession401ApplicationProblemPlusJSONResponse struct {
@@ -19459,7 +19739,7 @@ type StrictServerInterface interface {
 	// GetHealthz 200 while the process serves.
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
-	// GetReadyz 200 while the ZooKeeper session is connected, else 503.
+	// GetReadyz 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 	// (GET /readyz)
 	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
 	// ListBarriers Every raised barrier.
@@ -21873,313 +22153,323 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9u2tj/6r2B0vzOWzqZkOUl7Wnk6d9w0bXOSJtmxd3Pv2cotYRGSsE0BKgFaVjP53+9gLQAEKVKi",
-	"/IiT1D81tUgQj4X1Xp/1oTORi6UUTGjVGX3ozBlNWAb/fCVPBZ9OzT8TpiYZX2ouRWfUOUlXdK1ILKQy",
-	"D8SkKwVhlyxbk/jw8igmVKgVy3ojQsl5JleKZUTTC6aInjOitMxYMhbxUyk0E7p/tl6ymFBFFBOaUJEQ",
-	"YQYjs5wpxRShQuo5yyKipH2ZnK+1+SFj+OhYZLkwI1CC8yQyI0qvU0bO1+59sqQzNhiLTtRRkzlbULMw",
-	"JvJFZ/Tvjl1K533U0esl64w6SmdczDofP0adt0xn65OpZtnmXpyyiRSJIlqSFeWanLOpzBjR2ZqLGaEz",
-	"ysWg9EU7PBeazVgG45/Con40a3ojUz5ZN2+5oiI5l1fHJGFTmqe6r7IJORBSsINjMs3ogvWpmDCzTcr+",
-	"feN4xsKfT2k79Zzq4MQyJgwlkC4lsWZX+nCuF2lMZDYWMV/QGTtUl7N/XJm/XdI0Zz1iDkFIdwTmIOf0",
-	"khEqiFzSP3NGZMZnXMBB6jlbj8WECiE1mdA0Bdo4efPcHCOQCU/YhGYHyr51DK+QVNKEmAOF7RUJsUOc",
-	"s7GA9ScDGGWSckPShM+EOQ+uB+SVJJ7mfuJqKRU3uxsTjqQ38i9RkYwF0irVuQLKIRmjCa5UkRXXcxJP",
-	"mZ7M44is5nwyt19ShOsIJuZ30gxFNZFLJgyFwhBEzeUKn7VHypKIZBQIVc+pIIlcCbNYs06uN+j2ii6W",
-	"KdDp/hTR2STyj1FnSc3D2l7+pynlizdUzzdp8WzOSAy/958nMaFkYv5tLz1LDLlz89zSvB11BF2YT8FD",
-	"naiTsT9znrGkM9JZzsI1/Z+MTTujzv91WHCkQ/xVHb4yg5hZ/pLJfOnmVfOZmfn95p95/tOWb/Dk5h94",
-	"wdZbvnDB1jf/xEtGFdvykdT8fkuf+WfOsjq2pTWdzA1z1HOuCLviShuChk8TLpQ2l0pOyYJe4IUmfLFM",
-	"+YRrIgXzpPQnDL8x8+vM9K1fbR1d48Tgvs5lmiiyMv80rEAuWUbNk2Qyp2LG1K7J3XRbudINMue1SNfE",
-	"fE0Rap7AzZWCka6ZaSzYlY7Nrpr/W2bskkvLxHpNk4ZxSju6oFcvmZgZ6jl69F2dWDQzfMkXXNedO1lI",
-	"pXFiCyrWhGu2UKR7NBgcDYfDYeTYFTH/2zt2k1ZGyq3mzIjQueG5yrD2GRfN2w0zCGduR+6MzNCRWQhf",
-	"GCmPH+4suLD/H9UJY7OqNxmb8qutGw8kojTNNAoDs9KmKS5xuP121xDClssL/7kxkb1995tM2OZCQdZ1",
-	"1Zwa7QDWhypUhtphz+hXq4xrRrrsapLmil8209bCfGLbVJ0SZkbvRB0YuF4TOzt7uTnZl3hn+YIZRpPy",
-	"S0a6v0iS5HhfI3IE6lnc7y/oVV/rNO55aWn+6gSn+aVpDVqnDfL38VB16qb6jtZdjF/liqRSzMyEzlM5",
-	"uahMldqLYydrVEozW3oOurHMSDxUMdEZZ+bCTxo5pHlxrwl/NAekllIoBvL/R5oYTskULGKCapP5J10a",
-	"/gzTPVxm8jxli3/8R5nFfWhJfW/wLfxoeXtiLi5pypO+WUZsVE/zDyJzbdRB5GdUa5aJXkT8w15zgTcW",
-	"NJ3KbGFMDJmZV/ty2s8Myyb+QSBg//65TNbwqvkH3myujJIJPPV/Tl+/QqVtLOSUcK0IriQyg1BB2GKp",
-	"1+TPnOUM2FzPqJqooK6osuIiMRrcx6jzo0zWZ3zBZP5pN9Ysra/xw/HIMlc4X1x1wkGtJjTLzAUyd54L",
-	"Q4alF51QsVbisdfEw4X6ZUr5kmYzdg/rlLKfmk/blcIKjYg0ZqW9Wv7Qi4MblR4wfzF3r2mJoAG/kvpn",
-	"mYvkk64RVOm+kLo/Nd+OR8bqAr6HmjgckjFq0IQic2rlFU9Il04uwNRgoKckQMSGplHzMTZf0sP1yVxo",
-	"lj2VYpryye1Tqx1/20Lh1vUXXC2osbRIF+0u+HNsOMAEx+ibc5umclV9BK65e2gisyxf6njLkeKT93Oo",
-	"dpbhsRratX+HQxSSCJkw0kUHiWIaji9hKdMs2UKrP8vsnCcJE590SVP31XgEnhm5ZAnR8oIJ0o37ffiX",
-	"6k95CidlebyhxQsuEoWeIKNsIaMdC6Mf9KXRwXAQKQgVa1zxea4JJb88Ozsm8VwqDftI01SuWAKfj3+V",
-	"yjAw/MxYxH33c988r+JjEqOnYeNV5xGJX8PvsVWGwEzXczYWga9iJWDeweg4qIpJ16yCTDKpVF8Z3ckx",
-	"YEOyMgdp0xuMxU9swhOWOFeS0Z7/V8oXjC1ZBq6S+nNG+fKCre+FfC/YeoN0L9jakS3cRyBF0NbuZYrA",
-	"4UqTxD/FVqV3TBQ5YYWJwtzvZdoVPq/yyZxkMtfMTelXln76Gc1Z6o4Z9yuRDHUmYzcTro9JzYa7+Rf7",
-	"DItwH/uEizgR5O3PT8n3T775b2IHJ4mc5AujZ4MZrVh2ydydnlKe5plhRfE3wyExBmMmaBqjqDyT8jcq",
-	"1kDa6pMehdF0jH3dh81UhqZRe7H/j5uMrnLYdJoaLroGlmpWiZwUfR2G9ZrFgt1nVb0F6cZgrMJw4IQl",
-	"CdOUp85W55O5sVACzw0SBAguY3nJen5F3oGkBud6HzwdYH0FAYjgp6Y9sk8fBi562KZ/CZrrucz4X+zT",
-	"3o08+DAID9xgrshEiimf5caiNhIi1MCd8j2hWbYmXFf24d27d/2TXM+Z0GbirDzTwrL7kdEMjfR08cO4",
-	"M5EyS/qWf407dUYf7tQl5Sk9Tz+tov6XlBcg0vp5MYPYXT2luBTOCptIIdjEaDgRie1v/RTEeZeOxSyj",
-	"Qh8o/xa7WvLMPjzPteZi1k/kSsQRKe6L0hmjC2XjGcU1kmLWX8o0NfLaXqXg0dAuZ5mKzV5P5laLBlUA",
-	"jvug5h5FxNyj03CsBb16ZwcaVS/WWLibtdq8JhAMuK2LovLlUmaaJb+xhNMzIJFPemH8BPoLM4O+oVLU",
-	"u4zZBo4P2ANKwohhqITF4RTN1Lbo+L+zzFDJb9aouPW1Vsbfat7go4WB49WmA0Xsj+4OgAtaMFBVkqbV",
-	"fXQeH+vCyTKOFLHM5JJlmqN0Qh/Rhyo7iDoZ5Qr5pf3pXMqUUdFB95Dz3/3bex/x+cJVJ8//wyYaHAD4",
-	"8VdSP1ss9TqQ8DRNX087o3+3JJmoOvuMLSgXZsa1HvwlzTSf8CUF4QOOfHrJYA9TNgXWCr7o2g2wf6BZ",
-	"Rtcbiy4+vLng96UlvzUi9haXDKK0Lngc2WhD3VrCjWgIPFcXselNwSWBDgd6QwwyijNlzWrDU8MPxaQ7",
-	"lyt0+cO+M6MpsaSHVpHVt7u6fFAHqndsBwys/cqX8C07I3wjGKIPsSUVO4ODXWkmzAUaBNT4hipL3xWS",
-	"akv3Wwj+KRUJTygG7yvHhz/p+nNKgTPXfXzb6TbeYc2yRf3NmORZZpgpfvBAEfMo6Q7Jas7AkM0YchuB",
-	"vvypzBZUI8l8+6RTGy2pYQrFaiMfC7NrtLPbsn24R/tsn+JiAr/46ZpHwWO5qfFEHTBEawaqrCVcBL7i",
-	"vrR18r+70csr8B8tH8rPGWNEsytNus7v/4S84D/2yDI/T7mau+AL+IHcNwa14YbNOaHfqJn77w4QBbt1",
-	"TVrA9983T+8WmeRec93J+aquR2Bfm+5G1NgDP92B8vfMOiGPNz2Q9UzKbomnIZokkKBC0zfBQqc0VSy6",
-	"ydrDc2o+oJ/QqdgQJqdKE3YJMakpxECE5trGTlaQxrWia9KNDy+PDuE5FQNPKU87afqGTXfSWR6Se8AY",
-	"Mc2jjh9csLo8BKtUQTSpG19c4mwauerminGBxRAwgZhMwaen55nMZ/Nlrgn8vVd/R8ONd0uv3XqZn6es",
-	"UX3bog00SoWqMtBWBYogKLturxLi5NxrlQ/vXOwz1BY21+wF4ebJWCPa2lwbCRwVVYN0BWMJ+KHNs5cM",
-	"pR+HkJ/zYNQTR9udwOfq1vosZROceaOMK5/O1viJF1E1p1YoFe3YqpvZS3xvkyHa5JiEZREReZritgkJ",
-	"Npr5QYF/ezXnKSMqV0sXSYo65nF0L2Dgf2NbGqnWj1OXd6ldrAenFeO0IGggC2mpenZOoTP3QBUe9bEI",
-	"vA3+gyNDETa18FLmkznedLG2m0ByoXlqHsqYdU8oNMvbXROvEAUHv41inl1aA7XCQKneaZB6ovsYdZgb",
-	"xqVc2Hm8ryF3nuwc2Yz2PNlYI+TH4acinOK2pb30pHqHap/TinfKxxtpiPCVbYriMwHR5hoGx5N6vp1x",
-	"mXG9bjDgNnbdP1/7dXteNeIxYRO+oCmxgx8TnihipjHR6ZpwMcmAr1LIXaEEXWIg0DEdozPq/H//Hva/",
-	"f/+P/1O3/ZC1eQMa/o0tzlmm5nwJI9WSMqoE90HJMKf/kVzUHWyzptJw5FtEXa1wW8DekC4HG478R3Lh",
-	"EvAjUgi7C8aWhl/RlF+yyDqNwOWPCckyQ3m4W3VxKbY8ad4NPLDWZO5vc3nN76xh6tb4H9hj0jWzFjJh",
-	"RtnOGGZlmptfNltvww4EAthtAP7KaIqpeuXlYv542UsvL3busH2t9ksyrSGyC45ByeIrqZxcbNNwt08A",
-	"xrMP183iuWYLqFeo4yVFQs2BwtKCyBYARGgtrAk4eokZlnQhv4qLSZqDwgBp+ugCHgsU8Ob/RgSnGkeY",
-	"Qm9YLxczsszk1doQL+buG1UP4l2YtmUmQc7XhszHouQ9tiEYQTI2zRWk7YOIx1oC7rgcFzMU656qzrmg",
-	"2dqG2m/A0l6w9am22tsGL7u4vBdG9oKtn4upbLCfCFUk5QrrI0ho2kE1g41bVQgTrbE2vgbF/2pge3D/",
-	"DhRJIWOWcIFUNagX3+g3rwr7x492G8OYde8GsDNq2Cc8u0ZD09xgZmZqWBUayoHMrJhzQJYu8LK5/BLd",
-	"arcf4PpfZVxrJsBLVGuzNFrYbzKmMNSd5aznXYBwzlzZhNN623uPM21wfPlDjZz1pYKSrn+d/dz/btDI",
-	"tH+kin37ZDul4GCGUODhyK9vjUVjUhdfKW72WteLioKiKk6i/lG8ZeduRn4NdPcOT7xGBOxxKk0LOtuI",
-	"PgX1BZCWfTfreulUnvKSMJCrTnR7Pb/ZYa512i5xO5y6819j+ncxn8ZF/AQR3PZ2N65805kJ6l1rVwAo",
-	"BbvCVzhkfegKpvFMbHO81LlDVB0RvZuvg7QgsKYjcxVXMkvUoPWW2+Ebdxoj6V4AS8Hsdld87Dxzrsow",
-	"W8lIMCjt4VaVrnFOthDi4Zk3mNeK3Yco35RLkJYFp+HzDQ3btXnAI+J0apArVmyE1bNzKpJrbpJU2lHo",
-	"5g5Jpftmbp/DLr2kBa0YjaZCxqQbQ9YJElIl3STCElsMyxuqYmli5MHMhdOuSV3mVjZtnOdJWJB4KS/Y",
-	"fewjcBA5ubiBNmxeb1aHwZi5D4XYTOuXjNatik5wsH2k05SJCRezM3nBREtv1DUiwHIlSvHkBkZbeCKB",
-	"3+JblTlG4TKbNuhXlia3GMczzGAf1zVMAd/5+H6nt7lN7M+QGya4+hwEKHqBj5Bu4f7mNti1YFSAl7l3",
-	"TGLYMSwt73PRX2ZyljHVlJkQzH6DxK5BLk1nv6fDtEIqDbTR7A8prvPolo93U2HFAcOoBLBtObkw7Hea",
-	"MXazIITN9WvhgbU3yq6weLN+h6xQHDWIavDyodg5ZxOaK3TWFZUAu4S1r09AEXbgZX2NlX5T91GzNviz",
-	"zMiSSTNq1GGD2cCiJVRnP+iMzBFFezimtuqI6IC8cT7Gt5iQMQq9kNbzaIRGy1yMqvt6DycxflM1+IP5",
-	"pZsVWLvg+5VZwrJSmtu26xV6a2viiFtNxb+ueOIqAmEFB4qkVDOlrXv5mAxthBx+9oonhT28To6R8z0X",
-	"Thq3QXVE8MpSaxikOOn/L+3/Nex//7745+CP/vsPw+jo0X9/rA1fvL5k2SVnK6/gbNQS+FyI+JdnZyRw",
-	"jR1b5BVDuFCk5BKYY7Kga5s/EttkC0iALyyZbed2iqPgjDaFqNO52g0Wal/bn3RZIaDzfTZ62s1WHwRI",
-	"b7T4ewul3mz5Zz55xcXWbrILRSrMl7cT/8xZftMrAMGPL2/pLtnoZou3yblf3vLLGVc324QExup/sXux",
-	"GWu/yW7cW1T+ZpvwhmYaTLjb2IOlG0x9eRvhQoI324H7iWfebOWnbEGXc5ndVCIoP84XtwUuh/xmG2Cz",
-	"n7+85b99ZxTjG64+W92TVmxmU2Fje9idRQJpTYlVSoXgYuZTj4wByGiWcqZ0z3lirK1n7bMtPphPZ+yW",
-	"t6PZ6l3Iy9r6Mv++Iqu5VIyAY8yV6HXXTPdCR4G2e0USRlOF1dRa7j/b3+RlbZJvIFf2SunekVZbmy/b",
-	"VJI78qWI5vG5XAnYlKQ+deBm7oTbcRj41Ntg+wrS84df50+opZ/NyIBSfGZzAdsfSkNmHGzmfiOtGJ/N",
-	"dduMUft0VEzbfXTrDrRZfENxJl4g7RPKD1Tlltj7s0+pZnSveZa1ySr+5HZugx1ZrgSmVi3omqxkdkGk",
-	"2J9ZvIbP7uPKe4p4luA7B1yh2B0ilqnDQmIA+DgmdHJhE71aRCNaU2KQUrqNIrdnkZT55Z6UWc+yubYM",
-	"e6fo8oGXLUNTjWfMNRFydRxELHZEKSp1PK6EZLurvHi0CO75Pdi6f69XtZnM1XDU5kpRHFYzcw1fd25Q",
-	"wVb2KQdP6j5KZkwrQsmcz+bmZ8FaEtk1t6S0mq3bccpqfL7PriikxksBCA+uRhkyI4vrHdel++V1PuRA",
-	"tYiH8WBgq6GP4gIztTfYvv4avcm9SnLB/8wRPUDtWQLfvDENUAe3UctZn8R5/WrOKtJCKbCLF7RUuYnP",
-	"Az6gIV+E+SnO6AaZDhuehc/NX9B5wzIL6nvzjIfm9IUFvdqzhrE5tr30M66RtfDbgQLwwwLo0DIpqOZ0",
-	"pgqAJ/8x+SMmiNjbG7mQKUT6IRf9p2cvn509I4PB4BBHVocf8B8f/2949Id4d46bDV/aaW/mYJi92Zl6",
-	"EV632kphFCHlHaliXg3I6Vxm2iKg5coo9GUQ1lqc1WgsyuipEakib3o81Q3QzQjAojRbwE+AxFfgbUak",
-	"CREGfgnAlSISQKOZCS2YnsukhN4XbYKQ2dcgvcP8XOR6QDnhWMQYv4epNOVyRCT29V8OeSIiMTIS/weY",
-	"E/yl9HkHqoFgEuFfApgNW9toQTbGooyy4dYFkwzfBixa/7ZHLIl7lSGCSVdhN0pfRsQl68DqT/M0jcfC",
-	"PoH7pOAZc4AbQyzoFaJ0VvBKoxBxyaErheBMAQpTRAIYyagG29EMVoPbWBoOwcs8jTow2+6T4XewMVg7",
-	"0p+kUrGkbwuKze/ffx/Zwv6ESJGuMU3SlprMqc3uM0OU8Q8jUiNyHDSplS1mZ2oBTsdiD4TTaBNdIPhT",
-	"ec/rIbeqmFp1sFke7w6LYapV/C7neVNUCaWpzTvazEjyxVGbQkBznbIt+kmYqzLXeqlGh4clvLNBwi4d",
-	"gpM69Ld8J2uGX933o22VWBgt3CxbNcReApMpZfMh5ntVUD0HdPwV5VDT1LVjGOVSEQBYd7XUrcVlU7If",
-	"fD/ys2xcmJnRrVSpFoU9e9Wvbqm+8fNTNRN0f25lNBcr3ZU8j8PVzcY6ifcA2Spw21pN8u27t7Yov8bV",
-	"05ybZnH0G2xS/I10qSJFgl2vXNovWOD9MDeozkL9KjIWo85Vfyb79o9hxmH9NbI7W5zl9lw/JJHPNY94",
-	"YTtAtOzCcGuJx7YtxM3yj3FrbzkD+VZv6MMlbJs2fIPU7Bi3EjG2ze70PMZqbE8zJooxAchFeydp+wPe",
-	"uL13u3HNCdZFcLohwVpts4YVVKdAVRbgSmYJuj7XZMUyRgBQ1TbyakP/fjKOa25egzbZ1RVLFbXwQivC",
-	"RFJcQER8SztUxgetIcnc9mxn2X5JP+dpeuvFDe1ZS4uttY6UzbP2dtuBIgt6NfIYokAAOBEyK0M+7OVV",
-	"qxiGNcUSqnTpykaih3c0ZiLGkO1LB/uXUVT3aY+LWjiPbvUOe+dOm8usVC0qVOoBxSt1ah4+XZmLUGr2",
-	"Yf3qE5qmCPKI/RbwsgT49la+4O9YeF0gVDfYGgiJvjkfY5SPljLT7utFlQK+YjhNrlhtnMwan88bAjPh",
-	"UDYEnZjh5uyKdMed4dVgMBh3epFtw1OkmNvH679ZX70f27A2F7OYdIX0n1wzjZa2jXqDkeyi6DHpJlwF",
-	"EXE4cTXnS5KLCcs05dCuyCJW24q9Y0IhGhIE1hF3YkEThl4TqWxKeJFJ46YHSGv2g50woh+5wkB8vVaB",
-	"00X/oc39FmwmNaeaJX5q9vlSq6oWEHe4yeEBewoq5hA5It9yMTBAWY+uwrZjnSIOwxSKgLvh8Tafpjup",
-	"4gh6EUKFMDqZO+Cc7pbXPSRY/Wh7n2gwXovzrT2FLbt7g1hG+Xzqk99UJV776eIYRWL7DZa4mR3/ueW8",
-	"d6pTvKUsL/MbeqPkYpkbEu0VkTKeVAvusMLHCucigWNnRDt1HSRbmClBflgr7anYmWtWONE0lYgGX2Bi",
-	"HANYpEVEs62AUboWqL3FezfJWXKtLX3GUruqp2LVTdB6NyOIOyCCZtDqCli1UV3LZXiVNINhoAHgu72W",
-	"eQQtCcFDo0A+R3HkoIThF2905iWk7O0JL9WDvhU299K7Mj4nsMhgfrw2ON3MRny/1+HOQ8BBtn+/KfEt",
-	"YQuKVbQtaK05Ja0RCh6aibQc/poZgPiJaPOcm/fhX8t6zPZiN2ryoYrOwHiTV1RoZdOhjJGPzU6NvZ8L",
-	"OBL0RWw92QYWU7splepN/NwFY0s0XZ3uiC8MOtUWwi2aCG/Zt1N3jl8ETGQO52v+sAUfcj/i3DO3pzFN",
-	"0FHrNg75yTOUmvCwbpihhKBcNelJcf8oHtkb07MdYNgkz7hen5o14GTPoTHUSd7UzR99BDN+acS4RHQb",
-	"607AYLNt1mg++PT167c//XH2+sWzV3EPm3jZ3oXRWMSHl0cxdFpdMuFdsNh7CAC2Z0Jm2KvQtqoBLgfT",
-	"KzZurvUSG+bwWjRC7xIweyJllnCBojljE75kts/rMqVckF/Pzt4cAhakmQ2an3248FigPRiLsfiFCZbR",
-	"lGR56lp70+US+kxa1Q4X5nvAj8xb/0WeZZnM0HfS2ExOkW7c1FUojmwr4bEgJLbEFvdIAXsJeQxc2zA9",
-	"BKPNvzDkjpF5jLDHfre9Y8wMOuUshVaaQf96TAK045tTiVtE0Mf5cPh4ouYy05AXBP/P4oH5yDPYouID",
-	"CZukNLOka5MlGG5V98nVVc9ia1v2c2yWAx24YzIxJ6fMmI0d+Ei32oHPnMQryF/igiypnptnPphJfjQ7",
-	"9AG4Bv4TOKP5J09Uj8BFg63fDQsQk66SxOZHDzAxejCA3tyuBSlLFSMcZh8/gSmGvazheGQ+mWObRCyZ",
-	"EIV7C5bxk/WumBVA729z/DqNe0BjgfvFYpOa5x59M8T0mcdD+M83C9gTQn5zjbANf59RDQwd5Ku8ZLZn",
-	"hW9JZ0Wcb3oGXwcZbCcCyypaqONPMLdReblFltiAnOAj5JylckWOFAAkpkqSjP0H/BmwavxCtcn5glGh",
-	"iDaUJSbMjGVJCe5n4XFTtmDFxgnMPEFQFdt8zuZcJJu7fYIgsaU+2Ivc/Ith2zGqSByib47IRqMx87lu",
-	"/OToG9KQtoZ9ylZcsV5kBi63FMer7iYKaItmRK4jWwmgJ/NSy3EnDt3NdsC5ZhLBIUCinRmp+PqAvC0W",
-	"agRLLR2AvuWpwObr2ftpxjsiv/Efe/bqkvjJ0WNSSfwbkFc2KVrPmdFDLNGX9/6dLTKqdfBWaowstFrA",
-	"YYAEjNKiCIdp4XwUib8ZPiYNrQVrG+mZmRhRVdun0XcpjuHihB2MgdlUmxjbicJVAYHhSAunGp/Y7EWU",
-	"IcT2a0TWCgNZrhohL4mfDI9IOefRDJ3s6g9cSGW3LLPPJ2+eO8k8InMmJgw7FhLrOacpcFTDJmBtTo+A",
-	"a9y+ebMZsLZ/MynaNwN91DVvjtxBWib6mBTJf8do0WNrXgd0hBPyp/9k+IRUEz6PEbQYqaQOtximBGCQ",
-	"RUPUBV3DfC2fKDePJhu9o8MZPCYbOYrQHrXcPRplnAVoatc/uvSNmpRHYEVPX789de35yUwaDcb+bl9R",
-	"sN7eYKNRbBBTsuhHIzyFR9+TairlBkmgneFQk+oaydqxgYJtziestMj1LHWaLbfLjErNMl3cGmkQ1ZyU",
-	"HZPzteNUZE7TqfkwuOxnqTynKZnQZWSmaCaiyVFvRJYUJhvhIdAFc9obEIvC38GvFYxgFmcbdQq6MOTr",
-	"52IPcEKXAGNumaQhMuWJlyeRbdPPE+gaihfUPL029+I81ygBXIx2YPUr5ChuTGZuWPz/9EPx1H8NGrIa",
-	"ESGV4NMpaB1wiO6xU3up+29kyifrEVFUJOfy6tjtXF9lE3IgpGAHx2RqJHnfqJdKG+0N/45cSEnkwuYX",
-	"AB/TRjejDj8Y0Z1pAAYfoT4XtDTTFtAaGCZkHtjBzBM94FQMxHbRgh0VsCwX5ngqVwfIGzSfU8aM/q0O",
-	"T589/dfb52f/72CBN/lZgMRt6E2zK43MwOYhxz3YWmscWJHBk5GhQAQGRU3OSXHY3IRqOjI3SLBjpDgc",
-	"7MCJbQub7rHAzafhH4XWbh+UUz+isa6McTYtEGwVsD4MG8IXQC3U1XjXwK6TJ2CbOJkR9PdQ7uy2N/go",
-	"rcb1e6ba6udrTI0GzUwuoHG22QIoBAbtyV01lN5H3xDXIgeTe8sNigNLftQ5GgwHQ0hMWjJBl7wz6jwe",
-	"DAePseHIHIzawzk0XfgLvCdYouUVhOdJZ9T5helf7SNRJ2NqKYWNpj8aDrf0fd2v36tt/VDT3/WUZZdc",
-	"zCA/4cnwSdNAfmaHvr18aMZ3Rv9+H3VUvljQbN0Zmbn7Cm3gVxOmFF4tRFemMwU5RG4vVOe9Ge9wwcxp",
-	"m/Wb/7MbO1jTRWr/BJUHW7fzLT5xL7v51GmD19nPqPPN8PHuF8Je2O3PoFaBDZVXo8t9M3y89XRyfmiP",
-	"4fLo0FZ0qMazeMmV/tE9BCWAaHKpRo9W8cihefkNFDg1QltUnkafe8uHbXPp9zekkrK7LdyRVqG/Astp",
-	"MxeNXdW4gX8zuvRUGl3p2Ah+hS5qKBAzdiDYZj+g3ashT+JKkyWdtWiY4ydfk/O4QefuWC2ZD3dT7Y80",
-	"sZYdvnLUitCL9vjwUovb8bNTxa93n8xCQcXY/V7RNDu8dagGYdWU6wMc3qlimz9W7tEheoOKlpM1N0qu",
-	"WOaIZoN0a9pNwAueGz0ckz8m2BgS9GpuOKOoUcw0HsPtyRnPHjYv4Fk484fDLR/uuzmzbff9Jhlph5ey",
-	"8aD3k0+v6IK9oUYLeB91lnkNjbw1nyuoZE/xZxTdf+YsW9cJqZqb/tYu7rOmhVYKESz9ZlrRjSkIdjOk",
-	"n2Pi23gqFkfQiIumqQqwvF0LBrUXuz9cUZspcAPyk6qG/t5Rrq9Lfubdm2tHLXibbXZfw+G+DNH1ZPj9",
-	"li0Jw2jtt6YgyY1NqZZlj4jSPE2dvgHEaAMVkJc5uK/7w3SeCYiJVLlwiucKoYDvSWU91RUodCz0tl8p",
-	"W0i83RJ56h76O1gi4Y6069PsQRTv3xLxk29jibhjfdCC6i0Ru5k20YYqC2sfoTzznVXDC1bsf/WC1Zoo",
-	"5fNAnEkbVcfXDmzPprgyTGz7YBeB6Qg8d+A9hSCNc9DaBgy2aVEuEpaRp3lGtczISuZpgu49XGkZv590",
-	"wRs7FoppCPG4RhQ0BVdSD3ILngyfkE04ggE5EYQmiW8wx+zbY6E0zbQidEa5INNMLgAQCRyHZdaD++Gu",
-	"VxtN7ifXa+LLV+Xssu9bmWOLIoaMNNLFQJ89WK6LsNUw7jXchWZTsPF0b09d8vy53hS00/wylKVWNPNU",
-	"imnKMUHuHmjmrMS+MAuiGw+tgoIBHsV0M63cgjpfk+CdQLc2SswoNGN9KpK+Yhrr6zxelA1RRCRjOuMA",
-	"0QEJA2Y/B2NxkiSKaAnhoZJ4yCCQUirUQwcy4MlUPskVMuKxWNG1rcxbnHMMhtn8PBD65jPdGMIof9jP",
-	"/XFO9WT+h+J/QT6CEQPm02PhrqGu2f6Mz+ba31gbhU6A9at84cPeGG+bCZaMxbdP+udckwy7iAOf/55s",
-	"gtX4WF+Ruwi4NaRbwMaOBU0SlvSOnVzBBB+JGTzYDYkK8l3/fK1d89vqFx32TZ2cOEmSgo1UiKemahYW",
-	"SOz66MK8CeHZJPFBUnIEtdHmlT/BkeAKnDs0SVxmI0VCs3flqE1JwPv7Y3O4rUG7V3P+DzzvlnjeSZKQ",
-	"mCZQKupIKIIkk3Pmk/N6hGq54BOaputjEt7XzVtaHFETk6yr73wHjhZ2tWQT/cOzODJ8NvwCZMLwaenC",
-	"Sozoxs8A0c0xtULzgx+HkPtkc5a+J1VYqyYu4BOVxsLOys2J61BfJVzVXezTUD/YerFPgZFvLs4zE9hP",
-	"izlad69xdqWr3fI6w634USbr277J2NvsY9nE01nOPt4PFzll+itlGE+OWnzJHPGZlC9phqWwT46+abMm",
-	"nzP6G0s4hSbw98OizBXRRV/2Bi5gbykWhQY6S2+7lVvuibPdm1TqxfP38Ckl5SW39SxVuxbdv3+pspA2",
-	"XiZchPNWPjibGpxNSWmbqj6n7U7cyu0LXE1NZneZsu5QnlRIuF43La/9gULqLOryHkFhVC50BL4YLpjC",
-	"ZNsQRPb2o7Vbye0w/PYtReUqEZww6hFA6dYHPkYF/DxOiihN14owkck0ZcnxWLx5fXpm/ZDepWvDlMYi",
-	"nBk735WdgEOTJ/71sBsvdtgfC5hgDQgv6cJ1tvnByvlA5nIlelBDY8Hlbcq7zRofi+KwoS5epglTOvzA",
-	"gcLiHGsnVzVyO26dav3MCPAqF6icWJ2ezBGvJFRHo5asAJq1fjRiuG5ghM3fNnalSHdXjW7LQO3u587O",
-	"XrZSHramHRzdDUeFY6wPAqNYCenfiBOGL3yVyQ53EVC2+/xKYm5sm/hywZlGZMpW7ka7Sz6niTuFzaDz",
-	"MV78Zq5VwQ0nZdhwLC2xyOGDekTwUZltuWAOUAfoiQi/FYaegX2NRQP/qgKMj/xSbZ1XMJRlZWNRy8si",
-	"2zvcJj6bnT5QfjRbL31c5etjYb/j9sjwO0MOj1pYg2dS/kbFGotS7ksBNNRwTDII/CuM/LtFh8dL5vSS",
-	"FTd4f42wJKIPP/Bke8Yko5dsh4i4JRYL2//Wcf52WVvA3wA+lSqSsqn+GnjaK6l/Zekn4GbPFkvdmpth",
-	"04ER6icKOJi5b2bTN1lYTW+CY2QsVVkE79M09dVZ95VyA5ReuYCsVnwind2yXr37fjz/qayBM9vRfLuj",
-	"5Zl/6u/gYyntSSv3StAX/v49K8X02zhV/NE+GMv17hS3nQ3JO4iABOqS7/NSMpiD4/hYvXSb/pW6KIxm",
-	"2SKOCC0KYEc+5uOT+8roZwmfTs3PmBSDA4yFzDYt3O6j4TAiuUCwyqRXZ+L9wjwHaGfbWUSyfSIg0WeQ",
-	"Dltc43rvkju3h6tS51cKbgLCCrvbYIwAKPf0LXjr7sbNvUnVa3VYTOFOvEhn4SoBJsti75u1UmetTC4w",
-	"dunQUcpXF+YMFfdjUb2bkc0rLiy2+NHwyJhqYwu8Nu6MyJSmYKPZa44hSgY2VtKAfTgivKaitwRQabFr",
-	"5dQBFY6FQ4qIeRJHJeSnBb1gGBOFMmRARwH8COw0BvjI5o+GbSGEhM0qrOU2T+liSflM7OFG2tdtdPt+",
-	"mr3Y1x0Eeh0Z+lDvxzt0HNmvTda1CoWznb9Ox9B3LeO7FrT6HqoTNtrNjYzqwC9DZgVAG0GGWdl1Q7V3",
-	"3VBdkXqfPMD9BTlfMpkSGuxy16VHI1LqS4BoSula5uUoeAsVMZBlO90tb5mqZZ/7uU4avOvAvXJWYrpV",
-	"CNI79VpvZT64dJZgNqOTmxiYCSWyOe76Cj47wFfmArqXhG+zk65kz5LNDzrLAbQK70r1XDwAEBfs9vXE",
-	"PbwjDdWkbzIJgDw3vVufTAv4pAlf2y6m27mv7mZdSyP4u2SJIQARpk46T1YgHoUkGeu7y723SESgo0bn",
-	"CSIbxWi/BJml2Gp4SuJfnp2RuoHjkUVSCtLaoNhIM9veo2gpZVt8eDspClmY+XchtyOEZILdODbWHqLC",
-	"FFrYgQphYXxbj4q9J/I0jci4aPth/ghstQcItScCEaCwjzVag2D1uZkJtmJKh0CAuAiuScamKeBkdulY",
-	"FAeFgpSLWQR4mVzMiMwAUMhcaYCjJNaeI6cSs3ALTKfAGj1QhTfLCOg/c5oSLTGHtyjhTjyUK3wZ8KLs",
-	"QnDyY+uuwggeeLy4ViydAnIwjpNQTSMCrZQcJBaos86yFenaTs2cFIBZ+8HOcwRitATME8jZgFFckYbd",
-	"KCFhSm4Tx6KLcLR4jP6MzH4ZAYd2s3cpQk9gosF8xlAlu+QyNyc3Fss0B6M6IkoCQFcTBhd8EYC3alOf",
-	"4ZfAf7dDAGwAnZUlQE0ZhEMww12GXnHe07OX+xy7Emw2WK3LSPDgbA/OuJogVGK7SiFVKtI9PX3Wu0PP",
-	"WwtOrHzz6Jh04w9jbDc07nyMe7a5OpQNmH8cKGJ4s2HUvajg4F0qxsJNvPJM0VgHRgEg58ojoIDCr/Av",
-	"/HUs3M82AGczH8phb2w6xzM3HmfKvHJxGRc4hikHhEi2GIv4BVs/F1MZj3wLEIAU53+xyOcxIMPEr9k0",
-	"6LBuojJ530AP2nNnK9iviMSwUDtnCDHCodbNd0BOQjhAkHBjMXNlHeU2WHJqBRwTmuu162oVyDzkiPAr",
-	"waSOhCu6XDKaKQKjUmjmZ7nmai4V8mRIDrfltfHAovtaREsMiGEszEhcmGnoaSweYERnzIIir4xhbajc",
-	"jGEk2gUXyYEiCc/YRMtsHSG6pYZJuPo6MTMCF5bLFVaiTjO56AG/RensKs/cNQIRSRM1FvaXiMzlCnJY",
-	"FlSscVTMn8SZskyZfXf/4yv8DDdP5Spd28yWsUgyuVwydM1uORQ/dzunxEo4rnG3zdjRWAAOttEGSvCO",
-	"Vttw/FquxChAZ0TRhFcVYNchSSYiRxF5FJHHERkMBmNhUajJjC4jRPZka6Lo2u+V0XnsdmlZB5ZrLgAA",
-	"5pITf8YWwBMGpx6CMn5Jle7DEvrPf4rJK8MCELHyVObZhLn9dPjeY4Fop6BHAGJrAvspdY+IHPogGd0N",
-	"omKvyD/M0qxsxWYWKFdBoZlkUqmxoMXox+g152lKbOH5RrFS+fLgfvjFj4WDCoavFlWNZMGVcq0OaoW3",
-	"H61NWWJw63gSAuvPpD4OdtdcloVXPcwmYJoq7A7Cipfh6n1PBlf5NHcdiKxvqHRcdR4iH7F+/zmqIa8v",
-	"WXbJ2eomasjXHQvXcsknsLHCbTiqFhFyJjSbqKqAzG5Ds7w8OgQZtj0B5Rd85O+QfVLsRiuixeZKRtnz",
-	"XQfvPQPFLqFN+gke7IMOX3/fFv5wbb+8ZgAZ+2h419wxlO/Zoe1y0qitFz2DrM0957M5UxqdCHThTE6n",
-	"Y3sbAyLgkW2pERll04Z5Va99xNnoTva7ALPuXC1j4ZrN2Gi6neUPv8fwsEU7n8gFC7JinPpdzof5vTEZ",
-	"Jn40HMYt0mF+se2lWgSoi06MX1o6zAZrqc+KATp4uMF1KTHuikD01d5QIz6hpRooJy4+4u5cKc2L5ELz",
-	"1FwdS7+1t3tfoQiHWbbfy5yhpWPVmp7NftXyqLu9qmXzsmq5FLsZbJaF3EOkk7EI/GdGu3edyzX66AJ7",
-	"ZQeafbMq7i7+56e9wswePGi3fncbXWh3eAGD7sXXH3pb2ppt8WgFLVvO2QLa2iFEXGU2H3jyMa54cIr6",
-	"/7GgyuHAHSgCM0DJYa1LrkceJ87xQHSH2ewx+zfFmAUgguqAAXluTFZm0V2NjhOgu7ZNNCPNeWb/I7nY",
-	"Q47fSr3iHRUI3n4oGU/wk2STwRmYw6ivPsRfHrLJ7imbDG9nkUpW9O4Oc8ZoqOI4lQDSyB6yxraLGkPe",
-	"4ab6VscxT2LnELVIK4i56dpD+eyykOXWZJdtNwOdrGlXxNfAL++gKO/l11eHd1/1aAV53bb6cvOMqlNr",
-	"S9te6Z9nXlVFGH7KpKodwrHQ5TxCI/TU0g9ZVn8vLK4yEWxj/xeXWz3tL9j67+FnvzALbetltwH9z8K7",
-	"DhNv41s3R/lg29d71i/YOnSmWwWrgGOvpG2EF+riMrxMhx8u2Hqr4oS5Di/YelfwFh+sR5+082mBP7nL",
-	"3/z4UScAvBm2wpb9ugHSX7B1DfjL9nd+x13+zUKV3BMtW4oxlGIIusunJerlga+0t0HCUb13N3SseC/P",
-	"gbJtW9kVBccpVbYDa1Q4gEsN0GNot72iiqwyrjWzwFjdOOTRcqKZ76fq/Dyk+pLMAVUSYzbna0JL7d0v",
-	"GFsqIjBRMp/MSeGOIjIjF/QvKTEzthI3GufD4aNvV5TrHx4PVezSVgP3e/epFCpPzeJTObngYkbgskE4",
-	"q8DJ9tEm29C2IeZEunH/KB7Z5vXgjPaT6R/FZrPM4TmJABxKEkyp6kHXhM0CUb/3mHkCbnQMYo2FD2Id",
-	"Q2uFuEixNUObpcJEeq5rcLFu6trauhi/nI4F5LkRaWP/1ncHbZuBHQX5xJCO1RA4a8EGa4pldwT0HEvE",
-	"HY78wm6FQ/aP7jQ891+H/9XeGniu2eJHcw+3YnO7y2rWb/t7m4EbGjs3fdO+eXgK1xy+al/4GHV+d/13",
-	"67hH+Rp0PWEcKHQfu1/klMROgCJ/2nIem0fQqW9pvWs9r+Sp4NMp7uDXJbnuKVIS9PFGeEGgvp7lTq7D",
-	"fPy7SyuAZNWSrKiRTfsZIC/YuupnaAKut2LNiDgv1bpLqRQ/T9cgR3qR6y6OncOxsQIXY1GQK1YeWGfD",
-	"gdqQfYpcsKUm58y1Q1iQrh2hv2Ca2mEiL+isFxByHnRGhaJYFAO7hVwQoSLjX56dxSDPwhQIMwxTJd0R",
-	"j6VGg4x/j49LogdeG4vivUI6kC4gB7C+eaR3jMBNK+7h23GQGgD3sSgQ3N3BA3tGMeRlj0cVKIK6ZhKw",
-	"HjI30k+osfAI74EMwD0AX+gPL+MgldEswIe0Rlauu45DNa0CSTdjl/KCJdFYsKslB63GSuHN0pxUKm3b",
-	"ZfhhDAHMZZqoGLDsQDuAHPcLLpJxZzTuXFyOO9EYJNC4M7Icj5zg64ldLm61X4QDsVvkGDUXY3HO/LnQ",
-	"woZB57xLnXEJ5m5mvqvOk+H3Y9FwYoHaCN01cGy3S7A2M3ZBrWOxTOmEmTXg5J2mFsCeUrc8MxqmBUGi",
-	"MvwRi5Vs1oA52rjfX9CrvrHHY9L95ugRecF/NBRvWZRtEnX0GN7payn7Kc1mLD52ubSA32enWKd/vMlb",
-	"6R+wnJZWmFM53OOfRPWouBroBduk+4jMWQoMA6ZqQwYbdf9AxWY98oKJxmnD2/vibGx1xl5f7blLb+sL",
-	"tn6H5FOnYNmfHkKR5VDk3obytRyz99HBGBgByHm6QkZFVWjoocZDxZpY6iPmtkYg+nu7XEYts6wuLi2H",
-	"BtU5fsHWp8bUq8umskZgNx5bX5QRPVAZarGFNm2/+nrWUdDohSrfiMnlYYwFak1GK/rX2c/972xDF//o",
-	"j1Sxb58YJWNjJt7Ih5KbhbwEQfBrWESDNieKM2+TKutMJXVmKHQCRhklBRuLiikKJjXXtfUw5dJYl4Nq",
-	"d9LIcqMdhElm5RrNuiQzNpgNoMwiZaDB3UbaGYqtzy/p7AVbP6Sc3YUhVZMSuZmBdkNTyTKkFNMfRh8a",
-	"8sWskkrkSigoz1SRq2qfQIFYiAUcEagJx9tbpK8ryOYyyrZlRU7jDvmBuUNgNVFIJjFcj2PiV6x1GkdF",
-	"ItgFY0t4yBeQTVKpoMQ+KzT8QncvGEJQYG8U+WMYjolkLDKGGxHWbjm2UgtTBsr6S6sZ7XcGkOd1lyA5",
-	"OK3aegsqvgC3/bWyd254A2FrnM0SXjN7QbwEx/8//AD/3YHEZKjc0cjuoAo+/3Umu90YTshsjTue47pb",
-	"ijqFNTnP2VRaCY8GcO2JNreTbTi04e1e0Z+Ypjxt8uZaSnwgho0mia7jgEiwwtgz6vpDvkZSUZ2MdFd+",
-	"l+r+LoB2QfEEScolx5NvWooeJ0xoRpXe1u76DjK26Lq2xqI8MeuWxNJn875UGrEAChE4Fk4GWl/XqFqt",
-	"bH0+LAV30gw9orF9OjYiNrbiO47GArtMFu0W7IoxS/tHplcM172IcD59c1AxZEIoQrFnK3qxAMxGnLMJ",
-	"zRW2uy3kNiSmr2jhxwua5szRiwG9bpyr48CzgrHoUkHwfsssKqKHsKnQKVO51r1Lauyo3ijYBiHBCGEZ",
-	"ADwowrVZM9CdBJsFWQ9UecMOQiaH5UfaJXBCCV1GpkxMYJflBRN45HaOFr7G6DQwGzNnvjC8xTnMIrKg",
-	"iYNRothnz3wmQh+m9eL1BmPxNJWKl3BhrLqlgnXBCAASUJhEBQxAxTIYORAAgABosFFacsx7sFJgZr6U",
-	"/quzVq7Hgu/Bxnnh1PZS7fgn4tneZti/qiYcvKiqKd8Bs7YTM/ynURzq872c7fSgM2wS35tczUtxERBo",
-	"kGMh5Ir8g2idbtX6jeW7NXXyJTzxd8id9HvRjv3KyQU4LT+L9Emce5v8STjPB09VfQKl2cYGOAKjldhG",
-	"ACvKdaVu2e5/6VoFfTAKU7riharqQ4HaA7Rh1b3BhnbyFn8wp/lJKlfs9x4ghG/B5seTBq5t6M2FNK1h",
-	"VEdWWyx6JIC7k8sFm2sw56VFnn5gJ9XWIQj6FzAOROsypu4WFhLdfk8PTOOBhCWaMaJYdskACp9mGb+k",
-	"KVoepAtwRw53DoP/WpFlxhI2YUrJrDdwCadIq5GtwqLCoqNqOpm7qJJr6Xrssyi4JhsWIKQ3oBGIbX10",
-	"islU2G6MoSloLD/vL7BMkXRlVvxxSnmaZ1AU7RwpMAVf0GktWo7ufoSjAz/5FVfajI/LQPjuLqYsYf7A",
-	"WMTWxj0zfyggZPBk921GMhYYABFs5YZw8LpychFZlDYbJXE5DdaWZ0KxxXnK6gzWkwlw9GuJhDts9rqR",
-	"2vFzxhgxBrNLSLNZYnAs4BLpUk0WUmny6Jtvfd4d9NN0sWrctwNFYrkSLIubcjzg1z1B245ulXmCA/4L",
-	"Dlp8Nq1mzWYasb2trtuQUN/I03gEbsgZ7rGLumH+9XHYQNUhQmKqG6CVijxNg9wCe0VXTGiyYBQhrnsD",
-	"ElNz3xRgk/a56C8zOcuYwnJyn5zE1Vg4FgQvZOjEcmzIMGHr8bN5RV9ae1bLdgCc4mqS5opfssiw48zq",
-	"Bq205La454Cou8VzHAzZnE0SjUUt4rmceobsefKmzCZhYoeL1QapHMjFQ4BXn8VBtiRxtIU4L+aqCyVj",
-	"Ukh4rsfCIXlXsITCNA/ikLhdaJn6cHWBK8QTRKy9NkJ3O/X0PryncnLxkORxOwygRtO1d8Xnmjcle9yC",
-	"0muZSYETvdWd9cY99gC+2QicUtqiB+zNr8nB5W8JQmcExcHLlGJlMKjMJcs0uFpedhd/q4He3PBSVEjq",
-	"Dv0VVeJ9QHe8JkKcoYeIrOYSU+RWc6qjIDVBkYW85GLWSCfRzUDe6sqd4g/jDkRzx50RefUxJt2jweBo",
-	"OBwOezbybsPddhYkHsaDQfyqfxQfE/Ny8ZMZ4d+DweD9x3gsZhCfdmORXPA/c4YjDsiJLTQp0IygbJPi",
-	"hZGufEcxDbr+Mj9PuZrbZm3mLiXgp8CEgm9cdavbxOJxo5DWIrqdBtdHde4GC8Z/4JTpTw0Gs8eNda0N",
-	"Pnub+QHXZSuui+cxXhqZ69NdskxxpTGF/9w1cMDyeLyNewullmZl2GSk2bjcHD40MYvawCb4V9JFpooS",
-	"NnKZxD3XLyRsssSxHQexbRqgeE8w13cEXLB13bLQzeyaVhjuE2DOjkVb0FmyHXO22d7bV9Dfg+VXMNMH",
-	"++/T4cremm7QfNXvFF/2pAqLAeI/YTRVAVQVaNIAH4F1qxqVJ67LOoDNffRJnmglix4mz9mhsIEaq6jt",
-	"5ovadpejiigpBWDVli4tMBiSYoSDzGQTUOzGbf1UiLF1A68Yn811yVfvCfMo6izoFdaPGiUtKCe9HpDF",
-	"dTFp7yhQ4A/CIgb+3RBjv0T01y8Ki7UOgTXGGxeTrv0COeqV0VivoW/tBby6i/88ILB+GQiskZE1GEOX",
-	"RZe9QmgFAtLIwy16QSN4l4eCLIA3nK5hdFOIx3g3FtTLoWwF+eu1Eo5GOrUx+o1+LC5i0xtgYDmBWL9v",
-	"97ZwCPBrspLZBZEiGgtImijW6h1q5ZyBko7fXMIH2RAlvd9GeQoUK4t78c3wcezy3UfVHQ6wIzSZUEEu",
-	"ZW6jTVDCmCsIvi9hGceFUlMpJIxKqo0aixmCQzwZPombmshURdlX3k6mheQuyPfLYDyfWg4LqftTowuU",
-	"RLERwUJul8H3AZ9Q4QUAwmNUcuvuU9fvfXNbJtIe+NXt5PghnVzcyKraD1G71v4q9e+igRQIzmJlDCLI",
-	"EkItxnBh55MxcmFATsQawZ5s/RTEK81PB1hlbdgbyhIYp1eCGdqKC+Xl0wZAVFTyyUBiSJNNdjK5KLl6",
-	"9+KczTbZbXDSnbrWPbHUyFrVhQLy1YGE34Fx5Ha4gmOzjVlvED9mWJWAD0uY3eHNOyYb/ffczwD6e3+O",
-	"K8s65gj9ulyyxKl2G1qsW2j8e1wUuhrmT7g+JtiGGcLeUuwynKBX9/ZEhX/iI3+H/IS7TyeIOsWOt3IS",
-	"w+7XuIbLaQl20DZpCXicD87j+rQE2MiGwpuUiZmegxAFFBaWYGAovGPuIMr3KyjAaUpMwHO+Q2FmCale",
-	"hME0H2iiShOwZ/ud+83zx0okc4h4P/srvbXFGBWIHTP055Sg/6nhnA0DdiC1Adh3iDXrANOZgGPBBO4q",
-	"8rPZx77Z0g9b0vujW0WINmtr8clbwHCudV4+Wyz1+usMAXwp3nSgOiw4gsC/IWbSpbqfMqp0X4oJ6x2T",
-	"OWyHtfbp5IIlDnoXGAviiLSVX5YZHX6A/271qp9MLhx72e0KP5l8JahMsOR7RoE4mVwIuUpZ4oAmgTAK",
-	"iOZbllq7OTxsym4R56jq0BbV3UTk7TepJvlo62Pb0/HXVJr8OZDyL9zGdoCEz+nkIiKXXPHzlNnqSAtg",
-	"KNOEIF52a1bmja/tdu9zeGwHpLVN2IyID18Oh41Yz2Dk1ucWQDrBHtkF7+/aXMDV12hP8MODvVDnxymk",
-	"MfSi1/SCFXlht2kubGtA7Xh+tRWDb70QlDA39FjoAubYWFC3BKsxOEc0XMDeMaFiTRYs4dSiM//P6etX",
-	"hItJmicsiRCajf6ZMwdrPGcZG5AT10Da9UKKnwyHhItLmvKkb/4YHxPaAF8/Fnvi1zMOdY2wdmVmDC7w",
-	"Osf3M9Tzd9344WDw/fcRSeWKZXjix/7yN179Zcal0fvrb39497//vk0PsdsHf9+dbX17mUZ2p2v7bqLJ",
-	"85BcfW/Y7PZwyujsTVDsx6TIl24vgA1XuRO3xpkZ+HpejS/FAXFcUuxntl3hHTWjenA1fJaqhmtLElr/",
-	"rn2gFAykdubARXrHJH7km9Qx3NLmm5qtdsOxvX339wFk+xRxoWDPWwWGcP93RobcsG1CQ28ZTQ6x3VD6",
-	"AM7WHCTKyvu0FadNNQG1+YOpXLpPAdZmaWffq/v23W8yYZ3bSNJ4AHb7lMBuQKCuc5gFTxYkXsikjPJW",
-	"0GQzzpunnTtzPTjOVq8zVS7fA4/agvgG2wQYMhnqW9Fu9LeQBm7dN/GbMSHsXFyaG07yGIB6RoTCnABl",
-	"DSeP5HpOJxc2DwZfHwsg6gkIW0i84npAXtK1zPXIdSg+UOS50Cx7k8kJU8rIN+g6ZehrLLpxmeUe/jH5",
-	"Y5wPh48nec4T+Bfr//HH22cnP/1hf1DsT/y7bbM5GAzqX3r39vnZ5ktjwbGzkkVCB2gb1015iZNkrm7L",
-	"rKcW7m0sAE3qQCFGWWu4N1KgveHeDsjJWIQtCKmHgjKTNOyBWAC0Y1eJYYWdA2D3bGQsPI5dAF+3BR3u",
-	"zmXQA5LcXbht8NgesORuKQESt/Mu0eTwqgO/GovY8t64PWoc2QCNM6z3K0SN21DruYA/QREP/NUwuq0q",
-	"vGILupzLbEdG5Wnx2IP1fDvWc3nnWxnQ/hR22tDB4G3M6OJ4H5TTegPab+j1TOfwPDavXotky+Lo79CM",
-	"Ceir3pLxU34gkzobxm+PB/RTu62XEmncPBdzg6oOlyxbcH1bCZkVv45VEeMFvYqJ/RIAZQMyu62xPDbs",
-	"kQtnN0RBecCaAIIUgIpiPSkMNSCWaLaibtdYT2MRmk+eoH9/RLrx5tagLTUYDKDSiHDzqqApWeSaXdm2",
-	"TnWvYSOZOjsKfupXrSgEoAGteskyu0+9aCy2GFO6dN9cZ3hn9th9B8sMRhsLOSW0eGNUZ/6Yx63RY60d",
-	"cmLPDjUiPacCz8LS7wHpZmxidttbCEUJrmuIlTB1HBiw+AIRUrAeFOVmbJorloywFGxBr6plYDCFmmKv",
-	"qSbnbM5FssUqewPL3xX+hnoVs2OORkP6BFMHkhDJUWPL8wW92lopdkNUjc/C9vPn+dUYf5Y6Huy+G9t9",
-	"npf+nKfpNtPPs6D+NE9TsP/srdsDS1zFg7GIS6xiZDmVrfLXZYHbMBowlipHM/9n/kfpgoqBSyLnAj4J",
-	"rQuubXAS6pYsp9b4LDTIr8kC9askFEtMzOIDNXFPFdgpK4cf8B93G1RqEh0PoaIvJFSERAKAh4X8Krt7",
-	"pUjXd6BuOyCupfm/Il/OEdSNQL4KVR4QRRoBGB2uGrtkgkBrhQAUhSuSi4zRydzs+zGJAVkxRmRFRdeK",
-	"KDmoAyE5tV+9UzsTP1HriUAUlRCr9JNQ/m2Yf83YNCEF+h0vMUJ4rCXkpn3aKs8J1RQgemHPxp0RGQwG",
-	"2zo4BOiaY4H4PiMSe9ScOCKxR8eMSRchN+d8SXIxYZmmXPQi30q40js4ch16MKTiegUbweqGD1A1wwaz",
-	"OE6Agyixfe9Y2H1tRs5sTbL3AJlp53YTvMyv1WVSuuvN8Jd190XPM5nP5hbqutFtfeYfe2hZ0ESglT16",
-	"6FnwNbmti3uy0bSApqlEigovW3Cxai5bm34FVXq6Qz1ig3QfOhZcE3sYarwio0AngAvkacMjtwD2HQJb",
-	"GSH4HxlKwlrquZUuBht4/sWZv+SFrn3boP7Vr3xiXP99CPsB2P/rAvafpLnSLOuveMLwXpbQ/fdn1i2N",
-	"iuLFbTj+m8O3xfEXbBXwlWMLxx8jy4lJ15gxYxEHNw9/6dnh/ZzcJxyzgm94INNgK8fCHEMOLil82CmZ",
-	"A3IC80E1G0Mi5kW9kn543DXrGh8LbPMKDblWLGNF9xFoQFdn0bgDtQNZc8ZZiRE5l3pOLrhIFNFyxvQc",
-	"G8eBs3JNdneOQ49nsaUlgFduZo5+T7AP5RS+12xD7S2278iWkoK9njaKi00G6Qyr1vwcCMG+9f6hgcFN",
-	"PcGFptBowN2aVtDM4m65f8Em3P/m9fhS8P6/Qsj/4jBO57Q+W+UB8v8B8v/6kP/BEm8M/t9SSdsL/H8n",
-	"N3pA//8y0P+3iMnd/pW/B0p8C2ZfanIA2VMPaPFfPFr8SeVI24DDlw0i77uqAYy/LZ10P3j2Op/Wv5YJ",
-	"1Wz3rb4GS79LvxhOEyd/f+6xr44l7IFt/uBPq+UbSJKEFseP6hp4sBO2oCJpVs+gLgMBSODSnTOasewk",
-	"1/PO6N/vP0YfzMWCbGR7K/Ms7Yw6c62Xo8PDo0f/PRgOhoOj0XfD74ZwCe1nNpUpqHGUK4EdciiZpJwJ",
-	"bTPIGKaz8Ywwkbg0JszaTdNBAM3mNOUNn97VJM0Vv2QRFKkiOAIyUFufSbS8YEKRrss/DvOmf8s1uyIp",
-	"JFf3wu9B8dDm59CpQljKJtg92I+Kv7ykejJ346HfSrNsgf0oShMKPuZHq/ngj5DflwUf+okrnfHzXLPE",
-	"/ui+hwcv8/OUkXP7XvAZ96ear/yUZ4Yoyc/Pf36NgNPKpTBaZCwOJ0UvgoRZgDEtwMeK1GL4IfiwhTDZ",
-	"/OxZJWhncxthP1jiXJlqmUIYz/qI6UKKWSjEwzUGRL75OeTkkOCBnys2FQQd/u53E4jIWnuXnK2Cz9iw",
-	"7eYnfNMEQpXiM7FgQtcuCptCUuhpK6dhP+rN9UW23YheSdsW1uVzB1MKOghsTusFWyvzGZAPCZlIMeWz",
-	"HGUz6QKKFADAcUHii8vDDxds/THuRcRwI5qxPhVJH2aKFqNVNyK0ARNywdYqKvWfSnABK3MdgkleXNZM",
-	"7pTPBEvIt0/651yjW7mJ4E+0XPDJS9ggPKWIUPgboQn4pBfn3Ay2ZJkbKfi8G7tmEk83UjqVbcx9viaW",
-	"K9VykLDyYpOPBEl4NdnphmFVKhv34F2lkvmab7sSyM0P/8poqucRfJsLplQUZiZheULhfvfN2hCZL0h4",
-	"L/JVak4VK1lkrhVPrCHIhHmBJSSTuWYZ6b7J5ILpOcsVZOnbaSzZhHCtWDq1f9BU5woyKkrro6vOx/cf",
-	"//8AAAD//w==",
+	"7L3/c9u2ti/6r2D07oylcyhZTtJ9duXZ88ZN0zYnaZITezfv3q28EhYhCVsUoBKgZTWT//0O1gJAkCIl",
+	"KrbjJPVPcUQSXxfWN6z1WR86E7lcScGEVp3Rh86c0YRl8OcreS74dGr+TJiaZHyluRSdUecsXdONIrGQ",
+	"yrwQk64UhF2xbEPi46uTmFCh1izrjQgll5lcK5YRTRdMET1nRGmZsWQs4qdSaCZ0/2KzYjGhiigmNKEi",
+	"IcI0RmY5U4opQoXUc5ZFREn7MbncaPMgY/jqWGS5MC1QguMkMiNKb1JGLjfue7KiMzYYi07UUZM5W1Iz",
+	"MSbyZWf0r46dSud91NGbFeuMOkpnXMw6Hz9GnbdMZ5uzqWbZ9lqcs4kUiSJakjXlmlyyqcwY0dmGixmh",
+	"M8rFoNSjbZ4LzWYsg/bPYVI/mDm9kSmfbJqXXFGRXMrrU5KwKc1T3VfZhBwJKdjRKZlmdMn6VEyYWSZl",
+	"f9/anrHw+1NaTj2nOtixjAlDCaRLSazZtT6e62UaE5mNRcyXdMaO1dXsP6/Nb1c0zVmPmE0Q0m2B2cg5",
+	"vWKECiJX9I+cEZnxGRewkXrONmMxoUJITSY0TYE2zt48N9sIZMITNqHZkbJfncInJJU0IWZDYXlFQmwT",
+	"l2wsYP7JAFqZpNyQNOEzYfaD6wF5JYmnuR+5WknFzerGhCPpjfxHVCRjgbRKda6AckjGaIIzVWTN9ZzE",
+	"U6Yn8zgi6zmfzG1PinAdwcD8SpqmqCZyxYShUGiCqLlc47t2S1kSkYwCoeo5FSSRa2Ema+bJ9RbdXtPl",
+	"KgU6PZwiOttE/jHqrKh5WdvD/zSlfPmG6vk2LV7MGYnhef95EhNKJuZve+hZYsidm/dW5uuoI+jSdAUv",
+	"daJOxv7IecaSzkhnOQvn9L8yNu2MOv/PccGRjvGpOn5lGjGj/DmT+cqNq6abmXl+826e/7ijD57cvIMX",
+	"bLOjhwXb3LyLl4wqtqOT1Dy/pW7+J2dZHdvSmk7mhjnqOVeEXXOlDUFD14QLpc2hklOypAs80IQvVymf",
+	"cE2kYJ6U/oDmt0b+KSN962dbR9c4MDivc5kmiqzNn4YVyBXLqHmTTOZUzJjaN7ibLitXukHmvBbphpje",
+	"FKHmDVxcKRjpmpHGgl3r2Kyq+d8qY1dcWibWaxo0tFNa0SW9fsnEzFDPyaO/14lFM8KXfMl13b6TpVQa",
+	"B7akYkO4ZktFuieDwclwOBxGjl0R89/eqRu0MlJuPWdGhM4Nz1WGtc+4aF5uGEE4cttyZ2SajsxE+NJI",
+	"eey4s+TC/j+qE8ZmVm8yNuXXOxceSERpmmkUBmamTUNcYXOHra4hhB2HF/65MZG9fferTNj2REHWddWc",
+	"Gu0A5ocqVIbaYc/oV+uMa0a67HqS5opfNdPW0nSxa6hOCTOtd6IONFyviV1cvNwe7Es8s3zJDKNJ+RUj",
+	"3Z8lSXI8rxE5AfUs7veX9LqvdRr3vLQ0vzrBaZ40zUHrtEH+Ph6qTt1Q39G6g/GLXJNUipkZ0GUqJ4vK",
+	"UKk9OHawRqU0o6WXoBvLjMRDFROdcWYO/KSRQ5oPDxrwR7NBaiWFYiD/f6CJ4ZRMwSQmqDaZP+nK8GcY",
+	"7vEqk5cpW/7nv5WZ3IeW1Fc0/Qa/x+7LCxVzcUVTnvTNhGKjhJo/iMy1UQyRs1GtWSZ6EfEvex0GvljS",
+	"dCqzpTE2ZGY+7ctpPzPMm/gXI7OolMDy4aFOJFNGwzTvKNaLxiLOxULItag0j9/43ypSwjeTsElKM4Yd",
+	"jcV/n79+RS5lsiFLtrxkGeFaEVyarW+MAaU3K2k0VLSJUMlMelYNt9M2zcGQoF2YBceGjFCAHlHrlNOg",
+	"OxyRIGy50pux+CNnOQM+3TO6MmrYa6qsvEuMCvox6vwgk80FXzKZ3z5l7KIHM7W+xo7jkZUOQEU464SD",
+	"XUBolhkOYJgWF+YclT50UtGauafelAgn6qcp5Uuazdg9zFPKfmq6tjOFGRoZb2jA8ga/6cXGjUovmF8M",
+	"82iaIqjwr6T+SeYi+axzBFugL6TuT03f8ciYjcC40ZSATTJWGdqAZE6twOUJ6dLJAmwlBopWAlRsiBpV",
+	"N2O0Jj2cn8yFZtlTKaYpn9w+tdr2d00UTl1/ydWSGlORdNFwhJ9jw7gm2Ebf7Ns0levqK8Dy3UsTmWX5",
+	"Ssc7thTfvJ9NtaMMt9XQrv0dNlFIImTCSBe5mWIati9hKdMs2UGrP8nskicJE591SlPXazwC15JcsYRo",
+	"uWCCdON+H/5S/SlPYaesaDK0uOAiUejKMtqi4/1GwelLo0RiI1IQKjY448tcE0p+fnZxSuK5VBrWkaap",
+	"XLMEuo9/kcowMOxmLOK+e9w376v4lMToKtn61Ll04tfwPLbaHPgZ9JyNReBsWQsYd9A6Nqpi0gVROcmk",
+	"Un1llD/HgA3JyhykTW8wFj+yCU9Y4nxhRv3/P1K+YGzFMvD11O8zypcXbHMv5Ltgmy3SXbCNI1s4j0CK",
+	"oG7eyxCBw5UGiT/F1iZxTBQ5YYWJwtjvZdgVPq/yyZxkMtfMDekXln7+Ec1Z6rYZ18srX8bwJ1yfkpoF",
+	"d+Mv1hkm4Tr7jJM4E+TtT0/J90+++y9iGyeJnORLYyiAH0Cx7Iq5Mz2lPM0zw4ri74ZDYizeTNA0RlF5",
+	"IeWvVGyAtNVn3Qqj6Syp2PRhMZWhadRe7P9xkdHXD4tOU8NFN8BSzSyRk6KzxrBeM1kwXK2qtyTdGKxt",
+	"aA68yCRhmvLUORv4ZG5MrMD1hAQBgsuYjrKeX5F3IKnhdqAPrhowH4MblOBR0xrZt4+DOwZYpn8Kmuu5",
+	"zPif7POejTzoGIQHLjBXZCLFlM/yjCUgIUIN3CnfE5plG8J1ZR3evXvXP8v1nAltBs7KIy1M0x8YzdDL",
+	"kC7/Me5MpMySvuVf406d1YordUV5Si/Tz6uo/ynlAkRaPy9GELujp5QxAq0VNpFCsInRcCIS22f9FMR5",
+	"l47FLKNCHyn/Fbte8cy+PM+15mLWT+RaxBEpzovSGaNLFRv7tDhEUsz6K5mmRlrbg+ReBFWycCuwTMVm",
+	"pSdzq0ODIgCbfVRziiJiTtF52NaSXr+zDY2qx2os8FwRaSxsQeJjOLV/xvbqpN//c9G3HqE+naRmasWC",
+	"0knalysmcDXHIpNSo52esQlfgflu2JyxiFZMEC2NkiEFGtmw4nNmzASyYbp3Cn2ORfmkwoXKbZ1Vla9W",
+	"MtMs+ZUlnF4AlX7WM+sH0F+aEfTNQUHVz1iO4DyChackvHUN9cA4HKIZ2g4z4zeWGUL91do1tz7XSvs7",
+	"LSx8tbCxvOZ2pIh96I4hOGgEA20paZrdR+c1q7jBAhFP0/T1tDP6V8sNiz50VplcsUxzFK4JT/63zH9l",
+	"VNRfQljvDxoPRBimqDS4MEsOKOdjX0vCEiP66JpuIjKBqxXrJ/Kuw/WcCSLM7A0nT6UC12HBetHBWeGv",
+	"waVg/UirLjCZlVxb7k6/S90vlyyVayu3V3hjv6J6HhmbJ01YdsyudUbjXmVwaVrrY7W/yMt/s4nufHxf",
+	"czC2HHdGRHGmSmtJRRLhCtHK4rvFMqvPdUTiYu+sLoFH6Mlw6LQwhbfeQhJ2rZkwBIgeJegYFrJMDuiy",
+	"/bC9+BnlCqW/fXQpZWqoBr21zp3+L38ZgO+/31oY3/krqZ8tV3pzi8ScsSXlwoy4lkJWNNN8wlcUVCm4",
+	"V8PVMVrWFBQFuBqqXQD7A80yutmadNHx9oTfl6b81oieW5wyKIZ1sRyRvfyrm0u4EA1xIHvJ+RKnBBYJ",
+	"yNOAnGFQRoyGHcWkO5drvIGDdWdG72dJD218az12dXmjjlTv1DYY+K4qPeFXdkT4RdBEH656VezM59qj",
+	"8IYqS98VkmpL9zsI/ikVCU8oxtJUtg8f6fp9SkHI13W+a3cbz7Bm2bL+ZEzyDJQY7PBIEfMq6Q6REWm4",
+	"AwXBJfBqbSqzJdVIMn970qm9vKxhCsVsI381bedoR7dj+XCNDlk+xcUEnvjhmlfB/14nX8CtUtNQZS7h",
+	"JPAT19POwf/mWi/PwHda3pSfMsaIZte6kK1PyAv+Q4+s8suUq7m7CwWvputj0EYyec9sM/fff18brNYn",
+	"0gJ+/755eLfIJA8a617OV3WkA/vadp6j/Rl4nY+UP2fWpX667U+vZ1J2STwN0SSBeDGavgkmOqWpYtFN",
+	"5h7uU/MG/Ygu8oaoFao0YVdwRTyFKz2hubY3gWuIqlzTDenGx1cnx/CeQhWropc29WGjD3WWh+QeMEaM",
+	"uqrjBwtWFxZk9XNQsbrx4gpH08hVt2eMEyyagAHEZApGop5nMp/NV7km8Huv/oyGC++mXrv0Mr9MWaP6",
+	"tkMbaJQKVWWgrQoUQYzEpr1KiINzn1U63jvZZ6gtbM/ZC8LtnbEuIetD2IqnqqgapCsYS+BWxbx7xVD6",
+	"cbDtnT+unjjargS+VzfXZymb4MgbZVx5d3beBnoRVbNrhVLRjq26kb3E77YZoo1VS1gWEZGnqbPvwPoy",
+	"DxTc1qznPGVE5Wrl7kWjjnkdnWUYh7O1LI1U69upC4PW7uYShxXjsOAKTBbSUvXsmMKriSNV3A+NReA7",
+	"8x2ODEXYSN8rmU/meNLFxi4CyYXmqXkpY9bZptDD0+6YeIUo2PhdFPPsyvo6KgyU6r2+DU90H6MOc824",
+	"CCg7jvc15M6TvS2b1p4nW3OEcFXsKsIh7praS0+qd6j2Oa14r3y8kYYIvexSFJ9h0EsNg+NJPd/OuMy4",
+	"3jQYcFur7t+v7d3uV414TNiEL2lKbOOnhCeKmGFMdLohXEwy4KsUQskoQRcvCHSMieqMOv//v4b979//",
+	"5/+qW34Ior4BDf8Kzhw15ytoqZaUUSW4D0qGMf235KJuY5s1lYYt3yHqaoWbdXR1Odhw5N+SC5cPE5FC",
+	"2C0YWxl+RVN+xSLrf4QLLBuplaE83K+6uIh3njSvBm5YazL3p7k853fWMHVz/DesMemaUQuZMKNsZwzD",
+	"38zJL5utt2EHAgHsNwB/YTTFyNnydDGdo3znJBd7V9h+VtuTTGuIbMHxir3oJZWTxS4Nd/cAoD37ct0o",
+	"nmu2hPShOl5ShIcdKcz0iWw+ToTWwobAnQExzZIuRAtyMUlzUBggawZvE8YCBbz534jgUOMIM1oM6+Vi",
+	"RlaZvN4Y4sVUGoyhVIRiEKIZBLncGDIfi9JFhL1QFCRj01xBFg2IeEzt4Y7LcTFDse6p6pILmm1s4MgN",
+	"WNoLtjnXVnvb4mWLq3thZC/Y5rmYygb7iVBFUq4wXYmEph0kF9lb2AphojXWxteg+J8NbA/O35EiKQSw",
+	"Ey6Qqgb14huvYKrC/vGj/cYwJsG4BuyIGtYJ967R0DQnmJmRGlaFhnIgMyvmHJClu8Pbnn6JbrVbD7hF",
+	"WmdcaybAS1RrszRa2G8yhjclRifveRcg7DNX9hKn3vY+YE8bHF9+UyNnfakgw/KfFz/1/z5oZNo/UMX+",
+	"9mQ3pWBjhlDg5cjPb4M5nFIXvRQne6PrRUVBURUnUf8k3rFyNyO/Brp7hzteIwIO2JWmCV1sXWQG6T6Q",
+	"JXE383rpVJ7ylDAsQZ3p9np+s8Nc67RdHkU4dOe/xsvKYjyNk/gRIhLa2904821nJqh3rV0BoBTsu77C",
+	"JuuvrmAYz8Qux0udO0TVEdG7+SYIcgNrOjJHcS2zRA1aL7ltvnGlMTLEC2ApmF3uio+dZ85VGcbeGQkG",
+	"mXbcqtI1zskWQjzc8wbzWrH7EOXbcgmCDGE3fPSsYbs2qn1EnE4NcsWKjTCZfU5F8omLJJV2FLq9QlLp",
+	"vhnbl7BKL2lBK3MbNhCQMenGEEOFhFQJnoow4x0jPAxVsTQx8mDmrtM+kbrMqWxaOM+TMD/4Si7Yfawj",
+	"cBA5WdxAGzafN6vDYMzch0JshvVzRutmRSfY2CHSacrEhIvZhVww0dIb9Qk3wHItSvfJDYy28EQCv8Wv",
+	"KmOMwmk2LdAvLE1u8R4P43IOEKFmCPjNx/d7vc1t7v4MuWG4to9BgBQu6IR0C/c3t5ddS0YFeJl7pySG",
+	"FUOkhz4X/VUmZxlTTZEJwei3SOwTyKVp7w90mFZIpYE2mv0hxXEe3fL2bius2GB4KwFsW04Whv1OM8Zu",
+	"dglhY1dbeGDtibIzLL6sXyErFEcNohq8fCh2LtmE5gqddUVeyz5h7bNtUIQdeVlfY6Xf1H3UrA3+JDOy",
+	"YnKVspGFLamOOzIDN7rYft0wdEvt1BDR/XjjaIy/YTjGKPRBWr+jERktIzGqzusDXMTYp2rwBvMrNyqw",
+	"dcHzK7OEZaUgt12HK/TV1twi7jQU/7zmictuhRkcKZJSzZS2zuVTMrT34/DYq50U1vBTIoyc57lw0bgF",
+	"qiOCV5ZWwyuKs/7/of0/h/3v3xd/Dn7vv/8wjE4e/dfH2suL11csu+Js7dWbrbwYHwkR//zsggSOsVML",
+	"g2QIFxLuXDB+TJZ0Y6NHYhtqAckchR2za9/OsRUcUU28r9W42jUW6l6733QxIaDxfTFa2s1mH1yP3mjy",
+	"93aRerPpX/jQFXezdpNVKAJhvr6V+J+c5Tc9AnD18fVN3YUa3WzyNjT365t+Od7qZouQQFv9r3Yttm/a",
+	"b7Ia93Ynf7NFeEMzDQbcbazByjWmvr6FcBeCN1uB+7nNvNnMz9mSruYyu6lEUL6dr24JXAT5zRbAxj5/",
+	"fdN/+84oxjecfba+J63YjKbCxg6wO4vw0ZoEq5QKwcXMBx4ZA5DRLOVM6Z7zw1hbz9pnOzwwn8/YLS9H",
+	"s9W7lFe12WX+e0XWc6kYAbeYy/XsbpjuhY4CbdeKJIymCpEBtDx8tL/Kq9oQ30CuHBTQvSeotjZatim9",
+	"fORzWs3rc7kWsChJfeDAzdwJt+Mw8IG3wfIVpOc3v86fUEs/2/cCSvGZjQRsvykNcXGwmIe1tGZ8Ntdt",
+	"40Xt21ExbNfpzhVoM/mG1Ew8QNqHkx+pyimx5+eQRM3oXqMsa0NV/M7tXQbbslwLDKxa0g1Zy2xBpDic",
+	"WbyGbg9x5T1FcFnwnANGVuw2EUEXYCIxgNWcEjpZ2DCvFncRrSkxCCjdRZG7Y0jK/PJAyqxn2Vxbhr1X",
+	"dPlrlx1NU417zDURcn0a3FfsuaOoZPG4BJLdrvLi1eJqz6/BzvV7va6NY65eRm3PFMVhNS7X8HXnBhVs",
+	"bd9yWMGuUzJjWhFK5nw2N48Fa0lkn7gkpdnsXI5zVuPzfXZNITBeCsArcRnKEBdZHO+4Ltgvr/MhB6pF",
+	"PIwHA5sLfRIXAMa9we751+hN7lOSC/5HjjAU6sAE+OaFacDMuI1MzvoQzk/P5axCdpSudfGAlvI28X3A",
+	"ujTki5BVxR7dIM5hy7PwpfkLOm9YZhG2bx7v0By8sKTXB2YwNt9sr/yIa2QtPDtSAORZgHZaJgW5nM5U",
+	"ASTz3ye/xwThs3sjd2EK9/wQif7js5fPLp6RwWBwjC2r4w/4x8f/F179R7z/FtNeX9phb0dgmLXZG3gR",
+	"HrfaPGEUIeUVqeK3Dcj5XGbaovnlyij0ZRzkWqjjqIoEHJFaxGJcs1rYE8SFGQvAOimjnPQiUsWk9UjD",
+	"W3C0EcCoabaER4BRWSDRwrBqgYrgSQA7FpEANNBMb8n0XCYlXMtoG57PfgahIuZxETfStQhQGAsAQ2mK",
+	"C4lI7HPJHIpFRGJkS/4HGBP8UureAXQgMEX4SwDZYTfCAnaMRRmxw80LFz74GmCa/dce/STuVZoIBl2F",
+	"8Cj1jFhk1h3Wn+ZpGo+FfQPXScE7ZgO3mljSa8SvrSD5ltDIPEQZqUUoi0gAsBrVoJ6axmoQTUvNIayf",
+	"p1EH89x9Mvw7LAzmofSBsJO+TU42z7//PrIgAQmRIt1gyKVNW5lTGylomigjg0akRoA50F4rqczK1EL/",
+	"jsUB2L/RNlJB8FN5zevB6JpA1Qo0NjPzLVA60+AW8JxHjMQEnCpygIuz3haQQmlqY522o6B8Qta26NFc",
+	"p2yHVhTGx8y1XqnR8XEJMXCQsCsHQKaOPTfYKxDgqes/2pX9hXeU26my5lCUAGxKEYRY9qEqHp9DgYw1",
+	"5ZBH1bVtGM6sCNRYcPnbrYV0U4Ah9B/5UTZOzIzoVjJji2Sig3Jmd2T8+PGpmgG6n1uZ6sVM9wXsY3N1",
+	"o7Gu6QOAvQrYwVaDfPvurQUCqHEwNcfD2VIaDZYwPiNdqkgR1NcrwwkIFvhczAmqs4u/iSjJqHPdn8m+",
+	"/TGMcqw/RnZli73cHV+IJPKlxi4vbRGYloVYbi3Y2VaGuVnMMy7tLUc93+oJfTiEbUOVbxAOHuNSIkq9",
+	"WZ2eRymO7W7GRDEmAC3p4MBwv8Fbp/duF645qLu4Em8I6la7bHAFGTGQCQYollmCDtcNWbOMEYAktrX8",
+	"2tC/H4zjmtvHoE1Ed8U+Rm290IowfBUnALDC6MdEpX3QGgbNLc9ulu2n9FOepreeUNGetbRYWuu+2d5r",
+	"b98dKbKk1yMPgQsEgAMhszLMxEG+vIoBWZOgoUqHrmxMekhJY07izbX96Ojw1I3qOh1wUAuX1a2eYe9S",
+	"anOYlapFoko9JH8lN84XIFDmIJTK5Vhv/oSmKQJLYsUSPCxBhQgrX/A5JnsXGO8NtoaxIM8mac2IAA0/",
+	"qPORsYQJzWmqIihVFlZ1hR2EInNQ9fXpS4WkKWTC1FjQpRQzBxIupXXlI+B8gP+tSC4SqKBFuvE4Hw4f",
+	"T8zb8BcDg0/FERkMBj2MEBiLs6cvSQpXGwAXTrrxWmZpMsL/xj2yhOK9cyr86Ja2XC3V5UImY2F9BRA5",
+	"njGqWVHKplLBFqZlIT27ijGSyIk6Pn/29J9vn1/878EyGYupLWcw5de9UyzJVcJsHpCzSw/jLXMdrq/b",
+	"Wkjl4GosEBR9zgTUD3IliaH1TFlw9AF5ajHSqXZ8FOMIsPytB9KymZTk8VC5P79TNi7B4kmb/tAt4E3y",
+	"f3XQGO9E9g/cD0P8B8RGQAWLbVKbS6VHK5lpR+oF2eEnRqzlitVeBVtXx/OGu8ewKRtlkZjm5uyadMed",
+	"4fVgMBh3epHbI59FYV+v77MeniK2S8zFLCZdIX2XG6bR/WMDO+KIxD5QJCbdhKsg6APYi5rzFcnFhGWa",
+	"ciiKZwsM2JTUU0Lhwi+IHUFglSVNGLrypLJZD0WwmBseQAnaDjth0ErkMl/x81prQRfl4rbXW7CZ1Jxq",
+	"lvih2fdLpRFbYDjiIocb7CmoGEPkOOoOLox38PXwQWw3mC8CjeAx64bb27ybbqeKLehFiIXD6GTukKG6",
+	"Oz73R7W+tYN3NGivxf7W7sKO1b3BdV15f+rjO1UlJOHzXdUVuRs3mOJ2AsiXltbRqQ7xlgIZzTN0fcrl",
+	"Kjck2isug3lSzSjFJDarCRYxSnuDNlJXsbiFTRyEQLZS1YuV+cQkPpqmEitnFKAvp4CGaiH/bOl5FMMF",
+	"LHXx3U3C8lwpZR+U1y6xr5h1E3bkzQjiDoigGZW9gsZu7KRypmklkmYYaAD4ba9lqExLQvDYP6CCFlsO",
+	"Gj/2eKM9L0HB747pqm70rbC5l95v9iWhoQbj47XxF81sxNcXH+7dBGxkd/9NsZ0JW1JME29Ba81Rl421",
+	"DqD6U8vmPzHIFbuItve5eR3+uaovSlCsRk3IX1GJHk/ymgqtbMSfzFyFHGOB5QK2BB1fO3e2gcXULkol",
+	"QRm7WzC2Qj+J0x3xg0GnWrK+RdH6Het27vbxq8BBzWF/zQ87AFAPI84Dw9caI2Edte7ikJ89CK8J8O2G",
+	"QXiIOlcTgRf3T+KRPTE9Wy2LTfKM6825mQMO9hLq+J3ldffcF75m44xfYe220DHkysPBK6bDp69fv/3x",
+	"94vXL569intYc9GWmo3GIj6+Ool9GTjnJMI6bYAgj2Ww0DcBiwxcDoZXLNxc6xUWF+O1cJveJWDWRMos",
+	"4QJFM3qjbFnuVUq5IL9cXLw5BrBTMxo0P/tw4BGDYDAWY/EzEyyjKcnylNmqSHS1grLAVrXDiflq8iPz",
+	"1X+QZ1kmM3TUNdb+VKQbN1VgiyNb+n0sCIktscU9UuC6QnAN1xg7gpEP5i+M78AwEAznKFxy3gtrGp1y",
+	"lkLl46ASPsa52vbNrsQtwjXQnafmMtMQ+oZOvXhgOnkGSxSU2seSXZaboleO4VJ1n1xf9yx4vGU/p2Y6",
+	"U5qnOiYTs3PKtNlYMJV0qwVTzU68ghA9LqB6mXnngxnkR7NCH4Br4J/AGc2fPFE9AgcNln4/8kVMukra",
+	"ov/xAGP/B4MYCpVaVDOWKnT3ERI/gSEGkYK4PTKfzLGqLWYFicK9BdP40XpXzAzWlIPbQOs07gGNBe4X",
+	"C75r3nv03RBjuh4P4Z/vlrAmhPxKU8OamNHS2YxqYOggX+UVs0VZfAVRK+J8lUroHWSwHQhMC5+ZEeEj",
+	"GNuoPN0ioHFAzvAVW2buRAECaKokydi/wZ8Bs8YenNw37Q5VDKhRimhDWWLCTFuWlOB8Fh435/u0l1Jm",
+	"nCCoimW+ZHMuku3VPkMUZFc0FSvl5eYvhnXyqCJxCC87IltFGU133fjJyXekIZYSC9KtuWK9yDQsBcNu",
+	"LUytOepuoAAnalrkOrLJLnoyh8sh5BMRceLQnWyHDG0GEWwCRH+aloreB+RtMVEjWGrpAPQtTwU2iNSe",
+	"T9PeCfmV/9CzR5fET04ek0o06oC8snH/es6gUh8SfXnt39k8uloHbyWNzrm5Cw4DJGCUFkU4DAvHo0j8",
+	"3fAxaagEu94uD4wjgTqDdWV1fVH5GA5OWHAemE215rwdKBwVEBiOtHCo8ZkNqUUZQmx5XWSt0JDlqhHy",
+	"kvjJ8ISUA3FN08m+cu6FVHbTgludN8+dZB6RObM3QKZB9JzTFDiqYRMwN6dHwDFuX2vfNFhbbp8U1faB",
+	"Pupq7UduIy0TfUyKiNRTtOixkrpD8sIB+d1/MnxCqlHIp4jKjVRSB8wNQwK006J+9ZJuYLyWT5Rr/ZOt",
+	"Uv/hCB6TrcBZqGZdLvaPMs4ikLUr91/qoyYOF1jR09dvz63CpchMQilefG4/URhjOtiq6x1cYFqArxHu",
+	"wqPvSTW+d4sk0M5wwGB1db9t20DBNhAZZloEIJcKg5frG0el6sYuSAJpENWclJ2Sy43jVGRO06npGFz2",
+	"s1Re0pRM6CoyQzQD0eSkNyIrCoONcBPokjntDYhF4XPwawUtmMnZysqCLg35+rHYDZzQFeD0WyZpiEx5",
+	"4uVJRCDUk/AEyjzjAXUVk81ZQAngAgIGVr9CjuLaZOaExf9fPxRP/degIasREVIJPp3GeHVICil2bg91",
+	"/41M+WQzIoqK5FJen7qV66tsQo6EFOzolEyNJO8b9VJpo73h78iF3CWseQLoetroZtQBZCN8OQ2qHUSo",
+	"zwU1+7RFbAeGCWEutjHzRg84FQOxTcllJteKZVYBy3JhtqdydIC8QfM5r7nShZP8LICaN/Sm2bVGZmCD",
+	"4+MeLK01DqzI4MnIUCAi36Im56Q4LG5CNR2ZEyTYKVIcNnbkxLatC+DB7k3X8EehtdsX5dS3aKyrC39H",
+	"bL8zrA+vDaEHUAt19b5rYOfJE7BNnMwICtgot3e7K9iUZuPK81Nt9fMNxuuDZiaXS6idyfECGrUnd9RQ",
+	"ep98R1wNKIwkL9eTDyz5UedkMBwMXXgDXfHOqPN4MBw8xoo6czBqj+dQVeRP8J5gFqJXEJ4nnVHnZ6Z/",
+	"sa9EnYyplRQ2dOPRcLijRvZhtbFtbZOaWtjnLLviYgbBME+wx7qG/MiOi+LW+MmT/Z+8kvonI+VKln9n",
+	"9K/3UUflyyXNNp2Rma7HLQAWN2FK4WlExHE6UxDj5pZPdd6b9o6XzBCIWTLzP7sXgw1dpvYnTFvYtQNv",
+	"8Y172YCnToH8TFsQdb4bPt7/wT8LpfSAbatVk72KTLqYPGb4VbWWf0SExFgUK4kLnrlVsL9nVc/vho93",
+	"UkbOjy0JXJ0c26wo1UgHL7nSP7iXgiLmqtEBV7xybD5+AymHjWAzlbfxiqDly2AJgEfuRhRa9g6GK9Lq",
+	"prJAV9uO02TXNV7rX43qP5VGtTs1eopCjzqkbBqzFUzJf6CZDpFc7FqTFZ21KGDlB18TD7x1xty2fvoR",
+	"O2l1YrwNhB+1OGY/Ocvh0w6mmShoRPu/817ij+HxRa0NMw9dXe7wTBXL/LFyjo7ReVWUgK05UXLNMkc0",
+	"W6RbU/4FPrgJJ/xWtwkWhgS10xv2KGoUcY3bcHsyzrOH7QN4EY78YXPLm/tuztBNUCySkXl4KBs3+jD5",
+	"9Iou2RtqNJD3UWeV19DIW9NdQSUHij+jl/9PzrJNnZCqOelv7eS+aFpopVnB1G+mXt2YgmA1Q/o5Jb6s",
+	"rmJxBIXxaJqqAFvflURRB7H74zW1gQ03ID+paujvHeX6U8nPfHtz7agFb3tDlTLUtM3hvg7R9WT4/Y4l",
+	"CW/92i9NQZJbi1KFNhgRpXmaOn0DiNHeq0AY6eC+zg/TeSaKhIOAC6e4r3Bz8T2pzKc6A4V+kN7uI2WT",
+	"8XdbIk/dS38FSyRckXZ10z2s6f1bIn7wbSwRt60PWlC9JWIX08YFUWULTVinga90HB6wYv2rB6zWRCnv",
+	"ByK/2iAA/Mym3njQDNdMbOvSF/foETgawdkLd0rOn2zLotgiYphu9DTPqJYZWcs8TdAbiTMtV9QgXXAe",
+	"j4ViOipSgxJCU3Bj9SAU4snwCdmG9BiQM0FokviCj8x+PRZK00wrQmeUCzLN5BIgysDPWWY9uB7ueLXR",
+	"5Cx27regytlp37cyx5bFlTfSSBfvJe3Gcl3csg3jXsNZaDYFG3f39tQlz5/rTUE7zK9DWWpFM0+lmKYc",
+	"4/nugWYuSuwLgza68dAqKHgfpZhuppVbUOdr4tETqJ5IiWmFZqxPRdJXTGPuqUdwszcqEcmYzjjA10B8",
+	"g1nPwVicJYkiWsJtVkk8ZHDvU0piRU80YDJVuuQ273Ms1nRjs1aXlxzv7mw4IQh9zPCEW5/fbXe/X1I9",
+	"mf+u+J8QPmHEgOl6LNwx1DXLn/HZXPsTay/NE2D9Kl/6W3p0dc8ES8bib0/6l1yTDKv6A5//nmwDPvmr",
+	"ySLUErCfSLcAch4LmiQs6Z06uYLxSBIDjrA6GRXk7/3LjXbFqKs9OvyoOjlxliQFG6kQT01GOUyQ2PnR",
+	"pfkS3PlJ4u90yQngBphP/gBHgkv+79AkcYGYFAnNnpWTNhkM7++PzeGyBuWXzf4/8Lxb4nlnSUJimkBm",
+	"qyOhCGJiLpmPJewRquWST2iabk5JeF63T2mxRU1Msi4dFTLYY3a9YhP9j2dxZPhs2AME7vBp6cDaDOj4",
+	"GaAiOqZWaH7wcBj3ihCr70kVGq6JC/i4qrGwo3Jj4jrUVwlXdQf7PNQPdh7sc2Dk25PzzATW06IA151r",
+	"HF3paLc8znAqfpDJ5rZPMlYb/Fg28XSWs4/3w0XOmf5GGcaTkxY9mS2+kPIlzTBz98nJd23m5ENcf2UJ",
+	"pxeGhO6HRZkj4jlB1MQF7CnFHNZAZ+nttnLLVap2e5NK1bH+Gj6lpDzltp6lah2x+/cvVSbSxsuEk3De",
+	"ygdnU4OzKSktU9XntNuJWzl9gaupyewuU9YdypMKCdfrpuW5P1BInUVdXiPI48qFjsAXwwVTGBscAjHf",
+	"/m3tTnI7Dvu+pVu5yg1OeOsRwFHXX3yMioIQOCiiNN0owkQm05Qlp2Px5vX5hfVDepeuvaY0FuHM2Pku",
+	"SwYcmjzxn4fVseGT0VjAAGuArEkXjrMNZ1bOBzKXa9GDlB9b7sFG6Nsg97EoNhvS+GWaMKXDDo4U5hJZ",
+	"O7mqkdt261TrZ0aAV7lAZcfq9GSO8CqhOhq1ZAVQPvmjEcN1DWMhi11tV3KK96UUt7yo3f/excXLVsrD",
+	"zrCDk7vhqLCN9ZfAKFZC+jfihOEH32Sww11cKNt1fiUxLrfN/XLBmUZkytbuRLtDPqeJ24XtS+dTPPjN",
+	"XKuCvU/K0PuYCWPR9wf1qPqjMttylzlAHaAnIlpYePUM7GssGvhXFaR/5Kdq09KCpiwrG4taXhbZiv42",
+	"6Nqs9JHyrdn07tMqXx8L249bI8PvDDk8amENXkj5KxUbzKG5LwXQUMMpyeDiX+HNv5t0uL1kTq9YcYIP",
+	"1whLIvr4A092R0wyesX2iIhbYrGw/G8d528XtQX8DaCFqSIpm+pvgae9kvoXln4GbvZsudKtuRkW7hih",
+	"fqKAg5nzZhZ9m4XV1Pc4RcZSlUXwPU1Tn0x2XyE3QOmVA8hqxSfS2S3r1fvPx/Mfyxo4S9nE1+hqdLQ8",
+	"82/9FXwspTVp5V5x6/NFeFaK4bdxqvitfTCW690pbjkbgncQsAnUJV8rqWQwB9vxsXrotv0rdbcwmmXL",
+	"OCK0yNcd+TsfH9xXBmtL+HRqHmNQDDYwFjLbtnC7j4bDiOQCsTWTXp2J9zPzHKCdbWcB1A65AYm+gHDY",
+	"4hjXe5fcvj0clTq/UnASEHLbnQZjBEB2qi+KXXc2bu5Nqh6r42IId+JFughnCaheti6FmSt11spkgXeX",
+	"DsylfHRhzAAQMBbVsxnZuOLCYosfDU+MqTa2OHHjzohMaQo2mj3meEXJwMZKGqAaR4TXJCCX8DQt1K6c",
+	"OlzFsXDAFjFP4qgEVLWkC4Z3opA1DWAukN6Itf8Aztn8aNgWIl7YqMJabvOULleUz8QBbqRD3Ua376c5",
+	"iH3dwUWvI0N/1fvxDh1HtrfJplahcLbzt+kY+nvL+12LsX0P2QlbJRtHRnXgVyGzgmzkIMKs7Lqh2rtu",
+	"qK5Ivc9+wf0VOV8ymRIarHLXhUcjsOtLQJRK6Ubm5VvwFipiIMv2ulveMlXLPg9znTR414F75azEdKuI",
+	"qXfqtd7JfHDqLMFoRic38WImlMhmu+sz+GwD35gL6F4Cvs1KupQ9Szb/0FkOGFt4Vqr74vGKuGC3ryce",
+	"4B1pyCZ9k0nAD7rp2fpsWsBnDfjadTDdyn1zJ+uTNIK/SpQY4iVh6KTzZAXiUUiSsb473AeLRMRlanSe",
+	"IBBTjPZLEFmK5bqnJP752QWpazgeWeCnIKwNko00s9VIinJrtiKJt5OikIWZvwu5HSGCFKzGqbH2EF6m",
+	"0MKOVIgv46uQVOw9kadpRMZFlRLzI7DVHgDqngkErMLK8mgNgtXnRibYmikd4hbiJLgmGZumAOvZpWNR",
+	"bBQKUi5mEcB7cjEjMgMwI3OkAT2TWHuOnEuMwi0gqAJr9EgV3iwjoP/IaUq0xBjeIoU78ciz0DPAW9mJ",
+	"4ODH1l2FN3jg8eJasXQKQMfYTkI1jQiUGXMIXqDOOstWpBs7NLNTgL3tG7vMETfSEjBPIGYDWnFJGnah",
+	"hIQhuUUciy6i5+I2+j2C2lN0skC72bsUoa420WA+41Ulu+IyNzs3Fqs0B6Maim7xRDVChkGPgBNWG/oM",
+	"TwL/3R4BsIXLVpYANWkQDnANVxnqKHpPz0HucyyisF18uC4iwWPJPTjjai6hElsEC6lSke75+bPeHXre",
+	"WnBi5Surx6QbfxhjdaRx52OMBbomC0gbMH8cKWJ4s2HU8Mxy8C4VY+EGXnmnqAMErQDudOUVUEDhKfyF",
+	"T8fCPbYXcDbyoXztjQUZeeba40yZTxZXcQG7mHIAtGTLsYhfsM1zMZXxyFcsAQR0/ieLfBwDMkzszYZB",
+	"h3kTlcH74pJQkT5bw3pFJIaJ2jHDFSNsat14B+QsRC8ECTcWM5fWUa7aJadWwDGhud64IlyBzEOOCE8J",
+	"BnUkXNHVitFMEWiVQqFLyzWh6CDwZAgOt+m18cCCEVsATrwQw7swI3FhpKGnsXiBEZ0xi+G8Noa1oXLT",
+	"hpFoCy6SI0USnrGJltkmQjBODYNw+XViZgQuTJfbCozTTC57wG9ROrvMM3eMQETSRI2FfRKRuVxDDMuS",
+	"ig22ivGTOFKWKbPu7j8+w89w81Su042NbBmLJJOrFUPX7I5N8WO3Y0qshOMaV9u0HY0FwHYbbaCERmm1",
+	"Dcev5VqMAjBJFE14VAElHoJkInISkUcReQzVI8fCgmaTGV3ZapBsQxTd+LUyOo9dLi3rsH3NAQB8X3Lm",
+	"99jijULj1CNmxi+p0n2YQv/5jzF5ZVgAAmyeyzybMLeeDo58LBCcFfQIAJhNYD2l7hGRQ9kmo7vBrdgr",
+	"8p9mala2Yu0NlKug0EwyqdRY0KL1U/Sa8zQlNvF8K1mpfHhwPfzkx8IhG0OvRVYjWXKlXGWGWuHtW2uT",
+	"lhicOp6EdQBmUp8Gq2sOy9KrHmYRMEwVVgdR0Mvo+r6EhMt8mruCSdY3VNquOg+Rv7F+/yWqIa+vWHbF",
+	"2fpBDbnF63MtV3wCeyHcHqE2EiEzQ0uLqgqM7i4AzKuTYxB7u2NWfsZX/goBK8VqtKJzLB9l9ENfV/He",
+	"g1bsFNpErODGPpy3+vO29JtrKwI2Y87YV8Oz5rahfM6ObR2XRgW/qIpkzfQ5n82Z0uh3wBLWvkbhkSrM",
+	"Erg0j2zRkMjop/ZmWPXaX1Ibdcv2C0DyzjszFq6cjr2At6P8x28xvGzx3CdyyYJAGqexl0NofmuMn4kf",
+	"DYdxiwian20BrRZ32kWtya8tgmaLtdQH0gAdPJzguigad0TgwtaeUCM+oWgc6DPuSsWduVJkGMmF5qk5",
+	"OpZ+a0/3oUIRNrNs8pc5Q0tfrLVWm12x5Vb3O2LLFmnV2ClWM1gsi9KH4ChjEbjcjEHgCs1rdOsFJs4e",
+	"vP5m7d0d/C9P4YWRPWi7t352G71ud3gAg/rMn970rkg3W8TSClq2mrMlFO5DVLnKaD7w5GNccfoUkAFj",
+	"QZWDjjtSBEaAksMapFyPPLSc44HoQbMBZ/Y3xZjFLIKEggF5bqxcZgFhjY4TAMK2jU0jzaFp/y25OECO",
+	"30qK4x3lFN7+7TPu4GcJQIM9MJtRn7CITx4C0O4pAA1PZxF9VlQnD8PMaKjiOJUAIs8eAs12ixpD3uGi",
+	"+mLOMU9i50O14CwI0+kKYPmAtJDl1gSk7TYDnaxpl/fXwC/vII/v5beXundfKWwFed22+nLzIKxza0vb",
+	"avBfZihWRRh+zjisPcKx0OU8qCNUDdMPgVl/LfiuMhHsYv+Lq52e9hds89fwsy/MRNt62W0MwBfhXYeB",
+	"t/Gtm618sO3rPesLtgmd6VbBKhDcK5Ee4YFaXIWH6fjDgm12Kk4YHvGCbfbd9+KL9YCVdjwtICv3+Zsf",
+	"P+oEGDnDVnC03zam+gu2qcGL2f3Nb7jKv1p0k3uiZUsxhlIMQXf5tES9PPCV9rZIOKr37oaOFe/lOVK2",
+	"MC27puA4pcrWmI0KB3CpxHsMBcXXVJF1xrVmFkurG4c8Wk408xVjnZ+HVD+SOQBR4p3N5YbQUgH7BWMr",
+	"RQTGVuaTOSncUURmZEH/lBKDaSv3RuN8OHz0tzXl+h+Phyp2ka6B+737VAqVp2byqZwsuJgROGxwnVVA",
+	"a/vbJluyt+HOiXTj/kk8suX5wRntB9M/ic1imc1zEgE4lCQYhdWDQgvbOaV+7TFYBdzoeIk1Fv4S6xSq",
+	"McRFVK5p2kwVBtJzdZGLeVNXuNfd8cvpWEBoHJH27t/67qAwNbCjIAQZIrgaLs5asMGa/No9F3qOJeIK",
+	"R35it8Ih+yd3ej33H8f/0d4aeK7Z8gdzDnfCebvDauZvK5ibhhtKVzf1ab88PodjDr3aDz5Gnd9cheE6",
+	"7lE+Bl1PGEcK3cfuiZyS2AlQ5E879mN7Czr1Rbv3zeeVPBd8OsUV/LYk1z3dlASVyhGREKivZ7mTq6Ef",
+	"/+bCCiC+tSQramTTYQbIC7ap+hmasO6tWDMizku17koqxS/TDciRXuTqp2NtdKzFwMVYFOSKyQrW2XCk",
+	"tmSfIgu20uSSuQoKS9K1LfSXTFPbTOQFnfUCQsyDzqhQFPNoYLWQCyK6ZPzzs4sY5FkYAmGaAUZc6I64",
+	"LTUaZPxbfFoSPfDZWBTfFdKBdAFsgPXNK71TxHpac4/4jo3UYL6PRQH67jYe2DOKIS97PBBBcalrBgHz",
+	"IXMj/YQaCw8KH8gAXAPwhf7jZRxEP5oJ+CutkZXrrkhRTXVB0s3YlVywJBoLdr3ioNVYKbydzZNKpW2F",
+	"Dd+MIYC5TBMVA/wdaAcQFr/gIhl3RuPO4mrcicYggcadkeV45Aw/T+x0can9JBzu3TLHW3MxFpfM7wst",
+	"bBh0zrvQGReT7kbmC/E8GX4/Fg07FqiNUJAD23arBHMzbRfUOharlE6YmQMO3mlqAVIqddMzrWFYEMQ2",
+	"w4+Y32SjBszWxv3+kl73jT0ek+53J4/IC/6DoXjLomxdqZPH8E1fS9lPaTZj8akLvwXIPzvEOv3jTd5K",
+	"/4DptLTCnMrhXv8sqkfF1UAXbJvuIzJnKTAMGKq9MtiCCgAqNvORCyYahw1fHwrNsdMZ++lqz116W1+w",
+	"zTsknzoFyz56uIosX0UebCh/kmP2PooeAyMAOU/XyKioCg091Hio2BBLfcSc1ghEf2+fy6hllNXiynJo",
+	"UJ3jF2xzbky9umgqawR247H1RRnRA8mkFo5o2/arT4EdBbVhqPK1m1wcxlig1mS0on9e/NT/u60B41/9",
+	"gSr2tydGydgaiTfyIUtnKa9AEPwS5t2gzYnizNukyjpTSZ0ZCsWDUUZJwcaiYoqCSc11bQpNOZvWxaDa",
+	"lTSy3GgHYZBZOa2zLsiMDWYDyMxIGWhwtxF2hmLryws6e8E2DyFnd2FI1YREbkeg3dBUsgwpxfCH0YeG",
+	"eDGrpBK5FgoyOlXkEuEnkFMWwgdHBNLI8fQW4esKormMsm1ZkdO4Q35gzhBYTRSCSQzX4xj4FWudxlER",
+	"CLZgbAUv+ZyzSSoVZOVnhYZf6O4FQwhy8o0ifwrNMZGMRcZwIcJ0L8dWapHNQFl/aTWjw/YA4rzuElcH",
+	"h1Wbb0HFV+C2/6TonRueQFgaZ7OEx8weEC/B8f/HH+DfPeBNhsodjey/VMH3v81gtxsjEJmlcdtzWndK",
+	"UaewJuclm0or4dEArt3R5gq0DZs2vN0j+iPTlKdN3lxLiQ/EsFVX0RUpEAkmJXtGXb/JnxBUVCcj3ZHf",
+	"p7q/C9BgUDxBkHLJ8eTrnKLHCQOaUaW36b6+6IzN067NsSgPzLolMVvafC+VRviAQgSOhZOB1tc1qiY4",
+	"W58PS8GdNEOPaGzfjo2Ija34jqOxwMKURYUGO2OM0v6B6TXDeS8jHE/fbFQMkRCKUCzzil4swL8Rl2xC",
+	"c4UVcgu5DYHpa1r48YI6O3P0YkB5HOfqOPKsYCy6VBA83zKLittDWFQorqlctd8VNXZUbxQsg5BghLAM",
+	"MCEU4drMGehOgs2CrAcSw2EFIZLD8iPtAjghhS4jUyYmsMpywQRuuR2jRbwxOg2MxoyZLw1vcQ6ziCxp",
+	"4pCXKJbmM91E6MO0XrzeYCyeplLxEpSMVbdUMC9oAXAFCpOoQA6oWAYjhxsAqAENNkpLjnkPVgqMzGff",
+	"f3PWyqex4HuwcV44tb2UO/6ZeLa3GQ7PqgkbL7JqymfAzO3MNP95FIf6eC9nOz3oDNvE9yZX89K9CAg0",
+	"iLEQck3+k2id7tT6jeW7M3TyJbzxV4id9GvRjv3KyQKcll9E+CSOvU38JOzng6eqPoDSLGMDHIHRSmzt",
+	"gDXlupK3bNe/dKyC0hmFKV3xQlX1oUDtAdqw6t5gSzt5iw/Mbn6WzBXb3wPq8C3Y/LjTwLUNvbkrTWsY",
+	"1ZHVDoseCeDu5HLB5hrMeWnBqh/YSbXaCOIEBowDAb6MqbuDhUS3XwYEw3ggYIlmjCiWXTFAz6dZxq9o",
+	"ipYH6QLckYOqw8t/rcgqYwmbMKVk1hu4gFOk1chmYVFhAVU1nczdrZKrAnvqoyi4JlsWIIQ3oBGIlYB0",
+	"isFUWKGMoSloLD/vL7BMkXRlVvw4pTzNM0iKdo4UGIJP6LQWLUd3PyLYgZ/8mitt2sdpIOJ3F0OWMH5g",
+	"LGJr416YHwoIGdzZQ+uXjAVegAi2dk04RF45WUQW2M3ekriYBmvLM6HY8jJldQbr2QQ4+ieJhDusD7sV",
+	"2vFTxhgxBrMLSLNRYrAt4BLpUk2WUmny6Lu/+bg7KMHp7qpx3Y4UieVasCxuivGApwfivJ3cKvMEB/xX",
+	"fGnxxVSnNYtpxPauvG5DQn0jT+MRuCFnuMbu1g3jr0/DmqsORBJD3QDgVORpGsQW2CO6ZkKTJaOIit0b",
+	"kJia86YAzrTPRX+VyVnGFKaT++AkrsbCsSD4IEMnlmNDhglbj5+NK/raKrpatgPgFNeTNFf8ikWGHWdW",
+	"N2ilJbeFSgcQ3h2e46DJ5miSaCxqQdLl1DNkz5O3ZTYJAzvcXW0QyoFcPMSE9VEcZEcQR1tU9GKsulAy",
+	"JoWE53osHPh3BUsoDPMgDrzbXS1Tf11d4ArxBEFuPxnUu516eh/eUzlZPAR53A4DqNF07VnxseZNwR63",
+	"oPRaZlJAS+90Z71xrz2AbzYCp5SW6AF781tycPlTgtAZQXLwKqWYGQwqc8kyDY6Wl93FbzXQm1teigpJ",
+	"3aG/okq8D+iOn4gQZ+ghIuu5xBC59ZzqKAhNUGQpr7iYNdJJdDOQt7p0p/jDuAO3uePOiLz6GJPuyWBw",
+	"MhwOhz17826vu+0oSDyMB4P4Vf8kPiXm4+KRaeFfg8Hg/cd4LGZwP+3aIrngf+QMWxyQM5toUqAZQdom",
+	"xQMjXfqOYhp0/VV+mXI1t/XdzFlKwE+BAQXfuexWt4jF60YhrUV0Ow+Oj+rcDRaM7+Cc6c8NBnPAiXXV",
+	"EL54m/kB12UnrovnMV4amePTXbFMcaUxhP/S1XzA9Hg8jQcLpZZmZViXpNm43G4+NDGL3MAm+FfSRaaK",
+	"EjZykcQ9V2IkrMvEsYIHsZUdIHlPMFeqBFywdQW20M3s6lwY7hNgzo5FW9BZshtzttneO1TQ34PlVzDT",
+	"B/vv8+HK3ppu0HzU7xRf9qwKiwHiP2E0VQFUFWjSAB+BeasalSeuyzqAjX30QZ5oJYseBs/ZprDmGquo",
+	"7aZHbQvSUUWUlAKwakuHFhgMSfGGg8xkE1Ds1mn9XIixdQ2vGZ/NdclX7wnzJOos6TXmjxolLUgn/TQg",
+	"i0/FpL2jiwK/ERYx8K+GGPs1or9+VVisdQisMZ64mHRtD+SkV0Zj/QR96yDg1X385wGB9etAYI2MrME7",
+	"dFkU5iuEViAgjTzcoRc0gnd5KMgCeMPpGkY3hfsY78aCfDmUrSB/vVbC0Uin9o5+qx6Lu7HpDfBiOYG7",
+	"fl8hbukQ4DdkLbMFkSIaCwiaKObqHWrlmIGSjt+cwgfRECW9397yFChWFvfiu+Hj2MW7j6orHGBHaDKh",
+	"glzJ3N42QQpjruDyfQXTOC2UmkoiYVRSbdRYzBAc4snwSdxURKYqyr7xcjItJHdBvl8H4/ncclhI3Z8a",
+	"XaAkio0IFnK3DL4P+IQKLwAQHqOSW3ef+vTaN7dlIh2AX91Ojh/TyeJGVtVhiNq19lepfhcNpECwF2tj",
+	"EEGUEGoxhgs7n4yRCwNyJjYI9mTzp+C+0jw6wixrw95QlkA7vRLM0E5cKC+ftgCiopJPBgJDmmyys8mi",
+	"5Oo9iHM222S3wUn36lr3xFIja1UXCsg3BxJ+B8aRW+EKjs0uZr1F/BhhVQI+LGF2hyfvlGzV33OPAfT3",
+	"/hxXlnXMEfp1tWKJU+22tFg30fi3uEh0NcyfcH1KsHIzXHtLsc9wgvLeuwMV/gdf+SvEJ9x9OEHUKVa8",
+	"lZMYVr/GNVwOS7CNtglLwO18cB7XhyXAQjYk3qRMzPQchCigsLAEL4bCM+Y2ony+ggScpsAE3Oc7FGaW",
+	"kOpFGAzzgSaqNAFrdti+3zx+rEQyx4j3c7jSW5uMUYHYMU1/SQH6nxvO2TBgB1IbgH2HWLMOMJ0J2BYM",
+	"4K4iP5t17Jsl/bAjvD+6VYRoM7cWXd4ChnOt8/LZcqU33+YVwNfiTQeqw4QjuPg3xEy6VPdTRpXuSzFh",
+	"vVMyh+Ww1j6dLFjioHeBsSCOSFv5ZZnR8Qf4d6dX/WyycOxlvyv8bPKNoDLBlO8ZBeJsshBynbLEAU0C",
+	"YRQQzbcstfZzeFiU/SLOUdWxTaq7icg7bFBN8tHmx7an428pNflLIOWfub3bARK+pJNFRK644pcps9mR",
+	"FsBQpglBvOzWrMwbX7vt3ufw2h5IaxuwGRF/fTkcNmI9g5FbH1sA4QQHRBe8v2tzAWdfoz3Bgwd7oc6P",
+	"U0hjqEWv6YIVcWG3aS7sKkDteH61FIMvvRCkMDfUWOgC5thYUDcFqzE4RzQcwN4poWJDlizh1KIz//f5",
+	"61eEi0maJyyJEJqN/pEzB2s8ZxkbkDNXQNrVQoqfDIeEiyua8qRvfoxPCW2Arx+LA/HrGYe8Rpi7MiMG",
+	"F3id4/sZ6vn7TvxwMPj++4ikcs0y3PFTf/gbj/4q49Lo/fWnPzz733/fpobY7YO/74+2vr1II7vStXU3",
+	"0eR5CK6+N2x2uzlldPYmKPZTUsRLtxfAhqvciVvjwjT8aV6Nr8UBcVpS7Ge2XOEdFaN6cDV8kaqGK0sS",
+	"Wv+ufKAUDKR25sBFeqckfuSL1DFc0uaTmq33w7G9fffXAWT7HPdCwZq3uhjC9d97M+SabXM19JbR5BjL",
+	"DaUP4GzNl0RZeZ124rSpJqA2vzGVQ/c5wNos7Rx6dN+++1UmrHMbQRoPwG6fE9gNCNRVDrPgyYLES5mU",
+	"Ud4KmmzGefO0c2euB8fZ6nWmyuF74FE7EN9gmQBDJkN9K9qP/hbSwK37Jn41JoQdiwtzw0GeAlDPiFAY",
+	"E6Cs4eCRXC/pZGHjYPDzsQCinoCwhcArrgfkJd3IXI9cheIjRZ4LzbI3mZwwpYx8g6pThr7GohuXWe7x",
+	"75Pfx/lw+HiS5zyBv1j/99/fPjv78Xf7QLE/8HdbZnMwGNR/9O7t84vtj8aCY2Uli4QO0DaumvIKB8lc",
+	"3paZTy3c21gAmtSRQoyy1nBvpEB7w7UdkLOxCEsQUg8FZQZp2AOxAGinLhPDCjsHwO7ZyFh4HLsAvm4H",
+	"Otydy6AHJLm7cNvgtj1gyd1SACQu512iyeFRB341FrHlvXF71DiyBRpnWO83iBq3pdZzAT9BEg/8ahjd",
+	"ThVesSVdzWW2J6LyvHjtwXq+Heu5vPKtDGi/C3tt6KDxNmZ0sb0Pymm9Ae0X9NNM53A/to9ei2DLYuvv",
+	"0IwJ6KvekvFDfiCTOhvGL48H9FP7rZcSadw8FnOLqo5XLFtyfVsBmRW/jlUR4yW9jontCYCyAZnd5lie",
+	"GvbIhbMboiA9YEMAQQpARTGfFJoaEEs0O1G3a6ynsQjNJ0/Qvz0i3Xh7adCWGgwGkGlEuPlU0JQsc82u",
+	"bVmnus+wkEydHQWP+lUrCgFoQKtescyuUy8aix3GlC6dN1cZ3pk9dt3BMoPWxkJOCS2+GNWZP+Z1a/RY",
+	"a4ec2b1DjUjPqcC9sPR7RLoZm5jV9hZCkYLrCmIlTJ0GBix+QIQUrAdJuRmb5oolI0wFW9LrahoYDKEm",
+	"2WuqySWbc5HssMrewPT3XX9DvopZMUejIX2CqQNBiOSkseT5kl7vzBS7IarGF2H7+f38Zow/Sx0Pdt+N",
+	"7T7PS3/K03SX6edZUH+apynYf/bUHYAlruLBWMQlVjGynMpm+euywG1oDRhLlaOZ/5n/KF1QMXBJ5FzA",
+	"J6F0wScbnIS6KcupNT4LDfJbskD9LAnFFBMz+UBNPFAFdsrK8Qf8424vlZpEx8NV0VdyVYREAoCHhfwq",
+	"u3ulSDd3oG47IK6V+V8RL+cI6kYgX4UqD4gijQCMDleNXTFBoLRCAIrCFclFxuhkbtb9lMSArBgjsqKi",
+	"G0WUHNSBkJzbXu/UzsQuaj0RiKLyNWCV3obF2AxnExKt36QS74TXWqJ02retvp1QTQHVF5Z53BmRwWCw",
+	"q+hDAMg5FggJNCKxB9qJIxJ7QM2YdBGlc85XJBcTlmnKRS/y1Ycr5YYjV9QHb2FceWEji13zARBnWJMW",
+	"2wmgEyVW/B0Lu67NYJutqfweUDbt2B4gNm8JODfgKM0gm3VHTM8zmc/mFlC70Tl+4V97KIzQRNOVNXqo",
+	"jPAtOceLc7JVGoGmqUSKCg9bcLBqDlubqghVerpDbWWLdB/qInwiwjFkkkVGTU8AfcjThseHAYQ9hM8y",
+	"cvPfMhSetdRzK7UStqoGFHv+khca/W2XDqj28pmrBxxC2A/lA76t8gGTNFeaZf01Txiey1INgcOZdUs7",
+	"pPhwV7WA7ebbVgsQbB3wlVML+h8jy4lJ11g+YxEHJw+f9GzzfkyuC8esoA8Plxos5ViYbcjB8YUvOyVz",
+	"QM5gPKiZ48WL+VCvpW8eV8064McCi8lC2a81y1hR4wTK3NUZQW5DbUPWAnKGZUQupZ6TBReJIlrOmJ5j",
+	"eTpwiW7I/vp06FctlrQEI8vNyNG7CialnEJ/zWbXwWL7jswvKdjraaO42GaQzhZrzc+BEOxX7x9suJv6",
+	"mwtNodGAuzWtoJnF3XKVhO2iAtvH42upKvANFhYoNuN8TutjYh4KCzwUFvj0wgLBFG9cYqClknZQiYG9",
+	"3OihxsDXUWNgh5jc71/5a2DRt2D2pVIKEKP1gEn/1WPSn1W2tA0Efdkg8r6rGlj629JJDwOBr/Np/XOV",
+	"UM32n+pPYOl36RfDYeLg78899s2xhAMQ1B/8abV8A0mS0GL7UV0DD3bCllQkzeoZZH8gzAkcuktGM5ad",
+	"5XreGf3r/cfogzlYEPNsT2WepZ1RZ671anR8fPLovwbDwXBwMvr78O9DOIS2m21lCjIp5VpgHR5KJiln",
+	"Qts4NYZBczwjTCQuWApjg9N0EADAOU15y6d3PUlzxa9YBKmwCMGADNRmgRItF0wo0nVRzmF09q+5Ztck",
+	"hRDuXtgfpChtd4dOFcJSNsEaxb5VfPKS6snctYd+K82yJVa9KA0o6My3VtPhDxBFmAUd/ciVzvhlrlli",
+	"H7r+cONlfpkycmm/C7pxP9X08mOeGaIkPz3/6TXCWisXKGnxtzjsFF0EYbkAllpAnBUBzPAg6NgCpWx3",
+	"e1G5tLMRlLAeLHGuTLVK4RrP+ojpUopZKMTDOQZEvt0dcnKICcHuikUFQYfP/WoCEVlr74qzddCNvbbd",
+	"7sKXZiBUKT4TSyZ07aSw9CSFyrlyGla93p5fZIua6LW0xWdd1HgwpKBOwfawXrCNMt2AfEjIRIopn+Uo",
+	"m0kXsKoAZo4LEi+ujj8s2OZj3IuI4UY0Y30qkj6MFC1Gq25EaAMmZME2KipVuUpwAmtzHIJBLq5qBnfO",
+	"Z4Il5G9P+pdco1u5ieDPtFzyyUtYINyliFD4jdAEfNLLS24aW7HMtRR079quGcTTrcBRZct/X26I5Uq1",
+	"HCTM79jmI0GoX00MvGFYlfzJA3hXKTG/pm+XaLnd8S+MpnoeQd9cMKWiMJgJkyAK97svCYf4f0FYfRGv",
+	"UrOrmC8jc614Yg1BJswHLCGZzDXLSPdNJpdMz1muIBfADmPFJoRrxdKp/UFTnSuIqCjNj647H99//L8B",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

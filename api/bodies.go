@@ -20,6 +20,8 @@ import (
 //
 //   - a body sent with a Content-Type other than application/json (a charset other
 //     than utf-8 included) is 415 unsupported-media-type;
+//   - a body with a member its schema does not declare is 400 unknown-parameter
+//     (see unknown.go);
 //   - a body that is not exactly one JSON value (bad JSON, or more data after it),
 //     or that does not match its schema (a required field missing, a wrong type, a
 //     value out of range), or a required body that is absent, is 400 invalid-body.
@@ -37,11 +39,7 @@ type bodyRule struct {
 
 // bodyRules maps "METHOD /path/{template}" (chi's route pattern) to its rule; only
 // operations with an application/json request body have one.
-func bodyRules() (map[string]bodyRule, error) {
-	spec, err := GetSpec()
-	if err != nil {
-		return nil, err
-	}
+func bodyRules(spec *openapi3.T) map[string]bodyRule {
 	rules := map[string]bodyRule{}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -59,7 +57,7 @@ func bodyRules() (map[string]bodyRule, error) {
 			rules[method+" "+path] = bodyRule{required: op.RequestBody.Value.Required, schema: mt.Schema.Value, name: name}
 		}
 	}
-	return rules, nil
+	return rules
 }
 
 // checkJSONBody is a per-route middleware of the generated router (it runs once
@@ -109,6 +107,9 @@ func (b bodyRule) check(contentType string, body []byte) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalidBody("the body has more data after its JSON value; send exactly one value")
+	}
+	if field, known := unknownField(b.schema, v, ""); field != "" {
+		return unknownParameter(b.name, field, known)
 	}
 	if err := b.schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
 		return invalidBody("the body does not match %s: %s", b.name, schemaReason(err))

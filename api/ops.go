@@ -13,18 +13,25 @@ func (s *Server) GetHealthz(context.Context, GetHealthzRequestObject) (GetHealth
 	return GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetReadyz answers 200 only while the ZooKeeper session is connected.
+// GetReadyz answers 200 only while the ZooKeeper session is connected and,
+// with --zk-require-acl, the last ACL check found no node open to anyone.
 func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzResponseObject, error) {
 	st := s.opt.Session.State()
 	if st != zookeeper.StateConnected {
 		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "ZooKeeper session " + st.String(), RetryAfter: 1}
 	}
+	if err := s.opt.Session.ACLReady(); err != nil {
+		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-acl-open",
+			Title: http.StatusText(http.StatusServiceUnavailable), Detail: err.Error(), RetryAfter: 5}
+	}
 	return GetReadyz200JSONResponse{Status: "ok"}, nil
 }
 
 // GetSession describes the sidecar's ZooKeeper session, with the number of
-// live leases of the request's token (every live lease without tokens).
+// live leases of the request's token (every live lease without tokens) and,
+// once the ACLs are checked (with credentials), the nodes open to anyone: the
+// root and recipe parents, the sidecar's own names, never a tenant's.
 func (s *Server) GetSession(ctx context.Context, _ GetSessionRequestObject) (GetSessionResponseObject, error) {
 	info := s.opt.Session.Info()
 	out := GetSession200JSONResponse{
@@ -35,6 +42,13 @@ func (s *Server) GetSession(ctx context.Context, _ GetSessionRequestObject) (Get
 	}
 	if info.SessionID != 0 {
 		out.SessionId = fmt.Sprintf("0x%x", info.SessionID)
+	}
+	if acls := s.opt.Session.ACLs(); acls.Checked {
+		open := make([]string, len(acls.Open))
+		for i, o := range acls.Open {
+			open[i] = o.Path
+		}
+		out.OpenAcls = &open
 	}
 	return out, nil
 }

@@ -108,6 +108,8 @@ type Server struct {
 
 	// bodies are the JSON request bodies the spec declares (see bodies.go).
 	bodies map[string]bodyRule
+	// queries are the query parameters each operation declares (see unknown.go).
+	queries map[string][]string
 
 	// grantMu makes the --max-leases check and the grant one step.
 	grantMu sync.Mutex
@@ -155,7 +157,7 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
-	bodies, err := bodyRules()
+	spec, err := GetSpec()
 	if err != nil {
 		panic("api: the embedded openapi.yaml does not load: " + err.Error())
 	}
@@ -163,7 +165,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, bodies: bodies, ticketKey: newTicketKey()}
+		following: map[string]func(){}, bodies: bodyRules(spec), queries: queryRules(spec), ticketKey: newTicketKey()}
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -185,7 +187,7 @@ func (s *Server) Close() {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
-		s.limitBody, s.limitConcurrency)
+		s.limitBody, s.checkQuery(r), s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 	"time"
 
@@ -43,8 +42,8 @@ const barrierKind = "barrier"
 func NewBarriers(s *zookeeper.Session, reg prometheus.Registerer) *Barriers {
 	return &Barriers{
 		s:        s,
-		dir:      path.Join(s.Root(), "barriers"),
-		dblDir:   path.Join(s.Root(), "double-barriers"),
+		dir:      s.Dir("barriers"),
+		dblDir:   s.Dir("double-barriers"),
 		metrics:  newBarrierMetrics(reg),
 		enrolled: map[string]*dblParticipant{},
 	}

@@ -94,7 +94,7 @@ type candidateData struct {
 
 // NewElections returns the election recipe over a session.
 func NewElections(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
-	e := &Elections{s: s, dir: path.Join(s.Root(), "elections"), metrics: newElectionMetrics(reg)}
+	e := &Elections{s: s, dir: s.Dir("elections"), metrics: newElectionMetrics(reg)}
 	e.followers = kit.NewFollowers(s, e.metrics.watches, func(name string) kit.Source[*ElectionState] {
 		return &electionSource{e: e, name: name}
 	})

@@ -68,7 +68,7 @@ const lockKind = "lock"
 
 // NewLocks returns the lock recipe over a session.
 func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
-	l := &Locks{s: s, dir: path.Join(s.Root(), "locks"), metrics: newLockMetrics(reg)}
+	l := &Locks{s: s, dir: s.Dir("locks"), metrics: newLockMetrics(reg)}
 	l.followers = kit.NewFollowers(s, l.metrics.watched, func(name string) kit.Source[*LockState] {
 		return &lockSource{l: l, name: name}
 	})

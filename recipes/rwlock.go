@@ -91,7 +91,7 @@ const rwlockKind = "rwlock"
 
 // NewRWLocks returns the read/write lock recipe over a session.
 func NewRWLocks(s *zookeeper.Session, reg prometheus.Registerer) *RWLocks {
-	rw := &RWLocks{s: s, dir: path.Join(s.Root(), "rwlocks"), metrics: newRWLockMetrics(reg)}
+	rw := &RWLocks{s: s, dir: s.Dir("rwlocks"), metrics: newRWLockMetrics(reg)}
 	rw.followers = kit.NewFollowers(s, rw.metrics.watched, func(name string) kit.Source[*RWLockState] {
 		return &rwlockSource{rw: rw, name: name}
 	})

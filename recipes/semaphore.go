@@ -100,7 +100,7 @@ const semaphoreKind = "semaphore"
 
 // NewSemaphores returns the semaphore recipe over a session.
 func NewSemaphores(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
-	m := &Semaphores{s: s, dir: path.Join(s.Root(), "semaphores"), metrics: newSemaphoreMetrics(reg)}
+	m := &Semaphores{s: s, dir: s.Dir("semaphores"), metrics: newSemaphoreMetrics(reg)}
 	m.followers = kit.NewFollowers(s, m.metrics.watched, func(name string) kit.Source[*SemaphoreState] {
 		return &semaphoreSource{m: m, name: name}
 	})

@@ -239,3 +239,27 @@ func TestAHeldLockCostsOneWatch(t *testing.T) {
 		return zktest.WatchedPaths(t, zkc.Server(0), root+"/locks") == 0
 	})
 }
+
+// A leased key deleted through the API, by another client of the same
+// sidecar, is no longer the lease's, and the lease's stream says so at once.
+func TestLeasedKeyDeletedThroughTheAPIIsALostHold(t *testing.T) {
+	t.Parallel() // see TestMain
+	zkc := zktest.Shared(t)
+	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.openStream(t, "/v1/leases/"+lease+"/events")
+	events.next(t, 10*time.Second) // lease
+	a.mustPut(t, "/v1/kv/cfg?lease="+lease, []byte("v"), "text/plain")
+	a.must(t, 204, "DELETE", "/v1/kv/cfg")
+	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+		t.Fatalf("the lease still lists %v", holds)
+	}
+	if ev := events.next(t, 10*time.Second); ev.Name != "lost-hold" || ev.Data["kind"] != "kv" || ev.Data["name"] != "cfg" {
+		t.Fatalf("after the delete: %q %v", ev.Name, ev.Data)
+	}
+	// Written again with the lease, the key is its own again.
+	a.mustPut(t, "/v1/kv/cfg?lease="+lease, []byte("w"), "text/plain")
+	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 1 {
+		t.Fatalf("holds after writing again: %v", holds)
+	}
+}

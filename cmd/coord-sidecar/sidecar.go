@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,6 +134,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.ZKTLSCA, "zk-tls-ca", env(getenv, "COORD_ZK_TLS_CA", c.ZKTLSCA), "PEM CA bundle: TLS to ZooKeeper's secure client port, servers verified against it (COORD_ZK_TLS_CA)")
 	fs.StringVar(&c.ZKTLSCert, "zk-tls-cert", env(getenv, "COORD_ZK_TLS_CERT", c.ZKTLSCert), "PEM client certificate presented to ZooKeeper (COORD_ZK_TLS_CERT)")
 	fs.StringVar(&c.ZKTLSKey, "zk-tls-key", env(getenv, "COORD_ZK_TLS_KEY", c.ZKTLSKey), "PEM private key of --zk-tls-cert (COORD_ZK_TLS_KEY)")
+	if v := getenv("COORD_ZK_REQUIRE_ACL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("COORD_ZK_REQUIRE_ACL=%q: %w", v, err)
+		}
+		c.ZKRequireACL = b
+	}
+	fs.BoolVar(&c.ZKRequireACL, "zk-require-acl", c.ZKRequireACL, "with --zk-auth: stay unready while --zk-root or a recipe parent is open to anyone (world:anyone may more than read it), instead of only warning (COORD_ZK_REQUIRE_ACL)")
 	fs.IntVar(&c.MaxLeases, "max-leases", c.MaxLeases, "most live leases; beyond, 429 too-many-leases (COORD_MAX_LEASES)")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; more wait to be accepted (COORD_MAX_CONNS)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
@@ -361,7 +370,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
-		Auth: zkAuth, TLS: zkTLS,
+		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL,
 	})
 	if err != nil {
 		return err
@@ -412,7 +421,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	go func() { m.served <- m.http.Serve(ln) }()
 	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "network", network, "tls", tlsConfig != nil,
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
-		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil)
+		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
 }
 

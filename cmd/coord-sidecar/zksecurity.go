@@ -11,8 +11,9 @@ import (
 )
 
 // The ZooKeeper side of the trust boundary: credentials (--zk-auth,
-// --zk-auth-file) and TLS to the ensemble (--zk-tls-ca, --zk-tls-cert,
-// --zk-tls-key). Both are read once at start.
+// --zk-auth-file), whether an ACL open to anyone keeps the sidecar unready
+// (--zk-require-acl), and TLS to the ensemble (--zk-tls-ca, --zk-tls-cert,
+// --zk-tls-key). They are read once at start.
 
 // ZKSecurity is the ZooKeeper credentials and TLS files of the Config.
 type ZKSecurity struct {
@@ -22,6 +23,10 @@ type ZKSecurity struct {
 	// ZKTLSCA verifies the servers' certificates; ZKTLSCert and ZKTLSKey are the
 	// sidecar's client certificate. Any of them turns TLS to ZooKeeper on.
 	ZKTLSCA, ZKTLSCert, ZKTLSKey string
+	// ZKRequireACL (--zk-require-acl, COORD_ZK_REQUIRE_ACL) keeps the sidecar
+	// unready while the root or a recipe parent is open to anyone; it needs
+	// credentials.
+	ZKRequireACL bool
 }
 
 // zkCredentials reads the ZooKeeper credentials: nil when none are configured.
@@ -65,6 +70,9 @@ func (c ZKSecurity) load() (*zookeeper.Credentials, *tls.Config, error) {
 	cred, err := c.zkCredentials()
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.ZKRequireACL && cred == nil {
+		return nil, nil, errors.New("--zk-require-acl needs --zk-auth or --zk-auth-file: without ZooKeeper credentials every node is open to anyone by design")
 	}
 	tlsCfg, err := c.zkTLS()
 	return cred, tlsCfg, err

@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** 200 while the ZooKeeper session is connected, else 503. */
+        /** 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503. */
         get: operations["getReadyz"];
         put?: never;
         post?: never;
@@ -1414,7 +1414,8 @@ export interface components {
         ItemBytes: unknown;
         /**
          * @description RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
-         *     `invalid-body`, `body-too-large` (a body over `--max-body`, an item over
+         *     `invalid-body`, `unknown-parameter` (with `parameter` and, when one is
+         *     close, `didYouMean`), `body-too-large` (a body over `--max-body`, an item over
          *     `--max-item`), `unsupported-media-type`, `unauthorized`, `not-found`,
          *     `method-not-allowed`, `lease-not-found`, `not-held`, `lock-held` (with
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
@@ -1427,7 +1428,8 @@ export interface components {
          *     `client-closed-request` (499, counted only: its client has gone),
          *     `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
          *     `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-         *     `zookeeper-unavailable`, `session-lost`, `shutting-down`, `internal`.
+         *     `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
+         *     `shutting-down`, `internal`.
          */
         Problem: {
             /** @example https://coord-sidecar.dev/problems/lock-held */
@@ -1438,6 +1440,19 @@ export interface components {
             instance?: string;
         } & {
             [key: string]: unknown;
+        };
+        /** @description `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension. */
+        BadRequestProblem: components["schemas"]["Problem"] & {
+            /**
+             * @description The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+             * @example tll
+             */
+            parameter?: string;
+            /**
+             * @description The declared name nearest to `parameter` (at most two edits away, case ignored); absent when none is close.
+             * @example ttl
+             */
+            didYouMean?: string;
         };
         /** @description `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension. */
         LockHeldProblem: components["schemas"]["Problem"] & {
@@ -1471,6 +1486,20 @@ export interface components {
             timeout: string;
             /** @description Live leases on this sidecar of the caller's token (every live lease when no tokens are configured). */
             leases: number;
+            /**
+             * @description With ZooKeeper credentials, once the sidecar has read the ACLs: the nodes
+             *     among `--zk-root` and the recipe parents under it (`<root>/locks`, ...) whose
+             *     ACL lets anyone (`world:anyone`) more than read them, so that any ZooKeeper
+             *     client may create or delete the sidecar's nodes there (see docs/SECURITY.md
+             *     for the fix); empty when none is. Absent without credentials (every node is
+             *     open then) or before the first check. Checked at every connect and
+             *     reconnect, every 30s, every 5s while one is open.
+             * @example [
+             *       "/coord",
+             *       "/coord/locks"
+             *     ]
+             */
+            openAcls?: string[];
         };
         Lease: {
             lease: string;
@@ -1489,7 +1518,7 @@ export interface components {
             /** @example lock */
             kind: string;
             name: string;
-            /** @description For people */
+            /** @description For people: which node was deleted, by what. */
             reason: string;
         };
         LeaseDetail: components["schemas"]["Lease"] & {
@@ -2036,15 +2065,18 @@ export interface components {
         };
         /**
          * @description `invalid-name` (a name outside the pattern), `invalid-parameter` (a malformed
-         *     or out-of-range parameter) or `invalid-body` (a body that is not one JSON value
-         *     of its schema, or an empty queue item). Nothing was changed.
+         *     or out-of-range parameter, or a query that does not parse),
+         *     `unknown-parameter` (a query parameter the operation does not declare, or a
+         *     JSON body member its schema does not declare: a typo is never ignored) or
+         *     `invalid-body` (a body that is not one JSON value of its schema, or an empty
+         *     queue item). Nothing was changed.
          */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["BadRequestProblem"];
             };
         };
         /** @description `unauthorized`: a token is configured and the request did not carry it. */
@@ -2195,10 +2227,12 @@ export interface components {
         };
         /**
          * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
-         *     grant's session expired), `shutting-down`, `too-many-streams` or
+         *     grant's session expired), `shutting-down`, `too-many-streams`,
          *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
          *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says
-         *     which); with `Retry-After`.
+         *     which) or, on `/readyz` with `--zk-require-acl`, `zookeeper-acl-open` (the
+         *     root or a recipe parent is open to anyone, or not checked yet); with
+         *     `Retry-After`.
          */
         Unavailable: {
             headers: {
@@ -2278,6 +2312,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
         };
     };
@@ -2299,6 +2334,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
             503: components["responses"]["Unavailable"];
         };
@@ -2365,6 +2401,7 @@ export interface operations {
                     "application/json": components["schemas"]["Session"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             default: components["responses"]["Problem"];
@@ -2630,6 +2667,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["SessionEvent"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];
@@ -4608,6 +4646,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["OverviewEvent"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             503: components["responses"]["Unavailable"];

@@ -78,6 +78,13 @@ type Config struct {
 	// TLS, when set, is how every connection is made: the server's certificate
 	// is verified against it (ServerName defaults to the host of the server).
 	TLS *tls.Config
+	// RequireACL (only with Auth) makes ACLReady fail while the root or a
+	// recipe parent is open to anyone (acl.go).
+	RequireACL bool
+	// ACLCheckEvery is how often, besides at every connect, the ACL of the
+	// root and the recipe parents is read again while none is open (acl.go).
+	// Default DefaultACLCheckEvery.
+	ACLCheckEvery time.Duration
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -98,8 +105,8 @@ type Config struct {
 // up). The abandoned session's connection is closed, so a session declared lost is
 // never used again.
 //
-// Every goroutine the Session starts (its event loop, its heartbeat, the closing
-// of abandoned connections, calls cut off by their deadline, Settle's background
+// Every goroutine the Session starts (its event loop, its heartbeat, the ACL
+// checks (acl.go), the closing of abandoned connections, calls cut off by their deadline, Settle's background
 // retries) is waited for by Close.
 type Session struct {
 	cfg     Config
@@ -135,6 +142,8 @@ type Session struct {
 	knownPaths sync.Map
 	// background holds one token per background read under way (Background).
 	background chan struct{}
+	// acls is the state of the ACL checks (acl.go).
+	acls aclCheck
 }
 
 type queuedEvent struct {
@@ -172,6 +181,9 @@ func NewSession(cfg Config) (*Session, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, fmt.Errorf("no ZooKeeper servers given")
 	}
+	if cfg.RequireACL && cfg.Auth == nil {
+		return nil, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -180,6 +192,9 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.Root == "" {
 		cfg.Root = "/coord"
+	}
+	if cfg.ACLCheckEvery <= 0 {
+		cfg.ACLCheckEvery = DefaultACLCheckEvery
 	}
 	if cfg.BackgroundReads <= 0 {
 		cfg.BackgroundReads = DefaultBackgroundReads
@@ -199,6 +214,7 @@ func NewSession(cfg Config) (*Session, error) {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
+		acls:       aclCheck{added: make(chan struct{}, 1)},
 	}
 	s.metrics.setState(StateConnecting)
 	ep, err := s.dial()
@@ -208,6 +224,9 @@ func NewSession(cfg Config) (*Session, error) {
 	s.ep = ep
 	s.Go(s.run)
 	s.Go(s.heartbeats)
+	if cfg.Auth != nil {
+		s.Go(s.checkACLs)
+	}
 	return s, nil
 }
 
@@ -618,6 +637,8 @@ type sessionMetrics struct {
 	txns, txnRequests prometheus.Counter
 	// backgroundWaiting counts the background reads waiting for a slot.
 	backgroundWaiting prometheus.Gauge
+	// openACLs is how many nodes the last ACL check found open (acl.go).
+	openACLs prometheus.Gauge
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -642,9 +663,13 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_background_reads_waiting",
 			Help: "Followers waiting for one of the session's background read slots (a burst of first reads, such as the whole picture's, is read a few at a time).",
 		}),
+		openACLs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_zk_open_acl_nodes",
+			Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs)
 	}
 	return m
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,7 +61,7 @@ const maxBatch = 4096
 
 // New returns the counters over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Counters {
-	c := &Counters{s: s, dir: path.Join(s.Root(), "counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
+	c := &Counters{s: s, dir: s.Dir("counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
 	c.known = knownValues{s: s, dir: c.dir}
 	c.followers = kit.NewFollowers(s, c.metrics.followed, func(name string) kit.Source[*State] {
 		return &source{c: c, name: name}

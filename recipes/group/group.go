@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"sync"
 	"time"
@@ -73,7 +72,7 @@ type Joined struct {
 // NewGroups returns the membership groups over a session; reg (may be nil)
 // receives their metrics.
 func NewGroups(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
-	g := &Groups{s: s, dir: path.Join(s.Root(), "groups"), metrics: newGroupMetrics(reg), local: map[string]bool{}}
+	g := &Groups{s: s, dir: s.Dir("groups"), metrics: newGroupMetrics(reg), local: map[string]bool{}}
 	g.followers = kit.NewFollowers(s, g.metrics.watched, func(name string) kit.Source[*State] {
 		return newSource(g, name)
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +56,7 @@ type Value struct {
 
 // New returns the key store over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Store {
-	k := &Store{s: s, dir: path.Join(s.Root(), "kv"), metaDir: path.Join(s.Root(), "kv-meta"),
+	k := &Store{s: s, dir: s.Dir("kv"), metaDir: s.Dir("kv-meta"),
 		metrics: newMetrics(reg), leased: map[string]*leasedKey{}}
 	k.followers = kit.NewFollowers(s, k.metrics.followed, func(key string) kit.Source[*Value] {
 		return &source{k: k, key: key}
@@ -300,7 +299,8 @@ func (k *Store) List(ctx context.Context) ([]string, error) { return kit.ListNam
 
 // Delete deletes key's value (and its type), if its version is *version when
 // version is not nil. ErrKeyNotFound when it has none; a *VersionMismatchError
-// when the version differs. A leased key deleted here is no longer its lease's.
+// when the version differs. A leased key deleted here is no longer its lease's:
+// the lease's stream is told (lost-hold).
 func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 	if err := kit.CheckName("key", key); err != nil {
 		return err
@@ -326,7 +326,7 @@ func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 		return err
 	}
 	k.metrics.writes.WithLabelValues("deleted").Inc()
-	k.forget(key, nil)
+	k.deletedFor(key)
 	return nil
 }
 

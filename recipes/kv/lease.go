@@ -94,6 +94,17 @@ func (k *Store) rewrite(ctx context.Context, g *leasedKey, data []byte, contentT
 	return nv, k.refused(ctx, g.ep, g.key, err)
 }
 
+// deletedFor ends the hold of whichever lease holds key, as lost: its node was
+// deleted through the API (by any client), and the lease is told.
+func (k *Store) deletedFor(key string) {
+	k.mu.Lock()
+	cur := k.leased[key]
+	k.mu.Unlock()
+	if cur != nil {
+		kit.Lose(cur.lease, kit.Hold{Kind: Kind, Name: key}, "the key was deleted")
+	}
+}
+
 // forget takes key's holding off its lease (g, or whichever holds key when g is
 // nil): its node is gone.
 func (k *Store) forget(key string, g *leasedKey) {

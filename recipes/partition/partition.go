@@ -31,7 +31,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 	"time"
 
@@ -107,7 +106,7 @@ const settleWait = 5 * time.Second
 // New returns the partition groups over a session; reg (may be nil) receives
 // their metrics.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Partitions {
-	p := &Partitions{s: s, dir: path.Join(s.Root(), "partitions"), metrics: newMetrics(reg), local: map[string]map[string]*membership{}}
+	p := &Partitions{s: s, dir: s.Dir("partitions"), metrics: newMetrics(reg), local: map[string]map[string]*membership{}}
 	p.followers = kit.NewFollowers(s, p.metrics.watched, func(group string) kit.Source[*State] {
 		return p.newSource(group)
 	})

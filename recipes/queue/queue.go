@@ -63,7 +63,7 @@ type QueueItemInfo struct {
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Queues {
 	return &Queues{
 		s:       s,
-		dir:     s.Root() + "/queues",
+		dir:     s.Dir("queues"),
 		metrics: newQueueMetrics(reg),
 		stop:    make(chan struct{}),
 		queues:  map[string]*queueState{},

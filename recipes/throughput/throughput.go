@@ -35,7 +35,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,7 +103,7 @@ const settleWait = 5 * time.Second
 // receives their metrics.
 func NewThroughputs(s *zookeeper.Session, reg prometheus.Registerer) *Throughputs {
 	m := newThroughputMetrics(reg)
-	t := &Throughputs{s: s, dir: path.Join(s.Root(), "throughput"), metrics: m}
+	t := &Throughputs{s: s, dir: s.Dir("throughput"), metrics: m}
 	t.followers = kit.NewFollowers(s, m.watched, func(group string) kit.Source[*ThroughputGroup] {
 		return t.newSource(group)
 	})
