@@ -84,11 +84,13 @@ bench:
 demo: build
 	scripts/demo.sh
 
-# Regenerates api/api.gen.go (the Go server) and examples/node/api.d.ts (the
+# Regenerates api/api.gen.go (the Go server), api/client/client.gen.go (the Go
+# client the command line is built on) and examples/node/api.d.ts (the
 # TypeScript client's types, by openapi-typescript through generate.mjs: int64
 # is number | bigint) from openapi.yaml.
 generate:
 	cd api && $(GO) tool oapi-codegen -config oapi-codegen.yaml ../openapi.yaml
+	cd api/client && $(GO) tool oapi-codegen -config oapi-codegen.yaml ../../openapi.yaml
 	scripts/npm-ci.sh examples/node
 	cd examples/node && node generate.mjs api.d.ts
 

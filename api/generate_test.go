@@ -11,22 +11,44 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
 )
 
-// The generated server must match openapi.yaml: regenerate into a temporary file
-// and compare. Run `make generate` when this fails.
+// The generated server (api.gen.go) and Go client (client/client.gen.go) must
+// match openapi.yaml: regenerate each into a temporary file and compare. Run
+// `make generate` when this fails.
 func TestGeneratedCodeIsFresh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the code generator")
 	}
-	cfg, err := os.ReadFile("oapi-codegen.yaml")
+	for _, dir := range []string{".", "client"} {
+		t.Run(dir, func(t *testing.T) { checkGeneratedFresh(t, dir) })
+	}
+}
+
+// checkGeneratedFresh runs oapi-codegen with dir's oapi-codegen.yaml into a
+// temporary file and compares the result with the file the config names.
+func checkGeneratedFresh(t *testing.T, dir string) {
+	cfg, err := os.ReadFile(filepath.Join(dir, "oapi-codegen.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "api.gen.go")
+	var name string
+	for _, line := range strings.Split(string(cfg), "\n") {
+		if v, ok := strings.CutPrefix(line, "output: "); ok {
+			name = strings.TrimSpace(v)
+		}
+	}
+	if name == "" {
+		t.Fatalf("%s/oapi-codegen.yaml names no output", dir)
+	}
+	out := filepath.Join(t.TempDir(), name)
 	tmpCfg := filepath.Join(t.TempDir(), "cfg.yaml")
-	if err := os.WriteFile(tmpCfg, []byte(strings.Replace(string(cfg), "output: api.gen.go", "output: "+out, 1)), 0o644); err != nil {
+	if err := os.WriteFile(tmpCfg, []byte(strings.Replace(string(cfg), "output: "+name, "output: "+out, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "tool", "oapi-codegen", "-config", tmpCfg, "../openapi.yaml")
+	spec, err := filepath.Abs("../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "tool", "oapi-codegen", "-config", tmpCfg, spec)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("oapi-codegen: %v\n%s", err, b)
 	}
@@ -34,12 +56,12 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("api.gen.go")
+	got, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("api/api.gen.go is stale: run `make generate` and commit the result")
+		t.Fatalf("%s is stale: run `make generate` and commit the result", filepath.Join("api", dir, name))
 	}
 }
 
