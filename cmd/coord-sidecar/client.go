@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,10 +75,15 @@ func (c *apiClient) request(ctx context.Context, method, path string, q url.Valu
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.authorize(req)
+	return req, nil
+}
+
+// authorize gives req the client's bearer token, when it has one.
+func (c *apiClient) authorize(req *http.Request) {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	return req, nil
 }
 
 // call sends a request and decodes a JSON answer into out (when not nil).
@@ -97,7 +103,9 @@ func (c *apiClient) call(ctx context.Context, method, path string, q url.Values,
 	}
 	if resp.StatusCode >= 300 {
 		e := &apiError{Status: resp.StatusCode}
-		_ = json.Unmarshal(raw, &e.Problem)
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber() // 64-bit extensions (a holder's fencing token) exact
+		_ = d.Decode(&e.Problem)
 		return e
 	}
 	if out != nil && len(raw) > 0 {

@@ -37,11 +37,18 @@ type wrapOptions struct {
 }
 
 func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
+	o.registerConnection(fs, getenv)
+	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease ttl; the wrapper keeps the lease alive through its stream")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between stopping the command (SIGTERM, or the signal passed on) and SIGKILL")
+}
+
+// registerConnection registers the flags that say how to reach the sidecar
+// (--addr, --token and transport.go's), shared by the wrappers and the
+// command-line client.
+func (o *wrapOptions) registerConnection(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "http://127.0.0.1:8080"),
 		"the running sidecar: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH (COORD_ADDR)")
 	fs.StringVar(&o.token, "token", getenv("COORD_TOKEN"), "bearer token of the sidecar (COORD_TOKEN)")
-	fs.DurationVar(&o.ttl, "ttl", 15*time.Second, "lease ttl; the wrapper keeps the lease alive through its stream")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "time between stopping the command (SIGTERM, or the signal passed on) and SIGKILL")
 	o.transport.register(fs, getenv)
 }
 
@@ -146,7 +153,7 @@ func runLock(sig *signals, args []string, getenv func(string) string, stdout, st
 		}
 		var ae *apiError
 		if errors.As(err, &ae) && ae.problem() == "lock-held" {
-			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s\n", name, *wait)
+			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s: %s\n", name, *wait, heldBy(ae))
 			return exitNotAcquired
 		}
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
@@ -523,11 +530,38 @@ func parseWrapArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr
 		positional = append(positional, rest[0])
 		before = rest[1:]
 	}
-	if len(positional) != 1 || len(command) == 0 {
-		fmt.Fprintf(stderr, "usage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", firstLine(usage), fs.Name()[len("coord-sidecar "):])
+	if why := wrapArgsProblem(positional, command); why != "" {
+		fmt.Fprintf(stderr, "%s: %s\nusage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", fs.Name(), why, firstLine(usage), fs.Name()[len("coord-sidecar "):])
 		return "", nil, exitUsage, false
 	}
 	return positional[0], command, 0, true
+}
+
+// wrapArgsProblem says what is wrong with a wrapper's NAME (positional, the
+// words before --) and COMMAND (after --); "" when nothing is.
+func wrapArgsProblem(positional, command []string) string {
+	switch {
+	case command == nil && len(positional) > 1:
+		return fmt.Sprintf("the command must follow -- (as in: %s -- %s)", positional[0], strings.Join(positional[1:], " "))
+	case command == nil:
+		return "the command must follow --"
+	case len(command) == 0:
+		return "no command after --"
+	case len(positional) == 0:
+		return "no NAME before --"
+	case len(positional) > 1:
+		return fmt.Sprintf("one NAME before --, not %d words: %s", len(positional), strings.Join(positional, " "))
+	}
+	return ""
+}
+
+// heldBy names the holder a lock-held problem carries.
+func heldBy(ae *apiError) string {
+	h, ok := ae.Problem["holder"].(map[string]any)
+	if !ok {
+		return "its holder released it meanwhile"
+	}
+	return fmt.Sprintf("held by %v (fencing token %v, since %v)", h["owner"], h["fencingToken"], h["since"])
 }
 
 func firstLine(s string) string {
