@@ -7,6 +7,7 @@
 //
 //	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
 //	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
+//	coord-sidecar kv get KEY (and the command-line client's other verbs: cli.go)
 package main
 
 import (
@@ -27,14 +28,23 @@ const usageHead = `usage:
   coord-sidecar elect NAME --id ID [flags] -- COMMAND...  run COMMAND only while ID leads the election NAME
   coord-sidecar help                                      this text
 
-'coord-sidecar lock --help' and 'coord-sidecar elect --help' describe the
-subcommands and their flags. The subcommands find the sidecar at --addr or
-COORD_ADDR: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH.
+The command-line client (values to stdout as stored, problems to stderr):
+%s
+
+'coord-sidecar lock --help', 'coord-sidecar kv get --help' and so on describe
+the subcommands and their flags. The subcommands find the sidecar at --addr or
+COORD_ADDR: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH; the
+token comes from --token, COORD_TOKEN, --token-file or COORD_TOKEN_FILE.
 
 flags of the sidecar (each also read from the environment variable named):
 `
 
 func main() {
+	if len(os.Args) > 1 && isCLIGroup(os.Args[1]) {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, endSignals...)
+		os.Exit(runCLI(watchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "lock", "elect":
@@ -86,7 +96,7 @@ func main() {
 
 // printUsage writes `coord-sidecar --help`: the subcommands, then fs's flags.
 func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, usageHead)
+	fmt.Fprintf(w, usageHead, verbList(""))
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/coord-sidecar/coord-sidecar/api/client"
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// The command-line client: `coord-sidecar kv get K` and the other verbs of
+// cliVerbs, each one or two calls of the generated client (api/client) over the
+// connection the wrappers use (--addr in parseAddr's forms, TLS and token:
+// transport.go).
+//
+// Exit codes (besides the wrappers' 64 and 69, wrap.go): exitNotFound when what
+// was asked for does not exist (a key, a lease, an item of an empty queue).
+
+// exitNotFound is the exit code of a verb whose key, lease or item does not
+// exist (as `consul kv get` exits 1 for a missing key).
+const exitNotFound = 1
+
+// cliExitCodes ends every verb's --help.
+const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, or no item in the queue),
+64 bad command line (or a name or value the sidecar refuses as invalid),
+69 the sidecar unreachable or refusing (403, 409, 429, 503...), 128+N on signal N.`
+
+// cliVerb is one verb of the command-line client.
+type cliVerb struct {
+	args  string // the positional arguments, as --help shows them
+	min   int    // positional arguments at least
+	max   int    // and at most
+	about string // what it does, for --help
+	flags func(fs *flag.FlagSet, v *cliValues)
+	run   func(c *cliCall, args []string) int
+}
+
+// cliValues holds the verb-specific flags.
+type cliValues struct {
+	contentType string
+	json        bool
+	wait        string
+	priority    int
+}
+
+// cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
+var cliVerbs = map[string]cliVerb{
+	"kv get": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvGet,
+		about: "Writes the key's value to stdout, its bytes as stored (no newline added)."},
+	"kv put": {args: "KEY [VALUE]", min: 1, max: 2, run: (*cliCall).kvPut, flags: contentTypeFlag,
+		about: "Writes VALUE (without it: stdin, to its end) as the key's value."},
+	"kv delete": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvDelete,
+		about: "Deletes the key."},
+	"kv watch": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvWatch, flags: jsonFlag,
+		about: `Follows the key's event stream until interrupted: its value now, then every
+change, each written to stdout as the value's bytes followed by a newline (a key
+that is absent, or deleted, writes nothing). With --json each state is one line of
+JSON instead ({"key","version","value" or "valueBase64","contentType","deleted"}),
+which keeps values holding newlines apart and shows deletions.`},
+	"counter get": {args: "NAME", min: 1, max: 1, run: (*cliCall).counterGet,
+		about: "Writes the counter's value (0 when never set), a signed 64-bit integer."},
+	"counter add": {args: "NAME [DELTA]", min: 1, max: 2, run: (*cliCall).counterAdd,
+		about: "Adds DELTA (default 1, may be negative) atomically; writes the value right after this add."},
+	"queue put": {args: "QUEUE [ITEM]", min: 1, max: 2, run: (*cliCall).queuePut, flags: queuePutFlags,
+		about: "Enqueues ITEM (without it: stdin, to its end)."},
+	"queue take": {args: "QUEUE", min: 1, max: 1, run: (*cliCall).queueTake, flags: waitFlag,
+		about: "Takes the first item and writes its bytes to stdout as stored; exits 1 when the queue is empty (after --wait)."},
+	"lease grant": {args: "TTL", min: 1, max: 1, run: (*cliCall).leaseGrant,
+		about: "Grants a lease of TTL (a Go duration: 30s, 5m) and writes its id. It expires unless kept alive within TTL."},
+	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive,
+		about: "Pushes the lease's expiry to now + its ttl, once; writes the lease as JSON."},
+	"lease revoke": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseRevoke,
+		about: "Revokes the lease; everything it holds is released before this returns."},
+	"status": {run: (*cliCall).status,
+		about: "Writes the sidecar's ZooKeeper session as JSON; exits 69 unless its state is connected."},
+}
+
+func contentTypeFlag(fs *flag.FlagSet, v *cliValues) {
+	fs.StringVar(&v.contentType, "content-type", "application/octet-stream", "the Content-Type stored with the bytes")
+}
+
+func queuePutFlags(fs *flag.FlagSet, v *cliValues) {
+	contentTypeFlag(fs, v)
+	fs.IntVar(&v.priority, "priority", 0, "0..99, lower first")
+}
+
+func jsonFlag(fs *flag.FlagSet, v *cliValues) {
+	fs.BoolVar(&v.json, "json", false, "write each state as one line of JSON")
+}
+
+func waitFlag(fs *flag.FlagSet, v *cliValues) {
+	fs.StringVar(&v.wait, "wait", "", "how long to wait for an item (a Go duration; default: try once)")
+}
+
+// isCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
+func isCLIGroup(word string) bool {
+	for k := range cliVerbs {
+		if g, _, _ := strings.Cut(k, " "); g == word {
+			return true
+		}
+	}
+	return false
+}
+
+// runCLI runs `coord-sidecar GROUP VERB [flags] ARGS...` (args starts with
+// GROUP) and returns its exit code.
+func runCLI(sig *signals, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	name, rest, code, ok := cliVerbName(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	verb := cliVerbs[name]
+	fs := flag.NewFlagSet("coord-sidecar "+name, flag.ContinueOnError)
+	o := wrapOptions{stderr: stderr}
+	o.registerConnection(fs, getenv)
+	var v cliValues
+	if verb.flags != nil {
+		verb.flags(fs, &v)
+	}
+	positional, code, ok := parseCLIArgs(fs, rest, verb, stdout, stderr)
+	if !ok {
+		return code
+	}
+	c, code := o.client(name)
+	if c == nil {
+		return code
+	}
+	call := &cliCall{sig: sig, name: name, api: c.generated(), v: v, stdin: stdin, stdout: stdout, stderr: stderr}
+	return verb.run(call, positional)
+}
+
+// cliVerbName finds the verb of args ("kv get", or "status"); without one it
+// lists the group's verbs (to stdout after --help, exit 0; else to stderr, 64).
+func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []string, code int, ok bool) {
+	group := args[0]
+	if _, ok := cliVerbs[group]; ok {
+		return group, args[1:], 0, true
+	}
+	if len(args) > 1 {
+		if _, ok := cliVerbs[group+" "+args[1]]; ok {
+			return group + " " + args[1], args[2:], 0, true
+		}
+	}
+	w, code := stderr, exitUsage
+	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
+		w, code = stdout, 0
+	} else if len(args) > 1 {
+		fmt.Fprintf(stderr, "coord-sidecar %s: no verb %q\n", group, args[1])
+	}
+	fmt.Fprintf(w, "usage:\n%s\n'coord-sidecar %s VERB --help' describes a verb and its flags.\n", verbList(group), group)
+	return "", nil, code, false
+}
+
+// verbList is one usage line per verb of group ("" for every group).
+func verbList(group string) string {
+	var lines []string
+	for k, v := range cliVerbs {
+		if g, _, _ := strings.Cut(k, " "); group == "" || g == group {
+			lines = append(lines, "  "+strings.TrimSpace(fmt.Sprintf("coord-sidecar %s [flags] %s", k, v.args)))
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// parseCLIArgs parses flags and positional arguments in any order; a word that
+// is a negative number (a DELTA) is an argument, and everything after `--` is.
+// When ok is false the verb is over with code: 0 after --help (the usage went
+// to stdout), 64 on a usage error (the reason and the usage line on stderr).
+func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr io.Writer) (positional []string, code int, ok bool) {
+	usageLine := strings.TrimSpace(fmt.Sprintf("%s [flags] %s", fs.Name(), verb.args))
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	for len(args) > 0 {
+		if isNegativeNumber(args[0]) {
+			positional, args = append(positional, args[0]), args[1:]
+			continue
+		}
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stdout, "usage: %s\n\n%s\n\n%s\n\nflags:\n", usageLine, verb.about, cliExitCodes)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				return nil, 0, false
+			}
+			return cliUsage(stderr, fs.Name(), usageLine, "")
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
+	}
+	if len(positional) < verb.min || len(positional) > verb.max {
+		return cliUsage(stderr, fs.Name(), usageLine, fmt.Sprintf("want %s, got %d argument(s)", orNone(verb.args), len(positional)))
+	}
+	return positional, 0, true
+}
+
+// cliUsage tells a usage error (why, when known) and the usage line.
+func cliUsage(stderr io.Writer, prog, usageLine, why string) ([]string, int, bool) {
+	if why != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, why)
+	}
+	fmt.Fprintf(stderr, "usage: %s\n(%s --help describes it)\n", usageLine, prog)
+	return nil, exitUsage, false
+}
+
+func orNone(args string) string {
+	if args == "" {
+		return "no arguments"
+	}
+	return args
+}
+
+func isNegativeNumber(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && strings.HasPrefix(s, "-")
+}
+
+// generated is the generated API client over c's connection and token.
+func (c *apiClient) generated() *client.ClientWithResponses {
+	// NewClient fails only on an unparsable server URL; c.base was parsed by parseAddr.
+	raw, err := client.NewClient(c.base, client.WithHTTPClient(c.http),
+		client.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
+			c.authorize(req)
+			return nil
+		}))
+	if err != nil {
+		panic(fmt.Sprintf("generated client for %q: %v", c.base, err))
+	}
+	return &client.ClientWithResponses{ClientInterface: raw}
+}
+
+// cliCall is one run of a verb.
+type cliCall struct {
+	sig            *signals
+	name           string // "kv get"
+	api            *client.ClientWithResponses
+	v              cliValues
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// failed tells why a call did not succeed and returns the exit code: the
+// transport's error (69, or 128+N after a signal), or the problem's detail
+// (404: 1, 400: 64, any other: 69).
+func (c *cliCall) failed(err error, status int, body []byte) int {
+	if err != nil {
+		if c.sig.received() != 0 {
+			return c.sig.exitCode()
+		}
+		fmt.Fprintf(c.stderr, "coord-sidecar %s: %v\n", c.name, err)
+		return exitUnavailable
+	}
+	fmt.Fprintf(c.stderr, "coord-sidecar %s: %s\n", c.name, problemDetail(status, body))
+	switch status {
+	case http.StatusNotFound:
+		return exitNotFound
+	case http.StatusBadRequest:
+		return exitUsage
+	}
+	return exitUnavailable
+}
+
+// problemDetail is the problem document's detail (or title), else the status.
+func problemDetail(status int, body []byte) string {
+	var p client.Problem
+	if json.Unmarshal(body, &p) == nil {
+		if p.Detail != nil && *p.Detail != "" {
+			return *p.Detail
+		}
+		if p.Title != "" {
+			return p.Title
+		}
+	}
+	return fmt.Sprintf("%d %s", status, http.StatusText(status))
+}
+
+// input is the value argument at i, or stdin to its end without one.
+func (c *cliCall) input(args []string, i int) ([]byte, error) {
+	if len(args) > i {
+		return []byte(args[i]), nil
+	}
+	b, err := io.ReadAll(c.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	return b, nil
+}
+
+// jsonLine writes a JSON answer as one line.
+func (c *cliCall) jsonLine(body []byte) {
+	_, _ = c.stdout.Write(append(bytes.TrimSpace(body), '\n'))
+}
+
+func (c *cliCall) kvGet(args []string) int {
+	r, err := c.api.GetKeyWithResponse(c.sig.ctx, args[0], nil)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	_, _ = c.stdout.Write(r.Body)
+	return 0
+}
+
+func (c *cliCall) kvPut(args []string) int {
+	value, err := c.input(args, 1)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	r, err := c.api.PutKeyWithBodyWithResponse(c.sig.ctx, args[0], nil, c.v.contentType, bytes.NewReader(value))
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	return 0
+}
+
+func (c *cliCall) kvDelete(args []string) int {
+	r, err := c.api.DeleteKeyWithResponse(c.sig.ctx, args[0], nil)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusNoContent {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	return 0
+}
+
+// kvWatch follows GET /v1/kv/{key}/events until a signal (exit 128+N) or until
+// the stream ends (the sidecar went away: 69).
+func (c *cliCall) kvWatch(args []string) int {
+	resp, err := c.api.StreamKey(c.sig.ctx, args[0])
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return c.failed(nil, resp.StatusCode, b)
+	}
+	r := sse.NewReader(resp.Body)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if c.sig.received() != 0 {
+				return c.sig.exitCode()
+			}
+			fmt.Fprintf(c.stderr, "coord-sidecar %s: the stream ended (%v)\n", c.name, err)
+			return exitUnavailable
+		}
+		if ev.Name == "kv" {
+			if err := c.writeKeyState(ev.Data); err != nil {
+				return c.failed(err, 0, nil)
+			}
+		}
+	}
+}
+
+// writeKeyState writes one state of a watched key: its JSON line with --json,
+// else the value's bytes and a newline (nothing for an absent key).
+func (c *cliCall) writeKeyState(data []byte) error {
+	if c.v.json {
+		c.jsonLine(data)
+		return nil
+	}
+	var s client.KeyState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("event data: %w", err)
+	}
+	var value []byte
+	switch {
+	case s.Deleted != nil && *s.Deleted:
+		return nil
+	case s.Value != nil:
+		value = []byte(*s.Value)
+	case s.ValueBase64 != nil:
+		value = *s.ValueBase64
+	}
+	_, err := c.stdout.Write(append(value, '\n'))
+	return err
+}
+
+func (c *cliCall) counterGet(args []string) int {
+	r, err := c.api.GetCounterWithResponse(c.sig.ctx, args[0])
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	fmt.Fprintln(c.stdout, r.JSON200.Value)
+	return 0
+}
+
+func (c *cliCall) counterAdd(args []string) int {
+	params := &client.AddCounterParams{}
+	if len(args) > 1 {
+		delta, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "coord-sidecar %s: DELTA %q is not a signed 64-bit integer\n", c.name, args[1])
+			return exitUsage
+		}
+		params.Add = &delta
+	}
+	r, err := c.api.AddCounterWithResponse(c.sig.ctx, args[0], params)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	fmt.Fprintln(c.stdout, r.JSON200.Value)
+	return 0
+}
+
+func (c *cliCall) queuePut(args []string) int {
+	item, err := c.input(args, 1)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	params := &client.EnqueueParams{}
+	if c.v.priority != 0 {
+		params.Priority = &c.v.priority
+	}
+	r, err := c.api.EnqueueWithBodyWithResponse(c.sig.ctx, args[0], params, c.v.contentType, bytes.NewReader(item))
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusCreated {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	return 0
+}
+
+func (c *cliCall) queueTake(args []string) int {
+	params := &client.TakeParams{}
+	if c.v.wait != "" {
+		params.Wait = &c.v.wait
+	}
+	r, err := c.api.TakeWithResponse(c.sig.ctx, args[0], params)
+	if err == nil && r.StatusCode() == http.StatusNoContent {
+		fmt.Fprintf(c.stderr, "coord-sidecar %s: the queue %q is empty\n", c.name, args[0])
+		return exitNotFound
+	}
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	_, _ = c.stdout.Write(r.Body)
+	return 0
+}
+
+func (c *cliCall) leaseGrant(args []string) int {
+	r, err := c.api.CreateLeaseWithResponse(c.sig.ctx, &client.CreateLeaseParams{Ttl: &args[0]})
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusCreated {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	fmt.Fprintln(c.stdout, r.JSON201.Lease)
+	return 0
+}
+
+func (c *cliCall) leaseKeepalive(args []string) int {
+	r, err := c.api.KeepAliveLeaseWithResponse(c.sig.ctx, args[0])
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	c.jsonLine(r.Body)
+	return 0
+}
+
+func (c *cliCall) leaseRevoke(args []string) int {
+	r, err := c.api.RevokeLeaseWithResponse(c.sig.ctx, args[0])
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusNoContent {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	return 0
+}
+
+func (c *cliCall) status([]string) int {
+	r, err := c.api.GetSessionWithResponse(c.sig.ctx)
+	if err != nil {
+		return c.failed(err, 0, nil)
+	}
+	if r.StatusCode() != http.StatusOK {
+		return c.failed(nil, r.StatusCode(), r.Body)
+	}
+	c.jsonLine(r.Body)
+	if r.JSON200.State != client.SessionStateConnected {
+		fmt.Fprintf(c.stderr, "coord-sidecar status: the session is %s\n", r.JSON200.State)
+		return exitUnavailable
+	}
+	return 0
+}

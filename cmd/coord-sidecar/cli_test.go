@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// cliResult is one run of the command-line client.
+type cliResult struct {
+	code        int
+	stdout, err string
+}
+
+// newSignals is a wrapper's signal state with no signal received yet; got
+// stands in for a signal.
+func newSignals(t *testing.T) *signals {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &signals{ctx: ctx, cancel: cancel}
+}
+
+// cli runs `coord-sidecar ARGS...` in this process with env as its environment
+// and stdin as its input.
+func cli(t *testing.T, env map[string]string, stdin string, args ...string) cliResult {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runCLI(newSignals(t), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
+	return cliResult{code, out.String(), errb.String()}
+}
+
+// want fails t unless r exited code with stdout out (when out is not "*").
+func (r cliResult) want(t *testing.T, code int, out string) {
+	t.Helper()
+	if r.code != code || (out != "*" && r.stdout != out) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, stdout %q", r.code, r.stdout, r.err, code, out)
+	}
+}
+
+// The kv verbs: values out exactly as stored (from an argument or stdin, any
+// bytes), a missing key exits 1 with the problem's detail on stderr.
+func TestCLIKeyValue(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	r := cli(t, env, "", "kv", "get", "cfg")
+	r.want(t, exitNotFound, "")
+	if !strings.Contains(r.err, "cfg") {
+		t.Fatalf("stderr %q does not give the problem's detail", r.err)
+	}
+	cli(t, env, "", "kv", "put", "cfg", "v1").want(t, 0, "")
+	cli(t, env, "", "kv", "get", "cfg").want(t, 0, "v1")
+	raw := "line 1\nline 2\x00\xff"
+	cli(t, env, raw, "kv", "put", "cfg").want(t, 0, "")
+	cli(t, env, "", "kv", "get", "cfg").want(t, 0, raw)
+	got := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg")
+	if string(got.Raw) != raw || got.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("stored %q as %q", got.Raw, got.Header.Get("Content-Type"))
+	}
+	cli(t, env, "", "kv", "put", "--content-type", "text/plain", "cfg", "v2").want(t, 0, "")
+	if ct := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg").Header.Get("Content-Type"); ct != "text/plain" {
+		t.Fatalf("Content-Type %q, want text/plain", ct)
+	}
+	cli(t, env, "", "kv", "delete", "cfg").want(t, 0, "")
+	cli(t, env, "", "kv", "delete", "cfg").want(t, exitNotFound, "")
+	cli(t, env, "", "kv", "get", "cfg").want(t, exitNotFound, "")
+	cli(t, env, "", "kv", "get", "bad name!").want(t, exitUsage, "") // 400 invalid name
+}
+
+// kv watch prints the value now, then each change (value and a newline); a
+// deletion prints nothing; a signal ends it with 128+N.
+func TestCLIKeyWatch(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	cli(t, env, "", "kv", "put", "w", "first").want(t, 0, "")
+	sig := newSignals(t)
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := runCLI(sig, []string{"kv", "watch", "w"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, &errb)
+		pw.Close()
+		done <- code
+	}()
+	lines := bufio.NewScanner(pr)
+	next := func(want string) {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("watch ended (%v) before %q; stderr %q", lines.Err(), want, errb.String())
+		}
+		if lines.Text() != want {
+			t.Fatalf("watch printed %q, want %q", lines.Text(), want)
+		}
+	}
+	next("first")
+	cli(t, env, "", "kv", "put", "w", "second").want(t, 0, "")
+	next("second")
+	cli(t, env, "", "kv", "delete", "w").want(t, 0, "")
+	cli(t, env, "", "kv", "put", "w", "third").want(t, 0, "")
+	next("third") // the deletion printed nothing
+	sig.got(syscall.SIGINT)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if code := <-done; code != 128+int(syscall.SIGINT) {
+		t.Fatalf("watch exited %d after SIGINT, want %d; stderr %q", code, 128+int(syscall.SIGINT), errb.String())
+	}
+}
+
+// kv watch --json: one line of JSON per state, deletions included.
+func TestCLIKeyWatchJSON(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	sig := newSignals(t)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := runCLI(sig, []string{"kv", "watch", "--json", "j"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	lines := bufio.NewScanner(pr)
+	next := func() map[string]any {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("watch ended: %v", lines.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", lines.Text(), err)
+		}
+		return m
+	}
+	if m := next(); m["deleted"] != true {
+		t.Fatalf("first state %v, want deleted", m)
+	}
+	cli(t, env, "", "kv", "put", "j", "a\nb").want(t, 0, "")
+	if m := next(); m["value"] != "a\nb" {
+		t.Fatalf("state %v, want value a\\nb", m)
+	}
+	sig.got(syscall.SIGTERM)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if code := <-done; code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// Counters: exact past 2^53 up to the int64 range; an overflow is refused (69)
+// with the problem's detail; a negative DELTA needs no --.
+func TestCLICounter(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	cli(t, env, "", "counter", "get", "signups").want(t, 0, "0\n")
+	cli(t, env, "", "counter", "add", "signups").want(t, 0, "1\n")
+	cli(t, env, "", "counter", "add", "signups", "9007199254740992").want(t, 0, "9007199254740993\n") // 2^53+1
+	cli(t, env, "", "counter", "add", "signups", "9223372036854775800").want(t, exitUnavailable, "")
+	cli(t, env, "", "counter", "add", "signups", "-9007199254740993").want(t, 0, "0\n")
+	cli(t, env, "", "counter", "add", "signups", "9223372036854775804").want(t, 0, "9223372036854775804\n")
+	cli(t, env, "", "counter", "get", "signups").want(t, 0, "9223372036854775804\n")
+	r := cli(t, env, "", "counter", "add", "signups", "4")
+	r.want(t, exitUnavailable, "")
+	if !strings.Contains(r.err, "coord-sidecar counter add: ") || len(r.err) < len("coord-sidecar counter add: x\n") {
+		t.Fatalf("overflow: stderr %q", r.err)
+	}
+	cli(t, env, "", "counter", "add", "signups", "-4").want(t, 0, "9223372036854775800\n")
+	cli(t, env, "", "counter", "add", "signups", "1.5").want(t, exitUsage, "")
+}
+
+// Queues: items from an argument or stdin, taken in order with their bytes
+// exactly; an empty queue exits 1.
+func TestCLIQueue(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	cli(t, env, "", "queue", "take", "jobs").want(t, exitNotFound, "")
+	cli(t, env, "", "queue", "put", "jobs", "one").want(t, 0, "")
+	raw := "{\"n\": 2}\n\x00"
+	cli(t, env, raw, "queue", "put", "jobs").want(t, 0, "")
+	cli(t, env, "", "queue", "put", "--priority", "0", "jobs", "three").want(t, 0, "")
+	cli(t, env, "", "queue", "take", "jobs").want(t, 0, "one")
+	cli(t, env, "", "queue", "take", "jobs").want(t, 0, raw)
+	cli(t, env, "", "queue", "take", "--wait", "1s", "jobs").want(t, 0, "three")
+	cli(t, env, "", "queue", "take", "--wait", "100ms", "jobs").want(t, exitNotFound, "")
+	cli(t, env, "", "queue", "put", "jobs").want(t, exitUsage, "") // empty stdin: 400 invalid-body
+}
+
+// Leases: grant writes the id, keepalive the lease as JSON, revoke ends it; a
+// lease that does not exist exits 1; a bad ttl 64.
+func TestCLILease(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	r := cli(t, env, "", "lease", "grant", "30s")
+	r.want(t, 0, "*")
+	id := strings.TrimSuffix(r.stdout, "\n")
+	if id == "" || strings.Contains(id, "\n") {
+		t.Fatalf("grant wrote %q, want one id", r.stdout)
+	}
+	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+	r = cli(t, env, "", "lease", "keepalive", id)
+	r.want(t, 0, "*")
+	var lease map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &lease); err != nil || lease["lease"] != id || lease["ttl"] != "30s" || !strings.HasSuffix(r.stdout, "}\n") {
+		t.Fatalf("keepalive wrote %q (%v)", r.stdout, err)
+	}
+	cli(t, env, "", "lease", "revoke", id).want(t, 0, "")
+	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	cli(t, env, "", "lease", "revoke", id).want(t, exitNotFound, "")
+	cli(t, env, "", "lease", "keepalive", id).want(t, exitNotFound, "")
+	cli(t, env, "", "lease", "grant", "soon").want(t, exitUsage, "")
+}
+
+// status writes the session as JSON and exits 0 while connected; the token
+// comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 69).
+func TestCLIStatusAndToken(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "s3cret")
+	env := map[string]string{"COORD_ADDR": "http://" + car.m.Addr()}
+	cli(t, env, "", "status").want(t, exitUnavailable, "")
+	env["COORD_TOKEN"] = "s3cret"
+	r := cli(t, env, "", "status")
+	r.want(t, 0, "*")
+	var s map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s["state"] != "connected" {
+		t.Fatalf("status wrote %q (%v)", r.stdout, err)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{"COORD_ADDR": car.m.Addr(), "COORD_TOKEN_FILE": file}
+	cli(t, env, "", "kv", "put", "k", "v").want(t, 0, "")
+	cli(t, env, "", "kv", "get", "k").want(t, 0, "v")
+}
+
+// Usage errors exit 64 with the reason; --help goes to stdout and exits 0; a
+// sidecar that does not listen is 69.
+func TestCLIUsageAndUnavailable(t *testing.T) {
+	none := map[string]string{"COORD_ADDR": freeAddr(t)}
+	for _, args := range [][]string{
+		{"kv"}, {"kv", "frob", "k"}, {"kv", "get"}, {"kv", "get", "a", "b"}, {"counter", "add", "n", "1", "2"},
+		{"kv", "get", "--nope", "k"}, {"status", "extra"},
+	} {
+		r := cli(t, none, "", args...)
+		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.err, "usage:") {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q; want 64 and the usage on stderr", args, r.code, r.stdout, r.err)
+		}
+	}
+	r := cli(t, none, "", "kv", "get", "--addr", "ftp://x", "k")
+	r.want(t, exitUsage, "")
+	for _, args := range [][]string{{"kv", "get", "--help"}, {"kv", "--help"}, {"lease", "grant", "-h"}} {
+		r := cli(t, none, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "usage:") || r.err != "" {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.err)
+		}
+	}
+	for _, args := range [][]string{{"kv", "get", "k"}, {"status"}, {"queue", "put", "q", "x"}} {
+		r := cli(t, none, "", args...)
+		if r.code != exitUnavailable || r.err == "" {
+			t.Fatalf("%q with no sidecar: exit %d, stderr %q; want 69", args, r.code, r.err)
+		}
+	}
+}
+
+// The lock wrapper says why a command line is refused (the command must follow
+// --) and, when it gives up, who holds the lock.
+func TestLockWrapperMessages(t *testing.T) {
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	getenv := func(k string) string {
+		if k == "COORD_ADDR" {
+			return car.m.Addr()
+		}
+		return ""
+	}
+	var out, errb bytes.Buffer
+	if code := runLock(newSignals(t), []string{"demo-x", "echo", "hi"}, getenv, &out, &errb); code != exitUsage {
+		t.Fatalf("without --: exit %d", code)
+	}
+	if !strings.Contains(errb.String(), "the command must follow --") {
+		t.Fatalf("without --: stderr %q gives no reason", errb.String())
+	}
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/demo-x?owner=alice")
+	errb.Reset()
+	if code := runLock(newSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != exitNotAcquired {
+		t.Fatalf("held: exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "held by alice") || !strings.Contains(errb.String(), "fencing token") {
+		t.Fatalf("gave up: stderr %q does not name the holder", errb.String())
+	}
+}
