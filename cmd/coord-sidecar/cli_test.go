@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -290,5 +292,40 @@ func TestLockWrapperMessages(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "held by alice") || !strings.Contains(errb.String(), "fencing token") {
 		t.Fatalf("gave up: stderr %q does not name the holder", errb.String())
+	}
+}
+
+// The binary dispatches the verbs: stdin, stdout, stderr and exit codes of a
+// real process.
+func TestCLIBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	run := func(stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := wrapper(bin, car.m.Addr(), args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errs, code := run("a\nb", "kv", "put", "k"); code != 0 || out != "" {
+		t.Fatalf("kv put: exit %d, %q, %q", code, out, errs)
+	}
+	if out, errs, code := run("", "kv", "get", "k"); code != 0 || out != "a\nb" {
+		t.Fatalf("kv get: exit %d, %q, %q", code, out, errs)
+	}
+	if out, errs, code := run("", "kv", "get", "missing"); code != exitNotFound || out != "" || !strings.HasPrefix(errs, "coord-sidecar kv get: ") {
+		t.Fatalf("kv get missing: exit %d, %q, %q", code, out, errs)
+	}
+	if _, errs, code := run("", "lock", "demo-x", "echo", "hi"); code != exitUsage || !strings.Contains(errs, "the command must follow --") {
+		t.Fatalf("lock without --: exit %d, %q", code, errs)
 	}
 }
