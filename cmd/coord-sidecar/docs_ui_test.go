@@ -35,6 +35,11 @@ func TestDocsPage(t *testing.T) {
 	page.await(t, 20*time.Second, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
 		document.querySelector('#api-content [data-section-id="/"] h1')?.textContent.startsWith("coord-sidecar")`)
 
+	// The menu's entries stay on the page: a click on a tag shows its operations.
+	page.eval(t, `document.querySelector('[data-component-name="Menu/MenuItem"] [data-text="counters"]').click(); true`)
+	page.await(t, 10*time.Second, "a click on the menu's counters shows them", `location.pathname === "/docs/" &&
+		location.hash === "#/counters" && document.querySelector('a[href="#/counters/addcounter"] [data-text]') !== null`)
+
 	ops := docsOperations(t)
 	if len(ops) < 50 {
 		t.Fatalf("openapi.yaml has %d operations: the test does not read it right", len(ops))
