@@ -1263,8 +1263,10 @@ type Permit struct {
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
@@ -1591,8 +1593,10 @@ type BadRequest = BadRequestProblem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1610,8 +1614,10 @@ type BodyTimeout = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1629,8 +1635,10 @@ type BodyTooLarge = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type ClaimNotFound = Problem
 
 // CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
@@ -1651,8 +1659,10 @@ type CounterConflict = CounterProblem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type CounterNotFound = Problem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1670,8 +1680,10 @@ type CounterNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Forbidden = Problem
 
 // KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1689,8 +1701,10 @@ type Forbidden = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1708,8 +1722,10 @@ type KeyNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1727,8 +1743,10 @@ type LeaseNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1746,8 +1764,10 @@ type NotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type NotHeld = Problem
 
 // TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1765,8 +1785,10 @@ type NotHeld = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1784,8 +1806,10 @@ type TooManyLeases = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1803,8 +1827,10 @@ type Unauthorized = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1822,8 +1848,10 @@ type Unavailable = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type UnsupportedMediaType = Problem
 
 // VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
@@ -22251,225 +22279,226 @@ var swaggerSpec = []string{
 	"C4lI7HPJHIpFRGJkS/4HGBP8UureAXQgMEX4SwDZYTfCAnaMRRmxw80LFz74GmCa/dce/STuVZoIBl2F",
 	"8Cj1jFhk1h3Wn+ZpGo+FfQPXScE7ZgO3mljSa8SvrSD5ltDIPEQZqUUoi0gAsBrVoJ6axmoQTUvNIayf",
 	"p1EH89x9Mvw7LAzmofSBsJO+TU42z7//PrIgAQmRIt1gyKVNW5lTGylomigjg0akRoA50F4rqczK1EL/",
-	"jsUB2L/RNlJB8FN5zevB6JpA1Qo0NjPzLVA60+AW8JxHjMQEnCpygIuz3haQQmlqY522o6B8Qta26NFc",
-	"p2yHVhTGx8y1XqnR8XEJMXCQsCsHQKaOPTfYKxDgqes/2pX9hXeU26my5lCUAGxKEYRY9qEqHp9DgYw1",
-	"5ZBH1bVtGM6sCNRYcPnbrYV0U4Ah9B/5UTZOzIzoVjJji2Sig3Jmd2T8+PGpmgG6n1uZ6sVM9wXsY3N1",
-	"o7Gu6QOAvQrYwVaDfPvurQUCqHEwNcfD2VIaDZYwPiNdqkgR1NcrwwkIFvhczAmqs4u/iSjJqHPdn8m+",
-	"/TGMcqw/RnZli73cHV+IJPKlxi4vbRGYloVYbi3Y2VaGuVnMMy7tLUc93+oJfTiEbUOVbxAOHuNSIkq9",
-	"WZ2eRymO7W7GRDEmAC3p4MBwv8Fbp/duF645qLu4Em8I6la7bHAFGTGQCQYollmCDtcNWbOMEYAktrX8",
-	"2tC/H4zjmtvHoE1Ed8U+Rm290IowfBUnALDC6MdEpX3QGgbNLc9ulu2n9FOepreeUNGetbRYWuu+2d5r",
-	"b98dKbKk1yMPgQsEgAMhszLMxEG+vIoBWZOgoUqHrmxMekhJY07izbX96Ojw1I3qOh1wUAuX1a2eYe9S",
-	"anOYlapFoko9JH8lN84XIFDmIJTK5Vhv/oSmKQJLYsUSPCxBhQgrX/A5JnsXGO8NtoaxIM8mac2IAA0/",
-	"qPORsYQJzWmqIihVFlZ1hR2EInNQ9fXpS4WkKWTC1FjQpRQzBxIupXXlI+B8gP+tSC4SqKBFuvE4Hw4f",
-	"T8zb8BcDg0/FERkMBj2MEBiLs6cvSQpXGwAXTrrxWmZpMsL/xj2yhOK9cyr86Ja2XC3V5UImY2F9BRA5",
-	"njGqWVHKplLBFqZlIT27ijGSyIk6Pn/29J9vn1/878EyGYupLWcw5de9UyzJVcJsHpCzSw/jLXMdrq/b",
-	"Wkjl4GosEBR9zgTUD3IliaH1TFlw9AF5ajHSqXZ8FOMIsPytB9KymZTk8VC5P79TNi7B4kmb/tAt4E3y",
-	"f3XQGO9E9g/cD0P8B8RGQAWLbVKbS6VHK5lpR+oF2eEnRqzlitVeBVtXx/OGu8ewKRtlkZjm5uyadMed",
-	"4fVgMBh3epHbI59FYV+v77MeniK2S8zFLCZdIX2XG6bR/WMDO+KIxD5QJCbdhKsg6APYi5rzFcnFhGWa",
-	"ciiKZwsM2JTUU0Lhwi+IHUFglSVNGLrypLJZD0WwmBseQAnaDjth0ErkMl/x81prQRfl4rbXW7CZ1Jxq",
-	"lvih2fdLpRFbYDjiIocb7CmoGEPkOOoOLox38PXwQWw3mC8CjeAx64bb27ybbqeKLehFiIXD6GTukKG6",
-	"Oz73R7W+tYN3NGivxf7W7sKO1b3BdV15f+rjO1UlJOHzXdUVuRs3mOJ2AsiXltbRqQ7xlgIZzTN0fcrl",
-	"Kjck2isug3lSzSjFJDarCRYxSnuDNlJXsbiFTRyEQLZS1YuV+cQkPpqmEitnFKAvp4CGaiH/bOl5FMMF",
-	"LHXx3U3C8lwpZR+U1y6xr5h1E3bkzQjiDoigGZW9gsZu7KRypmklkmYYaAD4ba9lqExLQvDYP6CCFlsO",
-	"Gj/2eKM9L0HB747pqm70rbC5l95v9iWhoQbj47XxF81sxNcXH+7dBGxkd/9NsZ0JW1JME29Ba81Rl421",
-	"DqD6U8vmPzHIFbuItve5eR3+uaovSlCsRk3IX1GJHk/ymgqtbMSfzFyFHGOB5QK2BB1fO3e2gcXULkol",
-	"QRm7WzC2Qj+J0x3xg0GnWrK+RdH6Het27vbxq8BBzWF/zQ87AFAPI84Dw9caI2Edte7ikJ89CK8J8O2G",
-	"QXiIOlcTgRf3T+KRPTE9Wy2LTfKM6825mQMO9hLq+J3ldffcF75m44xfYe220DHkysPBK6bDp69fv/3x",
-	"94vXL569intYc9GWmo3GIj6+Ool9GTjnJMI6bYAgj2Ww0DcBiwxcDoZXLNxc6xUWF+O1cJveJWDWRMos",
-	"4QJFM3qjbFnuVUq5IL9cXLw5BrBTMxo0P/tw4BGDYDAWY/EzEyyjKcnylNmqSHS1grLAVrXDiflq8iPz",
-	"1X+QZ1kmM3TUNdb+VKQbN1VgiyNb+n0sCIktscU9UuC6QnAN1xg7gpEP5i+M78AwEAznKFxy3gtrGp1y",
-	"lkLl46ASPsa52vbNrsQtwjXQnafmMtMQ+oZOvXhgOnkGSxSU2seSXZaboleO4VJ1n1xf9yx4vGU/p2Y6",
-	"U5qnOiYTs3PKtNlYMJV0qwVTzU68ghA9LqB6mXnngxnkR7NCH4Br4J/AGc2fPFE9AgcNln4/8kVMukra",
-	"ov/xAGP/B4MYCpVaVDOWKnT3ERI/gSEGkYK4PTKfzLGqLWYFicK9BdP40XpXzAzWlIPbQOs07gGNBe4X",
-	"C75r3nv03RBjuh4P4Z/vlrAmhPxKU8OamNHS2YxqYOggX+UVs0VZfAVRK+J8lUroHWSwHQhMC5+ZEeEj",
-	"GNuoPN0ioHFAzvAVW2buRAECaKokydi/wZ8Bs8YenNw37Q5VDKhRimhDWWLCTFuWlOB8Fh435/u0l1Jm",
-	"nCCoimW+ZHMuku3VPkMUZFc0FSvl5eYvhnXyqCJxCC87IltFGU133fjJyXekIZYSC9KtuWK9yDQsBcNu",
-	"LUytOepuoAAnalrkOrLJLnoyh8sh5BMRceLQnWyHDG0GEWwCRH+aloreB+RtMVEjWGrpAPQtTwU2iNSe",
-	"T9PeCfmV/9CzR5fET04ek0o06oC8snH/es6gUh8SfXnt39k8uloHbyWNzrm5Cw4DJGCUFkU4DAvHo0j8",
-	"3fAxaagEu94uD4wjgTqDdWV1fVH5GA5OWHAemE215rwdKBwVEBiOtHCo8ZkNqUUZQmx5XWSt0JDlqhHy",
-	"kvjJ8ISUA3FN08m+cu6FVHbTgludN8+dZB6RObM3QKZB9JzTFDiqYRMwN6dHwDFuX2vfNFhbbp8U1faB",
-	"Pupq7UduIy0TfUyKiNRTtOixkrpD8sIB+d1/MnxCqlHIp4jKjVRSB8wNQwK006J+9ZJuYLyWT5Rr/ZOt",
-	"Uv/hCB6TrcBZqGZdLvaPMs4ikLUr91/qoyYOF1jR09dvz63CpchMQilefG4/URhjOtiq6x1cYFqArxHu",
-	"wqPvSTW+d4sk0M5wwGB1db9t20DBNhAZZloEIJcKg5frG0el6sYuSAJpENWclJ2Sy43jVGRO06npGFz2",
-	"s1Re0pRM6CoyQzQD0eSkNyIrCoONcBPokjntDYhF4XPwawUtmMnZysqCLg35+rHYDZzQFeD0WyZpiEx5",
-	"4uVJRCDUk/AEyjzjAXUVk81ZQAngAgIGVr9CjuLaZOaExf9fPxRP/degIasREVIJPp3GeHVICil2bg91",
-	"/41M+WQzIoqK5FJen7qV66tsQo6EFOzolEyNJO8b9VJpo73h78iF3CWseQLoetroZtQBZCN8OQ2qHUSo",
-	"zwU1+7RFbAeGCWEutjHzRg84FQOxTcllJteKZVYBy3JhtqdydIC8QfM5r7nShZP8LICaN/Sm2bVGZmCD",
-	"4+MeLK01DqzI4MnIUCAi36Im56Q4LG5CNR2ZEyTYKVIcNnbkxLatC+DB7k3X8EehtdsX5dS3aKyrC39H",
-	"bL8zrA+vDaEHUAt19b5rYOfJE7BNnMwICtgot3e7K9iUZuPK81Nt9fMNxuuDZiaXS6idyfECGrUnd9RQ",
-	"ep98R1wNKIwkL9eTDyz5UedkMBwMXXgDXfHOqPN4MBw8xoo6czBqj+dQVeRP8J5gFqJXEJ4nnVHnZ6Z/",
-	"sa9EnYyplRQ2dOPRcLijRvZhtbFtbZOaWtjnLLviYgbBME+wx7qG/MiOi+LW+MmT/Z+8kvonI+VKln9n",
-	"9K/3UUflyyXNNp2Rma7HLQAWN2FK4WlExHE6UxDj5pZPdd6b9o6XzBCIWTLzP7sXgw1dpvYnTFvYtQNv",
-	"8Y172YCnToH8TFsQdb4bPt7/wT8LpfSAbatVk72KTLqYPGb4VbWWf0SExFgUK4kLnrlVsL9nVc/vho93",
-	"UkbOjy0JXJ0c26wo1UgHL7nSP7iXgiLmqtEBV7xybD5+AymHjWAzlbfxiqDly2AJgEfuRhRa9g6GK9Lq",
-	"prJAV9uO02TXNV7rX43qP5VGtTs1eopCjzqkbBqzFUzJf6CZDpFc7FqTFZ21KGDlB18TD7x1xty2fvoR",
-	"O2l1YrwNhB+1OGY/Ocvh0w6mmShoRPu/817ij+HxRa0NMw9dXe7wTBXL/LFyjo7ReVWUgK05UXLNMkc0",
-	"W6RbU/4FPrgJJ/xWtwkWhgS10xv2KGoUcY3bcHsyzrOH7QN4EY78YXPLm/tuztBNUCySkXl4KBs3+jD5",
-	"9Iou2RtqNJD3UWeV19DIW9NdQSUHij+jl/9PzrJNnZCqOelv7eS+aFpopVnB1G+mXt2YgmA1Q/o5Jb6s",
-	"rmJxBIXxaJqqAFvflURRB7H74zW1gQ03ID+paujvHeX6U8nPfHtz7agFb3tDlTLUtM3hvg7R9WT4/Y4l",
-	"CW/92i9NQZJbi1KFNhgRpXmaOn0DiNHeq0AY6eC+zg/TeSaKhIOAC6e4r3Bz8T2pzKc6A4V+kN7uI2WT",
-	"8XdbIk/dS38FSyRckXZ10z2s6f1bIn7wbSwRt60PWlC9JWIX08YFUWULTVinga90HB6wYv2rB6zWRCnv",
-	"ByK/2iAA/Mym3njQDNdMbOvSF/foETgawdkLd0rOn2zLotgiYphu9DTPqJYZWcs8TdAbiTMtV9QgXXAe",
-	"j4ViOipSgxJCU3Bj9SAU4snwCdmG9BiQM0FokviCj8x+PRZK00wrQmeUCzLN5BIgysDPWWY9uB7ueLXR",
-	"5Cx27regytlp37cyx5bFlTfSSBfvJe3Gcl3csg3jXsNZaDYFG3f39tQlz5/rTUE7zK9DWWpFM0+lmKYc",
-	"4/nugWYuSuwLgza68dAqKHgfpZhuppVbUOdr4tETqJ5IiWmFZqxPRdJXTGPuqUdwszcqEcmYzjjA10B8",
-	"g1nPwVicJYkiWsJtVkk8ZHDvU0piRU80YDJVuuQ273Ms1nRjs1aXlxzv7mw4IQh9zPCEW5/fbXe/X1I9",
-	"mf+u+J8QPmHEgOl6LNwx1DXLn/HZXPsTay/NE2D9Kl/6W3p0dc8ES8bib0/6l1yTDKv6A5//nmwDPvmr",
-	"ySLUErCfSLcAch4LmiQs6Z06uYLxSBIDjrA6GRXk7/3LjXbFqKs9OvyoOjlxliQFG6kQT01GOUyQ2PnR",
-	"pfkS3PlJ4u90yQngBphP/gBHgkv+79AkcYGYFAnNnpWTNhkM7++PzeGyBuWXzf4/8Lxb4nlnSUJimkBm",
-	"qyOhCGJiLpmPJewRquWST2iabk5JeF63T2mxRU1Msi4dFTLYY3a9YhP9j2dxZPhs2AME7vBp6cDaDOj4",
-	"GaAiOqZWaH7wcBj3ihCr70kVGq6JC/i4qrGwo3Jj4jrUVwlXdQf7PNQPdh7sc2Dk25PzzATW06IA151r",
-	"HF3paLc8znAqfpDJ5rZPMlYb/Fg28XSWs4/3w0XOmf5GGcaTkxY9mS2+kPIlzTBz98nJd23m5ENcf2UJ",
-	"pxeGhO6HRZkj4jlB1MQF7CnFHNZAZ+nttnLLVap2e5NK1bH+Gj6lpDzltp6lah2x+/cvVSbSxsuEk3De",
-	"ygdnU4OzKSktU9XntNuJWzl9gaupyewuU9YdypMKCdfrpuW5P1BInUVdXiPI48qFjsAXwwVTGBscAjHf",
-	"/m3tTnI7Dvu+pVu5yg1OeOsRwFHXX3yMioIQOCiiNN0owkQm05Qlp2Px5vX5hfVDepeuvaY0FuHM2Pku",
-	"SwYcmjzxn4fVseGT0VjAAGuArEkXjrMNZ1bOBzKXa9GDlB9b7sFG6Nsg97EoNhvS+GWaMKXDDo4U5hJZ",
-	"O7mqkdt261TrZ0aAV7lAZcfq9GSO8CqhOhq1ZAVQPvmjEcN1DWMhi11tV3KK96UUt7yo3f/excXLVsrD",
-	"zrCDk7vhqLCN9ZfAKFZC+jfihOEH32Sww11cKNt1fiUxLrfN/XLBmUZkytbuRLtDPqeJ24XtS+dTPPjN",
-	"XKuCvU/K0PuYCWPR9wf1qPqjMttylzlAHaAnIlpYePUM7GssGvhXFaR/5Kdq09KCpiwrG4taXhbZiv42",
-	"6Nqs9JHyrdn07tMqXx8L249bI8PvDDk8amENXkj5KxUbzKG5LwXQUMMpyeDiX+HNv5t0uL1kTq9YcYIP",
-	"1whLIvr4A092R0wyesX2iIhbYrGw/G8d528XtQX8DaCFqSIpm+pvgae9kvoXln4GbvZsudKtuRkW7hih",
-	"fqKAg5nzZhZ9m4XV1Pc4RcZSlUXwPU1Tn0x2XyE3QOmVA8hqxSfS2S3r1fvPx/Mfyxo4S9nE1+hqdLQ8",
-	"82/9FXwspTVp5V5x6/NFeFaK4bdxqvitfTCW690pbjkbgncQsAnUJV8rqWQwB9vxsXrotv0rdbcwmmXL",
-	"OCK0yNcd+TsfH9xXBmtL+HRqHmNQDDYwFjLbtnC7j4bDiOQCsTWTXp2J9zPzHKCdbWcB1A65AYm+gHDY",
-	"4hjXe5fcvj0clTq/UnASEHLbnQZjBEB2qi+KXXc2bu5Nqh6r42IId+JFughnCaheti6FmSt11spkgXeX",
-	"DsylfHRhzAAQMBbVsxnZuOLCYosfDU+MqTa2OHHjzohMaQo2mj3meEXJwMZKGqAaR4TXJCCX8DQt1K6c",
-	"OlzFsXDAFjFP4qgEVLWkC4Z3opA1DWAukN6Itf8Aztn8aNgWIl7YqMJabvOULleUz8QBbqRD3Ua376c5",
-	"iH3dwUWvI0N/1fvxDh1HtrfJplahcLbzt+kY+nvL+12LsX0P2QlbJRtHRnXgVyGzgmzkIMKs7Lqh2rtu",
-	"qK5Ivc9+wf0VOV8ymRIarHLXhUcjsOtLQJRK6Ubm5VvwFipiIMv2ulveMlXLPg9znTR414F75azEdKuI",
-	"qXfqtd7JfHDqLMFoRic38WImlMhmu+sz+GwD35gL6F4Cvs1KupQ9Szb/0FkOGFt4Vqr74vGKuGC3ryce",
-	"4B1pyCZ9k0nAD7rp2fpsWsBnDfjadTDdyn1zJ+uTNIK/SpQY4iVh6KTzZAXiUUiSsb473AeLRMRlanSe",
-	"IBBTjPZLEFmK5bqnJP752QWpazgeWeCnIKwNko00s9VIinJrtiKJt5OikIWZvwu5HSGCFKzGqbH2EF6m",
-	"0MKOVIgv46uQVOw9kadpRMZFlRLzI7DVHgDqngkErMLK8mgNgtXnRibYmikd4hbiJLgmGZumAOvZpWNR",
-	"bBQKUi5mEcB7cjEjMgMwI3OkAT2TWHuOnEuMwi0gqAJr9EgV3iwjoP/IaUq0xBjeIoU78ciz0DPAW9mJ",
-	"4ODH1l2FN3jg8eJasXQKQMfYTkI1jQiUGXMIXqDOOstWpBs7NLNTgL3tG7vMETfSEjBPIGYDWnFJGnah",
-	"hIQhuUUciy6i5+I2+j2C2lN0skC72bsUoa420WA+41Ulu+IyNzs3Fqs0B6Maim7xRDVChkGPgBNWG/oM",
-	"TwL/3R4BsIXLVpYANWkQDnANVxnqKHpPz0HucyyisF18uC4iwWPJPTjjai6hElsEC6lSke75+bPeHXre",
-	"WnBi5Surx6QbfxhjdaRx52OMBbomC0gbMH8cKWJ4s2HU8Mxy8C4VY+EGXnmnqAMErQDudOUVUEDhKfyF",
-	"T8fCPbYXcDbyoXztjQUZeeba40yZTxZXcQG7mHIAtGTLsYhfsM1zMZXxyFcsAQR0/ieLfBwDMkzszYZB",
-	"h3kTlcH74pJQkT5bw3pFJIaJ2jHDFSNsat14B+QsRC8ECTcWM5fWUa7aJadWwDGhud64IlyBzEOOCE8J",
-	"BnUkXNHVitFMEWiVQqFLyzWh6CDwZAgOt+m18cCCEVsATrwQw7swI3FhpKGnsXiBEZ0xi+G8Noa1oXLT",
-	"hpFoCy6SI0USnrGJltkmQjBODYNw+XViZgQuTJfbCozTTC57wG9ROrvMM3eMQETSRI2FfRKRuVxDDMuS",
-	"ig22ivGTOFKWKbPu7j8+w89w81Su042NbBmLJJOrFUPX7I5N8WO3Y0qshOMaV9u0HY0FwHYbbaCERmm1",
-	"Dcev5VqMAjBJFE14VAElHoJkInISkUcReQzVI8fCgmaTGV3ZapBsQxTd+LUyOo9dLi3rsH3NAQB8X3Lm",
-	"99jijULj1CNmxi+p0n2YQv/5jzF5ZVgAAmyeyzybMLeeDo58LBCcFfQIAJhNYD2l7hGRQ9kmo7vBrdgr",
-	"8p9mala2Yu0NlKug0EwyqdRY0KL1U/Sa8zQlNvF8K1mpfHhwPfzkx8IhG0OvRVYjWXKlXGWGWuHtW2uT",
-	"lhicOp6EdQBmUp8Gq2sOy9KrHmYRMEwVVgdR0Mvo+r6EhMt8mruCSdY3VNquOg+Rv7F+/yWqIa+vWHbF",
-	"2fpBDbnF63MtV3wCeyHcHqE2EiEzQ0uLqgqM7i4AzKuTYxB7u2NWfsZX/goBK8VqtKJzLB9l9ENfV/He",
-	"g1bsFNpErODGPpy3+vO29JtrKwI2Y87YV8Oz5rahfM6ObR2XRgW/qIpkzfQ5n82Z0uh3wBLWvkbhkSrM",
-	"Erg0j2zRkMjop/ZmWPXaX1Ibdcv2C0DyzjszFq6cjr2At6P8x28xvGzx3CdyyYJAGqexl0NofmuMn4kf",
-	"DYdxiwian20BrRZ32kWtya8tgmaLtdQH0gAdPJzguigad0TgwtaeUCM+oWgc6DPuSsWduVJkGMmF5qk5",
-	"OpZ+a0/3oUIRNrNs8pc5Q0tfrLVWm12x5Vb3O2LLFmnV2ClWM1gsi9KH4ChjEbjcjEHgCs1rdOsFJs4e",
-	"vP5m7d0d/C9P4YWRPWi7t352G71ud3gAg/rMn970rkg3W8TSClq2mrMlFO5DVLnKaD7w5GNccfoUkAFj",
-	"QZWDjjtSBEaAksMapFyPPLSc44HoQbMBZ/Y3xZjFLIKEggF5bqxcZgFhjY4TAMK2jU0jzaFp/y25OECO",
-	"30qK4x3lFN7+7TPu4GcJQIM9MJtRn7CITx4C0O4pAA1PZxF9VlQnD8PMaKjiOJUAIs8eAs12ixpD3uGi",
-	"+mLOMU9i50O14CwI0+kKYPmAtJDl1gSk7TYDnaxpl/fXwC/vII/v5beXundfKWwFed22+nLzIKxza0vb",
-	"avBfZihWRRh+zjisPcKx0OU8qCNUDdMPgVl/LfiuMhHsYv+Lq52e9hds89fwsy/MRNt62W0MwBfhXYeB",
-	"t/Gtm618sO3rPesLtgmd6VbBKhDcK5Ee4YFaXIWH6fjDgm12Kk4YHvGCbfbd9+KL9YCVdjwtICv3+Zsf",
-	"P+oEGDnDVnC03zam+gu2qcGL2f3Nb7jKv1p0k3uiZUsxhlIMQXf5tES9PPCV9rZIOKr37oaOFe/lOVK2",
-	"MC27puA4pcrWmI0KB3CpxHsMBcXXVJF1xrVmFkurG4c8Wk408xVjnZ+HVD+SOQBR4p3N5YbQUgH7BWMr",
-	"RQTGVuaTOSncUURmZEH/lBKDaSv3RuN8OHz0tzXl+h+Phyp2ka6B+737VAqVp2byqZwsuJgROGxwnVVA",
-	"a/vbJluyt+HOiXTj/kk8suX5wRntB9M/ic1imc1zEgE4lCQYhdWDQgvbOaV+7TFYBdzoeIk1Fv4S6xSq",
-	"McRFVK5p2kwVBtJzdZGLeVNXuNfd8cvpWEBoHJH27t/67qAwNbCjIAQZIrgaLs5asMGa/No9F3qOJeIK",
-	"R35it8Ih+yd3ej33H8f/0d4aeK7Z8gdzDnfCebvDauZvK5ibhhtKVzf1ab88PodjDr3aDz5Gnd9cheE6",
-	"7lE+Bl1PGEcK3cfuiZyS2AlQ5E879mN7Czr1Rbv3zeeVPBd8OsUV/LYk1z3dlASVyhGREKivZ7mTq6Ef",
-	"/+bCCiC+tSQramTTYQbIC7ap+hmasO6tWDMizku17koqxS/TDciRXuTqp2NtdKzFwMVYFOSKyQrW2XCk",
-	"tmSfIgu20uSSuQoKS9K1LfSXTFPbTOQFnfUCQsyDzqhQFPNoYLWQCyK6ZPzzs4sY5FkYAmGaAUZc6I64",
-	"LTUaZPxbfFoSPfDZWBTfFdKBdAFsgPXNK71TxHpac4/4jo3UYL6PRQH67jYe2DOKIS97PBBBcalrBgHz",
-	"IXMj/YQaCw8KH8gAXAPwhf7jZRxEP5oJ+CutkZXrrkhRTXVB0s3YlVywJBoLdr3ioNVYKbydzZNKpW2F",
-	"Dd+MIYC5TBMVA/wdaAcQFr/gIhl3RuPO4mrcicYggcadkeV45Aw/T+x0can9JBzu3TLHW3MxFpfM7wst",
-	"bBh0zrvQGReT7kbmC/E8GX4/Fg07FqiNUJAD23arBHMzbRfUOharlE6YmQMO3mlqAVIqddMzrWFYEMQ2",
-	"w4+Y32SjBszWxv3+kl73jT0ek+53J4/IC/6DoXjLomxdqZPH8E1fS9lPaTZj8akLvwXIPzvEOv3jTd5K",
-	"/4DptLTCnMrhXv8sqkfF1UAXbJvuIzJnKTAMGKq9MtiCCgAqNvORCyYahw1fHwrNsdMZ++lqz116W1+w",
-	"zTsknzoFyz56uIosX0UebCh/kmP2PooeAyMAOU/XyKioCg091Hio2BBLfcSc1ghEf2+fy6hllNXiynJo",
-	"UJ3jF2xzbky9umgqawR247H1RRnRA8mkFo5o2/arT4EdBbVhqPK1m1wcxlig1mS0on9e/NT/u60B41/9",
-	"gSr2tydGydgaiTfyIUtnKa9AEPwS5t2gzYnizNukyjpTSZ0ZCsWDUUZJwcaiYoqCSc11bQpNOZvWxaDa",
-	"lTSy3GgHYZBZOa2zLsiMDWYDyMxIGWhwtxF2hmLryws6e8E2DyFnd2FI1YREbkeg3dBUsgwpxfCH0YeG",
-	"eDGrpBK5FgoyOlXkEuEnkFMWwgdHBNLI8fQW4esKormMsm1ZkdO4Q35gzhBYTRSCSQzX4xj4FWudxlER",
-	"CLZgbAUv+ZyzSSoVZOVnhYZf6O4FQwhy8o0ifwrNMZGMRcZwIcJ0L8dWapHNQFl/aTWjw/YA4rzuElcH",
-	"h1Wbb0HFV+C2/6TonRueQFgaZ7OEx8weEC/B8f/HH+DfPeBNhsodjey/VMH3v81gtxsjEJmlcdtzWndK",
-	"UaewJuclm0or4dEArt3R5gq0DZs2vN0j+iPTlKdN3lxLiQ/EsFVX0RUpEAkmJXtGXb/JnxBUVCcj3ZHf",
-	"p7q/C9BgUDxBkHLJ8eTrnKLHCQOaUaW36b6+6IzN067NsSgPzLolMVvafC+VRviAQgSOhZOB1tc1qiY4",
-	"W58PS8GdNEOPaGzfjo2Ija34jqOxwMKURYUGO2OM0v6B6TXDeS8jHE/fbFQMkRCKUCzzil4swL8Rl2xC",
-	"c4UVcgu5DYHpa1r48YI6O3P0YkB5HOfqOPKsYCy6VBA83zKLittDWFQorqlctd8VNXZUbxQsg5BghLAM",
-	"MCEU4drMGehOgs2CrAcSw2EFIZLD8iPtAjghhS4jUyYmsMpywQRuuR2jRbwxOg2MxoyZLw1vcQ6ziCxp",
-	"4pCXKJbmM91E6MO0XrzeYCyeplLxEpSMVbdUMC9oAXAFCpOoQA6oWAYjhxsAqAENNkpLjnkPVgqMzGff",
-	"f3PWyqex4HuwcV44tb2UO/6ZeLa3GQ7PqgkbL7JqymfAzO3MNP95FIf6eC9nOz3oDNvE9yZX89K9CAg0",
-	"iLEQck3+k2id7tT6jeW7M3TyJbzxV4id9GvRjv3KyQKcll9E+CSOvU38JOzng6eqPoDSLGMDHIHRSmzt",
-	"gDXlupK3bNe/dKyC0hmFKV3xQlX1oUDtAdqw6t5gSzt5iw/Mbn6WzBXb3wPq8C3Y/LjTwLUNvbkrTWsY",
-	"1ZHVDoseCeDu5HLB5hrMeWnBqh/YSbXaCOIEBowDAb6MqbuDhUS3XwYEw3ggYIlmjCiWXTFAz6dZxq9o",
-	"ipYH6QLckYOqw8t/rcgqYwmbMKVk1hu4gFOk1chmYVFhAVU1nczdrZKrAnvqoyi4JlsWIIQ3oBGIlYB0",
-	"isFUWKGMoSloLD/vL7BMkXRlVvw4pTzNM0iKdo4UGIJP6LQWLUd3PyLYgZ/8mitt2sdpIOJ3F0OWMH5g",
-	"LGJr416YHwoIGdzZQ+uXjAVegAi2dk04RF45WUQW2M3ekriYBmvLM6HY8jJldQbr2QQ4+ieJhDusD7sV",
-	"2vFTxhgxBrMLSLNRYrAt4BLpUk2WUmny6Lu/+bg7KMHp7qpx3Y4UieVasCxuivGApwfivJ3cKvMEB/xX",
-	"fGnxxVSnNYtpxPauvG5DQn0jT+MRuCFnuMbu1g3jr0/DmqsORBJD3QDgVORpGsQW2CO6ZkKTJaOIit0b",
-	"kJia86YAzrTPRX+VyVnGFKaT++AkrsbCsSD4IEMnlmNDhglbj5+NK/raKrpatgPgFNeTNFf8ikWGHWdW",
-	"N2ilJbeFSgcQ3h2e46DJ5miSaCxqQdLl1DNkz5O3ZTYJAzvcXW0QyoFcPMSE9VEcZEcQR1tU9GKsulAy",
-	"JoWE53osHPh3BUsoDPMgDrzbXS1Tf11d4ArxBEFuPxnUu516eh/eUzlZPAR53A4DqNF07VnxseZNwR63",
-	"oPRaZlJAS+90Z71xrz2AbzYCp5SW6AF781tycPlTgtAZQXLwKqWYGQwqc8kyDY6Wl93FbzXQm1teigpJ",
-	"3aG/okq8D+iOn4gQZ+ghIuu5xBC59ZzqKAhNUGQpr7iYNdJJdDOQt7p0p/jDuAO3uePOiLz6GJPuyWBw",
-	"MhwOhz17826vu+0oSDyMB4P4Vf8kPiXm4+KRaeFfg8Hg/cd4LGZwP+3aIrngf+QMWxyQM5toUqAZQdom",
-	"xQMjXfqOYhp0/VV+mXI1t/XdzFlKwE+BAQXfuexWt4jF60YhrUV0Ow+Oj+rcDRaM7+Cc6c8NBnPAiXXV",
-	"EL54m/kB12UnrovnMV4amePTXbFMcaUxhP/S1XzA9Hg8jQcLpZZmZViXpNm43G4+NDGL3MAm+FfSRaaK",
-	"EjZykcQ9V2IkrMvEsYIHsZUdIHlPMFeqBFywdQW20M3s6lwY7hNgzo5FW9BZshtzttneO1TQ34PlVzDT",
-	"B/vv8+HK3ppu0HzU7xRf9qwKiwHiP2E0VQFUFWjSAB+BeasalSeuyzqAjX30QZ5oJYseBs/ZprDmGquo",
-	"7aZHbQvSUUWUlAKwakuHFhgMSfGGg8xkE1Ds1mn9XIixdQ2vGZ/NdclX7wnzJOos6TXmjxolLUgn/TQg",
-	"i0/FpL2jiwK/ERYx8K+GGPs1or9+VVisdQisMZ64mHRtD+SkV0Zj/QR96yDg1X385wGB9etAYI2MrME7",
-	"dFkU5iuEViAgjTzcoRc0gnd5KMgCeMPpGkY3hfsY78aCfDmUrSB/vVbC0Uin9o5+qx6Lu7HpDfBiOYG7",
-	"fl8hbukQ4DdkLbMFkSIaCwiaKObqHWrlmIGSjt+cwgfRECW9397yFChWFvfiu+Hj2MW7j6orHGBHaDKh",
-	"glzJ3N42QQpjruDyfQXTOC2UmkoiYVRSbdRYzBAc4snwSdxURKYqyr7xcjItJHdBvl8H4/ncclhI3Z8a",
-	"XaAkio0IFnK3DL4P+IQKLwAQHqOSW3ef+vTaN7dlIh2AX91Ojh/TyeJGVtVhiNq19lepfhcNpECwF2tj",
-	"EEGUEGoxhgs7n4yRCwNyJjYI9mTzp+C+0jw6wixrw95QlkA7vRLM0E5cKC+ftgCiopJPBgJDmmyys8mi",
-	"5Oo9iHM222S3wUn36lr3xFIja1UXCsg3BxJ+B8aRW+EKjs0uZr1F/BhhVQI+LGF2hyfvlGzV33OPAfT3",
-	"/hxXlnXMEfp1tWKJU+22tFg30fi3uEh0NcyfcH1KsHIzXHtLsc9wgvLeuwMV/gdf+SvEJ9x9OEHUKVa8",
-	"lZMYVr/GNVwOS7CNtglLwO18cB7XhyXAQjYk3qRMzPQchCigsLAEL4bCM+Y2ony+ggScpsAE3Oc7FGaW",
-	"kOpFGAzzgSaqNAFrdti+3zx+rEQyx4j3c7jSW5uMUYHYMU1/SQH6nxvO2TBgB1IbgH2HWLMOMJ0J2BYM",
-	"4K4iP5t17Jsl/bAjvD+6VYRoM7cWXd4ChnOt8/LZcqU33+YVwNfiTQeqw4QjuPg3xEy6VPdTRpXuSzFh",
-	"vVMyh+Ww1j6dLFjioHeBsSCOSFv5ZZnR8Qf4d6dX/WyycOxlvyv8bPKNoDLBlO8ZBeJsshBynbLEAU0C",
-	"YRQQzbcstfZzeFiU/SLOUdWxTaq7icg7bFBN8tHmx7an428pNflLIOWfub3bARK+pJNFRK644pcps9mR",
-	"FsBQpglBvOzWrMwbX7vt3ufw2h5IaxuwGRF/fTkcNmI9g5FbH1sA4QQHRBe8v2tzAWdfoz3Bgwd7oc6P",
-	"U0hjqEWv6YIVcWG3aS7sKkDteH61FIMvvRCkMDfUWOgC5thYUDcFqzE4RzQcwN4poWJDlizh1KIz//f5",
-	"61eEi0maJyyJEJqN/pEzB2s8ZxkbkDNXQNrVQoqfDIeEiyua8qRvfoxPCW2Arx+LA/HrGYe8Rpi7MiMG",
-	"F3id4/sZ6vn7TvxwMPj++4ikcs0y3PFTf/gbj/4q49Lo/fWnPzz733/fpobY7YO/74+2vr1II7vStXU3",
-	"0eR5CK6+N2x2uzlldPYmKPZTUsRLtxfAhqvciVvjwjT8aV6Nr8UBcVpS7Ge2XOEdFaN6cDV8kaqGK0sS",
-	"Wv+ufKAUDKR25sBFeqckfuSL1DFc0uaTmq33w7G9fffXAWT7HPdCwZq3uhjC9d97M+SabXM19JbR5BjL",
-	"DaUP4GzNl0RZeZ124rSpJqA2vzGVQ/c5wNos7Rx6dN+++1UmrHMbQRoPwG6fE9gNCNRVDrPgyYLES5mU",
-	"Ud4KmmzGefO0c2euB8fZ6nWmyuF74FE7EN9gmQBDJkN9K9qP/hbSwK37Jn41JoQdiwtzw0GeAlDPiFAY",
-	"E6Cs4eCRXC/pZGHjYPDzsQCinoCwhcArrgfkJd3IXI9cheIjRZ4LzbI3mZwwpYx8g6pThr7GohuXWe7x",
-	"75Pfx/lw+HiS5zyBv1j/99/fPjv78Xf7QLE/8HdbZnMwGNR/9O7t84vtj8aCY2Uli4QO0DaumvIKB8lc",
-	"3paZTy3c21gAmtSRQoyy1nBvpEB7w7UdkLOxCEsQUg8FZQZp2AOxAGinLhPDCjsHwO7ZyFh4HLsAvm4H",
-	"Otydy6AHJLm7cNvgtj1gyd1SACQu512iyeFRB341FrHlvXF71DiyBRpnWO83iBq3pdZzAT9BEg/8ahjd",
-	"ThVesSVdzWW2J6LyvHjtwXq+Heu5vPKtDGi/C3tt6KDxNmZ0sb0Pymm9Ae0X9NNM53A/to9ei2DLYuvv",
-	"0IwJ6KvekvFDfiCTOhvGL48H9FP7rZcSadw8FnOLqo5XLFtyfVsBmRW/jlUR4yW9jontCYCyAZnd5lie",
-	"GvbIhbMboiA9YEMAQQpARTGfFJoaEEs0O1G3a6ynsQjNJ0/Qvz0i3Xh7adCWGgwGkGlEuPlU0JQsc82u",
-	"bVmnus+wkEydHQWP+lUrCgFoQKtescyuUy8aix3GlC6dN1cZ3pk9dt3BMoPWxkJOCS2+GNWZP+Z1a/RY",
-	"a4ec2b1DjUjPqcC9sPR7RLoZm5jV9hZCkYLrCmIlTJ0GBix+QIQUrAdJuRmb5oolI0wFW9LrahoYDKEm",
-	"2WuqySWbc5HssMrewPT3XX9DvopZMUejIX2CqQNBiOSkseT5kl7vzBS7IarGF2H7+f38Zow/Sx0Pdt+N",
-	"7T7PS3/K03SX6edZUH+apynYf/bUHYAlruLBWMQlVjGynMpm+euywG1oDRhLlaOZ/5n/KF1QMXBJ5FzA",
-	"J6F0wScbnIS6KcupNT4LDfJbskD9LAnFFBMz+UBNPFAFdsrK8Qf8424vlZpEx8NV0VdyVYREAoCHhfwq",
-	"u3ulSDd3oG47IK6V+V8RL+cI6kYgX4UqD4gijQCMDleNXTFBoLRCAIrCFclFxuhkbtb9lMSArBgjsqKi",
-	"G0WUHNSBkJzbXu/UzsQuaj0RiKLyNWCV3obF2AxnExKt36QS74TXWqJ02retvp1QTQHVF5Z53BmRwWCw",
-	"q+hDAMg5FggJNCKxB9qJIxJ7QM2YdBGlc85XJBcTlmnKRS/y1Ycr5YYjV9QHb2FceWEji13zARBnWJMW",
-	"2wmgEyVW/B0Lu67NYJutqfweUDbt2B4gNm8JODfgKM0gm3VHTM8zmc/mFlC70Tl+4V97KIzQRNOVNXqo",
-	"jPAtOceLc7JVGoGmqUSKCg9bcLBqDlubqghVerpDbWWLdB/qInwiwjFkkkVGTU8AfcjThseHAYQ9hM8y",
-	"cvPfMhSetdRzK7UStqoGFHv+khca/W2XDqj28pmrBxxC2A/lA76t8gGTNFeaZf01Txiey1INgcOZdUs7",
-	"pPhwV7WA7ebbVgsQbB3wlVML+h8jy4lJ11g+YxEHJw+f9GzzfkyuC8esoA8Plxos5ViYbcjB8YUvOyVz",
-	"QM5gPKiZ48WL+VCvpW8eV8064McCi8lC2a81y1hR4wTK3NUZQW5DbUPWAnKGZUQupZ6TBReJIlrOmJ5j",
-	"eTpwiW7I/vp06FctlrQEI8vNyNG7CialnEJ/zWbXwWL7jswvKdjraaO42GaQzhZrzc+BEOxX7x9suJv6",
-	"mwtNodGAuzWtoJnF3XKVhO2iAtvH42upKvANFhYoNuN8TutjYh4KCzwUFvj0wgLBFG9cYqClknZQiYG9",
-	"3OihxsDXUWNgh5jc71/5a2DRt2D2pVIKEKP1gEn/1WPSn1W2tA0Efdkg8r6rGlj629JJDwOBr/Np/XOV",
-	"UM32n+pPYOl36RfDYeLg78899s2xhAMQ1B/8abV8A0mS0GL7UV0DD3bCllQkzeoZZH8gzAkcuktGM5ad",
-	"5XreGf3r/cfogzlYEPNsT2WepZ1RZ671anR8fPLovwbDwXBwMvr78O9DOIS2m21lCjIp5VpgHR5KJiln",
-	"Qts4NYZBczwjTCQuWApjg9N0EADAOU15y6d3PUlzxa9YBKmwCMGADNRmgRItF0wo0nVRzmF09q+5Ztck",
-	"hRDuXtgfpChtd4dOFcJSNsEaxb5VfPKS6snctYd+K82yJVa9KA0o6My3VtPhDxBFmAUd/ciVzvhlrlli",
-	"H7r+cONlfpkycmm/C7pxP9X08mOeGaIkPz3/6TXCWisXKGnxtzjsFF0EYbkAllpAnBUBzPAg6NgCpWx3",
-	"e1G5tLMRlLAeLHGuTLVK4RrP+ojpUopZKMTDOQZEvt0dcnKICcHuikUFQYfP/WoCEVlr74qzddCNvbbd",
-	"7sKXZiBUKT4TSyZ07aSw9CSFyrlyGla93p5fZIua6LW0xWdd1HgwpKBOwfawXrCNMt2AfEjIRIopn+Uo",
-	"m0kXsKoAZo4LEi+ujj8s2OZj3IuI4UY0Y30qkj6MFC1Gq25EaAMmZME2KipVuUpwAmtzHIJBLq5qBnfO",
-	"Z4Il5G9P+pdco1u5ieDPtFzyyUtYINyliFD4jdAEfNLLS24aW7HMtRR079quGcTTrcBRZct/X26I5Uq1",
-	"HCTM79jmI0GoX00MvGFYlfzJA3hXKTG/pm+XaLnd8S+MpnoeQd9cMKWiMJgJkyAK97svCYf4f0FYfRGv",
-	"UrOrmC8jc614Yg1BJswHLCGZzDXLSPdNJpdMz1muIBfADmPFJoRrxdKp/UFTnSuIqCjNj647H99//L8B",
-	"AAD//w==",
+	"jsUB2L/RNlJB8FN5zevB6KqgarAuj0eEBnErZ09fYhoQhKqMBU8wt77XhMhWQLmZZdtCtMPzM2FpyhJD",
+	"UN8NH9cC2XkEygFJ5EQdv3n7+oeXz349HywTB8xINWF0Mod4LluUZ401iuw2qbnM04QkEpOCqmgGLvZ7",
+	"W2gLpamNv9qOzPJJYtviUHOdsh2aWhizM9d6pUbHxyUUw0HCrhwomjr2HGqvkIKnrv9oV0Ya3ptup++a",
+	"g1oC1SlFNWIpiqrIfg5FO9aUQ25X17ZhpIUiUPfB5ZS3Vhyagh6h/8iPsnFiZkS3kq1bJDgdlMe7IwvJ",
+	"j0/VDND93Mp9UMx0XxIBNlc3GusuPwBsrIBCbDXIt+/eWnCCGqdXc4yeLe/RYJ3jM9KlihSBhr0yxIFg",
+	"gR/InKA6W/2biNyMOtf9mezbH8PIy/pjZFe22MvdMY9IIl9qPPXSFqZpWRzm1gKwbbWam8Vh49LeciT2",
+	"rZ7Qh0PYNnz6BiHqMS4lIueb1el55OTY7mZMFGMCEJwODlb3G7x1eu924ZoDzYtr+oZAc7XLL6AgSwey",
+	"0wBZM0vQCbwha5YxAjDJtr5gG/r3g3Fcc/sYtIkyr9jsaEEUWhGG1OIEAOoYfauooQ5aQ7O55dnNsv2U",
+	"fsrT9NaTPNqzlhZLa11K23vtbc4jRZb0euRheYEAcCBkVoa+OMi/WDFqa5JGVOnQlQ1cD3NpTFy8Tbcf",
+	"HR2eTlJdpwMOauFGu9Uz7N1cbQ6zUrXoWKkvE1DJ1/NFEZQ5CKUSPvaGYULTFMEusYoKHpagaoWVL/gc",
+	"E9AL3PkGW8MYpmeTtGZEgNAf1B7JGFi3NFURlE8LK83CDkLhO6hE+/SlQtIUMmFqLOhSipkDLpfSXi8g",
+	"CH6ASa5ILhKo6kW68TgfDh9PzNvwFwODT8URGQwGPYxaGAtjgKdw3QIQ5qQbr2WWJiP8b9wjSygoPKfC",
+	"j25pS+gaWzgsrjIW1jCGaPaMUc2K8jqVqrowLQsz2lWMoRV+/uzpP98+v/jfg2UyFlNbYmHKr3unWCas",
+	"hCM9IGeXHlpc5jpcX7e1kF7C1VggUPucCahp5MokQ+uZsoDtA/LU4rZT7fgoxjag9e/BvWx2J3k8VO7P",
+	"75SNlbAY16Y/dAt4k/xfHTTGO5H9A/fDEP8B8RpQVWOb1OZS6dFKZtqRekF2+IkRa7litdfT1oPyvOE+",
+	"NGzKRn4kprk5uybdcWd4PRgMxp1e5PbIZ3bY1+v7rIfMiO0SczGLSVdI3+WGaXRJ2WCTOCKxD16JSTfh",
+	"KghEAfai5nxFcjFhmaYcCvXZogc2TfaUULiEDOJZEOxlSROG7kWpbCZGEcDmhgfwhrbDThhIE7lsXPy8",
+	"1lrQRQm77fUWbCY1p5olfmj2/VK5xha4krjI4QZ7CirGEDmOuoMLY1xAPaQR2w0wjOAneMy64fY276bb",
+	"qWILehHi84BDzqJVdXd87o9qfWsH72jQXov9rd2FHat7gyvE8v7Ux5yqSpjE57s+LPJJbjDF7aSULy3V",
+	"pFMd4i0FV5pn6PqUy1VuSLRXXFDzpJrliol1VhMs4qb2BpKkropyC5s4CMtspaoXK/OJiYU0TSVW8yiA",
+	"aE4BodXCENpy+CiGC6js4rubhAq68s4+ULBdsmEx6yY8y5sRxB0QQTNSfAUh3thJ5ezXSnTPMNAA8Nte",
+	"y/CdloTg8YhABS22HDR+7PFGe16Cp98dZ1bd6Fthcy+93+xLQmgNxsdrY0Ka2YiveT7cuwnYyO7+m+JN",
+	"E7akmLregtaaI0Eb6y9ARaqWzX9i4C12EW3vc/M6/HNVXyihWI2aMMSiOj6e5DUVWtkoRJm5qj3GAssF",
+	"bAk6vnbubAOLqV2UStI0drdgbIV+Eqc74geDTrWMfotC+jvW7dzt41eBzZrD/pofdoCyHkacB4bUNUbn",
+	"OmrdxSE/e2BgEwjdDQMDEQmvJiow7p/EI3tieraCF5vkGdebczMHHOwl1BY8y+vuuS98HckZv8J6cqFj",
+	"yJWsg1dMh09fv3774+8Xr188exX3sA6kLX8bjUV8fHUS+9J0zkmEteMA1R5Lc6FvAhYZuBwMr1i4udYr",
+	"LHjGayFAvUvArImUWcIFimb0RtlS4auUckF+ubh4cwwArGY0aH724cAjLsJgLMbiZyZYRlOS5SmzlZro",
+	"agWliq1qhxPzFe5H5qv/IM+yTGboqGusR6pIN26qChdHthz9WBASW2KLe6TAmoWAH64xngUjH8xfGN+B",
+	"oSQYzlG45LwX1jQ65SyFasxBdX6MvbXtm12JW4RroDtPzWWmIRwPnXrxwHTyDJYoKP+PZcQsN0WvHMOl",
+	"6j65vu5ZQHvLfk7NdKY0T3VMJmbnlGmzsYgr6VaLuJqdeAVhg1xARTXzzgczyI9mhT4A18A/gTOaP3mi",
+	"egQOGiz9fjSOmHSVJDYtYYD5CINBDMVTLdIaSxW6+wiJn8AQg+hF3B6ZT+ZYaRczlUTh3oJp/Gi9K2YG",
+	"a8rBbaB1GveAxgL3iwUENu89+m6IcWaPh/DPd0tYE0J+palhTcxo6WxGNTB0kK/yitlCMb6qqRVxvnIm",
+	"9A4y2A4EpoXPzIjwEYxtVJ5uEWQ5IGf4ii19d6IAlTRVkmTs3+DPgFljD07um3aHKraRT9pQlpgw05Yl",
+	"JTifhcfN+T7tpZQZJwiqYpkv2ZyLZHu1zxCZ2RVyxep9ufmLYe0+qkgcQt6OyFahSNNdN35y8h1piO/E",
+	"InlrrlgvMg1LwbBbC51rjrobKECcmha5jmwCjp7M4XII+UREnDh0J9uhVZtBBJsAEammpaL3AXlbTNQI",
+	"llo6AH3LU4ENbLXn07R3Qn7lP/Ts0SXxk5PHpBIhOyCvbC6CnjOoHohEX177dza3r9bBW0ntc27ugsMA",
+	"CRilRREOw8LxKBJ/N3xMGqrTrrdLFuNIoPZhXalfX+g+hoMTFsEHZlOtg28HCkcFBIYjLRxqfGbDfFGG",
+	"EFvyF1krNGS5aoS8JH4yPCHl4GDTdLKvxHwhld204FbnzXMnmUdkzuwNkGkQPec0BY5q2ATMzekRcIzb",
+	"1/83DS64SDCDDGRN5OrX0qQvhctVqav/H7mNtEz0MSmiZE/Rosfq7g5dDAfkd//J8AmpRkafIlI4Ukkd",
+	"WDgMCYIri5raS7qB8Vo+Ef8Cvns3zbjvAnL7cwml/oIRPCZbwbxQYTt+DeG8liGgjLOoaMXNlJF0MMqi",
+	"B4wCrvZRExsMrOjp67fnVuFSZCahPDA+t58oDF0dbNUaDy4wLejYCHfh0fekGnO8RRJoZziwsrpa5LZt",
+	"oGAbHA0zLYKiS8XKyzWXo1LFZRckgTSIak7KTsnlxnEqMqfp1HQMLvtZKi9pSiZ0FZkhmoFoctIbkRWF",
+	"wUa4CXTJnPYGxKLwOfi1ghbM5Gy1Z0GXhnz9WOwGTugKagdYJmmITHni5UlEINST8ARKT+MBdVWczVlA",
+	"CeACAgZWv0KO4tpk5oTF/18/FE/916AhqxERUgk+ncZ4dUgKKXZuD3X/jUz5ZDMiiorkUl6fupXrq2xC",
+	"joQU7OiUTI0k7xv1UmmjveHvyIXcJax5Aoh/2uhm1IF2I6Q6DSowRKjPBXUEtUWRB4YJYS62MfNGDzgV",
+	"A7FNyWUm14plVgHLcmG2p3J0gLxB8zmvudKFk/wsgL839KbZtUZmYAP24x4srTUOrMjgychQIKLxoibn",
+	"pDgsbkI1HZkTJNgpUhw2duTEtq1V4AH4TdfwR6G12xfl1LdorKsLf0dsvzOsD68NoQdQC3X1vmtg58kT",
+	"sE2czAiK6ii3d7ur6pRmU0SmW/18gzkEoJnJ5RLqeXK8gEbtyR01lN4n3xFXlwojycs17gNLftQ5GQwH",
+	"QxfeQFe8M+o8HgwHj7HKzxyM2mPY4c7ow8eoczyHqid/gicFsyS9svA86Yw6PzP9i30l6mRMraSwYRyP",
+	"hsMdNbwPq91ta6/U1Oo+Z9kVFzMIjHmCPdY15Ed2XBTfxk+e7P/kldQ/GYlX8gJ0Rv96H3VUvlzSbNMZ",
+	"mel6XAVgdxOmFJ5MRESnMwXxbm75VOe9ae94yQyxKLvedl8GG7pM7U+YGbFrB97iG/eyAU+dMvmZtiDq",
+	"fDd8vP+DfxYK6gHbVqsye3WZdDG5zfAuDNlBm6FPJ2lEhMS4FCuVC/7pvDZeFPWsGvrd8PFOysi5O4VX",
+	"J8c2a0s10sFLrvQP7qWgyLpqdMYVrxybj99ASmQjGE7lbbwuaPkyWAXgnbsRhZY9heGKtLq1LNDftmM2",
+	"2XWNB/tXYwZMpVHzTo3OotC7DimlxoQFs/IfaLJDVBe71mRFZy0KbPnB18QGb50xt62ffsROWp0Ybw/h",
+	"Ry2O2U/Oivi0g2kmCtrR/u+8x/hjeHxRg8PMSFc3PDxTxTJ/rJyjY3RkFSVqa06UXLPMEc0W6daUp4EP",
+	"bsIJv9VtgoUhQW33hj2KGkVc4zbcnozz7GH7AF6EI3/Y3PLmvpszdBkUi2RkHh7Kxo0+TD69okv2hhoN",
+	"5H3UWeU1NPLWdFdQyYHiz+jo/5OzbFMnpGpO+ls7uS+aFlppVjD1m6lXN6YgWM2Qfk6JL/urWBxB4T6a",
+	"pirA/nclW9RB7P54TW2Qww3IT6oa+ntHuf5U8jPf3lw7asHb3lClDDVtc7ivQ3Q9GX6/Y0nCG8D2S1OQ",
+	"5NaiVKEXRkRpnqZO3wBitHcsEFI6uK/zw3SeiSL5IODCKe4r3GJ8Tyrzqc5AoU+kt/tIWbCA3ZbIU/fS",
+	"X8ESCVekXV13D7t6/5aIH3wbS8Rt64MWVG+J2MW0MUJU2UIY1mngKzGHB6xY/+oBqzVRyvuByLQ2IAA/",
+	"s2k4HtTDNRPbuvnFnXoETkdw/ML9kvMt27IttsgZph49zTOqZUbWMk8T9EziTMsVP0gXHMljoZiOijSh",
+	"hNAU3Fg9CIt4MnxCtiFHBuRMEJokviAls1+PhdI004rQGeWCTDO5BAg18HmWWQ+uhztebTQ5i+37Lahy",
+	"dtr3rcyxZXH9jTTSxTtKu7FcFzduw7jXcBaaTcHG3b09dcnz53pT0A7z61CWWtHMUymmKcfYvnugmYsS",
+	"+8IAjm48tAoK3k0ppptp5RbU+ZrY9ASqO1JiWqEZ61OR9BXTmIfqEebs7UpEMqYzDlA2EOtg1nMwFmdJ",
+	"ooiWcLNVEg8Z3AGVElrREw2YUZUuuc0BHYs13dgM1uUlx3s8G1oIQh+zPeEG6Hfb3e+XVE/mvyv+J4RS",
+	"GDFguh4Ldwx1zfJnfDbX/sTaC/QEWL/Kl/7GHl3dM8GSsfjbk/4l1ySDPC7k89+TbUAqf01ZhF0CNhXp",
+	"FkDTY0GThCW9UydXMDZJYvARVk+jgvy9f7nRrlh2tUeHb1UnJ86SpGAjFeKpyS6HCRI7P7o0X4I7P0n8",
+	"/S45AQwB88kf4EhwQAAdmiQuKJMiodmzctImm+H9/bE5XNagPLTZ/weed0s87yxJSEwTyHJ1JBRBfMwl",
+	"83GFPUK1XPIJTdPNKQnP6/YpLbaoiUnWpaZCNnvMrldsov/xLI4Mnw17gCAePi0dWJsNHT8D1EbH1ArN",
+	"Dx4O414RbvU9qULXNXEBH2M1FnZUbkxch/oq4aruYJ+H+sHOg30OjHx7cp6ZwHpalOK6c42jKx3tlscZ",
+	"TsUPMtnc9knGaogfyyaeznL28X64yDnT3yjDeHLSoiezxRdSvqQZZvE+OfmuzZx8uOuvLOH0wpDQ/bAo",
+	"c0Q8J4iauIA9pZjPGugsvd1WbrmK1m5vUql611/Dp5SUp9zWs1Stc3b//qXKRNp4mXASzlv54GxqcDYl",
+	"pWWq+px2O3Erpy9wNTWZ3WXKukN5UiHhet20PPcHCqmzqMtrBDldudAR+GK4YArjhEOg6Nu/rd1Jbsdh",
+	"37d0K1e5wQlvPQK47PqLj1FRsAIHRZSmG0WYyGSasuR0LN68Pr+wfkjv0rXXlMYinBk732XMgEOTJ/7z",
+	"sHo3fDIaCxhgDdA26cJxtqHNyvlA5nItepD+Y8tR2Gh9G/A+FsVmQ0q/TBOmdNjBkcK8ImsnVzVy226d",
+	"av3MCPAqF6jsWJ2ezBFqJVRHo5asAMo7fzRiuK5hLLSxq+1KfvG+9OKWF7X737u4eNlKedgZdnByNxwV",
+	"trH+EhjFSkj/Rpww/OCbDHa4iwtlu86vJMbltrlfLjjTiEzZ2p1od8jnNHG7sH3pfIoHv5lrVWoDkHJp",
+	"AMyKsdUBBvWo/6My23KXOUAdoCciclh49Qzsaywa+Fe1iMDIT9WmqAVNWVY2FrW8LCLrOZ/MXdC1Wekj",
+	"5Vuzqd6nVb4+FrYft0aG3xlyeNTCGryQ8lcqNphPc18KoKGGU5LBxb/Cm3836XB7yZxeseIEH64RlkT0",
+	"8Qee7I6YZPSK7RERt8RiYfnfOs7fLmoL+BvADFNFUjbV3wJPeyX1Lyz9DNzs2XKlW3MzLCwyQv1EAQcz",
+	"580s+jYLq6k/coqMpSqL4Huapj6x7L5CboDSKweQ1YpPpLNb1qv3n4/nP5Y1cJayia8h1uhoeebf+iv4",
+	"WEpr0sq94tbni/CsFMNv41TxW/tgLNe7U9xyNgTvIHgTqEu+llPJYA6242P10G37V+puYTTLlnFEaJG7",
+	"O/J3Pj64rwzclvDp1DzGoBhsYCxktm3hdh8NhxHJBeJsJr06E+9n5jlAO9vOgqkdcgMSfQHhsMUxrvcu",
+	"uX17OCp1fqXgJCD8tjsNxgiATFVftLvubNzcm1Q9VsfFEO7Ei3QRzhIQvmyNCjNX6qyVyQLvLh2wS/no",
+	"wpgBLGAsqmczsnHFhcUWPxqeGFNtbDHjxp0RmdIUbDR7zPGKkoGNlTTANo4Ir0lGLmFrWthdOXUYi2Ph",
+	"QC5insRRCbRqSRcM70QhgxqAXSC9EWsTArSz+dGwLUS/sFGFtdzmKV2uKJ+JA9xIh7qNbt9PcxD7uoOL",
+	"XkeG/qr34x06jmxvk02tQuFs52/TMfT3lve7Fm/7HrITtkpKjozqwK9CZgXZyEGEWdl1Q7V33VBdkXqf",
+	"/YL7K3K+ZDIlNFjlrguPRpDXl4AuldKNzMu34C1UxECW7XW3vGWqln0e5jpp8K4D98pZielW0VPv1Gu9",
+	"k/ng1FmC0YxObuLFTCiRzXbXZ/DZBr4xF9C9BHyblXQpe5Zs/qGzHPC28KxU98VjF3HBbl9PPMA70pBN",
+	"+iaTgCV007P12bSAzxrwtetgupX75k7WJ2kEf5UoMcROwtBJ58kKxKOQJGN9d7gPFomI0dToPEFQphjt",
+	"lyCyFMuJT0n887MLUtdwPLIgUEFYGyQbaWYrkxSl12x1Em8nRSELM38XcjtCNClYjVNj7SG8TKGFHakQ",
+	"X8ZXJKnYeyJP04iMi4ol5kdgqz0A1z0TCF6Fle/RGgSrz41MsDVTOsQwxElwTTI2TQHis0vHotgoFKRc",
+	"zCKA+uRiRmQGYEbmSAOSJrH2HDmXGIVbwFEF1uiRKrxZRkD/kdOUaIkxvEUKd+JRaKFngLqyE8HBj627",
+	"Cm/wwOPFtWLpFECPsZ2EahoRKDnm0LxAnXWWrUg3dmhmpwCH2zd2mSOGpCVgnkDMBrTikjTsQgkJQ3KL",
+	"OBZdRNLFbfR7BHWo6GSBdrN3KULdb6LBfMarSnbFZW52bixWaQ5GNRTg4olqhA+DHgEzrDb0GZ4E/rs9",
+	"AmALo60sAWrSIBz4Gq4y1FT0np6D3OdYUGG7EHFdRILHlXtwxtVcQiW2IBZSpSLd8/NnvTv0vLXgxMoX",
+	"b49JN/4wxkpJ487HGIt1TRaQNmD+OFLE8GbDqOGZ5eBdKsbCDbzyTlETCFoBDOrKK6CAwlP4C5+OhXts",
+	"L+Bs5EP52huLM/LMtceZMp8sruICgjHlAG7JlmMRv2Cb52Iq45GvXgJo6PxPFvk4BmSY2JsNgw7zJiqD",
+	"94UmoQR/tob1ikgME7VjhitG2NS68Q7IWYhkCBJuLGYuraNcwUtOrYDDAv2uIFcg85AjwlOCQR0JV3S1",
+	"YjRTBFqlUPTSck0oQAg8GYLDbXptPLDAxBaMEy/E8C7MSFwYaehpLF5gRGfM4jmvjWFtqNy0YSTagovk",
+	"SJGEZ2yiZbaJEJhTwyBcfp2YGYEL0+W2GuM0k8se8FuUzi7zzB0jEJE0UWNhn0RkLtcQw7KkYoOtYvwk",
+	"jpRlyqy7+4/P8DPcPJXrdGMjW8YiyeRqxdA1u2NT/NjtmBIr4bjG1TZtR2MBEN5GGyghU1ptw/FruRaj",
+	"AFgSRRMeVUCMhyCZiJxE5FFEHkMlybGwANpkRle2MiTbEEU3fq2MzmOXS8s6nF9zAADrl5z5PbbYo9A4",
+	"9eiZ8UuqdB+m0H/+Y0xeGRaAYJvnMs8mzK2ngyYfCwRqBT0CwGYTWE+pe0TkUMLJ6G5wK/aK/KeZmpWt",
+	"WIcD5SooNJNMKjUWtGj9FL3mPE2JTTzfSlYqHx5cDz/5sXAox9BrkdVIllwpV6WhVnj71tqkJQanjidh",
+	"TYCZ1KfB6prDsvSqh1kEDFOF1UFE9DLSvi8n4TKf5q54kvUNlbarzkPkb6zff4lqyOsrll1xtn5QQ27x",
+	"+lzLFZ/AXgi3R6iNRMjM0NKiqgKpuwsA8+rkGMTe7piVn/GVv0LASrEaregcS0kZ/dDXWLz3oBU7hTYR",
+	"K7ixD+et/rwt/eba6oDNmDP21fCsuW0on7NjW9OlUcEvKiRZM33OZ3OmNPodsJy1r1d4pAqzBC7NI1tA",
+	"JDL6qb0ZVr32l9RG3bL9Aqi8886MhSutYy/g7Sj/8VsML1ts94lcsiCQxmns5RCa3xrjZ+JHw2HcIoLm",
+	"Z1tMq8WddlF38muLoNliLfWBNEAHDye4LorGHRG4sLUn1IhPKCAH+oy7UnFnrhQZRnKheWqOjqXf2tN9",
+	"qFCEzSyb/GXO0NIXa63VZldsudX9jtiyRVo1dorVDBbLovQhOMpYBC43YxC4ovMa3XqBibMHu79Ze3cH",
+	"/8tTeGFkD9rurZ/dRq/bHR7AoFbzpze9K9LNFrS0gpat5mwJRfwQVa4ymg88+RhXnD4FZMBYUOWg444U",
+	"gRGg5LAGKdcjDy3neCB60GzAmf1NMWYxiyChYECeGyuXWUBYo+MEgLBtY9NIc2jaf0suDpDjt5LieEc5",
+	"hbd/+4w7+FkC0GAPzGbUJyzik4cAtHsKQMPTWUSfFZXKwzAzGqo4TiWAyLOHQLPdosaQd7iovrBzzJPY",
+	"+VAtOAvCdLpiWD4gLWS5NQFpu81AJ2va5f018Ms7yON7+e2l7t1XCltBXretvtw8COvc2tK2MvyXGYpV",
+	"EYafMw5rj3AsdDkP6ggVxPRDYNZfC76rTAS72P/iaqen/QXb/DX87Asz0bZedhsD8EV412HgbXzrZisf",
+	"bPt6z/qCbUJnulWwCgT3SqRHeKAWV+FhOv6wYJudihOGR7xgm333vfhiPWClHU8LyMp9/ubHjzoBRs6w",
+	"FRztt42p/oJtavBidn/zG67yrxbd5J5o2VKMoRRD0F0+LVEvD3ylvS0Sjuq9u6FjxXt5jpQtUsuuKThO",
+	"qbL1ZqPCAVwq9x5DcfE1VWSdca2ZxdLqxiGPlhPNfPVY5+ch1Y9kDkCUeGdzuSG0VMx+wdhKEYGxlflk",
+	"Tgp3FJEZWdA/pcRg2sq90TgfDh/9bU25/sfjoYpdpGvgfu8+lULlqZl8KicLLmYEDhtcZxXQ2v62yZbv",
+	"bbhzIt24fxKPbKl+cEb7wfRPYrNYZvOcRAAOJQlGYfWg0MJ2TqlfewxWATc6XmKNhb/EOoVqDHERlWua",
+	"NlOFgfRcjeRi3tQV8XV3/HI6FhAaR6S9+7e+OyhSDewoCEGGCK6Gi7MWbLAmv3bPhZ5jibjCkZ/YrXDI",
+	"/smdXs/9x/F/tLcGnmu2/MGcw51w3u6wmvnbauam4YYy1k192i+Pz+GYQ6/2g49R5zdXbbiOe5SPQdcT",
+	"xpFC97F7IqckdgIU+dOO/djegk59Ae9983klzwWfTnEFvy3JdU83JUHVckQkBOrrWe7k6unHv7mwAohv",
+	"LcmKGtl0mAHygm2qfoYmrHsr1oyI81Ktu5JK8ct0A3KkF7la6lgnHWsxcDEWBblisoJ1NhypLdmnyIKt",
+	"NLlkroLCknRtC/0l09Q2E3lBZ72AEPOgMyoUxTwaWC3kgoguGf/87CIGeRaGQJhmgBEXuiNuS40GGf8W",
+	"n5ZED3w2FsV3hXQgXQAbYH3zSu8UsZ7W3CO+YyM1mO9jUYC+u40H9oxiyMseD0RQXOqaQcB8yNxIP6HG",
+	"woPCBzIA1wB8of94GQfRj2YC/kprZOW6K1JUU12QdDN2JRcsicaCXa84aDVWCm9n86RSaVthwzdjCGAu",
+	"00TFAH8H2gGExS+4SMad0bizuBp3ojFIoHFnZDkeOcPPEztdXGo/CYd7t8zx1lyMxSXz+0ILGwad8y50",
+	"xsWku5H5QjxPht+PRcOOBWojFOTAtt0qwdxM2wW1jsUqpRNm5oCDd5pagJRK3fRMaxgWBLHN8CPmN9mo",
+	"AbO1cb+/pNd9Y4/HpPvdySPygv9gKN6yKFtX6uQxfNPXUvZTms1YfOrCbwHyzw6xTv94k7fSP2A6La0w",
+	"p3K41z+L6lFxNdAF26b7iMxZCgwDhmqvDLagAoCKzXzkgonGYcPXh0Jz7HTGfrrac5fe1hds8w7Jp07B",
+	"so8eriLLV5EHG8qf5Ji9j6LHwAhAztM1MiqqQkMPNR4qNsRSHzGnNQLR39vnMmoZZbW4shwaVOf4Bduc",
+	"G1OvLprKGoHdeGx9UUb0QDKphSPatv3qU2BHQW0YqnztJheHMRaoNRmt6J8XP/X/bmvA+Fd/oIr97YlR",
+	"MrZG4o18yNJZyisQBL+EeTdoc6I48zapss5UUmeGQvFglFFSsLGomKJgUnNdm0JTzqZ1Mah2JY0sN9pB",
+	"GGRWTuusCzJjg9kAMjNSBhrcbYSdodj68oLOXrDNQ8jZXRhSNSGR2xFoNzSVLENKMfxh9KEhXswqqUSu",
+	"hYKMThW5RPgJ5JSF8MERgTRyPL1F+LqCaC6jbFtW5DTukB+YMwRWE4VgEsP1OAZ+xVqncVQEgi0YW8FL",
+	"PudskkoFWflZoeEXunvBEIKcfKPIn0JzTCRjkTFciDDdy7GVWmQzUNZfWs3osD2AOK+7xNXBYdXmW1Dx",
+	"FbjtPyl654YnEJbG2SzhMbMHxEtw/P/xB/h3D3iToXJHI/svVfD9bzPY7cYIRGZp3Pac1p1S1CmsyXnJ",
+	"ptJKeDSAa3e0uQJtw6YNb/eI/sg05WmTN9dS4gMxbNVVdEUKRIJJyZ5R12/yJwQV1clId+T3qe7vAjQY",
+	"FE8QpFxyPPk6p+hxwoBmVOltuq8vOmPztGtzLMoDs25JzJY230ulET6gEIFj4WSg9XWNqgnO1ufDUnAn",
+	"zdAjGtu3YyNiYyu+42gssDBlUaHBzhijtH9ges1w3ssIx9M3GxVDJIQiFMu8ohcL8G/EJZvQXGGF3EJu",
+	"Q2D6mhZ+vKDOzhy9GFAex7k6jjwrGIsuFQTPt8yi4vYQFhWKaypX7XdFjR3VGwXLICQYISwDTAhFuDZz",
+	"BrqTYLMg64HEcFhBiOSw/Ei7AE5IocvIlIkJrLJcMIFbbsdoEW+MTgOjMWPmS8NbnMMsIkuaOOQliqX5",
+	"TDcR+jCtF683GIunqVS8BCVj1S0VzAtaAFyBwiQqkAMqlsHI4QYAakCDjdKSY96DlQIj89n335y18mks",
+	"+B5snBdObS/ljn8mnu1thsOzasLGi6ya8hkwczszzX8exaE+3svZTg86wzbxvcnVvHQvAgINYiyEXJP/",
+	"JFqnO7V+Y/nuDJ18CW/8FWIn/Vq0Y79ysgCn5RcRPoljbxM/Cfv54KmqD6A0y9gAR2C0Els7YE25ruQt",
+	"2/UvHaugdEZhSle8UFV9KFB7gDasujfY0k7e4gOzm58lc8X294A6fAs2P+40cG1Db+5K0xpGdWS1w6JH",
+	"Arg7uVywuQZzXlqw6gd2Uq02gjiBAeNAgC9j6u5gIdHtlwHBMB4IWKIZI4plVwzQ82mW8SuaouVBugB3",
+	"5KDq8PJfK7LKWMImTCmZ9QYu4BRpNbJZWFRYQFVNJ3N3q+SqwJ76KAquyZYFCOENaARiJSCdYjAVVihj",
+	"aAoay8/7CyxTJF2ZFT9OKU/zDJKinSMFhuATOq1Fy9Hdjwh24Ce/5kqb9nEaiPjdxZAljB8Yi9jauBfm",
+	"hwJCBnf20PolY4EXIIKtXRMOkVdOFpEFdrO3JC6mwdryTCi2vExZncF6NgGO/kki4Q7rw26FdvyUMUaM",
+	"wewC0myUGGwLuES6VJOlVJo8+u5vPu4OSnC6u2pctyNFYrkWLIubYjzg6YE4bye3yjzBAf8VX1p8MdVp",
+	"zWIasb0rr9uQUN/I03gEbsgZrrG7dcP469Ow5qoDkcRQNwA4FXmaBrEF9oiumdBkySiiYvcGJKbmvCmA",
+	"M+1z0V9lcpYxhenkPjiJq7FwLAg+yNCJ5diQYcLW42fjir62iq6W7QA4xfUkzRW/YpFhx5nVDVppyW2h",
+	"0gGEd4fnOGiyOZokGotakHQ59QzZ8+RtmU3CwA53VxuEciAXDzFhfRQH2RHE0RYVvRirLpSMSSHhuR4L",
+	"B/5dwRIKwzyIA+92V8vUX1cXuEI8QZDbTwb1bqee3of3VE4WD0Eet8MAajRde1Z8rHlTsMctKL2WmRTQ",
+	"0jvdWW/caw/gm43AKaUlesDe/JYcXP6UIHRGkBy8SilmBoPKXLJMg6PlZXfxWw305paXokJSd+ivqBLv",
+	"A7rjJyLEGXqIyHouMURuPac6CkITFFnKKy5mjXQS3QzkrS7dKf4w7sBt7rgzIq8+xqR7MhicDIfDYc/e",
+	"vNvrbjsKEg/jwSB+1T+JT4n5uHhkWvjXYDB4/zEeixncT7u2SC74HznDFgfkzCaaFGhGkLZJ8cBIl76j",
+	"mAZdf5VfplzNbX03c5YS8FNgQMF3LrvVLWLxulFIaxHdzoPjozp3gwXjOzhn+nODwRxwYl01hC/eZn7A",
+	"ddmJ6+J5jJdG5vh0VyxTXGkM4b90NR8wPR5P48FCqaVZGdYlaTYut5sPTcwiN7AJ/pV0kamihI1cJHHP",
+	"lRgJ6zJxrOBBbGUHSN4TzJUqARdsXYEtdDO7OheG+wSYs2PRFnSW7Macbbb3DhX092D5Fcz0wf77fLiy",
+	"t6YbNB/1O8WXPavCYoD4TxhNVQBVBZo0wEdg3qpG5Ynrsg5gYx99kCdayaKHwXO2Kay5xipqu+lR24J0",
+	"VBElpQCs2tKhBQZDUrzhIDPZBBS7dVo/F2JsXcNrxmdzXfLVe8I8iTpLeo35o0ZJC9JJPw3I4lMxae/o",
+	"osBvhEUM/Kshxn6N6K9fFRZrHQJrjCcuJl3bAznpldFYP0HfOgh4dR//eUBg/ToQWCMja/AOXRaF+Qqh",
+	"FQhIIw936AWN4F0eCrIA3nC6htFN4T7Gu7EgXw5lK8hfr5VwNNKpvaPfqsfibmx6A7xYTuCu31eIWzoE",
+	"+A1Zy2xBpIjGAoImirl6h1o5ZqCk4zen8EE0REnvt7c8BYqVxb34bvg4dvHuo+oKB9gRmkyoIFcyt7dN",
+	"kMKYK7h8X8E0TgulppJIGJVUGzUWMwSHeDJ8EjcVkamKsm+8nEwLyV2Q79fBeD63HBZS96dGFyiJYiOC",
+	"hdwtg+8DPqHCCwCEx6jk1t2nPr32zW2ZSAfgV7eT48d0sriRVXUYonat/VWq30UDKRDsxdoYRBAlhFqM",
+	"4cLOJ2PkwoCciQ2CPdn8KbivNI+OMMvasDeUJdBOrwQztBMXysunLYCoqOSTgcCQJpvsbLIouXoP4pzN",
+	"NtltcNK9utY9sdTIWtWFAvLNgYTfgXHkVriCY7OLWW8RP0ZYlYAPS5jd4ck7JVv199xjAP29P8eVZR1z",
+	"hH5drVjiVLstLdZNNP4tLhJdDfMnXJ8SrNwM195S7DOcoLz37kCF/8FX/grxCXcfThB1ihVv5SSG1a9x",
+	"DZfDEmyjbcIScDsfnMf1YQmwkA2JNykTMz0HIQooLCzBi6HwjLmNKJ+vIAGnKTAB9/kOhZklpHoRBsN8",
+	"oIkqTcCaHbbvN48fK5HMMeL9HK701iZjVCB2TNNfUoD+54ZzNgzYgdQGYN8h1qwDTGcCtgUDuKvIz2Yd",
+	"+2ZJP+wI749uFSHazK1Fl7eA4VzrvHy2XOnNt3kF8LV404HqMOEILv4NMZMu1f2UUaX7UkxY75TMYTms",
+	"tU8nC5Y46F1gLIgj0lZ+WWZ0/AH+3elVP5ssHHvZ7wo/m3wjqEww5XtGgTibLIRcpyxxQJNAGAVE8y1L",
+	"rf0cHhZlv4hzVHVsk+puIvIOG1STfLT5se3p+FtKTf4SSPlnbu92gIQv6WQRkSuu+GXKbHakBTCUaUIQ",
+	"L7s1K/PG12679zm8tgfS2gZsRsRfXw6HjVjPYOTWxxZAOMEB0QXv79pcwNnXaE/w4MFeqPPjFNIYatFr",
+	"umBFXNhtmgu7ClA7nl8txeBLLwQpzA01FrqAOTYW1E3BagzOEQ0HsHdKqNiQJUs4tejM/33++hXhYpLm",
+	"CUsihGajf+TMwRrPWcYG5MwVkHa1kOInwyHh4oqmPOmbH+NTQhvg68fiQPx6xiGvEeauzIjBBV7n+H6G",
+	"ev6+Ez8cDL7/PiKpXLMMd/zUH/7Go7/KuDR6f/3pD8/+99+3qSF2++Dv+6Otby/SyK50bd1NNHkegqvv",
+	"DZvdbk4Znb0Jiv2UFPHS7QWw4Sp34ta4MA1/mlfja3FAnJYU+5ktV3hHxageXA1fpKrhypKE1r8rHygF",
+	"A6mdOXCR3imJH/kidQyXtPmkZuv9cGxv3/11ANk+x71QsOatLoZw/ffeDLlm21wNvWU0OcZyQ+kDOFvz",
+	"JVFWXqedOG2qCajNb0zl0H0OsDZLO4ce3bfvfpUJ69xGkMYDsNvnBHYDAnWVwyx4siDxUiZllLeCJptx",
+	"3jzt3JnrwXG2ep2pcvgeeNQOxDdYJsCQyVDfivajv4U0cOu+iV+NCWHH4sLccJCnANQzIhTGBChrOHgk",
+	"10s6Wdg4GPx8LICoJyBsIfCK6wF5STcy1yNXofhIkedCs+xNJidMKSPfoOqUoa+x6MZllnv8++T3cT4c",
+	"Pp7kOU/gL9b//fe3z85+/N0+UOwP/N2W2RwMBvUfvXv7/GL7o7HgWFnJIqEDtI2rprzCQTKXt2XmUwv3",
+	"NhaAJnWkEKOsNdwbKdDecG0H5GwswhKE1ENBmUEa9kAsANqpy8Swws4BsHs2MhYexy6Ar9uBDnfnMugB",
+	"Se4u3Da4bQ9YcrcUAInLeZdocnjUgV+NRWx5b9weNY5sgcYZ1vsNosZtqfVcwE+QxAO/Gka3U4VXbElX",
+	"c5ntiag8L157sJ5vx3our3wrA9rvwl4bOmi8jRldbO+DclpvQPsF/TTTOdyP7aPXItiy2Po7NGMC+qq3",
+	"ZPyQH8ikzobxy+MB/dR+66VEGjePxdyiquMVy5Zc31ZAZsWvY1XEeEmvY2J7AqBsQGa3OZanhj1y4eyG",
+	"KEgP2BBAkAJQUcwnhaYGxBLNTtTtGutpLELzyRP0b49IN95eGrSlBoMBZBoRbj4VNCXLXLNrW9ap7jMs",
+	"JFNnR8GjftWKQgAa0KpXLLPr1IvGYocxpUvnzVWGd2aPXXewzKC1sZBTQosvRnXmj3ndGj3W2iFndu9Q",
+	"I9JzKnAvLP0ekW7GJma1vYVQpOC6glgJU6eBAYsfECEF60FSbsamuWLJCFPBlvS6mgYGQ6hJ9ppqcsnm",
+	"XCQ7rLI3MP1919+Qr2JWzNFoSJ9g6kAQIjlpLHm+pNc7M8VuiKrxRdh+fj+/GePPUseD3Xdju8/z0p/y",
+	"NN1l+nkW1J/maQr2nz11B2CJq3gwFnGJVYwsp7JZ/roscBtaA8ZS5Wjmf+Y/ShdUDFwSORfwSShd8MkG",
+	"J6FuynJqjc9Cg/yWLFA/S0IxxcRMPlATD1SBnbJy/AH/uNtLpSbR8XBV9JVcFSGRAOBhIb/K7l4p0s0d",
+	"qNsOiGtl/lfEyzmCuhHIV6HKA6JIIwCjw1VjV0wQKK0QgKJwRXKRMTqZm3U/JTEgK8aIrKjoRhElB3Ug",
+	"JOe21zu1M7GLWk8Eoqh8DVilt2ExNsPZhETrN6nEO+G1liid9m2rbydUU0D1hWUed0ZkMBjsKvoQAHKO",
+	"BUICjUjsgXbiiMQeUDMmXUTpnPMVycWEZZpy0Yt89eFKueHIFfXBWxhXXtjIYtd8AMQZ1qTFdgLoRIkV",
+	"f8fCrmsz2GZrKr8HlE07tgeIzVsCzg04SjPIZt0R0/NM5rO5BdRudI5f+NceCiM00XRljR4qI3xLzvHi",
+	"nGyVRqBpKpGiwsMWHKyaw9amKkKVnu5QW9ki3Ye6CJ+IcAyZZJFR0xNAH/K04fFhAGEP4bOM3Py3DIVn",
+	"LfXcSq2EraoBxZ6/5IVGf9ulA6q9fObqAYcQ9kP5gG+rfMAkzZVmWX/NE4bnslRD4HBm3dIOKT7cVS1g",
+	"u/m21QIEWwd85dSC/sfIcmLSNZbPWMTBycMnPdu8H5PrwjEr6MPDpQZLORZmG3JwfOHLTskckDMYD2rm",
+	"ePFiPtRr6ZvHVbMO+LHAYrJQ9mvNMlbUOIEyd3VGkNtQ25C1gJxhGZFLqedkwUWiiJYzpudYng5cohuy",
+	"vz4d+lWLJS3ByHIzcvSugkkpp9Bfs9l1sNi+I/NLCvZ62iguthmks8Va83MgBPvV+wcb7qb+5kJTaDTg",
+	"bk0raGZxt1wlYbuowPbx+FqqCnyDhQWKzTif0/qYmIfCAg+FBT69sEAwxRuXGGippB1UYmAvN3qoMfB1",
+	"1BjYISb3+1f+Glj0LZh9qZQCxGg9YNJ/9Zj0Z5UtbQNBXzaIvO+qBpb+tnTSw0Dg63xa/1wlVLP9p/oT",
+	"WPpd+sVwmDj4+3OPfXMs4QAE9Qd/Wi3fQJIktNh+VNfAg52wJRVJs3oG2R8IcwKH7pLRjGVnuZ53Rv96",
+	"/zH6YA4WxDzbU5lnaWfUmWu9Gh0fnzz6r8FwMBycjP4+/PsQDqHtZluZgkxKuRZYh4eSScqZ0DZOjWHQ",
+	"HM8IE4kLlsLY4DQdBABwTlPe8uldT9Jc8SsWQSosQjAgA7VZoETLBROKdF2Ucxid/Wuu2TVJIYS7F/YH",
+	"KUrb3aFThbCUTbBGsW8Vn7ykejJ37aHfSrNsiVUvSgMKOvOt1XT4A0QRZkFHP3KlM36Za5bYh64/3HiZ",
+	"X6aMXNrvgm7cTzW9/JhnhijJT89/eo2w1soFSlr8LQ47RRdBWC6ApRYQZ0UAMzwIOrZAKdvdXlQu7WwE",
+	"JawHS5wrU61SuMazPmK6lGIWCvFwjgGRb3eHnBxiQrC7YlFB0OFzv5pARNbau+JsHXRjr223u/ClGQhV",
+	"is/EkgldOyksPUmhcq6chlWvt+cX2aImei1t8VkXNR4MKahTsD2sF2yjTDcgHxIykWLKZznKZtIFrCqA",
+	"meOCxIur4w8LtvkY9yJiuBHNWJ+KpA8jRYvRqhsR2oAJWbCNikpVrhKcwNoch2CQi6uawZ3zmWAJ+duT",
+	"/iXX6FZuIvgzLZd88hIWCHcpIhR+IzQBn/TykpvGVixzLQXdu7ZrBvF0K3BU2fLflxtiuVItBwnzO7b5",
+	"SBDqVxMDbxhWJX/yAN5VSsyv6dslWm53/AujqZ5H0DcXTKkoDGbCJIjC/e5LwiH+XxBWX8Sr1Owq5svI",
+	"XCueWEOQCfMBS0gmc80y0n2TySXTc5YryAWww1ixCeFasXRqf9BU5woiKkrzo+vOx/cf/28AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -198,6 +198,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/ui", serveUI)
 	r.Get("/ui/", serveUI)
 	r.Get("/favicon.ico", serveFavicon)
+	r.Get("/docs", serveDocs)
+	r.Get("/docs/", serveDocs)
 	r.Post("/ui/ticket", s.serveTicket)
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")

@@ -1257,8 +1257,10 @@ type Permit struct {
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Problem struct {
 	Detail   *string `json:"detail,omitempty"`
 	Instance *string `json:"instance,omitempty"`
@@ -1585,8 +1587,10 @@ type BadRequest = BadRequestProblem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type BodyTimeout = Problem
 
 // BodyTooLarge RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1604,8 +1608,10 @@ type BodyTimeout = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type BodyTooLarge = Problem
 
 // ClaimNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1623,8 +1629,10 @@ type BodyTooLarge = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type ClaimNotFound = Problem
 
 // CounterConflict `value-mismatch` and `counter-overflow` carry the counter's current `value`; `counter-corrupt` has no extension.
@@ -1645,8 +1653,10 @@ type CounterConflict = CounterProblem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type CounterNotFound = Problem
 
 // Forbidden RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1664,8 +1674,10 @@ type CounterNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Forbidden = Problem
 
 // KeyNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1683,8 +1695,10 @@ type Forbidden = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type KeyNotFound = Problem
 
 // LeaseNotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1702,8 +1716,10 @@ type KeyNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type LeaseNotFound = Problem
 
 // NotFound RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1721,8 +1737,10 @@ type LeaseNotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type NotFound = Problem
 
 // NotHeld RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1740,8 +1758,10 @@ type NotFound = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type NotHeld = Problem
 
 // TooManyLeases RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1759,8 +1779,10 @@ type NotHeld = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type TooManyLeases = Problem
 
 // Unauthorized RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1778,8 +1800,10 @@ type TooManyLeases = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1797,8 +1821,10 @@ type Unauthorized = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type Unavailable = Problem
 
 // UnsupportedMediaType RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,
@@ -1816,8 +1842,10 @@ type Unavailable = Problem
 // `client-closed-request` (499, counted only: its client has gone),
 // `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
 // `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-// `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-// `shutting-down`, `internal`.
+// `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+// identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+// (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+// what a client should do.
 type UnsupportedMediaType = Problem
 
 // VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).

@@ -285,6 +285,7 @@ type uiPage struct {
 	pending  map[int64]chan cdpReply
 	readErr  error
 	messages []uiMessage // console errors, exceptions and error log entries
+	requests []string    // the URL of every request the page made (with Network.enable)
 	done     chan struct{}
 }
 
@@ -461,6 +462,10 @@ func (p *uiPage) readLoop() {
 				}
 				ch <- r
 			}
+			continue
+		}
+		if m.Method == "Network.requestWillBeSent" {
+			p.recordRequest(m.Params)
 			continue
 		}
 		if text, network, ok := cdpProblem(m.Method, m.Params); ok {

@@ -1400,6 +1400,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This reference as an HTML page, built from this document and served from the binary.
+         * @description Redoc's page of this document, made by `redocly build-docs` (`make generate`)
+         *     and embedded in the binary, with Redoc's script in the page: it loads nothing
+         *     from anywhere else and works offline. `/docs` redirects here. Like the status page
+         *     it needs no token: it shows only this document, which `GET /openapi.yaml`
+         *     serves to anyone.
+         */
+        get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1428,8 +1452,10 @@ export interface components {
          *     `client-closed-request` (499, counted only: its client has gone),
          *     `key-not-found`, `version-mismatch` (with `version`), `value-mismatch` (with
          *     `value`), `counter-overflow` (with `value`), `counter-corrupt`, `counter-not-found`,
-         *     `zookeeper-unavailable`, `zookeeper-acl-open` (`/readyz` only), `session-lost`,
-         *     `shutting-down`, `internal`.
+         *     `zookeeper-unavailable`, `zookeeper-acl` (403: a ZooKeeper ACL of another
+         *     identity), `zookeeper-acl-open` (`/readyz` only), `session-lost`, `cancelled`
+         *     (503), `shutting-down`, `internal`. docs/PROBLEMS.md says what each means and
+         *     what a client should do.
          */
         Problem: {
             /** @example https://coord-sidecar.dev/problems/lock-held */
@@ -4976,6 +5002,28 @@ export interface operations {
         };
     };
     getUI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One HTML page, no external assets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            403: components["responses"]["BrowserForbidden"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    getDocs: {
         parameters: {
             query?: never;
             header?: never;
