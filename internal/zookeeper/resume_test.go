@@ -238,14 +238,16 @@ func TestResumeWithAWrongPassword(t *testing.T) {
 }
 
 // Over TLS the session is resumed the same way (the rewrite is beneath
-// go-zookeeper, above TLS).
+// go-zookeeper, above TLS); with credentials, which ZooKeeper keeps per
+// connection, not per session, the successor adds them again before it
+// counts as connected, so it may delete its creator-only nodes.
 func TestResumeOverTLS(t *testing.T) {
 	ca := testutil.NewCA(t, "zk CA")
 	cert, key := ca.Issue(t, "zookeeper", true)
 	zkc := zktest.StartTLS(t, zktest.TLS{CertPEM: cert, KeyPEM: key, CAPEM: ca.PEM})
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(30*time.Second))
 	defer cancel()
-	cfg := zookeeper.Config{Servers: zkc.SecureServers(), Root: "/resume", Timeout: 10 * time.Second, TLS: clientTLS(ca.PEM)}
+	cfg := zookeeper.Config{Servers: zkc.SecureServers(), Root: "/resume", Timeout: 10 * time.Second, TLS: clientTLS(ca.PEM), Auth: appCreds}
 	a := zookeepertest.Start(t, cfg)
 	node, r := holdEphemeral(t, ctx, a)
 	a.Detach()

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -193,6 +194,12 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.RequireACL && cfg.Auth == nil {
 		return nil, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
+	}
+	if r := cfg.Resume; r != nil {
+		if r.ID == 0 || len(r.Password) == 0 {
+			return nil, fmt.Errorf("the session to resume needs an id and a password")
+		}
+		cfg.Resume = &Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
