@@ -512,7 +512,8 @@ type SessionInfo struct {
 	ResumedAt time.Time
 }
 
-// Info returns the current state, session id, server and negotiated timeout.
+// Info returns the current state, session id, server and negotiated timeout, and
+// whether the session was taken over from a predecessor (Config.Resume).
 func (s *Session) Info() SessionInfo {
 	s.mu.Lock()
 	ep, st := s.ep, s.state
