@@ -15,6 +15,9 @@
 //     delete-until-gone (DeleteProtected, Settle), wait-for-connected
 //     (WaitConnected), parents made on demand (EnsurePersistent, CreateIn,
 //     EnsureContainer).
+//   - Resume (resume.go): a successor takes over its predecessor's session
+//     (Config.Resume, WaitResume) through the dialer; Detach hands it over
+//     without closing it.
 //   - One mapping of ZooKeeper errors (errors.go).
 //
 // Caveats every caller must respect:

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -85,6 +86,11 @@ type Config struct {
 	// root and the recipe parents is read again while none is open (acl.go).
 	// Default DefaultACLCheckEvery.
 	ACLCheckEvery time.Duration
+	// Resume, when set, is a session to take over (a predecessor's, saved from
+	// its Epoch.Resumable): the first epoch presents its id and password until
+	// the server answers, and is that session if the server gives it back
+	// (WaitResume tells which). Later epochs are new sessions.
+	Resume *Resumable
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -144,6 +150,8 @@ type Session struct {
 	background chan struct{}
 	// acls is the state of the ACL checks (acl.go).
 	acls aclCheck
+	// resume is what became of Config.Resume (resume.go).
+	resume resumeOutcome
 }
 
 type queuedEvent struct {
@@ -173,6 +181,9 @@ type Epoch struct {
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.
 	authed, hasSession bool
+	// hs is the epoch's handshakes: the session it presents and the server's
+	// answers (resume.go).
+	hs handshake
 }
 
 // NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
@@ -183,6 +194,12 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.RequireACL && cfg.Auth == nil {
 		return nil, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
+	}
+	if r := cfg.Resume; r != nil {
+		if r.ID == 0 || len(r.Password) == 0 {
+			return nil, fmt.Errorf("the session to resume needs an id and a password")
+		}
+		cfg.Resume = &Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -215,9 +232,13 @@ func NewSession(cfg Config) (*Session, error) {
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
 		acls:       aclCheck{added: make(chan struct{}, 1)},
+		resume:     resumeOutcome{done: make(chan struct{})},
 	}
 	s.metrics.setState(StateConnecting)
-	ep, err := s.dial()
+	if cfg.Resume == nil {
+		s.resumeDone(ErrNoResume)
+	}
+	ep, err := s.dial(cfg.Resume)
 	if err != nil {
 		return nil, err
 	}
@@ -250,16 +271,18 @@ func (s *Session) Logger() *slog.Logger { return s.log }
 // OpTimeout is the deadline of a call whose context has none.
 func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 
-// dial opens a new connection; its session is established in the background.
-func (s *Session) dial() (*Epoch, error) {
+// dial opens a new connection; its session (resume's, if the server gives it
+// back, else a new one) is established in the background.
+func (s *Session) dial(resume *Resumable) (*Epoch, error) {
 	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil}
+	ep.hs.resume = resume
 	ep.txns = newTxnWriter(ep)
 	dialer, hosts := s.transport()
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
-		zk.WithDialer(dialer), zk.WithHostProvider(hosts),
+		zk.WithDialer(ep.wrapDialer(dialer)), zk.WithHostProvider(hosts),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -396,6 +419,9 @@ func (s *Session) apply(e queuedEvent) {
 		s.mu.Unlock()
 	case zk.StateExpired:
 		s.mu.Unlock()
+		if ep.refusedFirst() {
+			return // Config.Resume's session is gone; go-zookeeper makes a new one
+		}
 		s.lose(ep, "ZooKeeper reported the session expired")
 	default:
 		s.mu.Unlock()
@@ -405,6 +431,7 @@ func (s *Session) apply(e queuedEvent) {
 // connectedLocked records that ep's session is connected (and authenticated).
 // s.mu is held.
 func (s *Session) connectedLocked(ep *Epoch) {
+	ep.unanswered()
 	id := ep.conn.SessionID()
 	ep.id.Store(id)
 	ep.connects.Add(1)
@@ -428,7 +455,7 @@ func (s *Session) lose(ep *Epoch, why string) {
 	s.metrics.expirations.Inc()
 	s.setLocked(StateLost, "lost", ep.id.Load())
 	s.log.Warn("zookeeper session lost", "session", fmt.Sprintf("0x%x", ep.id.Load()), "why", why)
-	next, err := s.dial()
+	next, err := s.dial(nil)
 	if err == nil {
 		s.ep = next
 	}
@@ -479,14 +506,20 @@ type SessionInfo struct {
 	SessionID int64
 	Server    string
 	Timeout   time.Duration
+	// Resumed tells that the session is the one Config.Resume named, taken
+	// over from a predecessor at ResumedAt (when the server gave it back).
+	Resumed   bool
+	ResumedAt time.Time
 }
 
-// Info returns the current state, session id, server and negotiated timeout.
+// Info returns the current state, session id, server and negotiated timeout, and
+// whether the session was taken over from a predecessor (Config.Resume).
 func (s *Session) Info() SessionInfo {
 	s.mu.Lock()
 	ep, st := s.ep, s.state
 	s.mu.Unlock()
-	info := SessionInfo{State: st, Timeout: ep.SessionTimeout()}
+	info := SessionInfo{State: st, Timeout: ep.SessionTimeout(), ResumedAt: ep.resumedAt()}
+	info.Resumed = !info.ResumedAt.IsZero()
 	if st == StateConnected || st == StateSuspended {
 		info.SessionID = ep.id.Load()
 		info.Server = ep.conn.Server()
@@ -524,8 +557,12 @@ func (s *Session) Current() (*Epoch, error) {
 
 // Close closes the ZooKeeper session: the server deletes its ephemeral nodes at
 // once. Every epoch is marked lost, and Close returns once every goroutine of the
-// Session has ended. Close is idempotent.
-func (s *Session) Close() {
+// Session has ended. Close is idempotent. (Detach ends the Session but leaves
+// the ZooKeeper session to a successor.)
+func (s *Session) Close() { s.end(false) }
+
+// end is Close, or with detach Detach.
+func (s *Session) end(detach bool) {
 	s.mu.Lock()
 	if s.state == StateClosed {
 		s.mu.Unlock()
@@ -536,6 +573,10 @@ func (s *Session) Close() {
 	s.setLocked(StateClosed, "closed", ep.id.Load())
 	s.mu.Unlock()
 	close(s.closing)
+	if detach {
+		ep.hs.detach()
+		s.log.Info("zookeeper session detached: left to a successor", "session", fmt.Sprintf("0x%x", ep.id.Load()))
+	}
 	ep.conn.Close()
 	ep.markLost()
 	s.tasks.Wait()
@@ -639,6 +680,8 @@ type sessionMetrics struct {
 	backgroundWaiting prometheus.Gauge
 	// openACLs is how many nodes the last ACL check found open (acl.go).
 	openACLs prometheus.Gauge
+	// resumes counts Config.Resume's outcomes (resume.go).
+	resumes *prometheus.CounterVec
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -667,9 +710,15 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_open_acl_nodes",
 			Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
 		}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_zk_session_resumes_total",
+			Help: "Takeovers of a predecessor's ZooKeeper session tried at start, by outcome: resumed, or too_late (the session had expired or its password was wrong; a new session was started).",
+		}, []string{"outcome"}),
 	}
+	m.resumes.WithLabelValues("resumed")
+	m.resumes.WithLabelValues("too_late")
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs, m.resumes)
 	}
 	return m
 }
