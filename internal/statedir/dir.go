@@ -35,7 +35,8 @@ var ErrInUse = errors.New("state directory in use")
 type InUseError struct {
 	Dir string
 	// PID is the owner's pid as its pid file names it; 0 when the file is
-	// missing or unreadable (an owner that has not written it yet).
+	// missing, unreadable or names no live process (an owner that has not
+	// written its own yet).
 	PID int
 }
 
@@ -101,7 +102,9 @@ func Open(dir string, opts ...Option) (*Dir, error) {
 		_ = f.Close()
 		return nil, inUse(path, err)
 	}
-	return newDir(path, f, o.log), nil
+	d := &Dir{path: path, log: o.log, lock: f}
+	d.removeLeftovers()
+	return d, nil
 }
 
 // OpenWait is Open that waits for the holder to end (or to Close) instead of
@@ -151,13 +154,8 @@ func Adopt(dir string, f *os.File, opts ...Option) (*Dir, error) {
 		_ = f.Close()
 		return nil, inUse(path, err)
 	}
-	return newDir(path, f, o.log), nil
-}
-
-func newDir(path string, f *os.File, log *slog.Logger) *Dir {
-	d := &Dir{path: path, log: log, lock: f}
-	d.removeLeftovers()
-	return d
+	// Leftovers are not removed: the predecessor still runs and may be writing.
+	return &Dir{path: path, log: o.log, lock: f}, nil
 }
 
 // inUse is the error of a lock refused by err.
@@ -166,6 +164,9 @@ func inUse(path string, err error) error {
 		return fmt.Errorf("state directory %s: lock: %w", path, err)
 	}
 	pid, _ := ReadPID(path)
+	if pid != 0 && !alive(pid) {
+		pid = 0 // left by a killed owner; the holder has not written its own yet
+	}
 	return &InUseError{Dir: path, PID: pid}
 }
 

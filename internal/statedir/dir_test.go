@@ -194,9 +194,17 @@ func TestAdoptInTheSameProcessHandsTheLockOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A write of the predecessor's in progress: the adopter leaves it alone.
+	writing := filepath.Join(d.Path(), StateFile+tmpMark+"42")
+	if err := os.WriteFile(writing, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	next, err := Adopt(d.Path(), f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(writing); err != nil {
+		t.Errorf("the predecessor's temporary file after Adopt: %v, want left alone", err)
 	}
 	_ = d.Close()
 	if _, err := Open(d.Path()); !errors.Is(err, ErrInUse) {
@@ -307,5 +315,21 @@ func TestADirectoryOfAnotherUserIsRefused(t *testing.T) {
 			_ = d.Close()
 		}
 		t.Fatalf("Open of another user's directory: %v, want refused", err)
+	}
+}
+
+func TestAPidFileLeftByAKilledOwnerIsNotNamed(t *testing.T) {
+	d := openTemp(t)
+	gone := exec.Command(os.Args[0], "-test.run=^$")
+	gone.Env = append(os.Environ(), childEnv+"=none:")
+	_ = gone.Run() // a process that has ended, as a killed owner has
+	stale := filepath.Join(d.Path(), PIDFile)
+	if err := os.WriteFile(stale, []byte(strconv.Itoa(gone.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(d.Path())
+	var inUse *InUseError
+	if !errors.As(err, &inUse) || inUse.PID != 0 {
+		t.Fatalf("got %v, want in use by an owner not named", err)
 	}
 }

@@ -17,3 +17,5 @@ func dupFile(*os.File) (*os.File, error) { return nil, errors.ErrUnsupported }
 func sameFile(*os.File, string) error { return errors.ErrUnsupported }
 
 func checkOwner(fs.FileInfo) error { return nil }
+
+func alive(int) bool { return true }

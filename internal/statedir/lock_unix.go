@@ -91,3 +91,9 @@ func checkOwner(fi fs.FileInfo) error {
 	}
 	return nil
 }
+
+// alive reports whether a process pid exists (it may belong to another user).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
