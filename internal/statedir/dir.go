@@ -134,8 +134,8 @@ func OpenWait(ctx context.Context, dir string, opts ...Option) (*Dir, error) {
 // that its owner passed to this process (Dir.File, then exec.Cmd.ExtraFiles:
 // os.NewFile(3, ...) in the successor). The lock is held by the open file
 // description that f shares with the owner, so the directory is never free in
-// between: after Adopt both processes own it until the first one closes its
-// descriptor; the owner then Closes its Dir. f must be the lock file of dir
+// between: after Adopt both processes hold it, and it stays held until both
+// have closed their descriptors (or ended); the owner then Closes its Dir. f must be the lock file of dir
 // (else Adopt fails and closes f); the Dir owns f from then on.
 func Adopt(dir string, f *os.File, opts ...Option) (*Dir, error) {
 	o := newOptions(opts)
