@@ -51,7 +51,7 @@ func runDemo(t *testing.T, coordZK string) string {
 	}
 	// The scenario ran to its end: m3, on sidecar A, leads once B is killed.
 	if !regexp.MustCompile(`(?m)^== sidecar B killed ==  limit 500, version [0-9]+, leader m3$`).Match(out) {
-		t.Fatalf("demo.sh did not end as the README shows; it printed:\n%s", out)
+		t.Fatalf("demo.sh did not end as docs/EXAMPLES.md shows; it printed:\n%s", out)
 	}
 	return string(out)
 }

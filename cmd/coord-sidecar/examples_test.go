@@ -307,24 +307,26 @@ func TestExampleLock(t *testing.T) {
 	}
 }
 
-// The README's excerpt of examples/bash/lock.sh is the script's own text, line
-// for line.
+// The excerpts of examples/bash/lock.sh, the README's short one and
+// docs/EXAMPLES.md's walkthrough, are the script's own text, line for line.
 func TestREADMEQuotesLockShAsItIs(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	script, err := os.ReadFile("../../examples/bash/lock.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "```bash\nif ! grant=$(curl")
-	excerpt, _, closed := strings.Cut(rest, "\n```\n")
-	if !ok || !closed {
-		t.Fatal("README.md has no excerpt of lock.sh (a bash block from its acquire)")
-	}
-	if excerpt = "if ! grant=$(curl" + excerpt; !strings.Contains(string(script), excerpt+"\n") {
-		t.Fatalf("README.md's excerpt of lock.sh is not the script's text:\n%s", excerpt)
+	for _, doc := range []string{"README.md", "docs/EXAMPLES.md"} {
+		text, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(text), "```bash\nif ! grant=$(curl")
+		excerpt, _, closed := strings.Cut(rest, "\n```\n")
+		if !ok || !closed {
+			t.Fatalf("%s has no excerpt of lock.sh (a bash block from its acquire)", doc)
+		}
+		if excerpt = "if ! grant=$(curl" + excerpt; !strings.Contains(string(script), excerpt+"\n") {
+			t.Fatalf("%s's excerpt of lock.sh is not the script's text:\n%s", doc, excerpt)
+		}
 	}
 }
 
@@ -417,7 +419,7 @@ func TestExampleThroughputShare(t *testing.T) {
 }
 
 // docker-compose.yaml cannot run here (no Docker engine); it parses, and says
-// what the README promises: ZooKeeper 3.8 with a health check, the sidecar built
+// what docs/EXAMPLES.md promises: ZooKeeper 3.8 with a health check, the sidecar built
 // from the Dockerfile once ZooKeeper is healthy, pointed at it, on 127.0.0.1:8080.
 func TestDockerCompose(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docker-compose.yaml"))
