@@ -276,6 +276,19 @@ func (c *cliCall) failed(err error, status int, body []byte) int {
 	return exitUnavailable
 }
 
+// answered checks one generated call: ok when it was made and answered want;
+// otherwise the exit code failed gives (answer is read only when err is nil:
+// the generated response is nil then).
+func (c *cliCall) answered(err error, want int, answer func() (int, []byte)) (code int, ok bool) {
+	if err != nil {
+		return c.failed(err, 0, nil), false
+	}
+	if status, body := answer(); status != want {
+		return c.failed(nil, status, body), false
+	}
+	return 0, true
+}
+
 // problemDetail is the problem document's detail (or title), else the status.
 func problemDetail(status int, body []byte) string {
 	var p client.Problem
@@ -309,11 +322,8 @@ func (c *cliCall) jsonLine(body []byte) {
 
 func (c *cliCall) kvGet(args []string) int {
 	r, err := c.api.GetKeyWithResponse(c.sig.ctx, args[0], nil)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	_, _ = c.stdout.Write(r.Body)
 	return 0
@@ -325,22 +335,16 @@ func (c *cliCall) kvPut(args []string) int {
 		return c.failed(err, 0, nil)
 	}
 	r, err := c.api.PutKeyWithBodyWithResponse(c.sig.ctx, args[0], nil, c.v.contentType, bytes.NewReader(value))
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	return 0
 }
 
 func (c *cliCall) kvDelete(args []string) int {
 	r, err := c.api.DeleteKeyWithResponse(c.sig.ctx, args[0], nil)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusNoContent {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusNoContent, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	return 0
 }
@@ -401,11 +405,8 @@ func (c *cliCall) writeKeyState(data []byte) error {
 
 func (c *cliCall) counterGet(args []string) int {
 	r, err := c.api.GetCounterWithResponse(c.sig.ctx, args[0])
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	fmt.Fprintln(c.stdout, r.JSON200.Value)
 	return 0
@@ -422,11 +423,8 @@ func (c *cliCall) counterAdd(args []string) int {
 		params.Add = &delta
 	}
 	r, err := c.api.AddCounterWithResponse(c.sig.ctx, args[0], params)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	fmt.Fprintln(c.stdout, r.JSON200.Value)
 	return 0
@@ -442,11 +440,8 @@ func (c *cliCall) queuePut(args []string) int {
 		params.Priority = &c.v.priority
 	}
 	r, err := c.api.EnqueueWithBodyWithResponse(c.sig.ctx, args[0], params, c.v.contentType, bytes.NewReader(item))
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusCreated {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusCreated, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	return 0
 }
@@ -461,11 +456,8 @@ func (c *cliCall) queueTake(args []string) int {
 		fmt.Fprintf(c.stderr, "coord-sidecar %s: the queue %q is empty\n", c.name, args[0])
 		return exitNotFound
 	}
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	_, _ = c.stdout.Write(r.Body)
 	return 0
@@ -473,11 +465,8 @@ func (c *cliCall) queueTake(args []string) int {
 
 func (c *cliCall) leaseGrant(args []string) int {
 	r, err := c.api.CreateLeaseWithResponse(c.sig.ctx, &client.CreateLeaseParams{Ttl: &args[0]})
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusCreated {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusCreated, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	fmt.Fprintln(c.stdout, r.JSON201.Lease)
 	return 0
@@ -485,11 +474,8 @@ func (c *cliCall) leaseGrant(args []string) int {
 
 func (c *cliCall) leaseKeepalive(args []string) int {
 	r, err := c.api.KeepAliveLeaseWithResponse(c.sig.ctx, args[0])
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	c.jsonLine(r.Body)
 	return 0
@@ -497,22 +483,16 @@ func (c *cliCall) leaseKeepalive(args []string) int {
 
 func (c *cliCall) leaseRevoke(args []string) int {
 	r, err := c.api.RevokeLeaseWithResponse(c.sig.ctx, args[0])
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusNoContent {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusNoContent, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	return 0
 }
 
 func (c *cliCall) status([]string) int {
 	r, err := c.api.GetSessionWithResponse(c.sig.ctx)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	if r.StatusCode() != http.StatusOK {
-		return c.failed(nil, r.StatusCode(), r.Body)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
 	}
 	c.jsonLine(r.Body)
 	if r.JSON200.State != client.SessionStateConnected {
