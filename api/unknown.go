@@ -84,23 +84,47 @@ func (s *Server) checkQuery(mux *chi.Mux) func(http.Handler) http.Handler {
 	}
 }
 
-// checkQueryNames checks a raw query against the declared names.
+// checkQueryNames checks a raw query against the declared names, as
+// url.ParseQuery splits it (a pair with ";" or a bad escape is refused, an
+// empty pair skipped), without building its map: it runs on every request
+// that has a query. Of several unknown names, the first in name order is named.
 func checkQueryNames(raw string, known []string) error {
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return invalidParameter("the query does not parse (%v): separate parameters with & and escape %% as %%25", err)
-	}
-	sent := make([]string, 0, len(q))
-	for k := range q {
-		sent = append(sent, k)
-	}
-	sort.Strings(sent)
-	for _, k := range sent {
-		if !slices.Contains(known, k) {
-			return unknownParameter("query", k, known)
+	var unknown string
+	found := false
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		if strings.Contains(pair, ";") {
+			return badQuery("invalid semicolon separator in query")
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				return badQuery(err.Error())
+			}
+		}
+		if strings.Contains(v, "%") {
+			if _, err := url.QueryUnescape(v); err != nil {
+				return badQuery(err.Error())
+			}
+		}
+		if !slices.Contains(known, k) && (!found || k < unknown) {
+			unknown, found = k, true
 		}
 	}
+	if found {
+		return unknownParameter("query", unknown, known)
+	}
 	return nil
+}
+
+// badQuery is the problem of a query that does not parse.
+func badQuery(why string) error {
+	return invalidParameter("the query does not parse (%s): separate parameters with & and escape %% as %%25", why)
 }
 
 // unknownField finds the first (in name order) member of an object in v that

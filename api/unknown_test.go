@@ -2,7 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -104,6 +107,40 @@ func TestUnknownParameterDetail(t *testing.T) {
 	} {
 		if got := unknownParameter(c.in, c.name, c.known).Detail; got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+	}
+}
+
+// checkQueryNames scans the query without url.ParseQuery's map, and refuses
+// and names exactly what a ParseQuery-based check would.
+func TestCheckQueryNamesAgreesWithParseQuery(t *testing.T) {
+	known := []string{"wait", "ttl", "lease", "owner"}
+	viaParse := func(raw string) (ok bool, unknown string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return false, ""
+		}
+		names := slices.Sorted(maps.Keys(q))
+		for _, k := range names {
+			if !slices.Contains(known, k) {
+				return false, k
+			}
+		}
+		return true, ""
+	}
+	for _, raw := range []string{
+		"wait=1s", "wait=1s&ttl=5s", "tll=5s", "wait=1s;ttl=5s", "zz=1&aa=2&wait=1s",
+		"wait=%zz", "w%61it=1s", "%zz=1", "a+b=1", "wait=1s&&ttl=2s", "=v", "&", "lease=x&owner=a%20b",
+		"own%65r=me&tll=1", "wait", "wait=&ttl=",
+	} {
+		err := checkQueryNames(raw, known)
+		ok, unknown := viaParse(raw)
+		if (err == nil) != ok {
+			t.Errorf("%q: err %v, ParseQuery says ok=%v", raw, err, ok)
+			continue
+		}
+		if p, isProblem := err.(*problem); unknown != "" && (!isProblem || !strings.Contains(p.Detail, `"`+unknown+`"`)) {
+			t.Errorf("%q: %v, want %q named", raw, err, unknown)
 		}
 	}
 }
