@@ -66,18 +66,12 @@ func (l *Lease) unwatchNodes(v Holding) {
 	}
 }
 
-// Lose ends the lease's hold h as lost, for reason, when a recipe learns
-// itself that its node is gone (e.g. a key deleted through the API by another
-// client): as when the watch sees it, the lease's stream is told. It does
-// nothing when the lease does not hold h.
-func Lose(l *Lease, h Hold, reason string) {
-	l.mu.Lock()
-	e, ok := l.holds[h]
-	l.mu.Unlock()
-	if ok && !e.pending {
-		l.lose(h, e.v, reason)
-	}
-}
+// Lose ends the lease's hold h, held as v, as lost for reason, when a recipe
+// learns itself that its node is gone (a key deleted through the API by
+// another client, a write that found the node missing): as when the watch sees
+// it, the lease's stream is told. It does nothing when the lease does not hold
+// h as v any more.
+func Lose(l *Lease, h Hold, v Holding, reason string) { l.lose(h, v, reason) }
 
 // lose ends the hold h, if the lease still holds it as v: it is taken off the
 // lease at once, the loss is recorded for the lease's stream and counted, and v

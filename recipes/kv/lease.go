@@ -26,7 +26,7 @@ func (k *Store) putLeased(ctx context.Context, lease *kit.Lease, key string, dat
 		if g, ok := kit.Lookup[*leasedKey](lease, h); ok {
 			v, err := k.rewrite(ctx, g, data, contentType, version)
 			if errors.Is(err, zookeeper.ErrNoNode) {
-				k.forget(key, g) // deleted behind the lease's back: make it again
+				kit.Lose(lease, h, g, "the key's node was deleted") // behind the lease's back: make it again
 				continue
 			}
 			return v, err
@@ -101,23 +101,8 @@ func (k *Store) deletedFor(key string) {
 	cur := k.leased[key]
 	k.mu.Unlock()
 	if cur != nil {
-		kit.Lose(cur.lease, kit.Hold{Kind: Kind, Name: key}, "the key was deleted")
+		kit.Lose(cur.lease, kit.Hold{Kind: Kind, Name: key}, cur, "the key was deleted")
 	}
-}
-
-// forget takes key's holding off its lease (g, or whichever holds key when g is
-// nil): its node is gone.
-func (k *Store) forget(key string, g *leasedKey) {
-	k.mu.Lock()
-	cur := k.leased[key]
-	if cur == nil || (g != nil && cur != g) {
-		k.mu.Unlock()
-		return
-	}
-	delete(k.leased, key)
-	k.mu.Unlock()
-	k.metrics.leased.Dec()
-	_, _ = kit.Take[*leasedKey](cur.lease, kit.Hold{Kind: Kind, Name: key})
 }
 
 // HeldNodes is the key's node: deleted by another hand, the lease no longer
