@@ -92,6 +92,7 @@ func openWarnings(logs *syncBuffer, path string) int {
 // them on GET /v1/session, while staying ready (no --zk-require-acl). Once an
 // operator closes them, they are no longer listed nor counted.
 func TestZKOpenACLWarned(t *testing.T) {
+	t.Parallel() // mostly waiting for the ACL checks and the page's poll: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	createOpen(t, zkClient(t, zkc.Servers(), ""), root, root+"/locks")
@@ -140,6 +141,7 @@ func TestZKOpenACLWarned(t *testing.T) {
 // anyone (the answer says why), although its session is connected, and
 // becomes ready once an operator closes the root.
 func TestZKRequireACL(t *testing.T) {
+	t.Parallel() // mostly waiting for the ACL checks and the page's poll: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	createOpen(t, zkClient(t, zkc.Servers(), ""), root)
@@ -236,6 +238,7 @@ func TestZKRequireACLNeedsCredentials(t *testing.T) {
 // The status page says so while the root is open to anyone, naming it, and
 // stops saying so once it is closed.
 func TestStatusPageOpenACL(t *testing.T) {
+	t.Parallel() // mostly waiting for the ACL checks and the page's poll: see TestMain
 	if testing.Short() {
 		t.Skip("drives a headless Chromium")
 	}
