@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
 )
 
 const (
@@ -248,7 +250,17 @@ func Connect(tb testing.TB, servers []string, sessionTimeout time.Duration) *zk.
 func ConnectEvents(tb testing.TB, servers []string, sessionTimeout time.Duration) (*zk.Conn, *Events) {
 	tb.Helper()
 	ev := &Events{notify: make(chan struct{})}
-	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithEventCallback(ev.record))
+	// The wire keeps the last zxid, so that a test's client reconnecting
+	// under watches has no data race in go-zookeeper (see internal/zkwire).
+	var zxids zkwire.Zxids
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return zxids.Wrap(c), nil
+	}
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(nopLogger{}), zk.WithEventCallback(ev.record), zk.WithDialer(dial))
 	if err != nil {
 		tb.Fatalf("zktest: connect %v: %v", servers, err)
 	}

@@ -18,6 +18,8 @@
 //   - Resume (resume.go): a successor takes over its predecessor's session
 //     (Config.Resume, WaitResume) through the dialer; Detach hands it over
 //     without closing it.
+//   - The last zxid on the wire (internal/zkwire, wrapped in resume.go's
+//     dialer): go-zookeeper's own field for it is a data race on reconnect.
 //   - One mapping of ZooKeeper errors (errors.go).
 //
 // Caveats every caller must respect:

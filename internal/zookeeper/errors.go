@@ -3,6 +3,8 @@ package zookeeper
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -53,6 +55,17 @@ func mapError(err error) error {
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrClosing),
 		errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionMoved):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case isNetError(err):
+		// go-zookeeper answers a request whose write failed (the connection
+		// broke under it) with the socket's own error.
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// isNetError tells whether err is the connection's failure rather than an
+// answer: a socket error, or the stream ending.
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }

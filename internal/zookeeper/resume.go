@@ -98,7 +98,7 @@ func (ep *Epoch) wrapDialer(d zk.Dialer) zk.Dialer {
 			c.Close()
 			return nil, errDetached
 		}
-		return &handshakeConn{Conn: c, ep: ep}, nil
+		return ep.zxids.Wrap(&handshakeConn{Conn: c, ep: ep}), nil
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
 )
 
 // State is the sidecar's view of its ZooKeeper session.
@@ -184,6 +186,9 @@ type Epoch struct {
 	// hs is the epoch's handshakes: the session it presents and the server's
 	// answers (resume.go).
 	hs handshake
+	// zxids keeps the last zxid seen on the wire, out of go-zookeeper's
+	// racing field (see internal/zkwire).
+	zxids zkwire.Zxids
 }
 
 // NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,8 +40,14 @@ func TestSortBySeqIgnoresPrefixes(t *testing.T) {
 
 func newTestSession(t *testing.T, servers []string, root string) *Session {
 	t.Helper()
+	return newTestSessionTimeout(t, servers, root, 2*time.Second)
+}
+
+// newTestSessionTimeout is newTestSession with the session timeout given.
+func newTestSessionTimeout(t *testing.T, servers []string, root string, timeout time.Duration) *Session {
+	t.Helper()
 	s, err := NewSession(Config{
-		Servers: servers, Timeout: 2 * time.Second, Root: root,
+		Servers: servers, Timeout: timeout, Root: root,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -228,5 +236,24 @@ func TestSharedTransactionsKeepEachOutcome(t *testing.T) {
 	}
 	if p := path.Join(root, "locks", "shared"); alone[p] != 1 {
 		t.Errorf("%s: %d of %d siblings reported alone, want 1", p, alone[p], siblings)
+	}
+}
+
+// A call whose write failed under a breaking connection gets the socket's own
+// error from go-zookeeper: that is the connection's failure (unavailable, so a
+// 503), not an answer and not the sidecar's fault (found by
+// TestReconnectsUnderWatchesAndCalls: "write: connection reset by peer").
+func TestSocketErrorsAreUnavailable(t *testing.T) {
+	for _, err := range []error{
+		&net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET},
+		io.EOF,
+		fmt.Errorf("read: %w", net.ErrClosed),
+	} {
+		if got := mapError(err); !errors.Is(got, ErrUnavailable) {
+			t.Errorf("mapError(%v) = %v, want ErrUnavailable", err, got)
+		}
+	}
+	if got := mapError(zk.ErrNoNode); !errors.Is(got, ErrNoNode) || errors.Is(got, ErrUnavailable) {
+		t.Errorf("mapError(ErrNoNode) = %v, want the answer as it is", got)
 	}
 }
