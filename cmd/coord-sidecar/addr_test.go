@@ -126,6 +126,7 @@ func addrProxies(t *testing.T, car *sidecar) (httpsURL, caFile, socketPath strin
 // The lock wrapper reaches the sidecar by every form of address, from COORD_ADDR
 // or --addr (which wins), and refuses a bad one before doing anything.
 func TestWrapperAddressForms(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	bin := buildBinary(t)
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	httpsURL, caFile, socketPath := addrProxies(t, car)

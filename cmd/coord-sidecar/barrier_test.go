@@ -104,6 +104,7 @@ func TestBarrierRaiseWaitLower(t *testing.T) {
 // A barrier raised with lease= falls when the lease ends: at its TTL when not kept
 // alive, or at once when revoked.
 func TestLeaseBoundBarrierFallsWithLease(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := startSidecar(t, zkc.Servers(), root)

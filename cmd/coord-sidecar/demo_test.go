@@ -59,6 +59,7 @@ func runDemo(t *testing.T, coordZK string) string {
 // With COORD_ZK, `make demo` uses that ZooKeeper (its --zk-root appears there)
 // and starts none of its own; its sidecars listen on free ports.
 func TestDemoUsesCOORDZK(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	servers := strings.Join(zkc.Servers(), ",")
 	out := runDemo(t, servers)

@@ -78,6 +78,7 @@ func (f *leaderFollower) await(t *testing.T, candidate string, above int64, with
 // Three candidates on two sidecars: each way a leader can go hands leadership to
 // the next candidate, and subscribers on both sidecars see it with a higher term.
 func TestLeadershipHandoff(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := startSidecar(t, zkc.Servers(), root)

@@ -15,6 +15,7 @@ import (
 // be refused), a refusal's problem document carries the exact value, and the
 // delete removes the counter (a second one is 404 counter-not-found).
 func TestExampleNodeCounterExact(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	node := exampleLangs[2]
 	if node.name != "node" {
 		t.Fatalf("exampleLangs[2] is %s, want node", node.name)

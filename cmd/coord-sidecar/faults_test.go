@@ -572,6 +572,7 @@ func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faul
 // and its grant (another sidecar sees the same holder and token throughout, and
 // is not granted), and reports `suspended` then `reconnected`, never `lost`.
 func TestShortCutKeepsGrants(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {
@@ -670,6 +671,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 // go backwards, on both sidecars; once the network is back the cut-off sidecar
 // serves again under a new session.
 func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {

@@ -137,6 +137,7 @@ func TestGroupMembership(t *testing.T) {
 
 // A killed sidecar's members vanish once its session times out.
 func TestGroupKilledSidecar(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -171,6 +171,7 @@ func keys(m map[string]int64) []string {
 // reports `lost`, and afterwards the member is gone and the partitions pass to a
 // member on another sidecar with higher tokens.
 func TestPartitionMemberToldOfLostSession(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	proxy, cut, other := cutOffPair(t, zkc, "2s")
 	const g = "lost"

@@ -392,6 +392,7 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 // session expires on the server, as a dead process's does (Main.Close would
 // release the claims politely, which a killed process never does).
 func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))

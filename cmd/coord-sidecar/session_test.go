@@ -15,6 +15,7 @@ import (
 // for longer than the session timeout: the lease stream says `lost`, the lease is
 // gone, and a contender on the other sidecar gets the lock.
 func TestSessionExpiryLosesGrants(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))

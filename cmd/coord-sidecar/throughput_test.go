@@ -267,6 +267,7 @@ func TestThroughputScenario(t *testing.T) {
 // Killing the leader's sidecar with SIGKILL hands the computation to the next
 // member within the session timeout plus one tick, and the shares are recomputed.
 func TestThroughputLeaderSidecarKilled(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

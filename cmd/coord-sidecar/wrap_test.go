@@ -216,6 +216,7 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 // elect: three wrappers on two sidecars run exactly one child at a time, and
 // killing the leader's sidecar starts another child.
 func TestElectWrapperOneChildAtATime(t *testing.T) {
+	t.Parallel() // mostly waiting: see TestMain
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)

@@ -59,37 +59,12 @@ func TestReconnectsUnderWatchesAndCalls(t *testing.T) {
 
 	// Calls under way all along: each is answered or refused as unavailable
 	// while the session is away; never anything else.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	callErrs := make(chan error, callers)
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, _, err := ep.Exists(ctx, dir); err != nil && !errors.Is(err, ErrUnavailable) {
-					callErrs <- err
-					return
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+	callErrs, stopCalls := callAllAlong(ctx, ep, dir, callers)
+	defer stopCalls()
 
 	for round := range rounds {
-		_, _, watch, err := ep.GetW(ctx, changed)
-		for errors.Is(err, ErrUnavailable) { // the callers saw the last reconnect first
-			time.Sleep(10 * time.Millisecond)
-			_, _, watch, err = ep.GetW(ctx, changed)
-		}
-		if err != nil {
-			t.Fatalf("round %d: arm: %v", round, err)
-		}
+		var watch <-chan Event
+		untilAvailable(t, ctx, func() (err error) { _, _, watch, err = ep.GetW(ctx, changed); return err })
 		connects := ep.Connects()
 		proxy.Cut()
 		if _, err := other.Set(changed, fmt.Appendf(nil, "round %d", round), -1); err != nil {
@@ -111,16 +86,7 @@ func TestReconnectsUnderWatchesAndCalls(t *testing.T) {
 		}
 		// The watch fired from the server's re-set of the watches, so every
 		// event that re-set made came before the answer to a call sent now.
-		for {
-			_, _, err := ep.Exists(ctx, dir)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-				t.Fatalf("round %d: %v", round, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		untilAvailable(t, ctx, func() error { _, _, err := ep.Exists(ctx, dir); return err })
 		for i, w := range quietWatches {
 			select {
 			case ev := <-w:
@@ -131,5 +97,47 @@ func TestReconnectsUnderWatchesAndCalls(t *testing.T) {
 	}
 	if ep.IsLost() {
 		t.Fatal("the session was lost: each reconnect should have kept it")
+	}
+}
+
+// callAllAlong keeps n callers reading p until stop; a failure other than
+// ErrUnavailable is sent on errs and ends its caller.
+func callAllAlong(ctx context.Context, ep *Epoch, p string, n int) (errs <-chan error, stop func()) {
+	done := make(chan struct{})
+	failed := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, _, err := ep.Exists(ctx, p); err != nil && !errors.Is(err, ErrUnavailable) {
+					failed <- err
+					return
+				}
+			}
+		}()
+	}
+	return failed, func() { close(done); wg.Wait() }
+}
+
+// untilAvailable calls f until it answers other than ErrUnavailable (the
+// session is back), failing t on any other error.
+func untilAvailable(t *testing.T, ctx context.Context, f func() error) {
+	t.Helper()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
