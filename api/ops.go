@@ -16,6 +16,10 @@ func (s *Server) GetHealthz(context.Context, GetHealthzRequestObject) (GetHealth
 // GetReadyz answers 200 only while the ZooKeeper session is connected and,
 // with --zk-require-acl, the last ACL check found no node open to anyone.
 func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzResponseObject, error) {
+	if !restored(s.opt.Restored) {
+		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1}
+	}
 	st := s.opt.Session.State()
 	if st != zookeeper.StateConnected {
 		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
@@ -62,4 +66,14 @@ func (s *Server) leasesOfToken(ctx context.Context) int {
 		return s.opt.Leases.Len()
 	}
 	return s.opt.Leases.LenOf(p.name)
+}
+
+// restored tells whether ch (Options.Restored) is nil or closed.
+func restored(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return ch == nil
+	}
 }

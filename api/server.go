@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,11 @@ type Options struct {
 	// long-polls under way (requests with a non-zero wait=, default 8192); past
 	// either, requests answer 503 with Retry-After.
 	MaxStreams, MaxWaiters int
+	// Restored, when set, is closed once a restart's resume is reconciled
+	// (--state-dir): until then /v1 requests wait for it (a lease of the
+	// predecessor is not yet known: answering 404 would be a lie) and /readyz
+	// answers 503. Nil: nothing to wait for.
+	Restored <-chan struct{}
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
 	// Registerer and Gatherer: the one metrics registry of the process.
@@ -186,7 +192,7 @@ func (s *Server) Close() {
 // behind the middleware, plus /metrics and /openapi.yaml.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.guardBrowser, s.authenticate, s.authorize,
+	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
 		s.limitBody, s.checkQuery(r), s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
@@ -226,6 +232,24 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) BaseContext(net.Listener) context.Context { return s.stopped }
 
 type baseContextKey struct{}
+
+// awaitRestored holds /v1 requests until a restart's resume is reconciled
+// (Options.Restored); a request whose context ends first answers 503 with
+// Retry-After. Everything else (health, metrics, pages) is served at once.
+func (s *Server) awaitRestored(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opt.Restored != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
+			select {
+			case <-s.opt.Restored:
+			case <-r.Context().Done():
+				s.writeProblem(w, r, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+					Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // shutdownContext makes every request's context end when the server closes, so
 // long-polls answer and streams end; the cause is errShuttingDown. A request

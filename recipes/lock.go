@@ -64,7 +64,10 @@ type LockState struct {
 	Zxid int64
 }
 
-const lockKind = "lock"
+// LockKind is the kind of a lock's hold on its lease (kit.Hold).
+const LockKind = "lock"
+
+const lockKind = LockKind
 
 // NewLocks returns the lock recipe over a session.
 func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
@@ -76,6 +79,9 @@ func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
 }
 
 func (l *Locks) parent(name string) string { return l.dir + "/" + name }
+
+// Lines is the node under which each lock is a line of contender nodes.
+func (l *Locks) Lines() string { return l.dir }
 
 // Acquire takes the lock for lease, waiting at most wait (0: try once). It returns
 // the grant; a LockedError (ErrLocked) when not granted within wait;
@@ -143,6 +149,39 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	l.metrics.held.Inc()
 	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(),
 		locks: l, ep: ep, node: c}, nil
+}
+
+// Adopt re-creates lease's grant of the lock h.Name from its saved node after
+// a restart that resumed the session (a kit.Adopter): the node must be the
+// session's own and head its line, so nobody else was granted the lock
+// meanwhile. The fencing token is the node's czxid, as at the grant; the owner
+// its data.
+func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	parent := l.parent(h.Name)
+	if len(h.Nodes) != 1 || path.Dir(h.Nodes[0]) != parent {
+		return nil, fmt.Errorf("lock %q: saved nodes %v are not one node of %s", h.Name, h.Nodes, parent)
+	}
+	p := h.Nodes[0]
+	guid, ok := zookeeper.GUIDOf(path.Base(p))
+	if !ok {
+		return nil, fmt.Errorf("lock %q: node %s is not a protected create", h.Name, p)
+	}
+	data, st, err := kit.OwnedNode(ctx, lease, p)
+	if err != nil {
+		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
+	}
+	ep := lease.Epoch()
+	children, _, err := ep.Children(ctx, parent)
+	if err != nil {
+		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
+	}
+	if line := zookeeper.SortBySeq(children); len(line) == 0 || parent+"/"+line[0] != p {
+		return nil, fmt.Errorf("lock %q: node %s no longer heads its line", h.Name, p)
+	}
+	l.handoffs.enter(p)
+	l.metrics.held.Inc()
+	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
+		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: zookeeper.Created{Path: p, GUID: guid, Czxid: st.Czxid}}, nil
 }
 
 // HeldNodes is the holder node: deleted by another hand, the lock is lost.

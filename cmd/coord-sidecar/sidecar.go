@@ -67,6 +67,9 @@ type Config struct {
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
 	LogLevel          string
+	// StateDir keeps what a successor needs to resume (API.md "Restarts");
+	// "" keeps nothing.
+	StateDir string
 	// ZKSecurity: ZooKeeper credentials and TLS (zksecurity.go).
 	ZKSecurity
 }
@@ -95,6 +98,7 @@ type Main struct {
 	log      *slog.Logger
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
+	restarts *restarts // nil without --state-dir
 
 	closeOnce sync.Once
 	closeErr  error
@@ -144,6 +148,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.ZKRequireACL, "zk-require-acl", c.ZKRequireACL, "with --zk-auth: stay unready while --zk-root or a recipe parent is open to anyone (world:anyone may more than read it), instead of only warning (COORD_ZK_REQUIRE_ACL)")
 	fs.IntVar(&c.MaxLeases, "max-leases", c.MaxLeases, "most live leases; beyond, 429 too-many-leases (COORD_MAX_LEASES)")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; more wait to be accepted (COORD_MAX_CONNS)")
+	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "COORD_STATE_DIR", c.StateDir), "directory (made 0700) where the sidecar keeps its ZooKeeper session and leases, so that a successor started on it resumes them: a restart then loses nothing (COORD_STATE_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
 	fs.Int64Var(&c.MaxItem, "max-item", c.MaxItem, "largest queue item in bytes, at most 1000000 (COORD_MAX_ITEM)")
@@ -368,19 +373,39 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	var resume *zookeeper.Resumable
+	if c.StateDir != "" {
+		if m.restarts, err = openRestarts(c, log, reg); err != nil {
+			return err
+		}
+		resume = m.restarts.resume()
+	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
-		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL,
+		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL, Resume: resume,
 	})
 	if err != nil {
+		m.closeRestarts(false)
 		return err
 	}
 	m.session = sess
 	m.leases = kit.NewLeases(sess, reg)
 	m.queues = queue.New(sess, reg)
+	locks := recipes.NewLocks(sess, reg)
+	// The kinds a successor adopts after a restart (kit.Adopter), one line each.
+	m.leases.RegisterKind(recipes.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
+	var restored <-chan struct{}
+	if m.restarts != nil {
+		if err := m.restarts.start(sess, m.leases); err != nil {
+			sess.Close()
+			m.closeRestarts(false)
+			return err
+		}
+		restored = m.restarts.Restored()
+	}
 
 	m.server = api.NewServer(api.Options{
-		Session: sess, Leases: m.leases, Locks: recipes.NewLocks(sess, reg),
+		Session: sess, Leases: m.leases, Locks: locks, Restored: restored,
 		Elections:  recipes.NewElections(sess, reg),
 		Barriers:   recipes.NewBarriers(sess, reg),
 		Semaphores: recipes.NewSemaphores(sess, reg),
@@ -402,6 +427,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	ln, err := listen(network, address)
 	if err != nil {
 		sess.Close()
+		m.closeRestarts(false)
 		return err
 	}
 	m.listener = ln
@@ -449,8 +475,16 @@ func (m *Main) shutdown() error {
 	m.session.Close()
 	m.leases.Wait()
 	m.queues.Close()
+	m.closeRestarts(true) // the session is closed: a successor has nothing to resume
 	if serr := <-m.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
 	return err
+}
+
+// closeRestarts ends the state directory's saving, if any (see restarts.close).
+func (m *Main) closeRestarts(ended bool) {
+	if m.restarts != nil {
+		m.restarts.close(ended)
+	}
 }

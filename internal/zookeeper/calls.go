@@ -193,6 +193,14 @@ func (ep *Epoch) Create(ctx context.Context, p string, data []byte, mode int32) 
 	})
 }
 
+// Sync makes the server ep is connected to catch up with the ensemble's
+// leader on p before ep's next read (ZooKeeper's sync): what a successor does
+// before it trusts what it reads after resuming a session.
+func (ep *Epoch) Sync(ctx context.Context, p string) error {
+	_, err := call(ctx, ep, func(c *zk.Conn) (string, error) { return c.Sync(p) })
+	return err
+}
+
 // Set writes a node's data if its version is version (-1: any) and returns the
 // new stat.
 func (ep *Epoch) Set(ctx context.Context, p string, data []byte, version int32) (*Stat, error) {

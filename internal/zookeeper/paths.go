@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"strings"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -76,6 +77,16 @@ func NewGUID() string {
 
 // ProtectedPrefix is the child-name prefix of a protected create: "_c_<guid>-".
 func ProtectedPrefix(guid string) string { return "_c_" + guid + "-" }
+
+// GUIDOf returns the guid of a protected create's child name
+// ("_c_<guid>-..."); false for a name without one.
+func GUIDOf(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "_c_")
+	if !ok || len(rest) < 37 || rest[36] != '-' {
+		return "", false
+	}
+	return rest[:36], true
+}
 
 // SeqOf returns the 10-digit sequence suffix of a sequential node's name. Names
 // without one (not contenders) report ok == false.

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -545,6 +546,27 @@ func (s *Session) Changed() <-chan struct{} {
 	defer s.mu.Unlock()
 	return s.changed
 }
+
+// WaitCurrent waits until the session is connected and returns its Epoch;
+// ErrClosed after Close, ErrUnavailable wrapping ctx's error if ctx ends first.
+func (s *Session) WaitCurrent(ctx context.Context) (*Epoch, error) {
+	for {
+		changed := s.Changed()
+		ep, err := s.Current()
+		if err == nil || errors.Is(err, ErrClosed) {
+			return ep, err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// LastZxid is the newest zxid an answer to ep's session has carried (see
+// internal/zkwire): what a successor presents when it resumes the session.
+func (ep *Epoch) LastZxid() int64 { return ep.zxids.Last() }
 
 // Current returns the connected Epoch, or ErrUnavailable (ErrClosed after Close).
 func (s *Session) Current() (*Epoch, error) {

@@ -79,6 +79,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 		return zero, false, err
 	}
 	l.watchNodes(h, v)
+	l.mgr.changed()
 	return v, false, nil
 }
 
@@ -180,6 +181,7 @@ func (l *Lease) take(h Hold) (Holding, error) {
 	delete(l.holds, h)
 	l.mu.Unlock()
 	l.unwatchNodes(e.v)
+	l.mgr.changed()
 	return e.v, nil
 }
 

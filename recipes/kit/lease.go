@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,10 @@ type Leases struct {
 	owned    map[string]int // live leases by Owner (no zero entries)
 	watching map[*zookeeper.Epoch]bool
 	closed   bool
+	// kinds re-create holds after a restart (RegisterKind); onChange is told
+	// of every change a successor needs (OnChange).
+	kinds    map[string]Kind
+	onChange atomic.Pointer[func()]
 	// watchers are the goroutines that end the leases of a lost session.
 	watchers sync.WaitGroup
 }
@@ -95,24 +100,39 @@ func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease
 		ending:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil, ErrClosed
+	if err := m.register(l); err != nil {
+		return nil, err
 	}
-	m.leases[l.ID] = l
-	m.owned[owner]++
-	if !m.watching[ep] {
-		m.watching[ep] = true
-		m.watchers.Add(1)
-		go m.watchEpoch(ep)
-	}
-	m.mu.Unlock()
-	m.metrics.live.Inc()
 	l.mu.Lock()
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	l.mu.Unlock()
+	m.changed()
 	return l, nil
+}
+
+// errLeaseLive: register found a live lease with the same id.
+var errLeaseLive = errors.New("a lease with this id is live")
+
+// register adds l to the registry and follows its session, unless the
+// registry is closed (ErrClosed) or has a lease of that id (errLeaseLive).
+func (m *Leases) register(l *Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if _, live := m.leases[l.ID]; live {
+		return errLeaseLive
+	}
+	m.leases[l.ID] = l
+	m.owned[l.Owner]++
+	if !m.watching[l.ep] {
+		m.watching[l.ep] = true
+		m.watchers.Add(1)
+		go m.watchEpoch(l.ep)
+	}
+	m.metrics.live.Inc()
+	return nil
 }
 
 // watchEpoch ends every lease of ep when its session is lost (after Close too:
@@ -167,11 +187,13 @@ func (m *Leases) KeepAlive(id string) (*Lease, error) {
 		return nil, err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return nil, fmt.Errorf("lease %q: %w", id, ErrLeaseNotFound)
 	}
 	l.expiresAt = time.Now().Add(l.TTL)
+	l.mu.Unlock()
+	m.changed()
 	return l, nil
 }
 
@@ -254,6 +276,7 @@ func (l *Lease) end(reason error) {
 	m.mu.Unlock()
 	m.metrics.live.Dec()
 	m.metrics.ended.WithLabelValues(EndReason(reason)).Inc()
+	m.changed()
 
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// restartable is a coord-sidecar process on a state directory, started again
+// on the same address and directory after it is killed.
+type restartable struct {
+	bin, addr, state string
+	args             []string
+	cmd              *exec.Cmd
+	exited           chan struct{} // closed once cmd has ended
+}
+
+func newRestartable(t *testing.T, zk []string, root string, timeout string) *restartable {
+	t.Helper()
+	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state")}
+	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zk, ","), "--zk-root", root,
+		"--session-timeout", timeout, "--state-dir", r.state}
+	return r
+}
+
+// start runs the process and waits until it is ready (its resume, if any,
+// reconciled).
+func (r *restartable) start(t *testing.T) *sidecar {
+	t.Helper()
+	r.cmd = exec.Command(r.bin, r.args...)
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, exited := r.cmd, make(chan struct{})
+	r.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	s := &sidecar{base: "http://" + r.addr}
+	s.waitReady(t)
+	return s
+}
+
+// kill ends the process with SIGKILL and waits for it to be gone.
+func (r *restartable) kill(t *testing.T) {
+	t.Helper()
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-r.exited
+}
+
+// savedState reads the state file as it is now.
+func (r *restartable) savedState(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.state, "state.json"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A sidecar killed with SIGKILL and started again on the same --state-dir
+// keeps its lease and its lock, checked after the old process's session
+// timeout has passed: the same lease id, the same fencing token. Another
+// sidecar waiting for the lock is not granted and its stream never shows
+// another holder; the request that was waiting on the killed sidecar leaves no
+// node behind; released later through the successor, the lock passes on with
+// a higher token. On a 3-node ensemble.
+func TestRestartKeepsALockAndItsLease(t *testing.T) {
+	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary and starts an ensemble")
+	}
+	zkc := zktest.StartEnsemble(t, 3)
+	root := zktest.Root(t)
+	r := newRestartable(t, zkc.Servers(), root, "4s")
+	a := r.start(t)
+	b := startSidecar(t, zkc.Servers(), root)
+
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=a&lease="+lease).Body["fencingToken"])
+	waiting := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	go func() { _, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/locks/kept?wait=50s&lease="+waiting) }()
+	granted := make(chan *response, 1)
+	go func() {
+		resp, err := b.faultCall(2*time.Minute, http.MethodPost, "/v1/locks/kept?wait=100s&owner=b")
+		if err != nil {
+			resp = &response{Status: -1, Raw: []byte(err.Error())}
+		}
+		granted <- resp
+	}()
+	testutil.Eventually(t, 10*time.Second, "a waiter on each sidecar", func() bool {
+		return num(b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 2
+	})
+	events := followEvents(t, b, "/v1/locks/kept/events")
+	testutil.Eventually(t, 10*time.Second, "the lease and its lock saved", func() bool {
+		st := r.savedState(t)
+		return strings.Contains(st, lease) && strings.Contains(st, `"kind":"lock"`)
+	})
+
+	r.kill(t)
+	killed := time.Now()
+	a = r.start(t)
+	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	// The old process's session would have expired by now had nobody resumed it.
+	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+
+	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	if !strings.Contains(string(detail.Raw), `"kind":"lock","name":"kept"`) {
+		t.Fatalf("the resumed lease %s: %s; want it holding lock kept", lease, detail.Raw)
+	}
+	st := b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body
+	holder, _ := st["holder"].(map[string]any)
+	if num(holder["fencingToken"]) != token || str(holder["owner"]) != "a" || num(st["waiters"]) != 1 {
+		t.Fatalf("after the restart the other sidecar sees %v; want holder a with token %d and 1 waiter (its own: the killed sidecar's waiting node is gone)", st, token)
+	}
+	for _, ev := range events.events() {
+		if h, ok := ev.Data["holder"].(map[string]any); ok && num(h["fencingToken"]) != token {
+			t.Fatalf("the other sidecar's stream showed another holder: %s", ev.Data)
+		}
+	}
+	select {
+	case resp := <-granted:
+		t.Fatalf("the other sidecar's waiter answered while the lock was kept: %d %s", resp.Status, resp.Raw)
+	default:
+	}
+
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
+	resp := <-granted
+	if resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= token {
+		t.Fatalf("after the release the waiter got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, token)
+	}
+}

@@ -1,0 +1,336 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
+
+// Restarts (issue 23): a successor process that resumed its predecessor's
+// ZooKeeper session re-creates the predecessor's leases from what was saved
+// (Snapshot, written by the state directory) and adopts each hold from its
+// nodes, which the resumed session still owns. See docs/ARCHITECTURE.md,
+// "Restarts".
+
+// SavedLease is a lease as a successor needs it.
+type SavedLease struct {
+	ID       string
+	TTL      time.Duration
+	Owner    string
+	Implicit bool
+	// ExpiresAt is when the lease ends unless kept alive; for a pinned lease
+	// (an open keepalive stream, a waiting request) now + TTL, so that its
+	// client has the TTL to come back to the successor.
+	ExpiresAt time.Time
+	Holds     []SavedHold
+}
+
+// SavedHold is one hold of a saved lease with the nodes it lives in.
+type SavedHold struct {
+	Hold
+	Nodes []string
+}
+
+// Adopter re-creates a holding of its recipe's kind from the saved hold h of
+// lease l, under l's session (the resumed one, so the hold's nodes should be
+// its own): it checks that every node exists and is owned by that session, and
+// that the hold still stands by the recipe's rules (a lock's node heads its
+// line). An error says why the hold cannot be kept.
+type Adopter func(ctx context.Context, l *Lease, h SavedHold) (Holding, error)
+
+// Kind is what a restart needs of a recipe whose holds live in nodes: its
+// Adopter, and Lines, the node under which each of its things (a lock, a
+// semaphore) is a line of contender nodes, so that nodes of the resumed
+// session that no restored hold names can be found and deleted.
+type Kind struct {
+	Adopt Adopter
+	Lines string
+}
+
+// RegisterKind makes k the way the holds of kind are resumed; the sidecar
+// registers each recipe's in one place. A saved hold of a kind nobody
+// registered is reported lost.
+func (m *Leases) RegisterKind(kind string, k Kind) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kinds == nil {
+		m.kinds = map[string]Kind{}
+	}
+	m.kinds[kind] = k
+}
+
+// OnChange has the registry call f after every change a successor needs: a
+// lease granted, kept alive or ended, a hold granted, let go or lost. f must
+// not block (the state directory's Saver.MarkDirty).
+func (m *Leases) OnChange(f func()) { m.onChange.Store(&f) }
+
+// changed calls the OnChange function, if any: one atomic load on the request
+// path.
+func (m *Leases) changed() {
+	if f := m.onChange.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// Snapshot lists every live lease with the holds that name their nodes
+// (NodeHolding), sorted by lease id. It is safe to call alongside everything
+// else: each lease is read under its own lock.
+func (m *Leases) Snapshot() []SavedLease {
+	m.mu.Lock()
+	all := make([]*Lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		all = append(all, l)
+	}
+	m.mu.Unlock()
+	out := make([]SavedLease, 0, len(all))
+	for _, l := range all {
+		if s, ok := l.saved(); ok {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// saved is the lease as Snapshot gives it; false once it has ended.
+func (l *Lease) saved() (SavedLease, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return SavedLease{}, false
+	}
+	s := SavedLease{ID: l.ID, TTL: l.TTL, Owner: l.Owner, Implicit: l.Implicit, ExpiresAt: l.expiresAt}
+	if l.pins > 0 {
+		s.ExpiresAt = time.Now().Add(l.TTL)
+	}
+	for h, e := range l.holds {
+		if nh, ok := e.v.(NodeHolding); ok && !e.pending {
+			s.Holds = append(s.Holds, SavedHold{Hold: h, Nodes: append([]string(nil), nh.HeldNodes()...)})
+		}
+	}
+	sort.Slice(s.Holds, func(i, j int) bool {
+		if s.Holds[i].Kind != s.Holds[j].Kind {
+			return s.Holds[i].Kind < s.Holds[j].Kind
+		}
+		return s.Holds[i].Name < s.Holds[j].Name
+	})
+	return s, true
+}
+
+// Restored is what Restore made of the saved leases.
+type Restored struct {
+	// Leases and Holds are the leases re-created and the holds adopted.
+	Leases, Holds int
+	// Expired counts the leases whose expiry passed while no process served
+	// them: they ended as expired, their nodes deleted.
+	Expired int
+	// Swept counts the nodes of the session that no saved hold named, deleted.
+	Swept int
+	// Lost lists the holds that could not be adopted (node gone, another
+	// session's, no adopter, an error): reported on their lease's stream as
+	// lost holds, their nodes deleted where they were the session's.
+	Lost []LostHold
+}
+
+// Restore re-creates saved under ep, the session the process resumed: each
+// lease with its id, TTL, owner and expiry (one whose expiry has passed ends as
+// expired, its nodes deleted), each hold adopted by its kind's Adopter. A hold
+// that cannot be adopted is never kept silently: it is recorded as lost on its
+// lease (its stream tells it as a lost-hold), counted and logged, and its
+// nodes that ep owns are deleted so that nobody waits behind them. A lease id
+// already live is left alone.
+func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLease) (Restored, error) {
+	var r Restored
+	now := time.Now()
+	for _, s := range saved {
+		if !s.ExpiresAt.After(now) {
+			r.Expired++
+			m.metrics.ended.WithLabelValues(EndReason(ErrLeaseExpired)).Inc()
+			for _, h := range s.Holds {
+				deleteOwned(ctx, ep, h.Nodes)
+			}
+			m.s.Logger().Info("lease expired while no process served it", "lease", s.ID, "expiredAt", s.ExpiresAt)
+			continue
+		}
+		l, err := m.restoreLease(ep, s)
+		if err != nil {
+			return r, err
+		}
+		if l == nil {
+			continue
+		}
+		r.Leases++
+		for _, h := range s.Holds {
+			if reason := m.adopt(ctx, l, h); reason != "" {
+				r.Lost = append(r.Lost, LostHold{Hold: h.Hold, Reason: reason})
+				continue
+			}
+			r.Holds++
+		}
+	}
+	swept, err := m.sweep(ctx, ep, saved)
+	r.Swept = swept
+	m.changed()
+	return r, err
+}
+
+// sweep deletes every node of ep's session in the lines of the registered
+// kinds that no saved hold names: the nodes of requests that were waiting when
+// the predecessor ended (granted to nobody, they would block every later
+// contender) and of grants made after its last save (their client was never
+// told, or its lease is unknown here). Only protected creates ("_c_" names)
+// can be the sidecar's; each is read for its owner.
+func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLease) (int, error) {
+	keep := map[string]bool{}
+	for _, s := range saved {
+		for _, h := range s.Holds {
+			for _, p := range h.Nodes {
+				keep[p] = true
+			}
+		}
+	}
+	m.mu.Lock()
+	var dirs []string
+	for _, k := range m.kinds {
+		if k.Lines != "" {
+			dirs = append(dirs, k.Lines)
+		}
+	}
+	m.mu.Unlock()
+	swept := 0
+	for _, dir := range dirs {
+		lines, _, err := ep.Children(ctx, dir)
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return swept, fmt.Errorf("sweep %s: %w", dir, err)
+		}
+		for _, line := range lines {
+			n, err := sweepLine(ctx, ep, dir+"/"+line, keep)
+			swept += n
+			if err != nil {
+				return swept, err
+			}
+		}
+	}
+	return swept, nil
+}
+
+// sweepLine deletes the nodes of line that ep's session owns and keep does not
+// name.
+func sweepLine(ctx context.Context, ep *zookeeper.Epoch, line string, keep map[string]bool) (int, error) {
+	names, _, err := ep.Children(ctx, line)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", line, err)
+	}
+	swept := 0
+	for _, name := range names {
+		p := line + "/" + name
+		if _, protected := zookeeper.GUIDOf(name); !protected || keep[p] {
+			continue
+		}
+		ok, st, err := ep.Exists(ctx, p)
+		if err != nil {
+			return swept, fmt.Errorf("sweep %s: %w", p, err)
+		}
+		if !ok || st.EphemeralOwner != ep.ID() {
+			continue
+		}
+		if err := ep.Delete(ctx, p, -1); err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
+			return swept, fmt.Errorf("sweep %s: %w", p, err)
+		}
+		swept++
+	}
+	return swept, nil
+}
+
+// restoreLease makes the lease of s under ep, its timer set for the saved
+// expiry; nil when a lease of that id is live already.
+func (m *Leases) restoreLease(ep *zookeeper.Epoch, s SavedLease) (*Lease, error) {
+	l := &Lease{
+		ID: s.ID, TTL: s.TTL, Implicit: s.Implicit, Owner: s.Owner,
+		mgr: m, ep: ep,
+		expiresAt: s.ExpiresAt,
+		holds:     map[Hold]*held{},
+		ending:    make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if err := m.register(l); err != nil {
+		if errors.Is(err, errLeaseLive) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Until(s.ExpiresAt), l.onTimer)
+	l.mu.Unlock()
+	return l, nil
+}
+
+// adopt gives l the hold h through its kind's Adopter; on failure it records
+// the hold as lost on l and deletes the nodes the session owns, and returns
+// why.
+func (m *Leases) adopt(ctx context.Context, l *Lease, h SavedHold) string {
+	m.mu.Lock()
+	f := m.kinds[h.Kind].Adopt
+	m.mu.Unlock()
+	var reason string
+	switch v, err := adoptWith(ctx, f, l, h); {
+	case err != nil:
+		reason = fmt.Sprintf("not kept across the restart: %v", err)
+	default:
+		l.mu.Lock()
+		l.holds[h.Hold] = &held{v: v}
+		l.mu.Unlock()
+		l.watchNodes(h.Hold, v)
+		return ""
+	}
+	deleteOwned(ctx, l.ep, h.Nodes)
+	l.mu.Lock()
+	l.lost.list = append(l.lost.list, LostHold{Hold: h.Hold, Reason: reason})
+	l.mu.Unlock()
+	m.metrics.holdsLost.WithLabelValues(h.Kind).Inc()
+	m.s.Logger().Warn("hold lost", "lease", l.ID, "kind", h.Kind, "name", h.Name, "why", reason)
+	return reason
+}
+
+// adoptWith runs f, or says that no recipe adopts h's kind.
+func adoptWith(ctx context.Context, f Adopter, l *Lease, h SavedHold) (Holding, error) {
+	if f == nil {
+		return nil, fmt.Errorf("no recipe adopts holds of kind %q", h.Kind)
+	}
+	return f(ctx, l, h)
+}
+
+// deleteOwned deletes each of nodes that ep's session owns (best effort: a node
+// gone already, or another session's, is left as it is).
+func deleteOwned(ctx context.Context, ep *zookeeper.Epoch, nodes []string) {
+	for _, p := range nodes {
+		ok, st, err := ep.Exists(ctx, p)
+		if err != nil || !ok || st.EphemeralOwner != ep.ID() {
+			continue
+		}
+		_ = ep.Delete(ctx, p, -1)
+	}
+}
+
+// OwnedNode reads node p under l's session and checks that the session owns it
+// (an ephemeral node of the resumed session): the first step of every Adopter.
+func OwnedNode(ctx context.Context, l *Lease, p string) ([]byte, *zookeeper.Stat, error) {
+	data, st, err := l.ep.Get(ctx, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node %s: %w", p, err)
+	}
+	if st.EphemeralOwner != l.ep.ID() {
+		return nil, nil, fmt.Errorf("node %s is owned by session 0x%x, not this one (0x%x)", p, st.EphemeralOwner, l.ep.ID())
+	}
+	return data, st, nil
+}
