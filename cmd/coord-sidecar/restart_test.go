@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -20,6 +23,8 @@ type restartable struct {
 	args             []string
 	cmd              *exec.Cmd
 	exited           chan struct{} // closed once cmd has ended
+	// logs is everything every process of r wrote to stderr (its JSON log).
+	logs syncBuffer
 }
 
 func newRestartable(t *testing.T, zk []string, root string, timeout string) *restartable {
@@ -35,6 +40,7 @@ func newRestartable(t *testing.T, zk []string, root string, timeout string) *res
 func (r *restartable) start(t *testing.T) *sidecar {
 	t.Helper()
 	r.cmd = exec.Command(r.bin, r.args...)
+	r.cmd.Stderr = &r.logs
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,5 +142,109 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	resp := <-granted
 	if resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= token {
 		t.Fatalf("after the release the waiter got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, token)
+	}
+}
+
+// Started after its session expired, the successor starts a new session: the
+// old lease answers 404 lease-not-found, what it held went to others (a waiter
+// on another sidecar was granted the lock), and the outcome is counted.
+func TestRestartTooLate(t *testing.T) {
+	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	r := newRestartable(t, zkc.Servers(), root, "1s")
+	a := r.start(t)
+	b := startSidecar(t, zkc.Servers(), root)
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=a&lease="+lease).Body["fencingToken"])
+	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool { return strings.Contains(r.savedState(t), lease) })
+
+	r.kill(t)
+	g := b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=b&wait=60s")
+	if num(g.Body["fencingToken"]) <= token {
+		t.Fatalf("the other sidecar got the lock with token %v, want above %d", g.Body["fencingToken"], token)
+	}
+	a = r.start(t)
+	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+	if v := metricValue(t, a, `coord_restarts_total{outcome="too_late"}`); v != 1 {
+		t.Fatalf("coord_restarts_total{outcome=\"too_late\"} = %v, want 1", v)
+	}
+	if !strings.Contains(r.logs.String(), "did not come back") {
+		t.Fatalf("no log line says the session did not come back:\n%s", r.logs.String())
+	}
+}
+
+// A second process on a state directory in use never serves it: it exits at
+// once with an error naming the directory's owner, and the first keeps its
+// session.
+func TestStateDirHasOneOwner(t *testing.T) {
+	t.Parallel() // see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
+	a := r.start(t)
+	before := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	args := append([]string(nil), r.args...)
+	args[1] = freeAddr(t) // --listen's value
+	out, err := exec.Command(r.bin, args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use") || !strings.Contains(string(out), strconv.Itoa(r.cmd.Process.Pid)) {
+		t.Fatalf("a second process on the state directory: %v, printed %s; want an exit naming pid %d", err, out, r.cmd.Process.Pid)
+	}
+	if after := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
+		t.Fatalf("the first process's session went from %s to %s", before, after)
+	}
+}
+
+// A state file the successor cannot use (not JSON, cut short, another format
+// version, written for another --zk) is never half-used: a clear log line, the
+// file moved aside for inspection, a new session holding nothing, counted.
+func TestRestartWithABadStateFile(t *testing.T) {
+	t.Parallel() // see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	r := newRestartable(t, zkc.Servers(), root, "4s")
+	other := statedir.State{ZK: "elsewhere:2181", Root: root, Session: statedir.Session{ID: 42, Password: make([]byte, 16), Timeout: time.Second}}
+	valid, err := json.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, file string }{
+		{"not JSON", "this is not a state file"},
+		{"cut short", `{"format":1,"zk":"` + strings.Join(zkc.Servers(), ",") + `","root":"` + root + `","sess`},
+		{"another format", `{"format":99,"zk":"` + strings.Join(zkc.Servers(), ",") + `","root":"` + root + `"}`},
+		{"another --zk", strings.Replace(string(valid), `"format":0`, `"format":1`, 1)},
+	} {
+		if err := os.MkdirAll(r.state, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(r.state, "state.json"), []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a := r.start(t)
+		if got := metricValue(t, a, `coord_restarts_total{outcome="bad_state"}`); got != 1 {
+			t.Errorf("%s: coord_restarts_total{outcome=\"bad_state\"} = %v, want 1", c.name, got)
+		}
+		if st := a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body; st["state"] != "connected" || num(st["leases"]) != 0 {
+			t.Errorf("%s: session %v, want a new one holding nothing", c.name, st)
+		}
+		aside, _ := filepath.Glob(filepath.Join(r.state, "state.json.bad-*"))
+		if len(aside) == 0 {
+			t.Errorf("%s: the bad file was not kept aside", c.name)
+		}
+		for _, f := range aside {
+			_ = os.Remove(f)
+		}
+		r.kill(t)
+	}
+	if n := strings.Count(r.logs.String(), "state file not used"); n != 4 {
+		t.Fatalf("%d log lines say the state file was not used, want 4:\n%s", n, r.logs.String())
 	}
 }
