@@ -22,10 +22,11 @@ install: build
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/coord-sidecar
 
 # Uses COORD_ZK when set; otherwise starts (or reuses) a standalone ZooKeeper on
-# 127.0.0.1:2181 with its data in $(ZKDIR), then runs the sidecar in the foreground.
+# 127.0.0.1:2181 with its data in $(ZKDIR), then runs the sidecar in the foreground,
+# keeping its state under .state/ (COORD_STATE_DIR): a restart resumes its leases.
 run: build
 	@if [ -z "$$COORD_ZK" ]; then scripts/zookeeper.sh start $(ZKDIR) 2181; fi
-	./$(BIN)
+	COORD_STATE_DIR=$${COORD_STATE_DIR:-.state} ./$(BIN)
 
 # The whole suite with -race against real ZooKeeper servers that the tests start
 # themselves on free ports in temporary folders, after the static checks. The
