@@ -47,6 +47,9 @@ func (s *Server) GetSession(ctx context.Context, _ GetSessionRequestObject) (Get
 	if info.SessionID != 0 {
 		out.SessionId = fmt.Sprintf("0x%x", info.SessionID)
 	}
+	if info.Resumed {
+		out.ResumedAt = &info.ResumedAt
+	}
 	if acls := s.opt.Session.ACLs(); acls.Checked {
 		open := make([]string, len(acls.Open))
 		for i, o := range acls.Open {

@@ -1392,6 +1392,11 @@ type Session struct {
 	// Example: ["/coord","/coord/locks"]
 	OpenAcls *[]string `json:"openAcls,omitempty"`
 
+	// ResumedAt Present when this process took its ZooKeeper session over from its
+	// predecessor (`--state-dir`, API.md "Restarts"): when the server gave the
+	// session back. Absent for a session this process made.
+	ResumedAt *time.Time `json:"resumedAt,omitempty"`
+
 	// Server host:port of the ZooKeeper server in use.
 	Server string `json:"server"`
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,6 +118,15 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
 	// The old process's session would have expired by now had nobody resumed it.
 	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+
+	resumedAt := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["resumedAt"])
+	if at, err := time.Parse(time.RFC3339Nano, resumedAt); err != nil || at.Before(killed) {
+		t.Fatalf("GET /v1/session: resumedAt %q (%v); want the time of the resume, after the kill", resumedAt, err)
+	}
+	page := startUIBrowser(t)
+	page.call(t, "Page.navigate", map[string]any{"url": a.base + "/ui/"})
+	page.await(t, 30*time.Second, "the status page says the session was resumed", fmt.Sprintf(
+		`document.getElementById('resumed').hidden === false && document.getElementById('resumed').dataset.at === %q`, resumedAt))
 
 	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	if !strings.Contains(string(detail.Raw), `"kind":"lock","name":"kept"`) {

@@ -1526,6 +1526,13 @@ export interface components {
              *     ]
              */
             openAcls?: string[];
+            /**
+             * Format: date-time
+             * @description Present when this process took its ZooKeeper session over from its
+             *     predecessor (`--state-dir`, API.md "Restarts"): when the server gave the
+             *     session back. Absent for a session this process made.
+             */
+            resumedAt?: string;
         };
         Lease: {
             lease: string;
