@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -146,6 +147,11 @@ type Restored struct {
 func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLease) (Restored, error) {
 	var r Restored
 	now := time.Now()
+	type job struct {
+		l *Lease
+		h SavedHold
+	}
+	var jobs []job
 	for _, s := range saved {
 		if !s.ExpiresAt.After(now) {
 			r.Expired++
@@ -165,17 +171,50 @@ func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []Saved
 		}
 		r.Leases++
 		for _, h := range s.Holds {
-			if reason := m.adopt(ctx, l, h); reason != "" {
-				r.Lost = append(r.Lost, LostHold{Hold: h.Hold, Reason: reason})
-				continue
-			}
-			r.Holds++
+			jobs = append(jobs, job{l, h})
 		}
 	}
+	var mu sync.Mutex
+	inParallel(len(jobs), func(i int) {
+		reason := m.adopt(ctx, jobs[i].l, jobs[i].h)
+		mu.Lock()
+		defer mu.Unlock()
+		if reason != "" {
+			r.Lost = append(r.Lost, LostHold{Hold: jobs[i].h.Hold, Reason: reason})
+		} else {
+			r.Holds++
+		}
+	})
 	swept, err := m.sweep(ctx, ep, saved)
 	r.Swept = swept
 	m.changed()
 	return r, err
+}
+
+// restoreWorkers bounds the ZooKeeper calls a restore has in flight: enough
+// to hide each call's round trip (10,000 holds are adopted in a few hundred
+// milliseconds), few enough to leave the connection to the heartbeat.
+const restoreWorkers = 32
+
+// inParallel runs f(0) … f(n-1) on at most restoreWorkers goroutines and
+// returns when every call has.
+func inParallel(n int, f func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(n, restoreWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // sweep deletes every node of ep's session in the lines of the registered
@@ -201,24 +240,32 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 		}
 	}
 	m.mu.Unlock()
-	swept := 0
+	var lines []string
 	for _, dir := range dirs {
-		lines, _, err := ep.Children(ctx, dir)
+		names, _, err := ep.Children(ctx, dir)
 		if errors.Is(err, zookeeper.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return swept, fmt.Errorf("sweep %s: %w", dir, err)
+			return 0, fmt.Errorf("sweep %s: %w", dir, err)
 		}
-		for _, line := range lines {
-			n, err := sweepLine(ctx, ep, dir+"/"+line, keep)
-			swept += n
-			if err != nil {
-				return swept, err
-			}
+		for _, name := range names {
+			lines = append(lines, dir+"/"+name)
 		}
 	}
-	return swept, nil
+	var mu sync.Mutex
+	swept := 0
+	var errs []error
+	inParallel(len(lines), func(i int) {
+		n, err := sweepLine(ctx, ep, lines[i], keep)
+		mu.Lock()
+		defer mu.Unlock()
+		swept += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	})
+	return swept, errors.Join(errs...)
 }
 
 // sweepLine deletes the nodes of line that ep's session owns and keep does not
