@@ -28,7 +28,7 @@ type restartable struct {
 	logs syncBuffer
 }
 
-func newRestartable(t *testing.T, zk []string, root string, timeout string) *restartable {
+func newRestartable(t testing.TB, zk []string, root string, timeout string) *restartable {
 	t.Helper()
 	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zk, ","), "--zk-root", root,
@@ -38,7 +38,7 @@ func newRestartable(t *testing.T, zk []string, root string, timeout string) *res
 
 // start runs the process and waits until it is ready (its resume, if any,
 // reconciled).
-func (r *restartable) start(t *testing.T) *sidecar {
+func (r *restartable) start(t testing.TB) *sidecar {
 	t.Helper()
 	r.cmd = exec.Command(r.bin, r.args...)
 	r.cmd.Stderr = &r.logs
@@ -55,7 +55,7 @@ func (r *restartable) start(t *testing.T) *sidecar {
 }
 
 // kill ends the process with SIGKILL and waits for it to be gone.
-func (r *restartable) kill(t *testing.T) {
+func (r *restartable) kill(t testing.TB) {
 	t.Helper()
 	if err := r.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func (r *restartable) kill(t *testing.T) {
 }
 
 // savedState reads the state file as it is now.
-func (r *restartable) savedState(t *testing.T) string {
+func (r *restartable) savedState(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.state, "state.json"))
 	if err != nil && !os.IsNotExist(err) {

@@ -16,7 +16,7 @@ import (
 )
 
 // buildBinary builds the real command once per test binary run.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "coord-sidecar")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
@@ -26,7 +26,7 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
