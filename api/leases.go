@@ -128,6 +128,12 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 			_ = end()
 			return nil
 		case <-ls.ctx.Done():
+			if s.handingOver() {
+				// A planned upgrade: the successor resumes the lease; its client
+				// reconnects there within the TTL.
+				s.retryHint(sw)
+				return nil
+			}
 			// The client closed the stream (or the sidecar is shutting down): the
 			// lease ends now, and what it held is released.
 			_ = s.opt.Leases.Revoke(l.ID)

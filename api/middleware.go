@@ -144,7 +144,9 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 			return
 		}
 		sl := &slot{release: release}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+		ctx, done := s.untilDrained(r.Context()) // a hand-over ends streams and long-polls first
+		defer done()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, slotKey{}, sl)))
 		if !sl.detached {
 			sl.release()
 		}

@@ -176,6 +176,10 @@ func detailedProblem(err error) *problem {
 var (
 	errTooManyLeases = errors.New("too many leases")
 	errShuttingDown  = errors.New("shutting down")
+	// errHandingOver is the shutdown of a planned upgrade (Server.HandOver):
+	// the successor serves next, so streams end with a retry hint and leases
+	// bound to a stream are not revoked.
+	errHandingOver = fmt.Errorf("%w: handing over to its successor", errShuttingDown)
 )
 
 // StatusClientClosedRequest is the status a request gets (in metrics and logs)

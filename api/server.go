@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,6 +97,10 @@ type Server struct {
 	// stopped ends, with cause errShuttingDown, when Close is called.
 	stopped context.Context
 	stop    context.CancelCauseFunc
+	// draining ends when streams and long-polls must end: at Close, or first
+	// at Drain (a hand-over), which lets short requests finish as usual.
+	draining context.Context
+	drain    context.CancelCauseFunc
 
 	// broker fans state out to SSE subscribers; topics are followed only while
 	// they have subscribers (see topics.go).
@@ -172,6 +177,7 @@ func NewServer(opt Options) *Server {
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
 		following: map[string]func(){}, bodies: bodyRules(spec), queries: queryRules(spec), ticketKey: newTicketKey()}
+	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -180,8 +186,41 @@ func NewServer(opt Options) *Server {
 
 // Close ends every stream and long-poll (they answer as shutting down). It does not
 // release leases: the caller closes the Leases next.
-func (s *Server) Close() {
-	s.stop(errShuttingDown)
+func (s *Server) Close() { s.closeFor(errShuttingDown) }
+
+// Drain begins a planned upgrade (SIGUSR2): long-polls answer 503 with
+// Retry-After as at a shutdown, event streams end with a retry hint (the
+// successor serves the client's reconnection), and a lease whose keepalive
+// stream ends this way is not revoked: the successor resumes it. Short
+// requests are served as usual: the caller stops accepting, lets them finish
+// (http.Server.Shutdown), then calls HandOver.
+func (s *Server) Drain() { s.drain(errHandingOver) }
+
+// HandOver is Close at the end of a planned upgrade (after Drain).
+func (s *Server) HandOver() { s.closeFor(errHandingOver) }
+
+// handingOver tells whether the server is draining for a hand-over.
+func (s *Server) handingOver() bool { return errors.Is(context.Cause(s.draining), errHandingOver) }
+
+// untilDrained returns ctx, ended also when the server drains (the cause is
+// Drain's or Close's): the context of a stream or a long-poll.
+func (s *Server) untilDrained(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.draining, func() { cancel(context.Cause(s.draining)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// retryHint ends an event stream closed by a hand-over with a retry: field, so
+// that the client reconnects (to the successor) at once.
+func (s *Server) retryHint(sw *sse.Writer) {
+	if s.handingOver() {
+		_ = sw.Retry(100 * time.Millisecond)
+	}
+}
+
+func (s *Server) closeFor(cause error) {
+	s.drain(cause)
+	s.stop(cause)
 	s.session.cancel()
 	s.broker.Close()
 	s.reaper.Close()
@@ -238,7 +277,7 @@ type baseContextKey struct{}
 // Retry-After. Everything else (health, metrics, pages) is served at once.
 func (s *Server) awaitRestored(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opt.Restored != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
+		if !restored(s.opt.Restored) && strings.HasPrefix(r.URL.Path, "/v1/") {
 			select {
 			case <-s.opt.Restored:
 			case <-r.Context().Done():

@@ -154,7 +154,8 @@ func (t topicStream) serve(w http.ResponseWriter) error {
 			defer release()
 			defer sw.Close()
 			defer forget()
-			_ = sse.Serve(t.s.stopped, sw, sub, t.s.opt.Heartbeat)
+			_ = sse.Serve(t.s.draining, sw, sub, t.s.opt.Heartbeat)
+			t.s.retryHint(sw)
 		}()
 		return nil
 	}
@@ -163,6 +164,7 @@ func (t topicStream) serve(w http.ResponseWriter) error {
 		return err
 	}
 	_ = sse.Serve(t.ctx, sw, subscribe(), t.s.opt.Heartbeat)
+	t.s.retryHint(sw)
 	return nil
 }
 

@@ -236,6 +236,15 @@ func (w *Writer) Comment(text string) error {
 	return w.write(appendLines(w.buf[:0], "", []byte(text)))
 }
 
+// Retry writes a retry: field of d (in milliseconds, the time a client waits
+// before it reconnects once the stream ends) and flushes.
+func (w *Writer) Retry(d time.Duration) error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.write(fmt.Appendf(w.buf[:0], "retry: %d\n\n", d.Milliseconds()))
+}
+
 // appendLines appends one "field: line\n" per line of data (just "field:\n"
 // for an empty line). CRLF, LF and CR each end a line, as in the SSE spec.
 func appendLines(b []byte, field string, data []byte) []byte {

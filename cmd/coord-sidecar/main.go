@@ -1,7 +1,9 @@
 // Command coord-sidecar holds one ZooKeeper session for an application and offers
 // ZooKeeper's coordination recipes over HTTP/JSON and server-sent events.
 //
-// SIGHUP re-reads --tokens-file and --token-file; SIGTERM shuts down.
+// SIGHUP re-reads --tokens-file and --token-file; SIGTERM shuts down; SIGUSR2
+// hands over to a successor running the binary now at its path (with
+// --state-dir: see upgrade.go).
 //
 // Its subcommands talk to a running sidecar:
 //
@@ -74,6 +76,8 @@ func main() {
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
 	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
 		os.Exit(1)
@@ -82,6 +86,12 @@ func main() {
 		select {
 		case <-hup:
 			_ = m.Reload() // logged; the tokens in force stay on an error
+		case <-usr2:
+			err := m.Upgrade()
+			if err == nil {
+				os.Exit(0) // the successor serves
+			}
+			fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade not done, still serving:", err)
 		case <-ctx.Done():
 			done = true
 		}

@@ -47,8 +47,8 @@ type restarts struct {
 // another process has it: never two processes on one session) and reads what
 // the predecessor left. A bad state file is logged and moved aside: the
 // sidecar then starts a new session and holds nothing.
-func openRestarts(c Config, log *slog.Logger, reg prometheus.Registerer) (*restarts, error) {
-	d, err := statedir.Open(c.StateDir, statedir.WithLogger(log))
+func openRestarts(c Config, upgrading bool, log *slog.Logger, reg prometheus.Registerer) (*restarts, error) {
+	d, err := openStateDir(c.StateDir, upgrading, statedir.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("--state-dir: %w", err)
 	}
@@ -206,6 +206,23 @@ func (r *restarts) close(ended bool) {
 			r.log.Error("state directory not cleared", "err", err)
 		}
 	}
+	_ = r.dir.Close()
+}
+
+// handOver ends this process's part for an upgrade's successor: the last
+// state written, the session detached (not closed: its ephemeral nodes live on
+// for the successor), the directory let go (the successor's signal to load
+// it). The leases of the detached session then end here as lost without
+// touching ZooKeeper, and nothing more is written.
+func (r *restarts) handOver(sess *zookeeper.Session) {
+	r.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := r.saver.Flush(ctx); err != nil {
+		r.log.Error("upgrade: the last state was not written", "err", err)
+	}
+	cancel()
+	r.saver.Close()
+	sess.Detach()
 	_ = r.dir.Close()
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,13 +25,26 @@ type restartable struct {
 	args             []string
 	cmd              *exec.Cmd
 	exited           chan struct{} // closed once cmd has ended
-	// logs is everything every process of r wrote to stderr (its JSON log).
-	logs syncBuffer
+	// logFile gets everything every process of r writes to stderr (its JSON
+	// log): a file, not a pipe, so that the process's end is seen at its
+	// exit even while a successor it started holds the same stderr.
+	logFile string
+}
+
+// logs is everything r's processes have logged so far.
+func (r *restartable) logs(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(r.logFile)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func newRestartable(t testing.TB, zk []string, root string, timeout string) *restartable {
 	t.Helper()
-	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(t.TempDir(), "state")}
+	dir := t.TempDir()
+	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(dir, "state"), logFile: filepath.Join(dir, "log")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zk, ","), "--zk-root", root,
 		"--session-timeout", timeout, "--state-dir", r.state}
 	return r
@@ -41,7 +55,12 @@ func newRestartable(t testing.TB, zk []string, root string, timeout string) *res
 func (r *restartable) start(t testing.TB) *sidecar {
 	t.Helper()
 	r.cmd = exec.Command(r.bin, r.args...)
-	r.cmd.Stderr = &r.logs
+	logs, err := os.OpenFile(r.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	r.cmd.Stderr = logs
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +201,8 @@ func TestRestartTooLate(t *testing.T) {
 	if v := metricValue(t, a, `coord_restarts_total{outcome="too_late"}`); v != 1 {
 		t.Fatalf("coord_restarts_total{outcome=\"too_late\"} = %v, want 1", v)
 	}
-	if !strings.Contains(r.logs.String(), "did not come back") {
-		t.Fatalf("no log line says the session did not come back:\n%s", r.logs.String())
+	if !strings.Contains(r.logs(t), "did not come back") {
+		t.Fatalf("no log line says the session did not come back:\n%s", r.logs(t))
 	}
 }
 
@@ -254,7 +273,102 @@ func TestRestartWithABadStateFile(t *testing.T) {
 		}
 		r.kill(t)
 	}
-	if n := strings.Count(r.logs.String(), "state file not used"); n != 4 {
-		t.Fatalf("%d log lines say the state file was not used, want 4:\n%s", n, r.logs.String())
+	if n := strings.Count(r.logs(t), "state file not used"); n != 4 {
+		t.Fatalf("%d log lines say the state file was not used, want 4:\n%s", n, r.logs(t))
 	}
+}
+
+// SIGUSR2 under a client loop: the successor takes the socket and the session,
+// no request fails (keepalives on fresh connections, reads on kept-alive
+// ones), the lease's keepalive stream ends with a retry hint and the lease is
+// not revoked, the lock keeps its token, the pid file names the successor and
+// the old process exits 0.
+func TestUpgradeFailsNoRequest(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
+	a := r.start(t)
+	old := r.cmd.Process.Pid
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
+	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/upgraded?owner=a&lease="+lease).Body["fencingToken"])
+	stream := followEvents(t, a, "/v1/leases/"+lease+"/events")
+
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+	kept := &http.Client{Timeout: time.Minute}
+	stop := make(chan struct{})
+	type tally struct {
+		ok     int
+		failed []string
+	}
+	results := make(chan tally, 2)
+	loop := func(c *http.Client, method, path string) {
+		var n tally
+		defer func() { results <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest(method, a.base+path, nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				n.failed = append(n.failed, err.Error())
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				n.failed = append(n.failed, resp.Status)
+				continue
+			}
+			n.ok++
+		}
+	}
+	go loop(fresh, http.MethodPost, "/v1/leases/"+lease+"/keepalive")
+	go loop(kept, http.MethodGet, "/v1/locks/upgraded")
+	time.Sleep(300 * time.Millisecond)
+
+	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(testutil.Patience(time.Minute)):
+		t.Fatalf("the old process did not exit after SIGUSR2; its log:\n%s", r.logs(t))
+	}
+	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the old process exited %d, want 0; its log:\n%s", code, r.logs(t))
+	}
+	var pid int
+	testutil.Eventually(t, 30*time.Second, "the pid file names the successor", func() bool {
+		b, _ := os.ReadFile(filepath.Join(r.state, "coord-sidecar.pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid != 0 && pid != old
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	a.waitReady(t)
+	time.Sleep(300 * time.Millisecond) // the loops go on against the successor
+	close(stop)
+	for range 2 {
+		n := <-results
+		if len(n.failed) > 0 || n.ok == 0 {
+			t.Errorf("%d requests answered, %d failed: %v", n.ok, len(n.failed), n.failed)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "the keepalive stream ended", func() bool {
+		stream.mu.Lock()
+		defer stream.mu.Unlock()
+		return stream.ended
+	})
+	if evs := stream.events(); len(evs) == 0 || evs[len(evs)-1].Name != "lease" {
+		t.Errorf("the keepalive stream's events: %v; want it ended without the lease's end", evs)
+	}
+	st := a.must(t, http.StatusOK, http.MethodGet, "/v1/locks/upgraded").Body
+	if h, _ := st["holder"].(map[string]any); num(h["fencingToken"]) != token {
+		t.Fatalf("after the upgrade the lock is %v, want it held with token %d", st, token)
+	}
+	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 }

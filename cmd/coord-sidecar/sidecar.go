@@ -99,6 +99,10 @@ type Main struct {
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
 	restarts *restarts // nil without --state-dir
+	// serving is the listener Serve accepts on; unanswered counts the
+	// connections accepted whose first request has not been read (upgrade.go).
+	serving    net.Listener
+	unanswered newConns
 
 	closeOnce sync.Once
 	closeErr  error
@@ -373,9 +377,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	inherited, tellTaken, err := inheritedListener()
+	if err != nil {
+		return err
+	}
+	if inherited != nil {
+		tellTaken() // the predecessor now stops accepting and hands over
+		log.Info("upgrade: took the listening socket from the predecessor", "listen", inherited.Addr().String())
+	}
 	var resume *zookeeper.Resumable
 	if c.StateDir != "" {
-		if m.restarts, err = openRestarts(c, log, reg); err != nil {
+		if m.restarts, err = openRestarts(c, inherited != nil, log, reg); err != nil {
 			return err
 		}
 		resume = m.restarts.resume()
@@ -424,7 +436,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
-	ln, err := listen(network, address)
+	ln := inherited
+	if ln == nil {
+		ln, err = listen(network, address)
+	}
 	if err != nil {
 		sess.Close()
 		m.closeRestarts(false)
@@ -442,7 +457,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         m.unanswered.track,
 	}
+	m.serving = ln
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(ln) }()
 	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "network", network, "tls", tlsConfig != nil,

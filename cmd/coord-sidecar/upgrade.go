@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
+)
+
+// The planned upgrade (API.md "Restarts"): on SIGUSR2 the running sidecar
+// starts its successor (the binary now at its own path, with its flags and
+// environment), hands it the listening socket as an inherited descriptor, and
+// once the successor has taken it, stops: it stops accepting (connections wait
+// in the socket's backlog, which the successor shares, so none is refused),
+// ends streams with a retry hint, answers waits 503 with Retry-After (their
+// nodes deleted as at any cancelled wait), writes its last state, detaches its
+// ZooKeeper session without closing it and lets go of the state directory.
+// The successor, blocked until then on the directory, resumes the session and
+// the leases from it, as after a crash, and serves. The pid file names the old
+// process until the successor owns the directory.
+//
+// Why not github.com/cloudflare/tableflip: the hand-over here is one socket,
+// and its order is set by the state directory's lock (the successor may only
+// load the state once the old process has written its last and detached), not
+// by the successor's readiness alone; passing the descriptor and one readiness
+// byte takes fewer lines than adapting tableflip's upgrade protocol.
+
+// The environment of a successor started by Upgrade: the inherited listening
+// socket's descriptor and the pipe on which it says it has taken it.
+const (
+	envInheritedListener = "COORD_INHERITED_LISTENER"
+	envUpgradeReady      = "COORD_UPGRADE_READY"
+)
+
+// handOverTimeout bounds each wait of a hand-over: for the successor to take
+// the socket, and for the successor to get the state directory.
+const handOverTimeout = 30 * time.Second
+
+// exePath is the binary's path at start: Upgrade runs what is at that path
+// then (os.Executable would name the replaced, deleted file).
+var exePath = func() string {
+	p, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return p
+}()
+
+// Upgrade starts the successor and, once it has taken the listening socket,
+// hands everything over (see above); the caller then exits. An error means
+// the successor could not start or take the socket: this process keeps
+// serving and nothing was handed over. Once the socket is taken, Upgrade
+// hands over whatever happens on the way (printed) and returns nil.
+func (m *Main) Upgrade() error {
+	if m.restarts == nil {
+		return errors.New("an upgrade needs --state-dir: the successor resumes the session from it")
+	}
+	file, err := listenerFile(m.listener)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer ready.Close()
+	cmd := exec.Command(exePath, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), envInheritedListener+"=3", envUpgradeReady+"=4")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{file, readyW}
+	if err := cmd.Start(); err != nil {
+		readyW.Close()
+		return fmt.Errorf("start the successor %s: %w", exePath, err)
+	}
+	readyW.Close()
+	go func() { _ = cmd.Wait() }() // reaped; it outlives this process
+	taken := make(chan error, 1)
+	go func() {
+		var b [1]byte
+		_, err := ready.Read(b[:])
+		taken <- err
+	}()
+	select {
+	case err := <-taken:
+		if err != nil {
+			return fmt.Errorf("the successor (pid %d) ended before taking the socket: %w", cmd.Process.Pid, err)
+		}
+	case <-time.After(handOverTimeout):
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("the successor (pid %d) did not take the socket within %s", cmd.Process.Pid, handOverTimeout)
+	}
+	m.log.Info("upgrade: the successor took the socket; handing over", "successor", cmd.Process.Pid)
+	if err := m.handOver(); err != nil {
+		fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade: handed over, with an error on the way:", err)
+	}
+	return nil
+}
+
+// listenerFile is a duplicate of the listening socket's descriptor. A unix
+// socket's file is left in place when this process closes its listener.
+func listenerFile(ln net.Listener) (*os.File, error) {
+	switch l := ln.(type) {
+	case *net.TCPListener:
+		return l.File()
+	case *net.UnixListener:
+		l.SetUnlinkOnClose(false)
+		return l.File()
+	}
+	return nil, fmt.Errorf("cannot hand over a %T", ln)
+}
+
+// handOver stops this process in favour of its successor: the HTTP side first
+// (nothing more is accepted; streams end with a retry hint, waits answer 503),
+// then the last state is written, the session detached (its ephemeral nodes
+// live on for the successor), and the state directory let go, which is the
+// successor's signal to resume.
+func (m *Main) handOver() error {
+	var err error
+	m.closeOnce.Do(func() {
+		defer m.logOut.Close()
+		m.server.Drain() // streams and long-polls end; short requests go on
+		// Stop accepting first, and let every connection already accepted
+		// bring its first request: net/http's Shutdown drops, unanswered, a
+		// request it reads after the shutdown began (the connection just
+		// closes), so it starts only once none is still to come.
+		_ = m.serving.Close()
+		<-m.served // Serve has returned: every accepted connection is tracked
+		m.unanswered.wait(2 * time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = m.http.Shutdown(ctx) // the short requests under way are answered
+		m.server.HandOver()
+		m.restarts.handOver(m.session)
+		m.leases.Wait()
+		m.queues.Close()
+		m.closeErr = err
+	})
+	return err
+}
+
+// inheritedListener is the listening socket a predecessor handed over (nil
+// when this process was not started by an upgrade), and a function that tells
+// the predecessor it has been taken.
+func inheritedListener() (net.Listener, func(), error) {
+	fdText := os.Getenv(envInheritedListener)
+	if fdText == "" {
+		return nil, func() {}, nil
+	}
+	os.Unsetenv(envInheritedListener)
+	fd, err := strconv.Atoi(fdText)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s=%q: %w", envInheritedListener, fdText, err)
+	}
+	f := os.NewFile(uintptr(fd), "inherited-listener")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the inherited listener: %w", err)
+	}
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(true) // it is this process's to remove at its end now
+	}
+	tell := func() {}
+	if readyText := os.Getenv(envUpgradeReady); readyText != "" {
+		os.Unsetenv(envUpgradeReady)
+		if rfd, err := strconv.Atoi(readyText); err == nil {
+			w := os.NewFile(uintptr(rfd), "upgrade-ready")
+			tell = func() { _, _ = w.Write([]byte{1}); w.Close() }
+		}
+	}
+	return ln, tell, nil
+}
+
+// openStateDir takes the state directory: at once, or, for the successor of
+// an upgrade, once the predecessor lets go of it (within handOverTimeout).
+func openStateDir(path string, upgrading bool, opts ...statedir.Option) (*statedir.Dir, error) {
+	if !upgrading {
+		return statedir.Open(path, opts...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
+	defer cancel()
+	return statedir.OpenWait(ctx, path, opts...)
+}
+
+// newConns counts the connections accepted whose first request has not been
+// read yet (http.Server.ConnState), so that a hand-over can wait for them.
+type newConns struct {
+	conns sync.Map // net.Conn → struct{}, while in http.StateNew
+	n     atomic.Int64
+}
+
+// track is http.Server's ConnState hook.
+func (c *newConns) track(conn net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		c.conns.Store(conn, struct{}{})
+		c.n.Add(1)
+		return
+	}
+	if _, was := c.conns.LoadAndDelete(conn); was {
+		c.n.Add(-1)
+	}
+}
+
+// wait returns once no connection is waiting for its first request, or after
+// at most d (a client that connected and sends nothing is not waited for).
+func (c *newConns) wait(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for c.n.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
