@@ -377,20 +377,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	inherited, tellTaken, err := inheritedListener()
+	inherited, resume, err := m.prepareRestart(log, reg)
 	if err != nil {
 		return err
-	}
-	if inherited != nil {
-		tellTaken() // the predecessor now stops accepting and hands over
-		log.Info("upgrade: took the listening socket from the predecessor", "listen", inherited.Addr().String())
-	}
-	var resume *zookeeper.Resumable
-	if c.StateDir != "" {
-		if m.restarts, err = openRestarts(c, inherited != nil, log, reg); err != nil {
-			return err
-		}
-		resume = m.restarts.resume()
 	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
@@ -504,4 +493,28 @@ func (m *Main) closeRestarts(ended bool) {
 	if m.restarts != nil {
 		m.restarts.close(ended)
 	}
+}
+
+// prepareRestart takes the listening socket a predecessor handed over (nil
+// when none did) and, with --state-dir, the state directory (for an upgrade's
+// successor, once the predecessor lets go of it) with the session to resume.
+func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.Listener, *zookeeper.Resumable, error) {
+	inherited, tellTaken, err := inheritedListener()
+	if err != nil {
+		return nil, nil, err
+	}
+	if inherited != nil {
+		tellTaken() // the predecessor now stops accepting and hands over
+		log.Info("upgrade: took the listening socket from the predecessor", "listen", inherited.Addr().String())
+	}
+	if m.Config.StateDir == "" {
+		return inherited, nil, nil
+	}
+	if m.restarts, err = openRestarts(m.Config, inherited != nil, log, reg); err != nil {
+		if inherited != nil {
+			inherited.Close()
+		}
+		return nil, nil, err
+	}
+	return inherited, m.restarts.resume(), nil
 }
