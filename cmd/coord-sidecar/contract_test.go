@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -360,7 +361,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 			t.Fatalf("no event schema for %s in openapi.yaml", p)
 		}
 		v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
-		if err := schema.VisitJSON(v); err != nil {
+		if err := matchesSchema(schema, v); err != nil {
 			raw, _ := json.Marshal(v)
 			t.Fatalf("%s: event %s does not match its schema: %v", p, raw, err)
 		}
@@ -394,21 +395,258 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	}
 }
 
+// The empty states answer null where something could be (a lock's holder, an
+// election's leader, a read/write lock's writer, a throughput or partition
+// group's leader) and empty lists where there could be members; their answers
+// and events match openapi.yaml read as OpenAPI 3.0.3 (matchesSchema): over
+// REST, in the lists, on their own streams and on /v1/events. A lock and an
+// election that were held once and are free again keep their nodes, so that
+// the lists and /v1/events show them.
+func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
+	campaign(t, car, "e", "c1", "lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease) // readers, no writer
+	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
+	checkAnswer(t, spec, http.MethodPut, "/v1/partitions/p", car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`))
+
+	noHolder := func(b map[string]any) bool { return b["holder"] == nil }
+	noLeader := func(b map[string]any) bool { return b["leader"] == nil }
+	noMembers := func(b map[string]any) bool { return len(b["members"].([]any)) == 0 }
+	// What each one shows empty, by event and name, as /v1/events names them.
+	empty := map[string]func(map[string]any) bool{
+		"lock/l": noHolder, "lock/never": noHolder,
+		"leader/e": noLeader, "leader/never": noLeader,
+		"rwlock/rw":    func(b map[string]any) bool { return b["writer"] == nil && len(b["readers"].([]any)) == 1 },
+		"rwlock/never": func(b map[string]any) bool { return b["writer"] == nil && len(b["readers"].([]any)) == 0 },
+		"throughput/g": func(b map[string]any) bool { return noLeader(b) && noMembers(b) },
+		"group/gr":     noMembers, "group/never": noMembers,
+		"partitions/p": func(b map[string]any) bool { return noLeader(b) && noMembers(b) },
+	}
+	isEmpty := func(what string, key string, b map[string]any) {
+		t.Helper()
+		if f := empty[key]; f == nil || !f(b) {
+			t.Fatalf("%s: %s %v, want it empty", what, key, b)
+		}
+	}
+
+	// REST: the ones above, ones that never had a node, and the lists.
+	for path, key := range map[string]string{
+		"/v1/locks/l": "lock/l", "/v1/locks/never": "lock/never",
+		"/v1/elections/e": "leader/e", "/v1/elections/never": "leader/never",
+		"/v1/rwlocks/rw": "rwlock/rw", "/v1/rwlocks/never": "rwlock/never",
+		"/v1/throughput/g": "throughput/g",
+		"/v1/groups/gr":    "group/gr", "/v1/groups/never": "group/never",
+		"/v1/partitions/p": "partitions/p",
+		"/v1/locks":        "", "/v1/elections": "", "/v1/rwlocks": "", "/v1/throughput": "", "/v1/groups": "", "/v1/partitions": "",
+	} {
+		r := car.must(t, http.StatusOK, http.MethodGet, path)
+		checkAnswer(t, spec, http.MethodGet, path, r)
+		if key != "" {
+			isEmpty("GET "+path, key, r.Body)
+		}
+	}
+	// A writer refused while readers hold: the problem's writer is null.
+	refused := car.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s")
+	if w, ok := refused.Body["writer"]; !ok || w != nil {
+		t.Fatalf("lock-held without a writer: %s", refused.Raw)
+	}
+	checkAnswer(t, spec, http.MethodPost, "/v1/rwlocks/rw", refused)
+
+	// Their streams: the first events are the current, empty, states.
+	eventKey := func(ev sseEvent) string { return ev.Name + "/" + cmp.Or(str(ev.Data["name"]), str(ev.Data["group"])) }
+	checkEvent := func(path string, ev sseEvent) {
+		t.Helper()
+		if err := matchesSchema(streamEventSchema(spec, path), map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}); err != nil {
+			t.Fatalf("%s: event %s %v does not match its schema: %v", path, ev.Name, ev.Data, err)
+		}
+	}
+	empty["leader/g"] = noLeader // a throughput group's leader event
+	for path, keys := range map[string][]string{
+		"/v1/locks/l/events":      {"lock/l"},
+		"/v1/locks/never/events":  {"lock/never"},
+		"/v1/elections/e/events":  {"leader/e"},
+		"/v1/throughput/g/events": {"throughput/g", "leader/g"},
+		"/v1/groups/gr/events":    {"group/gr"},
+		"/v1/partitions/p/events": {"partitions/p"},
+	} {
+		st := car.openStream(t, path)
+		for _, key := range keys {
+			ev := st.next(t, 10*time.Second)
+			checkEvent(path, ev)
+			if eventKey(ev) != key {
+				t.Fatalf("%s: event %s %v, want %s", path, ev.Name, ev.Data, key)
+			}
+			isEmpty(path, key, ev.Data)
+		}
+	}
+
+	// /v1/events: every event matches, until each that has a node has shown empty.
+	all := car.openStream(t, "/v1/events")
+	want := []string{"lock/l", "leader/e", "rwlock/rw", "throughput/g", "group/gr", "partitions/p"}
+	for seen := map[string]bool{}; len(seen) < len(want); {
+		ev := all.next(t, 10*time.Second)
+		checkEvent("/v1/events", ev)
+		if key := eventKey(ev); slices.Contains(want, key) && ev.Data["deleted"] == nil && empty[key](ev.Data) {
+			seen[key] = true
+		}
+	}
+}
+
 // streamEventSchema is the schema openapi.yaml gives one event of the stream at
 // path (the items of its text/event-stream answer), or nil.
 func streamEventSchema(spec *openapi3.T, path string) *openapi3.Schema {
+	resp := answerOf(spec, http.MethodGet, path, http.StatusOK)
+	if resp == nil {
+		return nil
+	}
+	if mt := resp.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
+		return mt.Schema.Value.Items.Value
+	}
+	return nil
+}
+
+// answerOf is the response openapi.yaml declares for method on path (a path as
+// sent, matched against the templates) with status, or nil.
+func answerOf(spec *openapi3.T, method, path string, status int) *openapi3.Response {
 	for tmpl, item := range spec.Paths.Map() {
 		re := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tmpl), `[^/]+`) + "$"
-		if !regexp.MustCompile(re).MatchString(path) || item.Get == nil {
+		if !regexp.MustCompile(re).MatchString(path) {
 			continue
 		}
-		resp := item.Get.Responses.Status(200)
-		if resp == nil || resp.Value == nil {
-			continue
-		}
-		if mt := resp.Value.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
-			return mt.Schema.Value.Items.Value
+		if op := item.GetOperation(method); op != nil {
+			if resp := op.Responses.Status(status); resp != nil {
+				return resp.Value
+			}
 		}
 	}
 	return nil
+}
+
+// checkAnswer fails t unless r, the answer to method on path, is JSON that
+// matches the schema openapi.yaml gives it (matchesSchema).
+func checkAnswer(t *testing.T, spec *openapi3.T, method, path string, r *response) {
+	t.Helper()
+	resp := answerOf(spec, method, strings.SplitN(path, "?", 2)[0], r.Status)
+	if resp == nil {
+		t.Fatalf("%s %s: openapi.yaml declares no %d answer", method, path, r.Status)
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	mt := resp.Content[ct]
+	if mt == nil || mt.Schema == nil {
+		t.Fatalf("%s %s: openapi.yaml declares no %s body for %d", method, path, ct, r.Status)
+	}
+	var body any
+	if err := json.Unmarshal(r.Raw, &body); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, path, r.Raw)
+	}
+	if err := matchesSchema(mt.Schema.Value, body); err != nil {
+		t.Fatalf("%s %s: the answer %s does not match its schema: %v", method, path, r.Raw, err)
+	}
+}
+
+// matchesSchema checks v, a decoded JSON value, against schema as kin-openapi
+// does, then as OpenAPI 3.0.3 reads `nullable`: it lets null through only where
+// `type` stands in the same schema object, so a null must also pass every
+// allOf member, exactly one oneOf member and some anyOf member. kin-openapi lets
+// a null through wherever the outer schema says nullable (`nullable: true`
+// beside `allOf: [$ref]`); Prism's validating proxy and strict clients refuse
+// it, as the standard does.
+func matchesSchema(schema *openapi3.Schema, v any) error {
+	if err := schema.VisitJSON(v); err != nil {
+		return err
+	}
+	return strictNulls(schema, v, "")
+}
+
+// strictNulls finds, below v, a null that schema lets through only by
+// kin-openapi's reading of nullable (see matchesSchema); at is v's place.
+func strictNulls(schema *openapi3.Schema, v any, at string) error {
+	if v == nil {
+		if !admitsNull(schema) {
+			return fmt.Errorf("%s is null, which its schema refuses under OpenAPI 3.0.3 (nullable counts only beside type, and every allOf member must allow null too)", cmp.Or(at, "the value"))
+		}
+		return nil
+	}
+	for _, sub := range schema.AllOf {
+		if err := strictNulls(sub.Value, v, at); err != nil {
+			return err
+		}
+	}
+	for _, alternatives := range [][]*openapi3.SchemaRef{schema.OneOf, schema.AnyOf} {
+		var errs []error
+		for _, alt := range alternatives {
+			if alt.Value.VisitJSON(v) == nil { // the alternatives v is one of
+				errs = append(errs, strictNulls(alt.Value, v, at))
+			}
+		}
+		if len(errs) > 0 && !slices.Contains(errs, nil) {
+			return errs[0]
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			sub := schema.Properties[k]
+			if sub == nil {
+				sub = schema.AdditionalProperties.Schema
+			}
+			if sub == nil {
+				continue
+			}
+			if err := strictNulls(sub.Value, v[k], at+"/"+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if schema.Items == nil {
+			return nil
+		}
+		for i, x := range v {
+			if err := strictNulls(schema.Items.Value, x, fmt.Sprintf("%s/%d", at, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// admitsNull tells whether schema lets null through under OpenAPI 3.0.3.
+func admitsNull(schema *openapi3.Schema) bool {
+	if t := schema.Type; t != nil && len(*t) > 0 && !schema.Nullable && !t.IncludesNull() {
+		return false
+	}
+	if schema.Not != nil && admitsNull(schema.Not.Value) {
+		return false
+	}
+	for _, sub := range schema.AllOf {
+		if !admitsNull(sub.Value) {
+			return false
+		}
+	}
+	if len(schema.AnyOf) > 0 && !slices.ContainsFunc(schema.AnyOf, func(s *openapi3.SchemaRef) bool { return admitsNull(s.Value) }) {
+		return false
+	}
+	n := 0
+	for _, sub := range schema.OneOf {
+		if admitsNull(sub.Value) {
+			n++
+		}
+	}
+	return len(schema.OneOf) == 0 || n == 1
 }
