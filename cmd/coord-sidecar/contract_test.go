@@ -356,15 +356,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	}
 	check := func(p string, ev sseEvent) {
 		t.Helper()
-		schema := streamEventSchema(spec, p)
-		if schema == nil {
-			t.Fatalf("no event schema for %s in openapi.yaml", p)
-		}
-		v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
-		if err := matchesSchema(schema, v); err != nil {
-			raw, _ := json.Marshal(v)
-			t.Fatalf("%s: event %s does not match its schema: %v", p, raw, err)
-		}
+		checkEvent(t, spec, p, ev)
 	}
 	// The first events: the current state of each.
 	check(paths[0], streams[paths[0]].next(t, 10*time.Second))
@@ -408,34 +400,12 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
-	campaign(t, car, "e", "c1", "lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease) // readers, no writer
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
-	checkAnswer(t, spec, http.MethodPut, "/v1/partitions/p", car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`))
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	checkAnswer(t, spec, http.MethodPut, "/v1/partitions/p", makeEmptyStates(t, car))
 
-	noHolder := func(b map[string]any) bool { return b["holder"] == nil }
-	noLeader := func(b map[string]any) bool { return b["leader"] == nil }
-	noMembers := func(b map[string]any) bool { return len(b["members"].([]any)) == 0 }
-	// What each one shows empty, by event and name, as /v1/events names them.
-	empty := map[string]func(map[string]any) bool{
-		"lock/l": noHolder, "lock/never": noHolder,
-		"leader/e": noLeader, "leader/never": noLeader,
-		"rwlock/rw":    func(b map[string]any) bool { return b["writer"] == nil && len(b["readers"].([]any)) == 1 },
-		"rwlock/never": func(b map[string]any) bool { return b["writer"] == nil && len(b["readers"].([]any)) == 0 },
-		"throughput/g": func(b map[string]any) bool { return noLeader(b) && noMembers(b) },
-		"group/gr":     noMembers, "group/never": noMembers,
-		"partitions/p": func(b map[string]any) bool { return noLeader(b) && noMembers(b) },
-	}
 	isEmpty := func(what string, key string, b map[string]any) {
 		t.Helper()
-		if f := empty[key]; f == nil || !f(b) {
+		if !emptyState(key, b) {
 			t.Fatalf("%s: %s %v, want it empty", what, key, b)
 		}
 	}
@@ -464,26 +434,18 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 	checkAnswer(t, spec, http.MethodPost, "/v1/rwlocks/rw", refused)
 
 	// Their streams: the first events are the current, empty, states.
-	eventKey := func(ev sseEvent) string { return ev.Name + "/" + cmp.Or(str(ev.Data["name"]), str(ev.Data["group"])) }
-	checkEvent := func(path string, ev sseEvent) {
-		t.Helper()
-		if err := matchesSchema(streamEventSchema(spec, path), map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}); err != nil {
-			t.Fatalf("%s: event %s %v does not match its schema: %v", path, ev.Name, ev.Data, err)
-		}
-	}
-	empty["leader/g"] = noLeader // a throughput group's leader event
 	for path, keys := range map[string][]string{
 		"/v1/locks/l/events":      {"lock/l"},
 		"/v1/locks/never/events":  {"lock/never"},
 		"/v1/elections/e/events":  {"leader/e"},
-		"/v1/throughput/g/events": {"throughput/g", "leader/g"},
+		"/v1/throughput/g/events": {"throughput/g", "leader/g"}, // an allocation, then its leader
 		"/v1/groups/gr/events":    {"group/gr"},
 		"/v1/partitions/p/events": {"partitions/p"},
 	} {
 		st := car.openStream(t, path)
 		for _, key := range keys {
 			ev := st.next(t, 10*time.Second)
-			checkEvent(path, ev)
+			checkEvent(t, spec, path, ev)
 			if eventKey(ev) != key {
 				t.Fatalf("%s: event %s %v, want %s", path, ev.Name, ev.Data, key)
 			}
@@ -496,11 +458,81 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 	want := []string{"lock/l", "leader/e", "rwlock/rw", "throughput/g", "group/gr", "partitions/p"}
 	for seen := map[string]bool{}; len(seen) < len(want); {
 		ev := all.next(t, 10*time.Second)
-		checkEvent("/v1/events", ev)
-		if key := eventKey(ev); slices.Contains(want, key) && ev.Data["deleted"] == nil && empty[key](ev.Data) {
+		checkEvent(t, spec, "/v1/events", ev)
+		if key := eventKey(ev); slices.Contains(want, key) && ev.Data["deleted"] == nil && emptyState(key, ev.Data) {
 			seen[key] = true
 		}
 	}
+}
+
+// emptyState tells whether b, an answer's body or an event's data, shows key
+// (as eventKey names it: "lock/l") in the empty state makeEmptyStates left it
+// in, or, for a name that never had a node ("lock/never"), in the state of
+// nothing at all.
+func emptyState(key string, b map[string]any) bool {
+	kind, name, _ := strings.Cut(key, "/")
+	members, hasMembers := b["members"].([]any)
+	noMembers := hasMembers && len(members) == 0
+	switch kind {
+	case "lock":
+		return b["holder"] == nil
+	case "leader": // an election's, or a throughput group's leader event
+		return b["leader"] == nil
+	case "rwlock":
+		readers, _ := b["readers"].([]any)
+		return b["writer"] == nil && (len(readers) == 0) == (name == "never")
+	case "throughput", "partitions":
+		return b["leader"] == nil && noMembers
+	case "group":
+		return noMembers
+	}
+	return false
+}
+
+// eventKey names an event by its name and the name of its entity: "lock/l",
+// "leader/e", "throughput/g".
+func eventKey(ev sseEvent) string {
+	return ev.Name + "/" + cmp.Or(str(ev.Data["name"]), str(ev.Data["group"]))
+}
+
+// checkEvent fails t unless ev, an event of the stream at path, matches the
+// schema openapi.yaml gives it (matchesSchema).
+func checkEvent(t *testing.T, spec *openapi3.T, path string, ev sseEvent) {
+	t.Helper()
+	schema := streamEventSchema(spec, path)
+	if schema == nil {
+		t.Fatalf("no event schema for %s in openapi.yaml", path)
+	}
+	v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
+	if err := matchesSchema(schema, v); err != nil {
+		raw, _ := json.Marshal(v)
+		t.Fatalf("%s: event %s does not match its schema: %v", path, raw, err)
+	}
+}
+
+// emptyStatesSession are the flags of the sidecar makeEmptyStates works on: a
+// session that outlives a busy moment (Prism starting, the suite beside it),
+// since a lost session would take the read/write lock's reader with it.
+var emptyStatesSession = []string{"--session-timeout", "10s"}
+
+// makeEmptyStates leaves on car, under the names TestEmptyStatesMatchTheirSchemas
+// and TestPrismAcceptsEmptyStates read, a free lock (l) and an election nobody
+// leads (e) that were held once, a read/write lock with a reader and no writer
+// (rw), a throughput group (g), a membership group (gr) and a partition group of
+// two partitions (p), all without members. It returns the answer to the
+// partition group's PUT.
+func makeEmptyStates(t *testing.T, car *sidecar) *response {
+	t.Helper()
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
+	campaign(t, car, "e", "c1", "lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
+	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
+	return car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`)
 }
 
 // streamEventSchema is the schema openapi.yaml gives one event of the stream at
@@ -569,7 +601,7 @@ func matchesSchema(schema *openapi3.Schema, v any) error {
 	return strictNulls(schema, v, "")
 }
 
-// strictNulls finds, below v, a null that schema lets through only by
+// strictNulls finds, in v, a null that schema lets through only by
 // kin-openapi's reading of nullable (see matchesSchema); at is v's place.
 func strictNulls(schema *openapi3.Schema, v any, at string) error {
 	if v == nil {
@@ -584,16 +616,33 @@ func strictNulls(schema *openapi3.Schema, v any, at string) error {
 		}
 	}
 	for _, alternatives := range [][]*openapi3.SchemaRef{schema.OneOf, schema.AnyOf} {
-		var errs []error
-		for _, alt := range alternatives {
-			if alt.Value.VisitJSON(v) == nil { // the alternatives v is one of
-				errs = append(errs, strictNulls(alt.Value, v, at))
-			}
-		}
-		if len(errs) > 0 && !slices.Contains(errs, nil) {
-			return errs[0]
+		if err := strictNullsInOneOf(alternatives, v, at); err != nil {
+			return err
 		}
 	}
+	return strictNullsBelow(schema, v, at)
+}
+
+// strictNullsInOneOf is strictNulls for the alternatives (oneOf, anyOf) that v
+// matches: it passes when one of them passes.
+func strictNullsInOneOf(alternatives []*openapi3.SchemaRef, v any, at string) error {
+	var first error
+	for _, alt := range alternatives {
+		if alt.Value.VisitJSON(v) != nil {
+			continue // not an alternative v is one of
+		}
+		err := strictNulls(alt.Value, v, at)
+		if err == nil {
+			return nil
+		}
+		first = cmp.Or(first, err)
+	}
+	return first
+}
+
+// strictNullsBelow is strictNulls for the members of an object and the items
+// of an array.
+func strictNullsBelow(schema *openapi3.Schema, v any, at string) error {
 	switch v := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(v))
@@ -602,10 +651,7 @@ func strictNulls(schema *openapi3.Schema, v any, at string) error {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			sub := schema.Properties[k]
-			if sub == nil {
-				sub = schema.AdditionalProperties.Schema
-			}
+			sub := cmp.Or(schema.Properties[k], schema.AdditionalProperties.Schema)
 			if sub == nil {
 				continue
 			}
@@ -624,6 +670,57 @@ func strictNulls(schema *openapi3.Schema, v any, at string) error {
 		}
 	}
 	return nil
+}
+
+// matchesSchema reads nullable as OpenAPI 3.0.3 does: beside type only, so
+// `nullable: true` next to `allOf: [$ref]` still refuses null (kin-openapi alone
+// lets it through), a nullable schema referenced plainly admits it, a oneOf
+// with one nullable alternative admits it, and what is not null is checked as
+// before.
+func TestMatchesSchemaReadsNullableAsOpenAPI303(t *testing.T) {
+	spec, err := openapi3.NewLoader().LoadFromData([]byte(`
+openapi: 3.0.3
+info: { title: t, version: "1" }
+paths: {}
+components:
+  schemas:
+    Holder: { type: object, required: [owner], properties: { owner: { type: string } } }
+    NullableHolder: { type: object, nullable: true, required: [owner], properties: { owner: { type: string } } }
+    Old:
+      type: object
+      properties:
+        holder: { type: object, nullable: true, allOf: [{ $ref: "#/components/schemas/Holder" }] }
+    New:
+      type: object
+      properties:
+        holder: { $ref: "#/components/schemas/NullableHolder" }
+    Either:
+      type: object
+      properties:
+        holder: { oneOf: [{ $ref: "#/components/schemas/Holder" }, { type: string, nullable: true }] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := func(name string) *openapi3.Schema { return spec.Components.Schemas[name].Value }
+	null := map[string]any{"holder": nil}
+	if err := schema("Old").VisitJSON(null); err != nil {
+		t.Fatalf("kin-openapi alone refuses the old form's null (the strict reading is then moot): %v", err)
+	}
+	if matchesSchema(schema("Old"), null) == nil {
+		t.Fatal("a null beside allOf: [$ref] passed")
+	}
+	for _, name := range []string{"New", "Either"} {
+		if err := matchesSchema(schema(name), null); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := matchesSchema(schema(name), map[string]any{"holder": map[string]any{"owner": "a"}}); err != nil {
+			t.Fatalf("%s: a holder: %v", name, err)
+		}
+		if matchesSchema(schema(name), map[string]any{"holder": map[string]any{}}) == nil {
+			t.Fatalf("%s: a holder without its owner passed", name)
+		}
+	}
 }
 
 // admitsNull tells whether schema lets null through under OpenAPI 3.0.3.
