@@ -640,7 +640,7 @@ type DoubleBarrierEntered struct {
 type Election struct {
 	Candidates []Candidate `json:"candidates"`
 
-	// Leader The leader, null when nobody leads (or while suspended).
+	// Leader An election's leader; null when nobody leads (or while this sidecar's session is suspended).
 	Leader *ElectionLeader `json:"leader"`
 	Name   string          `json:"name"`
 
@@ -661,7 +661,7 @@ type ElectionEvent struct {
 // ElectionEventEvent defines model for ElectionEvent.Event.
 type ElectionEventEvent string
 
-// ElectionLeader defines model for ElectionLeader.
+// ElectionLeader An election's leader; null when nobody leads (or while this sidecar's session is suspended).
 type ElectionLeader struct {
 	Candidate string    `json:"candidate"`
 	Since     time.Time `json:"since"`
@@ -867,7 +867,9 @@ type LockGrant struct {
 
 // LockHeldProblem `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
 type LockHeldProblem struct {
-	Detail   *string     `json:"detail,omitempty"`
+	Detail *string `json:"detail,omitempty"`
+
+	// Holder A lock's holder (a read/write lock's writer); null when none holds it.
 	Holder   *LockHolder `json:"holder,omitempty"`
 	Instance *string     `json:"instance,omitempty"`
 	Status   int         `json:"status"`
@@ -878,7 +880,7 @@ type LockHeldProblem struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
-// LockHolder defines model for LockHolder.
+// LockHolder A lock's holder (a read/write lock's writer); null when none holds it.
 type LockHolder struct {
 	FencingToken int64     `json:"fencingToken"`
 	Owner        string    `json:"owner"`
@@ -887,7 +889,7 @@ type LockHolder struct {
 
 // LockState defines model for LockState.
 type LockState struct {
-	// Holder The holder, null when the lock is free.
+	// Holder A lock's holder (a read/write lock's writer); null when none holds it.
 	Holder  *LockHolder `json:"holder"`
 	Name    string      `json:"name"`
 	Waiters int         `json:"waiters"`
@@ -1293,13 +1295,13 @@ type QueueItems struct {
 	Items []QueueItem `json:"items"`
 }
 
-// RWLock defines model for RWLock.
+// RWLock `writer` is null when no writer holds the lock (readers may).
 type RWLock struct {
 	Name    string     `json:"name"`
 	Readers []RWReader `json:"readers"`
 	Waiters int        `json:"waiters"`
 
-	// Writer The writer (as LockHolder), null when none holds the lock.
+	// Writer A lock's holder (a read/write lock's writer); null when none holds it.
 	Writer *LockHolder `json:"writer"`
 }
 
@@ -1327,12 +1329,8 @@ type RWLockHeldProblem struct {
 	// Type Example: https://coord-sidecar.dev/problems/lock-held
 	Type string `json:"type"`
 
-	// Writer The writer (as LockHolder), null when none holds the lock.
-	Writer *struct {
-		FencingToken int64     `json:"fencingToken"`
-		Owner        string    `json:"owner"`
-		Since        time.Time `json:"since"`
-	} `json:"writer,omitempty"`
+	// Writer A lock's holder (a read/write lock's writer); null when none holds it.
+	Writer               *LockHolder            `json:"writer,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -355,15 +356,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	}
 	check := func(p string, ev sseEvent) {
 		t.Helper()
-		schema := streamEventSchema(spec, p)
-		if schema == nil {
-			t.Fatalf("no event schema for %s in openapi.yaml", p)
-		}
-		v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
-		if err := schema.VisitJSON(v); err != nil {
-			raw, _ := json.Marshal(v)
-			t.Fatalf("%s: event %s does not match its schema: %v", p, raw, err)
-		}
+		checkEvent(t, spec, p, ev)
 	}
 	// The first events: the current state of each.
 	check(paths[0], streams[paths[0]].next(t, 10*time.Second))
@@ -394,21 +387,363 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	}
 }
 
+// The empty states answer null where something could be (a lock's holder, an
+// election's leader, a read/write lock's writer, a throughput or partition
+// group's leader) and empty lists where there could be members; their answers
+// and events match openapi.yaml read as OpenAPI 3.0.3 (matchesSchema): over
+// REST, in the lists, on their own streams and on /v1/events. A lock and an
+// election that were held once and are free again keep their nodes, so that
+// the lists and /v1/events show them.
+func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	checkAnswer(t, spec, http.MethodPut, "/v1/partitions/p", makeEmptyStates(t, car))
+
+	isEmpty := func(what string, key string, b map[string]any) {
+		t.Helper()
+		if !emptyState(key, b) {
+			t.Fatalf("%s: %s %v, want it empty", what, key, b)
+		}
+	}
+
+	// REST: the ones above, ones that never had a node, and the lists.
+	for path, key := range map[string]string{
+		"/v1/locks/l": "lock/l", "/v1/locks/never": "lock/never",
+		"/v1/elections/e": "leader/e", "/v1/elections/never": "leader/never",
+		"/v1/rwlocks/rw": "rwlock/rw", "/v1/rwlocks/never": "rwlock/never",
+		"/v1/throughput/g": "throughput/g",
+		"/v1/groups/gr":    "group/gr", "/v1/groups/never": "group/never",
+		"/v1/partitions/p": "partitions/p",
+		"/v1/locks":        "", "/v1/elections": "", "/v1/rwlocks": "", "/v1/throughput": "", "/v1/groups": "", "/v1/partitions": "",
+	} {
+		r := car.must(t, http.StatusOK, http.MethodGet, path)
+		checkAnswer(t, spec, http.MethodGet, path, r)
+		if key != "" {
+			isEmpty("GET "+path, key, r.Body)
+		}
+	}
+	// A writer refused while readers hold: the problem's writer is null.
+	refused := car.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s")
+	if w, ok := refused.Body["writer"]; !ok || w != nil {
+		t.Fatalf("lock-held without a writer: %s", refused.Raw)
+	}
+	checkAnswer(t, spec, http.MethodPost, "/v1/rwlocks/rw", refused)
+
+	// Their streams: the first events are the current, empty, states.
+	for path, keys := range map[string][]string{
+		"/v1/locks/l/events":      {"lock/l"},
+		"/v1/locks/never/events":  {"lock/never"},
+		"/v1/elections/e/events":  {"leader/e"},
+		"/v1/throughput/g/events": {"throughput/g", "leader/g"}, // an allocation, then its leader
+		"/v1/groups/gr/events":    {"group/gr"},
+		"/v1/partitions/p/events": {"partitions/p"},
+	} {
+		st := car.openStream(t, path)
+		for _, key := range keys {
+			ev := st.next(t, 10*time.Second)
+			checkEvent(t, spec, path, ev)
+			if eventKey(ev) != key {
+				t.Fatalf("%s: event %s %v, want %s", path, ev.Name, ev.Data, key)
+			}
+			isEmpty(path, key, ev.Data)
+		}
+	}
+
+	// /v1/events: every event matches, until each that has a node has shown empty.
+	all := car.openStream(t, "/v1/events")
+	want := []string{"lock/l", "leader/e", "rwlock/rw", "throughput/g", "group/gr", "partitions/p"}
+	for seen := map[string]bool{}; len(seen) < len(want); {
+		ev := all.next(t, 10*time.Second)
+		checkEvent(t, spec, "/v1/events", ev)
+		if key := eventKey(ev); slices.Contains(want, key) && ev.Data["deleted"] == nil && emptyState(key, ev.Data) {
+			seen[key] = true
+		}
+	}
+}
+
+// emptyState tells whether b, an answer's body or an event's data, shows key
+// (as eventKey names it: "lock/l") in the empty state makeEmptyStates left it
+// in, or, for a name that never had a node ("lock/never"), in the state of
+// nothing at all.
+func emptyState(key string, b map[string]any) bool {
+	kind, name, _ := strings.Cut(key, "/")
+	members, hasMembers := b["members"].([]any)
+	noMembers := hasMembers && len(members) == 0
+	switch kind {
+	case "lock":
+		return b["holder"] == nil
+	case "leader": // an election's, or a throughput group's leader event
+		return b["leader"] == nil
+	case "rwlock":
+		readers, _ := b["readers"].([]any)
+		return b["writer"] == nil && (len(readers) == 0) == (name == "never")
+	case "throughput", "partitions":
+		return b["leader"] == nil && noMembers
+	case "group":
+		return noMembers
+	}
+	return false
+}
+
+// eventKey names an event by its name and the name of its entity: "lock/l",
+// "leader/e", "throughput/g".
+func eventKey(ev sseEvent) string {
+	return ev.Name + "/" + cmp.Or(str(ev.Data["name"]), str(ev.Data["group"]))
+}
+
+// checkEvent fails t unless ev, an event of the stream at path, matches the
+// schema openapi.yaml gives it (matchesSchema).
+func checkEvent(t *testing.T, spec *openapi3.T, path string, ev sseEvent) {
+	t.Helper()
+	schema := streamEventSchema(spec, path)
+	if schema == nil {
+		t.Fatalf("no event schema for %s in openapi.yaml", path)
+	}
+	v := map[string]any{"id": ev.ID, "event": ev.Name, "data": ev.Data}
+	if err := matchesSchema(schema, v); err != nil {
+		raw, _ := json.Marshal(v)
+		t.Fatalf("%s: event %s does not match its schema: %v", path, raw, err)
+	}
+}
+
+// emptyStatesSession are the flags of the sidecar makeEmptyStates works on: a
+// session that outlives a busy moment (Prism starting, the suite beside it),
+// since a lost session would take the read/write lock's reader with it.
+var emptyStatesSession = []string{"--session-timeout", "10s"}
+
+// makeEmptyStates leaves on car, under the names TestEmptyStatesMatchTheirSchemas
+// and TestPrismAcceptsEmptyStates read, a free lock (l) and an election nobody
+// leads (e) that were held once, a read/write lock with a reader and no writer
+// (rw), a throughput group (g), a membership group (gr) and a partition group of
+// two partitions (p), all without members. It returns the answer to the
+// partition group's PUT.
+func makeEmptyStates(t *testing.T, car *sidecar) *response {
+	t.Helper()
+	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
+	campaign(t, car, "e", "c1", "lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
+	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
+	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
+	return car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`)
+}
+
 // streamEventSchema is the schema openapi.yaml gives one event of the stream at
 // path (the items of its text/event-stream answer), or nil.
 func streamEventSchema(spec *openapi3.T, path string) *openapi3.Schema {
+	resp := answerOf(spec, http.MethodGet, path, http.StatusOK)
+	if resp == nil {
+		return nil
+	}
+	if mt := resp.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
+		return mt.Schema.Value.Items.Value
+	}
+	return nil
+}
+
+// answerOf is the response openapi.yaml declares for method on path (a path as
+// sent, matched against the templates) with status, or nil.
+func answerOf(spec *openapi3.T, method, path string, status int) *openapi3.Response {
 	for tmpl, item := range spec.Paths.Map() {
 		re := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tmpl), `[^/]+`) + "$"
-		if !regexp.MustCompile(re).MatchString(path) || item.Get == nil {
+		if !regexp.MustCompile(re).MatchString(path) {
 			continue
 		}
-		resp := item.Get.Responses.Status(200)
-		if resp == nil || resp.Value == nil {
-			continue
-		}
-		if mt := resp.Value.Content["text/event-stream"]; mt != nil && mt.Schema != nil && mt.Schema.Value.Items != nil {
-			return mt.Schema.Value.Items.Value
+		if op := item.GetOperation(method); op != nil {
+			if resp := op.Responses.Status(status); resp != nil {
+				return resp.Value
+			}
 		}
 	}
 	return nil
+}
+
+// checkAnswer fails t unless r, the answer to method on path, is JSON that
+// matches the schema openapi.yaml gives it (matchesSchema).
+func checkAnswer(t *testing.T, spec *openapi3.T, method, path string, r *response) {
+	t.Helper()
+	resp := answerOf(spec, method, strings.SplitN(path, "?", 2)[0], r.Status)
+	if resp == nil {
+		t.Fatalf("%s %s: openapi.yaml declares no %d answer", method, path, r.Status)
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	mt := resp.Content[ct]
+	if mt == nil || mt.Schema == nil {
+		t.Fatalf("%s %s: openapi.yaml declares no %s body for %d", method, path, ct, r.Status)
+	}
+	var body any
+	if err := json.Unmarshal(r.Raw, &body); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, path, r.Raw)
+	}
+	if err := matchesSchema(mt.Schema.Value, body); err != nil {
+		t.Fatalf("%s %s: the answer %s does not match its schema: %v", method, path, r.Raw, err)
+	}
+}
+
+// matchesSchema checks v, a decoded JSON value, against schema as kin-openapi
+// does, then as OpenAPI 3.0.3 reads `nullable`: it lets null through only where
+// `type` stands in the same schema object, so a null must also pass every
+// allOf member, exactly one oneOf member and some anyOf member. kin-openapi lets
+// a null through wherever the outer schema says nullable (`nullable: true`
+// beside `allOf: [$ref]`); Prism's validating proxy and strict clients refuse
+// it, as the standard does.
+func matchesSchema(schema *openapi3.Schema, v any) error {
+	if err := schema.VisitJSON(v); err != nil {
+		return err
+	}
+	return strictNulls(schema, v, "")
+}
+
+// strictNulls finds, in v, a null that schema lets through only by
+// kin-openapi's reading of nullable (see matchesSchema); at is v's place.
+func strictNulls(schema *openapi3.Schema, v any, at string) error {
+	if v == nil {
+		if !admitsNull(schema) {
+			return fmt.Errorf("%s is null, which its schema refuses under OpenAPI 3.0.3 (nullable counts only beside type, and every allOf member must allow null too)", cmp.Or(at, "the value"))
+		}
+		return nil
+	}
+	for _, sub := range schema.AllOf {
+		if err := strictNulls(sub.Value, v, at); err != nil {
+			return err
+		}
+	}
+	for _, alternatives := range [][]*openapi3.SchemaRef{schema.OneOf, schema.AnyOf} {
+		if err := strictNullsInOneOf(alternatives, v, at); err != nil {
+			return err
+		}
+	}
+	return strictNullsBelow(schema, v, at)
+}
+
+// strictNullsInOneOf is strictNulls for the alternatives (oneOf, anyOf) that v
+// matches: it passes when one of them passes.
+func strictNullsInOneOf(alternatives []*openapi3.SchemaRef, v any, at string) error {
+	var first error
+	for _, alt := range alternatives {
+		if alt.Value.VisitJSON(v) != nil {
+			continue // not an alternative v is one of
+		}
+		err := strictNulls(alt.Value, v, at)
+		if err == nil {
+			return nil
+		}
+		first = cmp.Or(first, err)
+	}
+	return first
+}
+
+// strictNullsBelow is strictNulls for the members of an object and the items
+// of an array.
+func strictNullsBelow(schema *openapi3.Schema, v any, at string) error {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			sub := cmp.Or(schema.Properties[k], schema.AdditionalProperties.Schema)
+			if sub == nil {
+				continue
+			}
+			if err := strictNulls(sub.Value, v[k], at+"/"+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if schema.Items == nil {
+			return nil
+		}
+		for i, x := range v {
+			if err := strictNulls(schema.Items.Value, x, fmt.Sprintf("%s/%d", at, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// matchesSchema reads nullable as OpenAPI 3.0.3 does: beside type only, so
+// `nullable: true` next to `allOf: [$ref]` still refuses null (kin-openapi alone
+// lets it through), a nullable schema referenced plainly admits it, a oneOf
+// with one nullable alternative admits it, and what is not null is checked as
+// before.
+func TestMatchesSchemaReadsNullableAsOpenAPI303(t *testing.T) {
+	spec, err := openapi3.NewLoader().LoadFromData([]byte(`
+openapi: 3.0.3
+info: { title: t, version: "1" }
+paths: {}
+components:
+  schemas:
+    Holder: { type: object, required: [owner], properties: { owner: { type: string } } }
+    NullableHolder: { type: object, nullable: true, required: [owner], properties: { owner: { type: string } } }
+    Old:
+      type: object
+      properties:
+        holder: { type: object, nullable: true, allOf: [{ $ref: "#/components/schemas/Holder" }] }
+    New:
+      type: object
+      properties:
+        holder: { $ref: "#/components/schemas/NullableHolder" }
+    Either:
+      type: object
+      properties:
+        holder: { oneOf: [{ $ref: "#/components/schemas/Holder" }, { type: string, nullable: true }] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := func(name string) *openapi3.Schema { return spec.Components.Schemas[name].Value }
+	null := map[string]any{"holder": nil}
+	if err := schema("Old").VisitJSON(null); err != nil {
+		t.Fatalf("kin-openapi alone refuses the old form's null (the strict reading is then moot): %v", err)
+	}
+	if matchesSchema(schema("Old"), null) == nil {
+		t.Fatal("a null beside allOf: [$ref] passed")
+	}
+	for _, name := range []string{"New", "Either"} {
+		if err := matchesSchema(schema(name), null); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := matchesSchema(schema(name), map[string]any{"holder": map[string]any{"owner": "a"}}); err != nil {
+			t.Fatalf("%s: a holder: %v", name, err)
+		}
+		if matchesSchema(schema(name), map[string]any{"holder": map[string]any{}}) == nil {
+			t.Fatalf("%s: a holder without its owner passed", name)
+		}
+	}
+}
+
+// admitsNull tells whether schema lets null through under OpenAPI 3.0.3.
+func admitsNull(schema *openapi3.Schema) bool {
+	if t := schema.Type; t != nil && len(*t) > 0 && !schema.Nullable && !t.IncludesNull() {
+		return false
+	}
+	if schema.Not != nil && admitsNull(schema.Not.Value) {
+		return false
+	}
+	for _, sub := range schema.AllOf {
+		if !admitsNull(sub.Value) {
+			return false
+		}
+	}
+	if len(schema.AnyOf) > 0 && !slices.ContainsFunc(schema.AnyOf, func(s *openapi3.SchemaRef) bool { return admitsNull(s.Value) }) {
+		return false
+	}
+	n := 0
+	for _, sub := range schema.OneOf {
+		if admitsNull(sub.Value) {
+			n++
+		}
+	}
+	return len(schema.OneOf) == 0 || n == 1
 }

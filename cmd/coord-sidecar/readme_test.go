@@ -108,6 +108,43 @@ func TestREADMESessions(t *testing.T) {
 	}
 }
 
+// Prism's validating proxy accepts the empty states (a free lock, an election
+// nobody leads, a read/write lock without a writer and the lock-held problem
+// that says so, throughput, membership and partition groups without members,
+// locks, elections and groups that never had a node) and the lists that show
+// them. Prism reads `nullable` as OpenAPI 3.0.3 does, more strictly than
+// kin-openapi: it refused `nullable: true` beside `allOf: [$ref]`.
+func TestPrismAcceptsEmptyStates(t *testing.T) {
+	t.Parallel() // mostly waiting for Prism
+	prism := nodetools.Bin(t, "tools", "prism")
+	zkc := zktest.Shared(t)
+	car := startSidecar(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	px := startPrism(t, prism, filepath.Join(nodetools.Root(t), "openapi.yaml"), car.base)
+	makeEmptyStates(t, car) // once Prism is up: its start loads the machine
+	via := &sidecar{base: "http://" + px.addr}
+
+	for _, path := range []string{
+		"/v1/locks/l", "/v1/locks/never", "/v1/elections/e", "/v1/elections/never",
+		"/v1/rwlocks/rw", "/v1/rwlocks/never", "/v1/throughput/g", "/v1/groups/gr",
+		"/v1/groups/never", "/v1/partitions/p",
+		"/v1/locks", "/v1/elections", "/v1/rwlocks", "/v1/throughput", "/v1/groups", "/v1/partitions",
+	} {
+		r, err := via.do(context.Background(), http.MethodGet, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != http.StatusOK { // a violation answers 500
+			t.Errorf("GET %s through Prism: %d %s", path, r.Status, r.Raw)
+		}
+	}
+	if r := via.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s"); r.Body["writer"] != nil {
+		t.Fatalf("lock-held: %s, want a null writer", r.Raw)
+	}
+	if v := px.violations(); v != "" {
+		t.Fatalf("Prism reported violations:\n%s", v)
+	}
+}
+
 // session is one console block of the README.
 type session struct {
 	line  int // of the block's first command, for messages

@@ -1482,7 +1482,7 @@ export interface components {
         };
         /** @description `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension. */
         LockHeldProblem: components["schemas"]["Problem"] & {
-            holder?: components["schemas"]["LockHolder"] | null;
+            holder?: components["schemas"]["LockHolder"];
         };
         /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `count-mismatch` carries `count` (the barrier's); `participant-exists` has no extension. */
         BarrierNotReadyProblem: components["schemas"]["Problem"] & {
@@ -1571,17 +1571,17 @@ export interface components {
             /** Format: date-time */
             acquiredAt: string;
         };
+        /** @description A lock's holder (a read/write lock's writer); null when none holds it. */
         LockHolder: {
             owner: string;
             /** Format: int64 */
             fencingToken: number | bigint;
             /** Format: date-time */
             since: string;
-        };
+        } | null;
         LockState: {
             name: string;
-            /** @description The holder, null when the lock is free. */
-            holder: components["schemas"]["LockHolder"] | null;
+            holder: components["schemas"]["LockHolder"];
             waiters: number;
         };
         CandidateValue: {
@@ -1599,6 +1599,7 @@ export interface components {
              */
             term: number | bigint;
         };
+        /** @description An election's leader; null when nobody leads (or while this sidecar's session is suspended). */
         ElectionLeader: {
             candidate: string;
             value: string;
@@ -1606,7 +1607,7 @@ export interface components {
             term: number | bigint;
             /** Format: date-time */
             since: string;
-        };
+        } | null;
         Candidate: {
             candidate: string;
             value: string;
@@ -1615,8 +1616,7 @@ export interface components {
         };
         Election: {
             name: string;
-            /** @description The leader, null when nobody leads (or while suspended). */
-            leader: components["schemas"]["ElectionLeader"] | null;
+            leader: components["schemas"]["ElectionLeader"];
             candidates: components["schemas"]["Candidate"][];
             /**
              * @description Set (with `leader` null and no candidates) while this sidecar's ZooKeeper
@@ -1974,29 +1974,16 @@ export interface components {
             /** Format: date-time */
             since: string;
         };
+        /** @description `writer` is null when no writer holds the lock (readers may). */
         RWLock: {
             name: string;
-            /** @description The writer (as LockHolder), null when none holds the lock. */
-            writer: {
-                owner: string;
-                /** Format: int64 */
-                fencingToken: number | bigint;
-                /** Format: date-time */
-                since: string;
-            } | null;
+            writer: components["schemas"]["LockHolder"];
             readers: components["schemas"]["RWReader"][];
             waiters: number;
         };
         /** @description `lock-held` carries the `writer` (or null) and the `readers` seen last; `acquisition-in-progress` has no extension. */
         RWLockHeldProblem: components["schemas"]["Problem"] & {
-            /** @description The writer (as LockHolder), null when none holds the lock. */
-            writer?: {
-                owner: string;
-                /** Format: int64 */
-                fencingToken: number | bigint;
-                /** Format: date-time */
-                since: string;
-            } | null;
+            writer?: components["schemas"]["LockHolder"];
             readers?: components["schemas"]["RWReader"][];
         };
         LockEvent: {
