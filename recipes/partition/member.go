@@ -170,9 +170,9 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 // group again (taking what the plan deals it), and the group's follower is
 // opened, so this sidecar leads the group again while the member is first:
 // with the members unchanged, the leader computes the plan already published
-// and writes nothing, and no partition moves. When the member node is not the
-// session's, the owner nodes the session made for that member are deleted
-// with it (nobody could let them go otherwise).
+// and writes nothing, and no partition moves. The session's owner nodes that
+// name the member with another incarnation, or all of them when the member
+// node is not the session's, are deleted: nobody could let them go otherwise.
 func (p *Partitions) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	group, id, _ := strings.Cut(h.Name, "/")
 	if kit.CheckName("group", group) != nil || kit.CheckName("member", id) != nil {
