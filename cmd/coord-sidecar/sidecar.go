@@ -395,6 +395,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	locks := recipes.NewLocks(sess, reg)
 	// The kinds a successor adopts after a restart (kit.Adopter), one line each.
 	m.leases.RegisterKind(recipes.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
+	throughputs, partitions := throughput.NewThroughputs(sess, reg), partition.New(sess, reg)
+	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
+	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
+	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
 	var restored <-chan struct{}
 	if m.restarts != nil {
 		if err := m.restarts.start(sess, m.leases); err != nil {
@@ -412,11 +416,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Semaphores: recipes.NewSemaphores(sess, reg),
 		RWLocks:    recipes.NewRWLocks(sess, reg),
 		Queues:     m.queues,
-		Throughput: throughput.NewThroughputs(sess, reg),
+		Throughput: throughputs,
 		KV:         kv.New(sess, reg),
 		Counters:   counter.New(sess, reg),
 		Groups:     group.NewGroups(sess, reg),
-		Partitions: partition.New(sess, reg),
+		Partitions: partitions,
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,

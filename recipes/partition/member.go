@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-const kind = "partitions"
+// MemberKind is the kind of a partition-group member's hold on its lease
+// (kit.Hold), named "<group>/<member id>".
+const MemberKind = "partitions"
+
+const kind = MemberKind
 
 func hold(group, id string) kit.Hold { return kit.Hold{Kind: kind, Name: group + "/" + id} }
 
@@ -154,6 +159,103 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 	m.mu.Unlock()
 	p.metrics.members.Inc()
 	return m, nil
+}
+
+// Adopt re-creates lease's membership h from its saved member node after a
+// restart that resumed the session (a kit.Adopter), wired as join wires a new
+// one: the node must be the session's own (its czxid, the incarnation, is
+// kept, so every fencing token stays valid); the partitions it owns are the
+// owner nodes of the session that name it with that incarnation, read again,
+// so that an ack or a release lets them go; it is this sidecar's member of the
+// group again (taking what the plan deals it), and the group's follower is
+// opened, so this sidecar leads the group again while the member is first:
+// with the members unchanged, the leader computes the plan already published
+// and writes nothing, and no partition moves. The session's owner nodes that
+// name the member with another incarnation, or all of them when the member
+// node is not the session's, are deleted: nobody could let them go otherwise.
+func (p *Partitions) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	group, id, _ := strings.Cut(h.Name, "/")
+	if kit.CheckName("group", group) != nil || kit.CheckName("member", id) != nil {
+		return nil, fmt.Errorf("partition member %q: not <group>/<member id>", h.Name)
+	}
+	ep := lease.Epoch()
+	node := p.groupPath(group) + "/members/" + id
+	if len(h.Nodes) != 1 || h.Nodes[0] != node {
+		return nil, fmt.Errorf("partition member %q: saved nodes %v are not its node %s", h.Name, h.Nodes, node)
+	}
+	owned, err := p.ownersOf(ctx, ep, group, id)
+	if err != nil {
+		return nil, fmt.Errorf("partition member %q: %w", h.Name, err)
+	}
+	data, st, err := kit.OwnedNode(ctx, lease, node)
+	if err != nil {
+		p.dropOwners(ctx, ep, group, slices.Collect(maps.Keys(owned)))
+		return nil, fmt.Errorf("partition member %q: %w", h.Name, err)
+	}
+	m := &membership{p: p, group: group, id: id, node: node, ep: ep, weight: decodeMember(data).Weight,
+		incarnation: st.Czxid, mine: map[string]bool{}}
+	var stale []string
+	for name, incarnation := range owned {
+		if incarnation == st.Czxid {
+			m.mine[name] = true
+		} else {
+			stale = append(stale, name)
+		}
+	}
+	p.dropOwners(ctx, ep, group, stale)
+	if !p.claim(m) {
+		return nil, fmt.Errorf("member %q of %q: %w", id, group, ErrMemberExists)
+	}
+	m.f = p.followers.Follow(group)
+	p.metrics.members.Inc()
+	return m, nil
+}
+
+// ownersOf reads the group's owner nodes and returns those of ep's session
+// that name member id, with the incarnation each names.
+func (p *Partitions) ownersOf(ctx context.Context, ep *zookeeper.Epoch, group, id string) (map[string]int64, error) {
+	dir := p.groupPath(group) + "/owners"
+	names, _, err := ep.Children(ctx, dir)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return map[string]int64{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string]int64{}
+	fns := make([]func() error, len(names))
+	for i, name := range names {
+		fns[i] = func() error {
+			data, st, err := ep.Get(ctx, dir+"/"+name)
+			if errors.Is(err, zookeeper.ErrNoNode) {
+				return nil // let go meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			if o := decodeOwner(data); st.EphemeralOwner == ep.ID() && o.Member == id {
+				mu.Lock()
+				out[name] = o.Incarnation
+				mu.Unlock()
+			}
+			return nil
+		}
+	}
+	return out, zookeeper.Parallel(fns...)
+}
+
+// dropOwners deletes the group's owner nodes of names (best effort: what is
+// gone already is left).
+func (p *Partitions) dropOwners(ctx context.Context, ep *zookeeper.Epoch, group string, names []string) {
+	dir := p.groupPath(group) + "/owners/"
+	ops := make([]zookeeper.Op, len(names))
+	for i, name := range names {
+		ops[i] = zookeeper.DeleteOp{Path: dir + name, Version: -1}
+	}
+	if len(ops) > 0 {
+		_ = deleteAll(ctx, ep, ops)
+	}
 }
 
 // take makes the owner nodes of names (free partitions the plan deals m): all

@@ -11,8 +11,11 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// claimKind is the kind of a claim among a lease's holds.
-const claimKind = "claim"
+// ClaimKind is the kind of a claim among a lease's holds (kit.Hold), named
+// "<queue>/<claim id>".
+const ClaimKind = "claim"
+
+const claimKind = ClaimKind
 
 // claimRec is a claim held by a lease of this sidecar: the lease's holding
 // (kit.Holding) of kind "claim", named "<queue>/<claim id>".
@@ -84,6 +87,45 @@ func (q *Queues) claimOne(ctx context.Context, ep *zookeeper.Epoch, st *queueSta
 	}
 	rec := &claimRec{id: id, queue: st.name, item: r, st: st, lease: lease, ep: ep, hold: kit.Hold{Kind: claimKind, Name: st.name + "/" + id}}
 	return q.grantClaim(ctx, rec)
+}
+
+// Adopt re-creates lease's claim h from its saved claim marker after a restart
+// that resumed the session (a kit.Adopter), wired as a new claim is: the marker
+// and the claims/ index entry of the item the claim id names must both be the
+// session's own and hold that claim id (so the item was hidden from every other
+// taker all along). The claim is this sidecar's again under the same id (ack and
+// release find it) and its item is skipped by this sidecar's takes and claims.
+func (q *Queues) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	name, id, _ := strings.Cut(h.Name, "/")
+	dot := strings.LastIndexByte(id, '.') // a claim id is "<item id>.<random>"
+	if kit.CheckName("queue", name) != nil || dot < 0 {
+		return nil, fmt.Errorf("claim %q: not <queue>/<claim id>", h.Name)
+	}
+	r, ok := parseItemID(id[:dot])
+	if !ok {
+		return nil, fmt.Errorf("claim %q: %q is not an item id", h.Name, id[:dot])
+	}
+	marker := q.ipath(name, r) + "/" + claimNode
+	if len(h.Nodes) != 1 || h.Nodes[0] != marker {
+		return nil, fmt.Errorf("claim %q: saved nodes %v are not its marker %s", h.Name, h.Nodes, marker)
+	}
+	for _, p := range []string{marker, q.cpath(name) + "/" + r.key} {
+		data, _, err := kit.OwnedNode(ctx, lease, p)
+		if err != nil {
+			return nil, fmt.Errorf("claim %q: %w", h.Name, err)
+		}
+		if string(data) != id {
+			return nil, fmt.Errorf("claim %q: node %s holds claim %q", h.Name, p, data)
+		}
+	}
+	st := q.state(name)
+	rec := &claimRec{id: id, queue: name, item: r, st: st, lease: lease, ep: lease.Epoch(), hold: kit.Hold{Kind: claimKind, Name: h.Name}}
+	q.mu.Lock()
+	q.claims[id] = rec
+	q.mu.Unlock()
+	q.metrics.claims.Inc()
+	st.finish(r.prio, r, outClaimedHere)
+	return rec, nil
 }
 
 // createMarkers creates r's claim markers with data id. After a lost answer it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +14,11 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-const throughputKind = "throughput"
+// MemberKind is the kind of a throughput-group member's hold on its lease
+// (kit.Hold), named "<group>/<member id>".
+const MemberKind = "throughput"
+
+const throughputKind = MemberKind
 
 func memberHold(group, id string) kit.Hold {
 	return kit.Hold{Kind: throughputKind, Name: group + "/" + id}
@@ -126,6 +131,48 @@ func (t *Throughputs) join(ctx context.Context, ep *zookeeper.Epoch, group, id s
 	return &membership{
 		t: t, group: group, id: id, parent: mp, guid: made.GUID, node: made.Path,
 		ep: ep, f: f, weight: weight,
+	}, nil
+}
+
+// Adopt re-creates lease's membership h from its saved member node after a
+// restart that resumed the session (a kit.Adopter): the node must be a
+// protected create under the group's members, owned by the session and holding
+// member h's id; its weight and demand are read from it, as Update left them.
+// The group's follower is opened as Join opens it, so this sidecar leads the
+// group again while its node is first: with the line unchanged, the leader
+// computes the allocation already published and writes nothing, so the leader,
+// its term, the version and every share stay as they were.
+func (t *Throughputs) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	group, id, _ := strings.Cut(h.Name, "/")
+	if kit.CheckName("group", group) != nil || kit.CheckName("member", id) != nil {
+		return nil, fmt.Errorf("throughput member %q: not <group>/<member id>", h.Name)
+	}
+	mp := t.groupPath(group) + "/members"
+	if len(h.Nodes) != 1 || path.Dir(h.Nodes[0]) != mp {
+		return nil, fmt.Errorf("throughput member %q: saved nodes %v are not one node of %s", h.Name, h.Nodes, mp)
+	}
+	node := h.Nodes[0]
+	guid, ok := zookeeper.GUIDOf(path.Base(node))
+	if !ok {
+		return nil, fmt.Errorf("throughput member %q: node %s is not a protected create", h.Name, node)
+	}
+	data, _, err := kit.OwnedNode(ctx, lease, node)
+	if err != nil {
+		return nil, fmt.Errorf("throughput member %q: %w", h.Name, err)
+	}
+	var md memberData
+	if err := json.Unmarshal(data, &md); err != nil || md.ID != id {
+		return nil, fmt.Errorf("throughput member %q: node %s does not hold member %q", h.Name, node, id)
+	}
+	md = decodeMember(path.Base(node), data)
+	f, err := t.Follow(group)
+	if err != nil {
+		return nil, err
+	}
+	t.metrics.members.Inc()
+	return &membership{
+		t: t, group: group, id: id, parent: mp, guid: guid, node: node,
+		ep: lease.Epoch(), f: f, weight: md.Weight, demand: md.Demand,
 	}, nil
 }
 
