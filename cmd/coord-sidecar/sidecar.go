@@ -394,6 +394,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	locks := recipes.NewLocks(sess, reg)
 	// The kinds a successor adopts after a restart (kit.Adopter), one line each.
 	m.leases.RegisterKind(recipes.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
+	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), recipes.NewBarriers(sess, reg)
+	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
+	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
+	m.leases.RegisterKind(recipes.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
+	m.leases.RegisterKind(recipes.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
 	var restored <-chan struct{}
 	if m.restarts != nil {
 		if err := m.restarts.start(sess, m.leases); err != nil {
@@ -407,14 +412,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: locks, Restored: restored,
 		Elections:  recipes.NewElections(sess, reg),
-		Barriers:   recipes.NewBarriers(sess, reg),
+		Barriers:   barriers,
 		Semaphores: recipes.NewSemaphores(sess, reg),
 		RWLocks:    recipes.NewRWLocks(sess, reg),
 		Queues:     m.queues,
 		Throughput: throughput.NewThroughputs(sess, reg),
-		KV:         kv.New(sess, reg),
+		KV:         keys,
 		Counters:   counter.New(sess, reg),
-		Groups:     group.NewGroups(sess, reg),
+		Groups:     groups,
 		Partitions: partition.New(sess, reg),
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
