@@ -36,7 +36,11 @@ type Barriers struct {
 	enrolled map[string]*dblParticipant // name/id → participant enrolled here
 }
 
-const barrierKind = "barrier"
+// BarrierKind is the kind of a barrier raised for a lease among its holds
+// (kit.Hold); the hold's name is the barrier's.
+const BarrierKind = "barrier"
+
+const barrierKind = BarrierKind
 
 // NewBarriers returns the barrier recipes over a session.
 func NewBarriers(s *zookeeper.Session, reg prometheus.Registerer) *Barriers {
@@ -115,6 +119,28 @@ func (r *raisedBarrier) HeldNodes() []string { return []string{r.path} }
 // Release lowers the barrier if it is still the node raised for the lease.
 func (r *raisedBarrier) Release(ctx context.Context) error {
 	return r.ep.Settle(ctx, func(ctx context.Context) error { return r.b.dropOwned(ctx, r.ep, r.path, r.leaseID) })
+}
+
+// AdoptRaised makes the barrier h, raised for lease, the lease's again after a
+// restart (a kit.Adopter): its one saved node is the barrier's node, still an
+// ephemeral node of the lease's (resumed) session holding the lease's id (not
+// lowered, nor taken over, meanwhile). The barrier stays raised throughout.
+func (b *Barriers) AdoptRaised(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	if err := kit.CheckName("barrier", h.Name); err != nil {
+		return nil, err
+	}
+	p := b.node(h.Name)
+	if len(h.Nodes) != 1 || h.Nodes[0] != p {
+		return nil, fmt.Errorf("barrier %q: saved nodes %v are not its node %s", h.Name, h.Nodes, p)
+	}
+	data, _, err := kit.OwnedNode(ctx, lease, p)
+	if err != nil {
+		return nil, fmt.Errorf("barrier %q: %w", h.Name, err)
+	}
+	if string(data) != lease.ID {
+		return nil, fmt.Errorf("barrier %q: raised for another lease since", h.Name)
+	}
+	return &raisedBarrier{b: b, ep: lease.Epoch(), path: p, leaseID: lease.ID}, nil
 }
 
 // RaiseFor raises the barrier for lease: it falls when the lease ends (revoked,

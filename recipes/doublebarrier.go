@@ -35,7 +35,11 @@ import (
 // deleted), so they block neither the count (if they leave after "ready") nor the
 // leaving of the others.
 
-const dblKind = "double-barrier"
+// DoubleBarrierKind is the kind of a double-barrier participant among its
+// lease's holds (kit.Hold); the hold's name is <barrier>/<id>.
+const DoubleBarrierKind = "double-barrier"
+
+const dblKind = DoubleBarrierKind
 
 // dblParticipant is one double-barrier participant enrolled by this sidecar: the
 // lease's holding.
@@ -172,6 +176,38 @@ func (b *Barriers) enrol(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Le
 	p := &dblParticipant{b: b, key: key, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: ep}
 	b.mu.Lock()
 	b.enrolled[key] = p
+	b.mu.Unlock()
+	b.metrics.participants.Inc()
+	return p, nil
+}
+
+// AdoptParticipant makes the participant h of lease the lease's again after a
+// restart (a kit.Adopter): its one saved node is p-<id>, still an ephemeral
+// node of the lease's (resumed) session carrying "<count>\n<lease id>". The
+// node is kept as it is, so the barrier's participants, count and readiness do
+// not change; the participant is enrolled here again (Enter with the lease goes
+// on waiting, Leave withdraws it).
+func (b *Barriers) AdoptParticipant(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	name, id, _ := strings.Cut(h.Name, "/")
+	if err := checkParticipant(name, id, 1); err != nil {
+		return nil, fmt.Errorf("participant %q: %w", h.Name, err)
+	}
+	node := b.dblParent(name) + "/" + participantPref + id
+	if len(h.Nodes) != 1 || h.Nodes[0] != node {
+		return nil, fmt.Errorf("participant %q of %q: saved nodes %v are not its node %s", id, name, h.Nodes, node)
+	}
+	data, st, err := kit.OwnedNode(ctx, lease, node)
+	if err != nil {
+		return nil, fmt.Errorf("participant %q of %q: %w", id, name, err)
+	}
+	first, leaseID, _ := strings.Cut(string(data), "\n")
+	count, err := strconv.Atoi(first)
+	if err != nil || leaseID != lease.ID {
+		return nil, fmt.Errorf("participant %q of %q: node %s carries %q, not a count and lease %s", id, name, node, data, lease.ID)
+	}
+	p := &dblParticipant{b: b, key: h.Name, name: name, node: node, czxid: st.Czxid, count: count, lease: lease, ep: lease.Epoch()}
+	b.mu.Lock()
+	b.enrolled[h.Name] = p
 	b.mu.Unlock()
 	b.metrics.participants.Inc()
 	return p, nil

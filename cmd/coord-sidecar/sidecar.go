@@ -399,6 +399,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
 	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
 	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
+	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), recipes.NewBarriers(sess, reg)
+	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
+	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
+	m.leases.RegisterKind(recipes.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
+	m.leases.RegisterKind(recipes.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
 	var restored <-chan struct{}
 	if m.restarts != nil {
 		if err := m.restarts.start(sess, m.leases); err != nil {
@@ -412,14 +417,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: locks, Restored: restored,
 		Elections:  recipes.NewElections(sess, reg),
-		Barriers:   recipes.NewBarriers(sess, reg),
+		Barriers:   barriers,
 		Semaphores: recipes.NewSemaphores(sess, reg),
 		RWLocks:    recipes.NewRWLocks(sess, reg),
 		Queues:     m.queues,
 		Throughput: throughputs,
-		KV:         kv.New(sess, reg),
+		KV:         keys,
 		Counters:   counter.New(sess, reg),
-		Groups:     group.NewGroups(sess, reg),
+		Groups:     groups,
 		Partitions: partitions,
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),

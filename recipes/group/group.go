@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,11 @@ func NewGroups(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
 
 func (g *Groups) groupPath(group string) string { return g.dir + "/" + group }
 
-const kind = "group"
+// MemberKind is the kind of a member's hold on its lease (kit.Hold); the
+// hold's name is <group>/<id>.
+const MemberKind = "group"
+
+const kind = MemberKind
 
 func hold(group, id string) kit.Hold { return kit.Hold{Kind: kind, Name: group + "/" + id} }
 
@@ -121,6 +126,30 @@ func (m *membership) Release(ctx context.Context) error {
 		f.Close()
 	}
 	return err
+}
+
+// Adopt makes the member h of lease its own again after a restart (a
+// kit.Adopter): its one saved node is the member node <group>/<id>, an
+// ephemeral node of the lease's (resumed) session, and no lease of this
+// sidecar has that member yet. The node, its value and its join order are
+// unchanged: another sidecar sees no leave and no join.
+func (g *Groups) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	group, id, _ := strings.Cut(h.Name, "/")
+	if err := checkNames(group, id); err != nil {
+		return nil, fmt.Errorf("member %q: %w", h.Name, err)
+	}
+	node := g.groupPath(group) + "/" + id
+	if len(h.Nodes) != 1 || h.Nodes[0] != node {
+		return nil, fmt.Errorf("member %q of group %q: saved nodes %v are not its node %s", id, group, h.Nodes, node)
+	}
+	if _, _, err := kit.OwnedNode(ctx, lease, node); err != nil {
+		return nil, fmt.Errorf("member %q of group %q: %w", id, group, err)
+	}
+	if !g.claim(group, id) {
+		return nil, fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberExists)
+	}
+	g.metrics.members.Inc()
+	return &membership{g: g, group: group, id: id, node: node, ep: lease.Epoch()}, nil
 }
 
 // claim reserves group/id on this sidecar: false when one of its leases holds

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -64,6 +65,32 @@ func (k *Store) create(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Leas
 		k.metrics.leased.Inc()
 	}
 	k.leased[key] = g
+	k.mu.Unlock()
+	return g, nil
+}
+
+// Adopt makes the leased key h of lease its own again after a restart (a
+// kit.Adopter): its one saved node is the key's node, an ephemeral node of the
+// lease's (resumed) session. The node is kept as it is: the key keeps its
+// value, content type and version, and its watchers see no change.
+func (k *Store) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	if err := kit.CheckName("key", h.Name); err != nil {
+		return nil, err
+	}
+	node := k.node(h.Name)
+	if len(h.Nodes) != 1 || h.Nodes[0] != node {
+		return nil, fmt.Errorf("key %q: saved nodes %v are not its node %s", h.Name, h.Nodes, node)
+	}
+	_, st, err := kit.OwnedNode(ctx, lease, node)
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", h.Name, err)
+	}
+	g := &leasedKey{k: k, key: h.Name, lease: lease, ep: lease.Epoch(), czxid: st.Czxid}
+	k.mu.Lock()
+	if k.leased[h.Name] == nil {
+		k.metrics.leased.Inc()
+	}
+	k.leased[h.Name] = g
 	k.mu.Unlock()
 	return g, nil
 }

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// A sidecar killed with SIGKILL and started again on the same --state-dir keeps
+// a lease's group member, leased key, raised barrier and double-barrier
+// participant, checked after the old process's session timeout: the lease
+// lists them; another sidecar following the group, the key and /v1/events sees
+// no change (the member stays with its value and version, the key keeps its
+// value and version, the barrier stays raised, the double barrier keeps its one
+// participant), and its barrier waiter is not let through. The requests that
+// were waiting on the killed sidecar (a barrier wait, the participant's enter)
+// leave nothing behind: the participant is its lease's, whose enter goes on
+// waiting. Through the successor the key is written in place, the double
+// barrier passes, the member leaves, and the revoked lease lowers the barrier
+// and deletes the key. On a 3-node ensemble.
+func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
+	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary and starts an ensemble")
+	}
+	zkc := zktest.StartEnsemble(t, 3)
+	root := zktest.Root(t)
+	r := newRestartable(t, zkc.Servers(), root, "4s")
+	a := r.start(t)
+	b := startSidecar(t, zkc.Servers(), root)
+
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/crew/members?id=m1&lease="+lease, `{"value":"10.0.0.1:80"}`)
+	a.mustPut(t, "/v1/kv/conf?lease="+lease, []byte("first"), "text/plain")
+	if v := a.mustPut(t, "/v1/kv/conf?lease="+lease, []byte("second"), "text/plain").Body["version"]; num(v) != 1 {
+		t.Fatalf("the leased key's second write: version %v, want 1", v)
+	}
+	a.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/gate?lease="+lease)
+	a.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=0s&lease="+lease)
+	groupVersion := num(b.must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body["version"])
+
+	// Waiting on the sidecar about to be killed: its barrier wait and the
+	// participant's enter; and on the other sidecar, a barrier wait.
+	go func() { _, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/barriers/gate/wait?wait=50s") }()
+	go func() {
+		_, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=50s&lease="+lease)
+	}()
+	passed := callAsync(b, 2*time.Minute, http.MethodPost, "/v1/barriers/gate/wait?wait=100s")
+	seen := followFourKinds(t, b)
+	testutil.Eventually(t, 10*time.Second, "the lease and its holds saved", func() bool {
+		st := r.savedState(t)
+		for _, kind := range []string{"group", "kv", "barrier", "double-barrier"} {
+			if !strings.Contains(st, `"kind":"`+kind+`"`) {
+				return false
+			}
+		}
+		return strings.Contains(st, lease)
+	})
+
+	r.kill(t)
+	killed := time.Now()
+	a = r.start(t)
+	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	// The old process's session would have expired by now had nobody resumed it.
+	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+
+	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	for _, h := range []string{`"kind":"group","name":"crew/m1"`, `"kind":"kv","name":"conf"`,
+		`"kind":"barrier","name":"gate"`, `"kind":"double-barrier","name":"meet/p1"`} {
+		if !strings.Contains(string(detail.Raw), h) {
+			t.Fatalf("the resumed lease %s: %s; want it holding %s", lease, detail.Raw, h)
+		}
+	}
+	seen.checkUnchanged(t, b, groupVersion)
+	select {
+	case resp := <-passed:
+		t.Fatalf("the other sidecar's barrier waiter answered while the barrier was raised: %d %s", resp.Status, resp.Raw)
+	default:
+	}
+
+	// Through the successor: the key is the lease's (written in place), the
+	// participant's enter goes on and passes once a second one enters, the
+	// member leaves, and the revoked lease lowers the barrier and deletes the key.
+	if r, err := a.putKey(context.Background(), "/v1/kv/conf?lease="+lease, []byte("third"), "text/plain"); err != nil || r.Status != http.StatusOK || num(r.Body["version"]) != 2 {
+		t.Fatalf("the leased key written through the successor: %v %+v; want version 2", err, r)
+	}
+	seen.key.awaitEvent(t, 10*time.Second, "the key written in place", func(ev timedEvent) bool {
+		return str(ev.Data["value"]) == "third" && num(ev.Data["version"]) == 2
+	})
+	other := callAsync(b, time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p2&count=2&wait=30s")
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=30s&lease="+lease)
+	if resp := <-other; resp.Status != http.StatusCreated {
+		t.Fatalf("the second participant's enter: %d %s; want 201", resp.Status, resp.Raw)
+	}
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/crew/members/m1?lease="+lease)
+	seen.members.awaitEvent(t, 10*time.Second, "the member gone", func(ev timedEvent) bool { return groupSummary(ev.Data) == "" })
+
+	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	if resp := <-passed; resp.Status != http.StatusOK {
+		t.Fatalf("after the lease ended the barrier waiter got %d %s; want 200 (lowered)", resp.Status, resp.Raw)
+	}
+	b.must(t, http.StatusNotFound, http.MethodGet, "/v1/kv/conf")
+	if dbl := b.must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body; fmt.Sprint(dbl["participants"]) != "[p2]" {
+		t.Fatalf("after the lease ended the double barrier is %v; want p2 alone", dbl)
+	}
+}
+
+// callAsync sends a request with faultCall in the background; its answer
+// (status -1 and the error for none) comes on the channel.
+func callAsync(car *sidecar, timeout time.Duration, method, path string) <-chan *response {
+	ch := make(chan *response, 1)
+	go func() {
+		resp, err := car.faultCall(timeout, method, path)
+		if err != nil {
+			resp = &response{Status: -1, Raw: []byte(err.Error())}
+		}
+		ch <- resp
+	}()
+	return ch
+}
+
+// fourKinds are another sidecar's streams of the test's group "crew", key
+// "conf", and of everything (barrier "gate", double barrier "meet").
+type fourKinds struct {
+	members, key, everything *eventLog
+}
+
+// followFourKinds opens the streams on car and waits for each thing's first
+// state: member m1, the key's second value, the barrier raised, participant p1.
+func followFourKinds(t *testing.T, car *sidecar) *fourKinds {
+	t.Helper()
+	f := &fourKinds{
+		members:    followEvents(t, car, "/v1/groups/crew/events"),
+		key:        followEvents(t, car, "/v1/kv/conf/events"),
+		everything: followEvents(t, car, "/v1/events"),
+	}
+	f.members.awaitEvent(t, 10*time.Second, "the member", func(ev timedEvent) bool { return groupSummary(ev.Data) == "m1=10.0.0.1:80" })
+	f.key.awaitEvent(t, 10*time.Second, "the key", func(ev timedEvent) bool { return str(ev.Data["value"]) == "second" })
+	f.everything.awaitEvent(t, 10*time.Second, "the raised barrier", func(ev timedEvent) bool {
+		return ev.Name == "barrier" && ev.Data["name"] == "gate" && ev.Data["raised"] == true
+	})
+	f.everything.awaitEvent(t, 10*time.Second, "the participant", func(ev timedEvent) bool {
+		return ev.Name == "double-barrier" && ev.Data["name"] == "meet" && fmt.Sprint(ev.Data["participants"]) == "[p1]"
+	})
+	return f
+}
+
+// checkUnchanged fails t unless car reads the four things as they were before
+// the restart and no event of f showed anything else.
+func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecar, groupVersion int64) {
+	t.Helper()
+	g := car.must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body
+	if groupSummary(g) != "m1=10.0.0.1:80" || num(g["version"]) != groupVersion {
+		t.Fatalf("after the restart the other sidecar sees group %v; want member m1 at version %d", g, groupVersion)
+	}
+	if k := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/conf"); string(k.Raw) != "second" || k.Header.Get("Version") != "1" {
+		t.Fatalf("after the restart the other sidecar reads the key as %q version %q; want \"second\" version 1", k.Raw, k.Header.Get("Version"))
+	}
+	if br := car.must(t, http.StatusOK, http.MethodGet, "/v1/barriers/gate").Body; br["raised"] != true {
+		t.Fatalf("after the restart the barrier is %v; want it raised", br)
+	}
+	dbl := car.must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body
+	if fmt.Sprint(dbl["participants"]) != "[p1]" || num(dbl["count"]) != 2 || dbl["ready"] != false {
+		t.Fatalf("after the restart the double barrier is %v; want participant p1 alone, count 2, not ready", dbl)
+	}
+	for _, ev := range f.members.events() {
+		if groupSummary(ev.Data) != "m1=10.0.0.1:80" {
+			t.Fatalf("the other sidecar's group stream showed a change: %s %v", ev.Name, ev.Data)
+		}
+	}
+	for _, ev := range f.key.events() {
+		if str(ev.Data["value"]) != "second" || num(ev.Data["version"]) != 1 {
+			t.Fatalf("the other sidecar's key stream showed a change: %s %v", ev.Name, ev.Data)
+		}
+	}
+	for _, ev := range f.everything.events() {
+		if changedThing(ev) {
+			t.Fatalf("the other sidecar's /v1/events showed a change: %s %v", ev.Name, ev.Data)
+		}
+	}
+}
+
+// changedThing reports whether ev of /v1/events shows one of the four things
+// other than as it was before the restart.
+func changedThing(ev timedEvent) bool {
+	switch ev.Name {
+	case "barrier":
+		return ev.Data["name"] == "gate" && ev.Data["raised"] != true
+	case "double-barrier":
+		return ev.Data["name"] == "meet" && fmt.Sprint(ev.Data["participants"]) != "[p1]"
+	case "group":
+		return ev.Data["group"] == "crew" && groupSummary(ev.Data) != "m1=10.0.0.1:80"
+	case "kv":
+		return ev.Data["key"] == "conf" && num(ev.Data["version"]) != 1
+	}
+	return false
+}
