@@ -145,7 +145,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	page := startUIBrowser(t)
 	page.call(t, "Page.navigate", map[string]any{"url": a.base + "/ui/"})
 	page.await(t, 30*time.Second, "the status page says the session was resumed", fmt.Sprintf(
-		`document.getElementById('resumed').hidden === false && document.getElementById('resumed').dataset.at === %q`, resumedAt))
+		`document.getElementById('resumed')?.hidden === false && document.getElementById('resumed')?.dataset.at === %q`, resumedAt))
 
 	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	if !strings.Contains(string(detail.Raw), `"kind":"lock","name":"kept"`) {
