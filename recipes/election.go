@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,7 +83,11 @@ func (st *ElectionState) Term() int64 {
 	return st.Leader.Term
 }
 
-const candidateKind = "candidate"
+// CandidateKind is the kind of a candidacy's hold on its lease (kit.Hold); the
+// hold's name is "<election>/<candidate id>".
+const CandidateKind = "candidate"
+
+const candidateKind = CandidateKind
 
 // maxValueBytes bounds a candidate's value (the node's data stays small).
 const maxValueBytes = 4096
@@ -102,6 +107,9 @@ func NewElections(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
 }
 
 func (e *Elections) parent(name string) string { return e.dir + "/" + name }
+
+// Lines is the node under which each election is a line of candidate nodes.
+func (e *Elections) Lines() string { return e.dir }
 
 func candidateHold(name, id string) kit.Hold {
 	return kit.Hold{Kind: candidateKind, Name: name + "/" + id}
@@ -183,6 +191,27 @@ func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.L
 	}
 	c := &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: ep, node: made, value: value}
 	return c, place, nil
+}
+
+// Adopt re-creates lease's candidacy h.Name ("<election>/<id>") from its saved
+// node after a restart that resumed the session (a kit.Adopter): the node must
+// be the session's own and name the candidate. The candidacy keeps its place
+// in line, so a leader still leads with the same term (its node's czxid) and
+// a follower is still a candidate; the value is the node's data, as the last
+// campaign or proclaim set it.
+func (e *Elections) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	name, id, _ := strings.Cut(h.Name, "/")
+	what := fmt.Sprintf("candidate %q in %q", id, name)
+	node, data, _, err := savedNode(ctx, lease, h, e.parent(name), what)
+	if err != nil {
+		return nil, err
+	}
+	got, value := decodeCandidate(data, path.Base(node.Path))
+	if got != id {
+		return nil, fmt.Errorf("%s: node %s names candidate %q", what, node.Path, got)
+	}
+	e.metrics.candidates.Inc()
+	return &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: lease.Epoch(), node: node, value: value}, nil
 }
 
 // HeldNodes is the candidate's node: deleted by another hand, the candidacy

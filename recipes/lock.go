@@ -157,31 +157,24 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 // meanwhile. The fencing token is the node's czxid, as at the grant; the owner
 // its data.
 func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	what := fmt.Sprintf("lock %q", h.Name)
 	parent := l.parent(h.Name)
-	if len(h.Nodes) != 1 || path.Dir(h.Nodes[0]) != parent {
-		return nil, fmt.Errorf("lock %q: saved nodes %v are not one node of %s", h.Name, h.Nodes, parent)
-	}
-	p := h.Nodes[0]
-	guid, ok := zookeeper.GUIDOf(path.Base(p))
-	if !ok {
-		return nil, fmt.Errorf("lock %q: node %s is not a protected create", h.Name, p)
-	}
-	data, st, err := kit.OwnedNode(ctx, lease, p)
+	node, data, st, err := savedNode(ctx, lease, h, parent, what)
 	if err != nil {
-		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
+		return nil, err
 	}
 	ep := lease.Epoch()
-	children, _, err := ep.Children(ctx, parent)
+	line, err := lineOf(ctx, ep, parent)
 	if err != nil {
-		return nil, fmt.Errorf("lock %q: %w", h.Name, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if line := zookeeper.SortBySeq(children); len(line) == 0 || parent+"/"+line[0] != p {
-		return nil, fmt.Errorf("lock %q: node %s no longer heads its line", h.Name, p)
+	if len(line) == 0 || parent+"/"+line[0] != node.Path {
+		return nil, fmt.Errorf("%s: node %s no longer heads its line", what, node.Path)
 	}
-	l.handoffs.enter(p)
+	l.handoffs.enter(node.Path)
 	l.metrics.held.Inc()
 	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
-		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: zookeeper.Created{Path: p, GUID: guid, Czxid: st.Czxid}}, nil
+		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node}, nil
 }
 
 // HeldNodes is the holder node: deleted by another hand, the lock is lost.

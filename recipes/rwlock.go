@@ -87,7 +87,11 @@ type RWLockState struct {
 	Zxid int64
 }
 
-const rwlockKind = "rwlock"
+// RWLockKind is the kind of a read/write lock grant's hold on its lease
+// (kit.Hold).
+const RWLockKind = "rwlock"
+
+const rwlockKind = RWLockKind
 
 // NewRWLocks returns the read/write lock recipe over a session.
 func NewRWLocks(s *zookeeper.Session, reg prometheus.Registerer) *RWLocks {
@@ -99,6 +103,10 @@ func NewRWLocks(s *zookeeper.Session, reg prometheus.Registerer) *RWLocks {
 }
 
 func (rw *RWLocks) parent(name string) string { return rw.dir + "/" + name }
+
+// Lines is the node under which each read/write lock is a line of contender
+// nodes.
+func (rw *RWLocks) Lines() string { return rw.dir }
 
 func isWriter(node string) bool { return strings.Contains(node, writeInfix) }
 
@@ -196,6 +204,44 @@ func nearestWriter(line []string, idx int) int {
 		}
 	}
 	return -1
+}
+
+// Adopt re-creates lease's grant of read/write lock h.Name from its saved node
+// after a restart that resumed the session (a kit.Adopter): the node must be
+// the session's own and still hold the lock in its mode, so nobody else was
+// granted what excludes it meanwhile: a writer's node heads its line, no
+// writer's node comes before a reader's. The mode is the node's infix, the
+// fencing token its czxid, as at the grant; the owner its data.
+func (rw *RWLocks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	what := fmt.Sprintf("read/write lock %q", h.Name)
+	parent := rw.parent(h.Name)
+	node, data, st, err := savedNode(ctx, lease, h, parent, what)
+	if err != nil {
+		return nil, err
+	}
+	ep := lease.Epoch()
+	line, err := lineOf(ctx, ep, parent)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	self := slices.Index(line, path.Base(node.Path))
+	if self < 0 {
+		return nil, fmt.Errorf("%s: node %s is not in its line", what, node.Path)
+	}
+	mode := ReadMode
+	if isWriter(line[self]) {
+		mode = WriteMode
+	}
+	switch {
+	case mode == WriteMode && self != 0:
+		return nil, fmt.Errorf("%s: writer node %s no longer heads its line", what, node.Path)
+	case mode == ReadMode && nearestWriter(line, self) >= 0:
+		return nil, fmt.Errorf("%s: reader node %s has a writer before it", what, node.Path)
+	}
+	rw.handoffs.enter(node.Path)
+	rw.metrics.held.WithLabelValues(mode).Inc()
+	return &RWGrant{Name: h.Name, Mode: mode, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
+		AcquiredAt: time.UnixMilli(st.Ctime), rw: rw, ep: ep, node: node}, nil
 }
 
 // HeldNodes is the grant's node: deleted by another hand, the grant is lost.

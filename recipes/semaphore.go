@@ -96,7 +96,10 @@ type SemaphoreState struct {
 	Zxid int64
 }
 
-const semaphoreKind = "semaphore"
+// SemaphoreKind is the kind of a permit's hold on its lease (kit.Hold).
+const SemaphoreKind = "semaphore"
+
+const semaphoreKind = SemaphoreKind
 
 // NewSemaphores returns the semaphore recipe over a session.
 func NewSemaphores(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
@@ -108,6 +111,14 @@ func NewSemaphores(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores 
 }
 
 func (m *Semaphores) parent(name string) string { return m.dir + "/" + name }
+
+// Lines is the node under which each semaphore has its lines of contender
+// nodes, Parts names them: its internal mutex and its leases.
+func (m *Semaphores) Lines() string { return m.dir }
+
+// Parts names the lines of a semaphore, children of its node: the internal
+// mutex (where requests wait) and the leases (the permits).
+func (m *Semaphores) Parts() []string { return []string{mutexPart, leasesPart} }
 
 // permitName is a lease node's permit id.
 func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
@@ -332,6 +343,27 @@ func parseLeaseData(data string) (owner string, max int) {
 		return data, 0
 	}
 	return data[:i], n
+}
+
+// Adopt re-creates lease's permit of semaphore h.Name from its saved lease node
+// after a restart that resumed the session (a kit.Adopter): the node must be
+// the session's own and record the max it was granted under (every lease node
+// the sidecar makes does). A permit, once admitted, stands while its node
+// does: nobody else was granted it meanwhile. The permit id is the node's
+// name, as at the grant; the owner and max its data.
+func (m *Semaphores) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
+	what := fmt.Sprintf("semaphore %q", h.Name)
+	node, data, st, err := savedNode(ctx, lease, h, m.parent(h.Name)+"/"+leasesPart, what)
+	if err != nil {
+		return nil, err
+	}
+	owner, max := parseLeaseData(string(data))
+	if max == 0 {
+		return nil, fmt.Errorf("%s: node %s records no max", what, node.Path)
+	}
+	m.metrics.held.Inc()
+	return &Permit{Name: h.Name, Permit: permitName(path.Base(node.Path)), Lease: lease.ID, Owner: owner, Max: max,
+		AcquiredAt: time.UnixMilli(st.Ctime), sems: m, ep: lease.Epoch(), node: node}, nil
 }
 
 // HeldNodes is the permit's lease node: deleted by another hand, the permit

@@ -404,6 +404,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
 	m.leases.RegisterKind(recipes.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
 	m.leases.RegisterKind(recipes.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
+	sems, rwlocks, elections := recipes.NewSemaphores(sess, reg), recipes.NewRWLocks(sess, reg), recipes.NewElections(sess, reg)
+	m.leases.RegisterKind(recipes.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
+	m.leases.RegisterKind(recipes.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
+	m.leases.RegisterKind(recipes.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
 	var restored <-chan struct{}
 	if m.restarts != nil {
 		if err := m.restarts.start(sess, m.leases); err != nil {
@@ -416,10 +420,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.server = api.NewServer(api.Options{
 		Session: sess, Leases: m.leases, Locks: locks, Restored: restored,
-		Elections:  recipes.NewElections(sess, reg),
+		Elections:  elections,
 		Barriers:   barriers,
-		Semaphores: recipes.NewSemaphores(sess, reg),
-		RWLocks:    recipes.NewRWLocks(sess, reg),
+		Semaphores: sems,
+		RWLocks:    rwlocks,
 		Queues:     m.queues,
 		Throughput: throughputs,
 		KV:         keys,

@@ -46,10 +46,13 @@ type Adopter func(ctx context.Context, l *Lease, h SavedHold) (Holding, error)
 // Kind is what a restart needs of a recipe whose holds live in nodes: its
 // Adopter, and Lines, the node under which each of its things (a lock, a
 // semaphore) is a line of contender nodes, so that nodes of the resumed
-// session that no restored hold names can be found and deleted.
+// session that no restored hold names can be found and deleted. Parts names
+// the lines of a thing that has more than one, as children of its node (a
+// semaphore's "locks" and "leases"); none: the thing's node is its line.
 type Kind struct {
 	Adopt Adopter
 	Lines string
+	Parts []string
 }
 
 // RegisterKind makes k the way the holds of kind are resumed; the sidecar
@@ -233,24 +236,29 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 		}
 	}
 	m.mu.Lock()
-	var dirs []string
+	var kinds []Kind
 	for _, k := range m.kinds {
 		if k.Lines != "" {
-			dirs = append(dirs, k.Lines)
+			kinds = append(kinds, k)
 		}
 	}
 	m.mu.Unlock()
 	var lines []string
-	for _, dir := range dirs {
-		names, _, err := ep.Children(ctx, dir)
+	for _, k := range kinds {
+		names, _, err := ep.Children(ctx, k.Lines)
 		if errors.Is(err, zookeeper.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("sweep %s: %w", dir, err)
+			return 0, fmt.Errorf("sweep %s: %w", k.Lines, err)
 		}
 		for _, name := range names {
-			lines = append(lines, dir+"/"+name)
+			if len(k.Parts) == 0 {
+				lines = append(lines, k.Lines+"/"+name)
+			}
+			for _, part := range k.Parts {
+				lines = append(lines, k.Lines+"/"+name+"/"+part)
+			}
 		}
 	}
 	var mu sync.Mutex
