@@ -16,7 +16,10 @@ type Hold struct {
 
 // Holding is what a lease holds: a lock grant, a candidacy, a participant, a
 // member, a raised barrier. Release lets it go in ZooKeeper; it is called once,
-// by the lease's end or by Release, with a context that bounds it.
+// by the lease's end or by Release, with a context that bounds it: when ctx
+// ends during a suspension, what is left to delete is deleted in the
+// background once the session is back (zookeeper.Epoch.Settle, DeleteProtected),
+// or goes with the session if it is lost.
 type Holding interface {
 	Release(ctx context.Context) error
 }
