@@ -74,12 +74,12 @@ func shutdownUnderLoad(t *testing.T, servers []string) {
 		go func() {
 			defer clients.Done()
 			for i := c; ; i++ {
-				kind := i % 3
+				kind := i % streamKinds
 				switch {
 				case c >= streamers+waiters:
-					kind = 4
+					kind = longWaitKind
 				case c >= streamers:
-					kind = 3
+					kind = shortWaitKind
 				}
 				select {
 				case <-closed:
@@ -127,8 +127,13 @@ func shutdownUnderLoad(t *testing.T, servers []string) {
 	}
 }
 
-// shutdownKinds is how many kinds of request shutdownRequest makes.
-const shutdownKinds = 5
+// The kinds of request shutdownRequest makes: streamKinds kinds of stream (0 to
+// 2), then a short wait and a long one.
+const (
+	streamKinds   = 3
+	shortWaitKind = 3
+	longWaitKind  = 4
+)
 
 // shutdownRequest makes one request of the given kind and reads its answer: a
 // stream up to its first event or its end, a wait to its answer. It describes
@@ -154,7 +159,7 @@ func shutdownRequest(ctx context.Context, car *sidecar, kind int) (string, error
 			return what, fmt.Errorf("status %d: %s", r.Status, r.Raw)
 		}
 		return what, openAndLeave(ctx, car, "/v1/leases/"+str(r.Body["lease"])+"/events", http.StatusNotFound)
-	case 3:
+	case shortWaitKind:
 		return "POST /v1/locks/shut?wait=100ms", wait(ctx, car, "/v1/locks/shut?wait=100ms")
 	default:
 		return "POST /v1/locks/shut?wait=60s", wait(ctx, car, "/v1/locks/shut?wait=60s")

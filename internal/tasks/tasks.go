@@ -53,10 +53,3 @@ func (g *Group) Close() {
 	g.mu.Unlock()
 	g.wg.Wait()
 }
-
-// Closed tells whether Close has begun (Go then starts nothing).
-func (g *Group) Closed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
-}
