@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
@@ -108,8 +109,9 @@ type Server struct {
 	reaper *sse.Reaper
 	// following holds how to stop following each active topic (topics.go).
 	following map[string]func()
-	// hijacked counts the goroutines serving hijacked streams.
-	hijacked sync.WaitGroup
+	// hijacked are the goroutines serving hijacked streams: Close waits for
+	// them, and a stream opened after that is served on its request's goroutine.
+	hijacked tasks.Group
 	session  sessionTopic
 
 	// streams and waiters are semaphores bounding open streams and long-polls;
@@ -184,8 +186,11 @@ func NewServer(opt Options) *Server {
 	return s
 }
 
-// Close ends every stream and long-poll (they answer as shutting down). It does not
-// release leases: the caller closes the Leases next.
+// Close ends every stream and long-poll (they answer as shutting down); one
+// opened after it (the listener is closed later: see http.Server.Shutdown) is
+// answered the same way at once. It returns once the goroutines serving
+// hijacked streams have ended. It does not release leases: the caller closes
+// the Leases next.
 func (s *Server) Close() { s.closeFor(errShuttingDown) }
 
 // Drain begins a planned upgrade (SIGUSR2): long-polls answer 503 with
@@ -224,7 +229,7 @@ func (s *Server) closeFor(cause error) {
 	s.session.cancel()
 	s.broker.Close()
 	s.reaper.Close()
-	s.hijacked.Wait()
+	s.hijacked.Close()
 }
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations routes

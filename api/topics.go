@@ -135,7 +135,9 @@ type topicStream struct {
 // serve hijacks the connection when it can: the handler then returns and one
 // small goroutine serves the stream until the client goes (seen by the reaper or
 // a failed write) or the server closes, so an idle stream costs little memory.
-// Server.Close waits for these goroutines.
+// Server.Close waits for these goroutines; once it has begun, none is started:
+// the stream, whose end has come already, ends on the request's goroutine, as
+// the others did at the close.
 func (t topicStream) serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
 		sub := t.s.broker.SubscribeFiltered(t.keep, t.topics...)
@@ -148,15 +150,16 @@ func (t topicStream) serve(w http.ResponseWriter) error {
 		release := detachSlot(t.ctx)
 		sub := subscribe()
 		forget := t.s.reaper.Watch(sw, sub.Close)
-		t.s.hijacked.Add(1)
-		go func() {
-			defer t.s.hijacked.Done()
+		stream := func() {
 			defer release()
 			defer sw.Close()
 			defer forget()
 			_ = sse.Serve(t.s.draining, sw, sub, t.s.opt.Heartbeat)
 			t.s.retryHint(sw)
-		}()
+		}
+		if !t.s.hijacked.Go(stream) {
+			stream() // the server has closed: t.s.draining has ended, Serve returns at once
+		}
 		return nil
 	}
 	sw, err := sse.NewWriter(w, 10*time.Second)

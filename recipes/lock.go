@@ -87,10 +87,12 @@ func (l *Locks) Lines() string { return l.dir }
 // the grant; a LockedError (ErrLocked) when not granted within wait;
 // kit.ErrLeaseEnded when the lease ended meanwhile; kit.ErrSessionLost or
 // kit.ErrUnavailable on ZooKeeper trouble; ctx's error when ctx ended (the client
-// went away). On every failure the contender node is deleted (with a fresh
-// bounded context) before Acquire returns, and an implicit lease ends. A lease
-// that holds the lock already gets its grant again; one that is acquiring it
-// already gets kit.ErrBusy.
+// went away). On every failure the contender node is deleted before Acquire
+// returns, with a fresh context bounded by the session's OpTimeout
+// (zookeeper.Epoch.CleanupProtected: in a suspension longer than that, the
+// delete goes on in the background until the session is back or lost), and an
+// implicit lease ends. A lease that holds the lock already gets its grant again;
+// one that is acquiring it already gets kit.ErrBusy.
 func (l *Locks) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
 	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
@@ -181,7 +183,8 @@ func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (k
 func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
 
 // Release deletes the holder node, after handing the head to this sidecar's next
-// waiter (see handoffs); it retries through a suspension while the session lives.
+// waiter (see handoffs); through a suspension it retries while ctx lives, then in
+// the background while the session lives (zookeeper.Epoch.DeleteProtected).
 func (g *LockGrant) Release(ctx context.Context) error {
 	g.locks.metrics.held.Dec()
 	if g.locks.handoffs.letGo(g.node.Path) { // a grant is the head of its line

@@ -100,13 +100,16 @@ type answer[T any] struct {
 }
 
 // callBy runs f on a goroutine of the Session and waits for its answer until
-// deadline.
+// deadline. Once the Session is closing it sends nothing: every epoch is lost.
 func callBy[T any](ep *Epoch, deadline time.Time, f func(*zk.Conn) (T, error)) (T, error) {
 	done := make(chan answer[T], 1)
-	ep.s.Go(func() {
+	if !ep.s.Go(func() {
 		v, err := f(ep.conn)
 		done <- answer[T]{v, err}
-	})
+	}) {
+		var zero T
+		return zero, fmt.Errorf("%w: %w", ErrSessionLost, ErrClosed)
+	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {

@@ -56,8 +56,12 @@ func (ep *Epoch) ChildrenShared(ctx context.Context, parent string) ([]string, *
 			}
 		case <-ctx.Done():
 			// The batch still delivers to ch (buffered) or hands it the lead; a
-			// lead handed to a caller that left must be passed on.
-			ep.s.Go(func() { l.passOn(ep, parent, ch) })
+			// lead handed to a caller that left must be passed on. Once the
+			// Session is closing, this caller does it: the batch under way
+			// ends at once (its connection is closed), and so does the next.
+			if !ep.s.Go(func() { l.passOn(ep, parent, ch) }) {
+				l.passOn(ep, parent, ch)
+			}
 			return nil, nil, ctx.Err()
 		}
 	}

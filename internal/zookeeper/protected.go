@@ -29,7 +29,8 @@ type Created struct {
 // connection, it waits for the same session to come back and adopts the node it
 // finds by its guid, but only if that node's ephemeral owner is this session; a
 // lost session is ErrSessionLost. On failure the node, if it was made after all,
-// is deleted before CreateProtected returns.
+// is deleted before CreateProtected returns (CleanupProtected: in a suspension
+// longer than OpTimeout, the delete goes on in the background).
 //
 // A stamped create sends, in one shared transaction with the create, a write of
 // empty data to parent: every change of one transaction carries its zxid, so the
@@ -126,39 +127,38 @@ func (ep *Epoch) FindProtected(ctx context.Context, parent, guid string) (string
 }
 
 // DeleteProtected removes the node the protected create with guid made under
-// parent (known: its path, or "" if the create's answer never came), retrying
-// through a suspension for as long as the session lives, whatever ctx says: a
-// node left behind would stand in its line until the session ends. ctx carries
-// values only. Nothing is left to do when the session is lost: its ephemerals are
-// gone.
+// parent (known: its path, or "" if the create's answer never came). It is
+// bounded by ctx, and a node left behind would stand in its line until the
+// session ends, so it settles (Settle): through a suspension it waits for the
+// session while ctx lives, and if ctx ends first the delete goes on in a
+// goroutine the Session owns, until the session is back (the node is deleted)
+// or lost (its ephemerals are gone with it). Then it returns the ErrUnavailable
+// that stopped it.
 func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string) error {
-	ctx = context.WithoutCancel(ctx)
-	for {
+	return ep.Settle(ctx, func(ctx context.Context) error {
 		p := known
-		var err error
 		if p == "" {
-			p, err = ep.FindProtected(ctx, parent, guid)
-		}
-		if err == nil && p != "" {
-			_, err = ep.SharedMulti(ctx, "", DeleteOp{Path: p, Version: -1})
-		}
-		switch {
-		case err == nil, errors.Is(err, ErrNoNode), errors.Is(err, ErrSessionLost):
-			return nil
-		case errors.Is(err, ErrUnavailable):
-			if err := ep.WaitConnected(ctx); err != nil {
-				return nil
+			var err error
+			if p, err = ep.FindProtected(ctx, parent, guid); err != nil || p == "" {
+				return err
 			}
-		default:
-			return err
 		}
-	}
+		_, err := ep.SharedMulti(ctx, "", DeleteOp{Path: p, Version: -1})
+		if errors.Is(err, ErrNoNode) {
+			return nil
+		}
+		return err
+	})
 }
 
 // CleanupProtected deletes a protected node that must not outlive a failed or
-// abandoned operation (see DeleteProtected).
+// abandoned operation, with a fresh context bounded by OpTimeout (the caller's
+// may have ended: that is often why it cleans up); past it, the delete goes on
+// in the background while the session lives (see DeleteProtected).
 func (ep *Epoch) CleanupProtected(parent, guid, node string) {
-	_ = ep.DeleteProtected(context.Background(), parent, guid, node)
+	ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+	defer cancel()
+	_ = ep.DeleteProtected(ctx, parent, guid, node)
 }
 
 // CreateOwned creates the ephemeral node p holding data under ep's session. A

@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
 )
 
@@ -116,7 +117,7 @@ type Config struct {
 //
 // Every goroutine the Session starts (its event loop, its heartbeat, the ACL
 // checks (acl.go), the closing of abandoned connections, calls cut off by their deadline, Settle's background
-// retries) is waited for by Close.
+// retries) is waited for by Close; once Close has begun, Go starts nothing.
 type Session struct {
 	cfg     Config
 	log     *slog.Logger
@@ -135,8 +136,8 @@ type Session struct {
 	wake    chan struct{}
 
 	closing chan struct{}
-	// tasks counts the goroutines Close waits for.
-	tasks sync.WaitGroup
+	// tasks are the goroutines Close waits for (Go).
+	tasks tasks.Group
 
 	// live is the epoch while its session is connected, nil otherwise: calls
 	// check it without a lock.
@@ -257,15 +258,12 @@ func NewSession(cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// Go runs f on a goroutine that Close waits for. f must return once the
-// Session's epochs are lost (they all are after Close).
-func (s *Session) Go(f func()) {
-	s.tasks.Add(1)
-	go func() {
-		defer s.tasks.Done()
-		f()
-	}()
-}
+// Go runs f on a goroutine that Close waits for and reports true, or, once
+// Close has begun, starts nothing and reports false: the caller then does
+// without (whatever f would have done for a session is moot once it is closed)
+// or runs f itself. f must return once the Session's epochs are lost (they all
+// are after Close).
+func (s *Session) Go(f func()) bool { return s.tasks.Go(f) }
 
 // Root is the znode under which recipes keep their nodes.
 func (s *Session) Root() string { return s.cfg.Root }
@@ -466,7 +464,9 @@ func (s *Session) lose(ep *Epoch, why string) {
 		s.ep = next
 	}
 	s.mu.Unlock()
-	s.Go(ep.conn.Close) // never reused; the server expires it (if it has not already)
+	if !s.Go(ep.conn.Close) { // never reused; the server expires it (if it has not already)
+		ep.conn.Close() // Close has begun: it closes only the current connection
+	}
 	if err != nil {
 		s.log.Error("zookeeper redial failed", "err", err)
 	}
@@ -593,7 +593,7 @@ func (s *Session) end(detach bool) {
 	s.mu.Lock()
 	if s.state == StateClosed {
 		s.mu.Unlock()
-		s.tasks.Wait()
+		s.tasks.Close()
 		return
 	}
 	ep := s.ep
@@ -606,7 +606,7 @@ func (s *Session) end(detach bool) {
 	}
 	ep.conn.Close()
 	ep.markLost()
-	s.tasks.Wait()
+	s.tasks.Close()
 }
 
 func (ep *Epoch) markLost() { ep.once.Do(func() { close(ep.lost) }) }

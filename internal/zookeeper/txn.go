@@ -217,7 +217,8 @@ func Parallel(fns ...func() error) error {
 // answered in any order. A caller that finds a free flush slot sends the batch
 // itself, on its own goroutine, so a lone request goes out without a hand-off;
 // what is left pending after that goes on in a goroutine of the Session given
-// as Owner, which Session.Close waits for.
+// as Owner, which Session.Close waits for (or, once it is closing, on the
+// caller's, where every call fails at once: nothing is left unanswered).
 type GroupCommit[R comparable] struct {
 	// MaxFlushes bounds the batches under way at once (>= 1).
 	MaxFlushes int
@@ -256,8 +257,8 @@ func (g *GroupCommit[R]) Submit(r R) {
 		g.flushing--
 	}
 	g.mu.Unlock()
-	if more {
-		g.Owner.Go(g.run)
+	if more && !g.Owner.Go(g.run) {
+		g.run() // the Session is closing: its calls fail at once, answering everyone
 	}
 }
 

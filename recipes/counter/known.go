@@ -76,8 +76,7 @@ func (kv *knownValues) watching(ep *zookeeper.Epoch) uint64 {
 		}
 	}
 	if !kv.arming && !ep.IsLost() {
-		kv.arming = true
-		kv.s.Go(func() { kv.arm(ep) })
+		kv.arming = kv.s.Go(func() { kv.arm(ep) }) // false: the Session is closing
 	}
 	return 0
 }

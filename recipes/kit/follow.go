@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
@@ -296,12 +297,13 @@ type Watches struct {
 	armed map[string]bool
 	wake  chan struct{}
 	stop  <-chan struct{}
-	wg    sync.WaitGroup
+	// forwarders are the goroutines forwarding the watches (Armed, Wait).
+	forwarders tasks.Group
 }
 
 // NewWatches makes a set of watches whose forwarding goroutines end when stop
 // closes (or their watch fires: every watch fires, with EventNotWatching, when
-// its session ends). Wait waits for them.
+// its session ends). Wait waits for them; once it has begun, Armed starts none.
 func NewWatches(stop <-chan struct{}) *Watches {
 	return &Watches{armed: map[string]bool{}, wake: make(chan struct{}, 1), stop: stop}
 }
@@ -318,15 +320,14 @@ func (w *Watches) needLocked(part string) bool { return !w.armed[part] }
 
 // Armed records ch as part's watch. When it fires under the same generation,
 // part is needed again, fired (if not nil) runs under the Watches' lock, and
-// the reader is woken (Wake).
+// the reader is woken (Wake). Once Wait has begun (the reader is stopping), the
+// watch is not forwarded.
 func (w *Watches) Armed(part string, ch <-chan zookeeper.Event, fired func()) {
 	w.mu.Lock()
 	w.armed[part] = true
 	gen := w.gen
 	w.mu.Unlock()
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
+	w.forwarders.Go(func() {
 		select {
 		case <-ch:
 			w.mu.Lock()
@@ -340,7 +341,7 @@ func (w *Watches) Armed(part string, ch <-chan zookeeper.Event, fired func()) {
 			w.Poke()
 		case <-w.stop:
 		}
-	}()
+	})
 }
 
 // Do runs f under the Watches' lock: the lock fired callbacks run under, for the
@@ -362,8 +363,9 @@ func (w *Watches) Poke() {
 // Wake is signalled by Poke.
 func (w *Watches) Wake() <-chan struct{} { return w.wake }
 
-// Wait waits for the goroutines forwarding the watches.
-func (w *Watches) Wait() { w.wg.Wait() }
+// Wait waits for the goroutines forwarding the watches, and makes later Armed
+// calls forward nothing: call it once stop is closed, when the reader stops.
+func (w *Watches) Wait() { w.forwarders.Close() }
 
 // reset starts a new generation: every part is needed again.
 func (w *Watches) reset() {

@@ -16,7 +16,10 @@ type Hold struct {
 
 // Holding is what a lease holds: a lock grant, a candidacy, a participant, a
 // member, a raised barrier. Release lets it go in ZooKeeper; it is called once,
-// by the lease's end or by Release, with a context that bounds it.
+// by the lease's end or by Release, with a context that bounds it: when ctx
+// ends during a suspension, what is left to delete is deleted in the
+// background once the session is back (zookeeper.Epoch.Settle, DeleteProtected),
+// or goes with the session if it is lost.
 type Holding interface {
 	Release(ctx context.Context) error
 }
@@ -86,7 +89,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 // Release takes h from the lease and releases it; an implicit lease ends with it.
 // ErrNotHeld when the lease does not hold h.
 func Release(ctx context.Context, l *Lease, h Hold) error {
-	v, err := l.take(h)
+	v, err := l.take(h, nil)
 	if err != nil {
 		return err
 	}
@@ -97,13 +100,10 @@ func Release(ctx context.Context, l *Lease, h Hold) error {
 
 // Take takes h from the lease without releasing it: the caller releases it (and
 // may acquire h again for the same lease, as a requeue does). ErrNotHeld when the
-// lease does not hold h as a T.
+// lease does not hold h as a T: the lease then keeps what it holds.
 func Take[T Holding](l *Lease, h Hold) (T, error) {
-	v, err := l.take(h)
-	t, ok := v.(T)
-	if err == nil && !ok {
-		err = fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
-	}
+	v, err := l.take(h, func(v Holding) bool { _, ok := v.(T); return ok })
+	t, _ := v.(T)
 	return t, err
 }
 
@@ -169,12 +169,13 @@ func (l *Lease) unreserve(h Hold, pending *held) {
 	l.EndImplicit()
 }
 
-// take removes h from the lease's holds and returns it, or ErrNotHeld. Its
-// nodes are no longer watched: whoever took it lets them go.
-func (l *Lease) take(h Hold) (Holding, error) {
+// take removes h from the lease's holds and returns it, or ErrNotHeld (also
+// when is, if not nil, rejects the holding: it is checked before anything is
+// removed). Its nodes are no longer watched: whoever took it lets them go.
+func (l *Lease) take(h Hold, is func(Holding) bool) (Holding, error) {
 	l.mu.Lock()
 	e, ok := l.holds[h]
-	if !ok || e.pending {
+	if !ok || e.pending || (is != nil && !is(e.v)) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
 	}

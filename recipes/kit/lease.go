@@ -227,8 +227,15 @@ func (m *Leases) Close() {
 }
 
 // Wait returns once the goroutines that follow the leases' sessions have ended:
-// call it after the Session's Close.
-func (m *Leases) Wait() { m.watchers.Wait() }
+// call it after the Session's Close. Like Close, it refuses new leases first, so
+// that no such goroutine starts while it waits (they start under m.mu, unless
+// closed).
+func (m *Leases) Wait() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.watchers.Wait()
+}
 
 func (l *Lease) onTimer() {
 	l.mu.Lock()

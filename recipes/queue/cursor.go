@@ -556,7 +556,9 @@ func (st *queueState) ensureClaimsWatch(ep *zookeeper.Epoch) {
 		return
 	}
 	st.claimsEp = ep
-	st.q.s.Go(func() { st.watchClaims(ep) })
+	if !st.q.s.Go(func() { st.watchClaims(ep) }) {
+		st.claimsEp = nil // the Session is closing: nothing to watch
+	}
 }
 
 // watchClaims mirrors claims/ into st.claimed until ep's session is gone.

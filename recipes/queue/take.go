@@ -45,7 +45,7 @@ func (q *Queues) takeOne(ctx context.Context, ep *zookeeper.Epoch, name string, 
 		}
 		return out, nil, err
 	}
-	q.s.Go(func() { q.dropReceipt(ep, receipt) })
+	q.s.Go(func() { q.dropReceipt(ep, receipt) }) // not once the Session is closing: the ephemeral receipt goes with it
 	ct, payload := decodeOrWhole(data)
 	q.metrics.taken.WithLabelValues("take").Inc()
 	return outWon, &Item{ID: r.key, Priority: r.prio, ContentType: ct, Data: payload}, nil
