@@ -202,7 +202,7 @@ func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.L
 func (e *Elections) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	name, id, _ := strings.Cut(h.Name, "/")
 	what := fmt.Sprintf("candidate %q in %q", id, name)
-	node, data, _, err := savedNode(ctx, lease, h, e.parent(name), what)
+	node, data, _, err := kit.ProtectedNode(ctx, lease, h, e.parent(name), what)
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("lock %q", h.Name)
 	parent := l.parent(h.Name)
-	node, data, st, err := savedNode(ctx, lease, h, parent, what)
+	node, data, st, err := kit.ProtectedNode(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}

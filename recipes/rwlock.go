@@ -215,7 +215,7 @@ func nearestWriter(line []string, idx int) int {
 func (rw *RWLocks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("read/write lock %q", h.Name)
 	parent := rw.parent(h.Name)
-	node, data, st, err := savedNode(ctx, lease, h, parent, what)
+	node, data, st, err := kit.ProtectedNode(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}

@@ -353,7 +353,7 @@ func parseLeaseData(data string) (owner string, max int) {
 // name, as at the grant; the owner and max its data.
 func (m *Semaphores) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("semaphore %q", h.Name)
-	node, data, st, err := savedNode(ctx, lease, h, m.parent(h.Name)+"/"+leasesPart, what)
+	node, data, st, err := kit.ProtectedNode(ctx, lease, h, m.parent(h.Name)+"/"+leasesPart, what)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"strings"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +9,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // EnsurePersistent creates p and its missing ancestors as persistent nodes. Paths

@@ -3,8 +3,8 @@ package zookeeper
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"sync"
 	"time"
@@ -388,4 +389,25 @@ func OwnedNode(ctx context.Context, l *Lease, p string) ([]byte, *zookeeper.Stat
 		return nil, nil, fmt.Errorf("node %s is owned by session 0x%x, not this one (0x%x)", p, st.EphemeralOwner, l.ep.ID())
 	}
 	return data, st, nil
+}
+
+// ProtectedNode is the first step of every Adopter of a hold that lives in one
+// protected create: h names exactly one node, a protected create directly
+// under parent, which the resumed session of lease owns. It returns the node as
+// its create had returned it (path, guid, czxid), its data and its stat. what
+// names the hold in errors ("lock \"a\"").
+func ProtectedNode(ctx context.Context, lease *Lease, h SavedHold, parent, what string) (zookeeper.Created, []byte, *zookeeper.Stat, error) {
+	if len(h.Nodes) != 1 || path.Dir(h.Nodes[0]) != parent {
+		return zookeeper.Created{}, nil, nil, fmt.Errorf("%s: saved nodes %v are not one node of %s", what, h.Nodes, parent)
+	}
+	p := h.Nodes[0]
+	guid, ok := zookeeper.GUIDOf(path.Base(p))
+	if !ok {
+		return zookeeper.Created{}, nil, nil, fmt.Errorf("%s: node %s is not a protected create", what, p)
+	}
+	data, st, err := OwnedNode(ctx, lease, p)
+	if err != nil {
+		return zookeeper.Created{}, nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return zookeeper.Created{Path: p, GUID: guid, Czxid: st.Czxid}, data, st, nil
 }

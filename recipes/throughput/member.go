@@ -148,18 +148,11 @@ func (t *Throughputs) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHo
 		return nil, fmt.Errorf("throughput member %q: not <group>/<member id>", h.Name)
 	}
 	mp := t.groupPath(group) + "/members"
-	if len(h.Nodes) != 1 || path.Dir(h.Nodes[0]) != mp {
-		return nil, fmt.Errorf("throughput member %q: saved nodes %v are not one node of %s", h.Name, h.Nodes, mp)
-	}
-	node := h.Nodes[0]
-	guid, ok := zookeeper.GUIDOf(path.Base(node))
-	if !ok {
-		return nil, fmt.Errorf("throughput member %q: node %s is not a protected create", h.Name, node)
-	}
-	data, _, err := kit.OwnedNode(ctx, lease, node)
+	created, data, _, err := kit.ProtectedNode(ctx, lease, h, mp, fmt.Sprintf("throughput member %q", h.Name))
 	if err != nil {
-		return nil, fmt.Errorf("throughput member %q: %w", h.Name, err)
+		return nil, err
 	}
+	node, guid := created.Path, created.GUID
 	var md memberData
 	if err := json.Unmarshal(data, &md); err != nil || md.ID != id {
 		return nil, fmt.Errorf("throughput member %q: node %s does not hold member %q", h.Name, node, id)
