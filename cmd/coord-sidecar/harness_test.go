@@ -26,7 +26,11 @@ import (
 // a script's processes) and reads nothing of the process as a whole (heap,
 // goroutines, file limits, default transports, environment). Tests that
 // measure the process (load_test.go) stay serial, so nothing runs beside them.
-func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := zktest.Main(m)
+	removeBuiltBinary()
+	os.Exit(code)
+}
 
 // sidecar is one running coord-sidecar (the real Main) under test, or the
 // address of one running elsewhere (m is nil). It holds no testing.TB: every

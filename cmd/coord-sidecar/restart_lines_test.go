@@ -25,7 +25,7 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.StartEnsemble(t, 3)
+	zkc := zktest.SharedEnsemble(t)
 	root := zktest.Root(t)
 	r := newRestartable(t, zkc.Servers(), root, "4s")
 	k := &keptLines{a: r.start(t), b: startSidecar(t, zkc.Servers(), root), granted: map[string]chan *response{}}

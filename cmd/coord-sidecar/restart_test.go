@@ -104,7 +104,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.StartEnsemble(t, 3)
+	zkc := zktest.SharedEnsemble(t)
 	root := zktest.Root(t)
 	r := newRestartable(t, zkc.Servers(), root, "4s")
 	a := r.start(t)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,15 +17,45 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
-// buildBinary builds the real command once per test binary run.
+// built is the real command, built once per test binary run (the first
+// caller builds it, later ones wait and share it: about 20 tests run it, and a
+// build each cost the suite minutes of CPU); TestMain removes it.
+var built struct {
+	mu       sync.Mutex
+	dir, bin string
+	err      error
+}
+
+// buildBinary returns the path of the real command, built once per test
+// binary run. Tests only run it, never change it.
 func buildBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "coord-sidecar")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.bin == "" && built.err == nil {
+		built.dir, built.err = os.MkdirTemp("", "coord-sidecar-bin-")
+		if built.err == nil {
+			bin := filepath.Join(built.dir, "coord-sidecar")
+			if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+				built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			} else {
+				built.bin = bin
+			}
+		}
 	}
-	return bin
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// removeBuiltBinary removes what buildBinary built (TestMain, at the end).
+func removeBuiltBinary() {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 }
 
 func freeAddr(t testing.TB) string {

@@ -80,6 +80,12 @@ var (
 		c   *core
 		err error
 	}
+	// sharedEnsemble is SharedEnsemble's 3-node ensemble, like shared.
+	sharedEnsemble struct {
+		sync.Mutex
+		c   *core
+		err error
+	}
 )
 
 // Main runs the tests, then stops every server this process started and
@@ -90,6 +96,9 @@ func Main(m *testing.M) int {
 	shared.Lock()
 	shared.c, shared.err = nil, nil
 	shared.Unlock()
+	sharedEnsemble.Lock()
+	sharedEnsemble.c, sharedEnsemble.err = nil, nil
+	sharedEnsemble.Unlock()
 	liveMu.Lock()
 	cores := make([]*core, 0, len(live))
 	for c := range live {
@@ -127,6 +136,25 @@ func Shared(tb testing.TB) *Cluster {
 	shared.Unlock()
 	if err != nil {
 		tb.Fatalf("zktest: shared server: %v", err)
+	}
+	return &Cluster{tb: tb, c: c}
+}
+
+// SharedEnsemble returns the test process's 3-node ensemble, started on first
+// use and reused by every test until Main stops it (as Shared is): for tests
+// that need an ensemble's behaviour (a resume on another server, the
+// ensemble's sync) but kill none of its servers. Tests using it must confine
+// themselves to their own Root, and must not Kill or Restart its servers.
+func SharedEnsemble(tb testing.TB) *Cluster {
+	tb.Helper()
+	sharedEnsemble.Lock()
+	if sharedEnsemble.c == nil && sharedEnsemble.err == nil {
+		sharedEnsemble.c, sharedEnsemble.err = startCore(3, nil)
+	}
+	c, err := sharedEnsemble.c, sharedEnsemble.err
+	sharedEnsemble.Unlock()
+	if err != nil {
+		tb.Fatalf("zktest: shared ensemble: %v", err)
 	}
 	return &Cluster{tb: tb, c: c}
 }
