@@ -31,13 +31,12 @@ run: build
 # The whole suite with -race against real ZooKeeper servers that the tests start
 # themselves on free ports in temporary folders, after the static checks. The
 # contract tests (the README's sessions behind Prism, the TypeScript client) use
-# the npm packages pinned under tools/ and examples/node/. -parallel 6: the tests
+# the npm packages pinned under tools/ and examples/node/. -parallel 4: the tests
 # that call t.Parallel (long, mostly waiting on servers and processes of their
-# own: cmd/coord-sidecar's TestMain says which) run six at a time (four left
-# cmd/coord-sidecar at 330 s once the restart tests came, mostly waiting).
+# own: cmd/coord-sidecar's TestMain says which) run four at a time.
 test: lint
 	scripts/zookeeper.sh install
-	$(GO) test -race -count=1 -parallel 6 -timeout 20m ./...
+	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 
 # Static checks: the Go code and the contract. Every Go checker is pinned in
 # go.mod (`go get -tool`) and run with `go tool`.

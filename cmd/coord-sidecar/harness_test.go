@@ -21,7 +21,7 @@ import (
 //
 // Which tests run in parallel: go test runs every test that does not call
 // t.Parallel first, one at a time, and then the parallel ones together (make
-// test allows 6 at once). A test is parallel when it is long, mostly waits
+// test allows 4 at once). A test is parallel when it is long, mostly waits
 // (on servers of its own that it starts, kills or cuts, on Prism, Chromium or
 // a script's processes) and reads nothing of the process as a whole (heap,
 // goroutines, file limits, default transports, environment). Tests that
