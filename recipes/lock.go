@@ -161,15 +161,11 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("lock %q", h.Name)
 	parent := l.parent(h.Name)
-	node, data, st, err := kit.ProtectedNode(ctx, lease, h, parent, what)
+	node, data, st, line, err := savedInLine(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}
 	ep := lease.Epoch()
-	line, err := lineOf(ctx, ep, parent)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
 	if len(line) == 0 || parent+"/"+line[0] != node.Path {
 		return nil, fmt.Errorf("%s: node %s no longer heads its line", what, node.Path)
 	}

@@ -215,15 +215,11 @@ func nearestWriter(line []string, idx int) int {
 func (rw *RWLocks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("read/write lock %q", h.Name)
 	parent := rw.parent(h.Name)
-	node, data, st, err := kit.ProtectedNode(ctx, lease, h, parent, what)
+	node, data, st, line, err := savedInLine(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}
 	ep := lease.Epoch()
-	line, err := lineOf(ctx, ep, parent)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
 	self := slices.Index(line, path.Base(node.Path))
 	if self < 0 {
 		return nil, fmt.Errorf("%s: node %s is not in its line", what, node.Path)
