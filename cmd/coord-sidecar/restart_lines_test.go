@@ -25,10 +25,8 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.SharedEnsemble(t)
-	root := zktest.Root(t)
-	r := newRestartable(t, zkc.Servers(), root, "4s")
-	k := &keptLines{a: r.start(t), b: startSidecar(t, zkc.Servers(), root), granted: map[string]chan *response{}}
+	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	k := &keptLines{a: a, b: b, granted: map[string]chan *response{}}
 	k.hold(t)
 	k.wait(t)
 	k.events = followEvents(t, k.b, "/v1/elections/kept/events")

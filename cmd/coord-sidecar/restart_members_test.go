@@ -29,11 +29,7 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.SharedEnsemble(t)
-	root := zktest.Root(t)
-	r := newRestartable(t, zkc.Servers(), root, "4s")
-	a := r.start(t)
-	b := startSidecar(t, zkc.Servers(), root)
+	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
 
 	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/crew/members?id=m1&lease="+lease, `{"value":"10.0.0.1:80"}`)

@@ -37,10 +37,8 @@ func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.SharedEnsemble(t)
-	root := zktest.Root(t)
-	r := newRestartable(t, zkc.Servers(), root, "4s")
-	s := &sharesScene{a: r.start(t), b: startSidecar(t, zkc.Servers(), root)}
+	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	s := &sharesScene{a: a, b: b}
 	s.lease = str(s.a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	s.joinThroughput(t)
 	s.joinPartitions(t)

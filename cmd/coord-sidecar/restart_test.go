@@ -50,6 +50,17 @@ func newRestartable(t testing.TB, zk []string, root string, timeout string) *res
 	return r
 }
 
+// restartPair starts, under a root of t's own on zkc, a sidecar process on a
+// state directory with the session timeout given (r, first started as a) and
+// an in-process sidecar beside it (b): the one to kill and start again, and
+// the one that watches.
+func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restartable, a, b *sidecar) {
+	t.Helper()
+	root := zktest.Root(t)
+	r = newRestartable(t, zkc.Servers(), root, timeout)
+	return r, r.start(t), startSidecar(t, zkc.Servers(), root)
+}
+
 // start runs the process and waits until it is ready (its resume, if any,
 // reconciled).
 func (r *restartable) start(t testing.TB) *sidecar {
@@ -104,11 +115,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	zkc := zktest.SharedEnsemble(t)
-	root := zktest.Root(t)
-	r := newRestartable(t, zkc.Servers(), root, "4s")
-	a := r.start(t)
-	b := startSidecar(t, zkc.Servers(), root)
+	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
 
 	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=a&lease="+lease).Body["fencingToken"])
@@ -182,11 +189,7 @@ func TestRestartTooLate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	r := newRestartable(t, zkc.Servers(), root, "1s")
-	a := r.start(t)
-	b := startSidecar(t, zkc.Servers(), root)
+	r, a, b := restartPair(t, zktest.Shared(t), "1s")
 	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=a&lease="+lease).Body["fencingToken"])
 	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool { return strings.Contains(r.savedState(t), lease) })
