@@ -36,12 +36,7 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 			strings.Count(st, `"kind":"rwlock"`) == 2 && strings.Count(st, `"kind":"candidate"`) == 2
 	})
 
-	r.kill(t)
-	killed := time.Now()
-	k.a = r.start(t)
-	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
-	// The old process's session would have expired by now had nobody resumed it.
-	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+	k.a, _ = r.restartPastTimeout(t)
 
 	k.checkKept(t)
 	k.release(t)

@@ -59,12 +59,7 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 		return strings.Contains(st, lease)
 	})
 
-	r.kill(t)
-	killed := time.Now()
-	a = r.start(t)
-	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
-	// The old process's session would have expired by now had nobody resumed it.
-	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+	a, _ = r.restartPastTimeout(t)
 
 	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	for _, h := range []string{`"kind":"group","name":"crew/m1"`, `"kind":"kv","name":"conf"`,

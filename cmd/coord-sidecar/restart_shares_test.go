@@ -52,11 +52,7 @@ func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
 			strings.Contains(st, `"kind":"partitions"`) && strings.Contains(st, `"kind":"claim"`)
 	})
 
-	r.kill(t)
-	killed := time.Now()
-	s.a = r.start(t)
-	// The old process's session would have expired by now had nobody resumed it.
-	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+	s.a, _ = r.restartPastTimeout(t)
 
 	s.checkLease(t)
 	s.checkThroughput(t)

@@ -25,6 +25,9 @@ type restartable struct {
 	args             []string
 	cmd              *exec.Cmd
 	exited           chan struct{} // closed once cmd has ended
+	// witness, when set (restartPair), is a session of r's timeout that
+	// dies with r's process in restartPastTimeout.
+	witness *zktest.Witness
 	// logFile gets everything every process of r writes to stderr (its JSON
 	// log): a file, not a pipe, so that the process's end is seen at its
 	// exit even while a successor it started holds the same stderr.
@@ -58,7 +61,27 @@ func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restarta
 	t.Helper()
 	root := zktest.Root(t)
 	r = newRestartable(t, zkc.Servers(), root, timeout)
+	d, err := time.ParseDuration(timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.witness = zktest.StartWitness(t, zkc.Servers(), d)
 	return r, r.start(t), startSidecar(t, zkc.Servers(), root)
+}
+
+// restartPastTimeout kills r's process with SIGKILL, starts it again at once
+// and returns the successor once its session timeout has passed since the
+// kill (the old session would have expired by then had nobody resumed it:
+// r's witness, dying after the kill, has expired), with the time of the kill.
+func (r *restartable) restartPastTimeout(t *testing.T) (*sidecar, time.Time) {
+	t.Helper()
+	r.kill(t)
+	killed := time.Now()
+	r.witness.Die(t)
+	a := r.start(t)
+	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	r.witness.AwaitExpired(t, testutil.Patience(30*time.Second))
+	return a, killed
 }
 
 // start runs the process and waits until it is ready (its resume, if any,
@@ -138,12 +161,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 		return strings.Contains(st, lease) && strings.Contains(st, `"kind":"lock"`)
 	})
 
-	r.kill(t)
-	killed := time.Now()
-	a = r.start(t)
-	t.Logf("ready %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
-	// The old process's session would have expired by now had nobody resumed it.
-	time.Sleep(time.Until(killed.Add(testutil.Patience(6 * time.Second))))
+	a, killed := r.restartPastTimeout(t)
 
 	resumedAt := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["resumedAt"])
 	if at, err := time.Parse(time.RFC3339Nano, resumedAt); err != nil || at.Before(killed) {
