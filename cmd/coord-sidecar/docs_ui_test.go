@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -88,7 +89,9 @@ func TestDocsPage(t *testing.T) {
 // docsOperation is one operation of openapi.yaml as the reference shows it.
 type docsOperation struct{ tag, id, method, path, summary string }
 
-// docsOperations reads every operation of openapi.yaml.
+// docsOperations reads every operation of openapi.yaml, tag by tag (the
+// reference renders one tag at a time: visiting a tag's operations in a row
+// renders it once, not once per operation).
 func docsOperations(t *testing.T) []docsOperation {
 	t.Helper()
 	spec, err := openapi3.NewLoader().LoadFromData(coordsidecar.OpenAPI)
@@ -104,7 +107,9 @@ func docsOperations(t *testing.T) []docsOperation {
 			ops = append(ops, docsOperation{tag: op.Tags[0], id: op.OperationID, method: method, path: path, summary: op.Summary})
 		}
 	}
-	slices.SortFunc(ops, func(a, b docsOperation) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(ops, func(a, b docsOperation) int {
+		return cmp.Or(strings.Compare(a.tag, b.tag), strings.Compare(a.id, b.id))
+	})
 	return ops
 }
 
