@@ -71,7 +71,7 @@ type quTaken struct {
 	pos             quPos
 }
 
-// 4 producers and 4 takers over 2 sidecars move 2,000 items: every item is taken
+// 4 producers and 4 takers over 2 sidecars move 800 items: every item is taken
 // exactly once, each producer's items come out in its order, and each taker gets
 // items in queue order.
 func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
@@ -79,7 +79,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
-	const producers, takers, perProducer = 4, 4, 500
+	const producers, takers, perProducer = 4, 4, 200
 	const total = producers * perProducer
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
