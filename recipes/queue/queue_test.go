@@ -414,11 +414,11 @@ func mustLease(t *testing.T, l *kit.Leases) *kit.Lease {
 	return lease
 }
 
-// inOrderItems is TestQueueItemsInOrder's size: 20 buckets of 1,000, enough for
+// inOrderItems is TestQueueItemsInOrder's size: 8 buckets of 1,000, enough for
 // every claim the test makes (buckets roll over, are listed about once each and
 // dropped when drained, under 32 producers and 32 takers); the same experiment
 // at 200,000 items is BenchmarkQueue200kItemsInOrder, in make bench.
-const inOrderItems = 20_000
+const inOrderItems = 8_000
 
 // Items enqueued by 32 producers and taken by 32 takers: each item is taken
 // exactly once, each producer's items come out in its order, each taker gets
