@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,17 @@ type Candidacy struct {
 	ep    *zookeeper.Epoch
 	node  zookeeper.Created
 	value string
+	// uncount takes the candidacy out of coord_election_candidates, once,
+	// at its Release (a resignation or its lease's end, whatever the reason).
+	uncount func()
+}
+
+// newCandidacy is lease's candidacy id of election name at node, made under
+// ep, counted in coord_election_candidates until its Release.
+func (e *Elections) newCandidacy(lease *kit.Lease, ep *zookeeper.Epoch, name, id string, node zookeeper.Created, value string) *Candidacy {
+	e.metrics.candidates.Inc()
+	return &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: ep, node: node, value: value,
+		uncount: sync.OnceFunc(e.metrics.candidates.Dec)}
 }
 
 // ElectionState is an election as anyone can see it.
@@ -155,7 +167,6 @@ func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value
 	case err != nil:
 		return nil, err
 	}
-	e.metrics.candidates.Inc()
 	out := *c
 	out.Leader = place.Head
 	if place.Head {
@@ -189,8 +200,7 @@ func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.L
 		ep.CleanupProtected(parent, made.GUID, made.Path)
 		return nil, linePlace{}, fmt.Errorf("election %q: %w", name, err)
 	}
-	c := &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: ep, node: made, value: value}
-	return c, place, nil
+	return e.newCandidacy(lease, ep, name, id, made, value), place, nil
 }
 
 // Adopt re-creates lease's candidacy h.Name ("<election>/<id>") from its saved
@@ -210,8 +220,7 @@ func (e *Elections) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold
 	if got != id {
 		return nil, fmt.Errorf("%s: node %s names candidate %q", what, node.Path, got)
 	}
-	e.metrics.candidates.Inc()
-	return &Candidacy{Name: name, Candidate: id, Lease: lease.ID, e: e, ep: lease.Epoch(), node: node, value: value}, nil
+	return e.newCandidacy(lease, lease.Epoch(), name, id, node, value), nil
 }
 
 // HeldNodes is the candidate's node: deleted by another hand, the candidacy
@@ -219,8 +228,11 @@ func (e *Elections) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold
 func (c *Candidacy) HeldNodes() []string { return []string{c.node.Path} }
 
 // Release withdraws the candidate: its node is deleted, retried through a
-// suspension while the session lives.
+// suspension while the session lives. The candidacy stops counting in
+// coord_election_candidates whatever the delete's outcome: it is no lease's
+// any more.
 func (c *Candidacy) Release(ctx context.Context) error {
+	c.uncount()
 	return c.ep.DeleteProtected(ctx, path.Dir(c.node.Path), c.node.GUID, c.node.Path)
 }
 
@@ -287,7 +299,6 @@ func (e *Elections) Resign(ctx context.Context, lease *kit.Lease, name, id strin
 	if err := c.Release(ctx); err != nil {
 		return nil, err
 	}
-	e.metrics.candidates.Dec()
 	e.metrics.resignations.Inc()
 	if !requeue {
 		lease.Released()
