@@ -298,8 +298,18 @@ func (s *Server) awaitRestored(next http.Handler) http.Handler {
 // shutdownContext makes every request's context end when the server closes, so
 // long-polls answer and streams end; the cause is errShuttingDown. A request
 // served under BaseContext has that already.
+//
+// Once the server drains (a hand-over or a shutdown), every answer also says
+// `Connection: close`: its connection ends after it, cleanly, so that a client
+// sends its next request on a new connection (to the successor) and never on
+// one the server is about to close under it.
 func (s *Server) shutdownContext(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-s.draining.Done():
+			w.Header().Set("Connection", "close")
+		default:
+		}
 		if r.Context().Value(baseContextKey{}) != nil {
 			next.ServeHTTP(w, r)
 			return

@@ -99,10 +99,10 @@ type Main struct {
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
 	restarts *restarts // nil without --state-dir
-	// serving is the listener Serve accepts on; unanswered counts the
-	// connections accepted whose first request has not been read (upgrade.go).
-	serving    net.Listener
-	unanswered newConns
+	// serving is the listener Serve accepts on; conns tracks the state of
+	// every connection it accepted (upgrade.go).
+	serving net.Listener
+	conns   connStates
 
 	closeOnce sync.Once
 	closeErr  error
@@ -459,7 +459,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnState:         m.unanswered.track,
+		ConnState:         m.conns.track,
 	}
 	m.serving = ln
 	m.served = make(chan error, 1)

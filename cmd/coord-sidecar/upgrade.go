@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
@@ -44,6 +43,12 @@ const (
 // handOverTimeout bounds each wait of a hand-over: for the successor to take
 // the socket, and for the successor to get the state directory.
 const handOverTimeout = 30 * time.Second
+
+// handOverIdle is how long a connection must have been idle before a
+// hand-over closes it under its client (see handOver): a client sending at
+// least twice a second has its next request answered, with Connection:
+// close, first.
+const handOverIdle = 500 * time.Millisecond
 
 // exePath is the binary's path at start: Upgrade runs what is at that path
 // then (os.Executable would name the replaced, deleted file).
@@ -130,12 +135,17 @@ func (m *Main) handOver() error {
 		defer m.logOut.Close()
 		m.server.Drain() // streams and long-polls end; short requests go on
 		// Stop accepting first, and let every connection already accepted
-		// bring its first request: net/http's Shutdown drops, unanswered, a
-		// request it reads after the shutdown began (the connection just
-		// closes), so it starts only once none is still to come.
+		// bring its request: net/http's Shutdown drops, unanswered, a request
+		// it reads after the shutdown began (the connection just closes), so
+		// it starts only once none is likely still to come. Draining, every
+		// answer closes its connection (Connection: close), so a busy
+		// client's connection ends cleanly after its next answer, and one
+		// idle for handOverIdle is the only kind Shutdown closes: a request
+		// sent on it at that very moment is lost (no HTTP/1.1 server can
+		// close a kept-alive connection without that race).
 		_ = m.serving.Close()
 		<-m.served // Serve has returned: every accepted connection is tracked
-		m.unanswered.wait(2 * time.Second)
+		m.conns.wait(handOverIdle, 2*time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = m.http.Shutdown(ctx) // the short requests under way are answered
@@ -192,30 +202,58 @@ func openStateDir(path string, upgrading bool, opts ...statedir.Option) (*stated
 	return statedir.OpenWait(ctx, path, opts...)
 }
 
-// newConns counts the connections accepted whose first request has not been
-// read yet (http.Server.ConnState), so that a hand-over can wait for them.
-type newConns struct {
-	conns sync.Map // net.Conn → struct{}, while in http.StateNew
-	n     atomic.Int64
+// connStates tracks the accepted connections' states (http.Server's
+// ConnState hook), so that a hand-over can wait for every connection that may
+// still bring a request: one accepted whose first request has not been read,
+// and one that answered a request a moment ago (a busy client's next request
+// may be on its way). Closing either under its client loses that request: the
+// client wrote it, and cannot know whether it was served.
+type connStates struct {
+	mu    sync.Mutex
+	conns map[net.Conn]connState // while open and not hijacked
+}
+
+// connState is a connection's last state and when it began.
+type connState struct {
+	state http.ConnState
+	since time.Time
 }
 
 // track is http.Server's ConnState hook.
-func (c *newConns) track(conn net.Conn, st http.ConnState) {
-	if st == http.StateNew {
-		c.conns.Store(conn, struct{}{})
-		c.n.Add(1)
-		return
-	}
-	if _, was := c.conns.LoadAndDelete(conn); was {
-		c.n.Add(-1)
+func (c *connStates) track(conn net.Conn, st http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		delete(c.conns, conn)
+	default:
+		if c.conns == nil {
+			c.conns = map[net.Conn]connState{}
+		}
+		c.conns[conn] = connState{state: st, since: time.Now()}
 	}
 }
 
-// wait returns once no connection is waiting for its first request, or after
-// at most d (a client that connected and sends nothing is not waited for).
-func (c *newConns) wait(d time.Duration) {
+// quiet reports whether every connection is idle, and has been for at least
+// d: none has a request under way or to come soon.
+func (c *connStates) quiet(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for _, s := range c.conns {
+		if s.state != http.StateIdle || now.Sub(s.since) < d {
+			return false
+		}
+	}
+	return true
+}
+
+// wait returns once every connection has been idle for idle (the others have
+// answered and, draining, closed), or after at most d: a client that
+// connected and sends nothing, or one that keeps sending, is not waited for.
+func (c *connStates) wait(idle, d time.Duration) {
 	deadline := time.Now().Add(d)
-	for c.n.Load() > 0 && time.Now().Before(deadline) {
+	for !c.quiet(idle) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 }
