@@ -2,7 +2,10 @@
 # The lock benchmark as users run the sidecar (docs/BENCHMARKS.md): ZooKeeper
 # with its defaults (fsync on), the sidecar as a process of its own, etcd 3.4
 # (Debian's etcd-server) with its defaults, and the load from a third process,
-# bin/coord-bench, which also runs go-zookeeper's zk.Lock in-process. Every
+# bin/coord-bench, which also runs go-zookeeper's zk.Lock in-process. A second
+# sidecar process, on the same ZooKeeper with its own --zk-root, runs with
+# --state-dir (issue 23): its column ("stated") puts the lock rows with a state
+# directory beside those without, in the same run. Every
 # server runs on free ports of 127.0.0.1 with its data in a temporary folder
 # on disk, and is stopped at the end. Prints markdown for docs/BENCHMARKS.md.
 #
@@ -59,12 +62,12 @@ SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
-SIDECAR_PID="" ETCD_PID=""
+SIDECAR_PID="" STATED_PID="" ETCD_PID=""
 # cleanup stops every server of this run (never failing half-way: errexit is
 # off here, since a killed server's wait status is not 0).
 cleanup() {
 	set +e
-	for pid in $SIDECAR_PID $ETCD_PID; do
+	for pid in $SIDECAR_PID $STATED_PID $ETCD_PID; do
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
@@ -97,6 +100,15 @@ COORD_PPROF="${BENCH_PPROF:-}" "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "12
 SIDECAR_PID=$!
 waitfor curl -sf "http://127.0.0.1:$SC_PORT/readyz"
 
-echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT" >&2
-bin/coord-bench -sidecar "http://127.0.0.1:$SC_PORT" -zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
-	-pids "sidecar=$SIDECAR_PID,zookeeper=$ZK_PID,etcd=$ETCD_PID" "$@"
+# The same sidecar with a state directory (on the same disk as the servers'
+# data), every other flag as the first one's.
+STATED_PORT="$(freeport)"
+"$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
+	--zk-root /coord-bench-stated --state-dir "$DIR/state" >"$DIR/sidecar-stated.log" 2>&1 &
+STATED_PID=$!
+waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
+
+echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT, sidecar with --state-dir pid $STATED_PID :$STATED_PORT" >&2
+bin/coord-bench -sidecar "http://127.0.0.1:$SC_PORT" -sidecar-stated "http://127.0.0.1:$STATED_PORT" \
+	-zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
+	-pids "sidecar=$SIDECAR_PID,stated=$STATED_PID,zookeeper=$ZK_PID,etcd=$ETCD_PID" "$@"

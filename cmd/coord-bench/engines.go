@@ -29,7 +29,9 @@ type engine interface {
 func newEngine(ctx context.Context, name string, o *options) (engine, error) {
 	switch name {
 	case "sidecar":
-		return &sidecarEngine{base: o.sidecar + "/v1/locks/", client: newHTTPClient()}, nil
+		return &sidecarEngine{id: "sidecar", base: o.sidecar + "/v1/locks/", client: newHTTPClient()}, nil
+	case "stated":
+		return &sidecarEngine{id: "stated", base: o.stated + "/v1/locks/", client: newHTTPClient(), locksOnly: true}, nil
 	case "inprocess":
 		return newInprocess(o.zk, o.sessions)
 	default:
@@ -55,16 +57,24 @@ func newHTTPClient() *http.Client {
 }
 
 // sidecarEngine: one implicit lease per acquisition, as a shell script with curl
-// does it.
+// does it. The same code is two columns: "sidecar" (the sidecar as users run
+// it by default) and "stated" (a second sidecar process, with --state-dir).
 type sidecarEngine struct {
+	id     string // the column: "sidecar" or "stated"
 	base   string
 	client *http.Client
+	// locksOnly: no counter rows (errNoSuchRow), for a column that only the
+	// lock table has.
+	locksOnly bool
 }
 
-func (e *sidecarEngine) name() string { return "sidecar" }
+func (e *sidecarEngine) name() string { return e.id }
 func (e *sidecarEngine) close()       { e.client.CloseIdleConnections() }
 
 func (e *sidecarEngine) workers(_ context.Context, r row, x *benchload.Exclusion) ([]func(context.Context) error, func() error, error) {
+	if r.counters > 0 && e.locksOnly {
+		return nil, nil, errNoSuchRow
+	}
 	if r.counters > 0 {
 		fns, check := e.counterWorkers(r)
 		return fns, check, nil

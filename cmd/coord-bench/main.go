@@ -1,13 +1,16 @@
 // Command coord-bench is the load generator of `make bench` (scripts/bench.sh):
 // it measures lock acquire+release cycles, from a process of its own, on three
-// engines side by side in one run:
+// engines (four with -sidecar-stated) side by side in one run:
 //
 //   - sidecar: a running coord-sidecar over HTTP (POST /v1/locks/NAME?wait=30s,
 //     then DELETE /v1/locks/NAME?lease=..., as curl would);
 //   - inprocess: go-zookeeper's zk.Lock in this process, workers spread over
 //     -sessions ZooKeeper sessions;
 //   - etcd: etcd's v3 lock API over its HTTP gateway (POST /v3/lock/lock with a
-//     lease each worker granted once, then POST /v3/lock/unlock).
+//     lease each worker granted once, then POST /v3/lock/unlock);
+//   - stated (with -sidecar-stated): the sidecar engine against a second
+//     sidecar process, started with --state-dir, on the lock rows only; the
+//     lock table adds its column and its ratio to the sidecar's.
 //
 // Rows: c1, c16 and c64 (N workers, each on a lock of its own) and hot (16
 // workers on one lock). Every engine gets a warm-up, then -rounds rounds of
@@ -35,6 +38,7 @@ import (
 
 type options struct {
 	sidecar, zk, etcd string
+	stated            string // the second sidecar's URL, on a state directory ("": none)
 	pids              map[string]int
 	rows              []row
 	engines           []string
@@ -83,9 +87,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.sidecar, "sidecar", "http://127.0.0.1:8080", "the sidecar's base URL")
 	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper server (host:port) the sidecar uses")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
-	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,zookeeper=PID,etcd=PID")
+	fs.StringVar(&o.stated, "sidecar-stated", "", "base URL of a second sidecar, started with --state-dir (empty: no stated column)")
+	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,zookeeper=PID,etcd=PID")
 	fs.StringVar(&rows, "rows", "c1,c16,c64,hot,counter-c1,counter-c16,counter-c16x16", "rows, in order: c1, c16, c64, hot, counter-c1, counter-c16, counter-c16x16")
-	fs.StringVar(&engines, "engines", "sidecar,inprocess,etcd", "engines, comma-separated")
+	fs.StringVar(&engines, "engines", "sidecar,stated,inprocess,etcd", "engines, comma-separated (etcd and stated only with -etcd and -sidecar-stated)")
 	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
@@ -112,10 +117,10 @@ func parseFlags(args []string) (*options, error) {
 		o.rows = append(o.rows, rw)
 	}
 	for _, e := range strings.Split(engines, ",") {
-		if e == "etcd" && o.etcd == "" {
+		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" {
 			continue
 		}
-		if !slices.Contains([]string{"sidecar", "inprocess", "etcd"}, e) {
+		if !slices.Contains([]string{"sidecar", "stated", "inprocess", "etcd"}, e) {
 			return nil, fmt.Errorf("unknown engine %q", e)
 		}
 		o.engines = append(o.engines, e)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,10 +55,16 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 			locks = append(locks, res)
 		}
 	}
-	ratioTable(w, o, locks, "Acquire+release cycles per second", []column{
-		{"sidecar", "sidecar", ""}, {"inprocess", "in-process (zk.Lock, 4 sessions)", "in-process"}, {"etcd", "etcd 3.4 gateway", "etcd"}})
-	ratioTable(w, o, counters, "Counter adds per second (a cycle below is one add)", []column{
-		{"sidecar", "sidecar", ""}, {"inprocess", "in-process (Get+Set loop, 4 sessions)", "in-process"}})
+	lockCols := []column{{"sidecar", "sidecar"}, {"inprocess", "in-process (zk.Lock, 4 sessions)"}, {"etcd", "etcd 3.4 gateway"}}
+	lockRatios := []ratioCol{sidecarTo("inprocess", "in-process", 0), sidecarTo("etcd", "etcd", 1)}
+	if slices.Contains(o.engines, "stated") {
+		lockCols = append(lockCols, column{"stated", "sidecar with --state-dir"})
+		lockRatios = append(lockRatios, ratioCol{"stated", "sidecar", "stated/sidecar", func(string) float64 { return statedTarget }})
+	}
+	ratioTable(w, o, locks, "Acquire+release cycles per second", lockCols, lockRatios)
+	ratioTable(w, o, counters, "Counter adds per second (a cycle below is one add)",
+		[]column{{"sidecar", "sidecar"}, {"inprocess", "in-process (Get+Set loop, 4 sessions)"}},
+		[]ratioCol{sidecarTo("inprocess", "in-process", 0)})
 	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
@@ -71,13 +78,28 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 	}
 }
 
-// column is an engine's column of a ratio table: its title, and the short name
-// of the sidecar's ratio to it ("" for the sidecar's own).
-type column struct{ engine, title, short string }
+// column is an engine's column of a ratio table, with its title.
+type column struct{ engine, title string }
 
-// ratioTable prints each row's median rate per column and the sidecar's ratio
-// to each other column, with the row's target (targets, in column order).
-func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []column) {
+// ratioCol is a ratio column: the median of engine num over that of den, with
+// the row's target (0: none).
+type ratioCol struct {
+	num, den, title string
+	target          func(row string) float64
+}
+
+// sidecarTo is the sidecar's ratio to engine (short: its name in the title),
+// with the targets of issue 16 (targets[row][i]).
+func sidecarTo(engine, short string, i int) ratioCol {
+	return ratioCol{"sidecar", engine, "sidecar/" + short, func(row string) float64 { return targets[row][i] }}
+}
+
+// statedTarget is issue 23's: a state directory costs the lock rows at most 5 %.
+const statedTarget = 0.95
+
+// ratioTable prints each row's median rate per column, then each ratio with
+// the row's target.
+func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []column, ratios []ratioCol) {
 	if len(rows) == 0 {
 		return
 	}
@@ -87,8 +109,8 @@ func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []c
 	for _, c := range cols {
 		head, rule = head+" "+c.title+" |", rule+"---:|"
 	}
-	for _, c := range cols[1:] {
-		head, rule = head+" sidecar/"+c.short+" |", rule+"---|"
+	for _, rc := range ratios {
+		head, rule = head+" "+rc.title+" |", rule+"---|"
 	}
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, rule)
@@ -97,9 +119,8 @@ func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []c
 		for _, c := range cols {
 			line += " " + rate(median(res.rounds[c.engine]), slices.Contains(o.engines, c.engine)) + " |"
 		}
-		s := median(res.rounds["sidecar"])
-		for i, c := range cols[1:] {
-			line += " " + ratio(s, median(res.rounds[c.engine]), targets[res.row.name][i]) + " |"
+		for _, rc := range ratios {
+			line += " " + ratio(median(res.rounds[rc.num]), median(res.rounds[rc.den]), rc.target(res.row.name)) + " |"
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -123,11 +144,30 @@ func ratio(a, b, target float64) string {
 	switch {
 	case target == 0:
 	case r >= target:
-		s += fmt.Sprintf(" (≥ %.1f met)", target)
+		s += " (≥ " + targetText(target) + " met)"
 	default:
-		s += fmt.Sprintf(" (≥ %.1f **missed**)", target)
+		s += " (≥ " + targetText(target) + " **missed**)"
 	}
 	return s
+}
+
+// targetText prints a target with the decimals it has, at least one: "1.0",
+// "0.8", "0.95".
+func targetText(target float64) string {
+	s := strconv.FormatFloat(target, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// sidecarProcess is the -pids name of the sidecar process that engine's
+// rounds load (its "sidecar µs" column).
+func sidecarProcess(engine string) string {
+	if engine == "stated" {
+		return "stated"
+	}
+	return "sidecar"
 }
 
 func detailRow(name, engine string, rs []round, pids map[string]int) string {
@@ -172,5 +212,5 @@ func detailRow(name, engine string, rs []round, pids map[string]int) string {
 		jit = fmt.Sprintf("%.0f", float64(cpu["zookeeper-jit"])/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name, engine, strings.Join(rates, ", "),
-		per("load"), per("sidecar"), per("zookeeper"), per("etcd"), perN(req), perN(fs), perN(fsMs), handoff, jit)
+		per("load"), per(sidecarProcess(engine)), per("zookeeper"), per("etcd"), perN(req), perN(fs), perN(fsMs), handoff, jit)
 }
