@@ -247,7 +247,7 @@ func cmpOr[T any](a, b *T) *T {
 func decodeManifests(t *testing.T) []any {
 	t.Helper()
 	types := map[string]func() any{
-		"apps/v1/Deployment":                  func() any { return &appsv1.Deployment{} },
+		"apps/v1/Deployment":                 func() any { return &appsv1.Deployment{} },
 		"networking.k8s.io/v1/NetworkPolicy": func() any { return &networkingv1.NetworkPolicy{} },
 	}
 	var out []any
