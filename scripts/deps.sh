@@ -4,7 +4,8 @@
 # headless browser), curl (the shell examples and the README's sessions), python3
 # and node (the examples in those languages run in the suite too), npm (the
 # contract tools of tools/ and the Node client of examples/node: scripts/npm-ci.sh),
-# jq (`make demo`, which a test runs).
+# jq (`make demo`, which a test runs), systemd's systemd-analyze (deploy/'s test
+# verifies the systemd unit with it; nothing is started).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -16,6 +17,7 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

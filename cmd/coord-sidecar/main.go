@@ -88,8 +88,12 @@ func main() {
 			_ = m.Reload() // logged; the tokens in force stay on an error
 		case <-usr2:
 			err := m.Upgrade()
-			if err == nil {
-				os.Exit(0) // the successor serves
+			switch {
+			case err == nil:
+				os.Exit(0) // the successor serves, named in the pid file
+			case errors.Is(err, errSuccessorLost):
+				fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
+				os.Exit(1) // nobody serves: for the supervisor to restart
 			}
 			fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade not done, still serving:", err)
 		case <-ctx.Done():

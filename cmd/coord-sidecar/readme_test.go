@@ -43,8 +43,8 @@ import (
 //     body): they go to the sidecar, and each event they print is validated here
 //     against its schema in openapi.yaml.
 //   - Values that differ from run to run are masked: times, dates and durations
-//     match any value; lease, claim and item ids and zxids (fencing tokens, terms,
-//     election event ids) bind to the value of the run where they first appear, are
+//     match any value; lease, claim and item ids, session ids and zxids (fencing
+//     tokens, terms, election event ids) bind to the value of the run where they first appear, are
 //     substituted into later commands, and must be used consistently (the same
 //     README value is always the same run value, two README values are two run
 //     values, and zxids keep the README's order).
@@ -59,7 +59,12 @@ import (
 //   - `^C` after a command's output: the command (a stream) runs until it has
 //     printed those lines, then gets SIGINT.
 //   - Two or more spaces and `# ...` after an output line are a comment.
+//     bash's report of a command killed by a signal (`bash: line 1: 123
+//     Killed ...`) is not output: a terminal shows it as the shell's own.
 //   - ```text blocks (a program's output, e.g. make demo's) are not run.
+//   - A session whose first command starts a sidecar (`coord-sidecar --...`,
+//     not a subcommand) runs sidecars of its own, and only those (a restart
+//     with `kill -9`): TestREADMESessionsWithTheirOwnSidecar runs it apart.
 //
 // It needs curl and bash, and node and npm for Prism (installed from
 // tools/package-lock.json); without node or npm it is skipped.
@@ -85,6 +90,7 @@ func TestREADMESessions(t *testing.T) {
 			t.Fatalf("README.md:%d: a ```console block that does not start with a `$ ` command: make it ```text, or a session", s.line)
 		}
 	}
+	sessions = slices.DeleteFunc(sessions, ownSidecar)
 	spec, err := api.GetSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func TestREADMESessions(t *testing.T) {
 	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
 	px := startPrism(t, prism, filepath.Join(root, "openapi.yaml"), car.base)
 
-	r := &readmeRun{t: t, dir: t.TempDir(), prism: px, sidecar: strings.TrimPrefix(car.base, "http://"),
+	r := &readmeRun{t: t, dir: t.TempDir(), proxy: px, sidecar: strings.TrimPrefix(car.base, "http://"),
 		spec: spec, ids: map[string]string{}, zxids: map[string]int64{}}
 	for _, s := range sessions {
 		t.Logf("README.md:%d: a session of %d commands", s.line, len(s.steps))
@@ -106,6 +112,70 @@ func TestREADMESessions(t *testing.T) {
 	if v := px.violations(); v != "" {
 		t.Fatalf("Prism reported violations:\n%s", v)
 	}
+}
+
+// The README's sessions that start sidecars of their own (ownSidecar) run
+// here, each apart and as the other sessions do (the rules above), in a
+// folder of its own with:
+//   - `coord-sidecar` on PATH: the binary built from this tree (buildBinary);
+//   - COORD_ZK naming a shared ZooKeeper, COORD_ZK_ROOT a root of its own and
+//     COORD_LISTEN a free loopback address, which `localhost:8080` in its
+//     commands stands for (the README says that every flag has its COORD_
+//     variable);
+//   - instead of Prism (which would have to be started for each session, and
+//     proxies to a sidecar that comes and goes), answerProxy: an HTTP proxy in
+//     this process that checks every JSON answer against the schema
+//     openapi.yaml declares for its operation and status.
+//
+// The session must end every sidecar it starts (a background command still
+// running a minute after its last command fails it).
+func TestREADMESessionsWithTheirOwnSidecar(t *testing.T) {
+	t.Parallel() // mostly waiting on its processes: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's sessions need %s on PATH: %v (scripts/deps.sh test installs it)", tool, err)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(nodetools.Root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := slices.DeleteFunc(parseSessions(string(readme)), func(s session) bool { return !ownSidecar(s) })
+	if len(own) == 0 {
+		t.Fatal("no session of README.md starts a sidecar of its own; \"Restarts and upgrades\" has one")
+	}
+	spec, err := api.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	zkc := zktest.Shared(t)
+	for _, s := range own {
+		listen := freeAddr(t)
+		px := startAnswerProxy(t, spec, listen)
+		r := &readmeRun{t: t, dir: t.TempDir(), proxy: px, sidecar: listen, spec: spec,
+			ids: map[string]string{}, zxids: map[string]int64{}, env: []string{
+				"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"),
+				"COORD_ZK=" + strings.Join(zkc.Servers(), ","), "COORD_ZK_ROOT=" + zktest.Root(t), "COORD_LISTEN=" + listen,
+			}}
+		t.Logf("README.md:%d: a session of %d commands with its own sidecar", s.line, len(s.steps))
+		r.session(s)
+		if v := px.violations(); v != "" {
+			t.Fatalf("README.md:%d: answers that break openapi.yaml:\n%s", s.line, v)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// ownSidecar says whether a session starts sidecars of its own: its first
+// command runs the sidecar (flags, no subcommand).
+func ownSidecar(s session) bool {
+	return len(s.steps) > 0 && strings.HasPrefix(s.steps[0].command, "coord-sidecar --")
 }
 
 // Prism's validating proxy accepts the empty states (a free lock, an election
@@ -251,9 +321,10 @@ func trimTrailingBlank(lines []string) []string {
 type readmeRun struct {
 	t       *testing.T
 	dir     string
-	prism   *prismProxy
-	sidecar string // host:port
+	proxy   contractProxy // commands go through it
+	sidecar string        // host:port, for event streams
 	spec    *openapi3.T
+	env     []string // added to the commands' environment
 
 	ids   map[string]string // README id → the run's
 	zxids map[string]int64  // README zxid → the run's
@@ -311,7 +382,7 @@ func (r *readmeRun) step(st step) {
 			return
 		}
 		r.pending = append(r.pending, r.start(st, command))
-		r.prism.check(t, st)
+		r.proxy.check(t, st)
 	case st.interrupt:
 		r.interrupted(st, command)
 		r.afterStop = true
@@ -330,7 +401,7 @@ func (r *readmeRun) step(st step) {
 				t.Errorf("README.md:%d: %s did not end", st.line, st.command)
 				return
 			}
-			r.prism.check(t, st)
+			r.proxy.check(t, st)
 			if r.outputs(st, j, retry && time.Now().Before(deadline)) {
 				break
 			}
@@ -349,7 +420,7 @@ func (r *readmeRun) step(st step) {
 // and fails on an id the README never showed in an output.
 func (r *readmeRun) prepare(st step) string {
 	cmd := st.command
-	addr := r.prism.addr
+	addr := r.proxy.address()
 	if strings.Contains(cmd, "/events") {
 		addr = r.sidecar
 	}
@@ -381,7 +452,7 @@ func (r *readmeRun) prepare(st step) string {
 func (r *readmeRun) start(st step, command string) *job {
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "TIMEFORMAT=\nreal\t%3lR", "NO_PROXY=*", "no_proxy=*")
+	cmd.Env = append(append(os.Environ(), "TIMEFORMAT=\nreal\t%3lR", "NO_PROXY=*", "no_proxy=*"), r.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	j := &job{step: st, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = j.out, j.out
@@ -542,15 +613,18 @@ func (r *readmeRun) assign(want, own []string, ended []*job) (*bindings, []*job,
 	return nil, nil, false
 }
 
-// outputLines splits output into lines, without carriage returns and trailing
-// blank lines.
+// outputLines splits output into lines, without carriage returns, trailing
+// blank lines and bash's own report of a command killed by a signal (what an
+// interactive shell shows as `[1]+ Killed`).
 func outputLines(out string) []string {
 	if out == "" {
 		return nil
 	}
 	lines := strings.Split(strings.ReplaceAll(out, "\r", ""), "\n")
-	return trimTrailingBlank(lines)
+	return trimTrailingBlank(slices.DeleteFunc(lines, killedRe.MatchString))
 }
+
+var killedRe = regexp.MustCompile(`^bash: line \d+: +\d+ Killed +`)
 
 // Masking.
 
@@ -574,6 +648,7 @@ var maskClasses = []maskClass{
 	{regexp.MustCompile(`^real\t(\d+m\d+\.\d+s)$`), anyValue, `\d+m\d+\.\d+s`},
 	{regexp.MustCompile(`\b([a-z2-7]{20})\b`), bindID, `[a-z2-7]{20}`},             // lease ids; a claim id's end
 	{regexp.MustCompile(`\bi\d+-([a-z2-7]{13})-\d{10}\b`), bindID, `[a-z2-7]{13}`}, // an item id's token
+	{regexp.MustCompile(`"sessionId":"(0x[0-9a-f]+)"`), bindID, `0x[0-9a-f]+`},     // the same README value: the same session
 	{regexp.MustCompile(`"(?:fencingToken|term)":(\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`fencing token (\d+)`), bindZxid, `\d+`},
 	{regexp.MustCompile(`\b([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-lease-\d{10}\b`), bindID, `[0-9a-f-]{36}`}, // a permit's guid
@@ -792,6 +867,16 @@ func (r *readmeRun) validateEvents(st step, command string, lines []string) {
 	flush()
 }
 
+// contractProxy is what the sessions' commands reach instead of the
+// sidecar: a proxy that checks every answer against openapi.yaml.
+type contractProxy interface {
+	address() string // host:port
+	// check fails the test on any violation found since the last check.
+	check(t *testing.T, st step)
+	// violations are every violation found in the whole run.
+	violations() string
+}
+
 // Prism.
 
 type prismProxy struct {
@@ -843,6 +928,8 @@ func startPrism(t *testing.T, prism, spec, upstream string) *prismProxy {
 	p.seen = len(p.log.String())
 	return p
 }
+
+func (p *prismProxy) address() string { return p.addr }
 
 // check fails the test on any violation or refusal Prism logged since the last check.
 func (p *prismProxy) check(t *testing.T, st step) {

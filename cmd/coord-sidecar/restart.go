@@ -212,7 +212,8 @@ func (r *restarts) close(ended bool) {
 // handOver ends this process's part for an upgrade's successor: the last
 // state written, the session detached (not closed: its ephemeral nodes live on
 // for the successor), the directory let go (the successor's signal to load
-// it). The leases of the detached session then end here as lost without
+// it) with the pid file still naming this process until the successor writes
+// its own. The leases of the detached session then end here as lost without
 // touching ZooKeeper, and nothing more is written.
 func (r *restarts) handOver(sess *zookeeper.Session) {
 	r.wg.Wait()
@@ -223,6 +224,7 @@ func (r *restarts) handOver(sess *zookeeper.Session) {
 	cancel()
 	r.saver.Close()
 	sess.Detach()
+	r.dir.LeavePID()
 	_ = r.dir.Close()
 }
 

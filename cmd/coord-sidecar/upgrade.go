@@ -25,7 +25,12 @@ import (
 // ZooKeeper session without closing it and lets go of the state directory.
 // The successor, blocked until then on the directory, resumes the session and
 // the leases from it, as after a crash, and serves. The pid file names the old
-// process until the successor owns the directory.
+// process until the successor owns the directory and writes its own pid over
+// it; the old process exits only then, so that a supervisor that reads the
+// pid file when its main process exits finds the successor there (systemd's
+// PIDFile=: deploy/systemd). If the successor ends before that, the old
+// process exits 1, so that a supervisor restarts the sidecar (which resumes
+// from the state directory).
 //
 // Why not github.com/cloudflare/tableflip: the hand-over here is one socket,
 // and its order is set by the state directory's lock (the successor may only
@@ -60,11 +65,19 @@ var exePath = func() string {
 	return p
 }()
 
+// errSuccessorLost is Upgrade's error when everything was handed over but
+// the successor ended (or did not own the state directory within
+// handOverTimeout) before naming itself in the pid file: nobody serves, and
+// the caller exits with a failure for its supervisor to restart it.
+var errSuccessorLost = errors.New("upgrade: handed over, but the successor did not take the state directory")
+
 // Upgrade starts the successor and, once it has taken the listening socket,
-// hands everything over (see above); the caller then exits. An error means
-// the successor could not start or take the socket: this process keeps
+// hands everything over (see above) and waits until the pid file names the
+// successor; the caller then exits. An error other than errSuccessorLost
+// means the successor could not start or take the socket: this process keeps
 // serving and nothing was handed over. Once the socket is taken, Upgrade
-// hands over whatever happens on the way (printed) and returns nil.
+// hands over whatever happens on the way (printed) and returns nil, or
+// errSuccessorLost.
 func (m *Main) Upgrade() error {
 	if m.restarts == nil {
 		return errors.New("an upgrade needs --state-dir: the successor resumes the session from it")
@@ -88,7 +101,8 @@ func (m *Main) Upgrade() error {
 		return fmt.Errorf("start the successor %s: %w", exePath, err)
 	}
 	readyW.Close()
-	go func() { _ = cmd.Wait() }() // reaped; it outlives this process
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }() // reaped; it outlives this process
 	taken := make(chan error, 1)
 	go func() {
 		var b [1]byte
@@ -108,7 +122,29 @@ func (m *Main) Upgrade() error {
 	if err := m.handOver(); err != nil {
 		fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade: handed over, with an error on the way:", err)
 	}
-	return nil
+	return awaitSuccessorPID(m.restarts.dir.Path(), cmd.Process.Pid, ended)
+}
+
+// awaitSuccessorPID returns nil once the state directory's pid file names
+// pid, the successor; errSuccessorLost if ended closes (the successor exited)
+// or handOverTimeout passes first.
+func awaitSuccessorPID(dir string, pid int, ended <-chan struct{}) error {
+	deadline := time.NewTimer(handOverTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if got, err := statedir.ReadPID(dir); err == nil && got == pid {
+			return nil
+		}
+		select {
+		case <-ended:
+			return fmt.Errorf("%w: it exited", errSuccessorLost)
+		case <-deadline.C:
+			return fmt.Errorf("%w within %s", errSuccessorLost, handOverTimeout)
+		case <-tick.C:
+		}
+	}
 }
 
 // listenerFile is a duplicate of the listening socket's descriptor. A unix

@@ -78,6 +78,17 @@ func (d *Dir) WritePID(pid int) error {
 	return nil
 }
 
+// LeavePID has Close leave PIDFile as it is, naming this process, for a
+// planned hand-over: the successor writes its own pid over it (atomically)
+// once it owns the directory, so that the file never goes missing in between
+// and a supervisor that reads it when this process exits (systemd's
+// PIDFile=) finds the successor there.
+func (d *Dir) LeavePID() {
+	d.mu.Lock()
+	d.pid = 0
+	d.mu.Unlock()
+}
+
 // ReadPID reads the pid that dir's PIDFile names. It needs no ownership of
 // the directory (an operator's kill -USR2 $(cat ...) reads the same).
 func ReadPID(dir string) (int, error) {
