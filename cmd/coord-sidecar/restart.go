@@ -130,7 +130,10 @@ func (r *restarts) snapshot(sess *zookeeper.Session, leases *kit.Leases) statedi
 // reconcile waits for the resume's outcome; when the session came back, it
 // re-creates the saved leases and adopts their holds (kit.Leases.Restore).
 // Too late, or nothing to resume: nothing of the predecessor is held, and its
-// leases answer 404. Restored closes at the end, whatever the outcome.
+// leases answer 404. A connection that drops meanwhile (the server the
+// session came back on dies) is waited out: each step is tried again once
+// the session is back on another server, within the same deadline. Restored
+// closes at the end, whatever the outcome.
 func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
 	defer close(r.restored)
 	if r.saved.Session.ID == 0 {
@@ -151,7 +154,7 @@ func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
 	}
 	ep, err := sess.WaitCurrent(ctx)
 	if err == nil {
-		err = ep.Sync(ctx, r.root)
+		err = ep.Retry(ctx, func() error { return ep.Sync(ctx, r.root) })
 	}
 	var got kit.Restored
 	if err == nil {

@@ -473,9 +473,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 // Addr is the address the HTTP server listens on (after Run).
 func (m *Main) Addr() string { return m.listener.Addr().String() }
 
-// Close shuts down in order: stop taking requests, end streams and long-polls,
-// release everything the leases hold, close the ZooKeeper session. Later calls
-// return the first call's result.
+// Close shuts down in order: end streams and long-polls, stop taking
+// requests and answer those under way (stopHTTP), release everything the
+// leases hold, close the ZooKeeper session. Later calls return the first
+// call's result.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.shutdown() })
 	return m.closeErr
@@ -485,20 +486,45 @@ func (m *Main) shutdown() error {
 	if m.http == nil {
 		return nil
 	}
-	defer m.logOut.Close() // last, after the session's own lines
-	m.server.Close()       // streams and long-polls answer now
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := m.http.Shutdown(ctx)
+	defer m.logOut.Close()            // last, after the session's own lines
+	err := m.stopHTTP(m.server.Close) // streams and long-polls answer as shutting down
 	m.leases.Close()
 	m.session.Close()
 	m.leases.Wait()
 	m.queues.Close()
 	m.closeRestarts(true) // the session is closed: a successor has nothing to resume
-	if serr := <-m.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
 	return err
+}
+
+// stopHTTP stops the HTTP side, in the one order a shutdown and an upgrade's
+// hand-over share: end (the API server's Close or Drain) ends streams and
+// long-polls, and from then on every answer closes its connection
+// (Connection: close); then nothing more is accepted, and the connections
+// already accepted are given up to 2 s to go quiet: each one idle for
+// handOverIdle (a busy client's closes cleanly after its next answer, and one
+// accepted brings its first request). net/http's Shutdown drops, unanswered,
+// a request it reads after the shutdown began, and closes an idle kept-alive
+// connection under a client that may be sending on it at that moment (no
+// HTTP/1.1 server can close one without that race; Go's client retries only
+// idempotent requests): waiting for quiet makes that a client silent for
+// handOverIdle sending at the very moment of the close. The short requests
+// under way are then answered (Shutdown, within 10 s). It returns Shutdown's
+// error, else Serve's if Serve had ended for another reason than its
+// listener's close.
+func (m *Main) stopHTTP(end func()) error {
+	end()
+	_ = m.serving.Close()
+	serr := <-m.served // Serve has returned: every accepted connection is tracked
+	m.conns.wait(handOverIdle, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.http.Shutdown(ctx); err != nil {
+		return err
+	}
+	if serr != nil && !errors.Is(serr, net.ErrClosed) && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return nil
 }
 
 // closeRestarts ends the state directory's saving, if any (see restarts.close).

@@ -161,30 +161,16 @@ func listenerFile(ln net.Listener) (*os.File, error) {
 }
 
 // handOver stops this process in favour of its successor: the HTTP side first
-// (nothing more is accepted; streams end with a retry hint, waits answer 503),
-// then the last state is written, the session detached (its ephemeral nodes
-// live on for the successor), and the state directory let go, which is the
+// as at a shutdown (stopHTTP: streams end with a retry hint, waits answer 503,
+// nothing more is accepted, the short requests under way are answered), then
+// the last state is written, the session detached (its ephemeral nodes live
+// on for the successor), and the state directory let go, which is the
 // successor's signal to resume.
 func (m *Main) handOver() error {
 	var err error
 	m.closeOnce.Do(func() {
 		defer m.logOut.Close()
-		m.server.Drain() // streams and long-polls end; short requests go on
-		// Stop accepting first, and let every connection already accepted
-		// bring its request: net/http's Shutdown drops, unanswered, a request
-		// it reads after the shutdown began (the connection just closes), so
-		// it starts only once none is likely still to come. Draining, every
-		// answer closes its connection (Connection: close), so a busy
-		// client's connection ends cleanly after its next answer, and one
-		// idle for handOverIdle is the only kind Shutdown closes: a request
-		// sent on it at that very moment is lost (no HTTP/1.1 server can
-		// close a kept-alive connection without that race).
-		_ = m.serving.Close()
-		<-m.served // Serve has returned: every accepted connection is tracked
-		m.conns.wait(handOverIdle, 2*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err = m.http.Shutdown(ctx) // the short requests under way are answered
+		err = m.stopHTTP(m.server.Drain) // the successor shares the socket's backlog: none is refused
 		m.server.HandOver()
 		m.restarts.handOver(m.session)
 		m.leases.Wait()

@@ -33,12 +33,16 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the proxy started
 
-	mu     sync.Mutex
-	mode   mode
-	delay  time.Duration
-	drop   int // server-to-client chunks still to discard
-	links  map[*link]bool
-	closed bool
+	mu    sync.Mutex
+	mode  mode
+	delay time.Duration
+	drop  int // server-to-client chunks still to discard
+	// pass is how many server-to-client chunks are still forwarded before
+	// the proxy turns into a Blackhole (BlackholeAfter); 0: none pending.
+	pass     int
+	accepted int // connections accepted since New
+	links    map[*link]bool
+	closed   bool
 }
 
 // link is one proxied connection.
@@ -133,14 +137,34 @@ func (p *Proxy) DropReplies(n int) {
 	p.mu.Unlock()
 }
 
+// BlackholeAfter forwards the next n chunks going from a server to its
+// client, and everything else, as usual; once the n-th has been forwarded
+// the proxy acts as after Blackhole until Restore. With n = 1 on a new
+// ZooKeeper connection, the server's answer to the handshake gets through
+// and nothing after it: the client holds a session it cannot use.
+func (p *Proxy) BlackholeAfter(n int) {
+	p.mu.Lock()
+	p.mode, p.pass = normal, n
+	p.mu.Unlock()
+}
+
+// Accepted is how many connections the proxy has accepted so far, whatever
+// became of them (a connection accepted during Cut, or whose target refused
+// it, counts).
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
 // Restore ends every fault: new connections are forwarded normally, there
-// is no delay and no pending DropReplies. Connections that lost bytes
+// is no delay and no pending DropReplies or BlackholeAfter. Connections that lost bytes
 // during a Blackhole are closed, since their streams can no longer be
 // parsed; the others go on forwarding.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode, p.delay, p.drop = normal, 0, 0
+	p.mode, p.delay, p.drop, p.pass = normal, 0, 0, 0
 	for l := range p.links {
 		if l.lost {
 			l.close()
@@ -187,6 +211,7 @@ func (p *Proxy) serve(c net.Conn) {
 	defer p.wg.Done()
 	l := &link{client: c, done: make(chan struct{})}
 	p.mu.Lock()
+	p.accepted++
 	m, closed := p.mode, p.closed
 	if closed || m == cut {
 		p.mu.Unlock()
@@ -289,6 +314,10 @@ func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bo
 			delete(p.links, l)
 		}
 		return chunk{}, false
+	case toClient && p.pass > 0:
+		if p.pass--; p.pass == 0 {
+			p.mode = blackhole // this chunk is the last to get through
+		}
 	}
 	return chunk{data: append([]byte(nil), b...), due: time.Now().Add(p.delay)}, true
 }

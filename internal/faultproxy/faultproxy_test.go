@@ -194,6 +194,31 @@ func TestTCPFaults(t *testing.T) {
 		}
 		mustEcho(t, dial(t, p.Addr()), "next")
 	})
+	t.Run("blackhole after", func(t *testing.T) {
+		c := dial(t, p.Addr())
+		p.BlackholeAfter(1)
+		mustEcho(t, c, "answered")
+		before := e.received()
+		if _, err := roundTrip(c, "lost", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("round trip after the chunk let through: %v, want a timeout", err)
+		}
+		if got := e.received(); got != before {
+			t.Fatalf("server received %d bytes after the chunk let through", got-before)
+		}
+		p.Restore()
+		mustClose(t, c)
+		mustEcho(t, dial(t, p.Addr()), "back")
+	})
+	t.Run("accepted", func(t *testing.T) {
+		before := p.Accepted()
+		mustEcho(t, dial(t, p.Addr()), "one")
+		p.Cut()
+		mustClose(t, dial(t, p.Addr()))
+		p.Restore()
+		if got := p.Accepted() - before; got != 2 {
+			t.Fatalf("Accepted grew by %d, want 2 (one forwarded, one cut)", got)
+		}
+	})
 }
 
 func TestCloseStopsEverything(t *testing.T) {

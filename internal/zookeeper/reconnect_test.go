@@ -141,3 +141,45 @@ func untilAvailable(t *testing.T, ctx context.Context, f func() error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Retry waits out a connection that drops: the step refused as unavailable
+// runs again once the same session is back, and its answer is Retry's. While
+// the session stays away, Retry ends with ctx, still unavailable, not lost.
+func TestRetryWaitsOutADroppedConnection(t *testing.T) {
+	zkc := zktest.Shared(t)
+	proxy := faultproxy.Start(t, zkc.Server(0))
+	s := newTestSessionTimeout(t, []string{proxy.Addr()}, zktest.Root(t), 20*time.Second)
+	ep, err := s.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	away := func() {
+		t.Helper()
+		proxy.Cut()
+		testutil.Eventually(t, 10*time.Second, "the session suspended", func() bool { return s.State() == StateSuspended })
+	}
+
+	away()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(time.Minute))
+	defer cancel()
+	var tries []error
+	err = ep.Retry(ctx, func() error {
+		_, _, err := ep.Exists(ctx, "/")
+		if tries = append(tries, err); len(tries) == 1 {
+			proxy.Restore()
+		}
+		return err
+	})
+	if err != nil || len(tries) != 2 || !errors.Is(tries[0], ErrUnavailable) {
+		t.Fatalf("Retry = %v after tries %v; want nil after one refusal as unavailable", err, tries)
+	}
+
+	away()
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	err = ep.Retry(short, func() error { _, _, err := ep.Exists(short, "/"); return err })
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost) {
+		t.Fatalf("Retry while the session is away = %v; want unavailable once ctx ends", err)
+	}
+	proxy.Restore()
+}

@@ -680,6 +680,27 @@ func (ep *Epoch) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// Retry runs f until it returns anything but ErrUnavailable, waiting before
+// each new try until ep's session is connected again: for work that may run
+// twice (reads, deletes that accept ErrNoNode) and must outlast a connection
+// that drops and comes back, as when the server it was on dies. It returns
+// f's last error; ErrSessionLost once ep is lost; f's ErrUnavailable once ctx
+// has ended.
+func (ep *Epoch) Retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrSessionLost) {
+			return err
+		}
+		switch werr := ep.WaitConnected(ctx); {
+		case errors.Is(werr, ErrSessionLost):
+			return fmt.Errorf("%w (after: %v)", werr, err)
+		case werr != nil:
+			return err
+		}
+	}
+}
+
 // zkLogger routes go-zookeeper's log lines to slog at debug level, and reads the
 // negotiated session timeout from its "authenticated" line (go-zookeeper exposes it
 // no other way).

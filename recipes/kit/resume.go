@@ -147,7 +147,10 @@ type Restored struct {
 // that cannot be adopted is never kept silently: it is recorded as lost on its
 // lease (its stream tells it as a lost-hold), counted and logged, and its
 // nodes that ep owns are deleted so that nobody waits behind them. A lease id
-// already live is left alone.
+// already live is left alone. A connection that drops meanwhile (the server
+// ep's session is on dies) loses nothing: each step (an adoption, a deletion,
+// a line's sweep) is tried again once the session is back on another server
+// (zookeeper.Epoch.Retry), for as long as ctx lasts.
 func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLease) (Restored, error) {
 	var r Restored
 	now := time.Now()
@@ -246,7 +249,11 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 	m.mu.Unlock()
 	var lines []string
 	for _, k := range kinds {
-		names, _, err := ep.Children(ctx, k.Lines)
+		var names []string
+		err := ep.Retry(ctx, func() (err error) {
+			names, _, err = ep.Children(ctx, k.Lines)
+			return err
+		})
 		if errors.Is(err, zookeeper.ErrNoNode) {
 			continue
 		}
@@ -266,12 +273,17 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 	swept := 0
 	var errs []error
 	inParallel(len(lines), func(i int) {
-		n, err := sweepLine(ctx, ep, lines[i], keep)
-		mu.Lock()
-		defer mu.Unlock()
-		swept += n
+		err := ep.Retry(ctx, func() error { // a line swept again: what went is not counted twice
+			n, err := sweepLine(ctx, ep, lines[i], keep)
+			mu.Lock()
+			swept += n
+			mu.Unlock()
+			return err
+		})
 		if err != nil {
+			mu.Lock()
 			errs = append(errs, err)
+			mu.Unlock()
 		}
 	})
 	return swept, errors.Join(errs...)
@@ -339,7 +351,12 @@ func (m *Leases) adopt(ctx context.Context, l *Lease, h SavedHold) string {
 	f := m.kinds[h.Kind].Adopt
 	m.mu.Unlock()
 	var reason string
-	switch v, err := adoptWith(ctx, f, l, h); {
+	var v Holding
+	err := l.ep.Retry(ctx, func() (err error) {
+		v, err = adoptWith(ctx, f, l, h)
+		return err
+	})
+	switch {
 	case err != nil:
 		reason = fmt.Sprintf("not kept across the restart: %v", err)
 	default:
@@ -367,14 +384,17 @@ func adoptWith(ctx context.Context, f Adopter, l *Lease, h SavedHold) (Holding, 
 }
 
 // deleteOwned deletes each of nodes that ep's session owns (best effort: a node
-// gone already, or another session's, is left as it is).
+// gone already, or another session's, is left as it is; a connection that
+// drops is waited out, as everywhere in a restore).
 func deleteOwned(ctx context.Context, ep *zookeeper.Epoch, nodes []string) {
 	for _, p := range nodes {
-		ok, st, err := ep.Exists(ctx, p)
-		if err != nil || !ok || st.EphemeralOwner != ep.ID() {
-			continue
-		}
-		_ = ep.Delete(ctx, p, -1)
+		_ = ep.Retry(ctx, func() error {
+			ok, st, err := ep.Exists(ctx, p)
+			if err != nil || !ok || st.EphemeralOwner != ep.ID() {
+				return err
+			}
+			return ep.Delete(ctx, p, -1)
+		})
 	}
 }
 

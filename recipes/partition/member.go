@@ -172,7 +172,9 @@ func (p *Partitions) join(ctx context.Context, ep *zookeeper.Epoch, group, id st
 // with the members unchanged, the leader computes the plan already published
 // and writes nothing, and no partition moves. The session's owner nodes that
 // name the member with another incarnation, or all of them when the member
-// node is not the session's, are deleted: nobody could let them go otherwise.
+// node is not the session's, are deleted: nobody could let them go otherwise
+// (not when the node could not be read for want of a connection: the restore
+// tries again once the session is back).
 func (p *Partitions) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	group, id, _ := strings.Cut(h.Name, "/")
 	if kit.CheckName("group", group) != nil || kit.CheckName("member", id) != nil {
@@ -189,7 +191,9 @@ func (p *Partitions) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHol
 	}
 	data, st, err := kit.OwnedNode(ctx, lease, node)
 	if err != nil {
-		p.dropOwners(ctx, ep, group, slices.Collect(maps.Keys(owned)))
+		if !errors.Is(err, zookeeper.ErrUnavailable) { // else the restore asks again: nothing is known yet
+			p.dropOwners(ctx, ep, group, slices.Collect(maps.Keys(owned)))
+		}
 		return nil, fmt.Errorf("partition member %q: %w", h.Name, err)
 	}
 	m := &membership{p: p, group: group, id: id, node: node, ep: ep, weight: decodeMember(data).Weight,
