@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
@@ -139,9 +138,9 @@ func bodyOf[T any](read func(context.Context, string) (T, error)) func(context.C
 }
 
 // inspected follows the names of a kind that has no follower of its own: a
-// kit.Source that reads the name with read after arming a children watch on
-// {dir}/{name} and on each node under it whose path relative to it deeper
-// accepts (nil: none). The registry of these followers is made at first use.
+// kit.TreeSource that watches the children of {dir}/{name} and of each node
+// under it whose path relative to it deeper accepts (nil: none), and reads the
+// name with read. The registry of these followers is made at first use.
 func (s *Server) inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
 	var once sync.Once
 	var reg *kit.Followers[[]byte]
@@ -149,7 +148,8 @@ func (s *Server) inspected(dir string, read func(context.Context, string) ([]byt
 		once.Do(func() {
 			base := s.opt.Session.Root() + "/" + dir
 			reg = kit.NewFollowers(s.opt.Session, nil, func(name string) kit.Source[[]byte] {
-				return &inspectSource{path: base + "/" + name, name: name, read: read, deeper: deeper}
+				return kit.NewTreeSource(base+"/"+name, deeper,
+					func(ctx context.Context) ([]byte, error) { return read(ctx, name) }, sameBody)
 			})
 		})
 		f := reg.Follow(name)
@@ -158,118 +158,8 @@ func (s *Server) inspected(dir string, read func(context.Context, string) ([]byt
 	}
 }
 
-// inspectSource reads one name through its kind's read, watching the nodes the
-// state is read from.
-type inspectSource struct {
-	path, name string
-	read       func(context.Context, string) ([]byte, error)
-	deeper     func(rel string) bool
-	children   map[string][]string // of each watched node, as last listed
-}
-
-func (src *inspectSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) ([]byte, error) {
-	listed := map[string][]string{}
-	if err := src.watch(ctx, ep, w, src.path, "", listed); err != nil {
-		return nil, err
-	}
-	src.children = listed
-	return src.read(ctx, src.name)
-}
-
-// watch arms the children watch of p (rel below the name) unless armed, and
-// goes on below it where deeper says so.
-func (src *inspectSource) watch(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches, p, rel string, listed map[string][]string) error {
-	kids, known := src.children[p]
-	if w.Need(p) || !known {
-		var ch <-chan zookeeper.Event
-		var err error
-		kids, _, ch, err = ep.ChildrenW(ctx, p)
-		switch {
-		case errors.Is(err, zookeeper.ErrNoNode) && rel != "":
-			return nil // its parent's watch tells when it is back
-		case errors.Is(err, zookeeper.ErrNoNode):
-			return watchAppear(ctx, ep, w, p)
-		case err != nil:
-			return err
-		}
-		w.Armed(p, ch, nil)
-	}
-	listed[p] = kids
-	if src.deeper == nil {
-		return nil
-	}
-	for _, k := range kids {
-		r := k
-		if rel != "" {
-			r = rel + "/" + k
-		}
-		if src.deeper(r) {
-			if err := src.watch(ctx, ep, w, p+"/"+k, r, listed); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// watchAppear arms an existence watch on p, which does not exist (yet), under
-// the part p; if it exists after all, the reader reads again.
-func watchAppear(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches, p string) error {
-	ok, _, ch, err := ep.ExistsW(ctx, p)
-	switch {
-	case err != nil:
-		return err
-	case ok:
-		w.Poke()
-	default:
-		w.Armed(p, ch, nil)
-	}
-	return nil
-}
-
-func (src *inspectSource) Reset()                               { src.children = nil }
-func (src *inspectSource) Uncertain(last []byte, _ bool) []byte { return last }
-func (src *inspectSource) Same(a, b []byte) bool {
-	return (a == nil) == (b == nil) && bytes.Equal(a, b)
-}
-
-// dirSource follows the names in one kind's directory (one children watch).
-type dirSource struct{ path string }
-
-func (d *dirSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) ([]string, error) {
-	var kids []string
-	var err error
-	if w.Need(d.path) {
-		var ch <-chan zookeeper.Event
-		kids, _, ch, err = ep.ChildrenW(ctx, d.path)
-		if errors.Is(err, zookeeper.ErrNoNode) {
-			return []string{}, watchAppear(ctx, ep, w, d.path)
-		}
-		if err == nil {
-			w.Armed(d.path, ch, nil)
-		}
-	} else {
-		kids, _, err = ep.Children(ctx, d.path)
-	}
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	names := kids[:0]
-	for _, k := range kids {
-		if kit.ValidName(k) {
-			names = append(names, k)
-		}
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-func (d *dirSource) Reset()                                   {}
-func (d *dirSource) Uncertain(last []string, _ bool) []string { return last }
-func (d *dirSource) Same(a, b []string) bool                  { return slices.Equal(a, b) }
+// sameBody tells whether body b shows nothing new after a (nil: not shown).
+func sameBody(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 // publishAll sends one entity's state to the "all" topic. Its events carry no
 // id: each /v1/events stream numbers the events it carries itself
@@ -311,7 +201,7 @@ func (s *Server) followPicture() (stop func()) {
 	r := &pictureRun{s: s, kinds: s.pictureKinds(), wake: make(chan struct{}, 1)}
 	r.names = make([][]string, len(r.kinds))
 	r.entries = make([]map[string]*pictureEntry, len(r.kinds))
-	r.dirs = kit.NewFollowers(s.opt.Session, nil, func(p string) kit.Source[[]string] { return &dirSource{path: p} })
+	r.dirs = kit.NewFollowers(s.opt.Session, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
 	var dirStops []func()
 	for i, k := range r.kinds {
 		r.entries[i] = map[string]*pictureEntry{}

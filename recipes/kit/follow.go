@@ -379,9 +379,9 @@ func (w *Watches) reset() {
 func (w *Watches) Reset() { w.reset() }
 
 // WatchAbsent leaves an existence watch on part's node p, which a reader found
-// missing, and records it as absent (absent runs under the Watches' lock). If
-// the node appeared in between, nothing is recorded: the reader is woken to
-// read again now, and again when the node changes.
+// missing, and records it as absent (absent, unless nil, runs under the
+// Watches' lock). If the node appeared in between, nothing is recorded: the
+// reader is woken to read again now, and again when the node changes.
 func WatchAbsent(ctx context.Context, ep *zookeeper.Epoch, w *Watches, part, p string, absent func()) error {
 	ok, _, ch, err := ep.ExistsW(ctx, p)
 	if err != nil {
@@ -392,7 +392,9 @@ func WatchAbsent(ctx context.Context, ep *zookeeper.Epoch, w *Watches, part, p s
 		w.Poke()
 		return nil
 	}
-	w.Do(absent)
+	if absent != nil {
+		w.Do(absent)
+	}
 	w.Armed(part, ch, nil)
 	return nil
 }
