@@ -66,7 +66,9 @@ func (k *keptLines) hold(t *testing.T) {
 	k.permit = str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/kept/permits?max=1&owner=a&lease="+k.lease).Body["permit"])
 	k.writeToken = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-w?mode=write&owner=a&lease="+k.lease).Body["fencingToken"])
 	k.readToken = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-r?mode=read&owner=a&lease="+k.lease).Body["fencingToken"])
-	k.readSince = str(b.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body["readers"].([]any)[0].(map[string]any)["since"])
+	// Through a, whose session took the read lock: b's server may not have
+	// applied it yet.
+	k.readSince = str(a.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body["readers"].([]any)[0].(map[string]any)["since"])
 	led := a.must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=a1&lease="+k.lease).Body
 	k.term = num(led["term"])
 	if led["leader"] != true || k.term == 0 {
