@@ -22,6 +22,12 @@ import (
 // (see statedir.Saver and docs/ARCHITECTURE.md, "Restarts").
 const saveEvery = 20 * time.Millisecond
 
+// syncEvery is how long a written state may stay unsynced (statedir's
+// DurableEvery): a killed process's successor reads every write, a crashed
+// machine's may miss this much of the latest. Syncing every write cost the
+// lock rows up to 9% (docs/BENCHMARKS.md, "Restarts").
+const syncEvery = time.Second
+
 // restarts is the sidecar's side of --state-dir (API.md "Restarts"): the
 // owned directory, the state a predecessor left in it, the Saver that keeps it
 // current, and the resume at start. It is made before the ZooKeeper session
@@ -88,7 +94,7 @@ func (r *restarts) resume() *zookeeper.Resumable {
 // the background, the resume: Restored closes when it is reconciled.
 func (r *restarts) start(sess *zookeeper.Session, leases *kit.Leases) error {
 	snapshot := func() statedir.State { return r.snapshot(sess, leases) }
-	saver, err := r.dir.Saver(snapshot, saveEvery, statedir.OnWrite(func(_ statedir.State, err error) {
+	saver, err := r.dir.Saver(snapshot, saveEvery, statedir.DurableEvery(syncEvery), statedir.OnWrite(func(_ statedir.State, err error) {
 		if err != nil {
 			r.log.Error("state directory not written", "err", err)
 		}

@@ -17,8 +17,11 @@ var ErrSaverClosed = errors.New("state saver closed")
 // most once per interval: at once when the last write is older than the
 // interval, else when it has passed. Flush writes one now.
 //
-// What a crash between two writes can lose is what changed after the last
-// write's snapshot, at most one interval plus a write: a lease granted or
+// What a crash of the process between two writes can lose is what changed
+// after the last write's snapshot, at most one interval plus a write (with
+// DurableEvery, a crash of the machine can lose what was written since the
+// last sync, at most that long; a successor then usually starts after the
+// session's timeout anyway, too late to resume): a lease granted or
 // revoked, a keepalive's later expiry, a hold granted or released, a request
 // that began or ended waiting. The successor therefore never takes the file
 // for the truth about ZooKeeper: it checks every recorded node (it exists and
@@ -32,6 +35,10 @@ type Saver struct {
 	snapshot func() State
 	every    time.Duration
 	onWrite  func(State, error)
+	// durableEvery, when positive, is how long a written state may stay
+	// unsynced (see DurableEvery); onSync is called after each sync (tests).
+	durableEvery time.Duration
+	onSync       func()
 
 	dirty   atomic.Bool
 	wake    chan struct{} // a token while dirty and the goroutine may not know
@@ -51,6 +58,15 @@ type SaverOption func(*Saver)
 // state it wrote (as Save set it) and the write's error. f must not block.
 func OnWrite(f func(State, error)) SaverOption { return func(s *Saver) { s.onWrite = f } }
 
+// DurableEvery lets the Saver sync what it writes at most once per d: each
+// write still replaces the file atomically (a successor started after this
+// process was killed reads the latest write whole: the page cache outlives
+// the process), and is made durable against a crash of the machine (the
+// file and the directory synced) within d of it, and at once by Flush.
+// Without it every write is synced. The syncs are what a write costs most
+// (the disk's, and ZooKeeper's own fsyncs wait behind them).
+func DurableEvery(d time.Duration) SaverOption { return func(s *Saver) { s.durableEvery = d } }
+
 // Saver starts a Saver that writes snapshot() (called on the Saver's
 // goroutine: it must be safe to call alongside the request path) at most once
 // per every. The Saver is the Dir's: Dir.Close closes it. Before a planned
@@ -62,6 +78,7 @@ func (d *Dir) Saver(snapshot func() State, every time.Duration, opts ...SaverOpt
 		snapshot: snapshot,
 		every:    every,
 		onWrite:  func(State, error) {},
+		onSync:   func() {},
 		wake:     make(chan struct{}, 1),
 		flushes:  make(chan chan error),
 		stop:     make(chan struct{}),
@@ -130,16 +147,43 @@ func (s *Saver) Close() {
 
 func (s *Saver) run() {
 	defer close(s.done)
-	var last time.Time // of the last write; zero: the first is written at once
+	var last time.Time     // of the last write; zero: the first is written at once
+	var syncedAt time.Time // of the last sync; zero: the first write is synced
+	owed := false          // a write since the last sync was not synced
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	syncT := time.NewTimer(time.Hour) // fires when an unsynced write is due its sync
+	syncT.Stop()
+	write := func(flush bool) error {
+		durable := flush || s.durableEvery <= 0 || time.Since(syncedAt) >= s.durableEvery
+		err := s.write(durable)
+		last = time.Now()
+		switch {
+		case err != nil:
+		case durable:
+			syncedAt, owed = last, false
+			syncT.Stop()
+			s.onSync()
+		case !owed:
+			owed = true
+			syncT.Reset(time.Until(syncedAt.Add(s.durableEvery)))
+		}
+		return err
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
 		case reply := <-s.flushes:
-			reply <- s.write()
-			last = time.Now()
+			reply <- write(true)
+			continue
+		case <-syncT.C:
+			if err := s.d.syncState(); err != nil {
+				s.MarkDirty() // written again, synced, after the interval
+			} else {
+				syncedAt, owed = time.Now(), false
+				s.onSync()
+			}
 			continue
 		case <-s.wake:
 		}
@@ -151,24 +195,23 @@ func (s *Saver) run() {
 				return
 			case reply := <-s.flushes:
 				t.Stop()
-				reply <- s.write()
-				last = time.Now()
+				reply <- write(true)
 				continue // the flush wrote what was marked
 			case <-t.C:
 			}
 		}
 		if s.dirty.Load() {
-			s.write()
-			last = time.Now()
+			write(false)
 		}
 	}
 }
 
-// write saves one snapshot. The flag is cleared before the snapshot is taken,
-// so a change made during the write marks the state again.
-func (s *Saver) write() error {
+// write saves one snapshot, synced when durable. The flag is cleared before
+// the snapshot is taken, so a change made during the write marks the state
+// again.
+func (s *Saver) write(durable bool) error {
 	s.dirty.Store(false)
-	st, err := s.d.save(s.snapshot())
+	st, err := s.d.save(s.snapshot(), durable)
 	s.mu.Lock()
 	s.lastErr = err
 	s.mu.Unlock()

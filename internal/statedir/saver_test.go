@@ -189,3 +189,48 @@ func BenchmarkMarkDirty(b *testing.B) {
 		}
 	})
 }
+
+// onSync counts a Saver's syncs (tests only).
+func onSync(f func()) SaverOption { return func(s *Saver) { s.onSync = f } }
+
+// With DurableEvery, writes between two syncs are not synced, and the last
+// write is synced within the period after it, with no change to prompt it;
+// Flush syncs at once.
+func TestWritesBetweenSyncsAreSyncedWithinDurableEvery(t *testing.T) {
+	d := openTemp(t)
+	var c counted
+	var syncs atomic.Int64
+	s, err := d.Saver(c.snapshot, time.Millisecond, OnWrite(c.onWrite), DurableEvery(time.Hour), onSync(func() { syncs.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(1); v <= 5; v++ {
+		c.change(s)
+		testutil.Eventually(t, 5*time.Second, "the change written", func() bool {
+			w := c.writes()
+			return len(w) > 0 && w[len(w)-1] == v
+		})
+	}
+	if n := syncs.Load(); n != 1 {
+		t.Fatalf("%d syncs for %d writes within the period, want 1 (the first)", n, len(c.writes()))
+	}
+	if got, err := d.Load("z:2181", "/coord"); err != nil || got.Session.ID != 5 {
+		t.Fatalf("loaded version %d, %v; want the last write, 5, though unsynced", got.Session.ID, err)
+	}
+	if err := s.Flush(context.Background()); err != nil || syncs.Load() != 2 {
+		t.Fatalf("Flush: %v, %d syncs; want a second sync", err, syncs.Load())
+	}
+
+	// A short period: the last write is synced within it without another change.
+	d2 := openTemp(t)
+	var c2 counted
+	var syncs2 atomic.Int64
+	s2, err := d2.Saver(c2.snapshot, time.Millisecond, DurableEvery(50*time.Millisecond), onSync(func() { syncs2.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.change(s2) // written and synced: the first write
+	testutil.Eventually(t, 5*time.Second, "the first write synced", func() bool { return syncs2.Load() == 1 })
+	c2.change(s2) // written at once, synced up to 50 ms later
+	testutil.Eventually(t, 5*time.Second, "the second write synced without another change", func() bool { return syncs2.Load() == 2 })
+}

@@ -135,12 +135,13 @@ func (e *BadStateError) Unwrap() error { return e.Err }
 // s; if Save fails or the process dies during it, Load reads the previous
 // state. Save calls are serialized with each other.
 func (d *Dir) Save(s State) error {
-	_, err := d.save(s)
+	_, err := d.save(s, true)
 	return err
 }
 
-// save is Save that returns the state as written.
-func (d *Dir) save(s State) (State, error) {
+// save is Save that returns the state as written; without durable the file
+// is replaced atomically but not synced (see replaceFile; syncState syncs it).
+func (d *Dir) save(s State, durable bool) (State, error) {
 	if err := d.owned(); err != nil {
 		return s, err
 	}
@@ -152,10 +153,23 @@ func (d *Dir) save(s State) (State, error) {
 	}
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
-	if err := writeAtomic(d.path, StateFile, data); err != nil {
+	if err := replaceFile(d.path, StateFile, data, durable); err != nil {
 		return s, fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
 	}
 	return s, nil
+}
+
+// syncState makes the state file last written durable.
+func (d *Dir) syncState() error {
+	if err := d.owned(); err != nil {
+		return err
+	}
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	if err := syncFile(d.path, StateFile); err != nil {
+		return fmt.Errorf("state directory %s: sync %s: %w", d.path, StateFile, err)
+	}
+	return nil
 }
 
 // Load reads the directory's state for a sidecar run with --zk expectZK and
