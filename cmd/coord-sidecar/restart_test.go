@@ -116,6 +116,20 @@ func (r *restartable) kill(t testing.TB) {
 	<-r.exited
 }
 
+// upgradeAndAwaitExit sends the process SIGUSR2 and waits for it (the old
+// one) to exit.
+func (r *restartable) upgradeAndAwaitExit(t testing.TB) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(testutil.Patience(time.Minute)):
+		t.Fatalf("the old process did not exit after SIGUSR2; its log:\n%s", r.logs(t))
+	}
+}
+
 // savedState reads the state file as it is now.
 func (r *restartable) savedState(t testing.TB) string {
 	t.Helper()
@@ -352,14 +366,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	go loop(kept, http.MethodGet, "/v1/locks/upgraded")
 	time.Sleep(300 * time.Millisecond)
 
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(testutil.Patience(time.Minute)):
-		t.Fatalf("the old process did not exit after SIGUSR2; its log:\n%s", r.logs(t))
-	}
+	r.upgradeAndAwaitExit(t)
 	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("the old process exited %d, want 0; its log:\n%s", code, r.logs(t))
 	}

@@ -51,14 +51,7 @@ func TestUpgradePIDFileNamesTheSuccessorWhenTheOldExits(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}()
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(testutil.Patience(time.Minute)):
-		t.Fatalf("the old process did not exit after SIGUSR2; its log:\n%s", r.logs(t))
-	}
+	r.upgradeAndAwaitExit(t)
 	pid, err := statedir.ReadPID(r.state) // what systemd reads on the old's exit
 	close(stop)
 	<-sampled
@@ -104,14 +97,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 	if err := os.WriteFile(r.bin, []byte("#!/bin/sh\nprintf x >&4\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(testutil.Patience(time.Minute)):
-		t.Fatalf("the old process did not exit after SIGUSR2; its log:\n%s", r.logs(t))
-	}
+	r.upgradeAndAwaitExit(t)
 	if code := r.cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("the old process exited %d, want 1 (nobody serves); its log:\n%s", code, r.logs(t))
 	}
