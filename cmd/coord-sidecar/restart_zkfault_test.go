@@ -31,6 +31,7 @@ func TestRestartResumesPastADeadServer(t *testing.T) {
 
 	g.r.kill(t)
 	killed := time.Now()
+	h.witness.Die(t)
 	g.zkc.Kill(g.on)
 	dead := g.proxies[g.on]
 	tried := dead.Accepted()
@@ -80,6 +81,7 @@ func serverDiesWhileReconciling(t *testing.T, answers int) {
 
 	g.r.kill(t)
 	killed := time.Now()
+	h.witness.Die(t)
 	before := len(g.r.logs(t))
 	g.cutOthers()
 	g.proxies[g.on].BlackholeAfter(answers)
@@ -157,6 +159,17 @@ func newZKFaultRig(t *testing.T) *zkFaultRig {
 	return g
 }
 
+// live are the servers (not their proxies) of the nodes no test kills.
+func (g *zkFaultRig) live() []string {
+	var out []string
+	for i, srv := range g.zkc.Servers() {
+		if i != g.on {
+			out = append(out, srv)
+		}
+	}
+	return out
+}
+
 // server is the address a's session is connected to.
 func (g *zkFaultRig) server(t *testing.T) string {
 	t.Helper()
@@ -216,12 +229,16 @@ type zkFaultHold struct {
 	lease, session string
 	token          int64
 	granted        chan *response
+	// witness is a session of a's timeout on the nodes that stay up, dying
+	// just after a is killed: once it has expired, so would have a's old
+	// session had nobody resumed it.
+	witness *zktest.Witness
 }
 
 func (g *zkFaultRig) hold(t *testing.T) *zkFaultHold {
 	t.Helper()
 	a, b := g.a, g.b
-	h := &zkFaultHold{granted: make(chan *response, 1)}
+	h := &zkFaultHold{granted: make(chan *response, 1), witness: zktest.StartWitness(t, g.live(), 6*time.Second)}
 	h.session = str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	h.lease = str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	h.token = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zkfault?owner=a&lease="+h.lease).Body["fencingToken"])
@@ -248,7 +265,7 @@ func (g *zkFaultRig) hold(t *testing.T) *zkFaultHold {
 // nobody resumed it, that the successor resumed it and keeps h.
 func (h *zkFaultHold) checkKept(t *testing.T, g *zkFaultRig, killed time.Time) {
 	t.Helper()
-	time.Sleep(time.Until(killed.Add(testutil.Patience(8 * time.Second))))
+	h.witness.AwaitExpired(t, testutil.Patience(30*time.Second))
 	sess := g.a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body
 	at, err := time.Parse(time.RFC3339Nano, str(sess["resumedAt"]))
 	if err != nil || at.Before(killed) || str(sess["sessionId"]) != h.session {
