@@ -56,23 +56,21 @@ func TestRestartResumesPastADeadServer(t *testing.T) {
 // the successor's session moves to another server and the reconcile goes on
 // there, keeping the lease and the lock, and removing the node of the request
 // that was waiting at the kill. Made certain with the proxy of the server the
-// successor resumes on: it lets that server's first answers through (the
-// handshake's; then the sync's) and nothing after, so that a call of the
-// reconcile waits until the server is killed and the connection ends.
+// successor resumes on: it lets that server's first answer through (the
+// handshake's) and nothing after, so that the reconcile's sync waits until
+// the server is killed and the connection ends.
 func TestRestartServerDiesWhileReconciling(t *testing.T) {
 	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
 	if testing.Short() {
 		t.Skip("builds the binary and starts an ensemble")
 	}
-	for _, c := range []struct {
-		name    string
-		answers int // the answers that get through before the server dies
-	}{
-		{"before the sync's answer", 1},
-		{"while adopting the holds", 2},
-	} {
-		t.Run(c.name, func(t *testing.T) { serverDiesWhileReconciling(t, c.answers) })
-	}
+	// Only the handshake's answer gets through: it is the first thing a server
+	// sends on a connection, alone. (Letting a second answer through, to stop
+	// while adopting the holds, counted chunks of the stream, not answers: in
+	// one suite run of six the adoption's answers came with the sync's and the
+	// reconcile finished before the server died. The adoption's retry is
+	// kit.Leases.Restore's, through the same Epoch.Retry.)
+	serverDiesWhileReconciling(t, 1)
 }
 
 func serverDiesWhileReconciling(t *testing.T, answers int) {

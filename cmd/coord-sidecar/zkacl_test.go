@@ -160,9 +160,11 @@ func TestZKRequireACL(t *testing.T) {
 	if r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil); err != nil || r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz with the root open and the session connected: %v %v, want 503", r, err)
 	}
-	if !strings.Contains(logs.String(), "--zk-require-acl") || openWarnings(logs, root) != 1 {
-		t.Fatalf("the log does not say why the sidecar is not ready:\n%s", logs)
-	}
+	// The warning is written by the same check that made /readyz answer 503,
+	// through the batched log: it may reach the log a moment later.
+	testutil.Eventually(t, 10*time.Second, "the log says why the sidecar is not ready", func() bool {
+		return strings.Contains(logs.String(), "--zk-require-acl") && openWarnings(logs, root) == 1
+	})
 	t.Logf("while open: %s", last.Raw)
 
 	closeACL(t, zkClient(t, zkc.Servers(), "app:s3cret"), root)
