@@ -8,7 +8,7 @@ ZKDIR ?= .zk
 # depend on the clone's folder, so a fresh clone reuses an earlier one's caches.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
-.PHONY: run test lint lint-go lint-contract npm-tools bench demo generate build install zookeeper zookeeper-stop docker clean
+.PHONY: run test test-go lint lint-go lint-contract npm-tools bench demo generate build install zookeeper zookeeper-stop docker clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/coord-sidecar
@@ -33,9 +33,16 @@ run: build
 # contract tests (the README's sessions behind Prism, the TypeScript client) use
 # the npm packages pinned under tools/ and examples/node/. -parallel 4: the tests
 # that call t.Parallel (long, mostly waiting on servers and processes of their
-# own: cmd/coord-sidecar's TestMain says which) run four at a time.
-test: lint
+# own: cmd/coord-sidecar's TestMain says which) run four at a time. What
+# installs things (apt, npm) runs first; then the static checks run beside the
+# suite (make -j3: the suite waits on servers and processes more than it
+# computes, and the checks, mostly cached, fit in its gaps), and make test
+# fails if either does.
+test: npm-tools
 	scripts/zookeeper.sh install
+	@$(MAKE) --no-print-directory -j3 lint test-go
+
+test-go:
 	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./...
 
 # Static checks: the Go code and the contract. Every Go checker is pinned in
