@@ -29,7 +29,7 @@ run: build
 	COORD_STATE_DIR=$${COORD_STATE_DIR:-.state} ./$(BIN)
 
 # The whole suite with -race against real ZooKeeper servers that the tests start
-# themselves on free ports in temporary folders, after the static checks. The
+# themselves on free ports in temporary folders, beside the static checks. The
 # contract tests (the README's sessions behind Prism, the TypeScript client) use
 # the npm packages pinned under tools/ and examples/node/. -parallel 4: the tests
 # that call t.Parallel (long, mostly waiting on servers and processes of their

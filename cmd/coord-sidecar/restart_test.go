@@ -50,6 +50,11 @@ func newRestartable(t testing.TB, zk []string, root string, timeout string) *res
 	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(dir, "state"), logFile: filepath.Join(dir, "log")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zk, ","), "--zk-root", root,
 		"--session-timeout", timeout, "--state-dir", r.state}
+	t.Cleanup(func() {
+		if t.Failed() { // what its processes said, for the failure's reader
+			t.Logf("the sidecar processes' log:\n%s", r.logs(t))
+		}
+	})
 	return r
 }
 
