@@ -428,15 +428,9 @@ func (e *Elections) watchAppearance(ctx context.Context, ep *zookeeper.Epoch, pa
 	if w == nil || !w.Need(childrenPart) {
 		return nil
 	}
-	ok, _, ch, err := ep.ExistsW(ctx, parent)
-	switch {
-	case err != nil:
-	case ok:
-		w.Poke() // created meanwhile: read it (and watch its children) now
-	default:
-		w.Armed(childrenPart, ch, nil) // fires when the election appears
-	}
-	return err
+	// Created meanwhile: read again now (and watch its children); else the
+	// watch fires when the election appears.
+	return kit.WatchAbsent(ctx, ep, w, childrenPart, parent, nil)
 }
 
 // readCandidate reads one candidate's node, watching its data when w needs it.

@@ -70,10 +70,6 @@ func TestRestartServerDiesWhileReconciling(t *testing.T) {
 	// one suite run of six the adoption's answers came with the sync's and the
 	// reconcile finished before the server died. The adoption's retry is
 	// kit.Leases.Restore's, through the same Epoch.Retry.)
-	serverDiesWhileReconciling(t, 1)
-}
-
-func serverDiesWhileReconciling(t *testing.T, answers int) {
 	g := newZKFaultRig(t)
 	h := g.hold(t)
 
@@ -82,7 +78,7 @@ func serverDiesWhileReconciling(t *testing.T, answers int) {
 	h.witness.Die(t)
 	before := len(g.r.logs(t))
 	g.cutOthers()
-	g.proxies[g.on].BlackholeAfter(answers)
+	g.proxies[g.on].BlackholeAfter(1)
 	g.whileStarting(t, func(stop <-chan struct{}) {
 		// The session is given back and connected: the reconcile has begun.
 		begun := until(stop, func() bool {
