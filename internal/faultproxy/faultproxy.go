@@ -37,8 +37,9 @@ type Proxy struct {
 	mode  mode
 	delay time.Duration
 	drop  int // server-to-client chunks still to discard
-	// pass is how many server-to-client chunks are still forwarded before
-	// the proxy turns into a Blackhole (BlackholeAfter); 0: none pending.
+	// pass is how many server-to-client chunks the next connection accepted
+	// forwards before the proxy turns into a Blackhole (BlackholeAfter); 0:
+	// none pending. The connection takes it over as link.pass.
 	pass     int
 	accepted int // connections accepted since New
 	links    map[*link]bool
@@ -49,6 +50,7 @@ type Proxy struct {
 type link struct {
 	client, server net.Conn // server is nil when nothing was dialed
 	lost           bool     // bytes were discarded: the streams are out of step
+	pass           int      // p.pass once taken over by this link (p.mu)
 	done           chan struct{}
 	once           sync.Once
 }
@@ -137,11 +139,14 @@ func (p *Proxy) DropReplies(n int) {
 	p.mu.Unlock()
 }
 
-// BlackholeAfter forwards the next n chunks going from a server to its
-// client, and everything else, as usual; once the n-th has been forwarded
-// the proxy acts as after Blackhole until Restore. With n = 1 on a new
-// ZooKeeper connection, the server's answer to the handshake gets through
-// and nothing after it: the client holds a session it cannot use.
+// BlackholeAfter arms the next connection the proxy accepts: it forwards the
+// first n chunks going from the server to its client, and everything else,
+// as usual; once the n-th has been forwarded the proxy acts as after
+// Blackhole until Restore. Connections accepted before go on as usual and
+// spend none of the n: a chunk still in flight to a client that has just
+// died cannot take the one meant for its successor. With n = 1, the server's
+// answer to the new connection's ZooKeeper handshake gets through and nothing
+// after it: the client holds a session it cannot use.
 func (p *Proxy) BlackholeAfter(n int) {
 	p.mu.Lock()
 	p.mode, p.pass = normal, n
@@ -166,6 +171,7 @@ func (p *Proxy) Restore() {
 	defer p.mu.Unlock()
 	p.mode, p.delay, p.drop, p.pass = normal, 0, 0, 0
 	for l := range p.links {
+		l.pass = 0
 		if l.lost {
 			l.close()
 			delete(p.links, l)
@@ -231,6 +237,7 @@ func (p *Proxy) serve(c net.Conn) {
 		p.pipe(l, c, nil, false)
 		return
 	}
+	l.pass, p.pass = p.pass, 0
 	p.mu.Unlock()
 
 	var d net.Dialer
@@ -314,8 +321,8 @@ func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bo
 			delete(p.links, l)
 		}
 		return chunk{}, false
-	case toClient && p.pass > 0:
-		if p.pass--; p.pass == 0 {
+	case toClient && l.pass > 0:
+		if l.pass--; l.pass == 0 {
 			p.mode = blackhole // this chunk is the last to get through
 		}
 	}

@@ -195,18 +195,25 @@ func TestTCPFaults(t *testing.T) {
 		mustEcho(t, dial(t, p.Addr()), "next")
 	})
 	t.Run("blackhole after", func(t *testing.T) {
-		c := dial(t, p.Addr())
+		old := dial(t, p.Addr())
+		mustEcho(t, old, "before")
 		p.BlackholeAfter(1)
+		mustEcho(t, old, "not spent") // a connection accepted before spends nothing
+		c := dial(t, p.Addr())
 		mustEcho(t, c, "answered")
 		before := e.received()
 		if _, err := roundTrip(c, "lost", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("round trip after the chunk let through: %v, want a timeout", err)
+		}
+		if _, err := roundTrip(old, "lost too", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("round trip on the older connection once the proxy is a blackhole: %v, want a timeout", err)
 		}
 		if got := e.received(); got != before {
 			t.Fatalf("server received %d bytes after the chunk let through", got-before)
 		}
 		p.Restore()
 		mustClose(t, c)
+		mustClose(t, old)
 		mustEcho(t, dial(t, p.Addr()), "back")
 	})
 	t.Run("accepted", func(t *testing.T) {
