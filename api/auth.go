@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Scoped bearer tokens (API.md, "Trust boundaries"). Every /v1 request made while
@@ -313,7 +311,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if p == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-			s.writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+			s.writeProblem(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -344,7 +342,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if write && p.readOnly {
-			s.writeProblem(w, r, newProblem(http.StatusForbidden, "forbidden",
+			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q is read-only: only GET requests and event streams", p.name)))
 			return
 		}
@@ -355,7 +353,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		name, _, _ := strings.Cut(rest, "/")
 		if !p.may(kind, name, write) {
-			s.writeProblem(w, r, newProblem(http.StatusForbidden, "forbidden",
+			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q is not allowed %s/%s", p.name, kind, name)))
 			return
 		}
@@ -392,24 +390,6 @@ func overviewFilter(ctx context.Context) func(key string) bool {
 		kind, known := overviewKinds[k]
 		return known && p.reaches(kind, name)
 	}
-}
-
-// The lease of the request: a lease belongs to the token that made it, and under
-// any other token it does not exist.
-
-// ownLease returns the live lease id of the request's token, or ErrLeaseNotFound.
-func (s *Server) ownLease(ctx context.Context, id string) (*kit.Lease, error) {
-	if err := name("lease", id); err != nil {
-		return nil, err
-	}
-	l, err := s.opt.Leases.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	if l.Owner != principalOf(ctx).name {
-		return nil, fmt.Errorf("lease %q: %w", id, kit.ErrLeaseNotFound)
-	}
-	return l, nil
 }
 
 // The status page's ticket: EventSource cannot send an Authorization header, so
@@ -450,7 +430,7 @@ func (s *Server) serveTicket(w http.ResponseWriter, r *http.Request) {
 	p := set.bearer(r)
 	if p == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-		s.writeProblem(w, r, newProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+		s.writeProblem(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
 		return
 	}
 	expiry := time.Now().Add(ticketTTL).Unix()

@@ -129,7 +129,7 @@ func jsonContentType(contentType string) error {
 	if shown == "" {
 		shown = "none"
 	}
-	return newProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
+	return NewProblem(http.StatusUnsupportedMediaType, "unsupported-media-type",
 		fmt.Sprintf("a JSON body needs Content-Type: application/json (this request's: %s)", shown))
 }
 
@@ -154,6 +154,6 @@ func schemaReason(err error) string {
 	return at + ": " + reason
 }
 
-func invalidBody(format string, args ...any) *problem {
-	return newProblem(http.StatusBadRequest, "invalid-body", fmt.Sprintf(format, args...))
+func invalidBody(format string, args ...any) *Problem {
+	return NewProblem(http.StatusBadRequest, "invalid-body", fmt.Sprintf(format, args...))
 }

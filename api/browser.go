@@ -111,14 +111,14 @@ func (s *Server) guardBrowser(next http.Handler) http.Handler {
 			return
 		}
 		if !s.opt.AllowedHosts.allows(r.Host) {
-			s.writeProblem(w, r, newProblem(http.StatusForbidden, "host-not-allowed",
+			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
 				"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
 			return
 		}
 		origin := r.Header.Get("Origin")
 		if origin == "" {
 			if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/v1") {
-				s.writeProblem(w, r, newProblem(http.StatusForbidden, "origin-not-allowed",
+				s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
 					"a cross-site browser request is not allowed"))
 				return
 			}
@@ -127,7 +127,7 @@ func (s *Server) guardBrowser(next http.Handler) http.Handler {
 		}
 		allowed, own := s.originAllowed(origin, r)
 		if !allowed {
-			s.writeProblem(w, r, newProblem(http.StatusForbidden, "origin-not-allowed",
+			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
 				"the Origin "+quoteHeader(origin)+" is not among the sidecar's allowed origins (--allowed-origins)"))
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 )
 
@@ -11,7 +12,7 @@ import (
 // into one compare-and-set.
 
 // AddCounter adds add= (default 1) and answers the value right after this add.
-func (s *Server) AddCounter(ctx context.Context, req AddCounterRequestObject) (AddCounterResponseObject, error) {
+func (s *Server) AddCounter(ctx context.Context, req oapi.AddCounterRequestObject) (oapi.AddCounterResponseObject, error) {
 	if err := name("counter", req.Name); err != nil {
 		return nil, err
 	}
@@ -23,20 +24,20 @@ func (s *Server) AddCounter(ctx context.Context, req AddCounterRequestObject) (A
 	if err != nil {
 		return nil, err
 	}
-	return AddCounter200JSONResponse{Name: req.Name, Value: v}, nil
+	return oapi.AddCounter200JSONResponse{Name: req.Name, Value: v}, nil
 }
 
 // GetCounter answers the counter's value (0 when never set).
-func (s *Server) GetCounter(ctx context.Context, req GetCounterRequestObject) (GetCounterResponseObject, error) {
+func (s *Server) GetCounter(ctx context.Context, req oapi.GetCounterRequestObject) (oapi.GetCounterResponseObject, error) {
 	st, err := s.opt.Counters.Get(ctx, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	return GetCounter200JSONResponse{Name: req.Name, Value: st.Value}, nil
+	return oapi.GetCounter200JSONResponse{Name: req.Name, Value: st.Value}, nil
 }
 
 // SetCounter sets the value, if the current one is expect= (when given).
-func (s *Server) SetCounter(ctx context.Context, req SetCounterRequestObject) (SetCounterResponseObject, error) {
+func (s *Server) SetCounter(ctx context.Context, req oapi.SetCounterRequestObject) (oapi.SetCounterResponseObject, error) {
 	if err := name("counter", req.Name); err != nil {
 		return nil, err
 	}
@@ -47,36 +48,36 @@ func (s *Server) SetCounter(ctx context.Context, req SetCounterRequestObject) (S
 	if err != nil {
 		return nil, err
 	}
-	return SetCounter200JSONResponse{Name: req.Name, Value: v}, nil
+	return oapi.SetCounter200JSONResponse{Name: req.Name, Value: v}, nil
 }
 
 // DeleteCounter removes the counter's node (404 counter-not-found without one).
-func (s *Server) DeleteCounter(ctx context.Context, req DeleteCounterRequestObject) (DeleteCounterResponseObject, error) {
+func (s *Server) DeleteCounter(ctx context.Context, req oapi.DeleteCounterRequestObject) (oapi.DeleteCounterResponseObject, error) {
 	if err := name("counter", req.Name); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Counters.Delete(ctx, req.Name); err != nil {
 		return nil, err
 	}
-	return DeleteCounter204Response{}, nil
+	return oapi.DeleteCounter204Response{}, nil
 }
 
 // ListCounters answers every counter with its value.
-func (s *Server) ListCounters(ctx context.Context, req ListCountersRequestObject) (ListCountersResponseObject, error) {
-	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachCounter)
-	return ListCounters200JSONResponse{Counters: items, Next: next}, err
+func (s *Server) ListCounters(ctx context.Context, req oapi.ListCountersRequestObject) (oapi.ListCountersResponseObject, error) {
+	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachCounter)
+	return oapi.ListCounters200JSONResponse{Counters: items, Next: next}, err
 }
 
 // eachCounter covers the counters that have a node and hold a counter.
-func (s *Server) eachCounter(ctx context.Context, p page, fn func(Counter)) (*string, error) {
-	return each(ctx, "counters", p, s.opt.Counters.List, func(ctx context.Context, n string) (Counter, error) {
+func (s *Server) eachCounter(ctx context.Context, p Page, fn func(oapi.Counter)) (*string, error) {
+	return Each(ctx, "counters", p, s.opt.Counters.List, func(ctx context.Context, n string) (oapi.Counter, error) {
 		st, err := s.opt.Counters.Get(ctx, n)
 		if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
-			err = errSkip
+			err = ErrSkip
 		}
 		if err != nil {
-			return Counter{}, err
+			return oapi.Counter{}, err
 		}
-		return Counter{Name: n, Value: st.Value}, nil
+		return oapi.Counter{Name: n, Value: st.Value}, nil
 	}, fn)
 }

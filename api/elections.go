@@ -2,14 +2,16 @@ package api
 
 import (
 	"context"
+	"net/http"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // Campaign enrols a candidate for a lease (implicit when lease= is absent).
-func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (CampaignResponseObject, error) {
+func (s *Server) Campaign(ctx context.Context, req oapi.CampaignRequestObject) (oapi.CampaignResponseObject, error) {
 	p := req.Params
 	if err := name("election", req.Name); err != nil {
 		return nil, err
@@ -24,7 +26,7 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 	if err := name("candidate", id); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(p.Wait)
+	wait, err := s.WaitParam(p.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +34,7 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 	if req.Body != nil && req.Body.Value != nil {
 		value = *req.Body.Value
 	}
-	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
+	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +42,11 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 	if err := done(err); err != nil {
 		return nil, err
 	}
-	return Campaign201JSONResponse(candidacyBody(c)), nil
+	return oapi.Campaign201JSONResponse(candidacyBody(c)), nil
 }
 
 // Proclaim sets a candidate's value without re-election.
-func (s *Server) Proclaim(ctx context.Context, req ProclaimRequestObject) (ProclaimResponseObject, error) {
+func (s *Server) Proclaim(ctx context.Context, req oapi.ProclaimRequestObject) (oapi.ProclaimResponseObject, error) {
 	lease, err := s.candidateLease(ctx, req.Name, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
@@ -57,11 +59,11 @@ func (s *Server) Proclaim(ctx context.Context, req ProclaimRequestObject) (Procl
 	if err != nil {
 		return nil, err
 	}
-	return Proclaim200JSONResponse(candidacyBody(c)), nil
+	return oapi.Proclaim200JSONResponse(candidacyBody(c)), nil
 }
 
 // Resign withdraws a candidate, or requeues it at the back of the line.
-func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignResponseObject, error) {
+func (s *Server) Resign(ctx context.Context, req oapi.ResignRequestObject) (oapi.ResignResponseObject, error) {
 	lease, err := s.candidateLease(ctx, req.Name, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
@@ -72,9 +74,9 @@ func (s *Server) Resign(ctx context.Context, req ResignRequestObject) (ResignRes
 		return nil, err
 	}
 	if c != nil {
-		return Resign201JSONResponse(candidacyBody(c)), nil
+		return oapi.Resign201JSONResponse(candidacyBody(c)), nil
 	}
-	return Resign204Response{}, nil
+	return oapi.Resign204Response{}, nil
 }
 
 func (s *Server) candidateLease(ctx context.Context, election, id, lease string) (*kit.Lease, error) {
@@ -83,15 +85,15 @@ func (s *Server) candidateLease(ctx context.Context, election, id, lease string)
 			return nil, err
 		}
 	}
-	return s.ownLease(ctx, lease)
+	return s.OwnLease(ctx, lease)
 }
 
 // GetElection reads an election; with term= it long-polls until the term differs.
-func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) (GetElectionResponseObject, error) {
+func (s *Server) GetElection(ctx context.Context, req oapi.GetElectionRequestObject) (oapi.GetElectionResponseObject, error) {
 	if err := name("election", req.Name); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.WaitParam(req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +102,7 @@ func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) 
 		if err != nil {
 			return nil, err
 		}
-		return GetElection200JSONResponse(electionBody(st)), nil
+		return oapi.GetElection200JSONResponse(electionBody(st)), nil
 	}
 	f, err := s.opt.Elections.Follow(req.Name)
 	if err != nil {
@@ -112,7 +114,7 @@ func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) 
 	for {
 		changed := f.Changed()
 		if st, ok := f.State(); ok && !st.Suspended && st.Term() != *req.Params.Term {
-			return GetElection200JSONResponse(electionBody(st)), nil
+			return oapi.GetElection200JSONResponse(electionBody(st)), nil
 		}
 		select {
 		case <-changed:
@@ -122,7 +124,7 @@ func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) 
 			if err != nil {
 				return nil, err
 			}
-			return GetElection200JSONResponse(electionBody(st)), nil
+			return oapi.GetElection200JSONResponse(electionBody(st)), nil
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
@@ -130,28 +132,44 @@ func (s *Server) GetElection(ctx context.Context, req GetElectionRequestObject) 
 }
 
 // StreamElection streams an election's leadership changes.
-func (s *Server) StreamElection(ctx context.Context, req StreamElectionRequestObject) (StreamElectionResponseObject, error) {
+func (s *Server) StreamElection(ctx context.Context, req oapi.StreamElectionRequestObject) (oapi.StreamElectionResponseObject, error) {
 	if err := name("election", req.Name); err != nil {
 		return nil, err
 	}
-	return topicStream{s: s, ctx: ctx, topics: []string{electionTopic(req.Name)}}, nil
+	return Stream{s: s, ctx: ctx, topics: []string{electionTopic(req.Name)}}, nil
 }
 
-func candidacyBody(c *recipes.Candidacy) Candidacy {
-	return Candidacy{Name: c.Name, Candidate: c.Candidate, Lease: c.Lease, Leader: c.Leader, Term: c.Term}
+func candidacyBody(c *recipes.Candidacy) oapi.Candidacy {
+	return oapi.Candidacy{Name: c.Name, Candidate: c.Candidate, Lease: c.Lease, Leader: c.Leader, Term: c.Term}
 }
 
-func electionBody(st *recipes.ElectionState) Election {
-	out := Election{Name: st.Name, Candidates: []Candidate{}}
+func electionBody(st *recipes.ElectionState) oapi.Election {
+	out := oapi.Election{Name: st.Name, Candidates: []oapi.Candidate{}}
 	if st.Leader != nil {
-		out.Leader = &ElectionLeader{Candidate: st.Leader.Candidate, Value: st.Leader.Value, Term: st.Leader.Term, Since: st.Leader.Since}
+		out.Leader = &oapi.ElectionLeader{Candidate: st.Leader.Candidate, Value: st.Leader.Value, Term: st.Leader.Term, Since: st.Leader.Since}
 	}
 	for _, c := range st.Candidates {
-		out.Candidates = append(out.Candidates, Candidate{Candidate: c.Candidate, Value: c.Value, Since: c.Since})
+		out.Candidates = append(out.Candidates, oapi.Candidate{Candidate: c.Candidate, Value: c.Value, Since: c.Since})
 	}
 	if st.Suspended {
 		t := true
 		out.Suspended = &t
 	}
 	return out
+}
+
+func electionTopic(name string) string { return "election/" + name }
+
+// VisitStreamElectionResponse serves GET /v1/elections/{name}/events.
+func (t Stream) VisitStreamElectionResponse(w http.ResponseWriter) error { return t.Serve(w) }
+
+// followElection publishes every state of an election to its topic, straight
+// from the election's follower; the returned stop ends that.
+func (s *Server) followElection(topic, name string) (stop func()) {
+	f, err := s.opt.Elections.Follow(name)
+	if err != nil {
+		return nil
+	}
+	return FollowStates(s, topic, "leader", f, func(st *recipes.ElectionState) int64 { return st.Zxid },
+		func(st *recipes.ElectionState) any { return electionBody(st) })
 }

@@ -1,7 +1,7 @@
 package api_test
 
 // Fuzzing of the HTTP surface (issue 6; docs/RELIABILITY.md). The targets drive the
-// real handler (api.NewServer over real recipes and a real ZooKeeper from
+// real handler (registry.New over real recipes and a real ZooKeeper from
 // zktest.Shared, served by httptest) with arbitrary methods, paths, names, query
 // strings and bodies, and check what every answer must be:
 //
@@ -50,6 +50,7 @@ import (
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/registry"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
@@ -94,9 +95,8 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	}
 	leases := kit.NewLeases(sess, nil)
 	f.Cleanup(leases.Close)
-	srv := api.NewServer(api.Options{
+	srv := registry.New(api.Options{
 		Session: sess, Leases: leases,
-		Locks:      recipes.NewLocks(sess, nil),
 		Elections:  recipes.NewElections(sess, nil),
 		Barriers:   recipes.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
@@ -108,7 +108,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,
-	})
+	}, registry.Recipes{Locks: recipes.NewLocks(sess, nil)})
 	ts := httptest.NewServer(srv.Handler())
 	f.Cleanup(ts.Close)
 	f.Cleanup(srv.Close)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -18,22 +19,22 @@ func groupTopic(g string) string { return "group/" + g }
 // maxMemberValue caps a member's value (it is one znode's data).
 const maxMemberValue = 64 << 10
 
-func memberValue(v *MemberValue) (string, error) {
+func memberValue(v *oapi.MemberValue) (string, error) {
 	if v == nil || v.Value == nil {
 		return "", nil
 	}
 	if len(*v.Value) > maxMemberValue {
-		return "", invalidParameter("value is %d bytes, above the %d a member may have", len(*v.Value), maxMemberValue)
+		return "", InvalidParameter("value is %d bytes, above the %d a member may have", len(*v.Value), maxMemberValue)
 	}
 	return *v.Value, nil
 }
 
 // GetGroup answers a group's live members; with version=, once it differs.
-func (s *Server) GetGroup(ctx context.Context, req GetGroupRequestObject) (GetGroupResponseObject, error) {
+func (s *Server) GetGroup(ctx context.Context, req oapi.GetGroupRequestObject) (oapi.GetGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.WaitParam(req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -46,11 +47,11 @@ func (s *Server) GetGroup(ctx context.Context, req GetGroupRequestObject) (GetGr
 	if err != nil {
 		return nil, err
 	}
-	return GetGroup200JSONResponse(groupBody(st)), nil
+	return oapi.GetGroup200JSONResponse(groupBody(st)), nil
 }
 
 // JoinGroup makes a member for a lease (implicit when lease= is absent).
-func (s *Server) JoinGroup(ctx context.Context, req JoinGroupRequestObject) (JoinGroupResponseObject, error) {
+func (s *Server) JoinGroup(ctx context.Context, req oapi.JoinGroupRequestObject) (oapi.JoinGroupResponseObject, error) {
 	p := req.Params
 	if err := name("group", req.Group); err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (s *Server) JoinGroup(ctx context.Context, req JoinGroupRequestObject) (Joi
 	if err != nil {
 		return nil, err
 	}
-	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
+	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -70,17 +71,17 @@ func (s *Server) JoinGroup(ctx context.Context, req JoinGroupRequestObject) (Joi
 	if err := done(err); err != nil {
 		return nil, err
 	}
-	return JoinGroup201JSONResponse(GroupJoined{Group: j.Group, Id: j.ID, Lease: &j.Lease}), nil
+	return oapi.JoinGroup201JSONResponse(oapi.GroupJoined{Group: j.Group, Id: j.ID, Lease: &j.Lease}), nil
 }
 
 // SetGroupMember sets the lease's member's value.
-func (s *Server) SetGroupMember(ctx context.Context, req SetGroupMemberRequestObject) (SetGroupMemberResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) SetGroupMember(ctx context.Context, req oapi.SetGroupMemberRequestObject) (oapi.SetGroupMemberResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if req.Body == nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"value": "..."}`)
+		return nil, NewProblem(http.StatusBadRequest, "invalid-body", `the body must be {"value": "..."}`)
 	}
 	value, err := memberValue(req.Body)
 	if err != nil {
@@ -89,40 +90,40 @@ func (s *Server) SetGroupMember(ctx context.Context, req SetGroupMemberRequestOb
 	if err := s.opt.Groups.SetValue(ctx, lease, req.Group, req.Id, value); err != nil {
 		return nil, err
 	}
-	return SetGroupMember200JSONResponse(GroupJoined{Group: req.Group, Id: req.Id}), nil
+	return oapi.SetGroupMember200JSONResponse(oapi.GroupJoined{Group: req.Group, Id: req.Id}), nil
 }
 
 // LeaveGroup removes the lease's member.
-func (s *Server) LeaveGroup(ctx context.Context, req LeaveGroupRequestObject) (LeaveGroupResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) LeaveGroup(ctx context.Context, req oapi.LeaveGroupRequestObject) (oapi.LeaveGroupResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.opt.Groups.Leave(ctx, lease, req.Group, req.Id); err != nil {
 		return nil, err
 	}
-	return LeaveGroup204Response{}, nil
+	return oapi.LeaveGroup204Response{}, nil
 }
 
 // StreamGroup streams a group's states.
-func (s *Server) StreamGroup(ctx context.Context, req StreamGroupRequestObject) (StreamGroupResponseObject, error) {
+func (s *Server) StreamGroup(ctx context.Context, req oapi.StreamGroupRequestObject) (oapi.StreamGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
-	return topicStream{s: s, ctx: ctx, topics: []string{groupTopic(req.Group)}}, nil
+	return s.NewStream(ctx, groupTopic(req.Group)), nil
 }
 
 // VisitStreamGroupResponse serves GET /v1/groups/{group}/events.
-func (t topicStream) VisitStreamGroupResponse(w http.ResponseWriter) error { return t.serve(w) }
+func (t Stream) VisitStreamGroupResponse(w http.ResponseWriter) error { return t.Serve(w) }
 
 // ListGroups answers every membership group with its members.
-func (s *Server) ListGroups(ctx context.Context, req ListGroupsRequestObject) (ListGroupsResponseObject, error) {
-	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachMembershipGroup)
-	return ListGroups200JSONResponse{Groups: items, Next: next}, err
+func (s *Server) ListGroups(ctx context.Context, req oapi.ListGroupsRequestObject) (oapi.ListGroupsResponseObject, error) {
+	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachMembershipGroup)
+	return oapi.ListGroups200JSONResponse{Groups: items, Next: next}, err
 }
 
-func (s *Server) eachMembershipGroup(ctx context.Context, p page, fn func(MembershipGroup)) (*string, error) {
-	return each(ctx, "groups", p, s.opt.Groups.List, readVia(s.opt.Groups.Inspect, groupBody), fn)
+func (s *Server) eachMembershipGroup(ctx context.Context, p Page, fn func(oapi.MembershipGroup)) (*string, error) {
+	return Each(ctx, "groups", p, s.opt.Groups.List, ReadVia(s.opt.Groups.Inspect, groupBody), fn)
 }
 
 // followGroup publishes a group's states to its topic (event `group`) from
@@ -147,10 +148,10 @@ func (s *Server) followGroup(topic, g string) (stop func()) {
 	return func() { cancel(); f.Close() }
 }
 
-func groupBody(st *group.State) MembershipGroup {
-	out := MembershipGroup{Group: st.Group, Version: st.Version, Members: []GroupMember{}}
+func groupBody(st *group.State) oapi.MembershipGroup {
+	out := oapi.MembershipGroup{Group: st.Group, Version: st.Version, Members: []oapi.GroupMember{}}
 	for _, m := range st.Members {
-		out.Members = append(out.Members, GroupMember{Id: m.ID, Value: m.Value, Since: m.Since})
+		out.Members = append(out.Members, oapi.GroupMember{Id: m.ID, Value: m.Value, Since: m.Since})
 	}
 	return out
 }

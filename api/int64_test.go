@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -26,7 +27,7 @@ var int32Versions = []string{"KeyInfo", "KeyState", "KeyWritten", "VersionMismat
 // Every integer of int64Names in openapi.yaml, in a schema or a parameter,
 // carries `format: int64` (a key's version is int32, its own kind).
 func TestInt64FieldsCarryFormatInt64(t *testing.T) {
-	sw, err := GetSwagger()
+	sw, err := oapi.GetSwagger()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -21,25 +22,25 @@ import (
 func kvTopic(key string) string { return "kv/" + key }
 
 // PutKey writes the raw body as the key's value, with its Content-Type.
-func (s *Server) PutKey(ctx context.Context, req PutKeyRequestObject) (PutKeyResponseObject, error) {
+func (s *Server) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.PutKeyResponseObject, error) {
 	if err := name("key", req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < kv.Absent {
-		return nil, invalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
+		return nil, InvalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
 	}
 	if len(req.ContentType) > 255 {
-		return nil, invalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
+		return nil, InvalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
 	}
 	var lease *kit.Lease
 	if p := req.Params.Lease; p != nil {
-		l, err := s.ownLease(ctx, *p)
+		l, err := s.OwnLease(ctx, *p)
 		if err != nil {
 			return nil, err
 		}
 		lease = l
 	}
-	data, err := s.readItem(req.Body, "value")
+	data, err := s.ReadItem(req.Body, "value")
 	if err != nil {
 		return nil, err
 	}
@@ -47,21 +48,21 @@ func (s *Server) PutKey(ctx context.Context, req PutKeyRequestObject) (PutKeyRes
 	if err != nil {
 		return nil, err
 	}
-	return PutKey200JSONResponse{Key: req.Key, Version: v}, nil
+	return oapi.PutKey200JSONResponse{Key: req.Key, Version: v}, nil
 }
 
 // GetKey answers the key's value; with version= it long-polls until the
 // version differs (or wait= ends).
-func (s *Server) GetKey(ctx context.Context, req GetKeyRequestObject) (GetKeyResponseObject, error) {
+func (s *Server) GetKey(ctx context.Context, req oapi.GetKeyRequestObject) (oapi.GetKeyResponseObject, error) {
 	if err := name("key", req.Key); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.WaitParam(req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < kv.Absent {
-		return nil, invalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
+		return nil, InvalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
 	}
 	if req.Params.Version != nil && wait > 0 {
 		f, err := s.opt.KV.Follow(req.Key)
@@ -86,39 +87,39 @@ func (s *Server) GetKey(ctx context.Context, req GetKeyRequestObject) (GetKeyRes
 	return keyAnswer(v)
 }
 
-func keyAnswer(v *kv.Value) (GetKeyResponseObject, error) {
+func keyAnswer(v *kv.Value) (oapi.GetKeyResponseObject, error) {
 	if !v.Exists {
 		return nil, fmt.Errorf("key %q: %w", v.Key, kv.ErrKeyNotFound)
 	}
 	version := v.Version
-	return GetKey200AsteriskResponse{Body: bytes.NewReader(v.Data), Headers: GetKey200ResponseHeaders{Version: &version},
+	return oapi.GetKey200AsteriskResponse{Body: bytes.NewReader(v.Data), Headers: oapi.GetKey200ResponseHeaders{Version: &version},
 		ContentType: v.ContentType, ContentLength: int64(len(v.Data))}, nil
 }
 
 // DeleteKey deletes the key, if its version is version=.
-func (s *Server) DeleteKey(ctx context.Context, req DeleteKeyRequestObject) (DeleteKeyResponseObject, error) {
+func (s *Server) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oapi.DeleteKeyResponseObject, error) {
 	if err := name("key", req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < 0 {
-		return nil, invalidParameter("version=%d: a delete names a version of 0 or more", *v)
+		return nil, InvalidParameter("version=%d: a delete names a version of 0 or more", *v)
 	}
 	if err := s.opt.KV.Delete(ctx, req.Key, req.Params.Version); err != nil {
 		return nil, err
 	}
-	return DeleteKey204Response{}, nil
+	return oapi.DeleteKey204Response{}, nil
 }
 
 // StreamKey streams the key's value, then every change.
-func (s *Server) StreamKey(ctx context.Context, req StreamKeyRequestObject) (StreamKeyResponseObject, error) {
+func (s *Server) StreamKey(ctx context.Context, req oapi.StreamKeyRequestObject) (oapi.StreamKeyResponseObject, error) {
 	if err := name("key", req.Key); err != nil {
 		return nil, err
 	}
-	return topicStream{s: s, ctx: ctx, topics: []string{kvTopic(req.Key)}}, nil
+	return s.NewStream(ctx, kvTopic(req.Key)), nil
 }
 
 // VisitStreamKeyResponse serves GET /v1/kv/{key}/events.
-func (t topicStream) VisitStreamKeyResponse(w http.ResponseWriter) error { return t.serve(w) }
+func (t Stream) VisitStreamKeyResponse(w http.ResponseWriter) error { return t.Serve(w) }
 
 // followKey publishes every state of a key to its topic, straight from the
 // key's follower; the returned stop ends that. Event ids: the zxid of the write
@@ -143,8 +144,8 @@ func (s *Server) followKey(topic, key string) (stop func()) {
 
 // keyState is a key's event data: the value as text when it is UTF-8, else in
 // base64; deleted when absent.
-func keyState(v *kv.Value) KeyState {
-	out := KeyState{Key: v.Key, Version: v.Version}
+func keyState(v *kv.Value) oapi.KeyState {
+	out := oapi.KeyState{Key: v.Key, Version: v.Version}
 	if !v.Exists {
 		t := true
 		out.Deleted = &t
@@ -163,21 +164,21 @@ func keyState(v *kv.Value) KeyState {
 }
 
 // ListKeys answers every key with its version and size.
-func (s *Server) ListKeys(ctx context.Context, req ListKeysRequestObject) (ListKeysResponseObject, error) {
-	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachKey)
-	return ListKeys200JSONResponse{Keys: items, Next: next}, err
+func (s *Server) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
+	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachKey)
+	return oapi.ListKeys200JSONResponse{Keys: items, Next: next}, err
 }
 
 // eachKey covers the keys that have a value (one deleted meanwhile is left out).
-func (s *Server) eachKey(ctx context.Context, p page, fn func(KeyInfo)) (*string, error) {
-	return each(ctx, "kv", p, s.opt.KV.List, func(ctx context.Context, n string) (KeyInfo, error) {
+func (s *Server) eachKey(ctx context.Context, p Page, fn func(oapi.KeyInfo)) (*string, error) {
+	return Each(ctx, "kv", p, s.opt.KV.List, func(ctx context.Context, n string) (oapi.KeyInfo, error) {
 		st, err := s.opt.KV.Stat(ctx, n)
 		if errors.Is(err, kv.ErrKeyNotFound) {
-			err = errSkip
+			err = ErrSkip
 		}
 		if err != nil {
-			return KeyInfo{}, err
+			return oapi.KeyInfo{}, err
 		}
-		return KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
+		return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
 	}, fn)
 }

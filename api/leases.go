@@ -6,12 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // CreateLease grants a lease bound to the current ZooKeeper session.
-func (s *Server) CreateLease(ctx context.Context, req CreateLeaseRequestObject) (CreateLeaseResponseObject, error) {
+func (s *Server) CreateLease(ctx context.Context, req oapi.CreateLeaseRequestObject) (oapi.CreateLeaseResponseObject, error) {
 	ttl, err := s.ttlParam(req.Params.Ttl)
 	if err != nil {
 		return nil, err
@@ -20,45 +21,45 @@ func (s *Server) CreateLease(ctx context.Context, req CreateLeaseRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	return CreateLease201JSONResponse(leaseBody(l)), nil
+	return oapi.CreateLease201JSONResponse(leaseBody(l)), nil
 }
 
 // GetLease shows a lease and what it holds.
-func (s *Server) GetLease(ctx context.Context, req GetLeaseRequestObject) (GetLeaseResponseObject, error) {
-	l, err := s.ownLease(ctx, req.Lease)
+func (s *Server) GetLease(ctx context.Context, req oapi.GetLeaseRequestObject) (oapi.GetLeaseResponseObject, error) {
+	l, err := s.OwnLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
-	return GetLease200JSONResponse(leaseDetail(l)), nil
+	return oapi.GetLease200JSONResponse(leaseDetail(l)), nil
 }
 
 // KeepAliveLease pushes a lease's expiry to now + ttl.
-func (s *Server) KeepAliveLease(ctx context.Context, req KeepAliveLeaseRequestObject) (KeepAliveLeaseResponseObject, error) {
-	if _, err := s.ownLease(ctx, req.Lease); err != nil {
+func (s *Server) KeepAliveLease(ctx context.Context, req oapi.KeepAliveLeaseRequestObject) (oapi.KeepAliveLeaseResponseObject, error) {
+	if _, err := s.OwnLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
 	l, err := s.opt.Leases.KeepAlive(req.Lease)
 	if err != nil {
 		return nil, err
 	}
-	return KeepAliveLease200JSONResponse(leaseBody(l)), nil
+	return oapi.KeepAliveLease200JSONResponse(leaseBody(l)), nil
 }
 
 // RevokeLease ends a lease; what it held is released before the answer.
-func (s *Server) RevokeLease(ctx context.Context, req RevokeLeaseRequestObject) (RevokeLeaseResponseObject, error) {
-	if _, err := s.ownLease(ctx, req.Lease); err != nil {
+func (s *Server) RevokeLease(ctx context.Context, req oapi.RevokeLeaseRequestObject) (oapi.RevokeLeaseResponseObject, error) {
+	if _, err := s.OwnLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Leases.Revoke(req.Lease); err != nil {
 		return nil, err
 	}
-	return RevokeLease204Response{}, nil
+	return oapi.RevokeLease204Response{}, nil
 }
 
 // StreamLease is the keepalive stream: the lease lives while it is open and is
 // revoked when it closes.
-func (s *Server) StreamLease(ctx context.Context, req StreamLeaseRequestObject) (StreamLeaseResponseObject, error) {
-	l, err := s.ownLease(ctx, req.Lease)
+func (s *Server) StreamLease(ctx context.Context, req oapi.StreamLeaseRequestObject) (oapi.StreamLeaseResponseObject, error) {
+	l, err := s.OwnLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 		lost, _ := l.LostHolds(told)
 		for _, h := range lost {
 			told++
-			if err := send("lost-hold", LostHold{Kind: h.Kind, Name: h.Name, Reason: h.Reason}); err != nil {
+			if err := send("lost-hold", oapi.LostHold{Kind: h.Kind, Name: h.Name, Reason: h.Reason}); err != nil {
 				return err
 			}
 		}
@@ -148,15 +149,15 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 	}
 }
 
-func leaseBody(l *kit.Lease) Lease {
-	return Lease{Lease: l.ID, Ttl: l.TTL.String(), ExpiresAt: l.ExpiresAt().UTC()}
+func leaseBody(l *kit.Lease) oapi.Lease {
+	return oapi.Lease{Lease: l.ID, Ttl: l.TTL.String(), ExpiresAt: l.ExpiresAt().UTC()}
 }
 
-func leaseDetail(l *kit.Lease) LeaseDetail {
+func leaseDetail(l *kit.Lease) oapi.LeaseDetail {
 	b := leaseBody(l)
-	holds := []Hold{}
+	holds := []oapi.Hold{}
 	for _, h := range l.Holds() {
-		holds = append(holds, Hold{Kind: h.Kind, Name: h.Name})
+		holds = append(holds, oapi.Hold{Kind: h.Kind, Name: h.Name})
 	}
-	return LeaseDetail{Lease: b.Lease, Ttl: b.Ttl, ExpiresAt: b.ExpiresAt, Holds: holds}
+	return oapi.LeaseDetail{Lease: b.Lease, Ttl: b.Ttl, ExpiresAt: b.ExpiresAt, Holds: holds}
 }

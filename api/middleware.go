@@ -138,7 +138,7 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 			if ownFull {
 				detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.name, own, shareNames[res], shareFields[res])
 			}
-			pr := newProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
+			pr := NewProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
 			pr.RetryAfter = 1
 			s.writeProblem(w, r, pr)
 			return
@@ -271,14 +271,14 @@ func queryValue(raw, key string) string {
 // client's fault, never a 5xx.
 func bodyError(err error) error {
 	var tooLarge *http.MaxBytesError
-	var p *problem
+	var p *Problem
 	switch {
 	case errors.As(err, &tooLarge), errors.As(err, &p):
 		return err
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return newProblem(http.StatusRequestTimeout, "body-timeout", "the request body did not arrive in time")
+		return NewProblem(http.StatusRequestTimeout, "body-timeout", "the request body did not arrive in time")
 	}
-	return newProblem(http.StatusBadRequest, "invalid-body", err.Error())
+	return NewProblem(http.StatusBadRequest, "invalid-body", err.Error())
 }
 
 // statusRecorder remembers the status code; Unwrap keeps http.ResponseController

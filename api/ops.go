@@ -5,41 +5,42 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
 // GetHealthz answers while the process serves.
-func (s *Server) GetHealthz(context.Context, GetHealthzRequestObject) (GetHealthzResponseObject, error) {
-	return GetHealthz200JSONResponse{Status: "ok"}, nil
+func (s *Server) GetHealthz(context.Context, oapi.GetHealthzRequestObject) (oapi.GetHealthzResponseObject, error) {
+	return oapi.GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
 // GetReadyz answers 200 only while the ZooKeeper session is connected and,
 // with --zk-require-acl, the last ACL check found no node open to anyone.
-func (s *Server) GetReadyz(context.Context, GetReadyzRequestObject) (GetReadyzResponseObject, error) {
+func (s *Server) GetReadyz(context.Context, oapi.GetReadyzRequestObject) (oapi.GetReadyzResponseObject, error) {
 	if !restored(s.opt.Restored) {
-		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1}
 	}
 	st := s.opt.Session.State()
 	if st != zookeeper.StateConnected {
-		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "ZooKeeper session " + st.String(), RetryAfter: 1}
 	}
 	if err := s.opt.Session.ACLReady(); err != nil {
-		return nil, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-acl-open",
+		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-acl-open",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: err.Error(), RetryAfter: 5}
 	}
-	return GetReadyz200JSONResponse{Status: "ok"}, nil
+	return oapi.GetReadyz200JSONResponse{Status: "ok"}, nil
 }
 
 // GetSession describes the sidecar's ZooKeeper session, with the number of
 // live leases of the request's token (every live lease without tokens) and,
 // once the ACLs are checked (with credentials), the nodes open to anyone: the
 // root and recipe parents, the sidecar's own names, never a tenant's.
-func (s *Server) GetSession(ctx context.Context, _ GetSessionRequestObject) (GetSessionResponseObject, error) {
+func (s *Server) GetSession(ctx context.Context, _ oapi.GetSessionRequestObject) (oapi.GetSessionResponseObject, error) {
 	info := s.opt.Session.Info()
-	out := GetSession200JSONResponse{
-		State:   SessionState(info.State.String()),
+	out := oapi.GetSession200JSONResponse{
+		State:   oapi.SessionState(info.State.String()),
 		Timeout: info.Timeout.String(),
 		Server:  info.Server,
 		Leases:  s.leasesOfToken(ctx),

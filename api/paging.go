@@ -16,14 +16,14 @@ const (
 
 // page selects the names one list answer covers. limit 0 means every name
 // (the overview's own reads).
-type page struct {
+type Page struct {
 	prefix, after string
 	limit         int
 }
 
 // pageOf checks a list request's paging parameters.
-func pageOf(prefix *string, limit *int, after *string) (page, error) {
-	p := page{limit: defaultListLimit}
+func pageOf(prefix *string, limit *int, after *string) (Page, error) {
+	p := Page{limit: defaultListLimit}
 	if prefix != nil {
 		p.prefix = *prefix
 	}
@@ -32,7 +32,7 @@ func pageOf(prefix *string, limit *int, after *string) (page, error) {
 	}
 	if limit != nil {
 		if *limit < 1 || *limit > maxListLimit {
-			return page{}, invalidParameter("limit=%d: must be between 1 and %d", *limit, maxListLimit)
+			return Page{}, InvalidParameter("limit=%d: must be between 1 and %d", *limit, maxListLimit)
 		}
 		p.limit = *limit
 	}
@@ -41,7 +41,7 @@ func pageOf(prefix *string, limit *int, after *string) (page, error) {
 
 // candidates are the sorted names this page may show, in order: those with
 // the prefix, after the cursor.
-func (p page) candidates(names []string) []string {
+func (p Page) candidates(names []string) []string {
 	if !sort.StringsAreSorted(names) {
 		names = append([]string(nil), names...)
 		sort.Strings(names)
@@ -58,12 +58,12 @@ func (p page) candidates(names []string) []string {
 }
 
 // full tells whether a page that has shown n items is complete.
-func (p page) full(n int) bool { return p.limit > 0 && n >= p.limit }
+func (p Page) full(n int) bool { return p.limit > 0 && n >= p.limit }
 
 // listOf answers one page of a list: its items, in name order, and its next.
 // each is the kind's walk (eachLock, ...), which leaves out what the request's
 // token may not read.
-func listOf[T any](ctx context.Context, prefix *string, limit *int, after *string, each func(context.Context, page, func(T)) (*string, error)) ([]T, *string, error) {
+func ListPage[T any](ctx context.Context, prefix *string, limit *int, after *string, each func(context.Context, Page, func(T)) (*string, error)) ([]T, *string, error) {
 	p, err := pageOf(prefix, limit, after)
 	if err != nil {
 		return nil, nil, err

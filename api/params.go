@@ -20,17 +20,17 @@ func duration(param string, v *string, def, max time.Duration) (time.Duration, e
 	d, err := time.ParseDuration(*v)
 	switch {
 	case err != nil:
-		return 0, invalidParameter("%s=%q is not a duration such as 250ms, 30s or 5m", param, *v)
+		return 0, InvalidParameter("%s=%q is not a duration such as 250ms, 30s or 5m", param, *v)
 	case d < 0:
-		return 0, invalidParameter("%s=%q is negative", param, *v)
+		return 0, InvalidParameter("%s=%q is negative", param, *v)
 	case d > max:
-		return 0, invalidParameter("%s=%q is above the maximum of %s", param, *v, max)
+		return 0, InvalidParameter("%s=%q is above the maximum of %s", param, *v, max)
 	}
 	return d, nil
 }
 
 // waitParam parses wait=: absent or 0s means try once.
-func (s *Server) waitParam(v *string) (time.Duration, error) {
+func (s *Server) WaitParam(v *string) (time.Duration, error) {
 	return duration("wait", v, 0, s.opt.MaxWait)
 }
 
@@ -38,7 +38,7 @@ func (s *Server) waitParam(v *string) (time.Duration, error) {
 func (s *Server) ttlParam(v *string) (time.Duration, error) {
 	d, err := duration("ttl", v, s.opt.DefaultTTL, s.opt.MaxTTL)
 	if err == nil && d < time.Second {
-		return 0, invalidParameter("ttl=%q is below the minimum of 1s", *v)
+		return 0, InvalidParameter("ttl=%q is below the minimum of 1s", *v)
 	}
 	return d, err
 }
@@ -68,15 +68,15 @@ func (s *Server) grantLease(ctx context.Context, ttl time.Duration, implicit boo
 // passes the outcome of its request through done, which returns it unchanged:
 // after a failure, an implicit lease made here that holds nothing is revoked, so
 // that a rejected request leaves no lease behind.
-func (s *Server) leaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease, done func(error) error, err error) {
+func (s *Server) LeaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease, done func(error) error, err error) {
 	if lease != nil && *lease != "" {
 		if ttl != nil && *ttl != "" {
 			if err := name("lease", *lease); err != nil {
 				return nil, nil, err
 			}
-			return nil, nil, invalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
+			return nil, nil, InvalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
 		}
-		l, err := s.ownLease(ctx, *lease)
+		l, err := s.OwnLease(ctx, *lease)
 		return l, keep, err
 	}
 	d, err := s.ttlParam(ttl)
@@ -99,7 +99,7 @@ func keep(err error) error { return err }
 
 // memberJoin checks a join's group and member names and its weight (default 1,
 // at most max), for the groups whose members carry a weight.
-func memberJoin(group, id string, weight *int, max int64) (int64, error) {
+func MemberJoin(group, id string, weight *int, max int64) (int64, error) {
 	if err := name("group", group); err != nil {
 		return 0, err
 	}
@@ -111,7 +111,76 @@ func memberJoin(group, id string, weight *int, max int64) (int64, error) {
 		w = int64(*weight)
 	}
 	if w < 1 || w > max {
-		return 0, invalidParameter("weight=%d is not between 1 and %d", w, max)
+		return 0, InvalidParameter("weight=%d is not between 1 and %d", w, max)
 	}
 	return w, nil
 }
+
+// OwnerParam checks owner= (free text, at most maxOwnerBytes).
+func OwnerParam(v *string) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	if len(*v) > maxOwnerBytes {
+		return "", InvalidParameter("owner is %d bytes, above the maximum of %d", len(*v), maxOwnerBytes)
+	}
+	return *v, nil
+}
+
+// maxOwnerBytes bounds owner= (a lock's or a permit's free-text owner).
+const maxOwnerBytes = 256
+
+// The lease of the request: a lease belongs to the token that made it, and under
+// any other token it does not exist.
+
+// OwnLease returns the live lease id of the request's token, or ErrLeaseNotFound.
+func (s *Server) OwnLease(ctx context.Context, id string) (*kit.Lease, error) {
+	if err := name("lease", id); err != nil {
+		return nil, err
+	}
+	l, err := s.opt.Leases.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if l.Owner != principalOf(ctx).name {
+		return nil, fmt.Errorf("lease %q: %w", id, kit.ErrLeaseNotFound)
+	}
+	return l, nil
+}
+
+// HoldRequest is what a request that takes a hold (a lock, a permit, ...) says
+// of it: wait=, owner=, and lease= or ttl=.
+type HoldRequest struct{ Wait, Owner, Lease, TTL *string }
+
+// Hold is a checked HoldRequest: how long the request may wait, the holder's
+// owner text, and the lease the hold is for.
+type Hold struct {
+	Wait  time.Duration
+	Owner string
+	Lease *kit.Lease
+	done  func(error) error
+}
+
+// HoldFor checks a HoldRequest, in this order: wait= (WaitParam), owner=
+// (OwnerParam), then the lease (LeaseFor: lease=, or an implicit one made from
+// ttl=). The caller passes its outcome through the Hold's Done.
+func (s *Server) HoldFor(ctx context.Context, r HoldRequest) (Hold, error) {
+	wait, err := s.WaitParam(r.Wait)
+	if err != nil {
+		return Hold{}, err
+	}
+	owner, err := OwnerParam(r.Owner)
+	if err != nil {
+		return Hold{}, err
+	}
+	lease, done, err := s.LeaseFor(ctx, r.Lease, r.TTL)
+	if err != nil {
+		return Hold{}, err
+	}
+	return Hold{Wait: wait, Owner: owner, Lease: lease, done: done}, nil
+}
+
+// Done returns err unchanged; after a failure, an implicit lease HoldFor made
+// that holds nothing is revoked, so that a rejected request leaves no lease
+// behind.
+func (h Hold) Done(err error) error { return h.done(err) }

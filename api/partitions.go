@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -17,12 +18,12 @@ import (
 func partitionsTopic(g string) string { return "partitions/" + g }
 
 // SetPartitions sets a group's partition set.
-func (s *Server) SetPartitions(ctx context.Context, req SetPartitionsRequestObject) (SetPartitionsResponseObject, error) {
+func (s *Server) SetPartitions(ctx context.Context, req oapi.SetPartitionsRequestObject) (oapi.SetPartitionsResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
 	if req.Body == nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"count": N} or {"partitions": [...]}`)
+		return nil, NewProblem(http.StatusBadRequest, "invalid-body", `the body must be {"count": N} or {"partitions": [...]}`)
 	}
 	var set partition.Set
 	if req.Body.Partitions != nil {
@@ -34,10 +35,10 @@ func (s *Server) SetPartitions(ctx context.Context, req SetPartitionsRequestObje
 	if req.Body.Count != nil {
 		set.Count = *req.Body.Count
 	} else if set.Names == nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"count": N} or {"partitions": [...]}`)
+		return nil, NewProblem(http.StatusBadRequest, "invalid-body", `the body must be {"count": N} or {"partitions": [...]}`)
 	}
 	if set.Names != nil && len(set.Names) == 0 {
-		return nil, invalidParameter("partitions is empty: give 1..%d names", partition.MaxPartitions)
+		return nil, InvalidParameter("partitions is empty: give 1..%d names", partition.MaxPartitions)
 	}
 	if err := partition.CheckSet(set); err != nil {
 		return nil, err
@@ -46,11 +47,11 @@ func (s *Server) SetPartitions(ctx context.Context, req SetPartitionsRequestObje
 	if err != nil {
 		return nil, err
 	}
-	return SetPartitions200JSONResponse(partitionGroupBody(st)), nil
+	return oapi.SetPartitions200JSONResponse(partitionGroupBody(st)), nil
 }
 
 // GetPartitionGroup answers a group's plan and owners.
-func (s *Server) GetPartitionGroup(ctx context.Context, req GetPartitionGroupRequestObject) (GetPartitionGroupResponseObject, error) {
+func (s *Server) GetPartitionGroup(ctx context.Context, req oapi.GetPartitionGroupRequestObject) (oapi.GetPartitionGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
@@ -58,17 +59,17 @@ func (s *Server) GetPartitionGroup(ctx context.Context, req GetPartitionGroupReq
 	if err != nil {
 		return nil, err
 	}
-	return GetPartitionGroup200JSONResponse(partitionGroupBody(st)), nil
+	return oapi.GetPartitionGroup200JSONResponse(partitionGroupBody(st)), nil
 }
 
 // JoinPartitionGroup enrols a member for a lease (implicit when lease= is absent).
-func (s *Server) JoinPartitionGroup(ctx context.Context, req JoinPartitionGroupRequestObject) (JoinPartitionGroupResponseObject, error) {
+func (s *Server) JoinPartitionGroup(ctx context.Context, req oapi.JoinPartitionGroupRequestObject) (oapi.JoinPartitionGroupResponseObject, error) {
 	p := req.Params
-	weight, err := memberJoin(req.Group, p.Id, p.Weight, partition.MaxWeight)
+	weight, err := MemberJoin(req.Group, p.Id, p.Weight, partition.MaxWeight)
 	if err != nil {
 		return nil, err
 	}
-	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
+	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +77,12 @@ func (s *Server) JoinPartitionGroup(ctx context.Context, req JoinPartitionGroupR
 	if err := done(err); err != nil {
 		return nil, err
 	}
-	return JoinPartitionGroup201JSONResponse(partitionMemberBody(m)), nil
+	return oapi.JoinPartitionGroup201JSONResponse(partitionMemberBody(m)), nil
 }
 
 // GetPartitionMember answers a member's view; with version=, a long-poll.
-func (s *Server) GetPartitionMember(ctx context.Context, req GetPartitionMemberRequestObject) (GetPartitionMemberResponseObject, error) {
-	wait, err := s.memberPoll(req.Group, req.Id, req.Params.Wait)
+func (s *Server) GetPartitionMember(ctx context.Context, req oapi.GetPartitionMemberRequestObject) (oapi.GetPartitionMemberResponseObject, error) {
+	wait, err := s.MemberPoll(req.Group, req.Id, req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -94,12 +95,12 @@ func (s *Server) GetPartitionMember(ctx context.Context, req GetPartitionMemberR
 	if err != nil {
 		return nil, err
 	}
-	return GetPartitionMember200JSONResponse(partitionMemberBody(m)), nil
+	return oapi.GetPartitionMember200JSONResponse(partitionMemberBody(m)), nil
 }
 
 // AckPartitions lets go of what the acked version no longer deals the member.
-func (s *Server) AckPartitions(ctx context.Context, req AckPartitionsRequestObject) (AckPartitionsResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) AckPartitions(ctx context.Context, req oapi.AckPartitionsRequestObject) (oapi.AckPartitionsResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -107,42 +108,42 @@ func (s *Server) AckPartitions(ctx context.Context, req AckPartitionsRequestObje
 	if err != nil {
 		return nil, err
 	}
-	return AckPartitions200JSONResponse(partitionMemberBody(m)), nil
+	return oapi.AckPartitions200JSONResponse(partitionMemberBody(m)), nil
 }
 
 // LeavePartitionGroup removes the lease's member.
-func (s *Server) LeavePartitionGroup(ctx context.Context, req LeavePartitionGroupRequestObject) (LeavePartitionGroupResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) LeavePartitionGroup(ctx context.Context, req oapi.LeavePartitionGroupRequestObject) (oapi.LeavePartitionGroupResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.opt.Partitions.Leave(ctx, lease, req.Group, req.Id); err != nil {
 		return nil, err
 	}
-	return LeavePartitionGroup204Response{}, nil
+	return oapi.LeavePartitionGroup204Response{}, nil
 }
 
 // StreamPartitionGroup streams a group's states.
-func (s *Server) StreamPartitionGroup(ctx context.Context, req StreamPartitionGroupRequestObject) (StreamPartitionGroupResponseObject, error) {
+func (s *Server) StreamPartitionGroup(ctx context.Context, req oapi.StreamPartitionGroupRequestObject) (oapi.StreamPartitionGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
-	return topicStream{s: s, ctx: ctx, topics: []string{partitionsTopic(req.Group)}}, nil
+	return s.NewStream(ctx, partitionsTopic(req.Group)), nil
 }
 
 // VisitStreamPartitionGroupResponse serves GET /v1/partitions/{group}/events.
-func (t topicStream) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
-	return t.serve(w)
+func (t Stream) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
+	return t.Serve(w)
 }
 
 // ListPartitionGroups answers every partition group.
-func (s *Server) ListPartitionGroups(ctx context.Context, req ListPartitionGroupsRequestObject) (ListPartitionGroupsResponseObject, error) {
-	items, next, err := listOf(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachPartitionGroup)
-	return ListPartitionGroups200JSONResponse{Groups: items, Next: next}, err
+func (s *Server) ListPartitionGroups(ctx context.Context, req oapi.ListPartitionGroupsRequestObject) (oapi.ListPartitionGroupsResponseObject, error) {
+	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachPartitionGroup)
+	return oapi.ListPartitionGroups200JSONResponse{Groups: items, Next: next}, err
 }
 
-func (s *Server) eachPartitionGroup(ctx context.Context, p page, fn func(PartitionGroup)) (*string, error) {
-	return each(ctx, "partitions", p, s.opt.Partitions.List, readVia(s.opt.Partitions.Inspect, partitionGroupBody), fn)
+func (s *Server) eachPartitionGroup(ctx context.Context, p Page, fn func(oapi.PartitionGroup)) (*string, error) {
+	return Each(ctx, "partitions", p, s.opt.Partitions.List, ReadVia(s.opt.Partitions.Inspect, partitionGroupBody), fn)
 }
 
 // followPartitions publishes a group's states to its topic (event
@@ -170,9 +171,9 @@ func nullable(s string) *string {
 	return &s
 }
 
-func partitionGroupBody(st *partition.State) PartitionGroup {
-	out := PartitionGroup{Group: st.Group, Version: st.Version, Leader: nullable(st.Leader), Partitions: st.Partitions,
-		Members: []PartitionGroupMember{}, Moving: []PartitionMove{}}
+func partitionGroupBody(st *partition.State) oapi.PartitionGroup {
+	out := oapi.PartitionGroup{Group: st.Group, Version: st.Version, Leader: nullable(st.Leader), Partitions: st.Partitions,
+		Members: []oapi.PartitionGroupMember{}, Moving: []oapi.PartitionMove{}}
 	if out.Partitions == nil {
 		out.Partitions = []string{}
 	}
@@ -181,25 +182,25 @@ func partitionGroupBody(st *partition.State) PartitionGroup {
 		out.Suspended = &t
 	}
 	for _, m := range st.Members {
-		gm := PartitionGroupMember{Id: m.ID, Weight: int(m.Weight), Assigned: m.Assigned, Owned: make([]string, 0, len(m.Owned))}
+		gm := oapi.PartitionGroupMember{Id: m.ID, Weight: int(m.Weight), Assigned: m.Assigned, Owned: make([]string, 0, len(m.Owned))}
 		for _, o := range m.Owned {
 			gm.Owned = append(gm.Owned, o.Partition)
 		}
 		out.Members = append(out.Members, gm)
 	}
 	for _, mv := range st.Moving {
-		out.Moving = append(out.Moving, PartitionMove{Partition: mv.Partition, Owner: nullable(mv.Owner), Assigned: nullable(mv.Assigned)})
+		out.Moving = append(out.Moving, oapi.PartitionMove{Partition: mv.Partition, Owner: nullable(mv.Owner), Assigned: nullable(mv.Assigned)})
 	}
 	return out
 }
 
-func partitionMemberBody(m *partition.MemberState) PartitionMember {
-	out := PartitionMember{Group: m.Group, Id: m.ID, Weight: int(m.Weight), Assigned: m.Assigned, Owned: []PartitionOwned{}, Version: m.Version}
+func partitionMemberBody(m *partition.MemberState) oapi.PartitionMember {
+	out := oapi.PartitionMember{Group: m.Group, Id: m.ID, Weight: int(m.Weight), Assigned: m.Assigned, Owned: []oapi.PartitionOwned{}, Version: m.Version}
 	if out.Assigned == nil {
 		out.Assigned = []string{}
 	}
 	for _, o := range m.Owned {
-		out.Owned = append(out.Owned, PartitionOwned{Partition: o.Partition, FencingToken: o.FencingToken})
+		out.Owned = append(out.Owned, oapi.PartitionOwned{Partition: o.Partition, FencingToken: o.FencingToken})
 	}
 	if m.Lease != "" {
 		l := m.Lease

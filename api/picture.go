@@ -9,19 +9,13 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // The whole picture (GET /v1/events) follows changes instead of reading the tree
 // again and again. While anyone follows the "all" topic, the picture follows, for
-// every kind of the registry (pictureKinds), its directory's children (one
+// every kind registered (Server.Register), its directory's children (one
 // watch: names appear and vanish) and every name in it through that kind's
 // per-name follower (kit.Followers: watches on what the name's state is read
 // from, shared with the name's own event stream). Each new state is published to
@@ -30,82 +24,33 @@ import (
 // slow subscriber coalesces. With nothing changing, nothing is read, however many
 // things or followers.
 
-// pictureKind is one kind of thing the picture shows: adding a kind is one entry
-// in pictureKinds.
-type pictureKind struct {
-	// kind names its keys ("lock": key "lock/db"); overviewKinds (auth.go) maps it
-	// to the token kind that may read it.
-	kind string
-	// event is its SSE event name.
-	event string
-	// dir is its directory under --zk-root, whose children are its names.
-	dir string
-	// field is the name's field in its body ("name", "group"), repeated in the
+// PictureKind is one kind of thing the picture shows; a recipe's HTTP side
+// registers its kinds with Server.Register.
+type PictureKind struct {
+	// Kind names its keys ("lock": key "lock/db"); overviewKinds (auth.go) maps
+	// it to the token kind that may read it.
+	Kind string
+	// Event is its SSE event name.
+	Event string
+	// Dir is its directory under --zk-root, whose children are its names.
+	Dir string
+	// Field is the name's field in its body ("name", "group"), repeated in the
 	// farewell {"deleted": true, field: name}.
-	field string
-	// follow follows one name: publish gets its body as JSON each time it changes,
-	// nil when the name is not to be shown (a lowered barrier); stop may block
-	// (it waits for the follower), and once it returns publish is not called again.
-	follow func(name string, publish func(data []byte)) (stop func(), err error)
-}
-
-// pictureKinds is the registry of the kinds the picture shows.
-func (s *Server) pictureKinds() []pictureKind {
-	return []pictureKind{
-		{kind: "lock", event: "lock", dir: "locks", field: "name",
-			follow: followed(s.opt.Locks.Follow, func(st *recipes.LockState) any { return lockBody(st) })},
-		{kind: "election", event: "leader", dir: "elections", field: "name",
-			follow: followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })},
-		{kind: "throughput", event: "throughput", dir: "throughput", field: "group",
-			follow: followed(s.opt.Throughput.Follow, func(g *throughput.ThroughputGroup) any {
-				if g.Suspended {
-					return nil // as the group's own stream: the last state stands
-				}
-				return throughputBody(g)
-			})},
-		{kind: "queue", event: "queue", dir: "queues", field: "name",
-			follow: s.inspected("queues", bodyOf(s.readQueue), queueParts.MatchString)},
-		{kind: "barrier", event: "barrier", dir: "barriers", field: "name",
-			follow: s.inspected("barriers", bodyOf(s.readBarrier), nil)},
-		{kind: "double-barrier", event: "double-barrier", dir: "double-barriers", field: "name",
-			follow: s.inspected("double-barriers", bodyOf(s.readDoubleBarrier), nil)},
-		{kind: "kv", event: "kv", dir: "kv", field: "key",
-			follow: followed(s.opt.KV.Follow, func(v *kv.Value) any {
-				if v.Unknown || !v.Exists {
-					return nil // its directory's watch says when it is gone
-				}
-				return KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
-			})},
-		{kind: "counter", event: "counter", dir: "counters", field: "name",
-			follow: followed(s.opt.Counters.Follow, func(st *counter.State) any {
-				if st.Unknown || !st.Exists || st.Corrupt {
-					return nil
-				}
-				return Counter{Name: st.Name, Value: st.Value}
-			})},
-		{kind: "semaphore", event: "semaphore", dir: "semaphores", field: "name",
-			follow: followed(s.opt.Semaphores.Follow, func(st *recipes.SemaphoreState) any { return semaphoreBody(st) })},
-		{kind: "rwlock", event: "rwlock", dir: "rwlocks", field: "name",
-			follow: followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })},
-		{kind: "group", event: "group", dir: "groups", field: "group",
-			follow: followed(s.opt.Groups.Follow, func(st *group.State) any {
-				if st.Suspended {
-					return nil // as the group's own stream: the session stream says so
-				}
-				return groupBody(st)
-			})},
-		{kind: "partitions", event: "partitions", dir: "partitions", field: "group",
-			follow: followed(s.opt.Partitions.Follow, func(st *partition.State) any { return partitionGroupBody(st) })},
-	}
+	Field string
+	// Follow follows one name: publish gets its body as JSON each time it
+	// changes, nil when the name is not to be shown (a lowered barrier); stop
+	// may block (it waits for the follower), and once it returns publish is not
+	// called again. Followed and Inspected make one.
+	Follow func(name string, publish func(data []byte)) (stop func(), err error)
 }
 
 // queueParts are the nodes under a queue whose children change its length or
 // claimed count: its priorities, their buckets, and its claims.
 var queueParts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims)$`)
 
-// followed adapts a recipe's own per-name follower: body turns a state into the
+// Followed adapts a recipe's own per-name follower: body turns a state into the
 // picture's body (nil: publish nothing, the last state stands).
-func followed[S any](follow func(string) (*kit.Follower[S], error), body func(S) any) func(string, func([]byte)) (func(), error) {
+func Followed[S any](follow func(string) (*kit.Follower[S], error), body func(S) any) func(string, func([]byte)) (func(), error) {
 	return func(name string, publish func([]byte)) (func(), error) {
 		f, err := follow(name)
 		if err != nil {
@@ -122,12 +67,12 @@ func followed[S any](follow func(string) (*kit.Follower[S], error), body func(S)
 	}
 }
 
-// bodyOf turns a name's read (shared with the lists) into the JSON the picture
-// publishes; a read answering errSkip gives nil (not shown).
-func bodyOf[T any](read func(context.Context, string) (T, error)) func(context.Context, string) ([]byte, error) {
+// BodyOf turns a name's read (shared with the lists) into the JSON the picture
+// publishes; a read answering ErrSkip gives nil (not shown).
+func BodyOf[T any](read func(context.Context, string) (T, error)) func(context.Context, string) ([]byte, error) {
 	return func(ctx context.Context, name string) ([]byte, error) {
 		b, err := read(ctx, name)
-		if errors.Is(err, errSkip) {
+		if errors.Is(err, ErrSkip) {
 			return nil, nil
 		}
 		if err != nil {
@@ -137,11 +82,11 @@ func bodyOf[T any](read func(context.Context, string) (T, error)) func(context.C
 	}
 }
 
-// inspected follows the names of a kind that has no follower of its own: a
+// Inspected follows the names of a kind that has no follower of its own: a
 // kit.TreeSource that watches the children of {dir}/{name} and of each node
 // under it whose path relative to it deeper accepts (nil: none), and reads the
 // name with read. The registry of these followers is made at first use.
-func (s *Server) inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
+func (s *Server) Inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
 	var once sync.Once
 	var reg *kit.Followers[[]byte]
 	return func(name string, publish func([]byte)) (func(), error) {
@@ -186,7 +131,7 @@ type pictureEntry struct {
 // followers of names as they appear and vanish.
 type pictureRun struct {
 	s     *Server
-	kinds []pictureKind
+	kinds []PictureKind
 	dirs  *kit.Followers[[]string]
 
 	mu    sync.Mutex
@@ -198,14 +143,14 @@ type pictureRun struct {
 
 // followPicture follows the picture until the returned stop is called.
 func (s *Server) followPicture() (stop func()) {
-	r := &pictureRun{s: s, kinds: s.pictureKinds(), wake: make(chan struct{}, 1)}
+	r := &pictureRun{s: s, kinds: s.kinds, wake: make(chan struct{}, 1)}
 	r.names = make([][]string, len(r.kinds))
 	r.entries = make([]map[string]*pictureEntry, len(r.kinds))
 	r.dirs = kit.NewFollowers(s.opt.Session, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
 	var dirStops []func()
 	for i, k := range r.kinds {
 		r.entries[i] = map[string]*pictureEntry{}
-		f := r.dirs.Follow(s.opt.Session.Root() + "/" + k.dir)
+		f := r.dirs.Follow(s.opt.Session.Root() + "/" + k.Dir)
 		cancel := f.Subscribe(func(names []string) {
 			r.mu.Lock()
 			r.names[i] = names
@@ -273,27 +218,27 @@ func (r *pictureRun) apply() {
 			e.stop()
 			delete(followed, n)
 			if e.shown {
-				data, _ := json.Marshal(map[string]any{"deleted": true, k.field: n})
-				r.s.forgetAll(k.kind+"/"+n, k.event, data)
+				data, _ := json.Marshal(map[string]any{"deleted": true, k.Field: n})
+				r.s.forgetAll(k.Kind+"/"+n, k.Event, data)
 			}
 		}
 	}
 }
 
 // start follows one name of kind k.
-func (r *pictureRun) start(k pictureKind, name string) *pictureEntry {
+func (r *pictureRun) start(k PictureKind, name string) *pictureEntry {
 	e := &pictureEntry{}
-	key := k.kind + "/" + name
-	stop, err := k.follow(name, func(data []byte) {
+	key := k.Kind + "/" + name
+	stop, err := k.Follow(name, func(data []byte) {
 		switch {
 		case data == nil && e.shown:
 			e.shown, e.last = false, nil
-			gone, _ := json.Marshal(map[string]any{"deleted": true, k.field: name})
-			r.s.forgetAll(key, k.event, gone)
+			gone, _ := json.Marshal(map[string]any{"deleted": true, k.Field: name})
+			r.s.forgetAll(key, k.Event, gone)
 		case data == nil, e.shown && bytes.Equal(data, e.last):
 		default:
 			e.shown, e.last = true, data
-			r.s.publishAll(key, k.event, data)
+			r.s.publishAll(key, k.Event, data)
 		}
 	})
 	if err != nil {

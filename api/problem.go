@@ -21,7 +21,7 @@ import (
 const ProblemBase = "https://coord-sidecar.dev/problems/"
 
 // problem is an RFC 9457 problem document that a handler returns as its error.
-type problem struct {
+type Problem struct {
 	Status int
 	Name   string // short name: the end of the type URI
 	Title  string
@@ -31,20 +31,20 @@ type problem struct {
 	RetryAfter int
 }
 
-func (p *problem) Error() string { return p.Name + ": " + p.Detail }
+func (p *Problem) Error() string { return p.Name + ": " + p.Detail }
 
-func newProblem(status int, name, detail string) *problem {
-	return &problem{Status: status, Name: name, Title: http.StatusText(status), Detail: detail}
+func NewProblem(status int, name, detail string) *Problem {
+	return &Problem{Status: status, Name: name, Title: http.StatusText(status), Detail: detail}
 }
 
-func invalidParameter(format string, args ...any) *problem {
-	return newProblem(http.StatusBadRequest, "invalid-parameter", fmt.Sprintf(format, args...))
+func InvalidParameter(format string, args ...any) *Problem {
+	return NewProblem(http.StatusBadRequest, "invalid-parameter", fmt.Sprintf(format, args...))
 }
 
 // problemFor maps any error a handler returns to its problem document: this is the
 // one place where errors meet HTTP status codes.
-func problemFor(err error) *problem {
-	var p *problem
+func problemFor(err error) *Problem {
+	var p *Problem
 	if errors.As(err, &p) {
 		return p
 	}
@@ -57,14 +57,14 @@ func problemFor(err error) *problem {
 			if k.detail != nil {
 				detail = k.detail(err)
 			}
-			p = newProblem(k.status, k.name, detail)
+			p = NewProblem(k.status, k.name, detail)
 			if k.status == http.StatusServiceUnavailable || k.status == http.StatusTooManyRequests {
 				p.RetryAfter = 1
 			}
 			return p
 		}
 	}
-	return newProblem(http.StatusInternalServerError, "internal", "internal error")
+	return NewProblem(http.StatusInternalServerError, "internal", "internal error")
 }
 
 // plainProblems map sentinel errors to problems, first match first; the detail
@@ -115,7 +115,7 @@ func shuttingDown(error) string { return "the sidecar is shutting down" }
 
 // detailedProblem maps the errors that carry state for the problem's extension
 // members; nil for any other.
-func detailedProblem(err error) *problem {
+func detailedProblem(err error) *Problem {
 	var locked *recipes.LockedError
 	var notReady *recipes.BarrierNotReadyError
 	var notEmpty *recipes.BarrierNotEmptyError
@@ -128,46 +128,46 @@ func detailedProblem(err error) *problem {
 	var maxMismatch *recipes.MaxMismatchError
 	var rwLocked *recipes.RWLockedError
 	var partitionMismatch *partition.VersionMismatchError
-	var p *problem
+	var p *Problem
 	switch {
 	case errors.As(err, &versionMismatch):
-		p = newProblem(http.StatusConflict, "version-mismatch", err.Error())
+		p = NewProblem(http.StatusConflict, "version-mismatch", err.Error())
 		p.Ext = map[string]any{"version": versionMismatch.Version}
 	case errors.As(err, &valueMismatch):
-		p = newProblem(http.StatusConflict, "value-mismatch", err.Error())
+		p = NewProblem(http.StatusConflict, "value-mismatch", err.Error())
 		p.Ext = map[string]any{"value": valueMismatch.Value}
 	case errors.As(err, &overflow):
-		p = newProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
+		p = NewProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
 		p.Ext = map[string]any{"value": overflow.Value}
 	case errors.As(err, &full):
-		p = newProblem(http.StatusConflict, "semaphore-full", err.Error())
+		p = NewProblem(http.StatusConflict, "semaphore-full", err.Error())
 		p.Ext = map[string]any{"holders": semaphoreHolders(full.Holders)}
 	case errors.As(err, &maxMismatch):
-		p = newProblem(http.StatusConflict, "max-mismatch",
+		p = NewProblem(http.StatusConflict, "max-mismatch",
 			err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")
 		p.Ext = map[string]any{"max": maxMismatch.Max}
 	case errors.As(err, &rwLocked):
-		p = newProblem(http.StatusConflict, "lock-held", err.Error())
-		p.Ext = map[string]any{"writer": lockHolder(rwLocked.Writer), "readers": rwReaders(rwLocked.Readers)}
+		p = NewProblem(http.StatusConflict, "lock-held", err.Error())
+		p.Ext = map[string]any{"writer": LockHolder(rwLocked.Writer), "readers": RWReaders(rwLocked.Readers)}
 	case errors.As(err, &locked):
-		p = newProblem(http.StatusConflict, "lock-held", err.Error())
-		p.Ext = map[string]any{"holder": lockHolder(locked.Holder)}
+		p = NewProblem(http.StatusConflict, "lock-held", err.Error())
+		p.Ext = map[string]any{"holder": LockHolder(locked.Holder)}
 	case errors.As(err, &notReady):
-		p = newProblem(http.StatusConflict, "barrier-not-ready",
+		p = NewProblem(http.StatusConflict, "barrier-not-ready",
 			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
 		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
 	case errors.As(err, &notEmpty):
-		p = newProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
+		p = NewProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
 		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
 	case errors.As(err, &mismatch):
-		p = newProblem(http.StatusConflict, "count-mismatch",
+		p = NewProblem(http.StatusConflict, "count-mismatch",
 			err.Error()+"; enter with that count, or wait until the barrier empties")
 		p.Ext = map[string]any{"count": mismatch.Count}
 	case errors.As(err, &partitionMismatch):
-		p = newProblem(http.StatusConflict, "version-mismatch", err.Error())
+		p = NewProblem(http.StatusConflict, "version-mismatch", err.Error())
 		p.Ext = map[string]any{"version": partitionMismatch.Current}
 	case errors.As(err, &tooLarge):
-		p = newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
+		p = NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
 	}
 	return p
@@ -194,7 +194,7 @@ const StatusClientClosedRequest = 499
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(err)
 	if ctx := r.Context(); p.Status >= 500 && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
-		p = &problem{Status: StatusClientClosedRequest, Name: "client-closed-request",
+		p = &Problem{Status: StatusClientClosedRequest, Name: "client-closed-request",
 			Title: "Client Closed Request", Detail: "the client went away before the answer"}
 	}
 	if rec := recorderOf(w); rec != nil {

@@ -97,6 +97,11 @@ func codeProblems(t *testing.T) map[string][]int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recipes, err := filepath.Glob("*/*.go") // each recipe's HTTP side, api/locks, ...
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, recipes...)
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") || strings.HasSuffix(file, ".gen.go") {
 			continue
@@ -121,7 +126,7 @@ func codeProblems(t *testing.T) map[string][]int {
 					return true
 				}
 				switch {
-				case fn.Name.Name == "newProblem": // its callers name the problem
+				case fn.Name.Name == "NewProblem": // its callers name the problem
 				case fn.Name.Name == "problemFor": // the plainProblems table, read above
 				case isShareName(nameExpr):
 					prefix, _ := stringLit(nameExpr.(*ast.BinaryExpr).X)
@@ -143,11 +148,11 @@ func codeProblems(t *testing.T) map[string][]int {
 func problemExprs(n ast.Node) (name, status ast.Expr) {
 	switch n := n.(type) {
 	case *ast.CallExpr:
-		if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "newProblem" && len(n.Args) >= 2 {
+		if isAPIName(n.Fun, "NewProblem") && len(n.Args) >= 2 {
 			return n.Args[1], n.Args[0]
 		}
 	case *ast.CompositeLit:
-		if id, ok := n.Type.(*ast.Ident); ok && id.Name == "problem" {
+		if isAPIName(n.Type, "Problem") {
 			for _, el := range n.Elts {
 				if kv, ok := el.(*ast.KeyValueExpr); ok {
 					switch kv.Key.(*ast.Ident).Name {
@@ -261,4 +266,17 @@ func openAPIProblems(t *testing.T) []string {
 		t.Fatalf("read %d names from openapi.yaml's Problem schema: the test does not read it right", len(names))
 	}
 	return names
+}
+
+// isAPIName tells whether e names api's own name: name inside package api,
+// api.name in a recipe's HTTP side.
+func isAPIName(e ast.Expr, name string) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name == name
+	case *ast.SelectorExpr:
+		x, ok := e.X.(*ast.Ident)
+		return ok && x.Name == "api" && e.Sel.Name == name
+	}
+	return false
 }

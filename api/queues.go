@@ -7,11 +7,12 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // Enqueue stores the raw body, with its Content-Type, at the end of its priority.
-func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (EnqueueResponseObject, error) {
+func (s *Server) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oapi.EnqueueResponseObject, error) {
 	if err := name("queue", req.Name); err != nil {
 		return nil, err
 	}
@@ -20,12 +21,12 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 		prio = *p
 	}
 	if prio < 0 || prio > queue.MaxPriority {
-		return nil, invalidParameter("priority=%d: must be between 0 and %d", prio, queue.MaxPriority)
+		return nil, InvalidParameter("priority=%d: must be between 0 and %d", prio, queue.MaxPriority)
 	}
 	if len(req.ContentType) > 255 {
-		return nil, invalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
+		return nil, InvalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
 	}
-	data, err := s.readItem(req.Body, "queue item")
+	data, err := s.ReadItem(req.Body, "queue item")
 	if err != nil {
 		return nil, err
 	}
@@ -36,12 +37,12 @@ func (s *Server) Enqueue(ctx context.Context, req EnqueueRequestObject) (Enqueue
 	if err != nil {
 		return nil, err
 	}
-	return Enqueue201JSONResponse{Id: id, Priority: prio}, nil
+	return oapi.Enqueue201JSONResponse{Id: id, Priority: prio}, nil
 }
 
 // readItem reads a body of at most MaxItem bytes (what: "queue item", "value");
 // above it, 413 and nothing kept.
-func (s *Server) readItem(body io.Reader, what string) ([]byte, error) {
+func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
 	if body == nil {
 		return nil, nil
 	}
@@ -52,18 +53,18 @@ func (s *Server) readItem(body io.Reader, what string) ([]byte, error) {
 		return nil, bodyError(err)
 	}
 	if int64(len(data)) > s.opt.MaxItem {
-		return nil, newProblem(http.StatusRequestEntityTooLarge, "body-too-large",
+		return nil, NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("a %s is at most %d bytes (--max-item)", what, s.opt.MaxItem))
 	}
 	return data, nil
 }
 
 // Take removes the first item and answers its bytes; 204 when the queue is empty.
-func (s *Server) Take(ctx context.Context, req TakeRequestObject) (TakeResponseObject, error) {
+func (s *Server) Take(ctx context.Context, req oapi.TakeRequestObject) (oapi.TakeResponseObject, error) {
 	if err := name("queue", req.Name); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(req.Params.Wait)
+	wait, err := s.WaitParam(req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +73,11 @@ func (s *Server) Take(ctx context.Context, req TakeRequestObject) (TakeResponseO
 		return nil, err
 	}
 	if it == nil {
-		return Take204Response{}, nil
+		return oapi.Take204Response{}, nil
 	}
-	return Take200AsteriskResponse{
+	return oapi.Take200AsteriskResponse{
 		Body:          bytes.NewReader(it.Data),
-		Headers:       Take200ResponseHeaders{ItemId: &it.ID},
+		Headers:       oapi.Take200ResponseHeaders{ItemId: &it.ID},
 		ContentType:   it.ContentType,
 		ContentLength: int64(len(it.Data)),
 	}, nil
@@ -84,16 +85,16 @@ func (s *Server) Take(ctx context.Context, req TakeRequestObject) (TakeResponseO
 
 // Claim claims the first item for lease= (or an implicit lease from ttl=) and
 // answers its bytes with Claim-Id; 204 when the queue is empty.
-func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimResponseObject, error) {
+func (s *Server) Claim(ctx context.Context, req oapi.ClaimRequestObject) (oapi.ClaimResponseObject, error) {
 	p := req.Params
 	if err := name("queue", req.Name); err != nil {
 		return nil, err
 	}
-	wait, err := s.waitParam(p.Wait)
+	wait, err := s.WaitParam(p.Wait)
 	if err != nil {
 		return nil, err
 	}
-	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
+	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -102,36 +103,36 @@ func (s *Server) Claim(ctx context.Context, req ClaimRequestObject) (ClaimRespon
 		return nil, err
 	}
 	if c == nil {
-		return Claim204Response{}, nil
+		return oapi.Claim204Response{}, nil
 	}
-	return Claim200AsteriskResponse{
+	return oapi.Claim200AsteriskResponse{
 		Body:          bytes.NewReader(c.Item.Data),
-		Headers:       Claim200ResponseHeaders{ClaimId: &c.ID, ItemId: &c.Item.ID},
+		Headers:       oapi.Claim200ResponseHeaders{ClaimId: &c.ID, ItemId: &c.Item.ID},
 		ContentType:   c.Item.ContentType,
 		ContentLength: int64(len(c.Item.Data)),
 	}, nil
 }
 
 // AckClaim deletes a claimed item.
-func (s *Server) AckClaim(ctx context.Context, req AckClaimRequestObject) (AckClaimResponseObject, error) {
+func (s *Server) AckClaim(ctx context.Context, req oapi.AckClaimRequestObject) (oapi.AckClaimResponseObject, error) {
 	if err := s.ownClaim(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Queues.Ack(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
-	return AckClaim204Response{}, nil
+	return oapi.AckClaim204Response{}, nil
 }
 
 // ReleaseClaim gives a claimed item back, in its old place.
-func (s *Server) ReleaseClaim(ctx context.Context, req ReleaseClaimRequestObject) (ReleaseClaimResponseObject, error) {
+func (s *Server) ReleaseClaim(ctx context.Context, req oapi.ReleaseClaimRequestObject) (oapi.ReleaseClaimResponseObject, error) {
 	if err := s.ownClaim(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
 	if err := s.opt.Queues.Release(ctx, req.Name, req.Claim); err != nil {
 		return nil, err
 	}
-	return ReleaseClaim204Response{}, nil
+	return oapi.ReleaseClaim204Response{}, nil
 }
 
 // ownClaim checks the names and that the claim is held by a lease of the
@@ -154,7 +155,7 @@ func (s *Server) ownClaim(ctx context.Context, queueName, claim string) error {
 }
 
 // GetQueue counts the waiting and claimed items.
-func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQueueResponseObject, error) {
+func (s *Server) GetQueue(ctx context.Context, req oapi.GetQueueRequestObject) (oapi.GetQueueResponseObject, error) {
 	if err := name("queue", req.Name); err != nil {
 		return nil, err
 	}
@@ -162,11 +163,11 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 	if err != nil {
 		return nil, err
 	}
-	return GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+	return oapi.GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
 }
 
 // ListQueueItems lists the first waiting items in take order.
-func (s *Server) ListQueueItems(ctx context.Context, req ListQueueItemsRequestObject) (ListQueueItemsResponseObject, error) {
+func (s *Server) ListQueueItems(ctx context.Context, req oapi.ListQueueItemsRequestObject) (oapi.ListQueueItemsResponseObject, error) {
 	if err := name("queue", req.Name); err != nil {
 		return nil, err
 	}
@@ -175,15 +176,15 @@ func (s *Server) ListQueueItems(ctx context.Context, req ListQueueItemsRequestOb
 		limit = *l
 	}
 	if limit < 1 || limit > queue.MaxListItems {
-		return nil, invalidParameter("limit=%d: must be between 1 and %d", limit, queue.MaxListItems)
+		return nil, InvalidParameter("limit=%d: must be between 1 and %d", limit, queue.MaxListItems)
 	}
 	items, err := s.opt.Queues.Items(ctx, req.Name, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueItem, len(items))
+	out := make([]oapi.QueueItem, len(items))
 	for i, it := range items {
-		out[i] = QueueItem{Id: it.ID, Priority: it.Priority, Size: it.Size}
+		out[i] = oapi.QueueItem{Id: it.ID, Priority: it.Priority, Size: it.Size}
 	}
-	return ListQueueItems200JSONResponse{Items: out}, nil
+	return oapi.ListQueueItems200JSONResponse{Items: out}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
@@ -31,7 +32,6 @@ import (
 type Options struct {
 	Session   *zookeeper.Session
 	Leases    *kit.Leases
-	Locks     *recipes.Locks
 	Elections *recipes.Elections
 	Barriers  *recipes.Barriers
 	Queues    *queue.Queues
@@ -88,8 +88,11 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Server implements StrictServerInterface over the recipes. Close ends its
-// streams and long-polls.
+// Server is what every recipe's HTTP side shares: the middleware, problems,
+// paging, the leases and tokens of a request, the broker and its streams, the
+// picture; and the operations of no recipe (leases, session, health, the
+// picture's stream). api/registry composes it with the recipes' handlers into
+// the StrictServerInterface. Close ends its streams and long-polls.
 type Server struct {
 	opt     Options
 	log     *slog.Logger
@@ -109,6 +112,11 @@ type Server struct {
 	reaper *sse.Reaper
 	// following holds how to stop following each active topic (topics.go).
 	following map[string]func()
+	// topics are the recipes' topic followers by topic kind, and kinds what
+	// the picture shows (Register; read-only once the server serves).
+	topics map[string]func(topic, name string) (stop func())
+	kinds  []PictureKind
+
 	// hijacked are the goroutines serving hijacked streams: Close waits for
 	// them, and a stream opened after that is served on its request's goroutine.
 	hijacked tasks.Group
@@ -129,8 +137,6 @@ type Server struct {
 	// ticketKey signs the status page's ticket cookies (auth.go).
 	ticketKey []byte
 }
-
-var _ StrictServerInterface = (*Server)(nil)
 
 // NewServer checks the options and fills in defaults.
 func NewServer(opt Options) *Server {
@@ -170,7 +176,7 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
-	spec, err := GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		panic("api: the embedded openapi.yaml does not load: " + err.Error())
 	}
@@ -178,7 +184,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, bodies: bodyRules(spec), queries: queryRules(spec), ticketKey: newTicketKey()}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, bodies: bodyRules(spec), queries: queryRules(spec), ticketKey: newTicketKey()}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
@@ -232,17 +238,19 @@ func (s *Server) closeFor(cause error) {
 	s.hijacked.Close()
 }
 
-// Handler returns the whole HTTP surface: the generated /v1 and operations routes
-// behind the middleware, plus /metrics and /openapi.yaml.
-func (s *Server) Handler() http.Handler {
+// Handler returns the whole HTTP surface: the generated /v1 and operations
+// routes, served by ops (every operation of openapi.yaml: this Server's own and
+// the recipes', composed by api/registry), behind the middleware, plus /metrics
+// and /openapi.yaml.
+func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
 		s.limitBody, s.checkQuery(r), s.limitConcurrency)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, newProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
+		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
+		s.writeProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
 	r.Get("/ui", serveUI)
@@ -255,17 +263,17 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)
 	})
-	strict := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
+	strict := oapi.NewStrictHandlerWithOptions(ops, nil, oapi.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, problemFor(bodyError(err)))
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
-	return HandlerWithOptions(strict, ChiServerOptions{
+	return oapi.HandlerWithOptions(strict, oapi.ChiServerOptions{
 		BaseRouter:  r,
-		Middlewares: []MiddlewareFunc{s.checkJSONBody},
+		Middlewares: []oapi.MiddlewareFunc{s.checkJSONBody},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, invalidParameter("%s", err.Error()))
+			s.writeProblem(w, r, InvalidParameter("%s", err.Error()))
 		},
 	})
 }
@@ -286,7 +294,7 @@ func (s *Server) awaitRestored(next http.Handler) http.Handler {
 			select {
 			case <-s.opt.Restored:
 			case <-r.Context().Done():
-				s.writeProblem(w, r, &problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+				s.writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 					Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
 				return
 			}

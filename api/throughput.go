@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -20,7 +21,7 @@ func throughputTopic(group string) string       { return "throughput/" + group }
 func throughputLeaderTopic(group string) string { return "throughput-leader/" + group }
 
 // GetThroughputGroup reads a group's published allocation.
-func (s *Server) GetThroughputGroup(ctx context.Context, req GetThroughputGroupRequestObject) (GetThroughputGroupResponseObject, error) {
+func (s *Server) GetThroughputGroup(ctx context.Context, req oapi.GetThroughputGroupRequestObject) (oapi.GetThroughputGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
@@ -28,49 +29,49 @@ func (s *Server) GetThroughputGroup(ctx context.Context, req GetThroughputGroupR
 	if err != nil {
 		return nil, err
 	}
-	return GetThroughputGroup200JSONResponse(throughputBody(g)), nil
+	return oapi.GetThroughputGroup200JSONResponse(throughputBody(g)), nil
 }
 
 // SetThroughputLimit sets a group's limit and answers the group once the new
 // allocation is published.
-func (s *Server) SetThroughputLimit(ctx context.Context, req SetThroughputLimitRequestObject) (SetThroughputLimitResponseObject, error) {
+func (s *Server) SetThroughputLimit(ctx context.Context, req oapi.SetThroughputLimitRequestObject) (oapi.SetThroughputLimitResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
 	if req.Body == nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"limit": N}`)
+		return nil, NewProblem(http.StatusBadRequest, "invalid-body", `the body must be {"limit": N}`)
 	}
 	if req.Body.Limit < 0 {
-		return nil, invalidParameter("limit %d is negative", req.Body.Limit)
+		return nil, InvalidParameter("limit %d is negative", req.Body.Limit)
 	}
 	g, err := s.opt.Throughput.SetLimit(ctx, req.Group, req.Body.Limit)
 	if err != nil {
 		return nil, err
 	}
-	return SetThroughputLimit200JSONResponse(throughputBody(g)), nil
+	return oapi.SetThroughputLimit200JSONResponse(throughputBody(g)), nil
 }
 
 // StreamThroughputGroup streams a group's allocations and changes of leader.
-func (s *Server) StreamThroughputGroup(ctx context.Context, req StreamThroughputGroupRequestObject) (StreamThroughputGroupResponseObject, error) {
+func (s *Server) StreamThroughputGroup(ctx context.Context, req oapi.StreamThroughputGroupRequestObject) (oapi.StreamThroughputGroupResponseObject, error) {
 	if err := name("group", req.Group); err != nil {
 		return nil, err
 	}
-	return topicStream{s: s, ctx: ctx, topics: []string{throughputTopic(req.Group), throughputLeaderTopic(req.Group)}}, nil
+	return s.NewStream(ctx, throughputTopic(req.Group), throughputLeaderTopic(req.Group)), nil
 }
 
 // VisitStreamThroughputGroupResponse serves GET /v1/throughput/{group}/events.
-func (t topicStream) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
-	return t.serve(w)
+func (t Stream) VisitStreamThroughputGroupResponse(w http.ResponseWriter) error {
+	return t.Serve(w)
 }
 
 // JoinThroughputGroup enrols a member for a lease (implicit when lease= is absent).
-func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGroupRequestObject) (JoinThroughputGroupResponseObject, error) {
+func (s *Server) JoinThroughputGroup(ctx context.Context, req oapi.JoinThroughputGroupRequestObject) (oapi.JoinThroughputGroupResponseObject, error) {
 	p := req.Params
-	weight, err := memberJoin(req.Group, p.Id, p.Weight, throughput.MaxWeight)
+	weight, err := MemberJoin(req.Group, p.Id, p.Weight, throughput.MaxWeight)
 	if err != nil {
 		return nil, err
 	}
-	lease, done, err := s.leaseFor(ctx, p.Lease, p.Ttl)
+	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -80,25 +81,25 @@ func (s *Server) JoinThroughputGroup(ctx context.Context, req JoinThroughputGrou
 	}
 	body := shareBody(sh)
 	body.Lease = &sh.Lease
-	return JoinThroughputGroup201JSONResponse(body), nil
+	return oapi.JoinThroughputGroup201JSONResponse(body), nil
 }
 
 // LeaveThroughputGroup removes the lease's member.
-func (s *Server) LeaveThroughputGroup(ctx context.Context, req LeaveThroughputGroupRequestObject) (LeaveThroughputGroupResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) LeaveThroughputGroup(ctx context.Context, req oapi.LeaveThroughputGroupRequestObject) (oapi.LeaveThroughputGroupResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.opt.Throughput.Leave(ctx, lease, req.Group, req.Id); err != nil {
 		return nil, err
 	}
-	return LeaveThroughputGroup204Response{}, nil
+	return oapi.LeaveThroughputGroup204Response{}, nil
 }
 
 // GetThroughputMember answers a member's share; with version=, it long-polls
 // until the allocation's version differs.
-func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMemberRequestObject) (GetThroughputMemberResponseObject, error) {
-	wait, err := s.memberPoll(req.Group, req.Id, req.Params.Wait)
+func (s *Server) GetThroughputMember(ctx context.Context, req oapi.GetThroughputMemberRequestObject) (oapi.GetThroughputMemberResponseObject, error) {
+	wait, err := s.MemberPoll(req.Group, req.Id, req.Params.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -111,54 +112,54 @@ func (s *Server) GetThroughputMember(ctx context.Context, req GetThroughputMembe
 	if err != nil {
 		return nil, err
 	}
-	return GetThroughputMember200JSONResponse(shareBody(sh)), nil
+	return oapi.GetThroughputMember200JSONResponse(shareBody(sh)), nil
 }
 
 // UpdateThroughputMember sets a member's weight and demand.
-func (s *Server) UpdateThroughputMember(ctx context.Context, req UpdateThroughputMemberRequestObject) (UpdateThroughputMemberResponseObject, error) {
-	lease, err := s.memberLease(ctx, req.Group, req.Id, req.Params.Lease)
+func (s *Server) UpdateThroughputMember(ctx context.Context, req oapi.UpdateThroughputMemberRequestObject) (oapi.UpdateThroughputMemberResponseObject, error) {
+	lease, err := s.MemberLease(ctx, req.Group, req.Id, req.Params.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if req.Body == nil {
-		return nil, newProblem(http.StatusBadRequest, "invalid-body", `the body must be {"weight": W, "demand": D}`)
+		return nil, NewProblem(http.StatusBadRequest, "invalid-body", `the body must be {"weight": W, "demand": D}`)
 	}
 	var weight *int64
 	if req.Body.Weight != nil {
 		w := int64(*req.Body.Weight)
 		if w < 1 || w > throughput.MaxWeight {
-			return nil, invalidParameter("weight %d is not between 1 and %d", w, throughput.MaxWeight)
+			return nil, InvalidParameter("weight %d is not between 1 and %d", w, throughput.MaxWeight)
 		}
 		weight = &w
 	}
 	if d := req.Body.Demand; d != nil && *d < 0 {
-		return nil, invalidParameter("demand %d is negative", *d)
+		return nil, InvalidParameter("demand %d is negative", *d)
 	}
 	sh, err := s.opt.Throughput.Update(ctx, lease, req.Group, req.Id, weight, req.Body.Demand)
 	if err != nil {
 		return nil, err
 	}
-	return UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
+	return oapi.UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
 }
 
 // memberPoll checks a member GET's group and id and parses its wait=.
-func (s *Server) memberPoll(group, id string, wait *string) (time.Duration, error) {
+func (s *Server) MemberPoll(group, id string, wait *string) (time.Duration, error) {
 	if err := name("group", group); err != nil {
 		return 0, err
 	}
 	if err := name("member", id); err != nil {
 		return 0, err
 	}
-	return s.waitParam(wait)
+	return s.WaitParam(wait)
 }
 
-func (s *Server) memberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {
+func (s *Server) MemberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {
 	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
 		if err := name(n[0], n[1]); err != nil {
 			return nil, err
 		}
 	}
-	return s.ownLease(ctx, lease)
+	return s.OwnLease(ctx, lease)
 }
 
 // followThroughput publishes a group's allocations to its topic (event
@@ -199,8 +200,8 @@ func (s *Server) followThroughput(topic, group string) (stop func()) {
 }
 
 // leaderBody is the data of a `leader` event.
-func leaderBody(g *throughput.ThroughputGroup) ThroughputLeader {
-	out := ThroughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
+func leaderBody(g *throughput.ThroughputGroup) oapi.ThroughputLeader {
+	out := oapi.ThroughputLeader{Group: g.Group, Term: g.Term, Version: g.Version}
 	if g.Leader != "" {
 		l := g.Leader
 		out.Leader = &l
@@ -208,14 +209,14 @@ func leaderBody(g *throughput.ThroughputGroup) ThroughputLeader {
 	return out
 }
 
-func throughputBody(g *throughput.ThroughputGroup) ThroughputGroup {
-	out := ThroughputGroup{Group: g.Group, Limit: g.Limit, Version: g.Version, Members: []ThroughputMember{}}
+func throughputBody(g *throughput.ThroughputGroup) oapi.ThroughputGroup {
+	out := oapi.ThroughputGroup{Group: g.Group, Limit: g.Limit, Version: g.Version, Members: []oapi.ThroughputMember{}}
 	if g.Leader != "" {
 		l := g.Leader
 		out.Leader = &l
 	}
 	for _, m := range g.Members {
-		tm := ThroughputMember{Id: m.ID, Weight: int(m.Weight), Share: m.Share, Leader: m.Leader}
+		tm := oapi.ThroughputMember{Id: m.ID, Weight: int(m.Weight), Share: m.Share, Leader: m.Leader}
 		if m.Demand >= 0 {
 			d := m.Demand
 			tm.Demand = &d
@@ -225,6 +226,6 @@ func throughputBody(g *throughput.ThroughputGroup) ThroughputGroup {
 	return out
 }
 
-func shareBody(sh *throughput.ThroughputShare) ThroughputShare {
-	return ThroughputShare{Group: sh.Group, Id: sh.ID, Share: sh.Share, Version: sh.Version}
+func shareBody(sh *throughput.ThroughputShare) oapi.ThroughputShare {
+	return oapi.ThroughputShare{Group: sh.Group, Id: sh.ID, Share: sh.Share, Version: sh.Version}
 }

@@ -8,17 +8,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Topics of the broker: "session", and "<kind>/<name>" for a followed recipe
-// (e.g. "election/db-primary"). A recipe topic is followed in ZooKeeper only while
-// it has subscribers: one watch for the topic, however many streams.
+// (e.g. "election/db-primary", registered by the recipe: Recipe.Topics). A
+// recipe topic is followed in ZooKeeper only while it has subscribers: one
+// watch for the topic, however many streams.
 const sessionTopicName = "session"
-
-func electionTopic(name string) string { return "election/" + name }
 
 // topicActive is the broker's OnActive: it starts following a recipe topic at its
 // first subscriber and stops at its last, forgetting the then stale state. The
@@ -44,47 +44,15 @@ func (s *Server) topicActive(topic string, active bool) {
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")
-	var stop func()
-	switch kind {
-	case "election":
-		stop = s.followElection(topic, name)
-	case "throughput":
-		stop = s.followThroughput(topic, name)
-	case "kv":
-		stop = s.followKey(topic, name)
-	case "lock":
-		stop = s.followLock(topic, name)
-	case "group":
-		stop = s.followGroup(topic, name)
-	case "partitions":
-		stop = s.followPartitions(topic, name)
-	}
-	if stop != nil {
-		s.following[topic] = stop
+	if follow := s.topics[kind]; follow != nil {
+		if stop := follow(topic, name); stop != nil {
+			s.following[topic] = stop
+		}
 	}
 }
 
-// followElection publishes every state of an election to its topic, straight
-// from the election's follower; the returned stop ends that.
-//
-// Event ids (as openapi.yaml documents them): the zxid of the newest change the
-// state reflects (st.Zxid, at least the leader's term), raised to the previous
-// id + 1 when it is not newer (a suspended state, the same state read again
-// after a reconnect, an election gone), so they strictly increase along a stream.
-func (s *Server) followElection(topic, name string) (stop func()) {
-	f, err := s.opt.Elections.Follow(name)
-	if err != nil {
-		return nil
-	}
-	var lastID int64 // the follower calls publish one state at a time
-	cancel := f.Subscribe(func(st *recipes.ElectionState) {
-		if data, err := sse.Data(electionBody(st)); err == nil {
-			lastID = max(st.Zxid, lastID+1)
-			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "leader", Data: data})
-		}
-	})
-	return func() { cancel(); f.Close() }
-}
+// Publish sends an event to a broker topic ("lock/db": what its streams get).
+func (s *Server) Publish(topic string, ev sse.Event) { s.broker.Publish(topic, ev) }
 
 // sessionTopic publishes the session's state changes.
 type sessionTopic struct {
@@ -118,8 +86,10 @@ func (s *Server) followSession() {
 	}
 }
 
-// topicStream serves one or more broker topics as an SSE response.
-type topicStream struct {
+// Stream serves one or more broker topics as an SSE response: a recipe's
+// stream operation answers with it (wrapped in a type with its Visit method,
+// which calls Serve).
+type Stream struct {
 	s      *Server
 	ctx    context.Context
 	topics []string
@@ -132,13 +102,13 @@ type topicStream struct {
 	numberFrom *uint64
 }
 
-// serve hijacks the connection when it can: the handler then returns and one
+// Serve hijacks the connection when it can: the handler then returns and one
 // small goroutine serves the stream until the client goes (seen by the reaper or
 // a failed write) or the server closes, so an idle stream costs little memory.
 // Server.Close waits for these goroutines; once it has begun, none is started:
 // the stream, whose end has come already, ends on the request's goroutine, as
 // the others did at the close.
-func (t topicStream) serve(w http.ResponseWriter) error {
+func (t Stream) Serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
 		sub := t.s.broker.SubscribeFiltered(t.keep, t.topics...)
 		if t.numberFrom != nil {
@@ -171,13 +141,33 @@ func (t topicStream) serve(w http.ResponseWriter) error {
 	return nil
 }
 
-// VisitStreamElectionResponse serves GET /v1/elections/{name}/events.
-func (t topicStream) VisitStreamElectionResponse(w http.ResponseWriter) error { return t.serve(w) }
-
 // VisitStreamSessionResponse serves GET /v1/session/events.
-func (t topicStream) VisitStreamSessionResponse(w http.ResponseWriter) error { return t.serve(w) }
+func (t Stream) VisitStreamSessionResponse(w http.ResponseWriter) error { return t.Serve(w) }
 
 // StreamSession streams the session's state changes.
-func (s *Server) StreamSession(ctx context.Context, _ StreamSessionRequestObject) (StreamSessionResponseObject, error) {
-	return topicStream{s: s, ctx: ctx, topics: []string{sessionTopicName}}, nil
+func (s *Server) StreamSession(ctx context.Context, _ oapi.StreamSessionRequestObject) (oapi.StreamSessionResponseObject, error) {
+	return Stream{s: s, ctx: ctx, topics: []string{sessionTopicName}}, nil
+}
+
+// NewStream is a stream of the given topics for the request whose context is
+// ctx (its end, or the server's, ends the stream).
+func (s *Server) NewStream(ctx context.Context, topics ...string) Stream {
+	return Stream{s: s, ctx: ctx, topics: topics}
+}
+
+// FollowStates publishes every state of a recipe's follower f to topic as
+// event, its data body(state), until the returned stop (which also closes f).
+// Event ids (as openapi.yaml documents them) strictly increase along a stream:
+// the zxid of the newest change the state reflects (zxid(state)), raised to
+// the previous id + 1 when it is not newer (a suspended state, the same state
+// read again after a reconnect, a name gone).
+func FollowStates[S any](s *Server, topic, event string, f *kit.Follower[S], zxid func(S) int64, body func(S) any) (stop func()) {
+	var lastID int64 // the follower calls back one state at a time
+	cancel := f.Subscribe(func(st S) {
+		if data, err := sse.Data(body(st)); err == nil {
+			lastID = max(zxid(st), lastID+1)
+			s.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: event, Data: data})
+		}
+	})
+	return func() { cancel(); f.Close() }
 }

@@ -124,7 +124,7 @@ func checkQueryNames(raw string, known []string) error {
 
 // badQuery is the problem of a query that does not parse.
 func badQuery(why string) error {
-	return invalidParameter("the query does not parse (%s): separate parameters with & and escape %% as %%25", why)
+	return InvalidParameter("the query does not parse (%s): separate parameters with & and escape %% as %%25", why)
 }
 
 // unknownField finds the first (in name order) member of an object in v that
@@ -203,7 +203,7 @@ func declared(s *openapi3.Schema) (props map[string]*openapi3.Schema, open bool)
 // unknownParameter is the 400 unknown-parameter problem for name, a query
 // parameter (in "query") or a body member (in the name of the body's schema)
 // that is none of known.
-func unknownParameter(in, name string, known []string) *problem {
+func unknownParameter(in, name string, known []string) *Problem {
 	ext := map[string]any{"parameter": name}
 	hint := ""
 	last := name[strings.LastIndex(name, "/")+1:]
@@ -219,7 +219,7 @@ func unknownParameter(in, name string, known []string) *problem {
 	if in != "query" {
 		what, where = "body field", in+"'s fields there"
 	}
-	p := newProblem(http.StatusBadRequest, "unknown-parameter",
+	p := NewProblem(http.StatusBadRequest, "unknown-parameter",
 		fmt.Sprintf("unknown %s %q%s; %s: %s. Nothing was done", what, name, hint, where, declared))
 	p.Ext = ext
 	return p

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"maps"
 	"net/url"
 	"slices"
@@ -59,7 +60,7 @@ func TestEditDistance(t *testing.T) {
 // unknownField finds a member no schema declares, at any depth, and lets
 // through what a schema leaves open.
 func TestUnknownField(t *testing.T) {
-	spec, err := GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestCheckQueryNamesAgreesWithParseQuery(t *testing.T) {
 			t.Errorf("%q: err %v, ParseQuery says ok=%v", raw, err, ok)
 			continue
 		}
-		if p, isProblem := err.(*problem); unknown != "" && (!isProblem || !strings.Contains(p.Detail, `"`+unknown+`"`)) {
+		if p, isProblem := err.(*Problem); unknown != "" && (!isProblem || !strings.Contains(p.Detail, `"`+unknown+`"`)) {
 			t.Errorf("%q: %v, want %q named", raw, err, unknown)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-zookeeper/zk"
 
-	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -332,7 +332,7 @@ func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 // session, a lease (its first and its last event), an election, a throughput
 // group (both kinds) and the stream of everything (a deletion included).
 func TestStreamEventsMatchTheirSchemas(t *testing.T) {
-	spec, err := api.GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 // election that were held once and are free again keep their nodes, so that
 // the lists and /v1/events show them.
 func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
-	spec, err := api.GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

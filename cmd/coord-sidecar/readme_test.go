@@ -24,7 +24,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -91,7 +91,7 @@ func TestREADMESessions(t *testing.T) {
 		}
 	}
 	sessions = slices.DeleteFunc(sessions, ownSidecar)
-	spec, err := api.GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestREADMESessionsWithTheirOwnSidecar(t *testing.T) {
 	if len(own) == 0 {
 		t.Fatal("no session of README.md starts a sidecar of its own; \"Restarts and upgrades\" has one")
 	}
-	spec, err := api.GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/registry"
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
@@ -90,7 +91,7 @@ type Main struct {
 	session  *zookeeper.Session
 	leases   *kit.Leases
 	queues   *queue.Queues
-	server   *api.Server
+	server   *registry.Server
 	http     *http.Server
 	listener net.Listener
 	served   chan error
@@ -418,8 +419,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		restored = m.restarts.Restored()
 	}
 
-	m.server = api.NewServer(api.Options{
-		Session: sess, Leases: m.leases, Locks: locks, Restored: restored,
+	m.server = registry.New(api.Options{
+		Session: sess, Leases: m.leases, Restored: restored,
 		Elections:  elections,
 		Barriers:   barriers,
 		Semaphores: sems,
@@ -437,7 +438,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	})
+	}, registry.Recipes{Locks: locks})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)

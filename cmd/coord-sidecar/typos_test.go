@@ -12,7 +12,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -141,7 +141,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 // doubled, or a made-up one where none is declared) and, for one with a JSON
 // body, one with a misspelt member of a valid body.
 func specTypoCases(t *testing.T, lease string) []typoCase {
-	spec, err := api.GetSpec()
+	spec, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

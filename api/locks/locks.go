@@ -1,0 +1,116 @@
+// Package locks is the HTTP side of the fair lock (recipes.Locks): acquire,
+// release, inspect, list, its event stream and its place in the picture.
+package locks
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Locks serves the lock operations of openapi.yaml.
+type Locks struct {
+	s     *api.Server
+	locks *recipes.Locks
+}
+
+// New registers the lock's topic and picture kind with s.
+func New(s *api.Server, locks *recipes.Locks) *Locks {
+	h := &Locks{s: s, locks: locks}
+	s.Register(api.Recipe{
+		Topics: map[string]func(topic, name string) func(){"lock": h.follow},
+		Kinds: []api.PictureKind{{Kind: "lock", Event: "lock", Dir: "locks", Field: "name",
+			Follow: api.Followed(locks.Follow, func(st *recipes.LockState) any { return body(st) })}},
+	})
+	return h
+}
+
+// AcquireLock takes a lock for a lease (implicit when lease= is absent).
+func (h *Locks) AcquireLock(ctx context.Context, req oapi.AcquireLockRequestObject) (oapi.AcquireLockResponseObject, error) {
+	p := req.Params
+	if err := kit.CheckName("lock", req.Name); err != nil {
+		return nil, err
+	}
+	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.locks.Acquire(ctx, hold.Lease, req.Name, hold.Owner, hold.Wait)
+	if err := hold.Done(err); err != nil {
+		return nil, err
+	}
+	return oapi.AcquireLock201JSONResponse{
+		Name: g.Name, Lease: g.Lease, Owner: g.Owner,
+		FencingToken: g.FencingToken, AcquiredAt: g.AcquiredAt.UTC(),
+	}, nil
+}
+
+// GetLock shows the lock's holder and waiters.
+func (h *Locks) GetLock(ctx context.Context, req oapi.GetLockRequestObject) (oapi.GetLockResponseObject, error) {
+	if err := kit.CheckName("lock", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := h.locks.Inspect(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.GetLock200JSONResponse(body(st)), nil
+}
+
+// ReleaseLock releases the lock held by lease=.
+func (h *Locks) ReleaseLock(ctx context.Context, req oapi.ReleaseLockRequestObject) (oapi.ReleaseLockResponseObject, error) {
+	if err := kit.CheckName("lock", req.Name); err != nil {
+		return nil, err
+	}
+	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.locks.Release(ctx, lease, req.Name); err != nil {
+		return nil, err
+	}
+	return oapi.ReleaseLock204Response{}, nil
+}
+
+// ListLocks answers every lock with its holder and waiters.
+func (h *Locks) ListLocks(ctx context.Context, req oapi.ListLocksRequestObject) (oapi.ListLocksResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListLocks200JSONResponse{Locks: items, Next: next}, err
+}
+
+func (h *Locks) each(ctx context.Context, p api.Page, fn func(oapi.LockState)) (*string, error) {
+	return api.Each(ctx, "locks", p, h.locks.List, api.ReadVia(h.locks.Inspect, body), fn)
+}
+
+// StreamLock streams a lock's holder and waiters.
+func (h *Locks) StreamLock(ctx context.Context, req oapi.StreamLockRequestObject) (oapi.StreamLockResponseObject, error) {
+	if err := kit.CheckName("lock", req.Name); err != nil {
+		return nil, err
+	}
+	return stream{h.s.NewStream(ctx, "lock/"+req.Name)}, nil
+}
+
+type stream struct{ api.Stream }
+
+// VisitStreamLockResponse serves GET /v1/locks/{name}/events.
+func (t stream) VisitStreamLockResponse(w http.ResponseWriter) error { return t.Serve(w) }
+
+// follow publishes every state of a lock to its topic "lock/{name}", from the
+// lock's follower (one watch per lock, however many streams).
+func (h *Locks) follow(topic, name string) (stop func()) {
+	f, err := h.locks.Follow(name)
+	if err != nil {
+		return nil
+	}
+	return api.FollowStates(h.s, topic, "lock", f, func(st *recipes.LockState) int64 { return st.Zxid },
+		func(st *recipes.LockState) any { return body(st) })
+}
+
+// body is a lock's state as the API shows it; a free lock's holder is null.
+func body(st *recipes.LockState) oapi.LockState {
+	return oapi.LockState{Name: st.Name, Holder: api.LockHolder(st.Holder), Waiters: st.Waiters}
+}
