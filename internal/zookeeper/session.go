@@ -17,6 +17,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 )
 
 // State is the sidecar's view of its ZooKeeper session.
@@ -94,7 +95,7 @@ type Config struct {
 	// its Epoch.Resumable): the first epoch presents its id and password until
 	// the server answers, and is that session if the server gives it back
 	// (WaitResume tells which). Later epochs are new sessions.
-	Resume *Resumable
+	Resume *transport.Resumable
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -154,8 +155,9 @@ type Session struct {
 	background chan struct{}
 	// acls is the state of the ACL checks (acl.go).
 	acls aclCheck
-	// resume is what became of Config.Resume (resume.go).
-	resume resumeOutcome
+	// resume is the taking over of Config.Resume's session, and its outcome
+	// (resume.go).
+	resume *transport.Resume
 }
 
 type queuedEvent struct {
@@ -186,8 +188,8 @@ type Epoch struct {
 	// are needed to count as connected. Guarded by s.mu.
 	authed, hasSession bool
 	// hs is the epoch's handshakes: the session it presents and the server's
-	// answers (resume.go).
-	hs handshake
+	// answers (internal/zookeeper/transport).
+	hs *transport.Handshake
 	// zxids keeps the last zxid seen on the wire, out of go-zookeeper's
 	// racing field (see internal/zkwire).
 	zxids zkwire.Zxids
@@ -206,7 +208,7 @@ func NewSession(cfg Config) (*Session, error) {
 		if r.ID == 0 || len(r.Password) == 0 {
 			return nil, fmt.Errorf("the session to resume needs an id and a password")
 		}
-		cfg.Resume = &Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
+		cfg.Resume = &transport.Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -239,13 +241,10 @@ func NewSession(cfg Config) (*Session, error) {
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
 		acls:       aclCheck{added: make(chan struct{}, 1)},
-		resume:     resumeOutcome{done: make(chan struct{})},
 	}
 	s.metrics.setState(StateConnecting)
-	if cfg.Resume == nil {
-		s.resumeDone(ErrNoResume)
-	}
-	ep, err := s.dial(cfg.Resume)
+	s.resume = transport.NewResume(cfg.Resume, s.log, cfg.Registerer)
+	ep, err := s.dial(s.resume)
 	if err != nil {
 		return nil, err
 	}
@@ -277,16 +276,16 @@ func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 
 // dial opens a new connection; its session (resume's, if the server gives it
 // back, else a new one) is established in the background.
-func (s *Session) dial(resume *Resumable) (*Epoch, error) {
+func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil}
-	ep.hs.resume = resume
+	ep.hs = transport.NewHandshake(resume, s.log)
 	ep.txns = newTxnWriter(ep)
-	dialer, hosts := s.transport()
+	dialer, hosts := transport.Dialer(s.cfg.TLS, s.cfg.Timeout, s.log)
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
-		zk.WithDialer(ep.wrapDialer(dialer)), zk.WithHostProvider(hosts),
+		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(hosts),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -435,7 +434,7 @@ func (s *Session) apply(e queuedEvent) {
 // connectedLocked records that ep's session is connected (and authenticated).
 // s.mu is held.
 func (s *Session) connectedLocked(ep *Epoch) {
-	ep.unanswered()
+	ep.hs.Unanswered()
 	id := ep.conn.SessionID()
 	ep.id.Store(id)
 	ep.connects.Add(1)
@@ -601,7 +600,7 @@ func (s *Session) end(detach bool) {
 	s.mu.Unlock()
 	close(s.closing)
 	if detach {
-		ep.hs.detach()
+		ep.hs.Detach()
 		s.log.Info("zookeeper session detached: left to a successor", "session", fmt.Sprintf("0x%x", ep.id.Load()))
 	}
 	ep.conn.Close()
@@ -728,8 +727,6 @@ type sessionMetrics struct {
 	backgroundWaiting prometheus.Gauge
 	// openACLs is how many nodes the last ACL check found open (acl.go).
 	openACLs prometheus.Gauge
-	// resumes counts Config.Resume's outcomes (resume.go).
-	resumes *prometheus.CounterVec
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -758,15 +755,9 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_open_acl_nodes",
 			Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
 		}),
-		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coord_zk_session_resumes_total",
-			Help: "Takeovers of a predecessor's ZooKeeper session tried at start, by outcome: resumed, or too_late (the session had expired or its password was wrong; a new session was started).",
-		}, []string{"outcome"}),
 	}
-	m.resumes.WithLabelValues("resumed")
-	m.resumes.WithLabelValues("too_late")
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs, m.resumes)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs)
 	}
 	return m
 }
