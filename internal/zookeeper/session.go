@@ -17,6 +17,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 )
 
@@ -79,17 +80,17 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Auth, when set, is added to every connection before its session counts as
 	// connected, and every node the sidecar creates then carries a creator-only
-	// ACL (security.go).
-	Auth *Credentials
+	// ACL (acl.ForCreate).
+	Auth *acl.Credentials
 	// TLS, when set, is how every connection is made: the server's certificate
 	// is verified against it (ServerName defaults to the host of the server).
 	TLS *tls.Config
 	// RequireACL (only with Auth) makes ACLReady fail while the root or a
-	// recipe parent is open to anyone (acl.go).
+	// recipe parent is open to anyone (acl.Checker).
 	RequireACL bool
 	// ACLCheckEvery is how often, besides at every connect, the ACL of the
-	// root and the recipe parents is read again while none is open (acl.go).
-	// Default DefaultACLCheckEvery.
+	// root and the recipe parents is read again while none is open (acl.Checker).
+	// Default acl.DefaultCheckEvery.
 	ACLCheckEvery time.Duration
 	// Resume, when set, is a session to take over (a predecessor's, saved from
 	// its Epoch.Resumable): the first epoch presents its id and password until
@@ -154,7 +155,7 @@ type Session struct {
 	// background holds one token per background read under way (Background).
 	background chan struct{}
 	// acls is the state of the ACL checks (acl.go).
-	acls aclCheck
+	acls *acl.Checker
 	// resume is the taking over of Config.Resume's session, and its outcome
 	// (resume.go).
 	resume *transport.Resume
@@ -220,7 +221,7 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.Root = "/coord"
 	}
 	if cfg.ACLCheckEvery <= 0 {
-		cfg.ACLCheckEvery = DefaultACLCheckEvery
+		cfg.ACLCheckEvery = acl.DefaultCheckEvery
 	}
 	if cfg.BackgroundReads <= 0 {
 		cfg.BackgroundReads = DefaultBackgroundReads
@@ -240,8 +241,9 @@ func NewSession(cfg Config) (*Session, error) {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
-		acls:       aclCheck{added: make(chan struct{}, 1)},
 	}
+	s.acls = acl.NewChecker(acl.Config{Root: cfg.Root, Every: cfg.ACLCheckEvery, Timeout: cfg.OpTimeout,
+		Require: cfg.RequireACL, Logger: s.log, Registerer: cfg.Registerer})
 	s.metrics.setState(StateConnecting)
 	s.resume = transport.NewResume(cfg.Resume, s.log, cfg.Registerer)
 	ep, err := s.dial(s.resume)
@@ -725,8 +727,6 @@ type sessionMetrics struct {
 	txns, txnRequests prometheus.Counter
 	// backgroundWaiting counts the background reads waiting for a slot.
 	backgroundWaiting prometheus.Gauge
-	// openACLs is how many nodes the last ACL check found open (acl.go).
-	openACLs prometheus.Gauge
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -751,13 +751,9 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_background_reads_waiting",
 			Help: "Followers waiting for one of the session's background read slots (a burst of first reads, such as the whole picture's, is read a few at a time).",
 		}),
-		openACLs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_zk_open_acl_nodes",
-			Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
-		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting)
 	}
 	return m
 }
