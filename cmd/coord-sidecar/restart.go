@@ -14,6 +14,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -82,12 +83,12 @@ func openRestarts(c Config, upgrading bool, log *slog.Logger, reg prometheus.Reg
 
 // resume is the session the predecessor left, for zookeeper.Config.Resume;
 // nil when there is none.
-func (r *restarts) resume() *zookeeper.Resumable {
+func (r *restarts) resume() *transport.Resumable {
 	s := r.saved.Session
 	if s.ID == 0 {
 		return nil
 	}
-	return &zookeeper.Resumable{ID: s.ID, Password: s.Password, Timeout: s.Timeout}
+	return &transport.Resumable{ID: s.ID, Password: s.Password, Timeout: s.Timeout}
 }
 
 // start begins saving (every change of the leases marks the state) and, in

@@ -24,6 +24,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/registry"
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
@@ -538,7 +539,7 @@ func (m *Main) closeRestarts(ended bool) {
 // prepareRestart takes the listening socket a predecessor handed over (nil
 // when none did) and, with --state-dir, the state directory (for an upgrade's
 // successor, once the predecessor lets go of it) with the session to resume.
-func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.Listener, *zookeeper.Resumable, error) {
+func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.Listener, *transport.Resumable, error) {
 	inherited, tellTaken, err := inheritedListener()
 	if err != nil {
 		return nil, nil, err

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 )
 
 // The ZooKeeper side of the trust boundary: credentials (--zk-auth,
@@ -30,7 +30,7 @@ type ZKSecurity struct {
 }
 
 // zkCredentials reads the ZooKeeper credentials: nil when none are configured.
-func (c ZKSecurity) zkCredentials() (*zookeeper.Credentials, error) {
+func (c ZKSecurity) zkCredentials() (*acl.Credentials, error) {
 	if c.ZKAuth != "" && c.ZKAuthFile != "" {
 		return nil, errors.New("--zk-auth and --zk-auth-file: give one of them")
 	}
@@ -48,7 +48,7 @@ func (c ZKSecurity) zkCredentials() (*zookeeper.Credentials, error) {
 	if s == "" {
 		return nil, nil
 	}
-	cred, err := zookeeper.ParseCredentials(s)
+	cred, err := acl.ParseCredentials(s)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err) // the secret itself is never shown
 	}
@@ -66,7 +66,7 @@ func (c ZKSecurity) zkTLS() (*tls.Config, error) {
 }
 
 // load checks and reads both.
-func (c ZKSecurity) load() (*zookeeper.Credentials, *tls.Config, error) {
+func (c ZKSecurity) load() (*acl.Credentials, *tls.Config, error) {
 	cred, err := c.zkCredentials()
 	if err != nil {
 		return nil, nil, err

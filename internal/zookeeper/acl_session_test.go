@@ -15,6 +15,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 )
 
@@ -66,7 +67,7 @@ func TestACLCheckedAtReconnectAndLoss(t *testing.T) {
 		t.Helper()
 		testutil.Eventually(t, 20*time.Second, what, func() bool {
 			r := s.ACLs()
-			open := slices.Equal(r.Open, []zookeeper.OpenACL{{Path: root, World: "cdrwa"}})
+			open := slices.Equal(r.Open, []acl.Open{{Path: root, World: "cdrwa"}})
 			return r.Checked && (open == want) && (want || len(r.Open) == 0)
 		})
 	}

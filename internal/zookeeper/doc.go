@@ -15,11 +15,11 @@
 //     delete-until-gone (DeleteProtected, Settle), wait-for-connected
 //     (WaitConnected), parents made on demand (EnsurePersistent, CreateIn,
 //     EnsureContainer).
-//   - Resume (resume.go): a successor takes over its predecessor's session
-//     (Config.Resume, WaitResume) through the dialer; Detach hands it over
-//     without closing it.
-//   - The last zxid on the wire (internal/zkwire, wrapped in resume.go's
-//     dialer): go-zookeeper's own field for it is a data race on reconnect.
+//   - Resume (resume.go, on internal/zookeeper/transport): a successor takes
+//     over its predecessor's session (Config.Resume, WaitResume) through the
+//     dialer; Detach hands it over without closing it.
+//   - The last zxid on the wire (internal/zkwire, around the handshake's
+//     wrapper): go-zookeeper's own field for it is a data race on reconnect.
 //   - One mapping of ZooKeeper errors (errors.go).
 //
 // Caveats every caller must respect:

@@ -13,6 +13,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 )
 
@@ -23,7 +24,7 @@ import (
 
 // holdEphemeral makes an ephemeral node under s's root and returns it with
 // what a successor needs to resume s's session.
-func holdEphemeral(t *testing.T, ctx context.Context, s *zookeeper.Session) (string, zookeeper.Resumable) {
+func holdEphemeral(t *testing.T, ctx context.Context, s *zookeeper.Session) (string, transport.Resumable) {
 	t.Helper()
 	ep, err := s.Current()
 	if err != nil {
@@ -83,7 +84,7 @@ func resumes(t *testing.T, g prometheus.Gatherer, outcome string) float64 {
 // checkResumed fails t unless s took over session r: WaitResume says so, it
 // is s's session, the node is still r's, s can delete it, and s saves the
 // same id and password for its own successor.
-func checkResumed(t *testing.T, ctx context.Context, s *zookeeper.Session, r zookeeper.Resumable, watcher *zk.Conn, node string) {
+func checkResumed(t *testing.T, ctx context.Context, s *zookeeper.Session, r transport.Resumable, watcher *zk.Conn, node string) {
 	t.Helper()
 	if err := s.WaitResume(ctx); err != nil {
 		t.Fatalf("WaitResume: %v", err)
@@ -160,7 +161,7 @@ func TestResumeOnAnotherServerOfTheEnsemble(t *testing.T) {
 // reported), that works.
 func checkTooLate(t *testing.T, ctx context.Context, s *zookeeper.Session, reg prometheus.Gatherer, old int64, watcher *zk.Conn) {
 	t.Helper()
-	if err := s.WaitResume(ctx); !errors.Is(err, zookeeper.ErrResumeTooLate) {
+	if err := s.WaitResume(ctx); !errors.Is(err, transport.ErrResumeTooLate) {
 		t.Fatalf("WaitResume: %v, want ErrResumeTooLate", err)
 	}
 	info := s.Info()

@@ -14,10 +14,11 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 )
 
-var appCreds = &zookeeper.Credentials{Scheme: "digest", Auth: "app:s3cret"}
+var appCreds = &acl.Credentials{Scheme: "digest", Auth: "app:s3cret"}
 
 // appConn is a plain go-zookeeper client authenticated as app:s3cret.
 func appConn(t *testing.T, servers []string) *zk.Conn {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 )
 
 // State is the sidecar's view of its ZooKeeper session.
@@ -78,23 +80,23 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Auth, when set, is added to every connection before its session counts as
 	// connected, and every node the sidecar creates then carries a creator-only
-	// ACL (security.go).
-	Auth *Credentials
+	// ACL (acl.ForCreate).
+	Auth *acl.Credentials
 	// TLS, when set, is how every connection is made: the server's certificate
 	// is verified against it (ServerName defaults to the host of the server).
 	TLS *tls.Config
 	// RequireACL (only with Auth) makes ACLReady fail while the root or a
-	// recipe parent is open to anyone (acl.go).
+	// recipe parent is open to anyone (acl.Checker).
 	RequireACL bool
 	// ACLCheckEvery is how often, besides at every connect, the ACL of the
-	// root and the recipe parents is read again while none is open (acl.go).
-	// Default DefaultACLCheckEvery.
+	// root and the recipe parents is read again while none is open (acl.Checker).
+	// Default acl.DefaultCheckEvery.
 	ACLCheckEvery time.Duration
 	// Resume, when set, is a session to take over (a predecessor's, saved from
 	// its Epoch.Resumable): the first epoch presents its id and password until
 	// the server answers, and is that session if the server gives it back
 	// (WaitResume tells which). Later epochs are new sessions.
-	Resume *Resumable
+	Resume *transport.Resumable
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -153,9 +155,10 @@ type Session struct {
 	// background holds one token per background read under way (Background).
 	background chan struct{}
 	// acls is the state of the ACL checks (acl.go).
-	acls aclCheck
-	// resume is what became of Config.Resume (resume.go).
-	resume resumeOutcome
+	acls *acl.Checker
+	// resume is the taking over of Config.Resume's session, and its outcome
+	// (resume.go).
+	resume *transport.Resume
 }
 
 type queuedEvent struct {
@@ -186,8 +189,8 @@ type Epoch struct {
 	// are needed to count as connected. Guarded by s.mu.
 	authed, hasSession bool
 	// hs is the epoch's handshakes: the session it presents and the server's
-	// answers (resume.go).
-	hs handshake
+	// answers (internal/zookeeper/transport).
+	hs *transport.Handshake
 	// zxids keeps the last zxid seen on the wire, out of go-zookeeper's
 	// racing field (see internal/zkwire).
 	zxids zkwire.Zxids
@@ -206,7 +209,7 @@ func NewSession(cfg Config) (*Session, error) {
 		if r.ID == 0 || len(r.Password) == 0 {
 			return nil, fmt.Errorf("the session to resume needs an id and a password")
 		}
-		cfg.Resume = &Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
+		cfg.Resume = &transport.Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -218,7 +221,7 @@ func NewSession(cfg Config) (*Session, error) {
 		cfg.Root = "/coord"
 	}
 	if cfg.ACLCheckEvery <= 0 {
-		cfg.ACLCheckEvery = DefaultACLCheckEvery
+		cfg.ACLCheckEvery = acl.DefaultCheckEvery
 	}
 	if cfg.BackgroundReads <= 0 {
 		cfg.BackgroundReads = DefaultBackgroundReads
@@ -238,14 +241,12 @@ func NewSession(cfg Config) (*Session, error) {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
-		acls:       aclCheck{added: make(chan struct{}, 1)},
-		resume:     resumeOutcome{done: make(chan struct{})},
 	}
+	s.acls = acl.NewChecker(acl.Config{Root: cfg.Root, Every: cfg.ACLCheckEvery, Timeout: cfg.OpTimeout,
+		Require: cfg.RequireACL, Logger: s.log, Registerer: cfg.Registerer})
 	s.metrics.setState(StateConnecting)
-	if cfg.Resume == nil {
-		s.resumeDone(ErrNoResume)
-	}
-	ep, err := s.dial(cfg.Resume)
+	s.resume = transport.NewResume(cfg.Resume, s.log, cfg.Registerer)
+	ep, err := s.dial(s.resume)
 	if err != nil {
 		return nil, err
 	}
@@ -277,16 +278,16 @@ func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 
 // dial opens a new connection; its session (resume's, if the server gives it
 // back, else a new one) is established in the background.
-func (s *Session) dial(resume *Resumable) (*Epoch, error) {
+func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil}
-	ep.hs.resume = resume
+	ep.hs = transport.NewHandshake(resume, s.log)
 	ep.txns = newTxnWriter(ep)
-	dialer, hosts := s.transport()
+	dialer, hosts := transport.Dialer(s.cfg.TLS, s.cfg.Timeout, s.log)
 	conn, _, err := zk.Connect(s.cfg.Servers, s.cfg.Timeout,
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
-		zk.WithDialer(ep.wrapDialer(dialer)), zk.WithHostProvider(hosts),
+		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(hosts),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -435,7 +436,7 @@ func (s *Session) apply(e queuedEvent) {
 // connectedLocked records that ep's session is connected (and authenticated).
 // s.mu is held.
 func (s *Session) connectedLocked(ep *Epoch) {
-	ep.unanswered()
+	ep.hs.Unanswered()
 	id := ep.conn.SessionID()
 	ep.id.Store(id)
 	ep.connects.Add(1)
@@ -601,7 +602,7 @@ func (s *Session) end(detach bool) {
 	s.mu.Unlock()
 	close(s.closing)
 	if detach {
-		ep.hs.detach()
+		ep.hs.Detach()
 		s.log.Info("zookeeper session detached: left to a successor", "session", fmt.Sprintf("0x%x", ep.id.Load()))
 	}
 	ep.conn.Close()
@@ -726,10 +727,6 @@ type sessionMetrics struct {
 	txns, txnRequests prometheus.Counter
 	// backgroundWaiting counts the background reads waiting for a slot.
 	backgroundWaiting prometheus.Gauge
-	// openACLs is how many nodes the last ACL check found open (acl.go).
-	openACLs prometheus.Gauge
-	// resumes counts Config.Resume's outcomes (resume.go).
-	resumes *prometheus.CounterVec
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
@@ -754,19 +751,9 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Name: "coord_zk_background_reads_waiting",
 			Help: "Followers waiting for one of the session's background read slots (a burst of first reads, such as the whole picture's, is read a few at a time).",
 		}),
-		openACLs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_zk_open_acl_nodes",
-			Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
-		}),
-		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coord_zk_session_resumes_total",
-			Help: "Takeovers of a predecessor's ZooKeeper session tried at start, by outcome: resumed, or too_late (the session had expired or its password was wrong; a new session was started).",
-		}, []string{"outcome"}),
 	}
-	m.resumes.WithLabelValues("resumed")
-	m.resumes.WithLabelValues("too_late")
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting, m.openACLs, m.resumes)
+		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting)
 	}
 	return m
 }
