@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -24,12 +24,12 @@ type cliResult struct {
 	stdout, err string
 }
 
-// newSignals is a wrapper's signal state with no signal received yet; got
-// stands in for a signal.
-func newSignals(t *testing.T) *signals {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return &signals{ctx: ctx, cancel: cancel}
+// newSignals is a subcommand's signal state with no signal received yet; a
+// signal sent on send stands in for one the process receives.
+func newSignals(t testing.TB) (sig *ctl.Signals, send chan<- os.Signal) {
+	ch := make(chan os.Signal, 1)
+	t.Cleanup(func() { close(ch) })
+	return ctl.WatchSignals(ch), ch
 }
 
 // cli runs `coord-sidecar ARGS...` in this process with env as its environment
@@ -37,7 +37,7 @@ func newSignals(t *testing.T) *signals {
 func cli(t *testing.T, env map[string]string, stdin string, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := runCLI(newSignals(t), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
+	code := ctl.RunCLI(quietSignals(t), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
 	return cliResult{code, out.String(), errb.String()}
 }
 
@@ -55,7 +55,7 @@ func TestCLIKeyValue(t *testing.T) {
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.m.Addr()}
 	r := cli(t, env, "", "kv", "get", "cfg")
-	r.want(t, exitNotFound, "")
+	r.want(t, ctl.ExitNotFound, "")
 	if !strings.Contains(r.err, "cfg") {
 		t.Fatalf("stderr %q does not give the problem's detail", r.err)
 	}
@@ -73,9 +73,9 @@ func TestCLIKeyValue(t *testing.T) {
 		t.Fatalf("Content-Type %q, want text/plain", ct)
 	}
 	cli(t, env, "", "kv", "delete", "cfg").want(t, 0, "")
-	cli(t, env, "", "kv", "delete", "cfg").want(t, exitNotFound, "")
-	cli(t, env, "", "kv", "get", "cfg").want(t, exitNotFound, "")
-	cli(t, env, "", "kv", "get", "bad name!").want(t, exitUsage, "") // 400 invalid name
+	cli(t, env, "", "kv", "delete", "cfg").want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "kv", "get", "cfg").want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "kv", "get", "bad name!").want(t, ctl.ExitUsage, "") // 400 invalid name
 }
 
 // kv watch prints the value now, then each change (value and a newline); a
@@ -84,12 +84,12 @@ func TestCLIKeyWatch(t *testing.T) {
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.m.Addr()}
 	cli(t, env, "", "kv", "put", "w", "first").want(t, 0, "")
-	sig := newSignals(t)
+	sig, send := newSignals(t)
 	pr, pw := io.Pipe()
 	var errb bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := runCLI(sig, []string{"kv", "watch", "w"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, &errb)
+		code := ctl.RunCLI(sig, []string{"kv", "watch", "w"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, &errb)
 		pw.Close()
 		done <- code
 	}()
@@ -109,7 +109,7 @@ func TestCLIKeyWatch(t *testing.T) {
 	cli(t, env, "", "kv", "delete", "w").want(t, 0, "")
 	cli(t, env, "", "kv", "put", "w", "third").want(t, 0, "")
 	next("third") // the deletion printed nothing
-	sig.got(syscall.SIGINT)
+	send <- syscall.SIGINT
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if code := <-done; code != 128+int(syscall.SIGINT) {
 		t.Fatalf("watch exited %d after SIGINT, want %d; stderr %q", code, 128+int(syscall.SIGINT), errb.String())
@@ -120,11 +120,11 @@ func TestCLIKeyWatch(t *testing.T) {
 func TestCLIKeyWatchJSON(t *testing.T) {
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.m.Addr()}
-	sig := newSignals(t)
+	sig, send := newSignals(t)
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := runCLI(sig, []string{"kv", "watch", "--json", "j"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, io.Discard)
+		code := ctl.RunCLI(sig, []string{"kv", "watch", "--json", "j"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, io.Discard)
 		pw.Close()
 		done <- code
 	}()
@@ -147,7 +147,7 @@ func TestCLIKeyWatchJSON(t *testing.T) {
 	if m := next(); m["value"] != "a\nb" {
 		t.Fatalf("state %v, want value a\\nb", m)
 	}
-	sig.got(syscall.SIGTERM)
+	send <- syscall.SIGTERM
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	if code := <-done; code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d", code)
@@ -162,17 +162,17 @@ func TestCLICounter(t *testing.T) {
 	cli(t, env, "", "counter", "get", "signups").want(t, 0, "0\n")
 	cli(t, env, "", "counter", "add", "signups").want(t, 0, "1\n")
 	cli(t, env, "", "counter", "add", "signups", "9007199254740992").want(t, 0, "9007199254740993\n") // 2^53+1
-	cli(t, env, "", "counter", "add", "signups", "9223372036854775800").want(t, exitUnavailable, "")
+	cli(t, env, "", "counter", "add", "signups", "9223372036854775800").want(t, ctl.ExitUnavailable, "")
 	cli(t, env, "", "counter", "add", "signups", "-9007199254740993").want(t, 0, "0\n")
 	cli(t, env, "", "counter", "add", "signups", "9223372036854775804").want(t, 0, "9223372036854775804\n")
 	cli(t, env, "", "counter", "get", "signups").want(t, 0, "9223372036854775804\n")
 	r := cli(t, env, "", "counter", "add", "signups", "4")
-	r.want(t, exitUnavailable, "")
+	r.want(t, ctl.ExitUnavailable, "")
 	if !strings.Contains(r.err, "coord-sidecar counter add: ") || len(r.err) < len("coord-sidecar counter add: x\n") {
 		t.Fatalf("overflow: stderr %q", r.err)
 	}
 	cli(t, env, "", "counter", "add", "signups", "-4").want(t, 0, "9223372036854775800\n")
-	cli(t, env, "", "counter", "add", "signups", "1.5").want(t, exitUsage, "")
+	cli(t, env, "", "counter", "add", "signups", "1.5").want(t, ctl.ExitUsage, "")
 }
 
 // Queues: items from an argument or stdin, taken in order with their bytes
@@ -180,7 +180,7 @@ func TestCLICounter(t *testing.T) {
 func TestCLIQueue(t *testing.T) {
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.m.Addr()}
-	cli(t, env, "", "queue", "take", "jobs").want(t, exitNotFound, "")
+	cli(t, env, "", "queue", "take", "jobs").want(t, ctl.ExitNotFound, "")
 	cli(t, env, "", "queue", "put", "jobs", "one").want(t, 0, "")
 	raw := "{\"n\": 2}\n\x00"
 	cli(t, env, raw, "queue", "put", "jobs").want(t, 0, "")
@@ -188,8 +188,8 @@ func TestCLIQueue(t *testing.T) {
 	cli(t, env, "", "queue", "take", "jobs").want(t, 0, "one")
 	cli(t, env, "", "queue", "take", "jobs").want(t, 0, raw)
 	cli(t, env, "", "queue", "take", "--wait", "1s", "jobs").want(t, 0, "three")
-	cli(t, env, "", "queue", "take", "--wait", "100ms", "jobs").want(t, exitNotFound, "")
-	cli(t, env, "", "queue", "put", "jobs").want(t, exitUsage, "") // empty stdin: 400 invalid-body
+	cli(t, env, "", "queue", "take", "--wait", "100ms", "jobs").want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "queue", "put", "jobs").want(t, ctl.ExitUsage, "") // empty stdin: 400 invalid-body
 }
 
 // Leases: grant writes the id, keepalive the lease as JSON, revoke ends it; a
@@ -212,9 +212,9 @@ func TestCLILease(t *testing.T) {
 	}
 	cli(t, env, "", "lease", "revoke", id).want(t, 0, "")
 	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
-	cli(t, env, "", "lease", "revoke", id).want(t, exitNotFound, "")
-	cli(t, env, "", "lease", "keepalive", id).want(t, exitNotFound, "")
-	cli(t, env, "", "lease", "grant", "soon").want(t, exitUsage, "")
+	cli(t, env, "", "lease", "revoke", id).want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "lease", "keepalive", id).want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "lease", "grant", "soon").want(t, ctl.ExitUsage, "")
 }
 
 // status writes the session as JSON and exits 0 while connected; the token
@@ -222,7 +222,7 @@ func TestCLILease(t *testing.T) {
 func TestCLIStatusAndToken(t *testing.T) {
 	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "s3cret")
 	env := map[string]string{"COORD_ADDR": "http://" + car.m.Addr()}
-	cli(t, env, "", "status").want(t, exitUnavailable, "")
+	cli(t, env, "", "status").want(t, ctl.ExitUnavailable, "")
 	env["COORD_TOKEN"] = "s3cret"
 	r := cli(t, env, "", "status")
 	r.want(t, 0, "*")
@@ -239,35 +239,6 @@ func TestCLIStatusAndToken(t *testing.T) {
 	cli(t, env, "", "kv", "get", "k").want(t, 0, "v")
 }
 
-// Usage errors exit 64 with the reason; --help goes to stdout and exits 0; a
-// sidecar that does not listen is 69.
-func TestCLIUsageAndUnavailable(t *testing.T) {
-	none := map[string]string{"COORD_ADDR": freeAddr(t)}
-	for _, args := range [][]string{
-		{"kv"}, {"kv", "frob", "k"}, {"kv", "get"}, {"kv", "get", "a", "b"}, {"counter", "add", "n", "1", "2"},
-		{"kv", "get", "--nope", "k"}, {"status", "extra"},
-	} {
-		r := cli(t, none, "", args...)
-		if r.code != exitUsage || r.stdout != "" || !strings.Contains(r.err, "usage:") {
-			t.Fatalf("%q: exit %d, stdout %q, stderr %q; want 64 and the usage on stderr", args, r.code, r.stdout, r.err)
-		}
-	}
-	r := cli(t, none, "", "kv", "get", "--addr", "ftp://x", "k")
-	r.want(t, exitUsage, "")
-	for _, args := range [][]string{{"kv", "get", "--help"}, {"kv", "--help"}, {"lease", "grant", "-h"}} {
-		r := cli(t, none, "", args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "usage:") || r.err != "" {
-			t.Fatalf("%q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.err)
-		}
-	}
-	for _, args := range [][]string{{"kv", "get", "k"}, {"status"}, {"queue", "put", "q", "x"}} {
-		r := cli(t, none, "", args...)
-		if r.code != exitUnavailable || r.err == "" {
-			t.Fatalf("%q with no sidecar: exit %d, stderr %q; want 69", args, r.code, r.err)
-		}
-	}
-}
-
 // The lock wrapper says why a command line is refused (the command must follow
 // --) and, when it gives up, who holds the lock.
 func TestLockWrapperMessages(t *testing.T) {
@@ -279,7 +250,7 @@ func TestLockWrapperMessages(t *testing.T) {
 		return ""
 	}
 	var out, errb bytes.Buffer
-	if code := runLock(newSignals(t), []string{"demo-x", "echo", "hi"}, getenv, &out, &errb); code != exitUsage {
+	if code := ctl.RunLock(quietSignals(t), []string{"demo-x", "echo", "hi"}, getenv, &out, &errb); code != ctl.ExitUsage {
 		t.Fatalf("without --: exit %d", code)
 	}
 	if !strings.Contains(errb.String(), "the command must follow --") {
@@ -287,7 +258,7 @@ func TestLockWrapperMessages(t *testing.T) {
 	}
 	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/demo-x?owner=alice")
 	errb.Reset()
-	if code := runLock(newSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != exitNotAcquired {
+	if code := ctl.RunLock(quietSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != ctl.ExitNotAcquired {
 		t.Fatalf("held: exit %d, stderr %q", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), "held by alice") || !strings.Contains(errb.String(), "fencing token") {
@@ -322,10 +293,10 @@ func TestCLIBinary(t *testing.T) {
 	if out, errs, code := run("", "kv", "get", "k"); code != 0 || out != "a\nb" {
 		t.Fatalf("kv get: exit %d, %q, %q", code, out, errs)
 	}
-	if out, errs, code := run("", "kv", "get", "missing"); code != exitNotFound || out != "" || !strings.HasPrefix(errs, "coord-sidecar kv get: ") {
+	if out, errs, code := run("", "kv", "get", "missing"); code != ctl.ExitNotFound || out != "" || !strings.HasPrefix(errs, "coord-sidecar kv get: ") {
 		t.Fatalf("kv get missing: exit %d, %q, %q", code, out, errs)
 	}
-	if _, errs, code := run("", "lock", "demo-x", "echo", "hi"); code != exitUsage || !strings.Contains(errs, "the command must follow --") {
+	if _, errs, code := run("", "lock", "demo-x", "echo", "hi"); code != ctl.ExitUsage || !strings.Contains(errs, "the command must follow --") {
 		t.Fatalf("lock without --: exit %d, %q", code, errs)
 	}
 }

@@ -472,7 +472,7 @@ func TestDockerCompose(t *testing.T) {
 }
 
 // The bash and Python examples take COORD_ADDR in every form the subcommands take
-// (see parseAddr): HOST:PORT, a URL (with a trailing slash too), https:// and a
+// (see parseAddr in internal/ctl): HOST:PORT, a URL (with a trailing slash too), https:// and a
 // unix socket, for plain requests (the lock) and event streams (the election);
 // a bad address is refused with a message that says what is wanted. (The Node
 // examples are built on the generated client and tested with it.)

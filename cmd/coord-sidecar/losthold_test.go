@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -199,7 +200,7 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 		<-done
 		t.Fatalf("the wrapper did not stop its child; stderr: %s", stderr.String())
 	}
-	if code := cmd.ProcessState.ExitCode(); code != exitLeaseLost || !strings.Contains(stderr.String(), `lock "wrapped" lost`) {
+	if code := cmd.ProcessState.ExitCode(); code != ctl.ExitLeaseLost || !strings.Contains(stderr.String(), `lock "wrapped" lost`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }

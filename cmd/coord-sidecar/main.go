@@ -9,7 +9,10 @@
 //
 //	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
 //	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
-//	coord-sidecar kv get KEY (and the command-line client's other verbs: cli.go)
+//	coord-sidecar kv get KEY (and the command-line client's other verbs)
+//
+// The subcommands are package ctl (cmd/coord-sidecar/internal/ctl); main only
+// dispatches to them.
 package main
 
 import (
@@ -21,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 )
 
 // usageHead is the start of `coord-sidecar --help`; the sidecar's flags follow.
@@ -42,21 +47,21 @@ flags of the sidecar (each also read from the environment variable named):
 `
 
 func main() {
-	if len(os.Args) > 1 && isCLIGroup(os.Args[1]) {
+	if len(os.Args) > 1 && ctl.IsCLIGroup(os.Args[1]) {
 		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, endSignals...)
-		os.Exit(runCLI(watchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+		signal.Notify(sigs, ctl.EndSignals...)
+		os.Exit(ctl.RunCLI(ctl.WatchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "lock", "elect":
 			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, endSignals...)
-			run := runLock
+			signal.Notify(sigs, ctl.EndSignals...)
+			run := ctl.RunLock
 			if os.Args[1] == "elect" {
-				run = runElect
+				run = ctl.RunElect
 			}
-			os.Exit(run(watchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+			os.Exit(run(ctl.WatchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
 		case "help":
 			_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
 			os.Exit(0)
@@ -110,7 +115,7 @@ func main() {
 
 // printUsage writes `coord-sidecar --help`: the subcommands, then fs's flags.
 func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, usageHead, verbList(""))
+	fmt.Fprintf(w, usageHead, ctl.VerbList(""))
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }

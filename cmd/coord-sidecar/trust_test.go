@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -77,11 +78,11 @@ func (s *sidecar) doReq(t testing.TB, method, path string, body io.Reader, hdr .
 	return r
 }
 
-// quietSignals is the signals of a wrapper run in the test's process: none
+// quietSignals is the signals of a subcommand run in the test's process: none
 // ever comes.
-func quietSignals() *signals {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &signals{ctx: ctx, cancel: cancel}
+func quietSignals(t testing.TB) *ctl.Signals {
+	sig, _ := newSignals(t)
+	return sig
 }
 
 // --- 1. Ids stay with their holders ---------------------------------------
@@ -702,7 +703,7 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	// The lock subcommand over https://.
 	out := filepath.Join(dir, "out")
 	stderr := &strings.Builder{}
-	code := runLock(quietSignals(), []string{"rotated", "--addr", base, "--wait", "5s", "--", "sh", "-c", "echo $COORD_FENCING_TOKEN > " + out},
+	code := ctl.RunLock(quietSignals(t), []string{"rotated", "--addr", base, "--wait", "5s", "--", "sh", "-c", "echo $COORD_FENCING_TOKEN > " + out},
 		func(k string) string {
 			return map[string]string{"COORD_CACERT": writeFile(t, dir, "ca2.pem", ca2.pem),
 				"COORD_CERT": writeFile(t, dir, "c.crt", strangerCert), "COORD_KEY": writeFile(t, dir, "c.key", strangerKey)}[k]
@@ -711,8 +712,8 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 		t.Fatalf("lock over https: exit %d, fencing token %q, stderr %s", code, b, stderr)
 	}
 	// Without the CA the subcommand does not trust the sidecar.
-	if code := runLock(quietSignals(), []string{"rotated", "--addr", base, "--", "true"},
-		func(string) string { return "" }, io.Discard, io.Discard); code != exitUnavailable {
+	if code := ctl.RunLock(quietSignals(t), []string{"rotated", "--addr", base, "--", "true"},
+		func(string) string { return "" }, io.Discard, io.Discard); code != ctl.ExitUnavailable {
 		t.Fatalf("lock over https without --cacert: exit %d", code)
 	}
 }
@@ -757,8 +758,7 @@ func TestUnixSocketListener(t *testing.T) {
 	if _, err := runMain(t, nil, append([]string{"--listen", "unix:" + sock}, zkArgs(zkc.Servers(), root)...)...); err == nil {
 		t.Fatal("a second sidecar took over a live socket")
 	}
-	var to transportOptions
-	baseURL, hc, err := to.dial("unix:" + sock)
+	baseURL, hc, err := ctl.Dial("unix:" + sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -769,7 +769,7 @@ func TestUnixSocketListener(t *testing.T) {
 	problemIs(t, car.doReq(t, "GET", "/v1/locks", nil, "Host", "rebind.evil.example"), 403, "host-not-allowed")
 
 	out := filepath.Join(dir, "out")
-	code := runLock(quietSignals(), []string{"unix-lock", "--addr", "unix:" + sock, "--", "sh", "-c", "echo $COORD_FENCING_TOKEN > " + out},
+	code := ctl.RunLock(quietSignals(t), []string{"unix-lock", "--addr", "unix:" + sock, "--", "sh", "-c", "echo $COORD_FENCING_TOKEN > " + out},
 		func(string) string { return "" }, io.Discard, io.Discard)
 	if b, _ := os.ReadFile(out); code != 0 || len(strings.TrimSpace(string(b))) == 0 {
 		t.Fatalf("lock over unix: exit %d, %q", code, b)
@@ -804,8 +804,7 @@ func TestBinaryReloadsTokensOnSIGHUP(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	var to transportOptions
-	baseURL, hc, err := to.dial("unix:" + sock)
+	baseURL, hc, err := ctl.Dial("unix:" + sock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -293,8 +294,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"elect", "-h"}, 0, []string{"usage: coord-sidecar elect NAME", "-requeue", "128+N"}},
 		{[]string{"--no-such-flag"}, 2, nil},
 		{[]string{"no-such-subcommand"}, 2, nil},
-		{[]string{"lock"}, exitUsage, nil},
-		{[]string{"elect", "x", "--no-such-flag", "--", "true"}, exitUsage, nil},
+		{[]string{"lock"}, ctl.ExitUsage, nil},
+		{[]string{"elect", "x", "--no-such-flag", "--", "true"}, ctl.ExitUsage, nil},
 	} {
 		cmd := exec.Command(bin, c.args...)
 		var stdout, stderr strings.Builder

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -150,8 +151,8 @@ func TestLockWrapperExitCodes(t *testing.T) {
 	}
 	held := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/codes")
 	err = wrapper(bin, car.m.Addr(), "lock", "codes", "--wait", "200ms", "--", "true").Run()
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
-		t.Fatalf("not acquired: wrapper %v, want exit %d", err, exitNotAcquired)
+	if !errors.As(err, &ee) || ee.ExitCode() != ctl.ExitNotAcquired {
+		t.Fatalf("not acquired: wrapper %v, want exit %d", err, ctl.ExitNotAcquired)
 	}
 	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/codes?lease="+str(held.Body["lease"]))
 	if err := wrapper(bin, car.m.Addr(), "lock", "codes", "--", "true").Run(); err != nil {
@@ -196,8 +197,8 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitLeaseLost {
-			t.Fatalf("wrapper: %v, want exit %d", err, exitLeaseLost)
+		if !errors.As(err, &ee) || ee.ExitCode() != ctl.ExitLeaseLost {
+			t.Fatalf("wrapper: %v, want exit %d", err, ctl.ExitLeaseLost)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wrapper did not stop")

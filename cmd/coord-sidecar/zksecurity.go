@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 )
 
@@ -62,7 +63,8 @@ func (c ZKSecurity) zkTLS() (*tls.Config, error) {
 	if c.ZKTLSCA == "" && c.ZKTLSCert == "" && c.ZKTLSKey == "" {
 		return nil, nil
 	}
-	return clientTLSConfig(tlsFiles{c.ZKTLSCA, c.ZKTLSCert, c.ZKTLSKey}, tlsFiles{"--zk-tls-ca", "--zk-tls-cert", "--zk-tls-key"})
+	return ctl.ClientTLSConfig(ctl.TLSFiles{CA: c.ZKTLSCA, Cert: c.ZKTLSCert, Key: c.ZKTLSKey},
+		ctl.TLSFiles{CA: "--zk-tls-ca", Cert: "--zk-tls-cert", Key: "--zk-tls-key"})
 }
 
 // load checks and reads both.

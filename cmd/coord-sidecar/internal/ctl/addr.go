@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"errors"
@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// addrForms says which forms of --addr / COORD_ADDR are understood; every error
+// AddrForms says which forms of --addr / COORD_ADDR are understood; every error
 // about an address ends with it.
-const addrForms = "want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH/TO.SOCK"
+const AddrForms = "want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH/TO.SOCK"
 
 // sidecarAddr is where the subcommands reach a running sidecar: the URL every
 // request path is appended to and, for a unix socket, the socket's path (the
@@ -46,7 +46,7 @@ func parseAddr(s string) (sidecarAddr, error) {
 
 // badAddr is the error about address s: why it is refused, then what is wanted.
 func badAddr(s, why string) error {
-	return fmt.Errorf("address %q: %s; %s", s, why, addrForms)
+	return fmt.Errorf("address %q: %s; %s", s, why, AddrForms)
 }
 
 // parseUnixAddr reads unix:/PATH or unix:///PATH.

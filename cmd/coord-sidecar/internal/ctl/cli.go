@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"bytes"
@@ -22,12 +22,12 @@ import (
 // connection the wrappers use (--addr in parseAddr's forms, TLS and token:
 // transport.go).
 //
-// Exit codes (besides the wrappers' 64 and 69, wrap.go): exitNotFound when what
+// Exit codes (besides the wrappers' 64 and 69, wrap.go): ExitNotFound when what
 // was asked for does not exist (a key, a lease, an item of an empty queue).
 
-// exitNotFound is the exit code of a verb whose key, lease or item does not
+// ExitNotFound is the exit code of a verb whose key, lease or item does not
 // exist (as `consul kv get` exits 1 for a missing key).
-const exitNotFound = 1
+const ExitNotFound = 1
 
 // cliExitCodes ends every verb's --help.
 const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, or no item in the queue),
@@ -101,8 +101,8 @@ func waitFlag(fs *flag.FlagSet, v *cliValues) {
 	fs.StringVar(&v.wait, "wait", "", "how long to wait for an item (a Go duration; default: try once)")
 }
 
-// isCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
-func isCLIGroup(word string) bool {
+// IsCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
+func IsCLIGroup(word string) bool {
 	for k := range cliVerbs {
 		if g, _, _ := strings.Cut(k, " "); g == word {
 			return true
@@ -111,9 +111,9 @@ func isCLIGroup(word string) bool {
 	return false
 }
 
-// runCLI runs `coord-sidecar GROUP VERB [flags] ARGS...` (args starts with
+// RunCLI runs `coord-sidecar GROUP VERB [flags] ARGS...` (args starts with
 // GROUP) and returns its exit code.
-func runCLI(sig *signals, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name, rest, code, ok := cliVerbName(args, stdout, stderr)
 	if !ok {
 		return code
@@ -150,18 +150,18 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 			return group + " " + args[1], args[2:], 0, true
 		}
 	}
-	w, code := stderr, exitUsage
+	w, code := stderr, ExitUsage
 	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
 		w, code = stdout, 0
 	} else if len(args) > 1 {
 		fmt.Fprintf(stderr, "coord-sidecar %s: no verb %q\n", group, args[1])
 	}
-	fmt.Fprintf(w, "usage:\n%s\n'coord-sidecar %s VERB --help' describes a verb and its flags.\n", verbList(group), group)
+	fmt.Fprintf(w, "usage:\n%s\n'coord-sidecar %s VERB --help' describes a verb and its flags.\n", VerbList(group), group)
 	return "", nil, code, false
 }
 
-// verbList is one usage line per verb of group ("" for every group).
-func verbList(group string) string {
+// VerbList is one usage line per verb of group ("" for every group).
+func VerbList(group string) string {
 	var lines []string
 	for k, v := range cliVerbs {
 		if g, _, _ := strings.Cut(k, " "); group == "" || g == group {
@@ -216,7 +216,7 @@ func cliUsage(stderr io.Writer, prog, usageLine, why string) ([]string, int, boo
 		fmt.Fprintf(stderr, "%s: %s\n", prog, why)
 	}
 	fmt.Fprintf(stderr, "usage: %s\n(%s --help describes it)\n", usageLine, prog)
-	return nil, exitUsage, false
+	return nil, ExitUsage, false
 }
 
 func orNone(args string) string {
@@ -247,7 +247,7 @@ func (c *apiClient) generated() *client.ClientWithResponses {
 
 // cliCall is one run of a verb.
 type cliCall struct {
-	sig            *signals
+	sig            *Signals
 	name           string // "kv get"
 	api            *client.ClientWithResponses
 	v              cliValues
@@ -264,16 +264,16 @@ func (c *cliCall) failed(err error, status int, body []byte) int {
 			return c.sig.exitCode()
 		}
 		fmt.Fprintf(c.stderr, "coord-sidecar %s: %v\n", c.name, err)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	fmt.Fprintf(c.stderr, "coord-sidecar %s: %s\n", c.name, problemDetail(status, body))
 	switch status {
 	case http.StatusNotFound:
-		return exitNotFound
+		return ExitNotFound
 	case http.StatusBadRequest:
-		return exitUsage
+		return ExitUsage
 	}
-	return exitUnavailable
+	return ExitUnavailable
 }
 
 // answered checks one generated call: ok when it was made and answered want;
@@ -369,7 +369,7 @@ func (c *cliCall) kvWatch(args []string) int {
 				return c.sig.exitCode()
 			}
 			fmt.Fprintf(c.stderr, "coord-sidecar %s: the stream ended (%v)\n", c.name, err)
-			return exitUnavailable
+			return ExitUnavailable
 		}
 		if ev.Name == "kv" {
 			if err := c.writeKeyState(ev.Data); err != nil {
@@ -418,7 +418,7 @@ func (c *cliCall) counterAdd(args []string) int {
 		delta, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil {
 			fmt.Fprintf(c.stderr, "coord-sidecar %s: DELTA %q is not a signed 64-bit integer\n", c.name, args[1])
-			return exitUsage
+			return ExitUsage
 		}
 		params.Add = &delta
 	}
@@ -454,7 +454,7 @@ func (c *cliCall) queueTake(args []string) int {
 	r, err := c.api.TakeWithResponse(c.sig.ctx, args[0], params)
 	if err == nil && r.StatusCode() == http.StatusNoContent {
 		fmt.Fprintf(c.stderr, "coord-sidecar %s: the queue %q is empty\n", c.name, args[0])
-		return exitNotFound
+		return ExitNotFound
 	}
 	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
 		return code
@@ -497,7 +497,7 @@ func (c *cliCall) status([]string) int {
 	c.jsonLine(r.Body)
 	if r.JSON200.State != client.SessionStateConnected {
 		fmt.Fprintf(c.stderr, "coord-sidecar status: the session is %s\n", r.JSON200.State)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	return 0
 }

@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"crypto/tls"
@@ -31,38 +31,40 @@ func (t *transportOptions) register(fs *flag.FlagSet, getenv func(string) string
 }
 
 // client builds the API client of the subcommand's flags; a bad address, token
-// file or TLS file is a usage error (told on stderr, exitUsage returned).
+// file or TLS file is a usage error (told on stderr, ExitUsage returned).
 func (o *wrapOptions) client(prog string) (*apiClient, int) {
 	addr, err := parseAddr(o.addr)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "coord-sidecar %s: --addr / COORD_ADDR: %v\n", prog, err)
-		return nil, exitUsage
+		return nil, ExitUsage
 	}
 	token := o.token
 	if o.transport.tokenFile != "" {
 		b, err := os.ReadFile(o.transport.tokenFile)
 		if err != nil {
 			fmt.Fprintf(o.stderr, "coord-sidecar %s: --token-file: %v\n", prog, err)
-			return nil, exitUsage
+			return nil, ExitUsage
 		}
 		token = strings.TrimSpace(string(b))
 	}
 	c := newAPIClient(addr, token)
 	if err := o.transport.secure(c, addr); err != nil {
 		fmt.Fprintf(o.stderr, "coord-sidecar %s: %v\n", prog, err)
-		return nil, exitUsage
+		return nil, ExitUsage
 	}
 	return c, 0
 }
 
-// dial returns the base URL and the HTTP client the subcommands use for addr.
-func (t *transportOptions) dial(addr string) (string, *http.Client, error) {
+// Dial returns the base URL and the HTTP client the subcommands use for addr
+// (any form parseAddr takes) when no TLS file, token or flag is given: over
+// https:// the system's roots verify the sidecar.
+func Dial(addr string) (string, *http.Client, error) {
 	a, err := parseAddr(addr)
 	if err != nil {
 		return "", nil, err
 	}
 	c := newAPIClient(a, "")
-	if err := t.secure(c, a); err != nil {
+	if err := (&transportOptions{}).secure(c, a); err != nil {
 		return "", nil, err
 	}
 	return c.base, c.http, nil
@@ -89,36 +91,36 @@ func (t *transportOptions) secure(c *apiClient, addr sidecarAddr) error {
 }
 
 func (t *transportOptions) tlsConfig() (*tls.Config, error) {
-	return clientTLSConfig(tlsFiles{t.caFile, t.certFile, t.keyFile}, tlsFiles{"--cacert", "--cert", "--key"})
+	return ClientTLSConfig(TLSFiles{t.caFile, t.certFile, t.keyFile}, TLSFiles{"--cacert", "--cert", "--key"})
 }
 
-// tlsFiles are the PEM files of a TLS client (or the names of their flags): the
+// TLSFiles are the PEM files of a TLS client (or the names of their flags): the
 // CA bundle that verifies the server, and a client certificate and its key.
-type tlsFiles struct{ ca, cert, key string }
+type TLSFiles struct{ CA, Cert, Key string }
 
-// clientTLSConfig builds a client's TLS configuration (TLS 1.2 at least) from
+// ClientTLSConfig builds a client's TLS configuration (TLS 1.2 at least) from
 // files; without a CA the system's roots verify the server. Errors name the
 // flags, as flags names them.
-func clientTLSConfig(files, flags tlsFiles) (*tls.Config, error) {
+func ClientTLSConfig(files, flags TLSFiles) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if files.ca != "" {
-		pem, err := os.ReadFile(files.ca)
+	if files.CA != "" {
+		pem, err := os.ReadFile(files.CA)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flags.ca, err)
+			return nil, fmt.Errorf("%s: %w", flags.CA, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s %s: no PEM certificate in it", flags.ca, files.ca)
+			return nil, fmt.Errorf("%s %s: no PEM certificate in it", flags.CA, files.CA)
 		}
 		cfg.RootCAs = pool
 	}
-	if (files.cert == "") != (files.key == "") {
-		return nil, fmt.Errorf("%s and %s go together", flags.cert, flags.key)
+	if (files.Cert == "") != (files.Key == "") {
+		return nil, fmt.Errorf("%s and %s go together", flags.Cert, flags.Key)
 	}
-	if files.cert != "" {
-		cert, err := tls.LoadX509KeyPair(files.cert, files.key)
+	if files.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", flags.cert, flags.key, err)
+			return nil, fmt.Errorf("%s/%s: %w", flags.Cert, flags.Key, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"context"
@@ -20,12 +20,13 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
-// Exit codes of the lock and elect subcommands (besides the child's own code).
+// Exit codes of the lock and elect subcommands (besides the child's own code),
+// and of the command-line client (with ExitNotFound, cli.go).
 const (
-	exitUsage       = 64 // bad command line
-	exitUnavailable = 69 // the sidecar could not be reached or refused the request
-	exitNotAcquired = 75 // the lock was not acquired within --wait (EX_TEMPFAIL)
-	exitLeaseLost   = 76 // the lease was lost while the child ran: the child was stopped
+	ExitUsage       = 64 // bad command line
+	ExitUnavailable = 69 // the sidecar could not be reached or refused the request
+	ExitNotAcquired = 75 // the lock was not acquired within --wait (EX_TEMPFAIL)
+	ExitLeaseLost   = 76 // the lease was lost while the child ran: the child was stopped
 )
 
 // wrapOptions are the flags shared by the subcommands.
@@ -46,20 +47,24 @@ func (o *wrapOptions) register(fs *flag.FlagSet, getenv func(string) string) {
 // (--addr, --token and transport.go's), shared by the wrappers and the
 // command-line client.
 func (o *wrapOptions) registerConnection(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&o.addr, "addr", env(getenv, "COORD_ADDR", "http://127.0.0.1:8080"),
+	addr := getenv("COORD_ADDR")
+	if addr == "" {
+		addr = "http://127.0.0.1:8080"
+	}
+	fs.StringVar(&o.addr, "addr", addr,
 		"the running sidecar: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH (COORD_ADDR)")
 	fs.StringVar(&o.token, "token", getenv("COORD_TOKEN"), "bearer token of the sidecar (COORD_TOKEN)")
 	o.transport.register(fs, getenv)
 }
 
-// endSignals are the signals that end a wrapper: each is passed on to the
+// EndSignals are the signals that end a wrapper: each is passed on to the
 // command, and the wrapper then exits 128+N (N the first one's number).
-var endSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+var EndSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
 
-// signals is what a wrapper does with the end signals it receives: the first one
+// Signals is what a wrapper does with the end signals it receives: the first one
 // is remembered and ends ctx (nothing new starts: no acquire, no campaign, no
 // child); every one is passed on at once to the running child's process group.
-type signals struct {
+type Signals struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -67,10 +72,11 @@ type signals struct {
 	child  int // process group of the running child; 0 when none runs
 }
 
-// watchSignals starts passing on what ch delivers.
-func watchSignals(ch <-chan os.Signal) *signals {
+// WatchSignals starts passing on what ch delivers; its goroutine ends when ch
+// is closed.
+func WatchSignals(ch <-chan os.Signal) *Signals {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &signals{ctx: ctx, cancel: cancel}
+	s := &Signals{ctx: ctx, cancel: cancel}
 	go func() {
 		for sig := range ch {
 			if n, ok := sig.(syscall.Signal); ok {
@@ -81,7 +87,7 @@ func watchSignals(ch <-chan os.Signal) *signals {
 	return s
 }
 
-func (s *signals) got(sig syscall.Signal) {
+func (s *Signals) got(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.first == 0 {
@@ -95,7 +101,7 @@ func (s *signals) got(sig syscall.Signal) {
 
 // setChild records the running child's process group (0: none runs any more).
 // A child that starts after the first signal is given that signal at once.
-func (s *signals) setChild(pgid int) {
+func (s *Signals) setChild(pgid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.child = pgid
@@ -105,22 +111,22 @@ func (s *signals) setChild(pgid int) {
 }
 
 // received returns the first end signal received, 0 when none was.
-func (s *signals) received() syscall.Signal {
+func (s *Signals) received() syscall.Signal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.first
 }
 
 // exitCode is 128+N for the first signal N.
-func (s *signals) exitCode() int { return 128 + int(s.received()) }
+func (s *Signals) exitCode() int { return 128 + int(s.received()) }
 
-// runLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
+// RunLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
 // the lock, runs the child with COORD_FENCING_TOKEN and COORD_LEASE while the lease
 // lives, releases when the child exits and exits with the child's code. A lost
 // lease stops the child at once (SIGTERM, then SIGKILL after --grace) and exits 76;
 // not acquired within --wait exits 75. An end signal is passed on to the child;
 // once it has exited the lock is released and the wrapper exits 128+N.
-func runLock(sig *signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coord-sidecar lock", flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
@@ -140,7 +146,7 @@ func runLock(sig *signals, args []string, getenv func(string) string, stdout, st
 			return sig.exitCode()
 		}
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	defer lease.Close() // revokes: a lock granted as a signal came is released too
 	var grant struct {
@@ -154,16 +160,16 @@ func runLock(sig *signals, args []string, getenv func(string) string, stdout, st
 		var ae *apiError
 		if errors.As(err, &ae) && ae.problem() == "lock-held" {
 			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s: %s\n", name, *wait, heldBy(ae))
-			return exitNotAcquired
+			return ExitNotAcquired
 		}
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
-		return exitUnavailable
+		return ExitUnavailable
 	}
 	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(grant.FencingToken, 10), "COORD_LEASE=" + lease.ID}
 	out := o.supervise(sig, command, env, lease.Lost)
 	if out.stop != nil { // the lease was lost before any signal came
 		fmt.Fprintf(stderr, "coord-sidecar lock: %s while the command ran; it was stopped\n", lease.why)
-		return exitLeaseLost
+		return ExitLeaseLost
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -176,7 +182,7 @@ func runLock(sig *signals, args []string, getenv func(string) string, stdout, st
 	return out.code
 }
 
-// runElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
+// RunElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
 // it campaigns and runs the child only while this candidate leads (with COORD_TERM
 // and COORD_LEASE), stopping it on loss of leadership, of the session's certainty,
 // or of the lease. Without --requeue it resigns and exits with the child's code
@@ -184,7 +190,7 @@ func runLock(sig *signals, args []string, getenv func(string) string, stdout, st
 // the child again at its next turn, until signalled. A lost lease exits 76. An end
 // signal is passed on to the child; once it has exited the candidate resigns
 // (never requeued) and the wrapper exits 128+N.
-func runElect(sig *signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("coord-sidecar elect", flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
@@ -224,7 +230,7 @@ func runElect(sig *signals, args []string, getenv func(string) string, stdout, s
 // unavailable is how a wrapper ends after err from the sidecar: 128+N once an
 // end signal has come (after undo, when there is one), otherwise 69 with err
 // told after prefix.
-func unavailable(sig *signals, stderr io.Writer, prefix string, err error, undo func()) int {
+func unavailable(sig *Signals, stderr io.Writer, prefix string, err error, undo func()) int {
 	if sig.received() != 0 {
 		if undo != nil {
 			undo()
@@ -232,12 +238,12 @@ func unavailable(sig *signals, stderr io.Writer, prefix string, err error, undo 
 		return sig.exitCode()
 	}
 	fmt.Fprintln(stderr, prefix, err)
-	return exitUnavailable
+	return ExitUnavailable
 }
 
 // candidacy is one enrolled candidate of `coord-sidecar elect`, held by lease.
 type candidacy struct {
-	sig       *signals
+	sig       *Signals
 	o         *wrapOptions
 	c         *apiClient
 	lease     *leaseKeeper
@@ -268,7 +274,7 @@ func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue 
 		switch {
 		case out.signal == 0 && isClosed(e.lease.Lost):
 			fmt.Fprintf(stderr, "coord-sidecar elect: %s while the command ran; it was stopped\n", e.lease.why)
-			return exitLeaseLost
+			return ExitLeaseLost
 		case e.sig.received() != 0:
 			e.resign()
 			return e.sig.exitCode()
@@ -294,10 +300,10 @@ func (e *candidacy) notLeading(err error) int {
 		return e.sig.exitCode()
 	case isClosed(e.lease.Lost):
 		fmt.Fprintf(e.o.stderr, "coord-sidecar elect: %s\n", e.lease.why)
-		return exitLeaseLost
+		return ExitLeaseLost
 	}
 	fmt.Fprintln(e.o.stderr, "coord-sidecar elect:", err)
-	return exitUnavailable
+	return ExitUnavailable
 }
 
 // lead runs the command for one term. Leadership ends when another candidate
@@ -382,7 +388,7 @@ type outcome struct {
 // child's process group, a signal is passed on as it is (by sig); either way
 // SIGKILL follows after the grace period. Every later end signal is passed on too.
 // A child is not started at all once a signal has come.
-func (o *wrapOptions) supervise(sig *signals, command []string, env []string, stop ...<-chan struct{}) outcome {
+func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, stop ...<-chan struct{}) outcome {
 	if s := sig.received(); s != 0 {
 		return outcome{code: 128 + int(s), signal: s}
 	}
@@ -521,7 +527,7 @@ func parseWrapArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr
 				return "", nil, 0, false
 			}
 			fmt.Fprintf(stderr, "usage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", firstLine(usage), fs.Name()[len("coord-sidecar "):])
-			return "", nil, exitUsage, false
+			return "", nil, ExitUsage, false
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -532,7 +538,7 @@ func parseWrapArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr
 	}
 	if why := wrapArgsProblem(positional, command); why != "" {
 		fmt.Fprintf(stderr, "%s: %s\nusage: coord-sidecar %s\n(coord-sidecar %s --help lists the flags)\n", fs.Name(), why, firstLine(usage), fs.Name()[len("coord-sidecar "):])
-		return "", nil, exitUsage, false
+		return "", nil, ExitUsage, false
 	}
 	return positional[0], command, 0, true
 }
