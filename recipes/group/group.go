@@ -9,13 +9,14 @@
 // Guarantees:
 //
 //   - A member lives while its lease lives: it is deleted when the lease is
-//     revoked, expires or leaves (at once), and by ZooKeeper when the sidecar's
-//     session ends (after the session timeout).
+//     revoked or expires or the member leaves (at once), and by ZooKeeper when
+//     the sidecar's session ends (after the session timeout).
 //   - Members are listed in join order (their node's creation zxid).
 //   - A group's Version is the highest zxid among its members' nodes (creation
 //     and last change) and the group node's last change of children: it strictly
 //     increases with every join, leave and change of value, is the same on every
-//     sidecar, and costs no write.
+//     sidecar, and costs no write. A group without a node (none joined yet, or
+//     emptied and its container node removed by ZooKeeper) is at version 0.
 package group
 
 import (
@@ -110,7 +111,8 @@ type membership struct {
 func (m *membership) HeldNodes() []string { return []string{m.node} }
 
 // Release deletes the member node (through a suspension, while the session
-// lives). The kit calls it once: when the lease ends or the member leaves.
+// lives). The kit calls it once: when the lease ends, the member leaves or its
+// node is lost.
 func (m *membership) Release(ctx context.Context) error {
 	defer m.g.unclaim(m.group, m.id)
 	m.g.metrics.members.Dec()
@@ -209,7 +211,9 @@ func (g *Groups) Join(ctx context.Context, lease *kit.Lease, group, id, value st
 }
 
 // SetValue sets the value of the lease's member. ErrNotHeld when the lease
-// holds no such member; ErrMemberNotFound when its node is gone.
+// holds no such member; ErrMemberNotFound when its node is gone and the lease
+// has not noticed yet (once it has, the member is one of the lease's lost
+// holds, and no longer held: ErrNotHeld).
 func (g *Groups) SetValue(ctx context.Context, lease *kit.Lease, group, id, value string) error {
 	if err := checkNames(group, id); err != nil {
 		return err
@@ -297,7 +301,9 @@ func (g *Groups) Follow(group string) (*Follower, error) {
 }
 
 // Await answers the group once its version differs from version, or when wait
-// ends (then as ZooKeeper has it).
+// ends (then as ZooKeeper has it: Inspect, so ErrUnavailable while the session
+// is not connected; a Suspended state is never the answer), or ctx's cause
+// once ctx ends.
 func (g *Groups) Await(ctx context.Context, group string, version int64, wait time.Duration) (*State, error) {
 	f, err := g.Follow(group)
 	if err != nil {
