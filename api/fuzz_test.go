@@ -53,6 +53,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -98,7 +99,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Session: sess, Leases: leases,
 		Locks:      recipes.NewLocks(sess, nil),
 		Elections:  recipes.NewElections(sess, nil),
-		Barriers:   recipes.NewBarriers(sess, nil),
+		Barriers:   barrier.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
 		KV:         kv.New(sess, nil),

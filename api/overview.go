@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
@@ -141,7 +142,7 @@ func (s *Server) readBarrier(ctx context.Context, n string) (Barrier, error) {
 }
 
 func (s *Server) readDoubleBarrier(ctx context.Context, n string) (DoubleBarrier, error) {
-	return readVia(s.opt.Barriers.InspectDouble, func(st *recipes.DoubleBarrierState) DoubleBarrier {
+	return readVia(s.opt.Barriers.InspectDouble, func(st *barrier.DoubleBarrierState) DoubleBarrier {
 		return DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}
 	})(ctx, n)
 }

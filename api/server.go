@@ -17,6 +17,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -33,7 +34,7 @@ type Options struct {
 	Leases    *kit.Leases
 	Locks     *recipes.Locks
 	Elections *recipes.Elections
-	Barriers  *recipes.Barriers
+	Barriers  *barrier.Barriers
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs

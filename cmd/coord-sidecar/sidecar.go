@@ -24,6 +24,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -399,11 +400,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
 	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
 	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
-	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), recipes.NewBarriers(sess, reg)
+	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), barrier.NewBarriers(sess, reg)
 	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
 	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
-	m.leases.RegisterKind(recipes.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
-	m.leases.RegisterKind(recipes.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
+	m.leases.RegisterKind(barrier.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
+	m.leases.RegisterKind(barrier.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
 	sems, rwlocks, elections := recipes.NewSemaphores(sess, reg), recipes.NewRWLocks(sess, reg), recipes.NewElections(sess, reg)
 	m.leases.RegisterKind(recipes.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
 	m.leases.RegisterKind(recipes.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
