@@ -5,10 +5,9 @@ import (
 	"fmt"
 )
 
-// The sentinel errors of barriers and double barriers (wrapped with %w). The
-// recipe also returns the kit's: kit.ErrInvalidName, kit.ErrInvalidArgument,
-// kit.ErrUnavailable, kit.ErrSessionLost, kit.ErrLeaseNotFound,
-// kit.ErrLeaseEnded and kit.ErrNotHeld; api/problem.go maps them all.
+// The sentinel errors of barriers and double barriers (wrapped with %w). They
+// also return the kit's (kit.ErrInvalidName, kit.ErrNotHeld, kit.ErrLeaseEnded,
+// ...); api/problem.go maps them all.
 var (
 	// ErrBarrierRaised: the barrier was still raised when the wait ended.
 	ErrBarrierRaised = errors.New("barrier raised")
