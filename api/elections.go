@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -19,7 +19,7 @@ func (s *Server) Campaign(ctx context.Context, req CampaignRequestObject) (Campa
 		id = *p.Id
 	}
 	if id == "" {
-		id = recipes.NewCandidateID()
+		id = election.NewCandidateID()
 	}
 	if err := name("candidate", id); err != nil {
 		return nil, err
@@ -137,11 +137,11 @@ func (s *Server) StreamElection(ctx context.Context, req StreamElectionRequestOb
 	return topicStream{s: s, ctx: ctx, topics: []string{electionTopic(req.Name)}}, nil
 }
 
-func candidacyBody(c *recipes.Candidacy) Candidacy {
+func candidacyBody(c *election.Candidacy) Candidacy {
 	return Candidacy{Name: c.Name, Candidate: c.Candidate, Lease: c.Lease, Leader: c.Leader, Term: c.Term}
 }
 
-func electionBody(st *recipes.ElectionState) Election {
+func electionBody(st *election.ElectionState) Election {
 	out := Election{Name: st.Name, Candidates: []Candidate{}}
 	if st.Leader != nil {
 		out.Leader = &ElectionLeader{Candidate: st.Leader.Candidate, Value: st.Leader.Value, Term: st.Leader.Term, Since: st.Leader.Since}

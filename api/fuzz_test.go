@@ -55,6 +55,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -98,7 +99,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	srv := api.NewServer(api.Options{
 		Session: sess, Leases: leases,
 		Locks:      recipes.NewLocks(sess, nil),
-		Elections:  recipes.NewElections(sess, nil),
+		Elections:  election.NewElections(sess, nil),
 		Barriers:   barrier.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),

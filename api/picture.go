@@ -11,6 +11,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -55,7 +56,7 @@ func (s *Server) pictureKinds() []pictureKind {
 		{kind: "lock", event: "lock", dir: "locks", field: "name",
 			follow: followed(s.opt.Locks.Follow, func(st *recipes.LockState) any { return lockBody(st) })},
 		{kind: "election", event: "leader", dir: "elections", field: "name",
-			follow: followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })},
+			follow: followed(s.opt.Elections.Follow, func(st *election.ElectionState) any { return electionBody(st) })},
 		{kind: "throughput", event: "throughput", dir: "throughput", field: "group",
 			follow: followed(s.opt.Throughput.Follow, func(g *throughput.ThroughputGroup) any {
 				if g.Suspended {

@@ -10,6 +10,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -97,7 +98,7 @@ var plainProblems = []struct {
 	{partition.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{partition.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
-	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
+	{election.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
 	{kit.ErrForbiddenByACL, http.StatusForbidden, "zookeeper-acl", func(err error) string {
 		return "a ZooKeeper ACL refuses the sidecar this operation (" + err.Error() + ")"

@@ -19,6 +19,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -33,7 +34,7 @@ type Options struct {
 	Session   *zookeeper.Session
 	Leases    *kit.Leases
 	Locks     *recipes.Locks
-	Elections *recipes.Elections
+	Elections *election.Elections
 	Barriers  *barrier.Barriers
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -77,7 +77,7 @@ func (s *Server) followElection(topic, name string) (stop func()) {
 		return nil
 	}
 	var lastID int64 // the follower calls publish one state at a time
-	cancel := f.Subscribe(func(st *recipes.ElectionState) {
+	cancel := f.Subscribe(func(st *election.ElectionState) {
 		if data, err := sse.Data(electionBody(st)); err == nil {
 			lastID = max(st.Zxid, lastID+1)
 			s.broker.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "leader", Data: data})

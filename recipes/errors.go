@@ -5,14 +5,12 @@ import (
 	"fmt"
 )
 
-// The sentinel errors of the lock and election recipes (wrapped with
-// %w). The errors every recipe shares (ErrLeaseNotFound, ErrNotHeld,
-// ErrUnavailable, ...) are the kit's; api/problem.go maps them all.
+// The sentinel errors of the lock recipe (wrapped with %w). The errors every
+// recipe shares (ErrLeaseNotFound, ErrNotHeld, ErrUnavailable, ...) are the
+// kit's; api/problem.go maps them all.
 var (
 	// ErrLocked means the lock was not granted within the wait; see LockedError.
 	ErrLocked = errors.New("lock held")
-	// ErrCandidateExists means a live candidate already has that id in that election.
-	ErrCandidateExists = errors.New("candidate exists")
 )
 
 // LockedError is returned (it matches ErrLocked) when a lock is not granted within
