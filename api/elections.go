@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"net/http"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -21,7 +21,7 @@ func (s *Server) Campaign(ctx context.Context, req oapi.CampaignRequestObject) (
 		id = *p.Id
 	}
 	if id == "" {
-		id = recipes.NewCandidateID()
+		id = election.NewCandidateID()
 	}
 	if err := name("candidate", id); err != nil {
 		return nil, err
@@ -139,11 +139,11 @@ func (s *Server) StreamElection(ctx context.Context, req oapi.StreamElectionRequ
 	return Stream{s: s, ctx: ctx, topics: []string{electionTopic(req.Name)}}, nil
 }
 
-func candidacyBody(c *recipes.Candidacy) oapi.Candidacy {
+func candidacyBody(c *election.Candidacy) oapi.Candidacy {
 	return oapi.Candidacy{Name: c.Name, Candidate: c.Candidate, Lease: c.Lease, Leader: c.Leader, Term: c.Term}
 }
 
-func electionBody(st *recipes.ElectionState) oapi.Election {
+func electionBody(st *election.ElectionState) oapi.Election {
 	out := oapi.Election{Name: st.Name, Candidates: []oapi.Candidate{}}
 	if st.Leader != nil {
 		out.Leader = &oapi.ElectionLeader{Candidate: st.Leader.Candidate, Value: st.Leader.Value, Term: st.Leader.Term, Since: st.Leader.Since}
@@ -170,6 +170,6 @@ func (s *Server) followElection(topic, name string) (stop func()) {
 	if err != nil {
 		return nil
 	}
-	return FollowStates(s, topic, "leader", f, func(st *recipes.ElectionState) int64 { return st.Zxid },
-		func(st *recipes.ElectionState) any { return electionBody(st) })
+	return FollowStates(s, topic, "leader", f, func(st *election.ElectionState) int64 { return st.Zxid },
+		func(st *election.ElectionState) any { return electionBody(st) })
 }

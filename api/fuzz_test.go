@@ -54,7 +54,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -97,8 +99,8 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Cleanup(leases.Close)
 	srv := registry.New(api.Options{
 		Session: sess, Leases: leases,
-		Elections:  recipes.NewElections(sess, nil),
-		Barriers:   recipes.NewBarriers(sess, nil),
+		Elections:  election.NewElections(sess, nil),
+		Barriers:   barrier.NewBarriers(sess, nil),
 		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
 		KV:         kv.New(sess, nil),

@@ -3,11 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"net/http"
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
@@ -128,7 +128,7 @@ func (s *Server) readBarrier(ctx context.Context, n string) (oapi.Barrier, error
 }
 
 func (s *Server) readDoubleBarrier(ctx context.Context, n string) (oapi.DoubleBarrier, error) {
-	return ReadVia(s.opt.Barriers.InspectDouble, func(st *recipes.DoubleBarrierState) oapi.DoubleBarrier {
+	return ReadVia(s.opt.Barriers.InspectDouble, func(st *barrier.DoubleBarrierState) oapi.DoubleBarrier {
 		return oapi.DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}
 	})(ctx, n)
 }

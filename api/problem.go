@@ -8,7 +8,9 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -76,8 +78,8 @@ var plainProblems = []struct {
 	name   string
 	detail func(error) string
 }{
-	{recipes.ErrBarrierRaised, http.StatusConflict, "barrier-raised", nil},
-	{recipes.ErrParticipantExists, http.StatusConflict, "participant-exists", nil},
+	{barrier.ErrBarrierRaised, http.StatusConflict, "barrier-raised", nil},
+	{barrier.ErrParticipantExists, http.StatusConflict, "participant-exists", nil},
 	{queue.ErrClaimNotFound, http.StatusNotFound, "claim-not-found", nil},
 	{kit.ErrInvalidName, http.StatusBadRequest, "invalid-name", func(err error) string {
 		return err.Error() + ": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -96,7 +98,7 @@ var plainProblems = []struct {
 	{partition.ErrMemberExists, http.StatusConflict, "member-exists", nil},
 	{partition.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
-	{recipes.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
+	{election.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
 	{kit.ErrForbiddenByACL, http.StatusForbidden, "zookeeper-acl", func(err error) string {
 		return "a ZooKeeper ACL refuses the sidecar this operation (" + err.Error() + ")"
@@ -117,9 +119,9 @@ func shuttingDown(error) string { return "the sidecar is shutting down" }
 // members; nil for any other.
 func detailedProblem(err error) *Problem {
 	var locked *recipes.LockedError
-	var notReady *recipes.BarrierNotReadyError
-	var notEmpty *recipes.BarrierNotEmptyError
-	var mismatch *recipes.CountMismatchError
+	var notReady *barrier.BarrierNotReadyError
+	var notEmpty *barrier.BarrierNotEmptyError
+	var mismatch *barrier.CountMismatchError
 	var tooLarge *http.MaxBytesError
 	var versionMismatch *kv.VersionMismatchError
 	var valueMismatch *counter.MismatchError

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,8 +34,8 @@ import (
 type Options struct {
 	Session   *zookeeper.Session
 	Leases    *kit.Leases
-	Elections *recipes.Elections
-	Barriers  *recipes.Barriers
+	Elections *election.Elections
+	Barriers  *barrier.Barriers
 	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs

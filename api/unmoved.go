@@ -4,6 +4,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -16,7 +17,7 @@ func (s *Server) RegisterUnmoved() {
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"election": s.followElection},
 		Kinds: []PictureKind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
-			Follow: Followed(s.opt.Elections.Follow, func(st *recipes.ElectionState) any { return electionBody(st) })}},
+			Follow: Followed(s.opt.Elections.Follow, func(st *election.ElectionState) any { return electionBody(st) })}},
 	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"throughput": s.followThroughput},

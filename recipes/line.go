@@ -13,11 +13,11 @@ import (
 )
 
 // A line is a parent's sequential children ordered by their sequence suffix:
-// the contenders of a lock, the candidates of an election. Locks and elections
-// share it.
+// the contenders of a lock, the candidates of an election. Locks, semaphores,
+// read/write locks and elections (recipes/election, through AwaitHead) share it.
 
-// linePlace is where a node stands in its line.
-type linePlace struct {
+// LinePlace is where a node stands in its line.
+type LinePlace struct {
 	// Head is true when the node is first in line (holds the lock, leads).
 	Head bool
 	// Czxid is the node's creation zxid: the fencing token or term it carries.
@@ -43,16 +43,24 @@ type lineWait struct {
 	deadline <-chan time.Time
 	expired  func() bool
 	waitCtx  context.Context
-	place    linePlace
+	place    LinePlace
 }
 
-// awaitHead waits up to wait (0: look once) until the node c is first among its
+// AwaitHead waits up to wait (0: look once) until the node c is first among its
 // parent's sequential children, watching only its predecessor, so that a release
 // wakes one waiter. It returns the place when the node is first or when wait
-// ends (Head false); ErrLeaseEnded when ending closes, ErrSessionLost when the
-// session is lost or the node vanished, ctx's error when ctx ends. A suspended
-// session is waited out within wait; the head is reported only while connected
-// under the node's own session, never while suspended.
+// ends (Head false); kit.ErrLeaseEnded when ending closes, kit.ErrSessionLost
+// when the session is lost or the node vanished, ctx's error when ctx ends. A
+// suspended session is waited out within wait; the head is reported only while
+// connected under the node's own session, never while suspended. It is the
+// wait of a line whose head this sidecar never hands over between its own
+// waiters (an election's); this package's locks wait with their handoffs.
+func AwaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}) (LinePlace, error) {
+	return awaitHead(ctx, ep, c, wait, ending, nil)
+}
+
+// awaitHead is AwaitHead with the handoffs h of the line's recipe (nil: none),
+// through which this sidecar hands the head between its own waiters.
 //
 // Round trips on the hot path: a node made by a stamped create that was alone
 // under its parent is the head at once, with the czxid its create's answer
@@ -62,11 +70,11 @@ type lineWait struct {
 // of the listed line and is deleted, the node is the head without listing again
 // (every node created later has a higher sequence); when this sidecar lets the
 // predecessor go as the head, the node is the head at once (handoffs).
-func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (linePlace, error) {
+func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (LinePlace, error) {
 	if c.Alone && c.Czxid != 0 && ep.Connected() {
 		// The head at once (as head() would report it), without the wait's
 		// timer and context.
-		return linePlace{Head: true, Czxid: c.Czxid, Line: []string{path.Base(c.Path)}}, nil
+		return LinePlace{Head: true, Czxid: c.Czxid, Line: []string{path.Base(c.Path)}}, nil
 	}
 	w, done := newLineWait(ctx, ep, c, wait, ending, h)
 	defer done()
@@ -82,7 +90,7 @@ func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wa
 func newLineWait(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (w *lineWait, done func()) {
 	parent, self := path.Split(c.Path)
 	w = &lineWait{ctx: ctx, ep: ep, node: c.Path, parent: path.Clean(parent), self: self,
-		handoffs: h, ending: ending, waitCtx: ctx, place: linePlace{Czxid: c.Czxid}}
+		handoffs: h, ending: ending, waitCtx: ctx, place: LinePlace{Czxid: c.Czxid}}
 	w.expired = func() bool { return wait <= 0 }
 	if wait <= 0 {
 		return w, func() {}
@@ -111,7 +119,7 @@ var expiredC = func() <-chan time.Time {
 
 // run lists the line and waits on predecessors until the node is the head or
 // the wait ends.
-func (w *lineWait) run() (linePlace, error) { return w.runUntil(predecessor) }
+func (w *lineWait) run() (LinePlace, error) { return w.runUntil(predecessor) }
 
 // predecessor is a lock's blocker: the node just before it (-1: none, the node
 // is the head).
@@ -120,7 +128,7 @@ func predecessor(_ []string, idx int) int { return idx - 1 }
 // runUntil lists the line and waits on the node that blocker names (the index
 // of the node, at idx in line, that keeps it waiting; -1 when none does) until
 // none does or the wait ends. Head is then true.
-func (w *lineWait) runUntil(blocker func(line []string, idx int) int) (linePlace, error) {
+func (w *lineWait) runUntil(blocker func(line []string, idx int) int) (LinePlace, error) {
 	var children []string
 	var err error
 	if w.place.Czxid == 0 {
@@ -185,7 +193,7 @@ func (w *lineWait) readCzxid() error {
 
 // head reports the node as the head, once its czxid is known and its session is
 // the connected one.
-func (w *lineWait) head() (linePlace, error) {
+func (w *lineWait) head() (LinePlace, error) {
 	if w.place.Czxid == 0 {
 		if err := w.readCzxid(); err != nil {
 			return w.place, err

@@ -152,7 +152,7 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 		return nil, fmt.Errorf("read/write lock %q: %w", name, err)
 	}
 	rw.handoffs.enter(c.Path)
-	var place linePlace
+	var place LinePlace
 	if mode == WriteMode {
 		place, err = awaitHead(ctx, ep, c, wait, lease.Ending(), &rw.handoffs)
 	} else {
@@ -185,7 +185,7 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 // awaitReadable waits up to wait (0: look once) until no writer's node comes
 // before the reader node c in its line, watching only the nearest writer before
 // it. It answers as awaitHead does (Head true: the reader holds the lock).
-func awaitReadable(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (linePlace, error) {
+func awaitReadable(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (LinePlace, error) {
 	w, done := newLineWait(ctx, ep, c, wait, ending, h)
 	defer done()
 	if c.Alone && c.Czxid != 0 {

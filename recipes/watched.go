@@ -14,6 +14,9 @@ import (
 // the nodes they show, once per node: the data of a contender node never
 // changes after its create.
 
+// childrenPart names a source's children watch among its kit.Watches.
+const childrenPart = "children"
+
 // watchedChildren lists parent. With w, it arms a children watch named part
 // when w needs one; while parent does not exist it watches for its appearance
 // instead and answers no children (nil stat).

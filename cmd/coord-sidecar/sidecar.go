@@ -26,7 +26,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -401,15 +403,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
 	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
 	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
-	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), recipes.NewBarriers(sess, reg)
+	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), barrier.NewBarriers(sess, reg)
 	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
 	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
-	m.leases.RegisterKind(recipes.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
-	m.leases.RegisterKind(recipes.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
-	sems, rwlocks, elections := recipes.NewSemaphores(sess, reg), recipes.NewRWLocks(sess, reg), recipes.NewElections(sess, reg)
+	m.leases.RegisterKind(barrier.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
+	m.leases.RegisterKind(barrier.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
+	sems, rwlocks, elections := recipes.NewSemaphores(sess, reg), recipes.NewRWLocks(sess, reg), election.NewElections(sess, reg)
 	m.leases.RegisterKind(recipes.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
 	m.leases.RegisterKind(recipes.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
-	m.leases.RegisterKind(recipes.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
+	m.leases.RegisterKind(election.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
 	var restored <-chan struct{}
 	if m.restarts != nil {
 		if err := m.restarts.start(sess, m.leases); err != nil {

@@ -1,4 +1,4 @@
-package recipes
+package election
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -153,7 +154,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *kit.Lease, name, id, va
 
 // enrol runs the hold protocol for one candidacy and answers its standing.
 func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
-	var place linePlace
+	var place recipes.LinePlace
 	c, found, err := kit.Acquire(ctx, lease, candidateHold(name, id),
 		func(ctx context.Context, ep *zookeeper.Epoch) (*Candidacy, error) {
 			var c *Candidacy
@@ -179,26 +180,26 @@ func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value
 
 // stand makes the candidate's node, unless a live candidate has its id, and
 // waits up to wait for it to lead.
-func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, linePlace, error) {
+func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, recipes.LinePlace, error) {
 	st, err := e.read(ctx, ep, name, nil)
 	if err != nil {
-		return nil, linePlace{}, err
+		return nil, recipes.LinePlace{}, err
 	}
 	for _, c := range st.Candidates {
 		if c.Candidate == id {
-			return nil, linePlace{}, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
+			return nil, recipes.LinePlace{}, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
 		}
 	}
 	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
 	parent := e.parent(name)
 	made, err := ep.CreateProtected(ctx, parent, "latch-", data, true)
 	if err != nil {
-		return nil, linePlace{}, err
+		return nil, recipes.LinePlace{}, err
 	}
-	place, err := awaitHead(ctx, ep, made, wait, lease.Ending(), nil)
+	place, err := recipes.AwaitHead(ctx, ep, made, wait, lease.Ending())
 	if err != nil {
 		ep.CleanupProtected(parent, made.GUID, made.Path)
-		return nil, linePlace{}, fmt.Errorf("election %q: %w", name, err)
+		return nil, recipes.LinePlace{}, fmt.Errorf("election %q: %w", name, err)
 	}
 	return e.newCandidacy(lease, ep, name, id, made, value), place, nil
 }
