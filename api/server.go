@@ -140,6 +140,11 @@ type Server struct {
 	ticketKey []byte
 }
 
+// loadSpec is the embedded openapi.yaml, parsed once per process: the servers
+// of a process only read it (their body and query rules), and parsing it is
+// most of what making a server costs (a test process makes hundreds).
+var loadSpec = sync.OnceValues(oapi.GetSpec)
+
 // NewServer checks the options and fills in defaults.
 func NewServer(opt Options) *Server {
 	if opt.MaxWait <= 0 {
@@ -178,7 +183,7 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
-	spec, err := oapi.GetSpec()
+	spec, err := loadSpec()
 	if err != nil {
 		panic("api: the embedded openapi.yaml does not load: " + err.Error())
 	}
