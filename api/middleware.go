@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
 // recoverer turns a panic into a 500 problem instead of a dropped connection.
@@ -113,30 +115,30 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 
 // limitConcurrency bounds what holds a goroutine and a connection for long:
 // event streams (paths ending in /events) and long-polls (a non-zero wait=).
-// Past the global bound, or past its token's share of it (principal.share), a
-// request answers 503 with Retry-After at once; the token's slot is released
-// with the global one.
+// Past the global bound, or past its token's share of it
+// (tokens.Principal.Share), a request answers 503 with Retry-After at once; the
+// token's slot is released with the global one.
 func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sem chan struct{}
 		var res int
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/events"):
-			sem, res = s.streams, shareStreams
+			sem, res = s.streams, tokens.Streams
 		case isLongPoll(r):
-			sem, res = s.waiters, shareWaiters
+			sem, res = s.waiters, tokens.Waiters
 		default:
 			next.ServeHTTP(w, r)
 			return
 		}
-		p := principalOf(r.Context())
-		own, capped := p.share(res, cap(sem))
-		release, ownFull := s.held.take(p.name, res, own, capped, sem)
+		p := tokens.FromContext(r.Context())
+		own, capped := p.Share(res, cap(sem))
+		release, ownFull := s.held.take(p.Name(), res, own, capped, sem)
 		if release == nil {
 			s.metrics.refused(res, ownFull)
 			detail := fmt.Sprintf("this sidecar already serves %d %s", cap(sem), shareNames[res])
 			if ownFull {
-				detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.name, own, shareNames[res], shareFields[res])
+				detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.Name(), own, shareNames[res], tokens.ShareFields[res])
 			}
 			pr := NewProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
 			pr.RetryAfter = 1
@@ -154,14 +156,14 @@ func (s *Server) limitConcurrency(next http.Handler) http.Handler {
 }
 
 // shareNames name the shares in problems and metrics.
-var shareNames = [numShares]string{"leases", "streams", "long-polls"}
+var shareNames = [tokens.NumShares]string{"leases", "streams", "long-polls"}
 
 // tokenHolds counts the streams and long-polls each token holds, for the
 // tokens whose own cap applies; a token holding none has no entry, so the map
 // is bounded by the tokens in use.
 type tokenHolds struct {
 	mu   sync.Mutex
-	held map[string]*[numShares]int
+	held map[string]*[tokens.NumShares]int
 }
 
 // take takes a slot of sem (without waiting) and, when capped, one of the
@@ -189,9 +191,9 @@ func (h *tokenHolds) take(token string, res, own int, capped bool, sem chan stru
 	}
 	if n == nil {
 		if h.held == nil {
-			h.held = map[string]*[numShares]int{}
+			h.held = map[string]*[tokens.NumShares]int{}
 		}
-		n = &[numShares]int{}
+		n = &[tokens.NumShares]int{}
 		h.held[token] = n
 	}
 	n[res]++
@@ -203,7 +205,7 @@ func (h *tokenHolds) give(token string, res int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := h.held[token]
-	if n[res]--; *n == [numShares]int{} {
+	if n[res]--; *n == [tokens.NumShares]int{} {
 		delete(h.held, token)
 	}
 }

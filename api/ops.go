@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
@@ -65,11 +66,11 @@ func (s *Server) GetSession(ctx context.Context, _ oapi.GetSessionRequestObject)
 // the token that made it, and another token's are not the caller's business.
 // Without tokens every request is anonymous and every lease counts.
 func (s *Server) leasesOfToken(ctx context.Context) int {
-	p := principalOf(ctx)
-	if p == anonymous {
+	p := tokens.FromContext(ctx)
+	if p == tokens.Anonymous {
 		return s.opt.Leases.Len()
 	}
-	return s.opt.Leases.LenOf(p.name)
+	return s.opt.Leases.LenOf(p.Name())
 }
 
 // restored tells whether ch (Options.Restored) is nil or closed.

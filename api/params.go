@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -47,20 +48,20 @@ func (s *Server) ttlParam(v *string) (time.Duration, error) {
 // are live already, or the token holds its share of them (429 too-many-leases
 // either way; checked and granted as one step).
 func (s *Server) grantLease(ctx context.Context, ttl time.Duration, implicit bool) (*kit.Lease, error) {
-	p := principalOf(ctx)
+	p := tokens.FromContext(ctx)
 	s.grantMu.Lock()
 	defer s.grantMu.Unlock()
-	if own, ok := p.share(shareLeases, s.opt.MaxLeases); ok {
-		if n := s.opt.Leases.LenOf(p.name); n >= own {
-			s.metrics.refused(shareLeases, true)
-			return nil, fmt.Errorf("token %q holds %d live leases, its own cap (maxLeases): %w", p.name, n, errTooManyLeases)
+	if own, ok := p.Share(tokens.Leases, s.opt.MaxLeases); ok {
+		if n := s.opt.Leases.LenOf(p.Name()); n >= own {
+			s.metrics.refused(tokens.Leases, true)
+			return nil, fmt.Errorf("token %q holds %d live leases, its own cap (maxLeases): %w", p.Name(), n, errTooManyLeases)
 		}
 	}
 	if n := s.opt.Leases.Len(); n >= s.opt.MaxLeases {
-		s.metrics.refused(shareLeases, false)
+		s.metrics.refused(tokens.Leases, false)
 		return nil, fmt.Errorf("%d leases are live, the most this sidecar keeps (--max-leases): %w", n, errTooManyLeases)
 	}
-	return s.opt.Leases.GrantTo(p.name, ttl, implicit)
+	return s.opt.Leases.GrantTo(p.Name(), ttl, implicit)
 }
 
 // leaseFor returns the lease named by lease= (a live lease of the request's
@@ -142,7 +143,7 @@ func (s *Server) OwnLease(ctx context.Context, id string) (*kit.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.Owner != principalOf(ctx).name {
+	if l.Owner != tokens.FromContext(ctx).Name() {
 		return nil, fmt.Errorf("lease %q: %w", id, kit.ErrLeaseNotFound)
 	}
 	return l, nil

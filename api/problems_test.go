@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
 // docs/PROBLEMS.md lists every problem type the sidecar can answer, with its
@@ -130,7 +131,7 @@ func codeProblems(t *testing.T) map[string][]int {
 				case fn.Name.Name == "problemFor": // the plainProblems table, read above
 				case isShareName(nameExpr):
 					prefix, _ := stringLit(nameExpr.(*ast.BinaryExpr).X)
-					for _, share := range shareNames[shareStreams:] { // leases are refused by errTooManyLeases
+					for _, share := range shareNames[tokens.Streams:] { // leases are refused by errTooManyLeases
 						add(prefix+share, status)
 					}
 				default:

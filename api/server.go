@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
@@ -52,7 +53,7 @@ type Options struct {
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens
 	// at any time (a SIGHUP reload).
-	Tokens *Tokens
+	Tokens *tokens.Tokens
 	// AllowedHosts is the Host allow-list (empty: every host; see
 	// DefaultAllowedHosts); AllowedOrigins are the browser origins allowed
 	// besides the sidecar's own ("https://app.example.com").

@@ -22,6 +22,7 @@ import (
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/registry"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
@@ -98,7 +99,7 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
-	tokens   *api.Tokens
+	tokens   *tokens.Tokens
 	log      *slog.Logger
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
@@ -257,9 +258,9 @@ func (m *Main) checkTrust() error {
 
 // loadTokens reads the configured tokens: --token (or the --token-file's
 // contents) allowed everything, and the --tokens-file's scoped ones.
-func (m *Main) loadTokens() ([]api.Token, error) {
+func (m *Main) loadTokens() ([]tokens.Token, error) {
 	c := m.Config
-	var list []api.Token
+	var list []tokens.Token
 	token := c.Token
 	if c.TokenFile != "" {
 		b, err := os.ReadFile(c.TokenFile)
@@ -271,20 +272,20 @@ func (m *Main) loadTokens() ([]api.Token, error) {
 		}
 	}
 	if token != "" {
-		list = append(list, api.Token{Name: api.AllTokenName, Token: token, Allow: []string{"*"}})
+		list = append(list, tokens.Token{Name: tokens.AllTokenName, Token: token, Allow: []string{"*"}})
 	}
 	if c.TokensFile != "" {
 		b, err := os.ReadFile(c.TokensFile)
 		if err != nil {
 			return nil, fmt.Errorf("--tokens-file: %w", err)
 		}
-		scoped, err := api.ParseTokens(b)
+		scoped, err := tokens.ParseTokens(b)
 		if err != nil {
 			return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
 		}
 		list = append(list, scoped...)
 	}
-	if _, err := api.NewTokens(list); err != nil {
+	if _, err := tokens.NewTokens(list); err != nil {
 		return nil, err
 	}
 	return list, nil
@@ -347,7 +348,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	log := slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: level}))
 	m.log = log
-	m.tokens = &api.Tokens{} // none: no authentication
+	m.tokens = &tokens.Tokens{} // none: no authentication
 	if c.hasTokens() {
 		list, err := m.loadTokens()
 		if err == nil {

@@ -1,0 +1,190 @@
+// Package tokens is the data model of the scoped bearer tokens (API.md, "Trust
+// boundaries"): the tokens file, the set of tokens a sidecar accepts, and the
+// principal a token makes of a request: the kinds and names it may touch
+// (allow), whether it may only read (readOnly), and its own share of the
+// sidecar's global caps. The HTTP middleware that applies them is api's.
+package tokens
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+)
+
+// Token is one bearer token of a tokens file.
+type Token struct {
+	// Name identifies the token in logs and owns the leases it makes; it matches
+	// the name pattern of the API.
+	Name string `json:"name"`
+	// Token is the secret sent as "Authorization: Bearer <token>".
+	Token string `json:"token"`
+	// Allow lists "<kind>/<name>" patterns ("locks/billing-*", "queues/*") or "*".
+	Allow []string `json:"allow"`
+	// ReadOnly tokens may only read: GET and event streams.
+	ReadOnly bool `json:"readOnly"`
+	// MaxLeases, MaxStreams and MaxWaiters cap the live leases, open event
+	// streams and long-polls of this token (0: none); absent, each is half the
+	// sidecar's global cap (at least 1). See Principal.Share.
+	MaxLeases  *int `json:"maxLeases,omitempty"`
+	MaxStreams *int `json:"maxStreams,omitempty"`
+	MaxWaiters *int `json:"maxWaiters,omitempty"`
+}
+
+// TokensFile is the JSON document of --tokens-file.
+type TokensFile struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// Kinds are the kinds an allow entry may name.
+var Kinds = []string{"locks", "rwlocks", "semaphores", "elections", "barriers", "double-barriers",
+	"queues", "throughput", "kv", "counters", "groups", "partitions"}
+
+// AllTokenName is the name of the --token token, allowed everything. It cannot
+// clash with a tokens file's names, which match the API's name pattern.
+const AllTokenName = "--token"
+
+var (
+	tokenNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	namePatternRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}\*?|\*)$`)
+)
+
+// ParseTokens reads a tokens file and checks it whole: unknown fields, a missing
+// or duplicate name or token, an unknown kind or a malformed pattern are errors.
+func ParseTokens(data []byte) ([]Token, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f TokensFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	if f.Tokens == nil {
+		return nil, errors.New(`tokens file: no "tokens" list`)
+	}
+	for _, tk := range f.Tokens {
+		if len(tk.Token) < 16 {
+			return nil, fmt.Errorf("tokens file: token %q: the token must be at least 16 characters", tk.Name)
+		}
+	}
+	if _, err := compileTokens(f.Tokens); err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	return f.Tokens, nil
+}
+
+// Tokens is the set of tokens the API accepts (api.Options.Tokens), replaced
+// whole by Set (a SIGHUP reload): requests in flight keep the principal they
+// started with. A nil Tokens, or one never Set, means no authentication: every
+// request may do everything. Once Set, authentication is required, even with an empty list
+// (then no request passes): emptying a tokens file never opens the sidecar.
+type Tokens struct {
+	v atomic.Pointer[Snapshot]
+}
+
+// NewTokens makes a token set from list.
+func NewTokens(list []Token) (*Tokens, error) {
+	t := &Tokens{}
+	return t, t.Set(list)
+}
+
+// Set replaces the tokens with list, unless list is invalid.
+func (t *Tokens) Set(list []Token) error {
+	set, err := compileTokens(list)
+	if err != nil {
+		return err
+	}
+	t.v.Store(set)
+	return nil
+}
+
+// Len is the number of tokens.
+func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
+	if set := t.v.Load(); set != nil {
+		return len(set.byName)
+	}
+	return 0
+}
+
+// Active is the token set in force, or nil when there is no authentication (t
+// nil or never Set). A request looks its principal up in one Snapshot: a reload
+// meanwhile does not change what it finds.
+func (t *Tokens) Active() *Snapshot {
+	if t == nil {
+		return nil
+	}
+	return t.v.Load()
+}
+
+// Snapshot is the token set of one Set, never changed after.
+type Snapshot struct {
+	byHash map[[32]byte]*Principal
+	byName map[string]*Principal
+}
+
+// ByBearer is the principal of the request's bearer token, or nil. The lookup
+// is by the token's SHA-256, so its time does not depend on how much of a token
+// matches.
+func (set *Snapshot) ByBearer(r *http.Request) *Principal {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return nil
+	}
+	return set.byHash[sha256.Sum256([]byte(got))]
+}
+
+// ByName is the principal of the token named name, or nil.
+func (set *Snapshot) ByName(name string) *Principal { return set.byName[name] }
+
+func compileTokens(list []Token) (*Snapshot, error) {
+	set := &Snapshot{byHash: map[[32]byte]*Principal{}, byName: map[string]*Principal{}}
+	for i, tk := range list {
+		if tk.Name != AllTokenName && !tokenNameRE.MatchString(tk.Name) {
+			return nil, fmt.Errorf("token %d: name %q must match %s", i, tk.Name, tokenNameRE)
+		}
+		if tk.Token == "" {
+			return nil, fmt.Errorf("token %q: no token", tk.Name)
+		}
+		if strings.ContainsAny(tk.Token, " \t\r\n") {
+			return nil, fmt.Errorf("token %q: the token contains white space", tk.Name)
+		}
+		if _, dup := set.byName[tk.Name]; dup {
+			return nil, fmt.Errorf("token %q: the name is used twice", tk.Name)
+		}
+		p := &Principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token)),
+			shared: tk.Name != AllTokenName}
+		for res, v := range [NumShares]*int{tk.MaxLeases, tk.MaxStreams, tk.MaxWaiters} {
+			p.caps[res] = -1
+			if v == nil {
+				continue
+			}
+			if *v < 0 {
+				return nil, fmt.Errorf("token %q: %s=%d is negative", tk.Name, ShareFields[res], *v)
+			}
+			p.caps[res] = *v
+		}
+		if _, dup := set.byHash[p.hash]; dup {
+			return nil, fmt.Errorf("token %q: the same token is given twice", tk.Name)
+		}
+		for _, a := range tk.Allow {
+			g, err := parseGrant(a)
+			if err != nil {
+				return nil, fmt.Errorf("token %q: %w", tk.Name, err)
+			}
+			if g.kind == "*" && g.prefix && g.name == "" {
+				p.all = true
+			}
+			p.allow = append(p.allow, g)
+		}
+		set.byHash[p.hash] = p
+		set.byName[p.name] = p
+	}
+	return set, nil
+}

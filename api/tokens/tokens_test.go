@@ -1,0 +1,105 @@
+package tokens
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+func TestTokens(t *testing.T) {
+	list, err := ParseTokens([]byte(`{"tokens":[
+		{"name":"app","token":"app-0123456789abcdef","allow":["locks/billing-*","queues/jobs","*/shared-*"]},
+		{"name":"ro","token":"ro-0123456789abcdef","allow":["*"],"readOnly":true},
+		{"name":"none","token":"none-0123456789abcdef"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := compileTokens(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, ro, none := set.byName["app"], set.byName["ro"], set.byName["none"]
+	for _, c := range []struct {
+		p           *Principal
+		kind, name  string
+		write, want bool
+	}{
+		{app, "locks", "billing-1", true, true},
+		{app, "locks", "billing-", true, true},
+		{app, "locks", "billing", true, false},
+		{app, "locks", "other", false, false},
+		{app, "queues", "jobs", true, true},
+		{app, "queues", "jobs2", true, false},
+		{app, "elections", "shared-x", true, true},
+		{app, "rwlocks", "billing-1", true, false},
+		{ro, "locks", "x", false, true},
+		{ro, "locks", "x", true, false},
+		{none, "locks", "x", false, false},
+		{Anonymous, "kv", "x", true, true},
+	} {
+		if got := c.p.May(c.kind, c.name, c.write); got != c.want {
+			t.Errorf("%s may %s/%s (write %v) = %v", c.p.name, c.kind, c.name, c.write, got)
+		}
+	}
+	var never Tokens
+	if never.Active() != nil {
+		t.Error("tokens never set require authentication")
+	}
+	empty, err := NewTokens(nil)
+	if err != nil || empty.Active() == nil || empty.Active().ByBearer(httptest.NewRequest("GET", "/v1/locks", nil)) != nil {
+		t.Error("an empty token list should let no request through")
+	}
+	for _, bad := range []string{
+		`{"tokens":[{"name":"a","token":"short"}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["locks/a/b"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["*/*x"]}]}`,
+		`{"tokens":[{"name":"","token":"0123456789abcdefgh"}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789 abcdefgh"}]}`,
+		`{"tokens":{}}`,
+		`{}`,
+		`[]`,
+	} {
+		if _, err := ParseTokens([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+// A token's share of a global cap: its own cap when the tokens file gives one
+// (never above the global one), else half of the global cap, at least 1; the
+// --token token and requests without tokens have the global cap only.
+func TestTokenShares(t *testing.T) {
+	three, zero := 3, 0
+	set, err := compileTokens([]Token{
+		{Name: "plain", Token: "plain-0123456789"},
+		{Name: "own", Token: "own-0123456789ab", MaxLeases: &three, MaxStreams: &zero},
+		{Name: AllTokenName, Token: "all-0123456789ab"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p      *Principal
+		res    int
+		global int
+		want   int
+		own    bool
+	}{
+		{set.byName["plain"], Leases, 20, 10, true},
+		{set.byName["plain"], Streams, 3, 1, true},
+		{set.byName["plain"], Waiters, 1, 1, false}, // a cap of 1 still lets one through
+		{set.byName["plain"], Waiters, 2, 1, true},
+		{set.byName["own"], Leases, 20, 3, true},
+		{set.byName["own"], Leases, 2, 2, false}, // never above the global cap
+		{set.byName["own"], Streams, 20, 0, true},
+		{set.byName["own"], Waiters, 20, 10, true},
+		{set.byName[AllTokenName], Leases, 20, 20, false},
+		{Anonymous, Streams, 20, 20, false},
+	} {
+		if got, own := c.p.Share(c.res, c.global); got != c.want || own != c.own {
+			t.Errorf("%q %s of %d: %d (own %v), want %d (own %v)", c.p.name, ShareFields[c.res], c.global, got, own, c.want, c.own)
+		}
+	}
+	if _, err := ParseTokens([]byte(`{"tokens":[{"name":"a","token":"0123456789abcdefgh","maxLeases":-1}]}`)); err == nil {
+		t.Error("a negative maxLeases was accepted")
+	}
+}
