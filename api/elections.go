@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"net/http"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 )
 
 // int64Names are the integer fields and parameters that hold signed 64-bit

@@ -3,11 +3,11 @@ package api
 import (
 	"context"
 	"errors"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"net/http"
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 

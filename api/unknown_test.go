@@ -2,12 +2,13 @@ package api
 
 import (
 	"encoding/json"
-	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"maps"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 )
 
 // nearest offers the declared name a typo most likely meant, and nothing when

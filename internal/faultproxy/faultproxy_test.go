@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
-	"github.com/go-zookeeper/zk"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
