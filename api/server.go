@@ -50,9 +50,10 @@ type Options struct {
 	Groups     *group.Groups
 	Partitions *partition.Partitions
 
-	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
-	// it may do); without any, /v1 needs no token. The caller may Set new tokens
-	// at any time (a SIGHUP reload).
+	// Tokens, once Set, are the bearer tokens /v1 accepts (each with what it
+	// may do; an empty list refuses every request); nil, or never Set, /v1
+	// needs no token. The caller may Set new tokens at any time (a SIGHUP
+	// reload).
 	Tokens *tokens.Tokens
 	// AllowedHosts is the Host allow-list (empty: every host; see
 	// DefaultAllowedHosts); AllowedOrigins are the browser origins allowed
