@@ -18,12 +18,6 @@ import (
 
 const allTopic = "all"
 
-// ListElections answers every election with its leader and candidates.
-func (s *Server) ListElections(ctx context.Context, req oapi.ListElectionsRequestObject) (oapi.ListElectionsResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachElection)
-	return oapi.ListElections200JSONResponse{Elections: items, Next: next}, err
-}
-
 // ListBarriers answers every raised barrier.
 func (s *Server) ListBarriers(ctx context.Context, req oapi.ListBarriersRequestObject) (oapi.ListBarriersResponseObject, error) {
 	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachBarrier)
@@ -81,10 +75,6 @@ func Each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 
 // ErrSkip is a read's answer for a name a list leaves out.
 var ErrSkip = errors.New("not listed")
-
-func (s *Server) eachElection(ctx context.Context, p Page, fn func(oapi.Election)) (*string, error) {
-	return Each(ctx, "elections", p, s.opt.Elections.List, ReadVia(s.opt.Elections.Inspect, electionBody), fn)
-}
 
 // eachBarrier covers the raised barriers only.
 func (s *Server) eachBarrier(ctx context.Context, p Page, fn func(oapi.Barrier)) (*string, error) {

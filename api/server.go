@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,11 +31,10 @@ import (
 
 // Options configures the HTTP layer.
 type Options struct {
-	Session   *zookeeper.Session
-	Leases    *kit.Leases
-	Elections *election.Elections
-	Barriers  *barrier.Barriers
-	Queues    *queue.Queues
+	Session  *zookeeper.Session
+	Leases   *kit.Leases
+	Barriers *barrier.Barriers
+	Queues   *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.

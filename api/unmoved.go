@@ -4,7 +4,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -14,11 +13,6 @@ import (
 // RegisterUnmoved registers the recipes whose HTTP side has not yet moved to
 // a folder of its own (issue 25): it goes once the last one has.
 func (s *Server) RegisterUnmoved() {
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"election": s.followElection},
-		Kinds: []PictureKind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
-			Follow: Followed(s.opt.Elections.Follow, func(st *election.ElectionState) any { return electionBody(st) })}},
-	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"throughput": s.followThroughput},
 		Kinds: []PictureKind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
