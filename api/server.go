@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,10 +30,9 @@ import (
 
 // Options configures the HTTP layer.
 type Options struct {
-	Session  *zookeeper.Session
-	Leases   *kit.Leases
-	Barriers *barrier.Barriers
-	Queues   *queue.Queues
+	Session *zookeeper.Session
+	Leases  *kit.Leases
+	Queues  *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.

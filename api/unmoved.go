@@ -28,14 +28,6 @@ func (s *Server) RegisterUnmoved() {
 			Follow: s.Inspected("queues", BodyOf(s.readQueue), queueParts.MatchString)}},
 	})
 	s.Register(Recipe{
-		Kinds: []PictureKind{
-			{Kind: "barrier", Event: "barrier", Dir: "barriers", Field: "name",
-				Follow: s.Inspected("barriers", BodyOf(s.readBarrier), nil)},
-			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
-				Follow: s.Inspected("double-barriers", BodyOf(s.readDoubleBarrier), nil)},
-		},
-	})
-	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"kv": s.followKey},
 		Kinds: []PictureKind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
 			Follow: Followed(s.opt.KV.Follow, func(v *kv.Value) any {

@@ -9,10 +9,12 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/barriers"
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 )
 
@@ -20,6 +22,7 @@ import (
 type Recipes struct {
 	Locks     *recipes.Locks
 	Elections *election.Elections
+	Barriers  *barrier.Barriers
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -28,6 +31,7 @@ type Server struct {
 	*api.Server
 	*locks.Locks
 	*elections.Elections
+	*barriers.Barriers
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -41,6 +45,7 @@ func New(opt api.Options, r Recipes) *Server {
 		Server:    s,
 		Locks:     locks.New(s, r.Locks),
 		Elections: elections.New(s, r.Elections),
+		Barriers:  barriers.New(s, r.Barriers),
 	}
 	s.RegisterUnmoved()
 	return srv
