@@ -8,88 +8,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// Semaphores, read/write locks and lock event streams (issue 13).
-
-// AcquirePermit takes a permit for a lease (implicit when lease= is absent).
-func (s *Server) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRequestObject) (oapi.AcquirePermitResponseObject, error) {
-	p := req.Params
-	if err := name("semaphore", req.Name); err != nil {
-		return nil, err
-	}
-	if p.Max < 1 {
-		return nil, InvalidParameter("max=%d: a semaphore has at least one permit", p.Max)
-	}
-	wait, err := s.WaitParam(p.Wait)
-	if err != nil {
-		return nil, err
-	}
-	owner, err := OwnerParam(p.Owner)
-	if err != nil {
-		return nil, err
-	}
-	lease, done, err := s.LeaseFor(ctx, p.Lease, p.Ttl)
-	if err != nil {
-		return nil, err
-	}
-	g, err := s.opt.Semaphores.Acquire(ctx, lease, req.Name, owner, p.Max, wait)
-	if err := done(err); err != nil {
-		return nil, err
-	}
-	return oapi.AcquirePermit201JSONResponse{Name: g.Name, Permit: g.Permit, Lease: g.Lease, Owner: g.Owner,
-		Max: g.Max, AcquiredAt: g.AcquiredAt.UTC()}, nil
-}
-
-// GetSemaphore shows the semaphore's holders and waiters.
-func (s *Server) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequestObject) (oapi.GetSemaphoreResponseObject, error) {
-	if err := name("semaphore", req.Name); err != nil {
-		return nil, err
-	}
-	st, err := s.opt.Semaphores.Inspect(ctx, req.Name)
-	if err != nil {
-		return nil, err
-	}
-	return oapi.GetSemaphore200JSONResponse(semaphoreBody(st)), nil
-}
-
-// ReleasePermit releases the permit held by lease=.
-func (s *Server) ReleasePermit(ctx context.Context, req oapi.ReleasePermitRequestObject) (oapi.ReleasePermitResponseObject, error) {
-	if err := name("semaphore", req.Name); err != nil {
-		return nil, err
-	}
-	if err := name("permit", req.Permit); err != nil {
-		return nil, err
-	}
-	lease, err := s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.opt.Semaphores.Release(ctx, lease, req.Name, req.Permit); err != nil {
-		return nil, err
-	}
-	return oapi.ReleasePermit204Response{}, nil
-}
-
-// ListSemaphores answers every semaphore with its holders and waiters.
-func (s *Server) ListSemaphores(ctx context.Context, req oapi.ListSemaphoresRequestObject) (oapi.ListSemaphoresResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachSemaphore)
-	return oapi.ListSemaphores200JSONResponse{Semaphores: items, Next: next}, err
-}
-
-func (s *Server) eachSemaphore(ctx context.Context, p Page, fn func(oapi.Semaphore)) (*string, error) {
-	return Each(ctx, "semaphores", p, s.opt.Semaphores.List, ReadVia(s.opt.Semaphores.Inspect, semaphoreBody), fn)
-}
-
-func semaphoreBody(st *recipes.SemaphoreState) oapi.Semaphore {
-	return oapi.Semaphore{Name: st.Name, Holders: semaphoreHolders(st.Holders), Waiters: st.Waiters}
-}
-
-func semaphoreHolders(hs []recipes.SemaphoreHolder) []oapi.SemaphoreHolder {
-	out := []oapi.SemaphoreHolder{}
-	for _, h := range hs {
-		out = append(out, oapi.SemaphoreHolder{Permit: h.Permit, Owner: h.Owner, Since: h.Since.UTC()})
-	}
-	return out
-}
+// Read/write locks (issue 13).
 
 // rwMode checks a mode= parameter.
 func rwMode(mode string) error {
@@ -172,5 +91,4 @@ func rwlockBody(st *recipes.RWLockState) oapi.RWLock {
 	return oapi.RWLock{Name: st.Name, Writer: LockHolder(st.Writer), Readers: RWReaders(st.Readers), Waiters: st.Waiters}
 }
 
-var _ kit.Holding = (*recipes.Permit)(nil)
 var _ kit.Holding = (*recipes.RWGrant)(nil)

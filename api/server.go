@@ -38,9 +38,8 @@ type Options struct {
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters
-	// Semaphores and RWLocks are the counting semaphores and read/write locks.
-	Semaphores *recipes.Semaphores
-	RWLocks    *recipes.RWLocks
+	// RWLocks are the read/write locks.
+	RWLocks *recipes.RWLocks
 	// Groups are the membership groups; Partitions the partition groups.
 	Groups     *group.Groups
 	Partitions *partition.Partitions

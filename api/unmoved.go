@@ -47,10 +47,6 @@ func (s *Server) RegisterUnmoved() {
 			})}},
 	})
 	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: Followed(s.opt.Semaphores.Follow, func(st *recipes.SemaphoreState) any { return semaphoreBody(st) })}},
-	})
-	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
 			Follow: Followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })}},
 	})

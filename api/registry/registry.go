@@ -13,6 +13,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
@@ -20,9 +21,10 @@ import (
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks     *recipes.Locks
-	Elections *election.Elections
-	Barriers  *barrier.Barriers
+	Locks      *recipes.Locks
+	Elections  *election.Elections
+	Barriers   *barrier.Barriers
+	Semaphores *recipes.Semaphores
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -32,6 +34,7 @@ type Server struct {
 	*locks.Locks
 	*elections.Elections
 	*barriers.Barriers
+	*semaphores.Semaphores
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -42,10 +45,11 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
 	srv := &Server{
-		Server:    s,
-		Locks:     locks.New(s, r.Locks),
-		Elections: elections.New(s, r.Elections),
-		Barriers:  barriers.New(s, r.Barriers),
+		Server:     s,
+		Locks:      locks.New(s, r.Locks),
+		Elections:  elections.New(s, r.Elections),
+		Barriers:   barriers.New(s, r.Barriers),
+		Semaphores: semaphores.New(s, r.Semaphores),
 	}
 	s.RegisterUnmoved()
 	return srv
