@@ -17,7 +17,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -38,8 +37,6 @@ type Options struct {
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters
-	// RWLocks are the read/write locks.
-	RWLocks *recipes.RWLocks
 	// Groups are the membership groups; Partitions the partition groups.
 	Groups     *group.Groups
 	Partitions *partition.Partitions

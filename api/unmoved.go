@@ -2,7 +2,6 @@ package api
 
 import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -45,10 +44,6 @@ func (s *Server) RegisterUnmoved() {
 				}
 				return oapi.Counter{Name: st.Name, Value: st.Value}
 			})}},
-	})
-	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: Followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })}},
 	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"group": s.followGroup},

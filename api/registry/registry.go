@@ -13,6 +13,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
@@ -25,6 +26,7 @@ type Recipes struct {
 	Elections  *election.Elections
 	Barriers   *barrier.Barriers
 	Semaphores *recipes.Semaphores
+	RWLocks    *recipes.RWLocks
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -35,6 +37,7 @@ type Server struct {
 	*elections.Elections
 	*barriers.Barriers
 	*semaphores.Semaphores
+	*rwlocks.RWLocks
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -50,6 +53,7 @@ func New(opt api.Options, r Recipes) *Server {
 		Elections:  elections.New(s, r.Elections),
 		Barriers:   barriers.New(s, r.Barriers),
 		Semaphores: semaphores.New(s, r.Semaphores),
+		RWLocks:    rwlocks.New(s, r.RWLocks),
 	}
 	s.RegisterUnmoved()
 	return srv
