@@ -14,6 +14,16 @@ func LockHolder(h *recipes.LockHolder) *oapi.LockHolder {
 	return &oapi.LockHolder{Owner: h.Owner, FencingToken: h.FencingToken, Since: h.Since.UTC()}
 }
 
+// SemaphoreHolders are a semaphore's holders as the API shows them (in its
+// body and in the semaphore-full problem).
+func SemaphoreHolders(hs []recipes.SemaphoreHolder) []oapi.SemaphoreHolder {
+	out := []oapi.SemaphoreHolder{}
+	for _, h := range hs {
+		out = append(out, oapi.SemaphoreHolder{Permit: h.Permit, Owner: h.Owner, Since: h.Since.UTC()})
+	}
+	return out
+}
+
 // RWReaders are a read/write lock's readers as the API shows them (in its body
 // and in the locked problem).
 func RWReaders(rs []recipes.RWReader) []oapi.RWReader {

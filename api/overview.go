@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
@@ -17,24 +16,6 @@ import (
 // session's events go there too.
 
 const allTopic = "all"
-
-// ListElections answers every election with its leader and candidates.
-func (s *Server) ListElections(ctx context.Context, req oapi.ListElectionsRequestObject) (oapi.ListElectionsResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachElection)
-	return oapi.ListElections200JSONResponse{Elections: items, Next: next}, err
-}
-
-// ListBarriers answers every raised barrier.
-func (s *Server) ListBarriers(ctx context.Context, req oapi.ListBarriersRequestObject) (oapi.ListBarriersResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachBarrier)
-	return oapi.ListBarriers200JSONResponse{Barriers: items, Next: next}, err
-}
-
-// ListDoubleBarriers answers every double barrier.
-func (s *Server) ListDoubleBarriers(ctx context.Context, req oapi.ListDoubleBarriersRequestObject) (oapi.ListDoubleBarriersResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachDoubleBarrier)
-	return oapi.ListDoubleBarriers200JSONResponse{DoubleBarriers: items, Next: next}, err
-}
 
 // ListQueues answers every queue with its length and claimed count.
 func (s *Server) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObject) (oapi.ListQueuesResponseObject, error) {
@@ -82,19 +63,6 @@ func Each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 // ErrSkip is a read's answer for a name a list leaves out.
 var ErrSkip = errors.New("not listed")
 
-func (s *Server) eachElection(ctx context.Context, p Page, fn func(oapi.Election)) (*string, error) {
-	return Each(ctx, "elections", p, s.opt.Elections.List, ReadVia(s.opt.Elections.Inspect, electionBody), fn)
-}
-
-// eachBarrier covers the raised barriers only.
-func (s *Server) eachBarrier(ctx context.Context, p Page, fn func(oapi.Barrier)) (*string, error) {
-	return Each(ctx, "barriers", p, s.opt.Barriers.List, s.readBarrier, fn)
-}
-
-func (s *Server) eachDoubleBarrier(ctx context.Context, p Page, fn func(oapi.DoubleBarrier)) (*string, error) {
-	return Each(ctx, "double-barriers", p, s.opt.Barriers.ListDouble, s.readDoubleBarrier, fn)
-}
-
 func (s *Server) eachQueue(ctx context.Context, p Page, fn func(oapi.Queue)) (*string, error) {
 	return Each(ctx, "queues", p, s.opt.Queues.List, s.readQueue, fn)
 }
@@ -116,21 +84,6 @@ func ReadVia[S, T any](inspect func(context.Context, string) (S, error), body fu
 		}
 		return body(st), nil
 	}
-}
-
-// readBarrier answers ErrSkip for a barrier that is not raised.
-func (s *Server) readBarrier(ctx context.Context, n string) (oapi.Barrier, error) {
-	up, err := s.opt.Barriers.Raised(ctx, n)
-	if err == nil && !up {
-		err = ErrSkip
-	}
-	return oapi.Barrier{Name: n, Raised: up}, err
-}
-
-func (s *Server) readDoubleBarrier(ctx context.Context, n string) (oapi.DoubleBarrier, error) {
-	return ReadVia(s.opt.Barriers.InspectDouble, func(st *barrier.DoubleBarrierState) oapi.DoubleBarrier {
-		return oapi.DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}
-	})(ctx, n)
 }
 
 func (s *Server) readQueue(ctx context.Context, n string) (oapi.Queue, error) {

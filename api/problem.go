@@ -143,7 +143,7 @@ func detailedProblem(err error) *Problem {
 		p.Ext = map[string]any{"value": overflow.Value}
 	case errors.As(err, &full):
 		p = NewProblem(http.StatusConflict, "semaphore-full", err.Error())
-		p.Ext = map[string]any{"holders": semaphoreHolders(full.Holders)}
+		p.Ext = map[string]any{"holders": SemaphoreHolders(full.Holders)}
 	case errors.As(err, &maxMismatch):
 		p = NewProblem(http.StatusConflict, "max-mismatch",
 			err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")

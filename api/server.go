@@ -18,10 +18,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
@@ -33,19 +30,14 @@ import (
 
 // Options configures the HTTP layer.
 type Options struct {
-	Session   *zookeeper.Session
-	Leases    *kit.Leases
-	Elections *election.Elections
-	Barriers  *barrier.Barriers
-	Queues    *queue.Queues
+	Session *zookeeper.Session
+	Leases  *kit.Leases
+	Queues  *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters
-	// Semaphores and RWLocks are the counting semaphores and read/write locks.
-	Semaphores *recipes.Semaphores
-	RWLocks    *recipes.RWLocks
 	// Groups are the membership groups; Partitions the partition groups.
 	Groups     *group.Groups
 	Partitions *partition.Partitions

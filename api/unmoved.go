@@ -2,9 +2,7 @@ package api
 
 import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -14,11 +12,6 @@ import (
 // RegisterUnmoved registers the recipes whose HTTP side has not yet moved to
 // a folder of its own (issue 25): it goes once the last one has.
 func (s *Server) RegisterUnmoved() {
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"election": s.followElection},
-		Kinds: []PictureKind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
-			Follow: Followed(s.opt.Elections.Follow, func(st *election.ElectionState) any { return electionBody(st) })}},
-	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"throughput": s.followThroughput},
 		Kinds: []PictureKind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
@@ -32,14 +25,6 @@ func (s *Server) RegisterUnmoved() {
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
 			Follow: s.Inspected("queues", BodyOf(s.readQueue), queueParts.MatchString)}},
-	})
-	s.Register(Recipe{
-		Kinds: []PictureKind{
-			{Kind: "barrier", Event: "barrier", Dir: "barriers", Field: "name",
-				Follow: s.Inspected("barriers", BodyOf(s.readBarrier), nil)},
-			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
-				Follow: s.Inspected("double-barriers", BodyOf(s.readDoubleBarrier), nil)},
-		},
 	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"kv": s.followKey},
@@ -59,14 +44,6 @@ func (s *Server) RegisterUnmoved() {
 				}
 				return oapi.Counter{Name: st.Name, Value: st.Value}
 			})}},
-	})
-	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: Followed(s.opt.Semaphores.Follow, func(st *recipes.SemaphoreState) any { return semaphoreBody(st) })}},
-	})
-	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: Followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })}},
 	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"group": s.followGroup},

@@ -9,14 +9,24 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/barriers"
+	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
+	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
+	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks *recipes.Locks
+	Locks      *recipes.Locks
+	Elections  *election.Elections
+	Barriers   *barrier.Barriers
+	Semaphores *recipes.Semaphores
+	RWLocks    *recipes.RWLocks
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -24,6 +34,10 @@ type Recipes struct {
 type Server struct {
 	*api.Server
 	*locks.Locks
+	*elections.Elections
+	*barriers.Barriers
+	*semaphores.Semaphores
+	*rwlocks.RWLocks
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -34,8 +48,12 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
 	srv := &Server{
-		Server: s,
-		Locks:  locks.New(s, r.Locks),
+		Server:     s,
+		Locks:      locks.New(s, r.Locks),
+		Elections:  elections.New(s, r.Elections),
+		Barriers:   barriers.New(s, r.Barriers),
+		Semaphores: semaphores.New(s, r.Semaphores),
+		RWLocks:    rwlocks.New(s, r.RWLocks),
 	}
 	s.RegisterUnmoved()
 	return srv

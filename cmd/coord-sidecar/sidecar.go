@@ -425,10 +425,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.server = registry.New(api.Options{
 		Session: sess, Leases: m.leases, Restored: restored,
-		Elections:  elections,
-		Barriers:   barriers,
-		Semaphores: sems,
-		RWLocks:    rwlocks,
 		Queues:     m.queues,
 		Throughput: throughputs,
 		KV:         keys,
@@ -442,7 +438,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks})
+	}, registry.Recipes{Locks: locks, Elections: elections, Barriers: barriers, Semaphores: sems, RWLocks: rwlocks})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)

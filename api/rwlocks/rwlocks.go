@@ -1,0 +1,106 @@
+// Package rwlocks is the HTTP side of the read/write locks (recipes.RWLocks):
+// acquire and release in a mode, inspect, list, and its place in the picture.
+package rwlocks
+
+import (
+	"context"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// RWLocks serves the read/write lock operations of openapi.yaml.
+type RWLocks struct {
+	s       *api.Server
+	rwlocks *recipes.RWLocks
+}
+
+var _ kit.Holding = (*recipes.RWGrant)(nil)
+
+// New registers the read/write lock's picture kind with s (it has no stream
+// of its own).
+func New(s *api.Server, rwlocks *recipes.RWLocks) *RWLocks {
+	h := &RWLocks{s: s, rwlocks: rwlocks}
+	s.Register(api.Recipe{
+		Kinds: []api.PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
+			Follow: api.Followed(rwlocks.Follow, func(st *recipes.RWLockState) any { return body(st) })}},
+	})
+	return h
+}
+
+// checkMode checks a mode= parameter.
+func checkMode(mode string) error {
+	if mode != recipes.ReadMode && mode != recipes.WriteMode {
+		return api.InvalidParameter("mode=%q: must be read or write", mode)
+	}
+	return nil
+}
+
+// AcquireRWLock takes a read/write lock in a mode for a lease.
+func (h *RWLocks) AcquireRWLock(ctx context.Context, req oapi.AcquireRWLockRequestObject) (oapi.AcquireRWLockResponseObject, error) {
+	p := req.Params
+	if err := kit.CheckName("rwlock", req.Name); err != nil {
+		return nil, err
+	}
+	if err := checkMode(string(p.Mode)); err != nil {
+		return nil, err
+	}
+	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.rwlocks.Acquire(ctx, hold.Lease, req.Name, string(p.Mode), hold.Owner, hold.Wait)
+	if err := hold.Done(err); err != nil {
+		return nil, err
+	}
+	return oapi.AcquireRWLock201JSONResponse{Name: g.Name, Mode: oapi.RWLockGrantMode(g.Mode), Lease: g.Lease, Owner: g.Owner,
+		FencingToken: g.FencingToken, AcquiredAt: g.AcquiredAt.UTC()}, nil
+}
+
+// GetRWLock shows the lock's writer or readers and its waiters.
+func (h *RWLocks) GetRWLock(ctx context.Context, req oapi.GetRWLockRequestObject) (oapi.GetRWLockResponseObject, error) {
+	if err := kit.CheckName("rwlock", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := h.rwlocks.Inspect(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.GetRWLock200JSONResponse(body(st)), nil
+}
+
+// ReleaseRWLock releases the lock that lease= holds in mode=.
+func (h *RWLocks) ReleaseRWLock(ctx context.Context, req oapi.ReleaseRWLockRequestObject) (oapi.ReleaseRWLockResponseObject, error) {
+	if err := kit.CheckName("rwlock", req.Name); err != nil {
+		return nil, err
+	}
+	if err := checkMode(string(req.Params.Mode)); err != nil {
+		return nil, err
+	}
+	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.rwlocks.Release(ctx, lease, req.Name, string(req.Params.Mode)); err != nil {
+		return nil, err
+	}
+	return oapi.ReleaseRWLock204Response{}, nil
+}
+
+// ListRWLocks answers every read/write lock with its holders and waiters.
+func (h *RWLocks) ListRWLocks(ctx context.Context, req oapi.ListRWLocksRequestObject) (oapi.ListRWLocksResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListRWLocks200JSONResponse{Rwlocks: items, Next: next}, err
+}
+
+func (h *RWLocks) each(ctx context.Context, p api.Page, fn func(oapi.RWLock)) (*string, error) {
+	return api.Each(ctx, "rwlocks", p, h.rwlocks.List, api.ReadVia(h.rwlocks.Inspect, body), fn)
+}
+
+// body is a read/write lock's state as the API shows it; a lock without a
+// writer has a null writer.
+func body(st *recipes.RWLockState) oapi.RWLock {
+	return oapi.RWLock{Name: st.Name, Writer: api.LockHolder(st.Writer), Readers: api.RWReaders(st.Readers), Waiters: st.Waiters}
+}

@@ -1,0 +1,98 @@
+// Package semaphores is the HTTP side of the counting semaphores
+// (recipes.Semaphores): acquire and release a permit, inspect, list, and its
+// place in the picture.
+package semaphores
+
+import (
+	"context"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Semaphores serves the semaphore operations of openapi.yaml.
+type Semaphores struct {
+	s          *api.Server
+	semaphores *recipes.Semaphores
+}
+
+var _ kit.Holding = (*recipes.Permit)(nil)
+
+// New registers the semaphore's picture kind with s (it has no stream of its
+// own).
+func New(s *api.Server, semaphores *recipes.Semaphores) *Semaphores {
+	h := &Semaphores{s: s, semaphores: semaphores}
+	s.Register(api.Recipe{
+		Kinds: []api.PictureKind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
+			Follow: api.Followed(semaphores.Follow, func(st *recipes.SemaphoreState) any { return body(st) })}},
+	})
+	return h
+}
+
+// AcquirePermit takes a permit for a lease (implicit when lease= is absent).
+func (h *Semaphores) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRequestObject) (oapi.AcquirePermitResponseObject, error) {
+	p := req.Params
+	if err := kit.CheckName("semaphore", req.Name); err != nil {
+		return nil, err
+	}
+	if p.Max < 1 {
+		return nil, api.InvalidParameter("max=%d: a semaphore has at least one permit", p.Max)
+	}
+	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	if err != nil {
+		return nil, err
+	}
+	g, err := h.semaphores.Acquire(ctx, hold.Lease, req.Name, hold.Owner, p.Max, hold.Wait)
+	if err := hold.Done(err); err != nil {
+		return nil, err
+	}
+	return oapi.AcquirePermit201JSONResponse{Name: g.Name, Permit: g.Permit, Lease: g.Lease, Owner: g.Owner,
+		Max: g.Max, AcquiredAt: g.AcquiredAt.UTC()}, nil
+}
+
+// GetSemaphore shows the semaphore's holders and waiters.
+func (h *Semaphores) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequestObject) (oapi.GetSemaphoreResponseObject, error) {
+	if err := kit.CheckName("semaphore", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := h.semaphores.Inspect(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.GetSemaphore200JSONResponse(body(st)), nil
+}
+
+// ReleasePermit releases the permit held by lease=.
+func (h *Semaphores) ReleasePermit(ctx context.Context, req oapi.ReleasePermitRequestObject) (oapi.ReleasePermitResponseObject, error) {
+	if err := kit.CheckName("semaphore", req.Name); err != nil {
+		return nil, err
+	}
+	if err := kit.CheckName("permit", req.Permit); err != nil {
+		return nil, err
+	}
+	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.semaphores.Release(ctx, lease, req.Name, req.Permit); err != nil {
+		return nil, err
+	}
+	return oapi.ReleasePermit204Response{}, nil
+}
+
+// ListSemaphores answers every semaphore with its holders and waiters.
+func (h *Semaphores) ListSemaphores(ctx context.Context, req oapi.ListSemaphoresRequestObject) (oapi.ListSemaphoresResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListSemaphores200JSONResponse{Semaphores: items, Next: next}, err
+}
+
+func (h *Semaphores) each(ctx context.Context, p api.Page, fn func(oapi.Semaphore)) (*string, error) {
+	return api.Each(ctx, "semaphores", p, h.semaphores.List, api.ReadVia(h.semaphores.Inspect, body), fn)
+}
+
+// body is a semaphore's state as the API shows it.
+func body(st *recipes.SemaphoreState) oapi.Semaphore {
+	return oapi.Semaphore{Name: st.Name, Holders: api.SemaphoreHolders(st.Holders), Waiters: st.Waiters}
+}
