@@ -4,10 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -140,26 +138,6 @@ func (s *Server) UpdateThroughputMember(ctx context.Context, req oapi.UpdateThro
 		return nil, err
 	}
 	return oapi.UpdateThroughputMember200JSONResponse(shareBody(sh)), nil
-}
-
-// memberPoll checks a member GET's group and id and parses its wait=.
-func (s *Server) MemberPoll(group, id string, wait *string) (time.Duration, error) {
-	if err := name("group", group); err != nil {
-		return 0, err
-	}
-	if err := name("member", id); err != nil {
-		return 0, err
-	}
-	return s.WaitParam(wait)
-}
-
-func (s *Server) MemberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {
-	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
-		if err := name(n[0], n[1]); err != nil {
-			return nil, err
-		}
-	}
-	return s.OwnLease(ctx, lease)
 }
 
 // followThroughput publishes a group's allocations to its topic (event
