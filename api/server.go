@@ -21,7 +21,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -45,8 +44,7 @@ type Options struct {
 	// Semaphores and RWLocks are the counting semaphores and read/write locks.
 	Semaphores *recipes.Semaphores
 	RWLocks    *recipes.RWLocks
-	// Groups are the membership groups; Partitions the partition groups.
-	Groups     *group.Groups
+	// Partitions are the partition groups.
 	Partitions *partition.Partitions
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what

@@ -5,7 +5,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
@@ -67,16 +66,6 @@ func (s *Server) RegisterUnmoved() {
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
 			Follow: Followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })}},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"group": s.followGroup},
-		Kinds: []PictureKind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
-			Follow: Followed(s.opt.Groups.Follow, func(st *group.State) any {
-				if st.Suspended {
-					return nil // as the group's own stream: the session stream says so
-				}
-				return groupBody(st)
-			})}},
 	})
 	s.Register(Recipe{
 		Topics: map[string]func(topic, name string) func(){"partitions": s.followPartitions},

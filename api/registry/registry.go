@@ -9,14 +9,17 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/groups"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks *recipes.Locks
+	Locks  *recipes.Locks
+	Groups *group.Groups
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -24,6 +27,7 @@ type Recipes struct {
 type Server struct {
 	*api.Server
 	*locks.Locks
+	*groups.Groups
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -36,6 +40,7 @@ func New(opt api.Options, r Recipes) *Server {
 	srv := &Server{
 		Server: s,
 		Locks:  locks.New(s, r.Locks),
+		Groups: groups.New(s, r.Groups),
 	}
 	s.RegisterUnmoved()
 	return srv
