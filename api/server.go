@@ -23,7 +23,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -44,8 +43,6 @@ type Options struct {
 	// Semaphores and RWLocks are the counting semaphores and read/write locks.
 	Semaphores *recipes.Semaphores
 	RWLocks    *recipes.RWLocks
-	// Partitions are the partition groups.
-	Partitions *partition.Partitions
 
 	// Tokens, when it holds any, are the bearer tokens /v1 accepts (each with what
 	// it may do); without any, /v1 needs no token. The caller may Set new tokens

@@ -6,7 +6,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
@@ -66,10 +65,5 @@ func (s *Server) RegisterUnmoved() {
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
 			Follow: Followed(s.opt.RWLocks.Follow, func(st *recipes.RWLockState) any { return rwlockBody(st) })}},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"partitions": s.followPartitions},
-		Kinds: []PictureKind{{Kind: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
-			Follow: Followed(s.opt.Partitions.Follow, func(st *partition.State) any { return partitionGroupBody(st) })}},
 	})
 }

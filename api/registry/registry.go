@@ -12,14 +12,17 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/groups"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/partitions"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks  *recipes.Locks
-	Groups *group.Groups
+	Locks      *recipes.Locks
+	Groups     *group.Groups
+	Partitions *partition.Partitions
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -28,6 +31,7 @@ type Server struct {
 	*api.Server
 	*locks.Locks
 	*groups.Groups
+	*partitions.Partitions
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -38,9 +42,10 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
 	srv := &Server{
-		Server: s,
-		Locks:  locks.New(s, r.Locks),
-		Groups: groups.New(s, r.Groups),
+		Server:     s,
+		Locks:      locks.New(s, r.Locks),
+		Groups:     groups.New(s, r.Groups),
+		Partitions: partitions.New(s, r.Partitions),
 	}
 	s.RegisterUnmoved()
 	return srv

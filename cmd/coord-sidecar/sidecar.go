@@ -432,7 +432,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Throughput: throughputs,
 		KV:         keys,
 		Counters:   counter.New(sess, reg),
-		Partitions: partitions,
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
@@ -440,7 +439,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks, Groups: groups})
+	}, registry.Recipes{Locks: locks, Groups: groups, Partitions: partitions})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
