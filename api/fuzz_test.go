@@ -99,17 +99,17 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Cleanup(leases.Close)
 	srv := registry.New(api.Options{
 		Session: sess, Leases: leases,
-		Elections:  election.NewElections(sess, nil),
-		Barriers:   barrier.NewBarriers(sess, nil),
-		Queues:     queue.New(sess, nil),
-		Throughput: throughput.NewThroughputs(sess, nil),
-		KV:         kv.New(sess, nil),
-		Counters:   counter.New(sess, nil),
-		MaxBody:    4096,
-		Spec:       coordsidecar.OpenAPI,
-		Logger:     log,
+		Elections: election.NewElections(sess, nil),
+		Barriers:  barrier.NewBarriers(sess, nil),
+		Queues:    queue.New(sess, nil),
+		KV:        kv.New(sess, nil),
+		Counters:  counter.New(sess, nil),
+		MaxBody:   4096,
+		Spec:      coordsidecar.OpenAPI,
+		Logger:    log,
 	}, registry.Recipes{
 		Locks:      recipes.NewLocks(sess, nil),
+		Throughput: throughput.NewThroughputs(sess, nil),
 		Groups:     group.NewGroups(sess, nil),
 		Partitions: partition.New(sess, nil),
 	})

@@ -24,7 +24,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -35,8 +34,6 @@ type Options struct {
 	Elections *election.Elections
 	Barriers  *barrier.Barriers
 	Queues    *queue.Queues
-	// Throughput are the throughput groups.
-	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters

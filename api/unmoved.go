@@ -6,7 +6,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // RegisterUnmoved registers the recipes whose HTTP side has not yet moved to
@@ -16,16 +15,6 @@ func (s *Server) RegisterUnmoved() {
 		Topics: map[string]func(topic, name string) func(){"election": s.followElection},
 		Kinds: []PictureKind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
 			Follow: Followed(s.opt.Elections.Follow, func(st *election.ElectionState) any { return electionBody(st) })}},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"throughput": s.followThroughput},
-		Kinds: []PictureKind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
-			Follow: Followed(s.opt.Throughput.Follow, func(g *throughput.ThroughputGroup) any {
-				if g.Suspended {
-					return nil // as the group's own stream: the last state stands
-				}
-				return throughputBody(g)
-			})}},
 	})
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",

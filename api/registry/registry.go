@@ -13,14 +13,17 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/partitions"
+	"github.com/coord-sidecar/coord-sidecar/api/throughput"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
+	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
 	Locks      *recipes.Locks
+	Throughput *throughputs.Throughputs
 	Groups     *group.Groups
 	Partitions *partition.Partitions
 }
@@ -30,6 +33,7 @@ type Recipes struct {
 type Server struct {
 	*api.Server
 	*locks.Locks
+	*throughput.Throughput
 	*groups.Groups
 	*partitions.Partitions
 }
@@ -44,6 +48,7 @@ func New(opt api.Options, r Recipes) *Server {
 	srv := &Server{
 		Server:     s,
 		Locks:      locks.New(s, r.Locks),
+		Throughput: throughput.New(s, r.Throughput),
 		Groups:     groups.New(s, r.Groups),
 		Partitions: partitions.New(s, r.Partitions),
 	}

@@ -429,7 +429,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Semaphores: sems,
 		RWLocks:    rwlocks,
 		Queues:     m.queues,
-		Throughput: throughputs,
 		KV:         keys,
 		Counters:   counter.New(sess, reg),
 
@@ -439,7 +438,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks, Groups: groups, Partitions: partitions})
+	}, registry.Recipes{
+		Locks:      locks,
+		Throughput: throughputs,
+		Groups:     groups,
+		Partitions: partitions,
+	})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
