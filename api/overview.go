@@ -23,12 +23,6 @@ func (s *Server) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObjec
 	return oapi.ListQueues200JSONResponse{Queues: items, Next: next}, err
 }
 
-// ListThroughputGroups answers every throughput group with its allocation.
-func (s *Server) ListThroughputGroups(ctx context.Context, req oapi.ListThroughputGroupsRequestObject) (oapi.ListThroughputGroupsResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachGroup)
-	return oapi.ListThroughputGroups200JSONResponse{Groups: items, Next: next}, err
-}
-
 // each lists the names of one kind and calls fn with the body of each one on
 // the page, in name order, and answers the page's next when names remain. A
 // name the request's token may not read is left out (the overview's own reads,
@@ -65,10 +59,6 @@ var ErrSkip = errors.New("not listed")
 
 func (s *Server) eachQueue(ctx context.Context, p Page, fn func(oapi.Queue)) (*string, error) {
 	return Each(ctx, "queues", p, s.opt.Queues.List, s.readQueue, fn)
-}
-
-func (s *Server) eachGroup(ctx context.Context, p Page, fn func(oapi.ThroughputGroup)) (*string, error) {
-	return Each(ctx, "throughput", p, s.opt.Throughput.List, ReadVia(s.opt.Throughput.Inspect, throughputBody), fn)
 }
 
 // The reads of one name, shared by the lists and the whole picture (picture.go).

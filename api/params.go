@@ -98,7 +98,7 @@ func (s *Server) LeaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease
 
 func keep(err error) error { return err }
 
-// memberJoin checks a join's group and member names and its weight (default 1,
+// MemberJoin checks a join's group and member names and its weight (default 1,
 // at most max), for the groups whose members carry a weight.
 func MemberJoin(group, id string, weight *int, max int64) (int64, error) {
 	if err := name("group", group); err != nil {
@@ -115,6 +115,28 @@ func MemberJoin(group, id string, weight *int, max int64) (int64, error) {
 		return 0, InvalidParameter("weight=%d is not between 1 and %d", w, max)
 	}
 	return w, nil
+}
+
+// MemberPoll checks a member GET's group and id and parses its wait=.
+func (s *Server) MemberPoll(group, id string, wait *string) (time.Duration, error) {
+	if err := name("group", group); err != nil {
+		return 0, err
+	}
+	if err := name("member", id); err != nil {
+		return 0, err
+	}
+	return s.WaitParam(wait)
+}
+
+// MemberLease checks a member request's group, id and lease= (in this order)
+// and returns the lease, which must be the request's token's (OwnLease).
+func (s *Server) MemberLease(ctx context.Context, group, id, lease string) (*kit.Lease, error) {
+	for _, n := range [][2]string{{"group", group}, {"member", id}, {"lease", lease}} {
+		if err := name(n[0], n[1]); err != nil {
+			return nil, err
+		}
+	}
+	return s.OwnLease(ctx, lease)
 }
 
 // OwnerParam checks owner= (free text, at most maxOwnerBytes).

@@ -19,12 +19,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -33,14 +30,9 @@ type Options struct {
 	Session *zookeeper.Session
 	Leases  *kit.Leases
 	Queues  *queue.Queues
-	// Throughput are the throughput groups.
-	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.
 	KV       *kv.Store
 	Counters *counter.Counters
-	// Groups are the membership groups; Partitions the partition groups.
-	Groups     *group.Groups
-	Partitions *partition.Partitions
 
 	// Tokens, once Set, are the bearer tokens /v1 accepts (each with what it
 	// may do; an empty list refuses every request); nil, or never Set, /v1

@@ -3,25 +3,12 @@ package api
 import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // RegisterUnmoved registers the recipes whose HTTP side has not yet moved to
 // a folder of its own (issue 25): it goes once the last one has.
 func (s *Server) RegisterUnmoved() {
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"throughput": s.followThroughput},
-		Kinds: []PictureKind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
-			Follow: Followed(s.opt.Throughput.Follow, func(g *throughput.ThroughputGroup) any {
-				if g.Suspended {
-					return nil // as the group's own stream: the last state stands
-				}
-				return throughputBody(g)
-			})}},
-	})
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
 			Follow: s.Inspected("queues", BodyOf(s.readQueue), queueParts.MatchString)}},
@@ -44,20 +31,5 @@ func (s *Server) RegisterUnmoved() {
 				}
 				return oapi.Counter{Name: st.Name, Value: st.Value}
 			})}},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"group": s.followGroup},
-		Kinds: []PictureKind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
-			Follow: Followed(s.opt.Groups.Follow, func(st *group.State) any {
-				if st.Suspended {
-					return nil // as the group's own stream: the session stream says so
-				}
-				return groupBody(st)
-			})}},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"partitions": s.followPartitions},
-		Kinds: []PictureKind{{Kind: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
-			Follow: Followed(s.opt.Partitions.Follow, func(st *partition.State) any { return partitionGroupBody(st) })}},
 	})
 }

@@ -11,13 +11,19 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/barriers"
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
+	"github.com/coord-sidecar/coord-sidecar/api/groups"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/partitions"
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
+	"github.com/coord-sidecar/coord-sidecar/api/throughput"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
+	"github.com/coord-sidecar/coord-sidecar/recipes/group"
+	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
+	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
@@ -27,6 +33,9 @@ type Recipes struct {
 	Barriers   *barrier.Barriers
 	Semaphores *recipes.Semaphores
 	RWLocks    *recipes.RWLocks
+	Throughput *throughputs.Throughputs
+	Groups     *group.Groups
+	Partitions *partition.Partitions
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -38,6 +47,9 @@ type Server struct {
 	*barriers.Barriers
 	*semaphores.Semaphores
 	*rwlocks.RWLocks
+	*throughput.Throughput
+	*groups.Groups
+	*partitions.Partitions
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -54,6 +66,9 @@ func New(opt api.Options, r Recipes) *Server {
 		Barriers:   barriers.New(s, r.Barriers),
 		Semaphores: semaphores.New(s, r.Semaphores),
 		RWLocks:    rwlocks.New(s, r.RWLocks),
+		Throughput: throughput.New(s, r.Throughput),
+		Groups:     groups.New(s, r.Groups),
+		Partitions: partitions.New(s, r.Partitions),
 	}
 	s.RegisterUnmoved()
 	return srv

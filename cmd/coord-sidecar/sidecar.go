@@ -425,12 +425,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.server = registry.New(api.Options{
 		Session: sess, Leases: m.leases, Restored: restored,
-		Queues:     m.queues,
-		Throughput: throughputs,
-		KV:         keys,
-		Counters:   counter.New(sess, reg),
-		Groups:     groups,
-		Partitions: partitions,
+		Queues:   m.queues,
+		KV:       keys,
+		Counters: counter.New(sess, reg),
 
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
@@ -438,7 +435,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks, Elections: elections, Barriers: barriers, Semaphores: sems, RWLocks: rwlocks})
+	}, registry.Recipes{
+		Locks:      locks,
+		Elections:  elections,
+		Barriers:   barriers,
+		Semaphores: sems,
+		RWLocks:    rwlocks,
+		Throughput: throughputs,
+		Groups:     groups,
+		Partitions: partitions,
+	})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
