@@ -42,7 +42,7 @@ func (s *Server) SetCounter(ctx context.Context, req oapi.SetCounterRequestObjec
 		return nil, err
 	}
 	if req.Body == nil {
-		return nil, invalidBody("the request needs a JSON body (CounterValue)")
+		return nil, InvalidBody("the request needs a JSON body (CounterValue)")
 	}
 	v, err := s.opt.Counters.Set(ctx, req.Name, req.Body.Value, req.Params.Expect)
 	if err != nil {

@@ -101,7 +101,6 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Session: sess, Leases: leases,
 		Elections:  election.NewElections(sess, nil),
 		Barriers:   barrier.NewBarriers(sess, nil),
-		Queues:     queue.New(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
 		KV:         kv.New(sess, nil),
 		Counters:   counter.New(sess, nil),
@@ -110,7 +109,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,
-	}, registry.Recipes{Locks: recipes.NewLocks(sess, nil)})
+	}, registry.Recipes{Locks: recipes.NewLocks(sess, nil), Queues: queue.New(sess, nil)})
 	ts := httptest.NewServer(srv.Handler())
 	f.Cleanup(ts.Close)
 	f.Cleanup(srv.Close)

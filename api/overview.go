@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // The whole picture: the list endpoints, and GET /v1/events, which carries every
@@ -34,12 +33,6 @@ func (s *Server) ListBarriers(ctx context.Context, req oapi.ListBarriersRequestO
 func (s *Server) ListDoubleBarriers(ctx context.Context, req oapi.ListDoubleBarriersRequestObject) (oapi.ListDoubleBarriersResponseObject, error) {
 	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachDoubleBarrier)
 	return oapi.ListDoubleBarriers200JSONResponse{DoubleBarriers: items, Next: next}, err
-}
-
-// ListQueues answers every queue with its length and claimed count.
-func (s *Server) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObject) (oapi.ListQueuesResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachQueue)
-	return oapi.ListQueues200JSONResponse{Queues: items, Next: next}, err
 }
 
 // ListThroughputGroups answers every throughput group with its allocation.
@@ -95,10 +88,6 @@ func (s *Server) eachDoubleBarrier(ctx context.Context, p Page, fn func(oapi.Dou
 	return Each(ctx, "double-barriers", p, s.opt.Barriers.ListDouble, s.readDoubleBarrier, fn)
 }
 
-func (s *Server) eachQueue(ctx context.Context, p Page, fn func(oapi.Queue)) (*string, error) {
-	return Each(ctx, "queues", p, s.opt.Queues.List, s.readQueue, fn)
-}
-
 func (s *Server) eachGroup(ctx context.Context, p Page, fn func(oapi.ThroughputGroup)) (*string, error) {
 	return Each(ctx, "throughput", p, s.opt.Throughput.List, ReadVia(s.opt.Throughput.Inspect, throughputBody), fn)
 }
@@ -130,12 +119,6 @@ func (s *Server) readBarrier(ctx context.Context, n string) (oapi.Barrier, error
 func (s *Server) readDoubleBarrier(ctx context.Context, n string) (oapi.DoubleBarrier, error) {
 	return ReadVia(s.opt.Barriers.InspectDouble, func(st *barrier.DoubleBarrierState) oapi.DoubleBarrier {
 		return oapi.DoubleBarrier{Name: st.Name, Count: st.Count, Ready: st.Ready, Participants: st.Participants}
-	})(ctx, n)
-}
-
-func (s *Server) readQueue(ctx context.Context, n string) (oapi.Queue, error) {
-	return ReadVia(s.opt.Queues.Inspect, func(st *queue.QueueState) oapi.Queue {
-		return oapi.Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}
 	})(ctx, n)
 }
 

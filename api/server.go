@@ -25,7 +25,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -36,7 +35,6 @@ type Options struct {
 	Leases    *kit.Leases
 	Elections *election.Elections
 	Barriers  *barrier.Barriers
-	Queues    *queue.Queues
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
 	// KV are the keys; Counters the counters.

@@ -30,10 +30,6 @@ func (s *Server) RegisterUnmoved() {
 			})}},
 	})
 	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
-			Follow: s.Inspected("queues", BodyOf(s.readQueue), queueParts.MatchString)}},
-	})
-	s.Register(Recipe{
 		Kinds: []PictureKind{
 			{Kind: "barrier", Event: "barrier", Dir: "barriers", Field: "name",
 				Follow: s.Inspected("barriers", BodyOf(s.readBarrier), nil)},

@@ -11,12 +11,15 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks *recipes.Locks
+	Locks  *recipes.Locks
+	Queues *queue.Queues
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -24,6 +27,7 @@ type Recipes struct {
 type Server struct {
 	*api.Server
 	*locks.Locks
+	*queues.Queues
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -36,6 +40,7 @@ func New(opt api.Options, r Recipes) *Server {
 	srv := &Server{
 		Server: s,
 		Locks:  locks.New(s, r.Locks),
+		Queues: queues.New(s, r.Queues),
 	}
 	s.RegisterUnmoved()
 	return srv

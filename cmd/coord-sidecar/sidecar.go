@@ -428,7 +428,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Barriers:   barriers,
 		Semaphores: sems,
 		RWLocks:    rwlocks,
-		Queues:     m.queues,
 		Throughput: throughputs,
 		KV:         keys,
 		Counters:   counter.New(sess, reg),
@@ -441,7 +440,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks})
+	}, registry.Recipes{Locks: locks, Queues: m.queues})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
