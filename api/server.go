@@ -23,7 +23,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -37,8 +36,7 @@ type Options struct {
 	Barriers  *barrier.Barriers
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
-	// KV are the keys; Counters the counters.
-	KV       *kv.Store
+	// Counters are the counters.
 	Counters *counter.Counters
 	// Semaphores and RWLocks are the counting semaphores and read/write locks.
 	Semaphores *recipes.Semaphores

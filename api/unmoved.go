@@ -6,7 +6,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
@@ -36,16 +35,6 @@ func (s *Server) RegisterUnmoved() {
 			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
 				Follow: s.Inspected("double-barriers", BodyOf(s.readDoubleBarrier), nil)},
 		},
-	})
-	s.Register(Recipe{
-		Topics: map[string]func(topic, name string) func(){"kv": s.followKey},
-		Kinds: []PictureKind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
-			Follow: Followed(s.opt.KV.Follow, func(v *kv.Value) any {
-				if v.Unknown || !v.Exists {
-					return nil // its directory's watch says when it is gone
-				}
-				return oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
-			})}},
 	})
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",

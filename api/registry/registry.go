@@ -9,10 +9,12 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/kv"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
@@ -20,6 +22,7 @@ import (
 type Recipes struct {
 	Locks  *recipes.Locks
 	Queues *queue.Queues
+	KV     *kvstore.Store
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -28,6 +31,7 @@ type Server struct {
 	*api.Server
 	*locks.Locks
 	*queues.Queues
+	*kv.KV
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -41,6 +45,7 @@ func New(opt api.Options, r Recipes) *Server {
 		Server: s,
 		Locks:  locks.New(s, r.Locks),
 		Queues: queues.New(s, r.Queues),
+		KV:     kv.New(s, r.KV),
 	}
 	s.RegisterUnmoved()
 	return srv

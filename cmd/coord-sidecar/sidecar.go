@@ -429,7 +429,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Semaphores: sems,
 		RWLocks:    rwlocks,
 		Throughput: throughputs,
-		KV:         keys,
 		Counters:   counter.New(sess, reg),
 		Groups:     groups,
 		Partitions: partitions,
@@ -440,7 +439,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks, Queues: m.queues})
+	}, registry.Recipes{Locks: locks, Queues: m.queues, KV: keys})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
