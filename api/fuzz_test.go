@@ -102,13 +102,12 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 		Elections:  election.NewElections(sess, nil),
 		Barriers:   barrier.NewBarriers(sess, nil),
 		Throughput: throughput.NewThroughputs(sess, nil),
-		Counters:   counter.New(sess, nil),
 		Groups:     group.NewGroups(sess, nil),
 		Partitions: partition.New(sess, nil),
 		MaxBody:    4096,
 		Spec:       coordsidecar.OpenAPI,
 		Logger:     log,
-	}, registry.Recipes{Locks: recipes.NewLocks(sess, nil), Queues: queue.New(sess, nil), KV: kv.New(sess, nil)})
+	}, registry.Recipes{Locks: recipes.NewLocks(sess, nil), Queues: queue.New(sess, nil), KV: kv.New(sess, nil), Counters: counter.New(sess, nil)})
 	ts := httptest.NewServer(srv.Handler())
 	f.Cleanup(ts.Close)
 	f.Cleanup(srv.Close)

@@ -20,7 +20,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -36,8 +35,6 @@ type Options struct {
 	Barriers  *barrier.Barriers
 	// Throughput are the throughput groups.
 	Throughput *throughput.Throughputs
-	// Counters are the counters.
-	Counters *counter.Counters
 	// Semaphores and RWLocks are the counting semaphores and read/write locks.
 	Semaphores *recipes.Semaphores
 	RWLocks    *recipes.RWLocks

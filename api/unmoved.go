@@ -1,9 +1,7 @@
 package api
 
 import (
-	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
@@ -35,15 +33,6 @@ func (s *Server) RegisterUnmoved() {
 			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
 				Follow: s.Inspected("double-barriers", BodyOf(s.readDoubleBarrier), nil)},
 		},
-	})
-	s.Register(Recipe{
-		Kinds: []PictureKind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",
-			Follow: Followed(s.opt.Counters.Follow, func(st *counter.State) any {
-				if st.Unknown || !st.Exists || st.Corrupt {
-					return nil
-				}
-				return oapi.Counter{Name: st.Name, Value: st.Value}
-			})}},
 	})
 	s.Register(Recipe{
 		Kinds: []PictureKind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",

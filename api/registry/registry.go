@@ -9,20 +9,23 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/counters"
 	"github.com/coord-sidecar/coord-sidecar/api/kv"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks  *recipes.Locks
-	Queues *queue.Queues
-	KV     *kvstore.Store
+	Locks    *recipes.Locks
+	Queues   *queue.Queues
+	KV       *kvstore.Store
+	Counters *counter.Counters
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
@@ -32,6 +35,7 @@ type Server struct {
 	*locks.Locks
 	*queues.Queues
 	*kv.KV
+	*counters.Counters
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
@@ -42,10 +46,11 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
 	srv := &Server{
-		Server: s,
-		Locks:  locks.New(s, r.Locks),
-		Queues: queues.New(s, r.Queues),
-		KV:     kv.New(s, r.KV),
+		Server:   s,
+		Locks:    locks.New(s, r.Locks),
+		Queues:   queues.New(s, r.Queues),
+		KV:       kv.New(s, r.KV),
+		Counters: counters.New(s, r.Counters),
 	}
 	s.RegisterUnmoved()
 	return srv

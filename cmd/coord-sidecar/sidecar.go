@@ -429,7 +429,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Semaphores: sems,
 		RWLocks:    rwlocks,
 		Throughput: throughputs,
-		Counters:   counter.New(sess, reg),
 		Groups:     groups,
 		Partitions: partitions,
 
@@ -439,7 +438,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{Locks: locks, Queues: m.queues, KV: keys})
+	}, registry.Recipes{Locks: locks, Queues: m.queues, KV: keys, Counters: counter.New(sess, reg)})
 	ln := inherited
 	if ln == nil {
 		ln, err = listen(network, address)
