@@ -92,7 +92,7 @@ func (s *Server) checkJSONBody(next http.Handler) http.Handler {
 func (b bodyRule) check(contentType string, body []byte) error {
 	if len(body) == 0 {
 		if b.required {
-			return invalidBody("the request needs a JSON body (%s)", b.name)
+			return InvalidBody("the request needs a JSON body (%s)", b.name)
 		}
 		return nil // an optional body left out: no Content-Type needed either
 	}
@@ -103,16 +103,16 @@ func (b bodyRule) check(contentType string, body []byte) error {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return invalidBody("the body is not JSON: %v", err)
+		return InvalidBody("the body is not JSON: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidBody("the body has more data after its JSON value; send exactly one value")
+		return InvalidBody("the body has more data after its JSON value; send exactly one value")
 	}
 	if field, known := unknownField(b.schema, v, ""); field != "" {
 		return unknownParameter(b.name, field, known)
 	}
 	if err := b.schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
-		return invalidBody("the body does not match %s: %s", b.name, schemaReason(err))
+		return InvalidBody("the body does not match %s: %s", b.name, schemaReason(err))
 	}
 	return nil
 }
@@ -154,6 +154,27 @@ func schemaReason(err error) string {
 	return at + ": " + reason
 }
 
-func invalidBody(format string, args ...any) *Problem {
+// InvalidBody is a 400 invalid-body problem: the request's body is not what
+// its operation takes.
+func InvalidBody(format string, args ...any) *Problem {
 	return NewProblem(http.StatusBadRequest, "invalid-body", fmt.Sprintf(format, args...))
+}
+
+// ReadItem reads a body of at most MaxItem bytes (what: "queue item", "value");
+// above it, 413 and nothing kept.
+func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
+	if body == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(body, s.opt.MaxItem+1))
+	if err != nil {
+		// Above --max-body: a 413 too; a body shorter than its Content-Length or
+		// too slow: the client's fault, a 4xx.
+		return nil, bodyError(err)
+	}
+	if int64(len(data)) > s.opt.MaxItem {
+		return nil, NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
+			fmt.Sprintf("a %s is at most %d bytes (--max-item)", what, s.opt.MaxItem))
+	}
+	return data, nil
 }

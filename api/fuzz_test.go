@@ -97,22 +97,18 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	}
 	leases := kit.NewLeases(sess, nil)
 	f.Cleanup(leases.Close)
-	srv := registry.New(api.Options{
-		Session: sess, Leases: leases,
-		Queues:   queue.New(sess, nil),
-		KV:       kv.New(sess, nil),
-		Counters: counter.New(sess, nil),
-		MaxBody:  4096,
-		Spec:     coordsidecar.OpenAPI,
-		Logger:   log,
-	}, registry.Recipes{
-		Locks:      recipes.NewLocks(sess, nil),
-		Elections:  election.NewElections(sess, nil),
-		Barriers:   barrier.NewBarriers(sess, nil),
-		Throughput: throughput.NewThroughputs(sess, nil),
-		Groups:     group.NewGroups(sess, nil),
-		Partitions: partition.New(sess, nil),
-	})
+	srv := registry.New(api.Options{Session: sess, Leases: leases, MaxBody: 4096, Spec: coordsidecar.OpenAPI, Logger: log},
+		registry.Recipes{
+			Locks:      recipes.NewLocks(sess, nil),
+			Elections:  election.NewElections(sess, nil),
+			Throughput: throughput.NewThroughputs(sess, nil),
+			Queues:     queue.New(sess, nil),
+			Barriers:   barrier.NewBarriers(sess, nil),
+			KV:         kv.New(sess, nil),
+			Counters:   counter.New(sess, nil),
+			Groups:     group.NewGroups(sess, nil),
+			Partitions: partition.New(sess, nil),
+		})
 	ts := httptest.NewServer(srv.Handler())
 	f.Cleanup(ts.Close)
 	f.Cleanup(srv.Close)

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
 
 // The whole picture: the list endpoints, and GET /v1/events, which carries every
@@ -17,13 +16,7 @@ import (
 
 const allTopic = "all"
 
-// ListQueues answers every queue with its length and claimed count.
-func (s *Server) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObject) (oapi.ListQueuesResponseObject, error) {
-	items, next, err := ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, s.eachQueue)
-	return oapi.ListQueues200JSONResponse{Queues: items, Next: next}, err
-}
-
-// each lists the names of one kind and calls fn with the body of each one on
+// Each lists the names of one kind and calls fn with the body of each one on
 // the page, in name order, and answers the page's next when names remain. A
 // name the request's token may not read is left out (the overview's own reads,
 // made with no token, see everything), and so is one whose read answers
@@ -57,13 +50,9 @@ func Each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 // ErrSkip is a read's answer for a name a list leaves out.
 var ErrSkip = errors.New("not listed")
 
-func (s *Server) eachQueue(ctx context.Context, p Page, fn func(oapi.Queue)) (*string, error) {
-	return Each(ctx, "queues", p, s.opt.Queues.List, s.readQueue, fn)
-}
-
 // The reads of one name, shared by the lists and the whole picture (picture.go).
 
-// readVia is a kind's read of one name: its recipe's Inspect, then the body
+// ReadVia is a kind's read of one name: its recipe's Inspect, then the body
 // the API shows.
 func ReadVia[S, T any](inspect func(context.Context, string) (S, error), body func(S) T) func(context.Context, string) (T, error) {
 	return func(ctx context.Context, n string) (T, error) {
@@ -74,12 +63,6 @@ func ReadVia[S, T any](inspect func(context.Context, string) (S, error), body fu
 		}
 		return body(st), nil
 	}
-}
-
-func (s *Server) readQueue(ctx context.Context, n string) (oapi.Queue, error) {
-	return ReadVia(s.opt.Queues.Inspect, func(st *queue.QueueState) oapi.Queue {
-		return oapi.Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}
-	})(ctx, n)
 }
 
 // StreamEverything streams every entity's state and the session's, numbered

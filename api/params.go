@@ -171,6 +171,10 @@ func (s *Server) OwnLease(ctx context.Context, id string) (*kit.Lease, error) {
 	return l, nil
 }
 
+// Owns tells whether lease l belongs to the request's token: what a lease of
+// another token holds (a queue's claim) does not exist for the request.
+func Owns(ctx context.Context, l *kit.Lease) bool { return l.Owner == principalOf(ctx).name }
+
 // HoldRequest is what a request that takes a hold (a lock, a permit, ...) says
 // of it: wait=, owner=, and lease= or ttl=.
 type HoldRequest struct{ Wait, Owner, Lease, TTL *string }

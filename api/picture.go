@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"regexp"
 	"slices"
 	"sync"
 
@@ -43,10 +42,6 @@ type PictureKind struct {
 	// called again. Followed and Inspected make one.
 	Follow func(name string, publish func(data []byte)) (stop func(), err error)
 }
-
-// queueParts are the nodes under a queue whose children change its length or
-// claimed count: its priorities, their buckets, and its claims.
-var queueParts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims)$`)
 
 // Followed adapts a recipe's own per-name follower: body turns a state into the
 // picture's body (nil: publish nothing, the last state stands).

@@ -18,10 +18,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
@@ -29,10 +26,6 @@ import (
 type Options struct {
 	Session *zookeeper.Session
 	Leases  *kit.Leases
-	Queues  *queue.Queues
-	// KV are the keys; Counters the counters.
-	KV       *kv.Store
-	Counters *counter.Counters
 
 	// Tokens, once Set, are the bearer tokens /v1 accepts (each with what it
 	// may do; an empty list refuses every request); nil, or never Set, /v1

@@ -2,7 +2,8 @@
 // api's shared Server with the HTTP side of every recipe (each in its own
 // folder under api/) into the one implementation of the contract, the
 // generated oapi.StrictServerInterface, by embedding. Adding a recipe is its
-// folder, its openapi.yaml entries, and here its field and its constructor.
+// folder, its openapi.yaml entries, and here its field in Recipes, its
+// embedded type in Server and its constructor in New.
 package registry
 
 import (
@@ -10,19 +11,25 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/barriers"
+	"github.com/coord-sidecar/coord-sidecar/api/counters"
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/groups"
+	"github.com/coord-sidecar/coord-sidecar/api/kv"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/partitions"
+	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/api/throughput"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
+	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
@@ -30,24 +37,31 @@ import (
 type Recipes struct {
 	Locks      *recipes.Locks
 	Elections  *election.Elections
+	Throughput *throughputs.Throughputs
+	Queues     *queue.Queues
 	Barriers   *barrier.Barriers
+	KV         *kvstore.Store
+	Counters   *counter.Counters
 	Semaphores *recipes.Semaphores
 	RWLocks    *recipes.RWLocks
-	Throughput *throughputs.Throughputs
 	Groups     *group.Groups
 	Partitions *partition.Partitions
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
-// operations, and every recipe's.
+// operations (leases, session, health, the picture's stream), and every
+// recipe's.
 type Server struct {
 	*api.Server
 	*locks.Locks
 	*elections.Elections
+	*throughput.Throughput
+	*queues.Queues
 	*barriers.Barriers
+	*kv.KV
+	*counters.Counters
 	*semaphores.Semaphores
 	*rwlocks.RWLocks
-	*throughput.Throughput
 	*groups.Groups
 	*partitions.Partitions
 }
@@ -59,19 +73,20 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 // order of the picture's kinds).
 func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
-	srv := &Server{
+	return &Server{
 		Server:     s,
 		Locks:      locks.New(s, r.Locks),
 		Elections:  elections.New(s, r.Elections),
+		Throughput: throughput.New(s, r.Throughput),
+		Queues:     queues.New(s, r.Queues),
 		Barriers:   barriers.New(s, r.Barriers),
+		KV:         kv.New(s, r.KV),
+		Counters:   counters.New(s, r.Counters),
 		Semaphores: semaphores.New(s, r.Semaphores),
 		RWLocks:    rwlocks.New(s, r.RWLocks),
-		Throughput: throughput.New(s, r.Throughput),
 		Groups:     groups.New(s, r.Groups),
 		Partitions: partitions.New(s, r.Partitions),
 	}
-	s.RegisterUnmoved()
-	return srv
 }
 
 // Handler returns the whole HTTP surface (api.Server.Handler over every

@@ -425,10 +425,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	m.server = registry.New(api.Options{
 		Session: sess, Leases: m.leases, Restored: restored,
-		Queues:   m.queues,
-		KV:       keys,
-		Counters: counter.New(sess, reg),
-
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
 		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
@@ -438,10 +434,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}, registry.Recipes{
 		Locks:      locks,
 		Elections:  elections,
+		Throughput: throughputs,
+		Queues:     m.queues,
 		Barriers:   barriers,
+		KV:         keys,
+		Counters:   counter.New(sess, reg),
 		Semaphores: sems,
 		RWLocks:    rwlocks,
-		Throughput: throughputs,
 		Groups:     groups,
 		Partitions: partitions,
 	})

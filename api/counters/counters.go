@@ -1,0 +1,107 @@
+// Package counters is the HTTP side of the counters (recipes/counter): add,
+// get, set (a compare-and-set with expect=), delete, the list and the
+// counter's place in the picture. Adds to one counter on this sidecar are
+// combined into one compare-and-set.
+package counters
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Counters serves the counter operations of openapi.yaml.
+type Counters struct {
+	s        *api.Server
+	counters *counter.Counters
+}
+
+// New registers the counter's picture kind with s.
+func New(s *api.Server, counters *counter.Counters) *Counters {
+	h := &Counters{s: s, counters: counters}
+	s.Register(api.Recipe{
+		Kinds: []api.PictureKind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",
+			Follow: api.Followed(counters.Follow, func(st *counter.State) any {
+				if st.Unknown || !st.Exists || st.Corrupt {
+					return nil
+				}
+				return oapi.Counter{Name: st.Name, Value: st.Value}
+			})}},
+	})
+	return h
+}
+
+// AddCounter adds add= (default 1) and answers the value right after this add.
+func (h *Counters) AddCounter(ctx context.Context, req oapi.AddCounterRequestObject) (oapi.AddCounterResponseObject, error) {
+	if err := kit.CheckName("counter", req.Name); err != nil {
+		return nil, err
+	}
+	delta := int64(1)
+	if a := req.Params.Add; a != nil {
+		delta = *a
+	}
+	v, err := h.counters.Add(ctx, req.Name, delta)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.AddCounter200JSONResponse{Name: req.Name, Value: v}, nil
+}
+
+// GetCounter answers the counter's value (0 when never set).
+func (h *Counters) GetCounter(ctx context.Context, req oapi.GetCounterRequestObject) (oapi.GetCounterResponseObject, error) {
+	st, err := h.counters.Get(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.GetCounter200JSONResponse{Name: req.Name, Value: st.Value}, nil
+}
+
+// SetCounter sets the value, if the current one is expect= (when given).
+func (h *Counters) SetCounter(ctx context.Context, req oapi.SetCounterRequestObject) (oapi.SetCounterResponseObject, error) {
+	if err := kit.CheckName("counter", req.Name); err != nil {
+		return nil, err
+	}
+	if req.Body == nil {
+		return nil, api.InvalidBody("the request needs a JSON body (CounterValue)")
+	}
+	v, err := h.counters.Set(ctx, req.Name, req.Body.Value, req.Params.Expect)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.SetCounter200JSONResponse{Name: req.Name, Value: v}, nil
+}
+
+// DeleteCounter removes the counter's node (404 counter-not-found without one).
+func (h *Counters) DeleteCounter(ctx context.Context, req oapi.DeleteCounterRequestObject) (oapi.DeleteCounterResponseObject, error) {
+	if err := kit.CheckName("counter", req.Name); err != nil {
+		return nil, err
+	}
+	if err := h.counters.Delete(ctx, req.Name); err != nil {
+		return nil, err
+	}
+	return oapi.DeleteCounter204Response{}, nil
+}
+
+// ListCounters answers every counter with its value.
+func (h *Counters) ListCounters(ctx context.Context, req oapi.ListCountersRequestObject) (oapi.ListCountersResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListCounters200JSONResponse{Counters: items, Next: next}, err
+}
+
+// each covers the counters that have a node and hold a counter.
+func (h *Counters) each(ctx context.Context, p api.Page, fn func(oapi.Counter)) (*string, error) {
+	return api.Each(ctx, "counters", p, h.counters.List, func(ctx context.Context, n string) (oapi.Counter, error) {
+		st, err := h.counters.Get(ctx, n)
+		if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
+			err = api.ErrSkip
+		}
+		if err != nil {
+			return oapi.Counter{}, err
+		}
+		return oapi.Counter{Name: n, Value: st.Value}, nil
+	}, fn)
+}

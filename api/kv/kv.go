@@ -1,0 +1,210 @@
+// Package kv is the HTTP side of the keys, shared configuration (recipes/kv):
+// put, get (a long-poll with version=), delete, the list, a key's event
+// stream and its place in the picture. A key's long-polls and its event
+// stream follow it through one kit.Follower per sidecar: one ZooKeeper watch
+// however many clients wait.
+package kv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/sse"
+)
+
+// KV serves the key operations of openapi.yaml.
+type KV struct {
+	s    *api.Server
+	keys *kvstore.Store
+}
+
+// New registers the key's topic and picture kind with s.
+func New(s *api.Server, keys *kvstore.Store) *KV {
+	h := &KV{s: s, keys: keys}
+	s.Register(api.Recipe{
+		Topics: map[string]func(topic, name string) func(){"kv": h.follow},
+		Kinds: []api.PictureKind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
+			Follow: api.Followed(keys.Follow, func(v *kvstore.Value) any {
+				if v.Unknown || !v.Exists {
+					return nil // its directory's watch says when it is gone
+				}
+				return oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
+			})}},
+	})
+	return h
+}
+
+func topic(key string) string { return "kv/" + key }
+
+// PutKey writes the raw body as the key's value, with its Content-Type.
+func (h *KV) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.PutKeyResponseObject, error) {
+	if err := kit.CheckName("key", req.Key); err != nil {
+		return nil, err
+	}
+	if v := req.Params.Version; v != nil && *v < kvstore.Absent {
+		return nil, api.InvalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
+	}
+	if len(req.ContentType) > 255 {
+		return nil, api.InvalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
+	}
+	var lease *kit.Lease
+	if p := req.Params.Lease; p != nil {
+		l, err := h.s.OwnLease(ctx, *p)
+		if err != nil {
+			return nil, err
+		}
+		lease = l
+	}
+	data, err := h.s.ReadItem(req.Body, "value")
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.keys.Put(ctx, req.Key, data, req.ContentType, req.Params.Version, lease)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.PutKey200JSONResponse{Key: req.Key, Version: v}, nil
+}
+
+// GetKey answers the key's value; with version= it long-polls until the
+// version differs (or wait= ends).
+func (h *KV) GetKey(ctx context.Context, req oapi.GetKeyRequestObject) (oapi.GetKeyResponseObject, error) {
+	if err := kit.CheckName("key", req.Key); err != nil {
+		return nil, err
+	}
+	wait, err := h.s.WaitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	if v := req.Params.Version; v != nil && *v < kvstore.Absent {
+		return nil, api.InvalidParameter("version=%d: a version is 0 or more, or -1 for an absent key", *v)
+	}
+	if req.Params.Version != nil && wait > 0 {
+		f, err := h.keys.Follow(req.Key)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		known := *req.Params.Version
+		st, ok := f.Await(ctx, wait, func(v *kvstore.Value) bool { return !v.Unknown && v.Version != known })
+		if ok {
+			return answer(st)
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		// Unchanged within wait: answer the key as ZooKeeper has it now.
+	}
+	v, err := h.keys.Get(ctx, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	return answer(v)
+}
+
+func answer(v *kvstore.Value) (oapi.GetKeyResponseObject, error) {
+	if !v.Exists {
+		return nil, fmt.Errorf("key %q: %w", v.Key, kvstore.ErrKeyNotFound)
+	}
+	version := v.Version
+	return oapi.GetKey200AsteriskResponse{Body: bytes.NewReader(v.Data), Headers: oapi.GetKey200ResponseHeaders{Version: &version},
+		ContentType: v.ContentType, ContentLength: int64(len(v.Data))}, nil
+}
+
+// DeleteKey deletes the key, if its version is version=.
+func (h *KV) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oapi.DeleteKeyResponseObject, error) {
+	if err := kit.CheckName("key", req.Key); err != nil {
+		return nil, err
+	}
+	if v := req.Params.Version; v != nil && *v < 0 {
+		return nil, api.InvalidParameter("version=%d: a delete names a version of 0 or more", *v)
+	}
+	if err := h.keys.Delete(ctx, req.Key, req.Params.Version); err != nil {
+		return nil, err
+	}
+	return oapi.DeleteKey204Response{}, nil
+}
+
+// StreamKey streams the key's value, then every change.
+func (h *KV) StreamKey(ctx context.Context, req oapi.StreamKeyRequestObject) (oapi.StreamKeyResponseObject, error) {
+	if err := kit.CheckName("key", req.Key); err != nil {
+		return nil, err
+	}
+	return stream{h.s.NewStream(ctx, topic(req.Key))}, nil
+}
+
+type stream struct{ api.Stream }
+
+// VisitStreamKeyResponse serves GET /v1/kv/{key}/events.
+func (t stream) VisitStreamKeyResponse(w http.ResponseWriter) error { return t.Serve(w) }
+
+// follow publishes every state of a key to its topic, straight from the
+// key's follower; the returned stop ends that. Event ids: the zxid of the write
+// a state shows, raised to the previous id + 1 when not newer (a deletion).
+func (h *KV) follow(topic, key string) (stop func()) {
+	f, err := h.keys.Follow(key)
+	if err != nil {
+		return nil
+	}
+	var lastID int64 // the follower calls publish one state at a time
+	cancel := f.Subscribe(func(v *kvstore.Value) {
+		if v.Unknown {
+			return
+		}
+		if data, err := sse.Data(state(v)); err == nil {
+			lastID = max(v.Mzxid, lastID+1)
+			h.s.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "kv", Data: data})
+		}
+	})
+	return func() { cancel(); f.Close() }
+}
+
+// state is a key's event data: the value as text when it is UTF-8, else in
+// base64; deleted when absent.
+func state(v *kvstore.Value) oapi.KeyState {
+	out := oapi.KeyState{Key: v.Key, Version: v.Version}
+	if !v.Exists {
+		t := true
+		out.Deleted = &t
+		return out
+	}
+	ct := v.ContentType
+	out.ContentType = &ct
+	if utf8.Valid(v.Data) {
+		text := string(v.Data)
+		out.Value = &text
+	} else {
+		b := v.Data
+		out.ValueBase64 = &b
+	}
+	return out
+}
+
+// ListKeys answers every key with its version and size.
+func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListKeys200JSONResponse{Keys: items, Next: next}, err
+}
+
+// each covers the keys that have a value (one deleted meanwhile is left out).
+func (h *KV) each(ctx context.Context, p api.Page, fn func(oapi.KeyInfo)) (*string, error) {
+	return api.Each(ctx, "kv", p, h.keys.List, func(ctx context.Context, n string) (oapi.KeyInfo, error) {
+		st, err := h.keys.Stat(ctx, n)
+		if errors.Is(err, kvstore.ErrKeyNotFound) {
+			err = api.ErrSkip
+		}
+		if err != nil {
+			return oapi.KeyInfo{}, err
+		}
+		return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
+	}, fn)
+}

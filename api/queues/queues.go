@@ -1,0 +1,214 @@
+// Package queues is the HTTP side of the durable queues (recipes/queue):
+// enqueue, take, claims and their ack or release, inspect, the first items,
+// the list, and the queue's place in the picture.
+package queues
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/coord-sidecar/coord-sidecar/api"
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+)
+
+// Queues serves the queue operations of openapi.yaml.
+type Queues struct {
+	s      *api.Server
+	queues *queue.Queues
+}
+
+// New registers the queue's picture kind with s: a queue has no follower of
+// its own, so the picture watches its parts (parts) and reads it as its list
+// does.
+func New(s *api.Server, queues *queue.Queues) *Queues {
+	h := &Queues{s: s, queues: queues}
+	s.Register(api.Recipe{
+		Kinds: []api.PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
+			Follow: s.Inspected("queues", api.BodyOf(h.read), parts.MatchString)}},
+	})
+	return h
+}
+
+// parts are the nodes under a queue whose children change its length or
+// claimed count: its priorities, their buckets, and its claims.
+var parts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims)$`)
+
+// Enqueue stores the raw body, with its Content-Type, at the end of its priority.
+func (h *Queues) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oapi.EnqueueResponseObject, error) {
+	if err := kit.CheckName("queue", req.Name); err != nil {
+		return nil, err
+	}
+	prio := 0
+	if p := req.Params.Priority; p != nil {
+		prio = *p
+	}
+	if prio < 0 || prio > queue.MaxPriority {
+		return nil, api.InvalidParameter("priority=%d: must be between 0 and %d", prio, queue.MaxPriority)
+	}
+	if len(req.ContentType) > 255 {
+		return nil, api.InvalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
+	}
+	data, err := h.s.ReadItem(req.Body, "queue item")
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, api.InvalidBody("a queue item is the request's body, and this one is empty")
+	}
+	id, err := h.queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.Enqueue201JSONResponse{Id: id, Priority: prio}, nil
+}
+
+// Take removes the first item and answers its bytes; 204 when the queue is empty.
+func (h *Queues) Take(ctx context.Context, req oapi.TakeRequestObject) (oapi.TakeResponseObject, error) {
+	if err := kit.CheckName("queue", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := h.s.WaitParam(req.Params.Wait)
+	if err != nil {
+		return nil, err
+	}
+	it, err := h.queues.Take(ctx, req.Name, wait)
+	if err != nil {
+		return nil, err
+	}
+	if it == nil {
+		return oapi.Take204Response{}, nil
+	}
+	return oapi.Take200AsteriskResponse{
+		Body:          bytes.NewReader(it.Data),
+		Headers:       oapi.Take200ResponseHeaders{ItemId: &it.ID},
+		ContentType:   it.ContentType,
+		ContentLength: int64(len(it.Data)),
+	}, nil
+}
+
+// Claim claims the first item for lease= (or an implicit lease from ttl=) and
+// answers its bytes with Claim-Id; 204 when the queue is empty.
+func (h *Queues) Claim(ctx context.Context, req oapi.ClaimRequestObject) (oapi.ClaimResponseObject, error) {
+	p := req.Params
+	if err := kit.CheckName("queue", req.Name); err != nil {
+		return nil, err
+	}
+	wait, err := h.s.WaitParam(p.Wait)
+	if err != nil {
+		return nil, err
+	}
+	lease, done, err := h.s.LeaseFor(ctx, p.Lease, p.Ttl)
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.queues.Claim(ctx, lease, req.Name, wait)
+	if err := done(err); err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return oapi.Claim204Response{}, nil
+	}
+	return oapi.Claim200AsteriskResponse{
+		Body:          bytes.NewReader(c.Item.Data),
+		Headers:       oapi.Claim200ResponseHeaders{ClaimId: &c.ID, ItemId: &c.Item.ID},
+		ContentType:   c.Item.ContentType,
+		ContentLength: int64(len(c.Item.Data)),
+	}, nil
+}
+
+// AckClaim deletes a claimed item.
+func (h *Queues) AckClaim(ctx context.Context, req oapi.AckClaimRequestObject) (oapi.AckClaimResponseObject, error) {
+	if err := h.ownClaim(ctx, req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	if err := h.queues.Ack(ctx, req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	return oapi.AckClaim204Response{}, nil
+}
+
+// ReleaseClaim gives a claimed item back, in its old place.
+func (h *Queues) ReleaseClaim(ctx context.Context, req oapi.ReleaseClaimRequestObject) (oapi.ReleaseClaimResponseObject, error) {
+	if err := h.ownClaim(ctx, req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	if err := h.queues.Release(ctx, req.Name, req.Claim); err != nil {
+		return nil, err
+	}
+	return oapi.ReleaseClaim204Response{}, nil
+}
+
+// ownClaim checks the names and that the claim is held by a lease of the
+// request's token: a claim of another token does not exist (404 claim-not-found).
+func (h *Queues) ownClaim(ctx context.Context, queueName, claim string) error {
+	if err := kit.CheckName("queue", queueName); err != nil {
+		return err
+	}
+	if err := kit.CheckName("claim", claim); err != nil {
+		return err
+	}
+	l, err := h.queues.ClaimLease(queueName, claim)
+	if err != nil {
+		return err
+	}
+	if !api.Owns(ctx, l) {
+		return fmt.Errorf("claim %q in queue %q: %w", claim, queueName, queue.ErrClaimNotFound)
+	}
+	return nil
+}
+
+// GetQueue counts the waiting and claimed items.
+func (h *Queues) GetQueue(ctx context.Context, req oapi.GetQueueRequestObject) (oapi.GetQueueResponseObject, error) {
+	if err := kit.CheckName("queue", req.Name); err != nil {
+		return nil, err
+	}
+	st, err := h.queues.Inspect(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return oapi.GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+}
+
+// ListQueueItems lists the first waiting items in take order.
+func (h *Queues) ListQueueItems(ctx context.Context, req oapi.ListQueueItemsRequestObject) (oapi.ListQueueItemsResponseObject, error) {
+	if err := kit.CheckName("queue", req.Name); err != nil {
+		return nil, err
+	}
+	limit := 100
+	if l := req.Params.Limit; l != nil {
+		limit = *l
+	}
+	if limit < 1 || limit > queue.MaxListItems {
+		return nil, api.InvalidParameter("limit=%d: must be between 1 and %d", limit, queue.MaxListItems)
+	}
+	items, err := h.queues.Items(ctx, req.Name, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]oapi.QueueItem, len(items))
+	for i, it := range items {
+		out[i] = oapi.QueueItem{Id: it.ID, Priority: it.Priority, Size: it.Size}
+	}
+	return oapi.ListQueueItems200JSONResponse{Items: out}, nil
+}
+
+// ListQueues answers every queue with its length and claimed count.
+func (h *Queues) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObject) (oapi.ListQueuesResponseObject, error) {
+	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	return oapi.ListQueues200JSONResponse{Queues: items, Next: next}, err
+}
+
+func (h *Queues) each(ctx context.Context, p api.Page, fn func(oapi.Queue)) (*string, error) {
+	return api.Each(ctx, "queues", p, h.queues.List, h.read, fn)
+}
+
+// read is a queue as its list and the picture show it.
+func (h *Queues) read(ctx context.Context, n string) (oapi.Queue, error) {
+	return api.ReadVia(h.queues.Inspect, func(st *queue.QueueState) oapi.Queue {
+		return oapi.Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}
+	})(ctx, n)
+}
