@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 )
 
 // The whole picture: the list endpoints, and GET /v1/events, which carries every
@@ -20,7 +21,7 @@ const allTopic = "all"
 // the page, in name order, and answers the page's next when names remain. A
 // name the request's token may not read is left out (the overview's own reads,
 // made with no token, see everything), and so is one whose read answers
-// ErrSkip.
+// picture.ErrSkip.
 func Each[T any](ctx context.Context, kind string, p Page, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) (*string, error) {
 	list, err := names(ctx)
 	if err != nil {
@@ -35,7 +36,7 @@ func Each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 			continue
 		}
 		b, err := read(ctx, n)
-		if errors.Is(err, ErrSkip) {
+		if errors.Is(err, picture.ErrSkip) {
 			continue
 		}
 		if err != nil {
@@ -46,9 +47,6 @@ func Each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 	}
 	return nil, nil
 }
-
-// ErrSkip is a read's answer for a name a list leaves out.
-var ErrSkip = errors.New("not listed")
 
 // The reads of one name, shared by the lists and the whole picture (picture.go).
 

@@ -1,5 +1,7 @@
 package api
 
+import "github.com/coord-sidecar/coord-sidecar/api/picture"
+
 // A recipe's HTTP side lives in a folder of its own (api/locks, api/queues, ...):
 // its handlers, the bodies it answers, its list, its stream topic and its kinds
 // in the picture. It is built on the Server, which keeps what every recipe
@@ -17,7 +19,7 @@ type Recipe struct {
 	Topics map[string]func(topic, name string) (stop func())
 	// Kinds are what it shows in the picture (GET /v1/events, the status page),
 	// in the order given.
-	Kinds []PictureKind
+	Kinds []picture.Kind
 }
 
 // Register adds a recipe's topics and picture kinds. It is called while the

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -96,7 +97,7 @@ type Server struct {
 	// topics are the recipes' topic followers by topic kind, and kinds what
 	// the picture shows (Register; read-only once the server serves).
 	topics map[string]func(topic, name string) (stop func())
-	kinds  []PictureKind
+	kinds  []picture.Kind
 
 	// hijacked are the goroutines serving hijacked streams: Close waits for
 	// them, and a stream opened after that is served on its request's goroutine.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -40,7 +41,7 @@ func (s *Server) topicActive(topic string, active bool) {
 		if ev, ok := s.broker.Current(sessionTopicName); ok {
 			s.publishAll("session", "session", ev.Data)
 		}
-		s.following[topic] = s.followPicture()
+		s.following[topic] = picture.Follow(s.stopped, s.opt.Session, s.kinds, s.publishAll, s.forgetAll)
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")
@@ -170,4 +171,22 @@ func FollowStates[S any](s *Server, topic, event string, f *kit.Follower[S], zxi
 		}
 	})
 	return func() { cancel(); f.Close() }
+}
+
+// publishAll sends one entity's state to the "all" topic. Its events carry no
+// id: each /v1/events stream numbers the events it carries itself
+// (StreamEverything), so that no id counts what its token may not read.
+func (s *Server) publishAll(key, event string, data []byte) {
+	s.broker.PublishKeyed(allTopic, key, sse.Event{Name: event, Data: data})
+}
+
+// forgetAll sends an entity's farewell to the "all" topic and forgets it.
+func (s *Server) forgetAll(key, event string, data []byte) {
+	s.broker.ForgetKeyed(allTopic, key, sse.Event{Name: event, Data: data})
+}
+
+// Inspected is picture.Inspected on the server's session: the Follow of a
+// picture kind that has no follower of its own.
+func (s *Server) Inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
+	return picture.Inspected(s.opt.Session, dir, read, deeper)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -24,11 +25,11 @@ type Barriers struct {
 func New(s *api.Server, barriers *barrier.Barriers) *Barriers {
 	h := &Barriers{s: s, barriers: barriers}
 	s.Register(api.Recipe{
-		Kinds: []api.PictureKind{
+		Kinds: []picture.Kind{
 			{Kind: "barrier", Event: "barrier", Dir: "barriers", Field: "name",
-				Follow: s.Inspected("barriers", api.BodyOf(h.readBarrier), nil)},
+				Follow: s.Inspected("barriers", picture.BodyOf(h.readBarrier), nil)},
 			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
-				Follow: s.Inspected("double-barriers", api.BodyOf(h.readDoubleBarrier), nil)},
+				Follow: s.Inspected("double-barriers", picture.BodyOf(h.readDoubleBarrier), nil)},
 		},
 	})
 	return h
@@ -106,11 +107,11 @@ func (h *Barriers) eachBarrier(ctx context.Context, p api.Page, fn func(oapi.Bar
 }
 
 // readBarrier is a barrier's read, shared by its list and the picture; it
-// answers api.ErrSkip for a barrier that is not raised.
+// answers picture.ErrSkip for a barrier that is not raised.
 func (h *Barriers) readBarrier(ctx context.Context, n string) (oapi.Barrier, error) {
 	up, err := h.barriers.Raised(ctx, n)
 	if err == nil && !up {
-		err = api.ErrSkip
+		err = picture.ErrSkip
 	}
 	return oapi.Barrier{Name: n, Raised: up}, err
 }

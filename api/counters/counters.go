@@ -10,6 +10,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -24,8 +25,8 @@ type Counters struct {
 func New(s *api.Server, counters *counter.Counters) *Counters {
 	h := &Counters{s: s, counters: counters}
 	s.Register(api.Recipe{
-		Kinds: []api.PictureKind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",
-			Follow: api.Followed(counters.Follow, func(st *counter.State) any {
+		Kinds: []picture.Kind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",
+			Follow: picture.Followed(counters.Follow, func(st *counter.State) any {
 				if st.Unknown || !st.Exists || st.Corrupt {
 					return nil
 				}
@@ -97,7 +98,7 @@ func (h *Counters) each(ctx context.Context, p api.Page, fn func(oapi.Counter)) 
 	return api.Each(ctx, "counters", p, h.counters.List, func(ctx context.Context, n string) (oapi.Counter, error) {
 		st, err := h.counters.Get(ctx, n)
 		if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
-			err = api.ErrSkip
+			err = picture.ErrSkip
 		}
 		if err != nil {
 			return oapi.Counter{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -25,8 +26,8 @@ func New(s *api.Server, elections *election.Elections) *Elections {
 	h := &Elections{s: s, elections: elections}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"election": h.follow},
-		Kinds: []api.PictureKind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
-			Follow: api.Followed(elections.Follow, func(st *election.ElectionState) any { return body(st) })}},
+		Kinds: []picture.Kind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
+			Follow: picture.Followed(elections.Follow, func(st *election.ElectionState) any { return body(st) })}},
 	})
 	return h
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -28,8 +29,8 @@ func New(s *api.Server, groups *group.Groups) *Groups {
 	h := &Groups{s: s, groups: groups}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"group": h.follow},
-		Kinds: []api.PictureKind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
-			Follow: api.Followed(groups.Follow, func(st *group.State) any {
+		Kinds: []picture.Kind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
+			Follow: picture.Followed(groups.Follow, func(st *group.State) any {
 				if st.Suspended {
 					return nil // as the group's own stream: the session stream says so
 				}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -32,8 +33,8 @@ func New(s *api.Server, keys *kvstore.Store) *KV {
 	h := &KV{s: s, keys: keys}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"kv": h.follow},
-		Kinds: []api.PictureKind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
-			Follow: api.Followed(keys.Follow, func(v *kvstore.Value) any {
+		Kinds: []picture.Kind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
+			Follow: picture.Followed(keys.Follow, func(v *kvstore.Value) any {
 				if v.Unknown || !v.Exists {
 					return nil // its directory's watch says when it is gone
 				}
@@ -200,7 +201,7 @@ func (h *KV) each(ctx context.Context, p api.Page, fn func(oapi.KeyInfo)) (*stri
 	return api.Each(ctx, "kv", p, h.keys.List, func(ctx context.Context, n string) (oapi.KeyInfo, error) {
 		st, err := h.keys.Stat(ctx, n)
 		if errors.Is(err, kvstore.ErrKeyNotFound) {
-			err = api.ErrSkip
+			err = picture.ErrSkip
 		}
 		if err != nil {
 			return oapi.KeyInfo{}, err

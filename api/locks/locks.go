@@ -8,6 +8,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -23,8 +24,8 @@ func New(s *api.Server, locks *recipes.Locks) *Locks {
 	h := &Locks{s: s, locks: locks}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"lock": h.follow},
-		Kinds: []api.PictureKind{{Kind: "lock", Event: "lock", Dir: "locks", Field: "name",
-			Follow: api.Followed(locks.Follow, func(st *recipes.LockState) any { return body(st) })}},
+		Kinds: []picture.Kind{{Kind: "lock", Event: "lock", Dir: "locks", Field: "name",
+			Follow: picture.Followed(locks.Follow, func(st *recipes.LockState) any { return body(st) })}},
 	})
 	return h
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 )
@@ -27,8 +28,8 @@ func New(s *api.Server, partitions *partition.Partitions) *Partitions {
 	h := &Partitions{s: s, partitions: partitions}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"partitions": h.follow},
-		Kinds: []api.PictureKind{{Kind: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
-			Follow: api.Followed(partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
+		Kinds: []picture.Kind{{Kind: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
+			Follow: picture.Followed(partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
 	})
 	return h
 }

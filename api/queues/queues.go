@@ -11,6 +11,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
@@ -27,8 +28,8 @@ type Queues struct {
 func New(s *api.Server, queues *queue.Queues) *Queues {
 	h := &Queues{s: s, queues: queues}
 	s.Register(api.Recipe{
-		Kinds: []api.PictureKind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
-			Follow: s.Inspected("queues", api.BodyOf(h.read), parts.MatchString)}},
+		Kinds: []picture.Kind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
+			Follow: s.Inspected("queues", picture.BodyOf(h.read), parts.MatchString)}},
 	})
 	return h
 }

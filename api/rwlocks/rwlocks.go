@@ -7,6 +7,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -24,8 +25,8 @@ var _ kit.Holding = (*recipes.RWGrant)(nil)
 func New(s *api.Server, rwlocks *recipes.RWLocks) *RWLocks {
 	h := &RWLocks{s: s, rwlocks: rwlocks}
 	s.Register(api.Recipe{
-		Kinds: []api.PictureKind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: api.Followed(rwlocks.Follow, func(st *recipes.RWLockState) any { return body(st) })}},
+		Kinds: []picture.Kind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
+			Follow: picture.Followed(rwlocks.Follow, func(st *recipes.RWLockState) any { return body(st) })}},
 	})
 	return h
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -25,8 +26,8 @@ var _ kit.Holding = (*recipes.Permit)(nil)
 func New(s *api.Server, semaphores *recipes.Semaphores) *Semaphores {
 	h := &Semaphores{s: s, semaphores: semaphores}
 	s.Register(api.Recipe{
-		Kinds: []api.PictureKind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: api.Followed(semaphores.Follow, func(st *recipes.SemaphoreState) any { return body(st) })}},
+		Kinds: []picture.Kind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
+			Follow: picture.Followed(semaphores.Follow, func(st *recipes.SemaphoreState) any { return body(st) })}},
 	})
 	return h
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -29,8 +30,8 @@ func New(s *api.Server, groups *throughputs.Throughputs) *Throughput {
 	h := &Throughput{s: s, groups: groups}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"throughput": h.follow},
-		Kinds: []api.PictureKind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
-			Follow: api.Followed(groups.Follow, func(g *throughputs.ThroughputGroup) any {
+		Kinds: []picture.Kind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
+			Follow: picture.Followed(groups.Follow, func(g *throughputs.ThroughputGroup) any {
 				if g.Suspended {
 					return nil // as the group's own stream: the last state stands
 				}

@@ -1,4 +1,16 @@
-package api
+// Package picture is the whole picture of GET /v1/events and the status page,
+// kept by following changes instead of reading the tree again and again.
+//
+// While it is followed (Follow), the picture follows, for every kind it is
+// given, its directory's children (one watch: names appear and vanish) and
+// every name in it through that kind's per-name follower (kit.Followers:
+// watches on what the name's state is read from, shared with the name's own
+// event stream). Each new state goes to the caller's publish, each name that
+// leaves to its forget; api sends them to the keyed topic "all", which gives
+// each subscriber what changed since it last took (package sse), so a first
+// state of 10,000 things is delivered whole and a slow subscriber coalesces.
+// With nothing changing, nothing is read, however many things or followers.
+package picture
 
 import (
 	"bytes"
@@ -8,25 +20,14 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
-// The whole picture (GET /v1/events) follows changes instead of reading the tree
-// again and again. While anyone follows the "all" topic, the picture follows, for
-// every kind registered (Server.Register), its directory's children (one
-// watch: names appear and vanish) and every name in it through that kind's
-// per-name follower (kit.Followers: watches on what the name's state is read
-// from, shared with the name's own event stream). Each new state is published to
-// the keyed topic "all", which gives each subscriber what changed since it last
-// took (package sse), so a first state of 10,000 things is delivered whole and a
-// slow subscriber coalesces. With nothing changing, nothing is read, however many
-// things or followers.
-
-// PictureKind is one kind of thing the picture shows; a recipe's HTTP side
-// registers its kinds with Server.Register.
-type PictureKind struct {
-	// Kind names its keys ("lock": key "lock/db"); overviewKinds (auth.go) maps
+// Kind is one kind of thing the picture shows; a recipe's HTTP side registers
+// its kinds with api.Server.Register.
+type Kind struct {
+	// Kind names its keys ("lock": key "lock/db"); api's overviewKinds (auth.go) maps
 	// it to the token kind that may read it.
 	Kind string
 	// Event is its SSE event name.
@@ -62,6 +63,10 @@ func Followed[S any](follow func(string) (*kit.Follower[S], error), body func(S)
 	}
 }
 
+// ErrSkip is a read's answer for a name a list (api.Each) or the picture
+// (BodyOf) leaves out: a barrier that is not raised.
+var ErrSkip = errors.New("not listed")
+
 // BodyOf turns a name's read (shared with the lists) into the JSON the picture
 // publishes; a read answering ErrSkip gives nil (not shown).
 func BodyOf[T any](read func(context.Context, string) (T, error)) func(context.Context, string) ([]byte, error) {
@@ -81,13 +86,13 @@ func BodyOf[T any](read func(context.Context, string) (T, error)) func(context.C
 // kit.TreeSource that watches the children of {dir}/{name} and of each node
 // under it whose path relative to it deeper accepts (nil: none), and reads the
 // name with read. The registry of these followers is made at first use.
-func (s *Server) Inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
+func Inspected(sess *zookeeper.Session, dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
 	var once sync.Once
 	var reg *kit.Followers[[]byte]
 	return func(name string, publish func([]byte)) (func(), error) {
 		once.Do(func() {
-			base := s.opt.Session.Root() + "/" + dir
-			reg = kit.NewFollowers(s.opt.Session, nil, func(name string) kit.Source[[]byte] {
+			base := sess.Root() + "/" + dir
+			reg = kit.NewFollowers(sess, nil, func(name string) kit.Source[[]byte] {
 				return kit.NewTreeSource(base+"/"+name, deeper,
 					func(ctx context.Context) ([]byte, error) { return read(ctx, name) }, sameBody)
 			})
@@ -101,20 +106,8 @@ func (s *Server) Inspected(dir string, read func(context.Context, string) ([]byt
 // sameBody tells whether body b shows nothing new after a (nil: not shown).
 func sameBody(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
-// publishAll sends one entity's state to the "all" topic. Its events carry no
-// id: each /v1/events stream numbers the events it carries itself
-// (StreamEverything), so that no id counts what its token may not read.
-func (s *Server) publishAll(key, event string, data []byte) {
-	s.broker.PublishKeyed(allTopic, key, sse.Event{Name: event, Data: data})
-}
-
-// forgetAll sends an entity's farewell to the "all" topic and forgets it.
-func (s *Server) forgetAll(key, event string, data []byte) {
-	s.broker.ForgetKeyed(allTopic, key, sse.Event{Name: event, Data: data})
-}
-
-// pictureEntry is one followed name.
-type pictureEntry struct {
+// entry is one followed name.
+type entry struct {
 	stop func()
 	// last and shown are written by the name's follower (one state at a time),
 	// and read by the picture's loop only after stop.
@@ -122,30 +115,35 @@ type pictureEntry struct {
 	shown bool
 }
 
-// pictureRun is the picture while followed: one loop that starts and stops the
+// run is the picture while followed: one loop that starts and stops the
 // followers of names as they appear and vanish.
-type pictureRun struct {
-	s     *Server
-	kinds []PictureKind
-	dirs  *kit.Followers[[]string]
+type run struct {
+	publish, forget func(key, event string, data []byte)
+	kinds           []Kind
+	dirs            *kit.Followers[[]string]
 
 	mu    sync.Mutex
 	names [][]string // latest names of each kind (nil: none new)
 	wake  chan struct{}
 
-	entries []map[string]*pictureEntry // the loop's own: followed names of each kind
+	entries []map[string]*entry // the loop's own: followed names of each kind
 }
 
-// followPicture follows the picture until the returned stop is called.
-func (s *Server) followPicture() (stop func()) {
-	r := &pictureRun{s: s, kinds: s.kinds, wake: make(chan struct{}, 1)}
+// Follow follows the picture of kinds on sess until the returned stop is
+// called or ctx ends: publish gets a name's state (its body as JSON, key
+// "<kind>/<name>") each time it changes, forget the farewell of a shown name
+// that is gone or no longer shown ({"deleted": true, field: name}). Both are
+// called one state of a name at a time; once stop returns, neither is called
+// again.
+func Follow(ctx context.Context, sess *zookeeper.Session, kinds []Kind, publish, forget func(key, event string, data []byte)) (stop func()) {
+	r := &run{publish: publish, forget: forget, kinds: kinds, wake: make(chan struct{}, 1)}
 	r.names = make([][]string, len(r.kinds))
-	r.entries = make([]map[string]*pictureEntry, len(r.kinds))
-	r.dirs = kit.NewFollowers(s.opt.Session, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
+	r.entries = make([]map[string]*entry, len(r.kinds))
+	r.dirs = kit.NewFollowers(sess, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
 	var dirStops []func()
 	for i, k := range r.kinds {
-		r.entries[i] = map[string]*pictureEntry{}
-		f := r.dirs.Follow(s.opt.Session.Root() + "/" + k.Dir)
+		r.entries[i] = map[string]*entry{}
+		f := r.dirs.Follow(sess.Root() + "/" + k.Dir)
 		cancel := f.Subscribe(func(names []string) {
 			r.mu.Lock()
 			r.names[i] = names
@@ -157,7 +155,7 @@ func (s *Server) followPicture() (stop func()) {
 		})
 		dirStops = append(dirStops, func() { cancel(); f.Close() })
 	}
-	ctx, cancel := context.WithCancel(s.stopped)
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -187,7 +185,7 @@ func (s *Server) followPicture() (stop func()) {
 
 // apply starts following the names that appeared and stops those that vanished
 // (publishing their farewell if they were shown).
-func (r *pictureRun) apply() {
+func (r *run) apply() {
 	r.mu.Lock()
 	latest := slices.Clone(r.names)
 	clear(r.names)
@@ -214,26 +212,26 @@ func (r *pictureRun) apply() {
 			delete(followed, n)
 			if e.shown {
 				data, _ := json.Marshal(map[string]any{"deleted": true, k.Field: n})
-				r.s.forgetAll(k.Kind+"/"+n, k.Event, data)
+				r.forget(k.Kind+"/"+n, k.Event, data)
 			}
 		}
 	}
 }
 
 // start follows one name of kind k.
-func (r *pictureRun) start(k PictureKind, name string) *pictureEntry {
-	e := &pictureEntry{}
+func (r *run) start(k Kind, name string) *entry {
+	e := &entry{}
 	key := k.Kind + "/" + name
 	stop, err := k.Follow(name, func(data []byte) {
 		switch {
 		case data == nil && e.shown:
 			e.shown, e.last = false, nil
 			gone, _ := json.Marshal(map[string]any{"deleted": true, k.Field: name})
-			r.s.forgetAll(key, k.Event, gone)
+			r.forget(key, k.Event, gone)
 		case data == nil, e.shown && bytes.Equal(data, e.last):
 		default:
 			e.shown, e.last = true, data
-			r.s.publishAll(key, k.Event, data)
+			r.publish(key, k.Event, data)
 		}
 	})
 	if err != nil {
