@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
@@ -48,6 +49,9 @@ func InvalidParameter(format string, args ...any) *Problem {
 func problemFor(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
+		return p
+	}
+	if p := specProblem(err); p != nil {
 		return p
 	}
 	if p := detailedProblem(err); p != nil {
@@ -114,6 +118,24 @@ var plainProblems = []struct {
 }
 
 func shuttingDown(error) string { return "the sidecar is shutting down" }
+
+// specProblem is the problem of a request package specrules refused, or nil.
+func specProblem(err error) *Problem {
+	var unknown *specrules.Unknown
+	var refused *specrules.Refused
+	switch {
+	case errors.As(err, &unknown):
+		return unknownParameter(unknown)
+	case !errors.As(err, &refused):
+		return nil
+	case refused.Why == specrules.BadMediaType:
+		return NewProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", refused.Detail)
+	case refused.Why == specrules.BadQuery:
+		return InvalidParameter("%s", refused.Detail)
+	default:
+		return InvalidBody("%s", refused.Detail)
+	}
+}
 
 // detailedProblem maps the errors that carry state for the problem's extension
 // members; nil for any other.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -109,10 +110,9 @@ type Server struct {
 	streams, waiters chan struct{}
 	held             tokenHolds
 
-	// bodies are the JSON request bodies the spec declares (see bodies.go).
-	bodies map[string]bodyRule
-	// queries are the query parameters each operation declares (see unknown.go).
-	queries map[string][]string
+	// rules are what the spec declares of each operation's query and JSON body
+	// (unknown.go, bodies.go).
+	rules *specrules.Rules
 
 	// grantMu makes the --max-leases check and the grant one step.
 	grantMu sync.Mutex
@@ -171,7 +171,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, bodies: bodyRules(spec), queries: queryRules(spec), ticketKey: newTicketKey()}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: specrules.New(spec), ticketKey: newTicketKey()}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
