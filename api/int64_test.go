@@ -28,7 +28,7 @@ var int32Versions = []string{"KeyInfo", "KeyState", "KeyWritten", "VersionMismat
 // Every integer of int64Names in openapi.yaml, in a schema or a parameter,
 // carries `format: int64` (a key's version is int32, its own kind).
 func TestInt64FieldsCarryFormatInt64(t *testing.T) {
-	sw, err := oapi.GetSwagger()
+	sw, err := oapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
