@@ -22,6 +22,9 @@ const (
 	normal mode = iota
 	cut
 	blackhole
+	// mute forwards what clients send and discards what servers answer
+	// (MuteAfter).
+	mute
 )
 
 // Proxy forwards every connection accepted on its address to its target.
@@ -38,8 +41,7 @@ type Proxy struct {
 	delay time.Duration
 	drop  int // server-to-client chunks still to discard
 	// pass is how many server-to-client chunks the next connection accepted
-	// forwards before the proxy turns into a Blackhole (BlackholeAfter); 0:
-	// none pending. The connection takes it over as link.pass.
+	// forwards before the proxy turns mute (MuteAfter); 0: none pending. The connection takes it over as link.pass.
 	pass     int
 	accepted int // connections accepted since New
 	links    map[*link]bool
@@ -139,15 +141,18 @@ func (p *Proxy) DropReplies(n int) {
 	p.mu.Unlock()
 }
 
-// BlackholeAfter arms the next connection the proxy accepts: it forwards the
-// first n chunks going from the server to its client, and everything else,
-// as usual; once the n-th has been forwarded the proxy acts as after
-// Blackhole until Restore. Connections accepted before go on as usual and
-// spend none of the n: a chunk still in flight to a client that has just
-// died cannot take the one meant for its successor. With n = 1, the server's
-// answer to the new connection's ZooKeeper handshake gets through and nothing
-// after it: the client holds a session it cannot use.
-func (p *Proxy) BlackholeAfter(n int) {
+// MuteAfter arms the next connection the proxy accepts: it forwards the
+// first n chunks going from the server to its client, and everything else, as
+// usual; once the n-th has been forwarded the proxy turns mute until Restore:
+// what clients send still reaches their servers, on every connection, but
+// nothing servers send reaches a client (a server that applies requests and
+// whose answers are lost). Connections accepted before go on as usual and spend
+// none of the n: a chunk still in flight to a client that has just died cannot
+// take the one meant for its successor. With n = 1, the server's answer to the
+// new connection's ZooKeeper handshake gets through and nothing after it: the
+// client holds a session it cannot use, and which its pings keep alive at the
+// server however long the test takes to act.
+func (p *Proxy) MuteAfter(n int) {
 	p.mu.Lock()
 	p.mode, p.pass = normal, n
 	p.mu.Unlock()
@@ -163,7 +168,7 @@ func (p *Proxy) Accepted() int {
 }
 
 // Restore ends every fault: new connections are forwarded normally, there
-// is no delay and no pending DropReplies or BlackholeAfter. Connections that lost bytes
+// is no delay and no pending DropReplies or MuteAfter. Connections that lost bytes
 // during a Blackhole are closed, since their streams can no longer be
 // parsed; the others go on forwarding.
 func (p *Proxy) Restore() {
@@ -312,7 +317,7 @@ func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bo
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case dst == nil || p.mode != normal:
+	case dst == nil || p.mode == cut || p.mode == blackhole || p.mode == mute && toClient:
 		l.lost = true
 		return chunk{}, false
 	case toClient && p.drop > 0:
@@ -323,7 +328,7 @@ func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bo
 		return chunk{}, false
 	case toClient && l.pass > 0:
 		if l.pass--; l.pass == 0 {
-			p.mode = blackhole // this chunk is the last to get through
+			p.mode = mute // this chunk is the last to get through
 		}
 	}
 	return chunk{data: append([]byte(nil), b...), due: time.Now().Add(p.delay)}, true

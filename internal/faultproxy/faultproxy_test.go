@@ -195,10 +195,10 @@ func TestTCPFaults(t *testing.T) {
 		}
 		mustEcho(t, dial(t, p.Addr()), "next")
 	})
-	t.Run("blackhole after", func(t *testing.T) {
+	t.Run("mute after", func(t *testing.T) {
 		old := dial(t, p.Addr())
 		mustEcho(t, old, "before")
-		p.BlackholeAfter(1)
+		p.MuteAfter(1)
 		mustEcho(t, old, "not spent") // a connection accepted before spends nothing
 		c := dial(t, p.Addr())
 		mustEcho(t, c, "answered")
@@ -207,11 +207,11 @@ func TestTCPFaults(t *testing.T) {
 			t.Fatalf("round trip after the chunk let through: %v, want a timeout", err)
 		}
 		if _, err := roundTrip(old, "lost too", 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("round trip on the older connection once the proxy is a blackhole: %v, want a timeout", err)
+			t.Fatalf("round trip on the older connection once the proxy is mute: %v, want a timeout", err)
 		}
-		if got := e.received(); got != before {
-			t.Fatalf("server received %d bytes after the chunk let through", got-before)
-		}
+		testutil.Eventually(t, 5*time.Second, "the requests sent while mute reach the server", func() bool {
+			return e.received()-before == len("lost")+len("lost too")
+		})
 		p.Restore()
 		mustClose(t, c)
 		mustClose(t, old)
