@@ -35,8 +35,9 @@ func (s *Server) WaitParam(v *string) (time.Duration, error) {
 	return duration("wait", v, 0, s.opt.MaxWait)
 }
 
-// ttlParam parses ttl=: absent gives the default; at least one second.
-func (s *Server) ttlParam(v *string) (time.Duration, error) {
+// TTLParam parses ttl=: absent gives the default (--default-ttl); at least one
+// second, at most --max-ttl, else a 400 invalid-parameter.
+func (s *Server) TTLParam(v *string) (time.Duration, error) {
 	d, err := duration("ttl", v, s.opt.DefaultTTL, s.opt.MaxTTL)
 	if err == nil && d < time.Second {
 		return 0, InvalidParameter("ttl=%q is below the minimum of 1s", *v)
@@ -44,10 +45,11 @@ func (s *Server) ttlParam(v *string) (time.Duration, error) {
 	return d, err
 }
 
-// grantLease makes a lease owned by the request's token, unless MaxLeases leases
-// are live already, or the token holds its share of them (429 too-many-leases
-// either way; checked and granted as one step).
-func (s *Server) grantLease(ctx context.Context, ttl time.Duration, implicit bool) (*kit.Lease, error) {
+// GrantLease makes a lease of ttl owned by the request's token (implicit: made
+// for one request, by LeaseFor), unless MaxLeases leases are live already, or
+// the token holds its share of them (429 too-many-leases either way; checked
+// and granted as one step).
+func (s *Server) GrantLease(ctx context.Context, ttl time.Duration, implicit bool) (*kit.Lease, error) {
 	p := tokens.FromContext(ctx)
 	s.grantMu.Lock()
 	defer s.grantMu.Unlock()
@@ -80,11 +82,11 @@ func (s *Server) LeaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease
 		l, err := s.OwnLease(ctx, *lease)
 		return l, keep, err
 	}
-	d, err := s.ttlParam(ttl)
+	d, err := s.TTLParam(ttl)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err = s.grantLease(ctx, d, true)
+	l, err = s.GrantLease(ctx, d, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -73,9 +73,10 @@ type Options struct {
 
 // Server is what every recipe's HTTP side shares: the middleware, problems,
 // paging, the leases and tokens of a request, the broker and its streams, the
-// picture; and the operations of no recipe (leases, session, health, the
-// picture's stream). api/registry composes it with the recipes' handlers into
-// the StrictServerInterface. Close ends its streams and long-polls.
+// picture; and the operations of no recipe (session, health, the picture's
+// stream; the leases' are in api/leases). api/registry composes it with the
+// recipes' handlers into the StrictServerInterface. Close ends its streams and
+// long-polls.
 type Server struct {
 	opt     Options
 	log     *slog.Logger
@@ -197,8 +198,8 @@ func (s *Server) Drain() { s.drain(errHandingOver) }
 // HandOver is Close at the end of a planned upgrade (after Drain).
 func (s *Server) HandOver() { s.closeFor(errHandingOver) }
 
-// handingOver tells whether the server is draining for a hand-over.
-func (s *Server) handingOver() bool { return errors.Is(context.Cause(s.draining), errHandingOver) }
+// HandingOver tells whether the server is draining for a hand-over (Drain).
+func (s *Server) HandingOver() bool { return errors.Is(context.Cause(s.draining), errHandingOver) }
 
 // untilDrained returns ctx, ended also when the server drains (the cause is
 // Drain's or Close's): the context of a stream or a long-poll.
@@ -208,13 +209,18 @@ func (s *Server) untilDrained(ctx context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// retryHint ends an event stream closed by a hand-over with a retry: field, so
-// that the client reconnects (to the successor) at once.
-func (s *Server) retryHint(sw *sse.Writer) {
-	if s.handingOver() {
+// RetryHint ends an event stream closed by a hand-over with a retry: field, so
+// that the client reconnects (to the successor) at once; otherwise it writes
+// nothing.
+func (s *Server) RetryHint(sw *sse.Writer) {
+	if s.HandingOver() {
 		_ = sw.Retry(100 * time.Millisecond)
 	}
 }
+
+// Heartbeat is the interval of an event stream's keepalive comments
+// (Options.Heartbeat).
+func (s *Server) Heartbeat() time.Duration { return s.opt.Heartbeat }
 
 func (s *Server) closeFor(cause error) {
 	s.drain(cause)

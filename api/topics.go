@@ -126,7 +126,7 @@ func (t Stream) Serve(w http.ResponseWriter) error {
 			defer sw.Close()
 			defer forget()
 			_ = sse.Serve(t.s.draining, sw, sub, t.s.opt.Heartbeat)
-			t.s.retryHint(sw)
+			t.s.RetryHint(sw)
 		}
 		if !t.s.hijacked.Go(stream) {
 			stream() // the server has closed: t.s.draining has ended, Serve returns at once
@@ -138,7 +138,7 @@ func (t Stream) Serve(w http.ResponseWriter) error {
 		return err
 	}
 	_ = sse.Serve(t.ctx, sw, subscribe(), t.s.opt.Heartbeat)
-	t.s.retryHint(sw)
+	t.s.RetryHint(sw)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/elections"
 	"github.com/coord-sidecar/coord-sidecar/api/groups"
 	"github.com/coord-sidecar/coord-sidecar/api/kv"
+	"github.com/coord-sidecar/coord-sidecar/api/leases"
 	"github.com/coord-sidecar/coord-sidecar/api/locks"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/partitions"
@@ -49,10 +50,11 @@ type Recipes struct {
 }
 
 // Server is the whole HTTP surface: api.Server's shared parts and its own
-// operations (leases, session, health, the picture's stream), and every
+// operations (session, health, the picture's stream), the leases', and every
 // recipe's.
 type Server struct {
 	*api.Server
+	*leases.Leases
 	*locks.Locks
 	*elections.Elections
 	*throughput.Throughput
@@ -75,6 +77,7 @@ func New(opt api.Options, r Recipes) *Server {
 	s := api.NewServer(opt)
 	return &Server{
 		Server:     s,
+		Leases:     leases.New(s, opt.Leases),
 		Locks:      locks.New(s, r.Locks),
 		Elections:  elections.New(s, r.Elections),
 		Throughput: throughput.New(s, r.Throughput),

@@ -1,4 +1,8 @@
-package api
+// Package leases is the HTTP side of the leases (kit.Leases): grant, read,
+// keep alive, revoke, and the keepalive stream that holds a lease while it is
+// open. The leases of a request (lease=, an implicit lease from ttl=) are
+// api.Server's, shared by every recipe.
+package leases
 
 import (
 	"context"
@@ -6,18 +10,31 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
+// Leases serves the lease operations of openapi.yaml.
+type Leases struct {
+	s      *api.Server
+	leases *kit.Leases
+}
+
+// New makes the lease operations over leases, the Leases of s's Options; they
+// register nothing with s.
+func New(s *api.Server, leases *kit.Leases) *Leases {
+	return &Leases{s: s, leases: leases}
+}
+
 // CreateLease grants a lease bound to the current ZooKeeper session.
-func (s *Server) CreateLease(ctx context.Context, req oapi.CreateLeaseRequestObject) (oapi.CreateLeaseResponseObject, error) {
-	ttl, err := s.ttlParam(req.Params.Ttl)
+func (h *Leases) CreateLease(ctx context.Context, req oapi.CreateLeaseRequestObject) (oapi.CreateLeaseResponseObject, error) {
+	ttl, err := h.s.TTLParam(req.Params.Ttl)
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.grantLease(ctx, ttl, false)
+	l, err := h.s.GrantLease(ctx, ttl, false)
 	if err != nil {
 		return nil, err
 	}
@@ -25,8 +42,8 @@ func (s *Server) CreateLease(ctx context.Context, req oapi.CreateLeaseRequestObj
 }
 
 // GetLease shows a lease and what it holds.
-func (s *Server) GetLease(ctx context.Context, req oapi.GetLeaseRequestObject) (oapi.GetLeaseResponseObject, error) {
-	l, err := s.OwnLease(ctx, req.Lease)
+func (h *Leases) GetLease(ctx context.Context, req oapi.GetLeaseRequestObject) (oapi.GetLeaseResponseObject, error) {
+	l, err := h.s.OwnLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -34,11 +51,11 @@ func (s *Server) GetLease(ctx context.Context, req oapi.GetLeaseRequestObject) (
 }
 
 // KeepAliveLease pushes a lease's expiry to now + ttl.
-func (s *Server) KeepAliveLease(ctx context.Context, req oapi.KeepAliveLeaseRequestObject) (oapi.KeepAliveLeaseResponseObject, error) {
-	if _, err := s.OwnLease(ctx, req.Lease); err != nil {
+func (h *Leases) KeepAliveLease(ctx context.Context, req oapi.KeepAliveLeaseRequestObject) (oapi.KeepAliveLeaseResponseObject, error) {
+	if _, err := h.s.OwnLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
-	l, err := s.opt.Leases.KeepAlive(req.Lease)
+	l, err := h.leases.KeepAlive(req.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -46,11 +63,11 @@ func (s *Server) KeepAliveLease(ctx context.Context, req oapi.KeepAliveLeaseRequ
 }
 
 // RevokeLease ends a lease; what it held is released before the answer.
-func (s *Server) RevokeLease(ctx context.Context, req oapi.RevokeLeaseRequestObject) (oapi.RevokeLeaseResponseObject, error) {
-	if _, err := s.OwnLease(ctx, req.Lease); err != nil {
+func (h *Leases) RevokeLease(ctx context.Context, req oapi.RevokeLeaseRequestObject) (oapi.RevokeLeaseResponseObject, error) {
+	if _, err := h.s.OwnLease(ctx, req.Lease); err != nil {
 		return nil, err
 	}
-	if err := s.opt.Leases.Revoke(req.Lease); err != nil {
+	if err := h.leases.Revoke(req.Lease); err != nil {
 		return nil, err
 	}
 	return oapi.RevokeLease204Response{}, nil
@@ -58,16 +75,16 @@ func (s *Server) RevokeLease(ctx context.Context, req oapi.RevokeLeaseRequestObj
 
 // StreamLease is the keepalive stream: the lease lives while it is open and is
 // revoked when it closes.
-func (s *Server) StreamLease(ctx context.Context, req oapi.StreamLeaseRequestObject) (oapi.StreamLeaseResponseObject, error) {
-	l, err := s.OwnLease(ctx, req.Lease)
+func (h *Leases) StreamLease(ctx context.Context, req oapi.StreamLeaseRequestObject) (oapi.StreamLeaseResponseObject, error) {
+	l, err := h.s.OwnLease(ctx, req.Lease)
 	if err != nil {
 		return nil, err
 	}
-	return leaseStream{s: s, ctx: ctx, lease: l}, nil
+	return leaseStream{h: h, ctx: ctx, lease: l}, nil
 }
 
 type leaseStream struct {
-	s     *Server
+	h     *Leases
 	ctx   context.Context
 	lease *kit.Lease
 }
@@ -77,7 +94,7 @@ type leaseStream struct {
 // end of the lease (`lost`, `expired` or `revoked`), with heartbeat comments
 // between.
 func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
-	l, s := ls.lease, ls.s
+	l, h := ls.lease, ls.h
 	unpin := l.Pin()
 	defer unpin()
 	sw, err := sse.NewWriter(w, 10*time.Second)
@@ -94,10 +111,10 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 		return sw.Send(sse.Event{ID: strconv.Itoa(id), Name: event, Data: data})
 	}
 	if err := send("lease", leaseDetail(l)); err != nil {
-		_ = s.opt.Leases.Revoke(l.ID)
+		_ = h.leases.Revoke(l.ID)
 		return nil
 	}
-	beat := time.NewTicker(s.opt.Heartbeat)
+	beat := time.NewTicker(h.s.Heartbeat())
 	defer beat.Stop()
 	told := 0 // lost holds sent
 	tellLost := func() error {
@@ -122,27 +139,27 @@ func (ls leaseStream) VisitStreamLeaseResponse(w http.ResponseWriter) error {
 		select {
 		case <-nextLoss:
 			if err := tellLost(); err != nil {
-				_ = s.opt.Leases.Revoke(l.ID)
+				_ = h.leases.Revoke(l.ID)
 				return nil
 			}
 		case <-l.Ending():
 			_ = end()
 			return nil
 		case <-ls.ctx.Done():
-			if s.handingOver() {
+			if h.s.HandingOver() {
 				// A planned upgrade: the successor resumes the lease; its client
 				// reconnects there within the TTL.
-				s.retryHint(sw)
+				h.s.RetryHint(sw)
 				return nil
 			}
 			// The client closed the stream (or the sidecar is shutting down): the
 			// lease ends now, and what it held is released.
-			_ = s.opt.Leases.Revoke(l.ID)
+			_ = h.leases.Revoke(l.ID)
 			_ = end()
 			return nil
 		case <-beat.C:
 			if err := sw.Comment("keepalive"); err != nil {
-				_ = s.opt.Leases.Revoke(l.ID)
+				_ = h.leases.Revoke(l.ID)
 				return nil
 			}
 		}
