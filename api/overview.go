@@ -17,12 +17,12 @@ import (
 
 const allTopic = "all"
 
-// Each lists the names of one kind and calls fn with the body of each one on
+// each lists the names of one kind and calls fn with the body of each one on
 // the page, in name order, and answers the page's next when names remain. A
 // name the request's token may not read is left out (the overview's own reads,
 // made with no token, see everything), and so is one whose read answers
 // picture.ErrSkip.
-func Each[T any](ctx context.Context, kind string, p Page, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) (*string, error) {
+func each[T any](ctx context.Context, kind string, p Page, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error), fn func(T)) (*string, error) {
 	list, err := names(ctx)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func (p Page) full(n int) bool { return p.limit > 0 && n >= p.limit }
 // listOf answers one page of a list: its items, in name order, and its next.
 // each is the kind's walk (eachLock, ...), which leaves out what the request's
 // token may not read.
-func ListPage[T any](ctx context.Context, prefix *string, limit *int, after *string, each func(context.Context, Page, func(T)) (*string, error)) ([]T, *string, error) {
+func listPage[T any](ctx context.Context, prefix *string, limit *int, after *string, each func(context.Context, Page, func(T)) (*string, error)) ([]T, *string, error) {
 	p, err := pageOf(prefix, limit, after)
 	if err != nil {
 		return nil, nil, err
@@ -71,4 +71,12 @@ func ListPage[T any](ctx context.Context, prefix *string, limit *int, after *str
 	items := []T{}
 	next, err := each(ctx, p, func(b T) { items = append(items, b) })
 	return items, next, err
+}
+
+// List answers one page of a list of kind (its token kind, "locks"): names
+// lists every name, read reads one (ErrSkip: left out); see each.
+func List[T any](ctx context.Context, prefix *string, limit *int, after *string, kind string, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error)) ([]T, *string, error) {
+	return listPage(ctx, prefix, limit, after, func(ctx context.Context, p Page, fn func(T)) (*string, error) {
+		return each(ctx, kind, p, names, read, fn)
+	})
 }

@@ -97,13 +97,8 @@ func (h *Barriers) WaitBarrier(ctx context.Context, req oapi.WaitBarrierRequestO
 
 // ListBarriers answers every raised barrier.
 func (h *Barriers) ListBarriers(ctx context.Context, req oapi.ListBarriersRequestObject) (oapi.ListBarriersResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.eachBarrier)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "barriers", h.barriers.List, h.readBarrier)
 	return oapi.ListBarriers200JSONResponse{Barriers: items, Next: next}, err
-}
-
-// eachBarrier covers the raised barriers only.
-func (h *Barriers) eachBarrier(ctx context.Context, p api.Page, fn func(oapi.Barrier)) (*string, error) {
-	return api.Each(ctx, "barriers", p, h.barriers.List, h.readBarrier, fn)
 }
 
 // readBarrier is a barrier's read, shared by its list and the picture; it
@@ -182,12 +177,8 @@ func (h *Barriers) LeaveDoubleBarrier(ctx context.Context, req oapi.LeaveDoubleB
 
 // ListDoubleBarriers answers every double barrier.
 func (h *Barriers) ListDoubleBarriers(ctx context.Context, req oapi.ListDoubleBarriersRequestObject) (oapi.ListDoubleBarriersResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.eachDoubleBarrier)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "double-barriers", h.barriers.ListDouble, h.readDoubleBarrier)
 	return oapi.ListDoubleBarriers200JSONResponse{DoubleBarriers: items, Next: next}, err
-}
-
-func (h *Barriers) eachDoubleBarrier(ctx context.Context, p api.Page, fn func(oapi.DoubleBarrier)) (*string, error) {
-	return api.Each(ctx, "double-barriers", p, h.barriers.ListDouble, h.readDoubleBarrier, fn)
 }
 
 // readDoubleBarrier is a double barrier's read, shared by its list and the

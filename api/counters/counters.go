@@ -89,20 +89,19 @@ func (h *Counters) DeleteCounter(ctx context.Context, req oapi.DeleteCounterRequ
 
 // ListCounters answers every counter with its value.
 func (h *Counters) ListCounters(ctx context.Context, req oapi.ListCountersRequestObject) (oapi.ListCountersResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "counters", h.counters.List, h.read)
 	return oapi.ListCounters200JSONResponse{Counters: items, Next: next}, err
 }
 
-// each covers the counters that have a node and hold a counter.
-func (h *Counters) each(ctx context.Context, p api.Page, fn func(oapi.Counter)) (*string, error) {
-	return api.Each(ctx, "counters", p, h.counters.List, func(ctx context.Context, n string) (oapi.Counter, error) {
-		st, err := h.counters.Get(ctx, n)
-		if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
-			err = picture.ErrSkip
-		}
-		if err != nil {
-			return oapi.Counter{}, err
-		}
-		return oapi.Counter{Name: n, Value: st.Value}, nil
-	}, fn)
+// read is one counter's read for the list: one that has a node and holds a
+// counter, else left out (picture.ErrSkip).
+func (h *Counters) read(ctx context.Context, n string) (oapi.Counter, error) {
+	st, err := h.counters.Get(ctx, n)
+	if errors.Is(err, counter.ErrCorrupt) || (err == nil && !st.Exists) {
+		err = picture.ErrSkip
+	}
+	if err != nil {
+		return oapi.Counter{}, err
+	}
+	return oapi.Counter{Name: n, Value: st.Value}, nil
 }

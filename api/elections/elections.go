@@ -153,12 +153,8 @@ func (h *Elections) GetElection(ctx context.Context, req oapi.GetElectionRequest
 
 // ListElections answers every election with its leader and candidates.
 func (h *Elections) ListElections(ctx context.Context, req oapi.ListElectionsRequestObject) (oapi.ListElectionsResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "elections", h.elections.List, api.ReadVia(h.elections.Inspect, body))
 	return oapi.ListElections200JSONResponse{Elections: items, Next: next}, err
-}
-
-func (h *Elections) each(ctx context.Context, p api.Page, fn func(oapi.Election)) (*string, error) {
-	return api.Each(ctx, "elections", p, h.elections.List, api.ReadVia(h.elections.Inspect, body), fn)
 }
 
 // StreamElection streams an election's leadership changes.

@@ -146,12 +146,8 @@ func (t stream) VisitStreamGroupResponse(w http.ResponseWriter) error { return t
 
 // ListGroups answers every membership group with its members.
 func (h *Groups) ListGroups(ctx context.Context, req oapi.ListGroupsRequestObject) (oapi.ListGroupsResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "groups", h.groups.List, api.ReadVia(h.groups.Inspect, body))
 	return oapi.ListGroups200JSONResponse{Groups: items, Next: next}, err
-}
-
-func (h *Groups) each(ctx context.Context, p api.Page, fn func(oapi.MembershipGroup)) (*string, error) {
-	return api.Each(ctx, "groups", p, h.groups.List, api.ReadVia(h.groups.Inspect, body), fn)
 }
 
 // follow publishes a group's states to its topic (event `group`) from the

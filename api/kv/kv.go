@@ -192,20 +192,19 @@ func state(v *kvstore.Value) oapi.KeyState {
 
 // ListKeys answers every key with its version and size.
 func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", h.keys.List, h.read)
 	return oapi.ListKeys200JSONResponse{Keys: items, Next: next}, err
 }
 
-// each covers the keys that have a value (one deleted meanwhile is left out).
-func (h *KV) each(ctx context.Context, p api.Page, fn func(oapi.KeyInfo)) (*string, error) {
-	return api.Each(ctx, "kv", p, h.keys.List, func(ctx context.Context, n string) (oapi.KeyInfo, error) {
-		st, err := h.keys.Stat(ctx, n)
-		if errors.Is(err, kvstore.ErrKeyNotFound) {
-			err = picture.ErrSkip
-		}
-		if err != nil {
-			return oapi.KeyInfo{}, err
-		}
-		return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
-	}, fn)
+// read is one key's read for the list: a key that is gone is left out
+// (picture.ErrSkip).
+func (h *KV) read(ctx context.Context, n string) (oapi.KeyInfo, error) {
+	st, err := h.keys.Stat(ctx, n)
+	if errors.Is(err, kvstore.ErrKeyNotFound) {
+		err = picture.ErrSkip
+	}
+	if err != nil {
+		return oapi.KeyInfo{}, err
+	}
+	return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
 }

@@ -79,12 +79,8 @@ func (h *Locks) ReleaseLock(ctx context.Context, req oapi.ReleaseLockRequestObje
 
 // ListLocks answers every lock with its holder and waiters.
 func (h *Locks) ListLocks(ctx context.Context, req oapi.ListLocksRequestObject) (oapi.ListLocksResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "locks", h.locks.List, api.ReadVia(h.locks.Inspect, body))
 	return oapi.ListLocks200JSONResponse{Locks: items, Next: next}, err
-}
-
-func (h *Locks) each(ctx context.Context, p api.Page, fn func(oapi.LockState)) (*string, error) {
-	return api.Each(ctx, "locks", p, h.locks.List, api.ReadVia(h.locks.Inspect, body), fn)
 }
 
 // StreamLock streams a lock's holder and waiters.

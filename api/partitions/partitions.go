@@ -159,12 +159,8 @@ func (t stream) VisitStreamPartitionGroupResponse(w http.ResponseWriter) error {
 
 // ListPartitionGroups answers every partition group.
 func (h *Partitions) ListPartitionGroups(ctx context.Context, req oapi.ListPartitionGroupsRequestObject) (oapi.ListPartitionGroupsResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "partitions", h.partitions.List, api.ReadVia(h.partitions.Inspect, groupBody))
 	return oapi.ListPartitionGroups200JSONResponse{Groups: items, Next: next}, err
-}
-
-func (h *Partitions) each(ctx context.Context, p api.Page, fn func(oapi.PartitionGroup)) (*string, error) {
-	return api.Each(ctx, "partitions", p, h.partitions.List, api.ReadVia(h.partitions.Inspect, groupBody), fn)
 }
 
 // follow publishes a group's states to its topic (event `partitions`),

@@ -63,7 +63,7 @@ func Followed[S any](follow func(string) (*kit.Follower[S], error), body func(S)
 	}
 }
 
-// ErrSkip is a read's answer for a name a list (api.Each) or the picture
+// ErrSkip is a read's answer for a name a list (api.List) or the picture
 // (BodyOf) leaves out: a barrier that is not raised.
 var ErrSkip = errors.New("not listed")
 

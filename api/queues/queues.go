@@ -199,12 +199,8 @@ func (h *Queues) ListQueueItems(ctx context.Context, req oapi.ListQueueItemsRequ
 
 // ListQueues answers every queue with its length and claimed count.
 func (h *Queues) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObject) (oapi.ListQueuesResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "queues", h.queues.List, h.read)
 	return oapi.ListQueues200JSONResponse{Queues: items, Next: next}, err
-}
-
-func (h *Queues) each(ctx context.Context, p api.Page, fn func(oapi.Queue)) (*string, error) {
-	return api.Each(ctx, "queues", p, h.queues.List, h.read, fn)
 }
 
 // read is a queue as its list and the picture show it.

@@ -92,12 +92,8 @@ func (h *RWLocks) ReleaseRWLock(ctx context.Context, req oapi.ReleaseRWLockReque
 
 // ListRWLocks answers every read/write lock with its holders and waiters.
 func (h *RWLocks) ListRWLocks(ctx context.Context, req oapi.ListRWLocksRequestObject) (oapi.ListRWLocksResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "rwlocks", h.rwlocks.List, api.ReadVia(h.rwlocks.Inspect, body))
 	return oapi.ListRWLocks200JSONResponse{Rwlocks: items, Next: next}, err
-}
-
-func (h *RWLocks) each(ctx context.Context, p api.Page, fn func(oapi.RWLock)) (*string, error) {
-	return api.Each(ctx, "rwlocks", p, h.rwlocks.List, api.ReadVia(h.rwlocks.Inspect, body), fn)
 }
 
 // body is a read/write lock's state as the API shows it; a lock without a

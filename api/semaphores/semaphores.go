@@ -85,12 +85,8 @@ func (h *Semaphores) ReleasePermit(ctx context.Context, req oapi.ReleasePermitRe
 
 // ListSemaphores answers every semaphore with its holders and waiters.
 func (h *Semaphores) ListSemaphores(ctx context.Context, req oapi.ListSemaphoresRequestObject) (oapi.ListSemaphoresResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "semaphores", h.semaphores.List, api.ReadVia(h.semaphores.Inspect, body))
 	return oapi.ListSemaphores200JSONResponse{Semaphores: items, Next: next}, err
-}
-
-func (h *Semaphores) each(ctx context.Context, p api.Page, fn func(oapi.Semaphore)) (*string, error) {
-	return api.Each(ctx, "semaphores", p, h.semaphores.List, api.ReadVia(h.semaphores.Inspect, body), fn)
 }
 
 // body is a semaphore's state as the API shows it.

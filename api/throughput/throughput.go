@@ -170,12 +170,8 @@ func (h *Throughput) UpdateThroughputMember(ctx context.Context, req oapi.Update
 
 // ListThroughputGroups answers every throughput group with its allocation.
 func (h *Throughput) ListThroughputGroups(ctx context.Context, req oapi.ListThroughputGroupsRequestObject) (oapi.ListThroughputGroupsResponseObject, error) {
-	items, next, err := api.ListPage(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, h.each)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "throughput", h.groups.List, api.ReadVia(h.groups.Inspect, groupBody))
 	return oapi.ListThroughputGroups200JSONResponse{Groups: items, Next: next}, err
-}
-
-func (h *Throughput) each(ctx context.Context, p api.Page, fn func(oapi.ThroughputGroup)) (*string, error) {
-	return api.Each(ctx, "throughput", p, h.groups.List, api.ReadVia(h.groups.Inspect, groupBody), fn)
 }
 
 // follow publishes a group's allocations to its topic (event `throughput`, on
