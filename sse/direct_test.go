@@ -278,6 +278,25 @@ func TestHijackedGoneClientReaped(t *testing.T) {
 	}
 }
 
+// The reaper sleeps with nothing to watch (the first stream comes after it
+// started, and every stream after it was idle again) and still reaps each
+// gone client once woken.
+func TestHijackedReaperWakesAfterIdle(t *testing.T) {
+	noLeaks(t)
+	b := sse.NewBroker(sse.Options{})
+	h := serveHijacked(t, b, hijackOptions{reap: 10 * time.Millisecond})
+	for i := range 3 {
+		b.Publish("t", ev("t", i+1))
+		c, sub := h.dial(t, "t", 0)
+		c.expect(t, i+1)
+		c.conn.Close()
+		waitDone(t, sub)
+		if err := h.servedErr(t); !errors.Is(err, sse.ErrUnsubscribed) {
+			t.Fatalf("stream %d: Serve returned %v, want ErrUnsubscribed (reaped)", i, err)
+		}
+	}
+}
+
 // Without the reaper, a flusher's failed write ends the stream of a gone client.
 func TestHijackedGoneClientFailsWrite(t *testing.T) {
 	noLeaks(t)

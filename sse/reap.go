@@ -9,7 +9,8 @@ import (
 // per stream: one goroutine peeks at every watched connection each interval (a
 // tenth of them every tenth of it) and calls the gone function of those whose
 // peer closed. (A stream served by
-// net/http learns this from its request context instead.)
+// net/http learns this from its request context instead.) With nothing
+// watched it sleeps: an idle sidecar is not woken ten times a second.
 type Reaper struct {
 	every time.Duration
 
@@ -18,6 +19,8 @@ type Reaper struct {
 	// each interval it was put in, the next one round-robin.
 	watched [reapSteps]map[*Writer]func()
 	next    int
+	count   int           // streams watched, in every step
+	wake    chan struct{} // a first stream to watch after none (1 buffered)
 
 	stop chan struct{}
 	done chan struct{}
@@ -28,7 +31,7 @@ func NewReaper(every time.Duration) *Reaper {
 	if every <= 0 {
 		every = time.Second
 	}
-	r := &Reaper{every: every, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Reaper{every: every, stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	for i := range r.watched {
 		r.watched[i] = map[*Writer]func(){}
 	}
@@ -41,13 +44,28 @@ func NewReaper(every time.Duration) *Reaper {
 func (r *Reaper) Watch(w *Writer, gone func()) (forget func()) {
 	r.mu.Lock()
 	step := r.next
+	if _, again := r.watched[step][w]; !again {
+		r.count++
+	}
 	r.watched[step][w] = gone
 	r.next = (r.next + 1) % reapSteps
 	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	return func() {
 		r.mu.Lock()
-		delete(r.watched[step], w)
+		r.forgetLocked(step, w)
 		r.mu.Unlock()
+	}
+}
+
+// forgetLocked stops watching w in step, if it still is; r.mu is held.
+func (r *Reaper) forgetLocked(step int, w *Writer) {
+	if _, ok := r.watched[step][w]; ok {
+		delete(r.watched[step], w)
+		r.count--
 	}
 }
 
@@ -68,20 +86,31 @@ const reapSteps = 10
 
 func (r *Reaper) run() {
 	defer close(r.done)
-	t := time.NewTicker(max(r.every/reapSteps, 1))
+	interval := max(r.every/reapSteps, 1)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	// Each step checks the streams of that step, and holds none of them past
 	// it: a stream that ended is never kept alive here.
 	var batch []*Writer
 	step := 0
 	for {
+		if r.idle() {
+			t.Stop()
+			select {
+			case <-r.stop:
+				return
+			case <-r.wake:
+			}
+			t.Reset(interval)
+			continue
+		}
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
 		}
 		r.mu.Lock()
-		set := r.watched[step]
+		setStep, set := step, r.watched[step]
 		for w := range set {
 			batch = append(batch, w)
 		}
@@ -93,7 +122,7 @@ func (r *Reaper) run() {
 			}
 			r.mu.Lock()
 			gone, ok := set[w]
-			delete(set, w)
+			r.forgetLocked(setStep, w)
 			r.mu.Unlock()
 			if ok {
 				gone()
@@ -102,4 +131,11 @@ func (r *Reaper) run() {
 		clear(batch)
 		batch = batch[:0]
 	}
+}
+
+// idle tells whether no stream is watched.
+func (r *Reaper) idle() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count == 0
 }
