@@ -14,7 +14,7 @@ const (
 	maxListLimit     = 10000
 )
 
-// page selects the names one list answer covers. limit 0 means every name
+// Page selects the names one list answer covers. limit 0 means every name
 // (the overview's own reads).
 type Page struct {
 	prefix, after string

@@ -30,7 +30,7 @@ func duration(param string, v *string, def, max time.Duration) (time.Duration, e
 	return d, nil
 }
 
-// waitParam parses wait=: absent or 0s means try once.
+// WaitParam parses wait=: absent or 0s means try once.
 func (s *Server) WaitParam(v *string) (time.Duration, error) {
 	return duration("wait", v, 0, s.opt.MaxWait)
 }
@@ -66,7 +66,7 @@ func (s *Server) GrantLease(ctx context.Context, ttl time.Duration, implicit boo
 	return s.opt.Leases.GrantTo(p.Name(), ttl, implicit)
 }
 
-// leaseFor returns the lease named by lease= (a live lease of the request's
+// LeaseFor returns the lease named by lease= (a live lease of the request's
 // token), or makes an implicit one from ttl= when lease= is absent. The caller
 // passes the outcome of its request through done, which returns it unchanged:
 // after a failure, an implicit lease made here that holds nothing is revoked, so

@@ -23,7 +23,7 @@ import (
 // ProblemBase prefixes every problem's type URI; the short name follows.
 const ProblemBase = "https://coord-sidecar.dev/problems/"
 
-// problem is an RFC 9457 problem document that a handler returns as its error.
+// Problem is an RFC 9457 problem document that a handler returns as its error.
 type Problem struct {
 	Status int
 	Name   string // short name: the end of the type URI
