@@ -121,10 +121,18 @@ type Server struct {
 	ticketKey []byte
 }
 
-// loadSpec is the embedded openapi.yaml, parsed once per process: the servers
-// of a process only read it (their body and query rules), and parsing it is
-// most of what making a server costs (a test process makes hundreds).
-var loadSpec = sync.OnceValues(oapi.GetSpec)
+// loadRules are the body and query rules of the embedded openapi.yaml, read
+// once per process: the servers of a process only read them, and parsing the
+// spec is most of what making a server costs (a test process makes hundreds).
+// Only the rules are kept: the parsed spec around them is garbage once they
+// are made.
+var loadRules = sync.OnceValues(func() (*specrules.Rules, error) {
+	spec, err := oapi.GetSpec()
+	if err != nil {
+		return nil, err
+	}
+	return specrules.New(spec), nil
+})
 
 // NewServer checks the options and fills in defaults.
 func NewServer(opt Options) *Server {
@@ -164,7 +172,7 @@ func NewServer(opt Options) *Server {
 	if opt.Gatherer == nil {
 		opt.Gatherer = prometheus.NewRegistry()
 	}
-	spec, err := loadSpec()
+	rules, err := loadRules()
 	if err != nil {
 		panic("api: the embedded openapi.yaml does not load: " + err.Error())
 	}
@@ -172,7 +180,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: specrules.New(spec), ticketKey: newTicketKey()}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey()}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
