@@ -15,6 +15,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit/kittest"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
@@ -25,19 +26,7 @@ func newLockTest(t *testing.T) (*zktest.Cluster, string, *Locks, func() *kit.Lea
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	s := zookeepertest.NewSession(t, zkc.Servers(), root)
-	return zkc, root, NewLocks(s, prometheus.NewRegistry()), grantFor(t, kit.NewLeases(s, nil))
-}
-
-// grantFor returns a function that grants a lease of a minute from leases.
-func grantFor(t *testing.T, leases *kit.Leases) func() *kit.Lease {
-	return func() *kit.Lease {
-		t.Helper()
-		l, err := leases.Grant(time.Minute, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	return zkc, root, NewLocks(s, prometheus.NewRegistry()), kittest.GrantFor(t, kit.NewLeases(s, nil))
 }
 
 // A waiter on this sidecar is handed the lock when its predecessor, the holder,

@@ -17,6 +17,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit/kittest"
 )
 
 // At most max permits at once among many leases, granted in order; a full
@@ -29,7 +30,7 @@ func TestSemaphoreRecipe(t *testing.T) {
 	sems := NewSemaphores(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
+	grant := kittest.GrantFor(t, leases)
 
 	const workers, rounds, max = 5, 8, 2
 	var inside, most atomic.Int32
@@ -99,7 +100,7 @@ func TestRWLockRecipe(t *testing.T) {
 	rw := NewRWLocks(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
+	grant := kittest.GrantFor(t, leases)
 	r1, r2, w, r3 := grant(), grant(), grant(), grant()
 	if _, err := rw.Acquire(ctx, r1, "x", ReadMode, "r1", 0); err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestSemaphoreMaxMismatchRecipe(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
+	grant := kittest.GrantFor(t, leases)
 
 	a := grant()
 	pa, err := sems.Acquire(ctx, a, "two", "a", 2, 0)

@@ -12,6 +12,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit/kittest"
 )
 
 // coord_election_candidates counts the candidacies leases of this sidecar
@@ -24,7 +25,7 @@ func TestCandidatesGaugeFollowsEveryEnd(t *testing.T) {
 	els := NewElections(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	grant := grantFor(t, leases)
+	grant := kittest.GrantFor(t, leases)
 	gauge := func() float64 { return promtest.ToFloat64(els.metrics.candidates) }
 
 	resigning, revoked := grant(), grant()
