@@ -12,7 +12,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -88,13 +87,12 @@ func (r *states) awaitMembers(t *testing.T, want, what string) *State {
 // the last one is ZooKeeper's. However many handles follow the group, the
 // sidecar runs one follower, stopped by the last Close.
 func TestFollowSnapshotThenEachChange(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := newSidecar(t, zkc.Servers(), root)
-	b := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	w := newWorld(t)
+	a := w.sidecar()
+	b := w.sidecar()
+	conn := w.client()
 	ctx := context.Background()
-	gp := root + "/groups/workers"
+	gp := w.group("workers")
 
 	a.join(t, a.lease(t, time.Minute, false), "workers", "w1", "x")
 	f, err := a.groups.Follow("workers")
@@ -159,10 +157,9 @@ func TestFollowSnapshotThenEachChange(t *testing.T) {
 // A group without a node is followed as empty at version 0; the first join
 // makes it and is seen (the follower watched for the node to appear).
 func TestFollowAGroupWithoutANode(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := newSidecar(t, zkc.Servers(), root)
-	b := newSidecar(t, zkc.Servers(), root)
+	w := newWorld(t)
+	a := w.sidecar()
+	b := w.sidecar()
 
 	f, err := a.groups.Follow("later")
 	if err != nil {
@@ -185,12 +182,11 @@ func TestFollowAGroupWithoutANode(t *testing.T) {
 // of its wait it reads ZooKeeper, and cannot). Once the session is back, the
 // view shows what changed meanwhile.
 func TestFollowWhileSuspended(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	proxy := faultproxy.Start(t, zkc.Server(0))
+	w := newWorld(t)
+	proxy := faultproxy.Start(t, w.zkc.Server(0))
 	// A session timeout far longer than the cut: the session survives it.
-	a := startSidecar(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: root, Timeout: 10 * time.Second})
-	b := newSidecar(t, zkc.Servers(), root)
+	a := startSidecar(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: w.root, Timeout: 10 * time.Second})
+	b := w.sidecar()
 	ctx := context.Background()
 
 	lb := b.lease(t, time.Minute, false)
@@ -239,10 +235,9 @@ func TestFollowWhileSuspended(t *testing.T) {
 // at the end of its wait with the group as ZooKeeper has it; when ctx ends
 // first, with ctx's cause.
 func TestAwait(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := newSidecar(t, zkc.Servers(), root)
-	b := newSidecar(t, zkc.Servers(), root)
+	w := newWorld(t)
+	a := w.sidecar()
+	b := w.sidecar()
 	ctx := context.Background()
 
 	a.join(t, a.lease(t, time.Minute, false), "g", "m1", "v")

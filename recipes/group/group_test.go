@@ -28,11 +28,29 @@ type sidecar struct {
 	reg    *prometheus.Registry
 }
 
-// newSidecar is a sidecar on a session of its own under root.
-func newSidecar(t *testing.T, servers []string, root string) *sidecar {
-	t.Helper()
-	return startSidecar(t, zookeeper.Config{Servers: servers, Root: root})
+// world is one test's own root on the shared ZooKeeper: its sidecars are made
+// on it, and a plain client looks at its nodes as Curator would.
+type world struct {
+	t    *testing.T
+	zkc  *zktest.Cluster
+	root string
 }
+
+func newWorld(t *testing.T) *world {
+	return &world{t: t, zkc: zktest.Shared(t), root: zktest.Root(t)}
+}
+
+// sidecar is a sidecar on a session of its own under the world's root.
+func (w *world) sidecar() *sidecar {
+	w.t.Helper()
+	return startSidecar(w.t, zookeeper.Config{Servers: w.zkc.Servers(), Root: w.root})
+}
+
+// client is a plain go-zookeeper session, closed when the test ends.
+func (w *world) client() *zk.Conn { return zktest.Connect(w.t, w.zkc.Servers(), 5*time.Second) }
+
+// group is the path of group g's node.
+func (w *world) group(g string) string { return w.root + "/groups/" + g }
 
 // startSidecar is a sidecar on a session made with cfg; its leases are revoked
 // when t ends, before its session is closed.
@@ -160,11 +178,10 @@ func ended(l *kit.Lease) bool {
 // (testSetValue); a leave deletes it at once, takes it off the lease and ends
 // an implicit lease (testLeave).
 func TestJoinSetValueLeaveAsCuratorSeesThem(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	sc := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	gp := root + "/groups/workers"
+	w := newWorld(t)
+	sc := w.sidecar()
+	conn := w.client()
+	gp := w.group("workers")
 
 	l := sc.lease(t, time.Minute, false)
 	j, err := sc.groups.Join(context.Background(), l, "workers", "w1", "10.0.0.1:80")
@@ -259,13 +276,12 @@ func testLeave(t *testing.T, sc *sidecar, conn *zk.Conn, l *kit.Lease, gp string
 // ZooKeeper's stats give; it strictly increases with every join, change of
 // value and leave. List names the groups that have a node, sorted.
 func TestJoinOrderAndVersionOnEverySidecar(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := newSidecar(t, zkc.Servers(), root)
-	b := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	w := newWorld(t)
+	a := w.sidecar()
+	b := w.sidecar()
+	conn := w.client()
 	ctx := context.Background()
-	gp := root + "/groups/g"
+	gp := w.group("g")
 
 	la, lb := a.lease(t, time.Minute, false), b.lease(t, time.Minute, false)
 	var last int64
@@ -310,13 +326,12 @@ func TestJoinOrderAndVersionOnEverySidecar(t *testing.T) {
 // placed by a Curator GroupMember; no refusal touches the member. A refused
 // implicit lease ends; once the member leaves, the id is free again.
 func TestJoinRefusesALiveID(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := newSidecar(t, zkc.Servers(), root)
-	b := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	w := newWorld(t)
+	a := w.sidecar()
+	b := w.sidecar()
+	conn := w.client()
 	ctx := context.Background()
-	gp := root + "/groups/g"
+	gp := w.group("g")
 
 	l1 := a.lease(t, time.Minute, false)
 	a.join(t, l1, "g", "m", "mine")
@@ -377,11 +392,10 @@ func TestJoinRefusesALiveID(t *testing.T) {
 // returns; expired, when the lease is done; the sidecar's session ended, the
 // lease ends as lost and ZooKeeper deletes the node.
 func TestMemberEndsWithItsLease(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	sc := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	gp := root + "/groups/g"
+	w := newWorld(t)
+	sc := w.sidecar()
+	conn := w.client()
+	gp := w.group("g")
 
 	revoked := sc.lease(t, time.Minute, false)
 	sc.join(t, revoked, "g", "revoked", "")
@@ -406,7 +420,7 @@ func TestMemberEndsWithItsLease(t *testing.T) {
 		t.Fatalf("expired lease (%v): member still there %v", expiring.Err(), exists(t, conn, gp+"/expired"))
 	}
 
-	other := newSidecar(t, zkc.Servers(), root)
+	other := w.sidecar()
 	lost := other.lease(t, time.Minute, false)
 	other.join(t, lost, "g", "lost", "")
 	other.s.Close()
@@ -430,12 +444,11 @@ func TestMemberEndsWithItsLease(t *testing.T) {
 // and no longer holds the member (SetValue: ErrNotHeld), the id is free to join
 // again, and an implicit lease ends.
 func TestMemberDeletedByAnotherHandIsLost(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	sc := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	w := newWorld(t)
+	sc := w.sidecar()
+	conn := w.client()
 	ctx := context.Background()
-	gp := root + "/groups/g"
+	gp := w.group("g")
 
 	l := sc.lease(t, time.Minute, false)
 	il := sc.lease(t, time.Minute, true)
@@ -479,9 +492,8 @@ func TestMemberDeletedByAnotherHandIsLost(t *testing.T) {
 // closed session, every call answers ErrInvalidName (a valid name gets as far
 // as the session and fails there), and Follow starts no follower.
 func TestInvalidNamesRefusedBeforeZooKeeper(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	sc := newSidecar(t, zkc.Servers(), root)
+	w := newWorld(t)
+	sc := w.sidecar()
 	ctx := context.Background()
 	l := sc.lease(t, time.Minute, false)
 	sc.s.Close()
@@ -498,7 +510,7 @@ func TestInvalidNamesRefusedBeforeZooKeeper(t *testing.T) {
 		_, calls["inspect"] = sc.groups.Inspect(ctx, n)
 		_, calls["follow"] = sc.groups.Follow(n)
 		_, calls["await"] = sc.groups.Await(ctx, n, 0, time.Minute)
-		_, calls["adopt"] = sc.groups.Adopt(ctx, l, kit.SavedHold{Hold: kit.Hold{Kind: MemberKind, Name: "ok/" + n}, Nodes: []string{root + "/groups/ok/" + n}})
+		_, calls["adopt"] = sc.groups.Adopt(ctx, l, kit.SavedHold{Hold: kit.Hold{Kind: MemberKind, Name: "ok/" + n}, Nodes: []string{w.group("ok") + "/" + n}})
 		for what, err := range calls {
 			if !errors.Is(err, kit.ErrInvalidName) {
 				t.Errorf("%s with %q: %v, want ErrInvalidName", what, n, err)
@@ -522,13 +534,12 @@ func TestInvalidNamesRefusedBeforeZooKeeper(t *testing.T) {
 // saved hold that does not name the member's own node of this session is
 // refused. The adopted member leaves as any other.
 func TestAdoptKeepsTheMemberAcrossARestart(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	sc := newSidecar(t, zkc.Servers(), root)
-	other := newSidecar(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	w := newWorld(t)
+	sc := w.sidecar()
+	other := w.sidecar()
+	conn := w.client()
 	ctx := context.Background()
-	gp := root + "/groups/g"
+	gp := w.group("g")
 
 	// The predecessor's member, made under the session sc resumed, as Join
 	// makes it; then another sidecar's.
