@@ -161,11 +161,16 @@ func (s *Server) NewStream(ctx context.Context, topics ...string) Stream {
 // Event ids (as openapi.yaml documents them) strictly increase along a stream:
 // the zxid of the newest change the state reflects (zxid(state)), raised to
 // the previous id + 1 when it is not newer (a suspended state, the same state
-// read again after a reconnect, a name gone).
+// read again after a reconnect, a name gone). A state whose body is nil is
+// not published (the last one stands).
 func FollowStates[S any](s *Server, topic, event string, f *kit.Follower[S], zxid func(S) int64, body func(S) any) (stop func()) {
 	var lastID int64 // the follower calls back one state at a time
 	cancel := f.Subscribe(func(st S) {
-		if data, err := sse.Data(body(st)); err == nil {
+		b := body(st)
+		if b == nil {
+			return
+		}
+		if data, err := sse.Data(b); err == nil {
 			lastID = max(zxid(st), lastID+1)
 			s.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: event, Data: data})
 		}

@@ -8,14 +8,12 @@ package groups
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // Groups serves the membership group operations of openapi.yaml.
@@ -159,17 +157,13 @@ func (h *Groups) follow(topic, g string) (stop func()) {
 	if err != nil {
 		return nil
 	}
-	var lastID int64
-	cancel := f.Subscribe(func(st *group.State) {
-		if st.Suspended {
-			return
-		}
-		if data, err := sse.Data(body(st)); err == nil {
-			lastID = max(st.Version, lastID+1)
-			h.s.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "group", Data: data})
-		}
-	})
-	return func() { cancel(); f.Close() }
+	return api.FollowStates(h.s, topic, "group", f, func(st *group.State) int64 { return st.Version },
+		func(st *group.State) any {
+			if st.Suspended {
+				return nil
+			}
+			return body(st)
+		})
 }
 
 // body is a group's state as the API shows it.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
@@ -19,7 +18,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // KV serves the key operations of openapi.yaml.
@@ -156,17 +154,13 @@ func (h *KV) follow(topic, key string) (stop func()) {
 	if err != nil {
 		return nil
 	}
-	var lastID int64 // the follower calls publish one state at a time
-	cancel := f.Subscribe(func(v *kvstore.Value) {
-		if v.Unknown {
-			return
-		}
-		if data, err := sse.Data(state(v)); err == nil {
-			lastID = max(v.Mzxid, lastID+1)
-			h.s.Publish(topic, sse.Event{ID: strconv.FormatInt(lastID, 10), Name: "kv", Data: data})
-		}
-	})
-	return func() { cancel(); f.Close() }
+	return api.FollowStates(h.s, topic, "kv", f, func(v *kvstore.Value) int64 { return v.Mzxid },
+		func(v *kvstore.Value) any {
+			if v.Unknown {
+				return nil
+			}
+			return state(v)
+		})
 }
 
 // state is a key's event data: the value as text when it is UTF-8, else in
