@@ -79,12 +79,15 @@ npm-tools:
 
 # Benchmarks side by side in one run; see docs/BENCHMARKS.md. First the locks and
 # counters as users run them (scripts/bench.sh: ZooKeeper and etcd with fsync on,
-# the sidecar and the load each in a process of its own; about 5 minutes), then the go test
+# the sidecar and the load each in a process of its own; about 5 minutes), then the
+# fleet (scripts/bench-fleet.sh: 64 sidecar processes on a 3-node ensemble against
+# zk.Lock on as many sessions; about 5 minutes), then the go test
 # benchmarks (ZooKeeper with forceSync=no, the load in the sidecar's process;
 # BENCH_GO narrows them, e.g. BENCH_GO='Lock(Cycles|Handoff)').
 BENCH_GO ?= .
 bench:
 	scripts/bench.sh
+	scripts/bench-fleet.sh
 	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/ ./recipes/queue/
 
 # Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper

@@ -33,27 +33,8 @@ install_etcd() {
 	command -v etcd >/dev/null || { echo "bench.sh: etcd still missing after install" >&2; exit 1; }
 }
 
-# freeport: a port of 127.0.0.1 that nothing answers on.
-freeport() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 12000)) # below Linux's ephemeral ports (32768-60999), which clients take
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-
-# waitfor CMD...: retries CMD for up to 30 s.
-waitfor() {
-	for _ in $(seq 300); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "bench.sh: gave up waiting for: $*" >&2
-	return 1
-}
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 
 scripts/zookeeper.sh install
 install_etcd
@@ -79,14 +60,15 @@ trap cleanup EXIT
 # A port found free may be taken by another program before ZooKeeper binds it
 # (other test suites run on this machine): try another one then.
 for try in 1 2 3 4 5; do
-	ZK_PORT="$(freeport)"
+	freeport ZK_PORT
 	scripts/zookeeper.sh start "$DIR/zk" "$ZK_PORT" >&2 && break
 	[ "$try" -lt 5 ] || { echo "bench.sh: ZooKeeper did not start" >&2; exit 1; }
 	rm -rf "$DIR/zk"
 done
 ZK_PID="$(cat "$DIR/zk/zookeeper.pid")"
 
-ETCD_PORT="$(freeport)" ETCD_PEER="$(freeport)"
+freeport ETCD_PORT
+freeport ETCD_PEER
 etcd --name bench --data-dir "$DIR/etcd" \
 	--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
 	--listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
@@ -94,7 +76,7 @@ etcd --name bench --data-dir "$DIR/etcd" \
 ETCD_PID=$!
 waitfor curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 
-SC_PORT="$(freeport)"
+freeport SC_PORT
 COORD_PPROF="${BENCH_PPROF:-}" "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$SC_PORT" \
 	--zk-root /coord-bench >"$DIR/sidecar.log" 2>&1 &
 SIDECAR_PID=$!
@@ -102,7 +84,7 @@ waitfor curl -sf "http://127.0.0.1:$SC_PORT/readyz"
 
 # The same sidecar with a state directory (on the same disk as the servers'
 # data), every other flag as the first one's.
-STATED_PORT="$(freeport)"
+freeport STATED_PORT
 "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
 	--zk-root /coord-bench-stated --state-dir "$DIR/state" >"$DIR/sidecar-stated.log" 2>&1 &
 STATED_PID=$!

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Local standalone ZooKeeper for development and CI (Debian/Ubuntu).
+# Local ZooKeeper for development, CI and the benchmarks (Debian/Ubuntu).
 #
 #   scripts/zookeeper.sh install             install Debian's zookeeper package if missing
 #   scripts/zookeeper.sh start [DIR] [PORT]  start a server on 127.0.0.1:PORT (default .zk, 2181)
 #   scripts/zookeeper.sh stop [DIR]          stop the server started by "start" in DIR
+#   scripts/zookeeper.sh start-ensemble DIR BASE
+#                                            start a 3-node ensemble in DIR/1..3: clients on
+#                                            127.0.0.1:BASE..BASE+2, quorum on BASE+10..12,
+#                                            leader election on BASE+20..22; fsync on, no
+#                                            per-address connection limit (a fleet of
+#                                            sidecars on one host all come from 127.0.0.1)
+#   scripts/zookeeper.sh stop-ensemble DIR   stop the ensemble started in DIR
 set -euo pipefail
 
 JAR=/usr/share/java/zookeeper.jar
@@ -61,17 +68,14 @@ stop_zk() {
 	rm -f "$dir/zookeeper.pid"
 }
 
-start_zk() {
-	local dir="${1:-$ROOT/.zk}" port="${2:-2181}"
-	if [ "$(fourletter "$port" ruok)" = imok ]; then
-		echo "zookeeper.sh: a server already answers on 127.0.0.1:$port; reusing it"
-		return 0
-	fi
-	install_zk
-	stop_zk "$dir" >/dev/null # a stale server of ours that does not answer
+# launch DIR PORT [CFG...]: starts a server (its zoo.cfg: the common lines,
+# then CFG) in the background; await_zk then waits for it to serve.
+launch() {
+	local dir="$1" port="$2"
+	shift 2
 	mkdir -p "$dir/data"
-	dir="$(cd "$dir" && pwd)"
-	cat >"$dir/zoo.cfg" <<CFG
+	{
+		cat <<CFG
 tickTime=2000
 dataDir=$dir/data
 clientPort=$port
@@ -79,6 +83,9 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
 CFG
+		local line
+		for line in "$@"; do echo "$line"; done
+	} >"$dir/zoo.cfg"
 	local cp="$JAR"
 	[ -f "$SLF4J" ] && cp="$cp:$SLF4J"
 	local setsid=""
@@ -89,7 +96,12 @@ CFG
 		java -Xmx256m -Dzookeeper.log.dir="$dir" -cp "$cp" \
 		org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
 		>"$dir/zookeeper.log" 2>&1 </dev/null &
-	local deadline=$((SECONDS + 60)) pid=""
+}
+
+# await_zk DIR PORT: waits up to 60 s for the server launched in DIR to serve
+# on PORT; fails (printing its log's tail) if it does not.
+await_zk() {
+	local dir="$1" port="$2" deadline=$((SECONDS + 60)) pid=""
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		# imok comes before the server serves; srvr reports a Mode once it does.
 		if [ "$(fourletter "$port" ruok)" = imok ] && fourletter "$port" srvr | grep -q '^Mode:'; then
@@ -102,16 +114,55 @@ CFG
 	done
 	echo "zookeeper.sh: server did not come up on 127.0.0.1:$port; last log lines:" >&2
 	tail -n 40 "$dir/zookeeper.log" >&2 || true
-	stop_zk "$dir" >/dev/null
-	exit 1
+	return 1
+}
+
+start_zk() {
+	local dir="${1:-$ROOT/.zk}" port="${2:-2181}"
+	if [ "$(fourletter "$port" ruok)" = imok ]; then
+		echo "zookeeper.sh: a server already answers on 127.0.0.1:$port; reusing it"
+		return 0
+	fi
+	install_zk
+	stop_zk "$dir" >/dev/null # a stale server of ours that does not answer
+	mkdir -p "$dir"
+	dir="$(cd "$dir" && pwd)"
+	launch "$dir" "$port"
+	await_zk "$dir" "$port" || { stop_zk "$dir" >/dev/null; exit 1; }
+}
+
+start_ensemble() {
+	local dir="$1" base="$2" n servers=()
+	install_zk
+	stop_ensemble "$dir" >/dev/null
+	mkdir -p "$dir"
+	dir="$(cd "$dir" && pwd)"
+	for n in 1 2 3; do
+		servers+=("server.$n=127.0.0.1:$((base + 9 + n)):$((base + 19 + n))")
+	done
+	for n in 1 2 3; do
+		mkdir -p "$dir/$n/data"
+		echo "$n" >"$dir/$n/data/myid"
+		launch "$dir/$n" "$((base + n - 1))" initLimit=10 syncLimit=5 maxClientCnxns=0 "${servers[@]}"
+	done
+	for n in 1 2 3; do
+		await_zk "$dir/$n" "$((base + n - 1))" || { stop_ensemble "$dir" >/dev/null; exit 1; }
+	done
+}
+
+stop_ensemble() {
+	local n
+	for n in 1 2 3; do stop_zk "$1/$n"; done
 }
 
 case "${1:-}" in
 install) install_zk ;;
 start) start_zk "${2:-}" "${3:-}" ;;
 stop) stop_zk "${2:-}" ;;
+start-ensemble) start_ensemble "${2:?DIR}" "${3:?BASE port}" ;;
+stop-ensemble) stop_ensemble "${2:?DIR}" ;;
 *)
-	echo "usage: $0 install | start [DIR] [PORT] | stop [DIR]" >&2
+	echo "usage: $0 install | start [DIR] [PORT] | stop [DIR] | start-ensemble DIR BASE | stop-ensemble DIR" >&2
 	exit 2
 	;;
 esac

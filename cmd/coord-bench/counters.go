@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
@@ -59,7 +58,7 @@ func counterCheck(names []string, acked []atomic.Int64, value func(name string) 
 
 func (e *sidecarEngine) counterWorkers(r row) ([]func(context.Context) error, func() error) {
 	names := counterNames(r)
-	base := strings.TrimSuffix(e.base, "locks/") + "counters/"
+	base := e.bases[0] + "/v1/counters/"
 	acked := make([]atomic.Int64, len(names))
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -29,9 +30,9 @@ type engine interface {
 func newEngine(ctx context.Context, name string, o *options) (engine, error) {
 	switch name {
 	case "sidecar":
-		return &sidecarEngine{id: "sidecar", base: o.sidecar + "/v1/locks/", client: newHTTPClient()}, nil
+		return &sidecarEngine{id: "sidecar", bases: []string{o.sidecar}, client: newHTTPClient()}, nil
 	case "stated":
-		return &sidecarEngine{id: "stated", base: o.stated + "/v1/locks/", client: newHTTPClient(), locksOnly: true}, nil
+		return &sidecarEngine{id: "stated", bases: []string{o.stated}, client: newHTTPClient(), locksOnly: true}, nil
 	case "inprocess":
 		return newInprocess(o.zk, o.sessions)
 	default:
@@ -58,10 +59,12 @@ func newHTTPClient() *http.Client {
 
 // sidecarEngine: one implicit lease per acquisition, as a shell script with curl
 // does it. The same code is two columns: "sidecar" (the sidecar as users run
-// it by default) and "stated" (a second sidecar process, with --state-dir).
+// it by default) and "stated" (a second sidecar process, with --state-dir);
+// in fleet mode, "sidecar" is a fleet of sidecar processes, worker w on the
+// w-th (mod their number).
 type sidecarEngine struct {
-	id     string // the column: "sidecar" or "stated"
-	base   string
+	id     string   // the column: "sidecar" or "stated"
+	bases  []string // the sidecars' base URLs
 	client *http.Client
 	// locksOnly: no counter rows (errNoSuchRow), for a column that only the
 	// lock table has.
@@ -81,7 +84,8 @@ func (e *sidecarEngine) workers(_ context.Context, r row, x *benchload.Exclusion
 	}
 	fns := make([]func(context.Context) error, r.workers)
 	for w := range fns {
-		l := benchload.NewSidecarLock(e.client, e.base+lockName(r, w))
+		l := benchload.NewSidecarLock(e.client, e.bases[w%len(e.bases)]+"/v1/locks/"+lockName(r, w))
+		l.Hold = r.hold
 		fns[w] = func(ctx context.Context) error { return l.Cycle(ctx, x) }
 	}
 	return fns, func() error { return nil }, nil
@@ -97,7 +101,7 @@ type inprocessEngine struct {
 func newInprocess(server string, sessions int) (*inprocessEngine, error) {
 	e := &inprocessEngine{root: "/coord-bench-inprocess"}
 	for range sessions {
-		conn, events, err := zk.Connect([]string{server}, 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+		conn, events, err := zk.Connect(strings.Split(server, ","), 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
 		if err != nil {
 			e.close()
 			return nil, err
@@ -145,6 +149,7 @@ func (e *inprocessEngine) workers(_ context.Context, r row, x *benchload.Exclusi
 				return fmt.Errorf("lock: %w", err)
 			}
 			err := x.Enter(0)
+			time.Sleep(r.hold)
 			x.Leave()
 			if uerr := l.Unlock(); uerr != nil && err == nil {
 				err = fmt.Errorf("unlock: %w", uerr)

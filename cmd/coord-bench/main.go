@@ -39,14 +39,18 @@ import (
 type options struct {
 	sidecar, zk, etcd string
 	stated            string // the second sidecar's URL, on a state directory ("": none)
-	pids              map[string]int
-	rows              []row
-	engines           []string
-	rounds            int
-	round, warmup     time.Duration
-	zkWarmup          time.Duration
-	sessions          int
-	fifo              time.Duration
+	// pids are the processes whose CPU is measured, by column: "sidecar",
+	// "stated", "zookeeper", "etcd"; a column may sum several processes (an
+	// ensemble's servers, a fleet's sidecars).
+	pids          map[string][]int
+	rows          []row
+	engines       []string
+	rounds        int
+	round, warmup time.Duration
+	zkWarmup      time.Duration
+	sessions      int
+	fifo          time.Duration
+	fleet         fleetOptions // with urls: the fleet rows instead of the others
 }
 
 // row is one line of a table: workers on their own locks, or on one hot lock;
@@ -56,6 +60,7 @@ type row struct {
 	workers  int
 	hot      bool
 	counters int
+	hold     time.Duration // how long each holder keeps the lock (hot rows)
 }
 
 var allRows = map[string]row{
@@ -82,13 +87,13 @@ func main() {
 
 func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("coord-bench", flag.ContinueOnError)
-	o := &options{pids: map[string]int{}}
-	var pids, rows, engines string
+	o := &options{pids: map[string][]int{}}
+	var pids, rows, engines, fleet, fleetPids, fleetSizes string
 	fs.StringVar(&o.sidecar, "sidecar", "http://127.0.0.1:8080", "the sidecar's base URL")
-	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper server (host:port) the sidecar uses")
+	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper servers (host:port,...) the sidecar uses; mntr's counters are summed over them")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
 	fs.StringVar(&o.stated, "sidecar-stated", "", "base URL of a second sidecar, started with --state-dir (empty: no stated column)")
-	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,zookeeper=PID,etcd=PID")
+	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,zookeeper=PID,etcd=PID; PID+PID+... sums several (an ensemble's servers)")
 	fs.StringVar(&rows, "rows", "c1,c16,c64,hot,counter-c1,counter-c16,counter-c16x16", "rows, in order: c1, c16, c64, hot, counter-c1, counter-c16, counter-c16x16")
 	fs.StringVar(&engines, "engines", "sidecar,stated,inprocess,etcd", "engines, comma-separated (etcd and stated only with -etcd and -sidecar-stated)")
 	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
@@ -97,16 +102,30 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.sessions, "sessions", 4, "ZooKeeper sessions of the in-process engine")
 	fs.DurationVar(&o.fifo, "fifo", 3*time.Second, "length of each FIFO-cost measurement after the rows (0: none)")
 	fs.DurationVar(&o.zkWarmup, "zk-warmup", 60*time.Second, "longest warm-up of ZooKeeper's JIT before the rows (c16 and hot rounds until its compiler threads are idle)")
+	fs.StringVar(&fleet, "fleet", "", "the fleet rows (issue 26) instead of the others: base URLs of sidecar processes, comma-separated, each a replica's own")
+	fs.StringVar(&fleetPids, "fleet-pids", "", "the fleet's processes, in -fleet's order, comma-separated")
+	fs.StringVar(&fleetSizes, "fleet-sizes", "16,64", "fleet sizes measured (the first N of -fleet)")
+	fs.DurationVar(&o.fleet.hold, "fleet-hold", 5*time.Millisecond, "hold time of the second hot-lock row per size (0: no such row)")
+	fs.DurationVar(&o.fleet.idle, "fleet-idle", 30*time.Second, "how long the fleet is watched at rest before any load")
+	fs.IntVar(&o.fleet.resigns, "fleet-resigns", 20, "resignations per election")
+	fs.BoolVar(&o.fleet.kill, "fleet-kill", false, "end the largest size's election by killing the leader's sidecar (SIGKILL)")
+	fs.DurationVar(&o.fleet.session, "fleet-session-timeout", 10*time.Second, "the fleet's --session-timeout (the bound of the kill's failover)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if fleet != "" {
+		if err := o.fleet.parse(fleet, fleetPids, fleetSizes); err != nil {
+			return nil, err
+		}
+		engines = "sidecar,inprocess"
+	}
 	for _, kv := range strings.Split(pids, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
-			pid, err := strconv.Atoi(v)
+			list, err := pidList(strings.Split(v, "+"))
 			if err != nil {
 				return nil, fmt.Errorf("-pids %q: %w", kv, err)
 			}
-			o.pids[k] = pid
+			o.pids[k] = list
 		}
 	}
 	for _, r := range strings.Split(rows, ",") {
@@ -131,7 +150,23 @@ func parseFlags(args []string) (*options, error) {
 	return o, nil
 }
 
+// pidList parses process ids.
+func pidList(fields []string) ([]int, error) {
+	var pids []int
+	for _, f := range fields {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
 func run(ctx context.Context, o *options) error {
+	if len(o.fleet.urls) > 0 {
+		return runFleet(ctx, o)
+	}
 	started := time.Now()
 	engines := make([]engine, 0, len(o.engines))
 	for _, name := range o.engines {
@@ -207,7 +242,7 @@ func measureRow(ctx context.Context, o *options, r row, engines []engine) (rowRe
 // time, or o.zkWarmup passed: measured before that, ZooKeeper's first rows would
 // be slow for whichever engine ran first.
 func warmZooKeeper(ctx context.Context, o *options, engines []engine) error {
-	pid, ok := o.pids["zookeeper"]
+	pids, ok := o.pids["zookeeper"]
 	if !ok || o.zkWarmup <= 0 {
 		return nil
 	}
@@ -218,16 +253,16 @@ func warmZooKeeper(ctx context.Context, o *options, engines []engine) error {
 			continue
 		}
 		r := allRows[[]string{"c16", "hot"}[i/len(engines)%2]]
-		jit0 := jitCPU(pid)
+		jit0 := jitCPU(pids)
 		if _, err := runRound(ctx, o, e, r, 2*time.Second); err != nil {
 			return fmt.Errorf("warm-up %s: %w", e.name(), err)
 		}
-		if jit := jitCPU(pid) - jit0; i >= 2*len(engines) && jit < 40*time.Millisecond {
+		if jit := jitCPU(pids) - jit0; i >= 2*len(engines) && jit < 40*time.Millisecond {
 			break
 		}
 	}
 	fmt.Fprintf(os.Stderr, "coord-bench: ZooKeeper warmed up in %s (its JIT threads used %s so far)\n",
-		time.Since(start).Round(time.Second), jitCPU(pid).Round(time.Millisecond))
+		time.Since(start).Round(time.Second), jitCPU(pids).Round(time.Millisecond))
 	return nil
 }
 

@@ -65,6 +65,11 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 	ratioTable(w, o, counters, "Counter adds per second (a cycle below is one add)",
 		[]column{{"sidecar", "sidecar"}, {"inprocess", "in-process (Get+Set loop, 4 sessions)"}},
 		[]ratioCol{sidecarTo("inprocess", "in-process", 0)})
+	detailTable(w, o, results)
+}
+
+// detailTable prints where each cycle of each row and engine goes.
+func detailTable(w io.Writer, o *options, results []rowResult) {
 	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
@@ -170,7 +175,7 @@ func sidecarProcess(engine string) string {
 	return "sidecar"
 }
 
-func detailRow(name, engine string, rs []round, pids map[string]int) string {
+func detailRow(name, engine string, rs []round, pids map[string][]int) string {
 	var cycles int64
 	var rates []string
 	cpu := map[string]time.Duration{}

@@ -91,30 +91,36 @@ func runRound(ctx context.Context, o *options, e engine, r row, d time.Duration)
 	return rd, nil
 }
 
-// cpuTimes reads the user+system CPU time of this process ("load") and of pids.
-func cpuTimes(pids map[string]int) map[string]time.Duration {
+// cpuTimes reads the user+system CPU time of this process ("load") and of each
+// column's processes, summed.
+func cpuTimes(pids map[string][]int) map[string]time.Duration {
 	m := map[string]time.Duration{"load": procCPU(os.Getpid())}
-	for k, pid := range pids {
-		m[k] = procCPU(pid)
+	for k, list := range pids {
+		for _, pid := range list {
+			m[k] += procCPU(pid)
+		}
 	}
-	if pid, ok := pids["zookeeper"]; ok {
-		m["zookeeper-jit"] = jitCPU(pid)
+	if list, ok := pids["zookeeper"]; ok {
+		m["zookeeper-jit"] = jitCPU(list)
 	}
 	return m
 }
 
-// jitCPU is the CPU time of a JVM's JIT compiler threads ("C1 CompilerThre",
-// "C2 CompilerThre"): ZooKeeper compiles its hot paths for many seconds after
-// it starts, and that is not the cost of the requests measured.
-func jitCPU(pid int) time.Duration {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tasks, _ := os.ReadDir(dir)
+// jitCPU is the CPU time of JVMs' JIT compiler threads ("C1 CompilerThre",
+// "C2 CompilerThre"), summed over pids: ZooKeeper compiles its hot paths for
+// many seconds after it starts, and that is not the cost of the requests
+// measured.
+func jitCPU(pids []int) time.Duration {
 	var sum time.Duration
-	for _, t := range tasks {
-		comm, err := os.ReadFile(dir + t.Name() + "/comm")
-		if err == nil && strings.Contains(string(comm), "CompilerThre") {
-			if tid, err := strconv.Atoi(t.Name()); err == nil {
-				sum += taskCPU(pid, tid)
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+		tasks, _ := os.ReadDir(dir)
+		for _, t := range tasks {
+			comm, err := os.ReadFile(dir + t.Name() + "/comm")
+			if err == nil && strings.Contains(string(comm), "CompilerThre") {
+				if tid, err := strconv.Atoi(t.Name()); err == nil {
+					sum += taskCPU(pid, tid)
+				}
 			}
 		}
 	}
@@ -144,25 +150,33 @@ func statCPU(file string) time.Duration {
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
 
-// mntr reads ZooKeeper's integer counters (the mntr four-letter word); empty
-// when the server does not answer.
-func mntr(server string) map[string]int64 {
+// mntr reads ZooKeeper's integer counters (the mntr four-letter word) of each
+// server of servers (host:port,...), summed; a server that does not answer
+// adds nothing.
+func mntr(servers string) map[string]int64 {
 	m := map[string]int64{}
+	for _, server := range strings.Split(servers, ",") {
+		mntrOne(server, m)
+	}
+	return m
+}
+
+// mntrOne adds one server's mntr counters to m.
+func mntrOne(server string, m map[string]int64) {
 	conn, err := net.DialTimeout("tcp", server, 2*time.Second)
 	if err != nil {
-		return m
+		return
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := conn.Write([]byte("mntr")); err != nil {
-		return m
+		return
 	}
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "\t")
 		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
-			m[k] = n
+			m[k] += n
 		}
 	}
-	return m
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Send makes one request (body, when not nil, as JSON) and decodes a JSON answer
+// Send makes one request (body, when not nil, as JSON, with its Content-Type) and decodes a JSON answer
 // into out (when not nil). The answer is read to its end, so that the
 // connection is reused; a status other than want is an error.
 func Send(ctx context.Context, c *http.Client, method, u string, body any, want int, out any) error {
@@ -32,6 +32,9 @@ func Send(ctx context.Context, c *http.Client, method, u string, body any, want 
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -60,6 +63,8 @@ type SidecarLock struct {
 	// AcquireURL is POSTed (201); ReleaseURL, with the grant's lease id
 	// appended, is DELETEd (204).
 	AcquireURL, ReleaseURL string
+	// Hold is how long a holder keeps the lock before it releases (0: none).
+	Hold time.Duration
 }
 
 // NewSidecarLock is a client of the lock at lockURL (…/v1/locks/NAME) that
@@ -79,6 +84,7 @@ func (l *SidecarLock) Cycle(ctx context.Context, x *Exclusion) error {
 		return err
 	}
 	err := x.Enter(grant.FencingToken)
+	time.Sleep(l.Hold)
 	x.Leave()
 	if rerr := Send(ctx, l.Client, http.MethodDelete, l.ReleaseURL+url.QueryEscape(grant.Lease), nil, http.StatusNoContent, nil); err == nil {
 		err = rerr

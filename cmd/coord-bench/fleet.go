@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
+)
+
+// fleetOptions are the fleet rows' (issue 26): sidecar processes, one per
+// application replica, each with one client, on a ZooKeeper ensemble.
+type fleetOptions struct {
+	urls    []string      // the sidecars' base URLs
+	pids    []int         // their processes, in the same order
+	sizes   []int         // the fleet sizes measured: the first N sidecars
+	hold    time.Duration // the second hot row's hold time (0: no such row)
+	idle    time.Duration // how long the fleet is watched at rest
+	resigns int           // resignations per election
+	kill    bool          // end with the leader's sidecar killed
+	session time.Duration // the sidecars' session timeout (the kill's bound)
+}
+
+// parse reads the -fleet, -fleet-pids and -fleet-sizes flags.
+func (f *fleetOptions) parse(urls, pids, sizes string) error {
+	f.urls = strings.Split(urls, ",")
+	var err error
+	if f.pids, err = pidList(strings.Split(pids, ",")); err != nil {
+		return fmt.Errorf("-fleet-pids: %w", err)
+	}
+	if len(f.pids) != len(f.urls) {
+		return fmt.Errorf("-fleet-pids names %d processes for %d sidecars", len(f.pids), len(f.urls))
+	}
+	for _, v := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > len(f.urls) {
+			return fmt.Errorf("-fleet-sizes %q: each from 2 to the %d sidecars", v, len(f.urls))
+		}
+		f.sizes = append(f.sizes, n)
+	}
+	return nil
+}
+
+// fleetRest is the fleet's processes over a span: each one's CPU and, at its
+// end, its resident memory.
+type fleetRest struct {
+	span time.Duration
+	cpu  []time.Duration
+	rss  []int64 // bytes
+}
+
+// watchFleet measures pids over d.
+func watchFleet(pids []int, d time.Duration) fleetRest {
+	r := fleetRest{span: d, cpu: make([]time.Duration, len(pids)), rss: make([]int64, len(pids))}
+	for i, pid := range pids {
+		r.cpu[i] = -procCPU(pid)
+	}
+	time.Sleep(d)
+	for i, pid := range pids {
+		r.cpu[i] += procCPU(pid)
+		r.rss[i] = procRSS(pid)
+	}
+	return r
+}
+
+// procRSS is a process's resident memory (VmRSS) in bytes, 0 when unknown.
+func procRSS(pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// failover is what one election's streams saw.
+type failover struct {
+	sidecars int
+	// every is, per resignation, the time from the resignation's request to
+	// the new leader on the last of the streams; each is the same for every
+	// stream and resignation.
+	every, each []time.Duration
+	// killed is the time from SIGKILL to the leader's sidecar to the new leader
+	// on every other stream (0: not killed).
+	killed time.Duration
+}
+
+// runFleet measures the fleet: at rest, then the hot lock handed through the
+// first N sidecars against zk.Lock on N sessions, then an election's failover
+// on every sidecar's stream, for each N of o.fleet.sizes.
+func runFleet(ctx context.Context, o *options) error {
+	started := time.Now()
+	f := o.fleet
+	fmt.Fprintf(os.Stderr, "coord-bench: the fleet of %d sidecars at rest for %s\n", len(f.urls), f.idle)
+	rest := watchFleet(f.pids, f.idle)
+	sidecars := &sidecarEngine{id: "sidecar", bases: f.urls, client: newHTTPClient(), locksOnly: true}
+	defer sidecars.close()
+	inproc, err := newInprocess(o.zk, slices.Max(f.sizes))
+	if err != nil {
+		return fmt.Errorf("inprocess: %w", err)
+	}
+	defer inproc.close()
+	engines := []engine{sidecars, inproc}
+	if err := warmZooKeeper(ctx, o, engines); err != nil {
+		return err
+	}
+	var results []rowResult
+	loaded := map[int]fleetRest{}
+	for _, n := range f.sizes {
+		on := *o
+		on.pids = maps.Clone(o.pids)
+		on.pids["sidecar"] = f.pids[:n]
+		holds := []time.Duration{0}
+		if f.hold > 0 {
+			holds = append(holds, f.hold)
+		}
+		for _, hold := range holds {
+			r := row{name: fmt.Sprintf("hot lock through %d sidecars", n), workers: n, hot: true, hold: hold}
+			if hold > 0 {
+				r.name += fmt.Sprintf(", %s hold", hold)
+			}
+			res, err := measureRow(ctx, &on, r, engines)
+			if err != nil {
+				return fmt.Errorf("row %s: %w", r.name, err)
+			}
+			results = append(results, res)
+			fmt.Fprintf(os.Stderr, "coord-bench: %s done (load average %s)\n", r.name, loadavg())
+		}
+		loaded[n] = loadedFleet(results[len(results)-len(holds):], f.pids[:n])
+	}
+	var failovers []failover
+	for i, n := range f.sizes {
+		fo, err := electionFailover(ctx, f, n, f.kill && i == len(f.sizes)-1)
+		if err != nil {
+			return fmt.Errorf("election through %d sidecars: %w", n, err)
+		}
+		failovers = append(failovers, fo)
+		fmt.Fprintf(os.Stderr, "coord-bench: election through %d sidecars done\n", n)
+	}
+	o.pids["sidecar"] = f.pids // the detail table's sidecar column (each row summed its own N)
+	printFleet(os.Stdout, o, started, rest, results, loaded, failovers)
+	return nil
+}
+
+// loadedFleet is the sidecars' CPU over the sidecar engine's rounds of rows
+// (summed, each sidecar's share its own: the column sums pids) and their
+// memory after them.
+func loadedFleet(rows []rowResult, pids []int) fleetRest {
+	r := fleetRest{cpu: make([]time.Duration, len(pids)), rss: make([]int64, len(pids))}
+	var cpu time.Duration
+	for _, res := range rows {
+		for _, rd := range res.rounds["sidecar"] {
+			r.span += rd.elapsed
+			cpu += rd.cpu["sidecar"]
+		}
+	}
+	for i, pid := range pids {
+		r.cpu[i] = cpu / time.Duration(len(pids)) // the mean: per-process CPU is not kept per round
+		r.rss[i] = procRSS(pid)
+	}
+	return r
+}
+
+// leaderStream is what one sidecar's election stream last said.
+type leaderStream struct {
+	mu        sync.Mutex
+	term      int64
+	candidate string
+	at        time.Time // when this term was first read
+	err       error
+}
+
+func (s *leaderStream) state() (int64, string, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.term, s.candidate, s.at, s.err
+}
+
+// follow reads the election stream at u into s until ctx ends or the stream
+// does.
+func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string) {
+	err := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: status %d", u, resp.StatusCode)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Leader *struct {
+					Candidate string `json:"candidate"`
+					Term      int64  `json:"term"`
+				} `json:"leader"`
+			}
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return fmt.Errorf("%s: %w", u, err)
+			}
+			var term int64
+			var candidate string
+			if ev.Leader != nil {
+				term, candidate = ev.Leader.Term, ev.Leader.Candidate
+			}
+			s.mu.Lock()
+			if term != s.term {
+				s.term, s.candidate, s.at = term, candidate, time.Now()
+			}
+			s.mu.Unlock()
+		}
+		return sc.Err()
+	}()
+	if err != nil && ctx.Err() == nil {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	}
+}
+
+// electionFailover enrols a candidate through each of the first n sidecars
+// (c0 first, each on a lease of its own), follows the election on each one's
+// stream, then has the leader resign (requeue=true: it stays a candidate, at
+// the back) f.resigns times, each time timing the new leader's arrival on
+// every stream; with kill, it ends by killing the leader's sidecar (SIGKILL).
+func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool) (failover, error) {
+	fo := failover{sidecars: n}
+	name := "fleet-" + strconv.Itoa(n)
+	client := newHTTPClient()
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	streams := make([]*leaderStream, n)
+	for i := range streams {
+		streams[i] = &leaderStream{}
+		wg.Go(func() { streams[i].follow(ctx, client, f.urls[i]+"/v1/elections/"+name+"/events") })
+	}
+	leases := make([]string, n)
+	dead := -1 // the sidecar killed
+	defer func() {
+		bg, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		for i, l := range leases {
+			if l != "" && i != dead {
+				_ = benchload.Send(bg, client, http.MethodDelete, f.urls[i]+"/v1/leases/"+url.PathEscape(l), nil, http.StatusNoContent, nil)
+			}
+		}
+	}()
+	for i := range leases {
+		var lease struct {
+			Lease string `json:"lease"`
+		}
+		if err := benchload.Send(ctx, client, http.MethodPost, f.urls[i]+"/v1/leases?ttl=10m", nil, http.StatusCreated, &lease); err != nil {
+			return fo, err
+		}
+		leases[i] = lease.Lease
+		u := fmt.Sprintf("%s/v1/elections/%s/candidates?id=c%d&lease=%s", f.urls[i], name, i, url.QueryEscape(lease.Lease))
+		if err := benchload.Send(ctx, client, http.MethodPost, u, map[string]string{"value": "sidecar " + strconv.Itoa(i)}, http.StatusCreated, nil); err != nil {
+			return fo, err
+		}
+	}
+	term, leader, err := awaitLeader(streams, -1, 0, time.Now(), 30*time.Second, nil)
+	if err != nil {
+		return fo, fmt.Errorf("the first leader: %w", err)
+	}
+	for range f.resigns {
+		t0 := time.Now()
+		u := fmt.Sprintf("%s/v1/elections/%s/candidates/c%d?lease=%s&requeue=true", f.urls[leader], name, leader, url.QueryEscape(leases[leader]))
+		if err := benchload.Send(ctx, client, http.MethodDelete, u, nil, http.StatusCreated, nil); err != nil {
+			return fo, fmt.Errorf("resign c%d: %w", leader, err)
+		}
+		var each []time.Duration
+		if term, leader, err = awaitLeader(streams, -1, term, t0, 30*time.Second, &each); err != nil {
+			return fo, fmt.Errorf("after c%d resigned: %w", leader, err)
+		}
+		fo.every = append(fo.every, slices.Max(each))
+		fo.each = append(fo.each, each...)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if kill {
+		t0 := time.Now()
+		if err := syscall.Kill(f.pids[leader], syscall.SIGKILL); err != nil {
+			return fo, fmt.Errorf("kill the leader's sidecar: %w", err)
+		}
+		dead = leader
+		var each []time.Duration
+		if _, _, err := awaitLeader(streams, leader, term, t0, 3*f.session+30*time.Second, &each); err != nil {
+			return fo, fmt.Errorf("after the leader's sidecar was killed: %w", err)
+		}
+		fo.killed = slices.Max(each)
+	}
+	return fo, nil
+}
+
+// awaitLeader waits until every stream but skip names a leader whose term is
+// neither old nor 0, all the same one, and returns its term and sidecar index;
+// each (when not nil) gets every stream's time from t0 to its first reading of
+// that term.
+func awaitLeader(streams []*leaderStream, skip int, old int64, t0 time.Time, within time.Duration, each *[]time.Duration) (int64, int, error) {
+	deadline := time.Now().Add(within)
+	for {
+		var term int64
+		var candidate string
+		settled := true
+		for i, s := range streams {
+			if i == skip {
+				continue
+			}
+			t, c, _, err := s.state()
+			if err != nil {
+				return 0, 0, fmt.Errorf("stream %d: %w", i, err)
+			}
+			if t == old || t == 0 || term != 0 && t != term {
+				settled = false
+				break
+			}
+			term, candidate = t, c
+		}
+		if settled {
+			at, err := strconv.Atoi(strings.TrimPrefix(candidate, "c"))
+			if err != nil || at < 0 || at >= len(streams) {
+				return 0, 0, fmt.Errorf("leader %q is none of the bench's candidates", candidate)
+			}
+			if each != nil {
+				for i, s := range streams {
+					if i != skip {
+						_, _, seen, _ := s.state()
+						*each = append(*each, seen.Sub(t0))
+					}
+				}
+			}
+			return term, at, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("no new leader on every stream within %s", within)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// printFleet writes the fleet's tables.
+func printFleet(w io.Writer, o *options, started time.Time, rest fleetRest, results []rowResult, loaded map[int]fleetRest, failovers []failover) {
+	f := o.fleet
+	fmt.Fprintf(w, "Fleet run: %s to %s UTC, commit %s, %s; %d sidecar processes on a 3-node ensemble (%s); load average at the end %s.\n\n",
+		started.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), gitCommit(), machine(), len(f.urls), o.zk, loadavg())
+	ratioTable(w, o, results, "Lock handoffs per second, one client per sidecar (a cycle is one handoff), against zk.Lock on as many sessions in one process",
+		[]column{{"sidecar", "sidecars, one waiter each"}, {"inprocess", "zk.Lock, one session per waiter"}},
+		[]ratioCol{{"sidecar", "inprocess", "sidecars/zk.Lock", func(string) float64 { return 1.0 }}})
+	detailTable(w, o, results)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "An election with a candidate through each sidecar and every sidecar's stream followed: the leader resigns (`requeue=true`), and the time from its DELETE to the new leader on the streams; then the leader's sidecar is killed:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| sidecars | resignations | new leader on every stream: median / max ms | on each stream: median / p99 ms | leader's sidecar killed: new leader on every other stream | target |")
+	fmt.Fprintln(w, "|---:|---:|---|---|---|---|")
+	for _, fo := range failovers {
+		killed := "–"
+		if fo.killed > 0 {
+			killed = fmt.Sprintf("%.2f s (session timeout %s)", fo.killed.Seconds(), f.session)
+		}
+		met := "median ≤ 50 ms " + metText(quantile(fo.every, 0.5) <= 50*time.Millisecond)
+		if fo.killed > 0 {
+			met += "; kill ≤ session timeout " + metText(fo.killed <= f.session)
+		}
+		fmt.Fprintf(w, "| %d | %d | %s / %s | %s / %s | %s | %s |\n", fo.sidecars, len(fo.every),
+			ms(quantile(fo.every, 0.5)), ms(quantile(fo.every, 1)), ms(quantile(fo.each, 0.5)), ms(quantile(fo.each, 0.99)), killed, met)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Each sidecar at rest (%s, before any load) and loaded (over its engine's rounds of the hot-lock rows; CPU the mean of the N loaded sidecars), in %% of one core and MiB of VmRSS:\n\n", rest.span)
+	fmt.Fprintln(w, "| sidecars | at rest: CPU mean / max | at rest: RSS median / max | loaded: CPU per sidecar | after the load: RSS median / max | target at rest |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|---|")
+	for _, n := range f.sizes {
+		idle, busy := rest.first(n), loaded[n]
+		cpuMean, cpuMax := idle.cpuShare()
+		rssMed, rssMax := idle.rssMiB()
+		busyCPU, _ := busy.cpuShare()
+		bMed, bMax := busy.rssMiB()
+		fmt.Fprintf(w, "| %d | %.3f %% / %.3f %% | %.1f / %.1f | %.2f %% | %.1f / %.1f | CPU ≤ 0.2 %% %s; RSS ≤ 20 MiB %s |\n", n,
+			cpuMean, cpuMax, rssMed, rssMax, busyCPU, bMed, bMax, metText(cpuMean <= 0.2), metText(rssMed <= 20))
+	}
+	fmt.Fprintln(w)
+}
+
+// first is r restricted to its first n processes.
+func (r fleetRest) first(n int) fleetRest {
+	return fleetRest{span: r.span, cpu: r.cpu[:n], rss: r.rss[:n]}
+}
+
+// cpuShare is the processes' mean and largest CPU, in percent of one core.
+func (r fleetRest) cpuShare() (mean, most float64) {
+	if r.span <= 0 || len(r.cpu) == 0 {
+		return 0, 0
+	}
+	for _, c := range r.cpu {
+		share := 100 * c.Seconds() / r.span.Seconds()
+		mean += share / float64(len(r.cpu))
+		most = max(most, share)
+	}
+	return mean, most
+}
+
+// rssMiB is the processes' median and largest resident memory, in MiB.
+func (r fleetRest) rssMiB() (median, most float64) {
+	if len(r.rss) == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(r.rss))
+	return float64(s[len(s)/2]) / (1 << 20), float64(s[len(s)-1]) / (1 << 20)
+}
+
+// quantile is the q-th quantile of ds (nearest rank), 0 without any.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+
+func metText(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
