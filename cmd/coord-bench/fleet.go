@@ -62,6 +62,10 @@ type fleetRest struct {
 	rss  []int64 // bytes
 }
 
+// restSettle passes before the fleet is watched at rest: the last sidecar to
+// start has just answered /readyz, and its start-up is not its rest.
+const restSettle = 5 * time.Second
+
 // watchFleet measures pids over d.
 func watchFleet(pids []int, d time.Duration) fleetRest {
 	r := fleetRest{span: d, cpu: make([]time.Duration, len(pids)), rss: make([]int64, len(pids))}
@@ -110,6 +114,7 @@ func runFleet(ctx context.Context, o *options) error {
 	started := time.Now()
 	f := o.fleet
 	fmt.Fprintf(os.Stderr, "coord-bench: the fleet of %d sidecars at rest for %s\n", len(f.urls), f.idle)
+	time.Sleep(restSettle)
 	rest := watchFleet(f.pids, f.idle)
 	sidecars := &sidecarEngine{id: "sidecar", bases: f.urls, client: newHTTPClient(), locksOnly: true}
 	defer sidecars.close()
