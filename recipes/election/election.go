@@ -114,7 +114,7 @@ type candidateData struct {
 func NewElections(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
 	e := &Elections{s: s, dir: s.Dir("elections"), metrics: newElectionMetrics(reg)}
 	e.followers = kit.NewFollowers(s, e.metrics.watches, func(name string) kit.Source[*ElectionState] {
-		return &electionSource{e: e, name: name}
+		return newElectionSource(e, name)
 	})
 	return e
 }
@@ -181,7 +181,7 @@ func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value
 // stand makes the candidate's node, unless a live candidate has its id, and
 // waits up to wait for it to lead.
 func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, recipes.LinePlace, error) {
-	st, err := e.read(ctx, ep, name, nil)
+	st, err := e.read(ctx, ep, name)
 	if err != nil {
 		return nil, recipes.LinePlace{}, err
 	}
@@ -317,7 +317,7 @@ func (e *Elections) Inspect(ctx context.Context, name string) (*ElectionState, e
 	if err != nil {
 		return nil, err
 	}
-	return e.read(ctx, ep, name, nil)
+	return e.read(ctx, ep, name)
 }
 
 // List returns the names of the elections that have a node.
@@ -327,8 +327,9 @@ func (e *Elections) List(ctx context.Context) ([]string, error) {
 
 // Follow follows election name: however many followers an election has on this
 // sidecar, the sidecar holds one set of ZooKeeper watches for it (one on the
-// children, one on each candidate's data) and one cached state, read again after
-// every change and every reconnect. While the session is suspended the state has
+// children, one on each candidate's data) and one cache of the line: after a
+// change it reads the list and only the candidates' nodes that are new or whose
+// data changed; after a reconnect, everything. While the session is suspended the state has
 // no leader and Suspended set. Close the follower when done.
 func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
 	if err := kit.CheckName("election", name); err != nil {
@@ -337,17 +338,35 @@ func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
 	return e.followers.Follow(name), nil
 }
 
-// electionSource reads an election for its follower.
+// electionSource reads an election for its follower: a watch on its line and
+// one on each candidate's data, each re-armed only when it fires
+// (kit.Children), so that a change of leader reads the list and the one new
+// node, not every candidate again.
 type electionSource struct {
-	e    *Elections
 	name string
+	line kit.Children[candidateNode]
+}
+
+func newElectionSource(e *Elections, name string) *electionSource {
+	return &electionSource{name: name, line: kit.Children[candidateNode]{
+		Part: childrenPart, Dir: e.parent(name),
+		Decode: func(n string, data []byte, st *zookeeper.Stat) (candidateNode, bool) {
+			_, seq := zookeeper.SeqOf(n)
+			return newCandidateNode(n, data, st), seq
+		},
+	}}
 }
 
 func (s *electionSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*ElectionState, error) {
-	return s.e.read(ctx, ep, s.name, w)
+	if err := s.line.Refresh(ctx, ep, w); err != nil {
+		return nil, err
+	}
+	var st *ElectionState
+	w.Do(func() { st = electionView(s.name, s.line.Pzxid, s.line.Names, s.line.Data) })
+	return st, nil
 }
 
-func (s *electionSource) Reset() {}
+func (s *electionSource) Reset() { s.line.Reset() }
 
 func (s *electionSource) Uncertain(last *ElectionState, _ bool) *ElectionState {
 	st := &ElectionState{Name: s.name, Candidates: []Candidate{}, Suspended: true}
@@ -359,35 +378,28 @@ func (s *electionSource) Uncertain(last *ElectionState, _ bool) *ElectionState {
 
 func (s *electionSource) Same(a, b *ElectionState) bool { return sameElection(a, b) }
 
-// read lists the election and reads every candidate (pipelined). With w, it
-// also arms the watches w does not hold yet: on the children (or, while the
-// election has no node, on its appearance), and on each candidate's data.
-func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches) (*ElectionState, error) {
+// read lists the election and reads every candidate (pipelined), once.
+func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string) (*ElectionState, error) {
 	parent := e.parent(name)
-	st := &ElectionState{Name: name, Candidates: []Candidate{}}
-	children, pstat, err := e.listLine(ctx, ep, parent, w)
+	children, pstat, err := ep.Children(ctx, parent)
 	if errors.Is(err, zookeeper.ErrNoNode) {
-		return st, e.watchAppearance(ctx, ep, parent, w) // no such election yet: nobody leads
+		return electionView(name, 0, nil, nil), nil // no such election yet: nobody leads
 	}
 	if err != nil {
 		return nil, err
 	}
-	st.Zxid = pstat.Pzxid
 	line := zookeeper.SortBySeq(children)
-	type entry struct {
-		data []byte
-		stat *zookeeper.Stat
-		gone bool
-	}
-	entries := make([]entry, len(line))
+	nodes := make([]*candidateNode, len(line))
 	fns := make([]func() error, len(line))
 	for i, n := range line {
 		fns[i] = func() error {
-			var err error
-			entries[i].data, entries[i].stat, err = e.readCandidate(ctx, ep, parent+"/"+n, w)
+			data, st, err := ep.Get(ctx, parent+"/"+n)
 			if errors.Is(err, zookeeper.ErrNoNode) {
-				entries[i].gone = true
-				return nil
+				return nil // deleted meanwhile
+			}
+			if err == nil {
+				c := newCandidateNode(n, data, st)
+				nodes[i] = &c
 			}
 			return err
 		}
@@ -395,55 +407,47 @@ func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string, 
 	if err := zookeeper.Parallel(fns...); err != nil {
 		return nil, err
 	}
-	for i, en := range entries {
-		if en.gone {
-			continue // deleted meanwhile: the children watch reports it
+	read := make(map[string]candidateNode, len(line))
+	for i, c := range nodes {
+		if c != nil {
+			read[line[i]] = *c
 		}
-		id, value := decodeCandidate(en.data, line[i])
-		since := time.UnixMilli(en.stat.Ctime).UTC()
-		if st.Leader == nil {
-			st.Leader = &ElectionLeader{Candidate: id, Value: value, Term: en.stat.Czxid, Since: since}
-		}
-		st.Candidates = append(st.Candidates, Candidate{Candidate: id, Value: value, Since: since})
-		st.Zxid = max(st.Zxid, en.stat.Mzxid)
 	}
-	return st, nil
+	return electionView(name, pstat.Pzxid, line, read), nil
 }
 
 const childrenPart = "children"
 
-// listLine lists the candidates, watching the list when w needs it.
-func (e *Elections) listLine(ctx context.Context, ep *zookeeper.Epoch, parent string, w *kit.Watches) ([]string, *zookeeper.Stat, error) {
-	if w == nil || !w.Need(childrenPart) {
-		return ep.Children(ctx, parent)
-	}
-	children, st, ch, err := ep.ChildrenW(ctx, parent)
-	if err == nil {
-		w.Armed(childrenPart, ch, nil)
-	}
-	return children, st, err
+// candidateNode is what a candidate's node says.
+type candidateNode struct {
+	id, value    string
+	since        time.Time
+	czxid, mzxid int64
 }
 
-// watchAppearance watches for the election's node to appear.
-func (e *Elections) watchAppearance(ctx context.Context, ep *zookeeper.Epoch, parent string, w *kit.Watches) error {
-	if w == nil || !w.Need(childrenPart) {
-		return nil
-	}
-	// Created meanwhile: read again now (and watch its children); else the
-	// watch fires when the election appears.
-	return kit.WatchAbsent(ctx, ep, w, childrenPart, parent, nil)
+func newCandidateNode(n string, data []byte, st *zookeeper.Stat) candidateNode {
+	id, value := decodeCandidate(data, n)
+	return candidateNode{id: id, value: value, since: time.UnixMilli(st.Ctime).UTC(), czxid: st.Czxid, mzxid: st.Mzxid}
 }
 
-// readCandidate reads one candidate's node, watching its data when w needs it.
-func (e *Elections) readCandidate(ctx context.Context, ep *zookeeper.Epoch, p string, w *kit.Watches) ([]byte, *zookeeper.Stat, error) {
-	if w == nil || !w.Need(p) {
-		return ep.Get(ctx, p)
+// electionView is the election whose line lists names (pzxid: the line's last
+// change, 0 when it has no node) with the candidates' nodes read: the line in
+// sequence order, the first read one leading. A listed node not read (deleted
+// meanwhile) is left out: the line's watch reports it.
+func electionView(name string, pzxid int64, names []string, read map[string]candidateNode) *ElectionState {
+	st := &ElectionState{Name: name, Candidates: []Candidate{}, Zxid: pzxid}
+	for _, n := range zookeeper.SortBySeq(names) {
+		c, ok := read[n]
+		if !ok {
+			continue
+		}
+		if st.Leader == nil {
+			st.Leader = &ElectionLeader{Candidate: c.id, Value: c.value, Term: c.czxid, Since: c.since}
+		}
+		st.Candidates = append(st.Candidates, Candidate{Candidate: c.id, Value: c.value, Since: c.since})
+		st.Zxid = max(st.Zxid, c.mzxid)
 	}
-	data, st, ch, err := ep.GetW(ctx, p)
-	if err == nil {
-		w.Armed(p, ch, nil)
-	}
-	return data, st, err
+	return st
 }
 
 func decodeCandidate(data []byte, node string) (id, value string) {

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,67 @@ func TestCandidatesGaugeFollowsEveryEnd(t *testing.T) {
 		t.Fatalf("after a resignation and a revoked lease: the gauge is %v, want 1", g)
 	}
 	testutil.Eventually(t, 10*time.Second, "the expired lease's candidacy uncounted", func() bool { return gauge() == 0 })
+}
+
+// A follower keeps the line cached: after a change of leader it reads the list
+// and the one new node, not every candidate again (counted by the server, on
+// the follower's own connection: `cons`); a value proclaimed by a candidate
+// that is not new still reaches it, through that candidate's data watch.
+func TestFollowerReadsOnlyWhatChanged(t *testing.T) {
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	server := zkc.Server(0)
+	campaigning := zookeepertest.NewSession(t, []string{server}, root)
+	following := zookeepertest.NewSession(t, []string{server}, root)
+	leases := kit.NewLeases(campaigning, nil)
+	els := NewElections(campaigning, prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lease := kittest.GrantFor(t, leases)()
+
+	const candidates = 40
+	for i := range candidates {
+		if _, err := els.Campaign(ctx, lease, "e", fmt.Sprintf("c%d", i), "", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := NewElections(following, prometheus.NewRegistry()).Follow("e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	led := func(leader string) func(*ElectionState) bool {
+		return func(st *ElectionState) bool {
+			return st.Leader != nil && st.Leader.Candidate == leader && len(st.Candidates) == candidates
+		}
+	}
+	if st, ok := f.Await(ctx, 30*time.Second, led("c0")); !ok {
+		t.Fatalf("the follower's first state: %+v", st)
+	}
+
+	sid := fmt.Sprintf("0x%x", following.Info().SessionID)
+	before := zktest.Received(t, server, sid)
+	if _, err := els.Resign(ctx, lease, "e", "c0", true); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := f.Await(ctx, 30*time.Second, led("c1"))
+	if !ok || st.Candidates[candidates-1].Candidate != "c0" {
+		t.Fatalf("after c0 requeued: %+v", st)
+	}
+	// The list and c0's new node, and the session's pings meanwhile; reading
+	// every candidate again would be over 40.
+	got := zktest.Received(t, server, sid) - before
+	t.Logf("%d requests for one change of leader among %d candidates", got, candidates)
+	if got >= candidates/2 {
+		t.Fatalf("the follower sent %d requests for one change of leader among %d candidates", got, candidates)
+	}
+
+	if _, err := els.Proclaim(ctx, lease, "e", "c7", "proclaimed"); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := f.Await(ctx, 30*time.Second, func(st *ElectionState) bool {
+		return len(st.Candidates) == candidates && st.Candidates[6].Value == "proclaimed"
+	}); !ok {
+		t.Fatalf("c7's proclaimed value never reached the follower: %+v", st)
+	}
 }
