@@ -70,5 +70,5 @@ for u in "${URLS[@]}"; do waitfor curl -sf "$u/readyz"; done
 
 echo "bench-fleet.sh: ensemble $ZKS (pids $ZK_PIDS), $FLEET sidecars ready" >&2
 bin/coord-bench -fleet "$(IFS=,; echo "${URLS[*]}")" -fleet-pids "$(IFS=,; echo "${PIDS[*]}")" \
-	-fleet-kill -fleet-session-timeout "$SESSION_TIMEOUT" \
+	-fleet-kill -fleet-session-timeout "$SESSION_TIMEOUT" -fleet-zk-root /coord-fleet \
 	-zk "$ZKS" -pids "zookeeper=$ZK_PIDS" "$@"

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
 )
 
@@ -32,6 +34,7 @@ type fleetOptions struct {
 	resigns int           // resignations per election
 	kill    bool          // end with the leader's sidecar killed
 	session time.Duration // the sidecars' session timeout (the kill's bound)
+	root    string        // the sidecars' --zk-root
 }
 
 // parse reads the -fleet, -fleet-pids and -fleet-sizes flags.
@@ -103,8 +106,9 @@ type failover struct {
 	// stream and resignation.
 	every, each []time.Duration
 	// killed is the time from SIGKILL to the leader's sidecar to the new leader
-	// on every other stream (0: not killed).
-	killed time.Duration
+	// on every other stream (0: not killed); expired, to the bench's own watch
+	// seeing the leader's node deleted (ZooKeeper expired the session).
+	killed, expired time.Duration
 }
 
 // runFleet measures the fleet: at rest, then the hot lock handed through the
@@ -153,7 +157,7 @@ func runFleet(ctx context.Context, o *options) error {
 	}
 	var failovers []failover
 	for i, n := range f.sizes {
-		fo, err := electionFailover(ctx, f, n, f.kill && i == len(f.sizes)-1)
+		fo, err := electionFailover(ctx, f, n, f.kill && i == len(f.sizes)-1, inproc.conns[0])
 		if err != nil {
 			return fmt.Errorf("election through %d sidecars: %w", n, err)
 		}
@@ -255,8 +259,9 @@ func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string
 // (c0 first, each on a lease of its own), follows the election on each one's
 // stream, then has the leader resign (requeue=true: it stays a candidate, at
 // the back) f.resigns times, each time timing the new leader's arrival on
-// every stream; with kill, it ends by killing the leader's sidecar (SIGKILL).
-func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool) (failover, error) {
+// every stream; with kill, it ends by killing the leader's sidecar (SIGKILL),
+// watching the leader's node on conn to time its deletion.
+func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool, conn *zk.Conn) (failover, error) {
 	fo := failover{sidecars: n}
 	name := "fleet-" + strconv.Itoa(n)
 	client := newHTTPClient()
@@ -313,6 +318,20 @@ func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool) (fa
 		time.Sleep(20 * time.Millisecond)
 	}
 	if kill {
+		gone, err := watchLeaderNode(conn, f.root+"/elections/"+name)
+		if err != nil {
+			return fo, err
+		}
+		deleted := make(chan time.Time, 1)
+		wg.Go(func() {
+			select {
+			case ev := <-gone:
+				if ev.Type == zk.EventNodeDeleted {
+					deleted <- time.Now()
+				}
+			case <-ctx.Done():
+			}
+		})
 		t0 := time.Now()
 		if err := syscall.Kill(f.pids[leader], syscall.SIGKILL); err != nil {
 			return fo, fmt.Errorf("kill the leader's sidecar: %w", err)
@@ -323,8 +342,32 @@ func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool) (fa
 			return fo, fmt.Errorf("after the leader's sidecar was killed: %w", err)
 		}
 		fo.killed = slices.Max(each)
+		select {
+		case at := <-deleted:
+			fo.expired = at.Sub(t0)
+		case <-time.After(5 * time.Second):
+		}
 	}
 	return fo, nil
+}
+
+// watchLeaderNode watches the first node of the election line under dir (the
+// sequence number is a node name's last 10 digits, whatever its prefix).
+func watchLeaderNode(conn *zk.Conn, dir string) (<-chan zk.Event, error) {
+	names, _, err := conn.Children(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	seq := func(n string) string { return n[max(0, len(n)-10):] }
+	slices.SortFunc(names, func(a, b string) int { return strings.Compare(seq(a), seq(b)) })
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s has no candidate", dir)
+	}
+	ok, _, ev, err := conn.ExistsW(dir + "/" + names[0])
+	if err != nil || !ok {
+		return nil, fmt.Errorf("watch the leader's node %s/%s: exists %v, %w", dir, names[0], ok, err)
+	}
+	return ev, nil
 }
 
 // awaitLeader waits until every stream but skip names a leader whose term is
@@ -390,7 +433,7 @@ func printFleet(w io.Writer, o *options, started time.Time, rest fleetRest, resu
 	for _, fo := range failovers {
 		killed := "–"
 		if fo.killed > 0 {
-			killed = fmt.Sprintf("%.2f s (session timeout %s)", fo.killed.Seconds(), f.session)
+			killed = fmt.Sprintf("%.2f s (session timeout %s; the node gone, as a watch of the bench's own saw it: %.2f s)", fo.killed.Seconds(), f.session, fo.expired.Seconds())
 		}
 		met := "median ≤ 50 ms " + metText(quantile(fo.every, 0.5) <= 50*time.Millisecond)
 		if fo.killed > 0 {

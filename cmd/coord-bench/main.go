@@ -109,6 +109,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.fleet.idle, "fleet-idle", 30*time.Second, "how long the fleet is watched at rest before any load")
 	fs.IntVar(&o.fleet.resigns, "fleet-resigns", 20, "resignations per election")
 	fs.BoolVar(&o.fleet.kill, "fleet-kill", false, "end the largest size's election by killing the leader's sidecar (SIGKILL)")
+	fs.StringVar(&o.fleet.root, "fleet-zk-root", "/coord-fleet", "the fleet's --zk-root (the kill's failover watches the leader's node under it)")
 	fs.DurationVar(&o.fleet.session, "fleet-session-timeout", 10*time.Second, "the fleet's --session-timeout (the bound of the kill's failover)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
