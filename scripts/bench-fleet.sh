@@ -28,7 +28,7 @@ SESSION_TIMEOUT=10s # the sidecar's default, written out: the kill's failover is
 
 scripts/zookeeper.sh install
 SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
-[ -n "${BENCH_SIDECAR:-}" ] || go build -o bin/coord-sidecar ./cmd/coord-sidecar
+[ -n "${BENCH_SIDECAR:-}" ] || CGO_ENABLED=0 go build -o bin/coord-sidecar ./cmd/coord-sidecar # as make build
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-fleet-XXXXXX")"

@@ -39,7 +39,7 @@ source scripts/bench-lib.sh
 scripts/zookeeper.sh install
 install_etcd
 SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
-[ -n "${BENCH_SIDECAR:-}" ] || go build -o bin/coord-sidecar ./cmd/coord-sidecar
+[ -n "${BENCH_SIDECAR:-}" ] || CGO_ENABLED=0 go build -o bin/coord-sidecar ./cmd/coord-sidecar # as make build
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"

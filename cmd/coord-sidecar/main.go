@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
@@ -87,6 +88,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
 		os.Exit(1)
 	}
+	// Start-up's garbage goes back to the kernel once the sidecar serves.
+	// Reading the embedded spec's rules and the packages' initialisation leave
+	// megabytes of it. The heap's goal counts go-zookeeper's two 1.5 MiB
+	// buffers, which are allocated but mostly never written, and is high
+	// enough that the scavenger would return none of it: an idle sidecar
+	// would keep it for its lifetime (docs/BENCHMARKS.md, issue 26). One forced
+	// collection, once; the GC's pacing under load is unchanged.
+	debug.FreeOSMemory()
 	for done := false; !done; {
 		select {
 		case <-hup:
