@@ -62,7 +62,10 @@ func (f *fleetOptions) parse(urls, pids, sizes string) error {
 type fleetRest struct {
 	span time.Duration
 	cpu  []time.Duration
-	rss  []int64 // bytes
+	// rss is each one's VmRSS, anon the part of it that is its own (RssAnon:
+	// the rest, RssFile, is the binary's pages, which every sidecar of the
+	// same binary on a host shares), in bytes.
+	rss, anon []int64
 }
 
 // restSettle passes before the fleet is watched at rest: the last sidecar to
@@ -71,31 +74,43 @@ const restSettle = 5 * time.Second
 
 // watchFleet measures pids over d.
 func watchFleet(pids []int, d time.Duration) fleetRest {
-	r := fleetRest{span: d, cpu: make([]time.Duration, len(pids)), rss: make([]int64, len(pids))}
+	r := newFleetRest(len(pids))
+	r.span = d
 	for i, pid := range pids {
 		r.cpu[i] = -procCPU(pid)
 	}
 	time.Sleep(d)
 	for i, pid := range pids {
 		r.cpu[i] += procCPU(pid)
-		r.rss[i] = procRSS(pid)
+		r.rss[i], r.anon[i] = procRSS(pid)
 	}
 	return r
 }
 
-// procRSS is a process's resident memory (VmRSS) in bytes, 0 when unknown.
-func procRSS(pid int) int64 {
+func newFleetRest(n int) fleetRest {
+	return fleetRest{cpu: make([]time.Duration, n), rss: make([]int64, n), anon: make([]int64, n)}
+}
+
+// procRSS is a process's resident memory (VmRSS) and the anonymous part of it
+// (RssAnon), in bytes; 0 when unknown.
+func procRSS(pid int) (rss, anon int64) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0
+		return 0, 0
+	}
+	kb := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		return n << 10
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+			rss = kb(v)
+		}
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anon = kb(v)
 		}
 	}
-	return 0
+	return rss, anon
 }
 
 // failover is what one election's streams saw.
@@ -173,7 +188,7 @@ func runFleet(ctx context.Context, o *options) error {
 // (summed, each sidecar's share its own: the column sums pids) and their
 // memory after them.
 func loadedFleet(rows []rowResult, pids []int) fleetRest {
-	r := fleetRest{cpu: make([]time.Duration, len(pids)), rss: make([]int64, len(pids))}
+	r := newFleetRest(len(pids))
 	var cpu time.Duration
 	for _, res := range rows {
 		for _, rd := range res.rounds["sidecar"] {
@@ -183,7 +198,7 @@ func loadedFleet(rows []rowResult, pids []int) fleetRest {
 	}
 	for i, pid := range pids {
 		r.cpu[i] = cpu / time.Duration(len(pids)) // the mean: per-process CPU is not kept per round
-		r.rss[i] = procRSS(pid)
+		r.rss[i], r.anon[i] = procRSS(pid)
 	}
 	return r
 }
@@ -444,23 +459,24 @@ func printFleet(w io.Writer, o *options, started time.Time, rest fleetRest, resu
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Each sidecar at rest (%s, before any load) and loaded (over its engine's rounds of the hot-lock rows; CPU the mean of the N loaded sidecars), in %% of one core and MiB of VmRSS:\n\n", rest.span)
-	fmt.Fprintln(w, "| sidecars | at rest: CPU mean / max | at rest: RSS median / max | loaded: CPU per sidecar | after the load: RSS median / max | target at rest |")
-	fmt.Fprintln(w, "|---:|---|---|---|---|---|")
+	fmt.Fprintln(w, "| sidecars | at rest: CPU mean / max | at rest: RSS median / max | of which its own (RssAnon) median | loaded: CPU per sidecar | after the load: RSS median / max | target at rest |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|---|---|")
 	for _, n := range f.sizes {
 		idle, busy := rest.first(n), loaded[n]
 		cpuMean, cpuMax := idle.cpuShare()
-		rssMed, rssMax := idle.rssMiB()
+		rssMed, rssMax := mib(idle.rss)
+		anonMed, _ := mib(idle.anon)
 		busyCPU, _ := busy.cpuShare()
-		bMed, bMax := busy.rssMiB()
-		fmt.Fprintf(w, "| %d | %.3f %% / %.3f %% | %.1f / %.1f | %.2f %% | %.1f / %.1f | CPU ≤ 0.2 %% %s; RSS ≤ 20 MiB %s |\n", n,
-			cpuMean, cpuMax, rssMed, rssMax, busyCPU, bMed, bMax, metText(cpuMean <= 0.2), metText(rssMed <= 20))
+		bMed, bMax := mib(busy.rss)
+		fmt.Fprintf(w, "| %d | %.3f %% / %.3f %% | %.1f / %.1f | %.1f | %.2f %% | %.1f / %.1f | CPU ≤ 0.2 %% %s; RSS ≤ 20 MiB %s |\n", n,
+			cpuMean, cpuMax, rssMed, rssMax, anonMed, busyCPU, bMed, bMax, metText(cpuMean <= 0.2), metText(rssMed <= 20))
 	}
 	fmt.Fprintln(w)
 }
 
 // first is r restricted to its first n processes.
 func (r fleetRest) first(n int) fleetRest {
-	return fleetRest{span: r.span, cpu: r.cpu[:n], rss: r.rss[:n]}
+	return fleetRest{span: r.span, cpu: r.cpu[:n], rss: r.rss[:n], anon: r.anon[:n]}
 }
 
 // cpuShare is the processes' mean and largest CPU, in percent of one core.
@@ -476,12 +492,12 @@ func (r fleetRest) cpuShare() (mean, most float64) {
 	return mean, most
 }
 
-// rssMiB is the processes' median and largest resident memory, in MiB.
-func (r fleetRest) rssMiB() (median, most float64) {
-	if len(r.rss) == 0 {
+// mib is the median and the largest of sizes in bytes, in MiB.
+func mib(sizes []int64) (median, most float64) {
+	if len(sizes) == 0 {
 		return 0, 0
 	}
-	s := slices.Sorted(slices.Values(r.rss))
+	s := slices.Sorted(slices.Values(sizes))
 	return float64(s[len(s)/2]) / (1 << 20), float64(s[len(s)-1]) / (1 << 20)
 }
 

@@ -44,14 +44,14 @@ func TestFleetReport(t *testing.T) {
 	ms := time.Millisecond
 	fo := failover{sidecars: 2, every: []time.Duration{30 * ms, 40 * ms, 90 * ms}, each: []time.Duration{10 * ms, 20 * ms},
 		killed: 11 * time.Second, expired: 10900 * ms}
-	rest := fleetRest{span: 10 * time.Second, cpu: []time.Duration{10 * ms, 30 * ms}, rss: []int64{19 << 20, 21 << 20}}
+	rest := fleetRest{span: 10 * time.Second, cpu: []time.Duration{10 * ms, 30 * ms}, rss: []int64{19 << 20, 21 << 20}, anon: []int64{5 << 20, 6 << 20}}
 	var b strings.Builder
 	printFleet(&b, o, time.Now(), rest, []rowResult{hot}, map[int]fleetRest{2: rest}, []failover{fo})
 	out := b.String()
 	for _, want := range []string{
 		"| hot lock through 2 sidecars | 120 | 100 | **1.20** (≥ 1.0 met) |\n",
 		"| 2 | 3 | 40.0 / 90.0 | 20.0 / 20.0 | 11.00 s (session timeout 10s; the node gone, as a watch of the bench's own saw it: 10.90 s) | median ≤ 50 ms met; kill ≤ session timeout **missed** |\n",
-		"| 2 | 0.200 % / 0.300 % | 21.0 / 21.0 |",
+		"| 2 | 0.200 % / 0.300 % | 21.0 / 21.0 | 6.0 |",
 		"CPU ≤ 0.2 % met; RSS ≤ 20 MiB **missed** |\n",
 	} {
 		if !strings.Contains(out, want) {
