@@ -15,6 +15,16 @@ func rounds(cycles ...int64) []round {
 	return rs
 }
 
+// contains fails t for each of wants that out (what) lacks.
+func contains(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
 // With -sidecar-stated the lock table gains the stated column and its ratio
 // to the sidecar (target 0.95) after the columns and ratios it had, which stay
 // as they were; the counter table gains nothing. Without the flag the lock
@@ -32,27 +42,19 @@ func TestReportStatedColumn(t *testing.T) {
 	}
 
 	with := report("sidecar", "stated", "inprocess", "etcd")
-	for _, want := range []string{
+	contains(t, "the report with the stated engine", with,
 		"| row | sidecar | in-process (zk.Lock, 4 sessions) | etcd 3.4 gateway | sidecar with --state-dir | sidecar/in-process | sidecar/etcd | stated/sidecar |\n",
 		"| c1 | 1000 | 1250 | 1000 | 940 | **0.80** (≥ 0.8 met) | **1.00** | **0.94** (≥ 0.95 **missed**) |\n",
 		"| row | sidecar | in-process (Get+Set loop, 4 sessions) | sidecar/in-process |\n",
 		"| counter adds, c1 | 1000 | 1000 | **1.00** (≥ 0.8 met) |\n",
 		"| c1 | stated | 940 |",
-	} {
-		if !strings.Contains(with, want) {
-			t.Errorf("the report with the stated engine lacks %q:\n%s", want, with)
-		}
-	}
+	)
 
 	without := report("sidecar", "inprocess", "etcd")
-	for _, want := range []string{
+	contains(t, "the report without the stated engine", without,
 		"| row | sidecar | in-process (zk.Lock, 4 sessions) | etcd 3.4 gateway | sidecar/in-process | sidecar/etcd |\n",
 		"| c1 | 1000 | 1250 | 1000 | **0.80** (≥ 0.8 met) | **1.00** |\n",
-	} {
-		if !strings.Contains(without, want) {
-			t.Errorf("the report without the stated engine lacks %q:\n%s", want, without)
-		}
-	}
+	)
 	if strings.Contains(without, "stated") {
 		t.Errorf("the report without the stated engine mentions it:\n%s", without)
 	}
