@@ -119,6 +119,8 @@ type Server struct {
 	grantMu sync.Mutex
 	// ticketKey signs the status page's ticket cookies (auth.go).
 	ticketKey []byte
+	// hosts is Options.AllowedHosts, split once.
+	hosts hostMatcher
 }
 
 // loadRules are the body and query rules of the embedded openapi.yaml, read
@@ -180,7 +182,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey()}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
