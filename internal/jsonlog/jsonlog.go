@@ -1,6 +1,7 @@
 // Package jsonlog is slog's JSON handler with a shorter path for the records a
 // busy sidecar writes most: the request log's line per request. A record whose
-// message, keys and string values need no escaping and whose values are
+// message, keys and string values slog writes unescaped (no quote, backslash,
+// control character, invalid UTF-8, U+2028 or U+2029) and whose values are
 // strings, integers, booleans or durations is formatted here, into a pooled
 // buffer, byte for byte as slog.JSONHandler formats it; any other record (a
 // group, an error or any other value, a string to escape, a handler made by
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Handler is a slog.Handler; see the package comment.
@@ -129,14 +131,24 @@ func appendAttr(buf []byte, a slog.Attr) ([]byte, bool) {
 	return buf, true
 }
 
-// plain tells whether s is written as it is between JSON quotes: printable
-// ASCII but for '"' and '\' (slog escapes nothing else below U+0080, and DEL
-// not at all).
+// plain tells whether s is written as it is between JSON quotes, as slog
+// writes it: printable ASCII but '"' and '\\' (DEL included), and valid UTF-8
+// beyond ASCII ("µs" in a duration) but U+2028 and U+2029.
 func plain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b >= 0x80 || b == '"' || b == '\\' {
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b < 0x20 || b == '"' || b == '\\' {
+				return false
+			}
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 || c == '\u2028' || c == '\u2029' {
 			return false
 		}
+		i += size
 	}
 	return true
 }

@@ -31,6 +31,8 @@ func TestLinesAreTheJSONHandlers(t *testing.T) {
 		{"zero time", time.Time{}, slog.LevelError, "m", []slog.Attr{slog.Bool("ok", true)}},
 		{"zoned time", zoned, slog.LevelInfo + 2, "m", []slog.Attr{slog.Uint64("u", math.MaxUint64), slog.Int64("i", math.MinInt64)}},
 		{"duration", at, slog.LevelDebug, "m", []slog.Attr{slog.Duration("d", 1500*time.Millisecond)}},
+		{"microseconds", at, slog.LevelInfo, "request", []slog.Attr{slog.String("duration", "79.598µs"), slog.String("path", "/v1/kv/日本\uFFFD")}},
+		{"line separators", at, slog.LevelInfo, "m", []slog.Attr{slog.String("a", "x\u2028y"), slog.String("b", "x\u2029y")}},
 		{"escaped path", at, slog.LevelInfo, "request", []slog.Attr{slog.String("path", "/v1/locks/\"q\"\\\n\t\x01é\u2028\xff")}},
 		{"escaped message", at, slog.LevelInfo, "a \"quoted\" message", nil},
 		{"escaped key", at, slog.LevelInfo, "m", []slog.Attr{slog.String("k\"ey", "v")}},
@@ -96,11 +98,15 @@ func TestDerivedHandlersAreTheJSONHandlers(t *testing.T) {
 	}
 }
 
-// The request line formatted here allocates nothing of its own.
+// The request line is formatted here, and allocates nothing of its own.
 func TestRequestLineAllocatesNothing(t *testing.T) {
 	h := New(discard{}, nil)
 	r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
-	r.AddAttrs(slog.String("method", "POST"), slog.String("path", "/v1/locks/x"), slog.Int("status", 201))
+	r.AddAttrs(slog.String("method", "POST"), slog.String("path", "/v1/locks/x"), slog.String("route", "/v1/locks/{name}"),
+		slog.Int("status", 201), slog.String("duration", "79.598µs"), slog.String("remote", "127.0.0.1:34567"))
+	if _, ok := appendRecord(nil, r); !ok {
+		t.Fatal("the request line is left to the JSONHandler")
+	}
 	if n := testing.AllocsPerRun(100, func() { _ = h.Handle(context.Background(), r) }); n > 0 {
 		t.Fatalf("%v allocations per line", n)
 	}
