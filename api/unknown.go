@@ -37,7 +37,7 @@ func (s *Server) checkQuery(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		known, ok := s.rules.Query(r.Method + " " + rc.RoutePattern())
+		known, ok := s.rules.Query(r.Method, rc.RoutePattern())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
