@@ -33,7 +33,7 @@ func (s *Server) checkJSONBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rule, ok := s.rules.Body(r.Method + " " + rc.RoutePattern())
+		rule, ok := s.rules.Body(r.Method, rc.RoutePattern())
 		if !ok {
 			next.ServeHTTP(w, r)
 			return

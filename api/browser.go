@@ -19,20 +19,44 @@ import (
 type HostList []string
 
 // allows reports whether hostport (a Host header) is in the list.
-func (l HostList) allows(hostport string) bool {
-	if len(l) == 0 {
+func (l HostList) allows(hostport string) bool { return newHostMatcher(l).allows(hostport) }
+
+// hostMatcher is a HostList with its entries split once (NewServer), not at
+// every request.
+type hostMatcher struct {
+	empty   bool // allows every host
+	star    bool // "*" is in it: every host a Host header names
+	entries []hostPort
+}
+
+type hostPort struct{ host, port string }
+
+func newHostMatcher(l HostList) hostMatcher {
+	m := hostMatcher{empty: len(l) == 0}
+	for _, e := range l {
+		if e == "*" {
+			m.star = true
+		}
+		h, p := splitHostPort(e)
+		m.entries = append(m.entries, hostPort{h, p})
+	}
+	return m
+}
+
+// allows is HostList.allows.
+func (m hostMatcher) allows(hostport string) bool {
+	if m.empty {
 		return true
 	}
 	host, port := splitHostPort(hostport)
 	if host == "" {
 		return false
 	}
-	for _, e := range l {
-		if e == "*" {
-			return true
-		}
-		eh, ep := splitHostPort(e)
-		if strings.EqualFold(eh, host) && (ep == "" || ep == port) {
+	if m.star {
+		return true
+	}
+	for _, e := range m.entries {
+		if strings.EqualFold(e.host, host) && (e.port == "" || e.port == port) {
 			return true
 		}
 	}
@@ -110,7 +134,7 @@ func (s *Server) guardBrowser(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !s.opt.AllowedHosts.allows(r.Host) {
+		if !s.hosts.allows(r.Host) {
 			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
 				"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
 			return
@@ -187,9 +211,16 @@ func notAPage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			h := w.Header()
-			h.Set("X-Content-Type-Options", "nosniff")
-			h.Set("Content-Security-Policy", storedBytesPolicy)
+			h["X-Content-Type-Options"] = nosniff[:1:1] // shared and never written in place: an Add copies (capacity 1)
+			h["Content-Security-Policy"] = storedBytesPolicyValue[:1:1]
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// The header values notAPage sets, made once: each request's Header.Set would
+// make a new one-element slice for each.
+var (
+	nosniff                = []string{"nosniff"}
+	storedBytesPolicyValue = []string{storedBytesPolicy}
+)

@@ -119,6 +119,8 @@ type Server struct {
 	grantMu sync.Mutex
 	// ticketKey signs the status page's ticket cookies (auth.go).
 	ticketKey []byte
+	// hosts is Options.AllowedHosts, split once.
+	hosts hostMatcher
 }
 
 // loadRules are the body and query rules of the embedded openapi.yaml, read
@@ -180,7 +182,7 @@ func NewServer(opt Options) *Server {
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey()}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
@@ -246,21 +248,27 @@ func (s *Server) closeFor(cause error) {
 func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
-		s.limitBody, s.checkQuery(r), s.limitConcurrency)
+		s.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
-	r.Get("/ui", serveUI)
-	r.Get("/ui/", serveUI)
-	r.Get("/favicon.ico", serveFavicon)
-	r.Get("/docs", serveDocs)
-	r.Get("/docs/", serveDocs)
-	r.Post("/ui/ticket", s.serveTicket)
-	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+	// Every route's own middleware, run once chi has matched it (so the
+	// route's pattern names the operation, with no second lookup of the
+	// path) and before the generated code binds the parameters: the query
+	// check, then the slots of streams and long-polls. A request that matches
+	// no route (404, 405) meets neither.
+	routed := r.With(s.checkQuery, s.limitConcurrency)
+	routed.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
+	routed.Get("/ui", serveUI)
+	routed.Get("/ui/", serveUI)
+	routed.Get("/favicon.ico", serveFavicon)
+	routed.Get("/docs", serveDocs)
+	routed.Get("/docs/", serveDocs)
+	routed.Post("/ui/ticket", s.serveTicket)
+	routed.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)
 	})
@@ -270,13 +278,14 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
-	return oapi.HandlerWithOptions(strict, oapi.ChiServerOptions{
-		BaseRouter:  r,
+	oapi.HandlerWithOptions(strict, oapi.ChiServerOptions{
+		BaseRouter:  routed,
 		Middlewares: []oapi.MiddlewareFunc{s.checkJSONBody},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, InvalidParameter("%s", err.Error()))
 		},
 	})
+	return r
 }
 
 // BaseContext is for http.Server.BaseContext: every connection's context, and so

@@ -16,43 +16,38 @@ import (
 // declared name it may have meant ("didYouMean"); the rules are package
 // specrules'.
 //
-// The query check is a middleware of the base router (checkQuery): it finds the
-// route itself, so it runs before the generated code binds the parameters (a
-// misspelt required one is reported as unknown, not as missing) and before a
-// long-poll takes its slot. The body check is checkJSONBody's (bodies.go).
+// The query check is a middleware of every route (checkQuery, run by the
+// router once it has matched the route): it runs before the generated code
+// binds the parameters (a misspelt required one is reported as unknown, not
+// as missing) and before a long-poll takes its slot. The body check is
+// checkJSONBody's (bodies.go).
 
 // checkQuery refuses a query that does not parse (a pair with a semicolon or a
 // bad escape, which the binder would silently drop) with 400 invalid-parameter,
 // and a parameter the matched operation does not declare with 400
-// unknown-parameter. A request that matches no generated route goes on to its
-// 404, 405 or raw handler unchecked.
-func (s *Server) checkQuery(mux *chi.Mux) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.RawQuery == "" {
-				next.ServeHTTP(w, r)
-				return
-			}
-			path := r.URL.RawPath // as chi routes
-			if path == "" {
-				path = r.URL.Path
-			}
-			pattern := mux.Find(chi.NewRouteContext(), r.Method, path)
-			known, ok := s.rules.Query(r.Method + " " + pattern)
-			if !ok {
-				next.ServeHTTP(w, r)
-				return
-			}
-			if err := specrules.CheckQuery(r.URL.RawQuery, known); err != nil {
-				if rc := chi.RouteContext(r.Context()); rc != nil {
-					rc.RoutePatterns = []string{pattern} // the metrics count it under its route, not as unmatched
-				}
-				s.writeProblem(w, r, err)
-				return
-			}
+// unknown-parameter. A route the spec does not describe goes on unchecked.
+func (s *Server) checkQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery == "" {
 			next.ServeHTTP(w, r)
-		})
-	}
+			return
+		}
+		rc := chi.RouteContext(r.Context())
+		if rc == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		known, ok := s.rules.Query(r.Method, rc.RoutePattern())
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := specrules.CheckQuery(r.URL.RawQuery, known); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // unknownParameter is the 400 unknown-parameter problem of u: a query

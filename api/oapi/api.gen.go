@@ -5718,9 +5718,12 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListBarriersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5733,7 +5736,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5746,7 +5749,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5838,9 +5841,12 @@ func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params RaiseBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5880,9 +5886,12 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params WaitBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5913,9 +5922,12 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListCountersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5928,7 +5940,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5941,7 +5953,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6033,9 +6045,12 @@ func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AddCounterParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "add" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", r.URL.Query(), &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", query, &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6075,9 +6090,12 @@ func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetCounterParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "expect" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", r.URL.Query(), &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", query, &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6108,9 +6126,12 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListDoubleBarriersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6123,7 +6144,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6136,7 +6157,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6202,9 +6223,12 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnterDoubleBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6217,7 +6241,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "count" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", query, &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6230,7 +6254,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6243,7 +6267,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6256,7 +6280,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6305,9 +6329,12 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveDoubleBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6320,7 +6347,7 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6351,9 +6378,12 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListElectionsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6366,7 +6396,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6379,7 +6409,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6419,9 +6449,12 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetElectionParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "term" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", r.URL.Query(), &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", query, &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6434,7 +6467,7 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6474,9 +6507,12 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CampaignParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6489,7 +6525,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6502,7 +6538,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6515,7 +6551,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6564,9 +6600,12 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ResignParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6579,7 +6618,7 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "requeue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", r.URL.Query(), &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", query, &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6628,9 +6667,12 @@ func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ProclaimParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6728,9 +6770,12 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6743,7 +6788,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6756,7 +6801,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6796,9 +6841,12 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6811,7 +6859,7 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6877,9 +6925,12 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6892,7 +6943,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6905,7 +6956,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6954,9 +7005,12 @@ func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7005,9 +7059,12 @@ func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetGroupMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7038,9 +7095,12 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListKeysParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7053,7 +7113,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7066,7 +7126,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7106,9 +7166,12 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7148,9 +7211,12 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7163,7 +7229,7 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7203,9 +7269,12 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PutKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7218,7 +7287,7 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7275,9 +7344,12 @@ func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CreateLeaseParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7412,9 +7484,12 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListLocksParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7427,7 +7502,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7440,7 +7515,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7480,9 +7555,12 @@ func (siw *ServerInterfaceWrapper) ReleaseLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7548,9 +7626,12 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7563,7 +7644,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7576,7 +7657,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7589,7 +7670,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7646,9 +7727,12 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListPartitionGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7661,7 +7745,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7674,7 +7758,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7792,9 +7876,12 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinPartitionGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7807,7 +7894,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7820,7 +7907,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7833,7 +7920,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7882,9 +7969,12 @@ func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeavePartitionGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7933,9 +8023,12 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetPartitionMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7948,7 +8041,7 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7997,9 +8090,12 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AckPartitionsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8012,7 +8108,7 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8043,9 +8139,12 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueuesParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8058,7 +8157,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8071,7 +8170,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8137,9 +8236,12 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ClaimParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8152,7 +8254,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8165,7 +8267,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8275,9 +8377,12 @@ func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueueItemsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8317,9 +8422,12 @@ func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Reques
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnqueueParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "priority" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", r.URL.Query(), &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", query, &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8359,9 +8467,12 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params TakeParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8392,9 +8503,12 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListRWLocksParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8407,7 +8521,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8420,7 +8534,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8460,9 +8574,12 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseRWLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8475,7 +8592,7 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8541,9 +8658,12 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireRWLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8556,7 +8676,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8569,7 +8689,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8582,7 +8702,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8595,7 +8715,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8626,9 +8746,12 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListSemaphoresParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8641,7 +8764,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8654,7 +8777,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8720,9 +8843,12 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquirePermitParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "max" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", r.URL.Query(), &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", query, &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8735,7 +8861,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8748,7 +8874,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8761,7 +8887,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8774,7 +8900,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8823,9 +8949,12 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleasePermitParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8884,9 +9013,12 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListThroughputGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8899,7 +9031,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8912,7 +9044,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9030,9 +9162,12 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinThroughputGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9045,7 +9180,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9058,7 +9193,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9071,7 +9206,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9120,9 +9255,12 @@ func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveThroughputGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9171,9 +9309,12 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetThroughputMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9186,7 +9327,7 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9235,9 +9376,12 @@ func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter,
 	// Parameter object where we will unmarshal all parameters from the context
 	var params UpdateThroughputMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {

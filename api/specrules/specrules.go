@@ -30,27 +30,32 @@ import (
 )
 
 // Rules are what the spec declares of each operation's query and JSON body,
-// by route: "METHOD /path/{template}" (chi's route pattern).
+// by route: its method and path template (chi's route pattern).
 type Rules struct {
-	queries map[string][]string
-	bodies  map[string]Body
+	queries map[route][]string
+	bodies  map[route]Body
 }
+
+// route is an operation's method and path template: a key looked up without
+// joining the two into a new string at every request.
+type route struct{ method, pattern string }
 
 // New reads the rules of spec.
 func New(spec *openapi3.T) *Rules {
 	return &Rules{queries: queryRules(spec), bodies: bodyRules(spec)}
 }
 
-// Query is the sorted query parameter names the route declares; false for a
-// route the generated router does not serve.
-func (r *Rules) Query(route string) ([]string, bool) {
-	known, ok := r.queries[route]
+// Query is the sorted query parameter names the route (method and chi's
+// route pattern) declares; false for a route the generated router does not
+// serve.
+func (r *Rules) Query(method, pattern string) ([]string, bool) {
+	known, ok := r.queries[route{method, pattern}]
 	return known, ok
 }
 
 // Body is the route's JSON body rule; false when it takes no JSON body.
-func (r *Rules) Body(route string) (Body, bool) {
-	b, ok := r.bodies[route]
+func (r *Rules) Body(method, pattern string) (Body, bool) {
+	b, ok := r.bodies[route{method, pattern}]
 	return b, ok
 }
 
@@ -105,11 +110,11 @@ func badQuery(why string) error {
 	return refused(BadQuery, "the query does not parse (%s): separate parameters with & and escape %% as %%25", why)
 }
 
-// queryRules maps "METHOD /path/{template}" (chi's route pattern) to the sorted
+// queryRules maps each route (method and chi's route pattern) to the sorted
 // query parameter names the operation declares, for every operation the
 // generated router serves (the raw ones, tagged "raw", are served outside it).
-func queryRules(spec *openapi3.T) map[string][]string {
-	rules := map[string][]string{}
+func queryRules(spec *openapi3.T) map[route][]string {
+	rules := map[route][]string{}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
 			if slices.Contains(op.Tags, "raw") {
@@ -124,7 +129,7 @@ func queryRules(spec *openapi3.T) map[string][]string {
 				}
 			}
 			sort.Strings(names)
-			rules[method+" "+path] = slices.Compact(names)
+			rules[route{method, path}] = slices.Compact(names)
 		}
 	}
 	return rules
@@ -290,10 +295,10 @@ type Body struct {
 	name     string // the schema's component name, for messages
 }
 
-// bodyRules maps "METHOD /path/{template}" (chi's route pattern) to its rule; only
+// bodyRules maps each route (method and chi's route pattern) to its rule; only
 // operations with an application/json request body have one.
-func bodyRules(spec *openapi3.T) map[string]Body {
-	rules := map[string]Body{}
+func bodyRules(spec *openapi3.T) map[route]Body {
+	rules := map[route]Body{}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.RequestBody == nil || op.RequestBody.Value == nil {
@@ -307,7 +312,7 @@ func bodyRules(spec *openapi3.T) map[string]Body {
 			if ref := mt.Schema.Ref; ref != "" {
 				name = ref[strings.LastIndex(ref, "/")+1:]
 			}
-			rules[method+" "+path] = Body{required: op.RequestBody.Value.Required, schema: mt.Schema.Value, name: name}
+			rules[route{method, path}] = Body{required: op.RequestBody.Value.Required, schema: mt.Schema.Value, name: name}
 		}
 	}
 	return rules

@@ -23,6 +23,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/registry"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
+	"github.com/coord-sidecar/coord-sidecar/internal/jsonlog"
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
@@ -346,7 +347,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			_ = m.logOut.Close() // what was logged before the failure is out before the caller exits
 		}
 	}()
-	log := slog.New(slog.NewJSONHandler(m.logOut, &slog.HandlerOptions{Level: level}))
+	log := slog.New(jsonlog.New(m.logOut, &slog.HandlerOptions{Level: level})) // the JSONHandler's lines, a request's formatted without its generic path
 	m.log = log
 	m.tokens = &tokens.Tokens{} // none: no authentication
 	if c.hasTokens() {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
@@ -231,43 +232,55 @@ func openStateDir(path string, upgrading bool, opts ...statedir.Option) (*stated
 // may be on its way). Closing either under its client loses that request: the
 // client wrote it, and cannot know whether it was served.
 type connStates struct {
-	mu    sync.Mutex
-	conns map[net.Conn]connState // while open and not hijacked
+	// conns holds each connection's *connEntry while open and not hijacked: a
+	// busy server's every request moves its connection through two states, so
+	// a transition is one lock-free lookup and two atomic stores, not a lock
+	// and a map write shared by every connection.
+	conns sync.Map // net.Conn → *connEntry
 }
 
-// connState is a connection's last state and when it began.
-type connState struct {
-	state http.ConnState
-	since time.Time
+// connEntry is a connection's last state and when it began (Unix
+// nanoseconds). track stores since before state and quiet loads state before
+// since, so a reader that sees a state sees at least as new a since with it:
+// a connection mid-transition is never taken for one idle for long.
+type connEntry struct {
+	state atomic.Int32 // http.ConnState
+	since atomic.Int64
 }
 
 // track is http.Server's ConnState hook.
 func (c *connStates) track(conn net.Conn, st http.ConnState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch st {
 	case http.StateClosed, http.StateHijacked:
-		delete(c.conns, conn)
-	default:
-		if c.conns == nil {
-			c.conns = map[net.Conn]connState{}
-		}
-		c.conns[conn] = connState{state: st, since: time.Now()}
+		c.conns.Delete(conn)
+		return
 	}
+	now := time.Now().UnixNano()
+	v, ok := c.conns.Load(conn)
+	if !ok {
+		e := &connEntry{}
+		e.since.Store(now)
+		e.state.Store(int32(st))
+		c.conns.Store(conn, e)
+		return
+	}
+	e := v.(*connEntry)
+	e.since.Store(now)
+	e.state.Store(int32(st))
 }
 
 // quiet reports whether every connection is idle, and has been for at least
 // d: none has a request under way or to come soon.
 func (c *connStates) quiet(d time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	for _, s := range c.conns {
-		if s.state != http.StateIdle || now.Sub(s.since) < d {
-			return false
+	quiet := true
+	c.conns.Range(func(_, v any) bool {
+		e := v.(*connEntry)
+		if http.ConnState(e.state.Load()) != http.StateIdle || time.Since(time.Unix(0, e.since.Load())) < d {
+			quiet = false
 		}
-	}
-	return true
+		return quiet
+	})
+	return quiet
 }
 
 // wait returns once every connection has been idle for idle (the others have

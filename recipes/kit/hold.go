@@ -31,15 +31,18 @@ type held struct {
 	pending bool
 	// settled closes once a pending acquisition has granted or unwound (its
 	// nodes are gone or the lease's); settle closes it, once.
-	settled chan struct{}
-	settle  func()
+	settled     chan struct{}
+	settledOnce sync.Once
 }
 
 // newPending is the reservation of an acquisition under way.
-func newPending() *held {
-	ch := make(chan struct{})
-	return &held{pending: true, settled: ch, settle: sync.OnceFunc(func() { close(ch) })}
-}
+func newPending() *held { return &held{pending: true, settled: make(chan struct{})} }
+
+// settle closes settled, once: a sync.Once in the reservation, not a
+// sync.OnceFunc's closures made for each acquisition.
+func (h *held) settle() { h.settledOnce.Do(h.closeSettled) }
+
+func (h *held) closeSettled() { close(h.settled) }
 
 // Acquire is the hold protocol every recipe shares:
 //
