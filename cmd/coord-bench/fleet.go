@@ -278,92 +278,128 @@ func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string
 // watching the leader's node on conn to time its deletion.
 func electionFailover(ctx context.Context, f fleetOptions, n int, kill bool, conn *zk.Conn) (failover, error) {
 	fo := failover{sidecars: n}
-	name := "fleet-" + strconv.Itoa(n)
-	client := newHTTPClient()
-	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	el := &fleetElection{f: f, name: "fleet-" + strconv.Itoa(n), client: newHTTPClient(),
+		streams: make([]*leaderStream, n), leases: make([]string, n), dead: -1}
+	defer el.client.CloseIdleConnections()
+	defer el.wg.Wait()
 	defer cancel()
-	streams := make([]*leaderStream, n)
-	for i := range streams {
-		streams[i] = &leaderStream{}
-		wg.Go(func() { streams[i].follow(ctx, client, f.urls[i]+"/v1/elections/"+name+"/events") })
+	for i := range el.streams {
+		el.streams[i] = &leaderStream{}
+		el.wg.Go(func() { el.streams[i].follow(ctx, el.client, f.urls[i]+"/v1/elections/"+el.name+"/events") })
 	}
-	leases := make([]string, n)
-	dead := -1 // the sidecar killed
-	defer func() {
-		bg, stop := context.WithTimeout(context.Background(), 30*time.Second)
-		defer stop()
-		for i, l := range leases {
-			if l != "" && i != dead {
-				_ = benchload.Send(bg, client, http.MethodDelete, f.urls[i]+"/v1/leases/"+url.PathEscape(l), nil, http.StatusNoContent, nil)
-			}
-		}
-	}()
-	for i := range leases {
-		var lease struct {
-			Lease string `json:"lease"`
-		}
-		if err := benchload.Send(ctx, client, http.MethodPost, f.urls[i]+"/v1/leases?ttl=10m", nil, http.StatusCreated, &lease); err != nil {
-			return fo, err
-		}
-		leases[i] = lease.Lease
-		u := fmt.Sprintf("%s/v1/elections/%s/candidates?id=c%d&lease=%s", f.urls[i], name, i, url.QueryEscape(lease.Lease))
-		if err := benchload.Send(ctx, client, http.MethodPost, u, map[string]string{"value": "sidecar " + strconv.Itoa(i)}, http.StatusCreated, nil); err != nil {
-			return fo, err
-		}
+	defer el.revoke()
+	if err := el.enrol(ctx); err != nil {
+		return fo, err
 	}
-	term, leader, err := awaitLeader(streams, -1, 0, time.Now(), 30*time.Second, nil)
+	term, leader, err := awaitLeader(el.streams, -1, 0, time.Now(), 30*time.Second, nil)
 	if err != nil {
 		return fo, fmt.Errorf("the first leader: %w", err)
 	}
 	for range f.resigns {
-		t0 := time.Now()
-		u := fmt.Sprintf("%s/v1/elections/%s/candidates/c%d?lease=%s&requeue=true", f.urls[leader], name, leader, url.QueryEscape(leases[leader]))
-		if err := benchload.Send(ctx, client, http.MethodDelete, u, nil, http.StatusCreated, nil); err != nil {
-			return fo, fmt.Errorf("resign c%d: %w", leader, err)
-		}
 		var each []time.Duration
-		if term, leader, err = awaitLeader(streams, -1, term, t0, 30*time.Second, &each); err != nil {
-			return fo, fmt.Errorf("after c%d resigned: %w", leader, err)
+		if term, leader, err = el.resign(ctx, leader, term, &each); err != nil {
+			return fo, err
 		}
 		fo.every = append(fo.every, slices.Max(each))
 		fo.each = append(fo.each, each...)
 		time.Sleep(20 * time.Millisecond)
 	}
 	if kill {
-		gone, err := watchLeaderNode(conn, f.root+"/elections/"+name)
-		if err != nil {
-			return fo, err
+		fo.killed, fo.expired, err = el.kill(ctx, conn, leader, term)
+	}
+	return fo, err
+}
+
+// fleetElection is one election of the fleet's, a candidate through each
+// sidecar, and every sidecar's stream of it.
+type fleetElection struct {
+	f       fleetOptions
+	name    string
+	client  *http.Client
+	streams []*leaderStream
+	leases  []string // candidate c<i>'s lease, on sidecar i
+	dead    int      // the sidecar killed (-1: none)
+	wg      sync.WaitGroup
+}
+
+// enrol grants a lease on each sidecar and enrols c<i> on sidecar i, in order.
+func (el *fleetElection) enrol(ctx context.Context) error {
+	for i, base := range el.f.urls[:len(el.leases)] {
+		var lease struct {
+			Lease string `json:"lease"`
 		}
-		deleted := make(chan time.Time, 1)
-		wg.Go(func() {
-			select {
-			case ev := <-gone:
-				if ev.Type == zk.EventNodeDeleted {
-					deleted <- time.Now()
-				}
-			case <-ctx.Done():
-			}
-		})
-		t0 := time.Now()
-		if err := syscall.Kill(f.pids[leader], syscall.SIGKILL); err != nil {
-			return fo, fmt.Errorf("kill the leader's sidecar: %w", err)
+		if err := benchload.Send(ctx, el.client, http.MethodPost, base+"/v1/leases?ttl=10m", nil, http.StatusCreated, &lease); err != nil {
+			return err
 		}
-		dead = leader
-		var each []time.Duration
-		if _, _, err := awaitLeader(streams, leader, term, t0, 3*f.session+30*time.Second, &each); err != nil {
-			return fo, fmt.Errorf("after the leader's sidecar was killed: %w", err)
-		}
-		fo.killed = slices.Max(each)
-		select {
-		case at := <-deleted:
-			fo.expired = at.Sub(t0)
-		case <-time.After(5 * time.Second):
+		el.leases[i] = lease.Lease
+		u := fmt.Sprintf("%s/v1/elections/%s/candidates?id=c%d&lease=%s", base, el.name, i, url.QueryEscape(lease.Lease))
+		if err := benchload.Send(ctx, el.client, http.MethodPost, u, map[string]string{"value": "sidecar " + strconv.Itoa(i)}, http.StatusCreated, nil); err != nil {
+			return err
 		}
 	}
-	return fo, nil
+	return nil
+}
+
+// revoke ends every lease of a sidecar still running (its candidacy with it).
+func (el *fleetElection) revoke() {
+	bg, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	for i, l := range el.leases {
+		if l != "" && i != el.dead {
+			_ = benchload.Send(bg, el.client, http.MethodDelete, el.f.urls[i]+"/v1/leases/"+url.PathEscape(l), nil, http.StatusNoContent, nil)
+		}
+	}
+}
+
+// resign has leader (of term) resign with requeue=true and waits for the next
+// one on every stream, each getting every stream's time to it.
+func (el *fleetElection) resign(ctx context.Context, leader int, term int64, each *[]time.Duration) (int64, int, error) {
+	t0 := time.Now()
+	u := fmt.Sprintf("%s/v1/elections/%s/candidates/c%d?lease=%s&requeue=true", el.f.urls[leader], el.name, leader, url.QueryEscape(el.leases[leader]))
+	if err := benchload.Send(ctx, el.client, http.MethodDelete, u, nil, http.StatusCreated, nil); err != nil {
+		return 0, 0, fmt.Errorf("resign c%d: %w", leader, err)
+	}
+	next, at, err := awaitLeader(el.streams, -1, term, t0, 30*time.Second, each)
+	if err != nil {
+		return 0, 0, fmt.Errorf("after c%d resigned: %w", leader, err)
+	}
+	return next, at, nil
+}
+
+// kill kills leader's sidecar and returns the time to the new leader on every
+// other stream, and to the leader's node's deletion as a watch on conn saw it
+// (0: not seen within 5 s of the streams).
+func (el *fleetElection) kill(ctx context.Context, conn *zk.Conn, leader int, term int64) (killed, expired time.Duration, err error) {
+	gone, err := watchLeaderNode(conn, el.f.root+"/elections/"+el.name)
+	if err != nil {
+		return 0, 0, err
+	}
+	deleted := make(chan time.Time, 1)
+	el.wg.Go(func() {
+		select {
+		case ev := <-gone:
+			if ev.Type == zk.EventNodeDeleted {
+				deleted <- time.Now()
+			}
+		case <-ctx.Done():
+		}
+	})
+	t0 := time.Now()
+	if err := syscall.Kill(el.f.pids[leader], syscall.SIGKILL); err != nil {
+		return 0, 0, fmt.Errorf("kill the leader's sidecar: %w", err)
+	}
+	el.dead = leader
+	var each []time.Duration
+	if _, _, err := awaitLeader(el.streams, leader, term, t0, 3*el.f.session+30*time.Second, &each); err != nil {
+		return 0, 0, fmt.Errorf("after the leader's sidecar was killed: %w", err)
+	}
+	select {
+	case at := <-deleted:
+		expired = at.Sub(t0)
+	case <-time.After(5 * time.Second):
+	}
+	return slices.Max(each), expired, nil
 }
 
 // watchLeaderNode watches the first node of the election line under dir (the
