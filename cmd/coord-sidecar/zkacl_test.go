@@ -107,6 +107,16 @@ func TestZKOpenACLWarned(t *testing.T) {
 	if n := ebMetrics(t, car, "coord_zk_open_acl_nodes")[0]; n != 2 {
 		t.Fatalf("coord_zk_open_acl_nodes = %v, want 2", n)
 	}
+	// The log is written in batches: its lines may follow the session's
+	// answer by a moment.
+	testutil.Eventually(t, 20*time.Second, "a warning for each open node in the log", func() bool {
+		for _, p := range want {
+			if openWarnings(logs, p) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, p := range want {
 		if n := openWarnings(logs, p); n != 1 {
 			t.Fatalf("%d warnings of %s open, want 1; log:\n%s", n, p, logs)
