@@ -74,27 +74,13 @@ func (c *nodeCache) read(ctx context.Context, ep *zookeeper.Epoch, parent string
 			missing = append(missing, n)
 		}
 	}
-	infos := make([]*nodeInfo, len(missing))
-	fns := make([]func() error, len(missing))
-	for i, n := range missing {
-		fns[i] = func() error {
-			data, st, err := ep.Get(ctx, parent+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			infos[i] = &nodeInfo{Data: string(data), Czxid: st.Czxid, Since: time.UnixMilli(st.Ctime).UTC()}
-			return nil
-		}
-	}
-	if err := zookeeper.Parallel(fns...); err != nil {
+	nodes, err := ep.GetEach(ctx, parent, missing)
+	if err != nil {
 		return nil, err
 	}
 	for i, n := range missing {
-		if infos[i] != nil {
-			out[n] = *infos[i]
+		if st := nodes[i].Stat; st != nil {
+			out[n] = nodeInfo{Data: string(nodes[i].Data), Czxid: st.Czxid, Since: time.UnixMilli(st.Ctime).UTC()}
 		}
 	}
 	c.m = out

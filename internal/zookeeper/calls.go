@@ -139,6 +139,33 @@ func (ep *Epoch) Get(ctx context.Context, p string) ([]byte, *Stat, error) {
 	return n.data, n.stat, err
 }
 
+// ChildData is one child read by GetEach: its data and stat; Stat is nil when
+// the child was deleted before it could be read.
+type ChildData struct {
+	Data []byte
+	Stat *Stat
+}
+
+// GetEach reads each named child of dir at once (the calls are pipelined on
+// the session's connection: about one round trip for all), in names' order. A
+// child deleted meanwhile has a nil Stat; any other error is returned (the
+// first one).
+func (ep *Epoch) GetEach(ctx context.Context, dir string, names []string) ([]ChildData, error) {
+	out := make([]ChildData, len(names))
+	fns := make([]func() error, len(names))
+	for i, n := range names {
+		fns[i] = func() error {
+			data, st, err := ep.Get(ctx, dir+"/"+n)
+			if errors.Is(err, ErrNoNode) {
+				return nil
+			}
+			out[i] = ChildData{Data: data, Stat: st}
+			return err
+		}
+	}
+	return out, Parallel(fns...)
+}
+
 // GetW reads a node's data and stat and leaves a watch on them.
 func (ep *Epoch) GetW(ctx context.Context, p string) ([]byte, *Stat, <-chan Event, error) {
 	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {

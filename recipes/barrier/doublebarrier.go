@@ -306,26 +306,19 @@ func (b *Barriers) undoEnrol(ep *zookeeper.Epoch, parent, node, leaseID string, 
 // one that is gone or carries no count).
 func (b *Barriers) participantCounts(ctx context.Context, ep *zookeeper.Epoch, parent string, parts []string) (counts []int, czxids []int64, err error) {
 	counts, czxids = make([]int, len(parts)), make([]int64, len(parts))
-	if len(parts) == 0 {
-		return counts, czxids, nil
+	nodes, err := ep.GetEach(ctx, parent, parts)
+	if err != nil {
+		return nil, nil, err
 	}
-	fns := make([]func() error, len(parts))
-	for i, n := range parts {
-		fns[i] = func() error {
-			data, st, err := ep.Get(ctx, parent+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			counts[i], _ = strconv.Atoi(first)
-			czxids[i] = st.Czxid
-			return nil
+	for i, n := range nodes {
+		if n.Stat == nil {
+			continue // gone
 		}
+		first, _, _ := strings.Cut(string(n.Data), "\n")
+		counts[i], _ = strconv.Atoi(first)
+		czxids[i] = n.Stat.Czxid
 	}
-	return counts, czxids, zookeeper.Parallel(fns...)
+	return counts, czxids, nil
 }
 
 // dropParticipant deletes a participant node made for leaseID, then deletes

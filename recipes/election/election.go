@@ -389,28 +389,14 @@ func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string) 
 		return nil, err
 	}
 	line := zookeeper.SortBySeq(children)
-	nodes := make([]*candidateNode, len(line))
-	fns := make([]func() error, len(line))
-	for i, n := range line {
-		fns[i] = func() error {
-			data, st, err := ep.Get(ctx, parent+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil // deleted meanwhile
-			}
-			if err == nil {
-				c := newCandidateNode(n, data, st)
-				nodes[i] = &c
-			}
-			return err
-		}
-	}
-	if err := zookeeper.Parallel(fns...); err != nil {
+	nodes, err := ep.GetEach(ctx, parent, line)
+	if err != nil {
 		return nil, err
 	}
 	read := make(map[string]candidateNode, len(line))
 	for i, c := range nodes {
-		if c != nil {
-			read[line[i]] = *c
+		if c.Stat != nil { // else deleted meanwhile
+			read[line[i]] = newCandidateNode(line[i], c.Data, c.Stat)
 		}
 	}
 	return electionView(name, pstat.Pzxid, line, read), nil

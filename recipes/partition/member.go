@@ -226,27 +226,20 @@ func (p *Partitions) ownersOf(ctx context.Context, ep *zookeeper.Epoch, group, i
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
+	nodes, err := ep.GetEach(ctx, dir, names)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]int64{}
-	fns := make([]func() error, len(names))
-	for i, name := range names {
-		fns[i] = func() error {
-			data, st, err := ep.Get(ctx, dir+"/"+name)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil // let go meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			if o := decodeOwner(data); st.EphemeralOwner == ep.ID() && o.Member == id {
-				mu.Lock()
-				out[name] = o.Incarnation
-				mu.Unlock()
-			}
-			return nil
+	for i, n := range nodes {
+		if n.Stat == nil {
+			continue // let go meanwhile
+		}
+		if o := decodeOwner(n.Data); n.Stat.EphemeralOwner == ep.ID() && o.Member == id {
+			out[names[i]] = o.Incarnation
 		}
 	}
-	return out, zookeeper.Parallel(fns...)
+	return out, nil
 }
 
 // dropOwners deletes the group's owner nodes of names (best effort: what is
