@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
+	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
 // fleetOptions are the fleet rows' (issue 26): sidecar processes, one per
@@ -234,12 +233,11 @@ func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("%s: status %d", u, resp.StatusCode)
 		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
-			if !ok {
-				continue
+		events := sse.NewReader(resp.Body)
+		for {
+			e, err := events.Next()
+			if err != nil {
+				return err
 			}
 			var ev struct {
 				Leader *struct {
@@ -247,7 +245,7 @@ func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string
 					Term      int64  `json:"term"`
 				} `json:"leader"`
 			}
-			if err := json.Unmarshal(data, &ev); err != nil {
+			if err := json.Unmarshal(e.Data, &ev); err != nil {
 				return fmt.Errorf("%s: %w", u, err)
 			}
 			var term int64
@@ -261,7 +259,6 @@ func (s *leaderStream) follow(ctx context.Context, client *http.Client, u string
 			}
 			s.mu.Unlock()
 		}
-		return sc.Err()
 	}()
 	if err != nil && ctx.Err() == nil {
 		s.mu.Lock()
