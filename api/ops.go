@@ -15,12 +15,18 @@ func (s *Server) GetHealthz(context.Context, oapi.GetHealthzRequestObject) (oapi
 	return oapi.GetHealthz200JSONResponse{Status: "ok"}, nil
 }
 
-// GetReadyz answers 200 only while the ZooKeeper session is connected and,
+// GetReadyz answers 200 only once a restart is reconciled, while the state
+// directory (if any) is written, while the ZooKeeper session is connected and,
 // with --zk-require-acl, the last ACL check found no node open to anyone.
 func (s *Server) GetReadyz(context.Context, oapi.GetReadyzRequestObject) (oapi.GetReadyzResponseObject, error) {
 	if !restored(s.opt.Restored) {
 		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1}
+	}
+	if s.opt.State != nil {
+		if err := s.opt.State.StateErr(); err != nil {
+			return nil, stateUnavailable(err)
+		}
 	}
 	st := s.opt.Session.State()
 	if st != zookeeper.StateConnected {

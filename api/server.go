@@ -63,6 +63,9 @@ type Options struct {
 	// predecessor is not yet known: answering 404 would be a lie) and /readyz
 	// answers 503. Nil: nothing to wait for.
 	Restored <-chan struct{}
+	// State, when set (--state-dir), is where every change is written before
+	// its answer is sent (commitState); nil: nothing is kept.
+	State StateDir
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
 	// Registerer and Gatherer: the one metrics registry of the process.
@@ -248,7 +251,7 @@ func (s *Server) closeFor(cause error) {
 func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
-		s.limitBody)
+		s.limitBody, s.commitState)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})

@@ -110,6 +110,13 @@ func main() {
 				os.Exit(1) // nobody serves: for the supervisor to restart
 			}
 			fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade not done, still serving:", err)
+		case err := <-m.Fatal():
+			// The session and the state directory stay as they are, for
+			// the successor a supervisor starts: no Close (it would close
+			// the session and free every hold).
+			m.Abandon()
+			fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
+			os.Exit(1)
 		case <-ctx.Done():
 			done = true
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,21 +19,20 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// saveEvery is the longest a change waits to be written to the state
-// directory: what a crash can lose is at most this much of the latest changes
-// (see statedir.Saver and docs/ARCHITECTURE.md, "Restarts").
-const saveEvery = 20 * time.Millisecond
-
 // syncEvery is how long a written state may stay unsynced (statedir's
-// DurableEvery): a killed process's successor reads every write, a crashed
-// machine's may miss this much of the latest. Syncing every write cost the
-// lock rows up to 9% (docs/BENCHMARKS.md, "Restarts").
+// SyncEvery): every change is written before its answer is sent, so a killed
+// process's successor reads every one; a crashed machine's may miss this much
+// of the latest. Syncing every write cost the lock rows up to 9%
+// (docs/BENCHMARKS.md, "Restarts").
 const syncEvery = time.Second
 
-// restarts is the sidecar's side of --state-dir (API.md "Restarts"): the
-// owned directory, the state a predecessor left in it, the Saver that keeps it
-// current, and the resume at start. It is made before the ZooKeeper session
-// (which presents the saved session) and started after the recipes.
+// restarts is the sidecar's side of --state-dir (the README's "Restarts"):
+// the owned directory, the state a predecessor left in it, the resume at
+// start, and the Journal that keeps the state current, durable before every
+// answer (Commit). It is made before the ZooKeeper session (which presents
+// the saved session) and started after the recipes. Nothing is written to
+// the directory until the resume is reconciled: the state on disk is always
+// one that some process could resume.
 type restarts struct {
 	dir     *statedir.Dir
 	saved   statedir.State // what the predecessor left (Session.ID 0: nothing)
@@ -41,10 +41,19 @@ type restarts struct {
 	log     *slog.Logger
 	metrics restartMetrics
 
-	saver *statedir.Saver
-	// restored closes once the resume is reconciled (or there was none): the
-	// API waits for it before serving /v1 and /readyz answers 200 after it.
+	journal atomic.Pointer[statedir.Journal] // nil until reconciled
+	// unsubscribe ends the journal's subscription to session changes.
+	unsubscribe func()
+	// failing is set while state writes fail (logged once per episode).
+	failing atomic.Bool
+	// restored closes once the resume is reconciled (or there was none) and
+	// the state is written: the API waits for it before serving /v1, and
+	// /readyz answers 200 after it.
 	restored chan struct{}
+	// fatal gets the error of a resume that came back and could not be
+	// reconciled: the process must end without touching the session or the
+	// directory, leaving both to its successor.
+	fatal chan error
 	// outcome says what the resume came to, once restored is closed.
 	outcome string
 	wg      sync.WaitGroup
@@ -60,7 +69,7 @@ func openRestarts(c Config, upgrading bool, log *slog.Logger, reg prometheus.Reg
 		return nil, fmt.Errorf("--state-dir: %w", err)
 	}
 	r := &restarts{dir: d, zk: strings.Join(c.ZK, ","), root: c.ZKRoot, log: log,
-		metrics: newRestartMetrics(reg), restored: make(chan struct{})}
+		metrics: newRestartMetrics(reg), restored: make(chan struct{}), fatal: make(chan error, 1)}
 	st, err := d.Load(r.zk, r.root)
 	var bad *statedir.BadStateError
 	switch {
@@ -91,47 +100,105 @@ func (r *restarts) resume() *transport.Resumable {
 	return &transport.Resumable{ID: s.ID, Password: s.Password, Timeout: s.Timeout}
 }
 
-// start begins saving (every change of the leases marks the state) and, in
-// the background, the resume: Restored closes when it is reconciled.
-func (r *restarts) start(sess *zookeeper.Session, leases *kit.Leases) error {
-	snapshot := func() statedir.State { return r.snapshot(sess, leases) }
-	saver, err := r.dir.Saver(snapshot, saveEvery, statedir.DurableEvery(syncEvery), statedir.OnWrite(func(_ statedir.State, err error) {
-		if err != nil {
-			r.log.Error("state directory not written", "err", err)
-		}
-	}))
-	if err != nil {
-		return err
-	}
-	r.saver = saver
-	leases.OnChange(saver.MarkDirty)
-	cancel := sess.Subscribe(func(zookeeper.StateChange) { saver.MarkDirty() })
+// start begins, in the background, the resume and then the journal:
+// Restored closes once the resume is reconciled and the state written.
+func (r *restarts) start(sess *zookeeper.Session, leases *kit.Leases) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer cancel()
-		r.reconcile(sess, leases)
+		if err := r.reconcile(sess, leases); err != nil {
+			r.fatal <- err // restored stays open: nothing is served, nothing written
+			return
+		}
+		r.startJournal(sess, leases)
+		close(r.restored)
 	}()
+}
+
+// startJournal starts the journal on the reconciled state and waits for its
+// first write (the whole state). A write that fails is reported by Err (and
+// /readyz) and retried; the sidecar serves on, refusing what it cannot keep.
+func (r *restarts) startJournal(sess *zookeeper.Session, leases *kit.Leases) {
+	src := statedir.Source{
+		Session: func() statedir.Session { return savedSession(sess) },
+		Lease: func(id string) (statedir.Lease, bool) {
+			l, ok := leases.SavedOf(id)
+			return stateLease(l), ok
+		},
+		Leases: func() []statedir.Lease {
+			all := leases.Snapshot()
+			out := make([]statedir.Lease, len(all))
+			for i, l := range all {
+				out[i] = stateLease(l)
+			}
+			return out
+		},
+	}
+	j, err := r.dir.Journal(src, r.zk, r.root, statedir.SyncEvery(syncEvery), statedir.OnJournalWrite(r.written))
+	if err != nil {
+		r.log.Error("state directory: not written from now on", "err", err)
+		return
+	}
+	leases.OnChange(j.Changed)
+	cancel := sess.Subscribe(func(zookeeper.StateChange) { j.SessionChanged() })
+	r.journal.Store(j)
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	_ = j.Commit(ctx) // a failure is logged by written and answered by Err
+	r.unsubscribe = cancel
+}
+
+// written counts and logs a failed write once per episode of failures, and
+// the recovery.
+func (r *restarts) written(err error) {
+	if err != nil {
+		r.metrics.writeErrors.Inc()
+		if !r.failing.Swap(true) {
+			r.log.Error("state directory not written: refusing what it would have to keep until a write succeeds", "dir", r.dir.Path(), "err", err)
+		}
+		return
+	}
+	if r.failing.Swap(false) {
+		r.log.Info("state directory written again", "dir", r.dir.Path())
+	}
+}
+
+// Commit returns once every change made before it is in the state directory
+// (statedir.Journal.Commit); nil before the journal starts (nothing is served
+// then).
+func (r *restarts) Commit(ctx context.Context) error {
+	if j := r.journal.Load(); j != nil {
+		return j.Commit(ctx)
+	}
 	return nil
 }
 
-// snapshot is the state a successor needs now: the session's id, password and
-// timeout (none until the server has answered) and every lease.
-func (r *restarts) snapshot(sess *zookeeper.Session, leases *kit.Leases) statedir.State {
-	st := statedir.State{ZK: r.zk, Root: r.root}
+// StateErr is the last state write's error, nil while writes succeed.
+func (r *restarts) StateErr() error {
+	if j := r.journal.Load(); j != nil {
+		return j.Err()
+	}
+	return nil
+}
+
+// savedSession is the session a successor would present now (none until a
+// server has answered).
+func savedSession(sess *zookeeper.Session) statedir.Session {
 	if ep, err := sess.Current(); err == nil {
 		if res, ok := ep.Resumable(); ok {
-			st.Session = statedir.Session{ID: res.ID, Password: res.Password, Timeout: res.Timeout, LastZxid: ep.LastZxid()}
+			return statedir.Session{ID: res.ID, Password: res.Password, Timeout: res.Timeout, LastZxid: ep.LastZxid()}
 		}
 	}
-	for _, l := range leases.Snapshot() {
-		sl := statedir.Lease{ID: l.ID, TTL: l.TTL, ExpiresAt: l.ExpiresAt, Owner: l.Owner, Implicit: l.Implicit}
-		for _, h := range l.Holds {
-			sl.Holds = append(sl.Holds, statedir.Hold{Kind: h.Kind, Name: h.Name, Nodes: h.Nodes})
-		}
-		st.Leases = append(st.Leases, sl)
+	return statedir.Session{}
+}
+
+// stateLease is a lease as the state directory keeps it.
+func stateLease(l kit.SavedLease) statedir.Lease {
+	sl := statedir.Lease{ID: l.ID, TTL: l.TTL, ExpiresAt: l.ExpiresAt, Owner: l.Owner, Implicit: l.Implicit, Pinned: l.Pinned}
+	for _, h := range l.Holds {
+		sl.Holds = append(sl.Holds, statedir.Hold{Kind: h.Kind, Name: h.Name, Nodes: h.Nodes})
 	}
-	return st
+	return sl
 }
 
 // reconcile waits for the resume's outcome; when the session came back, it
@@ -139,13 +206,13 @@ func (r *restarts) snapshot(sess *zookeeper.Session, leases *kit.Leases) statedi
 // Too late, or nothing to resume: nothing of the predecessor is held, and its
 // leases answer 404. A connection that drops meanwhile (the server the
 // session came back on dies) is waited out: each step is tried again once
-// the session is back on another server, within the same deadline. Restored
-// closes at the end, whatever the outcome.
-func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
-	defer close(r.restored)
+// the session is back on another server, within the same deadline. A session
+// that came back and could not be reconciled in time is an error: the
+// process must then leave it, and the state, to a successor.
+func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) error {
 	if r.saved.Session.ID == 0 {
 		r.outcome = "none"
-		return
+		return nil
 	}
 	id := fmt.Sprintf("0x%x", r.saved.Session.ID)
 	wait := max(r.saved.Session.Timeout, time.Second) * 2
@@ -157,7 +224,7 @@ func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
 		r.outcome = "too_late"
 		r.metrics.restarts.WithLabelValues(r.outcome).Inc()
 		r.log.Warn("restart: the predecessor's session did not come back; its leases and holds are gone", "session", id, "leases", len(r.saved.Leases), "err", err)
-		return
+		return nil
 	}
 	ep, err := sess.WaitCurrent(ctx)
 	if err == nil {
@@ -170,8 +237,8 @@ func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
 	if err != nil {
 		r.outcome = "failed"
 		r.metrics.restarts.WithLabelValues(r.outcome).Inc()
-		r.log.Error("restart: the session came back but its leases could not be restored", "session", id, "err", err)
-		return
+		r.log.Error("restart: the session came back but its leases could not be restored: leaving both to a successor", "session", id, "err", err)
+		return fmt.Errorf("restart: session %s resumed but not reconciled (state directory %s left as it was): %w", id, r.dir.Path(), err)
 	}
 	r.outcome = "resumed"
 	r.metrics.restarts.WithLabelValues(r.outcome).Inc()
@@ -180,13 +247,20 @@ func (r *restarts) reconcile(sess *zookeeper.Session, leases *kit.Leases) {
 	r.metrics.lost.Add(float64(len(got.Lost)))
 	r.log.Info("restart: resumed the predecessor's session", "session", id, "leases", got.Leases, "holds", got.Holds,
 		"expired", got.Expired, "lost", len(got.Lost), "swept", got.Swept, "took", time.Since(start).String())
+	return nil
 }
 
-// savedLeases converts the state file's leases for kit.Leases.Restore.
+// savedLeases converts the state file's leases for kit.Leases.Restore. A
+// lease that was pinned (its client's stream open, a request waiting) gets
+// its TTL from now, for its client to come back.
 func savedLeases(in []statedir.Lease) []kit.SavedLease {
 	out := make([]kit.SavedLease, 0, len(in))
+	now := time.Now()
 	for _, l := range in {
-		sl := kit.SavedLease{ID: l.ID, TTL: l.TTL, ExpiresAt: l.ExpiresAt, Owner: l.Owner, Implicit: l.Implicit}
+		sl := kit.SavedLease{ID: l.ID, TTL: l.TTL, ExpiresAt: l.ExpiresAt, Owner: l.Owner, Implicit: l.Implicit, Pinned: l.Pinned}
+		if l.Pinned {
+			sl.ExpiresAt = now.Add(l.TTL)
+		}
 		for _, h := range l.Holds {
 			sl.Holds = append(sl.Holds, kit.SavedHold{Hold: kit.Hold{Kind: h.Kind, Name: h.Name}, Nodes: h.Nodes})
 		}
@@ -195,21 +269,28 @@ func savedLeases(in []statedir.Lease) []kit.SavedLease {
 	return out
 }
 
-// Restored is closed once the resume is reconciled.
+// Restored is closed once the resume is reconciled and the state written.
 func (r *restarts) Restored() <-chan struct{} { return r.restored }
 
-// close ends the saving. ended: the session was closed on purpose (SIGTERM),
+// Fatal gets the error that ends the process when a resumed session could
+// not be reconciled (see reconcile).
+func (r *restarts) Fatal() <-chan error { return r.fatal }
+
+// close ends the journal. ended: the session was closed on purpose (SIGTERM),
 // so the state file is cleared and a successor starts afresh; otherwise the
-// last state is written for the successor.
+// last state is flushed for the successor.
 func (r *restarts) close(ended bool) {
 	r.wg.Wait()
-	if r.saver != nil {
+	if r.unsubscribe != nil {
+		r.unsubscribe()
+	}
+	if j := r.journal.Load(); j != nil {
 		if !ended {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = r.saver.Flush(ctx)
+			_ = j.Flush(ctx)
 			cancel()
 		}
-		r.saver.Close()
+		j.Close()
 	}
 	if ended {
 		if err := r.dir.Clear(); err != nil {
@@ -227,20 +308,25 @@ func (r *restarts) close(ended bool) {
 // touching ZooKeeper, and nothing more is written.
 func (r *restarts) handOver(sess *zookeeper.Session) {
 	r.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := r.saver.Flush(ctx); err != nil {
-		r.log.Error("upgrade: the last state was not written", "err", err)
+	if r.unsubscribe != nil {
+		r.unsubscribe()
 	}
-	cancel()
-	r.saver.Close()
+	if j := r.journal.Load(); j != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := j.Flush(ctx); err != nil {
+			r.log.Error("upgrade: the last state was not written", "err", err)
+		}
+		cancel()
+		j.Close()
+	}
 	sess.Detach()
 	r.dir.LeavePID()
 	_ = r.dir.Close()
 }
 
 type restartMetrics struct {
-	restarts            *prometheus.CounterVec
-	leases, holds, lost prometheus.Counter
+	restarts                         *prometheus.CounterVec
+	leases, holds, lost, writeErrors prometheus.Counter
 }
 
 func newRestartMetrics(reg prometheus.Registerer) restartMetrics {
@@ -251,9 +337,11 @@ func newRestartMetrics(reg prometheus.Registerer) restartMetrics {
 		leases: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_leases_resumed_total", Help: "Leases re-created from the state directory after a resumed session."}),
 		holds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_resumed_total", Help: "Holds adopted from their nodes after a resumed session."}),
 		lost:   prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_lost_total", Help: "Saved holds that could not be adopted after a resumed session (reported on their lease's stream)."}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_state_write_errors_total",
+			Help: "Writes to the state directory that failed; while the last one failed, requests that change state answer 503 state-unavailable and /readyz 503."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.restarts, m.leases, m.holds, m.lost)
+		reg.MustRegister(m.restarts, m.leases, m.holds, m.lost, m.writeErrors)
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -135,11 +136,19 @@ func (r *restartable) upgradeAndAwaitExit(t testing.TB) {
 	}
 }
 
-// savedState reads the state file as it is now.
+// savedState is the state in the directory as it is now (the base with its
+// journal replayed), as JSON; "" when there is none.
 func (r *restartable) savedState(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(r.state, "state.json"))
-	if err != nil && !os.IsNotExist(err) {
+	st, err := statedir.Read(r.state)
+	if errors.Is(err, statedir.ErrNoState) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)

@@ -387,11 +387,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// Bind first, then resume: a port in use or a bad socket path fails the
+	// start before the predecessor's session is touched.
+	ln := inherited
+	if ln == nil {
+		if ln, err = listen(network, address); err != nil {
+			m.closeRestarts(false)
+			return err
+		}
+	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
 		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL, Resume: resume,
 	})
 	if err != nil {
+		_ = ln.Close()
 		m.closeRestarts(false)
 		return err
 	}
@@ -415,17 +425,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.leases.RegisterKind(recipes.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
 	m.leases.RegisterKind(election.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
 	var restored <-chan struct{}
+	var state api.StateDir
 	if m.restarts != nil {
-		if err := m.restarts.start(sess, m.leases); err != nil {
-			sess.Close()
-			m.closeRestarts(false)
-			return err
-		}
-		restored = m.restarts.Restored()
+		m.restarts.start(sess, m.leases)
+		restored, state = m.restarts.Restored(), m.restarts
 	}
 
 	m.server = registry.New(api.Options{
-		Session: sess, Leases: m.leases, Restored: restored,
+		Session: sess, Leases: m.leases, Restored: restored, State: state,
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
 		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
@@ -445,15 +452,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Groups:     groups,
 		Partitions: partitions,
 	})
-	ln := inherited
-	if ln == nil {
-		ln, err = listen(network, address)
-	}
-	if err != nil {
-		sess.Close()
-		m.closeRestarts(false)
-		return err
-	}
 	m.listener = ln
 	ln = limitListener(ln, c.MaxConns)
 	if tlsConfig != nil {
@@ -475,6 +473,29 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// Fatal gets the error that must end the process at once, without Close: a
+// resumed session that could not be reconciled, which a successor is to
+// take over as it is (closing it would free every hold). Nil without
+// --state-dir (a nil channel never receives).
+func (m *Main) Fatal() <-chan error {
+	if m.restarts == nil {
+		return nil
+	}
+	return m.restarts.Fatal()
+}
+
+// Abandon ends the process's part without touching the ZooKeeper session or
+// the state directory (for Fatal): the session is detached, never closed, and
+// the log is written out.
+func (m *Main) Abandon() {
+	if m.session != nil {
+		m.session.Detach()
+	}
+	if m.logOut != nil {
+		_ = m.logOut.Close()
+	}
 }
 
 // Addr is the address the HTTP server listens on (after Run).

@@ -86,8 +86,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 	a := r.start(t)
 	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool {
-		st, err := os.ReadFile(filepath.Join(r.state, statedir.StateFile))
-		return err == nil && strings.Contains(string(st), lease)
+		return strings.Contains(r.savedState(t), lease)
 	})
 
 	// The "new binary": it says it took the socket (descriptor 4), then dies.

@@ -77,10 +77,11 @@ type Dir struct {
 
 	saveMu sync.Mutex // serializes Save, Load and Clear
 
-	mu     sync.Mutex
-	lock   *os.File // nil once closed
-	pid    int      // what WritePID last wrote, 0 before
-	savers []*Saver
+	mu       sync.Mutex
+	lock     *os.File // nil once closed
+	pid      int      // what WritePID last wrote, 0 before
+	gen      int64    // the journal generation Load last read
+	journals []*Journal
 }
 
 // Open makes dir (and its parents) if missing, with mode 0700, tightens an
@@ -237,18 +238,18 @@ func (d *Dir) File() (*os.File, error) {
 	return dupFile(d.lock)
 }
 
-// Close stops every Saver of the directory (waiting for their goroutines),
+// Close stops every Journal of the directory (waiting for their goroutines),
 // removes the pid file if it still names the pid this Dir wrote, and closes
 // the lock file. The lock is released as soon as no process holds a
 // descriptor of it: at once, unless File handed one to a successor, which
 // then keeps the directory. Close is idempotent.
 func (d *Dir) Close() error {
 	d.mu.Lock()
-	savers := d.savers
-	d.savers = nil
+	journals := d.journals
+	d.journals = nil
 	d.mu.Unlock()
-	for _, s := range savers {
-		s.Close()
+	for _, j := range journals {
+		j.Close()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -20,7 +20,7 @@ func writeAtomic(dir, name string, data []byte) error { return replaceFile(dir, 
 // successor after this process was killed, sees the old file or the new one,
 // whole: the page cache outlives the process); only a crash of the machine
 // may then leave the old file, or a file cut short (which Load reports as
-// bad), until syncFile runs.
+// bad).
 func replaceFile(dir, name string, data []byte, durable bool) (err error) {
 	f, err := os.CreateTemp(dir, name+tmpMark+"*")
 	if err != nil {
@@ -54,23 +54,6 @@ func replaceFile(dir, name string, data []byte, durable bool) (err error) {
 	}
 	if !durable {
 		return nil
-	}
-	return syncDir(dir)
-}
-
-// syncFile makes dir/name and dir's entries durable (after replaceFile
-// without durable).
-func syncFile(dir, name string) error {
-	f, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
 	}
 	return syncDir(dir)
 }

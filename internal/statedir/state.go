@@ -14,10 +14,16 @@ import (
 	"time"
 )
 
-// Format is the version of the State record that this package writes and
-// reads. A change that an older reader would misread gets a new number; a
-// reader refuses every other number (ErrFormat).
-const Format = 1
+// Format is the version of the State record that this package writes. A
+// change that an older reader would misread gets a new number; a reader
+// refuses every number but the ones it knows (ErrFormat). Format 2 added the
+// journal (an older reader would miss what it holds) and Lease.Pinned; a
+// format 1 state (a base without a journal) is still read, for the successor
+// of an older sidecar.
+const Format = 2
+
+// formatsRead are the formats Load reads.
+var formatsRead = []int{1, 2}
 
 // State is what a successor needs to resume: the session and every lease with
 // what it holds. Durations are written in nanoseconds, times in RFC 3339.
@@ -32,6 +38,9 @@ type State struct {
 	SavedAt time.Time `json:"savedAt"`
 	Session Session   `json:"session"`
 	Leases  []Lease   `json:"leases,omitempty"`
+	// Journal names the journal that follows this base (JournalFile-Journal,
+	// see Journal); 0 for none. Load returns the state with it replayed.
+	Journal int64 `json:"journal,omitempty"`
 }
 
 // Session is the ZooKeeper session to take over.
@@ -50,8 +59,12 @@ type Session struct {
 type Lease struct {
 	ID  string        `json:"id"`
 	TTL time.Duration `json:"ttl"`
-	// ExpiresAt is the expiry its last keepalive set (as of SavedAt).
+	// ExpiresAt is the expiry its last keepalive set.
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Pinned: something kept the lease alive when it was written (an open
+	// keepalive stream, a waiting request), so its expiry was moving: a
+	// successor gives its client the TTL from the resume to come back.
+	Pinned bool `json:"pinned,omitempty"`
 	// Owner names the token that made the lease ("" for none).
 	Owner    string `json:"owner,omitempty"`
 	Implicit bool   `json:"implicit,omitempty"`
@@ -135,41 +148,34 @@ func (e *BadStateError) Unwrap() error { return e.Err }
 // s; if Save fails or the process dies during it, Load reads the previous
 // state. Save calls are serialized with each other.
 func (d *Dir) Save(s State) error {
-	_, err := d.save(s, true)
+	_, err := d.saveBase(s)
 	return err
 }
 
-// save is Save that returns the state as written; without durable the file
-// is replaced atomically but not synced (see replaceFile; syncState syncs it).
-func (d *Dir) save(s State, durable bool) (State, error) {
+// saveBase is Save; it returns the size written.
+func (d *Dir) saveBase(s State) (int64, error) {
 	if err := d.owned(); err != nil {
-		return s, err
+		return 0, err
 	}
 	s.Format = Format
 	s.SavedAt = time.Now().UTC()
 	data, err := json.Marshal(s)
 	if err != nil {
-		return s, fmt.Errorf("state directory %s: encode: %w", d.path, err)
+		return 0, fmt.Errorf("state directory %s: encode: %w", d.path, err)
 	}
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
-	if err := replaceFile(d.path, StateFile, data, durable); err != nil {
-		return s, fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
+	if err := replaceFile(d.path, StateFile, data, true); err != nil {
+		return 0, fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
 	}
-	return s, nil
+	return int64(len(data)), nil
 }
 
-// syncState makes the state file last written durable.
-func (d *Dir) syncState() error {
-	if err := d.owned(); err != nil {
-		return err
-	}
-	d.saveMu.Lock()
-	defer d.saveMu.Unlock()
-	if err := syncFile(d.path, StateFile); err != nil {
-		return fmt.Errorf("state directory %s: sync %s: %w", d.path, StateFile, err)
-	}
-	return nil
+// loadedGen is the journal generation the last Load read (0 for none).
+func (d *Dir) loadedGen() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
 }
 
 // Load reads the directory's state for a sidecar run with --zk expectZK and
@@ -186,7 +192,7 @@ func (d *Dir) Load(expectZK, expectRoot string) (State, error) {
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
 	path := filepath.Join(d.path, StateFile)
-	data, err := os.ReadFile(path)
+	data, err := readNoFollow(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, ErrNoState
 	}
@@ -195,6 +201,12 @@ func (d *Dir) Load(expectZK, expectRoot string) (State, error) {
 	}
 	s, detail, why := decode(data, expectZK, expectRoot)
 	if why == nil {
+		detail, why = d.replay(&s)
+	}
+	if why == nil {
+		d.mu.Lock()
+		d.gen = s.Journal
+		d.mu.Unlock()
 		return s, nil
 	}
 	bad := &BadStateError{Path: path, Err: why, Detail: detail}
@@ -217,8 +229,8 @@ func decode(data []byte, expectZK, expectRoot string) (State, string, error) {
 	if head.Format == nil {
 		return State{}, "no format given", ErrFormat
 	}
-	if *head.Format != Format {
-		return State{}, fmt.Sprintf("format %d, this sidecar reads %d", *head.Format, Format), ErrFormat
+	if !slices.Contains(formatsRead, *head.Format) {
+		return State{}, fmt.Sprintf("format %d, this sidecar reads %v", *head.Format, formatsRead), ErrFormat
 	}
 	var s State
 	if err := decodeOne(data, &s); err != nil {
@@ -289,5 +301,6 @@ func (d *Dir) Clear() error {
 	if err := os.Remove(filepath.Join(d.path, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("state directory %s: %w", d.path, err)
 	}
+	d.removeJournals(-1)
 	return syncDir(d.path)
 }

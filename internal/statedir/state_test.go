@@ -103,7 +103,7 @@ func TestABadStateFileIsReportedAndMovedAside(t *testing.T) {
 		{"truncated mid-record", good[:len(good)/2], ErrTruncated},
 		{"empty", nil, ErrTruncated},
 		{"wrong types", encoded(t, func(m map[string]any) { m["leases"] = "none" }), ErrCorrupt},
-		{"format 2", encoded(t, func(m map[string]any) { m["format"] = 2 }), ErrFormat},
+		{"format 3", encoded(t, func(m map[string]any) { m["format"] = 3 }), ErrFormat},
 		{"no format", encoded(t, func(m map[string]any) { delete(m, "format") }), ErrFormat},
 		{"another zk", encoded(t, func(m map[string]any) { m["zk"] = "other:2181" }), ErrOtherZK},
 		{"another root", encoded(t, func(m map[string]any) { m["root"] = "/elsewhere" }), ErrOtherRoot},

@@ -29,7 +29,7 @@ type Leases struct {
 	// kinds re-create holds after a restart (RegisterKind); onChange is told
 	// of every change a successor needs (OnChange).
 	kinds    map[string]Kind
-	onChange atomic.Pointer[func()]
+	onChange atomic.Pointer[func(id string)]
 	// watchers are the goroutines that end the leases of a lost session.
 	watchers sync.WaitGroup
 }
@@ -106,7 +106,7 @@ func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease
 	l.mu.Lock()
 	l.timer = time.AfterFunc(ttl, l.onTimer)
 	l.mu.Unlock()
-	m.changed()
+	m.changed(l.ID)
 	return l, nil
 }
 
@@ -193,7 +193,7 @@ func (m *Leases) KeepAlive(id string) (*Lease, error) {
 	}
 	l.expiresAt = time.Now().Add(l.TTL)
 	l.mu.Unlock()
-	m.changed()
+	m.changed(l.ID)
 	return l, nil
 }
 
@@ -283,7 +283,7 @@ func (l *Lease) end(reason error) {
 	m.mu.Unlock()
 	m.metrics.live.Dec()
 	m.metrics.ended.WithLabelValues(EndReason(reason)).Inc()
-	m.changed()
+	m.changed(l.ID)
 
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
@@ -383,14 +383,22 @@ func (l *Lease) Holds() []Hold {
 func (l *Lease) Pin() (unpin func()) {
 	l.mu.Lock()
 	l.pins++
+	first := l.pins == 1
 	l.mu.Unlock()
+	if first { // a successor must know the expiry is moving
+		l.mgr.changed(l.ID)
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			l.pins--
 			l.expiresAt = time.Now().Add(l.TTL)
+			last := l.pins == 0
 			l.mu.Unlock()
+			if last {
+				l.mgr.changed(l.ID)
+			}
 		})
 	}
 }

@@ -28,7 +28,10 @@ type SavedLease struct {
 	// (an open keepalive stream, a waiting request) now + TTL, so that its
 	// client has the TTL to come back to the successor.
 	ExpiresAt time.Time
-	Holds     []SavedHold
+	// Pinned: the lease was pinned, its expiry moving with the clock; a
+	// successor gives it the TTL from the resume.
+	Pinned bool
+	Holds  []SavedHold
 }
 
 // SavedHold is one hold of a saved lease with the nodes it lives in.
@@ -68,17 +71,32 @@ func (m *Leases) RegisterKind(kind string, k Kind) {
 	m.kinds[kind] = k
 }
 
-// OnChange has the registry call f after every change a successor needs: a
-// lease granted, kept alive or ended, a hold granted, let go or lost. f must
-// not block (the state directory's Saver.MarkDirty).
-func (m *Leases) OnChange(f func()) { m.onChange.Store(&f) }
+// OnChange has the registry call f with a lease's id after every change of
+// it a successor needs: the lease granted, kept alive, pinned, unpinned or
+// ended, a hold of it granted, let go or lost. f runs after the change is
+// made, before the call that made it returns, so that a request that waits
+// for f's record to be written (the state directory's Journal.Commit) is
+// answered only then. f must not block (Journal.Changed).
+func (m *Leases) OnChange(f func(id string)) { m.onChange.Store(&f) }
 
 // changed calls the OnChange function, if any: one atomic load on the request
 // path.
-func (m *Leases) changed() {
+func (m *Leases) changed(id string) {
 	if f := m.onChange.Load(); f != nil {
-		(*f)()
+		(*f)(id)
 	}
+}
+
+// SavedOf is lease id as Snapshot would list it; false when no such lease is
+// live.
+func (m *Leases) SavedOf(id string) (SavedLease, bool) {
+	m.mu.Lock()
+	l := m.leases[id]
+	m.mu.Unlock()
+	if l == nil {
+		return SavedLease{}, false
+	}
+	return l.saved()
 }
 
 // Snapshot lists every live lease with the holds that name their nodes
@@ -108,8 +126,8 @@ func (l *Lease) saved() (SavedLease, bool) {
 	if l.err != nil {
 		return SavedLease{}, false
 	}
-	s := SavedLease{ID: l.ID, TTL: l.TTL, Owner: l.Owner, Implicit: l.Implicit, ExpiresAt: l.expiresAt}
-	if l.pins > 0 {
+	s := SavedLease{ID: l.ID, TTL: l.TTL, Owner: l.Owner, Implicit: l.Implicit, ExpiresAt: l.expiresAt, Pinned: l.pins > 0}
+	if s.Pinned {
 		s.ExpiresAt = time.Now().Add(l.TTL)
 	}
 	for h, e := range l.holds {
@@ -194,7 +212,6 @@ func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []Saved
 	})
 	swept, err := m.sweep(ctx, ep, saved)
 	r.Swept = swept
-	m.changed()
 	return r, err
 }
 
