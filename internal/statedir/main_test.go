@@ -53,12 +53,12 @@ func child(role string) int {
 	return 0
 }
 
-// leaked reports (and prints) a Saver goroutine still running after the tests.
+// leaked reports (and prints) a Journal goroutine still running after the tests.
 func leaked() bool {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	if strings.Contains(b.String(), "statedir.(*Saver).run") {
-		fmt.Fprintln(os.Stderr, "a Saver's goroutine outlived the tests:\n"+b.String())
+	if strings.Contains(b.String(), "statedir.(*Journal).run") {
+		fmt.Fprintln(os.Stderr, "a Journal's goroutine outlived the tests:\n"+b.String())
 		return true
 	}
 	return false

@@ -1,0 +1,315 @@
+package statedir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+)
+
+// leaseSource is a Source over a map the test changes.
+type leaseSource struct {
+	mu     sync.Mutex
+	leases map[string]Lease
+	sess   Session
+}
+
+func newLeaseSource() *leaseSource {
+	return &leaseSource{leases: map[string]Lease{}, sess: Session{ID: 7, Password: []byte("pw"), Timeout: time.Second}}
+}
+
+func (s *leaseSource) source() Source {
+	return Source{
+		Session: func() Session { s.mu.Lock(); defer s.mu.Unlock(); return s.sess },
+		Lease: func(id string) (Lease, bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			l, ok := s.leases[id]
+			return l, ok
+		},
+		Leases: func() []Lease {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			out := make([]Lease, 0, len(s.leases))
+			for _, l := range s.leases {
+				out = append(out, l)
+			}
+			return out
+		},
+	}
+}
+
+func (s *leaseSource) put(l Lease) {
+	s.mu.Lock()
+	s.leases[l.ID] = l
+	s.mu.Unlock()
+}
+
+func (s *leaseSource) end(id string) {
+	s.mu.Lock()
+	delete(s.leases, id)
+	s.mu.Unlock()
+}
+
+func startJournal(t *testing.T, d *Dir, src *leaseSource, opts ...JournalOption) *Journal {
+	t.Helper()
+	j, err := d.Journal(src.source(), "z:2181", "/coord", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func leaseIDs(st State) string {
+	var ids []string
+	for _, l := range st.Leases {
+		ids = append(ids, l.ID+"/"+fmt.Sprint(len(l.Holds)))
+	}
+	return strings.Join(ids, ",")
+}
+
+// What Commit returned for is on disk when it returns: after every change, a
+// reader of the directory (a successor) finds the leases exactly as they are,
+// ended ones gone, from concurrent writers.
+func TestJournalCommitsEveryChangeBeforeItReturns(t *testing.T) {
+	d := openTemp(t)
+	src := newLeaseSource()
+	j := startJournal(t, d, src)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				id := fmt.Sprintf("w%d-%02d", w, i)
+				src.put(Lease{ID: id, TTL: time.Minute, Holds: []Hold{{Kind: "lock", Name: id, Nodes: []string{"/coord/locks/" + id + "/n"}}}})
+				j.Changed(id)
+				if i%3 == 0 {
+					src.end(id)
+					j.Changed(id)
+				}
+				if err := j.Commit(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+				st, err := Read(d.Path())
+				if err != nil {
+					errs <- err
+					return
+				}
+				found := false
+				for _, l := range st.Leases {
+					found = found || l.ID == id
+				}
+				if found != (i%3 != 0) {
+					errs <- fmt.Errorf("after Commit, lease %s on disk: %v", id, found)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st, err := d.Load("z:2181", "/coord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Leases) != 4*33 || st.Session.ID != 7 {
+		t.Fatalf("loaded %d leases, session %d; want 132 and 7", len(st.Leases), st.Session.ID)
+	}
+}
+
+// A journal line cut short by the writer's death is ignored (its write never
+// returned, so nothing was acknowledged); a whole line that is no record makes
+// the state unusable, moved aside like any bad state.
+func TestJournalReplayIgnoresALineCutShort(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	d, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newLeaseSource()
+	j, err := d.Journal(src.source(), "z:2181", "/coord")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.put(Lease{ID: "kept", TTL: time.Minute})
+	j.Changed("kept")
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	_ = d.Close()
+	journals, _ := filepath.Glob(filepath.Join(path, JournalFile+"-*"))
+	if len(journals) != 1 {
+		t.Fatalf("journals %v, want one", journals)
+	}
+	f, err := os.OpenFile(journals[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"lease":{"id":"half`); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	d2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := d2.Load("z:2181", "/coord")
+	_ = d2.Close()
+	if err != nil || leaseIDs(st) != "kept/0" {
+		t.Fatalf("Load after a line cut short: %q, %v; want the kept lease alone", leaseIDs(st), err)
+	}
+
+	if err := os.WriteFile(journals[0], []byte("{\"end\":\"kept\"}\nnot a record\n{\"end\":\"x\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d3, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d3.Close()
+	_, err = d3.Load("z:2181", "/coord")
+	var bad *BadStateError
+	if !errors.As(err, &bad) || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("Load with a bad line: %v, want a corrupt state naming line 2", err)
+	}
+}
+
+// A journal that outgrows its base is compacted: one base and one journal
+// stand after it, and they read back as the state.
+func TestJournalCompactsWhenItOutgrowsItsBase(t *testing.T) {
+	d := openTemp(t)
+	src := newLeaseSource()
+	j := startJournal(t, d, src)
+	src.put(Lease{ID: "a", TTL: time.Minute})
+	first, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
+	big := strings.Repeat("n", 4096)
+	for i := range 400 { // 400 records of 4 KiB: past compactMin
+		src.put(Lease{ID: "a", TTL: time.Minute, Owner: fmt.Sprint(i), Holds: []Hold{{Kind: "kv", Name: big, Nodes: []string{"/x"}}}})
+		j.Changed("a")
+		if err := j.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
+	if len(now) != 1 || len(first) != 1 || now[0] == first[0] {
+		t.Fatalf("journals before %v, after %v: want one, another", first, now)
+	}
+	st, err := Read(d.Path())
+	if err != nil || len(st.Leases) != 1 || st.Leases[0].Owner != "399" {
+		t.Fatalf("after compaction: %+v, %v", st.Leases, err)
+	}
+}
+
+// A symbolic link where the journal or the state file should be is refused,
+// not followed.
+func TestJournalRefusesSymbolicLinks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(elsewhere, []byte(`{"format":2,"zk":"z:2181","root":"/coord","session":{"id":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, StateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Load("z:2181", "/coord"); err == nil {
+		t.Fatal("Load followed a symbolic link")
+	}
+	if _, err := openJournal(dir, journalName(5), true); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(filepath.Join(dir, journalName(6)))
+	if err := os.Symlink(elsewhere, filepath.Join(dir, journalName(6))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openJournal(dir, journalName(6), true); err == nil {
+		t.Fatal("openJournal followed a symbolic link")
+	}
+}
+
+// On a full disk (a 64 KiB tmpfs, filled) a change is not acknowledged:
+// Commit and Err report ErrStateUnavailable, and what was written before
+// stays readable; once there is room again the journal writes everything and
+// Err clears.
+func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("no tmpfs to fill here (mount: %v: %s)", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	d, err := Open(filepath.Join(mnt, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src := newLeaseSource()
+	var failures sync.Map
+	j := startJournal(t, d, src, OnJournalWrite(func(err error) {
+		if err != nil {
+			failures.Store(err.Error(), true)
+		}
+	}))
+	src.put(Lease{ID: "before", TTL: time.Minute})
+	j.Changed("before")
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	_ = f.Close()
+	for i := range 64 { // enough records to need a block the disk does not have
+		id := fmt.Sprintf("after-%02d", i)
+		src.put(Lease{ID: id, TTL: time.Minute, Owner: strings.Repeat("o", 100)})
+		j.Changed(id)
+	}
+	if err := j.Commit(context.Background()); !errors.Is(err, ErrStateUnavailable) {
+		t.Fatalf("Commit on a full disk: %v, want ErrStateUnavailable", err)
+	}
+	if !errors.Is(j.Err(), ErrStateUnavailable) {
+		t.Fatalf("Err on a full disk: %v", j.Err())
+	}
+	if st, err := Read(d.Path()); err != nil || !strings.Contains(leaseIDs(st), "before/0") {
+		t.Fatalf("what was written before: %q, %v", leaseIDs(st), err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the journal written again", func() bool { return j.Err() == nil })
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Read(d.Path())
+	if err != nil || len(st.Leases) != 65 {
+		t.Fatalf("after the disk has room: %d leases, %v; want 65", len(st.Leases), err)
+	}
+}
