@@ -294,7 +294,7 @@ func TestRestartWithABadStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, file string }{
+	for i, c := range []struct{ name, file string }{
 		{"not JSON", "this is not a state file"},
 		{"cut short", `{"format":1,"zk":"` + strings.Join(zkc.Servers(), ",") + `","root":"` + root + `","sess`},
 		{"another format", `{"format":99,"zk":"` + strings.Join(zkc.Servers(), ",") + `","root":"` + root + `"}`},
@@ -320,6 +320,10 @@ func TestRestartWithABadStateFile(t *testing.T) {
 		for _, f := range aside {
 			_ = os.Remove(f)
 		}
+		// The log is written in batches (50 ms): the line is out before the kill.
+		testutil.Eventually(t, 10*time.Second, c.name+": its log line written", func() bool {
+			return strings.Count(r.logs(t), "state file not used") == i+1
+		})
 		r.kill(t)
 	}
 	if n := strings.Count(r.logs(t), "state file not used"); n != 4 {
