@@ -125,6 +125,10 @@ func (r *restarts) startJournal(sess *zookeeper.Session, leases *kit.Leases) {
 			l, ok := leases.SavedOf(id)
 			return stateLease(l), ok
 		},
+		Hold: func(id, kind, name string) (statedir.Hold, bool) {
+			h, ok := leases.SavedHoldOf(id, kit.Hold{Kind: kind, Name: name})
+			return statedir.Hold{Kind: h.Kind, Name: h.Name, Nodes: h.Nodes}, ok
+		},
 		Leases: func() []statedir.Lease {
 			all := leases.Snapshot()
 			out := make([]statedir.Lease, len(all))
@@ -139,7 +143,13 @@ func (r *restarts) startJournal(sess *zookeeper.Session, leases *kit.Leases) {
 		r.log.Error("state directory: not written from now on", "err", err)
 		return
 	}
-	leases.OnChange(j.Changed)
+	leases.OnChange(func(c kit.Change) {
+		if c.Hold.Kind == "" {
+			j.Changed(c.Lease)
+		} else {
+			j.HoldChanged(c.Lease, c.Hold.Kind, c.Hold.Name)
+		}
+	})
 	cancel := sess.Subscribe(func(zookeeper.StateChange) { j.SessionChanged() })
 	r.journal.Store(j)
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)

@@ -37,8 +37,11 @@ var ErrJournalClosed = errors.New("state journal closed")
 type Source struct {
 	// Session is the ZooKeeper session now (ID 0 before a server answered).
 	Session func() Session
-	// Lease is one lease as it is now; false once it has ended.
+	// Lease is one lease as it is now, its Holds left out (Hold gives each);
+	// false once it has ended.
 	Lease func(id string) (Lease, bool)
+	// Hold is one hold of a lease as it is now; false once it is not held.
+	Hold func(lease, kind, name string) (Hold, bool)
 	// Leases is every live lease now, for a compaction.
 	Leases func() []Lease
 }
@@ -87,7 +90,7 @@ type Journal struct {
 	onWrite   func(error)
 
 	mu           sync.Mutex
-	dirty        map[string]struct{}
+	dirty        map[change]struct{}
 	sessionDirty bool
 	seq          uint64 // changes marked
 	attempted    uint64 // seq covered by the last write tried
@@ -118,7 +121,7 @@ type Journal struct {
 func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Journal, error) {
 	j := &Journal{
 		d: d, src: src, zk: zk, root: root, onWrite: func(error) {},
-		dirty: map[string]struct{}{}, progress: make(chan struct{}),
+		dirty: map[change]struct{}{}, progress: make(chan struct{}),
 		wake: make(chan struct{}, 1), syncReq: make(chan chan error), stop: make(chan struct{}), done: make(chan struct{}),
 		broken: true, // the first write is a compaction
 	}
@@ -139,12 +142,22 @@ func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Jour
 	return j, nil
 }
 
-// Changed records that lease id changed (granted, kept alive, pinned, holding
-// something else, ended); the next write records it as it then is. It never
-// blocks and does no I/O.
-func (j *Journal) Changed(id string) {
+// change is what a journal records: a lease (kind and name empty) or one hold
+// of it.
+type change struct{ lease, kind, name string }
+
+// Changed records that lease id changed (granted, kept alive, pinned, ended);
+// the next write records it as it then is, its holds apart. It never blocks
+// and does no I/O.
+func (j *Journal) Changed(id string) { j.mark(change{lease: id}) }
+
+// HoldChanged records that a hold of lease id changed (granted, let go,
+// lost); the next write records it as it then is.
+func (j *Journal) HoldChanged(id, kind, name string) { j.mark(change{id, kind, name}) }
+
+func (j *Journal) mark(c change) {
 	j.mu.Lock()
-	j.dirty[id] = struct{}{}
+	j.dirty[c] = struct{}{}
 	j.seq++
 	j.mu.Unlock()
 	j.poke()
@@ -285,7 +298,7 @@ func (j *Journal) run() {
 func (j *Journal) writeOnce() error {
 	j.mu.Lock()
 	ids, sess, upto := j.dirty, j.sessionDirty, j.seq
-	j.dirty, j.sessionDirty = map[string]struct{}{}, false
+	j.dirty, j.sessionDirty = map[change]struct{}{}, false
 	j.mu.Unlock()
 	if upto == j.written && !j.broken {
 		return nil
@@ -316,14 +329,47 @@ func (j *Journal) writeOnce() error {
 	return err
 }
 
-// record is one line of a journal: exactly one field is set.
+// record is one line of a journal: exactly one field is set. Lease is a
+// lease without its holds (a new one, or new values of a known one, whose
+// holds stay); Hold one hold of a lease, granted or still held; Drop a hold
+// let go; End a lease ended with everything it held.
 type record struct {
-	Lease   *Lease   `json:"lease,omitempty"`
-	End     string   `json:"end,omitempty"`
-	Session *Session `json:"session,omitempty"`
+	Lease   *Lease     `json:"lease,omitempty"`
+	Hold    *leaseHold `json:"hold,omitempty"`
+	Drop    *leaseHold `json:"drop,omitempty"`
+	End     string     `json:"end,omitempty"`
+	Session *Session   `json:"session,omitempty"`
 }
 
-func (j *Journal) appendChanges(ids map[string]struct{}, sess bool) error {
+// leaseHold is a hold with the lease it belongs to.
+type leaseHold struct {
+	Lease string `json:"lease"`
+	Hold
+}
+
+// appendChanges appends a record of each change, the leases first, then
+// their holds, then the ends, so that a replay meets a lease before its holds.
+func (j *Journal) appendChanges(changes map[change]struct{}, sess bool) error {
+	var leases, holds, ends []record
+	for c := range changes {
+		l, live := j.src.Lease(c.lease)
+		switch {
+		case !live && c.kind == "":
+			ends = append(ends, record{End: c.lease})
+		case !live:
+		case c.kind == "":
+			l.Holds = nil
+			leases = append(leases, record{Lease: &l})
+		default:
+			h, held := j.src.Hold(c.lease, c.kind, c.name)
+			if !held {
+				h = Hold{Kind: c.kind, Name: c.name}
+				holds = append(holds, record{Drop: &leaseHold{c.lease, h}})
+			} else {
+				holds = append(holds, record{Hold: &leaseHold{c.lease, h}})
+			}
+		}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf) // one line per record
 	if sess {
@@ -332,13 +378,11 @@ func (j *Journal) appendChanges(ids map[string]struct{}, sess bool) error {
 			return err
 		}
 	}
-	for id := range ids {
-		r := record{End: id}
-		if l, ok := j.src.Lease(id); ok {
-			r = record{Lease: &l}
-		}
-		if err := enc.Encode(r); err != nil {
-			return err
+	for _, group := range [][]record{leases, holds, ends} {
+		for _, r := range group {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
 		}
 	}
 	if buf.Len() == 0 {
@@ -448,9 +492,9 @@ func (d *Dir) replay(s *State) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", name, err)
 	}
-	byID := make(map[string]Lease, len(s.Leases))
+	byID := make(map[string]*replayed, len(s.Leases))
 	for _, l := range s.Leases {
-		byID[l.ID] = l
+		byID[l.ID] = newReplayed(l)
 	}
 	for n := 1; len(data) > 0; n++ {
 		i := bytes.IndexByte(data, '\n')
@@ -463,23 +507,79 @@ func (d *Dir) replay(s *State) (string, error) {
 		if err := decodeOne(line, &r); err != nil {
 			return fmt.Sprintf("%s line %d: %v", name, n, err), ErrCorrupt
 		}
-		switch {
-		case r.Lease != nil:
-			byID[r.Lease.ID] = *r.Lease
-		case r.Session != nil:
-			s.Session = *r.Session
-		case r.End != "":
-			delete(byID, r.End)
-		default:
+		if !apply(byID, s, r) {
 			return fmt.Sprintf("%s line %d: an empty record", name, n), ErrCorrupt
 		}
 	}
-	s.Leases = s.Leases[:0]
-	for _, l := range byID {
-		s.Leases = append(s.Leases, l)
+	s.Leases = make([]Lease, 0, len(byID))
+	for _, r := range byID {
+		s.Leases = append(s.Leases, r.lease())
 	}
 	sort.Slice(s.Leases, func(a, b int) bool { return s.Leases[a].ID < s.Leases[b].ID })
 	return "", nil
+}
+
+// replayed is a lease during a replay, its holds by kind and name.
+type replayed struct {
+	Lease
+	holds map[[2]string]Hold
+}
+
+func newReplayed(l Lease) *replayed {
+	r := &replayed{Lease: l, holds: make(map[[2]string]Hold, len(l.Holds))}
+	for _, h := range l.Holds {
+		r.holds[[2]string{h.Kind, h.Name}] = h
+	}
+	r.Holds = nil
+	return r
+}
+
+// lease is the replayed lease, its holds sorted by kind and name.
+func (r *replayed) lease() Lease {
+	l := r.Lease
+	l.Holds = make([]Hold, 0, len(r.holds))
+	for _, h := range r.holds {
+		l.Holds = append(l.Holds, h)
+	}
+	sort.Slice(l.Holds, func(a, b int) bool {
+		if l.Holds[a].Kind != l.Holds[b].Kind {
+			return l.Holds[a].Kind < l.Holds[b].Kind
+		}
+		return l.Holds[a].Name < l.Holds[b].Name
+	})
+	if len(l.Holds) == 0 {
+		l.Holds = nil
+	}
+	return l
+}
+
+// apply replays one record on the leases by id and the state's session;
+// false for a record that says nothing. A hold of a lease that is not known
+// (it ended later in the same write) is passed over.
+func apply(byID map[string]*replayed, s *State, r record) bool {
+	switch {
+	case r.Lease != nil:
+		next := newReplayed(*r.Lease)
+		if old := byID[r.Lease.ID]; old != nil {
+			next.holds = old.holds
+		}
+		byID[r.Lease.ID] = next
+	case r.Hold != nil:
+		if l := byID[r.Hold.Lease]; l != nil {
+			l.holds[[2]string{r.Hold.Kind, r.Hold.Name}] = r.Hold.Hold
+		}
+	case r.Drop != nil:
+		if l := byID[r.Drop.Lease]; l != nil {
+			delete(l.holds, [2]string{r.Drop.Kind, r.Drop.Name})
+		}
+	case r.Session != nil:
+		s.Session = *r.Session
+	case r.End != "":
+		delete(byID, r.End)
+	default:
+		return false
+	}
+	return true
 }
 
 // readNoFollow reads a file, refusing a symbolic link.

@@ -35,6 +35,16 @@ func (s *leaseSource) source() Source {
 			l, ok := s.leases[id]
 			return l, ok
 		},
+		Hold: func(lease, kind, name string) (Hold, bool) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, h := range s.leases[lease].Holds {
+				if h.Kind == kind && h.Name == name {
+					return h, true
+				}
+			}
+			return Hold{}, false
+		},
 		Leases: func() []Lease {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -95,6 +105,7 @@ func TestJournalCommitsEveryChangeBeforeItReturns(t *testing.T) {
 				id := fmt.Sprintf("w%d-%02d", w, i)
 				src.put(Lease{ID: id, TTL: time.Minute, Holds: []Hold{{Kind: "lock", Name: id, Nodes: []string{"/coord/locks/" + id + "/n"}}}})
 				j.Changed(id)
+				j.HoldChanged(id, "lock", id)
 				if i%3 == 0 {
 					src.end(id)
 					j.Changed(id)
@@ -110,7 +121,7 @@ func TestJournalCommitsEveryChangeBeforeItReturns(t *testing.T) {
 				}
 				found := false
 				for _, l := range st.Leases {
-					found = found || l.ID == id
+					found = found || (l.ID == id && len(l.Holds) == 1 && l.Holds[0].Name == id)
 				}
 				if found != (i%3 != 0) {
 					errs <- fmt.Errorf("after Commit, lease %s on disk: %v", id, found)
@@ -201,8 +212,9 @@ func TestJournalCompactsWhenItOutgrowsItsBase(t *testing.T) {
 	first, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
 	big := strings.Repeat("n", 4096)
 	for i := range 400 { // 400 records of 4 KiB: past compactMin
-		src.put(Lease{ID: "a", TTL: time.Minute, Owner: fmt.Sprint(i), Holds: []Hold{{Kind: "kv", Name: big, Nodes: []string{"/x"}}}})
+		src.put(Lease{ID: "a", TTL: time.Minute, Owner: fmt.Sprint(i), Holds: []Hold{{Kind: "kv", Name: "k", Nodes: []string{"/x/" + big}}}})
 		j.Changed("a")
+		j.HoldChanged("a", "kv", "k")
 		if err := j.Commit(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +224,7 @@ func TestJournalCompactsWhenItOutgrowsItsBase(t *testing.T) {
 		t.Fatalf("journals before %v, after %v: want one, another", first, now)
 	}
 	st, err := Read(d.Path())
-	if err != nil || len(st.Leases) != 1 || st.Leases[0].Owner != "399" {
+	if err != nil || len(st.Leases) != 1 || st.Leases[0].Owner != "399" || len(st.Leases[0].Holds) != 1 {
 		t.Fatalf("after compaction: %+v, %v", st.Leases, err)
 	}
 }
@@ -311,5 +323,47 @@ func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
 	st, err := Read(d.Path())
 	if err != nil || len(st.Leases) != 65 {
 		t.Fatalf("after the disk has room: %d leases, %v; want 65", len(st.Leases), err)
+	}
+}
+
+// One lease with many holds costs each change one line, not the lease's
+// every hold: a grant and a release among 2,000 holds append a line each,
+// and the replay keeps the others.
+func TestJournalRecordsAHoldNotItsLease(t *testing.T) {
+	d := openTemp(t)
+	src := newLeaseSource()
+	j := startJournal(t, d, src)
+	l := Lease{ID: "big", TTL: time.Minute}
+	src.put(l)
+	j.Changed("big")
+	for i := range 2000 {
+		l.Holds = append(l.Holds, Hold{Kind: "lock", Name: fmt.Sprintf("l%04d", i), Nodes: []string{fmt.Sprintf("/coord/locks/l%04d/n", i)}})
+		src.put(Lease{ID: l.ID, TTL: l.TTL, Holds: append([]Hold(nil), l.Holds...)})
+		j.HoldChanged("big", "lock", fmt.Sprintf("l%04d", i))
+	}
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	journals, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
+	before, err := os.Stat(journals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Holds = l.Holds[1:] // l0000 let go
+	src.put(Lease{ID: l.ID, TTL: l.TTL, Holds: append([]Hold(nil), l.Holds...)})
+	j.HoldChanged("big", "lock", "l0000")
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(journals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grew := after.Size() - before.Size(); grew > 200 {
+		t.Fatalf("a release among 2,000 holds appended %d bytes, want one short line", grew)
+	}
+	st, err := Read(d.Path())
+	if err != nil || len(st.Leases) != 1 || len(st.Leases[0].Holds) != 1999 || st.Leases[0].Holds[0].Name != "l0001" {
+		t.Fatalf("replayed: %v leases, %v", len(st.Leases), err)
 	}
 }

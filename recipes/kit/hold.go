@@ -85,7 +85,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 		return zero, false, err
 	}
 	l.watchNodes(h, v)
-	l.mgr.changed(l.ID)
+	l.mgr.holdChanged(l.ID, h)
 	return v, false, nil
 }
 
@@ -185,7 +185,7 @@ func (l *Lease) take(h Hold, is func(Holding) bool) (Holding, error) {
 	delete(l.holds, h)
 	l.mu.Unlock()
 	l.unwatchNodes(e.v)
-	l.mgr.changed(l.ID)
+	l.mgr.holdChanged(l.ID, h)
 	return e.v, nil
 }
 

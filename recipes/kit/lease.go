@@ -29,7 +29,7 @@ type Leases struct {
 	// kinds re-create holds after a restart (RegisterKind); onChange is told
 	// of every change a successor needs (OnChange).
 	kinds    map[string]Kind
-	onChange atomic.Pointer[func(id string)]
+	onChange atomic.Pointer[func(Change)]
 	// watchers are the goroutines that end the leases of a lost session.
 	watchers sync.WaitGroup
 }

@@ -92,7 +92,7 @@ func (l *Lease) lose(h Hold, v Holding, reason string) {
 	}
 	l.mu.Unlock()
 	l.unwatchNodes(v)
-	l.mgr.changed(l.ID)
+	l.mgr.holdChanged(l.ID, h)
 	l.mgr.metrics.holdsLost.WithLabelValues(h.Kind).Inc()
 	l.mgr.s.Logger().Warn("hold lost", "lease", l.ID, "kind", h.Kind, "name", h.Name, "why", reason)
 	ctx, cancel := context.WithTimeout(context.Background(), l.mgr.s.OpTimeout())

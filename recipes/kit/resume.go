@@ -71,24 +71,39 @@ func (m *Leases) RegisterKind(kind string, k Kind) {
 	m.kinds[kind] = k
 }
 
-// OnChange has the registry call f with a lease's id after every change of
-// it a successor needs: the lease granted, kept alive, pinned, unpinned or
-// ended, a hold of it granted, let go or lost. f runs after the change is
-// made, before the call that made it returns, so that a request that waits
-// for f's record to be written (the state directory's Journal.Commit) is
-// answered only then. f must not block (Journal.Changed).
-func (m *Leases) OnChange(f func(id string)) { m.onChange.Store(&f) }
+// Change names what changed for a successor: lease Lease itself (granted,
+// kept alive, pinned, unpinned or ended) when Hold is zero, else its hold
+// Hold (granted, let go or lost).
+type Change struct {
+	Lease string
+	Hold  Hold
+}
 
-// changed calls the OnChange function, if any: one atomic load on the request
-// path.
+// OnChange has the registry call f after every change a successor needs. f
+// runs after the change is made, before the call that made it returns, so
+// that a request that waits for f's record to be written (the state
+// directory's Journal.Commit) is answered only then. f must not block
+// (Journal.Changed).
+func (m *Leases) OnChange(f func(Change)) { m.onChange.Store(&f) }
+
+// changed tells the OnChange function, if any, that lease id changed: one
+// atomic load on the request path.
 func (m *Leases) changed(id string) {
 	if f := m.onChange.Load(); f != nil {
-		(*f)(id)
+		(*f)(Change{Lease: id})
 	}
 }
 
-// SavedOf is lease id as Snapshot would list it; false when no such lease is
-// live.
+// holdChanged tells the OnChange function, if any, that hold h of lease id
+// changed.
+func (m *Leases) holdChanged(id string, h Hold) {
+	if f := m.onChange.Load(); f != nil {
+		(*f)(Change{Lease: id, Hold: h})
+	}
+}
+
+// SavedOf is lease id as Snapshot would list it but without its holds
+// (SavedHoldOf gives each); false when no such lease is live.
 func (m *Leases) SavedOf(id string) (SavedLease, bool) {
 	m.mu.Lock()
 	l := m.leases[id]
@@ -96,7 +111,7 @@ func (m *Leases) SavedOf(id string) (SavedLease, bool) {
 	if l == nil {
 		return SavedLease{}, false
 	}
-	return l.saved()
+	return l.saved(false)
 }
 
 // Snapshot lists every live lease with the holds that name their nodes
@@ -111,7 +126,7 @@ func (m *Leases) Snapshot() []SavedLease {
 	m.mu.Unlock()
 	out := make([]SavedLease, 0, len(all))
 	for _, l := range all {
-		if s, ok := l.saved(); ok {
+		if s, ok := l.saved(true); ok {
 			out = append(out, s)
 		}
 	}
@@ -119,8 +134,34 @@ func (m *Leases) Snapshot() []SavedLease {
 	return out
 }
 
-// saved is the lease as Snapshot gives it; false once it has ended.
-func (l *Lease) saved() (SavedLease, bool) {
+// SavedHoldOf is hold h of lease id as Snapshot would list it; false when the
+// lease is not live or does not hold h (or holds it in no node).
+func (m *Leases) SavedHoldOf(id string, h Hold) (SavedHold, bool) {
+	m.mu.Lock()
+	l := m.leases[id]
+	m.mu.Unlock()
+	if l == nil {
+		return SavedHold{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return SavedHold{}, false
+	}
+	e, ok := l.holds[h]
+	if !ok || e.pending {
+		return SavedHold{}, false
+	}
+	nh, ok := e.v.(NodeHolding)
+	if !ok {
+		return SavedHold{}, false
+	}
+	return SavedHold{Hold: h, Nodes: append([]string(nil), nh.HeldNodes()...)}, true
+}
+
+// saved is the lease as Snapshot gives it (its holds only withHolds); false
+// once it has ended.
+func (l *Lease) saved(withHolds bool) (SavedLease, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -129,6 +170,9 @@ func (l *Lease) saved() (SavedLease, bool) {
 	s := SavedLease{ID: l.ID, TTL: l.TTL, Owner: l.Owner, Implicit: l.Implicit, ExpiresAt: l.expiresAt, Pinned: l.pins > 0}
 	if s.Pinned {
 		s.ExpiresAt = time.Now().Add(l.TTL)
+	}
+	if !withHolds {
+		return s, true
 	}
 	for h, e := range l.holds {
 		if nh, ok := e.v.(NodeHolding); ok && !e.pending {
