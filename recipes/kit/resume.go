@@ -260,9 +260,11 @@ func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []Saved
 }
 
 // restoreWorkers bounds the ZooKeeper calls a restore has in flight: enough
-// to hide each call's round trip (10,000 holds are adopted in a few hundred
-// milliseconds), few enough to leave the connection to the heartbeat.
-const restoreWorkers = 32
+// to hide each call's round trip, few enough to leave the connection to the
+// heartbeat (reads are pipelined on the one connection; a ping waits behind
+// at most this many). 32 took 10,000 holds from SIGKILL to ready in 2.96 s,
+// 128 in 2.1-2.4 s on the same busy machine (docs/BENCHMARKS.md, "Restarts").
+const restoreWorkers = 128
 
 // inParallel runs f(0) … f(n-1) on at most restoreWorkers goroutines and
 // returns when every call has.
