@@ -5035,7 +5035,7 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReadyz 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5743,7 +5743,7 @@ func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// GetReadyz 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12039,7 +12039,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
 
-	// GetReadyzWithResponse 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16187,6 +16187,11 @@ type CreateLeaseResponse429Headers struct {
 	RetryAfter *int
 }
 
+// CreateLeaseResponse503Headers the declared response headers of an HTTP 503 response for CreateLease
+type CreateLeaseResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16200,12 +16205,16 @@ type CreateLeaseResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyLeases
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateLeaseResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateLeaseResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -16231,6 +16240,11 @@ func (r CreateLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r CreateLeaseResponse) GetApplicationproblemJSON429() *TooManyLeases {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -16272,6 +16286,11 @@ type RevokeLeaseResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RevokeLeaseResponse503Headers the declared response headers of an HTTP 503 response for RevokeLease
+type RevokeLeaseResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RevokeLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16283,10 +16302,14 @@ type RevokeLeaseResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *LeaseNotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeLeaseResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeLeaseResponse503Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -16307,6 +16330,11 @@ func (r RevokeLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RevokeLeaseResponse) GetApplicationproblemJSON404() *LeaseNotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -16521,6 +16549,11 @@ type KeepAliveLeaseResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// KeepAliveLeaseResponse503Headers the declared response headers of an HTTP 503 response for KeepAliveLease
+type KeepAliveLeaseResponse503Headers struct {
+	RetryAfter *int
+}
+
 type KeepAliveLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16534,10 +16567,14 @@ type KeepAliveLeaseResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *LeaseNotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *KeepAliveLeaseResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *KeepAliveLeaseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -16563,6 +16600,11 @@ func (r KeepAliveLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r KeepAliveLeaseResponse) GetApplicationproblemJSON404() *LeaseNotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r KeepAliveLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -20412,7 +20454,7 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 	return ParseGetHealthzResponse(rsp)
 }
 
-// GetReadyzWithResponse 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -24907,6 +24949,13 @@ func ParseCreateLeaseResponse(rsp *http.Response) (*CreateLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24937,6 +24986,16 @@ func ParseCreateLeaseResponse(rsp *http.Response) (*CreateLeaseResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -24987,6 +25046,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25007,6 +25073,16 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -25219,6 +25295,13 @@ func ParseKeepAliveLeaseResponse(rsp *http.Response) (*KeepAliveLeaseResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25239,6 +25322,16 @@ func ParseKeepAliveLeaseResponse(rsp *http.Response) (*KeepAliveLeaseResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers KeepAliveLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** 200 while the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503. */
+        /** 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503. */
         get: operations["getReadyz"];
         put?: never;
         post?: never;
@@ -2250,9 +2250,11 @@ export interface components {
          *     grant's session expired), `shutting-down`, `too-many-streams`,
          *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
          *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says
-         *     which) or, on `/readyz` with `--zk-require-acl`, `zookeeper-acl-open` (the
-         *     root or a recipe parent is open to anyone, or not checked yet); with
-         *     `Retry-After`.
+         *     which), `state-unavailable` (with `--state-dir`: the state directory cannot
+         *     be written, so nothing is granted, released or revoked that a restart
+         *     could not keep; also on `/readyz` while it lasts) or, on `/readyz` with
+         *     `--zk-require-acl`, `zookeeper-acl-open` (the root or a recipe parent is
+         *     open to anyone, or not checked yet); with `Retry-After`.
          */
         Unavailable: {
             headers: {
@@ -2452,6 +2454,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -2504,6 +2507,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -2531,6 +2535,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
     };
