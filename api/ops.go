@@ -58,6 +58,12 @@ func (s *Server) GetSession(ctx context.Context, _ oapi.GetSessionRequestObject)
 	if info.Resumed {
 		out.ResumedAt = &info.ResumedAt
 	}
+	if s.opt.State != nil {
+		if err := s.opt.State.StateErr(); err != nil {
+			msg := err.Error()
+			out.StateError = &msg
+		}
+	}
 	if acls := s.opt.Session.ACLs(); acls.Checked {
 		open := make([]string, len(acls.Open))
 		for i, o := range acls.Open {

@@ -1391,8 +1391,8 @@ type Session struct {
 	OpenAcls *[]string `json:"openAcls,omitempty"`
 
 	// ResumedAt Present when this process took its ZooKeeper session over from its
-	// predecessor (`--state-dir`, API.md "Restarts"): when the server gave the
-	// session back. Absent for a session this process made.
+	// predecessor (`--state-dir`, README "Restarts and upgrades"): when the
+	// server gave the session back. Absent for a session this process made.
 	ResumedAt *time.Time `json:"resumedAt,omitempty"`
 
 	// Server host:port of the ZooKeeper server in use.
@@ -1403,6 +1403,12 @@ type Session struct {
 
 	// State `connecting` (no session yet), `connected`, `suspended` (disconnected: ownership uncertain), `lost` (expired; a new session is being made), `closed`.
 	State SessionState `json:"state"`
+
+	// StateError Present while the state directory (`--state-dir`) cannot be written: the
+	// last write's error. Meanwhile every `/v1` request but a GET or HEAD answers
+	// `503 state-unavailable` and `/readyz` 503; it clears by itself once a write
+	// succeeds.
+	StateError *string `json:"stateError,omitempty"`
 
 	// Timeout The negotiated session timeout (Go duration).
 	Timeout string `json:"timeout"`

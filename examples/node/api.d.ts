@@ -1529,10 +1529,17 @@ export interface components {
             /**
              * Format: date-time
              * @description Present when this process took its ZooKeeper session over from its
-             *     predecessor (`--state-dir`, API.md "Restarts"): when the server gave the
-             *     session back. Absent for a session this process made.
+             *     predecessor (`--state-dir`, README "Restarts and upgrades"): when the
+             *     server gave the session back. Absent for a session this process made.
              */
             resumedAt?: string;
+            /**
+             * @description Present while the state directory (`--state-dir`) cannot be written: the
+             *     last write's error. Meanwhile every `/v1` request but a GET or HEAD answers
+             *     `503 state-unavailable` and `/readyz` 503; it clears by itself once a write
+             *     succeeds.
+             */
+            stateError?: string;
         };
         Lease: {
             lease: string;
