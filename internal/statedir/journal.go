@@ -20,6 +20,10 @@ import (
 // state whose Journal field is G is JournalFile + "-" + G.
 const JournalFile = "journal"
 
+// lazyWrite is how soon a change that no Commit waits for (a lease expired,
+// a hold lost, a stream's lease pinned) is written.
+const lazyWrite = 20 * time.Millisecond
+
 // compactMin is the journal size under which a Journal never compacts: a
 // compaction rewrites the whole state, an append only what changed.
 const compactMin = 1 << 20
@@ -98,7 +102,9 @@ type Journal struct {
 	err          error  // the last write's error, nil after a success
 	progress     chan struct{}
 
-	wake    chan struct{}
+	wake    chan struct{}   // a Commit waits: write now
+	lazy    chan struct{}   // a change no Commit waits for yet: write within lazyWrite
+	armed   bool            // a token was sent on lazy since the last write (mu)
 	syncReq chan chan error // Flush's syncs
 	stop    chan struct{}
 	done    chan struct{}
@@ -122,7 +128,7 @@ func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Jour
 	j := &Journal{
 		d: d, src: src, zk: zk, root: root, onWrite: func(error) {},
 		dirty: map[change]struct{}{}, progress: make(chan struct{}),
-		wake: make(chan struct{}, 1), syncReq: make(chan chan error), stop: make(chan struct{}), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1), syncReq: make(chan chan error), stop: make(chan struct{}), done: make(chan struct{}),
 		broken: true, // the first write is a compaction
 	}
 	for _, opt := range opts {
@@ -155,12 +161,22 @@ func (j *Journal) Changed(id string) { j.mark(change{lease: id}) }
 // lost); the next write records it as it then is.
 func (j *Journal) HoldChanged(id, kind, name string) { j.mark(change{id, kind, name}) }
 
+// mark records c. The write waits for a Commit (a request changes several
+// things before it answers: they go in one append) or lazyWrite, whichever
+// comes first.
 func (j *Journal) mark(c change) {
 	j.mu.Lock()
 	j.dirty[c] = struct{}{}
 	j.seq++
+	arm := !j.armed
+	j.armed = true
 	j.mu.Unlock()
-	j.poke()
+	if arm {
+		select {
+		case j.lazy <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // SessionChanged records that the ZooKeeper session changed (a new session
@@ -187,6 +203,9 @@ func (j *Journal) poke() {
 func (j *Journal) Commit(ctx context.Context) error {
 	j.mu.Lock()
 	target := j.seq
+	if j.written < target {
+		j.poke()
+	}
 	for {
 		if j.written >= target {
 			j.mu.Unlock()
@@ -256,6 +275,8 @@ func (j *Journal) run() {
 	}()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	lazyT := time.NewTimer(time.Hour) // a change nobody waits for is written this soon
+	lazyT.Stop()
 	syncT := time.NewTimer(time.Hour)
 	syncT.Stop()
 	pause := 50 * time.Millisecond
@@ -271,6 +292,10 @@ func (j *Journal) run() {
 				j.d.log.Warn("state directory: sync failed", "err", err)
 			}
 			continue
+		case <-j.lazy:
+			lazyT.Reset(lazyWrite)
+			continue
+		case <-lazyT.C:
 		case <-retry.C:
 		case <-j.wake:
 		}
@@ -298,7 +323,7 @@ func (j *Journal) run() {
 func (j *Journal) writeOnce() error {
 	j.mu.Lock()
 	ids, sess, upto := j.dirty, j.sessionDirty, j.seq
-	j.dirty, j.sessionDirty = map[change]struct{}{}, false
+	j.dirty, j.sessionDirty, j.armed = map[change]struct{}{}, false, false
 	j.mu.Unlock()
 	if upto == j.written && !j.broken {
 		return nil
