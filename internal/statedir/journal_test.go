@@ -1,6 +1,7 @@
 package statedir
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -211,7 +212,7 @@ func TestJournalCompactsWhenItOutgrowsItsBase(t *testing.T) {
 	src.put(Lease{ID: "a", TTL: time.Minute})
 	first, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
 	big := strings.Repeat("n", 4096)
-	for i := range 400 { // 400 records of 4 KiB: past compactMin
+	for i := range 1100 { // 1,100 records of 4 KiB: past journalMin
 		src.put(Lease{ID: "a", TTL: time.Minute, Owner: fmt.Sprint(i), Holds: []Hold{{Kind: "kv", Name: "k", Nodes: []string{"/x/" + big}}}})
 		j.Changed("a")
 		j.HoldChanged("a", "kv", "k")
@@ -224,7 +225,7 @@ func TestJournalCompactsWhenItOutgrowsItsBase(t *testing.T) {
 		t.Fatalf("journals before %v, after %v: want one, another", first, now)
 	}
 	st, err := Read(d.Path())
-	if err != nil || len(st.Leases) != 1 || st.Leases[0].Owner != "399" || len(st.Leases[0].Holds) != 1 {
+	if err != nil || len(st.Leases) != 1 || st.Leases[0].Owner != "1099" || len(st.Leases[0].Holds) != 1 {
 		t.Fatalf("after compaction: %+v, %v", st.Leases, err)
 	}
 }
@@ -248,25 +249,24 @@ func TestJournalRefusesSymbolicLinks(t *testing.T) {
 	if _, err := d.Load("z:2181", "/coord"); err == nil {
 		t.Fatal("Load followed a symbolic link")
 	}
-	if _, err := openJournal(dir, journalName(5), true); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(filepath.Join(dir, journalName(6)))
 	if err := os.Symlink(elsewhere, filepath.Join(dir, journalName(6))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openJournal(dir, journalName(6), true); err == nil {
-		t.Fatal("openJournal followed a symbolic link")
+	if f, m, err := createJournal(dir, journalName(6), 4096); err == nil {
+		_ = unmap(m)
+		_ = f.Close()
+		t.Fatal("createJournal followed a symbolic link")
 	}
 }
 
-// On a full disk (a 64 KiB tmpfs, filled) a change is not acknowledged:
-// Commit and Err report ErrStateUnavailable, and what was written before
-// stays readable; once there is room again the journal writes everything and
-// Err clears.
+// On a full disk (a 16 MiB tmpfs, filled) the journal's appends go on in
+// the space it preallocated; once that is used up, its compaction cannot
+// get the disk it needs, and a change is not acknowledged: Commit and Err
+// report ErrStateUnavailable, and what was written before stays readable.
+// Once there is room again the journal writes everything and Err clears.
 func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Skipf("no tmpfs to fill here (mount: %v: %s)", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
@@ -276,12 +276,7 @@ func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
 	}
 	defer d.Close()
 	src := newLeaseSource()
-	var failures sync.Map
-	j := startJournal(t, d, src, OnJournalWrite(func(err error) {
-		if err != nil {
-			failures.Store(err.Error(), true)
-		}
-	}))
+	j := startJournal(t, d, src)
 	src.put(Lease{ID: "before", TTL: time.Minute})
 	j.Changed("before")
 	if err := j.Commit(context.Background()); err != nil {
@@ -299,19 +294,21 @@ func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
 		}
 	}
 	_ = f.Close()
-	for i := range 64 { // enough records to need a block the disk does not have
-		id := fmt.Sprintf("after-%02d", i)
-		src.put(Lease{ID: id, TTL: time.Minute, Owner: strings.Repeat("o", 100)})
-		j.Changed(id)
+	var refused error
+	acked := 0
+	for i := 0; refused == nil && i < 2*journalMin/4096; i++ {
+		src.put(Lease{ID: "busy", TTL: time.Minute, Owner: fmt.Sprintf("%04d%s", i, strings.Repeat("o", 4096))})
+		j.Changed("busy")
+		if refused = j.Commit(context.Background()); refused == nil {
+			acked = i
+		}
 	}
-	if err := j.Commit(context.Background()); !errors.Is(err, ErrStateUnavailable) {
-		t.Fatalf("Commit on a full disk: %v, want ErrStateUnavailable", err)
+	if !errors.Is(refused, ErrStateUnavailable) || !errors.Is(j.Err(), ErrStateUnavailable) {
+		t.Fatalf("Commit on a full disk once the journal is full: %v, Err %v; want ErrStateUnavailable", refused, j.Err())
 	}
-	if !errors.Is(j.Err(), ErrStateUnavailable) {
-		t.Fatalf("Err on a full disk: %v", j.Err())
-	}
-	if st, err := Read(d.Path()); err != nil || !strings.Contains(leaseIDs(st), "before/0") {
-		t.Fatalf("what was written before: %q, %v", leaseIDs(st), err)
+	st, err := Read(d.Path())
+	if err != nil || len(st.Leases) != 2 || !strings.HasPrefix(st.Leases[1].Owner, fmt.Sprintf("%04d", acked)) {
+		t.Fatalf("what was acknowledged before (up to %d): %v, %v", acked, st.Leases, err)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -320,9 +317,9 @@ func TestJournalOnAFullDiskRefusesAndRecovers(t *testing.T) {
 	if err := j.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Read(d.Path())
-	if err != nil || len(st.Leases) != 65 {
-		t.Fatalf("after the disk has room: %d leases, %v; want 65", len(st.Leases), err)
+	st, err = Read(d.Path())
+	if err != nil || len(st.Leases) != 2 || !strings.HasPrefix(st.Leases[1].Owner, fmt.Sprintf("%04d", acked+1)) {
+		t.Fatalf("after the disk has room: %v, %v; want the refused change written", st.Leases, err)
 	}
 }
 
@@ -345,25 +342,32 @@ func TestJournalRecordsAHoldNotItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	journals, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
-	before, err := os.Stat(journals[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := writtenBytes(t, journals[0])
 	l.Holds = l.Holds[1:] // l0000 let go
 	src.put(Lease{ID: l.ID, TTL: l.TTL, Holds: append([]Hold(nil), l.Holds...)})
 	j.HoldChanged("big", "lock", "l0000")
 	if err := j.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	after, err := os.Stat(journals[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if grew := after.Size() - before.Size(); grew > 200 {
+	if grew := writtenBytes(t, journals[0]) - before; grew > 200 {
 		t.Fatalf("a release among 2,000 holds appended %d bytes, want one short line", grew)
 	}
 	st, err := Read(d.Path())
 	if err != nil || len(st.Leases) != 1 || len(st.Leases[0].Holds) != 1999 || st.Leases[0].Holds[0].Name != "l0001" {
 		t.Fatalf("replayed: %v leases, %v", len(st.Leases), err)
 	}
+}
+
+// writtenBytes is how much of a journal holds records (the rest of it is
+// preallocated zeros).
+func writtenBytes(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return i
+	}
+	return len(b)
 }

@@ -154,21 +154,34 @@ func (d *Dir) Save(s State) error {
 
 // saveBase is Save; it returns the size written.
 func (d *Dir) saveBase(s State) (int64, error) {
-	if err := d.owned(); err != nil {
-		return 0, err
-	}
-	s.Format = Format
-	s.SavedAt = time.Now().UTC()
-	data, err := json.Marshal(s)
+	data, err := encodeState(s)
 	if err != nil {
 		return 0, fmt.Errorf("state directory %s: encode: %w", d.path, err)
+	}
+	if err := d.writeBase(data); err != nil {
+		return 0, err
+	}
+	return int64(len(data)), nil
+}
+
+// encodeState is s as a base is written: with Format and SavedAt set.
+func encodeState(s State) ([]byte, error) {
+	s.Format = Format
+	s.SavedAt = time.Now().UTC()
+	return json.Marshal(s)
+}
+
+// writeBase replaces the state file with data, atomically and durably.
+func (d *Dir) writeBase(data []byte) error {
+	if err := d.owned(); err != nil {
+		return err
 	}
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
 	if err := replaceFile(d.path, StateFile, data, true); err != nil {
-		return 0, fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
+		return fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
 	}
-	return int64(len(data)), nil
+	return nil
 }
 
 // loadedGen is the journal generation the last Load read (0 for none).
