@@ -78,8 +78,10 @@ type tortureGrant struct {
 	token       int64
 	// answered is when the answer was read (the grant was made before);
 	// ended when its end was first asked for (a release or a revoke sent,
-	// or a loss counted), zero while nobody did: it was held in between.
-	answered, ended time.Time
+	// or a loss counted), zero while nobody did; expires is its lease's
+	// expiry as the lease's grant told it (zero: none). It was held from
+	// answered to the earlier of ended and expires.
+	answered, ended, expires time.Time
 }
 
 func (g *tortureGrant) end(at time.Time) {
@@ -88,11 +90,24 @@ func (g *tortureGrant) end(at time.Time) {
 	}
 }
 
+// heldUntil is the end of the span over which g was certainly held (zero:
+// still held).
+func (g *tortureGrant) heldUntil() time.Time {
+	if !g.expires.IsZero() && (g.ended.IsZero() || g.expires.Before(g.ended)) {
+		return g.expires
+	}
+	return g.ended
+}
+
 // tortureLease is a lease of the killed sidecar that was answered 201.
 type tortureLease struct {
-	id      string
-	expires time.Time // as the last answer gave it
-	revoked bool      // a revoke was answered 204
+	id string
+	// expires is the expiry the lease's grant told. Keepalives push it on
+	// (counted, not relied on): a successor that kept an earlier expiry
+	// than the last keepalive's would break no promise of the contract's
+	// (grants, releases, revokes).
+	expires time.Time
+	revoked bool // a revoke was answered 204
 	// gone: nothing more is asserted of it (an answer lost to a kill left its
 	// state unknown, or its loss was counted once).
 	gone     bool
@@ -275,7 +290,7 @@ func (x *torture) acquire(c int, l string) bool {
 		x.unknown++
 		delete(tl.released, name) // granted or not: unknown
 	case r.Status == http.StatusCreated:
-		g := &tortureGrant{killed: true, lock: name, lease: l, token: num(r.Body["fencingToken"]), answered: now}
+		g := &tortureGrant{killed: true, lock: name, lease: l, token: num(r.Body["fencingToken"]), answered: now, expires: tl.expires}
 		if tl.gone { // lost meanwhile: a late grant of a lease already counted
 			return false
 		}
@@ -376,7 +391,6 @@ func (x *torture) keepalive(l string) bool {
 	case err != nil:
 		x.unknown++
 	case r.Status == http.StatusOK:
-		tl.expires = parseTime(r.Body["expiresAt"])
 		x.acked["keepalive"]++
 	case r.Status == http.StatusNotFound:
 		return x.leaseNotFound(tl, "keepalive", r, time.Now())
@@ -485,10 +499,11 @@ func (x *torture) checkLease(t *testing.T, l *tortureLease, now time.Time) {
 	}
 }
 
-// overlaps counts the pairs of grants of one lock that were both held at
-// once: the later token answered before the earlier grant's end was asked
-// for. A grant's hold is certain from its answer to that request.
-func (x *torture) overlaps() {
+// overlaps counts the grants during which the same lock was granted again:
+// a later token answered before the grant's end was asked for (or its
+// lease's told expiry). A grant's hold is certain from its answer to then.
+// Each such grant is counted once; pairs counts them all.
+func (x *torture) overlaps() (pairs int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	byLock := map[string][]*tortureGrant{}
@@ -498,13 +513,29 @@ func (x *torture) overlaps() {
 	for _, gs := range byLock {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].token < gs[j].token })
 		for i, g1 := range gs {
+			var first *tortureGrant
 			for _, g2 := range gs[i+1:] {
-				if g2.token > g1.token && (g1.ended.IsZero() || g2.answered.Before(g1.ended)) && (g2.ended.IsZero() || g1.answered.Before(g2.ended)) {
-					x.violate("two holders at once", fmt.Sprintf("%s: token %d (%s) and token %d (%s)", g1.lock, g1.token, side(g1), g2.token, side(g2)))
+				if bothHeld(g1, g2) {
+					pairs++
+					if first == nil {
+						first = g2
+					}
 				}
+			}
+			if first != nil {
+				x.violate("grants during which the lock was granted again (two holders at once)",
+					fmt.Sprintf("%s: token %d (%s), then token %d (%s)", g1.lock, g1.token, side(g1), first.token, side(first)))
 			}
 		}
 	}
+	return pairs
+}
+
+// bothHeld reports whether g1 and g2 (a later token of the same lock) were
+// both certainly held at one moment.
+func bothHeld(g1, g2 *tortureGrant) bool {
+	end1, end2 := g1.heldUntil(), g2.heldUntil()
+	return g2.token > g1.token && (end1.IsZero() || g2.answered.Before(end1)) && (end2.IsZero() || g1.answered.Before(end2))
 }
 
 func side(g *tortureGrant) string {
@@ -515,7 +546,7 @@ func side(g *tortureGrant) string {
 }
 
 // report logs the run's figures and fails t on any broken promise.
-func (x *torture) report(t *testing.T, startKills int) {
+func (x *torture) report(t *testing.T, startKills, pairs int) {
 	t.Helper()
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -526,8 +557,8 @@ func (x *torture) report(t *testing.T, startKills int) {
 		total += n
 	}
 	sort.Strings(acked)
-	t.Logf("%d kills (%d of them during a successor's start); %d acknowledged operations (%s); %d requests cut by a kill",
-		x.kills.Load(), startKills, total, strings.Join(acked, ", "), x.unknown)
+	t.Logf("%d kills (%d of them during a successor's start); %d acknowledged operations (%s); %d requests cut by a kill; %d pairs of grants of one lock held at once",
+		x.kills.Load(), startKills, total, strings.Join(acked, ", "), x.unknown, pairs)
 	answers, failures := x.snapshot()
 	if len(answers) > 0 {
 		t.Logf("other answers: %s", strings.Join(answers, ", "))

@@ -80,21 +80,65 @@ func (g *crashRig) holdLocks(t testing.TB, lease string, names []string) []crash
 	return out
 }
 
-// awaitSaved waits until the state file names every lease of holds and holds
-// at least len(holds) locks: what today's deferred writes need before a kill
-// that is not the test's subject (a written-before-the-answer state has it at
-// once).
+// awaitSaved waits until the state directory's files name every lease and
+// lock of holds: what a state written after the answer (today's, within 20
+// ms) needs before a kill that is not the test's subject; a state written
+// before the answer has them at once. Only the names are looked for, in any
+// file of the directory, whatever its format.
 func (g *crashRig) awaitSaved(t testing.TB, holds []crashHold) {
 	t.Helper()
-	testutil.Eventually(t, 10*time.Second, "the holds in the state file", func() bool {
-		st := g.r.savedState(t)
+	testutil.Eventually(t, 10*time.Second, "the holds in the state directory", func() bool {
+		st := stateText(t, g.r.state)
 		for _, h := range holds {
-			if !strings.Contains(st, h.lease) {
+			if !strings.Contains(st, h.lease) || !nameIn(st, h.name) {
 				return false
 			}
 		}
-		return strings.Count(st, `"kind":"lock"`) >= len(holds)
+		return true
 	})
+}
+
+// stateText is the text of every file in the state directory dir.
+func stateText(t testing.TB, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil && !os.IsNotExist(err) { // a temporary file renamed meanwhile
+			t.Fatal(err)
+		}
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// nameIn reports whether name occurs in text as a whole name (not as a part of
+// a longer one: many-1 is not in many-10).
+func nameIn(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !nameByte(text[start-1])) && (end == len(text) || !nameByte(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// nameByte reports whether c may be part of a name (openapi.yaml's Name).
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // lockNames is n lock names with prefix.
@@ -458,38 +502,44 @@ func TestCrashTorture(t *testing.T) {
 		}
 	}
 	finish()
-	x.overlaps()
-	x.report(t, startKills)
+	x.report(t, startKills, x.overlaps())
 }
 
 // breakStateWrites makes every write of the state directory dir fail, root or
-// not (root ignores modes): state.json is replaced by a directory that is not
-// empty (no rename or open for writing replaces it), and, where chattr(1) can,
-// the directory and everything in it are made immutable (no file is created,
-// renamed, removed or written there). It returns what undoes it (run by t's
-// Cleanup too, so that the directory can be removed).
+// not (root ignores modes), and returns what undoes it (run by t's Cleanup
+// too, so that the directory can be removed). Where chattr(1) can, the
+// directory and everything in it are made immutable: no file is created,
+// renamed, removed or written there, and what is there stays as it was.
+// Elsewhere, state.json is replaced by a directory that is not empty: no
+// rename or open for writing replaces it (the state written before is lost
+// to a successor until the sidecar writes it again).
 func breakStateWrites(t *testing.T, dir string) (restore func()) {
 	t.Helper()
-	path := filepath.Join(dir, statedir.StateFile)
-	testutil.Eventually(t, 10*time.Second, "state.json replaced by a directory", func() bool {
-		_ = os.Remove(path) // a write of the sidecar's may put it back in between
-		return os.Mkdir(path, 0o700) == nil
-	})
-	if err := os.WriteFile(filepath.Join(path, "not-a-state-file"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	immutable := exec.Command("chattr", "-R", "+i", dir).Run() == nil
-	t.Logf("state writes broken: state.json is a directory; the directory immutable (chattr +i): %v", immutable)
-	restore = sync.OnceFunc(func() {
-		if immutable {
+	if err := exec.Command("chattr", "-R", "+i", dir).Run(); err == nil {
+		t.Logf("state writes broken: the state directory made immutable (chattr -R +i)")
+		restore = func() {
 			if out, err := exec.Command("chattr", "-R", "-i", dir).CombinedOutput(); err != nil {
 				t.Errorf("chattr -R -i %s: %v %s", dir, err, out)
 			}
 		}
-		if err := os.RemoveAll(path); err != nil {
-			t.Error(err)
+	} else {
+		_ = exec.Command("chattr", "-R", "-i", dir).Run() // whatever a partial +i did
+		path := filepath.Join(dir, statedir.StateFile)
+		testutil.Eventually(t, 10*time.Second, "state.json replaced by a directory", func() bool {
+			_ = os.Remove(path) // a write of the sidecar's may put it back in between
+			return os.Mkdir(path, 0o700) == nil
+		})
+		if err := os.WriteFile(filepath.Join(path, "not-a-state-file"), nil, 0o600); err != nil {
+			t.Fatal(err)
 		}
-	})
+		t.Logf("state writes broken: state.json replaced by a directory (chattr +i: %v)", err)
+		restore = func() {
+			if err := os.RemoveAll(path); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	restore = sync.OnceFunc(restore)
 	t.Cleanup(restore)
 	return restore
 }
