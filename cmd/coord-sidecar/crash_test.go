@@ -174,16 +174,9 @@ func checkKept(t testing.TB, car, observer *sidecar, holds []crashHold) []holdLo
 // answers 404.
 func readLease(t testing.TB, car *sidecar, lease string) map[string]bool {
 	t.Helper()
-	r, err := car.faultCall(time.Minute, http.MethodGet, "/v1/leases/"+lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch r.Status {
-	case http.StatusNotFound:
+	r := answered(t, car, "/v1/leases/"+lease, http.StatusOK, http.StatusNotFound)
+	if r.Status == http.StatusNotFound {
 		return nil
-	case http.StatusOK:
-	default:
-		t.Fatalf("GET /v1/leases/%s: %d %s", lease, r.Status, r.Raw)
 	}
 	held := map[string]bool{}
 	holds, _ := r.Body["holds"].([]any)
@@ -195,11 +188,32 @@ func readLease(t testing.TB, car *sidecar, lease string) map[string]bool {
 	return held
 }
 
+// answered GETs path on car until it answers one of want (a 503 while the
+// session reconnects is asked again) and returns that answer.
+func answered(t testing.TB, car *sidecar, path string, want ...int) *response {
+	t.Helper()
+	var r *response
+	testutil.Eventually(t, 10*time.Second, "GET "+path+" answered", func() bool {
+		var err error
+		r, err = car.faultCall(time.Minute, http.MethodGet, path)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case slices.Contains(want, r.Status):
+			return true
+		case r.Status != http.StatusServiceUnavailable:
+			t.Fatalf("GET %s: %d %s; want %v", path, r.Status, r.Raw, want)
+		}
+		return false
+	})
+	return r
+}
+
 // holdState says how h is not kept ("" when it is), given its lease's held
 // lock names (nil: the lease is gone) and the lock's holder on observer.
 func holdState(t testing.TB, observer *sidecar, h crashHold, held map[string]bool) string {
 	t.Helper()
-	st := observer.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+h.name).Body
+	st := answered(t, observer, "/v1/locks/"+h.name, http.StatusOK).Body
 	holder, _ := st["holder"].(map[string]any)
 	owner, token := str(holder["owner"]), num(holder["fencingToken"])
 	switch {
