@@ -498,11 +498,11 @@ func (x *torture) checkLease(t *testing.T, l *tortureLease, now time.Time) {
 			delete(l.holds, n)
 		}
 	}
-	for n := range l.released {
+	for n := range l.released { // until the lease asks for it again
 		if held[n] {
 			x.violate("released locks back in their lease", n+" of "+l.id)
+			delete(l.released, n)
 		}
-		delete(l.released, n) // checked once: the lease may be granted it again
 	}
 }
 
