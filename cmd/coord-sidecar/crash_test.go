@@ -404,9 +404,11 @@ func (g *crashRig) otherWaits(holds []crashHold) {
 	}
 }
 
-// 300 holds; the successor is killed 50 ms to 400 ms after its exec (a delay
-// per round: today's reconcile of 300 holds runs from about 0.1 s to 0.3 s),
-// then another successor starts: every hold is still there, with its token.
+// 300 holds; the successor is killed 50 ms to 350 ms after its exec (a delay
+// per round, every 25 ms: today's successor writes a state without the holds
+// from about 0.1 s, once its session is back, until its reconcile ends, at
+// about 0.2 s to 0.3 s), then another successor starts: every hold is still
+// there, with its token.
 func TestCrashSuccessorKilledDuringStartKeepsState(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
 	if testing.Short() {
@@ -416,8 +418,7 @@ func TestCrashSuccessorKilledDuringStartKeepsState(t *testing.T) {
 	lease := g.lease(t)
 	holds := g.holdLocks(t, lease, lockNames("many", 300))
 	var failed []string
-	for _, d := range []time.Duration{50, 100, 150, 200, 250, 300, 400} {
-		d *= time.Millisecond
+	for d := 50 * time.Millisecond; d <= 350*time.Millisecond; d += 25 * time.Millisecond {
 		g.awaitSaved(t, holds)
 		g.r.kill(t)
 		g.r.spawn(t, g.r.args)
