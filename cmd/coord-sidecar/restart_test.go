@@ -94,7 +94,16 @@ func (r *restartable) restartPastTimeout(t *testing.T) (*sidecar, time.Time) {
 // reconciled).
 func (r *restartable) start(t testing.TB) *sidecar {
 	t.Helper()
-	r.cmd = exec.Command(r.bin, r.args...)
+	s := r.spawn(t, r.args)
+	s.waitReady(t)
+	return s
+}
+
+// spawn runs the process with args (r.args, or a variant of them) and returns
+// at once, without waiting for it to be ready: r.exited closes when it ends.
+func (r *restartable) spawn(t testing.TB, args []string) *sidecar {
+	t.Helper()
+	r.cmd = exec.Command(r.bin, args...)
 	logs, err := os.OpenFile(r.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +117,7 @@ func (r *restartable) start(t testing.TB) *sidecar {
 	r.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	s := &sidecar{base: "http://" + r.addr}
-	s.waitReady(t)
-	return s
+	return &sidecar{base: "http://" + r.addr}
 }
 
 // kill ends the process with SIGKILL and waits for it to be gone.
