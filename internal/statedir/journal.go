@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"sync"
@@ -303,7 +304,7 @@ func (j *Journal) writeLocked() error {
 		if buf, err = j.encode(changes, sess); err == nil && j.off+len(buf) > len(j.m) {
 			j.broken = true // no room: the compaction writes it all
 		} else if err == nil {
-			j.appendLocked(buf)
+			err = j.appendLocked(buf)
 		}
 	}
 	if err == nil && j.broken {
@@ -329,19 +330,28 @@ func (j *Journal) writeLocked() error {
 
 // appendLocked copies buf (whole lines) into the mapping, each line's
 // newline after the rest of it: a process killed during the copy leaves a
-// last line without its newline, which a replay ignores.
-func (j *Journal) appendLocked(buf []byte) {
+// last line without its newline, which a replay ignores. A fault on the
+// mapping (the file made immutable, an I/O error, a file system gone
+// read-only) is an error, not the process's end (debug.SetPanicOnFault); the
+// journal is then broken and never appended to again.
+func (j *Journal) appendLocked(buf []byte) (err error) {
 	if len(buf) == 0 {
-		return
+		return nil
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("append to %s: a fault on its mapping: %v", j.f.Name(), r)
+		}
+	}()
 	dst := j.m[j.off : j.off+len(buf)]
 	copy(dst[:len(buf)-1], buf[:len(buf)-1])
 	// Stored after the copy returned: a process killed at any instant has
 	// either every byte of the line in the page cache, or no newline.
 	dst[len(buf)-1] = '\n'
-
 	j.off += len(buf)
 	j.unsynced = true
+	return nil
 }
 
 // record is one line of a journal: exactly one field is set. Lease is a
