@@ -1,0 +1,208 @@
+package zookeeper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// One session, one process (Config.Incarnation). A ZooKeeper session belongs
+// to whoever presents its id and password: the server hands it to the newest
+// connection and drops the one before. Two processes that both hold a
+// session's password (a state file copied elsewhere) would take it from each
+// other at every reconnect, for ever, each go-zookeeper client reconnecting
+// at once. So each process records an incarnation in an ephemeral node of the
+// session, Dir/0x<id>: written when the session is made or resumed (the
+// newest process's record wins), and read again at every reconnect of the same
+// session before the session counts as connected. A reconnect that finds
+// another record has taken the session back from the process that wrote it:
+// the connection is cut at once beneath go-zookeeper (as Detach cuts it, so no
+// closeSession and no new connection), nothing else is sent, and
+// Incarnation.TakenOver is told. The other process, on its own reconnect,
+// finds its record and goes on: the two swap the session back once at most.
+
+// Incarnation is this process's claim on its session (Config.Incarnation).
+type Incarnation struct {
+	// Dir is the container node under which each session's record is kept,
+	// named by the session id ("0x" and hex).
+	Dir string
+	// Record is this process's record, written on every session it makes or
+	// resumes and compared byte for byte at every reconnect.
+	Record []byte
+	// TakenOver is called once, on a goroutine of the Session, when a
+	// reconnect found found (another process's record) in the node of the
+	// session id: the connection is already cut and the session is never
+	// connected again; the caller detaches the Session (Detach: Close would
+	// be a no-op on the server now, but Detach says what happened).
+	TakenOver func(id int64, found []byte)
+}
+
+// IncarnationPath is the node that holds the record of session id under dir.
+func IncarnationPath(dir string, id int64) string {
+	return path.Join(dir, fmt.Sprintf("0x%x", id))
+}
+
+// claiming tells whether the Session claims its sessions.
+func (s *Session) claiming() bool { return s.cfg.Incarnation != nil }
+
+// WaitClaimed waits until this process's record is written for the current
+// session (at once without Config.Incarnation): nil then; ErrClosed once the
+// Session is closed; ErrUnavailable wrapping ctx's error if ctx ends first. A
+// session lost meanwhile is waited past: the next one is claimed in turn.
+func (s *Session) WaitClaimed(ctx context.Context) error {
+	if !s.claiming() {
+		return nil
+	}
+	for {
+		ep, err := s.WaitCurrent(ctx)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ep.claimed:
+			return nil
+		case <-ep.lost:
+		case <-s.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// Claimed tells whether this process's record is written for the current
+// session (always true without Config.Incarnation).
+func (s *Session) Claimed() bool {
+	if !s.claiming() {
+		return true
+	}
+	s.mu.Lock()
+	ep := s.ep
+	s.mu.Unlock()
+	select {
+	case <-ep.claimed:
+		return true
+	default:
+		return false
+	}
+}
+
+// hasSessionLocked applies go-zookeeper's StateHasSession to ep: a new
+// connection of the session. A reconnect of a session claimed by this process
+// is verified before it counts as connected. s.mu is held.
+func (s *Session) hasSessionLocked(ep *Epoch) {
+	ep.hasSession = true
+	ep.conns++
+	ep.verified = !s.claiming() || !ep.landed.Load()
+	if !ep.verified {
+		gen := ep.conns
+		s.Go(func() { s.verify(ep, gen) })
+	}
+	if ep.authed && ep.verified {
+		s.connectedLocked(ep)
+	}
+}
+
+// verifiedLocked applies the verification of ep's connection gen: it counts
+// as connected, if it is still the connection. s.mu is held.
+func (s *Session) verifiedLocked(ep *Epoch, gen uint64) {
+	if gen != ep.conns || !ep.hasSession {
+		return // a connection since dropped: the next one is verified in turn
+	}
+	ep.verified = true
+	if ep.authed {
+		s.connectedLocked(ep)
+	}
+}
+
+// verify reads the record of ep's session on its connection gen (not yet
+// counted as connected, so nothing else is sent on it), after a sync so that
+// a write made through another server is seen. Its own record: the
+// connection counts as connected. Another: the connection is cut and
+// TakenOver told. No record (deleted by another hand): connected, and the
+// record written again. A read that fails with the connection waits for the
+// next connection's verification; one that fails otherwise is logged and
+// lets the connection count (as before records were kept).
+func (s *Session) verify(ep *Epoch, gen uint64) {
+	inc := s.cfg.Incarnation
+	p := IncarnationPath(inc.Dir, ep.id.Load())
+	_, _ = ep.conn.Sync(inc.Dir) // its error is the Get's too, or of a parent gone with its last child
+	got, _, err := ep.conn.Get(p)
+	switch {
+	case err == nil && bytes.Equal(got, inc.Record):
+	case err == nil:
+		ep.hs.Detach() // before anything more is sent: the session is the other process's
+		s.log.Error("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
+			"session", fmt.Sprintf("0x%x", ep.id.Load()), "node", p, "record", string(got))
+		ep.takenOnce.Do(func() { inc.TakenOver(ep.id.Load(), got) })
+		return
+	case errors.Is(err, zk.ErrNoNode):
+		s.log.Warn("zookeeper: the session's record was deleted by another hand: written again", "node", p)
+		ep.landed.Store(false)
+		s.Go(func() { s.claim(ep) })
+	case errors.Is(mapError(err), ErrUnavailable), errors.Is(err, zk.ErrSessionExpired):
+		return
+	default:
+		s.log.Warn("zookeeper: the session's record could not be read at a reconnect: going on without", "node", p, "err", err)
+	}
+	s.enqueueEvent(queuedEvent{ep: ep, verified: gen})
+}
+
+// claim writes this process's record for ep's session (its first connect),
+// until it is written or ep is lost: over the record of a predecessor (whose
+// session this one resumed), or as a new ephemeral node. Written, the record
+// is verified at every later reconnect; WaitClaimed returns.
+func (s *Session) claim(ep *Epoch) {
+	inc := s.cfg.Incarnation
+	pause := 100 * time.Millisecond
+	for failed := 0; ; failed++ {
+		err := s.writeRecord(ep, inc)
+		if err == nil {
+			ep.landed.Store(true)
+			ep.claimOnce.Do(func() { close(ep.claimed) })
+			return
+		}
+		if ep.IsLost() {
+			return
+		}
+		if errors.Is(err, ErrUnavailable) {
+			if ep.WaitConnected(context.Background()) != nil {
+				return
+			}
+			continue
+		}
+		if failed%10 == 0 {
+			s.log.Error("zookeeper: this process's record of its session could not be written; retrying (the sidecar is not ready meanwhile)",
+				"node", IncarnationPath(inc.Dir, ep.ID()), "err", err)
+		}
+		select {
+		case <-ep.lost:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// writeRecord sets the record of ep's session, or creates its node (and the
+// container above it).
+func (s *Session) writeRecord(ep *Epoch, inc *Incarnation) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
+	defer cancel()
+	p := IncarnationPath(inc.Dir, ep.ID())
+	for {
+		_, err := ep.Set(ctx, p, inc.Record, -1)
+		if !errors.Is(err, ErrNoNode) {
+			return err
+		}
+		_, err = ep.CreateOwned(ctx, p, inc.Record, true)
+		if !errors.Is(err, ErrNodeExists) {
+			return err
+		}
+	}
+}
