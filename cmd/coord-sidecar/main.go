@@ -110,6 +110,10 @@ func main() {
 				os.Exit(1) // nobody serves: for the supervisor to restart
 			}
 			fmt.Fprintln(os.Stderr, "coord-sidecar: upgrade not done, still serving:", err)
+		case err := <-m.TakenOver():
+			m.Abandon() // owner.go: another process holds the session now
+			fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
+			os.Exit(exitTakenOver)
 		case <-ctx.Done():
 			done = true
 		}

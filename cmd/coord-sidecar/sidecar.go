@@ -105,6 +105,7 @@ type Main struct {
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
 	restarts *restarts // nil without --state-dir
+	owner    *owner    // the session's record, with --state-dir (owner.go)
 	// serving is the listener Serve accepts on; conns tracks the state of
 	// every connection it accepted (upgrade.go).
 	serving net.Listener
@@ -390,6 +391,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
 		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL, Resume: resume,
+		Incarnation: m.incarnation(),
 	})
 	if err != nil {
 		m.closeRestarts(false)
@@ -421,7 +423,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.closeRestarts(false)
 			return err
 		}
-		restored = m.restarts.Restored()
+		restored = m.claimed(sess, m.restarts.Restored())
 	}
 
 	m.server = registry.New(api.Options{

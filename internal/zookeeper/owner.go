@@ -137,7 +137,7 @@ func (s *Session) verify(ep *Epoch, gen uint64) {
 	case err == nil && bytes.Equal(got, inc.Record):
 	case err == nil:
 		ep.hs.Detach() // before anything more is sent: the session is the other process's
-		s.log.Error("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
+		s.log.Warn("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
 			"session", fmt.Sprintf("0x%x", ep.id.Load()), "node", p, "record", string(got))
 		ep.takenOnce.Do(func() { inc.TakenOver(ep.id.Load(), got) })
 		return
