@@ -61,7 +61,7 @@ func replaceFile(dir, name string, data []byte, durable bool) (err error) {
 // syncFile makes dir/name and dir's entries durable (after replaceFile
 // without durable).
 func syncFile(dir, name string) error {
-	f, err := os.Open(filepath.Join(dir, name))
+	f, err := openPrivate(filepath.Join(dir, name), os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (d *Dir) LeavePID() {
 // ReadPID reads the pid that dir's PIDFile names. It needs no ownership of
 // the directory (an operator's kill -USR2 $(cat ...) reads the same).
 func ReadPID(dir string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PIDFile))
+	b, _, err := readPrivate(filepath.Join(dir, PIDFile), false) // read by others too: never changed
 	if err != nil {
 		return 0, err
 	}

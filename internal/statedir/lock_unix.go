@@ -70,7 +70,7 @@ func sameFile(f *os.File, path string) error {
 	if err != nil {
 		return err
 	}
-	want, err := os.Stat(path)
+	want, err := os.Lstat(path) // the lock file itself, never what a link names
 	if err != nil {
 		return err
 	}
