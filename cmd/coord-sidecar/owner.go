@@ -7,11 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
-// One session, one process (docs/SECURITY.md, "The state directory"). With
+// One session, one process (docs/SECURITY.md, "The state directory is a secret"). With
 // --state-dir, whoever holds the state file's session id and password can
 // take the session; a copy of the file started as a second process (another
 // state directory, maybe on another host) would make the two take the session
@@ -66,11 +67,7 @@ func (m *Main) incarnation() *zookeeper.Incarnation {
 		panic(err) // strings and an int
 	}
 	m.owner = o
-	root := m.Config.ZKRoot
-	if root == "/" {
-		root = ""
-	}
-	return &zookeeper.Incarnation{Dir: root + "/" + sessionsDir, Record: data, TakenOver: m.takenOver}
+	return &zookeeper.Incarnation{Dir: path.Join(m.Config.ZKRoot, sessionsDir), Record: data, TakenOver: m.takenOver}
 }
 
 // takenOver is zookeeper.Incarnation.TakenOver: it logs the line that says
@@ -141,6 +138,7 @@ func (m *Main) claimed(sess *zookeeper.Session, restored <-chan struct{}) <-chan
 	if m.owner == nil {
 		return restored
 	}
+	sess.Dir(sessionsDir) // its ACL is checked with the recipes' parents
 	both := make(chan struct{})
 	go func() {
 		defer close(both)
