@@ -72,7 +72,7 @@ func (m *Main) incarnation() *zookeeper.Incarnation {
 
 // takenOver is zookeeper.Incarnation.TakenOver: it logs the line that says
 // what happened and tells main (TakenOver), which stops the sidecar
-// (Abandon). The session's connection is already cut.
+// (Abandon). The connection is already cut and the Session detaches itself.
 func (m *Main) takenOver(id int64, found []byte) {
 	var other ownerRecord
 	_ = json.Unmarshal(found, &other) // a record of another making is named as it is

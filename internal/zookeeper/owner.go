@@ -22,8 +22,9 @@ import (
 // session before the session counts as connected. A reconnect that finds
 // another record has taken the session back from the process that wrote it:
 // the connection is cut at once beneath go-zookeeper (as Detach cuts it, so no
-// closeSession and no new connection), nothing else is sent, and
-// Incarnation.TakenOver is told. The other process, on its own reconnect,
+// closeSession and no new connection), nothing else is sent,
+// Incarnation.TakenOver is told, and the Session detaches itself (no new
+// session is made in its place). The other process, on its own reconnect,
 // finds its record and goes on: the two swap the session back once at most.
 
 // Incarnation is this process's claim on its session (Config.Incarnation).
@@ -36,9 +37,9 @@ type Incarnation struct {
 	Record []byte
 	// TakenOver is called once, on a goroutine of the Session, when a
 	// reconnect found found (another process's record) in the node of the
-	// session id: the connection is already cut and the session is never
-	// connected again; the caller detaches the Session (Detach: Close would
-	// be a no-op on the server now, but Detach says what happened).
+	// session id: the connection is already cut, and the Session then
+	// detaches itself (Detach: no closeSession, no new session, ever); it
+	// must not block.
 	TakenOver func(id int64, found []byte)
 }
 
@@ -139,7 +140,10 @@ func (s *Session) verify(ep *Epoch, gen uint64) {
 		ep.hs.Detach() // before anything more is sent: the session is the other process's
 		s.log.Warn("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
 			"session", fmt.Sprintf("0x%x", ep.id.Load()), "node", p, "record", string(got))
-		ep.takenOnce.Do(func() { inc.TakenOver(ep.id.Load(), got) })
+		ep.takenOnce.Do(func() {
+			inc.TakenOver(ep.id.Load(), got)
+			go s.Detach() // not a task: Detach waits for the tasks, this one among them
+		})
 		return
 	case errors.Is(err, zk.ErrNoNode):
 		s.log.Warn("zookeeper: the session's record was deleted by another hand: written again", "node", p)

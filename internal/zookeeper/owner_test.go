@@ -37,7 +37,7 @@ func (e *events) get(name string) int {
 // Two Sessions presenting one session (the second resumes it while the first
 // still holds it, as a copied state file does): the first, at its reconnect,
 // finds the second's record, is told once, is never connected again and
-// detaches; the second keeps the session, its record and its ephemeral node,
+// detaches itself; the second keeps the session, its record and its ephemeral node,
 // having lost the session once at most (to the first's one reconnect).
 func TestIncarnationTakenOverOnce(t *testing.T) {
 	zkc := zktest.Shared(t)
@@ -76,7 +76,7 @@ func TestIncarnationTakenOverOnce(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a was never told its session was taken over")
 	}
-	a.Detach()
+	testutil.Eventually(t, 10*time.Second, "a detached by itself", func() bool { return a.State() == zookeeper.StateClosed })
 	if ep, err := b.WaitCurrent(ctx); err != nil || ep.ID() != r.ID {
 		t.Fatalf("b after a detached: %v; want session 0x%x connected", err, r.ID)
 	}
