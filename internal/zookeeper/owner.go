@@ -26,6 +26,10 @@ import (
 // Incarnation.TakenOver is told, and the Session detaches itself (no new
 // session is made in its place). The other process, on its own reconnect,
 // finds its record and goes on: the two swap the session back once at most.
+// Between reconnects the record is watched: on an ensemble, the connection of
+// the process whose session was taken through another server is not always
+// dropped at once, and the record's change tells it then. A record deleted by
+// another hand is written again.
 
 // Incarnation is this process's claim on its session (Config.Incarnation).
 type Incarnation struct {
@@ -132,23 +136,14 @@ func (s *Session) verifiedLocked(ep *Epoch, gen uint64) {
 func (s *Session) verify(ep *Epoch, gen uint64) {
 	inc := s.cfg.Incarnation
 	p := IncarnationPath(inc.Dir, ep.id.Load())
-	_, _ = ep.conn.Sync(inc.Dir) // its error is the Get's too, or of a parent gone with its last child
-	got, _, err := ep.conn.Get(p)
+	_, _ = ep.conn.Sync(inc.Dir)  // its error is the Get's too, or of a parent gone with its last child
+	got, _, err := ep.conn.Get(p) // (go-zookeeper sets the record's watch again on every connection itself)
 	switch {
-	case err == nil && bytes.Equal(got, inc.Record):
-	case err == nil:
-		ep.hs.Detach() // before anything more is sent: the session is the other process's
-		s.log.Warn("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
-			"session", fmt.Sprintf("0x%x", ep.id.Load()), "node", p, "record", string(got))
-		ep.takenOnce.Do(func() {
-			inc.TakenOver(ep.id.Load(), got)
-			go s.Detach() // not a task: Detach waits for the tasks, this one among them
-		})
+	case err == nil && !s.mine(ep, p, got):
 		return
+	case err == nil:
 	case errors.Is(err, zk.ErrNoNode):
-		s.log.Warn("zookeeper: the session's record was deleted by another hand: written again", "node", p)
-		ep.landed.Store(false)
-		s.Go(func() { s.claim(ep) })
+		s.reclaim(ep, p)
 	case errors.Is(mapError(err), ErrUnavailable), errors.Is(err, zk.ErrSessionExpired):
 		return
 	default:
@@ -169,6 +164,7 @@ func (s *Session) claim(ep *Epoch) {
 		if err == nil {
 			ep.landed.Store(true)
 			ep.claimOnce.Do(func() { close(ep.claimed) })
+			s.recheck(ep) // arms the record's watch
 			return
 		}
 		if ep.IsLost() {
@@ -208,5 +204,64 @@ func (s *Session) writeRecord(ep *Epoch, inc *Incarnation) error {
 		if !errors.Is(err, ErrNodeExists) {
 			return err
 		}
+	}
+}
+
+// mine tells whether got, read from p, is this process's record. When it is
+// another's, the session was taken over: ep's connection is cut at once
+// beneath go-zookeeper (nothing more is sent on it), TakenOver is told once,
+// and the Session detaches itself.
+func (s *Session) mine(ep *Epoch, p string, got []byte) bool {
+	inc := s.cfg.Incarnation
+	if bytes.Equal(got, inc.Record) {
+		return true
+	}
+	ep.hs.Detach() // before anything more is sent: the session is the other process's
+	ep.takenOnce.Do(func() {
+		s.log.Warn("zookeeper session taken over by another process: its record is in the session's node; this process no longer uses the session",
+			"session", fmt.Sprintf("0x%x", ep.id.Load()), "node", p, "record", string(got))
+		inc.TakenOver(ep.id.Load(), got)
+		go s.Detach() // not a task: Detach waits for the tasks, this one among them
+	})
+	return false
+}
+
+// reclaim writes the record of ep's session again, after it was found
+// deleted (by another hand: it is an ephemeral node of the session).
+func (s *Session) reclaim(ep *Epoch, p string) {
+	if ep.landed.Swap(false) {
+		s.log.Warn("zookeeper: the session's record was deleted by another hand: written again", "node", p)
+		s.Go(func() { s.claim(ep) })
+	}
+}
+
+// recordEvent is the Session's event callback for a watch's event on the
+// record of ep's session, once written (it never blocks): the record is read
+// again, and its watch armed again. A change of the record while this
+// process's connection stays up (a copy took the session over through
+// another server of the ensemble, where this connection is not dropped at
+// once) is told so, without waiting for a reconnect. Other events: false.
+func (s *Session) recordEvent(ep *Epoch, ev zk.Event) bool {
+	inc := s.cfg.Incarnation
+	if inc == nil || !ep.landed.Load() || ev.Path != IncarnationPath(inc.Dir, ep.id.Load()) {
+		return false
+	}
+	s.Go(func() { s.recheck(ep) })
+	return true
+}
+
+// recheck reads the record of ep's session with a watch, while connected:
+// another's record is a take-over (mine), none is written again. Failing with
+// the connection, it leaves the record to the next connection's verify.
+func (s *Session) recheck(ep *Epoch) {
+	p := IncarnationPath(s.cfg.Incarnation.Dir, ep.ID())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpTimeout)
+	defer cancel()
+	got, _, _, err := ep.GetW(ctx, p)
+	switch {
+	case err == nil:
+		s.mine(ep, p, got)
+	case errors.Is(err, ErrNoNode):
+		s.reclaim(ep, p)
 	}
 }

@@ -98,3 +98,75 @@ func TestIncarnationTakenOverOnce(t *testing.T) {
 	default:
 	}
 }
+
+// claimedSession starts a Session with the record rec under root/sessions,
+// once its record is written, and the record's path; taken gets what
+// TakenOver is told.
+func claimedSession(t *testing.T, ctx context.Context, servers []string, root, rec string, taken chan<- []byte) (*zookeeper.Session, string) {
+	t.Helper()
+	dir := root + "/sessions"
+	s := zookeepertest.Start(t, zookeeper.Config{Servers: servers, Root: root, Timeout: 4 * time.Second,
+		Incarnation: &zookeeper.Incarnation{Dir: dir, Record: []byte(rec), TakenOver: func(_ int64, found []byte) { taken <- found }}})
+	if err := s.WaitClaimed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := s.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, zookeeper.IncarnationPath(dir, ep.ID())
+}
+
+// A record changed while the connection stays up (as when a copy takes the
+// session through another server of an ensemble, where the old connection
+// is not dropped at once) is seen through the record's watch, without a
+// reconnect (nothing here drops the connection: without the watch, nothing
+// would be told): the Session is told and detaches itself.
+func TestIncarnationChangedWhileConnected(t *testing.T) {
+	zkc := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(30*time.Second))
+	defer cancel()
+	taken := make(chan []byte, 2)
+	a, record := claimedSession(t, ctx, zkc.Servers(), zktest.Root(t), `{"who":"a"}`, taken)
+	watcher := zktest.Connect(t, zkc.Servers(), 4*time.Second)
+	if _, err := watcher.Set(record, []byte(`{"who":"c"}`), -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case found := <-taken:
+		if string(found) != `{"who":"c"}` {
+			t.Fatalf("told of %q, want the record written over a's", found)
+		}
+	case <-ctx.Done():
+		t.Fatal("a changed record was never told")
+	}
+	testutil.Eventually(t, 10*time.Second, "the session detached", func() bool { return a.State() == zookeeper.StateClosed })
+	if ok, _, err := watcher.Exists(record); err != nil || !ok {
+		t.Fatalf("the record after the take-over: exists %v, %v; want the session alive (detached, not closed)", ok, err)
+	}
+}
+
+// A record deleted by another hand is written again, and nothing is told.
+func TestIncarnationDeletedIsWrittenAgain(t *testing.T) {
+	zkc := zktest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(30*time.Second))
+	defer cancel()
+	taken := make(chan []byte, 2)
+	a, record := claimedSession(t, ctx, zkc.Servers(), zktest.Root(t), `{"who":"a"}`, taken)
+	watcher := zktest.Connect(t, zkc.Servers(), 4*time.Second)
+	if err := watcher.Delete(record, -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the record written again", func() bool {
+		got, _, err := watcher.Get(record)
+		return err == nil && string(got) == `{"who":"a"}`
+	})
+	if err := a.WaitClaimed(ctx); err != nil || a.State() != zookeeper.StateConnected {
+		t.Fatalf("after the record was written again: %v, %v; want connected and claimed", err, a.State())
+	}
+	select {
+	case found := <-taken:
+		t.Fatalf("told of a take-over (%q) for a deleted record", found)
+	default:
+	}
+}

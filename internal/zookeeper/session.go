@@ -319,7 +319,9 @@ func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 // enqueue is go-zookeeper's event callback: it never blocks.
 func (s *Session) enqueue(ep *Epoch, ev zk.Event) {
 	if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNodeDataChanged {
-		ep.goneEvent(ev)
+		if !s.recordEvent(ep, ev) { // owner.go
+			ep.goneEvent(ev)
+		}
 		return
 	}
 	if ev.Type != zk.EventSession {
