@@ -25,7 +25,22 @@ func TestCopiedStateFileOneProcessWins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	zkc := zktest.Shared(t)
+	copiedStateFile(t, zktest.Shared(t))
+}
+
+// The same on a 3-node ensemble, where the copy may resume the session
+// through another server than the one the first process is connected to.
+func TestCopiedStateFileOneProcessWinsOnAnEnsemble(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary and starts an ensemble")
+	}
+	copiedStateFile(t, zktest.SharedEnsemble(t))
+}
+
+// copiedStateFile is TestCopiedStateFileOneProcessWins on zkc.
+func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
+	t.Helper()
 	root := zktest.Root(t)
 	ra := newRestartable(t, zkc.Servers(), root, "2s")
 	a := ra.start(t)

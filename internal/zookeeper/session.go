@@ -627,7 +627,7 @@ func (s *Session) end(detach bool) {
 	close(s.closing)
 	if detach {
 		ep.hs.Detach()
-		s.log.Info("zookeeper session detached: left to a successor", "session", fmt.Sprintf("0x%x", ep.id.Load()))
+		s.log.Info("zookeeper session detached: left to another process (a successor, or one that took it over)", "session", fmt.Sprintf("0x%x", ep.id.Load()))
 	}
 	ep.conn.Close()
 	ep.markLost()
