@@ -95,10 +95,30 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 		t.Fatalf("the lock after the take-over: %v; want it held by a with token %d", st, token)
 	}
 	w.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	conn := zktest.Connect(t, zkc.Servers(), 4*time.Second)
+	rec, _, err := conn.Get(root + "/sessions/" + session)
+	if err != nil || !strings.Contains(string(rec), `"pid":`+otherPid+`,`) || !strings.Contains(string(rec), won.state) {
+		t.Fatalf("the session's record: %q, %v; want the process left's (pid %s, state directory %s)", rec, err, otherPid, won.state)
+	}
 	// Alternation: the process left lost the session to the other at most
 	// once (the other's one reconnect, which found the record changed).
 	if n := strings.Count(won.logs(t), `"event":"suspended"`); n > 1 {
 		t.Fatalf("the process left lost its session %d times, want once at most; its log:\n%s", n, won.logs(t))
+	}
+}
+
+// Without --state-dir nobody else can present the session: no record is
+// kept, and ZooKeeper gets no sessions node.
+func TestOwnerRecordOnlyWithStateDir(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	s := startSidecar(t, zkc.Servers(), root)
+	lease := str(s.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=10s").Body["lease"])
+	s.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/no-record?lease="+lease)
+	conn := zktest.Connect(t, zkc.Servers(), 4*time.Second)
+	if ok, _, err := conn.Exists(root + "/sessions"); err != nil || ok {
+		t.Fatalf("%s/sessions without --state-dir: exists %v, %v; want none", root, ok, err)
 	}
 }
 
