@@ -66,8 +66,8 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 		t.Fatalf("neither process exited; their logs:\nA (%s):\n%s\nB (%s):\n%s", ra.state, ra.logs(t), rb.state, rb.logs(t))
 	}
 	w := &sidecar{base: "http://" + won.addr}
-	if code := lost.cmd.ProcessState.ExitCode(); code == 0 {
-		t.Fatalf("the process on %s exited 0, want non-zero", lost.state)
+	if code := lost.cmd.ProcessState.ExitCode(); code != exitTakenOver {
+		t.Fatalf("the process on %s exited %d, want %d (docs/OPERATIONS.md)", lost.state, code, exitTakenOver)
 	}
 	line := ""
 	for l := range strings.Lines(lost.logs(t)) {

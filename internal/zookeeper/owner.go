@@ -39,11 +39,11 @@ type Incarnation struct {
 	// Record is this process's record, written on every session it makes or
 	// resumes and compared byte for byte at every reconnect.
 	Record []byte
-	// TakenOver is called once, on a goroutine of the Session, when a
-	// reconnect found found (another process's record) in the node of the
-	// session id: the connection is already cut, and the Session then
-	// detaches itself (Detach: no closeSession, no new session, ever); it
-	// must not block.
+	// TakenOver is called once, on a goroutine of the Session, with found,
+	// another process's record, read from the node of the session id (at a
+	// reconnect, or after its watch fired): the connection is already cut,
+	// and the Session then detaches itself (Detach: no closeSession, no new
+	// session, ever). It must not block.
 	TakenOver func(id int64, found []byte)
 }
 
@@ -77,23 +77,6 @@ func (s *Session) WaitClaimed(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		}
-	}
-}
-
-// Claimed tells whether this process's record is written for the current
-// session (always true without Config.Incarnation).
-func (s *Session) Claimed() bool {
-	if !s.claiming() {
-		return true
-	}
-	s.mu.Lock()
-	ep := s.ep
-	s.mu.Unlock()
-	select {
-	case <-ep.claimed:
-		return true
-	default:
-		return false
 	}
 }
 
