@@ -65,27 +65,9 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 	case <-time.After(testutil.Patience(30 * time.Second)):
 		t.Fatalf("neither process exited; their logs:\nA (%s):\n%s\nB (%s):\n%s", ra.state, ra.logs(t), rb.state, rb.logs(t))
 	}
-	w := &sidecar{base: "http://" + won.addr}
-	if code := lost.cmd.ProcessState.ExitCode(); code != exitTakenOver {
-		t.Fatalf("the process on %s exited %d, want %d (docs/OPERATIONS.md)", lost.state, code, exitTakenOver)
-	}
-	line := ""
-	for l := range strings.Lines(lost.logs(t)) {
-		if strings.Contains(l, "taken over") && strings.Contains(l, `"level":"ERROR"`) {
-			line = l
-		}
-	}
+	checkTakenOverExit(t, lost, won)
 	otherPid := strconv.Itoa(won.cmd.Process.Pid)
-	if line == "" || !strings.Contains(line, lost.state) || !strings.Contains(line, won.state) || !strings.Contains(line, otherPid) {
-		t.Fatalf("the exited process's log line %q; want one saying its session was taken over, naming its state directory %s and the other process (pid %s, state directory %s)",
-			line, lost.state, otherPid, won.state)
-	}
-	select {
-	case <-won.exited:
-		t.Fatalf("both processes exited; the other's log:\n%s", won.logs(t))
-	default:
-	}
-
+	w := &sidecar{base: "http://" + won.addr}
 	w.waitReady(t)
 	if got := str(w.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); got != session {
 		t.Fatalf("the process left serves session %s, want the copied %s", got, session)
@@ -104,6 +86,32 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 	// once (the other's one reconnect, which found the record changed).
 	if n := strings.Count(won.logs(t), `"event":"suspended"`); n > 1 {
 		t.Fatalf("the process left lost its session %d times, want once at most; its log:\n%s", n, won.logs(t))
+	}
+}
+
+// checkTakenOverExit fails t unless lost exited exitTakenOver with an error
+// line naming its state directory and won's (pid, state directory), and won
+// has not exited.
+func checkTakenOverExit(t *testing.T, lost, won *restartable) {
+	t.Helper()
+	if code := lost.cmd.ProcessState.ExitCode(); code != exitTakenOver {
+		t.Fatalf("the process on %s exited %d, want %d (docs/OPERATIONS.md)", lost.state, code, exitTakenOver)
+	}
+	line := ""
+	for l := range strings.Lines(lost.logs(t)) {
+		if strings.Contains(l, "taken over") && strings.Contains(l, `"level":"ERROR"`) {
+			line = l
+		}
+	}
+	otherPid := strconv.Itoa(won.cmd.Process.Pid)
+	if line == "" || !strings.Contains(line, lost.state) || !strings.Contains(line, won.state) || !strings.Contains(line, otherPid) {
+		t.Fatalf("the exited process's log line %q; want one saying its session was taken over, naming its state directory %s and the other process (pid %s, state directory %s)",
+			line, lost.state, otherPid, won.state)
+	}
+	select {
+	case <-won.exited:
+		t.Fatalf("both processes exited; the other's log:\n%s", won.logs(t))
+	default:
 	}
 }
 
