@@ -114,9 +114,13 @@ func main() {
 			// The session and the state directory stay as they are, for
 			// the successor a supervisor starts: no Close (it would close
 			// the session and free every hold).
-			m.Abandon()
+			m.Leave()
 			fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
 			os.Exit(1)
+		case err := <-m.TakenOver():
+			m.Abandon() // owner.go: another process holds the session now
+			fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
+			os.Exit(exitTakenOver)
 		case <-ctx.Done():
 			done = true
 		}

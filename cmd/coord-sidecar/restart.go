@@ -143,6 +143,8 @@ func (r *restarts) startJournal(sess *zookeeper.Session, leases *kit.Leases) {
 		r.log.Error("state directory: not written from now on", "err", err)
 		return
 	}
+	// Told of every change before its first write (Commit, below): the
+	// write reads the whole state after, and nothing falls in between.
 	leases.OnChange(func(c kit.Change) {
 		if c.Hold.Kind == "" {
 			j.Changed(c.Lease)
@@ -151,6 +153,7 @@ func (r *restarts) startJournal(sess *zookeeper.Session, leases *kit.Leases) {
 		}
 	})
 	cancel := sess.Subscribe(func(zookeeper.StateChange) { j.SessionChanged() })
+	j.SessionChanged() // the session as it is now, whatever it did before the subscription
 	r.journal.Store(j)
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()

@@ -105,6 +105,7 @@ type Main struct {
 	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
 	certs    *certFiles
 	restarts *restarts // nil without --state-dir
+	owner    *owner    // the session's record, with --state-dir (owner.go)
 	// serving is the listener Serve accepts on; conns tracks the state of
 	// every connection it accepted (upgrade.go).
 	serving net.Listener
@@ -399,6 +400,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
 		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL, Resume: resume,
+		Incarnation: m.incarnation(),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -428,7 +430,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	var state api.StateDir
 	if m.restarts != nil {
 		m.restarts.start(sess, m.leases)
-		restored, state = m.restarts.Restored(), m.restarts
+		restored, state = m.claimed(sess, m.restarts.Restored()), m.restarts
 	}
 
 	m.server = registry.New(api.Options{
@@ -475,7 +477,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// Fatal gets the error that must end the process at once, without Close: a
+// Fatal gets the error that must end the process at once, without Close (see
+// Leave): a
 // resumed session that could not be reconciled, which a successor is to
 // take over as it is (closing it would free every hold). Nil without
 // --state-dir (a nil channel never receives).
@@ -486,10 +489,10 @@ func (m *Main) Fatal() <-chan error {
 	return m.restarts.Fatal()
 }
 
-// Abandon ends the process's part without touching the ZooKeeper session or
+// Leave ends the process's part without touching the ZooKeeper session or
 // the state directory (for Fatal): the session is detached, never closed, and
 // the log is written out.
-func (m *Main) Abandon() {
+func (m *Main) Leave() {
 	if m.session != nil {
 		m.session.Detach()
 	}

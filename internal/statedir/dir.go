@@ -95,7 +95,10 @@ func Open(dir string, opts ...Option) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(path, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err := checkNoLinks(path); err != nil {
+		return nil, err
+	}
+	f, err := openPrivate(filepath.Join(path, LockFile), os.O_RDWR|os.O_CREATE, privateMode)
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", path, err)
 	}

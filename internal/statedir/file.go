@@ -105,7 +105,7 @@ func (d *Dir) LeavePID() {
 // ReadPID reads the pid that dir's PIDFile names. It needs no ownership of
 // the directory (an operator's kill -USR2 $(cat ...) reads the same).
 func ReadPID(dir string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PIDFile))
+	b, _, err := readPrivate(filepath.Join(dir, PIDFile), false) // read by others too: never changed
 	if err != nil {
 		return 0, err
 	}

@@ -105,7 +105,7 @@ type Journal struct {
 	armed        bool   // a token was sent on lazy since the last write
 
 	written atomic.Uint64 // seq covered by the last write that succeeded
-	failed  atomic.Pointer[error]
+	lastErr atomic.Pointer[error]
 
 	wmu      sync.Mutex // the writer's: one write at a time
 	f        *os.File
@@ -116,10 +116,11 @@ type Journal struct {
 	closed   bool
 	unsynced bool
 
-	lazy chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	lazy   chan struct{}
+	failed chan struct{} // a write failed: retry
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 // change is what a journal records: a lease (kind and name empty) or one hold
@@ -129,14 +130,16 @@ type change struct{ lease, kind, name string }
 // Journal starts a Journal that writes the state of src for a sidecar run
 // with --zk zk and --zk-root root. Its first write is a compaction: the whole
 // state replaces whatever the directory held, so start it only once the
-// process's state is the one to keep (after a restart's reconcile); Journal
-// returns once that write is done or has failed (Err then says why, and it is
-// retried). The Journal is the Dir's: Dir.Close closes it.
+// process's state is the one to keep (after a restart's reconcile). That
+// write is made by the first Commit (nothing is written before), so that the
+// caller can have every change told to the Journal before it (Changed, and
+// so on) and lose none between the two. The Journal is the Dir's: Dir.Close
+// closes it.
 func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Journal, error) {
 	j := &Journal{
 		d: d, src: src, zk: zk, root: root, syncEvery: time.Second, onWrite: func(error) {},
 		dirty: map[change]struct{}{}, broken: true,
-		lazy: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		lazy: make(chan struct{}, 1), failed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, opt := range opts {
 		opt(j)
@@ -152,9 +155,8 @@ func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Jour
 	d.journals = append(d.journals, j)
 	d.mu.Unlock()
 	j.mu.Lock()
-	j.seq++ // the first compaction
+	j.seq++ // the first compaction, made by the first Commit
 	j.mu.Unlock()
-	_ = j.Commit(context.Background()) // its error is Err's
 	go j.run()
 	return j, nil
 }
@@ -223,7 +225,7 @@ func (j *Journal) Commit(ctx context.Context) error {
 // Err is the last write's error (ErrStateUnavailable, wrapped), nil after a
 // write that succeeded.
 func (j *Journal) Err() error {
-	if p := j.failed.Load(); p != nil {
+	if p := j.lastErr.Load(); p != nil {
 		return *p
 	}
 	return nil
@@ -264,13 +266,14 @@ func (j *Journal) run() {
 	syncT := time.NewTicker(j.syncEvery)
 	defer syncT.Stop()
 	pause := 50 * time.Millisecond
-	if j.Err() != nil {
-		retry.Reset(pause)
-	}
 	for {
 		select {
 		case <-j.stop:
 			return
+		case <-j.failed:
+			retry.Reset(pause)
+			pause = min(2*pause, time.Second)
+			continue
 		case <-j.lazy:
 			lazyT.Reset(lazyWrite)
 			continue
@@ -282,12 +285,9 @@ func (j *Journal) run() {
 		case <-lazyT.C:
 		case <-retry.C:
 		}
-		if err := j.Commit(context.Background()); err != nil && !errors.Is(err, ErrJournalClosed) {
-			retry.Reset(pause)
-			pause = min(2*pause, time.Second)
-			continue
+		if err := j.Commit(context.Background()); err == nil {
+			pause = 50 * time.Millisecond
 		}
-		pause = 50 * time.Millisecond
 	}
 }
 
@@ -319,10 +319,14 @@ func (j *Journal) writeLocked() error {
 		j.sessionDirty = j.sessionDirty || sess
 		j.mu.Unlock()
 		j.broken = true
-		j.failed.Store(&err)
+		j.lastErr.Store(&err)
+		select {
+		case j.failed <- struct{}{}: // run retries
+		default:
+		}
 	} else {
 		j.written.Store(upto)
-		j.failed.Store(nil)
+		j.lastErr.Store(nil)
 	}
 	j.onWrite(err)
 	return err
@@ -484,7 +488,7 @@ func journalName(gen int64) string { return JournalFile + "-" + strconv.FormatIn
 // createJournal makes dir/name (0600, never through a symbolic link) of size
 // bytes, preallocated, and maps it shared.
 func createJournal(dir, name string, size int) (*os.File, []byte, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_TRUNC|noFollow, 0o600)
+	f, err := openPrivate(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, privateMode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -493,7 +497,7 @@ func createJournal(dir, name string, size int) (*os.File, []byte, error) {
 		_ = os.Remove(filepath.Join(dir, name))
 		return nil, nil, err
 	}
-	if err := f.Chmod(0o600); err != nil {
+	if err := f.Chmod(privateMode); err != nil {
 		return fail(err)
 	}
 	if err := preallocate(f, int64(size)); err != nil {

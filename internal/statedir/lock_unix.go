@@ -70,7 +70,7 @@ func sameFile(f *os.File, path string) error {
 	if err != nil {
 		return err
 	}
-	want, err := os.Stat(path)
+	want, err := os.Lstat(path) // the lock file itself, never what a link names
 	if err != nil {
 		return err
 	}
@@ -97,6 +97,3 @@ func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
-
-// noFollow makes an open fail on a symbolic link.
-const noFollow = syscall.O_NOFOLLOW

@@ -37,7 +37,7 @@ func (d *Dir) replay(s *State) (string, error) {
 		return "", nil
 	}
 	name := journalName(s.Journal)
-	data, err := readNoFollow(filepath.Join(d.path, name))
+	data, err := readJournal(filepath.Join(d.path, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -137,25 +137,13 @@ func apply(byID map[string]*replayed, s *State, r record) bool {
 	return true
 }
 
-// readNoFollow reads a file, refusing a symbolic link.
-func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(f)
-	return buf.Bytes(), err
-}
-
 // Read reads the state in dir as Load would return it (the base with its
 // journal replayed), without owning the directory and without checking or
 // moving anything: for inspection while a sidecar runs on it. ErrNoState
 // when there is none.
 func Read(dir string) (State, error) {
 	d := &Dir{path: dir}
-	data, err := readNoFollow(filepath.Join(dir, StateFile))
+	data, err := readJournal(filepath.Join(dir, StateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, ErrNoState
 	}
@@ -170,4 +158,11 @@ func Read(dir string) (State, error) {
 		return State{}, fmt.Errorf("%w: %s", why, detail)
 	}
 	return s, nil
+}
+
+// readJournal reads a file of the directory, never through a link, changing
+// nothing.
+func readJournal(path string) ([]byte, error) {
+	data, _, err := readPrivate(path, false)
+	return data, err
 }

@@ -205,7 +205,7 @@ func (d *Dir) Load(expectZK, expectRoot string) (State, error) {
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
 	path := filepath.Join(d.path, StateFile)
-	data, err := readNoFollow(path)
+	data, err := d.readState(path) // private.go: no link followed, 0600
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, ErrNoState
 	}
@@ -296,7 +296,7 @@ func cleanRoot(r string) string {
 // inspection, and makes the rename durable.
 func (d *Dir) moveAside(path string) (string, error) {
 	to := path + ".bad-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-	if err := os.Rename(path, to); err != nil {
+	if err := renameAside(path, to); err != nil { // private.go: kept 0600
 		return "", err
 	}
 	return to, syncDir(d.path)

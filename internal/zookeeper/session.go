@@ -97,6 +97,10 @@ type Config struct {
 	// the server answers, and is that session if the server gives it back
 	// (WaitResume tells which). Later epochs are new sessions.
 	Resume *transport.Resumable
+	// Incarnation, when set, has the Session record this process in each of
+	// its sessions and verify the record at every reconnect (owner.go): for a
+	// session whose password a successor may present.
+	Incarnation *Incarnation
 }
 
 // Session holds one ZooKeeper session for the whole sidecar and replaces it when it
@@ -167,6 +171,9 @@ type queuedEvent struct {
 	// authed: ep's credentials were accepted (Session.authenticate), not a
 	// go-zookeeper event.
 	authed bool
+	// verified: ep's connection of that number found this process's record
+	// (Session.verify), not a go-zookeeper event.
+	verified uint64
 }
 
 // Epoch is one ZooKeeper session: its connection, id and fate. Grants record the
@@ -194,6 +201,16 @@ type Epoch struct {
 	// zxids keeps the last zxid seen on the wire, out of go-zookeeper's
 	// racing field (see internal/zkwire).
 	zxids zkwire.Zxids
+	// The claim on the session (owner.go, with Config.Incarnation): claimed
+	// closes once this process's record is written (landed tells it, false
+	// again while a deleted record is written anew); conns numbers the
+	// session's connections and verified says the current one found the
+	// record (both guarded by s.mu); takenOnce tells TakenOver once.
+	claimed              chan struct{}
+	claimOnce, takenOnce sync.Once
+	landed               atomic.Bool
+	conns                uint64
+	verified             bool
 }
 
 // NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
@@ -279,7 +296,7 @@ func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 // dial opens a new connection; its session (resume's, if the server gives it
 // back, else a new one) is established in the background.
 func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
-	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil}
+	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil, claimed: make(chan struct{})}
 	ep.hs = transport.NewHandshake(resume, s.log)
 	ep.txns = newTxnWriter(ep)
 	dialer, hosts := transport.Dialer(s.cfg.TLS, s.cfg.Timeout, s.log)
@@ -302,7 +319,9 @@ func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 // enqueue is go-zookeeper's event callback: it never blocks.
 func (s *Session) enqueue(ep *Epoch, ev zk.Event) {
 	if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNodeDataChanged {
-		ep.goneEvent(ev)
+		if !s.recordEvent(ep, ev) { // owner.go
+			ep.goneEvent(ev)
+		}
 		return
 	}
 	if ev.Type != zk.EventSession {
@@ -403,18 +422,20 @@ func (s *Session) apply(e queuedEvent) {
 	}
 	if e.authed {
 		ep.authed = true
-		if ep.hasSession {
+		if ep.hasSession && ep.verified {
 			s.connectedLocked(ep)
 		}
 		s.mu.Unlock()
 		return
 	}
+	if e.verified != 0 {
+		s.verifiedLocked(ep, e.verified)
+		s.mu.Unlock()
+		return
+	}
 	switch ev.State {
 	case zk.StateHasSession:
-		ep.hasSession = true
-		if ep.authed {
-			s.connectedLocked(ep)
-		}
+		s.hasSessionLocked(ep)
 		s.mu.Unlock()
 	case zk.StateDisconnected:
 		ep.hasSession = false
@@ -447,6 +468,9 @@ func (s *Session) connectedLocked(ep *Epoch) {
 	}
 	s.lastID = id
 	s.setLocked(StateConnected, name, id)
+	if s.claiming() && ep.connects.Load() == 1 {
+		s.Go(func() { s.claim(ep) })
+	}
 }
 
 // lose declares ep's session lost, closes its connection and dials a new one.
@@ -603,7 +627,7 @@ func (s *Session) end(detach bool) {
 	close(s.closing)
 	if detach {
 		ep.hs.Detach()
-		s.log.Info("zookeeper session detached: left to a successor", "session", fmt.Sprintf("0x%x", ep.id.Load()))
+		s.log.Info("zookeeper session detached: left to another process (a successor, or one that took it over)", "session", fmt.Sprintf("0x%x", ep.id.Load()))
 	}
 	ep.conn.Close()
 	ep.markLost()
