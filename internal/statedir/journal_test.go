@@ -371,3 +371,31 @@ func writtenBytes(t *testing.T, path string) int {
 	}
 	return len(b)
 }
+
+// A fault on the journal's mapping (here: the file made immutable, which the
+// kernel answers with SIGBUS on the next store) is a write error, never the
+// process's end: Commit reports ErrStateUnavailable, and once the file can be
+// written again the journal compacts and goes on.
+func TestJournalFaultOnItsMappingIsAnError(t *testing.T) {
+	d := openTemp(t)
+	src := newLeaseSource()
+	j := startJournal(t, d, src)
+	journals, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
+	if out, err := exec.Command("chattr", "+i", journals[0], d.Path()).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", journals[0], d.Path()).Run() })
+	src.put(Lease{ID: "faulted", TTL: time.Minute})
+	j.Changed("faulted")
+	err := j.Commit(context.Background())
+	if !errors.Is(err, ErrStateUnavailable) {
+		t.Fatalf("Commit on an immutable journal: %v, want ErrStateUnavailable", err)
+	}
+	if out, err := exec.Command("chattr", "-i", journals[0], d.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v: %s", err, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "the journal written again", func() bool { return j.Err() == nil })
+	if st, err := Read(d.Path()); err != nil || leaseIDs(st) != "faulted/0" {
+		t.Fatalf("after the fault: %q, %v", leaseIDs(st), err)
+	}
+}
