@@ -149,11 +149,8 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 		return ExitUnavailable
 	}
 	defer lease.Close() // revokes: a lock granted as a signal came is released too
-	var grant struct {
-		FencingToken int64 `json:"fencingToken"`
-	}
-	q := url.Values{"lease": {lease.ID}, "wait": {wait.String()}, "owner": {*owner}}
-	if err := c.call(sig.ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant); err != nil {
+	token, err := c.acquireLock(sig.ctx, name, lease, *wait, *owner)
+	if err != nil {
 		if sig.received() != 0 {
 			return sig.exitCode()
 		}
@@ -165,7 +162,7 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
 		return ExitUnavailable
 	}
-	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(grant.FencingToken, 10), "COORD_LEASE=" + lease.ID}
+	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "COORD_LEASE=" + lease.ID}
 	out := o.supervise(sig, command, env, lease.Lost)
 	if out.stop != nil { // the lease was lost before any signal came
 		fmt.Fprintf(stderr, "coord-sidecar lock: %s while the command ran; it was stopped\n", lease.why)
@@ -173,13 +170,40 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.call(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
+	if err := c.callRetrying(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
 		fmt.Fprintln(stderr, "coord-sidecar lock: release:", err)
 	}
 	if sig.received() != 0 {
 		return sig.exitCode()
 	}
 	return out.code
+}
+
+// acquireLock takes the lock name for lease, waiting up to wait, and returns
+// its fencing token. A request the sidecar could not answer (it restarted
+// meanwhile: the connection refused or broken, a waiting request answered
+// 503) is made again, for what is left of wait, while the lease lives; asking
+// again is safe, as a lease that holds the lock is given its grant again.
+func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKeeper, wait time.Duration, owner string) (int64, error) {
+	deadline := time.Now().Add(wait)
+	var b backoff
+	for {
+		left := max(time.Until(deadline), 0).Round(time.Millisecond)
+		q := url.Values{"lease": {lease.ID}, "wait": {left.String()}, "owner": {owner}}
+		var grant struct {
+			FencingToken int64 `json:"fencingToken"`
+		}
+		err := c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant)
+		if err == nil {
+			return grant.FencingToken, nil
+		}
+		if !retryable(err) || time.Until(deadline) <= 0 || isClosed(lease.Lost) {
+			return 0, err
+		}
+		if sleep(ctx, b.pause()) != nil {
+			return 0, err
+		}
+	}
 }
 
 // RunElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
@@ -217,14 +241,18 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	// The stream ends with this function, not with a signal: while the child
-	// stops, a closed stream must not read as a loss of leadership.
+	// stops, a closed stream must not read as a loss of leadership. It is
+	// opened again when it breaks (the sidecar restarting): its first event
+	// then says who leads now.
 	ectx, stopEvents := context.WithCancel(context.Background())
-	defer stopEvents()
-	events, err := c.stream(ectx, path+"/events")
+	events, err := c.follow(ectx, path+"/events", 0, nil)
 	if err != nil {
+		stopEvents()
 		return unavailable(sig, stderr, "coord-sidecar elect:", err, e.resign)
 	}
-	return e.campaign(command, events, *requeue)
+	defer events.Wait()
+	defer stopEvents()
+	return e.campaign(command, events.Events, *requeue)
 }
 
 // unavailable is how a wrapper ends after err from the sidecar: 128+N once an
@@ -256,7 +284,7 @@ type candidacy struct {
 func (e *candidacy) resign() {
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.c.call(rctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}}, nil, nil); err != nil {
+	if err := e.c.callRetrying(rctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}}, nil, nil); err != nil {
 		fmt.Fprintln(e.o.stderr, "coord-sidecar elect: resign:", err)
 	}
 }
@@ -285,7 +313,7 @@ func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue 
 			e.resign()
 			return out.code
 		}
-		if err := e.c.call(e.sig.ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+		if err := e.c.callRetrying(e.sig.ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
 			// enrolled again or not: leave
 			return unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
 		}
@@ -395,20 +423,12 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// A process group of its own: a Ctrl-C at the terminal reaches only the
-	// wrapper, which passes it on once, and a stop reaches the child's children.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// A process group of its own, killed with the wrapper on Linux (childAttr).
+	exited, err := startChild(cmd, sig.setChild)
+	if err != nil {
 		fmt.Fprintln(o.stderr, "coord-sidecar:", err)
 		return outcome{code: 127}
 	}
-	sig.setChild(cmd.Process.Pid)
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		sig.setChild(0)
-		close(exited)
-	}()
 
 	stopped := make(chan (<-chan struct{}), len(stop))
 	for _, ch := range stop {
