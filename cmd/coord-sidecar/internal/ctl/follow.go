@@ -50,11 +50,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // retryable tells whether err from a request is the sidecar restarting or
-// busy (try again), rather than its final answer.
+// busy (try again: no answer, or not in time), rather than its final answer
+// or the caller's cancellation.
 func retryable(err error) bool {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		return !errors.Is(err, context.Canceled)
 	}
 	return ae.Status >= 500 || ae.Status == http.StatusTooManyRequests
 }
