@@ -304,7 +304,7 @@ type electionFollowers struct {
 
 // ridingFollowers are the languages whose election follower rides through
 // restarts.
-var ridingFollowers = []string{"python", "node"}
+var ridingFollowers = []string{"bash", "python", "node"}
 
 func startFollowers(t *testing.T, a, b *sidecar) *electionFollowers {
 	t.Helper()
