@@ -184,7 +184,9 @@ func lockHolder(t *testing.T, c *sidecar, name string) int64 {
 // waiting on another sidecar are not granted meanwhile; once the wrappers end,
 // those are, never overlapping. `kv watch` prints a change made after the
 // restarts (and nothing for the restarts themselves), and the example
-// election followers carry on, their candidacies kept.
+// programs (bash, Python, Node) carry on: the lock holders keep their lock and
+// command, the election followers their candidacy, the throughput sharers
+// their membership.
 func TestClientsRideThroughRestarts(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
 	if testing.Short() {
@@ -226,7 +228,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	watch := startExample(t, a, 5*time.Minute, nil, bin, "kv", "watch", "rider")
 	watch.expect(t, "v1", 30*time.Second)
 
-	followers := startFollowers(t, a, b)
+	examples := startExampleRiders(t, a, b, dir)
 
 	check := func(after string, mark time.Time) {
 		t.Helper()
@@ -241,6 +243,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 		if got := candidates(t, b, "rider"); !slices.Equal(got, []string{"elect-a", "elect-b"}) {
 			t.Fatalf("%s the candidates are %q, want elect-a leading, elect-b behind", after, got)
 		}
+		examples.check(t, b, after)
 		for w, what := range map[*runningWrapper]string{lockA: "lock wrapper a", lockB: "lock wrapper b", electA: "elect wrapper a", electB: "elect wrapper b"} {
 			w.stillRunning(t, what+" "+after)
 		}
@@ -256,7 +259,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	}()
 	testutil.Eventually(t, 10*time.Second, "every hold saved", func() bool {
 		st := r.savedState(t)
-		for _, hold := range append([]string{`"kind":"lock","name":"rider"`, `"kind":"candidate","name":"rider/elect-a"`}, followers.saved()...) {
+		for _, hold := range append([]string{`"kind":"lock","name":"rider"`, `"kind":"candidate","name":"rider/elect-a"`}, examples.saved()...) {
 			if !strings.Contains(st, hold) {
 				return false
 			}
@@ -274,7 +277,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 
 	put("v2")
 	watch.expect(t, "v2", 30*time.Second)
-	followers.afterRestarts(t, b)
+	examples.afterRestarts(t, b)
 
 	// The wrappers on the restarted sidecar end: the others take over.
 	lockA.signal(t, syscall.SIGTERM, 143, 30*time.Second)
@@ -293,60 +296,107 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	}
 }
 
-// electionFollowers are the example programs that follow an election, each
-// in an election of its own behind a candidate t1 of the test's (on the
-// sidecar that is not restarted).
-type electionFollowers struct {
-	runs  map[string]*exampleRun
-	t1    map[string]*response
-	terms map[string]string
+// exampleRiders are the example programs that keep a lease, each on the
+// restarted sidecar with a lock, an election or a throughput group of its own:
+// the lock holders run a command until the test says stop; the followers
+// wait behind a candidate t1 of the test's (on the sidecar that is not
+// restarted), the sharers alone in their group.
+type exampleRiders struct {
+	stop      string // the lock holders' command ends once this file exists
+	lockers   map[string]*exampleRun
+	tokens    map[string]int64
+	followers map[string]*exampleRun
+	t1        map[string]*response
+	terms     map[string]string
+	sharers   map[string]*exampleRun
 }
 
-// ridingFollowers are the languages whose election follower rides through
-// restarts.
-var ridingFollowers = []string{"bash", "python", "node"}
-
-func startFollowers(t *testing.T, a, b *sidecar) *electionFollowers {
+func startExampleRiders(t *testing.T, a, b *sidecar, dir string) *exampleRiders {
 	t.Helper()
-	f := &electionFollowers{runs: map[string]*exampleRun{}, t1: map[string]*response{}, terms: map[string]string{}}
+	x := &exampleRiders{stop: filepath.Join(dir, "stop"),
+		lockers: map[string]*exampleRun{}, tokens: map[string]int64{},
+		followers: map[string]*exampleRun{}, t1: map[string]*response{}, terms: map[string]string{},
+		sharers: map[string]*exampleRun{}}
 	for _, l := range exampleLangs {
-		if !slices.Contains(ridingFollowers, l.name) {
-			continue
-		}
 		l.need(t)
+		lock := l.argv(l.lock, "rider-lock-"+l.name, "sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", x.stop))
+		x.lockers[l.name] = startExample(t, a, 5*time.Minute, map[string]string{"TTL": "30"}, lock...)
+		x.tokens[l.name] = exampleAtoi(t, x.lockers[l.name].expect(t, `token ([0-9]+)`, 30*time.Second)[1])
+
 		election := "rider-" + l.name
-		f.t1[l.name] = campaign(t, b, election, "t1", "ttl=60s")
-		f.terms[l.name] = fmt.Sprint(num(f.t1[l.name].Body["term"]))
+		x.t1[l.name] = campaign(t, b, election, "t1", "ttl=60s")
+		x.terms[l.name] = fmt.Sprint(num(x.t1[l.name].Body["term"]))
 		run := startExample(t, a, 5*time.Minute, map[string]string{"EVENTS": "2", "TTL": "60", "VALUE": "rider"},
 			l.argv(l.election, election, "ex")...)
-		run.expect(t, "enrolled ex leader false term "+f.terms[l.name], 30*time.Second)
-		run.expect(t, "leader t1 term "+f.terms[l.name], 30*time.Second)
-		f.runs[l.name] = run
+		run.expect(t, "enrolled ex leader false term "+x.terms[l.name], 30*time.Second)
+		run.expect(t, "leader t1 term "+x.terms[l.name], 30*time.Second)
+		x.followers[l.name] = run
+
+		b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/rider-tp-"+l.name, `{"limit":1000}`)
+		run = startExample(t, a, 5*time.Minute, map[string]string{"EVENTS": "2", "TTL": "60"},
+			l.argv(l.throughput, "rider-tp-"+l.name, "ex")...)
+		run.expect(t, "joined ex", 30*time.Second)
+		run.expect(t, `share 1000 version [0-9]+`, 30*time.Second)
+		x.sharers[l.name] = run
 	}
-	return f
+	return x
 }
 
-// saved are what the state file of their sidecar says of their candidacies.
-func (f *electionFollowers) saved() []string {
+// saved are what the state file of their sidecar says of their holds.
+func (x *exampleRiders) saved() []string {
 	var out []string
-	for name := range f.runs {
-		out = append(out, fmt.Sprintf(`"kind":"candidate","name":"rider-%s/ex"`, name))
+	for _, l := range exampleLangs {
+		out = append(out, fmt.Sprintf(`"kind":"lock","name":"rider-lock-%s"`, l.name),
+			fmt.Sprintf(`"kind":"candidate","name":"rider-%s/ex"`, l.name), "rider-tp-"+l.name+"/")
 	}
 	return out
 }
 
-// afterRestarts has t1 resign: each follower, its candidacy kept, prints
-// itself leading (and nothing before: the restarts changed no leader), then
-// exits 0 (EVENTS=2).
-func (f *electionFollowers) afterRestarts(t *testing.T, b *sidecar) {
+// check fails unless every lock holder still holds its lock with its token,
+// as the sidecar that was not restarted sees it, and still runs.
+func (x *exampleRiders) check(t *testing.T, b *sidecar, after string) {
 	t.Helper()
-	for name, run := range f.runs {
-		election := "rider-" + name
-		b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(f.t1[name].Body["lease"]))
-		term := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
-		if exampleAtoi(t, term) <= exampleAtoi(t, f.terms[name]) {
-			t.Fatalf("%s: term %s after %s", name, term, f.terms[name])
+	for name, run := range x.lockers {
+		if got := lockHolder(t, b, "rider-lock-"+name); got != x.tokens[name] {
+			t.Fatalf("%s the %s lock example's lock has token %d, want %d", after, name, got, x.tokens[name])
 		}
+		select {
+		case <-run.done:
+			t.Fatalf("%s the %s lock example exited (%v)", after, name, run.err)
+		default:
+		}
+	}
+}
+
+// afterRestarts ends the lock holders' commands (each releases and exits 0),
+// has t1 resign (each follower, its candidacy kept, prints itself leading, and
+// nothing before: the restarts changed no leader) and another member join
+// each group (each sharer prints half the limit); the followers and sharers
+// then exit 0 (EVENTS=2).
+func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecar) {
+	t.Helper()
+	if err := os.WriteFile(x.stop, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range x.lockers {
+		run.expect(t, "released", 30*time.Second)
+		run.exit(t, 0, 30*time.Second)
+		if got := lockHolder(t, b, "rider-lock-"+name); got != 0 {
+			t.Fatalf("the %s lock example exited, its lock still held (token %d)", name, got)
+		}
+	}
+	for name, run := range x.followers {
+		election := "rider-" + name
+		b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(x.t1[name].Body["lease"]))
+		term := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
+		if exampleAtoi(t, term) <= exampleAtoi(t, x.terms[name]) {
+			t.Fatalf("%s: term %s after %s", name, term, x.terms[name])
+		}
+		run.exit(t, 0, 30*time.Second)
+	}
+	for name, run := range x.sharers {
+		joinTP(t, b, "rider-tp-"+name, "t1", "weight=1")
+		run.expect(t, `share 500 version [0-9]+`, 30*time.Second)
 		run.exit(t, 0, 30*time.Second)
 	}
 }
