@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -450,4 +452,46 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A sidecar that goes away for good (SIGKILL, nobody starting a successor) is
+// not waited for past the point where the lease could have ended: the lock
+// wrapper stops its command and exits 76, saying it had no word from the
+// sidecar, before the lock (its session expired) passes to a wrapper waiting
+// on another sidecar, whose command never overlaps.
+func TestLockWrapperGivesUpASidecarGoneForGood(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: see TestMain
+	bin := buildBinary(t)
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	addr := freeAddr(t)
+	p := exec.Command(bin, "--listen", addr, "--zk", strings.Join(zkc.Servers(), ","), "--zk-root", root, "--session-timeout", "2s")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = p.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = p.Process.Kill(); <-exited })
+	(&sidecar{base: "http://" + addr}).waitReady(t)
+	other := startSidecar(t, zkc.Servers(), root)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+
+	gone := startRider(t, bin, "http://"+addr, append([]string{"lock", "stays-away", "--grace", "2s", "--"}, riderChild(log, "a", filepath.Join(dir, "a"))...)...)
+	awaitChild(t, filepath.Join(dir, "a"))
+	startRider(t, bin, other.base, append([]string{"lock", "stays-away", "--wait", "2m", "--"}, riderChild(log, "b", filepath.Join(dir, "b"))...)...)
+	testutil.Eventually(t, 10*time.Second, "the other wrapper waits", func() bool {
+		return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/stays-away").Body["waiters"]) == 1
+	})
+
+	killed := time.Now()
+	if err := p.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	gone.wait(t, killed, ctl.ExitLeaseLost, testutil.Patience(30*time.Second))
+	if out := gone.out.String(); !strings.Contains(out, "no word from the sidecar") {
+		t.Fatalf("the wrapper printed %q; want it to say it had no word from the sidecar", out)
+	}
+	awaitChild(t, filepath.Join(dir, "b"))
+	checkNoOverlap(t, spans(t, log))
 }
