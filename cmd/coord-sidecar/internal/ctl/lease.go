@@ -48,6 +48,8 @@ type leaseKeeper struct {
 	// (0 when the sidecar did not say).
 	ttl, session time.Duration
 	lostOnce     sync.Once
+	lostCtx      context.Context // ends when Lost closes
+	lostCancel   context.CancelFunc
 	reopened     chan struct{} // a token each time the stream was opened again
 	stop         context.CancelFunc
 	done         chan struct{} // closed once run has ended (nil before it starts)
@@ -65,6 +67,7 @@ func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKee
 	}
 	sctx, stop := context.WithCancel(context.Background())
 	k := &leaseKeeper{ID: lease.Lease, Lost: make(chan struct{}), c: c, ttl: ttl, reopened: make(chan struct{}, 1), stop: stop}
+	k.lostCtx, k.lostCancel = context.WithCancel(context.Background())
 	var err error
 	if k.session, err = c.sessionTimeout(ctx); err != nil {
 		k.Close()
@@ -122,7 +125,19 @@ func (k *leaseKeeper) lose(why string) {
 	k.lostOnce.Do(func() {
 		k.why = why
 		close(k.Lost)
+		k.lostCancel()
 	})
+}
+
+// untilLost returns a context of parent's that also ends when the lease is
+// lost: for a request made on the lease's behalf, which is pointless after.
+func (k *leaseKeeper) untilLost(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(k.lostCtx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // vouched is how long the last confirmation vouches for the lease by the
@@ -263,4 +278,5 @@ func (k *leaseKeeper) Close() {
 	if k.done != nil {
 		<-k.done
 	}
+	k.lostCancel()
 }

@@ -185,6 +185,8 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 // 503) is made again, for what is left of wait, while the lease lives; asking
 // again is safe, as a lease that holds the lock is given its grant again.
 func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKeeper, wait time.Duration, owner string) (int64, error) {
+	ctx, cancel := lease.untilLost(ctx)
+	defer cancel()
 	deadline := time.Now().Add(wait)
 	var b backoff
 	for {
@@ -313,11 +315,22 @@ func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue 
 			e.resign()
 			return out.code
 		}
-		if err := e.c.callRetrying(e.sig.ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+		if err := e.requeue(); err != nil {
+			if isClosed(e.lease.Lost) {
+				return e.notLeading(err)
+			}
 			// enrolled again or not: leave
 			return unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
 		}
 	}
+}
+
+// requeue sends the candidate to the back of the line, trying again while the
+// sidecar restarts, until a signal comes or the lease is lost.
+func (e *candidacy) requeue() error {
+	ctx, cancel := e.lease.untilLost(e.sig.ctx)
+	defer cancel()
+	return e.c.callRetrying(ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil)
 }
 
 // notLeading is the exit code when waiting for leadership failed with err.
