@@ -516,8 +516,12 @@ Takes the lock NAME (waiting up to --wait), runs COMMAND with COORD_FENCING_TOKE
 and COORD_LEASE in its environment while the lease lives, releases the lock when
 COMMAND exits and exits with its code. SIGTERM, SIGINT and SIGHUP are passed on to
 COMMAND; once it has exited the lock is released and the wrapper exits 128+N.
-Exit codes: 64 bad command line, 69 sidecar unreachable or refusing, 75 not
-acquired within --wait, 76 lease lost while COMMAND ran (it was stopped).`
+A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+--state-dir) is ridden through: streams are opened again, and the lease, the
+lock and COMMAND kept. Exit codes: 64 bad command line, 69 sidecar unreachable
+or refusing, 75 not acquired within --wait, 76 lease lost while COMMAND ran
+(the sidecar said so, or answered no keepalive for the smaller of --ttl and
+half its session timeout): COMMAND was stopped.`
 	electUsage = `elect NAME --id ID [flags] -- COMMAND ARGS...
 
 Campaigns in the election NAME and runs COMMAND only while ID leads, with
@@ -526,8 +530,12 @@ environment; stops it when leadership or the lease is lost. Without --requeue it
 resigns and exits with COMMAND's code; with --requeue it goes to the back of the
 line and runs COMMAND again at its next turn. SIGTERM, SIGINT and SIGHUP are
 passed on to COMMAND; once it has exited the candidate resigns (never requeued)
-and the wrapper exits 128+N. Exit codes: 64 bad command line, 69 sidecar
-unreachable or refusing, 76 lease lost while COMMAND ran (it was stopped).`
+and the wrapper exits 128+N. A restart of the sidecar (kill -USR2, or kill -9
+and a successor on the same --state-dir) is ridden through: streams are opened
+again, and the lease, the candidacy and COMMAND kept. Exit codes: 64 bad command
+line, 69 sidecar unreachable or refusing, 76 lease lost while COMMAND ran (the
+sidecar said so, or answered no keepalive for the smaller of --ttl and half its
+session timeout): COMMAND was stopped.`
 )
 
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come
