@@ -8,6 +8,13 @@
 # releases the lock and prints "released". Exits with COMMAND's status, or 1 when
 # the lock could not be taken. Without COMMAND it prints a line and sleeps 2s.
 #
+# A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+# --state-dir) costs nothing: a keepalive that finds the sidecar away is tried
+# again after 50 ms doubling to 1 s. COMMAND is stopped only when the sidecar
+# says the lease is gone (404), or when no keepalive was answered for as long as
+# the lease could outlive it: TTL, or half the sidecar's ZooKeeper session
+# timeout (a sidecar gone for good lets its session, and the lock, expire then).
+#
 # Environment: COORD_ADDR (default http://127.0.0.1:8080), WAIT (10s), TTL (the
 # lease's time to live in seconds, at least 3; default 30), OWNER (shown as the
 # lock's holder; default host:pid). Needs bash and curl, nothing else.
@@ -41,6 +48,27 @@ shift
 [ $# -gt 0 ] || set -- sh -c 'echo "working with fencing token $FENCING_TOKEN"; sleep 2'
 ttl=${TTL:-30}
 
+# now_ms is the time in milliseconds; nap sleeps $1 milliseconds.
+now_ms() {
+	local t=${EPOCHREALTIME/[.,]/}
+	echo $((10#$t / 1000))
+}
+nap() { sleep "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }
+
+# period is how long an answered keepalive vouches for the lease, in
+# milliseconds: TTL, or half the sidecar's ZooKeeper session timeout (a Go
+# duration: 10s, 1m30s, 500ms; a fraction of a second is dropped) if shorter.
+period=$((ttl * 1000))
+timeout=$(curl "${via[@]}" -sS --fail "$addr/v1/session" | sed -n 's/.*"timeout":"\([^"]*\)".*/\1/p') || true
+if [[ $timeout =~ ^(([0-9]+)m)?(([0-9]+)(\.[0-9]+)?s)?$ ]]; then
+	half=$(((10#${BASH_REMATCH[2]:-0} * 60000 + 10#${BASH_REMATCH[4]:-0} * 1000) / 2))
+elif [[ $timeout =~ ^([0-9]+)ms$ ]]; then
+	half=$((10#${BASH_REMATCH[1]} / 2))
+fi
+if [ "${half:-0}" -gt 0 ] && [ "$half" -lt "$period" ]; then
+	period=$half
+fi
+
 # 1. Acquire. Without lease= the sidecar makes an implicit lease from ttl=, which
 #    ends with the release. -G puts the url-encoded fields in the query string.
 #    The answer (201) is {"acquiredAt","fencingToken","lease","name","owner"}; a
@@ -66,25 +94,52 @@ release() {
 	released=1
 	[ -z "$keepalive" ] || kill -KILL "$keepalive" 2>/dev/null || true
 	[ -z "$work" ] || kill "$work" 2>/dev/null || true
-	curl "${via[@]}" -sS --fail-with-body -X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
+	curl "${via[@]}" -sS --fail-with-body --retry 10 --retry-connrefused --retry-max-time 10 \
+		-X DELETE "$addr/v1/locks/$lock?lease=$lease" >&2 && echo released
 }
 keepalive="" work=""
 trap release EXIT
 trap 'exit 130' INT TERM
 
+# keep_alive keeps the lease alive, three keepalives per period, and stops the
+# work when the lock may no longer be ours: the sidecar answers that the lease is
+# gone (404), or no keepalive was answered for period since the last answered
+# one was sent. A keepalive the sidecar does not answer (000: not reached; 5xx,
+# 429: restarting or busy) is tried again after 50 ms doubling to 1 s.
+keep_alive() {
+	local confirmed left pause sent code backoff=0 why
+	confirmed=$(now_ms)
+	while :; do
+		left=$((confirmed + period - $(now_ms)))
+		if [ "$left" -le 0 ]; then
+			why="no keepalive answered for ${period}ms"
+			break
+		fi
+		pause=$((backoff > 0 ? backoff : period / 3))
+		nap $((pause < left ? pause : left))
+		sent=$(now_ms)
+		code=$(curl "${via[@]}" -s -o /dev/null -w '%{http_code}' -m 5 -X POST "$addr/v1/leases/$lease/keepalive") || true
+		case $code in
+		200) confirmed=$sent backoff=0 ;;
+		000 | 5?? | 429) backoff=$((backoff > 0 ? (backoff >= 500 ? 1000 : backoff * 2) : 50)) ;;
+		*)
+			why="keepalive answered $code"
+			break
+			;;
+		esac
+	done
+	echo "lock.sh: lease $lease lost ($why); stopping the work" >&2
+	kill "$work"
+}
+
 # 2. Work, with the token in the environment: pass it to whatever the lock protects,
 #    which refuses tokens lower than the highest it has seen. Meanwhile keep the
-#    lease alive every TTL/3 seconds; if that fails the lock is no longer ours, so
-#    stop the work. (<&0: a background command would otherwise read /dev/null;
-#    the sleep that outlives the loop for a while holds none of our output.)
+#    lease alive (keep_alive). (<&0: a background command would otherwise read
+#    /dev/null; the sleep that outlives the loop for a while holds none of our
+#    output.)
 FENCING_TOKEN=$token "$@" <&0 &
 work=$!
-while sleep $((ttl / 3)) 2>/dev/null; do
-	curl "${via[@]}" -sf -X POST "$addr/v1/leases/$lease/keepalive" >/dev/null && continue
-	echo "lock.sh: lease $lease lost; stopping the work" >&2
-	kill "$work"
-	break
-done </dev/null >/dev/null &
+keep_alive </dev/null >/dev/null &
 keepalive=$!
 disown "$keepalive" # killed with SIGKILL at the end: bash is not to report it on stderr
 status=0

@@ -115,16 +115,59 @@ export function message(err) {
  */
 
 /**
- * events opens one of the sidecar's event streams through the typed client and
+ * events follows one of the sidecar's event streams through the typed client and
  * yields each server-sent event as {id, event, data}, typed by the stream's schema.
+ * A stream that ends or breaks (a restart of the sidecar: the connection refused
+ * or cut, 5xx, 429) is opened again, with Last-Event-ID, after 50 ms doubling to
+ * 1 s; it starts again with the state now, so a state may come twice. Any other
+ * answer (404: what the path names is gone) throws, as does a sidecar not reached
+ * for giveUp seconds (default: tried for ever).
  * @template {keyof Streams} P
  * @param {P} path
  * @param {Record<string, string>} pathParams
+ * @param {number} [giveUp]
  * @returns {AsyncGenerator<Streams[P]>}
  */
-export async function* events(path, pathParams) {
-  const answer = await /** @type {any} */ (client).GET(path, { params: { path: pathParams }, parseAs: "stream" });
-  const body = /** @type {ReadableStream<Uint8Array>} */ (ok(answer));
+export async function* events(path, pathParams, giveUp = Infinity) {
+  let lastId = "", pause = 50, broke = 0;
+  for (;;) {
+    let answer;
+    try {
+      answer = await /** @type {any} */ (client).GET(path, {
+        params: { path: pathParams },
+        headers: lastId ? { "Last-Event-ID": lastId } : {},
+        parseAs: "stream",
+      });
+    } catch {
+      answer = undefined; // not reached: the sidecar is restarting
+    }
+    const status = answer?.response.status ?? 0;
+    if (answer && !answer.response.ok && status < 500 && status !== 429) ok(answer); // throws
+    if (answer?.response.ok) {
+      pause = 50;
+      broke = 0;
+      try {
+        for await (const ev of parseEvents(ok(answer))) {
+          if (ev.id) lastId = ev.id;
+          yield /** @type {Streams[P]} */ (ev);
+        }
+      } catch {
+        // cut short: the sidecar is restarting
+      }
+    }
+    broke ||= Date.now();
+    if (Date.now() - broke > giveUp * 1000) throw new Error(`${path}: the sidecar was not reached for ${giveUp}s`);
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    pause = Math.min(pause * 2, 1000);
+  }
+}
+
+/**
+ * parseEvents yields each server-sent event of a response body as {id, event, data}.
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<{id: string, event: string, data: any}>}
+ */
+async function* parseEvents(body) {
   const decoder = new TextDecoder();
   let buf = "", id = "", event = "", data = /** @type {string[]} */ ([]);
   for await (const chunk of /** @type {AsyncIterable<Uint8Array>} */ (/** @type {unknown} */ (body))) {
@@ -138,7 +181,7 @@ export async function* events(path, pathParams) {
       else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       else if (line === "") {
         // a blank line ends an event; ":" lines are comments
-        if (data.length) yield /** @type {Streams[P]} */ ({ id, event, data: parse(data.join("\n")) });
+        if (data.length) yield { id, event, data: parse(data.join("\n")) };
         event = "";
         data = [];
       }

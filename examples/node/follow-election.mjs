@@ -10,6 +10,12 @@
 // default for both: no limit), or on Ctrl-C. Leaving closes the lease's stream,
 // which ends the candidacy at once: the next candidate leads.
 //
+// A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+// --state-dir) ends its streams: they are opened again (with Last-Event-ID), after
+// 50 ms doubling to 1 s, and the candidacy goes on. The program exits 1 when the
+// sidecar says the lease is gone (404, or its stream's last event), or when the
+// sidecar cannot be reached for TTL seconds (the lease expired then).
+//
 // Environment: COORD_ADDR (a URL or host:port; default http://127.0.0.1:8080),
 // VALUE (published with the candidate; default the host name), TTL (seconds,
 // default 10), EVENTS, TIMEOUT. Talks to the sidecar through the typed client of
@@ -23,6 +29,7 @@ if (!election) {
   process.exit(2);
 }
 const maxEvents = Number(process.env.EVENTS ?? 0);
+const ttl = Number(process.env.TTL ?? 10);
 const timeout = Number(process.env.TIMEOUT ?? 0);
 if (timeout > 0) setTimeout(() => process.exit(0), timeout * 1000);
 
@@ -31,7 +38,7 @@ let c;
 try {
   c = ok(
     await client.POST("/v1/elections/{name}/candidates", {
-      params: { path: { name: election }, query: { id: me, ttl: `${process.env.TTL ?? 10}s` } },
+      params: { path: { name: election }, query: { id: me, ttl: `${ttl}s` } },
       body: { value: process.env.VALUE ?? hostname() },
     }),
   );
@@ -43,11 +50,16 @@ console.log(`enrolled ${me} leader ${c.leader} term ${c.term}`);
 
 // 2. Keep the candidacy's lease alive by holding its event stream open: the lease
 //    does not expire while the stream is open, and is revoked when it closes (when
-//    this process exits). The stream's last event says how the lease ended.
+//    this process exits). The stream's last event says how the lease ended. After
+//    a restart of the sidecar the stream is opened again (events, client.mjs)
+//    unless the lease is gone, or TTL passed without reaching the sidecar.
 const lease = c.lease;
 (async () => {
   let last;
-  for await (const { event } of events("/v1/leases/{lease}/events", { lease })) last = event;
+  for await (const { event } of events("/v1/leases/{lease}/events", { lease }, ttl)) {
+    last = event;
+    if (event === "lost" || event === "expired" || event === "revoked") break;
+  }
   throw new Error(`the lease ended (${last})`);
 })().catch((err) => {
   console.error(`follow-election.mjs: ${message(err)}`);
@@ -65,5 +77,3 @@ for await (const { data } of events("/v1/elections/{name}/events", { name: elect
   last = now;
   if (++printed === maxEvents) process.exit(0);
 }
-console.error("follow-election.mjs: the event stream ended");
-process.exit(1);

@@ -10,6 +10,12 @@
 // limit), or on Ctrl-C. Leaving closes the lease's stream, which ends the
 // membership at once: the others share the limit.
 //
+// A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+// --state-dir) ends its streams: they are opened again (with Last-Event-ID), after
+// 50 ms doubling to 1 s, and the membership goes on. The program exits 1 when the
+// sidecar says the lease is gone (404, or its stream's last event), or when the
+// sidecar cannot be reached for TTL seconds (the lease expired then).
+//
 // Environment: COORD_ADDR (a URL or host:port; default http://127.0.0.1:8080),
 // WEIGHT (default 1), TTL (seconds, default 10), EVENTS, TIMEOUT. Talks to the
 // sidecar through the typed client of client.mjs (run `npm ci --omit=dev` here once).
@@ -21,6 +27,7 @@ if (!group) {
   process.exit(2);
 }
 const maxEvents = Number(process.env.EVENTS ?? 0);
+const ttl = Number(process.env.TTL ?? 10);
 const timeout = Number(process.env.TIMEOUT ?? 0);
 if (timeout > 0) setTimeout(() => process.exit(0), timeout * 1000);
 
@@ -31,7 +38,7 @@ try {
     await client.POST("/v1/throughput/{group}/members", {
       params: {
         path: { group },
-        query: { id: me, weight: Number(process.env.WEIGHT ?? 1), ttl: `${process.env.TTL ?? 10}s` },
+        query: { id: me, weight: Number(process.env.WEIGHT ?? 1), ttl: `${ttl}s` },
       },
     }),
   );
@@ -45,11 +52,16 @@ if (printed === maxEvents) process.exit(0);
 
 // 2. Keep the membership's lease alive by holding its event stream open: the lease
 //    does not expire while the stream is open, and is revoked when it closes (when
-//    this process exits). The stream's last event says how the lease ended.
+//    this process exits). The stream's last event says how the lease ended. After
+//    a restart of the sidecar the stream is opened again (events, client.mjs)
+//    unless the lease is gone, or TTL passed without reaching the sidecar.
 const lease = joined.lease ?? "";
 (async () => {
   let last;
-  for await (const { event } of events("/v1/leases/{lease}/events", { lease })) last = event;
+  for await (const { event } of events("/v1/leases/{lease}/events", { lease }, ttl)) {
+    last = event;
+    if (event === "lost" || event === "expired" || event === "revoked") break;
+  }
   throw new Error(`the lease ended (${last})`);
 })().catch((err) => {
   console.error(`throughput-share.mjs: ${message(err)}`);
@@ -73,5 +85,3 @@ for await (const ev of events("/v1/throughput/{group}/events", { group })) {
   console.log(`share ${share} version ${g.version}`);
   if (++printed === maxEvents) process.exit(0);
 }
-console.error("throughput-share.mjs: the event stream ended");
-process.exit(1);

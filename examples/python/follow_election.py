@@ -9,6 +9,12 @@ there is none). Stops after $EVENTS leader lines or $TIMEOUT seconds (0, the
 default for both: no limit), or on Ctrl-C. Leaving closes the lease's stream,
 which ends the candidacy at once: the next candidate leads.
 
+A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+--state-dir) ends its streams: they are opened again (with Last-Event-ID),
+after 50 ms doubling to 1 s, and the candidacy goes on. The program exits 1
+when the sidecar says the lease is gone (404, or its stream's last event), or
+when the sidecar cannot be reached for TTL seconds (the lease expired then).
+
 Environment: COORD_ADDR (default http://127.0.0.1:8080), VALUE (published with
 the candidate; default the host name), TTL (seconds, default 10), EVENTS,
 TIMEOUT. Python 3 standard library only.
@@ -21,6 +27,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -72,29 +79,64 @@ def call(method, path, body=None):
         raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
 
 
-def events(path):
-    """Yields (event, data) for each server-sent event of the stream at path."""
-    with urllib.request.urlopen(ADDR + path) as resp:
-        event, data = "", []
-        for raw in resp:
-            line = raw.decode().rstrip("\r\n")
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            elif not line:  # a blank line ends an event; ":" lines are comments
-                if data:
-                    yield event, json.loads("\n".join(data))
-                event, data = "", []
+def parse(resp):
+    """Yields (id, event, data) for each server-sent event of a response."""
+    ev_id, event, data = "", "", []
+    for raw in resp:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith("id:"):
+            ev_id = line[3:].strip()
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif not line:  # a blank line ends an event; ":" lines are comments
+            if data:
+                yield ev_id, event, json.loads("\n".join(data))
+            event, data = "", []
 
 
-def hold_lease(lease):
+def events(path, give_up=None):
+    """Yields (event, data) for each server-sent event of the stream at path,
+    for good: a stream that ends or breaks (the sidecar restarting) is opened
+    again, with Last-Event-ID, after 50 ms doubling to 1 s, and its first
+    events are the state now. An answer that is not a restart's (404: the
+    lease or what path names is gone) raises RuntimeError; so does a sidecar
+    not reached for give_up seconds (None: tried for ever)."""
+    last_id, pause, broke = None, 0.05, None
+    while True:
+        headers = {"Last-Event-ID": last_id} if last_id else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(ADDR + path, headers=headers)) as resp:
+                pause, broke = 0.05, None
+                for ev_id, event, data in parse(resp):
+                    last_id = ev_id or last_id
+                    yield event, data
+        except urllib.error.HTTPError as e:
+            if e.code < 500 and e.code != 429:
+                raise RuntimeError(f"GET {path}: {e.code} {e.read().decode()}") from None
+        except (OSError, http.client.HTTPException):
+            pass  # refused, reset, cut short: the sidecar is restarting
+        broke = broke or time.monotonic()
+        if give_up is not None and time.monotonic() - broke > give_up:
+            raise RuntimeError(f"GET {path}: the sidecar was not reached for {give_up}s")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
+def hold_lease(lease, ttl):
     """Keeps the lease alive by holding its event stream open: the lease does not
     expire while the stream is open, and is revoked when it closes (when this
-    process exits). The stream's last event says how the lease ended."""
+    process exits). The stream's last event says how the lease ended; after a
+    restart of the sidecar the stream is opened again (see events) unless the
+    lease is gone, or TTL passed without reaching the sidecar."""
     last = None
-    for last, _ in events(f"/v1/leases/{lease}/events"):
-        pass
+    try:
+        for last, _ in events(f"/v1/leases/{lease}/events", give_up=ttl):
+            if last in ("lost", "expired", "revoked"):
+                break
+    except RuntimeError as e:
+        last = e
     print(f"follow_election.py: the lease ended ({last})", file=sys.stderr)
     os._exit(1)
 
@@ -110,7 +152,8 @@ def main():
     signal.alarm(int(os.environ.get("TIMEOUT", "0")))
 
     # 1. Enrol. The answer (201) is {"candidate","leader","lease","name","term"}.
-    query = urllib.parse.urlencode({"id": me, "ttl": os.environ.get("TTL", "10") + "s"})
+    ttl = int(os.environ.get("TTL", "10"))
+    query = urllib.parse.urlencode({"id": me, "ttl": f"{ttl}s"})
     value = os.environ.get("VALUE", socket.gethostname())
     try:
         c = call("POST", f"/v1/elections/{election}/candidates?{query}", {"value": value})
@@ -119,10 +162,11 @@ def main():
     print(f"enrolled {me} leader {str(c['leader']).lower()} term {c['term']}", flush=True)
 
     # 2. Keep the candidacy's lease alive (see hold_lease).
-    threading.Thread(target=hold_lease, args=(c["lease"],), daemon=True).start()
+    threading.Thread(target=hold_lease, args=(c["lease"], ttl), daemon=True).start()
 
     # 3. Follow the election: one `leader` event (data: the election, as GET
-    #    /v1/elections/ELECTION answers it) now, then one on every change.
+    #    /v1/elections/ELECTION answers it) now, then one on every change; after
+    #    a restart of the sidecar, the state now again (printed if it changed).
     last, printed = None, 0
     for _, e in events(f"/v1/elections/{election}/events"):
         leader = e["leader"]  # {"candidate","since","term","value"} or None
@@ -133,7 +177,6 @@ def main():
         last, printed = now, printed + 1
         if printed == max_events:
             return
-    sys.exit("follow_election.py: the event stream ended")
 
 
 if __name__ == "__main__":
@@ -141,5 +184,7 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except RuntimeError as e:  # the election's stream refused
+        sys.exit(f"follow_election.py: {e}")
     except OSError as e:  # the sidecar cannot be reached
         sys.exit(f"follow_election.py: {e}")

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/client"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -349,33 +350,120 @@ func (c *cliCall) kvDelete(args []string) int {
 	return 0
 }
 
-// kvWatch follows GET /v1/kv/{key}/events until a signal (exit 128+N) or until
-// the stream ends (the sidecar went away: 69).
+// kvWatchGiveUp is how long `kv watch` tries to open its stream again after
+// it broke before it gives up (exit 69): longer than a restart of the
+// sidecar takes.
+const kvWatchGiveUp = time.Minute
+
+// kvWatch follows GET /v1/kv/{key}/events until a signal (exit 128+N). A
+// stream that breaks (the sidecar restarting: kill -USR2, or kill -9 and a
+// successor on the same --state-dir) is opened again, with Last-Event-ID,
+// after a backoff of 50 ms doubling to 1 s; the state it starts with is
+// written only when it differs from the last one written, so a restart
+// writes nothing by itself. It exits 69 when the sidecar is not reached again
+// within kvWatchGiveUp, and as the first open would (1 for 404, 64 for 400,
+// else 69) when the sidecar answers a reopening with a problem.
 func (c *cliCall) kvWatch(args []string) int {
-	resp, err := c.api.StreamKey(c.sig.ctx, args[0])
+	body, status, raw, err := c.openKeyStream(args[0], "")
+	if err != nil || status != http.StatusOK {
+		return c.failed(err, status, raw)
+	}
+	var w keyWatch
+	for {
+		broke, err := c.readKeyStream(body, &w)
+		if err != nil {
+			return c.failed(err, 0, nil)
+		}
+		if c.sig.received() != 0 {
+			return c.sig.exitCode()
+		}
+		fmt.Fprintf(c.stderr, "coord-sidecar %s: the stream ended (%v); opening it again\n", c.name, broke)
+		var code int
+		if body, code = c.reopenKeyStream(args[0], &w); body == nil {
+			return code
+		}
+	}
+}
+
+// keyWatch is what `kv watch` remembers across its streams.
+type keyWatch struct {
+	lastID  string // the last event id received: Last-Event-ID of the next stream
+	last    []byte // the data of the last state written
+	written bool   // a state was written
+}
+
+// openKeyStream opens the key's event stream (with Last-Event-ID lastID,
+// unless empty): its body when the answer is 200, else the answer's status
+// and body, or the transport's error.
+func (c *cliCall) openKeyStream(key, lastID string) (io.ReadCloser, int, []byte, error) {
+	resp, err := c.api.StreamKey(c.sig.ctx, key, func(_ context.Context, req *http.Request) error {
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		return nil
+	})
 	if err != nil {
-		return c.failed(err, 0, nil)
+		return nil, 0, nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return c.failed(nil, resp.StatusCode, b)
+		return nil, resp.StatusCode, b, nil
 	}
-	r := sse.NewReader(resp.Body)
+	return resp.Body, http.StatusOK, nil, nil
+}
+
+// reopenKeyStream opens the key's stream again after a break, with backoff,
+// while the sidecar is unreachable or answers 5xx or 429 (restarting), for up
+// to kvWatchGiveUp. Without a stream it returns the exit code.
+func (c *cliCall) reopenKeyStream(key string, w *keyWatch) (io.ReadCloser, int) {
+	var b backoff
+	start := time.Now()
+	for {
+		if sleep(c.sig.ctx, b.pause()) != nil {
+			return nil, c.sig.exitCode()
+		}
+		body, status, raw, err := c.openKeyStream(key, w.lastID)
+		switch {
+		case err == nil && status == http.StatusOK:
+			return body, 0
+		case c.sig.received() != 0:
+			return nil, c.sig.exitCode()
+		case err == nil && status < 500 && status != http.StatusTooManyRequests:
+			return nil, c.failed(nil, status, raw)
+		case time.Since(start) > kvWatchGiveUp:
+			fmt.Fprintf(c.stderr, "coord-sidecar %s: the sidecar was not reached again within %s\n", c.name, kvWatchGiveUp)
+			return nil, c.failed(err, status, raw)
+		}
+	}
+}
+
+// readKeyStream writes the states of one stream (see kvWatch) until it ends;
+// broke is why it ended, err a failure to write.
+func (c *cliCall) readKeyStream(body io.ReadCloser, w *keyWatch) (broke, err error) {
+	defer body.Close()
+	r := sse.NewReader(body)
+	first := true // a stream opened again starts with the state now: maybe the last one written
 	for {
 		ev, err := r.Next()
 		if err != nil {
-			if c.sig.received() != 0 {
-				return c.sig.exitCode()
-			}
-			fmt.Fprintf(c.stderr, "coord-sidecar %s: the stream ended (%v)\n", c.name, err)
-			return ExitUnavailable
+			return err, nil
 		}
-		if ev.Name == "kv" {
-			if err := c.writeKeyState(ev.Data); err != nil {
-				return c.failed(err, 0, nil)
-			}
+		if ev.ID != "" {
+			w.lastID = ev.ID
 		}
+		if ev.Name != "kv" {
+			continue
+		}
+		repeat := first && w.written && bytes.Equal(ev.Data, w.last)
+		first = false
+		if repeat {
+			continue
+		}
+		if err := c.writeKeyState(ev.Data); err != nil {
+			return nil, err
+		}
+		w.last, w.written = ev.Data, true
 	}
 }
 

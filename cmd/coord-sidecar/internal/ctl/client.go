@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -114,12 +113,17 @@ func (c *apiClient) call(ctx context.Context, method, path string, q url.Values,
 	return nil
 }
 
-// stream opens an event stream; events arrive on the returned channel, which
-// closes when the stream ends (ctx ended, the sidecar went away, or it ended it).
-func (c *apiClient) stream(ctx context.Context, path string) (<-chan sse.Event, error) {
+// stream opens an event stream (with Last-Event-ID: lastID, unless empty);
+// events arrive on the returned channel, which closes when the stream ends (ctx
+// ended, the sidecar went away, or it ended it). A reconnecting stream is
+// follow's (follow.go).
+func (c *apiClient) stream(ctx context.Context, path, lastID string) (<-chan sse.Event, error) {
 	req, err := c.request(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {
 		return nil, err
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -149,71 +153,4 @@ func (c *apiClient) stream(ctx context.Context, path string) (<-chan sse.Event, 
 		}
 	}()
 	return ch, nil
-}
-
-// leaseKeeper holds a lease alive through its keepalive stream. Lost closes (with
-// why set) when the lease ends, when it loses a hold (a wrapper's lease holds
-// one thing) or when the stream breaks.
-type leaseKeeper struct {
-	ID   string
-	Lost chan struct{}
-	why  string
-	c    *apiClient
-	stop context.CancelFunc
-}
-
-// keepLease makes a lease and holds its stream open. ctx bounds the making only:
-// the stream stays open until Close.
-func (c *apiClient) keepLease(ctx context.Context, ttl time.Duration) (*leaseKeeper, error) {
-	var lease struct {
-		Lease string `json:"lease"`
-	}
-	if err := c.call(ctx, http.MethodPost, "/v1/leases", url.Values{"ttl": {ttl.String()}}, nil, &lease); err != nil {
-		return nil, fmt.Errorf("create lease: %w", err)
-	}
-	k := &leaseKeeper{ID: lease.Lease, Lost: make(chan struct{}), c: c}
-	sctx, stop := context.WithCancel(context.Background())
-	k.stop = stop
-	events, err := c.stream(sctx, "/v1/leases/"+lease.Lease+"/events")
-	if err != nil {
-		k.Close()
-		return nil, fmt.Errorf("lease stream: %w", err)
-	}
-	select {
-	case ev, ok := <-events:
-		if !ok || ev.Name != "lease" {
-			k.Close()
-			return nil, fmt.Errorf("lease stream: no first event")
-		}
-	case <-ctx.Done():
-		k.Close()
-		return nil, ctx.Err()
-	}
-	go func() {
-		defer close(k.Lost)
-		for ev := range events {
-			switch ev.Name {
-			case "lost", "expired", "revoked":
-				k.why = "lease " + ev.Name
-				return
-			case "lost-hold": // the wrapper's lease holds one thing: that is gone
-				var h struct{ Kind, Name, Reason string }
-				_ = json.Unmarshal(ev.Data, &h)
-				k.why = fmt.Sprintf("%s %q lost (%s)", h.Kind, h.Name, h.Reason)
-				return
-			}
-		}
-		k.why = "the lease stream broke (sidecar gone?)"
-	}()
-	return k, nil
-}
-
-// Close revokes the lease, so that everything it still holds is released by the
-// time Close returns, and ends the keepalive stream. A lease already gone is no
-// error.
-func (k *leaseKeeper) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = k.c.call(ctx, http.MethodDelete, "/v1/leases/"+url.PathEscape(k.ID), nil, nil, nil)
-	k.stop()
 }

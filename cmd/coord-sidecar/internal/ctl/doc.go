@@ -1,9 +1,15 @@
 // Package ctl is coord-sidecar's subcommands that talk to a running sidecar:
 // the lock and elect wrappers (wrap.go, on the small hand-written client of
-// client.go for their lease streams) and the command-line client (cli.go: kv,
-// counter, queue, lease, status, on the generated api/client), all over one
-// connection: --addr or COORD_ADDR in the forms of addr.go, TLS and the token
-// in transport.go.
+// client.go; their lease kept by lease.go, their command started by child.go)
+// and the command-line client (cli.go: kv, counter, queue, lease, status, on
+// the generated api/client), all over one connection: --addr or COORD_ADDR in
+// the forms of addr.go, TLS and the token in transport.go.
+//
+// They ride through a restart of the sidecar (kill -USR2, or kill -9 and a
+// successor on the same --state-dir): a broken stream is opened again and a
+// request the sidecar could not answer is made again (follow.go), and a
+// wrapper keeps its lease, grant and command until the sidecar says the lease
+// is gone or it could have ended unseen (lease.go).
 //
 // Each subcommand takes its arguments, environment and standard streams from
 // its caller and returns the process's exit code (ExitUsage and the others);

@@ -149,11 +149,8 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 		return ExitUnavailable
 	}
 	defer lease.Close() // revokes: a lock granted as a signal came is released too
-	var grant struct {
-		FencingToken int64 `json:"fencingToken"`
-	}
-	q := url.Values{"lease": {lease.ID}, "wait": {wait.String()}, "owner": {*owner}}
-	if err := c.call(sig.ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant); err != nil {
+	token, err := c.acquireLock(sig.ctx, name, lease, *wait, *owner)
+	if err != nil {
 		if sig.received() != 0 {
 			return sig.exitCode()
 		}
@@ -165,7 +162,7 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
 		return ExitUnavailable
 	}
-	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(grant.FencingToken, 10), "COORD_LEASE=" + lease.ID}
+	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "COORD_LEASE=" + lease.ID}
 	out := o.supervise(sig, command, env, lease.Lost)
 	if out.stop != nil { // the lease was lost before any signal came
 		fmt.Fprintf(stderr, "coord-sidecar lock: %s while the command ran; it was stopped\n", lease.why)
@@ -173,13 +170,42 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.call(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
+	if err := c.callRetrying(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
 		fmt.Fprintln(stderr, "coord-sidecar lock: release:", err)
 	}
 	if sig.received() != 0 {
 		return sig.exitCode()
 	}
 	return out.code
+}
+
+// acquireLock takes the lock name for lease, waiting up to wait, and returns
+// its fencing token. A request the sidecar could not answer (it restarted
+// meanwhile: the connection refused or broken, a waiting request answered
+// 503) is made again, for what is left of wait, while the lease lives; asking
+// again is safe, as a lease that holds the lock is given its grant again.
+func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKeeper, wait time.Duration, owner string) (int64, error) {
+	ctx, cancel := lease.untilLost(ctx)
+	defer cancel()
+	deadline := time.Now().Add(wait)
+	var b backoff
+	for {
+		left := max(time.Until(deadline), 0).Round(time.Millisecond)
+		q := url.Values{"lease": {lease.ID}, "wait": {left.String()}, "owner": {owner}}
+		var grant struct {
+			FencingToken int64 `json:"fencingToken"`
+		}
+		err := c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant)
+		if err == nil {
+			return grant.FencingToken, nil
+		}
+		if !retryable(err) || time.Until(deadline) <= 0 || isClosed(lease.Lost) {
+			return 0, err
+		}
+		if sleep(ctx, b.pause()) != nil {
+			return 0, err
+		}
+	}
 }
 
 // RunElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
@@ -217,14 +243,18 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	// The stream ends with this function, not with a signal: while the child
-	// stops, a closed stream must not read as a loss of leadership.
+	// stops, a closed stream must not read as a loss of leadership. It is
+	// opened again when it breaks (the sidecar restarting): its first event
+	// then says who leads now.
 	ectx, stopEvents := context.WithCancel(context.Background())
-	defer stopEvents()
-	events, err := c.stream(ectx, path+"/events")
+	events, err := c.follow(ectx, path+"/events", 0, nil)
 	if err != nil {
+		stopEvents()
 		return unavailable(sig, stderr, "coord-sidecar elect:", err, e.resign)
 	}
-	return e.campaign(command, events, *requeue)
+	defer events.Wait()
+	defer stopEvents()
+	return e.campaign(command, events.Events, *requeue)
 }
 
 // unavailable is how a wrapper ends after err from the sidecar: 128+N once an
@@ -256,7 +286,7 @@ type candidacy struct {
 func (e *candidacy) resign() {
 	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.c.call(rctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}}, nil, nil); err != nil {
+	if err := e.c.callRetrying(rctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}}, nil, nil); err != nil {
 		fmt.Fprintln(e.o.stderr, "coord-sidecar elect: resign:", err)
 	}
 }
@@ -285,11 +315,22 @@ func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue 
 			e.resign()
 			return out.code
 		}
-		if err := e.c.call(e.sig.ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil); err != nil {
+		if err := e.requeue(); err != nil {
+			if isClosed(e.lease.Lost) {
+				return e.notLeading(err)
+			}
 			// enrolled again or not: leave
 			return unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
 		}
 	}
+}
+
+// requeue sends the candidate to the back of the line, trying again while the
+// sidecar restarts, until a signal comes or the lease is lost.
+func (e *candidacy) requeue() error {
+	ctx, cancel := e.lease.untilLost(e.sig.ctx)
+	defer cancel()
+	return e.c.callRetrying(ctx, http.MethodDelete, e.candidate, url.Values{"lease": {e.lease.ID}, "requeue": {"true"}}, nil, nil)
 }
 
 // notLeading is the exit code when waiting for leadership failed with err.
@@ -395,20 +436,12 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// A process group of its own: a Ctrl-C at the terminal reaches only the
-	// wrapper, which passes it on once, and a stop reaches the child's children.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// A process group of its own, killed with the wrapper on Linux (childAttr).
+	exited, err := startChild(cmd, sig.setChild)
+	if err != nil {
 		fmt.Fprintln(o.stderr, "coord-sidecar:", err)
 		return outcome{code: 127}
 	}
-	sig.setChild(cmd.Process.Pid)
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		sig.setChild(0)
-		close(exited)
-	}()
 
 	stopped := make(chan (<-chan struct{}), len(stop))
 	for _, ch := range stop {
@@ -483,8 +516,12 @@ Takes the lock NAME (waiting up to --wait), runs COMMAND with COORD_FENCING_TOKE
 and COORD_LEASE in its environment while the lease lives, releases the lock when
 COMMAND exits and exits with its code. SIGTERM, SIGINT and SIGHUP are passed on to
 COMMAND; once it has exited the lock is released and the wrapper exits 128+N.
-Exit codes: 64 bad command line, 69 sidecar unreachable or refusing, 75 not
-acquired within --wait, 76 lease lost while COMMAND ran (it was stopped).`
+A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
+--state-dir) is ridden through: streams are opened again, and the lease, the
+lock and COMMAND kept. Exit codes: 64 bad command line, 69 sidecar unreachable
+or refusing, 75 not acquired within --wait, 76 lease lost while COMMAND ran
+(the sidecar said so, or answered no keepalive for the smaller of --ttl and
+half its session timeout): COMMAND was stopped.`
 	electUsage = `elect NAME --id ID [flags] -- COMMAND ARGS...
 
 Campaigns in the election NAME and runs COMMAND only while ID leads, with
@@ -493,8 +530,12 @@ environment; stops it when leadership or the lease is lost. Without --requeue it
 resigns and exits with COMMAND's code; with --requeue it goes to the back of the
 line and runs COMMAND again at its next turn. SIGTERM, SIGINT and SIGHUP are
 passed on to COMMAND; once it has exited the candidate resigns (never requeued)
-and the wrapper exits 128+N. Exit codes: 64 bad command line, 69 sidecar
-unreachable or refusing, 76 lease lost while COMMAND ran (it was stopped).`
+and the wrapper exits 128+N. A restart of the sidecar (kill -USR2, or kill -9
+and a successor on the same --state-dir) is ridden through: streams are opened
+again, and the lease, the candidacy and COMMAND kept. Exit codes: 64 bad command
+line, 69 sidecar unreachable or refusing, 76 lease lost while COMMAND ran (the
+sidecar said so, or answered no keepalive for the smaller of --ttl and half its
+session timeout): COMMAND was stopped.`
 )
 
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come
