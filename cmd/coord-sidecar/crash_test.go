@@ -688,3 +688,37 @@ func TestCrashStateWriteFailureRefuses(t *testing.T) {
 		t.Fatalf("after the fault, a SIGKILL and a successor: %d of %d told holds lost (%s)", len(losses), len(told), tally(losses))
 	}
 }
+
+// A lease kept alive by its open stream alone (no keepalive call, nothing
+// else changing) for longer than its TTL survives a SIGKILL: the state says
+// it was pinned, and the successor gives its client the TTL from the resume
+// to come back (the journal recorded only its grant, whose expiry has long
+// passed). Before, the successor ended it as expired.
+func TestCrashStreamKeptLeaseSurvivesKill(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: see TestMain
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	zkc := zktest.Shared(t)
+	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "10s")
+	a := r.start(t)
+	const ttl = 2 * time.Second
+	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=2s").Body["lease"])
+	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/streamed?lease="+lease)
+	st := a.openStream(t, "/v1/leases/"+lease+"/events")
+	if ev := st.next(t, 10*time.Second); ev.Name != "lease" {
+		t.Fatalf("first event %q, want lease", ev.Name)
+	}
+	opened := time.Now()
+	// What this test is about is time passing: two TTLs with the stream open.
+	testutil.Eventually(t, time.Minute, "two TTLs with the stream open", func() bool {
+		return time.Since(opened) > 2*ttl
+	})
+	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	r.kill(t)
+	b := r.start(t)
+	got := b.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	if holds, _ := got.Body["holds"].([]any); len(holds) != 1 {
+		t.Fatalf("after the kill the lease holds %v, want its lock", got.Body["holds"])
+	}
+}
