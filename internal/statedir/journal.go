@@ -1,9 +1,7 @@
 package statedir
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -108,6 +106,7 @@ type Journal struct {
 	lastErr atomic.Pointer[error]
 
 	wmu      sync.Mutex // the writer's: one write at a time
+	buf      []byte     // the lines being written, reused
 	f        *os.File
 	m        []byte // the journal's mapping
 	off      int    // where the next record goes in m
@@ -398,22 +397,23 @@ func (j *Journal) encode(changes map[change]struct{}, sess bool) ([]byte, error)
 			}
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // one line per record
+	buf := j.buf[:0]
+	var err error
 	if sess {
 		s := j.src.Session()
-		if err := enc.Encode(record{Session: &s}); err != nil {
+		if buf, err = appendRecord(buf, record{Session: &s}); err != nil {
 			return nil, err
 		}
 	}
 	for _, group := range [][]record{leases, holds, ends} {
 		for _, r := range group {
-			if err := enc.Encode(r); err != nil {
+			if buf, err = appendRecord(buf, r); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return buf.Bytes(), nil
+	j.buf = buf
+	return buf, nil
 }
 
 // compactLocked writes the whole state as a new base with a new, empty,
