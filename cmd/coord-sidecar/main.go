@@ -63,6 +63,8 @@ func main() {
 				run = ctl.RunElect
 			}
 			os.Exit(run(ctl.WatchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		case ctl.GuardArg:
+			os.Exit(ctl.RunGuard(os.Args[2:]))
 		case "help":
 			_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
 			os.Exit(0)

@@ -422,8 +422,19 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 				}
 				return []string{"elect", "killed", "--id", who, "--"}
 			}
-			first := startRider(t, bin, car.base, append(args("first"), riderChild(log, "first", filepath.Join(dir, "first"))...)...)
+			// The first one's command starts a process of its own (in its
+			// process group), which must end with the wrapper too.
+			spawned := filepath.Join(dir, "spawned")
+			first := startRider(t, bin, car.base, append(args("first"), recorder(log, "first",
+				fmt.Sprintf(`sleep 600 & echo $! > %s; echo "$$ $COORD_LEASE" > %s; sleep 600`, spawned, filepath.Join(dir, "first")))...)...)
 			child := awaitChild(t, filepath.Join(dir, "first"))
+			var grandchild int
+			testutil.Eventually(t, 10*time.Second, "the command's own process started", func() bool {
+				b, err := os.ReadFile(spawned)
+				grandchild, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil && grandchild > 0
+			})
+			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
 			// The next one's command writes whether the first one's still runs.
 			verdict := filepath.Join(dir, "verdict")
 			probe := fmt.Sprintf(`s=$(sed 's/.*) //' /proc/%[1]d/stat 2>/dev/null | cut -c1); if [ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]; then echo alive > %[2]s; else echo gone > %[2]s; fi; echo "$$ $COORD_LEASE" > %[3]s; sleep 600`,
@@ -442,8 +453,8 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 			if err := first.cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			testutil.Eventually(t, 10*time.Second, fmt.Sprintf("the killed wrapper's command (pid %d) gone", child.pid), func() bool {
-				return gone(child.pid)
+			testutil.Eventually(t, 10*time.Second, fmt.Sprintf("the killed wrapper's command (pid %d) and its own process (pid %d) gone", child.pid, grandchild), func() bool {
+				return gone(child.pid) && gone(grandchild)
 			})
 			awaitChild(t, filepath.Join(dir, "next"))
 			b, err := os.ReadFile(verdict)

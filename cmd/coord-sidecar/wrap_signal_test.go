@@ -51,9 +51,10 @@ func childPIDs(t *testing.T, dir string) []int {
 	return pids
 }
 
-// alive says whether a process with this pid exists (a zombie counts: it has
-// not been waited for).
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// alive says whether the process pid still runs: a zombie has ended (a
+// wrapped command's parent is the guard, which may die first, and then
+// nobody here waits for it).
+func alive(pid int) bool { return !gone(pid) }
 
 // runningWrapper is a wrapper process under test.
 type runningWrapper struct {

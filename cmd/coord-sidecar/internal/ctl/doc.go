@@ -1,6 +1,6 @@
 // Package ctl is coord-sidecar's subcommands that talk to a running sidecar:
 // the lock and elect wrappers (wrap.go, on the small hand-written client of
-// client.go; their lease kept by lease.go, their command started by child.go)
+// client.go; their lease kept by lease.go, their command started by child.go, under the guard of guard_linux.go)
 // and the command-line client (cli.go: kv, counter, queue, lease, status, on
 // the generated api/client), all over one connection: --addr or COORD_ADDR in
 // the forms of addr.go, TLS and the token in transport.go.

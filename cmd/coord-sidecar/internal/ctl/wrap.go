@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -433,10 +432,10 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 	if s := sig.received(); s != 0 {
 		return outcome{code: 128 + int(s), signal: s}
 	}
-	cmd := exec.Command(command[0], command[1:]...)
+	cmd := guarded(command)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// A process group of its own, killed with the wrapper on Linux (childAttr).
+	// A process group of its own, ended with the wrapper on Linux (guarded).
 	exited, err := startChild(cmd, sig.setChild)
 	if err != nil {
 		fmt.Fprintln(o.stderr, "coord-sidecar:", err)
@@ -473,6 +472,9 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 		select {
 		case <-exited:
 			out.code = exitCode(cmd.ProcessState)
+			if killing { // the guard may be reaped before the rest of its group has died
+				awaitGroupGone(cmd.Process.Pid, o.grace)
+			}
 			return out
 		case ch := <-stopped:
 			if out.stop == nil && out.signal == 0 {
