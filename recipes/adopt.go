@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -21,5 +22,6 @@ func savedInLine(ctx context.Context, lease *kit.Lease, h kit.SavedHold, parent,
 	if err != nil {
 		return node, nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
+	kit.RememberLine(ctx, parent, slices.Clone(children)) // the Restore's sweep reads it
 	return node, data, st, zookeeper.SortBySeq(children), nil
 }

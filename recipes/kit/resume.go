@@ -214,6 +214,7 @@ type Restored struct {
 // a line's sweep) is tried again once the session is back on another server
 // (zookeeper.Epoch.Retry), for as long as ctx lasts.
 func (m *Leases) Restore(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLease) (Restored, error) {
+	ctx = context.WithValue(ctx, lineListingsKey{}, &lineListings{m: map[string][]string{}})
 	var r Restored
 	now := time.Now()
 	type job struct {
@@ -352,10 +353,50 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 	return swept, errors.Join(errs...)
 }
 
+// lineListings are the lines an Adopter listed during a Restore
+// (RememberLine), for its sweep.
+type lineListings struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+type lineListingsKey struct{}
+
+// RememberLine records names as the children of line, listed by an Adopter
+// under ctx (a Restore's), so that the sweep that ends the Restore reads them
+// instead of listing the line again: 10,000 locks are 10,000 listings fewer.
+// A listing taken after the session came back holds every node of the
+// session in the line (the process serves nothing before the Restore ends,
+// so no request adds one); a node deleted since is passed over by the
+// sweep's own read of it.
+func RememberLine(ctx context.Context, line string, names []string) {
+	if ll, ok := ctx.Value(lineListingsKey{}).(*lineListings); ok {
+		ll.mu.Lock()
+		ll.m[line] = names
+		ll.mu.Unlock()
+	}
+}
+
+// rememberedLine is what RememberLine recorded for line under ctx.
+func rememberedLine(ctx context.Context, line string) ([]string, bool) {
+	ll, ok := ctx.Value(lineListingsKey{}).(*lineListings)
+	if !ok {
+		return nil, false
+	}
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	names, ok := ll.m[line]
+	return names, ok
+}
+
 // sweepLine deletes the nodes of line that ep's session owns and keep does not
 // name.
 func sweepLine(ctx context.Context, ep *zookeeper.Epoch, line string, keep map[string]bool) (int, error) {
-	names, _, err := ep.Children(ctx, line)
+	names, listed := rememberedLine(ctx, line)
+	var err error
+	if !listed {
+		names, _, err = ep.Children(ctx, line)
+	}
 	if errors.Is(err, zookeeper.ErrNoNode) {
 		return 0, nil
 	}
