@@ -100,7 +100,8 @@ type Journal struct {
 	dirty        map[change]struct{}
 	sessionDirty bool
 	seq          uint64 // changes recorded
-	armed        bool   // a token was sent on lazy since the last write
+	armed        bool   // lazyT is running: a change waits for it or a Commit
+	lazyT        *time.Timer
 
 	written atomic.Uint64 // seq covered by the last write that succeeded
 	lastErr atomic.Pointer[error]
@@ -115,7 +116,6 @@ type Journal struct {
 	closed   bool
 	unsynced bool
 
-	lazy   chan struct{}
 	failed chan struct{} // a write failed: retry
 	stop   chan struct{}
 	done   chan struct{}
@@ -138,8 +138,9 @@ func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Jour
 	j := &Journal{
 		d: d, src: src, zk: zk, root: root, syncEvery: time.Second, onWrite: func(error) {},
 		dirty: map[change]struct{}{}, broken: true,
-		lazy: make(chan struct{}, 1), failed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		lazyT: time.NewTimer(time.Hour), failed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	j.lazyT.Stop()
 	for _, opt := range opts {
 		opt(j)
 	}
@@ -177,22 +178,20 @@ func (j *Journal) SessionChanged() {
 	j.mark(change{})
 }
 
-// mark records c; the zero change only counts.
+// mark records c; the zero change only counts. The first change after the
+// lazy timer fired starts it again: under load it fires once per lazyWrite,
+// not once per change, and at rest never.
 func (j *Journal) mark(c change) {
 	j.mu.Lock()
 	if c != (change{}) {
 		j.dirty[c] = struct{}{}
 	}
 	j.seq++
-	arm := !j.armed
-	j.armed = true
-	j.mu.Unlock()
-	if arm {
-		select {
-		case j.lazy <- struct{}{}:
-		default:
-		}
+	if !j.armed {
+		j.armed = true
+		j.lazyT.Reset(lazyWrite)
 	}
+	j.mu.Unlock()
 }
 
 // Commit returns nil once every change recorded before the call is written:
@@ -258,8 +257,7 @@ func (j *Journal) Close() {
 // syncs the journal.
 func (j *Journal) run() {
 	defer close(j.done)
-	lazyT := time.NewTimer(time.Hour)
-	lazyT.Stop()
+	defer j.lazyT.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	syncT := time.NewTicker(j.syncEvery)
@@ -273,15 +271,15 @@ func (j *Journal) run() {
 			retry.Reset(pause)
 			pause = min(2*pause, time.Second)
 			continue
-		case <-j.lazy:
-			lazyT.Reset(lazyWrite)
-			continue
 		case <-syncT.C:
 			if err := j.sync(); err != nil {
 				j.d.log.Warn("state directory: sync failed", "err", err)
 			}
 			continue
-		case <-lazyT.C:
+		case <-j.lazyT.C:
+			j.mu.Lock()
+			j.armed = false
+			j.mu.Unlock()
 		case <-retry.C:
 		}
 		if err := j.Commit(context.Background()); err == nil {
@@ -295,7 +293,7 @@ func (j *Journal) run() {
 func (j *Journal) writeLocked() error {
 	j.mu.Lock()
 	changes, sess, upto := j.dirty, j.sessionDirty, j.seq
-	j.dirty, j.sessionDirty, j.armed = map[change]struct{}{}, false, false
+	j.dirty, j.sessionDirty = map[change]struct{}{}, false
 	j.mu.Unlock()
 	var err error
 	if !j.broken {
