@@ -56,6 +56,9 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "lock", "elect":
+			if self, err := os.Executable(); err == nil {
+				ctl.GuardBinary = self // this binary runs the guard (ctl.GuardArg, below)
+			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, ctl.EndSignals...)
 			run := ctl.RunLock

@@ -24,18 +24,27 @@ const GuardArg = "__guard"
 // started there. So no part of a command outlives its wrapper and the lock or
 // leadership it held.
 func guarded(command []string) *exec.Cmd {
-	self, err := os.Executable()
-	if err != nil {
+	if GuardBinary == "" {
 		return exec.Command(command[0], command[1:]...)
 	}
-	return exec.Command(self, append([]string{GuardArg, strconv.Itoa(os.Getpid()), "--"}, command...)...)
+	return exec.Command(GuardBinary, append([]string{GuardArg, strconv.Itoa(os.Getpid()), "--"}, command...)...)
 }
+
+// GuardBinary is the binary that runs the guard (main sets it to its own
+// executable, which dispatches GuardArg to RunGuard); empty, a wrapper runs
+// its command itself, ended with the wrapper by the kernel's parent-death
+// signal alone (the command only, not the processes it started).
+var GuardBinary string
 
 // childAttr is how a wrapper starts the guard: the leader of a process group
 // of its own (a Ctrl-C at the terminal reaches only the wrapper, which passes
 // it on to the group once), sent SIGTERM by the kernel when the thread that
 // started it ends (startChild keeps that thread for the command's life).
+// Without a guard the command itself gets SIGKILL.
 func childAttr() *syscall.SysProcAttr {
+	if GuardBinary == "" {
+		return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 }
 

@@ -12,6 +12,9 @@ import (
 // GuardArg is the hidden subcommand of the guard, which exists on Linux only.
 const GuardArg = "__guard"
 
+// GuardBinary is unused outside Linux (no guard there).
+var GuardBinary string
+
 // guarded runs the command itself where there is no parent-death signal.
 func guarded(command []string) *exec.Cmd { return exec.Command(command[0], command[1:]...) }
 
