@@ -48,30 +48,8 @@ flags of the sidecar (each also read from the environment variable named):
 `
 
 func main() {
-	if len(os.Args) > 1 && ctl.IsCLIGroup(os.Args[1]) {
-		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, ctl.EndSignals...)
-		os.Exit(ctl.RunCLI(ctl.WatchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
-	}
 	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "lock", "elect":
-			if self, err := os.Executable(); err == nil {
-				ctl.GuardBinary = self // this binary runs the guard (ctl.GuardArg, below)
-			}
-			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, ctl.EndSignals...)
-			run := ctl.RunLock
-			if os.Args[1] == "elect" {
-				run = ctl.RunElect
-			}
-			os.Exit(run(ctl.WatchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
-		case ctl.GuardArg:
-			os.Exit(ctl.RunGuard(os.Args[2:]))
-		case "help":
-			_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
-			os.Exit(0)
-		}
+		runSubcommand(os.Args[1]) // exits when it is one
 	}
 	startPprof(os.Getenv)
 	m := NewMain()
@@ -135,6 +113,35 @@ func main() {
 	if err := m.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "coord-sidecar: shutdown:", err)
 		os.Exit(1)
+	}
+}
+
+// runSubcommand runs the subcommand named (the command-line client, the
+// wrappers, the wrappers' guard, help) and exits with its code; it returns
+// when name is none, for the sidecar to run.
+func runSubcommand(name string) {
+	if ctl.IsCLIGroup(name) {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, ctl.EndSignals...)
+		os.Exit(ctl.RunCLI(ctl.WatchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+	}
+	switch name {
+	case "lock", "elect":
+		if self, err := os.Executable(); err == nil {
+			ctl.GuardBinary = self // this binary runs the guard (ctl.GuardArg, below)
+		}
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, ctl.EndSignals...)
+		run := ctl.RunLock
+		if name == "elect" {
+			run = ctl.RunElect
+		}
+		os.Exit(run(ctl.WatchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	case ctl.GuardArg:
+		os.Exit(ctl.RunGuard(os.Args[2:]))
+	case "help":
+		_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
+		os.Exit(0)
 	}
 }
 
