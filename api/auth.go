@@ -15,7 +15,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
-// Scoped bearer tokens (API.md, "Trust boundaries"), applied: every /v1 request
+// Scoped bearer tokens (docs/SECURITY.md), applied: every /v1 request
 // made while tokens are configured carries one, and may do what its principal
 // (tokens.Principal) may.
 

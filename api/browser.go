@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Browser protections (API.md, "Trust boundaries"): a web page the user visits
+// Browser protections (docs/SECURITY.md): a web page the user visits
 // can make the browser send requests to the sidecar (a cross-site form, a
 // text/plain fetch, an <img>), or rebind its own host name to 127.0.0.1 (DNS
 // rebinding) and then read the answers as same-origin. The Host allow-list stops
@@ -72,7 +72,7 @@ func splitHostPort(hp string) (host, port string) {
 	return strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), ""
 }
 
-// DefaultAllowedHosts is the Host allow-list of a listener (API.md): on a
+// DefaultAllowedHosts is the Host allow-list of a listener (docs/SECURITY.md): on a
 // loopback address or a unix socket, the listen host, localhost, 127.0.0.1 and
 // [::1] (with any port); on any other address, nil (every host).
 func DefaultAllowedHosts(network, addr string) HostList {
@@ -193,7 +193,7 @@ const storedBytesPolicy = "sandbox; default-src 'none'; frame-ancestors 'none'"
 // nosniff (the browser takes the Content-Type as sent and never guesses
 // another, so no answer is run as a script or style by another page) and
 // storedBytesPolicy. Keys' values and queue items are answered with the
-// Content-Type their writer chose (API.md: any content type), so without it a
+// Content-Type their writer chose (openapi.yaml: any content type), so without it a
 // stored text/html or image/svg+xml value would run its scripts as the
 // sidecar's origin when opened, and drive the API. It covers every /v1 answer,
 // not only those three, so that no handler can forget it; API clients (curl,

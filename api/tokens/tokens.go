@@ -1,5 +1,5 @@
-// Package tokens is the data model of the scoped bearer tokens (API.md, "Trust
-// boundaries"): the tokens file, the set of tokens a sidecar accepts, and the
+// Package tokens is the data model of the scoped bearer tokens
+// (docs/SECURITY.md): the tokens file, the set of tokens a sidecar accepts, and the
 // principal a token makes of a request: the kinds and names it may touch
 // (allow), whether it may only read (readOnly), and its own share of the
 // sidecar's global caps. The HTTP middleware that applies them is api's.

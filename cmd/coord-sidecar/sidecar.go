@@ -49,7 +49,7 @@ type Config struct {
 	// contents of --token-file / COORD_TOKEN_FILE).
 	Token     string
 	TokenFile string
-	// TokensFile holds scoped tokens (API.md "Trust boundaries"), reloaded on SIGHUP.
+	// TokensFile holds scoped tokens (docs/SECURITY.md), reloaded on SIGHUP.
 	TokensFile string
 	// AllowedHosts and AllowedOrigins are comma-separated; AllowedHosts empty
 	// means the default of the listen address.
@@ -73,7 +73,7 @@ type Config struct {
 	// ReadHeaderTimeout cuts off a client that trickles its request headers.
 	ReadHeaderTimeout time.Duration
 	LogLevel          string
-	// StateDir keeps what a successor needs to resume (API.md "Restarts");
+	// StateDir keeps what a successor needs to resume (README, "Restarts and upgrades");
 	// "" keeps nothing.
 	StateDir string
 	// ZKSecurity: ZooKeeper credentials and TLS (zksecurity.go).

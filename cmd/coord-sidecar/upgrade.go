@@ -16,7 +16,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 )
 
-// The planned upgrade (API.md "Restarts"): on SIGUSR2 the running sidecar
+// The planned upgrade (README, "Restarts and upgrades"): on SIGUSR2 the running sidecar
 // starts its successor (the binary now at its own path, with its flags and
 // environment), hands it the listening socket as an inherited descriptor, and
 // once the successor has taken it, stops: it stops accepting (connections wait
