@@ -13,15 +13,7 @@ import (
 // (mode 0600) is written and synced, renamed over name, and dir is synced. A
 // crash at any point leaves either the old file or the new one, whole; the
 // temporary file it may leave is ignored by readers and removed by Open.
-func writeAtomic(dir, name string, data []byte) error { return replaceFile(dir, name, data, true) }
-
-// replaceFile is writeAtomic, synced only when durable is true. Without the
-// syncs the replacement is still atomic for any process (a reader, or a
-// successor after this process was killed, sees the old file or the new one,
-// whole: the page cache outlives the process); only a crash of the machine
-// may then leave the old file, or a file cut short (which Load reports as
-// bad).
-func replaceFile(dir, name string, data []byte, durable bool) (err error) {
+func writeAtomic(dir, name string, data []byte) (err error) {
 	f, err := os.CreateTemp(dir, name+tmpMark+"*")
 	if err != nil {
 		return err
@@ -40,20 +32,15 @@ func replaceFile(dir, name string, data []byte, durable bool) (err error) {
 		_ = f.Close()
 		return err
 	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			_ = f.Close()
-			return err
-		}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
-	}
-	if !durable {
-		return nil
 	}
 	return syncDir(dir)
 }

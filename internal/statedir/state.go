@@ -178,7 +178,7 @@ func (d *Dir) writeBase(data []byte) error {
 	}
 	d.saveMu.Lock()
 	defer d.saveMu.Unlock()
-	if err := replaceFile(d.path, StateFile, data, true); err != nil {
+	if err := writeAtomic(d.path, StateFile, data); err != nil {
 		return fmt.Errorf("state directory %s: write %s: %w", d.path, StateFile, err)
 	}
 	return nil
