@@ -136,6 +136,9 @@ type Session struct {
 	listeners map[int]func(StateChange)
 	nextL     int
 	changed   chan struct{} // closed and replaced on every state change
+	// suspendedAt is when the connected session last became suspended; zero
+	// while it is not suspended (Suspension).
+	suspendedAt time.Time
 
 	queueMu sync.Mutex
 	queue   []queuedEvent
@@ -499,6 +502,12 @@ func (s *Session) lose(ep *Epoch, why string) {
 
 // setLocked records a state change and notifies listeners. s.mu is held.
 func (s *Session) setLocked(st State, event string, id int64) {
+	switch {
+	case st == StateSuspended && s.state != StateSuspended:
+		s.suspendedAt = time.Now()
+	case st != StateSuspended:
+		s.suspendedAt = time.Time{}
+	}
 	s.state = st
 	if st == StateConnected {
 		s.live.Store(s.ep)
