@@ -98,6 +98,7 @@ type Journal struct {
 
 	mu           sync.Mutex // the changes recorded
 	dirty        map[change]struct{}
+	spare        map[change]struct{} // dirty's next, empty (guarded by wmu)
 	sessionDirty bool
 	seq          uint64 // changes recorded
 	armed        bool   // lazyT is running: a change waits for it or a Commit
@@ -137,7 +138,7 @@ type change struct{ lease, kind, name string }
 func (d *Dir) Journal(src Source, zk, root string, opts ...JournalOption) (*Journal, error) {
 	j := &Journal{
 		d: d, src: src, zk: zk, root: root, syncEvery: time.Second, onWrite: func(error) {},
-		dirty: map[change]struct{}{}, broken: true,
+		dirty: map[change]struct{}{}, spare: map[change]struct{}{}, broken: true,
 		lazyT: time.NewTimer(time.Hour), failed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	j.lazyT.Stop()
@@ -293,8 +294,9 @@ func (j *Journal) run() {
 func (j *Journal) writeLocked() error {
 	j.mu.Lock()
 	changes, sess, upto := j.dirty, j.sessionDirty, j.seq
-	j.dirty, j.sessionDirty = map[change]struct{}{}, false
+	j.dirty, j.sessionDirty = j.spare, false
 	j.mu.Unlock()
+	defer j.keepSpare(changes)
 	var err error
 	if !j.broken {
 		var buf []byte
@@ -327,6 +329,18 @@ func (j *Journal) writeLocked() error {
 	}
 	j.onWrite(err)
 	return err
+}
+
+// keepSpare makes the map a write took its changes from the next write's
+// dirty map, emptied, unless it grew large (a burst, a restore): emptying a
+// large map costs its size at every write after. j.wmu is held.
+func (j *Journal) keepSpare(m map[change]struct{}) {
+	if len(m) > 256 {
+		j.spare = map[change]struct{}{}
+		return
+	}
+	clear(m)
+	j.spare = m
 }
 
 // appendLocked copies buf (whole lines) into the mapping, each line's
@@ -379,20 +393,31 @@ type leaseHold struct {
 func (j *Journal) encode(changes map[change]struct{}, sess bool) ([]byte, error) {
 	var leases, holds, ends []record
 	for c := range changes {
-		l, live := j.src.Lease(c.lease)
-		switch {
-		case !live && c.kind == "":
-			ends = append(ends, record{End: c.lease})
-		case !live:
-		case c.kind == "":
-			l.Holds = nil
-			leases = append(leases, record{Lease: &l})
-		default:
+		if c.kind != "" {
+			if _, ended := changes[change{lease: c.lease}]; ended {
+				// The lease's own line follows: when it has ended, its end
+				// says this hold is gone too, so a hold granted and let go
+				// within one write costs nothing. (When it lives, the hold's
+				// line is needed.)
+				if _, live := j.src.Lease(c.lease); !live {
+					continue
+				}
+			}
+			// A hold is read alone: a drop of a hold whose lease has ended
+			// is harmless (the lease's end follows it, and a replay ignores
+			// a drop on a lease it does not know).
 			if h, held := j.src.Hold(c.lease, c.kind, c.name); held {
 				holds = append(holds, record{Hold: &leaseHold{c.lease, h}})
 			} else {
 				holds = append(holds, record{Drop: &leaseHold{c.lease, Hold{Kind: c.kind, Name: c.name}}})
 			}
+			continue
+		}
+		if l, live := j.src.Lease(c.lease); live {
+			l.Holds = nil
+			leases = append(leases, record{Lease: &l})
+		} else {
+			ends = append(ends, record{End: c.lease})
 		}
 	}
 	buf := j.buf[:0]

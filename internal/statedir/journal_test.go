@@ -399,3 +399,42 @@ func TestJournalFaultOnItsMappingIsAnError(t *testing.T) {
 		t.Fatalf("after the fault: %q, %v", leaseIDs(st), err)
 	}
 }
+
+// A hold let go with its lease in one write costs only the lease's end, and
+// the replay knows neither; a hold let go while its lease lives is dropped.
+func TestJournalHoldEndedWithItsLeaseIsOneLine(t *testing.T) {
+	d := openTemp(t)
+	src := newLeaseSource()
+	j := startJournal(t, d, src)
+	hold := Hold{Kind: "lock", Name: "a", Nodes: []string{"/coord/locks/a/n"}}
+	for _, id := range []string{"gone", "kept"} {
+		src.put(Lease{ID: id, TTL: time.Minute, Holds: []Hold{hold}})
+		j.Changed(id)
+		j.HoldChanged(id, "lock", "a")
+	}
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	journals, _ := filepath.Glob(filepath.Join(d.Path(), JournalFile+"-*"))
+	before := writtenBytes(t, journals[0])
+	src.end("gone")
+	j.HoldChanged("gone", "lock", "a")
+	j.Changed("gone")
+	src.put(Lease{ID: "kept", TTL: time.Minute})
+	j.HoldChanged("kept", "lock", "a")
+	if err := j.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(journals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b[before:writtenBytes(t, journals[0])]), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"drop"`) || !strings.Contains(lines[1], `"end":"gone"`) {
+		t.Fatalf("the write appended %q, want the kept lease's drop and the other's end", lines)
+	}
+	st, err := Read(d.Path())
+	if err != nil || leaseIDs(st) != "kept/0" {
+		t.Fatalf("replayed %q, %v; want kept/0", leaseIDs(st), err)
+	}
+}
