@@ -87,9 +87,15 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 		t.Fatalf("the session's record: %q, %v; want the process left's (pid %s, state directory %s)", rec, err, otherPid, won.state)
 	}
 	// Alternation: the process left lost the session to the other at most
-	// once (the other's one reconnect, which found the record changed).
-	if n := strings.Count(won.logs(t), `"event":"suspended"`); n > 1 {
-		t.Fatalf("the process left lost its session %d times, want once at most; its log:\n%s", n, won.logs(t))
+	// twice. Each process takes the session whenever it connects, and learns
+	// whose it is only from the record it reads once connected: the copy's
+	// resume takes it (1); the first process's reconnect takes it back and,
+	// when the copy's record had not landed yet, finds its own and stays,
+	// and the copy's one reconnect then takes it once more (2) before
+	// finding the first one's record and leaving. A third loss would be a
+	// second round: alternation.
+	if n := strings.Count(won.logs(t), `"event":"suspended"`); n > 2 {
+		t.Fatalf("the process left lost its session %d times, want twice at most; its log:\n%s", n, won.logs(t))
 	}
 }
 

@@ -25,7 +25,10 @@ import (
 // closeSession and no new connection), nothing else is sent,
 // Incarnation.TakenOver is told, and the Session detaches itself (no new
 // session is made in its place). The other process, on its own reconnect,
-// finds its record and goes on: the two swap the session back once at most.
+// finds its record and goes on. The process that stays loses the session
+// twice at most: to the other's take-over, and once more when its own
+// reconnect took the session back before the other's record was written
+// (the other's claim is then made again, on its next connection).
 // Between reconnects the record is watched: on an ensemble, the connection of
 // the process whose session was taken through another server is not always
 // dropped at once, and the record's change tells it then. A record deleted by
