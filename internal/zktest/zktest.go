@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,6 +209,77 @@ func (c *Cluster) Kill(i int) {
 		c.tb.Skip("zktest: Kill needs servers started by zktest, not ZK_SERVERS")
 	}
 	c.c.nodes[i].kill()
+}
+
+// Stop sends SIGTERM to node i, as an operator's "systemctl stop" or a
+// Kubernetes pod deletion does, and returns once the process has exited: the
+// JVM closes its client connections and its quorum links on its way out, where
+// Kill cuts them. A node that does not exit within a minute is killed. Stopping
+// a node that is not running does nothing. Restart starts it again.
+func (c *Cluster) Stop(i int) {
+	c.tb.Helper()
+	if c.c.nodes == nil {
+		c.tb.Skip("zktest: Stop needs servers started by zktest, not ZK_SERVERS")
+	}
+	c.c.nodes[i].stop(startTimeout)
+}
+
+// AwaitSynced waits until every node of the ensemble serves, one of them as
+// the leader, and the leader counts every other node among its synced
+// followers (its mntr zk_synced_followers): the check an operator makes
+// before restarting the next server of a rolling restart. It fails the test,
+// with each node's mode and log tail, if that takes longer than within. On a
+// standalone server it waits until the server serves.
+func (c *Cluster) AwaitSynced(within time.Duration) {
+	c.tb.Helper()
+	if c.c.nodes == nil {
+		c.tb.Skip("zktest: AwaitSynced needs servers started by zktest, not ZK_SERVERS")
+	}
+	deadline := time.Now().Add(within)
+	all := make([]int, len(c.c.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	if err := c.c.waitServing(all, deadline); err != nil {
+		c.tb.Fatalf("zktest: await synced: %v", err)
+	}
+	if len(c.c.nodes) == 1 {
+		return
+	}
+	for {
+		leader := c.Leader()
+		if leader >= 0 && syncedFollowers(c.c.servers[leader]) == len(c.c.nodes)-1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "zktest: the ensemble is not synced within %v (leader node %d)", within, leader)
+			for i, nd := range c.c.nodes {
+				fmt.Fprintf(&b, "\n--- node %d (%s) mode %q, log tail:\n%s", i, c.c.servers[i], c.Mode(i), nd.logTail())
+			}
+			c.tb.Fatal(b.String())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// syncedFollowers is the leader's mntr zk_synced_followers (-1 when the
+// server at addr does not report it: it is no leader, or does not answer).
+func syncedFollowers(addr string) int {
+	s, err := fourLetter(addr, "mntr")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_synced_followers"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 // Restart starts node i again (killing it first if it still runs) with the
@@ -666,6 +738,24 @@ func (nd *node) kill() {
 	}
 	cmd.Process.Kill() // through a pidfd: never hits a recycled pid
 	<-exited
+}
+
+// stop sends SIGTERM and waits until the process has been reaped, killing it
+// if it has not exited within grace.
+func (nd *node) stop(grace time.Duration) {
+	nd.mu.Lock()
+	cmd, exited := nd.cmd, nd.exited
+	nd.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-exited
+	}
 }
 
 func (nd *node) logTail() string {

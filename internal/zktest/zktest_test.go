@@ -161,3 +161,32 @@ func TestEnsemble(t *testing.T) {
 		t.Fatalf("Get(/e) via the restarted node = %q, %v; want v", data, err)
 	}
 }
+
+// Stop ends a node with SIGTERM; the ensemble keeps serving on the other two,
+// and once Restart has started it again AwaitSynced sees the leader count both
+// followers as synced, with the data written while the node was down on it.
+func TestStopAndAwaitSynced(t *testing.T) {
+	c := StartEnsemble(t, 3)
+	c.AwaitSynced(time.Minute)
+	leader := c.Leader()
+	follower := (leader + 1) % 3
+	c.Stop(follower)
+	if m := c.Mode(follower); m != "" {
+		t.Fatalf("stopped node reports mode %q", m)
+	}
+	c.Stop(follower) // a stopped node: nothing to do
+	others := []string{c.Server(leader), c.Server((leader + 2) % 3)}
+	conn := Connect(t, others, 4*time.Second)
+	if _, err := conn.Create("/while-down", []byte("v"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(follower)
+	c.AwaitSynced(time.Minute)
+	if n := syncedFollowers(c.Server(c.Leader())); n != 2 {
+		t.Fatalf("synced followers %d after AwaitSynced, want 2", n)
+	}
+	data, _, err := Connect(t, []string{c.Server(follower)}, 4*time.Second).Get("/while-down")
+	if err != nil || string(data) != "v" {
+		t.Fatalf("Get(/while-down) via the restarted node = %q, %v; want v", data, err)
+	}
+}
