@@ -64,6 +64,10 @@ type Config struct {
 	// BodyTimeout is how long a client has to send a request body.
 	BodyTimeout time.Duration
 	MaxWait     time.Duration
+	// SuspendWait is how long a request waits for a suspended ZooKeeper
+	// connection to come back, and how long /readyz stays 200 through a
+	// suspension; negative (the default) means the session timeout.
+	SuspendWait time.Duration
 	MaxTTL      time.Duration
 	DefaultTTL  time.Duration
 	MaxBody     int64
@@ -119,7 +123,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{Config: Config{
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
-		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
+		SessionTimeout: 10 * time.Second, SuspendWait: -1, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
 		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, LogLevel: "info",
 		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second,
 	}, LogOutput: os.Stderr, Stdout: os.Stdout}
@@ -171,6 +175,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		usage      string
 	}{
 		{&c.SessionTimeout, "session-timeout", "COORD_SESSION_TIMEOUT", "ZooKeeper session timeout"},
+		{&c.SuspendWait, "suspend-wait", "COORD_SUSPEND_WAIT", "how long a request waits for a lost ZooKeeper connection to come back before it answers 503, and /readyz stays 200 meanwhile (default: --session-timeout)"},
 		{&c.MaxWait, "max-wait", "COORD_MAX_WAIT", "largest wait= a request may ask"},
 		{&c.MaxTTL, "max-ttl", "COORD_MAX_TTL", "largest ttl= a lease may ask"},
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
@@ -204,6 +209,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown subcommand or argument %q", fs.Arg(0))
+	}
+	given := getenv("COORD_SUSPEND_WAIT") != ""
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "suspend-wait" })
+	switch {
+	case given && c.SuspendWait < 0:
+		return fmt.Errorf("--suspend-wait %s: must not be negative", c.SuspendWait)
+	case !given && c.SuspendWait < 0:
+		c.SuspendWait = c.SessionTimeout
 	}
 	return m.checkConfig(zk)
 }
@@ -437,7 +450,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Session: sess, Leases: m.leases, Restored: restored, State: state,
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
-		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL, SuspendWait: c.SuspendWait,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,

@@ -165,7 +165,7 @@ func add(a, b int64) (int64, bool) {
 // (known.go), without reading.
 func (c *Counters) update(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) error {
 	p := c.node(name)
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 		}
 	}
 	for {
-		ep, err := c.s.Current()
+		ep, err := c.s.Await(ctx)
 		if err != nil {
 			return err
 		}
@@ -249,7 +249,7 @@ func (c *Counters) Delete(ctx context.Context, name string) error {
 	if err := kit.CheckName("counter", name); err != nil {
 		return err
 	}
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func (c *Counters) Get(ctx context.Context, name string) (*State, error) {
 	if err := kit.CheckName("counter", name); err != nil {
 		return nil, err
 	}
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
