@@ -96,7 +96,7 @@ type Server struct {
 	// base is stopped with the allowance of a wait through a suspension
 	// (Options.SuspendWait): every request's context derives from it.
 	base context.Context
-	stop    context.CancelCauseFunc
+	stop context.CancelCauseFunc
 	// draining ends when streams and long-polls must end: at Close, or first
 	// at Drain (a hand-over), which lets short requests finish as usual.
 	draining context.Context
