@@ -72,6 +72,7 @@ func (s *Session) Await(ctx context.Context) (*Epoch, error) {
 	if !ok {
 		return nil, err
 	}
+	s.waits.begin()
 	t := time.NewTimer(time.Until(end))
 	defer t.Stop()
 	for {
@@ -111,6 +112,7 @@ func (ep *Epoch) AwaitConnected(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("session not connected: %w", ErrUnavailable)
 	}
+	ep.s.waits.begin()
 	wctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	err := ep.WaitConnected(wctx)
@@ -245,6 +247,7 @@ const (
 // they lasted.
 type waitMetrics struct {
 	seconds *prometheus.HistogramVec
+	waiting prometheus.Gauge
 }
 
 func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
@@ -252,18 +255,24 @@ func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
 		Name:    "coord_request_suspension_wait_seconds",
 		Help:    "How long a request waited for the connection to ZooKeeper to come back, by outcome: back (it went on), timeout (503 after --suspend-wait), lost (its session expired), gone (its client or the server went away).",
 		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60},
-	}, []string{"outcome"})}
+	}, []string{"outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_request_suspension_waiting",
+			Help: "Requests waiting for the connection to ZooKeeper to come back right now.",
+		})}
 	for _, o := range []string{outcomeBack, outcomeTimeout, outcomeLost, outcomeGone} {
 		m.seconds.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.seconds)
+		reg.MustRegister(m.seconds, m.waiting)
 	}
 	return m
 }
 
+// begin counts a wait under way; observe ends it.
+func (m *waitMetrics) begin() { m.waiting.Inc() }
+
 func (m *waitMetrics) observe(outcome string, start time.Time) {
-	if m != nil {
-		m.seconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
-	}
+	m.waiting.Dec()
+	m.seconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 }

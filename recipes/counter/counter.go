@@ -80,6 +80,11 @@ func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, er
 	if err := kit.CheckName("counter", name); err != nil {
 		return 0, err
 	}
+	// The shared compare-and-set runs under a context of its own: the wait
+	// through a suspension that ctx may allow is waited here.
+	if _, err := c.s.Await(ctx); err != nil {
+		return 0, err
+	}
 	a := c.adder(name)
 	defer c.release(name, a)
 	r := &addReq{delta: delta, done: make(chan struct{})}
