@@ -66,7 +66,8 @@ type Config struct {
 	MaxWait     time.Duration
 	// SuspendWait is how long a request waits for a suspended ZooKeeper
 	// connection to come back, and how long /readyz stays 200 through a
-	// suspension; negative (the default) means the session timeout.
+	// suspension; when neither the flag nor the environment sets it, the
+	// session timeout (0 given: no wait).
 	SuspendWait time.Duration
 	MaxTTL      time.Duration
 	DefaultTTL  time.Duration
@@ -123,7 +124,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{Config: Config{
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
-		SessionTimeout: 10 * time.Second, SuspendWait: -1, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
+		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
 		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, LogLevel: "info",
 		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second,
 	}, LogOutput: os.Stderr, Stdout: os.Stdout}
@@ -215,7 +216,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	switch {
 	case given && c.SuspendWait < 0:
 		return fmt.Errorf("--suspend-wait %s: must not be negative", c.SuspendWait)
-	case !given && c.SuspendWait < 0:
+	case !given:
 		c.SuspendWait = c.SessionTimeout
 	}
 	return m.checkConfig(zk)
