@@ -107,11 +107,20 @@ func (ep *Epoch) AwaitConnected(ctx context.Context) error {
 	if ep.IsLost() {
 		return ErrSessionLost
 	}
-	start := time.Now()
-	end, ok := suspendBound(ctx, start)
+	end, ok := suspendBound(ctx, time.Now())
 	if !ok {
 		return fmt.Errorf("session not connected: %w", ErrUnavailable)
 	}
+	return ep.awaitUntil(ctx, end)
+}
+
+// awaitUntil waits until ep is connected (nil), lost (ErrSessionLost), end
+// (notBack's ErrUnavailable) or ctx's end (ErrUnavailable wrapping its error).
+func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
+	if ep.Connected() {
+		return nil
+	}
+	start := time.Now()
 	ep.s.waits.begin()
 	wctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
@@ -137,7 +146,8 @@ func (ep *Epoch) AwaitConnected(ctx context.Context) error {
 // failure). It reports false, with the error to return, when the call is
 // done.
 func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
-	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) || ctx.Err() != nil {
+	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
+		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
 		return false, mapped
 	}
 	if !idempotent && !errors.Is(mapped, zk.ErrNoServer) {
@@ -154,9 +164,7 @@ func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end 
 		return false, mapped
 	}
 	wasConnected := ep.Connected()
-	wctx, cancel := context.WithDeadline(ctx, *end)
-	defer cancel()
-	if err := ep.AwaitConnected(wctx); err != nil {
+	if err := ep.awaitUntil(ctx, *end); err != nil {
 		if errors.Is(err, ErrSessionLost) {
 			return false, fmt.Errorf("%w (after: %w)", ErrSessionLost, mapped)
 		}
@@ -165,20 +173,25 @@ func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end 
 	if wasConnected {
 		// The Session has not yet applied the disconnection (or the call was
 		// cut off by its deadline while connected): pause rather than spin.
+		t := time.NewTimer(10 * time.Millisecond)
+		defer t.Stop()
 		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-wctx.Done():
+		case <-t.C:
+		case <-ctx.Done():
 			return false, mapped
 		}
 	}
 	return true, nil
 }
 
+// errNotBack is the cause of a wait that ended before the connection came back.
+var errNotBack = errors.New("the connection to ZooKeeper did not come back")
+
 // notBack is the error of a wait that ended before the connection came back:
 // the servers, how long, and the last failure of a connection to them.
 func (s *Session) notBack(start time.Time) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the connection to ZooKeeper did not come back within %s", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(&b, "within %s", time.Since(start).Round(time.Millisecond))
 	if since, ok := s.Suspension(); ok {
 		fmt.Fprintf(&b, " (suspended since %s)", since.UTC().Format(time.RFC3339Nano))
 	} else {
@@ -192,7 +205,7 @@ func (s *Session) notBack(start time.Time) error {
 		}
 		fmt.Fprintf(&b, ": %s", last.err)
 	}
-	return fmt.Errorf("%w: %s", ErrUnavailable, b.String())
+	return fmt.Errorf("%w: %w %s", ErrUnavailable, errNotBack, b.String())
 }
 
 // connErr is a connection's failure as go-zookeeper logged it.
