@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
@@ -16,8 +17,10 @@ func (s *Server) GetHealthz(context.Context, oapi.GetHealthzRequestObject) (oapi
 }
 
 // GetReadyz answers 200 only once a restart is reconciled, while the state
-// directory (if any) is written, while the ZooKeeper session is connected and,
-// with --zk-require-acl, the last ACL check found no node open to anyone.
+// directory (if any) is written, while the ZooKeeper session is connected or
+// suspended for less than Options.SuspendWait (requests wait that long for the
+// connection: a ZooKeeper server's restart marks no sidecar unready) and, with
+// --zk-require-acl, the last ACL check found no node open to anyone.
 func (s *Server) GetReadyz(context.Context, oapi.GetReadyzRequestObject) (oapi.GetReadyzResponseObject, error) {
 	if !restored(s.opt.Restored) {
 		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
@@ -28,10 +31,9 @@ func (s *Server) GetReadyz(context.Context, oapi.GetReadyzRequestObject) (oapi.G
 			return nil, stateUnavailable(err)
 		}
 	}
-	st := s.opt.Session.State()
-	if st != zookeeper.StateConnected {
+	if detail := s.unready(time.Now()); detail != "" {
 		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
-			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "ZooKeeper session " + st.String(), RetryAfter: 1}
+			Title: http.StatusText(http.StatusServiceUnavailable), Detail: detail, RetryAfter: 1}
 	}
 	if err := s.opt.Session.ACLReady(); err != nil {
 		return nil, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-acl-open",
@@ -93,4 +95,21 @@ func restored(ch <-chan struct{}) bool {
 	default:
 		return ch == nil
 	}
+}
+
+// unready tells why the session makes the sidecar unready at now ("" when it
+// does not): not connected, unless suspended for less than SuspendWait.
+func (s *Server) unready(now time.Time) string {
+	st := s.opt.Session.State()
+	if st == zookeeper.StateConnected {
+		return ""
+	}
+	if since, ok := s.opt.Session.Suspension(); ok {
+		if now.Sub(since) < s.opt.SuspendWait {
+			return ""
+		}
+		return fmt.Sprintf("ZooKeeper session suspended since %s, longer than the suspend wait (%s)",
+			since.UTC().Format(time.RFC3339Nano), s.opt.SuspendWait)
+	}
+	return "ZooKeeper session " + st.String()
 }

@@ -63,7 +63,7 @@ func (s *Server) GrantLease(ctx context.Context, ttl time.Duration, implicit boo
 		s.metrics.refused(tokens.Leases, false)
 		return nil, fmt.Errorf("%d leases are live, the most this sidecar keeps (--max-leases): %w", n, errTooManyLeases)
 	}
-	return s.opt.Leases.GrantTo(p.Name(), ttl, implicit)
+	return s.opt.Leases.GrantTo(ctx, p.Name(), ttl, implicit)
 }
 
 // LeaseFor returns the lease named by lease= (a live lease of the request's

@@ -58,6 +58,12 @@ type Options struct {
 	// long-polls under way (requests with a non-zero wait=, default 8192); past
 	// either, requests answer 503 with Retry-After.
 	MaxStreams, MaxWaiters int
+	// SuspendWait is how long a request that needs ZooKeeper waits for a
+	// suspended connection to come back before it answers 503
+	// zookeeper-unavailable (longer when the rest of its own wait= is), and how
+	// long /readyz stays 200 through a suspension; 0: no wait (the sidecar's
+	// --suspend-wait, by default its session timeout).
+	SuspendWait time.Duration
 	// Restored, when set, is closed once a restart's resume is reconciled
 	// (--state-dir): until then /v1 requests wait for it (a lease of the
 	// predecessor is not yet known: answering 404 would be a lie) and /readyz
@@ -87,7 +93,10 @@ type Server struct {
 
 	// stopped ends, with cause errShuttingDown, when Close is called.
 	stopped context.Context
-	stop    context.CancelCauseFunc
+	// base is stopped with the allowance of a wait through a suspension
+	// (Options.SuspendWait): every request's context derives from it.
+	base context.Context
+	stop context.CancelCauseFunc
 	// draining ends when streams and long-polls must end: at Close, or first
 	// at Drain (a hand-over), which lets short requests finish as usual.
 	draining context.Context
@@ -183,7 +192,8 @@ func NewServer(opt Options) *Server {
 	}
 	stopped, stop := context.WithCancelCause(context.Background())
 	stopped = context.WithValue(stopped, baseContextKey{}, true)
-	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, stop: stop,
+	base := zookeeper.WithSuspendWait(stopped, opt.SuspendWait, time.Time{})
+	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, base: base, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
 		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
@@ -251,7 +261,7 @@ func (s *Server) closeFor(cause error) {
 func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
-		s.limitBody, s.commitState)
+		s.limitBody, s.commitState, s.suspendWait)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
@@ -294,7 +304,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 // BaseContext is for http.Server.BaseContext: every connection's context, and so
 // every request's, then derives from one that ends when the server closes, at
 // the cost of one registration per connection instead of one per request.
-func (s *Server) BaseContext(net.Listener) context.Context { return s.stopped }
+func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
 
 type baseContextKey struct{}
 
@@ -310,6 +320,30 @@ func (s *Server) awaitRestored(next http.Handler) http.Handler {
 				s.writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
 					Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
 				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// suspendWait sets how long a request waits through a suspension of the
+// ZooKeeper session (zookeeper.WithSuspendWait): every request's context
+// allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
+// request whose wait= is longer may wait until its wait ends, and an event
+// stream waits for nothing (its state tells of the suspension instead).
+func (s *Server) suspendWait(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			next.ServeHTTP(w, r.WithContext(zookeeper.WithSuspendWait(r.Context(), 0, time.Time{})))
+			return
+		}
+		if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
+			if d, err := time.ParseDuration(v); err == nil && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
+				r = r.WithContext(zookeeper.WithSuspendWait(r.Context(), s.opt.SuspendWait, time.Now().Add(d)))
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -337,6 +371,7 @@ func (s *Server) shutdownContext(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
+		ctx = zookeeper.WithSuspendWait(ctx, s.opt.SuspendWait, time.Time{})
 		stop := context.AfterFunc(s.stopped, func() { cancel(errShuttingDown) })
 		defer stop()
 		next.ServeHTTP(w, r.WithContext(ctx))

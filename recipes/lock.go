@@ -221,7 +221,7 @@ func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
 	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
 	}
-	ep, err := l.s.Current()
+	ep, err := l.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

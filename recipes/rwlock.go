@@ -277,7 +277,7 @@ func (rw *RWLocks) Inspect(ctx context.Context, name string) (*RWLockState, erro
 	if err := kit.CheckName("rwlock", name); err != nil {
 		return nil, err
 	}
-	ep, err := rw.s.Current()
+	ep, err := rw.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

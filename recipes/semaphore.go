@@ -396,7 +396,7 @@ func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState,
 	if err := kit.CheckName("semaphore", name); err != nil {
 		return nil, err
 	}
-	ep, err := m.s.Current()
+	ep, err := m.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -5041,7 +5041,15 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected or suspended for less than --suspend-wait (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	//
+	// A suspension (the connection to ZooKeeper lost, the session perhaps still
+	// alive: a ZooKeeper server restarting, the ensemble electing its leader)
+	// keeps the sidecar ready for `--suspend-wait` (default: the session
+	// timeout), the time requests wait for the connection to come back, so that
+	// a ZooKeeper server's restart does not mark every sidecar connected to it
+	// unready at once. Past it, or while the session is lost or not yet
+	// established, `503 zookeeper-unavailable` says why.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5749,7 +5757,15 @@ func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+// GetReadyz 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected or suspended for less than --suspend-wait (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+//
+// A suspension (the connection to ZooKeeper lost, the session perhaps still
+// alive: a ZooKeeper server restarting, the ensemble electing its leader)
+// keeps the sidecar ready for `--suspend-wait` (default: the session
+// timeout), the time requests wait for the connection to come back, so that
+// a ZooKeeper server's restart does not mark every sidecar connected to it
+// unready at once. Past it, or while the session is lost or not yet
+// established, `503 zookeeper-unavailable` says why.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12045,7 +12061,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
 
-	// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected or suspended for less than --suspend-wait (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+	//
+	// A suspension (the connection to ZooKeeper lost, the session perhaps still
+	// alive: a ZooKeeper server restarting, the ensemble electing its leader)
+	// keeps the sidecar ready for `--suspend-wait` (default: the session
+	// timeout), the time requests wait for the connection to come back, so that
+	// a ZooKeeper server's restart does not mark every sidecar connected to it
+	// unready at once. Past it, or while the session is lost or not yet
+	// established, `503 zookeeper-unavailable` says why.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -20460,7 +20484,15 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 	return ParseGetHealthzResponse(rsp)
 }
 
-// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+// GetReadyzWithResponse 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected or suspended for less than --suspend-wait (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+//
+// A suspension (the connection to ZooKeeper lost, the session perhaps still
+// alive: a ZooKeeper server restarting, the ensemble electing its leader)
+// keeps the sidecar ready for `--suspend-wait` (default: the session
+// timeout), the time requests wait for the connection to come back, so that
+// a ZooKeeper server's restart does not mark every sidecar connected to it
+// unready at once. Past it, or while the session is lost or not yet
+// established, `503 zookeeper-unavailable` says why.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -64,6 +64,11 @@ type Config struct {
 	// BodyTimeout is how long a client has to send a request body.
 	BodyTimeout time.Duration
 	MaxWait     time.Duration
+	// SuspendWait is how long a request waits for a suspended ZooKeeper
+	// connection to come back, and how long /readyz stays 200 through a
+	// suspension; when neither the flag nor the environment sets it, the
+	// session timeout (0 given: no wait).
+	SuspendWait time.Duration
 	MaxTTL      time.Duration
 	DefaultTTL  time.Duration
 	MaxBody     int64
@@ -171,6 +176,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		usage      string
 	}{
 		{&c.SessionTimeout, "session-timeout", "COORD_SESSION_TIMEOUT", "ZooKeeper session timeout"},
+		{&c.SuspendWait, "suspend-wait", "COORD_SUSPEND_WAIT", "how long a request waits for a lost ZooKeeper connection to come back before it answers 503, and /readyz stays 200 meanwhile (default: --session-timeout)"},
 		{&c.MaxWait, "max-wait", "COORD_MAX_WAIT", "largest wait= a request may ask"},
 		{&c.MaxTTL, "max-ttl", "COORD_MAX_TTL", "largest ttl= a lease may ask"},
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
@@ -204,6 +210,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown subcommand or argument %q", fs.Arg(0))
+	}
+	given := getenv("COORD_SUSPEND_WAIT") != ""
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "suspend-wait" })
+	switch {
+	case given && c.SuspendWait < 0:
+		return fmt.Errorf("--suspend-wait %s: must not be negative", c.SuspendWait)
+	case !given:
+		c.SuspendWait = c.SessionTimeout
 	}
 	return m.checkConfig(zk)
 }
@@ -437,7 +451,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Session: sess, Leases: m.leases, Restored: restored, State: state,
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
-		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL,
+		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL, SuspendWait: c.SuspendWait,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,

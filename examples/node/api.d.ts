@@ -28,7 +28,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503. */
+        /**
+         * 200 once a restart is reconciled, while the state directory (with --state-dir) is written and the ZooKeeper session is connected or suspended for less than --suspend-wait (and, with --zk-require-acl, no node of the sidecar's is open to anyone), else 503.
+         * @description A suspension (the connection to ZooKeeper lost, the session perhaps still
+         *     alive: a ZooKeeper server restarting, the ensemble electing its leader)
+         *     keeps the sidecar ready for `--suspend-wait` (default: the session
+         *     timeout), the time requests wait for the connection to come back, so that
+         *     a ZooKeeper server's restart does not mark every sidecar connected to it
+         *     unready at once. Past it, or while the session is lost or not yet
+         *     established, `503 zookeeper-unavailable` says why.
+         */
         get: operations["getReadyz"];
         put?: never;
         post?: never;
@@ -2253,7 +2262,12 @@ export interface components {
             };
         };
         /**
-         * @description `zookeeper-unavailable` (the session is not connected), `session-lost` (a
+         * @description `zookeeper-unavailable` (the connection to ZooKeeper did not come back
+         *     within `--suspend-wait`, or what was left of the request's own `wait` when
+         *     that was longer: a request that needs ZooKeeper waits that long through a
+         *     suspension and then proceeds; the detail names the servers tried and the
+         *     last connection error; no write ZooKeeper did not acknowledge is ever
+         *     reported as done), `session-lost` (a
          *     grant's session expired), `shutting-down`, `too-many-streams`,
          *     `too-many-long-polls` (`--max-streams` or `--max-waiters` reached, or the
          *     token's own share of them, `maxStreams` or `maxWaiters`: the detail says

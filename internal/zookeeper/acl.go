@@ -30,7 +30,7 @@ func (s *Session) ACLReady() error { return s.acls.Ready() }
 
 // GetACL reads a node's ACL.
 func (ep *Epoch) GetACL(ctx context.Context, p string) ([]zk.ACL, error) {
-	return call(ctx, ep, func(c *zk.Conn) ([]zk.ACL, error) {
+	return read(ctx, ep, func(c *zk.Conn) ([]zk.ACL, error) {
 		a, _, err := c.GetACL(p)
 		return a, err
 	})

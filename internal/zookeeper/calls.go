@@ -49,7 +49,32 @@ const (
 // whose late answer is dropped. Cancelling ctx without a deadline does not cut a
 // call already sent short: the answer to a write matters more than the caller's
 // patience.
+//
+// Under a context of WithSuspendWait (suspendwait.go), a call made while ep is
+// suspended waits for its connection to come back before it is sent, and one
+// that go-zookeeper gave up before sending it is sent again once it is back;
+// read does that for a read whose answer was lost too.
 func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
+	return callAs(ctx, ep, false, f)
+}
+
+// read is call for a request that may be sent twice (a read).
+func read[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
+	return callAs(ctx, ep, true, f)
+}
+
+func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f func(*zk.Conn) (T, error)) (T, error) {
+	var end time.Time
+	for {
+		v, err := callOnce(ctx, ep, f)
+		again, err := ep.resend(ctx, err, idempotent, &end)
+		if !again {
+			return v, err
+		}
+	}
+}
+
+func callOnce[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
 	var zero T
 	if ep.IsLost() {
 		return zero, ErrSessionLost
@@ -57,8 +82,8 @@ func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T
 	if err := ctx.Err(); err != nil {
 		return zero, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if !ep.Connected() {
-		return zero, fmt.Errorf("session not connected: %w", ErrUnavailable)
+	if err := ep.AwaitConnected(ctx); err != nil {
+		return zero, err
 	}
 	// The budget is compared, not a deadline read back later: with OpTimeout
 	// equal to the session timeout (the default), that would be a few µs short
@@ -132,7 +157,7 @@ type node struct {
 
 // Get reads a node's data and stat.
 func (ep *Epoch) Get(ctx context.Context, p string) ([]byte, *Stat, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.data, n.stat, err = c.Get(p)
 		return n, err
 	})
@@ -168,7 +193,7 @@ func (ep *Epoch) GetEach(ctx context.Context, dir string, names []string) ([]Chi
 
 // GetW reads a node's data and stat and leaves a watch on them.
 func (ep *Epoch) GetW(ctx context.Context, p string) ([]byte, *Stat, <-chan Event, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.data, n.stat, n.watch, err = c.GetW(p)
 		return n, err
 	})
@@ -177,7 +202,7 @@ func (ep *Epoch) GetW(ctx context.Context, p string) ([]byte, *Stat, <-chan Even
 
 // Children lists a node's children (unsorted) and returns its stat.
 func (ep *Epoch) Children(ctx context.Context, p string) ([]string, *Stat, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.children, n.stat, err = c.Children(p)
 		return n, err
 	})
@@ -186,7 +211,7 @@ func (ep *Epoch) Children(ctx context.Context, p string) ([]string, *Stat, error
 
 // ChildrenW lists a node's children and leaves a watch on the list.
 func (ep *Epoch) ChildrenW(ctx context.Context, p string) ([]string, *Stat, <-chan Event, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.children, n.stat, n.watch, err = c.ChildrenW(p)
 		return n, err
 	})
@@ -195,7 +220,7 @@ func (ep *Epoch) ChildrenW(ctx context.Context, p string) ([]string, *Stat, <-ch
 
 // Exists tells whether a node exists, with its stat when it does.
 func (ep *Epoch) Exists(ctx context.Context, p string) (bool, *Stat, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.ok, n.stat, err = c.Exists(p)
 		return n, err
 	})
@@ -205,7 +230,7 @@ func (ep *Epoch) Exists(ctx context.Context, p string) (bool, *Stat, error) {
 // ExistsW is Exists leaving a watch that fires when the node is created,
 // changed or deleted.
 func (ep *Epoch) ExistsW(ctx context.Context, p string) (bool, *Stat, <-chan Event, error) {
-	n, err := call(ctx, ep, func(c *zk.Conn) (n node, err error) {
+	n, err := read(ctx, ep, func(c *zk.Conn) (n node, err error) {
 		n.ok, n.stat, n.watch, err = c.ExistsW(p)
 		return n, err
 	})
@@ -227,7 +252,7 @@ func (ep *Epoch) Create(ctx context.Context, p string, data []byte, mode int32) 
 // leader on p before ep's next read (ZooKeeper's sync): what a successor does
 // before it trusts what it reads after resuming a session.
 func (ep *Epoch) Sync(ctx context.Context, p string) error {
-	_, err := call(ctx, ep, func(c *zk.Conn) (string, error) { return c.Sync(p) })
+	_, err := read(ctx, ep, func(c *zk.Conn) (string, error) { return c.Sync(p) })
 	return err
 }
 

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // lister coalesces listings of one parent's children: callers that ask while a
@@ -29,8 +30,23 @@ type listResult struct {
 }
 
 // ChildrenShared is Children, sharing the listing with concurrent callers of
-// the same parent: every caller gets a listing sent after it asked.
+// the same parent: every caller gets a listing sent after it asked. Under a
+// context of WithSuspendWait it waits through a suspension, as a read does.
 func (ep *Epoch) ChildrenShared(ctx context.Context, parent string) ([]string, *Stat, error) {
+	var end time.Time
+	for {
+		if err := ep.AwaitConnected(ctx); err != nil {
+			return nil, nil, err
+		}
+		children, st, err := ep.childrenShared(ctx, parent)
+		again, err := ep.resend(ctx, err, true, &end)
+		if !again {
+			return children, st, err
+		}
+	}
+}
+
+func (ep *Epoch) childrenShared(ctx context.Context, parent string) ([]string, *Stat, error) {
 	l := &ep.s.lister
 	ch := make(chan listResult, 1)
 	l.mu.Lock()

@@ -80,6 +80,8 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 			if err := ep.EnsureContainer(ctx, parent); err != nil {
 				return Created{}, err
 			}
+		case errors.Is(err, errNotBack):
+			return Created{}, err // never sent: the wait through the suspension is spent
 		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
 			if err := ep.WaitConnected(ctx); err != nil {
 				return Created{}, err
@@ -186,6 +188,8 @@ func (ep *Epoch) CreateOwned(ctx context.Context, p string, data []byte, contain
 				return nil, err
 			}
 			continue
+		case errors.Is(err, errNotBack):
+			return nil, err // never sent: the wait through the suspension is spent
 		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
 			// The answer may be lost with the connection: adopt our node if it is there.
 			if err := ep.WaitConnected(ctx); err != nil {

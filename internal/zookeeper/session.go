@@ -166,6 +166,10 @@ type Session struct {
 	// resume is the taking over of Config.Resume's session, and its outcome
 	// (resume.go).
 	resume *transport.Resume
+	// waits counts the waits through a suspension, lastConnErr is the last
+	// connection failure (suspendwait.go).
+	waits       *waitMetrics
+	lastConnErr lastConnErrs
 }
 
 type queuedEvent struct {
@@ -261,6 +265,7 @@ func NewSession(cfg Config) (*Session, error) {
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
+		waits:      newWaitMetrics(cfg.Registerer),
 	}
 	s.acls = acl.NewChecker(acl.Config{Root: cfg.Root, Every: cfg.ACLCheckEvery, Timeout: cfg.OpTimeout,
 		Require: cfg.RequireACL, Logger: s.log, Registerer: cfg.Registerer})
@@ -307,7 +312,7 @@ func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
-		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(hosts),
+		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(transport.Quick(hosts, ep.lost)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)
@@ -749,6 +754,7 @@ func (l zkLogger) Printf(format string, args ...any) {
 			l.ep.timeout.Store(int64(time.Duration(ms) * time.Millisecond))
 		}
 	}
+	l.noteLog(format, args)
 	l.log.Debug("zk: " + fmt.Sprintf(format, args...))
 }
 

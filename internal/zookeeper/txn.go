@@ -62,6 +62,9 @@ func (ep *Epoch) SharedMulti(ctx context.Context, key string, ops ...Op) ([]OpRe
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if err := ep.AwaitConnected(ctx); err != nil { // through a suspension (WithSuspendWait)
+		return nil, err
+	}
 	r := &txnReq{ops: ops, key: key, done: make(chan struct{})}
 	for _, op := range ops {
 		r.bytes += op.size()

@@ -61,7 +61,7 @@ func (b *Barriers) Raise(ctx context.Context, name string) error {
 	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
-	ep, err := b.s.Current()
+	ep, err := b.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (b *Barriers) Lower(ctx context.Context, name string) error {
 	if err := kit.CheckName("barrier", name); err != nil {
 		return err
 	}
-	ep, err := b.s.Current()
+	ep, err := b.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (b *Barriers) Raised(ctx context.Context, name string) (bool, error) {
 	if err := kit.CheckName("barrier", name); err != nil {
 		return false, err
 	}
-	ep, err := b.s.Current()
+	ep, err := b.s.Await(ctx)
 	if err != nil {
 		return false, err
 	}

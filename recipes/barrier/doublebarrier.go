@@ -554,7 +554,7 @@ func (b *Barriers) Leave(ctx context.Context, lease *kit.Lease, name, id string,
 	}
 	start := time.Now()
 	defer func() { b.metrics.observe("leave", start, err) }()
-	ep, err := b.s.Current()
+	ep, err := b.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -598,7 +598,7 @@ func (b *Barriers) awaitEmpty(ctx context.Context, name string, wait time.Durati
 	parent := b.dblParent(name)
 	for {
 		changed := b.s.Changed()
-		ep, err := b.s.Current()
+		ep, err := b.s.Await(ctx)
 		var children []string
 		if err == nil {
 			children, _, err = ep.Children(ctx, parent)
@@ -639,7 +639,7 @@ func (b *Barriers) InspectDouble(ctx context.Context, name string) (*DoubleBarri
 	if err := kit.CheckName("double barrier", name); err != nil {
 		return nil, err
 	}
-	ep, err := b.s.Current()
+	ep, err := b.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

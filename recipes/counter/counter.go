@@ -80,6 +80,11 @@ func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, er
 	if err := kit.CheckName("counter", name); err != nil {
 		return 0, err
 	}
+	// The shared compare-and-set runs under a context of its own: the wait
+	// through a suspension that ctx may allow is waited here.
+	if _, err := c.s.Await(ctx); err != nil {
+		return 0, err
+	}
 	a := c.adder(name)
 	defer c.release(name, a)
 	r := &addReq{delta: delta, done: make(chan struct{})}
@@ -165,7 +170,7 @@ func add(a, b int64) (int64, bool) {
 // (known.go), without reading.
 func (c *Counters) update(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) error {
 	p := c.node(name)
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -187,7 +192,7 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 		}
 	}
 	for {
-		ep, err := c.s.Current()
+		ep, err := c.s.Await(ctx)
 		if err != nil {
 			return err
 		}
@@ -249,7 +254,7 @@ func (c *Counters) Delete(ctx context.Context, name string) error {
 	if err := kit.CheckName("counter", name); err != nil {
 		return err
 	}
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return err
 	}
@@ -266,7 +271,7 @@ func (c *Counters) Get(ctx context.Context, name string) (*State, error) {
 	if err := kit.CheckName("counter", name); err != nil {
 		return nil, err
 	}
-	ep, err := c.s.Current()
+	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

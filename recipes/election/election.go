@@ -313,7 +313,7 @@ func (e *Elections) Inspect(ctx context.Context, name string) (*ElectionState, e
 	if err := kit.CheckName("election", name); err != nil {
 		return nil, err
 	}
-	ep, err := e.s.Current()
+	ep, err := e.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

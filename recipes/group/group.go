@@ -244,7 +244,7 @@ func (g *Groups) Inspect(ctx context.Context, group string) (*State, error) {
 	if err := kit.CheckName("group", group); err != nil {
 		return nil, err
 	}
-	ep, err := g.s.Current()
+	ep, err := g.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

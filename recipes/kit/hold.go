@@ -52,7 +52,8 @@ func (h *held) closeSettled() { close(h.settled) }
 //     the lease ended, ErrLeaseEnded;
 //  2. pin an implicit lease while acquire runs (its TTL counts from the answer,
 //     not from the start of a long wait);
-//  3. check that the lease's session is the connected one, then run acquire
+//  3. check that the lease's session is the connected one (waiting through a
+//     suspension as ctx allows: zookeeper.WithSuspendWait), then run acquire
 //     under it;
 //  4. grant: the holding becomes the lease's, released when the lease ends;
 //  5. unwind: when acquire fails, the reservation is dropped and an implicit
@@ -67,7 +68,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 	if l.Implicit {
 		defer l.Pin()()
 	}
-	if err := l.CheckConnected(); err != nil {
+	if err := l.AwaitConnected(ctx); err != nil {
 		l.unreserve(h, pending)
 		return v, false, fmt.Errorf("%s %q: %w", h.Kind, h.Name, err)
 	}

@@ -80,15 +80,17 @@ func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
 // Grant makes a lease bound to the current session. It fails with ErrUnavailable
 // while the session is not connected.
 func (m *Leases) Grant(ttl time.Duration, implicit bool) (*Lease, error) {
-	return m.GrantTo("", ttl, implicit)
+	return m.GrantTo(context.Background(), "", ttl, implicit)
 }
 
-// GrantTo is Grant for a lease whose Owner is owner.
-func (m *Leases) GrantTo(owner string, ttl time.Duration, implicit bool) (*Lease, error) {
+// GrantTo is Grant for a lease whose Owner is owner. While the session is not
+// connected and ctx allows it (zookeeper.WithSuspendWait), it waits for a
+// connected session (zookeeper.Session.Await).
+func (m *Leases) GrantTo(ctx context.Context, owner string, ttl time.Duration, implicit bool) (*Lease, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s: %w", ttl, ErrInvalidArgument)
 	}
-	ep, err := m.s.Current()
+	ep, err := m.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -415,6 +417,18 @@ func (l *Lease) CheckConnected() error {
 		return ErrSessionLost
 	}
 	return ErrUnavailable
+}
+
+// AwaitConnected is CheckConnected for an operation under ctx: while the
+// lease's session is suspended and ctx allows it (zookeeper.WithSuspendWait),
+// it waits for the connection to come back, and returns ErrSessionLost if the
+// session is lost first, ErrUnavailable if the allowance ends first.
+func (l *Lease) AwaitConnected(ctx context.Context) error {
+	err := l.ep.AwaitConnected(ctx)
+	if errors.Is(err, ErrSessionLost) {
+		return ErrSessionLost
+	}
+	return err
 }
 
 // EndImplicit ends an implicit lease that ends up holding nothing (a request

@@ -12,7 +12,7 @@ import (
 // missing directory is an empty list. It reads one directory: use it for listings
 // and status pages, not on a hot path.
 func ListNames(ctx context.Context, s *zookeeper.Session, dir string) ([]string, error) {
-	ep, err := s.Current()
+	ep, err := s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func (k *Store) Put(ctx context.Context, key string, data []byte, contentType st
 	if lease != nil {
 		return k.putLeased(ctx, lease, key, data, contentType, version)
 	}
-	ep, err := k.s.Current()
+	ep, err := k.s.Await(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -208,7 +208,7 @@ func (k *Store) Get(ctx context.Context, key string) (*Value, error) {
 	if err := kit.CheckName("key", key); err != nil {
 		return nil, err
 	}
-	ep, err := k.s.Current()
+	ep, err := k.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ type Info struct {
 
 // Stat reads key's version and size. ErrKeyNotFound when it has no value.
 func (k *Store) Stat(ctx context.Context, key string) (*Info, error) {
-	ep, err := k.s.Current()
+	ep, err := k.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +312,7 @@ func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 		}
 		v = *version
 	}
-	ep, err := k.s.Current()
+	ep, err := k.s.Await(ctx)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func (k *Store) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (k
 
 // rewrite writes a key the lease holds, in place (it stays ephemeral).
 func (k *Store) rewrite(ctx context.Context, g *leasedKey, data []byte, contentType string, version *int32) (int32, error) {
-	if err := g.lease.CheckConnected(); err != nil {
+	if err := g.lease.AwaitConnected(ctx); err != nil {
 		return 0, err
 	}
 	if err := k.ensureDirs(ctx, g.ep, contentType); err != nil {

@@ -125,7 +125,7 @@ func (p *Partitions) SetPartitions(ctx context.Context, group string, set Set) (
 	if err := CheckSet(set); err != nil {
 		return nil, err
 	}
-	ep, err := p.s.Current()
+	ep, err := p.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func (q *Queues) Enqueue(ctx context.Context, name string, prio int, contentType
 	if len(contentType) > maxContentType {
 		return "", fmt.Errorf("content type of %d bytes: at most %d: %w", len(contentType), maxContentType, kit.ErrInvalidArgument)
 	}
-	if _, err := q.s.Current(); err != nil {
+	if _, err := q.s.Await(ctx); err != nil {
 		return "", err
 	}
 	data, h := encodeItem(contentType, payload)
@@ -143,7 +143,7 @@ func (b *enqBatcher) flush(batch []*enqReq) error {
 	defer cancel()
 	for range enqueueAttempts {
 		changed := q.s.Changed()
-		ep, err := q.s.Current()
+		ep, err := q.s.Await(ctx)
 		if err != nil {
 			if errors.Is(err, kit.ErrClosed) || !waitChange(ctx, changed) {
 				return err
@@ -260,7 +260,7 @@ func (b *enqBatcher) recover(ctx context.Context, bucket int64, batch []*enqReq)
 	q := b.q
 	for ctx.Err() == nil {
 		changed := q.s.Changed()
-		ep, err := q.s.Current()
+		ep, err := q.s.Await(ctx)
 		if err != nil {
 			if errors.Is(err, kit.ErrClosed) || !waitChange(ctx, changed) {
 				return unknown

@@ -20,7 +20,7 @@ func (q *Queues) Inspect(ctx context.Context, name string) (*QueueState, error) 
 	if err := kit.CheckName("queue", name); err != nil {
 		return nil, err
 	}
-	ep, err := q.s.Current()
+	ep, err := q.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (q *Queues) Items(ctx context.Context, name string, limit int) ([]QueueItem
 	if limit < 1 || limit > MaxListItems {
 		return nil, fmt.Errorf("limit %d: must be between 1 and %d: %w", limit, MaxListItems, kit.ErrInvalidArgument)
 	}
-	ep, err := q.s.Current()
+	ep, err := q.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -167,7 +167,7 @@ func (q *Queues) poll(ctx context.Context, st *queueState, wait time.Duration, e
 // scanOnce scans the queue once under the connected session, which must be ep
 // when ep is not nil.
 func (q *Queues) scanOnce(ctx context.Context, st *queueState, ep *zookeeper.Epoch, act actFn) (bool, error) {
-	cur, err := q.s.Current()
+	cur, err := q.s.Await(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -122,7 +122,7 @@ func (t *Throughputs) SetLimit(ctx context.Context, group string, limit int64) (
 	if limit < 0 {
 		return nil, fmt.Errorf("limit %d: %w", limit, kit.ErrInvalidArgument)
 	}
-	ep, err := t.s.Current()
+	ep, err := t.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (t *Throughputs) Inspect(ctx context.Context, group string) (*ThroughputGro
 	if err := kit.CheckName("group", group); err != nil {
 		return nil, err
 	}
-	ep, err := t.s.Current()
+	ep, err := t.s.Await(ctx)
 	if err != nil {
 		return nil, err
 	}

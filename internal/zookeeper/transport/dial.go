@@ -27,12 +27,28 @@ import (
 // the configured host names (resolved ones would leave no name to verify).
 // sessionTimeout is the requested session timeout: a TLS handshake may take
 // half of it. A failed TLS connection is logged to log.
+//
+// Every connection's session handshake must be answered within a third of the
+// session timeout (handshakeLimit; see quick.go).
 func Dialer(tlsConfig *tls.Config, sessionTimeout time.Duration, log *slog.Logger) (zk.Dialer, zk.HostProvider) {
+	limit := handshakeLimit(sessionTimeout)
 	if tlsConfig == nil {
-		return net.DialTimeout, zk.NewDNSHostProvider()
+		return func(network, address string, timeout time.Duration) (net.Conn, error) {
+			c, err := net.DialTimeout(network, address, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return limitHandshake(c, limit), nil
+		}, zk.NewDNSHostProvider()
 	}
 	d := &tlsDialer{cfg: tlsConfig, sessionTimeout: sessionTimeout, log: log}
-	return d.dial, &staticHosts{}
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		c, err := d.dial(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return limitHandshake(c, limit), nil
+	}, &staticHosts{}
 }
 
 // tlsDialer makes the TLS connections of one client.

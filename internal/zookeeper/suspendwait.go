@@ -1,0 +1,291 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Waiting through a suspension. While the connection to ZooKeeper is away (a
+// server restarting, the ensemble electing its leader), an operation made
+// under a context from WithSuspendWait waits for it to come back instead of
+// failing at once, and then goes on as if it had just begun: Session.Await
+// (the connected session, waited for), Epoch.AwaitConnected (one session,
+// waited for), and every call of an Epoch, which waits before it sends.
+// Nothing is sent twice unless it is a read or was never sent: a read whose
+// answer was lost with the connection is sent again once the same session is
+// back, a request go-zookeeper gave up before sending it (zk.ErrNoServer) too;
+// a write whose answer was lost is left to its caller, which checks on return
+// (CreateProtected, CreateOwned) or reports it unavailable.
+//
+// A context without the allowance keeps the old behaviour: ErrUnavailable at
+// once while the session is not connected.
+
+type suspendWaitKey struct{}
+
+type suspendWait struct {
+	wait  time.Duration // how long one wait may last
+	until time.Time     // the end of the caller's own wait; zero: none
+}
+
+// WithSuspendWait returns a context under which the Session's calls, Await and
+// AwaitConnected wait for a suspended (or replaced) session's connection to come
+// back, each wait for at most wait, or until until (the end of the caller's own
+// wait) when that is later. With wait <= 0 and until zero nothing waits, even
+// if ctx allowed it.
+func WithSuspendWait(ctx context.Context, wait time.Duration, until time.Time) context.Context {
+	return context.WithValue(ctx, suspendWaitKey{}, suspendWait{wait: max(wait, 0), until: until})
+}
+
+// suspendBound is the instant by which a wait beginning at now must end; ok is
+// false when ctx allows none.
+func suspendBound(ctx context.Context, now time.Time) (end time.Time, ok bool) {
+	sw, ok := ctx.Value(suspendWaitKey{}).(suspendWait)
+	if !ok {
+		return time.Time{}, false
+	}
+	end = now.Add(sw.wait)
+	if sw.until.After(end) {
+		end = sw.until
+	}
+	return end, end.After(now)
+}
+
+// Await returns the connected Epoch, as Current does. While the session is
+// not connected (suspended, connecting, or lost and being replaced) and ctx
+// allows it (WithSuspendWait), it waits for a connected session, whichever it
+// is, and returns it; past the allowance it returns ErrUnavailable naming the
+// servers and the last connection error. ErrClosed after Close.
+func (s *Session) Await(ctx context.Context) (*Epoch, error) {
+	ep, err := s.Current()
+	if err == nil || errors.Is(err, ErrClosed) {
+		return ep, err
+	}
+	start := time.Now()
+	end, ok := suspendBound(ctx, start)
+	if !ok {
+		return nil, err
+	}
+	s.waits.begin()
+	t := time.NewTimer(time.Until(end))
+	defer t.Stop()
+	for {
+		changed := s.Changed()
+		ep, err := s.Current()
+		if err == nil || errors.Is(err, ErrClosed) {
+			s.waits.observe(outcomeBack, start)
+			return ep, err
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			s.waits.observe(outcomeTimeout, start)
+			return nil, s.notBack(start)
+		case <-ctx.Done():
+			s.waits.observe(outcomeGone, start)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// AwaitConnected returns nil when ep is the connected session. While it is
+// not and ctx allows it (WithSuspendWait), it waits for ep's connection to
+// come back: ErrSessionLost when ep is lost first, ErrUnavailable naming the
+// servers and the last connection error when the allowance ends first. Without
+// the allowance it returns ErrUnavailable (ErrSessionLost once ep is lost) at
+// once.
+func (ep *Epoch) AwaitConnected(ctx context.Context) error {
+	if ep.Connected() {
+		return nil
+	}
+	if ep.IsLost() {
+		return ErrSessionLost
+	}
+	end, ok := suspendBound(ctx, time.Now())
+	if !ok {
+		return fmt.Errorf("session not connected: %w", ErrUnavailable)
+	}
+	return ep.awaitUntil(ctx, end)
+}
+
+// awaitUntil waits until ep is connected (nil), lost (ErrSessionLost), end
+// (notBack's ErrUnavailable) or ctx's end (ErrUnavailable wrapping its error).
+func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
+	if ep.Connected() {
+		return nil
+	}
+	start := time.Now()
+	ep.s.waits.begin()
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	err := ep.WaitConnected(wctx)
+	switch {
+	case err == nil:
+		ep.s.waits.observe(outcomeBack, start)
+	case errors.Is(err, ErrSessionLost):
+		ep.s.waits.observe(outcomeLost, start)
+	case ctx.Err() != nil:
+		ep.s.waits.observe(outcomeGone, start)
+	default:
+		ep.s.waits.observe(outcomeTimeout, start)
+		err = ep.s.notBack(start)
+	}
+	return err
+}
+
+// resend tells whether a call that failed with mapped (mapError's, which
+// keeps go-zookeeper's error) may be sent again once ep's connection is back, and waits
+// for that: the request was never sent (zk.ErrNoServer), or it is a read; and
+// ctx allows waiting through a suspension (until end, fixed at the first
+// failure). It reports false, with the error to return, when the call is
+// done.
+func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
+	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
+		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+		return false, mapped
+	}
+	if !idempotent && !errors.Is(mapped, zk.ErrNoServer) {
+		return false, mapped // sent: it may have been applied
+	}
+	now := time.Now()
+	if end.IsZero() {
+		var ok bool
+		if *end, ok = suspendBound(ctx, now); !ok {
+			return false, mapped
+		}
+	}
+	if !now.Before(*end) {
+		return false, mapped
+	}
+	wasConnected := ep.Connected()
+	if err := ep.awaitUntil(ctx, *end); err != nil {
+		if errors.Is(err, ErrSessionLost) {
+			return false, fmt.Errorf("%w (after: %w)", ErrSessionLost, mapped)
+		}
+		return false, err
+	}
+	if wasConnected {
+		// The Session has not yet applied the disconnection (or the call was
+		// cut off by its deadline while connected): pause rather than spin.
+		t := time.NewTimer(10 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false, mapped
+		}
+	}
+	return true, nil
+}
+
+// errNotBack is the cause of a wait that ended before the connection came back.
+var errNotBack = errors.New("the connection to ZooKeeper did not come back")
+
+// notBack is the error of a wait that ended before the connection came back:
+// the servers, how long, and the last failure of a connection to them.
+func (s *Session) notBack(start time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "within %s", time.Since(start).Round(time.Millisecond))
+	if since, ok := s.Suspension(); ok {
+		fmt.Fprintf(&b, " (suspended since %s)", since.UTC().Format(time.RFC3339Nano))
+	} else {
+		fmt.Fprintf(&b, " (session %s)", s.State())
+	}
+	fmt.Fprintf(&b, "; servers tried: %s", strings.Join(s.cfg.Servers, ", "))
+	if last := s.lastConnErr.Load(); last != nil {
+		fmt.Fprintf(&b, "; last error %s ago", time.Since(last.at).Round(time.Millisecond))
+		if last.server != "" {
+			fmt.Fprintf(&b, " on %s", last.server)
+		}
+		fmt.Fprintf(&b, ": %s", last.err)
+	}
+	return fmt.Errorf("%w: %w %s", ErrUnavailable, errNotBack, b.String())
+}
+
+// connErr is a connection's failure as go-zookeeper logged it.
+type connErr struct {
+	server, err string
+	at          time.Time
+}
+
+// lastConnErrs keeps the server go-zookeeper last connected to and its last
+// connection failure (the Session's lastConnErr).
+type lastConnErrs struct {
+	mu     sync.Mutex
+	server string // the last server a connection was made to
+	last   *connErr
+}
+
+// Load returns the last failure, nil when none was seen.
+func (l *lastConnErrs) Load() *connErr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// noteLog keeps the last connection failure go-zookeeper logs (a refused or
+// timed out dial, a handshake that failed, a connection that ended), for the
+// detail of a wait that ends before the connection is back (notBack).
+func (l zkLogger) noteLog(format string, args []any) {
+	t := &l.ep.s.lastConnErr
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case strings.HasPrefix(format, "connected to ") && len(args) == 1:
+		t.server = fmt.Sprint(args[0])
+	case strings.HasPrefix(format, "failed to connect to ") && len(args) == 2:
+		t.last = &connErr{server: fmt.Sprint(args[0]), err: fmt.Sprint(args[1]), at: time.Now()}
+	case strings.HasPrefix(format, "authentication failed: ") && len(args) == 1:
+		t.last = &connErr{server: t.server, err: "handshake: " + fmt.Sprint(args[0]), at: time.Now()}
+	case strings.HasPrefix(format, "recv loop terminated: ") && len(args) == 1:
+		t.last = &connErr{server: t.server, err: "connection ended: " + fmt.Sprint(args[0]), at: time.Now()}
+	}
+}
+
+// Outcomes of a wait through a suspension.
+const (
+	outcomeBack    = "back"    // the connection came back: the request went on
+	outcomeTimeout = "timeout" // the allowance ended first: 503
+	outcomeLost    = "lost"    // the session the request needed was lost
+	outcomeGone    = "gone"    // the request's context ended (client gone, shutdown)
+)
+
+// waitMetrics counts the waits through a suspension, by outcome, and how long
+// they lasted.
+type waitMetrics struct {
+	seconds *prometheus.HistogramVec
+	waiting prometheus.Gauge
+}
+
+func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
+	m := &waitMetrics{seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "coord_request_suspension_wait_seconds",
+		Help:    "How long a request waited for the connection to ZooKeeper to come back, by outcome: back (it went on), timeout (503 after --suspend-wait), lost (its session expired), gone (its client or the server went away).",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60},
+	}, []string{"outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_request_suspension_waiting",
+			Help: "Requests waiting for the connection to ZooKeeper to come back right now.",
+		})}
+	for _, o := range []string{outcomeBack, outcomeTimeout, outcomeLost, outcomeGone} {
+		m.seconds.WithLabelValues(o)
+	}
+	if reg != nil {
+		reg.MustRegister(m.seconds, m.waiting)
+	}
+	return m
+}
+
+// begin counts a wait under way; observe ends it.
+func (m *waitMetrics) begin() { m.waiting.Inc() }
+
+func (m *waitMetrics) observe(outcome string, start time.Time) {
+	m.waiting.Dec()
+	m.seconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+}
