@@ -10,7 +10,14 @@
 //     lease each worker granted once, then POST /v3/lock/unlock);
 //   - stated (with -sidecar-stated): the sidecar engine against a second
 //     sidecar process, started with --state-dir, on the lock rows only; the
-//     lock table adds its column and its ratio to the sidecar's.
+//     lock table adds its column and its ratio to the sidecar's;
+//   - floor (with -floor): the sidecar engine against the floor (issue 41), a
+//     reference server run by `coord-bench -serve-floor ADDR -zk ...` as a
+//     process of its own (floor.go): net/http and chi over one go-zookeeper
+//     session making the sidecar lock cycle's ZooKeeper requests and nothing
+//     else, on the lock rows only; the lock table adds its column and the
+//     sidecar's CPU per cycle over the floor's, and a table of the two side by
+//     side.
 //
 // Rows: c1, c16 and c64 (N workers, each on a lock of its own) and hot (16
 // workers on one lock). Every engine gets a warm-up, then -rounds rounds of
@@ -39,8 +46,10 @@ import (
 type options struct {
 	sidecar, zk, etcd string
 	stated            string // the second sidecar's URL, on a state directory ("": none)
+	floor             string // the floor's URL ("": none)
+	serveFloor        string // serve the floor on this address instead of measuring
 	// pids are the processes whose CPU is measured, by column: "sidecar",
-	// "stated", "zookeeper", "etcd"; a column may sum several processes (an
+	// "stated", "floor", "zookeeper", "etcd"; a column may sum several processes (an
 	// ensemble's servers, a fleet's sidecars).
 	pids          map[string][]int
 	rows          []row
@@ -93,9 +102,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper servers (host:port,...) the sidecar uses; mntr's counters are summed over them")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
 	fs.StringVar(&o.stated, "sidecar-stated", "", "base URL of a second sidecar, started with --state-dir (empty: no stated column)")
-	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,zookeeper=PID,etcd=PID; PID+PID+... sums several (an ensemble's servers)")
+	fs.StringVar(&o.floor, "floor", "", "base URL of the floor, a coord-bench -serve-floor process (empty: no floor column)")
+	fs.StringVar(&o.serveFloor, "serve-floor", "", "serve the floor (the lock cycle's reference server) on this address over one session to -zk, instead of measuring")
+	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,floor=PID,zookeeper=PID,etcd=PID; PID+PID+... sums several (an ensemble's servers)")
 	fs.StringVar(&rows, "rows", "c1,c16,c64,hot,counter-c1,counter-c16,counter-c16x16", "rows, in order: c1, c16, c64, hot, counter-c1, counter-c16, counter-c16x16")
-	fs.StringVar(&engines, "engines", "sidecar,stated,inprocess,etcd", "engines, comma-separated (etcd and stated only with -etcd and -sidecar-stated)")
+	fs.StringVar(&engines, "engines", "sidecar,floor,stated,inprocess,etcd", "engines, comma-separated (etcd, stated and floor only with -etcd, -sidecar-stated and -floor)")
 	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
@@ -137,10 +148,10 @@ func parseFlags(args []string) (*options, error) {
 		o.rows = append(o.rows, rw)
 	}
 	for _, e := range strings.Split(engines, ",") {
-		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" {
+		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" || e == "floor" && o.floor == "" {
 			continue
 		}
-		if !slices.Contains([]string{"sidecar", "stated", "inprocess", "etcd"}, e) {
+		if !slices.Contains([]string{"sidecar", "floor", "stated", "inprocess", "etcd"}, e) {
 			return nil, fmt.Errorf("unknown engine %q", e)
 		}
 		o.engines = append(o.engines, e)
@@ -165,6 +176,9 @@ func pidList(fields []string) ([]int, error) {
 }
 
 func run(ctx context.Context, o *options) error {
+	if o.serveFloor != "" {
+		return serveFloor(ctx, o.serveFloor, o.zk)
+	}
 	if len(o.fleet.urls) > 0 {
 		return runFleet(ctx, o)
 	}
