@@ -95,35 +95,16 @@ type floorWait struct {
 func serveFloor(ctx context.Context, addr, servers string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	conn, events, err := zk.Connect(strings.Split(servers, ","), 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+	f, err := newFloor(servers, floorRoot)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if err := awaitConnected(events); err != nil {
-		return err
-	}
-	go func() { //nolint:revive // drained until conn.Close closes it
-		for range events {
-		}
-	}()
-	f := &floorServer{conn: conn, dir: floorRoot + "/locks", acl: zk.WorldACL(zk.PermAll),
-		held: map[string]string{}, local: map[string]struct{}{}, waiting: map[string][]*floorWait{}}
-	f.txns.conn = conn
-	f.list.conn = conn
-	for _, p := range []string{floorRoot, f.dir} { // the sidecar makes its root once, too
-		if _, err := conn.Create(p, nil, 0, f.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	r := chi.NewRouter()
-	r.Post("/v1/locks/{name}", f.acquire)
-	r.Delete("/v1/locks/{name}", f.release)
+	defer f.close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: f.handler(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -136,6 +117,43 @@ func serveFloor(ctx context.Context, addr, servers string) error {
 	_ = srv.Shutdown(sctx)
 	<-done
 	return nil
+}
+
+// newFloor connects the floor's session to servers, its locks under
+// root/locks; close ends it.
+func newFloor(servers, root string) (*floorServer, error) {
+	conn, events, err := zk.Connect(strings.Split(servers, ","), 10*time.Second, zk.WithLogger(log.New(io.Discard, "", 0)))
+	if err != nil {
+		return nil, err
+	}
+	if err := awaitConnected(events); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	// The session's later events are not read: go-zookeeper drops what its
+	// channel cannot take.
+	f := &floorServer{conn: conn, dir: root + "/locks", acl: zk.WorldACL(zk.PermAll),
+		held: map[string]string{}, local: map[string]struct{}{}, waiting: map[string][]*floorWait{}}
+	f.txns.conn = conn
+	f.list.conn = conn
+	for _, p := range []string{root, f.dir} { // the sidecar makes its root once, too
+		if _, err := conn.Create(p, nil, 0, f.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			f.close()
+			return nil, fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return f, nil
+}
+
+// close ends the floor's session.
+func (f *floorServer) close() { f.conn.Close() }
+
+// handler serves the two routes of the lock cycle.
+func (f *floorServer) handler() http.Handler {
+	r := chi.NewRouter()
+	r.Post("/v1/locks/{name}", f.acquire)
+	r.Delete("/v1/locks/{name}", f.release)
+	return r
 }
 
 // acquire: POST /v1/locks/{name}; 201 with the lease and the fencing token.
