@@ -24,7 +24,9 @@
 // -round each, the engines' order rotating from round to round; a row reports
 // each engine's median round and the ratios of the medians. Alongside, for each
 // row and engine: CPU per cycle in each process (/proc/PID/stat) and
-// ZooKeeper's requests and fsyncs per cycle (its mntr counters).
+// ZooKeeper's requests and fsyncs per cycle (its mntr counters). After the
+// rows (-latency): p50 and p99 of an uncontended acquire and of a handoff on
+// the sidecar, the floor and zk.Lock (latency.go).
 //
 // The output is markdown that pastes into docs/BENCHMARKS.md.
 package main
@@ -59,6 +61,7 @@ type options struct {
 	zkWarmup      time.Duration
 	sessions      int
 	fifo          time.Duration
+	latency       time.Duration // per engine and measurement (0: none)
 	fleet         fleetOptions // with urls: the fleet rows instead of the others
 }
 
@@ -111,6 +114,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
 	fs.IntVar(&o.sessions, "sessions", 4, "ZooKeeper sessions of the in-process engine")
+	fs.DurationVar(&o.latency, "latency", 3*time.Second, "length of each latency measurement (uncontended acquire, handoff) per engine after the rows (0: none)")
 	fs.DurationVar(&o.fifo, "fifo", 3*time.Second, "length of each FIFO-cost measurement after the rows (0: none)")
 	fs.DurationVar(&o.zkWarmup, "zk-warmup", 60*time.Second, "longest warm-up of ZooKeeper's JIT before the rows (c16 and hot rounds until its compiler threads are idle)")
 	fs.StringVar(&fleet, "fleet", "", "the fleet rows (issue 26) instead of the others: base URLs of sidecar processes, comma-separated, each a replica's own")
@@ -207,6 +211,11 @@ func run(ctx context.Context, o *options) error {
 		fmt.Fprintf(os.Stderr, "coord-bench: %s done (load average %s)\n", r.name, loadavg())
 	}
 	printReport(os.Stdout, o, results, started)
+	if o.latency > 0 {
+		if err := measureLatency(ctx, os.Stdout, o, engines, o.latency); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
 	if o.fifo > 0 {
 		fmt.Println()
 		fmt.Println("What one session's FIFO order costs a read: ZooKeeper answers a session's requests in order, so a read waits behind that session's writes. An exists on the session whose writers create and delete (as the sidecar's contenders do on its one session) against the same exists on another session, at once:")
