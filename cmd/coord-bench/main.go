@@ -62,7 +62,7 @@ type options struct {
 	sessions      int
 	fifo          time.Duration
 	latency       time.Duration // per engine and measurement (0: none)
-	fleet         fleetOptions // with urls: the fleet rows instead of the others
+	fleet         fleetOptions  // with urls: the fleet rows instead of the others
 }
 
 // row is one line of a table: workers on their own locks, or on one hot lock;
