@@ -146,7 +146,10 @@ func newFloor(servers, root string) (*floorServer, error) {
 }
 
 // close ends the floor's session.
-func (f *floorServer) close() { f.conn.Close() }
+func (f *floorServer) close() {
+	f.conn.Close()
+	f.txns.drains.Wait() // (failing at once on the closed connection)
+}
 
 // handler serves the two routes of the lock cycle.
 func (f *floorServer) handler() http.Handler {
@@ -365,7 +368,9 @@ func floorSortBySeq(children []string) []string {
 // under way; a caller that finds a slot free sends a batch itself, and what is
 // left pending then is sent by a goroutine of its own.
 type floorTxns struct {
-	conn     *zk.Conn
+	conn *zk.Conn
+	// drains are the goroutines that send what is left pending.
+	drains   sync.WaitGroup
 	mu       sync.Mutex
 	pending  []*floorTxn
 	flushing int
@@ -400,11 +405,11 @@ func (t *floorTxns) do(key string, ops ...any) ([]zk.MultiResponse, error) {
 			}
 			t.mu.Unlock()
 			if more {
-				go func() {
+				t.drains.Go(func() {
 					for b := t.next(); b != nil; b = t.next() {
 						t.send(b)
 					}
-				}()
+				})
 			}
 		}
 	}
