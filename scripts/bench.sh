@@ -5,7 +5,11 @@
 # bin/coord-bench, which also runs go-zookeeper's zk.Lock in-process. A second
 # sidecar process, on the same ZooKeeper with its own --zk-root, runs with
 # --state-dir (issue 23): its column ("stated") puts the lock rows with a state
-# directory beside those without, in the same run. Every
+# directory beside those without, in the same run. The floor (issue 41:
+# `coord-bench -serve-floor`, a bare net/http+chi server over one go-zookeeper
+# session making the lock cycle's ZooKeeper requests and nothing else) runs as
+# a process of its own too, its column ("floor") the reference of the
+# sidecar's CPU per cycle. Every
 # server runs on free ports of 127.0.0.1 with its data in a temporary folder
 # on disk, and is stopped at the end. Prints markdown for docs/BENCHMARKS.md.
 #
@@ -43,12 +47,12 @@ SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
-SIDECAR_PID="" STATED_PID="" ETCD_PID=""
+SIDECAR_PID="" STATED_PID="" FLOOR_PID="" ETCD_PID=""
 # cleanup stops every server of this run (never failing half-way: errexit is
 # off here, since a killed server's wait status is not 0).
 cleanup() {
 	set +e
-	for pid in $SIDECAR_PID $STATED_PID $ETCD_PID; do
+	for pid in $SIDECAR_PID $STATED_PID $FLOOR_PID $ETCD_PID; do
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
@@ -90,7 +94,15 @@ freeport STATED_PORT
 STATED_PID=$!
 waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
 
-echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT, sidecar with --state-dir pid $STATED_PID :$STATED_PORT" >&2
+# The floor, on the same ZooKeeper (its nodes under /coord-bench-floor). It
+# serves only the lock routes: any answer (404 here) tells that it listens,
+# which it does once its session is up.
+freeport FLOOR_PORT
+bin/coord-bench -serve-floor "127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" >"$DIR/floor.log" 2>&1 &
+FLOOR_PID=$!
+waitfor curl -s -o /dev/null "http://127.0.0.1:$FLOOR_PORT/"
+
+echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT, sidecar with --state-dir pid $STATED_PID :$STATED_PORT, floor pid $FLOOR_PID :$FLOOR_PORT" >&2
 bin/coord-bench -sidecar "http://127.0.0.1:$SC_PORT" -sidecar-stated "http://127.0.0.1:$STATED_PORT" \
-	-zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
-	-pids "sidecar=$SIDECAR_PID,stated=$STATED_PID,zookeeper=$ZK_PID,etcd=$ETCD_PID" "$@"
+	-floor "http://127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
+	-pids "sidecar=$SIDECAR_PID,stated=$STATED_PID,floor=$FLOOR_PID,zookeeper=$ZK_PID,etcd=$ETCD_PID" "$@"

@@ -33,6 +33,8 @@ func newEngine(ctx context.Context, name string, o *options) (engine, error) {
 		return &sidecarEngine{id: "sidecar", bases: []string{o.sidecar}, client: newHTTPClient()}, nil
 	case "stated":
 		return &sidecarEngine{id: "stated", bases: []string{o.stated}, client: newHTTPClient(), locksOnly: true}, nil
+	case "floor":
+		return &sidecarEngine{id: "floor", bases: []string{o.floor}, client: newHTTPClient(), locksOnly: true}, nil
 	case "inprocess":
 		return newInprocess(o.zk, o.sessions)
 	default:
@@ -58,12 +60,13 @@ func newHTTPClient() *http.Client {
 }
 
 // sidecarEngine: one implicit lease per acquisition, as a shell script with curl
-// does it. The same code is two columns: "sidecar" (the sidecar as users run
-// it by default) and "stated" (a second sidecar process, with --state-dir);
+// does it. The same code is three columns: "sidecar" (the sidecar as users run
+// it by default), "stated" (a second sidecar process, with --state-dir) and
+// "floor" (the floor's process, floor.go);
 // in fleet mode, "sidecar" is a fleet of sidecar processes, worker w on the
 // w-th (mod their number).
 type sidecarEngine struct {
-	id     string   // the column: "sidecar" or "stated"
+	id     string   // the column: "sidecar", "stated" or "floor"
 	bases  []string // the sidecars' base URLs
 	client *http.Client
 	// locksOnly: no counter rows (errNoSuchRow), for a column that only the

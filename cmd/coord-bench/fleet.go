@@ -471,7 +471,7 @@ func printFleet(w io.Writer, o *options, started time.Time, rest fleetRest, resu
 		started.UTC().Format("2006-01-02 15:04:05"), time.Now().UTC().Format("15:04:05"), gitCommit(), machine(), len(f.urls), o.zk, loadavg())
 	ratioTable(w, o, results, "Lock handoffs per second, one client per sidecar (a cycle is one handoff), against zk.Lock on as many sessions in one process",
 		[]column{{"sidecar", "sidecars, one waiter each"}, {"inprocess", "zk.Lock, one session per waiter"}},
-		[]ratioCol{{"sidecar", "inprocess", "sidecars/zk.Lock", func(string) float64 { return 1.0 }}})
+		[]ratioCol{{num: "sidecar", den: "inprocess", title: "sidecars/zk.Lock", target: func(string) float64 { return 1.0 }}})
 	detailTable(w, o, results)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "An election with a candidate through each sidecar and every sidecar's stream followed: the leader resigns (`requeue=true`), and the time from its DELETE to the new leader on the streams; then the leader's sidecar is killed:")

@@ -10,14 +10,23 @@
 //     lease each worker granted once, then POST /v3/lock/unlock);
 //   - stated (with -sidecar-stated): the sidecar engine against a second
 //     sidecar process, started with --state-dir, on the lock rows only; the
-//     lock table adds its column and its ratio to the sidecar's.
+//     lock table adds its column and its ratio to the sidecar's;
+//   - floor (with -floor): the sidecar engine against the floor (issue 41), a
+//     reference server run by `coord-bench -serve-floor ADDR -zk ...` as a
+//     process of its own (floor.go): net/http and chi over one go-zookeeper
+//     session making the sidecar lock cycle's ZooKeeper requests and nothing
+//     else, on the lock rows only; the lock table adds its column and the
+//     sidecar's CPU per cycle over the floor's, and a table of the two side by
+//     side.
 //
 // Rows: c1, c16 and c64 (N workers, each on a lock of its own) and hot (16
 // workers on one lock). Every engine gets a warm-up, then -rounds rounds of
 // -round each, the engines' order rotating from round to round; a row reports
 // each engine's median round and the ratios of the medians. Alongside, for each
 // row and engine: CPU per cycle in each process (/proc/PID/stat) and
-// ZooKeeper's requests and fsyncs per cycle (its mntr counters).
+// ZooKeeper's requests and fsyncs per cycle (its mntr counters). After the
+// rows (-latency): p50 and p99 of an uncontended acquire and of a handoff on
+// the sidecar, the floor and zk.Lock (latency.go).
 //
 // The output is markdown that pastes into docs/BENCHMARKS.md.
 package main
@@ -39,8 +48,10 @@ import (
 type options struct {
 	sidecar, zk, etcd string
 	stated            string // the second sidecar's URL, on a state directory ("": none)
+	floor             string // the floor's URL ("": none)
+	serveFloor        string // serve the floor on this address instead of measuring
 	// pids are the processes whose CPU is measured, by column: "sidecar",
-	// "stated", "zookeeper", "etcd"; a column may sum several processes (an
+	// "stated", "floor", "zookeeper", "etcd"; a column may sum several processes (an
 	// ensemble's servers, a fleet's sidecars).
 	pids          map[string][]int
 	rows          []row
@@ -50,7 +61,8 @@ type options struct {
 	zkWarmup      time.Duration
 	sessions      int
 	fifo          time.Duration
-	fleet         fleetOptions // with urls: the fleet rows instead of the others
+	latency       time.Duration // per engine and measurement (0: none)
+	fleet         fleetOptions  // with urls: the fleet rows instead of the others
 }
 
 // row is one line of a table: workers on their own locks, or on one hot lock;
@@ -93,13 +105,16 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper servers (host:port,...) the sidecar uses; mntr's counters are summed over them")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd's client URL (empty: no etcd column)")
 	fs.StringVar(&o.stated, "sidecar-stated", "", "base URL of a second sidecar, started with --state-dir (empty: no stated column)")
-	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,zookeeper=PID,etcd=PID; PID+PID+... sums several (an ensemble's servers)")
+	fs.StringVar(&o.floor, "floor", "", "base URL of the floor, a coord-bench -serve-floor process (empty: no floor column)")
+	fs.StringVar(&o.serveFloor, "serve-floor", "", "serve the floor (the lock cycle's reference server) on this address over one session to -zk, instead of measuring")
+	fs.StringVar(&pids, "pids", "", "processes whose CPU is measured: sidecar=PID,stated=PID,floor=PID,zookeeper=PID,etcd=PID; PID+PID+... sums several (an ensemble's servers)")
 	fs.StringVar(&rows, "rows", "c1,c16,c64,hot,counter-c1,counter-c16,counter-c16x16", "rows, in order: c1, c16, c64, hot, counter-c1, counter-c16, counter-c16x16")
-	fs.StringVar(&engines, "engines", "sidecar,stated,inprocess,etcd", "engines, comma-separated (etcd and stated only with -etcd and -sidecar-stated)")
+	fs.StringVar(&engines, "engines", "sidecar,floor,stated,inprocess,etcd", "engines, comma-separated (etcd, stated and floor only with -etcd, -sidecar-stated and -floor)")
 	fs.IntVar(&o.rounds, "rounds", 5, "measured rounds per engine and row")
 	fs.DurationVar(&o.round, "round", 2*time.Second, "length of one round")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up per engine and row, not measured")
 	fs.IntVar(&o.sessions, "sessions", 4, "ZooKeeper sessions of the in-process engine")
+	fs.DurationVar(&o.latency, "latency", 3*time.Second, "length of each latency measurement (uncontended acquire, handoff) per engine after the rows (0: none)")
 	fs.DurationVar(&o.fifo, "fifo", 3*time.Second, "length of each FIFO-cost measurement after the rows (0: none)")
 	fs.DurationVar(&o.zkWarmup, "zk-warmup", 60*time.Second, "longest warm-up of ZooKeeper's JIT before the rows (c16 and hot rounds until its compiler threads are idle)")
 	fs.StringVar(&fleet, "fleet", "", "the fleet rows (issue 26) instead of the others: base URLs of sidecar processes, comma-separated, each a replica's own")
@@ -137,10 +152,10 @@ func parseFlags(args []string) (*options, error) {
 		o.rows = append(o.rows, rw)
 	}
 	for _, e := range strings.Split(engines, ",") {
-		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" {
+		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" || e == "floor" && o.floor == "" {
 			continue
 		}
-		if !slices.Contains([]string{"sidecar", "stated", "inprocess", "etcd"}, e) {
+		if !slices.Contains([]string{"sidecar", "floor", "stated", "inprocess", "etcd"}, e) {
 			return nil, fmt.Errorf("unknown engine %q", e)
 		}
 		o.engines = append(o.engines, e)
@@ -165,6 +180,9 @@ func pidList(fields []string) ([]int, error) {
 }
 
 func run(ctx context.Context, o *options) error {
+	if o.serveFloor != "" {
+		return serveFloor(ctx, o.serveFloor, o.zk)
+	}
 	if len(o.fleet.urls) > 0 {
 		return runFleet(ctx, o)
 	}
@@ -193,6 +211,11 @@ func run(ctx context.Context, o *options) error {
 		fmt.Fprintf(os.Stderr, "coord-bench: %s done (load average %s)\n", r.name, loadavg())
 	}
 	printReport(os.Stdout, o, results, started)
+	if o.latency > 0 {
+		if err := measureLatency(ctx, os.Stdout, o, engines, o.latency); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
 	if o.fifo > 0 {
 		fmt.Println()
 		fmt.Println("What one session's FIFO order costs a read: ZooKeeper answers a session's requests in order, so a read waits behind that session's writes. An exists on the session whose writers create and delete (as the sidecar's contenders do on its one session) against the same exists on another session, at once:")

@@ -59,20 +59,107 @@ func printReport(w io.Writer, o *options, results []rowResult, started time.Time
 	lockRatios := []ratioCol{sidecarTo("inprocess", "in-process", 0), sidecarTo("etcd", "etcd", 1)}
 	if slices.Contains(o.engines, "stated") {
 		lockCols = append(lockCols, column{"stated", "sidecar with --state-dir"})
-		lockRatios = append(lockRatios, ratioCol{"stated", "sidecar", "stated/sidecar", func(string) float64 { return statedTarget }})
+		lockRatios = append(lockRatios, ratioCol{num: "stated", den: "sidecar", title: "stated/sidecar", target: func(string) float64 { return statedTarget }})
+	}
+	floor := slices.Contains(o.engines, "floor")
+	if floor {
+		lockCols = append(lockCols, column{"floor", "floor"})
+		lockRatios = append(lockRatios, ratioCol{num: "sidecar", den: "floor", title: "sidecar/floor CPU per cycle",
+			target: func(row string) float64 { return floorTargets[row] }, cpu: true})
 	}
 	ratioTable(w, o, locks, "Acquire+release cycles per second", lockCols, lockRatios)
+	if floor {
+		floorTable(w, o, locks)
+	}
 	ratioTable(w, o, counters, "Counter adds per second (a cycle below is one add)",
 		[]column{{"sidecar", "sidecar"}, {"inprocess", "in-process (Get+Set loop, 4 sessions)"}},
 		[]ratioCol{sidecarTo("inprocess", "in-process", 0)})
 	detailTable(w, o, results)
 }
 
+// floorTargets are issue 41's: the sidecar's CPU per lock cycle at most these
+// times the floor's.
+var floorTargets = map[string]float64{
+	"c1":                   1.4,
+	"c16 (distinct locks)": 1.25,
+	"c64 (distinct locks)": 1.25,
+}
+
+// floorTable prints, for each lock row, the sidecar's and the floor's CPU per
+// cycle, and ZooKeeper's CPU and requests per cycle behind each of them and
+// behind zk.Lock.
+func floorTable(w io.Writer, o *options, rows []rowResult) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "The sidecar against its floor (the bare server of the same ZooKeeper requests, see the method), per cycle over all rounds of the row: CPU of the server process, then ZooKeeper's CPU (without its JIT threads) and requests (mntr) behind each engine:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| row | sidecar µs | floor µs | sidecar/floor | ZooKeeper µs: sidecar | floor | zk.Lock | ZK requests: sidecar | floor | zk.Lock |")
+	fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, res := range rows {
+		line := "| " + res.row.name + " |"
+		sc, fl := res.rounds["sidecar"], res.rounds["floor"]
+		line += " " + micros(cpuPerCycle(sc, "sidecar", o.pids)) + " | " + micros(cpuPerCycle(fl, "floor", o.pids)) + " |"
+		line += " " + cpuRatio(cpuPerCycle(sc, "sidecar", o.pids), cpuPerCycle(fl, "floor", o.pids), floorTargets[res.row.name]) + " |"
+		for _, e := range []string{"sidecar", "floor", "inprocess"} {
+			line += " " + micros(cpuPerCycle(res.rounds[e], "zookeeper", o.pids)) + " |"
+		}
+		for _, e := range []string{"sidecar", "floor", "inprocess"} {
+			line += " " + perCycle(res.rounds[e], func(r round) int64 { return r.zkRequests }) + " |"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
+}
+
+// cpuPerCycle is the CPU time of process k (a -pids column or "load") per
+// cycle over the rounds, in µs; ZooKeeper's without its JIT threads. It is 0
+// when k is not measured or there was no cycle.
+func cpuPerCycle(rs []round, k string, pids map[string][]int) float64 {
+	if _, ok := pids[k]; !ok && k != "load" {
+		return 0
+	}
+	var cycles int64
+	var cpu time.Duration
+	for _, r := range rs {
+		cycles += r.cycles
+		cpu += r.cpu[k]
+		if k == "zookeeper" {
+			cpu -= r.cpu["zookeeper-jit"]
+		}
+	}
+	if cycles == 0 {
+		return 0
+	}
+	return float64(cpu) / float64(time.Microsecond) / float64(cycles)
+}
+
+// micros prints µs, "–" for 0 (not measured).
+func micros(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// perCycle is a round counter (f) per cycle over the rounds, "–" without cycles.
+func perCycle(rs []round, f func(round) int64) string {
+	var n, cycles int64
+	for _, r := range rs {
+		n += f(r)
+		cycles += r.cycles
+	}
+	if cycles == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(cycles))
+}
+
 // detailTable prints where each cycle of each row and engine goes.
 func detailTable(w io.Writer, o *options, results []rowResult) {
-	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
+	fmt.Fprintln(w, "Where each cycle goes (all rounds of the row): every round's cycles/s, CPU per cycle in each process (µs; load = the load generator; server = the process the engine's requests go to, a sidecar or the floor; ZooKeeper's without its JIT compiler threads, whose total is the JIT column), ZooKeeper requests and fsyncs per cycle (mntr), fsync time per cycle, and on the hot lock the mean handoff (one holder's let-go to the next one's grant, as the load process sees them):")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | sidecar µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
+	fmt.Fprintln(w, "| row | engine | rounds (cycles/s) | load µs | server µs | ZooKeeper µs | etcd µs | ZK requests | ZK fsyncs | fsync ms | handoff µs | ZK JIT ms |")
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, res := range results {
 		for _, e := range o.engines {
@@ -87,16 +174,19 @@ func detailTable(w io.Writer, o *options, results []rowResult) {
 type column struct{ engine, title string }
 
 // ratioCol is a ratio column: the median of engine num over that of den, with
-// the row's target (0: none).
+// the row's target (0: none); with cpu, the CPU per cycle of num's server
+// process over den's (all rounds of the row), with the row's target as an
+// upper bound.
 type ratioCol struct {
 	num, den, title string
 	target          func(row string) float64
+	cpu             bool
 }
 
 // sidecarTo is the sidecar's ratio to engine (short: its name in the title),
 // with the targets of issue 16 (targets[row][i]).
 func sidecarTo(engine, short string, i int) ratioCol {
-	return ratioCol{"sidecar", engine, "sidecar/" + short, func(row string) float64 { return targets[row][i] }}
+	return ratioCol{num: "sidecar", den: engine, title: "sidecar/" + short, target: func(row string) float64 { return targets[row][i] }}
 }
 
 // statedTarget is issue 23's: a state directory costs the lock rows at most 5 %.
@@ -125,6 +215,12 @@ func ratioTable(w io.Writer, o *options, rows []rowResult, what string, cols []c
 			line += " " + rate(median(res.rounds[c.engine]), slices.Contains(o.engines, c.engine)) + " |"
 		}
 		for _, rc := range ratios {
+			if rc.cpu {
+				num := cpuPerCycle(res.rounds[rc.num], sidecarProcess(rc.num), o.pids)
+				den := cpuPerCycle(res.rounds[rc.den], sidecarProcess(rc.den), o.pids)
+				line += " " + cpuRatio(num, den, rc.target(res.row.name)) + " |"
+				continue
+			}
 			line += " " + ratio(median(res.rounds[rc.num]), median(res.rounds[rc.den]), rc.target(res.row.name)) + " |"
 		}
 		fmt.Fprintln(w, line)
@@ -156,6 +252,24 @@ func ratio(a, b, target float64) string {
 	return s
 }
 
+// cpuRatio is a/b, CPU against CPU, with its target as an upper bound, e.g.
+// "**1.31** (≤ 1.25 **missed**)"; "–" when either is not measured.
+func cpuRatio(a, b, target float64) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	r := a / b
+	s := fmt.Sprintf("**%.2f**", r)
+	switch {
+	case target == 0:
+	case r <= target:
+		s += " (≤ " + targetText(target) + " met)"
+	default:
+		s += " (≤ " + targetText(target) + " **missed**)"
+	}
+	return s
+}
+
 // targetText prints a target with the decimals it has, at least one: "1.0",
 // "0.8", "0.95".
 func targetText(target float64) string {
@@ -166,11 +280,12 @@ func targetText(target float64) string {
 	return s
 }
 
-// sidecarProcess is the -pids name of the sidecar process that engine's
-// rounds load (its "sidecar µs" column).
+// sidecarProcess is the -pids name of the server process that engine's
+// rounds load (its "server µs" column): the sidecar, the stated sidecar or the
+// floor.
 func sidecarProcess(engine string) string {
-	if engine == "stated" {
-		return "stated"
+	if engine == "stated" || engine == "floor" {
+		return engine
 	}
 	return "sidecar"
 }
