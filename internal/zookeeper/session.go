@@ -312,7 +312,7 @@ func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
 		zk.WithEventCallback(func(ev zk.Event) { s.enqueue(ep, ev) }),
 		zk.WithLogger(zkLogger{ep: ep, log: s.log}),
 		zk.WithMaxBufferSize(4<<20),
-		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(transport.Quick(hosts, ep.lost)),
+		zk.WithDialer(ep.hs.Dialer(dialer, ep.zxids.Wrap)), zk.WithHostProvider(hosts),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper: %w", err)

@@ -29,7 +29,7 @@ import (
 // half of it. A failed TLS connection is logged to log.
 //
 // Every connection's session handshake must be answered within a third of the
-// session timeout (handshakeLimit; see quick.go).
+// session timeout (handshakeLimit; see handshakelimit.go).
 func Dialer(tlsConfig *tls.Config, sessionTimeout time.Duration, log *slog.Logger) (zk.Dialer, zk.HostProvider) {
 	limit := handshakeLimit(sessionTimeout)
 	if tlsConfig == nil {

@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,39 +48,5 @@ func TestHandshakeDeadlineIsCut(t *testing.T) {
 	h := c.(*handshakeDeadline)
 	if !h.by.IsZero() {
 		t.Fatal("the limit still applies after the handshake's deadline")
-	}
-}
-
-// fakeHosts ends a round on every second server.
-type fakeHosts struct{ n atomic.Int64 }
-
-func (f *fakeHosts) Init([]string) error { return nil }
-func (f *fakeHosts) Len() int            { return 2 }
-func (f *fakeHosts) Next() (string, bool) {
-	n := f.n.Add(1)
-	return "s", n%2 == 0
-}
-func (f *fakeHosts) Connected() {}
-
-// Quick hides a round's end from go-zookeeper (which would wait a second),
-// pausing RoundPause itself, until done is closed: then the round's end is
-// reported at once, so that go-zookeeper sees its own closing.
-func TestQuickPausesBetweenRoundsUntilDone(t *testing.T) {
-	done := make(chan struct{})
-	q := Quick(&fakeHosts{}, done)
-	if _, end := q.Next(); end {
-		t.Fatal("a round's first server reported as its end")
-	}
-	start := time.Now()
-	if _, end := q.Next(); end {
-		t.Fatal("a round's end reported to go-zookeeper while not done")
-	}
-	if waited := time.Since(start); waited < RoundPause/2 {
-		t.Fatalf("no pause after a round: %s", waited)
-	}
-	close(done)
-	q.Next()
-	if _, end := q.Next(); !end {
-		t.Fatal("once done, a round's end is not reported")
 	}
 }
