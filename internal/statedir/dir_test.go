@@ -16,7 +16,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 )
 
-func openTemp(t *testing.T) *Dir {
+func openTemp(t testing.TB) *Dir {
 	t.Helper()
 	d, err := Open(filepath.Join(t.TempDir(), "state"))
 	if err != nil {

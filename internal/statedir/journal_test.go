@@ -70,7 +70,7 @@ func (s *leaseSource) end(id string) {
 	s.mu.Unlock()
 }
 
-func startJournal(t *testing.T, d *Dir, src *leaseSource, opts ...JournalOption) *Journal {
+func startJournal(t testing.TB, d *Dir, src *leaseSource, opts ...JournalOption) *Journal {
 	t.Helper()
 	j, err := d.Journal(src.source(), "z:2181", "/coord", opts...)
 	if err != nil {
