@@ -17,7 +17,10 @@
 #
 # BENCH_SIDECAR=PATH runs that sidecar binary instead of building this tree's
 # (to compare two commits in one run's conditions); BENCH_PPROF=127.0.0.1:6060 serves the sidecar's Go profiles there meanwhile
-# (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs.
+# (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs;
+# BENCH_AA=1 runs the "stated" process without --state-dir, so that its column
+# measures how far two identical sidecar processes differ in one run (the
+# comparison's own noise).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,11 +89,13 @@ COORD_PPROF="${BENCH_PPROF:-}" "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "12
 SIDECAR_PID=$!
 waitfor curl -sf "http://127.0.0.1:$SC_PORT/readyz"
 
+STATED_FLAGS=(--state-dir "$DIR/state")
+[ -z "${BENCH_AA:-}" ] || STATED_FLAGS=()
 # The same sidecar with a state directory (on the same disk as the servers'
 # data), every other flag as the first one's.
 freeport STATED_PORT
 "$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
-	--zk-root /coord-bench-stated --state-dir "$DIR/state" >"$DIR/sidecar-stated.log" 2>&1 &
+	--zk-root /coord-bench-stated "${STATED_FLAGS[@]}" >"$DIR/sidecar-stated.log" 2>&1 &
 STATED_PID=$!
 waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
 
