@@ -43,7 +43,7 @@ func (g *gatedSource) Read(ctx context.Context, ep *zookeeper.Epoch, _ *kit.Watc
 	return g.name, nil
 }
 func (g *gatedSource) Reset()                               {}
-func (g *gatedSource) Uncertain(last string, _ bool) string { return last }
+func (g *gatedSource) Uncertain(last string, _ bool, _ kit.Uncertainty) string { return last }
 func (g *gatedSource) Same(a, b string) bool                { return a == b }
 
 // A burst of followers started at once (the whole picture's first read of

@@ -136,22 +136,42 @@ func (m *Leases) register(l *Lease) error {
 }
 
 // watchEpoch ends every lease of ep when its session is lost (after Close too:
-// the Session marks every epoch lost).
+// the Session marks every epoch lost), and makes each of them lose what it
+// holds at every doubt of the session (zookeeper.Epoch.Doubted: a suspension
+// that lasted until the session could have expired). The leases live on: the
+// session may come back, and they may hold things again under it.
 func (m *Leases) watchEpoch(ep *zookeeper.Epoch) {
 	defer m.watchers.Done()
-	<-ep.Lost()
+	for {
+		select {
+		case <-ep.Doubted():
+			for _, l := range m.of(ep) {
+				l.loseAll(doubtReason(ep))
+			}
+			continue
+		case <-ep.Lost():
+		}
+		break
+	}
 	m.mu.Lock()
 	delete(m.watching, ep)
-	var lost []*Lease
-	for _, l := range m.leases {
-		if l.ep == ep {
-			lost = append(lost, l)
-		}
-	}
 	m.mu.Unlock()
-	for _, l := range lost {
+	for _, l := range m.of(ep) {
 		l.end(ErrSessionLost)
 	}
+}
+
+// of lists the live leases granted under ep.
+func (m *Leases) of(ep *zookeeper.Epoch) []*Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Lease
+	for _, l := range m.leases {
+		if l.ep == ep {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Get returns the live lease with that id, or ErrLeaseNotFound.
