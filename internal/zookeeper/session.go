@@ -200,8 +200,8 @@ type Epoch struct {
 	// doubts counts them (doubt.go). doubt is guarded by s.mu.
 	doubt  chan struct{}
 	doubts atomic.Uint64
-	txns     *GroupCommit[*txnReq] // shared transactions (txn.go)
-	gone     goneWatches           // nodes whose deletion someone waits for (gone.go)
+	txns   *GroupCommit[*txnReq] // shared transactions (txn.go)
+	gone   goneWatches           // nodes whose deletion someone waits for (gone.go)
 	// authed is true once the Session's credentials (if any) are accepted on
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.
