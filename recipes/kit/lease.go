@@ -460,7 +460,7 @@ func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
 			Name: "coord_lease_ends_total", Help: "Leases ended, by reason (revoked, expired, lost).",
 		}, []string{"reason"}),
 		holdsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coord_holds_lost_total", Help: "Holds that ended because their node was deleted by another hand than the sidecar's release, by kind.",
+			Name: "coord_holds_lost_total", Help: "Holds that ended without their release, by kind: their node deleted by another hand than the sidecar's, or their session suspended until it could have expired (2/3 of the session timeout without an answer).",
 		}, []string{"kind"}),
 	}
 	if reg != nil {
