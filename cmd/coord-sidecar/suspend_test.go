@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
@@ -114,11 +115,16 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 		notSuspended(t, s.name+"'s first state", first)
 	}
 
+	spec, err := oapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cutAt := cutFor(t, proxy, sess, 3*time.Second)
 	for _, s := range streams {
 		susp := s.log.awaitEvent(t, 10*time.Second, s.name+" suspended", func(timedEvent) bool { return true })
 		s.check(s.name+" while suspended", susp)
 		suspendedSince(t, s.name+" while suspended", susp, cutAt)
+		checkEvent(t, spec, s.log.path, susp.sseEvent) // the suspended state matches openapi.yaml
 		back := s.log.awaitEvent(t, 20*time.Second, s.name+" back", func(timedEvent) bool { return true })
 		s.check(s.name+" after the suspension", back)
 		notSuspended(t, s.name+" after the suspension", back)
