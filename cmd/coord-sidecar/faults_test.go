@@ -720,21 +720,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			start := time.Now()
 			f.apply(proxy)
-			lost := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name != "lease" })
-			if lost.Name != "lost-hold" {
-				t.Fatalf("lease stream after the cut: %s %v, want lost-hold", lost.Name, lost.Data)
-			}
-			second := leaseEvents.awaitEvent(t, 5*time.Second, "the second lost-hold", func(ev timedEvent) bool { return ev.Name != "lease" })
-			if second.Name != "lost-hold" {
-				t.Fatalf("lease stream after the cut: %s %v, want a second lost-hold", second.Name, second.Data)
-			}
-			kinds := map[string]bool{str(lost.Data["kind"]): true, str(second.Data["kind"]): true}
-			if !kinds["lock"] || !kinds["candidate"] {
-				t.Fatalf("holds lost: %v and %v, want the lock and the candidacy", lost.Data, second.Data)
-			}
-			if lost.At.Before(second.At) {
-				lost = second // the later of the two reports bounds both
-			}
+			lost := awaitLostHolds(t, leaseEvents, "lock", "candidate")
 			var gr grant
 			select {
 			case gr = <-granted:
@@ -782,11 +768,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 					t.Errorf("the cut-off sidecar showed c1 leading at %s, after lost at %s", ev.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
 				}
 			}
-			for _, ev := range sess.events() {
-				if str(ev.Data["state"]) == "lost" {
-					t.Fatalf("session events %v: lost before ZooKeeper could say so", sess.names())
-				}
-			}
+			neverLost(t, sess, "before ZooKeeper could say so")
 
 			// Back on the network, ZooKeeper says the session expired; a new session,
 			// whose subscriber sees c2 with the new term.
@@ -800,6 +782,38 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			book.verify(t)
 			t.Logf("session events on the cut-off sidecar: %v", sess.names())
 		})
+	}
+}
+
+// awaitLostHolds reads a lease stream until it has reported one hold of each
+// kind lost (`lost-hold`, and nothing but `lease` events besides), and returns
+// the last of those reports.
+func awaitLostHolds(t *testing.T, leaseEvents *eventLog, kinds ...string) timedEvent {
+	t.Helper()
+	want := map[string]bool{}
+	for _, k := range kinds {
+		want[k] = true
+	}
+	var last timedEvent
+	for len(want) > 0 {
+		ev := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name != "lease" })
+		if ev.Name != "lost-hold" || !want[str(ev.Data["kind"])] {
+			t.Fatalf("lease stream: %s %v, want lost-hold of one of %v", ev.Name, ev.Data, want)
+		}
+		delete(want, str(ev.Data["kind"]))
+		last = ev
+	}
+	return last
+}
+
+// neverLost fails t if the session stream said `lost` (when: why it must not
+// have).
+func neverLost(t *testing.T, sess *eventLog, when string) {
+	t.Helper()
+	for _, ev := range sess.events() {
+		if str(ev.Data["state"]) == "lost" {
+			t.Fatalf("session events %v: lost %s", sess.names(), when)
+		}
 	}
 }
 

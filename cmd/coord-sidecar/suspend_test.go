@@ -208,11 +208,7 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	case <-time.After(testutil.Patience(20 * time.Second)):
 		t.Fatal("the wrapper did not exit")
 	}
-	for _, ev := range sess.events() {
-		if str(ev.Data["state"]) == "lost" {
-			t.Fatalf("session events %v: the command must stop before the session is lost", sess.names())
-		}
-	}
+	neverLost(t, sess, "before the command stopped: it must stop while the session is suspended")
 	// The stop waits for the doubt, 2/3 of the timeout (8 s) after ZooKeeper
 	// last answered, which was at most a heartbeat (1.2 s) before the cut: a
 	// stop within 4 s of the cut would be a stop at the suspension itself.
