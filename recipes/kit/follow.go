@@ -46,9 +46,6 @@ type Uncertainty struct {
 	Since time.Time
 }
 
-// Suspended tells whether the session is suspended (in either part).
-func (u Uncertainty) Suspended() bool { return !u.Since.IsZero() }
-
 // uncertaintyOf is the session's Uncertainty now.
 func uncertaintyOf(s *zookeeper.Session) Uncertainty {
 	since, ok := s.Suspension()
@@ -337,10 +334,12 @@ func (f *follower[S]) publishLocked(st S) {
 // Watches tracks the one-shot watches a reader has armed under the current
 // session generation: a part whose watch is armed is not watched again until it
 // fires, and a watch armed under an earlier generation (before a new session)
-// changes nothing when it fires.
+// or replaced by a newer one of its part changes nothing when it fires. After
+// a reconnect of the same session every armed part is stale: needed again, so
+// that it is read again, while its old watch still wakes the reader until the
+// new one replaces it.
 type Watches struct {
 	mu    sync.Mutex
-	gen   int
 	armed map[string]*armedWatch
 	wake  chan struct{}
 	stop  <-chan struct{}
@@ -440,7 +439,6 @@ func (w *Watches) Wait() { w.forwarders.Close() }
 func (w *Watches) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.gen++
 	for _, a := range w.armed {
 		close(a.quit)
 	}
