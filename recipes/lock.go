@@ -62,6 +62,15 @@ type LockState struct {
 	// Zxid is the newest change of the contenders the state reflects (a
 	// follower's state only; for event ids).
 	Zxid int64
+	// Suspended is set (on a follower's state) while this sidecar's session is
+	// not connected. During the first part of a suspension the state is the
+	// last one read; once the session could have expired
+	// (zookeeper.Session.InDoubt), or while there is none, Holder is nil and
+	// Waiters 0: nobody can be vouched for.
+	Suspended bool
+	// SuspendedSince is when the suspension began; zero when not suspended
+	// (or when the session is lost or not yet made).
+	SuspendedSince time.Time
 }
 
 // LockKind is the kind of a lock's hold on its lease (kit.Hold).

@@ -11,8 +11,9 @@ import (
 // (event streams, the overview), the sidecar holds one ZooKeeper watch for it
 // (on its contenders) and one cached state, read again after every change and
 // every reconnect. Its state changes with the holder or the number of waiters.
-// While the session is not connected the last state read stays (nobody is
-// vouched for anew). Close the follower when done.
+// While the session is suspended the last state read stays, marked suspended,
+// until the session could have expired (then nobody is shown holding it).
+// Close the follower when done.
 func (l *Locks) Follow(name string) (*kit.Follower[*LockState], error) {
 	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
@@ -52,15 +53,22 @@ func (s *lockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watch
 
 func (s *lockSource) Reset() { s.cache.reset() }
 
-func (s *lockSource) Uncertain(last *LockState, loaded bool) *LockState {
-	if loaded {
-		return last
+func (s *lockSource) Uncertain(last *LockState, loaded bool, u kit.Uncertainty) *LockState {
+	st := &LockState{Name: s.name}
+	if loaded && last != nil {
+		if u.Keep {
+			cp := *last
+			st = &cp
+		}
+		st.Zxid = last.Zxid
 	}
-	return &LockState{Name: s.name}
+	st.Suspended, st.SuspendedSince = true, u.Since
+	return st
 }
 
 func (s *lockSource) Same(a, b *LockState) bool {
-	if a == nil || b == nil || a.Waiters != b.Waiters || (a.Holder == nil) != (b.Holder == nil) {
+	if a == nil || b == nil || a.Waiters != b.Waiters || (a.Holder == nil) != (b.Holder == nil) ||
+		a.Suspended != b.Suspended || !a.SuspendedSince.Equal(b.SuspendedSince) {
 		return false
 	}
 	return a.Holder == nil || *a.Holder == *b.Holder

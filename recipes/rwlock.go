@@ -345,7 +345,7 @@ func (s *rwlockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Wat
 
 func (s *rwlockSource) Reset() { s.cache.reset() }
 
-func (s *rwlockSource) Uncertain(last *RWLockState, loaded bool) *RWLockState {
+func (s *rwlockSource) Uncertain(last *RWLockState, loaded bool, _ kit.Uncertainty) *RWLockState {
 	if loaded {
 		return last
 	}

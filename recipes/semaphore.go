@@ -469,7 +469,7 @@ func (s *semaphoreSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.
 
 func (s *semaphoreSource) Reset() { s.cache.reset() }
 
-func (s *semaphoreSource) Uncertain(last *SemaphoreState, loaded bool) *SemaphoreState {
+func (s *semaphoreSource) Uncertain(last *SemaphoreState, loaded bool, _ kit.Uncertainty) *SemaphoreState {
 	if loaded {
 		return last
 	}

@@ -640,13 +640,18 @@ type DoubleBarrierEntered struct {
 type Election struct {
 	Candidates []Candidate `json:"candidates"`
 
-	// Leader An election's leader; null when nobody leads (or while this sidecar's session is suspended).
+	// Leader An election's leader; null when nobody leads (or when this sidecar's session could have expired while suspended, see `suspended`).
 	Leader *ElectionLeader `json:"leader"`
 	Name   string          `json:"name"`
 
-	// Suspended Set (with `leader` null and no candidates) while this sidecar's ZooKeeper
-	// session is suspended: it cannot vouch for any leader until it reconnects.
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `leader` is null and `candidates` empty: nobody can be vouched for.
 	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
 }
 
 // ElectionEvent defines model for ElectionEvent.
@@ -661,7 +666,7 @@ type ElectionEvent struct {
 // ElectionEventEvent defines model for ElectionEvent.Event.
 type ElectionEventEvent string
 
-// ElectionLeader An election's leader; null when nobody leads (or while this sidecar's session is suspended).
+// ElectionLeader An election's leader; null when nobody leads (or when this sidecar's session could have expired while suspended, see `suspended`).
 type ElectionLeader struct {
 	Candidate string    `json:"candidate"`
 	Since     time.Time `json:"since"`
@@ -890,9 +895,18 @@ type LockHolder struct {
 // LockState defines model for LockState.
 type LockState struct {
 	// Holder A lock's holder (a read/write lock's writer); null when none holds it.
-	Holder  *LockHolder `json:"holder"`
-	Name    string      `json:"name"`
-	Waiters int         `json:"waiters"`
+	Holder *LockHolder `json:"holder"`
+	Name   string      `json:"name"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `holder` is null and `waiters` 0: nobody can be vouched for.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
+	Waiters        int        `json:"waiters"`
 }
 
 // LostHold A hold that ended because its ZooKeeper node was deleted by another hand than the lease's release.
@@ -917,6 +931,15 @@ type MembershipGroup struct {
 
 	// Members The live members in join order.
 	Members []GroupMember `json:"members"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `members` is empty: nobody can be vouched for.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
 
 	// Version The zxid of the group's latest change; 0 for a group without a node.
 	Version int64 `json:"version"`
@@ -1148,8 +1171,14 @@ type PartitionGroup struct {
 	Moving     []PartitionMove `json:"moving"`
 	Partitions []string        `json:"partitions"`
 
-	// Suspended Set while this sidecar's session is not connected: nothing is shown owned.
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, nothing is shown owned and `leader` is null.
 	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
 
 	// Version The zxid of the group's latest change.
 	Version int64 `json:"version"`
@@ -1458,6 +1487,15 @@ type ThroughputGroup struct {
 	Leader  *string            `json:"leader"`
 	Limit   int64              `json:"limit"`
 	Members []ThroughputMember `json:"members"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `leader` is null (the allocation shown is the last one known).
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
 
 	// Version The allocation's version; it increases with every published allocation.
 	Version int64 `json:"version"`
@@ -5219,8 +5257,12 @@ type ClientInterface interface {
 	// StreamElection Leadership changes (SSE).
 	//
 	// Event `leader` with the body of `GET /v1/elections/{name}`: first the current
-	// state, then on every change (of leader, of the line of candidates, of a value;
-	// while this sidecar's session is suspended, `"leader": null, "suspended": true`).
+	// state, then on every change (of leader, of the line of candidates, of a value).
+	// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"leader": null`, no candidates).
 	//
 	// An event's id is the zxid of the newest ZooKeeper change it reflects (a
 	// candidate enrolling, leaving or proclaiming a value). So it is at least the
@@ -5276,7 +5318,12 @@ type ClientInterface interface {
 	// StreamGroup The group's changes (SSE).
 	//
 	// Event `group` with the body of `GET /v1/groups/{group}`: first the current
-	// state, then every change. Event ids are the group's `version`, raised to the
+	// state, then every change. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (no members). Event ids are the group's `version`, raised to the
 	// previous id + 1 when not newer, so they strictly increase along a stream.
 	//
 	// Corresponds with GET /v1/groups/{group}/events (the `StreamGroup` operationId).
@@ -5463,6 +5510,11 @@ type ClientInterface interface {
 	// Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
 	// then on every change of holder or of the number of waiters. However many
 	// streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+	// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"holder": null`).
 	//
 	// An event's id is the zxid of the newest change of the lock's contenders it
 	// reflects, raised to the previous id plus one when that is not newer, so ids
@@ -5506,9 +5558,13 @@ type ClientInterface interface {
 	// StreamPartitionGroup The group's changes (SSE).
 	//
 	// Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
-	// current state, then every change (plan, owners, members). While the session is
-	// not connected, one event with `"suspended": true` and nothing owned. Event ids
-	// are the group's `version`, raised to the previous id + 1 when not newer.
+	// current state, then every change (plan, owners, members). Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (nothing owned, no leader). Event ids are the group's `version`, raised to the
+	// previous id + 1 when not newer.
 	//
 	// Corresponds with GET /v1/partitions/{group}/events (the `StreamPartitionGroup` operationId).
 	StreamPartitionGroup(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5703,7 +5759,12 @@ type ClientInterface interface {
 	// current state, then every new allocation; event `leader` (data
 	// `ThroughputLeader`) first with the current leader, then whenever the group's
 	// computing leader changes. A new stream gets the two current events in the
-	// order they were published.
+	// order they were published. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (`"leader": null`).
 	//
 	// Event ids count the group's events on this sidecar, both kinds together, so
 	// they strictly increase along the stream; the allocation's `version` is in
@@ -6165,8 +6226,12 @@ func (c *Client) Proclaim(ctx context.Context, name NamePath, id IDPath, params 
 // StreamElection Leadership changes (SSE).
 //
 // Event `leader` with the body of `GET /v1/elections/{name}`: first the current
-// state, then on every change (of leader, of the line of candidates, of a value;
-// while this sidecar's session is suspended, `"leader": null, "suspended": true`).
+// state, then on every change (of leader, of the line of candidates, of a value).
+// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"leader": null`, no candidates).
 //
 // An event's id is the zxid of the newest ZooKeeper change it reflects (a
 // candidate enrolling, leaving or proclaiming a value). So it is at least the
@@ -6262,7 +6327,12 @@ func (c *Client) GetGroup(ctx context.Context, group GroupPath, params *GetGroup
 // StreamGroup The group's changes (SSE).
 //
 // Event `group` with the body of `GET /v1/groups/{group}`: first the current
-// state, then every change. Event ids are the group's `version`, raised to the
+// state, then every change. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (no members). Event ids are the group's `version`, raised to the
 // previous id + 1 when not newer, so they strictly increase along a stream.
 //
 // Corresponds with GET /v1/groups/{group}/events (the `StreamGroup` operationId).
@@ -6649,6 +6719,11 @@ func (c *Client) AcquireLock(ctx context.Context, name NamePath, params *Acquire
 // Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
 // then on every change of holder or of the number of waiters. However many
 // streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"holder": null`).
 //
 // An event's id is the zxid of the newest change of the lock's contenders it
 // reflects, raised to the previous id plus one when that is not newer, so ids
@@ -6742,9 +6817,13 @@ func (c *Client) SetPartitions(ctx context.Context, group GroupPath, body SetPar
 // StreamPartitionGroup The group's changes (SSE).
 //
 // Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
-// current state, then every change (plan, owners, members). While the session is
-// not connected, one event with `"suspended": true` and nothing owned. Event ids
-// are the group's `version`, raised to the previous id + 1 when not newer.
+// current state, then every change (plan, owners, members). Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (nothing owned, no leader). Event ids are the group's `version`, raised to the
+// previous id + 1 when not newer.
 //
 // Corresponds with GET /v1/partitions/{group}/events (the `StreamPartitionGroup` operationId).
 func (c *Client) StreamPartitionGroup(ctx context.Context, group GroupPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7209,7 +7288,12 @@ func (c *Client) SetThroughputLimit(ctx context.Context, group GroupPath, body S
 // current state, then every new allocation; event `leader` (data
 // `ThroughputLeader`) first with the current leader, then whenever the group's
 // computing leader changes. A new stream gets the two current events in the
-// order they were published.
+// order they were published. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (`"leader": null`).
 //
 // Event ids count the group's events on this sidecar, both kinds together, so
 // they strictly increase along the stream; the allocation's `version` is in
@@ -12273,8 +12357,12 @@ type ClientWithResponsesInterface interface {
 	// StreamElectionWithResponse Leadership changes (SSE).
 	//
 	// Event `leader` with the body of `GET /v1/elections/{name}`: first the current
-	// state, then on every change (of leader, of the line of candidates, of a value;
-	// while this sidecar's session is suspended, `"leader": null, "suspended": true`).
+	// state, then on every change (of leader, of the line of candidates, of a value).
+	// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"leader": null`, no candidates).
 	//
 	// An event's id is the zxid of the newest ZooKeeper change it reflects (a
 	// candidate enrolling, leaving or proclaiming a value). So it is at least the
@@ -12338,7 +12426,12 @@ type ClientWithResponsesInterface interface {
 	// StreamGroupWithResponse The group's changes (SSE).
 	//
 	// Event `group` with the body of `GET /v1/groups/{group}`: first the current
-	// state, then every change. Event ids are the group's `version`, raised to the
+	// state, then every change. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (no members). Event ids are the group's `version`, raised to the
 	// previous id + 1 when not newer, so they strictly increase along a stream.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -12555,6 +12648,11 @@ type ClientWithResponsesInterface interface {
 	// Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
 	// then on every change of holder or of the number of waiters. However many
 	// streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+	// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"holder": null`).
 	//
 	// An event's id is the zxid of the newest change of the lock's contenders it
 	// reflects, raised to the previous id plus one when that is not newer, so ids
@@ -12604,9 +12702,13 @@ type ClientWithResponsesInterface interface {
 	// StreamPartitionGroupWithResponse The group's changes (SSE).
 	//
 	// Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
-	// current state, then every change (plan, owners, members). While the session is
-	// not connected, one event with `"suspended": true` and nothing owned. Event ids
-	// are the group's `version`, raised to the previous id + 1 when not newer.
+	// current state, then every change (plan, owners, members). Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (nothing owned, no leader). Event ids are the group's `version`, raised to the
+	// previous id + 1 when not newer.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12849,7 +12951,12 @@ type ClientWithResponsesInterface interface {
 	// current state, then every new allocation; event `leader` (data
 	// `ThroughputLeader`) first with the current leader, then whenever the group's
 	// computing leader changes. A new stream gets the two current events in the
-	// order they were published.
+	// order they were published. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+	// event at the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+	// unless the suspension lasts until the session could have expired (two thirds of the session
+	// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+	// (`"leader": null`).
 	//
 	// Event ids count the group's events on this sidecar, both kinds together, so
 	// they strictly increase along the stream; the allocation's `version` is in
@@ -20834,8 +20941,12 @@ func (c *ClientWithResponses) ProclaimWithResponse(ctx context.Context, name Nam
 // StreamElectionWithResponse Leadership changes (SSE).
 //
 // Event `leader` with the body of `GET /v1/elections/{name}`: first the current
-// state, then on every change (of leader, of the line of candidates, of a value;
-// while this sidecar's session is suspended, `"leader": null, "suspended": true`).
+// state, then on every change (of leader, of the line of candidates, of a value).
+// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"leader": null`, no candidates).
 //
 // An event's id is the zxid of the newest ZooKeeper change it reflects (a
 // candidate enrolling, leaving or proclaiming a value). So it is at least the
@@ -20923,7 +21034,12 @@ func (c *ClientWithResponses) GetGroupWithResponse(ctx context.Context, group Gr
 // StreamGroupWithResponse The group's changes (SSE).
 //
 // Event `group` with the body of `GET /v1/groups/{group}`: first the current
-// state, then every change. Event ids are the group's `version`, raised to the
+// state, then every change. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (no members). Event ids are the group's `version`, raised to the
 // previous id + 1 when not newer, so they strictly increase along a stream.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -21260,6 +21376,11 @@ func (c *ClientWithResponses) AcquireLockWithResponse(ctx context.Context, name 
 // Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
 // then on every change of holder or of the number of waiters. However many
 // streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+// Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"holder": null`).
 //
 // An event's id is the zxid of the newest change of the lock's contenders it
 // reflects, raised to the previous id plus one when that is not newer, so ids
@@ -21339,9 +21460,13 @@ func (c *ClientWithResponses) SetPartitionsWithResponse(ctx context.Context, gro
 // StreamPartitionGroupWithResponse The group's changes (SSE).
 //
 // Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
-// current state, then every change (plan, owners, members). While the session is
-// not connected, one event with `"suspended": true` and nothing owned. Event ids
-// are the group's `version`, raised to the previous id + 1 when not newer.
+// current state, then every change (plan, owners, members). Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (nothing owned, no leader). Event ids are the group's `version`, raised to the
+// previous id + 1 when not newer.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -21746,7 +21871,12 @@ func (c *ClientWithResponses) SetThroughputLimitWithResponse(ctx context.Context
 // current state, then every new allocation; event `leader` (data
 // `ThroughputLeader`) first with the current leader, then whenever the group's
 // computing leader changes. A new stream gets the two current events in the
-// order they were published.
+// order they were published. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+// event at the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+// unless the suspension lasts until the session could have expired (two thirds of the session
+// timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+// (`"leader": null`).
 //
 // Event ids count the group's events on this sidecar, both kinds together, so
 // they strictly increase along the stream; the allocation's `version` is in

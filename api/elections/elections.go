@@ -195,9 +195,6 @@ func body(st *election.ElectionState) oapi.Election {
 	for _, c := range st.Candidates {
 		out.Candidates = append(out.Candidates, oapi.Candidate{Candidate: c.Candidate, Value: c.Value, Since: c.Since})
 	}
-	if st.Suspended {
-		t := true
-		out.Suspended = &t
-	}
+	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
 	return out
 }

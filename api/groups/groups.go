@@ -28,12 +28,7 @@ func New(s *api.Server, groups *group.Groups) *Groups {
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"group": h.follow},
 		Kinds: []picture.Kind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
-			Follow: picture.Followed(groups.Follow, func(st *group.State) any {
-				if st.Suspended {
-					return nil // as the group's own stream: the session stream says so
-				}
-				return body(st)
-			})}},
+			Follow: picture.Followed(groups.Follow, func(st *group.State) any { return body(st) })}},
 	})
 	return h
 }
@@ -150,20 +145,16 @@ func (h *Groups) ListGroups(ctx context.Context, req oapi.ListGroupsRequestObjec
 
 // follow publishes a group's states to its topic (event `group`) from the
 // group's follower, while the topic has subscribers. Ids are the group's
-// version, raised to the previous id + 1 when not newer. Nothing is published
-// while the session is suspended: the session stream says so.
+// version, raised to the previous id + 1 when not newer. A suspension shows as
+// one state at its start (the last one, marked suspended) and one at its end,
+// and one more if it lasts until the session could have expired.
 func (h *Groups) follow(topic, g string) (stop func()) {
 	f, err := h.groups.Follow(g)
 	if err != nil {
 		return nil
 	}
 	return api.FollowStates(h.s, topic, "group", f, func(st *group.State) int64 { return st.Version },
-		func(st *group.State) any {
-			if st.Suspended {
-				return nil
-			}
-			return body(st)
-		})
+		func(st *group.State) any { return body(st) })
 }
 
 // body is a group's state as the API shows it.
@@ -172,5 +163,6 @@ func body(st *group.State) oapi.MembershipGroup {
 	for _, m := range st.Members {
 		out.Members = append(out.Members, oapi.GroupMember{Id: m.ID, Value: m.Value, Since: m.Since})
 	}
+	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
 	return out
 }

@@ -109,5 +109,7 @@ func (h *Locks) follow(topic, name string) (stop func()) {
 
 // body is a lock's state as the API shows it; a free lock's holder is null.
 func body(st *recipes.LockState) oapi.LockState {
-	return oapi.LockState{Name: st.Name, Holder: api.LockHolder(st.Holder), Waiters: st.Waiters}
+	out := oapi.LockState{Name: st.Name, Holder: api.LockHolder(st.Holder), Waiters: st.Waiters}
+	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
+	return out
 }

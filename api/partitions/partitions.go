@@ -190,10 +190,7 @@ func groupBody(st *partition.State) oapi.PartitionGroup {
 	if out.Partitions == nil {
 		out.Partitions = []string{}
 	}
-	if st.Suspended {
-		t := true
-		out.Suspended = &t
-	}
+	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
 	for _, m := range st.Members {
 		gm := oapi.PartitionGroupMember{Id: m.ID, Weight: int(m.Weight), Assigned: m.Assigned, Owned: make([]string, 0, len(m.Owned))}
 		for _, o := range m.Owned {

@@ -7,6 +7,8 @@
 package throughput
 
 import (
+	"time"
+
 	"context"
 	"net/http"
 	"strconv"
@@ -31,12 +33,7 @@ func New(s *api.Server, groups *throughputs.Throughputs) *Throughput {
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"throughput": h.follow},
 		Kinds: []picture.Kind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
-			Follow: picture.Followed(groups.Follow, func(g *throughputs.ThroughputGroup) any {
-				if g.Suspended {
-					return nil // as the group's own stream: the last state stands
-				}
-				return groupBody(g)
-			})}},
+			Follow: picture.Followed(groups.Follow, func(g *throughputs.ThroughputGroup) any { return groupBody(g) })}},
 	})
 	return h
 }
@@ -177,8 +174,10 @@ func (h *Throughput) ListThroughputGroups(ctx context.Context, req oapi.ListThro
 // follow publishes a group's allocations to its topic (event `throughput`, on
 // every new version) and its changes of leader to "throughput-leader/<group>"
 // (event `leader`), while the topic has subscribers, straight from the group's
-// follower; the returned stop ends that. Nothing is published while the
-// session is suspended: the session stream says so.
+// follower; the returned stop ends that. A suspension shows as one
+// `throughput` event at its start (the last allocation, marked suspended) and
+// one at its end, and as a `leader` event if it lasts until the session could
+// have expired (no leader vouched for then).
 func (h *Throughput) follow(topic, group string) (stop func()) {
 	f, err := h.groups.Follow(group)
 	if err != nil {
@@ -187,6 +186,8 @@ func (h *Throughput) follow(topic, group string) (stop func()) {
 	published := false
 	var version int64
 	var leader string
+	var suspended bool
+	var since time.Time
 	// Event ids count the group's events, both kinds together, so that a `leader`
 	// event never repeats the id of the `throughput` event before it (both come
 	// from one version); the broker gives a new subscriber the two current events
@@ -194,7 +195,7 @@ func (h *Throughput) follow(topic, group string) (stop func()) {
 	var seq int64
 	nextID := func() string { seq++; return strconv.FormatInt(seq, 10) }
 	cancel := f.Subscribe(func(st *throughputs.ThroughputGroup) {
-		if st.Suspended || (published && st.Version == version) {
+		if published && st.Version == version && st.Suspended == suspended && st.SuspendedSince.Equal(since) && st.Leader == leader {
 			return
 		}
 		if data, err := sse.Data(groupBody(st)); err == nil {
@@ -205,7 +206,7 @@ func (h *Throughput) follow(topic, group string) (stop func()) {
 				h.s.Publish(leaderTopic(group), sse.Event{ID: nextID(), Name: "leader", Data: data})
 			}
 		}
-		published, version, leader = true, st.Version, st.Leader
+		published, version, leader, suspended, since = true, st.Version, st.Leader, st.Suspended, st.SuspendedSince
 	})
 	return func() { cancel(); f.Close() }
 }
@@ -235,6 +236,7 @@ func groupBody(g *throughputs.ThroughputGroup) oapi.ThroughputGroup {
 		}
 		out.Members = append(out.Members, tm)
 	}
+	out.Suspended, out.SuspendedSince = api.Suspended(g.Suspended, g.SuspendedSince)
 	return out
 }
 

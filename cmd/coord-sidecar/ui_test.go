@@ -180,6 +180,14 @@ func TestStatusPage(t *testing.T) {
 	page.await(t, 10*time.Second, "disconnected while the session is suspended", uiDisconnected+` &&
 		document.querySelector("#conn").dataset.conn === "live" && /session is suspended/.test(document.querySelector("#banner").textContent)`)
 	t.Logf("suspended session shown after %d ms", time.Since(start).Milliseconds())
+	// Suspension is not loss: the election keeps the leader it last knew, tagged
+	// suspended (until the session could have expired, seconds away).
+	page.await(t, 5*time.Second, "the scheduler election's last known leader, tagged suspended", `(() => {
+		const q = (s) => document.querySelector(s);
+		return q('[data-election="scheduler"]')?.dataset.suspended === "true" &&
+			q('[data-election="scheduler"] [data-field="leader"]')?.dataset.leader === "node-a" &&
+			/^suspended/.test(q('[data-election="scheduler"] [data-field="suspended"]')?.textContent || "");
+	})()`)
 	zkc.Restart(0)
 	page.await(t, 15*time.Second, "connected again with the session back", `document.body.dataset.connected === "true" && document.querySelector("#banner").hidden`)
 
@@ -259,7 +267,9 @@ func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecar
 	if testing.Verbose() && os.Getenv("SIDECAR_LOGS") != "" {
 		m.LogOutput = os.Stderr
 	}
-	args := []string{"--listen", addr, "--zk", strings.Join(servers, ","), "--zk-root", root, "--session-timeout", "2s"}
+	// 10s: a suspension shows its last known state for more than 6s (2/3 of it),
+	// time for the page to be checked.
+	args := []string{"--listen", addr, "--zk", strings.Join(servers, ","), "--zk-root", root, "--session-timeout", "10s"}
 	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}

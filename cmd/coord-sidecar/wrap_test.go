@@ -160,40 +160,34 @@ func TestLockWrapperExitCodes(t *testing.T) {
 	}
 }
 
-// A lease lost mid-run (the sidecar's session cut) stops the child within a second
-// of the loss, and the wrapper exits 76.
+// A lock lost mid-run (the sidecar's connection to ZooKeeper cut until its
+// session could have expired: the sidecar reports the lock lost, `lost-hold`)
+// stops the child within a second of the report, and the wrapper exits 76.
 func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "1s")
-	log := filepath.Join(t.TempDir(), "runs.log")
-	rec := recorder(log, "victim", "sleep 60")
+	dir := t.TempDir()
+	log, leaseFile := filepath.Join(dir, "runs.log"), filepath.Join(dir, "lease")
+	rec := recorder(log, "victim", "echo $COORD_LEASE > "+leaseFile+"; sleep 60")
 	cmd := wrapper(bin, car.m.Addr(), append([]string{"lock", "doomed", "--grace", "5s", "--"}, rec...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	testutil.Eventually(t, 10*time.Second, "the child starts", func() bool { return len(spans(t, log)) == 1 })
-	lostAt := make(chan time.Time, 1)
-	sess := car.openStream(t, "/v1/session/events")
-	sess.next(t, 5*time.Second)
+	var lease string
+	testutil.Eventually(t, 10*time.Second, "the child starts", func() bool {
+		b, _ := os.ReadFile(leaseFile)
+		lease = strings.TrimSpace(string(b))
+		return len(spans(t, log)) == 1 && lease != ""
+	})
+	leaseEvents := followEvents(t, car, "/v1/leases/"+lease+"/events")
+	leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
 	proxy.Cut()
-	go func() {
-		for ev := range sess.events {
-			if str(ev.Data["state"]) == "lost" {
-				lostAt <- time.Now()
-				return
-			}
-		}
-	}()
-	var lost time.Time
-	select {
-	case lost = <-lostAt:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the session was never reported lost")
-	}
+	defer proxy.Restore()
+	lost := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name == "lost-hold" })
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -207,15 +201,13 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	if len(ss) != 1 || ss[0].end < 0 {
 		t.Fatalf("child runs %+v", ss)
 	}
-	stoppedAfter := time.Unix(0, ss[0].end).Sub(lost)
+	stoppedAfter := time.Unix(0, ss[0].end).Sub(lost.At)
 	if stoppedAfter > time.Second {
 		t.Fatalf("child stopped %s after the loss", stoppedAfter)
 	}
-	t.Logf("child stopped %s after the session was reported lost", stoppedAfter.Round(time.Millisecond))
+	t.Logf("child stopped %s after the lock was reported lost", stoppedAfter.Round(time.Millisecond))
 }
 
-// elect: three wrappers on two sidecars run exactly one child at a time, and
-// killing the leader's sidecar starts another child.
 func TestElectWrapperOneChildAtATime(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
 	bin := buildBinary(t)

@@ -331,8 +331,12 @@ export interface paths {
         /**
          * Leadership changes (SSE).
          * @description Event `leader` with the body of `GET /v1/elections/{name}`: first the current
-         *     state, then on every change (of leader, of the line of candidates, of a value;
-         *     while this sidecar's session is suspended, `"leader": null, "suspended": true`).
+         *     state, then on every change (of leader, of the line of candidates, of a value).
+         *     Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+         *     event at the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+         *     unless the suspension lasts until the session could have expired (two thirds of the session
+         *     timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"leader": null`, no candidates).
          *
          *     An event's id is the zxid of the newest ZooKeeper change it reflects (a
          *     candidate enrolling, leaving or proclaiming a value). So it is at least the
@@ -656,7 +660,12 @@ export interface paths {
          *     current state, then every new allocation; event `leader` (data
          *     `ThroughputLeader`) first with the current leader, then whenever the group's
          *     computing leader changes. A new stream gets the two current events in the
-         *     order they were published.
+         *     order they were published. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+         *     event at the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+         *     unless the suspension lasts until the session could have expired (two thirds of the session
+         *     timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+         *     (`"leader": null`).
          *
          *     Event ids count the group's events on this sidecar, both kinds together, so
          *     they strictly increase along the stream; the allocation's `version` is in
@@ -855,7 +864,12 @@ export interface paths {
         /**
          * The group's changes (SSE).
          * @description Event `group` with the body of `GET /v1/groups/{group}`: first the current
-         *     state, then every change. Event ids are the group's `version`, raised to the
+         *     state, then every change. Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+         *     event at the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+         *     unless the suspension lasts until the session could have expired (two thirds of the session
+         *     timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+         *     (no members). Event ids are the group's `version`, raised to the
          *     previous id + 1 when not newer, so they strictly increase along a stream.
          */
         get: operations["streamGroup"];
@@ -999,9 +1013,13 @@ export interface paths {
         /**
          * The group's changes (SSE).
          * @description Event `partitions` with the body of `GET /v1/partitions/{group}`: first the
-         *     current state, then every change (plan, owners, members). While the session is
-         *     not connected, one event with `"suspended": true` and nothing owned. Event ids
-         *     are the group's `version`, raised to the previous id + 1 when not newer.
+         *     current state, then every change (plan, owners, members). Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+         *     event at the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+         *     unless the suspension lasts until the session could have expired (two thirds of the session
+         *     timeout after ZooKeeper last answered): then one more event shows nobody vouched for
+         *     (nothing owned, no leader). Event ids are the group's `version`, raised to the
+         *     previous id + 1 when not newer.
          */
         get: operations["streamPartitionGroup"];
         put?: never;
@@ -1237,6 +1255,11 @@ export interface paths {
          * @description Event `lock` with the body of `GET /v1/locks/{name}`: first the current state,
          *     then on every change of holder or of the number of waiters. However many
          *     streams follow a lock, the sidecar holds one ZooKeeper watch for it.
+         *     Suspension is not loss: while this sidecar's ZooKeeper session is suspended the stream sends one
+         *     event at the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing in between
+         *     unless the suspension lasts until the session could have expired (two thirds of the session
+         *     timeout after ZooKeeper last answered): then one more event shows nobody vouched for (`"holder": null`).
          *
          *     An event's id is the zxid of the newest change of the lock's contenders it
          *     reflects, raised to the previous id plus one when that is not newer, so ids
@@ -1599,6 +1622,18 @@ export interface components {
             name: string;
             holder: components["schemas"]["LockHolder"];
             waiters: number;
+            /**
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, `holder` is null and `waiters` 0: nobody can be vouched for.
+             */
+            suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
         };
         CandidateValue: {
             /** @description Free text (at most 4 KiB) published with the candidate. */
@@ -1615,7 +1650,7 @@ export interface components {
              */
             term: number | bigint;
         };
-        /** @description An election's leader; null when nobody leads (or while this sidecar's session is suspended). */
+        /** @description An election's leader; null when nobody leads (or when this sidecar's session could have expired while suspended, see `suspended`). */
         ElectionLeader: {
             candidate: string;
             value: string;
@@ -1635,10 +1670,17 @@ export interface components {
             leader: components["schemas"]["ElectionLeader"];
             candidates: components["schemas"]["Candidate"][];
             /**
-             * @description Set (with `leader` null and no candidates) while this sidecar's ZooKeeper
-             *     session is suspended: it cannot vouch for any leader until it reconnects.
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, `leader` is null and `candidates` empty: nobody can be vouched for.
              */
             suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
         };
         Barrier: {
             name: string;
@@ -1710,6 +1752,18 @@ export interface components {
              */
             version: number | bigint;
             members: components["schemas"]["ThroughputMember"][];
+            /**
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, `leader` is null (the allocation shown is the last one known).
+             */
+            suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
         };
         ThroughputShare: {
             group: string;
@@ -1838,6 +1892,18 @@ export interface components {
             version: number | bigint;
             /** @description The live members in join order. */
             members: components["schemas"]["GroupMember"][];
+            /**
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, `members` is empty: nobody can be vouched for.
+             */
+            suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
         };
         GroupMember: {
             id: string;
@@ -1906,8 +1972,18 @@ export interface components {
             members: components["schemas"]["PartitionGroupMember"][];
             /** @description Partitions whose owner is not (yet) the member the plan deals them to. */
             moving: components["schemas"]["PartitionMove"][];
-            /** @description Set while this sidecar's session is not connected: nothing is shown owned. */
+            /**
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, nothing is shown owned and `leader` is null.
+             */
             suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
         };
         PartitionsEvent: {
             id: components["schemas"]["EventId"];

@@ -88,11 +88,11 @@ func TestACLCheckedAtReconnectAndLoss(t *testing.T) {
 	waitOpen("closed again", false)
 
 	// Reopened while the session is lost: found at the new session's connect.
-	first, _ := s.Current()
-	proxy.Cut()
-	testutil.Eventually(t, 20*time.Second, "session lost", func() bool { return first.IsLost() })
-	setACL(zk.WorldACL(zk.PermAll))
-	proxy.Restore()
+	zookeepertest.Expire(t, s, zkc.Servers(), func() {
+		proxy.Cut()
+		testutil.Eventually(t, 10*time.Second, "session suspended", func() bool { return s.State() != zookeeper.StateConnected })
+		setACL(zk.WorldACL(zk.PermAll))
+	}, proxy.Restore)
 	waitOpen("the root reopened during a loss found open in the new session", true)
 
 	if n := strings.Count(logs.String(), `level=WARN msg="zookeeper node open to anyone`); n != 3 {

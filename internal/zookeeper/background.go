@@ -16,8 +16,8 @@ const DefaultBackgroundReads = 64
 // whole picture's first read of 10,000 things, then waits here, a few calls at a
 // time on the connection, instead of in the connection's queue, where every
 // other call would wait behind all of it: clients' own calls, and the
-// heartbeat's read, whose answer must come within 9/10 of the session timeout of
-// its sending or the session is abandoned as expired (see heartbeats). read's
+// heartbeat's read, whose answer keeps the session out of doubt (a suspension
+// then lasts until 2/3 of the session timeout after it: see heartbeats). read's
 // own calls are bounded as any call is. When ctx ends before a slot is free,
 // read is not run and the error wraps ErrUnavailable and ctx's error.
 func (s *Session) Background(ctx context.Context, read func() error) error {

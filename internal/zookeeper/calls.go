@@ -43,9 +43,9 @@ const (
 // caller's goroutine (no hop on the hot path) whenever that deadline is no sooner
 // (give or take callSlack) than the bound go-zookeeper keeps by itself: a sent request fails when its
 // connection drops (a silent partition is detected within 2/3 of the session
-// timeout), and a request queued while disconnected waits at most until the
-// Session abandons the epoch (9/10 of the session timeout without an answer) or
-// closes. A sooner deadline is kept by running f on a goroutine the Session owns,
+// timeout), and a request queued while disconnected waits at most until
+// go-zookeeper has tried every server once (it fails its unsent requests then)
+// or the Session closes. A sooner deadline is kept by running f on a goroutine the Session owns,
 // whose late answer is dropped. Cancelling ctx without a deadline does not cut a
 // call already sent short: the answer to a write matters more than the caller's
 // patience.

@@ -4,8 +4,8 @@
 // every recipe needs, each written once here:
 //
 //   - Session: one connection to the ensemble, replaced when its session expires;
-//     its state (connecting, connected, suspended, lost, closed) and the Epoch
-//     every grant is bound to.
+//     its state (connecting, connected, suspended, lost, closed), its doubt
+//     (InDoubt, doubt.go) and the Epoch every grant is bound to.
 //   - Calls: Get, GetW, Children, ChildrenW, Exists, ExistsW, Create, Set, Delete
 //     and Multi, each bounded by its deadline (see Epoch.call); ChildrenShared
 //     coalesces concurrent listings of one parent; SharedMulti groups
@@ -31,9 +31,18 @@
 //     may still be applied: writes are idempotent or recoverable (protected
 //     creates).
 //   - A grant belongs to the Epoch under which it was made. When that session is
-//     lost, Epoch.Lost closes; the grant is lost, never carried over to the next
-//     session, which the Session dials by itself.
+//     lost (expired, never merely unreachable), Epoch.Lost closes; the grant is
+//     lost, never carried over to the next session, which the Session dials by
+//     itself. A loss is reported before anyone else can be granted: at a doubt
+//     of the session (Epoch.Doubted), a third of its timeout before the ensemble
+//     can expire it.
 //   - While the session is suspended (disconnected, maybe still alive on the
-//     server) calls answer ErrUnavailable: nothing may be granted then.
+//     server) calls answer ErrUnavailable: nothing may be granted then. But
+//     suspension is not loss (doubt.go): grants stand until the suspension
+//     lasts until the session could have expired (Epoch.CouldHaveExpiredAt,
+//     two thirds of the timeout after ZooKeeper last answered); then
+//     Epoch.Doubted closes and what was granted is to be reported lost, while
+//     the Session keeps reconnecting with the same session. Only a session
+//     ZooKeeper declares expired is lost (Epoch.Lost) and replaced.
 //   - Fencing tokens are creation zxids (czxid), never sequence numbers.
 package zookeeper

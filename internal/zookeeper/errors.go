@@ -19,7 +19,7 @@ var (
 	// The operation may or may not have been applied.
 	ErrUnavailable = errors.New("zookeeper unavailable")
 	// ErrSessionLost means the session under which a grant was made has expired
-	// (or was abandoned as expired): every ephemeral node of it is gone.
+	// (ZooKeeper said so) or the Session closed: every ephemeral node of it is gone.
 	ErrSessionLost = errors.New("zookeeper session lost")
 	// ErrClosed means the Session was closed.
 	ErrClosed = errors.New("session closed")

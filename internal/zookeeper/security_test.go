@@ -153,26 +153,10 @@ func TestCredentialsAfterReconnectAndLoss(t *testing.T) {
 		t.Logf("the session was replaced rather than resumed (a slow machine); the credentials held either way")
 	}
 
-	lost := make(chan struct{})
-	cancelSub := s.Subscribe(func(ch zookeeper.StateChange) {
-		if ch.State == zookeeper.StateLost {
-			select {
-			case <-lost:
-			default:
-				close(lost)
-			}
-		}
-	})
-	defer cancelSub()
-	proxy.Cut()
-	select {
-	case <-lost:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the session was never declared lost")
-	}
-	proxy.Restore()
+	// A session is declared lost only once ZooKeeper says it expired.
+	lost := zookeepertest.Expire(t, s, zkc.Servers(), proxy.Cut, proxy.Restore)
 	create("after-loss")
-	if cur, _ := s.Current(); cur == first {
+	if cur, _ := s.Current(); cur == lost {
 		t.Fatal("the same epoch after a loss")
 	}
 }

@@ -33,7 +33,7 @@ const (
 	// StateSuspended: the connection dropped; the session may still live on the
 	// server, so ownership is uncertain (Curator's SUSPENDED).
 	StateSuspended
-	// StateLost: the session expired (or was abandoned as expired); every grant made
+	// StateLost: ZooKeeper declared the session expired; every grant made
 	// under it is gone. A new session is being established.
 	StateLost
 	// StateClosed: Close was called.
@@ -112,14 +112,15 @@ type Config struct {
 // and never blocks; one goroutine of the Session applies the events in order and
 // calls the Subscribe callbacks.
 //
-// Because a server expires a session on its own clock, the Session also declares an
-// epoch lost when no call has succeeded for 9/10 of the negotiated timeout (measured
-// from when that call was sent, heartbeats every 1/10 of it). A server that answers
-// a call sent at S has heard from the client at S or later, so it cannot expire the
-// session before S + timeout: grants are reported lost a tenth of the timeout
-// before the server can hand them to another client (and its tick rounds expiry
-// up). The abandoned session's connection is closed, so a session declared lost is
-// never used again.
+// Because a server expires a session on its own clock, the Session declares an
+// epoch in doubt (doubt.go) when it is suspended and no call has succeeded for 2/3
+// of the negotiated timeout (measured from when that call was sent, heartbeats
+// every 1/10 of it). A server that answers a call sent at S has heard from the
+// client at S or later, so it cannot expire the session before S + timeout: grants
+// are reported lost a third of the timeout before the server can hand them to
+// another client. The Session never abandons a session the server may still hold:
+// it keeps reconnecting with it until the server gives it back or declares it
+// expired; only then is the epoch lost and a new session made.
 //
 // Every goroutine the Session starts (its event loop, its heartbeat, the ACL
 // checks (acl.go), the closing of abandoned connections, calls cut off by their deadline, Settle's background
@@ -139,6 +140,9 @@ type Session struct {
 	// suspendedAt is when the connected session last became suspended; zero
 	// while it is not suspended (Suspension).
 	suspendedAt time.Time
+	// inDoubt: the current suspension has lasted until the session could have
+	// expired (doubt.go); false again at every state change.
+	inDoubt bool
 
 	queueMu sync.Mutex
 	queue   []queuedEvent
@@ -196,8 +200,12 @@ type Epoch struct {
 	connects atomic.Uint64
 	lost     chan struct{}
 	once     sync.Once
-	txns     *GroupCommit[*txnReq] // shared transactions (txn.go)
-	gone     goneWatches           // nodes whose deletion someone waits for (gone.go)
+	// doubt closes at the next doubt of the session and is then replaced;
+	// doubts counts them (doubt.go). doubt is guarded by s.mu.
+	doubt  chan struct{}
+	doubts atomic.Uint64
+	txns   *GroupCommit[*txnReq] // shared transactions (txn.go)
+	gone   goneWatches           // nodes whose deletion someone waits for (gone.go)
 	// authed is true once the Session's credentials (if any) are accepted on
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.
@@ -304,7 +312,7 @@ func (s *Session) OpTimeout() time.Duration { return s.cfg.OpTimeout }
 // dial opens a new connection; its session (resume's, if the server gives it
 // back, else a new one) is established in the background.
 func (s *Session) dial(resume *transport.Resume) (*Epoch, error) {
-	ep := &Epoch{s: s, lost: make(chan struct{}), authed: s.cfg.Auth == nil, claimed: make(chan struct{})}
+	ep := &Epoch{s: s, lost: make(chan struct{}), doubt: make(chan struct{}), authed: s.cfg.Auth == nil, claimed: make(chan struct{})}
 	ep.hs = transport.NewHandshake(resume, s.log)
 	ep.txns = newTxnWriter(ep)
 	dialer, hosts := transport.Dialer(s.cfg.TLS, s.cfg.Timeout, s.log)
@@ -370,11 +378,14 @@ func (s *Session) heartbeatEvery() time.Duration {
 	return max(s.cfg.Timeout/10, 20*time.Millisecond)
 }
 
-// heartbeats declares the epoch lost when no call has succeeded for 9/10 of the
-// session timeout, checking every tenth of it, and asks pings for one cheap read
-// each time while connected (its success proves the server heard from us). The
-// read runs on pings' goroutine, so a read that hangs (a silent partition) never
-// delays the check.
+// heartbeats declares the suspended epoch in doubt (doubt.go) once no call has
+// succeeded for 2/3 of the session timeout, checking every tenth of it, and
+// asks pings for one cheap read each time while connected (its success proves
+// the server heard from us). The read runs on pings' goroutine, so a read that
+// hangs never delays the check. A connection that goes silent while connected
+// is dropped by go-zookeeper itself within 2/3 of the timeout after its last
+// answer (its receive deadline), which makes the session suspended. No epoch is
+// ever abandoned here: only the server's word (zk.StateExpired) loses one.
 func (s *Session) heartbeats() {
 	tick := time.NewTicker(s.heartbeatEvery())
 	defer tick.Stop()
@@ -392,9 +403,8 @@ func (s *Session) heartbeats() {
 		if st != StateConnected && st != StateSuspended {
 			continue
 		}
-		last := time.Unix(0, ep.lastOK.Load())
-		if time.Since(last) > ep.SessionTimeout()*9/10 {
-			s.lose(ep, "no answer from ZooKeeper for 9/10 of the session timeout")
+		if st == StateSuspended {
+			s.checkDoubt(ep, time.Now())
 			continue
 		}
 		if st == StateConnected {
@@ -481,7 +491,8 @@ func (s *Session) connectedLocked(ep *Epoch) {
 	}
 }
 
-// lose declares ep's session lost, closes its connection and dials a new one.
+// lose declares ep's session lost (the server declared it expired), closes its
+// connection and dials a new one.
 func (s *Session) lose(ep *Epoch, why string) {
 	s.mu.Lock()
 	if ep != s.ep || s.state == StateClosed {
@@ -514,6 +525,7 @@ func (s *Session) setLocked(st State, event string, id int64) {
 		s.suspendedAt = time.Time{}
 	}
 	s.state = st
+	s.inDoubt = false
 	if st == StateConnected {
 		s.live.Store(s.ep)
 	} else {
@@ -579,7 +591,8 @@ func (s *Session) State() State {
 	return s.state
 }
 
-// Changed returns a channel closed at the next state change.
+// Changed returns a channel closed at the next state change, and when the
+// session is declared in doubt (InDoubt).
 func (s *Session) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -653,7 +666,9 @@ func (ep *Epoch) markLost() { ep.once.Do(func() { close(ep.lost) }) }
 // ID is the ZooKeeper session id (0 until the session is established).
 func (ep *Epoch) ID() int64 { return ep.id.Load() }
 
-// Lost is closed when this session is lost (expired, abandoned, or closed).
+// Lost is closed when this session is lost: ZooKeeper declared it expired, or
+// the Session was closed (or detached). A suspension, however long, never
+// closes it: see Doubted.
 func (ep *Epoch) Lost() <-chan struct{} { return ep.lost }
 
 // IsLost tells whether Lost is closed.
@@ -761,6 +776,9 @@ func (l zkLogger) Printf(format string, args ...any) {
 type sessionMetrics struct {
 	state       *prometheus.GaugeVec
 	expirations prometheus.Counter
+	// doubts counts suspensions that lasted until the session could have
+	// expired (doubt.go).
+	doubts prometheus.Counter
 	// txns and txnRequests count shared transactions and the callers' requests
 	// they carried (txn.go): their ratio is how many callers one shares.
 	txns, txnRequests prometheus.Counter
@@ -776,7 +794,11 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 		}, []string{"state"}),
 		expirations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_session_expirations_total",
-			Help: "ZooKeeper sessions lost (expired, or abandoned as expired).",
+			Help: "ZooKeeper sessions lost (declared expired by ZooKeeper).",
+		}),
+		doubts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_session_doubts_total",
+			Help: "Suspensions that lasted until the session could have expired (2/3 of the session timeout since ZooKeeper last answered): what the session held was reported lost, and the same session tried again.",
 		}),
 		txns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_shared_transactions_total",
@@ -792,7 +814,7 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.txns, m.txnRequests, m.backgroundWaiting)
+		reg.MustRegister(m.state, m.expirations, m.doubts, m.txns, m.txnRequests, m.backgroundWaiting)
 	}
 	return m
 }

@@ -339,7 +339,7 @@ func (s *source) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) 
 
 func (s *source) Reset() {}
 
-func (s *source) Uncertain(last *State, loaded bool) *State {
+func (s *source) Uncertain(last *State, loaded bool, _ kit.Uncertainty) *State {
 	if loaded {
 		return last
 	}

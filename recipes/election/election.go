@@ -68,9 +68,15 @@ type ElectionState struct {
 	Candidates []Candidate // in line order, the leader first
 	// Zxid is the newest change the state reflects (for event ids).
 	Zxid int64
-	// Suspended is set while this sidecar's session is not connected: it cannot
-	// vouch for any leader then, so Leader is nil.
+	// Suspended is set while this sidecar's session is not connected. During
+	// the first part of a suspension the state is the last one read (the
+	// leader it last knew stands); once the session could have expired
+	// (zookeeper.Session.InDoubt), or while there is none, Leader is nil and
+	// Candidates empty: nobody can be vouched for.
 	Suspended bool
+	// SuspendedSince is when the suspension began; zero when not suspended
+	// (or when the session is lost or not yet made).
+	SuspendedSince time.Time
 }
 
 // ElectionLeader is the leading candidate.
@@ -329,8 +335,9 @@ func (e *Elections) List(ctx context.Context) ([]string, error) {
 // sidecar, the sidecar holds one set of ZooKeeper watches for it (one on the
 // children, one on each candidate's data) and one cache of the line: after a
 // change it reads the list and only the candidates' nodes that are new or whose
-// data changed; after a reconnect, everything. While the session is suspended the state has
-// no leader and Suspended set. Close the follower when done.
+// data changed; after a reconnect, everything. While the session is suspended the state is
+// the last one read, with Suspended and SuspendedSince set, until the session could have
+// expired: then it has no leader (see ElectionState). Close the follower when done.
 func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
 	if err := kit.CheckName("election", name); err != nil {
 		return nil, err
@@ -368,8 +375,13 @@ func (s *electionSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.W
 
 func (s *electionSource) Reset() { s.line.Reset() }
 
-func (s *electionSource) Uncertain(last *ElectionState, _ bool) *ElectionState {
-	st := &ElectionState{Name: s.name, Candidates: []Candidate{}, Suspended: true}
+func (s *electionSource) Uncertain(last *ElectionState, loaded bool, u kit.Uncertainty) *ElectionState {
+	if u.Keep && loaded && last != nil {
+		cp := *last
+		cp.Suspended, cp.SuspendedSince = true, u.Since
+		return &cp
+	}
+	st := &ElectionState{Name: s.name, Candidates: []Candidate{}, Suspended: true, SuspendedSince: u.Since}
 	if last != nil {
 		st.Zxid = last.Zxid
 	}
@@ -448,7 +460,8 @@ func decodeCandidate(data []byte, node string) (id, value string) {
 }
 
 func sameElection(a, b *ElectionState) bool {
-	if a == nil || b == nil || a.Suspended != b.Suspended || a.Term() != b.Term() || len(a.Candidates) != len(b.Candidates) {
+	if a == nil || b == nil || a.Suspended != b.Suspended || !a.SuspendedSince.Equal(b.SuspendedSince) ||
+		a.Term() != b.Term() || len(a.Candidates) != len(b.Candidates) {
 		return false
 	}
 	if a.Leader != nil && a.Leader.Value != b.Leader.Value {

@@ -34,19 +34,23 @@ func (s *source) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) 
 
 func (s *source) Reset() { s.members.Reset() }
 
-func (s *source) Uncertain(last *State, loaded bool) *State {
+// Uncertain is the last state, marked suspended, during the first part of a
+// suspension; then (or while there is no session) the group with no member
+// vouched for.
+func (s *source) Uncertain(last *State, loaded bool, u kit.Uncertainty) *State {
 	st := &State{Group: s.group, Members: []Member{}}
 	if loaded && last != nil {
-		cp := *last
-		st = &cp
+		st.Version = last.Version
+		if u.Keep {
+			cp := *last
+			st = &cp
+		}
 	}
-	st.Suspended = true
+	st.Suspended, st.SuspendedSince = true, u.Since
 	return st
 }
 
 func (s *source) Same(a, b *State) bool {
-	if a.Suspended || b.Suspended {
-		return a.Suspended && b.Suspended
-	}
-	return a.Version == b.Version && len(a.Members) == len(b.Members)
+	return a.Suspended == b.Suspended && a.SuspendedSince.Equal(b.SuspendedSince) &&
+		a.Version == b.Version && len(a.Members) == len(b.Members)
 }

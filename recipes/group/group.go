@@ -52,9 +52,14 @@ type State struct {
 	Version int64
 	// Members are the live members in join order.
 	Members []Member
-	// Suspended is set while this sidecar's session is not connected: the state
-	// is the last one seen and may be stale.
+	// Suspended is set while this sidecar's session is not connected. During
+	// the first part of a suspension the state is the last one read; once the
+	// session could have expired (zookeeper.Session.InDoubt), or while there
+	// is none, Members is empty: nobody can be vouched for.
 	Suspended bool
+	// SuspendedSince is when the suspension began; zero when not suspended
+	// (or when the session is lost or not yet made).
+	SuspendedSince time.Time
 }
 
 // Member is one live member.

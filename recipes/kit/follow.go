@@ -24,13 +24,35 @@ type Source[S any] interface {
 	// Read under a new session, once the Watches have started a new generation
 	// (no fired callback of an earlier one runs after that).
 	Reset()
-	// Uncertain is the state to show while the session is not connected (nobody
-	// can be vouched for then), given the last one (loaded false: none yet). It is
-	// called on the follower's goroutine whenever the session is not connected
-	// or a Read failed.
-	Uncertain(last S, loaded bool) S
+	// Uncertain is the state to show while the session is not connected, given
+	// the last one (loaded false: none yet) and u, what the session's state
+	// allows: during the first part of a suspension (u.Keep) the last state
+	// stands, marked suspended since u.Since; once the session could have
+	// expired, or while there is none (lost, connecting), nobody can be vouched
+	// for. It is called on the follower's goroutine whenever the session is not
+	// connected (and after a failed first Read).
+	Uncertain(last S, loaded bool, u Uncertainty) S
 	// Same tells whether b shows nothing new after a (no change to publish).
 	Same(a, b S) bool
+}
+
+// Uncertainty is why a follower cannot read its state now (Source.Uncertain).
+type Uncertainty struct {
+	// Keep: the session is suspended and could not have expired yet (see
+	// zookeeper.Session.InDoubt): the last state read stands, marked suspended.
+	Keep bool
+	// Since is when the suspension began (zookeeper.Session.Suspension); zero
+	// when the session is not suspended (lost, connecting, closed).
+	Since time.Time
+}
+
+// uncertaintyOf is the session's Uncertainty now.
+func uncertaintyOf(s *zookeeper.Session) Uncertainty {
+	since, ok := s.Suspension()
+	if !ok {
+		return Uncertainty{}
+	}
+	return Uncertainty{Keep: !s.InDoubt(), Since: since}
 }
 
 // Stopper is a Source with something to undo when its follower stops (the last
@@ -111,7 +133,8 @@ type Follower[S any] struct {
 }
 
 // State returns the latest state and whether one has been read yet. While the
-// session is not connected it is the Source's Uncertain state.
+// session is not connected it is the Source's Uncertain state (the last one
+// read, marked suspended, until the session could have expired).
 func (h *Follower[S]) State() (S, bool) {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
@@ -211,10 +234,15 @@ func (r *Followers[S]) start(name string) *follower[S] {
 // run reads under the connected session at once, at every watch firing and at
 // every change of the session, each read in one of the session's background
 // slots (zookeeper.Session.Background: a burst of followers reads a few at a
-// time); after a session other than the last read's, the
-// watches are armed again from scratch. A failed read makes the state uncertain
-// and is tried again within retryEvery (a call cut off under a connected session)
-// or at the next session change.
+// time); after a session other than the last read's, the watches are armed
+// again from scratch, and after a reconnect of the same session every part is
+// read again (and its watch armed anew: Watches.stale), as nothing seen before
+// the gap is trusted. While the session is not connected the state is the
+// Source's Uncertain one, published once at the start of a suspension, once
+// more if it lasts until the session could have expired (Changed closes then),
+// and replaced by the next read: a suspension that changed nothing shows as two
+// states. A read that fails while the session stays connected (a call cut off)
+// keeps the last state and is tried again within retryEvery.
 func (f *follower[S]) run(s *zookeeper.Session) {
 	defer close(f.done)
 	if st, ok := f.src.(Stopper); ok {
@@ -222,14 +250,19 @@ func (f *follower[S]) run(s *zookeeper.Session) {
 	}
 	ctx := f.ctx
 	var last *zookeeper.Epoch
+	var connects uint64
 	for {
 		sessChanged := s.Changed()
 		ep, err := s.Current()
 		if err == nil {
-			if ep != last {
+			switch {
+			case ep != last:
 				f.watches.reset()
 				f.src.Reset()
-				last = ep
+				last, connects = ep, ep.Connects()
+			case ep.Connects() != connects:
+				f.watches.stale()
+				connects = ep.Connects()
 			}
 			var st S
 			err = s.Background(ctx, func() error {
@@ -243,7 +276,9 @@ func (f *follower[S]) run(s *zookeeper.Session) {
 		}
 		var retry <-chan time.Time
 		if err != nil {
-			f.uncertain()
+			if _, cerr := s.Current(); cerr != nil || !f.isLoaded() {
+				f.uncertain(uncertaintyOf(s))
+			}
 			if ctx.Err() == nil {
 				retry = time.After(retryEvery)
 			}
@@ -268,10 +303,19 @@ func (f *follower[S]) set(st S) {
 	f.publishLocked(st)
 }
 
-func (f *follower[S]) uncertain() {
+// isLoaded tells whether a state was published.
+func (f *follower[S]) isLoaded() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := f.src.Uncertain(f.state, f.loaded)
+	return f.loaded
+}
+
+// uncertain publishes the Source's Uncertain state for u, if it shows
+// something new.
+func (f *follower[S]) uncertain(u Uncertainty) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.src.Uncertain(f.state, f.loaded, u)
 	if f.loaded && f.src.Same(f.state, st) {
 		return
 	}
@@ -290,11 +334,13 @@ func (f *follower[S]) publishLocked(st S) {
 // Watches tracks the one-shot watches a reader has armed under the current
 // session generation: a part whose watch is armed is not watched again until it
 // fires, and a watch armed under an earlier generation (before a new session)
-// changes nothing when it fires.
+// or replaced by a newer one of its part changes nothing when it fires. After
+// a reconnect of the same session every armed part is stale: needed again, so
+// that it is read again, while its old watch still wakes the reader until the
+// new one replaces it.
 type Watches struct {
 	mu    sync.Mutex
-	gen   int
-	armed map[string]bool
+	armed map[string]*armedWatch
 	wake  chan struct{}
 	stop  <-chan struct{}
 	// forwarders are the goroutines forwarding the watches (Armed, Wait).
@@ -305,40 +351,61 @@ type Watches struct {
 // closes (or their watch fires: every watch fires, with EventNotWatching, when
 // its session ends). Wait waits for them; once it has begun, Armed starts none.
 func NewWatches(stop <-chan struct{}) *Watches {
-	return &Watches{armed: map[string]bool{}, wake: make(chan struct{}, 1), stop: stop}
+	return &Watches{armed: map[string]*armedWatch{}, wake: make(chan struct{}, 1), stop: stop}
 }
 
-// Need reports whether part has no watch armed under the current generation.
+// armedWatch is one part's watch: quit ends its forwarder (a newer watch of
+// the part replaced it); stale marks it armed before the session's last
+// reconnect, so that the part is read (and watched) again.
+type armedWatch struct {
+	quit  chan struct{}
+	stale bool
+}
+
+// Need reports whether part has no watch armed under the current generation,
+// or only one armed before the session's last reconnect (its part is read
+// again then: nothing seen before the gap is trusted).
 func (w *Watches) Need(part string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.armed[part]
+	return w.needLocked(part)
 }
 
 // needLocked is Need with the lock held.
-func (w *Watches) needLocked(part string) bool { return !w.armed[part] }
+func (w *Watches) needLocked(part string) bool {
+	a := w.armed[part]
+	return a == nil || a.stale
+}
 
-// Armed records ch as part's watch. When it fires under the same generation,
-// part is needed again, fired (if not nil) runs under the Watches' lock, and
-// the reader is woken (Wake). Once Wait has begun (the reader is stopping), the
-// watch is not forwarded.
+// Armed records ch as part's watch, replacing the one before (whose firing
+// then changes nothing). When it fires while it is part's watch, part is needed
+// again, fired (if not nil) runs under the Watches' lock, and the reader is
+// woken (Wake). Once Wait has begun (the reader is stopping), the watch is not
+// forwarded.
 func (w *Watches) Armed(part string, ch <-chan zookeeper.Event, fired func()) {
+	a := &armedWatch{quit: make(chan struct{})}
 	w.mu.Lock()
-	w.armed[part] = true
-	gen := w.gen
+	if old := w.armed[part]; old != nil {
+		close(old.quit)
+	}
+	w.armed[part] = a
 	w.mu.Unlock()
 	w.forwarders.Go(func() {
 		select {
 		case <-ch:
 			w.mu.Lock()
-			if gen == w.gen {
+			mine := w.armed[part] == a
+			if mine {
 				delete(w.armed, part)
 				if fired != nil {
 					fired()
 				}
 			}
 			w.mu.Unlock()
-			w.Poke()
+			if mine {
+				w.Poke()
+			}
+		case <-a.quit:
 		case <-w.stop:
 		}
 	})
@@ -367,12 +434,26 @@ func (w *Watches) Wake() <-chan struct{} { return w.wake }
 // calls forward nothing: call it once stop is closed, when the reader stops.
 func (w *Watches) Wait() { w.forwarders.Close() }
 
-// reset starts a new generation: every part is needed again.
+// reset starts a new generation: every part is needed again, and no watch
+// armed before changes anything when it fires.
 func (w *Watches) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.gen++
-	w.armed = map[string]bool{}
+	for _, a := range w.armed {
+		close(a.quit)
+	}
+	w.armed = map[string]*armedWatch{}
+}
+
+// stale marks every armed part to be read again (after a reconnect of the same
+// session): each stays watched until its part is read and watched anew, so a
+// change meanwhile still wakes the reader.
+func (w *Watches) stale() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.armed {
+		a.stale = true
+	}
 }
 
 // Reset is reset for readers that run their own loop (a queue's cursor).

@@ -42,9 +42,9 @@ func (g *gatedSource) Read(ctx context.Context, ep *zookeeper.Epoch, _ *kit.Watc
 	}
 	return g.name, nil
 }
-func (g *gatedSource) Reset()                               {}
-func (g *gatedSource) Uncertain(last string, _ bool) string { return last }
-func (g *gatedSource) Same(a, b string) bool                { return a == b }
+func (g *gatedSource) Reset()                                                  {}
+func (g *gatedSource) Uncertain(last string, _ bool, _ kit.Uncertainty) string { return last }
+func (g *gatedSource) Same(a, b string) bool                                   { return a == b }
 
 // A burst of followers started at once (the whole picture's first read of
 // thousands of things) reads a few at a time, in the session's background

@@ -149,12 +149,22 @@ func (l *Lease) reserve(h Hold) (existing Holding, pending *held, err error) {
 }
 
 // grant turns h's reservation into a holding. It fails with ErrLeaseEnded when
-// the lease ended meanwhile.
+// the lease ended meanwhile, and with ErrUnavailable when the lease's session is
+// in doubt (a suspension that lasted until it could have expired: what it holds
+// is being reported lost, and a grant made now could not be vouched for). The
+// check is made under the lease's lock, which loseAll takes after the doubt is
+// declared: a grant either sees the doubt or is lost with the rest.
 func (l *Lease) grant(h Hold, v Holding, pending *held) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
+	}
+	if l.ep.IsLost() {
+		return fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrSessionLost)
+	}
+	if !l.ep.Connected() && l.mgr.s.InDoubt() {
+		return fmt.Errorf("%s %q: the session could have expired meanwhile: %w", h.Kind, h.Name, ErrUnavailable)
 	}
 	l.holds[h] = &held{v: v}
 	pending.settle()

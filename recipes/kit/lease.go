@@ -138,22 +138,42 @@ func (m *Leases) register(l *Lease) error {
 }
 
 // watchEpoch ends every lease of ep when its session is lost (after Close too:
-// the Session marks every epoch lost).
+// the Session marks every epoch lost), and makes each of them lose what it
+// holds at every doubt of the session (zookeeper.Epoch.Doubted: a suspension
+// that lasted until the session could have expired). The leases live on: the
+// session may come back, and they may hold things again under it.
 func (m *Leases) watchEpoch(ep *zookeeper.Epoch) {
 	defer m.watchers.Done()
-	<-ep.Lost()
+	for {
+		select {
+		case <-ep.Doubted():
+			for _, l := range m.of(ep) {
+				l.loseAll(doubtReason(ep))
+			}
+			continue
+		case <-ep.Lost():
+		}
+		break
+	}
 	m.mu.Lock()
 	delete(m.watching, ep)
-	var lost []*Lease
-	for _, l := range m.leases {
-		if l.ep == ep {
-			lost = append(lost, l)
-		}
-	}
 	m.mu.Unlock()
-	for _, l := range lost {
+	for _, l := range m.of(ep) {
 		l.end(ErrSessionLost)
 	}
+}
+
+// of lists the live leases granted under ep.
+func (m *Leases) of(ep *zookeeper.Epoch) []*Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Lease
+	for _, l := range m.leases {
+		if l.ep == ep {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // Get returns the live lease with that id, or ErrLeaseNotFound.
@@ -454,7 +474,7 @@ func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
 			Name: "coord_lease_ends_total", Help: "Leases ended, by reason (revoked, expired, lost).",
 		}, []string{"reason"}),
 		holdsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coord_holds_lost_total", Help: "Holds that ended because their node was deleted by another hand than the sidecar's release, by kind.",
+			Name: "coord_holds_lost_total", Help: "Holds that ended without their release, by kind: their node deleted by another hand than the sidecar's, or their session suspended until it could have expired (2/3 of the session timeout without an answer).",
 		}, []string{"kind"}),
 	}
 	if reg != nil {

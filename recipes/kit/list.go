@@ -72,7 +72,7 @@ func (d *DirSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *Watches) (
 func (d *DirSource) Reset() {}
 
 // Uncertain keeps the last list.
-func (d *DirSource) Uncertain(last []string, _ bool) []string { return last }
+func (d *DirSource) Uncertain(last []string, _ bool, _ Uncertainty) []string { return last }
 
 // Same tells whether the two lists are equal.
 func (d *DirSource) Same(a, b []string) bool { return slices.Equal(a, b) }

@@ -1,6 +1,12 @@
 package kit
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+)
 
 // Lost holds: a hold whose node is deleted by another hand than the lease's own
 // release (an operator, a client with rights on the parent, a bug) has ended, as
@@ -98,5 +104,73 @@ func (l *Lease) lose(h Hold, v Holding, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.mgr.s.OpTimeout())
 	_ = v.Release(ctx)
 	cancel()
+	l.released()
+}
+
+// doubtReason is why the holds of ep's leases are lost at a doubt of its
+// session.
+func doubtReason(ep *zookeeper.Epoch) string {
+	return fmt.Sprintf("no answer from ZooKeeper for 2/3 of the session timeout (%s) while suspended: the session could have expired",
+		ep.SessionTimeout())
+}
+
+// loseAll ends every hold of the lease as lost for reason (a doubt of its
+// session: see Leases.watchEpoch), as lose ends one: each is taken off the
+// lease at once, recorded for the lease's stream and counted, and released
+// in the background, on goroutines the registry waits for (Wait). A release
+// under a suspended session deletes the hold's nodes as soon as the same
+// session is connected again (zookeeper.Epoch.Settle), so that others need not
+// wait for the session's expiry; if the session is lost instead, its nodes went
+// with it. The lease itself lives on (an implicit lease ends with its hold).
+// Acquisitions under way are not holds yet: they go on, and their grant
+// checks the doubt (grant).
+func (l *Lease) loseAll(reason string) {
+	type entry struct {
+		h Hold
+		v Holding
+	}
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	var lost []entry
+	for h, e := range l.holds {
+		if !e.pending {
+			lost = append(lost, entry{h, e.v})
+		}
+	}
+	sort.Slice(lost, func(i, j int) bool {
+		if lost[i].h.Kind != lost[j].h.Kind {
+			return lost[i].h.Kind < lost[j].h.Kind
+		}
+		return lost[i].h.Name < lost[j].h.Name
+	})
+	for _, e := range lost {
+		delete(l.holds, e.h)
+		l.lost.list = append(l.lost.list, LostHold{Hold: e.h, Reason: reason})
+	}
+	if len(lost) > 0 && l.lost.next != nil {
+		close(l.lost.next)
+		l.lost.next = nil
+	}
+	l.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	m := l.mgr
+	for _, e := range lost {
+		l.unwatchNodes(e.v)
+		m.holdChanged(l.ID, e.h)
+		m.metrics.holdsLost.WithLabelValues(e.h.Kind).Inc()
+		m.s.Logger().Warn("hold lost", "lease", l.ID, "kind", e.h.Kind, "name", e.h.Name, "why", reason)
+		m.watchers.Add(1)
+		go func() {
+			defer m.watchers.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), m.s.OpTimeout())
+			defer cancel()
+			_ = e.v.Release(ctx)
+		}()
+	}
 	l.released()
 }

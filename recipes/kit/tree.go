@@ -86,7 +86,7 @@ func (t *TreeSource[S]) watch(ctx context.Context, ep *zookeeper.Epoch, w *Watch
 func (t *TreeSource[S]) Reset() { t.children = nil }
 
 // Uncertain keeps the last state.
-func (t *TreeSource[S]) Uncertain(last S, _ bool) S { return last }
+func (t *TreeSource[S]) Uncertain(last S, _ bool, _ Uncertainty) S { return last }
 
 // Same is the same function given to NewTreeSource.
 func (t *TreeSource[S]) Same(a, b S) bool { return t.same(a, b) }

@@ -385,7 +385,7 @@ func (s *source) Reset() {}
 
 // Uncertain keeps the last value: a value is data, not ownership, and the
 // follower reads it again as soon as the session is back.
-func (s *source) Uncertain(last *Value, loaded bool) *Value {
+func (s *source) Uncertain(last *Value, loaded bool, _ kit.Uncertainty) *Value {
 	if loaded {
 		return last
 	}

@@ -66,9 +66,14 @@ type State struct {
 	// Moving are the partitions whose owner is not the member the plan deals
 	// them to (free, or still held by the previous owner).
 	Moving []Move
-	// Suspended is set while this sidecar's session is not connected: nothing
-	// is shown owned then.
+	// Suspended is set while this sidecar's session is not connected. During
+	// the first part of a suspension the state is the last one read; once the
+	// session could have expired (zookeeper.Session.InDoubt), or while there
+	// is none, nothing is shown owned and no member leads.
 	Suspended bool
+	// SuspendedSince is when the suspension began; zero when not suspended
+	// (or when the session is lost or not yet made).
+	SuspendedSince time.Time
 
 	czxid map[string]int64 // member id → member node's czxid
 }

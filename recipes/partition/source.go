@@ -295,9 +295,16 @@ func (s *source) Reset() {
 	s.plan, s.planVer, s.planZxid, s.planRead = nil, 0, 0, false
 }
 
-// Uncertain is the last state with nothing owned, marked Suspended.
-func (s *source) Uncertain(last *State, loaded bool) *State {
+// Uncertain is the last state, marked Suspended, during the first part of a
+// suspension; then (or while there is no session) the last state with nothing
+// owned and no leader.
+func (s *source) Uncertain(last *State, loaded bool, u kit.Uncertainty) *State {
 	s.setLeading(false)
+	if u.Keep && loaded && last != nil {
+		cp := *last
+		cp.Suspended, cp.SuspendedSince = true, u.Since
+		return &cp
+	}
 	s.countOwned(nil, nil)
 	st := &State{Group: s.group, Partitions: []string{}, Members: []MemberState{}, Moving: []Move{}}
 	if loaded && last != nil {
@@ -307,17 +314,30 @@ func (s *source) Uncertain(last *State, loaded bool) *State {
 			m.Owned = []Owned{}
 			cp.Members[i] = m
 		}
+		cp.Leader = ""
 		st = &cp
 	}
-	st.Suspended = true
+	st.Suspended, st.SuspendedSince = true, u.Since
 	return st
 }
 
 func (s *source) Same(a, b *State) bool {
-	if a.Suspended || b.Suspended {
-		return a.Suspended && b.Suspended
+	if a.Suspended != b.Suspended || !a.SuspendedSince.Equal(b.SuspendedSince) || a.Leader != b.Leader {
+		return false
+	}
+	if a.Suspended && owned(a) != owned(b) {
+		return false
 	}
 	return a.Version == b.Version && len(a.Members) == len(b.Members) && len(a.Moving) == len(b.Moving)
+}
+
+// owned counts the partitions a state shows owned.
+func owned(st *State) int {
+	n := 0
+	for _, m := range st.Members {
+		n += len(m.Owned)
+	}
+	return n
 }
 
 func (s *source) Stop() {

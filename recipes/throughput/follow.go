@@ -91,26 +91,28 @@ func (s *groupSource) Reset() {
 	s.names, s.members, s.alloc, s.allocVer = nil, map[string]member{}, nil, 0
 }
 
-// Uncertain is the last state marked Suspended (possibly stale); this sidecar
-// does not lead while it cannot read.
-func (s *groupSource) Uncertain(last *ThroughputGroup, loaded bool) *ThroughputGroup {
+// Uncertain is the last state marked Suspended (possibly stale), without its
+// leader once the session could have expired (u.Keep false); this sidecar does
+// not lead while it cannot read.
+func (s *groupSource) Uncertain(last *ThroughputGroup, loaded bool, u kit.Uncertainty) *ThroughputGroup {
 	s.setLeading(false)
 	st := &ThroughputGroup{Group: s.group, Members: []ThroughputMember{}}
 	if loaded && last != nil {
 		cp := *last
 		st = &cp
 	}
-	st.Suspended = true
+	if !u.Keep {
+		st.Leader = ""
+	}
+	st.Suspended, st.SuspendedSince = true, u.Since
 	return st
 }
 
-// Same tells that b shows nothing new after a: both suspended, or neither and
-// with the same version, limit and live members.
+// Same tells that b shows nothing new after a: as suspended as a (since the
+// same time), with the same leader, version, limit and live members.
 func (s *groupSource) Same(a, b *ThroughputGroup) bool {
-	if a.Suspended || b.Suspended {
-		return a.Suspended && b.Suspended
-	}
-	return a.Version == b.Version && a.Limit == b.Limit && maps.Equal(a.live, b.live)
+	return a.Suspended == b.Suspended && a.SuspendedSince.Equal(b.SuspendedSince) && a.Leader == b.Leader &&
+		a.Version == b.Version && a.Limit == b.Limit && maps.Equal(a.live, b.live)
 }
 
 // Stop drops this group from the led gauge when its follower stops.

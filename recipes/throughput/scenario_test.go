@@ -12,6 +12,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
@@ -229,7 +230,7 @@ func TestThroughputFollowerThroughSessionTrouble(t *testing.T) {
 	}
 
 	suspendAndRestore(t, proxy, f, a, before)
-	loseSession(t, proxy, f, a, l, before)
+	loseSession(t, zkc.Servers(), proxy, f, a, l, before)
 }
 
 // suspendAndRestore cuts a's connection until f shows the group suspended, as
@@ -252,19 +253,18 @@ func suspendAndRestore(t *testing.T, proxy *faultproxy.Proxy, f *ThroughputFollo
 	}
 }
 
-// loseSession cuts a's connection until its session and with it lease l are
-// lost: l's member goes, the new session reads from scratch, and f shows the
-// group empty, unled and later than before.
-func loseSession(t *testing.T, proxy *faultproxy.Proxy, f *ThroughputFollower, a *tpSide, l *kit.Lease, before *ThroughputGroup) {
+// loseSession cuts a's connection until ZooKeeper has expired its session, and
+// with it lease l: l's member goes, the new session reads from scratch, and f
+// shows the group empty, unled and later than before.
+func loseSession(t *testing.T, servers []string, proxy *faultproxy.Proxy, f *ThroughputFollower, a *tpSide, l *kit.Lease, before *ThroughputGroup) {
 	t.Helper()
 	led := func() float64 { return testutil.ToFloat64(a.tp.metrics.led) }
-	proxy.Cut()
+	zookeepertest.Expire(t, a.s, servers, proxy.Cut, proxy.Restore)
 	select {
 	case <-l.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the lease outlived its session")
 	}
-	proxy.Restore()
 	st, ok := await(context.Background(), f, 20*time.Second, func(g *ThroughputGroup) bool { return len(g.Members) == 0 })
 	if !ok || st.Leader != "" || st.Version <= before.Version || st.Live("m1") {
 		t.Fatalf("after the session was lost: %+v", st)

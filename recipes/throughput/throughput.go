@@ -67,8 +67,13 @@ type ThroughputGroup struct {
 	// Members are the allocated members in join order; their shares sum to Limit.
 	Members []ThroughputMember
 	// Suspended is set while this sidecar's session is not connected: the state
-	// is the last one seen and may be stale.
+	// is the last one seen and may be stale; once the session could have
+	// expired (zookeeper.Session.InDoubt), or while there is none, Leader is
+	// "" (nobody can be vouched for).
 	Suspended bool
+	// SuspendedSince is when the suspension began; zero when not suspended
+	// (or when the session is lost or not yet made).
+	SuspendedSince time.Time
 
 	live map[string]string // id → node of the live members
 }

@@ -209,8 +209,11 @@ func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKe
 
 // RunElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
 // it campaigns and runs the child only while this candidate leads (with COORD_TERM
-// and COORD_LEASE), stopping it on loss of leadership, of the session's certainty,
-// or of the lease. Without --requeue it resigns and exits with the child's code
+// and COORD_LEASE), stopping it on loss of leadership or of the lease. A
+// suspension of the sidecar's ZooKeeper session is neither: the child keeps
+// running through it, and is stopped exactly when the sidecar reports the
+// leadership gone (the session could have expired: the candidacy is lost and
+// the election shows no leader) or the session lost. Without --requeue it resigns and exits with the child's code
 // once the child exits; with --requeue it resigns to the back of the line and runs
 // the child again at its next turn, until signalled. A lost lease exits 76. An end
 // signal is passed on to the child; once it has exited the candidate resigns
@@ -346,9 +349,12 @@ func (e *candidacy) notLeading(err error) int {
 	return ExitUnavailable
 }
 
-// lead runs the command for one term. Leadership ends when another candidate
-// leads, or this sidecar cannot vouch: either stops the command, as does the
-// lease's loss.
+// lead runs the command for one term. Leadership ends when the election's
+// stream shows another leader or none (a suspended state that still shows this
+// candidate leading does not end it: the sidecar keeps the last leader it knew
+// until the session could have expired), or when the stream ends: either stops
+// the command, as does the lease's loss (a `lost-hold` of the candidacy
+// included).
 func (e *candidacy) lead(command []string, events <-chan sse.Event, term int64) outcome {
 	lostLead := make(chan struct{})
 	stopWatch := make(chan struct{})
@@ -357,7 +363,10 @@ func (e *candidacy) lead(command []string, events <-chan sse.Event, term int64) 
 		for {
 			select {
 			case ev, ok := <-events:
-				if !ok || leaderOf(ev) != e.id {
+				if !ok {
+					return
+				}
+				if leader, _ := leaderOf(ev); leader != e.id {
 					return
 				}
 			case <-stopWatch:
@@ -380,7 +389,7 @@ func awaitLeadership(ctx context.Context, events <-chan sse.Event, id string, lo
 			if !ok {
 				return 0, errors.New("the election stream ended")
 			}
-			if leaderOf(ev) == id {
+			if leader, suspended := leaderOf(ev); leader == id && !suspended {
 				return termOf(ev), nil
 			}
 		case <-lost:
@@ -391,19 +400,22 @@ func awaitLeadership(ctx context.Context, events <-chan sse.Event, id string, lo
 	}
 }
 
-// leaderOf returns the leading candidate of a `leader` event ("" when none or
-// when the sidecar cannot vouch for one).
-func leaderOf(ev sse.Event) string {
+// leaderOf returns the leading candidate of a `leader` event ("" when none)
+// and whether the event is a suspended state: the leader the sidecar last
+// knew, kept through a suspension until its session could have expired (then
+// the leader is null). A turn starts only under a connected session; one under
+// way goes on through a suspension.
+func leaderOf(ev sse.Event) (leader string, suspended bool) {
 	var body struct {
 		Leader *struct {
 			Candidate string `json:"candidate"`
 		} `json:"leader"`
 		Suspended bool `json:"suspended"`
 	}
-	if ev.Name != "leader" || json.Unmarshal(ev.Data, &body) != nil || body.Leader == nil || body.Suspended {
-		return ""
+	if ev.Name != "leader" || json.Unmarshal(ev.Data, &body) != nil || body.Leader == nil {
+		return "", body.Suspended
 	}
-	return body.Leader.Candidate
+	return body.Leader.Candidate, body.Suspended
 }
 
 func termOf(ev sse.Event) int64 {
@@ -520,7 +532,12 @@ COMMAND exits and exits with its code. SIGTERM, SIGINT and SIGHUP are passed on 
 COMMAND; once it has exited the lock is released and the wrapper exits 128+N.
 A restart of the sidecar (kill -USR2, or kill -9 and a successor on the same
 --state-dir) is ridden through: streams are opened again, and the lease, the
-lock and COMMAND kept. Exit codes: 64 bad command line, 69 sidecar unreachable
+lock and COMMAND kept. So is a suspension of the sidecar's ZooKeeper session
+(a ZooKeeper server restarting, a network blip): COMMAND keeps running, and is
+stopped (SIGTERM, then SIGKILL after --grace) exactly when the sidecar reports
+the lock lost, which it does once the suspension has lasted two thirds of the
+session timeout since ZooKeeper last answered (the session could have expired),
+or when ZooKeeper declares the session expired. Exit codes: 64 bad command line, 69 sidecar unreachable
 or refusing, 75 not acquired within --wait, 76 lease lost while COMMAND ran
 (the sidecar said so, or answered no keepalive for the smaller of --ttl and
 half its session timeout): COMMAND was stopped.`
@@ -534,7 +551,12 @@ line and runs COMMAND again at its next turn. SIGTERM, SIGINT and SIGHUP are
 passed on to COMMAND; once it has exited the candidate resigns (never requeued)
 and the wrapper exits 128+N. A restart of the sidecar (kill -USR2, or kill -9
 and a successor on the same --state-dir) is ridden through: streams are opened
-again, and the lease, the candidacy and COMMAND kept. Exit codes: 64 bad command
+again, and the lease, the candidacy and COMMAND kept. So is a suspension of the
+sidecar's ZooKeeper session (a ZooKeeper server restarting, a network blip):
+the leader's COMMAND keeps running, and is stopped exactly when the sidecar
+reports the leadership lost, which it does once the suspension has lasted two
+thirds of the session timeout since ZooKeeper last answered (the session could
+have expired), or when ZooKeeper declares the session expired. Exit codes: 64 bad command
 line, 69 sidecar unreachable or refusing, 76 lease lost while COMMAND ran (the
 sidecar said so, or answered no keepalive for the smaller of --ttl and half its
 session timeout): COMMAND was stopped.`
