@@ -48,7 +48,7 @@ func TestReconnectAfterServerStops(t *testing.T) {
 			t0 := time.Now()
 			switch how {
 			case "SIGTERM":
-				zkc.Terminate(victim)
+				zkc.Stop(victim)
 			case "SIGKILL":
 				zkc.Kill(victim)
 			default:
