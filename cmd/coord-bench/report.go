@@ -235,26 +235,20 @@ func rate(v float64, present bool) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// ratio is a/b with its target, e.g. "**1.23** (≥ 1.2 met)".
+// ratio is a/b with its target as a lower bound, e.g. "**1.23** (≥ 1.2 met)".
 func ratio(a, b, target float64) string {
-	if a == 0 || b == 0 {
-		return "–"
-	}
-	r := a / b
-	s := fmt.Sprintf("**%.2f**", r)
-	switch {
-	case target == 0:
-	case r >= target:
-		s += " (≥ " + targetText(target) + " met)"
-	default:
-		s += " (≥ " + targetText(target) + " **missed**)"
-	}
-	return s
+	return boundedRatio(a, b, target, "≥", func(r float64) bool { return r >= target })
 }
 
 // cpuRatio is a/b, CPU against CPU, with its target as an upper bound, e.g.
 // "**1.31** (≤ 1.25 **missed**)"; "–" when either is not measured.
 func cpuRatio(a, b, target float64) string {
+	return boundedRatio(a, b, target, "≤", func(r float64) bool { return r <= target })
+}
+
+// boundedRatio is a/b in bold, then, unless target is 0, the bound (sign
+// target) and whether met tells it met; "–" when either is not measured.
+func boundedRatio(a, b, target float64, sign string, met func(float64) bool) string {
 	if a == 0 || b == 0 {
 		return "–"
 	}
@@ -262,10 +256,10 @@ func cpuRatio(a, b, target float64) string {
 	s := fmt.Sprintf("**%.2f**", r)
 	switch {
 	case target == 0:
-	case r <= target:
-		s += " (≤ " + targetText(target) + " met)"
+	case met(r):
+		s += " (" + sign + " " + targetText(target) + " met)"
 	default:
-		s += " (≤ " + targetText(target) + " **missed**)"
+		s += " (" + sign + " " + targetText(target) + " **missed**)"
 	}
 	return s
 }
