@@ -47,9 +47,9 @@ type Proxy struct {
 	accepted int // connections accepted since New
 	// lose arms LoseAnswer/LoseRequest: the opcodes of the request to catch,
 	// and whether it reaches its server; nil: none armed.
-	lose *loseReq
-	links    map[*link]bool
-	closed   bool
+	lose   *loseReq
+	links  map[*link]bool
+	closed bool
 }
 
 // link is one proxied connection.
@@ -63,8 +63,8 @@ type link struct {
 	// awaitXid is the xid of a request whose answer is to be lost (LoseAnswer);
 	// 0: none (p.mu).
 	awaitXid int32
-	done           chan struct{}
-	once           sync.Once
+	done     chan struct{}
+	once     sync.Once
 }
 
 func (l *link) close() {
