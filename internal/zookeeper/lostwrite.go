@@ -112,9 +112,17 @@ func (ep *Epoch) CreateChecked(ctx context.Context, p string, data []byte, mode 
 // adopted transaction answers ops[0] as read (the Stat of a SetOp, the Path of a
 // CreateOp) and the other ops without a Stat.
 func (ep *Epoch) MultiChecked(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	res, err := ep.checked(ctx, ops[0], func() ([]OpResult, error) { return ep.Multi(ctx, ops...) })
-	if err == nil && len(res) < len(ops) {
-		res = append(res, make([]OpResult, len(ops)-len(res))...)
+	return ep.MultiCheckedOn(ctx, 0, ops...)
+}
+
+// MultiCheckedOn is MultiChecked with ops[i] telling whether the transaction
+// was applied (e.g. the create of a node the transaction deletes first).
+func (ep *Epoch) MultiCheckedOn(ctx context.Context, i int, ops ...Op) ([]OpResult, error) {
+	res, err := ep.checked(ctx, ops[i], func() ([]OpResult, error) { return ep.Multi(ctx, ops...) })
+	if err == nil && len(res) == 1 && len(ops) > 1 { // adopted: one result, ops[i]'s
+		all := make([]OpResult, len(ops))
+		all[i] = res[0]
+		res = all
 	}
 	return res, err
 }
