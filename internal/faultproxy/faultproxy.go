@@ -61,8 +61,9 @@ type link struct {
 	// whether the ZooKeeper handshake's frame has gone by (p.mu).
 	greeted [2]bool
 	// awaitXid is the xid of a request whose answer is to be lost (LoseAnswer);
-	// 0: none (p.mu).
+	// 0: none (p.mu). cutAfter: Cut once it is (LoseAnswerThenCut).
 	awaitXid int32
+	cutAfter bool
 	done     chan struct{}
 	once     sync.Once
 }
@@ -172,6 +173,7 @@ func (p *Proxy) MuteAfter(n int) {
 type loseReq struct {
 	ops     map[int32]bool
 	reaches bool // LoseAnswer: the request reaches its server
+	cut     bool // LoseAnswerThenCut: Cut once the answer is lost
 }
 
 // LoseAnswer arms the proxy for the next ZooKeeper request whose opcode is one
@@ -179,16 +181,21 @@ type loseReq struct {
 // it reaches its server, and the connection is closed as soon as its answer
 // comes, which is discarded: a write applied whose answer was lost with its
 // connection, deterministically. Restore disarms it.
-func (p *Proxy) LoseAnswer(ops ...int32) { p.arm(ops, true) }
+func (p *Proxy) LoseAnswer(ops ...int32) { p.arm(ops, true, false) }
+
+// LoseAnswerThenCut is LoseAnswer followed, once the answer is lost, by Cut:
+// the client cannot connect again until Restore, and the test can change
+// things meanwhile.
+func (p *Proxy) LoseAnswerThenCut(ops ...int32) { p.arm(ops, true, true) }
 
 // LoseRequest arms the proxy for the next ZooKeeper request whose opcode is
 // one of ops: it is discarded and its connection closed, so the client cannot
 // tell it from a lost answer, but the server never applied it. Restore
 // disarms it.
-func (p *Proxy) LoseRequest(ops ...int32) { p.arm(ops, false) }
+func (p *Proxy) LoseRequest(ops ...int32) { p.arm(ops, false, false) }
 
-func (p *Proxy) arm(ops []int32, reaches bool) {
-	l := &loseReq{ops: map[int32]bool{}, reaches: reaches}
+func (p *Proxy) arm(ops []int32, reaches, cut bool) {
+	l := &loseReq{ops: map[int32]bool{}, reaches: reaches, cut: cut}
 	for _, o := range ops {
 		l.ops[o] = true
 	}
@@ -231,16 +238,23 @@ func (p *Proxy) loseFrames(l *link, toClient bool, b []byte) (lost, ok bool) {
 			l.awaitXid = 0
 			l.close() // its answer goes with the connection
 			delete(p.links, l)
+			if l.cutAfter {
+				p.mode = cut
+				for o := range p.links {
+					o.close()
+					delete(p.links, o)
+				}
+			}
 			return true, true
 		case !toClient && p.lose != nil && p.lose.ops[int32(binary.BigEndian.Uint32(frame[4:]))]:
-			reaches := p.lose.reaches
+			reaches, cutAfter := p.lose.reaches, p.lose.cut
 			p.lose = nil
 			if !reaches {
 				l.close()
 				delete(p.links, l)
 				return true, true
 			}
-			l.awaitXid = xid
+			l.awaitXid, l.cutAfter = xid, cutAfter
 		}
 	}
 	if toClient && l.awaitXid != 0 {
