@@ -10,11 +10,8 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
-// ZooKeeper opcodes the proxy catches.
-const (
-	opSetData = 5
-	opMulti   = 14
-)
+// opMulti is ZooKeeper's multi opcode: every key and counter write is one.
+const opMulti = 14
 
 // A write whose answer is lost with its connection (the server applied it, or
 // never got it) is answered once the connection is back with what actually
@@ -79,7 +76,7 @@ func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	proxy.LoseAnswer(opMulti)
 	expect("conditional put, answer lost", send(http.MethodPut, "/v1/kv/k?version=1", "2"), http.StatusOK)
 	key("conditional put, answer lost", "2", "2")
-	proxy.LoseAnswer(opSetData)
+	proxy.LoseAnswer(opMulti)
 	r := send(http.MethodPost, "/v1/counters/c", "")
 	expect("add, answer lost", r, http.StatusOK)
 	if v := num(r.Body["value"]); v != 2 {
@@ -97,7 +94,7 @@ func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	proxy.LoseRequest(opMulti)
 	expect("conditional put, request lost", send(http.MethodPut, "/v1/kv/k?version=3", "4"), http.StatusOK)
 	key("conditional put, request lost", "4", "4")
-	proxy.LoseRequest(opSetData)
+	proxy.LoseRequest(opMulti)
 	expect("add, request lost", send(http.MethodPost, "/v1/counters/c", ""), http.StatusOK)
 	counter("add, request lost", 3)
 	if n := lost("resent"); n != 3 {

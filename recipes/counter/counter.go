@@ -18,7 +18,10 @@ import (
 type Counters struct {
 	s       *zookeeper.Session
 	dir     string
+	markDir string // the write markers' parent (marker.go)
 	metrics metrics
+	// marked holds the marker paths known to exist (string -> true).
+	marked sync.Map
 
 	followers *kit.Followers[*State]
 
@@ -65,7 +68,7 @@ const maxBatch = 4096
 
 // New returns the counters over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Counters {
-	c := &Counters{s: s, dir: s.Dir("counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
+	c := &Counters{s: s, dir: s.Dir("counters"), markDir: s.Dir(markerDir), metrics: newMetrics(reg), adders: map[string]*adder{}}
 	c.known = knownValues{s: s, dir: c.dir}
 	c.followers = kit.NewFollowers(s, c.metrics.followed, func(name string) kit.Source[*State] {
 		return &source{c: c, name: name}
@@ -196,11 +199,11 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 	// the counter is read.
 	if k, ok := c.known.take(name, ep); ok {
 		if v, write, err := next(k.value); err == nil && write {
-			st, err := ep.SetChecked(ctx, p, encode(v), k.version)
+			st, err := c.cas(ctx, ep, name, v, k.version, true)
 			switch {
 			case err == nil:
 				c.metrics.unread.Inc()
-				c.known.remember(name, ep, k.arming, v, st)
+				c.rememberWrite(name, ep, k.arming, v, st)
 				return nil
 			case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
 				return err
@@ -230,12 +233,11 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 			return err
 		}
 		arming := c.known.watching(ep) // before the write is sent
-		var wrote *zookeeper.Stat
+		var version int32
 		if exists {
-			wrote, err = ep.SetChecked(ctx, p, encode(v), st.Version)
-		} else {
-			err = ep.CreateIn(ctx, p, encode(v), zookeeper.Persistent)
+			version = st.Version
 		}
+		wrote, err := c.cas(ctx, ep, name, v, version, exists)
 		if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrNodeExists) {
 			c.metrics.conflicts.Inc()
 			continue // another writer came first: read again
@@ -243,9 +245,19 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 		if err != nil {
 			return err
 		}
-		c.known.remember(name, ep, arming, v, wrote)
+		c.rememberWrite(name, ep, arming, v, wrote)
 		return nil
 	}
+}
+
+// rememberWrite keeps what was written as known (known.go); a write adopted
+// after its answer was lost (no stat) is forgotten: the next one reads first.
+func (c *Counters) rememberWrite(name string, ep *zookeeper.Epoch, arming uint64, v int64, st *zookeeper.Stat) {
+	if st == nil {
+		c.known.forget(name)
+		return
+	}
+	c.known.remember(name, ep, arming, v, st)
 }
 
 // Set sets the counter to value, if its value is *expect when expect is not nil
