@@ -189,48 +189,66 @@ func (ep *Epoch) settle(ctx context.Context, op Op, before int64) (outcome, []Op
 	if err != nil && !errors.Is(err, ErrNoNode) {
 		return unknown, nil, err
 	}
-	exists := err == nil
-	parentQuiet := func() (bool, error) { // no child of p's parent made or deleted since before
-		ok, pst, err := ep.Exists(ctx, path.Dir(p))
-		if err != nil {
-			return false, err
-		}
-		return ok && pst.Pzxid <= before, nil
+	if err != nil {
+		st = nil // absent
 	}
 	switch o := op.(type) {
 	case SetOp:
-		switch {
-		case !exists:
-			return unknown, nil, nil
-		case st.Mzxid <= before:
-			return notApplied, nil, nil
-		case (o.Version < 0 || st.Version == o.Version+1) && bytes.Equal(data, o.Data):
-			return applied, []OpResult{{Stat: st}}, nil
-		}
+		got, res := settleSet(o, data, st, before)
+		return got, res, nil
 	case CreateOp:
-		switch {
-		case exists && st.Czxid <= before:
-			return notApplied, nil, nil
-		case exists && st.Version == 0 && bytes.Equal(data, o.Data) &&
-			(o.Mode != Ephemeral || st.EphemeralOwner == ep.ID()):
-			return applied, []OpResult{{Path: p, Stat: st}}, nil
-		case !exists:
-			quiet, err := parentQuiet()
-			if err != nil || quiet {
-				return notApplied, nil, err
-			}
+		if st != nil {
+			got, res := ep.settleCreate(o, data, st, before)
+			return got, res, nil
 		}
-	case DeleteOp:
-		switch {
-		case exists && st.Czxid <= before:
-			return notApplied, nil, nil
-		case !exists:
-			quiet, err := parentQuiet()
-			if err != nil || quiet {
-				return notApplied, nil, err
+		return ep.settleAbsent(ctx, p, before, notApplied)
+	default: // DeleteOp
+		if st != nil {
+			if st.Czxid <= before {
+				return notApplied, nil, nil // never deleted since
 			}
-			return applied, []OpResult{{}}, nil
+			return unknown, nil, nil // deleted and made again since
 		}
+		return ep.settleAbsent(ctx, p, before, applied)
+	}
+}
+
+// settleSet tells a set's outcome from the node (st nil: absent).
+func settleSet(o SetOp, data []byte, st *Stat, before int64) (outcome, []OpResult) {
+	switch {
+	case st == nil:
+		return unknown, nil // deleted since: it may have been written first
+	case st.Mzxid <= before:
+		return notApplied, nil
+	case (o.Version < 0 || st.Version == o.Version+1) && bytes.Equal(data, o.Data):
+		return applied, []OpResult{{Stat: st}}
+	}
+	return unknown, nil
+}
+
+// settleCreate tells a create's outcome from the node made.
+func (ep *Epoch) settleCreate(o CreateOp, data []byte, st *Stat, before int64) (outcome, []OpResult) {
+	switch {
+	case st.Czxid <= before:
+		return notApplied, nil // made before: the create would be refused
+	case st.Version == 0 && bytes.Equal(data, o.Data) && (o.Mode != Ephemeral || st.EphemeralOwner == ep.ID()):
+		return applied, []OpResult{{Path: o.Path, Stat: st}}
+	}
+	return unknown, nil
+}
+
+// settleAbsent tells the outcome of a write to p, found absent: notApplied when
+// no child of p's parent was made or deleted since before, otherwise changed
+// (a delete: applied; a create: made and deleted since, unknown).
+func (ep *Epoch) settleAbsent(ctx context.Context, p string, before int64, changed outcome) (outcome, []OpResult, error) {
+	ok, pst, err := ep.Exists(ctx, path.Dir(p))
+	switch {
+	case err != nil:
+		return unknown, nil, err
+	case ok && pst.Pzxid <= before:
+		return notApplied, nil, nil
+	case changed == applied:
+		return applied, []OpResult{{}}, nil
 	}
 	return unknown, nil, nil
 }

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"path"
 	"testing"
 	"time"
 
@@ -20,90 +21,118 @@ const (
 	opMulti   = 14
 )
 
-// A write whose answer is lost with its connection is answered once the
-// connection is back with what happened, applied exactly once: adopted when
-// the server applied it, sent again when it never got it.
-func TestLostAnswerIsChecked(t *testing.T) {
+// lostRig is a session through a fault proxy, with the allowance to wait.
+type lostRig struct {
+	proxy *faultproxy.Proxy
+	s     *Session
+	ep    *Epoch
+	ctx   context.Context
+	p     string // the node written
+}
+
+func newLostRig(t *testing.T) *lostRig {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	proxy := faultproxy.Start(t, zkc.Server(0))
-	s := newTestSessionTimeout(t, []string{proxy.Addr()}, root, 20*time.Second)
-	ep, err := s.Current()
-	if err != nil {
+	r := &lostRig{proxy: faultproxy.Start(t, zkc.Server(0)), p: root + "/n",
+		ctx: WithSuspendWait(context.Background(), time.Minute, time.Time{})}
+	r.s = newTestSessionTimeout(t, []string{r.proxy.Addr()}, root, 20*time.Second)
+	var err error
+	if r.ep, err = r.s.Current(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := WithSuspendWait(context.Background(), time.Minute, time.Time{})
-	if err := ep.EnsurePersistent(ctx, root); err != nil {
+	if err := r.ep.EnsurePersistent(r.ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	p := root + "/n"
-	lost := func(outcome string) float64 { return promtest.ToFloat64(s.waits.lost.WithLabelValues(outcome)) }
-	version := func(what string, want int32, data string) {
-		t.Helper()
-		got, st, err := ep.Get(ctx, p)
-		if err != nil || st.Version != want || string(got) != data {
-			t.Fatalf("%s: %q at version %v (%v), want %q at %d", what, got, st, err, data, want)
-		}
-	}
+	return r
+}
 
-	proxy.LoseAnswer(opCreate)
+func (r *lostRig) lost(outcome string) float64 {
+	return promtest.ToFloat64(r.s.waits.lost.WithLabelValues(outcome))
+}
+
+// expect fails t unless the node holds data at version want.
+func (r *lostRig) expect(t *testing.T, what string, want int32, data string) {
+	t.Helper()
+	got, st, err := r.ep.Get(r.ctx, r.p)
+	if err != nil || st.Version != want || string(got) != data {
+		t.Fatalf("%s: %q at version %v (%v), want %q at %d", what, got, st, err, data, want)
+	}
+}
+
+// expectCounts fails t unless the lost answers were counted so, on the same
+// session still connected.
+func (r *lostRig) expectCounts(t *testing.T, applied, resent float64) {
+	t.Helper()
+	if a, s, u := r.lost("applied"), r.lost("resent"), r.lost("unknown"); a != applied || s != resent || u != 0 {
+		t.Fatalf("lost answers: %v applied, %v resent, %v unknown; want %v, %v, 0", a, s, u, applied, resent)
+	}
+	if !r.ep.Connected() {
+		t.Fatal("the session is not the same one connected")
+	}
+}
+
+// A write applied whose answer is lost with its connection is adopted once
+// the connection is back, and answered from the node: a create, a
+// conditional set, a set at any version, a transaction, a delete.
+func TestLostAnswerIsAdopted(t *testing.T) {
+	r := newLostRig(t)
+	ep, ctx, p := r.ep, r.ctx, r.p
+	r.proxy.LoseAnswer(opCreate)
 	if made, err := ep.CreateChecked(ctx, p, []byte("a"), Persistent); err != nil || made != p {
 		t.Fatalf("create, answer lost: %q %v", made, err)
 	}
-	version("create, answer lost", 0, "a")
-	proxy.LoseAnswer(opSetData)
+	r.expect(t, "create, answer lost", 0, "a")
+	r.proxy.LoseAnswer(opSetData)
 	if st, err := ep.SetChecked(ctx, p, []byte("b"), 0); err != nil || st.Version != 1 {
 		t.Fatalf("conditional set, answer lost: %v %v, want version 1", st, err)
 	}
-	proxy.LoseAnswer(opSetData)
+	r.proxy.LoseAnswer(opSetData)
 	if st, err := ep.SetChecked(ctx, p, []byte("c"), -1); err != nil || st.Version != 2 {
 		t.Fatalf("set, answer lost: %v %v, want version 2", st, err)
 	}
-	version("sets, answer lost", 2, "c")
-	proxy.LoseAnswer(opMulti)
-	res, err := ep.MultiChecked(ctx, SetOp{Path: p, Data: []byte("d"), Version: 2}, CheckOp{Path: root, Version: 0})
+	r.expect(t, "sets, answer lost", 2, "c")
+	r.proxy.LoseAnswer(opMulti)
+	res, err := ep.MultiChecked(ctx, SetOp{Path: p, Data: []byte("d"), Version: 2}, CheckOp{Path: path.Dir(p), Version: 0})
 	if err != nil || len(res) != 2 || res[0].Stat == nil || res[0].Stat.Version != 3 {
 		t.Fatalf("multi, answer lost: %+v %v, want the set at version 3", res, err)
 	}
-	if n := lost("applied"); n != 4 {
-		t.Fatalf("%v writes adopted, want 4", n)
-	}
-
-	proxy.LoseRequest(opSetData)
-	if st, err := ep.SetChecked(ctx, p, []byte("e"), 3); err != nil || st.Version != 4 {
-		t.Fatalf("conditional set, request lost: %v %v, want version 4", st, err)
-	}
-	proxy.LoseRequest(opSetData)
-	if _, err := ep.SetChecked(ctx, p, []byte("x"), 3); !errors.Is(err, ErrBadVersion) {
-		t.Fatalf("stale set, request lost: %v, want ErrBadVersion (sent again, refused)", err)
-	}
-	version("sets, request lost", 4, "e")
-	proxy.LoseRequest(opDelete)
-	if err := ep.DeleteChecked(ctx, p, 4); err != nil {
-		t.Fatalf("delete, request lost: %v", err)
-	}
-	if n := lost("resent"); n != 3 {
-		t.Fatalf("%v writes sent again, want 3", n)
-	}
-	if _, err := ep.CreateChecked(ctx, p, nil, Persistent); err != nil {
-		t.Fatal(err)
-	}
-	proxy.LoseAnswer(opDelete)
-	if err := ep.DeleteChecked(ctx, p, 0); err != nil {
+	r.proxy.LoseAnswer(opDelete)
+	if err := ep.DeleteChecked(ctx, p, 3); err != nil {
 		t.Fatalf("delete, answer lost: %v", err)
 	}
 	if ok, _, err := ep.Exists(ctx, p); ok || err != nil {
 		t.Fatalf("deleted node: exists %v (%v)", ok, err)
 	}
-	if n := lost("applied"); n != 5 {
-		t.Fatalf("%v writes adopted, want 5", n)
+	r.expectCounts(t, 5, 0)
+}
+
+// A write the server never got (the request lost with its connection) is sent
+// again once the connection is back, and answered as it then is: applied once,
+// or refused when stale.
+func TestLostRequestIsSentAgain(t *testing.T) {
+	r := newLostRig(t)
+	ep, ctx, p := r.ep, r.ctx, r.p
+	r.proxy.LoseRequest(opCreate)
+	if _, err := ep.CreateChecked(ctx, p, []byte("a"), Persistent); err != nil {
+		t.Fatalf("create, request lost: %v", err)
 	}
-	if n := lost("unknown"); n != 0 {
-		t.Fatalf("%v writes of unknown outcome, want 0", n)
+	r.proxy.LoseRequest(opSetData)
+	if st, err := ep.SetChecked(ctx, p, []byte("b"), 0); err != nil || st.Version != 1 {
+		t.Fatalf("conditional set, request lost: %v %v, want version 1", st, err)
 	}
-	if !ep.Connected() {
-		t.Fatal("the session is not the same one connected")
+	r.proxy.LoseRequest(opSetData)
+	if _, err := ep.SetChecked(ctx, p, []byte("x"), 0); !errors.Is(err, ErrBadVersion) {
+		t.Fatalf("stale set, request lost: %v, want ErrBadVersion (sent again, refused)", err)
 	}
+	r.expect(t, "sets, request lost", 1, "b")
+	r.proxy.LoseRequest(opDelete)
+	if err := ep.DeleteChecked(ctx, p, 1); err != nil {
+		t.Fatalf("delete, request lost: %v", err)
+	}
+	if ok, _, err := ep.Exists(ctx, p); ok || err != nil {
+		t.Fatalf("deleted node: exists %v (%v)", ok, err)
+	}
+	r.expectCounts(t, 0, 4)
 }
 
 // When the node changed again before the connection came back, a lost answer
