@@ -5,7 +5,8 @@ package main
 // down 3 s and waited for until the leader counts it synced), stopped with
 // SIGTERM in one variant and SIGKILL in the other, under several sidecar
 // processes that each hold a lease, a lock, a candidacy and a group membership,
-// follow them over SSE and run request loops: no request fails, no hold is
+// follow them over SSE and run request loops (key puts and counter adds
+// among them, each checked applied exactly once): no request fails, no hold is
 // lost, no stream shows another leader or member set or tells of a loss, and
 // /readyz answers 200 throughout (docs/OPERATIONS.md, "Upgrading ZooKeeper
 // under running sidecars").
@@ -140,13 +141,19 @@ type rollRig struct {
 	term    int64
 	members []string // the group's member ids, sorted
 	tally   rollTally
+
+	// What the data loops were answered 2xx for: puts of each car's own key,
+	// and the sum of the adds to the counter the cars share.
+	dataMu sync.Mutex
+	puts   map[int]int
+	added  int64
 }
 
 // newRollRig starts the ensemble and the sidecar processes and makes every
 // hold: car 0's candidate enrols first and leads.
 func newRollRig(t *testing.T) *rollRig {
 	t.Helper()
-	g := &rollRig{zkc: zktest.StartEnsemble(t, 3)}
+	g := &rollRig{zkc: zktest.StartEnsemble(t, 3), puts: map[int]int{}}
 	g.zkc.AwaitSynced(testutil.Patience(time.Minute))
 	g.tally.setPhase("before the roll")
 	root := zktest.Root(t)
@@ -274,6 +281,54 @@ func (g *rollRig) reader(c *rollCar, stop <-chan struct{}) {
 	}
 }
 
+// rollCounter is the counter every car adds to.
+const rollCounter = "roll"
+
+// data writes the car's own key and adds to the shared counter in turn until
+// stop closes, and counts what it was answered 2xx for: at the end, each key's
+// version and the counter's value must show each write applied exactly once
+// (checkData). Car i adds i+1: two cars never make the very same change.
+func (g *rollRig) data(c *rollCar, stop <-chan struct{}) {
+	for n := 0; ; n++ {
+		if !rollWait(stop) {
+			return
+		}
+		if n%2 == 0 {
+			if r := g.tally.call(c, "key put", http.MethodPut, fmt.Sprintf("/v1/kv/roll-%d", c.idx), http.StatusOK); r != nil {
+				g.dataMu.Lock()
+				g.puts[c.idx]++
+				g.dataMu.Unlock()
+			}
+			continue
+		}
+		delta := int64(c.idx + 1)
+		if r := g.tally.call(c, "counter add", http.MethodPost, fmt.Sprintf("/v1/counters/%s?add=%d", rollCounter, delta), http.StatusOK); r != nil {
+			g.dataMu.Lock()
+			g.added += delta
+			g.dataMu.Unlock()
+		}
+	}
+}
+
+// checkData fails the test unless every put and add answered 2xx was applied
+// exactly once: car i's key at version puts-1, the counter at the sum added.
+func (g *rollRig) checkData(t *testing.T) {
+	t.Helper()
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	car := g.cars[0].car
+	for _, c := range g.cars {
+		r := car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/kv/roll-%d", c.idx))
+		if want := fmt.Sprint(g.puts[c.idx] - 1); r.Header.Get("Version") != want {
+			t.Errorf("key roll-%d at version %s after %d puts answered 200, want %s", c.idx, r.Header.Get("Version"), g.puts[c.idx], want)
+		}
+	}
+	if v := num(car.must(t, http.StatusOK, http.MethodGet, "/v1/counters/"+rollCounter).Body["value"]); v != g.added {
+		t.Errorf("counter at %d, want %d (the sum of the adds answered 200)", v, g.added)
+	}
+	t.Logf("data: key puts answered 200 %v, counter adds summing %d, each applied once", g.puts, g.added)
+}
+
 // readiness polls /readyz every 100 ms until stop closes: anything but 200 is
 // a failure.
 func (g *rollRig) readiness(c *rollCar, stop <-chan struct{}) {
@@ -316,7 +371,7 @@ func (g *rollRig) startLoads() (stopAll func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, c := range g.cars {
-		for _, loop := range []func(*rollCar, <-chan struct{}){g.writer, g.reader, g.readiness} {
+		for _, loop := range []func(*rollCar, <-chan struct{}){g.writer, g.reader, g.data, g.readiness} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -389,6 +444,7 @@ func TestRollingRestartIsInvisible(t *testing.T) {
 			g.report(t)
 			g.checkStreams(t)
 			g.checkHolds(t)
+			g.checkData(t)
 		})
 	}
 }

@@ -10,6 +10,7 @@ package faultproxy
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"sync"
 	"testing"
@@ -44,8 +45,11 @@ type Proxy struct {
 	// forwards before the proxy turns mute (MuteAfter); 0: none pending. The connection takes it over as link.pass.
 	pass     int
 	accepted int // connections accepted since New
-	links    map[*link]bool
-	closed   bool
+	// lose arms LoseAnswer/LoseRequest: the opcodes of the request to catch,
+	// and whether it reaches its server; nil: none armed.
+	lose   *loseReq
+	links  map[*link]bool
+	closed bool
 }
 
 // link is one proxied connection.
@@ -53,8 +57,15 @@ type link struct {
 	client, server net.Conn // server is nil when nothing was dialed
 	lost           bool     // bytes were discarded: the streams are out of step
 	pass           int      // p.pass once taken over by this link (p.mu)
-	done           chan struct{}
-	once           sync.Once
+	// greeted counts, per direction (0: to the server, 1: to the client),
+	// whether the ZooKeeper handshake's frame has gone by (p.mu).
+	greeted [2]bool
+	// awaitXid is the xid of a request whose answer is to be lost (LoseAnswer);
+	// 0: none (p.mu). cutAfter: Cut once it is (LoseAnswerThenCut).
+	awaitXid int32
+	cutAfter bool
+	done     chan struct{}
+	once     sync.Once
 }
 
 func (l *link) close() {
@@ -158,6 +169,100 @@ func (p *Proxy) MuteAfter(n int) {
 	p.mu.Unlock()
 }
 
+// loseReq is an armed LoseAnswer or LoseRequest.
+type loseReq struct {
+	ops     map[int32]bool
+	reaches bool // LoseAnswer: the request reaches its server
+	cut     bool // LoseAnswerThenCut: Cut once the answer is lost
+}
+
+// LoseAnswer arms the proxy for the next ZooKeeper request whose opcode is one
+// of ops (on any connection; e.g. 5 setData, 2 delete, 1 create, 14 multi):
+// it reaches its server, and the connection is closed as soon as its answer
+// comes, which is discarded: a write applied whose answer was lost with its
+// connection, deterministically. Restore disarms it.
+func (p *Proxy) LoseAnswer(ops ...int32) { p.arm(ops, true, false) }
+
+// LoseAnswerThenCut is LoseAnswer followed, once the answer is lost, by Cut:
+// the client cannot connect again until Restore, and the test can change
+// things meanwhile.
+func (p *Proxy) LoseAnswerThenCut(ops ...int32) { p.arm(ops, true, true) }
+
+// LoseRequest arms the proxy for the next ZooKeeper request whose opcode is
+// one of ops: it is discarded and its connection closed, so the client cannot
+// tell it from a lost answer, but the server never applied it. Restore
+// disarms it.
+func (p *Proxy) LoseRequest(ops ...int32) { p.arm(ops, false, false) }
+
+func (p *Proxy) arm(ops []int32, reaches, cut bool) {
+	l := &loseReq{ops: map[int32]bool{}, reaches: reaches, cut: cut}
+	for _, o := range ops {
+		l.ops[o] = true
+	}
+	p.mu.Lock()
+	p.lose = l
+	p.mu.Unlock()
+}
+
+// loseFrames applies LoseAnswer and LoseRequest to a chunk (p.mu held): ok
+// says whether it decided the chunk's fate, lost whether the chunk is
+// discarded. It reads the ZooKeeper frames (4-byte length, then the header:
+// xid and opcode for a request, xid, zxid and error for an answer) a chunk
+// holds whole, after each direction's first frame (the handshake's).
+func (p *Proxy) loseFrames(l *link, toClient bool, b []byte) (lost, ok bool) {
+	dir := 0
+	if toClient {
+		dir = 1
+	}
+	if p.lose == nil && l.awaitXid == 0 {
+		l.greeted[dir] = true // nothing armed: only the handshake is to skip
+		return false, false
+	}
+	for len(b) >= 4 {
+		n := int(binary.BigEndian.Uint32(b))
+		if n < 0 || len(b) < 4+n {
+			break
+		}
+		frame := b[4 : 4+n]
+		b = b[4+n:]
+		if !l.greeted[dir] {
+			l.greeted[dir] = true
+			continue
+		}
+		if len(frame) < 8 {
+			continue
+		}
+		xid := int32(binary.BigEndian.Uint32(frame))
+		switch {
+		case toClient && l.awaitXid != 0 && xid == l.awaitXid:
+			l.awaitXid = 0
+			l.close() // its answer goes with the connection
+			delete(p.links, l)
+			if l.cutAfter {
+				p.mode = cut
+				for o := range p.links {
+					o.close()
+					delete(p.links, o)
+				}
+			}
+			return true, true
+		case !toClient && p.lose != nil && p.lose.ops[int32(binary.BigEndian.Uint32(frame[4:]))]:
+			reaches, cutAfter := p.lose.reaches, p.lose.cut
+			p.lose = nil
+			if !reaches {
+				l.close()
+				delete(p.links, l)
+				return true, true
+			}
+			l.awaitXid, l.cutAfter = xid, cutAfter
+		}
+	}
+	if toClient && l.awaitXid != 0 {
+		return true, true // answers after the request's are lost too, in order
+	}
+	return false, false
+}
+
 // Accepted is how many connections the proxy has accepted so far, whatever
 // became of them (a connection accepted during Cut, or whose target refused
 // it, counts).
@@ -174,9 +279,9 @@ func (p *Proxy) Accepted() int {
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode, p.delay, p.drop, p.pass = normal, 0, 0, 0
+	p.mode, p.delay, p.drop, p.pass, p.lose = normal, 0, 0, 0, nil
 	for l := range p.links {
-		l.pass = 0
+		l.pass, l.awaitXid = 0, 0
 		if l.lost {
 			l.close()
 			delete(p.links, l)
@@ -316,6 +421,9 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, toClient bool) {
 func (p *Proxy) admit(l *link, dst net.Conn, toClient bool, b []byte) (chunk, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if lost, ok := p.loseFrames(l, toClient, b); ok {
+		return chunk{}, !lost
+	}
 	switch {
 	case dst == nil || p.mode == cut || p.mode == blackhole || p.mode == mute && toClient:
 		l.lost = true

@@ -35,7 +35,7 @@ func (ep *Epoch) EnsurePersistent(ctx context.Context, p string) error {
 // returned as they come.
 func (ep *Epoch) CreateIn(ctx context.Context, p string, data []byte, mode int32) error {
 	for {
-		_, err := ep.Create(ctx, p, data, mode)
+		_, err := ep.CreateChecked(ctx, p, data, mode)
 		if !errors.Is(err, ErrNoNode) {
 			return err
 		}

@@ -261,6 +261,9 @@ const (
 type waitMetrics struct {
 	seconds *prometheus.HistogramVec
 	waiting prometheus.Gauge
+	// lost counts writes whose answer was lost with their connection, by what
+	// the check after it found (lostwrite.go).
+	lost *prometheus.CounterVec
 }
 
 func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
@@ -272,12 +275,19 @@ func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_request_suspension_waiting",
 			Help: "Requests waiting for the connection to ZooKeeper to come back right now.",
-		})}
+		}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coord_write_answer_lost_total",
+			Help: "Writes whose answer was lost with their connection to ZooKeeper, by what the check once it was back found: applied (answered from the node), resent (not applied: sent again), unknown (503: it cannot be told).",
+		}, []string{"outcome"})}
 	for _, o := range []string{outcomeBack, outcomeTimeout, outcomeLost, outcomeGone} {
 		m.seconds.WithLabelValues(o)
 	}
+	for _, o := range []string{"applied", "resent", "unknown"} {
+		m.lost.WithLabelValues(o)
+	}
 	if reg != nil {
-		reg.MustRegister(m.seconds, m.waiting)
+		reg.MustRegister(m.seconds, m.waiting, m.lost)
 	}
 	return m
 }
@@ -288,4 +298,16 @@ func (m *waitMetrics) begin() { m.waiting.Inc() }
 func (m *waitMetrics) observe(outcome string, start time.Time) {
 	m.waiting.Dec()
 	m.seconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+}
+
+// CarrySuspendWait returns dst allowed to wait through a suspension as src is
+// (WithSuspendWait), and how long one wait may last from now (0: src allows
+// none): for work done under a context of its own on behalf of a request.
+func CarrySuspendWait(dst, src context.Context) (context.Context, time.Duration) {
+	sw, ok := src.Value(suspendWaitKey{}).(suspendWait)
+	if !ok {
+		return dst, 0
+	}
+	end, _ := suspendBound(src, time.Now())
+	return context.WithValue(dst, suspendWaitKey{}, sw), max(time.Until(end), 0)
 }

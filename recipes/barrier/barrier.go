@@ -97,7 +97,8 @@ var errBarrierChanged = errors.New("changed meanwhile; retry")
 // replace swaps the barrier node for a new one in one transaction.
 // errBarrierChanged means the node changed meanwhile.
 func (b *Barriers) replace(ctx context.Context, ep *zookeeper.Epoch, p string, version int32, data []byte, mode int32) error {
-	_, err := ep.Multi(ctx, zookeeper.DeleteOp{Path: p, Version: version}, zookeeper.CreateOp{Path: p, Data: data, Mode: mode})
+	// The create tells whether a transaction whose answer was lost was applied.
+	_, err := ep.MultiCheckedOn(ctx, 1, zookeeper.DeleteOp{Path: p, Version: version}, zookeeper.CreateOp{Path: p, Data: data, Mode: mode})
 	if errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrBadVersion) {
 		return errBarrierChanged
 	}
@@ -213,7 +214,7 @@ func (b *Barriers) dropOwned(ctx context.Context, ep *zookeeper.Epoch, p, leaseI
 	if st.EphemeralOwner != ep.ID() || string(data) != leaseID {
 		return nil // lowered and raised again, or taken over: not ours to lower
 	}
-	err = ep.Delete(ctx, p, st.Version)
+	err = ep.DeleteChecked(ctx, p, st.Version)
 	if errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrBadVersion) {
 		return nil
 	}
@@ -230,7 +231,7 @@ func (b *Barriers) Lower(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := ep.Delete(ctx, b.node(name), -1); err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
+	if err := ep.DeleteChecked(ctx, b.node(name), -1); err != nil && !errors.Is(err, zookeeper.ErrNoNode) {
 		return fmt.Errorf("lower barrier %q: %w", name, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,7 +18,10 @@ import (
 type Counters struct {
 	s       *zookeeper.Session
 	dir     string
+	markDir string // the write markers' parent (marker.go)
 	metrics metrics
+	// marked holds the marker paths known to exist (string -> true).
+	marked sync.Map
 
 	followers *kit.Followers[*State]
 
@@ -50,6 +54,9 @@ type adder struct {
 
 // addReq is one add waiting for its compare-and-set.
 type addReq struct {
+	// allow carries the request's allowance to wait through a suspension
+	// (zookeeper.WithSuspendWait) to the shared compare-and-set.
+	allow context.Context
 	delta int64
 	value int64
 	err   error
@@ -61,7 +68,7 @@ const maxBatch = 4096
 
 // New returns the counters over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Counters {
-	c := &Counters{s: s, dir: s.Dir("counters"), metrics: newMetrics(reg), adders: map[string]*adder{}}
+	c := &Counters{s: s, dir: s.Dir("counters"), markDir: s.Dir(markerDir), metrics: newMetrics(reg), adders: map[string]*adder{}}
 	c.known = knownValues{s: s, dir: c.dir}
 	c.followers = kit.NewFollowers(s, c.metrics.followed, func(name string) kit.Source[*State] {
 		return &source{c: c, name: name}
@@ -75,7 +82,11 @@ func (c *Counters) node(name string) string { return c.dir + "/" + name }
 // this add. Concurrent adds to one counter on this sidecar share one
 // compare-and-set. An *OverflowError when the sum leaves the int64 range (the
 // counter is unchanged by this add); ErrCorrupt when the node is not a counter;
-// ErrUnavailable when ZooKeeper did not answer (the add may have been applied).
+// ErrUnavailable when ZooKeeper did not answer: an add whose answer was lost
+// with its connection is checked once the connection is back, within ctx's
+// allowance to wait through a suspension (zookeeper.SetChecked), and answered
+// when it can be told whether it was applied; otherwise the error says the
+// outcome is unknown (zookeeper.IsOutcomeUnknown).
 func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, error) {
 	if err := kit.CheckName("counter", name); err != nil {
 		return 0, err
@@ -87,7 +98,7 @@ func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, er
 	}
 	a := c.adder(name)
 	defer c.release(name, a)
-	r := &addReq{delta: delta, done: make(chan struct{})}
+	r := &addReq{allow: ctx, delta: delta, done: make(chan struct{})}
 	a.commit.Submit(r)
 	select {
 	case <-r.done:
@@ -95,7 +106,7 @@ func (c *Counters) Add(ctx context.Context, name string, delta int64) (int64, er
 		if a.commit.Withdraw(r) {
 			return 0, fmt.Errorf("%w: %w", zookeeper.ErrUnavailable, ctx.Err())
 		}
-		<-r.done // in a compare-and-set already: its answer comes within the call's timeout
+		<-r.done // in a compare-and-set already: its answer comes within the call's timeout and the wait allowed
 	}
 	return r.value, r.err
 }
@@ -129,7 +140,16 @@ func (c *Counters) release(name string, a *adder) {
 
 // addBatch applies a batch of adds in one compare-and-set and answers each.
 func (c *Counters) addBatch(name string, batch []*addReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.s.OpTimeout())
+	// The requests' allowance to wait through a suspension goes with the
+	// compare-and-set: a write whose answer is lost is checked once the
+	// connection is back (zookeeper.SetChecked), within it.
+	ctx, wait := context.Background(), time.Duration(0)
+	for _, r := range batch {
+		if cctx, w := zookeeper.CarrySuspendWait(context.Background(), r.allow); w > wait {
+			ctx, wait = cctx, w
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.s.OpTimeout()+wait)
 	defer cancel()
 	err := c.update(ctx, name, func(cur int64) (int64, bool, error) {
 		v, wrote := cur, false
@@ -179,11 +199,11 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 	// the counter is read.
 	if k, ok := c.known.take(name, ep); ok {
 		if v, write, err := next(k.value); err == nil && write {
-			st, err := ep.Set(ctx, p, encode(v), k.version)
+			st, err := c.cas(ctx, ep, name, v, k.version, true)
 			switch {
 			case err == nil:
 				c.metrics.unread.Inc()
-				c.known.remember(name, ep, k.arming, v, st)
+				c.rememberWrite(name, ep, k.arming, v, st)
 				return nil
 			case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
 				return err
@@ -213,12 +233,11 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 			return err
 		}
 		arming := c.known.watching(ep) // before the write is sent
-		var wrote *zookeeper.Stat
+		var version int32
 		if exists {
-			wrote, err = ep.Set(ctx, p, encode(v), st.Version)
-		} else {
-			err = ep.CreateIn(ctx, p, encode(v), zookeeper.Persistent)
+			version = st.Version
 		}
+		wrote, err := c.cas(ctx, ep, name, v, version, exists)
 		if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrNodeExists) {
 			c.metrics.conflicts.Inc()
 			continue // another writer came first: read again
@@ -226,9 +245,19 @@ func (c *Counters) update(ctx context.Context, name string, next func(cur int64)
 		if err != nil {
 			return err
 		}
-		c.known.remember(name, ep, arming, v, wrote)
+		c.rememberWrite(name, ep, arming, v, wrote)
 		return nil
 	}
+}
+
+// rememberWrite keeps what was written as known (known.go); a write adopted
+// after its answer was lost (no stat) is forgotten: the next one reads first.
+func (c *Counters) rememberWrite(name string, ep *zookeeper.Epoch, arming uint64, v int64, st *zookeeper.Stat) {
+	if st == nil {
+		c.known.forget(name)
+		return
+	}
+	c.known.remember(name, ep, arming, v, st)
 }
 
 // Set sets the counter to value, if its value is *expect when expect is not nil
@@ -258,7 +287,7 @@ func (c *Counters) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	err = ep.Delete(ctx, c.node(name), -1)
+	err = ep.DeleteChecked(ctx, c.node(name), -1)
 	c.known.forget(name) // a compare-and-set on it reads first
 	if errors.Is(err, zookeeper.ErrNoNode) {
 		return fmt.Errorf("counter %q: %w", name, ErrNotFound)

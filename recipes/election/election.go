@@ -267,7 +267,7 @@ func (e *Elections) Proclaim(ctx context.Context, lease *kit.Lease, name, id, va
 		return nil, fmt.Errorf("candidate %q in %q: %w", id, name, kit.ErrNotHeld)
 	}
 	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
-	if _, err := c.ep.Set(ctx, c.node.Path, data, -1); err != nil {
+	if _, err := c.ep.SetChecked(ctx, c.node.Path, data, -1); err != nil { // a lost answer is checked
 		return nil, fmt.Errorf("proclaim %q in %q: %w", id, name, err)
 	}
 	return e.describe(ctx, c)

@@ -227,7 +227,7 @@ func (g *Groups) SetValue(ctx context.Context, lease *kit.Lease, group, id, valu
 	if !ok {
 		return fmt.Errorf("member %q of group %q: %w", id, group, kit.ErrNotHeld)
 	}
-	_, err := m.ep.Set(ctx, m.node, []byte(value), -1)
+	_, err := m.ep.SetChecked(ctx, m.node, []byte(value), -1) // a lost answer is checked
 	if errors.Is(err, zookeeper.ErrNoNode) {
 		return fmt.Errorf("member %q of group %q: %w", id, group, ErrMemberNotFound)
 	}

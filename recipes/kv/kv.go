@@ -177,7 +177,7 @@ func (k *Store) write(ctx context.Context, ep *zookeeper.Epoch, key string, data
 			}
 			ops = []zookeeper.Op{valueOp, metaOp}
 		}
-		res, err := ep.Multi(ctx, ops...)
+		res, err := ep.MultiChecked(ctx, ops...) // a lost answer is checked
 		if err == nil {
 			if create {
 				return 0, nil
@@ -333,7 +333,7 @@ func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 // remove deletes the value node at version and its meta node in one
 // transaction (the value alone when there is no meta node).
 func (k *Store) remove(ctx context.Context, ep *zookeeper.Epoch, key string, version int32) error {
-	res, err := ep.Multi(ctx, zookeeper.DeleteOp{Path: k.node(key), Version: version}, zookeeper.DeleteOp{Path: k.meta(key), Version: -1})
+	res, err := ep.MultiChecked(ctx, zookeeper.DeleteOp{Path: k.node(key), Version: version}, zookeeper.DeleteOp{Path: k.meta(key), Version: -1})
 	switch {
 	case err == nil:
 		return nil
@@ -342,7 +342,7 @@ func (k *Store) remove(ctx context.Context, ep *zookeeper.Epoch, key string, ver
 	case res[0].Err != nil:
 		return res[0].Err
 	case errors.Is(res[1].Err, zookeeper.ErrNoNode):
-		return ep.Delete(ctx, k.node(key), version)
+		return ep.DeleteChecked(ctx, k.node(key), version)
 	}
 	return res[1].Err
 }
