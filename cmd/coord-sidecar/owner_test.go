@@ -77,8 +77,15 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 		t.Fatalf("the process left serves session %s, want the copied %s", got, session)
 	}
 	st := w.must(t, http.StatusOK, http.MethodGet, "/v1/locks/copied").Body
+	// The lock is held by a with its token, unless a suspension of the
+	// take-over lasted until the session could have expired (2/3 of its 2 s
+	// timeout, which a busy machine can reach): then the process reported it
+	// lost, as the contract says, and nobody else holds it.
 	if h, _ := st["holder"].(map[string]any); num(h["fencingToken"]) != token || str(h["owner"]) != "a" {
-		t.Fatalf("the lock after the take-over: %v; want it held by a with token %d", st, token)
+		if h != nil || !strings.Contains(won.logs(t), "zookeeper session in doubt") {
+			t.Fatalf("the lock after the take-over: %v; want it held by a with token %d (or free, its loss reported at a doubt)", st, token)
+		}
+		t.Logf("the lock was reported lost at a doubt of the session during the take-over; nobody else holds it")
 	}
 	w.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	conn := zktest.Connect(t, zkc.Servers(), 4*time.Second)
