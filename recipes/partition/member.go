@@ -79,23 +79,11 @@ func (p *Partitions) unclaim(m *membership) {
 // plan deals it its share (or after settleWait). ErrMemberExists when the group
 // has a live member with that id. The member leaves when the lease ends.
 func (p *Partitions) Join(ctx context.Context, lease *kit.Lease, group, id string, weight int64) (*MemberState, error) {
-	if err := kit.CheckName("group", group); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("member", id); err != nil {
-		return nil, err
-	}
-	if weight < 1 || weight > MaxWeight {
-		return nil, fmt.Errorf("weight %d not in 1..%d: %w", weight, MaxWeight, kit.ErrInvalidArgument)
-	}
-	m, found, err := kit.Acquire(ctx, lease, hold(group, id), func(ctx context.Context, ep *zookeeper.Epoch) (*membership, error) {
+	m, err := kit.JoinWeighted(ctx, lease, hold(group, id), group, id, weight, MaxWeight, ErrMemberExists, func(ctx context.Context, ep *zookeeper.Epoch) (*membership, error) {
 		return p.join(ctx, ep, group, id, weight)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if found {
-		return nil, fmt.Errorf("member %q of %q: %w", id, group, ErrMemberExists)
 	}
 	m.f.Poke()
 	// Answer once the plan deals it its share and it took every part of it that

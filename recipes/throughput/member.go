@@ -66,23 +66,11 @@ func (m *membership) Release(ctx context.Context) error {
 // includes it (or after settleWait, with share 0). ErrMemberExists when a live
 // member has that id. The member leaves when the lease ends.
 func (t *Throughputs) Join(ctx context.Context, lease *kit.Lease, group, id string, weight int64) (*ThroughputShare, error) {
-	if err := kit.CheckName("group", group); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("member", id); err != nil {
-		return nil, err
-	}
-	if weight < 1 || weight > MaxWeight {
-		return nil, fmt.Errorf("weight %d not in 1..%d: %w", weight, MaxWeight, kit.ErrInvalidArgument)
-	}
-	m, found, err := kit.Acquire(ctx, lease, memberHold(group, id), func(ctx context.Context, ep *zookeeper.Epoch) (*membership, error) {
+	m, err := kit.JoinWeighted(ctx, lease, memberHold(group, id), group, id, weight, MaxWeight, ErrMemberExists, func(ctx context.Context, ep *zookeeper.Epoch) (*membership, error) {
 		return t.join(ctx, ep, group, id, weight)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if found {
-		return nil, fmt.Errorf("member %q of %q: %w", id, group, ErrMemberExists)
 	}
 	base := path.Base(m.node)
 	g, _ := await(ctx, m.f, settleWait, func(g *ThroughputGroup) bool {
