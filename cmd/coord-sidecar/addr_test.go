@@ -14,7 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -22,9 +23,9 @@ import (
 // of address a later --listen will take, so that clients can be tried on them
 // now. It returns the https URL, a PEM file that trusts its certificate, and the
 // socket's path.
-func addrProxies(t *testing.T, car *sidecar) (httpsURL, caFile, socketPath string) {
+func addrProxies(t *testing.T, car *sidecartest.Sidecar) (httpsURL, caFile, socketPath string) {
 	t.Helper()
-	target, err := url.Parse(car.base)
+	target, err := url.Parse(car.Base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,16 +67,16 @@ func addrProxies(t *testing.T, car *sidecar) (httpsURL, caFile, socketPath strin
 func TestWrapperAddressForms(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
 	bin := buildBinary(t)
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	httpsURL, caFile, socketPath := addrProxies(t, car)
 	for i, c := range []struct{ env, flag string }{
-		{env: car.m.Addr()},                           // HOST:PORT
-		{env: car.base},                               // http://HOST:PORT
-		{env: car.base + "/"},                         // a trailing slash
+		{env: car.M.Addr()},                           // HOST:PORT
+		{env: car.Base},                               // http://HOST:PORT
+		{env: car.Base + "/"},                         // a trailing slash
 		{env: httpsURL},                               // https://
 		{env: "unix:" + socketPath},                   // a unix socket
 		{env: "unix://" + socketPath},                 // the same as a URL
-		{env: "ftp://nowhere:21", flag: car.m.Addr()}, // --addr wins over COORD_ADDR
+		{env: "ftp://nowhere:21", flag: car.M.Addr()}, // --addr wins over COORD_ADDR
 	} {
 		lock := fmt.Sprintf("addr-%d", i)
 		args := []string{"lock", lock, "--", "sh", "-c", `echo "token $COORD_FENCING_TOKEN"`}
@@ -88,11 +89,11 @@ func TestWrapperAddressForms(t *testing.T) {
 		if err != nil || !regexp.MustCompile(`^token [0-9]+\n$`).Match(out) {
 			t.Fatalf("COORD_ADDR=%s --addr %q: %v, printed %q", c.env, c.flag, err, out)
 		}
-		if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+		if st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 			t.Fatalf("COORD_ADDR=%s: afterwards %s, want the lock free", c.env, st.Raw)
 		}
 	}
-	for _, bad := range []string{"ftp://nowhere:21", "localhost", "unix:", "http://user:pw@" + car.m.Addr()} {
+	for _, bad := range []string{"ftp://nowhere:21", "localhost", "unix:", "http://user:pw@" + car.M.Addr()} {
 		out, err := wrapper(bin, bad, "lock", "never", "--", "true").CombinedOutput()
 		if code := exampleExitCode(err); code != ctl.ExitUsage || !strings.Contains(string(out), ctl.AddrForms) {
 			t.Fatalf("COORD_ADDR=%s: exit %d, printed %q; want %d and the forms wanted", bad, code, out, ctl.ExitUsage)

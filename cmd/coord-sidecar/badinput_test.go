@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -20,42 +21,42 @@ import (
 func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	open := startSidecar(t, zkc.Servers(), root, "--max-wait", "1m", "--max-body", "1024", "--max-item", "512")
-	guarded := startSidecar(t, zkc.Servers(), root, "--token", "s3cret")
+	open := sidecartest.Start(t, zkc.Servers(), root, "--max-wait", "1m", "--max-body", "1024", "--max-item", "512")
+	guarded := sidecartest.Start(t, zkc.Servers(), root, "--token", "s3cret")
 	tokens := writeFile(t, t.TempDir(), "tokens.json", []byte(tokensJSON))
-	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens)
-	capped := startSidecar(t, zkc.Servers(), root, "--max-leases", "1")
+	scoped := sidecartest.Start(t, zkc.Servers(), root, "--tokens-file", tokens)
+	capped := sidecartest.Start(t, zkc.Servers(), root, "--max-leases", "1")
 	// Two leases in all: each token's share is one (issue 24).
-	shared := startSidecar(t, zkc.Servers(), root, "--tokens-file", tokens, "--max-leases", "2")
+	shared := sidecartest.Start(t, zkc.Servers(), root, "--tokens-file", tokens, "--max-leases", "2")
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	port := open.base[strings.LastIndex(open.base, ":")+1:]
+	port := open.Base[strings.LastIndex(open.Base, ":")+1:]
 
 	// A live lease and a held lock, so that the tree has something to keep; a
 	// double-barrier participant; a lease of the scoped "app" token; the one
 	// lease the capped sidecar may keep.
-	lease := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	open.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
+	lease := sidecartest.Str(open.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	open.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held?lease="+lease)
 	// A permit and a read grant of that lease (semaphores, read/write locks).
-	permit := str(open.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/sem/permits?max=1&lease="+lease).Body["permit"])
-	open.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
-	open.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
-	appLease := str(scoped.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	capped.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	permit := sidecartest.Str(open.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/sem/permits?max=1&lease="+lease).Body["permit"])
+	open.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
+	open.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/dbl/participants?id=p1&count=2&lease="+lease)
+	appLease := sidecartest.Str(scoped.As(sidecartest.Bearer(tokApp)...).Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	capped.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	closeToOthers(t, conn, root)
-	shared.as(bearer(tokApp)...).must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
+	shared.As(sidecartest.Bearer(tokApp)...).Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s")
 	// A hold lost (its node deleted by hand): the lease no longer holds it.
 	loseLock(t, open, conn, root, "lost-one", lease)
 	// A key at version 1 (with its type) and a counter at the top of its range.
-	open.mustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
-	open.mustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
-	if r, err := open.do(context.Background(), http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
+	open.MustPut(t, "/v1/kv/cfg", []byte("1"), "text/plain")
+	open.MustPut(t, "/v1/kv/cfg", []byte("2"), "text/plain")
+	if r, err := open.Do(context.Background(), http.MethodPut, "/v1/counters/top", strings.NewReader(`{"value":9223372036854775807}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
 		t.Fatalf("counter: %v %+v", err, r)
 	}
 	// A partition group with one member, and a membership group with one.
-	open.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/bad-p", `{"count":2}`)
-	pm := open.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/bad-p/members?id=pm1&lease="+lease, "")
-	pmVersion := num(pm.Body["version"])
-	open.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/bad-g/members?id=gm1&lease="+lease, `{"value":"v"}`)
+	open.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/bad-p", `{"count":2}`)
+	pm := open.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/bad-p/members?id=pm1&lease="+lease, "")
+	pmVersion := sidecartest.Num(pm.Body["version"])
+	open.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/bad-g/members?id=gm1&lease="+lease, `{"value":"v"}`)
 	before := zktest.Snapshot(t, conn, root)
 
 	long := strings.Repeat("a", 129)
@@ -65,7 +66,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		name, method, path string
 		body               []byte
 		header             []string
-		car                *sidecar
+		car                *sidecartest.Sidecar
 		status             int
 		problem            string
 	}{
@@ -132,8 +133,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"made-up path outside /v1", "POST", "/made-up/" + long, nil, nil, open, 404, "not-found"},
 		{"made-up method, token configured", madeUp, "/v1/locks/x", nil, nil, guarded, 401, "unauthorized"},
 		{"made-up path, token configured", "GET", "/v1/made-up/" + long, nil, nil, guarded, 401, "unauthorized"},
-		{"made-up method with the token", madeUp, "/v1/locks/held", nil, bearer("s3cret"), guarded, 405, "method-not-allowed"},
-		{"made-up path with the token", "DELETE", "/v1/made-up/" + long, nil, bearer("s3cret"), guarded, 404, "not-found"},
+		{"made-up method with the token", madeUp, "/v1/locks/held", nil, sidecartest.Bearer("s3cret"), guarded, 405, "method-not-allowed"},
+		{"made-up path with the token", "DELETE", "/v1/made-up/" + long, nil, sidecartest.Bearer("s3cret"), guarded, 404, "not-found"},
 		{"missing token", "POST", "/v1/locks/x", nil, nil, guarded, 401, "unauthorized"},
 		{"wrong token", "POST", "/v1/locks/x", nil, []string{"Authorization", "Bearer nope"}, guarded, 401, "unauthorized"},
 		{"token without Bearer", "POST", "/v1/leases", nil, []string{"Authorization", "s3cret"}, guarded, 401, "unauthorized"},
@@ -153,15 +154,15 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"DNS rebinding with a token", "POST", "/v1/leases", nil, []string{"Host", "rebind.evil.example", "Authorization", "Bearer s3cret"}, guarded, 403, "host-not-allowed"},
 		// Scoped tokens.
 		{"no token, scoped", "GET", "/v1/locks", nil, nil, scoped, 401, "unauthorized"},
-		{"name outside the token", "POST", "/v1/locks/other-1", nil, bearer(tokApp), scoped, 403, "forbidden"},
-		{"kind outside the token", "PUT", "/v1/barriers/app-1", nil, bearer(tokApp), scoped, 403, "forbidden"},
-		{"read outside the token", "GET", "/v1/locks/other-1/events", nil, bearer(tokApp), scoped, 403, "forbidden"},
-		{"write with a read-only token", "POST", "/v1/locks/app-1", nil, bearer(tokReader), scoped, 403, "forbidden"},
-		{"lease with a read-only token", "POST", "/v1/leases", nil, bearer(tokReader), scoped, 403, "forbidden"},
-		{"another token's lease", "DELETE", "/v1/leases/" + appLease, nil, bearer(tokOther), scoped, 404, "lease-not-found"},
-		{"another token's lease on acquire", "POST", "/v1/locks/shared-1?lease=" + appLease, nil, bearer(tokOther), scoped, 404, "lease-not-found"},
-		{"another token's lease stream", "GET", "/v1/leases/" + appLease + "/events", nil, bearer(tokOther), scoped, 404, "lease-not-found"},
-		{"claim of no one", "DELETE", "/v1/queues/shared-q/claims/c1", nil, bearer(tokApp), scoped, 404, "claim-not-found"},
+		{"name outside the token", "POST", "/v1/locks/other-1", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
+		{"kind outside the token", "PUT", "/v1/barriers/app-1", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
+		{"read outside the token", "GET", "/v1/locks/other-1/events", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
+		{"write with a read-only token", "POST", "/v1/locks/app-1", nil, sidecartest.Bearer(tokReader), scoped, 403, "forbidden"},
+		{"lease with a read-only token", "POST", "/v1/leases", nil, sidecartest.Bearer(tokReader), scoped, 403, "forbidden"},
+		{"another token's lease", "DELETE", "/v1/leases/" + appLease, nil, sidecartest.Bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"another token's lease on acquire", "POST", "/v1/locks/shared-1?lease=" + appLease, nil, sidecartest.Bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"another token's lease stream", "GET", "/v1/leases/" + appLease + "/events", nil, sidecartest.Bearer(tokOther), scoped, 404, "lease-not-found"},
+		{"claim of no one", "DELETE", "/v1/queues/shared-q/claims/c1", nil, sidecartest.Bearer(tokApp), scoped, 404, "claim-not-found"},
 		{"ticket without a token", "POST", "/ui/ticket", nil, nil, scoped, 401, "unauthorized"},
 		// Keys and counters.
 		{"key value over --max-item", "PUT", "/v1/kv/cfg", bytes.Repeat([]byte("v"), 600), nil, open, 413, "body-too-large"},
@@ -186,8 +187,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"key get absent", "GET", "/v1/kv/none", nil, nil, open, 404, "key-not-found"},
 		{"key with an unknown lease", "PUT", "/v1/kv/cfg?lease=nosuchlease", []byte("x"), nil, open, 404, "lease-not-found"},
 		{"key over another lease's key", "PUT", "/v1/kv/cfg?lease=" + lease, []byte("x"), nil, open, 409, "version-mismatch"},
-		{"key write with a read-only token", "PUT", "/v1/kv/app-k?lease=" + appLease, []byte("x"), bearer(tokReader), scoped, 403, "forbidden"},
-		{"key outside the token", "PUT", "/v1/kv/cfg", []byte("x"), bearer(tokApp), scoped, 403, "forbidden"},
+		{"key write with a read-only token", "PUT", "/v1/kv/app-k?lease=" + appLease, []byte("x"), sidecartest.Bearer(tokReader), scoped, 403, "forbidden"},
+		{"key outside the token", "PUT", "/v1/kv/cfg", []byte("x"), sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
 		{"counter add not a number", "POST", "/v1/counters/c?add=one", nil, nil, open, 400, "invalid-parameter"},
 		{"counter add fraction", "POST", "/v1/counters/c?add=1.5", nil, nil, open, 400, "invalid-parameter"},
 		{"counter add above int64", "POST", "/v1/counters/c?add=9223372036854775808", nil, nil, open, 400, "invalid-parameter"},
@@ -199,11 +200,11 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"counter set a string", "PUT", "/v1/counters/c", []byte(`{"value":"1"}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
 		{"counter set a fraction", "PUT", "/v1/counters/c", []byte(`{"value":1.5}`), []string{"Content-Type", "application/json"}, open, 400, "invalid-body"},
 		{"counter set as text", "PUT", "/v1/counters/c", []byte(`{"value":1}`), []string{"Content-Type", "text/plain"}, open, 415, "unsupported-media-type"},
-		{"counter outside the token", "POST", "/v1/counters/c", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"counter outside the token", "POST", "/v1/counters/c", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
 		{"counter delete absent", "DELETE", "/v1/counters/none", nil, nil, open, 404, "counter-not-found"},
 		{"counter delete bad name", "DELETE", "/v1/counters/a%2Fb", nil, nil, open, 400, "invalid-name"},
-		{"counter delete with a read-only token", "DELETE", "/v1/counters/top", nil, bearer(tokReader), scoped, 403, "forbidden"},
-		{"counter delete outside the token", "DELETE", "/v1/counters/top", nil, bearer(tokApp), scoped, 403, "forbidden"},
+		{"counter delete with a read-only token", "DELETE", "/v1/counters/top", nil, sidecartest.Bearer(tokReader), scoped, 403, "forbidden"},
+		{"counter delete outside the token", "DELETE", "/v1/counters/top", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
 		// Partition groups and membership groups.
 		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-parameter"},
 		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-parameter"},
@@ -226,14 +227,14 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		// Limits.
 		{"too many leases", "POST", "/v1/leases", nil, nil, capped, 429, "too-many-leases"},
 		{"too many leases, implicit", "POST", "/v1/locks/x", nil, nil, capped, 429, "too-many-leases"},
-		{"a token past its own share of leases", "POST", "/v1/leases", nil, bearer(tokApp), shared, 429, "too-many-leases"},
-		{"a token past its own share, implicit", "POST", "/v1/locks/app-1", nil, bearer(tokApp), shared, 429, "too-many-leases"},
+		{"a token past its own share of leases", "POST", "/v1/leases", nil, sidecartest.Bearer(tokApp), shared, 429, "too-many-leases"},
+		{"a token past its own share, implicit", "POST", "/v1/locks/app-1", nil, sidecartest.Bearer(tokApp), shared, 429, "too-many-leases"},
 		// A hold whose node was deleted by hand is no longer the lease's.
 		{"release of a lost hold", "DELETE", "/v1/locks/lost-one?lease=" + lease, nil, nil, open, 404, "not-held"},
 		// ZooKeeper ACLs of another identity.
 		{"lock parent closed by another identity", "POST", "/v1/locks/closed?ttl=30s", nil, nil, open, 403, "zookeeper-acl"},
 		{"queue closed by another identity", "POST", "/v1/queues/closed/items", []byte("x"), nil, open, 403, "zookeeper-acl"},
-		{"lock parent closed by another identity, with a token", "POST", "/v1/locks/closed?wait=1s", nil, bearer("s3cret"), guarded, 403, "zookeeper-acl"},
+		{"lock parent closed by another identity, with a token", "POST", "/v1/locks/closed?wait=1s", nil, sidecartest.Bearer("s3cret"), guarded, 403, "zookeeper-acl"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,7 +244,7 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 			} else {
 				body = bytes.NewReader(nil)
 			}
-			r, err := c.car.do(context.Background(), c.method, c.path, body, c.header...)
+			r, err := c.car.Do(context.Background(), c.method, c.path, body, c.header...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,10 +262,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
 				t.Fatalf("Content-Type %q", ct)
 			}
-			if got := str(r.Body["type"]); !strings.HasSuffix(got, "/problems/"+c.problem) {
+			if got := sidecartest.Str(r.Body["type"]); !strings.HasSuffix(got, "/problems/"+c.problem) {
 				t.Fatalf("type %q, want .../problems/%s: %s", got, c.problem, r.Raw)
 			}
-			if num(r.Body["status"]) != int64(c.status) || str(r.Body["title"]) == "" || str(r.Body["detail"]) == "" {
+			if sidecartest.Num(r.Body["status"]) != int64(c.status) || sidecartest.Str(r.Body["title"]) == "" || sidecartest.Str(r.Body["detail"]) == "" {
 				t.Fatalf("incomplete problem document: %s", r.Raw)
 			}
 		})
@@ -273,9 +274,9 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
 	// The right token passes; healthz and readyz stay open.
-	guarded.must(t, http.StatusOK, http.MethodGet, "/healthz")
-	guarded.must(t, http.StatusOK, http.MethodGet, "/readyz")
-	r, err := guarded.do(context.Background(), http.MethodGet, "/v1/session", nil, "Authorization", "Bearer s3cret")
+	guarded.Must(t, http.StatusOK, http.MethodGet, "/healthz")
+	guarded.Must(t, http.StatusOK, http.MethodGet, "/readyz")
+	r, err := guarded.Do(context.Background(), http.MethodGet, "/v1/session", nil, "Authorization", "Bearer s3cret")
 	if err != nil || r.Status != http.StatusOK {
 		t.Fatalf("with the token: %v %+v", err, r)
 	}
@@ -283,9 +284,9 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 
 // loseLock takes lock name for lease and deletes its holder node by hand with
 // conn, then waits until the lease no longer lists it (a lost hold).
-func loseLock(t *testing.T, car *sidecar, conn *zk.Conn, root, name, lease string) {
+func loseLock(t *testing.T, car *sidecartest.Sidecar, conn *zk.Conn, root, name, lease string) {
 	t.Helper()
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?lease="+lease)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?lease="+lease)
 	holder, _, err := conn.Children(root + "/locks/" + name)
 	if err != nil || len(holder) != 1 {
 		t.Fatalf("%s's holder: %v %v", name, holder, err)
@@ -294,6 +295,6 @@ func loseLock(t *testing.T, car *sidecar, conn *zk.Conn, root, name, lease strin
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the lost hold leaves the lease", func() bool {
-		return !strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw), `"`+name+`"`)
+		return !strings.Contains(string(car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw), `"`+name+`"`)
 	})
 }

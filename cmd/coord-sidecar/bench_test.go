@@ -20,6 +20,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkLockCycles(b *testing.B) {
 		b.Run(fmt.Sprintf("sidecar/clients=%d", clients), func(b *testing.B) {
 			locks := make([]*benchload.SidecarLock, clients)
 			for i := range locks {
-				locks[i] = benchload.NewSidecarLock(env.client, env.sc.base+"/v1/locks/bench-"+strconv.Itoa(i))
+				locks[i] = benchload.NewSidecarLock(env.client, env.sc.Base+"/v1/locks/bench-"+strconv.Itoa(i))
 			}
 			runWorkers(b, clients, "cycles/s", func(ctx context.Context, w int) error {
 				return locks[w].Cycle(ctx, nil)
@@ -64,7 +65,7 @@ func BenchmarkLockHandoff(b *testing.B) {
 	b.Run("sidecar", func(b *testing.B) {
 		locks := make([]*benchload.SidecarLock, handoffContenders)
 		for i := range locks {
-			locks[i] = benchload.NewSidecarLock(env.client, env.sc.base+"/v1/locks/bench-hot")
+			locks[i] = benchload.NewSidecarLock(env.client, env.sc.Base+"/v1/locks/bench-hot")
 		}
 		var excl benchload.Exclusion
 		runWorkers(b, handoffContenders, "handoffs/s", func(ctx context.Context, w int) error {
@@ -121,7 +122,7 @@ func runWorkers(b *testing.B, workers int, unit string, op func(ctx context.Cont
 // benchEnv is what one benchmark function shares between its rows: one sidecar
 // and one in-process ZooKeeper session on the shared server.
 type benchEnv struct {
-	sc     *sidecar
+	sc     *sidecartest.Sidecar
 	client *http.Client
 	conn   *zk.Conn
 	root   string
@@ -137,7 +138,7 @@ func newBenchEnv(b testing.TB) *benchEnv {
 	tr.MaxIdleConnsPerHost = 128 // >= the most concurrent clients: connections are reused
 	b.Cleanup(tr.CloseIdleConnections)
 	return &benchEnv{
-		sc:     startSidecar(b, servers, root),
+		sc:     sidecartest.Start(b, servers, root),
 		client: &http.Client{Transport: tr},
 		conn:   zktest.Connect(b, servers, benchSessionTimeout),
 		root:   root,

@@ -14,7 +14,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -52,8 +53,8 @@ func (r cliResult) want(t *testing.T, code int, out string) {
 // The kv verbs: values out exactly as stored (from an argument or stdin, any
 // bytes), a missing key exits 1 with the problem's detail on stderr.
 func TestCLIKeyValue(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	r := cli(t, env, "", "kv", "get", "cfg")
 	r.want(t, ctl.ExitNotFound, "")
 	if !strings.Contains(r.err, "cfg") {
@@ -64,12 +65,12 @@ func TestCLIKeyValue(t *testing.T) {
 	raw := "line 1\nline 2\x00\xff"
 	cli(t, env, raw, "kv", "put", "cfg").want(t, 0, "")
 	cli(t, env, "", "kv", "get", "cfg").want(t, 0, raw)
-	got := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg")
+	got := car.Must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg")
 	if string(got.Raw) != raw || got.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Fatalf("stored %q as %q", got.Raw, got.Header.Get("Content-Type"))
 	}
 	cli(t, env, "", "kv", "put", "--content-type", "text/plain", "cfg", "v2").want(t, 0, "")
-	if ct := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg").Header.Get("Content-Type"); ct != "text/plain" {
+	if ct := car.Must(t, http.StatusOK, http.MethodGet, "/v1/kv/cfg").Header.Get("Content-Type"); ct != "text/plain" {
 		t.Fatalf("Content-Type %q, want text/plain", ct)
 	}
 	cli(t, env, "", "kv", "delete", "cfg").want(t, 0, "")
@@ -81,8 +82,8 @@ func TestCLIKeyValue(t *testing.T) {
 // kv watch prints the value now, then each change (value and a newline); a
 // deletion prints nothing; a signal ends it with 128+N.
 func TestCLIKeyWatch(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	cli(t, env, "", "kv", "put", "w", "first").want(t, 0, "")
 	sig, send := newSignals(t)
 	pr, pw := io.Pipe()
@@ -118,8 +119,8 @@ func TestCLIKeyWatch(t *testing.T) {
 
 // kv watch --json: one line of JSON per state, deletions included.
 func TestCLIKeyWatchJSON(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	sig, send := newSignals(t)
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
@@ -157,8 +158,8 @@ func TestCLIKeyWatchJSON(t *testing.T) {
 // Counters: exact past 2^53 up to the int64 range; an overflow is refused (69)
 // with the problem's detail; a negative DELTA needs no --.
 func TestCLICounter(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	cli(t, env, "", "counter", "get", "signups").want(t, 0, "0\n")
 	cli(t, env, "", "counter", "add", "signups").want(t, 0, "1\n")
 	cli(t, env, "", "counter", "add", "signups", "9007199254740992").want(t, 0, "9007199254740993\n") // 2^53+1
@@ -178,8 +179,8 @@ func TestCLICounter(t *testing.T) {
 // Queues: items from an argument or stdin, taken in order with their bytes
 // exactly; an empty queue exits 1.
 func TestCLIQueue(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	cli(t, env, "", "queue", "take", "jobs").want(t, ctl.ExitNotFound, "")
 	cli(t, env, "", "queue", "put", "jobs", "one").want(t, 0, "")
 	raw := "{\"n\": 2}\n\x00"
@@ -195,15 +196,15 @@ func TestCLIQueue(t *testing.T) {
 // Leases: grant writes the id, keepalive the lease as JSON, revoke ends it; a
 // lease that does not exist exits 1; a bad ttl 64.
 func TestCLILease(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	env := map[string]string{"COORD_ADDR": car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	r := cli(t, env, "", "lease", "grant", "30s")
 	r.want(t, 0, "*")
 	id := strings.TrimSuffix(r.stdout, "\n")
 	if id == "" || strings.Contains(id, "\n") {
 		t.Fatalf("grant wrote %q, want one id", r.stdout)
 	}
-	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+	car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
 	r = cli(t, env, "", "lease", "keepalive", id)
 	r.want(t, 0, "*")
 	var lease map[string]any
@@ -211,7 +212,7 @@ func TestCLILease(t *testing.T) {
 		t.Fatalf("keepalive wrote %q (%v)", r.stdout, err)
 	}
 	cli(t, env, "", "lease", "revoke", id).want(t, 0, "")
-	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	car.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
 	cli(t, env, "", "lease", "revoke", id).want(t, ctl.ExitNotFound, "")
 	cli(t, env, "", "lease", "keepalive", id).want(t, ctl.ExitNotFound, "")
 	cli(t, env, "", "lease", "grant", "soon").want(t, ctl.ExitUsage, "")
@@ -220,8 +221,8 @@ func TestCLILease(t *testing.T) {
 // status writes the session as JSON and exits 0 while connected; the token
 // comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 69).
 func TestCLIStatusAndToken(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "s3cret")
-	env := map[string]string{"COORD_ADDR": "http://" + car.m.Addr()}
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "s3cret")
+	env := map[string]string{"COORD_ADDR": "http://" + car.M.Addr()}
 	cli(t, env, "", "status").want(t, ctl.ExitUnavailable, "")
 	env["COORD_TOKEN"] = "s3cret"
 	r := cli(t, env, "", "status")
@@ -234,7 +235,7 @@ func TestCLIStatusAndToken(t *testing.T) {
 	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env = map[string]string{"COORD_ADDR": car.m.Addr(), "COORD_TOKEN_FILE": file}
+	env = map[string]string{"COORD_ADDR": car.M.Addr(), "COORD_TOKEN_FILE": file}
 	cli(t, env, "", "kv", "put", "k", "v").want(t, 0, "")
 	cli(t, env, "", "kv", "get", "k").want(t, 0, "v")
 }
@@ -242,10 +243,10 @@ func TestCLIStatusAndToken(t *testing.T) {
 // The lock wrapper says why a command line is refused (the command must follow
 // --) and, when it gives up, who holds the lock.
 func TestLockWrapperMessages(t *testing.T) {
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	getenv := func(k string) string {
 		if k == "COORD_ADDR" {
-			return car.m.Addr()
+			return car.M.Addr()
 		}
 		return ""
 	}
@@ -256,7 +257,7 @@ func TestLockWrapperMessages(t *testing.T) {
 	if !strings.Contains(errb.String(), "the command must follow --") {
 		t.Fatalf("without --: stderr %q gives no reason", errb.String())
 	}
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/demo-x?owner=alice")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/demo-x?owner=alice")
 	errb.Reset()
 	if code := ctl.RunLock(quietSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != ctl.ExitNotAcquired {
 		t.Fatalf("held: exit %d, stderr %q", code, errb.String())
@@ -273,10 +274,10 @@ func TestCLIBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := buildBinary(t)
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	run := func(stdin string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := wrapper(bin, car.m.Addr(), args...)
+		cmd := wrapper(bin, car.M.Addr(), args...)
 		cmd.Stdin = strings.NewReader(stdin)
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb

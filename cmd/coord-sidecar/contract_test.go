@@ -18,6 +18,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -29,15 +30,15 @@ import (
 func TestStrictInputIsRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
 	// Something of every kind the cases aim at, so that a write would show.
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":1000}`)
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&lease="+lease)
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c1&lease="+lease, `{"value":"v"}`)
-	if r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("keep"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":1000}`)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&lease="+lease)
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c1&lease="+lease, `{"value":"v"}`)
+	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("keep"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("enqueue: %v %+v", err, r)
 	}
 	before := dumpWithStats(t, conn, root)
@@ -84,7 +85,7 @@ func TestStrictInputIsRejectedWithoutTouchingZooKeeper(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			req, err := http.NewRequest(c.method, car.base+c.path, bytes.NewReader([]byte(c.body)))
+			req, err := http.NewRequest(c.method, car.Base+c.path, bytes.NewReader([]byte(c.body)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestStrictInputIsRejectedWithoutTouchingZooKeeper(t *testing.T) {
 			}
 			r := decodeResponse(t, resp)
 			brProblem(t, r, c.status, c.problem)
-			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" || str(r.Body["detail"]) == "" {
+			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" || sidecartest.Str(r.Body["detail"]) == "" {
 				t.Fatalf("Content-Type %q, problem %s", ct, r.Raw)
 			}
 		})
@@ -106,24 +107,24 @@ func TestStrictInputIsRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		t.Fatalf("the ZooKeeper tree changed:\nbefore %v\nafter  %v", before, after)
 	}
 	// And the right requests still pass.
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":5}`)
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", "{\"limit\":6}\n")
-	r, err := car.do(context.Background(), http.MethodPut, "/v1/throughput/g", strings.NewReader(`{"limit":7}`), "Content-Type", "application/json; charset=UTF-8")
-	if err != nil || r.Status != http.StatusOK || num(r.Body["limit"]) != 7 {
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":5}`)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", "{\"limit\":6}\n")
+	r, err := car.Do(context.Background(), http.MethodPut, "/v1/throughput/g", strings.NewReader(`{"limit":7}`), "Content-Type", "application/json; charset=UTF-8")
+	if err != nil || r.Status != http.StatusOK || sidecartest.Num(r.Body["limit"]) != 7 {
 		t.Fatalf("with a utf-8 charset: %v %+v", err, r)
 	}
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c3", ``) // an optional body left out
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c3", ``) // an optional body left out
 }
 
 // decodeResponse reads resp as doWith does.
-func decodeResponse(t *testing.T, resp *http.Response) *response {
+func decodeResponse(t *testing.T, resp *http.Response) *sidecartest.Response {
 	t.Helper()
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		t.Fatal(err)
 	}
-	r := &response{Status: resp.StatusCode, Header: resp.Header, Raw: buf.Bytes()}
+	r := &sidecartest.Response{Status: resp.StatusCode, Header: resp.Header, Raw: buf.Bytes()}
 	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
 		if err := json.Unmarshal(buf.Bytes(), &r.Body); err != nil {
 			t.Fatalf("bad JSON %q: %v", buf.Bytes(), err)
@@ -166,66 +167,66 @@ func dumpWithStats(t *testing.T, conn *zk.Conn, root string) []string {
 // id is at least its leader's term.
 func TestElectionEventIDs(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	c1 := campaign(t, car, "ids", "c1", "ttl=60s")
-	term1 := num(c1.Body["term"])
+	term1 := sidecartest.Num(c1.Body["term"])
 
-	st := car.openStream(t, "/v1/elections/ids/events")
+	st := car.OpenStream(t, "/v1/elections/ids/events")
 	var last int64
-	next := func(what string, cond func(sseEvent) bool) sseEvent {
+	next := func(what string, cond func(sidecartest.Event) bool) sidecartest.Event {
 		t.Helper()
 		for {
-			ev := st.next(t, 10*time.Second)
+			ev := st.Next(t, 10*time.Second)
 			id := mustInt(t, ev.ID)
 			if ev.Name != "leader" || id <= last {
 				t.Fatalf("%s: event %s id %d after id %d", what, ev.Name, id, last)
 			}
 			last = id
 			leader, _ := ev.Data["leader"].(map[string]any)
-			if leader != nil && id < num(leader["term"]) {
-				t.Fatalf("%s: id %d below the leader's term %d", what, id, num(leader["term"]))
+			if leader != nil && id < sidecartest.Num(leader["term"]) {
+				t.Fatalf("%s: id %d below the leader's term %d", what, id, sidecartest.Num(leader["term"]))
 			}
 			if cond(ev) {
 				return ev
 			}
 		}
 	}
-	lineOf := func(ev sseEvent) string {
+	lineOf := func(ev sidecartest.Event) string {
 		var ids []string
 		cs, _ := ev.Data["candidates"].([]any)
 		for _, c := range cs {
-			ids = append(ids, str(c.(map[string]any)["candidate"]))
+			ids = append(ids, sidecartest.Str(c.(map[string]any)["candidate"]))
 		}
 		return strings.Join(ids, ",")
 	}
-	leaderOf := func(ev sseEvent) (string, int64) {
+	leaderOf := func(ev sidecartest.Event) (string, int64) {
 		l, _ := ev.Data["leader"].(map[string]any)
-		return str(l["candidate"]), num(l["term"])
+		return sidecartest.Str(l["candidate"]), sidecartest.Num(l["term"])
 	}
 
-	first := next("first event", func(sseEvent) bool { return true })
+	first := next("first event", func(sidecartest.Event) bool { return true })
 	if id := mustInt(t, first.ID); id != term1 {
 		t.Fatalf("first event id %d, want the leader's term %d: %+v", id, term1, first)
 	}
 	c2 := campaign(t, car, "ids", "c2", "ttl=60s")
-	joined := next("c2 joins", func(ev sseEvent) bool { return lineOf(ev) == "c1,c2" })
+	joined := next("c2 joins", func(ev sidecartest.Event) bool { return lineOf(ev) == "c1,c2" })
 	if who, term := leaderOf(joined); who != "c1" || term != term1 || mustInt(t, joined.ID) <= term1 {
 		t.Fatalf("after c2 joined: leader %s term %d id %s, want c1, term %d, a newer id", who, term, joined.ID, term1)
 	}
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/elections/ids/candidates/c2?lease="+str(c2.Body["lease"]), `{"value":"new"}`)
-	next("c2 proclaims", func(ev sseEvent) bool {
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/elections/ids/candidates/c2?lease="+sidecartest.Str(c2.Body["lease"]), `{"value":"new"}`)
+	next("c2 proclaims", func(ev sidecartest.Event) bool {
 		cs, _ := ev.Data["candidates"].([]any)
-		return len(cs) == 2 && str(cs[1].(map[string]any)["value"]) == "new"
+		return len(cs) == 2 && sidecartest.Str(cs[1].(map[string]any)["value"]) == "new"
 	})
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/ids/candidates/c1?lease="+str(c1.Body["lease"]))
-	took := next("c1 resigns", func(ev sseEvent) bool { who, _ := leaderOf(ev); return who == "c2" })
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/ids/candidates/c1?lease="+sidecartest.Str(c1.Body["lease"]))
+	took := next("c1 resigns", func(ev sidecartest.Event) bool { who, _ := leaderOf(ev); return who == "c2" })
 	if _, term := leaderOf(took); term <= term1 || mustInt(t, took.ID) < term {
 		t.Fatalf("c2 leads with term %d (c1's was %d) at id %s", term, term1, took.ID)
 	}
 
 	// A second stream starts from the current state, with the same id.
-	st2 := car.openStream(t, "/v1/elections/ids/events")
-	if ev := st2.next(t, 10*time.Second); ev.ID != took.ID {
+	st2 := car.OpenStream(t, "/v1/elections/ids/events")
+	if ev := st2.Next(t, 10*time.Second); ev.ID != took.ID {
 		t.Fatalf("a new stream's first id %s, want the current %s", ev.ID, took.ID)
 	}
 }
@@ -235,19 +236,19 @@ func TestElectionEventIDs(t *testing.T) {
 // come from one version), and a new stream gets the current two in publish order.
 func TestThroughputEventIDs(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/ids", `{"limit":100}`)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/ids", `{"limit":100}`)
 	m1 := joinTP(t, car, "ids", "m1", "")
 
 	type seen struct {
 		name string
 		id   int64
 	}
-	read := func(st *stream, n int) []seen {
+	read := func(st *sidecartest.Stream, n int) []seen {
 		t.Helper()
 		var out []seen
 		for range n {
-			ev := st.next(t, 10*time.Second)
+			ev := st.Next(t, 10*time.Second)
 			out = append(out, seen{ev.Name, mustInt(t, ev.ID)})
 		}
 		return out
@@ -267,7 +268,7 @@ func TestThroughputEventIDs(t *testing.T) {
 		t.Fatalf("first events %v, want throughput then leader", all)
 	}
 	joinTP(t, car, "ids", "m2", "")
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m1.lease) // m1 goes: m2 leads
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m1.lease) // m1 goes: m2 leads
 	for all[len(all)-1].name != "leader" {                                       // until m2's leader event
 		all = append(all, read(f.st, 1)...)
 	}
@@ -278,7 +279,7 @@ func TestThroughputEventIDs(t *testing.T) {
 
 	// A later stream: the leader event was published before the last allocation,
 	// so it comes first, and ids still increase.
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/ids", `{"limit":200}`)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/ids", `{"limit":200}`)
 	read(f.st, 1)
 	g := read(followTP(t, car, "ids").st, 2)
 	increasing("a new stream's first events", g)
@@ -292,27 +293,27 @@ func TestThroughputEventIDs(t *testing.T) {
 // (they were once in name order and went backwards).
 func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	// Names and kinds whose order by key ("barrier/…" < "election/…" < "lock/…")
 	// is not the order the overview reads them (locks, elections, ..., barriers).
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zz?ttl=60s")
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/aa?ttl=60s")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zz?ttl=60s")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/aa?ttl=60s")
 	campaign(t, car, "mid", "c1", "ttl=60s")
-	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/first")
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/first")
 
-	first := car.openStream(t, "/v1/events")
-	ids := func(st *stream, what string, until func(seen map[string]bool) bool) {
+	first := car.OpenStream(t, "/v1/events")
+	ids := func(st *sidecartest.Stream, what string, until func(seen map[string]bool) bool) {
 		t.Helper()
 		seen := map[string]bool{}
 		var last int64
 		for !until(seen) {
-			ev := st.next(t, 10*time.Second)
+			ev := st.Next(t, 10*time.Second)
 			id := mustInt(t, ev.ID)
 			if id <= last {
 				t.Fatalf("%s: %s event id %d after %d", what, ev.Name, id, last)
 			}
 			last = id
-			seen[ev.Name+"/"+str(ev.Data["name"])] = true
+			seen[ev.Name+"/"+sidecartest.Str(ev.Data["name"])] = true
 		}
 	}
 	everything := func(seen map[string]bool) bool {
@@ -321,10 +322,10 @@ func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 	ids(first, "the first follower", everything)
 	// A change after the first snapshot, so that the current states' ids are not
 	// in the overview's reading order either.
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/bb?lease="+lease)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/bb?lease="+lease)
 	ids(first, "the first follower", func(seen map[string]bool) bool { return seen["lock/bb"] })
-	second := car.openStream(t, "/v1/events")
+	second := car.OpenStream(t, "/v1/events")
 	ids(second, "the second follower", func(seen map[string]bool) bool { return everything(seen) && seen["lock/bb"] })
 }
 
@@ -337,51 +338,51 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
 	campaign(t, car, "e", "c1", "lease="+lease)
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/b")
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/double-barriers/d/participants?id=p1&count=1&lease="+lease)
-	if r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("x"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&lease="+lease)
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/b")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/double-barriers/d/participants?id=p1&count=1&lease="+lease)
+	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("x"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("enqueue: %v %+v", err, r)
 	}
 
 	paths := []string{"/v1/session/events", "/v1/leases/" + lease + "/events", "/v1/elections/e/events", "/v1/throughput/g/events", "/v1/events"}
-	streams := map[string]*stream{}
+	streams := map[string]*sidecartest.Stream{}
 	for _, p := range paths {
-		streams[p] = car.openStream(t, p)
+		streams[p] = car.OpenStream(t, p)
 	}
-	check := func(p string, ev sseEvent) {
+	check := func(p string, ev sidecartest.Event) {
 		t.Helper()
 		checkEvent(t, spec, p, ev)
 	}
 	// The first events: the current state of each.
-	check(paths[0], streams[paths[0]].next(t, 10*time.Second))
-	check(paths[1], streams[paths[1]].next(t, 10*time.Second))
-	check(paths[2], streams[paths[2]].next(t, 10*time.Second))
+	check(paths[0], streams[paths[0]].Next(t, 10*time.Second))
+	check(paths[1], streams[paths[1]].Next(t, 10*time.Second))
+	check(paths[2], streams[paths[2]].Next(t, 10*time.Second))
 	for range 2 { // throughput and leader
-		check(paths[3], streams[paths[3]].next(t, 10*time.Second))
+		check(paths[3], streams[paths[3]].Next(t, 10*time.Second))
 	}
 	kinds := map[string]bool{}
 	for len(kinds) < 7 { // session, lock, leader, throughput, queue, barrier, double-barrier
-		ev := streams[paths[4]].next(t, 10*time.Second)
+		ev := streams[paths[4]].Next(t, 10*time.Second)
 		check(paths[4], ev)
 		kinds[ev.Name] = true
 	}
 	// The end of everything the lease held: its last event, and deletions.
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/b")
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
-	if ev := streams[paths[1]].next(t, 10*time.Second); ev.Name != "revoked" {
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/b")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	if ev := streams[paths[1]].Next(t, 10*time.Second); ev.Name != "revoked" {
 		t.Fatalf("the lease's last event: %+v", ev)
 	} else {
 		check(paths[1], ev)
 	}
-	check(paths[2], streams[paths[2]].next(t, 10*time.Second)) // nobody leads
+	check(paths[2], streams[paths[2]].Next(t, 10*time.Second)) // nobody leads
 	for deleted := false; !deleted; {
-		ev := streams[paths[4]].next(t, 10*time.Second)
+		ev := streams[paths[4]].Next(t, 10*time.Second)
 		check(paths[4], ev)
 		deleted = ev.Name == "barrier" && ev.Data["deleted"] == true
 	}
@@ -400,7 +401,7 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
 	checkAnswer(t, spec, http.MethodPut, "/v1/partitions/p", makeEmptyStates(t, car))
 
 	isEmpty := func(what string, key string, b map[string]any) {
@@ -420,14 +421,14 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 		"/v1/partitions/p": "partitions/p",
 		"/v1/locks":        "", "/v1/elections": "", "/v1/rwlocks": "", "/v1/throughput": "", "/v1/groups": "", "/v1/partitions": "",
 	} {
-		r := car.must(t, http.StatusOK, http.MethodGet, path)
+		r := car.Must(t, http.StatusOK, http.MethodGet, path)
 		checkAnswer(t, spec, http.MethodGet, path, r)
 		if key != "" {
 			isEmpty("GET "+path, key, r.Body)
 		}
 	}
 	// A writer refused while readers hold: the problem's writer is null.
-	refused := car.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s")
+	refused := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s")
 	if w, ok := refused.Body["writer"]; !ok || w != nil {
 		t.Fatalf("lock-held without a writer: %s", refused.Raw)
 	}
@@ -442,9 +443,9 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 		"/v1/groups/gr/events":    {"group/gr"},
 		"/v1/partitions/p/events": {"partitions/p"},
 	} {
-		st := car.openStream(t, path)
+		st := car.OpenStream(t, path)
 		for _, key := range keys {
-			ev := st.next(t, 10*time.Second)
+			ev := st.Next(t, 10*time.Second)
 			checkEvent(t, spec, path, ev)
 			if eventKey(ev) != key {
 				t.Fatalf("%s: event %s %v, want %s", path, ev.Name, ev.Data, key)
@@ -454,10 +455,10 @@ func TestEmptyStatesMatchTheirSchemas(t *testing.T) {
 	}
 
 	// /v1/events: every event matches, until each that has a node has shown empty.
-	all := car.openStream(t, "/v1/events")
+	all := car.OpenStream(t, "/v1/events")
 	want := []string{"lock/l", "leader/e", "rwlock/rw", "throughput/g", "group/gr", "partitions/p"}
 	for seen := map[string]bool{}; len(seen) < len(want); {
-		ev := all.next(t, 10*time.Second)
+		ev := all.Next(t, 10*time.Second)
 		checkEvent(t, spec, "/v1/events", ev)
 		if key := eventKey(ev); slices.Contains(want, key) && ev.Data["deleted"] == nil && emptyState(key, ev.Data) {
 			seen[key] = true
@@ -491,13 +492,13 @@ func emptyState(key string, b map[string]any) bool {
 
 // eventKey names an event by its name and the name of its entity: "lock/l",
 // "leader/e", "throughput/g".
-func eventKey(ev sseEvent) string {
-	return ev.Name + "/" + cmp.Or(str(ev.Data["name"]), str(ev.Data["group"]))
+func eventKey(ev sidecartest.Event) string {
+	return ev.Name + "/" + cmp.Or(sidecartest.Str(ev.Data["name"]), sidecartest.Str(ev.Data["group"]))
 }
 
 // checkEvent fails t unless ev, an event of the stream at path, matches the
 // schema openapi.yaml gives it (matchesSchema).
-func checkEvent(t *testing.T, spec *openapi3.T, path string, ev sseEvent) {
+func checkEvent(t *testing.T, spec *openapi3.T, path string, ev sidecartest.Event) {
 	t.Helper()
 	schema := streamEventSchema(spec, path)
 	if schema == nil {
@@ -521,18 +522,18 @@ var emptyStatesSession = []string{"--session-timeout", "10s"}
 // (rw), a throughput group (g), a membership group (gr) and a partition group of
 // two partitions (p), all without members. It returns the answer to the
 // partition group's PUT.
-func makeEmptyStates(t *testing.T, car *sidecar) *response {
+func makeEmptyStates(t *testing.T, car *sidecartest.Sidecar) *sidecartest.Response {
 	t.Helper()
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l?lease="+lease)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/l?lease="+lease)
 	campaign(t, car, "e", "c1", "lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
-	return car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/e/candidates/c1?lease="+lease)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/rw?mode=read&lease="+lease)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/g", `{"limit":10}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/groups/gr/members?id=m1&lease="+lease)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/gr/members/m1?lease="+lease)
+	return car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/p", `{"count":2}`)
 }
 
 // streamEventSchema is the schema openapi.yaml gives one event of the stream at
@@ -548,7 +549,7 @@ func streamEventSchema(spec *openapi3.T, path string) *openapi3.Schema {
 	return nil
 }
 
-// answerOf is the response openapi.yaml declares for method on path (a path as
+// answerOf is the sidecartest.Response openapi.yaml declares for method on path (a path as
 // sent, matched against the templates) with status, or nil.
 func answerOf(spec *openapi3.T, method, path string, status int) *openapi3.Response {
 	for tmpl, item := range spec.Paths.Map() {
@@ -567,7 +568,7 @@ func answerOf(spec *openapi3.T, method, path string, status int) *openapi3.Respo
 
 // checkAnswer fails t unless r, the answer to method on path, is JSON that
 // matches the schema openapi.yaml gives it (matchesSchema).
-func checkAnswer(t *testing.T, spec *openapi3.T, method, path string, r *response) {
+func checkAnswer(t *testing.T, spec *openapi3.T, method, path string, r *sidecartest.Response) {
 	t.Helper()
 	resp := answerOf(spec, method, strings.SplitN(path, "?", 2)[0], r.Status)
 	if resp == nil {

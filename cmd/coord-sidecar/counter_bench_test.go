@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -59,8 +60,8 @@ func BenchmarkCounterAdds(b *testing.B) {
 				return env.cbAdd(ctx, prefix+strconv.Itoa(i%row.counters))
 			})
 			env.cbCheck(b, row.counters, func(c int) int64 {
-				r := env.sc.must(b, http.StatusOK, http.MethodGet, "/v1/counters/"+prefix+strconv.Itoa(c))
-				return num(r.Body["value"])
+				r := env.sc.Must(b, http.StatusOK, http.MethodGet, "/v1/counters/"+prefix+strconv.Itoa(c))
+				return sidecartest.Num(r.Body["value"])
 			})
 		})
 		b.Run("inprocess/"+row.name, func(b *testing.B) {
@@ -126,7 +127,7 @@ func (e *benchEnv) cbCheck(b *testing.B, counters int, value func(c int) int64) 
 
 // cbAdd adds 1 to a counter through the sidecar.
 func (e *benchEnv) cbAdd(ctx context.Context, name string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.sc.base+"/v1/counters/"+name, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.sc.Base+"/v1/counters/"+name, nil)
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func kbFanout(b *testing.B) ebResult {
 	root := zktest.Root(b)
 	car, _ := ebStartProcess(b, zkc.Servers(), root)
 	put := func(v string) {
-		r, err := car.do(context.Background(), http.MethodPut, "/v1/kv/fanout", strings.NewReader(v), "Content-Type", "text/plain")
+		r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/fanout", strings.NewReader(v), "Content-Type", "text/plain")
 		if err != nil || r.Status != http.StatusOK {
 			b.Fatalf("put %s: %v %+v", v, err, r)
 		}
@@ -197,7 +198,7 @@ func kbFanout(b *testing.B) ebResult {
 	fan := newEBFanout(n, fanoutChanges)
 	fan.mark = []byte(`"value":"c`)
 	b.Cleanup(fan.close)
-	if err := fan.connect(strings.TrimPrefix(car.base, "http://"), "/v1/kv/fanout/events"); err != nil {
+	if err := fan.connect(strings.TrimPrefix(car.Base, "http://"), "/v1/kv/fanout/events"); err != nil {
 		b.Fatal(err)
 	}
 	if err := fan.wait(&fan.ready, 60*time.Second); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestCounterAddsThroughTwoSidecars(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 	ctx := context.Background()
 	const clients, adds = 8, 50
 	var wg sync.WaitGroup
@@ -34,7 +35,7 @@ func TestCounterAddsThroughTwoSidecars(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range adds {
-				r, err := car.do(ctx, http.MethodPost, "/v1/counters/hits", nil)
+				r, err := car.Do(ctx, http.MethodPost, "/v1/counters/hits", nil)
 				if err != nil || r.Status != 200 {
 					errs <- fmt.Errorf("add: %v %+v", err, r)
 					return
@@ -48,7 +49,7 @@ func TestCounterAddsThroughTwoSidecars(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, car := range cars {
-		if r := car.must(t, 200, http.MethodGet, "/v1/counters/hits"); num(r.Body["value"]) != clients*adds {
+		if r := car.Must(t, 200, http.MethodGet, "/v1/counters/hits"); sidecartest.Num(r.Body["value"]) != clients*adds {
 			t.Fatalf("value %s, want %d", r.Raw, clients*adds)
 		}
 	}
@@ -72,7 +73,7 @@ func TestCounterAddsThroughTwoSidecars(t *testing.T) {
 func TestCounterDistributedAtomicLong(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	acl := zk.WorldACL(zk.PermAll)
 	for _, p := range []string{root, root + "/counters"} {
@@ -84,10 +85,10 @@ func TestCounterDistributedAtomicLong(t *testing.T) {
 	if _, err := conn.Create(root+"/counters/curator", binary.BigEndian.AppendUint64(nil, uint64(start)), 0, acl); err != nil {
 		t.Fatal(err)
 	}
-	if r := car.must(t, 200, http.MethodGet, "/v1/counters/curator"); num(r.Body["value"]) != start {
+	if r := car.Must(t, 200, http.MethodGet, "/v1/counters/curator"); sidecartest.Num(r.Body["value"]) != start {
 		t.Fatalf("read: %s", r.Raw)
 	}
-	if r := car.must(t, 200, http.MethodPost, "/v1/counters/curator?add=7"); num(r.Body["value"]) != start+7 {
+	if r := car.Must(t, 200, http.MethodPost, "/v1/counters/curator?add=7"); sidecartest.Num(r.Body["value"]) != start+7 {
 		t.Fatalf("add: %s", r.Raw)
 	}
 	data, _, err := conn.Get(root + "/counters/curator")
@@ -99,35 +100,35 @@ func TestCounterDistributedAtomicLong(t *testing.T) {
 // Compare-and-set, a never-set counter, the int64 range, the list.
 func TestCounterCompareAndSet(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	ctx := context.Background()
 	start := int64(-5_000_000_000)
-	car.must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/curator?add=%d", start+7))
-	if r := car.must(t, 200, http.MethodGet, "/v1/counters/never"); num(r.Body["value"]) != 0 {
+	car.Must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/curator?add=%d", start+7))
+	if r := car.Must(t, 200, http.MethodGet, "/v1/counters/never"); sidecartest.Num(r.Body["value"]) != 0 {
 		t.Fatalf("never set: %s", r.Raw)
 	}
-	set := func(path, body string) *response {
+	set := func(path, body string) *sidecartest.Response {
 		t.Helper()
-		r, err := car.do(ctx, http.MethodPut, path, strings.NewReader(body), "Content-Type", "application/json")
+		r, err := car.Do(ctx, http.MethodPut, path, strings.NewReader(body), "Content-Type", "application/json")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	if r := set("/v1/counters/curator?expect=1", `{"value":0}`); r.Status != 409 || num(r.Body["value"]) != start+7 ||
-		!strings.HasSuffix(str(r.Body["type"]), "/value-mismatch") {
+	if r := set("/v1/counters/curator?expect=1", `{"value":0}`); r.Status != 409 || sidecartest.Num(r.Body["value"]) != start+7 ||
+		!strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/value-mismatch") {
 		t.Fatalf("stale expect: %+v", r)
 	}
-	if r := set(fmt.Sprintf("/v1/counters/curator?expect=%d", start+7), `{"value":42}`); r.Status != 200 || num(r.Body["value"]) != 42 {
+	if r := set(fmt.Sprintf("/v1/counters/curator?expect=%d", start+7), `{"value":42}`); r.Status != 200 || sidecartest.Num(r.Body["value"]) != 42 {
 		t.Fatalf("compare-and-set: %+v", r)
 	}
 	if r := set("/v1/counters/max?expect=0", fmt.Sprintf(`{"value":%d}`, int64(math.MaxInt64))); r.Status != 200 {
 		t.Fatalf("set to the max: %+v", r)
 	}
-	if r, _ := car.do(ctx, http.MethodPost, "/v1/counters/max", nil); r.Status != 409 || !strings.HasSuffix(str(r.Body["type"]), "/counter-overflow") {
+	if r, _ := car.Do(ctx, http.MethodPost, "/v1/counters/max", nil); r.Status != 409 || !strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/counter-overflow") {
 		t.Fatalf("overflow: %+v", r)
 	}
-	l := car.must(t, 200, http.MethodGet, "/v1/counters")
+	l := car.Must(t, 200, http.MethodGet, "/v1/counters")
 	if !strings.Contains(string(l.Raw), `{"name":"curator","value":42}`) || !strings.Contains(string(l.Raw), `"name":"max"`) {
 		t.Fatalf("list: %s", l.Raw)
 	}
@@ -140,31 +141,31 @@ func TestCounterCompareAndSet(t *testing.T) {
 func TestCounterDelete(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	big := int64(math.MaxInt64 - 3)
-	car.must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/signups?add=%d", big-2))
-	car.must(t, 200, http.MethodPost, "/v1/counters/signups?add=2") // now the sidecar knows its value and version
-	car.must(t, 200, http.MethodPost, "/v1/counters/kept?add=5")
+	car.Must(t, 200, http.MethodPost, fmt.Sprintf("/v1/counters/signups?add=%d", big-2))
+	car.Must(t, 200, http.MethodPost, "/v1/counters/signups?add=2") // now the sidecar knows its value and version
+	car.Must(t, 200, http.MethodPost, "/v1/counters/kept?add=5")
 
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/counters/signups")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/counters/signups")
 	if ok, _, err := conn.Exists(root + "/counters/signups"); err != nil || ok {
 		t.Fatalf("the node after the delete: exists %v, %v", ok, err)
 	}
-	if r := car.must(t, 200, http.MethodGet, "/v1/counters/signups"); string(r.Raw) != `{"name":"signups","value":0}`+"\n" {
+	if r := car.Must(t, 200, http.MethodGet, "/v1/counters/signups"); string(r.Raw) != `{"name":"signups","value":0}`+"\n" {
 		t.Fatalf("read after the delete: %s", r.Raw)
 	}
-	if r := car.must(t, 200, http.MethodGet, "/v1/counters"); strings.Contains(string(r.Raw), "signups") || !strings.Contains(string(r.Raw), `{"name":"kept","value":5}`) {
+	if r := car.Must(t, 200, http.MethodGet, "/v1/counters"); strings.Contains(string(r.Raw), "signups") || !strings.Contains(string(r.Raw), `{"name":"kept","value":5}`) {
 		t.Fatalf("list after the delete: %s", r.Raw)
 	}
-	r := car.must(t, http.StatusNotFound, http.MethodDelete, "/v1/counters/signups")
-	if !strings.HasSuffix(str(r.Body["type"]), "/problems/counter-not-found") {
+	r := car.Must(t, http.StatusNotFound, http.MethodDelete, "/v1/counters/signups")
+	if !strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/problems/counter-not-found") {
 		t.Fatalf("second delete: %s", r.Raw)
 	}
-	if r := car.must(t, 200, http.MethodPost, "/v1/counters/signups?add=1"); num(r.Body["value"]) != 1 {
+	if r := car.Must(t, 200, http.MethodPost, "/v1/counters/signups?add=1"); sidecartest.Num(r.Body["value"]) != 1 {
 		t.Fatalf("add after the delete: %s, want 1", r.Raw)
 	}
-	if r := car.must(t, 200, http.MethodGet, "/v1/counters/kept"); num(r.Body["value"]) != 5 {
+	if r := car.Must(t, 200, http.MethodGet, "/v1/counters/kept"); sidecartest.Num(r.Body["value"]) != 5 {
 		t.Fatalf("another counter after the delete: %s", r.Raw)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 )
 
 // crashGate lets the killed sidecar's clients send requests only while a
@@ -126,7 +128,7 @@ func (l *tortureLease) endHolds(at time.Time) {
 // torture is TestCrashTorture's run: the clients of both sidecars, the ledger
 // of what they were told, and what the checks found.
 type torture struct {
-	a, other *sidecar
+	a, other *sidecartest.Sidecar
 	client   *http.Client // the killed sidecar's clients' (its idle connections dropped at each kill)
 	names    []string
 	gate     *crashGate
@@ -145,17 +147,17 @@ type torture struct {
 	kills    atomic.Int64
 }
 
-func newTorture(a, other *sidecar, names []string) *torture {
+func newTorture(a, other *sidecartest.Sidecar, names []string) *torture {
 	return &torture{a: a, other: other, names: names, gate: newCrashGate(), stop: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		leases: map[string]*tortureLease{}, acked: map[string]int{}, violations: map[string]int{}}
 }
 
 // call sends one request to the killed sidecar.
-func (x *torture) call(method, path string) (*response, error) {
+func (x *torture) call(method, path string) (*sidecartest.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return doWith(ctx, x.client, x.a.base, method, path, nil)
+	return sidecartest.DoWith(ctx, x.client, x.a.Base, method, path, nil)
 }
 
 // violate counts one broken promise of kind, with an example.
@@ -251,7 +253,7 @@ func (x *torture) createLease(mine []string) []string {
 	case err != nil:
 		x.unknown++
 	case r.Status == http.StatusCreated:
-		id := str(r.Body["lease"])
+		id := sidecartest.Str(r.Body["lease"])
 		x.leases[id] = &tortureLease{id: id, expires: parseTime(r.Body["expiresAt"]), holds: map[string]*tortureGrant{}, released: map[string]bool{}}
 		x.acked["lease"]++
 		return append(mine, id)
@@ -262,7 +264,7 @@ func (x *torture) createLease(mine []string) []string {
 }
 
 func parseTime(v any) time.Time {
-	at, _ := time.Parse(time.RFC3339Nano, str(v))
+	at, _ := time.Parse(time.RFC3339Nano, sidecartest.Str(v))
 	return at
 }
 
@@ -290,7 +292,7 @@ func (x *torture) acquire(c int, l string) bool {
 		x.unknown++
 		delete(tl.released, name) // granted or not: unknown
 	case r.Status == http.StatusCreated:
-		g := &tortureGrant{killed: true, lock: name, lease: l, token: num(r.Body["fencingToken"]), answered: now, expires: tl.expires}
+		g := &tortureGrant{killed: true, lock: name, lease: l, token: sidecartest.Num(r.Body["fencingToken"]), answered: now, expires: tl.expires}
 		if tl.gone { // lost meanwhile: a late grant of a lease already counted
 			return false
 		}
@@ -310,8 +312,8 @@ func (x *torture) acquire(c int, l string) bool {
 
 // leaseNotFound records a 404 lease-not-found for tl while the ledger had it
 // alive (a loss the next check would have counted: counted here, once).
-func (x *torture) leaseNotFound(tl *tortureLease, op string, r *response, now time.Time) bool {
-	if !tl.gone && problemType(r) == "lease-not-found" && tl.expires.After(now) {
+func (x *torture) leaseNotFound(tl *tortureLease, op string, r *sidecartest.Response, now time.Time) bool {
+	if !tl.gone && sidecartest.ProblemType(r) == "lease-not-found" && tl.expires.After(now) {
 		x.violate("acknowledged leases lost (404 while serving)", tl.id+" on "+op)
 		tl.endHolds(now)
 	}
@@ -345,7 +347,7 @@ func (x *torture) release(l string) bool {
 		tl.released[g.lock] = true
 		x.acked["release"]++
 	case r.Status == http.StatusServiceUnavailable:
-	case r.Status == http.StatusNotFound && problemType(r) == "lease-not-found":
+	case r.Status == http.StatusNotFound && sidecartest.ProblemType(r) == "lease-not-found":
 		return x.leaseNotFound(tl, "DELETE lock", r, time.Now())
 	default: // 404 not-held: a told hold lost while serving
 		x.count("DELETE lock", r)
@@ -407,7 +409,7 @@ func (x *torture) otherClient(c int) {
 	owner := fmt.Sprintf("other-%d", c)
 	for !x.stopped() {
 		name := x.names[rand.IntN(len(x.names))]
-		r, err := x.other.faultCall(time.Minute, http.MethodPost, "/v1/locks/"+name+"?wait=5s&ttl=30s&owner="+owner)
+		r, err := x.other.FaultCall(time.Minute, http.MethodPost, "/v1/locks/"+name+"?wait=5s&ttl=30s&owner="+owner)
 		now := time.Now()
 		if err != nil {
 			x.fail("%s: POST /v1/locks/%s: %v", owner, name, err)
@@ -421,7 +423,7 @@ func (x *torture) otherClient(c int) {
 			}
 			continue
 		}
-		g := &tortureGrant{lock: name, lease: str(r.Body["lease"]), token: num(r.Body["fencingToken"]), answered: now}
+		g := &tortureGrant{lock: name, lease: sidecartest.Str(r.Body["lease"]), token: sidecartest.Num(r.Body["fencingToken"]), answered: now}
 		x.mu.Lock()
 		x.grants = append(x.grants, g)
 		x.acked["other's grant"]++
@@ -432,7 +434,7 @@ func (x *torture) otherClient(c int) {
 		x.mu.Unlock()
 		// 404 or 503: this sidecar's own session was lost or is reconnecting,
 		// not the killed one's promise.
-		d, err := x.other.faultCall(time.Minute, http.MethodDelete, "/v1/locks/"+name+"?lease="+g.lease)
+		d, err := x.other.FaultCall(time.Minute, http.MethodDelete, "/v1/locks/"+name+"?lease="+g.lease)
 		if err != nil {
 			x.fail("%s: release of %s: %v", owner, name, err)
 		} else if d.Status != http.StatusNoContent && d.Status != http.StatusNotFound && d.Status != http.StatusServiceUnavailable {

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -52,8 +53,8 @@ type holdLoss struct {
 // locks as ZooKeeper has them and contends for them.
 type crashRig struct {
 	r     *restartable
-	a     *sidecar // r's address, whichever process serves it
-	other *sidecar
+	a     *sidecartest.Sidecar // r's address, whichever process serves it
+	other *sidecartest.Sidecar
 }
 
 func newCrashRig(t *testing.T) *crashRig {
@@ -61,13 +62,13 @@ func newCrashRig(t *testing.T) *crashRig {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	r := newRestartable(t, zkc.Servers(), root, crashTimeout)
-	return &crashRig{r: r, a: r.start(t), other: startSidecar(t, zkc.Servers(), root)}
+	return &crashRig{r: r, a: r.start(t), other: sidecartest.Start(t, zkc.Servers(), root)}
 }
 
 // lease grants a lease of ttl 60s on a.
 func (g *crashRig) lease(t testing.TB) string {
 	t.Helper()
-	return str(g.a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	return sidecartest.Str(g.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 }
 
 // holdLocks acquires each of names on lease (owner: the lease's id, so that
@@ -76,8 +77,8 @@ func (g *crashRig) holdLocks(t testing.TB, lease string, names []string) []crash
 	t.Helper()
 	var out []crashHold
 	for _, n := range names {
-		r := g.a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+n+"?owner="+lease+"&lease="+lease)
-		out = append(out, crashHold{lease: lease, name: n, token: num(r.Body["fencingToken"])})
+		r := g.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+n+"?owner="+lease+"&lease="+lease)
+		out = append(out, crashHold{lease: lease, name: n, token: sidecartest.Num(r.Body["fencingToken"])})
 	}
 	return out
 }
@@ -155,7 +156,7 @@ func lockNames(prefix string, n int) []string {
 // checkKept checks each told hold on car (the lease lists it) and on observer
 // (the lock's holder, as ZooKeeper has it, is the lease with the same token)
 // and returns those not kept.
-func checkKept(t testing.TB, car, observer *sidecar, holds []crashHold) []holdLoss {
+func checkKept(t testing.TB, car, observer *sidecartest.Sidecar, holds []crashHold) []holdLoss {
 	t.Helper()
 	leases := map[string]map[string]bool{} // nil: the lease answered 404
 	var lost []holdLoss
@@ -174,7 +175,7 @@ func checkKept(t testing.TB, car, observer *sidecar, holds []crashHold) []holdLo
 
 // readLease is the set of lock names lease holds on car, nil when the lease
 // answers 404.
-func readLease(t testing.TB, car *sidecar, lease string) map[string]bool {
+func readLease(t testing.TB, car *sidecartest.Sidecar, lease string) map[string]bool {
 	t.Helper()
 	r := answered(t, car, "/v1/leases/"+lease, http.StatusOK, http.StatusNotFound)
 	if r.Status == http.StatusNotFound {
@@ -184,7 +185,7 @@ func readLease(t testing.TB, car *sidecar, lease string) map[string]bool {
 	holds, _ := r.Body["holds"].([]any)
 	for _, h := range holds {
 		if m, _ := h.(map[string]any); m["kind"] == "lock" {
-			held[str(m["name"])] = true
+			held[sidecartest.Str(m["name"])] = true
 		}
 	}
 	return held
@@ -192,12 +193,12 @@ func readLease(t testing.TB, car *sidecar, lease string) map[string]bool {
 
 // answered GETs path on car until it answers one of want (a 503 while the
 // session reconnects is asked again) and returns that answer.
-func answered(t testing.TB, car *sidecar, path string, want ...int) *response {
+func answered(t testing.TB, car *sidecartest.Sidecar, path string, want ...int) *sidecartest.Response {
 	t.Helper()
-	var r *response
+	var r *sidecartest.Response
 	testutil.Eventually(t, 10*time.Second, "GET "+path+" answered", func() bool {
 		var err error
-		r, err = car.faultCall(time.Minute, http.MethodGet, path)
+		r, err = car.FaultCall(time.Minute, http.MethodGet, path)
 		switch {
 		case err != nil:
 			t.Fatal(err)
@@ -213,11 +214,11 @@ func answered(t testing.TB, car *sidecar, path string, want ...int) *response {
 
 // holdState says how h is not kept ("" when it is), given its lease's held
 // lock names (nil: the lease is gone) and the lock's holder on observer.
-func holdState(t testing.TB, observer *sidecar, h crashHold, held map[string]bool) string {
+func holdState(t testing.TB, observer *sidecartest.Sidecar, h crashHold, held map[string]bool) string {
 	t.Helper()
 	st := answered(t, observer, "/v1/locks/"+h.name, http.StatusOK).Body
 	holder, _ := st["holder"].(map[string]any)
-	owner, token := str(holder["owner"]), num(holder["fencingToken"])
+	owner, token := sidecartest.Str(holder["owner"]), sidecartest.Num(holder["fencingToken"])
 	switch {
 	case holder == nil:
 		return "free"
@@ -353,13 +354,13 @@ func (g *crashRig) storm(round int, fresh []string, n int64, stop <-chan struct{
 				default:
 				}
 				l, name := fresh[(i+k)%len(fresh)], fmt.Sprintf("told-%d-%d-%d", round, i, k)
-				r, err := g.a.faultCall(time.Minute, http.MethodPost, "/v1/locks/"+name+"?owner="+l+"&lease="+l)
+				r, err := g.a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/"+name+"?owner="+l+"&lease="+l)
 				if err != nil {
 					return
 				}
 				if r.Status == http.StatusCreated {
 					mu.Lock()
-					holds = append(holds, crashHold{lease: l, name: name, token: num(r.Body["fencingToken"])})
+					holds = append(holds, crashHold{lease: l, name: name, token: sidecartest.Num(r.Body["fencingToken"])})
 					mu.Unlock()
 					if granted.Add(1) == n {
 						close(reached)
@@ -382,7 +383,7 @@ func (g *crashRig) revokeAll(t testing.TB, leases []string) []string {
 	var wg sync.WaitGroup
 	for _, l := range leases {
 		wg.Go(func() {
-			r, err := g.a.faultCall(time.Minute, http.MethodDelete, "/v1/leases/"+l)
+			r, err := g.a.FaultCall(time.Minute, http.MethodDelete, "/v1/leases/"+l)
 			if err == nil && r.Status == http.StatusNoContent {
 				mu.Lock()
 				revoked = append(revoked, l)
@@ -429,7 +430,7 @@ func TestCrashSuccessorKilledDuringStartKeepsState(t *testing.T) {
 			failed = append(failed, fmt.Sprintf("killed %s into its start: %d of %d holds lost (%s)", d, len(losses), len(holds), tally(losses)))
 			// Start again with 300 holds for the next delay.
 			if readLease(t, g.a, lease) != nil {
-				g.a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+				g.a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 			}
 			lease = g.lease(t)
 			holds = g.holdLocks(t, lease, lockNames(fmt.Sprintf("many%d", d/time.Millisecond), 300))
@@ -474,7 +475,7 @@ func TestCrashSuccessorThatCannotListenKeepsSession(t *testing.T) {
 		holds := g.holdLocks(t, lease, lockNames("listen-"+strings.ReplaceAll(c.name, " ", "-"), 20))
 		waiter := callAsync(g.other, time.Minute, http.MethodPost, "/v1/locks/"+holds[0].name+"?wait=30s&ttl=30s&owner=other")
 		testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-			return num(g.other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+holds[0].name).Body["waiters"]) == 1
+			return sidecartest.Num(g.other.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+holds[0].name).Body["waiters"]) == 1
 		})
 		g.awaitSaved(t, holds)
 		g.r.kill(t)
@@ -497,7 +498,7 @@ func TestCrashSuccessorThatCannotListenKeepsSession(t *testing.T) {
 		default:
 		}
 		if readLease(t, g.a, lease) != nil {
-			g.a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+			g.a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 		}
 	}
 	if len(failed) > 0 {
@@ -594,10 +595,10 @@ func breakStateWrites(t *testing.T, dir string) (restore func()) {
 
 // metricSum is the sum of every series of the metric name on car's /metrics,
 // with labels or without (0 when there is none).
-func metricSum(t testing.TB, car *sidecar, name string) float64 {
+func metricSum(t testing.TB, car *sidecartest.Sidecar, name string) float64 {
 	t.Helper()
 	var sum float64
-	for _, line := range strings.Split(string(car.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), "\n") {
+	for _, line := range strings.Split(string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), "\n") {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue
@@ -617,8 +618,8 @@ func metricSum(t testing.TB, car *sidecar, name string) float64 {
 
 // refused reports whether r is the answer of a grant the state directory
 // could not record: 503 with the problem type state-unavailable.
-func refused(r *response) bool {
-	return r.Status == http.StatusServiceUnavailable && strings.HasSuffix(str(r.Body["type"]), "state-unavailable")
+func refused(r *sidecartest.Response) bool {
+	return r.Status == http.StatusServiceUnavailable && strings.HasSuffix(sidecartest.Str(r.Body["type"]), "state-unavailable")
 }
 
 // While the state directory cannot be written, grants (a lease, a lock) are
@@ -637,7 +638,7 @@ func TestCrashStateWriteFailureRefuses(t *testing.T) {
 	g.awaitSaved(t, told)
 
 	restore := breakStateWrites(t, g.r.state)
-	r, err := g.a.faultCall(time.Minute, http.MethodPost, "/v1/leases?ttl=60s")
+	r, err := g.a.FaultCall(time.Minute, http.MethodPost, "/v1/leases?ttl=60s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,10 +647,10 @@ func TestCrashStateWriteFailureRefuses(t *testing.T) {
 	}
 	faultLease := "" // answered 201 all the same: a promise
 	if r.Status == http.StatusCreated {
-		faultLease = str(r.Body["lease"])
+		faultLease = sidecartest.Str(r.Body["lease"])
 	}
 	for _, n := range lockNames("during-fault", 3) {
-		r, err := g.a.faultCall(time.Minute, http.MethodPost, "/v1/locks/"+n+"?owner="+lease+"&lease="+lease)
+		r, err := g.a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/"+n+"?owner="+lease+"&lease="+lease)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -657,28 +658,28 @@ func TestCrashStateWriteFailureRefuses(t *testing.T) {
 			t.Errorf("POST /v1/locks/%s while state writes fail: %d %s; want 503 state-unavailable", n, r.Status, r.Raw)
 		}
 		if r.Status == http.StatusCreated { // a promise all the same
-			told = append(told, crashHold{lease: lease, name: n, token: num(r.Body["fencingToken"])})
+			told = append(told, crashHold{lease: lease, name: n, token: sidecartest.Num(r.Body["fencingToken"])})
 		}
 	}
 	if v := metricSum(t, g.a, "coord_state_write_errors_total"); v <= 0 {
 		t.Errorf("coord_state_write_errors_total = %v while state writes fail; want above 0", v)
 	}
 	testutil.Eventually(t, 5*time.Second, "/readyz answers 503 while state writes fail", func() bool {
-		resp, err := g.a.faultCall(time.Minute, http.MethodGet, "/readyz")
+		resp, err := g.a.FaultCall(time.Minute, http.MethodGet, "/readyz")
 		return err == nil && resp.Status == http.StatusServiceUnavailable
 	})
 
 	restore()
 	testutil.Eventually(t, 10*time.Second, "a grant answered once state writes work again", func() bool {
-		r, err := g.a.faultCall(time.Minute, http.MethodPost, "/v1/locks/after-fault?owner="+lease+"&lease="+lease)
+		r, err := g.a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/after-fault?owner="+lease+"&lease="+lease)
 		if err != nil || r.Status != http.StatusCreated {
 			return false
 		}
-		told = append(told, crashHold{lease: lease, name: "after-fault", token: num(r.Body["fencingToken"])})
+		told = append(told, crashHold{lease: lease, name: "after-fault", token: sidecartest.Num(r.Body["fencingToken"])})
 		return true
 	})
 	told = append(told, g.holdLocks(t, lease, lockNames("after-fault", 3))...)
-	g.a.waitReady(t)
+	g.a.WaitReady(t)
 	g.r.kill(t)
 	g.a = g.r.start(t)
 	if faultLease != "" && readLease(t, g.a, faultLease) == nil {
@@ -703,10 +704,10 @@ func TestCrashStreamKeptLeaseSurvivesKill(t *testing.T) {
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "10s")
 	a := r.start(t)
 	const ttl = 2 * time.Second
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=2s").Body["lease"])
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/streamed?lease="+lease)
-	st := a.openStream(t, "/v1/leases/"+lease+"/events")
-	if ev := st.next(t, 10*time.Second); ev.Name != "lease" {
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=2s").Body["lease"])
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/streamed?lease="+lease)
+	st := a.OpenStream(t, "/v1/leases/"+lease+"/events")
+	if ev := st.Next(t, 10*time.Second); ev.Name != "lease" {
 		t.Fatalf("first event %q, want lease", ev.Name)
 	}
 	opened := time.Now()
@@ -714,10 +715,10 @@ func TestCrashStreamKeptLeaseSurvivesKill(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "two TTLs with the stream open", func() bool {
 		return time.Since(opened) > 2*ttl
 	})
-	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	r.kill(t)
 	b := r.start(t)
-	got := b.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	got := b.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	if holds, _ := got.Body["holds"].([]any); len(holds) != 1 {
 		t.Fatalf("after the kill the lease holds %v, want its lock", got.Body["holds"])
 	}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
 )
 
 // The files of deploy/ start the sidecar with flags and COORD_ variables
@@ -91,7 +92,7 @@ func checkStart(t *testing.T, who string, args []string, env map[string]string, 
 			t.Errorf("%s: %s is read by no flag of coord-sidecar (coord-sidecar --help lists them)", who, name)
 		}
 	}
-	m := NewMain()
+	m := sidecar.NewMain()
 	if err := m.ParseFlags(args, func(k string) string { return env[k] }); err != nil {
 		t.Errorf("%s: coord-sidecar %q: %v", who, args, err)
 	}
@@ -102,7 +103,7 @@ func checkStart(t *testing.T, who string, args []string, env map[string]string, 
 func knownEnv(t *testing.T) []string {
 	t.Helper()
 	var help bytes.Buffer
-	m := NewMain()
+	m := sidecar.NewMain()
 	m.Stdout = &help
 	_ = m.ParseFlags([]string{"-h"}, func(string) string { return "" })
 	_, flags, _ := strings.Cut(help.String(), "flags of the sidecar")

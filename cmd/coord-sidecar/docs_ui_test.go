@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -29,10 +30,10 @@ func TestDocsPage(t *testing.T) {
 	}
 	page := startUIBrowser(t)
 	page.call(t, "Network.enable", nil)
-	car := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "docs-page-test-token-0123456789")
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "docs-page-test-token-0123456789")
 
 	page.call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/docs"})
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/docs"})
 	page.await(t, 20*time.Second, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
 		document.querySelector('#api-content [data-section-id="/"] h1')?.textContent.startsWith("coord-sidecar")`)
 
@@ -70,14 +71,14 @@ func TestDocsPage(t *testing.T) {
 		if strings.HasPrefix(u, "data:") || strings.HasPrefix(u, "blob:") {
 			continue // in the page
 		}
-		if fetched = append(fetched, u); !strings.HasPrefix(u, car.base+"/") {
+		if fetched = append(fetched, u); !strings.HasPrefix(u, car.Base+"/") {
 			t.Errorf("the reference made a request outside the sidecar's origin: %.200s", u)
 		}
 	}
 	t.Logf("%d operations shown; the page fetched only %v", len(ops), fetched)
 
 	// The page is served with its own policy (the page above kept to it).
-	resp, err := car.do(t.Context(), http.MethodGet, "/docs/", nil)
+	resp, err := car.Do(t.Context(), http.MethodGet, "/docs/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -58,12 +59,12 @@ var ebFailoverLast *ebResult
 func ebFailover(b *testing.B) ebResult {
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
-	carA := startSidecar(b, zkc.Servers(), root)
-	carB := startSidecar(b, zkc.Servers(), root)
+	carA := sidecartest.Start(b, zkc.Servers(), root)
+	carB := sidecartest.Start(b, zkc.Servers(), root)
 	const election = "failover"
 	const within = 10 * time.Second
 
-	sub := &ebFollower{st: carB.openStream(b, "/v1/elections/"+election+"/events")}
+	sub := &ebFollower{st: carB.OpenStream(b, "/v1/elections/"+election+"/events")}
 	leaderLease := ebCampaign(b, carA, election, "a0", "ttl=60s")
 	term := sub.await(b, "a0", 0, 0, within)
 	waitingLease := ebCampaign(b, carB, election, "b0", "ttl=60s")
@@ -74,7 +75,7 @@ func ebFailover(b *testing.B) ebResult {
 		// Measured: revoke the leader's lease on A; B's subscriber sees b<i> lead.
 		next := "b" + strconv.Itoa(i)
 		ctx, cancel := context.WithTimeout(context.Background(), within)
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, carA.base+"/v1/leases/"+leaderLease, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, carA.Base+"/v1/leases/"+leaderLease, nil)
 		if err != nil {
 			cancel()
 			b.Fatal(err)
@@ -103,13 +104,13 @@ func ebFailover(b *testing.B) ebResult {
 		// and b<i+1> waits on B.
 		a := "a" + strconv.Itoa(i+1)
 		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
-		carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+		carB.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 		term = sub.await(b, a, term, 0, within)
 		waitingLease = ebCampaign(b, carB, election, "b"+strconv.Itoa(i+1), "ttl=60s")
 		term = sub.await(b, a, term-1, 2, within)
 	}
-	carA.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
-	carB.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
+	carA.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
+	carB.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
 
 	q := ebQuantiles(took)
 	b.Logf("failover over %d changes: min %s, p50 %s, p90 %s, p99 %s, max %s", len(took),
@@ -152,10 +153,10 @@ func ebFanout10k(b *testing.B) ebResult {
 	n := ebFanoutSubscribers(b, inProcess)
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
-	var car *sidecar
+	var car *sidecartest.Sidecar
 	pid := 0 // of the sidecar process; 0 in process
 	if inProcess {
-		car = startSidecar(b, zkc.Servers(), root)
+		car = sidecartest.Start(b, zkc.Servers(), root)
 	} else {
 		car, pid = ebStartProcess(b, zkc.Servers(), root)
 	}
@@ -165,7 +166,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	for k := range leases {
 		leases[k] = ebCampaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m")
 	}
-	if r := car.must(b, http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
+	if r := car.Must(b, http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
 		b.Fatalf("election before the subscribers: %s", r.Raw)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -173,7 +174,7 @@ func ebFanout10k(b *testing.B) ebResult {
 
 	fan := newEBFanout(n, fanoutChanges)
 	b.Cleanup(fan.close)
-	if err := fan.connect(strings.TrimPrefix(car.base, "http://"), "/v1/elections/"+election+"/events"); err != nil {
+	if err := fan.connect(strings.TrimPrefix(car.Base, "http://"), "/v1/elections/"+election+"/events"); err != nil {
 		b.Fatal(err)
 	}
 	if err := fan.wait(&fan.ready, 60*time.Second); err != nil {
@@ -187,7 +188,7 @@ func ebFanout10k(b *testing.B) ebResult {
 	stopProfile := ebStartCPUProfile(b, os.Getenv("ELECTION_BENCH_CPUPROFILE"))
 	for k := range fanoutChanges {
 		fan.start[k] = int64(time.Since(fan.t0))
-		car.must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
+		car.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
 		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
 			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
 		}
@@ -287,7 +288,7 @@ type ebSample struct {
 
 // ebProbe samples the sidecar's memory and CPU: pid is its process, or 0 when
 // it runs in this one.
-func ebProbe(b testing.TB, car *sidecar, pid int) ebSample {
+func ebProbe(b testing.TB, car *sidecartest.Sidecar, pid int) ebSample {
 	b.Helper()
 	var s ebSample
 	m := ebMetrics(b, car, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines", "go_gc_duration_seconds_count")
@@ -434,9 +435,9 @@ func (q ebQuantile) at(p float64) time.Duration {
 }
 
 // ebCampaign enrols candidate id without waiting to lead and returns its lease.
-func ebCampaign(b testing.TB, car *sidecar, election, id, query string) string {
+func ebCampaign(b testing.TB, car *sidecartest.Sidecar, election, id, query string) string {
 	b.Helper()
-	r, err := car.do(context.Background(), http.MethodPost,
+	r, err := car.Do(context.Background(), http.MethodPost,
 		"/v1/elections/"+election+"/candidates?id="+id+"&"+query, strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
 	if err != nil {
 		b.Fatalf("campaign %s: %v", id, err)
@@ -444,12 +445,12 @@ func ebCampaign(b testing.TB, car *sidecar, election, id, query string) string {
 	if r.Status != http.StatusCreated {
 		b.Fatalf("campaign %s: status %d: %s", id, r.Status, r.Raw)
 	}
-	return str(r.Body["lease"])
+	return sidecartest.Str(r.Body["lease"])
 }
 
 // ebFollower reads the `leader` events of one stream.
 type ebFollower struct {
-	st *stream
+	st *sidecartest.Stream
 }
 
 // await reads events until candidate leads with a term above `above` (and, when
@@ -458,7 +459,7 @@ func (f *ebFollower) await(b testing.TB, candidate string, above int64, candidat
 	b.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		ev := f.st.next(b, time.Until(deadline))
+		ev := f.st.Next(b, time.Until(deadline))
 		if ev.Name != "leader" {
 			b.Fatalf("unexpected event %+v", ev)
 		}
@@ -467,7 +468,7 @@ func (f *ebFollower) await(b testing.TB, candidate string, above int64, candidat
 			continue
 		}
 		line, _ := ev.Data["candidates"].([]any)
-		if term := num(leader["term"]); str(leader["candidate"]) == candidate && term > above &&
+		if term := sidecartest.Num(leader["term"]); sidecartest.Str(leader["candidate"]) == candidate && term > above &&
 			(candidates == 0 || len(line) == candidates) {
 			return term
 		}
@@ -496,7 +497,7 @@ func ebRaiseOpenFiles(b testing.TB, n uint64) {
 // servers with root; it is stopped with SIGTERM (then killed) in Cleanup, which
 // also logs the sidecar's warnings and errors if the benchmark failed. It returns
 // the sidecar and its pid.
-func ebStartProcess(b testing.TB, servers []string, root string) (*sidecar, int) {
+func ebStartProcess(b testing.TB, servers []string, root string) (*sidecartest.Sidecar, int) {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "coord-sidecar")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -530,8 +531,8 @@ func ebStartProcess(b testing.TB, servers []string, root string) (*sidecar, int)
 			b.Logf("the sidecar's warnings and errors:\n%s", logs.notable())
 		}
 	})
-	car := &sidecar{base: "http://" + addr}
-	car.waitReady(b)
+	car := &sidecartest.Sidecar{Base: "http://" + addr}
+	car.WaitReady(b)
 	return car, cmd.Process.Pid
 }
 
@@ -588,9 +589,9 @@ func ebRSS(b testing.TB, pid int) int64 {
 
 // ebMetrics reads the values of the given unlabelled metrics from the sidecar's
 // /metrics, in the order given.
-func ebMetrics(b testing.TB, car *sidecar, names ...string) []float64 {
+func ebMetrics(b testing.TB, car *sidecartest.Sidecar, names ...string) []float64 {
 	b.Helper()
-	r := car.must(b, http.StatusOK, http.MethodGet, "/metrics")
+	r := car.Must(b, http.StatusOK, http.MethodGet, "/metrics")
 	out := make([]float64, len(names))
 	found := 0
 	for line := range strings.Lines(string(r.Raw)) {
@@ -707,7 +708,7 @@ func (f *ebFanout) add(conn net.Conn) error {
 // leaderMark precedes the leader's candidate id in an election event's data.
 var leaderMark = []byte(`"leader":{"candidate":"c`)
 
-// read is subscriber i's reader: it parses the response and records, for each
+// read is subscriber i's reader: it parses the sidecartest.Response and records, for each
 // data line, when it first names each leader.
 func (f *ebFanout) read(i int, conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 4096)

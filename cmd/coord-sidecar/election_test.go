@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // campaign enrols a candidate and returns the answer.
-func campaign(t *testing.T, car *sidecar, election, id, query string) *response {
+func campaign(t *testing.T, car *sidecartest.Sidecar, election, id, query string) *sidecartest.Response {
 	t.Helper()
-	r, err := car.do(context.Background(), http.MethodPost,
+	r, err := car.Do(context.Background(), http.MethodPost,
 		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("campaign %s: %v %+v", id, err, r)
@@ -28,20 +29,20 @@ func campaign(t *testing.T, car *sidecar, election, id, query string) *response 
 // leaderFollower reads `leader` events of one stream and checks that terms never
 // go backwards.
 type leaderFollower struct {
-	st       *stream
+	st       *sidecartest.Stream
 	lastTerm int64
 	lastID   int64 // event ids strictly increase, and are at least the term
 }
 
 // checkID fails unless ev's id follows the last one (and, with a leader, is at
 // least its term), and records it.
-func (f *leaderFollower) checkID(t *testing.T, ev sseEvent) {
+func (f *leaderFollower) checkID(t *testing.T, ev sidecartest.Event) {
 	t.Helper()
 	id := mustInt(t, ev.ID)
 	if id <= f.lastID {
 		t.Fatalf("election event id %d after %d: %+v", id, f.lastID, ev)
 	}
-	if leader, _ := ev.Data["leader"].(map[string]any); leader != nil && id < num(leader["term"]) {
+	if leader, _ := ev.Data["leader"].(map[string]any); leader != nil && id < sidecartest.Num(leader["term"]) {
 		t.Fatalf("election event id %d below its term: %+v", id, ev)
 	}
 	f.lastID = id
@@ -52,7 +53,7 @@ func (f *leaderFollower) await(t *testing.T, candidate string, above int64, with
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		ev := f.st.next(t, time.Until(deadline))
+		ev := f.st.Next(t, time.Until(deadline))
 		if ev.Name != "leader" {
 			t.Fatalf("unexpected event %+v", ev)
 		}
@@ -61,12 +62,12 @@ func (f *leaderFollower) await(t *testing.T, candidate string, above int64, with
 		if leader == nil {
 			continue
 		}
-		term := num(leader["term"])
+		term := sidecartest.Num(leader["term"])
 		if term < f.lastTerm {
 			t.Fatalf("term went backwards: %d after %d", term, f.lastTerm)
 		}
 		f.lastTerm = term
-		if str(leader["candidate"]) == candidate && term > above {
+		if sidecartest.Str(leader["candidate"]) == candidate && term > above {
 			return term
 		}
 		if time.Now().After(deadline) {
@@ -81,12 +82,12 @@ func TestLeadershipHandoff(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	bin := buildBinary(t)
 
 	type leaderSide struct {
-		car   *sidecar
+		car   *sidecartest.Sidecar
 		lease string
 		proc  *exec.Cmd
 	}
@@ -98,15 +99,15 @@ func TestLeadershipHandoff(t *testing.T) {
 		bound   time.Duration // the handoff must happen within this
 	}{
 		{name: "resign", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			l.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/c1?lease="+l.lease)
+			l.car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/c1?lease="+l.lease)
 		}},
 		{name: "lease-revoked", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			l.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l.lease)
+			l.car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l.lease)
 		}},
 		{name: "lease-stream-closed", query: "ttl=60s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
-			st := l.car.openStream(t, "/v1/leases/"+l.lease+"/events")
-			st.next(t, 5*time.Second)
-			st.cancel()
+			st := l.car.OpenStream(t, "/v1/leases/"+l.lease+"/events")
+			st.Next(t, 5*time.Second)
+			st.Cancel()
 		}},
 		{name: "lease-ttl-lapsed", query: "ttl=1s", bound: 5 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {}},
 		{name: "sidecar-SIGTERM", process: true, query: "ttl=60s", bound: 10 * time.Second, hand: func(t *testing.T, l leaderSide, election string) {
@@ -134,15 +135,15 @@ func TestLeadershipHandoff(t *testing.T) {
 				}
 				go func() { _ = cmd.Wait() }()
 				t.Cleanup(func() { _ = cmd.Process.Kill() })
-				first = leaderSide{car: &sidecar{base: "http://" + addr}, proc: cmd}
-				first.car.waitReady(t)
+				first = leaderSide{car: &sidecartest.Sidecar{Base: "http://" + addr}, proc: cmd}
+				first.car.WaitReady(t)
 			}
 			subs := []*leaderFollower{
-				{st: a.openStream(t, "/v1/elections/"+election+"/events")},
-				{st: b.openStream(t, "/v1/elections/"+election+"/events")},
+				{st: a.OpenStream(t, "/v1/elections/"+election+"/events")},
+				{st: b.OpenStream(t, "/v1/elections/"+election+"/events")},
 			}
 			g := campaign(t, first.car, election, "c1", c.query)
-			first.lease = str(g.Body["lease"])
+			first.lease = sidecartest.Str(g.Body["lease"])
 			if g.Body["leader"] != true {
 				t.Fatalf("c1 does not lead: %s", g.Raw)
 			}
@@ -153,7 +154,7 @@ func TestLeadershipHandoff(t *testing.T) {
 				term = s.await(t, "c1", 0, 10*time.Second)
 			}
 			testutil.Eventually(t, 10*time.Second, "three candidates in line", func() bool {
-				r := a.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+				r := a.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
 				return len(r.Body["candidates"].([]any)) == 3
 			})
 
@@ -170,9 +171,9 @@ func TestLeadershipHandoff(t *testing.T) {
 			}
 			t.Logf("handoff by %s in %s", c.name, took.Round(time.Millisecond))
 			// Exactly one leader: c2, and c3 still waits behind it.
-			r := b.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
+			r := b.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election)
 			cands := r.Body["candidates"].([]any)
-			if leader := r.Body["leader"].(map[string]any); str(leader["candidate"]) != "c2" || len(cands) != 2 {
+			if leader := r.Body["leader"].(map[string]any); sidecartest.Str(leader["candidate"]) != "c2" || len(cands) != 2 {
 				t.Fatalf("after the handoff: %s", r.Raw)
 			}
 		})
@@ -183,14 +184,14 @@ func TestLeadershipHandoff(t *testing.T) {
 func TestRequeueRotatesLeadership(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	leases := map[string]string{}
-	cars := map[string]*sidecar{"c1": a, "c2": b, "c3": a}
+	cars := map[string]*sidecartest.Sidecar{"c1": a, "c2": b, "c3": a}
 	for _, id := range []string{"c1", "c2", "c3"} {
-		leases[id] = str(campaign(t, cars[id], "turns", id, "ttl=60s").Body["lease"])
+		leases[id] = sidecartest.Str(campaign(t, cars[id], "turns", id, "ttl=60s").Body["lease"])
 	}
-	sub := &leaderFollower{st: b.openStream(t, "/v1/elections/turns/events")}
+	sub := &leaderFollower{st: b.OpenStream(t, "/v1/elections/turns/events")}
 	var term int64
 	order := []string{"c1", "c2", "c3", "c1", "c2", "c3", "c1"}
 	for i, id := range order {
@@ -198,7 +199,7 @@ func TestRequeueRotatesLeadership(t *testing.T) {
 		if i == len(order)-1 {
 			break
 		}
-		r := cars[id].must(t, http.StatusCreated, http.MethodDelete, "/v1/elections/turns/candidates/"+id+"?lease="+leases[id]+"&requeue=true")
+		r := cars[id].Must(t, http.StatusCreated, http.MethodDelete, "/v1/elections/turns/candidates/"+id+"?lease="+leases[id]+"&requeue=true")
 		if r.Body["leader"] != false {
 			t.Fatalf("requeued %s still leads: %s", id, r.Raw)
 		}
@@ -209,34 +210,34 @@ func TestRequeueRotatesLeadership(t *testing.T) {
 // a long-poll on term answers when the term changes.
 func TestReconnectGetsCurrentStateAndLongPoll(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	g := campaign(t, car, "lp", "c1", "ttl=60s")
-	term := num(g.Body["term"])
+	term := sidecartest.Num(g.Body["term"])
 
-	st := car.openStream(t, "/v1/elections/lp/events", "Last-Event-ID", "1")
-	first := st.next(t, 5*time.Second)
-	if leader := first.Data["leader"].(map[string]any); first.Name != "leader" || num(leader["term"]) != term {
+	st := car.OpenStream(t, "/v1/elections/lp/events", "Last-Event-ID", "1")
+	first := st.Next(t, 5*time.Second)
+	if leader := first.Data["leader"].(map[string]any); first.Name != "leader" || sidecartest.Num(leader["term"]) != term {
 		t.Fatalf("first event after reconnect: %+v", first)
 	}
 
-	polled := make(chan *response, 1)
+	polled := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/elections/lp?term=%d&wait=30s", term), nil)
+		r, _ := car.Do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/elections/lp?term=%d&wait=30s", term), nil)
 		polled <- r
 	}()
 	campaign(t, car, "lp", "c2", "ttl=60s")
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/lp/candidates/c1?lease="+str(g.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/lp/candidates/c1?lease="+sidecartest.Str(g.Body["lease"]))
 	select {
 	case r := <-polled:
 		leader := r.Body["leader"].(map[string]any)
-		if str(leader["candidate"]) != "c2" || num(leader["term"]) <= term {
+		if sidecartest.Str(leader["candidate"]) != "c2" || sidecartest.Num(leader["term"]) <= term {
 			t.Fatalf("long-poll answer %s", r.Raw)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll did not answer on the change of leader")
 	}
 	// Unchanged within wait: 200 with the same term.
-	r := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/lp?term=0&wait=1s")
+	r := car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/lp?term=0&wait=1s")
 	if r.Body["leader"] == nil {
 		t.Fatalf("long-poll with an old term: %s", r.Raw)
 	}
@@ -250,20 +251,20 @@ func TestThousandSubscribersOneWatch(t *testing.T) {
 		t.Skip("counts watches on one server")
 	}
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	campaign(t, car, "crowd", "c1", "ttl=60s")
 	campaign(t, car, "crowd", "c2", "ttl=60s")
 
-	first := car.openStream(t, "/v1/elections/crowd/events")
-	first.next(t, 5*time.Second)
+	first := car.OpenStream(t, "/v1/elections/crowd/events")
+	first.Next(t, 5*time.Second)
 	one := zktest.WatchedPaths(t, zkc.Server(0), root+"/elections/crowd")
 
-	streams := make([]*stream, 0, 999)
+	streams := make([]*sidecartest.Stream, 0, 999)
 	for range 999 {
-		streams = append(streams, car.openStream(t, "/v1/elections/crowd/events"))
+		streams = append(streams, car.OpenStream(t, "/v1/elections/crowd/events"))
 	}
 	for _, s := range streams {
-		if ev := s.next(t, 10*time.Second); ev.Name != "leader" {
+		if ev := s.Next(t, 10*time.Second); ev.Name != "leader" {
 			t.Fatalf("first event %+v", ev)
 		}
 	}
@@ -271,14 +272,14 @@ func TestThousandSubscribersOneWatch(t *testing.T) {
 	if thousand != one {
 		t.Fatalf("watched paths: %d with 1 subscriber, %d with 1000", one, thousand)
 	}
-	m := car.must(t, http.StatusOK, http.MethodGet, "/metrics")
+	m := car.Must(t, http.StatusOK, http.MethodGet, "/metrics")
 	if !strings.Contains(string(m.Raw), "coord_election_watched 1\n") {
 		t.Fatal("coord_election_watched is not 1 with 1000 subscribers on one election")
 	}
 	// A change reaches all of them.
 	campaign(t, car, "crowd", "c3", "ttl=60s")
 	for _, s := range append(streams, first) {
-		ev := s.next(t, 10*time.Second)
+		ev := s.Next(t, 10*time.Second)
 		if len(ev.Data["candidates"].([]any)) != 3 {
 			t.Fatalf("event after the third candidate: %+v", ev)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -22,7 +23,7 @@ func TestExampleNodeCounterExact(t *testing.T) {
 	}
 	node.need(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	run := func(code int, args ...string) *exampleRun {
 		t.Helper()
 		r := startExample(t, car, 30*time.Second, nil, node.argv("node/counter.mjs", append([]string{"signups"}, args...)...)...)
@@ -39,7 +40,7 @@ func TestExampleNodeCounterExact(t *testing.T) {
 	}
 
 	prints("9223372036854775804", "set", "9223372036854775804")
-	if r := car.must(t, http.StatusOK, http.MethodGet, "/v1/counters/signups"); !strings.Contains(string(r.Raw), `"value":9223372036854775804}`) {
+	if r := car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/signups"); !strings.Contains(string(r.Raw), `"value":9223372036854775804}`) {
 		t.Fatalf("the sidecar holds %s", r.Raw)
 	}
 	prints("9223372036854775803", "add", "-1")

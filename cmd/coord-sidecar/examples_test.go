@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -109,7 +110,7 @@ func (b *syncBuffer) String() string {
 // startExample runs argv with COORD_ADDR pointing at car and env set; the
 // process (and everything it started: it gets a process group of its own) is
 // killed once within has passed, and at the end of the test.
-func startExample(t *testing.T, car *sidecar, within time.Duration, env map[string]string, argv ...string) *exampleRun {
+func startExample(t *testing.T, car *sidecartest.Sidecar, within time.Duration, env map[string]string, argv ...string) *exampleRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -118,7 +119,7 @@ func startExample(t *testing.T, car *sidecar, within time.Duration, env map[stri
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "COORD_ADDR="+car.base)
+	cmd.Env = append(cmd.Env, "COORD_ADDR="+car.Base)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -257,15 +258,15 @@ func exampleAtoi(t *testing.T, s string) int64 {
 // free once the command is done.
 func TestExampleLock(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
 			lock := "example-lock-" + l.name
 			owner := "example-" + l.name
-			held := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?owner=test&ttl=60s")
-			heldToken := num(held.Body["fencingToken"])
+			held := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?owner=test&ttl=60s")
+			heldToken := sidecartest.Num(held.Body["fencingToken"])
 			// The command prints the token it was given, then waits for stdin to close.
 			work := []string{"sh", "-c", `echo "work with token $FENCING_TOKEN"; exec cat`}
 
@@ -279,17 +280,17 @@ func TestExampleLock(t *testing.T) {
 			run := startExample(t, car, 60*time.Second, map[string]string{"WAIT": "30s", "TTL": "30", "OWNER": owner},
 				l.argv(l.lock, append([]string{lock}, work...)...)...)
 			testutil.Eventually(t, 10*time.Second, "the example waits for the lock", func() bool {
-				return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock).Body["waiters"]) == 1
+				return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock).Body["waiters"]) == 1
 			})
-			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/"+lock+"?lease="+str(held.Body["lease"]))
+			car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/"+lock+"?lease="+sidecartest.Str(held.Body["lease"]))
 			token := run.expect(t, `token ([0-9]+)`, 30*time.Second)[1]
 			if exampleAtoi(t, token) <= heldToken {
 				t.Fatalf("token %s after the test's %d", token, heldToken)
 			}
 			run.expect(t, "work with token "+token, 30*time.Second)
-			st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock)
+			st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock)
 			holder, _ := st.Body["holder"].(map[string]any)
-			if holder == nil || fmt.Sprint(num(holder["fencingToken"])) != token || str(holder["owner"]) != owner {
+			if holder == nil || fmt.Sprint(sidecartest.Num(holder["fencingToken"])) != token || sidecartest.Str(holder["owner"]) != owner {
 				t.Fatalf("while the example works: %s, want holder %s with token %s", st.Raw, owner, token)
 			}
 			if err := run.stdin.Close(); err != nil { // the work ends
@@ -297,7 +298,7 @@ func TestExampleLock(t *testing.T) {
 			}
 			run.expect(t, "released", 30*time.Second)
 			run.exit(t, 0, 30*time.Second)
-			if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+			if st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 				t.Fatalf("after the example: %s, want no holder", st.Raw)
 			}
 			if e := run.stderr.String(); e != "" {
@@ -336,21 +337,21 @@ func TestREADMEQuotesLockShAsItIs(t *testing.T) {
 // lease stream closes) although its TTL is long. Another run stops at TIMEOUT.
 func TestExampleFollowElection(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
 			election := "example-election-" + l.name
 			t1 := campaign(t, car, election, "t1", "ttl=60s")
-			term1 := fmt.Sprint(num(t1.Body["term"]))
+			term1 := fmt.Sprint(sidecartest.Num(t1.Body["term"]))
 
 			run := startExample(t, car, 60*time.Second, map[string]string{"EVENTS": "2", "TIMEOUT": "60", "TTL": "60", "VALUE": "example"},
 				l.argv(l.election, election, "ex")...)
 			run.expect(t, "enrolled ex leader false term "+term1, 30*time.Second)
 			run.expect(t, "leader t1 term "+term1, 30*time.Second)
 			campaign(t, car, election, "t2", "ttl=60s") // behind ex: the leader stays
-			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(t1.Body["lease"]))
+			car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+sidecartest.Str(t1.Body["lease"]))
 			term2 := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
 			if exampleAtoi(t, term2) <= exampleAtoi(t, term1) {
 				t.Fatalf("term %s after %s", term2, term1)
@@ -361,9 +362,9 @@ func TestExampleFollowElection(t *testing.T) {
 			// leads well before the TTL could have run out. (How soon after the
 			// stream's end depends on the machine: a busy one took over 10s.)
 			testutil.Eventually(t, 45*time.Second, "t2 alone, the example's lease gone with its stream", func() bool {
-				r := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election+"?wait=10s&term="+term2)
+				r := car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election+"?wait=10s&term="+term2)
 				leader, _ := r.Body["leader"].(map[string]any)
-				return leader != nil && str(leader["candidate"]) == "t2" && len(r.Body["candidates"].([]any)) == 1
+				return leader != nil && sidecartest.Str(leader["candidate"]) == "t2" && len(r.Body["candidates"].([]any)) == 1
 			})
 		})
 		t.Run(l.name+"-timeout", func(t *testing.T) {
@@ -383,13 +384,13 @@ func TestExampleFollowElection(t *testing.T) {
 // that member's weight becomes 3; their membership ends with them.
 func TestExampleThroughputShare(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
 			t.Parallel()
 			group := "example-group-" + l.name
-			car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group, `{"limit":1000}`)
+			car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group, `{"limit":1000}`)
 
 			run := startExample(t, car, 60*time.Second, map[string]string{"EVENTS": "3", "TIMEOUT": "60", "TTL": "60", "WEIGHT": "1"},
 				l.argv(l.throughput, group, "ex")...)
@@ -397,7 +398,7 @@ func TestExampleThroughputShare(t *testing.T) {
 			v1 := exampleAtoi(t, run.expect(t, `share 1000 version ([0-9]+)`, 30*time.Second)[1])
 			t1 := joinTP(t, car, group, "t1", "weight=1")
 			v2 := exampleAtoi(t, run.expect(t, `share 500 version ([0-9]+)`, 30*time.Second)[1])
-			car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.lease, `{"weight":3}`)
+			car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.lease, `{"weight":3}`)
 			v3 := exampleAtoi(t, run.expect(t, `share 250 version ([0-9]+)`, 30*time.Second)[1])
 			if !(v1 < v2 && v2 < v3) {
 				t.Fatalf("versions %d, %d, %d", v1, v2, v3)
@@ -480,9 +481,9 @@ func TestDockerCompose(t *testing.T) {
 // examples are built on the generated client and tested with it.)
 func TestExampleAddressForms(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	httpsURL, caFile, socketPath := addrProxies(t, car)
-	forms := []string{car.m.Addr(), car.base, car.base + "/", httpsURL, "unix:" + socketPath, "unix://" + socketPath}
+	forms := []string{car.M.Addr(), car.Base, car.Base + "/", httpsURL, "unix:" + socketPath, "unix://" + socketPath}
 	for _, l := range exampleLangs {
 		if l.name != "bash" && l.name != "python" {
 			continue
@@ -502,7 +503,7 @@ func TestExampleAddressForms(t *testing.T) {
 				run.expect(t, "work with token "+token, 20*time.Second)
 				run.expect(t, "released", 20*time.Second)
 				run.exit(t, 0, 20*time.Second)
-				if st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
+				if st := c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+lock); st.Body["holder"] != nil {
 					t.Fatalf("COORD_ADDR=%s: after the example %s, want the lock free", addr, st.Raw)
 				}
 				follow := startExample(t, c, 30*time.Second, env, l.argv(l.election, lock, "ex")...)

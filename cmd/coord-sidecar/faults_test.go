@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -24,7 +25,7 @@ import (
 // arrived.
 
 type timedEvent struct {
-	sseEvent
+	sidecartest.Event
 	At time.Time
 }
 
@@ -43,11 +44,11 @@ type eventLog struct {
 
 // followEvents opens an SSE stream on car and logs its events. The stream
 // belongs to t: it is closed, and its reader has returned, by the end of t.
-func followEvents(t testing.TB, car *sidecar, path string) *eventLog {
+func followEvents(t testing.TB, car *sidecartest.Sidecar, path string) *eventLog {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.base+path, nil)
-	resp, err := faultClient.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.Base+path, nil)
+	resp, err := sidecartest.FaultClient.Do(req)
 	if err != nil {
 		cancel()
 		t.Fatalf("GET %s: %v", path, err)
@@ -61,7 +62,7 @@ func followEvents(t testing.TB, car *sidecar, path string) *eventLog {
 	go func() {
 		defer close(l.done)
 		defer resp.Body.Close()
-		err := readEvents(resp.Body, func(ev sseEvent) bool {
+		err := sidecartest.ReadEvents(resp.Body, func(ev sidecartest.Event) bool {
 			l.add(timedEvent{ev, time.Now()})
 			return true
 		})
@@ -141,7 +142,7 @@ func (l *eventLog) names() []string {
 	var out []string
 	for _, ev := range l.evs {
 		name := ev.Name
-		if s := str(ev.Data["state"]); s != "" {
+		if s := sidecartest.Str(ev.Data["state"]); s != "" {
 			name += ":" + s
 		}
 		out = append(out, name)
@@ -150,7 +151,7 @@ func (l *eventLog) names() []string {
 }
 
 func sessionEvent(state string) func(timedEvent) bool {
-	return func(ev timedEvent) bool { return ev.Name == "session" && str(ev.Data["state"]) == state }
+	return func(ev timedEvent) bool { return ev.Name == "session" && sidecartest.Str(ev.Data["state"]) == state }
 }
 
 // ---------------------------------------------------------------------------
@@ -175,7 +176,7 @@ type termBook struct {
 	subNames []string
 }
 
-func (b *termBook) subscribe(t testing.TB, car *sidecar, carName, election string) {
+func (b *termBook) subscribe(t testing.TB, car *sidecartest.Sidecar, carName, election string) {
 	t.Helper()
 	l := followEvents(t, car, "/v1/elections/"+election+"/events")
 	b.mu.Lock()
@@ -185,29 +186,29 @@ func (b *termBook) subscribe(t testing.TB, car *sidecar, carName, election strin
 }
 
 // candidacy records a candidacy answer (201) that says its candidate leads.
-func (b *termBook) candidacy(source string, r *response) {
+func (b *termBook) candidacy(source string, r *sidecartest.Response) {
 	if r == nil || r.Status != http.StatusCreated || r.Body["leader"] != true {
 		return
 	}
 	b.mu.Lock()
-	b.seen = append(b.seen, leaderSeen{Source: source, Term: num(r.Body["term"]), Candidate: str(r.Body["candidate"]), At: time.Now()})
+	b.seen = append(b.seen, leaderSeen{Source: source, Term: sidecartest.Num(r.Body["term"]), Candidate: sidecartest.Str(r.Body["candidate"]), At: time.Now()})
 	b.mu.Unlock()
 }
 
 // eventLeader reads the leader of an election event (ok false when nobody leads or
 // the sidecar is suspended).
-func eventLeader(ev sseEvent) (term int64, candidate string, ok bool) {
+func eventLeader(ev sidecartest.Event) (term int64, candidate string, ok bool) {
 	leader, _ := ev.Data["leader"].(map[string]any)
 	if ev.Name != "leader" || leader == nil {
 		return 0, "", false
 	}
-	return num(leader["term"]), str(leader["candidate"]), true
+	return sidecartest.Num(leader["term"]), sidecartest.Str(leader["candidate"]), true
 }
 
 // leads matches a `leader` event that names candidate as the leader.
 func leads(candidate string) func(timedEvent) bool {
 	return func(ev timedEvent) bool {
-		_, c, ok := eventLeader(ev.sseEvent)
+		_, c, ok := eventLeader(ev.Event)
 		return ok && c == candidate
 	}
 }
@@ -224,7 +225,7 @@ func (b *termBook) verify(t *testing.T) int {
 	for i, l := range subs {
 		var last int64
 		for _, ev := range l.events() {
-			term, cand, ok := eventLeader(ev.sseEvent)
+			term, cand, ok := eventLeader(ev.Event)
 			if !ok {
 				continue
 			}
@@ -257,7 +258,7 @@ func (b *termBook) verify(t *testing.T) int {
 // with requeue (LeaderSelector-style turns). Candidates whose lease was lost
 // campaign again under a new lease and a new id.
 type electionChurn struct {
-	cars    []*sidecar
+	cars    []*sidecartest.Sidecar
 	name    string
 	book    *termBook
 	timeout time.Duration
@@ -279,7 +280,7 @@ type churnCandidate struct {
 // (it is unavailable: the caller tries again later).
 func (c *electionChurn) enrol(i int) bool {
 	car := c.cars[i]
-	l, err := car.faultCall(c.timeout, http.MethodPost, "/v1/leases?ttl=10m")
+	l, err := car.FaultCall(c.timeout, http.MethodPost, "/v1/leases?ttl=10m")
 	if err != nil {
 		c.fail("lease on sidecar %d: %v", i, err)
 		return false
@@ -288,12 +289,12 @@ func (c *electionChurn) enrol(i int) bool {
 	if l.Status != http.StatusCreated {
 		return false
 	}
-	lease := str(l.Body["lease"])
+	lease := sidecartest.Str(l.Body["lease"])
 	c.mu.Lock()
 	c.generated++
 	id := fmt.Sprintf("car%d-c%d", i, c.generated)
 	c.mu.Unlock()
-	r, err := car.faultCall(c.timeout, http.MethodPost, "/v1/elections/"+c.name+"/candidates?id="+id+"&lease="+lease)
+	r, err := car.FaultCall(c.timeout, http.MethodPost, "/v1/elections/"+c.name+"/candidates?id="+id+"&lease="+lease)
 	if err != nil {
 		c.fail("campaign %s: %v", id, err)
 		return false
@@ -301,7 +302,7 @@ func (c *electionChurn) enrol(i int) bool {
 	c.count("POST candidate", r)
 	c.book.candidacy("campaign answer", r)
 	if r.Status != http.StatusCreated {
-		_, _ = car.faultCall(c.timeout, http.MethodDelete, "/v1/leases/"+lease)
+		_, _ = car.FaultCall(c.timeout, http.MethodDelete, "/v1/leases/"+lease)
 		return false
 	}
 	c.mu.Lock()
@@ -339,7 +340,7 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 			known = append(known, id)
 		}
 		c.mu.Unlock()
-		r, err := car.faultCall(c.timeout, http.MethodGet, "/v1/elections/"+c.name)
+		r, err := car.FaultCall(c.timeout, http.MethodGet, "/v1/elections/"+c.name)
 		if err != nil {
 			c.fail("read election: %v", err)
 			continue
@@ -353,7 +354,7 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 		// ended with its session (only this loop resigns candidates).
 		present := map[string]bool{}
 		for _, x := range r.Body["candidates"].([]any) {
-			present[str(x.(map[string]any)["candidate"])] = true
+			present[sidecartest.Str(x.(map[string]any)["candidate"])] = true
 		}
 		c.mu.Lock()
 		for _, id := range known {
@@ -368,7 +369,7 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 		var cand *churnCandidate
 		id := ""
 		if leader != nil {
-			id = str(leader["candidate"])
+			id = sidecartest.Str(leader["candidate"])
 			cand = c.cands[id]
 		}
 		live := len(c.cands)
@@ -382,7 +383,7 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 			pause(20 * time.Millisecond)
 			continue
 		}
-		res, err := c.cars[cand.car].faultCall(c.timeout, http.MethodDelete,
+		res, err := c.cars[cand.car].FaultCall(c.timeout, http.MethodDelete,
 			"/v1/elections/"+c.name+"/candidates/"+id+"?lease="+cand.lease+"&requeue=true")
 		if err != nil {
 			c.fail("resign %s: %v", id, err)
@@ -450,9 +451,9 @@ func TestFaultsOnEnsemble(t *testing.T) {
 	}
 	zkc := zktest.StartEnsemble(t, 3)
 	root := zktest.Root(t)
-	var cars []*sidecar
+	var cars []*sidecartest.Sidecar
 	for range 3 {
-		cars = append(cars, startSidecar(t, zkc.Servers(), root, "--session-timeout", "4s"))
+		cars = append(cars, sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s"))
 	}
 	book := &termBook{}
 	for i, car := range cars {
@@ -561,12 +562,12 @@ var cutFaults = []struct {
 
 // cutOffPair starts a sidecar behind a fault proxy to ZooKeeper (with the given
 // session timeout) and another one straight on ZooKeeper, both under one root.
-func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faultproxy.Proxy, *sidecar, *sidecar) {
+func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faultproxy.Proxy, *sidecartest.Sidecar, *sidecartest.Sidecar) {
 	t.Helper()
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", sessionTimeout)
-	return proxy, cut, startSidecar(t, zkc.Servers(), root)
+	cut := sidecartest.Start(t, []string{proxy.Addr()}, root, "--session-timeout", sessionTimeout)
+	return proxy, cut, sidecartest.Start(t, zkc.Servers(), root)
 }
 
 // A cut shorter than the session timeout: the cut-off sidecar keeps its session
@@ -581,27 +582,27 @@ func TestShortCutKeepsGrants(t *testing.T) {
 
 			sess := followEvents(t, cut, "/v1/session/events")
 			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-			before := str(cut.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
-			lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-			g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
-			token := num(g.Body["fencingToken"])
+			before := sidecartest.Str(cut.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
+			token := sidecartest.Num(g.Body["fencingToken"])
 			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
 			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
 
-			waiter := make(chan *response, 1)
+			waiter := make(chan *sidecartest.Response, 1)
 			go func() {
-				r, err := other.faultCall(60*time.Second, http.MethodPost, "/v1/locks/kept?wait=45s&owner=waiter")
+				r, err := other.FaultCall(60*time.Second, http.MethodPost, "/v1/locks/kept?wait=45s&owner=waiter")
 				if err != nil {
-					r = &response{Status: -1, Raw: []byte(err.Error())}
+					r = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 				}
 				waiter <- r
 			}()
 			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-				return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 1
+				return sidecartest.Num(other.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 1
 			})
 			holderToken := func() int64 {
-				h, _ := other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["holder"].(map[string]any)
-				return num(h["fencingToken"])
+				h, _ := other.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["holder"].(map[string]any)
+				return sidecartest.Num(h["fencingToken"])
 			}
 
 			start := time.Now()
@@ -611,8 +612,8 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			}
 			// The fault lasts as long as this try takes (1.5s): another client on the
 			// other sidecar is refused the lock held by the cut-off sidecar.
-			r := other.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/kept?wait=1500ms&owner=other")
-			if h, _ := r.Body["holder"].(map[string]any); num(h["fencingToken"]) != token {
+			r := other.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/kept?wait=1500ms&owner=other")
+			if h, _ := r.Body["holder"].(map[string]any); sidecartest.Num(h["fencingToken"]) != token {
 				t.Fatalf("during the cut the holder is %s, want token %d", r.Raw, token)
 			}
 			if got := holderToken(); got != token {
@@ -626,12 +627,12 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			}
 			sess.awaitEvent(t, 10*time.Second, "reconnected", sessionEvent("reconnected"))
 			for _, ev := range sess.events() {
-				if str(ev.Data["state"]) == "lost" {
+				if sidecartest.Str(ev.Data["state"]) == "lost" {
 					t.Fatalf("session events %v: lost on a cut of %s", sess.names(), cutFor)
 				}
 			}
-			cut.waitReady(t)
-			if after := str(cut.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
+			cut.WaitReady(t)
+			if after := sidecartest.Str(cut.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
 				t.Fatalf("session changed from %s to %s", before, after)
 			}
 			if got := holderToken(); got != token {
@@ -640,7 +641,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			if ev := leaseEvents.pending(); len(ev) != 0 {
 				t.Fatalf("lease stream after a short cut: %+v", ev)
 			}
-			holds := cut.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any)
+			holds := cut.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any)
 			if len(holds) != 1 {
 				t.Fatalf("the lease holds %v after the cut", holds)
 			}
@@ -650,10 +651,10 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			default:
 			}
 			// Released by its holder, the lock goes to the waiter with a higher token.
-			cut.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
+			cut.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
 			select {
 			case r := <-waiter:
-				if r.Status != http.StatusCreated || num(r.Body["fencingToken"]) <= token {
+				if r.Status != http.StatusCreated || sidecartest.Num(r.Body["fencingToken"]) <= token {
 					t.Fatalf("waiter after the release: %d %s", r.Status, r.Raw)
 				}
 			case <-time.After(10 * time.Second):
@@ -686,9 +687,9 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			sess := followEvents(t, cut, "/v1/session/events")
 			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-			lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-			g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
-			token := num(g.Body["fencingToken"])
+			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
+			token := sidecartest.Num(g.Body["fencingToken"])
 			if ok, _ := res.write(token); !ok {
 				t.Fatal("first write refused")
 			}
@@ -705,17 +706,17 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			}
 
 			type grant struct {
-				r   *response
+				r   *sidecartest.Response
 				at  time.Time // when the answer arrived
 				err error
 			}
 			granted := make(chan grant, 1)
 			go func() {
-				r, err := other.faultCall(60*time.Second, http.MethodPost, "/v1/locks/taken?wait=45s&owner=survivor")
+				r, err := other.FaultCall(60*time.Second, http.MethodPost, "/v1/locks/taken?wait=45s&owner=survivor")
 				granted <- grant{r: r, at: time.Now(), err: err}
 			}()
 			testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-				return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/taken").Body["waiters"]) == 1
+				return sidecartest.Num(other.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/taken").Body["waiters"]) == 1
 			})
 
 			start := time.Now()
@@ -730,7 +731,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			if gr.err != nil || gr.r.Status != http.StatusCreated {
 				t.Fatalf("the other sidecar's waiter: %v %+v", gr.err, gr.r)
 			}
-			acquiredAt, err := time.Parse(time.RFC3339Nano, str(gr.r.Body["acquiredAt"]))
+			acquiredAt, err := time.Parse(time.RFC3339Nano, sidecartest.Str(gr.r.Body["acquiredAt"]))
 			if err != nil {
 				t.Fatalf("acquiredAt: %v", err)
 			}
@@ -741,7 +742,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 				t.Errorf("the cut-off sidecar reported lost at %s, after the other sidecar was granted at %s",
 					lost.At.Format(time.StampMicro), acquiredAt.Format(time.StampMicro))
 			}
-			newToken := num(gr.r.Body["fencingToken"])
+			newToken := sidecartest.Num(gr.r.Body["fencingToken"])
 			if newToken <= token {
 				t.Errorf("new token %d not above the lost one %d", newToken, token)
 			}
@@ -764,7 +765,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			// The cut-off sidecar's own subscriber never saw c1 lead once it was
 			// suspended or lost: its last c1 event precedes lost.
 			for _, ev := range book.subs[0].events() {
-				if _, c, ok := eventLeader(ev.sseEvent); ok && c == "c1" && ev.At.After(lost.At) {
+				if _, c, ok := eventLeader(ev.Event); ok && c == "c1" && ev.At.After(lost.At) {
 					t.Errorf("the cut-off sidecar showed c1 leading at %s, after lost at %s", ev.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
 				}
 			}
@@ -774,11 +775,11 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			// whose subscriber sees c2 with the new term.
 			proxy.Restore()
 			sess.awaitEvent(t, 20*time.Second, "lost", sessionEvent("lost"))
-			cut.waitReady(t)
+			cut.WaitReady(t)
 			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", leads("c2"))
-			cut.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
-			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+str(gr.r.Body["lease"]))
-			other.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+str(c2.Body["lease"]))
+			cut.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+			other.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+sidecartest.Str(gr.r.Body["lease"]))
+			other.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+sidecartest.Str(c2.Body["lease"]))
 			book.verify(t)
 			t.Logf("session events on the cut-off sidecar: %v", sess.names())
 		})
@@ -797,10 +798,10 @@ func awaitLostHolds(t *testing.T, leaseEvents *eventLog, kinds ...string) timedE
 	var last timedEvent
 	for len(want) > 0 {
 		ev := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name != "lease" })
-		if ev.Name != "lost-hold" || !want[str(ev.Data["kind"])] {
+		if ev.Name != "lost-hold" || !want[sidecartest.Str(ev.Data["kind"])] {
 			t.Fatalf("lease stream: %s %v, want lost-hold of one of %v", ev.Name, ev.Data, want)
 		}
-		delete(want, str(ev.Data["kind"]))
+		delete(want, sidecartest.Str(ev.Data["kind"]))
 		last = ev
 	}
 	return last
@@ -811,16 +812,16 @@ func awaitLostHolds(t *testing.T, leaseEvents *eventLog, kinds ...string) timedE
 func neverLost(t *testing.T, sess *eventLog, when string) {
 	t.Helper()
 	for _, ev := range sess.events() {
-		if str(ev.Data["state"]) == "lost" {
+		if sidecartest.Str(ev.Data["state"]) == "lost" {
 			t.Fatalf("session events %v: lost %s", sess.names(), when)
 		}
 	}
 }
 
 // campaignOn enrols a candidate and returns the 201 answer.
-func campaignOn(t *testing.T, car *sidecar, election, id, query string) *response {
+func campaignOn(t *testing.T, car *sidecartest.Sidecar, election, id, query string) *sidecartest.Response {
 	t.Helper()
-	r, err := car.faultCall(10*time.Second, http.MethodPost, fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query))
+	r, err := car.FaultCall(10*time.Second, http.MethodPost, fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query))
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("campaign %s: %v %+v", id, err, r)
 	}

@@ -7,12 +7,9 @@ package main
 // faults in faults_test.go.
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,43 +23,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
-
-// faultClient is the HTTP client of the fault and load tests: its own pool, large
-// enough that concurrent clients keep their connections instead of churning
-// through ephemeral ports. Every request through it carries its own deadline.
-var faultClient = &http.Client{Transport: &http.Transport{
-	Proxy:               nil,
-	DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-	MaxIdleConns:        512,
-	MaxIdleConnsPerHost: 128,
-	IdleConnTimeout:     30 * time.Second,
-}}
-
-// errRequestTimeout marks a request that got no answer within its client timeout.
-var errRequestTimeout = errors.New("no answer within the client timeout")
-
-// call sends one request bounded by timeout through faultClient and decodes a
-// JSON answer. It never calls t.Fatal (safe from goroutines); a request that is
-// not answered in time returns an error wrapping errRequestTimeout.
-func (s *sidecar) faultCall(timeout time.Duration, method, path string) (*response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	r, err := doWith(ctx, faultClient, s.base, method, path, nil)
-	if err != nil && ctx.Err() != nil {
-		return nil, fmt.Errorf("%s %s: %w (%v)", method, path, errRequestTimeout, err)
-	}
-	return r, err
-}
-
-// problemType is the short name of a problem document's type ("" if none).
-func problemType(r *response) string {
-	if r == nil {
-		return ""
-	}
-	return strings.TrimPrefix(str(r.Body["type"]), "https://coord-sidecar.dev/problems/")
-}
 
 // ---------------------------------------------------------------------------
 // The fenced resource.
@@ -257,7 +220,7 @@ func TestLockModelRejectsOverlapsAndStaleTokens(t *testing.T) {
 // target grants were made (or the deadline passes), each writing to the fenced
 // resource while it holds the lock.
 type lockWorkload struct {
-	cars    []*sidecar
+	cars    []*sidecartest.Sidecar
 	lock    string
 	clients int
 	target  int64
@@ -293,13 +256,13 @@ func (o *outcomes) fail(format string, args ...any) {
 	}
 }
 
-func (o *outcomes) count(what string, r *response) {
+func (o *outcomes) count(what string, r *sidecartest.Response) {
 	o.omu.Lock()
 	defer o.omu.Unlock()
 	if o.answers == nil {
 		o.answers = map[string]int{}
 	}
-	o.answers[fmt.Sprintf("%s %d %s", what, r.Status, problemType(r))]++
+	o.answers[fmt.Sprintf("%s %d %s", what, r.Status, sidecartest.ProblemType(r))]++
 }
 
 // snapshot returns the answers as sorted "kind: count" lines, and the failures.
@@ -353,7 +316,7 @@ func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 		default:
 		}
 		call := time.Now()
-		r, err := car.faultCall(w.timeout, http.MethodPost, acquire)
+		r, err := car.FaultCall(w.timeout, http.MethodPost, acquire)
 		if err != nil {
 			// No answer: the one outcome the contract does not allow.
 			w.fail("client %d: acquire: %v", c, err)
@@ -384,8 +347,8 @@ func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 // holdAndRelease records client c's grant r (asked for at call), writes to the
 // fenced resource under it and releases it. It reports whether the client
 // goes on.
-func (w *lockWorkload) holdAndRelease(c int, car *sidecar, r *response, call time.Time) bool {
-	token, lease := num(r.Body["fencingToken"]), str(r.Body["lease"])
+func (w *lockWorkload) holdAndRelease(c int, car *sidecartest.Sidecar, r *sidecartest.Response, call time.Time) bool {
+	token, lease := sidecartest.Num(r.Body["fencingToken"]), sidecartest.Str(r.Body["lease"])
 	granted := time.Now()
 	w.hist.add("acquire", c, token, call, w.hist.since(granted))
 	w.granted.Add(1)
@@ -405,7 +368,7 @@ func (w *lockWorkload) holdAndRelease(c int, car *sidecar, r *response, call tim
 	fenced := !first || !last
 
 	relCall := time.Now()
-	d, err := car.faultCall(w.timeout, http.MethodDelete, "/v1/locks/"+w.lock+"?lease="+lease)
+	d, err := car.FaultCall(w.timeout, http.MethodDelete, "/v1/locks/"+w.lock+"?lease="+lease)
 	switch {
 	case err != nil:
 		w.fail("client %d: release of token %d: %v", c, token, err)
@@ -472,9 +435,9 @@ func (w *lockWorkload) verify(t *testing.T) {
 func TestFencedLockNoFault(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	var cars []*sidecar
+	var cars []*sidecartest.Sidecar
 	for range 3 {
-		cars = append(cars, startSidecar(t, zkc.Servers(), root))
+		cars = append(cars, sidecartest.Start(t, zkc.Servers(), root))
 	}
 	w := &lockWorkload{cars: cars, lock: "fenced", clients: 24, target: 600,
 		wait: 10 * time.Second, timeout: 30 * time.Second, deadline: time.Now().Add(2 * time.Minute)}

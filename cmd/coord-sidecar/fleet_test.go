@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -33,18 +34,18 @@ func TestFleetHandsOneLockThroughEverySidecar(t *testing.T) {
 	start := time.Now()
 	servers := zktest.SharedEnsemble(t).Servers()
 	root := zktest.Root(t)
-	fleet := make([]*sidecar, fleetSize)
+	fleet := make([]*sidecartest.Sidecar, fleetSize)
 	var wg sync.WaitGroup
 	for i := range fleet {
 		wg.Add(1)
 		go func() { // each on one server of the ensemble, as replicas spread
 			defer wg.Done()
-			fleet[i] = runSidecar(t, []string{servers[i%len(servers)]}, root, "--session-timeout", "10s")
+			fleet[i] = sidecartest.Run(t, []string{servers[i%len(servers)]}, root, "--session-timeout", "10s")
 		}()
 	}
 	wg.Wait()
 	for _, s := range fleet {
-		s.waitReady(t)
+		s.WaitReady(t)
 	}
 	t.Logf("%d sidecars ready in %v", fleetSize, time.Since(start))
 
@@ -60,30 +61,30 @@ func TestFleetHandsOneLockThroughEverySidecar(t *testing.T) {
 	)
 	leases := make([]string, fleetSize)
 	for i, s := range fleet {
-		leases[i] = str(s.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=600s").Body["lease"])
+		leases[i] = sidecartest.Str(s.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=600s").Body["lease"])
 	}
 	// hold records a grant, checks it is the only holder, and releases it.
-	hold := func(i int, resp *response) {
+	hold := func(i int, resp *sidecartest.Response) {
 		if n := holders.Add(1); n != 1 {
 			failed <- fmt.Sprintf("sidecar %d granted while %d others hold the lock", i, n-1)
 		}
 		mu.Lock()
-		grants = append(grants, grant{owner: str(resp.Body["owner"]), token: num(resp.Body["fencingToken"])})
+		grants = append(grants, grant{owner: sidecartest.Str(resp.Body["owner"]), token: sidecartest.Num(resp.Body["fencingToken"])})
 		mu.Unlock()
 		holders.Add(-1)
-		if r, err := fleet[i].faultCall(time.Minute, http.MethodDelete, "/v1/locks/fleet?lease="+leases[i]); err != nil || r.Status != http.StatusNoContent {
+		if r, err := fleet[i].FaultCall(time.Minute, http.MethodDelete, "/v1/locks/fleet?lease="+leases[i]); err != nil || r.Status != http.StatusNoContent {
 			failed <- fmt.Sprintf("sidecar %d's release: %v %v", i, r, err)
 		}
 	}
 
-	first := fleet[0].must(t, http.StatusCreated, http.MethodPost, "/v1/locks/fleet?owner=s0&lease="+leases[0])
+	first := fleet[0].Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/fleet?owner=s0&lease="+leases[0])
 	var waiting sync.WaitGroup
 	for i := 1; i < fleetSize; i++ {
 		waiting.Add(1)
 		go func() {
 			defer waiting.Done()
 			path := fmt.Sprintf("/v1/locks/fleet?wait=300s&owner=s%d&lease=%s", i, leases[i])
-			resp, err := fleet[i].faultCall(6*time.Minute, http.MethodPost, path)
+			resp, err := fleet[i].FaultCall(6*time.Minute, http.MethodPost, path)
 			if err != nil || resp.Status != http.StatusCreated {
 				failed <- fmt.Sprintf("sidecar %d's acquire: %v %v", i, resp, err)
 				return
@@ -91,7 +92,7 @@ func TestFleetHandsOneLockThroughEverySidecar(t *testing.T) {
 			hold(i, resp)
 		}()
 		testutil.Eventually(t, time.Minute, fmt.Sprintf("waiter %d in line", i), func() bool {
-			return num(fleet[i].must(t, http.StatusOK, http.MethodGet, "/v1/locks/fleet").Body["waiters"]) == int64(i)
+			return sidecartest.Num(fleet[i].Must(t, http.StatusOK, http.MethodGet, "/v1/locks/fleet").Body["waiters"]) == int64(i)
 		})
 	}
 	t.Logf("%d waiters in line after %v", fleetSize-1, time.Since(start))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -20,18 +21,18 @@ func groupSummary(body map[string]any) string {
 	var parts []string
 	for _, m := range ms {
 		mm, _ := m.(map[string]any)
-		parts = append(parts, str(mm["id"])+"="+str(mm["value"]))
+		parts = append(parts, sidecartest.Str(mm["id"])+"="+sidecartest.Str(mm["value"]))
 	}
 	return strings.Join(parts, " ")
 }
 
 // awaitGroup reads a group stream until a state whose summary is want; the
 // event ids and versions strictly increase on the way.
-func awaitGroup(t testing.TB, st *stream, last *int64, want string, within time.Duration) map[string]any {
+func awaitGroup(t testing.TB, st *sidecartest.Stream, last *int64, want string, within time.Duration) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		ev := st.next(t, time.Until(deadline))
+		ev := st.Next(t, time.Until(deadline))
 		if ev.Name != "group" {
 			t.Fatalf("unexpected event %+v", ev)
 		}
@@ -53,46 +54,46 @@ func awaitGroup(t testing.TB, st *stream, last *int64, want string, within time.
 func TestGroupMembership(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	const g = "workers"
-	st := b.openStream(t, "/v1/groups/"+g+"/events")
+	st := b.OpenStream(t, "/v1/groups/"+g+"/events")
 	var lastID int64
 	awaitGroup(t, st, &lastID, "", 5*time.Second)
 
-	l1 := str(a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"10.0.0.1:80"}`).Body["lease"])
-	l2 := str(b.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w2&ttl=30s", `{"value":"10.0.0.2:80"}`).Body["lease"])
-	r := a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w3&ttl=30s", `{"value":"c"}`)
-	l3 := str(r.Body["lease"])
+	l1 := sidecartest.Str(a.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"10.0.0.1:80"}`).Body["lease"])
+	l2 := sidecartest.Str(b.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w2&ttl=30s", `{"value":"10.0.0.2:80"}`).Body["lease"])
+	r := a.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=w3&ttl=30s", `{"value":"c"}`)
+	l3 := sidecartest.Str(r.Body["lease"])
 	awaitGroup(t, st, &lastID, "w1=10.0.0.1:80 w2=10.0.0.2:80 w3=c", 5*time.Second)
-	b.send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"x"}`)
-	a.send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"10.0.0.1:80"}`)
+	b.Send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"x"}`)
+	a.Send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=w1&ttl=30s", `{"value":"10.0.0.1:80"}`)
 
-	for _, car := range []*sidecar{a, b} {
-		got := car.must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g)
+	for _, car := range []*sidecartest.Sidecar{a, b} {
+		got := car.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g)
 		if s := groupSummary(got.Body); s != "w1=10.0.0.1:80 w2=10.0.0.2:80 w3=c" {
 			t.Fatalf("GET group: %s", got.Raw)
 		}
 	}
-	version := num(a.must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body["version"])
+	version := sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body["version"])
 
 	// A long-poll on the current version answers at the next change: a new value.
 	type answer struct {
-		r   *response
+		r   *sidecartest.Response
 		err error
 	}
 	polled := make(chan answer, 1)
 	go func() {
-		r, err := b.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/groups/%s?version=%d&wait=20s", g, version), nil)
+		r, err := b.Do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/groups/%s?version=%d&wait=20s", g, version), nil)
 		polled <- answer{r, err}
 	}()
-	a.send(t, http.StatusOK, http.MethodPut, "/v1/groups/"+g+"/members/w3?lease="+l3, `{"value":"c2"}`)
+	a.Send(t, http.StatusOK, http.MethodPut, "/v1/groups/"+g+"/members/w3?lease="+l3, `{"value":"c2"}`)
 	select {
 	case p := <-polled:
 		if p.err != nil || p.r.Status != http.StatusOK || groupSummary(p.r.Body) != "w1=10.0.0.1:80 w2=10.0.0.2:80 w3=c2" {
 			t.Fatalf("long-poll: %v %+v", p.err, p.r)
 		}
-		if v := num(p.r.Body["version"]); v <= version {
+		if v := sidecartest.Num(p.r.Body["version"]); v <= version {
 			t.Fatalf("version %d after %d", v, version)
 		}
 	case <-time.After(10 * time.Second):
@@ -100,14 +101,14 @@ func TestGroupMembership(t *testing.T) {
 	}
 	awaitGroup(t, st, &lastID, "w1=10.0.0.1:80 w2=10.0.0.2:80 w3=c2", 5*time.Second)
 	// An unchanged long-poll answers 200 unchanged when wait ends.
-	now := num(a.must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body["version"])
-	if r := a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/groups/%s?version=%d&wait=200ms", g, now)); num(r.Body["version"]) != now {
+	now := sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body["version"])
+	if r := a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/groups/%s?version=%d&wait=200ms", g, now)); sidecartest.Num(r.Body["version"]) != now {
 		t.Fatalf("unchanged long-poll: %s", r.Raw)
 	}
 
 	// A revoked lease's member is gone at once (well before any timeout).
 	start := time.Now()
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l1)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l1)
 	awaitGroup(t, st, &lastID, "w2=10.0.0.2:80 w3=c2", 2*time.Second)
 	t.Logf("a revoked member vanished from another sidecar's stream in %s", time.Since(start).Round(time.Millisecond))
 
@@ -117,19 +118,19 @@ func TestGroupMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitGroup(t, st, &lastID, "w2=10.0.0.2:80 w3=c2 curator-1=from curator", 5*time.Second)
-	a.send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=curator-1", `{}`)
+	a.Send(t, http.StatusConflict, http.MethodPost, "/v1/groups/"+g+"/members?id=curator-1", `{}`)
 	// And a sidecar member is a Curator member: the node is where Curator looks.
 	if data, _, err := conn.Get(root + "/groups/" + g + "/w2"); err != nil || string(data) != "10.0.0.2:80" {
 		t.Fatalf("w2's node: %q %v", data, err)
 	}
 
 	// Leave; an unknown lease and a lease that holds no such member are 404.
-	b.must(t, http.StatusNotFound, http.MethodDelete, "/v1/groups/"+g+"/members/w2?lease=nosuch")
-	b.must(t, http.StatusNotFound, http.MethodDelete, "/v1/groups/"+g+"/members/w3?lease="+l2)
-	b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/"+g+"/members/w2?lease="+l2)
+	b.Must(t, http.StatusNotFound, http.MethodDelete, "/v1/groups/"+g+"/members/w2?lease=nosuch")
+	b.Must(t, http.StatusNotFound, http.MethodDelete, "/v1/groups/"+g+"/members/w3?lease="+l2)
+	b.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/"+g+"/members/w2?lease="+l2)
 	awaitGroup(t, st, &lastID, "w3=c2 curator-1=from curator", 5*time.Second)
 
-	list := a.must(t, http.StatusOK, http.MethodGet, "/v1/groups?prefix=work")
+	list := a.Must(t, http.StatusOK, http.MethodGet, "/v1/groups?prefix=work")
 	if gs, _ := list.Body["groups"].([]any); len(gs) != 1 {
 		t.Fatalf("list: %s", list.Raw)
 	}
@@ -143,15 +144,15 @@ func TestGroupKilledSidecar(t *testing.T) {
 	}
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
 	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "killed"
-	st := a.openStream(t, "/v1/groups/"+g+"/events")
+	st := a.OpenStream(t, "/v1/groups/"+g+"/events")
 	var lastID int64
-	a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=a1", `{"value":"a"}`)
-	p.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=p1", `{"value":"p"}`)
-	p.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=p2", `{"value":"p"}`)
+	a.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=a1", `{"value":"a"}`)
+	p.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=p1", `{"value":"p"}`)
+	p.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/"+g+"/members?id=p2", `{"value":"p"}`)
 	awaitGroup(t, st, &lastID, "a1=a p1=p p2=p", 5*time.Second)
 
 	start := time.Now()
@@ -165,6 +166,6 @@ func TestGroupKilledSidecar(t *testing.T) {
 		t.Fatalf("members vanished after %s, before the session timeout", took)
 	}
 	testutil.Eventually(t, 5*time.Second, "GET agrees", func() bool {
-		return groupSummary(a.must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body) == "a1=a"
+		return groupSummary(a.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+g).Body) == "a1=a"
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -17,45 +18,45 @@ import (
 // with Retry-After at once; when one ends, the next is served.
 func TestConcurrencyCaps(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--max-waiters", "2", "--max-streams", "1")
-	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/capped")
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--max-waiters", "2", "--max-streams", "1")
+	holder := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/capped")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range 2 {
 		go func() {
-			_, _ = car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil)
+			_, _ = car.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/locks/capped?wait=60s&owner=w%d", i), nil)
 		}()
 	}
 	testutil.Eventually(t, 10*time.Second, "two waiters", func() bool {
-		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
+		return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/capped").Body["waiters"]) == 2
 	})
-	r := car.must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
-	if r.Header.Get("Retry-After") == "" || str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
+	r := car.Must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?wait=60s")
+	if r.Header.Get("Retry-After") == "" || sidecartest.Str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
 		t.Fatalf("third waiter: %s %v", r.Raw, r.Header)
 	}
 	// The cap reads the query as the handler does, escapes included.
-	r = car.must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?%77ait=60s")
-	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
+	r = car.Must(t, http.StatusServiceUnavailable, http.MethodPost, "/v1/locks/capped?%77ait=60s")
+	if sidecartest.Str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-long-polls" {
 		t.Fatalf("escaped wait: %s", r.Raw)
 	}
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/capped") // try-once is not a long-poll
 
-	st := car.openStream(t, "/v1/session/events")
-	st.next(t, 5*time.Second)
-	r = car.must(t, http.StatusServiceUnavailable, http.MethodGet, "/v1/session/events")
-	if str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-streams" {
+	st := car.OpenStream(t, "/v1/session/events")
+	st.Next(t, 5*time.Second)
+	r = car.Must(t, http.StatusServiceUnavailable, http.MethodGet, "/v1/session/events")
+	if sidecartest.Str(r.Body["type"]) != "https://coord-sidecar.dev/problems/too-many-streams" {
 		t.Fatalf("second stream: %s", r.Raw)
 	}
-	st.cancel()
-	testutil.Eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.streamStatus("/v1/session/events") == 200 })
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+str(holder.Body["lease"]))
+	st.Cancel()
+	testutil.Eventually(t, 10*time.Second, "a stream slot frees", func() bool { return car.StreamStatus("/v1/session/events") == 200 })
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/capped?lease="+sidecartest.Str(holder.Body["lease"]))
 }
 
 // A client that trickles its headers (slowloris) is cut off at the header timeout.
 func TestSlowlorisIsCutAtHeaderTimeout(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--read-header-timeout", "1s")
-	conn, err := net.Dial("tcp", car.m.Addr())
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--read-header-timeout", "1s")
+	conn, err := net.Dial("tcp", car.M.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,17 +89,4 @@ func TestSlowlorisIsCutAtHeaderTimeout(t *testing.T) {
 			}
 		}
 	}
-}
-
-// streamStatus opens a stream, returns its status code and closes it.
-func (s *sidecar) streamStatus(path string) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode
 }

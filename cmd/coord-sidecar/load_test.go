@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -49,13 +50,13 @@ func openRaw(addr, method, target string) (*rawConn, error) {
 	return &rawConn{c: c, br: bufio.NewReaderSize(c, 1024)}, nil
 }
 
-// answer reads the response head within d.
+// answer reads the sidecartest.Response head within d.
 func (rc *rawConn) answer(method string, d time.Duration) (*http.Response, error) {
 	_ = rc.c.SetReadDeadline(time.Now().Add(d))
 	return http.ReadResponse(rc.br, &http.Request{Method: method})
 }
 
-// firstEvent reads an SSE response's head and its first event's name within d.
+// firstEvent reads an SSE sidecartest.Response's head and its first event's name within d.
 func (rc *rawConn) firstEvent(d time.Duration) (string, error) {
 	resp, err := rc.answer(http.MethodGet, d)
 	if err != nil {
@@ -176,28 +177,28 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	root := zktest.Root(t)
 	// The product's default session timeout (see TestBurstOfLockWaitersKeepsSession
 	// for what a 2s one does under this load).
-	car := startSidecar(t, zkc.Servers(), root, "--session-timeout", "10s")
-	addr := car.m.Addr()
+	car := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "10s")
+	addr := car.M.Addr()
 	zconn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 
-	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/load?owner=holder&ttl=10m")
+	holder := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/load?owner=holder&ttl=10m")
 	leader := campaign(t, car, "load", "c0", "ttl=10m")
 	watched := func(n int) func() bool {
 		return func() bool {
-			return strings.Contains(string(car.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), fmt.Sprintf("coord_election_watched %d\n", n))
+			return strings.Contains(string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), fmt.Sprintf("coord_election_watched %d\n", n))
 		}
 	}
 	settle := func() {
 		http.DefaultClient.CloseIdleConnections()
-		faultClient.CloseIdleConnections()
+		sidecartest.FaultClient.CloseIdleConnections()
 	}
 	// Warm up every path once, so that what is made once per process is there
 	// before the baseline.
 	warm := openMany(t, 1, func(int) (*rawConn, error) { return openRaw(addr, "GET", "/v1/elections/load/events") },
 		func(rc *rawConn) error { _, err := rc.firstEvent(10 * time.Second); return err })
 	closeRaw(warm)
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/load?wait=10ms")
-	car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/elections/load?term=%d&wait=10ms", num(leader.Body["term"])))
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/load?wait=10ms")
+	car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/elections/load?term=%d&wait=10ms", sidecartest.Num(leader.Body["term"])))
 	testutil.Eventually(t, 10*time.Second, "the warm-up stream is gone", watched(0))
 	settle()
 	baseline := measureFootprint()
@@ -206,8 +207,8 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	const goroutineSlack = 10
 	var rounds []footprint
 	for round := 1; round <= 2; round++ {
-		cur, _ := car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/load").Body["leader"].(map[string]any)
-		term := num(cur["term"])
+		cur, _ := car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/load").Body["leader"].(map[string]any)
+		term := sidecartest.Num(cur["term"])
 		start := time.Now()
 		waiters := openMany(t, lockWaiters, func(i int) (*rawConn, error) {
 			return openRaw(addr, "POST", fmt.Sprintf("/v1/locks/load?wait=60s&owner=w%d", i))
@@ -234,7 +235,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 		}
 		defer func() { leave() }()
 		testutil.Eventually(t, 60*time.Second, "1,000 lock waiters in line", func() bool {
-			return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == lockWaiters
+			return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == lockWaiters
 		})
 		peak := measureFootprint()
 		t.Logf("round %d: peak with %d lock waiters, %d election long-polls, %d session and %d election streams, opened in %s: %s",
@@ -242,7 +243,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 
 		// A change of leader answers every election long-poll and reaches every stream.
 		next := campaign(t, car, "load", fmt.Sprintf("c%d", round), "ttl=10m")
-		car.must(t, http.StatusNoContent, http.MethodDelete, fmt.Sprintf("/v1/elections/load/candidates/c%d?lease=%s", round-1, str(leader.Body["lease"])))
+		car.Must(t, http.StatusNoContent, http.MethodDelete, fmt.Sprintf("/v1/elections/load/candidates/c%d?lease=%s", round-1, sidecartest.Str(leader.Body["lease"])))
 		leader = next
 		changed := time.Now()
 		want := fmt.Sprintf(`"candidate":"c%d"`, round)
@@ -270,7 +271,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 		all, waiters, polls, sessions, elections = nil, nil, nil, nil, nil // the test keeps nothing of them
 		left := time.Now()
 		testutil.Eventually(t, 60*time.Second, "every lock waiter's node deleted", func() bool {
-			return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == 0
+			return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/load").Body["waiters"]) == 0
 		})
 		testutil.Eventually(t, 30*time.Second, "the election no longer followed", watched(0))
 		var after footprint
@@ -307,8 +308,8 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	if n := contenders(); len(n) != 2 {
 		t.Fatalf("contender nodes besides the holder and the leader: %v", n)
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+str(holder.Body["lease"]))
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+str(leader.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/load?lease="+sidecartest.Str(holder.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/load/candidates/c2?lease="+sidecartest.Str(leader.Body["lease"]))
 	testutil.Eventually(t, 10*time.Second, "no contender node left", func() bool { return len(contenders()) == 0 })
 }
 
@@ -353,11 +354,11 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	raiseFileLimit(t, 3000)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root, "--session-timeout", "4s")
-	addr := car.m.Addr()
+	car := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s")
+	addr := car.M.Addr()
 	sess := followEvents(t, car, "/v1/session/events")
 	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
 	const n = 1000
 	waiters := openMany(t, n, func(i int) (*rawConn, error) {
 		return openRaw(addr, "POST", fmt.Sprintf("/v1/locks/burst?wait=60s&owner=w%d", i))
@@ -368,7 +369,7 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 		if lost := slices.IndexFunc(sess.events(), sessionEvent("lost")); lost >= 0 {
 			t.Fatalf("the session was given up as lost under the burst (events %v): every grant dropped, the holder's included", sess.names())
 		}
-		if r, err := car.faultCall(10*time.Second, http.MethodGet, "/v1/locks/burst"); err == nil && r.Status == http.StatusOK && num(r.Body["waiters"]) == n {
+		if r, err := car.FaultCall(10*time.Second, http.MethodGet, "/v1/locks/burst"); err == nil && r.Status == http.StatusOK && sidecartest.Num(r.Body["waiters"]) == n {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -24,7 +25,7 @@ func TestMutualExclusionAcrossSidecars(t *testing.T) {
 	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 
 	const clients, rounds = 20, 50
 	var (
@@ -42,7 +43,7 @@ func TestMutualExclusionAcrossSidecars(t *testing.T) {
 			defer wg.Done()
 			car := cars[c%2]
 			for range rounds {
-				r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/locks/counter?wait=60s&ttl=30s&owner=client-%d", c), nil)
+				r, err := car.Do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/locks/counter?wait=60s&ttl=30s&owner=client-%d", c), nil)
 				if err != nil || r.Status != http.StatusCreated {
 					errs <- fmt.Errorf("acquire: %v %v", err, r)
 					return
@@ -54,10 +55,10 @@ func TestMutualExclusionAcrossSidecars(t *testing.T) {
 				time.Sleep(time.Duration(c%3) * 100 * time.Microsecond) // widen the window a race would need
 				counter = v + 1
 				mu.Lock()
-				tokens = append(tokens, num(r.Body["fencingToken"]))
+				tokens = append(tokens, sidecartest.Num(r.Body["fencingToken"]))
 				mu.Unlock()
 				inside.Store(0)
-				d, err := car.do(context.Background(), http.MethodDelete, "/v1/locks/counter?lease="+str(r.Body["lease"]), nil)
+				d, err := car.Do(context.Background(), http.MethodDelete, "/v1/locks/counter?lease="+sidecartest.Str(r.Body["lease"]), nil)
 				if err != nil || d.Status != http.StatusNoContent {
 					errs <- fmt.Errorf("release: %v %v", err, d)
 					return
@@ -94,14 +95,14 @@ func lockNodes(t *testing.T, conn *zk.Conn, root, name string) []string {
 func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder")
+	holder := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder")
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
 	go func() {
-		_, err := car.do(ctx, http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter", nil)
+		_, err := car.Do(ctx, http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter", nil)
 		waited <- err
 	}()
 	testutil.Eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
@@ -110,11 +111,11 @@ func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 		t.Fatalf("waiter: %v, want context.Canceled", err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the waiter's node is deleted", func() bool { return len(lockNodes(t, conn, root, "job")) == 1 })
-	st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/job")
-	if num(st.Body["waiters"]) != 0 || num(st.Body["holder"].(map[string]any)["fencingToken"]) != num(holder.Body["fencingToken"]) {
+	st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/job")
+	if sidecartest.Num(st.Body["waiters"]) != 0 || sidecartest.Num(st.Body["holder"].(map[string]any)["fencingToken"]) != sidecartest.Num(holder.Body["fencingToken"]) {
 		t.Fatalf("after the waiter left: %s", st.Raw)
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+str(holder.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/job?lease="+sidecartest.Str(holder.Body["lease"]))
 	testutil.Eventually(t, 10*time.Second, "no node is left", func() bool { return len(lockNodes(t, conn, root, "job")) == 0 })
 }
 
@@ -123,18 +124,18 @@ func TestDisconnectedWaiterLeavesNoNode(t *testing.T) {
 func TestRevokedLeaseLeavesNoWaiter(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder&ttl=60s")
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	waited := make(chan *response, 1)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/job?owner=holder&ttl=60s")
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	waited := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter&lease="+lease, nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/job?wait=60s&owner=waiter&lease="+lease, nil)
 		waited <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the waiter's node appears", func() bool { return len(lockNodes(t, conn, root, "job")) == 2 })
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 	if n := len(lockNodes(t, conn, root, "job")); n != 1 {
 		t.Fatalf("right after the revoke: %d lock nodes, want the holder's alone", n)
 	}
@@ -146,21 +147,21 @@ func TestRevokedLeaseLeavesNoWaiter(t *testing.T) {
 // A lease that is not kept alive frees its lock within its TTL.
 func TestUnrenewedLeaseFreesLockWithinTTL(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	const ttl = 2 * time.Second
-	lease := car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl="+ttl.String())
-	id := str(lease.Body["lease"])
+	lease := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl="+ttl.String())
+	id := sidecartest.Str(lease.Body["lease"])
 	granted := time.Now()
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?lease="+id)
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/report")
-	r := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?wait=30s&owner=next")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?lease="+id)
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/report")
+	r := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/report?wait=30s&owner=next")
 	freedAfter := time.Since(granted)
 	// The lease ends at grant + TTL; allow one second for the release to reach the waiter.
 	if freedAfter > ttl+time.Second {
 		t.Fatalf("lock freed %s after the grant, TTL %s", freedAfter, ttl)
 	}
-	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/report?lease="+str(r.Body["lease"]))
+	car.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/report?lease="+sidecartest.Str(r.Body["lease"]))
 	t.Logf("freed %s after the grant (TTL %s)", freedAfter.Round(time.Millisecond), ttl)
 }
 
@@ -170,13 +171,13 @@ func TestUnrenewedLeaseFreesLockWithinTTL(t *testing.T) {
 // it from expiring meanwhile, and sees it end as revoked.
 func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	lease := car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=1s")
-	id := str(lease.Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/stream-job?lease="+id)
-	st := car.openStream(t, "/v1/leases/"+id+"/events")
-	first := st.next(t, 5*time.Second)
-	if first.Name != "lease" || str(first.Data["lease"]) != id {
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	lease := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=1s")
+	id := sidecartest.Str(lease.Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/stream-job?lease="+id)
+	st := car.OpenStream(t, "/v1/leases/"+id+"/events")
+	first := st.Next(t, 5*time.Second)
+	if first.Name != "lease" || sidecartest.Str(first.Data["lease"]) != id {
 		t.Fatalf("first event %+v", first)
 	}
 	holds, _ := first.Data["holds"].([]any)
@@ -185,18 +186,18 @@ func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	}
 	// Past the 1s TTL the lease still lives, because the stream is open.
 	time.Sleep(1500 * time.Millisecond)
-	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+	car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
 
-	watch := car.openStream(t, "/v1/leases/"+id+"/events")
-	if ev := watch.next(t, 5*time.Second); ev.Name != "lease" || str(ev.Data["lease"]) != id {
+	watch := car.OpenStream(t, "/v1/leases/"+id+"/events")
+	if ev := watch.Next(t, 5*time.Second); ev.Name != "lease" || sidecartest.Str(ev.Data["lease"]) != id {
 		t.Fatalf("the watch's first event %+v", ev)
 	}
-	got := make(chan *response, 1)
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/stream-job?wait=30s", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/stream-job?wait=30s", nil)
 		got <- r
 	}()
-	st.cancel()
+	st.Cancel()
 	select {
 	case r := <-got:
 		if r == nil || r.Status != http.StatusCreated {
@@ -205,17 +206,17 @@ func TestClosingKeepaliveStreamFreesLock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lock was not freed when the keepalive stream closed")
 	}
-	if ev := watch.next(t, 5*time.Second); ev.Name != "revoked" || str(ev.Data["lease"]) != id {
+	if ev := watch.Next(t, 5*time.Second); ev.Name != "revoked" || sidecartest.Str(ev.Data["lease"]) != id {
 		t.Fatalf("the lease ended with %+v, want revoked (by the stream closing)", ev)
 	}
-	car.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+	car.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
 }
 
 // The sidecar's lock and go-zookeeper's zk.Lock on the same path exclude each other.
 func TestInteropWithGoZookeeperLock(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	lk := zk.NewLock(conn, path.Join(root, "locks", "shared"), zk.WorldACL(zk.PermAll))
 
@@ -223,21 +224,21 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 	if err := lk.Lock(); err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/shared")
+	r := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/shared")
 	if r.Body["holder"] == nil {
 		t.Fatalf("409 without the holder: %s", r.Raw)
 	}
 	// A sidecar waiter is granted when zk.Lock releases.
-	got := make(chan *response, 1)
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/shared?wait=30s", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/shared?wait=30s", nil)
 		got <- r
 	}()
-	testutil.Eventually(t, 10*time.Second, "the sidecar waits", func() bool { return num(car.must(t, 200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the sidecar waits", func() bool { return sidecartest.Num(car.Must(t, 200, "GET", "/v1/locks/shared").Body["waiters"]) == 1 })
 	if err := lk.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	var grant *response
+	var grant *sidecartest.Response
 	select {
 	case grant = <-got:
 		if grant == nil || grant.Status != http.StatusCreated {
@@ -254,7 +255,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 		t.Fatalf("zk.Lock returned (%v) while the sidecar holds the lock", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/shared?lease="+str(grant.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/shared?lease="+sidecartest.Str(grant.Body["lease"]))
 	select {
 	case err := <-locked:
 		if err != nil {
@@ -271,7 +272,7 @@ func TestInteropWithGoZookeeperLock(t *testing.T) {
 func TestOrdersForeignContendersBySequence(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	parent := path.Join(root, "locks", "mixed")
 	for _, p := range []string{root, path.Join(root, "locks"), parent} {
@@ -283,39 +284,39 @@ func TestOrdersForeignContendersBySequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/locks/mixed")
-	if h := r.Body["holder"].(map[string]any); str(h["owner"]) != "kazoo" {
+	r := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/locks/mixed")
+	if h := r.Body["holder"].(map[string]any); sidecartest.Str(h["owner"]) != "kazoo" {
 		t.Fatalf("holder %v, want the kazoo contender", h)
 	}
 	if err := conn.Delete(kazoo, -1); err != nil {
 		t.Fatal(err)
 	}
-	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+str(g.Body["lease"]))
+	g := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/mixed")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/mixed?lease="+sidecartest.Str(g.Body["lease"]))
 }
 
 // A wait longer than the implicit lease's TTL still ends in a grant: the TTL of an
 // implicit lease counts from the answer, not from the start of the wait.
 func TestImplicitLeaseOutlastsLongWait(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	holder := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/long-wait")
-	got := make(chan *response, 1)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	holder := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/long-wait")
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/long-wait?ttl=1s&wait=30s", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/long-wait?ttl=1s&wait=30s", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool {
-		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
+		return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/long-wait").Body["waiters"]) == 1
 	})
 	time.Sleep(1500 * time.Millisecond) // longer than the waiter's 1s TTL
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/long-wait?lease="+str(holder.Body["lease"]))
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/long-wait?lease="+sidecartest.Str(holder.Body["lease"]))
 	select {
 	case r := <-got:
 		if r == nil || r.Status != http.StatusCreated {
 			t.Fatalf("waiter after a wait longer than its TTL: %+v", r)
 		}
-		car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+str(r.Body["lease"]))
+		car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+sidecartest.Str(r.Body["lease"]))
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not granted")
 	}

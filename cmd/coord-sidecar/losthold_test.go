@@ -10,7 +10,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -32,13 +33,13 @@ func TestLostHoldUnderAnOpenParent(t *testing.T) {
 			t.Fatalf("create %s: %v", p, err)
 		}
 	}
-	a := startSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
-	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=30s").Body["lease"])
-	events := a.openStream(t, "/v1/leases/"+lease+"/events")
-	if ev := events.next(t, 10*time.Second); ev.Name != "lease" {
+	a := sidecartest.Start(t, zkc.Servers(), root, "--zk-auth", appAuth)
+	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=30s").Body["lease"])
+	events := a.OpenStream(t, "/v1/leases/"+lease+"/events")
+	if ev := events.Next(t, 10*time.Second); ev.Name != "lease" {
 		t.Fatalf("first event %q", ev.Name)
 	}
-	victim := a.must(t, 201, "POST", "/v1/locks/a-victim?lease="+lease)
+	victim := a.Must(t, 201, "POST", "/v1/locks/a-victim?lease="+lease)
 
 	holders, _, err := anon.Children(root + "/locks/a-victim")
 	if err != nil || len(holders) != 1 {
@@ -48,23 +49,23 @@ func TestLostHoldUnderAnOpenParent(t *testing.T) {
 		t.Fatalf("the anonymous client could not delete the holder's node: %v", err)
 	}
 
-	ev := events.next(t, 10*time.Second)
-	if ev.Name != "lost-hold" || ev.Data["kind"] != "lock" || ev.Data["name"] != "a-victim" || str(ev.Data["reason"]) == "" {
+	ev := events.Next(t, 10*time.Second)
+	if ev.Name != "lost-hold" || ev.Data["kind"] != "lock" || ev.Data["name"] != "a-victim" || sidecartest.Str(ev.Data["reason"]) == "" {
 		t.Fatalf("lease stream after the delete: %q %v", ev.Name, ev.Data)
 	}
-	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+	if holds := a.Must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
 		t.Fatalf("the lease still lists %v", holds)
 	}
-	next := a.must(t, 201, "POST", "/v1/locks/a-victim?ttl=30s")
-	if num(next.Body["fencingToken"]) <= num(victim.Body["fencingToken"]) {
+	next := a.Must(t, 201, "POST", "/v1/locks/a-victim?ttl=30s")
+	if sidecartest.Num(next.Body["fencingToken"]) <= sidecartest.Num(victim.Body["fencingToken"]) {
 		t.Fatalf("next holder's token %v, the lost one's %v", next.Body["fencingToken"], victim.Body["fencingToken"])
 	}
 	if got := metricValue(t, a, `coord_holds_lost_total{kind="lock"}`); got != 1 {
 		t.Fatalf("coord_holds_lost_total{kind=lock} = %v", got)
 	}
 	// The lease itself lives on, and a release of what it lost is not-held.
-	a.must(t, 404, "DELETE", "/v1/locks/a-victim?lease="+lease)
-	a.must(t, 200, "POST", "/v1/leases/"+lease+"/keepalive")
+	a.Must(t, 404, "DELETE", "/v1/locks/a-victim?lease="+lease)
+	a.Must(t, 200, "POST", "/v1/leases/"+lease+"/keepalive")
 }
 
 // Every kind of hold is watched: deleting its node by hand ends it, and the
@@ -73,16 +74,16 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
 	raw := zkClient(t, zkc.Servers(), "")
 	json := []string{"Content-Type", "application/json"}
 	put := func(path, body string) {
 		t.Helper()
-		if r, err := a.do(context.Background(), "PUT", path, strings.NewReader(body), json...); err != nil || r.Status/100 != 2 {
+		if r, err := a.Do(context.Background(), "PUT", path, strings.NewReader(body), json...); err != nil || r.Status/100 != 2 {
 			t.Fatalf("PUT %s: %v %v", path, r, err)
 		}
 	}
-	if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader("job")); err != nil || r.Status != 201 {
+	if r, err := a.Do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader("job")); err != nil || r.Status != 201 {
 		t.Fatalf("enqueue: %v %v", r, err)
 	}
 	put("/v1/throughput/tg", `{"limit":100}`)
@@ -93,35 +94,35 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 		acquire    func(lease string)
 		node       string // a part of the held node's path; with a final $, its end
 	}{
-		{"lock", "lk", func(l string) { a.must(t, 201, "POST", "/v1/locks/lk?lease="+l) }, "/locks/lk/"},
-		{"rwlock", "rw", func(l string) { a.must(t, 201, "POST", "/v1/rwlocks/rw?mode=write&lease="+l) }, "/rwlocks/rw/"},
-		{"semaphore", "sem", func(l string) { a.must(t, 201, "POST", "/v1/semaphores/sem/permits?max=2&lease="+l) }, "/semaphores/sem/"},
-		{"candidate", "el/c1", func(l string) { a.must(t, 201, "POST", "/v1/elections/el/candidates?id=c1&lease="+l) }, "/elections/el/"},
-		{"barrier", "bar", func(l string) { a.must(t, 204, "PUT", "/v1/barriers/bar?lease="+l) }, "/barriers/bar"},
+		{"lock", "lk", func(l string) { a.Must(t, 201, "POST", "/v1/locks/lk?lease="+l) }, "/locks/lk/"},
+		{"rwlock", "rw", func(l string) { a.Must(t, 201, "POST", "/v1/rwlocks/rw?mode=write&lease="+l) }, "/rwlocks/rw/"},
+		{"semaphore", "sem", func(l string) { a.Must(t, 201, "POST", "/v1/semaphores/sem/permits?max=2&lease="+l) }, "/semaphores/sem/"},
+		{"candidate", "el/c1", func(l string) { a.Must(t, 201, "POST", "/v1/elections/el/candidates?id=c1&lease="+l) }, "/elections/el/"},
+		{"barrier", "bar", func(l string) { a.Must(t, 204, "PUT", "/v1/barriers/bar?lease="+l) }, "/barriers/bar"},
 		{"double-barrier", "db/p1", func(l string) {
-			a.must(t, 409, "POST", "/v1/double-barriers/db/participants?id=p1&count=2&wait=0s&lease="+l)
+			a.Must(t, 409, "POST", "/v1/double-barriers/db/participants?id=p1&count=2&wait=0s&lease="+l)
 		}, "/double-barriers/db/"},
-		{"group", "gr/m1", func(l string) { a.must(t, 201, "POST", "/v1/groups/gr/members?id=m1&lease="+l) }, "/groups/gr/"},
+		{"group", "gr/m1", func(l string) { a.Must(t, 201, "POST", "/v1/groups/gr/members?id=m1&lease="+l) }, "/groups/gr/"},
 		{"kv", "leased", func(l string) { put("/v1/kv/leased?lease="+l, "v") }, "/kv/"},
-		{"claim", "q/", func(l string) { a.must(t, 200, "POST", "/v1/queues/q/claims?lease="+l) }, "/claim$"},
-		{"throughput", "tg/m1", func(l string) { a.must(t, 201, "POST", "/v1/throughput/tg/members?id=m1&lease="+l) }, "/throughput/tg/members/"},
-		{"partitions", "pg/w1", func(l string) { a.must(t, 201, "POST", "/v1/partitions/pg/members?id=w1&lease="+l) }, "/members/w1"},
+		{"claim", "q/", func(l string) { a.Must(t, 200, "POST", "/v1/queues/q/claims?lease="+l) }, "/claim$"},
+		{"throughput", "tg/m1", func(l string) { a.Must(t, 201, "POST", "/v1/throughput/tg/members?id=m1&lease="+l) }, "/throughput/tg/members/"},
+		{"partitions", "pg/w1", func(l string) { a.Must(t, 201, "POST", "/v1/partitions/pg/members?id=w1&lease="+l) }, "/members/w1"},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) { checkLostHold(t, a, raw, root, k.kind, k.name, k.node, k.acquire) })
 	}
 
 	// Releases by the lease itself, and the lease's end, are not losses.
-	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	events := a.openStream(t, "/v1/leases/"+lease+"/events")
-	events.next(t, 10*time.Second)
+	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.OpenStream(t, "/v1/leases/"+lease+"/events")
+	events.Next(t, 10*time.Second)
 	for i := 0; i < 20; i++ {
-		a.must(t, 201, "POST", "/v1/locks/own?lease="+lease)
-		a.must(t, 204, "DELETE", "/v1/locks/own?lease="+lease)
+		a.Must(t, 201, "POST", "/v1/locks/own?lease="+lease)
+		a.Must(t, 204, "DELETE", "/v1/locks/own?lease="+lease)
 	}
-	a.must(t, 201, "POST", "/v1/locks/own?lease="+lease)
-	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
-	if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
+	a.Must(t, 201, "POST", "/v1/locks/own?lease="+lease)
+	a.Must(t, 204, "DELETE", "/v1/leases/"+lease)
+	if ev := events.Next(t, 10*time.Second); ev.Name != "revoked" {
 		t.Fatalf("own releases reported: %q %v", ev.Name, ev.Data)
 	}
 	testutil.Eventually(t, 10*time.Second, "no loss counted for own releases", func() bool {
@@ -133,11 +134,11 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 // (the one new ephemeral node whose path has node: a part, or with a final $ its
 // end) with raw, and checks that the lease's stream names the lost hold and the
 // lease no longer lists it.
-func checkLostHold(t *testing.T, a *sidecar, raw *zk.Conn, root, kind, name, node string, acquire func(lease string)) {
+func checkLostHold(t *testing.T, a *sidecartest.Sidecar, raw *zk.Conn, root, kind, name, node string, acquire func(lease string)) {
 	before := zktest.Snapshot(t, raw, root)
-	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	events := a.openStream(t, "/v1/leases/"+lease+"/events")
-	events.next(t, 10*time.Second) // lease
+	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.OpenStream(t, "/v1/leases/"+lease+"/events")
+	events.Next(t, 10*time.Second) // lease
 	acquire(lease)
 	var held []string
 	for _, n := range zktest.Snapshot(t, raw, root) {
@@ -154,16 +155,16 @@ func checkLostHold(t *testing.T, a *sidecar, raw *zk.Conn, root, kind, name, nod
 	if err := raw.Delete(held[0], -1); err != nil {
 		t.Fatal(err)
 	}
-	ev := events.next(t, 10*time.Second)
-	if ev.Name != "lost-hold" || ev.Data["kind"] != kind || !strings.HasPrefix(str(ev.Data["name"]), name) {
+	ev := events.Next(t, 10*time.Second)
+	if ev.Name != "lost-hold" || ev.Data["kind"] != kind || !strings.HasPrefix(sidecartest.Str(ev.Data["name"]), name) {
 		t.Fatalf("after deleting %s: %q %v", held[0], ev.Name, ev.Data)
 	}
-	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+	if holds := a.Must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
 		t.Fatalf("the lease still lists %v", holds)
 	}
 	// The lease's own end releases nothing it lost, and reports nothing more.
-	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
-	if ev := events.next(t, 10*time.Second); ev.Name != "revoked" {
+	a.Must(t, 204, "DELETE", "/v1/leases/"+lease)
+	if ev := events.Next(t, 10*time.Second); ev.Name != "revoked" {
 		t.Fatalf("after the revoke: %q %v", ev.Name, ev.Data)
 	}
 }
@@ -174,10 +175,10 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
 	raw := zkClient(t, zkc.Servers(), "")
 	bin := buildBinary(t)
-	cmd := wrapper(bin, a.m.Addr(), "lock", "wrapped", "--", "sleep", "60")
+	cmd := wrapper(bin, a.M.Addr(), "lock", "wrapped", "--", "sleep", "60")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -206,9 +207,9 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 }
 
 // metricValue reads one series' value from the sidecar's /metrics (0 when absent).
-func metricValue(t testing.TB, car *sidecar, series string) float64 {
+func metricValue(t testing.TB, car *sidecartest.Sidecar, series string) float64 {
 	t.Helper()
-	for _, line := range strings.Split(string(car.must(t, 200, "GET", "/metrics").Raw), "\n") {
+	for _, line := range strings.Split(string(car.Must(t, 200, "GET", "/metrics").Raw), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -227,15 +228,15 @@ func TestAHeldLockCostsOneWatch(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
 	for i := range 10 {
-		a.must(t, 201, "POST", "/v1/locks/w"+strconv.Itoa(i)+"?lease="+lease)
+		a.Must(t, 201, "POST", "/v1/locks/w"+strconv.Itoa(i)+"?lease="+lease)
 	}
 	testutil.Eventually(t, 10*time.Second, "one watched node per held lock", func() bool {
 		return zktest.WatchedPaths(t, zkc.Server(0), root+"/locks") == 10
 	})
-	a.must(t, 204, "DELETE", "/v1/leases/"+lease)
+	a.Must(t, 204, "DELETE", "/v1/leases/"+lease)
 	testutil.Eventually(t, 10*time.Second, "no watch left once released", func() bool {
 		return zktest.WatchedPaths(t, zkc.Server(0), root+"/locks") == 0
 	})
@@ -246,21 +247,21 @@ func TestAHeldLockCostsOneWatch(t *testing.T) {
 func TestLeasedKeyDeletedThroughTheAPIIsALostHold(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
-	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	lease := str(a.must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	events := a.openStream(t, "/v1/leases/"+lease+"/events")
-	events.next(t, 10*time.Second) // lease
-	a.mustPut(t, "/v1/kv/cfg?lease="+lease, []byte("v"), "text/plain")
-	a.must(t, 204, "DELETE", "/v1/kv/cfg")
-	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
+	a := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	events := a.OpenStream(t, "/v1/leases/"+lease+"/events")
+	events.Next(t, 10*time.Second) // lease
+	a.MustPut(t, "/v1/kv/cfg?lease="+lease, []byte("v"), "text/plain")
+	a.Must(t, 204, "DELETE", "/v1/kv/cfg")
+	if holds := a.Must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 0 {
 		t.Fatalf("the lease still lists %v", holds)
 	}
-	if ev := events.next(t, 10*time.Second); ev.Name != "lost-hold" || ev.Data["kind"] != "kv" || ev.Data["name"] != "cfg" {
+	if ev := events.Next(t, 10*time.Second); ev.Name != "lost-hold" || ev.Data["kind"] != "kv" || ev.Data["name"] != "cfg" {
 		t.Fatalf("after the delete: %q %v", ev.Name, ev.Data)
 	}
 	// Written again with the lease, the key is its own again.
-	a.mustPut(t, "/v1/kv/cfg?lease="+lease, []byte("w"), "text/plain")
-	if holds := a.must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 1 {
+	a.MustPut(t, "/v1/kv/cfg?lease="+lease, []byte("w"), "text/plain")
+	if holds := a.Must(t, 200, "GET", "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 1 {
 		t.Fatalf("holds after writing again: %v", holds)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -20,23 +21,23 @@ const opMulti = 14
 func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "20s", "--suspend-wait", "60s")
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "20s", "--suspend-wait", "60s")
 
-	send := func(method, path, body string) *response {
+	send := func(method, path, body string) *sidecartest.Response {
 		t.Helper()
-		var r *response
+		var r *sidecartest.Response
 		var err error
 		if body != "" {
-			r, err = car.do(context.Background(), method, path, strings.NewReader(body), "Content-Type", "text/plain")
+			r, err = car.Do(context.Background(), method, path, strings.NewReader(body), "Content-Type", "text/plain")
 		} else {
-			r, err = car.do(context.Background(), method, path, nil)
+			r, err = car.Do(context.Background(), method, path, nil)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	expect := func(what string, r *response, status int) {
+	expect := func(what string, r *sidecartest.Response, status int) {
 		t.Helper()
 		if r.Status != status {
 			t.Fatalf("%s: %d, want %d: %s", what, r.Status, status, r.Raw)
@@ -52,7 +53,7 @@ func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	}
 	counter := func(what string, want int64) {
 		t.Helper()
-		if v := num(car.must(t, http.StatusOK, http.MethodGet, "/v1/counters/c").Body["value"]); v != want {
+		if v := sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/c").Body["value"]); v != want {
 			t.Fatalf("%s: counter %d, want %d", what, v, want)
 		}
 	}
@@ -79,7 +80,7 @@ func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	proxy.LoseAnswer(opMulti)
 	r := send(http.MethodPost, "/v1/counters/c", "")
 	expect("add, answer lost", r, http.StatusOK)
-	if v := num(r.Body["value"]); v != 2 {
+	if v := sidecartest.Num(r.Body["value"]); v != 2 {
 		t.Fatalf("add, answer lost: answered %d, want 2", v)
 	}
 	counter("add, answer lost", 2)
@@ -118,7 +119,7 @@ func TestWriteWhoseAnswerIsLostIsAnsweredOnce(t *testing.T) {
 	if n := lost("unknown"); n != 0 {
 		t.Fatalf("%v writes of unknown outcome, want 0", n)
 	}
-	if s := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
+	if s := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
 		t.Fatalf("session %s, want connected (the same session)", s)
 	}
 }

@@ -11,7 +11,7 @@
 //	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
 //	coord-sidecar kv get KEY (and the command-line client's other verbs)
 //
-// The subcommands are package ctl (cmd/coord-sidecar/internal/ctl); main only
+// The subcommands are package ctl (internal/ctl); main only
 // dispatches to them.
 package main
 
@@ -20,39 +20,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
 )
-
-// usageHead is the start of `coord-sidecar --help`; the sidecar's flags follow.
-const usageHead = `usage:
-  coord-sidecar [flags]                                   run the sidecar
-  coord-sidecar lock NAME [flags] -- COMMAND ARGS...      run COMMAND while holding the lock NAME
-  coord-sidecar elect NAME --id ID [flags] -- COMMAND...  run COMMAND only while ID leads the election NAME
-  coord-sidecar help                                      this text
-
-The command-line client (values to stdout as stored, problems to stderr):
-%s
-
-'coord-sidecar lock --help', 'coord-sidecar kv get --help' and so on describe
-the subcommands and their flags. The subcommands find the sidecar at --addr or
-COORD_ADDR: http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH; the
-token comes from --token, COORD_TOKEN, --token-file or COORD_TOKEN_FILE.
-
-flags of the sidecar (each also read from the environment variable named):
-`
 
 func main() {
 	if len(os.Args) > 1 {
 		runSubcommand(os.Args[1]) // exits when it is one
 	}
-	startPprof(os.Getenv)
-	m := NewMain()
+	sidecar.StartPprof(os.Getenv)
+	m := sidecar.NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -88,7 +70,7 @@ func main() {
 			switch {
 			case err == nil:
 				os.Exit(0) // the successor serves, named in the pid file
-			case errors.Is(err, errSuccessorLost):
+			case errors.Is(err, sidecar.ErrSuccessorLost):
 				fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
 				os.Exit(1) // nobody serves: for the supervisor to restart
 			}
@@ -103,7 +85,7 @@ func main() {
 		case err := <-m.TakenOver():
 			m.Abandon() // owner.go: another process holds the session now
 			fmt.Fprintln(os.Stderr, "coord-sidecar:", err)
-			os.Exit(exitTakenOver)
+			os.Exit(sidecar.ExitTakenOver)
 		case <-ctx.Done():
 			done = true
 		}
@@ -140,14 +122,7 @@ func runSubcommand(name string) {
 	case ctl.GuardArg:
 		os.Exit(ctl.RunGuard(os.Args[2:]))
 	case "help":
-		_ = NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
+		_ = sidecar.NewMain().ParseFlags([]string{"-h"}, func(string) string { return "" })
 		os.Exit(0)
 	}
-}
-
-// printUsage writes `coord-sidecar --help`: the subcommands, then fs's flags.
-func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, usageHead, ctl.VerbList(""))
-	fs.SetOutput(w)
-	fs.PrintDefaults()
 }

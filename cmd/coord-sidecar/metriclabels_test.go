@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -22,12 +24,12 @@ func TestMadeUpMethodsAndPathsAddNoSeries(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	const token = "metrics-token-0123456789"
-	open := startSidecar(t, zkc.Servers(), root)
-	guarded := startSidecar(t, zkc.Servers(), root, "--token", token)
-	withToken := guarded.as(bearer(token)...)
+	open := sidecartest.Start(t, zkc.Servers(), root)
+	guarded := sidecartest.Start(t, zkc.Servers(), root, "--token", token)
+	withToken := guarded.As(sidecartest.Bearer(token)...)
 
 	type hostile struct {
-		car          *sidecar
+		car          *sidecartest.Sidecar
 		method, path string
 		status       int
 	}
@@ -49,25 +51,25 @@ func TestMadeUpMethodsAndPathsAddNoSeries(t *testing.T) {
 			{withToken, http.MethodDelete, path, http.StatusNotFound},
 		}
 	}
-	sent := map[*Main]int{} // requests sent to each sidecar process
+	sent := map[*sidecar.Main]int{} // requests sent to each sidecar process
 	send := func(i int) {
 		for _, h := range round(i) {
-			r := h.car.doReq(t, h.method, h.path, nil)
+			r := h.car.DoReq(t, h.method, h.path, nil)
 			if r.Status != h.status {
 				t.Fatalf("%.40s %.60s: %d, want %d: %.200s", h.method, h.path, r.Status, h.status, r.Raw)
 			}
-			sent[h.car.m]++
+			sent[h.car.M]++
 		}
 	}
 	// A first scrape, so that /metrics's own series are there from the start;
 	// then one request of each kind.
-	for _, car := range []*sidecar{open, guarded} {
+	for _, car := range []*sidecartest.Sidecar{open, guarded} {
 		scrapeHTTPSeries(t, car)
 	}
 	send(0)
-	first := map[*Main]int{}
-	for _, car := range []*sidecar{open, guarded} {
-		first[car.m] = countedHTTPSeries(t, car, sent[car.m])
+	first := map[*sidecar.Main]int{}
+	for _, car := range []*sidecartest.Sidecar{open, guarded} {
+		first[car.M] = countedHTTPSeries(t, car, sent[car.M])
 	}
 	// 40 more rounds: a label taken from a request would add 40 series per
 	// kind (a bound that grows with the rounds is the same claim at any size).
@@ -75,9 +77,9 @@ func TestMadeUpMethodsAndPathsAddNoSeries(t *testing.T) {
 	for i := 1; i <= rounds; i++ {
 		send(i)
 	}
-	for _, car := range []*sidecar{open, guarded} {
-		if n := countedHTTPSeries(t, car, sent[car.m]); n != first[car.m] {
-			t.Errorf("%s: %d coord_http_ series after %d requests of each kind, %d after one", car.base, n, rounds+1, first[car.m])
+	for _, car := range []*sidecartest.Sidecar{open, guarded} {
+		if n := countedHTTPSeries(t, car, sent[car.M]); n != first[car.M] {
+			t.Errorf("%s: %d coord_http_ series after %d requests of each kind, %d after one", car.Base, n, rounds+1, first[car.M])
 		}
 	}
 }
@@ -89,10 +91,10 @@ var probeOrScrape = regexp.MustCompile(`route="GET /(readyz|healthz|metrics)"`)
 // countedHTTPSeries waits until the sidecar's coord_http_requests_total counts
 // want requests besides probes and scrapes (a request is counted once its answer is
 // written, which a client may see first), then answers its coord_http_ series.
-func countedHTTPSeries(t *testing.T, car *sidecar, want int) int {
+func countedHTTPSeries(t *testing.T, car *sidecartest.Sidecar, want int) int {
 	t.Helper()
 	var series []string
-	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%s counts %d requests", car.base, want), func() bool {
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%s counts %d requests", car.Base, want), func() bool {
 		series = scrapeHTTPSeries(t, car)
 		total := 0.0
 		for _, s := range series {
@@ -121,9 +123,9 @@ func countedHTTPSeries(t *testing.T, car *sidecar, want int) int {
 }
 
 // scrapeHTTPSeries answers the coord_http_ sample lines of the sidecar's /metrics.
-func scrapeHTTPSeries(t *testing.T, car *sidecar) []string {
+func scrapeHTTPSeries(t *testing.T, car *sidecartest.Sidecar) []string {
 	t.Helper()
-	resp, err := car.hc().Get(car.base + "/metrics")
+	resp, err := car.HC().Get(car.Base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

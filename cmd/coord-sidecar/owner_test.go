@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -45,9 +47,9 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 	root := zktest.Root(t)
 	ra := newRestartable(t, zkc.Servers(), root, "2s")
 	a := ra.start(t)
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=120s").Body["lease"])
-	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/copied?owner=a&lease="+lease).Body["fencingToken"])
-	session := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=120s").Body["lease"])
+	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/copied?owner=a&lease="+lease).Body["fencingToken"])
+	session := sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	testutil.Eventually(t, 10*time.Second, "the lease and its lock saved", func() bool {
 		st := ra.savedState(t)
 		return strings.Contains(st, lease) && strings.Contains(st, `"kind":"lock"`)
@@ -71,23 +73,23 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 	}
 	checkTakenOverExit(t, lost, won)
 	otherPid := strconv.Itoa(won.cmd.Process.Pid)
-	w := &sidecar{base: "http://" + won.addr}
-	w.waitReady(t)
-	if got := str(w.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); got != session {
+	w := &sidecartest.Sidecar{Base: "http://" + won.addr}
+	w.WaitReady(t)
+	if got := sidecartest.Str(w.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); got != session {
 		t.Fatalf("the process left serves session %s, want the copied %s", got, session)
 	}
-	st := w.must(t, http.StatusOK, http.MethodGet, "/v1/locks/copied").Body
+	st := w.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/copied").Body
 	// The lock is held by a with its token, unless a suspension of the
 	// take-over lasted until the session could have expired (2/3 of its 2 s
 	// timeout, which a busy machine can reach): then the process reported it
 	// lost, as the contract says, and nobody else holds it.
-	if h, _ := st["holder"].(map[string]any); num(h["fencingToken"]) != token || str(h["owner"]) != "a" {
+	if h, _ := st["holder"].(map[string]any); sidecartest.Num(h["fencingToken"]) != token || sidecartest.Str(h["owner"]) != "a" {
 		if h != nil || !strings.Contains(won.logs(t), "zookeeper session in doubt") {
 			t.Fatalf("the lock after the take-over: %v; want it held by a with token %d (or free, its loss reported at a doubt)", st, token)
 		}
 		t.Logf("the lock was reported lost at a doubt of the session during the take-over; nobody else holds it")
 	}
-	w.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	w.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	conn := zktest.Connect(t, zkc.Servers(), 4*time.Second)
 	rec, _, err := conn.Get(root + "/sessions/" + session)
 	if err != nil || !strings.Contains(string(rec), `"pid":`+otherPid+`,`) || !strings.Contains(string(rec), won.state) {
@@ -106,13 +108,13 @@ func copiedStateFile(t *testing.T, zkc *zktest.Cluster) {
 	}
 }
 
-// checkTakenOverExit fails t unless lost exited exitTakenOver with an error
+// checkTakenOverExit fails t unless lost exited sidecar.ExitTakenOver with an error
 // line naming its state directory and won's (pid, state directory), and won
 // has not exited.
 func checkTakenOverExit(t *testing.T, lost, won *restartable) {
 	t.Helper()
-	if code := lost.cmd.ProcessState.ExitCode(); code != exitTakenOver {
-		t.Fatalf("the process on %s exited %d, want %d (docs/OPERATIONS.md)", lost.state, code, exitTakenOver)
+	if code := lost.cmd.ProcessState.ExitCode(); code != sidecar.ExitTakenOver {
+		t.Fatalf("the process on %s exited %d, want %d (docs/OPERATIONS.md)", lost.state, code, sidecar.ExitTakenOver)
 	}
 	line := ""
 	for l := range strings.Lines(lost.logs(t)) {
@@ -138,9 +140,9 @@ func TestOwnerRecordOnlyWithStateDir(t *testing.T) {
 	t.Parallel()
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	s := startSidecar(t, zkc.Servers(), root)
-	lease := str(s.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=10s").Body["lease"])
-	s.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/no-record?lease="+lease)
+	s := sidecartest.Start(t, zkc.Servers(), root)
+	lease := sidecartest.Str(s.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=10s").Body["lease"])
+	s.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/no-record?lease="+lease)
 	conn := zktest.Connect(t, zkc.Servers(), 4*time.Second)
 	if ok, _, err := conn.Exists(root + "/sessions"); err != nil || ok {
 		t.Fatalf("%s/sessions without --state-dir: exists %v, %v; want none", root, ok, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -25,9 +26,9 @@ func BenchmarkPartitionReassign(b *testing.B) {
 	const members, partitions = 100, 1000
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
-	cars := []*sidecar{startSidecar(b, zkc.Servers(), root), startSidecar(b, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(b, zkc.Servers(), root), sidecartest.Start(b, zkc.Servers(), root)}
 	const g = "bench"
-	cars[0].send(b, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, fmt.Sprintf(`{"count":%d}`, partitions))
+	cars[0].Send(b, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, fmt.Sprintf(`{"count":%d}`, partitions))
 	f := newFence()
 	var ws []*pWorker
 	next := 0
@@ -52,7 +53,7 @@ func BenchmarkPartitionReassign(b *testing.B) {
 			ws = slices.Delete(ws, 1, 2)
 			b.StartTimer()
 			start := time.Now()
-			if r, err := victim.car.do(context.Background(), http.MethodDelete, "/v1/leases/"+victim.lease, nil); err != nil || r.Status != http.StatusNoContent {
+			if r, err := victim.car.Do(context.Background(), http.MethodDelete, "/v1/leases/"+victim.lease, nil); err != nil || r.Status != http.StatusNoContent {
 				b.Fatalf("revoke: %v %+v", err, r)
 			}
 			lats = append(lats, settled(members-1, start, 30*time.Second))
@@ -79,11 +80,11 @@ func BenchmarkPartitionReassign(b *testing.B) {
 // followSettled follows the group's stream on car and returns a function that
 // waits for a state with n members, all settled, and answers how long after
 // start it arrived.
-func followSettled(b *testing.B, car *sidecar, group string) func(n int, start time.Time, within time.Duration) time.Duration {
+func followSettled(b *testing.B, car *sidecartest.Sidecar, group string) func(n int, start time.Time, within time.Duration) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.base+"/v1/partitions/"+group+"/events", nil)
-	resp, err := car.hc().Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.Base+"/v1/partitions/"+group+"/events", nil)
+	resp, err := car.HC().Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,10 +125,10 @@ func followSettled(b *testing.B, car *sidecar, group string) func(n int, start t
 }
 
 // planWrites sums coord_partition_plans_total over the sidecars.
-func planWrites(b *testing.B, cars []*sidecar) float64 {
+func planWrites(b *testing.B, cars []*sidecartest.Sidecar) float64 {
 	var total float64
 	for _, car := range cars {
-		r := car.must(b, http.StatusOK, http.MethodGet, "/metrics")
+		r := car.Must(b, http.StatusOK, http.MethodGet, "/metrics")
 		for _, line := range strings.Split(string(r.Raw), "\n") {
 			if v, ok := strings.CutPrefix(line, "coord_partition_plans_total "); ok {
 				x, _ := strconv.ParseFloat(v, 64)

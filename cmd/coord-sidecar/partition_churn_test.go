@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -53,7 +54,7 @@ type belief struct {
 // the fence) only on what it owns, and acks as soon as it owns something the
 // plan no longer deals it.
 type pWorker struct {
-	car              *sidecar
+	car              *sidecartest.Sidecar
 	group, id, lease string
 	fence            *fence
 	wait             string // of the long-polls
@@ -68,14 +69,14 @@ type pWorker struct {
 	done chan struct{}
 }
 
-func startWorker(t testing.TB, car *sidecar, group, id string, f *fence) *pWorker {
+func startWorker(t testing.TB, car *sidecartest.Sidecar, group, id string, f *fence) *pWorker {
 	return startWorkerWaiting(t, car, group, id, f, "100ms")
 }
 
 // startWorkerWaiting starts a worker whose long-polls wait up to wait.
-func startWorkerWaiting(t testing.TB, car *sidecar, group, id string, f *fence, wait string) *pWorker {
+func startWorkerWaiting(t testing.TB, car *sidecartest.Sidecar, group, id string, f *fence, wait string) *pWorker {
 	t.Helper()
-	r := car.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+group+"/members?ttl=60s&id="+id, "")
+	r := car.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+group+"/members?ttl=60s&id="+id, "")
 	m := decodeAs[pMember](t, r.Raw)
 	w := &pWorker{car: car, group: group, id: id, lease: m.Lease, fence: f, wait: wait, open: map[string]belief{}, closed: map[string][]belief{},
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -137,7 +138,7 @@ func (w *pWorker) run(version int64) {
 	go func() { <-w.stop; cancel() }()
 	for ctx.Err() == nil {
 		w.work()
-		r, err := w.car.do(ctx, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/%s?version=%d&wait=%s", w.group, w.id, version, w.wait), nil)
+		r, err := w.car.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/%s?version=%d&wait=%s", w.group, w.id, version, w.wait), nil)
 		if err != nil || r.Status != http.StatusOK {
 			w.see(nil) // told nothing is owned (or cannot tell): stop work
 			if err == nil && r.Status == http.StatusNotFound {
@@ -166,7 +167,7 @@ func (w *pWorker) run(version int64) {
 		w.see(owned)
 		version = m.Version
 		if stale {
-			r, err := w.car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/%s/ack?version=%d&lease=%s", w.group, w.id, m.Version, w.lease), nil)
+			r, err := w.car.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/%s/ack?version=%d&lease=%s", w.group, w.id, m.Version, w.lease), nil)
 			if err == nil && r.Status == http.StatusOK && json.Unmarshal(r.Raw, &m) == nil {
 				w.see(m.owned())
 				version = m.Version
@@ -237,15 +238,15 @@ func TestPartitionsChurn(t *testing.T) {
 	}
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
 	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "churn"
 	f := newFence()
-	a.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":24}`)
+	a.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":24}`)
 	ws := map[string]*pWorker{}
 	var all []*pWorker
-	add := func(car *sidecar, id string) {
+	add := func(car *sidecartest.Sidecar, id string) {
 		w := startWorker(t, car, g, id, f)
 		ws[id] = w
 		all = append(all, w)
@@ -259,16 +260,16 @@ func TestPartitionsChurn(t *testing.T) {
 	// Churn, step after step without waiting for the group to settle.
 	add(a, "a3")
 	ws["p1"].halt()
-	p.must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/p1?lease="+ws["p1"].lease)
+	p.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/p1?lease="+ws["p1"].lease)
 	add(p, "p3")
 	w := ws["a2"]
 	w.mu.Lock()
 	w.cut = time.Now() // revoked from outside: whatever it believes after this is fenced
 	w.mu.Unlock()
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+w.lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+w.lease)
 	add(a, "a4")
 	ws["a1"].halt()
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/a1?lease="+ws["a1"].lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/a1?lease="+ws["a1"].lease)
 	kill := time.Now()
 	for _, id := range []string{"p2", "p3"} {
 		ws[id].mu.Lock()
@@ -322,7 +323,7 @@ func TestPartitionsChurn(t *testing.T) {
 // startKillable runs the built binary as a process of its own (session timeout
 // 1s) on server with root, so that a test can SIGKILL it; it is killed at the
 // test's end.
-func startKillable(t *testing.T, server, root string) (*sidecar, *exec.Cmd) {
+func startKillable(t *testing.T, server, root string) (*sidecartest.Sidecar, *exec.Cmd) {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", server, "--zk-root", root, "--session-timeout", "1s")
@@ -331,7 +332,7 @@ func startKillable(t *testing.T, server, root string) (*sidecar, *exec.Cmd) {
 	}
 	go func() { _ = cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	p := &sidecar{base: "http://" + addr}
-	p.waitReady(t)
+	p := &sidecartest.Sidecar{Base: "http://" + addr}
+	p.WaitReady(t)
 	return p, cmd
 }

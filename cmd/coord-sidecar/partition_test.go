@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -75,11 +76,11 @@ func (g pGroup) settled(members int) bool {
 	return n == len(g.Partitions)
 }
 
-func awaitSettled(t testing.TB, car *sidecar, group string, members int, within time.Duration) pGroup {
+func awaitSettled(t testing.TB, car *sidecartest.Sidecar, group string, members int, within time.Duration) pGroup {
 	t.Helper()
 	var g pGroup
 	testutil.Eventually(t, within, fmt.Sprintf("group %s settled with %d members", group, members), func() bool {
-		r, err := car.do(context.Background(), http.MethodGet, "/v1/partitions/"+group, nil)
+		r, err := car.Do(context.Background(), http.MethodGet, "/v1/partitions/"+group, nil)
 		if err != nil || r.Status != http.StatusOK {
 			return false
 		}
@@ -95,38 +96,38 @@ func awaitSettled(t testing.TB, car *sidecar, group string, members int, within 
 func TestPartitionsHandover(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	const g = "orders"
-	b.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":6}`)
-	w1 := decodeAs[pMember](t, a.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&ttl=30s", "").Raw)
+	b.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":6}`)
+	w1 := decodeAs[pMember](t, a.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&ttl=30s", "").Raw)
 	if len(w1.Owned) != 6 || w1.Lease == "" {
 		t.Fatalf("w1 alone: %+v", w1)
 	}
 	lease1 := w1.Lease
 	tokens := w1.owned()
-	w2 := decodeAs[pMember](t, b.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=30s", "").Raw)
+	w2 := decodeAs[pMember](t, b.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=30s", "").Raw)
 	if len(w2.Assigned) != 3 || len(w2.Owned) != 0 {
 		t.Fatalf("w2 must be dealt 3 and own none until w1 acks: %+v", w2)
 	}
 	// w1 sees its new plan and still owns all six.
-	r := a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=5s", g, w1.Version))
+	r := a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=5s", g, w1.Version))
 	w1 = decodeAs[pMember](t, r.Raw)
 	if len(w1.Assigned) != 3 || len(w1.Owned) != 6 {
 		t.Fatalf("w1 before its ack: %+v", w1)
 	}
 	// A version not of its current plan is refused, nothing changes.
-	r = a.must(t, http.StatusConflict, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version+1000, lease1))
-	if r.Body["type"] != "https://coord-sidecar.dev/problems/version-mismatch" || num(r.Body["version"]) != w1.Version {
+	r = a.Must(t, http.StatusConflict, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version+1000, lease1))
+	if r.Body["type"] != "https://coord-sidecar.dev/problems/version-mismatch" || sidecartest.Num(r.Body["version"]) != w1.Version {
 		t.Fatalf("bad ack: %s", r.Raw)
 	}
 	// w2 long-polls; the ack hands three over.
-	polled := make(chan *response, 1)
+	polled := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := b.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w2?version=%d&wait=20s", g, w2.Version), nil)
+		r, _ := b.Do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w2?version=%d&wait=20s", g, w2.Version), nil)
 		polled <- r
 	}()
-	r = a.must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version, lease1))
+	r = a.Must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/%s/members/w1/ack?version=%d&lease=%s", g, w1.Version, lease1))
 	w1 = decodeAs[pMember](t, r.Raw)
 	if len(w1.Owned) != 3 || !slices.Equal(w1.Assigned, keys(w1.owned())) {
 		t.Fatalf("w1 after its ack: %+v", w1)
@@ -143,16 +144,16 @@ func TestPartitionsHandover(t *testing.T) {
 	if gs.Leader == nil || *gs.Leader != "w1" {
 		t.Fatalf("leader: %+v", gs)
 	}
-	r = b.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2")
+	r = b.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2")
 	w2 = decodeAs[pMember](t, r.Raw)
 	for p, tok := range w2.owned() {
 		if tok <= tokens[p] {
 			t.Fatalf("partition %s: new owner's token %d not above %d", p, tok, tokens[p])
 		}
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/w1?lease="+lease1)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/"+g+"/members/w1?lease="+lease1)
 	awaitSettled(t, b, g, 1, 5*time.Second)
-	if l := b.must(t, http.StatusOK, http.MethodGet, "/v1/partitions?prefix=ord"); len(l.Body["groups"].([]any)) != 1 {
+	if l := b.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions?prefix=ord"); len(l.Body["groups"].([]any)) != 1 {
 		t.Fatalf("list: %s", l.Raw)
 	}
 }
@@ -175,18 +176,18 @@ func TestPartitionMemberToldOfLostSession(t *testing.T) {
 	zkc := zktest.Shared(t)
 	proxy, cut, other := cutOffPair(t, zkc, "2s")
 	const g = "lost"
-	other.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":4}`)
-	lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	w1 := decodeAs[pMember](t, cut.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&lease="+lease, "").Raw)
+	other.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/"+g, `{"count":4}`)
+	lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	w1 := decodeAs[pMember](t, cut.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w1&lease="+lease, "").Raw)
 	if len(w1.Owned) != 4 {
 		t.Fatalf("w1 alone: %+v", w1)
 	}
 	before := w1.owned()
 	leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
 	leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
-	polled := make(chan *response, 1)
+	polled := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := cut.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=30s", g, w1.Version), nil)
+		r, _ := cut.Do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/partitions/%s/members/w1?version=%d&wait=30s", g, w1.Version), nil)
 		polled <- r
 	}()
 
@@ -205,9 +206,9 @@ func TestPartitionMemberToldOfLostSession(t *testing.T) {
 	leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name == "lost-hold" })
 	proxy.Restore()
 
-	w2 := decodeAs[pMember](t, other.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=60s", "").Raw)
+	w2 := decodeAs[pMember](t, other.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/"+g+"/members?id=w2&ttl=60s", "").Raw)
 	testutil.Eventually(t, 10*time.Second, "w2 owns all four", func() bool {
-		w2 = decodeAs[pMember](t, other.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2").Raw)
+		w2 = decodeAs[pMember](t, other.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions/"+g+"/members/w2").Raw)
 		return len(w2.Owned) == 4
 	})
 	for p, tok := range w2.owned() {
@@ -216,7 +217,7 @@ func TestPartitionMemberToldOfLostSession(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 10*time.Second, "w1 is gone", func() bool {
-		r, err := cut.do(context.Background(), http.MethodGet, "/v1/partitions/"+g+"/members/w1", nil)
+		r, err := cut.Do(context.Background(), http.MethodGet, "/v1/partitions/"+g+"/members/w1", nil)
 		return err == nil && r.Status == http.StatusNotFound
 	})
 }

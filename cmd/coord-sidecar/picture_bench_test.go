@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -29,7 +30,7 @@ func picture10k(b *testing.B) ebResult {
 	n := things{locks: 6000, elections: 2000, queues: 1000, barriers: 1000}
 	made := makeThings(b, conn, root, n)
 	car, pid := ebStartProcess(b, zkc.Servers(), root)
-	sid := str(car.must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	sid := sidecartest.Str(car.Must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	idle := func() float64 {
 		const window = 5 * time.Second
 		before := zktest.Received(b, zkc.Server(0), sid)
@@ -38,11 +39,11 @@ func picture10k(b *testing.B) ebResult {
 	}
 	none := idle()
 
-	first := car.openStream(b, "/v1/events")
+	first := car.OpenStream(b, "/v1/events")
 	took := firstState(b, first, n.total(), 5*time.Minute)
 	var tenth time.Duration
 	for range 9 {
-		tenth = firstState(b, car.openStream(b, "/v1/events"), n.total(), 5*time.Minute)
+		tenth = firstState(b, car.OpenStream(b, "/v1/events"), n.total(), 5*time.Minute)
 	}
 	rss := ebRSS(b, pid)
 	ten := idle()
@@ -50,9 +51,9 @@ func picture10k(b *testing.B) ebResult {
 	for i := range 5 {
 		lock := thingName("bench-fresh", i)
 		changes = append(changes, timed(func() {
-			car.must(b, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s")
+			car.Must(b, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s")
 		}, func() {
-			awaitEvent(b, first, 10*time.Second, "lock "+lock+" shown", func(ev sseEvent) bool {
+			awaitEvent(b, first, 10*time.Second, "lock "+lock+" shown", func(ev sidecartest.Event) bool {
 				return ev.Name == "lock" && ev.Data["name"] == lock && ev.Data["holder"] != nil
 			})
 		}))

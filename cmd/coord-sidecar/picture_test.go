@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -95,7 +96,7 @@ func run(tb testing.TB, conn *zk.Conn, batches [][]any) {
 
 // firstState reads st until it has shown every one of want things (and the
 // session), and returns how long that took.
-func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.Duration {
+func firstState(tb testing.TB, st *sidecartest.Stream, want int, within time.Duration) time.Duration {
 	tb.Helper()
 	within = testutil.Patience(within)
 	start := time.Now()
@@ -106,7 +107,7 @@ func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.
 		if left <= 0 {
 			tb.Fatalf("the first state showed %d of %d things within %v", len(seen), want, within)
 		}
-		ev := st.recv(tb, left)
+		ev := st.Recv(tb, left)
 		if ev.Name == "session" {
 			session = true
 			continue
@@ -121,7 +122,7 @@ func firstState(tb testing.TB, st *stream, want int, within time.Duration) time.
 }
 
 // awaitEvent reads st until an event cond accepts, within d, and returns how long it took.
-func awaitEvent(t testing.TB, st *stream, d time.Duration, what string, cond func(sseEvent) bool) time.Duration {
+func awaitEvent(t testing.TB, st *sidecartest.Stream, d time.Duration, what string, cond func(sidecartest.Event) bool) time.Duration {
 	t.Helper()
 	d = testutil.Patience(d)
 	start := time.Now()
@@ -130,7 +131,7 @@ func awaitEvent(t testing.TB, st *stream, d time.Duration, what string, cond fun
 		if left <= 0 {
 			t.Fatalf("%s: not within %v", what, d)
 		}
-		if ev := st.recv(t, left); cond(ev) {
+		if ev := st.Recv(t, left); cond(ev) {
 			return time.Since(start)
 		}
 	}
@@ -145,9 +146,9 @@ func TestEverythingStreamWithThousands(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 	n := things{locks: 1800, elections: 600, queues: 300, barriers: 300}
 	made := makeThings(t, conn, root, n)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 
-	st := car.openStream(t, "/v1/events")
+	st := car.OpenStream(t, "/v1/events")
 	took := firstState(t, st, n.total(), 60*time.Second)
 	t.Logf("%d things made in %v; the first state complete after %v", n.total(), made, took)
 
@@ -155,9 +156,9 @@ func TestEverythingStreamWithThousands(t *testing.T) {
 	for i := range 3 {
 		lock := fmt.Sprint("fresh-", i)
 		shown = append(shown, timed(func() {
-			car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s&owner=me")
+			car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s&owner=me")
 		}, func() {
-			awaitEvent(t, st, 5*time.Second, "lock "+lock+" held", func(ev sseEvent) bool {
+			awaitEvent(t, st, 5*time.Second, "lock "+lock+" held", func(ev sidecartest.Event) bool {
 				return ev.Name == "lock" && ev.Data["name"] == lock && ev.Data["holder"] != nil
 			})
 		}))
@@ -166,15 +167,15 @@ func TestEverythingStreamWithThousands(t *testing.T) {
 	if _, err := conn.Create(root+"/elections/"+election+"/_c_"+fmt.Sprintf("%032x", 0)+"-latch-", []byte(`{"candidate":"second"}`), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	awaitEvent(t, st, 5*time.Second, "a second candidate", func(ev sseEvent) bool {
+	awaitEvent(t, st, 5*time.Second, "a second candidate", func(ev sidecartest.Event) bool {
 		c, _ := ev.Data["candidates"].([]any)
 		return ev.Name == "leader" && ev.Data["name"] == election && len(c) == 2
 	})
 	barrier := thingName("barrier", 5)
 	shown = append(shown, timed(func() {
-		car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/"+barrier)
+		car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/"+barrier)
 	}, func() {
-		awaitEvent(t, st, 5*time.Second, "barrier lowered", func(ev sseEvent) bool {
+		awaitEvent(t, st, 5*time.Second, "barrier lowered", func(ev sidecartest.Event) bool {
 			return ev.Name == "barrier" && ev.Data["name"] == barrier && ev.Data["deleted"] == true
 		})
 	}))
@@ -199,8 +200,8 @@ func TestEverythingStreamReadsNothingWhileIdle(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 	n := things{locks: 300, elections: 100, queues: 50, barriers: 50}
 	makeThings(t, conn, root, n)
-	car := startSidecar(t, zkc.Servers(), root)
-	sid := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	car := sidecartest.Start(t, zkc.Servers(), root)
+	sid := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	server := zkc.Servers()[0]
 
 	idle := func(what string) float64 {
@@ -212,11 +213,11 @@ func TestEverythingStreamReadsNothingWhileIdle(t *testing.T) {
 		return perSec
 	}
 	none := idle("no follower") // the session's own heartbeat
-	first := car.openStream(t, "/v1/events")
+	first := car.OpenStream(t, "/v1/events")
 	firstState(t, first, n.total(), 30*time.Second)
 	one := idle("1 follower")
 	for range 9 {
-		firstState(t, car.openStream(t, "/v1/events"), n.total(), 30*time.Second)
+		firstState(t, car.OpenStream(t, "/v1/events"), n.total(), 30*time.Second)
 	}
 	ten := idle("10 followers")
 	// The old picture read 500 things 4 times a second (thousands of requests);

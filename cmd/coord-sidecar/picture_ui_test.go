@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -57,10 +58,10 @@ func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, 
 	root := zktest.Root(tb)
 	conn := zktest.Connect(tb, zkc.Servers(), 30*time.Second)
 	makeThings(tb, conn, root, n)
-	car := startSidecar(tb, zkc.Servers(), root)
+	car := sidecartest.Start(tb, zkc.Servers(), root)
 
 	page.call(tb, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
-	page.call(tb, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.call(tb, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
 	complete = page.await(tb, within, "every thing on the page", fmt.Sprintf(`location.pathname === "/ui/" && document.readyState === "complete" &&
 		document.body.dataset.connected === "true" &&
 		document.querySelector('[data-count="lock"]').textContent === "%d" &&

@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -48,7 +49,7 @@ func newQueueBenchEnv(b *testing.B) *benchEnv {
 	tr.MaxIdleConnsPerHost = 128
 	b.Cleanup(tr.CloseIdleConnections)
 	env := &benchEnv{
-		sc:     startSidecar(b, servers, root, "--session-timeout", "10s"),
+		sc:     sidecartest.Start(b, servers, root, "--session-timeout", "10s"),
 		client: &http.Client{Transport: tr},
 		conn:   zktest.Connect(b, servers, 10*time.Second),
 		root:   root,
@@ -149,7 +150,7 @@ func BenchmarkQueueTake(b *testing.B) {
 // qbMetric reads one unlabelled metric of the sidecar.
 func (e *benchEnv) qbMetric(b *testing.B, name string) float64 {
 	b.Helper()
-	resp, err := e.client.Get(e.sc.base + "/metrics")
+	resp, err := e.client.Get(e.sc.Base + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func (e *benchEnv) qbTake(ctx context.Context, queue string) error {
 }
 
 func (e *benchEnv) qbSend(ctx context.Context, path string, body []byte, want int) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.sc.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.sc.Base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -12,21 +12,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
-// queueCall enqueues or takes through faultClient, bounded by timeout; it returns
+// queueCall enqueues or takes through sidecartest.FaultClient, bounded by timeout; it returns
 // the status, the body and the Item-Id header.
-func queueCall(car *sidecar, timeout time.Duration, method, path, body string) (int, string, error) {
+func queueCall(car *sidecartest.Sidecar, timeout time.Duration, method, path, body string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, car.base+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, car.Base+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
 	req.Header.Set("Content-Type", "text/plain")
-	resp, err := faultClient.Do(req)
+	resp, err := sidecartest.FaultClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -46,8 +47,8 @@ func TestQueueUnderFaults(t *testing.T) {
 	}
 	zkc := zktest.StartEnsemble(t, 3)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root, "--session-timeout", "4s")
-	b := startSidecar(t, zkc.Servers(), root, "--session-timeout", "4s")
+	a := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s")
+	b := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s")
 	addr := freeAddr(t)
 	proc := exec.Command(buildBinary(t), "--listen", addr, "--zk", strings.Join(zkc.Servers(), ","), "--zk-root", root, "--session-timeout", "4s")
 	if err := proc.Start(); err != nil {
@@ -55,19 +56,19 @@ func TestQueueUnderFaults(t *testing.T) {
 	}
 	go func() { _ = proc.Wait() }()
 	t.Cleanup(func() { _ = proc.Process.Kill() })
-	p := &sidecar{base: "http://" + addr}
-	p.waitReady(t)
+	p := &sidecartest.Sidecar{Base: "http://" + addr}
+	p.WaitReady(t)
 
 	const perProducer = 400
 	q := &faultyQueue{acked: map[string]bool{}, taken: map[string]int{}}
-	producers := []*sidecar{a, b, p}
+	producers := []*sidecartest.Sidecar{a, b, p}
 	var prodWG sync.WaitGroup
 	for i, car := range producers {
 		prodWG.Go(func() { q.produce(car, i, perProducer, car == p) })
 	}
 	stopTakers := make(chan struct{})
 	var takeWG sync.WaitGroup
-	for _, car := range []*sidecar{a, b, a, b} {
+	for _, car := range []*sidecartest.Sidecar{a, b, a, b} {
 		takeWG.Go(func() {
 			for {
 				select {
@@ -124,7 +125,7 @@ type faultyQueue struct {
 // elects a leader (each one moves on to the next item: a retried enqueue whose
 // answer was lost could store its item twice) may use up items before it has
 // acknowledged the third the test waits for.
-func (q *faultyQueue) produce(car *sidecar, i, items int, isProc bool) {
+func (q *faultyQueue) produce(car *sidecartest.Sidecar, i, items int, isProc bool) {
 	if isProc {
 		items *= 20
 	}
@@ -147,7 +148,7 @@ func (q *faultyQueue) produce(car *sidecar, i, items int, isProc bool) {
 }
 
 // take takes one item through car and reports whether it got one.
-func (q *faultyQueue) take(car *sidecar) bool {
+func (q *faultyQueue) take(car *sidecartest.Sidecar) bool {
 	status, body, err := queueCall(car, 20*time.Second, http.MethodPost, "/v1/queues/faulty/take?wait=500ms", "")
 	if err == nil && status == http.StatusOK {
 		q.mu.Lock()

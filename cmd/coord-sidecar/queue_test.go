@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -40,20 +41,20 @@ func (p quPos) before(o quPos) bool {
 }
 
 // quEnqueue posts one item and returns its id.
-func quEnqueue(ctx context.Context, car *sidecar, queue, query, contentType string, body []byte) (string, error) {
-	r, err := car.do(ctx, "POST", "/v1/queues/"+queue+"/items"+query, bytes.NewReader(body), "Content-Type", contentType)
+func quEnqueue(ctx context.Context, car *sidecartest.Sidecar, queue, query, contentType string, body []byte) (string, error) {
+	r, err := car.Do(ctx, "POST", "/v1/queues/"+queue+"/items"+query, bytes.NewReader(body), "Content-Type", contentType)
 	if err != nil {
 		return "", err
 	}
 	if r.Status != http.StatusCreated {
 		return "", fmt.Errorf("enqueue: %d %s", r.Status, r.Raw)
 	}
-	return str(r.Body["id"]), nil
+	return sidecartest.Str(r.Body["id"]), nil
 }
 
 // quTake takes one item (nil when empty).
-func quTake(ctx context.Context, car *sidecar, queue, wait string) (*response, error) {
-	r, err := car.do(ctx, "POST", "/v1/queues/"+queue+"/take?wait="+wait, nil)
+func quTake(ctx context.Context, car *sidecartest.Sidecar, queue, wait string) (*sidecartest.Response, error) {
+	r, err := car.Do(ctx, "POST", "/v1/queues/"+queue+"/take?wait="+wait, nil)
 	switch {
 	case err != nil:
 		return nil, err
@@ -78,7 +79,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 	const producers, takers, perProducer = 4, 4, 200
 	const total = producers * perProducer
 
@@ -131,7 +132,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 		counts[k] = len(got[k])
 	}
 	t.Logf("items per taker: %v", counts)
-	if r := cars[0].must(t, http.StatusOK, "GET", "/v1/queues/orders"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := cars[0].Must(t, http.StatusOK, "GET", "/v1/queues/orders"); sidecartest.Num(r.Body["length"]) != 0 || sidecartest.Num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue after the run: %s", r.Raw)
 	}
 }
@@ -139,7 +140,7 @@ func TestQueueProducersAndTakersAcrossSidecars(t *testing.T) {
 // quTakeUntilDone takes items of "producer/index" from queue into got until done
 // is closed and the queue is empty. It runs on a goroutine of its own: it
 // reports malformed ids with t.Errorf and everything else as its error.
-func quTakeUntilDone(ctx context.Context, t testing.TB, car *sidecar, queue string, done <-chan struct{}, got *[]quTaken) error {
+func quTakeUntilDone(ctx context.Context, t testing.TB, car *sidecartest.Sidecar, queue string, done <-chan struct{}, got *[]quTaken) error {
 	for {
 		r, err := quTake(ctx, car, queue, "1s")
 		if err != nil {
@@ -191,7 +192,7 @@ func quCheckTakerOrder(t *testing.T, got [][]quTaken) map[[2]int]quPos {
 // Item-Id of a take all agree; priorities come out lower first.
 func TestQueueItemsAndPriorities(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	ctx := context.Background()
 	low, err := quEnqueue(ctx, car, "mail", "?priority=9", "application/json", []byte(`{"n":1}`))
 	if err != nil {
@@ -201,11 +202,11 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := car.must(t, http.StatusOK, "GET", "/v1/queues/mail")
-	if num(r.Body["length"]) != 2 || num(r.Body["claimed"]) != 0 || str(r.Body["name"]) != "mail" {
+	r := car.Must(t, http.StatusOK, "GET", "/v1/queues/mail")
+	if sidecartest.Num(r.Body["length"]) != 2 || sidecartest.Num(r.Body["claimed"]) != 0 || sidecartest.Str(r.Body["name"]) != "mail" {
 		t.Fatalf("GET queue: %s", r.Raw)
 	}
-	r = car.must(t, http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
+	r = car.Must(t, http.StatusOK, "GET", "/v1/queues/mail/items?limit=10")
 	items := r.Body["items"].([]any)
 	if len(items) != 2 {
 		t.Fatalf("items: %s", r.Raw)
@@ -222,9 +223,9 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 	if !quIsItem(t2, `{"n":1}`, low, "application/json") {
 		t.Fatalf("second take: %+v", t2)
 	}
-	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take")
+	car.Must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take")
 	start := time.Now()
-	car.must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
+	car.Must(t, http.StatusNoContent, "POST", "/v1/queues/mail/take?wait=300ms")
 	if time.Since(start) < 300*time.Millisecond {
 		t.Fatal("take?wait=300ms answered before the wait")
 	}
@@ -240,12 +241,12 @@ func TestQueueItemsAndPriorities(t *testing.T) {
 // quListed reports whether an entry of an item listing has the given id,
 // priority and size.
 func quListed(entry map[string]any, id string, priority, size int64) bool {
-	return str(entry["id"]) == id && num(entry["priority"]) == priority && num(entry["size"]) == size
+	return sidecartest.Str(entry["id"]) == id && sidecartest.Num(entry["priority"]) == priority && sidecartest.Num(entry["size"]) == size
 }
 
 // quIsItem reports whether a take's answer is the item id with the given data
 // and Content-Type.
-func quIsItem(r *response, data, id, contentType string) bool {
+func quIsItem(r *sidecartest.Response, data, id, contentType string) bool {
 	return r != nil && string(r.Raw) == data && r.Header.Get("Item-Id") == id && r.Header.Get("Content-Type") == contentType
 }
 
@@ -254,7 +255,7 @@ func quIsItem(r *response, data, id, contentType string) bool {
 func TestQueueBadInputChangesNothing(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root, "--max-item", "1024")
+	car := sidecartest.Start(t, zkc.Servers(), root, "--max-item", "1024")
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	ctx := context.Background()
 	if _, err := quEnqueue(ctx, car, "q", "", "text/plain", []byte("keep")); err != nil {
@@ -285,7 +286,7 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := car.do(ctx, c.method, c.path, bytes.NewReader(c.body))
+			r, err := car.Do(ctx, c.method, c.path, bytes.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,16 +296,16 @@ func TestQueueBadInputChangesNothing(t *testing.T) {
 	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
-	r := car.must(t, http.StatusOK, "GET", "/v1/queues/q")
-	if num(r.Body["length"]) != 1 {
+	r := car.Must(t, http.StatusOK, "GET", "/v1/queues/q")
+	if sidecartest.Num(r.Body["length"]) != 1 {
 		t.Fatalf("queue after bad input: %s", r.Raw)
 	}
 }
 
 // quClaim claims one item (nil when empty).
-func quClaim(t *testing.T, car *sidecar, queue, query string) *response {
+func quClaim(t *testing.T, car *sidecartest.Sidecar, queue, query string) *sidecartest.Response {
 	t.Helper()
-	r, err := car.do(context.Background(), "POST", "/v1/queues/"+queue+"/claims"+query, nil)
+	r, err := car.Do(context.Background(), "POST", "/v1/queues/"+queue+"/claims"+query, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +327,8 @@ func quClaim(t *testing.T, car *sidecar, queue, query string) *response {
 func TestClaimsExpireAckAndRelease(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	ctx := context.Background()
 	for _, s := range []string{"first", "second", "third"} {
 		if _, err := quEnqueue(ctx, a, "jobs", "", "text/plain", []byte(s)); err != nil {
@@ -344,9 +345,9 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(acked.Raw) != "second" {
 		t.Fatalf("second claim: %q", acked.Raw)
 	}
-	a.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
-	if r := b.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 1 || num(r.Body["claimed"]) != 1 {
+	a.Must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	a.Must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+acked.Header.Get("Claim-Id"))
+	if r := b.Must(t, http.StatusOK, "GET", "/v1/queues/jobs"); sidecartest.Num(r.Body["length"]) != 1 || sidecartest.Num(r.Body["claimed"]) != 1 {
 		t.Fatalf("queue with one claim out: %s", r.Raw)
 	}
 	// Claims and takes on the other sidecar skip the claimed item.
@@ -354,10 +355,10 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 	if string(released.Raw) != "third" {
 		t.Fatalf("claim on b: %q", released.Raw)
 	}
-	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/take")
+	b.Must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/take")
 	// Released: first in line again, at once, on the sidecar that held it.
-	b.must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
-	b.must(t, http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.Must(t, http.StatusNoContent, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
+	b.Must(t, http.StatusNotFound, "POST", "/v1/queues/jobs/claims/"+released.Header.Get("Claim-Id")+"/release")
 	again := quClaim(t, b, "jobs", "?ttl=30s&wait=0s")
 	if again == nil || string(again.Raw) != "third" || again.Header.Get("Item-Id") != released.Header.Get("Item-Id") {
 		t.Fatalf("claim after release: %+v", again)
@@ -371,19 +372,19 @@ func TestClaimsExpireAckAndRelease(t *testing.T) {
 		t.Fatalf("redelivered %s after the claim, TTL %s", after, ttl)
 	}
 	t.Logf("unacked claim redelivered %s after it was made (TTL %s)", time.Since(claimedAt).Round(time.Millisecond), ttl)
-	a.must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
-	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
-	b.must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
+	a.Must(t, http.StatusNotFound, "DELETE", "/v1/queues/jobs/claims/"+forgotten.Header.Get("Claim-Id"))
+	b.Must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+back.Header.Get("Claim-Id"))
+	b.Must(t, http.StatusNoContent, "DELETE", "/v1/queues/jobs/claims/"+again.Header.Get("Claim-Id"))
 	// Nothing comes back: the acked items are gone for good.
 	if r := quClaim(t, a, "jobs", "?ttl=30s&wait=2s"); r != nil {
 		t.Fatalf("an acked item came back: %q", r.Raw)
 	}
-	if r := a.must(t, http.StatusOK, "GET", "/v1/queues/jobs"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := a.Must(t, http.StatusOK, "GET", "/v1/queues/jobs"); sidecartest.Num(r.Body["length"]) != 0 || sidecartest.Num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
 	testutil.Eventually(t, 5*time.Second, "implicit leases ended", func() bool {
-		return num(a.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0 &&
-			num(b.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
+		return sidecartest.Num(a.Must(t, 200, "GET", "/v1/session").Body["leases"]) == 0 &&
+			sidecartest.Num(b.Must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 }
 
@@ -396,8 +397,8 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	doomed := startSidecar(t, []string{proxy.Addr()}, root)
-	survivor := startSidecar(t, zkc.Servers(), root)
+	doomed := sidecartest.Start(t, []string{proxy.Addr()}, root)
+	survivor := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	ctx := context.Background()
 	const n = 10
@@ -406,7 +407,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lease := str(doomed.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
+	lease := sidecartest.Str(doomed.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=5m").Body["lease"])
 	claimed := map[string]bool{}
 	for range 3 {
 		r := quClaim(t, doomed, "work", "?lease="+lease)
@@ -445,7 +446,7 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 		got[v] = true
 	}
 	t.Logf("the dead sidecar's claimed items were delivered again %s after it was cut off (session timeout 2s)", firstBack.Round(time.Millisecond))
-	if r := survivor.must(t, http.StatusOK, "GET", "/v1/queues/work"); num(r.Body["length"]) != 0 || num(r.Body["claimed"]) != 0 {
+	if r := survivor.Must(t, http.StatusOK, "GET", "/v1/queues/work"); sidecartest.Num(r.Body["length"]) != 0 || sidecartest.Num(r.Body["claimed"]) != 0 {
 		t.Fatalf("queue at the end: %s", r.Raw)
 	}
 }
@@ -455,22 +456,22 @@ func TestKilledSidecarLosesNoClaimedItem(t *testing.T) {
 func TestWaitingClaimLeavesNothingBehind(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := car.do(ctx, "POST", "/v1/queues/idle/claims?wait=30s", nil)
+		_, err := car.Do(ctx, "POST", "/v1/queues/idle/claims?wait=30s", nil)
 		done <- err
 	}()
 	testutil.Eventually(t, 5*time.Second, "the claim waits with its implicit lease", func() bool {
-		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 1
+		return sidecartest.Num(car.Must(t, 200, "GET", "/v1/session").Body["leases"]) == 1
 	})
 	before := zktest.Snapshot(t, conn, root)
 	cancel()
 	<-done
 	testutil.Eventually(t, 5*time.Second, "the implicit lease ended", func() bool {
-		return num(car.must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
+		return sidecartest.Num(car.Must(t, 200, "GET", "/v1/session").Body["leases"]) == 0
 	})
 	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
 		t.Fatalf("the tree changed:\n%s", d)

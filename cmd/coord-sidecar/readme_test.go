@@ -26,6 +26,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/nodetools"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -97,10 +98,10 @@ func TestREADMESessions(t *testing.T) {
 	}
 
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	px := startPrism(t, prism, filepath.Join(root, "openapi.yaml"), car.base)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	px := startPrism(t, prism, filepath.Join(root, "openapi.yaml"), car.Base)
 
-	r := &readmeRun{t: t, dir: t.TempDir(), proxy: px, sidecar: strings.TrimPrefix(car.base, "http://"),
+	r := &readmeRun{t: t, dir: t.TempDir(), proxy: px, sidecar: strings.TrimPrefix(car.Base, "http://"),
 		spec: spec, ids: map[string]string{}, zxids: map[string]int64{}}
 	for _, s := range sessions {
 		t.Logf("README.md:%d: a session of %d commands", s.line, len(s.steps))
@@ -188,10 +189,10 @@ func TestPrismAcceptsEmptyStates(t *testing.T) {
 	t.Parallel() // mostly waiting for Prism
 	prism := nodetools.Bin(t, "tools", "prism")
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
-	px := startPrism(t, prism, filepath.Join(nodetools.Root(t), "openapi.yaml"), car.base)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	px := startPrism(t, prism, filepath.Join(nodetools.Root(t), "openapi.yaml"), car.Base)
 	makeEmptyStates(t, car) // once Prism is up: its start loads the machine
-	via := &sidecar{base: "http://" + px.addr}
+	via := &sidecartest.Sidecar{Base: "http://" + px.addr}
 
 	for _, path := range []string{
 		"/v1/locks/l", "/v1/locks/never", "/v1/elections/e", "/v1/elections/never",
@@ -199,7 +200,7 @@ func TestPrismAcceptsEmptyStates(t *testing.T) {
 		"/v1/groups/never", "/v1/partitions/p",
 		"/v1/locks", "/v1/elections", "/v1/rwlocks", "/v1/throughput", "/v1/groups", "/v1/partitions",
 	} {
-		r, err := via.do(context.Background(), http.MethodGet, path, nil)
+		r, err := via.Do(context.Background(), http.MethodGet, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestPrismAcceptsEmptyStates(t *testing.T) {
 			t.Errorf("GET %s through Prism: %d %s", path, r.Status, r.Raw)
 		}
 	}
-	if r := via.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s"); r.Body["writer"] != nil {
+	if r := via.Must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/rw?mode=write&ttl=60s"); r.Body["writer"] != nil {
 		t.Fatalf("lock-held: %s, want a null writer", r.Raw)
 	}
 	if v := px.violations(); v != "" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -44,7 +45,7 @@ func restartRound(b *testing.B, n int) ebResult {
 	root := zktest.Root(b)
 	r := newRestartable(b, zkc.Servers(), root, "10s")
 	a := r.start(b)
-	lease := str(a.must(b, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=10m").Body["lease"])
+	lease := sidecartest.Str(a.Must(b, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=10m").Body["lease"])
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range min(n, 64) {
@@ -52,7 +53,7 @@ func restartRound(b *testing.B, n int) ebResult {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				a.must(b, http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/locks/r-%05d?lease=%s", i, lease))
+				a.Must(b, http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/locks/r-%05d?lease=%s", i, lease))
 			}
 		}()
 	}
@@ -109,9 +110,9 @@ func upgradeRound(b *testing.B) ebResult {
 	r := newRestartable(b, zkc.Servers(), zktest.Root(b), "10s")
 	a := r.start(b)
 	old := r.cmd.Process.Pid
-	lease := str(a.must(b, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
+	lease := sidecartest.Str(a.Must(b, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
 
-	ld := &upgradeLoad{base: a.base}
+	ld := &upgradeLoad{base: a.Base}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
@@ -152,7 +153,7 @@ func upgradeRound(b *testing.B) ebResult {
 	if msg := ld.broken(); msg != "" {
 		b.Fatalf("the hot lock's holders: %s", msg)
 	}
-	a.must(b, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(b, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	failed := ld.failures()
 	b.Logf("SIGUSR2 to the successor (pid %d) serving: %s; %d failed requests %q, %d retried; cycles/s %.0f before, %.0f during, %.0f after",
 		pid, took.Round(time.Millisecond), len(failed), failed[:min(len(failed), 10)], ld.retried.Load(), before, during, after)

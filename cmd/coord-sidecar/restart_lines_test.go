@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -26,7 +27,7 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 		t.Skip("builds the binary and starts an ensemble")
 	}
 	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
-	k := &keptLines{a: a, b: b, granted: map[string]chan *response{}}
+	k := &keptLines{a: a, b: b, granted: map[string]chan *sidecartest.Response{}}
 	k.hold(t)
 	k.wait(t)
 	k.events = followEvents(t, k.b, "/v1/elections/kept/events")
@@ -49,12 +50,12 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 // and its waiters (granted, by what they wait for) and a stream of the
 // election (events).
 type keptLines struct {
-	a, b                  *sidecar
+	a, b                  *sidecartest.Sidecar
 	lease, permit         string
 	writeToken, readToken int64
 	readSince             string
 	term                  int64
-	granted               map[string]chan *response
+	granted               map[string]chan *sidecartest.Response
 	events                *eventLog
 }
 
@@ -62,20 +63,20 @@ type keptLines struct {
 func (k *keptLines) hold(t *testing.T) {
 	t.Helper()
 	a, b := k.a, k.b
-	k.lease = str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	k.permit = str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/kept/permits?max=1&owner=a&lease="+k.lease).Body["permit"])
-	k.writeToken = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-w?mode=write&owner=a&lease="+k.lease).Body["fencingToken"])
-	k.readToken = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-r?mode=read&owner=a&lease="+k.lease).Body["fencingToken"])
+	k.lease = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	k.permit = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/kept/permits?max=1&owner=a&lease="+k.lease).Body["permit"])
+	k.writeToken = sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-w?mode=write&owner=a&lease="+k.lease).Body["fencingToken"])
+	k.readToken = sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-r?mode=read&owner=a&lease="+k.lease).Body["fencingToken"])
 	// Through a, whose session took the read lock: b's server may not have
 	// applied it yet.
-	k.readSince = str(a.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body["readers"].([]any)[0].(map[string]any)["since"])
-	led := a.must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=a1&lease="+k.lease).Body
-	k.term = num(led["term"])
+	k.readSince = sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body["readers"].([]any)[0].(map[string]any)["since"])
+	led := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=a1&lease="+k.lease).Body
+	k.term = sidecartest.Num(led["term"])
 	if led["leader"] != true || k.term == 0 {
 		t.Fatalf("candidate a1 of an empty election: %v; want it leading with a term", led)
 	}
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=b1&ttl=60s")
-	if f := a.must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=a2&lease="+k.lease).Body; f["leader"] != false {
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=b1&ttl=60s")
+	if f := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/kept/candidates?id=a2&lease="+k.lease).Body; f["leader"] != false {
 		t.Fatalf("candidate a2 behind a1 and b1: %v; want a follower", f)
 	}
 }
@@ -83,17 +84,17 @@ func (k *keptLines) hold(t *testing.T) {
 // waiters is the number of waiters b sees for the semaphore or lock at path.
 func (k *keptLines) waiters(t *testing.T, path string) int64 {
 	t.Helper()
-	return num(k.b.must(t, http.StatusOK, http.MethodGet, path).Body["waiters"])
+	return sidecartest.Num(k.b.Must(t, http.StatusOK, http.MethodGet, path).Body["waiters"])
 }
 
 // bWaits sends b's request path, waiting for what, in the background.
 func (k *keptLines) bWaits(what, path string) {
-	ch := make(chan *response, 1)
+	ch := make(chan *sidecartest.Response, 1)
 	k.granted[what] = ch
 	go func() {
-		resp, err := k.b.faultCall(2*time.Minute, http.MethodPost, path)
+		resp, err := k.b.FaultCall(2*time.Minute, http.MethodPost, path)
 		if err != nil {
-			resp = &response{Status: -1, Raw: []byte(err.Error())}
+			resp = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 		}
 		ch <- resp
 	}()
@@ -112,17 +113,17 @@ func (k *keptLines) wait(t *testing.T) {
 	})
 	k.bWaits("write lock", "/v1/rwlocks/kept-w?mode=write&wait=100s&owner=b")
 	k.bWaits("read lock", "/v1/rwlocks/kept-r?mode=write&wait=100s&owner=b")
-	waiting := str(k.a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	waiting := sidecartest.Str(k.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	for _, path := range []string{
 		"/v1/semaphores/kept/permits?max=1&wait=50s&lease=",
 		"/v1/rwlocks/kept-w?mode=read&wait=50s&lease=",
 		"/v1/elections/kept/candidates?id=aw&wait=50s&lease=",
 	} {
-		go func() { _, _ = k.a.faultCall(time.Minute, http.MethodPost, path+waiting) }()
+		go func() { _, _ = k.a.FaultCall(time.Minute, http.MethodPost, path+waiting) }()
 	}
 	testutil.Eventually(t, 10*time.Second, "a waiter on each sidecar", func() bool {
 		return k.waiters(t, "/v1/semaphores/kept") == 2 && k.waiters(t, "/v1/rwlocks/kept-w") == 2 && k.waiters(t, "/v1/rwlocks/kept-r") == 1 &&
-			len(k.b.must(t, http.StatusOK, http.MethodGet, "/v1/elections/kept").Body["candidates"].([]any)) == 4
+			len(k.b.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/kept").Body["candidates"].([]any)) == 4
 	})
 }
 
@@ -130,7 +131,7 @@ func (k *keptLines) wait(t *testing.T) {
 // before and that b saw no change and was granted nothing.
 func (k *keptLines) checkKept(t *testing.T) {
 	t.Helper()
-	detail := string(k.a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+k.lease).Raw)
+	detail := string(k.a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+k.lease).Raw)
 	for _, hold := range []string{
 		`"kind":"semaphore","name":"kept"`, `"kind":"rwlock","name":"kept-w"`, `"kind":"rwlock","name":"kept-r"`,
 		`"kind":"candidate","name":"kept/a1"`, `"kind":"candidate","name":"kept/a2"`,
@@ -156,7 +157,7 @@ func (k *keptLines) checkKept(t *testing.T) {
 		t.FailNow()
 	}
 	// The adopted candidacy answers as before: a1 leads in its term.
-	if c := k.a.send(t, http.StatusOK, http.MethodPut, "/v1/elections/kept/candidates/a1?lease="+k.lease, `{"value":"again"}`).Body; c["leader"] != true || num(c["term"]) != k.term {
+	if c := k.a.Send(t, http.StatusOK, http.MethodPut, "/v1/elections/kept/candidates/a1?lease="+k.lease, `{"value":"again"}`).Body; c["leader"] != true || sidecartest.Num(c["term"]) != k.term {
 		t.Fatalf("proclaim through the successor: %v; want a1 leading in term %d", c, k.term)
 	}
 }
@@ -166,19 +167,19 @@ func (k *keptLines) checkKept(t *testing.T) {
 func (k *keptLines) checkLines(t *testing.T) {
 	t.Helper()
 	b := k.b
-	sem := b.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/kept").Body
-	if hs, _ := sem["holders"].([]any); len(hs) != 1 || str(hs[0].(map[string]any)["permit"]) != k.permit || num(sem["waiters"]) != 1 {
+	sem := b.Must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/kept").Body
+	if hs, _ := sem["holders"].([]any); len(hs) != 1 || sidecartest.Str(hs[0].(map[string]any)["permit"]) != k.permit || sidecartest.Num(sem["waiters"]) != 1 {
 		t.Errorf("after the restart the other sidecar sees semaphore %v; want permit %s alone and 1 waiter (its own: the killed sidecar's mutex node is gone)", sem, k.permit)
 	}
-	w := b.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-w").Body
-	if writer, _ := w["writer"].(map[string]any); num(writer["fencingToken"]) != k.writeToken || str(writer["owner"]) != "a" || num(w["waiters"]) != 1 {
+	w := b.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-w").Body
+	if writer, _ := w["writer"].(map[string]any); sidecartest.Num(writer["fencingToken"]) != k.writeToken || sidecartest.Str(writer["owner"]) != "a" || sidecartest.Num(w["waiters"]) != 1 {
 		t.Errorf("after the restart the other sidecar sees read/write lock %v; want writer a with token %d and 1 waiter (its own)", w, k.writeToken)
 	}
-	rd := b.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body
-	if rs, _ := rd["readers"].([]any); len(rs) != 1 || str(rs[0].(map[string]any)["owner"]) != "a" || str(rs[0].(map[string]any)["since"]) != k.readSince || num(rd["waiters"]) != 1 {
+	rd := b.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/kept-r").Body
+	if rs, _ := rd["readers"].([]any); len(rs) != 1 || sidecartest.Str(rs[0].(map[string]any)["owner"]) != "a" || sidecartest.Str(rs[0].(map[string]any)["since"]) != k.readSince || sidecartest.Num(rd["waiters"]) != 1 {
 		t.Errorf("after the restart the other sidecar sees read/write lock %v; want reader a since %s and 1 waiter", rd, k.readSince)
 	}
-	el := b.must(t, http.StatusOK, http.MethodGet, "/v1/elections/kept").Body
+	el := b.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/kept").Body
 	if got := electionLine(el); got != fmt.Sprintf("a1@%d a1 b1 a2", k.term) {
 		t.Errorf("after the restart the other sidecar sees election %q; want a1 leading in term %d, then b1, a2 (aw's node gone)", got, k.term)
 	}
@@ -189,23 +190,23 @@ func (k *keptLines) checkLines(t *testing.T) {
 func (k *keptLines) release(t *testing.T) {
 	t.Helper()
 	a := k.a
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/semaphores/kept/permits/"+k.permit+"?lease="+k.lease)
-	if resp := <-k.granted["semaphore"]; resp.Status != http.StatusCreated || str(resp.Body["permit"]) == k.permit {
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/semaphores/kept/permits/"+k.permit+"?lease="+k.lease)
+	if resp := <-k.granted["semaphore"]; resp.Status != http.StatusCreated || sidecartest.Str(resp.Body["permit"]) == k.permit {
 		t.Errorf("after the release the semaphore's waiter got %d %s; want a permit of its own", resp.Status, resp.Raw)
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/kept-w?mode=write&lease="+k.lease)
-	if resp := <-k.granted["write lock"]; resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= k.writeToken {
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/kept-w?mode=write&lease="+k.lease)
+	if resp := <-k.granted["write lock"]; resp.Status != http.StatusCreated || sidecartest.Num(resp.Body["fencingToken"]) <= k.writeToken {
 		t.Errorf("after the release the writer waiting for kept-w got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, k.writeToken)
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/kept-r?mode=read&lease="+k.lease)
-	if resp := <-k.granted["read lock"]; resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= k.readToken {
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/kept-r?mode=read&lease="+k.lease)
+	if resp := <-k.granted["read lock"]; resp.Status != http.StatusCreated || sidecartest.Num(resp.Body["fencingToken"]) <= k.readToken {
 		t.Errorf("after the release the writer waiting for kept-r got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, k.readToken)
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/kept/candidates/a1?lease="+k.lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/kept/candidates/a1?lease="+k.lease)
 	ev := k.events.awaitEvent(t, 10*time.Second, "b1 leading", func(ev timedEvent) bool {
 		return strings.HasPrefix(electionLine(ev.Data), "b1@")
 	})
-	if got := electionLine(ev.Data); !strings.HasSuffix(got, " b1 a2") || num(ev.Data["leader"].(map[string]any)["term"]) <= k.term {
+	if got := electionLine(ev.Data); !strings.HasSuffix(got, " b1 a2") || sidecartest.Num(ev.Data["leader"].(map[string]any)["term"]) <= k.term {
 		t.Errorf("after a1 resigned the other sidecar's stream showed %q; want b1 leading in a term above %d, a2 still a candidate", got, k.term)
 	}
 }
@@ -215,12 +216,12 @@ func (k *keptLines) release(t *testing.T) {
 func electionLine(body map[string]any) string {
 	out := "-"
 	if l, ok := body["leader"].(map[string]any); ok {
-		out = fmt.Sprintf("%s@%d", str(l["candidate"]), num(l["term"]))
+		out = fmt.Sprintf("%s@%d", sidecartest.Str(l["candidate"]), sidecartest.Num(l["term"]))
 	}
 	cs, _ := body["candidates"].([]any)
 	for _, c := range cs {
 		m, _ := c.(map[string]any)
-		out += " " + str(m["candidate"])
+		out += " " + sidecartest.Str(m["candidate"])
 	}
 	return out
 }

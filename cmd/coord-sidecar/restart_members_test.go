@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -31,24 +32,24 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 	}
 	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
 
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	a.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/crew/members?id=m1&lease="+lease, `{"value":"10.0.0.1:80"}`)
-	a.mustPut(t, "/v1/kv/conf?lease="+lease, []byte("first"), "text/plain")
-	if v := a.mustPut(t, "/v1/kv/conf?lease="+lease, []byte("second"), "text/plain").Body["version"]; num(v) != 1 {
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	a.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/crew/members?id=m1&lease="+lease, `{"value":"10.0.0.1:80"}`)
+	a.MustPut(t, "/v1/kv/conf?lease="+lease, []byte("first"), "text/plain")
+	if v := a.MustPut(t, "/v1/kv/conf?lease="+lease, []byte("second"), "text/plain").Body["version"]; sidecartest.Num(v) != 1 {
 		t.Fatalf("the leased key's second write: version %v, want 1", v)
 	}
-	a.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/gate?lease="+lease)
-	a.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=0s&lease="+lease)
+	a.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/gate?lease="+lease)
+	a.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=0s&lease="+lease)
 	// Read through a, whose session made the changes: b's server may not have
 	// applied them yet (ZooKeeper orders one session's reads after its writes,
 	// not another session's).
-	groupVersion := num(a.must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body["version"])
+	groupVersion := sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body["version"])
 
 	// Waiting on the sidecar about to be killed: its barrier wait and the
 	// participant's enter; and on the other sidecar, a barrier wait.
-	go func() { _, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/barriers/gate/wait?wait=50s") }()
+	go func() { _, _ = a.FaultCall(time.Minute, http.MethodPost, "/v1/barriers/gate/wait?wait=50s") }()
 	go func() {
-		_, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=50s&lease="+lease)
+		_, _ = a.FaultCall(time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=50s&lease="+lease)
 	}()
 	passed := callAsync(b, 2*time.Minute, http.MethodPost, "/v1/barriers/gate/wait?wait=100s")
 	seen := followFourKinds(t, b)
@@ -64,7 +65,7 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 
 	a, _ = r.restartPastTimeout(t)
 
-	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	detail := a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	for _, h := range []string{`"kind":"group","name":"crew/m1"`, `"kind":"kv","name":"conf"`,
 		`"kind":"barrier","name":"gate"`, `"kind":"double-barrier","name":"meet/p1"`} {
 		if !strings.Contains(string(detail.Raw), h) {
@@ -81,38 +82,38 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 	// Through the successor: the key is the lease's (written in place), the
 	// participant's enter goes on and passes once a second one enters, the
 	// member leaves, and the revoked lease lowers the barrier and deletes the key.
-	if r, err := a.putKey(context.Background(), "/v1/kv/conf?lease="+lease, []byte("third"), "text/plain"); err != nil || r.Status != http.StatusOK || num(r.Body["version"]) != 2 {
+	if r, err := a.PutKey(context.Background(), "/v1/kv/conf?lease="+lease, []byte("third"), "text/plain"); err != nil || r.Status != http.StatusOK || sidecartest.Num(r.Body["version"]) != 2 {
 		t.Fatalf("the leased key written through the successor: %v %+v; want version 2", err, r)
 	}
 	seen.key.awaitEvent(t, 10*time.Second, "the key written in place", func(ev timedEvent) bool {
-		return str(ev.Data["value"]) == "third" && num(ev.Data["version"]) == 2
+		return sidecartest.Str(ev.Data["value"]) == "third" && sidecartest.Num(ev.Data["version"]) == 2
 	})
 	other := callAsync(b, time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p2&count=2&wait=30s")
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=30s&lease="+lease)
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/double-barriers/meet/participants?id=p1&count=2&wait=30s&lease="+lease)
 	if resp := <-other; resp.Status != http.StatusCreated {
 		t.Fatalf("the second participant's enter: %d %s; want 201", resp.Status, resp.Raw)
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/crew/members/m1?lease="+lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/crew/members/m1?lease="+lease)
 	seen.members.awaitEvent(t, 10*time.Second, "the member gone", func(ev timedEvent) bool { return groupSummary(ev.Data) == "" })
 
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 	if resp := <-passed; resp.Status != http.StatusOK {
 		t.Fatalf("after the lease ended the barrier waiter got %d %s; want 200 (lowered)", resp.Status, resp.Raw)
 	}
-	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/kv/conf") // through the session that ended the lease
-	if dbl := a.must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body; fmt.Sprint(dbl["participants"]) != "[p2]" {
+	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/kv/conf") // through the session that ended the lease
+	if dbl := a.Must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body; fmt.Sprint(dbl["participants"]) != "[p2]" {
 		t.Fatalf("after the lease ended the double barrier is %v; want p2 alone", dbl)
 	}
 }
 
 // callAsync sends a request with faultCall in the background; its answer
 // (status -1 and the error for none) comes on the channel.
-func callAsync(car *sidecar, timeout time.Duration, method, path string) <-chan *response {
-	ch := make(chan *response, 1)
+func callAsync(car *sidecartest.Sidecar, timeout time.Duration, method, path string) <-chan *sidecartest.Response {
+	ch := make(chan *sidecartest.Response, 1)
 	go func() {
-		resp, err := car.faultCall(timeout, method, path)
+		resp, err := car.FaultCall(timeout, method, path)
 		if err != nil {
-			resp = &response{Status: -1, Raw: []byte(err.Error())}
+			resp = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 		}
 		ch <- resp
 	}()
@@ -127,7 +128,7 @@ type fourKinds struct {
 
 // followFourKinds opens the streams on car and waits for each thing's first
 // state: member m1, the key's second value, the barrier raised, participant p1.
-func followFourKinds(t *testing.T, car *sidecar) *fourKinds {
+func followFourKinds(t *testing.T, car *sidecartest.Sidecar) *fourKinds {
 	t.Helper()
 	f := &fourKinds{
 		members:    followEvents(t, car, "/v1/groups/crew/events"),
@@ -135,7 +136,7 @@ func followFourKinds(t *testing.T, car *sidecar) *fourKinds {
 		everything: followEvents(t, car, "/v1/events"),
 	}
 	f.members.awaitEvent(t, 10*time.Second, "the member", func(ev timedEvent) bool { return groupSummary(ev.Data) == "m1=10.0.0.1:80" })
-	f.key.awaitEvent(t, 10*time.Second, "the key", func(ev timedEvent) bool { return str(ev.Data["value"]) == "second" })
+	f.key.awaitEvent(t, 10*time.Second, "the key", func(ev timedEvent) bool { return sidecartest.Str(ev.Data["value"]) == "second" })
 	// /v1/events orders events per thing, not across things: the two may come
 	// either way round (awaitEvent consumes what it passes over).
 	var raised, entered bool
@@ -149,20 +150,20 @@ func followFourKinds(t *testing.T, car *sidecar) *fourKinds {
 
 // checkUnchanged fails t unless car reads the four things as they were before
 // the restart and no event of f showed anything else.
-func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecar, groupVersion int64) {
+func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecartest.Sidecar, groupVersion int64) {
 	t.Helper()
-	g := car.must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body
-	if groupSummary(g) != "m1=10.0.0.1:80" || num(g["version"]) != groupVersion {
+	g := car.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body
+	if groupSummary(g) != "m1=10.0.0.1:80" || sidecartest.Num(g["version"]) != groupVersion {
 		t.Fatalf("after the restart the other sidecar sees group %v; want member m1 at version %d", g, groupVersion)
 	}
-	if k := car.must(t, http.StatusOK, http.MethodGet, "/v1/kv/conf"); string(k.Raw) != "second" || k.Header.Get("Version") != "1" {
+	if k := car.Must(t, http.StatusOK, http.MethodGet, "/v1/kv/conf"); string(k.Raw) != "second" || k.Header.Get("Version") != "1" {
 		t.Fatalf("after the restart the other sidecar reads the key as %q version %q; want \"second\" version 1", k.Raw, k.Header.Get("Version"))
 	}
-	if br := car.must(t, http.StatusOK, http.MethodGet, "/v1/barriers/gate").Body; br["raised"] != true {
+	if br := car.Must(t, http.StatusOK, http.MethodGet, "/v1/barriers/gate").Body; br["raised"] != true {
 		t.Fatalf("after the restart the barrier is %v; want it raised", br)
 	}
-	dbl := car.must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body
-	if fmt.Sprint(dbl["participants"]) != "[p1]" || num(dbl["count"]) != 2 || dbl["ready"] != false {
+	dbl := car.Must(t, http.StatusOK, http.MethodGet, "/v1/double-barriers/meet").Body
+	if fmt.Sprint(dbl["participants"]) != "[p1]" || sidecartest.Num(dbl["count"]) != 2 || dbl["ready"] != false {
 		t.Fatalf("after the restart the double barrier is %v; want participant p1 alone, count 2, not ready", dbl)
 	}
 	for _, ev := range f.members.events() {
@@ -171,7 +172,7 @@ func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecar, groupVersion int6
 		}
 	}
 	for _, ev := range f.key.events() {
-		if str(ev.Data["value"]) != "second" || num(ev.Data["version"]) != 1 {
+		if sidecartest.Str(ev.Data["value"]) != "second" || sidecartest.Num(ev.Data["version"]) != 1 {
 			t.Fatalf("the other sidecar's key stream showed a change: %s %v", ev.Name, ev.Data)
 		}
 	}
@@ -193,7 +194,7 @@ func changedThing(ev timedEvent) bool {
 	case "group":
 		return ev.Data["group"] == "crew" && groupSummary(ev.Data) != "m1=10.0.0.1:80"
 	case "kv":
-		return ev.Data["key"] == "conf" && num(ev.Data["version"]) != 1
+		return ev.Data["key"] == "conf" && sidecartest.Num(ev.Data["version"]) != 1
 	}
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -39,7 +40,7 @@ func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
 	}
 	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
 	s := &sharesScene{a: a, b: b}
-	s.lease = str(s.a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	s.lease = sidecartest.Str(s.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	s.joinThroughput(t)
 	s.joinPartitions(t)
 	s.claimJob(t)
@@ -64,14 +65,14 @@ func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
 // sharesScene is TestRestartKeepsSharesPartitionsAndClaims's two sidecars (a
 // is restarted) and what was seen before the kill.
 type sharesScene struct {
-	a, b  *sidecar
+	a, b  *sidecartest.Sidecar
 	lease string // a's, holding one thing of each kind
 
 	led, follows     tpGroup // a's member leads tp-led; b's leads tp-follows
 	parts            pGroup  // a's pa leads; b's pb is the other member
 	paOwned, pbOwned map[string]int64
-	claim            string         // a's claim of job-1
-	delivered        chan *response // b's claim on the same queue, waiting
+	claim            string                     // a's claim of job-1
+	delivered        chan *sidecartest.Response // b's claim on the same queue, waiting
 
 	// b's streams of tp-led, tp-follows and parts.
 	ledEvents, followsEvents, partsEvents *eventLog
@@ -81,12 +82,12 @@ type sharesScene struct {
 // b's member b2, each with a member of the other sidecar.
 func (s *sharesScene) joinThroughput(t *testing.T) {
 	a, b := s.a, s.b
-	b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-led", `{"limit":1000}`)
-	b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-follows", `{"limit":600}`)
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-led/members?id=a1&lease="+s.lease)
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-led/members?id=b1&ttl=60s")
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-follows/members?id=b2&ttl=60s")
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-follows/members?id=a2&weight=2&lease="+s.lease)
+	b.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-led", `{"limit":1000}`)
+	b.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-follows", `{"limit":600}`)
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-led/members?id=a1&lease="+s.lease)
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-led/members?id=b1&ttl=60s")
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-follows/members?id=b2&ttl=60s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/tp-follows/members?id=a2&weight=2&lease="+s.lease)
 	s.led = awaitTP(t, b, "tp-led", "1000: a1*=500 b1=500")
 	s.follows = awaitTP(t, b, "tp-follows", "600: b2*=200 a2=400")
 }
@@ -95,14 +96,14 @@ func (s *sharesScene) joinThroughput(t *testing.T) {
 // the plan that deals b's pb its half.
 func (s *sharesScene) joinPartitions(t *testing.T) {
 	a, b := s.a, s.b
-	b.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/parts", `{"count":4}`)
-	pa := decodeAs[pMember](t, a.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pa&lease="+s.lease, "").Raw)
+	b.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/parts", `{"count":4}`)
+	pa := decodeAs[pMember](t, a.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pa&lease="+s.lease, "").Raw)
 	if len(pa.Owned) != 4 {
 		t.Fatalf("pa alone: %+v", pa)
 	}
-	b.send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pb&ttl=60s", "")
-	pa = decodeAs[pMember](t, a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/parts/members/pa?version=%d&wait=5s", pa.Version)).Raw)
-	a.must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/parts/members/pa/ack?version=%d&lease=%s", pa.Version, s.lease))
+	b.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pb&ttl=60s", "")
+	pa = decodeAs[pMember](t, a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/parts/members/pa?version=%d&wait=5s", pa.Version)).Raw)
+	a.Must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/parts/members/pa/ack?version=%d&lease=%s", pa.Version, s.lease))
 	s.parts = awaitSettled(t, b, "parts", 2, 10*time.Second)
 	s.paOwned = partMember(t, b, "pa").owned()
 	s.pbOwned = partMember(t, b, "pb").owned()
@@ -113,17 +114,17 @@ func (s *sharesScene) joinPartitions(t *testing.T) {
 
 // claimJob has a claim job-1 of queue jobs while b's claim on jobs waits.
 func (s *sharesScene) claimJob(t *testing.T) {
-	s.b.putItem(t, "jobs", "job-1")
-	c, err := s.a.do(context.Background(), http.MethodPost, "/v1/queues/jobs/claims?lease="+s.lease, nil)
+	s.b.PutItem(t, "jobs", "job-1")
+	c, err := s.a.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/claims?lease="+s.lease, nil)
 	if err != nil || c.Status != http.StatusOK || string(c.Raw) != "job-1" {
 		t.Fatalf("claim: %v %+v", err, c)
 	}
 	s.claim = c.Header.Get("Claim-Id")
-	s.delivered = make(chan *response, 1)
+	s.delivered = make(chan *sidecartest.Response, 1)
 	go func() {
-		resp, err := s.b.faultCall(2*time.Minute, http.MethodPost, "/v1/queues/jobs/claims?wait=100s&ttl=60s")
+		resp, err := s.b.FaultCall(2*time.Minute, http.MethodPost, "/v1/queues/jobs/claims?wait=100s&ttl=60s")
 		if err != nil {
-			resp = &response{Status: -1, Raw: []byte(err.Error())}
+			resp = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 		}
 		s.delivered <- resp
 	}()
@@ -131,7 +132,7 @@ func (s *sharesScene) claimJob(t *testing.T) {
 
 // checkLease checks that the resumed lease lists every hold.
 func (s *sharesScene) checkLease(t *testing.T) {
-	detail := string(s.a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+s.lease).Raw)
+	detail := string(s.a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+s.lease).Raw)
 	for _, h := range []string{
 		`"kind":"throughput","name":"tp-led/a1"`, `"kind":"throughput","name":"tp-follows/a2"`,
 		`"kind":"partitions","name":"parts/pa"`, `"kind":"claim","name":"jobs/` + s.claim + `"`,
@@ -145,7 +146,7 @@ func (s *sharesScene) checkLease(t *testing.T) {
 // checkThroughput checks that nothing moved, on b's reads and streams.
 func (s *sharesScene) checkThroughput(t *testing.T) {
 	for _, before := range []tpGroup{s.led, s.follows} {
-		if now := decodeTP(t, s.b.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+before.Group).Raw); now.summary() != before.summary() || now.Version != before.Version {
+		if now := decodeTP(t, s.b.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+before.Group).Raw); now.summary() != before.summary() || now.Version != before.Version {
 			t.Fatalf("after the restart %s is %s version %d; want %s version %d", before.Group, now.summary(), now.Version, before.summary(), before.Version)
 		}
 	}
@@ -171,7 +172,7 @@ func (s *sharesScene) checkPartitions(t *testing.T) {
 
 // checkClaim checks that the item is still hidden and b was given nothing.
 func (s *sharesScene) checkClaim(t *testing.T) {
-	if q := s.b.must(t, http.StatusOK, http.MethodGet, "/v1/queues/jobs").Body; num(q["length"]) != 0 || num(q["claimed"]) != 1 {
+	if q := s.b.Must(t, http.StatusOK, http.MethodGet, "/v1/queues/jobs").Body; sidecartest.Num(q["length"]) != 0 || sidecartest.Num(q["claimed"]) != 1 {
 		t.Fatalf("after the restart the queue is %v; want its item claimed", q)
 	}
 	select {
@@ -185,17 +186,17 @@ func (s *sharesScene) checkClaim(t *testing.T) {
 // allocated), the claim is acked, and what a lets go passes on.
 func (s *sharesScene) passOn(t *testing.T) {
 	a, b := s.a, s.b
-	sh := a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-led/members/a1?lease="+s.lease, `{"demand":300}`).Body
-	if num(sh["share"]) != 300 || num(sh["version"]) != s.led.Version+1 {
+	sh := a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/tp-led/members/a1?lease="+s.lease, `{"demand":300}`).Body
+	if sidecartest.Num(sh["share"]) != 300 || sidecartest.Num(sh["version"]) != s.led.Version+1 {
 		t.Fatalf("a1's update through the successor answered %v; want share 300 in version %d", sh, s.led.Version+1)
 	}
 	awaitTP(t, b, "tp-led", "1000: a1*=300 b1=700")
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/queues/jobs/claims/"+s.claim)
-	b.putItem(t, "jobs", "job-2")
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/queues/jobs/claims/"+s.claim)
+	b.PutItem(t, "jobs", "job-2")
 	if resp := <-s.delivered; resp.Status != http.StatusOK || string(resp.Raw) != "job-2" {
 		t.Fatalf("the other sidecar's claim got %d %s; want job-2 (job-1 was acked)", resp.Status, resp.Raw)
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/parts/members/pa?lease="+s.lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/parts/members/pa?lease="+s.lease)
 	awaitSettled(t, b, "parts", 1, 10*time.Second)
 	pb := partMember(t, b, "pb").owned()
 	for p, tok := range pb {
@@ -203,18 +204,18 @@ func (s *sharesScene) passOn(t *testing.T) {
 			t.Fatalf("pb owns %v after pa left; want its own %v kept and pa's %v with higher tokens", pb, s.pbOwned, s.paOwned)
 		}
 	}
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/tp-led/members/a1?lease="+s.lease)
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/tp-follows/members/a2?lease="+s.lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/tp-led/members/a1?lease="+s.lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/tp-follows/members/a2?lease="+s.lease)
 	awaitTP(t, b, "tp-led", "1000: b1*=1000")
 	awaitTP(t, b, "tp-follows", "600: b2*=600")
 }
 
 // awaitTP waits until car reads group's allocation as want (tpGroup.summary).
-func awaitTP(t testing.TB, car *sidecar, group, want string) tpGroup {
+func awaitTP(t testing.TB, car *sidecartest.Sidecar, group, want string) tpGroup {
 	t.Helper()
 	var g tpGroup
 	testutil.Eventually(t, 10*time.Second, "throughput group "+group+" at "+want, func() bool {
-		r, err := car.do(context.Background(), http.MethodGet, "/v1/throughput/"+group, nil)
+		r, err := car.Do(context.Background(), http.MethodGet, "/v1/throughput/"+group, nil)
 		if err != nil || r.Status != http.StatusOK {
 			return false
 		}
@@ -232,7 +233,7 @@ func checkTPEvents(t testing.TB, events *eventLog, want tpGroup) {
 		raw, _ := json.Marshal(ev.Data)
 		switch ev.Name {
 		case "leader":
-			if str(ev.Data["leader"]) != *want.Leader {
+			if sidecartest.Str(ev.Data["leader"]) != *want.Leader {
 				t.Fatalf("%s: the other sidecar's stream showed leader %s; want %s throughout", want.Group, raw, *want.Leader)
 			}
 		case "throughput":
@@ -246,16 +247,7 @@ func checkTPEvents(t testing.TB, events *eventLog, want tpGroup) {
 }
 
 // partMember reads member id of partition group "parts" through car.
-func partMember(t testing.TB, car *sidecar, id string) pMember {
+func partMember(t testing.TB, car *sidecartest.Sidecar, id string) pMember {
 	t.Helper()
-	return decodeAs[pMember](t, car.must(t, http.StatusOK, http.MethodGet, "/v1/partitions/parts/members/"+id).Raw)
-}
-
-// putItem enqueues item to queue through car.
-func (s *sidecar) putItem(t testing.TB, queue, item string) {
-	t.Helper()
-	r, err := s.do(context.Background(), http.MethodPost, "/v1/queues/"+queue+"/items", strings.NewReader(item), "Content-Type", "text/plain")
-	if err != nil || r.Status != http.StatusCreated {
-		t.Fatalf("enqueue %s: %v %+v", item, err, r)
-	}
+	return decodeAs[pMember](t, car.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions/parts/members/"+id).Raw)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -63,7 +64,7 @@ func newRestartable(t testing.TB, zk []string, root string, timeout string) *res
 // state directory with the session timeout given (r, first started as a) and
 // an in-process sidecar beside it (b): the one to kill and start again, and
 // the one that watches.
-func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restartable, a, b *sidecar) {
+func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restartable, a, b *sidecartest.Sidecar) {
 	t.Helper()
 	root := zktest.Root(t)
 	r = newRestartable(t, zkc.Servers(), root, timeout)
@@ -72,14 +73,14 @@ func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restarta
 		t.Fatal(err)
 	}
 	r.witness = zktest.StartWitness(t, zkc.Servers(), d)
-	return r, r.start(t), startSidecar(t, zkc.Servers(), root)
+	return r, r.start(t), sidecartest.Start(t, zkc.Servers(), root)
 }
 
 // restartPastTimeout kills r's process with SIGKILL, starts it again at once
 // and returns the successor once its session timeout has passed since the
 // kill (the old session would have expired by then had nobody resumed it:
 // r's witness, dying after the kill, has expired), with the time of the kill.
-func (r *restartable) restartPastTimeout(t *testing.T) (*sidecar, time.Time) {
+func (r *restartable) restartPastTimeout(t *testing.T) (*sidecartest.Sidecar, time.Time) {
 	t.Helper()
 	r.kill(t)
 	killed := time.Now()
@@ -92,16 +93,16 @@ func (r *restartable) restartPastTimeout(t *testing.T) (*sidecar, time.Time) {
 
 // start runs the process and waits until it is ready (its resume, if any,
 // reconciled).
-func (r *restartable) start(t testing.TB) *sidecar {
+func (r *restartable) start(t testing.TB) *sidecartest.Sidecar {
 	t.Helper()
 	s := r.spawn(t, r.args)
-	s.waitReady(t)
+	s.WaitReady(t)
 	return s
 }
 
 // spawn runs the process with args (r.args, or a variant of them) and returns
 // at once, without waiting for it to be ready: r.exited closes when it ends.
-func (r *restartable) spawn(t testing.TB, args []string) *sidecar {
+func (r *restartable) spawn(t testing.TB, args []string) *sidecartest.Sidecar {
 	t.Helper()
 	r.cmd = exec.Command(r.bin, args...)
 	logs, err := os.OpenFile(r.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -117,7 +118,7 @@ func (r *restartable) spawn(t testing.TB, args []string) *sidecar {
 	r.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	return &sidecar{base: "http://" + r.addr}
+	return &sidecartest.Sidecar{Base: "http://" + r.addr}
 }
 
 // kill ends the process with SIGKILL and waits for it to be gone.
@@ -175,20 +176,20 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	}
 	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
 
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=a&lease="+lease).Body["fencingToken"])
-	waiting := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	go func() { _, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/locks/kept?wait=50s&lease="+waiting) }()
-	granted := make(chan *response, 1)
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=a&lease="+lease).Body["fencingToken"])
+	waiting := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	go func() { _, _ = a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/kept?wait=50s&lease="+waiting) }()
+	granted := make(chan *sidecartest.Response, 1)
 	go func() {
-		resp, err := b.faultCall(2*time.Minute, http.MethodPost, "/v1/locks/kept?wait=100s&owner=b")
+		resp, err := b.FaultCall(2*time.Minute, http.MethodPost, "/v1/locks/kept?wait=100s&owner=b")
 		if err != nil {
-			resp = &response{Status: -1, Raw: []byte(err.Error())}
+			resp = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 		}
 		granted <- resp
 	}()
 	testutil.Eventually(t, 10*time.Second, "a waiter on each sidecar", func() bool {
-		return num(b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 2
+		return sidecartest.Num(b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 2
 	})
 	events := followEvents(t, b, "/v1/locks/kept/events")
 	testutil.Eventually(t, 10*time.Second, "the lease and its lock saved", func() bool {
@@ -198,26 +199,26 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 
 	a, killed := r.restartPastTimeout(t)
 
-	resumedAt := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["resumedAt"])
+	resumedAt := sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["resumedAt"])
 	if at, err := time.Parse(time.RFC3339Nano, resumedAt); err != nil || at.Before(killed) {
 		t.Fatalf("GET /v1/session: resumedAt %q (%v); want the time of the resume, after the kill", resumedAt, err)
 	}
 	page := startUIBrowser(t)
-	page.call(t, "Page.navigate", map[string]any{"url": a.base + "/ui/"})
+	page.call(t, "Page.navigate", map[string]any{"url": a.Base + "/ui/"})
 	page.await(t, 30*time.Second, "the status page says the session was resumed", fmt.Sprintf(
 		`document.getElementById('resumed')?.hidden === false && document.getElementById('resumed')?.dataset.at === %q`, resumedAt))
 
-	detail := a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	detail := a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	if !strings.Contains(string(detail.Raw), `"kind":"lock","name":"kept"`) {
 		t.Fatalf("the resumed lease %s: %s; want it holding lock kept", lease, detail.Raw)
 	}
-	st := b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body
+	st := b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body
 	holder, _ := st["holder"].(map[string]any)
-	if num(holder["fencingToken"]) != token || str(holder["owner"]) != "a" || num(st["waiters"]) != 1 {
+	if sidecartest.Num(holder["fencingToken"]) != token || sidecartest.Str(holder["owner"]) != "a" || sidecartest.Num(st["waiters"]) != 1 {
 		t.Fatalf("after the restart the other sidecar sees %v; want holder a with token %d and 1 waiter (its own: the killed sidecar's waiting node is gone)", st, token)
 	}
 	for _, ev := range events.events() {
-		if h, ok := ev.Data["holder"].(map[string]any); ok && num(h["fencingToken"]) != token {
+		if h, ok := ev.Data["holder"].(map[string]any); ok && sidecartest.Num(h["fencingToken"]) != token {
 			t.Fatalf("the other sidecar's stream showed another holder: %s", ev.Data)
 		}
 	}
@@ -227,9 +228,9 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	default:
 	}
 
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/kept?lease="+lease)
 	resp := <-granted
-	if resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= token {
+	if resp.Status != http.StatusCreated || sidecartest.Num(resp.Body["fencingToken"]) <= token {
 		t.Fatalf("after the release the waiter got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, token)
 	}
 }
@@ -243,17 +244,17 @@ func TestRestartTooLate(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	r, a, b := restartPair(t, zktest.Shared(t), "1s")
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=a&lease="+lease).Body["fencingToken"])
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=a&lease="+lease).Body["fencingToken"])
 	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool { return strings.Contains(r.savedState(t), lease) })
 
 	r.kill(t)
-	g := b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=b&wait=60s")
-	if num(g.Body["fencingToken"]) <= token {
+	g := b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/late?owner=b&wait=60s")
+	if sidecartest.Num(g.Body["fencingToken"]) <= token {
 		t.Fatalf("the other sidecar got the lock with token %v, want above %d", g.Body["fencingToken"], token)
 	}
 	a = r.start(t)
-	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
 	if v := metricValue(t, a, `coord_restarts_total{outcome="too_late"}`); v != 1 {
 		t.Fatalf("coord_restarts_total{outcome=\"too_late\"} = %v, want 1", v)
 	}
@@ -273,14 +274,14 @@ func TestStateDirHasOneOwner(t *testing.T) {
 	zkc := zktest.Shared(t)
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
 	a := r.start(t)
-	before := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	before := sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	args := append([]string(nil), r.args...)
 	args[1] = freeAddr(t) // --listen's value
 	out, err := exec.Command(r.bin, args...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use") || !strings.Contains(string(out), strconv.Itoa(r.cmd.Process.Pid)) {
 		t.Fatalf("a second process on the state directory: %v, printed %s; want an exit naming pid %d", err, out, r.cmd.Process.Pid)
 	}
-	if after := str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
+	if after := sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); after != before {
 		t.Fatalf("the first process's session went from %s to %s", before, after)
 	}
 }
@@ -317,7 +318,7 @@ func TestRestartWithABadStateFile(t *testing.T) {
 		if got := metricValue(t, a, `coord_restarts_total{outcome="bad_state"}`); got != 1 {
 			t.Errorf("%s: coord_restarts_total{outcome=\"bad_state\"} = %v, want 1", c.name, got)
 		}
-		if st := a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body; st["state"] != "connected" || num(st["leases"]) != 0 {
+		if st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body; st["state"] != "connected" || sidecartest.Num(st["leases"]) != 0 {
 			t.Errorf("%s: session %v, want a new one holding nothing", c.name, st)
 		}
 		aside, _ := filepath.Glob(filepath.Join(r.state, "state.json.bad-*"))
@@ -352,8 +353,8 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
 	a := r.start(t)
 	old := r.cmd.Process.Pid
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
-	token := num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/upgraded?owner=a&lease="+lease).Body["fencingToken"])
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
+	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/upgraded?owner=a&lease="+lease).Body["fencingToken"])
 	stream := followEvents(t, a, "/v1/leases/"+lease+"/events")
 
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
@@ -373,7 +374,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(method, a.base+path, nil)
+			req, _ := http.NewRequest(method, a.Base+path, nil)
 			resp, err := c.Do(req)
 			if err != nil {
 				n.failed = append(n.failed, err.Error())
@@ -402,7 +403,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 		return pid != 0 && pid != old
 	})
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	a.waitReady(t)
+	a.WaitReady(t)
 	time.Sleep(300 * time.Millisecond) // the loops go on against the successor
 	close(stop)
 	for range 2 {
@@ -419,9 +420,9 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	if evs := stream.events(); len(evs) == 0 || evs[len(evs)-1].Name != "lease" {
 		t.Errorf("the keepalive stream's events: %v; want it ended without the lease's end", evs)
 	}
-	st := a.must(t, http.StatusOK, http.MethodGet, "/v1/locks/upgraded").Body
-	if h, _ := st["holder"].(map[string]any); num(h["fencingToken"]) != token {
+	st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/upgraded").Body
+	if h, _ := st["holder"].(map[string]any); sidecartest.Num(h["fencingToken"]) != token {
 		t.Fatalf("after the upgrade the lock is %v, want it held with token %d", st, token)
 	}
-	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -120,7 +121,7 @@ type zkFaultRig struct {
 	proxies []*faultproxy.Proxy
 	on      int
 	r       *restartable
-	a, b    *sidecar
+	a, b    *sidecartest.Sidecar
 }
 
 func newZKFaultRig(t *testing.T) *zkFaultRig {
@@ -153,7 +154,7 @@ func newZKFaultRig(t *testing.T) *zkFaultRig {
 	if srv := g.server(t); srv != g.proxies[g.on].Addr() {
 		t.Fatalf("the sidecar's session is on %s, want %s (node %d)", srv, g.proxies[g.on].Addr(), g.on)
 	}
-	g.b = startSidecar(t, others, root, "--session-timeout", "6s")
+	g.b = sidecartest.Start(t, others, root, "--session-timeout", "6s")
 	return g
 }
 
@@ -171,7 +172,7 @@ func (g *zkFaultRig) live() []string {
 // server is the address a's session is connected to.
 func (g *zkFaultRig) server(t *testing.T) string {
 	t.Helper()
-	return str(g.a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["server"])
+	return sidecartest.Str(g.a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["server"])
 }
 
 func (g *zkFaultRig) cutOthers() {
@@ -226,7 +227,7 @@ func until(stop <-chan struct{}, cond func() bool) bool {
 type zkFaultHold struct {
 	lease, session string
 	token          int64
-	granted        chan *response
+	granted        chan *sidecartest.Response
 	// witness is a session of a's timeout on the nodes that stay up, dying
 	// just after a is killed: once it has expired, so would have a's old
 	// session had nobody resumed it.
@@ -236,21 +237,21 @@ type zkFaultHold struct {
 func (g *zkFaultRig) hold(t *testing.T) *zkFaultHold {
 	t.Helper()
 	a, b := g.a, g.b
-	h := &zkFaultHold{granted: make(chan *response, 1), witness: zktest.StartWitness(t, g.live(), 6*time.Second)}
-	h.session = str(a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
-	h.lease = str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	h.token = num(a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zkfault?owner=a&lease="+h.lease).Body["fencingToken"])
-	waiting := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	go func() { _, _ = a.faultCall(time.Minute, http.MethodPost, "/v1/locks/zkfault?wait=50s&lease="+waiting) }()
+	h := &zkFaultHold{granted: make(chan *sidecartest.Response, 1), witness: zktest.StartWitness(t, g.live(), 6*time.Second)}
+	h.session = sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	h.lease = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	h.token = sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/zkfault?owner=a&lease="+h.lease).Body["fencingToken"])
+	waiting := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	go func() { _, _ = a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/zkfault?wait=50s&lease="+waiting) }()
 	go func() {
-		resp, err := b.faultCall(2*time.Minute, http.MethodPost, "/v1/locks/zkfault?wait=100s&owner=b")
+		resp, err := b.FaultCall(2*time.Minute, http.MethodPost, "/v1/locks/zkfault?wait=100s&owner=b")
 		if err != nil {
-			resp = &response{Status: -1, Raw: []byte(err.Error())}
+			resp = &sidecartest.Response{Status: -1, Raw: []byte(err.Error())}
 		}
 		h.granted <- resp
 	}()
 	testutil.Eventually(t, 10*time.Second, "a waiter on each sidecar", func() bool {
-		return num(b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/zkfault").Body["waiters"]) == 2
+		return sidecartest.Num(b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/zkfault").Body["waiters"]) == 2
 	})
 	testutil.Eventually(t, 10*time.Second, "the lease and its lock saved", func() bool {
 		st := g.r.savedState(t)
@@ -264,21 +265,21 @@ func (g *zkFaultRig) hold(t *testing.T) *zkFaultHold {
 func (h *zkFaultHold) checkKept(t *testing.T, g *zkFaultRig, killed time.Time) {
 	t.Helper()
 	h.witness.AwaitExpired(t, testutil.Patience(30*time.Second))
-	sess := g.a.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body
-	at, err := time.Parse(time.RFC3339Nano, str(sess["resumedAt"]))
-	if err != nil || at.Before(killed) || str(sess["sessionId"]) != h.session {
+	sess := g.a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body
+	at, err := time.Parse(time.RFC3339Nano, sidecartest.Str(sess["resumedAt"]))
+	if err != nil || at.Before(killed) || sidecartest.Str(sess["sessionId"]) != h.session {
 		t.Fatalf("GET /v1/session: %v; want session %s, resumed after the kill", sess, h.session)
 	}
 	if v := metricValue(t, g.a, `coord_restarts_total{outcome="resumed"}`); v != 1 {
 		t.Fatalf(`coord_restarts_total{outcome="resumed"} = %v, want 1; the log:%s`, v, g.r.logs(t))
 	}
-	detail := g.a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+h.lease)
+	detail := g.a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+h.lease)
 	if !strings.Contains(string(detail.Raw), `"kind":"lock","name":"zkfault"`) {
 		t.Fatalf("the resumed lease %s: %s; want it holding lock zkfault", h.lease, detail.Raw)
 	}
-	st := g.b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/zkfault").Body
+	st := g.b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/zkfault").Body
 	holder, _ := st["holder"].(map[string]any)
-	if num(holder["fencingToken"]) != h.token || str(holder["owner"]) != "a" || num(st["waiters"]) != 1 {
+	if sidecartest.Num(holder["fencingToken"]) != h.token || sidecartest.Str(holder["owner"]) != "a" || sidecartest.Num(st["waiters"]) != 1 {
 		t.Fatalf("after the restart the other sidecar sees %v; want holder a with token %d and 1 waiter (its own)", st, h.token)
 	}
 	select {
@@ -292,9 +293,9 @@ func (h *zkFaultHold) checkKept(t *testing.T, g *zkFaultRig, killed time.Time) {
 // higher token.
 func (h *zkFaultHold) release(t *testing.T, g *zkFaultRig) {
 	t.Helper()
-	g.a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/zkfault?lease="+h.lease)
+	g.a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/zkfault?lease="+h.lease)
 	resp := <-h.granted
-	if resp.Status != http.StatusCreated || num(resp.Body["fencingToken"]) <= h.token {
+	if resp.Status != http.StatusCreated || sidecartest.Num(resp.Body["fencingToken"]) <= h.token {
 		t.Fatalf("after the release the waiter got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, h.token)
 	}
 }

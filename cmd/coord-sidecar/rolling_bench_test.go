@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/benchload"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -190,10 +191,10 @@ func (l *rollBenchLoad) waitsIn(windows []rollWindow) (waits []time.Duration, fa
 }
 
 // rollBenchRound runs one row: warm-up, quiet, roll.
-func rollBenchRound(b *testing.B, zkc *zktest.Cluster, car *sidecar, name string, workers int, hot bool) ebResult {
+func rollBenchRound(b *testing.B, zkc *zktest.Cluster, car *sidecartest.Sidecar, name string, workers int, hot bool) ebResult {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
 	defer tr.CloseIdleConnections()
-	l := &rollBenchLoad{base: car.base, client: &http.Client{Transport: tr}}
+	l := &rollBenchLoad{base: car.Base, client: &http.Client{Transport: tr}}
 	var x *benchload.Exclusion
 	if hot {
 		x = &benchload.Exclusion{}

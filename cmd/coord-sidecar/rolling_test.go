@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -42,7 +43,7 @@ const (
 type rollCar struct {
 	idx     int
 	proc    *restartable
-	car     *sidecar
+	car     *sidecartest.Sidecar
 	lease   string
 	token   int64  // of the lock held-<idx>
 	session string // its ZooKeeper session id before the roll
@@ -92,18 +93,18 @@ func (g *rollTally) fail(kind, format string, args ...any) {
 
 // failKind names an unwanted answer: what was asked, the status and the
 // problem's detail.
-func failKind(what string, r *response, err error) string {
+func failKind(what string, r *sidecartest.Response, err error) string {
 	if err != nil {
 		return what + ": no answer"
 	}
-	return fmt.Sprintf("%s: %d %s", what, r.Status, str(r.Body["detail"]))
+	return fmt.Sprintf("%s: %d %s", what, r.Status, sidecartest.Str(r.Body["detail"]))
 }
 
 // call sends one loop request and counts it: a failure unless the answer's
 // status is one of want. It returns the answer when it is one of want.
-func (g *rollTally) call(c *rollCar, what, method, path string, want ...int) *response {
+func (g *rollTally) call(c *rollCar, what, method, path string, want ...int) *sidecartest.Response {
 	start := time.Now()
-	r, err := c.car.faultCall(rollTimeout, method, path)
+	r, err := c.car.FaultCall(rollTimeout, method, path)
 	d := time.Since(start)
 	g.mu.Lock()
 	g.requests++
@@ -161,20 +162,20 @@ func newRollRig(t *testing.T) *rollRig {
 		g.cars = append(g.cars, startRollCar(t, g.zkc.Servers(), root, i))
 	}
 	for _, c := range g.cars {
-		c.lease = str(c.car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-		c.token = num(c.car.must(t, http.StatusCreated, http.MethodPost,
+		c.lease = sidecartest.Str(c.car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+		c.token = sidecartest.Num(c.car.Must(t, http.StatusCreated, http.MethodPost,
 			fmt.Sprintf("/v1/locks/held-%d?lease=%s&owner=car-%d", c.idx, c.lease, c.idx)).Body["fencingToken"])
-		c.car.must(t, http.StatusCreated, http.MethodPost,
+		c.car.Must(t, http.StatusCreated, http.MethodPost,
 			fmt.Sprintf("/v1/elections/%s/candidates?id=car-%d&lease=%s", rollElection, c.idx, c.lease))
-		c.car.must(t, http.StatusCreated, http.MethodPost,
+		c.car.Must(t, http.StatusCreated, http.MethodPost,
 			fmt.Sprintf("/v1/groups/%s/members?id=m-%d&lease=%s", rollGroup, c.idx, c.lease))
 		g.members = append(g.members, fmt.Sprintf("m-%d", c.idx))
-		c.session = str(c.car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+		c.session = sidecartest.Str(c.car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	}
 	sort.Strings(g.members)
-	e := g.cars[0].car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+rollElection)
+	e := g.cars[0].car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+rollElection)
 	leader, _ := e.Body["leader"].(map[string]any)
-	g.leader, g.term = str(leader["candidate"]), num(leader["term"])
+	g.leader, g.term = sidecartest.Str(leader["candidate"]), sidecartest.Num(leader["term"])
 	if g.leader != "car-0" || g.term == 0 {
 		t.Fatalf("before the roll the election is %s, want car-0 leading with a term", e.Raw)
 	}
@@ -219,7 +220,7 @@ func memberIDs(body map[string]any) []string {
 	ids := make([]string, 0, len(ms))
 	for _, m := range ms {
 		mm, _ := m.(map[string]any)
-		ids = append(ids, str(mm["id"]))
+		ids = append(ids, sidecartest.Str(mm["id"]))
 	}
 	sort.Strings(ids)
 	return ids
@@ -239,7 +240,7 @@ func (g *rollRig) writer(c *rollCar, stop <-chan struct{}) {
 		lock := fmt.Sprintf("/v1/locks/cycle-%d", c.idx)
 		r := g.tally.call(c, "lock", http.MethodPost, lock+"?ttl=30s&owner=cycler", http.StatusCreated)
 		if r != nil {
-			g.tally.call(c, "unlock", http.MethodDelete, lock+"?lease="+str(r.Body["lease"]), http.StatusNoContent)
+			g.tally.call(c, "unlock", http.MethodDelete, lock+"?lease="+sidecartest.Str(r.Body["lease"]), http.StatusNoContent)
 		}
 	}
 }
@@ -256,7 +257,7 @@ func (g *rollRig) reader(c *rollCar, stop <-chan struct{}) {
 		case 0:
 			if r := g.tally.call(c, "read election", http.MethodGet, "/v1/elections/"+rollElection, http.StatusOK); r != nil {
 				leader, _ := r.Body["leader"].(map[string]any)
-				if str(leader["candidate"]) != g.leader || num(leader["term"]) != g.term {
+				if sidecartest.Str(leader["candidate"]) != g.leader || sidecartest.Num(leader["term"]) != g.term {
 					g.tally.fail("an election read showing another leader", "sidecar %d: the election read shows %s", c.idx, clip(r.Raw))
 				}
 			}
@@ -267,7 +268,7 @@ func (g *rollRig) reader(c *rollCar, stop <-chan struct{}) {
 		case 2:
 			if r := g.tally.call(c, "read held lock", http.MethodGet, fmt.Sprintf("/v1/locks/held-%d", c.idx), http.StatusOK); r != nil {
 				h, _ := r.Body["holder"].(map[string]any)
-				if num(h["fencingToken"]) != c.token {
+				if sidecartest.Num(h["fencingToken"]) != c.token {
 					g.tally.fail("a lock read showing another holder", "sidecar %d: the held lock's read shows %s", c.idx, clip(r.Raw))
 				}
 			}
@@ -318,12 +319,12 @@ func (g *rollRig) checkData(t *testing.T) {
 	defer g.dataMu.Unlock()
 	car := g.cars[0].car
 	for _, c := range g.cars {
-		r := car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/kv/roll-%d", c.idx))
+		r := car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/kv/roll-%d", c.idx))
 		if want := fmt.Sprint(g.puts[c.idx] - 1); r.Header.Get("Version") != want {
 			t.Errorf("key roll-%d at version %s after %d puts answered 200, want %s", c.idx, r.Header.Get("Version"), g.puts[c.idx], want)
 		}
 	}
-	if v := num(car.must(t, http.StatusOK, http.MethodGet, "/v1/counters/"+rollCounter).Body["value"]); v != g.added {
+	if v := sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/"+rollCounter).Body["value"]); v != g.added {
 		t.Errorf("counter at %d, want %d (the sum of the adds answered 200)", v, g.added)
 	}
 	t.Logf("data: key puts answered 200 %v, counter adds summing %d, each applied once", g.puts, g.added)
@@ -338,7 +339,7 @@ func (g *rollRig) readiness(c *rollCar, stop <-chan struct{}) {
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
-		r, err := c.car.faultCall(10*time.Second, http.MethodGet, "/readyz")
+		r, err := c.car.FaultCall(10*time.Second, http.MethodGet, "/readyz")
 		g.tally.mu.Lock()
 		g.tally.readyPolls++
 		bad := err != nil || r.Status != http.StatusOK
@@ -491,7 +492,7 @@ func (g *rollRig) checkStreams(t *testing.T) {
 	for _, c := range g.cars {
 		var bad []string
 		for _, ev := range c.election.events() {
-			if term, cand, ok := eventLeader(ev.sseEvent); !ok || cand != g.leader || term != g.term {
+			if term, cand, ok := eventLeader(ev.Event); !ok || cand != g.leader || term != g.term {
 				bad = append(bad, fmt.Sprintf("election event %s %v", ev.Name, ev.Data))
 			}
 		}
@@ -506,7 +507,7 @@ func (g *rollRig) checkStreams(t *testing.T) {
 			}
 		}
 		for _, ev := range c.sessionEvents.events() {
-			if s := str(ev.Data["state"]); s == "lost" || s == "closed" {
+			if s := sidecartest.Str(ev.Data["state"]); s == "lost" || s == "closed" {
 				bad = append(bad, "session event "+s)
 			}
 		}
@@ -538,30 +539,30 @@ func (g *rollRig) checkHolds(t *testing.T) {
 	t.Helper()
 	for _, c := range g.cars {
 		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("sidecar %d connected", c.idx), func() bool {
-			r, err := c.car.faultCall(10*time.Second, http.MethodGet, "/v1/session")
-			return err == nil && r.Status == http.StatusOK && str(r.Body["state"]) == "connected"
+			r, err := c.car.FaultCall(10*time.Second, http.MethodGet, "/v1/session")
+			return err == nil && r.Status == http.StatusOK && sidecartest.Str(r.Body["state"]) == "connected"
 		})
-		if s := str(c.car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); s != c.session {
+		if s := sidecartest.Str(c.car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"]); s != c.session {
 			t.Errorf("sidecar %d: session %s after the roll, %s before", c.idx, s, c.session)
 		}
-		r, err := c.car.faultCall(10*time.Second, http.MethodGet, "/v1/leases/"+c.lease)
+		r, err := c.car.FaultCall(10*time.Second, http.MethodGet, "/v1/leases/"+c.lease)
 		if err != nil || r.Status != http.StatusOK {
 			t.Errorf("sidecar %d: its lease after the roll: %v %+v", c.idx, err, r)
 		} else if holds, _ := r.Body["holds"].([]any); len(holds) != 3 {
 			t.Errorf("sidecar %d: its lease holds %v after the roll, want its lock, candidacy and membership", c.idx, holds)
 		}
-		h, _ := c.car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/locks/held-%d", c.idx)).Body["holder"].(map[string]any)
-		if num(h["fencingToken"]) != c.token {
+		h, _ := c.car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/locks/held-%d", c.idx)).Body["holder"].(map[string]any)
+		if sidecartest.Num(h["fencingToken"]) != c.token {
 			t.Errorf("sidecar %d: lock held-%d's holder %v after the roll, want token %d", c.idx, c.idx, h, c.token)
 		}
-		e := c.car.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+rollElection)
-		if l, _ := e.Body["leader"].(map[string]any); str(l["candidate"]) != g.leader || num(l["term"]) != g.term {
+		e := c.car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+rollElection)
+		if l, _ := e.Body["leader"].(map[string]any); sidecartest.Str(l["candidate"]) != g.leader || sidecartest.Num(l["term"]) != g.term {
 			t.Errorf("sidecar %d: the election after the roll is %s, want %s leading in term %d", c.idx, e.Raw, g.leader, g.term)
 		}
 		if cands, _ := e.Body["candidates"].([]any); len(cands) != rollCars {
 			t.Errorf("sidecar %d: %d candidates after the roll, want %d", c.idx, len(cands), rollCars)
 		}
-		gr := c.car.must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+rollGroup)
+		gr := c.car.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/"+rollGroup)
 		if ids := memberIDs(gr.Body); !slices.Equal(ids, g.members) {
 			t.Errorf("sidecar %d: the group's members after the roll are %v, want %v", c.idx, ids, g.members)
 		}

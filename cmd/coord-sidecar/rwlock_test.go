@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -23,22 +24,22 @@ import (
 func TestRWLockAcrossSidecars(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 
 	// Two readers on two sidecars hold the lock together.
-	r1 := cars[0].must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/doc?mode=read&owner=r1")
-	r2 := cars[1].must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/doc?mode=read&owner=r2")
-	st := cars[0].must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/doc").Body
+	r1 := cars[0].Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/doc?mode=read&owner=r1")
+	r2 := cars[1].Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/doc?mode=read&owner=r2")
+	st := cars[0].Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/doc").Body
 	if rs, _ := st["readers"].([]any); len(rs) != 2 || st["writer"] != nil {
 		t.Fatalf("state = %v", st)
 	}
-	held := cars[1].must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/doc?mode=write")
-	problemIs(t, held, http.StatusConflict, "lock-held")
+	held := cars[1].Must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/doc?mode=write")
+	sidecartest.ProblemIs(t, held, http.StatusConflict, "lock-held")
 	if rs, _ := held.Body["readers"].([]any); len(rs) != 2 || held.Body["writer"] != nil {
 		t.Fatalf("409 body = %v", held.Body)
 	}
-	for i, r := range []*response{r1, r2} {
-		cars[i].must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/doc?mode=read&lease="+str(r.Body["lease"]))
+	for i, r := range []*sidecartest.Response{r1, r2} {
+		cars[i].Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/doc?mode=read&lease="+sidecartest.Str(r.Body["lease"]))
 	}
 
 	const readers, writers, rounds = 4, 2, 12
@@ -83,32 +84,32 @@ func TestRWLockAcrossSidecars(t *testing.T) {
 func TestRWLockWaitingWriterHoldsBackLaterReaders(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
+	a, b := sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)
 
-	first := a.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/f?mode=read&owner=first")
-	writer := make(chan *response, 1)
+	first := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/f?mode=read&owner=first")
+	writer := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := b.do(context.Background(), http.MethodPost, "/v1/rwlocks/f?mode=write&wait=30s&owner=writer", nil)
+		r, _ := b.Do(context.Background(), http.MethodPost, "/v1/rwlocks/f?mode=write&wait=30s&owner=writer", nil)
 		writer <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the writer never waited", func() bool {
-		return num(a.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body["waiters"]) == 1
+		return sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body["waiters"]) == 1
 	})
 	// A reader that came after the writer is not let in beside the first reader.
-	late := a.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/f?mode=read&owner=late")
-	if rs, _ := late.Body["readers"].([]any); len(rs) != 1 || str(rs[0].(map[string]any)["owner"]) != "first" {
+	late := a.Must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/f?mode=read&owner=late")
+	if rs, _ := late.Body["readers"].([]any); len(rs) != 1 || sidecartest.Str(rs[0].(map[string]any)["owner"]) != "first" {
 		t.Fatalf("409 body = %v", late.Body)
 	}
-	reader := make(chan *response, 1)
+	reader := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := a.do(context.Background(), http.MethodPost, "/v1/rwlocks/f?mode=read&wait=30s&owner=late", nil)
+		r, _ := a.Do(context.Background(), http.MethodPost, "/v1/rwlocks/f?mode=read&wait=30s&owner=late", nil)
 		reader <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the late reader never waited", func() bool {
-		return num(a.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body["waiters"]) == 2
+		return sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body["waiters"]) == 2
 	})
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/f?mode=read&lease="+str(first.Body["lease"]))
-	var w *response
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/f?mode=read&lease="+sidecartest.Str(first.Body["lease"]))
+	var w *sidecartest.Response
 	select {
 	case w = <-writer:
 		if w == nil || w.Status != http.StatusCreated {
@@ -117,8 +118,8 @@ func TestRWLockWaitingWriterHoldsBackLaterReaders(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the writer was not granted when the reader before it left")
 	}
-	st := a.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body
-	if wr, _ := st["writer"].(map[string]any); str(wr["owner"]) != "writer" || num(st["waiters"]) != 1 {
+	st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/f").Body
+	if wr, _ := st["writer"].(map[string]any); sidecartest.Str(wr["owner"]) != "writer" || sidecartest.Num(st["waiters"]) != 1 {
 		t.Fatalf("state while the writer holds it = %v", st)
 	}
 	select {
@@ -126,10 +127,10 @@ func TestRWLockWaitingWriterHoldsBackLaterReaders(t *testing.T) {
 		t.Fatalf("the late reader got in beside the writer: %v", r)
 	default:
 	}
-	b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/f?mode=write&lease="+str(w.Body["lease"]))
+	b.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/f?mode=write&lease="+sidecartest.Str(w.Body["lease"]))
 	select {
 	case r := <-reader:
-		if r == nil || r.Status != http.StatusCreated || num(r.Body["fencingToken"]) <= num(w.Body["fencingToken"]) {
+		if r == nil || r.Status != http.StatusCreated || sidecartest.Num(r.Body["fencingToken"]) <= sidecartest.Num(w.Body["fencingToken"]) {
 			t.Fatalf("late reader got %v (writer's token %v)", r, w.Body["fencingToken"])
 		}
 	case <-time.After(10 * time.Second):
@@ -144,20 +145,20 @@ func TestRWLockWaitingWriterHoldsBackLaterReaders(t *testing.T) {
 func TestRWLockSharesCuratorLayout(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	base := root + "/rwlocks/c"
 	place := func(infix, owner string) string { return placeCuratorNode(t, conn, base, infix, owner) }
 
 	// A Curator writer holds it: the sidecar's reader waits until it goes.
 	cw := place("__WRIT__", "curator-writer")
-	st := car.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/c").Body
-	if wr, _ := st["writer"].(map[string]any); str(wr["owner"]) != "curator-writer" {
+	st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/c").Body
+	if wr, _ := st["writer"].(map[string]any); sidecartest.Str(wr["owner"]) != "curator-writer" {
 		t.Fatalf("state = %v", st)
 	}
-	got := make(chan *response, 1)
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/rwlocks/c?mode=read&wait=30s&owner=sidecar-reader", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/rwlocks/c?mode=read&wait=30s&owner=sidecar-reader", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the sidecar's reader never queued", func() bool { return len(children(t, conn, base)) == 2 })
@@ -173,14 +174,14 @@ func TestRWLockSharesCuratorLayout(t *testing.T) {
 
 	// A Curator reader shares with the sidecar's reader, and holds back its writer.
 	cr := place("__READ__", "curator-reader")
-	st = car.must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/c").Body
+	st = car.Must(t, http.StatusOK, http.MethodGet, "/v1/rwlocks/c").Body
 	if rs, _ := st["readers"].([]any); len(rs) != 2 {
 		t.Fatalf("state = %v", st)
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/c?mode=read&lease="+str(r.Body["lease"]))
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/c?mode=write")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/rwlocks/c?mode=read&lease="+sidecartest.Str(r.Body["lease"]))
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/rwlocks/c?mode=write")
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/rwlocks/c?mode=write&wait=30s", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/rwlocks/c?mode=write&wait=30s", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the sidecar's writer never queued", func() bool { return len(children(t, conn, base)) == 2 })
@@ -201,34 +202,34 @@ func TestRWLockSharesCuratorLayout(t *testing.T) {
 func TestLockEvents(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
+	a, b := sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)
 
-	st1 := a.openStream(t, "/v1/locks/ev/events")
-	first := st1.next(t, 5*time.Second)
-	if first.Name != "lock" || first.Data["holder"] != nil || num(first.Data["waiters"]) != 0 {
+	st1 := a.OpenStream(t, "/v1/locks/ev/events")
+	first := st1.Next(t, 5*time.Second)
+	if first.Name != "lock" || first.Data["holder"] != nil || sidecartest.Num(first.Data["waiters"]) != 0 {
 		t.Fatalf("first event = %+v", first)
 	}
-	st2 := a.openStream(t, "/v1/locks/ev/events")
-	st2.next(t, 5*time.Second)
+	st2 := a.OpenStream(t, "/v1/locks/ev/events")
+	st2.Next(t, 5*time.Second)
 
-	g := b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/ev?owner=holder")
-	ev := st1.next(t, 5*time.Second)
-	if h, _ := ev.Data["holder"].(map[string]any); str(h["owner"]) != "holder" || num(h["fencingToken"]) != num(g.Body["fencingToken"]) {
+	g := b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/ev?owner=holder")
+	ev := st1.Next(t, 5*time.Second)
+	if h, _ := ev.Data["holder"].(map[string]any); sidecartest.Str(h["owner"]) != "holder" || sidecartest.Num(h["fencingToken"]) != sidecartest.Num(g.Body["fencingToken"]) {
 		t.Fatalf("event = %+v", ev)
 	}
-	waiter := make(chan *response, 1)
+	waiter := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := b.do(context.Background(), http.MethodPost, "/v1/locks/ev?wait=30s&owner=next", nil)
+		r, _ := b.Do(context.Background(), http.MethodPost, "/v1/locks/ev?wait=30s&owner=next", nil)
 		waiter <- r
 	}()
-	if ev := st1.next(t, 5*time.Second); num(ev.Data["waiters"]) != 1 {
+	if ev := st1.Next(t, 5*time.Second); sidecartest.Num(ev.Data["waiters"]) != 1 {
 		t.Fatalf("event = %+v", ev)
 	}
-	b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/ev?lease="+str(g.Body["lease"]))
+	b.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/ev?lease="+sidecartest.Str(g.Body["lease"]))
 	<-waiter
 	for {
-		ev := st1.next(t, 5*time.Second)
-		if h, _ := ev.Data["holder"].(map[string]any); str(h["owner"]) == "next" && num(ev.Data["waiters"]) == 0 {
+		ev := st1.Next(t, 5*time.Second)
+		if h, _ := ev.Data["holder"].(map[string]any); sidecartest.Str(h["owner"]) == "next" && sidecartest.Num(ev.Data["waiters"]) == 0 {
 			break
 		}
 	}
@@ -238,7 +239,7 @@ func TestLockEvents(t *testing.T) {
 }
 
 // awaitGrant waits for a background request's answer and wants it 201.
-func awaitGrant(t *testing.T, ch <-chan *response, what string) *response {
+func awaitGrant(t *testing.T, ch <-chan *sidecartest.Response, what string) *sidecartest.Response {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -253,7 +254,7 @@ func awaitGrant(t *testing.T, ch <-chan *response, what string) *response {
 }
 
 // notYet fails when a background request has answered already.
-func notYet(t *testing.T, ch <-chan *response, what string) {
+func notYet(t *testing.T, ch <-chan *sidecartest.Response, what string) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -287,18 +288,18 @@ type rwWorker struct {
 	tokens                                 *[]int64
 }
 
-func (x rwWorker) run(car *sidecar, c, rounds int, mode string) error {
+func (x rwWorker) run(car *sidecartest.Sidecar, c, rounds int, mode string) error {
 	for range rounds {
-		r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/rwlocks/doc?mode=%s&wait=60s&owner=c%d", mode, c), nil)
+		r, err := car.Do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/rwlocks/doc?mode=%s&wait=60s&owner=c%d", mode, c), nil)
 		if err != nil || r.Status != http.StatusCreated {
 			return fmt.Errorf("acquire %s: %v %v", mode, err, r)
 		}
 		if mode == "write" {
-			x.write(num(r.Body["fencingToken"]))
+			x.write(sidecartest.Num(r.Body["fencingToken"]))
 		} else {
 			x.read()
 		}
-		d, err := car.do(context.Background(), http.MethodDelete, "/v1/rwlocks/doc?mode="+mode+"&lease="+str(r.Body["lease"]), nil)
+		d, err := car.Do(context.Background(), http.MethodDelete, "/v1/rwlocks/doc?mode="+mode+"&lease="+sidecartest.Str(r.Body["lease"]), nil)
 		if err != nil || d.Status != http.StatusNoContent {
 			return fmt.Errorf("release: %v %v", err, d)
 		}

@@ -103,7 +103,7 @@ type httpPermit struct {
 }
 
 func (e *benchEnv) httpPermit(name string, max int) *httpPermit {
-	u := e.sc.base + "/v1/semaphores/" + name
+	u := e.sc.Base + "/v1/semaphores/" + name
 	return &httpPermit{client: e.client, acquireURL: fmt.Sprintf("%s/permits?max=%d&wait=30s", u, max),
 		releaseBase: u + "/permits/"}
 }
@@ -134,7 +134,7 @@ func (h *httpPermit) cycle(ctx context.Context, inside *atomic.Int32) error {
 }
 
 func (e *benchEnv) httpRWLock(name, mode string) *benchload.SidecarLock {
-	u := e.sc.base + "/v1/rwlocks/" + name + "?mode=" + mode
+	u := e.sc.Base + "/v1/rwlocks/" + name + "?mode=" + mode
 	return &benchload.SidecarLock{Client: e.client, AcquireURL: u + "&wait=30s", ReleaseURL: u + "&lease="}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -37,7 +38,7 @@ func children(t *testing.T, conn *zk.Conn, p string) []string {
 func TestSemaphoreAcrossSidecars(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
 	const clients, rounds, max = 6, 15, 2
@@ -48,7 +49,7 @@ func TestSemaphoreAcrossSidecars(t *testing.T) {
 		wg.Go(func() {
 			car := cars[c%2]
 			for range rounds {
-				r, err := car.do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/semaphores/pay/permits?max=%d&wait=60s&owner=client-%d", max, c), nil)
+				r, err := car.Do(context.Background(), http.MethodPost, fmt.Sprintf("/v1/semaphores/pay/permits?max=%d&wait=60s&owner=client-%d", max, c), nil)
 				if err != nil || r.Status != http.StatusCreated {
 					errs <- fmt.Errorf("acquire: %v %v", err, r)
 					return
@@ -59,7 +60,7 @@ func TestSemaphoreAcrossSidecars(t *testing.T) {
 				grants.Add(1)
 				time.Sleep(time.Duration(c%3) * time.Millisecond) // hold a little: a window for a third
 				inside.Add(-1)
-				d, err := car.do(context.Background(), http.MethodDelete, "/v1/semaphores/pay/permits/"+str(r.Body["permit"])+"?lease="+str(r.Body["lease"]), nil)
+				d, err := car.Do(context.Background(), http.MethodDelete, "/v1/semaphores/pay/permits/"+sidecartest.Str(r.Body["permit"])+"?lease="+sidecartest.Str(r.Body["lease"]), nil)
 				if err != nil || d.Status != http.StatusNoContent {
 					errs <- fmt.Errorf("release: %v %v", err, d)
 					return
@@ -86,36 +87,36 @@ func TestSemaphoreAcrossSidecars(t *testing.T) {
 func TestSemaphoreLeaseEndFreesPermit(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a, b := startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)
+	a, b := sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)
 
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	held := a.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/s/permits?max=1&owner=first&lease="+lease)
-	full := b.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/s/permits?max=1")
-	problemIs(t, full, http.StatusConflict, "semaphore-full")
-	if hs, _ := full.Body["holders"].([]any); len(hs) != 1 || str(hs[0].(map[string]any)["owner"]) != "first" ||
-		str(hs[0].(map[string]any)["permit"]) != str(held.Body["permit"]) {
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	held := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/s/permits?max=1&owner=first&lease="+lease)
+	full := b.Must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/s/permits?max=1")
+	sidecartest.ProblemIs(t, full, http.StatusConflict, "semaphore-full")
+	if hs, _ := full.Body["holders"].([]any); len(hs) != 1 || sidecartest.Str(hs[0].(map[string]any)["owner"]) != "first" ||
+		sidecartest.Str(hs[0].(map[string]any)["permit"]) != sidecartest.Str(held.Body["permit"]) {
 		t.Fatalf("holders = %v", full.Body["holders"])
 	}
 
-	got := make(chan *response, 1)
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := b.do(context.Background(), http.MethodPost, "/v1/semaphores/s/permits?max=1&wait=30s&owner=second", nil)
+		r, _ := b.Do(context.Background(), http.MethodPost, "/v1/semaphores/s/permits?max=1&wait=30s&owner=second", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the second client never waited", func() bool {
-		return num(a.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body["waiters"]) == 1
+		return sidecartest.Num(a.Must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body["waiters"]) == 1
 	})
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 	select {
 	case r := <-got:
-		if r == nil || r.Status != http.StatusCreated || str(r.Body["owner"]) != "second" {
+		if r == nil || r.Status != http.StatusCreated || sidecartest.Str(r.Body["owner"]) != "second" {
 			t.Fatalf("waiter got %v", r)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lease's end did not free its permit")
 	}
-	st := a.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body
-	if hs, _ := st["holders"].([]any); len(hs) != 1 || str(hs[0].(map[string]any)["owner"]) != "second" || num(st["waiters"]) != 0 {
+	st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/s").Body
+	if hs, _ := st["holders"].([]any); len(hs) != 1 || sidecartest.Str(hs[0].(map[string]any)["owner"]) != "second" || sidecartest.Num(st["waiters"]) != 0 {
 		t.Fatalf("state = %v", st)
 	}
 }
@@ -125,20 +126,20 @@ func TestSemaphoreLeaseEndFreesPermit(t *testing.T) {
 func TestSemaphoreDisconnectedWaiterLeavesNothing(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	base := root + "/semaphores/d"
 
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/d/permits?max=1")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/d/permits?max=1")
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 2 { // the first waits for a lease (holding the mutex), the second for the mutex
 		wg.Go(func() {
-			_, _ = car.do(ctx, http.MethodPost, "/v1/semaphores/d/permits?max=1&wait=60s", nil)
+			_, _ = car.Do(ctx, http.MethodPost, "/v1/semaphores/d/permits?max=1&wait=60s", nil)
 		})
 	}
 	testutil.Eventually(t, 10*time.Second, "two waiters never waited", func() bool {
-		return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/d").Body["waiters"]) == 2
+		return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/d").Body["waiters"]) == 2
 	})
 	cancel()
 	wg.Wait()
@@ -153,15 +154,15 @@ func TestSemaphoreDisconnectedWaiterLeavesNothing(t *testing.T) {
 func TestSemaphoreSharesCuratorLayout(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	base := root + "/semaphores/shared"
 
 	// The sidecar's lease node is Curator's.
-	g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=2&owner=sidecar")
+	g := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=2&owner=sidecar")
 	leaseNode := regexp.MustCompile(`^_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lease-[0-9]{10}$`)
 	ls := children(t, conn, base+"/leases")
-	if len(ls) != 1 || !leaseNode.MatchString(ls[0]) || "_c_"+str(g.Body["permit"]) != ls[0] {
+	if len(ls) != 1 || !leaseNode.MatchString(ls[0]) || "_c_"+sidecartest.Str(g.Body["permit"]) != ls[0] {
 		t.Fatalf("leases = %v, permit %v", ls, g.Body["permit"])
 	}
 
@@ -170,8 +171,8 @@ func TestSemaphoreSharesCuratorLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
-	if hs, _ := full.Body["holders"].([]any); len(hs) != 2 || str(hs[1].(map[string]any)["owner"]) != "curator" {
+	full := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
+	if hs, _ := full.Body["holders"].([]any); len(hs) != 2 || sidecartest.Str(hs[1].(map[string]any)["owner"]) != "curator" {
 		t.Fatalf("holders = %v", full.Body["holders"])
 	}
 	if err := conn.Delete(curatorLease, -1); err != nil {
@@ -184,10 +185,10 @@ func TestSemaphoreSharesCuratorLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
-	got := make(chan *response, 1)
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=2")
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/semaphores/shared/permits?max=2&wait=30s&owner=behind", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/semaphores/shared/permits?max=2&wait=30s&owner=behind", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the sidecar's waiter never queued on the internal mutex", func() bool { return len(children(t, conn, base+"/locks")) == 2 })
@@ -222,34 +223,34 @@ func TestSemaphoreSharesCuratorLayout(t *testing.T) {
 func TestSemaphoreMaxMismatch(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=a")
-	b := car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=b")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=a")
+	b := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=b")
 	before := zktest.Dump(t, conn, root)
 	for _, q := range []string{"max=100", "max=1", "max=3&wait=1s"} {
-		r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/two/permits?"+q)
-		if problemType(r) != "max-mismatch" || num(r.Body["max"]) != 2 {
+		r := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/two/permits?"+q)
+		if sidecartest.ProblemType(r) != "max-mismatch" || sidecartest.Num(r.Body["max"]) != 2 {
 			t.Fatalf("%s: %v", q, r)
 		}
 	}
 	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
 		t.Fatalf("a refused acquire changed the tree:\nbefore %v\nafter  %v", before, after)
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/semaphores/two/permits/"+str(b.Body["permit"])+"?lease="+str(b.Body["lease"]))
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=c")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/semaphores/two/permits/"+sidecartest.Str(b.Body["permit"])+"?lease="+sidecartest.Str(b.Body["lease"]))
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/two/permits?max=2&owner=c")
 
 	// Curator's permit (its data is its host's address) records no max: the
 	// sidecar's first holder sets it.
 	placeCuratorNode(t, conn, root+"/semaphores/shared/leases", "lease-", "10.0.0.7")
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=5&owner=s")
-	r := car.must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=7")
-	if problemType(r) != "max-mismatch" || num(r.Body["max"]) != 5 {
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/shared/permits?max=5&owner=s")
+	r := car.Must(t, http.StatusConflict, http.MethodPost, "/v1/semaphores/shared/permits?max=7")
+	if sidecartest.ProblemType(r) != "max-mismatch" || sidecartest.Num(r.Body["max"]) != 5 {
 		t.Fatalf("max=7 after a sidecar's max=5: %v", r)
 	}
-	holders, _ := car.must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/shared").Body["holders"].([]any)
-	if len(holders) != 2 || str(holders[0].(map[string]any)["owner"]) != "10.0.0.7" || str(holders[1].(map[string]any)["owner"]) != "s" {
+	holders, _ := car.Must(t, http.StatusOK, http.MethodGet, "/v1/semaphores/shared").Body["holders"].([]any)
+	if len(holders) != 2 || sidecartest.Str(holders[0].(map[string]any)["owner"]) != "10.0.0.7" || sidecartest.Str(holders[1].(map[string]any)["owner"]) != "s" {
 		t.Fatalf("holders = %v", holders)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -22,44 +23,44 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	cut := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "1s")
-	other := startSidecar(t, zkc.Servers(), root)
+	cut := sidecartest.Start(t, []string{proxy.Addr()}, root, "--session-timeout", "1s")
+	other := sidecartest.Start(t, zkc.Servers(), root)
 
-	lease := str(cut.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	g := cut.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/fenced?owner=cut-off&lease="+lease)
-	st := cut.openStream(t, "/v1/leases/"+lease+"/events")
-	if ev := st.next(t, 5*time.Second); ev.Name != "lease" {
+	lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/fenced?owner=cut-off&lease="+lease)
+	st := cut.OpenStream(t, "/v1/leases/"+lease+"/events")
+	if ev := st.Next(t, 5*time.Second); ev.Name != "lease" {
 		t.Fatalf("first event %+v", ev)
 	}
-	sess := cut.openStream(t, "/v1/session/events")
-	sess.next(t, 5*time.Second)
-	got := make(chan *response, 1)
+	sess := cut.OpenStream(t, "/v1/session/events")
+	sess.Next(t, 5*time.Second)
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := other.do(context.Background(), http.MethodPost, "/v1/locks/fenced?wait=60s&owner=survivor", nil)
+		r, _ := other.Do(context.Background(), http.MethodPost, "/v1/locks/fenced?wait=60s&owner=survivor", nil)
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the other sidecar waits", func() bool {
-		return num(other.must(t, 200, "GET", "/v1/locks/fenced").Body["waiters"]) == 1
+		return sidecartest.Num(other.Must(t, 200, "GET", "/v1/locks/fenced").Body["waiters"]) == 1
 	})
 
 	proxy.Cut()
-	ev := st.next(t, 20*time.Second)
+	ev := st.Next(t, 20*time.Second)
 	for ev.Name == "lease" { // the lease's holds changing
-		ev = st.next(t, 20*time.Second)
+		ev = st.Next(t, 20*time.Second)
 	}
 	if ev.Name != "lost-hold" || ev.Data["kind"] != "lock" {
 		t.Fatalf("lease stream after the cut: %+v, want lost-hold", ev)
 	}
-	if ev := sess.next(t, 20*time.Second); str(ev.Data["state"]) != "suspended" {
+	if ev := sess.Next(t, 20*time.Second); sidecartest.Str(ev.Data["state"]) != "suspended" {
 		t.Fatalf("session stream: %+v, want suspended", ev)
 	}
-	cut.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	cut.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 	select {
 	case r := <-got:
 		if r == nil || r.Status != http.StatusCreated {
 			t.Fatalf("contender on the other sidecar: %+v", r)
 		}
-		if num(r.Body["fencingToken"]) <= num(g.Body["fencingToken"]) {
+		if sidecartest.Num(r.Body["fencingToken"]) <= sidecartest.Num(g.Body["fencingToken"]) {
 			t.Fatalf("new token %v not above the lost one %v", r.Body["fencingToken"], g.Body["fencingToken"])
 		}
 	case <-time.After(30 * time.Second):
@@ -69,21 +70,21 @@ func TestSessionExpiryLosesGrants(t *testing.T) {
 	// Once the network is back ZooKeeper tells the cut sidecar its session expired;
 	// it gets a new session and serves again.
 	proxy.Restore()
-	if ev := sess.next(t, 20*time.Second); str(ev.Data["state"]) != "lost" {
+	if ev := sess.Next(t, 20*time.Second); sidecartest.Str(ev.Data["state"]) != "lost" {
 		t.Fatalf("session stream after the restore: %+v, want lost", ev)
 	}
-	for ev := st.next(t, 20*time.Second); ev.Name != "lost"; ev = st.next(t, 20*time.Second) {
+	for ev := st.Next(t, 20*time.Second); ev.Name != "lost"; ev = st.Next(t, 20*time.Second) {
 		if ev.Name != "lease" {
 			t.Fatalf("lease stream after the restore: %+v, want lost", ev)
 		}
 	}
-	r, err := cut.do(context.Background(), http.MethodGet, "/v1/leases/"+lease, nil)
+	r, err := cut.Do(context.Background(), http.MethodGet, "/v1/leases/"+lease, nil)
 	if err != nil || r.Status != http.StatusNotFound {
 		t.Fatalf("lease after loss: %v %+v", err, r)
 	}
-	cut.waitReady(t)
-	s := cut.must(t, http.StatusOK, http.MethodGet, "/v1/session")
-	if str(s.Body["state"]) != "connected" {
+	cut.WaitReady(t)
+	s := cut.Must(t, http.StatusOK, http.MethodGet, "/v1/session")
+	if sidecartest.Str(s.Body["state"]) != "connected" {
 		t.Fatalf("session after restore: %s", s.Raw)
 	}
 }
@@ -96,39 +97,39 @@ func TestShortCutSuspendsThenReconnects(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "6s")
-	sess := car.openStream(t, "/v1/session/events")
-	if ev := sess.next(t, 5*time.Second); ev.Name != "session" || str(ev.Data["state"]) != "connected" {
+	car := sidecartest.Start(t, []string{proxy.Addr()}, root, "--session-timeout", "6s")
+	sess := car.OpenStream(t, "/v1/session/events")
+	if ev := sess.Next(t, 5*time.Second); ev.Name != "session" || sidecartest.Str(ev.Data["state"]) != "connected" {
 		t.Fatalf("first session event %+v", ev)
 	}
-	before := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	before := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	g := campaign(t, car, "cut", "c1", "ttl=60s")
-	elec := &leaderFollower{st: car.openStream(t, "/v1/elections/cut/events")}
+	elec := &leaderFollower{st: car.OpenStream(t, "/v1/elections/cut/events")}
 	term := elec.await(t, "c1", 0, 5*time.Second)
 
 	proxy.Cut()
-	if ev := sess.next(t, 10*time.Second); str(ev.Data["state"]) != "suspended" {
+	if ev := sess.Next(t, 10*time.Second); sidecartest.Str(ev.Data["state"]) != "suspended" {
 		t.Fatalf("after the cut: %+v, want suspended", ev)
 	}
-	ev := elec.st.next(t, 10*time.Second)
-	if l, _ := ev.Data["leader"].(map[string]any); ev.Data["suspended"] != true || str(l["candidate"]) != "c1" || num(l["term"]) != term {
+	ev := elec.st.Next(t, 10*time.Second)
+	if l, _ := ev.Data["leader"].(map[string]any); ev.Data["suspended"] != true || sidecartest.Str(l["candidate"]) != "c1" || sidecartest.Num(l["term"]) != term {
 		t.Fatalf("election event while suspended: %+v, want the last known leader, suspended", ev)
 	}
 	elec.checkID(t, ev) // no newer change, yet a newer id
 	// Suspended for less than --suspend-wait (the session timeout): still ready.
-	if r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil); err != nil || r.Status != http.StatusOK {
+	if r, err := car.Do(context.Background(), http.MethodGet, "/readyz", nil); err != nil || r.Status != http.StatusOK {
 		t.Fatalf("readyz while suspended for less than --suspend-wait: %v %+v", err, r)
 	}
 	proxy.Restore()
-	if ev := sess.next(t, 10*time.Second); str(ev.Data["state"]) != "reconnected" {
+	if ev := sess.Next(t, 10*time.Second); sidecartest.Str(ev.Data["state"]) != "reconnected" {
 		t.Fatalf("after the restore: %+v, want reconnected", ev)
 	}
 	if got := elec.await(t, "c1", term-1, 10*time.Second); got != term {
 		t.Fatalf("term after reconnect %d, want the same %d", got, term)
 	}
-	after := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	after := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	if after != before {
 		t.Fatalf("session changed from %s to %s", before, after)
 	}
-	car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+str(g.Body["lease"]))
+	car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+sidecartest.Str(g.Body["lease"]))
 }

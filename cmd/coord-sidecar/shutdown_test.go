@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -39,12 +40,12 @@ func TestShutdownWhileStreamsAndWaitsOpen(t *testing.T) {
 func shutdownUnderLoad(t *testing.T, servers []string) {
 	root := zktest.Root(t)
 	base := sidecarGoroutines()
-	sc := startSidecar(t, servers, root)
+	sc := sidecartest.Start(t, servers, root)
 	// One connection per request: a kept-alive connection closed by the
 	// shutdown would fail a POST without an answer, and that is no refusal.
-	car := &sidecar{m: sc.m, base: sc.base, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-	holder := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/shut?lease="+holder) // the waits wait
+	car := &sidecartest.Sidecar{M: sc.M, Base: sc.Base, Client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	holder := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/shut?lease="+holder) // the waits wait
 
 	var answered, refusedN atomic.Int64
 	var bad sync.Map // request -> what went wrong
@@ -97,7 +98,7 @@ func shutdownUnderLoad(t *testing.T, servers []string) {
 	testutil.Eventually(t, 30*time.Second, "requests answered before the shutdown", func() bool { return answered.Load() >= 40 })
 
 	shut := make(chan error, 1)
-	go func() { shut <- sc.m.Close() }()
+	go func() { shut <- sc.M.Close() }()
 	select {
 	case err := <-shut:
 		if err != nil {
@@ -139,7 +140,7 @@ const (
 // stream up to its first event or its end, a wait to its answer. It describes
 // the request, and returns an error when the answer is not one the contract
 // allows at shutdown (or when there is none).
-func shutdownRequest(ctx context.Context, car *sidecar, kind int) (string, error) {
+func shutdownRequest(ctx context.Context, car *sidecartest.Sidecar, kind int) (string, error) {
 	switch kind {
 	case 0:
 		return "GET /v1/events", openAndLeave(ctx, car, "/v1/events")
@@ -147,7 +148,7 @@ func shutdownRequest(ctx context.Context, car *sidecar, kind int) (string, error
 		return "GET /v1/locks/shut/events", openAndLeave(ctx, car, "/v1/locks/shut/events")
 	case 2:
 		what := "POST /v1/leases, then its events"
-		r, err := car.do(ctx, http.MethodPost, "/v1/leases?ttl=60s", nil)
+		r, err := car.Do(ctx, http.MethodPost, "/v1/leases?ttl=60s", nil)
 		if err != nil {
 			return what, err
 		}
@@ -158,7 +159,7 @@ func shutdownRequest(ctx context.Context, car *sidecar, kind int) (string, error
 		default:
 			return what, fmt.Errorf("status %d: %s", r.Status, r.Raw)
 		}
-		return what, openAndLeave(ctx, car, "/v1/leases/"+str(r.Body["lease"])+"/events", http.StatusNotFound)
+		return what, openAndLeave(ctx, car, "/v1/leases/"+sidecartest.Str(r.Body["lease"])+"/events", http.StatusNotFound)
 	case shortWaitKind:
 		return "POST /v1/locks/shut?wait=100ms", wait(ctx, car, "/v1/locks/shut?wait=100ms")
 	default:
@@ -169,11 +170,11 @@ func shutdownRequest(ctx context.Context, car *sidecar, kind int) (string, error
 // openAndLeave opens a stream and reads it up to its first event or its end:
 // either is an answer (a stream opened as the sidecar shuts down ends at once).
 // Besides 200, a stream may be refused with 503 (shutting down) or one of also.
-func openAndLeave(ctx context.Context, car *sidecar, path string, also ...int) error {
+func openAndLeave(ctx context.Context, car *sidecartest.Sidecar, path string, also ...int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.base+path, nil)
-	resp, err := car.hc().Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.Base+path, nil)
+	resp, err := car.HC().Do(req)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func openAndLeave(ctx context.Context, car *sidecar, path string, also ...int) e
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
-	err = readEvents(resp.Body, func(sseEvent) bool { return false })
+	err = sidecartest.ReadEvents(resp.Body, func(sidecartest.Event) bool { return false })
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("no event and no end: %w", err)
 	}
@@ -194,8 +195,8 @@ func openAndLeave(ctx context.Context, car *sidecar, path string, also ...int) e
 }
 
 // wait sends a long-poll: its answers are the grant, lock-held, or 503.
-func wait(ctx context.Context, car *sidecar, path string) error {
-	r, err := car.do(ctx, http.MethodPost, path, nil)
+func wait(ctx context.Context, car *sidecartest.Sidecar, path string) error {
+	r, err := car.Do(ctx, http.MethodPost, path, nil)
 	if err != nil {
 		return err
 	}

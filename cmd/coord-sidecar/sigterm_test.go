@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -86,16 +87,16 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	car := &sidecar{base: "http://" + addr}
-	car.waitReady(t)
+	car := &sidecartest.Sidecar{Base: "http://" + addr}
+	car.WaitReady(t)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
-	st := car.openStream(t, "/v1/leases/"+lease+"/events")
-	st.next(t, 5*time.Second)
-	waiter := make(chan *response, 1)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/term?lease="+lease)
+	st := car.OpenStream(t, "/v1/leases/"+lease+"/events")
+	st.Next(t, 5*time.Second)
+	waiter := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := car.do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
+		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
 		waiter <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
@@ -103,7 +104,7 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if ev := st.next(t, 10*time.Second); ev.Name != "revoked" {
+	if ev := st.Next(t, 10*time.Second); ev.Name != "revoked" {
 		t.Fatalf("lease stream at shutdown: %+v, want revoked", ev)
 	}
 	select {
@@ -130,10 +131,10 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 // Close may be called again (a signal handler and a deferred Close both call
 // it): later calls return at once with the first call's result.
 func TestCloseTwice(t *testing.T) {
-	sc := startSidecar(t, zktest.Shared(t).Servers(), zktest.Root(t))
-	first := sc.m.Close()
+	sc := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	first := sc.M.Close()
 	done := make(chan error, 1)
-	go func() { done <- sc.m.Close() }()
+	go func() { done <- sc.M.Close() }()
 	select {
 	case err := <-done:
 		if err != first {

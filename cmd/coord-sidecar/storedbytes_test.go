@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -24,13 +25,13 @@ const storedHTML = `<!doctype html><html><body><p>stored value</p>
 <script>
 var x = new XMLHttpRequest();
 x.open("POST", "/v1/locks/pwned?owner=stored-script&ttl=1h", false);
-x.send();
+x.Send();
 </script><title>after-script</title></body></html>`
 
 // checkNotAPage fails t unless r carries stored bytes as stored (body and
 // Content-Type) and the headers that keep a browser from treating them as a
 // page of the sidecar's origin.
-func checkNotAPage(t *testing.T, what string, r *response, body []byte, contentType string) {
+func checkNotAPage(t *testing.T, what string, r *sidecartest.Response, body []byte, contentType string) {
 	t.Helper()
 	if r.Status != http.StatusOK || !bytes.Equal(r.Raw, body) || r.Header.Get("Content-Type") != contentType {
 		t.Fatalf("%s: %d %q (%s), want 200 %q (%s)", what, r.Status, r.Raw, r.Header.Get("Content-Type"), body, contentType)
@@ -53,27 +54,27 @@ func checkNotAPage(t *testing.T, what string, r *response, body []byte, contentT
 // bytes and the Content-Type as stored.
 func TestStoredBytesAnswersAreNotPages(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 
 	html := []byte(storedHTML)
-	car.mustPut(t, "/v1/kv/page", html, "text/html")
-	checkNotAPage(t, "GET /v1/kv/page", car.doReq(t, http.MethodGet, "/v1/kv/page", nil), html, "text/html")
-	checkNotAPage(t, "GET /v1/kv/page long-poll", car.doReq(t, http.MethodGet, "/v1/kv/page?version=7&wait=10s", nil), html, "text/html")
+	car.MustPut(t, "/v1/kv/page", html, "text/html")
+	checkNotAPage(t, "GET /v1/kv/page", car.DoReq(t, http.MethodGet, "/v1/kv/page", nil), html, "text/html")
+	checkNotAPage(t, "GET /v1/kv/page long-poll", car.DoReq(t, http.MethodGet, "/v1/kv/page?version=7&wait=10s", nil), html, "text/html")
 
 	svg := []byte(`<svg xmlns="http://www.w3.org/2000/svg"><script>fetch("/v1/locks/pwned",{method:"POST"})</script></svg>`)
 	for range 2 {
-		if r := car.doReq(t, http.MethodPost, "/v1/queues/pages/items", bytes.NewReader(svg), "Content-Type", "image/svg+xml"); r.Status != http.StatusCreated {
+		if r := car.DoReq(t, http.MethodPost, "/v1/queues/pages/items", bytes.NewReader(svg), "Content-Type", "image/svg+xml"); r.Status != http.StatusCreated {
 			t.Fatalf("enqueue: %d %s", r.Status, r.Raw)
 		}
 	}
-	take := car.doReq(t, http.MethodPost, "/v1/queues/pages/take", nil)
+	take := car.DoReq(t, http.MethodPost, "/v1/queues/pages/take", nil)
 	checkNotAPage(t, "take", take, svg, "image/svg+xml")
-	claim := car.doReq(t, http.MethodPost, "/v1/queues/pages/claims?ttl=30s", nil)
+	claim := car.DoReq(t, http.MethodPost, "/v1/queues/pages/claims?ttl=30s", nil)
 	checkNotAPage(t, "claim", claim, svg, "image/svg+xml")
 	if claim.Header.Get("Claim-Id") == "" || take.Header.Get("Item-Id") == "" {
 		t.Fatalf("take %v, claim %v: the item's headers are gone", take.Header, claim.Header)
 	}
-	if h := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/pwned").Body["holder"]; h != nil {
+	if h := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/pwned").Body["holder"]; h != nil {
 		t.Fatalf("lock pwned held by %v", h)
 	}
 }
@@ -89,18 +90,18 @@ func TestStoredHTMLDoesNotRunInABrowser(t *testing.T) {
 	}
 	page := startUIBrowser(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	car.mustPut(t, "/v1/kv/page", []byte(storedHTML), "text/html")
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car.MustPut(t, "/v1/kv/page", []byte(storedHTML), "text/html")
 
 	// The sidecar's own origin is allowed: a script that ran would pass.
-	own := car.doReq(t, http.MethodPost, "/v1/locks/control?owner=x", nil, "Origin", car.base)
+	own := car.DoReq(t, http.MethodPost, "/v1/locks/control?owner=x", nil, "Origin", car.Base)
 	if own.Status != http.StatusCreated {
 		t.Fatalf("a same-origin lock: %d %s", own.Status, own.Raw)
 	}
 
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/v1/kv/page"})
-	title := pageTitle(t, page, car.base+"/v1/kv/page", "after-script")
-	if h := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/pwned").Body["holder"]; h != nil {
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/v1/kv/page"})
+	title := pageTitle(t, page, car.Base+"/v1/kv/page", "after-script")
+	if h := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/pwned").Body["holder"]; h != nil {
 		t.Fatalf("the stored page's script ran in the browser (title %q): lock pwned held by %v", title, h)
 	}
 }

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -44,7 +45,7 @@ func suspendedSince(t *testing.T, what string, ev timedEvent, cutAt time.Time) t
 	if ev.Data["suspended"] != true {
 		t.Fatalf("%s: %v, want suspended", what, ev.Data)
 	}
-	since, err := time.Parse(time.RFC3339Nano, str(ev.Data["suspendedSince"]))
+	since, err := time.Parse(time.RFC3339Nano, sidecartest.Str(ev.Data["suspendedSince"]))
 	if err != nil || since.Before(cutAt.Add(-time.Second)) || since.After(time.Now()) {
 		t.Fatalf("%s: suspendedSince %q (%v), want the cut's instant %s", what, ev.Data["suspendedSince"], err, cutAt.Format(time.RFC3339Nano))
 	}
@@ -71,15 +72,15 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=5m").Body["lease"])
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=5m").Body["lease"])
 	c1 := campaign(t, car, "kept", "c1", "lease="+lease)
 	if c1.Body["leader"] != true {
 		t.Fatalf("c1 does not lead: %s", c1.Raw)
 	}
-	term := num(c1.Body["term"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/groups/kept/members?id=m1&lease="+lease)
-	token := num(car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=me&lease="+lease).Body["fencingToken"])
+	term := sidecartest.Num(c1.Body["term"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/groups/kept/members?id=m1&lease="+lease)
+	token := sidecartest.Num(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=me&lease="+lease).Body["fencingToken"])
 
 	sess := followEvents(t, car, "/v1/session/events")
 	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
@@ -92,19 +93,19 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	}
 	streams := []followed{
 		{"election", followEvents(t, car, "/v1/elections/kept/events"), func(what string, ev timedEvent) {
-			if tm, c, ok := eventLeader(ev.sseEvent); !ok || c != "c1" || tm != term {
+			if tm, c, ok := eventLeader(ev.Event); !ok || c != "c1" || tm != term {
 				t.Fatalf("%s: %v, want c1 leading in term %d", what, ev.Data, term)
 			}
 		}},
 		{"group", followEvents(t, car, "/v1/groups/kept/events"), func(what string, ev timedEvent) {
 			ms, _ := ev.Data["members"].([]any)
-			if len(ms) != 1 || str(ms[0].(map[string]any)["id"]) != "m1" {
+			if len(ms) != 1 || sidecartest.Str(ms[0].(map[string]any)["id"]) != "m1" {
 				t.Fatalf("%s: %v, want the member m1", what, ev.Data)
 			}
 		}},
 		{"lock", followEvents(t, car, "/v1/locks/kept/events"), func(what string, ev timedEvent) {
 			h, _ := ev.Data["holder"].(map[string]any)
-			if num(h["fencingToken"]) != token {
+			if sidecartest.Num(h["fencingToken"]) != token {
 				t.Fatalf("%s: %v, want the holder of token %d", what, ev.Data, token)
 			}
 		}},
@@ -124,7 +125,7 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 		susp := s.log.awaitEvent(t, 10*time.Second, s.name+" suspended", func(timedEvent) bool { return true })
 		s.check(s.name+" while suspended", susp)
 		suspendedSince(t, s.name+" while suspended", susp, cutAt)
-		checkEvent(t, spec, s.log.path, susp.sseEvent) // the suspended state matches openapi.yaml
+		checkEvent(t, spec, s.log.path, susp.Event) // the suspended state matches openapi.yaml
 		back := s.log.awaitEvent(t, 20*time.Second, s.name+" back", func(timedEvent) bool { return true })
 		s.check(s.name+" after the suspension", back)
 		notSuspended(t, s.name+" after the suspension", back)
@@ -140,7 +141,7 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 			t.Fatalf("lease stream through a short suspension: %s %v", ev.Name, ev.Data)
 		}
 	}
-	if holds := car.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 3 {
+	if holds := car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 3 {
 		t.Fatalf("the lease holds %v after the suspension", holds)
 	}
 	t.Logf("session events: %v", sess.names())
@@ -157,11 +158,11 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
 	sess := followEvents(t, car, "/v1/session/events")
 	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
 	log := filepath.Join(t.TempDir(), "runs.log")
-	cmd := wrapper(bin, car.m.Addr(), append([]string{"elect", "job", "--id", "w1", "--grace", "5s", "--"}, recorder(log, "w1", "sleep 600")...)...)
+	cmd := wrapper(bin, car.M.Addr(), append([]string{"elect", "job", "--id", "w1", "--grace", "5s", "--"}, recorder(log, "w1", "sleep 600")...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	// A 3 s suspension: the command runs on.
 	cutFor(t, proxy, sess, 3*time.Second)
 	elections.awaitEvent(t, 20*time.Second, "the election read again", func(ev timedEvent) bool {
-		_, c, ok := eventLeader(ev.sseEvent)
+		_, c, ok := eventLeader(ev.Event)
 		return ok && c == "w1" && ev.Data["suspended"] == nil
 	})
 	time.Sleep(time.Second) // room for a wrong stop to show

@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // awaitSessionState waits until GET /v1/session (the sidecar's own view, no
 // ZooKeeper call) reports state.
-func awaitSessionState(t *testing.T, car *sidecar, state string) {
+func awaitSessionState(t *testing.T, car *sidecartest.Sidecar, state string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, "session "+state, func() bool {
-		r, err := car.do(context.Background(), http.MethodGet, "/v1/session", nil)
-		return err == nil && r.Status == http.StatusOK && str(r.Body["state"]) == state
+		r, err := car.Do(context.Background(), http.MethodGet, "/v1/session", nil)
+		return err == nil && r.Status == http.StatusOK && sidecartest.Str(r.Body["state"]) == state
 	})
 }
 
@@ -34,8 +36,8 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	// A session timeout long enough that the cut below never costs the
 	// session (it is abandoned after 9/10 of it without an answer).
-	car := startSidecar(t, []string{proxy.Addr()}, root, "--session-timeout", "20s", "--suspend-wait", "60s")
-	car.must(t, http.StatusOK, http.MethodPut, "/v1/kv/before") // the kv's parents exist
+	car := sidecartest.Start(t, []string{proxy.Addr()}, root, "--session-timeout", "20s", "--suspend-wait", "60s")
+	car.Must(t, http.StatusOK, http.MethodPut, "/v1/kv/before") // the kv's parents exist
 	proxy.Cut()
 	awaitSessionState(t, car, "suspended")
 
@@ -50,7 +52,7 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 		{http.MethodPost, "/v1/queues/once/items", "item", http.StatusCreated},
 		{http.MethodGet, "/v1/kv/before", "", http.StatusOK},
 	}
-	answers := make([]*response, len(calls))
+	answers := make([]*sidecartest.Response, len(calls))
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -62,7 +64,7 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 			if c.body != "" {
 				body, hdr = strings.NewReader(c.body), []string{"Content-Type", "text/plain"}
 			}
-			answers[i], errs[i] = car.do(context.Background(), c.method, c.path, body, hdr...)
+			answers[i], errs[i] = car.Do(context.Background(), c.method, c.path, body, hdr...)
 		}()
 	}
 	// The requests are under way while the connection is away: none answers
@@ -80,7 +82,7 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 			t.Fatalf("%s %s: %d, want %d: %s", c.method, c.path, answers[i].Status, c.want, answers[i].Raw)
 		}
 	}
-	if s := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
+	if s := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
 		t.Fatalf("session %s after the cut, want connected (the same session)", s)
 	}
 
@@ -90,14 +92,14 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 	if err != nil || len(locks) != 1 {
 		t.Fatalf("lock nodes %v (%v), want one", locks, err)
 	}
-	r, err := car.do(context.Background(), http.MethodGet, "/v1/kv/once", nil)
+	r, err := car.Do(context.Background(), http.MethodGet, "/v1/kv/once", nil)
 	if err != nil || r.Status != http.StatusOK || r.Header.Get("Version") != "0" {
 		t.Fatalf("key after one put: %v %+v, want version 0", err, r)
 	}
-	if v := num(car.must(t, http.StatusOK, http.MethodGet, "/v1/counters/once").Body["value"]); v != 1 {
+	if v := sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/once").Body["value"]); v != 1 {
 		t.Fatalf("counter %d after one add, want 1", v)
 	}
-	if n := num(car.must(t, http.StatusOK, http.MethodGet, "/v1/queues/once").Body["length"]); n != 1 {
+	if n := sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/queues/once").Body["length"]); n != 1 {
 		t.Fatalf("queue of %d items after one enqueue, want 1", n)
 	}
 	if n := suspensionWaits(t, car, "back"); n < float64(len(calls)) {
@@ -111,15 +113,15 @@ func TestRequestsWaitThroughASuspension(t *testing.T) {
 func TestSuspensionLongerThanSuspendWaitAnswers503(t *testing.T) {
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "20s", "--suspend-wait", "500ms")
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "20s", "--suspend-wait", "500ms")
 	proxy.Cut()
 	awaitSessionState(t, car, "suspended")
-	r, err := car.do(context.Background(), http.MethodPut, "/v1/kv/late", strings.NewReader("v"), "Content-Type", "text/plain")
+	r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/late", strings.NewReader("v"), "Content-Type", "text/plain")
 	if err != nil {
 		t.Fatal(err)
 	}
-	detail := str(r.Body["detail"])
-	if r.Status != http.StatusServiceUnavailable || !strings.HasSuffix(str(r.Body["type"]), "/zookeeper-unavailable") ||
+	detail := sidecartest.Str(r.Body["detail"])
+	if r.Status != http.StatusServiceUnavailable || !strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/zookeeper-unavailable") ||
 		r.Header.Get("Retry-After") == "" {
 		t.Fatalf("put while suspended past --suspend-wait: %d %s", r.Status, r.Raw)
 	}
@@ -133,7 +135,7 @@ func TestSuspensionLongerThanSuspendWaitAnswers503(t *testing.T) {
 	}
 	proxy.Restore()
 	awaitSessionState(t, car, "connected")
-	car.must(t, http.StatusOK, http.MethodPut, "/v1/kv/late")
+	car.Must(t, http.StatusOK, http.MethodPut, "/v1/kv/late")
 }
 
 // /readyz stays 200 while the session is suspended for less than
@@ -141,30 +143,30 @@ func TestSuspensionLongerThanSuspendWaitAnswers503(t *testing.T) {
 func TestReadyzThroughASuspension(t *testing.T) {
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "30s", "--suspend-wait", "10s")
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "30s", "--suspend-wait", "10s")
 	proxy.Cut()
 	awaitSessionState(t, car, "suspended")
-	car.must(t, http.StatusOK, http.MethodGet, "/readyz") // well within 10 s of the cut
+	car.Must(t, http.StatusOK, http.MethodGet, "/readyz") // well within 10 s of the cut
 	testutil.Eventually(t, 30*time.Second, "readyz 503 past --suspend-wait", func() bool {
-		r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil)
+		r, err := car.Do(context.Background(), http.MethodGet, "/readyz", nil)
 		return err == nil && r.Status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") != "" &&
-			strings.Contains(str(r.Body["detail"]), "suspended since")
+			strings.Contains(sidecartest.Str(r.Body["detail"]), "suspended since")
 	})
 	proxy.Restore()
-	car.waitReady(t)
-	if s := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
+	car.WaitReady(t)
+	if s := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); s != "connected" {
 		t.Fatalf("session %s after the cut, want connected (the same session)", s)
 	}
 }
 
 // waitsUnderWay is how many requests wait for the connection right now.
-func waitsUnderWay(t *testing.T, car *sidecar) int {
+func waitsUnderWay(t *testing.T, car *sidecartest.Sidecar) int {
 	t.Helper()
 	return int(metricValue(t, car, "coord_request_suspension_waiting"))
 }
 
 // suspensionWaits is coord_request_suspension_wait_seconds_count for outcome.
-func suspensionWaits(t *testing.T, car *sidecar, outcome string) float64 {
+func suspensionWaits(t *testing.T, car *sidecartest.Sidecar, outcome string) float64 {
 	t.Helper()
 	return metricValue(t, car, `coord_request_suspension_wait_seconds_count{outcome="`+outcome+`"}`)
 }
@@ -184,7 +186,7 @@ func TestSuspendWaitFlag(t *testing.T) {
 		{[]string{"--suspend-wait", "0s"}, nil, 0},
 		{nil, map[string]string{"COORD_SUSPEND_WAIT": "1500ms"}, 1500 * time.Millisecond},
 	} {
-		m := NewMain()
+		m := sidecar.NewMain()
 		if err := m.ParseFlags(c.args, func(k string) string { return c.env[k] }); err != nil {
 			t.Fatalf("%v %v: %v", c.args, c.env, err)
 		}
@@ -192,7 +194,7 @@ func TestSuspendWaitFlag(t *testing.T) {
 			t.Fatalf("%v %v: --suspend-wait %s, want %s", c.args, c.env, m.Config.SuspendWait, c.want)
 		}
 	}
-	if err := NewMain().ParseFlags([]string{"--suspend-wait", "-1s"}, func(string) string { return "" }); err == nil ||
+	if err := sidecar.NewMain().ParseFlags([]string{"--suspend-wait", "-1s"}, func(string) string { return "" }); err == nil ||
 		!strings.Contains(err.Error(), "suspend-wait") {
 		t.Fatalf("a negative --suspend-wait: %v, want refused", err)
 	}

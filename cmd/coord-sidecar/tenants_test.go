@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -57,39 +58,41 @@ func TestTenantCannotStarveAnother(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "tokens.json")
 			writeTokens(t, file, tenantsJSON(c.bFields))
-			car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--tokens-file", file,
+			car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--tokens-file", file,
 				"--max-leases", "20", "--max-streams", "3", "--max-waiters", "3")
-			a, b, viewer := car.as(bearer(tokTenantA)...), car.as(bearer(tokTenantB)...), car.as(bearer(tokViewer)...)
+			a, b, viewer := car.As(sidecartest.Bearer(tokTenantA)...), car.As(sidecartest.Bearer(tokTenantB)...), car.As(sidecartest.Bearer(tokViewer)...)
 
 			// Streams: b and the viewer open as many as the global cap allows.
 			bStreams := takeStreams(t, b, 3, c.streams)
 			if c.other > 0 {
 				takeStreams(t, viewer, 3, c.other)
 			}
-			a.openStream(t, "/v1/session/events").next(t, 5*time.Second)
+			a.OpenStream(t, "/v1/session/events").Next(t, 5*time.Second)
 			bStreams[0]()
 			testutil.Eventually(t, 10*time.Second, "b's stream slot back", func() bool {
 				return streamOpens(t, b, "/v1/session/events")
 			})
 
 			// Long-polls: lock waiters for b, key watches for the viewer.
-			b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-held")
+			b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-held")
 			takeLongPolls(t, b, 3, c.waiters, "POST", "/v1/locks/b-held?wait=60s",
-				func() int { return int(num(b.must(t, http.StatusOK, "GET", "/v1/locks/b-held").Body["waiters"])) })
+				func() int {
+					return int(sidecartest.Num(b.Must(t, http.StatusOK, "GET", "/v1/locks/b-held").Body["waiters"]))
+				})
 			if c.other > 0 {
 				takeLongPolls(t, viewer, 3, c.other, "GET", "/v1/kv/viewer-watch?version=-1&wait=60s", nil)
 			}
-			a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-held")
+			a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-held")
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			go func() { _, _ = a.do(ctx, http.MethodPost, "/v1/locks/a-held?wait=60s", nil) }()
+			go func() { _, _ = a.Do(ctx, http.MethodPost, "/v1/locks/a-held?wait=60s", nil) }()
 			testutil.Eventually(t, 10*time.Second, "a's long-poll waits", func() bool {
-				return num(a.must(t, http.StatusOK, "GET", "/v1/locks/a-held").Body["waiters"]) == 1
+				return sidecartest.Num(a.Must(t, http.StatusOK, "GET", "/v1/locks/a-held").Body["waiters"]) == 1
 			})
 
 			// Leases: b makes leases until refused, then holds its share (the
 			// holder's and waiters' implicit leases included).
-			var refused *response
+			var refused *sidecartest.Response
 			var made []string
 			for range 20 {
 				r := try(t, b, http.MethodPost, "/v1/leases?ttl=60s")
@@ -97,31 +100,31 @@ func TestTenantCannotStarveAnother(t *testing.T) {
 					refused = r
 					break
 				}
-				made = append(made, str(r.Body["lease"]))
+				made = append(made, sidecartest.Str(r.Body["lease"]))
 			}
 			if refused == nil {
 				t.Fatalf("b made 20 leases, its share is %d", c.leases)
 			}
 			ownCapProblem(t, refused, http.StatusTooManyRequests, "too-many-leases", "maxLeases")
-			if n := num(b.must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]); n != int64(c.leases) {
+			if n := sidecartest.Num(b.Must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]); n != int64(c.leases) {
 				t.Fatalf("b holds %d leases, its share is %d", n, c.leases)
 			}
 			ownCapProblem(t, try(t, b, http.MethodPost, "/v1/locks/b-other"), http.StatusTooManyRequests, "too-many-leases", "maxLeases")
-			la := str(a.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-			a.must(t, http.StatusCreated, "POST", "/v1/locks/a-other")
-			a.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+la)
+			la := sidecartest.Str(a.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+			a.Must(t, http.StatusCreated, "POST", "/v1/locks/a-other")
+			a.Must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+la)
 			if len(made) > 0 {
-				b.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+made[0])
-				b.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+				b.Must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+made[0])
+				b.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
 			}
 		})
 	}
 }
 
 // try sends a bodiless request and returns its answer, whatever its status.
-func try(t *testing.T, s *sidecar, method, path string) *response {
+func try(t *testing.T, s *sidecartest.Sidecar, method, path string) *sidecartest.Response {
 	t.Helper()
-	r, err := s.do(context.Background(), method, path, nil)
+	r, err := s.Do(context.Background(), method, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,25 +133,25 @@ func try(t *testing.T, s *sidecar, method, path string) *response {
 
 // ownCapProblem checks that r is the problem name with status, as past the
 // global cap (Retry-After included), with a detail naming the token's own cap.
-func ownCapProblem(t *testing.T, r *response, status int, name, field string) {
+func ownCapProblem(t *testing.T, r *sidecartest.Response, status int, name, field string) {
 	t.Helper()
-	problemIs(t, r, status, name)
+	sidecartest.ProblemIs(t, r, status, name)
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatalf("%d %s without Retry-After: %v", status, name, r.Header)
 	}
-	if d := str(r.Body["detail"]); !strings.Contains(d, "its own cap") || !strings.Contains(d, field) {
+	if d := sidecartest.Str(r.Body["detail"]); !strings.Contains(d, "its own cap") || !strings.Contains(d, field) {
 		t.Fatalf("detail %q does not say it is the token's own cap (%s)", d, field)
 	}
 }
 
 // openStreamOf opens a stream of s; it answers a close function for a stream
 // served (200), or the refusal.
-func openStreamOf(t *testing.T, s *sidecar, path string) (func(), *response) {
+func openStreamOf(t *testing.T, s *sidecartest.Sidecar, path string) (func(), *sidecartest.Response) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	setHeaders(req, s.hdr)
-	resp, err := s.hc().Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Base+path, nil)
+	sidecartest.SetHeaders(req, s.Hdr)
+	resp, err := s.HC().Do(req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -168,7 +171,7 @@ func openStreamOf(t *testing.T, s *sidecar, path string) (func(), *response) {
 	defer cancel()
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := &response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	r := &sidecartest.Response{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	if err := json.Unmarshal(raw, &r.Body); err != nil {
 		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
 	}
@@ -176,7 +179,7 @@ func openStreamOf(t *testing.T, s *sidecar, path string) (func(), *response) {
 }
 
 // streamOpens tells whether s may open a stream of path now (and closes it).
-func streamOpens(t *testing.T, s *sidecar, path string) bool {
+func streamOpens(t *testing.T, s *sidecartest.Sidecar, path string) bool {
 	t.Helper()
 	stop, _ := openStreamOf(t, s, path)
 	if stop != nil {
@@ -187,7 +190,7 @@ func streamOpens(t *testing.T, s *sidecar, path string) bool {
 
 // takeStreams opens tries streams under s: want are served (their close
 // functions are answered), the others refused past the token's own cap.
-func takeStreams(t *testing.T, s *sidecar, tries, want int) []func() {
+func takeStreams(t *testing.T, s *sidecartest.Sidecar, tries, want int) []func() {
 	t.Helper()
 	var open []func()
 	for range tries {
@@ -207,16 +210,16 @@ func takeStreams(t *testing.T, s *sidecar, tries, want int) []func() {
 // takeLongPolls sends tries long-polls at once under s: all but want are
 // refused past the token's own cap, the others wait (waiting, if given,
 // counts them) until the test ends.
-func takeLongPolls(t *testing.T, s *sidecar, tries, want int, method, path string, waiting func() int) {
+func takeLongPolls(t *testing.T, s *sidecartest.Sidecar, tries, want int, method, path string, waiting func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	answers := make(chan *response, tries)
+	answers := make(chan *sidecartest.Response, tries)
 	for range tries {
 		go func() {
-			r, err := s.do(ctx, method, path, nil)
+			r, err := s.Do(ctx, method, path, nil)
 			if err != nil {
-				r = &response{}
+				r = &sidecartest.Response{}
 			}
 			answers <- r
 		}()
@@ -243,52 +246,52 @@ func TestEventIDsShowNothingOfOtherTenants(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens.json")
 	writeTokens(t, file, tenantsJSON(""))
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--tokens-file", file)
-	a, b, viewer := car.as(bearer(tokTenantA)...), car.as(bearer(tokTenantB)...), car.as(bearer(tokViewer)...)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--tokens-file", file)
+	a, b, viewer := car.As(sidecartest.Bearer(tokTenantA)...), car.As(sidecartest.Bearer(tokTenantB)...), car.As(sidecartest.Bearer(tokViewer)...)
 
-	all := viewer.openStream(t, "/v1/events")
-	st := a.openStream(t, "/v1/events")
+	all := viewer.OpenStream(t, "/v1/events")
+	st := a.OpenStream(t, "/v1/events")
 	var ids []int64
-	until := func(st *stream, ids *[]int64, lock string, held bool) {
+	until := func(st *sidecartest.Stream, ids *[]int64, lock string, held bool) {
 		t.Helper()
 		deadline := time.Now().Add(testutil.Patience(20 * time.Second))
 		for time.Now().Before(deadline) {
-			ev := st.recv(t, time.Until(deadline))
+			ev := st.Recv(t, time.Until(deadline))
 			if ids != nil {
 				*ids = append(*ids, mustInt(t, ev.ID))
 			}
-			if ev.Name == "lock" && str(ev.Data["name"]) == lock && (ev.Data["holder"] != nil) == held {
+			if ev.Name == "lock" && sidecartest.Str(ev.Data["name"]) == lock && (ev.Data["holder"] != nil) == held {
 				return
 			}
 		}
 		t.Fatalf("no event of lock %s (held %v)", lock, held)
 	}
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-1?ttl=60s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-1?ttl=60s")
 	until(st, &ids, "a-1", true)
 	until(all, nil, "a-1", true)
 	// b's locks change between a's events: the viewer sees them published.
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-1?ttl=60s")
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-1?ttl=60s")
 	until(all, nil, "b-1", true)
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-2?ttl=60s")
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-2?ttl=60s")
 	until(all, nil, "b-2", true)
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-2?ttl=60s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-2?ttl=60s")
 	until(st, &ids, "a-2", true)
 	consecutive(t, "a's stream", ids, 1)
 
 	// Reconnect with the last id: the current state again, numbered on.
-	st.cancel()
+	st.Cancel()
 	last := ids[len(ids)-1]
-	again := a.openStream(t, "/v1/events", "Last-Event-ID", strconv.FormatInt(last, 10))
+	again := a.OpenStream(t, "/v1/events", "Last-Event-ID", strconv.FormatInt(last, 10))
 	var resumed []int64
 	until(again, &resumed, "a-2", true)
-	b.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-3?ttl=60s")
+	b.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/b-3?ttl=60s")
 	until(all, nil, "b-3", true)
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-3?ttl=60s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a-3?ttl=60s")
 	until(again, &resumed, "a-3", true)
 	consecutive(t, "the reconnected stream", resumed, last+1)
 
-	fresh := a.openStream(t, "/v1/events", "Last-Event-ID", "not-a-number")
-	if id := mustInt(t, fresh.next(t, 10*time.Second).ID); id != 1 {
+	fresh := a.OpenStream(t, "/v1/events", "Last-Event-ID", "not-a-number")
+	if id := mustInt(t, fresh.Next(t, 10*time.Second).ID); id != 1 {
 		t.Fatalf("a stream with a Last-Event-ID that is not decimal starts at %d, want 1", id)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -35,17 +36,17 @@ type tpSeen struct {
 func BenchmarkThroughputRebalance(b *testing.B) {
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
-	cars := []*sidecar{startSidecar(b, zkc.Servers(), root), startSidecar(b, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(b, zkc.Servers(), root), sidecartest.Start(b, zkc.Servers(), root)}
 	const g = "bench"
 	ctx := context.Background()
-	if r, err := cars[0].do(ctx, http.MethodPut, "/v1/throughput/"+g, strings.NewReader(`{"limit":100000}`), "Content-Type", "application/json"); err != nil || r.Status != http.StatusOK {
+	if r, err := cars[0].Do(ctx, http.MethodPut, "/v1/throughput/"+g, strings.NewReader(`{"limit":100000}`), "Content-Type", "application/json"); err != nil || r.Status != http.StatusOK {
 		b.Fatalf("set limit: %v %+v", err, r)
 	}
 	streams := make([]chan tpSeen, benchMembers)
 	for i := range benchMembers {
 		car := cars[i%2]
 		lease := benchLease(b, car)
-		if r, err := car.do(ctx, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=m%03d&lease=%s", g, i, lease), nil); err != nil || r.Status != http.StatusCreated {
+		if r, err := car.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=m%03d&lease=%s", g, i, lease), nil); err != nil || r.Status != http.StatusCreated {
 			b.Fatalf("join m%03d: %v %+v", i, err, r)
 		}
 		streams[i] = benchFollow(b, car, g, i < 2)
@@ -66,12 +67,12 @@ func BenchmarkThroughputRebalance(b *testing.B) {
 				b.StartTimer()
 			}
 			start := time.Now()
-			var r *response
+			var r *sidecartest.Response
 			var err error
 			if joining {
-				r, err = x.do(ctx, http.MethodPost, "/v1/throughput/"+g+"/members?id=x&lease="+lease, nil)
+				r, err = x.Do(ctx, http.MethodPost, "/v1/throughput/"+g+"/members?id=x&lease="+lease, nil)
 			} else {
-				r, err = x.do(ctx, http.MethodDelete, "/v1/leases/"+lease, nil)
+				r, err = x.Do(ctx, http.MethodDelete, "/v1/leases/"+lease, nil)
 			}
 			if err != nil || (r.Status != http.StatusCreated && r.Status != http.StatusNoContent) {
 				b.Fatalf("op %d: %v %+v", i, err, r)
@@ -84,7 +85,7 @@ func BenchmarkThroughputRebalance(b *testing.B) {
 		}
 		b.StopTimer()
 		if b.N%2 == 1 { // the last op joined x: leave it out for the next round
-			_, _ = x.do(ctx, http.MethodDelete, "/v1/leases/"+lease, nil)
+			_, _ = x.Do(ctx, http.MethodDelete, "/v1/leases/"+lease, nil)
 			for _, s := range streams {
 				awaitX(b, s, false, time.Time{})
 			}
@@ -97,12 +98,12 @@ func BenchmarkThroughputRebalance(b *testing.B) {
 	})
 }
 
-func benchLease(b *testing.B, car *sidecar) string {
-	r, err := car.do(context.Background(), http.MethodPost, "/v1/leases?ttl=10m", nil)
+func benchLease(b *testing.B, car *sidecartest.Sidecar) string {
+	r, err := car.Do(context.Background(), http.MethodPost, "/v1/leases?ttl=10m", nil)
 	if err != nil || r.Status != http.StatusCreated {
 		b.Fatalf("lease: %v %+v", err, r)
 	}
-	return str(r.Body["lease"])
+	return sidecartest.Str(r.Body["lease"])
 }
 
 // awaitX reads a stream until an allocation with (or without) x arrives and
@@ -129,10 +130,10 @@ func awaitX(b *testing.B, s chan tpSeen, hasX bool, start time.Time) time.Durati
 // stream on one whose shares do not sum to the limit (the others only look for
 // x, so that 100 clients decoding JSON do not crowd out the sidecars). The
 // channel closes when the stream ends.
-func benchFollow(b *testing.B, car *sidecar, group string, check bool) chan tpSeen {
+func benchFollow(b *testing.B, car *sidecartest.Sidecar, group string, check bool) chan tpSeen {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.base+"/v1/throughput/"+group+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.Base+"/v1/throughput/"+group+"/events", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		b.Fatalf("stream: %v %v", err, resp)

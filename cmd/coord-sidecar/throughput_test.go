@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -75,32 +76,18 @@ func decodeTP(t testing.TB, raw []byte) tpGroup {
 	return g
 }
 
-// send makes a request with a JSON body and fails t (from t's goroutine only)
-// unless the status is want.
-func (s *sidecar) send(t testing.TB, want int, method, path, body string) *response {
-	t.Helper()
-	r, err := s.do(context.Background(), method, path, strings.NewReader(body), "Content-Type", "application/json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != want {
-		t.Fatalf("%s %s %s: status %d, want %d: %s", method, path, body, r.Status, want, r.Raw)
-	}
-	return r
-}
-
 // tpFollower reads one throughput stream and checks every event on the way:
 // each allocation is whole (check), versions strictly increase, and so do the
 // event ids, both kinds together.
 type tpFollower struct {
-	st          *stream
+	st          *sidecartest.Stream
 	lastVersion int64
 	lastID      int64 // id of the last event of either kind
 	leaders     []string
 }
 
-func followTP(t testing.TB, car *sidecar, group string) *tpFollower {
-	return &tpFollower{st: car.openStream(t, "/v1/throughput/"+group+"/events"), lastVersion: -1, lastID: -1}
+func followTP(t testing.TB, car *sidecartest.Sidecar, group string) *tpFollower {
+	return &tpFollower{st: car.OpenStream(t, "/v1/throughput/"+group+"/events"), lastVersion: -1, lastID: -1}
 }
 
 // await reads events until an allocation whose summary is want arrives.
@@ -108,7 +95,7 @@ func (f *tpFollower) await(t testing.TB, want string, within time.Duration) tpGr
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		ev := f.st.next(t, time.Until(deadline))
+		ev := f.st.Next(t, time.Until(deadline))
 		raw, _ := json.Marshal(ev.Data)
 		if id := mustInt(t, ev.ID); id <= f.lastID {
 			t.Fatalf("%s event id %d after %d", ev.Name, id, f.lastID)
@@ -117,7 +104,7 @@ func (f *tpFollower) await(t testing.TB, want string, within time.Duration) tpGr
 		}
 		switch ev.Name {
 		case "leader":
-			f.leaders = append(f.leaders, str(ev.Data["leader"]))
+			f.leaders = append(f.leaders, sidecartest.Str(ev.Data["leader"]))
 		case "throughput":
 			g := decodeTP(t, raw)
 			if err := g.check(); err != nil {
@@ -147,39 +134,39 @@ func mustInt(t testing.TB, s string) int64 {
 
 // tpMembership is one member as its client knows it.
 type tpMembership struct {
-	car   *sidecar
+	car   *sidecartest.Sidecar
 	lease string
 }
 
 // joinTP makes a lease of its own on car and joins id to group under it.
-func joinTP(t *testing.T, car *sidecar, group, id, query string) tpMembership {
+func joinTP(t *testing.T, car *sidecartest.Sidecar, group, id, query string) tpMembership {
 	t.Helper()
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
-	r := car.must(t, http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=%s&lease=%s&%s", group, id, lease, query))
-	if str(r.Body["id"]) != id || str(r.Body["group"]) != group || str(r.Body["lease"]) != lease {
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	r := car.Must(t, http.StatusCreated, http.MethodPost, fmt.Sprintf("/v1/throughput/%s/members?id=%s&lease=%s&%s", group, id, lease, query))
+	if sidecartest.Str(r.Body["id"]) != id || sidecartest.Str(r.Body["group"]) != group || sidecartest.Str(r.Body["lease"]) != lease {
 		t.Fatalf("join answer %s", r.Raw)
 	}
 	return tpMembership{car: car, lease: lease}
 }
 
 // awaitShare long-polls a member's share on its own sidecar until it is want.
-func awaitShare(t *testing.T, car *sidecar, group, id string, want int64, within time.Duration) {
+func awaitShare(t *testing.T, car *sidecartest.Sidecar, group, id string, want int64, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	r := car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group+"/members/"+id)
-	for num(r.Body["share"]) != want {
+	r := car.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group+"/members/"+id)
+	for sidecartest.Num(r.Body["share"]) != want {
 		left := time.Until(deadline)
 		if left <= 0 {
-			t.Fatalf("member %s: share %d, want %d (%s)", id, num(r.Body["share"]), want, r.Raw)
+			t.Fatalf("member %s: share %d, want %d (%s)", id, sidecartest.Num(r.Body["share"]), want, r.Raw)
 		}
-		r = car.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/%s/members/%s?version=%d&wait=%dms",
-			group, id, num(r.Body["version"]), left.Milliseconds()+1))
+		r = car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/%s/members/%s?version=%d&wait=%dms",
+			group, id, sidecartest.Num(r.Body["version"]), left.Milliseconds()+1))
 	}
 }
 
 // checkStep asserts that every subscriber, every member's GET on its own
 // sidecar and GET of the group on every sidecar show the allocation want.
-func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower, members map[string]tpMembership, cars ...*sidecar) {
+func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower, members map[string]tpMembership, cars ...*sidecartest.Sidecar) {
 	t.Helper()
 	start := time.Now()
 	for _, s := range subs {
@@ -196,9 +183,9 @@ func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower
 		awaitShare(t, m.car, group, id, shares[id], 10*time.Second)
 	}
 	for _, car := range cars {
-		g := decodeTP(t, car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+		g := decodeTP(t, car.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
 		if err := g.check(); err != nil || g.summary() != want {
-			t.Fatalf("%s: GET on %s: %s (%v), want %s", step, car.base, g.summary(), err, want)
+			t.Fatalf("%s: GET on %s: %s (%v), want %s", step, car.Base, g.summary(), err, want)
 		}
 	}
 	t.Logf("%-22s %-34s seen everywhere in %s", step, want, time.Since(start).Round(time.Millisecond))
@@ -211,14 +198,14 @@ func checkStep(t *testing.T, step, want string, group string, subs []*tpFollower
 func TestThroughputScenario(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	const g = "api-calls"
 	subs := []*tpFollower{followTP(t, a, g), followTP(t, b, g)}
 	for _, s := range subs {
 		s.await(t, "0:", 10*time.Second) // a group nobody made yet
 	}
-	r := a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+	r := a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 	if got := decodeTP(t, r.Raw); got.Limit != 1000 || got.Leader != nil || len(got.Members) != 0 {
 		t.Fatalf("PUT limit answered %s", r.Raw)
 	}
@@ -226,7 +213,7 @@ func TestThroughputScenario(t *testing.T) {
 	step := func(name, want string) { checkStep(t, name, want, g, subs, members, a, b) }
 	revoke := func(id string) {
 		m := members[id]
-		m.car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m.lease)
+		m.car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+m.lease)
 		delete(members, id)
 	}
 	step("limit set", "1000:")
@@ -243,7 +230,7 @@ func TestThroughputScenario(t *testing.T) {
 	step("m1's lease revoked", "1000: m2*=334 m3=333 m4=333")
 	revoke("m4")
 	step("m4's lease revoked", "1000: m2*=500 m3=500")
-	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":500}`)
+	a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":500}`)
 	step("limit set to 500", "500: m2*=250 m3=250")
 	members["m5"] = joinTP(t, b, g, "m5", "")
 	step("m5 joins", "500: m2*=167 m3=167 m5=166")
@@ -255,7 +242,7 @@ func TestThroughputScenario(t *testing.T) {
 	step("everyone left", "500:")
 	// The `leader` event follows the allocation that changed the leader.
 	for _, s := range subs {
-		if ev := s.st.next(t, 5*time.Second); ev.Name != "leader" || ev.Data["leader"] != nil {
+		if ev := s.st.Next(t, 5*time.Second); ev.Name != "leader" || ev.Data["leader"] != nil {
 			t.Fatalf("after everyone left: %+v", ev)
 		}
 		if !strings.HasPrefix(strings.Join(s.leaders, ","), ",m1,m2") {
@@ -273,18 +260,18 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 	}
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 	p, cmd := startKillable(t, zkc.Server(0), root)
 
 	const g = "killed"
 	subs := []*tpFollower{followTP(t, a, g), followTP(t, b, g)}
-	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":900}`)
+	a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":900}`)
 	members := map[string]tpMembership{"m1": joinTP(t, p, g, "m1", "")}
 	members["m2"] = joinTP(t, a, g, "m2", "")
 	members["m3"] = joinTP(t, b, g, "m3", "")
 	checkStep(t, "three members", "900: m1*=300 m2=300 m3=300", g, subs, members, a, b)
-	if m := string(p.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+	if m := string(p.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
 		t.Fatal("the leader's sidecar does not report coord_throughput_groups_led 1")
 	}
 
@@ -305,7 +292,7 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 	}
 	t.Logf("m2 took over and recomputed %s after SIGKILL", took.Round(time.Millisecond))
 	checkStep(t, "after the kill", "900: m2*=450 m3=450", g, nil, members, a, b)
-	if m := string(a.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
+	if m := string(a.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw); !strings.Contains(m, "coord_throughput_groups_led 1\n") {
 		t.Fatal("the new leader's sidecar does not report coord_throughput_groups_led 1")
 	}
 }
@@ -314,19 +301,19 @@ func TestThroughputLeaderSidecarKilled(t *testing.T) {
 func TestThroughputWeightsAndDemands(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := startSidecar(t, zkc.Servers(), root)
-	b := startSidecar(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root)
+	b := sidecartest.Start(t, zkc.Servers(), root)
 
 	t.Run("weights 1:3", func(t *testing.T) {
 		const g = "weights"
 		subs := []*tpFollower{followTP(t, a, g)}
-		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 		members := map[string]tpMembership{"w1": joinTP(t, a, g, "w1", "weight=1")}
 		members["w3"] = joinTP(t, b, g, "w3", "weight=3")
 		checkStep(t, "weights 1:3", "1000: w1*=250 w3=750", g, subs, members, a, b)
 		// Reweighing through PUT keeps the demand unlimited.
-		r := b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/w3?lease="+members["w3"].lease, `{"weight":1}`)
-		if num(r.Body["share"]) != 500 {
+		r := b.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/w3?lease="+members["w3"].lease, `{"weight":1}`)
+		if sidecartest.Num(r.Body["share"]) != 500 {
 			t.Fatalf("PUT weight answered %s", r.Raw)
 		}
 		checkStep(t, "weights 1:1", "1000: w1*=500 w3=500", g, subs, members, a, b)
@@ -334,12 +321,12 @@ func TestThroughputWeightsAndDemands(t *testing.T) {
 	t.Run("demands 100 and unlimited", func(t *testing.T) {
 		const g = "demands"
 		subs := []*tpFollower{followTP(t, b, g)}
-		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
+		a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g, `{"limit":1000}`)
 		members := map[string]tpMembership{"d1": joinTP(t, a, g, "d1", "")}
 		members["d2"] = joinTP(t, b, g, "d2", "")
 		checkStep(t, "no demands", "1000: d1*=500 d2=500", g, subs, members, a, b)
-		r := a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":100}`)
-		if num(r.Body["share"]) != 100 {
+		r := a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":100}`)
+		if sidecartest.Num(r.Body["share"]) != 100 {
 			t.Fatalf("PUT demand answered %s", r.Raw)
 		}
 		got := checkAndGet(t, a, g)
@@ -348,17 +335,17 @@ func TestThroughputWeightsAndDemands(t *testing.T) {
 			t.Fatalf("demands shown: %+v", got.Members)
 		}
 		// Demands of 100 and 300 leave a surplus of 600, spread by weight.
-		b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d2?lease="+members["d2"].lease, `{"demand":300}`)
+		b.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d2?lease="+members["d2"].lease, `{"demand":300}`)
 		checkStep(t, "demands 100+300", "1000: d1*=400 d2=600", g, subs, members, a, b)
 		// Demand null is unlimited again.
-		a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":null}`)
+		a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+g+"/members/d1?lease="+members["d1"].lease, `{"demand":null}`)
 		checkStep(t, "d1 unlimited", "1000: d1*=700 d2=300", g, subs, members, a, b)
 	})
 }
 
-func checkAndGet(t *testing.T, car *sidecar, group string) tpGroup {
+func checkAndGet(t *testing.T, car *sidecartest.Sidecar, group string) tpGroup {
 	t.Helper()
-	g := decodeTP(t, car.must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
+	g := decodeTP(t, car.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+group).Raw)
 	if err := g.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -369,31 +356,31 @@ func checkAndGet(t *testing.T, car *sidecar, group string) tpGroup {
 // wait with the same version when it does not.
 func TestThroughputLongPoll(t *testing.T) {
 	zkc := zktest.Shared(t)
-	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	a.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/lp", `{"limit":10}`)
-	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m1&ttl=60s")
-	if num(r.Body["share"]) != 10 || str(r.Body["lease"]) == "" {
+	a := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	a.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/lp", `{"limit":10}`)
+	r := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m1&ttl=60s")
+	if sidecartest.Num(r.Body["share"]) != 10 || sidecartest.Str(r.Body["lease"]) == "" {
 		t.Fatalf("join answered %s", r.Raw)
 	}
-	v := num(r.Body["version"])
-	polled := make(chan *response, 1)
+	v := sidecartest.Num(r.Body["version"])
+	polled := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, _ := a.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=30s", v), nil)
+		r, _ := a.Do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=30s", v), nil)
 		polled <- r
 	}()
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m2&ttl=60s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/lp/members?id=m2&ttl=60s")
 	select {
 	case r := <-polled:
-		if r == nil || r.Status != http.StatusOK || num(r.Body["share"]) != 5 || num(r.Body["version"]) <= v {
+		if r == nil || r.Status != http.StatusOK || sidecartest.Num(r.Body["share"]) != 5 || sidecartest.Num(r.Body["version"]) <= v {
 			t.Fatalf("long-poll answered %+v", r)
 		}
-		v = num(r.Body["version"])
+		v = sidecartest.Num(r.Body["version"])
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll did not answer on a new allocation")
 	}
 	start := time.Now()
-	r = a.must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=300ms", v))
-	if num(r.Body["version"]) != v || time.Since(start) < 300*time.Millisecond {
+	r = a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/throughput/lp/members/m1?version=%d&wait=300ms", v))
+	if sidecartest.Num(r.Body["version"]) != v || time.Since(start) < 300*time.Millisecond {
 		t.Fatalf("unchanged long-poll answered %s after %s", r.Raw, time.Since(start))
 	}
 }
@@ -402,19 +389,19 @@ func TestThroughputLongPoll(t *testing.T) {
 // answer; leaving ends that lease.
 func TestThroughputImplicitLease(t *testing.T) {
 	zkc := zktest.Shared(t)
-	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/il/members?id=m1&ttl=60s")
-	lease := str(r.Body["lease"])
-	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/il/members/m1?lease="+lease)
-	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
-	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/il/members/m1")
+	a := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	r := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/il/members?id=m1&ttl=60s")
+	lease := sidecartest.Str(r.Body["lease"])
+	a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/il/members/m1?lease="+lease)
+	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/il/members/m1")
 }
 
 // Bad input answers 400, unknown members 404, a second member with an id 409.
 func TestThroughputBadInput(t *testing.T) {
 	zkc := zktest.Shared(t)
-	a := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	a := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, c := range []struct {
 		method, path, body string
 		status             int
@@ -432,36 +419,36 @@ func TestThroughputBadInput(t *testing.T) {
 		{http.MethodDelete, "/v1/throughput/g/members/nobody?lease=nosuchlease", ``, 404, "lease-not-found"},
 		{http.MethodPut, "/v1/throughput/g/members/nobody?lease=nosuchlease", `{"weight":1}`, 404, "lease-not-found"},
 	} {
-		r := a.send(t, c.status, c.method, c.path, c.body)
-		if !strings.HasSuffix(str(r.Body["type"]), "/"+c.problem) {
+		r := a.Send(t, c.status, c.method, c.path, c.body)
+		if !strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/"+c.problem) {
 			t.Errorf("%s %s %s: %s, want problem %s", c.method, c.path, c.body, r.Raw, c.problem)
 		}
 	}
-	if n := a.m.leases.Len(); n != 0 {
+	if n := a.M.LeaseCount(); n != 0 {
 		t.Fatalf("%d implicit leases left behind by refused joins", n)
 	}
 	m1 := joinTP(t, a, "g", "m1", "")
-	other := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	other := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	for _, q := range []string{"lease=" + m1.lease, "lease=" + other, "ttl=10s"} {
-		r := a.must(t, http.StatusConflict, http.MethodPost, "/v1/throughput/g/members?id=m1&"+q)
-		if !strings.HasSuffix(str(r.Body["type"]), "/member-exists") {
+		r := a.Must(t, http.StatusConflict, http.MethodPost, "/v1/throughput/g/members?id=m1&"+q)
+		if !strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/member-exists") {
 			t.Fatalf("second m1 (%s): %s", q, r.Raw)
 		}
 	}
 	// Another lease does not hold m1.
-	a.send(t, http.StatusNotFound, http.MethodPut, "/v1/throughput/g/members/m1?lease="+other, `{"weight":2}`)
-	a.must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+other)
-	a.send(t, http.StatusBadRequest, http.MethodPut, "/v1/throughput/g/members/m1?lease="+m1.lease, `{"demand":-5}`)
-	a.must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
-	a.must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
-	a.must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/g/members/m1")
+	a.Send(t, http.StatusNotFound, http.MethodPut, "/v1/throughput/g/members/m1?lease="+other, `{"weight":2}`)
+	a.Must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+other)
+	a.Send(t, http.StatusBadRequest, http.MethodPut, "/v1/throughput/g/members/m1?lease="+m1.lease, `{"demand":-5}`)
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.Must(t, http.StatusNotFound, http.MethodDelete, "/v1/throughput/g/members/m1?lease="+m1.lease)
+	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/throughput/g/members/m1")
 	// The group stays with its limit and no member; it has no limit: shares of 0.
 	g := checkAndGet(t, a, "g")
 	if g.Limit != 0 || g.Leader != nil || len(g.Members) != 0 || g.Version == 0 {
 		t.Fatalf("group after the last member left: %+v", g)
 	}
-	r := a.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&ttl=60s")
-	if num(r.Body["share"]) != 0 {
+	r := a.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/g/members?id=m1&ttl=60s")
+	if sidecartest.Num(r.Body["share"]) != 0 {
 		t.Fatalf("share in a group without a limit: %s", r.Raw)
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -28,9 +30,9 @@ import (
 
 // runMain parses args with the environment env, runs the sidecar and closes it
 // in Cleanup.
-func runMain(t *testing.T, env map[string]string, args ...string) (*Main, error) {
+func runMain(t *testing.T, env map[string]string, args ...string) (*sidecar.Main, error) {
 	t.Helper()
-	m := NewMain()
+	m := sidecar.NewMain()
 	m.LogOutput = io.Discard
 	if testing.Verbose() && os.Getenv("SIDECAR_LOGS") != "" {
 		m.LogOutput = os.Stderr
@@ -49,34 +51,7 @@ func zkArgs(servers []string, root string) []string {
 	return []string{"--zk", strings.Join(servers, ","), "--zk-root", root, "--session-timeout", "2s"}
 }
 
-// as is a copy of the sidecar's handle that sends hdr (e.g. a token) too.
-func (s *sidecar) as(hdr ...string) *sidecar {
-	c := *s
-	c.hdr = append(slices.Clone(s.hdr), hdr...)
-	return &c
-}
-
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
-
-// problemIs fails unless r is the problem name with status.
-func problemIs(t *testing.T, r *response, status int, name string) {
-	t.Helper()
-	if r.Status != status || !strings.HasSuffix(str(r.Body["type"]), "/problems/"+name) {
-		t.Fatalf("want %d %s, got %d: %s", status, name, r.Status, r.Raw)
-	}
-}
-
-// doReq is do that fails t (from t's goroutine only) on a transport error.
-func (s *sidecar) doReq(t testing.TB, method, path string, body io.Reader, hdr ...string) *response {
-	t.Helper()
-	r, err := s.do(context.Background(), method, path, body, hdr...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // quietSignals is the signals of a subcommand run in the test's process: none
 // ever comes.
@@ -95,25 +70,25 @@ func quietSignals(t testing.TB) *ctl.Signals {
 func TestDoubleBarrierNeitherLeaksLeasesNorChangesCount(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	victimCar := startSidecar(t, zkc.Servers(), root)
-	attackerCar := startSidecar(t, zkc.Servers(), root)
+	victimCar := sidecartest.Start(t, zkc.Servers(), root)
+	attackerCar := sidecartest.Start(t, zkc.Servers(), root)
 
 	// The victim: a lease holding a lock and a double-barrier participant.
-	lease := str(victimCar.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	victimCar.must(t, http.StatusCreated, "POST", "/v1/locks/payments-db?lease="+lease)
-	r := victimCar.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p1&count=3&lease="+lease)
-	problemIs(t, r, 409, "barrier-not-ready")
-	if str(r.Body["lease"]) != lease {
+	lease := sidecartest.Str(victimCar.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	victimCar.Must(t, http.StatusCreated, "POST", "/v1/locks/payments-db?lease="+lease)
+	r := victimCar.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p1&count=3&lease="+lease)
+	sidecartest.ProblemIs(t, r, 409, "barrier-not-ready")
+	if sidecartest.Str(r.Body["lease"]) != lease {
 		t.Fatalf("the holder's own answer should carry its lease: %s", r.Raw)
 	}
 	// An implicit participant too.
-	implicit := str(victimCar.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p2&count=3&ttl=60s").Body["lease"])
+	implicit := sidecartest.Str(victimCar.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p2&count=3&ttl=60s").Body["lease"])
 
-	for _, car := range []*sidecar{victimCar, attackerCar} {
+	for _, car := range []*sidecartest.Sidecar{victimCar, attackerCar} {
 		for _, id := range []string{"p1", "p2"} {
 			for _, q := range []string{"", "&ttl=30s", "&wait=100ms"} {
-				r := car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id="+id+"&count=3"+q)
-				problemIs(t, r, 409, "participant-exists")
+				r := car.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id="+id+"&count=3"+q)
+				sidecartest.ProblemIs(t, r, 409, "participant-exists")
 				if strings.Contains(string(r.Raw), lease) || strings.Contains(string(r.Raw), implicit) {
 					t.Fatalf("a lease id leaked to a caller without it: %s", r.Raw)
 				}
@@ -121,42 +96,42 @@ func TestDoubleBarrierNeitherLeaksLeasesNorChangesCount(t *testing.T) {
 		}
 		// Listings and the lock's state show no lease either.
 		for _, p := range []string{"/v1/double-barriers", "/v1/double-barriers/batch", "/v1/locks", "/v1/locks/payments-db", "/v1/session"} {
-			if r := car.must(t, http.StatusOK, "GET", p); strings.Contains(string(r.Raw), lease) || strings.Contains(string(r.Raw), implicit) {
+			if r := car.Must(t, http.StatusOK, "GET", p); strings.Contains(string(r.Raw), lease) || strings.Contains(string(r.Raw), implicit) {
 				t.Fatalf("GET %s shows a lease id: %s", p, r.Raw)
 			}
 		}
 	}
 	// The lock is still the victim's: the attacker cannot take it.
-	problemIs(t, attackerCar.must(t, http.StatusConflict, "POST", "/v1/locks/payments-db"), 409, "lock-held")
-	if n := num(attackerCar.must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]); n != 0 {
+	sidecartest.ProblemIs(t, attackerCar.Must(t, http.StatusConflict, "POST", "/v1/locks/payments-db"), 409, "lock-held")
+	if n := sidecartest.Num(attackerCar.Must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]); n != 0 {
 		t.Fatalf("the attacker's refused requests left %d leases", n)
 	}
 
 	// The count: X waits for 3 (p1, p2 are in), Y posts count=1: refused with 3.
-	for _, car := range []*sidecar{victimCar, attackerCar} {
-		r := car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=y&count=1&wait=200ms")
-		problemIs(t, r, 409, "count-mismatch")
-		if num(r.Body["count"]) != 3 {
+	for _, car := range []*sidecartest.Sidecar{victimCar, attackerCar} {
+		r := car.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=y&count=1&wait=200ms")
+		sidecartest.ProblemIs(t, r, 409, "count-mismatch")
+		if sidecartest.Num(r.Body["count"]) != 3 {
 			t.Fatalf("count-mismatch without the barrier's count: %s", r.Raw)
 		}
 		// The same for a participant with its own lease: it keeps no enrolment.
-		other := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=30s").Body["lease"])
-		problemIs(t, car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=y&count=5&lease="+other), 409, "count-mismatch")
-		if holds := car.must(t, http.StatusOK, "GET", "/v1/leases/"+other).Body["holds"].([]any); len(holds) != 0 {
+		other := sidecartest.Str(car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=30s").Body["lease"])
+		sidecartest.ProblemIs(t, car.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=y&count=5&lease="+other), 409, "count-mismatch")
+		if holds := car.Must(t, http.StatusOK, "GET", "/v1/leases/"+other).Body["holds"].([]any); len(holds) != 0 {
 			t.Fatalf("a refused participant is held: %v", holds)
 		}
-		car.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+other)
+		car.Must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+other)
 	}
-	st := attackerCar.must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
-	if num(st.Body["count"]) != 3 || st.Body["ready"] != false || len(st.Body["participants"].([]any)) != 2 {
+	st := attackerCar.Must(t, http.StatusOK, "GET", "/v1/double-barriers/batch")
+	if sidecartest.Num(st.Body["count"]) != 3 || st.Body["ready"] != false || len(st.Body["participants"].([]any)) != 2 {
 		t.Fatalf("the barrier changed: %s", st.Raw)
 	}
 	// Entering again with its own lease and another count: refused, still in.
-	problemIs(t, victimCar.must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p1&count=2&lease="+lease), 409, "count-mismatch")
+	sidecartest.ProblemIs(t, victimCar.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/batch/participants?id=p1&count=2&lease="+lease), 409, "count-mismatch")
 	// The third participant with the right count makes it ready, for all.
-	victimCar.must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p3&count=3&ttl=60s")
-	victimCar.must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p1&count=3&lease="+lease)
-	victimCar.must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p2&count=3&lease="+implicit)
+	victimCar.Must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p3&count=3&ttl=60s")
+	victimCar.Must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p1&count=3&lease="+lease)
+	victimCar.Must(t, http.StatusCreated, "POST", "/v1/double-barriers/batch/participants?id=p2&count=3&lease="+implicit)
 }
 
 // Participants with another count that race the right ones never make the
@@ -166,15 +141,15 @@ func TestDoubleBarrierNeitherLeaksLeasesNorChangesCount(t *testing.T) {
 func TestDoubleBarrierWrongCountsNeverOpenIt(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 	type result struct {
 		id     string
 		status int
 		body   string
 	}
 	results := make(chan result, 10)
-	enter := func(car *sidecar, id string, count int) {
-		r, err := car.do(context.Background(), "POST", fmt.Sprintf("/v1/double-barriers/race/participants?id=%s&count=%d&wait=20s&ttl=60s", id, count), nil)
+	enter := func(car *sidecartest.Sidecar, id string, count int) {
+		r, err := car.Do(context.Background(), "POST", fmt.Sprintf("/v1/double-barriers/race/participants?id=%s&count=%d&wait=20s&ttl=60s", id, count), nil)
 		if err != nil {
 			results <- result{id, 0, err.Error()}
 			return
@@ -183,7 +158,7 @@ func TestDoubleBarrierWrongCountsNeverOpenIt(t *testing.T) {
 	}
 	go enter(cars[0], "x", 4)
 	testutil.Eventually(t, 10*time.Second, "x is in", func() bool {
-		return len(cars[1].must(t, 200, "GET", "/v1/double-barriers/race").Body["participants"].([]any)) == 1
+		return len(cars[1].Must(t, 200, "GET", "/v1/double-barriers/race").Body["participants"].([]any)) == 1
 	})
 	var wg sync.WaitGroup
 	for i := range 6 {
@@ -218,18 +193,18 @@ func TestNoListOrEventShowsIDs(t *testing.T) {
 	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
-	other := startSidecar(t, zkc.Servers(), root)
-	lease := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/l?owner=me&lease="+lease)
-	car.must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=c&lease="+lease)
-	car.must(t, http.StatusCreated, "POST", "/v1/throughput/g/members?id=m&lease="+lease)
-	car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/d/participants?id=p&count=2&lease="+lease)
-	car.must(t, http.StatusNoContent, "PUT", "/v1/barriers/b?lease="+lease)
-	if r := car.doReq(t, "POST", "/v1/queues/q/items", strings.NewReader("x")); r.Status != 201 {
+	car := sidecartest.Start(t, zkc.Servers(), root)
+	other := sidecartest.Start(t, zkc.Servers(), root)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/l?owner=me&lease="+lease)
+	car.Must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=c&lease="+lease)
+	car.Must(t, http.StatusCreated, "POST", "/v1/throughput/g/members?id=m&lease="+lease)
+	car.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/d/participants?id=p&count=2&lease="+lease)
+	car.Must(t, http.StatusNoContent, "PUT", "/v1/barriers/b?lease="+lease)
+	if r := car.DoReq(t, "POST", "/v1/queues/q/items", strings.NewReader("x")); r.Status != 201 {
 		t.Fatal(r.Status)
 	}
-	claim := car.must(t, http.StatusOK, "POST", "/v1/queues/q/claims?lease="+lease).Header.Get("Claim-Id")
+	claim := car.Must(t, http.StatusOK, "POST", "/v1/queues/q/claims?lease="+lease).Header.Get("Claim-Id")
 	secrets := []string{lease, claim}
 	if lease == "" || claim == "" {
 		t.Fatal("no lease or claim id")
@@ -241,31 +216,31 @@ func TestNoListOrEventShowsIDs(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []*sidecar{car, other} {
+	for _, s := range []*sidecartest.Sidecar{car, other} {
 		for _, p := range []string{"/v1/locks", "/v1/locks/l", "/v1/elections", "/v1/elections/e", "/v1/throughput",
 			"/v1/throughput/g", "/v1/throughput/g/members/m", "/v1/double-barriers", "/v1/double-barriers/d",
 			"/v1/barriers", "/v1/barriers/b", "/v1/queues", "/v1/queues/q", "/v1/queues/q/items", "/v1/session", "/metrics"} {
-			r := s.must(t, http.StatusOK, "GET", p)
+			r := s.Must(t, http.StatusOK, "GET", p)
 			check("GET "+p, r.Raw)
 			for k, v := range r.Header {
 				check("header "+k, []byte(strings.Join(v, " ")))
 			}
 		}
 		for _, p := range []string{"/v1/events", "/v1/elections/e/events", "/v1/throughput/g/events", "/v1/session/events"} {
-			st := s.openStream(t, p)
-			ev := st.next(t, 10*time.Second)
+			st := s.OpenStream(t, p)
+			ev := st.Next(t, 10*time.Second)
 			deadline := time.After(300 * time.Millisecond) // the opening burst of current states
 		drain:
 			for {
 				b, _ := jsonMarshal(ev.Data)
 				check(p+" event "+ev.Name, b)
 				select {
-				case ev = <-st.events:
+				case ev = <-st.Events:
 				case <-deadline:
 					break drain
 				}
 			}
-			st.cancel()
+			st.Cancel()
 		}
 	}
 }
@@ -274,13 +249,13 @@ func TestNoListOrEventShowsIDs(t *testing.T) {
 // reason it can be, with an implicit lease.
 func TestRejectedRequestsLeaveNoLease(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	// State that makes the refusals happen.
-	lease := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/held?lease="+lease)
-	car.must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=c1&lease="+lease)
-	car.must(t, http.StatusCreated, "POST", "/v1/throughput/g/members?id=m1&lease="+lease)
-	car.must(t, http.StatusConflict, "POST", "/v1/double-barriers/d/participants?id=p1&count=2&lease="+lease)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/held?lease="+lease)
+	car.Must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=c1&lease="+lease)
+	car.Must(t, http.StatusCreated, "POST", "/v1/throughput/g/members?id=m1&lease="+lease)
+	car.Must(t, http.StatusConflict, "POST", "/v1/double-barriers/d/participants?id=p1&count=2&lease="+lease)
 
 	big := `{"value":"` + strings.Repeat("v", 5000) + `"}`
 	cases := []struct {
@@ -304,14 +279,14 @@ func TestRejectedRequestsLeaveNoLease(t *testing.T) {
 		if c.body != "" {
 			body, hdr = strings.NewReader(c.body), []string{"Content-Type", "application/json"}
 		}
-		r := car.doReq(t, c.method, c.path, body, hdr...)
+		r := car.DoReq(t, c.method, c.path, body, hdr...)
 		if c.problem != "" {
-			problemIs(t, r, c.status, c.problem)
+			sidecartest.ProblemIs(t, r, c.status, c.problem)
 		} else if r.Status != c.status {
 			t.Fatalf("%s %s: %d %s", c.method, c.path, r.Status, r.Raw)
 		}
 		testutil.Eventually(t, 5*time.Second, c.method+" "+c.path+" leaves only the one lease", func() bool {
-			return num(car.must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]) == 1
+			return sidecartest.Num(car.Must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]) == 1
 		})
 	}
 }
@@ -352,23 +327,23 @@ func TestScopedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := &sidecar{m: m, base: "http://" + m.Addr()}
-	base.waitReady(t)
-	app, other, reader, all := base.as(bearer(tokApp)...), base.as(bearer(tokOther)...), base.as(bearer(tokReader)...), base.as(bearer(tokAll)...)
+	base := &sidecartest.Sidecar{M: m, Base: "http://" + m.Addr()}
+	base.WaitReady(t)
+	app, other, reader, all := base.As(sidecartest.Bearer(tokApp)...), base.As(sidecartest.Bearer(tokOther)...), base.As(sidecartest.Bearer(tokReader)...), base.As(sidecartest.Bearer(tokAll)...)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	problemIs(t, base.must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
-	problemIs(t, base.as(bearer("nope")...).must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	sidecartest.ProblemIs(t, base.Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	sidecartest.ProblemIs(t, base.As(sidecartest.Bearer("nope")...).Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
 
-	la := str(app.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	app.must(t, http.StatusCreated, "POST", "/v1/locks/app-1?lease="+la)
-	app.must(t, http.StatusCreated, "POST", "/v1/locks/shared-1?lease="+la)
-	other.must(t, http.StatusCreated, "POST", "/v1/locks/other-1")
-	app.must(t, http.StatusCreated, "POST", "/v1/elections/e1/candidates?id=c1&lease="+la)
+	la := sidecartest.Str(app.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	app.Must(t, http.StatusCreated, "POST", "/v1/locks/app-1?lease="+la)
+	app.Must(t, http.StatusCreated, "POST", "/v1/locks/shared-1?lease="+la)
+	other.Must(t, http.StatusCreated, "POST", "/v1/locks/other-1")
+	app.Must(t, http.StatusCreated, "POST", "/v1/elections/e1/candidates?id=c1&lease="+la)
 
 	before := zktest.Dump(t, conn, root)
 	forbidden := []struct {
-		car          *sidecar
+		car          *sidecartest.Sidecar
 		method, path string
 	}{
 		{app, "POST", "/v1/locks/other-2"},
@@ -387,11 +362,11 @@ func TestScopedTokens(t *testing.T) {
 		{reader, "POST", "/v1/queues/shared-q/take"},
 	}
 	for _, c := range forbidden {
-		problemIs(t, c.car.doReq(t, c.method, c.path, nil), 403, "forbidden")
+		sidecartest.ProblemIs(t, c.car.DoReq(t, c.method, c.path, nil), 403, "forbidden")
 	}
 	// A lease of another token does not exist.
 	notFound := []struct {
-		car          *sidecar
+		car          *sidecartest.Sidecar
 		method, path string
 	}{
 		{other, "GET", "/v1/leases/" + la},
@@ -404,22 +379,22 @@ func TestScopedTokens(t *testing.T) {
 		{reader, "GET", "/v1/leases/" + la},
 	}
 	for _, c := range notFound {
-		problemIs(t, c.car.doReq(t, c.method, c.path, nil), 404, "lease-not-found")
+		sidecartest.ProblemIs(t, c.car.DoReq(t, c.method, c.path, nil), 404, "lease-not-found")
 	}
 	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
 		t.Fatalf("refused requests changed ZooKeeper:\nbefore %v\nafter  %v", before, after)
 	}
-	app.must(t, http.StatusOK, "GET", "/v1/leases/"+la)
+	app.Must(t, http.StatusOK, "GET", "/v1/leases/"+la)
 
 	// A claim belongs to its lease's token too.
-	if r := other.doReq(t, "POST", "/v1/queues/shared-q/items", strings.NewReader("job")); r.Status != 201 {
+	if r := other.DoReq(t, "POST", "/v1/queues/shared-q/items", strings.NewReader("job")); r.Status != 201 {
 		t.Fatalf("enqueue: %s", r.Raw)
 	}
-	claimed := app.must(t, http.StatusOK, "POST", "/v1/queues/shared-q/claims?ttl=60s")
+	claimed := app.Must(t, http.StatusOK, "POST", "/v1/queues/shared-q/claims?ttl=60s")
 	claim := claimed.Header.Get("Claim-Id")
-	problemIs(t, other.must(t, 404, "DELETE", "/v1/queues/shared-q/claims/"+claim), 404, "claim-not-found")
-	problemIs(t, other.must(t, 404, "POST", "/v1/queues/shared-q/claims/"+claim+"/release"), 404, "claim-not-found")
-	app.must(t, http.StatusNoContent, "DELETE", "/v1/queues/shared-q/claims/"+claim)
+	sidecartest.ProblemIs(t, other.Must(t, 404, "DELETE", "/v1/queues/shared-q/claims/"+claim), 404, "claim-not-found")
+	sidecartest.ProblemIs(t, other.Must(t, 404, "POST", "/v1/queues/shared-q/claims/"+claim+"/release"), 404, "claim-not-found")
+	app.Must(t, http.StatusNoContent, "DELETE", "/v1/queues/shared-q/claims/"+claim)
 
 	checkTokenReads(t, app, other, reader)
 
@@ -428,12 +403,12 @@ func TestScopedTokens(t *testing.T) {
 
 // checkTokenReads: lists show what each token may read, and the app's
 // /v1/events stream has its locks and never the other's.
-func checkTokenReads(t *testing.T, app, other, reader *sidecar) {
+func checkTokenReads(t *testing.T, app, other, reader *sidecartest.Sidecar) {
 	t.Helper()
-	names := func(car *sidecar) []string {
+	names := func(car *sidecartest.Sidecar) []string {
 		var out []string
-		for _, l := range car.must(t, http.StatusOK, "GET", "/v1/locks").Body["locks"].([]any) {
-			out = append(out, str(l.(map[string]any)["name"]))
+		for _, l := range car.Must(t, http.StatusOK, "GET", "/v1/locks").Body["locks"].([]any) {
+			out = append(out, sidecartest.Str(l.(map[string]any)["name"]))
 		}
 		slices.Sort(out)
 		return out
@@ -447,30 +422,30 @@ func checkTokenReads(t *testing.T, app, other, reader *sidecar) {
 	if got := names(reader); !slices.Equal(got, []string{"app-1", "other-1", "shared-1"}) {
 		t.Fatalf("reader lists %v", got)
 	}
-	if n := len(other.must(t, http.StatusOK, "GET", "/v1/elections").Body["elections"].([]any)); n != 0 {
+	if n := len(other.Must(t, http.StatusOK, "GET", "/v1/elections").Body["elections"].([]any)); n != 0 {
 		t.Fatalf("other sees %d elections", n)
 	}
-	reader.must(t, http.StatusOK, "GET", "/v1/locks/app-1")
-	reader.must(t, http.StatusOK, "GET", "/v1/elections/e1")
+	reader.Must(t, http.StatusOK, "GET", "/v1/locks/app-1")
+	reader.Must(t, http.StatusOK, "GET", "/v1/elections/e1")
 
 	// /v1/events: the app's stream has its locks and never the other's.
-	st := app.openStream(t, "/v1/events")
+	st := app.OpenStream(t, "/v1/events")
 	seen := map[string]bool{}
 	deadline := time.After(10 * time.Second)
 	for !(seen["lock/app-1"] && seen["lock/shared-1"] && seen["leader/e1"]) {
 		select {
-		case ev := <-st.events:
-			seen[ev.Name+"/"+str(ev.Data["name"])] = true
+		case ev := <-st.Events:
+			seen[ev.Name+"/"+sidecartest.Str(ev.Data["name"])] = true
 		case <-deadline:
 			t.Fatalf("app's stream showed %v", seen)
 		}
 	}
-	other.must(t, http.StatusCreated, "POST", "/v1/locks/other-2")
-	app.must(t, http.StatusCreated, "POST", "/v1/locks/app-2")
+	other.Must(t, http.StatusCreated, "POST", "/v1/locks/other-2")
+	app.Must(t, http.StatusCreated, "POST", "/v1/locks/app-2")
 	for !seen["lock/app-2"] {
 		select {
-		case ev := <-st.events:
-			seen[ev.Name+"/"+str(ev.Data["name"])] = true
+		case ev := <-st.Events:
+			seen[ev.Name+"/"+sidecartest.Str(ev.Data["name"])] = true
 		case <-deadline:
 			t.Fatalf("app's stream showed %v", seen)
 		}
@@ -478,13 +453,13 @@ func checkTokenReads(t *testing.T, app, other, reader *sidecar) {
 	if seen["lock/other-1"] || seen["lock/other-2"] {
 		t.Fatalf("app's stream showed the other's locks: %v", seen)
 	}
-	st.cancel()
+	st.Cancel()
 
 }
 
 // checkTokenReload: a reload (SIGHUP) swaps the tokens; a broken file changes
 // nothing; an emptied one closes the sidecar to all but --token-file's token.
-func checkTokenReload(t *testing.T, m *Main, file string, base, app, other, all *sidecar) {
+func checkTokenReload(t *testing.T, m *sidecar.Main, file string, base, app, other, all *sidecartest.Sidecar) {
 	t.Helper()
 	// Reload: "app" is removed and "other" gets a new secret; a broken file
 	// changes nothing.
@@ -492,11 +467,11 @@ func checkTokenReload(t *testing.T, m *Main, file string, base, app, other, all 
 	if err := m.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	problemIs(t, app.must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
-	problemIs(t, other.must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
-	other2 := base.as(bearer("other-token-NEW-0123456789")...)
-	other2.must(t, http.StatusOK, "GET", "/v1/locks/app-1")
-	all.must(t, http.StatusOK, "GET", "/v1/locks")
+	sidecartest.ProblemIs(t, app.Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	sidecartest.ProblemIs(t, other.Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	other2 := base.As(sidecartest.Bearer("other-token-NEW-0123456789")...)
+	other2.Must(t, http.StatusOK, "GET", "/v1/locks/app-1")
+	all.Must(t, http.StatusOK, "GET", "/v1/locks")
 	writeTokens(t, file, `{"tokens":[{"name":"x","token":"short"}]}`)
 	if err := m.Reload(); err == nil {
 		t.Fatal("a token shorter than 16 characters was accepted")
@@ -505,16 +480,16 @@ func checkTokenReload(t *testing.T, m *Main, file string, base, app, other, all 
 	if err := m.Reload(); err == nil {
 		t.Fatal("an unknown kind was accepted")
 	}
-	other2.must(t, http.StatusOK, "GET", "/v1/locks")
+	other2.Must(t, http.StatusOK, "GET", "/v1/locks")
 	// An emptied tokens file closes the sidecar to all but --token-file's token;
 	// it never opens it.
 	writeTokens(t, file, `{"tokens":[]}`)
 	if err := m.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	problemIs(t, other2.must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
-	problemIs(t, base.must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
-	all.must(t, http.StatusOK, "GET", "/v1/locks")
+	sidecartest.ProblemIs(t, other2.Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	sidecartest.ProblemIs(t, base.Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	all.Must(t, http.StatusOK, "GET", "/v1/locks")
 }
 
 // Bad tokens configuration stops the start.
@@ -534,7 +509,7 @@ func TestTokenConfigErrors(t *testing.T) {
 		{`{"tokens":[]}`, []string{"--token", "x", "--token-file", filepath.Join(dir, "t")}},
 	} {
 		file := writeFile(t, dir, "tokens.json", []byte(c.body))
-		m := NewMain()
+		m := sidecar.NewMain()
 		if err := m.ParseFlags(append([]string{"--tokens-file", file}, c.args...), func(string) string { return "" }); err == nil {
 			t.Errorf("accepted %s %v", c.body, c.args)
 		}
@@ -550,11 +525,11 @@ func TestTokenConfigErrors(t *testing.T) {
 func TestBrowserProtections(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
-	cors := startSidecar(t, zkc.Servers(), root, "--allowed-origins", "https://app.example.com")
+	car := sidecartest.Start(t, zkc.Servers(), root)
+	cors := sidecartest.Start(t, zkc.Servers(), root, "--allowed-origins", "https://app.example.com")
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	port := car.base[strings.LastIndex(car.base, ":")+1:]
-	if r := car.doReq(t, "POST", "/v1/queues/q/items", strings.NewReader("job-1"), "Content-Type", "text/plain"); r.Status != 201 {
+	port := car.Base[strings.LastIndex(car.Base, ":")+1:]
+	if r := car.DoReq(t, "POST", "/v1/queues/q/items", strings.NewReader("job-1"), "Content-Type", "text/plain"); r.Status != 201 {
 		t.Fatalf("enqueue: %s", r.Raw)
 	}
 	before := zktest.Dump(t, conn, root)
@@ -580,9 +555,9 @@ func TestBrowserProtections(t *testing.T) {
 		{"DNS rebinding metrics", "GET", "/metrics", "", []string{"Host", "rebind.evil.example"}, 403, "host-not-allowed"},
 	}
 	for _, c := range evil {
-		for _, s := range []*sidecar{car, cors} {
-			r := s.doReq(t, c.method, c.path, strings.NewReader(c.body), c.hdr...)
-			if r.Status != c.status || !strings.HasSuffix(str(r.Body["type"]), c.problem) {
+		for _, s := range []*sidecartest.Sidecar{car, cors} {
+			r := s.DoReq(t, c.method, c.path, strings.NewReader(c.body), c.hdr...)
+			if r.Status != c.status || !strings.HasSuffix(sidecartest.Str(r.Body["type"]), c.problem) {
 				t.Fatalf("%s: %d %s", c.what, r.Status, r.Raw)
 			}
 			if r.Header.Get("Access-Control-Allow-Origin") != "" {
@@ -593,10 +568,10 @@ func TestBrowserProtections(t *testing.T) {
 	if after := zktest.Dump(t, conn, root); !slices.Equal(before, after) {
 		t.Fatalf("foreign requests changed ZooKeeper:\nbefore %v\nafter  %v", before, after)
 	}
-	if n := num(car.must(t, http.StatusOK, "GET", "/v1/queues/q").Body["length"]); n != 1 {
+	if n := sidecartest.Num(car.Must(t, http.StatusOK, "GET", "/v1/queues/q").Body["length"]); n != 1 {
 		t.Fatalf("the queue has %d items, want the 1 nobody took", n)
 	}
-	car.must(t, http.StatusOK, "GET", "/v1/locks/x")
+	car.Must(t, http.StatusOK, "GET", "/v1/locks/x")
 
 	checkBrowserAllowed(t, car, cors, port)
 }
@@ -604,32 +579,32 @@ func TestBrowserProtections(t *testing.T) {
 // checkBrowserAllowed: probes pass whatever the Host, the usual loopback names
 // pass, the sidecar's own origin works without CORS headers, and an allowed
 // origin gets its preflight and CORS headers.
-func checkBrowserAllowed(t *testing.T, car, cors *sidecar, port string) {
+func checkBrowserAllowed(t *testing.T, car, cors *sidecartest.Sidecar, port string) {
 	t.Helper()
 	// Probes pass whatever the Host; the usual loopback names pass.
 	for _, p := range []string{"/healthz", "/readyz"} {
-		if r := car.doReq(t, "GET", p, nil, "Host", "10.1.2.3:8080"); r.Status != 200 {
+		if r := car.DoReq(t, "GET", p, nil, "Host", "10.1.2.3:8080"); r.Status != 200 {
 			t.Fatalf("%s with a pod's Host: %d", p, r.Status)
 		}
 	}
 	for _, h := range []string{"localhost:" + port, "LOCALHOST", "127.0.0.1", "[::1]:" + port} {
-		if r := car.doReq(t, "GET", "/v1/session", nil, "Host", h); r.Status != 200 {
+		if r := car.DoReq(t, "GET", "/v1/session", nil, "Host", h); r.Status != 200 {
 			t.Fatalf("Host %s: %d %s", h, r.Status, r.Raw)
 		}
 	}
 	// The sidecar's own origin (the status page's) works, without CORS headers.
-	own := car.doReq(t, "POST", "/v1/queues/q/take", nil, "Origin", car.base, "Sec-Fetch-Site", "same-origin")
+	own := car.DoReq(t, "POST", "/v1/queues/q/take", nil, "Origin", car.Base, "Sec-Fetch-Site", "same-origin")
 	if own.Status != 200 || own.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("same-origin take: %d %v", own.Status, own.Header)
 	}
 	// An allowed origin gets its preflight and CORS headers.
-	pre := cors.doReq(t, "OPTIONS", "/v1/locks/y", nil, "Origin", "https://app.example.com",
+	pre := cors.DoReq(t, "OPTIONS", "/v1/locks/y", nil, "Origin", "https://app.example.com",
 		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization")
 	if pre.Status != 204 || pre.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
 		!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
 		t.Fatalf("preflight: %d %v", pre.Status, pre.Header)
 	}
-	got := cors.doReq(t, "POST", "/v1/locks/y", nil, "Origin", "https://app.example.com")
+	got := cors.DoReq(t, "POST", "/v1/locks/y", nil, "Origin", "https://app.example.com")
 	if got.Status != 201 || got.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
 		!strings.Contains(got.Header.Get("Access-Control-Expose-Headers"), "Claim-Id") {
 		t.Fatalf("allowed origin: %d %v", got.Status, got.Header)
@@ -660,10 +635,10 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "https://" + m.Addr()
-	car := &sidecar{m: m, base: base, client: tlsClient(t, ca.pem, clientCert, clientKey)}
-	car.waitReady(t)
-	g := car.must(t, http.StatusCreated, "POST", "/v1/locks/tls")
-	car.must(t, http.StatusNoContent, "DELETE", "/v1/locks/tls?lease="+str(g.Body["lease"]))
+	car := &sidecartest.Sidecar{M: m, Base: base, Client: tlsClient(t, ca.pem, clientCert, clientKey)}
+	car.WaitReady(t)
+	g := car.Must(t, http.StatusCreated, "POST", "/v1/locks/tls")
+	car.Must(t, http.StatusNoContent, "DELETE", "/v1/locks/tls?lease="+sidecartest.Str(g.Body["lease"]))
 
 	refused := map[string]*http.Client{
 		"no client certificate":       tlsClient(t, ca.pem, nil, nil),
@@ -690,9 +665,9 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	writeFile(t, dir, "tls.key", key2)
 	writeFile(t, dir, "tls.crt", cert2)
 	writeFile(t, dir, "client-ca.pem", otherCA.pem)
-	rotated := &sidecar{m: m, base: base, client: tlsClient(t, ca2.pem, strangerCert, strangerKey)}
+	rotated := &sidecartest.Sidecar{M: m, Base: base, Client: tlsClient(t, ca2.pem, strangerCert, strangerKey)}
 	testutil.Eventually(t, 10*time.Second, "the rotated certificate is served", func() bool {
-		r, err := rotated.do(context.Background(), "GET", "/v1/session", nil)
+		r, err := rotated.Do(context.Background(), "GET", "/v1/session", nil)
 		return err == nil && r.Status == 200
 	})
 	if resp, err := tlsClient(t, ca.pem, clientCert, clientKey).Get(base + "/v1/session"); err == nil {
@@ -762,11 +737,11 @@ func TestUnixSocketListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	car := &sidecar{m: m, base: baseURL, client: hc}
-	car.waitReady(t)
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/over-unix")
+	car := &sidecartest.Sidecar{M: m, Base: baseURL, Client: hc}
+	car.WaitReady(t)
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/over-unix")
 	// A foreign Host is refused on a unix socket too.
-	problemIs(t, car.doReq(t, "GET", "/v1/locks", nil, "Host", "rebind.evil.example"), 403, "host-not-allowed")
+	sidecartest.ProblemIs(t, car.DoReq(t, "GET", "/v1/locks", nil, "Host", "rebind.evil.example"), 403, "host-not-allowed")
 
 	out := filepath.Join(dir, "out")
 	code := ctl.RunLock(quietSignals(t), []string{"unix-lock", "--addr", "unix:" + sock, "--", "sh", "-c", "echo $COORD_FENCING_TOKEN > " + out},
@@ -808,21 +783,21 @@ func TestBinaryReloadsTokensOnSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	car := &sidecar{base: baseURL, client: hc}
+	car := &sidecartest.Sidecar{Base: baseURL, Client: hc}
 	testutil.Eventually(t, 30*time.Second, "the socket serves", func() bool {
-		r, err := car.do(context.Background(), "GET", "/readyz", nil)
+		r, err := car.Do(context.Background(), "GET", "/readyz", nil)
 		return err == nil && r.Status == 200
 	})
-	car.as(bearer(tokApp)...).must(t, http.StatusOK, "GET", "/v1/locks")
+	car.As(sidecartest.Bearer(tokApp)...).Must(t, http.StatusOK, "GET", "/v1/locks")
 	writeFile(t, dir, "tokens.json", []byte(`{"tokens":[{"name":"new","token":"brand-new-token-0123","allow":["*"]}]}`))
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the new token is in force", func() bool {
-		r, err := car.as(bearer("brand-new-token-0123")...).do(context.Background(), "GET", "/v1/locks", nil)
+		r, err := car.As(sidecartest.Bearer("brand-new-token-0123")...).Do(context.Background(), "GET", "/v1/locks", nil)
 		return err == nil && r.Status == 200
 	})
-	problemIs(t, car.as(bearer(tokApp)...).must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
+	sidecartest.ProblemIs(t, car.As(sidecartest.Bearer(tokApp)...).Must(t, 401, "GET", "/v1/locks"), 401, "unauthorized")
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -844,18 +819,18 @@ func TestBinaryReloadsTokensOnSIGHUP(t *testing.T) {
 // --max-leases: past it, 429 too-many-leases, implicit leases included.
 func TestMaxLeases(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--max-leases", "2")
-	l1 := str(car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/a") // an implicit lease
-	r := car.must(t, http.StatusTooManyRequests, "POST", "/v1/leases?ttl=60s")
-	problemIs(t, r, 429, "too-many-leases")
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--max-leases", "2")
+	l1 := sidecartest.Str(car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/a") // an implicit lease
+	r := car.Must(t, http.StatusTooManyRequests, "POST", "/v1/leases?ttl=60s")
+	sidecartest.ProblemIs(t, r, 429, "too-many-leases")
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatalf("429 without Retry-After: %v", r.Header)
 	}
-	problemIs(t, car.must(t, http.StatusTooManyRequests, "POST", "/v1/locks/b"), 429, "too-many-leases")
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/b?lease="+l1) // an existing lease still acquires
-	car.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+l1)
-	car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+	sidecartest.ProblemIs(t, car.Must(t, http.StatusTooManyRequests, "POST", "/v1/locks/b"), 429, "too-many-leases")
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/b?lease="+l1) // an existing lease still acquires
+	car.Must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+l1)
+	car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
 }
 
 // GET /v1/session's leases are the caller's token's: with two tenants, each
@@ -867,34 +842,34 @@ func TestSessionCountsTheTokensLeases(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens.json")
 	writeTokens(t, file, tokensJSON)
-	scoped := startSidecar(t, zkc.Servers(), root, "--tokens-file", file)
-	a, b := scoped.as(bearer(tokApp)...), scoped.as(bearer(tokOther)...)
-	leasesOf := func(car *sidecar) int {
-		return int(num(car.must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]))
+	scoped := sidecartest.Start(t, zkc.Servers(), root, "--tokens-file", file)
+	a, b := scoped.As(sidecartest.Bearer(tokApp)...), scoped.As(sidecartest.Bearer(tokOther)...)
+	leasesOf := func(car *sidecartest.Sidecar) int {
+		return int(sidecartest.Num(car.Must(t, http.StatusOK, "GET", "/v1/session").Body["leases"]))
 	}
 
-	a.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
-	b.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
-	lb := str(b.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
-	b.must(t, http.StatusCreated, "POST", "/v1/locks/other-1") // an implicit lease
+	a.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+	b.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+	lb := sidecartest.Str(b.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s").Body["lease"])
+	b.Must(t, http.StatusCreated, "POST", "/v1/locks/other-1") // an implicit lease
 	if na, nb := leasesOf(a), leasesOf(b); na != 1 || nb != 3 {
 		t.Fatalf("leases: app sees %d, want 1; other sees %d, want 3", na, nb)
 	}
-	if n := leasesOf(scoped.as(bearer(tokReader)...)); n != 0 {
+	if n := leasesOf(scoped.As(sidecartest.Bearer(tokReader)...)); n != 0 {
 		t.Fatalf("leases: reader sees %d, want 0", n)
 	}
-	b.must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+lb)
+	b.Must(t, http.StatusNoContent, "DELETE", "/v1/leases/"+lb)
 	if na, nb := leasesOf(a), leasesOf(b); na != 1 || nb != 2 {
 		t.Fatalf("after a revoke: app sees %d, want 1; other sees %d, want 2", na, nb)
 	}
 
 	for _, args := range [][]string{nil, {"--token", "s3cret"}} {
-		car := startSidecar(t, zkc.Servers(), root, args...)
+		car := sidecartest.Start(t, zkc.Servers(), root, args...)
 		if len(args) > 0 {
-			car = car.as(bearer("s3cret")...)
+			car = car.As(sidecartest.Bearer("s3cret")...)
 		}
-		car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
-		car.must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+		car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
+		car.Must(t, http.StatusCreated, "POST", "/v1/leases?ttl=60s")
 		if n := leasesOf(car); n != 2 {
 			t.Fatalf("%v: leases %d, want 2", args, n)
 		}
@@ -932,8 +907,8 @@ func TestBodyLimits(t *testing.T) {
 	t.Parallel() // long and mostly waiting: see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root, "--body-timeout", "1s")
-	addr := car.m.Addr()
+	car := sidecartest.Start(t, zkc.Servers(), root, "--body-timeout", "1s")
+	addr := car.M.Addr()
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	before := zktest.Dump(t, conn, root)
 
@@ -960,9 +935,9 @@ func TestBodyLimits(t *testing.T) {
 		t.Fatalf("cut bodies changed ZooKeeper:\nbefore %v\nafter  %v", before, after)
 	}
 	// A long-poll with a body lasts past the body timeout.
-	g := car.must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=first")
+	g := car.Must(t, http.StatusCreated, "POST", "/v1/elections/e/candidates?id=first")
 	start = time.Now()
-	r := car.doReq(t, "POST", "/v1/elections/e/candidates?id=second&wait=2500ms", strings.NewReader(`{"value":"v"}`), "Content-Type", "application/json")
+	r := car.DoReq(t, "POST", "/v1/elections/e/candidates?id=second&wait=2500ms", strings.NewReader(`{"value":"v"}`), "Content-Type", "application/json")
 	if r.Status != http.StatusCreated || r.Body["leader"] != false || time.Since(start) < 2*time.Second {
 		t.Fatalf("long-poll with a body: %d after %s: %s", r.Status, time.Since(start), r.Raw)
 	}
@@ -972,11 +947,11 @@ func TestBodyLimits(t *testing.T) {
 // Past --max-conns, a new connection waits until one closes.
 func TestMaxConnections(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t), "--max-conns", "2")
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--max-conns", "2")
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // waitReady's
 	var held []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", car.m.Addr())
+		c, err := net.Dial("tcp", car.M.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -989,13 +964,13 @@ func TestMaxConnections(t *testing.T) {
 		held = append(held, c)
 	}
 	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
-	if resp, err := client.Get(car.base + "/healthz"); err == nil {
+	if resp, err := client.Get(car.Base + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Fatal("a third connection was served past --max-conns 2")
 	}
 	held[0].Close()
 	client.Timeout = 10 * time.Second
-	resp, err := client.Get(car.base + "/healthz")
+	resp, err := client.Get(car.Base + "/healthz")
 	if err != nil {
 		t.Fatalf("after a connection closed: %v", err)
 	}
@@ -1005,27 +980,27 @@ func TestMaxConnections(t *testing.T) {
 // A client that goes away while it waits is counted as 499, not as a 5xx.
 func TestClientGoneIsCounted499(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	car.must(t, http.StatusCreated, "POST", "/v1/locks/busy")
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car.Must(t, http.StatusCreated, "POST", "/v1/locks/busy")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = car.do(ctx, "POST", "/v1/locks/busy?wait=30s", nil)
+		_, _ = car.Do(ctx, "POST", "/v1/locks/busy?wait=30s", nil)
 	}()
 	testutil.Eventually(t, 10*time.Second, "a waiter", func() bool {
-		return num(car.must(t, http.StatusOK, "GET", "/v1/locks/busy").Body["waiters"]) == 1
+		return sidecartest.Num(car.Must(t, http.StatusOK, "GET", "/v1/locks/busy").Body["waiters"]) == 1
 	})
 	cancel()
 	<-done
 	testutil.Eventually(t, 10*time.Second, "the waiter counted as 499", func() bool {
-		r, err := car.do(context.Background(), "GET", "/metrics", nil)
+		r, err := car.Do(context.Background(), "GET", "/metrics", nil)
 		if err != nil {
 			return false
 		}
 		return strings.Contains(string(r.Raw), `coord_http_requests_total{code="499",route="POST /v1/locks/{name}"} 1`)
 	})
-	r := car.must(t, http.StatusOK, "GET", "/metrics")
+	r := car.Must(t, http.StatusOK, "GET", "/metrics")
 	if strings.Contains(string(r.Raw), `code="503",route="POST /v1/locks/{name}"`) {
 		t.Fatal("the gone client was counted as 503 too")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -44,26 +45,26 @@ type typoCase struct {
 func TestUnknownParametersAreRefused(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	car := startSidecar(t, zkc.Servers(), root)
+	car := sidecartest.Start(t, zkc.Servers(), root)
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 
-	lease := str(car.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/typo-x?mode=read&lease="+lease)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/typo-x/permits?max=2&lease="+lease)
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/elections/typo-x/candidates?id=x&lease="+lease, `{"value":"v"}`)
-	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/typo-x")
-	car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/typo-x/participants?id=x&count=2&lease="+lease)
-	if r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/typo-x/items", strings.NewReader("item"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/typo-x?mode=read&lease="+lease)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/typo-x/permits?max=2&lease="+lease)
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/elections/typo-x/candidates?id=x&lease="+lease, `{"value":"v"}`)
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/typo-x")
+	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/typo-x/participants?id=x&count=2&lease="+lease)
+	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/typo-x/items", strings.NewReader("item"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("enqueue: %v %+v", err, r)
 	}
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/typo-x", `{"limit":100}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/typo-x/members?id=x&lease="+lease)
-	car.mustPut(t, "/v1/kv/typo-x", []byte("1"), "text/plain")
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/counters/typo-x", `{"value":7}`)
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/typo-x/members?id=x&lease="+lease, `{"value":"v"}`)
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/typo-x", `{"count":2}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/typo-x/members?id=x&lease="+lease)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/typo-x", `{"limit":100}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/typo-x/members?id=x&lease="+lease)
+	car.MustPut(t, "/v1/kv/typo-x", []byte("1"), "text/plain")
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/counters/typo-x", `{"value":7}`)
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/typo-x/members?id=x&lease="+lease, `{"value":"v"}`)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/typo-x", `{"count":2}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/typo-x/members?id=x&lease="+lease)
 	before := zktest.Snapshot(t, conn, root)
 
 	cases := []typoCase{
@@ -90,22 +91,22 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 			if c.body != "" {
 				hdr = []string{"Content-Type", "application/json"}
 			}
-			r, err := car.do(ctx, c.method, c.path, strings.NewReader(c.body), hdr...)
+			r, err := car.Do(ctx, c.method, c.path, strings.NewReader(c.body), hdr...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			problemIs(t, r, http.StatusBadRequest, "unknown-parameter")
-			if got := str(r.Body["parameter"]); got != c.parameter {
+			sidecartest.ProblemIs(t, r, http.StatusBadRequest, "unknown-parameter")
+			if got := sidecartest.Str(r.Body["parameter"]); got != c.parameter {
 				t.Fatalf("parameter %q, want %q: %s", got, c.parameter, r.Raw)
 			}
 			got, offered := r.Body["didYouMean"]
 			if c.didYouMean == "" && offered {
 				t.Fatalf("didYouMean %v offered for a name far from every one: %s", got, r.Raw)
 			}
-			if c.didYouMean != "" && str(got) != c.didYouMean {
+			if c.didYouMean != "" && sidecartest.Str(got) != c.didYouMean {
 				t.Fatalf("didYouMean %v, want %q: %s", got, c.didYouMean, r.Raw)
 			}
-			if !strings.Contains(str(r.Body["detail"]), c.parameter) {
+			if !strings.Contains(sidecartest.Str(r.Body["detail"]), c.parameter) {
 				t.Fatalf("the detail does not name %q: %s", c.parameter, r.Raw)
 			}
 		})
@@ -121,17 +122,17 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 	}
 
 	// The metrics count a refusal under its route.
-	metrics := string(car.must(t, http.StatusOK, http.MethodGet, "/metrics").Raw)
+	metrics := string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw)
 	if want := `coord_http_requests_total{code="400",route="POST /v1/locks/{name}"}`; !strings.Contains(metrics, want) {
 		t.Fatalf("no %s in the metrics", want)
 	}
 
 	// A query the binder would drop a pair of is refused too; the names as
 	// declared still go through.
-	r := car.doReq(t, http.MethodPost, "/v1/locks/typo-test?wait=1s;ttl=5s", nil)
-	problemIs(t, r, http.StatusBadRequest, "invalid-parameter")
-	r = car.doReq(t, http.MethodPost, "/v1/locks/typo-test?owner=me&ttl=30s", nil)
-	if r.Status != http.StatusCreated || str(r.Body["owner"]) != "me" {
+	r := car.DoReq(t, http.MethodPost, "/v1/locks/typo-test?wait=1s;ttl=5s", nil)
+	sidecartest.ProblemIs(t, r, http.StatusBadRequest, "invalid-parameter")
+	r = car.DoReq(t, http.MethodPost, "/v1/locks/typo-test?owner=me&ttl=30s", nil)
+	if r.Status != http.StatusCreated || sidecartest.Str(r.Body["owner"]) != "me" {
 		t.Fatalf("declared parameters: %d %s", r.Status, r.Raw)
 	}
 }

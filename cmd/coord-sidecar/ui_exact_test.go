@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -21,16 +22,16 @@ func TestStatusPageShowsInt64Exactly(t *testing.T) {
 	}
 	page := startUIBrowser(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	counters := map[string]string{"signups": "9223372036854775804", "floor": "-9223372036854775807", "small": "42", "edge": "9007199254740993"}
 	for name, v := range counters {
-		car.send(t, http.StatusOK, http.MethodPut, "/v1/counters/"+name, `{"value":`+v+`}`)
+		car.Send(t, http.StatusOK, http.MethodPut, "/v1/counters/"+name, `{"value":`+v+`}`)
 	}
 	const limit = "9007199254740993" // 2^53 + 1
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/huge", `{"limit":`+limit+`}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/huge/members?id=only&ttl=60s")
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/huge", `{"limit":`+limit+`}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/huge/members?id=only&ttl=60s")
 
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
 	var want []string
 	for name, v := range counters {
 		want = append(want, uiField("counter", name, "value")+` === "`+v+`"`)
@@ -41,12 +42,12 @@ func TestStatusPageShowsInt64Exactly(t *testing.T) {
 	page.await(t, 10*time.Second, "every value exact", strings.Join(want, " && "))
 
 	// A change past 2^53 shows exactly too (the stream's next event, not the first state).
-	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=-1")
+	car.Must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=-1")
 	page.await(t, 5*time.Second, "signups one lower", uiField("counter", "signups", "value")+` === "9223372036854775803"`)
 	if p := page.problems(false); len(p) > 0 {
 		t.Errorf("console errors: %v", p)
 	}
-	if r, err := car.do(context.Background(), http.MethodGet, "/v1/counters/signups", nil); err != nil || !strings.Contains(string(r.Raw), "9223372036854775803") {
+	if r, err := car.Do(context.Background(), http.MethodGet, "/v1/counters/signups", nil); err != nil || !strings.Contains(string(r.Raw), "9223372036854775803") {
 		t.Fatalf("the sidecar's own answer: %v %+v", err, r)
 	}
 }

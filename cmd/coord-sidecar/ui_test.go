@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -45,7 +47,7 @@ func TestStatusPage(t *testing.T) {
 	car, stop := startUISidecar(t, zkc.Servers(), root, addr)
 
 	page.call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
 	page.await(t, 10*time.Second, "the page is live", `location.pathname === "/ui/" && document.readyState === "complete" &&
 		document.body.dataset.connected === "true" && document.querySelector("#status").dataset.state === "connected"`)
 
@@ -54,13 +56,13 @@ func TestStatusPage(t *testing.T) {
 	var lockShown []time.Duration
 	for i := range 3 {
 		start := time.Now()
-		g := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
-		token := fmt.Sprint(num(g.Body["fencingToken"]))
+		g := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/x?owner=ui-test")
+		token := fmt.Sprint(sidecartest.Num(g.Body["fencingToken"]))
 		page.await(t, 5*time.Second, "lock x held by ui-test with token "+token,
 			uiField("lock", "x", "owner")+` === "ui-test" && `+uiField("lock", "x", "token")+` === "`+token+`"`)
 		lockShown = append(lockShown, time.Since(start))
 		if i < 2 { // released: the page shows x free or gone
-			car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+str(g.Body["lease"]))
+			car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/x?lease="+sidecartest.Str(g.Body["lease"]))
 			page.await(t, 5*time.Second, "lock x released", `(`+uiField("lock", "x", "token")+` ?? "—") === "—"`)
 		}
 	}
@@ -70,7 +72,7 @@ func TestStatusPage(t *testing.T) {
 	// election with two candidates resigns, and enrols again behind the other.
 	leases := map[string]string{}
 	for _, c := range []string{"c1", "c2"} {
-		leases[c] = str(uiCandidate(t, car, "primary", c, "10.0.0."+c[1:]+":5432").Body["lease"])
+		leases[c] = sidecartest.Str(uiCandidate(t, car, "primary", c, "10.0.0."+c[1:]+":5432").Body["lease"])
 	}
 	var leaderShown []time.Duration
 	leader, next := "c1", "c2"
@@ -81,59 +83,59 @@ func TestStatusPage(t *testing.T) {
 				[...r.querySelectorAll("li[data-candidate]")].map(li => li.dataset.candidate).join() === "`+leader+","+next+`";
 		})()`)
 		start := time.Now()
-		car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
+		car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/primary/candidates/"+leader+"?lease="+leases[leader])
 		page.await(t, 5*time.Second, next+" leads primary", `(() => {
 			const r = document.querySelector('[data-election="primary"]');
 			return !!r && r.querySelector('[data-field="leader"]').dataset.leader === "`+next+`" &&
 				r.querySelectorAll("li[data-candidate]").length === 1;
 		})()`)
 		leaderShown = append(leaderShown, time.Since(start))
-		leases[leader] = str(uiCandidate(t, car, "primary", leader, "10.0.0."+leader[1:]+":5432").Body["lease"])
+		leases[leader] = sidecartest.Str(uiCandidate(t, car, "primary", leader, "10.0.0."+leader[1:]+":5432").Body["lease"])
 		leader, next = next, leader
 	}
 	uiLatency(t, "leader change shown", leaderShown)
 
 	// A realistic picture: a second lock with a waiter, an election with three
 	// candidates, a throughput group, a queue with a claimed item, barriers.
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/db-migrations?owner=deploy-7f3c")
 	waitCtx, cancelWait := context.WithCancel(context.Background())
 	waiterDone := make(chan struct{})
 	t.Cleanup(func() { cancelWait(); <-waiterDone })
 	go func() { // answered when the sidecar stops; never calls t.Fatal
 		defer close(waiterDone)
-		_, _ = car.do(waitCtx, http.MethodPost, "/v1/locks/db-migrations?wait=60s&owner=deploy-8a1d", nil)
+		_, _ = car.Do(waitCtx, http.MethodPost, "/v1/locks/db-migrations?wait=60s&owner=deploy-8a1d", nil)
 	}()
 	for i, id := range []string{"node-a", "node-b", "node-c"} {
 		uiCandidate(t, car, "scheduler", id, fmt.Sprintf("10.0.1.%d:9000", 11+i))
 	}
-	r, err := car.do(context.Background(), http.MethodPut, "/v1/throughput/api-egress", strings.NewReader(`{"limit":1000}`), "Content-Type", "application/json")
+	r, err := car.Do(context.Background(), http.MethodPut, "/v1/throughput/api-egress", strings.NewReader(`{"limit":1000}`), "Content-Type", "application/json")
 	if err != nil || r.Status != http.StatusOK {
 		t.Fatalf("PUT /v1/throughput/api-egress: %v %+v", err, r)
 	}
 	for _, m := range []struct{ id, weight string }{{"m1", "1"}, {"m2", "1"}, {"m3", "2"}} {
-		car.must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
 	}
 	for i := range 4 {
-		r, err := car.do(context.Background(), http.MethodPost, "/v1/queues/jobs/items", strings.NewReader(fmt.Sprintf(`{"job":%d}`, i)), "Content-Type", "application/json")
+		r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/items", strings.NewReader(fmt.Sprintf(`{"job":%d}`, i)), "Content-Type", "application/json")
 		if err != nil || r.Status != http.StatusCreated {
 			t.Fatalf("enqueue: %v %+v", err, r)
 		}
 	}
-	car.must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
-	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
-	car.must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
+	car.Must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
 	for _, id := range []string{"w1", "w2"} {
-		car.must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
+		car.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/batch-start/participants?count=3&ttl=60s&id="+id)
 	}
-	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":false}`), "application/json")
-	car.mustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
-	car.must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
+	car.MustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":false}`), "application/json")
+	car.MustPut(t, "/v1/kv/feature-flags", []byte(`{"dark":true}`), "application/json")
+	car.Must(t, http.StatusOK, http.MethodPost, "/v1/counters/signups?add=42")
 	uiSemaphoreAndRWLock(t, car)
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w1&ttl=60s", `{"value":"10.0.0.1:80"}`)
-	car.send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w2&ttl=60s", `{"value":"10.0.0.2:80"}`)
-	car.send(t, http.StatusOK, http.MethodPut, "/v1/partitions/orders", `{"count":6}`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p1&ttl=60s")
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p2&ttl=60s")
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w1&ttl=60s", `{"value":"10.0.0.1:80"}`)
+	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/web/members?id=w2&ttl=60s", `{"value":"10.0.0.2:80"}`)
+	car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/orders", `{"count":6}`)
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p1&ttl=60s")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p2&ttl=60s")
 	page.await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		if (document.querySelectorAll('[data-membership="web"] li[data-member]').length !== 2 ||
@@ -162,9 +164,9 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("m3's bar fills %v%% of its track, want 50", w)
 	}
 	// A deletion: the lowered barrier leaves the page.
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/maintenance")
 	page.await(t, 5*time.Second, "the lowered barrier gone", `document.querySelector('[data-barrier="maintenance"]') === null && document.querySelector('[data-barrier="deploy-freeze"]') !== null`)
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/kv/feature-flags")
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/kv/feature-flags")
 	page.await(t, 5*time.Second, "the deleted key gone", `document.querySelector('[data-key="feature-flags"]') === null && document.querySelector('[data-counter="signups"]') !== null`)
 
 	if p := page.problems(false); len(p) > 0 {
@@ -248,10 +250,10 @@ func uiField(kind, name, field string) string {
 }
 
 // uiCandidate enrols a candidate with a value.
-func uiCandidate(t *testing.T, car *sidecar, election, id, value string) *response {
+func uiCandidate(t *testing.T, car *sidecartest.Sidecar, election, id, value string) *sidecartest.Response {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"value": value})
-	r, err := car.do(context.Background(), http.MethodPost, "/v1/elections/"+election+"/candidates?ttl=60s&id="+id, strings.NewReader(string(body)), "Content-Type", "application/json")
+	r, err := car.Do(context.Background(), http.MethodPost, "/v1/elections/"+election+"/candidates?ttl=60s&id="+id, strings.NewReader(string(body)), "Content-Type", "application/json")
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("campaign %s in %s: %v %+v", id, election, err, r)
 	}
@@ -260,9 +262,9 @@ func uiCandidate(t *testing.T, car *sidecar, election, id, value string) *respon
 
 // startUISidecar runs the real Main in process on addr; stop closes it (once; it
 // also runs in Cleanup).
-func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecar, func()) {
+func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecartest.Sidecar, func()) {
 	t.Helper()
-	m := NewMain()
+	m := sidecar.NewMain()
 	m.LogOutput = io.Discard
 	if testing.Verbose() && os.Getenv("SIDECAR_LOGS") != "" {
 		m.LogOutput = os.Stderr
@@ -279,8 +281,8 @@ func startUISidecar(t *testing.T, servers []string, root, addr string) (*sidecar
 	var once sync.Once
 	stop := func() { once.Do(func() { _ = m.Close() }) }
 	t.Cleanup(stop)
-	car := &sidecar{m: m, base: "http://" + m.Addr()}
-	car.waitReady(t)
+	car := &sidecartest.Sidecar{M: m, Base: "http://" + m.Addr()}
+	car.WaitReady(t)
 	return car, stop
 }
 
@@ -682,7 +684,7 @@ func (p *uiPage) screenshot(t *testing.T, path string) {
 	t.Logf("wrote %s (%d bytes)", path, len(png))
 }
 
-// wsConn is a minimal RFC 6455 client: text frames out (masked), whole messages
+// wsConn is a minimal RFC 6455 Client: text frames out (masked), whole messages
 // in (reassembling fragments, answering pings), no extensions.
 type wsConn struct {
 	c   net.Conn
@@ -823,9 +825,9 @@ func (w *wsConn) close() error {
 
 // uiSemaphoreAndRWLock makes a semaphore with two of three permits held and a
 // read/write lock with two readers.
-func uiSemaphoreAndRWLock(t *testing.T, car *sidecar) {
+func uiSemaphoreAndRWLock(t *testing.T, car *sidecartest.Sidecar) {
 	for _, w := range []string{"worker-1", "worker-2"} {
-		car.must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
-		car.must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
 	}
 }

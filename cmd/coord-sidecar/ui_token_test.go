@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -29,10 +30,10 @@ func TestStatusPageWithTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	car := (&sidecar{m: m, base: "http://" + m.Addr()}).as(bearer("ops-token-0123456789")...)
-	car.waitReady(t)
+	car := (&sidecartest.Sidecar{M: m, Base: "http://" + m.Addr()}).As(sidecartest.Bearer("ops-token-0123456789")...)
+	car.WaitReady(t)
 
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
 	page.await(t, 10*time.Second, "the page asks for a token", `location.pathname === "/ui/" && document.readyState === "complete" &&
 		document.body.dataset.auth === "needed" && !document.querySelector("#auth").hidden`)
 	submit := func(token string) {
@@ -44,10 +45,10 @@ func TestStatusPageWithTokens(t *testing.T) {
 	page.await(t, 10*time.Second, "live with the token", `document.body.dataset.auth === "ok" && document.querySelector("#auth").hidden &&
 		document.body.dataset.connected === "true" && document.querySelector("#status").dataset.state === "connected"`)
 
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/public-1?owner=ui")
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/secret-1?owner=ui")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/public-1?owner=ui")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/secret-1?owner=ui")
 	page.await(t, 5*time.Second, "the readable lock shown", uiField("lock", "public-1", "owner")+` === "ui"`)
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/public-2?owner=ui")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/public-2?owner=ui")
 	page.await(t, 5*time.Second, "the next readable lock shown", uiField("lock", "public-2", "owner")+` === "ui"`)
 	if v := page.eval(t, `document.querySelector('[data-lock="secret-1"]') === null && !document.body.innerText.includes("secret-1")`); v != true {
 		t.Fatal("the page shows a lock its token may not read")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -29,7 +30,7 @@ func TestUpgradePIDFileNamesTheSuccessorWhenTheOldExits(t *testing.T) {
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
 	a := r.start(t)
 	old := r.cmd.Process.Pid
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s")
 
 	var mu sync.Mutex
 	var gaps []string
@@ -67,7 +68,7 @@ func TestUpgradePIDFileNamesTheSuccessorWhenTheOldExits(t *testing.T) {
 	if len(gaps) > 0 {
 		t.Fatalf("the pid file was missing or unreadable %d times during the hand-over: %s", len(gaps), gaps[0])
 	}
-	a.waitReady(t)
+	a.WaitReady(t)
 }
 
 // A successor that takes the socket and then ends before it owns the state
@@ -84,7 +85,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 	r.bin = filepath.Join(t.TempDir(), "coord-sidecar")
 	copyFile(t, buildBinary(t), r.bin)
 	a := r.start(t)
-	lease := str(a.must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool {
 		return strings.Contains(r.savedState(t), lease)
 	})
@@ -103,7 +104,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 
 	copyFile(t, buildBinary(t), r.bin) // the supervisor's restart
 	a = r.start(t)
-	a.must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
+	a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 }
 
 func copyFile(t testing.TB, from, to string) {

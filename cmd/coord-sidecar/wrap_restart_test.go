@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -133,7 +134,7 @@ func (w *runningWrapper) stillRunning(t *testing.T, what string) {
 // reached waits until the lease's holder has reached the sidecar a: its
 // expiry is later than mark + ttl, which neither the expiry that a
 // predecessor wrote down before mark nor a successor's resume gives it.
-func reached(t *testing.T, a *sidecar, lease string, mark time.Time, ttl time.Duration) {
+func reached(t *testing.T, a *sidecartest.Sidecar, lease string, mark time.Time, ttl time.Duration) {
 	t.Helper()
 	var last string
 	defer func() {
@@ -142,20 +143,20 @@ func reached(t *testing.T, a *sidecar, lease string, mark time.Time, ttl time.Du
 		}
 	}()
 	testutil.Eventually(t, 30*time.Second, "the lease "+lease+" kept alive through the successor", func() bool {
-		r, err := a.do(t.Context(), http.MethodGet, "/v1/leases/"+lease, nil)
+		r, err := a.Do(t.Context(), http.MethodGet, "/v1/leases/"+lease, nil)
 		if err != nil {
 			last = err.Error()
 			return false
 		}
 		last = fmt.Sprintf("%d %s", r.Status, r.Raw)
-		at, err := time.Parse(time.RFC3339Nano, str(r.Body["expiresAt"]))
+		at, err := time.Parse(time.RFC3339Nano, sidecartest.Str(r.Body["expiresAt"]))
 		return r.Status == http.StatusOK && err == nil && at.After(mark.Add(ttl))
 	})
 }
 
 // upgrade sends r's process SIGUSR2, waits for it to exit, and returns its
 // successor once ready (killed at the end of the test, by the pid it wrote).
-func (r *restartable) upgrade(t *testing.T) *sidecar {
+func (r *restartable) upgrade(t *testing.T) *sidecartest.Sidecar {
 	t.Helper()
 	old := r.cmd.Process.Pid
 	r.upgradeAndAwaitExit(t)
@@ -167,16 +168,16 @@ func (r *restartable) upgrade(t *testing.T) *sidecar {
 		t.Fatalf("after SIGUSR2 the pid file names %d (%v); want the successor", pid, err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	s := &sidecar{base: "http://" + r.addr}
-	s.waitReady(t)
+	s := &sidecartest.Sidecar{Base: "http://" + r.addr}
+	s.WaitReady(t)
 	return s
 }
 
 // lockHolder is the fencing token of the lock's holder as c sees it (0: none).
-func lockHolder(t *testing.T, c *sidecar, name string) int64 {
+func lockHolder(t *testing.T, c *sidecartest.Sidecar, name string) int64 {
 	t.Helper()
-	h, _ := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"].(map[string]any)
-	return num(h["fencingToken"])
+	h, _ := c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"].(map[string]any)
+	return sidecartest.Num(h["fencingToken"])
 }
 
 // The lock and elect wrappers keep their lease, their grant and their command
@@ -199,7 +200,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	root := zktest.Root(t)
 	r := newRestartable(t, zkc.Servers(), root, "10s")
 	a := r.start(t)
-	b := startSidecar(t, zkc.Servers(), root) // the other candidates', never restarted
+	b := sidecartest.Start(t, zkc.Servers(), root) // the other candidates', never restarted
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs.log")
 	const ttl = 15 * time.Second // the wrappers' default --ttl
@@ -207,21 +208,21 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	lockA := startRider(t, bin, r.addr, append([]string{"lock", "rider", "--grace", "2s", "--"}, riderChild(log, "lock-a", filepath.Join(dir, "lock-a"))...)...)
 	lockChild := awaitChild(t, filepath.Join(dir, "lock-a"))
 	token := lockHolder(t, b, "rider")
-	lockB := startRider(t, bin, b.base, append([]string{"lock", "rider", "--wait", "5m", "--"}, riderChild(log, "lock-b", filepath.Join(dir, "lock-b"))...)...)
+	lockB := startRider(t, bin, b.Base, append([]string{"lock", "rider", "--wait", "5m", "--"}, riderChild(log, "lock-b", filepath.Join(dir, "lock-b"))...)...)
 	testutil.Eventually(t, 10*time.Second, "the other lock wrapper waits", func() bool {
-		return num(b.must(t, http.StatusOK, http.MethodGet, "/v1/locks/rider").Body["waiters"]) == 1
+		return sidecartest.Num(b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/rider").Body["waiters"]) == 1
 	})
 
 	electA := startRider(t, bin, r.addr, append([]string{"elect", "rider", "--id", "elect-a", "--grace", "2s", "--"}, riderChild(log, "elect-a", filepath.Join(dir, "elect-a"))...)...)
 	electChild := awaitChild(t, filepath.Join(dir, "elect-a"))
-	electB := startRider(t, bin, b.base, append([]string{"elect", "rider", "--id", "elect-b", "--"}, riderChild(log, "elect-b", filepath.Join(dir, "elect-b"))...)...)
+	electB := startRider(t, bin, b.Base, append([]string{"elect", "rider", "--id", "elect-b", "--"}, riderChild(log, "elect-b", filepath.Join(dir, "elect-b"))...)...)
 	testutil.Eventually(t, 10*time.Second, "the other candidate enrolled", func() bool {
 		return slices.Equal(candidates(t, b, "rider"), []string{"elect-a", "elect-b"})
 	})
 
 	put := func(value string) {
 		t.Helper()
-		resp, err := b.do(t.Context(), http.MethodPut, "/v1/kv/rider", strings.NewReader(value))
+		resp, err := b.Do(t.Context(), http.MethodPut, "/v1/kv/rider", strings.NewReader(value))
 		if err != nil || resp.Status != http.StatusOK {
 			t.Fatalf("PUT /v1/kv/rider: %v %+v", err, resp)
 		}
@@ -308,16 +309,16 @@ type exampleRiders struct {
 	lockers   map[string]*exampleRun
 	tokens    map[string]int64
 	followers map[string]*exampleRun
-	t1        map[string]*response
+	t1        map[string]*sidecartest.Response
 	terms     map[string]string
 	sharers   map[string]*exampleRun
 }
 
-func startExampleRiders(t *testing.T, a, b *sidecar, dir string) *exampleRiders {
+func startExampleRiders(t *testing.T, a, b *sidecartest.Sidecar, dir string) *exampleRiders {
 	t.Helper()
 	x := &exampleRiders{stop: filepath.Join(dir, "stop"),
 		lockers: map[string]*exampleRun{}, tokens: map[string]int64{},
-		followers: map[string]*exampleRun{}, t1: map[string]*response{}, terms: map[string]string{},
+		followers: map[string]*exampleRun{}, t1: map[string]*sidecartest.Response{}, terms: map[string]string{},
 		sharers: map[string]*exampleRun{}}
 	for _, l := range exampleLangs {
 		l.need(t)
@@ -327,14 +328,14 @@ func startExampleRiders(t *testing.T, a, b *sidecar, dir string) *exampleRiders 
 
 		election := "rider-" + l.name
 		x.t1[l.name] = campaign(t, b, election, "t1", "ttl=60s")
-		x.terms[l.name] = fmt.Sprint(num(x.t1[l.name].Body["term"]))
+		x.terms[l.name] = fmt.Sprint(sidecartest.Num(x.t1[l.name].Body["term"]))
 		run := startExample(t, a, 5*time.Minute, map[string]string{"EVENTS": "2", "TTL": "60", "VALUE": "rider"},
 			l.argv(l.election, election, "ex")...)
 		run.expect(t, "enrolled ex leader false term "+x.terms[l.name], 30*time.Second)
 		run.expect(t, "leader t1 term "+x.terms[l.name], 30*time.Second)
 		x.followers[l.name] = run
 
-		b.send(t, http.StatusOK, http.MethodPut, "/v1/throughput/rider-tp-"+l.name, `{"limit":1000}`)
+		b.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/rider-tp-"+l.name, `{"limit":1000}`)
 		run = startExample(t, a, 5*time.Minute, map[string]string{"EVENTS": "2", "TTL": "60"},
 			l.argv(l.throughput, "rider-tp-"+l.name, "ex")...)
 		run.expect(t, "joined ex", 30*time.Second)
@@ -356,7 +357,7 @@ func (x *exampleRiders) saved() []string {
 
 // check fails unless every lock holder still holds its lock with its token,
 // as the sidecar that was not restarted sees it, and still runs.
-func (x *exampleRiders) check(t *testing.T, b *sidecar, after string) {
+func (x *exampleRiders) check(t *testing.T, b *sidecartest.Sidecar, after string) {
 	t.Helper()
 	for name, run := range x.lockers {
 		if got := lockHolder(t, b, "rider-lock-"+name); got != x.tokens[name] {
@@ -375,7 +376,7 @@ func (x *exampleRiders) check(t *testing.T, b *sidecar, after string) {
 // nothing before: the restarts changed no leader) and another member join
 // each group (each sharer prints half the limit); the followers and sharers
 // then exit 0 (EVENTS=2).
-func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecar) {
+func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecartest.Sidecar) {
 	t.Helper()
 	if err := os.WriteFile(x.stop, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -389,7 +390,7 @@ func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecar) {
 	}
 	for name, run := range x.followers {
 		election := "rider-" + name
-		b.must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+str(x.t1[name].Body["lease"]))
+		b.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+sidecartest.Str(x.t1[name].Body["lease"]))
 		term := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
 		if exampleAtoi(t, term) <= exampleAtoi(t, x.terms[name]) {
 			t.Fatalf("%s: term %s after %s", name, term, x.terms[name])
@@ -411,7 +412,7 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, kind := range []string{"lock", "elect"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
@@ -425,7 +426,7 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 			// The first one's command starts a process of its own (in its
 			// process group), which must end with the wrapper too.
 			spawned := filepath.Join(dir, "spawned")
-			first := startRider(t, bin, car.base, append(args("first"), recorder(log, "first",
+			first := startRider(t, bin, car.Base, append(args("first"), recorder(log, "first",
 				fmt.Sprintf(`sleep 600 & echo $! > %s; echo "$$ $COORD_LEASE" > %s; sleep 600`, spawned, filepath.Join(dir, "first")))...)...)
 			child := awaitChild(t, filepath.Join(dir, "first"))
 			var grandchild int
@@ -439,10 +440,10 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 			verdict := filepath.Join(dir, "verdict")
 			probe := fmt.Sprintf(`s=$(sed 's/.*) //' /proc/%[1]d/stat 2>/dev/null | cut -c1); if [ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]; then echo alive > %[2]s; else echo gone > %[2]s; fi; echo "$$ $COORD_LEASE" > %[3]s; sleep 600`,
 				child.pid, verdict, filepath.Join(dir, "next"))
-			startRider(t, bin, car.base, append(args("next"), "sh", "-c", probe)...)
+			startRider(t, bin, car.Base, append(args("next"), "sh", "-c", probe)...)
 			if kind == "lock" {
 				testutil.Eventually(t, 10*time.Second, "the next wrapper waits", func() bool {
-					return num(car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/killed").Body["waiters"]) == 1
+					return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/killed").Body["waiters"]) == 1
 				})
 			} else {
 				testutil.Eventually(t, 10*time.Second, "the next candidate enrolled", func() bool {
@@ -483,16 +484,16 @@ func TestLockWrapperGivesUpASidecarGoneForGood(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { _ = p.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = p.Process.Kill(); <-exited })
-	(&sidecar{base: "http://" + addr}).waitReady(t)
-	other := startSidecar(t, zkc.Servers(), root)
+	(&sidecartest.Sidecar{Base: "http://" + addr}).WaitReady(t)
+	other := sidecartest.Start(t, zkc.Servers(), root)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs.log")
 
 	gone := startRider(t, bin, "http://"+addr, append([]string{"lock", "stays-away", "--grace", "2s", "--"}, riderChild(log, "a", filepath.Join(dir, "a"))...)...)
 	awaitChild(t, filepath.Join(dir, "a"))
-	startRider(t, bin, other.base, append([]string{"lock", "stays-away", "--wait", "2m", "--"}, riderChild(log, "b", filepath.Join(dir, "b"))...)...)
+	startRider(t, bin, other.Base, append([]string{"lock", "stays-away", "--wait", "2m", "--"}, riderChild(log, "b", filepath.Join(dir, "b"))...)...)
 	testutil.Eventually(t, 10*time.Second, "the other wrapper waits", func() bool {
-		return num(other.must(t, http.StatusOK, http.MethodGet, "/v1/locks/stays-away").Body["waiters"]) == 1
+		return sidecartest.Num(other.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/stays-away").Body["waiters"]) == 1
 	})
 
 	killed := time.Now()

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -109,13 +110,13 @@ func (w *runningWrapper) wait(t *testing.T, since time.Time, want int, within ti
 }
 
 // candidates returns the ids enrolled in an election, in line order.
-func candidates(t testing.TB, c *sidecar, election string) []string {
+func candidates(t testing.TB, c *sidecartest.Sidecar, election string) []string {
 	var ids []string
-	body := c.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election).Body
+	body := c.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election).Body
 	list, _ := body["candidates"].([]any)
 	for _, x := range list {
 		m, _ := x.(map[string]any)
-		ids = append(ids, str(m["candidate"]))
+		ids = append(ids, sidecartest.Str(m["candidate"]))
 	}
 	return ids
 }
@@ -127,7 +128,7 @@ func candidates(t testing.TB, c *sidecar, election string) []string {
 func TestWrapperSignalWhileRunning(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 			name := mode + "-" + map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT"}[sig]
@@ -142,11 +143,11 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 				case "elect-requeue":
 					args = []string{"elect", name, "--id", "me", "--requeue", "--grace", "60s", "--"}
 				}
-				w := startWrapper(t, bin, car.m.Addr(), append(args, signalChild(dir, false)...)...)
+				w := startWrapper(t, bin, car.M.Addr(), append(args, signalChild(dir, false)...)...)
 				testutil.Eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
 				pid := childPIDs(t, dir)[0]
 				if mode == "lock" {
-					if c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"] == nil {
+					if c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["holder"] == nil {
 						t.Fatal("the command runs but the lock has no holder")
 					}
 				} else if ids := candidates(t, c, name); len(ids) != 1 || ids[0] != "me" {
@@ -166,12 +167,12 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 					t.Fatalf("the command ran %d times, want once (no new turn after the signal)", len(pids))
 				}
 				if mode == "lock" {
-					st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
-					if st.Body["holder"] != nil || num(st.Body["waiters"]) != 0 {
+					st := c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
+					if st.Body["holder"] != nil || sidecartest.Num(st.Body["waiters"]) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want the lock free", st.Raw)
 					}
 				} else {
-					r := c.must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+name)
+					r := c.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+name)
 					if r.Body["leader"] != nil || len(candidates(t, c, name)) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want no leader and no candidate", r.Raw)
 					}
@@ -187,7 +188,7 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 func TestWrapperSignalWhileWaiting(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 			name := "waiting-" + mode + "-" + strconv.Itoa(int(sig))
@@ -198,7 +199,7 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 				var args []string
 				switch mode {
 				case "lock":
-					c.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?owner=test&ttl=60s")
+					c.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?owner=test&ttl=60s")
 					args = []string{"lock", name, "--wait", "5m", "--"}
 				case "elect":
 					campaign(t, c, name, "first", "ttl=60s")
@@ -207,10 +208,10 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 					campaign(t, c, name, "first", "ttl=60s")
 					args = []string{"elect", name, "--id", "me", "--requeue", "--"}
 				}
-				w := startWrapper(t, bin, car.m.Addr(), append(args, signalChild(dir, false)...)...)
+				w := startWrapper(t, bin, car.M.Addr(), append(args, signalChild(dir, false)...)...)
 				if mode == "lock" {
 					testutil.Eventually(t, 10*time.Second, "the wrapper waits", func() bool {
-						return num(c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["waiters"]) == 1
+						return sidecartest.Num(c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name).Body["waiters"]) == 1
 					})
 				} else {
 					testutil.Eventually(t, 10*time.Second, "the wrapper campaigns", func() bool { return len(candidates(t, c, name)) == 2 })
@@ -220,9 +221,9 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 					t.Fatalf("the command ran (%v) though the signal came first", pids)
 				}
 				if mode == "lock" {
-					st := c.must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
+					st := c.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/"+name)
 					holder, _ := st.Body["holder"].(map[string]any)
-					if holder == nil || str(holder["owner"]) != "test" || num(st.Body["waiters"]) != 0 {
+					if holder == nil || sidecartest.Str(holder["owner"]) != "test" || sidecartest.Num(st.Body["waiters"]) != 0 {
 						t.Fatalf("right after the wrapper exited: %s, want the test's hold and no waiter", st.Raw)
 					}
 				} else if ids := candidates(t, c, name); len(ids) != 1 || ids[0] != "first" {
@@ -238,9 +239,9 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	dir := t.TempDir()
-	w := startWrapper(t, bin, car.m.Addr(), append([]string{"lock", "stubborn", "--grace", "500ms", "--"}, signalChild(dir, true)...)...)
+	w := startWrapper(t, bin, car.M.Addr(), append([]string{"lock", "stubborn", "--grace", "500ms", "--"}, signalChild(dir, true)...)...)
 	testutil.Eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
 	took := w.signal(t, syscall.SIGTERM, 143, 10*time.Second)
 	if took < 500*time.Millisecond {
@@ -249,7 +250,7 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 	if pid := childPIDs(t, dir)[0]; alive(pid) {
 		t.Fatalf("the command (pid %d) outlives the wrapper", pid)
 	}
-	if st := car.must(t, http.StatusOK, http.MethodGet, "/v1/locks/stubborn"); st.Body["holder"] != nil {
+	if st := car.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/stubborn"); st.Body["holder"] != nil {
 		t.Fatalf("after the wrapper: %s, want the lock free", st.Raw)
 	}
 }
@@ -259,10 +260,10 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 func TestElectWrapperRequeueTakesTurns(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
-	w := startWrapper(t, bin, car.m.Addr(), "elect", "turns", "--id", "me", "--requeue", "--", "sh", "-c", "echo $COORD_TERM >> "+runs)
+	w := startWrapper(t, bin, car.M.Addr(), "elect", "turns", "--id", "me", "--requeue", "--", "sh", "-c", "echo $COORD_TERM >> "+runs)
 	testutil.Eventually(t, 10*time.Second, "three turns", func() bool {
 		raw, _ := os.ReadFile(runs)
 		return len(strings.Fields(string(raw))) >= 3
@@ -272,7 +273,7 @@ func TestElectWrapperRequeueTakesTurns(t *testing.T) {
 		t.Fatalf("after SIGTERM: candidates %q, want none", ids)
 	}
 
-	once := startWrapper(t, bin, car.m.Addr(), "elect", "once", "--id", "me", "--", "sh", "-c", "exit 7")
+	once := startWrapper(t, bin, car.M.Addr(), "elect", "once", "--id", "me", "--", "sh", "-c", "exit 7")
 	once.wait(t, time.Now(), 7, 10*time.Second)
 	if ids := candidates(t, car, "once"); len(ids) != 0 {
 		t.Fatalf("after the command: candidates %q, want none", ids)

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -102,7 +103,7 @@ func TestLockWrapperExcludes(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecar{startSidecar(t, zkc.Servers(), root), startSidecar(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
 	log := filepath.Join(t.TempDir(), "runs.log")
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -112,7 +113,7 @@ func TestLockWrapperExcludes(t *testing.T) {
 			defer wg.Done()
 			for i := range 5 {
 				rec := recorder(log, fmt.Sprintf("w%d-%d", w, i), "sleep 0.1")
-				cmd := wrapper(bin, cars[w].m.Addr(), append([]string{"lock", "cron", "--wait", "60s", "--"}, rec...)...)
+				cmd := wrapper(bin, cars[w].M.Addr(), append([]string{"lock", "cron", "--wait", "60s", "--"}, rec...)...)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					errs <- fmt.Errorf("wrapper %d run %d: %v: %s", w, i, err, out)
 					return
@@ -143,19 +144,19 @@ func TestLockWrapperExcludes(t *testing.T) {
 func TestLockWrapperExitCodes(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
-	car := startSidecar(t, zkc.Servers(), zktest.Root(t))
-	err := wrapper(bin, car.m.Addr(), "lock", "codes", "--", "sh", "-c", "exit 3").Run()
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	err := wrapper(bin, car.M.Addr(), "lock", "codes", "--", "sh", "-c", "exit 3").Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("child exit 3: wrapper %v", err)
 	}
-	held := car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/codes")
-	err = wrapper(bin, car.m.Addr(), "lock", "codes", "--wait", "200ms", "--", "true").Run()
+	held := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/codes")
+	err = wrapper(bin, car.M.Addr(), "lock", "codes", "--wait", "200ms", "--", "true").Run()
 	if !errors.As(err, &ee) || ee.ExitCode() != ctl.ExitNotAcquired {
 		t.Fatalf("not acquired: wrapper %v, want exit %d", err, ctl.ExitNotAcquired)
 	}
-	car.must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/codes?lease="+str(held.Body["lease"]))
-	if err := wrapper(bin, car.m.Addr(), "lock", "codes", "--", "true").Run(); err != nil {
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/codes?lease="+sidecartest.Str(held.Body["lease"]))
+	if err := wrapper(bin, car.M.Addr(), "lock", "codes", "--", "true").Run(); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 }
@@ -167,11 +168,11 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 	bin := buildBinary(t)
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
-	car := startSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "1s")
+	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "1s")
 	dir := t.TempDir()
 	log, leaseFile := filepath.Join(dir, "runs.log"), filepath.Join(dir, "lease")
 	rec := recorder(log, "victim", "echo $COORD_LEASE > "+leaseFile+"; sleep 60")
-	cmd := wrapper(bin, car.m.Addr(), append([]string{"lock", "doomed", "--grace", "5s", "--"}, rec...)...)
+	cmd := wrapper(bin, car.M.Addr(), append([]string{"lock", "doomed", "--grace", "5s", "--"}, rec...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 		}
 		go func() { _ = p.Wait() }()
 		t.Cleanup(func() { _ = p.Process.Kill() })
-		(&sidecar{base: "http://" + addr}).waitReady(t)
+		(&sidecartest.Sidecar{Base: "http://" + addr}).WaitReady(t)
 		procs, addrs = append(procs, p), append(addrs, addr)
 	}
 	log := filepath.Join(t.TempDir(), "runs.log")
@@ -240,15 +241,15 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 			testutil.Eventually(t, 10*time.Second, "c0 runs", func() bool { return len(spans(t, log)) == 1 })
 		}
 	}
-	other := &sidecar{base: "http://" + addrs[1]}
+	other := &sidecartest.Sidecar{Base: "http://" + addrs[1]}
 	testutil.Eventually(t, 10*time.Second, "three candidates enrolled", func() bool {
-		return len(other.must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)) == 3
+		return len(other.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)) == 3
 	})
 	check := runningCheck(t, log)
 	check("c0")
 	// Kill c0's sidecar: its wrapper stops c0; after the session expires the next
 	// candidate in line runs.
-	next := str(other.must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)[1].(map[string]any)["candidate"])
+	next := sidecartest.Str(other.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/leader-job").Body["candidates"].([]any)[1].(map[string]any)["candidate"])
 	if err := procs[0].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

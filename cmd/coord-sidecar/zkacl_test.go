@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecar"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -20,10 +22,10 @@ import (
 // sidecar unready until an operator closes it.
 
 // startLoggedSidecar is runSidecar with its log kept in the returned buffer.
-func startLoggedSidecar(t *testing.T, servers []string, root string, extra ...string) (*sidecar, *syncBuffer) {
+func startLoggedSidecar(t *testing.T, servers []string, root string, extra ...string) (*sidecartest.Sidecar, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	m := NewMain()
+	m := sidecar.NewMain()
 	m.LogOutput = logs
 	args := append([]string{"--listen", "127.0.0.1:0", "--zk", strings.Join(servers, ","), "--zk-root", root, "--session-timeout", "2s"}, extra...)
 	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
@@ -33,7 +35,7 @@ func startLoggedSidecar(t *testing.T, servers []string, root string, extra ...st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	return &sidecar{m: m, base: "http://" + m.Addr()}, logs
+	return &sidecartest.Sidecar{M: m, Base: "http://" + m.Addr()}, logs
 }
 
 // createOpen creates the nodes paths, in order, with an ACL open to anyone,
@@ -60,16 +62,16 @@ func closeACL(t *testing.T, c *zk.Conn, paths ...string) {
 }
 
 // openACLs returns GET /v1/session's openAcls, and whether it is there.
-func openACLs(t *testing.T, car *sidecar) ([]string, bool) {
+func openACLs(t *testing.T, car *sidecartest.Sidecar) ([]string, bool) {
 	t.Helper()
-	v, ok := car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["openAcls"]
+	v, ok := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["openAcls"]
 	if !ok {
 		return nil, false
 	}
 	list, _ := v.([]any)
 	out := []string{}
 	for _, p := range list {
-		out = append(out, str(p))
+		out = append(out, sidecartest.Str(p))
 	}
 	return out, true
 }
@@ -98,7 +100,7 @@ func TestZKOpenACLWarned(t *testing.T) {
 	createOpen(t, zkClient(t, zkc.Servers(), ""), root, root+"/locks")
 
 	car, logs := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
-	car.waitReady(t)
+	car.WaitReady(t)
 	want := []string{root, root + "/locks"}
 	testutil.Eventually(t, 20*time.Second, "GET /v1/session lists the open root and locks parent", func() bool {
 		got, _ := openACLs(t, car)
@@ -130,7 +132,7 @@ func TestZKOpenACLWarned(t *testing.T) {
 	}
 	// A lock works meanwhile; the lock's own node under locks is the
 	// sidecar's, creator-only, and not listed.
-	car.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a?ttl=30s")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a?ttl=30s")
 
 	closeACL(t, zkClient(t, zkc.Servers(), "app:s3cret"), want...)
 	testutil.Eventually(t, 30*time.Second, "GET /v1/session lists nothing open once closed", func() bool {
@@ -157,17 +159,17 @@ func TestZKRequireACL(t *testing.T) {
 	createOpen(t, zkClient(t, zkc.Servers(), ""), root)
 
 	car, logs := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth, "--zk-require-acl")
-	var last *response
+	var last *sidecartest.Response
 	testutil.Eventually(t, 20*time.Second, "/readyz answers 503 zookeeper-acl-open naming the root", func() bool {
-		r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil)
+		r, err := car.Do(context.Background(), http.MethodGet, "/readyz", nil)
 		last = r
 		return err == nil && r.Status == http.StatusServiceUnavailable &&
-			strings.HasSuffix(str(r.Body["type"]), "/zookeeper-acl-open") && strings.Contains(str(r.Body["detail"]), root)
+			strings.HasSuffix(sidecartest.Str(r.Body["type"]), "/zookeeper-acl-open") && strings.Contains(sidecartest.Str(r.Body["detail"]), root)
 	})
-	if st := str(car.must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); st != "connected" {
+	if st := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["state"]); st != "connected" {
 		t.Fatalf("session %s, want connected", st)
 	}
-	if r, err := car.do(context.Background(), http.MethodGet, "/readyz", nil); err != nil || r.Status != http.StatusServiceUnavailable {
+	if r, err := car.Do(context.Background(), http.MethodGet, "/readyz", nil); err != nil || r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz with the root open and the session connected: %v %v, want 503", r, err)
 	}
 	// The warning is written by the same check that made /readyz answer 503,
@@ -178,7 +180,7 @@ func TestZKRequireACL(t *testing.T) {
 	t.Logf("while open: %s", last.Raw)
 
 	closeACL(t, zkClient(t, zkc.Servers(), "app:s3cret"), root)
-	car.waitReady(t)
+	car.WaitReady(t)
 	if got, _ := openACLs(t, car); len(got) != 0 {
 		t.Fatalf("openAcls %v once closed", got)
 	}
@@ -191,9 +193,9 @@ func TestZKOwnRootNotOpen(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a, aLogs := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth, "--zk-require-acl")
-	a.waitReady(t)
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a?ttl=30s")
-	a.must(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c1&ttl=30s")
+	a.WaitReady(t)
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/a?ttl=30s")
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/e/candidates?id=c1&ttl=30s")
 	app := zkClient(t, zkc.Servers(), "app:s3cret")
 	for _, p := range []string{root, root + "/locks", root + "/elections"} {
 		acl, _, err := app.GetACL(p)
@@ -204,14 +206,14 @@ func TestZKOwnRootNotOpen(t *testing.T) {
 
 	// b's first check reads the root and parents a made.
 	b, bLogs := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth, "--zk-require-acl")
-	b.waitReady(t)
-	for _, car := range []*sidecar{a, b} {
+	b.WaitReady(t)
+	for _, car := range []*sidecartest.Sidecar{a, b} {
 		got, ok := openACLs(t, car)
 		if !ok || len(got) != 0 {
-			t.Fatalf("%s: openAcls = %v (present %v), want present and empty", car.base, got, ok)
+			t.Fatalf("%s: openAcls = %v (present %v), want present and empty", car.Base, got, ok)
 		}
 		if n := ebMetrics(t, car, "coord_zk_open_acl_nodes")[0]; n != 0 {
-			t.Fatalf("%s: coord_zk_open_acl_nodes = %v, want 0", car.base, n)
+			t.Fatalf("%s: coord_zk_open_acl_nodes = %v, want 0", car.Base, n)
 		}
 	}
 	for _, logs := range []*syncBuffer{aLogs, bLogs} {
@@ -225,24 +227,24 @@ func TestZKOwnRootNotOpen(t *testing.T) {
 // start, from the flag or from the environment.
 func TestZKRequireACLNeedsCredentials(t *testing.T) {
 	args := []string{"--zk", "127.0.0.1:1", "--zk-require-acl"}
-	err := NewMain().ParseFlags(args, func(string) string { return "" })
+	err := sidecar.NewMain().ParseFlags(args, func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), "--zk-require-acl needs --zk-auth") {
 		t.Fatalf("--zk-require-acl alone: %v", err)
 	}
 	env := map[string]string{"COORD_ZK_REQUIRE_ACL": "true"}
-	err = NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1"}, func(k string) string { return env[k] })
+	err = sidecar.NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1"}, func(k string) string { return env[k] })
 	if err == nil || !strings.Contains(err.Error(), "--zk-require-acl needs --zk-auth") {
 		t.Fatalf("COORD_ZK_REQUIRE_ACL=true alone: %v", err)
 	}
 	env["COORD_ZK_REQUIRE_ACL"] = "maybe"
-	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err == nil {
+	if err := sidecar.NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err == nil {
 		t.Fatal("COORD_ZK_REQUIRE_ACL=maybe accepted")
 	}
 	env["COORD_ZK_REQUIRE_ACL"] = "1"
-	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err != nil {
+	if err := sidecar.NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth}, func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("COORD_ZK_REQUIRE_ACL=1 with credentials: %v", err)
 	}
-	if err := NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth, "--zk-require-acl"}, func(string) string { return "" }); err != nil {
+	if err := sidecar.NewMain().ParseFlags([]string{"--zk", "127.0.0.1:1", "--zk-auth", appAuth, "--zk-require-acl"}, func(string) string { return "" }); err != nil {
 		t.Fatalf("--zk-require-acl with credentials: %v", err)
 	}
 }
@@ -259,9 +261,9 @@ func TestStatusPageOpenACL(t *testing.T) {
 	root := zktest.Root(t)
 	createOpen(t, zkClient(t, zkc.Servers(), ""), root)
 	car, _ := startLoggedSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
-	car.waitReady(t)
+	car.WaitReady(t)
 
-	page.call(t, "Page.navigate", map[string]any{"url": car.base + "/ui/"})
+	page.call(t, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
 	page.await(t, 30*time.Second, "the page warns that the root is open", `(() => {
 		const a = document.querySelector("#acl");
 		return !!a && !a.hidden && a.dataset.open === "`+root+`" && a.innerText.includes("`+root+`") &&

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -39,26 +40,26 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	authFile := writeFile(t, t.TempDir(), "zk-auth", []byte(appAuth+"\n"))
-	a := startSidecar(t, zkc.Servers(), root, "--zk-auth", appAuth)
-	b := startSidecar(t, zkc.Servers(), root, "--zk-auth-file", authFile)
+	a := sidecartest.Start(t, zkc.Servers(), root, "--zk-auth", appAuth)
+	b := sidecartest.Start(t, zkc.Servers(), root, "--zk-auth-file", authFile)
 	shareRecipes(t, a, b)
 
 	// Things that stay: a held lock, a claim, a throughput limit, a
 	// double-barrier participant.
-	lock := a.must(t, 201, "POST", "/v1/locks/held?ttl=30s")
-	claim := b.must(t, 200, "POST", "/v1/queues/q/claims?ttl=30s")
-	if r, err := a.do(context.Background(), "PUT", "/v1/throughput/g", strings.NewReader(`{"limit":100}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
+	lock := a.Must(t, 201, "POST", "/v1/locks/held?ttl=30s")
+	claim := b.Must(t, 200, "POST", "/v1/queues/q/claims?ttl=30s")
+	if r, err := a.Do(context.Background(), "PUT", "/v1/throughput/g", strings.NewReader(`{"limit":100}`), "Content-Type", "application/json"); err != nil || r.Status != 200 {
 		t.Fatalf("throughput limit: %v %v", r, err)
 	}
-	if lim := b.must(t, 200, "GET", "/v1/throughput/g").Body["limit"]; num(lim) != 100 {
+	if lim := b.Must(t, 200, "GET", "/v1/throughput/g").Body["limit"]; sidecartest.Num(lim) != 100 {
 		t.Fatalf("b sees limit %v", lim)
 	}
-	a.must(t, 409, "POST", "/v1/double-barriers/d/participants?id=p1&count=2&wait=0s&ttl=30s")
+	a.Must(t, 409, "POST", "/v1/double-barriers/d/participants?id=p1&count=2&wait=0s&ttl=30s")
 
 	// What the two made, read with the same credentials.
 	app := zkClient(t, zkc.Servers(), "app:s3cret")
 	before := zktest.Snapshot(t, app, root)
-	kinds := classifyNodes(before, root, map[string]string{"lock lease": str(lock.Body["lease"]), "claim id": claim.Header.Get("Claim-Id")})
+	kinds := classifyNodes(before, root, map[string]string{"lock lease": sidecartest.Str(lock.Body["lease"]), "claim id": claim.Header.Get("Claim-Id")})
 	t.Logf("nodes: %d; kinds found: %v", len(before), kinds)
 	for _, k := range []string{"lock holder's node", "queue item", "throughput limit", "double-barrier participant with its lease id", "node data with the claim id"} {
 		if !kinds[k] {
@@ -73,51 +74,51 @@ func TestZKAuthSharedRecipesClosedToOthers(t *testing.T) {
 		t.Fatalf("the tree changed under clients without the credentials:\n%s", diff)
 	}
 	// The holder still holds, and b still sees it held.
-	if h, _ := b.must(t, 200, "GET", "/v1/locks/held").Body["holder"].(map[string]any); h == nil {
+	if h, _ := b.Must(t, 200, "GET", "/v1/locks/held").Body["holder"].(map[string]any); h == nil {
 		t.Fatal("the lock holder is gone")
 	}
 }
 
 // shareRecipes runs a lock handoff, an election and a queue take across a and b,
 // and leaves one item in queue q.
-func shareRecipes(t *testing.T, a, b *sidecar) {
+func shareRecipes(t *testing.T, a, b *sidecartest.Sidecar) {
 	t.Helper()
-	held := a.must(t, 201, "POST", "/v1/locks/db?ttl=30s")
-	got := make(chan *response, 1)
+	held := a.Must(t, 201, "POST", "/v1/locks/db?ttl=30s")
+	got := make(chan *sidecartest.Response, 1)
 	go func() {
-		r, err := b.do(context.Background(), "POST", "/v1/locks/db?wait=20s&ttl=30s", nil)
+		r, err := b.Do(context.Background(), "POST", "/v1/locks/db?wait=20s&ttl=30s", nil)
 		if err != nil {
-			r = &response{Raw: []byte(err.Error())}
+			r = &sidecartest.Response{Raw: []byte(err.Error())}
 		}
 		got <- r
 	}()
 	testutil.Eventually(t, 10*time.Second, "b waits for the lock", func() bool {
-		return num(a.must(t, 200, "GET", "/v1/locks/db").Body["waiters"]) == 1
+		return sidecartest.Num(a.Must(t, 200, "GET", "/v1/locks/db").Body["waiters"]) == 1
 	})
-	a.must(t, 204, "DELETE", "/v1/locks/db?lease="+str(held.Body["lease"]))
-	if r := <-got; r.Status != 201 || num(r.Body["fencingToken"]) <= num(held.Body["fencingToken"]) {
+	a.Must(t, 204, "DELETE", "/v1/locks/db?lease="+sidecartest.Str(held.Body["lease"]))
+	if r := <-got; r.Status != 201 || sidecartest.Num(r.Body["fencingToken"]) <= sidecartest.Num(held.Body["fencingToken"]) {
 		t.Fatalf("b's lock after a's release: %d %s (a's token %v)", r.Status, r.Raw, held.Body["fencingToken"])
 	}
 
-	c1 := a.must(t, 201, "POST", "/v1/elections/e/candidates?id=c1&ttl=30s")
+	c1 := a.Must(t, 201, "POST", "/v1/elections/e/candidates?id=c1&ttl=30s")
 	if c1.Body["leader"] != true {
 		t.Fatalf("first candidate: %s", c1.Raw)
 	}
-	if c2 := b.must(t, 201, "POST", "/v1/elections/e/candidates?id=c2&ttl=30s"); c2.Body["leader"] != false {
+	if c2 := b.Must(t, 201, "POST", "/v1/elections/e/candidates?id=c2&ttl=30s"); c2.Body["leader"] != false {
 		t.Fatalf("second candidate: %s", c2.Raw)
 	}
-	a.must(t, 204, "DELETE", "/v1/elections/e/candidates/c1?lease="+str(c1.Body["lease"]))
+	a.Must(t, 204, "DELETE", "/v1/elections/e/candidates/c1?lease="+sidecartest.Str(c1.Body["lease"]))
 	testutil.Eventually(t, 10*time.Second, "c2 leads, as b sees it", func() bool {
-		l, _ := b.must(t, 200, "GET", "/v1/elections/e").Body["leader"].(map[string]any)
+		l, _ := b.Must(t, 200, "GET", "/v1/elections/e").Body["leader"].(map[string]any)
 		return l != nil && l["candidate"] == "c2"
 	})
 
 	for _, job := range []string{"job-1", "job-2"} {
-		if r, err := a.do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader(job)); err != nil || r.Status != 201 {
+		if r, err := a.Do(context.Background(), "POST", "/v1/queues/q/items", strings.NewReader(job)); err != nil || r.Status != 201 {
 			t.Fatalf("enqueue: %v %v", r, err)
 		}
 	}
-	if r := b.must(t, 200, "POST", "/v1/queues/q/take"); string(r.Raw) != "job-1" {
+	if r := b.Must(t, 200, "POST", "/v1/queues/q/take"); string(r.Raw) != "job-1" {
 		t.Fatalf("b took %q", r.Raw)
 	}
 }
@@ -210,7 +211,7 @@ func TestZKACLOfAnotherIdentityIs403(t *testing.T) {
 	}
 	before := zktest.Snapshot(t, owner, root)
 	for _, extra := range [][]string{nil, {"--zk-auth", appAuth}} {
-		s := startSidecar(t, zkc.Servers(), root, extra...)
+		s := sidecartest.Start(t, zkc.Servers(), root, extra...)
 		for _, c := range []struct{ method, path, body string }{
 			{"POST", "/v1/locks/theirs?ttl=30s", ""},
 			{"POST", "/v1/locks/theirs?ttl=30s&wait=2s", ""},
@@ -219,13 +220,13 @@ func TestZKACLOfAnotherIdentityIs403(t *testing.T) {
 			{"POST", "/v1/queues/theirs/take", ""},
 			{"POST", "/v1/elections/theirs/candidates?id=c1&ttl=30s", ""},
 		} {
-			r, err := s.do(context.Background(), c.method, c.path, strings.NewReader(c.body))
+			r, err := s.Do(context.Background(), c.method, c.path, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			problemIs(t, r, 403, "zookeeper-acl")
+			sidecartest.ProblemIs(t, r, 403, "zookeeper-acl")
 		}
-		if l := s.must(t, 200, "GET", "/v1/session"); num(l.Body["leases"]) != 0 {
+		if l := s.Must(t, 200, "GET", "/v1/session"); sidecartest.Num(l.Body["leases"]) != 0 {
 			t.Fatalf("refused requests left leases: %s", l.Raw)
 		}
 	}
@@ -249,20 +250,20 @@ func TestZKTLS(t *testing.T) {
 	certFile := writeFile(t, dir, "client.pem", clientCert)
 	keyFile := writeFile(t, dir, "client-key.pem", clientKey)
 
-	neverReady := func(t *testing.T, s *sidecar) {
+	neverReady := func(t *testing.T, s *sidecartest.Sidecar) {
 		t.Helper()
 		// A lock request waits for the session (up to its wait) and must not
 		// be granted; meanwhile /readyz is 503 throughout.
-		done := make(chan *response, 1)
+		done := make(chan *sidecartest.Response, 1)
 		go func() {
-			r, err := s.do(context.Background(), "POST", "/v1/locks/x?ttl=30s&wait=3s", nil)
+			r, err := s.Do(context.Background(), "POST", "/v1/locks/x?ttl=30s&wait=3s", nil)
 			if err != nil {
-				r = &response{Raw: []byte(err.Error())}
+				r = &sidecartest.Response{Raw: []byte(err.Error())}
 			}
 			done <- r
 		}()
 		for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); {
-			s.must(t, 503, "GET", "/readyz")
+			s.Must(t, 503, "GET", "/readyz")
 			select {
 			case r := <-done:
 				if r.Status == 201 {
@@ -282,84 +283,25 @@ func TestZKTLS(t *testing.T) {
 
 	t.Run("server-auth", func(t *testing.T) {
 		zkc := zktest.StartTLS(t, zktest.TLS{CertPEM: cert, KeyPEM: key, CAPEM: clientCA.PEM})
-		good := startSidecar(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile)
-		good.must(t, 201, "POST", "/v1/locks/x?ttl=30s")
-		if srv := str(good.must(t, 200, "GET", "/v1/session").Body["server"]); srv != zkc.SecureServers()[0] {
+		good := sidecartest.Start(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile)
+		good.Must(t, 201, "POST", "/v1/locks/x?ttl=30s")
+		if srv := sidecartest.Str(good.Must(t, 200, "GET", "/v1/session").Body["server"]); srv != zkc.SecureServers()[0] {
 			t.Fatalf("session server %q, want the secure port %s", srv, zkc.SecureServers()[0])
 		}
 		t.Run("wrong-ca", func(t *testing.T) {
-			neverReady(t, runSidecar(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", otherFile))
+			neverReady(t, sidecartest.Run(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", otherFile))
 		})
 		t.Run("system-roots", func(t *testing.T) {
-			neverReady(t, runSidecar(t, zkc.SecureServers(), "/tls", "--zk-tls-cert", certFile, "--zk-tls-key", keyFile))
+			neverReady(t, sidecartest.Run(t, zkc.SecureServers(), "/tls", "--zk-tls-cert", certFile, "--zk-tls-key", keyFile))
 		})
 	})
 	t.Run("client-auth", func(t *testing.T) {
 		zkc := zktest.StartTLS(t, zktest.TLS{CertPEM: cert, KeyPEM: key, CAPEM: clientCA.PEM, ClientAuth: "need"})
-		s := startSidecar(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile, "--zk-tls-cert", certFile, "--zk-tls-key", keyFile,
+		s := sidecartest.Start(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile, "--zk-tls-cert", certFile, "--zk-tls-key", keyFile,
 			"--zk-auth", appAuth)
-		s.must(t, 201, "POST", "/v1/locks/x?ttl=30s")
+		s.Must(t, 201, "POST", "/v1/locks/x?ttl=30s")
 		t.Run("no-client-cert", func(t *testing.T) {
-			neverReady(t, runSidecar(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile))
+			neverReady(t, sidecartest.Run(t, zkc.SecureServers(), "/tls", "--zk-tls-ca", caFile))
 		})
 	})
-}
-
-// The credentials come from the flag, the environment or a file (one source),
-// and a malformed value is refused at start without being echoed; TLS files
-// are checked at start too.
-func TestZKSecurityFlags(t *testing.T) {
-	dir := t.TempDir()
-	authFile := writeFile(t, dir, "auth", []byte("digest:app:from-file\n"))
-	empty := writeFile(t, dir, "empty", nil)
-	ca := testutil.NewCA(t, "ca")
-	caFile := writeFile(t, dir, "ca.pem", ca.PEM)
-	cert, key := ca.Issue(t, "c", false)
-	certFile, keyFile := writeFile(t, dir, "c.pem", cert), writeFile(t, dir, "k.pem", key)
-	parse := func(env map[string]string, args ...string) (*Main, error) {
-		m := NewMain()
-		return m, m.ParseFlags(args, func(k string) string { return env[k] })
-	}
-	for _, c := range []struct {
-		env  map[string]string
-		args []string
-		want string // the credentials read; "" none
-	}{
-		{nil, []string{"--zk-auth", "digest:app:argv"}, "app:argv"},
-		{map[string]string{"COORD_ZK_AUTH": "digest:app:env"}, nil, "app:env"},
-		{map[string]string{"COORD_ZK_AUTH_FILE": authFile}, nil, "app:from-file"},
-		{nil, []string{"--zk-auth-file", authFile}, "app:from-file"},
-		{nil, nil, ""},
-	} {
-		m, err := parse(c.env, c.args...)
-		if err != nil {
-			t.Fatalf("%v %v: %v", c.env, c.args, err)
-		}
-		cred, err := m.Config.zkCredentials()
-		if err != nil || (cred == nil) != (c.want == "") || cred != nil && (cred.Scheme != "digest" || cred.Auth != c.want) {
-			t.Fatalf("%v %v: credentials %+v, %v; want %q", c.env, c.args, cred, err, c.want)
-		}
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--zk-auth", "digest:app:x", "--zk-auth-file", authFile}, "give one of them"},
-		{[]string{"--zk-auth", "digest-app-topsecret"}, "digest:user:password"},
-		{[]string{"--zk-auth", "digest:topsecret"}, "digest:user:password"},
-		{[]string{"--zk-auth-file", empty}, "empty"},
-		{[]string{"--zk-auth-file", dir + "/missing"}, "--zk-auth-file"},
-		{[]string{"--zk-tls-cert", certFile}, "go together"},
-		{[]string{"--zk-tls-ca", certFile + ".nope"}, "--zk-tls-ca"},
-		{[]string{"--zk-tls-ca", keyFile}, "no PEM certificate"},
-		{[]string{"--zk-tls-ca", caFile, "--zk-tls-cert", certFile, "--zk-tls-key", caFile}, "--zk-tls-key"},
-	} {
-		_, err := parse(nil, c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "topsecret") {
-			t.Fatalf("%v: %v; want an error about %q that does not show the secret", c.args, err, c.want)
-		}
-	}
-	if _, err := parse(nil, "--zk-tls-ca", caFile, "--zk-tls-cert", certFile, "--zk-tls-key", keyFile); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"crypto/tls"
@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/coord-sidecar/coord-sidecar/cmd/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/acl"
 )
 

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -66,19 +66,19 @@ var exePath = func() string {
 	return p
 }()
 
-// errSuccessorLost is Upgrade's error when everything was handed over but
+// ErrSuccessorLost is Upgrade's error when everything was handed over but
 // the successor ended (or did not own the state directory within
 // handOverTimeout) before naming itself in the pid file: nobody serves, and
 // the caller exits with a failure for its supervisor to restart it.
-var errSuccessorLost = errors.New("upgrade: handed over, but the successor did not take the state directory")
+var ErrSuccessorLost = errors.New("upgrade: handed over, but the successor did not take the state directory")
 
 // Upgrade starts the successor and, once it has taken the listening socket,
 // hands everything over (see above) and waits until the pid file names the
-// successor; the caller then exits. An error other than errSuccessorLost
+// successor; the caller then exits. An error other than ErrSuccessorLost
 // means the successor could not start or take the socket: this process keeps
 // serving and nothing was handed over. Once the socket is taken, Upgrade
 // hands over whatever happens on the way (printed) and returns nil, or
-// errSuccessorLost.
+// ErrSuccessorLost.
 func (m *Main) Upgrade() error {
 	if m.restarts == nil {
 		return errors.New("an upgrade needs --state-dir: the successor resumes the session from it")
@@ -127,7 +127,7 @@ func (m *Main) Upgrade() error {
 }
 
 // awaitSuccessorPID returns nil once the state directory's pid file names
-// pid, the successor; errSuccessorLost if ended closes (the successor exited)
+// pid, the successor; ErrSuccessorLost if ended closes (the successor exited)
 // or handOverTimeout passes first.
 func awaitSuccessorPID(dir string, pid int, ended <-chan struct{}) error {
 	deadline := time.NewTimer(handOverTimeout)
@@ -140,9 +140,9 @@ func awaitSuccessorPID(dir string, pid int, ended <-chan struct{}) error {
 		}
 		select {
 		case <-ended:
-			return fmt.Errorf("%w: it exited", errSuccessorLost)
+			return fmt.Errorf("%w: it exited", ErrSuccessorLost)
 		case <-deadline.C:
-			return fmt.Errorf("%w within %s", errSuccessorLost, handOverTimeout)
+			return fmt.Errorf("%w within %s", ErrSuccessorLost, handOverTimeout)
 		case <-tick.C:
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -23,12 +23,12 @@ import (
 // reconnect finds another's record has lost the session to it: it stops
 // serving, leaves the session and its nodes alone (detached, not closed),
 // clears its state file (so that a restart makes a new session rather than
-// taking this one back), and exits exitTakenOver, naming its state directory
+// taking this one back), and exits ExitTakenOver, naming its state directory
 // and the other process.
 
-// exitTakenOver is the exit status of a sidecar whose session another process
+// ExitTakenOver is the exit status of a sidecar whose session another process
 // took over.
-const exitTakenOver = 3
+const ExitTakenOver = 3
 
 // sessionsDir is the container, under --zk-root, of the sessions' records.
 const sessionsDir = "sessions"
@@ -89,7 +89,7 @@ func (m *Main) takenOver(id int64, found []byte) {
 }
 
 // TakenOver delivers the error that says another process took the session
-// over; main then calls Abandon and exits exitTakenOver. Without --state-dir
+// over; main then calls Abandon and exits ExitTakenOver. Without --state-dir
 // it never delivers.
 func (m *Main) TakenOver() <-chan error {
 	if m.owner == nil {

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -602,3 +602,6 @@ func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.
 	}
 	return inherited, m.restarts.resume(), nil
 }
+
+// LeaseCount is how many leases the sidecar holds now (after Run).
+func (m *Main) LeaseCount() int { return m.leases.Len() }

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"fmt"
@@ -8,11 +8,11 @@ import (
 	"os"
 )
 
-// startPprof serves Go's profiles (net/http/pprof, /debug/pprof/...) on the
+// StartPprof serves Go's profiles (net/http/pprof, /debug/pprof/...) on the
 // address in COORD_PPROF, e.g. 127.0.0.1:6060, on a listener of its own, apart
 // from the API and its tokens: it is for measuring (docs/BENCHMARKS.md), off
 // unless set, and should stay on loopback.
-func startPprof(getenv func(string) string) {
+func StartPprof(getenv func(string) string) {
 	addr := getenv("COORD_PPROF")
 	if addr == "" {
 		return
