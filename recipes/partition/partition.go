@@ -76,6 +76,10 @@ type State struct {
 	SuspendedSince time.Time
 
 	czxid map[string]int64 // member id → member node's czxid
+	// doubted: nothing of this state is vouched for (the session could have
+	// expired, or there is none); a suspended state that is not doubted is
+	// the last one read, whose nodes still stand.
+	doubted bool
 }
 
 // MemberState is one member's view.
@@ -221,8 +225,11 @@ func (p *Partitions) Member(ctx context.Context, group, id string) (*MemberState
 }
 
 // AwaitMember answers the member's view once its version differs from
-// version, or when wait ends. ErrMemberNotFound once it is gone; a suspended
-// session answers ErrUnavailable at once: the member must stop work.
+// version, or when wait ends. ErrMemberNotFound once it is gone. Suspension
+// is not loss: through the first part of a suspension the member keeps what
+// it owns (its nodes stand) and the long-poll goes on waiting; once the
+// session could have expired (or there is none) it answers ErrUnavailable at
+// once: nothing is owned, the member must stop work.
 func (p *Partitions) AwaitMember(ctx context.Context, group, id string, version int64, wait time.Duration) (*MemberState, error) {
 	if err := kit.CheckName("member", id); err != nil {
 		return nil, err
@@ -233,7 +240,7 @@ func (p *Partitions) AwaitMember(ctx context.Context, group, id string, version 
 	}
 	defer f.Close()
 	st, _ := f.Await(ctx, wait, func(st *State) bool {
-		if st.Suspended {
+		if st.doubted {
 			return true
 		}
 		m, err := st.member(id)
@@ -242,7 +249,7 @@ func (p *Partitions) AwaitMember(ctx context.Context, group, id string, version 
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
-	if st == nil || st.Suspended {
+	if st == nil || st.doubted {
 		return nil, fmt.Errorf("member %q of %q: the session is not connected, nothing is owned now: %w", id, group, kit.ErrUnavailable)
 	}
 	return st.member(id)

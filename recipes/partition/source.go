@@ -317,12 +317,12 @@ func (s *source) Uncertain(last *State, loaded bool, u kit.Uncertainty) *State {
 		cp.Leader = ""
 		st = &cp
 	}
-	st.Suspended, st.SuspendedSince = true, u.Since
+	st.Suspended, st.SuspendedSince, st.doubted = true, u.Since, true
 	return st
 }
 
 func (s *source) Same(a, b *State) bool {
-	if a.Suspended != b.Suspended || !a.SuspendedSince.Equal(b.SuspendedSince) || a.Leader != b.Leader {
+	if a.Suspended != b.Suspended || a.doubted != b.doubted || !a.SuspendedSince.Equal(b.SuspendedSince) || a.Leader != b.Leader {
 		return false
 	}
 	if a.Suspended && owned(a) != owned(b) {
