@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Doubt: suspension is not loss (see docs/ARCHITECTURE.md, "Suspension is not
+// Doubt: suspension is not loss (see the package doc, "Suspension is not
 // loss"). While the connection is suspended, ZooKeeper cannot have expired the
 // session before LastAnswered plus the session timeout, so what was granted
 // under it stands. The Session never abandons a session ZooKeeper may still

@@ -8,7 +8,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 )
 
-// Resuming a session (see docs/ARCHITECTURE.md, "Resuming a session"): the
+// Resuming a session (see the package doc, "Resuming a session"): the
 // first Epoch's transport.Handshake presents Config.Resume's session until the
 // server answers, and every Epoch's reads each answer's session id, password
 // and timeout; Session.resume knows the outcome.

@@ -15,8 +15,8 @@ import (
 // Restarts (issue 23): a successor process that resumed its predecessor's
 // ZooKeeper session re-creates the predecessor's leases from what was saved
 // (Snapshot, written by the state directory) and adopts each hold from its
-// nodes, which the resumed session still owns. See docs/ARCHITECTURE.md,
-// "Restarts".
+// nodes, which the resumed session still owns. See the package doc of
+// internal/sidecar, "Restarts".
 
 // SavedLease is a lease as a successor needs it.
 type SavedLease struct {

@@ -2,7 +2,8 @@
 // TLS (Dialer), each wrapped for the session handshake (Handshake), which
 // presents a predecessor's session to resume in the ConnectRequest, reads the
 // server's ConnectResponse as it passes, and cuts the connection when the
-// session is handed over (see docs/ARCHITECTURE.md, "Resuming a session").
+// session is handed over (see internal/zookeeper's package doc, "Resuming a
+// session").
 //
 // It knows nothing of the Session above it: internal/zookeeper gives it the
 // configuration and is told the outcome of a resume.
