@@ -91,7 +91,7 @@ BENCH_GO ?= .
 bench:
 	scripts/bench.sh
 	scripts/bench-fleet.sh
-	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/ ./recipes/queue/ ./internal/statedir/
+	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./...
 
 # Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper
 # in COORD_ZK when set, else on one of its own (free port, stopped at the end).

@@ -66,7 +66,7 @@ func addrProxies(t *testing.T, car *sidecartest.Sidecar) (httpsURL, caFile, sock
 // or --addr (which wins), and refuses a bad one before doing anything.
 func TestWrapperAddressForms(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	httpsURL, caFile, socketPath := addrProxies(t, car)
 	for i, c := range []struct{ env, flag string }{

@@ -25,20 +25,12 @@ type cliResult struct {
 	stdout, err string
 }
 
-// newSignals is a subcommand's signal state with no signal received yet; a
-// signal sent on send stands in for one the process receives.
-func newSignals(t testing.TB) (sig *ctl.Signals, send chan<- os.Signal) {
-	ch := make(chan os.Signal, 1)
-	t.Cleanup(func() { close(ch) })
-	return ctl.WatchSignals(ch), ch
-}
-
 // cli runs `coord-sidecar ARGS...` in this process with env as its environment
 // and stdin as its input.
 func cli(t *testing.T, env map[string]string, stdin string, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := ctl.RunCLI(quietSignals(t), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
+	code := ctl.RunCLI(sidecartest.QuietSignals(t), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
 	return cliResult{code, out.String(), errb.String()}
 }
 
@@ -85,7 +77,7 @@ func TestCLIKeyWatch(t *testing.T) {
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	cli(t, env, "", "kv", "put", "w", "first").want(t, 0, "")
-	sig, send := newSignals(t)
+	sig, send := sidecartest.NewSignals(t)
 	pr, pw := io.Pipe()
 	var errb bytes.Buffer
 	done := make(chan int, 1)
@@ -121,7 +113,7 @@ func TestCLIKeyWatch(t *testing.T) {
 func TestCLIKeyWatchJSON(t *testing.T) {
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	env := map[string]string{"COORD_ADDR": car.M.Addr()}
-	sig, send := newSignals(t)
+	sig, send := sidecartest.NewSignals(t)
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
@@ -251,7 +243,7 @@ func TestLockWrapperMessages(t *testing.T) {
 		return ""
 	}
 	var out, errb bytes.Buffer
-	if code := ctl.RunLock(quietSignals(t), []string{"demo-x", "echo", "hi"}, getenv, &out, &errb); code != ctl.ExitUsage {
+	if code := ctl.RunLock(sidecartest.QuietSignals(t), []string{"demo-x", "echo", "hi"}, getenv, &out, &errb); code != ctl.ExitUsage {
 		t.Fatalf("without --: exit %d", code)
 	}
 	if !strings.Contains(errb.String(), "the command must follow --") {
@@ -259,7 +251,7 @@ func TestLockWrapperMessages(t *testing.T) {
 	}
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/demo-x?owner=alice")
 	errb.Reset()
-	if code := ctl.RunLock(quietSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != ctl.ExitNotAcquired {
+	if code := ctl.RunLock(sidecartest.QuietSignals(t), []string{"demo-x", "--wait", "200ms", "--", "true"}, getenv, &out, &errb); code != ctl.ExitNotAcquired {
 		t.Fatalf("held: exit %d, stderr %q", code, errb.String())
 	}
 	if !strings.Contains(errb.String(), "held by alice") || !strings.Contains(errb.String(), "fencing token") {
@@ -273,7 +265,7 @@ func TestCLIBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
 	run := func(stdin string, args ...string) (string, string, int) {
 		t.Helper()

@@ -46,10 +46,10 @@ var cbRows = []struct {
 // on the benchmark's own session (8 bytes big-endian, DistributedAtomicLong's
 // layout). Each row checks that the counters end at exactly b.N. Metric adds/s.
 func BenchmarkCounterAdds(b *testing.B) {
-	env := newBenchEnv(b)
+	env := sidecartest.NewBenchEnv(b)
 	acl := zk.WorldACL(zk.PermAll)
-	for _, p := range []string{env.root, env.root + "/inproc-counters"} {
-		if _, err := env.conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	for _, p := range []string{env.Root, env.Root + "/inproc-counters"} {
+		if _, err := env.Conn.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			b.Fatal(err)
 		}
 	}
@@ -57,20 +57,20 @@ func BenchmarkCounterAdds(b *testing.B) {
 		b.Run("sidecar/"+row.name, func(b *testing.B) {
 			prefix := fmt.Sprintf("sc-%s-%d-", row.name, b.N)
 			cbRun(b, row.clients, func(ctx context.Context, i int) error {
-				return env.cbAdd(ctx, prefix+strconv.Itoa(i%row.counters))
+				return cbAdd(env, ctx, prefix+strconv.Itoa(i%row.counters))
 			})
-			env.cbCheck(b, row.counters, func(c int) int64 {
-				r := env.sc.Must(b, http.StatusOK, http.MethodGet, "/v1/counters/"+prefix+strconv.Itoa(c))
+			cbCheck(env, b, row.counters, func(c int) int64 {
+				r := env.Sc.Must(b, http.StatusOK, http.MethodGet, "/v1/counters/"+prefix+strconv.Itoa(c))
 				return sidecartest.Num(r.Body["value"])
 			})
 		})
 		b.Run("inprocess/"+row.name, func(b *testing.B) {
-			prefix := fmt.Sprintf("%s/inproc-counters/%s-%d-", env.root, row.name, b.N)
+			prefix := fmt.Sprintf("%s/inproc-counters/%s-%d-", env.Root, row.name, b.N)
 			cbRun(b, row.clients, func(_ context.Context, i int) error {
-				return cbCASAdd(env.conn, prefix+strconv.Itoa(i%row.counters), acl)
+				return cbCASAdd(env.Conn, prefix+strconv.Itoa(i%row.counters), acl)
 			})
-			env.cbCheck(b, row.counters, func(c int) int64 {
-				data, _, err := env.conn.Get(prefix + strconv.Itoa(c))
+			cbCheck(env, b, row.counters, func(c int) int64 {
+				data, _, err := env.Conn.Get(prefix + strconv.Itoa(c))
 				if errors.Is(err, zk.ErrNoNode) {
 					return 0 // its client got no add to make
 				}
@@ -115,7 +115,7 @@ func cbRun(b *testing.B, clients int, add func(ctx context.Context, client int) 
 }
 
 // cbCheck fails b unless the counters' values add up to b.N.
-func (e *benchEnv) cbCheck(b *testing.B, counters int, value func(c int) int64) {
+func cbCheck(e *sidecartest.BenchEnv, b *testing.B, counters int, value func(c int) int64) {
 	var sum int64
 	for c := range counters {
 		sum += value(c)
@@ -126,12 +126,12 @@ func (e *benchEnv) cbCheck(b *testing.B, counters int, value func(c int) int64) 
 }
 
 // cbAdd adds 1 to a counter through the sidecar.
-func (e *benchEnv) cbAdd(ctx context.Context, name string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.sc.Base+"/v1/counters/"+name, nil)
+func cbAdd(e *sidecartest.BenchEnv, ctx context.Context, name string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Sc.Base+"/v1/counters/"+name, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := e.client.Do(req)
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -143,8 +143,8 @@ type torture struct {
 	violations map[string]int
 	examples   []string
 
-	outcomes // unexpected answers
-	kills    atomic.Int64
+	sidecartest.Outcomes // unexpected answers
+	kills                atomic.Int64
 }
 
 func newTorture(a, other *sidecartest.Sidecar, names []string) *torture {
@@ -258,7 +258,7 @@ func (x *torture) createLease(mine []string) []string {
 		x.acked["lease"]++
 		return append(mine, id)
 	default:
-		x.count("POST lease", r)
+		x.Count("POST lease", r)
 	}
 	return mine
 }
@@ -304,8 +304,8 @@ func (x *torture) acquire(c int, l string) bool {
 	case r.Status == http.StatusNotFound:
 		return x.leaseNotFound(tl, "POST lock", r, now)
 	default:
-		x.count("POST lock", r)
-		x.fail("client %d: POST /v1/locks/%s: %d %s", c, name, r.Status, r.Raw)
+		x.Count("POST lock", r)
+		x.Fail("client %d: POST /v1/locks/%s: %d %s", c, name, r.Status, r.Raw)
 	}
 	return true
 }
@@ -350,7 +350,7 @@ func (x *torture) release(l string) bool {
 	case r.Status == http.StatusNotFound && sidecartest.ProblemType(r) == "lease-not-found":
 		return x.leaseNotFound(tl, "DELETE lock", r, time.Now())
 	default: // 404 not-held: a told hold lost while serving
-		x.count("DELETE lock", r)
+		x.Count("DELETE lock", r)
 		x.violate("acknowledged locks lost while serving", fmt.Sprintf("%s of %s: %d %s", g.lock, l, r.Status, r.Raw))
 	}
 	return true
@@ -379,7 +379,7 @@ func (x *torture) revoke(l string) {
 	case r.Status == http.StatusNotFound:
 		x.leaseNotFound(tl, "DELETE lease", r, time.Now())
 	default:
-		x.count("DELETE lease", r)
+		x.Count("DELETE lease", r)
 		tl.gone = true
 	}
 }
@@ -397,7 +397,7 @@ func (x *torture) keepalive(l string) bool {
 	case r.Status == http.StatusNotFound:
 		return x.leaseNotFound(tl, "keepalive", r, time.Now())
 	default:
-		x.count("keepalive", r)
+		x.Count("keepalive", r)
 	}
 	return !tl.gone
 }
@@ -412,14 +412,14 @@ func (x *torture) otherClient(c int) {
 		r, err := x.other.FaultCall(time.Minute, http.MethodPost, "/v1/locks/"+name+"?wait=5s&ttl=30s&owner="+owner)
 		now := time.Now()
 		if err != nil {
-			x.fail("%s: POST /v1/locks/%s: %v", owner, name, err)
+			x.Fail("%s: POST /v1/locks/%s: %v", owner, name, err)
 			return
 		}
 		if r.Status != http.StatusCreated {
 			if r.Status == http.StatusServiceUnavailable {
 				pause(50*time.Millisecond, x.stop) // until this sidecar's session is back
 			} else if r.Status != http.StatusConflict {
-				x.fail("%s: POST /v1/locks/%s: %d %s", owner, name, r.Status, r.Raw)
+				x.Fail("%s: POST /v1/locks/%s: %d %s", owner, name, r.Status, r.Raw)
 			}
 			continue
 		}
@@ -436,9 +436,9 @@ func (x *torture) otherClient(c int) {
 		// not the killed one's promise.
 		d, err := x.other.FaultCall(time.Minute, http.MethodDelete, "/v1/locks/"+name+"?lease="+g.lease)
 		if err != nil {
-			x.fail("%s: release of %s: %v", owner, name, err)
+			x.Fail("%s: release of %s: %v", owner, name, err)
 		} else if d.Status != http.StatusNoContent && d.Status != http.StatusNotFound && d.Status != http.StatusServiceUnavailable {
-			x.fail("%s: release of %s: %d %s", owner, name, d.Status, d.Raw)
+			x.Fail("%s: release of %s: %d %s", owner, name, d.Status, d.Raw)
 		}
 	}
 }
@@ -568,7 +568,7 @@ func (x *torture) report(t *testing.T, startKills, pairs int) {
 	sort.Strings(acked)
 	t.Logf("%d kills (%d of them during a successor's start); %d acknowledged operations (%s); %d requests cut by a kill; %d pairs of grants of one lock held at once",
 		x.kills.Load(), startKills, total, strings.Join(acked, ", "), x.unknown, pairs)
-	answers, failures := x.snapshot()
+	answers, failures := x.Snapshot()
 	if len(answers) > 0 {
 		t.Logf("other answers: %s", strings.Join(answers, ", "))
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -29,7 +30,7 @@ func runDemo(t *testing.T, coordZK string) string {
 			t.Fatalf("the demo needs %s on PATH: install it (Debian/Ubuntu: apt-get install %s)", tool, pkg)
 		}
 	}
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "scripts", "demo.sh"))
@@ -49,7 +50,7 @@ func runDemo(t *testing.T, coordZK string) string {
 	if err != nil {
 		t.Fatalf("demo.sh: %v; it printed:\n%s", err, out)
 	}
-	// The scenario ran to its end: m3, on sidecar A, leads once B is killed.
+	// The scenario ran to its end: m3, on sidecar A, sidecartest.Leads once B is killed.
 	if !regexp.MustCompile(`(?m)^== sidecar B killed ==  limit 500, version [0-9]+, leader m3$`).Match(out) {
 		t.Fatalf("demo.sh did not end as docs/EXAMPLES.md shows; it printed:\n%s", out)
 	}

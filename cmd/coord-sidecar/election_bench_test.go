@@ -100,7 +100,7 @@ func ebFailover(b *testing.B) ebResult {
 		}
 		term = newTerm
 
-		// Unmeasured: a<i+1> enrols on A behind b<i>, b<i> goes, a<i+1> leads,
+		// Unmeasured: a<i+1> enrols on A behind b<i>, b<i> goes, a<i+1> sidecartest.Leads,
 		// and b<i+1> waits on B.
 		a := "a" + strconv.Itoa(i+1)
 		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
@@ -190,7 +190,7 @@ func ebFanout10k(b *testing.B) ebResult {
 		fan.start[k] = int64(time.Since(fan.t0))
 		car.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
 		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
-			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
+			b.Fatalf("change %d (c%d sidecartest.Leads): %v", k, k+1, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -291,7 +291,7 @@ type ebSample struct {
 func ebProbe(b testing.TB, car *sidecartest.Sidecar, pid int) ebSample {
 	b.Helper()
 	var s ebSample
-	m := ebMetrics(b, car, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines", "go_gc_duration_seconds_count")
+	m := sidecartest.Metrics(b, car, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines", "go_gc_duration_seconds_count")
 	s.heap, s.stack, s.goroutines, s.gcs = int64(m[0]), int64(m[1]), int64(m[2]), int64(m[3])
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
@@ -453,7 +453,7 @@ type ebFollower struct {
 	st *sidecartest.Stream
 }
 
-// await reads events until candidate leads with a term above `above` (and, when
+// await reads events until candidate sidecartest.Leads with a term above `above` (and, when
 // candidates > 0, with that many candidates in line) and returns the term.
 func (f *ebFollower) await(b testing.TB, candidate string, above int64, candidates int, within time.Duration) int64 {
 	b.Helper()
@@ -587,33 +587,9 @@ func ebRSS(b testing.TB, pid int) int64 {
 	return 0
 }
 
-// ebMetrics reads the values of the given unlabelled metrics from the sidecar's
-// /metrics, in the order given.
-func ebMetrics(b testing.TB, car *sidecartest.Sidecar, names ...string) []float64 {
-	b.Helper()
-	r := car.Must(b, http.StatusOK, http.MethodGet, "/metrics")
-	out := make([]float64, len(names))
-	found := 0
-	for line := range strings.Lines(string(r.Raw)) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if i := slices.Index(names, name); ok && i >= 0 {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				b.Fatalf("/metrics: %q: %v", line, err)
-			}
-			out[i] = v
-			found++
-		}
-	}
-	if found != len(names) {
-		b.Fatalf("/metrics lacks one of %v", names)
-	}
-	return out
-}
-
 // ebFanout is n subscribers of one election's events, each a raw TCP connection
 // read by one goroutine, recording when each of them reads the event of each
-// change. Change k is the one after which candidate c<k+1> leads; c0 leads first.
+// change. Change k is the one after which candidate c<k+1> sidecartest.Leads; c0 sidecartest.Leads first.
 type ebFanout struct {
 	n, changes int
 	t0         time.Time
@@ -624,7 +600,7 @@ type ebFanout struct {
 	start []int64        // per change: ns since t0 just before the change was triggered
 	recv  []int64        // [change*n + subscriber]: ns since t0 the subscriber read the change
 	got   []atomic.Int64 // per change: subscribers that read it
-	ready atomic.Int64   // subscribers that read their first event (c0 leads)
+	ready atomic.Int64   // subscribers that read their first event (c0 sidecartest.Leads)
 
 	firstLine atomic.Int64 // size of the first data line read, for the log
 

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,29 +80,10 @@ type exampleRun struct {
 	argv   []string
 	stdin  io.WriteCloser
 	lines  chan string // its stdout, line by line; closed at the end
-	stderr syncBuffer
+	stderr sidecartest.SyncBuffer
 	seen   []string      // lines read so far (for messages)
 	done   chan struct{} // closed once the process has been waited for
 	err    error         // Wait's answer, set before done is closed
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer (exec's copying goroutine)
-// and a reader (the test) at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startExample runs argv with COORD_ADDR pointing at car and env set; the
@@ -343,14 +322,14 @@ func TestExampleFollowElection(t *testing.T) {
 			l.need(t)
 			t.Parallel()
 			election := "example-election-" + l.name
-			t1 := campaign(t, car, election, "t1", "ttl=60s")
+			t1 := sidecartest.Campaign(t, car, election, "t1", "ttl=60s")
 			term1 := fmt.Sprint(sidecartest.Num(t1.Body["term"]))
 
 			run := startExample(t, car, 60*time.Second, map[string]string{"EVENTS": "2", "TIMEOUT": "60", "TTL": "60", "VALUE": "example"},
 				l.argv(l.election, election, "ex")...)
 			run.expect(t, "enrolled ex leader false term "+term1, 30*time.Second)
 			run.expect(t, "leader t1 term "+term1, 30*time.Second)
-			campaign(t, car, election, "t2", "ttl=60s") // behind ex: the leader stays
+			sidecartest.Campaign(t, car, election, "t2", "ttl=60s") // behind ex: the leader stays
 			car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/"+election+"/candidates/t1?lease="+sidecartest.Str(t1.Body["lease"]))
 			term2 := run.expect(t, `leader ex term ([0-9]+)`, 30*time.Second)[1]
 			if exampleAtoi(t, term2) <= exampleAtoi(t, term1) {
@@ -359,7 +338,7 @@ func TestExampleFollowElection(t *testing.T) {
 			run.exit(t, 0, 30*time.Second)
 
 			// ex's lease (TTL 60s) ended with its stream, not with its TTL: t2
-			// leads well before the TTL could have run out. (How soon after the
+			// sidecartest.Leads well before the TTL could have run out. (How soon after the
 			// stream's end depends on the machine: a busy one took over 10s.)
 			testutil.Eventually(t, 45*time.Second, "t2 alone, the example's lease gone with its stream", func() bool {
 				r := car.Must(t, http.StatusOK, http.MethodGet, "/v1/elections/"+election+"?wait=10s&term="+term2)
@@ -396,9 +375,9 @@ func TestExampleThroughputShare(t *testing.T) {
 				l.argv(l.throughput, group, "ex")...)
 			run.expect(t, "joined ex", 30*time.Second)
 			v1 := exampleAtoi(t, run.expect(t, `share 1000 version ([0-9]+)`, 30*time.Second)[1])
-			t1 := joinTP(t, car, group, "t1", "weight=1")
+			t1 := sidecartest.JoinTP(t, car, group, "t1", "weight=1")
 			v2 := exampleAtoi(t, run.expect(t, `share 500 version ([0-9]+)`, 30*time.Second)[1])
-			car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.lease, `{"weight":3}`)
+			car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/"+group+"/members/t1?lease="+t1.Lease, `{"weight":3}`)
 			v3 := exampleAtoi(t, run.expect(t, `share 250 version ([0-9]+)`, 30*time.Second)[1])
 			if !(v1 < v2 && v2 < v3) {
 				t.Fatalf("versions %d, %d, %d", v1, v2, v3)
@@ -406,7 +385,7 @@ func TestExampleThroughputShare(t *testing.T) {
 			run.exit(t, 0, 30*time.Second)
 
 			// ex's lease (TTL 60s) ended with its stream: t1 gets the whole limit.
-			awaitShare(t, car, group, "t1", 1000, 10*time.Second)
+			sidecartest.AwaitShare(t, car, group, "t1", 1000, 10*time.Second)
 		})
 		t.Run(l.name+"-timeout", func(t *testing.T) {
 			l.need(t)

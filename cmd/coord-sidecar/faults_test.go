@@ -5,7 +5,6 @@ package main
 // sidecar cut off from ZooKeeper for less and for more than its session timeout.
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -24,134 +23,10 @@ import (
 // Event logs: SSE streams read into a log with the wall-clock time each event
 // arrived.
 
-type timedEvent struct {
-	sidecartest.Event
-	At time.Time
-}
-
-// eventLog records every event of one SSE stream, in order, with its arrival time.
-type eventLog struct {
-	path string
-	done chan struct{} // closed when the reader has returned
-
-	mu     sync.Mutex
-	evs    []timedEvent
-	next   int           // first event awaitEvent has not consumed
-	notify chan struct{} // closed and replaced on every event and at the end
-	ended  bool
-	err    error // how the stream ended (io.EOF: cleanly)
-}
-
-// followEvents opens an SSE stream on car and logs its events. The stream
-// belongs to t: it is closed, and its reader has returned, by the end of t.
-func followEvents(t testing.TB, car *sidecartest.Sidecar, path string) *eventLog {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, car.Base+path, nil)
-	resp, err := sidecartest.FaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatalf("GET %s: %v", path, err)
+func sessionEvent(state string) func(sidecartest.TimedEvent) bool {
+	return func(ev sidecartest.TimedEvent) bool {
+		return ev.Name == "session" && sidecartest.Str(ev.Data["state"]) == state
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
-	}
-	l := &eventLog{path: path, notify: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		defer resp.Body.Close()
-		err := sidecartest.ReadEvents(resp.Body, func(ev sidecartest.Event) bool {
-			l.add(timedEvent{ev, time.Now()})
-			return true
-		})
-		l.end(err)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-l.done
-	})
-	return l
-}
-
-func (l *eventLog) add(ev timedEvent) {
-	l.mu.Lock()
-	l.evs = append(l.evs, ev)
-	close(l.notify)
-	l.notify = make(chan struct{})
-	l.mu.Unlock()
-}
-
-func (l *eventLog) end(err error) {
-	l.mu.Lock()
-	l.ended, l.err = true, err
-	close(l.notify)
-	l.notify = make(chan struct{})
-	l.mu.Unlock()
-}
-
-// events returns a copy of every event logged so far.
-func (l *eventLog) events() []timedEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]timedEvent(nil), l.evs...)
-}
-
-// awaitEvent consumes events up to and including the first for which match
-// holds, and returns it; it fails the test if none comes within the time given
-// (made testutil.Patience).
-func (l *eventLog) awaitEvent(t testing.TB, within time.Duration, what string, match func(timedEvent) bool) timedEvent {
-	t.Helper()
-	within = testutil.Patience(within)
-	timer := time.NewTimer(within)
-	defer timer.Stop()
-	for {
-		l.mu.Lock()
-		for l.next < len(l.evs) {
-			ev := l.evs[l.next]
-			l.next++
-			if match(ev) {
-				l.mu.Unlock()
-				return ev
-			}
-		}
-		notify, ended := l.notify, l.ended
-		l.mu.Unlock()
-		if ended {
-			t.Fatalf("%s: the stream ended (%v) before %s", l.path, l.err, what)
-		}
-		select {
-		case <-notify:
-		case <-timer.C:
-			t.Fatalf("%s: no %s within %s; events: %v", l.path, what, within, l.names())
-		}
-	}
-}
-
-// pending returns the events not consumed yet.
-func (l *eventLog) pending() []timedEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]timedEvent(nil), l.evs[l.next:]...)
-}
-
-func (l *eventLog) names() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, ev := range l.evs {
-		name := ev.Name
-		if s := sidecartest.Str(ev.Data["state"]); s != "" {
-			name += ":" + s
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-func sessionEvent(state string) func(timedEvent) bool {
-	return func(ev timedEvent) bool { return ev.Name == "session" && sidecartest.Str(ev.Data["state"]) == state }
 }
 
 // ---------------------------------------------------------------------------
@@ -172,20 +47,20 @@ type leaderSeen struct {
 type termBook struct {
 	mu       sync.Mutex
 	seen     []leaderSeen
-	subs     []*eventLog
+	subs     []*sidecartest.EventLog
 	subNames []string
 }
 
 func (b *termBook) subscribe(t testing.TB, car *sidecartest.Sidecar, carName, election string) {
 	t.Helper()
-	l := followEvents(t, car, "/v1/elections/"+election+"/events")
+	l := sidecartest.FollowEvents(t, car, "/v1/elections/"+election+"/events")
 	b.mu.Lock()
 	b.subs = append(b.subs, l)
 	b.subNames = append(b.subNames, fmt.Sprintf("subscriber %d on %s", len(b.subs), carName))
 	b.mu.Unlock()
 }
 
-// candidacy records a candidacy answer (201) that says its candidate leads.
+// candidacy records a candidacy answer (201) that says its candidate sidecartest.Leads.
 func (b *termBook) candidacy(source string, r *sidecartest.Response) {
 	if r == nil || r.Status != http.StatusCreated || r.Body["leader"] != true {
 		return
@@ -193,24 +68,6 @@ func (b *termBook) candidacy(source string, r *sidecartest.Response) {
 	b.mu.Lock()
 	b.seen = append(b.seen, leaderSeen{Source: source, Term: sidecartest.Num(r.Body["term"]), Candidate: sidecartest.Str(r.Body["candidate"]), At: time.Now()})
 	b.mu.Unlock()
-}
-
-// eventLeader reads the leader of an election event (ok false when nobody leads or
-// the sidecar is suspended).
-func eventLeader(ev sidecartest.Event) (term int64, candidate string, ok bool) {
-	leader, _ := ev.Data["leader"].(map[string]any)
-	if ev.Name != "leader" || leader == nil {
-		return 0, "", false
-	}
-	return sidecartest.Num(leader["term"]), sidecartest.Str(leader["candidate"]), true
-}
-
-// leads matches a `leader` event that names candidate as the leader.
-func leads(candidate string) func(timedEvent) bool {
-	return func(ev timedEvent) bool {
-		_, c, ok := eventLeader(ev.Event)
-		return ok && c == candidate
-	}
 }
 
 // verify fails the test on two leaders with one term or on a term going
@@ -224,8 +81,8 @@ func (b *termBook) verify(t *testing.T) int {
 	events := 0
 	for i, l := range subs {
 		var last int64
-		for _, ev := range l.events() {
-			term, cand, ok := eventLeader(ev.Event)
+		for _, ev := range l.Events() {
+			term, cand, ok := sidecartest.EventLeader(ev.Event)
 			if !ok {
 				continue
 			}
@@ -256,7 +113,7 @@ func (b *termBook) verify(t *testing.T) int {
 // electionChurn keeps an election changing leaders: candidates on every sidecar,
 // each with a lease of its own, and a loop that makes the current leader resign
 // with requeue (LeaderSelector-style turns). Candidates whose lease was lost
-// campaign again under a new lease and a new id.
+// sidecartest.Campaign again under a new lease and a new id.
 type electionChurn struct {
 	cars    []*sidecartest.Sidecar
 	name    string
@@ -268,7 +125,7 @@ type electionChurn struct {
 	resigns   atomic.Int64
 	rejoins   atomic.Int64
 	generated int
-	outcomes
+	sidecartest.Outcomes
 }
 
 type churnCandidate struct {
@@ -282,10 +139,10 @@ func (c *electionChurn) enrol(i int) bool {
 	car := c.cars[i]
 	l, err := car.FaultCall(c.timeout, http.MethodPost, "/v1/leases?ttl=10m")
 	if err != nil {
-		c.fail("lease on sidecar %d: %v", i, err)
+		c.Fail("lease on sidecar %d: %v", i, err)
 		return false
 	}
-	c.count("POST lease", l)
+	c.Count("POST lease", l)
 	if l.Status != http.StatusCreated {
 		return false
 	}
@@ -296,10 +153,10 @@ func (c *electionChurn) enrol(i int) bool {
 	c.mu.Unlock()
 	r, err := car.FaultCall(c.timeout, http.MethodPost, "/v1/elections/"+c.name+"/candidates?id="+id+"&lease="+lease)
 	if err != nil {
-		c.fail("campaign %s: %v", id, err)
+		c.Fail("campaign %s: %v", id, err)
 		return false
 	}
-	c.count("POST candidate", r)
+	c.Count("POST candidate", r)
 	c.book.candidacy("campaign answer", r)
 	if r.Status != http.StatusCreated {
 		_, _ = car.FaultCall(c.timeout, http.MethodDelete, "/v1/leases/"+lease)
@@ -342,10 +199,10 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 		c.mu.Unlock()
 		r, err := car.FaultCall(c.timeout, http.MethodGet, "/v1/elections/"+c.name)
 		if err != nil {
-			c.fail("read election: %v", err)
+			c.Fail("read election: %v", err)
 			continue
 		}
-		c.count("GET election", r)
+		c.Count("GET election", r)
 		if r.Status != http.StatusOK {
 			pause(50 * time.Millisecond)
 			continue
@@ -378,7 +235,7 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 			c.enrol(round % len(c.cars))
 		}
 		if cand == nil {
-			// Nobody leads yet, or the leader's lease was lost and its node not yet
+			// Nobody sidecartest.Leads yet, or the leader's lease was lost and its node not yet
 			// expired on the server: look again shortly.
 			pause(20 * time.Millisecond)
 			continue
@@ -386,10 +243,10 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 		res, err := c.cars[cand.car].FaultCall(c.timeout, http.MethodDelete,
 			"/v1/elections/"+c.name+"/candidates/"+id+"?lease="+cand.lease+"&requeue=true")
 		if err != nil {
-			c.fail("resign %s: %v", id, err)
+			c.Fail("resign %s: %v", id, err)
 			continue
 		}
-		c.count("DELETE candidate", res)
+		c.Count("DELETE candidate", res)
 		switch res.Status {
 		case http.StatusCreated:
 			c.resigns.Add(1)
@@ -403,14 +260,14 @@ func (c *electionChurn) run(perCar, rounds int, stop <-chan struct{}) {
 		case http.StatusServiceUnavailable:
 			pause(50 * time.Millisecond)
 		default:
-			c.fail("resign %s: %d %s", id, res.Status, res.Raw)
+			c.Fail("resign %s: %d %s", id, res.Status, res.Raw)
 		}
 	}
 }
 
 func (c *electionChurn) report(t *testing.T) {
 	t.Helper()
-	answers, failures := c.snapshot()
+	answers, failures := c.Snapshot()
 	t.Logf("election churn: %d resignations with requeue, %d candidates lost with their session; answers %s", c.resigns.Load(), c.rejoins.Load(), strings.Join(answers, ", "))
 	for _, f := range failures {
 		t.Error(f)
@@ -560,16 +417,6 @@ var cutFaults = []struct {
 	{"blackhole", (*faultproxy.Proxy).Blackhole},
 }
 
-// cutOffPair starts a sidecar behind a fault proxy to ZooKeeper (with the given
-// session timeout) and another one straight on ZooKeeper, both under one root.
-func cutOffPair(t *testing.T, zkc *zktest.Cluster, sessionTimeout string) (*faultproxy.Proxy, *sidecartest.Sidecar, *sidecartest.Sidecar) {
-	t.Helper()
-	root := zktest.Root(t)
-	proxy := faultproxy.Start(t, zkc.Server(0))
-	cut := sidecartest.Start(t, []string{proxy.Addr()}, root, "--session-timeout", sessionTimeout)
-	return proxy, cut, sidecartest.Start(t, zkc.Servers(), root)
-}
-
 // A cut shorter than the session timeout: the cut-off sidecar keeps its session
 // and its grant (another sidecar sees the same holder and token throughout, and
 // is not granted), and reports `suspended` then `reconnected`, never `lost`.
@@ -578,16 +425,16 @@ func TestShortCutKeepsGrants(t *testing.T) {
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {
-			proxy, cut, other := cutOffPair(t, zkc, "8s")
+			proxy, cut, other := sidecartest.CutOffPair(t, zkc, "8s")
 
-			sess := followEvents(t, cut, "/v1/session/events")
-			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+			sess := sidecartest.FollowEvents(t, cut, "/v1/session/events")
+			sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
 			before := sidecartest.Str(cut.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
 			token := sidecartest.Num(g.Body["fencingToken"])
-			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
-			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+			leaseEvents := sidecartest.FollowEvents(t, cut, "/v1/leases/"+lease+"/events")
+			leaseEvents.AwaitEvent(t, 5*time.Second, "lease", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lease" })
 
 			waiter := make(chan *sidecartest.Response, 1)
 			go func() {
@@ -608,7 +455,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			start := time.Now()
 			f.apply(proxy)
 			if f.name == "hard-cut" {
-				sess.awaitEvent(t, 5*time.Second, "suspended", sessionEvent("suspended"))
+				sess.AwaitEvent(t, 5*time.Second, "suspended", sessionEvent("suspended"))
 			}
 			// The fault lasts as long as this try takes (1.5s): another client on the
 			// other sidecar is refused the lock held by the cut-off sidecar.
@@ -623,12 +470,12 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			cutFor := time.Since(start)
 			if f.name == "blackhole" {
 				// Restore closes the connection that lost bytes: the sidecar notices then.
-				sess.awaitEvent(t, 10*time.Second, "suspended", sessionEvent("suspended"))
+				sess.AwaitEvent(t, 10*time.Second, "suspended", sessionEvent("suspended"))
 			}
-			sess.awaitEvent(t, 10*time.Second, "reconnected", sessionEvent("reconnected"))
-			for _, ev := range sess.events() {
+			sess.AwaitEvent(t, 10*time.Second, "reconnected", sessionEvent("reconnected"))
+			for _, ev := range sess.Events() {
 				if sidecartest.Str(ev.Data["state"]) == "lost" {
-					t.Fatalf("session events %v: lost on a cut of %s", sess.names(), cutFor)
+					t.Fatalf("session events %v: lost on a cut of %s", sess.Names(), cutFor)
 				}
 			}
 			cut.WaitReady(t)
@@ -638,7 +485,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			if got := holderToken(); got != token {
 				t.Fatalf("after the cut the holder's token is %d, want %d", got, token)
 			}
-			if ev := leaseEvents.pending(); len(ev) != 0 {
+			if ev := leaseEvents.Pending(); len(ev) != 0 {
 				t.Fatalf("lease stream after a short cut: %+v", ev)
 			}
 			holds := cut.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any)
@@ -661,7 +508,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 				t.Fatal("the waiter was not granted after the release")
 			}
 			t.Logf("%s for %s: session %s kept, token %d held throughout, events %v",
-				f.name, cutFor.Round(time.Millisecond), before, token, sess.names())
+				f.name, cutFor.Round(time.Millisecond), before, token, sess.Names())
 		})
 	}
 }
@@ -679,14 +526,14 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 	zkc := zktest.Shared(t)
 	for _, f := range cutFaults {
 		t.Run(f.name, func(t *testing.T) {
-			proxy, cut, other := cutOffPair(t, zkc, "2s")
+			proxy, cut, other := sidecartest.CutOffPair(t, zkc, "2s")
 			book := &termBook{}
 			book.subscribe(t, cut, "the cut-off sidecar", "cut")
 			book.subscribe(t, other, "the other sidecar", "cut")
 			var res fencedResource
 
-			sess := followEvents(t, cut, "/v1/session/events")
-			sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+			sess := sidecartest.FollowEvents(t, cut, "/v1/session/events")
+			sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
 			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
 			token := sidecartest.Num(g.Body["fencingToken"])
@@ -699,10 +546,10 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 				t.Fatalf("c1 does not lead: %s", c1.Raw)
 			}
 			c2 := campaignOn(t, other, "cut", "c2", "ttl=60s")
-			leaseEvents := followEvents(t, cut, "/v1/leases/"+lease+"/events")
-			leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+			leaseEvents := sidecartest.FollowEvents(t, cut, "/v1/leases/"+lease+"/events")
+			leaseEvents.AwaitEvent(t, 5*time.Second, "lease", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lease" })
 			for _, sub := range book.subs {
-				sub.awaitEvent(t, 5*time.Second, "c1 leads", leads("c1"))
+				sub.AwaitEvent(t, 5*time.Second, "c1 sidecartest.Leads", sidecartest.Leads("c1"))
 			}
 
 			type grant struct {
@@ -757,15 +604,15 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 
 			// The election: the next leader is seen (anywhere) only after lost.
 			otherSub := book.subs[1]
-			next := otherSub.awaitEvent(t, 30*time.Second, "c2 leads", leads("c2"))
+			next := otherSub.AwaitEvent(t, 30*time.Second, "c2 sidecartest.Leads", sidecartest.Leads("c2"))
 			if !lost.At.Before(next.At) {
 				t.Errorf("c2 was seen leading at %s, before c1's lease was reported lost at %s",
 					next.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
 			}
 			// The cut-off sidecar's own subscriber never saw c1 lead once it was
 			// suspended or lost: its last c1 event precedes lost.
-			for _, ev := range book.subs[0].events() {
-				if _, c, ok := eventLeader(ev.Event); ok && c == "c1" && ev.At.After(lost.At) {
+			for _, ev := range book.subs[0].Events() {
+				if _, c, ok := sidecartest.EventLeader(ev.Event); ok && c == "c1" && ev.At.After(lost.At) {
 					t.Errorf("the cut-off sidecar showed c1 leading at %s, after lost at %s", ev.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
 				}
 			}
@@ -774,14 +621,14 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			// Back on the network, ZooKeeper says the session expired; a new session,
 			// whose subscriber sees c2 with the new term.
 			proxy.Restore()
-			sess.awaitEvent(t, 20*time.Second, "lost", sessionEvent("lost"))
+			sess.AwaitEvent(t, 20*time.Second, "lost", sessionEvent("lost"))
 			cut.WaitReady(t)
-			book.subs[0].awaitEvent(t, 20*time.Second, "c2 leads on the cut-off sidecar", leads("c2"))
+			book.subs[0].AwaitEvent(t, 20*time.Second, "c2 sidecartest.Leads on the cut-off sidecar", sidecartest.Leads("c2"))
 			cut.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
 			other.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/taken?lease="+sidecartest.Str(gr.r.Body["lease"]))
 			other.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/cut/candidates/c2?lease="+sidecartest.Str(c2.Body["lease"]))
 			book.verify(t)
-			t.Logf("session events on the cut-off sidecar: %v", sess.names())
+			t.Logf("session events on the cut-off sidecar: %v", sess.Names())
 		})
 	}
 }
@@ -789,15 +636,15 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 // awaitLostHolds reads a lease stream until it has reported one hold of each
 // kind lost (`lost-hold`, and nothing but `lease` events besides), and returns
 // the last of those reports.
-func awaitLostHolds(t *testing.T, leaseEvents *eventLog, kinds ...string) timedEvent {
+func awaitLostHolds(t *testing.T, leaseEvents *sidecartest.EventLog, kinds ...string) sidecartest.TimedEvent {
 	t.Helper()
 	want := map[string]bool{}
 	for _, k := range kinds {
 		want[k] = true
 	}
-	var last timedEvent
+	var last sidecartest.TimedEvent
 	for len(want) > 0 {
-		ev := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name != "lease" })
+		ev := leaseEvents.AwaitEvent(t, 20*time.Second, "lost-hold", func(ev sidecartest.TimedEvent) bool { return ev.Name != "lease" })
 		if ev.Name != "lost-hold" || !want[sidecartest.Str(ev.Data["kind"])] {
 			t.Fatalf("lease stream: %s %v, want lost-hold of one of %v", ev.Name, ev.Data, want)
 		}
@@ -809,11 +656,11 @@ func awaitLostHolds(t *testing.T, leaseEvents *eventLog, kinds ...string) timedE
 
 // neverLost fails t if the session stream said `lost` (when: why it must not
 // have).
-func neverLost(t *testing.T, sess *eventLog, when string) {
+func neverLost(t *testing.T, sess *sidecartest.EventLog, when string) {
 	t.Helper()
-	for _, ev := range sess.events() {
+	for _, ev := range sess.Events() {
 		if sidecartest.Str(ev.Data["state"]) == "lost" {
-			t.Fatalf("session events %v: lost %s", sess.names(), when)
+			t.Fatalf("session events %v: lost %s", sess.Names(), when)
 		}
 	}
 }

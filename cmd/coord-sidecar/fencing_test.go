@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,43 +235,7 @@ type lockWorkload struct {
 	staleRejected, staleAccepted     atomic.Int64
 	holdRejected                     atomic.Int64 // in-hold writes of grants the sidecar reported lost
 
-	outcomes
-}
-
-// outcomes collects what a fault workload saw: the answers by "what status
-// problem-type" and the first 50 failures. It is safe for concurrent use.
-type outcomes struct {
-	omu      sync.Mutex
-	failures []string
-	answers  map[string]int
-}
-
-func (o *outcomes) fail(format string, args ...any) {
-	o.omu.Lock()
-	defer o.omu.Unlock()
-	if len(o.failures) < 50 {
-		o.failures = append(o.failures, fmt.Sprintf(format, args...))
-	}
-}
-
-func (o *outcomes) count(what string, r *sidecartest.Response) {
-	o.omu.Lock()
-	defer o.omu.Unlock()
-	if o.answers == nil {
-		o.answers = map[string]int{}
-	}
-	o.answers[fmt.Sprintf("%s %d %s", what, r.Status, sidecartest.ProblemType(r))]++
-}
-
-// snapshot returns the answers as sorted "kind: count" lines, and the failures.
-func (o *outcomes) snapshot() (answers, failures []string) {
-	o.omu.Lock()
-	defer o.omu.Unlock()
-	for k, n := range o.answers {
-		answers = append(answers, fmt.Sprintf("%s: %d", k, n))
-	}
-	sort.Strings(answers)
-	return answers, slices.Clone(o.failures)
+	sidecartest.Outcomes
 }
 
 // start launches the clients; the returned channel closes when all have ended.
@@ -319,10 +281,10 @@ func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 		r, err := car.FaultCall(w.timeout, http.MethodPost, acquire)
 		if err != nil {
 			// No answer: the one outcome the contract does not allow.
-			w.fail("client %d: acquire: %v", c, err)
+			w.Fail("client %d: acquire: %v", c, err)
 			return
 		}
-		w.count("POST", r)
+		w.Count("POST", r)
 		switch r.Status {
 		case http.StatusCreated:
 		case http.StatusConflict:
@@ -335,7 +297,7 @@ func (w *lockWorkload) client(c int, stop <-chan struct{}) {
 			}
 			continue
 		default:
-			w.fail("client %d: acquire answered %d: %s", c, r.Status, r.Raw)
+			w.Fail("client %d: acquire answered %d: %s", c, r.Status, r.Raw)
 			return
 		}
 		if !w.holdAndRelease(c, car, r, call) {
@@ -371,7 +333,7 @@ func (w *lockWorkload) holdAndRelease(c int, car *sidecartest.Sidecar, r *sideca
 	d, err := car.FaultCall(w.timeout, http.MethodDelete, "/v1/locks/"+w.lock+"?lease="+lease)
 	switch {
 	case err != nil:
-		w.fail("client %d: release of token %d: %v", c, token, err)
+		w.Fail("client %d: release of token %d: %v", c, token, err)
 		w.hist.add("unknown", c, token, relCall, never)
 		w.unknownReleases.Add(1)
 		return false
@@ -380,7 +342,7 @@ func (w *lockWorkload) holdAndRelease(c int, car *sidecartest.Sidecar, r *sideca
 		if fenced {
 			// The sidecar still counted this grant as held while the resource
 			// had seen a higher token: two holders at once, or a stale token.
-			w.fail("client %d: token %d was fenced off while the sidecar still reported it held", c, token)
+			w.Fail("client %d: token %d was fenced off while the sidecar still reported it held", c, token)
 		}
 	case d.Status == http.StatusNotFound:
 		// The lease ended (its session was lost): the grant ended at some
@@ -394,11 +356,11 @@ func (w *lockWorkload) holdAndRelease(c int, car *sidecartest.Sidecar, r *sideca
 		w.hist.add("unknown", c, token, relCall, never)
 		w.unknownReleases.Add(1)
 	default:
-		w.fail("client %d: release answered %d: %s", c, d.Status, d.Raw)
+		w.Fail("client %d: release answered %d: %s", c, d.Status, d.Raw)
 		w.hist.add("unknown", c, token, relCall, never)
 		return false
 	}
-	w.count("DELETE", d)
+	w.Count("DELETE", d)
 	return true
 }
 
@@ -409,7 +371,7 @@ func runtimeWork() { time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond
 // no stale token accepted, and the history linearizable.
 func (w *lockWorkload) verify(t *testing.T) {
 	t.Helper()
-	answers, failures := w.snapshot()
+	answers, failures := w.Snapshot()
 	w.res.mu.Lock()
 	accepted, rejected := w.res.accepted, w.res.rejected
 	w.res.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -18,6 +19,6 @@ import (
 // measure the process (load_test.go) stay serial, so nothing runs beside them.
 func TestMain(m *testing.M) {
 	code := zktest.Main(m)
-	removeBuiltBinary()
+	sidecartest.RemoveBuiltBinary()
 	os.Exit(code)
 }

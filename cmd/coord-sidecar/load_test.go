@@ -182,7 +182,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 	zconn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 
 	holder := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/load?owner=holder&ttl=10m")
-	leader := campaign(t, car, "load", "c0", "ttl=10m")
+	leader := sidecartest.Campaign(t, car, "load", "c0", "ttl=10m")
 	watched := func(n int) func() bool {
 		return func() bool {
 			return strings.Contains(string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), fmt.Sprintf("coord_election_watched %d\n", n))
@@ -242,7 +242,7 @@ func TestLoadLongPollsAndStreamsLeaveNoTrace(t *testing.T) {
 			round, lockWaiters, electionPolls, sessionStreams, electionStreams, time.Since(start).Round(time.Millisecond), peak)
 
 		// A change of leader answers every election long-poll and reaches every stream.
-		next := campaign(t, car, "load", fmt.Sprintf("c%d", round), "ttl=10m")
+		next := sidecartest.Campaign(t, car, "load", fmt.Sprintf("c%d", round), "ttl=10m")
 		car.Must(t, http.StatusNoContent, http.MethodDelete, fmt.Sprintf("/v1/elections/load/candidates/c%d?lease=%s", round-1, sidecartest.Str(leader.Body["lease"])))
 		leader = next
 		changed := time.Now()
@@ -356,8 +356,8 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	root := zktest.Root(t)
 	car := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s")
 	addr := car.M.Addr()
-	sess := followEvents(t, car, "/v1/session/events")
-	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+	sess := sidecartest.FollowEvents(t, car, "/v1/session/events")
+	sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
 	const n = 1000
 	waiters := openMany(t, n, func(i int) (*rawConn, error) {
@@ -366,18 +366,18 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	defer func() { closeRaw(waiters) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if lost := slices.IndexFunc(sess.events(), sessionEvent("lost")); lost >= 0 {
-			t.Fatalf("the session was given up as lost under the burst (events %v): every grant dropped, the holder's included", sess.names())
+		if lost := slices.IndexFunc(sess.Events(), sessionEvent("lost")); lost >= 0 {
+			t.Fatalf("the session was given up as lost under the burst (events %v): every grant dropped, the holder's included", sess.Names())
 		}
 		if r, err := car.FaultCall(10*time.Second, http.MethodGet, "/v1/locks/burst"); err == nil && r.Status == http.StatusOK && sidecartest.Num(r.Body["waiters"]) == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not all %d waiters in line within 60s; session events %v", n, sess.names())
+			t.Fatalf("not all %d waiters in line within 60s; session events %v", n, sess.Names())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("%d waiters in line; session events %v", n, sess.names())
+	t.Logf("%d waiters in line; session events %v", n, sess.Names())
 }
 
 // seqSuffix reads the 10-digit sequence suffix of a sequential node's name.

@@ -27,13 +27,13 @@ func TestLostHoldUnderAnOpenParent(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	anon := zkClient(t, zkc.Servers(), "")
+	anon := sidecartest.ZkClient(t, zkc.Servers(), "")
 	for _, p := range []string{root, root + "/locks", root + "/locks/a-victim"} {
 		if _, err := anon.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatalf("create %s: %v", p, err)
 		}
 	}
-	a := sidecartest.Start(t, zkc.Servers(), root, "--zk-auth", appAuth)
+	a := sidecartest.Start(t, zkc.Servers(), root, "--zk-auth", sidecartest.AppAuth)
 	lease := sidecartest.Str(a.Must(t, 201, "POST", "/v1/leases?ttl=30s").Body["lease"])
 	events := a.OpenStream(t, "/v1/leases/"+lease+"/events")
 	if ev := events.Next(t, 10*time.Second); ev.Name != "lease" {
@@ -60,7 +60,7 @@ func TestLostHoldUnderAnOpenParent(t *testing.T) {
 	if sidecartest.Num(next.Body["fencingToken"]) <= sidecartest.Num(victim.Body["fencingToken"]) {
 		t.Fatalf("next holder's token %v, the lost one's %v", next.Body["fencingToken"], victim.Body["fencingToken"])
 	}
-	if got := metricValue(t, a, `coord_holds_lost_total{kind="lock"}`); got != 1 {
+	if got := sidecartest.MetricValue(t, a, `coord_holds_lost_total{kind="lock"}`); got != 1 {
 		t.Fatalf("coord_holds_lost_total{kind=lock} = %v", got)
 	}
 	// The lease itself lives on, and a release of what it lost is not-held.
@@ -75,7 +75,7 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := sidecartest.Start(t, zkc.Servers(), root)
-	raw := zkClient(t, zkc.Servers(), "")
+	raw := sidecartest.ZkClient(t, zkc.Servers(), "")
 	json := []string{"Content-Type", "application/json"}
 	put := func(path, body string) {
 		t.Helper()
@@ -126,7 +126,7 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 		t.Fatalf("own releases reported: %q %v", ev.Name, ev.Data)
 	}
 	testutil.Eventually(t, 10*time.Second, "no loss counted for own releases", func() bool {
-		return metricValue(t, a, `coord_holds_lost_total{kind="lock"}`) == 1 // the subtest's one
+		return sidecartest.MetricValue(t, a, `coord_holds_lost_total{kind="lock"}`) == 1 // the subtest's one
 	})
 }
 
@@ -176,8 +176,8 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	a := sidecartest.Start(t, zkc.Servers(), root)
-	raw := zkClient(t, zkc.Servers(), "")
-	bin := buildBinary(t)
+	raw := sidecartest.ZkClient(t, zkc.Servers(), "")
+	bin := sidecartest.BuildBinary(t)
 	cmd := wrapper(bin, a.M.Addr(), "lock", "wrapped", "--", "sleep", "60")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -204,21 +204,6 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != ctl.ExitLeaseLost || !strings.Contains(stderr.String(), `lock "wrapped" lost`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
-}
-
-// metricValue reads one series' value from the sidecar's /metrics (0 when absent).
-func metricValue(t testing.TB, car *sidecartest.Sidecar, series string) float64 {
-	t.Helper()
-	for _, line := range strings.Split(string(car.Must(t, 200, "GET", "/metrics").Raw), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // Watching held nodes costs one ZooKeeper watch per held node, and no more

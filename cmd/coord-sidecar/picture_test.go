@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/browsertest"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -179,7 +180,7 @@ func TestEverythingStreamWithThousands(t *testing.T) {
 			return ev.Name == "barrier" && ev.Data["name"] == barrier && ev.Data["deleted"] == true
 		})
 	}))
-	uiLatency(t, "change shown on /v1/events", shown)
+	browsertest.LogLatency(t, "change shown on /v1/events", shown)
 }
 
 // timed runs do, then await, and returns how long both took.

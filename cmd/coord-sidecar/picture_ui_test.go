@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/browsertest"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
@@ -53,30 +54,30 @@ func statusPage10kRound(b *testing.B) ebResult {
 // them, and checks what TestStatusPageSearch10k says; it returns how long the
 // complete page and the search took, each failing only past within.
 func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, search time.Duration) {
-	page := startUIBrowser(tb)
+	page := browsertest.Start(tb)
 	zkc := zktest.Shared(tb)
 	root := zktest.Root(tb)
 	conn := zktest.Connect(tb, zkc.Servers(), 30*time.Second)
 	makeThings(tb, conn, root, n)
 	car := sidecartest.Start(tb, zkc.Servers(), root)
 
-	page.call(tb, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
-	page.call(tb, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
-	complete = page.await(tb, within, "every thing on the page", fmt.Sprintf(`location.pathname === "/ui/" && document.readyState === "complete" &&
+	page.Call(tb, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
+	page.Call(tb, "Page.navigate", map[string]any{"url": car.Base + "/ui/"})
+	complete = page.Await(tb, within, "every thing on the page", fmt.Sprintf(`location.pathname === "/ui/" && document.readyState === "complete" &&
 		document.body.dataset.connected === "true" &&
 		document.querySelector('[data-count="lock"]').textContent === "%d" &&
 		document.querySelector('[data-count="leader"]').textContent === "%d" &&
 		document.querySelector('[data-count="queue"]').textContent === "%d" &&
 		document.querySelector('[data-count="barrier"]').textContent === "%d"`, n.locks, n.elections, n.queues, n.barriers))
-	if rows := page.eval(tb, `document.querySelectorAll("#lock-rows tr[data-lock]").length`); rows.(float64) > 200 {
+	if rows := page.Eval(tb, `document.querySelectorAll("#lock-rows tr[data-lock]").length`); rows.(float64) > 200 {
 		tb.Errorf("%v lock rows drawn: want at most a page", rows)
 	}
-	page.await(tb, within, "a note of the locks not drawn", fmt.Sprintf(`/^%d more/.test(document.querySelector('[data-more="lock"]')?.textContent ?? "")`, n.locks-200))
+	page.Await(tb, within, "a note of the locks not drawn", fmt.Sprintf(`/^%d more/.test(document.querySelector('[data-more="lock"]')?.textContent ?? "")`, n.locks-200))
 
 	want := thingName("lock", n.locks*7/10)
 	start := time.Now()
-	page.eval(tb, `(() => { const s = document.querySelector('input[type=search]'); s.value = "`+want+`"; s.dispatchEvent(new Event("input")); return true; })()`)
-	page.await(tb, within, "the search finds "+want, fmt.Sprintf(`(() => {
+	page.Eval(tb, `(() => { const s = document.querySelector('input[type=search]'); s.value = "`+want+`"; s.dispatchEvent(new Event("input")); return true; })()`)
+	page.Await(tb, within, "the search finds "+want, fmt.Sprintf(`(() => {
 		const rows = [...document.querySelectorAll("#lock-rows tr[data-lock]")];
 		return rows.length === 1 && rows[0].dataset.lock === "%s" &&
 			rows[0].querySelector('[data-field="owner"]').textContent === "owner-%d" &&
@@ -84,7 +85,7 @@ func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, 
 			document.querySelectorAll("#leader-rows tr[data-election], #queue-rows tr[data-queue], #barrier-rows tr[data-barrier]").length === 0;
 	})()`, want, n.locks*7/10, n.locks))
 	search = time.Since(start)
-	if p := page.problems(false); len(p) > 0 {
+	if p := page.Problems(false); len(p) > 0 {
 		tb.Errorf("console errors: %v", p)
 	}
 	return complete, search

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -22,7 +23,7 @@ import (
 // sidecar (TestREADMESessionsWithTheirOwnSidecar): an HTTP proxy in the test's
 // process in front of the address the session's sidecar listens on, which
 // checks every JSON answer against the schema openapi.yaml declares for its
-// operation and status (matchesSchema, the contract tests' check: kin-openapi,
+// operation and status (sidecartest.MatchesSchema, the contract tests' check: kin-openapi,
 // with nullable read as OpenAPI 3.0.3 does). Requests are not checked: the
 // sidecar itself refuses an undeclared parameter or field (400
 // unknown-parameter), which the session would show. While nothing listens
@@ -59,7 +60,7 @@ func startAnswerProxy(t *testing.T, spec *openapi3.T, upstream string) *answerPr
 // status for the operation and, for a JSON body, the body matches the schema.
 func (p *answerProxy) checkAnswer(resp *http.Response) error {
 	req := resp.Request
-	declared := answerOf(p.spec, req.Method, req.URL.Path, resp.StatusCode)
+	declared := sidecartest.AnswerOf(p.spec, req.Method, req.URL.Path, resp.StatusCode)
 	if declared == nil {
 		p.violation("%s %s: %d, which openapi.yaml does not declare", req.Method, req.URL.Path, resp.StatusCode)
 		return nil
@@ -82,7 +83,7 @@ func (p *answerProxy) checkAnswer(resp *http.Response) error {
 	case json.Unmarshal(body, &v) != nil:
 		p.violation("%s %s: %d, not JSON: %s", req.Method, req.URL.Path, resp.StatusCode, body)
 	default:
-		if err := matchesSchema(mt.Schema.Value, v); err != nil {
+		if err := sidecartest.MatchesSchema(mt.Schema.Value, v); err != nil {
 			p.violation("%s %s: %d %s does not match its schema: %v", req.Method, req.URL.Path, resp.StatusCode, body, err)
 		}
 	}

@@ -118,7 +118,7 @@ func TestREADMESessions(t *testing.T) {
 // The README's sessions that start sidecars of their own (ownSidecar) run
 // here, each apart and as the other sessions do (the rules above), in a
 // folder of its own with:
-//   - `coord-sidecar` on PATH: the binary built from this tree (buildBinary);
+//   - `coord-sidecar` on PATH: the binary built from this tree (sidecartest.BuildBinary);
 //   - COORD_ZK naming a shared ZooKeeper, COORD_ZK_ROOT a root of its own and
 //     COORD_LISTEN a free loopback address, which `localhost:8080` in its
 //     commands stands for (the README says that every flag has its COORD_
@@ -152,10 +152,10 @@ func TestREADMESessionsWithTheirOwnSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	for _, s := range own {
-		listen := freeAddr(t)
+		listen := sidecartest.FreeAddr(t)
 		px := startAnswerProxy(t, spec, listen)
 		r := &readmeRun{t: t, dir: t.TempDir(), proxy: px, sidecar: listen, spec: spec,
 			ids: map[string]string{}, zxids: map[string]int64{}, env: []string{
@@ -180,7 +180,7 @@ func ownSidecar(s session) bool {
 }
 
 // Prism's validating proxy accepts the empty states (a free lock, an election
-// nobody leads, a read/write lock without a writer and the lock-held problem
+// nobody sidecartest.Leads, a read/write lock without a writer and the lock-held problem
 // that says so, throughput, membership and partition groups without members,
 // locks, elections and groups that never had a node) and the lists that show
 // them. Prism reads `nullable` as OpenAPI 3.0.3 does, more strictly than
@@ -189,9 +189,9 @@ func TestPrismAcceptsEmptyStates(t *testing.T) {
 	t.Parallel() // mostly waiting for Prism
 	prism := nodetools.Bin(t, "tools", "prism")
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), emptyStatesSession...)
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), sidecartest.EmptyStatesSession...)
 	px := startPrism(t, prism, filepath.Join(nodetools.Root(t), "openapi.yaml"), car.Base)
-	makeEmptyStates(t, car) // once Prism is up: its start loads the machine
+	sidecartest.MakeEmptyStates(t, car) // once Prism is up: its start loads the machine
 	via := &sidecartest.Sidecar{Base: "http://" + px.addr}
 
 	for _, path := range []string{
@@ -340,7 +340,7 @@ type readmeRun struct {
 type job struct {
 	step step
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *sidecartest.SyncBuffer
 	done chan struct{}
 }
 
@@ -455,7 +455,7 @@ func (r *readmeRun) start(st step, command string) *job {
 	cmd.Dir = r.dir
 	cmd.Env = append(append(os.Environ(), "TIMEFORMAT=\nreal\t%3lR", "NO_PROXY=*", "no_proxy=*"), r.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	j := &job{step: st, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	j := &job{step: st, cmd: cmd, out: &sidecartest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = j.out, j.out
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("README.md:%d: %v", st.line, err)
@@ -827,7 +827,7 @@ func (r *readmeRun) validateEvents(st step, command string, lines []string) {
 	if m := regexp.MustCompile(`https?://[^/\s']+(/[^?\s']*)|\b[\w.]+:\d+(/[^?\s']*)`).FindStringSubmatch(command); m != nil {
 		path = m[1] + m[2]
 	}
-	schema := streamEventSchema(r.spec, path)
+	schema := sidecartest.StreamEventSchema(r.spec, path)
 	if schema == nil {
 		t.Errorf("README.md:%d: no event-stream operation in openapi.yaml for %q", st.line, path)
 		return
@@ -882,7 +882,7 @@ type contractProxy interface {
 
 type prismProxy struct {
 	addr string // host:port
-	log  *syncBuffer
+	log  *sidecartest.SyncBuffer
 	seen int // how much of log was checked
 }
 
@@ -898,7 +898,7 @@ func startPrism(t *testing.T, prism, spec, upstream string) *prismProxy {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, prism, "proxy", spec, upstream, "--errors", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
-	p := &prismProxy{addr: fmt.Sprintf("127.0.0.1:%d", port), log: &syncBuffer{}}
+	p := &prismProxy{addr: fmt.Sprintf("127.0.0.1:%d", port), log: &sidecartest.SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 	if err := cmd.Start(); err != nil {

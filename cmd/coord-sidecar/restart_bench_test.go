@@ -74,7 +74,7 @@ func restartRound(b *testing.B, n int) ebResult {
 	killed := time.Now()
 	a = r.start(b)
 	took := time.Since(killed)
-	held := metricValue(b, a, "coord_restart_holds_resumed_total")
+	held := sidecartest.MetricValue(b, a, "coord_restart_holds_resumed_total")
 	if int(held) != n {
 		b.Fatalf("%v holds resumed, want %d", held, n)
 	}

@@ -30,7 +30,7 @@ func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
 	k := &keptLines{a: a, b: b, granted: map[string]chan *sidecartest.Response{}}
 	k.hold(t)
 	k.wait(t)
-	k.events = followEvents(t, k.b, "/v1/elections/kept/events")
+	k.events = sidecartest.FollowEvents(t, k.b, "/v1/elections/kept/events")
 	testutil.Eventually(t, 10*time.Second, "the lease and its holds saved", func() bool {
 		st := r.savedState(t)
 		return strings.Contains(st, k.lease) && strings.Count(st, `"kind":"semaphore"`) == 1 &&
@@ -56,7 +56,7 @@ type keptLines struct {
 	readSince             string
 	term                  int64
 	granted               map[string]chan *sidecartest.Response
-	events                *eventLog
+	events                *sidecartest.EventLog
 }
 
 // hold takes everything the lease keeps, and enrols b1 between a1 and a2.
@@ -141,7 +141,7 @@ func (k *keptLines) checkKept(t *testing.T) {
 		}
 	}
 	k.checkLines(t)
-	for _, ev := range k.events.events() {
+	for _, ev := range k.events.Events() {
 		if got := electionLine(ev.Data); !strings.HasPrefix(got, fmt.Sprintf("a1@%d ", k.term)) {
 			t.Errorf("the other sidecar's stream showed %q; want a1 leading in term %d throughout", got, k.term)
 		}
@@ -156,7 +156,7 @@ func (k *keptLines) checkKept(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// The adopted candidacy answers as before: a1 leads in its term.
+	// The adopted candidacy answers as before: a1 sidecartest.Leads in its term.
 	if c := k.a.Send(t, http.StatusOK, http.MethodPut, "/v1/elections/kept/candidates/a1?lease="+k.lease, `{"value":"again"}`).Body; c["leader"] != true || sidecartest.Num(c["term"]) != k.term {
 		t.Fatalf("proclaim through the successor: %v; want a1 leading in term %d", c, k.term)
 	}
@@ -203,7 +203,7 @@ func (k *keptLines) release(t *testing.T) {
 		t.Errorf("after the release the writer waiting for kept-r got %d %s; want the lock with a token above %d", resp.Status, resp.Raw, k.readToken)
 	}
 	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/elections/kept/candidates/a1?lease="+k.lease)
-	ev := k.events.awaitEvent(t, 10*time.Second, "b1 leading", func(ev timedEvent) bool {
+	ev := k.events.AwaitEvent(t, 10*time.Second, "b1 leading", func(ev sidecartest.TimedEvent) bool {
 		return strings.HasPrefix(electionLine(ev.Data), "b1@")
 	})
 	if got := electionLine(ev.Data); !strings.HasSuffix(got, " b1 a2") || sidecartest.Num(ev.Data["leader"].(map[string]any)["term"]) <= k.term {

@@ -85,7 +85,7 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 	if r, err := a.PutKey(context.Background(), "/v1/kv/conf?lease="+lease, []byte("third"), "text/plain"); err != nil || r.Status != http.StatusOK || sidecartest.Num(r.Body["version"]) != 2 {
 		t.Fatalf("the leased key written through the successor: %v %+v; want version 2", err, r)
 	}
-	seen.key.awaitEvent(t, 10*time.Second, "the key written in place", func(ev timedEvent) bool {
+	seen.key.AwaitEvent(t, 10*time.Second, "the key written in place", func(ev sidecartest.TimedEvent) bool {
 		return sidecartest.Str(ev.Data["value"]) == "third" && sidecartest.Num(ev.Data["version"]) == 2
 	})
 	other := callAsync(b, time.Minute, http.MethodPost, "/v1/double-barriers/meet/participants?id=p2&count=2&wait=30s")
@@ -94,7 +94,7 @@ func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
 		t.Fatalf("the second participant's enter: %d %s; want 201", resp.Status, resp.Raw)
 	}
 	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/groups/crew/members/m1?lease="+lease)
-	seen.members.awaitEvent(t, 10*time.Second, "the member gone", func(ev timedEvent) bool { return groupSummary(ev.Data) == "" })
+	seen.members.AwaitEvent(t, 10*time.Second, "the member gone", func(ev sidecartest.TimedEvent) bool { return sidecartest.GroupSummary(ev.Data) == "" })
 
 	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+lease)
 	if resp := <-passed; resp.Status != http.StatusOK {
@@ -123,7 +123,7 @@ func callAsync(car *sidecartest.Sidecar, timeout time.Duration, method, path str
 // fourKinds are another sidecar's streams of the test's group "crew", key
 // "conf", and of everything (barrier "gate", double barrier "meet").
 type fourKinds struct {
-	members, key, everything *eventLog
+	members, key, everything *sidecartest.EventLog
 }
 
 // followFourKinds opens the streams on car and waits for each thing's first
@@ -131,16 +131,16 @@ type fourKinds struct {
 func followFourKinds(t *testing.T, car *sidecartest.Sidecar) *fourKinds {
 	t.Helper()
 	f := &fourKinds{
-		members:    followEvents(t, car, "/v1/groups/crew/events"),
-		key:        followEvents(t, car, "/v1/kv/conf/events"),
-		everything: followEvents(t, car, "/v1/events"),
+		members:    sidecartest.FollowEvents(t, car, "/v1/groups/crew/events"),
+		key:        sidecartest.FollowEvents(t, car, "/v1/kv/conf/events"),
+		everything: sidecartest.FollowEvents(t, car, "/v1/events"),
 	}
-	f.members.awaitEvent(t, 10*time.Second, "the member", func(ev timedEvent) bool { return groupSummary(ev.Data) == "m1=10.0.0.1:80" })
-	f.key.awaitEvent(t, 10*time.Second, "the key", func(ev timedEvent) bool { return sidecartest.Str(ev.Data["value"]) == "second" })
+	f.members.AwaitEvent(t, 10*time.Second, "the member", func(ev sidecartest.TimedEvent) bool { return sidecartest.GroupSummary(ev.Data) == "m1=10.0.0.1:80" })
+	f.key.AwaitEvent(t, 10*time.Second, "the key", func(ev sidecartest.TimedEvent) bool { return sidecartest.Str(ev.Data["value"]) == "second" })
 	// /v1/events orders events per thing, not across things: the two may come
 	// either way round (awaitEvent consumes what it passes over).
 	var raised, entered bool
-	f.everything.awaitEvent(t, 10*time.Second, "the raised barrier and the participant", func(ev timedEvent) bool {
+	f.everything.AwaitEvent(t, 10*time.Second, "the raised barrier and the participant", func(ev sidecartest.TimedEvent) bool {
 		raised = raised || ev.Name == "barrier" && ev.Data["name"] == "gate" && ev.Data["raised"] == true
 		entered = entered || ev.Name == "double-barrier" && ev.Data["name"] == "meet" && fmt.Sprint(ev.Data["participants"]) == "[p1]"
 		return raised && entered
@@ -153,7 +153,7 @@ func followFourKinds(t *testing.T, car *sidecartest.Sidecar) *fourKinds {
 func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecartest.Sidecar, groupVersion int64) {
 	t.Helper()
 	g := car.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/crew").Body
-	if groupSummary(g) != "m1=10.0.0.1:80" || sidecartest.Num(g["version"]) != groupVersion {
+	if sidecartest.GroupSummary(g) != "m1=10.0.0.1:80" || sidecartest.Num(g["version"]) != groupVersion {
 		t.Fatalf("after the restart the other sidecar sees group %v; want member m1 at version %d", g, groupVersion)
 	}
 	if k := car.Must(t, http.StatusOK, http.MethodGet, "/v1/kv/conf"); string(k.Raw) != "second" || k.Header.Get("Version") != "1" {
@@ -166,17 +166,17 @@ func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecartest.Sidecar, group
 	if fmt.Sprint(dbl["participants"]) != "[p1]" || sidecartest.Num(dbl["count"]) != 2 || dbl["ready"] != false {
 		t.Fatalf("after the restart the double barrier is %v; want participant p1 alone, count 2, not ready", dbl)
 	}
-	for _, ev := range f.members.events() {
-		if groupSummary(ev.Data) != "m1=10.0.0.1:80" {
+	for _, ev := range f.members.Events() {
+		if sidecartest.GroupSummary(ev.Data) != "m1=10.0.0.1:80" {
 			t.Fatalf("the other sidecar's group stream showed a change: %s %v", ev.Name, ev.Data)
 		}
 	}
-	for _, ev := range f.key.events() {
+	for _, ev := range f.key.Events() {
 		if sidecartest.Str(ev.Data["value"]) != "second" || sidecartest.Num(ev.Data["version"]) != 1 {
 			t.Fatalf("the other sidecar's key stream showed a change: %s %v", ev.Name, ev.Data)
 		}
 	}
-	for _, ev := range f.everything.events() {
+	for _, ev := range f.everything.Events() {
 		if changedThing(ev) {
 			t.Fatalf("the other sidecar's /v1/events showed a change: %s %v", ev.Name, ev.Data)
 		}
@@ -185,14 +185,14 @@ func (f *fourKinds) checkUnchanged(t *testing.T, car *sidecartest.Sidecar, group
 
 // changedThing reports whether ev of /v1/events shows one of the four things
 // other than as it was before the restart.
-func changedThing(ev timedEvent) bool {
+func changedThing(ev sidecartest.TimedEvent) bool {
 	switch ev.Name {
 	case "barrier":
 		return ev.Data["name"] == "gate" && ev.Data["raised"] != true
 	case "double-barrier":
 		return ev.Data["name"] == "meet" && fmt.Sprint(ev.Data["participants"]) != "[p1]"
 	case "group":
-		return ev.Data["group"] == "crew" && groupSummary(ev.Data) != "m1=10.0.0.1:80"
+		return ev.Data["group"] == "crew" && sidecartest.GroupSummary(ev.Data) != "m1=10.0.0.1:80"
 	case "kv":
 		return ev.Data["key"] == "conf" && sidecartest.Num(ev.Data["version"]) != 1
 	}

@@ -20,7 +20,7 @@ import (
 //
 //   - two throughput memberships, one leading its group and one not: the same
 //     leader, version and shares, and no other allocation or leader on another
-//     sidecar's streams; the successor leads again (an update of its member is
+//     sidecar's streams; the successor sidecartest.Leads again (an update of its member is
 //     allocated) and, released, the member's share passes to the other member;
 //   - a partition membership (its group's leader): the same owned partitions
 //     with the same fencing tokens, the same group version, and no move on the
@@ -44,9 +44,9 @@ func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
 	s.joinThroughput(t)
 	s.joinPartitions(t)
 	s.claimJob(t)
-	s.ledEvents = followEvents(t, s.b, "/v1/throughput/tp-led/events")
-	s.followsEvents = followEvents(t, s.b, "/v1/throughput/tp-follows/events")
-	s.partsEvents = followEvents(t, s.b, "/v1/partitions/parts/events")
+	s.ledEvents = sidecartest.FollowEvents(t, s.b, "/v1/throughput/tp-led/events")
+	s.followsEvents = sidecartest.FollowEvents(t, s.b, "/v1/throughput/tp-follows/events")
+	s.partsEvents = sidecartest.FollowEvents(t, s.b, "/v1/partitions/parts/events")
 	testutil.Eventually(t, 10*time.Second, "the lease and its holds saved", func() bool {
 		st := r.savedState(t)
 		return strings.Contains(st, s.lease) && strings.Contains(st, `"kind":"throughput"`) &&
@@ -68,14 +68,14 @@ type sharesScene struct {
 	a, b  *sidecartest.Sidecar
 	lease string // a's, holding one thing of each kind
 
-	led, follows     tpGroup // a's member leads tp-led; b's leads tp-follows
-	parts            pGroup  // a's pa leads; b's pb is the other member
+	led, follows     sidecartest.TPGroup // a's member sidecartest.Leads tp-led; b's sidecartest.Leads tp-follows
+	parts            sidecartest.PGroup  // a's pa sidecartest.Leads; b's pb is the other member
 	paOwned, pbOwned map[string]int64
 	claim            string                     // a's claim of job-1
 	delivered        chan *sidecartest.Response // b's claim on the same queue, waiting
 
 	// b's streams of tp-led, tp-follows and parts.
-	ledEvents, followsEvents, partsEvents *eventLog
+	ledEvents, followsEvents, partsEvents *sidecartest.EventLog
 }
 
 // joinThroughput makes tp-led, led by a's member a1, and tp-follows, led by
@@ -97,16 +97,16 @@ func (s *sharesScene) joinThroughput(t *testing.T) {
 func (s *sharesScene) joinPartitions(t *testing.T) {
 	a, b := s.a, s.b
 	b.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/parts", `{"count":4}`)
-	pa := decodeAs[pMember](t, a.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pa&lease="+s.lease, "").Raw)
+	pa := sidecartest.DecodeAs[sidecartest.PMember](t, a.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pa&lease="+s.lease, "").Raw)
 	if len(pa.Owned) != 4 {
 		t.Fatalf("pa alone: %+v", pa)
 	}
 	b.Send(t, http.StatusCreated, http.MethodPost, "/v1/partitions/parts/members?id=pb&ttl=60s", "")
-	pa = decodeAs[pMember](t, a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/parts/members/pa?version=%d&wait=5s", pa.Version)).Raw)
+	pa = sidecartest.DecodeAs[sidecartest.PMember](t, a.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/partitions/parts/members/pa?version=%d&wait=5s", pa.Version)).Raw)
 	a.Must(t, http.StatusOK, http.MethodPost, fmt.Sprintf("/v1/partitions/parts/members/pa/ack?version=%d&lease=%s", pa.Version, s.lease))
-	s.parts = awaitSettled(t, b, "parts", 2, 10*time.Second)
-	s.paOwned = partMember(t, b, "pa").owned()
-	s.pbOwned = partMember(t, b, "pb").owned()
+	s.parts = sidecartest.AwaitSettled(t, b, "parts", 2, 10*time.Second)
+	s.paOwned = partMember(t, b, "pa").OwnedTokens()
+	s.pbOwned = partMember(t, b, "pb").OwnedTokens()
 	if s.parts.Leader == nil || *s.parts.Leader != "pa" || len(s.paOwned) != 2 || len(s.pbOwned) != 2 {
 		t.Fatalf("partitions before the kill: %+v, pa owns %v, pb owns %v; want pa leading, 2 each", s.parts, s.paOwned, s.pbOwned)
 	}
@@ -145,9 +145,9 @@ func (s *sharesScene) checkLease(t *testing.T) {
 
 // checkThroughput checks that nothing moved, on b's reads and streams.
 func (s *sharesScene) checkThroughput(t *testing.T) {
-	for _, before := range []tpGroup{s.led, s.follows} {
-		if now := decodeTP(t, s.b.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+before.Group).Raw); now.summary() != before.summary() || now.Version != before.Version {
-			t.Fatalf("after the restart %s is %s version %d; want %s version %d", before.Group, now.summary(), now.Version, before.summary(), before.Version)
+	for _, before := range []sidecartest.TPGroup{s.led, s.follows} {
+		if now := sidecartest.DecodeTP(t, s.b.Must(t, http.StatusOK, http.MethodGet, "/v1/throughput/"+before.Group).Raw); now.Summary() != before.Summary() || now.Version != before.Version {
+			t.Fatalf("after the restart %s is %s version %d; want %s version %d", before.Group, now.Summary(), now.Version, before.Summary(), before.Version)
 		}
 	}
 	checkTPEvents(t, s.ledEvents, s.led)
@@ -157,14 +157,14 @@ func (s *sharesScene) checkThroughput(t *testing.T) {
 // checkPartitions checks the same owners with the same tokens, the same
 // version, and no change on b's stream.
 func (s *sharesScene) checkPartitions(t *testing.T) {
-	if now := awaitSettled(t, s.b, "parts", 2, 10*time.Second); now.Version != s.parts.Version || now.Leader == nil || *now.Leader != "pa" {
+	if now := sidecartest.AwaitSettled(t, s.b, "parts", 2, 10*time.Second); now.Version != s.parts.Version || now.Leader == nil || *now.Leader != "pa" {
 		t.Fatalf("after the restart the group is %+v; want version %d led by pa", now, s.parts.Version)
 	}
-	if got := partMember(t, s.b, "pa").owned(); fmt.Sprint(got) != fmt.Sprint(s.paOwned) {
+	if got := partMember(t, s.b, "pa").OwnedTokens(); fmt.Sprint(got) != fmt.Sprint(s.paOwned) {
 		t.Fatalf("after the restart pa owns %v; want %v", got, s.paOwned)
 	}
-	for _, ev := range s.partsEvents.events() {
-		if raw, _ := json.Marshal(ev.Data); ev.Name != "partitions" || decodeAs[pGroup](t, raw).Version != s.parts.Version {
+	for _, ev := range s.partsEvents.Events() {
+		if raw, _ := json.Marshal(ev.Data); ev.Name != "partitions" || sidecartest.DecodeAs[sidecartest.PGroup](t, raw).Version != s.parts.Version {
 			t.Fatalf("the other member's stream showed a change: %s %s", ev.Name, raw)
 		}
 	}
@@ -182,7 +182,7 @@ func (s *sharesScene) checkClaim(t *testing.T) {
 	}
 }
 
-// passOn works through the successor: a leads tp-led again (an update is
+// passOn works through the successor: a sidecartest.Leads tp-led again (an update is
 // allocated), the claim is acked, and what a lets go passes on.
 func (s *sharesScene) passOn(t *testing.T) {
 	a, b := s.a, s.b
@@ -197,8 +197,8 @@ func (s *sharesScene) passOn(t *testing.T) {
 		t.Fatalf("the other sidecar's claim got %d %s; want job-2 (job-1 was acked)", resp.Status, resp.Raw)
 	}
 	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/partitions/parts/members/pa?lease="+s.lease)
-	awaitSettled(t, b, "parts", 1, 10*time.Second)
-	pb := partMember(t, b, "pb").owned()
+	sidecartest.AwaitSettled(t, b, "parts", 1, 10*time.Second)
+	pb := partMember(t, b, "pb").OwnedTokens()
 	for p, tok := range pb {
 		if before, kept := s.pbOwned[p]; kept && tok != before || !kept && tok <= s.paOwned[p] {
 			t.Fatalf("pb owns %v after pa left; want its own %v kept and pa's %v with higher tokens", pb, s.pbOwned, s.paOwned)
@@ -210,26 +210,26 @@ func (s *sharesScene) passOn(t *testing.T) {
 	awaitTP(t, b, "tp-follows", "600: b2*=600")
 }
 
-// awaitTP waits until car reads group's allocation as want (tpGroup.summary).
-func awaitTP(t testing.TB, car *sidecartest.Sidecar, group, want string) tpGroup {
+// awaitTP waits until car reads group's allocation as want (sidecartest.TPGroup.summary).
+func awaitTP(t testing.TB, car *sidecartest.Sidecar, group, want string) sidecartest.TPGroup {
 	t.Helper()
-	var g tpGroup
+	var g sidecartest.TPGroup
 	testutil.Eventually(t, 10*time.Second, "throughput group "+group+" at "+want, func() bool {
 		r, err := car.Do(context.Background(), http.MethodGet, "/v1/throughput/"+group, nil)
 		if err != nil || r.Status != http.StatusOK {
 			return false
 		}
-		g = decodeTP(t, r.Raw)
-		return g.summary() == want
+		g = sidecartest.DecodeTP(t, r.Raw)
+		return g.Summary() == want
 	})
 	return g
 }
 
 // checkTPEvents fails t unless every event of events shows the allocation want
 // and its leader.
-func checkTPEvents(t testing.TB, events *eventLog, want tpGroup) {
+func checkTPEvents(t testing.TB, events *sidecartest.EventLog, want sidecartest.TPGroup) {
 	t.Helper()
-	for _, ev := range events.events() {
+	for _, ev := range events.Events() {
 		raw, _ := json.Marshal(ev.Data)
 		switch ev.Name {
 		case "leader":
@@ -237,8 +237,8 @@ func checkTPEvents(t testing.TB, events *eventLog, want tpGroup) {
 				t.Fatalf("%s: the other sidecar's stream showed leader %s; want %s throughout", want.Group, raw, *want.Leader)
 			}
 		case "throughput":
-			if g := decodeTP(t, raw); g.summary() != want.summary() || g.Version != want.Version {
-				t.Fatalf("%s: the other sidecar's stream showed %s version %d; want %s version %d throughout", want.Group, g.summary(), g.Version, want.summary(), want.Version)
+			if g := sidecartest.DecodeTP(t, raw); g.Summary() != want.Summary() || g.Version != want.Version {
+				t.Fatalf("%s: the other sidecar's stream showed %s version %d; want %s version %d throughout", want.Group, g.Summary(), g.Version, want.Summary(), want.Version)
 			}
 		default:
 			t.Fatalf("%s: unexpected event %s %s", want.Group, ev.Name, raw)
@@ -247,7 +247,7 @@ func checkTPEvents(t testing.TB, events *eventLog, want tpGroup) {
 }
 
 // partMember reads member id of partition group "parts" through car.
-func partMember(t testing.TB, car *sidecartest.Sidecar, id string) pMember {
+func partMember(t testing.TB, car *sidecartest.Sidecar, id string) sidecartest.PMember {
 	t.Helper()
-	return decodeAs[pMember](t, car.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions/parts/members/"+id).Raw)
+	return sidecartest.DecodeAs[sidecartest.PMember](t, car.Must(t, http.StatusOK, http.MethodGet, "/v1/partitions/parts/members/"+id).Raw)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/browsertest"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
@@ -49,7 +50,7 @@ func (r *restartable) logs(t testing.TB) string {
 func newRestartable(t testing.TB, zk []string, root string, timeout string) *restartable {
 	t.Helper()
 	dir := t.TempDir()
-	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), state: filepath.Join(dir, "state"), logFile: filepath.Join(dir, "log")}
+	r := &restartable{bin: sidecartest.BuildBinary(t), addr: sidecartest.FreeAddr(t), state: filepath.Join(dir, "state"), logFile: filepath.Join(dir, "log")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zk, ","), "--zk-root", root,
 		"--session-timeout", timeout, "--state-dir", r.state}
 	t.Cleanup(func() {
@@ -191,7 +192,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "a waiter on each sidecar", func() bool {
 		return sidecartest.Num(b.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/kept").Body["waiters"]) == 2
 	})
-	events := followEvents(t, b, "/v1/locks/kept/events")
+	events := sidecartest.FollowEvents(t, b, "/v1/locks/kept/events")
 	testutil.Eventually(t, 10*time.Second, "the lease and its lock saved", func() bool {
 		st := r.savedState(t)
 		return strings.Contains(st, lease) && strings.Contains(st, `"kind":"lock"`)
@@ -203,9 +204,9 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339Nano, resumedAt); err != nil || at.Before(killed) {
 		t.Fatalf("GET /v1/session: resumedAt %q (%v); want the time of the resume, after the kill", resumedAt, err)
 	}
-	page := startUIBrowser(t)
-	page.call(t, "Page.navigate", map[string]any{"url": a.Base + "/ui/"})
-	page.await(t, 30*time.Second, "the status page says the session was resumed", fmt.Sprintf(
+	page := browsertest.Start(t)
+	page.Call(t, "Page.navigate", map[string]any{"url": a.Base + "/ui/"})
+	page.Await(t, 30*time.Second, "the status page says the session was resumed", fmt.Sprintf(
 		`document.getElementById('resumed')?.hidden === false && document.getElementById('resumed')?.dataset.at === %q`, resumedAt))
 
 	detail := a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
@@ -217,7 +218,7 @@ func TestRestartKeepsALockAndItsLease(t *testing.T) {
 	if sidecartest.Num(holder["fencingToken"]) != token || sidecartest.Str(holder["owner"]) != "a" || sidecartest.Num(st["waiters"]) != 1 {
 		t.Fatalf("after the restart the other sidecar sees %v; want holder a with token %d and 1 waiter (its own: the killed sidecar's waiting node is gone)", st, token)
 	}
-	for _, ev := range events.events() {
+	for _, ev := range events.Events() {
 		if h, ok := ev.Data["holder"].(map[string]any); ok && sidecartest.Num(h["fencingToken"]) != token {
 			t.Fatalf("the other sidecar's stream showed another holder: %s", ev.Data)
 		}
@@ -255,7 +256,7 @@ func TestRestartTooLate(t *testing.T) {
 	}
 	a = r.start(t)
 	a.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
-	if v := metricValue(t, a, `coord_restarts_total{outcome="too_late"}`); v != 1 {
+	if v := sidecartest.MetricValue(t, a, `coord_restarts_total{outcome="too_late"}`); v != 1 {
 		t.Fatalf("coord_restarts_total{outcome=\"too_late\"} = %v, want 1", v)
 	}
 	if !strings.Contains(r.logs(t), "did not come back") {
@@ -276,7 +277,7 @@ func TestStateDirHasOneOwner(t *testing.T) {
 	a := r.start(t)
 	before := sidecartest.Str(a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	args := append([]string(nil), r.args...)
-	args[1] = freeAddr(t) // --listen's value
+	args[1] = sidecartest.FreeAddr(t) // --listen's value
 	out, err := exec.Command(r.bin, args...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "in use") || !strings.Contains(string(out), strconv.Itoa(r.cmd.Process.Pid)) {
 		t.Fatalf("a second process on the state directory: %v, printed %s; want an exit naming pid %d", err, out, r.cmd.Process.Pid)
@@ -315,7 +316,7 @@ func TestRestartWithABadStateFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := r.start(t)
-		if got := metricValue(t, a, `coord_restarts_total{outcome="bad_state"}`); got != 1 {
+		if got := sidecartest.MetricValue(t, a, `coord_restarts_total{outcome="bad_state"}`); got != 1 {
 			t.Errorf("%s: coord_restarts_total{outcome=\"bad_state\"} = %v, want 1", c.name, got)
 		}
 		if st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body; st["state"] != "connected" || sidecartest.Num(st["leases"]) != 0 {
@@ -355,7 +356,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	old := r.cmd.Process.Pid
 	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
 	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/upgraded?owner=a&lease="+lease).Body["fencingToken"])
-	stream := followEvents(t, a, "/v1/leases/"+lease+"/events")
+	stream := sidecartest.FollowEvents(t, a, "/v1/leases/"+lease+"/events")
 
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 	kept := &http.Client{Timeout: time.Minute}
@@ -413,11 +414,11 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 10*time.Second, "the keepalive stream ended", func() bool {
-		stream.mu.Lock()
-		defer stream.mu.Unlock()
-		return stream.ended
+		stream.Mu.Lock()
+		defer stream.Mu.Unlock()
+		return stream.Ended
 	})
-	if evs := stream.events(); len(evs) == 0 || evs[len(evs)-1].Name != "lease" {
+	if evs := stream.Events(); len(evs) == 0 || evs[len(evs)-1].Name != "lease" {
 		t.Errorf("the keepalive stream's events: %v; want it ended without the lease's end", evs)
 	}
 	st := a.Must(t, http.StatusOK, http.MethodGet, "/v1/locks/upgraded").Body

@@ -102,10 +102,10 @@ func TestRestartServerDiesWhileReconciling(t *testing.T) {
 		t.Fatalf("the successor's session never moved to another server; its log:\n%s", logs)
 	}
 	h.checkKept(t, g, killed)
-	if v := metricValue(t, g.a, `coord_restarts_total{outcome="failed"}`); v != 0 {
+	if v := sidecartest.MetricValue(t, g.a, `coord_restarts_total{outcome="failed"}`); v != 0 {
 		t.Fatalf(`coord_restarts_total{outcome="failed"} = %v, want 0`, v)
 	}
-	if v := metricValue(t, g.a, "coord_restart_holds_lost_total"); v != 0 {
+	if v := sidecartest.MetricValue(t, g.a, "coord_restart_holds_lost_total"); v != 0 {
 		t.Fatalf("coord_restart_holds_lost_total = %v, want 0", v)
 	}
 	h.release(t, g)
@@ -270,7 +270,7 @@ func (h *zkFaultHold) checkKept(t *testing.T, g *zkFaultRig, killed time.Time) {
 	if err != nil || at.Before(killed) || sidecartest.Str(sess["sessionId"]) != h.session {
 		t.Fatalf("GET /v1/session: %v; want session %s, resumed after the kill", sess, h.session)
 	}
-	if v := metricValue(t, g.a, `coord_restarts_total{outcome="resumed"}`); v != 1 {
+	if v := sidecartest.MetricValue(t, g.a, `coord_restarts_total{outcome="resumed"}`); v != 1 {
 		t.Fatalf(`coord_restarts_total{outcome="resumed"} = %v, want 1; the log:%s`, v, g.r.logs(t))
 	}
 	detail := g.a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+h.lease)

@@ -54,7 +54,7 @@ func BenchmarkRollingRestart(b *testing.B) {
 	zkc := zktest.StartEnsemble(b, 3)
 	zkc.AwaitSynced(testutil.Patience(time.Minute))
 	root := zktest.Root(b)
-	r := &restartable{bin: buildBinary(b), addr: freeAddr(b), logFile: filepath.Join(b.TempDir(), "log")}
+	r := &restartable{bin: sidecartest.BuildBinary(b), addr: sidecartest.FreeAddr(b), logFile: filepath.Join(b.TempDir(), "log")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(zkc.Servers(), ","), "--zk-root", root, "--session-timeout", "10s"}
 	car := r.start(b)
 	for _, row := range rollBenchRows {

@@ -48,7 +48,7 @@ type rollCar struct {
 	token   int64  // of the lock held-<idx>
 	session string // its ZooKeeper session id before the roll
 	// streams: the election's, the group's, the lease's and the session's
-	election, group, leaseEvents, sessionEvents *eventLog
+	election, group, leaseEvents, sessionEvents *sidecartest.EventLog
 }
 
 // rollTally counts what the loops and pollers saw. Safe for concurrent use.
@@ -151,7 +151,7 @@ type rollRig struct {
 }
 
 // newRollRig starts the ensemble and the sidecar processes and makes every
-// hold: car 0's candidate enrols first and leads.
+// hold: car 0's candidate enrols first and sidecartest.Leads.
 func newRollRig(t *testing.T) *rollRig {
 	t.Helper()
 	g := &rollRig{zkc: zktest.StartEnsemble(t, 3), puts: map[int]int{}}
@@ -180,13 +180,13 @@ func newRollRig(t *testing.T) *rollRig {
 		t.Fatalf("before the roll the election is %s, want car-0 leading with a term", e.Raw)
 	}
 	for _, c := range g.cars {
-		c.election = followEvents(t, c.car, "/v1/elections/"+rollElection+"/events")
-		c.group = followEvents(t, c.car, "/v1/groups/"+rollGroup+"/events")
-		c.leaseEvents = followEvents(t, c.car, "/v1/leases/"+c.lease+"/events")
-		c.sessionEvents = followEvents(t, c.car, "/v1/session/events")
-		c.election.awaitEvent(t, 10*time.Second, "the leader", leads(g.leader))
-		c.group.awaitEvent(t, 10*time.Second, "the members", func(ev timedEvent) bool { return slices.Equal(memberIDs(ev.Data), g.members) })
-		c.leaseEvents.awaitEvent(t, 10*time.Second, "the lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+		c.election = sidecartest.FollowEvents(t, c.car, "/v1/elections/"+rollElection+"/events")
+		c.group = sidecartest.FollowEvents(t, c.car, "/v1/groups/"+rollGroup+"/events")
+		c.leaseEvents = sidecartest.FollowEvents(t, c.car, "/v1/leases/"+c.lease+"/events")
+		c.sessionEvents = sidecartest.FollowEvents(t, c.car, "/v1/session/events")
+		c.election.AwaitEvent(t, 10*time.Second, "the leader", sidecartest.Leads(g.leader))
+		c.group.AwaitEvent(t, 10*time.Second, "the members", func(ev sidecartest.TimedEvent) bool { return slices.Equal(memberIDs(ev.Data), g.members) })
+		c.leaseEvents.AwaitEvent(t, 10*time.Second, "the lease", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lease" })
 	}
 	return g
 }
@@ -195,7 +195,7 @@ func newRollRig(t *testing.T) *rollRig {
 // waits until it is ready; on failure the tail of its log is shown.
 func startRollCar(t *testing.T, servers []string, root string, i int) *rollCar {
 	t.Helper()
-	r := &restartable{bin: buildBinary(t), addr: freeAddr(t), logFile: filepath.Join(t.TempDir(), "log")}
+	r := &restartable{bin: sidecartest.BuildBinary(t), addr: sidecartest.FreeAddr(t), logFile: filepath.Join(t.TempDir(), "log")}
 	r.args = []string{"--listen", r.addr, "--zk", strings.Join(servers, ","), "--zk-root", root,
 		"--session-timeout", rollSession}
 	t.Cleanup(func() {
@@ -464,8 +464,8 @@ func (g *rollRig) report(t *testing.T) {
 	}
 	events := map[string]int{}
 	for _, c := range g.cars {
-		for _, l := range []*eventLog{c.election, c.group, c.leaseEvents, c.sessionEvents} {
-			for _, name := range l.names() {
+		for _, l := range []*sidecartest.EventLog{c.election, c.group, c.leaseEvents, c.sessionEvents} {
+			for _, name := range l.Names() {
 				events[name]++
 			}
 		}
@@ -491,35 +491,35 @@ func (g *rollRig) checkStreams(t *testing.T) {
 	t.Helper()
 	for _, c := range g.cars {
 		var bad []string
-		for _, ev := range c.election.events() {
-			if term, cand, ok := eventLeader(ev.Event); !ok || cand != g.leader || term != g.term {
+		for _, ev := range c.election.Events() {
+			if term, cand, ok := sidecartest.EventLeader(ev.Event); !ok || cand != g.leader || term != g.term {
 				bad = append(bad, fmt.Sprintf("election event %s %v", ev.Name, ev.Data))
 			}
 		}
-		for _, ev := range c.group.events() {
+		for _, ev := range c.group.Events() {
 			if ev.Name != "group" || !slices.Equal(memberIDs(ev.Data), g.members) {
 				bad = append(bad, fmt.Sprintf("group event %s members %v (suspended %v)", ev.Name, memberIDs(ev.Data), ev.Data["suspended"]))
 			}
 		}
-		for _, ev := range c.leaseEvents.events() {
+		for _, ev := range c.leaseEvents.Events() {
 			if ev.Name != "lease" {
 				bad = append(bad, fmt.Sprintf("lease event %s %v", ev.Name, ev.Data))
 			}
 		}
-		for _, ev := range c.sessionEvents.events() {
+		for _, ev := range c.sessionEvents.Events() {
 			if s := sidecartest.Str(ev.Data["state"]); s == "lost" || s == "closed" {
 				bad = append(bad, "session event "+s)
 			}
 		}
-		for _, l := range []*eventLog{c.election, c.group, c.leaseEvents, c.sessionEvents} {
-			l.mu.Lock()
-			if l.ended {
-				bad = append(bad, fmt.Sprintf("%s ended: %v", l.path, l.err))
+		for _, l := range []*sidecartest.EventLog{c.election, c.group, c.leaseEvents, c.sessionEvents} {
+			l.Mu.Lock()
+			if l.Ended {
+				bad = append(bad, fmt.Sprintf("%s ended: %v", l.Path, l.Err))
 			}
-			l.mu.Unlock()
+			l.Mu.Unlock()
 		}
 		if len(bad) > 0 {
-			t.Errorf("sidecar %d's streams (session events %v):\n%s", c.idx, c.sessionEvents.names(), strings.Join(clipLines(bad, 12), "\n"))
+			t.Errorf("sidecar %d's streams (session events %v):\n%s", c.idx, c.sessionEvents.Names(), strings.Join(clipLines(bad, 12), "\n"))
 		}
 	}
 }

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,57 +14,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
-// built is the real command, built once per test binary run (the first
-// caller builds it, later ones wait and share it: about 20 tests run it, and a
-// build each cost the suite minutes of CPU); TestMain removes it.
-var built struct {
-	mu       sync.Mutex
-	dir, bin string
-	err      error
-}
-
-// buildBinary returns the path of the real command, built once per test
-// binary run. Tests only run it, never change it.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	built.mu.Lock()
-	defer built.mu.Unlock()
-	if built.bin == "" && built.err == nil {
-		built.dir, built.err = os.MkdirTemp("", "coord-sidecar-bin-")
-		if built.err == nil {
-			bin := filepath.Join(built.dir, "coord-sidecar")
-			if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-				built.err = fmt.Errorf("go build: %v\n%s", err, out)
-			} else {
-				built.bin = bin
-			}
-		}
-	}
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-// removeBuiltBinary removes what buildBinary built (TestMain, at the end).
-func removeBuiltBinary() {
-	built.mu.Lock()
-	defer built.mu.Unlock()
-	if built.dir != "" {
-		_ = os.RemoveAll(built.dir)
-	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // SIGTERM: the process stops taking requests, ends its streams and long-polls,
 // releases what it holds, closes its session and exits 0.
 func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
@@ -77,8 +22,8 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	}
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	addr := freeAddr(t)
-	cmd := exec.Command(buildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root)
+	addr := sidecartest.FreeAddr(t)
+	cmd := exec.Command(sidecartest.BuildBinary(t), "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root)
 	cmd.Env = append(os.Environ(), "COORD_SESSION_TIMEOUT=5s")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -99,7 +44,7 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 		r, _ := car.Do(context.Background(), http.MethodPost, "/v1/locks/term?wait=60s", nil)
 		waiter <- r
 	}()
-	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(lockNodes(t, conn, root, "term")) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter waits", func() bool { return len(sidecartest.LockNodes(t, conn, root, "term")) == 2 })
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -123,7 +68,7 @@ func TestSIGTERMReleasesAndExitsZero(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the process did not exit after SIGTERM")
 	}
-	if n := lockNodes(t, conn, root, "term"); len(n) != 0 {
+	if n := sidecartest.LockNodes(t, conn, root, "term"); len(n) != 0 {
 		t.Fatalf("nodes left after shutdown: %v", n)
 	}
 }

@@ -27,20 +27,20 @@ const suspendTimeout = "12s"
 // cutFor cuts proxy, waits until the sidecar's session stream says
 // `suspended`, keeps the cut for d from the cut in all, then restores it and
 // waits for `reconnected`.
-func cutFor(t *testing.T, proxy *faultproxy.Proxy, sess *eventLog, d time.Duration) time.Time {
+func cutFor(t *testing.T, proxy *faultproxy.Proxy, sess *sidecartest.EventLog, d time.Duration) time.Time {
 	t.Helper()
 	at := time.Now()
 	proxy.Cut()
-	sess.awaitEvent(t, 10*time.Second, "suspended", sessionEvent("suspended"))
+	sess.AwaitEvent(t, 10*time.Second, "suspended", sessionEvent("suspended"))
 	time.Sleep(d - time.Since(at))
 	proxy.Restore()
-	sess.awaitEvent(t, 20*time.Second, "reconnected", sessionEvent("reconnected"))
+	sess.AwaitEvent(t, 20*time.Second, "reconnected", sessionEvent("reconnected"))
 	return at
 }
 
 // suspendedSince checks that ev's data is marked suspended since about cutAt
 // (an RFC 3339 instant no sooner than a second before it) and returns it.
-func suspendedSince(t *testing.T, what string, ev timedEvent, cutAt time.Time) time.Time {
+func suspendedSince(t *testing.T, what string, ev sidecartest.TimedEvent, cutAt time.Time) time.Time {
 	t.Helper()
 	if ev.Data["suspended"] != true {
 		t.Fatalf("%s: %v, want suspended", what, ev.Data)
@@ -53,7 +53,7 @@ func suspendedSince(t *testing.T, what string, ev timedEvent, cutAt time.Time) t
 }
 
 // notSuspended checks that ev's data carries neither suspension field.
-func notSuspended(t *testing.T, what string, ev timedEvent) {
+func notSuspended(t *testing.T, what string, ev sidecartest.TimedEvent) {
 	t.Helper()
 	if _, ok := ev.Data["suspended"]; ok {
 		t.Fatalf("%s: %v, want no suspended field", what, ev.Data)
@@ -74,7 +74,7 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
 	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=5m").Body["lease"])
-	c1 := campaign(t, car, "kept", "c1", "lease="+lease)
+	c1 := sidecartest.Campaign(t, car, "kept", "c1", "lease="+lease)
 	if c1.Body["leader"] != true {
 		t.Fatalf("c1 does not lead: %s", c1.Raw)
 	}
@@ -82,28 +82,28 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/groups/kept/members?id=m1&lease="+lease)
 	token := sidecartest.Num(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=me&lease="+lease).Body["fencingToken"])
 
-	sess := followEvents(t, car, "/v1/session/events")
-	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
-	leases := followEvents(t, car, "/v1/leases/"+lease+"/events")
-	leases.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+	sess := sidecartest.FollowEvents(t, car, "/v1/session/events")
+	sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+	leases := sidecartest.FollowEvents(t, car, "/v1/leases/"+lease+"/events")
+	leases.AwaitEvent(t, 5*time.Second, "lease", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lease" })
 	type followed struct {
 		name  string
-		log   *eventLog
-		check func(what string, ev timedEvent) // the state is the one before the cut
+		log   *sidecartest.EventLog
+		check func(what string, ev sidecartest.TimedEvent) // the state is the one before the cut
 	}
 	streams := []followed{
-		{"election", followEvents(t, car, "/v1/elections/kept/events"), func(what string, ev timedEvent) {
-			if tm, c, ok := eventLeader(ev.Event); !ok || c != "c1" || tm != term {
+		{"election", sidecartest.FollowEvents(t, car, "/v1/elections/kept/events"), func(what string, ev sidecartest.TimedEvent) {
+			if tm, c, ok := sidecartest.EventLeader(ev.Event); !ok || c != "c1" || tm != term {
 				t.Fatalf("%s: %v, want c1 leading in term %d", what, ev.Data, term)
 			}
 		}},
-		{"group", followEvents(t, car, "/v1/groups/kept/events"), func(what string, ev timedEvent) {
+		{"group", sidecartest.FollowEvents(t, car, "/v1/groups/kept/events"), func(what string, ev sidecartest.TimedEvent) {
 			ms, _ := ev.Data["members"].([]any)
 			if len(ms) != 1 || sidecartest.Str(ms[0].(map[string]any)["id"]) != "m1" {
 				t.Fatalf("%s: %v, want the member m1", what, ev.Data)
 			}
 		}},
-		{"lock", followEvents(t, car, "/v1/locks/kept/events"), func(what string, ev timedEvent) {
+		{"lock", sidecartest.FollowEvents(t, car, "/v1/locks/kept/events"), func(what string, ev sidecartest.TimedEvent) {
 			h, _ := ev.Data["holder"].(map[string]any)
 			if sidecartest.Num(h["fencingToken"]) != token {
 				t.Fatalf("%s: %v, want the holder of token %d", what, ev.Data, token)
@@ -111,7 +111,7 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 		}},
 	}
 	for _, s := range streams {
-		first := s.log.awaitEvent(t, 5*time.Second, s.name+"'s first state", func(timedEvent) bool { return true })
+		first := s.log.AwaitEvent(t, 5*time.Second, s.name+"'s first state", func(sidecartest.TimedEvent) bool { return true })
 		s.check(s.name+"'s first state", first)
 		notSuspended(t, s.name+"'s first state", first)
 	}
@@ -122,21 +122,21 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	}
 	cutAt := cutFor(t, proxy, sess, 3*time.Second)
 	for _, s := range streams {
-		susp := s.log.awaitEvent(t, 10*time.Second, s.name+" suspended", func(timedEvent) bool { return true })
+		susp := s.log.AwaitEvent(t, 10*time.Second, s.name+" suspended", func(sidecartest.TimedEvent) bool { return true })
 		s.check(s.name+" while suspended", susp)
 		suspendedSince(t, s.name+" while suspended", susp, cutAt)
-		checkEvent(t, spec, s.log.path, susp.Event) // the suspended state matches openapi.yaml
-		back := s.log.awaitEvent(t, 20*time.Second, s.name+" back", func(timedEvent) bool { return true })
+		sidecartest.CheckEvent(t, spec, s.log.Path, susp.Event) // the suspended state matches openapi.yaml
+		back := s.log.AwaitEvent(t, 20*time.Second, s.name+" back", func(sidecartest.TimedEvent) bool { return true })
 		s.check(s.name+" after the suspension", back)
 		notSuspended(t, s.name+" after the suspension", back)
 	}
 	time.Sleep(time.Second) // room for a stray event to show
 	for _, s := range streams {
-		if extra := s.log.pending(); len(extra) != 0 {
+		if extra := s.log.Pending(); len(extra) != 0 {
 			t.Fatalf("%s stream: events after the suspension's end: %+v", s.name, extra)
 		}
 	}
-	for _, ev := range leases.pending() {
+	for _, ev := range leases.Pending() {
 		if ev.Name != "lease" {
 			t.Fatalf("lease stream through a short suspension: %s %v", ev.Name, ev.Data)
 		}
@@ -144,7 +144,7 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 	if holds := car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Body["holds"].([]any); len(holds) != 3 {
 		t.Fatalf("the lease holds %v after the suspension", holds)
 	}
-	t.Logf("session events: %v", sess.names())
+	t.Logf("session events: %v", sess.Names())
 }
 
 // The elect wrapper keeps its leader's command running through a 3 s
@@ -155,12 +155,12 @@ func TestSuspensionKeepsFollowedState(t *testing.T) {
 // start.
 func TestElectWrapperThroughSuspension(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", suspendTimeout)
-	sess := followEvents(t, car, "/v1/session/events")
-	sess.awaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+	sess := sidecartest.FollowEvents(t, car, "/v1/session/events")
+	sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
 	log := filepath.Join(t.TempDir(), "runs.log")
 	cmd := wrapper(bin, car.M.Addr(), append([]string{"elect", "job", "--id", "w1", "--grace", "5s", "--"}, recorder(log, "w1", "sleep 600")...)...)
 	if err := cmd.Start(); err != nil {
@@ -170,13 +170,13 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	testutil.Eventually(t, 20*time.Second, "the leader's command starts", func() bool { return len(spans(t, log)) == 1 })
-	elections := followEvents(t, car, "/v1/elections/job/events")
-	elections.awaitEvent(t, 5*time.Second, "w1 leads", leads("w1"))
+	elections := sidecartest.FollowEvents(t, car, "/v1/elections/job/events")
+	elections.AwaitEvent(t, 5*time.Second, "w1 sidecartest.Leads", sidecartest.Leads("w1"))
 
 	// A 3 s suspension: the command runs on.
 	cutFor(t, proxy, sess, 3*time.Second)
-	elections.awaitEvent(t, 20*time.Second, "the election read again", func(ev timedEvent) bool {
-		_, c, ok := eventLeader(ev.Event)
+	elections.AwaitEvent(t, 20*time.Second, "the election read again", func(ev sidecartest.TimedEvent) bool {
+		_, c, ok := sidecartest.EventLeader(ev.Event)
 		return ok && c == "w1" && ev.Data["suspended"] == nil
 	})
 	time.Sleep(time.Second) // room for a wrong stop to show
@@ -194,7 +194,7 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	cutAt := time.Now()
 	proxy.Cut()
 	defer proxy.Restore()
-	sess.awaitEvent(t, 10*time.Second, "suspended again", sessionEvent("suspended"))
+	sess.AwaitEvent(t, 10*time.Second, "suspended again", sessionEvent("suspended"))
 	testutil.Eventually(t, 60*time.Second, "the command stopped", func() bool {
 		ss := spans(t, log)
 		return len(ss) == 1 && ss[0].end >= 0

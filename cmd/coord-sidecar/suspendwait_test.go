@@ -162,13 +162,13 @@ func TestReadyzThroughASuspension(t *testing.T) {
 // waitsUnderWay is how many requests wait for the connection right now.
 func waitsUnderWay(t *testing.T, car *sidecartest.Sidecar) int {
 	t.Helper()
-	return int(metricValue(t, car, "coord_request_suspension_waiting"))
+	return int(sidecartest.MetricValue(t, car, "coord_request_suspension_waiting"))
 }
 
 // suspensionWaits is coord_request_suspension_wait_seconds_count for outcome.
 func suspensionWaits(t *testing.T, car *sidecartest.Sidecar, outcome string) float64 {
 	t.Helper()
-	return metricValue(t, car, `coord_request_suspension_wait_seconds_count{outcome="`+outcome+`"}`)
+	return sidecartest.MetricValue(t, car, `coord_request_suspension_wait_seconds_count{outcome="`+outcome+`"}`)
 }
 
 // --suspend-wait defaults to the session timeout, follows it when that is

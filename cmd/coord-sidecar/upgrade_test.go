@@ -83,7 +83,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 	zkc := zktest.Shared(t)
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "10s")
 	r.bin = filepath.Join(t.TempDir(), "coord-sidecar")
-	copyFile(t, buildBinary(t), r.bin)
+	copyFile(t, sidecartest.BuildBinary(t), r.bin)
 	a := r.start(t)
 	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	testutil.Eventually(t, 10*time.Second, "the lease saved", func() bool {
@@ -102,7 +102,7 @@ func TestUpgradeWhoseSuccessorDiesExitsWithAFailure(t *testing.T) {
 		t.Fatalf("the old process exited %d, want 1 (nobody serves); its log:\n%s", code, r.logs(t))
 	}
 
-	copyFile(t, buildBinary(t), r.bin) // the supervisor's restart
+	copyFile(t, sidecartest.BuildBinary(t), r.bin) // the supervisor's restart
 	a = r.start(t)
 	a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease)
 }

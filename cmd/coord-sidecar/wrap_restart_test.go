@@ -98,12 +98,12 @@ func runsOnly(t *testing.T, log, prefix, want string, c childInfo) {
 	}
 }
 
-// startRider is startWrapper for a wrapper whose command's children may
+// startRider is startWrapper for a wrapper whose command's sidecartest.Children may
 // outlive it (a test that fails midway): its end is not waited for past
 // WaitDelay on their account.
 func startRider(t *testing.T, bin, addr string, args ...string) *runningWrapper {
 	t.Helper()
-	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &syncBuffer{}}
+	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &sidecartest.SyncBuffer{}}
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	w.cmd.WaitDelay = 5 * time.Second
 	if err := w.cmd.Start(); err != nil {
@@ -195,7 +195,7 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	r := newRestartable(t, zkc.Servers(), root, "10s")
@@ -327,7 +327,7 @@ func startExampleRiders(t *testing.T, a, b *sidecartest.Sidecar, dir string) *ex
 		x.tokens[l.name] = exampleAtoi(t, x.lockers[l.name].expect(t, `token ([0-9]+)`, 30*time.Second)[1])
 
 		election := "rider-" + l.name
-		x.t1[l.name] = campaign(t, b, election, "t1", "ttl=60s")
+		x.t1[l.name] = sidecartest.Campaign(t, b, election, "t1", "ttl=60s")
 		x.terms[l.name] = fmt.Sprint(sidecartest.Num(x.t1[l.name].Body["term"]))
 		run := startExample(t, a, 5*time.Minute, map[string]string{"EVENTS": "2", "TTL": "60", "VALUE": "rider"},
 			l.argv(l.election, election, "ex")...)
@@ -398,7 +398,7 @@ func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecartest.Sidecar) {
 		run.exit(t, 0, 30*time.Second)
 	}
 	for name, run := range x.sharers {
-		joinTP(t, b, "rider-tp-"+name, "t1", "weight=1")
+		sidecartest.JoinTP(t, b, "rider-tp-"+name, "t1", "weight=1")
 		run.expect(t, `share 500 version [0-9]+`, 30*time.Second)
 		run.exit(t, 0, 30*time.Second)
 	}
@@ -410,7 +410,7 @@ func (x *exampleRiders) afterRestarts(t *testing.T, b *sidecartest.Sidecar) {
 // runs only after it. The same for the lock wrapper.
 func TestWrapperKilledTakesItsCommand(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, kind := range []string{"lock", "elect"} {
@@ -473,10 +473,10 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 // on another sidecar, whose command never overlaps.
 func TestLockWrapperGivesUpASidecarGoneForGood(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	addr := freeAddr(t)
+	addr := sidecartest.FreeAddr(t)
 	p := exec.Command(bin, "--listen", addr, "--zk", strings.Join(zkc.Servers(), ","), "--zk-root", root, "--session-timeout", "2s")
 	if err := p.Start(); err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func signalChild(dir string, ignore bool) []string {
 	return []string{"sh", "-c", fmt.Sprintf(`%s; echo $$ >> %s; sleep 60 & wait $!`, traps, pid)}
 }
 
-// childPIDs reads the pids the signal children in dir wrote, one per run.
+// childPIDs reads the pids the signal sidecartest.Children in dir wrote, one per run.
 func childPIDs(t *testing.T, dir string) []int {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "pid"))
@@ -61,12 +61,12 @@ func alive(pid int) bool { return !gone(pid) }
 type runningWrapper struct {
 	cmd    *exec.Cmd
 	exited chan error
-	out    *syncBuffer
+	out    *sidecartest.SyncBuffer
 }
 
 func startWrapper(t *testing.T, bin, addr string, args ...string) *runningWrapper {
 	t.Helper()
-	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &syncBuffer{}}
+	w := &runningWrapper{cmd: wrapper(bin, addr, args...), exited: make(chan error, 1), out: &sidecartest.SyncBuffer{}}
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func candidates(t testing.TB, c *sidecartest.Sidecar, election string) []string 
 // exit, releases (the lock is free, the candidate gone, the moment the wrapper
 // has exited) and exits 128+N, well before --grace would have killed the command.
 func TestWrapperSignalWhileRunning(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
@@ -186,7 +186,7 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 // ends the wrapper at once with 128+N: it leaves the line of waiters or of
 // candidates, and never starts the command.
 func TestWrapperSignalWhileWaiting(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
@@ -202,10 +202,10 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 					c.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/"+name+"?owner=test&ttl=60s")
 					args = []string{"lock", name, "--wait", "5m", "--"}
 				case "elect":
-					campaign(t, c, name, "first", "ttl=60s")
+					sidecartest.Campaign(t, c, name, "first", "ttl=60s")
 					args = []string{"elect", name, "--id", "me", "--"}
 				case "elect-requeue":
-					campaign(t, c, name, "first", "ttl=60s")
+					sidecartest.Campaign(t, c, name, "first", "ttl=60s")
 					args = []string{"elect", name, "--id", "me", "--requeue", "--"}
 				}
 				w := startWrapper(t, bin, car.M.Addr(), append(args, signalChild(dir, false)...)...)
@@ -237,7 +237,7 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 // A command that ignores the signal is killed after --grace; the wrapper then
 // releases and exits 128+N all the same.
 func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	dir := t.TempDir()
@@ -258,7 +258,7 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 // Without a signal, --requeue takes turns: the command runs again at the next
 // turn; `elect` alone runs it once, resigns and exits with its code.
 func TestElectWrapperRequeueTakesTurns(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	dir := t.TempDir()
@@ -283,7 +283,7 @@ func TestElectWrapperRequeueTakesTurns(t *testing.T) {
 // --help (and -h, and `help`) lists the subcommands and exits 0; each
 // subcommand's --help describes it and exits 0; a bad command line does not.
 func TestHelp(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	for _, c := range []struct {
 		args []string
 		code int

@@ -97,10 +97,10 @@ func wrapper(bin, addr string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Two wrappers on one lock never run their children at once; tokens increase.
+// Two wrappers on one lock never run their sidecartest.Children at once; tokens increase.
 func TestLockWrapperExcludes(t *testing.T) {
 	t.Parallel() // long and mostly waiting: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
@@ -142,7 +142,7 @@ func TestLockWrapperExcludes(t *testing.T) {
 
 // The wrapper exits with the child's code, and 75 when not acquired in time.
 func TestLockWrapperExitCodes(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
 	err := wrapper(bin, car.M.Addr(), "lock", "codes", "--", "sh", "-c", "exit 3").Run()
@@ -165,7 +165,7 @@ func TestLockWrapperExitCodes(t *testing.T) {
 // session could have expired: the sidecar reports the lock lost, `lost-hold`)
 // stops the child within a second of the report, and the wrapper exits 76.
 func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	car := sidecartest.Start(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "1s")
@@ -184,11 +184,11 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 		lease = strings.TrimSpace(string(b))
 		return len(spans(t, log)) == 1 && lease != ""
 	})
-	leaseEvents := followEvents(t, car, "/v1/leases/"+lease+"/events")
-	leaseEvents.awaitEvent(t, 5*time.Second, "lease", func(ev timedEvent) bool { return ev.Name == "lease" })
+	leaseEvents := sidecartest.FollowEvents(t, car, "/v1/leases/"+lease+"/events")
+	leaseEvents.AwaitEvent(t, 5*time.Second, "lease", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lease" })
 	proxy.Cut()
 	defer proxy.Restore()
-	lost := leaseEvents.awaitEvent(t, 20*time.Second, "lost-hold", func(ev timedEvent) bool { return ev.Name == "lost-hold" })
+	lost := leaseEvents.AwaitEvent(t, 20*time.Second, "lost-hold", func(ev sidecartest.TimedEvent) bool { return ev.Name == "lost-hold" })
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -211,13 +211,13 @@ func TestLockWrapperStopsChildOnLostLease(t *testing.T) {
 
 func TestElectWrapperOneChildAtATime(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
-	bin := buildBinary(t)
+	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	var procs []*exec.Cmd
 	var addrs []string
 	for range 2 {
-		addr := freeAddr(t)
+		addr := sidecartest.FreeAddr(t)
 		p := exec.Command(bin, "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 }
 
 // runningCheck returns a check that exactly one child runs now, named want, and that
-// no two children ever overlapped.
+// no two sidecartest.Children ever overlapped.
 func runningCheck(t *testing.T, log string) func(want string) {
 	return func(want string) {
 		t.Helper()
@@ -270,7 +270,7 @@ func runningCheck(t *testing.T, log string) func(want string) {
 			}
 		}
 		if len(running) != 1 || running[0] != want {
-			t.Fatalf("running children %v, want only %s (%+v)", running, want, ss)
+			t.Fatalf("running sidecartest.Children %v, want only %s (%+v)", running, want, ss)
 		}
 		checkNoOverlap(t, ss)
 	}

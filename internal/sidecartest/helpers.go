@@ -8,10 +8,17 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // FaultClient is the HTTP client of the fault and load tests: its own pool, large
@@ -125,4 +132,101 @@ func (s *Sidecar) DoReq(t testing.TB, method, path string, body io.Reader, hdr .
 		t.Fatal(err)
 	}
 	return r
+}
+
+func MustInt(t testing.TB, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("event id %q: %v", s, err)
+	}
+	return n
+}
+
+// Metrics reads the values of the given unlabelled metrics from the sidecar's
+// /metrics, in the order given.
+func Metrics(b testing.TB, car *Sidecar, names ...string) []float64 {
+	b.Helper()
+	r := car.Must(b, http.StatusOK, http.MethodGet, "/metrics")
+	out := make([]float64, len(names))
+	found := 0
+	for line := range strings.Lines(string(r.Raw)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if i := slices.Index(names, name); ok && i >= 0 {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatalf("/metrics: %q: %v", line, err)
+			}
+			out[i] = v
+			found++
+		}
+	}
+	if found != len(names) {
+		b.Fatalf("/metrics lacks one of %v", names)
+	}
+	return out
+}
+
+// MetricValue reads one series' value from the sidecar's /metrics (0 when absent).
+func MetricValue(t testing.TB, car *Sidecar, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(car.Must(t, 200, "GET", "/metrics").Raw), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// WriteFile writes data to dir/name (atomically, by a rename, as a certificate
+// manager does) and returns the path.
+func WriteFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// SyncBuffer is a bytes.Buffer safe for the writer (exec's copying goroutine)
+// and a reader (the test) at once.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+const AppAuth = "digest:app:s3cret"
+
+// ZkClient is a plain go-zookeeper client, with the digest credentials
+// user:password when given.
+func ZkClient(t *testing.T, servers []string, userPassword string) *zk.Conn {
+	t.Helper()
+	c := zktest.Connect(t, servers, 4*time.Second)
+	if userPassword != "" {
+		if err := c.AddAuth("digest", []byte(userPassword)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

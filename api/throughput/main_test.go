@@ -1,0 +1,11 @@
+package throughput_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// TestMain runs the package's tests against the ZooKeeper servers they start.
+func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }

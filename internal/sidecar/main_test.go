@@ -1,0 +1,16 @@
+package sidecar_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// TestMain runs the package's tests against the ZooKeeper servers they start.
+func TestMain(m *testing.M) {
+	code := zktest.Main(m)
+	sidecartest.RemoveBuiltBinary()
+	os.Exit(code)
+}
