@@ -29,7 +29,10 @@ func TestLeaseLifecycle(t *testing.T) {
 	if id == "" || sidecartest.Str(r.Body["ttl"]) != "30s" {
 		t.Fatalf("grant: %s", r.Raw)
 	}
-	firstExpiry := sidecartest.Str(r.Body["expiresAt"])
+	firstExpiry, err := time.Parse(time.RFC3339Nano, sidecartest.Str(r.Body["expiresAt"]))
+	if err != nil {
+		t.Fatalf("grant's expiresAt: %v", err)
+	}
 
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/held-by-lease?lease="+id)
 	got := car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
@@ -40,7 +43,8 @@ func TestLeaseLifecycle(t *testing.T) {
 
 	testutil.Eventually(t, 10*time.Second, "a keepalive moving the expiry", func() bool {
 		kept := car.Must(t, http.StatusOK, http.MethodPost, "/v1/leases/"+id+"/keepalive")
-		return sidecartest.Str(kept.Body["expiresAt"]) > firstExpiry
+		at, err := time.Parse(time.RFC3339Nano, sidecartest.Str(kept.Body["expiresAt"]))
+		return err == nil && at.After(firstExpiry)
 	})
 
 	// The lock is held until the revoke's answer, free right after it, on
