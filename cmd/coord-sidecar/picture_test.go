@@ -201,17 +201,35 @@ func TestEverythingStreamReadsNothingWhileIdle(t *testing.T) {
 	conn := zktest.Connect(t, zkc.Servers(), 10*time.Second)
 	n := things{locks: 300, elections: 100, queues: 50, barriers: 50}
 	makeThings(t, conn, root, n)
-	car := sidecartest.Start(t, zkc.Servers(), root)
+	// A session timeout that a busy machine does not cut: a reconnect reads
+	// everything again (rightly), which is not what is measured here.
+	car := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "10s")
 	sid := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	server := zkc.Servers()[0]
 
+	// idle is the least rate of three windows: a picture that reads while idle
+	// reads in every window, while a reconnect (the server's count restarts
+	// with the connection) or a stall of the machine spoils one at most.
 	idle := func(what string) float64 {
 		const window = 3 * time.Second
-		before := zktest.Received(t, server, sid)
-		time.Sleep(window) // a measuring window, not ordering
-		perSec := float64(zktest.Received(t, server, sid)-before) / window.Seconds()
-		t.Logf("%s: %.1f requests/s while idle", what, perSec)
-		return perSec
+		least := -1.0
+		for range 3 {
+			before := zktest.Received(t, server, sid)
+			time.Sleep(window) // a measuring window, not ordering
+			n := zktest.Received(t, server, sid) - before
+			if n < 0 {
+				t.Logf("%s: the connection changed during a window; measured again", what)
+				continue
+			}
+			if perSec := float64(n) / window.Seconds(); least < 0 || perSec < least {
+				least = perSec
+			}
+		}
+		if least < 0 {
+			t.Fatalf("%s: the connection changed in every window", what)
+		}
+		t.Logf("%s: %.1f requests/s while idle (the least of three windows)", what, least)
+		return least
 	}
 	none := idle("no follower") // the session's own heartbeat
 	first := car.OpenStream(t, "/v1/events")
