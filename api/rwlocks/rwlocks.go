@@ -1,4 +1,4 @@
-// Package rwlocks is the HTTP side of the read/write locks (recipes.RWLocks):
+// Package rwlocks is the HTTP side of the read/write locks (rwlock.RWLocks):
 // acquire and release in a mode, inspect, list, and its place in the picture.
 package rwlocks
 
@@ -8,32 +8,32 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
 )
 
 // RWLocks serves the read/write lock operations of openapi.yaml.
 type RWLocks struct {
 	s       *api.Server
-	rwlocks *recipes.RWLocks
+	rwlocks *rwlock.RWLocks
 }
 
-var _ kit.Holding = (*recipes.RWGrant)(nil)
+var _ kit.Holding = (*rwlock.RWGrant)(nil)
 
 // New registers the read/write lock's picture kind with s (it has no stream
 // of its own).
-func New(s *api.Server, rwlocks *recipes.RWLocks) *RWLocks {
+func New(s *api.Server, rwlocks *rwlock.RWLocks) *RWLocks {
 	h := &RWLocks{s: s, rwlocks: rwlocks}
 	s.Register(api.Recipe{
 		Kinds: []picture.Kind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: picture.Followed(rwlocks.Follow, func(st *recipes.RWLockState) any { return body(st) })}},
+			Follow: picture.Followed(rwlocks.Follow, func(st *rwlock.RWLockState) any { return body(st) })}},
 	})
 	return h
 }
 
 // checkMode checks a mode= parameter.
 func checkMode(mode string) error {
-	if mode != recipes.ReadMode && mode != recipes.WriteMode {
+	if mode != rwlock.ReadMode && mode != rwlock.WriteMode {
 		return api.InvalidParameter("mode=%q: must be read or write", mode)
 	}
 	return nil
@@ -98,6 +98,6 @@ func (h *RWLocks) ListRWLocks(ctx context.Context, req oapi.ListRWLocksRequestOb
 
 // body is a read/write lock's state as the API shows it; a lock without a
 // writer has a null writer.
-func body(st *recipes.RWLockState) oapi.RWLock {
+func body(st *rwlock.RWLockState) oapi.RWLock {
 	return oapi.RWLock{Name: st.Name, Writer: api.LockHolder(st.Writer), Readers: api.RWReaders(st.Readers), Waiters: st.Waiters}
 }

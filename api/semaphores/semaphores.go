@@ -1,5 +1,5 @@
 // Package semaphores is the HTTP side of the counting semaphores
-// (recipes.Semaphores): acquire and release a permit, inspect, list, and its
+// (semaphore.Semaphores): acquire and release a permit, inspect, list, and its
 // place in the picture.
 package semaphores
 
@@ -9,25 +9,25 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 )
 
 // Semaphores serves the semaphore operations of openapi.yaml.
 type Semaphores struct {
 	s          *api.Server
-	semaphores *recipes.Semaphores
+	semaphores *semaphore.Semaphores
 }
 
-var _ kit.Holding = (*recipes.Permit)(nil)
+var _ kit.Holding = (*semaphore.Permit)(nil)
 
 // New registers the semaphore's picture kind with s (it has no stream of its
 // own).
-func New(s *api.Server, semaphores *recipes.Semaphores) *Semaphores {
+func New(s *api.Server, semaphores *semaphore.Semaphores) *Semaphores {
 	h := &Semaphores{s: s, semaphores: semaphores}
 	s.Register(api.Recipe{
 		Kinds: []picture.Kind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: picture.Followed(semaphores.Follow, func(st *recipes.SemaphoreState) any { return body(st) })}},
+			Follow: picture.Followed(semaphores.Follow, func(st *semaphore.SemaphoreState) any { return body(st) })}},
 	})
 	return h
 }
@@ -90,6 +90,6 @@ func (h *Semaphores) ListSemaphores(ctx context.Context, req oapi.ListSemaphores
 }
 
 // body is a semaphore's state as the API shows it.
-func body(st *recipes.SemaphoreState) oapi.Semaphore {
+func body(st *semaphore.SemaphoreState) oapi.Semaphore {
 	return oapi.Semaphore{Name: st.Name, Holders: api.SemaphoreHolders(st.Holders), Waiters: st.Waiters}
 }
