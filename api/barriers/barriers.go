@@ -136,11 +136,15 @@ func (h *Barriers) EnterDoubleBarrier(ctx context.Context, req oapi.EnterDoubleB
 	if p.Count < 1 || p.Count > 100000 {
 		return nil, api.InvalidParameter("count=%d: must be between 1 and 100000", p.Count)
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	e, err := h.barriers.Enter(ctx, hold.Lease, req.Name, p.Id, p.Count, hold.Wait)
+	lease, err := hold.Lease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := h.barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}

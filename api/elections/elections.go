@@ -52,11 +52,15 @@ func (h *Elections) Campaign(ctx context.Context, req oapi.CampaignRequestObject
 	if req.Body != nil && req.Body.Value != nil {
 		value = *req.Body.Value
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.elections.Campaign(ctx, hold.Lease, req.Name, id, value, hold.Wait)
+	lease, err := hold.Lease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.elections.Campaign(ctx, lease, req.Name, id, value, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}

@@ -33,14 +33,11 @@ func New(s *api.Server, locks *lock.Locks) *Locks {
 // AcquireLock takes a lock for a lease (implicit when lease= is absent).
 func (h *Locks) AcquireLock(ctx context.Context, req oapi.AcquireLockRequestObject) (oapi.AcquireLockResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.locks.Acquire(ctx, hold.Lease, req.Name, hold.Owner, hold.Wait)
+	g, err := h.locks.Acquire(ctx, hold, req.Name, hold.Owner, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -52,9 +49,6 @@ func (h *Locks) AcquireLock(ctx context.Context, req oapi.AcquireLockRequestObje
 
 // GetLock shows the lock's holder and waiters.
 func (h *Locks) GetLock(ctx context.Context, req oapi.GetLockRequestObject) (oapi.GetLockResponseObject, error) {
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.locks.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -64,14 +58,7 @@ func (h *Locks) GetLock(ctx context.Context, req oapi.GetLockRequestObject) (oap
 
 // ReleaseLock releases the lock held by lease=.
 func (h *Locks) ReleaseLock(ctx context.Context, req oapi.ReleaseLockRequestObject) (oapi.ReleaseLockResponseObject, error) {
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.locks.Release(ctx, lease, req.Name); err != nil {
+	if err := h.locks.Release(ctx, h.s.Owned(req.Params.Lease), req.Name); err != nil {
 		return nil, err
 	}
 	return oapi.ReleaseLock204Response{}, nil

@@ -42,17 +42,14 @@ func checkMode(mode string) error {
 // AcquireRWLock takes a read/write lock in a mode for a lease.
 func (h *RWLocks) AcquireRWLock(ctx context.Context, req oapi.AcquireRWLockRequestObject) (oapi.AcquireRWLockResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	if err := checkMode(string(p.Mode)); err != nil {
 		return nil, err
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.rwlocks.Acquire(ctx, hold.Lease, req.Name, string(p.Mode), hold.Owner, hold.Wait)
+	g, err := h.rwlocks.Acquire(ctx, hold, req.Name, string(p.Mode), hold.Owner, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -62,9 +59,6 @@ func (h *RWLocks) AcquireRWLock(ctx context.Context, req oapi.AcquireRWLockReque
 
 // GetRWLock shows the lock's writer or readers and its waiters.
 func (h *RWLocks) GetRWLock(ctx context.Context, req oapi.GetRWLockRequestObject) (oapi.GetRWLockResponseObject, error) {
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.rwlocks.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -74,17 +68,10 @@ func (h *RWLocks) GetRWLock(ctx context.Context, req oapi.GetRWLockRequestObject
 
 // ReleaseRWLock releases the lock that lease= holds in mode=.
 func (h *RWLocks) ReleaseRWLock(ctx context.Context, req oapi.ReleaseRWLockRequestObject) (oapi.ReleaseRWLockResponseObject, error) {
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	if err := checkMode(string(req.Params.Mode)); err != nil {
 		return nil, err
 	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.rwlocks.Release(ctx, lease, req.Name, string(req.Params.Mode)); err != nil {
+	if err := h.rwlocks.Release(ctx, h.s.Owned(req.Params.Lease), req.Name, string(req.Params.Mode)); err != nil {
 		return nil, err
 	}
 	return oapi.ReleaseRWLock204Response{}, nil

@@ -35,17 +35,14 @@ func New(s *api.Server, semaphores *semaphore.Semaphores) *Semaphores {
 // AcquirePermit takes a permit for a lease (implicit when lease= is absent).
 func (h *Semaphores) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRequestObject) (oapi.AcquirePermitResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
 	if p.Max < 1 {
 		return nil, api.InvalidParameter("max=%d: a semaphore has at least one permit", p.Max)
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.semaphores.Acquire(ctx, hold.Lease, req.Name, hold.Owner, p.Max, hold.Wait)
+	g, err := h.semaphores.Acquire(ctx, hold, req.Name, hold.Owner, p.Max, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -55,9 +52,6 @@ func (h *Semaphores) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRe
 
 // GetSemaphore shows the semaphore's holders and waiters.
 func (h *Semaphores) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequestObject) (oapi.GetSemaphoreResponseObject, error) {
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.semaphores.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -67,17 +61,7 @@ func (h *Semaphores) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequ
 
 // ReleasePermit releases the permit held by lease=.
 func (h *Semaphores) ReleasePermit(ctx context.Context, req oapi.ReleasePermitRequestObject) (oapi.ReleasePermitResponseObject, error) {
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("permit", req.Permit); err != nil {
-		return nil, err
-	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.semaphores.Release(ctx, lease, req.Name, req.Permit); err != nil {
+	if err := h.semaphores.Release(ctx, h.s.Owned(req.Params.Lease), req.Name, req.Permit); err != nil {
 		return nil, err
 	}
 	return oapi.ReleasePermit204Response{}, nil

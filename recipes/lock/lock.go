@@ -93,7 +93,8 @@ func (l *Locks) parent(name string) string { return l.dir + "/" + name }
 // Lines is the node under which each lock is a line of contender nodes.
 func (l *Locks) Lines() string { return l.dir }
 
-// Acquire takes the lock for lease, waiting at most wait (0: try once). It returns
+// Acquire takes the lock for the lease of src, waiting at most wait (0: try
+// once); the name is checked before src is asked for the lease. It returns
 // the grant; a LockedError (ErrLocked) when not granted within wait;
 // kit.ErrLeaseEnded when the lease ended meanwhile; kit.ErrSessionLost or
 // kit.ErrUnavailable on ZooKeeper trouble; ctx's error when ctx ended (the client
@@ -103,8 +104,12 @@ func (l *Locks) Lines() string { return l.dir }
 // delete goes on in the background until the session is back or lost), and an
 // implicit lease ends. A lease that holds the lock already gets its grant again;
 // one that is acquiring it already gets kit.ErrBusy.
-func (l *Locks) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
+func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, wait time.Duration) (*LockGrant, error) {
 	if err := kit.CheckName("lock", name); err != nil {
+		return nil, err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -204,10 +209,15 @@ func (l *Locks) holder(ctx context.Context, ep *zookeeper.Epoch, parent string, 
 	return nil, nil
 }
 
-// Release releases the lock held by lease, deleting its node. It returns
-// kit.ErrNotHeld when the lease does not hold it. An implicit lease ends with it.
-func (l *Locks) Release(ctx context.Context, lease *kit.Lease, name string) error {
+// Release releases the lock held by the lease of src (asked for once the name
+// is checked), deleting its node. It returns kit.ErrNotHeld when the lease does
+// not hold it. An implicit lease ends with it.
+func (l *Locks) Release(ctx context.Context, src kit.LeaseSource, name string) error {
 	if err := kit.CheckName("lock", name); err != nil {
+		return err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return err
 	}
 	return kit.Release(ctx, lease, kit.Hold{Kind: lockKind, Name: name})

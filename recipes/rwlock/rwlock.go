@@ -112,19 +112,24 @@ func (rw *RWLocks) Lines() string { return rw.dir }
 
 func isWriter(node string) bool { return strings.Contains(node, writeInfix) }
 
-// Acquire takes lock name in mode (ReadMode or WriteMode) for lease, waiting at
+// Acquire takes lock name in mode (ReadMode or WriteMode) for the lease of src
+// (asked for once the name and mode are checked), waiting at
 // most wait (0: try once). It returns the grant; an RWLockedError (lock.ErrLocked)
 // when not granted within wait; kit.ErrInvalidArgument for an unknown mode or
 // when the lease holds the lock in the other mode; kit.ErrLeaseEnded,
 // kit.ErrSessionLost, kit.ErrUnavailable or ctx's error otherwise. On every
 // failure the node it made is deleted before it returns, and an implicit lease
 // ends. A lease that holds the lock in mode gets its grant again.
-func (rw *RWLocks) Acquire(ctx context.Context, lease *kit.Lease, name, mode, owner string, wait time.Duration) (*RWGrant, error) {
+func (rw *RWLocks) Acquire(ctx context.Context, src kit.LeaseSource, name, mode, owner string, wait time.Duration) (*RWGrant, error) {
 	if err := kit.CheckName("rwlock", name); err != nil {
 		return nil, err
 	}
 	if mode != ReadMode && mode != WriteMode {
 		return nil, fmt.Errorf("mode=%q: a read/write lock is taken in mode read or write: %w", mode, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	rw.metrics.waiting.Inc()
@@ -244,15 +249,20 @@ func (g *RWGrant) Release(ctx context.Context) error {
 	return err
 }
 
-// Release releases the lock that lease holds in mode. It returns kit.ErrNotHeld
-// when the lease does not hold it in that mode (nothing is changed then). An
-// implicit lease ends with it.
-func (rw *RWLocks) Release(ctx context.Context, lease *kit.Lease, name, mode string) error {
+// Release releases the lock that the lease of src (asked for once the name and
+// mode are checked) holds in mode. It returns kit.ErrNotHeld when the lease
+// does not hold it in that mode (nothing is changed then). An implicit lease
+// ends with it.
+func (rw *RWLocks) Release(ctx context.Context, src kit.LeaseSource, name, mode string) error {
 	if err := kit.CheckName("rwlock", name); err != nil {
 		return err
 	}
 	if mode != ReadMode && mode != WriteMode {
 		return fmt.Errorf("mode=%q: a read/write lock is released in mode read or write: %w", mode, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return err
 	}
 	h := kit.Hold{Kind: rwlockKind, Name: name}
 	if g, ok := kit.Lookup[*RWGrant](lease, h); !ok || g.Mode != mode {

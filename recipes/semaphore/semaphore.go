@@ -124,7 +124,8 @@ func (m *Semaphores) Parts() []string { return []string{mutexPart, leasesPart} }
 // permitName is a lease node's permit id.
 func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
 
-// Acquire takes a permit of semaphore name for lease, max permits at most being
+// Acquire takes a permit of semaphore name for the lease of src (asked for
+// once the name and max are checked), max permits at most being
 // held at once, waiting at most wait (0: try once). It returns the permit; a
 // SemaphoreFullError (ErrSemaphoreFull) when none is granted within wait; a
 // MaxMismatchError (ErrMaxMismatch) when max is not the semaphore's (the max
@@ -133,12 +134,16 @@ func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
 // kit.ErrUnavailable or ctx's error otherwise. On every failure the nodes it
 // made are deleted before it returns, and an implicit lease ends. A lease that
 // holds a permit of the semaphore gets that permit again.
-func (m *Semaphores) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, max int, wait time.Duration) (*Permit, error) {
+func (m *Semaphores) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, max int, wait time.Duration) (*Permit, error) {
 	if err := kit.CheckName("semaphore", name); err != nil {
 		return nil, err
 	}
 	if max < 1 {
 		return nil, fmt.Errorf("max=%d: a semaphore has at least one permit: %w", max, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	m.metrics.waiting.Inc()
@@ -374,11 +379,19 @@ func (p *Permit) Release(ctx context.Context) error {
 	return p.ep.DeleteProtected(ctx, path.Dir(p.node.Path), p.node.GUID, p.node.Path)
 }
 
-// Release releases the permit the lease holds, deleting its lease node. It
+// Release releases the permit the lease of src holds (asked for once the
+// semaphore's and the permit's names are checked), deleting its lease node. It
 // returns kit.ErrNotHeld when the lease holds no permit of that name (nothing
 // is changed then). An implicit lease ends with it.
-func (m *Semaphores) Release(ctx context.Context, lease *kit.Lease, name, permit string) error {
+func (m *Semaphores) Release(ctx context.Context, src kit.LeaseSource, name, permit string) error {
 	if err := kit.CheckName("semaphore", name); err != nil {
+		return err
+	}
+	if err := kit.CheckName("permit", permit); err != nil {
+		return err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return err
 	}
 	h := kit.Hold{Kind: semaphoreKind, Name: name}
