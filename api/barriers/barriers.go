@@ -59,9 +59,6 @@ func (h *Barriers) RaiseBarrier(ctx context.Context, req oapi.RaiseBarrierReques
 
 // LowerBarrier lowers a barrier however it was raised.
 func (h *Barriers) LowerBarrier(ctx context.Context, req oapi.LowerBarrierRequestObject) (oapi.LowerBarrierResponseObject, error) {
-	if err := kit.CheckName("barrier", req.Name); err != nil {
-		return nil, err
-	}
 	if err := h.barriers.Lower(ctx, req.Name); err != nil {
 		return nil, err
 	}
@@ -70,9 +67,6 @@ func (h *Barriers) LowerBarrier(ctx context.Context, req oapi.LowerBarrierReques
 
 // GetBarrier tells whether a barrier is raised.
 func (h *Barriers) GetBarrier(ctx context.Context, req oapi.GetBarrierRequestObject) (oapi.GetBarrierResponseObject, error) {
-	if err := kit.CheckName("barrier", req.Name); err != nil {
-		return nil, err
-	}
 	up, err := h.barriers.Raised(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -113,9 +107,6 @@ func (h *Barriers) readBarrier(ctx context.Context, n string) (oapi.Barrier, err
 
 // GetDoubleBarrier shows a double barrier's participants and readiness.
 func (h *Barriers) GetDoubleBarrier(ctx context.Context, req oapi.GetDoubleBarrierRequestObject) (oapi.GetDoubleBarrierResponseObject, error) {
-	if err := kit.CheckName("double barrier", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.barriers.InspectDouble(ctx, req.Name)
 	if err != nil {
 		return nil, err
