@@ -118,12 +118,6 @@ func (h *Barriers) GetDoubleBarrier(ctx context.Context, req oapi.GetDoubleBarri
 // ttl=) and answers once `count` participants have entered.
 func (h *Barriers) EnterDoubleBarrier(ctx context.Context, req oapi.EnterDoubleBarrierRequestObject) (oapi.EnterDoubleBarrierResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("double barrier", req.Name); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("participant", p.Id); err != nil {
-		return nil, err
-	}
 	if p.Count < 1 || p.Count > 100000 {
 		return nil, api.InvalidParameter("count=%d: must be between 1 and 100000", p.Count)
 	}
@@ -131,11 +125,7 @@ func (h *Barriers) EnterDoubleBarrier(ctx context.Context, req oapi.EnterDoubleB
 	if err != nil {
 		return nil, err
 	}
-	lease, err := hold.Lease(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e, err := h.barriers.Enter(ctx, lease, req.Name, p.Id, p.Count, hold.Wait)
+	e, err := h.barriers.Enter(ctx, hold, req.Name, p.Id, p.Count, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}

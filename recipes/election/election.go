@@ -150,9 +150,14 @@ func checkCandidate(name, id, value string) error {
 // Campaign enrols candidate id (with value) in election name for lease, at the back
 // of the line, and waits up to wait (0: not at all) to lead. It answers with the
 // candidacy, still enrolled when it does not lead yet. ErrCandidateExists when a
-// live candidate has that id in that election (on any client).
-func (e *Elections) Campaign(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
+// live candidate has that id in that election (on any client). The lease is
+// src's, asked for once the names and the value are checked.
+func (e *Elections) Campaign(ctx context.Context, src kit.LeaseSource, name, id, value string, wait time.Duration) (*Candidacy, error) {
 	if err := checkCandidate(name, id, value); err != nil {
+		return nil, err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return nil, err
 	}
 	return e.enrol(ctx, lease, name, id, value, wait)
