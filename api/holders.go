@@ -2,12 +2,14 @@ package api
 
 import (
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 )
 
 // LockHolder is a lock's or a read/write lock writer's holder as the API shows
 // it (in their bodies and in the locked problem); nil (JSON null) when free.
-func LockHolder(h *recipes.LockHolder) *oapi.LockHolder {
+func LockHolder(h *lock.LockHolder) *oapi.LockHolder {
 	if h == nil {
 		return nil
 	}
@@ -16,7 +18,7 @@ func LockHolder(h *recipes.LockHolder) *oapi.LockHolder {
 
 // SemaphoreHolders are a semaphore's holders as the API shows them (in its
 // body and in the semaphore-full problem).
-func SemaphoreHolders(hs []recipes.SemaphoreHolder) []oapi.SemaphoreHolder {
+func SemaphoreHolders(hs []semaphore.SemaphoreHolder) []oapi.SemaphoreHolder {
 	out := []oapi.SemaphoreHolder{}
 	for _, h := range hs {
 		out = append(out, oapi.SemaphoreHolder{Permit: h.Permit, Owner: h.Owner, Since: h.Since.UTC()})
@@ -26,7 +28,7 @@ func SemaphoreHolders(hs []recipes.SemaphoreHolder) []oapi.SemaphoreHolder {
 
 // RWReaders are a read/write lock's readers as the API shows them (in its body
 // and in the locked problem).
-func RWReaders(rs []recipes.RWReader) []oapi.RWReader {
+func RWReaders(rs []rwlock.RWReader) []oapi.RWReader {
 	out := make([]oapi.RWReader, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, oapi.RWReader{Owner: r.Owner, Since: r.Since.UTC()})

@@ -181,35 +181,61 @@ func Owns(ctx context.Context, l *kit.Lease) bool { return l.Owner == principalO
 // of it: wait=, owner=, and lease= or ttl=.
 type HoldRequest struct{ Wait, Owner, Lease, TTL *string }
 
-// Hold is a checked HoldRequest: how long the request may wait, the holder's
-// owner text, and the lease the hold is for.
+// Hold is a checked HoldRequest: how long the request may wait and the
+// holder's owner text. It is the hold's kit.LeaseSource: the recipe asks it for
+// the lease once the recipe's own arguments are checked, and only then is the
+// lease found (lease=) or an implicit one made (ttl=), so that a request
+// refused for its name makes no lease and waits for no session.
 type Hold struct {
 	Wait  time.Duration
 	Owner string
-	Lease *kit.Lease
-	done  func(error) error
+
+	s          *Server
+	lease, ttl *string
+	done       func(error) error
 }
 
-// HoldFor checks a HoldRequest, in this order: wait= (WaitParam), owner=
-// (OwnerParam), then the lease (LeaseFor: lease=, or an implicit one made from
-// ttl=). The caller passes its outcome through the Hold's Done.
-func (s *Server) HoldFor(ctx context.Context, r HoldRequest) (Hold, error) {
+// HoldFor checks a HoldRequest's wait= (WaitParam) and owner= (OwnerParam), in
+// this order; its lease= or ttl= are checked when the recipe asks for the lease
+// (Lease). The caller passes its outcome through the Hold's Done.
+func (s *Server) HoldFor(r HoldRequest) (*Hold, error) {
 	wait, err := s.WaitParam(r.Wait)
 	if err != nil {
-		return Hold{}, err
+		return nil, err
 	}
 	owner, err := OwnerParam(r.Owner)
 	if err != nil {
-		return Hold{}, err
+		return nil, err
 	}
-	lease, done, err := s.LeaseFor(ctx, r.Lease, r.TTL)
-	if err != nil {
-		return Hold{}, err
-	}
-	return Hold{Wait: wait, Owner: owner, Lease: lease, done: done}, nil
+	return &Hold{Wait: wait, Owner: owner, s: s, lease: r.Lease, ttl: r.TTL}, nil
 }
 
-// Done returns err unchanged; after a failure, an implicit lease HoldFor made
+// Lease returns the hold's lease (LeaseFor: lease=, or an implicit one made from
+// ttl=); the recipe asks once.
+func (h *Hold) Lease(ctx context.Context) (*kit.Lease, error) {
+	l, done, err := h.s.LeaseFor(ctx, h.lease, h.ttl)
+	h.done = done
+	return l, err
+}
+
+// Done returns err unchanged; after a failure, an implicit lease the hold made
 // that holds nothing is revoked, so that a rejected request leaves no lease
 // behind.
-func (h Hold) Done(err error) error { return h.done(err) }
+func (h *Hold) Done(err error) error {
+	if h.done == nil {
+		return err
+	}
+	return h.done(err)
+}
+
+// Owned is the lease lease= of a request that acts on a hold it has (a
+// release): a kit.LeaseSource that OwnLease answers when the recipe asks, once
+// the recipe's own arguments are checked.
+func (s *Server) Owned(id string) kit.LeaseSource { return ownedLease{s, id} }
+
+type ownedLease struct {
+	s  *Server
+	id string
+}
+
+func (o ownedLease) Lease(ctx context.Context) (*kit.Lease, error) { return o.s.OwnLease(ctx, o.id) }

@@ -8,15 +8,17 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api/specrules"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
@@ -140,7 +142,7 @@ func specProblem(err error) *Problem {
 // detailedProblem maps the errors that carry state for the problem's extension
 // members; nil for any other.
 func detailedProblem(err error) *Problem {
-	var locked *recipes.LockedError
+	var locked *lock.LockedError
 	var notReady *barrier.BarrierNotReadyError
 	var notEmpty *barrier.BarrierNotEmptyError
 	var mismatch *barrier.CountMismatchError
@@ -148,9 +150,9 @@ func detailedProblem(err error) *Problem {
 	var versionMismatch *kv.VersionMismatchError
 	var valueMismatch *counter.MismatchError
 	var overflow *counter.OverflowError
-	var full *recipes.SemaphoreFullError
-	var maxMismatch *recipes.MaxMismatchError
-	var rwLocked *recipes.RWLockedError
+	var full *semaphore.SemaphoreFullError
+	var maxMismatch *semaphore.MaxMismatchError
+	var rwLocked *rwlock.RWLockedError
 	var partitionMismatch *partition.VersionMismatchError
 	var p *Problem
 	switch {

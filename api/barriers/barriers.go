@@ -59,9 +59,6 @@ func (h *Barriers) RaiseBarrier(ctx context.Context, req oapi.RaiseBarrierReques
 
 // LowerBarrier lowers a barrier however it was raised.
 func (h *Barriers) LowerBarrier(ctx context.Context, req oapi.LowerBarrierRequestObject) (oapi.LowerBarrierResponseObject, error) {
-	if err := kit.CheckName("barrier", req.Name); err != nil {
-		return nil, err
-	}
 	if err := h.barriers.Lower(ctx, req.Name); err != nil {
 		return nil, err
 	}
@@ -70,9 +67,6 @@ func (h *Barriers) LowerBarrier(ctx context.Context, req oapi.LowerBarrierReques
 
 // GetBarrier tells whether a barrier is raised.
 func (h *Barriers) GetBarrier(ctx context.Context, req oapi.GetBarrierRequestObject) (oapi.GetBarrierResponseObject, error) {
-	if err := kit.CheckName("barrier", req.Name); err != nil {
-		return nil, err
-	}
 	up, err := h.barriers.Raised(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -113,9 +107,6 @@ func (h *Barriers) readBarrier(ctx context.Context, n string) (oapi.Barrier, err
 
 // GetDoubleBarrier shows a double barrier's participants and readiness.
 func (h *Barriers) GetDoubleBarrier(ctx context.Context, req oapi.GetDoubleBarrierRequestObject) (oapi.GetDoubleBarrierResponseObject, error) {
-	if err := kit.CheckName("double barrier", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.barriers.InspectDouble(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -127,20 +118,14 @@ func (h *Barriers) GetDoubleBarrier(ctx context.Context, req oapi.GetDoubleBarri
 // ttl=) and answers once `count` participants have entered.
 func (h *Barriers) EnterDoubleBarrier(ctx context.Context, req oapi.EnterDoubleBarrierRequestObject) (oapi.EnterDoubleBarrierResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("double barrier", req.Name); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("participant", p.Id); err != nil {
-		return nil, err
-	}
 	if p.Count < 1 || p.Count > 100000 {
 		return nil, api.InvalidParameter("count=%d: must be between 1 and 100000", p.Count)
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	e, err := h.barriers.Enter(ctx, hold.Lease, req.Name, p.Id, p.Count, hold.Wait)
+	e, err := h.barriers.Enter(ctx, hold, req.Name, p.Id, p.Count, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}

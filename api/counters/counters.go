@@ -78,9 +78,6 @@ func (h *Counters) SetCounter(ctx context.Context, req oapi.SetCounterRequestObj
 
 // DeleteCounter removes the counter's node (404 counter-not-found without one).
 func (h *Counters) DeleteCounter(ctx context.Context, req oapi.DeleteCounterRequestObject) (oapi.DeleteCounterResponseObject, error) {
-	if err := kit.CheckName("counter", req.Name); err != nil {
-		return nil, err
-	}
 	if err := h.counters.Delete(ctx, req.Name); err != nil {
 		return nil, err
 	}

@@ -35,9 +35,6 @@ func New(s *api.Server, elections *election.Elections) *Elections {
 // Campaign enrols a candidate for a lease (implicit when lease= is absent).
 func (h *Elections) Campaign(ctx context.Context, req oapi.CampaignRequestObject) (oapi.CampaignResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("election", req.Name); err != nil {
-		return nil, err
-	}
 	id := ""
 	if p.Id != nil {
 		id = *p.Id
@@ -45,18 +42,15 @@ func (h *Elections) Campaign(ctx context.Context, req oapi.CampaignRequestObject
 	if id == "" {
 		id = election.NewCandidateID()
 	}
-	if err := kit.CheckName("candidate", id); err != nil {
-		return nil, err
-	}
 	value := ""
 	if req.Body != nil && req.Body.Value != nil {
 		value = *req.Body.Value
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.elections.Campaign(ctx, hold.Lease, req.Name, id, value, hold.Wait)
+	c, err := h.elections.Campaign(ctx, hold, req.Name, id, value, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-// Package locks is the HTTP side of the fair lock (recipes.Locks): acquire,
+// Package locks is the HTTP side of the fair lock (lock.Locks): acquire,
 // release, inspect, list, its event stream and its place in the picture.
 package locks
 
@@ -9,23 +9,23 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
 )
 
 // Locks serves the lock operations of openapi.yaml.
 type Locks struct {
 	s     *api.Server
-	locks *recipes.Locks
+	locks *lock.Locks
 }
 
 // New registers the lock's topic and picture kind with s.
-func New(s *api.Server, locks *recipes.Locks) *Locks {
+func New(s *api.Server, locks *lock.Locks) *Locks {
 	h := &Locks{s: s, locks: locks}
 	s.Register(api.Recipe{
 		Topics: map[string]func(topic, name string) func(){"lock": h.follow},
 		Kinds: []picture.Kind{{Kind: "lock", Event: "lock", Dir: "locks", Field: "name",
-			Follow: picture.Followed(locks.Follow, func(st *recipes.LockState) any { return body(st) })}},
+			Follow: picture.Followed(locks.Follow, func(st *lock.LockState) any { return body(st) })}},
 	})
 	return h
 }
@@ -33,14 +33,11 @@ func New(s *api.Server, locks *recipes.Locks) *Locks {
 // AcquireLock takes a lock for a lease (implicit when lease= is absent).
 func (h *Locks) AcquireLock(ctx context.Context, req oapi.AcquireLockRequestObject) (oapi.AcquireLockResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.locks.Acquire(ctx, hold.Lease, req.Name, hold.Owner, hold.Wait)
+	g, err := h.locks.Acquire(ctx, hold, req.Name, hold.Owner, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -52,9 +49,6 @@ func (h *Locks) AcquireLock(ctx context.Context, req oapi.AcquireLockRequestObje
 
 // GetLock shows the lock's holder and waiters.
 func (h *Locks) GetLock(ctx context.Context, req oapi.GetLockRequestObject) (oapi.GetLockResponseObject, error) {
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.locks.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -64,14 +58,7 @@ func (h *Locks) GetLock(ctx context.Context, req oapi.GetLockRequestObject) (oap
 
 // ReleaseLock releases the lock held by lease=.
 func (h *Locks) ReleaseLock(ctx context.Context, req oapi.ReleaseLockRequestObject) (oapi.ReleaseLockResponseObject, error) {
-	if err := kit.CheckName("lock", req.Name); err != nil {
-		return nil, err
-	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.locks.Release(ctx, lease, req.Name); err != nil {
+	if err := h.locks.Release(ctx, h.s.Owned(req.Params.Lease), req.Name); err != nil {
 		return nil, err
 	}
 	return oapi.ReleaseLock204Response{}, nil
@@ -103,12 +90,12 @@ func (h *Locks) follow(topic, name string) (stop func()) {
 	if err != nil {
 		return nil
 	}
-	return api.FollowStates(h.s, topic, "lock", f, func(st *recipes.LockState) int64 { return st.Zxid },
-		func(st *recipes.LockState) any { return body(st) })
+	return api.FollowStates(h.s, topic, "lock", f, func(st *lock.LockState) int64 { return st.Zxid },
+		func(st *lock.LockState) any { return body(st) })
 }
 
 // body is a lock's state as the API shows it; a free lock's holder is null.
-func body(st *recipes.LockState) oapi.LockState {
+func body(st *lock.LockState) oapi.LockState {
 	out := oapi.LockState{Name: st.Name, Holder: api.LockHolder(st.Holder), Waiters: st.Waiters}
 	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
 	return out

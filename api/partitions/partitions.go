@@ -71,9 +71,6 @@ func (h *Partitions) SetPartitions(ctx context.Context, req oapi.SetPartitionsRe
 
 // GetPartitionGroup answers a group's plan and owners.
 func (h *Partitions) GetPartitionGroup(ctx context.Context, req oapi.GetPartitionGroupRequestObject) (oapi.GetPartitionGroupResponseObject, error) {
-	if err := kit.CheckName("group", req.Group); err != nil {
-		return nil, err
-	}
 	st, err := h.partitions.Inspect(ctx, req.Group)
 	if err != nil {
 		return nil, err

@@ -164,9 +164,6 @@ func (h *Queues) ownClaim(ctx context.Context, queueName, claim string) error {
 
 // GetQueue counts the waiting and claimed items.
 func (h *Queues) GetQueue(ctx context.Context, req oapi.GetQueueRequestObject) (oapi.GetQueueResponseObject, error) {
-	if err := kit.CheckName("queue", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.queues.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err

@@ -23,28 +23,30 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/api/throughput"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // Recipes are the recipes the sidecar serves, made on its session.
 type Recipes struct {
-	Locks      *recipes.Locks
+	Locks      *lock.Locks
 	Elections  *election.Elections
 	Throughput *throughputs.Throughputs
 	Queues     *queue.Queues
 	Barriers   *barrier.Barriers
 	KV         *kvstore.Store
 	Counters   *counter.Counters
-	Semaphores *recipes.Semaphores
-	RWLocks    *recipes.RWLocks
+	Semaphores *semaphore.Semaphores
+	RWLocks    *rwlock.RWLocks
 	Groups     *group.Groups
 	Partitions *partition.Partitions
 }

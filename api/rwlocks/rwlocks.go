@@ -1,4 +1,4 @@
-// Package rwlocks is the HTTP side of the read/write locks (recipes.RWLocks):
+// Package rwlocks is the HTTP side of the read/write locks (rwlock.RWLocks):
 // acquire and release in a mode, inspect, list, and its place in the picture.
 package rwlocks
 
@@ -8,32 +8,32 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
 )
 
 // RWLocks serves the read/write lock operations of openapi.yaml.
 type RWLocks struct {
 	s       *api.Server
-	rwlocks *recipes.RWLocks
+	rwlocks *rwlock.RWLocks
 }
 
-var _ kit.Holding = (*recipes.RWGrant)(nil)
+var _ kit.Holding = (*rwlock.RWGrant)(nil)
 
 // New registers the read/write lock's picture kind with s (it has no stream
 // of its own).
-func New(s *api.Server, rwlocks *recipes.RWLocks) *RWLocks {
+func New(s *api.Server, rwlocks *rwlock.RWLocks) *RWLocks {
 	h := &RWLocks{s: s, rwlocks: rwlocks}
 	s.Register(api.Recipe{
 		Kinds: []picture.Kind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: picture.Followed(rwlocks.Follow, func(st *recipes.RWLockState) any { return body(st) })}},
+			Follow: picture.Followed(rwlocks.Follow, func(st *rwlock.RWLockState) any { return body(st) })}},
 	})
 	return h
 }
 
 // checkMode checks a mode= parameter.
 func checkMode(mode string) error {
-	if mode != recipes.ReadMode && mode != recipes.WriteMode {
+	if mode != rwlock.ReadMode && mode != rwlock.WriteMode {
 		return api.InvalidParameter("mode=%q: must be read or write", mode)
 	}
 	return nil
@@ -42,17 +42,14 @@ func checkMode(mode string) error {
 // AcquireRWLock takes a read/write lock in a mode for a lease.
 func (h *RWLocks) AcquireRWLock(ctx context.Context, req oapi.AcquireRWLockRequestObject) (oapi.AcquireRWLockResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	if err := checkMode(string(p.Mode)); err != nil {
 		return nil, err
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.rwlocks.Acquire(ctx, hold.Lease, req.Name, string(p.Mode), hold.Owner, hold.Wait)
+	g, err := h.rwlocks.Acquire(ctx, hold, req.Name, string(p.Mode), hold.Owner, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -62,9 +59,6 @@ func (h *RWLocks) AcquireRWLock(ctx context.Context, req oapi.AcquireRWLockReque
 
 // GetRWLock shows the lock's writer or readers and its waiters.
 func (h *RWLocks) GetRWLock(ctx context.Context, req oapi.GetRWLockRequestObject) (oapi.GetRWLockResponseObject, error) {
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.rwlocks.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -74,17 +68,10 @@ func (h *RWLocks) GetRWLock(ctx context.Context, req oapi.GetRWLockRequestObject
 
 // ReleaseRWLock releases the lock that lease= holds in mode=.
 func (h *RWLocks) ReleaseRWLock(ctx context.Context, req oapi.ReleaseRWLockRequestObject) (oapi.ReleaseRWLockResponseObject, error) {
-	if err := kit.CheckName("rwlock", req.Name); err != nil {
-		return nil, err
-	}
 	if err := checkMode(string(req.Params.Mode)); err != nil {
 		return nil, err
 	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.rwlocks.Release(ctx, lease, req.Name, string(req.Params.Mode)); err != nil {
+	if err := h.rwlocks.Release(ctx, h.s.Owned(req.Params.Lease), req.Name, string(req.Params.Mode)); err != nil {
 		return nil, err
 	}
 	return oapi.ReleaseRWLock204Response{}, nil
@@ -98,6 +85,6 @@ func (h *RWLocks) ListRWLocks(ctx context.Context, req oapi.ListRWLocksRequestOb
 
 // body is a read/write lock's state as the API shows it; a lock without a
 // writer has a null writer.
-func body(st *recipes.RWLockState) oapi.RWLock {
+func body(st *rwlock.RWLockState) oapi.RWLock {
 	return oapi.RWLock{Name: st.Name, Writer: api.LockHolder(st.Writer), Readers: api.RWReaders(st.Readers), Waiters: st.Waiters}
 }

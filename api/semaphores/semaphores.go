@@ -1,5 +1,5 @@
 // Package semaphores is the HTTP side of the counting semaphores
-// (recipes.Semaphores): acquire and release a permit, inspect, list, and its
+// (semaphore.Semaphores): acquire and release a permit, inspect, list, and its
 // place in the picture.
 package semaphores
 
@@ -9,25 +9,25 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 )
 
 // Semaphores serves the semaphore operations of openapi.yaml.
 type Semaphores struct {
 	s          *api.Server
-	semaphores *recipes.Semaphores
+	semaphores *semaphore.Semaphores
 }
 
-var _ kit.Holding = (*recipes.Permit)(nil)
+var _ kit.Holding = (*semaphore.Permit)(nil)
 
 // New registers the semaphore's picture kind with s (it has no stream of its
 // own).
-func New(s *api.Server, semaphores *recipes.Semaphores) *Semaphores {
+func New(s *api.Server, semaphores *semaphore.Semaphores) *Semaphores {
 	h := &Semaphores{s: s, semaphores: semaphores}
 	s.Register(api.Recipe{
 		Kinds: []picture.Kind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: picture.Followed(semaphores.Follow, func(st *recipes.SemaphoreState) any { return body(st) })}},
+			Follow: picture.Followed(semaphores.Follow, func(st *semaphore.SemaphoreState) any { return body(st) })}},
 	})
 	return h
 }
@@ -35,17 +35,14 @@ func New(s *api.Server, semaphores *recipes.Semaphores) *Semaphores {
 // AcquirePermit takes a permit for a lease (implicit when lease= is absent).
 func (h *Semaphores) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRequestObject) (oapi.AcquirePermitResponseObject, error) {
 	p := req.Params
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
 	if p.Max < 1 {
 		return nil, api.InvalidParameter("max=%d: a semaphore has at least one permit", p.Max)
 	}
-	hold, err := h.s.HoldFor(ctx, api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
+	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Owner: p.Owner, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
 		return nil, err
 	}
-	g, err := h.semaphores.Acquire(ctx, hold.Lease, req.Name, hold.Owner, p.Max, hold.Wait)
+	g, err := h.semaphores.Acquire(ctx, hold, req.Name, hold.Owner, p.Max, hold.Wait)
 	if err := hold.Done(err); err != nil {
 		return nil, err
 	}
@@ -55,9 +52,6 @@ func (h *Semaphores) AcquirePermit(ctx context.Context, req oapi.AcquirePermitRe
 
 // GetSemaphore shows the semaphore's holders and waiters.
 func (h *Semaphores) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequestObject) (oapi.GetSemaphoreResponseObject, error) {
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
 	st, err := h.semaphores.Inspect(ctx, req.Name)
 	if err != nil {
 		return nil, err
@@ -67,17 +61,7 @@ func (h *Semaphores) GetSemaphore(ctx context.Context, req oapi.GetSemaphoreRequ
 
 // ReleasePermit releases the permit held by lease=.
 func (h *Semaphores) ReleasePermit(ctx context.Context, req oapi.ReleasePermitRequestObject) (oapi.ReleasePermitResponseObject, error) {
-	if err := kit.CheckName("semaphore", req.Name); err != nil {
-		return nil, err
-	}
-	if err := kit.CheckName("permit", req.Permit); err != nil {
-		return nil, err
-	}
-	lease, err := h.s.OwnLease(ctx, req.Params.Lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.semaphores.Release(ctx, lease, req.Name, req.Permit); err != nil {
+	if err := h.semaphores.Release(ctx, h.s.Owned(req.Params.Lease), req.Name, req.Permit); err != nil {
 		return nil, err
 	}
 	return oapi.ReleasePermit204Response{}, nil
@@ -90,6 +74,6 @@ func (h *Semaphores) ListSemaphores(ctx context.Context, req oapi.ListSemaphores
 }
 
 // body is a semaphore's state as the API shows it.
-func body(st *recipes.SemaphoreState) oapi.Semaphore {
+func body(st *semaphore.SemaphoreState) oapi.Semaphore {
 	return oapi.Semaphore{Name: st.Name, Holders: api.SemaphoreHolders(st.Holders), Waiters: st.Waiters}
 }

@@ -43,9 +43,6 @@ func leaderTopic(group string) string { return "throughput-leader/" + group }
 
 // GetThroughputGroup reads a group's published allocation.
 func (h *Throughput) GetThroughputGroup(ctx context.Context, req oapi.GetThroughputGroupRequestObject) (oapi.GetThroughputGroupResponseObject, error) {
-	if err := kit.CheckName("group", req.Group); err != nil {
-		return nil, err
-	}
 	g, err := h.groups.Inspect(ctx, req.Group)
 	if err != nil {
 		return nil, err

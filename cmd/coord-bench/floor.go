@@ -6,8 +6,8 @@ package main
 // session, serving only the two routes the bench's lock cycle uses
 // (POST /v1/locks/NAME?wait=..., DELETE /v1/locks/NAME?lease=...), and making
 // exactly the ZooKeeper requests the sidecar's lock cycle makes, grouped across
-// concurrent callers the same way (recipes/lock.go, recipes/line.go,
-// recipes/handoff.go, internal/zookeeper/protected.go, txn.go, lister.go):
+// concurrent callers the same way (recipes/lock/lock.go, recipes/line/line.go,
+// recipes/line/handoff.go, internal/zookeeper/protected.go, txn.go, lister.go):
 //
 //   - acquire: one multi creating the ephemeral sequential node
 //     _c_<guid>-lock-<seq> under the lock's container parent with an empty
@@ -78,7 +78,7 @@ type floorServer struct {
 	// held: lease (the node's guid) → held node.
 	held map[string]string
 	// local: this server's contender nodes, until deleted here; waiting: node →
-	// waits on it (recipes/handoff.go).
+	// waits on it (recipes/line/handoff.go).
 	local   map[string]struct{}
 	waiting map[string][]*floorWait
 }
@@ -233,7 +233,7 @@ func (f *floorServer) create(ctx context.Context, parent, guid string) (string, 
 	}
 }
 
-// awaitHead waits until node heads its parent's line (recipes/line.go).
+// awaitHead waits until node heads its parent's line (recipes/line/line.go).
 func (f *floorServer) awaitHead(ctx context.Context, parent, node string) error {
 	self := path.Base(node)
 	for {

@@ -27,15 +27,17 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
 	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
 	"github.com/coord-sidecar/coord-sidecar/recipes/election"
 	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
 	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
+	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
+	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
 	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
@@ -424,21 +426,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.session = sess
 	m.leases = kit.NewLeases(sess, reg)
 	m.queues = queue.New(sess, reg)
-	locks := recipes.NewLocks(sess, reg)
+	locks := lock.New(sess, reg)
 	// The kinds a successor adopts after a restart (kit.Adopter), one line each.
-	m.leases.RegisterKind(recipes.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
-	throughputs, partitions := throughput.NewThroughputs(sess, reg), partition.New(sess, reg)
+	m.leases.RegisterKind(lock.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
+	throughputs, partitions := throughput.New(sess, reg), partition.New(sess, reg)
 	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
 	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
 	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
-	groups, keys, barriers := group.NewGroups(sess, reg), kv.New(sess, reg), barrier.NewBarriers(sess, reg)
+	groups, keys, barriers := group.New(sess, reg), kv.New(sess, reg), barrier.New(sess, reg)
 	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
 	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
 	m.leases.RegisterKind(barrier.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
 	m.leases.RegisterKind(barrier.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
-	sems, rwlocks, elections := recipes.NewSemaphores(sess, reg), recipes.NewRWLocks(sess, reg), election.NewElections(sess, reg)
-	m.leases.RegisterKind(recipes.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
-	m.leases.RegisterKind(recipes.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
+	sems, rwlocks, elections := semaphore.New(sess, reg), rwlock.New(sess, reg), election.New(sess, reg)
+	m.leases.RegisterKind(semaphore.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
+	m.leases.RegisterKind(rwlock.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
 	m.leases.RegisterKind(election.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
 	var restored <-chan struct{}
 	var state api.StateDir

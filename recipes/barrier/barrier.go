@@ -42,8 +42,8 @@ const BarrierKind = "barrier"
 
 const barrierKind = BarrierKind
 
-// NewBarriers returns the barrier recipes over a session.
-func NewBarriers(s *zookeeper.Session, reg prometheus.Registerer) *Barriers {
+// New returns the barrier recipes over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Barriers {
 	return &Barriers{
 		s:        s,
 		dir:      s.Dir("barriers"),

@@ -25,7 +25,7 @@ type barrierEnv struct {
 func newBarrierEnv(t *testing.T, servers []string, root string) *barrierEnv {
 	t.Helper()
 	s := zookeepertest.NewSession(t, servers, root)
-	return &barrierEnv{s: s, b: NewBarriers(s, prometheus.NewRegistry()), l: kit.NewLeases(s, nil)}
+	return &barrierEnv{s: s, b: New(s, prometheus.NewRegistry()), l: kit.NewLeases(s, nil)}
 }
 
 // waitResult runs f in a goroutine and returns its error on a channel.

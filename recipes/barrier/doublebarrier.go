@@ -92,7 +92,7 @@ func checkParticipant(name, id string, count int) error {
 	return nil
 }
 
-// Enter enrols participant id in the double barrier for lease and returns once at
+// Enter enrols participant id in the double barrier for a lease and returns once at
 // least count participants have entered. When wait (0: look once) ends first it
 // returns a BarrierNotReadyError and the participant stays enrolled; entering
 // again with the same lease goes on waiting. While a request waits, an implicit
@@ -100,11 +100,16 @@ func checkParticipant(name, id string, count int) error {
 // (the client went away) an enrolment made by this call is withdrawn. An id
 // enrolled by another lease or another client is ErrParticipantExists (the other
 // lease is never handed over, nor named). A count other than the barrier's (the
-// count of the oldest present participant) is a CountMismatchError. On every
-// failure but BarrierNotReadyError an implicit lease ends.
-func (b *Barriers) Enter(ctx context.Context, lease *kit.Lease, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
+// count of the oldest present participant) is a CountMismatchError. The lease
+// is src's, asked for once the names and count are checked (a call refused for
+// them asks for none); on every later failure but BarrierNotReadyError an
+// implicit lease ends.
+func (b *Barriers) Enter(ctx context.Context, src kit.LeaseSource, name, id string, count int, wait time.Duration) (_ *DoubleBarrierEntered, err error) {
 	if err := checkParticipant(name, id, count); err != nil {
-		lease.EndImplicit()
+		return nil, err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()

@@ -1,7 +1,7 @@
 // Package election keeps leader elections in ZooKeeper, in Curator
 // LeaderLatch's layout (see Elections): a line of candidate nodes under
-// <root>/elections/<name>, waited in with the line of recipes (AwaitHead),
-// which locks share. It knows ZooKeeper through internal/zookeeper and leases
+// <root>/elections/<name>, waited in through recipes/line (AwaitHead), the line
+// locks share. It knows ZooKeeper through internal/zookeeper and leases
 // through recipes/kit, and nothing of HTTP.
 //
 // Caveats every caller must respect:

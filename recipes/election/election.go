@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
 )
 
 // Elections are leader elections in Curator LeaderLatch's layout:
@@ -116,8 +116,8 @@ type candidateData struct {
 	Value     string `json:"value"`
 }
 
-// NewElections returns the election recipe over a session.
-func NewElections(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
+// New returns the election recipe over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Elections {
 	e := &Elections{s: s, dir: s.Dir("elections"), metrics: newElectionMetrics(reg)}
 	e.followers = kit.NewFollowers(s, e.metrics.watches, func(name string) kit.Source[*ElectionState] {
 		return newElectionSource(e, name)
@@ -150,9 +150,14 @@ func checkCandidate(name, id, value string) error {
 // Campaign enrols candidate id (with value) in election name for lease, at the back
 // of the line, and waits up to wait (0: not at all) to lead. It answers with the
 // candidacy, still enrolled when it does not lead yet. ErrCandidateExists when a
-// live candidate has that id in that election (on any client).
-func (e *Elections) Campaign(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
+// live candidate has that id in that election (on any client). The lease is
+// src's, asked for once the names and the value are checked.
+func (e *Elections) Campaign(ctx context.Context, src kit.LeaseSource, name, id, value string, wait time.Duration) (*Candidacy, error) {
 	if err := checkCandidate(name, id, value); err != nil {
+		return nil, err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return nil, err
 	}
 	return e.enrol(ctx, lease, name, id, value, wait)
@@ -160,7 +165,7 @@ func (e *Elections) Campaign(ctx context.Context, lease *kit.Lease, name, id, va
 
 // enrol runs the hold protocol for one candidacy and answers its standing.
 func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, error) {
-	var place recipes.LinePlace
+	var place line.Place
 	c, found, err := kit.Acquire(ctx, lease, candidateHold(name, id),
 		func(ctx context.Context, ep *zookeeper.Epoch) (*Candidacy, error) {
 			var c *Candidacy
@@ -186,26 +191,26 @@ func (e *Elections) enrol(ctx context.Context, lease *kit.Lease, name, id, value
 
 // stand makes the candidate's node, unless a live candidate has its id, and
 // waits up to wait for it to lead.
-func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, recipes.LinePlace, error) {
+func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, name, id, value string, wait time.Duration) (*Candidacy, line.Place, error) {
 	st, err := e.read(ctx, ep, name)
 	if err != nil {
-		return nil, recipes.LinePlace{}, err
+		return nil, line.Place{}, err
 	}
 	for _, c := range st.Candidates {
 		if c.Candidate == id {
-			return nil, recipes.LinePlace{}, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
+			return nil, line.Place{}, fmt.Errorf("candidate %q in %q: %w", id, name, ErrCandidateExists)
 		}
 	}
 	data, _ := json.Marshal(candidateData{Candidate: id, Value: value})
 	parent := e.parent(name)
 	made, err := ep.CreateProtected(ctx, parent, "latch-", data, true)
 	if err != nil {
-		return nil, recipes.LinePlace{}, err
+		return nil, line.Place{}, err
 	}
-	place, err := recipes.AwaitHead(ctx, ep, made, wait, lease.Ending())
+	place, err := line.AwaitHead(ctx, ep, made, wait, lease.Ending(), nil)
 	if err != nil {
 		ep.CleanupProtected(parent, made.GUID, made.Path)
-		return nil, recipes.LinePlace{}, fmt.Errorf("election %q: %w", name, err)
+		return nil, line.Place{}, fmt.Errorf("election %q: %w", name, err)
 	}
 	return e.newCandidacy(lease, ep, name, id, made, value), place, nil
 }

@@ -23,7 +23,7 @@ func TestCandidatesGaugeFollowsEveryEnd(t *testing.T) {
 	zkc := zktest.Shared(t)
 	s := zookeepertest.NewSession(t, zkc.Servers(), zktest.Root(t))
 	leases := kit.NewLeases(s, nil)
-	els := NewElections(s, prometheus.NewRegistry())
+	els := New(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	grant := kittest.GrantFor(t, leases)
@@ -71,7 +71,7 @@ func TestFollowerReadsOnlyWhatChanged(t *testing.T) {
 	campaigning := zookeepertest.NewSession(t, []string{server}, root)
 	following := zookeepertest.NewSession(t, []string{server}, root)
 	leases := kit.NewLeases(campaigning, nil)
-	els := NewElections(campaigning, prometheus.NewRegistry())
+	els := New(campaigning, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	lease := kittest.GrantFor(t, leases)()
@@ -82,7 +82,7 @@ func TestFollowerReadsOnlyWhatChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := NewElections(following, prometheus.NewRegistry()).Follow("e")
+	f, err := New(following, prometheus.NewRegistry()).Follow("e")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,9 +76,9 @@ type Joined struct {
 	Group, ID, Lease string
 }
 
-// NewGroups returns the membership groups over a session; reg (may be nil)
+// New returns the membership groups over a session; reg (may be nil)
 // receives their metrics.
-func NewGroups(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Groups {
 	g := &Groups{s: s, dir: s.Dir("groups"), metrics: newGroupMetrics(reg), local: map[string]bool{}}
 	g.followers = kit.NewFollowers(s, g.metrics.watched, func(name string) kit.Source[*State] {
 		return newSource(g, name)

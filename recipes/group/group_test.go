@@ -60,7 +60,7 @@ func startSidecar(t *testing.T, cfg zookeeper.Config) *sidecar {
 	reg := prometheus.NewRegistry()
 	leases := kit.NewLeases(s, reg)
 	t.Cleanup(leases.Close)
-	return &sidecar{s: s, leases: leases, groups: NewGroups(s, reg), reg: reg}
+	return &sidecar{s: s, leases: leases, groups: New(s, reg), reg: reg}
 }
 
 func (sc *sidecar) lease(t *testing.T, ttl time.Duration, implicit bool) *kit.Lease {

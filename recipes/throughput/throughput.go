@@ -104,9 +104,9 @@ type ThroughputShare struct {
 // published then.
 const settleWait = 5 * time.Second
 
-// NewThroughputs returns the throughput groups over a session; reg (may be nil)
+// New returns the throughput groups over a session; reg (may be nil)
 // receives their metrics.
-func NewThroughputs(s *zookeeper.Session, reg prometheus.Registerer) *Throughputs {
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Throughputs {
 	m := newThroughputMetrics(reg)
 	t := &Throughputs{s: s, dir: s.Dir("throughput"), metrics: m}
 	t.followers = kit.NewFollowers(s, m.watched, func(group string) kit.Source[*ThroughputGroup] {

@@ -26,7 +26,7 @@ type tpSide struct {
 func newTPSide(t *testing.T, servers []string, root string) *tpSide {
 	t.Helper()
 	s := newTestSession(t, servers, root)
-	side := &tpSide{s: s, leases: kit.NewLeases(s, nil), tp: NewThroughputs(s, nil)}
+	side := &tpSide{s: s, leases: kit.NewLeases(s, nil), tp: New(s, nil)}
 	t.Cleanup(side.leases.Close)
 	return side
 }

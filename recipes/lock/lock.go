@@ -1,4 +1,4 @@
-package recipes
+package lock
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
 )
 
 // Locks are exclusive, fair locks in ZooKeeper, with fencing tokens.
@@ -27,7 +28,7 @@ type Locks struct {
 	dir     string
 	metrics lockMetrics
 	// handoffs tells a waiter that its predecessor, the head, was let go here.
-	handoffs handoffs
+	handoffs line.Handoffs
 	// followers follow single locks (event streams; see Follow).
 	followers *kit.Followers[*LockState]
 }
@@ -78,8 +79,8 @@ const LockKind = "lock"
 
 const lockKind = LockKind
 
-// NewLocks returns the lock recipe over a session.
-func NewLocks(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
+// New returns the lock recipe over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
 	l := &Locks{s: s, dir: s.Dir("locks"), metrics: newLockMetrics(reg)}
 	l.followers = kit.NewFollowers(s, l.metrics.watched, func(name string) kit.Source[*LockState] {
 		return &lockSource{l: l, name: name}
@@ -92,7 +93,8 @@ func (l *Locks) parent(name string) string { return l.dir + "/" + name }
 // Lines is the node under which each lock is a line of contender nodes.
 func (l *Locks) Lines() string { return l.dir }
 
-// Acquire takes the lock for lease, waiting at most wait (0: try once). It returns
+// Acquire takes the lock for the lease of src, waiting at most wait (0: try
+// once); the name is checked before src is asked for the lease. It returns
 // the grant; a LockedError (ErrLocked) when not granted within wait;
 // kit.ErrLeaseEnded when the lease ended meanwhile; kit.ErrSessionLost or
 // kit.ErrUnavailable on ZooKeeper trouble; ctx's error when ctx ended (the client
@@ -102,8 +104,12 @@ func (l *Locks) Lines() string { return l.dir }
 // delete goes on in the background until the session is back or lost), and an
 // implicit lease ends. A lease that holds the lock already gets its grant again;
 // one that is acquiring it already gets kit.ErrBusy.
-func (l *Locks) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, wait time.Duration) (*LockGrant, error) {
+func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, wait time.Duration) (*LockGrant, error) {
 	if err := kit.CheckName("lock", name); err != nil {
+		return nil, err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -114,22 +120,9 @@ func (l *Locks) Acquire(ctx context.Context, lease *kit.Lease, name, owner strin
 		})
 	l.metrics.waiting.Dec()
 	if !found {
-		l.metrics.acquire.WithLabelValues(acquireResult(err)).Observe(time.Since(start).Seconds())
+		l.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
 	}
 	return g, err
-}
-
-func acquireResult(err error) string {
-	switch {
-	case err == nil:
-		return "granted"
-	case errors.Is(err, ErrLocked):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	default:
-		return "error"
-	}
 }
 
 // acquire makes the contender node and waits for it to reach the head.
@@ -139,8 +132,8 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	if err != nil {
 		return nil, err
 	}
-	l.handoffs.enter(c.Path)
-	place, err := awaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
+	l.handoffs.Enter(c.Path)
+	place, err := line.AwaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("lock %q: %w", name, err)
@@ -154,7 +147,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	}
 	if err != nil {
 		ep.CleanupProtected(parent, c.GUID, c.Path)
-		l.handoffs.left(c.Path)
+		l.handoffs.Left(c.Path)
 		return nil, err
 	}
 	l.metrics.held.Inc()
@@ -170,15 +163,15 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("lock %q", h.Name)
 	parent := l.parent(h.Name)
-	node, data, st, line, err := savedInLine(ctx, lease, h, parent, what)
+	node, data, st, order, err := line.Saved(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}
 	ep := lease.Epoch()
-	if len(line) == 0 || parent+"/"+line[0] != node.Path {
+	if len(order) == 0 || parent+"/"+order[0] != node.Path {
 		return nil, fmt.Errorf("%s: node %s no longer heads its line", what, node.Path)
 	}
-	l.handoffs.enter(node.Path)
+	l.handoffs.Enter(node.Path)
 	l.metrics.held.Inc()
 	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
 		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node}, nil
@@ -192,7 +185,7 @@ func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
 // the background while the session lives (zookeeper.Epoch.DeleteProtected).
 func (g *LockGrant) Release(ctx context.Context) error {
 	g.locks.metrics.held.Dec()
-	if g.locks.handoffs.letGo(g.node.Path) { // a grant is the head of its line
+	if g.locks.handoffs.LetGo(g.node.Path) { // a grant is the head of its line
 		// The successor's answer is what its client waits for; the delete is
 		// nobody's wait but this release's: let the successor run first.
 		runtime.Gosched()
@@ -216,10 +209,15 @@ func (l *Locks) holder(ctx context.Context, ep *zookeeper.Epoch, parent string, 
 	return nil, nil
 }
 
-// Release releases the lock held by lease, deleting its node. It returns
-// kit.ErrNotHeld when the lease does not hold it. An implicit lease ends with it.
-func (l *Locks) Release(ctx context.Context, lease *kit.Lease, name string) error {
+// Release releases the lock held by the lease of src (asked for once the name
+// is checked), deleting its node. It returns kit.ErrNotHeld when the lease does
+// not hold it. An implicit lease ends with it.
+func (l *Locks) Release(ctx context.Context, src kit.LeaseSource, name string) error {
 	if err := kit.CheckName("lock", name); err != nil {
+		return err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return err
 	}
 	return kit.Release(ctx, lease, kit.Hold{Kind: lockKind, Name: name})

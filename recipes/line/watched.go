@@ -1,4 +1,4 @@
-package recipes
+package line
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 // the nodes they show, once per node: the data of a contender node never
 // changes after its create.
 
-// childrenPart names a source's children watch among its kit.Watches.
-const childrenPart = "children"
+// ChildrenPart names a source's children watch among its kit.Watches.
+const ChildrenPart = "children"
 
-// watchedChildren lists parent. With w, it arms a children watch named part
+// WatchedChildren lists parent. With w, it arms a children watch named part
 // when w needs one; while parent does not exist it watches for its appearance
 // instead and answers no children (nil stat).
-func watchedChildren(ctx context.Context, ep *zookeeper.Epoch, parent, part string, w *kit.Watches) ([]string, *zookeeper.Stat, error) {
+func WatchedChildren(ctx context.Context, ep *zookeeper.Epoch, parent, part string, w *kit.Watches) ([]string, *zookeeper.Stat, error) {
 	if w == nil || !w.Need(part) {
 		children, st, err := ep.Children(ctx, parent)
 		if errors.Is(err, zookeeper.ErrNoNode) {
@@ -48,24 +48,24 @@ func watchedChildren(ctx context.Context, ep *zookeeper.Epoch, parent, part stri
 	return nil, nil, nil
 }
 
-// nodeInfo is what a line's reader shows of one node.
-type nodeInfo struct {
+// NodeInfo is what a line's reader shows of one node.
+type NodeInfo struct {
 	Data  string
 	Czxid int64
 	Since time.Time
 }
 
-// nodeCache remembers the nodes of one parent that were read. Its zero value
+// NodeCache remembers the nodes of one parent that were read. Its zero value
 // is an empty cache (a one-off inspection); a follower's source keeps one.
-type nodeCache struct {
-	m map[string]nodeInfo
+type NodeCache struct {
+	m map[string]NodeInfo
 }
 
-// read returns the info of each named child of parent, reading (in parallel)
+// Read returns the info of each named child of parent, reading (in parallel)
 // those not cached; a node deleted meanwhile is left out. The cache then holds
 // the named nodes only.
-func (c *nodeCache) read(ctx context.Context, ep *zookeeper.Epoch, parent string, names []string) (map[string]nodeInfo, error) {
-	out := make(map[string]nodeInfo, len(names))
+func (c *NodeCache) Read(ctx context.Context, ep *zookeeper.Epoch, parent string, names []string) (map[string]NodeInfo, error) {
+	out := make(map[string]NodeInfo, len(names))
 	var missing []string
 	for _, n := range names {
 		if in, ok := c.m[n]; ok {
@@ -80,18 +80,18 @@ func (c *nodeCache) read(ctx context.Context, ep *zookeeper.Epoch, parent string
 	}
 	for i, n := range missing {
 		if st := nodes[i].Stat; st != nil {
-			out[n] = nodeInfo{Data: string(nodes[i].Data), Czxid: st.Czxid, Since: time.UnixMilli(st.Ctime).UTC()}
+			out[n] = NodeInfo{Data: string(nodes[i].Data), Czxid: st.Czxid, Since: time.UnixMilli(st.Ctime).UTC()}
 		}
 	}
 	c.m = out
 	return out, nil
 }
 
-// reset forgets every node (a new session: re-read).
-func (c *nodeCache) reset() { c.m = nil }
+// Reset forgets every node (a new session: re-read).
+func (c *NodeCache) Reset() { c.m = nil }
 
-// pzxid is a listing's newest child change (0 without a stat).
-func pzxid(st *zookeeper.Stat) int64 {
+// Pzxid is a listing's newest child change (0 without a stat).
+func Pzxid(st *zookeeper.Stat) int64 {
 	if st == nil {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package recipes
+package line
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// savedInLine is the start of the Adopter of a contender of a line (a lock's,
+// Saved is the start of the Adopter of a contender of a line (a lock's,
 // a read/write lock's): kit.ProtectedNode's checks of the saved node under
 // parent, then parent's contender nodes in line (sequence) order, for the
 // recipe to check that the node still stands where its grant put it.
-func savedInLine(ctx context.Context, lease *kit.Lease, h kit.SavedHold, parent, what string) (zookeeper.Created, []byte, *zookeeper.Stat, []string, error) {
+func Saved(ctx context.Context, lease *kit.Lease, h kit.SavedHold, parent, what string) (zookeeper.Created, []byte, *zookeeper.Stat, []string, error) {
 	node, data, st, err := kit.ProtectedNode(ctx, lease, h, parent, what)
 	if err != nil {
 		return node, nil, nil, nil, err

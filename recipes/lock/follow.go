@@ -1,10 +1,11 @@
-package recipes
+package lock
 
 import (
 	"context"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
 )
 
 // Follow follows lock name: however many followers a lock has on this sidecar
@@ -25,33 +26,33 @@ func (l *Locks) Follow(name string) (*kit.Follower[*LockState], error) {
 type lockSource struct {
 	l     *Locks
 	name  string
-	cache nodeCache
+	cache line.NodeCache
 }
 
 func (s *lockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*LockState, error) {
 	parent := s.l.parent(s.name)
-	children, st, err := watchedChildren(ctx, ep, parent, childrenPart, w)
+	children, st, err := line.WatchedChildren(ctx, ep, parent, line.ChildrenPart, w)
 	if err != nil {
 		return nil, err
 	}
-	line := zookeeper.SortBySeq(children)
-	out := &LockState{Name: s.name, Zxid: pzxid(st)}
-	for len(line) > 0 {
-		infos, err := s.cache.read(ctx, ep, parent, line[:1])
+	order := zookeeper.SortBySeq(children)
+	out := &LockState{Name: s.name, Zxid: line.Pzxid(st)}
+	for len(order) > 0 {
+		infos, err := s.cache.Read(ctx, ep, parent, order[:1])
 		if err != nil {
 			return nil, err
 		}
-		if in, ok := infos[line[0]]; ok {
+		if in, ok := infos[order[0]]; ok {
 			out.Holder = &LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
-			out.Waiters = len(line) - 1
+			out.Waiters = len(order) - 1
 			break
 		}
-		line = line[1:] // released meanwhile: the watch reports it
+		order = order[1:] // released meanwhile: the watch reports it
 	}
 	return out, nil
 }
 
-func (s *lockSource) Reset() { s.cache.reset() }
+func (s *lockSource) Reset() { s.cache.Reset() }
 
 func (s *lockSource) Uncertain(last *LockState, loaded bool, u kit.Uncertainty) *LockState {
 	st := &LockState{Name: s.name}

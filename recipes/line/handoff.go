@@ -1,8 +1,8 @@
-package recipes
+package line
 
 import "sync"
 
-// handoffs passes a line's head between waiters of this sidecar without waiting
+// Handoffs passes a line's head between waiters of this sidecar without waiting
 // for ZooKeeper, and tells a waiter when the node it waits on, a contender of
 // this sidecar, is deleted here.
 //
@@ -14,15 +14,17 @@ import "sync"
 // client can be granted meanwhile, and the successor's fencing token (its czxid)
 // is higher.
 //
-// A node this sidecar made (enter) and has not deleted yet is local: it can only
-// go by this sidecar's own delete (letGo or left, which tell its waiters), by the
+// A node this sidecar made (Enter) and has not deleted yet is local: it can only
+// go by this sidecar's own delete (LetGo or Left, which tell its waiters), by the
 // end of the session (which every waiter watches), or by another client deleting
 // it behind the sidecar's back. A waiter on a local node therefore sets no
 // ZooKeeper watch at first: on a hot lock whose waiters are all here, a handoff
 // costs ZooKeeper the create and the delete, not a watch as well. A waiter still
-// sets its watch after localGrace, so that a node deleted by another client is
+// sets its watch after LocalGrace, so that a node deleted by another client is
 // noticed then.
-type handoffs struct {
+//
+// Its zero value is ready to use; a recipe keeps one for all its lines.
+type Handoffs struct {
 	mu      sync.Mutex
 	local   map[string]struct{}            // this sidecar's contender nodes, until deleted here
 	waiting map[string][]*predecessorWatch // node → waits on it
@@ -38,9 +40,9 @@ type predecessorWatch struct {
 	local bool
 }
 
-// enter marks node as this sidecar's contender. Every node entered is later
-// ended with letGo or left.
-func (h *handoffs) enter(node string) {
+// Enter marks node as this sidecar's contender. Every node entered is later
+// ended with LetGo or Left.
+func (h *Handoffs) Enter(node string) {
 	h.mu.Lock()
 	if h.local == nil {
 		h.local = map[string]struct{}{}
@@ -50,7 +52,7 @@ func (h *handoffs) enter(node string) {
 }
 
 // await begins a wait on node, and returns a function that ends it.
-func (h *handoffs) await(node string) (*predecessorWatch, func()) {
+func (h *Handoffs) await(node string) (*predecessorWatch, func()) {
 	pw := &predecessorWatch{handed: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	if h.waiting == nil {
@@ -77,9 +79,9 @@ func (h *handoffs) await(node string) (*predecessorWatch, func()) {
 	}
 }
 
-// letGo tells the waiters on node, which held the head of its line, that their
+// LetGo tells the waiters on node, which held the head of its line, that their
 // node is the head, and whether there were any. The caller deletes node next.
-func (h *handoffs) letGo(node string) bool {
+func (h *Handoffs) LetGo(node string) bool {
 	list := h.end(node)
 	for _, pw := range list {
 		close(pw.handed)
@@ -87,17 +89,17 @@ func (h *handoffs) letGo(node string) bool {
 	return len(list) > 0
 }
 
-// left tells the waiters on node that it was deleted here (its delete was
+// Left tells the waiters on node that it was deleted here (its delete was
 // answered, or the session is gone), without handing them the head: they look
-// at the line again. After letGo it does nothing.
-func (h *handoffs) left(node string) {
+// at the line again. After LetGo it does nothing.
+func (h *Handoffs) Left(node string) {
 	for _, pw := range h.end(node) {
 		close(pw.gone)
 	}
 }
 
 // end forgets node and returns the waits on it.
-func (h *handoffs) end(node string) []*predecessorWatch {
+func (h *Handoffs) end(node string) []*predecessorWatch {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.local, node)

@@ -1,4 +1,4 @@
-package recipes
+package lock
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func newSuspendedCar(t *testing.T, zkc *zktest.Cluster, root string, timeout tim
 	s := zookeepertest.Start(t, zookeeper.Config{Servers: []string{proxy.Addr()}, Root: root, Timeout: timeout})
 	leases := kit.NewLeases(s, nil)
 	t.Cleanup(func() { leases.Close(); s.Close(); leases.Wait() })
-	return &suspendedCar{proxy: proxy, s: s, leases: leases, locks: NewLocks(s, prometheus.NewRegistry())}
+	return &suspendedCar{proxy: proxy, s: s, leases: leases, locks: New(s, prometheus.NewRegistry())}
 }
 
 // cut cuts the session's connection and waits until it is suspended.
@@ -170,7 +170,7 @@ func TestHoldsLostAtDoubtAndDeletedOnReturn(t *testing.T) {
 	other := zookeepertest.NewSession(t, zkc.Servers(), root)
 	otherLeases := kit.NewLeases(other, nil)
 	t.Cleanup(func() { otherLeases.Close(); other.Close(); otherLeases.Wait() })
-	otherLocks := NewLocks(other, prometheus.NewRegistry())
+	otherLocks := New(other, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 

@@ -1,4 +1,4 @@
-package recipes
+package lock
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit/kittest"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
@@ -26,7 +27,7 @@ func newLockTest(t *testing.T) (*zktest.Cluster, string, *Locks, func() *kit.Lea
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
 	s := zookeepertest.NewSession(t, zkc.Servers(), root)
-	return zkc, root, NewLocks(s, prometheus.NewRegistry()), kittest.GrantFor(t, kit.NewLeases(s, nil))
+	return zkc, root, New(s, prometheus.NewRegistry()), kittest.GrantFor(t, kit.NewLeases(s, nil))
 }
 
 // A waiter on this sidecar is handed the lock when its predecessor, the holder,
@@ -115,7 +116,7 @@ func TestLockUnderReadOnlyParent(t *testing.T) {
 	}
 	s := zookeepertest.NewSession(t, zkc.Servers(), root)
 	leases := kit.NewLeases(s, nil)
-	locks := NewLocks(s, prometheus.NewRegistry())
+	locks := New(s, prometheus.NewRegistry())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var last int64
@@ -151,7 +152,7 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 	proxy := faultproxy.Start(t, zkc.Server(0))
 	s := zookeepertest.NewSession(t, []string{proxy.Addr()}, root)
 	leases := kit.NewLeases(s, nil)
-	locks := NewLocks(s, prometheus.NewRegistry())
+	locks := New(s, prometheus.NewRegistry())
 	lease, err := leases.Grant(time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +190,7 @@ func TestReleaseDeletesThroughSuspension(t *testing.T) {
 // at first (it is told here when that node goes), yet sees every way the node
 // can go: a release here (handed the lock at once), a waiter in front of it
 // giving up here (it looks at the line again), and another client deleting the
-// node (noticed through the watch it sets after localGrace).
+// node (noticed through the watch it sets after line.LocalGrace).
 func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 	zkc, root, locks, grant := newLockTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -222,7 +223,7 @@ func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 	b := acquire(grant(), "released", 20*time.Second)
 	waitWaiters(t, locks, "released", 1)
 	// (Asserted only when the machine was quick enough to look within the grace.)
-	if n := zktest.WatchedPaths(t, zkc.Server(0), root+"/locks/released"); n > 0 && time.Since(asked) < localGrace/2 {
+	if n := zktest.WatchedPaths(t, zkc.Server(0), root+"/locks/released"); n > 0 && time.Since(asked) < line.LocalGrace/2 {
 		t.Errorf("%d watched paths on a local predecessor within its grace", n)
 	}
 	released := time.Now()
@@ -234,8 +235,8 @@ func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 		t.Fatalf("after the release: %+v %v", ob.g, ob.err)
 	}
 	// (Without the handoff the watch set after the grace would grant it within
-	// localGrace of the wait's start: a bound of localGrace/4 tells them apart.)
-	if d := ob.at.Sub(released); d >= localGrace/4 {
+	// line.LocalGrace of the wait's start: a bound of line.LocalGrace/4 tells them apart.)
+	if d := ob.at.Sub(released); d >= line.LocalGrace/4 {
 		t.Errorf("handed over %s after the release, not at once", d)
 	}
 
@@ -259,7 +260,7 @@ func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 	if oc.err != nil {
 		t.Fatalf("behind the quitter: %v", oc.err)
 	}
-	if d := oc.at.Sub(released); d >= localGrace/4 {
+	if d := oc.at.Sub(released); d >= line.LocalGrace/4 {
 		t.Errorf("behind the quitter: granted %s after the release, not at once", d)
 	}
 
@@ -276,7 +277,7 @@ func TestLocalPredecessorEveryWayOfGoing(t *testing.T) {
 		if od.err != nil || od.g.FencingToken <= gx.FencingToken {
 			t.Fatalf("after the outside delete: %+v %v", od.g, od.err)
 		}
-	case <-time.After(localGrace + 10*time.Second):
+	case <-time.After(line.LocalGrace + 10*time.Second):
 		t.Fatal("a predecessor deleted by another client was not noticed")
 	}
 }

@@ -1,4 +1,4 @@
-package recipes
+package rwlock
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
+	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
 )
 
 // RWLocks are fair read/write locks in the layout of Curator's
@@ -35,7 +37,7 @@ type RWLocks struct {
 	metrics rwlockMetrics
 	// handoffs tells a waiter that the writer before it, the head, was let go
 	// here.
-	handoffs  handoffs
+	handoffs  line.Handoffs
 	followers *kit.Followers[*RWLockState]
 }
 
@@ -80,7 +82,7 @@ type RWReader struct {
 // readers, and the number of waiters (on every client).
 type RWLockState struct {
 	Name    string
-	Writer  *LockHolder
+	Writer  *lock.LockHolder
 	Readers []RWReader
 	Waiters int
 	// Zxid is the newest change of the contenders the state reflects.
@@ -93,8 +95,8 @@ const RWLockKind = "rwlock"
 
 const rwlockKind = RWLockKind
 
-// NewRWLocks returns the read/write lock recipe over a session.
-func NewRWLocks(s *zookeeper.Session, reg prometheus.Registerer) *RWLocks {
+// New returns the read/write lock recipe over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *RWLocks {
 	rw := &RWLocks{s: s, dir: s.Dir("rwlocks"), metrics: newRWLockMetrics(reg)}
 	rw.followers = kit.NewFollowers(s, rw.metrics.watched, func(name string) kit.Source[*RWLockState] {
 		return &rwlockSource{rw: rw, name: name}
@@ -110,19 +112,24 @@ func (rw *RWLocks) Lines() string { return rw.dir }
 
 func isWriter(node string) bool { return strings.Contains(node, writeInfix) }
 
-// Acquire takes lock name in mode (ReadMode or WriteMode) for lease, waiting at
-// most wait (0: try once). It returns the grant; an RWLockedError (ErrLocked)
+// Acquire takes lock name in mode (ReadMode or WriteMode) for the lease of src
+// (asked for once the name and mode are checked), waiting at
+// most wait (0: try once). It returns the grant; an RWLockedError (lock.ErrLocked)
 // when not granted within wait; kit.ErrInvalidArgument for an unknown mode or
 // when the lease holds the lock in the other mode; kit.ErrLeaseEnded,
 // kit.ErrSessionLost, kit.ErrUnavailable or ctx's error otherwise. On every
 // failure the node it made is deleted before it returns, and an implicit lease
 // ends. A lease that holds the lock in mode gets its grant again.
-func (rw *RWLocks) Acquire(ctx context.Context, lease *kit.Lease, name, mode, owner string, wait time.Duration) (*RWGrant, error) {
+func (rw *RWLocks) Acquire(ctx context.Context, src kit.LeaseSource, name, mode, owner string, wait time.Duration) (*RWGrant, error) {
 	if err := kit.CheckName("rwlock", name); err != nil {
 		return nil, err
 	}
 	if mode != ReadMode && mode != WriteMode {
 		return nil, fmt.Errorf("mode=%q: a read/write lock is taken in mode read or write: %w", mode, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	rw.metrics.waiting.Inc()
@@ -137,7 +144,7 @@ func (rw *RWLocks) Acquire(ctx context.Context, lease *kit.Lease, name, mode, ow
 		}
 		return g, nil
 	}
-	rw.metrics.acquire.WithLabelValues(mode, acquireResult(err)).Observe(time.Since(start).Seconds())
+	rw.metrics.acquire.WithLabelValues(mode, line.AcquireResult(err, lock.ErrLocked)).Observe(time.Since(start).Seconds())
 	return g, err
 }
 
@@ -151,19 +158,19 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 	if err != nil {
 		return nil, fmt.Errorf("read/write lock %q: %w", name, err)
 	}
-	rw.handoffs.enter(c.Path)
-	var place LinePlace
+	rw.handoffs.Enter(c.Path)
+	var place line.Place
 	if mode == WriteMode {
-		place, err = awaitHead(ctx, ep, c, wait, lease.Ending(), &rw.handoffs)
+		place, err = line.AwaitHead(ctx, ep, c, wait, lease.Ending(), &rw.handoffs)
 	} else {
-		place, err = awaitReadable(ctx, ep, c, wait, lease.Ending(), &rw.handoffs)
+		place, err = line.AwaitUnblocked(ctx, ep, c, wait, lease.Ending(), &rw.handoffs, nearestWriter)
 	}
 	switch {
 	case err != nil:
 		err = fmt.Errorf("read/write lock %q: %w", name, err)
 	case !place.Head:
 		locked := &RWLockedError{Name: name, Mode: mode}
-		if st, _ := rw.read(ctx, ep, name, nil, &nodeCache{}); st != nil {
+		if st, _ := rw.read(ctx, ep, name, nil, &line.NodeCache{}); st != nil {
 			locked.Writer, locked.Readers = st.Writer, st.Readers
 		}
 		err = locked
@@ -174,7 +181,7 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 	}
 	if err != nil {
 		ep.CleanupProtected(parent, c.GUID, c.Path)
-		rw.handoffs.left(c.Path)
+		rw.handoffs.Left(c.Path)
 		return nil, err
 	}
 	rw.metrics.held.WithLabelValues(mode).Inc()
@@ -182,24 +189,11 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 		AcquiredAt: time.Now(), rw: rw, ep: ep, node: c}, nil
 }
 
-// awaitReadable waits up to wait (0: look once) until no writer's node comes
-// before the reader node c in its line, watching only the nearest writer before
-// it. It answers as awaitHead does (Head true: the reader holds the lock).
-func awaitReadable(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (LinePlace, error) {
-	w, done := newLineWait(ctx, ep, c, wait, ending, h)
-	defer done()
-	if c.Alone && c.Czxid != 0 {
-		w.place.Line = []string{w.self}
-		return w.head()
-	}
-	return w.runUntil(nearestWriter)
-}
-
 // nearestWriter is a reader's blocker: the nearest writer before it (-1: none,
 // the reader holds the lock).
-func nearestWriter(line []string, idx int) int {
+func nearestWriter(order []string, idx int) int {
 	for i := idx - 1; i >= 0; i-- {
-		if isWriter(line[i]) {
+		if isWriter(order[i]) {
 			return i
 		}
 	}
@@ -215,26 +209,26 @@ func nearestWriter(line []string, idx int) int {
 func (rw *RWLocks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
 	what := fmt.Sprintf("read/write lock %q", h.Name)
 	parent := rw.parent(h.Name)
-	node, data, st, line, err := savedInLine(ctx, lease, h, parent, what)
+	node, data, st, order, err := line.Saved(ctx, lease, h, parent, what)
 	if err != nil {
 		return nil, err
 	}
 	ep := lease.Epoch()
-	self := slices.Index(line, path.Base(node.Path))
+	self := slices.Index(order, path.Base(node.Path))
 	if self < 0 {
 		return nil, fmt.Errorf("%s: node %s is not in its line", what, node.Path)
 	}
 	mode := ReadMode
-	if isWriter(line[self]) {
+	if isWriter(order[self]) {
 		mode = WriteMode
 	}
 	switch {
 	case mode == WriteMode && self != 0:
 		return nil, fmt.Errorf("%s: writer node %s no longer heads its line", what, node.Path)
-	case mode == ReadMode && nearestWriter(line, self) >= 0:
+	case mode == ReadMode && nearestWriter(order, self) >= 0:
 		return nil, fmt.Errorf("%s: reader node %s has a writer before it", what, node.Path)
 	}
-	rw.handoffs.enter(node.Path)
+	rw.handoffs.Enter(node.Path)
 	rw.metrics.held.WithLabelValues(mode).Inc()
 	return &RWGrant{Name: h.Name, Mode: mode, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
 		AcquiredAt: time.UnixMilli(st.Ctime), rw: rw, ep: ep, node: node}, nil
@@ -248,22 +242,27 @@ func (g *RWGrant) HeldNodes() []string { return []string{g.node.Path} }
 func (g *RWGrant) Release(ctx context.Context) error {
 	g.rw.metrics.held.WithLabelValues(g.Mode).Dec()
 	if g.Mode == WriteMode {
-		g.rw.handoffs.letGo(g.node.Path) // a writer's grant is the head of its line
+		g.rw.handoffs.LetGo(g.node.Path) // a writer's grant is the head of its line
 	}
 	err := g.ep.DeleteProtected(ctx, path.Dir(g.node.Path), g.node.GUID, g.node.Path)
-	g.rw.handoffs.left(g.node.Path) // a reader: a writer after it looks at the line again
+	g.rw.handoffs.Left(g.node.Path) // a reader: a writer after it looks at the line again
 	return err
 }
 
-// Release releases the lock that lease holds in mode. It returns kit.ErrNotHeld
-// when the lease does not hold it in that mode (nothing is changed then). An
-// implicit lease ends with it.
-func (rw *RWLocks) Release(ctx context.Context, lease *kit.Lease, name, mode string) error {
+// Release releases the lock that the lease of src (asked for once the name and
+// mode are checked) holds in mode. It returns kit.ErrNotHeld when the lease
+// does not hold it in that mode (nothing is changed then). An implicit lease
+// ends with it.
+func (rw *RWLocks) Release(ctx context.Context, src kit.LeaseSource, name, mode string) error {
 	if err := kit.CheckName("rwlock", name); err != nil {
 		return err
 	}
 	if mode != ReadMode && mode != WriteMode {
 		return fmt.Errorf("mode=%q: a read/write lock is released in mode read or write: %w", mode, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return err
 	}
 	h := kit.Hold{Kind: rwlockKind, Name: name}
 	if g, ok := kit.Lookup[*RWGrant](lease, h); !ok || g.Mode != mode {
@@ -281,7 +280,7 @@ func (rw *RWLocks) Inspect(ctx context.Context, name string) (*RWLockState, erro
 	if err != nil {
 		return nil, err
 	}
-	return rw.read(ctx, ep, name, nil, &nodeCache{})
+	return rw.read(ctx, ep, name, nil, &line.NodeCache{})
 }
 
 // List returns the names of the read/write locks that have a node.
@@ -300,31 +299,31 @@ func (rw *RWLocks) Follow(name string) (*kit.Follower[*RWLockState], error) {
 
 // read lists the line and reads its holders: the first node when it is a
 // writer's, else the readers before the first writer.
-func (rw *RWLocks) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches, cache *nodeCache) (*RWLockState, error) {
+func (rw *RWLocks) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches, cache *line.NodeCache) (*RWLockState, error) {
 	parent := rw.parent(name)
-	children, st, err := watchedChildren(ctx, ep, parent, childrenPart, w)
+	children, st, err := line.WatchedChildren(ctx, ep, parent, line.ChildrenPart, w)
 	if err != nil {
 		return nil, err
 	}
-	line := zookeeper.SortBySeq(children)
+	order := zookeeper.SortBySeq(children)
 	holders := 0
-	for holders < len(line) && !isWriter(line[holders]) {
+	for holders < len(order) && !isWriter(order[holders]) {
 		holders++
 	}
-	if holders == 0 && len(line) > 0 {
+	if holders == 0 && len(order) > 0 {
 		holders = 1 // a writer at the head
 	}
-	infos, err := cache.read(ctx, ep, parent, line[:holders])
+	infos, err := cache.Read(ctx, ep, parent, order[:holders])
 	if err != nil {
 		return nil, err
 	}
-	out := &RWLockState{Name: name, Readers: []RWReader{}, Waiters: len(line) - holders, Zxid: pzxid(st)}
-	for _, n := range line[:holders] {
+	out := &RWLockState{Name: name, Readers: []RWReader{}, Waiters: len(order) - holders, Zxid: line.Pzxid(st)}
+	for _, n := range order[:holders] {
 		in, ok := infos[n]
 		switch {
 		case !ok: // gone meanwhile: the watch reports it
 		case isWriter(n):
-			out.Writer = &LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
+			out.Writer = &lock.LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
 		default:
 			out.Readers = append(out.Readers, RWReader{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since})
 		}
@@ -336,14 +335,14 @@ func (rw *RWLocks) read(ctx context.Context, ep *zookeeper.Epoch, name string, w
 type rwlockSource struct {
 	rw    *RWLocks
 	name  string
-	cache nodeCache
+	cache line.NodeCache
 }
 
 func (s *rwlockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*RWLockState, error) {
 	return s.rw.read(ctx, ep, s.name, w, &s.cache)
 }
 
-func (s *rwlockSource) Reset() { s.cache.reset() }
+func (s *rwlockSource) Reset() { s.cache.Reset() }
 
 func (s *rwlockSource) Uncertain(last *RWLockState, loaded bool, _ kit.Uncertainty) *RWLockState {
 	if loaded {

@@ -1,4 +1,4 @@
-package recipes
+package line
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 
 // A line is a parent's sequential children ordered by their sequence suffix:
 // the contenders of a lock, the candidates of an election. Locks, semaphores,
-// read/write locks and elections (recipes/election, through AwaitHead) share it.
+// read/write locks and elections share it.
 
-// LinePlace is where a node stands in its line.
-type LinePlace struct {
+// Place is where a node stands in its line.
+type Place struct {
 	// Head is true when the node is first in line (holds the lock, leads).
 	Head bool
 	// Czxid is the node's creation zxid: the fencing token or term it carries.
@@ -29,21 +29,21 @@ type LinePlace struct {
 // errWaitOver ends a wait for the predecessor when the caller's wait is over.
 var errWaitOver = errors.New("wait over")
 
-// lineWait is one wait for a node to reach the head of its line (awaitHead).
+// lineWait is one wait for a node to reach the head of its line (AwaitHead).
 type lineWait struct {
 	ctx      context.Context
 	ep       *zookeeper.Epoch
 	node     string
 	parent   string
 	self     string
-	handoffs *handoffs // nil where nobody hands a head over (elections)
+	handoffs *Handoffs // nil where nobody hands a head over (elections)
 	ending   <-chan struct{}
 	// deadline fires when the caller's wait is over (nil: never); expired tells
 	// it without blocking. waitCtx bounds waiting out a suspension likewise.
 	deadline <-chan time.Time
 	expired  func() bool
 	waitCtx  context.Context
-	place    LinePlace
+	place    Place
 }
 
 // AwaitHead waits up to wait (0: look once) until the node c is first among its
@@ -52,15 +52,10 @@ type lineWait struct {
 // ends (Head false); kit.ErrLeaseEnded when ending closes, kit.ErrSessionLost
 // when the session is lost or the node vanished, ctx's error when ctx ends. A
 // suspended session is waited out within wait; the head is reported only while
-// connected under the node's own session, never while suspended. It is the
-// wait of a line whose head this sidecar never hands over between its own
-// waiters (an election's); this package's locks wait with their handoffs.
-func AwaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}) (LinePlace, error) {
-	return awaitHead(ctx, ep, c, wait, ending, nil)
-}
-
-// awaitHead is AwaitHead with the handoffs h of the line's recipe (nil: none),
-// through which this sidecar hands the head between its own waiters.
+// connected under the node's own session, never while suspended.
+//
+// h is the Handoffs of the line's recipe, through which this sidecar hands the
+// head between its own waiters; nil where it never does (an election's line).
 //
 // Round trips on the hot path: a node made by a stamped create that was alone
 // under its parent is the head at once, with the czxid its create's answer
@@ -69,28 +64,43 @@ func AwaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wa
 // that listing, so the two cost one round trip. When the predecessor was the head
 // of the listed line and is deleted, the node is the head without listing again
 // (every node created later has a higher sequence); when this sidecar lets the
-// predecessor go as the head, the node is the head at once (handoffs).
-func awaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (LinePlace, error) {
+// predecessor go as the head, the node is the head at once (Handoffs).
+func AwaitHead(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *Handoffs) (Place, error) {
 	if c.Alone && c.Czxid != 0 && ep.Connected() {
 		// The head at once (as head() would report it), without the wait's
 		// timer and context.
-		return LinePlace{Head: true, Czxid: c.Czxid, Line: []string{path.Base(c.Path)}}, nil
+		return Place{Head: true, Czxid: c.Czxid, Line: []string{path.Base(c.Path)}}, nil
 	}
+	return AwaitUnblocked(ctx, ep, c, wait, ending, h, Predecessor)
+}
+
+// A Blocker names the node that keeps the node at idx of line waiting: its
+// index, or -1 when none does (the node's way is clear).
+type Blocker func(line []string, idx int) int
+
+// Predecessor is a lock's Blocker: the node just before it (-1: none, the node
+// is the head).
+func Predecessor(_ []string, idx int) int { return idx - 1 }
+
+// AwaitUnblocked is AwaitHead for a node that blocker may let through before it
+// heads the line (a reader of a read/write lock): it waits up to wait until
+// blocker names no node, watching only the one it names. Head is then true.
+func AwaitUnblocked(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *Handoffs, blocker Blocker) (Place, error) {
 	w, done := newLineWait(ctx, ep, c, wait, ending, h)
 	defer done()
 	if c.Alone && c.Czxid != 0 {
 		w.place.Line = []string{w.self}
 		return w.head()
 	}
-	return w.run()
+	return w.runUntil(blocker)
 }
 
 // newLineWait prepares the wait of node c for up to wait (0: look once); call
 // done when the wait is over.
-func newLineWait(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *handoffs) (w *lineWait, done func()) {
+func newLineWait(ctx context.Context, ep *zookeeper.Epoch, c zookeeper.Created, wait time.Duration, ending <-chan struct{}, h *Handoffs) (w *lineWait, done func()) {
 	parent, self := path.Split(c.Path)
 	w = &lineWait{ctx: ctx, ep: ep, node: c.Path, parent: path.Clean(parent), self: self,
-		handoffs: h, ending: ending, waitCtx: ctx, place: LinePlace{Czxid: c.Czxid}}
+		handoffs: h, ending: ending, waitCtx: ctx, place: Place{Czxid: c.Czxid}}
 	w.expired = func() bool { return wait <= 0 }
 	if wait <= 0 {
 		return w, func() {}
@@ -117,18 +127,10 @@ var expiredC = func() <-chan time.Time {
 	return c
 }()
 
-// run lists the line and waits on predecessors until the node is the head or
-// the wait ends.
-func (w *lineWait) run() (LinePlace, error) { return w.runUntil(predecessor) }
-
-// predecessor is a lock's blocker: the node just before it (-1: none, the node
-// is the head).
-func predecessor(_ []string, idx int) int { return idx - 1 }
-
 // runUntil lists the line and waits on the node that blocker names (the index
 // of the node, at idx in line, that keeps it waiting; -1 when none does) until
 // none does or the wait ends. Head is then true.
-func (w *lineWait) runUntil(blocker func(line []string, idx int) int) (LinePlace, error) {
+func (w *lineWait) runUntil(blocker Blocker) (Place, error) {
 	var children []string
 	var err error
 	if w.place.Czxid == 0 {
@@ -193,7 +195,7 @@ func (w *lineWait) readCzxid() error {
 
 // head reports the node as the head, once its czxid is known and its session is
 // the connected one.
-func (w *lineWait) head() (LinePlace, error) {
+func (w *lineWait) head() (Place, error) {
 	if w.place.Czxid == 0 {
 		if err := w.readCzxid(); err != nil {
 			return w.place, err
@@ -231,20 +233,20 @@ func (w *lineWait) awaitPredecessor(b int) (bool, error) {
 	return b == 0 || (pw != nil && closed(pw.handed)), nil
 }
 
-// localGrace is how long a waiter on a node of this sidecar relies on being
-// told here (handoffs) before it sets a ZooKeeper watch on it as well.
-const localGrace = time.Second
+// LocalGrace is how long a waiter on a node of this sidecar relies on being
+// told here (Handoffs) before it sets a ZooKeeper watch on it as well.
+const LocalGrace = time.Second
 
 // waitGone waits until pred goes or is handed over, and tells whether it went.
 // It watches pred in ZooKeeper (reading the czxid alongside when not known yet),
-// at once, or after localGrace when pred is this sidecar's own (see handoffs).
+// at once, or after LocalGrace when pred is this sidecar's own (see Handoffs).
 func (w *lineWait) waitGone(pred string, pw *predecessorWatch) (bool, error) {
 	var handed, left <-chan struct{}
 	if pw != nil {
 		handed, left = pw.handed, pw.gone
 	}
 	if pw != nil && pw.local && w.place.Czxid != 0 {
-		grace := time.NewTimer(localGrace)
+		grace := time.NewTimer(LocalGrace)
 		defer grace.Stop()
 		if gone, done, err := w.waitFor(nil, handed, left, grace.C); done {
 			return gone, err

@@ -1,4 +1,4 @@
-package recipes
+package semaphore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+	"github.com/coord-sidecar/coord-sidecar/recipes/line"
 )
 
 // Semaphores are counting semaphores in the layout and with the algorithm of
@@ -58,7 +59,7 @@ type Semaphores struct {
 	dir     string
 	metrics semaphoreMetrics
 	// handoffs passes the internal mutex to this sidecar's next waiter.
-	handoffs  handoffs
+	handoffs  line.Handoffs
 	followers *kit.Followers[*SemaphoreState]
 }
 
@@ -101,8 +102,8 @@ const SemaphoreKind = "semaphore"
 
 const semaphoreKind = SemaphoreKind
 
-// NewSemaphores returns the semaphore recipe over a session.
-func NewSemaphores(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
+// New returns the semaphore recipe over a session.
+func New(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
 	m := &Semaphores{s: s, dir: s.Dir("semaphores"), metrics: newSemaphoreMetrics(reg)}
 	m.followers = kit.NewFollowers(s, m.metrics.watched, func(name string) kit.Source[*SemaphoreState] {
 		return &semaphoreSource{m: m, name: name}
@@ -123,7 +124,8 @@ func (m *Semaphores) Parts() []string { return []string{mutexPart, leasesPart} }
 // permitName is a lease node's permit id.
 func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
 
-// Acquire takes a permit of semaphore name for lease, max permits at most being
+// Acquire takes a permit of semaphore name for the lease of src (asked for
+// once the name and max are checked), max permits at most being
 // held at once, waiting at most wait (0: try once). It returns the permit; a
 // SemaphoreFullError (ErrSemaphoreFull) when none is granted within wait; a
 // MaxMismatchError (ErrMaxMismatch) when max is not the semaphore's (the max
@@ -132,12 +134,16 @@ func permitName(node string) string { return strings.TrimPrefix(node, "_c_") }
 // kit.ErrUnavailable or ctx's error otherwise. On every failure the nodes it
 // made are deleted before it returns, and an implicit lease ends. A lease that
 // holds a permit of the semaphore gets that permit again.
-func (m *Semaphores) Acquire(ctx context.Context, lease *kit.Lease, name, owner string, max int, wait time.Duration) (*Permit, error) {
+func (m *Semaphores) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, max int, wait time.Duration) (*Permit, error) {
 	if err := kit.CheckName("semaphore", name); err != nil {
 		return nil, err
 	}
 	if max < 1 {
 		return nil, fmt.Errorf("max=%d: a semaphore has at least one permit: %w", max, kit.ErrInvalidArgument)
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	m.metrics.waiting.Inc()
@@ -150,11 +156,7 @@ func (m *Semaphores) Acquire(ctx context.Context, lease *kit.Lease, name, owner 
 		return nil, &MaxMismatchError{Name: name, Max: p.Max}
 	}
 	if !found {
-		result := acquireResult(err)
-		if errors.Is(err, ErrSemaphoreFull) {
-			result = "timeout"
-		}
-		m.metrics.acquire.WithLabelValues(result).Observe(time.Since(start).Seconds())
+		m.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrSemaphoreFull)).Observe(time.Since(start).Seconds())
 	}
 	return p, err
 }
@@ -167,20 +169,20 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 	if err != nil {
 		return nil, fmt.Errorf("semaphore %q: %w", name, err)
 	}
-	m.handoffs.enter(mu.Path)
-	place, err := awaitHead(ctx, ep, mu, wait, lease.Ending(), &m.handoffs)
+	m.handoffs.Enter(mu.Path)
+	place, err := line.AwaitHead(ctx, ep, mu, wait, lease.Ending(), &m.handoffs)
 	var node zookeeper.Created
 	if err == nil && place.Head {
 		node, err = m.takeLease(ctx, ep, lease, name, owner, max, time.Until(deadline))
 	}
 	if place.Head {
-		m.handoffs.letGo(mu.Path)
+		m.handoffs.LetGo(mu.Path)
 	}
 	ep.CleanupProtected(locks, mu.GUID, mu.Path)
-	m.handoffs.left(mu.Path)
+	m.handoffs.Left(mu.Path)
 	switch {
 	case err == nil && node.Path == "":
-		st, _ := m.read(ctx, ep, name, nil, &nodeCache{})
+		st, _ := m.read(ctx, ep, name, nil, &line.NodeCache{})
 		err = &SemaphoreFullError{Name: name}
 		if st != nil {
 			err = &SemaphoreFullError{Name: name, Holders: st.Holders}
@@ -280,7 +282,7 @@ func (m *Semaphores) admit(ctx context.Context, ep *zookeeper.Epoch, name, lease
 		}
 		children = zookeeper.SortBySeq(children)
 		if c.Czxid == 0 {
-			count, seen = len(children), pzxid(st)
+			count, seen = len(children), line.Pzxid(st)
 		}
 	}
 	if count <= 1 {
@@ -377,11 +379,19 @@ func (p *Permit) Release(ctx context.Context) error {
 	return p.ep.DeleteProtected(ctx, path.Dir(p.node.Path), p.node.GUID, p.node.Path)
 }
 
-// Release releases the permit the lease holds, deleting its lease node. It
+// Release releases the permit the lease of src holds (asked for once the
+// semaphore's and the permit's names are checked), deleting its lease node. It
 // returns kit.ErrNotHeld when the lease holds no permit of that name (nothing
 // is changed then). An implicit lease ends with it.
-func (m *Semaphores) Release(ctx context.Context, lease *kit.Lease, name, permit string) error {
+func (m *Semaphores) Release(ctx context.Context, src kit.LeaseSource, name, permit string) error {
 	if err := kit.CheckName("semaphore", name); err != nil {
+		return err
+	}
+	if err := kit.CheckName("permit", permit); err != nil {
+		return err
+	}
+	lease, err := src.Lease(ctx)
+	if err != nil {
 		return err
 	}
 	h := kit.Hold{Kind: semaphoreKind, Name: name}
@@ -400,7 +410,7 @@ func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState,
 	if err != nil {
 		return nil, err
 	}
-	return m.read(ctx, ep, name, nil, &nodeCache{})
+	return m.read(ctx, ep, name, nil, &line.NodeCache{})
 }
 
 // List returns the names of the semaphores that have a node.
@@ -425,28 +435,28 @@ const (
 
 // read lists the leases and the internal mutex's contenders (together) and
 // reads the leases' data (the cache's unknown ones), watching through w.
-func (m *Semaphores) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches, cache *nodeCache) (*SemaphoreState, error) {
+func (m *Semaphores) read(ctx context.Context, ep *zookeeper.Epoch, name string, w *kit.Watches, cache *line.NodeCache) (*SemaphoreState, error) {
 	parent := m.parent(name)
 	var leases, locks []string
 	var lst *zookeeper.Stat
 	err := zookeeper.Parallel(func() error {
 		var err error
-		leases, lst, err = watchedChildren(ctx, ep, parent+"/leases", leasesPart, w)
+		leases, lst, err = line.WatchedChildren(ctx, ep, parent+"/leases", leasesPart, w)
 		return err
 	}, func() error {
 		var err error
-		locks, _, err = watchedChildren(ctx, ep, parent+"/locks", mutexPart, w)
+		locks, _, err = line.WatchedChildren(ctx, ep, parent+"/locks", mutexPart, w)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	leases = zookeeper.SortBySeq(leases)
-	infos, err := cache.read(ctx, ep, parent+"/leases", leases)
+	infos, err := cache.Read(ctx, ep, parent+"/leases", leases)
 	if err != nil {
 		return nil, err
 	}
-	st := &SemaphoreState{Name: name, Holders: []SemaphoreHolder{}, Waiters: len(zookeeper.SortBySeq(locks)), Zxid: pzxid(lst)}
+	st := &SemaphoreState{Name: name, Holders: []SemaphoreHolder{}, Waiters: len(zookeeper.SortBySeq(locks)), Zxid: line.Pzxid(lst)}
 	for _, n := range leases {
 		if in, ok := infos[n]; ok {
 			owner, _ := parseLeaseData(in.Data)
@@ -460,14 +470,14 @@ func (m *Semaphores) read(ctx context.Context, ep *zookeeper.Epoch, name string,
 type semaphoreSource struct {
 	m     *Semaphores
 	name  string
-	cache nodeCache
+	cache line.NodeCache
 }
 
 func (s *semaphoreSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watches) (*SemaphoreState, error) {
 	return s.m.read(ctx, ep, s.name, w, &s.cache)
 }
 
-func (s *semaphoreSource) Reset() { s.cache.reset() }
+func (s *semaphoreSource) Reset() { s.cache.Reset() }
 
 func (s *semaphoreSource) Uncertain(last *SemaphoreState, loaded bool, _ kit.Uncertainty) *SemaphoreState {
 	if loaded {
