@@ -239,25 +239,34 @@ func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *
 		if f == nil {
 			f = m.followers.Follow(name)
 		}
-		// A state read after this attempt (its zxid at least the create's) with
-		// fewer than max holders is current: nobody else adds a lease while this
-		// waiter holds the mutex.
-		for ok := false; !ok; {
-			changed := f.Changed()
-			if st, loaded := f.State(); loaded && st.Zxid > seen && len(st.Holders) < max {
-				break
-			}
-			select {
-			case <-changed:
-			case <-timer.C:
-				return zookeeper.Created{}, nil
-			case <-ctx.Done():
-				return zookeeper.Created{}, ctx.Err()
-			case <-lease.Ending():
-				return zookeeper.Created{}, kit.ErrLeaseEnded
-			case <-ep.Lost():
-				return zookeeper.Created{}, zookeeper.ErrSessionLost
-			}
+		if retry, err := awaitFewer(ctx, ep, lease, f, timer, seen, max); !retry {
+			return zookeeper.Created{}, err
+		}
+	}
+}
+
+// awaitFewer waits, while takeLease holds the internal mutex, until the
+// semaphore's state read after seen has fewer than max holders: retry is
+// true then. A state read after the attempt (its zxid at least the create's)
+// with fewer than max holders is current: nobody else adds a lease while this
+// waiter holds the mutex. Retry is false when the wait's timer fires (no
+// error), the context ends, the lease ends or the session is lost.
+func awaitFewer(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, f *kit.Follower[*SemaphoreState], timer *time.Timer, seen int64, max int) (retry bool, err error) {
+	for {
+		changed := f.Changed()
+		if st, loaded := f.State(); loaded && st.Zxid > seen && len(st.Holders) < max {
+			return true, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-lease.Ending():
+			return false, kit.ErrLeaseEnded
+		case <-ep.Lost():
+			return false, zookeeper.ErrSessionLost
 		}
 	}
 }

@@ -228,18 +228,18 @@ type Epoch struct {
 	verified             bool
 }
 
-// NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
-// (and reports unavailable) while ZooKeeper is unreachable. Close ends it.
-func NewSession(cfg Config) (*Session, error) {
+// checked is cfg refused when it cannot make a session, or with its
+// defaults filled in and the session to resume copied.
+func (cfg Config) checked() (Config, error) {
 	if len(cfg.Servers) == 0 {
-		return nil, fmt.Errorf("no ZooKeeper servers given")
+		return cfg, fmt.Errorf("no ZooKeeper servers given")
 	}
 	if cfg.RequireACL && cfg.Auth == nil {
-		return nil, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
+		return cfg, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
 	}
 	if r := cfg.Resume; r != nil {
 		if r.ID == 0 || len(r.Password) == 0 {
-			return nil, fmt.Errorf("the session to resume needs an id and a password")
+			return cfg, fmt.Errorf("the session to resume needs an id and a password")
 		}
 		cfg.Resume = &transport.Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
@@ -263,6 +263,16 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
+// (and reports unavailable) while ZooKeeper is unreachable. Close ends it.
+func NewSession(cfg Config) (*Session, error) {
+	cfg, err := cfg.checked()
+	if err != nil {
+		return nil, err
 	}
 	s := &Session{
 		cfg:        cfg,

@@ -146,12 +146,8 @@ func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
 // failure). It reports false, with the error to return, when the call is
 // done.
 func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
-	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
-		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+	if !mayResend(ctx, mapped, idempotent) {
 		return false, mapped
-	}
-	if !idempotent && !errors.Is(mapped, zk.ErrNoServer) {
-		return false, mapped // sent: it may have been applied
 	}
 	now := time.Now()
 	if end.IsZero() {
@@ -170,18 +166,37 @@ func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end 
 		}
 		return false, err
 	}
-	if wasConnected {
-		// The Session has not yet applied the disconnection (or the call was
-		// cut off by its deadline while connected): pause rather than spin.
-		t := time.NewTimer(10 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return false, mapped
-		}
+	if wasConnected && !pause(ctx, 10*time.Millisecond) {
+		// The Session had not yet applied the disconnection (or the call was
+		// cut off by its deadline while connected): it paused rather than spin.
+		return false, mapped
 	}
 	return true, nil
+}
+
+// mayResend tells whether a call that failed with mapped may be sent again
+// once the connection is back: it failed for want of a connection, the
+// session is not lost, no wait through the suspension was already spent, ctx
+// lives, and the request was never sent (zk.ErrNoServer) or is idempotent (a
+// request sent may have been applied).
+func mayResend(ctx context.Context, mapped error, idempotent bool) bool {
+	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
+		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+		return false
+	}
+	return idempotent || errors.Is(mapped, zk.ErrNoServer)
+}
+
+// pause waits d, false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // errNotBack is the cause of a wait that ended before the connection came back.
