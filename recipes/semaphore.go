@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -505,24 +506,21 @@ type semaphoreMetrics struct {
 }
 
 func newSemaphoreMetrics(reg prometheus.Registerer) semaphoreMetrics {
-	m := semaphoreMetrics{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return semaphoreMetrics{
+		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_semaphore_acquire_duration_seconds",
 			Help:    "Time from a permit request to its outcome, by result (granted, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"result"}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
+		held: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_permits_held", Help: "Semaphore permits held by leases of this sidecar.",
 		}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_acquisitions_in_progress", Help: "Permit requests under way on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_watched", Help: "Semaphores this sidecar follows (one watch on the leases each), however many waiters and streams follow them.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
-	}
-	return m
 }

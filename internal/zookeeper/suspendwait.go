@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Waiting through a suspension. While the connection to ZooKeeper is away (a
@@ -282,16 +283,17 @@ type waitMetrics struct {
 }
 
 func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
-	m := &waitMetrics{seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	m := &waitMetrics{seconds: f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "coord_request_suspension_wait_seconds",
 		Help:    "How long a request waited for the connection to ZooKeeper to come back, by outcome: back (it went on), timeout (503 after --suspend-wait), lost (its session expired), gone (its client or the server went away).",
 		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60},
 	}, []string{"outcome"}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_request_suspension_waiting",
 			Help: "Requests waiting for the connection to ZooKeeper to come back right now.",
 		}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		lost: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_write_answer_lost_total",
 			Help: "Writes whose answer was lost with their connection to ZooKeeper, by what the check once it was back found: applied (answered from the node), resent (not applied: sent again), unknown (503: it cannot be told).",
 		}, []string{"outcome"})}
@@ -300,9 +302,6 @@ func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
 	}
 	for _, o := range []string{"applied", "resent", "unknown"} {
 		m.lost.WithLabelValues(o)
-	}
-	if reg != nil {
-		reg.MustRegister(m.seconds, m.waiting, m.lost)
 	}
 	return m
 }

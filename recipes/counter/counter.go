@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -408,26 +409,23 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
-	m := metrics{
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return metrics{
+		batch: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "coord_counter_batch_size",
 			Help:    "Adds combined into one compare-and-set of a counter (one ZooKeeper write per batch).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 		}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_counter_cas_conflicts_total",
 			Help: "Counter compare-and-sets refused because another writer came first (then retried).",
 		}),
-		unread: prometheus.NewCounter(prometheus.CounterOpts{
+		unread: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_counter_writes_unread_total",
 			Help: "Counter compare-and-sets sent on the value this sidecar wrote last, without reading it first (one child watch on the counters guards against a counter deleted and made again).",
 		}),
-		followed: prometheus.NewGauge(prometheus.GaugeOpts{
+		followed: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_counter_followed", Help: "Counters this sidecar follows (one ZooKeeper watch each).",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.batch, m.conflicts, m.unread, m.followed)
-	}
-	return m
 }
