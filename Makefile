@@ -52,22 +52,31 @@ test-go:
 # go.mod (`go get -tool`) and run with `go tool`.
 lint: lint-go lint-contract
 
-# The highest cyclomatic complexity gocyclo lets a function have. Issue 11 sets it
-# at 20 for every handwritten function, tests included (api/oapi/api.gen.go is
-# generated and left out), and make lint fails over it. GOCYCLO_OVER=N raises
-# the limit for one run; every function over 20 is then still listed.
-GOCYCLO_GOAL := 20
-GOCYCLO_OVER ?= 20
-GOCYCLO      := $(GO) tool gocyclo -ignore '\.gen\.go$$'
+# The highest cyclomatic complexity gocyclo lets a function have. Issue 37 sets
+# it at 15 for production code (generated *.gen.go files left out): a function
+# over it is split into named steps. Tests may reach 20 (issue 11's limit): a
+# test's branches are mostly its checks, one after another, and splitting them
+# would hide what it asserts. make lint fails over either. GOCYCLO_OVER=N raises
+# the production limit for one run; every function over 15 is then still
+# listed. It is 17 until (*Main).Run in internal/sidecar (17 today) is split by
+# the rewrite of its construction (issue 37's descriptors); then 15.
+GOCYCLO_GOAL := 15
+GOCYCLO_OVER ?= 17
+GOCYCLO_TESTS := 20
+GOCYCLO       := $(GO) tool gocyclo
+GOCYCLO_PROD  := $(GOCYCLO) -ignore '(_test|\.gen)\.go$$'
 
-# go vet, staticcheck (its default checks) and gocyclo over the whole module.
+# go vet, staticcheck with every check (style checks included: every package
+# has a doc comment, every exported name's comment starts with it) and gocyclo
+# over the whole module.
 lint-go:
 	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -checks all ./...
 	@if [ $(GOCYCLO_OVER) -gt $(GOCYCLO_GOAL) ]; then \
-		$(GOCYCLO) -over $(GOCYCLO_GOAL) . || echo "gocyclo: the functions above are over $(GOCYCLO_GOAL); make lint fails over $(GOCYCLO_OVER) for now"; \
+		$(GOCYCLO_PROD) -over $(GOCYCLO_GOAL) . || echo "gocyclo: the functions above are over $(GOCYCLO_GOAL); make lint fails over $(GOCYCLO_OVER) for now"; \
 	fi
-	$(GOCYCLO) -over $(GOCYCLO_OVER) .
+	$(GOCYCLO_PROD) -over $(GOCYCLO_OVER) .
+	$(GOCYCLO) -over $(GOCYCLO_TESTS) $$(find . -name '*_test.go' -not -path './tools/*' -not -path '*/node_modules/*')
 
 # The contract under redocly's recommended rules (redocly.yaml); redocly comes from
 # tools/package-lock.json, installed into tools/node_modules.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
@@ -366,17 +367,18 @@ func (m httpMetrics) observers(method, route string, code int) *routeObservers {
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
+	f := promauto.With(reg)
 	m := httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_http_requests_total",
 			Help: "HTTP requests by route pattern (method and path template) and status code.",
 		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_http_request_duration_seconds",
 			Help:    "HTTP request duration by route pattern, long-polls and streams included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"route"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refusals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_limit_refusals_total",
 			Help: "Requests refused past a cap: resource (leases, streams, long-polls) and cap (global, or the token's own).",
 		}, []string{"resource", "cap"}),
@@ -386,9 +388,6 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 		for _, c := range []string{"global", "token"} {
 			m.refusals.WithLabelValues(res, c)
 		}
-	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.refusals)
 	}
 	return m
 }

@@ -143,6 +143,23 @@ func (set *Snapshot) ByBearer(r *http.Request) *Principal {
 // ByName is the principal of the token named name, or nil.
 func (set *Snapshot) ByName(name string) *Principal { return set.byName[name] }
 
+// ownCaps is the token's own caps (MaxLeases, MaxStreams, MaxWaiters, in
+// Share order): -1 where it gives none; a negative one is refused.
+func (tk Token) ownCaps() ([NumShares]int, error) {
+	var caps [NumShares]int
+	for res, v := range [NumShares]*int{tk.MaxLeases, tk.MaxStreams, tk.MaxWaiters} {
+		caps[res] = -1
+		if v == nil {
+			continue
+		}
+		if *v < 0 {
+			return caps, fmt.Errorf("token %q: %s=%d is negative", tk.Name, ShareFields[res], *v)
+		}
+		caps[res] = *v
+	}
+	return caps, nil
+}
+
 func compileTokens(list []Token) (*Snapshot, error) {
 	set := &Snapshot{byHash: map[[32]byte]*Principal{}, byName: map[string]*Principal{}}
 	for i, tk := range list {
@@ -158,18 +175,12 @@ func compileTokens(list []Token) (*Snapshot, error) {
 		if _, dup := set.byName[tk.Name]; dup {
 			return nil, fmt.Errorf("token %q: the name is used twice", tk.Name)
 		}
-		p := &Principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token)),
-			shared: tk.Name != AllTokenName}
-		for res, v := range [NumShares]*int{tk.MaxLeases, tk.MaxStreams, tk.MaxWaiters} {
-			p.caps[res] = -1
-			if v == nil {
-				continue
-			}
-			if *v < 0 {
-				return nil, fmt.Errorf("token %q: %s=%d is negative", tk.Name, ShareFields[res], *v)
-			}
-			p.caps[res] = *v
+		caps, err := tk.ownCaps()
+		if err != nil {
+			return nil, err
 		}
+		p := &Principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token)),
+			shared: tk.Name != AllTokenName, caps: caps}
 		if _, dup := set.byHash[p.hash]; dup {
 			return nil, fmt.Errorf("token %q: the same token is given twice", tk.Name)
 		}

@@ -425,22 +425,9 @@ func watchLeaderNode(conn *zk.Conn, dir string) (<-chan zk.Event, error) {
 func awaitLeader(streams []*leaderStream, skip int, old int64, t0 time.Time, within time.Duration, each *[]time.Duration) (int64, int, error) {
 	deadline := time.Now().Add(within)
 	for {
-		var term int64
-		var candidate string
-		settled := true
-		for i, s := range streams {
-			if i == skip {
-				continue
-			}
-			t, c, _, err := s.state()
-			if err != nil {
-				return 0, 0, fmt.Errorf("stream %d: %w", i, err)
-			}
-			if t == old || t == 0 || term != 0 && t != term {
-				settled = false
-				break
-			}
-			term, candidate = t, c
+		term, candidate, settled, err := agreedLeader(streams, skip, old)
+		if err != nil {
+			return 0, 0, err
 		}
 		if settled {
 			at, err := strconv.Atoi(strings.TrimPrefix(candidate, "c"))
@@ -448,12 +435,7 @@ func awaitLeader(streams []*leaderStream, skip int, old int64, t0 time.Time, wit
 				return 0, 0, fmt.Errorf("leader %q is none of the bench's candidates", candidate)
 			}
 			if each != nil {
-				for i, s := range streams {
-					if i != skip {
-						_, _, seen, _ := s.state()
-						*each = append(*each, seen.Sub(t0))
-					}
-				}
+				*each = append(*each, sinceFirstSeen(streams, skip, t0)...)
 			}
 			return term, at, nil
 		}
@@ -462,6 +444,38 @@ func awaitLeader(streams []*leaderStream, skip int, old int64, t0 time.Time, wit
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// agreedLeader reads every stream but skip once: settled when all name the
+// same leader, with a term neither old nor 0.
+func agreedLeader(streams []*leaderStream, skip int, old int64) (term int64, candidate string, settled bool, err error) {
+	for i, s := range streams {
+		if i == skip {
+			continue
+		}
+		t, c, _, err := s.state()
+		if err != nil {
+			return 0, "", false, fmt.Errorf("stream %d: %w", i, err)
+		}
+		if t == old || t == 0 || term != 0 && t != term {
+			return 0, "", false, nil
+		}
+		term, candidate = t, c
+	}
+	return term, candidate, true, nil
+}
+
+// sinceFirstSeen is, for every stream but skip, the time from t0 to its first
+// reading of its current term.
+func sinceFirstSeen(streams []*leaderStream, skip int, t0 time.Time) []time.Duration {
+	var times []time.Duration
+	for i, s := range streams {
+		if i != skip {
+			_, _, seen, _ := s.state()
+			times = append(times, seen.Sub(t0))
+		}
+	}
+	return times
 }
 
 // printFleet writes the fleet's tables.

@@ -33,12 +33,13 @@ package main
 // a grant is its node's guid), no logs, metrics, timeouts or recovery from a
 // lost connection (a failed ZooKeeper call is a 500). That is why it is the
 // floor: what the sidecar costs above it is what the sidecar's own code adds
-// to the same ZooKeeper work behind the same HTTP stack.
+// to the same ZooKeeper work behind the same HTTP stack. It shares one pure
+// helper with the sidecar, internal/guid (a protected create's UUID), so that
+// both name their nodes at the same cost; nothing of the sidecar's request
+// path.
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/guid"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-zookeeper/zk"
@@ -162,8 +165,8 @@ func (f *floorServer) handler() http.Handler {
 // acquire: POST /v1/locks/{name}; 201 with the lease and the fencing token.
 func (f *floorServer) acquire(w http.ResponseWriter, r *http.Request) {
 	parent := f.dir + "/" + chi.URLParam(r, "name")
-	guid := floorGUID()
-	node, czxid, alone, err := f.create(r.Context(), parent, guid)
+	id := guid.New() // the sidecar's own code (pure: no request)
+	node, czxid, alone, err := f.create(r.Context(), parent, id)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -182,11 +185,11 @@ func (f *floorServer) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	f.held[guid] = node
+	f.held[id] = node
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_, _ = io.WriteString(w, `{"lease":"`+guid+`","fencingToken":`+strconv.FormatInt(czxid, 10)+"}")
+	_, _ = io.WriteString(w, `{"lease":"`+id+`","fencingToken":`+strconv.FormatInt(czxid, 10)+"}")
 }
 
 // release: DELETE /v1/locks/{name}?lease=...; 204.
@@ -336,22 +339,6 @@ func (f *floorServer) end(node string, handed bool) bool {
 		}
 	}
 	return len(list) > 0
-}
-
-// floorGUID is a random UUID (version 4), as the sidecar's protected creates use.
-func floorGUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	hex.Encode(out[9:13], b[4:6])
-	hex.Encode(out[14:18], b[6:8])
-	hex.Encode(out[19:23], b[8:10])
-	hex.Encode(out[24:36], b[10:16])
-	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
-	return string(out[:])
 }
 
 // floorSortBySeq orders a line by the nodes' 10-digit sequence suffixes.

@@ -99,7 +99,7 @@ func main() {
 
 func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("coord-bench", flag.ContinueOnError)
-	o := &options{pids: map[string][]int{}}
+	o := &options{}
 	var pids, rows, engines, fleet, fleetPids, fleetSizes string
 	fs.StringVar(&o.sidecar, "sidecar", "http://127.0.0.1:8080", "the sidecar's base URL")
 	fs.StringVar(&o.zk, "zk", "127.0.0.1:2181", "the ZooKeeper servers (host:port,...) the sidecar uses; mntr's counters are summed over them")
@@ -135,22 +135,54 @@ func parseFlags(args []string) (*options, error) {
 		}
 		engines = "sidecar,inprocess"
 	}
+	var err error
+	if o.pids, err = parsePids(pids); err != nil {
+		return nil, err
+	}
+	if o.rows, err = parseRows(rows); err != nil {
+		return nil, err
+	}
+	if o.engines, err = o.parseEngines(engines); err != nil {
+		return nil, err
+	}
+	if o.rounds < 1 || o.sessions < 1 {
+		return nil, fmt.Errorf("-rounds and -sessions must be at least 1")
+	}
+	return o, nil
+}
+
+// parsePids parses -pids: name=PID,... where PID may be PID+PID+... .
+func parsePids(pids string) (map[string][]int, error) {
+	m := map[string][]int{}
 	for _, kv := range strings.Split(pids, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			list, err := pidList(strings.Split(v, "+"))
 			if err != nil {
 				return nil, fmt.Errorf("-pids %q: %w", kv, err)
 			}
-			o.pids[k] = list
+			m[k] = list
 		}
 	}
+	return m, nil
+}
+
+// parseRows parses -rows, in order.
+func parseRows(rows string) ([]row, error) {
+	var list []row
 	for _, r := range strings.Split(rows, ",") {
 		rw, ok := allRows[r]
 		if !ok {
 			return nil, fmt.Errorf("unknown row %q", r)
 		}
-		o.rows = append(o.rows, rw)
+		list = append(list, rw)
 	}
+	return list, nil
+}
+
+// parseEngines parses -engines, in order, leaving out etcd, stated and floor
+// when their URL is not given.
+func (o *options) parseEngines(engines string) ([]string, error) {
+	var list []string
 	for _, e := range strings.Split(engines, ",") {
 		if e == "etcd" && o.etcd == "" || e == "stated" && o.stated == "" || e == "floor" && o.floor == "" {
 			continue
@@ -158,12 +190,9 @@ func parseFlags(args []string) (*options, error) {
 		if !slices.Contains([]string{"sidecar", "floor", "stated", "inprocess", "etcd"}, e) {
 			return nil, fmt.Errorf("unknown engine %q", e)
 		}
-		o.engines = append(o.engines, e)
+		list = append(list, e)
 	}
-	if o.rounds < 1 || o.sessions < 1 {
-		return nil, fmt.Errorf("-rounds and -sessions must be at least 1")
-	}
-	return o, nil
+	return list, nil
 }
 
 // pidList parses process ids.

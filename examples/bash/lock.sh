@@ -17,43 +17,15 @@
 #
 # Environment: COORD_ADDR (default http://127.0.0.1:8080), WAIT (10s), TTL (the
 # lease's time to live in seconds, at least 3; default 30), OWNER (shown as the
-# lock's holder; default host:pid). Needs bash and curl, nothing else.
+# lock's holder; default host:pid). Needs bash and curl, and coord.sh beside it.
 set -euo pipefail
 
-# COORD_ADDR is a URL (http://HOST:PORT, https://HOST:PORT), HOST:PORT (plain
-# http) or unix:/PATH (a unix socket). Every curl below gets "${via[@]}": nothing
-# over TCP, --unix-socket PATH for a socket (then the URL is http://localhost).
-addr=${COORD_ADDR:-http://127.0.0.1:8080} via=()
-case $addr in
-unix:*)
-	socket=${addr#unix:}
-	socket=${socket#//} # unix:///run/coord.sock
-	via=(--unix-socket "$socket") addr=http://localhost
-	[ -n "$socket" ] || addr=""
-	;;
-http://?* | https://?*) ;;
-*://* | */* | *[?#]*) addr="" ;;
-:[0-9]*) addr=http://127.0.0.1$addr ;;
-?*:[0-9]*) addr=http://$addr ;;
-*) addr="" ;;
-esac
-if [ -z "$addr" ]; then
-	echo "lock.sh: COORD_ADDR=${COORD_ADDR-}: want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH" >&2
-	exit 1
-fi
-addr=${addr%/}
+. "$(dirname "${BASH_SOURCE[0]}")/coord.sh" # the address (addr, via), now_ms, nap
 
 lock=${1:?usage: lock.sh LOCK [COMMAND [ARG]...]}
 shift
 [ $# -gt 0 ] || set -- sh -c 'echo "working with fencing token $FENCING_TOKEN"; sleep 2'
 ttl=${TTL:-30}
-
-# now_ms is the time in milliseconds; nap sleeps $1 milliseconds.
-now_ms() {
-	local t=${EPOCHREALTIME/[.,]/}
-	echo $((10#$t / 1000))
-}
-nap() { sleep "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }
 
 # period is how long an answered keepalive vouches for the lease, in
 # milliseconds: TTL, or half the sidecar's ZooKeeper session timeout (a Go

@@ -17,10 +17,10 @@ timeout (a sidecar gone for good lets its session, and the lock, expire then).
 
 Environment: COORD_ADDR (default http://127.0.0.1:8080), WAIT (10s), TTL (the
 lease's time to live in seconds, at least 3; default 30), OWNER (shown as the
-lock's holder; default host:pid). Python 3 standard library only.
+lock's holder; default host:pid). Python 3 standard library only, and coord.py
+beside it (the address, one call).
 """
 import http.client
-import json
 import os
 import re
 import socket
@@ -32,50 +32,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-
-def sidecar(addr):
-    """Reads COORD_ADDR: a URL (http://HOST:PORT, https://HOST:PORT), HOST:PORT
-    (plain http) or unix:/PATH (a unix socket). Returns the URL that request
-    paths follow and the socket's path (None over TCP)."""
-    if addr.startswith("unix:"):
-        path = addr[len("unix:"):].removeprefix("//")  # also unix:///run/coord.sock
-        if path:
-            return "http://localhost", path
-    elif addr.startswith(("http://", "https://")):
-        if urllib.parse.urlsplit(addr).hostname:
-            return addr.rstrip("/"), None
-    elif re.fullmatch(r"[^/?#:]*:\d+|\[[0-9a-fA-F:.]+\]:\d+", addr):
-        return "http://" + ("127.0.0.1" + addr if addr.startswith(":") else addr), None
-    sys.exit(f"lock.py: COORD_ADDR={addr}: want http://HOST:PORT, https://HOST:PORT, HOST:PORT or unix:/PATH")
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP to http://localhost over the unix socket SOCKET."""
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(SOCKET)
-
-
-class UnixHTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req):
-        return self.do_open(UnixHTTPConnection, req)
-
-
-ADDR, SOCKET = sidecar(os.environ.get("COORD_ADDR") or "http://127.0.0.1:8080")
-if SOCKET:  # every urlopen below goes through the socket (and no proxy)
-    urllib.request.install_opener(urllib.request.build_opener(UnixHTTPHandler, urllib.request.ProxyHandler({})))
-
-
-def call(method, path):
-    """Sends one request and returns the decoded JSON answer (None when empty).
-    An HTTP error raises RuntimeError with the problem document."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(ADDR + path, method=method)) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as e:
-        raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
-    return json.loads(raw) if raw else None
+from coord import ADDR, call
 
 
 def answer(method, path):

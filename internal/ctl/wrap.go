@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -454,6 +455,37 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 		return outcome{code: 127}
 	}
 
+	stopped := firstStops(stop, exited)
+	c := &supervised{cmd: cmd, exited: exited, grace: o.grace}
+	var out outcome
+	signalled := sig.ctx.Done()
+	for {
+		select {
+		case <-exited:
+			out.code = exitCode(cmd.ProcessState)
+			if c.killing { // the guard may be reaped before the rest of its group has died
+				awaitGroupGone(cmd.Process.Pid, o.grace)
+			}
+			return out
+		case ch := <-stopped:
+			if out.stop == nil && out.signal == 0 {
+				out.stop = ch
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+				c.killAfterGrace()
+			}
+		case <-signalled:
+			signalled = nil
+			if out.stop == nil {
+				out.signal = sig.received()
+			}
+			c.killAfterGrace()
+		}
+	}
+}
+
+// firstStops sends on the channel it returns each of stop that closes before
+// the child has exited; its goroutines end with the child at the latest.
+func firstStops(stop []<-chan struct{}, exited <-chan struct{}) <-chan (<-chan struct{}) {
 	stopped := make(chan (<-chan struct{}), len(stop))
 	for _, ch := range stop {
 		go func() {
@@ -464,44 +496,32 @@ func (o *wrapOptions) supervise(sig *Signals, command []string, env []string, st
 			}
 		}()
 	}
-	var out outcome
-	signalled := sig.ctx.Done()
-	killing := false
-	kill := func() {
-		if killing {
-			return
-		}
-		killing = true
-		go func() {
-			select {
-			case <-time.After(o.grace):
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			case <-exited:
-			}
-		}()
+	return stopped
+}
+
+// supervised is a child that supervise runs.
+type supervised struct {
+	cmd     *exec.Cmd
+	exited  <-chan struct{}
+	grace   time.Duration
+	killing bool // killAfterGrace was called
+}
+
+// killAfterGrace sends SIGKILL to the child's process group once the grace
+// period has passed, unless the child exits first; later calls do nothing.
+// Its goroutine ends with the child at the latest.
+func (c *supervised) killAfterGrace() {
+	if c.killing {
+		return
 	}
-	for {
+	c.killing = true
+	go func() {
 		select {
-		case <-exited:
-			out.code = exitCode(cmd.ProcessState)
-			if killing { // the guard may be reaped before the rest of its group has died
-				awaitGroupGone(cmd.Process.Pid, o.grace)
-			}
-			return out
-		case ch := <-stopped:
-			if out.stop == nil && out.signal == 0 {
-				out.stop = ch
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-				kill()
-			}
-		case <-signalled:
-			signalled = nil
-			if out.stop == nil {
-				out.signal = sig.received()
-			}
-			kill()
+		case <-time.After(c.grace):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		case <-c.exited:
 		}
-	}
+	}()
 }
 
 func exitCode(st *os.ProcessState) int {

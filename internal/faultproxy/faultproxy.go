@@ -218,49 +218,87 @@ func (p *Proxy) loseFrames(l *link, toClient bool, b []byte) (lost, ok bool) {
 		l.greeted[dir] = true // nothing armed: only the handshake is to skip
 		return false, false
 	}
-	for len(b) >= 4 {
-		n := int(binary.BigEndian.Uint32(b))
-		if n < 0 || len(b) < 4+n {
+	for {
+		frame, rest, whole := nextFrame(b)
+		if !whole {
 			break
 		}
-		frame := b[4 : 4+n]
-		b = b[4+n:]
+		b = rest
 		if !l.greeted[dir] {
 			l.greeted[dir] = true
 			continue
 		}
-		if len(frame) < 8 {
-			continue
-		}
-		xid := int32(binary.BigEndian.Uint32(frame))
-		switch {
-		case toClient && l.awaitXid != 0 && xid == l.awaitXid:
-			l.awaitXid = 0
-			l.close() // its answer goes with the connection
-			delete(p.links, l)
-			if l.cutAfter {
-				p.mode = cut
-				for o := range p.links {
-					o.close()
-					delete(p.links, o)
-				}
-			}
+		if p.loseFrame(l, toClient, frame) {
 			return true, true
-		case !toClient && p.lose != nil && p.lose.ops[int32(binary.BigEndian.Uint32(frame[4:]))]:
-			reaches, cutAfter := p.lose.reaches, p.lose.cut
-			p.lose = nil
-			if !reaches {
-				l.close()
-				delete(p.links, l)
-				return true, true
-			}
-			l.awaitXid, l.cutAfter = xid, cutAfter
 		}
 	}
 	if toClient && l.awaitXid != 0 {
 		return true, true // answers after the request's are lost too, in order
 	}
 	return false, false
+}
+
+// nextFrame splits the first ZooKeeper frame (4-byte length, then as many
+// bytes) off b; whole is false when b does not hold a whole frame.
+func nextFrame(b []byte) (frame, rest []byte, whole bool) {
+	if len(b) < 4 {
+		return nil, b, false
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	if n < 0 || len(b) < 4+n {
+		return nil, b, false
+	}
+	return b[4 : 4+n], b[4+n:], true
+}
+
+// loseFrame applies LoseAnswer and LoseRequest to one whole frame after the
+// handshake (p.mu held) and says whether its chunk is lost: the awaited
+// answer, or an armed request that does not reach the server.
+func (p *Proxy) loseFrame(l *link, toClient bool, frame []byte) bool {
+	if len(frame) < 8 {
+		return false
+	}
+	xid := int32(binary.BigEndian.Uint32(frame))
+	switch {
+	case toClient && l.awaitXid != 0 && xid == l.awaitXid:
+		p.loseAwaitedAnswer(l)
+		return true
+	case !toClient && p.lose != nil && p.lose.ops[int32(binary.BigEndian.Uint32(frame[4:]))]:
+		return p.loseArmedRequest(l, xid)
+	}
+	return false
+}
+
+// loseAwaitedAnswer loses the answer LoseAnswer waited for (p.mu held): it
+// goes with its connection, and with every other one when the fault was
+// armed to cut after it.
+func (p *Proxy) loseAwaitedAnswer(l *link) {
+	l.awaitXid = 0
+	l.close()
+	delete(p.links, l)
+	if !l.cutAfter {
+		return
+	}
+	p.mode = cut
+	for o := range p.links {
+		o.close()
+		delete(p.links, o)
+	}
+}
+
+// loseArmedRequest disarms the fault a request matched (p.mu held) and says
+// whether the request itself is lost (LoseRequest: its connection closed);
+// otherwise it reaches the server and its answer, xid, is awaited to be lost.
+func (p *Proxy) loseArmedRequest(l *link, xid int32) bool {
+	reaches, cutAfter := p.lose.reaches, p.lose.cut
+	p.lose = nil
+	if !reaches {
+		l.close()
+		delete(p.links, l)
+		return true
+	}
+	l.awaitXid, l.cutAfter = xid, cutAfter
+	return false
 }
 
 // Accepted is how many connections the proxy has accepted so far, whatever

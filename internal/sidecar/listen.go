@@ -152,47 +152,61 @@ func newCertFiles(certFile, keyFile, caFile string, log *slog.Logger) (*certFile
 func (c *certFiles) refresh() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var errs []error
-	cs, err1 := sigOf(c.certFile)
-	ks, err2 := sigOf(c.keyFile)
-	if err := errors.Join(err1, err2); err != nil {
-		errs = append(errs, err)
-	} else if c.cert == nil || [2]fileSig{cs, ks} != c.certSig {
-		cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--tls-cert/--tls-key: %w", err))
-		} else {
-			if c.cert != nil {
-				c.log.Info("tls: certificate reloaded", "file", c.certFile)
-			}
-			c.cert, c.certSig = &cert, [2]fileSig{cs, ks}
-		}
-	}
-	if c.caFile != "" {
-		as, err := sigOf(c.caFile)
-		if err != nil {
-			errs = append(errs, err)
-		} else if c.pool == nil || as != c.caSig {
-			pem, err := os.ReadFile(c.caFile)
-			pool := x509.NewCertPool()
-			if err == nil && !pool.AppendCertsFromPEM(bytes.TrimSpace(pem)) {
-				err = errors.New("no PEM certificate in it")
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--tls-client-ca %s: %w", c.caFile, err))
-			} else {
-				if c.pool != nil {
-					c.log.Info("tls: client CA reloaded", "file", c.caFile)
-				}
-				c.pool, c.caSig = pool, as
-			}
-		}
-	}
-	err := errors.Join(errs...)
+	err := errors.Join(c.refreshCert(), c.refreshCA())
 	if err != nil && c.cert != nil {
 		c.log.Warn("tls: keeping the files in force", "err", err)
 	}
 	return err
+}
+
+// refreshCert re-reads the certificate and its key when either changed (c.mu
+// held); it keeps what it had on an error.
+func (c *certFiles) refreshCert() error {
+	cs, err1 := sigOf(c.certFile)
+	ks, err2 := sigOf(c.keyFile)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	if c.cert != nil && [2]fileSig{cs, ks} == c.certSig {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	if c.cert != nil {
+		c.log.Info("tls: certificate reloaded", "file", c.certFile)
+	}
+	c.cert, c.certSig = &cert, [2]fileSig{cs, ks}
+	return nil
+}
+
+// refreshCA re-reads the client CA, when there is one and it changed (c.mu
+// held); it keeps what it had on an error.
+func (c *certFiles) refreshCA() error {
+	if c.caFile == "" {
+		return nil
+	}
+	as, err := sigOf(c.caFile)
+	if err != nil {
+		return err
+	}
+	if c.pool != nil && as == c.caSig {
+		return nil
+	}
+	pem, err := os.ReadFile(c.caFile)
+	pool := x509.NewCertPool()
+	if err == nil && !pool.AppendCertsFromPEM(bytes.TrimSpace(pem)) {
+		err = errors.New("no PEM certificate in it")
+	}
+	if err != nil {
+		return fmt.Errorf("--tls-client-ca %s: %w", c.caFile, err)
+	}
+	if c.pool != nil {
+		c.log.Info("tls: client CA reloaded", "file", c.caFile)
+	}
+	c.pool, c.caSig = pool, as
+	return nil
 }
 
 func (c *certFiles) current() (*tls.Certificate, *x509.CertPool) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -343,18 +344,15 @@ type restartMetrics struct {
 }
 
 func newRestartMetrics(reg prometheus.Registerer) restartMetrics {
-	m := restartMetrics{
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return restartMetrics{
+		restarts: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_restarts_total", Help: "Starts on a state directory a predecessor left, by outcome (resumed, too_late, failed, bad_state).",
 		}, []string{"outcome"}),
-		leases: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_leases_resumed_total", Help: "Leases re-created from the state directory after a resumed session."}),
-		holds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_resumed_total", Help: "Holds adopted from their nodes after a resumed session."}),
-		lost:   prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_lost_total", Help: "Saved holds that could not be adopted after a resumed session (reported on their lease's stream)."}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "coord_state_write_errors_total",
+		leases: f.NewCounter(prometheus.CounterOpts{Name: "coord_restart_leases_resumed_total", Help: "Leases re-created from the state directory after a resumed session."}),
+		holds:  f.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_resumed_total", Help: "Holds adopted from their nodes after a resumed session."}),
+		lost:   f.NewCounter(prometheus.CounterOpts{Name: "coord_restart_holds_lost_total", Help: "Saved holds that could not be adopted after a resumed session (reported on their lease's stream)."}),
+		writeErrors: f.NewCounter(prometheus.CounterOpts{Name: "coord_state_write_errors_total",
 			Help: "Writes to the state directory that failed; while the last one failed, requests that change state answer 503 state-unavailable and /readyz 503."}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.restarts, m.leases, m.holds, m.lost, m.writeErrors)
-	}
-	return m
 }

@@ -195,14 +195,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		fs.DurationVar(d.p, d.flag, *d.p, d.usage+" ("+d.envv+")")
 	}
-	for key, p := range map[string]any{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem,
-		"COORD_MAX_STREAMS": &c.MaxStreams, "COORD_MAX_WAITERS": &c.MaxWaiters,
-		"COORD_MAX_LEASES": &c.MaxLeases, "COORD_MAX_CONNS": &c.MaxConns} {
-		if v := getenv(key); v != "" {
-			if _, err := fmt.Sscan(v, p); err != nil {
-				return fmt.Errorf("%s=%q: %w", key, v, err)
-			}
-		}
+	if err := c.numbersFromEnv(getenv); err != nil {
+		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -222,6 +216,21 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		c.SuspendWait = c.SessionTimeout
 	}
 	return m.checkConfig(zk)
+}
+
+// numbersFromEnv sets the numeric settings given in the environment
+// (COORD_MAX_BODY, ...); the flags, parsed after, win over them.
+func (c *Config) numbersFromEnv(getenv func(string) string) error {
+	for key, p := range map[string]any{"COORD_MAX_BODY": &c.MaxBody, "COORD_MAX_ITEM": &c.MaxItem,
+		"COORD_MAX_STREAMS": &c.MaxStreams, "COORD_MAX_WAITERS": &c.MaxWaiters,
+		"COORD_MAX_LEASES": &c.MaxLeases, "COORD_MAX_CONNS": &c.MaxConns} {
+		if v := getenv(key); v != "" {
+			if _, err := fmt.Sscan(v, p); err != nil {
+				return fmt.Errorf("%s=%q: %w", key, v, err)
+			}
+		}
+	}
+	return nil
 }
 
 // checkConfig takes the parsed --zk list and refuses a configuration that

@@ -35,7 +35,7 @@ var FaultClient = &http.Client{Transport: &http.Transport{
 // ErrRequestTimeout marks a request that got no answer within its client timeout.
 var ErrRequestTimeout = errors.New("no answer within the client timeout")
 
-// call sends one request bounded by timeout through FaultClient and decodes a
+// FaultCall sends one request bounded by timeout through FaultClient and decodes a
 // JSON answer. It never calls t.Fatal (safe from goroutines); a request that is
 // not answered in time returns an error wrapping ErrRequestTimeout.
 func (s *Sidecar) FaultCall(timeout time.Duration, method, path string) (*Response, error) {

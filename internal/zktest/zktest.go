@@ -631,41 +631,58 @@ func (c *core) waitServing(idx []int, deadline time.Time) error {
 	for {
 		leaders, ready := 0, true
 		for _, i := range idx {
-			nd := c.nodes[i]
-			select {
-			case <-nd.exitCh():
-				return fmt.Errorf("node %d (%s) exited while starting; log tail:\n%s", i, c.servers[i], nd.logTail())
-			default:
+			serving, leader, err := c.nodeServing(i)
+			if err != nil {
+				return err
 			}
-			if ruok(c.servers[i]) != "imok" || nd.securePort != 0 && !listening(c.secure[i]) {
+			if !serving {
 				ready = false
 				break
 			}
-			switch mode(c.servers[i]) {
-			case "standalone":
-			case "leader":
+			if leader {
 				leaders++
-			case "follower":
-			default:
-				ready = false
-			}
-			if !ready {
-				break
 			}
 		}
 		if ready && (len(c.nodes) == 1 || len(idx) < len(c.nodes) || leaders == 1) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			var b strings.Builder
-			fmt.Fprintf(&b, "not serving after %v", startTimeout)
-			for _, i := range idx {
-				fmt.Fprintf(&b, "\n--- node %d (%s) mode %q, log tail:\n%s", i, c.servers[i], mode(c.servers[i]), c.nodes[i].logTail())
-			}
-			return errors.New(b.String())
+			return c.notServing(idx)
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// nodeServing tells whether node i serves (answers ruok, listens on its
+// secure port when it has one, and is standalone, leader or follower) and
+// whether it leads; an error when the node has exited.
+func (c *core) nodeServing(i int) (serving, leader bool, err error) {
+	nd := c.nodes[i]
+	select {
+	case <-nd.exitCh():
+		return false, false, fmt.Errorf("node %d (%s) exited while starting; log tail:\n%s", i, c.servers[i], nd.logTail())
+	default:
+	}
+	if ruok(c.servers[i]) != "imok" || nd.securePort != 0 && !listening(c.secure[i]) {
+		return false, false, nil
+	}
+	switch mode(c.servers[i]) {
+	case "standalone", "follower":
+		return true, false, nil
+	case "leader":
+		return true, true, nil
+	}
+	return false, false, nil
+}
+
+// notServing is waitServing's error: each node's mode and log tail.
+func (c *core) notServing(idx []int) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not serving after %v", startTimeout)
+	for _, i := range idx {
+		fmt.Fprintf(&b, "\n--- node %d (%s) mode %q, log tail:\n%s", i, c.servers[i], mode(c.servers[i]), c.nodes[i].logTail())
+	}
+	return errors.New(b.String())
 }
 
 // stop kills every node, forgets c and removes its directory. Idempotent.

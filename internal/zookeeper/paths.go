@@ -2,14 +2,14 @@ package zookeeper
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/guid"
 )
 
 // EnsurePersistent creates p and its missing ancestors as persistent nodes. Paths
@@ -59,21 +59,9 @@ func (ep *Epoch) EnsureContainer(ctx context.Context, p string) error {
 	return nil
 }
 
-// NewGUID returns a random UUID (version 4), as Curator's protected mode uses.
-func NewGUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	hex.Encode(out[9:13], b[4:6])
-	hex.Encode(out[14:18], b[6:8])
-	hex.Encode(out[19:23], b[8:10])
-	hex.Encode(out[24:36], b[10:16])
-	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
-	return string(out[:])
-}
+// NewGUID returns a random UUID (version 4), as Curator's protected mode uses
+// (package guid).
+func NewGUID() string { return guid.New() }
 
 // ProtectedPrefix is the child-name prefix of a protected create: "_c_<guid>-".
 func ProtectedPrefix(guid string) string { return "_c_" + guid + "-" }

@@ -51,7 +51,6 @@ func (ep *Epoch) CreateProtected(ctx context.Context, parent, infix string, data
 func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string, data []byte, stamp bool) (Created, error) {
 	want := parent + "/" + ProtectedPrefix(guid) + infix
 	for {
-		c := Created{GUID: guid}
 		if _, ok := ep.s.unstamped.Load(parent); ok {
 			stamp = false
 		}
@@ -69,13 +68,7 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 		}
 		switch {
 		case err == nil:
-			c.Path = res[0].Path
-			if stamp {
-				if st := res[1].Stat; st != nil {
-					c.Czxid, c.Alone, c.Siblings = st.Mzxid, st.NumChildren == 1, int(st.NumChildren)
-				}
-			}
-			return c, nil
+			return createdOf(guid, res, stamp), nil
 		case errors.Is(err, ErrNoNode):
 			if err := ep.EnsureContainer(ctx, parent); err != nil {
 				return Created{}, err
@@ -83,22 +76,39 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 		case errors.Is(err, errNotBack):
 			return Created{}, err // never sent: the wait through the suspension is spent
 		case errors.Is(err, ErrUnavailable) && ctx.Err() == nil:
-			if err := ep.WaitConnected(ctx); err != nil {
-				return Created{}, err
-			}
-			found, err := ep.FindProtected(ctx, parent, guid)
+			found, err := ep.findOnceConnected(ctx, parent, guid)
 			if err != nil {
 				return Created{}, err
 			}
 			if found != "" {
-				c.Path = found
-				return c, nil
+				return Created{GUID: guid, Path: found}, nil
 			}
 			// The create never happened: try again.
 		default:
 			return Created{}, fmt.Errorf("create under %s: %w", parent, err)
 		}
 	}
+}
+
+// createdOf is what a protected create's answer res tells: the node's path
+// and, when the parent was stamped, its czxid and siblings.
+func createdOf(guid string, res []OpResult, stamp bool) Created {
+	c := Created{GUID: guid, Path: res[0].Path}
+	if stamp {
+		if st := res[1].Stat; st != nil {
+			c.Czxid, c.Alone, c.Siblings = st.Mzxid, st.NumChildren == 1, int(st.NumChildren)
+		}
+	}
+	return c
+}
+
+// findOnceConnected waits for the connection, then finds the node a protected
+// create whose answer was lost made ("" when the create never happened).
+func (ep *Epoch) findOnceConnected(ctx context.Context, parent, guid string) (string, error) {
+	if err := ep.WaitConnected(ctx); err != nil {
+		return "", err
+	}
+	return ep.FindProtected(ctx, parent, guid)
 }
 
 // FindProtected returns the child of parent made by the protected create with

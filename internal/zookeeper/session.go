@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/tasks"
 	"github.com/coord-sidecar/coord-sidecar/internal/zkwire"
@@ -228,18 +229,18 @@ type Epoch struct {
 	verified             bool
 }
 
-// NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
-// (and reports unavailable) while ZooKeeper is unreachable. Close ends it.
-func NewSession(cfg Config) (*Session, error) {
+// checked is cfg refused when it cannot make a session, or with its
+// defaults filled in and the session to resume copied.
+func (cfg Config) checked() (Config, error) {
 	if len(cfg.Servers) == 0 {
-		return nil, fmt.Errorf("no ZooKeeper servers given")
+		return cfg, fmt.Errorf("no ZooKeeper servers given")
 	}
 	if cfg.RequireACL && cfg.Auth == nil {
-		return nil, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
+		return cfg, fmt.Errorf("RequireACL needs Auth: without credentials every node is open to anyone")
 	}
 	if r := cfg.Resume; r != nil {
 		if r.ID == 0 || len(r.Password) == 0 {
-			return nil, fmt.Errorf("the session to resume needs an id and a password")
+			return cfg, fmt.Errorf("the session to resume needs an id and a password")
 		}
 		cfg.Resume = &transport.Resumable{ID: r.ID, Password: bytes.Clone(r.Password), Timeout: r.Timeout}
 	}
@@ -263,6 +264,16 @@ func NewSession(cfg Config) (*Session, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// NewSession starts connecting to ZooKeeper and returns at once: the sidecar serves
+// (and reports unavailable) while ZooKeeper is unreachable. Close ends it.
+func NewSession(cfg Config) (*Session, error) {
+	cfg, err := cfg.checked()
+	if err != nil {
+		return nil, err
 	}
 	s := &Session{
 		cfg:        cfg,
@@ -787,36 +798,33 @@ type sessionMetrics struct {
 }
 
 func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
-	m := sessionMetrics{
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return sessionMetrics{
+		state: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coord_zk_session_state",
 			Help: "1 for the ZooKeeper session's current state (connecting, connected, suspended, lost, closed), 0 for the others.",
 		}, []string{"state"}),
-		expirations: prometheus.NewCounter(prometheus.CounterOpts{
+		expirations: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_session_expirations_total",
 			Help: "ZooKeeper sessions lost (declared expired by ZooKeeper).",
 		}),
-		doubts: prometheus.NewCounter(prometheus.CounterOpts{
+		doubts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_session_doubts_total",
 			Help: "Suspensions that lasted until the session could have expired (2/3 of the session timeout since ZooKeeper last answered): what the session held was reported lost, and the same session tried again.",
 		}),
-		txns: prometheus.NewCounter(prometheus.CounterOpts{
+		txns: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_shared_transactions_total",
 			Help: "ZooKeeper transactions sent for lock and election contenders' creates and deletes, each shared by one or more requests.",
 		}),
-		txnRequests: prometheus.NewCounter(prometheus.CounterOpts{
+		txnRequests: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_shared_transaction_requests_total",
 			Help: "Requests carried by those shared transactions.",
 		}),
-		backgroundWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		backgroundWaiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_zk_background_reads_waiting",
 			Help: "Followers waiting for one of the session's background read slots (a burst of first reads, such as the whole picture's, is read a few at a time).",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.state, m.expirations, m.doubts, m.txns, m.txnRequests, m.backgroundWaiting)
-	}
-	return m
 }
 
 func (m sessionMetrics) setState(st State) {

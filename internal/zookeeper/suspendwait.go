@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Waiting through a suspension. While the connection to ZooKeeper is away (a
@@ -146,12 +147,8 @@ func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
 // failure). It reports false, with the error to return, when the call is
 // done.
 func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
-	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
-		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+	if !mayResend(ctx, mapped, idempotent) {
 		return false, mapped
-	}
-	if !idempotent && !errors.Is(mapped, zk.ErrNoServer) {
-		return false, mapped // sent: it may have been applied
 	}
 	now := time.Now()
 	if end.IsZero() {
@@ -170,18 +167,37 @@ func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end 
 		}
 		return false, err
 	}
-	if wasConnected {
-		// The Session has not yet applied the disconnection (or the call was
-		// cut off by its deadline while connected): pause rather than spin.
-		t := time.NewTimer(10 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return false, mapped
-		}
+	if wasConnected && !pause(ctx, 10*time.Millisecond) {
+		// The Session had not yet applied the disconnection (or the call was
+		// cut off by its deadline while connected): it paused rather than spin.
+		return false, mapped
 	}
 	return true, nil
+}
+
+// mayResend tells whether a call that failed with mapped may be sent again
+// once the connection is back: it failed for want of a connection, the
+// session is not lost, no wait through the suspension was already spent, ctx
+// lives, and the request was never sent (zk.ErrNoServer) or is idempotent (a
+// request sent may have been applied).
+func mayResend(ctx context.Context, mapped error, idempotent bool) bool {
+	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
+		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+		return false
+	}
+	return idempotent || errors.Is(mapped, zk.ErrNoServer)
+}
+
+// pause waits d, false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // errNotBack is the cause of a wait that ended before the connection came back.
@@ -267,16 +283,17 @@ type waitMetrics struct {
 }
 
 func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
-	m := &waitMetrics{seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	m := &waitMetrics{seconds: f.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "coord_request_suspension_wait_seconds",
 		Help:    "How long a request waited for the connection to ZooKeeper to come back, by outcome: back (it went on), timeout (503 after --suspend-wait), lost (its session expired), gone (its client or the server went away).",
 		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60},
 	}, []string{"outcome"}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_request_suspension_waiting",
 			Help: "Requests waiting for the connection to ZooKeeper to come back right now.",
 		}),
-		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		lost: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_write_answer_lost_total",
 			Help: "Writes whose answer was lost with their connection to ZooKeeper, by what the check once it was back found: applied (answered from the node), resent (not applied: sent again), unknown (503: it cannot be told).",
 		}, []string{"outcome"})}
@@ -285,9 +302,6 @@ func newWaitMetrics(reg prometheus.Registerer) *waitMetrics {
 	}
 	for _, o := range []string{"applied", "resent", "unknown"} {
 		m.lost.WithLabelValues(o)
-	}
-	if reg != nil {
-		reg.MustRegister(m.seconds, m.waiting, m.lost)
 	}
 	return m
 }

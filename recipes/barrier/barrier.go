@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -286,21 +287,18 @@ type barrierMetrics struct {
 }
 
 func newBarrierMetrics(reg prometheus.Registerer) barrierMetrics {
-	m := barrierMetrics{
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return barrierMetrics{
+		waits: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_barrier_wait_duration_seconds",
 			Help:    "Time from a barrier wait, double-barrier enter or leave to its outcome, by operation (wait, enter, leave) and result (passed, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"op", "result"}),
-		participants: prometheus.NewGauge(prometheus.GaugeOpts{
+		participants: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_double_barrier_participants",
 			Help: "Double-barrier participants enrolled by leases of this sidecar.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.waits, m.participants)
-	}
-	return m
 }
 
 func (m barrierMetrics) observe(op string, start time.Time, err error) {

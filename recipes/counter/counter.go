@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -189,65 +190,88 @@ func add(a, b int64) (int64, bool) {
 // The first attempt writes on the value this sidecar knows, when it knows it
 // (known.go), without reading.
 func (c *Counters) update(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) error {
-	p := c.node(name)
 	ep, err := c.s.Await(ctx)
 	if err != nil {
 		return err
 	}
-	// What is known is only ever the base of a compare-and-set, never an
-	// answer: when next refuses it (a mismatch, an overflow) or writes nothing,
-	// the counter is read.
-	if k, ok := c.known.take(name, ep); ok {
-		if v, write, err := next(k.value); err == nil && write {
-			st, err := c.cas(ctx, ep, name, v, k.version, true)
-			switch {
-			case err == nil:
-				c.metrics.unread.Inc()
-				c.rememberWrite(name, ep, k.arming, v, st)
-				return nil
-			case !errors.Is(err, zookeeper.ErrBadVersion) && !errors.Is(err, zookeeper.ErrNoNode):
-				return err
-			}
-			c.metrics.conflicts.Inc() // changed since: read it
-		}
+	if done, err := c.updateKnown(ctx, ep, name, next); done || err != nil {
+		return err
 	}
 	for {
-		ep, err := c.s.Await(ctx)
-		if err != nil {
+		if done, err := c.readAndUpdate(ctx, name, next); done || err != nil {
 			return err
 		}
-		data, st, err := ep.Get(ctx, p)
-		exists := err == nil
-		if errors.Is(err, zookeeper.ErrNoNode) {
-			data, err = nil, nil
-		}
-		if err != nil {
-			return err
-		}
-		cur, err := decode(name, data)
-		if err != nil {
-			return err
-		}
-		v, write, err := next(cur)
-		if err != nil || !write {
-			return err
-		}
-		arming := c.known.watching(ep) // before the write is sent
-		var version int32
-		if exists {
-			version = st.Version
-		}
-		wrote, err := c.cas(ctx, ep, name, v, version, exists)
-		if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrNodeExists) {
-			c.metrics.conflicts.Inc()
-			continue // another writer came first: read again
-		}
-		if err != nil {
-			return err
-		}
-		c.rememberWrite(name, ep, arming, v, wrote)
-		return nil
 	}
+}
+
+// updateKnown is update's first attempt, a compare-and-set on the value this
+// sidecar knows (known.go) without reading it. Done when it wrote; not done
+// (and no error) when nothing is known, next refuses the known value or
+// writes nothing, or the counter changed since: update then reads it. What
+// is known is only ever the base of a compare-and-set, never an answer.
+func (c *Counters) updateKnown(ctx context.Context, ep *zookeeper.Epoch, name string, next func(cur int64) (int64, bool, error)) (bool, error) {
+	k, ok := c.known.take(name, ep)
+	if !ok {
+		return false, nil
+	}
+	v, write, err := next(k.value)
+	if err != nil || !write {
+		return false, nil
+	}
+	st, err := c.cas(ctx, ep, name, v, k.version, true)
+	if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) {
+		c.metrics.conflicts.Inc() // changed since: read it
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.metrics.unread.Inc()
+	c.rememberWrite(name, ep, k.arming, v, st)
+	return true, nil
+}
+
+// readAndUpdate reads the counter and writes what next makes of it. Done when
+// it wrote or next says not to write; not done (and no error) when another
+// writer came first, so that the caller reads again.
+func (c *Counters) readAndUpdate(ctx context.Context, name string, next func(cur int64) (int64, bool, error)) (bool, error) {
+	ep, err := c.s.Await(ctx)
+	if err != nil {
+		return false, err
+	}
+	cur, version, exists, err := c.read(ctx, ep, name)
+	if err != nil {
+		return false, err
+	}
+	v, write, err := next(cur)
+	if err != nil || !write {
+		return true, err
+	}
+	arming := c.known.watching(ep) // before the write is sent
+	wrote, err := c.cas(ctx, ep, name, v, version, exists)
+	if errors.Is(err, zookeeper.ErrBadVersion) || errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrNodeExists) {
+		c.metrics.conflicts.Inc()
+		return false, nil // another writer came first: read again
+	}
+	if err != nil {
+		return false, err
+	}
+	c.rememberWrite(name, ep, arming, v, wrote)
+	return true, nil
+}
+
+// read reads counter name's value and its node's version; a counter without a
+// node is 0 and exists is false (version 0).
+func (c *Counters) read(ctx context.Context, ep *zookeeper.Epoch, name string) (cur int64, version int32, exists bool, err error) {
+	data, st, err := ep.Get(ctx, c.node(name))
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	cur, err = decode(name, data)
+	return cur, st.Version, true, err
 }
 
 // rememberWrite keeps what was written as known (known.go); a write adopted
@@ -385,26 +409,23 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
-	m := metrics{
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return metrics{
+		batch: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "coord_counter_batch_size",
 			Help:    "Adds combined into one compare-and-set of a counter (one ZooKeeper write per batch).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 		}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_counter_cas_conflicts_total",
 			Help: "Counter compare-and-sets refused because another writer came first (then retried).",
 		}),
-		unread: prometheus.NewCounter(prometheus.CounterOpts{
+		unread: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_counter_writes_unread_total",
 			Help: "Counter compare-and-sets sent on the value this sidecar wrote last, without reading it first (one child watch on the counters guards against a counter deleted and made again).",
 		}),
-		followed: prometheus.NewGauge(prometheus.GaugeOpts{
+		followed: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_counter_followed", Help: "Counters this sidecar follows (one ZooKeeper watch each).",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.batch, m.conflicts, m.unread, m.followed)
-	}
-	return m
 }

@@ -55,28 +55,50 @@ func (c *Counters) cas(ctx context.Context, ep *zookeeper.Epoch, name string, v 
 		if len(res) != 2 {
 			return nil, err // no answer, or one that could not be told
 		}
-		switch {
-		case !exists && attempt < 4 && errors.Is(res[0].Err, zookeeper.ErrNoNode):
-			if err := ep.EnsurePersistent(ctx, c.dir); err != nil { // the counters' parent deleted
-				return nil, err
-			}
-			continue
-		case res[0].Err != nil:
-			return nil, res[0].Err
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNoNode):
-			c.marked.Delete(m)
-			if known {
-				known = false // deleted (its session's end, or by hand): made again
-				continue
-			}
-			if err := ep.EnsurePersistent(ctx, c.markDir); err != nil {
-				return nil, err
-			}
-			continue
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNodeExists):
-			known = true
-			continue
+		if attempt >= 4 {
+			return nil, firstErr(res[0].Err, res[1].Err)
 		}
-		return nil, res[1].Err
+		retry, err := c.repairRefused(ctx, ep, res, exists, m, &known)
+		if !retry {
+			return nil, err
+		}
 	}
+}
+
+// repairRefused mends what made cas's multi fail, when it can be mended, and
+// says whether to send it again: the counters' parent deleted (made again),
+// the marker gone (its session's end, or by hand: made again, its parent too)
+// or already there (set instead of created). Otherwise the refusal comes back:
+// the value's op's first, then the marker's.
+func (c *Counters) repairRefused(ctx context.Context, ep *zookeeper.Epoch, res []zookeeper.OpResult, exists bool, m string, known *bool) (bool, error) {
+	valueErr, markErr := res[0].Err, res[1].Err
+	switch {
+	case !exists && errors.Is(valueErr, zookeeper.ErrNoNode):
+		err := ep.EnsurePersistent(ctx, c.dir) // the counters' parent deleted
+		return err == nil, err
+	case valueErr != nil:
+		return false, valueErr
+	case errors.Is(markErr, zookeeper.ErrNoNode):
+		c.marked.Delete(m)
+		if *known {
+			*known = false // deleted (its session's end, or by hand): made again
+			return true, nil
+		}
+		err := ep.EnsurePersistent(ctx, c.markDir)
+		return err == nil, err
+	case errors.Is(markErr, zookeeper.ErrNodeExists):
+		*known = true
+		return true, nil
+	}
+	return false, markErr
+}
+
+// firstErr is the first of errs that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -487,21 +488,18 @@ type electionMetrics struct {
 }
 
 func newElectionMetrics(reg prometheus.Registerer) electionMetrics {
-	m := electionMetrics{
-		candidates: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return electionMetrics{
+		candidates: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_election_candidates", Help: "Candidates enrolled by leases of this sidecar.",
 		}),
-		resignations: prometheus.NewCounter(prometheus.CounterOpts{
+		resignations: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_election_resignations_total", Help: "Resignations (requeues included).",
 		}),
-		watches: prometheus.NewGauge(prometheus.GaugeOpts{
+		watches: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_election_watched", Help: "Elections this sidecar follows with one ZooKeeper watch each, however many streams and long-polls follow them.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.candidates, m.resignations, m.watches)
-	}
-	return m
 }
 
 // NewCandidateID returns a fresh candidate id for a candidate that gave none.

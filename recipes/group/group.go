@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -349,16 +350,13 @@ type groupMetrics struct {
 }
 
 func newGroupMetrics(reg prometheus.Registerer) groupMetrics {
-	m := groupMetrics{
-		members: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return groupMetrics{
+		members: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_group_members", Help: "Membership-group members joined by leases of this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_groups_watched", Help: "Membership groups this sidecar follows with one set of ZooKeeper watches each.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.members, m.watched)
-	}
-	return m
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
@@ -466,19 +467,16 @@ type leaseMetrics struct {
 }
 
 func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {
-	m := leaseMetrics{
-		live: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return leaseMetrics{
+		live: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_leases", Help: "Live leases on this sidecar.",
 		}),
-		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+		ended: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_lease_ends_total", Help: "Leases ended, by reason (revoked, expired, lost).",
 		}, []string{"reason"}),
-		holdsLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		holdsLost: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_holds_lost_total", Help: "Holds that ended without their release, by kind: their node deleted by another hand than the sidecar's, or their session suspended until it could have expired (2/3 of the session timeout without an answer).",
 		}, []string{"kind"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.live, m.ended, m.holdsLost)
-	}
-	return m
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -404,19 +405,16 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
-	m := metrics{
-		followed: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return metrics{
+		followed: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_kv_followed_keys", Help: "Keys this sidecar follows (one ZooKeeper watch each, whatever the number of subscribers).",
 		}),
-		leased: prometheus.NewGauge(prometheus.GaugeOpts{
+		leased: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_kv_leased_keys", Help: "Keys held by leases of this sidecar (ephemeral).",
 		}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		writes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_kv_writes_total", Help: "Key writes and deletes, by result (written, deleted, version-mismatch).",
 		}, []string{"result"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.followed, m.leased, m.writes)
-	}
-	return m
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -264,24 +265,21 @@ type lockMetrics struct {
 }
 
 func newLockMetrics(reg prometheus.Registerer) lockMetrics {
-	m := lockMetrics{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return lockMetrics{
+		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_lock_acquire_duration_seconds",
 			Help:    "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"result"}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
+		held: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_locks_held", Help: "Locks held by leases of this sidecar.",
 		}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_lock_watched", Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
-	}
-	return m
 }

@@ -277,6 +277,13 @@ func (m *membership) take(ctx context.Context, names []string) {
 		}
 		return
 	}
+	m.takeOneByOne(ctx, dir, names, data)
+}
+
+// takeOneByOne makes the owner nodes of names each in its own create, in
+// parallel (m.mu held), once some were taken meanwhile: the ones made, or
+// perhaps made (the answer lost), are the member's.
+func (m *membership) takeOneByOne(ctx context.Context, dir string, names []string, data []byte) {
 	made := make([]bool, len(names))
 	fns := make([]func() error, len(names))
 	for i, name := range names {

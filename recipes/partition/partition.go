@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -289,34 +290,31 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
-	m := metrics{
-		members: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return metrics{
+		members: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_partition_members", Help: "Partition-group members joined by leases of this sidecar.",
 		}),
-		led: prometheus.NewGauge(prometheus.GaugeOpts{
+		led: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_partition_groups_led", Help: "Partition groups whose leader (planning member) is on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_partition_groups_watched", Help: "Partition groups this sidecar follows with one set of ZooKeeper watches each.",
 		}),
-		plans: prometheus.NewCounter(prometheus.CounterOpts{
+		plans: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_partition_plans_total", Help: "Plans written by this sidecar as a group's leader (one ZooKeeper transaction each).",
 		}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_partition_plan_conflicts_total", Help: "Plan writes refused (another writer came first, or the writer no longer led); the writer reads again.",
 		}),
-		taken: prometheus.NewCounter(prometheus.CounterOpts{
+		taken: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_partition_takes_total", Help: "Partitions taken (owner nodes made) for members of this sidecar.",
 		}),
-		released: prometheus.NewCounter(prometheus.CounterOpts{
+		released: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_partition_releases_total", Help: "Partitions let go (owner nodes deleted) by members of this sidecar: acks, leaves and lease ends.",
 		}),
-		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+		owned: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_partition_owned", Help: "Partitions owned by members of this sidecar.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.members, m.led, m.watched, m.plans, m.conflicts, m.taken, m.released, m.owned)
-	}
-	return m
 }

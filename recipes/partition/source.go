@@ -243,6 +243,18 @@ func (s *source) viewLocked() *State {
 	if s.plan != nil {
 		assigned = s.plan.assignment()
 	}
+	index := s.addMembers(st, line)
+	addAssigned(st, assigned, index)
+	ownerOf := s.addOwned(st, line, index)
+	if len(line) > 0 { // with no member, nothing is moving
+		st.Moving = append(st.Moving, moving(st.Partitions, assigned, ownerOf)...)
+	}
+	return st
+}
+
+// addMembers adds the line's members to st, in line order, and returns each
+// one's index in st.Members by id.
+func (s *source) addMembers(st *State, line []member) map[string]int {
 	index := map[string]int{}
 	for i, m := range line {
 		index[m.id] = i
@@ -251,7 +263,12 @@ func (s *source) viewLocked() *State {
 		st.Members = append(st.Members, MemberState{Group: s.group, ID: m.id, Weight: m.data.Weight,
 			Assigned: []string{}, Owned: []Owned{}, Version: max(s.planZxid, m.mzxid)})
 	}
-	ownerOf := map[string]string{}
+	return index
+}
+
+// addAssigned gives each live member the partitions of the set the plan
+// assigns it, in set order.
+func addAssigned(st *State, assigned map[string]string, index map[string]int) {
 	for _, name := range st.Partitions {
 		if id, ok := assigned[name]; ok {
 			if i, live := index[id]; live {
@@ -259,15 +276,19 @@ func (s *source) viewLocked() *State {
 			}
 		}
 	}
-	// Owned in set order, then any owned partition no longer in the set.
+}
+
+// addOwned gives each live member the partitions it owns (an owner node of
+// its own incarnation), in set order, then any owned partition no longer in
+// the set; it returns each owned partition's owner.
+func (s *source) addOwned(st *State, line []member, index map[string]int) map[string]string {
+	ownerOf := map[string]string{}
 	order := append(append([]string{}, st.Partitions...), s.owners.Names...)
-	seen := map[string]bool{}
 	for _, name := range order {
 		o, ok := s.owners.Data[name]
-		if !ok || seen[name] {
+		if !ok || ownerOf[name] != "" {
 			continue
 		}
-		seen[name] = true
 		i, live := index[o.Member]
 		if !live || line[i].czxid != o.Incarnation {
 			continue
@@ -277,15 +298,19 @@ func (s *source) viewLocked() *State {
 		ms.Owned = append(ms.Owned, Owned{Partition: name, FencingToken: o.czxid})
 		ms.Version = max(ms.Version, o.czxid)
 	}
-	for _, name := range st.Partitions {
+	return ownerOf
+}
+
+// moving is every partition of the set that is not owned by the member the
+// plan assigns it, or that the plan assigns to nobody.
+func moving(partitions []string, assigned, ownerOf map[string]string) []Move {
+	var moves []Move
+	for _, name := range partitions {
 		if ownerOf[name] != assigned[name] || assigned[name] == "" {
-			st.Moving = append(st.Moving, Move{Partition: name, Owner: ownerOf[name], Assigned: assigned[name]})
+			moves = append(moves, Move{Partition: name, Owner: ownerOf[name], Assigned: assigned[name]})
 		}
 	}
-	if len(line) == 0 {
-		st.Moving = st.Moving[:0]
-	}
-	return st
+	return moves
 }
 
 func (s *source) Reset() {

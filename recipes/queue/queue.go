@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -191,30 +192,27 @@ type queueMetrics struct {
 }
 
 func newQueueMetrics(reg prometheus.Registerer) queueMetrics {
-	m := queueMetrics{
-		enqueued: prometheus.NewCounter(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return queueMetrics{
+		enqueued: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_queue_enqueued_total", Help: "Items enqueued through this sidecar.",
 		}),
-		taken: prometheus.NewCounterVec(prometheus.CounterOpts{
+		taken: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_queue_taken_total", Help: "Items removed from queues through this sidecar, by how (take, ack).",
 		}, []string{"how"}),
-		claims: prometheus.NewGauge(prometheus.GaugeOpts{
+		claims: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_queue_claims", Help: "Claims held by leases of this sidecar.",
 		}),
-		claimEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
+		claimEnds: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_queue_claim_ends_total", Help: "Claims of this sidecar that ended, by reason (acked, released, lease_ended).",
 		}, []string{"reason"}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_queue_take_conflicts_total",
 			Help: "Takes and claims that found their candidate gone or claimed by someone else and moved on to the next item.",
 		}),
-		listings: prometheus.NewCounter(prometheus.CounterOpts{
+		listings: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_queue_bucket_listings_total",
 			Help: "Bucket listings made by takers (about one per 1,000 items taken, whatever the depth).",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.enqueued, m.taken, m.claims, m.claimEnds, m.conflicts, m.listings)
-	}
-	return m
 }

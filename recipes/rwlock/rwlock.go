@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -366,24 +367,21 @@ type rwlockMetrics struct {
 }
 
 func newRWLockMetrics(reg prometheus.Registerer) rwlockMetrics {
-	m := rwlockMetrics{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return rwlockMetrics{
+		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_rwlock_acquire_duration_seconds",
 			Help:    "Time from a read/write lock request to its outcome, by mode and result (granted, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"mode", "result"}),
-		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		held: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coord_rwlocks_held", Help: "Read/write lock grants held by leases of this sidecar, by mode.",
 		}, []string{"mode"}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_rwlock_acquisitions_in_progress", Help: "Read/write lock requests under way on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_rwlock_watched", Help: "Read/write locks this sidecar follows with one ZooKeeper watch each.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
-	}
-	return m
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -241,25 +242,34 @@ func (m *Semaphores) takeLease(ctx context.Context, ep *zookeeper.Epoch, lease *
 		if f == nil {
 			f = m.followers.Follow(name)
 		}
-		// A state read after this attempt (its zxid at least the create's) with
-		// fewer than max holders is current: nobody else adds a lease while this
-		// waiter holds the mutex.
-		for ok := false; !ok; {
-			changed := f.Changed()
-			if st, loaded := f.State(); loaded && st.Zxid > seen && len(st.Holders) < max {
-				break
-			}
-			select {
-			case <-changed:
-			case <-timer.C:
-				return zookeeper.Created{}, nil
-			case <-ctx.Done():
-				return zookeeper.Created{}, ctx.Err()
-			case <-lease.Ending():
-				return zookeeper.Created{}, kit.ErrLeaseEnded
-			case <-ep.Lost():
-				return zookeeper.Created{}, zookeeper.ErrSessionLost
-			}
+		if retry, err := awaitFewer(ctx, ep, lease, f, timer, seen, max); !retry {
+			return zookeeper.Created{}, err
+		}
+	}
+}
+
+// awaitFewer waits, while takeLease holds the internal mutex, until the
+// semaphore's state read after seen has fewer than max holders: retry is
+// true then. A state read after the attempt (its zxid at least the create's)
+// with fewer than max holders is current: nobody else adds a lease while this
+// waiter holds the mutex. Retry is false when the wait's timer fires (no
+// error), the context ends, the lease ends or the session is lost.
+func awaitFewer(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lease, f *kit.Follower[*SemaphoreState], timer *time.Timer, seen int64, max int) (retry bool, err error) {
+	for {
+		changed := f.Changed()
+		if st, loaded := f.State(); loaded && st.Zxid > seen && len(st.Holders) < max {
+			return true, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-lease.Ending():
+			return false, kit.ErrLeaseEnded
+		case <-ep.Lost():
+			return false, zookeeper.ErrSessionLost
 		}
 	}
 }
@@ -506,24 +516,21 @@ type semaphoreMetrics struct {
 }
 
 func newSemaphoreMetrics(reg prometheus.Registerer) semaphoreMetrics {
-	m := semaphoreMetrics{
-		acquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	return semaphoreMetrics{
+		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_semaphore_acquire_duration_seconds",
 			Help:    "Time from a permit request to its outcome, by result (granted, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"result"}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
+		held: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_permits_held", Help: "Semaphore permits held by leases of this sidecar.",
 		}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+		waiting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_acquisitions_in_progress", Help: "Permit requests under way on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_semaphore_watched", Help: "Semaphores this sidecar follows (one watch on the leases each), however many waiters and streams follow them.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.acquire, m.held, m.waiting, m.watched)
-	}
-	return m
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -250,26 +251,23 @@ type throughputMetrics struct {
 }
 
 func newThroughputMetrics(reg prometheus.Registerer) throughputMetrics {
-	m := throughputMetrics{
-		members: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(reg)
+	return throughputMetrics{
+		members: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_throughput_members", Help: "Throughput-group members joined by leases of this sidecar.",
 		}),
-		allocations: prometheus.NewCounter(prometheus.CounterOpts{
+		allocations: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_throughput_allocations_total", Help: "Allocations published by this sidecar (as a group's leader, or for a group left without members).",
 		}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+		conflicts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_throughput_allocation_conflicts_total",
 			Help: "Allocation writes refused because another writer came first or the writer no longer led (compare-and-set failed); the writer reads again.",
 		}),
-		led: prometheus.NewGauge(prometheus.GaugeOpts{
+		led: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_throughput_groups_led", Help: "Throughput groups whose leader (computing member) is on this sidecar.",
 		}),
-		watched: prometheus.NewGauge(prometheus.GaugeOpts{
+		watched: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_throughput_watched", Help: "Throughput groups this sidecar follows with one set of ZooKeeper watches each.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.members, m.allocations, m.conflicts, m.led, m.watched)
-	}
-	return m
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // The ACL check. With credentials every node the sidecar creates is
@@ -95,13 +96,11 @@ type Checker struct {
 
 // NewChecker returns a Checker that has checked nothing yet; Run checks.
 func NewChecker(cfg Config) *Checker {
-	c := &Checker{cfg: cfg, added: make(chan struct{}, 1), openNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+	f := promauto.With(cfg.Registerer)
+	c := &Checker{cfg: cfg, added: make(chan struct{}, 1), openNodes: f.NewGauge(prometheus.GaugeOpts{
 		Name: "coord_zk_open_acl_nodes",
 		Help: "Nodes among the root and the recipe parents whose ACL lets anyone (world:anyone) more than read them, at the last check; checked only with ZooKeeper credentials.",
 	})}
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(c.openNodes)
-	}
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Resumable is what a successor needs to take over a ZooKeeper session: its id
@@ -48,16 +49,14 @@ type Resume struct {
 // outcome is ErrNoResume at once. Its counter of outcomes goes to reg (nil:
 // registered nowhere).
 func NewResume(session *Resumable, log *slog.Logger, reg prometheus.Registerer) *Resume {
+	f := promauto.With(reg)
 	r := &Resume{session: session, log: log, done: make(chan struct{}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		outcomes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "coord_zk_session_resumes_total",
 			Help: "Takeovers of a predecessor's ZooKeeper session tried at start, by outcome: resumed, or too_late (the session had expired or its password was wrong; a new session was started).",
 		}, []string{"outcome"})}
 	r.outcomes.WithLabelValues("resumed")
 	r.outcomes.WithLabelValues("too_late")
-	if reg != nil {
-		reg.MustRegister(r.outcomes)
-	}
 	if session == nil {
 		r.finish(ErrNoResume)
 	}
