@@ -7,7 +7,8 @@ import (
 
 // The sentinel errors of the lock recipe (wrapped with %w). The errors every
 // recipe shares (ErrLeaseNotFound, ErrNotHeld, ErrUnavailable, ...) are the
-// kit's; api/problem.go maps them all.
+// kit's. The HTTP side's descriptors (api/locks, api/rwlocks, api/semaphores)
+// map these to problems, api/problem.go the kit's.
 var (
 	// ErrLocked means the lock was not granted within the wait; see LockedError.
 	ErrLocked = errors.New("lock held")
