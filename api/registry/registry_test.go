@@ -55,37 +55,9 @@ func TestEveryKindRegisters(t *testing.T) {
 	if len(s.recipes) != embedded || embedded < 12 {
 		t.Fatalf("%d descriptors registered for %d embedded kinds", len(s.recipes), embedded)
 	}
-
-	tokens, topics, sections, holds := map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
-	unique := func(what string, seen map[string]string, key, owner string) {
-		if other, dup := seen[key]; dup {
-			t.Errorf("%s %q is named by both %s and %s", what, key, other, owner)
-		}
-		seen[key] = owner
-	}
+	u := &uniques{t: t, seen: map[string]map[string]string{}}
 	for i, r := range s.recipes {
-		rt := v.Field(i + 1).Interface().(api.Recipe).Tokens()
-		for _, k := range rt {
-			unique("token kind", tokens, k, r.name)
-		}
-		for k := range r.d.Topics {
-			unique("topic kind", topics, k, r.name)
-		}
-		for _, sec := range r.d.Sections {
-			unique("section", sections, sec.Name, r.name)
-			if !slices.Contains(rt, sec.Token) {
-				t.Errorf("%s: section %q names token kind %q, not one of %v", r.name, sec.Name, sec.Token, rt)
-			}
-			if sec.Follow == nil || sec.Event == "" || sec.Dir == "" || sec.Field == "" {
-				t.Errorf("%s: section %q is incomplete: %+v", r.name, sec.Name, sec)
-			}
-		}
-		for k, a := range r.d.Adoptions {
-			unique("hold kind", holds, k, r.name)
-			if a.Adopt == nil {
-				t.Errorf("%s: hold kind %q has no Adopt", r.name, k)
-			}
-		}
+		u.check(r, v.Field(i+1).Interface().(api.Recipe).Tokens())
 	}
 	want := []string{"locks", "rwlocks", "semaphores", "elections", "barriers", "double-barriers",
 		"queues", "throughput", "kv", "counters", "groups", "partitions"}
@@ -95,11 +67,55 @@ func TestEveryKindRegisters(t *testing.T) {
 	if got := s.Server.TokenKinds(); !slices.Equal(got, want) {
 		t.Errorf("the server registered the token kinds %v, want %v", got, want)
 	}
-	if got := len(s.Server.Sections()); got != len(sections) || got != len(want) {
-		t.Errorf("the server shows %d sections; the descriptors give %d", got, len(sections))
+	if got := len(s.Server.Sections()); got != len(u.seen["section"]) || got != len(want) {
+		t.Errorf("the server shows %d sections; the descriptors give %d", got, len(u.seen["section"]))
 	}
-	if got := len(s.Adoptions()); got != len(holds) || got < 11 {
-		t.Errorf("%d adoptions; the descriptors give %d", got, len(holds))
+	if got := len(s.Adoptions()); got != len(u.seen["hold kind"]) || got < 11 {
+		t.Errorf("%d adoptions; the descriptors give %d", got, len(u.seen["hold kind"]))
+	}
+}
+
+// uniques checks that no two recipes name the same thing.
+type uniques struct {
+	t    *testing.T
+	seen map[string]map[string]string // what -> name -> the recipe naming it
+}
+
+func (u *uniques) add(what, name, owner string) {
+	u.t.Helper()
+	if u.seen[what] == nil {
+		u.seen[what] = map[string]string{}
+	}
+	if other, dup := u.seen[what][name]; dup {
+		u.t.Errorf("%s %q is named by both %s and %s", what, name, other, owner)
+	}
+	u.seen[what][name] = owner
+}
+
+// check adds what recipe r (whose token kinds are tokens) names, and checks
+// its sections and adoptions are whole.
+func (u *uniques) check(r described, tokens []string) {
+	u.t.Helper()
+	for _, k := range tokens {
+		u.add("token kind", k, r.name)
+	}
+	for k := range r.d.Topics {
+		u.add("topic kind", k, r.name)
+	}
+	for _, sec := range r.d.Sections {
+		u.add("section", sec.Name, r.name)
+		if !slices.Contains(tokens, sec.Token) {
+			u.t.Errorf("%s: section %q names token kind %q, not one of %v", r.name, sec.Name, sec.Token, tokens)
+		}
+		if sec.Follow == nil || sec.Event == "" || sec.Dir == "" || sec.Field == "" {
+			u.t.Errorf("%s: section %q is incomplete: %+v", r.name, sec.Name, sec)
+		}
+	}
+	for k, a := range r.d.Adoptions {
+		u.add("hold kind", k, r.name)
+		if a.Adopt == nil {
+			u.t.Errorf("%s: hold kind %q has no Adopt", r.name, k)
+		}
 	}
 }
 

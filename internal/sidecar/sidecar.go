@@ -427,14 +427,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
-	// How a successor adopts each recipe's holds, known before the resume
-	// begins: a saved hold whose kind has no adoption is reported lost.
-	for kind, a := range m.server.Adoptions() {
-		m.leases.RegisterAdoption(kind, a)
-	}
-	if m.restarts != nil {
-		m.restarts.start(sess, m.leases)
-	}
+	m.beginResume(sess)
 	m.listener = ln
 	ln = limitListener(ln, c.MaxConns)
 	if tlsConfig != nil {
@@ -456,6 +449,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// beginResume hands how a successor adopts each recipe's holds (the
+// registry's, from the recipes' descriptors) to the leases, then, with
+// --state-dir, begins the resume of the predecessor's session in the
+// background: the adoptions are known before it begins (a saved hold whose
+// kind has none is reported lost).
+func (m *Main) beginResume(sess *zookeeper.Session) {
+	for kind, a := range m.server.Adoptions() {
+		m.leases.RegisterAdoption(kind, a)
+	}
+	if m.restarts != nil {
+		m.restarts.start(sess, m.leases)
+	}
 }
 
 // Fatal gets the error that must end the process at once, without Close (see
