@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,9 +20,8 @@ import (
 // made while tokens are configured carries one, and may do what its principal
 // (tokens.Principal) may.
 
-// principalOf is the request's token's name, as queues.go compares it with a
-// claim's lease owner (principalOf(ctx).name); the principal itself is
-// tokens.FromContext. It goes when queues.go leaves this package.
+// principalOf is the request's token's name, which Owns compares with a
+// lease's owner; the principal itself is tokens.FromContext.
 func principalOf(ctx context.Context) struct{ name string } {
 	return struct{ name string }{tokens.FromContext(ctx).Name()}
 }
@@ -71,7 +71,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		kind, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
-		if !tokens.IsKind(kind) || rest == "" {
+		if !slices.Contains(s.tokenKinds, kind) || rest == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -90,28 +90,20 @@ func mayRead(ctx context.Context, kind, name string) bool {
 	return tokens.FromContext(ctx).Reaches(kind, name)
 }
 
-// overviewKinds maps the kinds of the "all" topic's keys to token kinds.
-var overviewKinds = map[string]string{
-	"lock": "locks", "election": "elections", "throughput": "throughput", "queue": "queues",
-	"barrier": "barriers", "double-barrier": "double-barriers",
-	"kv": "kv", "counter": "counters",
-	"semaphore": "semaphores", "rwlock": "rwlocks",
-	"group": "groups", "partitions": "partitions",
-}
-
 // overviewFilter is the key filter of the request's /v1/events stream: nil (all)
-// for a principal allowed everything.
-func overviewFilter(ctx context.Context) func(key string) bool {
+// for a principal allowed everything. A key "<section>/<name>" is kept when
+// the token reaches name under the section's token kind (picture.Section.Token).
+func (s *Server) overviewFilter(ctx context.Context) func(key string) bool {
 	p := tokens.FromContext(ctx)
 	if p.All() {
 		return nil
 	}
 	return func(key string) bool {
-		k, name, ok := strings.Cut(key, "/")
+		section, name, ok := strings.Cut(key, "/")
 		if !ok {
 			return true // "session"
 		}
-		kind, known := overviewKinds[k]
+		kind, known := s.sectionTokens[section]
 		return known && p.Reaches(kind, name)
 	}
 }

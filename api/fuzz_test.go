@@ -53,16 +53,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/registry"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
@@ -97,18 +88,7 @@ func newFuzzServer(f *testing.F) *fuzzServer {
 	}
 	leases := kit.NewLeases(sess, nil)
 	f.Cleanup(leases.Close)
-	srv := registry.New(api.Options{Session: sess, Leases: leases, MaxBody: 4096, Spec: coordsidecar.OpenAPI, Logger: log},
-		registry.Recipes{
-			Locks:      lock.New(sess, nil),
-			Elections:  election.New(sess, nil),
-			Throughput: throughput.New(sess, nil),
-			Queues:     queue.New(sess, nil),
-			Barriers:   barrier.New(sess, nil),
-			KV:         kv.New(sess, nil),
-			Counters:   counter.New(sess, nil),
-			Groups:     group.New(sess, nil),
-			Partitions: partition.New(sess, nil),
-		})
+	srv := registry.New(api.Options{Session: sess, Leases: leases, MaxBody: 4096, Spec: coordsidecar.OpenAPI, Logger: log})
 	ts := httptest.NewServer(srv.Handler())
 	f.Cleanup(ts.Close)
 	f.Cleanup(srv.Close)

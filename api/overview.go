@@ -71,7 +71,7 @@ func (s *Server) StreamEverything(ctx context.Context, req oapi.StreamEverything
 	if v := req.Params.LastEventID; v != nil {
 		last, _ = strconv.ParseUint(*v, 10, 63) // not a decimal: from 1
 	}
-	return Stream{s: s, ctx: ctx, topics: []string{allTopic}, keep: overviewFilter(ctx), numberFrom: &last}, nil
+	return Stream{s: s, ctx: ctx, topics: []string{allTopic}, keep: s.overviewFilter(ctx), numberFrom: &last}, nil
 }
 
 // VisitStreamEverythingResponse serves GET /v1/events.

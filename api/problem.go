@@ -8,18 +8,7 @@ import (
 	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api/specrules"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // ProblemBase prefixes every problem's type URI; the short name follows.
@@ -38,17 +27,37 @@ type Problem struct {
 
 func (p *Problem) Error() string { return p.Name + ": " + p.Detail }
 
+// NewProblem is the problem document of status (its title the status's text),
+// named name, with detail.
 func NewProblem(status int, name, detail string) *Problem {
 	return &Problem{Status: status, Name: name, Title: http.StatusText(status), Detail: detail}
 }
 
+// InvalidParameter is a 400 invalid-parameter problem with a formatted detail.
 func InvalidParameter(format string, args ...any) *Problem {
 	return NewProblem(http.StatusBadRequest, "invalid-parameter", fmt.Sprintf(format, args...))
 }
 
-// problemFor maps any error a handler returns to its problem document: this is the
-// one place where errors meet HTTP status codes.
-func problemFor(err error) *Problem {
+// Where problems are made. Every problem document the sidecar answers comes
+// from one of three places, and docs/PROBLEMS.md lists them all (the test
+// TestEveryProblemTypeIsDocumented reads them from the code):
+//   - an error a handler returns that every recipe may return (recipes/kit's,
+//     this package's own) meets its status in sharedProblems, below;
+//   - an error of one recipe's own meets its status in that recipe's
+//     descriptor (Descriptor.Problems, made with ProblemIs and ProblemAs, in
+//     its folder under api/);
+//   - a request refused before any recipe is asked (a bad body or parameter,
+//     a token, a host or an origin refused, a route that does not exist, a
+//     share used up) is answered with a *Problem made on the spot with
+//     NewProblem, InvalidParameter or InvalidBody, by the middleware
+//     (auth.go, browser.go, bodies.go, middleware.go, unknown.go, server.go)
+//     or by a recipe's handler that checks its body.
+
+// problemFor maps any error a handler returns to its problem document: a
+// *Problem is itself; then a request the spec refuses, the rules of the
+// recipes' descriptors in registration order, the errors every recipe shares,
+// and else 500 internal.
+func (s *Server) problemFor(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
 		return p
@@ -56,10 +65,17 @@ func problemFor(err error) *Problem {
 	if p := specProblem(err); p != nil {
 		return p
 	}
-	if p := detailedProblem(err); p != nil {
-		return p
+	for _, rule := range s.problems {
+		if p := rule(err); p != nil {
+			return p
+		}
 	}
-	for _, k := range plainProblems {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
+			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
+	}
+	for _, k := range sharedProblems {
 		if errors.Is(err, k.err) {
 			detail := err.Error()
 			if k.detail != nil {
@@ -75,18 +91,16 @@ func problemFor(err error) *Problem {
 	return NewProblem(http.StatusInternalServerError, "internal", "internal error")
 }
 
-// plainProblems map sentinel errors to problems, first match first; the detail
-// is the error's text unless detail says otherwise. A 503 or a 429 comes with
+// sharedProblems map the sentinel errors every recipe may return (recipes/kit's)
+// and this package's own to problems, first match first; the detail is the
+// error's text unless detail says otherwise. A 503 or a 429 comes with
 // Retry-After.
-var plainProblems = []struct {
+var sharedProblems = []struct {
 	err    error
 	status int
 	name   string
 	detail func(error) string
 }{
-	{barrier.ErrBarrierRaised, http.StatusConflict, "barrier-raised", nil},
-	{barrier.ErrParticipantExists, http.StatusConflict, "participant-exists", nil},
-	{queue.ErrClaimNotFound, http.StatusNotFound, "claim-not-found", nil},
 	{kit.ErrInvalidName, http.StatusBadRequest, "invalid-name", func(err error) string {
 		return err.Error() + ": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 	}},
@@ -94,17 +108,9 @@ var plainProblems = []struct {
 	{kit.ErrLeaseNotFound, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrLeaseEnded, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
-	{kv.ErrKeyNotFound, http.StatusNotFound, "key-not-found", nil},
-	{counter.ErrCorrupt, http.StatusConflict, "counter-corrupt", nil},
-	{counter.ErrNotFound, http.StatusNotFound, "counter-not-found", nil},
-	{throughput.ErrMemberExists, http.StatusConflict, "member-exists", nil},
-	{throughput.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
-	{group.ErrMemberExists, http.StatusConflict, "member-exists", nil},
-	{group.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
-	{partition.ErrMemberExists, http.StatusConflict, "member-exists", nil},
-	{partition.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
+	{kit.ErrMemberExists, http.StatusConflict, "member-exists", nil},
+	{kit.ErrMemberNotFound, http.StatusNotFound, "member-not-found", nil},
 	{errTooManyLeases, http.StatusTooManyRequests, "too-many-leases", nil},
-	{election.ErrCandidateExists, http.StatusConflict, "candidate-exists", nil},
 	{kit.ErrBusy, http.StatusConflict, "acquisition-in-progress", nil},
 	{kit.ErrForbiddenByACL, http.StatusForbidden, "zookeeper-acl", func(err error) string {
 		return "a ZooKeeper ACL refuses the sidecar this operation (" + err.Error() + ")"
@@ -139,66 +145,6 @@ func specProblem(err error) *Problem {
 	}
 }
 
-// detailedProblem maps the errors that carry state for the problem's extension
-// members; nil for any other.
-func detailedProblem(err error) *Problem {
-	var locked *lock.LockedError
-	var notReady *barrier.BarrierNotReadyError
-	var notEmpty *barrier.BarrierNotEmptyError
-	var mismatch *barrier.CountMismatchError
-	var tooLarge *http.MaxBytesError
-	var versionMismatch *kv.VersionMismatchError
-	var valueMismatch *counter.MismatchError
-	var overflow *counter.OverflowError
-	var full *semaphore.SemaphoreFullError
-	var maxMismatch *semaphore.MaxMismatchError
-	var rwLocked *rwlock.RWLockedError
-	var partitionMismatch *partition.VersionMismatchError
-	var p *Problem
-	switch {
-	case errors.As(err, &versionMismatch):
-		p = NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-		p.Ext = map[string]any{"version": versionMismatch.Version}
-	case errors.As(err, &valueMismatch):
-		p = NewProblem(http.StatusConflict, "value-mismatch", err.Error())
-		p.Ext = map[string]any{"value": valueMismatch.Value}
-	case errors.As(err, &overflow):
-		p = NewProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
-		p.Ext = map[string]any{"value": overflow.Value}
-	case errors.As(err, &full):
-		p = NewProblem(http.StatusConflict, "semaphore-full", err.Error())
-		p.Ext = map[string]any{"holders": SemaphoreHolders(full.Holders)}
-	case errors.As(err, &maxMismatch):
-		p = NewProblem(http.StatusConflict, "max-mismatch",
-			err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")
-		p.Ext = map[string]any{"max": maxMismatch.Max}
-	case errors.As(err, &rwLocked):
-		p = NewProblem(http.StatusConflict, "lock-held", err.Error())
-		p.Ext = map[string]any{"writer": LockHolder(rwLocked.Writer), "readers": RWReaders(rwLocked.Readers)}
-	case errors.As(err, &locked):
-		p = NewProblem(http.StatusConflict, "lock-held", err.Error())
-		p.Ext = map[string]any{"holder": LockHolder(locked.Holder)}
-	case errors.As(err, &notReady):
-		p = NewProblem(http.StatusConflict, "barrier-not-ready",
-			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
-		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
-	case errors.As(err, &notEmpty):
-		p = NewProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
-		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
-	case errors.As(err, &mismatch):
-		p = NewProblem(http.StatusConflict, "count-mismatch",
-			err.Error()+"; enter with that count, or wait until the barrier empties")
-		p.Ext = map[string]any{"count": mismatch.Count}
-	case errors.As(err, &partitionMismatch):
-		p = NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-		p.Ext = map[string]any{"version": partitionMismatch.Current}
-	case errors.As(err, &tooLarge):
-		p = NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
-			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
-	}
-	return p
-}
-
 var (
 	errTooManyLeases = errors.New("too many leases")
 	errShuttingDown  = errors.New("shutting down")
@@ -218,7 +164,7 @@ const StatusClientClosedRequest = 499
 // unavailable) is answered 499 client-closed-request: the client's doing, not
 // the sidecar's or ZooKeeper's. A 4xx stays what it is.
 func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
-	p := problemFor(err)
+	p := s.problemFor(err)
 	if ctx := r.Context(); p.Status >= 500 && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errShuttingDown) {
 		p = &Problem{Status: StatusClientClosedRequest, Name: "client-closed-request",
 			Title: "Client Closed Request", Detail: "the client went away before the answer"}

@@ -22,8 +22,10 @@ import (
 // status: every name the code can put in a problem's type has a row giving the
 // status the code answers it with, every row is a name the code can answer, and
 // every name openapi.yaml's Problem schema lists has a row. The code's names are
-// read from this package's source: the names given to newProblem and in problem
-// literals, and the plainProblems table.
+// read from the source of this package and of every folder under it (each
+// recipe's HTTP side): the names given to NewProblem and ProblemIs (a
+// recipe descriptor's rules) and in problem literals, and the sharedProblems
+// table.
 func TestEveryProblemTypeIsDocumented(t *testing.T) {
 	code := codeProblems(t)
 	docs := documentedProblems(t)
@@ -90,7 +92,7 @@ func codeProblems(t *testing.T) map[string][]int {
 			names[name] = append(names[name], status)
 		}
 	}
-	for _, k := range plainProblems {
+	for _, k := range sharedProblems {
 		add(k.name, k.status)
 	}
 	fset := token.NewFileSet()
@@ -112,11 +114,11 @@ func codeProblems(t *testing.T) map[string][]int {
 			t.Fatal(err)
 		}
 		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
+			var fnName string // the function whose body is read, "" in a declaration
+			if fn, ok := decl.(*ast.FuncDecl); ok {
+				fnName = fn.Name.Name
 			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
+			ast.Inspect(decl, func(n ast.Node) bool {
 				nameExpr, statusExpr := problemExprs(n)
 				if nameExpr == nil {
 					return true
@@ -127,8 +129,8 @@ func codeProblems(t *testing.T) map[string][]int {
 					return true
 				}
 				switch {
-				case fn.Name.Name == "NewProblem": // its callers name the problem
-				case fn.Name.Name == "problemFor": // the plainProblems table, read above
+				case fnName == "NewProblem", fnName == "ProblemIs": // their callers name the problem
+				case fnName == "problemFor": // the sharedProblems table, read above
 				case isShareName(nameExpr):
 					prefix, _ := stringLit(nameExpr.(*ast.BinaryExpr).X)
 					for _, share := range shareNames[tokens.Streams:] { // leases are refused by errTooManyLeases
@@ -144,13 +146,16 @@ func codeProblems(t *testing.T) map[string][]int {
 	return names
 }
 
-// problemExprs answers the name and status of a newProblem call or a problem
-// literal, or nil.
+// problemExprs answers the name and status of a NewProblem or ProblemIs call
+// or a problem literal, or nil.
 func problemExprs(n ast.Node) (name, status ast.Expr) {
 	switch n := n.(type) {
 	case *ast.CallExpr:
 		if isAPIName(n.Fun, "NewProblem") && len(n.Args) >= 2 {
 			return n.Args[1], n.Args[0]
+		}
+		if isAPIName(n.Fun, "ProblemIs") && len(n.Args) == 3 {
+			return n.Args[2], n.Args[1]
 		}
 	case *ast.CompositeLit:
 		if isAPIName(n.Type, "Problem") {

@@ -1,36 +1,145 @@
 package api
 
-import "github.com/coord-sidecar/coord-sidecar/api/picture"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
 
-// A recipe's HTTP side lives in a folder of its own (api/locks, api/queues, ...):
-// its handlers, the bodies it answers, its list, its stream topic and its kinds
-// in the picture. It is built on the Server, which keeps what every recipe
-// shares (middleware, problems, paging, leases of a request, auth, streams), and
-// registers with it, once, what the Server's shared parts dispatch to it: the
-// topics it follows and the kinds it shows. api/registry composes every
-// recipe's handlers into the one StrictServerInterface.
+	"github.com/prometheus/client_golang/prometheus"
 
-// Recipe is what one recipe's HTTP side registers with the Server.
-type Recipe struct {
-	// Topics follow the broker topics of a kind ("lock": the topics
-	// "lock/{name}") while they have subscribers: follow(topic, name) starts
-	// publishing name's states to topic (Server.Publish) and returns how to stop
-	// (nil: nothing to follow).
-	Topics map[string]func(topic, name string) (stop func())
-	// Kinds are what it shows in the picture (GET /v1/events, the status page),
-	// in the order given.
-	Kinds []picture.Kind
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
+)
+
+// Recipe is what the HTTP side of a recipe (api/locks, api/queues, ...)
+// implements, and api/leases' lease operations with it: the type that
+// api/registry embeds in its Server, one line per kind. The registry sets
+// each one up once, in field order, on a zero value of the type.
+type Recipe interface {
+	// Tokens are its token kinds: the first path segments under /v1/ of its
+	// routes whose names a token's allow list governs ("locks"; none for the
+	// leases). It is called on a zero value, before any session exists: a
+	// tokens file is checked at start and at every reload against them.
+	Tokens() []string
+	// Setup makes the recipe on env's session, its metrics on env's
+	// registerer, readies the receiver to serve its operations, and
+	// describes the recipe to the rest of the sidecar.
+	Setup(env Env) Descriptor
 }
 
-// Register adds a recipe's topics and picture kinds. It is called while the
-// server is put together (api/registry), before it serves; a topic kind
-// registered twice panics.
-func (s *Server) Register(r Recipe) {
-	for kind, follow := range r.Topics {
+// Env is what a Recipe's Setup is given.
+type Env struct {
+	// Server is the shared HTTP side: the handlers' leases, paging, streams.
+	Server *Server
+	// Session is the sidecar's ZooKeeper session; Leases are its leases.
+	Session *zookeeper.Session
+	Leases  *kit.Leases
+	// Registerer receives the recipe's metrics (nil: none registered).
+	Registerer prometheus.Registerer
+}
+
+// Descriptor is everything the rest of the sidecar needs to know of one
+// recipe, besides its routes (the methods of its Recipe) and its token kinds
+// (Recipe.Tokens). Every field may be empty.
+type Descriptor struct {
+	// Topics follow the broker topics of a topic kind ("lock": the topics
+	// "lock/{name}", which the recipe's event streams subscribe to) while they
+	// have subscribers: follow(topic, name) starts publishing name's states to
+	// topic (Server.Publish) and returns how to stop (nil: nothing to follow).
+	Topics map[string]func(topic, name string) (stop func())
+	// Sections are what it shows in the picture (GET /v1/events, the status
+	// page), in this order; each names the token kind that reaches its names.
+	Sections []picture.Section
+	// Problems turn the recipe's own errors into problem documents
+	// (ProblemIs, ProblemAs), tried in order before the ones every recipe
+	// shares (problem.go).
+	Problems []ProblemRule
+	// Adoptions say how a successor takes over the recipe's holds after a
+	// restart, by hold kind (kit.Hold.Kind).
+	Adoptions map[string]kit.Adoption
+	// Close, when set, ends what the recipe runs in the background; it is
+	// called once the session is closed and the leases have ended.
+	Close func()
+}
+
+// ProblemRule is the problem document of the errors a rule knows, nil for any
+// other.
+type ProblemRule func(err error) *Problem
+
+// ProblemIs is the rule of a sentinel error: an error that is (errors.Is)
+// sentinel answers status with problem name, its text as the detail; a 503 or
+// a 429 comes with Retry-After.
+func ProblemIs(sentinel error, status int, name string) ProblemRule {
+	return func(err error) *Problem {
+		if !errors.Is(err, sentinel) {
+			return nil
+		}
+		p := NewProblem(status, name, err.Error())
+		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+			p.RetryAfter = 1
+		}
+		return p
+	}
+}
+
+// ProblemAs is the rule of an error type that carries state for the problem's
+// extension members: problem is called with the whole error and the first E
+// in its chain (errors.As).
+func ProblemAs[E error](problem func(err error, e E) *Problem) ProblemRule {
+	return func(err error) *Problem {
+		var e E
+		if !errors.As(err, &e) {
+			return nil
+		}
+		return problem(err, e)
+	}
+}
+
+// Register adds a recipe's descriptor, and its token kinds, to what the
+// server's shared parts dispatch to: the topics of its streams, the sections
+// of the picture, its problems. api/registry calls it once per recipe while
+// the server is put together, before it serves. A topic kind, a section or a
+// token kind registered twice, or a section whose token kind is not one of
+// tokens, panics.
+func (s *Server) Register(tokens []string, d Descriptor) {
+	for _, t := range tokens {
+		if slices.Contains(s.tokenKinds, t) {
+			panic("api: token kind " + t + " registered twice")
+		}
+		s.tokenKinds = append(s.tokenKinds, t)
+	}
+	for kind, follow := range d.Topics {
 		if s.topics[kind] != nil {
 			panic("api: topic kind " + kind + " registered twice")
 		}
 		s.topics[kind] = follow
 	}
-	s.kinds = append(s.kinds, r.Kinds...)
+	for _, sec := range d.Sections {
+		if _, dup := s.sectionTokens[sec.Name]; dup {
+			panic("api: section " + sec.Name + " registered twice")
+		}
+		if !slices.Contains(tokens, sec.Token) {
+			panic(fmt.Sprintf("api: section %s names token kind %q, not one of its recipe's %v", sec.Name, sec.Token, tokens))
+		}
+		s.sectionTokens[sec.Name] = sec.Token
+	}
+	s.sections = append(s.sections, d.Sections...)
+	s.problems = append(s.problems, d.Problems...)
+}
+
+// TokenKinds are the token kinds registered, in registration order.
+func (s *Server) TokenKinds() []string { return slices.Clone(s.tokenKinds) }
+
+// Sections are the picture's sections registered, in registration order.
+func (s *Server) Sections() []picture.Section { return slices.Clone(s.sections) }
+
+// TopicKinds are the topic kinds registered, in no order.
+func (s *Server) TopicKinds() []string {
+	kinds := make([]string, 0, len(s.topics))
+	for k := range s.topics {
+		kinds = append(kinds, k)
+	}
+	return kinds
 }

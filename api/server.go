@@ -108,10 +108,15 @@ type Server struct {
 	reaper *sse.Reaper
 	// following holds how to stop following each active topic (topics.go).
 	following map[string]func()
-	// topics are the recipes' topic followers by topic kind, and kinds what
-	// the picture shows (Register; read-only once the server serves).
-	topics map[string]func(topic, name string) (stop func())
-	kinds  []picture.Kind
+	// What the recipes registered (Register; read-only once the server
+	// serves): their topic followers by topic kind, the picture's sections,
+	// each section's token kind, the token kinds, and the problems of their
+	// own errors.
+	topics        map[string]func(topic, name string) (stop func())
+	sections      []picture.Section
+	sectionTokens map[string]string
+	tokenKinds    []string
+	problems      []ProblemRule
 
 	// hijacked are the goroutines serving hijacked streams: Close waits for
 	// them, and a stream opened after that is served on its request's goroutine.
@@ -195,7 +200,7 @@ func NewServer(opt Options) *Server {
 	base := zookeeper.WithSuspendWait(stopped, opt.SuspendWait, time.Time{})
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, base: base, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, sectionTokens: map[string]string{}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
@@ -287,7 +292,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	})
 	strict := oapi.NewStrictHandlerWithOptions(ops, nil, oapi.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, problemFor(bodyError(err)))
+			s.writeProblem(w, r, s.problemFor(bodyError(err)))
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})

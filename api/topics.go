@@ -15,8 +15,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
-// Topics of the broker: "session", and "<kind>/<name>" for a followed recipe
-// (e.g. "election/db-primary", registered by the recipe: Recipe.Topics). A
+// Topics of the broker: "session", and "<topic kind>/<name>" for a followed
+// recipe (e.g. "election/db-primary", registered by the recipe:
+// Descriptor.Topics). A
 // recipe topic is followed in ZooKeeper only while it has subscribers: one
 // watch for the topic, however many streams.
 const sessionTopicName = "session"
@@ -41,7 +42,7 @@ func (s *Server) topicActive(topic string, active bool) {
 		if ev, ok := s.broker.Current(sessionTopicName); ok {
 			s.publishAll("session", "session", ev.Data)
 		}
-		s.following[topic] = picture.Follow(s.stopped, s.opt.Session, s.kinds, s.publishAll, s.forgetAll)
+		s.following[topic] = picture.Follow(s.stopped, s.opt.Session, s.sections, s.publishAll, s.forgetAll)
 		return
 	}
 	kind, name, _ := strings.Cut(topic, "/")
@@ -191,7 +192,7 @@ func (s *Server) forgetAll(key, event string, data []byte) {
 }
 
 // Inspected is picture.Inspected on the server's session: the Follow of a
-// picture kind that has no follower of its own.
+// picture section that has no follower of its own.
 func (s *Server) Inspected(dir string, read func(context.Context, string) ([]byte, error), deeper func(rel string) bool) func(string, func([]byte)) (func(), error) {
 	return picture.Inspected(s.opt.Session, dir, read, deeper)
 }

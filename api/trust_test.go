@@ -45,16 +45,18 @@ func TestHostList(t *testing.T) {
 	}
 }
 
-// A scoped token's /v1/events stream keeps only the session and the kinds and
-// names the token may read; without a token it is not filtered.
+// A scoped token's /v1/events stream keeps only the session and the sections
+// and names the token may read (by each section's token kind); without a token
+// it is not filtered.
 func TestOverviewFilter(t *testing.T) {
 	set, err := tokens.NewTokens([]tokens.Token{{Name: "app", Token: "app-0123456789abcdef",
-		Allow: []string{"locks/billing-*", "queues/jobs", "*/shared-*"}}})
+		Allow: []string{"locks/billing-*", "queues/jobs", "*/shared-*"}}}, tokens.Kinds{"locks", "queues"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := &Server{sectionTokens: map[string]string{"lock": "locks", "queue": "queues", "election": "elections", "barrier": "barriers"}}
 	app := set.Active().ByName("app")
-	keep := overviewFilter(tokens.NewContext(context.Background(), app))
+	keep := s.overviewFilter(tokens.NewContext(context.Background(), app))
 	var kept []string
 	for _, k := range []string{"session", "lock/billing-1", "lock/x", "queue/jobs", "election/shared-1", "barrier/x", "unknown/x"} {
 		if keep(k) {
@@ -64,7 +66,7 @@ func TestOverviewFilter(t *testing.T) {
 	if !slices.Equal(kept, []string{"session", "lock/billing-1", "queue/jobs", "election/shared-1"}) {
 		t.Errorf("the app's stream keeps %v", kept)
 	}
-	if overviewFilter(context.Background()) != nil {
+	if s.overviewFilter(context.Background()) != nil {
 		t.Error("no token: the stream should not be filtered")
 	}
 }
@@ -72,7 +74,7 @@ func TestOverviewFilter(t *testing.T) {
 // The status page's ticket: minted for a valid token only, accepted until it
 // expires, refused when tampered with or once its token is gone or changed.
 func TestTicket(t *testing.T) {
-	set, err := tokens.NewTokens([]tokens.Token{{Name: "dash", Token: "dash-0123456789abcdef", Allow: []string{"locks/*"}, ReadOnly: true}})
+	set, err := tokens.NewTokens([]tokens.Token{{Name: "dash", Token: "dash-0123456789abcdef", Allow: []string{"locks/*"}, ReadOnly: true}}, tokens.Kinds{"locks"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package barriers
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
@@ -20,19 +21,51 @@ type Barriers struct {
 	barriers *barrier.Barriers
 }
 
-// New registers the barrier's and the double barrier's picture kinds with s
-// (they have no stream of their own).
-func New(s *api.Server, barriers *barrier.Barriers) *Barriers {
-	h := &Barriers{s: s, barriers: barriers}
-	s.Register(api.Recipe{
-		Kinds: []picture.Kind{
-			{Kind: "barrier", Event: "barrier", Dir: "barriers", Field: "name",
-				Follow: s.Inspected("barriers", picture.BodyOf(h.readBarrier), nil)},
-			{Kind: "double-barrier", Event: "double-barrier", Dir: "double-barriers", Field: "name",
-				Follow: s.Inspected("double-barriers", picture.BodyOf(h.readDoubleBarrier), nil)},
+// Tokens are the token kinds of the barrier and the double barrier.
+func (*Barriers) Tokens() []string { return []string{"barriers", "double-barriers"} }
+
+// Setup makes the barriers on env's session and describes them: their
+// sections "barrier" and "double-barrier" (they have no stream of their own),
+// their problems, and how a successor adopts a raised barrier and a
+// participant.
+func (h *Barriers) Setup(env api.Env) api.Descriptor {
+	h.s, h.barriers = env.Server, barrier.New(env.Session, env.Registerer)
+	return api.Descriptor{
+		Sections: []picture.Section{
+			{Name: "barrier", Token: "barriers", Event: "barrier", Dir: "barriers", Field: "name",
+				Follow: h.s.Inspected("barriers", picture.BodyOf(h.readBarrier), nil)},
+			{Name: "double-barrier", Token: "double-barriers", Event: "double-barrier", Dir: "double-barriers", Field: "name",
+				Follow: h.s.Inspected("double-barriers", picture.BodyOf(h.readDoubleBarrier), nil)},
 		},
-	})
-	return h
+		Problems: problems,
+		Adoptions: map[string]kit.Adoption{
+			barrier.BarrierKind:       {Adopt: h.barriers.AdoptRaised},
+			barrier.DoubleBarrierKind: {Adopt: h.barriers.AdoptParticipant},
+		},
+	}
+}
+
+// problems are the barriers' own errors.
+var problems = []api.ProblemRule{
+	api.ProblemAs(func(err error, notReady *barrier.BarrierNotReadyError) *api.Problem {
+		p := api.NewProblem(http.StatusConflict, "barrier-not-ready",
+			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
+		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
+		return p
+	}),
+	api.ProblemAs(func(err error, notEmpty *barrier.BarrierNotEmptyError) *api.Problem {
+		p := api.NewProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
+		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
+		return p
+	}),
+	api.ProblemAs(func(err error, mismatch *barrier.CountMismatchError) *api.Problem {
+		p := api.NewProblem(http.StatusConflict, "count-mismatch",
+			err.Error()+"; enter with that count, or wait until the barrier empties")
+		p.Ext = map[string]any{"count": mismatch.Count}
+		return p
+	}),
+	api.ProblemIs(barrier.ErrBarrierRaised, http.StatusConflict, "barrier-raised"),
+	api.ProblemIs(barrier.ErrParticipantExists, http.StatusConflict, "participant-exists"),
 }
 
 // RaiseBarrier raises a barrier: persistent, or bound to lease= (it falls when

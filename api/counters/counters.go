@@ -7,6 +7,7 @@ package counters
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
@@ -21,19 +22,36 @@ type Counters struct {
 	counters *counter.Counters
 }
 
-// New registers the counter's picture kind with s.
-func New(s *api.Server, counters *counter.Counters) *Counters {
-	h := &Counters{s: s, counters: counters}
-	s.Register(api.Recipe{
-		Kinds: []picture.Kind{{Kind: "counter", Event: "counter", Dir: "counters", Field: "name",
-			Follow: picture.Followed(counters.Follow, func(st *counter.State) any {
+// Tokens are the counter's token kind.
+func (*Counters) Tokens() []string { return []string{"counters"} }
+
+// Setup makes the counters on env's session and describes them: their
+// section "counter" and their problems.
+func (h *Counters) Setup(env api.Env) api.Descriptor {
+	h.s, h.counters = env.Server, counter.New(env.Session, env.Registerer)
+	return api.Descriptor{
+		Sections: []picture.Section{{Name: "counter", Token: "counters", Event: "counter", Dir: "counters", Field: "name",
+			Follow: picture.Followed(h.counters.Follow, func(st *counter.State) any {
 				if st.Unknown || !st.Exists || st.Corrupt {
 					return nil
 				}
 				return oapi.Counter{Name: st.Name, Value: st.Value}
 			})}},
-	})
-	return h
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, mismatch *counter.MismatchError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "value-mismatch", err.Error())
+				p.Ext = map[string]any{"value": mismatch.Value}
+				return p
+			}),
+			api.ProblemAs(func(err error, overflow *counter.OverflowError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
+				p.Ext = map[string]any{"value": overflow.Value}
+				return p
+			}),
+			api.ProblemIs(counter.ErrCorrupt, http.StatusConflict, "counter-corrupt"),
+			api.ProblemIs(counter.ErrNotFound, http.StatusNotFound, "counter-not-found"),
+		},
+	}
 }
 
 // AddCounter adds add= (default 1) and answers the value right after this add.

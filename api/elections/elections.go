@@ -21,15 +21,23 @@ type Elections struct {
 	elections *election.Elections
 }
 
-// New registers the election's topic and picture kind with s.
-func New(s *api.Server, elections *election.Elections) *Elections {
-	h := &Elections{s: s, elections: elections}
-	s.Register(api.Recipe{
+// Tokens are the election's token kind.
+func (*Elections) Tokens() []string { return []string{"elections"} }
+
+// Setup makes the leader election on env's session and describes it: its
+// topic and section "election", the candidate-exists problem, and how a
+// successor adopts its candidates.
+func (h *Elections) Setup(env api.Env) api.Descriptor {
+	h.s, h.elections = env.Server, election.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"election": h.follow},
-		Kinds: []picture.Kind{{Kind: "election", Event: "leader", Dir: "elections", Field: "name",
-			Follow: picture.Followed(elections.Follow, func(st *election.ElectionState) any { return body(st) })}},
-	})
-	return h
+		Sections: []picture.Section{{Name: "election", Token: "elections", Event: "leader", Dir: "elections", Field: "name",
+			Follow: picture.Followed(h.elections.Follow, func(st *election.ElectionState) any { return body(st) })}},
+		Problems: []api.ProblemRule{
+			api.ProblemIs(election.ErrCandidateExists, http.StatusConflict, "candidate-exists"),
+		},
+		Adoptions: map[string]kit.Adoption{election.CandidateKind: {Adopt: h.elections.Adopt, Lines: h.elections.Lines()}},
+	}
 }
 
 // Campaign enrols a candidate for a lease (implicit when lease= is absent).

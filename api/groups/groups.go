@@ -22,15 +22,20 @@ type Groups struct {
 	groups *group.Groups
 }
 
-// New registers the groups' topic and picture kind with s.
-func New(s *api.Server, groups *group.Groups) *Groups {
-	h := &Groups{s: s, groups: groups}
-	s.Register(api.Recipe{
+// Tokens are the membership group's token kind.
+func (*Groups) Tokens() []string { return []string{"groups"} }
+
+// Setup makes the membership groups on env's session and describes them:
+// their topic and section "group", and how a successor adopts a member.
+// Their member errors are kit's, which every recipe shares.
+func (h *Groups) Setup(env api.Env) api.Descriptor {
+	h.s, h.groups = env.Server, group.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"group": h.follow},
-		Kinds: []picture.Kind{{Kind: "group", Event: "group", Dir: "groups", Field: "group",
-			Follow: picture.Followed(groups.Follow, func(st *group.State) any { return body(st) })}},
-	})
-	return h
+		Sections: []picture.Section{{Name: "group", Token: "groups", Event: "group", Dir: "groups", Field: "group",
+			Follow: picture.Followed(h.groups.Follow, func(st *group.State) any { return body(st) })}},
+		Adoptions: map[string]kit.Adoption{group.MemberKind: {Adopt: h.groups.Adopt}},
+	}
 }
 
 func topic(g string) string { return "group/" + g }

@@ -26,20 +26,33 @@ type KV struct {
 	keys *kvstore.Store
 }
 
-// New registers the key's topic and picture kind with s.
-func New(s *api.Server, keys *kvstore.Store) *KV {
-	h := &KV{s: s, keys: keys}
-	s.Register(api.Recipe{
+// Tokens are the key-value store's token kind.
+func (*KV) Tokens() []string { return []string{"kv"} }
+
+// Setup makes the key-value store on env's session and describes it: its
+// topic and section "kv", its problems, and how a successor adopts a key
+// bound to a lease.
+func (h *KV) Setup(env api.Env) api.Descriptor {
+	h.s, h.keys = env.Server, kvstore.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"kv": h.follow},
-		Kinds: []picture.Kind{{Kind: "kv", Event: "kv", Dir: "kv", Field: "key",
-			Follow: picture.Followed(keys.Follow, func(v *kvstore.Value) any {
+		Sections: []picture.Section{{Name: "kv", Token: "kv", Event: "kv", Dir: "kv", Field: "key",
+			Follow: picture.Followed(h.keys.Follow, func(v *kvstore.Value) any {
 				if v.Unknown || !v.Exists {
 					return nil // its directory's watch says when it is gone
 				}
 				return oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
 			})}},
-	})
-	return h
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, mismatch *kvstore.VersionMismatchError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
+				p.Ext = map[string]any{"version": mismatch.Version}
+				return p
+			}),
+			api.ProblemIs(kvstore.ErrKeyNotFound, http.StatusNotFound, "key-not-found"),
+		},
+		Adoptions: map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
+	}
 }
 
 func topic(key string) string { return "kv/" + key }

@@ -22,10 +22,15 @@ type Leases struct {
 	leases *kit.Leases
 }
 
-// New makes the lease operations over leases, the Leases of s's Options; they
-// register nothing with s.
-func New(s *api.Server, leases *kit.Leases) *Leases {
-	return &Leases{s: s, leases: leases}
+// Tokens: the lease operations have no token kind (a lease of another token
+// does not exist for a request: their handlers check the owner).
+func (*Leases) Tokens() []string { return nil }
+
+// Setup serves the lease operations over env's leases; they describe nothing:
+// the leases are api.Server's, shared by every recipe.
+func (h *Leases) Setup(env api.Env) api.Descriptor {
+	h.s, h.leases = env.Server, env.Leases
+	return api.Descriptor{}
 }
 
 // CreateLease grants a lease bound to the current ZooKeeper session.

@@ -19,15 +19,26 @@ type Locks struct {
 	locks *lock.Locks
 }
 
-// New registers the lock's topic and picture kind with s.
-func New(s *api.Server, locks *lock.Locks) *Locks {
-	h := &Locks{s: s, locks: locks}
-	s.Register(api.Recipe{
+// Tokens are the lock's token kind.
+func (*Locks) Tokens() []string { return []string{"locks"} }
+
+// Setup makes the fair lock on env's session and describes it: its topic and
+// section "lock", the lock-held problem, and how a successor adopts its holds.
+func (h *Locks) Setup(env api.Env) api.Descriptor {
+	h.s, h.locks = env.Server, lock.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"lock": h.follow},
-		Kinds: []picture.Kind{{Kind: "lock", Event: "lock", Dir: "locks", Field: "name",
-			Follow: picture.Followed(locks.Follow, func(st *lock.LockState) any { return body(st) })}},
-	})
-	return h
+		Sections: []picture.Section{{Name: "lock", Token: "locks", Event: "lock", Dir: "locks", Field: "name",
+			Follow: picture.Followed(h.locks.Follow, func(st *lock.LockState) any { return body(st) })}},
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, locked *lock.LockedError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
+				p.Ext = map[string]any{"holder": api.LockHolder(locked.Holder)}
+				return p
+			}),
+		},
+		Adoptions: map[string]kit.Adoption{lock.LockKind: {Adopt: h.locks.Adopt, Lines: h.locks.Lines()}},
+	}
 }
 
 // AcquireLock takes a lock for a lease (implicit when lease= is absent).

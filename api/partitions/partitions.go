@@ -23,15 +23,28 @@ type Partitions struct {
 	partitions *partition.Partitions
 }
 
-// New registers the partition groups' topic and picture kind with s.
-func New(s *api.Server, partitions *partition.Partitions) *Partitions {
-	h := &Partitions{s: s, partitions: partitions}
-	s.Register(api.Recipe{
+// Tokens are the partition group's token kind.
+func (*Partitions) Tokens() []string { return []string{"partitions"} }
+
+// Setup makes the partition groups on env's session and describes them:
+// their topic and section "partitions", the version-mismatch problem of an
+// ack, and how a successor adopts a member. Their member errors are kit's,
+// which every recipe shares.
+func (h *Partitions) Setup(env api.Env) api.Descriptor {
+	h.s, h.partitions = env.Server, partition.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"partitions": h.follow},
-		Kinds: []picture.Kind{{Kind: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
-			Follow: picture.Followed(partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
-	})
-	return h
+		Sections: []picture.Section{{Name: "partitions", Token: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
+			Follow: picture.Followed(h.partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, mismatch *partition.VersionMismatchError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
+				p.Ext = map[string]any{"version": mismatch.Current}
+				return p
+			}),
+		},
+		Adoptions: map[string]kit.Adoption{partition.MemberKind: {Adopt: h.partitions.Adopt}},
+	}
 }
 
 func topic(g string) string { return "partitions/" + g }

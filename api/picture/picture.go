@@ -1,9 +1,11 @@
 // Package picture is the whole picture of GET /v1/events and the status page,
 // kept by following changes instead of reading the tree again and again.
 //
-// While it is followed (Follow), the picture follows, for every kind it is
-// given, its directory's children (one watch: names appear and vanish) and
-// every name in it through that kind's per-name follower (kit.Followers:
+// The picture is made of sections (Section), one per kind of thing shown
+// ("lock", "queue", ...): a recipe's descriptor (api.Descriptor) gives its
+// own. While it is followed (Follow), the picture follows, for every section,
+// its directory's children (one watch: names appear and vanish) and every
+// name in it through that section's per-name follower (kit.Followers:
 // watches on what the name's state is read from, shared with the name's own
 // event stream). Each new state goes to the caller's publish, each name that
 // leaves to its forget; api sends them to the keyed topic "all", which gives
@@ -24,12 +26,14 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// Kind is one kind of thing the picture shows; a recipe's HTTP side registers
-// its kinds with api.Server.Register.
-type Kind struct {
-	// Kind names its keys ("lock": key "lock/db"); api's overviewKinds (auth.go) maps
-	// it to the token kind that may read it.
-	Kind string
+// Section is one kind of thing the picture shows (GET /v1/events, the status
+// page): a recipe's descriptor (api.Descriptor) gives its sections.
+type Section struct {
+	// Name names its keys ("lock": key "lock/db").
+	Name string
+	// Token is the token kind whose allow entries reach its names (api/tokens:
+	// "locks"); a scoped token's /v1/events shows only the names it reaches.
+	Token string
 	// Event is its SSE event name.
 	Event string
 	// Dir is its directory under --zk-root, whose children are its names.
@@ -119,29 +123,29 @@ type entry struct {
 // followers of names as they appear and vanish.
 type run struct {
 	publish, forget func(key, event string, data []byte)
-	kinds           []Kind
+	sections        []Section
 	dirs            *kit.Followers[[]string]
 
 	mu    sync.Mutex
-	names [][]string // latest names of each kind (nil: none new)
+	names [][]string // latest names of each section (nil: none new)
 	wake  chan struct{}
 
-	entries []map[string]*entry // the loop's own: followed names of each kind
+	entries []map[string]*entry // the loop's own: followed names of each section
 }
 
-// Follow follows the picture of kinds on sess until the returned stop is
+// Follow follows the picture of sections on sess until the returned stop is
 // called or ctx ends: publish gets a name's state (its body as JSON, key
-// "<kind>/<name>") each time it changes, forget the farewell of a shown name
+// "<section>/<name>") each time it changes, forget the farewell of a shown name
 // that is gone or no longer shown ({"deleted": true, field: name}). Both are
 // called one state of a name at a time; once stop returns, neither is called
 // again.
-func Follow(ctx context.Context, sess *zookeeper.Session, kinds []Kind, publish, forget func(key, event string, data []byte)) (stop func()) {
-	r := &run{publish: publish, forget: forget, kinds: kinds, wake: make(chan struct{}, 1)}
-	r.names = make([][]string, len(r.kinds))
-	r.entries = make([]map[string]*entry, len(r.kinds))
+func Follow(ctx context.Context, sess *zookeeper.Session, sections []Section, publish, forget func(key, event string, data []byte)) (stop func()) {
+	r := &run{publish: publish, forget: forget, sections: sections, wake: make(chan struct{}, 1)}
+	r.names = make([][]string, len(r.sections))
+	r.entries = make([]map[string]*entry, len(r.sections))
 	r.dirs = kit.NewFollowers(sess, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
 	var dirStops []func()
-	for i, k := range r.kinds {
+	for i, k := range r.sections {
 		r.entries[i] = map[string]*entry{}
 		f := r.dirs.Follow(sess.Root() + "/" + k.Dir)
 		cancel := f.Subscribe(func(names []string) {
@@ -174,7 +178,7 @@ func Follow(ctx context.Context, sess *zookeeper.Session, kinds []Kind, publish,
 		for _, stop := range dirStops {
 			stop()
 		}
-		for i := range r.kinds {
+		for i := range r.sections {
 			for name, e := range r.entries[i] {
 				e.stop()
 				delete(r.entries[i], name)
@@ -194,7 +198,7 @@ func (r *run) apply() {
 		if names == nil {
 			continue
 		}
-		k, followed := r.kinds[i], r.entries[i]
+		k, followed := r.sections[i], r.entries[i]
 		present := make(map[string]bool, len(names))
 		for _, n := range names {
 			present[n] = true
@@ -212,16 +216,16 @@ func (r *run) apply() {
 			delete(followed, n)
 			if e.shown {
 				data, _ := json.Marshal(map[string]any{"deleted": true, k.Field: n})
-				r.forget(k.Kind+"/"+n, k.Event, data)
+				r.forget(k.Name+"/"+n, k.Event, data)
 			}
 		}
 	}
 }
 
-// start follows one name of kind k.
-func (r *run) start(k Kind, name string) *entry {
+// start follows one name of section k.
+func (r *run) start(k Section, name string) *entry {
 	e := &entry{}
-	key := k.Kind + "/" + name
+	key := k.Name + "/" + name
 	stop, err := k.Follow(name, func(data []byte) {
 		switch {
 		case data == nil && e.shown:

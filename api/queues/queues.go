@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
@@ -22,16 +23,21 @@ type Queues struct {
 	queues *queue.Queues
 }
 
-// New registers the queue's picture kind with s: a queue has no follower of
-// its own, so the picture watches its parts (parts) and reads it as its list
-// does.
-func New(s *api.Server, queues *queue.Queues) *Queues {
-	h := &Queues{s: s, queues: queues}
-	s.Register(api.Recipe{
-		Kinds: []picture.Kind{{Kind: "queue", Event: "queue", Dir: "queues", Field: "name",
-			Follow: s.Inspected("queues", picture.BodyOf(h.read), parts.MatchString)}},
-	})
-	return h
+// Tokens are the queue's token kind.
+func (*Queues) Tokens() []string { return []string{"queues"} }
+
+// Setup makes the queues on env's session and describes them: their section
+// "queue", the claim-not-found problem, how a successor adopts a claim, and
+// the queues' Close.
+func (h *Queues) Setup(env api.Env) api.Descriptor {
+	h.s, h.queues = env.Server, queue.New(env.Session, env.Registerer)
+	return api.Descriptor{
+		Sections: []picture.Section{{Name: "queue", Token: "queues", Event: "queue", Dir: "queues", Field: "name",
+			Follow: h.s.Inspected("queues", picture.BodyOf(h.read), parts.MatchString)}},
+		Problems:  []api.ProblemRule{api.ProblemIs(queue.ErrClaimNotFound, http.StatusNotFound, "claim-not-found")},
+		Adoptions: map[string]kit.Adoption{queue.ClaimKind: {Adopt: h.queues.Adopt}},
+		Close:     h.queues.Close,
+	}
 }
 
 // parts are the nodes under a queue whose children change its length or

@@ -1,13 +1,21 @@
 // Package registry is the one place where recipes are registered: it composes
 // api's shared Server with the HTTP side of every recipe (each in its own
 // folder under api/) into the one implementation of the contract, the
-// generated oapi.StrictServerInterface, by embedding. Adding a recipe is its
-// folder, its openapi.yaml entries, and here its field in Recipes, its
-// embedded type in Server and its constructor in New.
+// generated oapi.StrictServerInterface, by embedding.
+//
+// Adding a recipe is its folders (recipes/<kind>, api/<kind>), its
+// openapi.yaml entries, and one line here: its HTTP type embedded in Server.
+// That type implements api.Recipe: New walks Server's embedded fields once
+// and sets each one up (api.Recipe.Setup), in field order, which is the
+// order of the picture's sections; every list the rest of the sidecar keeps
+// of the recipes (token kinds, topic kinds, sections, problems, adoptions)
+// comes from what they describe.
 package registry
 
 import (
+	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/barriers"
@@ -23,74 +31,125 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
 	"github.com/coord-sidecar/coord-sidecar/api/throughput"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
-	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
-	throughputs "github.com/coord-sidecar/coord-sidecar/recipes/throughput"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-// Recipes are the recipes the sidecar serves, made on its session.
-type Recipes struct {
-	Locks      *lock.Locks
-	Elections  *election.Elections
-	Throughput *throughputs.Throughputs
-	Queues     *queue.Queues
-	Barriers   *barrier.Barriers
-	KV         *kvstore.Store
-	Counters   *counter.Counters
-	Semaphores *semaphore.Semaphores
-	RWLocks    *rwlock.RWLocks
-	Groups     *group.Groups
-	Partitions *partition.Partitions
-}
-
 // Server is the whole HTTP surface: api.Server's shared parts and its own
-// operations (session, health, the picture's stream), the leases', and every
-// recipe's.
+// operations (session, health, the picture's stream), then the leases' and
+// every recipe's, one line each.
 type Server struct {
 	*api.Server
 	*leases.Leases
 	*locks.Locks
+	*rwlocks.RWLocks
+	*semaphores.Semaphores
 	*elections.Elections
-	*throughput.Throughput
-	*queues.Queues
 	*barriers.Barriers
+	*queues.Queues
+	*throughput.Throughput
 	*kv.KV
 	*counters.Counters
-	*semaphores.Semaphores
-	*rwlocks.RWLocks
 	*groups.Groups
 	*partitions.Partitions
+
+	recipes []described
+}
+
+// described is one registered recipe: its field's type and what it said.
+type described struct {
+	name string
+	d    api.Descriptor
 }
 
 var _ oapi.StrictServerInterface = (*Server)(nil)
 
-// New makes the server; each recipe's HTTP side registers its topics and
-// picture kinds with the shared api.Server as it is made, in this order (the
-// order of the picture's kinds).
-func New(opt api.Options, r Recipes) *Server {
-	s := api.NewServer(opt)
-	return &Server{
-		Server:     s,
-		Leases:     leases.New(s, opt.Leases),
-		Locks:      locks.New(s, r.Locks),
-		Elections:  elections.New(s, r.Elections),
-		Throughput: throughput.New(s, r.Throughput),
-		Queues:     queues.New(s, r.Queues),
-		Barriers:   barriers.New(s, r.Barriers),
-		KV:         kv.New(s, r.KV),
-		Counters:   counters.New(s, r.Counters),
-		Semaphores: semaphores.New(s, r.Semaphores),
-		RWLocks:    rwlocks.New(s, r.RWLocks),
-		Groups:     groups.New(s, r.Groups),
-		Partitions: partitions.New(s, r.Partitions),
+// New makes the server on opt's session and leases: every recipe embedded in
+// Server is made and set up (api.Recipe.Setup) in field order, its metrics on
+// opt.Registerer, and registered with the shared api.Server. A field whose
+// type is not an api.Recipe, or two recipes naming the same token kind,
+// topic kind, section or hold kind, panics: the sidecar is built wrong.
+func New(opt api.Options) *Server {
+	s := &Server{Server: api.NewServer(opt)}
+	env := api.Env{Server: s.Server, Session: opt.Session, Leases: opt.Leases, Registerer: opt.Registerer}
+	s.recipes = setUp(reflect.ValueOf(s).Elem(), env)
+	return s
+}
+
+// setUp sets up every field of the struct v but its first (the api.Server):
+// each a pointer to an api.Recipe, given a new zero value that Setup readies.
+func setUp(v reflect.Value, env api.Env) []described {
+	var out []described
+	holds := map[string]string{}
+	for i := 1; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if !f.Anonymous {
+			continue
+		}
+		r := recipeOf(f)
+		d := r.Setup(env)
+		env.Server.Register(r.Tokens(), d)
+		for kind := range d.Adoptions {
+			if other, dup := holds[kind]; dup {
+				panic(fmt.Sprintf("registry: hold kind %q is adopted by both %s and %s", kind, other, f.Type))
+			}
+			holds[kind] = f.Type.String()
+		}
+		v.Field(i).Set(reflect.ValueOf(r))
+		out = append(out, described{name: f.Type.String(), d: d})
+	}
+	return out
+}
+
+// recipeOf is a new zero value of the embedded field f's type, which must be
+// a pointer to a struct that implements api.Recipe.
+func recipeOf(f reflect.StructField) api.Recipe {
+	if f.Type.Kind() != reflect.Pointer || f.Type.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("registry: embedded field %s is not a pointer to a struct", f.Type))
+	}
+	r, ok := reflect.New(f.Type.Elem()).Interface().(api.Recipe)
+	if !ok {
+		panic(fmt.Sprintf("registry: %s does not implement api.Recipe (Tokens() []string and Setup(api.Env) api.Descriptor)", f.Type))
+	}
+	return r
+}
+
+// TokenKinds are the token kinds of every recipe embedded in Server, in field
+// order: what a tokens file's allow entries may name. They are known without
+// a session (api.Recipe.Tokens is called on zero values).
+func TokenKinds() tokens.Kinds { return tokenKinds(reflect.TypeFor[Server]()) }
+
+func tokenKinds(t reflect.Type) tokens.Kinds {
+	var kinds tokens.Kinds
+	for i := 1; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Anonymous {
+			kinds = append(kinds, recipeOf(f).Tokens()...)
+		}
+	}
+	return kinds
+}
+
+// Adoptions are how a successor takes over every recipe's holds, by hold
+// kind: the sidecar registers them with its kit.Leases before a restart's
+// resume begins.
+func (s *Server) Adoptions() map[string]kit.Adoption {
+	all := map[string]kit.Adoption{}
+	for _, r := range s.recipes {
+		for kind, a := range r.d.Adoptions {
+			all[kind] = a
+		}
+	}
+	return all
+}
+
+// CloseRecipes ends what the recipes run in the background (their
+// Descriptor.Close, in field order). Call it once the session is closed and
+// the leases have ended.
+func (s *Server) CloseRecipes() {
+	for _, r := range s.recipes {
+		if r.d.Close != nil {
+			r.d.Close()
+		}
 	}
 }
 

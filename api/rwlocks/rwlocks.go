@@ -4,6 +4,7 @@ package rwlocks
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
@@ -20,15 +21,26 @@ type RWLocks struct {
 
 var _ kit.Holding = (*rwlock.RWGrant)(nil)
 
-// New registers the read/write lock's picture kind with s (it has no stream
-// of its own).
-func New(s *api.Server, rwlocks *rwlock.RWLocks) *RWLocks {
-	h := &RWLocks{s: s, rwlocks: rwlocks}
-	s.Register(api.Recipe{
-		Kinds: []picture.Kind{{Kind: "rwlock", Event: "rwlock", Dir: "rwlocks", Field: "name",
-			Follow: picture.Followed(rwlocks.Follow, func(st *rwlock.RWLockState) any { return body(st) })}},
-	})
-	return h
+// Tokens are the read/write lock's token kind.
+func (*RWLocks) Tokens() []string { return []string{"rwlocks"} }
+
+// Setup makes the read/write lock on env's session and describes it: its
+// section "rwlock", the lock-held problem, and how a successor adopts its
+// holds.
+func (h *RWLocks) Setup(env api.Env) api.Descriptor {
+	h.s, h.rwlocks = env.Server, rwlock.New(env.Session, env.Registerer)
+	return api.Descriptor{
+		Sections: []picture.Section{{Name: "rwlock", Token: "rwlocks", Event: "rwlock", Dir: "rwlocks", Field: "name",
+			Follow: picture.Followed(h.rwlocks.Follow, func(st *rwlock.RWLockState) any { return body(st) })}},
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, locked *rwlock.RWLockedError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
+				p.Ext = map[string]any{"writer": api.LockHolder(locked.Writer), "readers": api.RWReaders(locked.Readers)}
+				return p
+			}),
+		},
+		Adoptions: map[string]kit.Adoption{rwlock.RWLockKind: {Adopt: h.rwlocks.Adopt, Lines: h.rwlocks.Lines()}},
+	}
 }
 
 // checkMode checks a mode= parameter.

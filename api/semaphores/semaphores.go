@@ -5,6 +5,7 @@ package semaphores
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
@@ -21,15 +22,33 @@ type Semaphores struct {
 
 var _ kit.Holding = (*semaphore.Permit)(nil)
 
-// New registers the semaphore's picture kind with s (it has no stream of its
-// own).
-func New(s *api.Server, semaphores *semaphore.Semaphores) *Semaphores {
-	h := &Semaphores{s: s, semaphores: semaphores}
-	s.Register(api.Recipe{
-		Kinds: []picture.Kind{{Kind: "semaphore", Event: "semaphore", Dir: "semaphores", Field: "name",
-			Follow: picture.Followed(semaphores.Follow, func(st *semaphore.SemaphoreState) any { return body(st) })}},
-	})
-	return h
+// Tokens are the semaphore's token kind.
+func (*Semaphores) Tokens() []string { return []string{"semaphores"} }
+
+// Setup makes the semaphore on env's session and describes it: its section
+// "semaphore", the semaphore-full and max-mismatch problems, and how a
+// successor adopts its holds.
+func (h *Semaphores) Setup(env api.Env) api.Descriptor {
+	h.s, h.semaphores = env.Server, semaphore.New(env.Session, env.Registerer)
+	return api.Descriptor{
+		Sections: []picture.Section{{Name: "semaphore", Token: "semaphores", Event: "semaphore", Dir: "semaphores", Field: "name",
+			Follow: picture.Followed(h.semaphores.Follow, func(st *semaphore.SemaphoreState) any { return body(st) })}},
+		Problems: []api.ProblemRule{
+			api.ProblemAs(func(err error, full *semaphore.SemaphoreFullError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "semaphore-full", err.Error())
+				p.Ext = map[string]any{"holders": api.SemaphoreHolders(full.Holders)}
+				return p
+			}),
+			api.ProblemAs(func(err error, mismatch *semaphore.MaxMismatchError) *api.Problem {
+				p := api.NewProblem(http.StatusConflict, "max-mismatch",
+					err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")
+				p.Ext = map[string]any{"max": mismatch.Max}
+				return p
+			}),
+		},
+		Adoptions: map[string]kit.Adoption{semaphore.SemaphoreKind: {
+			Adopt: h.semaphores.Adopt, Lines: h.semaphores.Lines(), Parts: h.semaphores.Parts()}},
+	}
 }
 
 // AcquirePermit takes a permit for a lease (implicit when lease= is absent).

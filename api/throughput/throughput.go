@@ -27,15 +27,20 @@ type Throughput struct {
 	groups *throughputs.Throughputs
 }
 
-// New registers the throughput groups' topic and picture kind with s.
-func New(s *api.Server, groups *throughputs.Throughputs) *Throughput {
-	h := &Throughput{s: s, groups: groups}
-	s.Register(api.Recipe{
+// Tokens are the throughput group's token kind.
+func (*Throughput) Tokens() []string { return []string{"throughput"} }
+
+// Setup makes the throughput groups on env's session and describes them:
+// their topic and section "throughput", and how a successor adopts a member.
+// Their member errors are kit's, which every recipe shares.
+func (h *Throughput) Setup(env api.Env) api.Descriptor {
+	h.s, h.groups = env.Server, throughputs.New(env.Session, env.Registerer)
+	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"throughput": h.follow},
-		Kinds: []picture.Kind{{Kind: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
-			Follow: picture.Followed(groups.Follow, func(g *throughputs.ThroughputGroup) any { return groupBody(g) })}},
-	})
-	return h
+		Sections: []picture.Section{{Name: "throughput", Token: "throughput", Event: "throughput", Dir: "throughput", Field: "group",
+			Follow: picture.Followed(h.groups.Follow, func(g *throughputs.ThroughputGroup) any { return groupBody(g) })}},
+		Adoptions: map[string]kit.Adoption{throughputs.MemberKind: {Adopt: h.groups.Adopt}},
+	}
 }
 
 func topic(group string) string       { return "throughput/" + group }

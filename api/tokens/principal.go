@@ -77,7 +77,7 @@ type grant struct {
 	prefix bool
 }
 
-func parseGrant(a string) (grant, error) {
+func parseGrant(a string, kinds Kinds) (grant, error) {
 	if a == "*" {
 		return grant{kind: "*", prefix: true}, nil
 	}
@@ -85,24 +85,14 @@ func parseGrant(a string) (grant, error) {
 	if !ok {
 		return grant{}, fmt.Errorf("allow %q: want <kind>/<name>, <kind>/* or *", a)
 	}
-	if kind != "*" && !IsKind(kind) {
-		return grant{}, fmt.Errorf("allow %q: unknown kind %q (one of %s, or *)", a, kind, strings.Join(Kinds, ", "))
+	if kind != "*" && !kinds.Has(kind) {
+		return grant{}, fmt.Errorf("allow %q: unknown kind %q (one of %s, or *)", a, kind, strings.Join(kinds, ", "))
 	}
 	if !namePatternRE.MatchString(name) {
 		return grant{}, fmt.Errorf("allow %q: the name must be a name, a name ending in *, or *", a)
 	}
 	g := grant{kind: kind, name: strings.TrimSuffix(name, "*"), prefix: strings.HasSuffix(name, "*")}
 	return g, nil
-}
-
-// IsKind reports whether k is one of Kinds.
-func IsKind(k string) bool {
-	for _, kind := range Kinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
 }
 
 // May reports whether the principal may act on kind/name (write: change it).

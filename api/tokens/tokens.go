@@ -41,9 +41,22 @@ type TokensFile struct {
 	Tokens []Token `json:"tokens"`
 }
 
-// Kinds are the kinds an allow entry may name.
-var Kinds = []string{"locks", "rwlocks", "semaphores", "elections", "barriers", "double-barriers",
-	"queues", "throughput", "kv", "counters", "groups", "partitions"}
+// Kinds are the token kinds an allow entry may name ("locks" in
+// "locks/billing-*"): the first path segments under /v1/ whose names a token's
+// allow list governs. The sidecar's are those of its registered recipes
+// (api/registry.TokenKinds), in their order, which an error listing them
+// keeps.
+type Kinds []string
+
+// Has reports whether k is one of kinds.
+func (kinds Kinds) Has(k string) bool {
+	for _, kind := range kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
 
 // AllTokenName is the name of the --token token, allowed everything. It cannot
 // clash with a tokens file's names, which match the API's name pattern.
@@ -55,8 +68,9 @@ var (
 )
 
 // ParseTokens reads a tokens file and checks it whole: unknown fields, a missing
-// or duplicate name or token, an unknown kind or a malformed pattern are errors.
-func ParseTokens(data []byte) ([]Token, error) {
+// or duplicate name or token, a kind not one of kinds or a malformed pattern
+// are errors.
+func ParseTokens(data []byte, kinds Kinds) ([]Token, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f TokensFile
@@ -71,7 +85,7 @@ func ParseTokens(data []byte) ([]Token, error) {
 			return nil, fmt.Errorf("tokens file: token %q: the token must be at least 16 characters", tk.Name)
 		}
 	}
-	if _, err := compileTokens(f.Tokens); err != nil {
+	if _, err := compileTokens(f.Tokens, kinds); err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
 	return f.Tokens, nil
@@ -83,18 +97,22 @@ func ParseTokens(data []byte) ([]Token, error) {
 // request may do everything. Once Set, authentication is required, even with an empty list
 // (then no request passes): emptying a tokens file never opens the sidecar.
 type Tokens struct {
-	v atomic.Pointer[Snapshot]
+	kinds Kinds
+	v     atomic.Pointer[Snapshot]
 }
 
-// NewTokens makes a token set from list.
-func NewTokens(list []Token) (*Tokens, error) {
-	t := &Tokens{}
+// New makes a token set, never Set yet, whose allow entries may name kinds.
+func New(kinds Kinds) *Tokens { return &Tokens{kinds: kinds} }
+
+// NewTokens makes a token set from list, whose allow entries may name kinds.
+func NewTokens(list []Token, kinds Kinds) (*Tokens, error) {
+	t := New(kinds)
 	return t, t.Set(list)
 }
 
 // Set replaces the tokens with list, unless list is invalid.
 func (t *Tokens) Set(list []Token) error {
-	set, err := compileTokens(list)
+	set, err := compileTokens(list, t.kinds)
 	if err != nil {
 		return err
 	}
@@ -160,7 +178,7 @@ func (tk Token) ownCaps() ([NumShares]int, error) {
 	return caps, nil
 }
 
-func compileTokens(list []Token) (*Snapshot, error) {
+func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 	set := &Snapshot{byHash: map[[32]byte]*Principal{}, byName: map[string]*Principal{}}
 	for i, tk := range list {
 		if tk.Name != AllTokenName && !tokenNameRE.MatchString(tk.Name) {
@@ -185,7 +203,7 @@ func compileTokens(list []Token) (*Snapshot, error) {
 			return nil, fmt.Errorf("token %q: the same token is given twice", tk.Name)
 		}
 		for _, a := range tk.Allow {
-			g, err := parseGrant(a)
+			g, err := parseGrant(a, kinds)
 			if err != nil {
 				return nil, fmt.Errorf("token %q: %w", tk.Name, err)
 			}

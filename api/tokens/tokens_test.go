@@ -5,15 +5,18 @@ import (
 	"testing"
 )
 
+// testKinds are the token kinds these tests allow.
+var testKinds = Kinds{"locks", "queues", "elections", "rwlocks", "kv"}
+
 func TestTokens(t *testing.T) {
 	list, err := ParseTokens([]byte(`{"tokens":[
 		{"name":"app","token":"app-0123456789abcdef","allow":["locks/billing-*","queues/jobs","*/shared-*"]},
 		{"name":"ro","token":"ro-0123456789abcdef","allow":["*"],"readOnly":true},
-		{"name":"none","token":"none-0123456789abcdef"}]}`))
+		{"name":"none","token":"none-0123456789abcdef"}]}`), testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := compileTokens(list)
+	set, err := compileTokens(list, testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +47,14 @@ func TestTokens(t *testing.T) {
 	if never.Active() != nil {
 		t.Error("tokens never set require authentication")
 	}
-	empty, err := NewTokens(nil)
+	empty, err := NewTokens(nil, testKinds)
 	if err != nil || empty.Active() == nil || empty.Active().ByBearer(httptest.NewRequest("GET", "/v1/locks", nil)) != nil {
 		t.Error("an empty token list should let no request through")
 	}
 	for _, bad := range []string{
 		`{"tokens":[{"name":"a","token":"short"}]}`,
 		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["locks/a/b"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["counters/a"]}]}`, // not one of testKinds
 		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["*/*x"]}]}`,
 		`{"tokens":[{"name":"","token":"0123456789abcdefgh"}]}`,
 		`{"tokens":[{"name":"a","token":"0123456789 abcdefgh"}]}`,
@@ -58,7 +62,7 @@ func TestTokens(t *testing.T) {
 		`{}`,
 		`[]`,
 	} {
-		if _, err := ParseTokens([]byte(bad)); err == nil {
+		if _, err := ParseTokens([]byte(bad), testKinds); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
 	}
@@ -73,7 +77,7 @@ func TestTokenShares(t *testing.T) {
 		{Name: "plain", Token: "plain-0123456789"},
 		{Name: "own", Token: "own-0123456789ab", MaxLeases: &three, MaxStreams: &zero},
 		{Name: AllTokenName, Token: "all-0123456789ab"},
-	})
+	}, testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +103,17 @@ func TestTokenShares(t *testing.T) {
 			t.Errorf("%q %s of %d: %d (own %v), want %d (own %v)", c.p.name, ShareFields[c.res], c.global, got, own, c.want, c.own)
 		}
 	}
-	if _, err := ParseTokens([]byte(`{"tokens":[{"name":"a","token":"0123456789abcdefgh","maxLeases":-1}]}`)); err == nil {
+	if _, err := ParseTokens([]byte(`{"tokens":[{"name":"a","token":"0123456789abcdefgh","maxLeases":-1}]}`), testKinds); err == nil {
 		t.Error("a negative maxLeases was accepted")
+	}
+}
+
+// An allow entry naming a kind that is not one of the kinds given is refused,
+// with the kinds listed in their order.
+func TestUnknownKind(t *testing.T) {
+	_, err := ParseTokens([]byte(`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["lock/x"]}]}`), Kinds{"locks", "queues"})
+	want := `tokens file: token "a": allow "lock/x": unknown kind "lock" (one of locks, queues, or *)`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }

@@ -109,7 +109,7 @@ func (m *Main) Abandon() {
 		m.restarts.abandon(m.session)
 		m.closeErr = m.stopHTTP(m.server.Close)
 		m.leases.Wait()
-		m.queues.Close()
+		m.server.CloseRecipes()
 		m.log.Info("stopped: the session belongs to the other process")
 	})
 }

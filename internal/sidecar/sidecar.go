@@ -27,18 +27,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/logwriter"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
-	"github.com/coord-sidecar/coord-sidecar/recipes/barrier"
-	"github.com/coord-sidecar/coord-sidecar/recipes/counter"
-	"github.com/coord-sidecar/coord-sidecar/recipes/election"
-	"github.com/coord-sidecar/coord-sidecar/recipes/group"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
-	"github.com/coord-sidecar/coord-sidecar/recipes/kv"
-	"github.com/coord-sidecar/coord-sidecar/recipes/lock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/partition"
-	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
-	"github.com/coord-sidecar/coord-sidecar/recipes/rwlock"
-	"github.com/coord-sidecar/coord-sidecar/recipes/semaphore"
-	"github.com/coord-sidecar/coord-sidecar/recipes/throughput"
 )
 
 // Config is everything the command line and the environment set.
@@ -102,7 +91,6 @@ type Main struct {
 
 	session  *zookeeper.Session
 	leases   *kit.Leases
-	queues   *queue.Queues
 	server   *registry.Server
 	http     *http.Server
 	listener net.Listener
@@ -306,13 +294,13 @@ func (m *Main) loadTokens() ([]tokens.Token, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--tokens-file: %w", err)
 		}
-		scoped, err := tokens.ParseTokens(b)
+		scoped, err := tokens.ParseTokens(b, registry.TokenKinds())
 		if err != nil {
 			return nil, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
 		}
 		list = append(list, scoped...)
 	}
-	if _, err := tokens.NewTokens(list); err != nil {
+	if _, err := tokens.NewTokens(list, registry.TokenKinds()); err != nil {
 		return nil, err
 	}
 	return list, nil
@@ -375,7 +363,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	log := slog.New(jsonlog.New(m.logOut, &slog.HandlerOptions{Level: level})) // the JSONHandler's lines, a request's formatted without its generic path
 	m.log = log
-	m.tokens = &tokens.Tokens{} // none: no authentication
+	m.tokens = tokens.New(registry.TokenKinds()) // none: no authentication
 	if c.hasTokens() {
 		list, err := m.loadTokens()
 		if err == nil {
@@ -434,30 +422,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.session = sess
 	m.leases = kit.NewLeases(sess, reg)
-	m.queues = queue.New(sess, reg)
-	locks := lock.New(sess, reg)
-	// The kinds a successor adopts after a restart (kit.Adopter), one line each.
-	m.leases.RegisterKind(lock.LockKind, kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()})
-	throughputs, partitions := throughput.New(sess, reg), partition.New(sess, reg)
-	m.leases.RegisterKind(throughput.MemberKind, kit.Kind{Adopt: throughputs.Adopt})
-	m.leases.RegisterKind(partition.MemberKind, kit.Kind{Adopt: partitions.Adopt})
-	m.leases.RegisterKind(queue.ClaimKind, kit.Kind{Adopt: m.queues.Adopt})
-	groups, keys, barriers := group.New(sess, reg), kv.New(sess, reg), barrier.New(sess, reg)
-	m.leases.RegisterKind(group.MemberKind, kit.Kind{Adopt: groups.Adopt})
-	m.leases.RegisterKind(kv.Kind, kit.Kind{Adopt: keys.Adopt})
-	m.leases.RegisterKind(barrier.BarrierKind, kit.Kind{Adopt: barriers.AdoptRaised})
-	m.leases.RegisterKind(barrier.DoubleBarrierKind, kit.Kind{Adopt: barriers.AdoptParticipant})
-	sems, rwlocks, elections := semaphore.New(sess, reg), rwlock.New(sess, reg), election.New(sess, reg)
-	m.leases.RegisterKind(semaphore.SemaphoreKind, kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()})
-	m.leases.RegisterKind(rwlock.RWLockKind, kit.Kind{Adopt: rwlocks.Adopt, Lines: rwlocks.Lines()})
-	m.leases.RegisterKind(election.CandidateKind, kit.Kind{Adopt: elections.Adopt, Lines: elections.Lines()})
 	var restored <-chan struct{}
 	var state api.StateDir
 	if m.restarts != nil {
-		m.restarts.start(sess, m.leases)
 		restored, state = m.claimed(sess, m.restarts.Restored()), m.restarts
 	}
-
 	m.server = registry.New(api.Options{
 		Session: sess, Leases: m.leases, Restored: restored, State: state,
 		Tokens: m.tokens, AllowedHosts: hosts, AllowedOrigins: splitList(c.AllowedOrigins),
@@ -466,19 +435,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
 		Spec:       coordsidecar.OpenAPI,
 		Registerer: reg, Gatherer: reg, Logger: log,
-	}, registry.Recipes{
-		Locks:      locks,
-		Elections:  elections,
-		Throughput: throughputs,
-		Queues:     m.queues,
-		Barriers:   barriers,
-		KV:         keys,
-		Counters:   counter.New(sess, reg),
-		Semaphores: sems,
-		RWLocks:    rwlocks,
-		Groups:     groups,
-		Partitions: partitions,
 	})
+	m.beginResume(sess)
 	m.listener = ln
 	ln = limitListener(ln, c.MaxConns)
 	if tlsConfig != nil {
@@ -500,6 +458,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// beginResume hands how a successor adopts each recipe's holds (the
+// registry's, from the recipes' descriptors) to the leases, then, with
+// --state-dir, begins the resume of the predecessor's session in the
+// background: the adoptions are known before it begins (a saved hold whose
+// kind has none is reported lost).
+func (m *Main) beginResume(sess *zookeeper.Session) {
+	for kind, a := range m.server.Adoptions() {
+		m.leases.RegisterAdoption(kind, a)
+	}
+	if m.restarts != nil {
+		m.restarts.start(sess, m.leases)
+	}
 }
 
 // Fatal gets the error that must end the process at once, without Close (see
@@ -547,7 +519,7 @@ func (m *Main) shutdown() error {
 	m.leases.Close()
 	m.session.Close()
 	m.leases.Wait()
-	m.queues.Close()
+	m.server.CloseRecipes()
 	m.closeRestarts(true) // the session is closed: a successor has nothing to resume
 	return err
 }

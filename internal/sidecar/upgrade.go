@@ -175,7 +175,7 @@ func (m *Main) handOver() error {
 		m.server.HandOver()
 		m.restarts.handOver(m.session)
 		m.leases.Wait()
-		m.queues.Close()
+		m.server.CloseRecipes()
 		m.closeErr = err
 	})
 	return err

@@ -7,7 +7,8 @@ import (
 
 // The sentinel errors of barriers and double barriers (wrapped with %w). They
 // also return the kit's (kit.ErrInvalidName, kit.ErrNotHeld, kit.ErrLeaseEnded,
-// ...); api/problem.go maps them all.
+// ...). api/barriers' descriptor maps these to problems, api/problem.go the
+// kit's.
 var (
 	// ErrBarrierRaised: the barrier was still raised when the wait ended.
 	ErrBarrierRaised = errors.New("barrier raised")

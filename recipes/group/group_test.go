@@ -588,7 +588,7 @@ func TestAdoptKeepsTheMemberAcrossARestart(t *testing.T) {
 func restoreLease(t *testing.T, sc *sidecar, ep *zookeeper.Epoch, saved kit.SavedHold) *kit.Lease {
 	t.Helper()
 	sl := kit.SavedLease{ID: kit.NewID(), TTL: time.Minute, ExpiresAt: time.Now().Add(time.Minute), Holds: []kit.SavedHold{saved}}
-	sc.leases.RegisterKind(MemberKind, kit.Kind{Adopt: sc.groups.Adopt})
+	sc.leases.RegisterAdoption(MemberKind, kit.Adoption{Adopt: sc.groups.Adopt})
 	r, err := sc.leases.Restore(context.Background(), ep, []kit.SavedLease{sl})
 	if err != nil || r.Leases != 1 || r.Holds != 1 || len(r.Lost) != 0 {
 		t.Fatalf("restore: %+v %v", r, err)

@@ -6,8 +6,9 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
-// The sentinel errors every recipe may return (wrapped with %w). Each recipe
-// package declares its own next to its code; api/problem.go maps them all.
+// The sentinel errors every recipe may return (wrapped with %w); api/problem.go
+// maps them to their problems. Each recipe package declares its own next to
+// its code, and its HTTP side's descriptor (api.Descriptor) maps those.
 var (
 	// ErrUnavailable means the ZooKeeper session is not connected now, or a call
 	// got no answer in time. The operation may or may not have been applied.
@@ -37,4 +38,11 @@ var (
 	ErrNotHeld = errors.New("not held")
 	// ErrBusy means the same lease is already acquiring the same thing.
 	ErrBusy = errors.New("acquisition already under way")
+	// ErrMemberExists means a group (a membership, partition or throughput
+	// group) has a live member with that id already. Each such recipe names it
+	// as its own ErrMemberExists, the same value.
+	ErrMemberExists = errors.New("member exists")
+	// ErrMemberNotFound means a group has no live member with that id; each
+	// such recipe names it as its own ErrMemberNotFound.
+	ErrMemberNotFound = errors.New("member not found")
 )

@@ -27,10 +27,11 @@ type Leases struct {
 	owned    map[string]int // live leases by Owner (no zero entries)
 	watching map[*zookeeper.Epoch]bool
 	closed   bool
-	// kinds re-create holds after a restart (RegisterKind); onChange is told
-	// of every change a successor needs (OnChange).
-	kinds    map[string]Kind
-	onChange atomic.Pointer[func(Change)]
+	// adoptions re-create holds after a restart, by hold kind
+	// (RegisterAdoption); onChange is told of every change a successor needs
+	// (OnChange).
+	adoptions map[string]Adoption
+	onChange  atomic.Pointer[func(Change)]
 	// watchers are the goroutines that end the leases of a lost session.
 	watchers sync.WaitGroup
 }

@@ -47,28 +47,34 @@ type SavedHold struct {
 // line). An error says why the hold cannot be kept.
 type Adopter func(ctx context.Context, l *Lease, h SavedHold) (Holding, error)
 
-// Kind is what a restart needs of a recipe whose holds live in nodes: its
-// Adopter, and Lines, the node under which each of its things (a lock, a
-// semaphore) is a line of contender nodes, so that nodes of the resumed
-// session that no restored hold names can be found and deleted. Parts names
-// the lines of a thing that has more than one, as children of its node (a
-// semaphore's "locks" and "leases"); none: the thing's node is its line.
-type Kind struct {
+// Adoption is how a successor takes over the holds of one hold kind
+// (Hold.Kind) after a restart: Adopt re-creates each saved hold, and Lines
+// is the node under which each of the recipe's things (a lock, a semaphore)
+// is a line of contender nodes, so that nodes of the resumed session that no
+// restored hold names can be found and deleted ("": its holds are in no
+// line). Parts names the lines of a thing that has more than one, as
+// children of its node (a semaphore's "locks" and "leases"); none: the
+// thing's node is its line.
+type Adoption struct {
 	Adopt Adopter
 	Lines string
 	Parts []string
 }
 
-// RegisterKind makes k the way the holds of kind are resumed; the sidecar
-// registers each recipe's in one place. A saved hold of a kind nobody
-// registered is reported lost.
-func (m *Leases) RegisterKind(kind string, k Kind) {
+// RegisterAdoption makes a the way the saved holds of hold kind holdKind are
+// resumed; call it before the resume begins (the sidecar hands over every
+// recipe's, from api/registry, in one place). A saved hold of a kind nobody
+// registered is reported lost; registering a hold kind twice panics.
+func (m *Leases) RegisterAdoption(holdKind string, a Adoption) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.kinds == nil {
-		m.kinds = map[string]Kind{}
+	if m.adoptions == nil {
+		m.adoptions = map[string]Adoption{}
 	}
-	m.kinds[kind] = k
+	if _, dup := m.adoptions[holdKind]; dup {
+		panic("kit: hold kind " + holdKind + " has two adoptions")
+	}
+	m.adoptions[holdKind] = a
 }
 
 // Change names what changed for a successor: lease Lease itself (granted,
@@ -304,8 +310,8 @@ func (m *Leases) sweep(ctx context.Context, ep *zookeeper.Epoch, saved []SavedLe
 		}
 	}
 	m.mu.Lock()
-	var kinds []Kind
-	for _, k := range m.kinds {
+	var kinds []Adoption
+	for _, k := range m.adoptions {
 		if k.Lines != "" {
 			kinds = append(kinds, k)
 		}
@@ -452,7 +458,7 @@ func (m *Leases) restoreLease(ep *zookeeper.Epoch, s SavedLease) (*Lease, error)
 // why.
 func (m *Leases) adopt(ctx context.Context, l *Lease, h SavedHold) string {
 	m.mu.Lock()
-	f := m.kinds[h.Kind].Adopt
+	f := m.adoptions[h.Kind].Adopt
 	m.mu.Unlock()
 	var reason string
 	var v Holding

@@ -1,18 +1,22 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
 // The sentinel errors of the partition groups (wrapped with %w). They also
 // return the kit's: kit.ErrInvalidName, kit.ErrInvalidArgument, kit.ErrNotHeld,
 // kit.ErrBusy, kit.ErrLeaseEnded, kit.ErrUnavailable, kit.ErrSessionLost.
 var (
-	// ErrMemberExists means the group has a live member with that id already.
-	ErrMemberExists = errors.New("member exists")
-	// ErrMemberNotFound means the group has no live member with that id.
-	ErrMemberNotFound = errors.New("member not found")
+	// ErrMemberExists means the group has a live member with that id already:
+	// kit.ErrMemberExists, which every group recipe shares (errors.Is matches
+	// either name).
+	ErrMemberExists = kit.ErrMemberExists
+	// ErrMemberNotFound means the group has no live member with that id:
+	// kit.ErrMemberNotFound.
+	ErrMemberNotFound = kit.ErrMemberNotFound
 )
 
 // VersionMismatchError is an ack of a version that is not the member's
