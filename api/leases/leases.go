@@ -22,7 +22,7 @@ type Leases struct {
 	leases *kit.Leases
 }
 
-// Tokens: the lease operations have no token kind (a lease of another token
+// Tokens is none: the lease operations have no token kind (a lease of another token
 // does not exist for a request: their handlers check the owner).
 func (*Leases) Tokens() []string { return nil }
 

@@ -503,44 +503,9 @@ func (w *wsConn) writeFrame(op byte, payload []byte) error {
 func (w *wsConn) readMessage() ([]byte, error) {
 	var msg []byte
 	for {
-		var h [2]byte
-		if _, err := io.ReadFull(w.br, h[:]); err != nil {
+		fin, op, payload, err := w.readFrame()
+		if err != nil {
 			return nil, err
-		}
-		fin, op := h[0]&0x80 != 0, h[0]&0x0F
-		n := uint64(h[1] & 0x7F)
-		switch n {
-		case 126:
-			var b [2]byte
-			if _, err := io.ReadFull(w.br, b[:]); err != nil {
-				return nil, err
-			}
-			n = uint64(binary.BigEndian.Uint16(b[:]))
-		case 127:
-			var b [8]byte
-			if _, err := io.ReadFull(w.br, b[:]); err != nil {
-				return nil, err
-			}
-			n = binary.BigEndian.Uint64(b[:])
-		}
-		if n > 256<<20 {
-			return nil, fmt.Errorf("websocket frame of %d bytes", n)
-		}
-		var mask []byte
-		if h[1]&0x80 != 0 { // servers do not mask, but tolerate it
-			mask = make([]byte, 4)
-			if _, err := io.ReadFull(w.br, mask); err != nil {
-				return nil, err
-			}
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(w.br, payload); err != nil {
-			return nil, err
-		}
-		if mask != nil {
-			for i := range payload {
-				payload[i] ^= mask[i%4]
-			}
 		}
 		switch op {
 		case 0x0, 0x1, 0x2: // continuation, text, binary
@@ -559,6 +524,61 @@ func (w *wsConn) readMessage() ([]byte, error) {
 			return nil, fmt.Errorf("websocket opcode %#x", op)
 		}
 	}
+}
+
+// readFrame reads one frame: whether it ends its message, its opcode and its
+// payload, unmasked (servers do not mask, but it is tolerated).
+func (w *wsConn) readFrame() (fin bool, op byte, payload []byte, err error) {
+	var h [2]byte
+	if _, err := io.ReadFull(w.br, h[:]); err != nil {
+		return false, 0, nil, err
+	}
+	fin, op = h[0]&0x80 != 0, h[0]&0x0F
+	n, err := w.payloadLength(h[1] & 0x7F)
+	if err != nil {
+		return false, 0, nil, err
+	}
+	var mask []byte
+	if h[1]&0x80 != 0 {
+		mask = make([]byte, 4)
+		if _, err := io.ReadFull(w.br, mask); err != nil {
+			return false, 0, nil, err
+		}
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(w.br, payload); err != nil {
+		return false, 0, nil, err
+	}
+	for i := range payload {
+		if mask != nil {
+			payload[i] ^= mask[i%4]
+		}
+	}
+	return fin, op, payload, nil
+}
+
+// payloadLength reads a frame's payload length from its 7-bit field (and the
+// 16- or 64-bit one that follows it); at most 256 MiB.
+func (w *wsConn) payloadLength(short byte) (uint64, error) {
+	n := uint64(short)
+	switch n {
+	case 126:
+		var b [2]byte
+		if _, err := io.ReadFull(w.br, b[:]); err != nil {
+			return 0, err
+		}
+		n = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err := io.ReadFull(w.br, b[:]); err != nil {
+			return 0, err
+		}
+		n = binary.BigEndian.Uint64(b[:])
+	}
+	if n > 256<<20 {
+		return 0, fmt.Errorf("websocket frame of %d bytes", n)
+	}
+	return n, nil
 }
 
 func (w *wsConn) close() error {

@@ -351,27 +351,17 @@ func env(getenv func(string) string, key, def string) string {
 // once the listener is bound.
 func (m *Main) Run(ctx context.Context) (err error) {
 	c := m.Config
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %w", c.LogLevel, err)
+	log, err := m.startLog()
+	if err != nil {
+		return err
 	}
-	m.logOut = logwriter.New(m.LogOutput, logInterval)
 	defer func() {
 		if err != nil {
 			_ = m.logOut.Close() // what was logged before the failure is out before the caller exits
 		}
 	}()
-	log := slog.New(jsonlog.New(m.logOut, &slog.HandlerOptions{Level: level})) // the JSONHandler's lines, a request's formatted without its generic path
-	m.log = log
-	m.tokens = tokens.New(registry.TokenKinds()) // none: no authentication
-	if c.hasTokens() {
-		list, err := m.loadTokens()
-		if err == nil {
-			err = m.tokens.Set(list)
-		}
-		if err != nil {
-			return err
-		}
+	if err := m.startTokens(); err != nil {
+		return err
 	}
 	network, address := "tcp", c.Listen
 	if p, ok := strings.CutPrefix(c.Listen, "unix:"); ok {
@@ -381,14 +371,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if len(hosts) == 0 {
 		hosts = api.DefaultAllowedHosts(network, address)
 	}
-	var tlsConfig *tls.Config
-	if c.TLSCert != "" {
-		certs, err := newCertFiles(c.TLSCert, c.TLSKey, c.TLSClientCA, log)
-		if err != nil {
-			return err
-		}
-		m.certs = certs
-		tlsConfig = m.certs.config()
+	tlsConfig, err := m.startTLS(log)
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -458,6 +443,47 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// startLog opens the log (--log-level, batched to LogOutput) and returns it.
+func (m *Main) startLog() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(m.Config.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", m.Config.LogLevel, err)
+	}
+	m.logOut = logwriter.New(m.LogOutput, logInterval)
+	// The JSONHandler's lines, a request's formatted without its generic path.
+	m.log = slog.New(jsonlog.New(m.logOut, &slog.HandlerOptions{Level: level}))
+	return m.log, nil
+}
+
+// startTokens makes the tokens in force: none (no authentication) unless a
+// token or a tokens file is given, checked against the registered token kinds.
+func (m *Main) startTokens() error {
+	m.tokens = tokens.New(registry.TokenKinds())
+	if !m.Config.hasTokens() {
+		return nil
+	}
+	list, err := m.loadTokens()
+	if err != nil {
+		return err
+	}
+	return m.tokens.Set(list)
+}
+
+// startTLS loads --tls-cert and its key (and --tls-client-ca) when given, kept
+// current by m.certs; nil without --tls-cert.
+func (m *Main) startTLS(log *slog.Logger) (*tls.Config, error) {
+	c := m.Config
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	certs, err := newCertFiles(c.TLSCert, c.TLSKey, c.TLSClientCA, log)
+	if err != nil {
+		return nil, err
+	}
+	m.certs = certs
+	return m.certs.config(), nil
 }
 
 // beginResume hands how a successor adopts each recipe's holds (the

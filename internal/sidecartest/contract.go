@@ -89,7 +89,7 @@ func AnswerOf(spec *openapi3.T, method, path string, status int) *openapi3.Respo
 	return nil
 }
 
-// checkAnswer fails t unless r, the answer to method on path, is JSON that
+// CheckContractAnswer fails t unless r, the answer to method on path, is JSON that
 // matches the schema openapi.yaml gives it (MatchesSchema).
 func CheckContractAnswer(t *testing.T, spec *openapi3.T, method, path string, r *Response) {
 	t.Helper()
