@@ -42,7 +42,7 @@ func TestElectWrapperThroughSuspension(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	testutil.Eventually(t, 20*time.Second, "the leader's command starts", func() bool { return len(spans(t, log)) == 1 })
 	elections := sidecartest.FollowEvents(t, car, "/v1/elections/job/events")
-	elections.AwaitEvent(t, 5*time.Second, "w1 sidecartest.Leads", sidecartest.Leads("w1"))
+	elections.AwaitEvent(t, 5*time.Second, "w1 leads", sidecartest.Leads("w1"))
 
 	// A 3 s suspension: the command runs on.
 	sidecartest.CutFor(t, proxy, sess, 3*time.Second)
