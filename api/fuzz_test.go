@@ -51,12 +51,13 @@ import (
 	coordsidecar "github.com/coord-sidecar/coord-sidecar"
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/registry"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
 
-func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(sidecartest.Main(m)) }
 
 // maxFuzzWait is the longest wait= the harness lets through.
 const maxFuzzWait = 50 * time.Millisecond

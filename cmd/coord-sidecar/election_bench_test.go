@@ -1,16 +1,15 @@
 package main
 
-// Benchmarks of elections (issue 3): how fast leadership fails over from one
-// sidecar to a subscriber on another, and what one election followed by 10,000
-// server-sent event subscribers costs in latency and memory. Each benchmark runs a
-// fixed experiment (200 failovers; 10,000 subscribers × 20 changes) once per
-// -count round, whatever -benchtime says (see ebRunOnce); docs/bench-elections.md
-// explains the rows.
+// Benchmarks of elections (issue 3): what one election followed by 10,000
+// server-sent event subscribers costs in latency and memory, with the sidecar
+// run as a process of its own. The benchmark runs a fixed experiment (10,000
+// subscribers × 20 changes) once per -count round, whatever -benchtime says
+// (see ebRunOnce); docs/BENCHMARKS.md explains the rows. How fast
+// leadership fails over is api/elections' BenchmarkElectionFailover.
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -35,92 +34,12 @@ import (
 )
 
 const (
-	// failoverChanges is the number of measured failovers of BenchmarkElectionFailover.
-	failoverChanges = 200
 	// fanoutSubscribers and fanoutChanges size BenchmarkElectionFanout10k.
 	fanoutSubscribers = 10_000
 	fanoutChanges     = 20
 	// fanoutDialers is how many connections are being opened at once.
 	fanoutDialers = 64
 )
-
-// BenchmarkElectionFailover: two sidecars A and B on one ZooKeeper. 200 times, a
-// candidate leading on A has its lease revoked on A while a candidate waits on B,
-// and the time is taken from just before the revoke request is sent until a
-// subscriber of the election's events on B receives the `leader` event naming
-// B's candidate with a higher term. Between two measured changes, leadership is
-// put back on A with a fresh pair of candidates (unmeasured), so every change
-// starts from the same state: leader on A, one candidate waiting on B, and the
-// subscriber on B up to date.
-func BenchmarkElectionFailover(b *testing.B) { ebRunOnce(b, &ebFailoverLast, ebFailover) }
-
-var ebFailoverLast *ebResult
-
-func ebFailover(b *testing.B) ebResult {
-	zkc := zktest.Shared(b)
-	root := zktest.Root(b)
-	carA := sidecartest.Start(b, zkc.Servers(), root)
-	carB := sidecartest.Start(b, zkc.Servers(), root)
-	const election = "failover"
-	const within = 10 * time.Second
-
-	sub := &ebFollower{st: carB.OpenStream(b, "/v1/elections/"+election+"/events")}
-	leaderLease := ebCampaign(b, carA, election, "a0", "ttl=60s")
-	term := sub.await(b, "a0", 0, 0, within)
-	waitingLease := ebCampaign(b, carB, election, "b0", "ttl=60s")
-	term = sub.await(b, "a0", term-1, 2, within)
-
-	took := make([]time.Duration, 0, failoverChanges)
-	for i := range failoverChanges {
-		// Measured: revoke the leader's lease on A; B's subscriber sees b<i> lead.
-		next := "b" + strconv.Itoa(i)
-		ctx, cancel := context.WithTimeout(context.Background(), within)
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, carA.Base+"/v1/leases/"+leaderLease, nil)
-		if err != nil {
-			cancel()
-			b.Fatal(err)
-		}
-		revoked := make(chan error, 1)
-		start := time.Now()
-		go func() {
-			defer cancel()
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusNoContent {
-					err = fmt.Errorf("DELETE /v1/leases/%s: status %d", leaderLease, resp.StatusCode)
-				}
-			}
-			revoked <- err
-		}()
-		newTerm := sub.await(b, next, term, 0, within)
-		took = append(took, time.Since(start))
-		if err := <-revoked; err != nil {
-			b.Fatal(err)
-		}
-		term = newTerm
-
-		// Unmeasured: a<i+1> enrols on A behind b<i>, b<i> goes, a<i+1> sidecartest.Leads,
-		// and b<i+1> waits on B.
-		a := "a" + strconv.Itoa(i+1)
-		leaderLease = ebCampaign(b, carA, election, a, "ttl=60s")
-		carB.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
-		term = sub.await(b, a, term, 0, within)
-		waitingLease = ebCampaign(b, carB, election, "b"+strconv.Itoa(i+1), "ttl=60s")
-		term = sub.await(b, a, term-1, 2, within)
-	}
-	carA.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leaderLease)
-	carB.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitingLease)
-
-	q := ebQuantiles(took)
-	b.Logf("failover over %d changes: min %s, p50 %s, p90 %s, p99 %s, max %s", len(took),
-		q.min, q.p50, q.at(0.90), q.p99, q.max)
-	return ebResult{samples: len(took), mean: q.mean, metrics: map[string]float64{
-		"p50-ms": ebMillis(q.p50),
-		"p99-ms": ebMillis(q.p99),
-		"max-ms": ebMillis(q.max),
-	}}
-}
 
 // BenchmarkElectionFanout10k: one sidecar, run as a process of its own (built
 // with go build) so that its memory can be read from /proc; 10,000 subscribers
@@ -164,7 +83,7 @@ func ebFanout10k(b *testing.B) ebResult {
 
 	leases := make([]string, fanoutChanges+1)
 	for k := range leases {
-		leases[k] = ebCampaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m")
+		leases[k] = sidecartest.Str(sidecartest.Campaign(b, car, election, "c"+strconv.Itoa(k), "ttl=30m").Body["lease"])
 	}
 	if r := car.Must(b, http.StatusOK, http.MethodGet, "/v1/elections/"+election); len(r.Body["candidates"].([]any)) != len(leases) {
 		b.Fatalf("election before the subscribers: %s", r.Raw)
@@ -190,7 +109,7 @@ func ebFanout10k(b *testing.B) ebResult {
 		fan.start[k] = int64(time.Since(fan.t0))
 		car.Must(b, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+leases[k])
 		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
-			b.Fatalf("change %d (c%d sidecartest.Leads): %v", k, k+1, err)
+			b.Fatalf("change %d (c%d leads): %v", k, k+1, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -434,47 +353,6 @@ func (q ebQuantile) at(p float64) time.Duration {
 	return q.sorted[min(max(i, 0), len(q.sorted)-1)]
 }
 
-// ebCampaign enrols candidate id without waiting to lead and returns its lease.
-func ebCampaign(b testing.TB, car *sidecartest.Sidecar, election, id, query string) string {
-	b.Helper()
-	r, err := car.Do(context.Background(), http.MethodPost,
-		"/v1/elections/"+election+"/candidates?id="+id+"&"+query, strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")
-	if err != nil {
-		b.Fatalf("campaign %s: %v", id, err)
-	}
-	if r.Status != http.StatusCreated {
-		b.Fatalf("campaign %s: status %d: %s", id, r.Status, r.Raw)
-	}
-	return sidecartest.Str(r.Body["lease"])
-}
-
-// ebFollower reads the `leader` events of one stream.
-type ebFollower struct {
-	st *sidecartest.Stream
-}
-
-// await reads events until candidate sidecartest.Leads with a term above `above` (and, when
-// candidates > 0, with that many candidates in line) and returns the term.
-func (f *ebFollower) await(b testing.TB, candidate string, above int64, candidates int, within time.Duration) int64 {
-	b.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ev := f.st.Next(b, time.Until(deadline))
-		if ev.Name != "leader" {
-			b.Fatalf("unexpected event %+v", ev)
-		}
-		leader, _ := ev.Data["leader"].(map[string]any)
-		if leader == nil {
-			continue
-		}
-		line, _ := ev.Data["candidates"].([]any)
-		if term := sidecartest.Num(leader["term"]); sidecartest.Str(leader["candidate"]) == candidate && term > above &&
-			(candidates == 0 || len(line) == candidates) {
-			return term
-		}
-	}
-}
-
 // ebRaiseOpenFiles raises the soft limit on open files to at least n (Go raises it
 // to the hard limit at start on Linux), and the hard limit too when it is below n
 // and the process may (root).
@@ -589,7 +467,7 @@ func ebRSS(b testing.TB, pid int) int64 {
 
 // ebFanout is n subscribers of one election's events, each a raw TCP connection
 // read by one goroutine, recording when each of them reads the event of each
-// change. Change k is the one after which candidate c<k+1> sidecartest.Leads; c0 sidecartest.Leads first.
+// change. Change k is the one after which candidate c<k+1> leads; c0 leads first.
 type ebFanout struct {
 	n, changes int
 	t0         time.Time
@@ -600,7 +478,7 @@ type ebFanout struct {
 	start []int64        // per change: ns since t0 just before the change was triggered
 	recv  []int64        // [change*n + subscriber]: ns since t0 the subscriber read the change
 	got   []atomic.Int64 // per change: subscribers that read it
-	ready atomic.Int64   // subscribers that read their first event (c0 sidecartest.Leads)
+	ready atomic.Int64   // subscribers that read their first event (c0 leads)
 
 	firstLine atomic.Int64 // size of the first data line read, for the log
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Campaign enrols a candidate and returns the answer.
-func Campaign(t *testing.T, car *Sidecar, election, id, query string) *Response {
+func Campaign(t testing.TB, car *Sidecar, election, id, query string) *Response {
 	t.Helper()
 	r, err := car.Do(context.Background(), http.MethodPost,
 		fmt.Sprintf("/v1/elections/%s/candidates?id=%s&%s", election, id, query), strings.NewReader(`{"value":"`+id+`-value"}`), "Content-Type", "application/json")

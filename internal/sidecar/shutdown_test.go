@@ -1,4 +1,4 @@
-package main
+package sidecar_test
 
 import (
 	"context"
@@ -227,7 +227,7 @@ func sidecarGoroutines() []string {
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "github.com/coord-sidecar/coord-sidecar/") &&
 			!strings.Contains(g, "testing.tRunner") && !strings.Contains(g, "/internal/zktest.") &&
-			!strings.Contains(g, "coord-sidecar/cmd/coord-sidecar.shutdownUnderLoad") {
+			!strings.Contains(g, "coord-sidecar/internal/sidecar_test.shutdownUnderLoad") {
 			out = append(out, g)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package locks_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
@@ -166,43 +165,6 @@ func checkLostHold(t *testing.T, a *sidecartest.Sidecar, raw *zk.Conn, root, kin
 	a.Must(t, 204, "DELETE", "/v1/leases/"+lease)
 	if ev := events.Next(t, 10*time.Second); ev.Name != "revoked" {
 		t.Fatalf("after the revoke: %q %v", ev.Name, ev.Data)
-	}
-}
-
-// The lock wrapper stops its child when the lock's node is deleted by hand, as
-// on a lost lease, and names the lost lock.
-func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
-	t.Parallel() // see TestMain
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	a := sidecartest.Start(t, zkc.Servers(), root)
-	raw := sidecartest.ZkClient(t, zkc.Servers(), "")
-	bin := sidecartest.BuildBinary(t)
-	cmd := wrapper(bin, a.M.Addr(), "lock", "wrapped", "--", "sleep", "60")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var holder []string
-	testutil.Eventually(t, 20*time.Second, "the wrapper holds the lock", func() bool {
-		holder, _, _ = raw.Children(root + "/locks/wrapped")
-		return len(holder) == 1
-	})
-	if err := raw.Delete(root+"/locks/wrapped/"+holder[0], -1); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(testutil.Patience(20 * time.Second)):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the wrapper did not stop its child; stderr: %s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != ctl.ExitLeaseLost || !strings.Contains(stderr.String(), `lock "wrapped" lost`) {
-		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package locks_test
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package main
+package locks_test
 
 // Benchmarks of the sidecar's lock against go-zookeeper's in-process lock recipe,
 // side by side in one run on the same ZooKeeper server. docs/BENCHMARKS.md
