@@ -86,12 +86,13 @@ npm-tools:
 # fleet (scripts/bench-fleet.sh: 64 sidecar processes on a 3-node ensemble against
 # zk.Lock on as many sessions; about 5 minutes), then the go test
 # benchmarks (ZooKeeper with forceSync=no, the load in the sidecar's process;
+# ./api/'s BenchmarkRouteCost: allocations and bytes per request of each hot route;
 # BENCH_GO narrows them, e.g. BENCH_GO='Lock(Cycles|Handoff)').
 BENCH_GO ?= .
 bench:
 	scripts/bench.sh
 	scripts/bench-fleet.sh
-	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/ ./recipes/queue/ ./internal/statedir/
+	$(GO) test -run '^$$' -bench '$(BENCH_GO)' -benchtime 3s -count 1 -timeout 30m ./cmd/coord-sidecar/ ./recipes/queue/ ./internal/statedir/ ./api/
 
 # Replays the throughput-group scenario with curl on two sidecars, on the ZooKeeper
 # in COORD_ZK when set, else on one of its own (free port, stopped at the end).
