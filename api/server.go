@@ -285,7 +285,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)
 	})
-	strict := oapi.NewStrictHandlerWithOptions(ops, nil, oapi.StrictHTTPServerOptions{
+	strict := oapi.NewStrictHandlerWithOptions(ops, []oapi.StrictMiddlewareFunc{answerDirect}, oapi.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, problemFor(bodyError(err)))
 		},
