@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -116,6 +118,61 @@ func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time)
 		if rec.problem != "" {
 			line.AddAttrs(slog.String("problem", rec.problem))
 		}
-		_ = h.Handle(r.Context(), line)
+		s.lines.write(h, line)
 	}
+}
+
+// requestLines writes the request lines off the requests' goroutines: a
+// request hands its line over and goes on (its answer is flushed at once),
+// and one goroutine formats and writes the lines, in the order handed over.
+// Once closed (Server.Close: the requests still under way finish after it),
+// a line is written on its request's goroutine, after every line handed over
+// before. A line is never dropped: when lineBuffer lines wait, a request
+// waits for room.
+type requestLines struct {
+	mu     sync.RWMutex // held for reading while handing over; closed under the write lock
+	closed bool
+	queue  chan slog.Record
+	done   chan struct{} // closed when the writer has written every line handed over
+}
+
+// lineBuffer is how many request lines may wait for the writer.
+const lineBuffer = 1024
+
+func newRequestLines(h slog.Handler) *requestLines {
+	l := &requestLines{queue: make(chan slog.Record, lineBuffer), done: make(chan struct{})}
+	go l.run(h)
+	return l
+}
+
+// run is the writer goroutine; it ends once the queue is closed and written.
+func (l *requestLines) run(h slog.Handler) {
+	defer close(l.done)
+	for line := range l.queue {
+		_ = h.Handle(context.Background(), line)
+	}
+}
+
+// write hands line over to the writer, or writes it with h once closed.
+func (l *requestLines) write(h slog.Handler, line slog.Record) {
+	l.mu.RLock()
+	if !l.closed {
+		l.queue <- line
+		l.mu.RUnlock()
+		return
+	}
+	l.mu.RUnlock()
+	_ = h.Handle(context.Background(), line)
+}
+
+// close ends the writer once it has written every line handed over, and
+// returns then; it may be called more than once.
+func (l *requestLines) close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.mu.Unlock()
+	<-l.done
 }

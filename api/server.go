@@ -133,6 +133,8 @@ type Server struct {
 	ticketKey []byte
 	// hosts is Options.AllowedHosts, split once.
 	hosts hostMatcher
+	// lines writes the request lines (front.go); Close ends its goroutine.
+	lines *requestLines
 }
 
 // loadRules are the body and query rules of the embedded openapi.yaml, read
@@ -197,6 +199,7 @@ func NewServer(opt Options) *Server {
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
 		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
+	s.lines = newRequestLines(opt.Logger.Handler())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -252,6 +255,7 @@ func (s *Server) closeFor(cause error) {
 	s.broker.Close()
 	s.reaper.Close()
 	s.hijacked.Close()
+	s.lines.close()
 }
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations
