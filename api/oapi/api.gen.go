@@ -5762,9 +5762,12 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListBarriersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5777,7 +5780,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5790,7 +5793,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5882,9 +5885,12 @@ func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params RaiseBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5924,9 +5930,12 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params WaitBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5957,9 +5966,12 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListCountersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5972,7 +5984,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5985,7 +5997,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6077,9 +6089,12 @@ func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AddCounterParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "add" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", r.URL.Query(), &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", query, &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6119,9 +6134,12 @@ func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetCounterParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "expect" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", r.URL.Query(), &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", query, &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6152,9 +6170,12 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListDoubleBarriersParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6167,7 +6188,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6180,7 +6201,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6246,9 +6267,12 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnterDoubleBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6261,7 +6285,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "count" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", query, &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6274,7 +6298,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6287,7 +6311,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6300,7 +6324,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6349,9 +6373,12 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveDoubleBarrierParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6364,7 +6391,7 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6395,9 +6422,12 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListElectionsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6410,7 +6440,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6423,7 +6453,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6463,9 +6493,12 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetElectionParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "term" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", r.URL.Query(), &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", query, &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6478,7 +6511,7 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6518,9 +6551,12 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CampaignParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6533,7 +6569,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6546,7 +6582,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6559,7 +6595,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6608,9 +6644,12 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ResignParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6623,7 +6662,7 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "requeue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", r.URL.Query(), &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", query, &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6672,9 +6711,12 @@ func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ProclaimParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6772,9 +6814,12 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6787,7 +6832,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6800,7 +6845,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6840,9 +6885,12 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6855,7 +6903,7 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6921,9 +6969,12 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6936,7 +6987,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6949,7 +7000,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6998,9 +7049,12 @@ func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7049,9 +7103,12 @@ func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetGroupMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7082,9 +7139,12 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListKeysParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7097,7 +7157,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7110,7 +7170,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7150,9 +7210,12 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7192,9 +7255,12 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7207,7 +7273,7 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7247,9 +7313,12 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PutKeyParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7262,7 +7331,7 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7319,9 +7388,12 @@ func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CreateLeaseParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7456,9 +7528,12 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListLocksParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7471,7 +7546,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7484,7 +7559,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7524,9 +7599,12 @@ func (siw *ServerInterfaceWrapper) ReleaseLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7592,9 +7670,12 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7607,7 +7688,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7620,7 +7701,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7633,7 +7714,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7690,9 +7771,12 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListPartitionGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7705,7 +7789,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7718,7 +7802,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7836,9 +7920,12 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinPartitionGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7851,7 +7938,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7864,7 +7951,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7877,7 +7964,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7926,9 +8013,12 @@ func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeavePartitionGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7977,9 +8067,12 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetPartitionMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7992,7 +8085,7 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8041,9 +8134,12 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AckPartitionsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8056,7 +8152,7 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8087,9 +8183,12 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueuesParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8102,7 +8201,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8115,7 +8214,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8181,9 +8280,12 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ClaimParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8196,7 +8298,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8209,7 +8311,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8319,9 +8421,12 @@ func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueueItemsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8361,9 +8466,12 @@ func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Reques
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnqueueParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "priority" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", r.URL.Query(), &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", query, &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8403,9 +8511,12 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params TakeParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8436,9 +8547,12 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListRWLocksParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8451,7 +8565,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8464,7 +8578,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8504,9 +8618,12 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseRWLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8519,7 +8636,7 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8585,9 +8702,12 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireRWLockParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8600,7 +8720,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8613,7 +8733,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8626,7 +8746,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8639,7 +8759,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8670,9 +8790,12 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListSemaphoresParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8685,7 +8808,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8698,7 +8821,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8764,9 +8887,12 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquirePermitParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "max" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", r.URL.Query(), &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", query, &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8779,7 +8905,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8792,7 +8918,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8805,7 +8931,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8818,7 +8944,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8867,9 +8993,12 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleasePermitParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8928,9 +9057,12 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListThroughputGroupsParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8943,7 +9075,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8956,7 +9088,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9074,9 +9206,12 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinThroughputGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9089,7 +9224,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9102,7 +9237,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9115,7 +9250,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9164,9 +9299,12 @@ func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveThroughputGroupParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9215,9 +9353,12 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetThroughputMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9230,7 +9371,7 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9279,9 +9420,12 @@ func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter,
 	// Parameter object where we will unmarshal all parameters from the context
 	var params UpdateThroughputMemberParams
 
+	// The query, parsed once for all its parameters.
+	query := r.URL.Query()
+
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
