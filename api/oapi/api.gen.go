@@ -5728,29 +5728,15 @@ type MiddlewareFunc func(http.Handler) http.Handler
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetHealthz(w, r)
-	}))
+	siw.Handler.GetHealthz(w, r)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetReadyz operation middleware
 func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Request) {
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetReadyz(w, r)
-	}))
+	siw.Handler.GetReadyz(w, r)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListBarriers operation middleware
@@ -5804,15 +5790,8 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListBarriers(w, r, params)
-	}))
+	siw.Handler.ListBarriers(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // LowerBarrier operation middleware
@@ -5830,15 +5809,8 @@ func (siw *ServerInterfaceWrapper) LowerBarrier(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LowerBarrier(w, r, name)
-	}))
+	siw.Handler.LowerBarrier(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetBarrier operation middleware
@@ -5856,15 +5828,8 @@ func (siw *ServerInterfaceWrapper) GetBarrier(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetBarrier(w, r, name)
-	}))
+	siw.Handler.GetBarrier(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // RaiseBarrier operation middleware
@@ -5901,15 +5866,8 @@ func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RaiseBarrier(w, r, name, params)
-	}))
+	siw.Handler.RaiseBarrier(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // WaitBarrier operation middleware
@@ -5946,15 +5904,8 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.WaitBarrier(w, r, name, params)
-	}))
+	siw.Handler.WaitBarrier(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListCounters operation middleware
@@ -6008,15 +5959,8 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListCounters(w, r, params)
-	}))
+	siw.Handler.ListCounters(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // DeleteCounter operation middleware
@@ -6034,15 +5978,8 @@ func (siw *ServerInterfaceWrapper) DeleteCounter(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteCounter(w, r, name)
-	}))
+	siw.Handler.DeleteCounter(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetCounter operation middleware
@@ -6060,15 +5997,8 @@ func (siw *ServerInterfaceWrapper) GetCounter(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetCounter(w, r, name)
-	}))
+	siw.Handler.GetCounter(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AddCounter operation middleware
@@ -6105,15 +6035,8 @@ func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AddCounter(w, r, name, params)
-	}))
+	siw.Handler.AddCounter(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // SetCounter operation middleware
@@ -6159,6 +6082,7 @@ func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Req
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // ListDoubleBarriers operation middleware
@@ -6212,15 +6136,8 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListDoubleBarriers(w, r, params)
-	}))
+	siw.Handler.ListDoubleBarriers(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetDoubleBarrier operation middleware
@@ -6238,15 +6155,8 @@ func (siw *ServerInterfaceWrapper) GetDoubleBarrier(w http.ResponseWriter, r *ht
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetDoubleBarrier(w, r, name)
-	}))
+	siw.Handler.GetDoubleBarrier(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // EnterDoubleBarrier operation middleware
@@ -6335,15 +6245,8 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.EnterDoubleBarrier(w, r, name, params)
-	}))
+	siw.Handler.EnterDoubleBarrier(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // LeaveDoubleBarrier operation middleware
@@ -6402,15 +6305,8 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
-	}))
+	siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListElections operation middleware
@@ -6464,15 +6360,8 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListElections(w, r, params)
-	}))
+	siw.Handler.ListElections(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetElection operation middleware
@@ -6522,15 +6411,8 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetElection(w, r, name, params)
-	}))
+	siw.Handler.GetElection(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // Campaign operation middleware
@@ -6615,6 +6497,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // Resign operation middleware
@@ -6673,15 +6556,8 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.Resign(w, r, name, id, params)
-	}))
+	siw.Handler.Resign(w, r, name, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // Proclaim operation middleware
@@ -6736,6 +6612,7 @@ func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Reque
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // StreamElection operation middleware
@@ -6753,15 +6630,8 @@ func (siw *ServerInterfaceWrapper) StreamElection(w http.ResponseWriter, r *http
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamElection(w, r, name)
-	}))
+	siw.Handler.StreamElection(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // StreamEverything operation middleware
@@ -6794,15 +6664,8 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamEverything(w, r, params)
-	}))
+	siw.Handler.StreamEverything(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListGroups operation middleware
@@ -6856,15 +6719,8 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListGroups(w, r, params)
-	}))
+	siw.Handler.ListGroups(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetGroup operation middleware
@@ -6914,15 +6770,8 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetGroup(w, r, group, params)
-	}))
+	siw.Handler.GetGroup(w, r, group, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // StreamGroup operation middleware
@@ -6940,15 +6789,8 @@ func (siw *ServerInterfaceWrapper) StreamGroup(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamGroup(w, r, group)
-	}))
+	siw.Handler.StreamGroup(w, r, group)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // JoinGroup operation middleware
@@ -7020,6 +6862,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // LeaveGroup operation middleware
@@ -7065,15 +6908,8 @@ func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LeaveGroup(w, r, group, id, params)
-	}))
+	siw.Handler.LeaveGroup(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // SetGroupMember operation middleware
@@ -7128,6 +6964,7 @@ func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // ListKeys operation middleware
@@ -7181,15 +7018,8 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListKeys(w, r, params)
-	}))
+	siw.Handler.ListKeys(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // DeleteKey operation middleware
@@ -7226,15 +7056,8 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.DeleteKey(w, r, key, params)
-	}))
+	siw.Handler.DeleteKey(w, r, key, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetKey operation middleware
@@ -7284,15 +7107,8 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetKey(w, r, key, params)
-	}))
+	siw.Handler.GetKey(w, r, key, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // PutKey operation middleware
@@ -7351,6 +7167,7 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // StreamKey operation middleware
@@ -7368,15 +7185,8 @@ func (siw *ServerInterfaceWrapper) StreamKey(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamKey(w, r, key)
-	}))
+	siw.Handler.StreamKey(w, r, key)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // CreateLease operation middleware
@@ -7404,15 +7214,8 @@ func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.CreateLease(w, r, params)
-	}))
+	siw.Handler.CreateLease(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // RevokeLease operation middleware
@@ -7430,15 +7233,8 @@ func (siw *ServerInterfaceWrapper) RevokeLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RevokeLease(w, r, lease)
-	}))
+	siw.Handler.RevokeLease(w, r, lease)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetLease operation middleware
@@ -7456,15 +7252,8 @@ func (siw *ServerInterfaceWrapper) GetLease(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetLease(w, r, lease)
-	}))
+	siw.Handler.GetLease(w, r, lease)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // StreamLease operation middleware
@@ -7482,15 +7271,8 @@ func (siw *ServerInterfaceWrapper) StreamLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamLease(w, r, lease)
-	}))
+	siw.Handler.StreamLease(w, r, lease)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // KeepAliveLease operation middleware
@@ -7508,15 +7290,8 @@ func (siw *ServerInterfaceWrapper) KeepAliveLease(w http.ResponseWriter, r *http
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.KeepAliveLease(w, r, lease)
-	}))
+	siw.Handler.KeepAliveLease(w, r, lease)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListLocks operation middleware
@@ -7570,15 +7345,8 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListLocks(w, r, params)
-	}))
+	siw.Handler.ListLocks(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ReleaseLock operation middleware
@@ -7615,15 +7383,8 @@ func (siw *ServerInterfaceWrapper) ReleaseLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReleaseLock(w, r, name, params)
-	}))
+	siw.Handler.ReleaseLock(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetLock operation middleware
@@ -7641,15 +7402,8 @@ func (siw *ServerInterfaceWrapper) GetLock(w http.ResponseWriter, r *http.Reques
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetLock(w, r, name)
-	}))
+	siw.Handler.GetLock(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AcquireLock operation middleware
@@ -7725,15 +7479,8 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireLock(w, r, name, params)
-	}))
+	siw.Handler.AcquireLock(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // StreamLock operation middleware
@@ -7751,15 +7498,8 @@ func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamLock(w, r, name)
-	}))
+	siw.Handler.StreamLock(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListPartitionGroups operation middleware
@@ -7813,15 +7553,8 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListPartitionGroups(w, r, params)
-	}))
+	siw.Handler.ListPartitionGroups(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetPartitionGroup operation middleware
@@ -7839,15 +7572,8 @@ func (siw *ServerInterfaceWrapper) GetPartitionGroup(w http.ResponseWriter, r *h
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetPartitionGroup(w, r, group)
-	}))
+	siw.Handler.GetPartitionGroup(w, r, group)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // SetPartitions operation middleware
@@ -7874,6 +7600,7 @@ func (siw *ServerInterfaceWrapper) SetPartitions(w http.ResponseWriter, r *http.
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // StreamPartitionGroup operation middleware
@@ -7891,15 +7618,8 @@ func (siw *ServerInterfaceWrapper) StreamPartitionGroup(w http.ResponseWriter, r
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamPartitionGroup(w, r, group)
-	}))
+	siw.Handler.StreamPartitionGroup(w, r, group)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // JoinPartitionGroup operation middleware
@@ -7975,15 +7695,8 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.JoinPartitionGroup(w, r, group, params)
-	}))
+	siw.Handler.JoinPartitionGroup(w, r, group, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // LeavePartitionGroup operation middleware
@@ -8029,15 +7742,8 @@ func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LeavePartitionGroup(w, r, group, id, params)
-	}))
+	siw.Handler.LeavePartitionGroup(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetPartitionMember operation middleware
@@ -8096,15 +7802,8 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetPartitionMember(w, r, group, id, params)
-	}))
+	siw.Handler.GetPartitionMember(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AckPartitions operation middleware
@@ -8163,15 +7862,8 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckPartitions(w, r, group, id, params)
-	}))
+	siw.Handler.AckPartitions(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListQueues operation middleware
@@ -8225,15 +7917,8 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListQueues(w, r, params)
-	}))
+	siw.Handler.ListQueues(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetQueue operation middleware
@@ -8251,15 +7936,8 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetQueue(w, r, name)
-	}))
+	siw.Handler.GetQueue(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // Claim operation middleware
@@ -8322,15 +8000,8 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.Claim(w, r, name, params)
-	}))
+	siw.Handler.Claim(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AckClaim operation middleware
@@ -8357,15 +8028,8 @@ func (siw *ServerInterfaceWrapper) AckClaim(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AckClaim(w, r, name, claim)
-	}))
+	siw.Handler.AckClaim(w, r, name, claim)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ReleaseClaim operation middleware
@@ -8392,15 +8056,8 @@ func (siw *ServerInterfaceWrapper) ReleaseClaim(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReleaseClaim(w, r, name, claim)
-	}))
+	siw.Handler.ReleaseClaim(w, r, name, claim)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListQueueItems operation middleware
@@ -8437,15 +8094,8 @@ func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListQueueItems(w, r, name, params)
-	}))
+	siw.Handler.ListQueueItems(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // Enqueue operation middleware
@@ -8491,6 +8141,7 @@ func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Reques
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // Take operation middleware
@@ -8527,15 +8178,8 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.Take(w, r, name, params)
-	}))
+	siw.Handler.Take(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListRWLocks operation middleware
@@ -8589,15 +8233,8 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListRWLocks(w, r, params)
-	}))
+	siw.Handler.ListRWLocks(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ReleaseRWLock operation middleware
@@ -8647,15 +8284,8 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReleaseRWLock(w, r, name, params)
-	}))
+	siw.Handler.ReleaseRWLock(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetRWLock operation middleware
@@ -8673,15 +8303,8 @@ func (siw *ServerInterfaceWrapper) GetRWLock(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetRWLock(w, r, name)
-	}))
+	siw.Handler.GetRWLock(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AcquireRWLock operation middleware
@@ -8770,15 +8393,8 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireRWLock(w, r, name, params)
-	}))
+	siw.Handler.AcquireRWLock(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListSemaphores operation middleware
@@ -8832,15 +8448,8 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListSemaphores(w, r, params)
-	}))
+	siw.Handler.ListSemaphores(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetSemaphore operation middleware
@@ -8858,15 +8467,8 @@ func (siw *ServerInterfaceWrapper) GetSemaphore(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSemaphore(w, r, name)
-	}))
+	siw.Handler.GetSemaphore(w, r, name)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // AcquirePermit operation middleware
@@ -8955,15 +8557,8 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquirePermit(w, r, name, params)
-	}))
+	siw.Handler.AcquirePermit(w, r, name, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ReleasePermit operation middleware
@@ -9009,43 +8604,22 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ReleasePermit(w, r, name, permit, params)
-	}))
+	siw.Handler.ReleasePermit(w, r, name, permit, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetSession operation middleware
 func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Request) {
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetSession(w, r)
-	}))
+	siw.Handler.GetSession(w, r)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // StreamSession operation middleware
 func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.Request) {
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamSession(w, r)
-	}))
+	siw.Handler.StreamSession(w, r)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // ListThroughputGroups operation middleware
@@ -9099,15 +8673,8 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ListThroughputGroups(w, r, params)
-	}))
+	siw.Handler.ListThroughputGroups(w, r, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetThroughputGroup operation middleware
@@ -9125,15 +8692,8 @@ func (siw *ServerInterfaceWrapper) GetThroughputGroup(w http.ResponseWriter, r *
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetThroughputGroup(w, r, group)
-	}))
+	siw.Handler.GetThroughputGroup(w, r, group)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // SetThroughputLimit operation middleware
@@ -9160,6 +8720,7 @@ func (siw *ServerInterfaceWrapper) SetThroughputLimit(w http.ResponseWriter, r *
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 // StreamThroughputGroup operation middleware
@@ -9177,15 +8738,8 @@ func (siw *ServerInterfaceWrapper) StreamThroughputGroup(w http.ResponseWriter, 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StreamThroughputGroup(w, r, group)
-	}))
+	siw.Handler.StreamThroughputGroup(w, r, group)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // JoinThroughputGroup operation middleware
@@ -9261,15 +8815,8 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.JoinThroughputGroup(w, r, group, params)
-	}))
+	siw.Handler.JoinThroughputGroup(w, r, group, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // LeaveThroughputGroup operation middleware
@@ -9315,15 +8862,8 @@ func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LeaveThroughputGroup(w, r, group, id, params)
-	}))
+	siw.Handler.LeaveThroughputGroup(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // GetThroughputMember operation middleware
@@ -9382,15 +8922,8 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 		return
 	}
 
-	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetThroughputMember(w, r, group, id, params)
-	}))
+	siw.Handler.GetThroughputMember(w, r, group, id, params)
 
-	for _, middleware := range siw.HandlerMiddlewares {
-		handler = middleware(handler)
-	}
-
-	handler.ServeHTTP(w, r)
 }
 
 // UpdateThroughputMember operation middleware
@@ -9445,6 +8978,7 @@ func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter,
 	}
 
 	handler.ServeHTTP(w, r)
+
 }
 
 type UnescapedCookieParamError struct {
