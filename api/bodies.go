@@ -25,9 +25,7 @@ import (
 // rules are package specrules', read from the embedded spec.
 
 // checkJSONBody is a per-route middleware of the generated router (it runs once
-// chi has matched the route, so the route pattern names the operation); the
-// generated code applies it to the operations that declare a request body only
-// (api/oapi/oapi-codegen.yaml), the others having no rule here.
+// chi has matched the route, so the route pattern names the operation).
 func (s *Server) checkJSONBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := chi.RouteContext(r.Context())

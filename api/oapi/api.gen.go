@@ -5728,15 +5728,29 @@ type MiddlewareFunc func(http.Handler) http.Handler
 // GetHealthz operation middleware
 func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Request) {
 
-	siw.Handler.GetHealthz(w, r)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetHealthz(w, r)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetReadyz operation middleware
 func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Request) {
 
-	siw.Handler.GetReadyz(w, r)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReadyz(w, r)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListBarriers operation middleware
@@ -5790,8 +5804,15 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.ListBarriers(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListBarriers(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // LowerBarrier operation middleware
@@ -5809,8 +5830,15 @@ func (siw *ServerInterfaceWrapper) LowerBarrier(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.LowerBarrier(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LowerBarrier(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetBarrier operation middleware
@@ -5828,8 +5856,15 @@ func (siw *ServerInterfaceWrapper) GetBarrier(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.GetBarrier(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetBarrier(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // RaiseBarrier operation middleware
@@ -5866,8 +5901,15 @@ func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.RaiseBarrier(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RaiseBarrier(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // WaitBarrier operation middleware
@@ -5904,8 +5946,15 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.WaitBarrier(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WaitBarrier(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListCounters operation middleware
@@ -5959,8 +6008,15 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.ListCounters(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListCounters(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // DeleteCounter operation middleware
@@ -5978,8 +6034,15 @@ func (siw *ServerInterfaceWrapper) DeleteCounter(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.DeleteCounter(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteCounter(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetCounter operation middleware
@@ -5997,8 +6060,15 @@ func (siw *ServerInterfaceWrapper) GetCounter(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.GetCounter(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCounter(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AddCounter operation middleware
@@ -6035,8 +6105,15 @@ func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.AddCounter(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AddCounter(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // SetCounter operation middleware
@@ -6082,7 +6159,6 @@ func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Req
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // ListDoubleBarriers operation middleware
@@ -6136,8 +6212,15 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.ListDoubleBarriers(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDoubleBarriers(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetDoubleBarrier operation middleware
@@ -6155,8 +6238,15 @@ func (siw *ServerInterfaceWrapper) GetDoubleBarrier(w http.ResponseWriter, r *ht
 		return
 	}
 
-	siw.Handler.GetDoubleBarrier(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetDoubleBarrier(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // EnterDoubleBarrier operation middleware
@@ -6245,8 +6335,15 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.EnterDoubleBarrier(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.EnterDoubleBarrier(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // LeaveDoubleBarrier operation middleware
@@ -6305,8 +6402,15 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveDoubleBarrier(w, r, name, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListElections operation middleware
@@ -6360,8 +6464,15 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.ListElections(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListElections(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetElection operation middleware
@@ -6411,8 +6522,15 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.GetElection(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetElection(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // Campaign operation middleware
@@ -6497,7 +6615,6 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // Resign operation middleware
@@ -6556,8 +6673,15 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	siw.Handler.Resign(w, r, name, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Resign(w, r, name, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // Proclaim operation middleware
@@ -6612,7 +6736,6 @@ func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Reque
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // StreamElection operation middleware
@@ -6630,8 +6753,15 @@ func (siw *ServerInterfaceWrapper) StreamElection(w http.ResponseWriter, r *http
 		return
 	}
 
-	siw.Handler.StreamElection(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamElection(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // StreamEverything operation middleware
@@ -6664,8 +6794,15 @@ func (siw *ServerInterfaceWrapper) StreamEverything(w http.ResponseWriter, r *ht
 
 	}
 
-	siw.Handler.StreamEverything(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamEverything(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListGroups operation middleware
@@ -6719,8 +6856,15 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.ListGroups(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListGroups(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetGroup operation middleware
@@ -6770,8 +6914,15 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	siw.Handler.GetGroup(w, r, group, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetGroup(w, r, group, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // StreamGroup operation middleware
@@ -6789,8 +6940,15 @@ func (siw *ServerInterfaceWrapper) StreamGroup(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.StreamGroup(w, r, group)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamGroup(w, r, group)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // JoinGroup operation middleware
@@ -6862,7 +7020,6 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // LeaveGroup operation middleware
@@ -6908,8 +7065,15 @@ func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.LeaveGroup(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveGroup(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // SetGroupMember operation middleware
@@ -6964,7 +7128,6 @@ func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // ListKeys operation middleware
@@ -7018,8 +7181,15 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	siw.Handler.ListKeys(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListKeys(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // DeleteKey operation middleware
@@ -7056,8 +7226,15 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	siw.Handler.DeleteKey(w, r, key, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteKey(w, r, key, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetKey operation middleware
@@ -7107,8 +7284,15 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 		return
 	}
 
-	siw.Handler.GetKey(w, r, key, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetKey(w, r, key, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // PutKey operation middleware
@@ -7167,7 +7351,6 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // StreamKey operation middleware
@@ -7185,8 +7368,15 @@ func (siw *ServerInterfaceWrapper) StreamKey(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	siw.Handler.StreamKey(w, r, key)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamKey(w, r, key)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // CreateLease operation middleware
@@ -7214,8 +7404,15 @@ func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.CreateLease(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateLease(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // RevokeLease operation middleware
@@ -7233,8 +7430,15 @@ func (siw *ServerInterfaceWrapper) RevokeLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.RevokeLease(w, r, lease)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeLease(w, r, lease)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetLease operation middleware
@@ -7252,8 +7456,15 @@ func (siw *ServerInterfaceWrapper) GetLease(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	siw.Handler.GetLease(w, r, lease)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetLease(w, r, lease)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // StreamLease operation middleware
@@ -7271,8 +7482,15 @@ func (siw *ServerInterfaceWrapper) StreamLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.StreamLease(w, r, lease)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamLease(w, r, lease)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // KeepAliveLease operation middleware
@@ -7290,8 +7508,15 @@ func (siw *ServerInterfaceWrapper) KeepAliveLease(w http.ResponseWriter, r *http
 		return
 	}
 
-	siw.Handler.KeepAliveLease(w, r, lease)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.KeepAliveLease(w, r, lease)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListLocks operation middleware
@@ -7345,8 +7570,15 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	siw.Handler.ListLocks(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLocks(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ReleaseLock operation middleware
@@ -7383,8 +7615,15 @@ func (siw *ServerInterfaceWrapper) ReleaseLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.ReleaseLock(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseLock(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetLock operation middleware
@@ -7402,8 +7641,15 @@ func (siw *ServerInterfaceWrapper) GetLock(w http.ResponseWriter, r *http.Reques
 		return
 	}
 
-	siw.Handler.GetLock(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetLock(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AcquireLock operation middleware
@@ -7479,8 +7725,15 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.AcquireLock(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireLock(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // StreamLock operation middleware
@@ -7498,8 +7751,15 @@ func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.StreamLock(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamLock(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListPartitionGroups operation middleware
@@ -7553,8 +7813,15 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 		return
 	}
 
-	siw.Handler.ListPartitionGroups(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListPartitionGroups(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetPartitionGroup operation middleware
@@ -7572,8 +7839,15 @@ func (siw *ServerInterfaceWrapper) GetPartitionGroup(w http.ResponseWriter, r *h
 		return
 	}
 
-	siw.Handler.GetPartitionGroup(w, r, group)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionGroup(w, r, group)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // SetPartitions operation middleware
@@ -7600,7 +7874,6 @@ func (siw *ServerInterfaceWrapper) SetPartitions(w http.ResponseWriter, r *http.
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // StreamPartitionGroup operation middleware
@@ -7618,8 +7891,15 @@ func (siw *ServerInterfaceWrapper) StreamPartitionGroup(w http.ResponseWriter, r
 		return
 	}
 
-	siw.Handler.StreamPartitionGroup(w, r, group)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamPartitionGroup(w, r, group)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // JoinPartitionGroup operation middleware
@@ -7695,8 +7975,15 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.JoinPartitionGroup(w, r, group, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinPartitionGroup(w, r, group, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // LeavePartitionGroup operation middleware
@@ -7742,8 +8029,15 @@ func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r 
 		return
 	}
 
-	siw.Handler.LeavePartitionGroup(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeavePartitionGroup(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetPartitionMember operation middleware
@@ -7802,8 +8096,15 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.GetPartitionMember(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetPartitionMember(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AckPartitions operation middleware
@@ -7862,8 +8163,15 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.AckPartitions(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckPartitions(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListQueues operation middleware
@@ -7917,8 +8225,15 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 		return
 	}
 
-	siw.Handler.ListQueues(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueues(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetQueue operation middleware
@@ -7936,8 +8251,15 @@ func (siw *ServerInterfaceWrapper) GetQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	siw.Handler.GetQueue(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueue(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // Claim operation middleware
@@ -8000,8 +8322,15 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 		return
 	}
 
-	siw.Handler.Claim(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Claim(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AckClaim operation middleware
@@ -8028,8 +8357,15 @@ func (siw *ServerInterfaceWrapper) AckClaim(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
-	siw.Handler.AckClaim(w, r, name, claim)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckClaim(w, r, name, claim)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ReleaseClaim operation middleware
@@ -8056,8 +8392,15 @@ func (siw *ServerInterfaceWrapper) ReleaseClaim(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.ReleaseClaim(w, r, name, claim)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseClaim(w, r, name, claim)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListQueueItems operation middleware
@@ -8094,8 +8437,15 @@ func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http
 		return
 	}
 
-	siw.Handler.ListQueueItems(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListQueueItems(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // Enqueue operation middleware
@@ -8141,7 +8491,6 @@ func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Reques
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // Take operation middleware
@@ -8178,8 +8527,15 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 
-	siw.Handler.Take(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.Take(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListRWLocks operation middleware
@@ -8233,8 +8589,15 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 		return
 	}
 
-	siw.Handler.ListRWLocks(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListRWLocks(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ReleaseRWLock operation middleware
@@ -8284,8 +8647,15 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.ReleaseRWLock(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseRWLock(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetRWLock operation middleware
@@ -8303,8 +8673,15 @@ func (siw *ServerInterfaceWrapper) GetRWLock(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
-	siw.Handler.GetRWLock(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRWLock(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AcquireRWLock operation middleware
@@ -8393,8 +8770,15 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.AcquireRWLock(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireRWLock(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListSemaphores operation middleware
@@ -8448,8 +8832,15 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 		return
 	}
 
-	siw.Handler.ListSemaphores(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSemaphores(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetSemaphore operation middleware
@@ -8467,8 +8858,15 @@ func (siw *ServerInterfaceWrapper) GetSemaphore(w http.ResponseWriter, r *http.R
 		return
 	}
 
-	siw.Handler.GetSemaphore(w, r, name)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSemaphore(w, r, name)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // AcquirePermit operation middleware
@@ -8557,8 +8955,15 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.AcquirePermit(w, r, name, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquirePermit(w, r, name, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ReleasePermit operation middleware
@@ -8604,22 +9009,43 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 		return
 	}
 
-	siw.Handler.ReleasePermit(w, r, name, permit, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleasePermit(w, r, name, permit, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetSession operation middleware
 func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Request) {
 
-	siw.Handler.GetSession(w, r)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSession(w, r)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // StreamSession operation middleware
 func (siw *ServerInterfaceWrapper) StreamSession(w http.ResponseWriter, r *http.Request) {
 
-	siw.Handler.StreamSession(w, r)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamSession(w, r)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // ListThroughputGroups operation middleware
@@ -8673,8 +9099,15 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 		return
 	}
 
-	siw.Handler.ListThroughputGroups(w, r, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListThroughputGroups(w, r, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetThroughputGroup operation middleware
@@ -8692,8 +9125,15 @@ func (siw *ServerInterfaceWrapper) GetThroughputGroup(w http.ResponseWriter, r *
 		return
 	}
 
-	siw.Handler.GetThroughputGroup(w, r, group)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThroughputGroup(w, r, group)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // SetThroughputLimit operation middleware
@@ -8720,7 +9160,6 @@ func (siw *ServerInterfaceWrapper) SetThroughputLimit(w http.ResponseWriter, r *
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 // StreamThroughputGroup operation middleware
@@ -8738,8 +9177,15 @@ func (siw *ServerInterfaceWrapper) StreamThroughputGroup(w http.ResponseWriter, 
 		return
 	}
 
-	siw.Handler.StreamThroughputGroup(w, r, group)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamThroughputGroup(w, r, group)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // JoinThroughputGroup operation middleware
@@ -8815,8 +9261,15 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 		return
 	}
 
-	siw.Handler.JoinThroughputGroup(w, r, group, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.JoinThroughputGroup(w, r, group, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // LeaveThroughputGroup operation middleware
@@ -8862,8 +9315,15 @@ func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r
 		return
 	}
 
-	siw.Handler.LeaveThroughputGroup(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.LeaveThroughputGroup(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // GetThroughputMember operation middleware
@@ -8922,8 +9382,15 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 		return
 	}
 
-	siw.Handler.GetThroughputMember(w, r, group, id, params)
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetThroughputMember(w, r, group, id, params)
+	}))
 
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
 }
 
 // UpdateThroughputMember operation middleware
@@ -8978,7 +9445,6 @@ func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter,
 	}
 
 	handler.ServeHTTP(w, r)
-
 }
 
 type UnescapedCookieParamError struct {
