@@ -5762,12 +5762,9 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListBarriersParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5780,7 +5777,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5793,7 +5790,7 @@ func (siw *ServerInterfaceWrapper) ListBarriers(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5885,12 +5882,9 @@ func (siw *ServerInterfaceWrapper) RaiseBarrier(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params RaiseBarrierParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5930,12 +5924,9 @@ func (siw *ServerInterfaceWrapper) WaitBarrier(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params WaitBarrierParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5966,12 +5957,9 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListCountersParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5984,7 +5972,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -5997,7 +5985,7 @@ func (siw *ServerInterfaceWrapper) ListCounters(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6089,12 +6077,9 @@ func (siw *ServerInterfaceWrapper) AddCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AddCounterParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "add" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", query, &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "add", r.URL.Query(), &params.Add, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6134,12 +6119,9 @@ func (siw *ServerInterfaceWrapper) SetCounter(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetCounterParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "expect" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", query, &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "expect", r.URL.Query(), &params.Expect, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6170,12 +6152,9 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListDoubleBarriersParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6188,7 +6167,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6201,7 +6180,7 @@ func (siw *ServerInterfaceWrapper) ListDoubleBarriers(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6267,12 +6246,9 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnterDoubleBarrierParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6285,7 +6261,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "count" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", query, &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "count", r.URL.Query(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6298,7 +6274,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6311,7 +6287,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6324,7 +6300,7 @@ func (siw *ServerInterfaceWrapper) EnterDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6373,12 +6349,9 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveDoubleBarrierParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6391,7 +6364,7 @@ func (siw *ServerInterfaceWrapper) LeaveDoubleBarrier(w http.ResponseWriter, r *
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6422,12 +6395,9 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListElectionsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6440,7 +6410,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6453,7 +6423,7 @@ func (siw *ServerInterfaceWrapper) ListElections(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6493,12 +6463,9 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetElectionParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "term" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", query, &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "term", r.URL.Query(), &params.Term, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6511,7 +6478,7 @@ func (siw *ServerInterfaceWrapper) GetElection(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6551,12 +6518,9 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CampaignParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6569,7 +6533,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6582,7 +6546,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6595,7 +6559,7 @@ func (siw *ServerInterfaceWrapper) Campaign(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6644,12 +6608,9 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ResignParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6662,7 +6623,7 @@ func (siw *ServerInterfaceWrapper) Resign(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "requeue" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", query, &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "requeue", r.URL.Query(), &params.Requeue, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6711,12 +6672,9 @@ func (siw *ServerInterfaceWrapper) Proclaim(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ProclaimParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6814,12 +6772,9 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListGroupsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6832,7 +6787,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6845,7 +6800,7 @@ func (siw *ServerInterfaceWrapper) ListGroups(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6885,12 +6840,9 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6903,7 +6855,7 @@ func (siw *ServerInterfaceWrapper) GetGroup(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6969,12 +6921,9 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -6987,7 +6936,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7000,7 +6949,7 @@ func (siw *ServerInterfaceWrapper) JoinGroup(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7049,12 +6998,9 @@ func (siw *ServerInterfaceWrapper) LeaveGroup(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7103,12 +7049,9 @@ func (siw *ServerInterfaceWrapper) SetGroupMember(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params SetGroupMemberParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7139,12 +7082,9 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListKeysParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7157,7 +7097,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7170,7 +7110,7 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7210,12 +7150,9 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params DeleteKeyParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7255,12 +7192,9 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetKeyParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7273,7 +7207,7 @@ func (siw *ServerInterfaceWrapper) GetKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7313,12 +7247,9 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 	// Parameter object where we will unmarshal all parameters from the context
 	var params PutKeyParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7331,7 +7262,7 @@ func (siw *ServerInterfaceWrapper) PutKey(w http.ResponseWriter, r *http.Request
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7388,12 +7319,9 @@ func (siw *ServerInterfaceWrapper) CreateLease(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params CreateLeaseParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7528,12 +7456,9 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListLocksParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7546,7 +7471,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7559,7 +7484,7 @@ func (siw *ServerInterfaceWrapper) ListLocks(w http.ResponseWriter, r *http.Requ
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7599,12 +7524,9 @@ func (siw *ServerInterfaceWrapper) ReleaseLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseLockParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7670,12 +7592,9 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireLockParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7688,7 +7607,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7701,7 +7620,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7714,7 +7633,7 @@ func (siw *ServerInterfaceWrapper) AcquireLock(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7771,12 +7690,9 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListPartitionGroupsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7789,7 +7705,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7802,7 +7718,7 @@ func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7920,12 +7836,9 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinPartitionGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7938,7 +7851,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7951,7 +7864,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -7964,7 +7877,7 @@ func (siw *ServerInterfaceWrapper) JoinPartitionGroup(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8013,12 +7926,9 @@ func (siw *ServerInterfaceWrapper) LeavePartitionGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeavePartitionGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8067,12 +7977,9 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetPartitionMemberParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8085,7 +7992,7 @@ func (siw *ServerInterfaceWrapper) GetPartitionMember(w http.ResponseWriter, r *
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8134,12 +8041,9 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AckPartitionsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8152,7 +8056,7 @@ func (siw *ServerInterfaceWrapper) AckPartitions(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8183,12 +8087,9 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueuesParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8201,7 +8102,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8214,7 +8115,7 @@ func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Req
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8280,12 +8181,9 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ClaimParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8298,7 +8196,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8311,7 +8209,7 @@ func (siw *ServerInterfaceWrapper) Claim(w http.ResponseWriter, r *http.Request)
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8421,12 +8319,9 @@ func (siw *ServerInterfaceWrapper) ListQueueItems(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListQueueItemsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8466,12 +8361,9 @@ func (siw *ServerInterfaceWrapper) Enqueue(w http.ResponseWriter, r *http.Reques
 	// Parameter object where we will unmarshal all parameters from the context
 	var params EnqueueParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "priority" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", query, &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "priority", r.URL.Query(), &params.Priority, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8511,12 +8403,9 @@ func (siw *ServerInterfaceWrapper) Take(w http.ResponseWriter, r *http.Request) 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params TakeParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8547,12 +8436,9 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListRWLocksParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8565,7 +8451,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8578,7 +8464,7 @@ func (siw *ServerInterfaceWrapper) ListRWLocks(w http.ResponseWriter, r *http.Re
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8618,12 +8504,9 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleaseRWLockParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8636,7 +8519,7 @@ func (siw *ServerInterfaceWrapper) ReleaseRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8702,12 +8585,9 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquireRWLockParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "mode" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", query, &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "mode", r.URL.Query(), &params.Mode, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8720,7 +8600,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8733,7 +8613,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8746,7 +8626,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8759,7 +8639,7 @@ func (siw *ServerInterfaceWrapper) AcquireRWLock(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8790,12 +8670,9 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListSemaphoresParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8808,7 +8685,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8821,7 +8698,7 @@ func (siw *ServerInterfaceWrapper) ListSemaphores(w http.ResponseWriter, r *http
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8887,12 +8764,9 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params AcquirePermitParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "max" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", query, &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "max", r.URL.Query(), &params.Max, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8905,7 +8779,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8918,7 +8792,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8931,7 +8805,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8944,7 +8818,7 @@ func (siw *ServerInterfaceWrapper) AcquirePermit(w http.ResponseWriter, r *http.
 
 	// ------------- Optional query parameter "owner" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", query, &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -8993,12 +8867,9 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ReleasePermitParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9057,12 +8928,9 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params ListThroughputGroupsParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "prefix" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", query, &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9075,7 +8943,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "limit" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", query, &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9088,7 +8956,7 @@ func (siw *ServerInterfaceWrapper) ListThroughputGroups(w http.ResponseWriter, r
 
 	// ------------- Optional query parameter "after" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", query, &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9206,12 +9074,9 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params JoinThroughputGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "id" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", query, &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "id", r.URL.Query(), &params.Id, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9224,7 +9089,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "weight" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", query, &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "weight", r.URL.Query(), &params.Weight, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9237,7 +9102,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "ttl" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", query, &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9250,7 +9115,7 @@ func (siw *ServerInterfaceWrapper) JoinThroughputGroup(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9299,12 +9164,9 @@ func (siw *ServerInterfaceWrapper) LeaveThroughputGroup(w http.ResponseWriter, r
 	// Parameter object where we will unmarshal all parameters from the context
 	var params LeaveThroughputGroupParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9353,12 +9215,9 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 	// Parameter object where we will unmarshal all parameters from the context
 	var params GetThroughputMemberParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Optional query parameter "version" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", query, &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9371,7 +9230,7 @@ func (siw *ServerInterfaceWrapper) GetThroughputMember(w http.ResponseWriter, r 
 
 	// ------------- Optional query parameter "wait" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", query, &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
@@ -9420,12 +9279,9 @@ func (siw *ServerInterfaceWrapper) UpdateThroughputMember(w http.ResponseWriter,
 	// Parameter object where we will unmarshal all parameters from the context
 	var params UpdateThroughputMemberParams
 
-	// The query, parsed once for all its parameters.
-	query := r.URL.Query()
-
 	// ------------- Required query parameter "lease" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", query, &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		var requiredError *runtime.RequiredParameterError
 		if errors.As(err, &requiredError) {
