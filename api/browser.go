@@ -128,49 +128,47 @@ const exposedHeaders = "Item-Id, Claim-Id, Retry-After, Location, WWW-Authentica
 // It answers CORS preflights of allowed origins and adds CORS headers to their
 // requests; other origins get no CORS header at all. /healthz and /readyz stay
 // open to every Host (probes send the pod's address).
-func (s *Server) guardBrowser(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if !s.hosts.allows(r.Host) {
-			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
-				"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
-			return
-		}
-		origin := r.Header.Get("Origin")
-		if origin == "" {
-			if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/v1") {
-				s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
-					"a cross-site browser request is not allowed"))
-				return
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		allowed, own := s.originAllowed(origin, r)
-		if !allowed {
+//
+// It reports whether the request goes on (false: answered).
+func (s *Server) guardBrowser(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		return true
+	}
+	if !s.hosts.allows(r.Host) {
+		s.writeProblem(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
+			"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/v1") {
 			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
-				"the Origin "+quoteHeader(origin)+" is not among the sidecar's allowed origins (--allowed-origins)"))
-			return
+				"a cross-site browser request is not allowed"))
+			return false
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
-		if !own {
-			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Expose-Headers", exposedHeaders)
-		}
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Origin", origin)
-			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
-			h.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+		return true
+	}
+	allowed, own := s.originAllowed(origin, r)
+	if !allowed {
+		s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
+			"the Origin "+quoteHeader(origin)+" is not among the sidecar's allowed origins (--allowed-origins)"))
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if !own {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Expose-Headers", exposedHeaders)
+	}
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return false
+	}
+	return true
 }
 
 // quoteHeader quotes a header value for a problem's detail, cut to 100 bytes.
@@ -207,15 +205,12 @@ const storedBytesPolicy = "sandbox; default-src 'none'; frame-ancestors 'none'"
 // rendered value from running anything or acting as the sidecar, API clients
 // ignore it, and in a browser it would only turn a value or a JSON state that
 // someone opens to read into a download.
-func notAPage(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			h := w.Header()
-			h["X-Content-Type-Options"] = nosniff[:1:1] // shared and never written in place: an Add copies (capacity 1)
-			h["Content-Security-Policy"] = storedBytesPolicyValue[:1:1]
-		}
-		next.ServeHTTP(w, r)
-	})
+func notAPage(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		h := w.Header()
+		h["X-Content-Type-Options"] = nosniff[:1:1] // shared and never written in place: an Add copies (capacity 1)
+		h["Content-Security-Policy"] = storedBytesPolicyValue[:1:1]
+	}
 }
 
 // The header values notAPage sets, made once: each request's Header.Set would

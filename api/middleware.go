@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,86 +13,36 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
-// recoverer turns a panic into a 500 problem instead of a dropped connection.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
-				s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
-
-// observe logs one line per request and counts it by route pattern (never by the
-// user's names) and status code. No label value comes from what a request
-// sends: the route is a pattern of the router's own table, or "unmatched" for
-// a path it does not hold (whatever the path) and for a request answered
-// before routing (a 401, a 403); the method is a standard one or "other"
-// (methodLabel). So the series are bounded by the routes, methods and codes.
-func (s *Server) observe(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
-		code := rec.status
-		if code == 0 {
-			code = http.StatusOK
-		}
-		elapsed := time.Since(start)
-		obs := s.metrics.observers(r.Method, route, code)
-		obs.requests.Inc()
-		obs.duration.Observe(elapsed.Seconds())
-		// The handler itself, not the Logger: the Logger would look up its
-		// caller's program counter for every line, which no handler here uses.
-		if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-			line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
-			line.AddAttrs(slog.String("method", r.Method),
-				slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
-				slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
-			if rec.problem != "" {
-				line.AddAttrs(slog.String("problem", rec.problem))
-			}
-			_ = h.Handle(r.Context(), line)
-		}
-	})
-}
-
 // limitBody rejects a declared oversized body at once and caps any other body.
 // A body must arrive within BodyTimeout of the headers: its reads get a deadline,
 // lifted once it is read to its end, so that the wait of a long-poll that sent a
 // body is not cut. A request without a body (every stream) gets none.
-func (s *Server) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opt.MaxBody {
-			s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
-			return
+//
+// A request without a body (http.NoBody) keeps it as it is: there is nothing
+// to cap or to wait for. It reports whether the request goes on (false:
+// answered).
+func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > s.opt.MaxBody {
+		s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
+		return false
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	if r.ContentLength != 0 {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		}
-		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			rc := http.NewResponseController(w)
-			if rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-			}
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
-		next.ServeHTTP(w, r)
-	})
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBody)
+	return true
 }
 
 // deadlineBody lifts the connection's read deadline once the body is read to its
@@ -119,41 +68,41 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // Past the global bound, or past its token's share of it
 // (tokens.Principal.Share), a request answers 503 with Retry-After at once; the
 // token's slot is released with the global one.
-func (s *Server) limitConcurrency(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var sem chan struct{}
-		var res int
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/events"):
-			sem, res = s.streams, tokens.Streams
-		case isLongPoll(r):
-			sem, res = s.waiters, tokens.Waiters
-		default:
-			next.ServeHTTP(w, r)
-			return
+//
+// It serves the request with next, under its slot when it takes one.
+func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var sem chan struct{}
+	var res int
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/events"):
+		sem, res = s.streams, tokens.Streams
+	case isLongPoll(r):
+		sem, res = s.waiters, tokens.Waiters
+	default:
+		next.ServeHTTP(w, r)
+		return
+	}
+	p := tokens.FromContext(r.Context())
+	own, capped := p.Share(res, cap(sem))
+	release, ownFull := s.held.take(p.Name(), res, own, capped, sem)
+	if release == nil {
+		s.metrics.refused(res, ownFull)
+		detail := fmt.Sprintf("this sidecar already serves %d %s", cap(sem), shareNames[res])
+		if ownFull {
+			detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.Name(), own, shareNames[res], tokens.ShareFields[res])
 		}
-		p := tokens.FromContext(r.Context())
-		own, capped := p.Share(res, cap(sem))
-		release, ownFull := s.held.take(p.Name(), res, own, capped, sem)
-		if release == nil {
-			s.metrics.refused(res, ownFull)
-			detail := fmt.Sprintf("this sidecar already serves %d %s", cap(sem), shareNames[res])
-			if ownFull {
-				detail = fmt.Sprintf("token %q already holds %d %s, its own cap (%s)", p.Name(), own, shareNames[res], tokens.ShareFields[res])
-			}
-			pr := NewProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
-			pr.RetryAfter = 1
-			s.writeProblem(w, r, pr)
-			return
-		}
-		sl := &slot{release: release}
-		ctx, done := s.untilDrained(r.Context()) // a hand-over ends streams and long-polls first
-		defer done()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, slotKey{}, sl)))
-		if !sl.detached {
-			sl.release()
-		}
-	})
+		pr := NewProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
+		pr.RetryAfter = 1
+		s.writeProblem(w, r, pr)
+		return
+	}
+	sl := &slot{release: release}
+	ctx, done := s.untilDrained(r.Context()) // a hand-over ends streams and long-polls first
+	defer done()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, slotKey{}, sl)))
+	if !sl.detached {
+		sl.release()
+	}
 }
 
 // shareNames name the shares in problems and metrics.

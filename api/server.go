@@ -138,6 +138,8 @@ type Server struct {
 	ticketKey []byte
 	// hosts is Options.AllowedHosts, split once.
 	hosts hostMatcher
+	// lines writes the request lines (front.go); Close ends its goroutine.
+	lines *requestLines
 }
 
 // loadRules are the body and query rules of the embedded openapi.yaml, read
@@ -202,6 +204,7 @@ func NewServer(opt Options) *Server {
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
 		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, sectionTokens: map[string]string{}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
+	s.lines = newRequestLines(opt.Logger.Handler())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
 	s.followSession()
@@ -257,6 +260,7 @@ func (s *Server) closeFor(cause error) {
 	s.broker.Close()
 	s.reaper.Close()
 	s.hijacked.Close()
+	s.lines.close()
 }
 
 // Handler returns the whole HTTP surface: the generated /v1 and operations
@@ -265,20 +269,19 @@ func (s *Server) closeFor(cause error) {
 // and /openapi.yaml.
 func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, notAPage, s.shutdownContext, s.awaitRestored, s.guardBrowser, s.authenticate, s.authorize,
-		s.limitBody, s.commitState, s.suspendWait)
+	r.Use(s.front)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
-	// Every route's own middleware, run once chi has matched it (so the
+	// Every route's own steps (routed), run once chi has matched it (so the
 	// route's pattern names the operation, with no second lookup of the
 	// path) and before the generated code binds the parameters: the query
 	// check, then the slots of streams and long-polls. A request that matches
 	// no route (404, 405) meets neither.
-	routed := r.With(s.checkQuery, s.limitConcurrency)
+	routed := r.With(s.routed)
 	routed.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
 	routed.Get("/ui", serveUI)
 	routed.Get("/ui/", serveUI)
@@ -290,7 +293,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(s.opt.Spec)
 	})
-	strict := oapi.NewStrictHandlerWithOptions(ops, nil, oapi.StrictHTTPServerOptions{
+	strict := oapi.NewStrictHandlerWithOptions(ops, []oapi.StrictMiddlewareFunc{answerDirect}, oapi.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeProblem(w, r, s.problemFor(bodyError(err)))
 		},
@@ -315,20 +318,20 @@ type baseContextKey struct{}
 
 // awaitRestored holds /v1 requests until a restart's resume is reconciled
 // (Options.Restored); a request whose context ends first answers 503 with
-// Retry-After. Everything else (health, metrics, pages) is served at once.
-func (s *Server) awaitRestored(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !restored(s.opt.Restored) && strings.HasPrefix(r.URL.Path, "/v1/") {
-			select {
-			case <-s.opt.Restored:
-			case <-r.Context().Done():
-				s.writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
-					Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+// Retry-After (and false: answered). Everything else (health, metrics, pages)
+// is served at once.
+func (s *Server) awaitRestored(w http.ResponseWriter, r *http.Request) bool {
+	if s.opt.Restored == nil || restored(s.opt.Restored) || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return true
+	}
+	select {
+	case <-s.opt.Restored:
+		return true
+	case <-r.Context().Done():
+		s.writeProblem(w, r, &Problem{Status: http.StatusServiceUnavailable, Name: "zookeeper-unavailable",
+			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
+		return false
+	}
 }
 
 // suspendWait sets how long a request waits through a suspension of the
@@ -336,23 +339,19 @@ func (s *Server) awaitRestored(next http.Handler) http.Handler {
 // allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
 // request whose wait= is longer may wait until its wait ends, and an event
 // stream waits for nothing (its state tells of the suspension instead).
-func (s *Server) suspendWait(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/v1/") {
-			next.ServeHTTP(w, r)
-			return
+func (s *Server) suspendWait(r *http.Request) *http.Request {
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return r
+	}
+	if strings.HasSuffix(r.URL.Path, "/events") {
+		return r.WithContext(zookeeper.WithSuspendWait(r.Context(), 0, time.Time{}))
+	}
+	if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
+			r = r.WithContext(zookeeper.WithSuspendWait(r.Context(), s.opt.SuspendWait, time.Now().Add(d)))
 		}
-		if strings.HasSuffix(r.URL.Path, "/events") {
-			next.ServeHTTP(w, r.WithContext(zookeeper.WithSuspendWait(r.Context(), 0, time.Time{})))
-			return
-		}
-		if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
-			if d, err := time.ParseDuration(v); err == nil && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
-				r = r.WithContext(zookeeper.WithSuspendWait(r.Context(), s.opt.SuspendWait, time.Now().Add(d)))
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+	}
+	return r
 }
 
 // shutdownContext makes every request's context end when the server closes, so
@@ -363,22 +362,20 @@ func (s *Server) suspendWait(next http.Handler) http.Handler {
 // `Connection: close`: its connection ends after it, cleanly, so that a client
 // sends its next request on a new connection (to the successor) and never on
 // one the server is about to close under it.
-func (s *Server) shutdownContext(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-s.draining.Done():
-			w.Header().Set("Connection", "close")
-		default:
-		}
-		if r.Context().Value(baseContextKey{}) != nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ctx, cancel := context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		ctx = zookeeper.WithSuspendWait(ctx, s.opt.SuspendWait, time.Time{})
-		stop := context.AfterFunc(s.stopped, func() { cancel(errShuttingDown) })
-		defer stop()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
+//
+// It returns the request to serve and what to call once it is served (nil:
+// nothing).
+func (s *Server) shutdownContext(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
+	select {
+	case <-s.draining.Done():
+		w.Header().Set("Connection", "close")
+	default:
+	}
+	if r.Context().Value(baseContextKey{}) != nil {
+		return r, nil
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx = zookeeper.WithSuspendWait(ctx, s.opt.SuspendWait, time.Time{})
+	stop := context.AfterFunc(s.stopped, func() { cancel(errShuttingDown) })
+	return r.WithContext(ctx), func() { stop(); cancel(nil) }
 }

@@ -38,22 +38,17 @@ func changesState(r *http.Request) bool {
 // statedir.Journal), and when that write fails it answers 503
 // state-unavailable instead. What such a request did in ZooKeeper then stays
 // unacknowledged: an implicit lease it made ends with its TTL.
-func (s *Server) commitState(next http.Handler) http.Handler {
-	if s.opt.State == nil {
-		return next
+//
+// It returns the writer to serve the request with, and false when it answered.
+func (s *Server) commitState(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+	if s.opt.State == nil || !changesState(r) {
+		return w, true
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !changesState(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if err := s.opt.State.StateErr(); err != nil {
-			s.writeProblem(w, r, stateUnavailable(err))
-			return
-		}
-		cw := &committingWriter{ResponseWriter: w, s: s, r: r}
-		next.ServeHTTP(cw, r)
-	})
+	if err := s.opt.State.StateErr(); err != nil {
+		s.writeProblem(w, r, stateUnavailable(err))
+		return w, false
+	}
+	return &committingWriter{ResponseWriter: w, s: s, r: r}, true
 }
 
 // committingWriter holds a success answer's header until the state is

@@ -16,8 +16,8 @@ import (
 // declared name it may have meant ("didYouMean"); the rules are package
 // specrules'.
 //
-// The query check is a middleware of every route (checkQuery, run by the
-// router once it has matched the route): it runs before the generated code
+// The query check is a step of every route (checkQuery, run by routed once
+// the router has matched the route): it runs before the generated code
 // binds the parameters (a misspelt required one is reported as unknown, not
 // as missing) and before a long-poll takes its slot. The body check is
 // checkJSONBody's (bodies.go).
@@ -26,28 +26,25 @@ import (
 // bad escape, which the binder would silently drop) with 400 invalid-parameter,
 // and a parameter the matched operation does not declare with 400
 // unknown-parameter. A route the spec does not describe goes on unchecked.
-func (s *Server) checkQuery(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.RawQuery == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rc := chi.RouteContext(r.Context())
-		if rc == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		known, ok := s.rules.Query(r.Method, rc.RoutePattern())
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if err := specrules.CheckQuery(r.URL.RawQuery, known); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+//
+// It reports whether the request goes on (false: answered).
+func (s *Server) checkQuery(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return true
+	}
+	known, ok := s.rules.Query(r.Method, rc.RoutePattern())
+	if !ok {
+		return true
+	}
+	if err := specrules.CheckQuery(r.URL.RawQuery, known); err != nil {
+		s.writeProblem(w, r, err)
+		return false
+	}
+	return true
 }
 
 // unknownParameter is the 400 unknown-parameter problem of u: a query

@@ -54,7 +54,8 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 		if _, ok := ep.s.unstamped.Load(parent); ok {
 			stamp = false
 		}
-		ops := []Op{CreateOp{Path: want, Data: data, Mode: EphemeralSequential}}
+		ops := make([]Op, 1, 2) // room for the stamp: no second array
+		ops[0] = CreateOp{Path: want, Data: data, Mode: EphemeralSequential}
 		if stamp {
 			ops = append(ops, SetOp{Path: parent, Version: -1})
 		}

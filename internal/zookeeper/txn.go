@@ -116,6 +116,10 @@ func takeTxns(pending []*txnReq) int {
 // sendTxns cuts a batch into transactions (takeTxn) and sends them at once,
 // pipelined on the connection.
 func (ep *Epoch) sendTxns(batch []*txnReq) {
+	if takeTxn(batch) == len(batch) { // one transaction (the usual case): sent from here
+		ep.sendTxn(batch)
+		return
+	}
 	var sends []func() error
 	for len(batch) > 0 {
 		n := takeTxn(batch)
@@ -198,8 +202,11 @@ func (ep *Epoch) sendOps(ops []Op) ([]OpResult, error) {
 // Parallel runs the functions at once and returns the first error. Calls on one
 // ZooKeeper connection are pipelined, so two calls cost one round trip.
 func Parallel(fns ...func() error) error {
-	if len(fns) == 0 {
+	switch len(fns) {
+	case 0:
 		return nil
+	case 1:
+		return fns[0]()
 	}
 	errs := make(chan error, len(fns))
 	for _, f := range fns[1:] {

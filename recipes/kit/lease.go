@@ -34,7 +34,23 @@ type Leases struct {
 	onChange  atomic.Pointer[func(Change)]
 	// watchers are the goroutines that end the leases of a lost session.
 	watchers sync.WaitGroup
+	// untimed are the implicit leases that have no timer of their own yet
+	// (see timerQuantum); sweeper, armed while there is one, gives each its
+	// timer.
+	untimed map[*Lease]struct{}
+	sweeper *time.Timer
+	armed   bool
 }
+
+// timerQuantum is how long an implicit lease may live without a timer of its
+// own. Most implicit leases end within milliseconds (the lock they were made
+// for is released), so instead of a timer each (made, then stopped: an
+// allocation and two updates of the runtime's timer heap per request), they
+// share one: every timerQuantum, while there are any, each implicit lease
+// still live gets its own timer, set for its expiry as before. A lease's TTL
+// is more than twice the quantum (the HTTP layer's minimum is 1s), so the
+// timer it gets still has time to run: it expires when it always did.
+const timerQuantum = 250 * time.Millisecond
 
 // Lease is the owner of locks, candidacies, memberships and claims.
 //
@@ -76,6 +92,7 @@ func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
 		leases:   map[string]*Lease{},
 		owned:    map[string]int{},
 		watching: map[*zookeeper.Epoch]bool{},
+		untimed:  map[*Lease]struct{}{},
 	}
 }
 
@@ -104,14 +121,38 @@ func (m *Leases) GrantTo(ctx context.Context, owner string, ttl time.Duration, i
 		ending:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if err := m.register(l); err != nil {
+	deferTimer := implicit && ttl > 2*timerQuantum
+	if err := m.register(l, deferTimer); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	l.timer = time.AfterFunc(ttl, l.onTimer)
-	l.mu.Unlock()
+	if !deferTimer {
+		l.mu.Lock()
+		l.timer = time.AfterFunc(ttl, l.onTimer)
+		l.mu.Unlock()
+	}
 	m.changed(l.ID)
 	return l, nil
+}
+
+// sweepUntimed gives every implicit lease still without a timer its own, for
+// the rest of its time (see timerQuantum).
+func (m *Leases) sweepUntimed() {
+	m.mu.Lock()
+	m.armed = false
+	if m.closed || len(m.untimed) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	due := m.untimed
+	m.untimed = make(map[*Lease]struct{}, len(due))
+	m.mu.Unlock()
+	for l := range due {
+		l.mu.Lock()
+		if l.err == nil && l.timer == nil {
+			l.timer = time.AfterFunc(time.Until(l.expiresAt), l.onTimer)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // errLeaseLive: register found a live lease with the same id.
@@ -119,7 +160,8 @@ var errLeaseLive = errors.New("a lease with this id is live")
 
 // register adds l to the registry and follows its session, unless the
 // registry is closed (ErrClosed) or has a lease of that id (errLeaseLive).
-func (m *Leases) register(l *Lease) error {
+// With deferTimer, l waits among the untimed for its timer (sweepUntimed).
+func (m *Leases) register(l *Lease, deferTimer bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -130,6 +172,17 @@ func (m *Leases) register(l *Lease) error {
 	}
 	m.leases[l.ID] = l
 	m.owned[l.Owner]++
+	if deferTimer {
+		m.untimed[l] = struct{}{}
+		if !m.armed {
+			m.armed = true
+			if m.sweeper == nil {
+				m.sweeper = time.AfterFunc(timerQuantum, m.sweepUntimed)
+			} else {
+				m.sweeper.Reset(timerQuantum)
+			}
+		}
+	}
 	if !m.watching[l.ep] {
 		m.watching[l.ep] = true
 		m.watchers.Add(1)
@@ -237,6 +290,9 @@ func (m *Leases) Revoke(id string) error {
 func (m *Leases) Close() {
 	m.mu.Lock()
 	m.closed = true
+	if m.sweeper != nil {
+		m.sweeper.Stop()
+	}
 	all := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {
 		all = append(all, l)
@@ -301,6 +357,7 @@ func (l *Lease) end(reason error) {
 	m := l.mgr
 	m.mu.Lock()
 	delete(m.leases, l.ID)
+	delete(m.untimed, l)
 	if m.owned[l.Owner]--; m.owned[l.Owner] == 0 {
 		delete(m.owned, l.Owner)
 	}

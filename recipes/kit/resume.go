@@ -441,7 +441,7 @@ func (m *Leases) restoreLease(ep *zookeeper.Epoch, s SavedLease) (*Lease, error)
 		ending:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if err := m.register(l); err != nil {
+	if err := m.register(l, false); err != nil {
 		if errors.Is(err, errLeaseLive) {
 			return nil, nil
 		}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// The request path every request shares, fused (issue 41): the steps that
+// were eleven middlewares, each wrapping the request in a handler of its own,
+// are one handler (front) calling them in the same order, plus one (routed)
+// for the steps that need the matched route. Each step is a function that
+// returns whether the request goes on; a step with nothing to do for a
+// request returns at its first test (a request without a body is not wrapped
+// in a body limit, a server without a state directory checks nothing). The
+// order, and what each step answers, are those of the chain it replaced:
+//
+//  1. a panic becomes a 500 problem (outermost: the request line of a panicked
+//     request is not written, as before);
+//  2. the request's status is recorded for its metrics and its request line
+//     (observed, after it is served);
+//  3. notAPage's headers on /v1 answers;
+//  4. shutdownContext: the request's context ends when the server closes;
+//  5. awaitRestored: /v1 waits for a restart's resume;
+//  6. guardBrowser: the Host and Origin allow-lists, CORS;
+//  7. authenticate, then authorize (auth.go, the two middlewares as they are);
+//  8. limitBody, commitState, suspendWait;
+//
+// then chi matches the route, and routed runs checkQuery and the slots of
+// streams and long-polls (limitConcurrency) before the generated code.
+
+// front is the shared path (steps 1 to 8) around next, the router.
+func (s *Server) front(next http.Handler) http.Handler {
+	inner := s.authenticate(s.authorize(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.limitBody(w, r) {
+			return
+		}
+		w, ok := s.commitState(w, r)
+		if !ok {
+			return
+		}
+		next.ServeHTTP(w, s.suspendWait(r))
+	})))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer s.recoverPanic(w, r)
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		s.serveFront(rec, r, inner)
+		s.observed(rec, r, start)
+	})
+}
+
+// serveFront is steps 3 to 6, then inner.
+func (s *Server) serveFront(w http.ResponseWriter, r *http.Request, inner http.Handler) {
+	notAPage(w, r)
+	r, done := s.shutdownContext(w, r)
+	if done != nil {
+		defer done()
+	}
+	if !s.awaitRestored(w, r) || !s.guardBrowser(w, r) {
+		return
+	}
+	inner.ServeHTTP(w, r)
+}
+
+// recoverPanic, deferred, turns a panic into a 500 problem instead of a
+// dropped connection.
+func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+		s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
+	}
+}
+
+// routed is the steps of a matched route: checkQuery, then limitConcurrency.
+func (s *Server) routed(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.checkQuery(w, r) {
+			s.limitConcurrency(w, r, next)
+		}
+	})
+}
+
+// observed logs one line per request and counts it by route pattern (never by
+// the user's names) and status code. No label value comes from what a request
+// sends: the route is a pattern of the router's own table, or "unmatched" for
+// a path it does not hold (whatever the path) and for a request answered
+// before routing (a 401, a 403); the method is a standard one or "other"
+// (methodLabel). So the series are bounded by the routes, methods and codes.
+func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time) {
+	route := "unmatched"
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		route = rc.RoutePattern()
+	}
+	code := rec.status
+	if code == 0 {
+		code = http.StatusOK
+	}
+	elapsed := time.Since(start)
+	obs := s.metrics.observers(r.Method, route, code)
+	obs.requests.Inc()
+	obs.duration.Observe(elapsed.Seconds())
+	// The handler itself, not the Logger: the Logger would look up its
+	// caller's program counter for every line, which no handler here uses.
+	if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
+		line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		line.AddAttrs(slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
+			slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
+		if rec.problem != "" {
+			line.AddAttrs(slog.String("problem", rec.problem))
+		}
+		s.lines.write(h, line)
+	}
+}
+
+// requestLines writes the request lines off the requests' goroutines: a
+// request hands its line over and goes on (its answer is flushed at once),
+// and one goroutine formats and writes the lines, in the order handed over.
+// Once closed (Server.Close: the requests still under way finish after it),
+// a line is written on its request's goroutine, after every line handed over
+// before. A line is never dropped: when lineBuffer lines wait, a request
+// waits for room.
+type requestLines struct {
+	mu     sync.RWMutex // held for reading while handing over; closed under the write lock
+	closed bool
+	queue  chan slog.Record
+	done   chan struct{} // closed when the writer has written every line handed over
+}
+
+// lineBuffer is how many request lines may wait for the writer.
+const lineBuffer = 1024
+
+func newRequestLines(h slog.Handler) *requestLines {
+	l := &requestLines{queue: make(chan slog.Record, lineBuffer), done: make(chan struct{})}
+	go l.run(h)
+	return l
+}
+
+// run is the writer goroutine; it ends once the queue is closed and written.
+func (l *requestLines) run(h slog.Handler) {
+	defer close(l.done)
+	for line := range l.queue {
+		_ = h.Handle(context.Background(), line)
+	}
+}
+
+// write hands line over to the writer, or writes it with h once closed.
+func (l *requestLines) write(h slog.Handler, line slog.Record) {
+	l.mu.RLock()
+	if !l.closed {
+		l.queue <- line
+		l.mu.RUnlock()
+		return
+	}
+	l.mu.RUnlock()
+	_ = h.Handle(context.Background(), line)
+}
+
+// close ends the writer once it has written every line handed over, and
+// returns then; it may be called more than once.
+func (l *requestLines) close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.mu.Unlock()
+	<-l.done
+}

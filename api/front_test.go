@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collectLines is a slog.Handler keeping the "n" of every line it writes.
+type collectLines struct {
+	mu sync.Mutex
+	ns []int64
+}
+
+func (c *collectLines) Enabled(context.Context, slog.Level) bool { return true }
+func (c *collectLines) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *collectLines) WithGroup(string) slog.Handler            { return c }
+func (c *collectLines) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "n" {
+			c.mu.Lock()
+			c.ns = append(c.ns, a.Value.Int64())
+			c.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func line(n int) slog.Record {
+	r := slog.NewRecord(time.Time{}, slog.LevelInfo, "request", 0)
+	r.AddAttrs(slog.Int("n", n))
+	return r
+}
+
+// The request lines handed over are all written, in the order handed over,
+// more of them than the queue holds; those written after close too, after
+// them; and lines handed over by many goroutines while it closes are all
+// written once.
+func TestRequestLinesInOrderNoneLost(t *testing.T) {
+	c := &collectLines{}
+	l := newRequestLines(c)
+	const n = 3 * lineBuffer
+	for i := range n {
+		l.write(c, line(i))
+	}
+	l.close()
+	for i := n; i < n+10; i++ {
+		l.write(c, line(i))
+	}
+	l.close() // a second close does nothing
+	if len(c.ns) != n+10 {
+		t.Fatalf("%d lines written, want %d", len(c.ns), n+10)
+	}
+	for i, got := range c.ns {
+		if got != int64(i) {
+			t.Fatalf("line %d is %d: out of order", i, got)
+		}
+	}
+
+	c = &collectLines{}
+	l = newRequestLines(c)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				l.write(c, line(g*500+i))
+			}
+		})
+	}
+	l.close()
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, v := range c.ns {
+		if seen[v] {
+			t.Fatalf("line %d written twice", v)
+		}
+		seen[v] = true
+	}
+	if len(seen) != 8*500 {
+		t.Fatalf("%d lines written, want %d", len(seen), 8*500)
+	}
+}
