@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -593,29 +592,6 @@ func breakStateWrites(t *testing.T, dir string) (restore func()) {
 	return restore
 }
 
-// metricSum is the sum of every series of the metric name on car's /metrics,
-// with labels or without (0 when there is none).
-func metricSum(t testing.TB, car *sidecartest.Sidecar, name string) float64 {
-	t.Helper()
-	var sum float64
-	for _, line := range strings.Split(string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw), "\n") {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
-}
-
 // refused reports whether r is the answer of a grant the state directory
 // could not record: 503 with the problem type state-unavailable.
 func refused(r *sidecartest.Response) bool {
@@ -661,7 +637,7 @@ func TestCrashStateWriteFailureRefuses(t *testing.T) {
 			told = append(told, crashHold{lease: lease, name: n, token: sidecartest.Num(r.Body["fencingToken"])})
 		}
 	}
-	if v := metricSum(t, g.a, "coord_state_write_errors_total"); v <= 0 {
+	if v := sidecartest.MetricSum(t, g.a, "coord_state_write_errors_total"); v <= 0 {
 		t.Errorf("coord_state_write_errors_total = %v while state writes fail; want above 0", v)
 	}
 	testutil.Eventually(t, 5*time.Second, "/readyz answers 503 while state writes fail", func() bool {

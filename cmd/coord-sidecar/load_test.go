@@ -357,7 +357,7 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	car := sidecartest.Start(t, zkc.Servers(), root, "--session-timeout", "4s")
 	addr := car.M.Addr()
 	sess := sidecartest.FollowEvents(t, car, "/v1/session/events")
-	sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+	sess.AwaitEvent(t, 5*time.Second, "connected", sidecartest.SessionEvent("connected"))
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/burst?owner=holder&ttl=10m")
 	const n = 1000
 	waiters := openMany(t, n, func(i int) (*rawConn, error) {
@@ -366,7 +366,7 @@ func TestBurstOfLockWaitersKeepsSession(t *testing.T) {
 	defer func() { closeRaw(waiters) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if lost := slices.IndexFunc(sess.Events(), sessionEvent("lost")); lost >= 0 {
+		if lost := slices.IndexFunc(sess.Events(), sidecartest.SessionEvent("lost")); lost >= 0 {
 			t.Fatalf("the session was given up as lost under the burst (events %v): every grant dropped, the holder's included", sess.Names())
 		}
 		if r, err := car.FaultCall(10*time.Second, http.MethodGet, "/v1/locks/burst"); err == nil && r.Status == http.StatusOK && sidecartest.Num(r.Body["waiters"]) == n {

@@ -27,8 +27,8 @@ func picture10k(b *testing.B) ebResult {
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
 	conn := zktest.Connect(b, zkc.Servers(), 30*time.Second)
-	n := things{locks: 6000, elections: 2000, queues: 1000, barriers: 1000}
-	made := makeThings(b, conn, root, n)
+	n := sidecartest.Things{Locks: 6000, Elections: 2000, Queues: 1000, Barriers: 1000}
+	made := sidecartest.MakeThings(b, conn, root, n)
 	car, pid := ebStartProcess(b, zkc.Servers(), root)
 	sid := sidecartest.Str(car.Must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	idle := func() float64 {
@@ -40,27 +40,27 @@ func picture10k(b *testing.B) ebResult {
 	none := idle()
 
 	first := car.OpenStream(b, "/v1/events")
-	took := firstState(b, first, n.total(), 5*time.Minute)
+	took := sidecartest.FirstState(b, first, n.Total(), 5*time.Minute)
 	var tenth time.Duration
 	for range 9 {
-		tenth = firstState(b, car.OpenStream(b, "/v1/events"), n.total(), 5*time.Minute)
+		tenth = sidecartest.FirstState(b, car.OpenStream(b, "/v1/events"), n.Total(), 5*time.Minute)
 	}
 	rss := ebRSS(b, pid)
 	ten := idle()
 	var changes []time.Duration
 	for i := range 5 {
-		lock := thingName("bench-fresh", i)
-		changes = append(changes, timed(func() {
+		lock := sidecartest.ThingName("bench-fresh", i)
+		changes = append(changes, sidecartest.Timed(func() {
 			car.Must(b, http.StatusCreated, http.MethodPost, "/v1/locks/"+lock+"?ttl=60s")
 		}, func() {
-			awaitEvent(b, first, 10*time.Second, "lock "+lock+" shown", func(ev sidecartest.Event) bool {
+			sidecartest.AwaitEvent(b, first, 10*time.Second, "lock "+lock+" shown", func(ev sidecartest.Event) bool {
 				return ev.Name == "lock" && ev.Data["name"] == lock && ev.Data["holder"] != nil
 			})
 		}))
 	}
 	q := ebQuantiles(changes)
 	b.Logf("%d things made in %v; first state %v (tenth follower %v); VmRSS %d MiB with 10 followers; idle ZooKeeper requests/s %.1f with no follower, %.1f with 10; change shown p50 %v max %v",
-		n.total(), made, took, tenth, rss>>20, none, ten, q.p50, q.max)
+		n.Total(), made, took, tenth, rss>>20, none, ten, q.p50, q.max)
 	return ebResult{samples: len(changes), mean: q.mean, metrics: map[string]float64{
 		"first-state-ms":       ebMillis(took),
 		"tenth-first-state-ms": ebMillis(tenth),

@@ -1,10 +1,11 @@
-package main
+package counters_test
 
-// Benchmarks of counters and keys: counter adds per second through the sidecar
-// against go-zookeeper's own Get+Set compare-and-set loop in the benchmark's
-// process (the way a client without the sidecar adds to a DistributedAtomicLong),
-// side by side on one server; and how fast a change of one key reaches 10,000
-// subscribers of its event stream.
+// Benchmarks of counters: counter adds per second through the sidecar against
+// go-zookeeper's own Get+Set compare-and-set loop in the benchmark's process
+// (the way a client without the sidecar adds to a DistributedAtomicLong), side
+// by side on one server. How fast a change of one key reaches 10,000
+// subscribers is cmd/coord-sidecar's BenchmarkKeyFanout10k (the sidecar runs
+// as a process of its own there).
 
 import (
 	"context"
@@ -13,9 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +23,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // cbRows are the rows of BenchmarkCounterAdds: clients adding at once, spread
@@ -165,67 +163,4 @@ func cbCASAdd(conn *zk.Conn, p string, acl []zk.ACL) error {
 		}
 		return err
 	}
-}
-
-// BenchmarkKeyFanout10k: one sidecar, run as a process of its own (as
-// BenchmarkElectionFanout10k's is), and 10,000 subscribers of one key's event
-// stream, each a plain TCP connection with a hand-written HTTP/1.1 GET read by
-// one goroutine of the benchmark's process. The key holds "c0"; then 20 times it
-// is written ("c1", "c2", ...) and, per subscriber, the time is taken from just
-// before the PUT is sent until that subscriber has read the `kv` event with the
-// new value. It reports latency quantiles over all 200,000 (subscriber, change)
-// pairs. KV_BENCH_SUBSCRIBERS=n runs it with n subscribers instead.
-func BenchmarkKeyFanout10k(b *testing.B) { ebRunOnce(b, &kbFanoutLast, kbFanout) }
-
-var kbFanoutLast *ebResult
-
-func kbFanout(b *testing.B) ebResult {
-	n := fanoutSubscribers
-	if v, err := strconv.Atoi(os.Getenv("KV_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
-		n = v
-	}
-	ebRaiseOpenFiles(b, uint64(n+1024))
-	zkc := zktest.Shared(b)
-	root := zktest.Root(b)
-	car, _ := ebStartProcess(b, zkc.Servers(), root)
-	put := func(v string) {
-		r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/fanout", strings.NewReader(v), "Content-Type", "text/plain")
-		if err != nil || r.Status != http.StatusOK {
-			b.Fatalf("put %s: %v %+v", v, err, r)
-		}
-	}
-	put("c0")
-	fan := newEBFanout(n, fanoutChanges)
-	fan.mark = []byte(`"value":"c`)
-	b.Cleanup(fan.close)
-	if err := fan.connect(strings.TrimPrefix(car.Base, "http://"), "/v1/kv/fanout/events"); err != nil {
-		b.Fatal(err)
-	}
-	if err := fan.wait(&fan.ready, 60*time.Second); err != nil {
-		b.Fatalf("initial state: %v", err)
-	}
-	b.Logf("%d subscribers connected and served their first event in %s", n, time.Since(fan.t0).Round(time.Millisecond))
-	for k := range fanoutChanges {
-		fan.start[k] = int64(time.Since(fan.t0))
-		put("c" + strconv.Itoa(k+1))
-		if err := fan.wait(&fan.got[k], 30*time.Second); err != nil {
-			b.Fatalf("change %d: %v", k, err)
-		}
-		time.Sleep(100 * time.Millisecond) // the next change starts from quiet
-	}
-	if err := fan.failed(); err != nil {
-		b.Fatal(err)
-	}
-	fan.close()
-	all := make([]time.Duration, 0, n*fanoutChanges)
-	for k := range fanoutChanges {
-		for s := range n {
-			all = append(all, time.Duration(fan.recv[k*n+s]-fan.start[k]))
-		}
-	}
-	q := ebQuantiles(all)
-	b.Logf("change to subscriber over %d pairs: min %s, p50 %s, p90 %s, p99 %s, max %s", len(all), q.min, q.p50, q.at(0.90), q.p99, q.max)
-	return ebResult{samples: len(all), mean: q.mean, metrics: map[string]float64{
-		"p50-ms": ebMillis(q.p50), "p99-ms": ebMillis(q.p99), "max-ms": ebMillis(q.max), "subscribers": float64(n),
-	}}
 }

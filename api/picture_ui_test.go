@@ -1,4 +1,4 @@
-package main
+package api_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 // statusPage10k is the population of the status page's scale test and bench:
 // 6,000 locks, 2,000 elections, 1,000 queues, 1,000 barriers.
-var statusPage10k = things{locks: 6000, elections: 2000, queues: 1000, barriers: 1000}
+var statusPage10k = sidecartest.Things{Locks: 6000, Elections: 2000, Queues: 1000, Barriers: 1000}
 
 // pageGenerous bounds the waits of the status page's scale test: only a
 // failure takes it (the page never completes), so it is far above what a busy
@@ -38,27 +38,29 @@ func TestStatusPageSearch10k(t *testing.T) {
 // the page's navigation until every count is complete, search-ms from typing a
 // lock's name until it is the one row shown. docs/BENCHMARKS.md, "The whole
 // picture".
-func BenchmarkStatusPage10k(b *testing.B) { ebRunOnce(b, &statusPageLast, statusPage10kRound) }
+func BenchmarkStatusPage10k(b *testing.B) {
+	sidecartest.RunOnce(b, &statusPageLast, statusPage10kRound)
+}
 
-var statusPageLast *ebResult
+var statusPageLast *sidecartest.BenchResult
 
-func statusPage10kRound(b *testing.B) ebResult {
+func statusPage10kRound(b *testing.B) sidecartest.BenchResult {
 	complete, search := statusPageSearch(b, statusPage10k, pageGenerous)
-	return ebResult{samples: 1, mean: complete, metrics: map[string]float64{
-		"page-complete-ms": ebMillis(complete),
-		"search-ms":        ebMillis(search),
+	return sidecartest.BenchResult{Samples: 1, Mean: complete, Metrics: map[string]float64{
+		"page-complete-ms": sidecartest.Millis(complete),
+		"search-ms":        sidecartest.Millis(search),
 	}}
 }
 
 // statusPageSearch makes n in ZooKeeper, opens the status page of a sidecar on
 // them, and checks what TestStatusPageSearch10k says; it returns how long the
 // complete page and the search took, each failing only past within.
-func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, search time.Duration) {
+func statusPageSearch(tb testing.TB, n sidecartest.Things, within time.Duration) (complete, search time.Duration) {
 	page := browsertest.Start(tb)
 	zkc := zktest.Shared(tb)
 	root := zktest.Root(tb)
 	conn := zktest.Connect(tb, zkc.Servers(), 30*time.Second)
-	makeThings(tb, conn, root, n)
+	sidecartest.MakeThings(tb, conn, root, n)
 	car := sidecartest.Start(tb, zkc.Servers(), root)
 
 	page.Call(tb, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
@@ -68,13 +70,13 @@ func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, 
 		document.querySelector('[data-count="lock"]').textContent === "%d" &&
 		document.querySelector('[data-count="leader"]').textContent === "%d" &&
 		document.querySelector('[data-count="queue"]').textContent === "%d" &&
-		document.querySelector('[data-count="barrier"]').textContent === "%d"`, n.locks, n.elections, n.queues, n.barriers))
+		document.querySelector('[data-count="barrier"]').textContent === "%d"`, n.Locks, n.Elections, n.Queues, n.Barriers))
 	if rows := page.Eval(tb, `document.querySelectorAll("#lock-rows tr[data-lock]").length`); rows.(float64) > 200 {
 		tb.Errorf("%v lock rows drawn: want at most a page", rows)
 	}
-	page.Await(tb, within, "a note of the locks not drawn", fmt.Sprintf(`/^%d more/.test(document.querySelector('[data-more="lock"]')?.textContent ?? "")`, n.locks-200))
+	page.Await(tb, within, "a note of the locks not drawn", fmt.Sprintf(`/^%d more/.test(document.querySelector('[data-more="lock"]')?.textContent ?? "")`, n.Locks-200))
 
-	want := thingName("lock", n.locks*7/10)
+	want := sidecartest.ThingName("lock", n.Locks*7/10)
 	start := time.Now()
 	page.Eval(tb, `(() => { const s = document.querySelector('input[type=search]'); s.value = "`+want+`"; s.dispatchEvent(new Event("input")); return true; })()`)
 	page.Await(tb, within, "the search finds "+want, fmt.Sprintf(`(() => {
@@ -83,7 +85,7 @@ func statusPageSearch(tb testing.TB, n things, within time.Duration) (complete, 
 			rows[0].querySelector('[data-field="owner"]').textContent === "owner-%d" &&
 			document.querySelector('[data-count="lock"]').textContent === "1 of %d" &&
 			document.querySelectorAll("#leader-rows tr[data-election], #queue-rows tr[data-queue], #barrier-rows tr[data-barrier]").length === 0;
-	})()`, want, n.locks*7/10, n.locks))
+	})()`, want, n.Locks*7/10, n.Locks))
 	search = time.Since(start)
 	if p := page.Problems(false); len(p) > 0 {
 		tb.Errorf("console errors: %v", p)

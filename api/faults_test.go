@@ -1,4 +1,4 @@
-package main
+package api_test
 
 // Fault scenarios of issue 6 (docs/RELIABILITY.md): the ZooKeeper leader killed
 // and quorum lost under a lock and an election workload on three sidecars, and a
@@ -18,16 +18,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
-
-// ---------------------------------------------------------------------------
-// Event logs: SSE streams read into a log with the wall-clock time each event
-// arrived.
-
-func sessionEvent(state string) func(sidecartest.TimedEvent) bool {
-	return func(ev sidecartest.TimedEvent) bool {
-		return ev.Name == "session" && sidecartest.Str(ev.Data["state"]) == state
-	}
-}
 
 // ---------------------------------------------------------------------------
 // Election observation.
@@ -382,7 +372,7 @@ func TestFaultsOnEnsemble(t *testing.T) {
 		// them back once it has a leader again.
 		for i, car := range cars {
 			testutil.Eventually(t, 30*time.Second, fmt.Sprintf("sidecar %d: holds reported lost", i), func() bool {
-				return metricSum(t, car, "coord_zk_session_doubts_total") >= 1
+				return sidecartest.MetricSum(t, car, "coord_zk_session_doubts_total") >= 1
 			})
 		}
 		during := w.granted.Load()
@@ -428,7 +418,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			proxy, cut, other := sidecartest.CutOffPair(t, zkc, "8s")
 
 			sess := sidecartest.FollowEvents(t, cut, "/v1/session/events")
-			sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+			sess.AwaitEvent(t, 5*time.Second, "connected", sidecartest.SessionEvent("connected"))
 			before := sidecartest.Str(cut.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=cut-off&lease="+lease)
@@ -455,7 +445,7 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			start := time.Now()
 			f.apply(proxy)
 			if f.name == "hard-cut" {
-				sess.AwaitEvent(t, 5*time.Second, "suspended", sessionEvent("suspended"))
+				sess.AwaitEvent(t, 5*time.Second, "suspended", sidecartest.SessionEvent("suspended"))
 			}
 			// The fault lasts as long as this try takes (1.5s): another client on the
 			// other sidecar is refused the lock held by the cut-off sidecar.
@@ -470,9 +460,9 @@ func TestShortCutKeepsGrants(t *testing.T) {
 			cutFor := time.Since(start)
 			if f.name == "blackhole" {
 				// Restore closes the connection that lost bytes: the sidecar notices then.
-				sess.AwaitEvent(t, 10*time.Second, "suspended", sessionEvent("suspended"))
+				sess.AwaitEvent(t, 10*time.Second, "suspended", sidecartest.SessionEvent("suspended"))
 			}
-			sess.AwaitEvent(t, 10*time.Second, "reconnected", sessionEvent("reconnected"))
+			sess.AwaitEvent(t, 10*time.Second, "reconnected", sidecartest.SessionEvent("reconnected"))
 			for _, ev := range sess.Events() {
 				if sidecartest.Str(ev.Data["state"]) == "lost" {
 					t.Fatalf("session events %v: lost on a cut of %s", sess.Names(), cutFor)
@@ -533,7 +523,7 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 			var res fencedResource
 
 			sess := sidecartest.FollowEvents(t, cut, "/v1/session/events")
-			sess.AwaitEvent(t, 5*time.Second, "connected", sessionEvent("connected"))
+			sess.AwaitEvent(t, 5*time.Second, "connected", sidecartest.SessionEvent("connected"))
 			lease := sidecartest.Str(cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 			g := cut.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/taken?owner=cut-off&lease="+lease)
 			token := sidecartest.Num(g.Body["fencingToken"])
@@ -616,12 +606,12 @@ func TestLongCutReportsLostBeforeOthersAreGranted(t *testing.T) {
 					t.Errorf("the cut-off sidecar showed c1 leading at %s, after lost at %s", ev.At.Format(time.StampMicro), lost.At.Format(time.StampMicro))
 				}
 			}
-			neverLost(t, sess, "before ZooKeeper could say so")
+			sidecartest.NeverLost(t, sess, "before ZooKeeper could say so")
 
 			// Back on the network, ZooKeeper says the session expired; a new session,
 			// whose subscriber sees c2 with the new term.
 			proxy.Restore()
-			sess.AwaitEvent(t, 20*time.Second, "lost", sessionEvent("lost"))
+			sess.AwaitEvent(t, 20*time.Second, "lost", sidecartest.SessionEvent("lost"))
 			cut.WaitReady(t)
 			book.subs[0].AwaitEvent(t, 20*time.Second, "c2 sidecartest.Leads on the cut-off sidecar", sidecartest.Leads("c2"))
 			cut.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+lease)
@@ -652,17 +642,6 @@ func awaitLostHolds(t *testing.T, leaseEvents *sidecartest.EventLog, kinds ...st
 		last = ev
 	}
 	return last
-}
-
-// neverLost fails t if the session stream said `lost` (when: why it must not
-// have).
-func neverLost(t *testing.T, sess *sidecartest.EventLog, when string) {
-	t.Helper()
-	for _, ev := range sess.Events() {
-		if sidecartest.Str(ev.Data["state"]) == "lost" {
-			t.Fatalf("session events %v: lost %s", sess.Names(), when)
-		}
-	}
 }
 
 // campaignOn enrols a candidate and returns the 201 answer.

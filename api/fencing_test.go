@@ -1,4 +1,4 @@
-package main
+package api_test
 
 // The lock safety checker of issue 6 (docs/RELIABILITY.md): many clients on three
 // sidecars take one lock and write to a fenced resource, and the history of grants
