@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/jsonstr"
 )
 
 // The journal's records are written on the request path (Commit), so the
@@ -29,7 +31,7 @@ func appendRecord(b []byte, r record) ([]byte, error) {
 		b = appendLeaseHold(b, r.Drop)
 	case r.End != "" && plainString(r.End) && r.Lease == nil && r.Hold == nil && r.Drop == nil && r.Session == nil:
 		b = append(b, `{"end":`...)
-		b = appendString(b, r.End)
+		b = jsonstr.Append(b, r.End)
 	default:
 		line, err := json.Marshal(r)
 		if err != nil {
@@ -80,44 +82,10 @@ func containsLineSeparators(s string) bool {
 	return false
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, for a plainString s.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // appendLease appends a Lease without holds, as encoding/json does.
 func appendLease(b []byte, l *Lease) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, l.ID)
+	b = jsonstr.Append(b, l.ID)
 	b = append(b, `,"ttl":`...)
 	b = strconv.AppendInt(b, int64(l.TTL), 10)
 	b = append(b, `,"expiresAt":"`...)
@@ -128,7 +96,7 @@ func appendLease(b []byte, l *Lease) []byte {
 	}
 	if l.Owner != "" {
 		b = append(b, `,"owner":`...)
-		b = appendString(b, l.Owner)
+		b = jsonstr.Append(b, l.Owner)
 	}
 	if l.Implicit {
 		b = append(b, `,"implicit":true`...)
@@ -142,11 +110,11 @@ func appendLease(b []byte, l *Lease) []byte {
 // appendLeaseHold appends a leaseHold without Data, as encoding/json does.
 func appendLeaseHold(b []byte, h *leaseHold) []byte {
 	b = append(b, `{"lease":`...)
-	b = appendString(b, h.Lease)
+	b = jsonstr.Append(b, h.Lease)
 	b = append(b, `,"kind":`...)
-	b = appendString(b, h.Kind)
+	b = jsonstr.Append(b, h.Kind)
 	b = append(b, `,"name":`...)
-	b = appendString(b, h.Name)
+	b = jsonstr.Append(b, h.Name)
 	b = append(b, `,"nodes":`...)
 	if h.Nodes == nil {
 		b = append(b, "null"...)
@@ -156,7 +124,7 @@ func appendLeaseHold(b []byte, h *leaseHold) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, n)
+			b = jsonstr.Append(b, n)
 		}
 		b = append(b, ']')
 	}
