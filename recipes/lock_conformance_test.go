@@ -18,8 +18,9 @@ func TestLockConformance(t *testing.T) {
 	holdtest.Run(t, holdtest.Subject{Open: func(t testing.TB, s *zookeeper.Session) holdtest.Recipe {
 		locks := recipes.NewLocks(s, prometheus.NewRegistry())
 		return holdtest.Recipe{
-			Kind:   recipes.LockKind,
-			Resume: kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()},
+			Kind:    recipes.LockKind,
+			Refused: recipes.ErrLocked,
+			Resume:  kit.Kind{Adopt: locks.Adopt, Lines: locks.Lines()},
 			Acquire: func(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error) {
 				_, err := locks.Acquire(ctx, lease, name, "owner-"+lease.ID, 0)
 				return kit.Hold{Kind: recipes.LockKind, Name: name}, err

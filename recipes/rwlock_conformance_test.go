@@ -32,6 +32,7 @@ func rwlockSubject(mode string) holdtest.Subject {
 		}
 		return holdtest.Recipe{
 			Kind:    recipes.RWLockKind,
+			Refused: recipes.ErrLocked,
 			Resume:  kit.Kind{Adopt: rw.Adopt, Lines: rw.Lines()},
 			Acquire: acquire(mode),
 			Contend: acquire(recipes.WriteMode),

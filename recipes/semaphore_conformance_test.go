@@ -18,8 +18,9 @@ func TestSemaphoreConformance(t *testing.T) {
 	holdtest.Run(t, holdtest.Subject{Open: func(t testing.TB, s *zookeeper.Session) holdtest.Recipe {
 		sems := recipes.NewSemaphores(s, prometheus.NewRegistry())
 		return holdtest.Recipe{
-			Kind:   recipes.SemaphoreKind,
-			Resume: kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()},
+			Kind:    recipes.SemaphoreKind,
+			Refused: recipes.ErrSemaphoreFull,
+			Resume:  kit.Kind{Adopt: sems.Adopt, Lines: sems.Lines(), Parts: sems.Parts()},
 			Acquire: func(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error) {
 				_, err := sems.Acquire(ctx, lease, name, "owner-"+lease.ID, 1, 0)
 				return kit.Hold{Kind: recipes.SemaphoreKind, Name: name}, err

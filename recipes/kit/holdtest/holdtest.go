@@ -48,6 +48,11 @@ type Subject struct {
 	// barrier is taken over by whoever raises it): the suite then does not
 	// expect a second party to be refused while it is held.
 	TakenOver bool
+	// ReleaseIsLoss says that the recipe's release is no release of the
+	// lease's: the thing is deleted however it was made (a barrier lowered,
+	// a key deleted), and the lease reports its hold lost, as for any other
+	// hand's delete. The release case then expects the loss.
+	ReleaseIsLoss bool
 }
 
 // Recipe is one process's recipe, its calls reduced to what the suite needs.
@@ -67,10 +72,18 @@ type Recipe struct {
 	// Contend, if set, is a second party's acquire of what Acquire took,
 	// when it is not Acquire's (a writer against a read lock).
 	Contend func(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error)
+	// Refused, if set, is the error (errors.Is) a second party's acquire
+	// gets while the name is held.
+	Refused error
 	// Release lets the lease's hold h go with the recipe's own release call.
 	Release func(ctx context.Context, lease *kit.Lease, h kit.Hold) error
 	// Held reads, as the recipe does for its clients, whether name is held.
 	Held func(ctx context.Context, name string) (bool, error)
+	// Nodes, if set, lists every node hold h keeps in ZooKeeper: held, the
+	// nodes the lease watches (kit.NodeHolding), and those besides (a queue
+	// claim's claims/ entry, a key's type node), which must stand and go
+	// with them. Without it, the held ones.
+	Nodes func(h kit.Hold, held []string) []string
 }
 
 func (r Recipe) contend(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error) {
@@ -93,8 +106,11 @@ func Run(t *testing.T, subject Subject) {
 	t.Run("AdoptAfterRestart", func(t *testing.T) { testAdopt(t, subject) })
 }
 
-// patience bounds every wait of the suite.
-var patience = testutil.Patience(time.Minute)
+// bound is what every wait of the suite gives a condition (made patient by
+// testutil.Eventually), and patience the same bound for the suite's own waits.
+const bound = time.Minute
+
+var patience = testutil.Patience(bound)
 
 // world is one case's ZooKeeper: its servers, root and an observer session
 // that reads nodes from outside every process.
@@ -141,8 +157,10 @@ func (w *world) start(t *testing.T, cfg zookeeper.Config) *process {
 		t.Fatal(err)
 	}
 	leases := kit.NewLeases(s, nil)
-	t.Cleanup(func() { leases.Close(); s.Close(); leases.Wait() })
+	// Opened first, so that the recipe's own cleanup runs after the
+	// session's end (cleanups run last in, first out).
 	p := &process{s: s, leases: leases, recipe: w.subject.Open(t, s)}
+	t.Cleanup(func() { leases.Close(); s.Close(); leases.Wait() })
 	leases.RegisterKind(p.recipe.Kind, p.recipe.Resume)
 	return p
 }
@@ -176,7 +194,8 @@ func caseCtx(t *testing.T) context.Context {
 const name = "conformance"
 
 // acquire takes name on p for l and checks the protocol's part of the
-// answer: the lease holds h, and h names its nodes (kit.NodeHolding).
+// answer: the lease holds h, and h names its nodes (kit.NodeHolding). It
+// returns h and every node it keeps (Recipe.Nodes).
 func (w *world) acquire(t *testing.T, ctx context.Context, p *process, l *kit.Lease) (kit.Hold, []string) {
 	t.Helper()
 	h, err := p.recipe.Acquire(ctx, l, name)
@@ -192,6 +211,9 @@ func (w *world) acquire(t *testing.T, ctx context.Context, p *process, l *kit.Le
 	saved, ok := p.leases.SavedHoldOf(l.ID, h)
 	if !ok || len(saved.Nodes) == 0 {
 		t.Fatalf("hold %+v names no nodes (%+v, %v): a successor could not adopt it", h, saved, ok)
+	}
+	if p.recipe.Nodes != nil {
+		return h, p.recipe.Nodes(h, saved.Nodes)
 	}
 	return h, saved.Nodes
 }
@@ -244,7 +266,7 @@ func (w *world) checkGone(t *testing.T, ctx context.Context, nodes []string, aft
 // awaitGone waits until every one of nodes is gone.
 func (w *world) awaitGone(t *testing.T, ctx context.Context, nodes []string, what string) {
 	t.Helper()
-	testutil.Eventually(t, patience, what, func() bool {
+	testutil.Eventually(t, bound, what, func() bool {
 		for _, p := range nodes {
 			if w.stat(t, ctx, p) != nil {
 				return false
@@ -262,7 +284,7 @@ func awaitHeld(t *testing.T, ctx context.Context, p *process, want bool) {
 		what = "another process reads the name as held"
 	}
 	var last error
-	testutil.Eventually(t, patience, what, func() bool {
+	testutil.Eventually(t, bound, what, func() bool {
 		held, err := p.recipe.Held(ctx, name)
 		last = err
 		return err == nil && held == want
@@ -284,6 +306,9 @@ func (w *world) checkRefused(t *testing.T, ctx context.Context, p *process, why 
 	h, err := p.recipe.contend(ctx, l, name)
 	if err == nil {
 		t.Fatalf("%s: another lease took %q (%+v)", why, name, h)
+	}
+	if p.recipe.Refused != nil && !errors.Is(err, p.recipe.Refused) {
+		t.Fatalf("%s: another lease's acquire answered %v, want %v", why, err, p.recipe.Refused)
 	}
 	if held := l.Holds(); len(held) != 0 {
 		t.Fatalf("%s: the refused contender's lease holds %v (its acquire: %v)", why, held, err)
@@ -356,8 +381,13 @@ func testRelease(t *testing.T, subject Subject) {
 	if err := a.recipe.Release(ctx, l, h); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if slices.Contains(l.Holds(), h) {
+	if subject.ReleaseIsLoss {
+		awaitLost(t, l, h)
+		w.awaitGone(t, ctx, nodes, "the released hold's other nodes deleted")
+	} else if slices.Contains(l.Holds(), h) {
 		t.Fatalf("the lease still holds %+v after its release", h)
+	} else if lost, _ := l.LostHolds(0); len(lost) != 0 {
+		t.Fatalf("the release was reported as a loss: %+v", lost)
 	}
 	if l.Err() != nil {
 		t.Fatalf("the explicit lease ended with its hold's release: %v", l.Err())
@@ -409,11 +439,12 @@ func testNodeDeleted(t *testing.T, subject Subject) {
 	w.prepare(t, ctx, a)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
+	saved, _ := a.leases.SavedHoldOf(l.ID, h)
 	ep, err := w.observer.WaitCurrent(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range nodes {
+	for _, p := range saved.Nodes {
 		if err := ep.Delete(ctx, p, -1); err != nil {
 			t.Fatalf("delete %s from outside: %v", p, err)
 		}
@@ -422,6 +453,7 @@ func testNodeDeleted(t *testing.T, subject Subject) {
 	if l.Err() != nil {
 		t.Fatalf("the lease ended with its lost hold: %v", l.Err())
 	}
+	w.awaitGone(t, ctx, nodes, "the lost hold's other nodes deleted")
 	awaitHeld(t, ctx, b, false)
 	w.checkTakes(t, ctx, b, "after the hold was lost")
 }
@@ -429,7 +461,7 @@ func testNodeDeleted(t *testing.T, subject Subject) {
 // awaitLost waits until lease l reports h lost and no longer holds it.
 func awaitLost(t *testing.T, l *kit.Lease, h kit.Hold) {
 	t.Helper()
-	testutil.Eventually(t, patience, fmt.Sprintf("the lease reports %+v lost", h), func() bool {
+	testutil.Eventually(t, bound, fmt.Sprintf("the lease reports %+v lost", h), func() bool {
 		lost, _ := l.LostHolds(0)
 		return slices.ContainsFunc(lost, func(x kit.LostHold) bool { return x.Hold == h })
 	})
@@ -470,7 +502,7 @@ func testSessionLost(t *testing.T, subject Subject) {
 	bl := w.checkTakes(t, ctx, b, "after the holder's session expired")
 
 	// The holder's process goes on under a new session, holding nothing.
-	testutil.Eventually(t, patience, "a new session", func() bool {
+	testutil.Eventually(t, bound, "a new session", func() bool {
 		ep, err := a.s.Current()
 		return err == nil && ep != lostEp
 	})
