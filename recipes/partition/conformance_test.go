@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,9 +28,20 @@ func TestMemberConformance(t *testing.T) {
 			Kind:    partition.MemberKind,
 			Resume:  kit.Kind{Adopt: p.Adopt},
 			Refused: partition.ErrMemberExists,
+			// Partitions to deal, so that the member owns some (owner nodes).
+			Prepare: func(ctx context.Context, _ string) error {
+				_, err := p.SetPartitions(ctx, conformanceGroup, partition.Set{Count: 4})
+				return err
+			},
+			// Joins, then waits until the member owns partitions, so that
+			// every case has owner nodes to see stand and go.
 			Acquire: func(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error) {
-				_, err := p.Join(ctx, lease, conformanceGroup, name, 1)
-				return kit.Hold{Kind: partition.MemberKind, Name: conformanceGroup + "/" + name}, err
+				h := kit.Hold{Kind: partition.MemberKind, Name: conformanceGroup + "/" + name}
+				m, err := p.Join(ctx, lease, conformanceGroup, name, 1)
+				for err == nil && len(m.Owned) == 0 {
+					m, err = p.AwaitMember(ctx, conformanceGroup, name, m.Version, 10*time.Second)
+				}
+				return h, err
 			},
 			Release: func(ctx context.Context, lease *kit.Lease, h kit.Hold) error {
 				return p.Leave(ctx, lease, conformanceGroup, strings.TrimPrefix(h.Name, conformanceGroup+"/"))

@@ -27,6 +27,11 @@ func TestMemberConformance(t *testing.T) {
 			Kind:    throughput.MemberKind,
 			Resume:  kit.Kind{Adopt: tp.Adopt},
 			Refused: throughput.ErrMemberExists,
+			// A limit to share, so that the member leads and is allocated.
+			Prepare: func(ctx context.Context, _ string) error {
+				_, err := tp.SetLimit(ctx, conformanceGroup, 100)
+				return err
+			},
 			Acquire: func(ctx context.Context, lease *kit.Lease, name string) (kit.Hold, error) {
 				_, err := tp.Join(ctx, lease, conformanceGroup, name, 1)
 				return kit.Hold{Kind: throughput.MemberKind, Name: conformanceGroup + "/" + name}, err

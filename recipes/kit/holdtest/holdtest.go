@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -276,6 +277,67 @@ func (w *world) awaitGone(t *testing.T, ctx context.Context, nodes []string, wha
 	})
 }
 
+// owned lists the nodes under the case's root that are ephemeral nodes of
+// session id.
+func (w *world) owned(t *testing.T, ctx context.Context, id int64) []string {
+	t.Helper()
+	m := w.ownedCzxids(t, ctx, id)
+	out := make([]string, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ownedCzxids maps each node under the case's root that is an ephemeral
+// node of session id to its czxid.
+func (w *world) ownedCzxids(t *testing.T, ctx context.Context, id int64) map[string]int64 {
+	t.Helper()
+	ep, err := w.observer.WaitCurrent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	var walk func(p string)
+	walk = func(p string) {
+		ok, st, err := ep.Exists(ctx, p)
+		if err != nil {
+			t.Fatalf("exists %s: %v", p, err)
+		}
+		if !ok {
+			return
+		}
+		if st.EphemeralOwner == id {
+			out[p] = st.Czxid
+		}
+		children, _, err := ep.Children(ctx, p)
+		if errors.Is(err, zookeeper.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("children %s: %v", p, err)
+		}
+		for _, c := range children {
+			walk(p + "/" + c)
+		}
+	}
+	walk(w.root)
+	return out
+}
+
+// awaitNothingOwned waits until session id owns no node under the root: a
+// hold that ended leaves nothing of its holder behind (a line's node, a
+// partition's owner node, an index entry), whatever Nodes names.
+func (w *world) awaitNothingOwned(t *testing.T, ctx context.Context, id int64, after string) {
+	t.Helper()
+	var left []string
+	testutil.Eventually(t, bound, after+": the holder's session owns no node", func() bool {
+		left = w.owned(t, ctx, id)
+		return len(left) == 0
+	})
+}
+
 // awaitHeld waits until p's recipe reads name as held (want) or free.
 func awaitHeld(t *testing.T, ctx context.Context, p *process, want bool) {
 	t.Helper()
@@ -393,6 +455,7 @@ func testRelease(t *testing.T, subject Subject) {
 		t.Fatalf("the explicit lease ended with its hold's release: %v", l.Err())
 	}
 	w.checkGone(t, ctx, nodes, "after the release returned")
+	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the release")
 	awaitHeld(t, ctx, b, false)
 	w.checkTakes(t, ctx, b, "after the release")
 }
@@ -426,6 +489,7 @@ func testLeaseEnd(t *testing.T, subject Subject, expire bool) {
 		t.Fatalf("the ended lease lists %v", held)
 	}
 	w.checkGone(t, ctx, nodes, "after the lease ended")
+	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the lease ended")
 	awaitHeld(t, ctx, b, false)
 	w.checkTakes(t, ctx, b, "after the lease ended")
 }
@@ -454,6 +518,7 @@ func testNodeDeleted(t *testing.T, subject Subject) {
 		t.Fatalf("the lease ended with its lost hold: %v", l.Err())
 	}
 	w.awaitGone(t, ctx, nodes, "the lost hold's other nodes deleted")
+	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the hold was lost")
 	awaitHeld(t, ctx, b, false)
 	w.checkTakes(t, ctx, b, "after the hold was lost")
 }
@@ -531,6 +596,7 @@ func testAdopt(t *testing.T, subject Subject) {
 		t.Fatal(err)
 	}
 	before := w.checkOwned(t, ctx, nodes, ep.ID())
+	all := w.ownedCzxids(t, ctx, ep.ID())
 	resumable, ok := ep.Resumable()
 	if !ok {
 		t.Fatal("no resumable session")
@@ -573,6 +639,9 @@ func testAdopt(t *testing.T, subject Subject) {
 			t.Fatalf("node %s made again (czxid %d, was %d): the hold had a gap", nodes[i], after[i].Czxid, before[i].Czxid)
 		}
 	}
+	if now := w.ownedCzxids(t, ctx, resumable.ID); !maps.Equal(now, all) {
+		t.Fatalf("the session's nodes (path: czxid) before the restart %v, after the restore %v: the restore dropped or made some", all, now)
+	}
 	awaitHeld(t, ctx, b, true)
 	w.checkRefused(t, ctx, b, "after the successor adopted the hold")
 
@@ -580,6 +649,7 @@ func testAdopt(t *testing.T, subject Subject) {
 		t.Fatalf("the successor's release of the adopted hold: %v", err)
 	}
 	w.checkGone(t, ctx, nodes, "after the successor released the adopted hold")
+	w.awaitNothingOwned(t, ctx, resumable.ID, "after the successor released the adopted hold")
 	awaitHeld(t, ctx, b, false)
 	w.checkTakes(t, ctx, b, "after the successor released the adopted hold")
 }
