@@ -18,7 +18,9 @@
 //   - adopt after a restart: a successor process resumes the session
 //     (zookeeper.Config.Resume), restores the saved leases
 //     (kit.Leases.Restore with the recipe's kit.Kind) and holds the same
-//     nodes; in between, and after, nobody else can take the name.
+//     nodes (every node of the session as it was); in between, and after,
+//     nobody else can take the name; the adopted hold is released as any
+//     other, and lost as any other when another hand deletes its node.
 //
 // Every wait is generous; nothing asserts a duration.
 package holdtest
@@ -105,6 +107,7 @@ func Run(t *testing.T, subject Subject) {
 	t.Run("NodeDeleted", func(t *testing.T) { testNodeDeleted(t, subject) })
 	t.Run("SessionLost", func(t *testing.T) { testSessionLost(t, subject) })
 	t.Run("AdoptAfterRestart", func(t *testing.T) { testAdopt(t, subject) })
+	t.Run("AdoptedHoldLost", func(t *testing.T) { testAdoptedLost(t, subject) })
 }
 
 // bound is what every wait of the suite gives a condition (made patient by
@@ -591,6 +594,56 @@ func testAdopt(t *testing.T, subject Subject) {
 	w.prepare(t, ctx, a)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
+	succ, sl := w.restart(t, ctx, a, b, l, h, nodes)
+
+	if err := succ.recipe.Release(ctx, sl, h); err != nil {
+		t.Fatalf("the successor's release of the adopted hold: %v", err)
+	}
+	w.checkGone(t, ctx, nodes, "after the successor released the adopted hold")
+	w.awaitNothingOwned(t, ctx, sessionID(t, succ), "after the successor released the adopted hold")
+	awaitHeld(t, ctx, b, false)
+	w.checkTakes(t, ctx, b, "after the successor released the adopted hold")
+}
+
+// testAdoptedLost: an adopted hold is watched as a new one is: its node
+// deleted by another hand, the restored lease reports it lost, lives on,
+// and the name is free for others.
+func testAdoptedLost(t *testing.T, subject Subject) {
+	w := newWorld(t, subject)
+	ctx := caseCtx(t)
+	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
+	w.prepare(t, ctx, a)
+	l := a.lease(t, time.Minute)
+	h, nodes := w.acquire(t, ctx, a, l)
+	saved, _ := a.leases.SavedHoldOf(l.ID, h)
+	succ, sl := w.restart(t, ctx, a, b, l, h, nodes)
+
+	ep, err := w.observer.WaitCurrent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range saved.Nodes {
+		if err := ep.Delete(ctx, p, -1); err != nil {
+			t.Fatalf("delete %s from outside: %v", p, err)
+		}
+	}
+	awaitLost(t, sl, h)
+	if sl.Err() != nil {
+		t.Fatalf("the restored lease ended with its lost hold: %v", sl.Err())
+	}
+	w.awaitGone(t, ctx, nodes, "the lost adopted hold's other nodes deleted")
+	w.awaitNothingOwned(t, ctx, sessionID(t, succ), "after the adopted hold was lost")
+	awaitHeld(t, ctx, b, false)
+	w.checkTakes(t, ctx, b, "after the adopted hold was lost")
+}
+
+// restart hands a's session over to a successor process that resumes it and
+// restores a's leases from their snapshot, and checks that lease l's hold h
+// (keeping nodes) stood throughout, with b refused the name (unless taken
+// over) before the successor came and after. It returns the successor and
+// its lease l.
+func (w *world) restart(t *testing.T, ctx context.Context, a, b *process, l *kit.Lease, h kit.Hold, nodes []string) (*process, *kit.Lease) {
+	t.Helper()
 	ep, err := a.s.Current()
 	if err != nil {
 		t.Fatal(err)
@@ -644,12 +697,5 @@ func testAdopt(t *testing.T, subject Subject) {
 	}
 	awaitHeld(t, ctx, b, true)
 	w.checkRefused(t, ctx, b, "after the successor adopted the hold")
-
-	if err := succ.recipe.Release(ctx, sl, h); err != nil {
-		t.Fatalf("the successor's release of the adopted hold: %v", err)
-	}
-	w.checkGone(t, ctx, nodes, "after the successor released the adopted hold")
-	w.awaitNothingOwned(t, ctx, resumable.ID, "after the successor released the adopted hold")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the successor released the adopted hold")
+	return succ, sl
 }
