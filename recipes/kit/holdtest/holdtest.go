@@ -38,6 +38,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/transport"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper/zookeepertest"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -661,20 +662,7 @@ func (w *world) restart(t *testing.T, ctx context.Context, a, b *process, l *kit
 	w.checkOwned(t, ctx, nodes, resumable.ID)
 	w.checkRefused(t, ctx, b, "between the predecessor's end and the successor's resume")
 
-	succ := w.start(t, zookeeper.Config{Resume: &resumable})
-	if err := succ.s.WaitResume(ctx); err != nil {
-		t.Fatalf("the successor did not resume the session: %v", err)
-	}
-	sep, err := succ.s.WaitCurrent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sep.ID() != resumable.ID {
-		t.Fatalf("successor's session 0x%x, want the predecessor's 0x%x", sep.ID(), resumable.ID)
-	}
-	if err := sep.Sync(ctx, w.root); err != nil {
-		t.Fatal(err)
-	}
+	succ, sep := w.resume(t, ctx, resumable)
 	restored, err := succ.leases.Restore(ctx, sep, saved)
 	if err != nil || restored.Leases != 1 || restored.Holds != 1 || len(restored.Lost) != 0 || restored.Swept != 0 {
 		t.Fatalf("restore: %+v, %v; want one lease and its hold adopted, nothing lost or swept", restored, err)
@@ -698,4 +686,26 @@ func (w *world) restart(t *testing.T, ctx context.Context, a, b *process, l *kit
 	awaitHeld(t, ctx, b, true)
 	w.checkRefused(t, ctx, b, "after the successor adopted the hold")
 	return succ, sl
+}
+
+// resume starts a successor process that resumes session r, as a restart
+// does, and returns it with the resumed session once it is current and
+// synced.
+func (w *world) resume(t *testing.T, ctx context.Context, r transport.Resumable) (*process, *zookeeper.Epoch) {
+	t.Helper()
+	succ := w.start(t, zookeeper.Config{Resume: &r})
+	if err := succ.s.WaitResume(ctx); err != nil {
+		t.Fatalf("the successor did not resume the session: %v", err)
+	}
+	ep, err := succ.s.WaitCurrent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.ID() != r.ID {
+		t.Fatalf("successor's session 0x%x, want the predecessor's 0x%x", ep.ID(), r.ID)
+	}
+	if err := ep.Sync(ctx, w.root); err != nil {
+		t.Fatal(err)
+	}
+	return succ, ep
 }
