@@ -271,9 +271,16 @@ func (w *world) checkGone(t *testing.T, ctx context.Context, nodes []string, aft
 // awaitGone waits until every one of nodes is gone.
 func (w *world) awaitGone(t *testing.T, ctx context.Context, nodes []string, what string) {
 	t.Helper()
+	left := ""
+	defer func() {
+		if t.Failed() && left != "" {
+			t.Log("still there:", left)
+		}
+	}()
 	testutil.Eventually(t, bound, what, func() bool {
 		for _, p := range nodes {
-			if w.stat(t, ctx, p) != nil {
+			if st := w.stat(t, ctx, p); st != nil {
+				left = fmt.Sprintf("%s (owner 0x%x, czxid %d)", p, st.EphemeralOwner, st.Czxid)
 				return false
 			}
 		}
@@ -336,6 +343,11 @@ func (w *world) ownedCzxids(t *testing.T, ctx context.Context, id int64) map[str
 func (w *world) awaitNothingOwned(t *testing.T, ctx context.Context, id int64, after string) {
 	t.Helper()
 	var left []string
+	defer func() {
+		if t.Failed() && len(left) > 0 {
+			t.Log("still owned:", left)
+		}
+	}()
 	testutil.Eventually(t, bound, after+": the holder's session owns no node", func() bool {
 		left = w.owned(t, ctx, id)
 		return len(left) == 0
@@ -476,7 +488,11 @@ func testLeaseEnd(t *testing.T, subject Subject, expire bool) {
 		ttl, want = 2*time.Second, kit.ErrLeaseExpired
 	}
 	l := a.lease(t, ttl)
+	// Pinned while it acquires (however long that takes on a busy machine),
+	// the lease's TTL counts from the unpin.
+	unpin := l.Pin()
 	_, nodes := w.acquire(t, ctx, a, l)
+	unpin()
 	if expire {
 		select {
 		case <-l.Done():
