@@ -216,3 +216,37 @@ func TestFollowOneWatch(t *testing.T) {
 	}
 	await("deleted", func(v *Value) bool { return !v.Exists && v.Version == Absent })
 }
+
+// A leased key whose value node another hand deletes takes its type node
+// with it when the lease lets the lost hold go: the key's next value, plain
+// and of the default type, does not show the old type.
+func TestLostLeasedKeyLeavesNoType(t *testing.T) {
+	k, conn, root := newTestStore(t)
+	ctx := context.Background()
+	leases := kit.NewLeases(k.s, nil)
+	t.Cleanup(leases.Close)
+	lease, err := leases.Grant(time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, "typed", []byte("<p>"), "text/html", nil, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Delete(root+"/kv/typed", -1); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the hold reported lost", func() bool {
+		lost, _ := lease.LostHolds(0)
+		return len(lost) == 1
+	})
+	testutil.Eventually(t, 10*time.Second, "the type node deleted", func() bool {
+		ok, _, err := conn.Exists(root + "/kv-meta/typed")
+		return err == nil && !ok
+	})
+	if _, err := k.Put(ctx, "typed", []byte("bytes"), "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.Get(ctx, "typed"); err != nil || got.ContentType != DefaultContentType {
+		t.Fatalf("the key's next value: %+v %v, want the default type", got, err)
+	}
+}

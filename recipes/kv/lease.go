@@ -132,6 +132,23 @@ func (k *Store) deletedFor(key string) {
 	}
 }
 
+// dropType deletes the key's type node if it is the one made with the
+// lease's value node (in the same transaction: same czxid, of the lease's
+// session), after the value node was deleted by another hand than the
+// lease's: left standing, it would give the key's next value its type, and
+// vanish under it when the session ends.
+func (g *leasedKey) dropType(ctx context.Context) error {
+	ok, st, err := g.ep.Exists(ctx, g.k.meta(g.key))
+	if err != nil || !ok || g.czxid == 0 || st.EphemeralOwner != g.ep.ID() || st.Czxid != g.czxid {
+		return err
+	}
+	err = g.ep.Delete(ctx, g.k.meta(g.key), st.Version)
+	if errors.Is(err, zookeeper.ErrNoNode) || errors.Is(err, zookeeper.ErrBadVersion) {
+		return nil
+	}
+	return err
+}
+
 // HeldNodes is the key's node: deleted by another hand, the lease no longer
 // holds the key.
 func (g *leasedKey) HeldNodes() []string { return []string{g.k.node(g.key)} }
@@ -149,8 +166,11 @@ func (g *leasedKey) Release(ctx context.Context) error {
 	return g.ep.Settle(ctx, func(ctx context.Context) error {
 		for {
 			ok, st, err := g.ep.Exists(ctx, k.node(g.key))
-			if err != nil || !ok || st.EphemeralOwner != g.ep.ID() || (g.czxid != 0 && st.Czxid != g.czxid) {
-				return err // gone, or not the lease's node any more
+			if err != nil {
+				return err
+			}
+			if !ok || st.EphemeralOwner != g.ep.ID() || (g.czxid != 0 && st.Czxid != g.czxid) {
+				return g.dropType(ctx) // gone, or not the lease's node any more
 			}
 			err = k.remove(ctx, g.ep, g.key, st.Version)
 			if errors.Is(err, zookeeper.ErrBadVersion) {

@@ -211,7 +211,7 @@ func (q *Queues) grantClaim(ctx context.Context, rec *claimRec) (outcome, *Claim
 		if _, known := q.lookup(rec.id); known {
 			_ = q.endClaim(cctx, rec.st, rec, "released")
 		} else {
-			_ = ep.Settle(cctx, func(ctx context.Context) error { return q.dropMarkers(ctx, ep, rec.queue, rec.item) })
+			_ = ep.Settle(cctx, func(ctx context.Context) error { return q.dropMarkers(ctx, ep, rec) })
 		}
 		return outUnknown, nil, err
 	}
@@ -226,23 +226,41 @@ func (q *Queues) lookup(id string) (*claimRec, bool) {
 	return rec, ok
 }
 
-// dropMarkers deletes both claim markers of r in one transaction.
-func (q *Queues) dropMarkers(ctx context.Context, ep *zookeeper.Epoch, name string, r itemRef) error {
-	ipath := q.ipath(name, r)
+// dropMarkers deletes both claim markers of rec's item in one transaction.
+// When one of them is gone already (deleted by another hand: the claim was
+// lost), the transaction deletes nothing, and the other is deleted on its
+// own if it is still rec's (it holds rec's claim id): left standing, a
+// claims/ entry would hide the item from every take and claim for as long
+// as the session lives.
+func (q *Queues) dropMarkers(ctx context.Context, ep *zookeeper.Epoch, rec *claimRec) error {
+	index, marker := q.cpath(rec.queue)+"/"+rec.item.key, q.ipath(rec.queue, rec.item)+"/"+claimNode
 	_, err := ep.Multi(ctx,
-		zookeeper.DeleteOp{Path: q.cpath(name) + "/" + r.key, Version: -1},
-		zookeeper.DeleteOp{Path: ipath + "/" + claimNode, Version: -1},
+		zookeeper.DeleteOp{Path: index, Version: -1},
+		zookeeper.DeleteOp{Path: marker, Version: -1},
 	)
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return nil // ended already
+	if !errors.Is(err, zookeeper.ErrNoNode) {
+		return err
 	}
-	return err
+	for _, p := range []string{index, marker} {
+		data, st, err := ep.Get(ctx, p)
+		if errors.Is(err, zookeeper.ErrNoNode) || err == nil && string(data) != rec.id {
+			continue // gone, or another claim's
+		}
+		if err != nil {
+			return err
+		}
+		err = ep.Delete(ctx, p, st.Version)
+		if err != nil && !errors.Is(err, zookeeper.ErrNoNode) && !errors.Is(err, zookeeper.ErrBadVersion) {
+			return err
+		}
+	}
+	return nil
 }
 
 // endClaim releases a claim (the item is visible again) and forgets it. Through
 // a suspension the markers' delete goes on after ctx (Epoch.Settle).
 func (q *Queues) endClaim(ctx context.Context, st *queueState, rec *claimRec, reason string) error {
-	err := rec.ep.Settle(ctx, func(ctx context.Context) error { return q.dropMarkers(ctx, rec.ep, rec.queue, rec.item) })
+	err := rec.ep.Settle(ctx, func(ctx context.Context) error { return q.dropMarkers(ctx, rec.ep, rec) })
 	q.forget(st, rec, reason, false)
 	return err
 }
@@ -361,7 +379,7 @@ func (q *Queues) Release(ctx context.Context, name, id string) error {
 		return fmt.Errorf("claim %q in queue %q: %w", id, name, ErrClaimNotFound)
 	}
 	st := q.state(name)
-	err = rec.ep.Settle(ctx, func(ctx context.Context) error { return q.dropMarkers(ctx, rec.ep, name, rec.item) })
+	err = rec.ep.Settle(ctx, func(ctx context.Context) error { return q.dropMarkers(ctx, rec.ep, rec) })
 	q.forget(st, rec, "released", false)
 	rec.lease.Released()
 	return err
