@@ -64,10 +64,15 @@ func newCrashRig(t *testing.T) *crashRig {
 	return &crashRig{r: r, a: r.start(t), other: sidecartest.Start(t, zkc.Servers(), root)}
 }
 
-// lease grants a lease of ttl 60s on a.
+// lease grants a lease on a.
+//
+// Its TTL is half an hour because nothing keeps it alive: a test of 300 holds
+// over thirteen kills takes 15 s on a quiet machine and past a minute on a
+// busy one, and a lease that ends by its TTL mid-test frees its locks as a
+// crash that lost them would.
 func (g *crashRig) lease(t testing.TB) string {
 	t.Helper()
-	return sidecartest.Str(g.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	return sidecartest.Str(g.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
 }
 
 // holdLocks acquires each of names on lease (owner: the lease's id, so that

@@ -416,7 +416,7 @@ func TestWrapperKilledTakesItsCommand(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: see TestMain
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, kind := range []string{"lock", "elect"} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()

@@ -91,6 +91,14 @@ func checkNoOverlap(t *testing.T, ss []span) {
 	}
 }
 
+// steadySession is the --session-timeout of the sidecars of the wrapper tests
+// that never cut one from ZooKeeper. A wrapper trusts a keepalive's answer
+// for half the session timeout at most; the tests' usual 2 s leaves one
+// second, which a keepalive answered late on a busy machine outlasts, and the
+// wrapper then stops its command as it must when it cannot tell (the lease
+// could have ended): a test of exclusion or exit codes would fail for it.
+var steadySession = []string{"--session-timeout", "10s"}
+
 func wrapper(bin, addr string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "COORD_ADDR="+addr)
@@ -103,7 +111,7 @@ func TestLockWrapperExcludes(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root), sidecartest.Start(t, zkc.Servers(), root)}
+	cars := []*sidecartest.Sidecar{sidecartest.Start(t, zkc.Servers(), root, steadySession...), sidecartest.Start(t, zkc.Servers(), root, steadySession...)}
 	log := filepath.Join(t.TempDir(), "runs.log")
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -144,7 +152,7 @@ func TestLockWrapperExcludes(t *testing.T) {
 func TestLockWrapperExitCodes(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	err := wrapper(bin, car.M.Addr(), "lock", "codes", "--", "sh", "-c", "exit 3").Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -215,7 +223,7 @@ func TestLockWrapperStopsTheChildOnALostHold(t *testing.T) {
 	t.Parallel() // see TestMain
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	a := sidecartest.Start(t, zkc.Servers(), root)
+	a := sidecartest.Start(t, zkc.Servers(), root, steadySession...)
 	raw := sidecartest.ZkClient(t, zkc.Servers(), "")
 	bin := sidecartest.BuildBinary(t)
 	cmd := wrapper(bin, a.M.Addr(), "lock", "wrapped", "--", "sleep", "60")
@@ -255,7 +263,7 @@ func TestElectWrapperOneChildAtATime(t *testing.T) {
 	var addrs []string
 	for range 2 {
 		addr := sidecartest.FreeAddr(t)
-		p := exec.Command(bin, "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "1s")
+		p := exec.Command(bin, "--listen", addr, "--zk", zkc.Server(0), "--zk-root", root, "--session-timeout", "4s") // short for the kill below, and twice a wrapper's one-second trust of 2 s (steadySession)
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
