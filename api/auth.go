@@ -85,6 +85,17 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	})
 }
 
+// MayChange refuses, with 403 forbidden, a request whose token may not change
+// kind/name: for an operation that names what it changes in a parameter rather
+// than in its path (a multi-lock's names), which authorize cannot see.
+func MayChange(ctx context.Context, kind, name string) error {
+	p := tokens.FromContext(ctx)
+	if p == tokens.Anonymous || p.May(kind, name, true) {
+		return nil
+	}
+	return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name))
+}
+
 // mayRead reports whether the request's token may see kind/name (lists, streams).
 func mayRead(ctx context.Context, kind, name string) bool {
 	return tokens.FromContext(ctx).Reaches(kind, name)

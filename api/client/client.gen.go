@@ -870,13 +870,14 @@ type LockGrant struct {
 	Owner        string    `json:"owner"`
 }
 
-// LockHeldProblem `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
+// LockHeldProblem `lock-held` carries `name` (the lock in the way) and its holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
 type LockHeldProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Holder A lock's holder (a read/write lock's writer); null when none holds it.
 	Holder   *LockHolder `json:"holder,omitempty"`
 	Instance *string     `json:"instance,omitempty"`
+	Name     *string     `json:"name,omitempty"`
 	Status   int         `json:"status"`
 	Title    string      `json:"title"`
 
@@ -943,6 +944,17 @@ type MembershipGroup struct {
 
 	// Version The zxid of the group's latest change; 0 for a group without a node.
 	Version int64 `json:"version"`
+}
+
+// MultiLockGrant defines model for MultiLockGrant.
+type MultiLockGrant struct {
+	Lease string `json:"lease"`
+
+	// Locks In name order.
+	Locks []struct {
+		FencingToken int64  `json:"fencingToken"`
+		Name         string `json:"name"`
+	} `json:"locks"`
 }
 
 // Name defines model for Name.
@@ -2153,6 +2165,35 @@ type AcquireLockParams struct {
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 }
 
+// ReleaseMultiLockParams defines parameters for ReleaseMultiLock.
+type ReleaseMultiLockParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+
+	// Names The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+	// at most 32, none twice. A token needs `locks/<name>` for every one.
+	Names string `form:"names" json:"names"`
+}
+
+// AcquireMultiLockParams defines parameters for AcquireMultiLock.
+type AcquireMultiLockParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in each lock node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+
+	// Names The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+	// at most 32, none twice. A token needs `locks/<name>` for every one.
+	Names string `form:"names" json:"names"`
+}
+
 // ListPartitionGroupsParams defines parameters for ListPartitionGroups.
 type ListPartitionGroupsParams struct {
 	// Prefix Only names that start with this.
@@ -3032,6 +3073,14 @@ func (a *LockHeldProblem) UnmarshalJSON(b []byte) error {
 		delete(object, "instance")
 	}
 
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &a.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+		delete(object, "name")
+	}
+
 	if raw, found := object["status"]; found {
 		err = json.Unmarshal(raw, &a.Status)
 		if err != nil {
@@ -3093,6 +3142,13 @@ func (a LockHeldProblem) MarshalJSON() ([]byte, error) {
 		object["instance"], err = json.Marshal(a.Instance)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Name != nil {
+		object["name"], err = json.Marshal(a.Name)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'name': %w", err)
 		}
 	}
 
@@ -5523,6 +5579,28 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/locks/{name}/events (the `StreamLock` operationId).
 	StreamLock(ctx context.Context, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReleaseMultiLock Release every named lock held by `lease`.
+	//
+	// Every name must be held by the lease, or nothing is released (`404 not-held`
+	// names the first that is not). An implicit lease ends with this release.
+	//
+	// Corresponds with DELETE /v1/multilocks (the `ReleaseMultiLock` operationId).
+	ReleaseMultiLock(ctx context.Context, params *ReleaseMultiLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireMultiLock Acquire several locks, all or none.
+	//
+	// Each is an ordinary lock (`locks/{name}`: Curator's `InterProcessMultiLock` over
+	// the same paths excludes it, and the other way round), taken in name order so
+	// that two multi-locks never deadlock, within one `wait` for them all. A failure,
+	// or a `wait` that ends, releases what this request took (a lock the lease held
+	// before stays held) and answers `409 lock-held` with the lock in the way (`name`)
+	// and its `holder`. `ttl=` makes an implicit lease as for one lock: it ends with
+	// the release, or with the failure. Each lock is a hold of its own on the lease
+	// (`GET /v1/leases/{lease}` lists them; a restart adopts each like any lock).
+	//
+	// Corresponds with POST /v1/multilocks (the `AcquireMultiLock` operationId).
+	AcquireMultiLock(ctx context.Context, params *AcquireMultiLockParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListPartitionGroups Every partition group, with its plan and owners.
 	//
 	// Corresponds with GET /v1/partitions (the `ListPartitionGroups` operationId).
@@ -6732,6 +6810,48 @@ func (c *Client) AcquireLock(ctx context.Context, name NamePath, params *Acquire
 // Corresponds with GET /v1/locks/{name}/events (the `StreamLock` operationId).
 func (c *Client) StreamLock(ctx context.Context, name NamePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStreamLockRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseMultiLock Release every named lock held by `lease`.
+//
+// Every name must be held by the lease, or nothing is released (`404 not-held`
+// names the first that is not). An implicit lease ends with this release.
+//
+// Corresponds with DELETE /v1/multilocks (the `ReleaseMultiLock` operationId).
+func (c *Client) ReleaseMultiLock(ctx context.Context, params *ReleaseMultiLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseMultiLockRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireMultiLock Acquire several locks, all or none.
+//
+// Each is an ordinary lock (`locks/{name}`: Curator's `InterProcessMultiLock` over
+// the same paths excludes it, and the other way round), taken in name order so
+// that two multi-locks never deadlock, within one `wait` for them all. A failure,
+// or a `wait` that ends, releases what this request took (a lock the lease held
+// before stays held) and answers `409 lock-held` with the lock in the way (`name`)
+// and its `holder`. `ttl=` makes an implicit lease as for one lock: it ends with
+// the release, or with the failure. Each lock is a hold of its own on the lease
+// (`GET /v1/leases/{lease}` lists them; a restart adopts each like any lock).
+//
+// Corresponds with POST /v1/multilocks (the `AcquireMultiLock` operationId).
+func (c *Client) AcquireMultiLock(ctx context.Context, params *AcquireMultiLockParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireMultiLockRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -10004,6 +10124,162 @@ func NewStreamLockRequest(server string, name NamePath) (*http.Request, error) {
 	return req, nil
 }
 
+// NewReleaseMultiLockRequest constructs an http.Request for the ReleaseMultiLock method
+func NewReleaseMultiLockRequest(server string, params *ReleaseMultiLockParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/multilocks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "lease", params.Lease, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "names", params.Names, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAcquireMultiLockRequest constructs an http.Request for the AcquireMultiLock method
+func NewAcquireMultiLockRequest(server string, params *AcquireMultiLockParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/multilocks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Ttl != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ttl", *params.Ttl, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Lease != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "lease", *params.Lease, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Owner != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "owner", *params.Owner, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "names", params.Names, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListPartitionGroupsRequest constructs an http.Request for the ListPartitionGroups method
 func NewListPartitionGroupsRequest(server string, params *ListPartitionGroupsParams) (*http.Request, error) {
 	var err error
@@ -12662,6 +12938,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/locks/{name}/events (the `StreamLock` operationId).
 	StreamLockWithResponse(ctx context.Context, name NamePath, reqEditors ...RequestEditorFn) (*StreamLockResponse, error)
+
+	// ReleaseMultiLockWithResponse Release every named lock held by `lease`.
+	//
+	// Every name must be held by the lease, or nothing is released (`404 not-held`
+	// names the first that is not). An implicit lease ends with this release.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/multilocks (the `ReleaseMultiLock` operationId).
+	ReleaseMultiLockWithResponse(ctx context.Context, params *ReleaseMultiLockParams, reqEditors ...RequestEditorFn) (*ReleaseMultiLockResponse, error)
+
+	// AcquireMultiLockWithResponse Acquire several locks, all or none.
+	//
+	// Each is an ordinary lock (`locks/{name}`: Curator's `InterProcessMultiLock` over
+	// the same paths excludes it, and the other way round), taken in name order so
+	// that two multi-locks never deadlock, within one `wait` for them all. A failure,
+	// or a `wait` that ends, releases what this request took (a lock the lease held
+	// before stays held) and answers `409 lock-held` with the lock in the way (`name`)
+	// and its `holder`. `ttl=` makes an implicit lease as for one lock: it ends with
+	// the release, or with the failure. Each lock is a hold of its own on the lease
+	// (`GET /v1/leases/{lease}` lists them; a restart adopts each like any lock).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/multilocks (the `AcquireMultiLock` operationId).
+	AcquireMultiLockWithResponse(ctx context.Context, params *AcquireMultiLockParams, reqEditors ...RequestEditorFn) (*AcquireMultiLockResponse, error)
 
 	// ListPartitionGroupsWithResponse Every partition group, with its plan and owners.
 	//
@@ -17259,6 +17561,214 @@ func (r StreamLockResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseMultiLockResponse401Headers the declared response headers of an HTTP 401 response for ReleaseMultiLock
+type ReleaseMultiLockResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ReleaseMultiLockResponse503Headers the declared response headers of an HTTP 503 response for ReleaseMultiLock
+type ReleaseMultiLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseMultiLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotHeld
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseMultiLockResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseMultiLockResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSON404() *NotHeld {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReleaseMultiLockResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseMultiLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseMultiLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseMultiLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseMultiLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireMultiLockResponse401Headers the declared response headers of an HTTP 401 response for AcquireMultiLock
+type AcquireMultiLockResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// AcquireMultiLockResponse429Headers the declared response headers of an HTTP 429 response for AcquireMultiLock
+type AcquireMultiLockResponse429Headers struct {
+	RetryAfter *int
+}
+
+// AcquireMultiLockResponse503Headers the declared response headers of an HTTP 503 response for AcquireMultiLock
+type AcquireMultiLockResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AcquireMultiLockResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *MultiLockGrant
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *LeaseNotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *LockHeldProblem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyLeases
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireMultiLockResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AcquireMultiLockResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireMultiLockResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AcquireMultiLockResponse) GetJSON201() *MultiLockGrant {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON404() *LeaseNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON409() *LockHeldProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON429() *TooManyLeases {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AcquireMultiLockResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireMultiLockResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireMultiLockResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireMultiLockResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireMultiLockResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListPartitionGroupsResponse401Headers the declared response headers of an HTTP 401 response for ListPartitionGroups
 type ListPartitionGroupsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -21395,6 +21905,44 @@ func (c *ClientWithResponses) StreamLockWithResponse(ctx context.Context, name N
 		return nil, err
 	}
 	return ParseStreamLockResponse(rsp)
+}
+
+// ReleaseMultiLockWithResponse Release every named lock held by `lease`.
+//
+// Every name must be held by the lease, or nothing is released (`404 not-held`
+// names the first that is not). An implicit lease ends with this release.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/multilocks (the `ReleaseMultiLock` operationId).
+func (c *ClientWithResponses) ReleaseMultiLockWithResponse(ctx context.Context, params *ReleaseMultiLockParams, reqEditors ...RequestEditorFn) (*ReleaseMultiLockResponse, error) {
+	rsp, err := c.ReleaseMultiLock(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseMultiLockResponse(rsp)
+}
+
+// AcquireMultiLockWithResponse Acquire several locks, all or none.
+//
+// Each is an ordinary lock (`locks/{name}`: Curator's `InterProcessMultiLock` over
+// the same paths excludes it, and the other way round), taken in name order so
+// that two multi-locks never deadlock, within one `wait` for them all. A failure,
+// or a `wait` that ends, releases what this request took (a lock the lease held
+// before stays held) and answers `409 lock-held` with the lock in the way (`name`)
+// and its `holder`. `ttl=` makes an implicit lease as for one lock: it ends with
+// the release, or with the failure. Each lock is a hold of its own on the lease
+// (`GET /v1/leases/{lease}` lists them; a restart adopts each like any lock).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/multilocks (the `AcquireMultiLock` operationId).
+func (c *ClientWithResponses) AcquireMultiLockWithResponse(ctx context.Context, params *AcquireMultiLockParams, reqEditors ...RequestEditorFn) (*AcquireMultiLockResponse, error) {
+	rsp, err := c.AcquireMultiLock(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireMultiLockResponse(rsp)
 }
 
 // ListPartitionGroupsWithResponse Every partition group, with its plan and owners.
@@ -25944,6 +26492,208 @@ func ParseStreamLockResponse(rsp *http.Response) (*StreamLockResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers StreamLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseMultiLockResponse parses an HTTP response from a ReleaseMultiLockWithResponse call
+func ParseReleaseMultiLockResponse(rsp *http.Response) (*ReleaseMultiLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseMultiLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotHeld
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReleaseMultiLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseMultiLockResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquireMultiLockResponse parses an HTTP response from a AcquireMultiLockWithResponse call
+func ParseAcquireMultiLockResponse(rsp *http.Response) (*AcquireMultiLockResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireMultiLockResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest MultiLockGrant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest LeaseNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest LockHeldProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyLeases
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AcquireMultiLockResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AcquireMultiLockResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireMultiLockResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -33,7 +33,7 @@ func (h *Locks) Setup(env api.Env) api.Descriptor {
 		Problems: []api.ProblemRule{
 			api.ProblemAs(func(err error, locked *lock.LockedError) *api.Problem {
 				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
-				p.Ext = map[string]any{"holder": api.LockHolder(locked.Holder)}
+				p.Ext = map[string]any{"name": locked.Name, "holder": api.LockHolder(locked.Holder)}
 				return p
 			}),
 		},

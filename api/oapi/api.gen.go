@@ -876,13 +876,14 @@ type LockGrant struct {
 	Owner        string    `json:"owner"`
 }
 
-// LockHeldProblem `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
+// LockHeldProblem `lock-held` carries `name` (the lock in the way) and its holder (null when it went meanwhile); `acquisition-in-progress` has no extension.
 type LockHeldProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Holder A lock's holder (a read/write lock's writer); null when none holds it.
 	Holder   *LockHolder `json:"holder,omitempty"`
 	Instance *string     `json:"instance,omitempty"`
+	Name     *string     `json:"name,omitempty"`
 	Status   int         `json:"status"`
 	Title    string      `json:"title"`
 
@@ -949,6 +950,17 @@ type MembershipGroup struct {
 
 	// Version The zxid of the group's latest change; 0 for a group without a node.
 	Version int64 `json:"version"`
+}
+
+// MultiLockGrant defines model for MultiLockGrant.
+type MultiLockGrant struct {
+	Lease string `json:"lease"`
+
+	// Locks In name order.
+	Locks []struct {
+		FencingToken int64  `json:"fencingToken"`
+		Name         string `json:"name"`
+	} `json:"locks"`
 }
 
 // Name defines model for Name.
@@ -2159,6 +2171,35 @@ type AcquireLockParams struct {
 	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
 }
 
+// ReleaseMultiLockParams defines parameters for ReleaseMultiLock.
+type ReleaseMultiLockParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+
+	// Names The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+	// at most 32, none twice. A token needs `locks/<name>` for every one.
+	Names string `form:"names" json:"names"`
+}
+
+// AcquireMultiLockParams defines parameters for AcquireMultiLock.
+type AcquireMultiLockParams struct {
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+
+	// Owner Free text stored in each lock node (at most 256 bytes), shown as the holder's `owner`.
+	Owner *string `form:"owner,omitempty" json:"owner,omitempty"`
+
+	// Names The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+	// at most 32, none twice. A token needs `locks/<name>` for every one.
+	Names string `form:"names" json:"names"`
+}
+
 // ListPartitionGroupsParams defines parameters for ListPartitionGroups.
 type ListPartitionGroupsParams struct {
 	// Prefix Only names that start with this.
@@ -3038,6 +3079,14 @@ func (a *LockHeldProblem) UnmarshalJSON(b []byte) error {
 		delete(object, "instance")
 	}
 
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &a.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+		delete(object, "name")
+	}
+
 	if raw, found := object["status"]; found {
 		err = json.Unmarshal(raw, &a.Status)
 		if err != nil {
@@ -3099,6 +3148,13 @@ func (a LockHeldProblem) MarshalJSON() ([]byte, error) {
 		object["instance"], err = json.Marshal(a.Instance)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'instance': %w", err)
+		}
+	}
+
+	if a.Name != nil {
+		object["name"], err = json.Marshal(a.Name)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'name': %w", err)
 		}
 	}
 
@@ -5140,6 +5196,12 @@ type ServerInterface interface {
 	// StreamLock A lock's holder and waiters as they change (SSE).
 	// (GET /v1/locks/{name}/events)
 	StreamLock(w http.ResponseWriter, r *http.Request, name NamePath)
+	// ReleaseMultiLock Release every named lock held by `lease`.
+	// (DELETE /v1/multilocks)
+	ReleaseMultiLock(w http.ResponseWriter, r *http.Request, params ReleaseMultiLockParams)
+	// AcquireMultiLock Acquire several locks, all or none.
+	// (POST /v1/multilocks)
+	AcquireMultiLock(w http.ResponseWriter, r *http.Request, params AcquireMultiLockParams)
 	// ListPartitionGroups Every partition group, with its plan and owners.
 	// (GET /v1/partitions)
 	ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams)
@@ -5509,6 +5571,18 @@ func (_ Unimplemented) AcquireLock(w http.ResponseWriter, r *http.Request, name 
 // StreamLock A lock's holder and waiters as they change (SSE).
 // (GET /v1/locks/{name}/events)
 func (_ Unimplemented) StreamLock(w http.ResponseWriter, r *http.Request, name NamePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReleaseMultiLock Release every named lock held by `lease`.
+// (DELETE /v1/multilocks)
+func (_ Unimplemented) ReleaseMultiLock(w http.ResponseWriter, r *http.Request, params ReleaseMultiLockParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireMultiLock Acquire several locks, all or none.
+// (POST /v1/multilocks)
+func (_ Unimplemented) AcquireMultiLock(w http.ResponseWriter, r *http.Request, params AcquireMultiLockParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7681,6 +7755,137 @@ func (siw *ServerInterfaceWrapper) StreamLock(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// ReleaseMultiLock operation middleware
+func (siw *ServerInterfaceWrapper) ReleaseMultiLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseMultiLockParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "names" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "names", r.URL.Query(), &params.Names, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "names"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "names", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReleaseMultiLock(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireMultiLock operation middleware
+func (siw *ServerInterfaceWrapper) AcquireMultiLock(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireMultiLockParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", r.URL.Query(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "owner"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "owner", Err: err})
+		}
+		return
+	}
+
+	// ------------- Required query parameter "names" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "names", r.URL.Query(), &params.Names, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "names"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "names", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireMultiLock(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListPartitionGroups operation middleware
 func (siw *ServerInterfaceWrapper) ListPartitionGroups(w http.ResponseWriter, r *http.Request) {
 
@@ -9448,6 +9653,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/locks/{name}", wrapper.AcquireLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/multilocks", wrapper.ReleaseMultiLock)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/multilocks", wrapper.AcquireMultiLock)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/session/events", wrapper.StreamSession)
@@ -15435,6 +15646,283 @@ func (response StreamLockdefaultApplicationProblemPlusJSONResponse) VisitStreamL
 	return err
 }
 
+type ReleaseMultiLockRequestObject struct {
+	Params ReleaseMultiLockParams
+}
+
+type ReleaseMultiLockResponseObject interface {
+	VisitReleaseMultiLockResponse(w http.ResponseWriter) error
+}
+
+type ReleaseMultiLock204Response struct {
+}
+
+func (response ReleaseMultiLock204Response) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ReleaseMultiLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseMultiLock400ApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseMultiLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseMultiLock401ApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseMultiLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseMultiLock403ApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseMultiLock404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseMultiLock404ApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseMultiLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseMultiLock503ApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseMultiLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseMultiLockdefaultApplicationProblemPlusJSONResponse) VisitReleaseMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLockRequestObject struct {
+	Params AcquireMultiLockParams
+}
+
+type AcquireMultiLockResponseObject interface {
+	VisitAcquireMultiLockResponse(w http.ResponseWriter) error
+}
+
+type AcquireMultiLock201JSONResponse MultiLockGrant
+
+func (response AcquireMultiLock201JSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock400ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock401ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock403ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock404ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock409ApplicationProblemPlusJSONResponse LockHeldProblem
+
+func (response AcquireMultiLock409ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock429ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLock503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireMultiLock503ApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireMultiLockdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireMultiLockdefaultApplicationProblemPlusJSONResponse) VisitAcquireMultiLockResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListPartitionGroupsRequestObject struct {
 	Params ListPartitionGroupsParams
 }
@@ -20000,6 +20488,12 @@ type StrictServerInterface interface {
 	// StreamLock A lock's holder and waiters as they change (SSE).
 	// (GET /v1/locks/{name}/events)
 	StreamLock(ctx context.Context, request StreamLockRequestObject) (StreamLockResponseObject, error)
+	// ReleaseMultiLock Release every named lock held by `lease`.
+	// (DELETE /v1/multilocks)
+	ReleaseMultiLock(ctx context.Context, request ReleaseMultiLockRequestObject) (ReleaseMultiLockResponseObject, error)
+	// AcquireMultiLock Acquire several locks, all or none.
+	// (POST /v1/multilocks)
+	AcquireMultiLock(ctx context.Context, request AcquireMultiLockRequestObject) (AcquireMultiLockResponseObject, error)
 	// ListPartitionGroups Every partition group, with its plan and owners.
 	// (GET /v1/partitions)
 	ListPartitionGroups(ctx context.Context, request ListPartitionGroupsRequestObject) (ListPartitionGroupsResponseObject, error)
@@ -21351,6 +21845,58 @@ func (sh *strictHandler) StreamLock(w http.ResponseWriter, r *http.Request, name
 	}
 }
 
+// ReleaseMultiLock operation middleware
+func (sh *strictHandler) ReleaseMultiLock(w http.ResponseWriter, r *http.Request, params ReleaseMultiLockParams) {
+	var request ReleaseMultiLockRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseMultiLock(ctx, request.(ReleaseMultiLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseMultiLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReleaseMultiLockResponseObject); ok {
+		if err := validResponse.VisitReleaseMultiLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireMultiLock operation middleware
+func (sh *strictHandler) AcquireMultiLock(w http.ResponseWriter, r *http.Request, params AcquireMultiLockParams) {
+	var request AcquireMultiLockRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireMultiLock(ctx, request.(AcquireMultiLockRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireMultiLock")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireMultiLockResponseObject); ok {
+		if err := validResponse.VisitAcquireMultiLockResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListPartitionGroups operation middleware
 func (sh *strictHandler) ListPartitionGroups(w http.ResponseWriter, r *http.Request, params ListPartitionGroupsParams) {
 	var request ListPartitionGroupsRequestObject
@@ -22285,344 +22831,354 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3si/6VVC8p8rk3kOKip21V6hadUtxnMQ7fm1LKz7nLOZmIA5IYmkIMANQFOPyd7+F7gYGM5yh",
-	"KEuybEd/xRFnMHg0+t2/ft+Z6MVSK6Gs6Yzed+aCZ6KAf77SJ0pOp+6fmTCTQi6t1Koz6hzna74xLFXa",
-	"uAdS1tWKiQtRbFh6cHGYMq7MWhS9EePsrNBrIwpm+bkwzM4FM1YXIhur9KlWVijbP90sRcq4YUYoy7jK",
-	"mHKDsdlKGCMM40rbuSgSZjS9zM421v1QCHx0rIqVciNwhvNkumDGbnLBzjb+fbbkMzEYq07SMZO5WHC3",
-	"MKFWi87oXx1aSue3pGM3S9EZdYwtpJp1PnxIOm+FLTbHUyuK7b04EROtMsOsZmsuLTsTU10IZouNVDPG",
-	"Z1yqQeWLNLxUVsxEAeOfwKK+d2t6o3M52bRvueEqO9OXRywTU77Kbd8UE/ZIaSUeHbFpwReiz9VEuG0y",
-	"9Pet4xmrcD6V7bRzbqMTK4RylMC6nKVWXNqDuV3kKdPFWKVywWfiwFzM/vPS/e2C5yvRY+4QlPZH4A5y",
-	"zi8E44rpJf9jJZgu5EwqOEg7F5uxmnCltGUTnudAG8dvnrtjBDKRmZjw4pGht47gFZZrnjF3oLC9KmM0",
-	"xJkYK1h/NoBRJrl0JM3kTLnzkHbAXmkWaO4HaZbaSLe7KZNIeqPwElfZWCGtcrsyQDmsEDzDlRq2lnbO",
-	"0qmwk3masPVcTub0JcOkTWBiYSfdUNwyvRTKUSgMwcxcr/FZOlKRJazgQKh2zhXL9Fq5xbp1SrtFt5d8",
-	"scyBTq9PEZ1tIv+QdJbcPWzp8j/NuVy84Xa+TYunc8FS+L3/PEsZZxP3b7r0InPkLt1zS/d20lF84T4F",
-	"D3WSTiH+WMlCZJ2RLVYiXtP/KsS0M+r8PwclRzrAX83BKzeIm+VPhV4t/bwaPjNzv9/8M89/2PENmd38",
-	"A7+IzY4vnIvNzT/xQnAjdnwkd7/f0mf+ZyWKJrZlLZ/MHXO0c2mYuJTGOoKGTzOpjHWXSk/Zgp/jhWZy",
-	"sczlRFqmlQik9AcMvzXzj5np27DaJrrGicF9nes8M2zt/ulYgV6Kgrsn2WTO1UyYqyZ3022VxrbInNcq",
-	"3zD3NcO4ewI3VyvBum6mqRKXNnW76v5vWYgLqYmJ9domDeNUdnTBL18INXPUc/jN35vEopvhC7mQtunc",
-	"2UIbixNbcLVh0oqFYd3DweBwOBwOE8+umPvf3pGftHFSbj0XToTOHc81jrXPpGrfbphBPHMauTNyQydu",
-	"IXLhpDx+uLOQiv4/aRLGblVvCjGVlzs3HkjEWF5YFAZupW1TXOJw19tdRwg7Li/858ZE9vbdS52J7YWC",
-	"rOuaOXfaAawPVagCtcOe06/WhbSCdcXlJF8ZedFOWwv3iV1T9UqYG72TdGDgZk3s9PTF9mRf4J2VC+EY",
-	"TS4vBOv+pFm2wvuasENQz9J+f8Ev+9bmaS9IS/dXLzjdL21rsDZvkb+Ph6bTNNV3vOli/KzXLNdq5iZ0",
-	"luvJeW2qnC4OTdaplG62/Ax0Y12wdGhSZgsp3IWftHJI9+K1JvzBHZBZamUEyP/veeY4pTCwiAmqTe6f",
-	"fOn4M0z3YFnos1ws/vPfxi3u/Z7UVw79Bt/Hz1c3KpXqgucy67sFpU4Jdf9gemWdYoicjVsrCtVLWHg4",
-	"6DDwxoLnU10snLGhC/dqX0/7hWPeLDyYuE3lDLYPL3WmhXEapnvGiF4yVulKnSu9VrXh8Z3wt5qUCMNk",
-	"YpLzQuCHxuq/T16/Ymc627CFWJyJgklrGG7N1jvOgLKbpXYaKtpEqGRmPVLDadluOJgSjAurkDiQEwrw",
-	"RdQ69TT6HM5IMbFY2s1Y/bESKwF8uud0ZdSw19yQvMucCvoh6Xyvs82pXAi9un3K2EUPbml9ix9ORyQd",
-	"gIpw1ZkEu4DxonAcwDEtqdw9qrzopSKZuUfBlIgXGpap9QtezMQ9rFPrfu4+TSuFFToZ72iAeEM49PLg",
-	"RpUH3F8c82hbIqjwr7T9Ua9U9knXCLZAX2nbn7pvpyNnNgLjRlMCDslZZWgDsjkngSsz1uWTc7CVBCha",
-	"GVCxI2pU3ZzRmvVwfXqlrCieajXN5eT2qZXG37VQuHX9hTQL7kxF1kXDEf6cOsY1wTH67tymuV7XHwGW",
-	"7x+a6KJYLW2640jxyfs5VJplfKyOdunvcIhKM6UzwbrIzYywcHyZyIUV2Q5a/VEXZzLLhPqkS5r6r6Yj",
-	"cC3ppciY1edCsW7a78O/TH8qczgpEk2OFs+lygy6spy26Hm/U3D62imROIhWjKsNrvhsZRlnPz07PWLp",
-	"XBsL+8jzXK9FBp9Pf9bGMTD8zFilff9z3z1v0iOWoqtk61Xv0klfw+8paXPgZ7BzMVaRs2WtYN7R6Dio",
-	"SVkXROWk0Mb0jVP+PAN2JKtXIG16g7H6QUxkJjLvC3Pq///V+hchlqIAX0/zOaN8+UVs7oV8z8Vmi3TP",
-	"xcaTLdxHIEVQN+9lisDhKpPEP6Vkk3gmipywxkRh7vcy7RqfN6vJnBV6ZYWf0s8i//QzmovcHzPuV1C+",
-	"nOHPpD1iDRvu51/uMyzCf+wTLuJYsbc/PmXfPfn2vxgNzjI9WS2coQB+ACOKC+Hv9JTLfFU4VpR+Oxwy",
-	"Z/EWiucpispTrV9ytQHSNp/0KJyms+Bq04fNNI6mUXuh/8dNRl8/bDrPHRfdAEt1q0ROis4ax3rdYsFw",
-	"JVVvwbopWNswHHiRWSYsl7l3NsjJ3JlYkesJCQIElzMddTO/Yu9AUkN0oA+uGjAfowhK9FPbHtHTB1GM",
-	"Abbpn4qv7FwX8k/xae/GKvowCA/cYGnYRKupnK0KkYGEiDVwr3xPeFFsmLS1fXj37l3/eGXnQlk3cVGd",
-	"aWmafi94gV6GfPGPcWeidZH1iX+NO01WK+7UBZc5P8s/raL+p9bnINL6q3IGKV69iVZKTMAOtDoSfmGf",
-	"9EKwMz45H6vSUDErsxQqQ6Mf6Bucj47kcjG13nShPad7ncLTbD0XiuIM8LxWM1G40/MnBD8pITITTce9",
-	"S5o1OiXmhV7N5k5VwckYqZU/bOXYzMSNULlE3h3m+Y0B70QgkbHKubHxhoii0IW7UeRB2t4dPnHmdi6y",
-	"mXB0RxE+sdSFdQMbljlFI2GpEcbNsJ+DZtTlYzUruHJbQ78wcbmUzl52D89X1ko162d6rdKElazH2ELw",
-	"hUmdqV/yI61m/aXOc6f4EE/yD4JWXnpoRGFSR7STOZkjsG64N48aGFLCHEM6icda8Mt3NNCozqHGClmU",
-	"W4LlVtTIDc2Ffh9/y2RBI8D/s0wWYmJ1saE42VidCdh3KzAO5xmbNAz2Ljat3NQKcaHPndaLwcFCgM9z",
-	"rCZ6leNpuUtwxHhutNNn0wNgz386kpS504aZIwBwGSa1B6Sdgxr753mfnIN9Psnd0ZR3i0/yvl4KRRer",
-	"0Nqix6YQE7kER44TeNKMlXvMXTeuNlqhvwXu2lw4i5FthO0dUeSuwrMhtHZbXNuslkinL0Um+Snwq0/K",
-	"vcME+gs3g75jmWgE6GyDIXbYA87i+HtsEaTxFN3Udhicv4rC3bOXZOHe+lpr4++0tfHR0toOOvwjw+hH",
-	"7xYDV50SwLyyttV98P7TmkM0UvZ4nr+edkb/2vPAkvedZaGXorAS1axMZv9Hr14KrprDUeQHRDOSKSce",
-	"HS/XLK24In20Za2ZyBxL52u+SdgEgmzkMQxOZCcqmHKrdzI91wacyKUQRld3TdJG4eHmmdadobqoODl9",
-	"dkeX+7+ciVyvSYNbYu7Gktt54qzfPBPFgbi0BU97tcnleaO3nf6iz/4tJrbz4beGi7HlwnXKihSmspdc",
-	"ZQnuEK9tvt8st/vSJiwtz460SrxCT4ZDr48bzH9QmolLi8IUfYvwYdjIKjmg8/799uYXXBrUA+mnM61z",
-	"RzXot/eBlX+FsBA+/9vWxoSPv9L22WJpN7dIzIVYcKncjBspZMkLKydyyZXXOWh3LKg3EMmwYmEaN4D+",
-	"wIuCb7YWXX54e8G/VZb81omeW1wymAhNWT0JhYGb1hJvREtG0JXkfIZLAtsU5GlEzjApJ0XjD6WsO9dr",
-	"jMXCvgtnAYqsh94e8iN0bfWgHpneEQ0YeTFrX8K3aEb4RjREH4L+JvWOlMar8IYbou8aSe1L9zsI/ilX",
-	"mcw4ZlXVjg9/ss3nlIOQb/r4rtNtvcNWFIvmmzFZFaDE4AcfGeYeZd0hMiIL0XAQXAqDrFNdLLhFkvnb",
-	"k05jGLuBKZSrTUKSAq2RZrdj+3CPrrN9RqoJ/BKm6x6FSEyTfAEHW8NAtbXEi8BX/Jd2Tv5XP3p1BeGj",
-	"1UP5sRCCWXFpS9n6hP0iv++x5eosl2buo+Jg6/lvDPaRTMFH3879r47cR7v1kbSA7//WPr1bZJLXmuuV",
-	"nK8eUgH2tR1GQU9EFH94ZMI9o+DK0XZkpZlJ0ZYEGuJZBpmDPH8TLXTKcyOSm6w9Pqf2A/oBgyUt+UvO",
-	"2BYXkCwwheCustJSTHgN+bVrvmHd9ODi8ACeM6hi1fTStm9QHqotVjG5R4wR8++a+MG5aEoQI/0cVKxu",
-	"en6Bs2nlqtsrxgWWQ8AEUjYFI5EcGsuVZfD3XvMdjTfeL71x6/XqLBet6tsObaBVKtSVgX1VoASyZTb7",
-	"q4Q4Of9a7cNXLvYZagvbaw6CcPtkqo6qrcy6mqrBukqIDOJr7tkLgdJPQiqD98w2E8e+O4HPNa31WY7O",
-	"qR0yrno6O+PCQUQ1nFqpVOwaws/nBT69i4DIa9h0WU+EhdxvzqYaY3noFRoRhyB3VsJKX1cCx7Ke61yw",
-	"pZzYVSF65Mmxc2niSGHpt/PONmlYmM2AnQYnlMTDBt7k7E6wxNhKWZlT+JEGQKcSqqfouGNdZ9TauSwy",
-	"4x2g/mnK6aAcyHI67js+xx0M32mhF+jBhBQrlYUVBc3KD5qAKpw5U9D9fZXnJGACGaSYLzNiSoOBO+GK",
-	"nQl2oVcTpxZMdYEOpW3WGPbmxGtG1eN6R9oei3yvZ2LGFeu+/fEpe/z48XdbVrwtd5w8xn6M8kxybWxF",
-	"bdyhhzXzjqAlRrdh1zV6dkEOoJpU4ZbvS/luOOGH8QmCNI/fGniAzK4c2Y32PNtaI2Rz46cSnOKupb0I",
-	"93crHCfokUeGNPkjJCA6KqAW94OBQDqdVBmgjbzWDfcAKTY6bCMES8P/o9h0n8M4CKZY3qG67q2ZK/Wa",
-	"G2n28JVdCv4zTFtrEEwya5a3hdSFtJsWw3uLMMLzjV8nkmpQazIxkQueMxr8iMnMOIYrJzbfMKkmBchD",
-	"DnEXTqwYFDHMauyMOv/fv4b97377z//VtP1QBnGDa/YSnHBmLpcwUuNtQ1XuPi4bzOm/tVRNB9uuYbYc",
-	"+Q4VpVEpIQdlVyIn/beWyle0JaxUUs6FWDr1hOfyQiTkN4YQNOVaFqjHXK1y+poVmbXvBh7Y3mRurhAx",
-	"tMZ/wx6zrpu10plwRlIhMIHV3fzevnJj71sOBHC14f6z4DnmvleXiwVZ1aixPr9yh+m1xi/pvIHIziUm",
-	"yZRfyfXkfJdlsnsCMB493DSL51YsoACwiZeUCZ6PDNbqJVRRl6CVt2EQ62FuWNaFfF+pJvkKUiGh7g2j",
-	"QBhtxv8bMZxqmmBNmmO9Us3YstCXG0e8WAyHWdCGcUwjdpNgZxtH5mNVCSCFKHEhpisDdXBghGFxnvRc",
-	"TqoZ6keBqs6k4sWGUr9uwNJ+EZsTS1r3Fi87v7gXRvaL2DxXU91i9zJuWC4NFhyy2CSH8kDKo6gRJlrR",
-	"+/iIjPyzhe3B/QM1Rc3snEmFVDVoFt8YOqsL+8ffXO3EwDI2PwDNqGWf8OxaHQRkSShgsLH5sr1FFID0",
-	"sdft5Vfo1vr9gOgfhcbBu9doa7Z6Rt4UAiNcTvXqlYq4O2dpSG1v9plc40xbHJbhUBNvNZuoRvqfpz/2",
-	"/z5oZdrfcyP+9mQ3peBgjlDg4SSsb4NV2NqWXylv9sY2i4qSomrOvf5humPnbkZ+LXT3Dk+8QQRc41Ta",
-	"FnS6FYCOCvYg/eVu1vXCqzzVJaExYY7t/np+e6DD2ny/Sqh46j7ugEHmcj6ti/gBEmH2d0Pjyred0KDe",
-	"7e3CAaXgqrAjDtkccoRpPFO7HGZNbizTRETv5psoTZXMP6nYWheZGey95TR8605jQlIQwFoJ2u5abEQW",
-	"3sUcZ8+iV4VbJ/ZhYxqcynsI8fjMWzwARtyHKN+WS5AmDKcR8t8d26XkqRHzOjXIFRIbMRzFnKvsIzdJ",
-	"G+spdHuHtLF9N7fPYZde8JJW5pTuEZEx66aQujequKzI5ZEgZgWlp1k2F3kGaWo+DPqR1OVuZdvGBZ6E",
-	"Ff6Q+nYP+wgcRE/Ob6ANu9fb1WEwZu5DIXbT+qngTaviExzsOtJpKtREqtmpPhdqT2/UR0Tu9VpV8gCu",
-	"dJYCv8W3anNM4mW2bdDPIs9uMf6K+VT7EMzP+ORecVhHQlhEEfJBoLAShmDd0vMpKfC4EFyBF7N3xFLY",
-	"BcRf6UvVXxZ6VgjTliUSza3BQHAzeWTClzlUqR9gcjH9Bv9T9KoOWSVC2cDVztOPoLQ2srmmr7VGZS1k",
-	"1e5KKTnB6OaU8RCI+nSBKDydWiAq5JsPv9IIVNKhJe7hoSeOS2Rcvtl8DUhpGrWocuAFRrXkTEz4yqAz",
-	"tzzOq5S5UE+JKs6joAs2eHFu6l5stxZ+1AVbCr3MxYiAqerzTtzEna5+te0Quy13WhDonr5xltXfMM1q",
-	"FPuoyS/tVIo9M6zqwY1rhBDwm6YlWiAv/KzAFwKRAV1koqgkr+7ipbEvvyE74IGH3jIPpdMCJvo1x+2v",
-	"8EH9eSkzv+NA/I8My7kVxlLc6ogNKWUKfg4WLYfr9zFJpz6oVXp//d1q4h+viM3F0c/j/v/l/T+H/e9+",
-	"K/85+L3/2/thcvjNf31ojIu+vhDFhRTrYDltR+l9clz607NTFvncjwgj0fE8qMb35WUpW/ANJRSmlH0H",
-	"lZ6li2TXlT/BUXBGDSUgZMztN1hs1u1+0qcJgjH52RiAN1t9lBxyo8XfWxrJzZZ/GrIZfdD+JrtQ5kZ+",
-	"eTvxPyuxuukVgKjql7d0n316s8VTtcaXt/xqCu7NNiGDsfpf7F5sJ/HcZDfuLd3nZpvwhhcW/Ei3sQdL",
-	"P5j58jbC5xrcbAfuJ1HiZis/EQu+nOviphLBhHG+uC3wRUU32wAqh/nylv/2nVOMb7j6Yn1PWrGbTY2N",
-	"XcNlkbdkJEPNbc6VkmoWchqdASh4kUthbC8hdzjZemSfNfnCP7mfpLod7Q6Thb5oLDgO7xu2nmsjGLjN",
-	"ffl/dyNsL/YxWdorlgmeG4QNsvr6s32pLxqrPiK5cq0anwd/0O36gyK0EzN383RkkYUS6Njd/lf2Bt2O",
-	"vydUjUTUX3KOcHeb3EGN1387YmyMnFGO+P53qiVjGijheiOthZzN7b6VBPR0Uk7bf3TnDuyz+BawBeR/",
-	"FJDAyvIqkyP2dx3oheRe8+8bkxjDyV25DTSyXitMuV3wDVvr4pxpdX1e/xo+27BBrXfvKTYOgOsN+Kep",
-	"P0REgYKFpABEeMT45JwC03uEmvemxKjUYBdF7s4urIq7a1Jms8SVluTtlZpHiKrvGJpbPGNpmdLrOOo/",
-	"LYTY6zOBcq7O+ygfLZM+wh7s3L/X68YKl3quwfZKUZupV2w4vu692Eqs6SnfB8J/lM2ENYyzuZzN3c9K",
-	"7ElkH7klldXs3I4T0eCyf3bJoWTK6RZ6GjBHQGSX1zttSgNfNYUAIs0wHaaDAaGbHKZlc4reYPf6G9Re",
-	"/ypbKfnHCoGlzDUhbdo3pgUF6zawGZqT+z8enaEOwlVJDsILWkFiwOcBx9yRL8KRlmd0gwy4LcfQ5+bu",
-	"6bwRBXVPuXkmXHta24JfXhOToD1xaRlm3CBr4bdHBkDaS0B2YlKAzuAtTehS8/vk95Rha5TeyKdKQLYY",
-	"1Cj98OzFs9NnbDAYHODI5uA9/uPD/wuP/iMd7Fu/TNPezs1ze3NlSl583RqRP1CEVHekjs07YCdzXViC",
-	"y1wZkY1YtcdFYxuLpN7lIWGN3ShwzxqBzBDpbawAvayKW9ZLWL3fQOgisdVqIAGIXCsW8BMAN5ZdBmBa",
-	"jdCD8EsEKZuwCBDaLW8h7FxnFczyZBt6mV6DhEP3c5l92CUcSUqXclNpyy5MokJ+j0sVkgTCH2BO8JfK",
-	"5z3kFkJNxX+JQLjoIAiCa6yqGFx+Xbjx0duQmhDeDnhmaa82RDTpOihX5csIjkrezP50lefpWNETuE8G",
-	"nnEHuDXEgl9ib4Jal4YKPGrATGWNkKkJi8DzkwZEezdYA1p9ZTiEbA406lt4dJ8M/w4bgxWKfSDsrE9w",
-	"I+73775LCPYnY1rlG0zGp4LGOacccjdEFfU9YQ0CzDdkIEnldqaxrcNYXaOvQ7KNPRT9qbrnzUDDdZRU",
-	"2JfHI8YjZ8nx0xdYIApJamMlM0TL6bVBrJbgrG7btiB28f5MRJ6LzBHUt8PHjci6AV18wDI9MQdv3r7+",
-	"/sWzlyeDReZBt7llgk/mkBVMDRfXCDFLx2Tm4C/KNDpi6vhEvipoW2grYzl5ZrZzVEP58LY4tNLmYoem",
-	"Fmfrza1dmtHBQQWhepCJCw9zag4Ch7pSSMGv/vvJrlplDHtvY9S4i1qByavku2ObsbrIfg4N2dZcQtVv",
-	"l8Zw0sIw6OmFfVSS/RWHtnR4+H4SZtm6MDejW8FxKEtfr4XwsKM+NczPNEzQ/3kv90G50qvKy3C4ptlQ",
-	"tGO7fBLT3MuMYXIvUvp75GLBzmPUzY0t+KahoGZX5qmHSt5ryW/fvQ0wRlsutPZcX2oEd93ChQYSpHHK",
-	"me/OFMbt/VyrVBbUsG/Ppnm3VtZCXfxuVt2CW3vL9S23So8fQ3IfWysT7mtXF3Bhe6GxQkqLSpkRQkHU",
-	"49pVM2GdW0R8t5Up7aUoZaC+pRTF7DItDZQAQukrwC0XGfoRN2wtCuHh6/d25IbJlLUtdWpovToR26qZ",
-	"faiEloIVk2pxAYB/j+45VHIGe+N1+u3ZzbnCkn5c5fmtV5Dtf8P22FrySmyfdTBbHjnBdDkKWO1AADgR",
-	"Nqvi6lzLRVWzixqq10zl0lVtpIB97KwkjKfTS4+uX9dW36drXNTSE3Ordzh4Sva5zMY0QibmoYtQrRg4",
-	"9Ewy7iJUOvyRk3rC8xwRkLHJGl6WqKmV12iw9RpgT5RtaVrUVWfbHE/yhhlBA5+oNVkhwEDiuUmgu2rc",
-	"iB5OEPriQqP6py8MkqbSmTBjxRdazRg1s9CaPNTYryVqVGHYSmXQ9JN10/FqOHw8cU/DvwTYDM7gHQwG",
-	"PcxbGCtnw+XgsYe2FqybrnWRZyP837THFhqaJXMVZregDvvOnIp7r40V2VaQz14IbkXZfa/WdB+WRUH0",
-	"rhECDbmTZ0//+fb56f8ZLLKxmlIHpqm87B1hdUWlucCAHZ+FfhN6ZeP99UcLtUll8465UNDykDrH4eiF",
-	"oSYeA/aUenlw6/ko9pVBA7IQ9L9UOs4eD43/57eG8gKo8YH7HlqWwar7VwftuU5C/8DzcMR/HVRWs1p4",
-	"9bAZIaZE/oOGOgZaTJ3Xis185B/ccJDjAJBLS7eF7h1dQFeasutLwt4+O/7h5TM27rzFJi0Y41wtZwV3",
-	"JNrpjUJiwVhhsx5gpJVMgzPu9pkODoVXSMmIp7zgmagBOe3UgfF725sy18aOlroI7Y3iLYApSsVWRgya",
-	"B4WZPW8JNTYksWRuuLm4ZN1xZ3g5GAzGnV7iaTfUvNDjzd9sxilKfYcjNUtZt8w5gbYz4NqBn9HFVcI2",
-	"sm4mTfhthCE7M5dLtlITUVguob8xNTiivJkjxiG+F2WHIMKWOxT03GlDNSplap+fHmAB0wc7cYpR4iEQ",
-	"8PVGYwJW/6wodLGLvin/ZqsHUZVie9STiJUtiUZRyyhQjh8Z7Bc1YC99+Thd6PTg4jAtWwD77pmOe/z8",
-	"7PgHyhgwY5V+O3zMGjonIeaW93d9O3x85LjyJBe8MARxJvIpygGOsxkrs5pAC6xKdlDEDcrGyNvkqMRM",
-	"W8mtyLaynOIm4HtgVCMNxvQfLlg5h8QL4h3CGzMSmmH2xO5mBXi2yJ27MfW3E7sn5JJCewmmboErkBAU",
-	"uzteDxy+ebRrE3w03h7k33gKO3b3BsHL6vk0JyubWoLGpwtcloVIN1jidjXT51aj1KlP8Zayct1v6HTV",
-	"i+XKkWivDI3LLImcdyFFzxsQZcbWlSksuSQLYQ9/U5TPu5eFV+7MQzHzvSGTg/XJ81xjizVKaW1cU+8r",
-	"Tmctd6DE2QNZ7lGWDaYUoN5QdnAp37tJvivesijbdb+C5/ICvWhx0t2Mt9wBP2lvYFRrXOQsmSp4Qy1F",
-	"bRjp2vhub88ctD0JIcAtghFcHjmYMPjFG515pWvS7mTJ+kHfisQs+0J8Thj50fxkY2JTu0RaSCUXbgHD",
-	"Kw8BB9n9/bak6UwsOCKv7EFr7enMrW3BoM/rnsN/ZPY4fiLZPuf2ffjnsrl/V7kbDbm00FDSXRe6yWuu",
-	"rKFUWl14jj/VBVspOBJ0ve882RYW07gpNeAG/Ny5EEsUb94MwRcGmMuFH4JEzOEw+vThPp7ieN9O/Dl+",
-	"EdDzKzhf94cdmPPXI85r5oW2pph7at3FIT95dmsbxu4Ns1sR6LchtTXtH6YjujE9aiwrJqtC2s2JWwNO",
-	"9gyanx+vmpI1TkOj+5m8wC7HsWva94CGR9wHn75+/faH309f//LsVdrDRvVO2molkrFCzwn5QIObGlsa",
-	"Q7Ml7BiLGiNsMnA5mF65cXNrl9iHVzYinAet1+2J1kUmFYpm9Icb9Gwucy4V+/n09M0B4Mu72aAnow8X",
-	"HrFZBmM1Vj8JJQqes2KVC2ogypfLfOM2I3YJOQKAL43cW//BwFuFoYJ6UibL9GS1ALd8N21rVpwmDClt",
-	"rBhLidjSHiuh9CFrTVpMysL0HfcvTFLCfCjMSSqDAiEO5AadSuEYAFfl3CmBnMZ3p5LukXOEAQUz14WF",
-	"nFIMK6QD95FnsEXlB6i7LXFTjAsI3Kruk8vLHjjDuGc/R245U77Kbcom7uSMG7Ps+k5NvqZc5is3aDf9",
-	"djhkIQ/MmR//wV5B7qtU0OjXPfPeTfKD26H3wDXwn8AZ3T9lZnoMLhps/dWIQCnrGs2otmaARTWDQeoM",
-	"FEVAsiI3GHBgLH0CU4xScPF4ABHKlLWCqrTgYBk/kKPOrYB69afW5mkPaCzy5FG/A/fcN98OMVny8RD+",
-	"8+0C9oSxlzx3rMlZSkrMuAWGDvJVk2e+jG8xEnGhHz32/ncymCYCy8Lf3IzwJ5jbqLrcMlN4wI7xEerI",
-	"fGgAdD03mhXi3+Aag1XjF7zcd+MOTUrpe9ZRlpoINxaREtzP0rftoy8UFnfzBEFVbvOZmEuVbe/2MTae",
-	"CI5eaCq9MuA1hqlww9IY0X/EtvqXu8910yeH37KWJGXs3byWRvQSN7Czm+Gz1BnAXXU/UTDq3YjSJlRF",
-	"ZidzCN8gn0iYF4f+ZvtmHG4S0SFAWrUbqfz6gL0tF+oESyMdgL4VqICys+l+uvEO2Uv5fY+uLkufHD5m",
-	"tTTvAXtFBTV2LqCpNRJ9de/fBU9+o0sFuut7/6kPtJUcBkjAKS2GSZgWueQZeOSbs1qb+/M7Kvjm8hII",
-	"0/HuhTQCpRqrxcDWc27h+gfOhXkhJvEVBnD1dcEQ3dmwLkdVLGEcFLEEUlC5XLh/LALCSsLouczJ+QQj",
-	"MG4ocAdtekyWzSO8dK5FP6KgJk1NYld0CNeCeIHwAgT30HXEWXou85z1v0sZRXNRlnhVWNpBdErhW26s",
-	"reBKct3ICWNtsZPtU0qQhNwFoYtCFASt1FF3kSYm4m5QWIDhmYlegnYLgX2pgj5j+lOZQ8o0TB+mVVkB",
-	"klh6TDUGKPvZ96CvMBSJMBBJwwRlQPpkeMiqlQlu6ExMJEKAwmFV4ueQnlBqU35ZkA/w5rnXqEZsLih3",
-	"AOgDYos8B0no2Duszet/wH7jpZfb4tfN9Mo6aY8BYAb4dBjaBR0BpQXE/vta+UI5VUq8cMBJ5WSfDB+z",
-	"MkX/yJN3lC9OEwq39snwCauXZRxhAxu83U09bGBKkNltgw674BuYL93s9GeIbvplpn1fDdCfa+gcHs3g",
-	"MduqJHDCnaWvoZaAGDnqJgTGWvqFnYYCsyy/gCUI9W80FCaACHn6+u0JKcqGzbS76PQ7vWIwb37ghTCV",
-	"MEQZLIYR1ukIT+Gb71i94GGLJNA+9BipTtC4lYBp5T3P+CpQMPnOYaWl+5x10wW/fBFKKhb88qQs4Vjw",
-	"y3ceWJhsT6RBVE9zccTONl7CsDnPp+7DELWb5fqM52zCHYuEHubGssPeiC05TBb99oYvhNe6gVgM/g7+",
-	"yGgEtzjUmx11O/INc6EDnPAltLQiFuqIzATilVmCzJtJdyT+gmqfPHO2sii5fSrZgPRi5Ch+TOFuWPq/",
-	"+7Fa0X8Nlo0ZMaWNktNpikknrNQ+TuhS99/oXE42I2a4ys705ZHfub4pJuyR0ko8OmJTp4H1nVlgrNO6",
-	"8e/IhXz6jvsFgIYtSirqJYOdfnjUGCxBPTxqS26puREwTEiQpMHcEz3gVALULc7OCr02oiDFuVgpdzy1",
-	"qwPkDRrrSUMyENzkZ3HohnVTKy4tMgOqFkp7sLVk1JEQkdnIUSA2iUAN3GtfsLkZt3zkbpASR0hxONgj",
-	"r25RC63QF8p9Gv5RWlv0oJ6GEZ1VfBqyi+g9x/owsQK+AOq8rYe8B7ROmYFN6WVG1OvR+LPb3eyxspqy",
-	"LIbsqg0WMIFGrRfORoUt8CpDedVQph9+y3xOApaxdCpmYuSBGXUOB8PB0CfG8aXsjDqPB8PBY2w+OQdn",
-	"xAGccGf0/kPSOZhDM74/wQOGJdpByXuedUadn4T9mR6BBKilVpQA+M1wGHXkApdOTTeHbAM4nit78mBL",
-	"QHA51KOJxYVTONyanuAXmwYKMzv4nmekZuMrT65+5ZW2PzqJV/HedEb/+i3pmNViwYtNZ+SWG2W/+FQp",
-	"uJnYqIfPDGRK++0znd/ceAcL4YjF0H7TuQw2fJHTnzBNJTqBOoR5FJ7rkrWgECzVsb8oBKmNZ8mkyC9F",
-	"MedLw4yVeT5W4FOslpFRIlaBaWVSzXAAoYxYnOWCGt9ClxYfXemNVemr9W4qWATapP0+hQjJhu0Sh6x0",
-	"ghkrCqRimgiEVb3WhxnWzOcgVpc70QsBmWwhEXKsthcEAO2wJIDcAHNmwYtzulJ+1sHCcSM7Q2alcCHc",
-	"ktH7xks6iHWG5KdqsJNRL8SNsGPlPksxqWSnOURsYYN3e+vavUWyuJdb99Tvyye6d0nn2+Hjq1/4Z7l9",
-	"V95Vyu3yVCAdQUy0mshcQPV0ax4biK7I8qyYf17qNNrMJTU5m8eHyYGOc0gFdWpr9XawLhZz4zf/PO+T",
-	"e6HPJ3nClMYkWp+CEES2d/AG7adHls+3w8c7mdFKesZ/cXhAVcqmlfm/kMZ+7x8CkAx0LJlWv335yIF7",
-	"+Q1AALRi99Wexsjing+DaQqO/Bvdj2pQId6RvXJlSrDa7QITcdnAzV86yxMTY46cmmwwEAcQCtywFHwD",
-	"/0gD83OjsCWf7dFqOEx+OxCzfcP9sX78BT/c674GExxf2uOS/+gN149jC26hIG6ufi8Elz7EzAONBkQC",
-	"YLSn8Z0qt/lD7R4doM8bDz0XGJat3Si9FoUnmi3SbWjUCS/chA9/rccEGwNXZPcZJa16besx3J6EDexh",
-	"+wKexjN/ONzq4b6bC/RSlZsEEhwuZetBX08+veIL8YY7/ee3pLNcNdDIW/e5kkquKf6cWfg/K1FsmoRU",
-	"w01/S4v7rGlhL70Oln4z5e7GFAS7GdPPEfkkEKQlgRbmPM9NmTsXmleaa7H7A6fHYX+Tjyc/bRro7x2X",
-	"9mPJz717c+1oD972hhvjqGmbw30ZouvJ8LsdWxInC+y/NSVJbm1KHWpohLa51zeAGCkcixnN93V/hF0V",
-	"qqyUjLhwjucKAc/vWG099RUYdMP1dl8pAsfZbYk89Q/9FSyReEf2skRKlPj7t0TC5PexRPyxPmhBzZYI",
-	"bSalE3JDfbvIaSAtxQziC1buf/2CNZoo1fNAIH3KHcLXqGY4gFj5YdAL75MnRG5EFKWHkKYPZ1CDQmr3",
-	"jHXST1cFt7pga73KM3SG40qrDcpYF2IXY2UEuuF8i0aeg68O/DMQwNyG2BqwY8V4loXW/ILeHitfRjvj",
-	"UmGtRjpMm1xxuB/+eu2jyVErgq9BlaNl37cyJxZlpgzSCLUCpoOVtgzyDtNey11oNwVbT/f21KXAn5tN",
-	"QZrml6Es7UUzT7Wa5hLTgO+BZk4r7AtzvbrpkBQUDIcaYdtp5RbU+YYylizDTCc3Ci9En6usb4RF0IyA",
-	"qEoBvYQVwhYSoNsgvcbt52CsjrPMMKshmFoRDwWEHSvoG+jpBozE2iclAVaM1ZpvCG5jcSYxdEx5TiD0",
-	"EZoCgo6/0+d+P+N2Mv/dyD8he8eJAfdpXwBXlx64/YWczW24sZSzkQHrN6tFSBJBV/dMiWys/vakfyYt",
-	"K6B6GPn8d2wbgDFExssMbcBiZN2yK8RY8SyDyjySK5jG6KND0CeYK/b3/tnGCppx/Ysez7FJThxnWclG",
-	"asTTAIUDC2S0Pr5wb4I7P8tCSgE7BMAj98of4EjwqEUdnmU+f5sjodFdOdyn8Om3+2NzuK1eGrubkGUP",
-	"PO+2eN5xlrGUZ1kZc2WHCaRknYmQgtxj3OqFnPA83xyx+L5u39LyiNqYZBMgAiZvisulmNh/PEsTx2fj",
-	"L0DemJxWLixBt6TPAKXYM7VS84Mfh2mvzPD7jtWhWtu4QEjrGyualZ+TtLG+yqRputgnsX6w82KfACPf",
-	"XlxgJrCfhMrfdK9xdpWrved1hlvxvc42t32Tse/3h6qJZ4uV+HA/XORE2K+UYTw53ONL7ohPtX7BC8SO",
-	"eHL47T5rCpnxL0Um+akjofthUe6KBE6QtHEBuqWIohDpLL3dVm616edub1Kl2ehfw6eUVZe8r2ep3pb1",
-	"/v1LtYXs42XCRXhv5YOzqcXZlFW2qe5z2u3Erd2+yNXUZnZXKesO5UmNhJt10+raHyikyaKu7hGUf66U",
-	"TcAXI5UwmJoeN0a4/WjtTnI7iL99S1G5WgQnjnpE7SGaAx+jskETTooZyzeGCVXoPBfZ0Vi9eX1ySn7I",
-	"4NKlMKWzCGfOzvfFdeDQlFl4nZ1tQkkHvDIaK5hgQ2MJ1oXrTNn0xvtA5gAhw45D+yUqEKEai7EqDxvQ",
-	"P3SeCWPjDzwyWIJIdnJdI6dxm1TrZ06A17lA7cSa9GSJAF+xOprsyQrcCTvCbh4YG0vtGrsGRXAVEsGe",
-	"gdqrnzs9fbGX8rAz7eDwbjgqHGNzEBjFSkz/TpwIfOGrTHa4i4Ay7fMrjVnB+8SXS840YlOx9jfaX/I5",
-	"z/wpbAedj/Dit3OtWi8cVm2FE3quGgGV0E1dbkZVtuWDOUAdoCcinGcceu5isncL/6o3zRmFpVI1azQU",
-	"sbKxauRlkB08mfs8f7fTj0wYjVAhjup8fazoO36PHL9z5PDNHtbgqdYvudpgCdd9KYCOGo5YAYF/g5F/",
-	"v+j4eAkpzd/g62uEFRF98F5muzMmBb8QV4iIW2KxsP1vPeffL2sL+JszWx3h5mJqvwae9krbn0X+CbjZ",
-	"s8XS7s3NsJHWCPUTAxzM3Te36dssrKHf1hGhHNdkEbzP8zzUMt5Xyg1Qeu0CikbxiXR2y3r11ffj+Q9V",
-	"DRxrg6hnZquj5Vl46q/gY6nsyV7uFb8/n4VnpZz+Pk6VcLQPxnKzO8VvZ0vyDtbTgboUehdWDOboOD7U",
-	"L922f6UpCmNFsUgB4MKXi49CzCck91UxHjM5nbqfMSkGBxgrj/UZW7jdb4bDhK0UojtnvZZKtkDhe9l2",
-	"hLt4nQhI8hmkw5bXuNm75M/t4ao0+ZWim4C9QvxtcEYAFEdDS6C2u3Fzb1L9Wh2UU7gTL9JpvEoAAyRo",
-	"X7dW7q2VybmHwiEwqsrVhTlDteFY1e9mQnnFpcWWfjM8dKbamOAlx50Rm/IcbDS65oQvDDZW1oLwOmKy",
-	"of69AsNLYO966uFYx8rjqqQyS5NK4fCCnwuMiULRPmBAQXkj9uKFfgvuj45tIeAKZRU2cpunfLHkcqau",
-	"4Ua6rtvo9v0012JfdxDo9WQYQr0f7tBxRF+bbBoVCm87f52Oob/vGd+lLg/3UJ2w1UJ55FQHeREzK6hG",
-	"jjLMqq4bboPrhtua1PvkAe4vyPlS6JzxaJe7Pj0a8aBfABBdzjd6VY2C76EiRrLsSnfLW2Ea2ef1XCct",
-	"3nXgXitRYbp1oOU79VrvZD64dJFhNqOXmxiYiSWyO+7mCj4a4CtzAd1LwrfbSV+yR2TzD1usAOIN70r9",
-	"XAJcllTi9vXEa3hHWqpJ3xQa4Ktuerc+mRbwSRO+dl1Mv3Nf3c36KI3gr5IlhnBdmDoZoIBK8ag0K0Tf",
-	"X+5ri0SEBWt1niAOWOjKEjJLwTzRU5b+9OyUNQ2cjgh3LEprg2IjKxLfDaZqJnWDnZTELMz9u5TbCQKY",
-	"BcPnpISEorBTro0ZRU1z2L49cwgFB5HKwK2jlRgrbNZD/BUxdDwMTQ2OCrrRYHcdWiey7XHZgMbZmsC9",
-	"EVcvrXamSXsBGo4jBqJQGY6N6DxY6eMYfhKKw+xcLHpJjOR8JuxaCDVWK0VwO5W5ummasv8P+6j2PwG2",
-	"qrH/Dwvtf0b+rAX28KTWRwBoqDRQ0QXA8iI8ULdilatVnqeA/lMSQA9w0o8VjvQI46O4RmeV+2kqsRbG",
-	"xrCmSGTSskJMc0Br7vKxKi8SKjoA/JULfuH2UheAb+ZYLoAie7JjJxqzpEuEushb8MiU3kanQP2x4jnC",
-	"alVK7LMAKA5fBvQ7WghOfkzuRIywgkeS2vVJ40PCGbc8YdC/1gP8gbnhPQ8q39DU3E2ClgphsLMVwsoS",
-	"g5EZ5NTgAVERDW2U0jAlv4lj1Y3pprxAuiBAMhv5+dhMK9FjFtwbGEoWF1Kv3MmN1TJfwT0DEDOZmVZE",
-	"wfJyNqamwy+Rf/UKAb0F21iV0A1lKh6PEXcZGnQHT9y1whvYG2crxtGYMRKgJh+cpQ1Bwoy6iCJVGtY9",
-	"OXnWu0PP6B6S0rCUrkXKuun7MfZPHHc+pNjhdHIOZR3uH48MAFI7FtiL+p51uRorP/HaM2WnQBgF2gnU",
-	"HgEDAX6Ff+GvY+V/pgApZaZU0xKw07cs/HhSGPfK+UVaorLmElAAxWKs0l/E5rma6nQUGlFBYwv5p0hC",
-	"ngkyTPwapanHdS21yYeu5WkyVmmxhv1KWAoLpTlDCBgOtWm+A3Ycg5uCBjJWM192U+3rqaekgAhlpd34",
-	"Np2RToIcEX4lhMVMGr5cQvtUGJWjvEOuCd2sgSdD8j6VP6cevZzweTFgaXxHP5xp7AkuHxDMFoKg+dfc",
-	"Anp9143hJNq5VNkjUyL2JahTWJiEr39Us0em7AMI+sO00E5hMJqUJK85+GsEIpJnZqzol4TN9RpyjBZc",
-	"bXBUzG+lxoaFcfvu/ydUYDpunut1viHVbKyyQi+XAl3nOw4lzJ3mlJGEkxZ3242djBUAUzptoAJWS0qf",
-	"59d6jQ13CT8ARRNeVWj+AUlMCTtM2DcJewxtyceKeiGwGV8SuqbYMMM3Ya+cTkrbZXUT9Le7AAD/zY7D",
-	"GRMcMQzOA6Bu+oIb24cl9J//kLJXjgUg/u6JXhUT4ffTd5kYK9ROg8rpNCDLZtr2mFoBlr/TrSFq+Yr9",
-	"p1sayVZsqYRyFRSaSaGNGStejn6EUQ2Z54yAAbaKyaqXB/cjLH6sPPA5fLWsOmULaYxvuNMovMNo+5SN",
-	"RrdOZnF7l5m2R9HuguIZVA+3CZhGTN3Gk62mKaEzkK9Mm/s+eOS7qxxXkwcvZBT89jmqIa8vRHEhxfpB",
-	"DbnF9Aarl3ICZ6GCCQnaSILMDC1hbmoo27sASi8OD0Ds7c4p+gkf+SskFJW7sRedvwxdTULn5XtPKqIl",
-	"7JNRhAf7cN+a71vZsoYavbZjAtGj8V3zx1C9ZwfUnqtVwS+b3ZGZPpezuTAW/Q584a1Ur5YHswSSGhLq",
-	"BZVgTx1QjE1v/yQCp27Rd6HPhPeehZ7QPkGCZvmPX9O4C89EL0SU6OQ19mqK06+t+U3pN8NhukeG00/U",
-	"F3GPnIOyhfCXluG0xVqaE52ADh5ucFOWk78iEFCnG+rEJ/QCBX3Gh7z8natk7pHzUlpPv423+7pCEQ6z",
-	"avJXOcOevnKyVttd5dVRr3aUVy3SB4/31+TxHqtuaFBuerW+KxVxEl0FwshEaKKxihyqztwrO9SD0zYy",
-	"YK9o1tJum3m2/vmZMzCzB1vm1jlzq0/1Dtkr3YLrp5nGQ+/KM6XO06RGieVcLKDbLmI61mbzXmYf0ppL",
-	"rwTsGCtuPHDjI8NgBqgXkLtB2lEAdvQSDv2jlO5JfzNCEGIYlPMM2HPLZloQHDM1m/FwzPtmhrL2xND/",
-	"1lJdQ0u7lQLjO6rovf3cDzzBT5L+CWfgDqO5XBh/eUj/vKf0T7ydZe5nEMSVJE8eK7Be4YO8z4c0z92i",
-	"xpF3vKneToe8eO8hJ2gkBMn13Q9DOmjMchvSQXcb+V7W7Fd128Iv76CK9sXXVzh7XwWkJXndtvpy8xTI",
-	"E/KUIPl+pomQNWH4KbMgrxCOpS4XIFWhZaR9SIv8a4HnVYlgF/s/v9gZR/lFbP4aUZRzt9B9YyiU4fFZ",
-	"xE5g4vtETtxRPtj2zXGTc7GJQyWkYJX9E2p5PPGFOr+IL9PB+3Ox2ak4YfLLL2JzVTQfH2yGi6X57AEY",
-	"e1U04fE3nQihargXGPTX3dHgF7FpQGva/c6vuMsvCVvonmiZKMZRiiPorpxWqFdGvtLeFgknzb772LES",
-	"vDyPDHUlF5ccHKfcUIPxpHTvp3ED9RSa56552SgVnuumMY/WEytCu3Dv52H1l/QKYGAxIne2YdxnuMAF",
-	"xsbDCjNnV5M5K91RTBfsnP+pNaZK16KC49Vw+M3f1lzafzwemtTnMUfBle5Trcwqd4vP9eRcqhmDywbB",
-	"yhLYPsQSqV97S0SRddP+YTpi/MwIZcEZHSbTP0zdZrnD8xIBOJRmmGPXo27D9YrusPcYIwB/O4YoxyqE",
-	"KI+gF0pa5ly7od1SYSI93xS/XDf3Xdt9SERPxwoSH5mmzA7y3Zk5L7BWO4oCQH5eS1h0DzbYUN1+RbjW",
-	"s0Tc4SQs7FY4ZP/wToOv/3HwH/tbA8+tWHzv7uFOMH1/Wd36MWcLvu1v5wm1SO6/0bmcbNq+SW8enMA1",
-	"h6/SCx+Szq++vXwT96heg24gjEcG3cf+Fz1lqRegyJ92nMf2EXT+dz9mOP3Xy4Cys2s9r/SJktMp7uDX",
-	"JbnuKVJC5439VBwLA+rrEXeifWfprz5pBLKXK7KiQTZdzwD5RWzqfoa2ThMk1pyIC1Ktu9TGyLN8A3Kk",
-	"l5BsY1C+LrATilRjVZIrlqKQs+GR2ZJ9hp2LpWVnwvcvWbAujdBfCMtpmCQIOvICQkaLLbgyHKvYYLd8",
-	"SNVJv/SnZ6cpyLM4wcUNA4y41B3xWBo0yPTX9KgieuC1sSrfK6UD6wLUh+i7R3pHiLS2lqHfAg7S0HFh",
-	"rMqWC/7ggT2jGAqyJ8CAlEFdNwlYD5s76afMWIWWDJEMwD0AX+g/XqRRbqtbQAhpjUiu+xZhDb09WbcQ",
-	"F/pcZMlYUfQbxG21wboPlefaWOpvE4ZxBDDXeWZSCG+DdgBFD+dSZePOaNw5vxh3kjFIoHFnRByPHePr",
-	"GS0XtzoswqNOLlaYE6HG6kyEc+GlDYPOeZ8Y5SsO/MxCG6wnw+/GquXEIrUR2uHg2H6XYG1x03tHysuc",
-	"T4RbA07ea2oRTjH3y3OjYdIXZK7DH7F6jXJC3NGm/f6CX/adPZ6y7reH37Bf5PeO4olFUVe3w8fwTt9q",
-	"3c95MRPpkU+AAMBNmmKT/vFmtZf+AcvZ0wrzKod//JOoHjVXAz8X23SfsLnIgWHAVClksAXUAVTs1qPP",
-	"hWqdNrx9XWCcnc7Yj1d77tLb+ovYvEPyaVKw6KeHUGQ1FHltQ/mjHLP30XIcGAHIeb5GRsVNbOihxsPV",
-	"hhH1MXdbExD9vatcRnvm0J1fEIcG1Tn9RWxOnKnXlCtHRmA3HZMvyokeyDgjMLBt26+5AH0UdWbiJnRO",
-	"83kYY4Vak9OK/nn6Y//v1IEpPPo9N+JvT5ySsTWTYORDDdZCX4Ag+DmuqkKbE8VZsEkNOVNZkxkKrbtR",
-	"RkHaXs0UBZNa2sYCqWqttM8wpp3EVLVuJcmsWrTblGQmBrMB1N3kAjS420g7Q7H1+SWd/SI2Dylnd2FI",
-	"NSS8bmeg3dBUIoaUY/rD6H1LvhgpqUyvlYF6XZN4FIIJVAzG4N0JA5AAvL1lcYKBbC6nbBMr8hp3zA/c",
-	"HQKriUMyieN6EhO/UmvzNCkTwc6FWMJDoaJwkmsDmBhFqeFfkfzrFPkjn2k7VoXAjYiL+TxbacQVBGX9",
-	"BWlG1zsDyPO6S1QrnFZjNQ1XX4Db/kvJ3oHt9HZOfDXpUgWpj/9/8B7+ewXcmrsZnq6uDsTg819ngty9",
-	"4Iy57fRHetTEDVB3IdP2TEw1aRJoaDdSQXuf6ZaDHt4uK/hBWC7zNq8xUe9XSEA37Z7qW5GoDEvbg0Bo",
-	"PuSPSF5qksWeTVxlIryLCl1QDEIydMXBFboZo2cLE6fRdKCi8dBaiqr9Gyt1qhMj9yfW3Lv3tbEIQlGK",
-	"2rHyspZ8aqN6mTz5lkQObqsZel5Tejp1ojwlNSFNxgprTco+LLRizAb/HstewNGa4Hz67qBSyLgwjGMz",
-	"Z/SWQTGOOhMTvjLYB7vUDyABfs1Lf2HUTWuO3hJoguVdKo8CKxirLlcM77cukjJKCZsKLXSN7+m95M5e",
-	"wwIZ2galwdgRBSCLGCatWzPQnQbbCFkPwAvADkLGCPEj6xNFoRCzYFOhJrDL+lwoPHKaI+EmOd0JZuPm",
-	"LBeOt3jHXMIWPPP4ahwbcLrPJOgrJW9hbzBWT3NtZAWQiNQ6E60LRgB0itL0KvEnahbIyKNPAPZEiy20",
-	"J8e8B2sIZhYwHL46q+iLkeG/ePOggkDwiXh2sE2uX70TD15W71TvgFvbsRv+0ygOzXll3kZ7INjbIdg3",
-	"KzOvxGxACEL+h9Jr9p/M2nyndeGs8p1pnS/gib9CXmfYi/1Ytp6cg0P1s0jtxLnvk9sJ5/ngRWtO7nTb",
-	"2AKE4TQZ6iqy5tLWKuZp/yvXKmqqU5rsNQ9ZXYeKVCWgDVIRB1sazVv8wZ3mJ6mqoe894JHfgp8ATxq4",
-	"tqM3H24lY6qJrHZ4AZAA7k6Wl2yuxQWgCcb+gZ3U+xAhQmXEOBBazpnHO1hIcvsNgjDFCJKpeCGYEcWF",
-	"gL4avCjkBc/RWmFdANryIImYmGANWxYiExNhjC56A58Mi7SaUIUYVwTlazmgMkDEy/eHPgoZHtKyLasR",
-	"Ui/QcMQeYTbHRC/sXSjQfHTWYvAxEFNkXV2Uf5xyma8KKNj2zheYQig2JStYYigCsRPBh38pjXXj4zKw",
-	"F0AX06kwt2GsUrKLT90fSvAiPNnrdjYCdJBiAyCbNITH6taT84QgBSmC4/MtyP4XyojFWS6ajNzjCXD0",
-	"jxIJd9g5eivt5MdCCOaMbJ8sRxlscCzgRulyyxbaWPbNt38LOYHQnNfH0XHfHhmW6rUSRdqWfwK/XhNh",
-	"8PBWmSc4+r/ggMpn07fabaYT27tqzh0J9Z08TUfgupzhHvuIIOaGH8XdmD18KabhAbSuWuV5lPdAV3Qt",
-	"lGULwRWABPUGLOXuvhkA0u1L1V8WelYIg6XuIXFKmrHyLAheKNDx5dmQY8LkJaScpy+t1zOxHQDOuJzk",
-	"KyMvROLYcUG6wV5a8r5NFAD+eYe3ORqyPdMlGavG9gl6Ghhy4MnbMpvFSSc+jhylmSAXj9GIQ4YJa00w",
-	"eYCk+uqaMCAphSYM1+u6UFKkLVXJSanHSTtWvrlADc0qTjRivjmAT27gIWGiRLaSGYJof3TTgP2MkPvw",
-	"q+vJ+UOa0e2w+QZ7hjhiqHZoSze6BdOGREYJXb/TafnGP/YA7tsK3VPZogds36/JjRluCYK3ROXpy5xj",
-	"bToYRhX/Q3S1goZW/q0B2nfLF1UjqTv0StWJ9wE99iMxCh09JGw915ikuZ5zm0RJK4Yt9IVUs1Y6SW4G",
-	"M9hUcJe+H3cgzu80p1cfUtY9HAwOh8PhsEc5GZQIQbNg6TAdDNJX/cP0iLmXy5/cCP8aDAa/fUjHagaZ",
-	"C34stlLyj5XAEQfsmEqdSjwtKBzmeGG0LyAzwoJFt1yd5dLMqb+nu0sZeKNQh/zW11f7TSwfd0pkI6bg",
-	"SXR9TOdu0IjCB06E/dRwRNe4sb7bymfvGXlAFtqJLBR4TJBG7vp0l6Iw0lgsIjnzPWUQoAFv47WF0p7O",
-	"g7jvUbsLYXv42JFQVqe2wUuzLjJVlLBJBEz8YON/dbDT1MpoDXEKpakp4Z2AULeb39fVu+7BEC9l24M5",
-	"/umApm9NVWvnvHcKOH1cx8kBbSwTPDcRdh0wH8CTwUJ2i7qstFWVjJKUQzY2Oi1UD7NcaShssSlqVpT7",
-	"oqX+o9wwox1P4bVWnMDvWY5hRTbTbcjRW7f1U0FINw28FnI2t5UAWSDMw6Sz4JdYUO505qi+/OOQbT4W",
-	"pPqOonPhIAhC9K8GIf0lwkF/UeDMTZDMKd64lHXpC+ywV4Vn/gj191pIzFfxnwdI5i8DkjlxsgYTV3TZ",
-	"h7UUWpGAdPJwh17QiuYXsGFLJB6vazjdFIKgwasIBbQoW0H+Bq1Eos+EU2LMVvstb/T0BpjNkUGCTWgI",
-	"uvAtITZsrYtzplUyVpCpVK41+DeriTq+a+wVNb2QguT0bGrgSeZVDGtHQDjfDh+nvjBlVN/hCEzGsglX",
-	"aCyAIxxqmlcGMl6WsIyjUqmpVRYnFdXGjNUM0WKeDJ+kbT3D6qLsK+8etofkLsn3y2A8n1oOK237U6cL",
-	"VESxE8HOit0lg+8DT6XGCwCVy6nk5H01H9/q7LZMpGsA2u8nxw/45PxGVtX1IPYb7a9Ku0YeSYHoLNbO",
-	"IILUPNRiHBf2LjInFwbsWG0Q/Y0KHSF87H56hLALjr2hLIFxehXcsZ1AcUE+bSHGYRAjap2cizab7Hhy",
-	"XvG8X4tztttkt8FJr9S17omlJmRVlwrIV9c14A6MI7/DNWCrXcx6i/gxrbGChFoB8Y9v3hHbarfqfwYU",
-	"8PtzXBHrmCMW9HIpMq/abWmxfqHpr2lZke6YP5P2iGGjfshC0Ooqw+mPlViJ3Xkj/4OP/BXSRe4+uyPp",
-	"lDu+l5MYdr/BNVzNEqFB98kSweN8cB43Z4nARrZUu+VCzewchCjAMokM43TxHfMHUb1fUdVbW54InvMd",
-	"CjMipGYRBtN8oIk6TcCeXe/cb57OVyGZAwQAu77S21gBVcPcckN/TlUxnxrf3TFgj1odof/H4NO+g4JQ",
-	"cCxYNVGHgnf72Hdb+n5HTU1yq5Dxbm17fPIWQN0bnZfPFku7+TpDAF+KNx2oDqv8IA/DETPrctvPBTe2",
-	"r9VE9I7YHLaDrH0+OReZx+IGxoKAP/vKL2JGB+/hvzu96seTc89ernaFH0++Esg1WPI9o18cT86VXuci",
-	"88izQBglZvstS62rOTxsytUizlPVAVWy3kTkXW9SbfKRitL3p+OvCQ/gcyDlnyTFdoCEz/jkPGEX0siz",
-	"XFBJMiGa6jxjCKC/NysLxtduu/c5PHYFxj3lzyYshC+Hw1bwdzBym3MLIJ3gGtkFv921uYCrb9Ce4IcH",
-	"e6HJj1NKYwNF3PxclHlht2ku7OpI73l+vTdL6MUS4Qa0NF3pAjjgWHG/BNIYvCMaLmDviHG1YQuRSU5w",
-	"7f998voVk2qSrzKRJYihyP9YCY9zPheFGLBj31HeN0dLnwyHTKoLnsus7/6YHjHe0s9irK7Z0EJIKCaG",
-	"tRs3Y3CBNzm+n6Gef9WNHw4G332XsFyvRYEnfhQuf+vVXxZSO72/+fbHd/+77/ZpKnj73SCuTn6/vUwj",
-	"2unGRrxo8jzkut9bswY6nGq7hrbeDEesTF/fXwA7rnInbo1TN/DHeTW+FAfEUUWxn1H/0jvqTvfgavgs",
-	"VQ3fpyi2/n0/Ua0ESO3CI/r0jlj6TehaKXBL229qsb4aA/Htu78OCuKniAtFe75XYAj3/8rIkB92n9DQ",
-	"W8GzA+w/lj8gIrYHiYrqPu0ERzRt6IjhYGqX7lMgJBLtXPfqvn33UmeicxtJGg9oip8STREI1LcSJJRz",
-	"xdKFzqrQiiVNtoMrBtq5M9eD52zNOlPt8j3wqB0wi7BNANxUoL6VXA25GNPArfsmXjoTgubi09xwkkeA",
-	"jjViHOYE0IY4eSTXMz45pzwYfH2sgKgnIGwh8UraAXvBN3plR75l+SPDnisrijeFnghjnHyDNnSOvsaq",
-	"m1ZZ7sHvk9/Hq+Hw8WS1khn8S/R///3ts+MffqcfjPgD/059dweDQfNL794+P91+aawkllJSywJAGvLt",
-	"1Zc4SeHrttx6GjEWxwog3B4ZBAbcG2ORlRCLuLcDdjxWcU9SHvDXsN4zgzrWBbR24jGAZOiUENjIWAXw",
-	"yAgzcgck453LoAf4xrtw2+CxPQA43lICJG7nXUI44lX39erEe9P9oRrZFlKjY71fIVTjllovFdbr64Ka",
-	"MjtGt1OFN2LBl3NdXJFReVI+9mA93471XN35vQzocApX2tDR4PuY0eXxPiinzQZ02NCPM53j89i+ensk",
-	"W5ZHf4dmTERfzZZMmPIDmTTZMGF7Ar6iudp6qZDGzXMxt6jqYCmKhbS3lZBZ8+uQipgu+GXK6EuAlQLt",
-	"EKjG8sixR6m83ZBE5QEbBoBegOSL9aQw1IAR0eyEum+wnsYqNp8CQf/6Deum21uDttRgMIBKIybdq4rn",
-	"bLGy4pL6rzW9hh2fmuwo+Klft6ISrI5yWvVSFLRPvWSsdhhTtnLfmEfDJ7OH9h0sMxhtrPSU8fKNUZP5",
-	"4x4no4esHXZMZ4cakZ1zhWdB9PuIdQsxcbsdLISyBNd3rsuEOYoMWHyBKa1ED4pyCzFdGZGNsBRswS/r",
-	"ZWAwhYZir6llZ2IuVbbDKnsDy78q/A31Km7HPI3G9AmmDiQhssNemxGz4Jc7K8VuiKrxWdh+4Ty/GuOP",
-	"qOPB7rux3Rd46Y+rPN9l+gUW1J+u8hzsP7p11wDwN+lgrNIKqxgRp6Iqf1sVuC2jAWOpczT3f+5/jC2p",
-	"GLgkci7gk9Av5KMNTsb9kvWUjM9Sg/yaLNCwSsaxxMQtPlITr6kCe2Xl4D3+426DSm2i4yFU9IWEipBI",
-	"AH+ylF9Vd69W+eYO1G0PxLV0/1fmy3mCuhHIV6nKA6JIKx6mx1UTF0IR+mQJiiINW6lC8Mnc7fsRSwHO",
-	"MUVsRMM3hhk9aAIhOaGv3qmdiZ9o9EQgisqXAB17GxZjO5xNTLThkCq8Ex7bEzSVniZ9O+OWA8gybPO4",
-	"M2KDwWBXp5UIH3WsEBJoxNIAtJMmrMQVTVkXQVPncslWaiIKy6XqJaFNeK0veOI7aWEUxvcBd7LYDx8D",
-	"cUbNo3GcCDpRY2vusaJ9bQfb3JvK7wFlk+b2ALF5SzjGEUdpB9lsumJ2XujVbE745q3O8dPw2EOfijaa",
-	"ru3RQ6OKr8k5Xt6TrU4VPM81UlR82aKL1XDZ9mlSUaenO9RWtkj3oU3FRyIcQyVZQujaSUQbAR8GEPYQ",
-	"PsvJzX/rWHg2Us+ttK7YauJQnvkLWWr0t93Jof6VT9zM4TqE/dDN4evq5jDJV8aKor+WmcB7WWnpcH1m",
-	"vacdUr64q3nD9vD7Nm9QYh3xlSMC/0+R5aSs6yyfsUqjm4e/9Gj4MCf/Cc+s4BsBLjXayrFyx7ACxxc+",
-	"7JXMATuG+VCDBwi8uBftWofhcdfIAT9W2MEZurCtRSHKljMPbSe+urYT6biD9FLrLdlk6vprS+RCdq4/",
-	"8ISdaTtn59IdpdUzYefYExIc3xt2dVNI9J6XF6cCFiwdfaIPHRwHegrfazeur62c3ZGRrZV4PW1VCrbF",
-	"oLe495bacHz01m8PlvpNowqlPthqpt+a7tcuyG65F8Z264jt6/Gl9I74CttHlIdxMufNmU8P7SMe2kd8",
-	"fPuIaIk3biSxpyp+rUYSV3Kjh04SX0YniR1i8mov2l+j48AezL7SMAMy8R46D3zxnQeOa0e6T6OBqkEU",
-	"PJQNzQduSye9HtR/k+fyn8uMW3H1rf4Iln6X3k+cJk7+/pygXx1LuAZO/oPXtJFvIEkyXh4/qmvgvMrE",
-	"gqusXT2DGh8Es4FLdyZ4IYrjlZ13Rv/67UPy3l0syGynW7kq8s6oM7d2OTo4OPzmvwbDwXBwOPr78O9D",
-	"uIT0mW1lCupl9VphtyXOJrkETx5m6WFqpCzAxUYpcZgBnueDCObPa8pbntvLSb4y8kIkUPCMQBvIQKnW",
-	"l1l9LpRhXZ/LHufgv1xZcclySNTvxd+DQrTtz6FThYlcTLAxeBgVf3nB7WTux0O/lRXFAnubVCYUfSyM",
-	"1vDB7yFXtIg+9IM0tpBnKysy+tF/Dw9er85ywc7ovegz/k8NX/lhVTiiZD8+//E1gpcbnw5LKGsSToqf",
-	"R8nXAIlbAtmVaerwQ/RhgsPZ/uxpLTRLebKwHyLzDmuzzCFYS5EAvtBqFgvxeI0RkW9/Djk5ZP7g58pN",
-	"BUGHv4fdBCIia+9CinX0GQrOb38iNOBg3Bg5UwuhbOOisMEoh3bVehq3mt9eX0Kta+xaU8dnXxsQTSnq",
-	"RrE9rV/EBjzHIB8yNtFqKmcrlM2sC4hkACYoFUvPLw7en4vNh7SXMMeNeCH6XGV9mClajKRuJGgDZuxc",
-	"bExS6WWW4QLW7jpEkzy/aJjciZwpkbG/PemfSYtu5TaCP7Z6IScvYIPwlBLG4W+MZ+CTXpxJN9hSFH6k",
-	"6PN+7IZJPN1KDzbUc/9sw4grNXKQuIpnm49ECZ0NlQ6OYdWqZK/BuyrwCw3f9uW02x/+WfDczhP4tlTC",
-	"mCSOKWCpSxSF8Y3/EOUxKp4os5IaThWrovTKGpmRISiUe0FkrNArKwrWfVPohbBzsTJQ8UHTWIoJk9aI",
-	"fJr4aI9dGcibqayPrzsffvvw/wcAAP//",
+	"7L37c9u2uij6r2B0z0ykvSlZbtK1V+VZc8dN0za7ee3YqznnLPWWsAhJWKYAlYAsq5n873fwfR9AkCJl",
+	"ObbjJPVPcUQSz+/9fN+Z6MVSK6Gs6Yzed+aCZ6KAP1/pEyWnU/dnJsykkEsrteqMOsf5mm8MS5U27oWU",
+	"dbVi4kIUG5YeXBymjCuzFkVvxDg7K/TaiIJZfi4Ms3PBjNWFyMYqfaqVFcr2TzdLkTJumBHKMq4yptxg",
+	"bLYSxgjDuNJ2LoqEGU0fs7ONdQ8Kga+OVbFSbgTOcJ1MF8zYTS7Y2cZ/z5Z8JgZj1Uk6ZjIXC+42JtRq",
+	"0Rn9q0Nb6fyWdOxmKTqjjrGFVLPOhw9J562wxeZ4akWxfRYnYqJVZpjVbM2lZWdiqgvBbLGRasb4jEs1",
+	"qMxIw0tlxUwUMP4JbOp7t6c3OpeTTfuRG66yM315xDIx5avc9k0xYY+UVuLREZsWfCH6XE2EOyZDv29d",
+	"z1iF+6kcp51zG91YIZSDBNblLLXi0h7M7SJPmS7GKpULPhMH5mL2n5futwuer0SPuUtQ2l+Bu8g5vxCM",
+	"K6aX/I+VYLqQM6ngIu1cbMZqwpXSlk14ngNsHL957q4RwERmYsKLR4a+OoJPWK55xtyFwvGqjNEQZ2Ks",
+	"YP/ZAEaZ5NKBNJMz5e5D2gF7pVmAuR+kWWoj3emmTCLojcJHXGVjhbDK7coA5LBC8Ax3atha2jlLp8JO",
+	"5mnC1nM5mdNMhkmbwMLCSbqhuGV6KZSDUBiCmble47t0pSJLWMEBUO2cK5bptXKbdfuUdgtuL/limQOc",
+	"Xh8iOttA/iHpLLl72RLyP825XLzhdr4Ni6dzwVJ43n+epYyzifubkF5kDtyle2/pvk46ii/cVPBSJ+kU",
+	"4o+VLETWGdliJeI9/a9CTDujzv9zUFKkA3xqDl65Qdwqfyr0aunX1TDNzD2/+TTPf9gxh8xuPsEvYrNj",
+	"hnOxufkULwQ3YsckuXt+S9P8z0oUTWTLWj6ZO+Jo59IwcSmNdQANUzOpjHVIpadswc8RoZlcLHM5kZZp",
+	"JQIo/QHDb638Y1b6Nuy2Ca5xYYCvc51nhq3dn44U6KUouHuTTeZczYS5anE3PVZpbAvPea3yDXOzGcbd",
+	"G3i4WgnWdStNlbi0qTtV979lIS6kJiLWa1s0jFM50QW/fCHUzEHP4Td/b2KLboUv5ELapntnC20sLmzB",
+	"1YZJKxaGdQ8Hg8PhcDhMPLli7r+9I79o47jcei4cC507mmscaZ9J1X7csIJ45TRyZ+SGTtxG5MJxeZy4",
+	"s5CK/p80MWO3qzeFmMrLnQcPIGIsLywyA7fTtiUucbjrna4DhB3IC//cGMjevnupM7G9UeB1XTPnTjqA",
+	"/aEIVaB02HPy1bqQVrCuuJzkKyMv2mFr4abYtVQvhLnRO0kHBm6WxE5PX2wv9gXirFwIR2hyeSFY9yfN",
+	"shXia8IOQTxL+/0Fv+xbm6e9wC3dr55xuidte7A2b+G/j4em07TUd7wJMX7Wa5ZrNXMLOsv15Ly2VE6I",
+	"Q4t1IqVbLT8D2VgXLB2alNlCCofwk1YK6T681oI/uAsyS62MAP7/Pc8cpRQGNjFBscn9yZeOPsNyD5aF",
+	"PsvF4j//bdzm3u8JfeXQb/B7nL56UKlUFzyXWd9tKHVCqPuD6ZV1giFSNm6tKFQvYeHlIMPAFwueT3Wx",
+	"cMqGLtynfT3tF454s/Bi4g6VMzg+ROpMC+MkTPeOEb1krNKVOld6rWrD4zfhtxqXCMNkYpLzQuBEY/Xf",
+	"J69fsTOdbdhCLM5EwaQ1DI9m6xunQNnNUjsJFXUiFDKzHonhtG03HCwJxoVdSBzIMQWYEaVOPY2mwxUp",
+	"JhZLuxmrP1ZiJYBO95ysjBL2mhvid5kTQT8kne91tjmVC6FXtw8Zu+DBba1vceJ0RNwBoAh3nUnQCxgv",
+	"CkcBHNGSyuFR5UPPFUnNPQqqRLzRsE2tX/BiJu5hn1r3czc17RR26Hi8gwGiDeHSy4sbVV5wvzji0bZF",
+	"EOFfafujXqnsk+4RdIG+0rY/dXOnI6c2AuFGVQIuyWllqAOyOSeGKzPW5ZNz0JUECFoZQLEDahTdnNKa",
+	"9XB/eqWsKJ5qNc3l5PahlcbftVHAuv5CmgV3qiLrouIIP6eOcE1wjL67t2mu1/VXgOT7lya6KFZLm+64",
+	"Unzzfi6VVhlfq4Nd+h0uUWmmdCZYF6mZERauLxO5sCLbAas/6uJMZplQn3RLUz9rOgLTkl6KjFl9LhTr",
+	"pv0+/GX6U5nDTRFrcrB4LlVm0JTlpEVP+52A09dOiMRBtGJcbXDHZyvLOPvp2ekRS+faWDhHnud6LTKY",
+	"Pv1ZG0fAcJqxSvv+cd+9b9IjlqKpZOtTb9JJX8PzlKQ5sDPYuRiryNiyVrDuaHQc1KSsC6xyUmhj+sYJ",
+	"f54AO5DVK+A2vcFY/SAmMhOZt4U58f//av2LEEtRgK2n+Z6Rv/wiNvcCvudiswW652LjwRbwEUARxM17",
+	"WSJQuMoi8aeUdBJPRJES1ogorP1ell2j82Y1mbNCr6zwS/pZ5J9+RXOR+2vG8wrCl1P8mbRHrOHA/frL",
+	"c4ZN+Mk+4SaOFXv741P23ZNv/4vR4CzTk9XCKQpgBzCiuBAep6dc5qvCkaL02+GQOY23UDxPkVWeav2S",
+	"qw2AtvmkV+EknQVXmz4cpnEwjdIL/R8PGW39cOg8d1R0AyTV7RIpKRprHOl1mwXFlUS9BeumoG3DcGBF",
+	"ZpmwXObe2CAnc6diRaYnBAhgXE511M30ir0DTg3egT6YakB9jDwo0aO2M6K3DyIfAxzTPxVf2bku5J/i",
+	"0+LGKpoYmAcesDRsotVUzlaFyIBDxBK4F74nvCg2TNraObx7965/vLJzoaxbuKiutFRNvxe8QCtDvvjH",
+	"uDPRusj6RL/GnSatFU/qgsucn+WfVlD/U+tzYGn9VbmCFFFvopUSE9ADrY6YXzgnvRDsjE/Ox6pUVMzK",
+	"LIXKUOkH+AbjowO5XEytV13ozAmvU3ibredCkZ8B3tdqJgp3e/6G4JESIjPRcty3JFmjUWJe6NVs7kQV",
+	"XIyRWvnLVo7MTNwIFSTy5jBPbwxYJwKIjFXOjY0PRBSFLhxGkQVp+3T4xKnbuchmwsEdefjEUhfWDWxY",
+	"5gSNhKVGGLfCfg6SUZeP1azgyh0NPWHicimdvuxenq+slWrWz/RapQkrSY+xheALkzpVv6RHWs36S53n",
+	"TvAhmuRfBKm8tNCIwqQOaCdzUkdg34A3jxoIUsIcQTqJx1rwy3c00KhOocYKSZTbguVW1MAN1YV+H59l",
+	"sqAR4P8sk4WYWF1syE82VmcCzt0K9MN5wiYNg7OLVSu3tEJc6HMn9aJzsBBg8xyriV7leFsOCY4Yz412",
+	"8mx6AOT5TweSMnfSMHMAACbDpPaCtHMQY/8875NxsM8nubuaErf4JO/rpVCEWIXWFi02hZjIJRhyHMOT",
+	"Zqzcaw7duNpohfYWwLW5cBoj2wjbOyLPXYVmg2vttqi2WS0RTl+KTPJToFeflHqHBfQXbgV9RzJRCdDZ",
+	"Bl3scAacxf73WCNI4yW6pe1QOH8VhcOzl6Th3vpea+Pv1LXx1VLbDjL8I8PooTeLgalOCSBeWdvuPnj7",
+	"ac0gGgl7PM9fTzujf+15Ycn7zrLQS1FYiWJWJrP/o1cvBVfN7iiyA6IayZRjj46Wa5ZWTJHe27LWTGSO",
+	"pPM13yRsAk42shgGI7JjFUy53TuenmsDRuSSCaOpu8ZpI/dw80rrxlBdVIycPrqjy/0vZyLXa5Lglhi7",
+	"seR2njjtN89EcSAubcHTXm1xed5obadf9Nm/xcR2PvzWgBhbJlwnrEhhKmfJVZbgCfHa4fvDcqcvbcLS",
+	"8u5IqkQUejIcenncYPyD0kxcWmSmaFuEieEgq+CAxvv324dfcGlQDqRHZ1rnDmrQbu8dK/8KbiF8/7et",
+	"gwmTv9L22WJpN7cIzIVYcKncihshZMkLKydyyZWXOeh0LIg34MmwYmEaD4B+4EXBN1ubLife3vBvlS2/",
+	"daznFrcMKkJTVE9CbuCmvcQH0RIRdCU4n+GWQDcFfhqBMyzKcdF4opR153qNvlg4d+E0QJH10NpDdoSu",
+	"rV7UI9M7ogEjK2ZtJvyKVoRfREP0welvUm9IaUSFN9wQfNdAal+43wHwT7nKZMYxqqp2ffjINt9TDky+",
+	"afJdt9uKw1YUi2bMmKwKEGJwwkeGuVdZd4iEyII3HBiXQifrVBcLbhFk/vak0+jGbiAK5W6TEKRAe6TV",
+	"7Tg+PKPrHJ+RagJPwnLdq+CJaeIvYGBrGKi2l3gT+Imfaefif/WjV3cQJq1eyo+FEMyKS1vy1ifsF/l9",
+	"jy1XZ7k0c+8VB13PzzHYhzMFG3079b/acx+d1kfCAn7/W/vybpFIXmutV1K+uksFyNe2GwUtEZH/4ZEJ",
+	"eEbOlaNtz0ozkaIjCTDEswwiB3n+JtrolOdGJDfZe3xP7Rf0AzpLWuKXnLItLiBYYArOXWWlJZ/wGuJr",
+	"13zDuunBxeEBvGdQxKrJpW1zUByqLVYxuEeEEePvmujBuWgKECP5HESsbnp+gatpparbO8YNlkPAAlI2",
+	"BSWRDBrLlWXwe68ZR+OD91tvPHq9OstFq/i2Qxpo5Qp1YWBfESiBaJnN/iIhLs5/Vpv4ys0+Q2lhe8+B",
+	"EW7fTNVQtRVZVxM1WFcJkYF/zb17IZD7SQhl8JbZZuDY9yTwvaa9PsvROLWDx1VvZ6dfOLCohlsrhYpd",
+	"Q/j1vMC3dwEQWQ2bkPVEWIj95myq0ZeHVqERUQgyZyWstHUlcC3ruc4FW8qJXRWiR5YcO5cm9hSWdjtv",
+	"bJOGhdUM2GkwQkm8bKBNTu8ETYytlJU5uR9pADQqoXiKhjvWdUqtncsiM94A6t+mmA6KgSyX4+bxMe6g",
+	"+E4LvUALJoRYqSzsKEhWftAEROHMqYLu91WeE4MJYJBivMyIKQ0K7oQrdibYhV5NnFgw1QUalLZJYzib",
+	"Ey8ZVa/rHUl7LLK9nokZV6z79sen7PHjx99tafG2PHGyGPsxyjvJtbEVsXGHHNZMO4KUGGHDLjR6dkEG",
+	"oBpX4ZbvC/luOOGH8QGCtI7fGmiAzK4c2Y32PNvaI0Rz41QJLnHX1l4E/N1yxwl65ZEhSf4IAYiuCqDF",
+	"PTDgSKebKh20kdW6AQ8QYqPLNkKwNPwf2aabDv0gGGJ5h+K612aulGtuJNnDLLsE/GcYttbAmGTWzG8L",
+	"qQtpNy2K9xZghPcbZyeQahBrMjGRC54zGvyIycw4gisnNt8wqSYF8EMOfhdOpBgEMYxq7Iw6/9+/hv3v",
+	"fvvP/9V0/JAGcQM0ewlGODOXSxipEdtQlLsPZIM1/beWquli2yXMlivfIaI0CiVkoOxKpKT/1lL5jLaE",
+	"lULKuRBLJ57wXF6IhOzG4IKmWMsC5ZirRU6fsyKz9tPAC9sbzM0VLIb2+G84Y9Z1q1Y6E05JKgQGsDrM",
+	"7+3LN/bGcgCAqxX3nwXPMfa9ul1MyKp6jfX5lSdMnzXOpPMGIDuXGCRTzpLryfkuzWT3AmA8erlpFc+t",
+	"WEACYBMtKQM8HxnM1Usooy5BLW/DwNfD3LCsC/G+Uk3yFYRCQt4beoHQ24z/GzFcappgTpojvVLN2LLQ",
+	"lxsHvJgMh1HQhnEMI3aLYGcbB+ZjVXEgBS9xIaYrA3lwoIRhcp70VE6qGcpHAarOpOLFhkK/bkDSfhGb",
+	"E0tS9xYtO7+4F0L2i9g8V1PdovcyblguDSYcslglh/RAiqOoASZq0fvYiIz8s4XsAf6BmKJmds6kQqga",
+	"NLNvdJ3Vmf3jb642YmAamx+AVtRyTnh3rQYC0iQUENhYfdk+InJAet/r9vYrcGv9eYD3j1zjYN1r1DVb",
+	"LSNvCoEeLid69UpB3N2zNCS2N9tMrnGnLQbLcKmJ15pNlCP9z9Mf+38ftBLt77kRf3uyG1JwMAco8HIS",
+	"9rfBLGxty1lKzN7YZlZRQlTNuNc/THec3M3ArwXu3uGNN7CAa9xK24ZOtxzQUcIehL/czb5eeJGnuiVU",
+	"Jsyx3V/Ob3d0WJvvlwkVL937HdDJXK6ndRM/QCDM/mZo3Pm2ERrEu71NOCAUXOV2xCGbXY6wjGdql8Gs",
+	"yYxlmoDo3XwThamS+icVW+siM4O9j5yGbz1pDEgKDFgrQcdd843IwpuY4+hZtKpw69g+HEyDUXkPJh7f",
+	"eYsFwIj7YOXbfAnChOE2Qvy7I7sUPDViXqYGvkJsIy5HMecq+8hD0sZ6CN0+IW1s363tczilF7yElTmF",
+	"e0RgzLophO6NKiYrMnkkWLOCwtMsm4s8gzA17wb9SOhyWNl2cIEmYYY/hL7dwzkCBdGT8xtIw+7zdnEY",
+	"lJn7EIjdsn4qeNOu+AQHuw53mgo1kWp2qs+F2tMa9RGee71WlTiAK42lQG/xq9oak3ibbQf0s8izW/S/",
+	"YjzVPgDzM765U6u90kHrYAuzK8pAEUriBfTXk3NGppU132D8iaOVuEzWLW2mklyWC8EV2D97RyyF88PK",
+	"LX2p+stCzwph2uJLol01qBZuLY/KmTnktx9gWDI9g/8UvaopV4mQcHC12fUjYLQN4K5ppa3BZwtAthth",
+	"ShoyukOYenBh3boLC2+n5sIKkerDr9R3lXRoi3vY9olWExiXXzajAYlboxYhEOzHKNCciQlfGTQDl9d5",
+	"lRgYMjFROHoUpMgG+89NDZPtesaPumBLoZe5GFFJq/q6E7dwJ+VfrXXEBs+dugcatm8cn/U3DNAaxdZt",
+	"smg7YWTP2Ky6W+Qazgec07T4GeSFXxVYUcCnoItMFJWw1120NPYCNMQVPNDQW6ahdFtARL9mj/8V1qs/",
+	"L2XmTxyA/5FhObfCWPJ4HbEhBVvB46ALc0C/jwlX9e6w0m7scauRfqxyK3eoFe3yviOcDfj6XFGpmS30",
+	"vLFct5+viGhmZfymne80ToUAX9hk0+evaDGxw/m4/395/89h/7vfyj8Hv/d/ez9MDr/5rw+NrujXF6K4",
+	"kGIdlNXtwAgfj5j+9OyURW6OIypL6ZgFFEDwGX0pW/ANxXCmFPAIybWlVWoXrTzBUXBFDVk3pD/vN1is",
+	"Se9+00dmgv7+2ejcN9t9FI9zo83fW+TOzbZ/GgJIfZzETU6hDEf98k7if1ZidVMUAEf2l7d1H/B7s81T",
+	"gsyXt/1q1PPNDiGDsfpf7Flsx03d5DTuLcLqZofwhhcWDHC3cQZLP5j58g7Ch3fc7ATuJzblZjs/EQu+",
+	"nOviphzBhHG+uCPweVw3OwDKQPrytv/2nROMb7j7Yn1PUrFbTY2MXcPWk7cEgUOac86VkmoWwkid5ix4",
+	"kUthbC8hPwIpyaTYNjkRPrmBqXoc7Zamhb5ozPEO3xu2nmsjGPgbfMWF7kbYXmycs3RWLBM8N1ipyerr",
+	"r/alvmhMtIn4yrXSqh4MabdrSIsKzJi5W6cDiyxkncd+ir+yGe12DGUhUSeC/pJyBNxtMgc1ov+2k94Y",
+	"OaOw/P1xqiVIHSDheiOthZzN7b7JG/R2Ui7bT7rzBPbZfEt9C6R/5MnBZP4qkSPyd51qF8m9pjw0xo2G",
+	"m7vyGGhkvVYY5bzgG7bWxTnT6vq0/jVM23BArbj3FHs1AHpDydnUXyIW3oKNpFD78YjxyTl59Pew5e4N",
+	"iVF2xy6I3B3QWWV314TMZo4rLfHbKyWPEI6wY2hu8Y6lZUqv43CJaSHEXtMEyLnaRF6+WsbZhDPYeX6v",
+	"141JRXVj/vZOUZqpJ8k4uu6t2Eqs6S3fesNPymbCGsbZXM7m7rESewLZRx7Jla6DcBwnosFk/+ySQ5aa",
+	"ky30NJR5AZZdonfaFHm/anIBRJJhOkwHAyooc5iW/UB6g937bxB7/adspeQfK6zlZa5ZRaj9YFoKj91G",
+	"OYzmfIqPL4hRr3sWwq5K+lspfoHvQ+l4B75YAba8oxsEHW4Zhj43c0/njSioYc3Ngw/bPYsLfnnNMhDt",
+	"EV/LsOIGXgvPHhmoi1/WwCciBV5Mr2lCY6DfJ7+nDLvR9EY+xgTC7CAt7IdnL56dPmODweAARzYH7/GP",
+	"D/8vvPqPdLBvyjgtezsc0p3NlVGQMbo1FltBFlI9kXo55AE7mevCUoXSlRHZiFXbijR2DknqjTUS1tgA",
+	"BM+ssXYcFtcbKygYVy0V10tYvcVDaNyx1d0hgarEVizgEdTKLBs7wLIaqz3Ck6iKb8KiGtxuewth5zqr",
+	"lIlPtqtd02cQyukel3GdXSrdSXFmbiltYZlJVDvBlwIL0RXhB1gT/FKZ3lc5w+pe8S9R3TO6CKp6NlbV",
+	"smd+X3jw0dcQ0xG+DiXk0l5tiGjR9TpolZmxHi1ZM/vTVZ6nY0Vv4DkZeMdd4NYQC36J7SBqjTEqFWlD",
+	"mVrWWKU2YVG/gqShiYAbrKFBQGU4rJIdYNR3Tek+Gf4dDgaTQvsA2FmfKry45999l1ClpYxplW8w/4Fy",
+	"SOecwvbdENVC+wlrYGC+BwZxKncyjZ00xuoarTSS7XJP0U/VM2+u7VwvTAvn8njEeGQsOX76AnNyIbpv",
+	"rGSGBYp6bVVty3q47ti2qhoj/kxEnovMAdS3w8eNxYxDQfcBy/TEHLx5+/r7F89engwWma9zzi0TfDKH",
+	"cGrqcbnGqr50TWYO9qJMoyGmXhLKJ2JtM21lLCfLzHZwb8jY3maHVtpc7JDU4jDHubVLMzo4qBQFH2Ti",
+	"wleWNQeBQl3JpOCpnz/ZlR6Obu/tskAOUSuVCSspBtjZbSuyCHrgrbmEROsujeG4hWHQRg1b19w4cojm",
+	"T8IqWzfmVnQrpTPKbONrFdXYkRIc1tcQehUk/L3MB+VOrwqawuGaVkPeju2MVcwPKEOtybxIeQORiQWb",
+	"vVEDPbbgm4Ycpl0hu7469V5bfvvubagctWVCaw+Spt5714rrbwZBGqdc+e4QazzezzUxaEE9EvfsU3hr",
+	"mUTUOPFmCUV4tLecUnSr8PgxIPcxWUigAnl87eoCELYXelmktKmUGSEUeD2unW4U9rkFxHeb0tOew1M6",
+	"6ltyeMwu1dJA1mXi87XAoYhZ/2tRCN8xYG9DblhMmRRUh4ZW1InIVk3tQyG0ZKwYjYwbgJYDaJ5DIWew",
+	"d4lUfzy7KVfY0o+rPL/1pL39MWyPoyWrxPZdB7XlkWNMl6NQHr9MyzNsVi1ldC0TVU0vqmCkHz9GuqqO",
+	"FLIInZaE/nT66NH1EwLr53QNRC0tMbeKw8FSsg8yG9NYpTIPjZtq+dehTZVxiFBpqkhG6gnPcyw6jX3t",
+	"EFmiPmJeosFud1Duo+wE1CKuOt3meJI3rAh6JkXd4AoBChLPTQINbePe/3CD0IrY/Xj89IVB0FQ6E2as",
+	"+EKrGaP+IVqThRpb5ES9QQxbqQz6rLJuOl4Nh48n7m34S4DO4BTewWDQw7iFsXI6XA4We+gkwrrpWhd5",
+	"NsL/pj220NCfmquwugU0U8EmKXG7u7Ei3Qri2QvBrSgbHsZ7fYTFAgw50btGCFTkTp49/efb56f/Z7DI",
+	"xmpKTa+m8rJ3hGkplX4OA3Z8Flp86JWNz9dfLSR1lf1S5kJBl0lq1oejF4b6pgzYU2qfwq2no9jKBxXI",
+	"QtB/KVufPR4a/+e3huICqNeEmw81y6DV/auD+lwnoT8OQr7CdQrhmtXCi4fNRXnKYovQw8hAV6/zWpae",
+	"9/yDGQ5iHKDK1dIdoftGF9AIqGy0k7C3z45/ePmMjTtvsS8O+jhXy1nBHYh2eqMQWDBW2B8JCGkl0uCM",
+	"u3Omi0PmFUIy4iUveCZqtbN2ysA43/ahzLWxo6UuQkep+AhgiVKxlRGD5kFhZc9bXI0NQSyZG24uLll3",
+	"3BleDgaDcaeXeNgNyUL0evOczaWhUt9USs1S1i1jTqDTD5h24DGauMpKmaybSROejdBlZ+ZyyVZqIgrL",
+	"JbSUpp5SFDdzxDj496LoECxq5i4FLXfaUI5KGdrnlwfll2nCThxilPiqE/h5ozIBu39WFLrYBd8Uf7PV",
+	"9qkKsT1qA8XKLlCjqEsXCMePDLboGrCXPu+eEDo9uDhMy67LvmGpox4/Pzv+gSIGzFil3w4fs4ZmVVjm",
+	"zNu7vh0+PnJUeZILXhiqKifyKfIBjqsZK7OaQNexSnRQRA3KXtTb4KjETFvJrci2opzivut7lAVHGIzh",
+	"PyBYuYbEM+IdzBsjEporG4rd/SHwbpE6d2Pobwd2D8glhPYSDN0CUyAVrezu+DxQ+ObRrg3w0Xh7gH/j",
+	"Lew43Rs4L6v30xysbGoBGp/OcVkmIt1gi9vZTJ9bjlKnvsRbisp1z9DoqhfLlQPRXukal1kSGe9CiJ5X",
+	"IMqIrStDWHJJGsIe9qYonncvDa88mYcs8HsrBg/aJ89zjV3tKKS1cU+9rzictTyBsrQh8HJf2NpgSAHK",
+	"DWXTnPK7m8S7IpZF0a77ZYqXCPSixUh3M9pyB/SkvWdUrVeU02SqVS9qIWrDSNbGb3t7xqDtCQihwiUo",
+	"weWVgwqDM97oziuNqnYHS9Yv+lY4ZtmK43NqSxCtTzYGNrVzpIVUcuE2MLzyEnCQ3fO3BU1nYsGxZM0e",
+	"sNYeztzaiQ1a6+45/EdGj+MUyfY9t5/DP5fNLdPK02iIpYUeng5dCJPXXFlDobS68BR/qgu2UnAlaHrf",
+	"ebMtJKbxUGqFG3C6cyGWyN68GoIfDDCWCyeCQMzhMJr6cB9LcXxuJ/4ev4hq/yu4X/fDjjL/1wPOa8aF",
+	"toaYe2jdRSE/eXRrW1njG0a3Ym3lhtDWtH+YjghjetTLV0xWhbSbE7cHXOwZ9Js/XjUFa5xCZ9pzodhM",
+	"XmBj6dg07dtuwytuwqevX7/94ffT1788e5X2BuwdcVutRDJWaDkhG2gwU2MXaehvhU16UWKEQwYqB8sr",
+	"D25u7RJbH8vGovJB6nVnonWRSYWsGe3hBi2by5xLxX4+PX1zACX93WrQktEHhMfaLIOxGqufhBIFz1mx",
+	"ygX1bOXLZb5xhxGbhBwAwEwj99V/MLBWoaugHpTJMj1ZLcAs303b+kOnCUNIGyvGUgK2tMfK7gUQtSYt",
+	"BmVh+I77C4OUMB4KY5JKp0DwA7lBp1I4AsBVuXYKIKfx3a2ke8QcoUPBzHVhIaYU3QrpwE3yDI6onIAa",
+	"ChM1Rb+AwKPqPrm87IExjHvyc+S2M+Wr3KZs4m7OuDHLRvvUV23KZb5yg3bTb4dDFuLAnPrxH+wVxL5K",
+	"Bb2V3Tvv3SI/uBN6D1QD/wTK6P6UmekxQDQ4+qsrAqWsazSj3JoBJtUMBqlTUBTV7hW5QYcDY+kTWGIU",
+	"govXA6W0TJkrqEoNDrbxAxnq3A7WXIIFyto87QGMRZY8ajHh3vvm2yEGSz4ewj/fLuBMGHvJc0eanKak",
+	"xIxbIOjAXzVZ5kv/FiMWB3ZU3+8fuwvSQmBb+MytCB/B2kbV7ZaRwgN2jK9QE+xDA3Xuc6NZIf4NpjHY",
+	"Nc7g+b4bd2hSCt+zDrLURLixCJQAP0vbtve+kFvcrRMYVXnMZ2IuVbZ92sfY6yMYeqGP98qA1RiWwg1L",
+	"4yYKI7bVMt5N102fHH7LWoKUsV32WhrRS9zATm+GaakZg0N1v1BQ6t2I0iaURWYnc3DfIJ1ImGeHHrN9",
+	"/xO3iOgSIKzajVTOPmBvy406xtIIByBvBSig6GzCTzfeIXspv+8R6rL0yeFjVgvzHrBXlFBj5wL6iCPQ",
+	"V8/+XbDkN5pUnKYf7Kfe0VZSGAABJ7QYJmFZZJJnYJFvjmolqvpW2GLTP54CgCIUfHN5CYDpaPdCGoFc",
+	"jdV8YOs5t4D+gXJhXIhJfIYBoL4uGBbUNqzLURRLGAdBLIEQVC4X7o9FqLCSMHovc3w+QQ+MGwrMQZse",
+	"k2W/Ds+da96PyKlJS5PYiB7ctcBewL0Azj00HXGWnss8Z/3vUkbeXOQlXhSWdhDdUpjLjbXlXEmu6zlh",
+	"rM13sn1LCYKQQxBCFIIg6F6Psos0MRB3g8ACBM9M9BKkW3DsSxXkGdOfyhxCpmH5sKzKDhDE0mPKMUDe",
+	"z74HeYUhS4SBiBsmyAPSJ8NDVs1McENnYiKxdipcVsV/DuEJpTTltwXxAG+ee4lqxOaCYgcAPsC3yHPg",
+	"hI68w968/AfkN956eSx+30yvrOP26ABmUJ8OXbsgIyC3AN9/XyufKKdKjhcuOKnc7JPhY1aG6B958I7i",
+	"xWlBAWufDJ+welrGEfYMQuxuahsES4LIbhtk2AXfwHoJs9Ofwbvpt5n2fTZAf66hWXu0gsdsK5PAMXeW",
+	"voZcAiLkKJtQFdvSLuwkFFhlOQOmINTnaEhMABby9PXbExKUDZtph+j0nD4xGDc/8EyYUhiiCBbDqEjs",
+	"CG/hm+9YPeFhCyRQP/TFZR2jcTsB1cpbnvFTgGCyncNOS/M566YLfvkipFQs+OVJmcKx4JfvfEVm0j0R",
+	"BlE8zcURO9t4DsPmPJ+6icFrN8v1Gc/ZhDsSCW3jjWWHvRFbclgs2u0NXwgvdQOwGHwO9shoBLc5lJsd",
+	"dDvwDWuhC5zwJXQRIxLqgMwE4JVZgsSbSXclHkG1D545W1nk3D6UbEByMVIUP6ZwGJb+734sVvRfg2Zj",
+	"Rkxpo+R0mmLQCSuljxNC6v4bncvJZsQMV9mZvjzyJ9c3xYQ9UlqJR0ds6iSwvlMLjHVSN/6OVMiH77gn",
+	"UKHZIqei9j3YXIlHvdgSlMOjTvCW+kkBwYQASRrMvdEDSiVA3OLsrNBrIwoSnIuVctdTQx0Ab5BYTxqC",
+	"gQCTn8WuG9ZNrbi0SAwoWyjtwdGSUkdMRGYjB4HYlwMlcC99weFm3PKRwyAljhDicLBHXtyirmWhFZeb",
+	"Gv4otS16UU/DiE4rPg3RRfSdI30YWAEzgDhv6y7vAe1TZqBTep4Rtdc0/u5299es7KZMiyG9aoMJTCBR",
+	"64XTUeEIvMhQohry9MNvmY9JwDSWTkVNjCwwo87hYDgY+sA4vpSdUefxYDh4jP0+52CMOIAb7ozef0g6",
+	"B3Pof/gnWMAwRTsIec+zzqjzk7A/0ysQALXUigIAvxkOoyZoYNKpyeYQbQDXc2UbJOzCCCaHujexuHAC",
+	"h9vTE5yxaaCwsoPveUZiNn7y5OpPXmn7o+N4FetNZ/Sv35KOWS0WvNh0Rm67UfSLD5UCzMTeSHxmIFLa",
+	"H5/p/ObGO1gIByyGzpvuZbDhi5x+wjCV6Abqtd8j91yXtAWFxVId+YtckNp4kkyC/FIUc740zFiZ52MF",
+	"NsVqGhkFYhUYVibVDAcQyojFWS6o1zA0xvHeld5YlbZab6aCTaBO2u+Ti5B02C5RyErznbEiRyqGiYBb",
+	"1Ut9GGHNfAxidbsTvRAQyRYCIcdqe0NQ2R62BCU3QJ1Z8OKcUMqvOmg4bmSnyKwUboRbUnrfeE4Hvs4Q",
+	"/FR1djJqP7kRdqzctOSTSnaqQ0QWNojbW2j3FsHiXrDuqT+XT4R3Sefb4eOrP/hneXxX4irFdnkokA4g",
+	"JlpNZC4ge7o1jg1YV6R5VtQ/z3UadeYSmpzO493kAMc5hII6sbWKHayLydw455/nfTIv9PkkT5jSGETr",
+	"QxACy/YG3iD99Ejz+Xb4eCcxWklP+C8ODyhL2bQS/xfS2O/9S1AkAw1LptVuX75y4D5+AyUAWmv31d5G",
+	"z+KeL4NqCob8G+FH1akQn8hesTJlsdrtBBNx2UDNXzrNEwNjjpyYbNARByUUuGEp2Ab+kQbi50ZhSz7b",
+	"o7tzWPy2I2Ybw/21fjyCH+6Fr0EFx4/2QPIfveL6cWTBbRTYzdXfBefSh5h4oNKAlQAYnWmMU+Uxf6jh",
+	"0QHavPHSc4Fu2RpG6bUoPNBsgW5Db1T44CZ0+Gu9JjgYQJHdd5S0yrWt13B7HDaQh20EPI1X/nC51ct9",
+	"NxdopSoPCTg4IGXrRV+PP73iC/GGO/nnt6SzXDXAyFs3XQkl12R/Ti38n5UoNk1MqgHT39LmPmtY2Euu",
+	"g63fTLi7MQTBacbwc0Q2CSzSkkDXeJ7npoydC/1CzbXI/YGT47C/yceDnzYN8PeOS/ux4Oe+vbl0tAdt",
+	"e8ONcdC0TeG+DNb1ZPjdjiOJgwX2P5oSJLcOpV5qaIS6uZc3ABjJHYsRzfeFP8KuClVmSkZUOMd7BYfn",
+	"d6y2n/oODJrhertRiorj7NZEnvqX/gqaSHwie2kiZZX4+9dEwuL30UT8tT5IQc2aCB0mhRNyQw3PyGgg",
+	"LfkMYgQrz7+OYI0qSvU+sJA+xQ7hZ5QzHIpY+WHQCu+DJ0RuROSlB5emd2dQZ0fqsI150k9XBbe6YGu9",
+	"yjM0huNOq53dWBd8F2NlBJrhfG9LnoOtDuwz4MDcLrE1YMeK8Swjlzv40eHrsfJptDMuFeZqpMO0yRSH",
+	"5+HRax9JjloRfA2iHG37voU5sSgjZRBGqIcyXay0pZN3mPZacKFdFWy93dsTlwJ9blYFaZlfhrC0F8w8",
+	"1WqaSwwDvgeYOa2QL4z16qZDElDQHWqEbYeVWxDnG9JYsgwjndwovBB9rrK+ERaLZoSKquTQS1ghbCGh",
+	"dBuE17jzHIzVcZYZZjU4UyvsoQC3Y6X6Blq6oUZibUpJBSvGas03VG5jcSbRdUxxTsD0sTQFOB1/p+l+",
+	"P+N2Mv/dyD8hesexATe1T4Crcw88/kLO5jZgLMVsZED6zWoRgkTQ1D1TIhurvz3pn0nLCsgeRjr/Hdsu",
+	"wBg842WENtRiZN2yK8RY8SyDzDziKxjG6L1D0GCZK/b3/tnGClpxfUZfz7GJTxxnWUlGasDTUAoHNsho",
+	"f3zhvgRzfpaFkAJ2CAWP3Cd/gCHBVy3q8Czz8dscAY1w5XCfxKff7o/M4bF6buwwIcseaN5t0bzjLGMp",
+	"z7LS58oOEwjJOhMhBLnHuNULOeF5vjliMb5uY2l5RW1EsqkgAgZvisulmNh/PEsTR2fjGSBuTE4rCEul",
+	"W9JnUKXYE7VS8oOHw7RXRvh9x+qlWtuoQAjrGytalV+TtLG8yqRpQuyTWD7YidgnQMi3NxeICZwnVeVv",
+	"wmtcXQW190RnwIrvdba5bUzGhukfqiqeLVbiw/1QkRNhv1KC8eRwj5ncFZ9q/YIXWDviyeG3++wpRMa/",
+	"FJnkpw6E7odEORQJlCBpowKEpVhFIZJZeru13GrTz93WpEqz0b+GTSmrbnlfy1K9Lev925dqG9nHyoSb",
+	"8NbKB2NTi7EpqxxT3ea024hbw77I1NSmdlch6w75SQ2Em2XT6t4fIKRJo66eEaR/rpRNwBYjlTAYmh43",
+	"Rrh9b+1OcDuI574lr1zNgxN7PaL2EM2Oj1HZoAkXxYzlG8OEKnSei+xorN68PjklO2Qw6ZKb0mmEM6fn",
+	"++Q6MGjKLHzOzjYhpQM+GY0VLLChsQTrAjpTNL3xNpA5lJBhx6H9EiWIUI7FWJWXDdU/dJ4JY+MJHhlM",
+	"QSQ9uS6R07hNovUzx8DrVKB2Y01yssQCX7E4muxJCtwNO8BuHhgbS+0au1aK4KpKBHs6aq9+7/T0xV7C",
+	"w86wg8O7oahwjc1OYGQrMfw7diLwg68y2OEuHMp0zq80RgXv418uKdOITcXaY7RH8jnP/C1sO52PEPHb",
+	"qVatFw6rtsIJPVeNgEzopi43oyrZ8s4cgA6QE7GcZ+x67mKwdwv9qjfNGYWtUjZrNBSRsrFqpGUQHTyZ",
+	"+zh/d9KPTBiNqkIc1en6WNE8/owcvXPg8M0e2uCp1i+52mAK130JgA4ajlgBjn+Dnn+/6fh6qVKax+Dr",
+	"S4QVFn3wXma7IyYFvxBXsIhbIrFw/G895d8vagvom1NbHeDmYmq/Bpr2StufRf4JqNmzxdLuTc2wkdYI",
+	"5RMDFMzhmzv0bRLW0G/riKoc13gRfM/zPOQy3lfIDUB6DQFFI/tEOLtlufpq/Hj+Q1UCx9wg6pnZamh5",
+	"Ft76K9hYKmeyl3nFn89nYVkpl7+PUSVc7YOy3GxO8cfZEryD+XQgLoXehRWFObqOD3Wk27avNHlhrCgW",
+	"KRS48Onio+DzCcF91RqPmZxO3WMMisEBxsrX+ow13O43w2HCVgqrO2e9lky2AOF76XZUd/E6HpDkMwiH",
+	"LdG42brk7+0BVZrsShEmYK8Qjw1OCYDkaGgJ1IYbN7cm1dHqoFzCnViRTuNdQjFAKu3r9sq9tjI596Vw",
+	"qBhVBXVhzZBtOFZ13EworrjU2NJvhodOVRtTeclxZ8SmPAcdjdCc6guDjpW1VHgdMdmQ/14pw0vF3vXU",
+	"l2MdK19XJZVZmlQShxf8XKBPFJL2oQYUpDdiL17ot+B+dGQLC65QVGEjtXnKF0suZ+oaZqTrmo1u305z",
+	"LfJ1B45eD4bB1fvhDg1HNNtk0yhQeN356zQM/X1P/y51ebiH7IStFsojJzrIi5hYQTZyFGFWNd1wG0w3",
+	"3Na43id3cH9BxpdC54xHp9z14dFYD/oFFKLL+Uavql7wPUTEiJddaW55K0wj+bye6aTFug7UayUqRLde",
+	"aPlOrdY7iQ9uXWQYzej5JjpmYo7srrs5g48G+MpMQPcS8O1O0qfsEdj8wxYrKPGGuFK/l1AuSypx+3Li",
+	"NawjLdmkbwoN5atuilufTAr4pAFfuxDTn9xXh1kfJRH8VaLEsFwXhk6GUkAle1SaFaLvkfvaLBHLgrUa",
+	"T7AOWOjKEiJLQT3RU5b+9OyUNQ2cjqjuWBTWBslGViS+G0xVTeoGPSmJSZj7u+TbCRYwC4rPSVkSitxO",
+	"uTZmFDXNYfv2zKEqOFipDMw6WomxwmY9RF+xho4vQ1MrRwXdaLC7Du0Tyfa4bEDjdE2g3lhXL612pkl7",
+	"oTQcxxqIQmU4NlbnwUwfR/CTkBxm52LRS+JKzmfCroVQY7VSVG6nsla3TFP2/2Ef1f4nlK1q7P/DQvuf",
+	"kb9rgT08qfURFDRUGqDoAsryYnmgbkUrV6s8T6H6TwkAPaiTfqxwpEfoH8U9Oq3cL1OJtTA2LmuKQCYt",
+	"K8Q0h2rNXT5WJSKhoAOFv3LBL9xZ6gLqmzmSC0WRPdixE41R0mWFusha8MiU1kYnQP2x4jmW1aqk2Geh",
+	"oDjMDNXvaCO4+DGZE9HDChZJatcnjXcJZ9zyhEH/Wl/gD9QNb3lQ+YaW5jAJWiqEwc5WWFaWCIzMIKYG",
+	"L4iSaOiglIYl+UMcq24MNyUC6YIKktnIzsdmWokes2DeQFeyuJB65W5urJb5CvAMipjJzLRWFCyRszE0",
+	"HZ5E9tUrGPRW2cYqh25IU/H1GPGUoUF3sMRdy72BvXG2fByNESOh1OSDsbTBSZhRF1GESsO6JyfPendo",
+	"Gd2DUxqWElqkrJu+H2P/xHHnQ4odTifnkNbh/nhkoCC1I4G9qO9Zl6ux8guvvVN2CoRRoJ1A7RVQEOAp",
+	"/IVPx8o/JgcpRaZUwxKw07cs/HhSGPfJ+UVaVmXNJVQBFIuxSn8Rm+dqqtNRaEQFjS3knyIJcSZIMHE2",
+	"ClOP81pqiw9dy9NkrNJiDeeVsBQ2SmsGFzBcatN6B+w4Lm4KEshYzXzaTbWvp56SACKUlXbj23RGMglS",
+	"RHhKFRYzafhyCe1TYVSO/A6pJnSzBpoMwfuU/pz66uVUnxcdlsZ39MOVxpbg8gXBbCGoNP+aW6he33Vj",
+	"OI52LlX2yJQV+xKUKSwswuc/qtkjU/YBBPlhWmgnMBhNQpKXHDwaAYvkmRkrepKwuV5DjNGCqw2OivGt",
+	"1NiwMO7c/X9CBqaj5rle5xsSzcYqK/RyKdB0vuNSwtppTRlxOGnxtN3YyVhBYUonDVSK1ZLQ5+m1XmPD",
+	"XaofgKwJURWaf0AQU8IOE/ZNwh5DW/Kxol4IbMaXVF1TbJjhm3BWTial47K6qfS3QwAo/82Owx1TOWIY",
+	"nIeCuukLbmwfttB//kPKXjkSgPV3T/SqmAh/nr7LxFihdBpETicBWTbTtsfUCmr5O9kavJav2H+6rRFv",
+	"xZZKyFdBoJkU2pix4uXoR+jVkHnOqDDAVjJZFXnwPMLmx8oXPodZy6xTtpDG+IY7jcw7jLZP2miEdTKL",
+	"27vMtD2KThcEzyB6uEPAMGLqNp5sNU0JnYF8Ztrc98Ej213luposeCGi4LfPUQx5fSGKCynWD2LILYY3",
+	"WL2UE7gLFVRIkEYSJGaoCXNTq7K9q0DpxeEBsL3dMUU/4St/hYCi8jT2gvOXoatJ6Lx870FFtIV9Iorw",
+	"Yh/wrRnfypY11Oi1vSYQvRrjmr+GKp4dUHuuVgG/bHZHavpczubCWLQ78IXXUr1YHtQSCGpIqBdUgj11",
+	"QDA2vf2DCJy4RfNCnwlvPQs9oX2ABK3yH7+mcReeiV6IKNDJS+zVEKdfW+Ob0m+Gw3SPCKefqC/iHjEH",
+	"ZQvhLy3CaYu0NAc6ARw8YHBTlJNHEXCoE4Y69gm9QEGe8S4vj3OVyD0yXkrr4bcRu6/LFOEyqyp/lTLs",
+	"aSsnbbXdVF4d9WpDeVUjfbB4f00W77Hqhgblplfru1JhJxEqUI1MLE00VpFB1al7ZYd6MNpGCuwVzVra",
+	"dTNP1j8/dQZW9qDL3DplbrWp3iF5JSy4fphpPPSuOFPqPE1ilFjOxQK67WJNx9pq3svsQ1oz6ZUFO8aK",
+	"G1+48ZFhsAKUC8jcIO0oFHb0HA7toxTuSb8ZIahiGKTzDNhzy2ZaUDlmajbjyzHvGxnK2gND/1tLdQ0p",
+	"7VYSjO8oo/f2Yz/wBj9J+CfcgbuM5nRhfPIQ/nlP4Z+InWXsZ2DElSBPHguwXuCDuM+HMM/drMaBd3yo",
+	"Xk+HuHhvIafSSFgk13c/DOGgMcltCAfdreR7XrNf1m0LvbyDLNoXX1/i7H0lkJbgddviy81DIE/IUoLg",
+	"+5kGQtaY4aeMgryCOZayXCipCi0j7UNY5F+reF4VCHaR//OLnX6UX8Tmr+FFOXcb3deHQhEen4XvBBa+",
+	"j+fEXeWDbt/sNzkXm9hVQgJW2T+hFscTI9T5RYxMB+/PxWan4ITBL7+IzVXefHyxuVwsrWePgrFXeRMe",
+	"f9OJKlQN9yoG/XV3NPhFbBqqNe3+5lc85ZdUW+ieYJkgxkGKA+iunFagV0a20t4WCCfNtvvYsBKsPI8M",
+	"dSUXlxwMp9xQg/GkNO+ncQP1FJrnrnnZKBXe66YxjdYTK0K7cG/nYfWP9ArKwKJH7mzDuI9wAQTGxsMK",
+	"I2dXkzkrzVFMF+yc/6k1hkrXvILj1XD4zd/WXNp/PB6a1McxR86V7lOtzCp3m8/15FyqGQNkA2dlWdg+",
+	"+BKpX3uLR5F10/5hOmL8zAhlwRgdFtM/TN1hucvzHAEolGYYY9ejbsP1jO5w9ugjAHs7uijHKrgoj6AX",
+	"SlrGXLuh3VZhIT3fFL/cN/dd271LRE/HCgIfmabIDrLdmTkvMFc78gJAfF6LW3QPMtiQ3X6Fu9aTRDzh",
+	"JGzsVihk//BOna//cfAf+2sDz61YfO/wcGcxfY+sbv8YswVze+w8oRbJ/Tc6l5NN25z05cEJoDnMSh98",
+	"SDq/+vbyTdSjigbdABiPDJqP/RM9ZalnoEifdtzH9hV0/nc/Jjj918tQZWfXfl7pEyWnUzzBr4tz3ZOn",
+	"hO4b+6k4EgbQ1yPqROfO0l990AhEL1d4RQNvup4C8ovY1O0MbZ0miK05Fhe4WnepjZFn+Qb4SC8h3sYg",
+	"fV1gJxSpxqoEV0xFIWPDI7PF+ww7F0vLzoTvX7JgXRqhvxCW0zBJYHRkBYSIFltwZThmscFpeZeq437p",
+	"T89OU+BncYCLGwYIcSk74rU0SJDpr+lRhfXAZ2NVfldyB9aFUh+i717pHWGltbUM/RZwkIaOC2NVtlzw",
+	"Fw/kGdlQ4D2hDEjp1HWLgP2wueN+yoxVaMkQ8QA8A7CF/uNFGsW2ug0El9aI+LpvEdbQ25N1C3Ghz0WW",
+	"jBV5v4HdVhuse1d5ro2l/jZhGAcAc51nJgX3NkgHkPRwLlU27ozGnfOLcScZAwcad0ZE8dgxfp7RdvGo",
+	"wyZ81cnFCmMi1FidiXAvvNRh0DjvA6N8xoFfWWiD9WT43Vi13FgkNkI7HBzbnxLsLW5670B5mfOJcHvA",
+	"xXtJLapTzP323GgY9AWR6/AjZq9RTIi72rTfX/DLvtPHU9b99vAb9ov83kE8kSjq6nb4GL7pW637OS9m",
+	"Ij3yARBQcJOW2CR/vFntJX/AdvbUwrzI4V//JKJHzdTAz8U23CdsLnIgGLBUchlsFeoAKHb70edCtS4b",
+	"vr5uYZydxtiPF3vu0tr6i9i8Q/BpErDo0YMrsuqKvLai/FGG2ftoOQ6EAPg8XyOh4iZW9FDi4WrDCPqY",
+	"w9YEWH/vKpPRnjF05xdEoUF0Tn8RmxOn6jXFypES2E3HZItyrAcizqgY2Lbu15yAPoo6M3ETOqf5OIyx",
+	"QqnJSUX/PP2x/3fqwBRe/Z4b8bcnTsjYWklQ8iEHa6EvgBH8HGdVoc6J7CzopIaMqaxJDYXW3cijIGyv",
+	"poqCSi1tY4JUNVfaRxjTSWKoWrcSZFZN2m0KMhOD2QDybnIBEtxthJ0h2/r8gs5+EZuHkLO7UKQaAl63",
+	"I9BuqCoRQcox/GH0viVejIRUptfKQL6uSXwVgglkDMbFuxMGRQIQe8vkBAPRXE7YJlLkJe6YHjgcAq2J",
+	"QzCJo3oSA79Sa/M0KQPBzoVYwksho3CSawM1MYpSwr8i+NcJ8kc+0nasCoEHESfzebLSWFcQhPUXJBld",
+	"7w4gzusuq1rhshqzabj6Asz2X0r0Dhyn13Ni1CSkClwf/3/wHv69otyawwwPV1c7YvD9rzNA7l7qjLnj",
+	"9Fd61EQNUHYh1fZMTDVJEqhoN0JBe5/plose3i4p+EFYLvM2qzFB71cIQDftnupbkagMU9sDQ2i+5I8I",
+	"XmrixZ5MXKUivIsSXZANQjB0xcAVuhmjZQsDp1F1oKTx0FqKsv0bM3WqCyPzJ+bcu++1sViEomS1Y+V5",
+	"LdnURvU0ebItiRzMVjO0vKb0dupYeUpiQpqMFeaalH1YaMcYDf49pr2AoTXB9fTdRaUQcWEYx2bOaC2D",
+	"ZBx1JiZ8ZbAPdikfQAD8mpf2wqib1hytJdAEy5tUHgVSMFZdrhjity6S0ksJhwotdI3v6b3kTl/DBBk6",
+	"BqVB2REFVBYxTFq3Z4A7DboRkh4oLwAnCBEjRI+sDxSFRMyCTYWawCnrc6HwymmNVDfJyU6wGrdmuXC0",
+	"xRvmErbgma+vxrEBp5smQVspWQt7g7F6mmsjKwWJSKwz0b5gBKhOUapeZf2JmgYy8tUnoPZEiy60J8W8",
+	"B20IVhZqOHx1WtEXw8N/8epBpQLBJ6LZQTe5fvZOPHiZvVPFAbe3Yzf8pxEcmuPKvI72ALC3A7BvVmZe",
+	"8dkAE4T4D6XX7D+ZtflO7cJp5TvDOl/AG3+FuM5wFvuRbD05B4PqZxHaiWvfJ7YT7vPBitYc3OmOsaUQ",
+	"hpNkqKvImktby5in86+gVdRUp1TZaxayugwViUoAGyQiDrYkmrf4wN3mJ8mqofke6pHfgp0AbxqotoM3",
+	"724lZaoJrHZYARAA7o6Xl2SuxQSgqYz9Azmp9yHCCpUR4cDSck493kFCkttvEIQhRhBMxQvBjCguBPTV",
+	"4EUhL3iO2grrQqEtXyQRAxOsYctCZGIijNFFb+CDYRFWE8oQ44pK+VoOVRnA4+X7Qx+FCA9p2ZbWCKEX",
+	"qDhijzCbY6AX9i4UqD46bTHYGIgosq4uyh+nXOarAhK2vfEFlhCSTUkLluiKwNqJYMO/lMa68XEb2Aug",
+	"i+FUGNswVinpxafuh7J4Ed7sdTsbQXWQYgNFNmkIX6tbT84TKilIHhwfb0H6v1BGLM5y0aTkHk+Aon8U",
+	"S7jDztFbYSc/FkIwp2T7YDmKYINrATNKl1u20Mayb779W4gJhOa83o+O5/bIsFSvlSjStvgTeHrNCoOH",
+	"t0o8wdD/BTtUPpu+1e4wHdvelXPuQKjv+Gk6AtPlDM/YewQxNvwo7sbsy5diGB6U1lWrPI/iHghF10JZ",
+	"thBcQZGg3oCl3OGbgUK6fan6y0LPCmEw1T0ETkkzVp4EwQcFGr48GXJEmKyEFPP0pfV6JrIDhTMuJ/nK",
+	"yAuROHJckGywl5S8bxMFKP+8w9ocDdke6ZKMVWP7BD0NBDnQ5G2ezeKgE+9HjsJMkIrH1YhDhAlrDTB5",
+	"KEn11TVhQFAKTRiu13WhhEhbipKTUo6Tdqx8c4FaNas40Ij55gA+uIGHgImyspXMsIj2RzcN2E8JuQ+7",
+	"up6cP4QZ3Q6Zb9BniCKGbIe2cKNbUG2IZSxWuZXBUNdmVkFjDtjVIAT+TEQxzcJ7q3QR19YOfvlu+mT4",
+	"xD1BQWKs0BFog/czQqIeVLffz4TTgD1kCnjpNvXJLDl4OI4kFA82nVu26YgAeNk1bDtXV2qn2Dm9WPC+",
+	"Ee59C5DKk7NkkvZGWCKbkwpF9mQn8G7JRMlYeeXq8TcJZC0xu5aYj4G195UQmUFRyxyMV8Ph4wlkn7i/",
+	"BFqnhYchhOomzQuwZmfhM3HJF8scSLLbRoONu9Wg8cxtVxonc+oik4p72203rUmAZX259LmyonhT6Ikw",
+	"JqBcCikkIA9iCtWS27lBSTaDrJMyYwfF9DXfsMIpOr0EOvJABhacOVpRjHajOTlrrRnQqz6siYHazzLB",
+	"M5QQSSlxN0CpuWT4XzCe59AOAm0amL/M/Vs+FsHxfR96SO0TgNwAfjKr9bnvk1ILmhgrij0ylm8M/BRn",
+	"i2HCDyt1qVLe9ioLJFrxDeumbuNpDwMOIOCS1KgBWHL+4bOrtsw+DkDddt3u3ahgMAmUE++DdoexmTU7",
+	"z4ABDOCCQpiGxjR2J7nqKJZlrLpt8SgUNOFO/YhxVgiUjHmml05shTnkOTQegcl6OywvH0/H79v8IsJZ",
+	"flX2l3AhrUaYZ20E237V0W2fi31GlF63NTdt5hokMl5ZIhqEJMIRIcgK9tYbh/4koYIhp6wNUbffvNI+",
+	"oEwap0tFZJOScPe38Xgr81iVNh6tKuqb+YpMPcbdG8+9XMLzHIXparPcmrWn7Dq1M97gjX/toS9Ha9XN",
+	"yhE9tOX4miIQApZg3cWostQy51hWCnhqxXUYoVYDujV05dhyI9dA6g4dynXgfWj88JHlxR08JGw915hf",
+	"5TSAJIo3N2yhL6SatcJJcrMK4U21MtL34w6E6I47I/bqQ8q6h4PB4XA4HPZYaUUpV8HSYToYpK/6h47L",
+	"vx9HC3Qj/GswGPz2IR2rGQQd+7HYSsk/VgJHHLBjUlrKUrhQ84cjwmhf+8EIC86Y5eosl2ZOrfkdLmXg",
+	"SEbz77e+NJI/xPJ1O0df8LYNNEIfr/HediHRMMGJsJ+6kug1MNY3SvzsheaHoqA7i4IGGhO4kUOf7lIU",
+	"RhqL+d9nvh0k1lZDbLw2U9rT7xe3LG33/m0PH/sAy8IybZ1hWBeJKnLYJOop8uCe++o6xlAX0jWEGClN",
+	"/cTvpH9Mu+fsunLXPfjQSt724En7dD1ibk1Ua6e8d9or5rhe4hKksUzw3ERlp4H4QClIrEFlUZaVtiqS",
+	"UX5hSKREI6TqYYIaDYXd8UVNi3IzWoemEpqHGu1oCq910Qd6z3KMCGQz3db0ZQtbP1X3l6aB10LO5rZi",
+	"Ww2AeZh0FvwSa0E5mTkqDfVxRSk/tr/MHRl2w0VQ9f+/WveXL7GTyxfVV6Wpm0qKGJeyLs3ADnvVziof",
+	"If5eq4nKVfTnoZvKl9FNJXG8BmPOdegCHzGtiEE6frhDLmgtxB3aOpRFNL2s4WRTcEUHqyLUvkHeCvw3",
+	"SCUSbSacYtq3Oud6pac3QEdgBl4ackaHPSz4hq11cc60SsYKfI3lXoN9sxpjP2C+RsHOcjyQPeDkbOq9",
+	"T+pVXJGaXNrfDh+nPqd8VD/hqA6kZROuUFkAQziUI1oZ8JYuYRtHpVBTKwqUVEQbM1YzLPT4ZPgkbWv3",
+	"W2dlX3nj3z04dwm+Xwbh+dR8WGnbnzpZoMKKHQt2WuwuHnwfpRBrtAAK6jqRnKyv5uO7FN+WinSNXlT7",
+	"8fEDPjm/kVZ1ve5YjfpXpdM6j7hAdBdrpxBBVAdKMY4KexOZ4wsDdqw2GPVENUrAr+4ePcKKaY68IS+B",
+	"cXrVCKJdNZ4Df9oq9oxOjCgyMxdtOtnx5Lxieb8W5WzXyW6Dkl4pa90TSU1Iqy4FkK+u4dcdKEf+hGs1",
+	"aXcR6y3gx4iXShODSv+tGPOOWAV/4wQWCLK4P8MVkY45tnFZLkXmRbstKdZvNP01LYtJOeLPpD1iFroC",
+	"QxSCVlcpTn+sxErsjhv5H3zlrxAucvfRHUmnPPG9jMRw+g2m4WqUCA26T5QIXueD8bg5SgQOsqVQRS7U",
+	"zM6BiUJFVZGhny7GMX8RVfyKCla0xYngPd8hMyNAamZhsMwHmKjDBJzZ9e795pk4FZA5wNq91xd6G4sX",
+	"1MrluqE/p4jqT92ayRFg33AmatwV943xzc+EgmvBCNp6Fyd3jn13pO93hGMnt9rtye1tjylvoR9Tc6rT",
+	"Ymk3X6cL4EuxpgPURclzDphZl9t+Lrixfa0monfE5nAcpO3zybnIfBsdICxYq3Nf/kXE6OA9/LvTqn48",
+	"Offk5WpT+PHkK6mWDFu+58J1x5Nzpde5yHzTCACMst3SLXOtqyk8HMrVLM5D1QElJ92E5V1vUW38kXIP",
+	"94fjr6mU1+cAyj9J8u0ACJ/xyXnCLqSRZ7mgakLUjEDnGcPeV3uTsqB87dZ7n8NrV2SSUvxswoL7cjhs",
+	"7dsESm5zbAGEE1wjuuC3u1YXcPcN0hM8eNAXmuw4JTeGxCTLz0UZF3ab6kKbgfo0ovn1toqhjWJU8qul",
+	"X2IX6nqPFfdbIInBG6IBAXtHkL+5EJnk1Gnpv09ev2JSQZZvlmD5c/7HSvgWRXNRCEjuF06GDH2N0yfD",
+	"IZPqgucy67sf0yPGW1rRjdU1e9EJCclhsHfjVgwm8CbD9zOU86/C+OFg8N13Ccv1WhR440cB+VtRf1lI",
+	"7eT+ZuyPcf+77/bpB377jdyuDn6/vUgjOumsibygyvMQ635vfdbocqqd1traqh2xMnx9fwbsqMqdmDVO",
+	"3cAfZ9X4UgwQRxXBfkbpoXfUWPrB1PBZihq+xWis/YtLDpWmoPYIPxeFL8bZO2LpN6HhvMAjbcfUYn11",
+	"+fK37/46Bcw/hV8oOvO9HEN4/ld6hvyw+7iG3gqeHWDr4PyhmHm7k6iontPOuuamrbB5uJga0n2K4uYE",
+	"O9dF3bfvXupMdG4jSOOhEPqnLIQOAOq7gFODIsXShc6qlbNKmGyvix5g585MD56yNctMNeR7oFE7KqTD",
+	"MUHN1QLlreTqaukxDNy6beKlUyFoLT7MDRd5BIVtR4zDmqAqOS4ewfWMT84pDgY/p1JgE2C2EHgl7YC9",
+	"4Bu9snFxsrg2meNv0EHawddYddMqyT34ffI7VmVbrWSGVdn6v//+9tnxD7/TAyP+8NXaoDjOYDBo/ujd",
+	"2+en2x+NFZUlo25jUCSU1sqWuEjh87bcfhrLo48VlPN5ZLCm1N7l0VlZHR3PdsCOx4qql8Ep81CHDPM9",
+	"M8hjXUBXVh7Xfg9NzgIZGatQ9z0q976jpted86CHyut3YbbBa3uovX5LAZB4nHdZfR1R3eerE+1Nr1+B",
+	"qyyy7kjvV1hlfUuslwrz9XWB9BII4k4R3ogFX851cUVE5Un52oP2fDvac/Xk91Kgwy1cqUNHg++jRpfX",
+	"+yCcNivQ4UA/TnWO72Mb9fYItiyv/g7VmAi+mjWZsOQHMGnSYcLxhNLo5mrtpQIaN4/F3IKqg6UoFtLe",
+	"VkBmza5DImK64Jcpo5mgVgoUT6UcyyMqQU16QxKlB2wYFPSKii7DUANGQLOzS1WD9jRWsfoUAPrXb1g3",
+	"3T4a1KUGgwFkGjHpPlU8Z4uVFZfUOrnpM6wb3KRHwaN+XYtKMDvKSdVLUdA59ZKx2qFM2Qq+Md/IitQe",
+	"OnfQzGC0sdJTxssvRk3qj3udlB7Sdtgx3R1KRHbOqZoqwe8j1i3ExJ120BDKFFzfdDoT5ihSYPEDqAHa",
+	"g6TcQkxXRmQjTAVb8Mt6GhgsoSHZa2rZmZhLle3Qyt7A9jt7lE6HE/MwGsMnqDoQhMgOe21KzIJf7swU",
+	"u2FVjc9C9wv3+dUofwQdD3rfjfW+QEt/XOX5LtUvkKD+dJXnoP8R1l2j95ZJB2OVVkjFiCgVZfnbKsNt",
+	"GQ0IS52iQQH/PBPGllAMVBIpF9BJaPX30Qon437LekrKZylBfk0aaNgl45hi4jYfiYnXFIG9sHLwHv+4",
+	"W6dSG+t4cBV9Ia4iBJKkUqS/Zu7VKt/cgbjtC3Et3f/KeDkPUDcq8lWK8lBRpLUepq+rJi6EouqTZVEU",
+	"adhKFYJP5u7cj1gK5RxTrI1o+MYwowdNRUhOaNY71TNxikZLBFZR+RJKx96GxtheziYG2nBJFdoJr+1Z",
+	"NJXeJnk745ZDkWU45nFnxAaDwa4miVF91LHCkkAjloZCO2nCyrqiKeti0dS5XLKVmojCcql6CUtzbWzK",
+	"ur5SDpX8THwTXPTCzBzzTVjqeLEfPi7EiYVmo4o7UelEqJckzVjRubYX29wbyu+hyiat7aHE5i3VMY4o",
+	"SnuRzSYUs/NCr2Zzqm/eahw/Da899Klog+naGT00qviajOMlnmx1quB5rhGiYmSLEKsB2fZpUlGHpzuU",
+	"VrZA96FNxUdWOIZMsoSqaycRbIT6MFBhD8tnOb75bx0zz0bouZXWFVtNHMo7fyFLif62OznUZ/nEzRyu",
+	"A9gP3Ry+rm4Ok3xlrCj6a5kJxMtKS4frE+s99ZDyw13NG7aH37d5gxLriK4cUfH/FElOyrpO8xmrNMI8",
+	"fNKj4cOa/BSeWMEcoVxqdJRj5a5hBYYvfNkLmQN2DOuhBg/geHEf2rUOw+OpkQF+rLBtKDRQXotClC1n",
+	"HtpOfHVtJ9JxB+Gl1ha+SdX1aEvgQnquv/CEnWk7Z+fSXaXVM2Hn2M4dDN8bdnU/d7Sel4hTKRYsTeix",
+	"CIYDPYX52pXrawtnd6RkayVeT1uFgm026DXuvbk2XB999duDpn5Tr0IpD7aq6bcm+7UzslvuhbHdOmIb",
+	"Pb6U3hFfYfuI8jJO5rw58umhfcRD+4iPbx8RbfHGjST2FMWv1UjiSmr00Eniy+gksYNNXm1F+2t0HNiD",
+	"2FcaZkAk3kPngS++88Bx7Ur3aTRQVYiChbKh+cBtyaTXK/XfZLn85zLjVlyN1R9B0u/S+onLxMXfnxH0",
+	"qyMJ16iT/2A1baQbCJKMl9eP4hoYrzKx4CprF88gxweL2QDSnQleiOJ4Zeed0b9++5C8d4gFke2Elasi",
+	"74w6c2uXo4ODw2/+azAcDAeHo78P/z4EJKRptoUpyJfVa4Xdljib5BIseRilh6GRsgATG4XEYQR4ng+i",
+	"Mn9eUt6y3F5O8pWRFyKBhGcstIEElHJ9mdXnQhnW9bHscQz+y5UVlyyHQP1ePB8kom1Ph0YVJnIxwcbg",
+	"YVR88oLbydyPh3YrK4oF9japLCiaLIzWMOH3ECtaRBP9II0t5NnKiowe+vnw4vXqLBfsjL6LpvE/Nczy",
+	"w6pwQMl+fP7jayxebnw4LFVZk3BT/DwKvoaSuGUhuzJMHR5EE1M5nO1pT2uuWYqThfMQmTdYm2UOzlry",
+	"BPCFVrOYicd7jIB8ezqk5BD5g9OVhwqMDp+H0wQgIm3vQop1NA0557enCA04GDdGztRCKNu4KWwwyqFd",
+	"tZ7Grea395dQ6xq71tTx2ecGREuKulFsL+sXsQHLMfCHjE20msrZCnkz60JFMigmKBVLzy8O3p+LzYe0",
+	"lzBHjXgh+lxlfVgpaowkbiSoA2bsXGxMUullluEG1g4dokWeXzQs7kTOlMjY3570z6RFs3IbwB9bvZCT",
+	"F3BAeEsJ4/Ab4xnYpBdn0g22FIUfKZrej92wiKdb4cGGeu6fbRhRpUYKEmfxbNORKKCzIdPBEaxaluw1",
+	"aFel/ELD3D6ddnvinwXP7TyBuaUSxiSxTwFTXSIvjG/8h1Ueo+SJMiqp4VYxK0qvrJEZKYJCuQ9Exgq9",
+	"sqJg3TeFXgg7FysDGR+0jKWYMGmNyKeJ9/bYlYG4mcr++Lrz4bcP/38AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -226,6 +226,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/multilocks": {
+        parameters: {
+            query: {
+                /**
+                 * @description The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+                 *     at most 32, none twice. A token needs `locks/<name>` for every one.
+                 */
+                names: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acquire several locks, all or none.
+         * @description Each is an ordinary lock (`locks/{name}`: Curator's `InterProcessMultiLock` over
+         *     the same paths excludes it, and the other way round), taken in name order so
+         *     that two multi-locks never deadlock, within one `wait` for them all. A failure,
+         *     or a `wait` that ends, releases what this request took (a lock the lease held
+         *     before stays held) and answers `409 lock-held` with the lock in the way (`name`)
+         *     and its `holder`. `ttl=` makes an implicit lease as for one lock: it ends with
+         *     the release, or with the failure. Each lock is a hold of its own on the lease
+         *     (`GET /v1/leases/{lease}` lists them; a restart adopts each like any lock).
+         */
+        post: operations["acquireMultiLock"];
+        /**
+         * Release every named lock held by `lease`.
+         * @description Every name must be held by the lease, or nothing is released (`404 not-held`
+         *     names the first that is not). An implicit lease ends with this release.
+         */
+        delete: operations["releaseMultiLock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/session/events": {
         parameters: {
             query?: never;
@@ -1512,8 +1550,9 @@ export interface components {
              */
             didYouMean?: string;
         };
-        /** @description `lock-held` carries the holder (null when it went meanwhile); `acquisition-in-progress` has no extension. */
+        /** @description `lock-held` carries `name` (the lock in the way) and its holder (null when it went meanwhile); `acquisition-in-progress` has no extension. */
         LockHeldProblem: components["schemas"]["Problem"] & {
+            name?: string;
             holder?: components["schemas"]["LockHolder"];
         };
         /** @description `barrier-not-ready` carries `count`, `participants` (how many have entered) and `lease` (the participant's); `count-mismatch` carries `count` (the barrier's); `participant-exists` has no extension. */
@@ -1600,6 +1639,15 @@ export interface components {
             lease: string;
             /** @description Why the lease ended, in words. */
             reason: string;
+        };
+        MultiLockGrant: {
+            lease: string;
+            /** @description In name order. */
+            locks: {
+                name: string;
+                /** Format: int64 */
+                fencingToken: number | bigint;
+            }[];
         };
         LockGrant: {
             name: string;
@@ -2757,6 +2805,93 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description Released. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    acquireMultiLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+                 *     at most 32, none twice. A token needs `locks/<name>` for every one.
+                 */
+                names: string;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+                /** @description Free text stored in each lock node (at most 256 bytes), shown as the holder's `owner`. */
+                owner?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every named lock held by the lease. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MultiLockGrant"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            /**
+             * @description `lock-held`: not every lock was granted within `wait`; `name` is the lock in
+             *     the way and `holder` its holder (null when it went meanwhile). Nothing this
+             *     request took is kept. `acquisition-in-progress`: this lease is already
+             *     acquiring one of the locks in another request.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["LockHeldProblem"];
+                };
+            };
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    releaseMultiLock: {
+        parameters: {
+            query: {
+                /**
+                 * @description The locks, comma-separated (`a,b,c`): each a lock name as in `/v1/locks/{name}`,
+                 *     at most 32, none twice. A token needs `locks/<name>` for every one.
+                 */
+                names: string;
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every one released. */
             204: {
                 headers: {
                     [name: string]: unknown;

@@ -259,6 +259,7 @@ func (l *Locks) List(ctx context.Context) ([]string, error) { return kit.ListNam
 
 type lockMetrics struct {
 	acquire *prometheus.HistogramVec
+	multi   *prometheus.HistogramVec
 	held    prometheus.Gauge
 	waiting prometheus.Gauge
 	watched prometheus.Gauge
@@ -270,6 +271,11 @@ func newLockMetrics(reg prometheus.Registerer) lockMetrics {
 		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "coord_lock_acquire_duration_seconds",
 			Help:    "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"result"}),
+		multi: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "coord_multilock_acquire_duration_seconds",
+			Help:    "Time from a multi-lock request to its outcome (every lock or none), by result (granted, timeout, cancelled, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"result"}),
 		held: f.NewGauge(prometheus.GaugeOpts{
