@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -70,4 +71,44 @@ func BenchmarkLockHandoff(b *testing.B) {
 			return sidecartest.ZKCycle(locks[w], &excl)
 		})
 	})
+}
+
+// BenchmarkMultiLock: each of `clients` workers takes its own three locks in
+// a loop and lets them go; b.N cycles of all three in total. The multi-lock
+// (one POST and one DELETE of /v1/multilocks) alternates with the same three
+// locks taken one after the other (three single-lock cycles, each POST and
+// DELETE), for each client count.
+func BenchmarkMultiLock(b *testing.B) {
+	env := sidecartest.NewBenchEnv(b)
+	for _, clients := range []int{1, 16} {
+		names := func(w int) []string {
+			return []string{fmt.Sprintf("multi-%d-a", w), fmt.Sprintf("multi-%d-b", w), fmt.Sprintf("multi-%d-c", w)}
+		}
+		b.Run(fmt.Sprintf("multilock/clients=%d", clients), func(b *testing.B) {
+			locks := make([]*benchload.SidecarLock, clients)
+			for w := range locks {
+				u := env.Sc.Base + "/v1/multilocks?names=" + strings.Join(names(w), ",")
+				locks[w] = &benchload.SidecarLock{Client: env.Client, AcquireURL: u + "&wait=30s", ReleaseURL: u + "&lease="}
+			}
+			sidecartest.RunWorkers(b, clients, "cycles/s", func(ctx context.Context, w int) error {
+				return locks[w].Cycle(ctx, nil)
+			})
+		})
+		b.Run(fmt.Sprintf("three-locks/clients=%d", clients), func(b *testing.B) {
+			locks := make([][]*benchload.SidecarLock, clients)
+			for w := range locks {
+				for _, n := range names(w) {
+					locks[w] = append(locks[w], benchload.NewSidecarLock(env.Client, env.Sc.Base+"/v1/locks/"+n))
+				}
+			}
+			sidecartest.RunWorkers(b, clients, "cycles/s", func(ctx context.Context, w int) error {
+				for _, l := range locks[w] {
+					if err := l.Cycle(ctx, nil); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -88,14 +89,18 @@ func (l *Locks) ReleaseAll(ctx context.Context, src kit.LeaseSource, names []str
 			return fmt.Errorf("lock %q: %w", name, kit.ErrNotHeld)
 		}
 	}
-	var errs []error
-	for _, name := range names {
+	// The deletes go out together: ZooKeeper writes them down in one go
+	// rather than one after the other.
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
 		g, err := kit.Take[*LockGrant](lease, kit.Hold{Kind: lockKind, Name: name})
 		if err != nil { // released meanwhile by another request: nothing left to do for it
 			continue
 		}
-		errs = append(errs, g.Release(ctx))
+		wg.Go(func() { errs[i] = g.Release(ctx) })
 	}
+	wg.Wait()
 	lease.Released()
 	return errors.Join(errs...)
 }
