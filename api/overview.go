@@ -32,7 +32,7 @@ func each[T any](ctx context.Context, kind string, p Page, names func(context.Co
 		if p.full(shown) {
 			return &last, nil
 		}
-		if !mayRead(ctx, kind, n) {
+		if kind != "" && !mayRead(ctx, kind, n) {
 			continue
 		}
 		b, err := read(ctx, n)

@@ -73,8 +73,9 @@ func listPage[T any](ctx context.Context, prefix *string, limit *int, after *str
 	return items, next, err
 }
 
-// List answers one page of a list of kind (its token kind, "locks"): names
-// lists every name, read reads one (ErrSkip: left out); see each.
+// List answers one page of a list of kind (its token kind, "locks"; "" when
+// names lists only what the request may see already): names lists every
+// name, read reads one (ErrSkip: left out); see each.
 func List[T any](ctx context.Context, prefix *string, limit *int, after *string, kind string, names func(context.Context) ([]string, error), read func(context.Context, string) (T, error)) ([]T, *string, error) {
 	return listPage(ctx, prefix, limit, after, func(ctx context.Context, p Page, fn func(T)) (*string, error) {
 		return each(ctx, kind, p, names, read, fn)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/picture"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
@@ -44,6 +45,23 @@ func (h *Leases) CreateLease(ctx context.Context, req oapi.CreateLeaseRequestObj
 		return nil, err
 	}
 	return oapi.CreateLease201JSONResponse(leaseBody(l)), nil
+}
+
+// ListLeases answers the request's token's leases, paged by id.
+func (h *Leases) ListLeases(ctx context.Context, req oapi.ListLeasesRequestObject) (oapi.ListLeasesResponseObject, error) {
+	p := req.Params
+	own := func(context.Context) ([]string, error) {
+		return h.leases.IDs(func(l *kit.Lease) bool { return api.Owns(ctx, l) }), nil
+	}
+	read := func(ctx context.Context, id string) (oapi.LeaseDetail, error) {
+		l, err := h.leases.Get(id)
+		if err != nil { // ended since it was listed
+			return oapi.LeaseDetail{}, picture.ErrSkip
+		}
+		return leaseDetail(l), nil
+	}
+	items, next, err := api.List(ctx, p.Prefix, p.Limit, p.After, "", own, read)
+	return oapi.ListLeases200JSONResponse{Leases: items, Next: next}, err
 }
 
 // GetLease shows a lease and what it holds.

@@ -3,6 +3,7 @@ package leases_test
 import (
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,4 +108,55 @@ func TestLeaseStream(t *testing.T) {
 	r := car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/streamed?wait=30s")
 	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/streamed?lease="+sidecartest.Str(r.Body["lease"]))
 	car.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
+}
+
+// GET /v1/leases lists the caller's token's leases only, in id order, with
+// what each holds, paged by limit= and after=; a revoked lease leaves the
+// list.
+func TestLeaseList(t *testing.T) {
+	zkc := zktest.Shared(t)
+	dir := t.TempDir()
+	sidecartest.WriteFile(t, dir, "tokens.json", []byte(`{"tokens":[
+ {"name":"a","token":"token-a-0123456789","allow":["*"]},
+ {"name":"b","token":"token-b-0123456789","allow":["*"]}]}`))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--tokens-file", dir+"/tokens.json")
+	a, b := car.As(sidecartest.Bearer("token-a-0123456789")...), car.As(sidecartest.Bearer("token-b-0123456789")...)
+	var mine []string
+	for range 3 {
+		mine = append(mine, sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"]))
+	}
+	slices.Sort(mine)
+	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/listed?lease="+mine[1])
+	theirs := sidecartest.Str(b.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+
+	ids := func(r *sidecartest.Response) (out []string) {
+		list, _ := r.Body["leases"].([]any)
+		for _, l := range list {
+			out = append(out, sidecartest.Str(l.(map[string]any)["lease"]))
+		}
+		return out
+	}
+	all := a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases")
+	if got := ids(all); !slices.Equal(got, mine) || all.Body["next"] != nil {
+		t.Fatalf("token a lists %v (next %v), want %v", got, all.Body["next"], mine)
+	}
+	holds, _ := all.Body["leases"].([]any)[1].(map[string]any)["holds"].([]any)
+	if len(holds) != 1 || holds[0].(map[string]any)["name"] != "listed" {
+		t.Fatalf("the lease's holds: %v", holds)
+	}
+	if got := ids(b.Must(t, http.StatusOK, http.MethodGet, "/v1/leases")); !slices.Equal(got, []string{theirs}) {
+		t.Fatalf("token b lists %v, want only its own %s", got, theirs)
+	}
+	page := a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases?limit=2")
+	if got := ids(page); !slices.Equal(got, mine[:2]) || page.Body["next"] != mine[1] {
+		t.Fatalf("first page %v next %v", got, page.Body["next"])
+	}
+	if got := ids(a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases?limit=2&after="+mine[1])); !slices.Equal(got, mine[2:]) {
+		t.Fatalf("second page %v", got)
+	}
+	a.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+mine[0])
+	if got := ids(a.Must(t, http.StatusOK, http.MethodGet, "/v1/leases")); !slices.Equal(got, mine[1:]) {
+		t.Fatalf("after a revoke: %v", got)
+	}
+	sidecartest.ProblemIs(t, a.Must(t, http.StatusBadRequest, http.MethodGet, "/v1/leases?limit=0"), http.StatusBadRequest, "invalid-parameter")
 }

@@ -2132,6 +2132,18 @@ type PutKeyParams struct {
 	Lease *Name `form:"lease,omitempty" json:"lease,omitempty"`
 }
 
+// ListLeasesParams defines parameters for ListLeases.
+type ListLeasesParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // CreateLeaseParams defines parameters for CreateLease.
 type CreateLeaseParams struct {
 	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
@@ -5166,6 +5178,9 @@ type ServerInterface interface {
 	// StreamKey The key's value, then every change (SSE).
 	// (GET /v1/kv/{key}/events)
 	StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath)
+	// ListLeases The caller's leases, with what each holds.
+	// (GET /v1/leases)
+	ListLeases(w http.ResponseWriter, r *http.Request, params ListLeasesParams)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(w http.ResponseWriter, r *http.Request, params CreateLeaseParams)
@@ -5511,6 +5526,12 @@ func (_ Unimplemented) PutKey(w http.ResponseWriter, r *http.Request, key KeyPat
 // StreamKey The key's value, then every change (SSE).
 // (GET /v1/kv/{key}/events)
 func (_ Unimplemented) StreamKey(w http.ResponseWriter, r *http.Request, key KeyPath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListLeases The caller's leases, with what each holds.
+// (GET /v1/leases)
+func (_ Unimplemented) ListLeases(w http.ResponseWriter, r *http.Request, params ListLeasesParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7375,6 +7396,65 @@ func (siw *ServerInterfaceWrapper) StreamKey(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.StreamKey(w, r, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListLeases operation middleware
+func (siw *ServerInterfaceWrapper) ListLeases(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLeasesParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListLeases(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -9629,6 +9709,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/session", wrapper.GetSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/leases", wrapper.ListLeases)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/leases", wrapper.CreateLease)
@@ -14363,6 +14446,120 @@ type StreamKeydefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response StreamKeydefaultApplicationProblemPlusJSONResponse) VisitStreamKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeasesRequestObject struct {
+	Params ListLeasesParams
+}
+
+type ListLeasesResponseObject interface {
+	VisitListLeasesResponse(w http.ResponseWriter) error
+}
+
+type ListLeases200JSONResponse struct {
+	Leases []LeaseDetail `json:"leases"`
+
+	// Next More follow; pass this id as `after=` for the next page.
+	Next *string `json:"next,omitempty"`
+}
+
+func (response ListLeases200JSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases400ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases401ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases403ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases503ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeasesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListLeasesdefaultApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -20458,6 +20655,9 @@ type StrictServerInterface interface {
 	// StreamKey The key's value, then every change (SSE).
 	// (GET /v1/kv/{key}/events)
 	StreamKey(ctx context.Context, request StreamKeyRequestObject) (StreamKeyResponseObject, error)
+	// ListLeases The caller's leases, with what each holds.
+	// (GET /v1/leases)
+	ListLeases(ctx context.Context, request ListLeasesRequestObject) (ListLeasesResponseObject, error)
 	// CreateLease Grant a lease.
 	// (POST /v1/leases)
 	CreateLease(ctx context.Context, request CreateLeaseRequestObject) (CreateLeaseResponseObject, error)
@@ -21576,6 +21776,32 @@ func (sh *strictHandler) StreamKey(w http.ResponseWriter, r *http.Request, key K
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(StreamKeyResponseObject); ok {
 		if err := validResponse.VisitStreamKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListLeases operation middleware
+func (sh *strictHandler) ListLeases(w http.ResponseWriter, r *http.Request, params ListLeasesParams) {
+	var request ListLeasesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListLeases(ctx, request.(ListLeasesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListLeases")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListLeasesResponseObject); ok {
+		if err := validResponse.VisitListLeasesResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -22831,354 +23057,356 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9u2uij6r2B0z0ykvSlZbtK1V+VZc8dN0za7ee3YqznnLPWWsAhJWKYAlYAsq5n873fwfR9AkCJl",
-	"ObbjJPVPcUQSz+/9fN+Z6MVSK6Gs6Yzed+aCZ6KAP1/pEyWnU/dnJsykkEsrteqMOsf5mm8MS5U27oWU",
-	"dbVi4kIUG5YeXBymjCuzFkVvxDg7K/TaiIJZfi4Ms3PBjNWFyMYqfaqVFcr2TzdLkTJumBHKMq4yptxg",
-	"bLYSxgjDuNJ2LoqEGU0fs7ONdQ8Kga+OVbFSbgTOcJ1MF8zYTS7Y2cZ/z5Z8JgZj1Uk6ZjIXC+42JtRq",
-	"0Rn9q0Nb6fyWdOxmKTqjjrGFVLPOhw9J562wxeZ4akWxfRYnYqJVZpjVbM2lZWdiqgvBbLGRasb4jEs1",
-	"qMxIw0tlxUwUMP4JbOp7t6c3OpeTTfuRG66yM315xDIx5avc9k0xYY+UVuLREZsWfCH6XE2EOyZDv29d",
-	"z1iF+6kcp51zG91YIZSDBNblLLXi0h7M7SJPmS7GKpULPhMH5mL2n5futwuer0SPuUtQ2l+Bu8g5vxCM",
-	"K6aX/I+VYLqQM6ngIu1cbMZqwpXSlk14ngNsHL957q4RwERmYsKLR4a+OoJPWK55xtyFwvGqjNEQZ2Ks",
-	"YP/ZAEaZ5NKBNJMz5e5D2gF7pVmAuR+kWWoj3emmTCLojcJHXGVjhbDK7coA5LBC8Ax3atha2jlLp8JO",
-	"5mnC1nM5mdNMhkmbwMLCSbqhuGV6KZSDUBiCmble47t0pSJLWMEBUO2cK5bptXKbdfuUdgtuL/limQOc",
-	"Xh8iOttA/iHpLLl72RLyP825XLzhdr4Ni6dzwVJ43n+epYyzifubkF5kDtyle2/pvk46ii/cVPBSJ+kU",
-	"4o+VLETWGdliJeI9/a9CTDujzv9zUFKkA3xqDl65Qdwqfyr0aunX1TDNzD2/+TTPf9gxh8xuPsEvYrNj",
-	"hnOxufkULwQ3YsckuXt+S9P8z0oUTWTLWj6ZO+Jo59IwcSmNdQANUzOpjHVIpadswc8RoZlcLHM5kZZp",
-	"JQIo/QHDb638Y1b6Nuy2Ca5xYYCvc51nhq3dn44U6KUouHuTTeZczYS5anE3PVZpbAvPea3yDXOzGcbd",
-	"G3i4WgnWdStNlbi0qTtV979lIS6kJiLWa1s0jFM50QW/fCHUzEHP4Td/b2KLboUv5ELapntnC20sLmzB",
-	"1YZJKxaGdQ8Hg8PhcDhMPLli7r+9I79o47jcei4cC507mmscaZ9J1X7csIJ45TRyZ+SGTtxG5MJxeZy4",
-	"s5CK/p80MWO3qzeFmMrLnQcPIGIsLywyA7fTtiUucbjrna4DhB3IC//cGMjevnupM7G9UeB1XTPnTjqA",
-	"/aEIVaB02HPy1bqQVrCuuJzkKyMv2mFr4abYtVQvhLnRO0kHBm6WxE5PX2wv9gXirFwIR2hyeSFY9yfN",
-	"shXia8IOQTxL+/0Fv+xbm6e9wC3dr55xuidte7A2b+G/j4em07TUd7wJMX7Wa5ZrNXMLOsv15Ly2VE6I",
-	"Q4t1IqVbLT8D2VgXLB2alNlCCofwk1YK6T681oI/uAsyS62MAP7/Pc8cpRQGNjFBscn9yZeOPsNyD5aF",
-	"PsvF4j//bdzm3u8JfeXQb/B7nL56UKlUFzyXWd9tKHVCqPuD6ZV1giFSNm6tKFQvYeHlIMPAFwueT3Wx",
-	"cMqGLtynfT3tF454s/Bi4g6VMzg+ROpMC+MkTPeOEb1krNKVOld6rWrD4zfhtxqXCMNkYpLzQuBEY/Xf",
-	"J69fsTOdbdhCLM5EwaQ1DI9m6xunQNnNUjsJFXUiFDKzHonhtG03HCwJxoVdSBzIMQWYEaVOPY2mwxUp",
-	"JhZLuxmrP1ZiJYBO95ysjBL2mhvid5kTQT8kne91tjmVC6FXtw8Zu+DBba1vceJ0RNwBoAh3nUnQCxgv",
-	"CkcBHNGSyuFR5UPPFUnNPQqqRLzRsE2tX/BiJu5hn1r3czc17RR26Hi8gwGiDeHSy4sbVV5wvzji0bZF",
-	"EOFfafujXqnsk+4RdIG+0rY/dXOnI6c2AuFGVQIuyWllqAOyOSeGKzPW5ZNz0JUECFoZQLEDahTdnNKa",
-	"9XB/eqWsKJ5qNc3l5PahlcbftVHAuv5CmgV3qiLrouIIP6eOcE1wjL67t2mu1/VXgOT7lya6KFZLm+64",
-	"Unzzfi6VVhlfq4Nd+h0uUWmmdCZYF6mZERauLxO5sCLbAas/6uJMZplQn3RLUz9rOgLTkl6KjFl9LhTr",
-	"pv0+/GX6U5nDTRFrcrB4LlVm0JTlpEVP+52A09dOiMRBtGJcbXDHZyvLOPvp2ekRS+faWDhHnud6LTKY",
-	"Pv1ZG0fAcJqxSvv+cd+9b9IjlqKpZOtTb9JJX8PzlKQ5sDPYuRiryNiyVrDuaHQc1KSsC6xyUmhj+sYJ",
-	"f54AO5DVK+A2vcFY/SAmMhOZt4U58f//av2LEEtRgK2n+Z6Rv/wiNvcCvudiswW652LjwRbwEUARxM17",
-	"WSJQuMoi8aeUdBJPRJES1ogorP1ell2j82Y1mbNCr6zwS/pZ5J9+RXOR+2vG8wrCl1P8mbRHrOHA/frL",
-	"c4ZN+Mk+4SaOFXv741P23ZNv/4vR4CzTk9XCKQpgBzCiuBAep6dc5qvCkaL02+GQOY23UDxPkVWeav2S",
-	"qw2AtvmkV+EknQVXmz4cpnEwjdIL/R8PGW39cOg8d1R0AyTV7RIpKRprHOl1mwXFlUS9BeumoG3DcGBF",
-	"ZpmwXObe2CAnc6diRaYnBAhgXE511M30ir0DTg3egT6YakB9jDwo0aO2M6K3DyIfAxzTPxVf2bku5J/i",
-	"0+LGKpoYmAcesDRsotVUzlaFyIBDxBK4F74nvCg2TNraObx7965/vLJzoaxbuKiutFRNvxe8QCtDvvjH",
-	"uDPRusj6RL/GnSatFU/qgsucn+WfVlD/U+tzYGn9VbmCFFFvopUSE9ADrY6YXzgnvRDsjE/Ox6pUVMzK",
-	"LIXKUOkH+AbjowO5XEytV13ozAmvU3ibredCkZ8B3tdqJgp3e/6G4JESIjPRcty3JFmjUWJe6NVs7kQV",
-	"XIyRWvnLVo7MTNwIFSTy5jBPbwxYJwKIjFXOjY0PRBSFLhxGkQVp+3T4xKnbuchmwsEdefjEUhfWDWxY",
-	"5gSNhKVGGLfCfg6SUZeP1azgyh0NPWHicimdvuxenq+slWrWz/RapQkrSY+xheALkzpVv6RHWs36S53n",
-	"TvAhmuRfBKm8tNCIwqQOaCdzUkdg34A3jxoIUsIcQTqJx1rwy3c00KhOocYKSZTbguVW1MAN1YV+H59l",
-	"sqAR4P8sk4WYWF1syE82VmcCzt0K9MN5wiYNg7OLVSu3tEJc6HMn9aJzsBBg8xyriV7leFsOCY4Yz412",
-	"8mx6AOT5TweSMnfSMHMAACbDpPaCtHMQY/8875NxsM8nubuaErf4JO/rpVCEWIXWFi02hZjIJRhyHMOT",
-	"Zqzcaw7duNpohfYWwLW5cBoj2wjbOyLPXYVmg2vttqi2WS0RTl+KTPJToFeflHqHBfQXbgV9RzJRCdDZ",
-	"Bl3scAacxf73WCNI4yW6pe1QOH8VhcOzl6Th3vpea+Pv1LXx1VLbDjL8I8PooTeLgalOCSBeWdvuPnj7",
-	"ac0gGgl7PM9fTzujf+15Ycn7zrLQS1FYiWJWJrP/o1cvBVfN7iiyA6IayZRjj46Wa5ZWTJHe27LWTGSO",
-	"pPM13yRsAk42shgGI7JjFUy53TuenmsDRuSSCaOpu8ZpI/dw80rrxlBdVIycPrqjy/0vZyLXa5Lglhi7",
-	"seR2njjtN89EcSAubcHTXm1xed5obadf9Nm/xcR2PvzWgBhbJlwnrEhhKmfJVZbgCfHa4fvDcqcvbcLS",
-	"8u5IqkQUejIcenncYPyD0kxcWmSmaFuEieEgq+CAxvv324dfcGlQDqRHZ1rnDmrQbu8dK/8KbiF8/7et",
-	"gwmTv9L22WJpN7cIzIVYcKncihshZMkLKydyyZWXOeh0LIg34MmwYmEaD4B+4EXBN1ubLife3vBvlS2/",
-	"daznFrcMKkJTVE9CbuCmvcQH0RIRdCU4n+GWQDcFfhqBMyzKcdF4opR153qNvlg4d+E0QJH10NpDdoSu",
-	"rV7UI9M7ogEjK2ZtJvyKVoRfREP0welvUm9IaUSFN9wQfNdAal+43wHwT7nKZMYxqqp2ffjINt9TDky+",
-	"afJdt9uKw1YUi2bMmKwKEGJwwkeGuVdZd4iEyII3HBiXQifrVBcLbhFk/vak0+jGbiAK5W6TEKRAe6TV",
-	"7Tg+PKPrHJ+RagJPwnLdq+CJaeIvYGBrGKi2l3gT+Imfaefif/WjV3cQJq1eyo+FEMyKS1vy1ifsF/l9",
-	"jy1XZ7k0c+8VB13PzzHYhzMFG3079b/acx+d1kfCAn7/W/vybpFIXmutV1K+uksFyNe2GwUtEZH/4ZEJ",
-	"eEbOlaNtz0ozkaIjCTDEswwiB3n+JtrolOdGJDfZe3xP7Rf0AzpLWuKXnLItLiBYYArOXWWlJZ/wGuJr",
-	"13zDuunBxeEBvGdQxKrJpW1zUByqLVYxuEeEEePvmujBuWgKECP5HESsbnp+gatpparbO8YNlkPAAlI2",
-	"BSWRDBrLlWXwe68ZR+OD91tvPHq9OstFq/i2Qxpo5Qp1YWBfESiBaJnN/iIhLs5/Vpv4ys0+Q2lhe8+B",
-	"EW7fTNVQtRVZVxM1WFcJkYF/zb17IZD7SQhl8JbZZuDY9yTwvaa9PsvROLWDx1VvZ6dfOLCohlsrhYpd",
-	"Q/j1vMC3dwEQWQ2bkPVEWIj95myq0ZeHVqERUQgyZyWstHUlcC3ruc4FW8qJXRWiR5YcO5cm9hSWdjtv",
-	"bJOGhdUM2GkwQkm8bKBNTu8ETYytlJU5uR9pADQqoXiKhjvWdUqtncsiM94A6t+mmA6KgSyX4+bxMe6g",
-	"+E4LvUALJoRYqSzsKEhWftAEROHMqYLu91WeE4MJYJBivMyIKQ0K7oQrdibYhV5NnFgw1QUalLZJYzib",
-	"Ey8ZVa/rHUl7LLK9nokZV6z79sen7PHjx99tafG2PHGyGPsxyjvJtbEVsXGHHNZMO4KUGGHDLjR6dkEG",
-	"oBpX4ZbvC/luOOGH8QGCtI7fGmiAzK4c2Y32PNvaI0Rz41QJLnHX1l4E/N1yxwl65ZEhSf4IAYiuCqDF",
-	"PTDgSKebKh20kdW6AQ8QYqPLNkKwNPwf2aabDv0gGGJ5h+K612aulGtuJNnDLLsE/GcYttbAmGTWzG8L",
-	"qQtpNy2K9xZghPcbZyeQahBrMjGRC54zGvyIycw4gisnNt8wqSYF8EMOfhdOpBgEMYxq7Iw6/9+/hv3v",
-	"fvvP/9V0/JAGcQM0ewlGODOXSxipEdtQlLsPZIM1/beWquli2yXMlivfIaI0CiVkoOxKpKT/1lL5jLaE",
-	"lULKuRBLJ57wXF6IhOzG4IKmWMsC5ZirRU6fsyKz9tPAC9sbzM0VLIb2+G84Y9Z1q1Y6E05JKgQGsDrM",
-	"7+3LN/bGcgCAqxX3nwXPMfa9ul1MyKp6jfX5lSdMnzXOpPMGIDuXGCRTzpLryfkuzWT3AmA8erlpFc+t",
-	"WEACYBMtKQM8HxnM1Usooy5BLW/DwNfD3LCsC/G+Uk3yFYRCQt4beoHQ24z/GzFcappgTpojvVLN2LLQ",
-	"lxsHvJgMh1HQhnEMI3aLYGcbB+ZjVXEgBS9xIaYrA3lwoIRhcp70VE6qGcpHAarOpOLFhkK/bkDSfhGb",
-	"E0tS9xYtO7+4F0L2i9g8V1PdovcyblguDSYcslglh/RAiqOoASZq0fvYiIz8s4XsAf6BmKJmds6kQqga",
-	"NLNvdJ3Vmf3jb642YmAamx+AVtRyTnh3rQYC0iQUENhYfdk+InJAet/r9vYrcGv9eYD3j1zjYN1r1DVb",
-	"LSNvCoEeLid69UpB3N2zNCS2N9tMrnGnLQbLcKmJ15pNlCP9z9Mf+38ftBLt77kRf3uyG1JwMAco8HIS",
-	"9rfBLGxty1lKzN7YZlZRQlTNuNc/THec3M3ArwXu3uGNN7CAa9xK24ZOtxzQUcIehL/czb5eeJGnuiVU",
-	"Jsyx3V/Ob3d0WJvvlwkVL937HdDJXK6ndRM/QCDM/mZo3Pm2ERrEu71NOCAUXOV2xCGbXY6wjGdql8Gs",
-	"yYxlmoDo3XwThamS+icVW+siM4O9j5yGbz1pDEgKDFgrQcdd843IwpuY4+hZtKpw69g+HEyDUXkPJh7f",
-	"eYsFwIj7YOXbfAnChOE2Qvy7I7sUPDViXqYGvkJsIy5HMecq+8hD0sZ6CN0+IW1s363tczilF7yElTmF",
-	"e0RgzLophO6NKiYrMnkkWLOCwtMsm4s8gzA17wb9SOhyWNl2cIEmYYY/hL7dwzkCBdGT8xtIw+7zdnEY",
-	"lJn7EIjdsn4qeNOu+AQHuw53mgo1kWp2qs+F2tMa9RGee71WlTiAK42lQG/xq9oak3ibbQf0s8izW/S/",
-	"YjzVPgDzM765U6u90kHrYAuzK8pAEUriBfTXk3NGppU132D8iaOVuEzWLW2mklyWC8EV2D97RyyF88PK",
-	"LX2p+stCzwph2uJLol01qBZuLY/KmTnktx9gWDI9g/8UvaopV4mQcHC12fUjYLQN4K5ppa3BZwtAthth",
-	"ShoyukOYenBh3boLC2+n5sIKkerDr9R3lXRoi3vY9olWExiXXzajAYlboxYhEOzHKNCciQlfGTQDl9d5",
-	"lRgYMjFROHoUpMgG+89NDZPtesaPumBLoZe5GFFJq/q6E7dwJ+VfrXXEBs+dugcatm8cn/U3DNAaxdZt",
-	"smg7YWTP2Ky6W+Qazgec07T4GeSFXxVYUcCnoItMFJWw1120NPYCNMQVPNDQW6ahdFtARL9mj/8V1qs/",
-	"L2XmTxyA/5FhObfCWPJ4HbEhBVvB46ALc0C/jwlX9e6w0m7scauRfqxyK3eoFe3yviOcDfj6XFGpmS30",
-	"vLFct5+viGhmZfymne80ToUAX9hk0+evaDGxw/m4/395/89h/7vfyj8Hv/d/ez9MDr/5rw+NrujXF6K4",
-	"kGIdlNXtwAgfj5j+9OyURW6OIypL6ZgFFEDwGX0pW/ANxXCmFPAIybWlVWoXrTzBUXBFDVk3pD/vN1is",
-	"Se9+00dmgv7+2ejcN9t9FI9zo83fW+TOzbZ/GgJIfZzETU6hDEf98k7if1ZidVMUAEf2l7d1H/B7s81T",
-	"gsyXt/1q1PPNDiGDsfpf7Flsx03d5DTuLcLqZofwhhcWDHC3cQZLP5j58g7Ch3fc7ATuJzblZjs/EQu+",
-	"nOviphzBhHG+uCPweVw3OwDKQPrytv/2nROMb7j7Yn1PUrFbTY2MXcPWk7cEgUOac86VkmoWwkid5ix4",
-	"kUthbC8hPwIpyaTYNjkRPrmBqXoc7Zamhb5ozPEO3xu2nmsjGPgbfMWF7kbYXmycs3RWLBM8N1ipyerr",
-	"r/alvmhMtIn4yrXSqh4MabdrSIsKzJi5W6cDiyxkncd+ir+yGe12DGUhUSeC/pJyBNxtMgc1ov+2k94Y",
-	"OaOw/P1xqiVIHSDheiOthZzN7b7JG/R2Ui7bT7rzBPbZfEt9C6R/5MnBZP4qkSPyd51qF8m9pjw0xo2G",
-	"m7vyGGhkvVYY5bzgG7bWxTnT6vq0/jVM23BArbj3FHs1AHpDydnUXyIW3oKNpFD78YjxyTl59Pew5e4N",
-	"iVF2xy6I3B3QWWV314TMZo4rLfHbKyWPEI6wY2hu8Y6lZUqv43CJaSHEXtMEyLnaRF6+WsbZhDPYeX6v",
-	"141JRXVj/vZOUZqpJ8k4uu6t2Eqs6S3fesNPymbCGsbZXM7m7rESewLZRx7Jla6DcBwnosFk/+ySQ5aa",
-	"ky30NJR5AZZdonfaFHm/anIBRJJhOkwHAyooc5iW/UB6g937bxB7/adspeQfK6zlZa5ZRaj9YFoKj91G",
-	"OYzmfIqPL4hRr3sWwq5K+lspfoHvQ+l4B75YAba8oxsEHW4Zhj43c0/njSioYc3Ngw/bPYsLfnnNMhDt",
-	"EV/LsOIGXgvPHhmoi1/WwCciBV5Mr2lCY6DfJ7+nDLvR9EY+xgTC7CAt7IdnL56dPmODweAARzYH7/GP",
-	"D/8vvPqPdLBvyjgtezsc0p3NlVGQMbo1FltBFlI9kXo55AE7mevCUoXSlRHZiFXbijR2DknqjTUS1tgA",
-	"BM+ssXYcFtcbKygYVy0V10tYvcVDaNyx1d0hgarEVizgEdTKLBs7wLIaqz3Ck6iKb8KiGtxuewth5zqr",
-	"lIlPtqtd02cQyukel3GdXSrdSXFmbiltYZlJVDvBlwIL0RXhB1gT/FKZ3lc5w+pe8S9R3TO6CKp6NlbV",
-	"smd+X3jw0dcQ0xG+DiXk0l5tiGjR9TpolZmxHi1ZM/vTVZ6nY0Vv4DkZeMdd4NYQC36J7SBqjTEqFWlD",
-	"mVrWWKU2YVG/gqShiYAbrKFBQGU4rJIdYNR3Tek+Gf4dDgaTQvsA2FmfKry45999l1ClpYxplW8w/4Fy",
-	"SOecwvbdENVC+wlrYGC+BwZxKncyjZ00xuoarTSS7XJP0U/VM2+u7VwvTAvn8njEeGQsOX76AnNyIbpv",
-	"rGSGBYp6bVVty3q47ti2qhoj/kxEnovMAdS3w8eNxYxDQfcBy/TEHLx5+/r7F89engwWma9zzi0TfDKH",
-	"cGrqcbnGqr50TWYO9qJMoyGmXhLKJ2JtM21lLCfLzHZwb8jY3maHVtpc7JDU4jDHubVLMzo4qBQFH2Ti",
-	"wleWNQeBQl3JpOCpnz/ZlR6Obu/tskAOUSuVCSspBtjZbSuyCHrgrbmEROsujeG4hWHQRg1b19w4cojm",
-	"T8IqWzfmVnQrpTPKbONrFdXYkRIc1tcQehUk/L3MB+VOrwqawuGaVkPeju2MVcwPKEOtybxIeQORiQWb",
-	"vVEDPbbgm4Ycpl0hu7469V5bfvvubagctWVCaw+Spt5714rrbwZBGqdc+e4QazzezzUxaEE9EvfsU3hr",
-	"mUTUOPFmCUV4tLecUnSr8PgxIPcxWUigAnl87eoCELYXelmktKmUGSEUeD2unW4U9rkFxHeb0tOew1M6",
-	"6ltyeMwu1dJA1mXi87XAoYhZ/2tRCN8xYG9DblhMmRRUh4ZW1InIVk3tQyG0ZKwYjYwbgJYDaJ5DIWew",
-	"d4lUfzy7KVfY0o+rPL/1pL39MWyPoyWrxPZdB7XlkWNMl6NQHr9MyzNsVi1ldC0TVU0vqmCkHz9GuqqO",
-	"FLIInZaE/nT66NH1EwLr53QNRC0tMbeKw8FSsg8yG9NYpTIPjZtq+dehTZVxiFBpqkhG6gnPcyw6jX3t",
-	"EFmiPmJeosFud1Duo+wE1CKuOt3meJI3rAh6JkXd4AoBChLPTQINbePe/3CD0IrY/Xj89IVB0FQ6E2as",
-	"+EKrGaP+IVqThRpb5ES9QQxbqQz6rLJuOl4Nh48n7m34S4DO4BTewWDQw7iFsXI6XA4We+gkwrrpWhd5",
-	"NsL/pj220NCfmquwugU0U8EmKXG7u7Ei3Qri2QvBrSgbHsZ7fYTFAgw50btGCFTkTp49/efb56f/Z7DI",
-	"xmpKTa+m8rJ3hGkplX4OA3Z8Flp86JWNz9dfLSR1lf1S5kJBl0lq1oejF4b6pgzYU2qfwq2no9jKBxXI",
-	"QtB/KVufPR4a/+e3huICqNeEmw81y6DV/auD+lwnoT8OQr7CdQrhmtXCi4fNRXnKYovQw8hAV6/zWpae",
-	"9/yDGQ5iHKDK1dIdoftGF9AIqGy0k7C3z45/ePmMjTtvsS8O+jhXy1nBHYh2eqMQWDBW2B8JCGkl0uCM",
-	"u3Omi0PmFUIy4iUveCZqtbN2ysA43/ahzLWxo6UuQkep+AhgiVKxlRGD5kFhZc9bXI0NQSyZG24uLll3",
-	"3BleDgaDcaeXeNgNyUL0evOczaWhUt9USs1S1i1jTqDTD5h24DGauMpKmaybSROejdBlZ+ZyyVZqIgrL",
-	"JbSUpp5SFDdzxDj496LoECxq5i4FLXfaUI5KGdrnlwfll2nCThxilPiqE/h5ozIBu39WFLrYBd8Uf7PV",
-	"9qkKsT1qA8XKLlCjqEsXCMePDLboGrCXPu+eEDo9uDhMy67LvmGpox4/Pzv+gSIGzFil3w4fs4ZmVVjm",
-	"zNu7vh0+PnJUeZILXhiqKifyKfIBjqsZK7OaQNexSnRQRA3KXtTb4KjETFvJrci2opzivut7lAVHGIzh",
-	"PyBYuYbEM+IdzBsjEporG4rd/SHwbpE6d2Pobwd2D8glhPYSDN0CUyAVrezu+DxQ+ObRrg3w0Xh7gH/j",
-	"Lew43Rs4L6v30xysbGoBGp/OcVkmIt1gi9vZTJ9bjlKnvsRbisp1z9DoqhfLlQPRXukal1kSGe9CiJ5X",
-	"IMqIrStDWHJJGsIe9qYonncvDa88mYcs8HsrBg/aJ89zjV3tKKS1cU+9rzictTyBsrQh8HJf2NpgSAHK",
-	"DWXTnPK7m8S7IpZF0a77ZYqXCPSixUh3M9pyB/SkvWdUrVeU02SqVS9qIWrDSNbGb3t7xqDtCQihwiUo",
-	"weWVgwqDM97oziuNqnYHS9Yv+lY4ZtmK43NqSxCtTzYGNrVzpIVUcuE2MLzyEnCQ3fO3BU1nYsGxZM0e",
-	"sNYeztzaiQ1a6+45/EdGj+MUyfY9t5/DP5fNLdPK02iIpYUeng5dCJPXXFlDobS68BR/qgu2UnAlaHrf",
-	"ebMtJKbxUGqFG3C6cyGWyN68GoIfDDCWCyeCQMzhMJr6cB9LcXxuJ/4ev4hq/yu4X/fDjjL/1wPOa8aF",
-	"toaYe2jdRSE/eXRrW1njG0a3Ym3lhtDWtH+YjghjetTLV0xWhbSbE7cHXOwZ9Js/XjUFa5xCZ9pzodhM",
-	"XmBj6dg07dtuwytuwqevX7/94ffT1788e5X2BuwdcVutRDJWaDkhG2gwU2MXaehvhU16UWKEQwYqB8sr",
-	"D25u7RJbH8vGovJB6nVnonWRSYWsGe3hBi2by5xLxX4+PX1zACX93WrQktEHhMfaLIOxGqufhBIFz1mx",
-	"ygX1bOXLZb5xhxGbhBwAwEwj99V/MLBWoaugHpTJMj1ZLcAs303b+kOnCUNIGyvGUgK2tMfK7gUQtSYt",
-	"BmVh+I77C4OUMB4KY5JKp0DwA7lBp1I4AsBVuXYKIKfx3a2ke8QcoUPBzHVhIaYU3QrpwE3yDI6onIAa",
-	"ChM1Rb+AwKPqPrm87IExjHvyc+S2M+Wr3KZs4m7OuDHLRvvUV23KZb5yg3bTb4dDFuLAnPrxH+wVxL5K",
-	"Bb2V3Tvv3SI/uBN6D1QD/wTK6P6UmekxQDQ4+qsrAqWsazSj3JoBJtUMBqlTUBTV7hW5QYcDY+kTWGIU",
-	"govXA6W0TJkrqEoNDrbxAxnq3A7WXIIFyto87QGMRZY8ajHh3vvm2yEGSz4ewj/fLuBMGHvJc0eanKak",
-	"xIxbIOjAXzVZ5kv/FiMWB3ZU3+8fuwvSQmBb+MytCB/B2kbV7ZaRwgN2jK9QE+xDA3Xuc6NZIf4NpjHY",
-	"Nc7g+b4bd2hSCt+zDrLURLixCJQAP0vbtve+kFvcrRMYVXnMZ2IuVbZ92sfY6yMYeqGP98qA1RiWwg1L",
-	"4yYKI7bVMt5N102fHH7LWoKUsV32WhrRS9zATm+GaakZg0N1v1BQ6t2I0iaURWYnc3DfIJ1ImGeHHrN9",
-	"/xO3iOgSIKzajVTOPmBvy406xtIIByBvBSig6GzCTzfeIXspv+8R6rL0yeFjVgvzHrBXlFBj5wL6iCPQ",
-	"V8/+XbDkN5pUnKYf7Kfe0VZSGAABJ7QYJmFZZJJnYJFvjmolqvpW2GLTP54CgCIUfHN5CYDpaPdCGoFc",
-	"jdV8YOs5t4D+gXJhXIhJfIYBoL4uGBbUNqzLURRLGAdBLIEQVC4X7o9FqLCSMHovc3w+QQ+MGwrMQZse",
-	"k2W/Ds+da96PyKlJS5PYiB7ctcBewL0Azj00HXGWnss8Z/3vUkbeXOQlXhSWdhDdUpjLjbXlXEmu6zlh",
-	"rM13sn1LCYKQQxBCFIIg6F6Psos0MRB3g8ACBM9M9BKkW3DsSxXkGdOfyhxCpmH5sKzKDhDE0mPKMUDe",
-	"z74HeYUhS4SBiBsmyAPSJ8NDVs1McENnYiKxdipcVsV/DuEJpTTltwXxAG+ee4lqxOaCYgcAPsC3yHPg",
-	"hI68w968/AfkN956eSx+30yvrOP26ABmUJ8OXbsgIyC3AN9/XyufKKdKjhcuOKnc7JPhY1aG6B958I7i",
-	"xWlBAWufDJ+welrGEfYMQuxuahsES4LIbhtk2AXfwHoJs9Ofwbvpt5n2fTZAf66hWXu0gsdsK5PAMXeW",
-	"voZcAiLkKJtQFdvSLuwkFFhlOQOmINTnaEhMABby9PXbExKUDZtph+j0nD4xGDc/8EyYUhiiCBbDqEjs",
-	"CG/hm+9YPeFhCyRQP/TFZR2jcTsB1cpbnvFTgGCyncNOS/M566YLfvkipFQs+OVJmcKx4JfvfEVm0j0R",
-	"BlE8zcURO9t4DsPmPJ+6icFrN8v1Gc/ZhDsSCW3jjWWHvRFbclgs2u0NXwgvdQOwGHwO9shoBLc5lJsd",
-	"dDvwDWuhC5zwJXQRIxLqgMwE4JVZgsSbSXclHkG1D545W1nk3D6UbEByMVIUP6ZwGJb+734sVvRfg2Zj",
-	"Rkxpo+R0mmLQCSuljxNC6v4bncvJZsQMV9mZvjzyJ9c3xYQ9UlqJR0ds6iSwvlMLjHVSN/6OVMiH77gn",
-	"UKHZIqei9j3YXIlHvdgSlMOjTvCW+kkBwYQASRrMvdEDSiVA3OLsrNBrIwoSnIuVctdTQx0Ab5BYTxqC",
-	"gQCTn8WuG9ZNrbi0SAwoWyjtwdGSUkdMRGYjB4HYlwMlcC99weFm3PKRwyAljhDicLBHXtyirmWhFZeb",
-	"Gv4otS16UU/DiE4rPg3RRfSdI30YWAEzgDhv6y7vAe1TZqBTep4Rtdc0/u5299es7KZMiyG9aoMJTCBR",
-	"64XTUeEIvMhQohry9MNvmY9JwDSWTkVNjCwwo87hYDgY+sA4vpSdUefxYDh4jP0+52CMOIAb7ozef0g6",
-	"B3Pof/gnWMAwRTsIec+zzqjzk7A/0ysQALXUigIAvxkOoyZoYNKpyeYQbQDXc2UbJOzCCCaHujexuHAC",
-	"h9vTE5yxaaCwsoPveUZiNn7y5OpPXmn7o+N4FetNZ/Sv35KOWS0WvNh0Rm67UfSLD5UCzMTeSHxmIFLa",
-	"H5/p/ObGO1gIByyGzpvuZbDhi5x+wjCV6Abqtd8j91yXtAWFxVId+YtckNp4kkyC/FIUc740zFiZ52MF",
-	"NsVqGhkFYhUYVibVDAcQyojFWS6o1zA0xvHeld5YlbZab6aCTaBO2u+Ti5B02C5RyErznbEiRyqGiYBb",
-	"1Ut9GGHNfAxidbsTvRAQyRYCIcdqe0NQ2R62BCU3QJ1Z8OKcUMqvOmg4bmSnyKwUboRbUnrfeE4Hvs4Q",
-	"/FR1djJqP7kRdqzctOSTSnaqQ0QWNojbW2j3FsHiXrDuqT+XT4R3Sefb4eOrP/hneXxX4irFdnkokA4g",
-	"JlpNZC4ge7o1jg1YV6R5VtQ/z3UadeYSmpzO493kAMc5hII6sbWKHayLydw455/nfTIv9PkkT5jSGETr",
-	"QxACy/YG3iD99Ejz+Xb4eCcxWklP+C8ODyhL2bQS/xfS2O/9S1AkAw1LptVuX75y4D5+AyUAWmv31d5G",
-	"z+KeL4NqCob8G+FH1akQn8hesTJlsdrtBBNx2UDNXzrNEwNjjpyYbNARByUUuGEp2Ab+kQbi50ZhSz7b",
-	"o7tzWPy2I2Ybw/21fjyCH+6Fr0EFx4/2QPIfveL6cWTBbRTYzdXfBefSh5h4oNKAlQAYnWmMU+Uxf6jh",
-	"0QHavPHSc4Fu2RpG6bUoPNBsgW5Db1T44CZ0+Gu9JjgYQJHdd5S0yrWt13B7HDaQh20EPI1X/nC51ct9",
-	"NxdopSoPCTg4IGXrRV+PP73iC/GGO/nnt6SzXDXAyFs3XQkl12R/Ti38n5UoNk1MqgHT39LmPmtY2Euu",
-	"g63fTLi7MQTBacbwc0Q2CSzSkkDXeJ7npoydC/1CzbXI/YGT47C/yceDnzYN8PeOS/ux4Oe+vbl0tAdt",
-	"e8ONcdC0TeG+DNb1ZPjdjiOJgwX2P5oSJLcOpV5qaIS6uZc3ABjJHYsRzfeFP8KuClVmSkZUOMd7BYfn",
-	"d6y2n/oODJrhertRiorj7NZEnvqX/gqaSHwie2kiZZX4+9dEwuL30UT8tT5IQc2aCB0mhRNyQw3PyGgg",
-	"LfkMYgQrz7+OYI0qSvU+sJA+xQ7hZ5QzHIpY+WHQCu+DJ0RuROSlB5emd2dQZ0fqsI150k9XBbe6YGu9",
-	"yjM0huNOq53dWBd8F2NlBJrhfG9LnoOtDuwz4MDcLrE1YMeK8Swjlzv40eHrsfJptDMuFeZqpMO0yRSH",
-	"5+HRax9JjloRfA2iHG37voU5sSgjZRBGqIcyXay0pZN3mPZacKFdFWy93dsTlwJ9blYFaZlfhrC0F8w8",
-	"1WqaSwwDvgeYOa2QL4z16qZDElDQHWqEbYeVWxDnG9JYsgwjndwovBB9rrK+ERaLZoSKquTQS1ghbCGh",
-	"dBuE17jzHIzVcZYZZjU4UyvsoQC3Y6X6Blq6oUZibUpJBSvGas03VG5jcSbRdUxxTsD0sTQFOB1/p+l+",
-	"P+N2Mv/dyD8hesexATe1T4Crcw88/kLO5jZgLMVsZED6zWoRgkTQ1D1TIhurvz3pn0nLCsgeRjr/Hdsu",
-	"wBg842WENtRiZN2yK8RY8SyDzDziKxjG6L1D0GCZK/b3/tnGClpxfUZfz7GJTxxnWUlGasDTUAoHNsho",
-	"f3zhvgRzfpaFkAJ2CAWP3Cd/gCHBVy3q8Czz8dscAY1w5XCfxKff7o/M4bF6buwwIcseaN5t0bzjLGMp",
-	"z7LS58oOEwjJOhMhBLnHuNULOeF5vjliMb5uY2l5RW1EsqkgAgZvisulmNh/PEsTR2fjGSBuTE4rCEul",
-	"W9JnUKXYE7VS8oOHw7RXRvh9x+qlWtuoQAjrGytalV+TtLG8yqRpQuyTWD7YidgnQMi3NxeICZwnVeVv",
-	"wmtcXQW190RnwIrvdba5bUzGhukfqiqeLVbiw/1QkRNhv1KC8eRwj5ncFZ9q/YIXWDviyeG3++wpRMa/",
-	"FJnkpw6E7odEORQJlCBpowKEpVhFIZJZeru13GrTz93WpEqz0b+GTSmrbnlfy1K9Lev925dqG9nHyoSb",
-	"8NbKB2NTi7EpqxxT3ea024hbw77I1NSmdlch6w75SQ2Em2XT6t4fIKRJo66eEaR/rpRNwBYjlTAYmh43",
-	"Rrh9b+1OcDuI574lr1zNgxN7PaL2EM2Oj1HZoAkXxYzlG8OEKnSei+xorN68PjklO2Qw6ZKb0mmEM6fn",
-	"++Q6MGjKLHzOzjYhpQM+GY0VLLChsQTrAjpTNL3xNpA5lJBhx6H9EiWIUI7FWJWXDdU/dJ4JY+MJHhlM",
-	"QSQ9uS6R07hNovUzx8DrVKB2Y01yssQCX7E4muxJCtwNO8BuHhgbS+0au1aK4KpKBHs6aq9+7/T0xV7C",
-	"w86wg8O7oahwjc1OYGQrMfw7diLwg68y2OEuHMp0zq80RgXv418uKdOITcXaY7RH8jnP/C1sO52PEPHb",
-	"qVatFw6rtsIJPVeNgEzopi43oyrZ8s4cgA6QE7GcZ+x67mKwdwv9qjfNGYWtUjZrNBSRsrFqpGUQHTyZ",
-	"+zh/d9KPTBiNqkIc1en6WNE8/owcvXPg8M0e2uCp1i+52mAK130JgA4ajlgBjn+Dnn+/6fh6qVKax+Dr",
-	"S4QVFn3wXma7IyYFvxBXsIhbIrFw/G895d8vagvom1NbHeDmYmq/Bpr2StufRf4JqNmzxdLuTc2wkdYI",
-	"5RMDFMzhmzv0bRLW0G/riKoc13gRfM/zPOQy3lfIDUB6DQFFI/tEOLtlufpq/Hj+Q1UCx9wg6pnZamh5",
-	"Ft76K9hYKmeyl3nFn89nYVkpl7+PUSVc7YOy3GxO8cfZEryD+XQgLoXehRWFObqOD3Wk27avNHlhrCgW",
-	"KRS48Onio+DzCcF91RqPmZxO3WMMisEBxsrX+ow13O43w2HCVgqrO2e9lky2AOF76XZUd/E6HpDkMwiH",
-	"LdG42brk7+0BVZrsShEmYK8Qjw1OCYDkaGgJ1IYbN7cm1dHqoFzCnViRTuNdQjFAKu3r9sq9tjI596Vw",
-	"qBhVBXVhzZBtOFZ13EworrjU2NJvhodOVRtTeclxZ8SmPAcdjdCc6guDjpW1VHgdMdmQ/14pw0vF3vXU",
-	"l2MdK19XJZVZmlQShxf8XKBPFJL2oQYUpDdiL17ot+B+dGQLC65QVGEjtXnKF0suZ+oaZqTrmo1u305z",
-	"LfJ1B45eD4bB1fvhDg1HNNtk0yhQeN356zQM/X1P/y51ebiH7IStFsojJzrIi5hYQTZyFGFWNd1wG0w3",
-	"3Na43id3cH9BxpdC54xHp9z14dFYD/oFFKLL+Uavql7wPUTEiJddaW55K0wj+bye6aTFug7UayUqRLde",
-	"aPlOrdY7iQ9uXWQYzej5JjpmYo7srrs5g48G+MpMQPcS8O1O0qfsEdj8wxYrKPGGuFK/l1AuSypx+3Li",
-	"NawjLdmkbwoN5atuilufTAr4pAFfuxDTn9xXh1kfJRH8VaLEsFwXhk6GUkAle1SaFaLvkfvaLBHLgrUa",
-	"T7AOWOjKEiJLQT3RU5b+9OyUNQ2cjqjuWBTWBslGViS+G0xVTeoGPSmJSZj7u+TbCRYwC4rPSVkSitxO",
-	"uTZmFDXNYfv2zKEqOFipDMw6WomxwmY9RF+xho4vQ1MrRwXdaLC7Du0Tyfa4bEDjdE2g3lhXL612pkl7",
-	"oTQcxxqIQmU4NlbnwUwfR/CTkBxm52LRS+JKzmfCroVQY7VSVG6nsla3TFP2/2Ef1f4nlK1q7P/DQvuf",
-	"kb9rgT08qfURFDRUGqDoAsryYnmgbkUrV6s8T6H6TwkAPaiTfqxwpEfoH8U9Oq3cL1OJtTA2LmuKQCYt",
-	"K8Q0h2rNXT5WJSKhoAOFv3LBL9xZ6gLqmzmSC0WRPdixE41R0mWFusha8MiU1kYnQP2x4jmW1aqk2Geh",
-	"oDjMDNXvaCO4+DGZE9HDChZJatcnjXcJZ9zyhEH/Wl/gD9QNb3lQ+YaW5jAJWiqEwc5WWFaWCIzMIKYG",
-	"L4iSaOiglIYl+UMcq24MNyUC6YIKktnIzsdmWokes2DeQFeyuJB65W5urJb5CvAMipjJzLRWFCyRszE0",
-	"HZ5E9tUrGPRW2cYqh25IU/H1GPGUoUF3sMRdy72BvXG2fByNESOh1OSDsbTBSZhRF1GESsO6JyfPendo",
-	"Gd2DUxqWElqkrJu+H2P/xHHnQ4odTifnkNbh/nhkoCC1I4G9qO9Zl6ux8guvvVN2CoRRoJ1A7RVQEOAp",
-	"/IVPx8o/JgcpRaZUwxKw07cs/HhSGPfJ+UVaVmXNJVQBFIuxSn8Rm+dqqtNRaEQFjS3knyIJcSZIMHE2",
-	"ClOP81pqiw9dy9NkrNJiDeeVsBQ2SmsGFzBcatN6B+w4Lm4KEshYzXzaTbWvp56SACKUlXbj23RGMglS",
-	"RHhKFRYzafhyCe1TYVSO/A6pJnSzBpoMwfuU/pz66uVUnxcdlsZ39MOVxpbg8gXBbCGoNP+aW6he33Vj",
-	"OI52LlX2yJQV+xKUKSwswuc/qtkjU/YBBPlhWmgnMBhNQpKXHDwaAYvkmRkrepKwuV5DjNGCqw2OivGt",
-	"1NiwMO7c/X9CBqaj5rle5xsSzcYqK/RyKdB0vuNSwtppTRlxOGnxtN3YyVhBYUonDVSK1ZLQ5+m1XmPD",
-	"XaofgKwJURWaf0AQU8IOE/ZNwh5DW/Kxol4IbMaXVF1TbJjhm3BWTial47K6qfS3QwAo/82Owx1TOWIY",
-	"nIeCuukLbmwfttB//kPKXjkSgPV3T/SqmAh/nr7LxFihdBpETicBWTbTtsfUCmr5O9kavJav2H+6rRFv",
-	"xZZKyFdBoJkU2pix4uXoR+jVkHnOqDDAVjJZFXnwPMLmx8oXPodZy6xTtpDG+IY7jcw7jLZP2miEdTKL",
-	"27vMtD2KThcEzyB6uEPAMGLqNp5sNU0JnYF8Ztrc98Ej213luposeCGi4LfPUQx5fSGKCynWD2LILYY3",
-	"WL2UE7gLFVRIkEYSJGaoCXNTq7K9q0DpxeEBsL3dMUU/4St/hYCi8jT2gvOXoatJ6Lx870FFtIV9Iorw",
-	"Yh/wrRnfypY11Oi1vSYQvRrjmr+GKp4dUHuuVgG/bHZHavpczubCWLQ78IXXUr1YHtQSCGpIqBdUgj11",
-	"QDA2vf2DCJy4RfNCnwlvPQs9oX2ABK3yH7+mcReeiV6IKNDJS+zVEKdfW+Ob0m+Gw3SPCKefqC/iHjEH",
-	"ZQvhLy3CaYu0NAc6ARw8YHBTlJNHEXCoE4Y69gm9QEGe8S4vj3OVyD0yXkrr4bcRu6/LFOEyqyp/lTLs",
-	"aSsnbbXdVF4d9WpDeVUjfbB4f00W77Hqhgblplfru1JhJxEqUI1MLE00VpFB1al7ZYd6MNpGCuwVzVra",
-	"dTNP1j8/dQZW9qDL3DplbrWp3iF5JSy4fphpPPSuOFPqPE1ilFjOxQK67WJNx9pq3svsQ1oz6ZUFO8aK",
-	"G1+48ZFhsAKUC8jcIO0oFHb0HA7toxTuSb8ZIahiGKTzDNhzy2ZaUDlmajbjyzHvGxnK2gND/1tLdQ0p",
-	"7VYSjO8oo/f2Yz/wBj9J+CfcgbuM5nRhfPIQ/nlP4Z+InWXsZ2DElSBPHguwXuCDuM+HMM/drMaBd3yo",
-	"Xk+HuHhvIafSSFgk13c/DOGgMcltCAfdreR7XrNf1m0LvbyDLNoXX1/i7H0lkJbgddviy81DIE/IUoLg",
-	"+5kGQtaY4aeMgryCOZayXCipCi0j7UNY5F+reF4VCHaR//OLnX6UX8Tmr+FFOXcb3deHQhEen4XvBBa+",
-	"j+fEXeWDbt/sNzkXm9hVQgJW2T+hFscTI9T5RYxMB+/PxWan4ITBL7+IzVXefHyxuVwsrWePgrFXeRMe",
-	"f9OJKlQN9yoG/XV3NPhFbBqqNe3+5lc85ZdUW+ieYJkgxkGKA+iunFagV0a20t4WCCfNtvvYsBKsPI8M",
-	"dSUXlxwMp9xQg/GkNO+ncQP1FJrnrnnZKBXe66YxjdYTK0K7cG/nYfWP9ArKwKJH7mzDuI9wAQTGxsMK",
-	"I2dXkzkrzVFMF+yc/6k1hkrXvILj1XD4zd/WXNp/PB6a1McxR86V7lOtzCp3m8/15FyqGQNkA2dlWdg+",
-	"+BKpX3uLR5F10/5hOmL8zAhlwRgdFtM/TN1hucvzHAEolGYYY9ejbsP1jO5w9ugjAHs7uijHKrgoj6AX",
-	"SlrGXLuh3VZhIT3fFL/cN/dd271LRE/HCgIfmabIDrLdmTkvMFc78gJAfF6LW3QPMtiQ3X6Fu9aTRDzh",
-	"JGzsVihk//BOna//cfAf+2sDz61YfO/wcGcxfY+sbv8YswVze+w8oRbJ/Tc6l5NN25z05cEJoDnMSh98",
-	"SDq/+vbyTdSjigbdABiPDJqP/RM9ZalnoEifdtzH9hV0/nc/Jjj918tQZWfXfl7pEyWnUzzBr4tz3ZOn",
-	"hO4b+6k4EgbQ1yPqROfO0l990AhEL1d4RQNvup4C8ovY1O0MbZ0miK05Fhe4WnepjZFn+Qb4SC8h3sYg",
-	"fV1gJxSpxqoEV0xFIWPDI7PF+ww7F0vLzoTvX7JgXRqhvxCW0zBJYHRkBYSIFltwZThmscFpeZeq437p",
-	"T89OU+BncYCLGwYIcSk74rU0SJDpr+lRhfXAZ2NVfldyB9aFUh+i717pHWGltbUM/RZwkIaOC2NVtlzw",
-	"Fw/kGdlQ4D2hDEjp1HWLgP2wueN+yoxVaMkQ8QA8A7CF/uNFGsW2ug0El9aI+LpvEdbQ25N1C3Ghz0WW",
-	"jBV5v4HdVhuse1d5ro2l/jZhGAcAc51nJgX3NkgHkPRwLlU27ozGnfOLcScZAwcad0ZE8dgxfp7RdvGo",
-	"wyZ81cnFCmMi1FidiXAvvNRh0DjvA6N8xoFfWWiD9WT43Vi13FgkNkI7HBzbnxLsLW5670B5mfOJcHvA",
-	"xXtJLapTzP323GgY9AWR6/AjZq9RTIi72rTfX/DLvtPHU9b99vAb9ov83kE8kSjq6nb4GL7pW637OS9m",
-	"Ij3yARBQcJOW2CR/vFntJX/AdvbUwrzI4V//JKJHzdTAz8U23CdsLnIgGLBUchlsFeoAKHb70edCtS4b",
-	"vr5uYZydxtiPF3vu0tr6i9i8Q/BpErDo0YMrsuqKvLai/FGG2ftoOQ6EAPg8XyOh4iZW9FDi4WrDCPqY",
-	"w9YEWH/vKpPRnjF05xdEoUF0Tn8RmxOn6jXFypES2E3HZItyrAcizqgY2Lbu15yAPoo6M3ETOqf5OIyx",
-	"QqnJSUX/PP2x/3fqwBRe/Z4b8bcnTsjYWklQ8iEHa6EvgBH8HGdVoc6J7CzopIaMqaxJDYXW3cijIGyv",
-	"poqCSi1tY4JUNVfaRxjTSWKoWrcSZFZN2m0KMhOD2QDybnIBEtxthJ0h2/r8gs5+EZuHkLO7UKQaAl63",
-	"I9BuqCoRQcox/GH0viVejIRUptfKQL6uSXwVgglkDMbFuxMGRQIQe8vkBAPRXE7YJlLkJe6YHjgcAq2J",
-	"QzCJo3oSA79Sa/M0KQPBzoVYwksho3CSawM1MYpSwr8i+NcJ8kc+0nasCoEHESfzebLSWFcQhPUXJBld",
-	"7w4gzusuq1rhshqzabj6Asz2X0r0Dhyn13Ni1CSkClwf/3/wHv69otyawwwPV1c7YvD9rzNA7l7qjLnj",
-	"9Fd61EQNUHYh1fZMTDVJEqhoN0JBe5/plose3i4p+EFYLvM2qzFB71cIQDftnupbkagMU9sDQ2i+5I8I",
-	"XmrixZ5MXKUivIsSXZANQjB0xcAVuhmjZQsDp1F1oKTx0FqKsv0bM3WqCyPzJ+bcu++1sViEomS1Y+V5",
-	"LdnURvU0ebItiRzMVjO0vKb0dupYeUpiQpqMFeaalH1YaMcYDf49pr2AoTXB9fTdRaUQcWEYx2bOaC2D",
-	"ZBx1JiZ8ZbAPdikfQAD8mpf2wqib1hytJdAEy5tUHgVSMFZdrhjity6S0ksJhwotdI3v6b3kTl/DBBk6",
-	"BqVB2REFVBYxTFq3Z4A7DboRkh4oLwAnCBEjRI+sDxSFRMyCTYWawCnrc6HwymmNVDfJyU6wGrdmuXC0",
-	"xRvmErbgma+vxrEBp5smQVspWQt7g7F6mmsjKwWJSKwz0b5gBKhOUapeZf2JmgYy8tUnoPZEiy60J8W8",
-	"B20IVhZqOHx1WtEXw8N/8epBpQLBJ6LZQTe5fvZOPHiZvVPFAbe3Yzf8pxEcmuPKvI72ALC3A7BvVmZe",
-	"8dkAE4T4D6XX7D+ZtflO7cJp5TvDOl/AG3+FuM5wFvuRbD05B4PqZxHaiWvfJ7YT7vPBitYc3OmOsaUQ",
-	"hpNkqKvImktby5in86+gVdRUp1TZaxayugwViUoAGyQiDrYkmrf4wN3mJ8mqofke6pHfgp0AbxqotoM3",
-	"724lZaoJrHZYARAA7o6Xl2SuxQSgqYz9Azmp9yHCCpUR4cDSck493kFCkttvEIQhRhBMxQvBjCguBPTV",
-	"4EUhL3iO2grrQqEtXyQRAxOsYctCZGIijNFFb+CDYRFWE8oQ44pK+VoOVRnA4+X7Qx+FCA9p2ZbWCKEX",
-	"qDhijzCbY6AX9i4UqD46bTHYGIgosq4uyh+nXOarAhK2vfEFlhCSTUkLluiKwNqJYMO/lMa68XEb2Aug",
-	"i+FUGNswVinpxafuh7J4Ed7sdTsbQXWQYgNFNmkIX6tbT84TKilIHhwfb0H6v1BGLM5y0aTkHk+Aon8U",
-	"S7jDztFbYSc/FkIwp2T7YDmKYINrATNKl1u20Mayb779W4gJhOa83o+O5/bIsFSvlSjStvgTeHrNCoOH",
-	"t0o8wdD/BTtUPpu+1e4wHdvelXPuQKjv+Gk6AtPlDM/YewQxNvwo7sbsy5diGB6U1lWrPI/iHghF10JZ",
-	"thBcQZGg3oCl3OGbgUK6fan6y0LPCmEw1T0ETkkzVp4EwQcFGr48GXJEmKyEFPP0pfV6JrIDhTMuJ/nK",
-	"yAuROHJckGywl5S8bxMFKP+8w9ocDdke6ZKMVWP7BD0NBDnQ5G2ezeKgE+9HjsJMkIrH1YhDhAlrDTB5",
-	"KEn11TVhQFAKTRiu13WhhEhbipKTUo6Tdqx8c4FaNas40Ij55gA+uIGHgImyspXMsIj2RzcN2E8JuQ+7",
-	"up6cP4QZ3Q6Zb9BniCKGbIe2cKNbUG2IZSxWuZXBUNdmVkFjDtjVIAT+TEQxzcJ7q3QR19YOfvlu+mT4",
-	"xD1BQWKs0BFog/czQqIeVLffz4TTgD1kCnjpNvXJLDl4OI4kFA82nVu26YgAeNk1bDtXV2qn2Dm9WPC+",
-	"Ee59C5DKk7NkkvZGWCKbkwpF9mQn8G7JRMlYeeXq8TcJZC0xu5aYj4G195UQmUFRyxyMV8Ph4wlkn7i/",
-	"BFqnhYchhOomzQuwZmfhM3HJF8scSLLbRoONu9Wg8cxtVxonc+oik4p72203rUmAZX259LmyonhT6Ikw",
-	"JqBcCikkIA9iCtWS27lBSTaDrJMyYwfF9DXfsMIpOr0EOvJABhacOVpRjHajOTlrrRnQqz6siYHazzLB",
-	"M5QQSSlxN0CpuWT4XzCe59AOAm0amL/M/Vs+FsHxfR96SO0TgNwAfjKr9bnvk1ILmhgrij0ylm8M/BRn",
-	"i2HCDyt1qVLe9ioLJFrxDeumbuNpDwMOIOCS1KgBWHL+4bOrtsw+DkDddt3u3ahgMAmUE++DdoexmTU7",
-	"z4ABDOCCQpiGxjR2J7nqKJZlrLpt8SgUNOFO/YhxVgiUjHmml05shTnkOTQegcl6OywvH0/H79v8IsJZ",
-	"flX2l3AhrUaYZ20E237V0W2fi31GlF63NTdt5hokMl5ZIhqEJMIRIcgK9tYbh/4koYIhp6wNUbffvNI+",
-	"oEwap0tFZJOScPe38Xgr81iVNh6tKuqb+YpMPcbdG8+9XMLzHIXparPcmrWn7Dq1M97gjX/toS9Ha9XN",
-	"yhE9tOX4miIQApZg3cWostQy51hWCnhqxXUYoVYDujV05dhyI9dA6g4dynXgfWj88JHlxR08JGw915hf",
-	"5TSAJIo3N2yhL6SatcJJcrMK4U21MtL34w6E6I47I/bqQ8q6h4PB4XA4HPZYaUUpV8HSYToYpK/6h47L",
-	"vx9HC3Qj/GswGPz2IR2rGQQd+7HYSsk/VgJHHLBjUlrKUrhQ84cjwmhf+8EIC86Y5eosl2ZOrfkdLmXg",
-	"SEbz77e+NJI/xPJ1O0df8LYNNEIfr/HediHRMMGJsJ+6kug1MNY3SvzsheaHoqA7i4IGGhO4kUOf7lIU",
-	"RhqL+d9nvh0k1lZDbLw2U9rT7xe3LG33/m0PH/sAy8IybZ1hWBeJKnLYJOop8uCe++o6xlAX0jWEGClN",
-	"/cTvpH9Mu+fsunLXPfjQSt724En7dD1ibk1Ua6e8d9or5rhe4hKksUzw3ERlp4H4QClIrEFlUZaVtiqS",
-	"UX5hSKREI6TqYYIaDYXd8UVNi3IzWoemEpqHGu1oCq910Qd6z3KMCGQz3db0ZQtbP1X3l6aB10LO5rZi",
-	"Ww2AeZh0FvwSa0E5mTkqDfVxRSk/tr/MHRl2w0VQ9f+/WveXL7GTyxfVV6Wpm0qKGJeyLs3ADnvVziof",
-	"If5eq4nKVfTnoZvKl9FNJXG8BmPOdegCHzGtiEE6frhDLmgtxB3aOpRFNL2s4WRTcEUHqyLUvkHeCvw3",
-	"SCUSbSacYtq3Oud6pac3QEdgBl4ackaHPSz4hq11cc60SsYKfI3lXoN9sxpjP2C+RsHOcjyQPeDkbOq9",
-	"T+pVXJGaXNrfDh+nPqd8VD/hqA6kZROuUFkAQziUI1oZ8JYuYRtHpVBTKwqUVEQbM1YzLPT4ZPgkbWv3",
-	"W2dlX3nj3z04dwm+Xwbh+dR8WGnbnzpZoMKKHQt2WuwuHnwfpRBrtAAK6jqRnKyv5uO7FN+WinSNXlT7",
-	"8fEDPjm/kVZ1ve5YjfpXpdM6j7hAdBdrpxBBVAdKMY4KexOZ4wsDdqw2GPVENUrAr+4ePcKKaY68IS+B",
-	"cXrVCKJdNZ4Df9oq9oxOjCgyMxdtOtnx5Lxieb8W5WzXyW6Dkl4pa90TSU1Iqy4FkK+u4dcdKEf+hGs1",
-	"aXcR6y3gx4iXShODSv+tGPOOWAV/4wQWCLK4P8MVkY45tnFZLkXmRbstKdZvNP01LYtJOeLPpD1iFroC",
-	"QxSCVlcpTn+sxErsjhv5H3zlrxAucvfRHUmnPPG9jMRw+g2m4WqUCA26T5QIXueD8bg5SgQOsqVQRS7U",
-	"zM6BiUJFVZGhny7GMX8RVfyKCla0xYngPd8hMyNAamZhsMwHmKjDBJzZ9e795pk4FZA5wNq91xd6G4sX",
-	"1MrluqE/p4jqT92ayRFg33AmatwV943xzc+EgmvBCNp6Fyd3jn13pO93hGMnt9rtye1tjylvoR9Tc6rT",
-	"Ymk3X6cL4EuxpgPURclzDphZl9t+Lrixfa0monfE5nAcpO3zybnIfBsdICxYq3Nf/kXE6OA9/LvTqn48",
-	"Offk5WpT+PHkK6mWDFu+58J1x5Nzpde5yHzTCACMst3SLXOtqyk8HMrVLM5D1QElJ92E5V1vUW38kXIP",
-	"94fjr6mU1+cAyj9J8u0ACJ/xyXnCLqSRZ7mgakLUjEDnGcPeV3uTsqB87dZ7n8NrV2SSUvxswoL7cjhs",
-	"7dsESm5zbAGEE1wjuuC3u1YXcPcN0hM8eNAXmuw4JTeGxCTLz0UZF3ab6kKbgfo0ovn1toqhjWJU8qul",
-	"X2IX6nqPFfdbIInBG6IBAXtHkL+5EJnk1Gnpv09ev2JSQZZvlmD5c/7HSvgWRXNRCEjuF06GDH2N0yfD",
-	"IZPqgucy67sf0yPGW1rRjdU1e9EJCclhsHfjVgwm8CbD9zOU86/C+OFg8N13Ccv1WhR440cB+VtRf1lI",
-	"7eT+ZuyPcf+77/bpB377jdyuDn6/vUgjOumsibygyvMQ635vfdbocqqd1traqh2xMnx9fwbsqMqdmDVO",
-	"3cAfZ9X4UgwQRxXBfkbpoXfUWPrB1PBZihq+xWis/YtLDpWmoPYIPxeFL8bZO2LpN6HhvMAjbcfUYn11",
-	"+fK37/46Bcw/hV8oOvO9HEN4/ld6hvyw+7iG3gqeHWDr4PyhmHm7k6iontPOuuamrbB5uJga0n2K4uYE",
-	"O9dF3bfvXupMdG4jSOOhEPqnLIQOAOq7gFODIsXShc6qlbNKmGyvix5g585MD56yNctMNeR7oFE7KqTD",
-	"MUHN1QLlreTqaukxDNy6beKlUyFoLT7MDRd5BIVtR4zDmqAqOS4ewfWMT84pDgY/p1JgE2C2EHgl7YC9",
-	"4Bu9snFxsrg2meNv0EHawddYddMqyT34ffI7VmVbrWSGVdn6v//+9tnxD7/TAyP+8NXaoDjOYDBo/ujd",
-	"2+en2x+NFZUlo25jUCSU1sqWuEjh87bcfhrLo48VlPN5ZLCm1N7l0VlZHR3PdsCOx4qql8Ep81CHDPM9",
-	"M8hjXUBXVh7Xfg9NzgIZGatQ9z0q976jpted86CHyut3YbbBa3uovX5LAZB4nHdZfR1R3eerE+1Nr1+B",
-	"qyyy7kjvV1hlfUuslwrz9XWB9BII4k4R3ogFX851cUVE5Un52oP2fDvac/Xk91Kgwy1cqUNHg++jRpfX",
-	"+yCcNivQ4UA/TnWO72Mb9fYItiyv/g7VmAi+mjWZsOQHMGnSYcLxhNLo5mrtpQIaN4/F3IKqg6UoFtLe",
-	"VkBmza5DImK64Jcpo5mgVgoUT6UcyyMqQU16QxKlB2wYFPSKii7DUANGQLOzS1WD9jRWsfoUAPrXb1g3",
-	"3T4a1KUGgwFkGjHpPlU8Z4uVFZfUOrnpM6wb3KRHwaN+XYtKMDvKSdVLUdA59ZKx2qFM2Qq+Md/IitQe",
-	"OnfQzGC0sdJTxssvRk3qj3udlB7Sdtgx3R1KRHbOqZoqwe8j1i3ExJ120BDKFFzfdDoT5ihSYPEDqAHa",
-	"g6TcQkxXRmQjTAVb8Mt6GhgsoSHZa2rZmZhLle3Qyt7A9jt7lE6HE/MwGsMnqDoQhMgOe21KzIJf7swU",
-	"u2FVjc9C9wv3+dUofwQdD3rfjfW+QEt/XOX5LtUvkKD+dJXnoP8R1l2j95ZJB2OVVkjFiCgVZfnbKsNt",
-	"GQ0IS52iQQH/PBPGllAMVBIpF9BJaPX30Qon437LekrKZylBfk0aaNgl45hi4jYfiYnXFIG9sHLwHv+4",
-	"W6dSG+t4cBV9Ia4iBJKkUqS/Zu7VKt/cgbjtC3Et3f/KeDkPUDcq8lWK8lBRpLUepq+rJi6EouqTZVEU",
-	"adhKFYJP5u7cj1gK5RxTrI1o+MYwowdNRUhOaNY71TNxikZLBFZR+RJKx96GxtheziYG2nBJFdoJr+1Z",
-	"NJXeJnk745ZDkWU45nFnxAaDwa4miVF91LHCkkAjloZCO2nCyrqiKeti0dS5XLKVmojCcql6CUtzbWzK",
-	"ur5SDpX8THwTXPTCzBzzTVjqeLEfPi7EiYVmo4o7UelEqJckzVjRubYX29wbyu+hyiat7aHE5i3VMY4o",
-	"SnuRzSYUs/NCr2Zzqm/eahw/Da899Klog+naGT00qviajOMlnmx1quB5rhGiYmSLEKsB2fZpUlGHpzuU",
-	"VrZA96FNxUdWOIZMsoSqaycRbIT6MFBhD8tnOb75bx0zz0bouZXWFVtNHMo7fyFLif62OznUZ/nEzRyu",
-	"A9gP3Ry+rm4Ok3xlrCj6a5kJxMtKS4frE+s99ZDyw13NG7aH37d5gxLriK4cUfH/FElOyrpO8xmrNMI8",
-	"fNKj4cOa/BSeWMEcoVxqdJRj5a5hBYYvfNkLmQN2DOuhBg/geHEf2rUOw+OpkQF+rLBtKDRQXotClC1n",
-	"HtpOfHVtJ9JxB+Gl1ha+SdX1aEvgQnquv/CEnWk7Z+fSXaXVM2Hn2M4dDN8bdnU/d7Sel4hTKRYsTeix",
-	"CIYDPYX52pXrawtnd6RkayVeT1uFgm026DXuvbk2XB999duDpn5Tr0IpD7aq6bcm+7UzslvuhbHdOmIb",
-	"Pb6U3hFfYfuI8jJO5rw58umhfcRD+4iPbx8RbfHGjST2FMWv1UjiSmr00Eniy+gksYNNXm1F+2t0HNiD",
-	"2FcaZkAk3kPngS++88Bx7Ur3aTRQVYiChbKh+cBtyaTXK/XfZLn85zLjVlyN1R9B0u/S+onLxMXfnxH0",
-	"qyMJ16iT/2A1baQbCJKMl9eP4hoYrzKx4CprF88gxweL2QDSnQleiOJ4Zeed0b9++5C8d4gFke2Elasi",
-	"74w6c2uXo4ODw2/+azAcDAeHo78P/z4EJKRptoUpyJfVa4Xdljib5BIseRilh6GRsgATG4XEYQR4ng+i",
-	"Mn9eUt6y3F5O8pWRFyKBhGcstIEElHJ9mdXnQhnW9bHscQz+y5UVlyyHQP1ePB8kom1Ph0YVJnIxwcbg",
-	"YVR88oLbydyPh3YrK4oF9japLCiaLIzWMOH3ECtaRBP9II0t5NnKiowe+vnw4vXqLBfsjL6LpvE/Nczy",
-	"w6pwQMl+fP7jayxebnw4LFVZk3BT/DwKvoaSuGUhuzJMHR5EE1M5nO1pT2uuWYqThfMQmTdYm2UOzlry",
-	"BPCFVrOYicd7jIB8ezqk5BD5g9OVhwqMDp+H0wQgIm3vQop1NA0557enCA04GDdGztRCKNu4KWwwyqFd",
-	"tZ7Grea395dQ6xq71tTx2ecGREuKulFsL+sXsQHLMfCHjE20msrZCnkz60JFMigmKBVLzy8O3p+LzYe0",
-	"lzBHjXgh+lxlfVgpaowkbiSoA2bsXGxMUullluEG1g4dokWeXzQs7kTOlMjY3570z6RFs3IbwB9bvZCT",
-	"F3BAeEsJ4/Ab4xnYpBdn0g22FIUfKZrej92wiKdb4cGGeu6fbRhRpUYKEmfxbNORKKCzIdPBEaxaluw1",
-	"aFel/ELD3D6ddnvinwXP7TyBuaUSxiSxTwFTXSIvjG/8h1Ueo+SJMiqp4VYxK0qvrJEZKYJCuQ9Exgq9",
-	"sqJg3TeFXgg7FysDGR+0jKWYMGmNyKeJ9/bYlYG4mcr++Lrz4bcP/38AAAD//w==",
+	"7L37c9u2uij6r2B0z0ykvSlZbtK1V+VZc8dN0za7ee0kqznnLPWWsAhJWKYAlYAsq5n873fwfR9AkCJl",
+	"KbbjJPVPcUQSz+/9fN+Z6MVSK6Gs6Yzed+aCZ6KAP1/oN0pOp+7PTJhJIZdWatUZdU7zNd8Ylipt3Asp",
+	"62rFxIUoNiw9ujhOGVdmLYreiHF2Vui1EQWz/FwYZueCGasLkY1V+lgrK5Ttv90sRcq4YUYoy7jKmHKD",
+	"sdlKGCMM40rbuSgSZjR9zM421j0oBL46VsVKuRE4w3UyXTBjN7lgZxv/PVvymRiMVSfpmMlcLLjbmFCr",
+	"RWf0rw5tpfNb0rGbpeiMOsYWUs06Hz4kndfCFpvTqRXF9lm8EROtMsOsZmsuLTsTU10IZouNVDPGZ1yq",
+	"QWVGGl4qK2aigPHfwKa+d3t6pXM52bQfueEqO9OXJywTU77Kbd8UE/ZAaSUenLBpwReiz9VEuGMy9PvW",
+	"9YxVuJ/Kcdo5t9GNFUI5SGBdzlIrLu3R3C7ylOlirFK54DNxZC5m/3npfrvg+Ur0mLsEpf0VuIuc8wvB",
+	"uGJ6yf9YCaYLOZMKLtLOxWasJlwpbdmE5znAxumrp+4aAUxkJia8eGDoqxP4hOWaZ8xdKByvyhgNcSbG",
+	"CvafDWCUSS4dSDM5U+4+pB2wF5oFmPtBmqU20p1uyiSC3ih8xFU2Vgir3K4MQA4rBM9wp4atpZ2zdCrs",
+	"ZJ4mbD2XkznNZJi0CSwsnKQbiluml0I5CIUhmJnrNb5LVyqyhBUcANXOuWKZXiu3WbdPabfg9pIvljnA",
+	"6eEQ0dkG8g9JZ8ndy5aQ/3HO5eIVt/NtWHw7FyyF5/2nWco4m7i/CelF5sBduveW7uuko/jCTQUvdZJO",
+	"If5YyUJknZEtViLe0/8qxLQz6vw/RyVFOsKn5uiFG8St8qdCr5Z+XQ3TzNzz60/z9Icdc8js+hP8IjY7",
+	"ZjgXm+tP8UxwI3ZMkrvnNzTN/6xE0US2rOWTuSOOdi4NE5fSWAfQMDWTyliHVHrKFvwcEZrJxTKXE2mZ",
+	"ViKA0h8w/NbKP2alr8Num+AaFwb4Otd5Ztja/elIgV6Kgrs32WTO1UyYqxZ33WOVxrbwnJcq3zA3m2Hc",
+	"vYGHq5VgXbfSVIlLm7pTdf9bFuJCaiJivbZFwziVE13wy2dCzRz0HH/z9ya26Fb4TC6kbbp3ttDG4sIW",
+	"XG2YtGJhWPd4MDgeDofDxJMr5v7bO/GLNo7LrefCsdC5o7nGkfaZVO3HDSuIV04jd0Zu6MRtRC4cl8eJ",
+	"Owup6P9JEzN2u3pViKm83HnwACLG8sIiM3A7bVviEoc77HQdIOxAXvjn2kD2+t1znYntjQKv65o5d9IB",
+	"7A9FqAKlw56Tr9aFtIJ1xeUkXxl50Q5bCzfFrqV6IcyN3kk6MHCzJPb27bPtxT5DnJUL4QhNLi8E6/6k",
+	"WbZCfE3YMYhnab+/4Jd9a/O0F7il+9UzTvekbQ/W5i389+HQdJqW+o43IcbPes1yrWZuQWe5npzXlsoJ",
+	"cWixTqR0q+VnIBvrgqVDkzJbSOEQftJKId2HBy34g7sgs9TKCOD/3/PMUUphYBMTFJvcn3zp6DMs92hZ",
+	"6LNcLP7z38Zt7v2e0FcO/Qq/x+mrB5VKdcFzmfXdhlInhLo/mF5ZJxgiZePWikL1EhZeDjIMfLHg+VQX",
+	"C6ds6MJ92tfTfuGINwsvJu5QOYPjQ6TOtDBOwnTvGNFLxipdqXOl16o2PH4TfqtxiTBMJiY5LwRONFb/",
+	"/eblC3amsw1biMWZKJi0huHRbH3jFCi7WWonoaJOhEJm1iMxnLbthoMlwbiwC4kDOaYAM6LUqafRdLgi",
+	"xcRiaTdj9cdKrATQ6Z6TlVHCXnND/C5zIuiHpPO9zjZv5ULo1c1Dxi54cFvrW5w4HRF3ACjCXWcS9ALG",
+	"i8JRAEe0pHJ4VPnQc0VSc0+CKhFvNGxT62e8mIk72KfW/dxNTTuFHToe72CAaEO49PLiRpUX3C+OeLRt",
+	"EUT4F9r+qFcq+6R7BF2gr7TtT93c6cipjUC4UZWAS3JaGeqAbM6J4cqMdfnkHHQlAYJWBlDsgBpFN6e0",
+	"Zj3cn14pK4rHWk1zObl5aKXxd20UsK6/kGbBnarIuqg4ws+pI1wTHKPv7m2a63X9FSD5/qWJLorV0qY7",
+	"rhTfvJtLpVXG1+pgl36HS1SaKZ0J1kVqZoSF68tELqzIdsDqj7o4k1km1Cfd0tTPmo7AtKSXImNWnwvF",
+	"umm/D3+Z/lTmcFPEmhwsnkuVGTRlOWnR034n4PS1EyJxEK0YVxvc8dnKMs5+evL2hKVzbSycI89zvRYZ",
+	"TJ/+rI0jYDjNWKV9/7jv3jfpCUvRVLL1qTfppC/heUrSHNgZ7FyMVWRsWStYdzQ6DmpS1gVWOSm0MX3j",
+	"hD9PgB3I6hVwm95grH4QE5mJzNvCnPj/f7X+RYilKMDW03zPyF9+EZs7Ad9zsdkC3XOx8WAL+AigCOLm",
+	"nSwRKFxlkfhTSjqJJ6JICWtEFNZ+J8uu0XmzmsxZoVdW+CX9LPJPv6K5yP0143kF4csp/kzaE9Zw4H79",
+	"5TnDJvxkn3ATp4q9/vEx++7Rt//FaHCW6clq4RQFsAMYUVwIj9NTLvNV4UhR+u1wyJzGWyiep8gq32r9",
+	"nKsNgLb5pFfhJJ0FV5s+HKZxMI3SC/0fDxlt/XDoPHdUdAMk1e0SKSkaaxzpdZsFxZVEvQXrpqBtw3Bg",
+	"RWaZsFzm3tggJ3OnYkWmJwQIYFxOddTN9Iq9A04N3oE+mGpAfYw8KNGjtjOit48iHwMc0z8VX9m5LuSf",
+	"4tPixiqaGJgHHrA0bKLVVM5WhciAQ8QSuBe+J7woNkza2jm8e/euf7qyc6GsW7iorrRUTb8XvEArQ774",
+	"x7gz0brI+kS/xp0mrRVP6oLLnJ/ln1ZQ/1Prc2Bp/VW5ghRRb6KVEhPQA62OmF84J70Q7IxPzseqVFTM",
+	"yiyFylDpB/gG46MDuVxMrVdd6MwJr1N4m63nQpGfAd7XaiYKd3v+huCREiIz0XLctyRZo1FiXujVbO5E",
+	"FVyMkVr5y1aOzEzcCBUk8uYwT28MWCcCiIxVzo2ND0QUhS4cRpEFaft0+MSp27nIZsLBHXn4xFIX1g1s",
+	"WOYEjYSlRhi3wn4OklGXj9Ws4ModDT1h4nIpnb7sXp6vrJVq1s/0WqUJK0mPsYXgC5M6Vb+kR1rN+kud",
+	"507wIZrkXwSpvLTQiMKkDmgnc1JHYN+ANw8aCFLCHEF6E4+14JfvaKBRnUKNFZIotwXLraiBG6oL/T4+",
+	"y2RBI8D/WSYLMbG62JCfbKzOBJy7FeiH84RNGgZnF6tWbmmFuNDnTupF52AhwOY5VhO9yvG2HBKcMJ4b",
+	"7eTZ9AjI858OJGXupGHmAABMhkntBWnnIMb+ed4n42CfT3J3NSVu8Une10uhCLEKrS1abAoxkUsw5DiG",
+	"J81YudccunG10QrtLYBrc+E0RrYRtndCnrsKzQbX2k1RbbNaIpw+F5nkb4FefVLqHRbQX7gV9B3JRCVA",
+	"Zxt0scMZcBb732ONII2X6Ja2Q+H8VRQOz56Thnvje62Nv1PXxldLbTvI8A8Mo4feLAamOiWAeGVtu/vg",
+	"7ac1g2gk7PE8fzntjP6154Ul7zvLQi9FYSWKWZnM/o9ePRdcNbujyA6IaiRTjj06Wq5ZWjFFem/LWjOR",
+	"OZLO13yTsAk42chiGIzIjlUw5XbveHquDRiRSyaMpu4ap43cw80rrRtDdVExcvroji73v5yJXK9Jglti",
+	"7MaS23nitN88E8WRuLQFT3u1xeV5o7WdftFn/xYT2/nwWwNibJlwnbAihamcJVdZgifEa4fvD8udvrQJ",
+	"S8u7I6kSUejRcOjlcYPxD0ozcWmRmaJtESaGg6yCAxrv328ffsGlQTmQHp1pnTuoQbu9d6z8K7iF8P3f",
+	"tg4mTP5C2yeLpd3cIDAXYsGlcituhJAlL6ycyCVXXuag07Eg3oAnw4qFaTwA+oEXBd9sbbqceHvDv1W2",
+	"/NqxnhvcMqgITVE9CbmBm/YSH0RLRNCV4HyGWwLdFPhpBM6wKMdF44lS1p3rNfpi4dyF0wBF1kNrD9kR",
+	"urZ6UQ9M74QGjKyYtZnwK1oRfhEN0Qenv0m9IaURFV5xQ/BdA6l94X4HwD/mKpMZx6iq2vXhI9t8Tzkw",
+	"+abJd91uKw5bUSyaMWOyKkCIwQkfGOZeZd0hEiIL3nBgXAqdrFNdLLhFkPnbo06jG7uBKJS7TUKQAu2R",
+	"Vrfj+PCMDjk+I9UEnoTlulfBE9PEX8DA1jBQbS/xJvATP9POxf/qR6/uIExavZQfCyGYFZe25K2P2C/y",
+	"+x5brs5yaebeKw66np9jsA9nCjb6dup/tec+Oq2PhAX8/rf25d0gkTxorVdSvrpLBcjXthsFLRGR/+GB",
+	"CXhGzpWTbc9KM5GiIwkwxLMMIgd5/ira6JTnRiTX2Xt8T+0X9AM6S1ril5yyLS4gWGAKzl1lpSWf8Bri",
+	"a9d8w7rp0cXxEbxnUMSqyaVtc1Acqi1WMbhHhBHj75rowbloChAj+RxErG56foGraaWq2zvGDZZDwAJS",
+	"NgUlkQway5Vl8HuvGUfjg/dbbzx6vTrLRav4tkMaaOUKdWFgXxEogWiZzf4iIS7Of1ab+MrNPkFpYXvP",
+	"gRFu30zVULUVWVcTNVhXCZGBf829eyGQ+0kIZfCW2Wbg2Pck8L2mvT7J0Ti1g8dVb2enXziwqIZbK4WK",
+	"XUP49TzDt3cBEFkNm5D1jbAQ+83ZVKMvD61CI6IQZM5KWGnrSuBa1nOdC7aUE7sqRI8sOXYuTewpLO12",
+	"3tgmDQurGbC3wQgl8bKBNjm9EzQxtlJW5uR+pAHQqITiKRruWNcptXYui8x4A6h/m2I6KAayXI6bx8e4",
+	"g+I7LfQCLZgQYqWysKMgWflBExCFM6cKut9XeU4MJoBBivEyI6Y0KLgTrtiZYBd6NXFiwVQXaFDaJo3h",
+	"bN54yah6Xe9I2mOR7fVMzLhi3dc/PmYPHz78bkuLt+WJk8XYj1HeSa6NrYiNO+SwZtoRpMQIG3ah0ZML",
+	"MgDVuAq3fF/Id8MJP4wPEKR1/NZAA2R25chutKfZ1h4hmhunSnCJu7b2LODvljtO0CsPDEnyJwhAdFUA",
+	"Le6BAUc63VTpoI2s1g14gBAbXbYRgqXh/8g23XToB8EQy1sU1702c6Vccy3JHmbZJeA/wbC1BsYks2Z+",
+	"W0hdSLtpUby3ACO83zg7gVSDWJOJiVzwnNHgJ0xmxhFcObH5hkk1KYAfcvC7cCLFIIhhVGNn1Pn//jXs",
+	"f/fbf/6vpuOHNIhroNlzMMKZuVzCSI3YhqLcXSAbrOm/tVRNF9suYbZc+Q4RpVEoIQNlVyIl/beWyme0",
+	"JawUUs6FWDrxhOfyQiRkNwYXNMVaFijHXC1y+pwVmbWfBl7Y3mBurmAxtMd/wxmzrlu10plwSlIhMIDV",
+	"YX5vX76xN5YDAFytuP8seI6x79XtYkJW1Wusz688YfqscSadNwDZucQgmXKWXE/Od2kmuxcA49HLTat4",
+	"asUCEgCbaEkZ4PnAYK5eQhl1CWp5Gwa+HuaGZV2I95Vqkq8gFBLy3tALhN5m/N+I4VLTBHPSHOmVasaW",
+	"hb7cOODFZDiMgjaMYxixWwQ72zgwH6uKAyl4iQsxXRnIgwMlDJPzpKdyUs1QPgpQdSYVLzYU+nUNkvaL",
+	"2LyxJHVv0bLzizshZL+IzVM11S16L+OG5dJgwiGLVXJID6Q4ihpgoha9j43IyD9byB7gH4gpambnTCqE",
+	"qkEz+0bXWZ3ZP/zmaiMGprH5AWhFLeeEd9dqICBNQgGBjdWX7SMiB6T3vW5vvwK31p8HeP/INQ7WvUZd",
+	"s9Uy8qoQ6OFyolevFMTdPUtDYnuzzeSAO20xWIZLTbzWbKIc6X++/bH/90Er0f6eG/G3R7shBQdzgAIv",
+	"J2F/G8zC1racpcTsjW1mFSVE1Yx7/eN0x8ldD/xa4O4d3ngDCzjgVto29HbLAR0l7EH4y+3s65kXeapb",
+	"QmXCnNr95fx2R4e1+X6ZUPHSvd8Bnczlelo38QMEwuxvhsadbxuhQbzb24QDQsFVbkccstnlCMt4onYZ",
+	"zJrMWKYJiN7NN1GYKql/UrG1LjIz2PvIafjWk8aApMCAtRJ03DXfiCy8iTmOnkWrCreO7cPBNBiV92Di",
+	"8Z23WACMuAtWvs2XIEwYbiPEvzuyS8FTI+ZlauArxDbichRzrrKPPCRtrIfQ7RPSxvbd2j6HU3rGS1iZ",
+	"U7hHBMasm0Lo3qhisiKTR4I1Kyg8zbK5yDMIU/Nu0I+ELoeVbQcXaBJm+EPo2x2cI1AQPTm/hjTsPm8X",
+	"h0GZuQuB2C3rp4I37YpPcLBDuNNUqIlUs7f6XKg9rVEf4bnXa1WJA7jSWAr0Fr+qrTGJt9l2QD+LPLtB",
+	"/yvGU+0DMD/jmzu12isdtA62MLuiDBShJF5Afz05Z2RaWfMNxp84WonLZN3SZirJZbkQXIH9s3fCUjg/",
+	"rNzSl6q/LPSsEKYtviTaVYNq4dbyoJyZQ377EYYl0zP4T9GrmnKVCAkHV5tdPwJG2wDuQCttDT5bALLd",
+	"CFPSkNEtwtS9C+vGXVh4OzUXVohUH36lvqukQ1vcw7ZPtJrAuPyyGQ1I3Bq1CIFgP0aB5kxM+MqgGbi8",
+	"zqvEwJCJicLRgyBFNth/rmuYbNczftQFWwq9zMWISlrV1524hTsp/2qtIzZ47tQ90LB97fisv2GA1ii2",
+	"bpNF2wkje8Zm1d0iBzgfcE7T4meQF35VYEUBn4IuMlFUwl530dLYC9AQV3BPQ2+YhtJtARH9mj3+V1iv",
+	"/ryUmT9xAP4HhuXcCmPJ43XChhRsBY+DLswB/T4mXNW7w0q7scetRvqxyq3coVa0y/uOcDbg61NFpWa2",
+	"0PPact1+viKimZXxm3a+0zgVAnxhk02fv6DFxA7n0/7/5f0/h/3vfiv/HPze/+39MDn+5r8+NLqiX16I",
+	"4kKKdVBWtwMjfDxi+tOTtyxyc5xQWUrHLKAAgs/oS9mCbyiGM6WAR0iuLa1Su2jlGxwFV9SQdUP6836D",
+	"xZr07jd9ZCbo75+Nzn293UfxONfa/J1F7lxv+29DAKmPk7jOKZThqF/eSfzPSqyuiwLgyP7ytu4Dfq+3",
+	"eUqQ+fK2X416vt4hZDBW/4s9i+24qeucxp1FWF3vEF7xwoIB7ibOYOkHM1/eQfjwjuudwN3Eplxv52/E",
+	"gi/nurguRzBhnC/uCHwe1/UOgDKQvrztv37nBONr7r5Y35FU7FZTI2MH2HryliBwSHPOuVJSzUIYqdOc",
+	"BS9yKYztJeRHICWZFNsmJ8InNzBVj6Pd0rTQF4053uF7w9ZzbQQDf4OvuNDdCNuLjXOWzoplgucGKzVZ",
+	"ffhqn+uLxkSbiK8clFZ1b0i7WUNaVGDGzN06HVhkIes89lP8lc1oN2MoC4k6EfSXlCPgbpM5qBH9t530",
+	"xsgZheXvj1MtQeoACYeNtBZyNrf7Jm/Q20m5bD/pzhPYZ/Mt9S2Q/pEnB5P5q0SOyN8h1S6SO015aIwb",
+	"DTd35THQyHqtMMp5wTdsrYtzptXhtP4lTNtwQK249xh7NQB6Q8nZ1F8iFt6CjaRQ+/GE8ck5efT3sOXu",
+	"DYlRdscuiNwd0FlldwdCZjPHlZb47ZWSRwhH2DE0t3jH0jKl13G4xLQQYq9pAuRcbSIvXy3jbMIZ7Dy/",
+	"l+vGpKK6MX97pyjN1JNkHF33Vmwl1vSWb73hJ2UzYQ3jbC5nc/dYiT2B7COP5ErXQTiON6LBZP/kkkOW",
+	"mpMt9DSUeQGWXaJ32hR5v2pyAUSSYTpMBwMqKHOclv1AeoPd+28Qe/2nbKXkHyus5WUOrCLUfjAthcdu",
+	"ohxGcz7FxxfEqNc9C2FXJf2tFL/A96F0vANfrABb3tE1gg63DEOfm7mn80oU1LDm+sGH7Z7FBb88sAxE",
+	"e8TXMqy4gdfCswcG6uKXNfCJSIEX02ua0Bjo98nvKcNuNL2RjzGBMDtIC/vhybMnb5+wwWBwhCObo/f4",
+	"x4f/F179RzrYN2Wclr0dDunO5sooyBjdGoutIAupnki9HPKAvZnrwlKF0pUR2YhV24o0dg5J6o01EtbY",
+	"AATPrLF2HBbXGysoGFctFddLWL3FQ2jcsdXdIYGqxFYs4BHUyiwbO8CyGqs9wpOoim/CohrcbnsLYec6",
+	"q5SJT7arXdNnEMrpHpdxnV0q3UlxZm4pbWGZSVQ7wZcCC9EV4QdYE/xSmd5XOcPqXvEvUd0zugiqejZW",
+	"1bJnfl948NHXENMRvg4l5NJebYho0fU6aJWZsR4tWTP701Wep2NFb+A5GXjHXeDWEAt+ie0gao0xKhVp",
+	"Q5la1lilNmFRv4KkoYmAG6yhQUBlOKySHWDUd03pPhr+HQ4Gk0L7ANhZnyq8uOfffZdQpaWMaZVvMP+B",
+	"ckjnnML23RDVQvsJa2BgvgcGcSp3Mo2dNMbqgFYayXa5p+in6pk313auF6aFc3k4Yjwylpw+foY5uRDd",
+	"N1YywwJFvbaqtmU9XHdsW1WNEX8mIs9F5gDq2+HDxmLGoaD7gGV6Yo5evX75/bMnz98MFpmvc84tE3wy",
+	"h3Bq6nG5xqq+dE1mDvaiTKMhpl4SyidibTNtZSwny8x2cG/I2N5mh1baXOyQ1OIwx7m1SzM6OqoUBR9k",
+	"4sJXljVHgUJdyaTgqZ8/2ZUejm7v7bJADlErlQkrKQbY2W0rsgh64K25hETrLo3huIVh0EYNW9dcO3KI",
+	"5k/CKls35lZ0I6Uzymzjg4pq7EgJDutrCL0KEv5e5oNyp1cFTeFwTashb8d2xirmB5Sh1mRepLyByMSC",
+	"zd6ogR5b8E1DDtOukF1fnXqvLb9+9zpUjtoyobUHSVPvvYPi+ptBkMYpV747xBqP93NNDFpQj8Q9+xTe",
+	"WCYRNU68XkIRHu0NpxTdKDx+DMh9TBYSqEAeX7u6AITthV4WKW0qZUYIBV6Pg9ONwj63gPh2U3rac3hK",
+	"R31LDo/ZpVoayLpMfL4WOBQx638tCuE7BuxtyA2LKZOC6tDQijoR2aqpfSiElowVo5FxA9ByAM1zKOQM",
+	"9i6R6o9nN+UKW/pxlec3nrS3P4btcbRkldi+66C2PHCM6XIUyuOXaXmGzaqljA4yUdX0ogpG+vFjpKvq",
+	"SCGL0GlJ6E+njx4cnhBYP6cDELW0xNwoDgdLyT7IbExjlco8NG6q5V+HNlXGIUKlqSIZqSc8z7HoNPa1",
+	"Q2SJ+oh5iQa73UG5j7ITUIu46nSb00nesCLomRR1gysEKEg8Nwk0tI17/8MNQiti9+Pp42cGQVPpTJix",
+	"4gutZoz6h2hNFmpskRP1BjFspTLos8q66Xg1HD6cuLfhLwE6g1N4B4NBD+MWxsrpcDlY7KGTCOuma13k",
+	"2Qj/m/bYQkN/aq7C6hbQTAWbpMTt7saKdCuIZy8Et6JseBjv9QEWCzDkRO8aIVCRe/Pk8T9fP337fwaL",
+	"bKym1PRqKi97J5iWUunnMGCnZ6HFh17Z+Hz91UJSV9kvZS4UdJmkZn04emGob8qAPab2Kdx6OoqtfFCB",
+	"LAT9l7L12cOh8X9+aygugHpNuPlQswxa3b86qM91EvrjKOQrHFII16wWXjxsLspTFluEHkYGunqd17L0",
+	"vOcfzHAQ4wBVrpbuCN03uoBGQGWjnYS9fnL6w/MnbNx5jX1x0Me5Ws4K7kC00xuFwIKxwv5IQEgrkQZn",
+	"3J0zXRwyrxCSES95wTNRq521UwbG+bYPZa6NHS11ETpKxUcAS5SKrYwYNA8KK3va4mpsCGLJ3HBzccm6",
+	"487wcjAYjDu9xMNuSBai15vnbC4NlfqmUmqWsm4ZcwKdfsC0A4/RxFVWymTdTJrwbIQuOzOXS7ZSE1FY",
+	"LqGlNPWUoriZE8bBvxdFh2BRM3cpaLnThnJUytA+vzwov0wTduIQo8RXncDPG5UJ2P2TotDFLvim+Jut",
+	"tk9ViO1RGyhWdoEaRV26QDh+YLBF14A993n3hNDp0cVxWnZd9g1LHfX4+cnpDxQxYMYq/Xb4kDU0q8Iy",
+	"Z97e9e3w4YmjypNc8MJQVTmRT5EPcFzNWJnVBLqOVaKDImpQ9qLeBkclZtpKbkW2FeUU913foyw4wmAM",
+	"/wHByjUknhHvYN4YkdBc2VDs7g+Bd4vUuRtDfzuwe0AuIbSXYOgWmAKpaGV3x+eBwjePdjDAR+PtAf6N",
+	"t7DjdK/hvKzeT3OwsqkFaHw6x2WZiHSNLW5nM31uOUqd+hJvKCrXPUOjq14sVw5Ee6VrXGZJZLwLIXpe",
+	"gSgjtq4MYcklaQh72JuieN69NLzyZO6zwO+sGDxonzzPNXa1o5DWxj31vuJw1vIEytKGwMt9YWuDIQUo",
+	"N5RNc8rvrhPvilgWRbvulyleItCzFiPd9WjLLdCT9p5RtV5RTpOpVr2ohagNI1kbv+3tGYO2JyCECpeg",
+	"BJdXDioMznitO680qtodLFm/6BvhmGUrjs+pLUG0PtkY2NTOkRZSyYXbwPDKS8BBds/fFjSdiQXHkjV7",
+	"wFp7OHNrJzZorbvn8B8ZPY5TJNv33H4O/1w2t0wrT6MhlhZ6eDp0IUxec2UNhdLqwlP8qS7YSsGVoOl9",
+	"5822kJjGQ6kVbsDpzoVYInvzagh+MMBYLpwIAjGHw2jq430sxfG5vfH3+EVU+1/B/bofdpT5Pww4D4wL",
+	"bQ0x99C6i0J+8ujWtrLG14xuxdrKDaGtaf84HRHG9KiXr5isCmk3b9wecLFn0G/+dNUUrPEWOtOeC8Vm",
+	"8gIbS8emad92G15xEz5++fL1D7+/ffnLkxdpb8DeEbfVSiRjhZYTsoEGMzV2kYb+VtikFyVGOGSgcrC8",
+	"8uDm1i6x9bFsLCofpF53JloXmVTImtEebtCyucy5VOznt29fHUFJf7catGT0AeGxNstgrMbqJ6FEwXNW",
+	"rHJBPVv5cplv3GHEJiEHADDTyH31HwysVegqqAdlskxPVgswy3fTtv7QacIQ0saKsZSALe2xsnsBRK1J",
+	"i0FZGL7j/sIgJYyHwpik0ikQ/EBu0KkUjgBwVa6dAshpfHcr6R4xR+hQMHNdWIgpRbdCOnCTPIEjKieg",
+	"hsJETdEvIPCouo8uL3tgDOOe/Jy47Uz5Krcpm7ibM27MstE+9VWbcpmv3KDd9NvhkIU4MKd+/Ad7AbGv",
+	"UkFvZffOe7fID+6E3gPVwD+BMro/ZWZ6DBANjv7qikAp6xrNKLdmgEk1g0HqFBRFtXtFbtDhwFj6CJYY",
+	"heDi9UApLVPmCqpSg4Nt/ECGOreDNZdggbI2T3sAY5Elj1pMuPe++XaIwZIPh/DPtws4E8ae89yRJqcp",
+	"KTHjFgg68FdNlvnSv8WIxYEd1ff7x+6CtBDYFj5zK8JHsLZRdbtlpPCAneIr1AT72ECd+9xoVoh/g2kM",
+	"do0zeL7vxh2alML3rIMsNRFuLAIlwM/Stu29L+QWd+sERlUe85mYS5Vtn/Yp9voIhl7o470yYDWGpXDD",
+	"0riJwohttYx303XTR8ffspYgZWyXvZZG9BI3sNObYVpqxuBQ3S8UlHo3orQJZZHZyRzcN0gnEubZocds",
+	"3//ELSK6BAirdiOVsw/Y63KjjrE0wgHIWwEKKDqb8NONd8yey+97hLosfXT8kNXCvAfsBSXU2LmAPuII",
+	"9NWzfxcs+Y0mFafpB/upd7SVFAZAwAkthklYFpnkGVjkm6Naiaq+FrbY9E+nAKAIBd9cXgJgOtq9kEYg",
+	"V2M1H9h6zi2gf6BcGBdiEp9hAKivC4YFtQ3rchTFEsZBEEsgBJXLhftjESqsJIzeyxyfT9AD44YCc9Cm",
+	"x2TZr8Nz55r3I3Jq0tIkNqIHdy2wF3AvgHMPTUecpecyz1n/u5SRNxd5iReFpR1EtxTmcmNtOVeSQz0n",
+	"jLX5TrZvKUEQcghCiEIQBN3rUXaRJgbibhBYgOCZiV6CdAuOfamCPGP6U5lDyDQsH5ZV2QGCWHpKOQbI",
+	"+9n3IK8wZIkwEHHDBHlA+mh4zKqZCW7oTEwk1k6Fy6r4zyE8oZSm/LYgHuDVUy9RjdhcUOwAwAf4FnkO",
+	"nNCRd9ibl/+A/MZbL4/F75vplXXcHh3ADOrToWsXZATkFuD772vlE+VUyfHCBSeVm300fMjKEP0TD95R",
+	"vDgtKGDto+EjVk/LOMGeQYjdTW2DYEkQ2W2DDLvgG1gvYXb6M3g3/TbTvs8G6M81NGuPVvCQbWUSOObO",
+	"0peQS0CEHGUTqmJb2oWdhAKrLGfAFIT6HA2JCcBCHr98/YYEZcNm2iE6PadPDMbNDzwTphSGKILFMCoS",
+	"O8Jb+OY7Vk942AIJ1A99cVnHaNxOQLXylmf8FCCYbOew09J8zrrpgl8+CykVC375pkzhWPDLd74iM+me",
+	"CIMonubihJ1tPIdhc55P3cTgtZvl+oznbMIdiYS28cay496ILTksFu32hi+El7oBWAw+B3tkNILbHMrN",
+	"Drod+Ia10AVO+BK6iBEJdUBmAvDKLEHizaS7Eo+g2gfPnK0scm4fSjYguRgpih9TOAxL/3c/Fiv6L0Gz",
+	"MSOmtFFyOk0x6ISV0scbQur+K53LyWbEDFfZmb488SfXN8WEPVBaiQcnbOoksL5TC4x1Ujf+jlTIh++4",
+	"J1Ch2SKnovY92FyJR73YEpTDo07wlvpJAcGEAEkazL3RA0olQNzi7KzQayMKEpyLlXLXU0MdAG+QWN80",
+	"BAMBJj+JXTesm1pxaZEYULZQ2oOjJaWOmIjMRg4CsS8HSuBe+oLDzbjlI4dBSpwgxOFgD7y4RV3LQisu",
+	"NzX8UWpb9KKehhGdVvw2RBfRd470YWAFzADivK27vAe0T5mBTul5RtRe0/i7291fs7KbMi2G9KoNJjCB",
+	"RK0XTkeFI/AiQ4lqyNOPv2U+JgHTWDoVNTGywIw6x4PhYOgD4/hSdkadh4Ph4CH2+5yDMeIIbrgzev8h",
+	"6RzNof/hn2ABwxTtIOQ9zTqjzk/C/kyvQADUUisKAPxmOIyaoIFJpyabQ7QBXM+VbZCwCyOYHOrexOLC",
+	"CRxuT49wxqaBwsqOvucZidn4yaOrP3mh7Y+O41WsN53Rv35LOma1WPBi0xm57UbRLz5UCjATeyPxmYFI",
+	"aX98pvObG+9oIRywGDpvupfBhi9y+gnDVKIbqNd+j9xzXdIWFBZLdeQvckFq40kyCfJLUcz50jBjZZ6P",
+	"FdgUq2lkFIhVYFiZVDMcQCgjFme5oF7D0BjHe1d6Y1Xaar2ZCjaBOmm/Ty5C0mG7RCErzXfGihypGCYC",
+	"blUv9WGENfMxiNXtTvRCQCRbCIQcq+0NQWV72BKU3AB1ZsGLc0Ipv+qg4biRnSKzUrgRbknpfeU5Hfg6",
+	"Q/BT1dnJqP3kRtixctOSTyrZqQ4RWdggbm+h3WsEizvBusf+XD4R3iWdb4cPr/7gn+XxXYmrFNvloUA6",
+	"gJhoNZG5gOzp1jg2YF2R5llR/zzXadSZS2hyOo93kwMc5xAK6sTWKnawLiZz45x/nvfJvNDnkzxhSmMQ",
+	"rQ9BCCzbG3iD9NMjzefb4cOdxGglPeG/OD6iLGXTSvyfSWO/9y9BkQw0LJlWu335ypH7+BWUAGit3Vd7",
+	"Gz2Le74MqikY8q+FH1WnQnwie8XKlMVqtxNMxGUDNX/uNE8MjDlxYrJBRxyUUOCGpWAb+EcaiJ8bhS35",
+	"bI/uzmHx246YbQz31/rxCH68F74GFRw/2gPJf/SK68eRBbdRYDdXfxecSx9i4oFKA1YCYHSmMU6Vx/yh",
+	"hkdHaPPGS88FumVrGKXXovBAswW6Db1R4YPr0OGv9ZrgYABFdt9R0irXtl7DzXHYQB62EfBtvPL7y61e",
+	"7ru5QCtVeUjAwQEpWy/6MP70gi/EK+7kn9+SznLVACOv3XQllBzI/pxa+D8rUWyamFQDpr+mzX3WsLCX",
+	"XAdbv55wd20IgtOM4eeEbBJYpCWBrvE8z00ZOxf6hZqDyP2Rk+Owv8nHg582DfD3jkv7seDnvr2+dLQH",
+	"bXvFjXHQtE3hvgzW9Wj43Y4jiYMF9j+aEiS3DqVeamiEurmXNwAYyR2LEc13hT/CrgpVZkpGVDjHewWH",
+	"53estp/6Dgya4Xq7UYqK4+zWRB77l/4Kmkh8IntpImWV+LvXRMLi99FE/LXeS0HNmggdJoUTckMNz8ho",
+	"IC35DGIEK8+/jmCNKkr1PrCQPsUO4WeUMxyKWPlh0ArvgydEbkTkpQeXpndnUGdH6rCNedKPVwW3umBr",
+	"vcozNIbjTqud3VgXfBdjZQSa4XxvS56DrQ7sM+DA3C6xNWCnivEsI5c7+NHh67HyabQzLhXmaqTDtMkU",
+	"h+fh0WsfSY5aEXwNohxt+66FObEoI2UQRqiHMl2stKWTd5j2WnChXRVsvd2bE5cCfW5WBWmZX4awtBfM",
+	"PNZqmksMA74DmHlbIV8Y69VNhySgoDvUCNsOKzcgzjeksWQZRjq5UXgh+lxlfSMsFs0IFVXJoZewQthC",
+	"Quk2CK9x5zkYq9MsM8xqcKZW2EMBbsdK9Q20dEONxNqUkgpWjNWab6jcxuJMouuY4pyA6WNpCnA6/k7T",
+	"/X7G7WT+u5F/QvSOYwNuap8AV+ceePyFnM1twFiK2ciA9JvVIgSJoKl7pkQ2Vn971D+TlhWQPYx0/ju2",
+	"XYAxeMbLCG2oxci6ZVeIseJZBpl5xFcwjNF7h6DBMlfs7/2zjRW04vqMvp5jE584zbKSjNSAp6EUDmyQ",
+	"0f74wn0J5vwsCyEF7BgKHrlP/gBDgq9a1OFZ5uO3OQIa4crxPolPv90dmcNj9dzYYUKW3dO8m6J5p1nG",
+	"Up5lpc+VHScQknUmQghyj3GrF3LC83xzwmJ83cbS8oraiGRTQQQM3hSXSzGx/3iSJo7OxjNA3JicVhCW",
+	"SrekT6BKsSdqpeQHD4dpr4zw+47VS7W2UYEQ1jdWtCq/JmljeZVJ04TYb2L5YCdivwFCvr25QEzgPKkq",
+	"fxNe4+oqqL0nOgNWfK+zzU1jMjZM/1BV8WyxEh/uhoq8EfYrJRiPjveYyV3xW62f8QJrRzw6/nafPYXI",
+	"+Ocik/ytA6G7IVEORQIlSNqoAGEpVlGIZJbebi232vRztzWp0mz0r2FTyqpb3teyVG/Levf2pdpG9rEy",
+	"4Sa8tfLe2NRibMoqx1S3Oe024tawLzI1tandVci6RX5SA+Fm2bS693sIadKoq2cE6Z8rZROwxUglDIam",
+	"x40Rbt5buxPcjuK5b8grV/PgxF6PqD1Es+NjVDZowkUxY/nGMKEKneciOxmrVy/fvCU7ZDDpkpvSaYQz",
+	"p+f75DowaMosfM7ONiGlAz4ZjRUssKGxBOsCOlM0vfE2kDmUkGGnof0SJYhQjsVYlZcN1T90nglj4wke",
+	"GExBJD25LpHTuE2i9RPHwOtUoHZjTXKyxAJfsTia7EkK3A07wG4eGBtL7Rq7VorgqkoEezpqr37v7dtn",
+	"ewkPO8MOjm+HosI1NjuBka3E8O/YicAPvspgh9twKNM5v9AYFbyPf7mkTCM2FWuP0R7J5zzzt7DtdD5B",
+	"xG+nWrVeOKzaCif0XDUCMqGbutyMqmTLO3MAOkBOxHKeseu5i8HeLfSr3jRnFLZK2azRUETKxqqRlkF0",
+	"8GTu4/zdST8wYTSqCnFSp+tjRfP4M3L0zoHDN3tog2+1fs7VBlO47koAdNBwwgpw/Bv0/PtNx9dLldI8",
+	"Bh8uEVZY9NF7me2OmBT8QlzBIm6IxMLxv/aUf7+oLaBvTm11gJuLqf0aaNoLbX8W+SegZk8WS7s3NcNG",
+	"WiOUTwxQMIdv7tC3SVhDv60TqnJc40XwPc/zkMt4VyE3AOk1BBSN7BPh7Ibl6qvx4+kPVQkcc4OoZ2ar",
+	"oeVJeOuvYGOpnMle5hV/Pp+FZaVc/j5GlXC198pysznFH2dL8A7m04G4FHoXVhTm6Do+1JFu277S5IWx",
+	"olikUODCp4uPgs8nBPdVazxmcjp1jzEoBgcYK1/rM9Zwu98MhwlbKazunPVaMtkChO+l21HdxUM8IMln",
+	"EA5bonGzdcnf2z2qNNmVIkzAXiEeG5wSAMnR0BKoDTeub02qo9VRuYRbsSK9jXcJxQCptK/bK/fayuTc",
+	"l8KhYlQV1IU1Q7bhWNVxM6G44lJjS78ZHjtVbUzlJcedEZvyHHQ0QnOqLww6VtZS4XXEZEP+e6UMLxV7",
+	"11NfjnWsfF2VVGZpUkkcXvBzgT5RSNqHGlCQ3oi9eKHfgvvRkS0suEJRhY3U5jFfLLmcqQPMSIeajW7e",
+	"TnMQ+boFR68Hw+Dq/XCLhiOabbJpFCi87vx1Gob+vqd/l7o83EF2wlYL5ZETHeRFTKwgGzmKMKuabrgN",
+	"phtua1zvkzu4vyDjS6FzxqNT7vrwaKwH/QwK0eV8o1dVL/geImLEy640t7wWppF8HmY6abGuA/VaiQrR",
+	"rRdavlWr9U7ig1sXGUYzer6JjpmYI7vrbs7gowG+MhPQnQR8u5P0KXsENv+wxQpKvCGu1O8llMuSSty8",
+	"nHiAdaQlm/RVoaF81XVx65NJAZ804GsXYvqT++ow66Mkgr9KlBiW68LQyVAKqGSPSrNC9D1yH8wSsSxY",
+	"q/EE64CFriwhshTUEz1l6U9P3rKmgdMR1R2Lwtog2ciKxHeDqapJ3aAnJTEJc3+XfDvBAmZB8XlTloQi",
+	"t1OujRlFTXPYvj1zqAoOVioDs45WYqywWQ/RV6yh48vQ1MpRQTca7K5D+0SyPS4b0DhdE6g31tVLq51p",
+	"0l4oDcexBqJQGY6N1Xkw08cR/CQkh9m5WPSSuJLzmbBrIdRYrRSV26ms1S3TlP1/2Ee1/wllqxr7/7DQ",
+	"/mfk71pgD09qfQQFDZUGKLqAsrxYHqhb0crVKs9TqP5TAkAP6qSfKhzpAfpHcY9OK/fLVGItjI3LmiKQ",
+	"ScsKMc2hWnOXj1WJSCjoQOGvXPALd5a6gPpmjuRCUWQPduyNxijpskJdZC14YEproxOg/ljxHMtqVVLs",
+	"s1BQHGaG6ne0EVz8mMyJ6GEFiyS165PGu4QzbnnCoH+tL/AH6oa3PKh8Q0tzmAQtFcJgZyssK0sERmYQ",
+	"U4MXREk0dFBKw5L8IY5VN4abEoF0QQXJbGTnYzOtRI9ZMG+gK1lcSL1yNzdWy3wFeAZFzGRmWisKlsjZ",
+	"GJoOTyL76hUMeqtsY5VDN6Sp+HqMeMrQoDtY4g5yb2BvnC0fR2PESCg1eW8sbXASZtRFFKHSsO6bN096",
+	"t2gZ3YNTGpYSWqSsm74fY//EcedDih1OJ+eQ1uH+eGCgILUjgb2o71mXq7HyC6+9U3YKhFGgnUDtFVAQ",
+	"4Cn8hU/Hyj8mBylFplTDErDTtyz8eFIY98n5RVpWZc0lVAEUi7FKfxGbp2qq01FoRAWNLeSfIglxJkgw",
+	"cTYKU4/zWmqLD13L02Ss0mIN55WwFDZKawYXMFxq03oH7DQubgoSyFjNfNpNta+nnpIAIpSVduPbdEYy",
+	"CVJEeEoVFjNp+HIJ7VNhVI78DqkmdLMGmgzB+5T+nPrq5VSfFx2Wxnf0w5XGluDyBcFsIag0/5pbqF7f",
+	"dWM4jnYuVfbAlBX7EpQpLCzC5z+q2QNT9gEE+WFaaCcwGE1CkpccPBoBi+SZGSt6krC5XkOM0YKrDY6K",
+	"8a3U2LAw7tz9f0IGpqPmuV7nGxLNxior9HIp0HS+41LC2mlNGXE4afG03djJWEFhSicNVIrVktDn6bVe",
+	"Y8Ndqh+ArAlRFZp/QBBTwo4T9k3CHkJb8rGiXghsxpdUXVNsmOGbcFZOJqXjsrqp9LdDACj/zU7DHVM5",
+	"Yhich4K66TNubB+20H/6Q8peOBKA9Xff6FUxEf48fZeJsULpNIicTgKybKZtj6kV1PJ3sjV4LV+w/3Rb",
+	"I96KLZWQr4JAMym0MWPFy9FP0Ksh85xRYYCtZLIq8uB5hM2PlS98DrOWWadsIY3xDXcamXcYbZ+00Qjr",
+	"ZBa3d5lpexKdLgieQfRwh4BhxNRtPNlqmhI6A/nMtLnvg0e2u8p1NVnwQkTBb5+jGPLyQhQXUqzvxZAb",
+	"DG+weikncBcqqJAgjSRIzFAT5qZWZXtXgdKL4yNge7tjin7CV/4KAUXlaewF589DV5PQefnOg4poC/tE",
+	"FOHF3uNbM76VLWuo0Wt7TSB6NcY1fw1VPDui9lytAn7Z7I7U9LmczYWxaHfgC6+lerE8qCUQ1JBQL6gE",
+	"e+qAYGx6+wcROHGL5oU+E956FnpC+wAJWuU/fk3jLjwTvRBRoJOX2KshTr+2xjel3wyH6R4RTj9RX8Q9",
+	"Yg7KFsJfWoTTFmlpDnQCOLjH4KYoJ48i4FAnDHXsE3qBgjzjXV4e5yqRe2S8lNbDbyN2H8oU4TKrKn+V",
+	"MuxpKydttd1UXh31akN5VSO9t3h/TRbvseqGBuWmV+u7UmEnESpQjUwsTTRWkUHVqXtlh3ow2kYK7BXN",
+	"Wtp1M0/WPz91BlZ2r8vcOGVutaneInklLDg8zDQeelecKXWeJjFKLOdiAd12saZjbTXvZfYhrZn0yoId",
+	"Y8WNL9z4wDBYAcoFZG6QdhQKO3oOh/ZRCvek34wQVDEM0nkG7KllMy2oHDM1m/HlmPeNDGXtgaH/raU6",
+	"QEq7kQTjW8rovfnYD7zBTxL+CXfgLqM5XRif3Id/3lH4J2JnGfsZGHElyJPHAqwX+CDu8z7MczerceAd",
+	"H6rX0yEu3lvIqTQSFsn13Q9DOGhMchvCQXcr+Z7X7Jd120IvbyGL9tnXlzh7VwmkJXjdtPhy/RDIN2Qp",
+	"QfD9TAMha8zwU0ZBXsEcS1kulFSFlpH2Pizyr1U8rwoEu8j/+cVOP8ovYvPX8KKcu43u60OhCI/PwncC",
+	"C9/Hc+Ku8l63b/abnItN7CohAavsn1CL44kR6vwiRqaj9+dis1NwwuCXX8TmKm8+vthcLpbWs0fB2Ku8",
+	"CQ+/6UQVqoZ7FYP+ujsa/CI2DdWadn/zK57yc6otdEewTBDjIMUBdFdOK9ArI1tpbwuEk2bbfWxYCVae",
+	"B4a6kotLDoZTbqjBeFKa99O4gXoKzXPXvGyUCu9105hG64kVoV24t/Ow+kd6BWVg0SN3tmHcR7gAAmPj",
+	"YYWRs6vJnJXmKKYLds7/1BpDpWtewfFqOPzmb2su7T8eDk3q45gj50r3sVZmlbvN53pyLtWMAbKBs7Is",
+	"bB98idSvvcWjyLpp/zgdMX5mhLJgjA6L6R+n7rDc5XmOABRKM4yx61G34XpGdzh79BGAvR1dlGMVXJQn",
+	"0AslLWOu3dBuq7CQnm+KX+6b+67t3iWip2MFgY9MU2QH2e7MnBeYqx15ASA+r8UtugcZbMhuv8Jd60ki",
+	"nnASNnYjFLJ/fKvO1/84+o/9tYGnViy+d3i4s5i+R1a3f4zZgrk9dr6hFsn9VzqXk03bnPTl0RtAc5iV",
+	"PviQdH717eWbqEcVDboBMB4YNB/7J3rKUs9AkT7tuI/tK+j8735McPovl6HKzq79vNBvlJxO8QS/Ls51",
+	"R54Sum/sp+JIGEBfj6gTnTtLf/VBIxC9XOEVDbzpMAXkF7Gp2xnaOk0QW3MsLnC17lIbI8/yDfCRXkK8",
+	"jUH6usBOKFKNVQmumIpCxoYHZov3GXYulpadCd+/ZMG6NEJ/ISynYZLA6MgKCBEttuDKcMxig9PyLlXH",
+	"/dKfnrxNgZ/FAS5uGCDEpeyI19IgQaa/picV1gOfjVX5XckdWBdKfYi+e6V3gpXW1jL0W8BBGjoujFXZ",
+	"csFfPJBnZEOB94QyIKVT1y0C9sPmjvspM1ahJUPEA/AMwBb6j2dpFNvqNhBcWiPi675FWENvT9YtxIU+",
+	"F1kyVuT9BnZbbbDuXeW5Npb624RhHADMdZ6ZFNzbIB1A0sO5VNm4Mxp3zi/GnWQMHGjcGRHFY6f4eUbb",
+	"xaMOm/BVJxcrjIlQY3Umwr3wUodB47wPjPIZB35loQ3Wo+F3Y9VyY5HYCO1wcGx/SrC3uOm9A+VlzifC",
+	"7QEX7yW1qE4x99tzo2HQF0Suw4+YvUYxIe5q035/wS/7Th9PWffb42/YL/J7B/FEoqir2/FD+KZvte7n",
+	"vJiJ9MQHQEDBTVpik/zxarWX/AHb2VML8yKHf/2TiB41UwM/F9twn7C5yIFgwFLJZbBVqAOg2O1HnwvV",
+	"umz4+tDCODuNsR8v9tymtfUXsXmH4NMkYNGje1dk1RV5sKL8UYbZu2g5DoQA+DxfI6HiJlb0UOLhasMI",
+	"+pjD1gRYf+8qk9GeMXTnF0ShQXROfxGbN07Va4qVIyWwm47JFuVYD0ScUTGwbd2vOQF9FHVm4iZ0TvNx",
+	"GGOFUpOTiv759sf+36kDU3j1e27E3x45IWNrJUHJhxyshb4ARvBznFWFOieys6CTGjKmsiY1FFp3I4+C",
+	"sL2aKgoqtbSNCVLVXGkfYUwniaFq3UqQWTVptynITAxmA8i7yQVIcDcRdoZs6/MLOvtFbO5Dzm5DkWoI",
+	"eN2OQLumqkQEKcfwhzY69JIy51GECLGgpeqDqX7dEJPq/mtGtHT4qAeQ5fAFoCsBR0fGckmCC1V9ByG2",
+	"mwo7ySY2J5HF/Zo2xm+BGwnX/lfwV5XXtBdmwsn8ICyX+bW9VjK7rs+KFr+P1wqv9J5ANHav5XkOdjQ8",
+	"T7KwQNItZNcBD4wphD/3D23BoKSBMr1WBpLxTeJLjEwgHTiuzJ8wqACCrLnMPDIQquk0aZIzvDodM3vH",
+	"IMEkwiFSzC1cYlRnam2eJmWU57kQS3gppAtPcg279SbwqmLeGNnvtPQTH0Y/VoUg6hVl6nqZobFoKGji",
+	"z0jtOYy4QBDnbZasw2U1pspx9QX45L6U0Dw4Tm/EaMSqCgc9eg//XlFL0WGGh6urvaz4/tcZ/XonRQTd",
+	"cforPWmiBqiYkN3qTEw1qQloRWuhrW3d7FouenizpMBz+WaXEEHvVwhA122N7PsMqQxZaGAILQz08MjE",
+	"JkHbk4mr9P93URYbskHIdKhYr0OrcjRbY1YE2gWoIkToG0elPBrT8KoLI98GFtRw32tjscJMyWrHyvNa",
+	"MpiP6jUwyHAscrBJz9CtktLbqWPlKYkJaTJWmEhWNlmiHWOqx/eY0wZelATX03cXlUI4lWEcO7WjKRwy",
+	"7dSZmPCVwSb3pXwA2S1rXjoDolZ5czSFQoc7by99EEjBWHW5YojfukjKEAQ4VOiPbXzD/iUvhLKY/UbH",
+	"oDRYMoKSI63bM8CdBsMHkh6oHQInCKI10SPro8Ahy7pgU6EmcMpO0cIrpzVSUTQnO8Fq3JrlwtEWb3VP",
+	"2IJnvngix+66bpoEHSHkCnDq1uNcG1mpNkZinYn2BSNA6ZnSrlIWl6mZF0a+tAwUlmkxdOxJMe/A1AEr",
+	"CwVavjqTxxfDw3/x6kGlvMgnotlBNzk8NS8evNTGqjjg9nbqhv80gkNz0KjX0e4B9mYA9tXKzCsOWWCC",
+	"ENyl9Jr9J7M236ldOK18Z8z2M3jjL2EE82exH8nWk3PwlnwWcdu49r1MYO7NewtYc+S2O8aWKjdOkqGW",
+	"QWsuba0cBp1/Ba2ijlmlyl6zkNVlqEhUAtggEXGwJdG8xgfuNj9JyhzNd99s4AbsBHjTQLUdvPlYClKm",
+	"msBqhxUAAeD2eHlJ5lpMAJp6VNyTk3qTMSw/GxEOrBvp1OMdJCS5+e5fGD8IkZK8EMyI4kJA0xxeFPKC",
+	"56itsC7Y+X0FVIw6soYtC5GJiTBGF72Bj3RHWE0o/ZMrqtNtOZRcAXe2b/5+EsK3pGVbWiPEVaHiiA0A",
+	"bY5RnNiYVKD66LTFYGMgosi6uih/nHKZrwqoxuCNL7CEkElOWrBEVwQWRgUb/qU01o2P28BGH12MlcTA",
+	"pbFKSS9+634oK5PhzR7atgxK/xQbqKBLQ/hC/HpynlC9UPJx+mAq0v+FMmJxlosmJfd0AhT9o1jCLbaF",
+	"34op+7EQgjkl20fCUngqXAuYUbrcsoU2ln3z7d9CwC903vZBMnhuDwxL9VqJIm0LLoOnB5YPPb5R4gmG",
+	"/i/YofLZNKV3h+nY9q6CEg6E+o6fpiMwXc7wjL1HEBM/TuJW6742McbYQt1stcrzKKiJUHQtlGULwRVU",
+	"AOsNWModvhmokt2Xqr8s9KwQButYhKhIacbKkyD4oEDDlydDjgiTlZCiHr60Ru5EdqAqzuUkXxl5IRJH",
+	"jguSDfaSkvftkAK13XdYm6Mh28PYkrFq7I2ip4EgB5q8zbNZHFHm/chRDBlS8bjUeAgfY63RY/f15r66",
+	"DisISqHDymEtVUqItKUoOSnlOGnHyncOqZWqi6MIme/84YMbeAiYKMvWyQwr5H90R5D9lJC7sKvryfl9",
+	"DOHNkPkGfYYoYkhlaoslvAHVhljGYpVbGQx1bWYVNOaAXQ3yW85ElLAgvLdKF3Hh/OCX76aPho/cExQk",
+	"xgodgTZ4PyMk6kHriv1MOA3YQ6aA525Tn8ySg4fjSEJxb9O5YZuOCICXHWDbuboNA8XO6cWC941w71uA",
+	"VJ6cJZO0N8IIPU4qFNmTncC7JRMlY+WVq4ffJJCSyOxaYrIVRtsqITKDopY5Gq+Gw4cTSC1zfwm0TgsP",
+	"QwjVTZoXYM3Oqobiki+WOZBkt40GG3erQeOJ2640TubURSYV97bbblqTAMvikelTZUXxqtATYUxAuRTy",
+	"w0AexPzIJbdzg5JsBillZToeiulrvmGFU3R6CbTbgvRKOHO0ohjtRnNy1lozoFd9WBMDtZ9lgmcoIZJS",
+	"4m6A8u7J8L9gPM+h1wvaNLA4Afdv+VgEx/d96CH1RgFyA/jJrNbnvglSLWhirCj2yFi+MfBTnAqK2Xys",
+	"1KVKedurLJBFyTesm7qNpz0MOICAS1KjBmDJ+YdPndwy+zgAddt1u3ejgsEkUE68D9odxmbW7DwDBjCA",
+	"CwphGhprVDjJVUexLGPVbYtHoaAJd+onjLNCoGTMM710YivMIc+hqxBM1tthefl4On7X5hcRzvKrsr+E",
+	"C2k1wjxpI9j2q45u+1zsM6L0uq25aTPXIJHxyhLRICQRjghByr+33jj0JwkVDDll4Ze6/eaF9gFl0jhd",
+	"KiKblGG/v43HW5nHqrTxaFVR38xXZOox7t547uUSnucoTFc7YdesPWVLuZ3xBq/8a/dNd1pL6laO6L7n",
+	"ztcUgRCwBIuqRmXjljnHmnHAUyuuwwi1GtCtoeXOlhu5BlK36FCuA+99V5eP7B3g4CFh67nG/CqnASRR",
+	"vLlhC30h1awVTpLrlf9vKoSTvh93IER33BmxFx9S1j0eDI6Hw+Gwx0orSrkKlg7TwSB90T92XP79OFqg",
+	"G+Ffg8Hgtw/pWM0g6NiPxVZK/rESOOKAnZLSUta5hoJeHBFG+8IuRlhwxixXZ7k0c5EFXMrAkYzm328r",
+	"eW/SsPJ1O0df8LYNNEIfr/HedJXgMMEbYT91meADMNZ3Qf3sheb7ir87K/4GGhO4kUOf7lIURhqLxR3O",
+	"fK9XLJyI2HgwU9rT7xf3I273/m0PH/sAy6pRbW2fWBeJKnLYJGoYdO+e++raQVGL4TWEGCnNsDX4rTSH",
+	"avecHSp33YEPreRt9560T9cA6sZEtXbKe6uNoE7r9WtBGssEz01UUx6ID9R5xQJzFmVZaasiGeUXhkRK",
+	"NEKqHiao0VAWDM2ipkW5Ga1DUwmdgY12NIWMmAFpgd6zHCMC2Uy3dXTawtZP1dqpaeC1kLO5rdhWA2Ae",
+	"J50Fv8RCb05mjuq+fVzF2Y9tHnVLht1wEdTa46/W2ulLbNP0RTVNamqVlCLGpaxLM7DjXrVt0keIvwd1",
+	"SLqK/ty3SvoyWiUljtdgzLl2Am+daUUM0vHDHXJBa5X90LOlrJDrZQ0nm4IrOlgVofYN8lbgv0EqkWgz",
+	"4RTTvtUW2ys9vQE6AjPw0pAzOuxhwTdsrYtzplUyVuBrLPca7JvVGPsB8zUKdpbjgewBJ2dPtFJiYkm9",
+	"isvNk0v72+HD1OeUj+onHBV5tWzCFSoLYAiHckQrA97SJWzjpBRqakWBkopoY8ZqhlVcHw0fpW29vOus",
+	"7Cvv6r0H5y7B98sgPJ+aDytt+1MnC1RYsWPBTovdxYPvos5pjRZAtWwnkpP11Xx8C/KbUpEOaDS3Hx8/",
+	"4pPza2lVh7W+a9S/SrIP0THlf6O7WDuFCKI6UIpxVNibyBxfGLBTtcGoJ6pRAn519+gBVkxz5A15CYzT",
+	"q0YQ7SrgHvjTViV3dGJEkZm5aNPJTifnFcv7QZSzXSe7CUp6pax1RyQ1Ia26FEC+um5+t6Ac+ROuFZze",
+	"Ray3gB8jXiodSirN9WLMO2EV/I0TWCDI4u4MV0Q65tijabkUmRfttqRYv9H017QsJuWIP5P2hFlo+Q1R",
+	"CFpdpTj9sRIrsTtu5H/wlb9CuMjtR3cknfLE9zISw+k3mIarUSI06D5RInid98bj5igROMiWQhW5UDM7",
+	"ByYKFVVFhn66GMf8RVTxKypY0RYngvd8i8yMAKmZhcEy72GiDhNwZofd+/UzcSogc4S1ew8XehuLF9TK",
+	"5bqhP6eI6k/dd80RYN9NKurKFzeF8p0NhYJrwQjaeos2d459d6Tvd4RjJzfays3tbY8pb6DZWnOq02Jp",
+	"N1+nC+BLsaYD1EXJcw6YWZfbfi64sX2tJqJ3wuZwHKTt88m5yHyPLCAsWKtzX/5FxOjoPfy706p+Ojn3",
+	"5OVqU/jp5CuplgxbvuPCdaeTc6XXuch8RxgAjLKX2g1zraspPBzK1SzOQ9URJSddh+Udtqg2/ki5h/vD",
+	"8ddUyutzAOWfJPl2AITP+OQ8YRfSyLNcUDUhakag84xhY7u9SVlQvnbrvU/htSsySSl+NmHBfTkctjZl",
+	"AyW3ObYAwgkOiC747bbVBdx9g/QED+71hSY7TsmNITHJ8nNRxoXdpLrQZqB+G9H8es/U0CM1KvnV0gy1",
+	"C3W9x4r7LZDE4A3RgIC9E8jfXIhMcmqj9t9vXr5gUkGWb5Zg+XP+x0r4/mNzUQhI7hdOhgxNy9NHwyGT",
+	"6oLnMuu7H9MTxlv6TI7VgY0mhYTkMNi7cSsGE3iT4fsJyvlXYfxwMPjuu4Tlei0KvPGTgPytqL8spHZy",
+	"fzP2x7j/3Xf7NPu/+S6NVwe/31ykEZ101kReUOW5j3W/syaKdDnVNoptPRNPWBm+vj8DdlTlVswab93A",
+	"H2fV+FIMECcVwX5G6aG31DX+3tTwWYoavn9wrP2LSw6VpqD2CD8XhS/G2Tth6TfDR9TIU+CRtmNqsb66",
+	"fPnrd3+dAuafwi8UnflejiE8/ys9Q37YfVxDrwXPjrAveH5fzLzdSVRUz2lnXXPTVtg8XEwN6T5FcXOC",
+	"nUNR9/W75zoTnZsI0rgvhP4pC6EDgPoW/9SgSLF0obNq5awSJtvrogfYuTXTg6dszTJTDfnuadSOCulw",
+	"TFBztUB5K7m6WnoMAzdum3juVAhaiw9zw0WeQGHbEeOwJqhKjotHcD3jk3OKg8HPqRTYBJgtBF5JO2DP",
+	"+EavbFycLK5N5vgbtId38DVW3bRKco9+n/yOVdlWK5lhVbb+77+/fnL6w+/0wIg/fLU2KI4zGAyaP3r3",
+	"+unb7Y/GisqSUbcxKBJKa2VLXKTweVtuP43l0ccKyvk8MFhTau/y6Kysjo5nO2CnY0XVy+CUeahDhvme",
+	"GeSxLqArK49rv4cmZ4GMjFWo+x6Ve99R0+vWedB95fXbMNvgtd3XXr+hAEg8ztusvo6o7vPVifamh1fg",
+	"KousO9L7FVZZ3xLrpcJ8fV0gvQSCuFOEN2LBl3NdXBFR+aZ87V57vhntuXryeynQ4Rau1KGjwfdRo8vr",
+	"vRdOmxXocKAfpzrH97GNensEW5ZXf4tqTARfzZpMWPI9mDTpMOF4Qml0c7X2UgGN68dibkHV0VIUC2lv",
+	"KiCzZtchETFd8MuU0UxQKwWKp1KO5QmVoCa9IYnSAzYMCnpFRZdhqAEjoNnZpapBexqrWH0KAP3rN6yb",
+	"bh8N6lKDwQAyjZh0nyqes8XKiktqndz0GdYNbtKj4FG/rkUlmB3lpOqlKOiceslY7VCmbAXfmG9kRWoP",
+	"nTtoZjDaWOkp4+UXoyb1x71OSg9pO+yU7g4lIjvnVE2V4PcB6xZi4k47aAhlCq5vOp0JcxIpsPgB1ADt",
+	"QVJuIaYrI7IRpoIt+GU9DQyW0JDsNbXsTMylynZoZa9g+509SqfDiXkYjeETVB0IQmTHvTYlZsEvd2aK",
+	"XbOqxmeh+4X7/GqUP4KOe73v2npfoKU/rvJ8l+oXSFB/uspz0P8I6w7ovWXSwVilFVIxIkpFWf62ynBb",
+	"RgPCUqdoUMA/z4SxJRQDlUTKBXQSWv19tMLJuN+ynpLyWUqQX5MGGnbJOKaYuM1HYuKBIrAXVo7e4x+3",
+	"61RqYx33rqIvxFWEQJJUivTXzL1a5ZtbELd9Ia6l+18ZL+cB6lpFvkpRHiqKtNbD9HXVxIVQVH2yLIoi",
+	"DVupQvDJ3J37CUuhnGOKtREN3xhm9KCpCMkbmvVW9UycotESgVVUvoTSsTehMbaXs4mBNlxShXbCa3sW",
+	"TaW3Sd7OuOVQZBmOedwZscFgsKtJYlQfdaywJNCIpaHQTpqwsq5oyrpYNHUul2ylJqKwXKpewtJcG5uy",
+	"rq+UQyU/E98EF70wM8d8E5Y6XuyHjwtxYqHZqOJOVDoR6iVJM1Z0ru3FNveG8juosklruy+xeUN1jCOK",
+	"0l5kswnF7LzQq9mc6pu3Gsffhtfu+1S0wXTtjO4bVXxNxvEST7Y6VfA81whRMbJFiNWAbPs0qajD0y1K",
+	"K1uge9+m4iMrHEMmWULVtZMINkJ9GKiwh+WzHN/8t46ZZyP03Ejriq0mDuWdP5OlRH/TnRzqs3ziZg6H",
+	"APZ9N4evq5vDJF8ZK4r+WmYC8bLS0uFwYr2nHlJ+uKt5w/bw+zZvUGId0ZUTKv6fIslJWddpPmOVRpiH",
+	"T3o0fFiTn8ITK5gjlEuNjnKs3DWswPCFL3shc8BOYT3U4AEcL+5Du9ZheDw1MsCPFbYNhQbKa1GIsuXM",
+	"fduJr67tRDruILzU2sI3qboebQlcSM/1F56wM23n7Fy6q7R6Juwc27mD4XvDru7njtbzEnEqxYKlCT0W",
+	"wXCgpzBfu3J9sHB2S0q2VuLltFUo2GaDXuPem2vD9dFXv91r6tf1KpTyYKuafmOyXzsju+FeGNutI7bR",
+	"40vpHfEVto8oL+PNnDdHPt23j7hvH/Hx7SOiLV67kcSeovhBjSSupEb3nSS+jE4SO9jk1Va0v0bHgT2I",
+	"faVhBkTi3Xce+OI7D5zWrnSfRgNVhShYKBuaD9yUTHpYqf8my+U/lxm34mqs/giSfpvWT1wmLv7ujKBf",
+	"HUk4oE7+vdW0kW4gSDJeXj+Ka2C8ysSCq6xdPIMcHyxmA0h3JnghitOVnXdG//rtQ/LeIRZEthNWroq8",
+	"M+rMrV2Ojo6Ov/mvwXAwHByP/j78+xCQkKbZFqYgX1avFXZb4mySS7DkYZQehkbKAkxsFBKHEeB5PojK",
+	"/HlJectyeznJV0ZeiAQSnrHQBhJQyvVlVp8LZVjXx7LHMfjPV1ZcshwC9XvxfJCItj0dGlWYyMUEG4OH",
+	"UfHJM24ncz8e2q2sKBbY26SyoGiyMFrDhN9DrGgRTfSDNLaQZysrMnro58OL16uzXLAz+i6axv/UMMsP",
+	"q8IBJfvx6Y8vsXi58eGwVGVNwk3x8yj4GkriloXsyjB1eBBNTOVwtqd9W3PNUpwsnIfIvMHaLHNw1pIn",
+	"gC+0msVMPN5jBOTb0yElh8gfnK48VGB0+DycJgARaXsXUqyjacg5vz1FaMDBuDFyphZC2cZNYYNRDu2q",
+	"9TRuNb+9v4Ra19i1po7PPjcgWlLUjWJ7Wb+IDViOgT9kbKLVVM5WyJtZFyqSQTFBqVh6fnH0/lxsPqS9",
+	"hDlqxAvR5yrrw0pRYyRxI0EdMGPnYmOSSi+zDDewdugQLfL8omFxb+RMiYz97VH/TFo0K7cB/KnVCzl5",
+	"BgeEt5QwDr8xnoFNenEm3WBLUfiRoun92A2LeLwVHmyo5/7ZhhFVaqQgcRbPNh2JAjobMh0cwaplyR5A",
+	"uyrlFxrm9um02xP/LHhu5wnMLZUwJol9CpjqEnlhfOM/rPIYJU+UUUkNt4pZUXpljcxIERTKfSAyVuiV",
+	"FQXrvir0Qti5WBnI+KBlLMWESWtEPk28t8euDMTNVPbH150Pv334/wMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -240,6 +241,20 @@ func (m *Leases) Get(id string) (*Lease, error) {
 		return nil, fmt.Errorf("lease %q: %w", id, ErrLeaseNotFound)
 	}
 	return l, nil
+}
+
+// IDs returns the ids of the live leases that keep accepts, sorted.
+func (m *Leases) IDs(keep func(*Lease) bool) []string {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.leases))
+	for id, l := range m.leases {
+		if keep(l) {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // Len returns the number of live leases.
