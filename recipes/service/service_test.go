@@ -487,7 +487,7 @@ func TestAdoptKeepsTheInstanceAcrossARestart(t *testing.T) {
 
 	saved := kit.SavedHold{Hold: kit.Hold{Kind: InstanceKind, Name: "s/i"}, Nodes: []string{sp + "/i"}}
 	sl := kit.SavedLease{ID: kit.NewID(), TTL: time.Minute, ExpiresAt: time.Now().Add(time.Minute), Holds: []kit.SavedHold{saved}}
-	sc.leases.RegisterKind(InstanceKind, kit.Kind{Adopt: sc.services.Adopt})
+	sc.leases.RegisterAdoption(InstanceKind, kit.Adoption{Adopt: sc.services.Adopt})
 	r, err := sc.leases.Restore(ctx, ep, []kit.SavedLease{sl})
 	if err != nil || r.Leases != 1 || r.Holds != 1 || len(r.Lost) != 0 {
 		t.Fatalf("restore: %+v %v", r, err)
