@@ -5,7 +5,9 @@
 # and node (the examples in those languages run in the suite too), npm (the
 # contract tools of tools/ and the Node client of examples/node: scripts/npm-ci.sh),
 # jq (`make demo`, which a test runs), systemd's systemd-analyze (deploy/'s test
-# verifies the systemd unit with it; nothing is started).
+# verifies the systemd unit with it; nothing is started), Curator's ServiceDiscovery
+# (libcurator-discovery-java: api/services' interop test runs it as a peer, from
+# its Java source, which needs a JDK's compiler: default-jdk-headless).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -18,6 +20,8 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+[ -e /usr/share/java/curator-x-discovery.jar ] || need+=(libcurator-discovery-java)
+java --list-modules 2>/dev/null | grep -q '^jdk.compiler' || need+=(default-jdk-headless)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""
