@@ -4,7 +4,8 @@ import "errors"
 
 // The sentinel errors of service discovery (wrapped with %w). The services also
 // return the kit's: kit.ErrInvalidName, kit.ErrNotHeld, kit.ErrBusy,
-// kit.ErrLeaseEnded, kit.ErrUnavailable, kit.ErrSessionLost.
+// kit.ErrLeaseEnded, kit.ErrUnavailable, kit.ErrSessionLost. api/services'
+// descriptor maps these to problems, api/problem.go the kit's.
 var (
 	// ErrInstanceExists means the service has a live instance with that id that
 	// the lease does not hold: another lease's (of this sidecar or another), or

@@ -468,6 +468,11 @@ type picker struct {
 // pickIdle is how long a service's follower stays open after its last pick.
 const pickIdle = time.Minute
 
+// maxPickFollowers bounds the followers picks keep open (the watches a client
+// picking ever new names could make this sidecar hold); a pick beyond it reads
+// its service instead, and its round-robin and sticky keep no place.
+const maxPickFollowers = 1000
+
 // Pick answers one enabled instance of service by strategy (Random,
 // RoundRobin or Sticky; "" is Random): as this sidecar's follower of the
 // service last read it, or read now when the follower has no connected state
@@ -487,7 +492,11 @@ func (v *Services) Pick(ctx context.Context, service, strategy string) (*Instanc
 	if err != nil {
 		return nil, err
 	}
-	st, ok := f.Await(ctx, v.s.OpTimeout(), func(s *State) bool { return !s.Suspended })
+	var st *State
+	ok := false
+	if f != nil {
+		st, ok = f.Await(ctx, v.s.OpTimeout(), func(s *State) bool { return !s.Suspended })
+	}
 	if !ok {
 		if st, err = v.Inspect(ctx, service); err != nil {
 			return nil, err
@@ -503,10 +512,17 @@ func (v *Services) Pick(ctx context.Context, service, strategy string) (*Instanc
 	if len(enabled) == 0 {
 		return nil, fmt.Errorf("service %q: %w", service, ErrNoInstances)
 	}
+	return v.choose(service, strategy, enabled), nil
+}
+
+// choose picks one of enabled (not empty) by strategy, keeping the place of
+// round-robin and sticky in service's picker (none when it has none: a pick
+// beyond maxPickFollowers, or after Close).
+func (v *Services) choose(service, strategy string, enabled []Instance) *Instance {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	p := v.pick[service]
-	if p == nil { // closed meanwhile
+	if p == nil {
 		p = &picker{}
 	}
 	var in Instance
@@ -517,7 +533,7 @@ func (v *Services) Pick(ctx context.Context, service, strategy string) (*Instanc
 	case Sticky:
 		for _, e := range enabled {
 			if e.ID == p.stickyID {
-				return &e, nil
+				return &e
 			}
 		}
 		in = enabled[rand.IntN(len(enabled))]
@@ -525,7 +541,7 @@ func (v *Services) Pick(ctx context.Context, service, strategy string) (*Instanc
 	default:
 		in = enabled[rand.IntN(len(enabled))]
 	}
-	return &in, nil
+	return &in
 }
 
 func orRandom(strategy string) string {
@@ -535,8 +551,9 @@ func orRandom(strategy string) string {
 	return strategy
 }
 
-// picking returns service's pick follower, opening it if needed, and closes
-// the followers of services not picked for pickIdle.
+// picking returns service's pick follower, opening it if needed (nil when
+// maxPickFollowers are open), and closes the followers of services not picked
+// for pickIdle.
 func (v *Services) picking(service string) (*Follower, error) {
 	now := time.Now()
 	var idle []*Follower
@@ -557,6 +574,9 @@ func (v *Services) picking(service string) (*Follower, error) {
 		}
 	}
 	p := v.pick[service]
+	if p == nil && len(v.pick) >= maxPickFollowers {
+		return nil, nil // too many services picked at once: this pick reads the service
+	}
 	if p == nil {
 		f, err := v.Follow(service)
 		if err != nil {

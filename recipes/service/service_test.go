@@ -142,24 +142,7 @@ func TestRegisterWritesCuratorsServiceInstance(t *testing.T) {
 	if st.EphemeralOwner == 0 {
 		t.Fatal("the instance node is not ephemeral")
 	}
-	var got map[string]any
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"name": "web", "id": "i1", "address": "10.0.0.1", "port": 8080.0, "sslPort": nil,
-		"payload": map[string]any{"zone": "a"}, "serviceType": "DYNAMIC", "enabled": true,
-		"uriSpec": map[string]any{"parts": []any{
-			map[string]any{"value": "scheme", "variable": true}, map[string]any{"value": "://", "variable": false},
-			map[string]any{"value": "address", "variable": true}, map[string]any{"value": ":", "variable": false},
-			map[string]any{"value": "port", "variable": true}}}}
-	regTime := got["registrationTimeUTC"]
-	delete(got, "registrationTimeUTC")
-	if string(mustJSON(got)) != string(mustJSON(want)) {
-		t.Fatalf("node data\n%s\nwant\n%s", mustJSON(got), mustJSON(want))
-	}
-	if ms, ok := regTime.(float64); !ok || time.Since(time.UnixMilli(int64(ms))) > time.Hour {
-		t.Fatalf("registrationTimeUTC %v", regTime)
-	}
+	checkCuratorJSON(t, data)
 
 	// The same lease again: an update in place.
 	r2 := sc.register(t, l, "web", "i1", Spec{Address: "10.0.0.2", Port: port(9090)})
@@ -188,6 +171,32 @@ func TestRegisterWritesCuratorsServiceInstance(t *testing.T) {
 	}
 	if err := sc.services.Unregister(ctx, l, "web", "i1"); !errors.Is(err, kit.ErrNotHeld) {
 		t.Fatalf("second unregister: %v, want ErrNotHeld", err)
+	}
+}
+
+// checkCuratorJSON checks data, the node of instance i1 of service web at
+// 10.0.0.1:8080 with payload {"zone":"a"} and uriSpec
+// {scheme}://{address}:{port}, field for field against what Curator's
+// JsonInstanceSerializer writes.
+func checkCuratorJSON(t *testing.T, data []byte) {
+	t.Helper()
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"name": "web", "id": "i1", "address": "10.0.0.1", "port": 8080.0, "sslPort": nil,
+		"payload": map[string]any{"zone": "a"}, "serviceType": "DYNAMIC", "enabled": true,
+		"uriSpec": map[string]any{"parts": []any{
+			map[string]any{"value": "scheme", "variable": true}, map[string]any{"value": "://", "variable": false},
+			map[string]any{"value": "address", "variable": true}, map[string]any{"value": ":", "variable": false},
+			map[string]any{"value": "port", "variable": true}}}}
+	regTime := got["registrationTimeUTC"]
+	delete(got, "registrationTimeUTC")
+	if string(mustJSON(got)) != string(mustJSON(want)) {
+		t.Fatalf("node data\n%s\nwant\n%s", mustJSON(got), mustJSON(want))
+	}
+	if ms, ok := regTime.(float64); !ok || time.Since(time.UnixMilli(int64(ms))) > time.Hour {
+		t.Fatalf("registrationTimeUTC %v", regTime)
 	}
 }
 
@@ -252,8 +261,8 @@ func TestInspectReadsCuratorNodesAndPickSkipsDisabled(t *testing.T) {
 		}
 	}
 	for id, data := range map[string]string{
-		"on":  `{"name":"api","id":"on","address":"h1","port":80,"sslPort":443,"payload":{"@class":"java.util.HashMap","k":"v"},"registrationTimeUTC":1700000000000,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"http://","variable":false},{"value":"address","variable":true}]}}`,
-		"off": `{"name":"api","id":"off","address":"h2","port":81,"registrationTimeUTC":1,"serviceType":"DYNAMIC","enabled":false}`,
+		"on":   `{"name":"api","id":"on","address":"h1","port":80,"sslPort":443,"payload":{"@class":"java.util.HashMap","k":"v"},"registrationTimeUTC":1700000000000,"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"http://","variable":false},{"value":"address","variable":true}]}}`,
+		"off":  `{"name":"api","id":"off","address":"h2","port":81,"registrationTimeUTC":1,"serviceType":"DYNAMIC","enabled":false}`,
 		"junk": `not json`,
 	} {
 		if _, err := conn.Create(sp+"/"+id, []byte(data), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
