@@ -256,13 +256,13 @@ func (e OverviewEvent8Event) Valid() bool {
 
 // Defines values for OverviewEvent9Event.
 const (
-	OverviewEvent9EventKv OverviewEvent9Event = "kv"
+	OverviewEvent9EventService OverviewEvent9Event = "service"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent9Event enum.
 func (e OverviewEvent9Event) Valid() bool {
 	switch e {
-	case OverviewEvent9EventKv:
+	case OverviewEvent9EventService:
 		return true
 	default:
 		return false
@@ -271,13 +271,13 @@ func (e OverviewEvent9Event) Valid() bool {
 
 // Defines values for OverviewEvent10Event.
 const (
-	OverviewEvent10EventSemaphore OverviewEvent10Event = "semaphore"
+	OverviewEvent10EventKv OverviewEvent10Event = "kv"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent10Event enum.
 func (e OverviewEvent10Event) Valid() bool {
 	switch e {
-	case OverviewEvent10EventSemaphore:
+	case OverviewEvent10EventKv:
 		return true
 	default:
 		return false
@@ -286,13 +286,13 @@ func (e OverviewEvent10Event) Valid() bool {
 
 // Defines values for OverviewEvent11Event.
 const (
-	OverviewEvent11EventCounter OverviewEvent11Event = "counter"
+	OverviewEvent11EventSemaphore OverviewEvent11Event = "semaphore"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent11Event enum.
 func (e OverviewEvent11Event) Valid() bool {
 	switch e {
-	case OverviewEvent11EventCounter:
+	case OverviewEvent11EventSemaphore:
 		return true
 	default:
 		return false
@@ -301,11 +301,26 @@ func (e OverviewEvent11Event) Valid() bool {
 
 // Defines values for OverviewEvent12Event.
 const (
-	Rwlock OverviewEvent12Event = "rwlock"
+	OverviewEvent12EventCounter OverviewEvent12Event = "counter"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent12Event enum.
 func (e OverviewEvent12Event) Valid() bool {
+	switch e {
+	case OverviewEvent12EventCounter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent13Event.
+const (
+	Rwlock OverviewEvent13Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent13Event enum.
+func (e OverviewEvent13Event) Valid() bool {
 	switch e {
 	case Rwlock:
 		return true
@@ -341,6 +356,21 @@ func (e RWLockGrantMode) Valid() bool {
 	case RWLockGrantModeRead:
 		return true
 	case RWLockGrantModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceEventEvent.
+const (
+	ServiceEventEventService ServiceEventEvent = "service"
+)
+
+// Valid indicates whether the value is a known member of the ServiceEventEvent enum.
+func (e ServiceEventEvent) Valid() bool {
+	switch e {
+	case ServiceEventEventService:
 		return true
 	default:
 		return false
@@ -497,6 +527,27 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	case AcquireRWLockParamsModeRead:
 		return true
 	case AcquireRWLockParamsModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PickServiceInstanceParamsStrategy.
+const (
+	Random     PickServiceInstanceParamsStrategy = "random"
+	RoundRobin PickServiceInstanceParamsStrategy = "round-robin"
+	Sticky     PickServiceInstanceParamsStrategy = "sticky"
+)
+
+// Valid indicates whether the value is a known member of the PickServiceInstanceParamsStrategy enum.
+func (e PickServiceInstanceParamsStrategy) Valid() bool {
+	switch e {
+	case Random:
+		return true
+	case RoundRobin:
+		return true
+	case Sticky:
 		return true
 	default:
 		return false
@@ -1163,6 +1214,23 @@ type OverviewEvent_12_Data struct {
 // OverviewEvent12Event defines model for OverviewEvent.12.Event.
 type OverviewEvent12Event string
 
+// OverviewEvent13 defines model for OverviewEvent.13.
+type OverviewEvent13 struct {
+	Data  OverviewEvent_13_Data `json:"data"`
+	Event OverviewEvent13Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_13_Data defines model for OverviewEvent.13.Data.
+type OverviewEvent_13_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent13Event defines model for OverviewEvent.13.Event.
+type OverviewEvent13Event string
+
 // PartitionGroup defines model for PartitionGroup.
 type PartitionGroup struct {
 	Group string `json:"group"`
@@ -1287,7 +1355,7 @@ type Permit struct {
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1406,6 +1474,90 @@ type SemaphoreHolder struct {
 	Owner  string    `json:"owner"`
 	Permit string    `json:"permit"`
 	Since  time.Time `json:"since"`
+}
+
+// Service defines model for Service.
+type Service struct {
+	// Instances The live instances in registration order.
+	Instances []ServiceInstance `json:"instances"`
+	Service   string            `json:"service"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `instances` is empty: nobody can be vouched for.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
+
+	// Version The zxid of the service's latest change; 0 for a service without a node.
+	Version int64 `json:"version"`
+}
+
+// ServiceEvent defines model for ServiceEvent.
+type ServiceEvent struct {
+	Data  Service           `json:"data"`
+	Event ServiceEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ServiceEventEvent defines model for ServiceEvent.Event.
+type ServiceEventEvent string
+
+// ServiceInstance defines model for ServiceInstance.
+type ServiceInstance struct {
+	Address string `json:"address"`
+
+	// Enabled False only for an instance Curator marked disabled; `pick` skips it.
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Payload The instance's payload as stored (a Curator payload may carry Jackson's `@class`); absent when none.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+
+	// RegisteredAt The instance's `registrationTimeUTC`.
+	RegisteredAt time.Time `json:"registeredAt"`
+	SslPort      *int      `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec as text; absent when none.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceInstanceSpec Example: {"address":"10.0.0.1","port":8080}
+type ServiceInstanceSpec struct {
+	// Address The host name or address clients reach the instance at.
+	Address string `json:"address"`
+
+	// Payload Any JSON value (at most 64 KiB as JSON), stored as the instance's `payload`. A
+	// Curator reader needs a payload class that reads it, such as `Map` or `Object`.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+	SslPort *int             `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec, e.g. `{scheme}://{address}:{port}`; text in braces is a variable.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceRegistered defines model for ServiceRegistered.
+type ServiceRegistered struct {
+	Address string `json:"address"`
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Lease The lease that holds the instance, needed to keep it alive, update it or unregister it.
+	Lease string `json:"lease"`
+
+	// Payload The payload as registered; absent when none.
+	Payload      *json.RawMessage `json:"payload,omitempty"`
+	Port         *int             `json:"port,omitempty"`
+	RegisteredAt time.Time        `json:"registeredAt"`
+	Service      string           `json:"service"`
+	SslPort      *int             `json:"sslPort,omitempty"`
+	UriSpec      *string          `json:"uriSpec,omitempty"`
 }
 
 // Session defines model for Session.
@@ -1616,6 +1768,9 @@ type NamePath = Name
 // RWMode defines model for RWMode.
 type RWMode string
 
+// ServicePath defines model for ServicePath.
+type ServicePath = Name
+
 // TTL Example: 30s
 type TTL = string
 
@@ -1633,7 +1788,7 @@ type BadRequest = BadRequestProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1654,7 +1809,7 @@ type BodyTimeout = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1675,7 +1830,7 @@ type BodyTooLarge = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1699,7 +1854,7 @@ type CounterConflict = CounterProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1720,7 +1875,7 @@ type CounterNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1741,7 +1896,7 @@ type Forbidden = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1762,7 +1917,7 @@ type KeyNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1783,7 +1938,7 @@ type LeaseNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1804,7 +1959,7 @@ type NotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1825,7 +1980,7 @@ type NotHeld = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1846,7 +2001,7 @@ type TooManyLeases = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1867,7 +2022,7 @@ type Unauthorized = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1888,7 +2043,7 @@ type Unavailable = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -2328,6 +2483,49 @@ type ReleasePermitParams struct {
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
+// ListServicesParams defines parameters for ListServices.
+type ListServicesParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetServiceParams defines parameters for GetService.
+type GetServiceParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// UnregisterServiceInstanceParams defines parameters for UnregisterServiceInstance.
+type UnregisterServiceInstanceParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// RegisterServiceInstanceParams defines parameters for RegisterServiceInstance.
+type RegisterServiceInstanceParams struct {
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// PickServiceInstanceParams defines parameters for PickServiceInstance.
+type PickServiceInstanceParams struct {
+	Strategy *PickServiceInstanceParamsStrategy `form:"strategy,omitempty" json:"strategy,omitempty"`
+}
+
+// PickServiceInstanceParamsStrategy defines parameters for PickServiceInstance.
+type PickServiceInstanceParamsStrategy string
+
 // ListThroughputGroupsParams defines parameters for ListThroughputGroups.
 type ListThroughputGroupsParams struct {
 	// Prefix Only names that start with this.
@@ -2389,6 +2587,9 @@ type SetGroupMemberJSONRequestBody = MemberValue
 
 // SetPartitionsJSONRequestBody defines body for SetPartitions for application/json ContentType.
 type SetPartitionsJSONRequestBody = PartitionSet
+
+// RegisterServiceInstanceJSONRequestBody defines body for RegisterServiceInstance for application/json ContentType.
+type RegisterServiceInstanceJSONRequestBody = ServiceInstanceSpec
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -4252,6 +4453,32 @@ func (t *OverviewEvent) MergeOverviewEvent12(v OverviewEvent12) error {
 	return err
 }
 
+// AsOverviewEvent13 returns the union data inside the OverviewEvent as a OverviewEvent13
+func (t OverviewEvent) AsOverviewEvent13() (OverviewEvent13, error) {
+	var body OverviewEvent13
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent13 overwrites any union data inside the OverviewEvent as the provided OverviewEvent13
+func (t *OverviewEvent) FromOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent13 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent13
+func (t *OverviewEvent) MergeOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -4758,22 +4985,22 @@ func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsKeyInfo returns the union data inside the OverviewEvent_9_Data as a KeyInfo
-func (t OverviewEvent_9_Data) AsKeyInfo() (KeyInfo, error) {
-	var body KeyInfo
+// AsService returns the union data inside the OverviewEvent_9_Data as a Service
+func (t OverviewEvent_9_Data) AsService() (Service, error) {
+	var body Service
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromKeyInfo overwrites any union data inside the OverviewEvent_9_Data as the provided KeyInfo
-func (t *OverviewEvent_9_Data) FromKeyInfo(v KeyInfo) error {
+// FromService overwrites any union data inside the OverviewEvent_9_Data as the provided Service
+func (t *OverviewEvent_9_Data) FromService(v Service) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_9_Data, using the provided KeyInfo
-func (t *OverviewEvent_9_Data) MergeKeyInfo(v KeyInfo) error {
+// MergeService performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Service
+func (t *OverviewEvent_9_Data) MergeService(v Service) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4820,22 +5047,22 @@ func (t *OverviewEvent_9_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsSemaphore returns the union data inside the OverviewEvent_10_Data as a Semaphore
-func (t OverviewEvent_10_Data) AsSemaphore() (Semaphore, error) {
-	var body Semaphore
+// AsKeyInfo returns the union data inside the OverviewEvent_10_Data as a KeyInfo
+func (t OverviewEvent_10_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromSemaphore overwrites any union data inside the OverviewEvent_10_Data as the provided Semaphore
-func (t *OverviewEvent_10_Data) FromSemaphore(v Semaphore) error {
+// FromKeyInfo overwrites any union data inside the OverviewEvent_10_Data as the provided KeyInfo
+func (t *OverviewEvent_10_Data) FromKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeSemaphore performs a merge with any union data inside the OverviewEvent_10_Data, using the provided Semaphore
-func (t *OverviewEvent_10_Data) MergeSemaphore(v Semaphore) error {
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_10_Data, using the provided KeyInfo
+func (t *OverviewEvent_10_Data) MergeKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4882,22 +5109,22 @@ func (t *OverviewEvent_10_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsCounter returns the union data inside the OverviewEvent_11_Data as a Counter
-func (t OverviewEvent_11_Data) AsCounter() (Counter, error) {
-	var body Counter
+// AsSemaphore returns the union data inside the OverviewEvent_11_Data as a Semaphore
+func (t OverviewEvent_11_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCounter overwrites any union data inside the OverviewEvent_11_Data as the provided Counter
-func (t *OverviewEvent_11_Data) FromCounter(v Counter) error {
+// FromSemaphore overwrites any union data inside the OverviewEvent_11_Data as the provided Semaphore
+func (t *OverviewEvent_11_Data) FromSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCounter performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Counter
-func (t *OverviewEvent_11_Data) MergeCounter(v Counter) error {
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Semaphore
+func (t *OverviewEvent_11_Data) MergeSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4944,22 +5171,22 @@ func (t *OverviewEvent_11_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsRWLock returns the union data inside the OverviewEvent_12_Data as a RWLock
-func (t OverviewEvent_12_Data) AsRWLock() (RWLock, error) {
-	var body RWLock
+// AsCounter returns the union data inside the OverviewEvent_12_Data as a Counter
+func (t OverviewEvent_12_Data) AsCounter() (Counter, error) {
+	var body Counter
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRWLock overwrites any union data inside the OverviewEvent_12_Data as the provided RWLock
-func (t *OverviewEvent_12_Data) FromRWLock(v RWLock) error {
+// FromCounter overwrites any union data inside the OverviewEvent_12_Data as the provided Counter
+func (t *OverviewEvent_12_Data) FromCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeRWLock performs a merge with any union data inside the OverviewEvent_12_Data, using the provided RWLock
-func (t *OverviewEvent_12_Data) MergeRWLock(v RWLock) error {
+// MergeCounter performs a merge with any union data inside the OverviewEvent_12_Data, using the provided Counter
+func (t *OverviewEvent_12_Data) MergeCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5002,6 +5229,68 @@ func (t OverviewEvent_12_Data) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OverviewEvent_12_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_13_Data as a RWLock
+func (t OverviewEvent_13_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_13_Data as the provided RWLock
+func (t *OverviewEvent_13_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_13_Data, using the provided RWLock
+func (t *OverviewEvent_13_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_13_Data as a Deleted
+func (t OverviewEvent_13_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_13_Data as the provided Deleted
+func (t *OverviewEvent_13_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_13_Data, using the provided Deleted
+func (t *OverviewEvent_13_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_13_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_13_Data) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -5212,6 +5501,24 @@ type ServerInterface interface {
 	// ReleasePermit Release the permit, by the lease that holds it only.
 	// (DELETE /v1/semaphores/{name}/permits/{permit})
 	ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams)
+	// ListServices Every service that has a node, with its instances.
+	// (GET /v1/services)
+	ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams)
+	// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+	// (GET /v1/services/{service})
+	GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams)
+	// StreamService The service's changes (SSE).
+	// (GET /v1/services/{service}/events)
+	StreamService(w http.ResponseWriter, r *http.Request, service ServicePath)
+	// UnregisterServiceInstance Unregister the lease's instance.
+	// (DELETE /v1/services/{service}/instances/{id})
+	UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams)
+	// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	// (PUT /v1/services/{service}/instances/{id})
+	RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams)
+	// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	// (GET /v1/services/{service}/pick)
+	PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(w http.ResponseWriter, r *http.Request)
@@ -5653,6 +5960,42 @@ func (_ Unimplemented) AcquirePermit(w http.ResponseWriter, r *http.Request, nam
 // ReleasePermit Release the permit, by the lease that holds it only.
 // (DELETE /v1/semaphores/{name}/permits/{permit})
 func (_ Unimplemented) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListServices Every service that has a node, with its instances.
+// (GET /v1/services)
+func (_ Unimplemented) ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+// (GET /v1/services/{service})
+func (_ Unimplemented) GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamService The service's changes (SSE).
+// (GET /v1/services/{service}/events)
+func (_ Unimplemented) StreamService(w http.ResponseWriter, r *http.Request, service ServicePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UnregisterServiceInstance Unregister the lease's instance.
+// (DELETE /v1/services/{service}/instances/{id})
+func (_ Unimplemented) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+// (PUT /v1/services/{service}/instances/{id})
+func (_ Unimplemented) RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+// (GET /v1/services/{service}/pick)
+func (_ Unimplemented) PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -8891,6 +9234,303 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListServices operation middleware
+func (siw *ServerInterfaceWrapper) ListServices(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListServicesParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListServices(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetService operation middleware
+func (siw *ServerInterfaceWrapper) GetService(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetServiceParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetService(w, r, service, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamService operation middleware
+func (siw *ServerInterfaceWrapper) StreamService(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamService(w, r, service)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UnregisterServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UnregisterServiceInstanceParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UnregisterServiceInstance(w, r, service, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RegisterServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) RegisterServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RegisterServiceInstanceParams
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RegisterServiceInstance(w, r, service, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PickServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) PickServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PickServiceInstanceParams
+
+	// ------------- Optional query parameter "strategy" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "strategy", r.URL.Query(), &params.Strategy, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "strategy"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "strategy", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PickServiceInstance(w, r, service, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetSession operation middleware
 func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Request) {
 
@@ -9589,6 +10229,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/partitions", wrapper.ListPartitionGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/services/{service}/instances/{id}", wrapper.UnregisterServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/services/{service}/instances/{id}", wrapper.RegisterServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}", wrapper.GetService)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}/pick", wrapper.PickServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}/events", wrapper.StreamService)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services", wrapper.ListServices)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
@@ -18540,6 +19198,835 @@ func (response ReleasePermitdefaultApplicationProblemPlusJSONResponse) VisitRele
 	return err
 }
 
+type ListServicesRequestObject struct {
+	Params ListServicesParams
+}
+
+type ListServicesResponseObject interface {
+	VisitListServicesResponse(w http.ResponseWriter) error
+}
+
+type ListServices200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next     *string   `json:"next,omitempty"`
+	Services []Service `json:"services"`
+}
+
+func (response ListServices200JSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices400ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices401ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices403ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices503ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServicesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListServicesdefaultApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetServiceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Params  GetServiceParams
+}
+
+type GetServiceResponseObject interface {
+	VisitGetServiceResponse(w http.ResponseWriter) error
+}
+
+type GetService200JSONResponse Service
+
+func (response GetService200JSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetService400ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetService401ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetService403ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetService503ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetServicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetServicedefaultApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamServiceRequestObject struct {
+	Service ServicePath `json:"service"`
+}
+
+type StreamServiceResponseObject interface {
+	VisitStreamServiceResponse(w http.ResponseWriter) error
+}
+
+type StreamService200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamService200TexteventStreamResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamService400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService400ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService401ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService403ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService503ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamServicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamServicedefaultApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Id      IDPath      `json:"id"`
+	Params  UnregisterServiceInstanceParams
+}
+
+type UnregisterServiceInstanceResponseObject interface {
+	VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type UnregisterServiceInstance204Response struct {
+}
+
+func (response UnregisterServiceInstance204Response) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type UnregisterServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance400ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance401ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance403ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance404ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance503ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response UnregisterServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Id      IDPath      `json:"id"`
+	Params  RegisterServiceInstanceParams
+	Body    *RegisterServiceInstanceJSONRequestBody
+}
+
+type RegisterServiceInstanceResponseObject interface {
+	VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type RegisterServiceInstance200JSONResponse ServiceRegistered
+
+func (response RegisterServiceInstance200JSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance201JSONResponse ServiceRegistered
+
+func (response RegisterServiceInstance201JSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance400ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance401ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance403ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance404ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance408ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance409ApplicationProblemPlusJSONResponse Problem
+
+func (response RegisterServiceInstance409ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance413ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance415ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance429ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance503ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RegisterServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Params  PickServiceInstanceParams
+}
+
+type PickServiceInstanceResponseObject interface {
+	VisitPickServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type PickServiceInstance200JSONResponse ServiceInstance
+
+func (response PickServiceInstance200JSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance400ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance401ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance403ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance404ApplicationProblemPlusJSONResponse Problem
+
+func (response PickServiceInstance404ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance503ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PickServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSessionRequestObject struct {
 }
 
@@ -20072,6 +21559,24 @@ type StrictServerInterface interface {
 	// ReleasePermit Release the permit, by the lease that holds it only.
 	// (DELETE /v1/semaphores/{name}/permits/{permit})
 	ReleasePermit(ctx context.Context, request ReleasePermitRequestObject) (ReleasePermitResponseObject, error)
+	// ListServices Every service that has a node, with its instances.
+	// (GET /v1/services)
+	ListServices(ctx context.Context, request ListServicesRequestObject) (ListServicesResponseObject, error)
+	// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+	// (GET /v1/services/{service})
+	GetService(ctx context.Context, request GetServiceRequestObject) (GetServiceResponseObject, error)
+	// StreamService The service's changes (SSE).
+	// (GET /v1/services/{service}/events)
+	StreamService(ctx context.Context, request StreamServiceRequestObject) (StreamServiceResponseObject, error)
+	// UnregisterServiceInstance Unregister the lease's instance.
+	// (DELETE /v1/services/{service}/instances/{id})
+	UnregisterServiceInstance(ctx context.Context, request UnregisterServiceInstanceRequestObject) (UnregisterServiceInstanceResponseObject, error)
+	// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	// (PUT /v1/services/{service}/instances/{id})
+	RegisterServiceInstance(ctx context.Context, request RegisterServiceInstanceRequestObject) (RegisterServiceInstanceResponseObject, error)
+	// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	// (GET /v1/services/{service}/pick)
+	PickServiceInstance(ctx context.Context, request PickServiceInstanceRequestObject) (PickServiceInstanceResponseObject, error)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -22003,6 +23508,175 @@ func (sh *strictHandler) ReleasePermit(w http.ResponseWriter, r *http.Request, n
 	}
 }
 
+// ListServices operation middleware
+func (sh *strictHandler) ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams) {
+	var request ListServicesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListServices(ctx, request.(ListServicesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListServices")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListServicesResponseObject); ok {
+		if err := validResponse.VisitListServicesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetService operation middleware
+func (sh *strictHandler) GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams) {
+	var request GetServiceRequestObject
+
+	request.Service = service
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetService(ctx, request.(GetServiceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetService")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetServiceResponseObject); ok {
+		if err := validResponse.VisitGetServiceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamService operation middleware
+func (sh *strictHandler) StreamService(w http.ResponseWriter, r *http.Request, service ServicePath) {
+	var request StreamServiceRequestObject
+
+	request.Service = service
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamService(ctx, request.(StreamServiceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamService")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamServiceResponseObject); ok {
+		if err := validResponse.VisitStreamServiceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UnregisterServiceInstance operation middleware
+func (sh *strictHandler) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams) {
+	var request UnregisterServiceInstanceRequestObject
+
+	request.Service = service
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UnregisterServiceInstance(ctx, request.(UnregisterServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UnregisterServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UnregisterServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitUnregisterServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RegisterServiceInstance operation middleware
+func (sh *strictHandler) RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams) {
+	var request RegisterServiceInstanceRequestObject
+
+	request.Service = service
+	request.Id = id
+	request.Params = params
+
+	var body RegisterServiceInstanceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterServiceInstance(ctx, request.(RegisterServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RegisterServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitRegisterServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PickServiceInstance operation middleware
+func (sh *strictHandler) PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams) {
+	var request PickServiceInstanceRequestObject
+
+	request.Service = service
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PickServiceInstance(ctx, request.(PickServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PickServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PickServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitPickServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetSession operation middleware
 func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request) {
 	var request GetSessionRequestObject
@@ -22285,344 +23959,377 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3si/6VVC8p8rk3kOKip21V6hadUtxnMQ7fm1LKz7nLOZmIA5IYmkIMANQFOPyd7+F7gYGM5yh",
-	"KEuybEd/xRFnMHg0+t2/ft+Z6MVSK6Gs6Yzed+aCZ6KAf77SJ0pOp+6fmTCTQi6t1Koz6hzna74xLFXa",
-	"uAdS1tWKiQtRbFh6cHGYMq7MWhS9EePsrNBrIwpm+bkwzM4FM1YXIhur9KlWVijbP90sRcq4YUYoy7jK",
-	"mHKDsdlKGCMM40rbuSgSZjS9zM421v1QCHx0rIqVciNwhvNkumDGbnLBzjb+fbbkMzEYq07SMZO5WHC3",
-	"MKFWi87oXx1aSue3pGM3S9EZdYwtpJp1PnxIOm+FLTbHUyuK7b04EROtMsOsZmsuLTsTU10IZouNVDPG",
-	"Z1yqQeWLNLxUVsxEAeOfwKK+d2t6o3M52bRvueEqO9OXRywTU77Kbd8UE/ZIaSUeHbFpwReiz9VEuG0y",
-	"9Pet4xmrcD6V7bRzbqMTK4RylMC6nKVWXNqDuV3kKdPFWKVywWfiwFzM/vPS/e2C5yvRY+4QlPZH4A5y",
-	"zi8E44rpJf9jJZgu5EwqOEg7F5uxmnCltGUTnudAG8dvnrtjBDKRmZjw4pGht47gFZZrnjF3oLC9KmM0",
-	"xJkYK1h/NoBRJrl0JM3kTLnzkHbAXmkWaO4HaZbaSLe7KZNIeqPwElfZWCGtcrsyQDmsEDzDlRq2lnbO",
-	"0qmwk3masPVcTub0JcOkTWBiYSfdUNwyvRTKUSgMwcxcr/FZOlKRJazgQKh2zhXL9Fq5xbp1SrtFt5d8",
-	"scyBTq9PEZ1tIv+QdJbcPWzp8j/NuVy84Xa+TYunc8FS+L3/PEsZZxP3b7r0InPkLt1zS/d20lF84T4F",
-	"D3WSTiH+WMlCZJ2RLVYiXtP/KsS0M+r8PwclRzrAX83BKzeIm+VPhV4t/bwaPjNzv9/8M89/2PENmd38",
-	"A7+IzY4vnIvNzT/xQnAjdnwkd7/f0mf+ZyWKJrZlLZ/MHXO0c2mYuJTGOoKGTzOpjHWXSk/Zgp/jhWZy",
-	"sczlRFqmlQik9AcMvzXzj5np27DaJrrGicF9nes8M2zt/ulYgV6Kgrsn2WTO1UyYqyZ3022VxrbInNcq",
-	"3zD3NcO4ewI3VyvBum6mqRKXNnW76v5vWYgLqYmJ9domDeNUdnTBL18INXPUc/jN35vEopvhC7mQtunc",
-	"2UIbixNbcLVh0oqFYd3DweBwOBwOE8+umPvf3pGftHFSbj0XToTOHc81jrXPpGrfbphBPHMauTNyQydu",
-	"IXLhpDx+uLOQiv4/aRLGblVvCjGVlzs3HkjEWF5YFAZupW1TXOJw19tdRwg7Li/858ZE9vbdS52J7YWC",
-	"rOuaOXfaAawPVagCtcOe06/WhbSCdcXlJF8ZedFOWwv3iV1T9UqYG72TdGDgZk3s9PTF9mRf4J2VC+EY",
-	"TS4vBOv+pFm2wvuasENQz9J+f8Ev+9bmaS9IS/dXLzjdL21rsDZvkb+Ph6bTNNV3vOli/KzXLNdq5iZ0",
-	"luvJeW2qnC4OTdaplG62/Ax0Y12wdGhSZgsp3IWftHJI9+K1JvzBHZBZamUEyP/veeY4pTCwiAmqTe6f",
-	"fOn4M0z3YFnos1ws/vPfxi3u/Z7UVw79Bt/Hz1c3KpXqgucy67sFpU4Jdf9gemWdYoicjVsrCtVLWHg4",
-	"6DDwxoLnU10snLGhC/dqX0/7hWPeLDyYuE3lDLYPL3WmhXEapnvGiF4yVulKnSu9VrXh8Z3wt5qUCMNk",
-	"YpLzQuCHxuq/T16/Ymc627CFWJyJgklrGG7N1jvOgLKbpXYaKtpEqGRmPVLDadluOJgSjAurkDiQEwrw",
-	"RdQ69TT6HM5IMbFY2s1Y/bESKwF8uud0ZdSw19yQvMucCvoh6Xyvs82pXAi9un3K2EUPbml9ix9ORyQd",
-	"gIpw1ZkEu4DxonAcwDEtqdw9qrzopSKZuUfBlIgXGpap9QtezMQ9rFPrfu4+TSuFFToZ72iAeEM49PLg",
-	"RpUH3F8c82hbIqjwr7T9Ua9U9knXCLZAX2nbn7pvpyNnNgLjRlMCDslZZWgDsjkngSsz1uWTc7CVBCha",
-	"GVCxI2pU3ZzRmvVwfXqlrCieajXN5eT2qZXG37VQuHX9hTQL7kxF1kXDEf6cOsY1wTH67tymuV7XHwGW",
-	"7x+a6KJYLW2640jxyfs5VJplfKyOdunvcIhKM6UzwbrIzYywcHyZyIUV2Q5a/VEXZzLLhPqkS5r6r6Yj",
-	"cC3ppciY1edCsW7a78O/TH8qczgpEk2OFs+lygy6spy26Hm/U3D62imROIhWjKsNrvhsZRlnPz07PWLp",
-	"XBsL+8jzXK9FBp9Pf9bGMTD8zFilff9z3z1v0iOWoqtk61Xv0klfw+8paXPgZ7BzMVaRs2WtYN7R6Dio",
-	"SVkXROWk0Mb0jVP+PAN2JKtXIG16g7H6QUxkJjLvC3Pq///V+hchlqIAX0/zOaN8+UVs7oV8z8Vmi3TP",
-	"xcaTLdxHIEVQN+9lisDhKpPEP6Vkk3gmipywxkRh7vcy7RqfN6vJnBV6ZYWf0s8i//QzmovcHzPuV1C+",
-	"nOHPpD1iDRvu51/uMyzCf+wTLuJYsbc/PmXfPfn2vxgNzjI9WS2coQB+ACOKC+Hv9JTLfFU4VpR+Oxwy",
-	"Z/EWiucpispTrV9ytQHSNp/0KJyms+Bq04fNNI6mUXuh/8dNRl8/bDrPHRfdAEt1q0ROis4ax3rdYsFw",
-	"JVVvwbopWNswHHiRWSYsl7l3NsjJ3JlYkesJCQIElzMddTO/Yu9AUkN0oA+uGjAfowhK9FPbHtHTB1GM",
-	"Abbpn4qv7FwX8k/xae/GKvowCA/cYGnYRKupnK0KkYGEiDVwr3xPeFFsmLS1fXj37l3/eGXnQlk3cVGd",
-	"aWmafi94gV6GfPGPcWeidZH1iX+NO01WK+7UBZc5P8s/raL+p9bnINL6q3IGKV69iVZKTMAOtDoSfmGf",
-	"9EKwMz45H6vSUDErsxQqQ6Mf6Bucj47kcjG13nShPad7ncLTbD0XiuIM8LxWM1G40/MnBD8pITITTce9",
-	"S5o1OiXmhV7N5k5VwckYqZU/bOXYzMSNULlE3h3m+Y0B70QgkbHKubHxhoii0IW7UeRB2t4dPnHmdi6y",
-	"mXB0RxE+sdSFdQMbljlFI2GpEcbNsJ+DZtTlYzUruHJbQ78wcbmUzl52D89X1ko162d6rdKElazH2ELw",
-	"hUmdqV/yI61m/aXOc6f4EE/yD4JWXnpoRGFSR7STOZkjsG64N48aGFLCHEM6icda8Mt3NNCozqHGClmU",
-	"W4LlVtTIDc2Ffh9/y2RBI8D/s0wWYmJ1saE42VidCdh3KzAO5xmbNAz2Ljat3NQKcaHPndaLwcFCgM9z",
-	"rCZ6leNpuUtwxHhutNNn0wNgz386kpS504aZIwBwGSa1B6Sdgxr753mfnIN9Psnd0ZR3i0/yvl4KRRer",
-	"0Nqix6YQE7kER44TeNKMlXvMXTeuNlqhvwXu2lw4i5FthO0dUeSuwrMhtHZbXNuslkinL0Um+Snwq0/K",
-	"vcME+gs3g75jmWgE6GyDIXbYA87i+HtsEaTxFN3Udhicv4rC3bOXZOHe+lpr4++0tfHR0toOOvwjw+hH",
-	"7xYDV50SwLyyttV98P7TmkM0UvZ4nr+edkb/2vPAkvedZaGXorAS1axMZv9Hr14KrprDUeQHRDOSKSce",
-	"HS/XLK24In20Za2ZyBxL52u+SdgEgmzkMQxOZCcqmHKrdzI91wacyKUQRld3TdJG4eHmmdadobqoODl9",
-	"dkeX+7+ciVyvSYNbYu7Gktt54qzfPBPFgbi0BU97tcnleaO3nf6iz/4tJrbz4beGi7HlwnXKihSmspdc",
-	"ZQnuEK9tvt8st/vSJiwtz460SrxCT4ZDr48bzH9QmolLi8IUfYvwYdjIKjmg8/799uYXXBrUA+mnM61z",
-	"RzXot/eBlX+FsBA+/9vWxoSPv9L22WJpN7dIzIVYcKncjBspZMkLKydyyZXXOWh3LKg3EMmwYmEaN4D+",
-	"wIuCb7YWXX54e8G/VZb81omeW1wymAhNWT0JhYGb1hJvREtG0JXkfIZLAtsU5GlEzjApJ0XjD6WsO9dr",
-	"jMXCvgtnAYqsh94e8iN0bfWgHpneEQ0YeTFrX8K3aEb4RjREH4L+JvWOlMar8IYbou8aSe1L9zsI/ilX",
-	"mcw4ZlXVjg9/ss3nlIOQb/r4rtNtvcNWFIvmmzFZFaDE4AcfGeYeZd0hMiIL0XAQXAqDrFNdLLhFkvnb",
-	"k05jGLuBKZSrTUKSAq2RZrdj+3CPrrN9RqoJ/BKm6x6FSEyTfAEHW8NAtbXEi8BX/Jd2Tv5XP3p1BeGj",
-	"1UP5sRCCWXFpS9n6hP0iv++x5eosl2buo+Jg6/lvDPaRTMFH3879r47cR7v1kbSA7//WPr1bZJLXmuuV",
-	"nK8eUgH2tR1GQU9EFH94ZMI9o+DK0XZkpZlJ0ZYEGuJZBpmDPH8TLXTKcyOSm6w9Pqf2A/oBgyUt+UvO",
-	"2BYXkCwwheCustJSTHgN+bVrvmHd9ODi8ACeM6hi1fTStm9QHqotVjG5R4wR8++a+MG5aEoQI/0cVKxu",
-	"en6Bs2nlqtsrxgWWQ8AEUjYFI5EcGsuVZfD3XvMdjTfeL71x6/XqLBet6tsObaBVKtSVgX1VoASyZTb7",
-	"q4Q4Of9a7cNXLvYZagvbaw6CcPtkqo6qrcy6mqrBukqIDOJr7tkLgdJPQiqD98w2E8e+O4HPNa31WY7O",
-	"qR0yrno6O+PCQUQ1nFqpVOwaws/nBT69i4DIa9h0WU+EhdxvzqYaY3noFRoRhyB3VsJKX1cCx7Ke61yw",
-	"pZzYVSF65Mmxc2niSGHpt/PONmlYmM2AnQYnlMTDBt7k7E6wxNhKWZlT+JEGQKcSqqfouGNdZ9TauSwy",
-	"4x2g/mnK6aAcyHI67js+xx0M32mhF+jBhBQrlYUVBc3KD5qAKpw5U9D9fZXnJGACGaSYLzNiSoOBO+GK",
-	"nQl2oVcTpxZMdYEOpW3WGPbmxGtG1eN6R9oei3yvZ2LGFeu+/fEpe/z48XdbVrwtd5w8xn6M8kxybWxF",
-	"bdyhhzXzjqAlRrdh1zV6dkEOoJpU4ZbvS/luOOGH8QmCNI/fGniAzK4c2Y32PNtaI2Rz46cSnOKupb0I",
-	"93crHCfokUeGNPkjJCA6KqAW94OBQDqdVBmgjbzWDfcAKTY6bCMES8P/o9h0n8M4CKZY3qG67q2ZK/Wa",
-	"G2n28JVdCv4zTFtrEEwya5a3hdSFtJsWw3uLMMLzjV8nkmpQazIxkQueMxr8iMnMOIYrJzbfMKkmBchD",
-	"DnEXTqwYFDHMauyMOv/fv4b97377z//VtP1QBnGDa/YSnHBmLpcwUuNtQ1XuPi4bzOm/tVRNB9uuYbYc",
-	"+Q4VpVEpIQdlVyIn/beWyle0JaxUUs6FWDr1hOfyQiTkN4YQNOVaFqjHXK1y+poVmbXvBh7Y3mRurhAx",
-	"tMZ/wx6zrpu10plwRlIhMIHV3fzevnJj71sOBHC14f6z4DnmvleXiwVZ1aixPr9yh+m1xi/pvIHIziUm",
-	"yZRfyfXkfJdlsnsCMB493DSL51YsoACwiZeUCZ6PDNbqJVRRl6CVt2EQ62FuWNaFfF+pJvkKUiGh7g2j",
-	"QBhtxv8bMZxqmmBNmmO9Us3YstCXG0e8WAyHWdCGcUwjdpNgZxtH5mNVCSCFKHEhpisDdXBghGFxnvRc",
-	"TqoZ6keBqs6k4sWGUr9uwNJ+EZsTS1r3Fi87v7gXRvaL2DxXU91i9zJuWC4NFhyy2CSH8kDKo6gRJlrR",
-	"+/iIjPyzhe3B/QM1Rc3snEmFVDVoFt8YOqsL+8ffXO3EwDI2PwDNqGWf8OxaHQRkSShgsLH5sr1FFID0",
-	"sdft5Vfo1vr9gOgfhcbBu9doa7Z6Rt4UAiNcTvXqlYq4O2dpSG1v9plc40xbHJbhUBNvNZuoRvqfpz/2",
-	"/z5oZdrfcyP+9mQ3peBgjlDg4SSsb4NV2NqWXylv9sY2i4qSomrOvf5humPnbkZ+LXT3Dk+8QQRc41Ta",
-	"FnS6FYCOCvYg/eVu1vXCqzzVJaExYY7t/np+e6DD2ny/Sqh46j7ugEHmcj6ti/gBEmH2d0Pjyred0KDe",
-	"7e3CAaXgqrAjDtkccoRpPFO7HGZNbizTRETv5psoTZXMP6nYWheZGey95TR8605jQlIQwFoJ2u5abEQW",
-	"3sUcZ8+iV4VbJ/ZhYxqcynsI8fjMWzwARtyHKN+WS5AmDKcR8t8d26XkqRHzOjXIFRIbMRzFnKvsIzdJ",
-	"G+spdHuHtLF9N7fPYZde8JJW5pTuEZEx66aQujequKzI5ZEgZgWlp1k2F3kGaWo+DPqR1OVuZdvGBZ6E",
-	"Ff6Q+nYP+wgcRE/Ob6ANu9fb1WEwZu5DIXbT+qngTaviExzsOtJpKtREqtmpPhdqT2/UR0Tu9VpV8gCu",
-	"dJYCv8W3anNM4mW2bdDPIs9uMf6K+VT7EMzP+ORecVhHQlhEEfJBoLAShmDd0vMpKfC4EFyBF7N3xFLY",
-	"BcRf6UvVXxZ6VgjTliUSza3BQHAzeWTClzlUqR9gcjH9Bv9T9KoOWSVC2cDVztOPoLQ2srmmr7VGZS1k",
-	"1e5KKTnB6OaU8RCI+nSBKDydWiAq5JsPv9IIVNKhJe7hoSeOS2Rcvtl8DUhpGrWocuAFRrXkTEz4yqAz",
-	"tzzOq5S5UE+JKs6joAs2eHFu6l5stxZ+1AVbCr3MxYiAqerzTtzEna5+te0Quy13WhDonr5xltXfMM1q",
-	"FPuoyS/tVIo9M6zqwY1rhBDwm6YlWiAv/KzAFwKRAV1koqgkr+7ipbEvvyE74IGH3jIPpdMCJvo1x+2v",
-	"8EH9eSkzv+NA/I8My7kVxlLc6ogNKWUKfg4WLYfr9zFJpz6oVXp//d1q4h+viM3F0c/j/v/l/T+H/e9+",
-	"K/85+L3/2/thcvjNf31ojIu+vhDFhRTrYDltR+l9clz607NTFvncjwgj0fE8qMb35WUpW/ANJRSmlH0H",
-	"lZ6li2TXlT/BUXBGDSUgZMztN1hs1u1+0qcJgjH52RiAN1t9lBxyo8XfWxrJzZZ/GrIZfdD+JrtQ5kZ+",
-	"eTvxPyuxuukVgKjql7d0n316s8VTtcaXt/xqCu7NNiGDsfpf7F5sJ/HcZDfuLd3nZpvwhhcW/Ei3sQdL",
-	"P5j58jbC5xrcbAfuJ1HiZis/EQu+nOviphLBhHG+uC3wRUU32wAqh/nylv/2nVOMb7j6Yn1PWrGbTY2N",
-	"XcNlkbdkJEPNbc6VkmoWchqdASh4kUthbC8hdzjZemSfNfnCP7mfpLod7Q6Thb5oLDgO7xu2nmsjGLjN",
-	"ffl/dyNsL/YxWdorlgmeG4QNsvr6s32pLxqrPiK5cq0anwd/0O36gyK0EzN383RkkYUS6Njd/lf2Bt2O",
-	"vydUjUTUX3KOcHeb3EGN1387YmyMnFGO+P53qiVjGijheiOthZzN7b6VBPR0Uk7bf3TnDuyz+BawBeR/",
-	"FJDAyvIqkyP2dx3oheRe8+8bkxjDyV25DTSyXitMuV3wDVvr4pxpdX1e/xo+27BBrXfvKTYOgOsN+Kep",
-	"P0REgYKFpABEeMT45JwC03uEmvemxKjUYBdF7s4urIq7a1Jms8SVluTtlZpHiKrvGJpbPGNpmdLrOOo/",
-	"LYTY6zOBcq7O+ygfLZM+wh7s3L/X68YKl3quwfZKUZupV2w4vu692Eqs6SnfB8J/lM2ENYyzuZzN3c9K",
-	"7ElkH7klldXs3I4T0eCyf3bJoWTK6RZ6GjBHQGSX1zttSgNfNYUAIs0wHaaDAaGbHKZlc4reYPf6G9Re",
-	"/ypbKfnHCoGlzDUhbdo3pgUF6zawGZqT+z8enaEOwlVJDsILWkFiwOcBx9yRL8KRlmd0gwy4LcfQ5+bu",
-	"6bwRBXVPuXkmXHta24JfXhOToD1xaRlm3CBr4bdHBkDaS0B2YlKAzuAtTehS8/vk95Rha5TeyKdKQLYY",
-	"1Cj98OzFs9NnbDAYHODI5uA9/uPD/wuP/iMd7Fu/TNPezs1ze3NlSl583RqRP1CEVHekjs07YCdzXViC",
-	"y1wZkY1YtcdFYxuLpN7lIWGN3ShwzxqBzBDpbawAvayKW9ZLWL3fQOgisdVqIAGIXCsW8BMAN5ZdBmBa",
-	"jdCD8EsEKZuwCBDaLW8h7FxnFczyZBt6mV6DhEP3c5l92CUcSUqXclNpyy5MokJ+j0sVkgTCH2BO8JfK",
-	"5z3kFkJNxX+JQLjoIAiCa6yqGFx+Xbjx0duQmhDeDnhmaa82RDTpOihX5csIjkrezP50lefpWNETuE8G",
-	"nnEHuDXEgl9ib4Jal4YKPGrATGWNkKkJi8DzkwZEezdYA1p9ZTiEbA406lt4dJ8M/w4bgxWKfSDsrE9w",
-	"I+73775LCPYnY1rlG0zGp4LGOacccjdEFfU9YQ0CzDdkIEnldqaxrcNYXaOvQ7KNPRT9qbrnzUDDdZRU",
-	"2JfHI8YjZ8nx0xdYIApJamMlM0TL6bVBrJbgrG7btiB28f5MRJ6LzBHUt8PHjci6AV18wDI9MQdv3r7+",
-	"/sWzlyeDReZBt7llgk/mkBVMDRfXCDFLx2Tm4C/KNDpi6vhEvipoW2grYzl5ZrZzVEP58LY4tNLmYoem",
-	"Fmfrza1dmtHBQQWhepCJCw9zag4Ch7pSSMGv/vvJrlplDHtvY9S4i1qByavku2ObsbrIfg4N2dZcQtVv",
-	"l8Zw0sIw6OmFfVSS/RWHtnR4+H4SZtm6MDejW8FxKEtfr4XwsKM+NczPNEzQ/3kv90G50qvKy3C4ptlQ",
-	"tGO7fBLT3MuMYXIvUvp75GLBzmPUzY0t+KahoGZX5qmHSt5ryW/fvQ0wRlsutPZcX2oEd93ChQYSpHHK",
-	"me/OFMbt/VyrVBbUsG/Ppnm3VtZCXfxuVt2CW3vL9S23So8fQ3IfWysT7mtXF3Bhe6GxQkqLSpkRQkHU",
-	"49pVM2GdW0R8t5Up7aUoZaC+pRTF7DItDZQAQukrwC0XGfoRN2wtCuHh6/d25IbJlLUtdWpovToR26qZ",
-	"faiEloIVk2pxAYB/j+45VHIGe+N1+u3ZzbnCkn5c5fmtV5Dtf8P22FrySmyfdTBbHjnBdDkKWO1AADgR",
-	"Nqvi6lzLRVWzixqq10zl0lVtpIB97KwkjKfTS4+uX9dW36drXNTSE3Ordzh4Sva5zMY0QibmoYtQrRg4",
-	"9Ewy7iJUOvyRk3rC8xwRkLHJGl6WqKmV12iw9RpgT5RtaVrUVWfbHE/yhhlBA5+oNVkhwEDiuUmgu2rc",
-	"iB5OEPriQqP6py8MkqbSmTBjxRdazRg1s9CaPNTYryVqVGHYSmXQ9JN10/FqOHw8cU/DvwTYDM7gHQwG",
-	"PcxbGCtnw+XgsYe2FqybrnWRZyP837THFhqaJXMVZregDvvOnIp7r40V2VaQz14IbkXZfa/WdB+WRUH0",
-	"rhECDbmTZ0//+fb56f8ZLLKxmlIHpqm87B1hdUWlucCAHZ+FfhN6ZeP99UcLtUll8465UNDykDrH4eiF",
-	"oSYeA/aUenlw6/ko9pVBA7IQ9L9UOs4eD43/57eG8gKo8YH7HlqWwar7VwftuU5C/8DzcMR/HVRWs1p4",
-	"9bAZIaZE/oOGOgZaTJ3Xis185B/ccJDjAJBLS7eF7h1dQFeasutLwt4+O/7h5TM27rzFJi0Y41wtZwV3",
-	"JNrpjUJiwVhhsx5gpJVMgzPu9pkODoVXSMmIp7zgmagBOe3UgfF725sy18aOlroI7Y3iLYApSsVWRgya",
-	"B4WZPW8JNTYksWRuuLm4ZN1xZ3g5GAzGnV7iaTfUvNDjzd9sxilKfYcjNUtZt8w5gbYz4NqBn9HFVcI2",
-	"sm4mTfhthCE7M5dLtlITUVguob8xNTiivJkjxiG+F2WHIMKWOxT03GlDNSplap+fHmAB0wc7cYpR4iEQ",
-	"8PVGYwJW/6wodLGLvin/ZqsHUZVie9STiJUtiUZRyyhQjh8Z7Bc1YC99+Thd6PTg4jAtWwD77pmOe/z8",
-	"7PgHyhgwY5V+O3zMGjonIeaW93d9O3x85LjyJBe8MARxJvIpygGOsxkrs5pAC6xKdlDEDcrGyNvkqMRM",
-	"W8mtyLaynOIm4HtgVCMNxvQfLlg5h8QL4h3CGzMSmmH2xO5mBXi2yJ27MfW3E7sn5JJCewmmboErkBAU",
-	"uzteDxy+ebRrE3w03h7k33gKO3b3BsHL6vk0JyubWoLGpwtcloVIN1jidjXT51aj1KlP8Zayct1v6HTV",
-	"i+XKkWivDI3LLImcdyFFzxsQZcbWlSksuSQLYQ9/U5TPu5eFV+7MQzHzvSGTg/XJ81xjizVKaW1cU+8r",
-	"Tmctd6DE2QNZ7lGWDaYUoN5QdnAp37tJvivesijbdb+C5/ICvWhx0t2Mt9wBP2lvYFRrXOQsmSp4Qy1F",
-	"bRjp2vhub88ctD0JIcAtghFcHjmYMPjFG515pWvS7mTJ+kHfisQs+0J8Thj50fxkY2JTu0RaSCUXbgHD",
-	"Kw8BB9n9/bak6UwsOCKv7EFr7enMrW3BoM/rnsN/ZPY4fiLZPuf2ffjnsrl/V7kbDbm00FDSXRe6yWuu",
-	"rKFUWl14jj/VBVspOBJ0ve882RYW07gpNeAG/Ny5EEsUb94MwRcGmMuFH4JEzOEw+vThPp7ieN9O/Dl+",
-	"EdDzKzhf94cdmPPXI85r5oW2pph7at3FIT95dmsbxu4Ns1sR6LchtTXtH6YjujE9aiwrJqtC2s2JWwNO",
-	"9gyanx+vmpI1TkOj+5m8wC7HsWva94CGR9wHn75+/faH309f//LsVdrDRvVO2molkrFCzwn5QIObGlsa",
-	"Q7Ml7BiLGiNsMnA5mF65cXNrl9iHVzYinAet1+2J1kUmFYpm9Icb9Gwucy4V+/n09M0B4Mu72aAnow8X",
-	"HrFZBmM1Vj8JJQqes2KVC2ogypfLfOM2I3YJOQKAL43cW//BwFuFoYJ6UibL9GS1ALd8N21rVpwmDClt",
-	"rBhLidjSHiuh9CFrTVpMysL0HfcvTFLCfCjMSSqDAiEO5AadSuEYAFfl3CmBnMZ3p5LukXOEAQUz14WF",
-	"nFIMK6QD95FnsEXlB6i7LXFTjAsI3Kruk8vLHjjDuGc/R245U77Kbcom7uSMG7Ps+k5NvqZc5is3aDf9",
-	"djhkIQ/MmR//wV5B7qtU0OjXPfPeTfKD26H3wDXwn8AZ3T9lZnoMLhps/dWIQCnrGs2otmaARTWDQeoM",
-	"FEVAsiI3GHBgLH0CU4xScPF4ABHKlLWCqrTgYBk/kKPOrYB69afW5mkPaCzy5FG/A/fcN98OMVny8RD+",
-	"8+0C9oSxlzx3rMlZSkrMuAWGDvJVk2e+jG8xEnGhHz32/ncymCYCy8Lf3IzwJ5jbqLrcMlN4wI7xEerI",
-	"fGgAdD03mhXi3+Aag1XjF7zcd+MOTUrpe9ZRlpoINxaREtzP0rftoy8UFnfzBEFVbvOZmEuVbe/2MTae",
-	"CI5eaCq9MuA1hqlww9IY0X/EtvqXu8910yeH37KWJGXs3byWRvQSN7Czm+Gz1BnAXXU/UTDq3YjSJlRF",
-	"ZidzCN8gn0iYF4f+ZvtmHG4S0SFAWrUbqfz6gL0tF+oESyMdgL4VqICys+l+uvEO2Uv5fY+uLkufHD5m",
-	"tTTvAXtFBTV2LqCpNRJ9de/fBU9+o0sFuut7/6kPtJUcBkjAKS2GSZgWueQZeOSbs1qb+/M7Kvjm8hII",
-	"0/HuhTQCpRqrxcDWc27h+gfOhXkhJvEVBnD1dcEQ3dmwLkdVLGEcFLEEUlC5XLh/LALCSsLouczJ+QQj",
-	"MG4ocAdtekyWzSO8dK5FP6KgJk1NYld0CNeCeIHwAgT30HXEWXou85z1v0sZRXNRlnhVWNpBdErhW26s",
-	"reBKct3ICWNtsZPtU0qQhNwFoYtCFASt1FF3kSYm4m5QWIDhmYlegnYLgX2pgj5j+lOZQ8o0TB+mVVkB",
-	"klh6TDUGKPvZ96CvMBSJMBBJwwRlQPpkeMiqlQlu6ExMJEKAwmFV4ueQnlBqU35ZkA/w5rnXqEZsLih3",
-	"AOgDYos8B0no2Duszet/wH7jpZfb4tfN9Mo6aY8BYAb4dBjaBR0BpQXE/vta+UI5VUq8cMBJ5WSfDB+z",
-	"MkX/yJN3lC9OEwq39snwCauXZRxhAxu83U09bGBKkNltgw674BuYL93s9GeIbvplpn1fDdCfa+gcHs3g",
-	"MduqJHDCnaWvoZaAGDnqJgTGWvqFnYYCsyy/gCUI9W80FCaACHn6+u0JKcqGzbS76PQ7vWIwb37ghTCV",
-	"MEQZLIYR1ukIT+Gb71i94GGLJNA+9BipTtC4lYBp5T3P+CpQMPnOYaWl+5x10wW/fBFKKhb88qQs4Vjw",
-	"y3ceWJhsT6RBVE9zccTONl7CsDnPp+7DELWb5fqM52zCHYuEHubGssPeiC05TBb99oYvhNe6gVgM/g7+",
-	"yGgEtzjUmx11O/INc6EDnPAltLQiFuqIzATilVmCzJtJdyT+gmqfPHO2sii5fSrZgPRi5Ch+TOFuWPq/",
-	"+7Fa0X8Nlo0ZMaWNktNpikknrNQ+TuhS99/oXE42I2a4ys705ZHfub4pJuyR0ko8OmJTp4H1nVlgrNO6",
-	"8e/IhXz6jvsFgIYtSirqJYOdfnjUGCxBPTxqS26puREwTEiQpMHcEz3gVALULc7OCr02oiDFuVgpdzy1",
-	"qwPkDRrrSUMyENzkZ3HohnVTKy4tMgOqFkp7sLVk1JEQkdnIUSA2iUAN3GtfsLkZt3zkbpASR0hxONgj",
-	"r25RC63QF8p9Gv5RWlv0oJ6GEZ1VfBqyi+g9x/owsQK+AOq8rYe8B7ROmYFN6WVG1OvR+LPb3eyxspqy",
-	"LIbsqg0WMIFGrRfORoUt8CpDedVQph9+y3xOApaxdCpmYuSBGXUOB8PB0CfG8aXsjDqPB8PBY2w+OQdn",
-	"xAGccGf0/kPSOZhDM74/wQOGJdpByXuedUadn4T9mR6BBKilVpQA+M1wGHXkApdOTTeHbAM4nit78mBL",
-	"QHA51KOJxYVTONyanuAXmwYKMzv4nmekZuMrT65+5ZW2PzqJV/HedEb/+i3pmNViwYtNZ+SWG2W/+FQp",
-	"uJnYqIfPDGRK++0znd/ceAcL4YjF0H7TuQw2fJHTnzBNJTqBOoR5FJ7rkrWgECzVsb8oBKmNZ8mkyC9F",
-	"MedLw4yVeT5W4FOslpFRIlaBaWVSzXAAoYxYnOWCGt9ClxYfXemNVemr9W4qWATapP0+hQjJhu0Sh6x0",
-	"ghkrCqRimgiEVb3WhxnWzOcgVpc70QsBmWwhEXKsthcEAO2wJIDcAHNmwYtzulJ+1sHCcSM7Q2alcCHc",
-	"ktH7xks6iHWG5KdqsJNRL8SNsGPlPksxqWSnOURsYYN3e+vavUWyuJdb99Tvyye6d0nn2+Hjq1/4Z7l9",
-	"V95Vyu3yVCAdQUy0mshcQPV0ax4biK7I8qyYf17qNNrMJTU5m8eHyYGOc0gFdWpr9XawLhZz4zf/PO+T",
-	"e6HPJ3nClMYkWp+CEES2d/AG7adHls+3w8c7mdFKesZ/cXhAVcqmlfm/kMZ+7x8CkAx0LJlWv335yIF7",
-	"+Q1AALRi99Wexsjing+DaQqO/Bvdj2pQId6RvXJlSrDa7QITcdnAzV86yxMTY46cmmwwEAcQCtywFHwD",
-	"/0gD83OjsCWf7dFqOEx+OxCzfcP9sX78BT/c674GExxf2uOS/+gN149jC26hIG6ufi8Elz7EzAONBkQC",
-	"YLSn8Z0qt/lD7R4doM8bDz0XGJat3Si9FoUnmi3SbWjUCS/chA9/rccEGwNXZPcZJa16besx3J6EDexh",
-	"+wKexjN/ONzq4b6bC/RSlZsEEhwuZetBX08+veIL8YY7/ee3pLNcNdDIW/e5kkquKf6cWfg/K1FsmoRU",
-	"w01/S4v7rGlhL70Oln4z5e7GFAS7GdPPEfkkEKQlgRbmPM9NmTsXmleaa7H7A6fHYX+Tjyc/bRro7x2X",
-	"9mPJz717c+1oD972hhvjqGmbw30ZouvJ8LsdWxInC+y/NSVJbm1KHWpohLa51zeAGCkcixnN93V/hF0V",
-	"qqyUjLhwjucKAc/vWG099RUYdMP1dl8pAsfZbYk89Q/9FSyReEf2skRKlPj7t0TC5PexRPyxPmhBzZYI",
-	"bSalE3JDfbvIaSAtxQziC1buf/2CNZoo1fNAIH3KHcLXqGY4gFj5YdAL75MnRG5EFKWHkKYPZ1CDQmr3",
-	"jHXST1cFt7pga73KM3SG40qrDcpYF2IXY2UEuuF8i0aeg68O/DMQwNyG2BqwY8V4loXW/ILeHitfRjvj",
-	"UmGtRjpMm1xxuB/+eu2jyVErgq9BlaNl37cyJxZlpgzSCLUCpoOVtgzyDtNey11oNwVbT/f21KXAn5tN",
-	"QZrml6Es7UUzT7Wa5hLTgO+BZk4r7AtzvbrpkBQUDIcaYdtp5RbU+YYylizDTCc3Ci9En6usb4RF0IyA",
-	"qEoBvYQVwhYSoNsgvcbt52CsjrPMMKshmFoRDwWEHSvoG+jpBozE2iclAVaM1ZpvCG5jcSYxdEx5TiD0",
-	"EZoCgo6/0+d+P+N2Mv/dyD8he8eJAfdpXwBXlx64/YWczW24sZSzkQHrN6tFSBJBV/dMiWys/vakfyYt",
-	"K6B6GPn8d2wbgDFExssMbcBiZN2yK8RY8SyDyjySK5jG6KND0CeYK/b3/tnGCppx/Ysez7FJThxnWclG",
-	"asTTAIUDC2S0Pr5wb4I7P8tCSgE7BMAj98of4EjwqEUdnmU+f5sjodFdOdyn8Om3+2NzuK1eGrubkGUP",
-	"PO+2eN5xlrGUZ1kZc2WHCaRknYmQgtxj3OqFnPA83xyx+L5u39LyiNqYZBMgAiZvisulmNh/PEsTx2fj",
-	"L0DemJxWLixBt6TPAKXYM7VS84Mfh2mvzPD7jtWhWtu4QEjrGyualZ+TtLG+yqRputgnsX6w82KfACPf",
-	"XlxgJrCfhMrfdK9xdpWrved1hlvxvc42t32Tse/3h6qJZ4uV+HA/XORE2K+UYTw53ONL7ohPtX7BC8SO",
-	"eHL47T5rCpnxL0Um+akjofthUe6KBE6QtHEBuqWIohDpLL3dVm616edub1Kl2ehfw6eUVZe8r2ep3pb1",
-	"/v1LtYXs42XCRXhv5YOzqcXZlFW2qe5z2u3Erd2+yNXUZnZXKesO5UmNhJt10+raHyikyaKu7hGUf66U",
-	"TcAXI5UwmJoeN0a4/WjtTnI7iL99S1G5WgQnjnpE7SGaAx+jskETTooZyzeGCVXoPBfZ0Vi9eX1ySn7I",
-	"4NKlMKWzCGfOzvfFdeDQlFl4nZ1tQkkHvDIaK5hgQ2MJ1oXrTNn0xvtA5gAhw45D+yUqEKEai7EqDxvQ",
-	"P3SeCWPjDzwyWIJIdnJdI6dxm1TrZ06A17lA7cSa9GSJAF+xOprsyQrcCTvCbh4YG0vtGrsGRXAVEsGe",
-	"gdqrnzs9fbGX8rAz7eDwbjgqHGNzEBjFSkz/TpwIfOGrTHa4i4Ay7fMrjVnB+8SXS840YlOx9jfaX/I5",
-	"z/wpbAedj/Dit3OtWi8cVm2FE3quGgGV0E1dbkZVtuWDOUAdoCcinGcceu5isncL/6o3zRmFpVI1azQU",
-	"sbKxauRlkB08mfs8f7fTj0wYjVAhjup8fazoO36PHL9z5PDNHtbgqdYvudpgCdd9KYCOGo5YAYF/g5F/",
-	"v+j4eAkpzd/g62uEFRF98F5muzMmBb8QV4iIW2KxsP1vPeffL2sL+JszWx3h5mJqvwae9krbn0X+CbjZ",
-	"s8XS7s3NsJHWCPUTAxzM3Te36dssrKHf1hGhHNdkEbzP8zzUMt5Xyg1Qeu0CikbxiXR2y3r11ffj+Q9V",
-	"DRxrg6hnZquj5Vl46q/gY6nsyV7uFb8/n4VnpZz+Pk6VcLQPxnKzO8VvZ0vyDtbTgboUehdWDOboOD7U",
-	"L922f6UpCmNFsUgB4MKXi49CzCck91UxHjM5nbqfMSkGBxgrj/UZW7jdb4bDhK0UojtnvZZKtkDhe9l2",
-	"hLt4nQhI8hmkw5bXuNm75M/t4ao0+ZWim4C9QvxtcEYAFEdDS6C2u3Fzb1L9Wh2UU7gTL9JpvEoAAyRo",
-	"X7dW7q2VybmHwiEwqsrVhTlDteFY1e9mQnnFpcWWfjM8dKbamOAlx50Rm/IcbDS65oQvDDZW1oLwOmKy",
-	"of69AsNLYO966uFYx8rjqqQyS5NK4fCCnwuMiULRPmBAQXkj9uKFfgvuj45tIeAKZRU2cpunfLHkcqau",
-	"4Ua6rtvo9v0012JfdxDo9WQYQr0f7tBxRF+bbBoVCm87f52Oob/vGd+lLg/3UJ2w1UJ55FQHeREzK6hG",
-	"jjLMqq4bboPrhtua1PvkAe4vyPlS6JzxaJe7Pj0a8aBfABBdzjd6VY2C76EiRrLsSnfLW2Ea2ef1XCct",
-	"3nXgXitRYbp1oOU79VrvZD64dJFhNqOXmxiYiSWyO+7mCj4a4CtzAd1LwrfbSV+yR2TzD1usAOIN70r9",
-	"XAJcllTi9vXEa3hHWqpJ3xQa4Ktuerc+mRbwSRO+dl1Mv3Nf3c36KI3gr5IlhnBdmDoZoIBK8ag0K0Tf",
-	"X+5ri0SEBWt1niAOWOjKEjJLwTzRU5b+9OyUNQ2cjgh3LEprg2IjKxLfDaZqJnWDnZTELMz9u5TbCQKY",
-	"BcPnpISEorBTro0ZRU1z2L49cwgFB5HKwK2jlRgrbNZD/BUxdDwMTQ2OCrrRYHcdWiey7XHZgMbZmsC9",
-	"EVcvrXamSXsBGo4jBqJQGY6N6DxY6eMYfhKKw+xcLHpJjOR8JuxaCDVWK0VwO5W5ummasv8P+6j2PwG2",
-	"qrH/Dwvtf0b+rAX28KTWRwBoqDRQ0QXA8iI8ULdilatVnqeA/lMSQA9w0o8VjvQI46O4RmeV+2kqsRbG",
-	"xrCmSGTSskJMc0Br7vKxKi8SKjoA/JULfuH2UheAb+ZYLoAie7JjJxqzpEuEushb8MiU3kanQP2x4jnC",
-	"alVK7LMAKA5fBvQ7WghOfkzuRIywgkeS2vVJ40PCGbc8YdC/1gP8gbnhPQ8q39DU3E2ClgphsLMVwsoS",
-	"g5EZ5NTgAVERDW2U0jAlv4lj1Y3pprxAuiBAMhv5+dhMK9FjFtwbGEoWF1Kv3MmN1TJfwT0DEDOZmVZE",
-	"wfJyNqamwy+Rf/UKAb0F21iV0A1lKh6PEXcZGnQHT9y1whvYG2crxtGYMRKgJh+cpQ1Bwoy6iCJVGtY9",
-	"OXnWu0PP6B6S0rCUrkXKuun7MfZPHHc+pNjhdHIOZR3uH48MAFI7FtiL+p51uRorP/HaM2WnQBgF2gnU",
-	"HgEDAX6Ff+GvY+V/pgApZaZU0xKw07cs/HhSGPfK+UVaorLmElAAxWKs0l/E5rma6nQUGlFBYwv5p0hC",
-	"ngkyTPwapanHdS21yYeu5WkyVmmxhv1KWAoLpTlDCBgOtWm+A3Ycg5uCBjJWM192U+3rqaekgAhlpd34",
-	"Np2RToIcEX4lhMVMGr5cQvtUGJWjvEOuCd2sgSdD8j6VP6cevZzweTFgaXxHP5xp7AkuHxDMFoKg+dfc",
-	"Anp9143hJNq5VNkjUyL2JahTWJiEr39Us0em7AMI+sO00E5hMJqUJK85+GsEIpJnZqzol4TN9RpyjBZc",
-	"bXBUzG+lxoaFcfvu/ydUYDpunut1viHVbKyyQi+XAl3nOw4lzJ3mlJGEkxZ3242djBUAUzptoAJWS0qf",
-	"59d6jQ13CT8ARRNeVWj+AUlMCTtM2DcJewxtyceKeiGwGV8SuqbYMMM3Ya+cTkrbZXUT9Le7AAD/zY7D",
-	"GRMcMQzOA6Bu+oIb24cl9J//kLJXjgUg/u6JXhUT4ffTd5kYK9ROg8rpNCDLZtr2mFoBlr/TrSFq+Yr9",
-	"p1sayVZsqYRyFRSaSaGNGStejn6EUQ2Z54yAAbaKyaqXB/cjLH6sPPA5fLWsOmULaYxvuNMovMNo+5SN",
-	"RrdOZnF7l5m2R9HuguIZVA+3CZhGTN3Gk62mKaEzkK9Mm/s+eOS7qxxXkwcvZBT89jmqIa8vRHEhxfpB",
-	"DbnF9Aarl3ICZ6GCCQnaSILMDC1hbmoo27sASi8OD0Ds7c4p+gkf+SskFJW7sRedvwxdTULn5XtPKqIl",
-	"7JNRhAf7cN+a71vZsoYavbZjAtGj8V3zx1C9ZwfUnqtVwS+b3ZGZPpezuTAW/Q584a1Ur5YHswSSGhLq",
-	"BZVgTx1QjE1v/yQCp27Rd6HPhPeehZ7QPkGCZvmPX9O4C89EL0SU6OQ19mqK06+t+U3pN8NhukeG00/U",
-	"F3GPnIOyhfCXluG0xVqaE52ADh5ucFOWk78iEFCnG+rEJ/QCBX3Gh7z8natk7pHzUlpPv423+7pCEQ6z",
-	"avJXOcOevnKyVttd5dVRr3aUVy3SB4/31+TxHqtuaFBuerW+KxVxEl0FwshEaKKxihyqztwrO9SD0zYy",
-	"YK9o1tJum3m2/vmZMzCzB1vm1jlzq0/1Dtkr3YLrp5nGQ+/KM6XO06RGieVcLKDbLmI61mbzXmYf0ppL",
-	"rwTsGCtuPHDjI8NgBqgXkLtB2lEAdvQSDv2jlO5JfzNCEGIYlPMM2HPLZloQHDM1m/FwzPtmhrL2xND/",
-	"1lJdQ0u7lQLjO6rovf3cDzzBT5L+CWfgDqO5XBh/eUj/vKf0T7ydZe5nEMSVJE8eK7Be4YO8z4c0z92i",
-	"xpF3vKneToe8eO8hJ2gkBMn13Q9DOmjMchvSQXcb+V7W7Fd128Iv76CK9sXXVzh7XwWkJXndtvpy8xTI",
-	"E/KUIPl+pomQNWH4KbMgrxCOpS4XIFWhZaR9SIv8a4HnVYlgF/s/v9gZR/lFbP4aUZRzt9B9YyiU4fFZ",
-	"xE5g4vtETtxRPtj2zXGTc7GJQyWkYJX9E2p5PPGFOr+IL9PB+3Ox2ak4YfLLL2JzVTQfH2yGi6X57AEY",
-	"e1U04fE3nQihargXGPTX3dHgF7FpQGva/c6vuMsvCVvonmiZKMZRiiPorpxWqFdGvtLeFgknzb772LES",
-	"vDyPDHUlF5ccHKfcUIPxpHTvp3ED9RSa56552SgVnuumMY/WEytCu3Dv52H1l/QKYGAxIne2YdxnuMAF",
-	"xsbDCjNnV5M5K91RTBfsnP+pNaZK16KC49Vw+M3f1lzafzwemtTnMUfBle5Trcwqd4vP9eRcqhmDywbB",
-	"yhLYPsQSqV97S0SRddP+YTpi/MwIZcEZHSbTP0zdZrnD8xIBOJRmmGPXo27D9YrusPcYIwB/O4YoxyqE",
-	"KI+gF0pa5ly7od1SYSI93xS/XDf3Xdt9SERPxwoSH5mmzA7y3Zk5L7BWO4oCQH5eS1h0DzbYUN1+RbjW",
-	"s0Tc4SQs7FY4ZP/wToOv/3HwH/tbA8+tWHzv7uFOMH1/Wd36MWcLvu1v5wm1SO6/0bmcbNq+SW8enMA1",
-	"h6/SCx+Szq++vXwT96heg24gjEcG3cf+Fz1lqRegyJ92nMf2EXT+dz9mOP3Xy4Cys2s9r/SJktMp7uDX",
-	"JbnuKVJC5439VBwLA+rrEXeifWfprz5pBLKXK7KiQTZdzwD5RWzqfoa2ThMk1pyIC1Ktu9TGyLN8A3Kk",
-	"l5BsY1C+LrATilRjVZIrlqKQs+GR2ZJ9hp2LpWVnwvcvWbAujdBfCMtpmCQIOvICQkaLLbgyHKvYYLd8",
-	"SNVJv/SnZ6cpyLM4wcUNA4y41B3xWBo0yPTX9KgieuC1sSrfK6UD6wLUh+i7R3pHiLS2lqHfAg7S0HFh",
-	"rMqWC/7ggT2jGAqyJ8CAlEFdNwlYD5s76afMWIWWDJEMwD0AX+g/XqRRbqtbQAhpjUiu+xZhDb09WbcQ",
-	"F/pcZMlYUfQbxG21wboPlefaWOpvE4ZxBDDXeWZSCG+DdgBFD+dSZePOaNw5vxh3kjFIoHFnRByPHePr",
-	"GS0XtzoswqNOLlaYE6HG6kyEc+GlDYPOeZ8Y5SsO/MxCG6wnw+/GquXEIrUR2uHg2H6XYG1x03tHysuc",
-	"T4RbA07ea2oRTjH3y3OjYdIXZK7DH7F6jXJC3NGm/f6CX/adPZ6y7reH37Bf5PeO4olFUVe3w8fwTt9q",
-	"3c95MRPpkU+AAMBNmmKT/vFmtZf+AcvZ0wrzKod//JOoHjVXAz8X23SfsLnIgWHAVClksAXUAVTs1qPP",
-	"hWqdNrx9XWCcnc7Yj1d77tLb+ovYvEPyaVKw6KeHUGQ1FHltQ/mjHLP30XIcGAHIeb5GRsVNbOihxsPV",
-	"hhH1MXdbExD9vatcRnvm0J1fEIcG1Tn9RWxOnKnXlCtHRmA3HZMvyokeyDgjMLBt26+5AH0UdWbiJnRO",
-	"83kYY4Vak9OK/nn6Y//v1IEpPPo9N+JvT5ySsTWTYORDDdZCX4Ag+DmuqkKbE8VZsEkNOVNZkxkKrbtR",
-	"RkHaXs0UBZNa2sYCqWqttM8wpp3EVLVuJcmsWrTblGQmBrMB1N3kAjS420g7Q7H1+SWd/SI2Dylnd2FI",
-	"NSS8bmeg3dBUIoaUY/rD6H1LvhgpqUyvlYF6XZN4FIIJVAzG4N0JA5AAvL1lcYKBbC6nbBMr8hp3zA/c",
-	"HQKriUMyieN6EhO/UmvzNCkTwc6FWMJDoaJwkmsDmBhFqeFfkfzrFPkjn2k7VoXAjYiL+TxbacQVBGX9",
-	"BWlG1zsDyPO6S1QrnFZjNQ1XX4Db/kvJ3oHt9HZOfDXpUgWpj/9/8B7+ewXcmrsZnq6uDsTg819ngty9",
-	"4Iy57fRHetTEDVB3IdP2TEw1aRJoaDdSQXuf6ZaDHt4uK/hBWC7zNq8xUe9XSEA37Z7qW5GoDEvbg0Bo",
-	"PuSPSF5qksWeTVxlIryLCl1QDEIydMXBFboZo2cLE6fRdKCi8dBaiqr9Gyt1qhMj9yfW3Lv3tbEIQlGK",
-	"2rHyspZ8aqN6mTz5lkQObqsZel5Tejp1ojwlNSFNxgprTco+LLRizAb/HstewNGa4Hz67qBSyLgwjGMz",
-	"Z/SWQTGOOhMTvjLYB7vUDyABfs1Lf2HUTWuO3hJoguVdKo8CKxirLlcM77cukjJKCZsKLXSN7+m95M5e",
-	"wwIZ2galwdgRBSCLGCatWzPQnQbbCFkPwAvADkLGCPEj6xNFoRCzYFOhJrDL+lwoPHKaI+EmOd0JZuPm",
-	"LBeOt3jHXMIWPPP4ahwbcLrPJOgrJW9hbzBWT3NtZAWQiNQ6E60LRgB0itL0KvEnahbIyKNPAPZEiy20",
-	"J8e8B2sIZhYwHL46q+iLkeG/ePOggkDwiXh2sE2uX70TD15W71TvgFvbsRv+0ygOzXll3kZ7INjbIdg3",
-	"KzOvxGxACEL+h9Jr9p/M2nyndeGs8p1pnS/gib9CXmfYi/1Ytp6cg0P1s0jtxLnvk9sJ5/ngRWtO7nTb",
-	"2AKE4TQZ6iqy5tLWKuZp/yvXKmqqU5rsNQ9ZXYeKVCWgDVIRB1sazVv8wZ3mJ6mqoe894JHfgp8ATxq4",
-	"tqM3H24lY6qJrHZ4AZAA7k6Wl2yuxQWgCcb+gZ3U+xAhQmXEOBBazpnHO1hIcvsNgjDFCJKpeCGYEcWF",
-	"gL4avCjkBc/RWmFdANryIImYmGANWxYiExNhjC56A58Mi7SaUIUYVwTlazmgMkDEy/eHPgoZHtKyLasR",
-	"Ui/QcMQeYTbHRC/sXSjQfHTWYvAxEFNkXV2Uf5xyma8KKNj2zheYQig2JStYYigCsRPBh38pjXXj4zKw",
-	"F0AX06kwt2GsUrKLT90fSvAiPNnrdjYCdJBiAyCbNITH6taT84QgBSmC4/MtyP4XyojFWS6ajNzjCXD0",
-	"jxIJd9g5eivt5MdCCOaMbJ8sRxlscCzgRulyyxbaWPbNt38LOYHQnNfH0XHfHhmW6rUSRdqWfwK/XhNh",
-	"8PBWmSc4+r/ggMpn07fabaYT27tqzh0J9Z08TUfgupzhHvuIIOaGH8XdmD18KabhAbSuWuV5lPdAV3Qt",
-	"lGULwRWABPUGLOXuvhkA0u1L1V8WelYIg6XuIXFKmrHyLAheKNDx5dmQY8LkJaScpy+t1zOxHQDOuJzk",
-	"KyMvROLYcUG6wV5a8r5NFAD+eYe3ORqyPdMlGavG9gl6Ghhy4MnbMpvFSSc+jhylmSAXj9GIQ4YJa00w",
-	"eYCk+uqaMCAphSYM1+u6UFKkLVXJSanHSTtWvrlADc0qTjRivjmAT27gIWGiRLaSGYJof3TTgP2MkPvw",
-	"q+vJ+UOa0e2w+QZ7hjhiqHZoSze6BdOGREYJXb/TafnGP/YA7tsK3VPZogds36/JjRluCYK3ROXpy5xj",
-	"bToYRhX/Q3S1goZW/q0B2nfLF1UjqTv0StWJ9wE99iMxCh09JGw915ikuZ5zm0RJK4Yt9IVUs1Y6SW4G",
-	"M9hUcJe+H3cgzu80p1cfUtY9HAwOh8PhsEc5GZQIQbNg6TAdDNJX/cP0iLmXy5/cCP8aDAa/fUjHagaZ",
-	"C34stlLyj5XAEQfsmEqdSjwtKBzmeGG0LyAzwoJFt1yd5dLMqb+nu0sZeKNQh/zW11f7TSwfd0pkI6bg",
-	"SXR9TOdu0IjCB06E/dRwRNe4sb7bymfvGXlAFtqJLBR4TJBG7vp0l6Iw0lgsIjnzPWUQoAFv47WF0p7O",
-	"g7jvUbsLYXv42JFQVqe2wUuzLjJVlLBJBEz8YON/dbDT1MpoDXEKpakp4Z2AULeb39fVu+7BEC9l24M5",
-	"/umApm9NVWvnvHcKOH1cx8kBbSwTPDcRdh0wH8CTwUJ2i7qstFWVjJKUQzY2Oi1UD7NcaShssSlqVpT7",
-	"oqX+o9wwox1P4bVWnMDvWY5hRTbTbcjRW7f1U0FINw28FnI2t5UAWSDMw6Sz4JdYUO505qi+/OOQbT4W",
-	"pPqOonPhIAhC9K8GIf0lwkF/UeDMTZDMKd64lHXpC+ywV4Vn/gj191pIzFfxnwdI5i8DkjlxsgYTV3TZ",
-	"h7UUWpGAdPJwh17QiuYXsGFLJB6vazjdFIKgwasIBbQoW0H+Bq1Eos+EU2LMVvstb/T0BpjNkUGCTWgI",
-	"uvAtITZsrYtzplUyVpCpVK41+DeriTq+a+wVNb2QguT0bGrgSeZVDGtHQDjfDh+nvjBlVN/hCEzGsglX",
-	"aCyAIxxqmlcGMl6WsIyjUqmpVRYnFdXGjNUM0WKeDJ+kbT3D6qLsK+8etofkLsn3y2A8n1oOK237U6cL",
-	"VESxE8HOit0lg+8DT6XGCwCVy6nk5H01H9/q7LZMpGsA2u8nxw/45PxGVtX1IPYb7a9Ku0YeSYHoLNbO",
-	"IILUPNRiHBf2LjInFwbsWG0Q/Y0KHSF87H56hLALjr2hLIFxehXcsZ1AcUE+bSHGYRAjap2cizab7Hhy",
-	"XvG8X4tztttkt8FJr9S17omlJmRVlwrIV9c14A6MI7/DNWCrXcx6i/gxrbGChFoB8Y9v3hHbarfqfwYU",
-	"8PtzXBHrmCMW9HIpMq/abWmxfqHpr2lZke6YP5P2iGGjfshC0Ooqw+mPlViJ3Xkj/4OP/BXSRe4+uyPp",
-	"lDu+l5MYdr/BNVzNEqFB98kSweN8cB43Z4nARrZUu+VCzewchCjAMokM43TxHfMHUb1fUdVbW54InvMd",
-	"CjMipGYRBtN8oIk6TcCeXe/cb57OVyGZAwQAu77S21gBVcPcckN/TlUxnxrf3TFgj1odof/H4NO+g4JQ",
-	"cCxYNVGHgnf72Hdb+n5HTU1yq5Dxbm17fPIWQN0bnZfPFku7+TpDAF+KNx2oDqv8IA/DETPrctvPBTe2",
-	"r9VE9I7YHLaDrH0+OReZx+IGxoKAP/vKL2JGB+/hvzu96seTc89ernaFH0++Esg1WPI9o18cT86VXuci",
-	"88izQBglZvstS62rOTxsytUizlPVAVWy3kTkXW9SbfKRitL3p+OvCQ/gcyDlnyTFdoCEz/jkPGEX0siz",
-	"XFBJMiGa6jxjCKC/NysLxtduu/c5PHYFxj3lzyYshC+Hw1bwdzBym3MLIJ3gGtkFv921uYCrb9Ce4IcH",
-	"e6HJj1NKYwNF3PxclHlht2ku7OpI73l+vTdL6MUS4Qa0NF3pAjjgWHG/BNIYvCMaLmDviHG1YQuRSU5w",
-	"7f998voVk2qSrzKRJYihyP9YCY9zPheFGLBj31HeN0dLnwyHTKoLnsus7/6YHjHe0s9irK7Z0EJIKCaG",
-	"tRs3Y3CBNzm+n6Gef9WNHw4G332XsFyvRYEnfhQuf+vVXxZSO72/+fbHd/+77/ZpKnj73SCuTn6/vUwj",
-	"2unGRrxo8jzkut9bswY6nGq7hrbeDEesTF/fXwA7rnInbo1TN/DHeTW+FAfEUUWxn1H/0jvqTvfgavgs",
-	"VQ3fpyi2/n0/Ua0ESO3CI/r0jlj6TehaKXBL229qsb4aA/Htu78OCuKniAtFe75XYAj3/8rIkB92n9DQ",
-	"W8GzA+w/lj8gIrYHiYrqPu0ERzRt6IjhYGqX7lMgJBLtXPfqvn33UmeicxtJGg9oip8STREI1LcSJJRz",
-	"xdKFzqrQiiVNtoMrBtq5M9eD52zNOlPt8j3wqB0wi7BNANxUoL6VXA25GNPArfsmXjoTgubi09xwkkeA",
-	"jjViHOYE0IY4eSTXMz45pzwYfH2sgKgnIGwh8UraAXvBN3plR75l+SPDnisrijeFnghjnHyDNnSOvsaq",
-	"m1ZZ7sHvk9/Hq+Hw8WS1khn8S/R///3ts+MffqcfjPgD/059dweDQfNL794+P91+aawkllJSywJAGvLt",
-	"1Zc4SeHrttx6GjEWxwog3B4ZBAbcG2ORlRCLuLcDdjxWcU9SHvDXsN4zgzrWBbR24jGAZOiUENjIWAXw",
-	"yAgzcgck453LoAf4xrtw2+CxPQA43lICJG7nXUI44lX39erEe9P9oRrZFlKjY71fIVTjllovFdbr64Ka",
-	"MjtGt1OFN2LBl3NdXJFReVI+9mA93471XN35vQzocApX2tDR4PuY0eXxPiinzQZ02NCPM53j89i+ensk",
-	"W5ZHf4dmTERfzZZMmPIDmTTZMGF7Ar6iudp6qZDGzXMxt6jqYCmKhbS3lZBZ8+uQipgu+GXK6EuAlQLt",
-	"EKjG8sixR6m83ZBE5QEbBoBegOSL9aQw1IAR0eyEum+wnsYqNp8CQf/6Deum21uDttRgMIBKIybdq4rn",
-	"bLGy4pL6rzW9hh2fmuwo+Klft6ISrI5yWvVSFLRPvWSsdhhTtnLfmEfDJ7OH9h0sMxhtrPSU8fKNUZP5",
-	"4x4no4esHXZMZ4cakZ1zhWdB9PuIdQsxcbsdLISyBNd3rsuEOYoMWHyBKa1ED4pyCzFdGZGNsBRswS/r",
-	"ZWAwhYZir6llZ2IuVbbDKnsDy78q/A31Km7HPI3G9AmmDiQhssNemxGz4Jc7K8VuiKrxWdh+4Ty/GuOP",
-	"qOPB7rux3Rd46Y+rPN9l+gUW1J+u8hzsP7p11wDwN+lgrNIKqxgRp6Iqf1sVuC2jAWOpczT3f+5/jC2p",
-	"GLgkci7gk9Av5KMNTsb9kvWUjM9Sg/yaLNCwSsaxxMQtPlITr6kCe2Xl4D3+426DSm2i4yFU9IWEipBI",
-	"AH+ylF9Vd69W+eYO1G0PxLV0/1fmy3mCuhHIV6nKA6JIKx6mx1UTF0IR+mQJiiINW6lC8Mnc7fsRSwHO",
-	"MUVsRMM3hhk9aAIhOaGv3qmdiZ9o9EQgisqXAB17GxZjO5xNTLThkCq8Ex7bEzSVniZ9O+OWA8gybPO4",
-	"M2KDwWBXp5UIH3WsEBJoxNIAtJMmrMQVTVkXQVPncslWaiIKy6XqJaFNeK0veOI7aWEUxvcBd7LYDx8D",
-	"cUbNo3GcCDpRY2vusaJ9bQfb3JvK7wFlk+b2ALF5SzjGEUdpB9lsumJ2XujVbE745q3O8dPw2EOfijaa",
-	"ru3RQ6OKr8k5Xt6TrU4VPM81UlR82aKL1XDZ9mlSUaenO9RWtkj3oU3FRyIcQyVZQujaSUQbAR8GEPYQ",
-	"PsvJzX/rWHg2Us+ttK7YauJQnvkLWWr0t93Jof6VT9zM4TqE/dDN4evq5jDJV8aKor+WmcB7WWnpcH1m",
-	"vacdUr64q3nD9vD7Nm9QYh3xlSMC/0+R5aSs6yyfsUqjm4e/9Gj4MCf/Cc+s4BsBLjXayrFyx7ACxxc+",
-	"7JXMATuG+VCDBwi8uBftWofhcdfIAT9W2MEZurCtRSHKljMPbSe+urYT6biD9FLrLdlk6vprS+RCdq4/",
-	"8ISdaTtn59IdpdUzYefYExIc3xt2dVNI9J6XF6cCFiwdfaIPHRwHegrfazeur62c3ZGRrZV4PW1VCrbF",
-	"oLe495bacHz01m8PlvpNowqlPthqpt+a7tcuyG65F8Z264jt6/Gl9I74CttHlIdxMufNmU8P7SMe2kd8",
-	"fPuIaIk3biSxpyp+rUYSV3Kjh04SX0YniR1i8mov2l+j48AezL7SMAMy8R46D3zxnQeOa0e6T6OBqkEU",
-	"PJQNzQduSye9HtR/k+fyn8uMW3H1rf4Iln6X3k+cJk7+/pygXx1LuAZO/oPXtJFvIEkyXh4/qmvgvMrE",
-	"gqusXT2DGh8Es4FLdyZ4IYrjlZ13Rv/67UPy3l0syGynW7kq8s6oM7d2OTo4OPzmvwbDwXBwOPr78O9D",
-	"uIT0mW1lCupl9VphtyXOJrkETx5m6WFqpCzAxUYpcZgBnueDCObPa8pbntvLSb4y8kIkUPCMQBvIQKnW",
-	"l1l9LpRhXZ/LHufgv1xZcclySNTvxd+DQrTtz6FThYlcTLAxeBgVf3nB7WTux0O/lRXFAnubVCYUfSyM",
-	"1vDB7yFXtIg+9IM0tpBnKysy+tF/Dw9er85ywc7ovegz/k8NX/lhVTiiZD8+//E1gpcbnw5LKGsSToqf",
-	"R8nXAIlbAtmVaerwQ/RhgsPZ/uxpLTRLebKwHyLzDmuzzCFYS5EAvtBqFgvxeI0RkW9/Djk5ZP7g58pN",
-	"BUGHv4fdBCIia+9CinX0GQrOb38iNOBg3Bg5UwuhbOOisMEoh3bVehq3mt9eX0Kta+xaU8dnXxsQTSnq",
-	"RrE9rV/EBjzHIB8yNtFqKmcrlM2sC4hkACYoFUvPLw7en4vNh7SXMMeNeCH6XGV9mClajKRuJGgDZuxc",
-	"bExS6WWW4QLW7jpEkzy/aJjciZwpkbG/PemfSYtu5TaCP7Z6IScvYIPwlBLG4W+MZ+CTXpxJN9hSFH6k",
-	"6PN+7IZJPN1KDzbUc/9sw4grNXKQuIpnm49ECZ0NlQ6OYdWqZK/BuyrwCw3f9uW02x/+WfDczhP4tlTC",
-	"mCSOKWCpSxSF8Y3/EOUxKp4os5IaThWrovTKGpmRISiUe0FkrNArKwrWfVPohbBzsTJQ8UHTWIoJk9aI",
-	"fJr4aI9dGcibqayPrzsffvvw/wcAAP//",
+	"7P19cxs30i8MfxUUn1Nl8tohRdnOng1VW8+tOE7ijR37srTxuc4ydwbigCRWQ4A7AEUxLn/3u9DdwGCG",
+	"MxRlSZbtqPaPdcQZDF4a/d6/ft+Z6MVSK6Gs6Yzed+aCZ6KAf/6iT5ScTt0/M2EmhVxaqVVn1DnO13xj",
+	"WKq0cQ+krKsVExei2LD04OIwZVyZtSh6I8bZWaHXRhTM8nNhmJ0LZqwuRDZW6TOtrFC2f7pZipRxw4xQ",
+	"lnGVMeUGY7OVMEYYxpW2c1EkzGh6mZ1trPuhEPjoWBUr5UbgDOfJdMGM3eSCnW38+2zJZ2IwVp2kYyZz",
+	"seBuYUKtFp3Rvzq0lM5vScdulqIz6hhbSDXrfPiQdN4KW2yOp1YU23txIiZaZYZZzdZcWnYmproQzBYb",
+	"qWaMz7hUg8oXaXiprJiJAsY/gUV959b0RudysmnfcsNVdqYvj1gmpnyV274pJuyR0ko8OmLTgi9En6uJ",
+	"cNtk6O9bxzNW4Xwq22nn3EYnVgjlKIF1OUutuLQHc7vIU6aLsUrlgs/EgbmY/eXS/e2C5yvRY+4QlPZH",
+	"4A5yzi8E44rpJf/PSjBdyJlUcJB2LjZjNeFKacsmPM+BNo7fvHDHCGQiMzHhxSNDbx3BKyzXPGPuQGF7",
+	"VcZoiDMxVrD+bACjTHLpSJrJmXLnIe2A/aJZoLnvpVlqI93upkwi6Y3CS1xlY4W0yu3KAOWwQvAMV2rY",
+	"Wto5S6fCTuZpwtZzOZnTlwyTNoGJhZ10Q3HL9FIoR6EwBDNzvcZn6UhFlrCCA6HaOVcs02vlFuvWKe0W",
+	"3V7yxTIHOr0+RXS2ifxD0lly97Cly/8s53Lxhtv5Ni2ezgVL4ff+iyxlnE3cv+nSi8yRu3TPLd3bSUfx",
+	"hfsUPNRJOoX4z0oWIuuMbLES8Zr+VyGmnVHn/3dQcqQD/NUc/OIGcbP8sdCrpZ9Xw2dm7vebf+bF9zu+",
+	"IbObf+BnsdnxhXOxufknXgpuxI6P5O73W/rMf69E0cS2rOWTuWOOdi4NE5fSWEfQ8GkmlbHuUukpW/Bz",
+	"vNBMLpa5nEjLtBKBlP4Dw2/N/GNm+jastomucWJwX+c6zwxbu386VqCXouDuSTaZczUT5qrJ3XRbpbEt",
+	"Mue1yjfMfc0w7p7AzdVKsK6baarEpU3drrr/WhbiQmpiYr22ScM4lR1d8MuXQs0c9Rw+/luTWHQzfCkX",
+	"0jadO1toY3FiC642TFqxMKx7OBgcDofDYeLZFXP/2TvykzZOyq3nwonQueO5xrH2mVTt2w0ziGdOI3dG",
+	"bujELUQunJTHD3cWUtF/J03C2K3qTSGm8nLnxgOJGMsLi8LArbRtiksc7nq76whhx+WF/7sxkb1990pn",
+	"YnuhIOu6Zs6ddgDrQxWqQO2w5/SrdSGtYF1xOclXRl6009bCfWLXVL0S5kbvJB0YuFkTOxHFhZzs2heD",
+	"T9x8a05PX27vy0tkD3IhHE/L5YVg3R81y1bIGhJ2CJpg2u8v+GXf2jztBcHs/upltPulbbuszVtE/ZOh",
+	"6TTtyjvedAd/0muWazVzEzrL9eS8NlVOd5Qm67RXN1t+Bmq4Llg6NCmzhRSOt0xambF78VoT/uDOxiy1",
+	"MgJUje945piyMLCICWpo7p986UQBTPdgWeizXCz+8m/jFvd+z9Msh36D7+PnqxuVSnXBc5n13YJSp++6",
+	"fzC9sk4HRSbKrRWF6iUsPBzUJXhjwfOpLhbOrtGFe7Wvp/3CyQkWHkzcpnIG24f8I9PCOGXWPWNELxmr",
+	"dKXOlV6r2vD4TvhbTSCFYTIxyXkh8ENj9Y+T17+wM51t2EIszkTBpDUMt2brHWer2c1SO2UYzS/UZ7Me",
+	"afy0bDccTAnGhVVIHMjJH/giKrh6Gn0OZ6SYWCztZqz+sxIrASKh59RyVObX3JBozZy2+yHpfKezzalc",
+	"CL26fcrYRQ9uaX2LH05HJIiAinDVmQQThPGicBzA8Uep3D2qvOgFMFnUR8FqiRcalqn1S17MxD2sU+t+",
+	"7j5NK4UVOnXC0QDxhnDo5cGNKg+4vzjm0bZEsBZ+0fYHvVLZJ10jmB19pW1/6r6djpyFCowbrRY4JGcA",
+	"ornJ5pxku8xYl0/OwSwToNNlQMWOqFFLdPZx1sP16ZWyonim1TSXk9unVhp/10Lh1vUX0iy4s0pZF21U",
+	"+HPqGNcEx+i7c5vmel1/BFi+f2iii2K1tOmOI8Un7+dQaZbxsTrapb/DISrNlM4E6yI3M8LC8WUiF1Zk",
+	"O2j1B12cySwT6pMuaeq/mo7Ai6WXImNWnwvFumm/D/8y/anM4aRINDlaPJcqM+g1c4qp5/1Ol+prp6/i",
+	"IFoxrja44rOVZZz9+Pz0iKVzbSzsI89zvRYZfD79SRvHwPAzY5X2/c9997xJj1iKXpmtV733KH0Nv6ek",
+	"OIJLw87FWEV+nbWCeUej46AmZV0QlZNCG9M3Ts/0DNiRrF6BtOkNxup7MZGZyLzbzVka/1frn4VYigLc",
+	"Ss3njPLlZ7G5F/I9F5st0j0XG0+2cB+BFEHdvJcpAoerTBL/lJL545kocsIaE4W538u0a3zerCZzVuiV",
+	"FX5KP4n8089oLnJ/zLhfQfma6zxj0h6xhg338y/3GRbhP/YJF3Gs2NsfnrFvn37zvxkNzjI9WS2coQAu",
+	"B2d1CX+np1zmq8KxovSb4ZA547pQPE9RVJ5q/YqrDZC2+aRH4TSdBVebPmymcTSN2gv9N24yhhVg03nu",
+	"uOgGWKpbJXJS9As51usWCzYyqXoL1k3BsIfhwGHNMmG5zL1fQ07mzsSKvFxIECC4nOmom/kVeweSGgIR",
+	"ffAKgfkYBWuin9r2iJ4+iMIZsE3/VHxl57qQf4hPezdW0YdBeOAGS8MmWk3lbFWIDCRErIF75XvCi2LD",
+	"pK3tw7t37/rHKzsXyrqJi+pMS9P0O8ELdGjki7+POxOti6xP/GvcabJacacuuMz5Wf5pFfU/tD4HkdZf",
+	"lTNI8epNtFJiAnag1ZHwC/ukF4Kd8cn5WJWGilmZpVAZGv1A3+DndCSXi6n1pgvtOd3rFJ5m67lQFNKA",
+	"57WaicKdnj8h+EkJkZloOu5d0qzRKTEv9Go2d6oKTsZIrfxhK8dmJm6EyiXynjfPbwx4JwKJjFXOjY03",
+	"RBSFLtyNImfV9u7wiTO3c5HNhKM7CiaKpS6sG9iwzCkaCUuNMG6G/Rw0oy4fq1nBldsa+oWJy6V09rJ7",
+	"eL6yVqpZP9NrlSasZD3GFoIvTOpM/ZIfaTXrL3WeO8WHeJJ/ELTy0kMjCpM6op3MyRyBdcO9edTAkBLm",
+	"GNJJPNaCX76jgUZ1DjVWyKLcEiy3okZuaC70+/hbJgsaAf6bZbIQE6uLDYXkxupMwL5bgSE/z9ikYbB3",
+	"sWnlplaIC33utF6MQxYC3KtjNdGrHE/LXYIjxnOjnT6bHgB7/sORpMydNswcAYB3Mqk9IO0c1Ng/zvvk",
+	"F+zzSe6OprxbfJL39VIouliF1hY9NoWYyCU4cpzAk2as3GPuunG10Qr9LXDX5sJZjGwjbO+IgoQVng1R",
+	"vNvi2ma1RDp9JTLJT4FffVLuHSbQX7gZ9B3LRCNAZxuM5sMecBaH+mOLII2n6Ka2w+D8VRTunr0iC/fW",
+	"11obf6etjY+W1nbQ4R8ZRj96txi46pQA5pW1re6D95/WHKKRssfz/PW0M/rXngeWvO8sC70UhZWoZmUy",
+	"+x+9eiW4ao58kR8QzUimnHh0vFyztOKK9IGdtWYicyydr/kmYROI55HHMDiRnahgyq3eyfRcG3Ail0IY",
+	"Xd01SRtFoptnWneG6qLi5PSJJF3u/3Imcr0mDW6JaSJLbueJs37zTBQH4tIWPO3VJpfnjd52+os++7eY",
+	"2M6H3xouxpYL1ykrUpjKXnKVJbhDvLb5frPc7kubsLQ8O9Iq8Qo9HQ69Pm4w1UJpJi4tClP0LcKHYSOr",
+	"5IDO+/fbm19waVAPpJ/OtM4d1aDf3sdU/hUiUPj8b1sbEz7+i7bPF0u7uUViLsSCS+Vm3EghS15YOZFL",
+	"rrzOQbtjQb2BSIYVC9O4AfQHXhR8s7Xo8sPbC/6tsuS3TvTc4pLBRGhKIEoo4ty0lngjWpKPriTnM1wS",
+	"2KYgTyNyhkk5KRp/KGXduV5j2Bf2XTgLUGQ99PaQH6Frqwf1yPSOaMDIi1n7Er5FM8I3oiH6kF9gUu9I",
+	"abwKb7gh+q6R1L50v4Pgn3GVyYxjAlft+PAn23xOOQj5po/vOt3WO2xFsWi+GZNVAUoMfvCRYe5R1h0i",
+	"I7IQeAfBpTCeO9XFglskmb8+7TRGzBuYQrnaJORD0Bppdju2D/foOttnpJrAL2G67lGIxDTJF3CwNQxU",
+	"W0u8CHzFf2nn5H/1o1dXED5aPZQfCiGYFZe2lK1P2c/yux5brs5yaeY+AA+2nv/GYB/JFHz07dz/6kh4",
+	"tFsfSQv4/m/t07tFJnmtuV7J+eohFWBf22EU9ERE8YdHJtwzCq4cbUdWmpkUbUmgIZ5lkKTI8zfRQqc8",
+	"NyK5ydrjc2o/oO8xWNKSKuWMbXEByQJTCO4qKy3FhNeQyrvmG9ZNDy4OD+A5gypWTS9t+walvNpiFZN7",
+	"xBgx1a+JH5yLplw00s9Bxeqm5xc4m1auur1iXGA5BEwgZVMwEsmhsVxZBn/vNd/ReOP90hu3Xq/OctGq",
+	"vu3QBlqlQl0Z2FcFSiAxZ7O/SoiT86/VPnzlYp+jtrC95iAIt0+m6qjaSuKrqRqsq4TIIL7mnr0QKP0k",
+	"pDJ4z2wzcey7E/hc01qf5+ic2iHjqqezMy4cRFTDqZVKxa4h/Hxe4tO7CIi8hk2X9URYSDPnbKoxlode",
+	"oRFxCHJnJaz0dSVwLOu5zgVbyoldFaJHnhw7lyaOFJZ+O+9sk4aF2QzYaXBCSTxs4E3O7gRLjK2UlTmF",
+	"H2kAdCqheoqOO9Z1Rq2dyyIz3gHqn6acDkq3LKfjvuPT6cHwnRZ6gR5MSLFSWVhR0Kz8oAmowpkzBd3f",
+	"V3lOAiaQQYr5MiOmNBi4E67YmWAXejVxasFUF+hQ2maNYW9OvGZUPa53pO2xyPd6JmZcse7bH56xJ0+e",
+	"fLtlxdtyx8lj7McozyTXxlbUxh16WDPvCFpidBt2XaPnF+QAqkkVbvm+lO+GE34Yn4tI8/itgQfI7MqR",
+	"3Wgvsq01QuI4firBKe5a2stwf7fCcYIeeWRIkz9CAqKjAmpxPxgIpNNJlQHayGvdcA+QYqPDNkKwNPw3",
+	"ik33OYyDYHblHarr3pq5Uq+5kWYPX9ml4D/HtLUGwSSzZnlbSF1Iu2kxvLcIIzzf+HUiqQa1JhMTueA5",
+	"o8GPmMyMY7hyYvMNk2pSgDzkEHfhxIpBEcOsxs6o8//+a9j/9re//K+m7YeKixtcs1fghDNzuYSRGm8b",
+	"qnL3cdlgTv/QUjUdbLuG2XLkO1SURqWEHJRdiZz031oqXzyXsFJJORdi6dQTnssLkZDfGELQlGtZoB5z",
+	"tcrpy2Nk1r4beGB7k7m5QsTQGv8Ne8y6btZKZ8IZSYXABFZ383v7yo29bzkQwNWG+0+C55hOXl0u1n5V",
+	"o8b6/Modptcav6TzBiI7l5gkU34l15PzXZbJ7gnAePRw0yxeWLGAWsMmXlImeD4yWBaYUPFeglbehkGs",
+	"h7lhWRfyfaWa5CtIhYQSO4wCYbQZ/2vEcKppguVvjvVKNWPLQl9uHPFi3R1mQRvGMY3YTYKdbRyZj1Ul",
+	"gBSixIWYrgyU3IERhnWA0nM5qWaoHwWqOpOKFxtK/boBS/tZbE4sad1bvOz84l4Y2c9i80JNdYvdy7hh",
+	"uTRY28hikxwqESmPokaYaEXv4yMy8o8Wtgf3D9QUNbNzJhVS1aBZfGPorC7snzy+2omBFXN+AJpRyz7h",
+	"2bU6CMiSUMBgY/Nle4soAOljr9vLr9Ct9fsB0T8KjYN3r9HWbPWMvCkERric6tUrFXF3ztKQ2t7sM7nG",
+	"mbY4LMOhJt5qNlE59j9Pf+j/bdDKtL/jRvz16W5KwcEcocDDSVjfBgu+tS2/Ut7sjW0WFSVF1Zx7/cN0",
+	"x87djPxa6O4dnniDCLjGqbQt6HQrAB3VBkL6y92s66VXeapLQmPCHNv99fz2QIe1+X6VUPHUfdwBg8zl",
+	"fFoX8T0kwuzvhsaVbzuhQb3b24UDSsFVYUccsjnkCNN4rnY5zJrcWKaJiN7NN1GaKpl/UrG1LjIz2HvL",
+	"afjWncaEpCCAtRK03bXYiCy8iznOnkWvCrdO7MPGNDiV9xDi8Zm3eACMuA9Rvi2XIE0YTiPkvzu2S8lT",
+	"I+Z1apArJDZi5Is5V9lHbpI21lPo9g5pY/tubp/DLr3kJa3MKd0jImPWTSF1b1RxWZHLI0F4DEpPs2wu",
+	"8gzS1HwY9COpy93Kto0LPAnBBCD17R72ETiInpzfQBt2r7erw2DM3IdC7Kb1Y8GbVsUnONh1pNNUqIlU",
+	"s1N9LtSe3qiPiNzrtarkAVzpLAV+i2/V5pjEy2zboJ9Ent1i/BXzqfYhmJ/wyb3isI6EsIgi5INAYSUM",
+	"wbql51NS4HEhuAIvZu+IpbALCPXSl6q/LPSsEKYtSySaW4OB4GbyyIQvcyiIP8DkYvoN/qPoVR2ySoSy",
+	"gaudpx9BaW1kc01fa43KWsiq3ZVScoLRzSnjIRD16QJReDq1QFTINx9+pRGopENL3MNDTxyXyLh8s/ka",
+	"kNI0alHlwAuMasmZmPCVQWdueZxXKXOhnhJVnEdBF2zw4tzUvdhuLfygC7YUepmLEWFg1eeduIk7Xf1q",
+	"2yF2W+60INA9feMsq79imtUo9lGTX9qpFHtmWNWDG9cIIeA3TUu0QF74WYEvBCIDushEUUle3cVLY19+",
+	"Q3bAAw+9ZR5KpwVM9GuO21/hg/rjUmZ+x4H4HxmWcyuMpbjVERtSyhT8HCxaDtfvY5JOfVCr9P76u9XE",
+	"P34hNhdHP4/7/5f3/xj2v/2t/Ofg9/5v74fJ4eP//aExLvr6QhQXUqyD5bQdpffJcemPz09Z5HM/IjhG",
+	"x/OgGt+Xl6VswTeUUJhS9h1UepYukl1X/gRHwRk1lICQMbffYLFZt/tJnyYIxuRnYwDebPVRcsiNFn9v",
+	"aSQ3W/5pyGb0Qfub7EKZG/nl7cR/r8TqplcAoqpf3tJ99unNFk/VGl/e8qspuDfbhAzG6n+xe7GdxHOT",
+	"3bi3dJ+bbcIbXljwI93GHiz9YObL2wiCYbzhDnioxi9u+T7V4mbLv588kZse/IIv57q4+dH7cb64LfA1",
+	"VTfbAKoG+vKW//adswtuuPpifU9GgZtNjYtfw2OTtyRkQ8lxzpWSahZSOp39K3iRS2FsL6FoAJm6ZJ42",
+	"hQI+uZuouh3t/qKFvmistw7vG7aeayMYRA08+kF3I2wvdrFZ2iuWCZ4bRE2y+vqzfaUvGoteIrF6rRKn",
+	"B3fY7brDIrAXM3fzdGSRhQrwONrwZ3aG3Y67KxTNRNRfco5wd5u8YY3XfztgboycUYr8/neqJWEcKOF6",
+	"I62FnM3tvoUU9HRSTtt/dOcO7LP4FqwJ5H8Uj8HC+iqTI/Z3HeSJ5F7LDxpzOMPJXbkNNLJeK8w4XvAN",
+	"W+vinGl1fV7/Gj7bsEGtd+8ZtmiA6w3wr6k/RATBgoWkgMN4xPjknOLye0Ta96bEqNJiF0XuTq6sirtr",
+	"UmazxJWW5O2VmkdIKtgxNLd4xtIypddx0sO0EGKvzwTKuTrtpXy0zHkJe7Bz/16vGwt86qkW2ytFbaZe",
+	"sOL4unfiK7Gmp3zHDf9RNhPWMM7mcjZ3PyuxJ5F95JZUVrNzO05EQ8Ti+SWHijGnW+hpgFwBkV1e77Qp",
+	"C37VFAGJNMN0mA4GBO5ymJZtQHqD3etvUHv9q2yl5H9WiKtlrono074xLSBgtwFN0Vzb8PHgFHUMskpu",
+	"FF7QChAFPg8w7o58EY21PKMbJABu+cU+N29X540oqE/NzRMB27P6FvzympAM7XlbyzDjBlkLvz0ygFFf",
+	"4tETkwJwCm9pQj+g3ye/pwyb0PRGPlMEkuWgROv75y+fnz5ng8HgAEc2B+/xHx/+//Do39PBvuXbNO3t",
+	"1ES3N1dmJMbXrRH4BEVIdUfq0MQDdjLXhSW00JUR2YhVW3w0dvFI6k0uEtbYjAP3rBHHDYHuxgrA26qw",
+	"bb2E1dsthCYaW50WEkAItmIBPwFuZdlkAabViLwIv0SIugmL8LDd8hbCznVWgWxPtpGn6TXIt3Q/l8mX",
+	"XYLRpGwxN5W25MokwjHwsFwhRyL8AeYEf6l83iOOIdJW/JcIg4wOghDIxqoKQebXhRsfvQ2ZGeHtAOeW",
+	"9mpDRJOWyliuJvE6lO77v+Jaa7BllckhfCw5PPvTVZ6nY0VP4FYaeMad8dYQC36J3RtqfSwqALIBVZY1",
+	"gsomLGovkDRg/rvBGvD8K8MhqHUgY9/kpPt0+DfYO6zh7APtZ30CZHG/f/ttQsBIGdMq32C5ApV8zjll",
+	"2bshqrj4CWuQcb5lBQkztzONjS/G6hqdL5JtdKboT9U9b4ZiruPIwr48GTEe+VOOn73EElpI4xsrmSGe",
+	"UK8NhLaEr3XbtgVCjFdsIvJcZI6gvhk+acQeDvjrA5bpiTl48/b1dy+fvzoZLDIPS84tE3wyh7xp6n65",
+	"RhBeOiYzB5dSptFXU0dw8nVT23KdLklzFm8osN6WmFbaXOxQ5uJ8xrm1SzM6OKhgeA8yceGBYM1BYGJX",
+	"yjH41X8/2VXNjYkB2yg+7qJWgAQrFQHY860u1V9Ad7w1l1AX3aUxnEAxDBqsYaeZZH/doq1gAL6fhFm2",
+	"LszN6FaQLsri4GthYOyo4A3zMw0T9H/ey8NQrvSqAjwcrmk2FBDZLjDFQoAyp5o8kFQgEHlhsDcbtdZj",
+	"C75pKDnalZvrwaT3WvLbd28D0NOWl609G5q68l23tKOBBGmccua7c6lxez/XOp4FdU/cs4PhrRX+UEvF",
+	"m9X/4NbecgXQrdLjx5Dcx1YThfva1QVc2F5oPZHSolJmhFAQGLl2XVFY5xYR323tTnuxThnLbynWMbus",
+	"TwNFklAcDIDURYauxg1bi0J4gP+9fb1hMmX1T50aWq9OxLZqliEqoaVgxbRjXAB0CEAPHio5g70RTf32",
+	"7OZcYUk/rPL81mvs9r9he2wtOS62zzqYLY+cYLocBTR7IACcCJtVkYeu5cWq2UUN9X2mcumqNlJAh3ZW",
+	"Eobc6aVH16/8q+/TNS5q6ay51TscnCn7XGbMpdpWiLyZuiOBIDzjbnMhZtJY6ix6vVQCmsQLr/Q3hdnL",
+	"eT5U9d11RUrponioScnKPQcKbK9KoQduoS6l7EVdhurL+7jjGt/AF1+mZn5WCZedOm/Y1uWzzDHnRs4g",
+	"FD/Lm/jCDzw3AtwjeHgq8DL2bFVwqwu24MW5yFgmDYxxxNKlnJynzJzLpa/H3ib6NkOXb3LNW+Kt/tOP",
+	"DKPnoBeJ1XD7eZiR/7Es9fkHn5wbQPNM/59Jzo1JG3qouIle9me6T7P6t9Fq8JavXwlj+AxOfKmLFlBo",
+	"5Ooi2Eo7Z5/GMuBULsQ/T5+l+19FY/I3rRNZFfJkKSYNIXvcnUeG/RMfcZtnxaVt3ok9oP88RdVWX5LT",
+	"HnTq5xq8TRGhdg6HA/e/w47f+b8N/zb8kLQT9vauz7Wx1G68YPQk6aMG+3wB0wpUjZW00GQQPUmHw8dP",
+	"k85CqvCH5Bpke6w2cc/uWnGsOwH3ay/xVMxNZTqPoKMNjJ0O2PFYeRJHg4mawPFA8UDbmDVQADqtU8Oh",
+	"ySU3LH3Fl5id8RpOg7pl7UnyC34pF47N/fWbb558AzuC/z1ssugjEr3ei/uTb8LEYDZg6Xvgn+LD6ODg",
+	"PR3wh9F7N+0P6RHWJEvFzgoO+pcBhMRCOgJtPOnddO9pbQdlvw134aN58N7s8rr5SJ6udmCfrpYZKGLQ",
+	"mm2l/M2uMvI9GXbEpUsOcceMd08WuktN3pO9XgFTGnQT4JXek/SRPNOYRkT7PDR5rWE1hZa2xlnhlQbs",
+	"pKZNeJ5jgxrsgY2WetRz2LtTsTM2QAOWXUNbfOV6KdTxJG+YEfRXjTpHFwKiM9zZEdoxXlAdox7xjn/B",
+	"H4+fvTRoFzs10YwVX2g1Y9RrUGvKoMF2mlEfQcNWKgPCZd10vBoOn0zc0/AvAQELkyZsMBj0MK96rI6f",
+	"vWQ5ZBRB10HWTde6yLMR/mfaYwtdCESG8LNbQONFbKgYt8YeKwrsgA5SCHelQnP0eK2PEFjMkIXRNUJg",
+	"FOnk+bN/vn1x+j+DRTZWU2qQO5WXvSM0NCq93wbs+Cy0A3Q6dbS//mgBOqLsrTgXCjrSU2NvHL0w1GNx",
+	"wJ5Rq0VuvRMH235i9KoQ9J+E7MWeDI3/5zeGjCbqS+e+h6ImCPl/dTCY1EnoH3gejviv0zTDrBbN+pYH",
+	"8CyB2aHfqYEOwOc1LBBvEkGaABiAgIi7dFvo3tEFNA0tm3Im7O3z4+9fPWfjzlvsoYk5mKvlrOCORDu9",
+	"UbC4nMlauJFnzlaNTbAz7vaZDs6bRmSvxlNe8EzUcHav5G1NeYVOFRo5RupZQLwFMEWp2MqIQfOgMLMX",
+	"LZy+wcLP3HBzccm6487wcjAYjDu9xNNuMP3o8eZvNsPIpr4BrZqlrFsa5NAVFOLK8DPG10tUfdbNpAm/",
+	"jTCl0Mzlkq3URBSWS9WDdAyIqpNT4chZp2Idm80IgOwOBdMGtCEIgbL0yE8PWrXQBzux/yXxCHX4eqPB",
+	"CKt/XhS62EXf5JzYahFbpdgetYxlZcfYUdTRFzzzjwy28x2wVx7diy50enBxmIbuw2dwbj8+P3Xc46fn",
+	"x99TRrMZq/Sb4RPW0NgWIZF9sP2b4ZMjx5UnueCFIQRqkU9RDnCczViZ1QQ6FFfcJhE3QJdOMzkqMdNW",
+	"ciuyLRdQ90fNshWaXnu0EEIajOk/XLByDokXxDuEN2ZMN6Ogi9295PBskTt3Y+pvJ3ZPyCWF9hL0a4HJ",
+	"QwD33R2vBw7fPNq1CT4abw/ybzyFHbt7I4dOfD7Nbh1TSyD/dG6dEifiBkvcBpv43CAkOvUp3lLVoPsN",
+	"Mz70YrlyJNorU3dllkSZA6GEyEcvyoqSK1Psc0nhiT2C3VG94V5O/3JnHrCm7q1xFIS+eJ5r7IBNJXeN",
+	"a+p9xX7+cgdKGHSQ5b4JjsGUZ9Qbygab5Xs3qcfDWxZV4+2HR1VeoJctGQI34y13wE/a+8vW+so6S6aK",
+	"rVcroRlGuja+29uzRmZPQgho+GAEl0cOJgx+8UZnXmlqu7uYq37QtyIxy7Z9n1MLs2h+srHwol0i7fK/",
+	"1uHmYZDd328r6szEgiMw5h601u7ebO3abOa8EHsO/5HVrfiJZPuc2/fhn8vm9srlbjTU+kG/f3dd6Cav",
+	"ubKGSv104Tn+FPyxcCSY97PzZFtYTOOm1EIW+LlzIZYo3rwZgi+Q0xw/BIViw2H06cN90lTifTvx5/hF",
+	"dAareMfbWoJdjzivWbfWWgLrqXUXh/zk1XdtLVBuWH2HfVgaSu/S/mE6ohvTG8CnjJisCmk3JxAmgsme",
+	"CV6I4njVlCnuCAZd4jN54cS4rrimsa6h34dH3AefvX799vvfT1///PyXtDdg70jaaiWSsULPCflAg5t6",
+	"jsE7aZicKV2IDDVGjGM5LgfTKzdubu2y8+EDpPs3NaAKWq/bE62LTCoUzegPN+jZXOZcKvbT6embA4hI",
+	"utmgJ6MPFx6hMwdjNVY/CiUKnrNilQsKJ/LlMt+4zYhdQo4A4Esj99Z/MfBWYaigXjTGMj1ZLcAt303d",
+	"YBLVB19C8Jd/G63ShCGljRVjKRFb2mNlpzMomZEWK0KwdsD9Cysk4lqiMigQktDcoFMpHAPgqpw7FbjS",
+	"+O5U0j0KHjCgYOa6sFDzhmGFdOA+8hy2qPxAJiY5L4h0KS4gcKu6Ty8ve+AM4579HLnlTPkqtymbuJMz",
+	"bkyfWQOH7GyPKZf5yg3aTb8ZDlkoQnHmx3+xX6A2Tyq25HbunnnvJvnB7dB74Br4T+CM7p8yMz0GFw22",
+	"/mrA1pR1jWZU+z/AsPJgAGkVivp8iNxgwIGx9ClMMSoRxOOB5ChTYpmo0oKDZXxPjjq3gjWX4IGyNk97",
+	"QGORJ4/a0bnnHn8zxEqtJ0P4v28WsCeMveK5Y03OUlJixi0wdJCvmjzzZXyLkYgDP+qCX/bh6yCDaSKw",
+	"LPzNzQh/grmNqsstKxkH7BgfYWci12t2iPHo3GhWiH+DawxWjV/wct+NOzQp1Q5ZR1lqItxYREpwP0vf",
+	"to++UE6umycIqnKbz8Rcqmx7t48xVSE4enW2YYuVAa8xTIUblsYN10Ysvslwg93nuunTw29YSxElg+qs",
+	"tTSil7iBnd0cZUjAVfcTBaPejShtQigXdjKH8A3yiYR5cehvtu+V6CYRHQKUfbqRyq8P2NtyoU6wNNIB",
+	"6FuBCqh6lO6nG++QvZLf9ejqsvTp4RNWK0MdsF+o4N/OhdNDiOire/8uePIbXSrO0g/+Ux9oKzkMkAAm",
+	"g0iYFrnkGXjkm0vqiKu+FbbY9I+nQKBIBY8vLzFRYlnohTQCpRqrxcDWc27h+gfOhUnpJvEV0HD1IVnl",
+	"Qp87TsVRFUsYB0Usgfo3LhfuH4sAgJkwei5zcj7BCIwbCtxBmx6TZW8/L51r0Y8oqElTkwZIGMK1IF4g",
+	"vADBPXQdcZaeyzxn/W9TRtFclCVeFZZ2EJ1S+JYbayu4klw3csJYW+xk+5QSJCF3QeiiEAU5FYN0F2li",
+	"Iu4GhQUYnpnoJWi3ENiXKugzpj+VOdRrwvRhWpUVIImlx1QDjbKffQf6CkORCAORNExQBqRPh4esWjnt",
+	"hs7ERGKHBjisSvwc0hNKbcovC/IB3rzwGtWIzQXlDgB9QGyR5yAJLSZes9Trf8B+46WX2+LXzfTKOmmP",
+	"AWAG8OEY2gUdAaUFxP77kBIJ91qVEi8ccFI52afDJ6ysDz7y5B0Vq9KEwq19OnzK6mXjR9hfFG93U4tR",
+	"mBKUldqgwy74BuZLNzv9CaKbfplp35ci9+fauIGiGTxhW2XMTriz9DUUMhMjR92EemWUfmGnocAsyy9g",
+	"/XP9Gw1V0SBCnr1+e0KKsmEz7S46/U6vGCzaHXghTPXTUQaLYZRtN8JTePwtq1dbb5EE2oc+S88JGrcS",
+	"MK285xlfBQom3zmstHSfs24KWWW+nnvBL0/K+vEFv3zn+76Q7Yk0iOppLo7Y2cZLGDbn+dR9GKJ2s1yf",
+	"8ZxNuGORFiZi2WFvxJYcJot+e8MXwmvdQCwGfwd/ZDSCWxzqzY66HfmGudABTvgSOg4TC3VEZgLxyixB",
+	"5s2kOxJ/QbVPnjlbWZTcvo5lQHoxchQ/pnA3LP0//Vit6L8Gy8aMmNJGyek0xaQTVmofJ3Sp+290Lieb",
+	"ETNcZWf68sjvXN8UE/ZIaSUeHbGp08D6kBVundaNf0cu5NN3KAETm6N2uW/1iY1YedS3OUE9HDsF4p5R",
+	"71lgmFCdRYO5J3rAqQSoW5ydFXptIHHTSc5ipXzGZ3R1gLxBYz1pSAaCm/w8Dt2wbmrFpUVmQFAFaQ+2",
+	"low6EiIyGzkKxB5+qIF77Qs2N+OWj9wNUuIIKQ4He+TVLepwHNr2uk/DP0prix7U0zCis4pPQ3YRvedY",
+	"HyZWwBdAnbf1kPeA1ikzsCm9zIha8Rt/drt78VdWU9bkk121QfQE0Kj1wtmosAVeZSivGsr0w2+Yz0nA",
+	"GvpOxUyMPDCjzuFgOBj6xDi+lJ1R58lgOHgCSIJ2Ds6IAzjhzuj9h6RzMIde6X+ABwwhpIKS9yLrjDo/",
+	"CvsTPQIJUEutKAHw8XAYNUwGl05NN4dsAzieK1umYsd2cDnUo4nFhVM43Jqe4hebBgozO/iOZ6Rm4ytP",
+	"r37lF21/cBKv4r3pjP71W9Ixq8WCF5vOyC03yn7xqVJwM7GPKp8ZKNP022c6v7nxDhbCEYuh/aZzGWz4",
+	"Iqc/YZpKdAL1DlNReK5L1oLCXhaO/UUhSG08SyZFfimKOV8aZqzM87ECn2IVw4ISsQpMK5NqhgMIZcTi",
+	"LBdM5JhowQiVKBNFb6xKX613U8Ei0Cbt9ylESDZslzhkpVHnWFEgFdNEIKzqtT4s72Q+B7G63IleCMhk",
+	"C4mQY7W9IOifBUsCSEAwZxa8OKcr5WcdLBw3sjNkVgoXwi0ZvW+8pINYZ0h+qgY7GbWq3wg7Vu6zFJNK",
+	"dppDxBY2eLe3rt1bJIt7uXXP/L58onuXdL4ZPrn6hX+W23flXaXcLk8F0hHERKuJzAWgO7XmsYHoiizP",
+	"ivnnpU6jzVxSk7N5fJgc6DgXWCahWPV2sC6CTeE3/zjvk3uhzyd5wpTGJFqfghBEtnfwBu2nR5bPN8Mn",
+	"O5nRSnrGf3F4QChKppX5v5TGfucfAhA/dCyZVr99+ciBe/kNQJS1YovXnsbI4p4Pg2kKjvwb3Y9qUCHe",
+	"kb1yZcpeItvV7eKygZu/cpYnJsYcOTXZYCAOCoa4YSn4Bv6eBubnRmFLPtujRCpMfjsQs33D/bF+/AU/",
+	"3Ou+BhMcX9rjkv/gDdePYwtuoSBurn4vBJc+xMwDjQZEKmO0p/GdKrf5Q+0eHaDPGw89FxiWrd0ovRaF",
+	"J5ot0n3aUFihIZ/o4ZjqxwQbA1dk9xklrXpt6zHcnoQN7GH7Ap7GM3843OrhvpsL9FKVmwQSHC5l60Ff",
+	"Tz79whfiDXf6z29JZ7lqoJG37nMllVxT/Dmz8L9Xotg0CamGm/6WFvdZ08Jeeh0s/WbK3Y0pCHYzpp8j",
+	"8kkgiGTCnIHB89yUuXPoZhIqM9di9wdOj8P2kx9Pfto00N87Lu3Hkp979+ba0R687Q03xlHTNof7MkTX",
+	"0+G3O7YkThbYf2tKktzalDoU6ghtc69vADFSOBYzmu/r/gi7KlRZKRlx4RzPFQKe37LaeuorMOiG6+2+",
+	"UoTMudsSeeYf+jNYIvGO7GWJlF2s7t8SCZPfxxLxx/qgBTVbIrSZlE7IDcHXkNNAWooZxBes3P/6BWs0",
+	"UarngY2+KHcIX6Oa4YCg64dBL7xPnhC5EVGUHkKaPpxB/ePRkUh10h5aYq1XeYbOcFxpFaeHdSF2MVZG",
+	"oBvOd9DnOfjqwD8DAcxtfN8BO1aMZxmF3CGODm+PlS+jnXGpsFYjHaZNrjjcD3+99tHkqFXa16DK0bLv",
+	"W5kTizJTBmmki2FxOlhpyyDvMO213IV2U7D1dG9PXQr8udkUpGl+GcrSXjTzTKtpLjEN+B5o5rTCvggN",
+	"Jx2SgoLhUCNsO63cgjrfUMaSZZjp5EbhhehzlfWNsAiaETo+UEAvYYWwhQTcaEivcfs5GKvjLDPMagim",
+	"VsSDxxeK0DfQ0w0A7bVPSgKsGKs13xDcxuJMYuiY8pxA6CM0BQQdf6fP/X7G7WT+u5F/QPaOEwPu074A",
+	"ri49cPsLOZvbcGMpZyMD1m9Wi5Akgq7umRLZWP31af9MWlZA9TDy+W/ZNvp7iIyXGdoABM+6Zde6seJZ",
+	"BpV5JFcwjdFHh+Y6zxhX7G/9s40VNOP6Fz2YfJOcOM6yko3UiKcBhxMWyGh9fOHeBHd+loWUAnYIQI3u",
+	"lf+AI8FDpnZ4lvn8bY6ERnflcJ/Cp9/uj83htnpp7G5Clj3wvNviecdZxlKeZWXMlR0mkJJ1JkIKco9x",
+	"qxdywvN8c8Ti+7p9S8sjamOSTYAImLwpLpdiYv/+PE0cn42/AHljclq5sATdkj6HLiqeqZWaH/w4THtl",
+	"ht+3rN4noo0LhLS+saJZ+TlJG+urTJqmi30S6wc7L/YJMPLtxQVmAvtJAFRN9xpnV7nae15nuBXf6Wxz",
+	"2zf5Vzd3vM6liWeLlfhwP1zkRNivlGE8PdzjS+6IT7V+yQvEjnh6+M0+awqZ8a9EJvmpI6H7YVHuigRO",
+	"kLRxAbqliKIQ6Sy93VZupldnuejvFdf+Hp79U0W3s+qS9/UsVXbqs/Av1Rayj5cJF+G9lQ/OphZnU1bZ",
+	"prrPabcTt3b7IldTm9ldpaw7lCc1Em7WTatrf6CQJou6ukdQ/rlSNgFfjFTCYGp63Ljt9qO1O8ntIP72",
+	"LUXlahGcOOoRta9rDnyMygayOClmLN8YJlSh81xkR2P15vXJKfkhg0uXwpTOIpw5O98X14FDU2bhdXa2",
+	"CSUd8MporGCCDY3vWBeuM2XTG+8DmQOEDDsO7WGpQIRqLMaqPGxA/9B5JoyNP/DIYAki2cl1jZzGbVKt",
+	"nzsBXucCtRNr0pMlAnzF6miyJytwJ+wIu3lgbHy7a+waFMFVSAR7Bmqvfu709OVeysPOtIPDu+GocIzN",
+	"QWAUKzH9O3Ei8IWvMtnhLgLKtM+/aMwK3ie+XHKmEZuKtb/R/pLPeeZPYTvofIQXv51r1Xp1smqrTizE",
+	"om6dg+YunKMq2/LBHKAO0BMRzjMOPXcx2buFf9U7do7CUqmaNRqKWNlYNfIyyA4mmHY6rkcmjEaoEEd1",
+	"vj5W9B2/R47fOXJ4vIc1eKr1K642WMJ1Xwqgo4YjVkDg32Dk3y86Pl5CSvM3+PoaYUVEH7yX2e6MScEv",
+	"xBUi4pZYLGz/W8/598vaAv7mzFZHuLmY2q+Bp/2i7U8i/wTc7PliaffmZtjod4T6iQEO5u6b2/RtFtbQ",
+	"D/iIUI5rsgje53keahnvK+UGKL12AUWj+EQ6u2W9+ur78eL7qgaOtUHU07/V0fI8PPVn8LFU9mQv94rf",
+	"n8/Cs1JOfx+nSjjaB2O52Z3it7MleQfr6UBdCr3VKwZzdBwf6pdu27/SFIWxolikAHDhy8VHIeYTkvuq",
+	"GI+ZnE7dz5gUgwOMlcf6jC3c7uPhMGErhejOWa+lki1Q+F62HeEuXicCknwG6bDlNW72Lvlze7gqTX6l",
+	"6CZgrxB/G5wRAMXRoXFh0924uTepfq0OyinciRfpNF4lgAEStK9bK/fWyuTcQ+EQGFXl6sKcodpwrOp3",
+	"M6G84tJiSx8PD52pNiZ4yXFnxKY8BxuNrjnhC4ONlbUgvI6YbKh/r8DwEti7nno41rHyuCqpzNKkUji8",
+	"4OcCY6JQtA8YUFDe6L7Ic+i34P7o2BYCrlBWYSO3ecYXSy5n6hpupOu6jW7fT3Mt9nUHgV5PhiHU++EO",
+	"HUf0tcmmUaHwtvPX6Rj6257xXerycA/VCYElRX4aRLgpmRVUI0cZZlXXDbfBdcNtTep98gD3F+R8KXTO",
+	"eLTLXZ8ejXjQLwGILucbvapGwfdQESNZdqW75a0wjezzeq6TFu86cK+VqDDdOtDynXqtdzIfXLrIMJvR",
+	"y00MzMQS2R13cwUfDfCVuYDuJeHb7aQv2SOy+bstVgDxhnelfi4BLksqcft64jW8Iy3VpG8KDfBVN71b",
+	"n0wL+KQJX7supt+5r+5mfZRG8GfJEkO4LkydDFBApXhUmhWi7y/3tUUiwoK1Ok8QByx0ZQmZpWCe6ClL",
+	"f3x+ypoGTkeEOxaltUGxkRWJ7wZTNZO6wU5KYhbm/l3K7QQBzILhc1JCQlHYKdfGjKKmOWzfnjmEgoNI",
+	"ZeDW0UqMFTbrIf6KGDoehqYGRwXdaLC7Dq0T2fa4bEDjbE3g3oirl1Y706S9AA3HEQNRqAzHRnQerPRx",
+	"DD8JxWF2Lha9JEZyPhN2LYQaq5UiuJ3KXN00Tdn/h31U+58AW9XY/4eF9j8jf9YCe3hS6yMANKR+/VGj",
+	"ftatWOVqlecpoP+UBNADnPRjhSM9wvgorjHuha/EWhgbw5oikUnLCjHNAa25y8eqvEio6ADwVy74hdtL",
+	"XQC+mWO5AIrsyY6daMySLhHqIm/BI1N6G50C9Z8VzxFWq1JinwVAcfgyoN/RQnDyY+X79wMumCgWvl2f",
+	"ND4knHHLE2YkhUiUJcvDex5UvqGpuZsELRXCYGcrhJUlBiMzyKnBA6IiGtoopWFKfhPHqhvTTXmBdEGA",
+	"ZDby87GZVqLHLLg3MJQsLqReuZMbq2W+gnsGIGYyM62IguXlbExNh18i/+oVAnoLtrEqoRvKVDweI+5y",
+	"4g4geOKuFd7A3jhbMY7GjJEANfngLG0IEmbURRSp0rDuycnz3h16RveQlIaldC1S1k3fj7F/4rjzIcUO",
+	"p5NzKOtw/3hkAJDascBe1Pesy9VY+YnXnik7BcIo0E6g9ggYCPAr/At/HSv/MwVIKTOlmpYAeXFCFn48",
+	"KYx75fwiLVFZcwkogGIxVunPYvNCTXU6Co2ooLGF/EMkIc8EGSZ+jdLU47qW2uSNWPDlXBciTcYqLdaw",
+	"XwlLYaE0ZwgBw6E2zXfAjmNwU9BAxmrmy26qfT31lBQQoay0G9+mM9JJkCPCr4SwmEnDl0tonwqjcpR3",
+	"yDWhmzXwZEjep/Ln1KOXEz4vBiyN7+iHM409weUDgtlCEDT/mltAr++6MZxEO5cqe2RKxL4EdQoLk/D1",
+	"j2r2yJR9AEF/mBbaKQxGk5LkNQd/jUBE8syMFf2SsLleQ47RgqsNjor5rdTYsDBu3/1/hApMx81zvc43",
+	"pJqNVVbo5VKg63zHoYS505wyknDS4m67sZOxAmBKpw1UwGpJ6fP8Wq+x4S7hB6BowqsKzT8giSlhhwl7",
+	"nLAn0JZ8rKgXApvxJaFrig0zfBP2yumktF1WN0F/uwsA8N/sOJwxwRHD4DwA6qYvubF9WEL/xfcp+8Wx",
+	"AMTfPdGrYiL8fvouE2OF2mlQOZ0GZNlM2x5TK8Dyd7o1RC1/YX9xSyPZii2VUK6CQjMptDFjxcvRjzCq",
+	"IfOcETDAVjFZ9fLgfoTFj5UHPoevllWnbCGN8Q13GoV3GG2fstHo1sksbu8y0/Yo2l1QPIPq4TYB04ip",
+	"23iy1TQldAbylWlz3wePfHeV42ry4IWMgt8+RzXk9YUoLqRYP6ght5jeYPVSTuAsVDAhQRtJkJmhJcxN",
+	"DWV7F0DpxeEBiL3dOUU/4iN/hoSicjf2ovNXoatJ6Lx870lFtIR9MorwYB/uW/N9K1vWUKPXdkwgejS+",
+	"a/4YqvfsgNpztSr4ZbM7MtPncjYXxqLfgS+8lerV8mCWQFJDQr2gEuypA4qx6e2fRODULfou9Jnw3rPQ",
+	"E9onSNAs//5rGnfhmeiFiBKdvMZeTXH6tTW/KX08HKZ7ZDj9SH0R98g5KFsIf2kZTluspTnRCejg4QY3",
+	"ZTn5KwIBdbqhTnxCL1DQZ3zIy9+5SuYeOS+l9fTbeLuvKxThMKsmf5Uz7OkrJ2u13VVeHfVqR3nVIn3w",
+	"eH9NHu+x6oYG5aZX67tSESfRVSCMTIQmGqvIoerMvbJDPThtIwP2imYt7baZZ+ufnzkDM3uwZW6dM7f6",
+	"VO+QvdItuH6aaTz0rjxT6jxNapRYzsUCuu0ipmNtNu9l9iGtufRKwI6x4sYDNz4yDGaAegG5G6QdBWBH",
+	"L+HQP0rpnvQ3IwQhhkE5z4C9sGymBcExU7MZD8e8b2Yoa08M/YeW6hpa2q0UGN9RRe/t537gCX6S9E84",
+	"A3cYzeXC+MtD+uc9pX/i7SxzP4MgriR58liB9Qof5H0+pHnuFjWOvONN9XY65MV7DzlBIyFIru9+GNJB",
+	"Y5bbkA6628j3sma/qtsWfnkHVbQvv77C2fsqIC3J67bVl5unQJ6QpwTJ9zNNhKwJw0+ZBXmFcCx1uQCp",
+	"Ci0j7UNa5J8LPK9KBLvY//nFzjjKz2Lz54iinLuF7htDoQyPzyJ2AhPfJ3LijvLBtm+Om5yLTRwqIQWr",
+	"7J9Qy+OJL9T5RXyZDt6fi81OxQmTX34Wm6ui+fhgM1wszWcPwNiroglPHncihKrhXmDQX3dHg5/FpgGt",
+	"afc7v+IuvyJsoXuiZaIYRymOoLtyWqFeGflKe1sknDT77mPHSvDyPDLUlVxccnCcckMNxpPSvZ/GDdRT",
+	"aJ675mWjVHium8Y8Wk+sCO3CvZ+H1V/SK4CBxYjc2YZxn+ECFxgbDyvMnF1N5qx0RzFdsHP+h9aYKl2L",
+	"Co5Xw+Hjv665tH9/MjSpz2OOgivdZ1qZVe4Wn+vJuVQzBpcNgpUlsH2IJVK/9paIIuum/cN0xPiZEcqC",
+	"MzpMpn+Yus1yh+clAnAozTDHrkfdhusV3WHvMUYA/nYMUY5VCFEeQS+UtMy5dkO7pcJEer4pfrlu7ru2",
+	"+5CIno4VJD4yTZkd5Lszc15grXYUBYD8vJaw6B5ssKG6/YpwrWeJuMNJWNitcMj+4Z0GX//r4L/2twZe",
+	"WLH4zt3DnWD6/rK69WPOFnzb384TapHcf6NzOdm0fZPePDiBaw5fpRc+JJ1ffXv5Ju5RvQbdQBiPDLqP",
+	"/S96ylIvQJE/7TiP7SPo/J9+zHD6r5cBZWfXen7RJ0pOp7iDX5fkuqdICZ039lNxLAyor0fcifadpb/6",
+	"pBHIXq7IigbZdD0D5GexqfsZ2jpNkFhzIi5Ite5SGyPP8g3IkV5Cso1B+brATihSjVVJrliKQs6GR2ZL",
+	"9hl2LpaWnQnfv2TBujRCfyEsp2GSIOjICwgZLbbgynCsYoPd8iFVJ/3SH5+fpiDP4gQXNwww4lJ3xGNp",
+	"0CDTX9OjiuiB18aqfK+UDqwLUB+i7x7pHSHS2lqGfgs4SEPHhbEqWy74gwf2jGIoyJ4AA1IGdd0kYD1s",
+	"7qSfMmMVWjJEMgD3AHyhf3+ZRrmtbgEhpDUiue5bhDX09mTdQlzoc5ElY0XRbxC31QbrPlSea2Opv00Y",
+	"xhHAXOeZSSG8DdoBFD2cS5WNO6Nx5/xi3EnGIIHGnRFxPHaMr2e0XNzqsAiPOrlYYU6EGqszEc6FlzYM",
+	"Oud9YpSvOPAzC22wng6/HauWE4vURmiHg2P7XYK1xU3vHSkvcz4Rbg04ea+pRTjF3C/PjYZJX5C5Dn/E",
+	"6jXKCXFHm/b7C37Zd/Z4yrrfHD5mP8vvHMUTi6KubodP4J2+1bqf82Im0iOfAAGAmzTFJv3jzWov/QOW",
+	"s6cV5lUO//gnUT1qrgZ+LrbpPmFzkQPDgKlSyGALqAOo2K1HnwvVOm14+7rAODudsR+v9tylt/VnsXmH",
+	"5NOkYNFPD6HIaijy2obyRzlm76PlODACkPN8jYyKm9jQQ42Hqw0j6mPutiYg+ntXuYz2zKE7vyAODapz",
+	"+rPYnDhTrylXjozAbjomX5QTPZBxRmBg27ZfcwH6KOrMxE3onObzMMYKtSanFf3z9If+36gDU3j0O27E",
+	"X586JWNrJsHIhxqshb4AQfBTXFWFNieKs2CTGnKmsiYzFFp3o4yCtL2aKQomtbSNBVLVWmmfYUw7ialq",
+	"3UqSWbVotynJTAxmA6i7yQVocLeRdoZi6/NLOvtZbB5Szu7CkGpIeN3OQLuhqUQMKcf0h9H7lnwxUlKZ",
+	"XisD9bom8SgEE6gYjMG7EwYgAXh7y+IEA9lcTtkmVuQ17pgfuDsEVhOHZBLH9SQmfqXW5mlSJoKdC7GE",
+	"h0JF4STXBjAxilLDvyL51ynyRz7TdqwKgRsRF/N5ttKIKwjK+kvSjK53BpDndZeoVjitxmoarr4At/2X",
+	"kr0D2+ntnPhq0qUKUh//++A9/P8VcGvuZni6ujoQg89/nQly94Iz5rbTH+lREzdA3YVM2zMx1aRJoKHd",
+	"SAXtfaZbDnp4u6zge2G5zNu8xkS9XyEB3bR7qm9FojIsbQ8CofmQPyJ5qUkWezZxlYnwLip0QTEIydAV",
+	"B1foZoyeLUycRtOBisZDaymq9m+s1KlOjNyfWHPv3tfGIghFKWrHysta8qmN6mXy5FsSObitZuh5Tenp",
+	"1InylNSENBkrrDUp+7DQijEb/DssewFHa4Lz6buDSiHjwjCOzZzRWwbFOOpMTPjKYB/sUj+ABPg1L/2F",
+	"UTetOXpLoAmWd6k8CqxgrLpcMbzfukjKKCVsKrTQNb6n95I7ew0LZGgblAZjRxSALGKYtG7NQHcabCNk",
+	"PQAvADsIGSPEj6xPFIVCzIJNhZrALutzofDIaY6Em+R0J5iNm7NcON7iHXMJW/DM46txbMDpPpOgr5S8",
+	"hb3BWD3LtZEVQCJS60y0LhgB0ClK06vEn6hZICOPPgHYEy220J4c8x6sIZhZwHD46qyiL0aG/+zNgwoC",
+	"wSfi2cE2uX71Tjx4Wb1TvQNubcdu+E+jODTnlXkb7YFgb4dg36zMvBKzASEI+R9Kr9lfmLX5TuvCWeU7",
+	"0zpfwhN/hrzOsBf7sWw9OQeH6meR2olz3ye3E87zwYvWnNzptrEFCMNpMtRVZM2lrVXM0/5XrlXUVKc0",
+	"2WsesroOFalKQBukIg62NJq3+IM7zU9SVUPfe8AjvwU/AZ40cG1Hbz7cSsZUE1nt8AIgAdydLC/ZXIsL",
+	"QBOM/QM7qfchQoTKiHEgtJwzj3ewkOT2GwRhihEkU/FCMCOKCwF9NXhRyAueo7XCugC05UESMTHBGrYs",
+	"RCYmwhhd9AY+GRZpNaEKMa4IytdyQGWAiJfvD30UMjykZVtWI6ReoOGIPcJsjole2LtQoPnorMXgYyCm",
+	"yLq6KP845TJfFVCw7Z0vMIVQbEpWsMRQBGIngg//UhrrxsdlYC+ALqZTYW7DWKVkF5+6P5TgRXiy1+1s",
+	"BOggxQZANmkIj9WtJ+cJQQpSBMfnW5D9L5QRi7NcNBm5xxPg6B8lEu6wc/RW2skPhRDMGdk+WY4y2OBY",
+	"wI3S5ZYttLHs8Td/DTmB0JzXx9Fx3x4Zluq1EkXaln8Cv14TYfDwVpknOPq/4IDKZ9O32m2mE9u7as4d",
+	"CfWdPE1H4Lqc4R77iCDmhh/F3Zg9fCmm4QG0rlrleZT3QFd0LZRlC8EVgAT1Bizl7r4ZANLtS9VfFnpW",
+	"CIOl7iFxSpqx8iwIXijQ8eXZkGPC5CWknKcvrdczsR0Azric5CsjL0Ti2HFBusFeWvK+TRQA/nmHtzka",
+	"sj3TJRmrxvYJehoYcuDJ2zKbxUknPo4cpZkgF4/RiEOGCWtNMHmApPrqmjAgKYUmDNfrulBSpC1VyUmp",
+	"x0k7Vr65QA3NKk40Yr45gE9u4CFhokS2khmCaH9004D9jJD78KvryflDmtHtsPkGe4Y4Yqh2aEs3ugXT",
+	"hkRGCV2/02n5xj/2AO7bCt1T2aIHbN+vyY0ZbgmCt0Tl6cucY206GEYV/0N0tYKGVv6tAdp3yxdVI6k7",
+	"9ErVifcBPfYjMQodPSRsPdeYpLmec5tESSuGLfSFVLNWOkluBjPYVHCXvh93IM7vNKdfPqSsezgYHA6H",
+	"w2GPcjIoEYJmwdJhOhikv/QP0yPmXi5/ciP8azAY/PYhHasZZC74sdhKyf+sBI44YMdU6lTiaUHhMMcL",
+	"o30BmREWLLrl6iyXZk79Pd1dysAbhTrkN76+2m9i+bhTIhsxBU+i62M6d4NGFD5wIuynhiO6xo313VY+",
+	"e8/IA7LQTmShwGOCNHLXp7sUhZHGYhHJme8pgwANeBuvLZT2dB7EfY/aXQjbw8eOhLI6tQ1emnWRqaKE",
+	"TSJg4gcb/6uDnaZWRmuIUyhNTQnvBIS63fy+rt51D4Z4KdsezPFPBzR9a6paO+e9U8Dp4zpODmhjmeC5",
+	"ibDrgPkAngwWslvUZaWtqmSUpByysdFpoXqY5UpDYYtNUbOi3Bct9R/lhhnteAqvteIEfs9yDCuymW5D",
+	"jt66rZ8KQrpp4LWQs7mtBMgCYR4mnQW/xIJypzNH9eUfh2zzsSDVdxSdCwdBEKJ/NgjpLxEO+osCZ26C",
+	"ZE7xxqWsS19gh70qPPNHqL/XQmK+iv88QDJ/GZDMiZM1mLiiyz6spdCKBKSThzv0glY0v4ANWyLxeF3D",
+	"6aYQBA1eRSigRdkK8jdoJRJ9JpwSY7bab3mjpzfAbI4MEmxCQ9CFbwmxYWtdnDOtkrGCTKVyrcG/WU3U",
+	"8V1jr6jphRQkp2dTA08yr2JYOwLC+Wb4JPWFKaP6DkdgMpZNuEJjARzhUNO8MpDxsoRlHJVKTa2yOKmo",
+	"NmasZogW83T4NG3rGVYXZV9597A9JHdJvl8G4/nUclhp2586XaAiip0IdlbsLhl8H3gqNV4AqFxOJSfv",
+	"q/n4Vme3ZSJdA9B+Pzl+wCfnN7Kqrgex32h/Vdo18kgKRGexdgYRpOahFuO4sHeRObkwYMdqg+hvVOgI",
+	"4WP30yOEXXDsDWUJjNOr4I7tBIoL8mkLMQ6DGFHr5Fy02WTHk/OK5/1anLPdJrsNTnqlrnVPLDUhq7pU",
+	"QL66rgF3YBz5Ha4BW+1i1lvEj2mNFSTUCoh/fPOO2Fa7Vf8zoIDfn+OKWMccsaCXS5F51W5Li/ULTX9N",
+	"y4p0x/yZtEcMG/VDFoJWVxlO/1mJldidN/Lf+MifIV3k7rM7kk6543s5iWH3G1zD1SwRGnSfLBE8zgfn",
+	"cXOWCGxkS7VbLtTMzkGIAiyTyDBOF98xfxDV+xVVvbXlieA536EwI0JqFmEwzQeaqNME7Nn1zv3m6XwV",
+	"kjlAALDrK72NFVA1zC039OdUFfOp8d0dA/ao1RH6fww+7TsoCAXHglUTdSh4t499t6Xvd9TUJLcKGe/W",
+	"tscnbwHUvdF5+XyxtJuvMwTwpXjTgeqwyg/yMBwxsy63/VxwY/taTUTviM1hO8ja55NzkXksbmAsCPiz",
+	"r/wiZnTwHv5/p1f9eHLu2cvVrvDjyVcCuQZLvmf0i+PJudLrXGQeeRYIo8Rsv2WpdTWHh025WsR5qjqg",
+	"StabiLzrTapNPlJR+v50/DXhAXwOpPyjpNgOkPAZn5wn7EIaeZYLKkkmRFOdZwwB9PdmZcH42m33voDH",
+	"rsC4p/zZhIXw5XDYCv4ORm5zbgGkE1wju+C3uzYXcPUN2hP88GAvNPlxSmlsoIibn4syL+w2zYVdHek9",
+	"z6/3Zgm9WCLcgJamK10ABxwr7pdAGoN3RMMF7B0xrjZsITLJCa79Hyevf2FSTfJVJrIEMRT5f1bC45zP",
+	"RSEG7Nh3lPfN0dKnwyGT6oLnMuu7P6ZHjLf0sxiraza0EBKKiWHtxs0YXOBNju/nqOdfdeOHg8G33yYs",
+	"12tR4IkfhcvfevWXhdRO72++/fHd//bbfZoK3n43iKuT328v04h2urERL5o8D7nu99asgQ6n2q6hrTfD",
+	"ESvT1/cXwI6r3Ilb49QN/HFejS/FAXFUUexn1L/0jrrTPbgaPktVw/cpiq1/309UKwFSu/CIPr0jlj4O",
+	"XSsFbmn7TS3WV2Mgvn3350FB/BRxoWjP9woM4f5fGRnyw+4TGnoreHaA/cfyB0TE9iBRUd2nneCIpg0d",
+	"MRxM7dJ9CoREop3rXt23717pTHRuI0njAU3xU6IpAoH6VoKEcq5YutBZFVqxpMl2cMVAO3fmevCcrVln",
+	"ql2+Bx61A2YRtgmAmwrUt5KrIRdjGrh138QrZ0LQXHyaG07yCNCxRozDnADaECeP5HrGJ+eUB4OvjxUQ",
+	"9QSELSReSTtgL/lGr+zItyx/ZNgLZUXxptATYYyTb9CGztHXWHXTKss9+H3y+3g1HD6ZrFYyg3+J/u+/",
+	"v31+/P3v9IMR/8G/U9/dwWDQ/NK7ty9Ot18aK4mllNSyAJCGfHv1JU5S+Lott55GjMWxAgi3RwaBAffG",
+	"WGQlxCLu7YAdj1Xck5QH/DWs98ygjnUBrZ14DCAZOiUENjJWATwywozcAcl45zLoAb7xLtw2eGwPAI63",
+	"lACJ23mXEI541X29OvHedH+oRraF1OhY71cI1bil1kuF9fq6oKbMjtHtVOGNWPDlXBdXZFSelI89WM+3",
+	"Yz1Xd34vAzqcwpU2dDT4PmZ0ebwPymmzAR029ONM5/g8tq/eHsmW5dHfoRkT0VezJROm/EAmTTZM2J6A",
+	"r2iutl4qpHHzXMwtqjpYimIh7W0lZNb8OqQipgt+mTL6EmClQDsEqrE8cuxRKm83JFF5wIYBoBcg+WI9",
+	"KQw1YEQ0O6HuG6ynsYrNp0DQvz5m3XR7a9CWGgwGUGnEpHtV8ZwtVlZcUv+1ptew41OTHQU/9etWVILV",
+	"UU6rXoqC9qmXjNUOY8pW7hvzaPhk9tC+g2UGo42VnjJevjFqMn/c42T0kLXDjunsUCOyc67wLIh+H7Fu",
+	"ISZut4OFUJbg+s51mTBHkQGLLzCllehBUW4hpisjshGWgi34Zb0MDKbQUOw1texMzKXKdlhlb2D5V4W/",
+	"oV7F7Zin0Zg+wdSBJER22GszYhb8cmel2A1RNT4L2y+c51dj/BF1PNh9N7b7Ai/9YZXnu0y/wIL601We",
+	"g/1Ht+4aAP4mHYxVWmEVI+JUVOVvqwK3ZTRgLHWO5v7L/YexJRUDl0TOBXwS+oV8tMHJuF+ynpLxWWqQ",
+	"X5MFGlbJOJaYuMVHauI1VWCvrBy8x3/cbVCpTXQ8hIq+kFAREgngT5byq+ru1Srf3IG67YG4lu6/ynw5",
+	"T1A3AvkqVfniQk6u9MzQQw9+mdvyy5S7vqdXBl7YwydDA+/nkcGHHwztNn8M7E+LN8Yp+FIZy9VE1Ixt",
+	"fwYfapfs4D3968Mu/NliE8YloAxUQ+BNCm8lNSvJWTWlccRzeS6cblEv6ofW3cZiFxG+CE07wtgBiakQ",
+	"M2ks8gGTjNVqmXFIxyvEQl/w3PT2iKkRyi1ALZoYzcn3NaMFDNi7GJPl778ibAjmVLOJXogI2NGX+RNC",
+	"C/SCG6v01zRBXCnhdT+U1N308XCYJmylcDZZz9mj/mgRTMQZjgRoM1bhTGHe/mvDFjglfzG/chilwH/a",
+	"fHbw8wMjafbY+dsFYEklfUEkpbxm6G/6eHyiiO9cV07T8da9fHWutSd4Nj2+Czl7e+ymFlxj1Y6czYNT",
+	"q7KHVut2+Oyxui38bObhs8mp+LnjZ0OKBQFos5viZyP49Vjt3eFK6ZLqmwCvx6q8I22Y12w35DXkjNi5",
+	"2LS3p+JXNqcqmfnnB4tNc3vAxL4DvtyKiv0JWGq4GFdCsv5TIacTBY39gl79JM6F8usPDoab01+5m6VT",
+	"4VFpT9wFDV4P5G/VVkLpLRNS6MVyLhai4Dm69NMGCnd0nbIumjJpv+8f6Z9xI1Jqn2qE7bE1YHRl3HI/",
+	"PJRN6mlk26Q14k8h7mfNWKX/MFr5P5+IQvJc/iGKFNNUEOU9dZp4mgDKcsJSnmXga01YutSFdf9vTP4G",
+	"/jlW6ZJvcs3hyVjJOJUL8c/TZ/A0TgZrQ9Pv/+eX41cv4IdVIU+WYuL+KZQjmiztjcaq1Fr8Or6XZqKd",
+	"ZpP6xs1gI7m9YUtu58wImDtGruJWoe6HsQo7M2AvLJtpAtwFNaF0WA5Y+nh4mDJPdWDLinU4zqPwZZ/6",
+	"6J+U3kZ0s5KkZjAyBynXEYrMg6WF9bPldmFPDSyKgxJXmVG/bXJQR0HHBHE4uK1pd47rJABxC+E9P22P",
+	"EV6J6hE3bxLzb2+JgX4sis/tN2qqrcTR3Kfu10RTeBsOqrX/f43LuUuOhIQS5TZjcntN6u1XJdEaInQf",
+	"UYr7ibH+6zd5FDukYpz/QDQxyjD+f+mWD7CPjpmwboXBEIRss93YG9xPz60vJhrnr0p5DtCoIHRPwvOq",
+	"dCeA7cb7XVFynCHc9YdQl4Ish2yb3nUdqgdLiSDIjY6J14rqgqvzdepE0L9TUj+CvAYdpFiJBLMRSpfB",
+	"WGEgwFTW3nXmsBEWU7DsZC4MVoJT0y43QQPOTIhWg82+FMVYuR96A5YWXGV6kaJhH+Ab8DWuNkcsLdzN",
+	"7hf6TKoURb2dF3o1AyfLgkknaleFOmKpsXJyvkkDLEUpwcM1gklJC7fLeB8trT0hC58u0KD2aUxZok+c",
+	"C7F0j8uC9ABwpJBjt0EGv5GT8yvlb5P3FO6qmLUARXRw+zpJR6jVAvKQ/R+iubt3Yd5RgGRHjsjwruR0",
+	"a+l7MAAekOgjKaF0v7yn2yJCaU+4JX13NQKOlx7+3n3hGDvuszW/KidK4J6LjJ1t0E8FlB7Y5CPDloW+",
+	"kBnAtcCPUpg7dlWA+6+VpfqGW+JCKGImpR/VKXaqEHwyd6sGfsStSNGPa/jGMKMHzeEUE+DS7+wm4ica",
+	"A6Lo8vwSeorehgOs3QMeU1Y4pIoAhsf2DggYDEOC7gb2ffp+3IFtHndGbDAYNPr/txtnjimKN2Jp6MAC",
+	"drh3mKesi90053LJVmoiCsul6iUszbWxKet6tzb5shMfisTyvJlWogfmfjl87LDGDqSRezzyHoL57kzU",
+	"HcLP+5n3pPJ78TPD3B78zLfU4DbiKO1+5qYrRqodeeJac3NOw2PY6P5PkaND7f/3zZ6p7dE2WSefIOun",
+	"lqlDS9gnTwcP9uFyNWfplPfENzsL6Tk8zzVSVHzZoovVcNl8h51dhVJ1erpDbWWLdHd0Q3+gkF2tbwFi",
+	"NKG2y0lEGyHHB1qvYV8lJzf/rWPh2Ug9yc062a4ayOskJq+Xskz1vG3Pcf0rn9hrfB3Cfmjz/3W1+Z/k",
+	"K2NF0V/LTOC9rPT6vz6z3tMOKV/clZu0Pfy+Xf2VWEd85YjyYlJkOSnrOstnrNLo5uEvPRo+zMl/wjMr",
+	"+Ebooxlt5Vi5Y1hBRQQ+HMJf7BjmQ5lLUJHnXrRrHYbHXaPKrLECXgdJNGwtCsGWq7NcmrnIWhOq2G3l",
+	"U4EVBglV7IvIp2JlOtVY3TSfinXdodi5hLKgafw0xk7d9xHNp9xa2AV074qshylZbM+MrLHqpuMO0ovb",
+	"KrXKc2gYOlZNpq6/tkQuZOf6A0/YmbZzdi7dUVo9E3aO6ViQGrdhbelYJRlg8Lm8OJUustKgX3tOiQF6",
+	"Ct9rN66vrZzdkZGtlXg9bVUKtsWgt7j3ltpwfPTWbw+W+k3LzUp9sNVMvzXdr12Qkf55o3aerRjA/9BS",
+	"bV+PPUIvMrtpvVHSPDC2OG8B/q/B/l+N/P+J2i8d3oESfDLnzZAY7sweKohvs59xJdMAmxn72too36Ct",
+	"p/EXE7F3hBMv0fglQeAeVSa8fk4z9S06etUY/keo4nFn4l3prNCj/kpudAeZrC/F1D5ksN6UvOD4Svra",
+	"ISav9qL9OVrR78HsT+MGvQDR8pAI8MW3pD+uHek+FV5Vg6he83gXOunHpIfX6hMg1evqW/0RLP0uvZ84",
+	"TZz8/TlBvzqWcI0G6g9e0+YaEUyd5OXxo7oGzqtMLLjK2tUzABnALidw6c4EL0RxvLLzzuhfv31I3ruL",
+	"BZBndCtXRd4ZdebWLkcHB4eP//dgOBgODkd/G/5tCJeQPrOtTEHRt14rtoacfjbJJXjyEL4FMXNkAS42",
+	"wkpBaLA8H0T937ymvOW5vZzkKyMvRAJI2NiBARkogUAzq8+FMmVKaQzO9mplxWWcU+q/Bwil259DpwoT",
+	"uZhAOL4cFX95ye1k7sdDv5UVBfSb4dUJRR8LozV88DsAESqiD30vjS3k2cqKjH7038OD16uzXLAzei/6",
+	"jP9Tw1e+XxWOKNkPL354jV2tjcdJovZbEk6Kn0eoXNArtexwVuKXwQ/Rh6lPyvZnT2uhWQJQgv0QmXdY",
+	"m2UOwVqKBCAsQSTE4zVGRL79OeTkkPmDnys3FQQd/h52E4iIrL0LKdbRZyg4v/2JN7ywANXEuDFyphZC",
+	"2cZFZYLnBrDywI+99O+ZhvUllKRo15ph8pIHjYumVI7QMC3K4GNZSKO+MsH6KFTWRBXpWqHZBzgPPMOs",
+	"RCA7TIIAL3g0qZB0uD2ln8UGnNkgsjI20WoqZyuq0u5C9yxofCcVS88vDt6fi82HtJcwxyB5IfpcZX3Y",
+	"PBWjPiQ4v4ydi41JIrXJzRH2FFKvoymeXzTtl5wpkbG/Pu2fSYue7rY7eGz1Qk5ewpnhziWMw98Yz8BN",
+	"vjiTbrAlQFXASNHn/dgNk3i2BWUFfBSTQIlRNjK1GHFym7VF4EMNqHyOh9YQna/BTiutAhq+7aGftz/8",
+	"k+C5nSNZSSWMSeIwR1TchoEhPcWQGnYkjID+ykSp5lsgMqZX1siMbFOh3AsiY4VeOVrvvin0Qti5WBlA",
+	"J6RpLMWESWtEPk18AMquDKTyVNbH150Pv334/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -32,6 +32,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
+	"github.com/coord-sidecar/coord-sidecar/api/services"
 	"github.com/coord-sidecar/coord-sidecar/api/throughput"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -54,6 +55,7 @@ type Server struct {
 	*counters.Counters
 	*groups.Groups
 	*partitions.Partitions
+	*services.Services
 
 	recipes []described
 }
