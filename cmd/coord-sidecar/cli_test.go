@@ -210,6 +210,69 @@ func TestCLILease(t *testing.T) {
 	cli(t, env, "", "lease", "grant", "soon").want(t, ctl.ExitUsage, "")
 }
 
+// Services: list writes each live instance as one line of JSON in
+// registration order, pick one enabled instance by its strategy (round-robin
+// takes turns across calls); a service with none lists nothing and picks
+// nothing (exit 1); a strategy the sidecar does not know is a 400 (64).
+func TestCLIServices(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "service", "list", "web").want(t, 0, "")
+	cli(t, env, "", "service", "pick", "web").want(t, ctl.ExitNotFound, "")
+	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i1?ttl=60s", `{"address":"10.0.0.1","port":80,"payload":{"zone":"a"}}`)
+	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i2?ttl=60s", `{"address":"10.0.0.2","port":80}`)
+	type instance struct {
+		ID, Address string
+		Port        int
+		Payload     map[string]string
+	}
+	lines := func(out string) []instance {
+		t.Helper()
+		var got []instance
+		for _, line := range strings.SplitAfter(out, "\n") {
+			if line == "" {
+				continue
+			}
+			var in instance
+			if !strings.HasSuffix(line, "}\n") || json.Unmarshal([]byte(line), &in) != nil {
+				t.Fatalf("not a line of JSON: %q in %q", line, out)
+			}
+			got = append(got, in)
+		}
+		return got
+	}
+	r := cli(t, env, "", "service", "list", "web")
+	r.want(t, 0, "*")
+	if got := lines(r.stdout); len(got) != 2 || got[0].ID != "i1" || got[0].Address != "10.0.0.1" || got[0].Port != 80 ||
+		got[0].Payload["zone"] != "a" || got[1].ID != "i2" {
+		t.Fatalf("list wrote %q", r.stdout)
+	}
+	var turns []string
+	for range 4 {
+		r := cli(t, env, "", "service", "pick", "--strategy", "round-robin", "web")
+		r.want(t, 0, "*")
+		got := lines(r.stdout)
+		if len(got) != 1 {
+			t.Fatalf("pick wrote %q", r.stdout)
+		}
+		turns = append(turns, got[0].ID)
+	}
+	if turns[0] == turns[1] || turns[0] != turns[2] || turns[1] != turns[3] {
+		t.Fatalf("round-robin picked %v", turns)
+	}
+	r = cli(t, env, "", "service", "pick", "web")
+	r.want(t, 0, "*")
+	if got := lines(r.stdout); len(got) != 1 || (got[0].ID != "i1" && got[0].ID != "i2") {
+		t.Fatalf("random pick wrote %q", r.stdout)
+	}
+	cli(t, env, "", "service", "pick", "--strategy", "nearest", "web").want(t, ctl.ExitUsage, "")
+	cli(t, env, "", "service", "list", "bad name!").want(t, ctl.ExitUsage, "")
+	r = cli(t, env, "", "service", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "coord-sidecar service list [flags] SERVICE") || !strings.Contains(r.stdout, "coord-sidecar service pick [flags] SERVICE") {
+		t.Fatalf("service --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
 // status writes the session as JSON and exits 0 while connected; the token
 // comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 69).
 func TestCLIStatusAndToken(t *testing.T) {

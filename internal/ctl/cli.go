@@ -31,7 +31,7 @@ import (
 const ExitNotFound = 1
 
 // cliExitCodes ends every verb's --help.
-const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, or no item in the queue),
+const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, no item in the queue, no instance to pick),
 64 bad command line (or a name or value the sidecar refuses as invalid),
 69 the sidecar unreachable or refusing (403, 409, 429, 503...), 128+N on signal N.`
 
@@ -51,6 +51,7 @@ type cliValues struct {
 	json        bool
 	wait        string
 	priority    int
+	strategy    string
 }
 
 // cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
@@ -81,6 +82,15 @@ which keeps values holding newlines apart and shows deletions.`},
 		about: "Pushes the lease's expiry to now + its ttl, once; writes the lease as JSON."},
 	"lease revoke": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseRevoke,
 		about: "Revokes the lease; everything it holds is released before this returns."},
+	"service list": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).serviceList,
+		about: `Writes the service's live instances, one line of JSON each in registration order
+({"id","address","port","sslPort","payload","uriSpec","registeredAt","enabled"}, as
+GET /v1/services/{service} lists them; a Curator ServiceDiscovery's instances too);
+nothing when it has none.`},
+	"service pick": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).servicePick, flags: strategyFlag,
+		about: `Writes one enabled instance of the service as one line of JSON (as service list
+writes it), chosen by --strategy; exits 1 when the service has no enabled instance.
+round-robin and sticky keep their place in the sidecar, across calls.`},
 	"status": {run: (*cliCall).status,
 		about: "Writes the sidecar's ZooKeeper session as JSON; exits 69 unless its state is connected."},
 }
@@ -100,6 +110,10 @@ func jsonFlag(fs *flag.FlagSet, v *cliValues) {
 
 func waitFlag(fs *flag.FlagSet, v *cliValues) {
 	fs.StringVar(&v.wait, "wait", "", "how long to wait for an item (a Go duration; default: try once)")
+}
+
+func strategyFlag(fs *flag.FlagSet, v *cliValues) {
+	fs.StringVar(&v.strategy, "strategy", "random", "random, round-robin or sticky (the same instance while it lives)")
 }
 
 // IsCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
@@ -587,5 +601,33 @@ func (c *cliCall) status([]string) int {
 		fmt.Fprintf(c.stderr, "coord-sidecar status: the session is %s\n", r.JSON200.State)
 		return ExitUnavailable
 	}
+	return 0
+}
+
+func (c *cliCall) serviceList(args []string) int {
+	r, err := c.api.GetServiceWithResponse(c.sig.ctx, args[0], nil)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
+	}
+	var svc struct {
+		Instances []json.RawMessage `json:"instances"`
+	}
+	if err := json.Unmarshal(r.Body, &svc); err != nil {
+		fmt.Fprintf(c.stderr, "coord-sidecar %s: the answer is not a service: %v\n", c.name, err)
+		return ExitUnavailable
+	}
+	for _, in := range svc.Instances {
+		c.jsonLine(in)
+	}
+	return 0
+}
+
+func (c *cliCall) servicePick(args []string) int {
+	strategy := client.PickServiceInstanceParamsStrategy(c.v.strategy)
+	r, err := c.api.PickServiceInstanceWithResponse(c.sig.ctx, args[0], &client.PickServiceInstanceParams{Strategy: &strategy})
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
+	}
+	c.jsonLine(r.Body)
 	return 0
 }
