@@ -268,8 +268,12 @@ func TestCLIServices(t *testing.T) {
 	cli(t, env, "", "service", "pick", "--strategy", "nearest", "web").want(t, ctl.ExitUsage, "")
 	cli(t, env, "", "service", "list", "bad name!").want(t, ctl.ExitUsage, "")
 	r = cli(t, env, "", "service", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "coord-sidecar service list [flags] SERVICE") || !strings.Contains(r.stdout, "coord-sidecar service pick [flags] SERVICE") {
+	if r.code != 0 || !strings.Contains(r.stdout, "coord-sidecar service list [flags] SERVICE") || !strings.Contains(r.stdout, "coord-sidecar service pick [flags] SERVICE") ||
+		!strings.Contains(r.stdout, "coord-sidecar service register [flags] SERVICE --id ID --address A") {
 		t.Fatalf("service --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := cli(t, env, "", "service", "register", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Registers the instance ID of SERVICE") || !strings.Contains(r.stdout, "-address") {
+		t.Fatalf("service register --help: exit %d, stdout %q", r.code, r.stdout)
 	}
 }
 
@@ -354,5 +358,11 @@ func TestCLIBinary(t *testing.T) {
 	}
 	if _, errs, code := run("", "lock", "demo-x", "echo", "hi"); code != ctl.ExitUsage || !strings.Contains(errs, "the command must follow --") {
 		t.Fatalf("lock without --: exit %d, %q", code, errs)
+	}
+	if _, errs, code := run("", "service", "register", "web", "--address", "h", "--", "true"); code != ctl.ExitUsage || !strings.Contains(errs, "--id is required") {
+		t.Fatalf("service register without --id: exit %d, %q", code, errs)
+	}
+	if out, errs, code := run("", "service", "register", "web", "--id", "b1", "--address", "h", "--", "sh", "-c", `printf %s "$COORD_LEASE"`); code != 0 || out == "" {
+		t.Fatalf("service register: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

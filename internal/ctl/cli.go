@@ -112,6 +112,16 @@ func waitFlag(fs *flag.FlagSet, v *cliValues) {
 	fs.StringVar(&v.wait, "wait", "", "how long to wait for an item (a Go duration; default: try once)")
 }
 
+// cliWrappers are the verbs of the client's groups that wrap a command
+// (wrap.go's kind: run while held), by "GROUP VERB", with their arguments as
+// the verb list shows them.
+var cliWrappers = map[string]struct {
+	args string
+	run  func(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int
+}{
+	"service register": {"SERVICE --id ID --address A [--port P] -- COMMAND ARGS...", RunServiceRegister},
+}
+
 func strategyFlag(fs *flag.FlagSet, v *cliValues) {
 	fs.StringVar(&v.strategy, "strategy", "random", "random, round-robin or sticky (the same instance while it lives)")
 }
@@ -132,6 +142,9 @@ func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Re
 	name, rest, code, ok := cliVerbName(args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if w, ok := cliWrappers[name]; ok {
+		return w.run(sig, rest, getenv, stdout, stderr)
 	}
 	verb := cliVerbs[name]
 	fs := flag.NewFlagSet("coord-sidecar "+name, flag.ContinueOnError)
@@ -164,6 +177,9 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 		if _, ok := cliVerbs[group+" "+args[1]]; ok {
 			return group + " " + args[1], args[2:], 0, true
 		}
+		if _, ok := cliWrappers[group+" "+args[1]]; ok {
+			return group + " " + args[1], args[2:], 0, true
+		}
 	}
 	w, code := stderr, ExitUsage
 	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
@@ -178,10 +194,16 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 // VerbList is one usage line per verb of group ("" for every group).
 func VerbList(group string) string {
 	var lines []string
-	for k, v := range cliVerbs {
-		if g, _, _ := strings.Cut(k, " "); group == "" || g == group {
-			lines = append(lines, "  "+strings.TrimSpace(fmt.Sprintf("coord-sidecar %s [flags] %s", k, v.args)))
+	add := func(verb, args string) {
+		if g, _, _ := strings.Cut(verb, " "); group == "" || g == group {
+			lines = append(lines, "  "+strings.TrimSpace(fmt.Sprintf("coord-sidecar %s [flags] %s", verb, args)))
 		}
+	}
+	for k, v := range cliVerbs {
+		add(k, v.args)
+	}
+	for k, w := range cliWrappers {
+		add(k, w.args)
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
