@@ -13,9 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -221,56 +223,73 @@ func TestCLIServices(t *testing.T) {
 	cli(t, env, "", "service", "pick", "web").want(t, ctl.ExitNotFound, "")
 	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i1?ttl=60s", `{"address":"10.0.0.1","port":80,"payload":{"zone":"a"}}`)
 	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i2?ttl=60s", `{"address":"10.0.0.2","port":80}`)
-	type instance struct {
-		ID, Address string
-		Port        int
-		Payload     map[string]string
-	}
-	lines := func(out string) []instance {
-		t.Helper()
-		var got []instance
-		for _, line := range strings.SplitAfter(out, "\n") {
-			if line == "" {
-				continue
-			}
-			var in instance
-			if !strings.HasSuffix(line, "}\n") || json.Unmarshal([]byte(line), &in) != nil {
-				t.Fatalf("not a line of JSON: %q in %q", line, out)
-			}
-			got = append(got, in)
-		}
-		return got
-	}
 	r := cli(t, env, "", "service", "list", "web")
 	r.want(t, 0, "*")
-	if got := lines(r.stdout); len(got) != 2 || got[0].ID != "i1" || got[0].Address != "10.0.0.1" || got[0].Port != 80 ||
+	if got := instanceLines(t, r.stdout); len(got) != 2 || got[0].ID != "i1" || got[0].Address != "10.0.0.1" || got[0].Port != 80 ||
 		got[0].Payload["zone"] != "a" || got[1].ID != "i2" {
 		t.Fatalf("list wrote %q", r.stdout)
 	}
-	var turns []string
-	for range 4 {
+	pick := func() string {
+		t.Helper()
 		r := cli(t, env, "", "service", "pick", "--strategy", "round-robin", "web")
 		r.want(t, 0, "*")
-		got := lines(r.stdout)
+		got := instanceLines(t, r.stdout)
 		if len(got) != 1 {
 			t.Fatalf("pick wrote %q", r.stdout)
 		}
-		turns = append(turns, got[0].ID)
+		return got[0].ID
 	}
+	// Picks answer as the sidecar's follower of the service last read it (the
+	// pick before the registrations opened it): once it has both, turns alternate.
+	testutil.Eventually(t, 10*time.Second, "round-robin picks take turns", func() bool { return pick() != pick() })
+	turns := []string{pick(), pick(), pick(), pick()}
 	if turns[0] == turns[1] || turns[0] != turns[2] || turns[1] != turns[3] {
 		t.Fatalf("round-robin picked %v", turns)
 	}
 	r = cli(t, env, "", "service", "pick", "web")
 	r.want(t, 0, "*")
-	if got := lines(r.stdout); len(got) != 1 || (got[0].ID != "i1" && got[0].ID != "i2") {
+	if got := instanceLines(t, r.stdout); len(got) != 1 || (got[0].ID != "i1" && got[0].ID != "i2") {
 		t.Fatalf("random pick wrote %q", r.stdout)
 	}
 	cli(t, env, "", "service", "pick", "--strategy", "nearest", "web").want(t, ctl.ExitUsage, "")
 	cli(t, env, "", "service", "list", "bad name!").want(t, ctl.ExitUsage, "")
-	r = cli(t, env, "", "service", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "coord-sidecar service list [flags] SERVICE") || !strings.Contains(r.stdout, "coord-sidecar service pick [flags] SERVICE") ||
-		!strings.Contains(r.stdout, "coord-sidecar service register [flags] SERVICE --id ID --address A") {
-		t.Fatalf("service --help: exit %d, stdout %q", r.code, r.stdout)
+	checkServiceHelp(t, env)
+}
+
+// cliInstance is an instance as service list and pick write it.
+type cliInstance struct {
+	ID, Address string
+	Port        int
+	Payload     map[string]string
+}
+
+// instanceLines reads what service list or pick wrote: lines of JSON.
+func instanceLines(t *testing.T, out string) []cliInstance {
+	t.Helper()
+	var got []cliInstance
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if line == "" {
+			continue
+		}
+		var in cliInstance
+		if !strings.HasSuffix(line, "}\n") || json.Unmarshal([]byte(line), &in) != nil {
+			t.Fatalf("not a line of JSON: %q in %q", line, out)
+		}
+		got = append(got, in)
+	}
+	return got
+}
+
+// checkServiceHelp: service --help lists the group's three verbs, and
+// service register --help describes the wrapper and its flags.
+func checkServiceHelp(t *testing.T, env map[string]string) {
+	t.Helper()
+	r := cli(t, env, "", "service", "--help")
+	for _, want := range []string{"coord-sidecar service list [flags] SERVICE", "coord-sidecar service pick [flags] SERVICE",
+		"coord-sidecar service register [flags] SERVICE --id ID --address A"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("service --help: exit %d, stdout %q; want %q", r.code, r.stdout, want)
+		}
 	}
 	if r := cli(t, env, "", "service", "register", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Registers the instance ID of SERVICE") || !strings.Contains(r.stdout, "-address") {
 		t.Fatalf("service register --help: exit %d, stdout %q", r.code, r.stdout)
