@@ -329,7 +329,8 @@ func TestOverviewIDsIncreaseForEveryFollower(t *testing.T) {
 
 // Every event of every stream matches the schema openapi.yaml gives it: the
 // session, a lease (its first and its last event), an election, a throughput
-// group (both kinds) and the stream of everything (a deletion included).
+// group (both kinds), a service (its answers and its stream) and the stream
+// of everything (a deletion included).
 func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	spec, err := oapi.GetSpec()
 	if err != nil {
@@ -347,6 +348,13 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/q/items", strings.NewReader("x"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("enqueue: %v %+v", err, r)
 	}
+	sv := car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/sv/instances/i1?lease="+lease, `{"address":"h","port":1,"payload":{"a":[1]},"uriSpec":"{scheme}://{address}"}`)
+	sidecartest.CheckContractAnswer(t, spec, http.MethodPut, "/v1/services/sv/instances/i1", sv)
+	sidecartest.CheckContractAnswer(t, spec, http.MethodGet, "/v1/services/sv", car.Must(t, http.StatusOK, http.MethodGet, "/v1/services/sv"))
+	sidecartest.CheckContractAnswer(t, spec, http.MethodGet, "/v1/services/sv/pick", car.Must(t, http.StatusOK, http.MethodGet, "/v1/services/sv/pick"))
+	sidecartest.CheckContractAnswer(t, spec, http.MethodGet, "/v1/services", car.Must(t, http.StatusOK, http.MethodGet, "/v1/services"))
+	svc := car.OpenStream(t, "/v1/services/sv/events")
+	sidecartest.CheckEvent(t, spec, "/v1/services/sv/events", svc.Next(t, 10*time.Second))
 
 	paths := []string{"/v1/session/events", "/v1/leases/" + lease + "/events", "/v1/elections/e/events", "/v1/throughput/g/events", "/v1/events"}
 	streams := map[string]*sidecartest.Stream{}
@@ -365,7 +373,7 @@ func TestStreamEventsMatchTheirSchemas(t *testing.T) {
 		check(paths[3], streams[paths[3]].Next(t, 10*time.Second))
 	}
 	kinds := map[string]bool{}
-	for len(kinds) < 7 { // session, lock, leader, throughput, queue, barrier, double-barrier
+	for len(kinds) < 8 { // session, lock, leader, throughput, queue, barrier, double-barrier, service
 		ev := streams[paths[4]].Next(t, 10*time.Second)
 		check(paths[4], ev)
 		kinds[ev.Name] = true

@@ -7,7 +7,10 @@
 // the recipe's operations of openapi.yaml, Tokens names its token kinds, and
 // Setup makes the recipe on the session and returns its Descriptor: its
 // topics, its sections of the picture, the problems of its own errors, how a
-// successor adopts its holds, and what to close at the end. api/registry
+// successor adopts its holds, and what to close at the end. A recipe with
+// settings of its own also implements Flagged: its flags join the sidecar's
+// command line (each with its COORD_ environment variable and --help line)
+// and their values reach Setup (Env.Flags). api/registry
 // embeds every such type in its Server, one line each, and sets each one up;
 // every list the rest of the sidecar keeps of the recipes is derived from
 // what they describe.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,6 +39,43 @@ type Env struct {
 	Leases  *kit.Leases
 	// Registerer receives the recipe's metrics (nil: none registered).
 	Registerer prometheus.Registerer
+	// Flags are the values of the recipe's own flags (Flagged), by name: each
+	// one the command line or the environment set, else its Default. Nil
+	// for a recipe without flags.
+	Flags map[string]string
+}
+
+// Flagged is a Recipe that has command-line flags of its own. Flags is
+// called on a zero value, before any session exists (like Tokens): the
+// sidecar adds them to its command line and its --help, each also read from
+// the environment (EnvName), checks their values before anything starts, and
+// hands them to Setup in Env.Flags. So a recipe's settings need no edit
+// outside its folders.
+type Flagged interface {
+	Flags() []Flag
+}
+
+// Flag is a command-line flag of a recipe's own, a string (the recipe
+// parses it in Check and Setup).
+type Flag struct {
+	// Name is the flag without its dashes ("services-base"); unique among
+	// the sidecar's flags.
+	Name string
+	// Default is its value when neither the command line nor the
+	// environment sets it.
+	Default string
+	// Usage is its --help text; the environment variable's name is added.
+	Usage string
+	// Check, when set, refuses a value: the sidecar does not start, and its
+	// error (which names the value) follows the flag's name.
+	Check func(value string) error
+}
+
+// EnvName is the environment variable that sets flag name, as every flag of
+// the sidecar has one: COORD_ and the name in upper case, its dashes as
+// underscores ("services-base": COORD_SERVICES_BASE).
+func EnvName(name string) string {
+	return "COORD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // Descriptor is everything the rest of the sidecar needs to know of one

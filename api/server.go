@@ -74,6 +74,10 @@ type Options struct {
 	State StateDir
 	// Spec is served at GET /openapi.yaml.
 	Spec []byte
+	// RecipeFlags are the values of the recipes' own flags (api.Flagged) the
+	// command line or the environment set, by flag name; a flag absent has
+	// its Default.
+	RecipeFlags map[string]string
 	// Registerer and Gatherer: the one metrics registry of the process.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer

@@ -125,9 +125,11 @@ func TestStatusPage(t *testing.T) {
 	car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/orders", `{"count":6}`)
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p1&ttl=60s")
 	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/orders/members?id=p2&ttl=60s")
+	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/checkout/instances/i1?ttl=60s", `{"address":"10.0.2.1","port":8080}`)
 	page.Await(t, 5*time.Second, "the whole picture", `(() => {
 		const q = s => document.querySelector(s);
 		if (document.querySelectorAll('[data-membership="web"] li[data-member]').length !== 2 ||
+			q('[data-service="checkout"] li[data-instance="i1"] .val')?.textContent !== "10.0.2.1:8080" ||
 			q('[data-partitions="orders"] [data-field="leader"]')?.textContent !== "p1" ||
 			q('[data-partitions="orders"] li[data-member="p2"]')?.dataset.owned !== "0") return false;
 		const pct = [...document.querySelectorAll('[data-group="api-egress"] tr[data-member] .bar')].map(b => b.dataset.pct).join();

@@ -5,10 +5,11 @@
 # and node (the examples in those languages run in the suite too), npm (the
 # contract tools of tools/ and the Node client of examples/node: scripts/npm-ci.sh),
 # jq (`make demo`, which a test runs), systemd's systemd-analyze (deploy/'s test
-# verifies the systemd unit with it; nothing is started), Curator's recipes
-# (libcurator-recipes-java: api/locks' multi-lock interop test runs an
-# InterProcessMultiLock as a peer, from its Java source, which needs a JDK's
-# compiler: default-jdk-headless).
+# verifies the systemd unit with it; nothing is started), Curator's
+# ServiceDiscovery and recipes (libcurator-discovery-java,
+# libcurator-recipes-java: the interop tests of api/services and api/locks run
+# them as peers, from their Java sources, which needs a JDK's compiler:
+# default-jdk-headless).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -21,6 +22,7 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+[ -e /usr/share/java/curator-x-discovery.jar ] || need+=(libcurator-discovery-java)
 [ -e /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
 java --list-modules 2>/dev/null | grep -q '^jdk.compiler' || need+=(default-jdk-headless)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -250,13 +250,13 @@ func (e OverviewEvent8Event) Valid() bool {
 
 // Defines values for OverviewEvent9Event.
 const (
-	OverviewEvent9EventKv OverviewEvent9Event = "kv"
+	OverviewEvent9EventService OverviewEvent9Event = "service"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent9Event enum.
 func (e OverviewEvent9Event) Valid() bool {
 	switch e {
-	case OverviewEvent9EventKv:
+	case OverviewEvent9EventService:
 		return true
 	default:
 		return false
@@ -265,13 +265,13 @@ func (e OverviewEvent9Event) Valid() bool {
 
 // Defines values for OverviewEvent10Event.
 const (
-	OverviewEvent10EventSemaphore OverviewEvent10Event = "semaphore"
+	OverviewEvent10EventKv OverviewEvent10Event = "kv"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent10Event enum.
 func (e OverviewEvent10Event) Valid() bool {
 	switch e {
-	case OverviewEvent10EventSemaphore:
+	case OverviewEvent10EventKv:
 		return true
 	default:
 		return false
@@ -280,13 +280,13 @@ func (e OverviewEvent10Event) Valid() bool {
 
 // Defines values for OverviewEvent11Event.
 const (
-	OverviewEvent11EventCounter OverviewEvent11Event = "counter"
+	OverviewEvent11EventSemaphore OverviewEvent11Event = "semaphore"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent11Event enum.
 func (e OverviewEvent11Event) Valid() bool {
 	switch e {
-	case OverviewEvent11EventCounter:
+	case OverviewEvent11EventSemaphore:
 		return true
 	default:
 		return false
@@ -295,11 +295,26 @@ func (e OverviewEvent11Event) Valid() bool {
 
 // Defines values for OverviewEvent12Event.
 const (
-	Rwlock OverviewEvent12Event = "rwlock"
+	OverviewEvent12EventCounter OverviewEvent12Event = "counter"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent12Event enum.
 func (e OverviewEvent12Event) Valid() bool {
+	switch e {
+	case OverviewEvent12EventCounter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent13Event.
+const (
+	Rwlock OverviewEvent13Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent13Event enum.
+func (e OverviewEvent13Event) Valid() bool {
 	switch e {
 	case Rwlock:
 		return true
@@ -335,6 +350,21 @@ func (e RWLockGrantMode) Valid() bool {
 	case RWLockGrantModeRead:
 		return true
 	case RWLockGrantModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceEventEvent.
+const (
+	ServiceEventEventService ServiceEventEvent = "service"
+)
+
+// Valid indicates whether the value is a known member of the ServiceEventEvent enum.
+func (e ServiceEventEvent) Valid() bool {
+	switch e {
+	case ServiceEventEventService:
 		return true
 	default:
 		return false
@@ -491,6 +521,27 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	case AcquireRWLockParamsModeRead:
 		return true
 	case AcquireRWLockParamsModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PickServiceInstanceParamsStrategy.
+const (
+	Random     PickServiceInstanceParamsStrategy = "random"
+	RoundRobin PickServiceInstanceParamsStrategy = "round-robin"
+	Sticky     PickServiceInstanceParamsStrategy = "sticky"
+)
+
+// Valid indicates whether the value is a known member of the PickServiceInstanceParamsStrategy enum.
+func (e PickServiceInstanceParamsStrategy) Valid() bool {
+	switch e {
+	case Random:
+		return true
+	case RoundRobin:
+		return true
+	case Sticky:
 		return true
 	default:
 		return false
@@ -1169,6 +1220,23 @@ type OverviewEvent_12_Data struct {
 // OverviewEvent12Event defines model for OverviewEvent.12.Event.
 type OverviewEvent12Event string
 
+// OverviewEvent13 defines model for OverviewEvent.13.
+type OverviewEvent13 struct {
+	Data  OverviewEvent_13_Data `json:"data"`
+	Event OverviewEvent13Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_13_Data defines model for OverviewEvent.13.Data.
+type OverviewEvent_13_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent13Event defines model for OverviewEvent.13.Event.
+type OverviewEvent13Event string
+
 // PartitionGroup defines model for PartitionGroup.
 type PartitionGroup struct {
 	Group string `json:"group"`
@@ -1293,7 +1361,7 @@ type Permit struct {
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1412,6 +1480,90 @@ type SemaphoreHolder struct {
 	Owner  string    `json:"owner"`
 	Permit string    `json:"permit"`
 	Since  time.Time `json:"since"`
+}
+
+// Service defines model for Service.
+type Service struct {
+	// Instances The live instances in registration order.
+	Instances []ServiceInstance `json:"instances"`
+	Service   string            `json:"service"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `instances` is empty: nobody can be vouched for.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
+
+	// Version The zxid of the service's latest change; 0 for a service without a node.
+	Version int64 `json:"version"`
+}
+
+// ServiceEvent defines model for ServiceEvent.
+type ServiceEvent struct {
+	Data  Service           `json:"data"`
+	Event ServiceEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ServiceEventEvent defines model for ServiceEvent.Event.
+type ServiceEventEvent string
+
+// ServiceInstance defines model for ServiceInstance.
+type ServiceInstance struct {
+	Address string `json:"address"`
+
+	// Enabled False only for an instance Curator marked disabled; `pick` skips it.
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Payload The instance's payload as stored (a Curator payload may carry Jackson's `@class`); absent when none.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+
+	// RegisteredAt The instance's `registrationTimeUTC`.
+	RegisteredAt time.Time `json:"registeredAt"`
+	SslPort      *int      `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec as text; absent when none.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceInstanceSpec Example: {"address":"10.0.0.1","port":8080}
+type ServiceInstanceSpec struct {
+	// Address The host name or address clients reach the instance at.
+	Address string `json:"address"`
+
+	// Payload Any JSON value (at most 64 KiB as JSON), stored as the instance's `payload`. A
+	// Curator reader needs a payload class that reads it, such as `Map` or `Object`.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+	SslPort *int             `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec, e.g. `{scheme}://{address}:{port}`; text in braces is a variable.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceRegistered defines model for ServiceRegistered.
+type ServiceRegistered struct {
+	Address string `json:"address"`
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Lease The lease that holds the instance, needed to keep it alive, update it or unregister it.
+	Lease string `json:"lease"`
+
+	// Payload The payload as registered; absent when none.
+	Payload      *json.RawMessage `json:"payload,omitempty"`
+	Port         *int             `json:"port,omitempty"`
+	RegisteredAt time.Time        `json:"registeredAt"`
+	Service      string           `json:"service"`
+	SslPort      *int             `json:"sslPort,omitempty"`
+	UriSpec      *string          `json:"uriSpec,omitempty"`
 }
 
 // Session defines model for Session.
@@ -1622,6 +1774,9 @@ type NamePath = Name
 // RWMode defines model for RWMode.
 type RWMode string
 
+// ServicePath defines model for ServicePath.
+type ServicePath = Name
+
 // TTL Example: 30s
 type TTL = string
 
@@ -1639,7 +1794,7 @@ type BadRequest = BadRequestProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1660,7 +1815,7 @@ type BodyTimeout = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1681,7 +1836,7 @@ type BodyTooLarge = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1705,7 +1860,7 @@ type CounterConflict = CounterProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1726,7 +1881,7 @@ type CounterNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1747,7 +1902,7 @@ type Forbidden = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1768,7 +1923,7 @@ type KeyNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1789,7 +1944,7 @@ type LeaseNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1810,7 +1965,7 @@ type NotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1831,7 +1986,7 @@ type NotHeld = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1852,7 +2007,7 @@ type TooManyLeases = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1873,7 +2028,7 @@ type Unauthorized = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1894,7 +2049,7 @@ type Unavailable = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -2375,6 +2530,49 @@ type ReleasePermitParams struct {
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
+// ListServicesParams defines parameters for ListServices.
+type ListServicesParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetServiceParams defines parameters for GetService.
+type GetServiceParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// UnregisterServiceInstanceParams defines parameters for UnregisterServiceInstance.
+type UnregisterServiceInstanceParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// RegisterServiceInstanceParams defines parameters for RegisterServiceInstance.
+type RegisterServiceInstanceParams struct {
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// PickServiceInstanceParams defines parameters for PickServiceInstance.
+type PickServiceInstanceParams struct {
+	Strategy *PickServiceInstanceParamsStrategy `form:"strategy,omitempty" json:"strategy,omitempty"`
+}
+
+// PickServiceInstanceParamsStrategy defines parameters for PickServiceInstance.
+type PickServiceInstanceParamsStrategy string
+
 // ListThroughputGroupsParams defines parameters for ListThroughputGroups.
 type ListThroughputGroupsParams struct {
 	// Prefix Only names that start with this.
@@ -2436,6 +2634,9 @@ type SetGroupMemberJSONRequestBody = MemberValue
 
 // SetPartitionsJSONRequestBody defines body for SetPartitions for application/json ContentType.
 type SetPartitionsJSONRequestBody = PartitionSet
+
+// RegisterServiceInstanceJSONRequestBody defines body for RegisterServiceInstance for application/json ContentType.
+type RegisterServiceInstanceJSONRequestBody = ServiceInstanceSpec
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -4314,6 +4515,32 @@ func (t *OverviewEvent) MergeOverviewEvent12(v OverviewEvent12) error {
 	return err
 }
 
+// AsOverviewEvent13 returns the union data inside the OverviewEvent as a OverviewEvent13
+func (t OverviewEvent) AsOverviewEvent13() (OverviewEvent13, error) {
+	var body OverviewEvent13
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent13 overwrites any union data inside the OverviewEvent as the provided OverviewEvent13
+func (t *OverviewEvent) FromOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent13 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent13
+func (t *OverviewEvent) MergeOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -4820,22 +5047,22 @@ func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsKeyInfo returns the union data inside the OverviewEvent_9_Data as a KeyInfo
-func (t OverviewEvent_9_Data) AsKeyInfo() (KeyInfo, error) {
-	var body KeyInfo
+// AsService returns the union data inside the OverviewEvent_9_Data as a Service
+func (t OverviewEvent_9_Data) AsService() (Service, error) {
+	var body Service
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromKeyInfo overwrites any union data inside the OverviewEvent_9_Data as the provided KeyInfo
-func (t *OverviewEvent_9_Data) FromKeyInfo(v KeyInfo) error {
+// FromService overwrites any union data inside the OverviewEvent_9_Data as the provided Service
+func (t *OverviewEvent_9_Data) FromService(v Service) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_9_Data, using the provided KeyInfo
-func (t *OverviewEvent_9_Data) MergeKeyInfo(v KeyInfo) error {
+// MergeService performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Service
+func (t *OverviewEvent_9_Data) MergeService(v Service) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4882,22 +5109,22 @@ func (t *OverviewEvent_9_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsSemaphore returns the union data inside the OverviewEvent_10_Data as a Semaphore
-func (t OverviewEvent_10_Data) AsSemaphore() (Semaphore, error) {
-	var body Semaphore
+// AsKeyInfo returns the union data inside the OverviewEvent_10_Data as a KeyInfo
+func (t OverviewEvent_10_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromSemaphore overwrites any union data inside the OverviewEvent_10_Data as the provided Semaphore
-func (t *OverviewEvent_10_Data) FromSemaphore(v Semaphore) error {
+// FromKeyInfo overwrites any union data inside the OverviewEvent_10_Data as the provided KeyInfo
+func (t *OverviewEvent_10_Data) FromKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeSemaphore performs a merge with any union data inside the OverviewEvent_10_Data, using the provided Semaphore
-func (t *OverviewEvent_10_Data) MergeSemaphore(v Semaphore) error {
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_10_Data, using the provided KeyInfo
+func (t *OverviewEvent_10_Data) MergeKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4944,22 +5171,22 @@ func (t *OverviewEvent_10_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsCounter returns the union data inside the OverviewEvent_11_Data as a Counter
-func (t OverviewEvent_11_Data) AsCounter() (Counter, error) {
-	var body Counter
+// AsSemaphore returns the union data inside the OverviewEvent_11_Data as a Semaphore
+func (t OverviewEvent_11_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCounter overwrites any union data inside the OverviewEvent_11_Data as the provided Counter
-func (t *OverviewEvent_11_Data) FromCounter(v Counter) error {
+// FromSemaphore overwrites any union data inside the OverviewEvent_11_Data as the provided Semaphore
+func (t *OverviewEvent_11_Data) FromSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCounter performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Counter
-func (t *OverviewEvent_11_Data) MergeCounter(v Counter) error {
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Semaphore
+func (t *OverviewEvent_11_Data) MergeSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5006,22 +5233,22 @@ func (t *OverviewEvent_11_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsRWLock returns the union data inside the OverviewEvent_12_Data as a RWLock
-func (t OverviewEvent_12_Data) AsRWLock() (RWLock, error) {
-	var body RWLock
+// AsCounter returns the union data inside the OverviewEvent_12_Data as a Counter
+func (t OverviewEvent_12_Data) AsCounter() (Counter, error) {
+	var body Counter
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRWLock overwrites any union data inside the OverviewEvent_12_Data as the provided RWLock
-func (t *OverviewEvent_12_Data) FromRWLock(v RWLock) error {
+// FromCounter overwrites any union data inside the OverviewEvent_12_Data as the provided Counter
+func (t *OverviewEvent_12_Data) FromCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeRWLock performs a merge with any union data inside the OverviewEvent_12_Data, using the provided RWLock
-func (t *OverviewEvent_12_Data) MergeRWLock(v RWLock) error {
+// MergeCounter performs a merge with any union data inside the OverviewEvent_12_Data, using the provided Counter
+func (t *OverviewEvent_12_Data) MergeCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5064,6 +5291,68 @@ func (t OverviewEvent_12_Data) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OverviewEvent_12_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_13_Data as a RWLock
+func (t OverviewEvent_13_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_13_Data as the provided RWLock
+func (t *OverviewEvent_13_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_13_Data, using the provided RWLock
+func (t *OverviewEvent_13_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_13_Data as a Deleted
+func (t OverviewEvent_13_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_13_Data as the provided Deleted
+func (t *OverviewEvent_13_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_13_Data, using the provided Deleted
+func (t *OverviewEvent_13_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_13_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_13_Data) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -5809,6 +6098,88 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/semaphores/{name}/permits/{permit} (the `ReleasePermit` operationId).
 	ReleasePermit(ctx context.Context, name NamePath, permit Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListServices Every service that has a node, with its instances.
+	//
+	// Corresponds with GET /v1/services (the `ListServices` operationId).
+	ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+	//
+	// Every instance under the service's node, the sidecar's and Curator's alike.
+	// `version` is the highest zxid among the service's changes (registrations,
+	// updates, removals): it strictly increases with every change and is the same on
+	// every sidecar. With `version=V` the answer comes once the version differs from
+	// `V`, or when `wait` ends (`200`, unchanged). A service never used has no
+	// instances and version 0.
+	//
+	// Corresponds with GET /v1/services/{service} (the `GetService` operationId).
+	GetService(ctx context.Context, service ServicePath, params *GetServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamService The service's changes (SSE).
+	//
+	// Event `service` with the body of `GET /v1/services/{service}`: first the current
+	// state, then every change (a Curator registration too). Suspension is not loss:
+	// while this sidecar's ZooKeeper session is suspended the stream sends one event at
+	// the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing
+	// in between unless the suspension lasts until the session could have expired: then
+	// one more event shows nobody vouched for (no instances). Event ids are the
+	// service's `version`, raised to the previous id + 1 when not newer, so they
+	// strictly increase along a stream.
+	//
+	// Corresponds with GET /v1/services/{service}/events (the `StreamService` operationId).
+	StreamService(ctx context.Context, service ServicePath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UnregisterServiceInstance Unregister the lease's instance.
+	//
+	// Corresponds with DELETE /v1/services/{service}/instances/{id} (the `UnregisterServiceInstance` operationId).
+	UnregisterServiceInstance(ctx context.Context, service ServicePath, id IDPath, params *UnregisterServiceInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterServiceInstanceWithBody Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	//
+	// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+	// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+	// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+	// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+	// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+	// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+	// lease registering the same id again updates it in place (`200`, the registration
+	// time kept). An id that another lease holds, or that Curator registered, is
+	// `409 instance-exists` and nothing changes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+	RegisterServiceInstanceWithBody(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	//
+	// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+	// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+	// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+	// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+	// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+	// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+	// lease registering the same id again updates it in place (`200`, the registration
+	// time kept). An id that another lease holds, or that Curator registered, is
+	// `409 instance-exists` and nothing changes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+	RegisterServiceInstance(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, body RegisterServiceInstanceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	//
+	// One item of the service's `instances` whose `enabled` is true, as this sidecar
+	// follows the service (one set of watches, kept while picks come: no read per
+	// pick). `random` (the default) picks any; `round-robin` goes through them in
+	// turn; `sticky` answers the same instance while it lives and is enabled, then
+	// another. `round-robin` and `sticky` keep their place per sidecar.
+	//
+	// Corresponds with GET /v1/services/{service}/pick (the `PickServiceInstance` operationId).
+	PickServiceInstance(ctx context.Context, service ServicePath, params *PickServiceInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSession The sidecar's ZooKeeper session.
 	//
@@ -7329,6 +7700,158 @@ func (c *Client) AcquirePermit(ctx context.Context, name NamePath, params *Acqui
 // Corresponds with DELETE /v1/semaphores/{name}/permits/{permit} (the `ReleasePermit` operationId).
 func (c *Client) ReleasePermit(ctx context.Context, name NamePath, permit Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleasePermitRequest(c.Server, name, permit, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListServices Every service that has a node, with its instances.
+//
+// Corresponds with GET /v1/services (the `ListServices` operationId).
+func (c *Client) ListServices(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServicesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+//
+// Every instance under the service's node, the sidecar's and Curator's alike.
+// `version` is the highest zxid among the service's changes (registrations,
+// updates, removals): it strictly increases with every change and is the same on
+// every sidecar. With `version=V` the answer comes once the version differs from
+// `V`, or when `wait` ends (`200`, unchanged). A service never used has no
+// instances and version 0.
+//
+// Corresponds with GET /v1/services/{service} (the `GetService` operationId).
+func (c *Client) GetService(ctx context.Context, service ServicePath, params *GetServiceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceRequest(c.Server, service, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamService The service's changes (SSE).
+//
+// Event `service` with the body of `GET /v1/services/{service}`: first the current
+// state, then every change (a Curator registration too). Suspension is not loss:
+// while this sidecar's ZooKeeper session is suspended the stream sends one event at
+// the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing
+// in between unless the suspension lasts until the session could have expired: then
+// one more event shows nobody vouched for (no instances). Event ids are the
+// service's `version`, raised to the previous id + 1 when not newer, so they
+// strictly increase along a stream.
+//
+// Corresponds with GET /v1/services/{service}/events (the `StreamService` operationId).
+func (c *Client) StreamService(ctx context.Context, service ServicePath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamServiceRequest(c.Server, service)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UnregisterServiceInstance Unregister the lease's instance.
+//
+// Corresponds with DELETE /v1/services/{service}/instances/{id} (the `UnregisterServiceInstance` operationId).
+func (c *Client) UnregisterServiceInstance(ctx context.Context, service ServicePath, id IDPath, params *UnregisterServiceInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUnregisterServiceInstanceRequest(c.Server, service, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterServiceInstanceWithBody Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+//
+// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+// lease registering the same id again updates it in place (`200`, the registration
+// time kept). An id that another lease holds, or that Curator registered, is
+// `409 instance-exists` and nothing changes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+func (c *Client) RegisterServiceInstanceWithBody(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterServiceInstanceRequestWithBody(c.Server, service, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+//
+// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+// lease registering the same id again updates it in place (`200`, the registration
+// time kept). An id that another lease holds, or that Curator registered, is
+// `409 instance-exists` and nothing changes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+func (c *Client) RegisterServiceInstance(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, body RegisterServiceInstanceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterServiceInstanceRequest(c.Server, service, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+//
+// One item of the service's `instances` whose `enabled` is true, as this sidecar
+// follows the service (one set of watches, kept while picks come: no read per
+// pick). `random` (the default) picks any; `round-robin` goes through them in
+// turn; `sticky` answers the same instance while it lives and is enabled, then
+// another. `round-robin` and `sticky` keep their place per sidecar.
+//
+// Corresponds with GET /v1/services/{service}/pick (the `PickServiceInstance` operationId).
+func (c *Client) PickServiceInstance(ctx context.Context, service ServicePath, params *PickServiceInstanceParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPickServiceInstanceRequest(c.Server, service, params)
 	if err != nil {
 		return nil, err
 	}
@@ -11925,6 +12448,409 @@ func NewReleasePermitRequest(server string, name NamePath, permit Name, params *
 	return req, nil
 }
 
+// NewListServicesRequest constructs an http.Request for the ListServices method
+func NewListServicesRequest(server string, params *ListServicesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceRequest constructs an http.Request for the GetService method
+func NewGetServiceRequest(server string, service ServicePath, params *GetServiceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service", service, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Version != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "version", *params.Version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamServiceRequest constructs an http.Request for the StreamService method
+func NewStreamServiceRequest(server string, service ServicePath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service", service, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUnregisterServiceInstanceRequest constructs an http.Request for the UnregisterServiceInstance method
+func NewUnregisterServiceInstanceRequest(server string, service ServicePath, id IDPath, params *UnregisterServiceInstanceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service", service, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/instances/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "lease", params.Lease, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRegisterServiceInstanceRequest calls the generic RegisterServiceInstance builder with application/json body
+func NewRegisterServiceInstanceRequest(server string, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, body RegisterServiceInstanceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterServiceInstanceRequestWithBody(server, service, id, params, "application/json", bodyReader)
+}
+
+// NewRegisterServiceInstanceRequestWithBody constructs an http.Request for the RegisterServiceInstance method, with any body, and a specified content type
+func NewRegisterServiceInstanceRequestWithBody(server string, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service", service, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/instances/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Ttl != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ttl", *params.Ttl, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Lease != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "lease", *params.Lease, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPickServiceInstanceRequest constructs an http.Request for the PickServiceInstance method
+func NewPickServiceInstanceRequest(server string, service ServicePath, params *PickServiceInstanceParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "service", service, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/services/%s/pick", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Strategy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "strategy", *params.Strategy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetSessionRequest constructs an http.Request for the GetSession method
 func NewGetSessionRequest(server string) (*http.Request, error) {
 	var err error
@@ -13323,6 +14249,98 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/semaphores/{name}/permits/{permit} (the `ReleasePermit` operationId).
 	ReleasePermitWithResponse(ctx context.Context, name NamePath, permit Name, params *ReleasePermitParams, reqEditors ...RequestEditorFn) (*ReleasePermitResponse, error)
+
+	// ListServicesWithResponse Every service that has a node, with its instances.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services (the `ListServices` operationId).
+	ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
+
+	// GetServiceWithResponse The service's live instances in registration order; with `version`, a long-poll until it differs.
+	//
+	// Every instance under the service's node, the sidecar's and Curator's alike.
+	// `version` is the highest zxid among the service's changes (registrations,
+	// updates, removals): it strictly increases with every change and is the same on
+	// every sidecar. With `version=V` the answer comes once the version differs from
+	// `V`, or when `wait` ends (`200`, unchanged). A service never used has no
+	// instances and version 0.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{service} (the `GetService` operationId).
+	GetServiceWithResponse(ctx context.Context, service ServicePath, params *GetServiceParams, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
+
+	// StreamServiceWithResponse The service's changes (SSE).
+	//
+	// Event `service` with the body of `GET /v1/services/{service}`: first the current
+	// state, then every change (a Curator registration too). Suspension is not loss:
+	// while this sidecar's ZooKeeper session is suspended the stream sends one event at
+	// the start of the suspension (the last known state, with `"suspended": true` and
+	// `suspendedSince`) and one at its end (the state read again, without them), nothing
+	// in between unless the suspension lasts until the session could have expired: then
+	// one more event shows nobody vouched for (no instances). Event ids are the
+	// service's `version`, raised to the previous id + 1 when not newer, so they
+	// strictly increase along a stream.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{service}/events (the `StreamService` operationId).
+	StreamServiceWithResponse(ctx context.Context, service ServicePath, reqEditors ...RequestEditorFn) (*StreamServiceResponse, error)
+
+	// UnregisterServiceInstanceWithResponse Unregister the lease's instance.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/services/{service}/instances/{id} (the `UnregisterServiceInstance` operationId).
+	UnregisterServiceInstanceWithResponse(ctx context.Context, service ServicePath, id IDPath, params *UnregisterServiceInstanceParams, reqEditors ...RequestEditorFn) (*UnregisterServiceInstanceResponse, error)
+
+	// RegisterServiceInstanceWithBodyWithResponse Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	//
+	// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+	// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+	// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+	// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+	// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+	// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+	// lease registering the same id again updates it in place (`200`, the registration
+	// time kept). An id that another lease holds, or that Curator registered, is
+	// `409 instance-exists` and nothing changes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+	RegisterServiceInstanceWithBodyWithResponse(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterServiceInstanceResponse, error)
+
+	// RegisterServiceInstanceWithResponse Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	//
+	// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+	// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+	// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+	// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+	// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+	// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+	// lease registering the same id again updates it in place (`200`, the registration
+	// time kept). An id that another lease holds, or that Curator registered, is
+	// `409 instance-exists` and nothing changes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+	RegisterServiceInstanceWithResponse(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, body RegisterServiceInstanceJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterServiceInstanceResponse, error)
+
+	// PickServiceInstanceWithResponse One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	//
+	// One item of the service's `instances` whose `enabled` is true, as this sidecar
+	// follows the service (one set of watches, kept while picks come: no read per
+	// pick). `random` (the default) picks any; `round-robin` goes through them in
+	// turn; `sticky` answers the same instance while it lives and is enabled, then
+	// another. `round-robin` and `sticky` keep their place per sidecar.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/services/{service}/pick (the `PickServiceInstance` operationId).
+	PickServiceInstanceWithResponse(ctx context.Context, service ServicePath, params *PickServiceInstanceParams, reqEditors ...RequestEditorFn) (*PickServiceInstanceResponse, error)
 
 	// GetSessionWithResponse The sidecar's ZooKeeper session.
 	//
@@ -20348,6 +21366,610 @@ func (r ReleasePermitResponse) ContentType() string {
 	return ""
 }
 
+// ListServicesResponse401Headers the declared response headers of an HTTP 401 response for ListServices
+type ListServicesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListServicesResponse503Headers the declared response headers of an HTTP 503 response for ListServices
+type ListServicesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Next More follow; pass this name as `after=` for the next page.
+		Next     *string   `json:"next,omitempty"`
+		Services []Service `json:"services"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListServicesResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListServicesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServicesResponse) GetJSON200() *struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next     *string   `json:"next,omitempty"`
+	Services []Service `json:"services"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetServiceResponse401Headers the declared response headers of an HTTP 401 response for GetService
+type GetServiceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetServiceResponse503Headers the declared response headers of an HTTP 503 response for GetService
+type GetServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Service
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetServiceResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetServiceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceResponse) GetJSON200() *Service {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamServiceResponse401Headers the declared response headers of an HTTP 401 response for StreamService
+type StreamServiceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// StreamServiceResponse503Headers the declared response headers of an HTTP 503 response for StreamService
+type StreamServiceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type StreamServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamServiceResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamServiceResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StreamServiceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StreamServiceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StreamServiceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StreamServiceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StreamServiceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UnregisterServiceInstanceResponse401Headers the declared response headers of an HTTP 401 response for UnregisterServiceInstance
+type UnregisterServiceInstanceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// UnregisterServiceInstanceResponse503Headers the declared response headers of an HTTP 503 response for UnregisterServiceInstance
+type UnregisterServiceInstanceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UnregisterServiceInstanceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotHeld
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UnregisterServiceInstanceResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UnregisterServiceInstanceResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSON404() *NotHeld {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r UnregisterServiceInstanceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UnregisterServiceInstanceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UnregisterServiceInstanceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UnregisterServiceInstanceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UnregisterServiceInstanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegisterServiceInstanceResponse401Headers the declared response headers of an HTTP 401 response for RegisterServiceInstance
+type RegisterServiceInstanceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RegisterServiceInstanceResponse429Headers the declared response headers of an HTTP 429 response for RegisterServiceInstance
+type RegisterServiceInstanceResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RegisterServiceInstanceResponse503Headers the declared response headers of an HTTP 503 response for RegisterServiceInstance
+type RegisterServiceInstanceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RegisterServiceInstanceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceRegistered
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ServiceRegistered
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *LeaseNotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *BodyTimeout
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BodyTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyLeases
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RegisterServiceInstanceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RegisterServiceInstanceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RegisterServiceInstanceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RegisterServiceInstanceResponse) GetJSON200() *ServiceRegistered {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterServiceInstanceResponse) GetJSON201() *ServiceRegistered {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON404() *LeaseNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON408() *BodyTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON413() *BodyTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON429() *TooManyLeases {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RegisterServiceInstanceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterServiceInstanceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterServiceInstanceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterServiceInstanceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterServiceInstanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PickServiceInstanceResponse401Headers the declared response headers of an HTTP 401 response for PickServiceInstance
+type PickServiceInstanceResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PickServiceInstanceResponse503Headers the declared response headers of an HTTP 503 response for PickServiceInstance
+type PickServiceInstanceResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PickServiceInstanceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ServiceInstance
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PickServiceInstanceResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PickServiceInstanceResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PickServiceInstanceResponse) GetJSON200() *ServiceInstance {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PickServiceInstanceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PickServiceInstanceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PickServiceInstanceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PickServiceInstanceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PickServiceInstanceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetSessionResponse401Headers the declared response headers of an HTTP 401 response for GetSession
 type GetSessionResponse401Headers struct {
 	WWWAuthenticate *string
@@ -22568,6 +24190,140 @@ func (c *ClientWithResponses) ReleasePermitWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParseReleasePermitResponse(rsp)
+}
+
+// ListServicesWithResponse Every service that has a node, with its instances.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services (the `ListServices` operationId).
+func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, params *ListServicesParams, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
+	rsp, err := c.ListServices(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServicesResponse(rsp)
+}
+
+// GetServiceWithResponse The service's live instances in registration order; with `version`, a long-poll until it differs.
+//
+// Every instance under the service's node, the sidecar's and Curator's alike.
+// `version` is the highest zxid among the service's changes (registrations,
+// updates, removals): it strictly increases with every change and is the same on
+// every sidecar. With `version=V` the answer comes once the version differs from
+// `V`, or when `wait` ends (`200`, unchanged). A service never used has no
+// instances and version 0.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{service} (the `GetService` operationId).
+func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, service ServicePath, params *GetServiceParams, reqEditors ...RequestEditorFn) (*GetServiceResponse, error) {
+	rsp, err := c.GetService(ctx, service, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceResponse(rsp)
+}
+
+// StreamServiceWithResponse The service's changes (SSE).
+//
+// Event `service` with the body of `GET /v1/services/{service}`: first the current
+// state, then every change (a Curator registration too). Suspension is not loss:
+// while this sidecar's ZooKeeper session is suspended the stream sends one event at
+// the start of the suspension (the last known state, with `"suspended": true` and
+// `suspendedSince`) and one at its end (the state read again, without them), nothing
+// in between unless the suspension lasts until the session could have expired: then
+// one more event shows nobody vouched for (no instances). Event ids are the
+// service's `version`, raised to the previous id + 1 when not newer, so they
+// strictly increase along a stream.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{service}/events (the `StreamService` operationId).
+func (c *ClientWithResponses) StreamServiceWithResponse(ctx context.Context, service ServicePath, reqEditors ...RequestEditorFn) (*StreamServiceResponse, error) {
+	rsp, err := c.StreamService(ctx, service, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamServiceResponse(rsp)
+}
+
+// UnregisterServiceInstanceWithResponse Unregister the lease's instance.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/services/{service}/instances/{id} (the `UnregisterServiceInstance` operationId).
+func (c *ClientWithResponses) UnregisterServiceInstanceWithResponse(ctx context.Context, service ServicePath, id IDPath, params *UnregisterServiceInstanceParams, reqEditors ...RequestEditorFn) (*UnregisterServiceInstanceResponse, error) {
+	rsp, err := c.UnregisterServiceInstance(ctx, service, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUnregisterServiceInstanceResponse(rsp)
+}
+
+// RegisterServiceInstanceWithBodyWithResponse Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+//
+// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+// lease registering the same id again updates it in place (`200`, the registration
+// time kept). An id that another lease holds, or that Curator registered, is
+// `409 instance-exists` and nothing changes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+func (c *ClientWithResponses) RegisterServiceInstanceWithBodyWithResponse(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterServiceInstanceResponse, error) {
+	rsp, err := c.RegisterServiceInstanceWithBody(ctx, service, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterServiceInstanceResponse(rsp)
+}
+
+// RegisterServiceInstanceWithResponse Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+//
+// The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+// when set) whose data is the JSON of Curator's `ServiceInstance` as its
+// `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+// `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+// a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+// Curator's. It goes when its lease ends. `201` registers a new instance; the same
+// lease registering the same id again updates it in place (`200`, the registration
+// time kept). An id that another lease holds, or that Curator registered, is
+// `409 instance-exists` and nothing changes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/services/{service}/instances/{id} (the `RegisterServiceInstance` operationId).
+func (c *ClientWithResponses) RegisterServiceInstanceWithResponse(ctx context.Context, service ServicePath, id IDPath, params *RegisterServiceInstanceParams, body RegisterServiceInstanceJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterServiceInstanceResponse, error) {
+	rsp, err := c.RegisterServiceInstance(ctx, service, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterServiceInstanceResponse(rsp)
+}
+
+// PickServiceInstanceWithResponse One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+//
+// One item of the service's `instances` whose `enabled` is true, as this sidecar
+// follows the service (one set of watches, kept while picks come: no read per
+// pick). `random` (the default) picks any; `round-robin` goes through them in
+// turn; `sticky` answers the same instance while it lives and is enabled, then
+// another. `round-robin` and `sticky` keep their place per sidecar.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/services/{service}/pick (the `PickServiceInstance` operationId).
+func (c *ClientWithResponses) PickServiceInstanceWithResponse(ctx context.Context, service ServicePath, params *PickServiceInstanceParams, reqEditors ...RequestEditorFn) (*PickServiceInstanceResponse, error) {
+	rsp, err := c.PickServiceInstance(ctx, service, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePickServiceInstanceResponse(rsp)
 }
 
 // GetSessionWithResponse The sidecar's ZooKeeper session.
@@ -29286,6 +31042,576 @@ func ParseReleasePermitResponse(rsp *http.Response) (*ReleasePermitResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReleasePermitResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListServicesResponse parses an HTTP response from a ListServicesWithResponse call
+func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Next More follow; pass this name as `after=` for the next page.
+			Next     *string   `json:"next,omitempty"`
+			Services []Service `json:"services"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListServicesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListServicesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceResponse parses an HTTP response from a GetServiceWithResponse call
+func ParseGetServiceResponse(rsp *http.Response) (*GetServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Service
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetServiceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamServiceResponse parses an HTTP response from a StreamServiceWithResponse call
+func ParseStreamServiceResponse(rsp *http.Response) (*StreamServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StreamServiceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamServiceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUnregisterServiceInstanceResponse parses an HTTP response from a UnregisterServiceInstanceWithResponse call
+func ParseUnregisterServiceInstanceResponse(rsp *http.Response) (*UnregisterServiceInstanceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UnregisterServiceInstanceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotHeld
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UnregisterServiceInstanceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers UnregisterServiceInstanceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegisterServiceInstanceResponse parses an HTTP response from a RegisterServiceInstanceWithResponse call
+func ParseRegisterServiceInstanceResponse(rsp *http.Response) (*RegisterServiceInstanceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterServiceInstanceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceRegistered
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ServiceRegistered
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest LeaseNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest BodyTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BodyTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyLeases
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RegisterServiceInstanceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RegisterServiceInstanceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RegisterServiceInstanceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePickServiceInstanceResponse parses an HTTP response from a PickServiceInstanceWithResponse call
+func ParsePickServiceInstanceResponse(rsp *http.Response) (*PickServiceInstanceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PickServiceInstanceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ServiceInstance
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PickServiceInstanceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers PickServiceInstanceResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

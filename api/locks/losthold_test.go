@@ -106,6 +106,7 @@ func TestEveryKindOfHoldReportsItsLostNode(t *testing.T) {
 		{"claim", "q/", func(l string) { a.Must(t, 200, "POST", "/v1/queues/q/claims?lease="+l) }, "/claim$"},
 		{"throughput", "tg/m1", func(l string) { a.Must(t, 201, "POST", "/v1/throughput/tg/members?id=m1&lease="+l) }, "/throughput/tg/members/"},
 		{"partitions", "pg/w1", func(l string) { a.Must(t, 201, "POST", "/v1/partitions/pg/members?id=w1&lease="+l) }, "/members/w1"},
+		{"service", "sv/i1", func(l string) { a.Send(t, 201, "PUT", "/v1/services/sv/instances/i1?lease="+l, `{"address":"h"}`) }, "/services/sv/i1"},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) { checkLostHold(t, a, raw, root, k.kind, k.name, k.node, k.acquire) })

@@ -256,13 +256,13 @@ func (e OverviewEvent8Event) Valid() bool {
 
 // Defines values for OverviewEvent9Event.
 const (
-	OverviewEvent9EventKv OverviewEvent9Event = "kv"
+	OverviewEvent9EventService OverviewEvent9Event = "service"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent9Event enum.
 func (e OverviewEvent9Event) Valid() bool {
 	switch e {
-	case OverviewEvent9EventKv:
+	case OverviewEvent9EventService:
 		return true
 	default:
 		return false
@@ -271,13 +271,13 @@ func (e OverviewEvent9Event) Valid() bool {
 
 // Defines values for OverviewEvent10Event.
 const (
-	OverviewEvent10EventSemaphore OverviewEvent10Event = "semaphore"
+	OverviewEvent10EventKv OverviewEvent10Event = "kv"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent10Event enum.
 func (e OverviewEvent10Event) Valid() bool {
 	switch e {
-	case OverviewEvent10EventSemaphore:
+	case OverviewEvent10EventKv:
 		return true
 	default:
 		return false
@@ -286,13 +286,13 @@ func (e OverviewEvent10Event) Valid() bool {
 
 // Defines values for OverviewEvent11Event.
 const (
-	OverviewEvent11EventCounter OverviewEvent11Event = "counter"
+	OverviewEvent11EventSemaphore OverviewEvent11Event = "semaphore"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent11Event enum.
 func (e OverviewEvent11Event) Valid() bool {
 	switch e {
-	case OverviewEvent11EventCounter:
+	case OverviewEvent11EventSemaphore:
 		return true
 	default:
 		return false
@@ -301,11 +301,26 @@ func (e OverviewEvent11Event) Valid() bool {
 
 // Defines values for OverviewEvent12Event.
 const (
-	Rwlock OverviewEvent12Event = "rwlock"
+	OverviewEvent12EventCounter OverviewEvent12Event = "counter"
 )
 
 // Valid indicates whether the value is a known member of the OverviewEvent12Event enum.
 func (e OverviewEvent12Event) Valid() bool {
+	switch e {
+	case OverviewEvent12EventCounter:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OverviewEvent13Event.
+const (
+	Rwlock OverviewEvent13Event = "rwlock"
+)
+
+// Valid indicates whether the value is a known member of the OverviewEvent13Event enum.
+func (e OverviewEvent13Event) Valid() bool {
 	switch e {
 	case Rwlock:
 		return true
@@ -341,6 +356,21 @@ func (e RWLockGrantMode) Valid() bool {
 	case RWLockGrantModeRead:
 		return true
 	case RWLockGrantModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ServiceEventEvent.
+const (
+	ServiceEventEventService ServiceEventEvent = "service"
+)
+
+// Valid indicates whether the value is a known member of the ServiceEventEvent enum.
+func (e ServiceEventEvent) Valid() bool {
+	switch e {
+	case ServiceEventEventService:
 		return true
 	default:
 		return false
@@ -497,6 +527,27 @@ func (e AcquireRWLockParamsMode) Valid() bool {
 	case AcquireRWLockParamsModeRead:
 		return true
 	case AcquireRWLockParamsModeWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PickServiceInstanceParamsStrategy.
+const (
+	Random     PickServiceInstanceParamsStrategy = "random"
+	RoundRobin PickServiceInstanceParamsStrategy = "round-robin"
+	Sticky     PickServiceInstanceParamsStrategy = "sticky"
+)
+
+// Valid indicates whether the value is a known member of the PickServiceInstanceParamsStrategy enum.
+func (e PickServiceInstanceParamsStrategy) Valid() bool {
+	switch e {
+	case Random:
+		return true
+	case RoundRobin:
+		return true
+	case Sticky:
 		return true
 	default:
 		return false
@@ -1175,6 +1226,23 @@ type OverviewEvent_12_Data struct {
 // OverviewEvent12Event defines model for OverviewEvent.12.Event.
 type OverviewEvent12Event string
 
+// OverviewEvent13 defines model for OverviewEvent.13.
+type OverviewEvent13 struct {
+	Data  OverviewEvent_13_Data `json:"data"`
+	Event OverviewEvent13Event  `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// OverviewEvent_13_Data defines model for OverviewEvent.13.Data.
+type OverviewEvent_13_Data struct {
+	union json.RawMessage
+}
+
+// OverviewEvent13Event defines model for OverviewEvent.13.Event.
+type OverviewEvent13Event string
+
 // PartitionGroup defines model for PartitionGroup.
 type PartitionGroup struct {
 	Group string `json:"group"`
@@ -1299,7 +1367,7 @@ type Permit struct {
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1418,6 +1486,90 @@ type SemaphoreHolder struct {
 	Owner  string    `json:"owner"`
 	Permit string    `json:"permit"`
 	Since  time.Time `json:"since"`
+}
+
+// Service defines model for Service.
+type Service struct {
+	// Instances The live instances in registration order.
+	Instances []ServiceInstance `json:"instances"`
+	Service   string            `json:"service"`
+
+	// Suspended Set (on a followed state: event streams, long-polls, the whole picture) while this
+	// sidecar's ZooKeeper session is suspended. The state is the last one known until the
+	// session could have expired (two thirds of the session timeout after ZooKeeper last
+	// answered); from then on, and while there is no session, `instances` is empty: nobody can be vouched for.
+	Suspended *bool `json:"suspended,omitempty"`
+
+	// SuspendedSince When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+	SuspendedSince *time.Time `json:"suspendedSince,omitempty"`
+
+	// Version The zxid of the service's latest change; 0 for a service without a node.
+	Version int64 `json:"version"`
+}
+
+// ServiceEvent defines model for ServiceEvent.
+type ServiceEvent struct {
+	Data  Service           `json:"data"`
+	Event ServiceEventEvent `json:"event"`
+
+	// Id A decimal integer; ids strictly increase along a stream.
+	Id EventId `json:"id"`
+}
+
+// ServiceEventEvent defines model for ServiceEvent.Event.
+type ServiceEventEvent string
+
+// ServiceInstance defines model for ServiceInstance.
+type ServiceInstance struct {
+	Address string `json:"address"`
+
+	// Enabled False only for an instance Curator marked disabled; `pick` skips it.
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Payload The instance's payload as stored (a Curator payload may carry Jackson's `@class`); absent when none.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+
+	// RegisteredAt The instance's `registrationTimeUTC`.
+	RegisteredAt time.Time `json:"registeredAt"`
+	SslPort      *int      `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec as text; absent when none.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceInstanceSpec Example: {"address":"10.0.0.1","port":8080}
+type ServiceInstanceSpec struct {
+	// Address The host name or address clients reach the instance at.
+	Address string `json:"address"`
+
+	// Payload Any JSON value (at most 64 KiB as JSON), stored as the instance's `payload`. A
+	// Curator reader needs a payload class that reads it, such as `Map` or `Object`.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+	Port    *int             `json:"port,omitempty"`
+	SslPort *int             `json:"sslPort,omitempty"`
+
+	// UriSpec Curator's UriSpec, e.g. `{scheme}://{address}:{port}`; text in braces is a variable.
+	UriSpec *string `json:"uriSpec,omitempty"`
+}
+
+// ServiceRegistered defines model for ServiceRegistered.
+type ServiceRegistered struct {
+	Address string `json:"address"`
+	Enabled bool   `json:"enabled"`
+	Id      string `json:"id"`
+
+	// Lease The lease that holds the instance, needed to keep it alive, update it or unregister it.
+	Lease string `json:"lease"`
+
+	// Payload The payload as registered; absent when none.
+	Payload      *json.RawMessage `json:"payload,omitempty"`
+	Port         *int             `json:"port,omitempty"`
+	RegisteredAt time.Time        `json:"registeredAt"`
+	Service      string           `json:"service"`
+	SslPort      *int             `json:"sslPort,omitempty"`
+	UriSpec      *string          `json:"uriSpec,omitempty"`
 }
 
 // Session defines model for Session.
@@ -1628,6 +1780,9 @@ type NamePath = Name
 // RWMode defines model for RWMode.
 type RWMode string
 
+// ServicePath defines model for ServicePath.
+type ServicePath = Name
+
 // TTL Example: 30s
 type TTL = string
 
@@ -1645,7 +1800,7 @@ type BadRequest = BadRequestProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1666,7 +1821,7 @@ type BodyTimeout = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1687,7 +1842,7 @@ type BodyTooLarge = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1711,7 +1866,7 @@ type CounterConflict = CounterProblem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1732,7 +1887,7 @@ type CounterNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1753,7 +1908,7 @@ type Forbidden = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1774,7 +1929,7 @@ type KeyNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1795,7 +1950,7 @@ type LeaseNotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1816,7 +1971,7 @@ type NotFound = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1837,7 +1992,7 @@ type NotHeld = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1858,7 +2013,7 @@ type TooManyLeases = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1879,7 +2034,7 @@ type Unauthorized = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -1900,7 +2055,7 @@ type Unavailable = Problem
 // `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
 // `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
 // `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-// `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+// `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
 // (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
 // `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
 // `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -2381,6 +2536,49 @@ type ReleasePermitParams struct {
 	Lease LeaseRequired `form:"lease" json:"lease"`
 }
 
+// ListServicesParams defines parameters for ListServices.
+type ListServicesParams struct {
+	// Prefix Only names that start with this.
+	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only names after this one (the `next` of the previous page).
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetServiceParams defines parameters for GetService.
+type GetServiceParams struct {
+	Version *int64 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Wait How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once.
+	Wait *Wait `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// UnregisterServiceInstanceParams defines parameters for UnregisterServiceInstance.
+type UnregisterServiceInstanceParams struct {
+	// Lease The lease that holds what the operation changes.
+	Lease LeaseRequired `form:"lease" json:"lease"`
+}
+
+// RegisterServiceInstanceParams defines parameters for RegisterServiceInstance.
+type RegisterServiceInstanceParams struct {
+	// Ttl Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`.
+	Ttl *TTL `form:"ttl,omitempty" json:"ttl,omitempty"`
+
+	// Lease Attach to this existing lease instead of making an implicit one.
+	Lease *LeaseQuery `form:"lease,omitempty" json:"lease,omitempty"`
+}
+
+// PickServiceInstanceParams defines parameters for PickServiceInstance.
+type PickServiceInstanceParams struct {
+	Strategy *PickServiceInstanceParamsStrategy `form:"strategy,omitempty" json:"strategy,omitempty"`
+}
+
+// PickServiceInstanceParamsStrategy defines parameters for PickServiceInstance.
+type PickServiceInstanceParamsStrategy string
+
 // ListThroughputGroupsParams defines parameters for ListThroughputGroups.
 type ListThroughputGroupsParams struct {
 	// Prefix Only names that start with this.
@@ -2442,6 +2640,9 @@ type SetGroupMemberJSONRequestBody = MemberValue
 
 // SetPartitionsJSONRequestBody defines body for SetPartitions for application/json ContentType.
 type SetPartitionsJSONRequestBody = PartitionSet
+
+// RegisterServiceInstanceJSONRequestBody defines body for RegisterServiceInstance for application/json ContentType.
+type RegisterServiceInstanceJSONRequestBody = ServiceInstanceSpec
 
 // SetThroughputLimitJSONRequestBody defines body for SetThroughputLimit for application/json ContentType.
 type SetThroughputLimitJSONRequestBody = ThroughputLimit
@@ -4320,6 +4521,32 @@ func (t *OverviewEvent) MergeOverviewEvent12(v OverviewEvent12) error {
 	return err
 }
 
+// AsOverviewEvent13 returns the union data inside the OverviewEvent as a OverviewEvent13
+func (t OverviewEvent) AsOverviewEvent13() (OverviewEvent13, error) {
+	var body OverviewEvent13
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOverviewEvent13 overwrites any union data inside the OverviewEvent as the provided OverviewEvent13
+func (t *OverviewEvent) FromOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOverviewEvent13 performs a merge with any union data inside the OverviewEvent, using the provided OverviewEvent13
+func (t *OverviewEvent) MergeOverviewEvent13(v OverviewEvent13) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t OverviewEvent) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
@@ -4826,22 +5053,22 @@ func (t *OverviewEvent_8_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsKeyInfo returns the union data inside the OverviewEvent_9_Data as a KeyInfo
-func (t OverviewEvent_9_Data) AsKeyInfo() (KeyInfo, error) {
-	var body KeyInfo
+// AsService returns the union data inside the OverviewEvent_9_Data as a Service
+func (t OverviewEvent_9_Data) AsService() (Service, error) {
+	var body Service
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromKeyInfo overwrites any union data inside the OverviewEvent_9_Data as the provided KeyInfo
-func (t *OverviewEvent_9_Data) FromKeyInfo(v KeyInfo) error {
+// FromService overwrites any union data inside the OverviewEvent_9_Data as the provided Service
+func (t *OverviewEvent_9_Data) FromService(v Service) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_9_Data, using the provided KeyInfo
-func (t *OverviewEvent_9_Data) MergeKeyInfo(v KeyInfo) error {
+// MergeService performs a merge with any union data inside the OverviewEvent_9_Data, using the provided Service
+func (t *OverviewEvent_9_Data) MergeService(v Service) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4888,22 +5115,22 @@ func (t *OverviewEvent_9_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsSemaphore returns the union data inside the OverviewEvent_10_Data as a Semaphore
-func (t OverviewEvent_10_Data) AsSemaphore() (Semaphore, error) {
-	var body Semaphore
+// AsKeyInfo returns the union data inside the OverviewEvent_10_Data as a KeyInfo
+func (t OverviewEvent_10_Data) AsKeyInfo() (KeyInfo, error) {
+	var body KeyInfo
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromSemaphore overwrites any union data inside the OverviewEvent_10_Data as the provided Semaphore
-func (t *OverviewEvent_10_Data) FromSemaphore(v Semaphore) error {
+// FromKeyInfo overwrites any union data inside the OverviewEvent_10_Data as the provided KeyInfo
+func (t *OverviewEvent_10_Data) FromKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeSemaphore performs a merge with any union data inside the OverviewEvent_10_Data, using the provided Semaphore
-func (t *OverviewEvent_10_Data) MergeSemaphore(v Semaphore) error {
+// MergeKeyInfo performs a merge with any union data inside the OverviewEvent_10_Data, using the provided KeyInfo
+func (t *OverviewEvent_10_Data) MergeKeyInfo(v KeyInfo) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -4950,22 +5177,22 @@ func (t *OverviewEvent_10_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsCounter returns the union data inside the OverviewEvent_11_Data as a Counter
-func (t OverviewEvent_11_Data) AsCounter() (Counter, error) {
-	var body Counter
+// AsSemaphore returns the union data inside the OverviewEvent_11_Data as a Semaphore
+func (t OverviewEvent_11_Data) AsSemaphore() (Semaphore, error) {
+	var body Semaphore
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCounter overwrites any union data inside the OverviewEvent_11_Data as the provided Counter
-func (t *OverviewEvent_11_Data) FromCounter(v Counter) error {
+// FromSemaphore overwrites any union data inside the OverviewEvent_11_Data as the provided Semaphore
+func (t *OverviewEvent_11_Data) FromSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCounter performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Counter
-func (t *OverviewEvent_11_Data) MergeCounter(v Counter) error {
+// MergeSemaphore performs a merge with any union data inside the OverviewEvent_11_Data, using the provided Semaphore
+func (t *OverviewEvent_11_Data) MergeSemaphore(v Semaphore) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5012,22 +5239,22 @@ func (t *OverviewEvent_11_Data) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// AsRWLock returns the union data inside the OverviewEvent_12_Data as a RWLock
-func (t OverviewEvent_12_Data) AsRWLock() (RWLock, error) {
-	var body RWLock
+// AsCounter returns the union data inside the OverviewEvent_12_Data as a Counter
+func (t OverviewEvent_12_Data) AsCounter() (Counter, error) {
+	var body Counter
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRWLock overwrites any union data inside the OverviewEvent_12_Data as the provided RWLock
-func (t *OverviewEvent_12_Data) FromRWLock(v RWLock) error {
+// FromCounter overwrites any union data inside the OverviewEvent_12_Data as the provided Counter
+func (t *OverviewEvent_12_Data) FromCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeRWLock performs a merge with any union data inside the OverviewEvent_12_Data, using the provided RWLock
-func (t *OverviewEvent_12_Data) MergeRWLock(v RWLock) error {
+// MergeCounter performs a merge with any union data inside the OverviewEvent_12_Data, using the provided Counter
+func (t *OverviewEvent_12_Data) MergeCounter(v Counter) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -5070,6 +5297,68 @@ func (t OverviewEvent_12_Data) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OverviewEvent_12_Data) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRWLock returns the union data inside the OverviewEvent_13_Data as a RWLock
+func (t OverviewEvent_13_Data) AsRWLock() (RWLock, error) {
+	var body RWLock
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRWLock overwrites any union data inside the OverviewEvent_13_Data as the provided RWLock
+func (t *OverviewEvent_13_Data) FromRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRWLock performs a merge with any union data inside the OverviewEvent_13_Data, using the provided RWLock
+func (t *OverviewEvent_13_Data) MergeRWLock(v RWLock) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsDeleted returns the union data inside the OverviewEvent_13_Data as a Deleted
+func (t OverviewEvent_13_Data) AsDeleted() (Deleted, error) {
+	var body Deleted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromDeleted overwrites any union data inside the OverviewEvent_13_Data as the provided Deleted
+func (t *OverviewEvent_13_Data) FromDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeDeleted performs a merge with any union data inside the OverviewEvent_13_Data, using the provided Deleted
+func (t *OverviewEvent_13_Data) MergeDeleted(v Deleted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OverviewEvent_13_Data) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OverviewEvent_13_Data) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -5289,6 +5578,24 @@ type ServerInterface interface {
 	// ReleasePermit Release the permit, by the lease that holds it only.
 	// (DELETE /v1/semaphores/{name}/permits/{permit})
 	ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams)
+	// ListServices Every service that has a node, with its instances.
+	// (GET /v1/services)
+	ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams)
+	// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+	// (GET /v1/services/{service})
+	GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams)
+	// StreamService The service's changes (SSE).
+	// (GET /v1/services/{service}/events)
+	StreamService(w http.ResponseWriter, r *http.Request, service ServicePath)
+	// UnregisterServiceInstance Unregister the lease's instance.
+	// (DELETE /v1/services/{service}/instances/{id})
+	UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams)
+	// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	// (PUT /v1/services/{service}/instances/{id})
+	RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams)
+	// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	// (GET /v1/services/{service}/pick)
+	PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(w http.ResponseWriter, r *http.Request)
@@ -5748,6 +6055,42 @@ func (_ Unimplemented) AcquirePermit(w http.ResponseWriter, r *http.Request, nam
 // ReleasePermit Release the permit, by the lease that holds it only.
 // (DELETE /v1/semaphores/{name}/permits/{permit})
 func (_ Unimplemented) ReleasePermit(w http.ResponseWriter, r *http.Request, name NamePath, permit Name, params ReleasePermitParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListServices Every service that has a node, with its instances.
+// (GET /v1/services)
+func (_ Unimplemented) ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+// (GET /v1/services/{service})
+func (_ Unimplemented) GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamService The service's changes (SSE).
+// (GET /v1/services/{service}/events)
+func (_ Unimplemented) StreamService(w http.ResponseWriter, r *http.Request, service ServicePath) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UnregisterServiceInstance Unregister the lease's instance.
+// (DELETE /v1/services/{service}/instances/{id})
+func (_ Unimplemented) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+// (PUT /v1/services/{service}/instances/{id})
+func (_ Unimplemented) RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+// (GET /v1/services/{service}/pick)
+func (_ Unimplemented) PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -9176,6 +9519,303 @@ func (siw *ServerInterfaceWrapper) ReleasePermit(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListServices operation middleware
+func (siw *ServerInterfaceWrapper) ListServices(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListServicesParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListServices(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetService operation middleware
+func (siw *ServerInterfaceWrapper) GetService(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetServiceParams
+
+	// ------------- Optional query parameter "version" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "version", r.URL.Query(), &params.Version, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetService(w, r, service, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamService operation middleware
+func (siw *ServerInterfaceWrapper) StreamService(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamService(w, r, service)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UnregisterServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UnregisterServiceInstanceParams
+
+	// ------------- Required query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UnregisterServiceInstance(w, r, service, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RegisterServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) RegisterServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id IDPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RegisterServiceInstanceParams
+
+	// ------------- Optional query parameter "ttl" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl", r.URL.Query(), &params.Ttl, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "ttl"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "ttl", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "lease" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "lease", r.URL.Query(), &params.Lease, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "lease"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "lease", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RegisterServiceInstance(w, r, service, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PickServiceInstance operation middleware
+func (siw *ServerInterfaceWrapper) PickServiceInstance(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "service" -------------
+	var service ServicePath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "service", chi.URLParam(r, "service"), &service, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "service", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PickServiceInstanceParams
+
+	// ------------- Optional query parameter "strategy" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "strategy", r.URL.Query(), &params.Strategy, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "strategy"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "strategy", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PickServiceInstance(w, r, service, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetSession operation middleware
 func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Request) {
 
@@ -9883,6 +10523,24 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/partitions", wrapper.ListPartitionGroups)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/services/{service}/instances/{id}", wrapper.UnregisterServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/services/{service}/instances/{id}", wrapper.RegisterServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}", wrapper.GetService)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}/pick", wrapper.PickServiceInstance)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services/{service}/events", wrapper.StreamService)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/services", wrapper.ListServices)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
@@ -19225,6 +19883,835 @@ func (response ReleasePermitdefaultApplicationProblemPlusJSONResponse) VisitRele
 	return err
 }
 
+type ListServicesRequestObject struct {
+	Params ListServicesParams
+}
+
+type ListServicesResponseObject interface {
+	VisitListServicesResponse(w http.ResponseWriter) error
+}
+
+type ListServices200JSONResponse struct {
+	// Next More follow; pass this name as `after=` for the next page.
+	Next     *string   `json:"next,omitempty"`
+	Services []Service `json:"services"`
+}
+
+func (response ListServices200JSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices400ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices401ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices403ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServices503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListServices503ApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListServicesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListServicesdefaultApplicationProblemPlusJSONResponse) VisitListServicesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetServiceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Params  GetServiceParams
+}
+
+type GetServiceResponseObject interface {
+	VisitGetServiceResponse(w http.ResponseWriter) error
+}
+
+type GetService200JSONResponse Service
+
+func (response GetService200JSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetService400ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetService401ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetService403ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetService503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetService503ApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetServicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetServicedefaultApplicationProblemPlusJSONResponse) VisitGetServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamServiceRequestObject struct {
+	Service ServicePath `json:"service"`
+}
+
+type StreamServiceResponseObject interface {
+	VisitStreamServiceResponse(w http.ResponseWriter) error
+}
+
+type StreamService200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamService200TexteventStreamResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamService400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService400ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService401ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService403ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamService503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamService503ApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamServicedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamServicedefaultApplicationProblemPlusJSONResponse) VisitStreamServiceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Id      IDPath      `json:"id"`
+	Params  UnregisterServiceInstanceParams
+}
+
+type UnregisterServiceInstanceResponseObject interface {
+	VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type UnregisterServiceInstance204Response struct {
+}
+
+func (response UnregisterServiceInstance204Response) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type UnregisterServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance400ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance401ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance403ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance404ApplicationProblemPlusJSONResponse struct {
+	NotHeldApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance404ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UnregisterServiceInstance503ApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UnregisterServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response UnregisterServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitUnregisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Id      IDPath      `json:"id"`
+	Params  RegisterServiceInstanceParams
+	Body    *RegisterServiceInstanceJSONRequestBody
+}
+
+type RegisterServiceInstanceResponseObject interface {
+	VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type RegisterServiceInstance200JSONResponse ServiceRegistered
+
+func (response RegisterServiceInstance200JSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance201JSONResponse ServiceRegistered
+
+func (response RegisterServiceInstance201JSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance400ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance401ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance403ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance404ApplicationProblemPlusJSONResponse struct {
+	LeaseNotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance404ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance408ApplicationProblemPlusJSONResponse struct {
+	BodyTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance408ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance409ApplicationProblemPlusJSONResponse Problem
+
+func (response RegisterServiceInstance409ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance413ApplicationProblemPlusJSONResponse struct {
+	BodyTooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance413ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance415ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance429ApplicationProblemPlusJSONResponse struct {
+	TooManyLeasesApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance429ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RegisterServiceInstance503ApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RegisterServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RegisterServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitRegisterServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstanceRequestObject struct {
+	Service ServicePath `json:"service"`
+	Params  PickServiceInstanceParams
+}
+
+type PickServiceInstanceResponseObject interface {
+	VisitPickServiceInstanceResponse(w http.ResponseWriter) error
+}
+
+type PickServiceInstance200JSONResponse ServiceInstance
+
+func (response PickServiceInstance200JSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance400ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance401ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance403ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance404ApplicationProblemPlusJSONResponse Problem
+
+func (response PickServiceInstance404ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstance503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PickServiceInstance503ApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PickServiceInstancedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PickServiceInstancedefaultApplicationProblemPlusJSONResponse) VisitPickServiceInstanceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSessionRequestObject struct {
 }
 
@@ -20766,6 +22253,24 @@ type StrictServerInterface interface {
 	// ReleasePermit Release the permit, by the lease that holds it only.
 	// (DELETE /v1/semaphores/{name}/permits/{permit})
 	ReleasePermit(ctx context.Context, request ReleasePermitRequestObject) (ReleasePermitResponseObject, error)
+	// ListServices Every service that has a node, with its instances.
+	// (GET /v1/services)
+	ListServices(ctx context.Context, request ListServicesRequestObject) (ListServicesResponseObject, error)
+	// GetService The service's live instances in registration order; with `version`, a long-poll until it differs.
+	// (GET /v1/services/{service})
+	GetService(ctx context.Context, request GetServiceRequestObject) (GetServiceResponseObject, error)
+	// StreamService The service's changes (SSE).
+	// (GET /v1/services/{service}/events)
+	StreamService(ctx context.Context, request StreamServiceRequestObject) (StreamServiceResponseObject, error)
+	// UnregisterServiceInstance Unregister the lease's instance.
+	// (DELETE /v1/services/{service}/instances/{id})
+	UnregisterServiceInstance(ctx context.Context, request UnregisterServiceInstanceRequestObject) (UnregisterServiceInstanceResponseObject, error)
+	// RegisterServiceInstance Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+	// (PUT /v1/services/{service}/instances/{id})
+	RegisterServiceInstance(ctx context.Context, request RegisterServiceInstanceRequestObject) (RegisterServiceInstanceResponseObject, error)
+	// PickServiceInstance One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+	// (GET /v1/services/{service}/pick)
+	PickServiceInstance(ctx context.Context, request PickServiceInstanceRequestObject) (PickServiceInstanceResponseObject, error)
 	// GetSession The sidecar's ZooKeeper session.
 	// (GET /v1/session)
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
@@ -22775,6 +24280,175 @@ func (sh *strictHandler) ReleasePermit(w http.ResponseWriter, r *http.Request, n
 	}
 }
 
+// ListServices operation middleware
+func (sh *strictHandler) ListServices(w http.ResponseWriter, r *http.Request, params ListServicesParams) {
+	var request ListServicesRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListServices(ctx, request.(ListServicesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListServices")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListServicesResponseObject); ok {
+		if err := validResponse.VisitListServicesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetService operation middleware
+func (sh *strictHandler) GetService(w http.ResponseWriter, r *http.Request, service ServicePath, params GetServiceParams) {
+	var request GetServiceRequestObject
+
+	request.Service = service
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetService(ctx, request.(GetServiceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetService")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetServiceResponseObject); ok {
+		if err := validResponse.VisitGetServiceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamService operation middleware
+func (sh *strictHandler) StreamService(w http.ResponseWriter, r *http.Request, service ServicePath) {
+	var request StreamServiceRequestObject
+
+	request.Service = service
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamService(ctx, request.(StreamServiceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamService")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamServiceResponseObject); ok {
+		if err := validResponse.VisitStreamServiceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UnregisterServiceInstance operation middleware
+func (sh *strictHandler) UnregisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params UnregisterServiceInstanceParams) {
+	var request UnregisterServiceInstanceRequestObject
+
+	request.Service = service
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UnregisterServiceInstance(ctx, request.(UnregisterServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UnregisterServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UnregisterServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitUnregisterServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RegisterServiceInstance operation middleware
+func (sh *strictHandler) RegisterServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, id IDPath, params RegisterServiceInstanceParams) {
+	var request RegisterServiceInstanceRequestObject
+
+	request.Service = service
+	request.Id = id
+	request.Params = params
+
+	var body RegisterServiceInstanceJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RegisterServiceInstance(ctx, request.(RegisterServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RegisterServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RegisterServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitRegisterServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PickServiceInstance operation middleware
+func (sh *strictHandler) PickServiceInstance(w http.ResponseWriter, r *http.Request, service ServicePath, params PickServiceInstanceParams) {
+	var request PickServiceInstanceRequestObject
+
+	request.Service = service
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PickServiceInstance(ctx, request.(PickServiceInstanceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PickServiceInstance")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PickServiceInstanceResponseObject); ok {
+		if err := validResponse.VisitPickServiceInstanceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetSession operation middleware
 func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request) {
 	var request GetSessionRequestObject
@@ -23057,356 +24731,389 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37c9u2uij6r2B0z0ykvSlZbtK1V+VZc8dN0za7ee0kqznnLPWWsAhJWKYAlYAsq5n873fwfR9AkCJl",
-	"KbbjJPVPcUQSz+/9fN+Z6MVSK6Gs6Yzed+aCZ6KAP1/oN0pOp+7PTJhJIZdWatUZdU7zNd8Ylipt3Asp",
-	"62rFxIUoNiw9ujhOGVdmLYreiHF2Vui1EQWz/FwYZueCGasLkY1V+lgrK5Ttv90sRcq4YUYoy7jKmHKD",
-	"sdlKGCMM40rbuSgSZjR9zM421j0oBL46VsVKuRE4w3UyXTBjN7lgZxv/PVvymRiMVSfpmMlcLLjbmFCr",
-	"RWf0rw5tpfNb0rGbpeiMOsYWUs06Hz4kndfCFpvTqRXF9lm8EROtMsOsZmsuLTsTU10IZouNVDPGZ1yq",
-	"QWVGGl4qK2aigPHfwKa+d3t6pXM52bQfueEqO9OXJywTU77Kbd8UE/ZAaSUenLBpwReiz9VEuGMy9PvW",
-	"9YxVuJ/Kcdo5t9GNFUI5SGBdzlIrLu3R3C7ylOlirFK54DNxZC5m/3npfrvg+Ur0mLsEpf0VuIuc8wvB",
-	"uGJ6yf9YCaYLOZMKLtLOxWasJlwpbdmE5znAxumrp+4aAUxkJia8eGDoqxP4hOWaZ8xdKByvyhgNcSbG",
-	"CvafDWCUSS4dSDM5U+4+pB2wF5oFmPtBmqU20p1uyiSC3ih8xFU2Vgir3K4MQA4rBM9wp4atpZ2zdCrs",
-	"ZJ4mbD2XkznNZJi0CSwsnKQbiluml0I5CIUhmJnrNb5LVyqyhBUcANXOuWKZXiu3WbdPabfg9pIvljnA",
-	"6eEQ0dkG8g9JZ8ndy5aQ/3HO5eIVt/NtWHw7FyyF5/2nWco4m7i/CelF5sBduveW7uuko/jCTQUvdZJO",
-	"If5YyUJknZEtViLe0/8qxLQz6vw/RyVFOsKn5uiFG8St8qdCr5Z+XQ3TzNzz60/z9Icdc8js+hP8IjY7",
-	"ZjgXm+tP8UxwI3ZMkrvnNzTN/6xE0US2rOWTuSOOdi4NE5fSWAfQMDWTyliHVHrKFvwcEZrJxTKXE2mZ",
-	"ViKA0h8w/NbKP2alr8Num+AaFwb4Otd5Ztja/elIgV6Kgrs32WTO1UyYqxZ33WOVxrbwnJcq3zA3m2Hc",
-	"vYGHq5VgXbfSVIlLm7pTdf9bFuJCaiJivbZFwziVE13wy2dCzRz0HH/z9ya26Fb4TC6kbbp3ttDG4sIW",
-	"XG2YtGJhWPd4MDgeDofDxJMr5v7bO/GLNo7LrefCsdC5o7nGkfaZVO3HDSuIV04jd0Zu6MRtRC4cl8eJ",
-	"Owup6P9JEzN2u3pViKm83HnwACLG8sIiM3A7bVviEoc77HQdIOxAXvjn2kD2+t1znYntjQKv65o5d9IB",
-	"7A9FqAKlw56Tr9aFtIJ1xeUkXxl50Q5bCzfFrqV6IcyN3kk6MHCzJPb27bPtxT5DnJUL4QhNLi8E6/6k",
-	"WbZCfE3YMYhnab+/4Jd9a/O0F7il+9UzTvekbQ/W5i389+HQdJqW+o43IcbPes1yrWZuQWe5npzXlsoJ",
-	"cWixTqR0q+VnIBvrgqVDkzJbSOEQftJKId2HBy34g7sgs9TKCOD/3/PMUUphYBMTFJvcn3zp6DMs92hZ",
-	"6LNcLP7z38Zt7v2e0FcO/Qq/x+mrB5VKdcFzmfXdhlInhLo/mF5ZJxgiZePWikL1EhZeDjIMfLHg+VQX",
-	"C6ds6MJ92tfTfuGINwsvJu5QOYPjQ6TOtDBOwnTvGNFLxipdqXOl16o2PH4TfqtxiTBMJiY5LwRONFb/",
-	"/eblC3amsw1biMWZKJi0huHRbH3jFCi7WWonoaJOhEJm1iMxnLbthoMlwbiwC4kDOaYAM6LUqafRdLgi",
-	"xcRiaTdj9cdKrATQ6Z6TlVHCXnND/C5zIuiHpPO9zjZv5ULo1c1Dxi54cFvrW5w4HRF3ACjCXWcS9ALG",
-	"i8JRAEe0pHJ4VPnQc0VSc0+CKhFvNGxT62e8mIk72KfW/dxNTTuFHToe72CAaEO49PLiRpUX3C+OeLRt",
-	"EUT4F9r+qFcq+6R7BF2gr7TtT93c6cipjUC4UZWAS3JaGeqAbM6J4cqMdfnkHHQlAYJWBlDsgBpFN6e0",
-	"Zj3cn14pK4rHWk1zObl5aKXxd20UsK6/kGbBnarIuqg4ws+pI1wTHKPv7m2a63X9FSD5/qWJLorV0qY7",
-	"rhTfvJtLpVXG1+pgl36HS1SaKZ0J1kVqZoSF68tELqzIdsDqj7o4k1km1Cfd0tTPmo7AtKSXImNWnwvF",
-	"umm/D3+Z/lTmcFPEmhwsnkuVGTRlOWnR034n4PS1EyJxEK0YVxvc8dnKMs5+evL2hKVzbSycI89zvRYZ",
-	"TJ/+rI0jYDjNWKV9/7jv3jfpCUvRVLL1qTfppC/heUrSHNgZ7FyMVWRsWStYdzQ6DmpS1gVWOSm0MX3j",
-	"hD9PgB3I6hVwm95grH4QE5mJzNvCnPj/f7X+RYilKMDW03zPyF9+EZs7Ad9zsdkC3XOx8WAL+AigCOLm",
-	"nSwRKFxlkfhTSjqJJ6JICWtEFNZ+J8uu0XmzmsxZoVdW+CX9LPJPv6K5yP0143kF4csp/kzaE9Zw4H79",
-	"5TnDJvxkn3ATp4q9/vEx++7Rt//FaHCW6clq4RQFsAMYUVwIj9NTLvNV4UhR+u1wyJzGWyiep8gq32r9",
-	"nKsNgLb5pFfhJJ0FV5s+HKZxMI3SC/0fDxlt/XDoPHdUdAMk1e0SKSkaaxzpdZsFxZVEvQXrpqBtw3Bg",
-	"RWaZsFzm3tggJ3OnYkWmJwQIYFxOddTN9Iq9A04N3oE+mGpAfYw8KNGjtjOit48iHwMc0z8VX9m5LuSf",
-	"4tPixiqaGJgHHrA0bKLVVM5WhciAQ8QSuBe+J7woNkza2jm8e/euf7qyc6GsW7iorrRUTb8XvEArQ774",
-	"x7gz0brI+kS/xp0mrRVP6oLLnJ/ln1ZQ/1Prc2Bp/VW5ghRRb6KVEhPQA62OmF84J70Q7IxPzseqVFTM",
-	"yiyFylDpB/gG46MDuVxMrVdd6MwJr1N4m63nQpGfAd7XaiYKd3v+huCREiIz0XLctyRZo1FiXujVbO5E",
-	"FVyMkVr5y1aOzEzcCBUk8uYwT28MWCcCiIxVzo2ND0QUhS4cRpEFaft0+MSp27nIZsLBHXn4xFIX1g1s",
-	"WOYEjYSlRhi3wn4OklGXj9Ws4ModDT1h4nIpnb7sXp6vrJVq1s/0WqUJK0mPsYXgC5M6Vb+kR1rN+kud",
-	"507wIZrkXwSpvLTQiMKkDmgnc1JHYN+ANw8aCFLCHEF6E4+14JfvaKBRnUKNFZIotwXLraiBG6oL/T4+",
-	"y2RBI8D/WSYLMbG62JCfbKzOBJy7FeiH84RNGgZnF6tWbmmFuNDnTupF52AhwOY5VhO9yvG2HBKcMJ4b",
-	"7eTZ9AjI858OJGXupGHmAABMhkntBWnnIMb+ed4n42CfT3J3NSVu8Une10uhCLEKrS1abAoxkUsw5DiG",
-	"J81YudccunG10QrtLYBrc+E0RrYRtndCnrsKzQbX2k1RbbNaIpw+F5nkb4FefVLqHRbQX7gV9B3JRCVA",
-	"Zxt0scMZcBb732ONII2X6Ja2Q+H8VRQOz56Thnvje62Nv1PXxldLbTvI8A8Mo4feLAamOiWAeGVtu/vg",
-	"7ac1g2gk7PE8fzntjP6154Ul7zvLQi9FYSWKWZnM/o9ePRdcNbujyA6IaiRTjj06Wq5ZWjFFem/LWjOR",
-	"OZLO13yTsAk42chiGIzIjlUw5XbveHquDRiRSyaMpu4ap43cw80rrRtDdVExcvroji73v5yJXK9Jglti",
-	"7MaS23nitN88E8WRuLQFT3u1xeV5o7WdftFn/xYT2/nwWwNibJlwnbAihamcJVdZgifEa4fvD8udvrQJ",
-	"S8u7I6kSUejRcOjlcYPxD0ozcWmRmaJtESaGg6yCAxrv328ffsGlQTmQHp1pnTuoQbu9d6z8K7iF8P3f",
-	"tg4mTP5C2yeLpd3cIDAXYsGlcituhJAlL6ycyCVXXuag07Eg3oAnw4qFaTwA+oEXBd9sbbqceHvDv1W2",
-	"/NqxnhvcMqgITVE9CbmBm/YSH0RLRNCV4HyGWwLdFPhpBM6wKMdF44lS1p3rNfpi4dyF0wBF1kNrD9kR",
-	"urZ6UQ9M74QGjKyYtZnwK1oRfhEN0Qenv0m9IaURFV5xQ/BdA6l94X4HwD/mKpMZx6iq2vXhI9t8Tzkw",
-	"+abJd91uKw5bUSyaMWOyKkCIwQkfGOZeZd0hEiIL3nBgXAqdrFNdLLhFkPnbo06jG7uBKJS7TUKQAu2R",
-	"Vrfj+PCMDjk+I9UEnoTlulfBE9PEX8DA1jBQbS/xJvATP9POxf/qR6/uIExavZQfCyGYFZe25K2P2C/y",
-	"+x5brs5yaebeKw66np9jsA9nCjb6dup/tec+Oq2PhAX8/rf25d0gkTxorVdSvrpLBcjXthsFLRGR/+GB",
-	"CXhGzpWTbc9KM5GiIwkwxLMMIgd5/ira6JTnRiTX2Xt8T+0X9AM6S1ril5yyLS4gWGAKzl1lpSWf8Bri",
-	"a9d8w7rp0cXxEbxnUMSqyaVtc1Acqi1WMbhHhBHj75rowbloChAj+RxErG56foGraaWq2zvGDZZDwAJS",
-	"NgUlkQway5Vl8HuvGUfjg/dbbzx6vTrLRav4tkMaaOUKdWFgXxEogWiZzf4iIS7Of1ab+MrNPkFpYXvP",
-	"gRFu30zVULUVWVcTNVhXCZGBf829eyGQ+0kIZfCW2Wbg2Pck8L2mvT7J0Ti1g8dVb2enXziwqIZbK4WK",
-	"XUP49TzDt3cBEFkNm5D1jbAQ+83ZVKMvD61CI6IQZM5KWGnrSuBa1nOdC7aUE7sqRI8sOXYuTewpLO12",
-	"3tgmDQurGbC3wQgl8bKBNjm9EzQxtlJW5uR+pAHQqITiKRruWNcptXYui8x4A6h/m2I6KAayXI6bx8e4",
-	"g+I7LfQCLZgQYqWysKMgWflBExCFM6cKut9XeU4MJoBBivEyI6Y0KLgTrtiZYBd6NXFiwVQXaFDaJo3h",
-	"bN54yah6Xe9I2mOR7fVMzLhi3dc/PmYPHz78bkuLt+WJk8XYj1HeSa6NrYiNO+SwZtoRpMQIG3ah0ZML",
-	"MgDVuAq3fF/Id8MJP4wPEKR1/NZAA2R25chutKfZ1h4hmhunSnCJu7b2LODvljtO0CsPDEnyJwhAdFUA",
-	"Le6BAUc63VTpoI2s1g14gBAbXbYRgqXh/8g23XToB8EQy1sU1702c6Vccy3JHmbZJeA/wbC1BsYks2Z+",
-	"W0hdSLtpUby3ACO83zg7gVSDWJOJiVzwnNHgJ0xmxhFcObH5hkk1KYAfcvC7cCLFIIhhVGNn1Pn//jXs",
-	"f/fbf/6vpuOHNIhroNlzMMKZuVzCSI3YhqLcXSAbrOm/tVRNF9suYbZc+Q4RpVEoIQNlVyIl/beWyme0",
-	"JawUUs6FWDrxhOfyQiRkNwYXNMVaFijHXC1y+pwVmbWfBl7Y3mBurmAxtMd/wxmzrlu10plwSlIhMIDV",
-	"YX5vX76xN5YDAFytuP8seI6x79XtYkJW1Wusz688YfqscSadNwDZucQgmXKWXE/Od2kmuxcA49HLTat4",
-	"asUCEgCbaEkZ4PnAYK5eQhl1CWp5Gwa+HuaGZV2I95Vqkq8gFBLy3tALhN5m/N+I4VLTBHPSHOmVasaW",
-	"hb7cOODFZDiMgjaMYxixWwQ72zgwH6uKAyl4iQsxXRnIgwMlDJPzpKdyUs1QPgpQdSYVLzYU+nUNkvaL",
-	"2LyxJHVv0bLzizshZL+IzVM11S16L+OG5dJgwiGLVXJID6Q4ihpgoha9j43IyD9byB7gH4gpambnTCqE",
-	"qkEz+0bXWZ3ZP/zmaiMGprH5AWhFLeeEd9dqICBNQgGBjdWX7SMiB6T3vW5vvwK31p8HeP/INQ7WvUZd",
-	"s9Uy8qoQ6OFyolevFMTdPUtDYnuzzeSAO20xWIZLTbzWbKIc6X++/bH/90Er0f6eG/G3R7shBQdzgAIv",
-	"J2F/G8zC1racpcTsjW1mFSVE1Yx7/eN0x8ldD/xa4O4d3ngDCzjgVto29HbLAR0l7EH4y+3s65kXeapb",
-	"QmXCnNr95fx2R4e1+X6ZUPHSvd8Bnczlelo38QMEwuxvhsadbxuhQbzb24QDQsFVbkccstnlCMt4onYZ",
-	"zJrMWKYJiN7NN1GYKql/UrG1LjIz2PvIafjWk8aApMCAtRJ03DXfiCy8iTmOnkWrCreO7cPBNBiV92Di",
-	"8Z23WACMuAtWvs2XIEwYbiPEvzuyS8FTI+ZlauArxDbichRzrrKPPCRtrIfQ7RPSxvbd2j6HU3rGS1iZ",
-	"U7hHBMasm0Lo3qhisiKTR4I1Kyg8zbK5yDMIU/Nu0I+ELoeVbQcXaBJm+EPo2x2cI1AQPTm/hjTsPm8X",
-	"h0GZuQuB2C3rp4I37YpPcLBDuNNUqIlUs7f6XKg9rVEf4bnXa1WJA7jSWAr0Fr+qrTGJt9l2QD+LPLtB",
-	"/yvGU+0DMD/jmzu12isdtA62MLuiDBShJF5Afz05Z2RaWfMNxp84WonLZN3SZirJZbkQXIH9s3fCUjg/",
-	"rNzSl6q/LPSsEKYtviTaVYNq4dbyoJyZQ377EYYl0zP4T9GrmnKVCAkHV5tdPwJG2wDuQCttDT5bALLd",
-	"CFPSkNEtwtS9C+vGXVh4OzUXVohUH36lvqukQ1vcw7ZPtJrAuPyyGQ1I3Bq1CIFgP0aB5kxM+MqgGbi8",
-	"zqvEwJCJicLRgyBFNth/rmuYbNczftQFWwq9zMWISlrV1524hTsp/2qtIzZ47tQ90LB97fisv2GA1ii2",
-	"bpNF2wkje8Zm1d0iBzgfcE7T4meQF35VYEUBn4IuMlFUwl530dLYC9AQV3BPQ2+YhtJtARH9mj3+V1iv",
-	"/ryUmT9xAP4HhuXcCmPJ43XChhRsBY+DLswB/T4mXNW7w0q7scetRvqxyq3coVa0y/uOcDbg61NFpWa2",
-	"0PPact1+viKimZXxm3a+0zgVAnxhk02fv6DFxA7n0/7/5f0/h/3vfiv/HPze/+39MDn+5r8+NLqiX16I",
-	"4kKKdVBWtwMjfDxi+tOTtyxyc5xQWUrHLKAAgs/oS9mCbyiGM6WAR0iuLa1Su2jlGxwFV9SQdUP6836D",
-	"xZr07jd9ZCbo75+Nzn293UfxONfa/J1F7lxv+29DAKmPk7jOKZThqF/eSfzPSqyuiwLgyP7ytu4Dfq+3",
-	"eUqQ+fK2X416vt4hZDBW/4s9i+24qeucxp1FWF3vEF7xwoIB7ibOYOkHM1/eQfjwjuudwN3Eplxv52/E",
-	"gi/nurguRzBhnC/uCHwe1/UOgDKQvrztv37nBONr7r5Y35FU7FZTI2MH2HryliBwSHPOuVJSzUIYqdOc",
-	"BS9yKYztJeRHICWZFNsmJ8InNzBVj6Pd0rTQF4053uF7w9ZzbQQDf4OvuNDdCNuLjXOWzoplgucGKzVZ",
-	"ffhqn+uLxkSbiK8clFZ1b0i7WUNaVGDGzN06HVhkIes89lP8lc1oN2MoC4k6EfSXlCPgbpM5qBH9t530",
-	"xsgZheXvj1MtQeoACYeNtBZyNrf7Jm/Q20m5bD/pzhPYZ/Mt9S2Q/pEnB5P5q0SOyN8h1S6SO015aIwb",
-	"DTd35THQyHqtMMp5wTdsrYtzptXhtP4lTNtwQK249xh7NQB6Q8nZ1F8iFt6CjaRQ+/GE8ck5efT3sOXu",
-	"DYlRdscuiNwd0FlldwdCZjPHlZb47ZWSRwhH2DE0t3jH0jKl13G4xLQQYq9pAuRcbSIvXy3jbMIZ7Dy/",
-	"l+vGpKK6MX97pyjN1JNkHF33Vmwl1vSWb73hJ2UzYQ3jbC5nc/dYiT2B7COP5ErXQTiON6LBZP/kkkOW",
-	"mpMt9DSUeQGWXaJ32hR5v2pyAUSSYTpMBwMqKHOclv1AeoPd+28Qe/2nbKXkHyus5WUOrCLUfjAthcdu",
-	"ohxGcz7FxxfEqNc9C2FXJf2tFL/A96F0vANfrABb3tE1gg63DEOfm7mn80oU1LDm+sGH7Z7FBb88sAxE",
-	"e8TXMqy4gdfCswcG6uKXNfCJSIEX02ua0Bjo98nvKcNuNL2RjzGBMDtIC/vhybMnb5+wwWBwhCObo/f4",
-	"x4f/F179RzrYN2Wclr0dDunO5sooyBjdGoutIAupnki9HPKAvZnrwlKF0pUR2YhV24o0dg5J6o01EtbY",
-	"AATPrLF2HBbXGysoGFctFddLWL3FQ2jcsdXdIYGqxFYs4BHUyiwbO8CyGqs9wpOoim/CohrcbnsLYec6",
-	"q5SJT7arXdNnEMrpHpdxnV0q3UlxZm4pbWGZSVQ7wZcCC9EV4QdYE/xSmd5XOcPqXvEvUd0zugiqejZW",
-	"1bJnfl948NHXENMRvg4l5NJebYho0fU6aJWZsR4tWTP701Wep2NFb+A5GXjHXeDWEAt+ie0gao0xKhVp",
-	"Q5la1lilNmFRv4KkoYmAG6yhQUBlOKySHWDUd03pPhr+HQ4Gk0L7ANhZnyq8uOfffZdQpaWMaZVvMP+B",
-	"ckjnnML23RDVQvsJa2BgvgcGcSp3Mo2dNMbqgFYayXa5p+in6pk313auF6aFc3k4Yjwylpw+foY5uRDd",
-	"N1YywwJFvbaqtmU9XHdsW1WNEX8mIs9F5gDq2+HDxmLGoaD7gGV6Yo5evX75/bMnz98MFpmvc84tE3wy",
-	"h3Bq6nG5xqq+dE1mDvaiTKMhpl4SyidibTNtZSwny8x2cG/I2N5mh1baXOyQ1OIwx7m1SzM6OqoUBR9k",
-	"4sJXljVHgUJdyaTgqZ8/2ZUejm7v7bJADlErlQkrKQbY2W0rsgh64K25hETrLo3huIVh0EYNW9dcO3KI",
-	"5k/CKls35lZ0I6Uzymzjg4pq7EgJDutrCL0KEv5e5oNyp1cFTeFwTashb8d2xirmB5Sh1mRepLyByMSC",
-	"zd6ogR5b8E1DDtOukF1fnXqvLb9+9zpUjtoyobUHSVPvvYPi+ptBkMYpV747xBqP93NNDFpQj8Q9+xTe",
-	"WCYRNU68XkIRHu0NpxTdKDx+DMh9TBYSqEAeX7u6AITthV4WKW0qZUYIBV6Pg9ONwj63gPh2U3rac3hK",
-	"R31LDo/ZpVoayLpMfL4WOBQx638tCuE7BuxtyA2LKZOC6tDQijoR2aqpfSiElowVo5FxA9ByAM1zKOQM",
-	"9i6R6o9nN+UKW/pxlec3nrS3P4btcbRkldi+66C2PHCM6XIUyuOXaXmGzaqljA4yUdX0ogpG+vFjpKvq",
-	"SCGL0GlJ6E+njx4cnhBYP6cDELW0xNwoDgdLyT7IbExjlco8NG6q5V+HNlXGIUKlqSIZqSc8z7HoNPa1",
-	"Q2SJ+oh5iQa73UG5j7ITUIu46nSb00nesCLomRR1gysEKEg8Nwk0tI17/8MNQiti9+Pp42cGQVPpTJix",
-	"4gutZoz6h2hNFmpskRP1BjFspTLos8q66Xg1HD6cuLfhLwE6g1N4B4NBD+MWxsrpcDlY7KGTCOuma13k",
-	"2Qj/m/bYQkN/aq7C6hbQTAWbpMTt7saKdCuIZy8Et6JseBjv9QEWCzDkRO8aIVCRe/Pk8T9fP337fwaL",
-	"bKym1PRqKi97J5iWUunnMGCnZ6HFh17Z+Hz91UJSV9kvZS4UdJmkZn04emGob8qAPab2Kdx6OoqtfFCB",
-	"LAT9l7L12cOh8X9+aygugHpNuPlQswxa3b86qM91EvrjKOQrHFII16wWXjxsLspTFluEHkYGunqd17L0",
-	"vOcfzHAQ4wBVrpbuCN03uoBGQGWjnYS9fnL6w/MnbNx5jX1x0Me5Ws4K7kC00xuFwIKxwv5IQEgrkQZn",
-	"3J0zXRwyrxCSES95wTNRq521UwbG+bYPZa6NHS11ETpKxUcAS5SKrYwYNA8KK3va4mpsCGLJ3HBzccm6",
-	"487wcjAYjDu9xMNuSBai15vnbC4NlfqmUmqWsm4ZcwKdfsC0A4/RxFVWymTdTJrwbIQuOzOXS7ZSE1FY",
-	"LqGlNPWUoriZE8bBvxdFh2BRM3cpaLnThnJUytA+vzwov0wTduIQo8RXncDPG5UJ2P2TotDFLvim+Jut",
-	"tk9ViO1RGyhWdoEaRV26QDh+YLBF14A993n3hNDp0cVxWnZd9g1LHfX4+cnpDxQxYMYq/Xb4kDU0q8Iy",
-	"Z97e9e3w4YmjypNc8MJQVTmRT5EPcFzNWJnVBLqOVaKDImpQ9qLeBkclZtpKbkW2FeUU913foyw4wmAM",
-	"/wHByjUknhHvYN4YkdBc2VDs7g+Bd4vUuRtDfzuwe0AuIbSXYOgWmAKpaGV3x+eBwjePdjDAR+PtAf6N",
-	"t7DjdK/hvKzeT3OwsqkFaHw6x2WZiHSNLW5nM31uOUqd+hJvKCrXPUOjq14sVw5Ee6VrXGZJZLwLIXpe",
-	"gSgjtq4MYcklaQh72JuieN69NLzyZO6zwO+sGDxonzzPNXa1o5DWxj31vuJw1vIEytKGwMt9YWuDIQUo",
-	"N5RNc8rvrhPvilgWRbvulyleItCzFiPd9WjLLdCT9p5RtV5RTpOpVr2ohagNI1kbv+3tGYO2JyCECpeg",
-	"BJdXDioMznitO680qtodLFm/6BvhmGUrjs+pLUG0PtkY2NTOkRZSyYXbwPDKS8BBds/fFjSdiQXHkjV7",
-	"wFp7OHNrJzZorbvn8B8ZPY5TJNv33H4O/1w2t0wrT6MhlhZ6eDp0IUxec2UNhdLqwlP8qS7YSsGVoOl9",
-	"5822kJjGQ6kVbsDpzoVYInvzagh+MMBYLpwIAjGHw2jq430sxfG5vfH3+EVU+1/B/bofdpT5Pww4D4wL",
-	"bQ0x99C6i0J+8ujWtrLG14xuxdrKDaGtaf84HRHG9KiXr5isCmk3b9wecLFn0G/+dNUUrPEWOtOeC8Vm",
-	"8gIbS8emad92G15xEz5++fL1D7+/ffnLkxdpb8DeEbfVSiRjhZYTsoEGMzV2kYb+VtikFyVGOGSgcrC8",
-	"8uDm1i6x9bFsLCofpF53JloXmVTImtEebtCyucy5VOznt29fHUFJf7catGT0AeGxNstgrMbqJ6FEwXNW",
-	"rHJBPVv5cplv3GHEJiEHADDTyH31HwysVegqqAdlskxPVgswy3fTtv7QacIQ0saKsZSALe2xsnsBRK1J",
-	"i0FZGL7j/sIgJYyHwpik0ikQ/EBu0KkUjgBwVa6dAshpfHcr6R4xR+hQMHNdWIgpRbdCOnCTPIEjKieg",
-	"hsJETdEvIPCouo8uL3tgDOOe/Jy47Uz5Krcpm7ibM27MstE+9VWbcpmv3KDd9NvhkIU4MKd+/Ad7AbGv",
-	"UkFvZffOe7fID+6E3gPVwD+BMro/ZWZ6DBANjv7qikAp6xrNKLdmgEk1g0HqFBRFtXtFbtDhwFj6CJYY",
-	"heDi9UApLVPmCqpSg4Nt/ECGOreDNZdggbI2T3sAY5Elj1pMuPe++XaIwZIPh/DPtws4E8ae89yRJqcp",
-	"KTHjFgg68FdNlvnSv8WIxYEd1ff7x+6CtBDYFj5zK8JHsLZRdbtlpPCAneIr1AT72ECd+9xoVoh/g2kM",
-	"do0zeL7vxh2alML3rIMsNRFuLAIlwM/Stu29L+QWd+sERlUe85mYS5Vtn/Yp9voIhl7o470yYDWGpXDD",
-	"0riJwohttYx303XTR8ffspYgZWyXvZZG9BI3sNObYVpqxuBQ3S8UlHo3orQJZZHZyRzcN0gnEubZocds",
-	"3//ELSK6BAirdiOVsw/Y63KjjrE0wgHIWwEKKDqb8NONd8yey+97hLosfXT8kNXCvAfsBSXU2LmAPuII",
-	"9NWzfxcs+Y0mFafpB/upd7SVFAZAwAkthklYFpnkGVjkm6Naiaq+FrbY9E+nAKAIBd9cXgJgOtq9kEYg",
-	"V2M1H9h6zi2gf6BcGBdiEp9hAKivC4YFtQ3rchTFEsZBEEsgBJXLhftjESqsJIzeyxyfT9AD44YCc9Cm",
-	"x2TZr8Nz55r3I3Jq0tIkNqIHdy2wF3AvgHMPTUecpecyz1n/u5SRNxd5iReFpR1EtxTmcmNtOVeSQz0n",
-	"jLX5TrZvKUEQcghCiEIQBN3rUXaRJgbibhBYgOCZiV6CdAuOfamCPGP6U5lDyDQsH5ZV2QGCWHpKOQbI",
-	"+9n3IK8wZIkwEHHDBHlA+mh4zKqZCW7oTEwk1k6Fy6r4zyE8oZSm/LYgHuDVUy9RjdhcUOwAwAf4FnkO",
-	"nNCRd9ibl/+A/MZbL4/F75vplXXcHh3ADOrToWsXZATkFuD772vlE+VUyfHCBSeVm300fMjKEP0TD95R",
-	"vDgtKGDto+EjVk/LOMGeQYjdTW2DYEkQ2W2DDLvgG1gvYXb6M3g3/TbTvs8G6M81NGuPVvCQbWUSOObO",
-	"0peQS0CEHGUTqmJb2oWdhAKrLGfAFIT6HA2JCcBCHr98/YYEZcNm2iE6PadPDMbNDzwTphSGKILFMCoS",
-	"O8Jb+OY7Vk942AIJ1A99cVnHaNxOQLXylmf8FCCYbOew09J8zrrpgl8+CykVC375pkzhWPDLd74iM+me",
-	"CIMonubihJ1tPIdhc55P3cTgtZvl+oznbMIdiYS28cay496ILTksFu32hi+El7oBWAw+B3tkNILbHMrN",
-	"Drod+Ia10AVO+BK6iBEJdUBmAvDKLEHizaS7Eo+g2gfPnK0scm4fSjYguRgpih9TOAxL/3c/Fiv6L0Gz",
-	"MSOmtFFyOk0x6ISV0scbQur+K53LyWbEDFfZmb488SfXN8WEPVBaiQcnbOoksL5TC4x1Ujf+jlTIh++4",
-	"J1Ch2SKnovY92FyJR73YEpTDo07wlvpJAcGEAEkazL3RA0olQNzi7KzQayMKEpyLlXLXU0MdAG+QWN80",
-	"BAMBJj+JXTesm1pxaZEYULZQ2oOjJaWOmIjMRg4CsS8HSuBe+oLDzbjlI4dBSpwgxOFgD7y4RV3LQisu",
-	"NzX8UWpb9KKehhGdVvw2RBfRd470YWAFzADivK27vAe0T5mBTul5RtRe0/i7291fs7KbMi2G9KoNJjCB",
-	"RK0XTkeFI/AiQ4lqyNOPv2U+JgHTWDoVNTGywIw6x4PhYOgD4/hSdkadh4Ph4CH2+5yDMeIIbrgzev8h",
-	"6RzNof/hn2ABwxTtIOQ9zTqjzk/C/kyvQADUUisKAPxmOIyaoIFJpyabQ7QBXM+VbZCwCyOYHOrexOLC",
-	"CRxuT49wxqaBwsqOvucZidn4yaOrP3mh7Y+O41WsN53Rv35LOma1WPBi0xm57UbRLz5UCjATeyPxmYFI",
-	"aX98pvObG+9oIRywGDpvupfBhi9y+gnDVKIbqNd+j9xzXdIWFBZLdeQvckFq40kyCfJLUcz50jBjZZ6P",
-	"FdgUq2lkFIhVYFiZVDMcQCgjFme5oF7D0BjHe1d6Y1Xaar2ZCjaBOmm/Ty5C0mG7RCErzXfGihypGCYC",
-	"blUv9WGENfMxiNXtTvRCQCRbCIQcq+0NQWV72BKU3AB1ZsGLc0Ipv+qg4biRnSKzUrgRbknpfeU5Hfg6",
-	"Q/BT1dnJqP3kRtixctOSTyrZqQ4RWdggbm+h3WsEizvBusf+XD4R3iWdb4cPr/7gn+XxXYmrFNvloUA6",
-	"gJhoNZG5gOzp1jg2YF2R5llR/zzXadSZS2hyOo93kwMc5xAK6sTWKnawLiZz45x/nvfJvNDnkzxhSmMQ",
-	"rQ9BCCzbG3iD9NMjzefb4cOdxGglPeG/OD6iLGXTSvyfSWO/9y9BkQw0LJlWu335ypH7+BWUAGit3Vd7",
-	"Gz2Le74MqikY8q+FH1WnQnwie8XKlMVqtxNMxGUDNX/uNE8MjDlxYrJBRxyUUOCGpWAb+EcaiJ8bhS35",
-	"bI/uzmHx246YbQz31/rxCH68F74GFRw/2gPJf/SK68eRBbdRYDdXfxecSx9i4oFKA1YCYHSmMU6Vx/yh",
-	"hkdHaPPGS88FumVrGKXXovBAswW6Db1R4YPr0OGv9ZrgYABFdt9R0irXtl7DzXHYQB62EfBtvPL7y61e",
-	"7ru5QCtVeUjAwQEpWy/6MP70gi/EK+7kn9+SznLVACOv3XQllBzI/pxa+D8rUWyamFQDpr+mzX3WsLCX",
-	"XAdbv55wd20IgtOM4eeEbBJYpCWBrvE8z00ZOxf6hZqDyP2Rk+Owv8nHg582DfD3jkv7seDnvr2+dLQH",
-	"bXvFjXHQtE3hvgzW9Wj43Y4jiYMF9j+aEiS3DqVeamiEurmXNwAYyR2LEc13hT/CrgpVZkpGVDjHewWH",
-	"53estp/6Dgya4Xq7UYqK4+zWRB77l/4Kmkh8IntpImWV+LvXRMLi99FE/LXeS0HNmggdJoUTckMNz8ho",
-	"IC35DGIEK8+/jmCNKkr1PrCQPsUO4WeUMxyKWPlh0ArvgydEbkTkpQeXpndnUGdH6rCNedKPVwW3umBr",
-	"vcozNIbjTqud3VgXfBdjZQSa4XxvS56DrQ7sM+DA3C6xNWCnivEsI5c7+NHh67HyabQzLhXmaqTDtMkU",
-	"h+fh0WsfSY5aEXwNohxt+66FObEoI2UQRqiHMl2stKWTd5j2WnChXRVsvd2bE5cCfW5WBWmZX4awtBfM",
-	"PNZqmksMA74DmHlbIV8Y69VNhySgoDvUCNsOKzcgzjeksWQZRjq5UXgh+lxlfSMsFs0IFVXJoZewQthC",
-	"Quk2CK9x5zkYq9MsM8xqcKZW2EMBbsdK9Q20dEONxNqUkgpWjNWab6jcxuJMouuY4pyA6WNpCnA6/k7T",
-	"/X7G7WT+u5F/QvSOYwNuap8AV+ceePyFnM1twFiK2ciA9JvVIgSJoKl7pkQ2Vn971D+TlhWQPYx0/ju2",
-	"XYAxeMbLCG2oxci6ZVeIseJZBpl5xFcwjNF7h6DBMlfs7/2zjRW04vqMvp5jE584zbKSjNSAp6EUDmyQ",
-	"0f74wn0J5vwsCyEF7BgKHrlP/gBDgq9a1OFZ5uO3OQIa4crxPolPv90dmcNj9dzYYUKW3dO8m6J5p1nG",
-	"Up5lpc+VHScQknUmQghyj3GrF3LC83xzwmJ83cbS8oraiGRTQQQM3hSXSzGx/3iSJo7OxjNA3JicVhCW",
-	"SrekT6BKsSdqpeQHD4dpr4zw+47VS7W2UYEQ1jdWtCq/JmljeZVJ04TYb2L5YCdivwFCvr25QEzgPKkq",
-	"fxNe4+oqqL0nOgNWfK+zzU1jMjZM/1BV8WyxEh/uhoq8EfYrJRiPjveYyV3xW62f8QJrRzw6/nafPYXI",
-	"+Ocik/ytA6G7IVEORQIlSNqoAGEpVlGIZJbebi232vRztzWp0mz0r2FTyqpb3teyVG/Levf2pdpG9rEy",
-	"4Sa8tfLe2NRibMoqx1S3Oe024tawLzI1tandVci6RX5SA+Fm2bS693sIadKoq2cE6Z8rZROwxUglDIam",
-	"x40Rbt5buxPcjuK5b8grV/PgxF6PqD1Es+NjVDZowkUxY/nGMKEKneciOxmrVy/fvCU7ZDDpkpvSaYQz",
-	"p+f75DowaMosfM7ONiGlAz4ZjRUssKGxBOsCOlM0vfE2kDmUkGGnof0SJYhQjsVYlZcN1T90nglj4wke",
-	"GExBJD25LpHTuE2i9RPHwOtUoHZjTXKyxAJfsTia7EkK3A07wG4eGBtL7Rq7VorgqkoEezpqr37v7dtn",
-	"ewkPO8MOjm+HosI1NjuBka3E8O/YicAPvspgh9twKNM5v9AYFbyPf7mkTCM2FWuP0R7J5zzzt7DtdD5B",
-	"xG+nWrVeOKzaCif0XDUCMqGbutyMqmTLO3MAOkBOxHKeseu5i8HeLfSr3jRnFLZK2azRUETKxqqRlkF0",
-	"8GTu4/zdST8wYTSqCnFSp+tjRfP4M3L0zoHDN3tog2+1fs7VBlO47koAdNBwwgpw/Bv0/PtNx9dLldI8",
-	"Bh8uEVZY9NF7me2OmBT8QlzBIm6IxMLxv/aUf7+oLaBvTm11gJuLqf0aaNoLbX8W+SegZk8WS7s3NcNG",
-	"WiOUTwxQMIdv7tC3SVhDv60TqnJc40XwPc/zkMt4VyE3AOk1BBSN7BPh7Ibl6qvx4+kPVQkcc4OoZ2ar",
-	"oeVJeOuvYGOpnMle5hV/Pp+FZaVc/j5GlXC198pysznFH2dL8A7m04G4FHoXVhTm6Do+1JFu277S5IWx",
-	"olikUODCp4uPgs8nBPdVazxmcjp1jzEoBgcYK1/rM9Zwu98MhwlbKazunPVaMtkChO+l21HdxUM8IMln",
-	"EA5bonGzdcnf2z2qNNmVIkzAXiEeG5wSAMnR0BKoDTeub02qo9VRuYRbsSK9jXcJxQCptK/bK/fayuTc",
-	"l8KhYlQV1IU1Q7bhWNVxM6G44lJjS78ZHjtVbUzlJcedEZvyHHQ0QnOqLww6VtZS4XXEZEP+e6UMLxV7",
-	"11NfjnWsfF2VVGZpUkkcXvBzgT5RSNqHGlCQ3oi9eKHfgvvRkS0suEJRhY3U5jFfLLmcqQPMSIeajW7e",
-	"TnMQ+boFR68Hw+Dq/XCLhiOabbJpFCi87vx1Gob+vqd/l7o83EF2wlYL5ZETHeRFTKwgGzmKMKuabrgN",
-	"phtua1zvkzu4vyDjS6FzxqNT7vrwaKwH/QwK0eV8o1dVL/geImLEy640t7wWppF8HmY6abGuA/VaiQrR",
-	"rRdavlWr9U7ig1sXGUYzer6JjpmYI7vrbs7gowG+MhPQnQR8u5P0KXsENv+wxQpKvCGu1O8llMuSSty8",
-	"nHiAdaQlm/RVoaF81XVx65NJAZ804GsXYvqT++ow66Mkgr9KlBiW68LQyVAKqGSPSrNC9D1yH8wSsSxY",
-	"q/EE64CFriwhshTUEz1l6U9P3rKmgdMR1R2Lwtog2ciKxHeDqapJ3aAnJTEJc3+XfDvBAmZB8XlTloQi",
-	"t1OujRlFTXPYvj1zqAoOVioDs45WYqywWQ/RV6yh48vQ1MpRQTca7K5D+0SyPS4b0DhdE6g31tVLq51p",
-	"0l4oDcexBqJQGY6N1Xkw08cR/CQkh9m5WPSSuJLzmbBrIdRYrRSV26ms1S3TlP1/2Ee1/wllqxr7/7DQ",
-	"/mfk71pgD09qfQQFDZUGKLqAsrxYHqhb0crVKs9TqP5TAkAP6qSfKhzpAfpHcY9OK/fLVGItjI3LmiKQ",
-	"ScsKMc2hWnOXj1WJSCjoQOGvXPALd5a6gPpmjuRCUWQPduyNxijpskJdZC14YEproxOg/ljxHMtqVVLs",
-	"s1BQHGaG6ne0EVz8mMyJ6GEFiyS165PGu4QzbnnCoH+tL/AH6oa3PKh8Q0tzmAQtFcJgZyssK0sERmYQ",
-	"U4MXREk0dFBKw5L8IY5VN4abEoF0QQXJbGTnYzOtRI9ZMG+gK1lcSL1yNzdWy3wFeAZFzGRmWisKlsjZ",
-	"GJoOTyL76hUMeqtsY5VDN6Sp+HqMeMrQoDtY4g5yb2BvnC0fR2PESCg1eW8sbXASZtRFFKHSsO6bN096",
-	"t2gZ3YNTGpYSWqSsm74fY//EcedDih1OJ+eQ1uH+eGCgILUjgb2o71mXq7HyC6+9U3YKhFGgnUDtFVAQ",
-	"4Cn8hU/Hyj8mBylFplTDErDTtyz8eFIY98n5RVpWZc0lVAEUi7FKfxGbp2qq01FoRAWNLeSfIglxJkgw",
-	"cTYKU4/zWmqLD13L02Ss0mIN55WwFDZKawYXMFxq03oH7DQubgoSyFjNfNpNta+nnpIAIpSVduPbdEYy",
-	"CVJEeEoVFjNp+HIJ7VNhVI78DqkmdLMGmgzB+5T+nPrq5VSfFx2Wxnf0w5XGluDyBcFsIag0/5pbqF7f",
-	"dWM4jnYuVfbAlBX7EpQpLCzC5z+q2QNT9gEE+WFaaCcwGE1CkpccPBoBi+SZGSt6krC5XkOM0YKrDY6K",
-	"8a3U2LAw7tz9f0IGpqPmuV7nGxLNxior9HIp0HS+41LC2mlNGXE4afG03djJWEFhSicNVIrVktDn6bVe",
-	"Y8Ndqh+ArAlRFZp/QBBTwo4T9k3CHkJb8rGiXghsxpdUXVNsmOGbcFZOJqXjsrqp9LdDACj/zU7DHVM5",
-	"Yhich4K66TNubB+20H/6Q8peOBKA9Xff6FUxEf48fZeJsULpNIicTgKybKZtj6kV1PJ3sjV4LV+w/3Rb",
-	"I96KLZWQr4JAMym0MWPFy9FP0Ksh85xRYYCtZLIq8uB5hM2PlS98DrOWWadsIY3xDXcamXcYbZ+00Qjr",
-	"ZBa3d5lpexKdLgieQfRwh4BhxNRtPNlqmhI6A/nMtLnvg0e2u8p1NVnwQkTBb5+jGPLyQhQXUqzvxZAb",
-	"DG+weikncBcqqJAgjSRIzFAT5qZWZXtXgdKL4yNge7tjin7CV/4KAUXlaewF589DV5PQefnOg4poC/tE",
-	"FOHF3uNbM76VLWuo0Wt7TSB6NcY1fw1VPDui9lytAn7Z7I7U9LmczYWxaHfgC6+lerE8qCUQ1JBQL6gE",
-	"e+qAYGx6+wcROHGL5oU+E956FnpC+wAJWuU/fk3jLjwTvRBRoJOX2KshTr+2xjel3wyH6R4RTj9RX8Q9",
-	"Yg7KFsJfWoTTFmlpDnQCOLjH4KYoJ48i4FAnDHXsE3qBgjzjXV4e5yqRe2S8lNbDbyN2H8oU4TKrKn+V",
-	"MuxpKydttd1UXh31akN5VSO9t3h/TRbvseqGBuWmV+u7UmEnESpQjUwsTTRWkUHVqXtlh3ow2kYK7BXN",
-	"Wtp1M0/WPz91BlZ2r8vcOGVutaneInklLDg8zDQeelecKXWeJjFKLOdiAd12saZjbTXvZfYhrZn0yoId",
-	"Y8WNL9z4wDBYAcoFZG6QdhQKO3oOh/ZRCvek34wQVDEM0nkG7KllMy2oHDM1m/HlmPeNDGXtgaH/raU6",
-	"QEq7kQTjW8rovfnYD7zBTxL+CXfgLqM5XRif3Id/3lH4J2JnGfsZGHElyJPHAqwX+CDu8z7MczerceAd",
-	"H6rX0yEu3lvIqTQSFsn13Q9DOGhMchvCQXcr+Z7X7Jd120IvbyGL9tnXlzh7VwmkJXjdtPhy/RDIN2Qp",
-	"QfD9TAMha8zwU0ZBXsEcS1kulFSFlpH2Pizyr1U8rwoEu8j/+cVOP8ovYvPX8KKcu43u60OhCI/PwncC",
-	"C9/Hc+Ku8l63b/abnItN7CohAavsn1CL44kR6vwiRqaj9+dis1NwwuCXX8TmKm8+vthcLpbWs0fB2Ku8",
-	"CQ+/6UQVqoZ7FYP+ujsa/CI2DdWadn/zK57yc6otdEewTBDjIMUBdFdOK9ArI1tpbwuEk2bbfWxYCVae",
-	"B4a6kotLDoZTbqjBeFKa99O4gXoKzXPXvGyUCu9105hG64kVoV24t/Ow+kd6BWVg0SN3tmHcR7gAAmPj",
-	"YYWRs6vJnJXmKKYLds7/1BpDpWtewfFqOPzmb2su7T8eDk3q45gj50r3sVZmlbvN53pyLtWMAbKBs7Is",
-	"bB98idSvvcWjyLpp/zgdMX5mhLJgjA6L6R+n7rDc5XmOABRKM4yx61G34XpGdzh79BGAvR1dlGMVXJQn",
-	"0AslLWOu3dBuq7CQnm+KX+6b+67t3iWip2MFgY9MU2QH2e7MnBeYqx15ASA+r8UtugcZbMhuv8Jd60ki",
-	"nnASNnYjFLJ/fKvO1/84+o/9tYGnViy+d3i4s5i+R1a3f4zZgrk9dr6hFsn9VzqXk03bnPTl0RtAc5iV",
-	"PviQdH717eWbqEcVDboBMB4YNB/7J3rKUs9AkT7tuI/tK+j8735McPovl6HKzq79vNBvlJxO8QS/Ls51",
-	"R54Sum/sp+JIGEBfj6gTnTtLf/VBIxC9XOEVDbzpMAXkF7Gp2xnaOk0QW3MsLnC17lIbI8/yDfCRXkK8",
-	"jUH6usBOKFKNVQmumIpCxoYHZov3GXYulpadCd+/ZMG6NEJ/ISynYZLA6MgKCBEttuDKcMxig9PyLlXH",
-	"/dKfnrxNgZ/FAS5uGCDEpeyI19IgQaa/picV1gOfjVX5XckdWBdKfYi+e6V3gpXW1jL0W8BBGjoujFXZ",
-	"csFfPJBnZEOB94QyIKVT1y0C9sPmjvspM1ahJUPEA/AMwBb6j2dpFNvqNhBcWiPi675FWENvT9YtxIU+",
-	"F1kyVuT9BnZbbbDuXeW5Npb624RhHADMdZ6ZFNzbIB1A0sO5VNm4Mxp3zi/GnWQMHGjcGRHFY6f4eUbb",
-	"xaMOm/BVJxcrjIlQY3Umwr3wUodB47wPjPIZB35loQ3Wo+F3Y9VyY5HYCO1wcGx/SrC3uOm9A+VlzifC",
-	"7QEX7yW1qE4x99tzo2HQF0Suw4+YvUYxIe5q035/wS/7Th9PWffb42/YL/J7B/FEoqir2/FD+KZvte7n",
-	"vJiJ9MQHQEDBTVpik/zxarWX/AHb2VML8yKHf/2TiB41UwM/F9twn7C5yIFgwFLJZbBVqAOg2O1HnwvV",
-	"umz4+tDCODuNsR8v9tymtfUXsXmH4NMkYNGje1dk1RV5sKL8UYbZu2g5DoQA+DxfI6HiJlb0UOLhasMI",
-	"+pjD1gRYf+8qk9GeMXTnF0ShQXROfxGbN07Va4qVIyWwm47JFuVYD0ScUTGwbd2vOQF9FHVm4iZ0TvNx",
-	"GGOFUpOTiv759sf+36kDU3j1e27E3x45IWNrJUHJhxyshb4ARvBznFWFOieys6CTGjKmsiY1FFp3I4+C",
-	"sL2aKgoqtbSNCVLVXGkfYUwniaFq3UqQWTVptynITAxmA8i7yQVIcDcRdoZs6/MLOvtFbO5Dzm5DkWoI",
-	"eN2OQLumqkQEKcfwhzY69JIy51GECLGgpeqDqX7dEJPq/mtGtHT4qAeQ5fAFoCsBR0fGckmCC1V9ByG2",
-	"mwo7ySY2J5HF/Zo2xm+BGwnX/lfwV5XXtBdmwsn8ICyX+bW9VjK7rs+KFr+P1wqv9J5ANHav5XkOdjQ8",
-	"T7KwQNItZNcBD4wphD/3D23BoKSBMr1WBpLxTeJLjEwgHTiuzJ8wqACCrLnMPDIQquk0aZIzvDodM3vH",
-	"IMEkwiFSzC1cYlRnam2eJmWU57kQS3gppAtPcg279SbwqmLeGNnvtPQTH0Y/VoUg6hVl6nqZobFoKGji",
-	"z0jtOYy4QBDnbZasw2U1pspx9QX45L6U0Dw4Tm/EaMSqCgc9eg//XlFL0WGGh6urvaz4/tcZ/XonRQTd",
-	"cforPWmiBqiYkN3qTEw1qQloRWuhrW3d7FouenizpMBz+WaXEEHvVwhA122N7PsMqQxZaGAILQz08MjE",
-	"JkHbk4mr9P93URYbskHIdKhYr0OrcjRbY1YE2gWoIkToG0elPBrT8KoLI98GFtRw32tjscJMyWrHyvNa",
-	"MpiP6jUwyHAscrBJz9CtktLbqWPlKYkJaTJWmEhWNlmiHWOqx/eY0wZelATX03cXlUI4lWEcO7WjKRwy",
-	"7dSZmPCVwSb3pXwA2S1rXjoDolZ5czSFQoc7by99EEjBWHW5YojfukjKEAQ4VOiPbXzD/iUvhLKY/UbH",
-	"oDRYMoKSI63bM8CdBsMHkh6oHQInCKI10SPro8Ahy7pgU6EmcMpO0cIrpzVSUTQnO8Fq3JrlwtEWb3VP",
-	"2IJnvngix+66bpoEHSHkCnDq1uNcG1mpNkZinYn2BSNA6ZnSrlIWl6mZF0a+tAwUlmkxdOxJMe/A1AEr",
-	"CwVavjqTxxfDw3/x6kGlvMgnotlBNzk8NS8evNTGqjjg9nbqhv80gkNz0KjX0e4B9mYA9tXKzCsOWWCC",
-	"ENyl9Jr9J7M236ldOK18Z8z2M3jjL2EE82exH8nWk3PwlnwWcdu49r1MYO7NewtYc+S2O8aWKjdOkqGW",
-	"QWsuba0cBp1/Ba2ijlmlyl6zkNVlqEhUAtggEXGwJdG8xgfuNj9JyhzNd99s4AbsBHjTQLUdvPlYClKm",
-	"msBqhxUAAeD2eHlJ5lpMAJp6VNyTk3qTMSw/GxEOrBvp1OMdJCS5+e5fGD8IkZK8EMyI4kJA0xxeFPKC",
-	"56itsC7Y+X0FVIw6soYtC5GJiTBGF72Bj3RHWE0o/ZMrqtNtOZRcAXe2b/5+EsK3pGVbWiPEVaHiiA0A",
-	"bY5RnNiYVKD66LTFYGMgosi6uih/nHKZrwqoxuCNL7CEkElOWrBEVwQWRgUb/qU01o2P28BGH12MlcTA",
-	"pbFKSS9+634oK5PhzR7atgxK/xQbqKBLQ/hC/HpynlC9UPJx+mAq0v+FMmJxlosmJfd0AhT9o1jCLbaF",
-	"34op+7EQgjkl20fCUngqXAuYUbrcsoU2ln3z7d9CwC903vZBMnhuDwxL9VqJIm0LLoOnB5YPPb5R4gmG",
-	"/i/YofLZNKV3h+nY9q6CEg6E+o6fpiMwXc7wjL1HEBM/TuJW6742McbYQt1stcrzKKiJUHQtlGULwRVU",
-	"AOsNWModvhmokt2Xqr8s9KwQButYhKhIacbKkyD4oEDDlydDjgiTlZCiHr60Ru5EdqAqzuUkXxl5IRJH",
-	"jguSDfaSkvftkAK13XdYm6Mh28PYkrFq7I2ip4EgB5q8zbNZHFHm/chRDBlS8bjUeAgfY63RY/f15r66",
-	"DisISqHDymEtVUqItKUoOSnlOGnHyncOqZWqi6MIme/84YMbeAiYKMvWyQwr5H90R5D9lJC7sKvryfl9",
-	"DOHNkPkGfYYoYkhlaoslvAHVhljGYpVbGQx1bWYVNOaAXQ3yW85ElLAgvLdKF3Hh/OCX76aPho/cExQk",
-	"xgodgTZ4PyMk6kHriv1MOA3YQ6aA525Tn8ySg4fjSEJxb9O5YZuOCICXHWDbuboNA8XO6cWC941w71uA",
-	"VJ6cJZO0N8IIPU4qFNmTncC7JRMlY+WVq4ffJJCSyOxaYrIVRtsqITKDopY5Gq+Gw4cTSC1zfwm0TgsP",
-	"QwjVTZoXYM3Oqobiki+WOZBkt40GG3erQeOJ2640TubURSYV97bbblqTAMvikelTZUXxqtATYUxAuRTy",
-	"w0AexPzIJbdzg5JsBillZToeiulrvmGFU3R6CbTbgvRKOHO0ohjtRnNy1lozoFd9WBMDtZ9lgmcoIZJS",
-	"4m6A8u7J8L9gPM+h1wvaNLA4Afdv+VgEx/d96CH1RgFyA/jJrNbnvglSLWhirCj2yFi+MfBTnAqK2Xys",
-	"1KVKedurLJBFyTesm7qNpz0MOICAS1KjBmDJ+YdPndwy+zgAddt1u3ejgsEkUE68D9odxmbW7DwDBjCA",
-	"CwphGhprVDjJVUexLGPVbYtHoaAJd+onjLNCoGTMM710YivMIc+hqxBM1tthefl4On7X5hcRzvKrsr+E",
-	"C2k1wjxpI9j2q45u+1zsM6L0uq25aTPXIJHxyhLRICQRjghByr+33jj0JwkVDDll4Ze6/eaF9gFl0jhd",
-	"KiKblGG/v43HW5nHqrTxaFVR38xXZOox7t547uUSnucoTFc7YdesPWVLuZ3xBq/8a/dNd1pL6laO6L7n",
-	"ztcUgRCwBIuqRmXjljnHmnHAUyuuwwi1GtCtoeXOlhu5BlK36FCuA+99V5eP7B3g4CFh67nG/CqnASRR",
-	"vLlhC30h1awVTpLrlf9vKoSTvh93IER33BmxFx9S1j0eDI6Hw+Gwx0orSrkKlg7TwSB90T92XP79OFqg",
-	"G+Ffg8Hgtw/pWM0g6NiPxVZK/rESOOKAnZLSUta5hoJeHBFG+8IuRlhwxixXZ7k0c5EFXMrAkYzm328r",
-	"eW/SsPJ1O0df8LYNNEIfr/HedJXgMMEbYT91meADMNZ3Qf3sheb7ir87K/4GGhO4kUOf7lIURhqLxR3O",
-	"fK9XLJyI2HgwU9rT7xf3I273/m0PH/sAy6pRbW2fWBeJKnLYJGoYdO+e++raQVGL4TWEGCnNsDX4rTSH",
-	"avecHSp33YEPreRt9560T9cA6sZEtXbKe6uNoE7r9WtBGssEz01UUx6ID9R5xQJzFmVZaasiGeUXhkRK",
-	"NEKqHiao0VAWDM2ipkW5Ga1DUwmdgY12NIWMmAFpgd6zHCMC2Uy3dXTawtZP1dqpaeC1kLO5rdhWA2Ae",
-	"J50Fv8RCb05mjuq+fVzF2Y9tHnVLht1wEdTa46/W2ulLbNP0RTVNamqVlCLGpaxLM7DjXrVt0keIvwd1",
-	"SLqK/ty3SvoyWiUljtdgzLl2Am+daUUM0vHDHXJBa5X90LOlrJDrZQ0nm4IrOlgVofYN8lbgv0EqkWgz",
-	"4RTTvtUW2ys9vQE6AjPw0pAzOuxhwTdsrYtzplUyVuBrLPca7JvVGPsB8zUKdpbjgewBJ2dPtFJiYkm9",
-	"isvNk0v72+HD1OeUj+onHBV5tWzCFSoLYAiHckQrA97SJWzjpBRqakWBkopoY8ZqhlVcHw0fpW29vOus",
-	"7Cvv6r0H5y7B98sgPJ+aDytt+1MnC1RYsWPBTovdxYPvos5pjRZAtWwnkpP11Xx8C/KbUpEOaDS3Hx8/",
-	"4pPza2lVh7W+a9S/SrIP0THlf6O7WDuFCKI6UIpxVNibyBxfGLBTtcGoJ6pRAn519+gBVkxz5A15CYzT",
-	"q0YQ7SrgHvjTViV3dGJEkZm5aNPJTifnFcv7QZSzXSe7CUp6pax1RyQ1Ia26FEC+um5+t6Ac+ROuFZze",
-	"Ray3gB8jXiodSirN9WLMO2EV/I0TWCDI4u4MV0Q65tijabkUmRfttqRYv9H017QsJuWIP5P2hFlo+Q1R",
-	"CFpdpTj9sRIrsTtu5H/wlb9CuMjtR3cknfLE9zISw+k3mIarUSI06D5RInid98bj5igROMiWQhW5UDM7",
-	"ByYKFVVFhn66GMf8RVTxKypY0RYngvd8i8yMAKmZhcEy72GiDhNwZofd+/UzcSogc4S1ew8XehuLF9TK",
-	"5bqhP6eI6k/dd80RYN9NKurKFzeF8p0NhYJrwQjaeos2d459d6Tvd4RjJzfays3tbY8pb6DZWnOq02Jp",
-	"N1+nC+BLsaYD1EXJcw6YWZfbfi64sX2tJqJ3wuZwHKTt88m5yHyPLCAsWKtzX/5FxOjoPfy706p+Ojn3",
-	"5OVqU/jp5CuplgxbvuPCdaeTc6XXuch8RxgAjLKX2g1zraspPBzK1SzOQ9URJSddh+Udtqg2/ki5h/vD",
-	"8ddUyutzAOWfJPl2AITP+OQ8YRfSyLNcUDUhakag84xhY7u9SVlQvnbrvU/htSsySSl+NmHBfTkctjZl",
-	"AyW3ObYAwgkOiC747bbVBdx9g/QED+71hSY7TsmNITHJ8nNRxoXdpLrQZqB+G9H8es/U0CM1KvnV0gy1",
-	"C3W9x4r7LZDE4A3RgIC9E8jfXIhMcmqj9t9vXr5gUkGWb5Zg+XP+x0r4/mNzUQhI7hdOhgxNy9NHwyGT",
-	"6oLnMuu7H9MTxlv6TI7VgY0mhYTkMNi7cSsGE3iT4fsJyvlXYfxwMPjuu4Tlei0KvPGTgPytqL8spHZy",
-	"fzP2x7j/3Xf7NPu/+S6NVwe/31ykEZ101kReUOW5j3W/syaKdDnVNoptPRNPWBm+vj8DdlTlVswab93A",
-	"H2fV+FIMECcVwX5G6aG31DX+3tTwWYoavn9wrP2LSw6VpqD2CD8XhS/G2Tth6TfDR9TIU+CRtmNqsb66",
-	"fPnrd3+dAuafwi8UnflejiE8/ys9Q37YfVxDrwXPjrAveH5fzLzdSVRUz2lnXXPTVtg8XEwN6T5FcXOC",
-	"nUNR9/W75zoTnZsI0rgvhP4pC6EDgPoW/9SgSLF0obNq5awSJtvrogfYuTXTg6dszTJTDfnuadSOCulw",
-	"TFBztUB5K7m6WnoMAzdum3juVAhaiw9zw0WeQGHbEeOwJqhKjotHcD3jk3OKg8HPqRTYBJgtBF5JO2DP",
-	"+EavbFycLK5N5vgbtId38DVW3bRKco9+n/yOVdlWK5lhVbb+77+/fnL6w+/0wIg/fLU2KI4zGAyaP3r3",
-	"+unb7Y/GisqSUbcxKBJKa2VLXKTweVtuP43l0ccKyvk8MFhTau/y6Kysjo5nO2CnY0XVy+CUeahDhvme",
-	"GeSxLqArK49rv4cmZ4GMjFWo+x6Ve99R0+vWedB95fXbMNvgtd3XXr+hAEg8ztusvo6o7vPVifamh1fg",
-	"KousO9L7FVZZ3xLrpcJ8fV0gvQSCuFOEN2LBl3NdXBFR+aZ87V57vhntuXryeynQ4Rau1KGjwfdRo8vr",
-	"vRdOmxXocKAfpzrH97GNensEW5ZXf4tqTARfzZpMWPI9mDTpMOF4Qml0c7X2UgGN68dibkHV0VIUC2lv",
-	"KiCzZtchETFd8MuU0UxQKwWKp1KO5QmVoCa9IYnSAzYMCnpFRZdhqAEjoNnZpapBexqrWH0KAP3rN6yb",
-	"bh8N6lKDwQAyjZh0nyqes8XKiktqndz0GdYNbtKj4FG/rkUlmB3lpOqlKOiceslY7VCmbAXfmG9kRWoP",
-	"nTtoZjDaWOkp4+UXoyb1x71OSg9pO+yU7g4lIjvnVE2V4PcB6xZi4k47aAhlCq5vOp0JcxIpsPgB1ADt",
-	"QVJuIaYrI7IRpoIt+GU9DQyW0JDsNbXsTMylynZoZa9g+509SqfDiXkYjeETVB0IQmTHvTYlZsEvd2aK",
-	"XbOqxmeh+4X7/GqUP4KOe73v2npfoKU/rvJ8l+oXSFB/uspz0P8I6w7ovWXSwVilFVIxIkpFWf62ynBb",
-	"RgPCUqdoUMA/z4SxJRQDlUTKBXQSWv19tMLJuN+ynpLyWUqQX5MGGnbJOKaYuM1HYuKBIrAXVo7e4x+3",
-	"61RqYx33rqIvxFWEQJJUivTXzL1a5ZtbELd9Ia6l+18ZL+cB6lpFvkpRHiqKtNbD9HXVxIVQVH2yLIoi",
-	"DVupQvDJ3J37CUuhnGOKtREN3xhm9KCpCMkbmvVW9UycotESgVVUvoTSsTehMbaXs4mBNlxShXbCa3sW",
-	"TaW3Sd7OuOVQZBmOedwZscFgsKtJYlQfdaywJNCIpaHQTpqwsq5oyrpYNHUul2ylJqKwXKpewtJcG5uy",
-	"rq+UQyU/E98EF70wM8d8E5Y6XuyHjwtxYqHZqOJOVDoR6iVJM1Z0ru3FNveG8juosklruy+xeUN1jCOK",
-	"0l5kswnF7LzQq9mc6pu3Gsffhtfu+1S0wXTtjO4bVXxNxvEST7Y6VfA81whRMbJFiNWAbPs0qajD0y1K",
-	"K1uge9+m4iMrHEMmWULVtZMINkJ9GKiwh+WzHN/8t46ZZyP03Ejriq0mDuWdP5OlRH/TnRzqs3ziZg6H",
-	"APZ9N4evq5vDJF8ZK4r+WmYC8bLS0uFwYr2nHlJ+uKt5w/bw+zZvUGId0ZUTKv6fIslJWddpPmOVRpiH",
-	"T3o0fFiTn8ITK5gjlEuNjnKs3DWswPCFL3shc8BOYT3U4AEcL+5Du9ZheDw1MsCPFbYNhQbKa1GIsuXM",
-	"fduJr67tRDruILzU2sI3qboebQlcSM/1F56wM23n7Fy6q7R6Juwc27mD4XvDru7njtbzEnEqxYKlCT0W",
-	"wXCgpzBfu3J9sHB2S0q2VuLltFUo2GaDXuPem2vD9dFXv91r6tf1KpTyYKuafmOyXzsju+FeGNutI7bR",
-	"40vpHfEVto8oL+PNnDdHPt23j7hvH/Hx7SOiLV67kcSeovhBjSSupEb3nSS+jE4SO9jk1Va0v0bHgT2I",
-	"faVhBkTi3Xce+OI7D5zWrnSfRgNVhShYKBuaD9yUTHpYqf8my+U/lxm34mqs/giSfpvWT1wmLv7ujKBf",
-	"HUk4oE7+vdW0kW4gSDJeXj+Ka2C8ysSCq6xdPIMcHyxmA0h3JnghitOVnXdG//rtQ/LeIRZEthNWroq8",
-	"M+rMrV2Ojo6Ov/mvwXAwHByP/j78+xCQkKbZFqYgX1avFXZb4mySS7DkYZQehkbKAkxsFBKHEeB5PojK",
-	"/HlJectyeznJV0ZeiAQSnrHQBhJQyvVlVp8LZVjXx7LHMfjPV1ZcshwC9XvxfJCItj0dGlWYyMUEG4OH",
-	"UfHJM24ncz8e2q2sKBbY26SyoGiyMFrDhN9DrGgRTfSDNLaQZysrMnro58OL16uzXLAz+i6axv/UMMsP",
-	"q8IBJfvx6Y8vsXi58eGwVGVNwk3x8yj4GkriloXsyjB1eBBNTOVwtqd9W3PNUpwsnIfIvMHaLHNw1pIn",
-	"gC+0msVMPN5jBOTb0yElh8gfnK48VGB0+DycJgARaXsXUqyjacg5vz1FaMDBuDFyphZC2cZNYYNRDu2q",
-	"9TRuNb+9v4Ra19i1po7PPjcgWlLUjWJ7Wb+IDViOgT9kbKLVVM5WyJtZFyqSQTFBqVh6fnH0/lxsPqS9",
-	"hDlqxAvR5yrrw0pRYyRxI0EdMGPnYmOSSi+zDDewdugQLfL8omFxb+RMiYz97VH/TFo0K7cB/KnVCzl5",
-	"BgeEt5QwDr8xnoFNenEm3WBLUfiRoun92A2LeLwVHmyo5/7ZhhFVaqQgcRbPNh2JAjobMh0cwaplyR5A",
-	"uyrlFxrm9um02xP/LHhu5wnMLZUwJol9CpjqEnlhfOM/rPIYJU+UUUkNt4pZUXpljcxIERTKfSAyVuiV",
-	"FQXrvir0Qti5WBnI+KBlLMWESWtEPk28t8euDMTNVPbH150Pv334/wMAAP//",
+	"7P17c9tGtiiKf5Uu/k6VyT0gRfkxZ0LV1O8qjpN44te2NfHZZ5gbtIgm2SOwm4NuimJc/u63eq3VjQYI",
+	"UJQlWbajyh+RCaCf6/380JnoxVIroazpjD505oJnooA/X+l3Sk6n7s9MmEkhl1Zq1Rl1jvM13xiWKm3c",
+	"CynrasXEuSg2LD04P0wZV2Ytit6IcXZa6LURBbP8TBhm54IZqwuRjVX6VCsrlO2fbJYiZdwwI5RlXGVM",
+	"ucHYbCWMEYZxpe1cFAkzmj5mpxvrHhQCXx2rYqXcCJzhOpkumLGbXLDTjf+eLflMDMaqk3TMZC4W3G1M",
+	"qNWiM/pXh7bS+S3p2M1SdEYdYwupZp2PH5POW2GLzfHUimL7LN6JiVaZYVazNZeWnYqpLgSzxUaqGeMz",
+	"LtWgMiMNL5UVM1HA+O9gU9+7Pb3RuZxs2o/ccJWd6osjlokpX+W2b4oJe6C0Eg+O2LTgC9HnaiLcMRn6",
+	"fet6xircT+U47Zzb6MYKoRwksC5nqRUX9mBuF3nKdDFWqVzwmTgw57O/XLjfznm+Ej3mLkFpfwXuIuf8",
+	"XDCumF7y/6wE04WcSQUXaediM1YTrpS2bMLzHGDj+M1zd40AJjITE148MPTVEXzCcs0z5i4UjldljIY4",
+	"FWMF+88GMMoklw6kmZwpdx/SDtgrzQLM/SDNUhvpTjdlEkFvFD7iKhsrhFVuVwYghxWCZ7hTw9bSzlk6",
+	"FXYyTxO2nsvJnGYyTNoEFhZO0g3FLdNLoRyEwhDMzPUa36UrFVnCCg6AaudcsUyvldus26e0W3B7wRfL",
+	"HOD06hDR2Qbyj0lnyd3LlpD/ac7l4g23821YPJkLlsLz/vMsZZxN3N+E9CJz4C7de0v3ddJRfOGmgpc6",
+	"SacQ/1nJQmSdkS1WIt7T/yrEtDPq/P8OSop0gE/NwSs3iFvlT4VeLf26GqaZuefXn+b5DzvmkNn1J/hF",
+	"bHbMcCY215/iheBG7Jgkd89vaJr/XomiiWxZyydzRxztXBomLqSxDqBhaiaVsQ6p9JQt+BkiNJOLZS4n",
+	"0jKtRACl/8DwWyv/lJW+DbttgmtcGODrXOeZYWv3pyMFeikK7t5kkzlXM2EuW9x1j1Ua28JzXqt8w9xs",
+	"hnH3Bh6uVoJ13UpTJS5s6k7V/WtZiHOpiYj12hYN41ROdMEvXgg1c9Bz+PBvTWzRrfCFXEjbdO9soY3F",
+	"hS242jBpxcKw7uFgcDgcDoeJJ1fM/bN35BdtHJdbz4VjoXNHc40j7TOp2o8bVhCvnEbujNzQiduIXDgu",
+	"jxN3FlLRv5MmZux29aYQU3mx8+ABRIzlhUVm4HbatsQlDne103WAsAN54X/XBrK371/qTGxvFHhd18y5",
+	"kw5gfyhCFSgd9px8tS6kFawrLib5ysjzdthauCl2LdULYW70TtKBgZslsXeiOJeTXedi8I3rH83JyYvt",
+	"c3mB5EEuhKNpuTwXrPuTZtkKSUPCDkESTPv9Bb/oW5unvcCY3a+eR7snbcdlbd7C6h8NTafpVN7zJhz8",
+	"Wa9ZrtXMLeg015Oz2lI54Sgt1kmvbrX8FMRwXbB0aFJmCykcbZm0EmP34ZUW/NHdjVlqZQSIGt/zzBFl",
+	"YWATE5TQ3J986VgBLPdgWejTXCz+8m/jNvdhz9ssh36D3+P01YNKpTrnucz6bkOpk3fdH0yvrJNBkYhy",
+	"a0WhegkLLwdxCb5Y8Hyqi4XTa3ThPu3rab9wfIKFFxN3qJzB8SH9yLQwTph17xjRS8YqXakzpdeqNjx+",
+	"E36rMaQwTCYmOS8ETjRW/3j3+hU71dmGLcTiVBRMWsPwaLa+cbqa3Sy1E4ZR/UJ5NuuRxE/bdsPBkmBc",
+	"2IXEgRz/gRlRwNXTaDpckWJisbSbsfrPSqwEsISeE8tRmF9zQ6w1c9Lux6Tzvc42J3Ih9OrmIWMXPLit",
+	"9S1OnI6IEQEU4a4zCSoI40XhKICjj1I5PKp86BkwadRHQWuJNxq2qfULXszEHexT637upqadwg6dOOFg",
+	"gGhDuPTy4kaVF9wvjni0bRG0hVfa/qhXKvusewS1o6+07U/d3OnIaahAuFFrgUtyCiCqm2zOibfLjHX5",
+	"5AzUMgEyXQZQ7IAapUSnH2c93J9eKSuKp1pNczm5eWil8XdtFLCuv5BmwZ1Wyrqoo8LPqSNcExyj7+5t",
+	"mut1/RUg+f6liS6K1dKmO64U37ybS6VVxtfqYJd+h0tUmimdCdZFamaEhevLRC6syHbA6o+6OJVZJtRn",
+	"3dLUz5qOwIqllyJjVp8Jxbppvw9/mf5U5nBTxJocLJ5JlRm0mjnB1NN+J0v1tZNXcRCtGFcb3PHpyjLO",
+	"fnp2csTSuTYWzpHnuV6LDKZPf9bGETCcZqzSvn/cd++b9IilaJXZ+tRbj9LX8DwlwRFMGnYuxiqy66wV",
+	"rDsaHQc1KesCq5wU2pi+cXKmJ8AOZPUKuE1vMFY/iInMRObNbk7T+L9a/yLEUhRgVmq+Z+Qvv4jNnYDv",
+	"mdhsge6Z2HiwBXwEUARx806WCBSuskj8KSX1xxNRpIQ1Igprv5Nl1+i8WU3mrNArK/ySfhb551/RXOT+",
+	"mvG8gvA113nGpD1iDQfu11+eM2zCT/YZN3Gs2Nsfn7LvHj/534wGZ5merBZOUQCTg9O6hMfpKZf5qnCk",
+	"KH0yHDKnXBeK5ymyyhOtX3K1AdA2n/UqnKSz4GrTh8M0DqZReqF/4yGjWwEOneeOim6ApLpdIiVFu5Aj",
+	"vW6zoCOTqLdg3RQUexgODNYsE5bL3Ns15GTuVKzIyoUAAYzLqY66mV6x98CpwRHRB6sQqI+RsyZ61HZG",
+	"9PZB5M6AY/qn4is714X8Q3xe3FhFEwPzwAOWhk20msrZqhAZcIhYAvfC94QXxYZJWzuH9+/f949Xdi6U",
+	"dQsX1ZWWqun3ghdo0MgXfx93JloXWZ/o17jTpLXiSZ1zmfPT/PMK6n9ofQYsrb8qV5Ai6k20UmICeqDV",
+	"EfML56QXgp3yydlYlYqKWZmlUBkq/QDfYOd0IJeLqfWqC5054XUKb7P1XChyacD7Ws1E4W7P3xA8UkJk",
+	"JlqO+5YkazRKzAu9ms2dqIKLMVIrf9nKkZmJG6GCRN7y5umNAetEAJGxyrmx8YGIotCFwygyVm2fDp84",
+	"dTsX2Uw4uCNnoljqwrqBDcucoJGw1AjjVtjPQTLq8rGaFVy5o6EnTFwspdOX3cvzlbVSzfqZXqs0YSXp",
+	"MbYQfGFSp+qX9EirWX+p89wJPkST/IsglZcWGlGY1AHtZE7qCOwb8OZBA0FKmCNI7+KxFvziPQ00qlOo",
+	"sUIS5bZguRU1cEN1od/HZ5ksaAT4N8tkISZWFxtyyY3VqYBztwJdfp6wScPg7GLVyi2tEOf6zEm96Ics",
+	"BJhXx2qiVznelkOCI8Zzo508mx4Aef7DgaTMnTTMHACAdTKpvSDtHMTYP876ZBfs80nurqbELT7J+3op",
+	"FCFWobVFi00hJnIJhhzH8KQZK/eaQzeuNlqhvQVwbS6cxsg2wvaOyElYodngxbspqm1WS4TTlyKT/ATo",
+	"1Wel3mEB/YVbQd+RTFQCdLZBbz6cAWexqz/WCNJ4iW5pOxTOX0Xh8Owlabg3vtfa+Dt1bXy11LaDDP/A",
+	"MHrozWJgqlMCiFfWtruP3n5aM4hGwh7P89fTzuhfe15Y8qGzLPRSFFaimJXJ7H/06qXgqtnzRXZAVCOZ",
+	"cuzR0XLN0oop0jt21pqJzJF0vuabhE3An0cWw2BEdqyCKbd7x9NzbcCIXDJhNHXXOG3kiW5ead0YqouK",
+	"kdMHknS5/+VU5HpNEtwSw0SW3M4Tp/3mmSgOxIUteNqrLS7PG63t9Is+/beY2M7H3xoQY8uE64QVKUzl",
+	"LLnKEjwhXjt8f1ju9KVNWFreHUmViEKPh0MvjxsMtVCaiQuLzBRtizAxHGQVHNB4/2H78AsuDcqB9OhU",
+	"69xBDdrtvU/lX8EDhe//tnUwYfJX2j5bLO3mBoG5EAsulVtxI4QseWHlRC658jIHnY4F8QY8GVYsTOMB",
+	"0A+8KPhma9PlxNsb/q2y5beO9dzglkFFaAogSsjj3LSX+CBago8uBedT3BLopsBPI3CGRTkuGk+Usu5c",
+	"r9HtC+cunAYosh5ae8iO0LXVi3pgekc0YGTFrM2EX9GK8ItoiD7EF5jUG1IaUeENNwTfNZDaF+53APxT",
+	"rjKZcQzgql0fPrLN95QDk2+afNfttuKwFcWiGTMmqwKEGJzwgWHuVdYdIiGy4HgHxqXQnzvVxYJbBJm/",
+	"Pu40eswbiEK52yTEQ9AeaXU7jg/P6CrHZ6SawJOwXPcqeGKa+AsY2BoGqu0l3gR+4mfaufhf/ejVHYRJ",
+	"q5fyYyEEs+LClrz1MftFft9jy9VpLs3cO+BB1/NzDPbhTMFG3079L/eER6f1ibCA3//WvrwbJJJXWuul",
+	"lK/uUgHyte1GQUtE5H94YAKekXPlaNuz0kyk6EgCDPEsgyBFnr+JNjrluRHJdfYe31P7Bf2AzpKWUCmn",
+	"bItzCBaYgnNXWWnJJ7yGUN4137BuenB+eADvGRSxanJp2xwU8mqLVQzuEWHEUL8menAmmmLRSD4HEaub",
+	"np3jalqp6vaOcYPlELCAlE1BSSSDxnJlGfzea8bR+OD91huPXq9Oc9Eqvu2QBlq5Ql0Y2FcESiAwZ7O/",
+	"SIiL85/VJr50s89QWtjec2CE2zdTNVRtBfHVRA3WVUJk4F9z754L5H4SQhm8ZbYZOPY9CXyvaa/PcjRO",
+	"7eBx1dvZ6RcOLKrh1kqhYtcQfj0v8O1dAERWwyZkfScshJlzNtXoy0Or0IgoBJmzElbauhK4lvVc54It",
+	"5cSuCtEjS46dSxN7Cku7nTe2ScPCagbsJBihJF420Cand4ImxlbKypzcjzQAGpVQPEXDHes6pdbOZZEZ",
+	"bwD1b1NMB4Vblstx8/hwelB8p4VeoAUTQqxUFnYUJCs/aAKicOZUQff7Ks+JwQQwSDFeZsSUBgV3whU7",
+	"FexcryZOLJjqAg1K26QxnM07LxlVr+s9SXsssr2eihlXrPv2x6fs0aNH321p8bY8cbIY+zHKO8m1sRWx",
+	"cYcc1kw7gpQYYcMuNHp2TgagGlfhlu8L+W444YfxsYi0jt8aaIDMLh3ZjfY829ojBI7jVAkucdfWXgT8",
+	"3XLHCXrlgSFJ/ggBiK4KoMU9MOBIp5sqHbSR1boBDxBio8s2QrA0/BvZppsO/SAYXXmL4rrXZi6Va64l",
+	"2cMsuwT8Zxi21sCYZNbMbwupC2k3LYr3FmCE9xtnJ5BqEGsyMZELnjMa/IjJzDiCKyc23zCpJgXwQw5+",
+	"F06kGAQxjGrsjDr/77+G/e9++8v/ajp+yLi4Bpq9BCOcmcsljNSIbSjK3QWywZr+oaVquth2CbPlyneI",
+	"KI1CCRkouxIp6b+1VD55LmGlkHImxNKJJzyX5yIhuzG4oCnWskA55nKR06fHyKz9NPDC9gZzcwmLoT3+",
+	"G86Ydd2qlc6EU5IKgQGsDvN7+/KNvbEcAOByxf1nwXMMJ69uF3O/ql5jfXbpCdNnjTPpvAHIziQGyZSz",
+	"5Hpytksz2b0AGI9eblrFcysWkGvYREvKAM8HBtMCE0reS1DL2zDw9TA3LOtCvK9Uk3wFoZCQYodeIPQ2",
+	"479GDJeaJpj+5kivVDO2LPTFxgEv5t1hFLRhHMOI3SLY6caB+VhVHEjBS1yI6cpAyh0oYZgHKD2Vk2qG",
+	"8lGAqlOpeLGh0K9rkLRfxOadJal7i5adnd8JIftFbJ6rqW7Rexk3LJcGcxtZrJJDJiLFUdQAE7XofWxE",
+	"Rv7RQvYA/0BMUTM7Z1IhVA2a2Te6zurM/tHDy40YmDHnB6AVtZwT3l2rgYA0CQUENlZfto+IHJDe97q9",
+	"/QrcWn8e4P0j1zhY9xp1zVbLyJtCoIfLiV69UhB39ywNie3NNpMr3GmLwTJcauK1ZhOlY//z5Mf+3wat",
+	"RPt7bsRfH++GFBzMAQq8nIT9bTDhW9tylhKzN7aZVZQQVTPu9Q/THSd3PfBrgbv3eOMNLOAKt9K2oZMt",
+	"B3SUGwjhL7ezrxde5KluCZUJc2z3l/PbHR3W5vtlQsVL934HdDKX62ndxA8QCLO/GRp3vm2EBvFubxMO",
+	"CAWXuR1xyGaXIyzjmdplMGsyY5kmIHo/30RhqqT+ScXWusjMYO8jp+FbTxoDkgID1krQcdd8I7LwJuY4",
+	"ehatKtw6tg8H02BU3oOJx3feYgEw4i5Y+TZfgjBhuI0Q/+7ILgVPjZiXqYGvENuIK1/Muco+8ZC0sR5C",
+	"t09IG9t3a/sSTukFL2FlTuEeERizbgqhe6OKyYpMHgmWx6DwNMvmIs8gTM27QT8RuhxWth1coElYTABC",
+	"3+7gHIGC6MnZNaRh93m7OAzKzF0IxG5ZPxW8aVd8goNdhTtNhZpINTvRZ0LtaY36BM+9XqtKHMClxlKg",
+	"t/hVbY1JvM22A/pZ5NkN+l8xnmofgPkZ39yp1V7qoHWwhdkVZaAIJfEC+uvJGSPTyppvMP7E0UpcJuuW",
+	"NlNJLsuF4Arsn70jlsL5YZGYvlT9ZaFnhTBt8SXRrhpUC7eWB+XMHFLpDzAsmZ7BP4pe1ZSrREg4uNzs",
+	"+gkw2gZwV7TS1uCzBSDbjTAlDRndIkzdu7Bu3IWFt1NzYYVI9eE36rtKOrTFPWz7RKsJjMsvm9GAxK1R",
+	"ixAI9mMUaE7FhK8MmoHL67xMDAyZmCgcPQhSZIP957qGyXY940ddsKXQy1yMqHpWfd2JW7iT8i/XOmKD",
+	"507dAw3b147P+isGaI1i6zZZtJ0wsmdsVt0tcgXnA85pWvwM8tyvCqwo4FPQRSaKStjrLloaewEa4gru",
+	"aegN01C6LSCi37LH/xLr1R8XMvMnDsD/wLCcW2EsebyO2JCCreBx0IU5oN+nhKt6d1hpN/a41Ug/VrmV",
+	"O9SKdnnfEc4GfH2uqNTMFnpeW67bz1dENLMyftPOdxqnQoAvbLLp81e0mNjhfNz/v7z/x7D/3W/ln4Pf",
+	"+799GCaHD//3x0ZX9OtzUZxLsQ7K6nZghI9HTH96dsIiN8cRVcB0zAIKIPiMvpQt+IZiOFMKeITk2tIq",
+	"tYtWvsNRcEUNWTekP+83WKxJ737TR2aC/v7F6NzX230Uj3Otzd9Z5M71tn8SAkh9nMR1TqEMR/36TuK/",
+	"V2J1XRQAR/bXt3Uf8Hu9zVOCzNe3/WrU8/UOIYOx+l/tWWzHTV3nNO4swup6h/CGFxYMcDdxBks/mPn6",
+	"DoIqX17zBHx1zK9u+z665Xrbv5vQnOte/IIv57q4/tX7cb66I/BpbNc7AErA+vq2//a90wuuuftifUdK",
+	"gVtNjYpfwdSVt8TAQ5Z3zpWSahaiaO1cMMGLXApjewm5UchGQHp9kw/ls9vXqsfRbmhb6PPGFPfwvWHr",
+	"uTaCgbvFF5zoboTtxbZJS2fFMsFzg4WqrL76al/q88Y8o4itXimr7N6OeLN2xKi+jpm7dTqwyELSfeym",
+	"+TNbEW/GThjylCLoLylHwN0ma1gj+m/HKBgjZ5SVsD9OtcToAyRcbaS1kLO53Td3hd5OymX7SXeewD6b",
+	"bynvgfSPHFlYy6BK5Ij8XaXYR3KnGR+NYbPh5i49BhpZrxUGeS/4hq11cca0ujqtfw3TNhxQK+49xa4Y",
+	"gN5QcTf1l4h1x2AjKZS+PGJ8ckYBDXuYsveGxCi5ZRdE7o5nrbK7K0JmM8eVlvjtpZJHiMbYMTS3eMfS",
+	"MqXXcbTItBBir2kC5FzuIShfLcOMwhnsPL/X68acqrovY3unKM3Uc4QcXfdGfCXW9JZvcuInZTNhDeNs",
+	"Lmdz91iJPYHsE4/kUs9JOI53osFj8eyCQ5Keky30NFS5AZZdonfalHiwavKARJJhOkwHA6qnc5iWnVd6",
+	"g937bxB7/adspeR/VljKzFyxiFL7wbTUXbuJaiDN6SSfXg+kXvYtRJ2V9LdS+wPfh8r5DnyxAG55R9eI",
+	"udyyi31p1q7OG1FQa6Drx162O1YX/OKKVTDaA96WYcUNvBaePTDQFqBsAUBECpy4XtOEFky/T35PGfb9",
+	"6Y18iA1EGUJW3A/PXjw7ecYGg8EBjmwOPuAfH///8Orf08G+GfO07O1oUHc2lwaBxujWWGsGWUj1ROrV",
+	"oAfs3VwXlgq0rozIRqzaVaWxcUpS7yuSsMb+J3hmjaXzsLbgWEG9vGqlvF7C6h0uQt+SreYWCRRltmIB",
+	"j6BUaNnXApbVWOwSnkRFjBMWlSB321sIO9dZpUp+sl3smz6DSFb3uAxr7VLlUgqzc0tpi0pNotIRvhJa",
+	"CC4JP8Ca4JfK9L7IGxY3i3+Jyr7RRVDRt7GqVn3z+8KDj76GkJbwdaigl/ZqQ0SLlspYribxPpTu+19x",
+	"r7VKcZXFYcVeMnj2p6s8T8eK3sCjNPCOu+OtIRb8Ahtm1FqHVGr2hkK+rLGOb8Kijg5JQ5sFN1hDC4XK",
+	"cFhHPICx7yvTfTz8G5wdps32AfazPtXAcc+/+y6hWlQZ0yrfYIYIZdnOOSU2uCGqrQgS1sDjfJcQYmbu",
+	"ZBp7jYzVFZqNJNsFsaKfqmfeXP26XroXzuXRiPHInnL89AVmLUP841jJDEs49drq/pYVg92xbdV9RhSb",
+	"iDwXmQOoJ8NHjeWeQ8n7Acv0xBy8efv6+xfPXr4bLDJfCZ5bJvhkDgHn1HB0jXWP6ZrMHExKmUZbTb1o",
+	"lk9V2+brhCTN4c8hp32bY1ppc7FDmIsDQefWLs3o4KBSNn2QiXNfe9ccBCJ2KR+Dp37+ZFcCPQYGbBdO",
+	"cohaqd1YScLANntbsVfQkHDNJaSid2kMx1AMg5522Nzn2rFVNH8SVtm6MbeiGykuUuZjX6nsyI6k6bC+",
+	"huC0oATsZWEod3pZWBkO17Qacohs5/RiBkUZjE4WSMqsiKww2A6PuhmyBd80ZHntCmr29bv32vLb929D",
+	"ba0tK1t7GDk1QrxS5kMzCNI45cp3B6Hj8X6pqVMLali5Z9PIG8u1oi6W10u5wqO94aSrG4XHTwG5T8nT",
+	"Ai3J42tXF4CwvdDtI6VNpcwIocAxcuWErLDPLSC+3aSn9iyn0pffkuVkdmmfBvJSE5/RBj5HrIuwFoXw",
+	"PRX2tvWGxZRpU3VoaEWdiGzVNEMUQkvGivHauAFoyoAWPBRyBnsXkfXHs5tyhS39uMrzG09r3B/D9jha",
+	"Mlxs33VQWx44xnQxCg0EysRFw2bVYk9XsmLV9KIKRvrxY6Sr6kghz9JpSehyp48eXD1lsn5OV0DU0lhz",
+	"ozgcjCn7IDPGUm0LRF5N3RFAEN5x2FyImTSWmrleLZSAFvHcC/1NbvZynffpkLedylOaKO6TebLyzAEC",
+	"29N56IUbSOgp23+XrvoSH3eg8TVs8WVo5hcVcNmp04ZtWT7LHHFupAxC8dO8iS78yHMjwDyCl6cCLWNP",
+	"VwW3umALXpyJjGXSwBhHLF3KyVnKzJlc+kT2baBvU3T5Jte8xd/qp35gGL0H7V+sBuznYUX+YZnq8w8+",
+	"OTNQQDX9fyY5NyZtaFvjFnrRn+k+rerfRqvBW75+KYzhM7jxpS5a6nAjVRdBV9q5+jTmASdyIf558jTd",
+	"HxWNyd+0LmRVyHdLMWlw2ePpPDDsn/iKOzwrLmzzSexRbdFDVG33JTjtAad+rcHaFAFq53A4cP8ddvzJ",
+	"/234t+HHpB2wt099ro31aXeM3iR51GBrNSBaAaoxBRn6OqIl6XD48HHSWUgVfkiuALbHahO3Sa9lFbsb",
+	"cE97iYdibirLeQBNhGDsdMCOx8qDOCpM1HePB4gH2MaogQIKAjsxHPqKcsPSl3yJ0Rmv4TaoQdmeIL/g",
+	"F3LhyNxfnzx59AROBP89bNLoIxC92of7g2/CxGA2YOkHoJ/i4+jg4ANd8MfRB7fsj+kRJnNLxU4LDvKX",
+	"gaKUhXQA2njTu+Hew9oOyH4bcOGTafDe5PKq8UgernaUm10tMxDEoBveSnnMrhLyPQl2RKVLCnHLhHdP",
+	"ErpLTN6TvF5SGTbIJkArvSXpE2mmMY1NBPLQV7dWHit0ETZOC6/0vCcxbcLzHHsCYdtx1NSjNs/enIrN",
+	"yKEaY9motcVWrpdCHU/yhhVBS9uoWXchwDvDnR6hHeEF0TFqy+/oF/x4/PSFQb3YiYlmrPhCqxmj9o5a",
+	"UwQNdjCNWjcatlIZAC7rpuPVcPho4t6GvwQ4LEyasMFg0MO46rE6fvqC5RBRBI0eWTdd6yLPRvjPtMcW",
+	"uhBYUsOvbgG9LrGHZdyNfKzIsQMySCEcSoV+9PFeH2AtN0MaRtcIgV6kd8+e/vPt85P/GSyysZpST+Kp",
+	"vOgdoaJRabc3YMenoQOjk6mj8/VXCzU3ynaWc6F60EwPe6nj6IWhtpYD9pS6W3LrjTjYaRW9V4Wgf1Ix",
+	"NfZoaPyfTwwpTdQK0M2HrCYw+X910JnUSeiPg5BOfpU+JWa1aJa3fM3UshY+tJg10HT5rFZExatEECYA",
+	"CiAUIV66I3Tf6AL6tJZ9UBP29tnxDy+fsXHnLbYtxRjM1XJWcAeind4oaFxOZS3cyDOnq8Yq2Cl350wX",
+	"51Uj0lfjJS94JmqljS+lbU1xhU4UGjlC6klAfASwRKnYyohB86CwsuctlL5Bw8/ccHNxwbrjzvBiMBiM",
+	"O73Ew25Q/ej15jmbK/emvuevmqWsWyrk0IgV/MrwGP3rZSMD1s2kCc9GGFJo5nLJVmoiCsul6kE4BnjV",
+	"yahw5LRTsY7VZqw57S4Fwwa0oRICZeqRXx50x6EJO7H9JfFFAfHzRoURdv+sKHSxC77JOLHVlbcKsT3q",
+	"0svKJr2jqIkyWOYfGOygPGAvfVk0Quj04PwwDQ2fT+Hefnp24qjHz8+Of6CIZjNW6ZPhI9bQSxirUHtn",
+	"+5PhoyNHlSe54IWhot8inyIf4LiasTKrCTSFrphNImqAJp1mcFRipq3kVmRbJqDuT5plK1S99ujahDAY",
+	"w39AsHINiWfEO5g3Rkw3F54Xu9v34d0ide7G0N8O7B6QSwjtJWjXApWHegp0d3weKHzzaFcG+Gi8PcC/",
+	"8RZ2nO61DDrx/TSbdUwtgPzzmXXKOhHX2OJ2sYkvrYREp77EG8oadM8w4kMvlisHor0ydFdmSRQ5EFKI",
+	"vPeizCi5NMQ+l+Se2MPZHeUb7mX0L0/mvkjXnfXqAtcXz3ONTccp5a5xT71v2M5fnkBZeR54ue87ZDDk",
+	"GeWGsqdp+d118vEQy6JsvP0KeZUI9KIlQuB6tOUW6El7S99aK1+nyVSLEtZSaIaRrI3f9vbMkdkTEEID",
+	"AlCCyysHFQZnvNadV/oI707mql/0jXDMslPil9Q1LlqfbEy8aOdIu+yv9VpvMMju+duSOjOx4FhRdA9Y",
+	"azdvtjbKNnNeiD2H/8TsVpwi2b7n9nP457K5o3V5Gg25ftpYRBfC5DVX1lCqny48xZ+CPRauBON+dt5s",
+	"C4lpPJSaywKnOxNiiezNqyH4ARnNcSJIFBsOo6kP9wlTic/tnb/Hr6IZW8U63taF7WrAecW8tdYUWA+t",
+	"uyjkZ8++a+s6c83sO2x905B6l/YP0xFhTG8AUxkxWRXSbt6BmwgWeyp4IYrjVVOkuAMYNInP5Llj47pi",
+	"msa8hn4fXnETPn39+u0Pv5+8/uXZq7Q3YO+J22olkrFCywnZQIOZeo7OO2mYnCldiAwlRvRjOSoHyysP",
+	"bm7tsvPxI4T7N/X8ClKvOxOti0wqZM1oDzdo2VzmXCr288nJmwPwSLrVoCWjDwiPpTMHYzVWPwklCp6z",
+	"YpULcify5TLfuMOITUIOAGCmkfvqvxhYq9BVUE8aY5merBZglu+mbjCJ4oNPIfjLv41WacIQ0saKsZSA",
+	"Le2xsrkcpMxIixkhmDvg/sIMiTiXqHQKhCA0N+hUCkcAuCrXTgmuNL67lXSPhAd0KJi5LizkvKFbIR24",
+	"SZ7BEZUTZGKS84JAl/wCAo+q+/jiogfGMO7Jz5HbzpSvcpuyibs548b0kTVwyU73mHKZr9yg3fTJcMhC",
+	"EopTP/6LvYLcPKnYktu5e+eDW+RHd0IfgGrgn0AZ3Z8yMz0GiAZHf3nB1pR1jWaU+z9At/JgAGEVilqr",
+	"iNygw4Gx9DEsMUoRxOuB4ChT1jJRpQYH2/iBDHVuB2suwQJlbZ72AMYiSx51AHTvPXwyxEytR0P435MF",
+	"nAljL3nuSJPTlJSYcQsEHfirJst86d9ixOLAjrrgF32YHXgwLQS2hc/civARrG1U3W6ZyThgx/gKOxW5",
+	"XrND9EfnRrNC/BtMY7BrnMHzfTfu0KSUO2QdZKmJcGMRKAF+lrZt732hmFy3TmBU5TGfirlU2fZpH2Oo",
+	"QjD06mzDFisDVmNYCjcsjXvcjViMyYDBbrpu+vjwCWtJomSQnbWWRvQSN7DTm6MICUB1v1BQ6t2I0iZU",
+	"5cJO5uC+QTqRMM8OPWb79pRuEdElQNqnG6mcfcDelht1jKURDkDeClBA2aOEn268Q/ZSft8j1GXp48NH",
+	"rJaGOmCvKOHfzoWTQwjoq2f/PljyG00qTtMP9lPvaCspDIAABoNIWBaZ5BlY5JtT6oiqvhW22PSPpwCg",
+	"CAUPLy4wUGJZ6IU0Arkaq/nA1nNuAf0D5cKgdJP4DGhAfQhWOddnjlJxFMUSxkEQSyD/jcuF+2MRCmAm",
+	"jN7LHJ9P0APjhgJz0KbHZNlO0XPnmvcjcmrS0qQBEAZ3LbAXcC+Acw9NR5ylZzLPWf+7lJE3F3mJF4Wl",
+	"HUS3FOZyY205V5Krek4Ya/OdbN9SgiDkEIQQhSDIiRgku0gTA3E3CCxA8MxEL0G6Bce+VEGeMf2pzCFf",
+	"E5YPy6rsAEEsPaYcaOT97HuQVxiyRBiIuGGCPCB9PDxk1cxpN3QmJhJbW8BlVfznEJ5QSlN+WxAP8Oa5",
+	"l6hGbC4odgDgA3yLPAdOaDHwmqVe/gPyG2+9PBa/b6ZX1nF7dAAzKB+Orl2QEZBbgO+/DyGRgNeq5Hjh",
+	"gpPKzT4ePmJlfvCRB+8oWZUWFLD28fAxq6eNH2FLV8Tupq6usCRIK7VBhl3wDayXMDv9Gbybfptp36ci",
+	"9+fauIGiFTxiW2nMjrmz9DUkMhMhR9mEmoyUdmEnocAqyxkw/7k+R0NWNLCQp6/fviNB2bCZdohOz+kT",
+	"g0m7A8+EKX86imAxjKLtRngLD79j9WzrLZBA/dBH6TlG43YCqpW3POOnAMFkO4edluZz1k0hqszncy/4",
+	"xbsyf3zBL977hjmkeyIMoniaiyN2uvEchs15PnUTg9dulutTnrMJdyTSwkIsO+yN2JLDYtFub/hCeKkb",
+	"gMXgc7BHRiO4zaHc7KDbgW9YC13ghC+hyTORUAdkJgCvzBIk3ky6K/EIqn3wzOnKIuf2eSwDkouRovgx",
+	"hcOw9P/0Y7Gi/xo0GzNiShslp9MUg05YKX28I6Tuv9G5nGxGzHCVneqLI39yfVNM2AOllXhwxKZOAutD",
+	"VLh1Ujf+jlTIh+9QACb2o+1y310Ve9/yqFV2gnI4NmfEM6N2v0AwITuLBnNv9IBSCRC3ODst9NpA4Kbj",
+	"nMVK+YjPCHUAvEFifdcQDASY/Cx23bBuasWFRWJApQrSHhwtKXXERGQ2chCIbRNRAvfSFxxuxi0fOQxS",
+	"4gghDgd74MUtaiodOiW7qeGPUtuiF/U0jOi04pMQXUTfOdKHgRUwA4jztu7yHtA+ZQY6pecZC54zsiUY",
+	"f3eFhMpK3g3BuENHbAwu+KKymzInn/SqDVZPAIlaL5yOCkfgRYYS1ZCnHz5hPiYBc+g7FTUxssCMOoeD",
+	"4WDoA+P4UnZGnUeD4eARVBK0czBGHMANd0YfPiadgzm0p/8DLGBYQioIec+zzqjzk7A/0ysQALXUigIA",
+	"Hw6HUY9qMOnUZHOINoDrubRLLTbJB5ND3ZtYnDuBw+3pMc7YNFBY2cH3PCMxGz95fPknr7T90XG8ivWm",
+	"M/rXb0nHrBYLXmw6I7fdKPrFh0oBZmLrWj4zkKbpj890fnPjHSyEAxZD5033MtjwRU4/YZhKdAP11lyR",
+	"e65L2oLCXhaO/EUuSG08SSZBfimKOV8aZqzM87ECm2K1hgUFYhUYVibVDAcQyojFaS6YyDHQglFVokwU",
+	"vbEqbbXeTAWbQJ203ycXIemwXaKQld6oY0WOVAwTAbeql/owvZP5GMTqdid6ISCSLQRCjtX2hqDxGGwJ",
+	"SgKCOrPgxRmhlF910HDcyE6RWSncCLek9L7xnA58nSH4qersdA/dDBthx8pNSz6pZKc6RGRhg7i9hXZv",
+	"ESzuBOue+nP5THiXdJ4MH13+wT/L47sUVym2y0OBdAAx0WoicwHVnVrj2IB1RZpnRf3zXKdRZy6hyek8",
+	"3k0OcJwLTJNQrIodrIvFpnDOP876ZF7o80meMKUxiNaHIASW7Q28QfrpkebzZPhoJzFaSU/4zw8PqIqS",
+	"aSX+L6Sx3/uXoIgfGpZMq92+fOXAffwGSpS11havvY2exT1fBtUUDPnXwo+qUyE+kb1iZcpeItvZ7eKi",
+	"gZq/dJonBsYcOTHZoCMOEoa4YSnYBv6eBuLnRmFLPtsjRSosftsRs43h/lo/HcEP98LXoILjR3sg+Y9e",
+	"cf00suA2Cuzm8u+Cc+ljTDxQacBKZYzONMap8pg/1vDoAG3eeOm5QLdsDaP0WhQeaLZA93FDYoWGeKL7",
+	"a6pfExwMoMjuO0pa5drWa7g5DhvIwzYCnsQrv7/c6uW+nwu0UpWHBBwckLL1oq/Gn17xhXjDnfzzW9JZ",
+	"rhpg5K2broSSK7I/pxb+90oUmyYm1YDpb2lzXzQs7CXXwdavJ9xdG4LgNGP4OSKbBBaRTJhTMHiemzJ2",
+	"Ds1MQmXmSuT+wMlx2H7y08FPmwb4e8+l/VTwc99eXzrag7a94cY4aNqmcF8H63o8/G7HkcTBAvsfTQmS",
+	"W4dSL4U6Qt3cyxsAjOSOxYjmu8IfYVeFKjMlIyqc472Cw/M7VttPfQcGzXC93ShFlTl3ayJP/Ut/Bk0k",
+	"PpG9NJGyi9XdayJh8ftoIv5a76WgZk2EDpPCCbmh8jVkNJCWfAYxgpXnX0ewRhWleh/Y6Itih/AzyhkO",
+	"FXT9MGiF98ETIjci8tKDS9O7M6jxPhoSKU/al5ZY61WeoTEcd1qt08O64LsYKyPQDEct/BnPwVYH9hlw",
+	"YG7X9x2wY8V4lpHLHfzo8PVY+TTaGZcKczXSYdpkisPz8Oi1jyRHrdK+BVGOtn3XwpxYlJEyCCNddIvT",
+	"xUpbOnmHaa8FF9pVwdbbvTlxKdDnZlWQlvl1CEt7wcxTraa5xDDgO4CZkwr5omo46ZAEFHSHGmHbYeUG",
+	"xPmGNJYsw0gnNwovRJ+rrG+ExaIZoeMDOfQSVghbSKgbDeE17jwHY3WcZYZZDc7UCnvw9YWi6hto6YYC",
+	"7bUpJRWsGKs131C5jcWpRNcxxTkB08fSFOB0/J2m+/2U28n8dyP/gOgdxwbc1D4Brs498PgLOZvbgLEU",
+	"s5EB6TerRQgSQVP3TIlsrP76uH8qLSsgexjp/Hdsu/p78IyXEdpQCJ51y651Y8WzDDLziK9gGKP3Ds11",
+	"njGu2N/6pxsraMX1GX0x+SY+cZxlJRmpAU9DHU7YIKP98YX7Esz5WRZCCtghFGp0n/wHDAm+ZGqHZ5mP",
+	"3+YIaIQrh/skPv12d2QOj9VzY4cJWXZP826K5h1nGUt5lpU+V3aYQEjWqQghyD3GrV7ICc/zzRGL8XUb",
+	"S8sraiOSTQURMHhTXCzFxP79WZo4OhvPAHFjclpBWCrdkj6DLiqeqJWSHzwcpr0ywu87Vu8T0UYFQljf",
+	"WNGq/JqkjeVVJk0TYr+L5YOdiP0OCPn25gIxgfOkAlRNeI2rq6D2nugMWPG9zjY3jcm/urUjOpcqni1W",
+	"4uPdUJF3wn6jBOPx4R4zuSs+0foFL7B2xOPDJ/vsKUTGvxSZ5CcOhO6GRDkUCZQgaaMChKVYRSGSWXq7",
+	"tdxMr05z0d/Lr/0DvPun8m5n1S3va1mqnNQXYV+qbWQfKxNuwlsr741NLcamrHJMdZvTbiNuDfsiU1Ob",
+	"2l2FrFvkJzUQbpZNq3u/h5Amjbp6RpD+uVI2AVuMVMJgaHrcuO3mvbU7we0gnvuGvHI1D07s9Yja1zU7",
+	"PkZlA1lcFDOWbwwTqtB5LrKjsXrz+t0J2SGDSZfclE4jnDk93yfXgUFTZuFzdroJKR3wyWisYIENje9Y",
+	"F9CZoumNt4HMoYQMOw7tYSlBhHIsxqq8bKj+ofNMGBtP8MBgCiLpyXWJnMZtEq2fOQZepwK1G2uSkyUW",
+	"+IrF0WRPUuBu2AF288DY+HbX2LVSBJdVItjTUXv5eycnL/YSHnaGHRzeDkWFa2x2AiNbieHfsROBH3yT",
+	"wQ634VCmc36lMSp4H/9ySZlGbCrWHqM9ks955m9h2+l8hIjfTrVqvTpZtVUnJmJRt85BcxfOUZVseWcO",
+	"QAfIiVjOM3Y9dzHYu4V+1Tt2jsJWKZs1GopI2Vg10jKIDqYy7XRdD0wYjapCHNXp+ljRPP6MHL1z4PBw",
+	"D23wROuXXG0wheuuBEAHDUesAMe/Qc+/33R8vVQpzWPw1SXCCos++CCz3RGTgp+LS1jEDZFYOP63nvLv",
+	"F7UF9M2prQ5wczG13wJNe6XtzyL/DNTs2WJp96Zm2Oh3hPKJAQrm8M0d+jYJa+gHfERVjmu8CL7neR5y",
+	"Ge8q5AYgvYaAopF9IpzdsFx9OX48/6EqgWNuEPX0bzW0PAtv/RlsLJUz2cu84s/ni7CslMvfx6gSrvZe",
+	"WW42p/jjbAnewXw6EJdCb/WKwhxdx8c60m3bV5q8MFYUixQKXPh08VHw+YTgvmqNx0xOp+4xBsXgAGPl",
+	"a33GGm734XCYsJXC6s5ZryWTLUD4Xrod1V28igck+QLCYUs0brYu+Xu7R5Umu1KECdgrxGODUwIgOTo0",
+	"LmzCjetbk+podVAu4VasSCfxLqEYIJX2dXvlXluZnPlSOFSMqoK6sGbINhyrOm4mFFdcamzpw+GhU9XG",
+	"VF5y3BmxKc9BRyM0p/rCoGNlLRVeR0w25L9XyvBSsXc99eVYx8rXVUllliaVxOEFPxPoE4WkfagBBemN",
+	"bkaeQ78F96MjW1hwhaIKG6nNU75YcjlTVzAjXdVsdPN2miuRr1tw9HowDK7ej7doOKLZJptGgcLrzt+m",
+	"Yehve/p3qcvDHWQnBJIU2Wmwwk1JrCAbOYowq5puuA2mG25rXO+zO7i/IuNLoXPGo1Pu+vBorAf9AgrR",
+	"5XyjV1Uv+B4iYsTLLjW3vBWmkXxezXTSYl0H6rUSFaJbL7R8q1brncQHty4yjGb0fBMdMzFHdtfdnMFH",
+	"A3xjJqA7Cfh2J+lT9ghs/m6LFZR4Q1yp30solyWVuHk58QrWkZZs0jeFhvJV18WtzyYFfNaAr12I6U/u",
+	"m8OsT5II/ixRYliuC0MnQymgkj0qzQrR98h9ZZaIZcFajSdYByx0ZQmRpaCe6ClLf3p2wpoGTkdUdywK",
+	"a4NkIysS3w2mqiZ1g56UxCTM/V3y7QQLmAXF511ZEorcTrk2ZhQ1zWH79syhKjhYqQzMOlqJscJmPURf",
+	"sYaOL0NTK0cF3Wiwuw7tE8n2uGxA43RNoN5YVy+tdqZJe6E0HMcaiEJlODZW58FMH0fwk5AcZudi0Uvi",
+	"Ss6nwq6FUGO1UlRup7JWt0xT9v9hn9T+J5Stauz/w0L7n5G/a4E9PKn1ERQ0pH79UaN+1q1o5WqV5ylU",
+	"/ykBoAd10o8VjvQA/aO4x7gXvhJrYWxc1hSBTFpWiGkO1Zq7fKxKREJBBwp/5YKfu7PUBdQ3cyQXiiJ7",
+	"sGPvNEZJlxXqImvBA1NaG50A9Z8Vz7GsViXFPgsFxWFmqH5HG8HFj5Xv3w91wUSx8O36pPEu4YxbnjAj",
+	"yUWiLGke3vKg8g0tzWEStFQIg52usKwsERiZQUwNXhAl0dBBKQ1L8oc4Vt0YbkoE0gUVJLORnY/NtBI9",
+	"ZsG8ga5kcS71yt3cWC3zFeAZFDGTmWmtKFgiZ2NoOjyJ7KuXMOitso1VDt2QpuLrMeIpJ+4CgiXuSu4N",
+	"7I2z5eNojBgJpSbvjaUNTsKMuogiVBrWfffuWe8WLaN7cErDUkKLlHXTD2PsnzjufEyxw+nkDNI63B8P",
+	"DBSkdiSwF/U963I1Vn7htXfKToEwCrQTqL0CCgI8hb/w6Vj5x+QgpciUalgCxMUJWfjxpDDuk7PztKzK",
+	"mkuoAigWY5X+IjbP1VSno9CIChpbyD9EEuJMkGDibBSmHue11BZvxIIv57oQaTJWabGG80pYChulNYML",
+	"GC61ab0DdhwXNwUJZKxmPu2m2tdTT0kAEcpKu/FtOiOZBCkiPKUKi5k0fLmE9qkwKkd+h1QTulkDTYbg",
+	"fUp/Tn31cqrPiw5L4zv64UpjS3D5gmC2EFSaf80tVK/vujEcRzuTKntgyop9CcoUFhbh8x/V7IEp+wCC",
+	"/DAttBMYjCYhyUsOHo2ARfLMjBU9SdhcryHGaMHVBkfF+FZqbFgYd+7+HyED01HzXK/zDYlmY5UVerkU",
+	"aDrfcSlh7bSmjDictHjabuxkrKAwpZMGKsVqSejz9FqvseEu1Q9A1oSoCs0/IIgpYYcJe5iwR9CWfKyo",
+	"FwKb8SVV1xQbZvgmnJWTSem4rG4q/e0QAMp/s+Nwx1SOGAbnoaBu+oIb24ct9J//kLJXjgRg/d13elVM",
+	"hD9P32VirFA6DSKnk4Asm2nbY2oFtfydbA1ey1fsL25rxFuxpRLyVRBoJoU2Zqx4OfoRejVknjMqDLCV",
+	"TFZFHjyPsPmx8oXPYdYy65QtpDG+4U4j8w6j7ZM2GmGdzOL2LjNtj6LTBcEziB7uEDCMmLqNJ1tNU0Jn",
+	"IJ+ZNvd98Mh2V7muJgteiCj47UsUQ16fi+JcivW9GHKD4Q1WL+UE7kIFFRKkkQSJGWrC3NSqbO8qUHp+",
+	"eABsb3dM0U/4yp8hoKg8jb3g/GXoahI6L995UBFtYZ+IIrzYe3xrxreyZQ01em2vCUSvxrjmr6GKZwfU",
+	"nqtVwC+b3ZGaPpezuTAW7Q584bVUL5YHtQSCGhLqBZVgTx0QjE1v/yACJ27RvNBnwlvPQk9oHyBBq/z7",
+	"r2nchWeiFyIKdPISezXE6dfW+Kb04XCY7hHh9BP1Rdwj5qBsIfy1RThtkZbmQCeAg3sMbopy8igCDnXC",
+	"UMc+oRcoyDPe5eVxrhK5R8ZLaT38NmL3VZkiXGZV5a9Shj1t5aSttpvKq6NebiivaqT3Fu9vyeI9Vt3Q",
+	"oNz0an1XKuwkQgWqkYmlicYqMqg6da/sUA9G20iBvaRZS7tu5sn6l6fOwMrudZkbp8ytNtVbJK+EBVcP",
+	"M42H3hVnSp2nSYwSy7lYQLddrOlYW80HmX1Maya9smDHWHHjCzc+MAxWgHIBmRukHYXCjp7DoX2Uwj3p",
+	"NyMEVQyDdJ4Be27ZTAsqx0zNZnw55n0jQ1l7YOg/tFRXkNJuJMH4ljJ6bz72A2/ws4R/wh24y2hOF8Yn",
+	"9+GfdxT+idhZxn4GRlwJ8uSxAOsFPoj7vA/z3M1qHHjHh+r1dIiL9xZyKo2ERXJ998MQDhqT3IZw0N1K",
+	"vuc1+2XdttDLW8iiffHtJc7eVQJpCV43Lb5cPwTyHVlKEHy/0EDIGjP8nFGQlzDHUpYLJVWhZaS9D4v8",
+	"cxXPqwLBLvJ/dr7Tj/KL2Pw5vChnbqP7+lAowuOL8J3AwvfxnLirvNftm/0mZ2ITu0pIwCr7J9TieGKE",
+	"OjuPkengw5nY7BScMPjlF7G5zJuPLzaXi6X17FEw9jJvwqOHnahC1XCvYtDfdkeDX8SmoVrT7m9+xVN+",
+	"SbWF7giWCWIcpDiA7sppBXplZCvtbYFw0my7jw0rwcrzwFBXcnHBwXDKDTUYT0rzfho3UE+hee6al41S",
+	"4b1uGtNoPbEitAv3dh5W/0ivoAwseuRON4z7CBdAYGw8rDBydjWZs9IcxXTBzvgfWmOodM0rOF4Nhw//",
+	"uubS/v3R0KQ+jjlyrnSfamVWudt8ridnUs0YIBs4K8vC9sGXSP3aWzyKrJv2D9MR46dGKAvG6LCY/mHq",
+	"DstdnucIQKE0wxi7HnUbrmd0h7NHHwHY29FFOVbBRXkEvVDSMubaDe22Cgvp+ab45b6579ruXSJ6OlYQ",
+	"+Mg0RXaQ7c7MeYG52pEXAOLzWtyie5DBhuz2S9y1niTiCSdhYzdCIfuHt+p8/a+D/9pfG3huxeJ7h4c7",
+	"i+l7ZHX7x5gtmNtj5ztqkdx/o3M52bTNSV8evAM0h1npg49J51ffXr6JelTRoBsA44FB87F/oqcs9QwU",
+	"6dOO+9i+gs7/6ccEp/96Gars7NrPK/1OyekUT/Db4lx35Cmh+8Z+Ko6EAfT1iDrRubP0Vx80AtHLFV7R",
+	"wJuupoD8IjZ1O0Nbpwlia47FBa7WXWpj5Gm+AT7SS4i3MUhfF9gJRaqxKsEVU1HI2PDAbPE+w87E0rJT",
+	"4fuXLFiXRugvhOU0TBIYHVkBIaLFFlwZjllscFrepeq4X/rTs5MU+Fkc4OKGAUJcyo54LQ0SZPprelRh",
+	"PfDZWJXfldyBdaHUh+i7V3pHWGltLUO/BRykoePCWJUtF/zFA3lGNhR4TygDUjp13SJgP2zuuJ8yYxVa",
+	"MkQ8AM8AbKF/f5FGsa1uA8GlNSK+7luENfT2ZN1CnOszkSVjRd5vYLfVBuveVZ5rY6m/TRjGAcBc55lJ",
+	"wb0N0gEkPZxJlY07o3Hn7HzcScbAgcadEVE8doyfZ7RdPOqwCV91crHCmAg1Vqci3AsvdRg0zvvAKJ9x",
+	"4FcW2mA9Hn43Vi03FomN0A4Hx/anBHuLm947UF7mfCLcHnDxXlKL6hRzvz03GgZ9QeQ6/IjZaxQT4q42",
+	"7fcX/KLv9PGUdZ8cPmS/yO8dxBOJoq5uh4/gm77Vup/zYibSIx8AAQU3aYlN8seb1V7yB2xnTy3Mixz+",
+	"9c8ietRMDfxMbMN9wuYiB4IBSyWXwVahDoBitx99JlTrsuHrqxbG2WmM/XSx5zatrb+IzXsEnyYBix7d",
+	"uyKrrsgrK8qfZJi9i5bjQAiAz/M1EipuYkUPJR6uNoygjzlsTYD19y4zGe0ZQ3d2ThQaROf0F7F551S9",
+	"plg5UgK76ZhsUY71QMQZFQPb1v2aE9BHUWcmbkLnNB+HMVYoNTmp6J8nP/b/Rh2YwqvfcyP++tgJGVsr",
+	"CUo+5GAt9Dkwgp/jrCrUOZGdBZ3UkDGVNamh0LobeRSE7dVUUVCppW1MkKrmSvsIYzpJDFXrVoLMqkm7",
+	"TUFmYjAbQN5NLkCCu4mwM2RbX17Q2S9icx9ydhuKVEPA63YE2jVVJSJIOYY/tNGh15Q5jyJEiAUtVR9M",
+	"9euGmFT3TzOipcNHPYAshy8AXQk4OjKWSxJcqOo7CLHdVNhJNrE5iSzu17QxfgvcSLj2P4O/qrymvTAT",
+	"TuYHYbnMr+21ktl1fVa0+H28Vnil9wSisXstz3Owo+F5koUFkm4huw54YEwh/Ll/bAsGJQ2U6bUykIxv",
+	"El9iZALpwHFl/oRBBRBkzWXmkYFQTadJk5zh1emY2TsGCSYRDpFibuESozpTa/M0KaM8z4RYwkshXXiS",
+	"a9itN4FXFfPGyH6npR/5MPqxKgRRryhT18sMjUVDQRN/QWrP1YgLBHHeZsk6XFZjqhxXX4FP7msJzYPj",
+	"9EaMRqyqcNCDD/D/S2opOszwcHW5lxXf/zajX++kiKA7Tn+lR03UABUTsludiqkmNQGtaC20ta2bXctF",
+	"D2+WFHgu3+wSIuj9BgHouq2RfZ8hlSELDQyhhYFePTKxSdD2ZOIy/f99lMWGbBAyHSrW69CqHM3WmBWB",
+	"dgGqCBH6xlEpj8Y0vOrCyLeBBTXc99pYrDBTstqx8ryWDOajeg0MMhyLHGzSM3SrpPR26lh5SmJCmowV",
+	"JpKVTZZox5jq8T3mtIEXJcH19N1FpRBOZRjHTu1oCodMO3UqJnxlsMl9KR9Adsual86AqFXeHE2h0OHO",
+	"20sfBFIwVl2uGOK3LpIyBAEOFfpjG9+wf8kLoSxmv9ExKA2WjKDkSOv2DHCnwfCBpAdqh8AJgmhN9Mj6",
+	"KHDIsi7YVKgJnLJTtPDKaY1UFM3JTrAat2a5cLTFW90TtuCZL57IsbuumyZBRwi5Apy69TTXRlaqjZFY",
+	"Z6J9wQhQeqa0q5TFZWrmhZEvLQOFZVoMHXtSzDswdcDKQoGWb87k8dXw8F+8elApL/KZaHbQTa6emhcP",
+	"XmpjVRxwezt2w38ewaE5aNTraPcAezMA+2Zl5hWHLDBBCO5Ses3+wqzNd2oXTivfGbP9At74UxjB/Fns",
+	"R7L15Ay8JV9E3DaufS8TmHvz3gLWHLntjrGlyo2TZKhl0JpLWyuHQedfQauoY1apstcsZHUZKhKVADZI",
+	"RBxsSTRv8YG7zc+SMkfz3TcbuAE7Ad40UG0Hbz6WgpSpJrDaYQVAALg9Xl6SuRYTgKYeFffkpN5kDMvP",
+	"RoQD60Y69XgHCUluvvsXxg9CpCQvBDOiOBfQNIcXhTznOWorrAt2fl8BFaOOrGHLQmRiIozRRW/gI90R",
+	"VhNK/+SK6nRbDiVXwJ3tm78fhfAtadmW1ghxVag4YgNAm2MUJzYmFag+Om0x2BiIKLKuLsofp1zmqwKq",
+	"MXjjCywhZJKTFizRFYGFUcGGfyGNdePjNrDRRxdjJTFwaaxS0otP3A9lZTK82au2LYPSP8UGKujSEL4Q",
+	"v56cJVQvlHycPpiK9H+hjFic5qJJyT2eAEX/JJZwi23ht2LKfiyEYE7J9pGwFJ4K1wJmlC63bKGNZQ+f",
+	"/DUE/ELnbR8kg+f2wLBUr5Uo0rbgMnh6xfKhhzdKPMHQ/xU7VL6YpvTuMB3b3lVQwoFQ3/HTdASmyxme",
+	"sfcIYuLHUdxq3dcmxhhbqJutVnkeBTURiq6FsmwhuIIKYL0BS7nDNwNVsvtS9ZeFnhXCYB2LEBUpzVh5",
+	"EgQfFGj48mTIEWGyElLUw9fWyJ3IDlTFuZjkKyPPReLIcUGywV5S8r4dUqC2+w5rczRkexhbMlaNvVH0",
+	"NBDkQJO3eTaLI8q8HzmKIUMqHpcaD+FjrDV67L7e3DfXYQVBKXRYuVpLlRIibSlKTko5Ttqx8p1DaqXq",
+	"4ihC5jt/+OAGHgImyrJ1MsMK+Z/cEWQ/JeQu7Op6cnYfQ3gzZL5BnyGKGFKZ2mIJb0C1IZaxWOVWBkNd",
+	"m1kFjTlgV4P8llMRJSwI763SRVw4P/jlu+nj4WP3BAWJsUJHoA3ezwiJetC6Yj8TTgP2kCngpdvUZ7Pk",
+	"4OE4klDc23Ru2KYjAuBlV7DtXN6GgWLn9GLB+0a49y1AKk9Ok0naG2GEHicViuzJTuDdkomSsfLK1aOH",
+	"CaQkMruWmGyF0bZKiMygqGUOxqvh8NEEUsvcXwKt08LDEEJ1k+YFWLOzqqG44ItlDiTZbaPBxt1q0Hjm",
+	"tiuNkzl1kUnFve22m9YkwLJ4ZPpcWVG8KfREGBNQLoX8MJAHMT9yye3coCSbQUpZmY6HYvqab1jhFJ1e",
+	"Au22IL0SzhytKEa70ZyctdYM6FUf1sRA7WeZ4BlKiKSUuBugvHsy/C8Yz3Po9YI2DSxOwP1bPhbB8X0f",
+	"eki9UYDcAH4yq/WZb4JUC5oYK4o9MpZvDPwUp4JiNh8rdalS3vYqC2RR8g3rpm7jaQ8DDiDgktSoAVhy",
+	"/u5TJ7fMPg5A3Xbd7t2oYDAJlBPvg3aHsZk1O8+AAQzggkKYhsYaFU5y1VEsy1h12+JRKGjCnfoR46wQ",
+	"KBnzTC+d2ApzyDPoKgST9XZYXj6djt+1+UWEs/ym7C/hQlqNMM/aCLb9pqPbvhT7jCi9bmtu2sw1SGS8",
+	"skQ0CEmEI0KQ8u+tNw79SUIFQ05Z+KVuv3mlfUCZNE6XisgmZdjvb+PxVuaxKm08WlXUN/MNmXqMuzee",
+	"e7mE5zkK09VO2DVrT9lSbme8wRv/2n3TndaSupUjuu+58y1FIAQswaKqUdm4Zc6xZhzw1IrrMEKtBnRr",
+	"aLmz5UaugdQtOpTrwHvf1eUTewc4eEjYeq4xv8ppAEkUb27YQp9LNWuFk+R65f+bCuGkH8YdCNEdd0bs",
+	"1ceUdQ8Hg8PhcDjssdKKUq6CpcN0MEhf9Q8dl/8wjhboRvjXYDD47WM6VjMIOvZjsZWS/1kJHHHAjklp",
+	"KetcQ0EvjgijfWEXIyw4Y5ar01yaucgCLmXgSEbz75NK3ps0rHzdztEXvG0DjdDHa7w3XSU4TPBO2M9d",
+	"JvgKGOu7oH7xQvN9xd+dFX8DjQncyKFPdykKI43F4g6nvtcrFk5EbLwyU9rT7xf3I273/m0PH/sAy6pR",
+	"bW2fWBeJKnLYJGoYdO+e++baQVGL4TWEGCnNsDX4rTSHavecXVXuugMfWsnb7j1pn68B1I2Jau2U91Yb",
+	"QR3X69eCNJYJnpuopjwQH6jzigXmLMqy0lZFMsovDImUaIRUPUxQo6EsGJpFTYtyM1qHphI6AxvtaAoZ",
+	"MQPSAr1nOUYEsplu6+i0ha2fq7VT08BrIWdzW7GtBsA8TDoLfoGF3pzMHNV9+7SKs5/aPOqWDLvhIqi1",
+	"x5+ttdPX2Kbpq2qa1NQqKUWMS1mXZmCHvWrbpE8Qf6/UIeky+nPfKunraJWUOF6DMefaCbx1phUxSMcP",
+	"d8gFrVX2Q8+WskKulzWcbAqu6GBVhNo3yFuB/wapRKLNhFNM+1ZbbK/09AboCMzAS0PO6LCHBd+wtS7O",
+	"mFbJWIGvsdxrsG9WY+wHzNco2FmOB7IHnJw90UqJiSX1Ki43Ty7tJ8NHqc8pH9VPOCryatmEK1QWwBAO",
+	"5YhWBrylS9jGUSnU1IoCJRXRxozVDKu4Ph4+Ttt6eddZ2Tfe1XsPzl2C79dBeD43H1ba9qdOFqiwYseC",
+	"nRa7iwffRZ3TGi2AatlOJCfrq/n0FuQ3pSJdodHcfnz8gE/OrqVVXa31XaP+VZJ9iI4p/xndxdopRBDV",
+	"gVKMo8LeROb4woAdqw1GPVGNEvCru0cPsGKaI2/IS2CcXjWCaFcB98Cftiq5oxMjiszMRZtOdjw5q1je",
+	"r0Q523Wym6Ckl8pad0RSE9KqSwHkm+vmdwvKkT/hWsHpXcR6C/gx4qXSoaTSXC/GvCNWwd84gQWCLO7O",
+	"cEWkY449mpZLkXnRbkuK9RtNf03LYlKO+DNpj5iFlt8QhaDVZYrTf1ZiJXbHjfw3vvJnCBe5/eiOpFOe",
+	"+F5GYjj9BtNwNUqEBt0nSgSv89543BwlAgfZUqgiF2pm58BEoaKqyNBPF+OYv4gqfkUFK9riRPCeb5GZ",
+	"ESA1szBY5j1M1GECzuxq9379TJwKyBxg7d6rC72NxQtq5XLd0F9SRPXn7rvmCLDvJhV15YubQvnOhkLB",
+	"tWAEbb1FmzvHvjvSDzvCsZMbbeXm9rbHlDfQbK051WmxtJtv0wXwtVjTAeqi5DkHzKzLbT8X3Ni+VhPR",
+	"O2JzOA7S9vnkTGS+RxYQFqzVuS//ImJ08AH+v9Oqfjw58+TlclP48eQbqZYMW77jwnXHkzOl17nIfEcY",
+	"AIyyl9oNc63LKTwcyuUszkPVASUnXYflXW1RbfyRcg/3h+NvqZTXlwDKP0ny7QAIn/LJWcLOpZGnuaBq",
+	"QtSMQOcZw8Z2e5OyoHzt1nufw2uXZJJS/GzCgvtyOGxtygZKbnNsAYQTXCG64LfbVhdw9w3SEzy41xea",
+	"7DglN4bEJMvPRBkXdpPqQpuB+iSi+fWeqaFHalTyq6UZahfqeo8V91sgicEbogEBe0eQv7kQmeTURu0f",
+	"716/YlJBlm+WYPlz/p+V8P3H5qIQkNwvnAwZmpanj4dDJtU5z2XWdz+mR4y39Jkcqys2mhQSksNg78at",
+	"GEzgTYbvZyjnX4bxw8Hgu+8Sluu1KPDGjwLyt6L+spDayf3N2B/j/nff7dPs/+a7NF4e/H5zkUZ00lkT",
+	"eUGV5z7W/c6aKNLlVNsotvVMPGJl+Pr+DNhRlVsxa5y4gT/NqvG1GCCOKoL9jNJDb6lr/L2p4YsUNXz/",
+	"4Fj7FxccKk1B7RF+JgpfjLN3xNKHw8fUyFPgkbZjarG+vHz52/d/ngLmn8MvFJ35Xo4hPP9LPUN+2H1c",
+	"Q28Fzw6wL3h+X8y83UlUVM9pZ11z01bYPFxMDek+R3Fzgp2rou7b9y91Jjo3EaRxXwj9cxZCBwD1Lf6p",
+	"QZFi6UJn1cpZJUy210UPsHNrpgdP2Zplphry3dOoHRXS4Zig5mqB8lZyebX0GAZu3Dbx0qkQtBYf5oaL",
+	"PILCtiPGYU1QlRwXj+B6yidnFAeDn1MpsAkwWwi8knbAXvCNXtm4OFlcm8zxN2gP7+BrrLppleQe/D75",
+	"HauyrVYyw6ps/d9/f/vs+Iff6YER//HV2qA4zmAwaP7o/dvnJ9sfjRWVJaNuY1AklNbKlrhI4fO23H4a",
+	"y6OPFZTzeWCwptTe5dFZWR0dz3bAjseKqpfBKfNQhwzzPTPIY11AV1Ye134PTc4CGRmrUPc9Kve+o6bX",
+	"rfOg+8rrt2G2wWu7r71+QwGQeJy3WX0dUd3nqxPtTa9egasssu5I7zdYZX1LrJcK8/V1gfQSCOJOEd6I",
+	"BV/OdXFJROW78rV77flmtOfqye+lQIdbuFSHjgbfR40ur/deOG1WoMOBfprqHN/HNurtEWxZXv0tqjER",
+	"fDVrMmHJ92DSpMOE4wml0c3l2ksFNK4fi7kFVQdLUSykvamAzJpdh0TEdMEvUkYzQa0UKJ5KOZZHVIKa",
+	"9IYkSg/YMCjoFRVdhqEGjIBmZ5eqBu1prGL1KQD0rw9ZN90+GtSlBoMBZBox6T5VPGeLlRUX1Dq56TOs",
+	"G9ykR8Gjfl2LSjA7yknVS1HQOfWSsdqhTNkKvjHfyIrUHjp30MxgtLHSU8bLL0ZN6o97nZQe0nbYMd0d",
+	"SkR2zqmaKsHvA9YtxMSddtAQyhRc33Q6E+YoUmDxA6gB2oOk3EJMV0ZkI0wFW/CLehoYLKEh2Wtq2amY",
+	"S5Xt0MrewPY7e5ROhxPzMBrDJ6g6EITIDnttSsyCX+zMFLtmVY0vQvcL9/nNKH8EHfd637X1vkBLf1zl",
+	"+S7VL5Cg/nSV56D/EdZdofeWSQdjlVZIxYgoFWX52yrDbRkNCEudokEB/zwTxpZQDFQSKRfQSWj198kK",
+	"J+N+y3pKymcpQX5LGmjYJeOYYuI2H4mJVxSBvbBy8AH/uF2nUhvruHcVfSWuIgSSpFKkv2bu1Srf3IK4",
+	"7QtxLd2/yng5D1DXKvJVivLFuZxcapmhl+7tMjdllylPfU+rDHywh02GBt7PIoMv3yvabfYYOJ8Wa4wT",
+	"8KUylquJqCnb/g4+1pDs4AP99XFX/dliE8alQhkohsCX5N5KalqS02pK5Yjn8kw42aKe1D+Xs7mTSKAB",
+	"IF+Efnth7FCJqRAzaSzSAZOM1WqZcQjHK8RCn/Pc9PbwqVGVWyi1aOJqTr4lMW1gwN7HNVn+/iuWDcGY",
+	"ajbRCxEVdvRp/lShBdo4j1X6a4p9e+bCy37Iqbvpw+EwTdhK4WqyntNH/dViMRGnOFJBm7EKdwrr9rMN",
+	"W8opecT8xssoBfrTZrODx/eEpNli57ELiiWV8AWelBLN0N706fWJIrpzVT5N11u38tWp1p7Fs+n1XZWz",
+	"t8du6p47Vu2Vs3kwalXO0GrdXj57rG6qfjbz5bPJqPil18+GEAsqoM2uWz8bi1+P1d7NaZUuob6p4PVY",
+	"lTjSVvOa7S55DTEjdi427Z1l+aV9ZUti/uWVxaa13dfEvgW63FoV+zOQ1IAYl5Zk/adCSicKGvs5ffpZ",
+	"jAvl7PcGhuvDX3mapVHhQalP3AYMXq3I36othdJrJiTQi+VcLKA5G5j00wYId3Cdsi6qMmm/71/pn3Ij",
+	"UseTBfT76LE11OjKuOV+eEib1NO4rWoN+FPw+1kzVuk/jFb+53eikDyXf4gixTAVrPKOrf0SqLKcsJRn",
+	"GdhaE5YudWHd/43J38CfY5Uu+SbXHN6MhYwTuRD/PHkKb+NiMDc0/eF/Xh2/fA4PVoV8txQT96dQDmiy",
+	"tDcaq1Jq8fv4QZqJdpJN6luIgo7kzgZ6wzIjam1hfZd/92CswskM2HPLZpoK7oKYUBosByx9ODxMmYc6",
+	"0GXFOlznUZjZhz76N6XXEd2qJIkZjNRBinWEJPOgaWH+bHlc2FMDk+Kwf3WGKrU3UEdOxwTrcHBbk+4c",
+	"1UmgxC249/yyfY3wilePqHlzA+ybIaCfWsXn5hs11XbiYO5z92uiJbwNF9WmJdapnENyBCTkKDfpk9tr",
+	"UW+/KY7W4KH7hFTcz1zrv47Jo9ggFdf5D0ATVxnG/5dm+VD2EbozdysEhkrINuuNvcHd9Nz6arxxHlXK",
+	"e4BGBaF7Et5XpTsBHDfid0XIcYpw119CnQuyHKJtelc1qB4sJRZBbjRMvFaUF1xdrxMngvydkvgR+DXI",
+	"IMVKJBiNUJoMxgodAaay965Th42wGIJlJ3NhMBOcmna5BRowZoK3GnT2pSjGyj3oDVhacJXpRYqKfSjf",
+	"gJ9xtTliKbSB7xf6VKoUWb2dF3o1m2MXd2hSvCrUEUuNlZOzTRrKUpQcPKARLEpawC7jbbS094Q0fEKg",
+	"QW1qDFmiKc6EWLrXZUFyABhSyLDbwIPfyMnZpfy3yXoKuCpmLYUiOnh8naQj1GoBccj+h2jt7ltYd+Qg",
+	"2REjMrwtPt2a+h4UgPtK9BGXULpf4uk2i1DaA24J312NBcdLC3/vruoYO+qztb4qJUoAzwW0ggc7FUB6",
+	"IJMPDFsW+lxmUK4FHkphbtlUAea/VpLqG26Jc6GImJR2VCfYqULwydztGugRtyJFO67hG8OMHjS7U0wo",
+	"l35rmIhTNDpE0eT5NfQUvQkDWLsFPIascEkVBgyv7e0QMOiGBNkN9Pv0w7gDxzzujNhgMGi0/283zhyT",
+	"F2/E0tCBBfRwbzBPWRe7ac7lkq3URBSWS9VLWJprY1PW9WZtsmUn3hWJ6XkzrUQP1P1y+NhgjR1II/N4",
+	"ZD0E9d2pqDuYn7cz7wnld2JnhrXd25lvqMFtRFHa7cxNKEaiHVniWmNzTsJr2Oj+TxGjQ+3/942eqZ3R",
+	"NlgnnyHqpxapQ1vYJ04HL/YeuZqjdEo88c3OQngOz3ONEBUjW4RYDcjmO+zsSpSqw9MtSitboLujG/o9",
+	"hOxqfQslRhNqu5xEsBFifKD1GvZVcnzz3zpmno3Qk1yvk+2qAbzexeD1QpahnjdtOa7P8pmtxlcB7Ps2",
+	"/99Wm/9JvjJWFP21zATiZaXX/9WJ9Z56SPnhrtik7eH37eqvxDqiK0cUF5MiyUlZ12k+Y5VGmIdPejR8",
+	"WJOfwhMrmCP00YyOcqzcNawgIwJfDu4vdgzrocglyMhzH9q1DsPjqVFm1lgBrYMgGrYWhWDL1WkuzVxk",
+	"rQFV7KbiqUALg4Aq9lXEU7EynGqsrhtPxbruUuxcQlrQNH4bfadufqzmUx4tnAKad0XWw5AstmdE1lh1",
+	"03EH4cUdlVrlOTQMHasmVdejLYEL6bn+whN2qu2cnUl3lVbPhJ1jOBaExm1YWzhWCQbofC4Rp9JFVhq0",
+	"a88pMEBPYb525frKwtktKdlaidfTVqFgmw16jXtvrg3XR1/9dq+pXzfdrJQHW9X0G5P92hkZyZ/XaufZ",
+	"WgP4H1qqbfTYw/Uis+vmGyXNA2OL85bC/7Wy/5dX/v9M7ZcOb0EIfjfnzSUx3J3dZxDfZD/jSqQBNjP2",
+	"ubVRvEFbT+OvxmPvACfeovFbAsc9ikyIfk4y9S06elUf/ieI4nFn4l3hrNCj/lJqdAuRrC/E1N5HsF4X",
+	"vOD6SvjawSYvt6L9OVrR70HsT+IGvVCi5T4Q4KtvSX9cu9J9MryqClE95/E2ZNJPCQ+v5SdAqNflWP0J",
+	"JP02rZ+4TFz83RlBvzmScIUG6vdW0+YcEQyd5OX1o7gGxqtMLLjK2sUzKDKAXU4A6U4FL0RxvLLzzuhf",
+	"v31MPjjEgpJnhJWrIu+MOnNrl6ODg8OH/3swHAwHh6O/Df82BCSkabaFKUj61mvF1hDTzya5BEselm/B",
+	"mjmyABMb1UrB0mB5Poj6v3lJectyezHJV0aeiwQqYWMHBiSgVASaWX0mlClDSuPibC9XVlzEMaV+PqhQ",
+	"uj0dGlWYyMUE3PHlqPjkBbeTuR8P7VZWFNBvhlcXFE0WRmuY8HsoIlREE/0gjS3k6cqKjB76+fDi9eo0",
+	"F+yUvoum8T81zPLDqnBAyX58/uNr7GptfJ0kar8l4ab4WVSVC3qllh3Oyvpl8CCamPqkbE97UnPNUgEl",
+	"OA+ReYO1WebgrCVPAJYliJh4vMcIyLenQ0oOkT84XXmowOjweThNACLS9s6lWEfTkHN+e4o3vLBQqolx",
+	"Y+RMLYSyjZvKBM8N1MoDO/bSf2ca9pdQkKJda4bBS75oXLSkcoSGZVEEH8tCGPWlAdZHIbMmykjXCtU+",
+	"qPPAM4xKBLDDIAiwgkeLCkGH20v6RWzAmA0sK2MTraZytqIs7S50z4LGd1Kx9Oz84MOZ2HxMewlzBJIX",
+	"os9V1ofDU3HVhwTXl7EzsTFJJDa5NcKZQuh1tMSz86bzkjMlMvbXx/1TadHS3YaDx1Yv5OQF3BmeXMI4",
+	"/MZ4Bmbyxal0gy2hVAWMFE3vx25YxNOtUlZARzEIlAhlI1GLK05uk7ao+FBDVT5HQ2sVna9ATiutAhrm",
+	"9qWftyf+WfDczhGspBLGJLGbI0puQ8eQnqJLDTsSRoX+ykCpZiwQGdMra2RGuqlQ7gORsUKvHKx33xR6",
+	"IexcrAxUJ6RlLMWESWtEPk28A8quDITyVPbH152Pv338/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

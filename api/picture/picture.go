@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
@@ -36,7 +37,8 @@ type Section struct {
 	Token string
 	// Event is its SSE event name.
 	Event string
-	// Dir is its directory under --zk-root, whose children are its names.
+	// Dir is its directory under --zk-root, whose children are its names; an
+	// absolute path is the directory itself (the services' --services-base).
 	Dir string
 	// Field is the name's field in its body ("name", "group"), repeated in the
 	// farewell {"deleted": true, field: name}.
@@ -147,7 +149,11 @@ func Follow(ctx context.Context, sess *zookeeper.Session, sections []Section, pu
 	var dirStops []func()
 	for i, k := range r.sections {
 		r.entries[i] = map[string]*entry{}
-		f := r.dirs.Follow(sess.Root() + "/" + k.Dir)
+		dir := sess.Root() + "/" + k.Dir
+		if strings.HasPrefix(k.Dir, "/") {
+			dir = k.Dir
+		}
+		f := r.dirs.Follow(dir)
 		cancel := f.Subscribe(func(names []string) {
 			r.mu.Lock()
 			r.names[i] = names

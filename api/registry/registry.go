@@ -9,7 +9,9 @@
 // and sets each one up (api.Recipe.Setup), in field order, which is the
 // order of the picture's sections; every list the rest of the sidecar keeps
 // of the recipes (token kinds, topic kinds, sections, problems, adoptions)
-// comes from what they describe.
+// comes from what they describe. A recipe with settings of its own declares
+// them as flags (api.Flagged): Flags collects them for the sidecar's command
+// line, and Setup gets their values.
 package registry
 
 import (
@@ -30,6 +32,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/queues"
 	"github.com/coord-sidecar/coord-sidecar/api/rwlocks"
 	"github.com/coord-sidecar/coord-sidecar/api/semaphores"
+	"github.com/coord-sidecar/coord-sidecar/api/services"
 	"github.com/coord-sidecar/coord-sidecar/api/throughput"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -52,6 +55,7 @@ type Server struct {
 	*counters.Counters
 	*groups.Groups
 	*partitions.Partitions
+	*services.Services
 
 	recipes []described
 }
@@ -72,13 +76,15 @@ var _ oapi.StrictServerInterface = (*Server)(nil)
 func New(opt api.Options) *Server {
 	s := &Server{Server: api.NewServer(opt)}
 	env := api.Env{Server: s.Server, Session: opt.Session, Leases: opt.Leases, Registerer: opt.Registerer}
-	s.recipes = setUp(reflect.ValueOf(s).Elem(), env)
+	s.recipes = setUp(reflect.ValueOf(s).Elem(), env, opt.RecipeFlags)
 	return s
 }
 
 // setUp sets up every field of the struct v but its first (the api.Server):
-// each a pointer to an api.Recipe, given a new zero value that Setup readies.
-func setUp(v reflect.Value, env api.Env) []described {
+// each a pointer to an api.Recipe, given a new zero value that Setup readies,
+// with the values of its own flags (flags, by name; a flag absent there has
+// its default).
+func setUp(v reflect.Value, env api.Env, flags map[string]string) []described {
 	var out []described
 	holds := map[string]string{}
 	for i := 1; i < v.NumField(); i++ {
@@ -87,6 +93,7 @@ func setUp(v reflect.Value, env api.Env) []described {
 			continue
 		}
 		r := recipeOf(f)
+		env.Flags = flagValues(r, flags)
 		d := r.Setup(env)
 		env.Server.Register(r.Tokens(), d)
 		for kind := range d.Adoptions {
@@ -127,6 +134,52 @@ func tokenKinds(t reflect.Type) tokens.Kinds {
 		}
 	}
 	return kinds
+}
+
+// Flags are the flags of every recipe embedded in Server that has its own
+// (api.Flagged), in field order: the sidecar adds them to its command line.
+// They are known without a session (api.Flagged.Flags is called on zero
+// values). Two recipes declaring one flag panic.
+func Flags() []api.Flag { return flagsOf(reflect.TypeFor[Server]()) }
+
+func flagsOf(t reflect.Type) []api.Flag {
+	var all []api.Flag
+	owners := map[string]string{}
+	for i := 1; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.Anonymous {
+			continue
+		}
+		fl, ok := recipeOf(f).(api.Flagged)
+		if !ok {
+			continue
+		}
+		for _, flag := range fl.Flags() {
+			if other, dup := owners[flag.Name]; dup {
+				panic(fmt.Sprintf("registry: flag --%s is declared by both %s and %s", flag.Name, other, f.Type))
+			}
+			owners[flag.Name] = f.Type.String()
+			all = append(all, flag)
+		}
+	}
+	return all
+}
+
+// flagValues are the values of r's own flags: each one's in given, else its
+// default; nil when r has none.
+func flagValues(r api.Recipe, given map[string]string) map[string]string {
+	fl, ok := r.(api.Flagged)
+	if !ok {
+		return nil
+	}
+	values := map[string]string{}
+	for _, f := range fl.Flags() {
+		values[f.Name] = f.Default
+		if v, set := given[f.Name]; set {
+			values[f.Name] = v
+		}
+	}
+	return values
 }
 
 // Adoptions are how a successor takes over every recipe's holds, by hold

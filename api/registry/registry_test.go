@@ -56,11 +56,18 @@ func TestEveryKindRegisters(t *testing.T) {
 		t.Fatalf("%d descriptors registered for %d embedded kinds", len(s.recipes), embedded)
 	}
 	u := &uniques{t: t, seen: map[string]map[string]string{}}
+	var want []string // the token kinds of the recipes as set up, in field order
 	for i, r := range s.recipes {
-		u.check(r, v.Field(i+1).Interface().(api.Recipe).Tokens())
+		tokens := v.Field(i + 1).Interface().(api.Recipe).Tokens()
+		u.check(r, tokens)
+		want = append(want, tokens...)
 	}
-	want := []string{"locks", "rwlocks", "semaphores", "elections", "barriers", "double-barriers",
-		"queues", "throughput", "kv", "counters", "groups", "partitions"}
+	for _, k := range []string{"locks", "rwlocks", "semaphores", "elections", "barriers", "double-barriers",
+		"queues", "throughput", "kv", "counters", "groups", "partitions"} {
+		if !slices.Contains(want, k) {
+			t.Errorf("no recipe has the token kind %q", k)
+		}
+	}
 	if got := TokenKinds(); !slices.Equal(got, want) {
 		t.Errorf("TokenKinds() = %v, want %v", got, want)
 	}
@@ -133,7 +140,7 @@ func TestKindWithoutSetupPanics(t *testing.T) {
 	}
 	expectPanic(t, "notARecipe does not implement api.Recipe", func() { tokenKinds(reflect.TypeFor[broken]()) })
 	var b broken
-	expectPanic(t, "notARecipe does not implement api.Recipe", func() { setUp(reflect.ValueOf(&b).Elem(), api.Env{}) })
+	expectPanic(t, "notARecipe does not implement api.Recipe", func() { setUp(reflect.ValueOf(&b).Elem(), api.Env{}, nil) })
 }
 
 // twinLocks claims the token kind of the locks.
@@ -163,13 +170,73 @@ func TestDuplicateKindsPanic(t *testing.T) {
 		*locks.Locks
 		*twinLocks
 	}
-	expectPanic(t, "token kind locks registered twice", func() { setUp(reflect.ValueOf(&tokens).Elem(), env()) })
+	expectPanic(t, "token kind locks registered twice", func() { setUp(reflect.ValueOf(&tokens).Elem(), env(), nil) })
 	var holds struct {
 		*api.Server
 		*locks.Locks
 		*twinHolds
 	}
-	expectPanic(t, `hold kind "lock" is adopted by both *locks.Locks and *registry.twinHolds`, func() { setUp(reflect.ValueOf(&holds).Elem(), env()) })
+	expectPanic(t, `hold kind "lock" is adopted by both *locks.Locks and *registry.twinHolds`, func() { setUp(reflect.ValueOf(&holds).Elem(), env(), nil) })
+}
+
+// Widgets is a recipe with flags of its own; it keeps the values its Setup
+// was given in setUpWith.
+type Widgets struct{}
+
+var setUpWith map[string]string
+
+func (*Widgets) Tokens() []string { return []string{"widgets"} }
+func (*Widgets) Flags() []api.Flag {
+	return []api.Flag{{Name: "widgets-base", Default: "/w"}, {Name: "widgets-mode", Default: "slow"}}
+}
+func (*Widgets) Setup(env api.Env) api.Descriptor {
+	setUpWith = env.Flags
+	return api.Descriptor{}
+}
+
+// TwinWidgets declares a flag of the widgets.
+type TwinWidgets struct{}
+
+func (*TwinWidgets) Tokens() []string             { return nil }
+func (*TwinWidgets) Flags() []api.Flag            { return []api.Flag{{Name: "widgets-mode"}} }
+func (*TwinWidgets) Setup(api.Env) api.Descriptor { return api.Descriptor{} }
+
+// A recipe's own flags are collected without a session, in field order, and
+// its Setup gets their values: each one given, else its default; a recipe
+// without flags gets none. Two recipes declaring one flag stop the sidecar
+// at once.
+func TestRecipeFlags(t *testing.T) {
+	type withFlags struct {
+		*api.Server
+		*locks.Locks
+		*Widgets
+	}
+	flags := flagsOf(reflect.TypeFor[withFlags]())
+	if len(flags) != 2 || flags[0].Name != "widgets-base" || flags[1].Name != "widgets-mode" {
+		t.Fatalf("flags %+v", flags)
+	}
+	opt := options(t)
+	srv := api.NewServer(opt)
+	t.Cleanup(srv.Close)
+	var w withFlags
+	setUp(reflect.ValueOf(&w).Elem(), api.Env{Server: srv, Session: opt.Session, Leases: opt.Leases}, map[string]string{"widgets-mode": "fast"})
+	if len(setUpWith) != 2 || setUpWith["widgets-base"] != "/w" || setUpWith["widgets-mode"] != "fast" {
+		t.Fatalf("Setup got the flags %v", setUpWith)
+	}
+	if flagValues(&locks.Locks{}, map[string]string{"widgets-mode": "fast"}) != nil {
+		t.Fatal("a recipe without flags got values")
+	}
+	type twins struct {
+		*api.Server
+		*Widgets
+		*TwinWidgets
+	}
+	expectPanic(t, "flag --widgets-mode is declared by both *registry.Widgets and *registry.TwinWidgets", func() { flagsOf(reflect.TypeFor[twins]()) })
+	for _, f := range Flags() {
+		if f.Name == "" || f.Usage == "" {
+			t.Errorf("a registered recipe's flag is incomplete: %+v", f)
+		}
+	}
 }
 
 func expectPanic(t *testing.T, want string, f func()) {

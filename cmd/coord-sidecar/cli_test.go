@@ -13,9 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -210,6 +212,90 @@ func TestCLILease(t *testing.T) {
 	cli(t, env, "", "lease", "grant", "soon").want(t, ctl.ExitUsage, "")
 }
 
+// Services: list writes each live instance as one line of JSON in
+// registration order, pick one enabled instance by its strategy (round-robin
+// takes turns across calls); a service with none lists nothing and picks
+// nothing (exit 1); a strategy the sidecar does not know is a 400 (64).
+func TestCLIServices(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "service", "list", "web").want(t, 0, "")
+	cli(t, env, "", "service", "pick", "web").want(t, ctl.ExitNotFound, "")
+	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i1?ttl=60s", `{"address":"10.0.0.1","port":80,"payload":{"zone":"a"}}`)
+	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i2?ttl=60s", `{"address":"10.0.0.2","port":80}`)
+	r := cli(t, env, "", "service", "list", "web")
+	r.want(t, 0, "*")
+	if got := instanceLines(t, r.stdout); len(got) != 2 || got[0].ID != "i1" || got[0].Address != "10.0.0.1" || got[0].Port != 80 ||
+		got[0].Payload["zone"] != "a" || got[1].ID != "i2" {
+		t.Fatalf("list wrote %q", r.stdout)
+	}
+	pick := func() string {
+		t.Helper()
+		r := cli(t, env, "", "service", "pick", "--strategy", "round-robin", "web")
+		r.want(t, 0, "*")
+		got := instanceLines(t, r.stdout)
+		if len(got) != 1 {
+			t.Fatalf("pick wrote %q", r.stdout)
+		}
+		return got[0].ID
+	}
+	// Picks answer as the sidecar's follower of the service last read it (the
+	// pick before the registrations opened it): once it has both, turns alternate.
+	testutil.Eventually(t, 10*time.Second, "round-robin picks take turns", func() bool { return pick() != pick() })
+	turns := []string{pick(), pick(), pick(), pick()}
+	if turns[0] == turns[1] || turns[0] != turns[2] || turns[1] != turns[3] {
+		t.Fatalf("round-robin picked %v", turns)
+	}
+	r = cli(t, env, "", "service", "pick", "web")
+	r.want(t, 0, "*")
+	if got := instanceLines(t, r.stdout); len(got) != 1 || (got[0].ID != "i1" && got[0].ID != "i2") {
+		t.Fatalf("random pick wrote %q", r.stdout)
+	}
+	cli(t, env, "", "service", "pick", "--strategy", "nearest", "web").want(t, ctl.ExitUsage, "")
+	cli(t, env, "", "service", "list", "bad name!").want(t, ctl.ExitUsage, "")
+	checkServiceHelp(t, env)
+}
+
+// cliInstance is an instance as service list and pick write it.
+type cliInstance struct {
+	ID, Address string
+	Port        int
+	Payload     map[string]string
+}
+
+// instanceLines reads what service list or pick wrote: lines of JSON.
+func instanceLines(t *testing.T, out string) []cliInstance {
+	t.Helper()
+	var got []cliInstance
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if line == "" {
+			continue
+		}
+		var in cliInstance
+		if !strings.HasSuffix(line, "}\n") || json.Unmarshal([]byte(line), &in) != nil {
+			t.Fatalf("not a line of JSON: %q in %q", line, out)
+		}
+		got = append(got, in)
+	}
+	return got
+}
+
+// checkServiceHelp: service --help lists the group's three verbs, and
+// service register --help describes the wrapper and its flags.
+func checkServiceHelp(t *testing.T, env map[string]string) {
+	t.Helper()
+	r := cli(t, env, "", "service", "--help")
+	for _, want := range []string{"coord-sidecar service list [flags] SERVICE", "coord-sidecar service pick [flags] SERVICE",
+		"coord-sidecar service register [flags] SERVICE --id ID --address A"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("service --help: exit %d, stdout %q; want %q", r.code, r.stdout, want)
+		}
+	}
+	if r := cli(t, env, "", "service", "register", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Registers the instance ID of SERVICE") || !strings.Contains(r.stdout, "-address") {
+		t.Fatalf("service register --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
 // status writes the session as JSON and exits 0 while connected; the token
 // comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 69).
 func TestCLIStatusAndToken(t *testing.T) {
@@ -291,5 +377,11 @@ func TestCLIBinary(t *testing.T) {
 	}
 	if _, errs, code := run("", "lock", "demo-x", "echo", "hi"); code != ctl.ExitUsage || !strings.Contains(errs, "the command must follow --") {
 		t.Fatalf("lock without --: exit %d, %q", code, errs)
+	}
+	if _, errs, code := run("", "service", "register", "web", "--address", "h", "--", "true"); code != ctl.ExitUsage || !strings.Contains(errs, "--id is required") {
+		t.Fatalf("service register without --id: exit %d, %q", code, errs)
+	}
+	if out, errs, code := run("", "service", "register", "web", "--id", "b1", "--address", "h", "--", "sh", "-c", `printf %s "$COORD_LEASE"`); code != 0 || out == "" {
+		t.Fatalf("service register: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

@@ -9,6 +9,7 @@
 //
 //	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
 //	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
+//	coord-sidecar service register SERVICE --id ID --address A [--port P] -- COMMAND ARGS...
 //	coord-sidecar kv get KEY (and the command-line client's other verbs)
 //
 // The subcommands are package ctl (internal/ctl); main only
@@ -103,6 +104,9 @@ func main() {
 // when name is none, for the sidecar to run.
 func runSubcommand(name string) {
 	if ctl.IsCLIGroup(name) {
+		if self, err := os.Executable(); err == nil {
+			ctl.GuardBinary = self // a wrapping verb (service register) runs the guard too
+		}
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, ctl.EndSignals...)
 		os.Exit(ctl.RunCLI(ctl.WatchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))

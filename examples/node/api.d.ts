@@ -1090,6 +1090,138 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/services/{service}/instances/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Register instance `id` of the service under a lease, or update the lease's own (Curator ServiceDiscovery layout).
+         * @description The instance is the ephemeral node `services/{service}/{id}` (under `--services-base`
+         *     when set) whose data is the JSON of Curator's `ServiceInstance` as its
+         *     `JsonInstanceSerializer` writes it (`name`, `id`, `address`, `port`, `sslPort`,
+         *     `payload`, `registrationTimeUTC`, `serviceType` `DYNAMIC`, `uriSpec`, `enabled`):
+         *     a Curator `ServiceDiscovery` on the same base path sees it, and the sidecar sees
+         *     Curator's. It goes when its lease ends. `201` registers a new instance; the same
+         *     lease registering the same id again updates it in place (`200`, the registration
+         *     time kept). An id that another lease holds, or that Curator registered, is
+         *     `409 instance-exists` and nothing changes.
+         */
+        put: operations["registerServiceInstance"];
+        post?: never;
+        /** Unregister the lease's instance. */
+        delete: operations["unregisterServiceInstance"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/services/{service}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The service's live instances in registration order; with `version`, a long-poll until it differs.
+         * @description Every instance under the service's node, the sidecar's and Curator's alike.
+         *     `version` is the highest zxid among the service's changes (registrations,
+         *     updates, removals): it strictly increases with every change and is the same on
+         *     every sidecar. With `version=V` the answer comes once the version differs from
+         *     `V`, or when `wait` ends (`200`, unchanged). A service never used has no
+         *     instances and version 0.
+         */
+        get: operations["getService"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/services/{service}/pick": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One enabled instance of the service, picked by a strategy (Curator's provider strategies).
+         * @description One item of the service's `instances` whose `enabled` is true, as this sidecar
+         *     follows the service (one set of watches, kept while picks come: no read per
+         *     pick). `random` (the default) picks any; `round-robin` goes through them in
+         *     turn; `sticky` answers the same instance while it lives and is enabled, then
+         *     another. `round-robin` and `sticky` keep their place per sidecar.
+         */
+        get: operations["pickServiceInstance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/services/{service}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The service's changes (SSE).
+         * @description Event `service` with the body of `GET /v1/services/{service}`: first the current
+         *     state, then every change (a Curator registration too). Suspension is not loss:
+         *     while this sidecar's ZooKeeper session is suspended the stream sends one event at
+         *     the start of the suspension (the last known state, with `"suspended": true` and
+         *     `suspendedSince`) and one at its end (the state read again, without them), nothing
+         *     in between unless the suspension lasts until the session could have expired: then
+         *     one more event shows nobody vouched for (no instances). Event ids are the
+         *     service's `version`, raised to the previous id + 1 when not newer, so they
+         *     strictly increase along a stream.
+         */
+        get: operations["streamService"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/services": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every service that has a node, with its instances. */
+        get: operations["listServices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/kv": {
         parameters: {
             query?: never;
@@ -1520,7 +1652,7 @@ export interface components {
          *     `holder`), `acquisition-in-progress`, `candidate-exists`, `member-exists`,
          *     `member-not-found`, `barrier-raised`, `barrier-not-ready` (with `count`,
          *     `participants`, `lease`), `barrier-not-empty` (with `remaining`),
-         *     `participant-exists`, `count-mismatch` (with `count`), `semaphore-full`
+         *     `participant-exists`, `instance-exists`, `no-instances`, `count-mismatch` (with `count`), `semaphore-full`
          *     (with `holders`), `max-mismatch` (with `max`), `claim-not-found`,
          *     `too-many-streams`, `too-many-long-polls`, `forbidden`, `host-not-allowed`,
          *     `origin-not-allowed`, `too-many-leases`, `body-timeout` (408),
@@ -2050,6 +2182,85 @@ export interface components {
             event: "group";
             data: components["schemas"]["MembershipGroup"];
         };
+        /**
+         * @example {
+         *       "address": "10.0.0.1",
+         *       "port": 8080
+         *     }
+         */
+        ServiceInstanceSpec: {
+            /** @description The host name or address clients reach the instance at. */
+            address: string;
+            port?: number;
+            sslPort?: number;
+            /**
+             * @description Any JSON value (at most 64 KiB as JSON), stored as the instance's `payload`. A
+             *     Curator reader needs a payload class that reads it, such as `Map` or `Object`.
+             */
+            payload?: unknown;
+            /** @description Curator's UriSpec, e.g. `{scheme}://{address}:{port}`; text in braces is a variable. */
+            uriSpec?: string;
+        };
+        ServiceInstance: {
+            id: string;
+            address: string;
+            port?: number;
+            sslPort?: number;
+            /** @description The instance's payload as stored (a Curator payload may carry Jackson's `@class`); absent when none. */
+            payload?: unknown;
+            /** @description Curator's UriSpec as text; absent when none. */
+            uriSpec?: string;
+            /**
+             * Format: date-time
+             * @description The instance's `registrationTimeUTC`.
+             */
+            registeredAt: string;
+            /** @description False only for an instance Curator marked disabled; `pick` skips it. */
+            enabled: boolean;
+        };
+        ServiceRegistered: {
+            service: string;
+            id: string;
+            /** @description The lease that holds the instance, needed to keep it alive, update it or unregister it. */
+            lease: string;
+            address: string;
+            port?: number;
+            sslPort?: number;
+            /** @description The payload as registered; absent when none. */
+            payload?: unknown;
+            uriSpec?: string;
+            /** Format: date-time */
+            registeredAt: string;
+            enabled: boolean;
+        };
+        Service: {
+            service: string;
+            /**
+             * Format: int64
+             * @description The zxid of the service's latest change; 0 for a service without a node.
+             */
+            version: number | bigint;
+            /** @description The live instances in registration order. */
+            instances: components["schemas"]["ServiceInstance"][];
+            /**
+             * @description Set (on a followed state: event streams, long-polls, the whole picture) while this
+             *     sidecar's ZooKeeper session is suspended. The state is the last one known until the
+             *     session could have expired (two thirds of the session timeout after ZooKeeper last
+             *     answered); from then on, and while there is no session, `instances` is empty: nobody can be vouched for.
+             */
+            suspended?: boolean;
+            /**
+             * Format: date-time
+             * @description When the suspension began (RFC 3339); absent when not suspended, or when the session is lost.
+             */
+            suspendedSince?: string;
+        };
+        ServiceEvent: {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "service";
+            data: components["schemas"]["Service"];
+        };
         /** @description A decimal integer; ids strictly increase along a stream. */
         EventId: string;
         SessionEvent: {
@@ -2196,6 +2407,11 @@ export interface components {
             /** @enum {string} */
             event: "partitions";
             data: components["schemas"]["PartitionGroup"] | components["schemas"]["Deleted"];
+        } | {
+            id: components["schemas"]["EventId"];
+            /** @enum {string} */
+            event: "service";
+            data: components["schemas"]["Service"] | components["schemas"]["Deleted"];
         } | {
             id: components["schemas"]["EventId"];
             /** @enum {string} */
@@ -2424,6 +2640,7 @@ export interface components {
         /** @description Only names after this one (the `next` of the previous page). */
         ListAfter: string;
         GroupPath: components["schemas"]["Name"];
+        ServicePath: components["schemas"]["Name"];
         IDPath: components["schemas"]["Name"];
         /** @description The `Claim-Id` a claim answered. */
         ClaimPath: components["schemas"]["Name"];
@@ -4583,6 +4800,228 @@ export interface operations {
                 content: {
                     "application/json": {
                         groups: components["schemas"]["PartitionGroup"][];
+                        /** @description More follow; pass this name as `after=` for the next page. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    registerServiceInstance: {
+        parameters: {
+            query?: {
+                /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
+                ttl?: components["parameters"]["TTL"];
+                /** @description Attach to this existing lease instead of making an implicit one. */
+                lease?: components["parameters"]["LeaseQuery"];
+            };
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ServiceInstanceSpec"];
+            };
+        };
+        responses: {
+            /** @description The lease's instance is updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceRegistered"];
+                };
+            };
+            /** @description Registered. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceRegistered"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["LeaseNotFound"];
+            408: components["responses"]["BodyTimeout"];
+            /** @description `instance-exists`: the service has a live instance with that id that the lease does not hold (another lease's, or a Curator registration). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyLeases"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    unregisterServiceInstance: {
+        parameters: {
+            query: {
+                /** @description The lease that holds what the operation changes. */
+                lease: components["parameters"]["LeaseRequired"];
+            };
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+                id: components["parameters"]["IDPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Unregistered. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotHeld"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getService: {
+        parameters: {
+            query?: {
+                version?: number | bigint;
+                /** @description How long to block (Go duration, at most `--max-wait`); absent or `0s` tries once. */
+                wait?: components["parameters"]["Wait"];
+            };
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The service. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Service"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    pickServiceInstance: {
+        parameters: {
+            query?: {
+                strategy?: "random" | "round-robin" | "sticky";
+            };
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceInstance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description `no-instances`: the service has no enabled instance (or was never used). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamService: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                service: components["parameters"]["ServicePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["ServiceEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listServices: {
+        parameters: {
+            query?: {
+                /** @description Only names that start with this. */
+                prefix?: components["parameters"]["ListPrefix"];
+                /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
+                limit?: components["parameters"]["ListLimit"];
+                /** @description Only names after this one (the `next` of the previous page). */
+                after?: components["parameters"]["ListAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Services. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        services: components["schemas"]["Service"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
                     };

@@ -31,7 +31,7 @@ import (
 const ExitNotFound = 1
 
 // cliExitCodes ends every verb's --help.
-const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, or no item in the queue),
+const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, no item in the queue, no instance to pick),
 64 bad command line (or a name or value the sidecar refuses as invalid),
 69 the sidecar unreachable or refusing (403, 409, 429, 503...), 128+N on signal N.`
 
@@ -51,6 +51,7 @@ type cliValues struct {
 	json        bool
 	wait        string
 	priority    int
+	strategy    string
 }
 
 // cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
@@ -81,6 +82,15 @@ which keeps values holding newlines apart and shows deletions.`},
 		about: "Pushes the lease's expiry to now + its ttl, once; writes the lease as JSON."},
 	"lease revoke": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseRevoke,
 		about: "Revokes the lease; everything it holds is released before this returns."},
+	"service list": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).serviceList,
+		about: `Writes the service's live instances, one line of JSON each in registration order
+({"id","address","port","sslPort","payload","uriSpec","registeredAt","enabled"}, as
+GET /v1/services/{service} lists them; a Curator ServiceDiscovery's instances too);
+nothing when it has none.`},
+	"service pick": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).servicePick, flags: strategyFlag,
+		about: `Writes one enabled instance of the service as one line of JSON (as service list
+writes it), chosen by --strategy; exits 1 when the service has no enabled instance.
+round-robin and sticky keep their place in the sidecar, across calls.`},
 	"status": {run: (*cliCall).status,
 		about: "Writes the sidecar's ZooKeeper session as JSON; exits 69 unless its state is connected."},
 }
@@ -102,6 +112,20 @@ func waitFlag(fs *flag.FlagSet, v *cliValues) {
 	fs.StringVar(&v.wait, "wait", "", "how long to wait for an item (a Go duration; default: try once)")
 }
 
+// cliWrappers are the verbs of the client's groups that wrap a command
+// (wrap.go's kind: run while held), by "GROUP VERB", with their arguments as
+// the verb list shows them.
+var cliWrappers = map[string]struct {
+	args string
+	run  func(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int
+}{
+	"service register": {"SERVICE --id ID --address A [--port P] -- COMMAND ARGS...", RunServiceRegister},
+}
+
+func strategyFlag(fs *flag.FlagSet, v *cliValues) {
+	fs.StringVar(&v.strategy, "strategy", "random", "random, round-robin or sticky (the same instance while it lives)")
+}
+
 // IsCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
 func IsCLIGroup(word string) bool {
 	for k := range cliVerbs {
@@ -118,6 +142,9 @@ func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Re
 	name, rest, code, ok := cliVerbName(args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if w, ok := cliWrappers[name]; ok {
+		return w.run(sig, rest, getenv, stdout, stderr)
 	}
 	verb := cliVerbs[name]
 	fs := flag.NewFlagSet("coord-sidecar "+name, flag.ContinueOnError)
@@ -150,6 +177,9 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 		if _, ok := cliVerbs[group+" "+args[1]]; ok {
 			return group + " " + args[1], args[2:], 0, true
 		}
+		if _, ok := cliWrappers[group+" "+args[1]]; ok {
+			return group + " " + args[1], args[2:], 0, true
+		}
 	}
 	w, code := stderr, ExitUsage
 	if len(args) > 1 && (args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
@@ -164,10 +194,16 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 // VerbList is one usage line per verb of group ("" for every group).
 func VerbList(group string) string {
 	var lines []string
-	for k, v := range cliVerbs {
-		if g, _, _ := strings.Cut(k, " "); group == "" || g == group {
-			lines = append(lines, "  "+strings.TrimSpace(fmt.Sprintf("coord-sidecar %s [flags] %s", k, v.args)))
+	add := func(verb, args string) {
+		if g, _, _ := strings.Cut(verb, " "); group == "" || g == group {
+			lines = append(lines, "  "+strings.TrimSpace(fmt.Sprintf("coord-sidecar %s [flags] %s", verb, args)))
 		}
+	}
+	for k, v := range cliVerbs {
+		add(k, v.args)
+	}
+	for k, w := range cliWrappers {
+		add(k, w.args)
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
@@ -587,5 +623,33 @@ func (c *cliCall) status([]string) int {
 		fmt.Fprintf(c.stderr, "coord-sidecar status: the session is %s\n", r.JSON200.State)
 		return ExitUnavailable
 	}
+	return 0
+}
+
+func (c *cliCall) serviceList(args []string) int {
+	r, err := c.api.GetServiceWithResponse(c.sig.ctx, args[0], nil)
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
+	}
+	var svc struct {
+		Instances []json.RawMessage `json:"instances"`
+	}
+	if err := json.Unmarshal(r.Body, &svc); err != nil {
+		fmt.Fprintf(c.stderr, "coord-sidecar %s: the answer is not a service: %v\n", c.name, err)
+		return ExitUnavailable
+	}
+	for _, in := range svc.Instances {
+		c.jsonLine(in)
+	}
+	return 0
+}
+
+func (c *cliCall) servicePick(args []string) int {
+	strategy := client.PickServiceInstanceParamsStrategy(c.v.strategy)
+	r, err := c.api.PickServiceInstanceWithResponse(c.sig.ctx, args[0], &client.PickServiceInstanceParams{Strategy: &strategy})
+	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
+		return code
+	}
+	c.jsonLine(r.Body)
 	return 0
 }

@@ -74,6 +74,10 @@ type Config struct {
 	StateDir string
 	// ZKSecurity: ZooKeeper credentials and TLS (zksecurity.go).
 	ZKSecurity
+	// RecipeFlags are the values of the recipes' own flags (registry.Flags,
+	// recipeflags.go) by name, as the command line or the environment set
+	// them; a flag absent has its default.
+	RecipeFlags map[string]string
 }
 
 // logInterval is the longest a log line waits to be written: lines are written
@@ -186,6 +190,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := c.numbersFromEnv(getenv); err != nil {
 		return err
 	}
+	recipeFlags := addRecipeFlags(fs, getenv, registry.Flags())
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(m.Stdout, fs)
@@ -203,6 +208,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	case !given:
 		c.SuspendWait = c.SessionTimeout
 	}
+	values, err := recipeFlags()
+	if err != nil {
+		return err
+	}
+	c.RecipeFlags = values
 	return m.checkConfig(zk)
 }
 
@@ -418,7 +428,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxLeases: c.MaxLeases, BodyTimeout: c.BodyTimeout,
 		MaxWait: c.MaxWait, MaxTTL: c.MaxTTL, DefaultTTL: c.DefaultTTL, SuspendWait: c.SuspendWait,
 		MaxBody: c.MaxBody, MaxItem: c.MaxItem, MaxStreams: c.MaxStreams, MaxWaiters: c.MaxWaiters,
-		Spec:       coordsidecar.OpenAPI,
+		Spec: coordsidecar.OpenAPI, RecipeFlags: c.RecipeFlags,
 		Registerer: reg, Gatherer: reg, Logger: log,
 	})
 	m.beginResume(sess)

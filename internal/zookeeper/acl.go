@@ -14,9 +14,13 @@ import (
 // names a new parent, and periodically.
 
 // Dir returns the recipe parent root/name, under which a recipe keeps its
-// nodes, and adds it to the nodes whose ACL the Session checks.
+// nodes, and adds it to the nodes whose ACL the Session checks. An absolute
+// name is the parent itself, outside the root (the services' --services-base).
 func (s *Session) Dir(name string) string {
 	p := path.Join(s.cfg.Root, name)
+	if path.IsAbs(name) {
+		p = path.Clean(name)
+	}
 	s.acls.Add(p)
 	return p
 }

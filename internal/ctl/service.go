@@ -1,0 +1,126 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// serviceRegisterUsage is `coord-sidecar service register --help`.
+const serviceRegisterUsage = `service register SERVICE --id ID --address A [--port P] [flags] -- COMMAND ARGS...
+
+Registers the instance ID of SERVICE (its address, ports, payload and uriSpec,
+in the layout of Curator's ServiceDiscovery) on a lease the wrapper keeps
+alive, runs COMMAND with COORD_LEASE in its environment while the lease lives,
+unregisters the instance when COMMAND exits and exits with its code: the
+instance is listed exactly while COMMAND runs. SIGTERM, SIGINT and SIGHUP are
+passed on to COMMAND; once it has exited the instance is unregistered and the
+wrapper exits 128+N. A restart of the sidecar and a suspension of its
+ZooKeeper session are ridden through as the lock wrapper rides them. Exit
+codes: 64 bad command line (or an instance the sidecar refuses), 69 sidecar
+unreachable or refusing (409 instance-exists: another lease, or Curator,
+holds the id), 76 lease lost while COMMAND ran (the sidecar said so, or
+answered no keepalive for the smaller of --ttl and half its session
+timeout): COMMAND was stopped.`
+
+// instanceFlags are the instance a service register describes.
+type instanceFlags struct {
+	id, address, payload, uriSpec string
+	port, sslPort                 int
+}
+
+func (in *instanceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&in.id, "id", "", "the instance's id, unique in the service (required)")
+	fs.StringVar(&in.address, "address", "", "the host name or address clients reach the instance at (required)")
+	fs.IntVar(&in.port, "port", -1, "its port (0..65535; default: none)")
+	fs.IntVar(&in.sslPort, "ssl-port", -1, "its TLS port (0..65535; default: none)")
+	fs.StringVar(&in.payload, "payload", "", "any JSON value stored with it (default: none)")
+	fs.StringVar(&in.uriSpec, "uri-spec", "", "Curator's UriSpec, e.g. {scheme}://{address}:{port} (default: none)")
+}
+
+// body is the instance's request body, or why the flags cannot make one.
+func (in *instanceFlags) body() (map[string]any, string) {
+	switch {
+	case in.id == "":
+		return nil, "--id is required"
+	case strings.TrimSpace(in.address) == "":
+		return nil, "--address is required"
+	case in.payload != "" && !json.Valid([]byte(in.payload)):
+		return nil, "--payload is not JSON"
+	}
+	body := map[string]any{"address": in.address}
+	if in.port >= 0 {
+		body["port"] = in.port
+	}
+	if in.sslPort >= 0 {
+		body["sslPort"] = in.sslPort
+	}
+	if in.payload != "" {
+		body["payload"] = json.RawMessage(in.payload)
+	}
+	if in.uriSpec != "" {
+		body["uriSpec"] = in.uriSpec
+	}
+	return body, ""
+}
+
+// RunServiceRegister implements `coord-sidecar service register SERVICE --id
+// ID --address A [flags] -- COMMAND ARGS...` (serviceRegisterUsage): the
+// instance is registered on a kept lease before COMMAND starts and
+// unregistered after it exits; a lost lease stops COMMAND and exits 76.
+func RunServiceRegister(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	const prefix = "coord-sidecar service register:"
+	fs := flag.NewFlagSet("coord-sidecar service register", flag.ContinueOnError)
+	o := wrapOptions{stderr: stderr}
+	o.register(fs, getenv)
+	var in instanceFlags
+	in.register(fs)
+	service, command, code, ok := parseWrapArgs(fs, args, serviceRegisterUsage, stdout, stderr)
+	if !ok {
+		return code
+	}
+	body, why := in.body()
+	if why != "" {
+		fmt.Fprintf(stderr, "%s %s\nusage: coord-sidecar %s\n(coord-sidecar service register --help lists the flags)\n", prefix, why, firstLine(serviceRegisterUsage))
+		return ExitUsage
+	}
+	c, code := o.client("service register")
+	if c == nil {
+		return code
+	}
+	lease, err := c.keepLease(sig.ctx, o.ttl)
+	if err != nil {
+		return unavailable(sig, stderr, prefix, err, nil)
+	}
+	defer lease.Close() // revokes: an instance registered as a signal came goes too
+	instance := "/v1/services/" + url.PathEscape(service) + "/instances/" + url.PathEscape(in.id)
+	if err := c.call(sig.ctx, http.MethodPut, instance, url.Values{"lease": {lease.ID}}, body, nil); err != nil {
+		var ae *apiError
+		if sig.received() == 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+			fmt.Fprintln(stderr, prefix, err)
+			return ExitUsage
+		}
+		return unavailable(sig, stderr, prefix, err, nil)
+	}
+	out := o.supervise(sig, command, []string{"COORD_LEASE=" + lease.ID}, lease.Lost)
+	if out.stop != nil { // the lease was lost before any signal came
+		fmt.Fprintf(stderr, "%s %s while the command ran; it was stopped\n", prefix, lease.why)
+		return ExitLeaseLost
+	}
+	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.callRetrying(uctx, http.MethodDelete, instance, url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
+		fmt.Fprintln(stderr, prefix, "unregister:", err)
+	}
+	if sig.received() != 0 {
+		return sig.exitCode()
+	}
+	return out.code
+}
