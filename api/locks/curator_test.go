@@ -14,8 +14,8 @@ import (
 // curatorRecipesJars are the class path of testdata/CuratorMultiLock.java:
 // Debian's libcurator-recipes-java and what it depends on.
 var curatorRecipesJars = []string{
-	"curator-recipes.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar", "zookeeper-jute.jar",
-	"guava.jar", "slf4j-api.jar",
+	"curator-recipes.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar", "zookeeper-jute.jar?",
+	"guava.jar", "slf4j-api.jar", "slf4j-nop.jar?",
 }
 
 // A Curator InterProcessMultiLock over the sidecar's lock paths and the

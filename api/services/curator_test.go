@@ -1,14 +1,8 @@
 package services_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,106 +16,22 @@ import (
 // libcurator-discovery-java and what it depends on (ZooKeeper's client,
 // Jackson, Guava, SLF4J).
 var curatorJars = []string{
-	"curator-x-discovery.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar", "zookeeper-jute.jar",
-	"jackson-core.jar", "jackson-databind.jar", "jackson-annotations.jar", "guava.jar", "slf4j-api.jar", "slf4j-nop.jar",
+	"curator-x-discovery.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar", "zookeeper-jute.jar?",
+	"jackson-core.jar", "jackson-databind.jar", "jackson-annotations.jar", "guava.jar", "slf4j-api.jar", "slf4j-nop.jar?",
 }
 
 // curatorPeer is a Curator ServiceDiscovery in a JVM of its own
 // (testdata/CuratorPeer.java), driven a line at a time.
 type curatorPeer struct {
-	t   *testing.T
-	in  io.WriteCloser
-	out *bufio.Scanner
+	*sidecartest.JavaPeer
+	t *testing.T
 }
 
 // startCurator starts the peer on servers with the ServiceDiscovery base path
-// base. The jars come from Debian's packages (scripts/deps.sh installs them):
-// when they are missing the test fails, unless COORD_SKIP_CURATOR is set.
+// base.
 func startCurator(t *testing.T, servers []string, base string) *curatorPeer {
 	t.Helper()
-	var cp []string
-	for _, j := range curatorJars {
-		p := filepath.Join("/usr/share/java", j)
-		if _, err := os.Stat(p); err != nil {
-			if j == "slf4j-nop.jar" || j == "zookeeper-jute.jar" {
-				continue // optional: SLF4J then warns once; older zookeeper.jar holds jute
-			}
-			if os.Getenv("COORD_SKIP_CURATOR") != "" {
-				t.Skipf("no %s (Debian's libcurator-discovery-java): %v", p, err)
-			}
-			t.Fatalf("no %s: install Debian's libcurator-discovery-java (scripts/deps.sh test), or set COORD_SKIP_CURATOR: %v", p, err)
-		}
-		cp = append(cp, p)
-	}
-	cmd := exec.Command("java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", strings.Join(cp, ":"),
-		"testdata/CuratorPeer.java", strings.Join(servers, ","), base)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }() // after the pipes are read to their end below
-	t.Cleanup(func() {
-		_ = in.Close() // the peer closes its discovery and exits at the end of its input
-		select {
-		case <-exited:
-		case <-time.After(testutil.Patience(20 * time.Second)):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("Curator peer's stderr:\n%s", stderr.String())
-		}
-	})
-	p := &curatorPeer{t: t, in: in, out: bufio.NewScanner(out)}
-	p.out.Buffer(make([]byte, 1<<20), 1<<20)
-	// Compiling the source and starting the JVM takes seconds on a busy machine.
-	if got := p.line(testutil.Patience(120 * time.Second)); got != "ready" {
-		t.Fatalf("the Curator peer did not start: %q\n%s", got, stderr.String())
-	}
-	return p
-}
-
-// line reads the peer's next line.
-func (p *curatorPeer) line(within time.Duration) string {
-	p.t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		if p.out.Scan() {
-			got <- p.out.Text()
-		} else {
-			got <- "EOF"
-		}
-	}()
-	select {
-	case s := <-got:
-		return s
-	case <-time.After(within):
-		p.t.Fatal("the Curator peer did not answer")
-		return ""
-	}
-}
-
-// do sends one command and returns its answer, failing on an error.
-func (p *curatorPeer) do(format string, args ...any) string {
-	p.t.Helper()
-	if _, err := fmt.Fprintf(p.in, format+"\n", args...); err != nil {
-		p.t.Fatal(err)
-	}
-	got := p.line(testutil.Patience(30 * time.Second))
-	if strings.HasPrefix(got, "error") || got == "EOF" {
-		p.t.Fatalf("Curator: %s", got)
-	}
-	return got
+	return &curatorPeer{sidecartest.StartJavaPeer(t, "libcurator-discovery-java", curatorJars, "testdata/CuratorPeer.java", strings.Join(servers, ","), base), t}
 }
 
 type curatorInstance struct {
@@ -137,7 +47,7 @@ type curatorInstance struct {
 // list is the service's instances as Curator's queryForInstances reads them.
 func (p *curatorPeer) list(service string) map[string]curatorInstance {
 	p.t.Helper()
-	got := p.do("list %s", service)
+	got := p.Do("list %s", service)
 	var items []curatorInstance
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(got, "list ")), &items); err != nil {
 		p.t.Fatalf("list answered %q: %v", got, err)
@@ -167,7 +77,7 @@ func TestCuratorServiceDiscoverySeesTheSidecarAndBack(t *testing.T) {
 	awaitService(t, st, &last, "")
 
 	// Curator to the sidecar.
-	cur.do("register web cur1 10.0.0.9 9090")
+	cur.Do("register web cur1 10.0.0.9 9090")
 	ev := awaitService(t, st, &last, "cur1=10.0.0.9:9090")
 	in := ev["instances"].([]any)[0].(map[string]any)
 	if in["enabled"] != true || in["uriSpec"] != "{scheme}://{address}:{port}" || jsonOf(in["payload"]) != `{"@class":"java.util.HashMap","from":"curator"}` {
@@ -205,7 +115,7 @@ func TestCuratorServiceDiscoverySeesTheSidecarAndBack(t *testing.T) {
 		return !ok
 	})
 	// Curator's unregistration vanishes for the sidecar.
-	cur.do("unregister web cur1")
+	cur.Do("unregister web cur1")
 	awaitService(t, st, &last, "")
 	sidecartest.ProblemIs(t, car.Must(t, http.StatusNotFound, http.MethodGet, path+"/pick"), http.StatusNotFound, "no-instances")
 }
@@ -220,7 +130,7 @@ func TestCuratorOnTheMovedBasePath(t *testing.T) {
 	car := sidecartest.Start(t, zkc.Servers(), root, "--services-base", base)
 	cur := startCurator(t, zkc.Servers(), base)
 	car.Send(t, http.StatusCreated, http.MethodPut, path+"/instances/side1?ttl=30s", `{"address":"h1","port":1}`)
-	cur.do("register web cur1 h2 2")
+	cur.Do("register web cur1 h2 2")
 	if got := cur.list("web"); len(got) != 2 || got["side1"].Address != "h1" {
 		t.Fatalf("Curator sees %+v", got)
 	}
