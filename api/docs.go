@@ -13,6 +13,10 @@ import (
 //go:embed docs/index.html
 var docsPage []byte
 
+// docsServed is docsPage, served compressed to a client that accepts gzip
+// (about a quarter of its size on the wire: 0.7 of 2.7 MB).
+var docsServed = newPage(docsPage)
+
 // docsPolicy is the Content-Security-Policy of the reference: Redoc runs inline
 // scripts and styles (its bundle and the spec are in the page), draws inline
 // SVG and data: images and uses a data: icon font. Nothing else may load or be fetched, from the sidecar or
@@ -33,5 +37,5 @@ func serveDocs(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", docsPolicy)
-	_, _ = w.Write(docsPage)
+	docsServed.serve(w, r)
 }

@@ -35,8 +35,21 @@ func TestDocsPage(t *testing.T) {
 
 	page.Call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
 	page.Call(t, "Page.navigate", map[string]any{"url": car.Base + "/docs"})
-	page.Await(t, 20*time.Second, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
+	shown := page.Await(t, 20*time.Second, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
 		document.querySelector('#api-content [data-section-id="/"] h1')?.textContent.startsWith("coord-sidecar")`)
+	// The browser asked for it compressed and got it so: under 1 MB on the
+	// wire (the page itself is 2.7 MB). The time is only logged: speed is a
+	// benchmark's matter, not a test's.
+	sizes, _ := page.Eval(t, `(() => { const n = performance.getEntriesByType("navigation")[0];
+		return [n.encodedBodySize, n.decodedBodySize, n.name]; })()`).([]any)
+	if len(sizes) != 3 {
+		t.Fatalf("the navigation's sizes: %v", sizes)
+	}
+	wire, whole := sidecartest.Num(sizes[0]), sidecartest.Num(sizes[1])
+	if wire <= 0 || wire >= 1<<20 || whole <= wire {
+		t.Errorf("/docs/ in the browser (%v): %d bytes on the wire for %d, want compressed, under 1 MB", sizes[2], wire, whole)
+	}
+	t.Logf("/docs/: %d bytes on the wire, %d decoded; shown %s after Page.navigate answered", wire, whole, shown.Round(time.Millisecond))
 
 	// The menu's entries stay on the page: a click on a tag shows its operations.
 	page.Eval(t, `document.querySelector('[data-component-name="Menu/MenuItem"] [data-text="counters"]').click(); true`)

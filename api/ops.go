@@ -60,6 +60,13 @@ func (s *Server) GetSession(ctx context.Context, _ oapi.GetSessionRequestObject)
 	if info.Resumed {
 		out.ResumedAt = &info.ResumedAt
 	}
+	if info.LastError != "" {
+		msg := info.LastError
+		if info.LastErrorOn != "" {
+			msg = info.LastErrorOn + ": " + msg
+		}
+		out.LastError, out.LastErrorAt = &msg, &info.LastErrorAt
+	}
 	if s.opt.State != nil {
 		if err := s.opt.State.StateErr(); err != nil {
 			msg := err.Error()
@@ -98,7 +105,8 @@ func restored(ch <-chan struct{}) bool {
 }
 
 // unready tells why the session makes the sidecar unready at now ("" when it
-// does not): not connected, unless suspended for less than SuspendWait.
+// does not): not connected, unless suspended for less than SuspendWait; the
+// servers tried and the last connection error.
 func (s *Server) unready(now time.Time) string {
 	st := s.opt.Session.State()
 	if st == zookeeper.StateConnected {
@@ -108,8 +116,8 @@ func (s *Server) unready(now time.Time) string {
 		if now.Sub(since) < s.opt.SuspendWait {
 			return ""
 		}
-		return fmt.Sprintf("ZooKeeper session suspended since %s, longer than the suspend wait (%s)",
-			since.UTC().Format(time.RFC3339Nano), s.opt.SuspendWait)
+		return fmt.Sprintf("ZooKeeper session suspended since %s, longer than the suspend wait (%s); %s",
+			since.UTC().Format(time.RFC3339Nano), s.opt.SuspendWait, s.opt.Session.Unreachable())
 	}
-	return "ZooKeeper session " + st.String()
+	return "ZooKeeper session " + st.String() + "; " + s.opt.Session.Unreachable()
 }

@@ -273,11 +273,13 @@ func (s *Server) closeFor(cause error) {
 // and /openapi.yaml.
 func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.front)
+	r.Use(s.front, headAsGet(r))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, NewProblem(http.StatusNotFound, "not-found", "no such route: "+r.Method+" "+r.URL.Path))
 	})
+	mux := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allowOf(mux, r))
 		s.writeProblem(w, r, NewProblem(http.StatusMethodNotAllowed, "method-not-allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	// Every route's own steps (routed), run once chi has matched it (so the

@@ -11,6 +11,9 @@ import (
 //go:embed ui/index.html
 var uiPage []byte
 
+// uiServed is uiPage, served compressed to a client that accepts gzip.
+var uiServed = newPage(uiPage)
+
 func serveUI(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/ui" {
 		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
@@ -19,7 +22,7 @@ func serveUI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
-	_, _ = w.Write(uiPage)
+	uiServed.serve(w, r)
 }
 
 // serveFavicon answers the icon request a browser makes with every page (the

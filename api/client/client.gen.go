@@ -1568,6 +1568,18 @@ type ServiceRegistered struct {
 
 // Session defines model for Session.
 type Session struct {
+	// LastError Present when a connection to a ZooKeeper server failed since the session was
+	// last connected (a dead or wrong `--zk`, a server restarting): the server and
+	// the error, e.g. `127.0.0.1:2181: dial tcp 127.0.0.1:2181: connect: connection
+	// refused`. Absent once the session is connected again.
+	//
+	//
+	// Example: 127.0.0.1:2181: dial tcp 127.0.0.1:2181: connect: connection refused
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastErrorAt When `lastError` happened.
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+
 	// Leases Live leases on this sidecar of the caller's token (every live lease when no tokens are configured).
 	Leases int `json:"leases"`
 
@@ -1588,7 +1600,7 @@ type Session struct {
 	// server gave the session back. Absent for a session this process made.
 	ResumedAt *time.Time `json:"resumedAt,omitempty"`
 
-	// Server host:port of the ZooKeeper server in use.
+	// Server host:port of the ZooKeeper server in use; empty without a connection (see `lastError`).
 	Server string `json:"server"`
 
 	// SessionId The ZooKeeper session id in hex ("0x..."), empty without a session.
@@ -5444,7 +5456,8 @@ type ClientInterface interface {
 	// timeout), the time requests wait for the connection to come back, so that
 	// a ZooKeeper server's restart does not mark every sidecar connected to it
 	// unready at once. Past it, or while the session is lost or not yet
-	// established, `503 zookeeper-unavailable` says why.
+	// established, `503 zookeeper-unavailable` says why: its `detail` names the
+	// session's state, the servers tried and the last connection error.
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6295,7 +6308,8 @@ func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) 
 // timeout), the time requests wait for the connection to come back, so that
 // a ZooKeeper server's restart does not mark every sidecar connected to it
 // unready at once. Past it, or while the session is lost or not yet
-// established, `503 zookeeper-unavailable` says why.
+// established, `503 zookeeper-unavailable` says why: its `detail` names the
+// session's state, the servers tried and the last connection error.
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -13471,7 +13485,8 @@ type ClientWithResponsesInterface interface {
 	// timeout), the time requests wait for the connection to come back, so that
 	// a ZooKeeper server's restart does not mark every sidecar connected to it
 	// unready at once. Past it, or while the session is lost or not yet
-	// established, `503 zookeeper-unavailable` says why.
+	// established, `503 zookeeper-unavailable` says why: its `detail` names the
+	// session's state, the servers tried and the last connection error.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -22957,7 +22972,8 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 // timeout), the time requests wait for the connection to come back, so that
 // a ZooKeeper server's restart does not mark every sidecar connected to it
 // unready at once. Past it, or while the session is lost or not yet
-// established, `503 zookeeper-unavailable` says why.
+// established, `503 zookeeper-unavailable` says why: its `detail` names the
+// session's state, the servers tried and the last connection error.
 //
 // Returns a wrapper object for the known response body format(s).
 //

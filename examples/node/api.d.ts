@@ -36,7 +36,8 @@ export interface paths {
          *     timeout), the time requests wait for the connection to come back, so that
          *     a ZooKeeper server's restart does not mark every sidecar connected to it
          *     unready at once. Past it, or while the session is lost or not yet
-         *     established, `503 zookeeper-unavailable` says why.
+         *     established, `503 zookeeper-unavailable` says why: its `detail` names the
+         *     session's state, the servers tried and the last connection error.
          */
         get: operations["getReadyz"];
         put?: never;
@@ -1714,7 +1715,7 @@ export interface components {
             state: "connecting" | "connected" | "suspended" | "lost" | "closed";
             /** @description The ZooKeeper session id in hex ("0x..."), empty without a session. */
             sessionId: string;
-            /** @description host:port of the ZooKeeper server in use. */
+            /** @description host:port of the ZooKeeper server in use; empty without a connection (see `lastError`). */
             server: string;
             /** @description The negotiated session timeout (Go duration). */
             timeout: string;
@@ -1748,6 +1749,19 @@ export interface components {
              *     succeeds.
              */
             stateError?: string;
+            /**
+             * @description Present when a connection to a ZooKeeper server failed since the session was
+             *     last connected (a dead or wrong `--zk`, a server restarting): the server and
+             *     the error, e.g. `127.0.0.1:2181: dial tcp 127.0.0.1:2181: connect: connection
+             *     refused`. Absent once the session is connected again.
+             * @example 127.0.0.1:2181: dial tcp 127.0.0.1:2181: connect: connection refused
+             */
+            lastError?: string;
+            /**
+             * Format: date-time
+             * @description When `lastError` happened.
+             */
+            lastErrorAt?: string;
         };
         Lease: {
             lease: string;

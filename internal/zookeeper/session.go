@@ -144,6 +144,11 @@ type Session struct {
 	// inDoubt: the current suspension has lasted until the session could have
 	// expired (doubt.go); false again at every state change.
 	inDoubt bool
+	// downSince is when the session was last connected (or the Session
+	// started); zero while it is connected. warnings are the warnings of that
+	// time without a connection (loud.go).
+	downSince time.Time
+	warnings  unreachableWarnings
 
 	queueMu sync.Mutex
 	queue   []queuedEvent
@@ -285,6 +290,7 @@ func NewSession(cfg Config) (*Session, error) {
 		closing:    make(chan struct{}),
 		background: make(chan struct{}, cfg.BackgroundReads),
 		waits:      newWaitMetrics(cfg.Registerer),
+		downSince:  time.Now(),
 	}
 	s.acls = acl.NewChecker(acl.Config{Root: cfg.Root, Every: cfg.ACLCheckEvery, Timeout: cfg.OpTimeout,
 		Require: cfg.RequireACL, Logger: s.log, Registerer: cfg.Registerer})
@@ -408,6 +414,7 @@ func (s *Session) heartbeats() {
 			return
 		case <-tick.C:
 		}
+		s.warnUnreachable(time.Now())
 		s.mu.Lock()
 		ep, st := s.ep, s.state
 		s.mu.Unlock()
@@ -496,6 +503,7 @@ func (s *Session) connectedLocked(ep *Epoch) {
 		name = "reconnected"
 	}
 	s.lastID = id
+	s.lastConnErr.reset()
 	s.setLocked(StateConnected, name, id)
 	if s.claiming() && ep.connects.Load() == 1 {
 		s.Go(func() { s.claim(ep) })
@@ -534,6 +542,12 @@ func (s *Session) setLocked(st State, event string, id int64) {
 		s.suspendedAt = time.Now()
 	case st != StateSuspended:
 		s.suspendedAt = time.Time{}
+	}
+	switch {
+	case st == StateConnected:
+		s.downSince = time.Time{}
+	case s.downSince.IsZero():
+		s.downSince = time.Now()
 	}
 	s.state = st
 	s.inDoubt = false
@@ -578,16 +592,26 @@ type SessionInfo struct {
 	// over from a predecessor at ResumedAt (when the server gave it back).
 	Resumed   bool
 	ResumedAt time.Time
+	// LastError is the last failure to connect to a server, or of a
+	// connection, since the session was last connected ("" when none), on
+	// the server LastErrorOn, at LastErrorAt.
+	LastError   string
+	LastErrorOn string
+	LastErrorAt time.Time
 }
 
-// Info returns the current state, session id, server and negotiated timeout, and
-// whether the session was taken over from a predecessor (Config.Resume).
+// Info returns the current state, session id, server and negotiated timeout,
+// whether the session was taken over from a predecessor (Config.Resume), and
+// the last connection failure since the session was last connected.
 func (s *Session) Info() SessionInfo {
 	s.mu.Lock()
 	ep, st := s.ep, s.state
 	s.mu.Unlock()
 	info := SessionInfo{State: st, Timeout: ep.SessionTimeout(), ResumedAt: ep.resumedAt()}
 	info.Resumed = !info.ResumedAt.IsZero()
+	if last := s.lastConnErr.Load(); last != nil {
+		info.LastError, info.LastErrorOn, info.LastErrorAt = last.err, last.server, last.at
+	}
 	if st == StateConnected || st == StateSuspended {
 		info.SessionID = ep.id.Load()
 		info.Server = ep.conn.Server()
@@ -631,7 +655,8 @@ func (s *Session) WaitCurrent(ctx context.Context) (*Epoch, error) {
 // internal/zkwire): what a successor presents when it resumes the session.
 func (ep *Epoch) LastZxid() int64 { return ep.zxids.Last() }
 
-// Current returns the connected Epoch, or ErrUnavailable (ErrClosed after Close).
+// Current returns the connected Epoch, or ErrUnavailable naming the servers
+// and the last connection failure (Unreachable); ErrClosed after Close.
 func (s *Session) Current() (*Epoch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -641,7 +666,7 @@ func (s *Session) Current() (*Epoch, error) {
 	case StateClosed:
 		return nil, ErrClosed
 	default:
-		return nil, fmt.Errorf("session %s: %w", s.state, ErrUnavailable)
+		return nil, fmt.Errorf("%w: session %s; %s", ErrUnavailable, s.state, s.Unreachable())
 	}
 }
 

@@ -213,7 +213,17 @@ func (s *Session) notBack(start time.Time) error {
 	} else {
 		fmt.Fprintf(&b, " (session %s)", s.State())
 	}
-	fmt.Fprintf(&b, "; servers tried: %s", strings.Join(s.cfg.Servers, ", "))
+	fmt.Fprintf(&b, "; %s", s.Unreachable())
+	return fmt.Errorf("%w: %w %s", ErrUnavailable, errNotBack, b.String())
+}
+
+// Unreachable says what the Session knows of why it has no connection: the
+// servers it tries and, when one failed since the session was last
+// connected, the last failure, when and on which server. For the detail of a
+// 503 and of /readyz.
+func (s *Session) Unreachable() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "servers tried: %s", strings.Join(s.cfg.Servers, ", "))
 	if last := s.lastConnErr.Load(); last != nil {
 		fmt.Fprintf(&b, "; last error %s ago", time.Since(last.at).Round(time.Millisecond))
 		if last.server != "" {
@@ -221,7 +231,7 @@ func (s *Session) notBack(start time.Time) error {
 		}
 		fmt.Fprintf(&b, ": %s", last.err)
 	}
-	return fmt.Errorf("%w: %w %s", ErrUnavailable, errNotBack, b.String())
+	return b.String()
 }
 
 // connErr is a connection's failure as go-zookeeper logged it.
@@ -231,11 +241,13 @@ type connErr struct {
 }
 
 // lastConnErrs keeps the server go-zookeeper last connected to and its last
-// connection failure (the Session's lastConnErr).
+// connection failure since the session was last connected (the Session's
+// lastConnErr), and how many failures there were since then.
 type lastConnErrs struct {
 	mu     sync.Mutex
 	server string // the last server a connection was made to
 	last   *connErr
+	fails  int
 }
 
 // Load returns the last failure, nil when none was seen.
@@ -245,13 +257,33 @@ func (l *lastConnErrs) Load() *connErr {
 	return l.last
 }
 
+// failures returns the last failure and the count of them.
+func (l *lastConnErrs) failures() (*connErr, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last, l.fails
+}
+
+// reset forgets the failures: the session is connected.
+func (l *lastConnErrs) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last, l.fails = nil, 0
+}
+
 // noteLog keeps the last connection failure go-zookeeper logs (a refused or
 // timed out dial, a handshake that failed, a connection that ended), for the
-// detail of a wait that ends before the connection is back (notBack).
+// detail of a wait that ends before the connection is back (notBack), for
+// Unreachable and for the warnings of unreachable servers (loud.go).
 func (l zkLogger) noteLog(format string, args []any) {
 	t := &l.ep.s.lastConnErr
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func(before *connErr) {
+		if t.last != before {
+			t.fails++
+		}
+	}(t.last)
 	switch {
 	case strings.HasPrefix(format, "connected to ") && len(args) == 1:
 		t.server = fmt.Sprint(args[0])
