@@ -72,8 +72,7 @@ func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
 		return nil, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(body, s.opt.MaxItem+1))
-	var tooLarge *http.MaxBytesError
-	if err != nil && !(errors.As(err, &tooLarge) && tooLarge.Limit > s.opt.MaxItem) {
+	if err != nil && !aboveLimit(err, s.opt.MaxItem) {
 		// Above --max-body when that is the lower limit: a 413 too; a body
 		// shorter than its Content-Length or too slow: the client's fault, a 4xx.
 		return nil, bodyError(err)
@@ -83,4 +82,11 @@ func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
 			fmt.Sprintf("a %s is at most %d bytes (--max-item)", what, s.opt.MaxItem))
 	}
 	return data, nil
+}
+
+// aboveLimit tells whether err is a body above a limit higher than limit
+// (--max-body above --max-item): the body is above limit too.
+func aboveLimit(err error, limit int64) bool {
+	var tooLarge *http.MaxBytesError
+	return errors.As(err, &tooLarge) && tooLarge.Limit > limit
 }
