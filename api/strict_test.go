@@ -401,72 +401,7 @@ func TestEveryWrongTypeIsAnsweredInTheUsersWords(t *testing.T) {
 
 	n := 0
 	for _, o := range specOps(t) {
-		for _, p := range o.query {
-			s := p.Schema.Value
-			var bad string
-			switch {
-			case s.Type.Is("integer"):
-				bad = "1.5x"
-			case s.Type.Is("boolean"):
-				bad = "maybe"
-			case len(s.Enum) > 0:
-				bad = "bogus"
-			case s.MaxLength != nil:
-				bad = strings.Repeat("y", int(*s.MaxLength)+1)
-			case p.Name == "ttl" || p.Name == "wait":
-				bad = "soon"
-			default:
-				continue
-			}
-			n++
-			t.Run(o.method+" "+o.path+" "+p.Name, func(t *testing.T) {
-				var body io.Reader
-				var hdr []string
-				if o.op.RequestBody != nil {
-					body, hdr = validBody(t, o)
-				}
-				r := do(t, car, o.method, concretePath(o.path, lease)+"?"+p.Name+"="+bad+requiredQuery(o, lease, p.Name), body, hdr...)
-				sidecartest.ProblemIs(t, r, http.StatusBadRequest, "invalid-parameter")
-				inUsersWords(t, r)
-				if got := sidecartest.Str(r.Body["parameter"]); got != p.Name {
-					t.Fatalf("parameter %q, want %q: %s", got, p.Name, r.Raw)
-				}
-				d := sidecartest.Str(r.Body["detail"])
-				if len(bad) < 50 && !strings.Contains(d, `"`+bad+`"`) {
-					t.Fatalf("the detail does not quote %q: %s", bad, r.Raw)
-				}
-			})
-		}
-		if o.op.RequestBody == nil || o.op.RequestBody.Value.Content["application/json"] == nil {
-			continue
-		}
-		schema := o.op.RequestBody.Value.Content["application/json"].Schema.Value
-		for field, prop := range schema.Properties {
-			var bad any = "word"
-			if prop.Value.Type.Is("string") {
-				bad = 12
-			}
-			n++
-			t.Run(o.method+" "+o.path+" body "+field, func(t *testing.T) {
-				b, _ := json.Marshal(map[string]any{field: bad})
-				var q []string
-				for _, p := range o.query {
-					if p.Name == "id" {
-						q = append(q, "id=sweep")
-					}
-				}
-				path := concretePath(o.path, lease)
-				if len(q) > 0 {
-					path += "?" + strings.Join(q, "&")
-				}
-				r := do(t, car, o.method, path+withLease(o, lease), strings.NewReader(string(b)), "Content-Type", "application/json")
-				sidecartest.ProblemIs(t, r, http.StatusBadRequest, "invalid-body")
-				inUsersWords(t, r)
-				if d := sidecartest.Str(r.Body["detail"]); !strings.Contains(d, field) {
-					t.Fatalf("the detail does not name %s: %s", field, r.Raw)
-				}
-			})
-		}
+		n += sweepQuery(t, car, o, lease) + sweepBody(t, car, o, lease)
 	}
 	if n < 30 {
 		t.Fatalf("only %d cases", n)
@@ -474,6 +409,85 @@ func TestEveryWrongTypeIsAnsweredInTheUsersWords(t *testing.T) {
 	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
 		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
 	}
+}
+
+// wrongValue is a value of the wrong type for a query parameter of schema s
+// named name, or "" for a parameter that takes any string.
+func wrongValue(name string, s *openapi3.Schema) string {
+	switch {
+	case s.Type.Is("integer"):
+		return "1.5x"
+	case s.Type.Is("boolean"):
+		return "maybe"
+	case len(s.Enum) > 0:
+		return "bogus"
+	case s.MaxLength != nil:
+		return strings.Repeat("y", int(*s.MaxLength)+1)
+	case name == "ttl" || name == "wait":
+		return "soon"
+	}
+	return ""
+}
+
+// sweepQuery sends each query parameter of o a wrongValue (the others
+// required valid) and checks the answer; it returns how many it sent.
+func sweepQuery(t *testing.T, car *sidecartest.Sidecar, o specOp, lease string) int {
+	n := 0
+	for _, p := range o.query {
+		bad := wrongValue(p.Name, p.Schema.Value)
+		if bad == "" {
+			continue
+		}
+		n++
+		t.Run(o.method+" "+o.path+" "+p.Name, func(t *testing.T) {
+			var body io.Reader
+			var hdr []string
+			if o.op.RequestBody != nil {
+				body, hdr = validBody(t, o)
+			}
+			r := do(t, car, o.method, concretePath(o.path, lease)+"?"+p.Name+"="+bad+requiredQuery(o, lease, p.Name), body, hdr...)
+			sidecartest.ProblemIs(t, r, http.StatusBadRequest, "invalid-parameter")
+			inUsersWords(t, r)
+			if got := sidecartest.Str(r.Body["parameter"]); got != p.Name {
+				t.Fatalf("parameter %q, want %q: %s", got, p.Name, r.Raw)
+			}
+			d := sidecartest.Str(r.Body["detail"])
+			if len(bad) < 50 && !strings.Contains(d, `"`+bad+`"`) {
+				t.Fatalf("the detail does not quote %q: %s", bad, r.Raw)
+			}
+		})
+	}
+	return n
+}
+
+// sweepBody sends each member of o's JSON body a value of the wrong type and
+// checks the answer; it returns how many it sent.
+func sweepBody(t *testing.T, car *sidecartest.Sidecar, o specOp, lease string) int {
+	if o.op.RequestBody == nil || o.op.RequestBody.Value.Content["application/json"] == nil {
+		return 0
+	}
+	n := 0
+	schema := o.op.RequestBody.Value.Content["application/json"].Schema.Value
+	for field, prop := range schema.Properties {
+		var bad any = "word"
+		if prop.Value.Type.Is("string") {
+			bad = 12
+		}
+		n++
+		t.Run(o.method+" "+o.path+" body "+field, func(t *testing.T) {
+			b, _ := json.Marshal(map[string]any{field: bad})
+			path := concretePath(o.path, lease) + "?x=1" + requiredQuery(o, lease, "")
+			path = strings.Replace(path, "?x=1&", "?", 1)
+			path = strings.TrimSuffix(path, "?x=1")
+			r := do(t, car, o.method, path, strings.NewReader(string(b)), "Content-Type", "application/json")
+			sidecartest.ProblemIs(t, r, http.StatusBadRequest, "invalid-body")
+			inUsersWords(t, r)
+			if d := sidecartest.Str(r.Body["detail"]); !strings.Contains(d, field) {
+				t.Fatalf("the detail does not name %s: %s", field, r.Raw)
+			}
+		})
+	}
+	return n
 }
 
 // A problem quotes at most 256 characters of what the client sent, in its
