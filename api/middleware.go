@@ -19,8 +19,10 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
-// limitBody rejects a declared oversized body at once and caps any other body.
-// A body must arrive within BodyTimeout of the headers: its reads get a deadline,
+// limitBody caps a request's body at --max-body. A body whose Content-Length
+// is above it is not read at all: reading it fails at once (tooLarge), and the
+// matched route answers (a 413 naming the limit that applies, or a 400 where no
+// body belongs). A body must arrive within BodyTimeout of the headers: its reads get a deadline,
 // lifted once it is read to its end, so that the wait of a long-poll that sent a
 // body is not cut. A request without a body (every stream) gets none.
 //
