@@ -369,6 +369,7 @@ func TestProblemsInTheUsersWords(t *testing.T) {
 			sidecartest.ProblemIs(t, r, c.status, c.problem)
 			inUsersWords(t, r)
 			d := sidecartest.Str(r.Body["detail"])
+			t.Logf("%d %s: %.300s", r.Status, sidecartest.ProblemType(r), d)
 			for _, w := range c.want {
 				if !strings.Contains(d, w) {
 					t.Errorf("the detail does not say %q: %s", w, d)
