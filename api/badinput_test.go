@@ -206,8 +206,8 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		{"counter delete with a read-only token", "DELETE", "/v1/counters/top", nil, sidecartest.Bearer(tokReader), scoped, 403, "forbidden"},
 		{"counter delete outside the token", "DELETE", "/v1/counters/top", nil, sidecartest.Bearer(tokApp), scoped, 403, "forbidden"},
 		// Partition groups and membership groups.
-		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-parameter"},
-		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-parameter"},
+		{"partition count 0", "PUT", "/v1/partitions/bad-p", []byte(`{"count":0}`), ctJSON, open, 400, "invalid-body"},
+		{"partition count over 10000", "PUT", "/v1/partitions/bad-p", []byte(`{"count":10001}`), ctJSON, open, 400, "invalid-body"},
 		{"duplicate partition names", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","b","a"]}`), ctJSON, open, 400, "invalid-parameter"},
 		{"invalid partition name", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":["a","../b"]}`), ctJSON, open, 400, "invalid-name"},
 		{"no partitions", "PUT", "/v1/partitions/bad-p", []byte(`{"partitions":[]}`), ctJSON, open, 400, "invalid-parameter"},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,6 +59,12 @@ func InvalidBody(format string, args ...any) *Problem {
 	return NewProblem(http.StatusBadRequest, "invalid-body", fmt.Sprintf(format, args...))
 }
 
+// InvalidField is a 400 invalid-body problem about one member of the body
+// (carried as parameter).
+func InvalidField(field, format string, args ...any) *Problem {
+	return withParameter(InvalidBody(format, args...), field)
+}
+
 // ReadItem reads a body of at most MaxItem bytes (what: "queue item", "value");
 // above it, 413 and nothing kept.
 func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
@@ -65,14 +72,21 @@ func (s *Server) ReadItem(body io.Reader, what string) ([]byte, error) {
 		return nil, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(body, s.opt.MaxItem+1))
-	if err != nil {
-		// Above --max-body: a 413 too; a body shorter than its Content-Length or
-		// too slow: the client's fault, a 4xx.
+	if err != nil && !aboveLimit(err, s.opt.MaxItem) {
+		// Above --max-body when that is the lower limit: a 413 too; a body
+		// shorter than its Content-Length or too slow: the client's fault, a 4xx.
 		return nil, bodyError(err)
 	}
-	if int64(len(data)) > s.opt.MaxItem {
+	if err != nil || int64(len(data)) > s.opt.MaxItem {
 		return nil, NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
 			fmt.Sprintf("a %s is at most %d bytes (--max-item)", what, s.opt.MaxItem))
 	}
 	return data, nil
+}
+
+// aboveLimit tells whether err is a body above a limit higher than limit
+// (--max-body above --max-item): the body is above limit too.
+func aboveLimit(err error, limit int64) bool {
+	var tooLarge *http.MaxBytesError
+	return errors.As(err, &tooLarge) && tooLarge.Limit > limit
 }

@@ -31,8 +31,12 @@ import (
 //  7. authenticate, then authorize (auth.go, the two middlewares as they are);
 //  8. limitBody, commitState, suspendWait;
 //
-// then chi matches the route, and routed runs checkQuery and the slots of
-// streams and long-polls (limitConcurrency) before the generated code.
+// then chi matches the route, and routed runs checkQuery (the query held to
+// the operation's parameters, and a body refused where the operation takes
+// none) and the slots of streams and long-polls (limitConcurrency) before the
+// generated code binds the parameters. A Content-Length above --max-body is
+// not answered by limitBody: its body fails when read, so that the route
+// names the limit that applies (--max-item for a queue item or a value).
 
 // front is the shared path (steps 1 to 8) around next, the router.
 func (s *Server) front(next http.Handler) http.Handler {

@@ -19,8 +19,10 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 )
 
-// limitBody rejects a declared oversized body at once and caps any other body.
-// A body must arrive within BodyTimeout of the headers: its reads get a deadline,
+// limitBody caps a request's body at --max-body. A body whose Content-Length
+// is above it is not read at all: reading it fails at once (tooLarge), and the
+// matched route answers (a 413 naming the limit that applies, or a 400 where no
+// body belongs). A body must arrive within BodyTimeout of the headers: its reads get a deadline,
 // lifted once it is read to its end, so that the wait of a long-poll that sent a
 // body is not cut. A request without a body (every stream) gets none.
 //
@@ -29,8 +31,11 @@ import (
 // answered).
 func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > s.opt.MaxBody {
-		s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
-		return false
+		// Refused by its route, unread: a JSON body with 413 (--max-body), a
+		// queue item or a value with the --max-item it exceeds too (ReadItem),
+		// a body where none belongs with 400 (checkQuery).
+		r.Body = tooLarge{s.opt.MaxBody}
+		return true
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
@@ -230,8 +235,30 @@ func bodyError(err error) error {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return NewProblem(http.StatusRequestTimeout, "body-timeout", "the request body did not arrive in time")
 	}
-	return NewProblem(http.StatusBadRequest, "invalid-body", err.Error())
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return NewProblem(http.StatusBadRequest, "invalid-body", "the request body ended before its Content-Length")
+	}
+	return NewProblem(http.StatusBadRequest, "invalid-body", "the request body could not be read")
 }
+
+// requestBodyProblem is the problem of a body the generated wrapper could not
+// decode: checkJSONBody holds a JSON body to its schema first, so this is a
+// read failure, or else said in the user's words, not the decoder's.
+func requestBodyProblem(err error) error {
+	var tooLarge *http.MaxBytesError
+	var p *Problem
+	if errors.As(err, &tooLarge) || errors.As(err, &p) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return bodyError(err)
+	}
+	return InvalidBody("the body does not match the operation's schema (see GET /docs/)")
+}
+
+// tooLarge is the body of a request whose Content-Length is above --max-body:
+// reading it fails at once.
+type tooLarge struct{ limit int64 }
+
+func (b tooLarge) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: b.limit} }
+func (tooLarge) Close() error               { return nil }
 
 // statusRecorder remembers the status code; Unwrap keeps http.ResponseController
 // (flushes and write deadlines for streams) working through it.

@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 )
@@ -21,11 +24,11 @@ func duration(param string, v *string, def, max time.Duration) (time.Duration, e
 	d, err := time.ParseDuration(*v)
 	switch {
 	case err != nil:
-		return 0, InvalidParameter("%s=%q is not a duration such as 250ms, 30s or 5m", param, *v)
+		return 0, withParameter(InvalidParameter("%s=%s is not a duration such as 250ms, 30s or 5m", param, specrules.Quote(*v)), param)
 	case d < 0:
-		return 0, InvalidParameter("%s=%q is negative", param, *v)
+		return 0, withParameter(InvalidParameter("%s=%s is negative: %s takes a duration from 0s to %s", param, specrules.Quote(*v), param, max), param)
 	case d > max:
-		return 0, InvalidParameter("%s=%q is above the maximum of %s", param, *v, max)
+		return 0, withParameter(InvalidParameter("%s=%s is above the maximum of %s", param, specrules.Quote(*v), max), param)
 	}
 	return d, nil
 }
@@ -40,7 +43,7 @@ func (s *Server) WaitParam(v *string) (time.Duration, error) {
 func (s *Server) TTLParam(v *string) (time.Duration, error) {
 	d, err := duration("ttl", v, s.opt.DefaultTTL, s.opt.MaxTTL)
 	if err == nil && d < time.Second {
-		return 0, InvalidParameter("ttl=%q is below the minimum of 1s", *v)
+		return 0, withParameter(InvalidParameter("ttl=%s is below the minimum of 1s", specrules.Quote(*v)), "ttl")
 	}
 	return d, err
 }
@@ -147,7 +150,7 @@ func OwnerParam(v *string) (string, error) {
 		return "", nil
 	}
 	if len(*v) > maxOwnerBytes {
-		return "", InvalidParameter("owner is %d bytes, above the maximum of %d", len(*v), maxOwnerBytes)
+		return "", withParameter(InvalidParameter("owner=%s is %d bytes long: owner takes at most %d bytes", specrules.Quote(*v), len(*v), maxOwnerBytes), "owner")
 	}
 	return *v, nil
 }
@@ -239,3 +242,30 @@ type ownedLease struct {
 }
 
 func (o ownedLease) Lease(ctx context.Context) (*kit.Lease, error) { return o.s.OwnLease(ctx, o.id) }
+
+// bindingProblem is the 400 invalid-parameter of a parameter the generated
+// wrapper could not bind, in the user's words (the binder's own messages are
+// the library's): checkQuery refuses what the spec does not allow before the
+// wrapper binds, so this is what is left (a required parameter missing).
+func bindingProblem(err error) *Problem {
+	var (
+		required *oapi.RequiredParamError
+		header   *oapi.RequiredHeaderError
+		format   *oapi.InvalidParamFormatError
+		unmarsh  *oapi.UnmarshalingParamError
+		many     *oapi.TooManyValuesForParamError
+	)
+	switch {
+	case errors.As(err, &required):
+		return withParameter(InvalidParameter("%s is required: this operation needs %s= in the query", required.ParamName, required.ParamName), required.ParamName)
+	case errors.As(err, &header):
+		return withParameter(InvalidParameter("the header %s is required", header.ParamName), header.ParamName)
+	case errors.As(err, &many):
+		return withParameter(InvalidParameter("%s is given %d times: give each parameter once", many.ParamName, many.Count), many.ParamName)
+	case errors.As(err, &format):
+		return withParameter(InvalidParameter("%s is not of its type (see GET /docs/)", format.ParamName), format.ParamName)
+	case errors.As(err, &unmarsh):
+		return withParameter(InvalidParameter("%s is not of its type (see GET /docs/)", unmarsh.ParamName), unmarsh.ParamName)
+	}
+	return InvalidParameter("a parameter is not of its type (see GET /docs/)")
+}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -73,7 +76,7 @@ func (s *Server) problemFor(err error) *Problem {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return NewProblem(http.StatusRequestEntityTooLarge, "body-too-large",
-			fmt.Sprintf("the request body is larger than %d bytes", tooLarge.Limit))
+			fmt.Sprintf("the request body is larger than %d bytes (--max-body)", tooLarge.Limit))
 	}
 	for _, k := range sharedProblems {
 		if errors.Is(err, k.err) {
@@ -104,7 +107,9 @@ var sharedProblems = []struct {
 	{kit.ErrInvalidName, http.StatusBadRequest, "invalid-name", func(err error) string {
 		return err.Error() + ": names match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 	}},
-	{kit.ErrInvalidArgument, http.StatusBadRequest, "invalid-parameter", nil},
+	{kit.ErrInvalidArgument, http.StatusBadRequest, "invalid-parameter", func(err error) string {
+		return strings.TrimSuffix(err.Error(), ": "+kit.ErrInvalidArgument.Error()) // the sentinel's words are Go's
+	}},
 	{kit.ErrLeaseNotFound, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrLeaseEnded, http.StatusNotFound, "lease-not-found", nil},
 	{kit.ErrNotHeld, http.StatusNotFound, "not-held", nil},
@@ -139,10 +144,19 @@ func specProblem(err error) *Problem {
 	case refused.Why == specrules.BadMediaType:
 		return NewProblem(http.StatusUnsupportedMediaType, "unsupported-media-type", refused.Detail)
 	case refused.Why == specrules.BadQuery:
-		return InvalidParameter("%s", refused.Detail)
+		return withParameter(InvalidParameter("%s", refused.Detail), refused.Param)
 	default:
-		return InvalidBody("%s", refused.Detail)
+		return withParameter(InvalidBody("%s", refused.Detail), refused.Param)
 	}
+}
+
+// withParameter adds the parameter or body member a 400 is about (as sent,
+// shortened), when there is one.
+func withParameter(p *Problem, param string) *Problem {
+	if param != "" {
+		p.Ext = map[string]any{"parameter": param}
+	}
+	return p
 }
 
 var (
@@ -177,19 +191,73 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	}
 	body := map[string]any{}
 	for k, v := range p.Ext {
+		if s, ok := v.(string); ok {
+			v = specrules.Shorten(s)
+		}
 		body[k] = v
 	}
 	body["type"] = ProblemBase + p.Name
 	body["title"] = p.Title
 	body["status"] = p.Status
 	if p.Detail != "" {
-		body["detail"] = p.Detail
+		body["detail"] = boundEchoes(p.Detail, r)
 	}
-	body["instance"] = r.URL.Path
+	body["instance"] = specrules.Shorten(r.URL.Path)
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(p.RetryAfter))
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// maxDetail bounds a problem's detail in bytes, whatever it quotes.
+const maxDetail = 2048
+
+// boundEchoes keeps detail from quoting more than specrules.MaxQuoted
+// characters of anything the client sent (the contract's bound on echoes):
+// the request's path and method where the detail repeats them as they are, and
+// every Go-quoted string in it (a name, a value: %q) are shortened; a detail
+// still longer than maxDetail is cut. The problems made here quote with
+// specrules.Quote already; this holds for every other message too.
+func boundEchoes(detail string, r *http.Request) string {
+	if len(detail) <= specrules.MaxQuoted {
+		return detail
+	}
+	for _, sent := range []string{r.URL.Path, r.Method} {
+		if len(sent) > specrules.MaxQuoted {
+			detail = strings.ReplaceAll(detail, sent, specrules.Shorten(sent))
+		}
+	}
+	var b strings.Builder
+	for rest := detail; rest != ""; {
+		i := strings.IndexByte(rest, '"')
+		if i < 0 {
+			b.WriteString(rest)
+			break
+		}
+		b.WriteString(rest[:i])
+		rest = rest[i:]
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			b.WriteByte('"')
+			rest = rest[1:]
+			continue
+		}
+		if s, err := strconv.Unquote(q); err == nil && utf8.RuneCountInString(s) > specrules.MaxQuoted {
+			b.WriteString(specrules.Quote(s))
+		} else {
+			b.WriteString(q)
+		}
+		rest = rest[len(q):]
+	}
+	detail = b.String()
+	if len(detail) > maxDetail {
+		cut := maxDetail
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut] + "…"
+	}
+	return detail
 }

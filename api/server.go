@@ -301,7 +301,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	})
 	strict := oapi.NewStrictHandlerWithOptions(ops, []oapi.StrictMiddlewareFunc{answerDirect}, oapi.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, s.problemFor(bodyError(err)))
+			s.writeProblem(w, r, requestBodyProblem(err))
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
@@ -309,7 +309,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		BaseRouter:  routed,
 		Middlewares: []oapi.MiddlewareFunc{s.checkJSONBody},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, InvalidParameter("%s", err.Error()))
+			s.writeProblem(w, r, bindingProblem(err))
 		},
 	})
 	return r

@@ -256,7 +256,7 @@ func TestRejectedRequestsLeaveNoLease(t *testing.T) {
 		status             int
 		problem            string
 	}{
-		{"POST", "/v1/elections/e/candidates?id=c2&ttl=30s", big, 400, "invalid-parameter"},
+		{"POST", "/v1/elections/e/candidates?id=c2&ttl=30s", big, 400, "invalid-body"},
 		{"POST", "/v1/elections/e/candidates?id=c1&ttl=30s", "", 409, "candidate-exists"},
 		{"POST", "/v1/locks/held?ttl=30s", "", 409, "lock-held"},
 		{"POST", "/v1/locks/held?ttl=30s&wait=100ms", "", 409, "lock-held"},

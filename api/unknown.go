@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -24,27 +25,52 @@ import (
 
 // checkQuery refuses a query that does not parse (a pair with a semicolon or a
 // bad escape, which the binder would silently drop) with 400 invalid-parameter,
-// and a parameter the matched operation does not declare with 400
-// unknown-parameter. A route the spec does not describe goes on unchecked.
+// a parameter the matched operation does not declare with 400
+// unknown-parameter, and a declared one that is empty, given twice or not of
+// its schema (specrules.CheckQuery) with 400 invalid-parameter naming it; then
+// a body sent to an operation that declares none with 400 invalid-body. A
+// route the spec does not describe goes on unchecked.
 //
 // It reports whether the request goes on (false: answered).
 func (s *Server) checkQuery(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.RawQuery == "" {
+	body := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	if r.URL.RawQuery == "" && !body {
 		return true
 	}
 	rc := chi.RouteContext(r.Context())
 	if rc == nil {
 		return true
 	}
-	known, ok := s.rules.Query(r.Method, rc.RoutePattern())
+	q, ok := s.rules.Query(r.Method, rc.RoutePattern())
 	if !ok {
 		return true
 	}
-	if err := specrules.CheckQuery(r.URL.RawQuery, known); err != nil {
-		s.writeProblem(w, r, err)
+	if r.URL.RawQuery != "" {
+		if err := specrules.CheckQuery(r.URL.RawQuery, q); err != nil {
+			s.writeProblem(w, r, err)
+			return false
+		}
+	}
+	if body && q.NoBody && bodySent(r) {
+		if r.ContentLength > s.opt.MaxBody { // too large for any operation: the limit says more
+			s.writeProblem(w, r, &http.MaxBytesError{Limit: s.opt.MaxBody})
+		} else {
+			s.writeProblem(w, r, InvalidBody("this operation takes no body: its parameters go in the query string (see GET /docs/)"))
+		}
 		return false
 	}
 	return true
+}
+
+// bodySent tells whether r, whose body may be empty or not (a length, or
+// chunked), has one: a chunked body is read for its first byte.
+func bodySent(r *http.Request) bool {
+	if r.ContentLength > 0 {
+		return true
+	}
+	var first [1]byte
+	n, _ := io.ReadFull(r.Body, first[:])
+	return n > 0
 }
 
 // unknownParameter is the 400 unknown-parameter problem of u: a query
@@ -66,7 +92,7 @@ func unknownParameter(u *specrules.Unknown) *Problem {
 		what, where = "body field", in+"'s fields there"
 	}
 	p := NewProblem(http.StatusBadRequest, "unknown-parameter",
-		fmt.Sprintf("unknown %s %q%s; %s: %s. Nothing was done", what, name, hint, where, declared))
+		fmt.Sprintf("unknown %s %s%s; %s: %s. Nothing was done", what, specrules.Quote(name), hint, where, declared))
 	p.Ext = ext
 	return p
 }

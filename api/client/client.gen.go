@@ -548,7 +548,7 @@ func (e PickServiceInstanceParamsStrategy) Valid() bool {
 	}
 }
 
-// BadRequestProblem `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+// BadRequestProblem `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; `invalid-parameter` and `invalid-body` carry `parameter` when one parameter or body member is at fault; `invalid-name` has no extension.
 type BadRequestProblem struct {
 	Detail *string `json:"detail,omitempty"`
 
@@ -558,7 +558,7 @@ type BadRequestProblem struct {
 	DidYouMean *string `json:"didYouMean,omitempty"`
 	Instance   *string `json:"instance,omitempty"`
 
-	// Parameter The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+	// Parameter The query parameter or body member as sent (a member below the top as a path, `holder/extra`; at most 256 characters of it).
 	//
 	// Example: tll
 	Parameter *string `json:"parameter,omitempty"`
@@ -1795,7 +1795,7 @@ type TTL = string
 // Wait Example: 30s
 type Wait = string
 
-// BadRequest `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension.
+// BadRequest `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; `invalid-parameter` and `invalid-body` carry `parameter` when one parameter or body member is at fault; `invalid-name` has no extension.
 type BadRequest = BadRequestProblem
 
 // BodyTimeout RFC 9457 problem. Short names used: `invalid-name`, `invalid-parameter`,

@@ -50,9 +50,9 @@ func (h *Elections) Campaign(ctx context.Context, req oapi.CampaignRequestObject
 	if id == "" {
 		id = election.NewCandidateID()
 	}
-	value := ""
-	if req.Body != nil && req.Body.Value != nil {
-		value = *req.Body.Value
+	value, err := candidateValue(req.Body)
+	if err != nil {
+		return nil, err
 	}
 	hold, err := h.s.HoldFor(api.HoldRequest{Wait: p.Wait, Lease: p.Lease, TTL: p.Ttl})
 	if err != nil {
@@ -71,9 +71,9 @@ func (h *Elections) Proclaim(ctx context.Context, req oapi.ProclaimRequestObject
 	if err != nil {
 		return nil, err
 	}
-	value := ""
-	if req.Body != nil && req.Body.Value != nil {
-		value = *req.Body.Value
+	value, err := candidateValue(req.Body)
+	if err != nil {
+		return nil, err
 	}
 	c, err := h.elections.Proclaim(ctx, lease, req.Name, req.Id, value)
 	if err != nil {
@@ -199,4 +199,16 @@ func body(st *election.ElectionState) oapi.Election {
 	}
 	out.Suspended, out.SuspendedSince = api.Suspended(st.Suspended, st.SuspendedSince)
 	return out
+}
+
+// candidateValue is a candidate's value ("" when none is sent), at most
+// election.MaxValueBytes, else 400 invalid-body naming it.
+func candidateValue(v *oapi.CandidateValue) (string, error) {
+	if v == nil || v.Value == nil {
+		return "", nil
+	}
+	if len(*v.Value) > election.MaxValueBytes {
+		return "", api.InvalidField("value", "value is %d bytes long: a candidate's value takes at most %d bytes", len(*v.Value), election.MaxValueBytes)
+	}
+	return *v.Value, nil
 }

@@ -48,7 +48,7 @@ func memberValue(v *oapi.MemberValue) (string, error) {
 		return "", nil
 	}
 	if len(*v.Value) > maxMemberValue {
-		return "", api.InvalidParameter("value is %d bytes, above the %d a member may have", len(*v.Value), maxMemberValue)
+		return "", api.InvalidField("value", "value is %d bytes long: a member's value takes at most %d bytes", len(*v.Value), maxMemberValue)
 	}
 	return *v.Value, nil
 }

@@ -15,11 +15,8 @@
 package specrules
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/url"
 	"slices"
@@ -32,7 +29,7 @@ import (
 // Rules are what the spec declares of each operation's query and JSON body,
 // by route: its method and path template (chi's route pattern).
 type Rules struct {
-	queries map[route][]string
+	queries map[route]Query
 	bodies  map[route]Body
 }
 
@@ -45,12 +42,12 @@ func New(spec *openapi3.T) *Rules {
 	return &Rules{queries: queryRules(spec), bodies: bodyRules(spec)}
 }
 
-// Query is the sorted query parameter names the route (method and chi's
-// route pattern) declares; false for a route the generated router does not
-// serve.
-func (r *Rules) Query(method, pattern string) ([]string, bool) {
-	known, ok := r.queries[route{method, pattern}]
-	return known, ok
+// Query is what the route (method and chi's route pattern) declares of its
+// query, and whether it takes a body; false for a route the generated router
+// does not serve.
+func (r *Rules) Query(method, pattern string) (Query, bool) {
+	q, ok := r.queries[route{method, pattern}]
+	return q, ok
 }
 
 // Body is the route's JSON body rule; false when it takes no JSON body.
@@ -93,10 +90,12 @@ const (
 )
 
 // Refused is a request the spec refuses for another reason than an unknown
-// name.
+// name. Param, when set, is the query parameter or the body member (a path
+// below the top, "holder/owner") refused, as sent (Shorten'd).
 type Refused struct {
 	Why    Refusal
 	Detail string
+	Param  string
 }
 
 func (r *Refused) Error() string { return r.Detail }
@@ -105,43 +104,55 @@ func refused(why Refusal, format string, args ...any) *Refused {
 	return &Refused{Why: why, Detail: fmt.Sprintf(format, args...)}
 }
 
+// refusedParam is a refusal naming the parameter or member param.
+func refusedParam(why Refusal, param, format string, args ...any) *Refused {
+	return &Refused{Why: why, Detail: fmt.Sprintf(format, args...), Param: Shorten(param)}
+}
+
 // badQuery is the refusal of a query that does not parse.
 func badQuery(why string) error {
 	return refused(BadQuery, "the query does not parse (%s): separate parameters with & and escape %% as %%25", why)
 }
 
-// queryRules maps each route (method and chi's route pattern) to the sorted
-// query parameter names the operation declares, for every operation the
-// generated router serves (the raw ones, tagged "raw", are served outside it).
-func queryRules(spec *openapi3.T) map[route][]string {
-	rules := map[route][]string{}
+// queryRules maps each route (method and chi's route pattern) to what the
+// operation declares of its query (every query parameter, with its schema)
+// and whether it takes a body, for every operation the generated router
+// serves (the raw ones, tagged "raw", are served outside it).
+func queryRules(spec *openapi3.T) map[route]Query {
+	rules := map[route]Query{}
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
 			if slices.Contains(op.Tags, "raw") {
 				continue
 			}
-			names := []string{}
-			for _, params := range []openapi3.Parameters{item.Parameters, op.Parameters} {
-				for _, p := range params {
+			var params []*openapi3.Parameter
+			for _, ps := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+				for _, p := range ps {
 					if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
-						names = append(names, p.Value.Name)
+						params = append(params, p.Value)
 					}
 				}
 			}
-			sort.Strings(names)
-			rules[route{method, path}] = slices.Compact(names)
+			q := newQuery(params)
+			q.NoBody = op.RequestBody == nil
+			rules[route{method, path}] = q
 		}
 	}
 	return rules
 }
 
-// CheckQuery checks a raw query against the declared names, as
+// CheckQuery checks a raw query against what the operation declares, as
 // url.ParseQuery splits it (a pair with ";" or a bad escape is refused, an
 // empty pair skipped), without building its map: it runs on every request
-// that has a query. Of several unknown names, the first in name order is named.
-func CheckQuery(raw string, known []string) error {
+// that has a query. A name the operation does not declare is Unknown (of
+// several, the first in name order); else the first declared parameter (in
+// the query's order) that is empty, given twice, or whose value is not of its
+// schema (Query.check) is Refused.
+func CheckQuery(raw string, q Query) error {
 	var unknown string
 	found := false
+	var bad error
+	var seen uint64 // the declared parameters met, by index (at most 64 are checked for repeats)
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
@@ -158,19 +169,35 @@ func CheckQuery(raw string, known []string) error {
 				return badQuery(err.Error())
 			}
 		}
-		if strings.Contains(v, "%") {
-			if _, err := url.QueryUnescape(v); err != nil {
+		if strings.ContainsAny(v, "%+") {
+			var err error
+			if v, err = url.QueryUnescape(v); err != nil {
 				return badQuery(err.Error())
 			}
 		}
-		if !slices.Contains(known, k) && (!found || k < unknown) {
-			unknown, found = k, true
+		i := q.index(k)
+		if i < 0 {
+			if !found || k < unknown {
+				unknown, found = k, true
+			}
+			continue
 		}
+		if bad != nil {
+			continue
+		}
+		if i < 64 {
+			if seen&(1<<i) != 0 {
+				bad = refusedParam(BadQuery, k, "%s is given twice: give each parameter once", k)
+				continue
+			}
+			seen |= 1 << i
+		}
+		bad = q.params[i].check(v)
 	}
 	if found {
-		return &Unknown{In: "query", Name: unknown, Known: known}
+		return &Unknown{In: "query", Name: unknown, Known: q.Names}
 	}
-	return nil
+	return bad
 }
 
 // unknownField finds the first (in name order) member of an object in v that
@@ -329,20 +356,19 @@ func (b Body) Check(contentType string, body []byte) error {
 	if err := jsonContentType(contentType); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return refused(BadBody, "the body is not JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return refused(BadBody, "the body has more data after its JSON value; send exactly one value")
+	v, err := decodeStrict(body)
+	if err != nil {
+		return err
 	}
 	if field, known := unknownField(b.schema, v, ""); field != "" {
 		return &Unknown{In: b.name, Name: field, Known: known}
 	}
+	if err := checkTypes(b.schema, v, ""); err != nil {
+		err.Detail = "the body does not match " + b.name + ": " + err.Detail
+		return err
+	}
 	if err := b.schema.VisitJSON(v, openapi3.VisitAsRequest()); err != nil {
-		return refused(BadBody, "the body does not match %s: %s", b.name, schemaReason(err))
+		return schemaRefusal(b.name, err)
 	}
 	return nil
 }
@@ -355,30 +381,32 @@ func jsonContentType(contentType string) error {
 			return nil
 		}
 	}
-	shown := contentType
-	if shown == "" {
-		shown = "none"
+	sent := "none"
+	if contentType != "" {
+		sent = Quote(contentType)
 	}
-	return refused(BadMediaType, "a JSON body needs Content-Type: application/json (this request's: %s)", shown)
+	return refused(BadMediaType, "a JSON body needs Content-Type: application/json (this request's: %s)", sent)
 }
 
-// schemaReason says where and why a value failed its schema, in one line.
-func schemaReason(err error) string {
+// schemaRefusal says where and why a value failed its schema, in one line,
+// with the value sent.
+func schemaRefusal(name string, err error) *Refused {
 	var me openapi3.MultiError
 	if errors.As(err, &me) && len(me) > 0 {
 		err = me[0]
 	}
 	var se *openapi3.SchemaError
 	if !errors.As(err, &se) {
-		return err.Error()
-	}
-	at := "the body"
-	if p := se.JSONPointer(); len(p) > 0 {
-		at = `"` + strings.Join(p, "/") + `"`
+		return refused(BadBody, "the body does not match %s", name)
 	}
 	reason := se.Reason
 	if reason == "" {
 		reason = "does not match " + se.SchemaField
 	}
-	return at + ": " + reason
+	p := se.JSONPointer()
+	if len(p) == 0 {
+		return refused(BadBody, "the body does not match %s: %s", name, reason)
+	}
+	at := strings.Join(p, "/")
+	return refusedParam(BadBody, at, "the body does not match %s: %s is %s: %s", name, Quote(at), shown(se.Value), reason)
 }

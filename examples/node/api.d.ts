@@ -1675,10 +1675,10 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; the other 400 problems have no extension. */
+        /** @description `unknown-parameter` carries `parameter` and, when a declared name is close to it, `didYouMean`; `invalid-parameter` and `invalid-body` carry `parameter` when one parameter or body member is at fault; `invalid-name` has no extension. */
         BadRequestProblem: components["schemas"]["Problem"] & {
             /**
-             * @description The query parameter or body member as sent (a member below the top as a path, `holder/extra`).
+             * @description The query parameter or body member as sent (a member below the top as a path, `holder/extra`; at most 256 characters of it).
              * @example tll
              */
             parameter?: string;
@@ -2459,11 +2459,12 @@ export interface components {
             };
         };
         /**
-         * @description `invalid-name` (a name outside the pattern), `invalid-parameter` (a malformed
-         *     or out-of-range parameter, or a query that does not parse),
+         * @description `invalid-name` (a name outside the pattern), `invalid-parameter` (a malformed,
+         *     empty, repeated or out-of-range parameter, or a query that does not parse),
          *     `unknown-parameter` (a query parameter the operation does not declare, or a
          *     JSON body member its schema does not declare: a typo is never ignored) or
-         *     `invalid-body` (a body that is not one JSON value of its schema, or an empty
+         *     `invalid-body` (a body that is not one JSON value of its schema, a member
+         *     given twice, a body sent to an operation that takes none, or an empty
          *     queue item). Nothing was changed.
          */
         BadRequest: {

@@ -109,8 +109,8 @@ const CandidateKind = "candidate"
 
 const candidateKind = CandidateKind
 
-// maxValueBytes bounds a candidate's value (the node's data stays small).
-const maxValueBytes = 4096
+// MaxValueBytes bounds a candidate's value (the node's data stays small).
+const MaxValueBytes = 4096
 
 type candidateData struct {
 	Candidate string `json:"candidate"`
@@ -142,8 +142,8 @@ func checkCandidate(name, id, value string) error {
 	if err := kit.CheckName("candidate", id); err != nil {
 		return err
 	}
-	if len(value) > maxValueBytes {
-		return fmt.Errorf("value of %d bytes, above %d: %w", len(value), maxValueBytes, kit.ErrInvalidArgument)
+	if len(value) > MaxValueBytes {
+		return fmt.Errorf("value is %d bytes long: a candidate's value takes at most %d bytes: %w", len(value), MaxValueBytes, kit.ErrInvalidArgument)
 	}
 	return nil
 }
