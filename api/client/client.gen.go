@@ -624,9 +624,11 @@ type Candidacy struct {
 
 // Candidate defines model for Candidate.
 type Candidate struct {
-	Candidate string    `json:"candidate"`
-	Since     time.Time `json:"since"`
-	Value     string    `json:"value"`
+	Candidate string `json:"candidate"`
+
+	// Since When it enrolled (its node's creation time).
+	Since time.Time `json:"since"`
+	Value string    `json:"value"`
 }
 
 // CandidateValue defines model for CandidateValue.
@@ -719,10 +721,12 @@ type ElectionEventEvent string
 
 // ElectionLeader An election's leader; null when nobody leads (or when this sidecar's session could have expired while suspended, see `suspended`).
 type ElectionLeader struct {
-	Candidate string    `json:"candidate"`
-	Since     time.Time `json:"since"`
-	Term      int64     `json:"term"`
-	Value     string    `json:"value"`
+	Candidate string `json:"candidate"`
+
+	// Since When it began to lead (not when it enrolled). Exact for a candidate enrolled through this sidecar that led at once or while its campaign waited; one that came to lead later is dated as one enrolled elsewhere. ZooKeeper keeps no grant time, so for a leadership that began elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it lead after seeing it wait in line (at once for a followed election, whose watch reports the change; at the first read after it began to lead otherwise, never before it began); when this sidecar never saw it wait, its node's creation time, exact when it led from its enrolment, else the earliest it can have begun to lead. The status page's "Leading for" counts from it.
+	Since time.Time `json:"since"`
+	Term  int64     `json:"term"`
+	Value string    `json:"value"`
 }
 
 // Enqueued defines model for Enqueued.
@@ -939,9 +943,11 @@ type LockHeldProblem struct {
 
 // LockHolder A lock's holder (a read/write lock's writer); null when none holds it.
 type LockHolder struct {
-	FencingToken int64     `json:"fencingToken"`
-	Owner        string    `json:"owner"`
-	Since        time.Time `json:"since"`
+	FencingToken int64  `json:"fencingToken"`
+	Owner        string `json:"owner"`
+
+	// Since When it was granted (not when it queued). Exact for a grant made through this sidecar (its `acquiredAt`). ZooKeeper keeps no grant time, so for a grant made elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it holding after seeing it wait (at once for a followed lock, whose watch reports the change; at the first read after the grant otherwise, never before the grant); when this sidecar never saw it wait, its node's creation time, exact when it headed the line from its creation, else the earliest it can have been granted. The status page's "Held for" counts from it.
+	Since time.Time `json:"since"`
 }
 
 // LockState defines model for LockState.
@@ -1445,7 +1451,9 @@ type RWLockHeldProblem struct {
 
 // RWReader defines model for RWReader.
 type RWReader struct {
-	Owner string    `json:"owner"`
+	Owner string `json:"owner"`
+
+	// Since When it was granted (not when it queued). Exact for a grant made through this sidecar (its `acquiredAt`). ZooKeeper keeps no grant time, so for a grant made elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it holding after seeing it wait (at once for a followed read/write lock, whose watch reports the change; at the first read after the grant otherwise, never before the grant); when this sidecar never saw it wait, its node's creation time, exact when it headed the line from its creation, else the earliest it can have been granted.
 	Since time.Time `json:"since"`
 }
 
@@ -1477,9 +1485,11 @@ type SemaphoreFullProblem struct {
 
 // SemaphoreHolder defines model for SemaphoreHolder.
 type SemaphoreHolder struct {
-	Owner  string    `json:"owner"`
-	Permit string    `json:"permit"`
-	Since  time.Time `json:"since"`
+	Owner  string `json:"owner"`
+	Permit string `json:"permit"`
+
+	// Since When the permit was granted: its lease node's creation, which a sidecar makes once the permit is free. (A Curator process keeps its lease node while it waits for a permit: such a holder's since is when it began to wait.)
+	Since time.Time `json:"since"`
 }
 
 // Service defines model for Service.

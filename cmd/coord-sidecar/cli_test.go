@@ -149,7 +149,7 @@ func TestCLIKeyWatchJSON(t *testing.T) {
 	}
 }
 
-// Counters: exact past 2^53 up to the int64 range; an overflow is refused (69)
+// Counters: exact past 2^53 up to the int64 range; an overflow is refused (65)
 // with the problem's detail; a negative DELTA needs no --.
 func TestCLICounter(t *testing.T) {
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
@@ -157,12 +157,12 @@ func TestCLICounter(t *testing.T) {
 	cli(t, env, "", "counter", "get", "signups").want(t, 0, "0\n")
 	cli(t, env, "", "counter", "add", "signups").want(t, 0, "1\n")
 	cli(t, env, "", "counter", "add", "signups", "9007199254740992").want(t, 0, "9007199254740993\n") // 2^53+1
-	cli(t, env, "", "counter", "add", "signups", "9223372036854775800").want(t, ctl.ExitUnavailable, "")
+	cli(t, env, "", "counter", "add", "signups", "9223372036854775800").want(t, ctl.ExitConflict, "")
 	cli(t, env, "", "counter", "add", "signups", "-9007199254740993").want(t, 0, "0\n")
 	cli(t, env, "", "counter", "add", "signups", "9223372036854775804").want(t, 0, "9223372036854775804\n")
 	cli(t, env, "", "counter", "get", "signups").want(t, 0, "9223372036854775804\n")
 	r := cli(t, env, "", "counter", "add", "signups", "4")
-	r.want(t, ctl.ExitUnavailable, "")
+	r.want(t, ctl.ExitConflict, "")
 	if !strings.Contains(r.err, "coord-sidecar counter add: ") || len(r.err) < len("coord-sidecar counter add: x\n") {
 		t.Fatalf("overflow: stderr %q", r.err)
 	}
@@ -297,11 +297,11 @@ func checkServiceHelp(t *testing.T, env map[string]string) {
 }
 
 // status writes the session as JSON and exits 0 while connected; the token
-// comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 69).
+// comes from COORD_TOKEN or COORD_TOKEN_FILE (without it: 401, exit 77).
 func TestCLIStatusAndToken(t *testing.T) {
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), "--token", "s3cret")
 	env := map[string]string{"COORD_ADDR": "http://" + car.M.Addr()}
-	cli(t, env, "", "status").want(t, ctl.ExitUnavailable, "")
+	cli(t, env, "", "status").want(t, ctl.ExitDenied, "")
 	env["COORD_TOKEN"] = "s3cret"
 	r := cli(t, env, "", "status")
 	r.want(t, 0, "*")

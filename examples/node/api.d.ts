@@ -1814,7 +1814,10 @@ export interface components {
             owner: string;
             /** Format: int64 */
             fencingToken: number | bigint;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it was granted (not when it queued). Exact for a grant made through this sidecar (its `acquiredAt`). ZooKeeper keeps no grant time, so for a grant made elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it holding after seeing it wait (at once for a followed lock, whose watch reports the change; at the first read after the grant otherwise, never before the grant); when this sidecar never saw it wait, its node's creation time, exact when it headed the line from its creation, else the earliest it can have been granted. The status page's "Held for" counts from it.
+             */
             since: string;
         } | null;
         LockState: {
@@ -1855,13 +1858,19 @@ export interface components {
             value: string;
             /** Format: int64 */
             term: number | bigint;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it began to lead (not when it enrolled). Exact for a candidate enrolled through this sidecar that led at once or while its campaign waited; one that came to lead later is dated as one enrolled elsewhere. ZooKeeper keeps no grant time, so for a leadership that began elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it lead after seeing it wait in line (at once for a followed election, whose watch reports the change; at the first read after it began to lead otherwise, never before it began); when this sidecar never saw it wait, its node's creation time, exact when it led from its enrolment, else the earliest it can have begun to lead. The status page's "Leading for" counts from it.
+             */
             since: string;
         } | null;
         Candidate: {
             candidate: string;
             value: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it enrolled (its node's creation time).
+             */
             since: string;
         };
         Election: {
@@ -2312,7 +2321,10 @@ export interface components {
         SemaphoreHolder: {
             permit: string;
             owner: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the permit was granted: its lease node's creation, which a sidecar makes once the permit is free. (A Curator process keeps its lease node while it waits for a permit: such a holder's since is when it began to wait.)
+             */
             since: string;
         };
         Semaphore: {
@@ -2341,7 +2353,10 @@ export interface components {
         };
         RWReader: {
             owner: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When it was granted (not when it queued). Exact for a grant made through this sidecar (its `acquiredAt`). ZooKeeper keeps no grant time, so for a grant made elsewhere (another sidecar, a Curator or kazoo process): when this sidecar first saw it holding after seeing it wait (at once for a followed read/write lock, whose watch reports the change; at the first read after the grant otherwise, never before the grant); when this sidecar never saw it wait, its node's creation time, exact when it headed the line from its creation, else the earliest it can have been granted.
+             */
             since: string;
         };
         /** @description `writer` is null when no writer holds the lock (readers may). */

@@ -23,17 +23,7 @@ import (
 // connection the wrappers use (--addr in parseAddr's forms, TLS and token:
 // transport.go).
 //
-// Exit codes (besides the wrappers' 64 and 69, wrap.go): ExitNotFound when what
-// was asked for does not exist (a key, a lease, an item of an empty queue).
-
-// ExitNotFound is the exit code of a verb whose key, lease or item does not
-// exist (as `consul kv get` exits 1 for a missing key).
-const ExitNotFound = 1
-
-// cliExitCodes ends every verb's --help.
-const cliExitCodes = `Exit codes: 0 done, 1 not found (key, lease, no item in the queue, no instance to pick),
-64 bad command line (or a name or value the sidecar refuses as invalid),
-69 the sidecar unreachable or refusing (403, 409, 429, 503...), 128+N on signal N.`
+// Exit codes: the one table of exits.go, shared with the wrappers.
 
 // cliVerb is one verb of the command-line client.
 type cliVerb struct {
@@ -162,7 +152,7 @@ func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Re
 	if c == nil {
 		return code
 	}
-	call := &cliCall{sig: sig, name: name, api: c.generated(), v: v, stdin: stdin, stdout: stdout, stderr: stderr}
+	call := &cliCall{sig: sig, name: name, api: c.generated(), hasToken: c.token != "", v: v, stdin: stdin, stdout: stdout, stderr: stderr}
 	return verb.run(call, positional)
 }
 
@@ -187,7 +177,7 @@ func cliVerbName(args []string, stdout, stderr io.Writer) (name string, rest []s
 	} else if len(args) > 1 {
 		fmt.Fprintf(stderr, "coord-sidecar %s: no verb %q\n", group, args[1])
 	}
-	fmt.Fprintf(w, "usage:\n%s\n'coord-sidecar %s VERB --help' describes a verb and its flags.\n", VerbList(group), group)
+	fmt.Fprintf(w, "usage:\n%s\n'coord-sidecar %s VERB --help' describes a verb and its flags.\n\n%s\n", VerbList(group), group, exitTableText())
 	return "", nil, code, false
 }
 
@@ -224,7 +214,7 @@ func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr 
 		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(stdout, "usage: %s\n\n%s\n\n%s\n\nflags:\n", usageLine, verb.about, cliExitCodes)
+				fmt.Fprintf(stdout, "usage: %s\n\n%s\n\n%s\n\nflags:\n", usageLine, verb.about, exitTableText())
 				fs.SetOutput(stdout)
 				fs.PrintDefaults()
 				return nil, 0, false
@@ -287,6 +277,7 @@ type cliCall struct {
 	sig            *Signals
 	name           string // "kv get"
 	api            *client.ClientWithResponses
+	hasToken       bool // a token was given (a 401 then says it was refused)
 	v              cliValues
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -294,7 +285,7 @@ type cliCall struct {
 
 // failed tells why a call did not succeed and returns the exit code: the
 // transport's error (69, or 128+N after a signal), or the problem's detail
-// (404: 1, 400: 64, any other: 69).
+// and the code of the one table (exitForStatus).
 func (c *cliCall) failed(err error, status int, body []byte) int {
 	if err != nil {
 		if c.sig.received() != 0 {
@@ -303,14 +294,17 @@ func (c *cliCall) failed(err error, status int, body []byte) int {
 		fmt.Fprintf(c.stderr, "coord-sidecar %s: %v\n", c.name, err)
 		return ExitUnavailable
 	}
-	fmt.Fprintf(c.stderr, "coord-sidecar %s: %s\n", c.name, problemDetail(status, body))
-	switch status {
-	case http.StatusNotFound:
-		return ExitNotFound
-	case http.StatusBadRequest:
-		return ExitUsage
+	fmt.Fprintf(c.stderr, "coord-sidecar %s: %s%s\n", c.name, problemDetail(status, body), deniedHint(status, c.hasToken))
+	return exitForStatus(status, problemType(body))
+}
+
+// problemType is the name of a problem document's type ("" when none).
+func problemType(body []byte) string {
+	var p client.Problem
+	if json.Unmarshal(body, &p) != nil {
+		return ""
 	}
-	return ExitUnavailable
+	return p.Type[strings.LastIndex(p.Type, "/")+1:]
 }
 
 // answered checks one generated call: ok when it was made and answered want;

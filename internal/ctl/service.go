@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -97,17 +96,12 @@ func RunServiceRegister(sig *Signals, args []string, getenv func(string) string,
 	}
 	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
-		return unavailable(sig, stderr, prefix, err, nil)
+		return c.unavailable(sig, stderr, prefix, err, nil)
 	}
 	defer lease.Close() // revokes: an instance registered as a signal came goes too
 	instance := "/v1/services/" + url.PathEscape(service) + "/instances/" + url.PathEscape(in.id)
 	if err := c.call(sig.ctx, http.MethodPut, instance, url.Values{"lease": {lease.ID}}, body, nil); err != nil {
-		var ae *apiError
-		if sig.received() == 0 && errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
-			fmt.Fprintln(stderr, prefix, err)
-			return ExitUsage
-		}
-		return unavailable(sig, stderr, prefix, err, nil)
+		return c.unavailable(sig, stderr, prefix, err, nil) // a 400 exits 64, a 409 instance-exists 65
 	}
 	out := o.supervise(sig, command, []string{"COORD_LEASE=" + lease.ID}, lease.Lost)
 	if out.stop != nil { // the lease was lost before any signal came

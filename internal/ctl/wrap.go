@@ -20,15 +20,6 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/sse"
 )
 
-// Exit codes of the lock and elect subcommands (besides the child's own code),
-// and of the command-line client (with ExitNotFound, cli.go).
-const (
-	ExitUsage       = 64 // bad command line
-	ExitUnavailable = 69 // the sidecar could not be reached or refused the request
-	ExitNotAcquired = 75 // the lock was not acquired within --wait (EX_TEMPFAIL)
-	ExitLeaseLost   = 76 // the lease was lost while the child ran: the child was stopped
-)
-
 // wrapOptions are the flags shared by the subcommands.
 type wrapOptions struct {
 	addr, token string
@@ -142,11 +133,7 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 	}
 	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
-		if sig.received() != 0 {
-			return sig.exitCode()
-		}
-		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
-		return ExitUnavailable
+		return c.unavailable(sig, stderr, "coord-sidecar lock:", err, nil)
 	}
 	defer lease.Close() // revokes: a lock granted as a signal came is released too
 	token, err := c.acquireLock(sig.ctx, name, lease, *wait, *owner)
@@ -159,8 +146,7 @@ func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, st
 			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s: %s\n", name, *wait, heldBy(ae))
 			return ExitNotAcquired
 		}
-		fmt.Fprintln(stderr, "coord-sidecar lock:", err)
-		return ExitUnavailable
+		return c.unavailable(sig, stderr, "coord-sidecar lock:", err, nil)
 	}
 	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "COORD_LEASE=" + lease.ID}
 	out := o.supervise(sig, command, env, lease.Lost)
@@ -223,7 +209,7 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 	fs := flag.NewFlagSet("coord-sidecar elect", flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
-	id := fs.String("id", defaultOwner(), "candidate id, unique in the election")
+	id := fs.String("id", defaultOwner(), "candidate id, unique in the election (default <hostname>-<pid>)")
 	value := fs.String("value", "", "value published with the candidate")
 	requeue := fs.Bool("requeue", false, "take turns: after the command exits, go to the back of the line and run it again at the next turn")
 	name, command, code, ok := parseWrapArgs(fs, args, electUsage, stdout, stderr)
@@ -236,14 +222,14 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 	}
 	lease, err := c.keepLease(sig.ctx, o.ttl)
 	if err != nil {
-		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
+		return c.unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	defer lease.Close() // revokes: a candidacy made as a signal came ends too
 	path := "/v1/elections/" + url.PathEscape(name)
 	e := &candidacy{sig: sig, o: &o, c: c, lease: lease, id: *id, candidate: path + "/candidates/" + url.PathEscape(*id)}
 	q := url.Values{"lease": {lease.ID}, "id": {*id}}
 	if err := c.call(sig.ctx, http.MethodPost, path+"/candidates", q, map[string]string{"value": *value}, nil); err != nil {
-		return unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
+		return c.unavailable(sig, stderr, "coord-sidecar elect:", err, nil)
 	}
 	// The stream ends with this function, not with a signal: while the child
 	// stops, a closed stream must not read as a loss of leadership. It is
@@ -253,7 +239,7 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 	events, err := c.follow(ectx, path+"/events", 0, nil)
 	if err != nil {
 		stopEvents()
-		return unavailable(sig, stderr, "coord-sidecar elect:", err, e.resign)
+		return c.unavailable(sig, stderr, "coord-sidecar elect:", err, e.resign)
 	}
 	defer events.Wait()
 	defer stopEvents()
@@ -261,17 +247,23 @@ func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, s
 }
 
 // unavailable is how a wrapper ends after err from the sidecar: 128+N once an
-// end signal has come (after undo, when there is one), otherwise 69 with err
-// told after prefix.
-func unavailable(sig *Signals, stderr io.Writer, prefix string, err error, undo func()) int {
+// end signal has come (after undo, when there is one), otherwise err told
+// after prefix and the exit code of the table (exitFor: 69 when the sidecar
+// was not reached).
+func (c *apiClient) unavailable(sig *Signals, stderr io.Writer, prefix string, err error, undo func()) int {
 	if sig.received() != 0 {
 		if undo != nil {
 			undo()
 		}
 		return sig.exitCode()
 	}
-	fmt.Fprintln(stderr, prefix, err)
-	return ExitUnavailable
+	var ae *apiError
+	hint := ""
+	if errors.As(err, &ae) {
+		hint = deniedHint(ae.Status, c.token != "")
+	}
+	fmt.Fprintf(stderr, "%s %v%s\n", prefix, err, hint)
+	return exitFor(err)
 }
 
 // candidacy is one enrolled candidate of `coord-sidecar elect`, held by lease.
@@ -323,7 +315,7 @@ func (e *candidacy) campaign(command []string, events <-chan sse.Event, requeue 
 				return e.notLeading(err)
 			}
 			// enrolled again or not: leave
-			return unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
+			return e.c.unavailable(e.sig, stderr, "coord-sidecar elect: requeue:", err, e.resign)
 		}
 	}
 }
@@ -346,8 +338,7 @@ func (e *candidacy) notLeading(err error) int {
 		fmt.Fprintf(e.o.stderr, "coord-sidecar elect: %s\n", e.lease.why)
 		return ExitLeaseLost
 	}
-	fmt.Fprintln(e.o.stderr, "coord-sidecar elect:", err)
-	return ExitUnavailable
+	return e.c.unavailable(e.sig, e.o.stderr, "coord-sidecar elect:", err, nil)
 }
 
 // lead runs the command for one term. Leadership ends when the election's
@@ -557,13 +548,14 @@ lock and COMMAND kept. So is a suspension of the sidecar's ZooKeeper session
 stopped (SIGTERM, then SIGKILL after --grace) exactly when the sidecar reports
 the lock lost, which it does once the suspension has lasted two thirds of the
 session timeout since ZooKeeper last answered (the session could have expired),
-or when ZooKeeper declares the session expired. Exit codes: 64 bad command line, 69 sidecar unreachable
-or refusing, 75 not acquired within --wait, 76 lease lost while COMMAND ran
-(the sidecar said so, or answered no keepalive for the smaller of --ttl and
-half its session timeout): COMMAND was stopped.`
-	electUsage = `elect NAME --id ID [flags] -- COMMAND ARGS...
+or when ZooKeeper declares the session expired. It exits 75 when the lock was
+not acquired within --wait, 76 when the lease was lost while COMMAND ran (the
+sidecar said so, or answered no keepalive for the smaller of --ttl and half its
+session timeout): COMMAND was stopped.`
+	electUsage = `elect NAME [--id ID] [flags] -- COMMAND ARGS...
 
-Campaigns in the election NAME and runs COMMAND only while ID leads, with
+Campaigns in the election NAME as candidate ID (by default <hostname>-<pid>)
+and runs COMMAND only while ID leads, with
 COORD_TERM (the leader's term, a fencing token) and COORD_LEASE in its
 environment; stops it when leadership or the lease is lost. Without --requeue it
 resigns and exits with COMMAND's code; with --requeue it goes to the back of the
@@ -576,10 +568,10 @@ sidecar's ZooKeeper session (a ZooKeeper server restarting, a network blip):
 the leader's COMMAND keeps running, and is stopped exactly when the sidecar
 reports the leadership lost, which it does once the suspension has lasted two
 thirds of the session timeout since ZooKeeper last answered (the session could
-have expired), or when ZooKeeper declares the session expired. Exit codes: 64 bad command
-line, 69 sidecar unreachable or refusing, 76 lease lost while COMMAND ran (the
-sidecar said so, or answered no keepalive for the smaller of --ttl and half its
-session timeout): COMMAND was stopped.`
+have expired), or when ZooKeeper declares the session expired. It exits 76 when
+the lease was lost while COMMAND ran (the sidecar said so, or answered no
+keepalive for the smaller of --ttl and half its session timeout): COMMAND was
+stopped; 65 when a live candidate has the id already.`
 )
 
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come
@@ -587,7 +579,7 @@ session timeout): COMMAND was stopped.`
 // 0 after --help (the usage went to stdout), 64 on a usage error.
 func parseWrapArgs(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (name string, command []string, code int, ok bool) {
 	printUsage := func(w io.Writer) {
-		fmt.Fprintf(w, "usage: coord-sidecar %s\n\nflags:\n", usage)
+		fmt.Fprintf(w, "usage: coord-sidecar %s\n\n%s\n\nflags:\n", usage, exitTableText())
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(stderr)

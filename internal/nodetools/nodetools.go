@@ -2,8 +2,9 @@
 // tools under tools/ (redocly, Prism) and the Node examples' client under
 // examples/node/ (openapi-fetch, openapi-typescript, tsc). Each folder's
 // package-lock.json is installed into its git-ignored node_modules by
-// scripts/npm-ci.sh, once per version of the lock file (`make test` has done it
-// already; a plain `go test` does it here).
+// scripts/npm-ci.sh, which checks the packages against the lock file on every
+// run and copies them from the machine's store when they are not whole (`make
+// test` has done it already; a plain `go test` does it here).
 package nodetools
 
 import (

@@ -32,6 +32,8 @@ type Elections struct {
 	metrics electionMetrics
 
 	followers *kit.Followers[*ElectionState]
+	// grants dates the leaders' since (line.Grants).
+	grants line.Grants
 }
 
 // Candidacy is one candidate enrolled by a lease: the lease's holding.
@@ -213,6 +215,11 @@ func (e *Elections) stand(ctx context.Context, ep *zookeeper.Epoch, lease *kit.L
 		ep.CleanupProtected(parent, made.GUID, made.Path)
 		return nil, line.Place{}, fmt.Errorf("election %q: %w", name, err)
 	}
+	if place.Head {
+		e.grants.Granted(made.Path, time.Now())
+	} else {
+		e.grants.Waiting(made.Path) // the first read that sees it lead dates it
+	}
 	return e.newCandidacy(lease, ep, name, id, made, value), place, nil
 }
 
@@ -246,6 +253,7 @@ func (c *Candidacy) HeldNodes() []string { return []string{c.node.Path} }
 // any more.
 func (c *Candidacy) Release(ctx context.Context) error {
 	c.uncount()
+	c.e.grants.Gone(c.node.Path)
 	return c.ep.DeleteProtected(ctx, path.Dir(c.node.Path), c.node.GUID, c.node.Path)
 }
 
@@ -356,12 +364,13 @@ func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
 // (kit.Children), so that a change of leader reads the list and the one new
 // node, not every candidate again.
 type electionSource struct {
+	e    *Elections
 	name string
 	line kit.Children[candidateNode]
 }
 
 func newElectionSource(e *Elections, name string) *electionSource {
-	return &electionSource{name: name, line: kit.Children[candidateNode]{
+	return &electionSource{e: e, name: name, line: kit.Children[candidateNode]{
 		Part: childrenPart, Dir: e.parent(name),
 		Decode: func(n string, data []byte, st *zookeeper.Stat) (candidateNode, bool) {
 			_, seq := zookeeper.SeqOf(n)
@@ -375,7 +384,7 @@ func (s *electionSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.W
 		return nil, err
 	}
 	var st *ElectionState
-	w.Do(func() { st = electionView(s.name, s.line.Pzxid, s.line.Names, s.line.Data) })
+	w.Do(func() { st = s.e.view(s.name, s.line.Pzxid, s.line.Names, s.line.Data) })
 	return st, nil
 }
 
@@ -401,7 +410,7 @@ func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string) 
 	parent := e.parent(name)
 	children, pstat, err := ep.Children(ctx, parent)
 	if errors.Is(err, zookeeper.ErrNoNode) {
-		return electionView(name, 0, nil, nil), nil // no such election yet: nobody leads
+		return e.view(name, 0, nil, nil), nil // no such election yet: nobody leads
 	}
 	if err != nil {
 		return nil, err
@@ -417,7 +426,7 @@ func (e *Elections) read(ctx context.Context, ep *zookeeper.Epoch, name string) 
 			read[line[i]] = newCandidateNode(line[i], c.Data, c.Stat)
 		}
 	}
-	return electionView(name, pstat.Pzxid, line, read), nil
+	return e.view(name, pstat.Pzxid, line, read), nil
 }
 
 const childrenPart = "children"
@@ -434,19 +443,30 @@ func newCandidateNode(n string, data []byte, st *zookeeper.Stat) candidateNode {
 	return candidateNode{id: id, value: value, since: time.UnixMilli(st.Ctime).UTC(), czxid: st.Czxid, mzxid: st.Mzxid}
 }
 
-// electionView is the election whose line lists names (pzxid: the line's last
+// view is the election whose line lists names (pzxid: the line's last
 // change, 0 when it has no node) with the candidates' nodes read: the line in
 // sequence order, the first read one leading. A listed node not read (deleted
-// meanwhile) is left out: the line's watch reports it.
-func electionView(name string, pzxid int64, names []string, read map[string]candidateNode) *ElectionState {
+// meanwhile) is left out: the line's watch reports it. A candidate's since is
+// when it enrolled (its node's creation), the leader's when it began to lead
+// (line.Grants).
+func (e *Elections) view(name string, pzxid int64, names []string, read map[string]candidateNode) *ElectionState {
 	st := &ElectionState{Name: name, Candidates: []Candidate{}, Zxid: pzxid}
+	live := make([]string, 0, len(names))
 	for _, n := range zookeeper.SortBySeq(names) {
-		c, ok := read[n]
-		if !ok {
-			continue
+		if _, ok := read[n]; ok {
+			live = append(live, n)
 		}
+	}
+	head := min(1, len(live))
+	granted := e.grants.Read(e.parent(name), live[:head], live[head:])
+	for _, n := range live {
+		c := read[n]
 		if st.Leader == nil {
-			st.Leader = &ElectionLeader{Candidate: c.id, Value: c.value, Term: c.czxid, Since: c.since}
+			since, ok := granted[n]
+			if !ok {
+				since = c.since
+			}
+			st.Leader = &ElectionLeader{Candidate: c.id, Value: c.value, Term: c.czxid, Since: since}
 		}
 		st.Candidates = append(st.Candidates, Candidate{Candidate: c.id, Value: c.value, Since: c.since})
 		st.Zxid = max(st.Zxid, c.mzxid)

@@ -43,7 +43,7 @@ func (s *lockSource) Read(ctx context.Context, ep *zookeeper.Epoch, w *kit.Watch
 			return nil, err
 		}
 		if in, ok := infos[order[0]]; ok {
-			out.Holder = &LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
+			out.Holder = &LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: s.l.since(parent, order, in.Since)}
 			out.Waiters = len(order) - 1
 			break
 		}

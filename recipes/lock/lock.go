@@ -32,6 +32,8 @@ type Locks struct {
 	handoffs line.Handoffs
 	// followers follow single locks (event streams; see Follow).
 	followers *kit.Followers[*LockState]
+	// grants dates the holders' since (line.Grants).
+	grants line.Grants
 }
 
 // LockGrant is a held lock: the lease's holding.
@@ -53,7 +55,9 @@ type LockGrant struct {
 type LockHolder struct {
 	Owner        string
 	FencingToken int64
-	Since        time.Time
+	// Since is when it was granted: exact for a grant made through this
+	// sidecar, else as line.Grants tells.
+	Since time.Time
 }
 
 // LockState is a lock's holder (nil when free) and the number of waiters.
@@ -152,7 +156,9 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 		return nil, err
 	}
 	l.metrics.held.Inc()
-	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(),
+	at := time.Now()
+	l.grants.Granted(c.Path, at)
+	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: at,
 		locks: l, ep: ep, node: c}, nil
 }
 
@@ -186,6 +192,7 @@ func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
 // the background while the session lives (zookeeper.Epoch.DeleteProtected).
 func (g *LockGrant) Release(ctx context.Context) error {
 	g.locks.metrics.held.Dec()
+	g.locks.grants.Gone(g.node.Path)
 	if g.locks.handoffs.LetGo(g.node.Path) { // a grant is the head of its line
 		// The successor's answer is what its client waits for; the delete is
 		// nobody's wait but this release's: let the successor run first.
@@ -205,9 +212,19 @@ func (l *Locks) holder(ctx context.Context, ep *zookeeper.Epoch, parent string, 
 		if err != nil {
 			return nil, err
 		}
-		return &LockHolder{Owner: string(data), FencingToken: st.Czxid, Since: time.UnixMilli(st.Ctime)}, nil
+		return &LockHolder{Owner: string(data), FencingToken: st.Czxid,
+			Since: l.since(parent, sorted, time.UnixMilli(st.Ctime))}, nil
 	}
 	return nil, nil
+}
+
+// since is when the head of a line (sorted, the head first) was granted, as far
+// as this sidecar knows (line.Grants); else created, its node's creation.
+func (l *Locks) since(parent string, sorted []string, created time.Time) time.Time {
+	if at, ok := l.grants.Read(parent, sorted[:1], sorted[1:])[sorted[0]]; ok {
+		return at
+	}
+	return created.UTC()
 }
 
 // Release releases the lock held by the lease of src (asked for once the name

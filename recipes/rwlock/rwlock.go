@@ -40,6 +40,8 @@ type RWLocks struct {
 	// here.
 	handoffs  line.Handoffs
 	followers *kit.Followers[*RWLockState]
+	// grants dates the holders' since (line.Grants).
+	grants line.Grants
 }
 
 // The modes of a read/write lock grant.
@@ -76,7 +78,9 @@ type RWGrant struct {
 type RWReader struct {
 	Owner        string
 	FencingToken int64
-	Since        time.Time
+	// Since is when it was granted: exact for a grant made through this
+	// sidecar, else as line.Grants tells.
+	Since time.Time
 }
 
 // RWLockState is a read/write lock's holders: its writer (nil when none) or its
@@ -186,8 +190,10 @@ func (rw *RWLocks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.
 		return nil, err
 	}
 	rw.metrics.held.WithLabelValues(mode).Inc()
+	at := time.Now()
+	rw.grants.Granted(c.Path, at)
 	return &RWGrant{Name: name, Mode: mode, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid,
-		AcquiredAt: time.Now(), rw: rw, ep: ep, node: c}, nil
+		AcquiredAt: at, rw: rw, ep: ep, node: c}, nil
 }
 
 // nearestWriter is a reader's blocker: the nearest writer before it (-1: none,
@@ -242,6 +248,7 @@ func (g *RWGrant) HeldNodes() []string { return []string{g.node.Path} }
 // sidecar's next waiter. It retries through a suspension while the session lives.
 func (g *RWGrant) Release(ctx context.Context) error {
 	g.rw.metrics.held.WithLabelValues(g.Mode).Dec()
+	g.rw.grants.Gone(g.node.Path)
 	if g.Mode == WriteMode {
 		g.rw.handoffs.LetGo(g.node.Path) // a writer's grant is the head of its line
 	}
@@ -319,14 +326,19 @@ func (rw *RWLocks) read(ctx context.Context, ep *zookeeper.Epoch, name string, w
 		return nil, err
 	}
 	out := &RWLockState{Name: name, Readers: []RWReader{}, Waiters: len(order) - holders, Zxid: line.Pzxid(st)}
+	granted := rw.grants.Read(parent, order[:holders], order[holders:])
 	for _, n := range order[:holders] {
 		in, ok := infos[n]
+		since, known := granted[n]
+		if !known {
+			since = in.Since
+		}
 		switch {
 		case !ok: // gone meanwhile: the watch reports it
 		case isWriter(n):
-			out.Writer = &lock.LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since}
+			out.Writer = &lock.LockHolder{Owner: in.Data, FencingToken: in.Czxid, Since: since}
 		default:
-			out.Readers = append(out.Readers, RWReader{Owner: in.Data, FencingToken: in.Czxid, Since: in.Since})
+			out.Readers = append(out.Readers, RWReader{Owner: in.Data, FencingToken: in.Czxid, Since: since})
 		}
 	}
 	return out, nil
