@@ -72,7 +72,7 @@ func (r *serviceRun) exit(t *testing.T) int {
 // service register: the instance is listed, on the command's COORD_LEASE,
 // exactly while the command runs; the wrapper exits with the command's code
 // and unregisters, stops the command and exits 76 when its lease is revoked,
-// passes SIGTERM on and exits 143; an id another lease holds is 69 with the
+// passes SIGTERM on and exits 143; an id another lease holds is 65 (a conflict) with the
 // command never started; a flag missing or an instance the sidecar refuses
 // is 64.
 func TestServiceRegisterWrapper(t *testing.T) {
@@ -126,7 +126,7 @@ func TestServiceRegisterWrapper(t *testing.T) {
 
 	car.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/taken?ttl=60s", `{"address":"h"}`)
 	r = startServiceRegister(t, addr, "--id", "taken", "--address", "10.0.0.4")
-	if code := r.exit(t); code != ctl.ExitUnavailable || !strings.Contains(r.stderr.String(), "instance exists") {
+	if code := r.exit(t); code != ctl.ExitConflict || !strings.Contains(r.stderr.String(), "instance exists") {
 		t.Fatalf("an id another lease holds: exit %d, stderr %q", code, r.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(r.dir, "started")); err == nil {
