@@ -241,7 +241,10 @@ func TestCLIServices(t *testing.T) {
 	}
 	// Picks answer as the sidecar's follower of the service last read it (the
 	// pick before the registrations opened it): once it has both, turns alternate.
-	testutil.Eventually(t, 10*time.Second, "round-robin picks take turns", func() bool { return pick() != pick() })
+	testutil.Eventually(t, 10*time.Second, "round-robin picks take turns", func() bool {
+		first := pick()
+		return pick() != first
+	})
 	turns := []string{pick(), pick(), pick(), pick()}
 	if turns[0] == turns[1] || turns[0] != turns[2] || turns[1] != turns[3] {
 		t.Fatalf("round-robin picked %v", turns)
