@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A dead or wrong --zk is loud (issue 39, item 2): at the default log level a
@@ -83,6 +85,7 @@ type logLine struct {
 	Level    string `json:"level"`
 	Msg      string `json:"msg"`
 	Servers  string `json:"servers"`
+	State    string `json:"state"`
 	Err      string `json:"lastError"`
 	Failures int    `json:"failures"`
 }
@@ -97,4 +100,42 @@ func unreachableWarnings(log string) []logLine {
 		}
 	}
 	return out
+}
+
+// A connection lost while the session lives is warned of the same way, with
+// the session's state (suspended), and once it is back the log says so,
+// lastError is gone from GET /v1/session and /readyz is 200 again.
+func TestZooKeeperBackIsSaid(t *testing.T) {
+	zkc := zktest.Shared(t)
+	proxy := faultproxy.Start(t, zkc.Server(0))
+	// A session timeout long enough for the session to outlive the cut.
+	car, logs := startLoggedSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "30s")
+	car.WaitReady(t)
+	if le, ok := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["lastError"]; ok {
+		t.Fatalf("connected, GET /v1/session shows lastError %v", le)
+	}
+
+	proxy.Cut()
+	testutil.Eventually(t, 60*time.Second, "a warning of the lost connection", func() bool {
+		for _, w := range unreachableWarnings(logs.String()) {
+			if w.Level == "WARN" && strings.Contains(w.Servers, proxy.Addr()) && w.Err != "" && w.State == "suspended" {
+				return true
+			}
+		}
+		return false
+	})
+	if le := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["lastError"]); !strings.Contains(le, proxy.Addr()) {
+		t.Errorf("suspended, GET /v1/session lastError %q: want the server %s and its error", le, proxy.Addr())
+	}
+
+	proxy.Restore()
+	testutil.Eventually(t, 60*time.Second, "the log says ZooKeeper is reachable again", func() bool {
+		return strings.Contains(logs.String(), `"msg":"zookeeper reachable again"`)
+	})
+	car.WaitReady(t)
+	testutil.Eventually(t, 30*time.Second, "lastError gone once connected", func() bool {
+		b := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body
+		_, ok := b["lastError"]
+		return b["state"] == "connected" && !ok
+	})
 }
