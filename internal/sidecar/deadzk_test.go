@@ -18,7 +18,7 @@ import (
 // warning names the servers and the error within seconds, and again with
 // backoff rather than once per retry; GET /v1/session shows lastError,
 // /readyz's 503 says why, and an operation's 503 names the servers tried and
-// the last error.
+// the last error; coord_zk_connection_failures_total counts the failures.
 func TestDeadZooKeeperIsLoud(t *testing.T) {
 	dead := deadAddress(t)
 	// --suspend-wait 0s: an operation answers at once from the session's
@@ -42,6 +42,10 @@ func TestDeadZooKeeperIsLoud(t *testing.T) {
 	}
 	if warns[1].Failures <= warns[0].Failures {
 		t.Errorf("second warning reports %d failures, first %d: want more", warns[1].Failures, warns[0].Failures)
+	}
+
+	if n := sidecartest.MetricSum(t, car, "coord_zk_connection_failures_total"); n < float64(warns[len(warns)-1].Failures) {
+		t.Errorf("coord_zk_connection_failures_total %v, below the %d failures the last warning reported", n, warns[len(warns)-1].Failures)
 	}
 
 	sess := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session")

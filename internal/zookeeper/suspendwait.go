@@ -282,6 +282,7 @@ func (l zkLogger) noteLog(format string, args []any) {
 	defer func(before *connErr) {
 		if t.last != before {
 			t.fails++
+			l.ep.s.metrics.connFailures.Inc()
 		}
 	}(t.last)
 	switch {
