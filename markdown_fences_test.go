@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"strconv"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )

@@ -8,15 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/faultproxy"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A dead or wrong --zk is loud (issue 39, item 2): at the default log level a
 // warning names the servers and the error within seconds, and again with
 // backoff rather than once per retry; GET /v1/session shows lastError,
 // /readyz's 503 says why, and an operation's 503 names the servers tried and
-// the last error.
+// the last error; coord_zk_connection_failures_total counts the failures.
 func TestDeadZooKeeperIsLoud(t *testing.T) {
 	dead := deadAddress(t)
 	// --suspend-wait 0s: an operation answers at once from the session's
@@ -42,6 +44,10 @@ func TestDeadZooKeeperIsLoud(t *testing.T) {
 		t.Errorf("second warning reports %d failures, first %d: want more", warns[1].Failures, warns[0].Failures)
 	}
 
+	if n := sidecartest.MetricSum(t, car, "coord_zk_connection_failures_total"); n < float64(warns[len(warns)-1].Failures) {
+		t.Errorf("coord_zk_connection_failures_total %v, below the %d failures the last warning reported", n, warns[len(warns)-1].Failures)
+	}
+
 	sess := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session")
 	if le := sidecartest.Str(sess.Body["lastError"]); !strings.Contains(le, dead) || !strings.Contains(le, "connection refused") {
 		t.Errorf("GET /v1/session lastError %q: want the server %s and the error; body %s", le, dead, sess.Raw)
@@ -64,15 +70,17 @@ func TestDeadZooKeeperIsLoud(t *testing.T) {
 	}
 }
 
-// deadAddress is a loopback address nothing listens on: connecting is refused.
+// deadAddress is a loopback address nothing listens on, so that connecting is
+// refused: port 1 (tcpmux) is served nowhere the tests run and, outside the
+// ephemeral range, never handed to a test's listener (a port freed by a
+// listener of this test could be, by another package's test running at once).
 func deadAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const addr = "127.0.0.1:1"
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Skipf("something listens on %s: the test needs a port where connecting is refused", addr)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	return addr
 }
 
@@ -81,6 +89,7 @@ type logLine struct {
 	Level    string `json:"level"`
 	Msg      string `json:"msg"`
 	Servers  string `json:"servers"`
+	State    string `json:"state"`
 	Err      string `json:"lastError"`
 	Failures int    `json:"failures"`
 }
@@ -95,4 +104,42 @@ func unreachableWarnings(log string) []logLine {
 		}
 	}
 	return out
+}
+
+// A connection lost while the session lives is warned of the same way, with
+// the session's state (suspended), and once it is back the log says so,
+// lastError is gone from GET /v1/session and /readyz is 200 again.
+func TestZooKeeperBackIsSaid(t *testing.T) {
+	zkc := zktest.Shared(t)
+	proxy := faultproxy.Start(t, zkc.Server(0))
+	// A session timeout long enough for the session to outlive the cut.
+	car, logs := startLoggedSidecar(t, []string{proxy.Addr()}, zktest.Root(t), "--session-timeout", "30s")
+	car.WaitReady(t)
+	if le, ok := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["lastError"]; ok {
+		t.Fatalf("connected, GET /v1/session shows lastError %v", le)
+	}
+
+	proxy.Cut()
+	testutil.Eventually(t, 60*time.Second, "a warning of the lost connection", func() bool {
+		for _, w := range unreachableWarnings(logs.String()) {
+			if w.Level == "WARN" && strings.Contains(w.Servers, proxy.Addr()) && w.Err != "" && w.State == "suspended" {
+				return true
+			}
+		}
+		return false
+	})
+	if le := sidecartest.Str(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["lastError"]); !strings.Contains(le, proxy.Addr()) {
+		t.Errorf("suspended, GET /v1/session lastError %q: want the server %s and its error", le, proxy.Addr())
+	}
+
+	proxy.Restore()
+	testutil.Eventually(t, 60*time.Second, "the log says ZooKeeper is reachable again", func() bool {
+		return strings.Contains(logs.String(), `"msg":"zookeeper reachable again"`)
+	})
+	car.WaitReady(t)
+	testutil.Eventually(t, 30*time.Second, "lastError gone once connected", func() bool {
+		b := car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body
+		_, ok := b["lastError"]
+		return b["state"] == "connected" && !ok
+	})
 }

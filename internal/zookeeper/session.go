@@ -812,6 +812,10 @@ func (l zkLogger) Printf(format string, args ...any) {
 type sessionMetrics struct {
 	state       *prometheus.GaugeVec
 	expirations prometheus.Counter
+	// connFailures counts failed connections to a server (suspendwait.go's
+	// noteLog): a dial refused or timed out, a handshake that failed, a
+	// connection that ended.
+	connFailures prometheus.Counter
 	// doubts counts suspensions that lasted until the session could have
 	// expired (doubt.go).
 	doubts prometheus.Counter
@@ -832,6 +836,10 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 		expirations: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_session_expirations_total",
 			Help: "ZooKeeper sessions lost (declared expired by ZooKeeper).",
+		}),
+		connFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "coord_zk_connection_failures_total",
+			Help: "Failed connections to a ZooKeeper server: a dial refused or timed out, a handshake that failed, a connection that ended. Rising while coord_zk_session_state is not connected: a dead or wrong --zk, or the ensemble away.",
 		}),
 		doubts: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_zk_session_doubts_total",

@@ -275,13 +275,20 @@ func (l *lastConnErrs) reset() {
 // timed out dial, a handshake that failed, a connection that ended), for the
 // detail of a wait that ends before the connection is back (notBack), for
 // Unreachable and for the warnings of unreachable servers (loud.go).
+//
+// A lost epoch's lines are not kept: its connection is closed on purpose,
+// after the Session has moved on to a new one.
 func (l zkLogger) noteLog(format string, args []any) {
+	if l.ep.IsLost() {
+		return
+	}
 	t := &l.ep.s.lastConnErr
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer func(before *connErr) {
 		if t.last != before {
 			t.fails++
+			l.ep.s.metrics.connFailures.Inc()
 		}
 	}(t.last)
 	switch {
