@@ -106,6 +106,12 @@ func (l *Locks) Lines() string { return l.dir }
 // implicit lease ends. A lease that holds the lock already gets its grant again;
 // one that is acquiring it already gets kit.ErrBusy.
 func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, wait time.Duration) (*LockGrant, error) {
+	// step is the lock's own part of the hold protocol, which kit.Acquire runs
+	// under the lease's connected session once the hold is reserved.
+	var lease *kit.Lease
+	step := func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
+		return l.acquire(ctx, ep, lease, name, owner, wait)
+	}
 	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
 	}
@@ -115,10 +121,7 @@ func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner st
 	}
 	start := time.Now()
 	l.metrics.waiting.Inc()
-	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name},
-		func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
-			return l.acquire(ctx, ep, lease, name, owner, wait)
-		})
+	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name}, step)
 	l.metrics.waiting.Dec()
 	if !found {
 		l.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
