@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -27,7 +26,7 @@ import (
 type Locks struct {
 	s       *zookeeper.Session
 	dir     string
-	metrics lockMetrics
+	metrics line.Metrics
 	// handoffs tells a waiter that its predecessor, the head, was let go here.
 	handoffs line.Handoffs
 	// followers follow single locks (event streams; see Follow).
@@ -83,7 +82,7 @@ const lockKind = LockKind
 // New returns the lock recipe over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
 	l := &Locks{s: s, dir: s.Dir("locks"), metrics: newLockMetrics(reg)}
-	l.followers = kit.NewFollowers(s, l.metrics.watched, func(name string) kit.Source[*LockState] {
+	l.followers = kit.NewFollowers(s, l.metrics.Watched, func(name string) kit.Source[*LockState] {
 		return &lockSource{l: l, name: name}
 	})
 	return l
@@ -120,11 +119,11 @@ func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner st
 		return nil, err
 	}
 	start := time.Now()
-	l.metrics.waiting.Inc()
+	l.metrics.Waiting.Inc()
 	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name}, step)
-	l.metrics.waiting.Dec()
+	l.metrics.Waiting.Dec()
 	if !found {
-		l.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
+		l.metrics.Acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
 	}
 	return g, err
 }
@@ -154,7 +153,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 		l.handoffs.Left(c.Path)
 		return nil, err
 	}
-	l.metrics.held.Inc()
+	l.metrics.Held.Inc()
 	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: time.Now(),
 		locks: l, ep: ep, node: c}, nil
 }
@@ -176,7 +175,7 @@ func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (k
 		return nil, fmt.Errorf("%s: node %s no longer heads its line", what, node.Path)
 	}
 	l.handoffs.Enter(node.Path)
-	l.metrics.held.Inc()
+	l.metrics.Held.Inc()
 	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
 		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node}, nil
 }
@@ -188,7 +187,7 @@ func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
 // waiter (see handoffs); through a suspension it retries while ctx lives, then in
 // the background while the session lives (zookeeper.Epoch.DeleteProtected).
 func (g *LockGrant) Release(ctx context.Context) error {
-	g.locks.metrics.held.Dec()
+	g.locks.metrics.Held.Dec()
 	if g.locks.handoffs.LetGo(g.node.Path) { // a grant is the head of its line
 		// The successor's answer is what its client waits for; the delete is
 		// nobody's wait but this release's: let the successor run first.
@@ -260,29 +259,13 @@ func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
 // empty container not yet reclaimed by ZooKeeper).
 func (l *Locks) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, l.s, l.dir) }
 
-type lockMetrics struct {
-	acquire *prometheus.HistogramVec
-	held    prometheus.Gauge
-	waiting prometheus.Gauge
-	watched prometheus.Gauge
-}
-
-func newLockMetrics(reg prometheus.Registerer) lockMetrics {
-	f := promauto.With(reg)
-	return lockMetrics{
-		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_lock_acquire_duration_seconds",
-			Help:    "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"result"}),
-		held: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_locks_held", Help: "Locks held by leases of this sidecar.",
-		}),
-		waiting: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar.",
-		}),
-		watched: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_lock_watched", Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them.",
-		}),
-	}
+func newLockMetrics(reg prometheus.Registerer) line.Metrics {
+	return line.NewMetrics(reg, line.MetricNames{
+		Acquire: line.Metric{Name: "coord_lock_acquire_duration_seconds",
+			Help: "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error)."},
+		Held:    line.Metric{Name: "coord_locks_held", Help: "Locks held by leases of this sidecar."},
+		Waiting: line.Metric{Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar."},
+		Watched: line.Metric{Name: "coord_lock_watched",
+			Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them."},
+	})
 }

@@ -369,11 +369,8 @@ type rwlockMetrics struct {
 func newRWLockMetrics(reg prometheus.Registerer) rwlockMetrics {
 	f := promauto.With(reg)
 	return rwlockMetrics{
-		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_rwlock_acquire_duration_seconds",
-			Help:    "Time from a read/write lock request to its outcome, by mode and result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"mode", "result"}),
+		acquire: kit.WaitSeconds(f, "coord_rwlock_acquire_duration_seconds",
+			"Time from a read/write lock request to its outcome, by mode and result (granted, timeout, cancelled, error).", "mode", "result"),
 		held: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coord_rwlocks_held", Help: "Read/write lock grants held by leases of this sidecar, by mode.",
 		}, []string{"mode"}),
