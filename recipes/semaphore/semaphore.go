@@ -403,23 +403,13 @@ func (m *Semaphores) Release(ctx context.Context, src kit.LeaseSource, name, per
 	if err != nil {
 		return err
 	}
-	h := kit.Hold{Kind: semaphoreKind, Name: name}
-	if p, ok := kit.Lookup[*Permit](lease, h); !ok || p.Permit != permit {
-		return fmt.Errorf("permit %q of semaphore %q: %w", permit, name, kit.ErrNotHeld)
-	}
-	return kit.Release(ctx, lease, h)
+	return line.Release(ctx, lease, kit.Hold{Kind: semaphoreKind, Name: name}, func(p *Permit) bool { return p.Permit == permit },
+		fmt.Sprintf("permit %q of semaphore %q", permit, name))
 }
 
 // Inspect returns the semaphore's holders and waiters (on every client).
 func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState, error) {
-	if err := kit.CheckName("semaphore", name); err != nil {
-		return nil, err
-	}
-	ep, err := m.s.Await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return m.read(ctx, ep, name, nil, &line.NodeCache{})
+	return line.Inspect(ctx, m.s, "semaphore", name, m.read)
 }
 
 // List returns the names of the semaphores that have a node.
@@ -431,10 +421,7 @@ func (m *Semaphores) List(ctx context.Context) ([]string, error) {
 // internal mutex per sidecar, however many followers (streams, the overview,
 // the waiter that holds the mutex). Close the follower when done.
 func (m *Semaphores) Follow(name string) (*kit.Follower[*SemaphoreState], error) {
-	if err := kit.CheckName("semaphore", name); err != nil {
-		return nil, err
-	}
-	return m.followers.Follow(name), nil
+	return m.followers.FollowName("semaphore", name)
 }
 
 const (
