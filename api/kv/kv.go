@@ -44,11 +44,10 @@ func (h *KV) Setup(env api.Env) api.Descriptor {
 				return oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
 			})}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, mismatch *kvstore.VersionMismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-				p.Ext = map[string]any{"version": mismatch.Version}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "version-mismatch", "",
+				func(mismatch *kvstore.VersionMismatchError) map[string]any {
+					return map[string]any{"version": mismatch.Version}
+				}),
 			api.ProblemIs(kvstore.ErrKeyNotFound, http.StatusNotFound, "key-not-found"),
 		},
 		Adoptions: map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},

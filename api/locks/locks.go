@@ -31,11 +31,10 @@ func (h *Locks) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "lock", Token: "locks", Event: "lock", Dir: "locks", Field: "name",
 			Follow: picture.Followed(h.locks.Follow, func(st *lock.LockState) any { return body(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, locked *lock.LockedError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
-				p.Ext = map[string]any{"holder": api.LockHolder(locked.Holder)}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "lock-held", "",
+				func(locked *lock.LockedError) map[string]any {
+					return map[string]any{"holder": api.LockHolder(locked.Holder)}
+				}),
 		},
 		Adoptions: map[string]kit.Adoption{lock.LockKind: {Adopt: h.locks.Adopt, Lines: h.locks.Lines()}},
 	}

@@ -37,11 +37,10 @@ func (h *Partitions) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "partitions", Token: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
 			Follow: picture.Followed(h.partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, mismatch *partition.VersionMismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-				p.Ext = map[string]any{"version": mismatch.Current}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "version-mismatch", "",
+				func(mismatch *partition.VersionMismatchError) map[string]any {
+					return map[string]any{"version": mismatch.Current}
+				}),
 		},
 		Adoptions: map[string]kit.Adoption{partition.MemberKind: {Adopt: h.partitions.Adopt}},
 	}
