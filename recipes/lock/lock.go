@@ -106,7 +106,8 @@ func (l *Locks) Lines() string { return l.dir }
 // one that is acquiring it already gets kit.ErrBusy.
 func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, wait time.Duration) (*LockGrant, error) {
 	// step is the lock's own part of the hold protocol, which kit.Acquire runs
-	// under the lease's connected session once the hold is reserved.
+	// under the lease's connected session once the hold is reserved; lease is
+	// the one src gives below, once the name is checked.
 	var lease *kit.Lease
 	step := func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
 		return l.acquire(ctx, ep, lease, name, owner, wait)
