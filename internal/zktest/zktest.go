@@ -76,30 +76,52 @@ var (
 	liveMu sync.Mutex
 	live   = map[*core]bool{} // started and not yet stopped
 
-	shared struct {
-		sync.Mutex
-		c   *core
-		err error
-	}
-	// sharedEnsemble is SharedEnsemble's 3-node ensemble, like shared.
-	sharedEnsemble struct {
-		sync.Mutex
-		c   *core
-		err error
-	}
+	// shared is Shared's standalone server.
+	shared = &sharedCore{n: 1, what: "shared server"}
+	// sharedEnsemble is SharedEnsemble's 3-node ensemble.
+	sharedEnsemble = &sharedCore{n: 3, what: "shared ensemble"}
 )
+
+// sharedCore is a set of servers the whole test process shares: started by
+// its first user, stopped by Main.
+type sharedCore struct {
+	sync.Mutex
+	n    int    // how many servers
+	what string // what failures call it
+	c    *core
+	err  error
+}
+
+// cluster returns tb's handle on the shared servers, starting them on first
+// use. A failed start fails this and every later caller.
+func (s *sharedCore) cluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	s.Lock()
+	if s.c == nil && s.err == nil {
+		s.c, s.err = startCore(s.n, nil)
+	}
+	c, err := s.c, s.err
+	s.Unlock()
+	if err != nil {
+		tb.Fatalf("zktest: %s: %v", s.what, err)
+	}
+	return &Cluster{tb: tb, c: c}
+}
+
+// forget drops the shared servers; Main stops them with every live core.
+func (s *sharedCore) forget() {
+	s.Lock()
+	s.c, s.err = nil, nil
+	s.Unlock()
+}
 
 // Main runs the tests, then stops every server this process started and
 // removes their directories, and returns m.Run's exit code. Use it as
 // os.Exit(zktest.Main(m)) in TestMain.
 func Main(m *testing.M) int {
 	code := m.Run()
-	shared.Lock()
-	shared.c, shared.err = nil, nil
-	shared.Unlock()
-	sharedEnsemble.Lock()
-	sharedEnsemble.c, sharedEnsemble.err = nil, nil
-	sharedEnsemble.Unlock()
+	shared.forget()
+	sharedEnsemble.forget()
 	liveMu.Lock()
 	cores := make([]*core, 0, len(live))
 	for c := range live {
@@ -129,16 +151,7 @@ func Shared(tb testing.TB) *Cluster {
 		}
 		return &Cluster{tb: tb, c: &core{servers: servers}}
 	}
-	shared.Lock()
-	if shared.c == nil && shared.err == nil {
-		shared.c, shared.err = startCore(1, nil)
-	}
-	c, err := shared.c, shared.err
-	shared.Unlock()
-	if err != nil {
-		tb.Fatalf("zktest: shared server: %v", err)
-	}
-	return &Cluster{tb: tb, c: c}
+	return shared.cluster(tb)
 }
 
 // SharedEnsemble returns the test process's 3-node ensemble, started on first
@@ -148,16 +161,7 @@ func Shared(tb testing.TB) *Cluster {
 // themselves to their own Root, and must not Kill or Restart its servers.
 func SharedEnsemble(tb testing.TB) *Cluster {
 	tb.Helper()
-	sharedEnsemble.Lock()
-	if sharedEnsemble.c == nil && sharedEnsemble.err == nil {
-		sharedEnsemble.c, sharedEnsemble.err = startCore(3, nil)
-	}
-	c, err := sharedEnsemble.c, sharedEnsemble.err
-	sharedEnsemble.Unlock()
-	if err != nil {
-		tb.Fatalf("zktest: shared ensemble: %v", err)
-	}
-	return &Cluster{tb: tb, c: c}
+	return sharedEnsemble.cluster(tb)
 }
 
 // StartStandalone starts a standalone server of the test's own and returns
