@@ -162,11 +162,8 @@ func (t stream) VisitStreamKeyResponse(w http.ResponseWriter) error { return t.S
 // key's follower; the returned stop ends that. Event ids: the zxid of the write
 // a state shows, raised to the previous id + 1 when not newer (a deletion).
 func (h *KV) follow(topic, key string) (stop func()) {
-	f, err := h.keys.Follow(key)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "kv", f, func(v *kvstore.Value) int64 { return v.Mzxid },
+	return api.FollowStates(h.s, topic, "kv", h.keys.Follow, key,
+		func(v *kvstore.Value) int64 { return v.Mzxid },
 		func(v *kvstore.Value) any {
 			if v.Unknown {
 				return nil

@@ -96,11 +96,8 @@ func (t stream) VisitStreamLockResponse(w http.ResponseWriter) error { return t.
 // follow publishes every state of a lock to its topic "lock/{name}", from the
 // lock's follower (one watch per lock, however many streams).
 func (h *Locks) follow(topic, name string) (stop func()) {
-	f, err := h.locks.Follow(name)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "lock", f, func(st *lock.LockState) int64 { return st.Zxid },
+	return api.FollowStates(h.s, topic, "lock", h.locks.Follow, name,
+		func(st *lock.LockState) int64 { return st.Zxid },
 		func(st *lock.LockState) any { return body(st) })
 }
 

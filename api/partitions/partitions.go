@@ -177,11 +177,8 @@ func (h *Partitions) ListPartitionGroups(ctx context.Context, req oapi.ListParti
 // connected. Ids are the group's version, raised to the previous id + 1 when
 // not newer.
 func (h *Partitions) follow(topic, g string) (stop func()) {
-	f, err := h.partitions.Follow(g)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "partitions", f, func(st *partition.State) int64 { return st.Version },
+	return api.FollowStates(h.s, topic, "partitions", h.partitions.Follow, g,
+		func(st *partition.State) int64 { return st.Version },
 		func(st *partition.State) any { return groupBody(st) })
 }
 
