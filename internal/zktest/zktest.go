@@ -442,28 +442,38 @@ func (nopLogger) Printf(string, ...any) {}
 func Dump(tb testing.TB, conn *zk.Conn, root string) []string {
 	tb.Helper()
 	var out []string
-	var walk func(p string) error
-	walk = func(p string) error {
+	err := walkTree(root, func(p string) ([]string, error) {
 		children, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("children of %s: %w", p, err)
+			return nil, fmt.Errorf("children of %s: %w", p, err)
 		}
 		out = append(out, p)
-		for _, ch := range children {
-			if err := walk(path.Join(p, ch)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := walk(root); err != nil {
+		return children, nil
+	})
+	if err != nil {
 		tb.Fatalf("zktest: dump %s: %v", root, err)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// walkTree reads root and every node under it, depth first: read reads node
+// p and returns its children. A node found deleted (zk.ErrNoNode) is left
+// out, with what was under it; any other error ends the walk.
+func walkTree(root string, read func(p string) (children []string, err error)) error {
+	children, err := read(root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ch := range children {
+		if err := walkTree(path.Join(root, ch), read); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Node is one znode as Snapshot saw it: its path, its data and its stat (data,
@@ -489,31 +499,19 @@ func (n Node) String() string {
 func Snapshot(tb testing.TB, conn *zk.Conn, root string) []Node {
 	tb.Helper()
 	var out []Node
-	var walk func(p string) error
-	walk = func(p string) error {
+	err := walkTree(root, func(p string) ([]string, error) {
 		data, st, err := conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("get %s: %w", p, err)
+			return nil, fmt.Errorf("get %s: %w", p, err)
 		}
 		children, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("children of %s: %w", p, err)
+			return nil, fmt.Errorf("children of %s: %w", p, err)
 		}
 		out = append(out, Node{Path: p, Data: string(data), Stat: *st})
-		for _, ch := range children {
-			if err := walk(path.Join(p, ch)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := walk(root); err != nil {
+		return children, nil
+	})
+	if err != nil {
 		tb.Fatalf("zktest: snapshot %s: %v", root, err)
 	}
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })

@@ -529,21 +529,28 @@ func testNodeDeleted(t *testing.T, subject Subject) {
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
 	saved, _ := a.leases.SavedHoldOf(l.ID, h)
-	ep, err := w.observer.WaitCurrent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range saved.Nodes {
-		if err := ep.Delete(ctx, p, -1); err != nil {
-			t.Fatalf("delete %s from outside: %v", p, err)
-		}
-	}
+	w.deleteFromOutside(t, ctx, saved.Nodes)
 	awaitLost(t, l, h)
 	if l.Err() != nil {
 		t.Fatalf("the lease ended with its lost hold: %v", l.Err())
 	}
 	w.awaitGone(t, ctx, nodes, "the lost hold's other nodes deleted")
 	w.checkFreed(t, ctx, a, b, "after the hold was lost")
+}
+
+// deleteFromOutside deletes nodes through the observer's session: another
+// hand than the holder's.
+func (w *world) deleteFromOutside(t *testing.T, ctx context.Context, nodes []string) {
+	t.Helper()
+	ep, err := w.observer.WaitCurrent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range nodes {
+		if err := ep.Delete(ctx, p, -1); err != nil {
+			t.Fatalf("delete %s from outside: %v", p, err)
+		}
+	}
 }
 
 // awaitLost waits until lease l reports h lost and no longer holds it.
@@ -630,15 +637,7 @@ func testAdoptedLost(t *testing.T, subject Subject) {
 	saved, _ := a.leases.SavedHoldOf(l.ID, h)
 	succ, sl := w.restart(t, ctx, a, b, l, h, nodes)
 
-	ep, err := w.observer.WaitCurrent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range saved.Nodes {
-		if err := ep.Delete(ctx, p, -1); err != nil {
-			t.Fatalf("delete %s from outside: %v", p, err)
-		}
-	}
+	w.deleteFromOutside(t, ctx, saved.Nodes)
 	awaitLost(t, sl, h)
 	if sl.Err() != nil {
 		t.Fatalf("the restored lease ended with its lost hold: %v", sl.Err())
