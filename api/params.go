@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
@@ -14,6 +15,11 @@ import (
 
 // name checks a name taken from the path or the query.
 func name(kind, s string) error { return kit.CheckName(kind, s) }
+
+// InvalidParameter is a 400 invalid-parameter problem with a formatted detail.
+func InvalidParameter(format string, args ...any) *Problem {
+	return NewProblem(http.StatusBadRequest, "invalid-parameter", fmt.Sprintf(format, args...))
+}
 
 // duration parses a Go duration parameter: absent gives def; malformed, negative or
 // above max is a 400 invalid-parameter.

@@ -36,11 +36,6 @@ func NewProblem(status int, name, detail string) *Problem {
 	return &Problem{Status: status, Name: name, Title: http.StatusText(status), Detail: detail}
 }
 
-// InvalidParameter is a 400 invalid-parameter problem with a formatted detail.
-func InvalidParameter(format string, args ...any) *Problem {
-	return NewProblem(http.StatusBadRequest, "invalid-parameter", fmt.Sprintf(format, args...))
-}
-
 // Where problems are made. Every problem document the sidecar answers comes
 // from one of three places, and docs/PROBLEMS.md lists them all (the test
 // TestEveryProblemTypeIsDocumented reads them from the code):

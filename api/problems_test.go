@@ -129,7 +129,7 @@ func codeProblems(t *testing.T) map[string][]int {
 					return true
 				}
 				switch {
-				case fnName == "NewProblem", fnName == "ProblemIs": // their callers name the problem
+				case fnName == "NewProblem", fnName == "ProblemIs", fnName == "ProblemWith": // their callers name the problem
 				case fnName == "problemFor": // the sharedProblems table, read above
 				case isShareName(nameExpr):
 					prefix, _ := stringLit(nameExpr.(*ast.BinaryExpr).X)
@@ -146,8 +146,8 @@ func codeProblems(t *testing.T) map[string][]int {
 	return names
 }
 
-// problemExprs answers the name and status of a NewProblem or ProblemIs call
-// or a problem literal, or nil.
+// problemExprs answers the name and status of a NewProblem, ProblemIs or
+// ProblemWith call or a problem literal, or nil.
 func problemExprs(n ast.Node) (name, status ast.Expr) {
 	switch n := n.(type) {
 	case *ast.CallExpr:
@@ -156,6 +156,9 @@ func problemExprs(n ast.Node) (name, status ast.Expr) {
 		}
 		if isAPIName(n.Fun, "ProblemIs") && len(n.Args) == 3 {
 			return n.Args[2], n.Args[1]
+		}
+		if isAPIName(n.Fun, "ProblemWith") && len(n.Args) == 4 {
+			return n.Args[1], n.Args[0]
 		}
 	case *ast.CompositeLit:
 		if isAPIName(n.Type, "Problem") {

@@ -135,6 +135,21 @@ func ProblemAs[E error](problem func(err error, e E) *Problem) ProblemRule {
 	}
 }
 
+// ProblemWith is ProblemAs for the usual case: an error whose chain holds an
+// E answers status with problem name, its text as the detail (then "; " and
+// hint, when hint is not empty), and ext(e) as the extension members.
+func ProblemWith[E error](status int, name, hint string, ext func(e E) map[string]any) ProblemRule {
+	return ProblemAs(func(err error, e E) *Problem {
+		detail := err.Error()
+		if hint != "" {
+			detail += "; " + hint
+		}
+		p := NewProblem(status, name, detail)
+		p.Ext = ext(e)
+		return p
+	})
+}
+
 // Register adds a recipe's descriptor, and its token kinds, to what the
 // server's shared parts dispatch to: the topics of its streams, the sections
 // of the picture, its problems. api/registry calls it once per recipe while

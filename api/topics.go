@@ -157,14 +157,21 @@ func (s *Server) NewStream(ctx context.Context, topics ...string) Stream {
 	return Stream{s: s, ctx: ctx, topics: topics}
 }
 
-// FollowStates publishes every state of a recipe's follower f to topic as
-// event, its data body(state), until the returned stop (which also closes f).
+// FollowStates publishes every state of the recipe's follower of name
+// (follow's) to topic as event, its data body(state), until the returned stop
+// (which also closes the follower); nil, and nothing published, when follow
+// refuses name.
 // Event ids (as openapi.yaml documents them) strictly increase along a stream:
 // the zxid of the newest change the state reflects (zxid(state)), raised to
 // the previous id + 1 when it is not newer (a suspended state, the same state
 // read again after a reconnect, a name gone). A state whose body is nil is
 // not published (the last one stands).
-func FollowStates[S any](s *Server, topic, event string, f *kit.Follower[S], zxid func(S) int64, body func(S) any) (stop func()) {
+func FollowStates[S any](s *Server, topic, event string, follow func(name string) (*kit.Follower[S], error), name string,
+	zxid func(S) int64, body func(S) any) (stop func()) {
+	f, err := follow(name)
+	if err != nil {
+		return nil
+	}
 	var lastID int64 // the follower calls back one state at a time
 	cancel := f.Subscribe(func(st S) {
 		b := body(st)

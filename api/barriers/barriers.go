@@ -47,23 +47,18 @@ func (h *Barriers) Setup(env api.Env) api.Descriptor {
 
 // problems are the barriers' own errors.
 var problems = []api.ProblemRule{
-	api.ProblemAs(func(err error, notReady *barrier.BarrierNotReadyError) *api.Problem {
-		p := api.NewProblem(http.StatusConflict, "barrier-not-ready",
-			err.Error()+"; the participant stays enrolled: enter again to go on waiting")
-		p.Ext = map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
-		return p
-	}),
-	api.ProblemAs(func(err error, notEmpty *barrier.BarrierNotEmptyError) *api.Problem {
-		p := api.NewProblem(http.StatusConflict, "barrier-not-empty", err.Error()+"; this participant has left")
-		p.Ext = map[string]any{"remaining": notEmpty.Remaining}
-		return p
-	}),
-	api.ProblemAs(func(err error, mismatch *barrier.CountMismatchError) *api.Problem {
-		p := api.NewProblem(http.StatusConflict, "count-mismatch",
-			err.Error()+"; enter with that count, or wait until the barrier empties")
-		p.Ext = map[string]any{"count": mismatch.Count}
-		return p
-	}),
+	api.ProblemWith(http.StatusConflict, "barrier-not-ready", "the participant stays enrolled: enter again to go on waiting",
+		func(notReady *barrier.BarrierNotReadyError) map[string]any {
+			return map[string]any{"count": notReady.Count, "participants": notReady.Participants, "lease": notReady.Lease}
+		}),
+	api.ProblemWith(http.StatusConflict, "barrier-not-empty", "this participant has left",
+		func(notEmpty *barrier.BarrierNotEmptyError) map[string]any {
+			return map[string]any{"remaining": notEmpty.Remaining}
+		}),
+	api.ProblemWith(http.StatusConflict, "count-mismatch", "enter with that count, or wait until the barrier empties",
+		func(mismatch *barrier.CountMismatchError) map[string]any {
+			return map[string]any{"count": mismatch.Count}
+		}),
 	api.ProblemIs(barrier.ErrBarrierRaised, http.StatusConflict, "barrier-raised"),
 	api.ProblemIs(barrier.ErrParticipantExists, http.StatusConflict, "participant-exists"),
 }

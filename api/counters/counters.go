@@ -38,16 +38,10 @@ func (h *Counters) Setup(env api.Env) api.Descriptor {
 				return oapi.Counter{Name: st.Name, Value: st.Value}
 			})}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, mismatch *counter.MismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "value-mismatch", err.Error())
-				p.Ext = map[string]any{"value": mismatch.Value}
-				return p
-			}),
-			api.ProblemAs(func(err error, overflow *counter.OverflowError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "counter-overflow", err.Error()+"; nothing was added")
-				p.Ext = map[string]any{"value": overflow.Value}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "value-mismatch", "",
+				func(mismatch *counter.MismatchError) map[string]any { return map[string]any{"value": mismatch.Value} }),
+			api.ProblemWith(http.StatusConflict, "counter-overflow", "nothing was added",
+				func(overflow *counter.OverflowError) map[string]any { return map[string]any{"value": overflow.Value} }),
 			api.ProblemIs(counter.ErrCorrupt, http.StatusConflict, "counter-corrupt"),
 			api.ProblemIs(counter.ErrNotFound, http.StatusNotFound, "counter-not-found"),
 		},

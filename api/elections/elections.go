@@ -176,11 +176,8 @@ func (t stream) VisitStreamElectionResponse(w http.ResponseWriter) error { retur
 // "election/{name}", straight from the election's follower; the returned stop
 // ends that.
 func (h *Elections) follow(topic, name string) (stop func()) {
-	f, err := h.elections.Follow(name)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "leader", f, func(st *election.ElectionState) int64 { return st.Zxid },
+	return api.FollowStates(h.s, topic, "leader", h.elections.Follow, name,
+		func(st *election.ElectionState) int64 { return st.Zxid },
 		func(st *election.ElectionState) any { return body(st) })
 }
 

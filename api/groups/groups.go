@@ -154,11 +154,8 @@ func (h *Groups) ListGroups(ctx context.Context, req oapi.ListGroupsRequestObjec
 // one state at its start (the last one, marked suspended) and one at its end,
 // and one more if it lasts until the session could have expired.
 func (h *Groups) follow(topic, g string) (stop func()) {
-	f, err := h.groups.Follow(g)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "group", f, func(st *group.State) int64 { return st.Version },
+	return api.FollowStates(h.s, topic, "group", h.groups.Follow, g,
+		func(st *group.State) int64 { return st.Version },
 		func(st *group.State) any { return body(st) })
 }
 

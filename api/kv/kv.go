@@ -44,11 +44,10 @@ func (h *KV) Setup(env api.Env) api.Descriptor {
 				return oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
 			})}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, mismatch *kvstore.VersionMismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-				p.Ext = map[string]any{"version": mismatch.Version}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "version-mismatch", "",
+				func(mismatch *kvstore.VersionMismatchError) map[string]any {
+					return map[string]any{"version": mismatch.Version}
+				}),
 			api.ProblemIs(kvstore.ErrKeyNotFound, http.StatusNotFound, "key-not-found"),
 		},
 		Adoptions: map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
@@ -163,11 +162,8 @@ func (t stream) VisitStreamKeyResponse(w http.ResponseWriter) error { return t.S
 // key's follower; the returned stop ends that. Event ids: the zxid of the write
 // a state shows, raised to the previous id + 1 when not newer (a deletion).
 func (h *KV) follow(topic, key string) (stop func()) {
-	f, err := h.keys.Follow(key)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "kv", f, func(v *kvstore.Value) int64 { return v.Mzxid },
+	return api.FollowStates(h.s, topic, "kv", h.keys.Follow, key,
+		func(v *kvstore.Value) int64 { return v.Mzxid },
 		func(v *kvstore.Value) any {
 			if v.Unknown {
 				return nil

@@ -31,11 +31,10 @@ func (h *Locks) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "lock", Token: "locks", Event: "lock", Dir: "locks", Field: "name",
 			Follow: picture.Followed(h.locks.Follow, func(st *lock.LockState) any { return body(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, locked *lock.LockedError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
-				p.Ext = map[string]any{"name": locked.Name, "holder": api.LockHolder(locked.Holder)}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "lock-held", "",
+				func(locked *lock.LockedError) map[string]any {
+					return map[string]any{"name": locked.Name, "holder": api.LockHolder(locked.Holder)}
+				}),
 		},
 		Adoptions: map[string]kit.Adoption{lock.LockKind: {Adopt: h.locks.Adopt, Lines: h.locks.Lines()}},
 	}
@@ -97,11 +96,8 @@ func (t stream) VisitStreamLockResponse(w http.ResponseWriter) error { return t.
 // follow publishes every state of a lock to its topic "lock/{name}", from the
 // lock's follower (one watch per lock, however many streams).
 func (h *Locks) follow(topic, name string) (stop func()) {
-	f, err := h.locks.Follow(name)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "lock", f, func(st *lock.LockState) int64 { return st.Zxid },
+	return api.FollowStates(h.s, topic, "lock", h.locks.Follow, name,
+		func(st *lock.LockState) int64 { return st.Zxid },
 		func(st *lock.LockState) any { return body(st) })
 }
 

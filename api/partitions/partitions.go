@@ -37,11 +37,10 @@ func (h *Partitions) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "partitions", Token: "partitions", Event: "partitions", Dir: "partitions", Field: "group",
 			Follow: picture.Followed(h.partitions.Follow, func(st *partition.State) any { return groupBody(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, mismatch *partition.VersionMismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "version-mismatch", err.Error())
-				p.Ext = map[string]any{"version": mismatch.Current}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "version-mismatch", "",
+				func(mismatch *partition.VersionMismatchError) map[string]any {
+					return map[string]any{"version": mismatch.Current}
+				}),
 		},
 		Adoptions: map[string]kit.Adoption{partition.MemberKind: {Adopt: h.partitions.Adopt}},
 	}
@@ -178,11 +177,8 @@ func (h *Partitions) ListPartitionGroups(ctx context.Context, req oapi.ListParti
 // connected. Ids are the group's version, raised to the previous id + 1 when
 // not newer.
 func (h *Partitions) follow(topic, g string) (stop func()) {
-	f, err := h.partitions.Follow(g)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "partitions", f, func(st *partition.State) int64 { return st.Version },
+	return api.FollowStates(h.s, topic, "partitions", h.partitions.Follow, g,
+		func(st *partition.State) int64 { return st.Version },
 		func(st *partition.State) any { return groupBody(st) })
 }
 

@@ -33,11 +33,10 @@ func (h *RWLocks) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "rwlock", Token: "rwlocks", Event: "rwlock", Dir: "rwlocks", Field: "name",
 			Follow: picture.Followed(h.rwlocks.Follow, func(st *rwlock.RWLockState) any { return body(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, locked *rwlock.RWLockedError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "lock-held", err.Error())
-				p.Ext = map[string]any{"writer": api.LockHolder(locked.Writer), "readers": api.RWReaders(locked.Readers)}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "lock-held", "",
+				func(locked *rwlock.RWLockedError) map[string]any {
+					return map[string]any{"writer": api.LockHolder(locked.Writer), "readers": api.RWReaders(locked.Readers)}
+				}),
 		},
 		Adoptions: map[string]kit.Adoption{rwlock.RWLockKind: {Adopt: h.rwlocks.Adopt, Lines: h.rwlocks.Lines()}},
 	}

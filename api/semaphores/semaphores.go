@@ -34,17 +34,12 @@ func (h *Semaphores) Setup(env api.Env) api.Descriptor {
 		Sections: []picture.Section{{Name: "semaphore", Token: "semaphores", Event: "semaphore", Dir: "semaphores", Field: "name",
 			Follow: picture.Followed(h.semaphores.Follow, func(st *semaphore.SemaphoreState) any { return body(st) })}},
 		Problems: []api.ProblemRule{
-			api.ProblemAs(func(err error, full *semaphore.SemaphoreFullError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "semaphore-full", err.Error())
-				p.Ext = map[string]any{"holders": api.SemaphoreHolders(full.Holders)}
-				return p
-			}),
-			api.ProblemAs(func(err error, mismatch *semaphore.MaxMismatchError) *api.Problem {
-				p := api.NewProblem(http.StatusConflict, "max-mismatch",
-					err.Error()+"; acquire with that max, or wait until the semaphore's holders have all left")
-				p.Ext = map[string]any{"max": mismatch.Max}
-				return p
-			}),
+			api.ProblemWith(http.StatusConflict, "semaphore-full", "",
+				func(full *semaphore.SemaphoreFullError) map[string]any {
+					return map[string]any{"holders": api.SemaphoreHolders(full.Holders)}
+				}),
+			api.ProblemWith(http.StatusConflict, "max-mismatch", "acquire with that max, or wait until the semaphore's holders have all left",
+				func(mismatch *semaphore.MaxMismatchError) map[string]any { return map[string]any{"max": mismatch.Max} }),
 		},
 		Adoptions: map[string]kit.Adoption{semaphore.SemaphoreKind: {
 			Adopt: h.semaphores.Adopt, Lines: h.semaphores.Lines(), Parts: h.semaphores.Parts()}},

@@ -189,11 +189,8 @@ func (h *Services) ListServices(ctx context.Context, req oapi.ListServicesReques
 // the service's follower, while the topic has subscribers. Ids are the
 // service's version, raised to the previous id + 1 when not newer.
 func (h *Services) follow(topic, name string) (stop func()) {
-	f, err := h.services.Follow(name)
-	if err != nil {
-		return nil
-	}
-	return api.FollowStates(h.s, topic, "service", f, func(st *service.State) int64 { return st.Version },
+	return api.FollowStates(h.s, topic, "service", h.services.Follow, name,
+		func(st *service.State) int64 { return st.Version },
 		func(st *service.State) any { return body(st) })
 }
 

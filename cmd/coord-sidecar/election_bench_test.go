@@ -4,7 +4,7 @@ package main
 // server-sent event subscribers costs in latency and memory, with the sidecar
 // run as a process of its own. The benchmark runs a fixed experiment (10,000
 // subscribers × 20 changes) once per -count round, whatever -benchtime says
-// (see ebRunOnce); docs/BENCHMARKS.md explains the rows. How fast
+// (see sidecartest.RunOnce); docs/BENCHMARKS.md explains the rows. How fast
 // leadership fails over is api/elections' BenchmarkElectionFailover.
 
 import (
@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,11 +58,11 @@ const (
 // with -cpuprofile), ELECTION_BENCH_HEAPPROFILE=file for a heap profile with
 // every subscriber connected. The memory figures then include the clients and
 // are only logged.
-func BenchmarkElectionFanout10k(b *testing.B) { ebRunOnce(b, &ebFanoutLast, ebFanout10k) }
+func BenchmarkElectionFanout10k(b *testing.B) { sidecartest.RunOnce(b, &ebFanoutLast, ebFanout10k) }
 
-var ebFanoutLast *ebResult
+var ebFanoutLast *sidecartest.BenchResult
 
-func ebFanout10k(b *testing.B) ebResult {
+func ebFanout10k(b *testing.B) sidecartest.BenchResult {
 	if runtime.GOOS != "linux" {
 		b.Skip("reads memory and CPU time from /proc")
 	}
@@ -136,15 +134,15 @@ func ebFanout10k(b *testing.B) ebResult {
 		}
 		last = append(last, slowest)
 	}
-	q, ql := ebQuantiles(all), ebQuantiles(last)
+	q, ql := sidecartest.Quantiles(all), sidecartest.Quantiles(last)
 	lasts := make([]string, len(last))
 	for k, d := range last {
-		lasts[k] = strconv.FormatFloat(ebMillis(d), 'f', 0, 64)
+		lasts[k] = strconv.FormatFloat(sidecartest.Millis(d), 'f', 0, 64)
 	}
 	b.Logf("per change, ms until the last subscriber had it: %s", strings.Join(lasts, " "))
 	perSub := func(bytes int64) float64 { return float64(bytes) / 1024 / float64(n) }
 	b.Logf("delivery over %d pairs: min %s, p50 %s, p90 %s, p99 %s, max %s; last subscriber per change: p50 %s, max %s",
-		len(all), q.min, q.p50, q.at(0.90), q.p99, q.max, ql.p50, ql.max)
+		len(all), q.Min, q.P50, q.At(0.90), q.P99, q.Max, ql.P50, ql.Max)
 	who := "sidecar"
 	if inProcess {
 		who = "benchmark process (sidecar and clients)"
@@ -157,9 +155,9 @@ func ebFanout10k(b *testing.B) ebResult {
 			fanoutChanges, (changed.cpu - idle.cpu).Round(time.Millisecond), (changed.selfCPU - idle.selfCPU).Round(time.Millisecond), changed.gcs-idle.gcs)
 	}
 	metrics := map[string]float64{
-		"p50-ms": ebMillis(q.p50),
-		"p99-ms": ebMillis(q.p99),
-		"max-ms": ebMillis(q.max),
+		"p50-ms": sidecartest.Millis(q.P50),
+		"p99-ms": sidecartest.Millis(q.P99),
+		"max-ms": sidecartest.Millis(q.Max),
 	}
 	if inProcess {
 		metrics["subscribers"] = float64(n)
@@ -168,7 +166,7 @@ func ebFanout10k(b *testing.B) ebResult {
 		metrics["idle-KiB/subscriber"] = perSub(idle.rss - before.rss)
 		metrics["heap+stack-KiB/subscriber"] = perSub(after.heap + after.stack - before.heap - before.stack)
 	}
-	return ebResult{samples: len(all), mean: q.mean, metrics: metrics}
+	return sidecartest.BenchResult{Samples: len(all), Mean: q.Mean, Metrics: metrics}
 }
 
 // ebFanoutSubscribers raises the limit on open files for the fan-out and
@@ -286,71 +284,6 @@ func ebWriteHeapProfile(b testing.TB, path string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// ebResult is what one run of an experiment reports: samples latencies of mean
-// mean, and further metrics by unit.
-type ebResult struct {
-	samples int
-	mean    time.Duration
-	metrics map[string]float64
-}
-
-// ebRunOnce runs an experiment whose size is fixed, not set by b.N, once per
-// -count round: on the framework's first call of the round, which is always
-// with b.N == 1. The framework may call again in the same round (b.N > 1, to
-// fill a time-based -benchtime, or for -benchtime Nx with N > 1); those calls
-// report the figures of the round's run again without running anything. Every
-// call reports ns/op as the mean latency of one sample and sets b.N to the
-// number of samples, so the row reads "samples, mean ns per sample" whatever
-// the framework asked.
-func ebRunOnce(b *testing.B, last **ebResult, experiment func(*testing.B) ebResult) {
-	if b.N == 1 || *last == nil {
-		*last = nil
-		r := experiment(b)
-		*last = &r
-	}
-	r := *last
-	b.ReportMetric(float64(r.mean.Nanoseconds()), "ns/op")
-	for unit, v := range r.metrics {
-		b.ReportMetric(v, unit)
-	}
-	//lint:ignore SA3001 b.N is set to the samples of the round on purpose: see the comment above and docs/BENCHMARKS.md
-	b.N = r.samples
-}
-
-func ebMillis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// ebQuantile holds nearest-rank quantiles of a sample.
-type ebQuantile struct {
-	sorted                   []time.Duration
-	min, p50, p99, max, mean time.Duration
-}
-
-func ebQuantiles(sample []time.Duration) ebQuantile {
-	s := slices.Clone(sample)
-	slices.Sort(s)
-	q := ebQuantile{sorted: s}
-	if len(s) == 0 {
-		return q
-	}
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	q.min, q.max, q.mean = s[0], s[len(s)-1], sum/time.Duration(len(s))
-	q.p50, q.p99 = q.at(0.50), q.at(0.99)
-	return q
-}
-
-// at is the nearest-rank quantile p: the smallest value with at least p of the
-// sample at or below it.
-func (q ebQuantile) at(p float64) time.Duration {
-	if len(q.sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(q.sorted)))) - 1
-	return q.sorted[min(max(i, 0), len(q.sorted)-1)]
 }
 
 // ebRaiseOpenFiles raises the soft limit on open files to at least n (Go raises it

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
@@ -24,11 +25,11 @@ import (
 // before the PUT is sent until that subscriber has read the `kv` event with the
 // new value. It reports latency quantiles over all 200,000 (subscriber, change)
 // pairs. KV_BENCH_SUBSCRIBERS=n runs it with n subscribers instead.
-func BenchmarkKeyFanout10k(b *testing.B) { ebRunOnce(b, &kbFanoutLast, kbFanout) }
+func BenchmarkKeyFanout10k(b *testing.B) { sidecartest.RunOnce(b, &kbFanoutLast, kbFanout) }
 
-var kbFanoutLast *ebResult
+var kbFanoutLast *sidecartest.BenchResult
 
-func kbFanout(b *testing.B) ebResult {
+func kbFanout(b *testing.B) sidecartest.BenchResult {
 	n := fanoutSubscribers
 	if v, err := strconv.Atoi(os.Getenv("KV_BENCH_SUBSCRIBERS")); err == nil && v > 0 {
 		n = v
@@ -72,9 +73,9 @@ func kbFanout(b *testing.B) ebResult {
 			all = append(all, time.Duration(fan.recv[k*n+s]-fan.start[k]))
 		}
 	}
-	q := ebQuantiles(all)
-	b.Logf("change to subscriber over %d pairs: min %s, p50 %s, p90 %s, p99 %s, max %s", len(all), q.min, q.p50, q.at(0.90), q.p99, q.max)
-	return ebResult{samples: len(all), mean: q.mean, metrics: map[string]float64{
-		"p50-ms": ebMillis(q.p50), "p99-ms": ebMillis(q.p99), "max-ms": ebMillis(q.max), "subscribers": float64(n),
+	q := sidecartest.Quantiles(all)
+	b.Logf("change to subscriber over %d pairs: min %s, p50 %s, p90 %s, p99 %s, max %s", len(all), q.Min, q.P50, q.At(0.90), q.P99, q.Max)
+	return sidecartest.BenchResult{Samples: len(all), Mean: q.Mean, Metrics: map[string]float64{
+		"p50-ms": sidecartest.Millis(q.P50), "p99-ms": sidecartest.Millis(q.P99), "max-ms": sidecartest.Millis(q.Max), "subscribers": float64(n),
 	}}
 }

@@ -19,11 +19,11 @@ import (
 // session's heartbeat: idle-zk-req/s-none) and with 10 (idle-zk-req/s), and how
 // long a lock taken through the API takes to show on a follower (change-ms, the
 // ns/op row's sample). docs/BENCHMARKS.md, "The whole picture".
-func BenchmarkPicture10k(b *testing.B) { ebRunOnce(b, &pictureLast, picture10k) }
+func BenchmarkPicture10k(b *testing.B) { sidecartest.RunOnce(b, &pictureLast, picture10k) }
 
-var pictureLast *ebResult
+var pictureLast *sidecartest.BenchResult
 
-func picture10k(b *testing.B) ebResult {
+func picture10k(b *testing.B) sidecartest.BenchResult {
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
 	conn := zktest.Connect(b, zkc.Servers(), 30*time.Second)
@@ -58,15 +58,15 @@ func picture10k(b *testing.B) ebResult {
 			})
 		}))
 	}
-	q := ebQuantiles(changes)
+	q := sidecartest.Quantiles(changes)
 	b.Logf("%d things made in %v; first state %v (tenth follower %v); VmRSS %d MiB with 10 followers; idle ZooKeeper requests/s %.1f with no follower, %.1f with 10; change shown p50 %v max %v",
-		n.Total(), made, took, tenth, rss>>20, none, ten, q.p50, q.max)
-	return ebResult{samples: len(changes), mean: q.mean, metrics: map[string]float64{
-		"first-state-ms":       ebMillis(took),
-		"tenth-first-state-ms": ebMillis(tenth),
+		n.Total(), made, took, tenth, rss>>20, none, ten, q.P50, q.Max)
+	return sidecartest.BenchResult{Samples: len(changes), Mean: q.Mean, Metrics: map[string]float64{
+		"first-state-ms":       sidecartest.Millis(took),
+		"tenth-first-state-ms": sidecartest.Millis(tenth),
 		"rss-MiB":              float64(rss) / (1 << 20),
 		"idle-zk-req/s-none":   none,
 		"idle-zk-req/s":        ten,
-		"change-ms":            ebMillis(q.p50),
+		"change-ms":            sidecartest.Millis(q.P50),
 	}}
 }

@@ -33,14 +33,14 @@ import (
 func BenchmarkRestart(b *testing.B) {
 	for _, n := range []int{1, 10000} {
 		b.Run(fmt.Sprintf("holds=%d", n), func(b *testing.B) {
-			last := (*ebResult)(nil)
-			ebRunOnce(b, &last, func(b *testing.B) ebResult { return restartRound(b, n) })
+			last := (*sidecartest.BenchResult)(nil)
+			sidecartest.RunOnce(b, &last, func(b *testing.B) sidecartest.BenchResult { return restartRound(b, n) })
 		})
 	}
 }
 
 // restartRound holds n locks, kills, restarts and times the restart to ready.
-func restartRound(b *testing.B, n int) ebResult {
+func restartRound(b *testing.B, n int) sidecartest.BenchResult {
 	zkc := zktest.Shared(b)
 	root := zktest.Root(b)
 	r := newRestartable(b, zkc.Servers(), root, "10s")
@@ -79,7 +79,7 @@ func restartRound(b *testing.B, n int) ebResult {
 		b.Fatalf("%v holds resumed, want %d", held, n)
 	}
 	b.Logf("holds=%d: ready %s after SIGKILL", n, took.Round(time.Millisecond))
-	return ebResult{samples: 1, mean: took, metrics: map[string]float64{"ms-to-ready": ebMillis(took)}}
+	return sidecartest.BenchResult{Samples: 1, Mean: took, Metrics: map[string]float64{"ms-to-ready": sidecartest.Millis(took)}}
 }
 
 // BenchmarkUpgradeUnderLoad measures a planned upgrade (SIGUSR2) as the
@@ -97,15 +97,15 @@ func restartRound(b *testing.B, n int) ebResult {
 // workers' cycles/s before, during (SIGUSR2 to serving) and in the 2s after.
 // The old process must exit 0 and the lease must live on.
 func BenchmarkUpgradeUnderLoad(b *testing.B) {
-	last := (*ebResult)(nil)
-	ebRunOnce(b, &last, upgradeRound)
+	last := (*sidecartest.BenchResult)(nil)
+	sidecartest.RunOnce(b, &last, upgradeRound)
 }
 
 // upgradeWorkers is the number of lock workers of BenchmarkUpgradeUnderLoad.
 const upgradeWorkers = 16
 
 // upgradeRound runs BenchmarkUpgradeUnderLoad's experiment once.
-func upgradeRound(b *testing.B) ebResult {
+func upgradeRound(b *testing.B) sidecartest.BenchResult {
 	zkc := zktest.Shared(b)
 	r := newRestartable(b, zkc.Servers(), zktest.Root(b), "10s")
 	a := r.start(b)
@@ -157,8 +157,8 @@ func upgradeRound(b *testing.B) ebResult {
 	failed := ld.failures()
 	b.Logf("SIGUSR2 to the successor (pid %d) serving: %s; %d failed requests %q, %d retried; cycles/s %.0f before, %.0f during, %.0f after",
 		pid, took.Round(time.Millisecond), len(failed), failed[:min(len(failed), 10)], ld.retried.Load(), before, during, after)
-	return ebResult{samples: 1, mean: took, metrics: map[string]float64{
-		"ms-to-serving":     ebMillis(took),
+	return sidecartest.BenchResult{Samples: 1, Mean: took, Metrics: map[string]float64{
+		"ms-to-serving":     sidecartest.Millis(took),
 		"failed":            float64(len(failed)),
 		"retried":           float64(ld.retried.Load()),
 		"cycles/s-before":   before,

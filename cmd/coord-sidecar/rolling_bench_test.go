@@ -59,8 +59,10 @@ func BenchmarkRollingRestart(b *testing.B) {
 	car := r.start(b)
 	for _, row := range rollBenchRows {
 		b.Run(row.name, func(b *testing.B) {
-			last := (*ebResult)(nil)
-			ebRunOnce(b, &last, func(b *testing.B) ebResult { return rollBenchRound(b, zkc, car, row.name, row.workers, row.hot) })
+			last := (*sidecartest.BenchResult)(nil)
+			sidecartest.RunOnce(b, &last, func(b *testing.B) sidecartest.BenchResult {
+				return rollBenchRound(b, zkc, car, row.name, row.workers, row.hot)
+			})
 		})
 	}
 }
@@ -191,7 +193,7 @@ func (l *rollBenchLoad) waitsIn(windows []rollWindow) (waits []time.Duration, fa
 }
 
 // rollBenchRound runs one row: warm-up, quiet, roll.
-func rollBenchRound(b *testing.B, zkc *zktest.Cluster, car *sidecartest.Sidecar, name string, workers int, hot bool) ebResult {
+func rollBenchRound(b *testing.B, zkc *zktest.Cluster, car *sidecartest.Sidecar, name string, workers int, hot bool) sidecartest.BenchResult {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
 	defer tr.CloseIdleConnections()
 	l := &rollBenchLoad{base: car.Base, client: &http.Client{Transport: tr}}
@@ -227,21 +229,21 @@ func rollBenchRound(b *testing.B, zkc *zktest.Cluster, car *sidecartest.Sidecar,
 	waits, failed := l.waitsIn(windows)
 	followers, _ := l.waitsIn(windows[:2])
 	leaderWaits, _ := l.waitsIn(windows[2:])
-	q, qq := ebQuantiles(waits), ebQuantiles(quietWaits)
-	qf, ql := ebQuantiles(followers), ebQuantiles(leaderWaits)
+	q, qq := sidecartest.Quantiles(waits), sidecartest.Quantiles(quietWaits)
+	qf, ql := sidecartest.Quantiles(followers), sidecartest.Quantiles(leaderWaits)
 	b.Logf("%s: cycles/s %.0f quiet, %.0f during the roll (%.2f); %d requests under way while a server was away: wait median %s, p99 %s, max %s (followers' restarts %s, the leader's %s), %d failed; quiet median %s; first failures %q",
-		name, quiet, during, during/quiet, len(waits), q.p50.Round(time.Microsecond), q.p99.Round(time.Millisecond), q.max.Round(time.Millisecond),
-		qf.max.Round(time.Millisecond), ql.max.Round(time.Millisecond), failed, qq.p50.Round(time.Microsecond), l.firstFail)
-	return ebResult{samples: max(len(waits), 1), mean: q.mean, metrics: map[string]float64{
+		name, quiet, during, during/quiet, len(waits), q.P50.Round(time.Microsecond), q.P99.Round(time.Millisecond), q.Max.Round(time.Millisecond),
+		qf.Max.Round(time.Millisecond), ql.Max.Round(time.Millisecond), failed, qq.P50.Round(time.Microsecond), l.firstFail)
+	return sidecartest.BenchResult{Samples: max(len(waits), 1), Mean: q.Mean, Metrics: map[string]float64{
 		"cycles/s-quiet":       quiet,
 		"cycles/s-roll":        during,
 		"roll/quiet":           during / quiet,
-		"wait-ms-p50":          ebMillis(q.p50),
-		"wait-ms-p99":          ebMillis(q.p99),
-		"wait-ms-max":          ebMillis(q.max),
-		"wait-ms-max-follower": ebMillis(qf.max),
-		"wait-ms-max-leader":   ebMillis(ql.max),
-		"quiet-ms-p50":         ebMillis(qq.p50),
+		"wait-ms-p50":          sidecartest.Millis(q.P50),
+		"wait-ms-p99":          sidecartest.Millis(q.P99),
+		"wait-ms-max":          sidecartest.Millis(q.Max),
+		"wait-ms-max-follower": sidecartest.Millis(qf.Max),
+		"wait-ms-max-leader":   sidecartest.Millis(ql.Max),
+		"quiet-ms-p50":         sidecartest.Millis(qq.P50),
 		"failed":               float64(l.failed.Load()),
 	}}
 }

@@ -76,30 +76,52 @@ var (
 	liveMu sync.Mutex
 	live   = map[*core]bool{} // started and not yet stopped
 
-	shared struct {
-		sync.Mutex
-		c   *core
-		err error
-	}
-	// sharedEnsemble is SharedEnsemble's 3-node ensemble, like shared.
-	sharedEnsemble struct {
-		sync.Mutex
-		c   *core
-		err error
-	}
+	// shared is Shared's standalone server.
+	shared = &sharedCore{n: 1, what: "shared server"}
+	// sharedEnsemble is SharedEnsemble's 3-node ensemble.
+	sharedEnsemble = &sharedCore{n: 3, what: "shared ensemble"}
 )
+
+// sharedCore is a set of servers the whole test process shares: started by
+// its first user, stopped by Main.
+type sharedCore struct {
+	sync.Mutex
+	n    int    // how many servers
+	what string // what failures call it
+	c    *core
+	err  error
+}
+
+// cluster returns tb's handle on the shared servers, starting them on first
+// use. A failed start fails this and every later caller.
+func (s *sharedCore) cluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	s.Lock()
+	if s.c == nil && s.err == nil {
+		s.c, s.err = startCore(s.n, nil)
+	}
+	c, err := s.c, s.err
+	s.Unlock()
+	if err != nil {
+		tb.Fatalf("zktest: %s: %v", s.what, err)
+	}
+	return &Cluster{tb: tb, c: c}
+}
+
+// forget drops the shared servers; Main stops them with every live core.
+func (s *sharedCore) forget() {
+	s.Lock()
+	s.c, s.err = nil, nil
+	s.Unlock()
+}
 
 // Main runs the tests, then stops every server this process started and
 // removes their directories, and returns m.Run's exit code. Use it as
 // os.Exit(zktest.Main(m)) in TestMain.
 func Main(m *testing.M) int {
 	code := m.Run()
-	shared.Lock()
-	shared.c, shared.err = nil, nil
-	shared.Unlock()
-	sharedEnsemble.Lock()
-	sharedEnsemble.c, sharedEnsemble.err = nil, nil
-	sharedEnsemble.Unlock()
+	shared.forget()
+	sharedEnsemble.forget()
 	liveMu.Lock()
 	cores := make([]*core, 0, len(live))
 	for c := range live {
@@ -129,16 +151,7 @@ func Shared(tb testing.TB) *Cluster {
 		}
 		return &Cluster{tb: tb, c: &core{servers: servers}}
 	}
-	shared.Lock()
-	if shared.c == nil && shared.err == nil {
-		shared.c, shared.err = startCore(1, nil)
-	}
-	c, err := shared.c, shared.err
-	shared.Unlock()
-	if err != nil {
-		tb.Fatalf("zktest: shared server: %v", err)
-	}
-	return &Cluster{tb: tb, c: c}
+	return shared.cluster(tb)
 }
 
 // SharedEnsemble returns the test process's 3-node ensemble, started on first
@@ -148,16 +161,7 @@ func Shared(tb testing.TB) *Cluster {
 // themselves to their own Root, and must not Kill or Restart its servers.
 func SharedEnsemble(tb testing.TB) *Cluster {
 	tb.Helper()
-	sharedEnsemble.Lock()
-	if sharedEnsemble.c == nil && sharedEnsemble.err == nil {
-		sharedEnsemble.c, sharedEnsemble.err = startCore(3, nil)
-	}
-	c, err := sharedEnsemble.c, sharedEnsemble.err
-	sharedEnsemble.Unlock()
-	if err != nil {
-		tb.Fatalf("zktest: shared ensemble: %v", err)
-	}
-	return &Cluster{tb: tb, c: c}
+	return sharedEnsemble.cluster(tb)
 }
 
 // StartStandalone starts a standalone server of the test's own and returns
@@ -438,28 +442,38 @@ func (nopLogger) Printf(string, ...any) {}
 func Dump(tb testing.TB, conn *zk.Conn, root string) []string {
 	tb.Helper()
 	var out []string
-	var walk func(p string) error
-	walk = func(p string) error {
+	err := walkTree(root, func(p string) ([]string, error) {
 		children, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("children of %s: %w", p, err)
+			return nil, fmt.Errorf("children of %s: %w", p, err)
 		}
 		out = append(out, p)
-		for _, ch := range children {
-			if err := walk(path.Join(p, ch)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := walk(root); err != nil {
+		return children, nil
+	})
+	if err != nil {
 		tb.Fatalf("zktest: dump %s: %v", root, err)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// walkTree reads root and every node under it, depth first: read reads node
+// p and returns its children. A node found deleted (zk.ErrNoNode) is left
+// out, with what was under it; any other error ends the walk.
+func walkTree(root string, read func(p string) (children []string, err error)) error {
+	children, err := read(root)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ch := range children {
+		if err := walkTree(path.Join(root, ch), read); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Node is one znode as Snapshot saw it: its path, its data and its stat (data,
@@ -485,31 +499,19 @@ func (n Node) String() string {
 func Snapshot(tb testing.TB, conn *zk.Conn, root string) []Node {
 	tb.Helper()
 	var out []Node
-	var walk func(p string) error
-	walk = func(p string) error {
+	err := walkTree(root, func(p string) ([]string, error) {
 		data, st, err := conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("get %s: %w", p, err)
+			return nil, fmt.Errorf("get %s: %w", p, err)
 		}
 		children, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("children of %s: %w", p, err)
+			return nil, fmt.Errorf("children of %s: %w", p, err)
 		}
 		out = append(out, Node{Path: p, Data: string(data), Stat: *st})
-		for _, ch := range children {
-			if err := walk(path.Join(p, ch)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := walk(root); err != nil {
+		return children, nil
+	})
+	if err != nil {
 		tb.Fatalf("zktest: snapshot %s: %v", root, err)
 	}
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -32,6 +33,12 @@ const (
 	EphemeralSequential = int32(zk.FlagEphemeralSequential)
 	Container           = int32(zk.FlagContainer)
 )
+
+// How an Epoch calls ZooKeeper, in one place: every call goes through call
+// or read (fail fast, one deadline, a wait through a suspension, a read sent
+// again); then the calls themselves (Get, GetW, ..., Create, Multi), the
+// background slots of the reads the sidecar makes for itself (Background), and
+// the gone watches, the one watched read the epoch keeps on its own (WatchGone).
 
 // call runs f on this epoch's connection and returns what f returned. It fails
 // fast, without calling, when ctx has ended or the epoch is not the connected
@@ -361,4 +368,302 @@ func results(res []zk.MultiResponse) []OpResult {
 		out[i] = OpResult{Path: r.String, Stat: r.Stat, Err: r.Error}
 	}
 	return out
+}
+
+// Waiting for the connection: a call made while its epoch is suspended waits
+// for the connection to come back, as its context allows (WithSuspendWait),
+// before it is sent, and again before it is sent a second time.
+
+// suspendBound is the instant by which a wait beginning at now must end; ok is
+// false when ctx allows none.
+func suspendBound(ctx context.Context, now time.Time) (end time.Time, ok bool) {
+	sw, ok := ctx.Value(suspendWaitKey{}).(suspendWait)
+	if !ok {
+		return time.Time{}, false
+	}
+	end = now.Add(sw.wait)
+	if sw.until.After(end) {
+		end = sw.until
+	}
+	return end, end.After(now)
+}
+
+// AwaitConnected returns nil when ep is the connected session. While it is
+// not and ctx allows it (WithSuspendWait), it waits for ep's connection to
+// come back: ErrSessionLost when ep is lost first, ErrUnavailable naming the
+// servers and the last connection error when the allowance ends first. Without
+// the allowance it returns ErrUnavailable (ErrSessionLost once ep is lost) at
+// once.
+func (ep *Epoch) AwaitConnected(ctx context.Context) error {
+	if ep.Connected() {
+		return nil
+	}
+	if ep.IsLost() {
+		return ErrSessionLost
+	}
+	end, ok := suspendBound(ctx, time.Now())
+	if !ok {
+		return fmt.Errorf("session not connected: %w", ErrUnavailable)
+	}
+	return ep.awaitUntil(ctx, end)
+}
+
+// awaitUntil waits until ep is connected (nil), lost (ErrSessionLost), end
+// (notBack's ErrUnavailable) or ctx's end (ErrUnavailable wrapping its error).
+func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
+	if ep.Connected() {
+		return nil
+	}
+	start := time.Now()
+	ep.s.waits.begin()
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	err := ep.WaitConnected(wctx)
+	switch {
+	case err == nil:
+		ep.s.waits.observe(outcomeBack, start)
+	case errors.Is(err, ErrSessionLost):
+		ep.s.waits.observe(outcomeLost, start)
+	case ctx.Err() != nil:
+		ep.s.waits.observe(outcomeGone, start)
+	default:
+		ep.s.waits.observe(outcomeTimeout, start)
+		err = ep.s.notBack(start)
+	}
+	return err
+}
+
+// resend tells whether a call that failed with mapped (mapError's, which
+// keeps go-zookeeper's error) may be sent again once ep's connection is back, and waits
+// for that: the request was never sent (zk.ErrNoServer), or it is a read; and
+// ctx allows waiting through a suspension (until end, fixed at the first
+// failure). It reports false, with the error to return, when the call is
+// done.
+func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
+	if !mayResend(ctx, mapped, idempotent) {
+		return false, mapped
+	}
+	now := time.Now()
+	if end.IsZero() {
+		var ok bool
+		if *end, ok = suspendBound(ctx, now); !ok {
+			return false, mapped
+		}
+	}
+	if !now.Before(*end) {
+		return false, mapped
+	}
+	wasConnected := ep.Connected()
+	if err := ep.awaitUntil(ctx, *end); err != nil {
+		if errors.Is(err, ErrSessionLost) {
+			return false, fmt.Errorf("%w (after: %w)", ErrSessionLost, mapped)
+		}
+		return false, err
+	}
+	if wasConnected && !pause(ctx, 10*time.Millisecond) {
+		// The Session had not yet applied the disconnection (or the call was
+		// cut off by its deadline while connected): it paused rather than spin.
+		return false, mapped
+	}
+	return true, nil
+}
+
+// mayResend tells whether a call that failed with mapped may be sent again
+// once the connection is back: it failed for want of a connection, the
+// session is not lost, no wait through the suspension was already spent, ctx
+// lives, and the request was never sent (zk.ErrNoServer) or is idempotent (a
+// request sent may have been applied).
+func mayResend(ctx context.Context, mapped error, idempotent bool) bool {
+	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
+		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
+		return false
+	}
+	return idempotent || errors.Is(mapped, zk.ErrNoServer)
+}
+
+// pause waits d, false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// DefaultBackgroundReads is how many background reads (Session.Background) run
+// at once when Config.BackgroundReads is not set.
+const DefaultBackgroundReads = 64
+
+// Background runs read, a read the sidecar makes for itself rather than for a
+// client waiting on it (a follower reading its state at its start, after a watch
+// fired or under a new session), once one of the Session's background slots is
+// free: at most Config.BackgroundReads run at once. A burst of them, such as the
+// whole picture's first read of 10,000 things, then waits here, a few calls at a
+// time on the connection, instead of in the connection's queue, where every
+// other call would wait behind all of it: clients' own calls, and the
+// heartbeat's read, whose answer keeps the session out of doubt (a suspension
+// then lasts until 2/3 of the session timeout after it: see heartbeats). read's
+// own calls are bounded as any call is. When ctx ends before a slot is free,
+// read is not run and the error wraps ErrUnavailable and ctx's error.
+func (s *Session) Background(ctx context.Context, read func() error) error {
+	select {
+	case s.background <- struct{}{}:
+	default:
+		s.metrics.backgroundWaiting.Inc()
+		select {
+		case s.background <- struct{}{}:
+			s.metrics.backgroundWaiting.Dec()
+		case <-ctx.Done():
+			s.metrics.backgroundWaiting.Dec()
+			return fmt.Errorf("%w: waiting for a background read slot: %w", ErrUnavailable, ctx.Err())
+		}
+	}
+	defer func() { <-s.background }()
+	return read()
+}
+
+// Gone watches: how a holder learns that its node was deleted by another hand
+// than its own release (an operator, a client with rights on the parent, a
+// bug). ZooKeeper's recipes say that a holder whose node is gone has lost what
+// the node stood for; without a watch on the node it would never know.
+//
+// A gone watch is one data watch on the node (getData with a watch: on a
+// missing node it fails and leaves no watch behind, where exists would leave a
+// creation watch on a node that is never created again). Its events reach the
+// Session's event callback with their path, so a watch costs an entry in a map
+// here, not a goroutine: a goroutine runs only to arm it, and to call gone.
+//
+// The watch is armed GoneArmDelay after WatchGone, not at once: arming is one
+// more request per grant, which a lock cycle of a few milliseconds would pay
+// every time (measured: 3 requests per uncontended cycle instead of 2, and the
+// end of the shared transactions' batching under 16 and 64 clients). A hold
+// let go within the delay never pays it. A node deleted before its watch is
+// armed is found missing by the arming read itself, so a loss is still told, at
+// most GoneArmDelay (and one round trip) after it happened.
+
+// GoneArmDelay is how long after WatchGone its watch is armed.
+const GoneArmDelay = 250 * time.Millisecond
+
+// goneWatch is one watched node of an epoch.
+type goneWatch struct {
+	gone func()
+	// arm is the timer that arms the watch; UnwatchGone stops it.
+	arm *time.Timer
+}
+
+// goneWatches are an epoch's gone watches, by path.
+type goneWatches struct {
+	mu sync.Mutex
+	m  map[string]*goneWatch
+}
+
+// WatchGone calls gone, once, on a goroutine the Session owns, when the node at
+// p is deleted while this epoch's session lives, or when arming the watch finds
+// it missing already. The watch is armed GoneArmDelay later, on a goroutine the
+// Session owns, so WatchGone returns at once; it is armed again after a change of the node's
+// data, and retried while the session is suspended. UnwatchGone(p) ends it: a
+// deletion seen after UnwatchGone calls nothing, so an owner that deletes its
+// own node calls UnwatchGone first. A second WatchGone of p replaces the first.
+// Nothing is called after the session is lost (its ephemeral nodes went with
+// it: the owner learns that from Lost).
+func (ep *Epoch) WatchGone(p string, gone func()) {
+	w := &goneWatch{gone: gone}
+	ep.gone.mu.Lock()
+	if ep.gone.m == nil {
+		ep.gone.m = map[string]*goneWatch{}
+	}
+	if old := ep.gone.m[p]; old != nil {
+		old.arm.Stop()
+	}
+	ep.gone.m[p] = w
+	w.arm = time.AfterFunc(GoneArmDelay, func() {
+		if ep.watching(p, w) && !ep.IsLost() {
+			ep.s.Go(func() { ep.armGone(p, w) })
+		}
+	})
+	ep.gone.mu.Unlock()
+}
+
+// UnwatchGone ends the gone watch of p, if any. (A data watch already left in
+// ZooKeeper fires once more, at the node's deletion, and is ignored.)
+func (ep *Epoch) UnwatchGone(p string) {
+	ep.gone.mu.Lock()
+	if w := ep.gone.m[p]; w != nil {
+		w.arm.Stop()
+		delete(ep.gone.m, p)
+	}
+	ep.gone.mu.Unlock()
+}
+
+// watching tells whether w is still p's gone watch.
+func (ep *Epoch) watching(p string, w *goneWatch) bool {
+	ep.gone.mu.Lock()
+	defer ep.gone.mu.Unlock()
+	return ep.gone.m[p] == w
+}
+
+// fireGone calls w's gone once, if w is still p's watch.
+func (ep *Epoch) fireGone(p string, w *goneWatch) {
+	ep.gone.mu.Lock()
+	if ep.gone.m[p] != w {
+		ep.gone.mu.Unlock()
+		return
+	}
+	delete(ep.gone.m, p)
+	ep.gone.mu.Unlock()
+	if !ep.IsLost() {
+		w.gone()
+	}
+}
+
+// armGone sets the data watch on p: it returns once the watch is set, the node
+// is found missing (gone is called), the watch was ended, or the session is
+// lost. While the session is suspended it tries again, a little later each
+// time. It runs in a background slot: a burst of grants arms its watches a few
+// at a time on the connection, behind the clients' own calls.
+func (ep *Epoch) armGone(p string, w *goneWatch) {
+	wait := 50 * time.Millisecond
+	for ep.watching(p, w) && !ep.IsLost() {
+		ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
+		err := ep.s.Background(ctx, func() error {
+			_, _, _, err := ep.GetW(ctx, p)
+			return err
+		})
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ErrNoNode):
+			ep.fireGone(p, w)
+			return
+		case errors.Is(err, ErrSessionLost):
+			return
+		}
+		select {
+		case <-ep.lost:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// goneEvent is the Session's event callback for node events: it never blocks.
+func (ep *Epoch) goneEvent(ev zk.Event) {
+	ep.gone.mu.Lock()
+	w := ep.gone.m[ev.Path]
+	ep.gone.mu.Unlock()
+	if w == nil {
+		return
+	}
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		ep.s.Go(func() { ep.fireGone(ev.Path, w) })
+	case zk.EventNodeDataChanged:
+		// The watch fired on a change of data: the node lives; watch it again.
+		ep.s.Go(func() { ep.armGone(ev.Path, w) })
+	}
 }

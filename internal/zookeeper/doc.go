@@ -69,7 +69,7 @@
 //     session dialed). A connection that goes silent while connected is
 //     dropped by go-zookeeper within 2/3 of the timeout after its last answer
 //     (its receive deadline), which makes it a suspension.
-//   - The leases (`recipes/kit/lease.go` `watchEpoch`, `lost.go` `loseAll`)
+//   - The leases (`recipes/kit/lease.go` `watchEpoch`, `hold.go` `loseAll`)
 //     end every hold of the doubted epoch's leases as lost (`lost-hold`,
 //     counted in `coord_holds_lost_total`), a third of the timeout before the
 //     ensemble can grant any of it to another client: a loss is always

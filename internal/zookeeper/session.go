@@ -211,7 +211,7 @@ type Epoch struct {
 	doubt  chan struct{}
 	doubts atomic.Uint64
 	txns   *GroupCommit[*txnReq] // shared transactions (txn.go)
-	gone   goneWatches           // nodes whose deletion someone waits for (gone.go)
+	gone   goneWatches           // nodes whose deletion someone waits for (calls.go)
 	// authed is true once the Session's credentials (if any) are accepted on
 	// this connection; hasSession while go-zookeeper reports a session. Both
 	// are needed to count as connected. Guarded by s.mu.

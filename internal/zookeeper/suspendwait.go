@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -27,6 +26,9 @@ import (
 //
 // A context without the allowance keeps the old behaviour: ErrUnavailable at
 // once while the session is not connected.
+//
+// The waits of a call itself (Epoch.AwaitConnected before it is sent,
+// Epoch.resend before it is sent again) stand in calls.go, beside the calls.
 
 type suspendWaitKey struct{}
 
@@ -42,20 +44,6 @@ type suspendWait struct {
 // if ctx allowed it.
 func WithSuspendWait(ctx context.Context, wait time.Duration, until time.Time) context.Context {
 	return context.WithValue(ctx, suspendWaitKey{}, suspendWait{wait: max(wait, 0), until: until})
-}
-
-// suspendBound is the instant by which a wait beginning at now must end; ok is
-// false when ctx allows none.
-func suspendBound(ctx context.Context, now time.Time) (end time.Time, ok bool) {
-	sw, ok := ctx.Value(suspendWaitKey{}).(suspendWait)
-	if !ok {
-		return time.Time{}, false
-	}
-	end = now.Add(sw.wait)
-	if sw.until.After(end) {
-		end = sw.until
-	}
-	return end, end.After(now)
 }
 
 // Await returns the connected Epoch, as Current does. While the session is
@@ -92,111 +80,6 @@ func (s *Session) Await(ctx context.Context) (*Epoch, error) {
 			s.waits.observe(outcomeGone, start)
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		}
-	}
-}
-
-// AwaitConnected returns nil when ep is the connected session. While it is
-// not and ctx allows it (WithSuspendWait), it waits for ep's connection to
-// come back: ErrSessionLost when ep is lost first, ErrUnavailable naming the
-// servers and the last connection error when the allowance ends first. Without
-// the allowance it returns ErrUnavailable (ErrSessionLost once ep is lost) at
-// once.
-func (ep *Epoch) AwaitConnected(ctx context.Context) error {
-	if ep.Connected() {
-		return nil
-	}
-	if ep.IsLost() {
-		return ErrSessionLost
-	}
-	end, ok := suspendBound(ctx, time.Now())
-	if !ok {
-		return fmt.Errorf("session not connected: %w", ErrUnavailable)
-	}
-	return ep.awaitUntil(ctx, end)
-}
-
-// awaitUntil waits until ep is connected (nil), lost (ErrSessionLost), end
-// (notBack's ErrUnavailable) or ctx's end (ErrUnavailable wrapping its error).
-func (ep *Epoch) awaitUntil(ctx context.Context, end time.Time) error {
-	if ep.Connected() {
-		return nil
-	}
-	start := time.Now()
-	ep.s.waits.begin()
-	wctx, cancel := context.WithDeadline(ctx, end)
-	defer cancel()
-	err := ep.WaitConnected(wctx)
-	switch {
-	case err == nil:
-		ep.s.waits.observe(outcomeBack, start)
-	case errors.Is(err, ErrSessionLost):
-		ep.s.waits.observe(outcomeLost, start)
-	case ctx.Err() != nil:
-		ep.s.waits.observe(outcomeGone, start)
-	default:
-		ep.s.waits.observe(outcomeTimeout, start)
-		err = ep.s.notBack(start)
-	}
-	return err
-}
-
-// resend tells whether a call that failed with mapped (mapError's, which
-// keeps go-zookeeper's error) may be sent again once ep's connection is back, and waits
-// for that: the request was never sent (zk.ErrNoServer), or it is a read; and
-// ctx allows waiting through a suspension (until end, fixed at the first
-// failure). It reports false, with the error to return, when the call is
-// done.
-func (ep *Epoch) resend(ctx context.Context, mapped error, idempotent bool, end *time.Time) (bool, error) {
-	if !mayResend(ctx, mapped, idempotent) {
-		return false, mapped
-	}
-	now := time.Now()
-	if end.IsZero() {
-		var ok bool
-		if *end, ok = suspendBound(ctx, now); !ok {
-			return false, mapped
-		}
-	}
-	if !now.Before(*end) {
-		return false, mapped
-	}
-	wasConnected := ep.Connected()
-	if err := ep.awaitUntil(ctx, *end); err != nil {
-		if errors.Is(err, ErrSessionLost) {
-			return false, fmt.Errorf("%w (after: %w)", ErrSessionLost, mapped)
-		}
-		return false, err
-	}
-	if wasConnected && !pause(ctx, 10*time.Millisecond) {
-		// The Session had not yet applied the disconnection (or the call was
-		// cut off by its deadline while connected): it paused rather than spin.
-		return false, mapped
-	}
-	return true, nil
-}
-
-// mayResend tells whether a call that failed with mapped may be sent again
-// once the connection is back: it failed for want of a connection, the
-// session is not lost, no wait through the suspension was already spent, ctx
-// lives, and the request was never sent (zk.ErrNoServer) or is idempotent (a
-// request sent may have been applied).
-func mayResend(ctx context.Context, mapped error, idempotent bool) bool {
-	if mapped == nil || !errors.Is(mapped, ErrUnavailable) || errors.Is(mapped, ErrSessionLost) ||
-		errors.Is(mapped, errNotBack) || ctx.Err() != nil {
-		return false
-	}
-	return idempotent || errors.Is(mapped, zk.ErrNoServer)
-}
-
-// pause waits d, false when ctx ends first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

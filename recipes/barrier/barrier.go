@@ -289,11 +289,9 @@ type barrierMetrics struct {
 func newBarrierMetrics(reg prometheus.Registerer) barrierMetrics {
 	f := promauto.With(reg)
 	return barrierMetrics{
-		waits: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_barrier_wait_duration_seconds",
-			Help:    "Time from a barrier wait, double-barrier enter or leave to its outcome, by operation (wait, enter, leave) and result (passed, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"op", "result"}),
+		waits: kit.WaitSeconds(f, "coord_barrier_wait_duration_seconds",
+			"Time from a barrier wait, double-barrier enter or leave to its outcome, by operation (wait, enter, leave) and result (passed, timeout, cancelled, error).",
+			"op", "result"),
 		participants: f.NewGauge(prometheus.GaugeOpts{
 			Name: "coord_double_barrier_participants",
 			Help: "Double-barrier participants enrolled by leases of this sidecar.",

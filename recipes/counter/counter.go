@@ -353,10 +353,7 @@ func (c *Counters) List(ctx context.Context) ([]string, error) { return kit.List
 // Follow follows a counter: however many followers it has on this sidecar, one
 // watch serves them all. Close the follower when done.
 func (c *Counters) Follow(name string) (*kit.Follower[*State], error) {
-	if err := kit.CheckName("counter", name); err != nil {
-		return nil, err
-	}
-	return c.followers.Follow(name), nil
+	return c.followers.FollowName("counter", name)
 }
 
 // decode reads DistributedAtomicLong's layout: 8 bytes big-endian; no data is 0.

@@ -353,10 +353,7 @@ func (e *Elections) List(ctx context.Context) ([]string, error) {
 // the last one read, with Suspended and SuspendedSince set, until the session could have
 // expired: then it has no leader (see ElectionState). Close the follower when done.
 func (e *Elections) Follow(name string) (*kit.Follower[*ElectionState], error) {
-	if err := kit.CheckName("election", name); err != nil {
-		return nil, err
-	}
-	return e.followers.Follow(name), nil
+	return e.followers.FollowName("election", name)
 }
 
 // electionSource reads an election for its follower: a watch on its line and

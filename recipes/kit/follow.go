@@ -98,6 +98,15 @@ func (r *Followers[S]) Follow(name string) *Follower[S] {
 	return &Follower[S]{f: f, r: r, name: name}
 }
 
+// FollowName is Follow for a name a client gave: it checks it first
+// (CheckName, as a kind's name).
+func (r *Followers[S]) FollowName(kind, name string) (*Follower[S], error) {
+	if err := CheckName(kind, name); err != nil {
+		return nil, err
+	}
+	return r.Follow(name), nil
+}
+
 // Len is the number of names followed.
 func (r *Followers[S]) Len() int {
 	r.mu.Lock()

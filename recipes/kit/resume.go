@@ -100,14 +100,6 @@ func (m *Leases) changed(id string) {
 	}
 }
 
-// holdChanged tells the OnChange function, if any, that hold h of lease id
-// changed.
-func (m *Leases) holdChanged(id string, h Hold) {
-	if f := m.onChange.Load(); f != nil {
-		(*f)(Change{Lease: id, Hold: h})
-	}
-}
-
 // SavedOf is lease id as Snapshot would list it but without its holds
 // (SavedHoldOf gives each); false when no such lease is live.
 func (m *Leases) SavedOf(id string) (SavedLease, bool) {

@@ -3,7 +3,9 @@
 // suffix, a node waiting to head it (AwaitHead, AwaitUnblocked) while watching
 // only the node that blocks it, the Handoffs through which this sidecar hands
 // the head between its own waiters, the reading of a line for followers and
-// inspections (WatchedChildren, NodeCache), and the start of adopting a saved
+// inspections (WatchedChildren, NodeCache, Inspect), the release of a hold
+// that names more than its name (Release), the metrics of a line's
+// acquisitions (Metrics, AcquireResult), and the start of adopting a saved
 // contender node after a restart (Saved). It knows ZooKeeper through
 // internal/zookeeper and leases through recipes/kit, and nothing of HTTP.
 //

@@ -16,10 +16,7 @@ import (
 // until the session could have expired (then nobody is shown holding it).
 // Close the follower when done.
 func (l *Locks) Follow(name string) (*kit.Follower[*LockState], error) {
-	if err := kit.CheckName("lock", name); err != nil {
-		return nil, err
-	}
-	return l.followers.Follow(name), nil
+	return l.followers.FollowName("lock", name)
 }
 
 // lockSource reads one lock for its follower.

@@ -27,13 +27,15 @@ import (
 type Locks struct {
 	s       *zookeeper.Session
 	dir     string
-	metrics lockMetrics
+	metrics line.Metrics
 	// handoffs tells a waiter that its predecessor, the head, was let go here.
 	handoffs line.Handoffs
 	// followers follow single locks (event streams; see Follow).
 	followers *kit.Followers[*LockState]
 	// grants dates the holders' since (line.Grants).
 	grants line.Grants
+	// multi times the multi-locks (AcquireAll), every lock or none.
+	multi *prometheus.HistogramVec
 }
 
 // LockGrant is a held lock: the lease's holding.
@@ -86,8 +88,10 @@ const lockKind = LockKind
 
 // New returns the lock recipe over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
-	l := &Locks{s: s, dir: s.Dir("locks"), metrics: newLockMetrics(reg)}
-	l.followers = kit.NewFollowers(s, l.metrics.watched, func(name string) kit.Source[*LockState] {
+	l := &Locks{s: s, dir: s.Dir("locks"), metrics: newLockMetrics(reg),
+		multi: kit.WaitSeconds(promauto.With(reg), "coord_multilock_acquire_duration_seconds",
+			"Time from a multi-lock request to its outcome (every lock or none), by result (granted, timeout, cancelled, error).", "result")}
+	l.followers = kit.NewFollowers(s, l.metrics.Watched, func(name string) kit.Source[*LockState] {
 		return &lockSource{l: l, name: name}
 	})
 	return l
@@ -110,6 +114,13 @@ func (l *Locks) Lines() string { return l.dir }
 // implicit lease ends. A lease that holds the lock already gets its grant again;
 // one that is acquiring it already gets kit.ErrBusy.
 func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner string, wait time.Duration) (*LockGrant, error) {
+	// step is the lock's own part of the hold protocol, which kit.Acquire runs
+	// under the lease's connected session once the hold is reserved; lease is
+	// the one src gives below, once the name is checked.
+	var lease *kit.Lease
+	step := func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
+		return l.acquire(ctx, ep, lease, name, owner, wait)
+	}
 	if err := kit.CheckName("lock", name); err != nil {
 		return nil, err
 	}
@@ -118,14 +129,11 @@ func (l *Locks) Acquire(ctx context.Context, src kit.LeaseSource, name, owner st
 		return nil, err
 	}
 	start := time.Now()
-	l.metrics.waiting.Inc()
-	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name},
-		func(ctx context.Context, ep *zookeeper.Epoch) (*LockGrant, error) {
-			return l.acquire(ctx, ep, lease, name, owner, wait)
-		})
-	l.metrics.waiting.Dec()
+	l.metrics.Waiting.Inc()
+	g, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: lockKind, Name: name}, step)
+	l.metrics.Waiting.Dec()
 	if !found {
-		l.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
+		l.metrics.Acquire.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
 	}
 	return g, err
 }
@@ -155,7 +163,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 		l.handoffs.Left(c.Path)
 		return nil, err
 	}
-	l.metrics.held.Inc()
+	l.metrics.Held.Inc()
 	at := time.Now()
 	l.grants.Granted(c.Path, at)
 	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: at,
@@ -179,7 +187,7 @@ func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (k
 		return nil, fmt.Errorf("%s: node %s no longer heads its line", what, node.Path)
 	}
 	l.handoffs.Enter(node.Path)
-	l.metrics.held.Inc()
+	l.metrics.Held.Inc()
 	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
 		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node}, nil
 }
@@ -191,7 +199,7 @@ func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
 // waiter (see handoffs); through a suspension it retries while ctx lives, then in
 // the background while the session lives (zookeeper.Epoch.DeleteProtected).
 func (g *LockGrant) Release(ctx context.Context) error {
-	g.locks.metrics.held.Dec()
+	g.locks.metrics.Held.Dec()
 	g.locks.grants.Gone(g.node.Path)
 	if g.locks.handoffs.LetGo(g.node.Path) { // a grant is the head of its line
 		// The successor's answer is what its client waits for; the delete is
@@ -274,35 +282,13 @@ func (l *Locks) Inspect(ctx context.Context, name string) (*LockState, error) {
 // empty container not yet reclaimed by ZooKeeper).
 func (l *Locks) List(ctx context.Context) ([]string, error) { return kit.ListNames(ctx, l.s, l.dir) }
 
-type lockMetrics struct {
-	acquire *prometheus.HistogramVec
-	multi   *prometheus.HistogramVec
-	held    prometheus.Gauge
-	waiting prometheus.Gauge
-	watched prometheus.Gauge
-}
-
-func newLockMetrics(reg prometheus.Registerer) lockMetrics {
-	f := promauto.With(reg)
-	return lockMetrics{
-		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_lock_acquire_duration_seconds",
-			Help:    "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"result"}),
-		multi: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_multilock_acquire_duration_seconds",
-			Help:    "Time from a multi-lock request to its outcome (every lock or none), by result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"result"}),
-		held: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_locks_held", Help: "Locks held by leases of this sidecar.",
-		}),
-		waiting: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar.",
-		}),
-		watched: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_lock_watched", Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them.",
-		}),
-	}
+func newLockMetrics(reg prometheus.Registerer) line.Metrics {
+	return line.NewMetrics(reg, line.MetricNames{
+		Acquire: line.Metric{Name: "coord_lock_acquire_duration_seconds",
+			Help: "Time from an acquire request to its outcome, by result (granted, timeout, cancelled, error)."},
+		Held:    line.Metric{Name: "coord_locks_held", Help: "Locks held by leases of this sidecar."},
+		Waiting: line.Metric{Name: "coord_lock_acquisitions_in_progress", Help: "Lock acquisitions under way on this sidecar."},
+		Watched: line.Metric{Name: "coord_lock_watched",
+			Help: "Locks this sidecar follows with one ZooKeeper watch each, however many streams follow them."},
+	})
 }

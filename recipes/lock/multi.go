@@ -46,7 +46,7 @@ func (l *Locks) AcquireAll(ctx context.Context, src kit.LeaseSource, names []str
 		g, err := l.Acquire(ctx, lease, name, owner, max(time.Until(deadline), 0))
 		if err != nil {
 			l.letGo(lease, taken)
-			l.metrics.multi.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
+			l.multi.WithLabelValues(line.AcquireResult(err, ErrLocked)).Observe(time.Since(start).Seconds())
 			return nil, err
 		}
 		if !had {
@@ -54,7 +54,7 @@ func (l *Locks) AcquireAll(ctx context.Context, src kit.LeaseSource, names []str
 		}
 		grants = append(grants, g)
 	}
-	l.metrics.multi.WithLabelValues("granted").Observe(time.Since(start).Seconds())
+	l.multi.WithLabelValues("granted").Observe(time.Since(start).Seconds())
 	return grants, nil
 }
 

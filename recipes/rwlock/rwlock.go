@@ -272,23 +272,13 @@ func (rw *RWLocks) Release(ctx context.Context, src kit.LeaseSource, name, mode 
 	if err != nil {
 		return err
 	}
-	h := kit.Hold{Kind: rwlockKind, Name: name}
-	if g, ok := kit.Lookup[*RWGrant](lease, h); !ok || g.Mode != mode {
-		return fmt.Errorf("read/write lock %q in %s mode: %w", name, mode, kit.ErrNotHeld)
-	}
-	return kit.Release(ctx, lease, h)
+	return line.Release(ctx, lease, kit.Hold{Kind: rwlockKind, Name: name}, func(g *RWGrant) bool { return g.Mode == mode },
+		fmt.Sprintf("read/write lock %q in %s mode", name, mode))
 }
 
 // Inspect returns the lock's writer or readers and its waiters.
 func (rw *RWLocks) Inspect(ctx context.Context, name string) (*RWLockState, error) {
-	if err := kit.CheckName("rwlock", name); err != nil {
-		return nil, err
-	}
-	ep, err := rw.s.Await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return rw.read(ctx, ep, name, nil, &line.NodeCache{})
+	return line.Inspect(ctx, rw.s, "rwlock", name, rw.read)
 }
 
 // List returns the names of the read/write locks that have a node.
@@ -299,10 +289,7 @@ func (rw *RWLocks) List(ctx context.Context) ([]string, error) {
 // Follow follows lock name: one children watch per sidecar, however many
 // followers. Close the follower when done.
 func (rw *RWLocks) Follow(name string) (*kit.Follower[*RWLockState], error) {
-	if err := kit.CheckName("rwlock", name); err != nil {
-		return nil, err
-	}
-	return rw.followers.Follow(name), nil
+	return rw.followers.FollowName("rwlock", name)
 }
 
 // read lists the line and reads its holders: the first node when it is a
@@ -381,11 +368,8 @@ type rwlockMetrics struct {
 func newRWLockMetrics(reg prometheus.Registerer) rwlockMetrics {
 	f := promauto.With(reg)
 	return rwlockMetrics{
-		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_rwlock_acquire_duration_seconds",
-			Help:    "Time from a read/write lock request to its outcome, by mode and result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"mode", "result"}),
+		acquire: kit.WaitSeconds(f, "coord_rwlock_acquire_duration_seconds",
+			"Time from a read/write lock request to its outcome, by mode and result (granted, timeout, cancelled, error).", "mode", "result"),
 		held: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "coord_rwlocks_held", Help: "Read/write lock grants held by leases of this sidecar, by mode.",
 		}, []string{"mode"}),

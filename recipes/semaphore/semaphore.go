@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -58,7 +57,7 @@ import (
 type Semaphores struct {
 	s       *zookeeper.Session
 	dir     string
-	metrics semaphoreMetrics
+	metrics line.Metrics
 	// handoffs passes the internal mutex to this sidecar's next waiter.
 	handoffs  line.Handoffs
 	followers *kit.Followers[*SemaphoreState]
@@ -106,7 +105,7 @@ const semaphoreKind = SemaphoreKind
 // New returns the semaphore recipe over a session.
 func New(s *zookeeper.Session, reg prometheus.Registerer) *Semaphores {
 	m := &Semaphores{s: s, dir: s.Dir("semaphores"), metrics: newSemaphoreMetrics(reg)}
-	m.followers = kit.NewFollowers(s, m.metrics.watched, func(name string) kit.Source[*SemaphoreState] {
+	m.followers = kit.NewFollowers(s, m.metrics.Watched, func(name string) kit.Source[*SemaphoreState] {
 		return &semaphoreSource{m: m, name: name}
 	})
 	return m
@@ -147,17 +146,17 @@ func (m *Semaphores) Acquire(ctx context.Context, src kit.LeaseSource, name, own
 		return nil, err
 	}
 	start := time.Now()
-	m.metrics.waiting.Inc()
+	m.metrics.Waiting.Inc()
 	p, found, err := kit.Acquire(ctx, lease, kit.Hold{Kind: semaphoreKind, Name: name},
 		func(ctx context.Context, ep *zookeeper.Epoch) (*Permit, error) {
 			return m.acquire(ctx, ep, lease, name, owner, max, wait)
 		})
-	m.metrics.waiting.Dec()
+	m.metrics.Waiting.Dec()
 	if found && p.Max != max {
 		return nil, &MaxMismatchError{Name: name, Max: p.Max}
 	}
 	if !found {
-		m.metrics.acquire.WithLabelValues(line.AcquireResult(err, ErrSemaphoreFull)).Observe(time.Since(start).Seconds())
+		m.metrics.Acquire.WithLabelValues(line.AcquireResult(err, ErrSemaphoreFull)).Observe(time.Since(start).Seconds())
 	}
 	return p, err
 }
@@ -200,7 +199,7 @@ func (m *Semaphores) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *ki
 		}
 		return nil, err
 	}
-	m.metrics.held.Inc()
+	m.metrics.Held.Inc()
 	return &Permit{Name: name, Permit: permitName(path.Base(node.Path)), Lease: lease.ID, Owner: owner, Max: max,
 		AcquiredAt: time.Now(), sems: m, ep: ep, node: node}, nil
 }
@@ -373,7 +372,7 @@ func (m *Semaphores) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHol
 	if max == 0 {
 		return nil, fmt.Errorf("%s: node %s records no max", what, node.Path)
 	}
-	m.metrics.held.Inc()
+	m.metrics.Held.Inc()
 	return &Permit{Name: h.Name, Permit: permitName(path.Base(node.Path)), Lease: lease.ID, Owner: owner, Max: max,
 		AcquiredAt: time.UnixMilli(st.Ctime), sems: m, ep: lease.Epoch(), node: node}, nil
 }
@@ -385,7 +384,7 @@ func (p *Permit) HeldNodes() []string { return []string{p.node.Path} }
 // Release deletes the permit's lease node; it retries through a suspension while
 // the session lives.
 func (p *Permit) Release(ctx context.Context) error {
-	p.sems.metrics.held.Dec()
+	p.sems.metrics.Held.Dec()
 	return p.ep.DeleteProtected(ctx, path.Dir(p.node.Path), p.node.GUID, p.node.Path)
 }
 
@@ -404,23 +403,13 @@ func (m *Semaphores) Release(ctx context.Context, src kit.LeaseSource, name, per
 	if err != nil {
 		return err
 	}
-	h := kit.Hold{Kind: semaphoreKind, Name: name}
-	if p, ok := kit.Lookup[*Permit](lease, h); !ok || p.Permit != permit {
-		return fmt.Errorf("permit %q of semaphore %q: %w", permit, name, kit.ErrNotHeld)
-	}
-	return kit.Release(ctx, lease, h)
+	return line.Release(ctx, lease, kit.Hold{Kind: semaphoreKind, Name: name}, func(p *Permit) bool { return p.Permit == permit },
+		fmt.Sprintf("permit %q of semaphore %q", permit, name))
 }
 
 // Inspect returns the semaphore's holders and waiters (on every client).
 func (m *Semaphores) Inspect(ctx context.Context, name string) (*SemaphoreState, error) {
-	if err := kit.CheckName("semaphore", name); err != nil {
-		return nil, err
-	}
-	ep, err := m.s.Await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return m.read(ctx, ep, name, nil, &line.NodeCache{})
+	return line.Inspect(ctx, m.s, "semaphore", name, m.read)
 }
 
 // List returns the names of the semaphores that have a node.
@@ -432,10 +421,7 @@ func (m *Semaphores) List(ctx context.Context) ([]string, error) {
 // internal mutex per sidecar, however many followers (streams, the overview,
 // the waiter that holds the mutex). Close the follower when done.
 func (m *Semaphores) Follow(name string) (*kit.Follower[*SemaphoreState], error) {
-	if err := kit.CheckName("semaphore", name); err != nil {
-		return nil, err
-	}
-	return m.followers.Follow(name), nil
+	return m.followers.FollowName("semaphore", name)
 }
 
 const (
@@ -508,29 +494,13 @@ func (s *semaphoreSource) Same(a, b *SemaphoreState) bool {
 	return true
 }
 
-type semaphoreMetrics struct {
-	acquire *prometheus.HistogramVec
-	held    prometheus.Gauge
-	waiting prometheus.Gauge
-	watched prometheus.Gauge
-}
-
-func newSemaphoreMetrics(reg prometheus.Registerer) semaphoreMetrics {
-	f := promauto.With(reg)
-	return semaphoreMetrics{
-		acquire: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "coord_semaphore_acquire_duration_seconds",
-			Help:    "Time from a permit request to its outcome, by result (granted, timeout, cancelled, error).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"result"}),
-		held: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_semaphore_permits_held", Help: "Semaphore permits held by leases of this sidecar.",
-		}),
-		waiting: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_semaphore_acquisitions_in_progress", Help: "Permit requests under way on this sidecar.",
-		}),
-		watched: f.NewGauge(prometheus.GaugeOpts{
-			Name: "coord_semaphore_watched", Help: "Semaphores this sidecar follows (one watch on the leases each), however many waiters and streams follow them.",
-		}),
-	}
+func newSemaphoreMetrics(reg prometheus.Registerer) line.Metrics {
+	return line.NewMetrics(reg, line.MetricNames{
+		Acquire: line.Metric{Name: "coord_semaphore_acquire_duration_seconds",
+			Help: "Time from a permit request to its outcome, by result (granted, timeout, cancelled, error)."},
+		Held:    line.Metric{Name: "coord_semaphore_permits_held", Help: "Semaphore permits held by leases of this sidecar."},
+		Waiting: line.Metric{Name: "coord_semaphore_acquisitions_in_progress", Help: "Permit requests under way on this sidecar."},
+		Watched: line.Metric{Name: "coord_semaphore_watched",
+			Help: "Semaphores this sidecar follows (one watch on the leases each), however many waiters and streams follow them."},
+	})
 }

@@ -426,6 +426,27 @@ func (w *world) prepare(t *testing.T, ctx context.Context, p *process) {
 	}
 }
 
+// startPair starts a case: its world, its context, and two processes on
+// sessions of their own, a (prepared for the subject) to hold and b to
+// contend.
+func startPair(t *testing.T, subject Subject) (*world, context.Context, *process, *process) {
+	w := newWorld(t, subject)
+	ctx := caseCtx(t)
+	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
+	w.prepare(t, ctx, a)
+	return w, ctx, a, b
+}
+
+// checkFreed checks what every case checks once a hold is let go, after
+// (said in its failures): the session of owner, the process that held it,
+// comes to own no node, and b sees the name free and takes it.
+func (w *world) checkFreed(t *testing.T, ctx context.Context, owner, b *process, after string) {
+	t.Helper()
+	w.awaitNothingOwned(t, ctx, sessionID(t, owner), after)
+	awaitHeld(t, ctx, b, false)
+	w.checkTakes(t, ctx, b, after)
+}
+
 // sessionID is p's current ZooKeeper session.
 func sessionID(t *testing.T, p *process) int64 {
 	t.Helper()
@@ -437,10 +458,7 @@ func sessionID(t *testing.T, p *process) int64 {
 }
 
 func testAcquire(t *testing.T, subject Subject) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	l := a.lease(t, time.Minute)
 	_, nodes := w.acquire(t, ctx, a, l)
 	w.checkOwned(t, ctx, nodes, sessionID(t, a))
@@ -449,10 +467,7 @@ func testAcquire(t *testing.T, subject Subject) {
 }
 
 func testRelease(t *testing.T, subject Subject) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
 	awaitHeld(t, ctx, b, true)
@@ -471,18 +486,13 @@ func testRelease(t *testing.T, subject Subject) {
 		t.Fatalf("the explicit lease ended with its hold's release: %v", l.Err())
 	}
 	w.checkGone(t, ctx, nodes, "after the release returned")
-	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the release")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the release")
+	w.checkFreed(t, ctx, a, b, "after the release")
 }
 
 // testLeaseEnd: a revoked lease (expired: a lease never kept alive) releases
 // what it held.
 func testLeaseEnd(t *testing.T, subject Subject, expire bool) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	ttl, want := time.Minute, kit.ErrLeaseRevoked
 	if expire {
 		ttl, want = 2*time.Second, kit.ErrLeaseExpired
@@ -509,38 +519,38 @@ func testLeaseEnd(t *testing.T, subject Subject, expire bool) {
 		t.Fatalf("the ended lease lists %v", held)
 	}
 	w.checkGone(t, ctx, nodes, "after the lease ended")
-	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the lease ended")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the lease ended")
+	w.checkFreed(t, ctx, a, b, "after the lease ended")
 }
 
 // testNodeDeleted: a held node deleted by another hand ends the hold as lost;
 // the lease lives on, and the name is free for others.
 func testNodeDeleted(t *testing.T, subject Subject) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
 	saved, _ := a.leases.SavedHoldOf(l.ID, h)
-	ep, err := w.observer.WaitCurrent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range saved.Nodes {
-		if err := ep.Delete(ctx, p, -1); err != nil {
-			t.Fatalf("delete %s from outside: %v", p, err)
-		}
-	}
+	w.deleteFromOutside(t, ctx, saved.Nodes)
 	awaitLost(t, l, h)
 	if l.Err() != nil {
 		t.Fatalf("the lease ended with its lost hold: %v", l.Err())
 	}
 	w.awaitGone(t, ctx, nodes, "the lost hold's other nodes deleted")
-	w.awaitNothingOwned(t, ctx, sessionID(t, a), "after the hold was lost")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the hold was lost")
+	w.checkFreed(t, ctx, a, b, "after the hold was lost")
+}
+
+// deleteFromOutside deletes nodes through the observer's session: another
+// hand than the holder's.
+func (w *world) deleteFromOutside(t *testing.T, ctx context.Context, nodes []string) {
+	t.Helper()
+	ep, err := w.observer.WaitCurrent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range nodes {
+		if err := ep.Delete(ctx, p, -1); err != nil {
+			t.Fatalf("delete %s from outside: %v", p, err)
+		}
+	}
 }
 
 // awaitLost waits until lease l reports h lost and no longer holds it.
@@ -605,10 +615,7 @@ func testSessionLost(t *testing.T, subject Subject) {
 // czxid, same owner), nobody takes the name meanwhile, the successor's lease
 // holds it, and its release frees it.
 func testAdopt(t *testing.T, subject Subject) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
 	succ, sl := w.restart(t, ctx, a, b, l, h, nodes)
@@ -617,41 +624,26 @@ func testAdopt(t *testing.T, subject Subject) {
 		t.Fatalf("the successor's release of the adopted hold: %v", err)
 	}
 	w.checkGone(t, ctx, nodes, "after the successor released the adopted hold")
-	w.awaitNothingOwned(t, ctx, sessionID(t, succ), "after the successor released the adopted hold")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the successor released the adopted hold")
+	w.checkFreed(t, ctx, succ, b, "after the successor released the adopted hold")
 }
 
 // testAdoptedLost: an adopted hold is watched as a new one is: its node
 // deleted by another hand, the restored lease reports it lost, lives on,
 // and the name is free for others.
 func testAdoptedLost(t *testing.T, subject Subject) {
-	w := newWorld(t, subject)
-	ctx := caseCtx(t)
-	a, b := w.start(t, zookeeper.Config{}), w.start(t, zookeeper.Config{})
-	w.prepare(t, ctx, a)
+	w, ctx, a, b := startPair(t, subject)
 	l := a.lease(t, time.Minute)
 	h, nodes := w.acquire(t, ctx, a, l)
 	saved, _ := a.leases.SavedHoldOf(l.ID, h)
 	succ, sl := w.restart(t, ctx, a, b, l, h, nodes)
 
-	ep, err := w.observer.WaitCurrent(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range saved.Nodes {
-		if err := ep.Delete(ctx, p, -1); err != nil {
-			t.Fatalf("delete %s from outside: %v", p, err)
-		}
-	}
+	w.deleteFromOutside(t, ctx, saved.Nodes)
 	awaitLost(t, sl, h)
 	if sl.Err() != nil {
 		t.Fatalf("the restored lease ended with its lost hold: %v", sl.Err())
 	}
 	w.awaitGone(t, ctx, nodes, "the lost adopted hold's other nodes deleted")
-	w.awaitNothingOwned(t, ctx, sessionID(t, succ), "after the adopted hold was lost")
-	awaitHeld(t, ctx, b, false)
-	w.checkTakes(t, ctx, b, "after the adopted hold was lost")
+	w.checkFreed(t, ctx, succ, b, "after the adopted hold was lost")
 }
 
 // restart hands a's session over to a successor process that resumes it and
