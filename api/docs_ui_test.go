@@ -35,7 +35,7 @@ func TestDocsPage(t *testing.T) {
 
 	page.Call(t, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": false})
 	page.Call(t, "Page.navigate", map[string]any{"url": car.Base + "/docs"})
-	shown := page.Await(t, 20*time.Second, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
+	shown := page.Await(t, time.Minute, "the reference is shown at /docs/", `location.pathname === "/docs/" && document.readyState === "complete" &&
 		document.querySelector('#api-content [data-section-id="/"] h1')?.textContent.startsWith("coord-sidecar")`)
 	// The browser asked for it compressed and got it so: under 1 MB on the
 	// wire (the page itself is 2.7 MB). The time is only logged: speed is a

@@ -210,7 +210,7 @@ func validBody(t *testing.T, spec *openapi3.T, method, path string, ref *openapi
 // concretePath fills a path template with the names of the live state.
 func concretePath(path, lease string) string {
 	return strings.NewReplacer("{name}", "typo-x", "{group}", "typo-x", "{key}", "typo-x", "{lease}", lease,
-		"{id}", "x", "{claim}", "x", "{permit}", "x").Replace(path)
+		"{id}", "x", "{claim}", "x", "{permit}", "x", "{service}", "typo-x").Replace(path)
 }
 
 // bodyQuery is the valid query a body case sends, so that only its body is wrong:

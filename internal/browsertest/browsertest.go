@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -301,6 +300,11 @@ func (p *Page) Problems(allowNetwork bool) []string {
 	return out
 }
 
+// cdpPatience bounds the wait for one DevTools answer: a navigation to a
+// 2.7 MB page on a machine busy with the rest of the suite has taken more
+// than 15 s to commit.
+const cdpPatience = time.Minute
+
 // Send issues one DevTools command and waits for its answer; it never calls
 // t.Fatal.
 func (p *Page) Send(method string, params any) (json.RawMessage, error) {
@@ -325,8 +329,8 @@ func (p *Page) Send(method string, params any) (json.RawMessage, error) {
 		select {
 		case r := <-ch:
 			return r.result, r.err
-		case <-time.After(15 * time.Second):
-			err = errors.New("no answer within 15s")
+		case <-time.After(testutil.Patience(cdpPatience)):
+			err = fmt.Errorf("no answer within %s", testutil.Patience(cdpPatience))
 		}
 	}
 	p.mu.Lock()
