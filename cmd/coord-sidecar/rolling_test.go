@@ -317,14 +317,24 @@ func (g *rollRig) checkData(t *testing.T) {
 	t.Helper()
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
+	// A read is served by the reading sidecar's server, which may not have
+	// applied the last writes yet (a follower just back lags the leader; reads
+	// are not synced): a write missing is one that stays missing.
 	car := g.cars[0].car
 	for _, c := range g.cars {
-		r := car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/kv/roll-%d", c.idx))
-		if want := fmt.Sprint(g.puts[c.idx] - 1); r.Header.Get("Version") != want {
-			t.Errorf("key roll-%d at version %s after %d puts answered 200, want %s", c.idx, r.Header.Get("Version"), g.puts[c.idx], want)
+		want, got := fmt.Sprint(g.puts[c.idx]-1), ""
+		if !testutil.Within(30*time.Second, func() bool {
+			got = car.Must(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/v1/kv/roll-%d", c.idx)).Header.Get("Version")
+			return got == want
+		}) {
+			t.Errorf("key roll-%d at version %s after %d puts answered 200, want %s", c.idx, got, g.puts[c.idx], want)
 		}
 	}
-	if v := sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/"+rollCounter).Body["value"]); v != g.added {
+	var v int64
+	if !testutil.Within(30*time.Second, func() bool {
+		v = sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/counters/"+rollCounter).Body["value"])
+		return v == g.added
+	}) {
 		t.Errorf("counter at %d, want %d (the sum of the adds answered 200)", v, g.added)
 	}
 	t.Logf("data: key puts answered 200 %v, counter adds summing %d, each applied once", g.puts, g.added)

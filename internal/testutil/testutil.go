@@ -42,16 +42,24 @@ const (
 // The bound is within made Patient.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	within = Patience(within)
-	deadline := time.Now().Add(within)
+	if !Within(within, cond) {
+		t.Fatalf("not within %s: %s", Patience(within), what)
+	}
+}
+
+// Within checks cond until it holds, as Eventually does, and reports whether
+// it did within within (made Patient), for a test that goes on either way.
+func Within(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(Patience(within))
 	pause := pollFirst
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
+			return false
 		}
 		time.Sleep(pause) // the polling interval, not an ordering of steps
 		pause = min(2*pause, pollMax)
 	}
+	return true
 }
 
 // MetricValue is the value of the one series of the counter or gauge name that g
