@@ -325,6 +325,7 @@ func (m *Main) Reload() error {
 		m.log.Error("reload: the tokens in force stay", "err", err)
 		return err
 	}
+	m.warnOversubscribed(list)
 	m.log.Info("reload: tokens read", "tokens", len(list))
 	return nil
 }
@@ -468,7 +469,21 @@ func (m *Main) startTokens() error {
 	if err != nil {
 		return err
 	}
-	return m.tokens.Set(list)
+	if err := m.tokens.Set(list); err != nil {
+		return err
+	}
+	m.warnOversubscribed(list)
+	return nil
+}
+
+// warnOversubscribed warns of each global cap the tokens' own caps (with the
+// default shares of the tokens without) add up to more than: a token within
+// its share may then find the cap used up by the others.
+func (m *Main) warnOversubscribed(list []tokens.Token) {
+	c := m.Config
+	for _, what := range tokens.Oversubscribed(list, [tokens.NumShares]int{c.MaxLeases, c.MaxStreams, c.MaxWaiters}) {
+		m.log.Warn("tokens: "+what+"; a token within its share may find the cap used up by the others", "tokensFile", c.TokensFile)
+	}
 }
 
 // startTLS loads --tls-cert and its key (and --tls-client-ca) when given, kept
