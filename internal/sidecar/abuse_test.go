@@ -297,4 +297,3 @@ func TestSlowlorisAtTheCap(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	cyclesGoOn(t, cycles, 5, "while slowloris connections press on the cap")
 }
-

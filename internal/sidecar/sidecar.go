@@ -106,12 +106,12 @@ type Main struct {
 	admin         *http.Server
 	adminListener net.Listener
 	adminServed   chan error
-	tokens   *tokens.Tokens
-	log      *slog.Logger
-	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
-	certs    *certFiles
-	restarts *restarts // nil without --state-dir
-	owner    *owner    // the session's record, with --state-dir (owner.go)
+	tokens        *tokens.Tokens
+	log           *slog.Logger
+	logOut        *logwriter.Batched // LogOutput, batched: see logInterval
+	certs         *certFiles
+	restarts      *restarts // nil without --state-dir
+	owner         *owner    // the session's record, with --state-dir (owner.go)
 	// serving is the listener Serve accepts on; conns tracks the state of
 	// every connection it accepted (upgrade.go).
 	serving net.Listener
