@@ -101,21 +101,22 @@ type Main struct {
 	http     *http.Server
 	listener net.Listener
 	served   chan error
+	tokens   *tokens.Tokens
+	log      *slog.Logger
+	logOut   *logwriter.Batched // LogOutput, batched: see logInterval
+	certs    *certFiles
+	restarts *restarts // nil without --state-dir
+	owner    *owner    // the session's record, with --state-dir (owner.go)
+	// serving is the listener Serve accepts on; conns tracks the state of
+	// every connection it accepted (upgrade.go).
+	serving net.Listener
+	conns   connStates
+
 	// admin serves adminListener (--admin-listen; nil without), adminServed
 	// gets its Serve's end (admin.go).
 	admin         *http.Server
 	adminListener net.Listener
 	adminServed   chan error
-	tokens        *tokens.Tokens
-	log           *slog.Logger
-	logOut        *logwriter.Batched // LogOutput, batched: see logInterval
-	certs         *certFiles
-	restarts      *restarts // nil without --state-dir
-	owner         *owner    // the session's record, with --state-dir (owner.go)
-	// serving is the listener Serve accepts on; conns tracks the state of
-	// every connection it accepted (upgrade.go).
-	serving net.Listener
-	conns   connStates
 
 	closeOnce sync.Once
 	closeErr  error
