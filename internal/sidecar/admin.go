@@ -1,10 +1,12 @@
 package sidecar
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 )
@@ -53,25 +55,42 @@ func (m *Main) startAdmin(ln net.Listener, log *slog.Logger) {
 	m.adminListener = ln
 	m.admin = &http.Server{
 		Handler:           adminHandler(m.http.Handler, m.server.MetricsHandler()),
-		BaseContext:       m.server.BaseContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       c.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         m.adminConns.track,
 	}
 	m.adminServed = make(chan error, 1)
 	go func() { m.adminServed <- m.admin.Serve(ln) }()
 	log.Info("coord-sidecar admin listener serving /healthz, /readyz and /metrics", "adminListen", ln.Addr().String())
 }
 
-// stopAdmin closes the admin listener and its connections, and waits for its
-// Serve to return. Its answers are short: none is waited for.
+// closeAdmin stops the admin listener's accepting (a probe that comes then
+// waits in the socket's backlog, which an upgrade's successor shares) and
+// waits for its Serve to return.
+func (m *Main) closeAdmin() {
+	if m.admin == nil {
+		return
+	}
+	_ = m.adminListener.Close()
+	<-m.adminServed
+}
+
+// stopAdmin, after closeAdmin, waits as stopHTTP does for the admin
+// connections to go quiet (net/http's Shutdown would drop a request read
+// after it began), then answers the requests under way (within 5 s: its
+// answers are short) and closes the rest.
 func (m *Main) stopAdmin() {
 	if m.admin == nil {
 		return
 	}
-	_ = m.admin.Close()
-	<-m.adminServed
+	m.adminConns.wait(handOverIdle, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.admin.Shutdown(ctx); err != nil {
+		_ = m.admin.Close()
+	}
 }
 
 // AdminAddr is the address the admin listener listens on ("" without

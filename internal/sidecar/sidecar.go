@@ -117,6 +117,7 @@ type Main struct {
 	admin         *http.Server
 	adminListener net.Listener
 	adminServed   chan error
+	adminConns    connStates
 
 	closeOnce sync.Once
 	closeErr  error
@@ -604,12 +605,14 @@ func (m *Main) shutdown() error {
 // HTTP/1.1 server can close one without that race; Go's client retries only
 // idempotent requests): waiting for quiet makes that a client silent for
 // handOverIdle sending at the very moment of the close. The short requests
-// under way are then answered (Shutdown, within 10 s). It returns Shutdown's
+// under way are then answered (Shutdown, within 10 s). The admin listener
+// (--admin-listen) stops beside the main one, the same way. It returns Shutdown's
 // error, else Serve's if Serve had ended for another reason than its
 // listener's close.
 func (m *Main) stopHTTP(end func()) error {
 	end()
 	_ = m.serving.Close()
+	m.closeAdmin()
 	serr := <-m.served // Serve has returned: every accepted connection is tracked
 	m.conns.wait(handOverIdle, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
