@@ -58,6 +58,7 @@ func TestTwoTenantsCannotStarveAThird(t *testing.T) {
 	// Leases: a and b make leases until refused (the holder's and waiters'
 	// leases count); each then holds a third of 300, and c still makes its
 	// share.
+	var last string // the last lease c made
 	for _, tn := range tenants {
 		for range 301 {
 			r := try(t, tn.s, http.MethodPost, "/v1/leases?ttl=60s")
@@ -65,9 +66,16 @@ func TestTwoTenantsCannotStarveAThird(t *testing.T) {
 				ownCapProblem(t, r, http.StatusTooManyRequests, "too-many-leases", "maxLeases")
 				break
 			}
+			last = sidecartest.Str(r.Body["lease"])
 		}
 		if n := sidecartest.Num(tn.s.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["leases"]); n != 100 {
 			t.Fatalf("%s holds %d leases of --max-leases 300 among 3 tokens, want its share 100", tn.name, n)
 		}
+	}
+
+	// c's lock cycles go on within its share, under a lease it holds.
+	for range 3 {
+		c.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/c-cycle?lease="+last)
+		c.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/locks/c-cycle?lease="+last)
 	}
 }
