@@ -181,12 +181,7 @@ func (tk Token) ownCaps() ([NumShares]int, error) {
 
 func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 	set := &Snapshot{byHash: map[[32]byte]*Principal{}, byName: map[string]*Principal{}}
-	tenants := 0
-	for _, tk := range list {
-		if tk.Name != AllTokenName {
-			tenants++
-		}
-	}
+	tenants := countTenants(list)
 	for i, tk := range list {
 		if tk.Name != AllTokenName && !tokenNameRE.MatchString(tk.Name) {
 			return nil, fmt.Errorf("token %d: name %q must match %s", i, tk.Name, tokenNameRE)
@@ -233,12 +228,7 @@ func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 // is reported: the default shares alone add up to more only when a global cap
 // is smaller than the number of tokens.
 func Oversubscribed(list []Token, globals [NumShares]int) []string {
-	tenants := 0
-	for _, tk := range list {
-		if tk.Name != AllTokenName {
-			tenants++
-		}
-	}
+	tenants := countTenants(list)
 	var out []string
 	for res := range NumShares {
 		sum, explicit := 0, false
@@ -262,4 +252,16 @@ func Oversubscribed(list []Token, globals [NumShares]int) []string {
 		}
 	}
 	return out
+}
+
+// countTenants is the number of tokens in list that hold a share: all but
+// --token's.
+func countTenants(list []Token) int {
+	n := 0
+	for _, tk := range list {
+		if tk.Name != AllTokenName {
+			n++
+		}
+	}
+	return n
 }

@@ -448,13 +448,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.beginResume(sess)
 	m.listener = ln
-	capWarn := &capWarning{log: log, max: c.MaxConns}
-	limited := limitListener(ln, c.MaxConns, m.conns.reclaimIdle, func() { capWarn.reached(m.conns.idleCount()) })
-	registerConnGauges(reg, limited, &m.conns)
-	ln = limited
-	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
-	}
+	ln = m.limit(ln, tlsConfig, log, reg)
 	m.http = &http.Server{
 		Handler:           framing(m.server.Handler()),
 		BaseContext:       m.server.BaseContext,
@@ -472,6 +466,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// limit is the main listener ln as Serve takes it: at most --max-conns
+// connections, the longest-idle closed to make room at the cap (conns.go),
+// counted in coord_http_connections; then TLS, with tlsConfig.
+func (m *Main) limit(ln net.Listener, tlsConfig *tls.Config, log *slog.Logger, reg prometheus.Registerer) net.Listener {
+	capWarn := &capWarning{log: log, max: m.Config.MaxConns}
+	limited := limitListener(ln, m.Config.MaxConns, m.conns.reclaimIdle, func() { capWarn.reached(m.conns.idleCount()) })
+	registerConnGauges(reg, limited, &m.conns)
+	if tlsConfig == nil {
+		return limited
+	}
+	return tls.NewListener(limited, tlsConfig)
 }
 
 // startLog opens the log (--log-level, batched to LogOutput) and returns it.
