@@ -15,9 +15,10 @@ import (
 // connection idle for --idle-timeout is closed (http.Server.IdleTimeout), and
 // at --max-conns the longest-idle connection is closed at once to make room
 // for a new one (limitedListener, reclaimIdle). Connections with a request
-// under way, event streams (hijacked) and connections that have not sent a
-// whole first request yet (those are cut off by --read-header-timeout) are
-// never closed to make room.
+// under way and event streams (hijacked) are never closed to make room; one
+// that has not sent a whole first request (a slowloris client, which
+// --read-header-timeout cuts off) is, once it has taken a second, when no
+// connection is idle.
 
 // The states of a connEntry beyond http.ConnState's: stateGone once the
 // connection is closed or hijacked (its entry is out of the map), and
@@ -29,38 +30,56 @@ const (
 
 // reclaimIdle closes the connection idle the longest, if one is idle, and
 // reports whether it closed one: its place under --max-conns is free once it
-// returns. The connection's entry is taken from idle to stateReclaimed with a
-// compare-and-swap, so a connection that began a request meanwhile is not
-// closed, and none is closed twice. Closing is the underlying connection's
-// (under TLS, no close_notify is written to a client that may not read).
+// returns. While none is idle, it closes instead the oldest connection that
+// has not sent a whole first request within newReclaimAge (a slowloris client
+// would hold its place until --read-header-timeout). The connection's entry is
+// taken from its state to stateReclaimed with a compare-and-swap, so a
+// connection that began a request meanwhile is not closed, and none is closed
+// twice. Closing is the underlying connection's (under TLS, no close_notify is
+// written to a client that may not read).
 func (c *connStates) reclaimIdle() bool {
 	for {
-		var oldest net.Conn
-		var entry *connEntry
-		var since int64
-		c.conns.Range(func(k, v any) bool {
-			e := v.(*connEntry)
-			if http.ConnState(e.state.Load()) != http.StateIdle {
-				return true
-			}
-			if s := e.since.Load(); entry == nil || s < since {
-				oldest, entry, since = k.(net.Conn), e, s
-			}
-			return true
-		})
+		conn, entry, state := c.reclaimable(time.Now().Add(-newReclaimAge).UnixNano())
 		if entry == nil {
 			return false
 		}
-		if !entry.state.CompareAndSwap(int32(http.StateIdle), int32(stateReclaimed)) {
+		if !entry.state.CompareAndSwap(int32(state), int32(stateReclaimed)) {
 			continue // it began a request (or closed) meanwhile: look again
 		}
-		c.idle.Add(-1)
-		if tc, ok := oldest.(*tls.Conn); ok {
-			oldest = tc.NetConn()
+		if state == http.StateIdle {
+			c.idle.Add(-1)
 		}
-		_ = oldest.Close()
+		if tc, ok := conn.(*tls.Conn); ok {
+			conn = tc.NetConn()
+		}
+		_ = conn.Close()
 		return true
 	}
+}
+
+// newReclaimAge is how long a connection may take to send its first request
+// before it may be closed to make room at --max-conns (when none is idle).
+const newReclaimAge = time.Second
+
+// reclaimable is the connection to close to make room: the longest idle, else
+// the oldest one in http.StateNew since before newBefore (Unix nanoseconds);
+// nil when there is none. state is the state it was found in.
+func (c *connStates) reclaimable(newBefore int64) (conn net.Conn, entry *connEntry, state http.ConnState) {
+	var since int64
+	c.conns.Range(func(k, v any) bool {
+		e := v.(*connEntry)
+		st := http.ConnState(e.state.Load())
+		s := e.since.Load()
+		switch {
+		case st != http.StateIdle && st != http.StateNew,
+			st == http.StateNew && s >= newBefore,
+			st == http.StateNew && state == http.StateIdle: // an idle one goes first
+		case entry == nil || st == http.StateIdle && state == http.StateNew || s < since:
+			conn, entry, state, since = k.(net.Conn), e, st, s
+		}
+		return true
+	})
+	return conn, entry, state
 }
 
 // idleCount is the number of idle kept-alive connections.
