@@ -81,50 +81,11 @@ func pressureExperiment(b *testing.B) sidecartest.BenchResult {
 	addr := car.M.Addr()
 	for range idle {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				c, err := net.DialTimeout("tcp", addr, 30*time.Second)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				stop := context.AfterFunc(ctx, func() { c.Close() })
-				br := bufio.NewReader(c)
-				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err == nil {
-					if resp, err := http.ReadResponse(br, nil); err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						connected.Add(1)
-						_, _ = br.ReadByte() // idle until the server closes it
-					}
-				}
-				stop()
-				c.Close()
-				time.Sleep(10 * time.Millisecond)
-			}
-		}()
+		go func() { defer wg.Done(); idleAbuser(ctx, addr, &connected) }()
 	}
 	for range slow {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				c, err := net.DialTimeout("tcp", addr, 30*time.Second)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				stop := context.AfterFunc(ctx, func() { c.Close() })
-				_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-				for err == nil && ctx.Err() == nil {
-					time.Sleep(time.Second)
-					_, err = io.WriteString(c, "X-a: b\r\n")
-				}
-				stop()
-				c.Close()
-			}
-		}()
+		go func() { defer wg.Done(); slowlorisAbuser(ctx, addr) }()
 	}
 	// The pressure builds up: most idle clients have been answered once.
 	for deadline := time.Now().Add(time.Minute); connected.Load() < int64(idle)*9/10 && time.Now().Before(deadline); {
@@ -142,4 +103,50 @@ func pressureExperiment(b *testing.B) sidecartest.BenchResult {
 		"pressed-p50-ms": sidecartest.Millis(p.P50), "pressed-p99-ms": sidecartest.Millis(p.P99),
 		"pressed-failed": float64(pressedFailed),
 	}}
+}
+
+// idleAbuser keeps a connection to addr after one request (GET /healthz),
+// sending nothing more, and opens another 10 ms after the server closes it,
+// until ctx ends; connected counts the answered requests.
+func idleAbuser(ctx context.Context, addr string, connected *atomic.Int64) {
+	for ctx.Err() == nil {
+		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		br := bufio.NewReader(c)
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err == nil {
+			if resp, err := http.ReadResponse(br, nil); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				connected.Add(1)
+				_, _ = br.ReadByte() // idle until the server closes it
+			}
+		}
+		stop()
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slowlorisAbuser sends a request's headers a line a second, never ending
+// them, and reconnects at once when the server closes it, until ctx ends.
+func slowlorisAbuser(ctx context.Context, addr string) {
+	for ctx.Err() == nil {
+		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+		for err == nil && ctx.Err() == nil {
+			time.Sleep(time.Second)
+			_, err = io.WriteString(c, "X-a: b\r\n")
+		}
+		stop()
+		c.Close()
+	}
 }
