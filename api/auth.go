@@ -44,7 +44,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if p == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-			s.writeProblem(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+			s.refuse(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(tokens.NewContext(r.Context(), p)))
@@ -66,7 +66,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if write && p.ReadOnly() {
-			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "forbidden",
+			s.refuse(w, r, NewProblem(http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q is read-only: only GET requests and event streams", p.Name())))
 			return
 		}
@@ -77,7 +77,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		name, _, _ := strings.Cut(rest, "/")
 		if !p.May(kind, name, write) {
-			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "forbidden",
+			s.refuse(w, r, NewProblem(http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name)))
 			return
 		}
@@ -94,6 +94,14 @@ func MayChange(ctx context.Context, kind, name string) error {
 		return nil
 	}
 	return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name))
+}
+
+// refuse answers a 401 or 403 problem and closes the connection after it
+// (Connection: close): a refused client keeps no connection, so that one
+// that sends nothing else holds no place under --max-conns.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p *Problem) {
+	w.Header().Set("Connection", "close")
+	s.writeProblem(w, r, p)
 }
 
 // mayRead reports whether the request's token may see kind/name (lists, streams).
@@ -158,7 +166,7 @@ func (s *Server) serveTicket(w http.ResponseWriter, r *http.Request) {
 	p := set.ByBearer(r)
 	if p == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="coord-sidecar"`)
-		s.writeProblem(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
+		s.refuse(w, r, NewProblem(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required"))
 		return
 	}
 	expiry := time.Now().Add(ticketTTL).Unix()

@@ -135,14 +135,14 @@ func (s *Server) guardBrowser(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if !s.hosts.allows(r.Host) {
-		s.writeProblem(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
+		s.refuse(w, r, NewProblem(http.StatusForbidden, "host-not-allowed",
 			"the Host "+quoteHeader(r.Host)+" is not among the sidecar's allowed hosts (--allowed-hosts)"))
 		return false
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		if r.Header.Get("Sec-Fetch-Site") == "cross-site" && strings.HasPrefix(r.URL.Path, "/v1") {
-			s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
+			s.refuse(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
 				"a cross-site browser request is not allowed"))
 			return false
 		}
@@ -150,7 +150,7 @@ func (s *Server) guardBrowser(w http.ResponseWriter, r *http.Request) bool {
 	}
 	allowed, own := s.originAllowed(origin, r)
 	if !allowed {
-		s.writeProblem(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
+		s.refuse(w, r, NewProblem(http.StatusForbidden, "origin-not-allowed",
 			"the Origin "+quoteHeader(origin)+" is not among the sidecar's allowed origins (--allowed-origins)"))
 		return false
 	}

@@ -315,6 +315,13 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	return r
 }
 
+// MetricsHandler serves the metrics as /metrics does, without the request
+// path's steps (no Host allow-list): for a listener of their own, the
+// sidecar's admin listener.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})
+}
+
 // BaseContext is for http.Server.BaseContext: every connection's context, and so
 // every request's, then derives from one that ends when the server closes, at
 // the cost of one registration per connection instead of one per request.

@@ -39,8 +39,8 @@ func tenantsJSON(bFields string) string {
 }
 
 // With --max-leases 20, --max-streams 3 and --max-waiters 3, tenant b takes
-// all it can of each: past its share (by default half of each cap, at least 1;
-// or its own maxLeases, maxStreams, maxWaiters) it gets the very problem of the
+// all it can of each: past its share (by default each cap divided by the 3
+// tokens, at least 1; or its own maxLeases, maxStreams, maxWaiters) it gets the very problem of the
 // global cap, saying it is the token's own; tenant a still gets a lease, a
 // stream and a long-poll. A read-only token cannot use up streams or
 // long-polls for the others either. What a token gives back it can take again.
@@ -51,7 +51,7 @@ func TestTenantCannotStarveAnother(t *testing.T) {
 		bFields                         string
 		leases, streams, waiters, other int // b's shares; other: the viewer's streams and long-polls
 	}{
-		{"default shares", "", 10, 1, 1, 1},
+		{"default shares", "", 6, 1, 1, 1},
 		{"own caps", `,"maxLeases":4,"maxStreams":2,"maxWaiters":2`, 4, 2, 2, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {

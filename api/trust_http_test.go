@@ -937,37 +937,60 @@ func TestBodyLimits(t *testing.T) {
 	_ = g
 }
 
-// Past --max-conns, a new connection waits until one closes.
+// Past --max-conns, a new connection waits until one closes while none is
+// idle (here both places are event streams); with idle kept-alive ones, the
+// longest-idle is closed at once to make room for it (issue 40).
 func TestMaxConnections(t *testing.T) {
 	zkc := zktest.Shared(t)
 	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--max-conns", "2")
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // waitReady's
-	var held []net.Conn
-	for range 2 {
+	hold := func(path string) (net.Conn, *bufio.Reader) {
+		t.Helper()
 		c, err := net.Dial("tcp", car.M.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		t.Cleanup(func() { c.Close() })
 		// A served request makes sure the connection was accepted.
-		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path)
+		br := bufio.NewReader(c)
+		if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
 			t.Fatalf("held connection: %q %v", line, err)
 		}
-		held = append(held, c)
+		return c, br
+	}
+	streams := []net.Conn{}
+	for range 2 {
+		c, _ := hold("/v1/session/events")
+		streams = append(streams, c)
 	}
 	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
 	if resp, err := client.Get(car.Base + "/healthz"); err == nil {
 		resp.Body.Close()
-		t.Fatal("a third connection was served past --max-conns 2")
+		t.Fatal("a third connection was served past --max-conns 2, both held by event streams")
 	}
-	held[0].Close()
-	client.Timeout = 10 * time.Second
+	streams[0].Close()
+	streams[1].Close()
+	client.Timeout = testutil.Patience(10 * time.Second)
 	resp, err := client.Get(car.Base + "/healthz")
 	if err != nil {
-		t.Fatalf("after a connection closed: %v", err)
+		t.Fatalf("after the connections closed: %v", err)
 	}
 	resp.Body.Close()
+
+	// Two idle kept-alive connections: a third is served, the longest-idle
+	// closed to make room.
+	first, firstR := hold("/healthz")
+	hold("/healthz")
+	resp, err = client.Get(car.Base + "/healthz")
+	if err != nil {
+		t.Fatalf("a new connection with two idle ones at --max-conns 2: %v", err)
+	}
+	resp.Body.Close()
+	_ = first.SetReadDeadline(time.Now().Add(testutil.Patience(10 * time.Second)))
+	if _, err := io.Copy(io.Discard, firstR); err != nil {
+		t.Fatalf("the longest-idle connection was not closed to make room: %v", err)
+	}
 }
 
 // A client that goes away while it waits is counted as 499, not as a 5xx.

@@ -93,7 +93,8 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 }
 
 // The application pod runs the sidecar as a native sidecar container, keeps
-// its state on an emptyDir, probes it on /healthz and /readyz, restricts it,
+// its state on an emptyDir, probes it on /healthz and /readyz of its admin
+// listener, restricts it,
 // bounds its resources, and tells the application where it is.
 func TestKubernetesPodRunsTheSidecar(t *testing.T) {
 	var dep *appsv1.Deployment
@@ -159,17 +160,27 @@ func checkStateVolume(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 }
 
 // checkProbes: liveness on /healthz, readiness and startup on /readyz, all on
-// the port the sidecar listens on, which it returns.
+// the admin listener (--admin-listen, on all of the pod's addresses: the
+// kubelet probes the pod's IP; outside --max-conns, so that no client of the
+// API can fail them); it returns the port of the API's --listen.
 func checkProbes(t *testing.T, c corev1.Container) int32 {
 	t.Helper()
-	listen, ok := flagValue(c.Args, "listen")
-	m := regexp.MustCompile(`^(0\.0\.0\.0|\[::\]|):(\d+)$`).FindStringSubmatch(listen)
+	admin, ok := flagValue(c.Args, "admin-listen")
+	m := regexp.MustCompile(`^(0\.0\.0\.0|\[::\]|):(\d+)$`).FindStringSubmatch(admin)
 	if !ok || m == nil {
-		t.Errorf("init container %s: --listen %q; want all of the pod's addresses (the kubelet probes the pod's IP)", c.Name, listen)
+		t.Errorf("init container %s: --admin-listen %q; want all of the pod's addresses (the kubelet probes the pod's IP)", c.Name, admin)
+		return 0
+	}
+	var adminPort int32
+	fmt.Sscan(m[2], &adminPort)
+	listen, _ := flagValue(c.Args, "listen")
+	l := regexp.MustCompile(`^127\.0\.0\.1:(\d+)$`).FindStringSubmatch(listen)
+	if l == nil {
+		t.Errorf("init container %s: --listen %q; want loopback (only the pod's containers use the API)", c.Name, listen)
 		return 0
 	}
 	var port int32
-	fmt.Sscan(m[2], &port)
+	fmt.Sscan(l[1], &port)
 	probes := []struct {
 		name  string
 		probe *corev1.Probe
@@ -190,8 +201,8 @@ func checkProbes(t *testing.T, c corev1.Container) int32 {
 			}
 			at = c.Ports[i].ContainerPort
 		}
-		if g.Path != p.path || at != port {
-			t.Errorf("%s: GET %s on port %d; want %s on %d (--listen)", p.name, g.Path, at, p.path, port)
+		if g.Path != p.path || at != adminPort {
+			t.Errorf("%s: GET %s on port %d; want %s on %d (--admin-listen)", p.name, g.Path, at, p.path, adminPort)
 		}
 	}
 	return port

@@ -14,8 +14,12 @@ type Principal struct {
 	allow    []grant // else these
 	hash     [32]byte
 	// caps are the token's own caps (Token.MaxLeases, ...): -1 where the
-	// tokens file gives none (then half the global cap, see Share).
+	// tokens file gives none (then the global cap divided by tenants, see
+	// Share).
 	caps [NumShares]int
+	// tenants is the number of tokens that hold a share (those of the tokens
+	// file) in the set this principal belongs to.
+	tenants int
 	// shared is false for the principals no own cap applies to: Anonymous (no
 	// tokens configured) and --token's, which the operator holds.
 	shared bool
@@ -52,9 +56,12 @@ var ShareFields = [NumShares]string{"maxLeases", "maxStreams", "maxWaiters"}
 // Share is the most of a resource res (Leases, Streams, Waiters) whose global
 // cap is global that the principal may hold, and whether that is a cap of its
 // own (else the global one): its own cap when the tokens file gives one, else
-// half of global, rounded down but at least 1 (so that a cap of 1 still lets
-// one through); global for a principal without a share, or when its own is not
-// lower.
+// global divided by the number of the file's tokens, rounded down but at least
+// 1 (so that a cap of 1 still lets one through); global for a principal
+// without a share, or when its own is not lower. Without own caps the shares
+// add up to at most global (when global is at least the number of tokens): no
+// token, nor any set of tokens together, can take from another token what its
+// share leaves it.
 func (p *Principal) Share(res int, global int) (int, bool) {
 	own := global
 	switch {
@@ -62,12 +69,18 @@ func (p *Principal) Share(res int, global int) (int, bool) {
 	case p.caps[res] >= 0:
 		own = p.caps[res]
 	default:
-		own = max(1, global/2)
+		own = DefaultShare(global, p.tenants)
 	}
 	if own >= global {
 		return global, false
 	}
 	return own, true
+}
+
+// DefaultShare is the share of a global cap of a token without a cap of its
+// own, among tenants tokens: global/tenants, at least 1.
+func DefaultShare(global, tenants int) int {
+	return max(1, global/max(1, tenants))
 }
 
 // grant is one compiled allow entry.

@@ -29,8 +29,9 @@ type Token struct {
 	// ReadOnly tokens may only read: GET and event streams.
 	ReadOnly bool `json:"readOnly"`
 	// MaxLeases, MaxStreams and MaxWaiters cap the live leases, open event
-	// streams and long-polls of this token (0: none); absent, each is half the
-	// sidecar's global cap (at least 1). See Principal.Share.
+	// streams and long-polls of this token (0: none); absent, each is the
+	// sidecar's global cap divided by the number of tokens in the file (at
+	// least 1). See Principal.Share.
 	MaxLeases  *int `json:"maxLeases,omitempty"`
 	MaxStreams *int `json:"maxStreams,omitempty"`
 	MaxWaiters *int `json:"maxWaiters,omitempty"`
@@ -180,6 +181,7 @@ func (tk Token) ownCaps() ([NumShares]int, error) {
 
 func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 	set := &Snapshot{byHash: map[[32]byte]*Principal{}, byName: map[string]*Principal{}}
+	tenants := countTenants(list)
 	for i, tk := range list {
 		if tk.Name != AllTokenName && !tokenNameRE.MatchString(tk.Name) {
 			return nil, fmt.Errorf("token %d: name %q must match %s", i, tk.Name, tokenNameRE)
@@ -198,7 +200,7 @@ func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 			return nil, err
 		}
 		p := &Principal{name: tk.Name, readOnly: tk.ReadOnly, hash: sha256.Sum256([]byte(tk.Token)),
-			shared: tk.Name != AllTokenName, caps: caps}
+			shared: tk.Name != AllTokenName, caps: caps, tenants: tenants}
 		if _, dup := set.byHash[p.hash]; dup {
 			return nil, fmt.Errorf("token %q: the same token is given twice", tk.Name)
 		}
@@ -216,4 +218,50 @@ func compileTokens(list []Token, kinds Kinds) (*Snapshot, error) {
 		set.byName[p.name] = p
 	}
 	return set, nil
+}
+
+// Oversubscribed describes each global cap (globals, in Share order: leases,
+// streams, waiters) that the tokens' shares in list add up to more than: then a
+// token within its share may still find the global cap used up by the others.
+// A token's share is its own cap, or the default share (DefaultShare) where it
+// gives none; --token's holds none. Only a cap that some token sets for itself
+// is reported: the default shares alone add up to more only when a global cap
+// is smaller than the number of tokens.
+func Oversubscribed(list []Token, globals [NumShares]int) []string {
+	tenants := countTenants(list)
+	var out []string
+	for res := range NumShares {
+		sum, explicit := 0, false
+		for _, tk := range list {
+			if tk.Name == AllTokenName {
+				continue
+			}
+			caps, err := tk.ownCaps()
+			switch {
+			case err != nil:
+				continue
+			case caps[res] >= 0:
+				sum += min(caps[res], globals[res])
+				explicit = true
+			default:
+				sum += DefaultShare(globals[res], tenants)
+			}
+		}
+		if explicit && sum > globals[res] {
+			out = append(out, fmt.Sprintf("the tokens' %s add up to %d, more than the global cap %d", ShareFields[res], sum, globals[res]))
+		}
+	}
+	return out
+}
+
+// countTenants is the number of tokens in list that hold a share: all but
+// --token's.
+func countTenants(list []Token) int {
+	n := 0
+	for _, tk := range list {
+		if tk.Name != AllTokenName {
+			n++
+		}
+	}
+	return n
 }

@@ -1,7 +1,9 @@
 package tokens
 
 import (
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -69,8 +71,9 @@ func TestTokens(t *testing.T) {
 }
 
 // A token's share of a global cap: its own cap when the tokens file gives one
-// (never above the global one), else half of the global cap, at least 1; the
-// --token token and requests without tokens have the global cap only.
+// (never above the global one), else the global cap divided by the number of
+// the file's tokens (here two: --token's is not one), at least 1; the --token
+// token and requests without tokens have the global cap only.
 func TestTokenShares(t *testing.T) {
 	three, zero := 3, 0
 	set, err := compileTokens([]Token{
@@ -115,5 +118,37 @@ func TestUnknownKind(t *testing.T) {
 	want := `tokens file: token "a": allow "lock/x": unknown kind "lock" (one of locks, queues, or *)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+// Among three tokens, each default share is a third of the cap; explicit caps
+// that add up to more than a global cap (with the default shares of the
+// others) are reported, the default shares alone are not.
+func TestSharesAmongThree(t *testing.T) {
+	list := func(caps ...*int) []Token {
+		var l []Token
+		for i, c := range caps {
+			l = append(l, Token{Name: fmt.Sprintf("t%d", i), Token: fmt.Sprintf("token-%d-0123456789", i), MaxLeases: c})
+		}
+		return append(l, Token{Name: AllTokenName, Token: "all-0123456789ab"})
+	}
+	set, err := compileTokens(list(nil, nil, nil), testKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, own := set.byName["t0"].Share(Leases, 300); got != 100 || !own {
+		t.Fatalf("a default share of 300 among 3 tokens: %d (own %v), want 100", got, own)
+	}
+	globals := [NumShares]int{300, 6, 6}
+	if got := Oversubscribed(list(nil, nil, nil), globals); got != nil {
+		t.Fatalf("default shares reported oversubscribed: %q", got)
+	}
+	fits, big := 100, 250
+	if got := Oversubscribed(list(&fits, nil, nil), globals); got != nil {
+		t.Fatalf("100 + 100 + 100 of 300 reported: %q", got)
+	}
+	got := Oversubscribed(list(&big, nil, nil), globals)
+	if len(got) != 1 || !strings.Contains(got[0], "maxLeases add up to 450, more than the global cap 300") {
+		t.Fatalf("250 + 100 + 100 of 300: %q", got)
 	}
 }

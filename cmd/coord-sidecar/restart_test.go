@@ -340,9 +340,9 @@ func TestRestartWithABadStateFile(t *testing.T) {
 	}
 }
 
-// SIGUSR2 under a client loop: the successor takes the socket and the session,
-// no request fails (keepalives on fresh connections, reads on kept-alive
-// ones), the lease's keepalive stream ends with a retry hint and the lease is
+// SIGUSR2 under a client loop: the successor takes the sockets (the admin
+// listener's too) and the session, no request fails (keepalives on fresh
+// connections, reads on kept-alive ones, probes of the admin listener), the lease's keepalive stream ends with a retry hint and the lease is
 // not revoked, the lock keeps its token, the pid file names the successor and
 // the old process exits 0.
 func TestUpgradeFailsNoRequest(t *testing.T) {
@@ -352,6 +352,8 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	}
 	zkc := zktest.Shared(t)
 	r := newRestartable(t, zkc.Servers(), zktest.Root(t), "4s")
+	admin := sidecartest.FreeAddr(t)
+	r.args = append(r.args, "--admin-listen", admin)
 	a := r.start(t)
 	old := r.cmd.Process.Pid
 	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30s").Body["lease"])
@@ -365,7 +367,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 		ok     int
 		failed []string
 	}
-	results := make(chan tally, 2)
+	results := make(chan tally, 3)
 	loop := func(c *http.Client, method, path string) {
 		var n tally
 		defer func() { results <- n }()
@@ -375,7 +377,11 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(method, a.Base+path, nil)
+			url := a.Base + path
+			if strings.HasPrefix(path, "http://") {
+				url = path
+			}
+			req, _ := http.NewRequest(method, url, nil)
 			resp, err := c.Do(req)
 			if err != nil {
 				n.failed = append(n.failed, err.Error())
@@ -391,6 +397,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	}
 	go loop(fresh, http.MethodPost, "/v1/leases/"+lease+"/keepalive")
 	go loop(kept, http.MethodGet, "/v1/locks/upgraded")
+	go loop(fresh, http.MethodGet, "http://"+admin+"/healthz")
 	time.Sleep(300 * time.Millisecond)
 
 	r.upgradeAndAwaitExit(t)
@@ -407,7 +414,7 @@ func TestUpgradeFailsNoRequest(t *testing.T) {
 	a.WaitReady(t)
 	time.Sleep(300 * time.Millisecond) // the loops go on against the successor
 	close(stop)
-	for range 2 {
+	for range 3 {
 		n := <-results
 		if len(n.failed) > 0 || n.ok == 0 {
 			t.Errorf("%d requests answered, %d failed: %v", n.ok, len(n.failed), n.failed)

@@ -5,6 +5,20 @@
 // subcommands and signals to it, and tests run it in their process
 // (internal/sidecartest).
 //
+// # Connections: no client locks the others out
+//
+// `listen.go` and `conns.go` (issue 40): the main listener holds at most
+// --max-conns connections; at the cap, the connection just accepted waits
+// for a place while `connStates.reclaimIdle` closes the longest-idle
+// kept-alive connection (else the oldest that has not sent a first request
+// within a second), so a new client is served while any is idle; the
+// ConnState hook keeps each connection's state, which also counts
+// coord_http_connections. --idle-timeout is http.Server's IdleTimeout. A
+// request read by its Transfer-Encoding closes its connection after the
+// answer (`framing`: net/http drops a Content-Length sent with it silently),
+// as do 401 and 403 answers (api). `admin.go` serves /healthz, /readyz and
+// /metrics on --admin-listen, outside the cap.
+//
 // # Restarts: --state-dir and SIGUSR2
 //
 // `internal/sidecar/restart.go` owns the state directory (`internal/statedir`)
@@ -122,7 +136,9 @@
 // `/proc/self/exe` names the deleted file) with its arguments and environment,
 // the listening socket as descriptor 3 (`COORD_INHERITED_LISTENER`) and a pipe
 // as descriptor 4 on which the successor writes one byte once it has taken the
-// socket. Then, in this order: `api.Server.Drain` ends streams (with a
+// socket (and, with --admin-listen, the admin listener as descriptor 5,
+// `COORD_INHERITED_ADMIN_LISTENER`, stopped beside the main one). Then, in
+// this order: `api.Server.Drain` ends streams (with a
 // `retry:` hint) and long-polls (503 with Retry-After, their nodes deleted as
 // at any cancelled wait), and a lease whose keepalive stream ends so is not
 // revoked; the listener is closed (connections wait in the socket's backlog,

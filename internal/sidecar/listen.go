@@ -53,34 +53,71 @@ func listen(network, address string) (net.Listener, error) {
 	return ln, nil
 }
 
-// limitListener accepts at most n open connections at once: past n, Accept
-// waits until one closes, and new clients wait in the kernel's backlog (as
-// golang.org/x/net/netutil.LimitListener does). A hijacked connection (an event
-// stream) holds its place until it is closed.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+// limitListener keeps at most n connections open at once. Past n, the
+// connection just accepted waits for a place: reclaim (if not nil) is asked to
+// close the longest-idle connection to make room at once, and asked again
+// every reclaimPoll while none is idle and none closes; atCap is told each
+// time the cap is met. Later clients wait in the kernel's backlog meanwhile
+// (as under golang.org/x/net/netutil.LimitListener). A hijacked connection (an
+// event stream) holds its place until it is closed.
+func limitListener(l net.Listener, n int, reclaim func() bool, atCap func()) *limitedListener {
+	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), reclaim: reclaim, atCap: atCap}
 }
+
+// reclaimPoll is how often a connection waiting for a place at the cap asks
+// again for an idle one to close.
+const reclaimPoll = 50 * time.Millisecond
 
 type limitedListener struct {
 	net.Listener
 	sem       chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
+	reclaim   func() bool
+	atCap     func()
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.sem
+		return nil, err
+	}
+	if err := l.place(); err != nil {
+		c.Close()
 		return nil, err
 	}
 	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
 }
+
+// place takes a place for a connection just accepted, making room at the cap
+// (see limitListener); net.ErrClosed once the listener is closed.
+func (l *limitedListener) place() error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	if l.atCap != nil {
+		l.atCap()
+	}
+	tick := time.NewTicker(reclaimPoll)
+	defer tick.Stop()
+	for {
+		if l.reclaim != nil {
+			l.reclaim() // a place is free once it returns true
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return nil
+		case <-l.done:
+			return net.ErrClosed
+		case <-tick.C:
+		}
+	}
+}
+
+// open is the number of connections holding a place.
+func (l *limitedListener) open() int { return len(l.sem) }
 
 func (l *limitedListener) Close() error {
 	err := l.Listener.Close()

@@ -49,9 +49,15 @@ type Config struct {
 	// TLSCert and TLSKey turn on HTTPS; TLSClientCA makes client certificates
 	// signed by it mandatory. The files are re-read when they change.
 	TLSCert, TLSKey, TLSClientCA string
-	// MaxLeases caps live leases; MaxConns caps open connections.
+	// MaxLeases caps live leases; MaxConns caps open connections of the main
+	// listener (at the cap, the longest-idle one is closed to make room).
 	MaxLeases int
 	MaxConns  int
+	// IdleTimeout closes a kept-alive connection idle that long.
+	IdleTimeout time.Duration
+	// AdminListen, when set, is a listener of its own serving /healthz,
+	// /readyz and /metrics only, outside MaxConns.
+	AdminListen string
 	// BodyTimeout is how long a client has to send a request body.
 	BodyTimeout time.Duration
 	MaxWait     time.Duration
@@ -110,6 +116,13 @@ type Main struct {
 	serving net.Listener
 	conns   connStates
 
+	// admin serves adminListener (--admin-listen; nil without), adminServed
+	// gets its Serve's end (admin.go).
+	admin         *http.Server
+	adminListener net.Listener
+	adminServed   chan error
+	adminConns    connStates
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -120,7 +133,7 @@ func NewMain() *Main {
 		Listen: "127.0.0.1:8080", ZK: []string{"127.0.0.1:2181"}, ZKRoot: "/coord",
 		SessionTimeout: 10 * time.Second, MaxWait: 5 * time.Minute, MaxTTL: time.Hour,
 		DefaultTTL: 60 * time.Second, MaxBody: 1 << 20, MaxItem: 512 << 10, MaxStreams: 16384, MaxWaiters: 8192, ReadHeaderTimeout: 5 * time.Second, LogLevel: "info",
-		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second,
+		MaxLeases: 100000, MaxConns: 32768, BodyTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second,
 	}, LogOutput: os.Stderr, Stdout: os.Stdout}
 }
 
@@ -157,7 +170,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	fs.BoolVar(&c.ZKRequireACL, "zk-require-acl", c.ZKRequireACL, "with --zk-auth: stay unready while --zk-root or a recipe parent is open to anyone (world:anyone may more than read it), instead of only warning (COORD_ZK_REQUIRE_ACL)")
 	fs.IntVar(&c.MaxLeases, "max-leases", c.MaxLeases, "most live leases; beyond, 429 too-many-leases (COORD_MAX_LEASES)")
-	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; more wait to be accepted (COORD_MAX_CONNS)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections; at the cap the longest-idle one is closed to make room, and a new one waits while none is idle (COORD_MAX_CONNS)")
+	fs.StringVar(&c.AdminListen, "admin-listen", env(getenv, "COORD_ADMIN_LISTEN", c.AdminListen), "address of a listener of its own serving /healthz, /readyz and /metrics only, outside --max-conns, for probes and scrapers (COORD_ADMIN_LISTEN)")
 	fs.StringVar(&c.StateDir, "state-dir", env(getenv, "COORD_STATE_DIR", c.StateDir), "directory (made 0700) where the sidecar keeps its ZooKeeper session and leases, so that a successor started on it resumes them: a restart then loses nothing (COORD_STATE_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", env(getenv, "COORD_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (COORD_LOG_LEVEL)")
 	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes (COORD_MAX_BODY)")
@@ -176,6 +190,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		{&c.DefaultTTL, "default-ttl", "COORD_DEFAULT_TTL", "ttl of a lease when ttl= is absent"},
 		{&c.ReadHeaderTimeout, "read-header-timeout", "COORD_READ_HEADER_TIMEOUT", "time a client has to send its request headers"},
 		{&c.BodyTimeout, "body-timeout", "COORD_BODY_TIMEOUT", "time a client has to send a request body"},
+		{&c.IdleTimeout, "idle-timeout", "COORD_IDLE_TIMEOUT", "a kept-alive connection idle that long is closed"},
 	}
 	for _, d := range durations {
 		if v := getenv(d.envv); v != "" {
@@ -260,8 +275,8 @@ func (m *Main) checkConfig(zk string) error {
 // tokens that do not load.
 func (m *Main) checkTrust() error {
 	c := &m.Config
-	if c.MaxLeases < 1 || c.MaxConns < 1 || c.BodyTimeout <= 0 {
-		return errors.New("--max-leases, --max-conns and --body-timeout must be positive")
+	if c.MaxLeases < 1 || c.MaxConns < 1 || c.BodyTimeout <= 0 || c.IdleTimeout <= 0 {
+		return errors.New("--max-leases, --max-conns, --body-timeout and --idle-timeout must be positive")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -335,6 +350,7 @@ func (m *Main) Reload() error {
 		m.log.Error("reload: the tokens in force stay", "err", err)
 		return err
 	}
+	m.warnOversubscribed(list)
 	m.log.Info("reload: tokens read", "tokens", len(list))
 	return nil
 }
@@ -392,7 +408,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	inherited, resume, err := m.prepareRestart(log, reg)
+	inherited, inheritedAdmin, resume, err := m.prepareRestart(log, reg)
 	if err != nil {
 		return err
 	}
@@ -405,6 +421,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	adminLn, err := m.listenAdmin(inheritedAdmin)
+	if err != nil {
+		_ = ln.Close()
+		m.closeRestarts(false)
+		return err
+	}
 	sess, err := zookeeper.NewSession(zookeeper.Config{
 		Servers: c.ZK, Timeout: c.SessionTimeout, Root: c.ZKRoot, Logger: log, Registerer: reg,
 		Auth: zkAuth, TLS: zkTLS, RequireACL: c.ZKRequireACL, Resume: resume,
@@ -412,6 +434,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	if err != nil {
 		_ = ln.Close()
+		if adminLn != nil {
+			_ = adminLn.Close()
+		}
 		m.closeRestarts(false)
 		return err
 	}
@@ -433,26 +458,37 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.beginResume(sess)
 	m.listener = ln
-	ln = limitListener(ln, c.MaxConns)
-	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
-	}
+	ln = m.limit(ln, tlsConfig, log, reg)
 	m.http = &http.Server{
-		Handler:           m.server.Handler(),
+		Handler:           framing(m.server.Handler()),
 		BaseContext:       m.server.BaseContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       c.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnState:         m.conns.track,
 	}
 	m.serving = ln
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.http.Serve(ln) }()
+	m.startAdmin(adminLn, log)
 	log.Info("coord-sidecar serving", "listen", ln.Addr().String(), "network", network, "tls", tlsConfig != nil,
 		"mtls", c.TLSClientCA != "", "tokens", m.tokens.Len(), "allowedHosts", []string(hosts), "zk", c.ZK, "root", c.ZKRoot,
 		"zkAuth", zkAuth != nil, "zkTLS", zkTLS != nil, "zkRequireACL", c.ZKRequireACL)
 	return nil
+}
+
+// limit is the main listener ln as Serve takes it: at most --max-conns
+// connections, the longest-idle closed to make room at the cap (conns.go),
+// counted in coord_http_connections; then TLS, with tlsConfig.
+func (m *Main) limit(ln net.Listener, tlsConfig *tls.Config, log *slog.Logger, reg prometheus.Registerer) net.Listener {
+	capWarn := &capWarning{log: log, max: m.Config.MaxConns}
+	limited := limitListener(ln, m.Config.MaxConns, m.conns.reclaimIdle, func() { capWarn.reached(m.conns.idleCount()) })
+	registerConnGauges(reg, limited, &m.conns)
+	if tlsConfig == nil {
+		return limited
+	}
+	return tls.NewListener(limited, tlsConfig)
 }
 
 // startLog opens the log (--log-level, batched to LogOutput) and returns it.
@@ -478,7 +514,21 @@ func (m *Main) startTokens() error {
 	if err != nil {
 		return err
 	}
-	return m.tokens.Set(list)
+	if err := m.tokens.Set(list); err != nil {
+		return err
+	}
+	m.warnOversubscribed(list)
+	return nil
+}
+
+// warnOversubscribed warns of each global cap the tokens' own caps (with the
+// default shares of the tokens without) add up to more than: a token within
+// its share may then find the cap used up by the others.
+func (m *Main) warnOversubscribed(list []tokens.Token) {
+	c := m.Config
+	for _, what := range tokens.Oversubscribed(list, [tokens.NumShares]int{c.MaxLeases, c.MaxStreams, c.MaxWaiters}) {
+		m.log.Warn("tokens: "+what+"; a token within its share may find the cap used up by the others", "tokensFile", c.TokensFile)
+	}
 }
 
 // startTLS loads --tls-cert and its key (and --tls-client-ca) when given, kept
@@ -572,17 +622,21 @@ func (m *Main) shutdown() error {
 // HTTP/1.1 server can close one without that race; Go's client retries only
 // idempotent requests): waiting for quiet makes that a client silent for
 // handOverIdle sending at the very moment of the close. The short requests
-// under way are then answered (Shutdown, within 10 s). It returns Shutdown's
+// under way are then answered (Shutdown, within 10 s). The admin listener
+// (--admin-listen) stops beside the main one, the same way. It returns Shutdown's
 // error, else Serve's if Serve had ended for another reason than its
 // listener's close.
 func (m *Main) stopHTTP(end func()) error {
 	end()
 	_ = m.serving.Close()
+	m.closeAdmin()
 	serr := <-m.served // Serve has returned: every accepted connection is tracked
 	m.conns.wait(handOverIdle, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := m.http.Shutdown(ctx); err != nil {
+	err := m.http.Shutdown(ctx)
+	m.stopAdmin()
+	if err != nil {
 		return err
 	}
 	if serr != nil && !errors.Is(serr, net.ErrClosed) && !errors.Is(serr, http.ErrServerClosed) {
@@ -598,28 +652,66 @@ func (m *Main) closeRestarts(ended bool) {
 	}
 }
 
-// prepareRestart takes the listening socket a predecessor handed over (nil
-// when none did) and, with --state-dir, the state directory (for an upgrade's
-// successor, once the predecessor lets go of it) with the session to resume.
-func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.Listener, *transport.Resumable, error) {
-	inherited, tellTaken, err := inheritedListener()
+// prepareRestart takes the listening sockets a predecessor handed over (nil
+// when none did: the main one, and the admin one) and, with --state-dir, the
+// state directory (for an upgrade's successor, once the predecessor lets go
+// of it) with the session to resume.
+func (m *Main) prepareRestart(log *slog.Logger, reg prometheus.Registerer) (net.Listener, net.Listener, *transport.Resumable, error) {
+	inherited, admin, tellTaken, err := inheritedListeners()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if inherited != nil {
 		tellTaken() // the predecessor now stops accepting and hands over
 		log.Info("upgrade: took the listening socket from the predecessor", "listen", inherited.Addr().String())
 	}
 	if m.Config.StateDir == "" {
-		return inherited, nil, nil
+		return inherited, admin, nil, nil
 	}
 	if m.restarts, err = openRestarts(m.Config, inherited != nil, log, reg); err != nil {
+		for _, l := range []net.Listener{inherited, admin} {
+			if l != nil {
+				l.Close()
+			}
+		}
+		return nil, nil, nil, err
+	}
+	return inherited, admin, m.restarts.resume(), nil
+}
+
+// listenAdmin is the admin listener: the one a predecessor handed over, else
+// --admin-listen's, bound now; nil without --admin-listen.
+func (m *Main) listenAdmin(inherited net.Listener) (net.Listener, error) {
+	if m.Config.AdminListen == "" {
 		if inherited != nil {
 			inherited.Close()
 		}
-		return nil, nil, err
+		return nil, nil
 	}
-	return inherited, m.restarts.resume(), nil
+	if inherited != nil {
+		return inherited, nil
+	}
+	ln, err := net.Listen("tcp", m.Config.AdminListen)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-listen: %w", err)
+	}
+	return ln, nil
+}
+
+// framing closes the connection after the answer to a request read by its
+// Transfer-Encoding (RFC 9112 §6.1): net/http reads such a request by its
+// Transfer-Encoding alone, dropping a Content-Length sent with it without
+// telling, and a proxy in front that went by the Content-Length may have
+// sent what follows as the body of this one: it must not be served as a
+// request. A chunked request without Content-Length loses only its
+// connection's reuse.
+func framing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // LeaseCount is how many leases the sidecar holds now (after Run).

@@ -44,6 +44,8 @@ import (
 const (
 	envInheritedListener = "COORD_INHERITED_LISTENER"
 	envUpgradeReady      = "COORD_UPGRADE_READY"
+	// envInheritedAdmin is the admin listener's descriptor (--admin-listen).
+	envInheritedAdmin = "COORD_INHERITED_ADMIN_LISTENER"
 )
 
 // handOverTimeout bounds each wait of a hand-over: for the successor to take
@@ -97,6 +99,16 @@ func (m *Main) Upgrade() error {
 	cmd.Env = append(os.Environ(), envInheritedListener+"=3", envUpgradeReady+"=4")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{file, readyW}
+	if m.adminListener != nil {
+		admin, err := listenerFile(m.adminListener)
+		if err != nil {
+			readyW.Close()
+			return err
+		}
+		defer admin.Close()
+		cmd.Env = append(cmd.Env, envInheritedAdmin+"=5")
+		cmd.ExtraFiles = append(cmd.ExtraFiles, admin)
+	}
 	if err := cmd.Start(); err != nil {
 		readyW.Close()
 		return fmt.Errorf("start the successor %s: %w", exePath, err)
@@ -181,27 +193,19 @@ func (m *Main) handOver() error {
 	return err
 }
 
-// inheritedListener is the listening socket a predecessor handed over (nil
-// when this process was not started by an upgrade), and a function that tells
-// the predecessor it has been taken.
-func inheritedListener() (net.Listener, func(), error) {
-	fdText := os.Getenv(envInheritedListener)
-	if fdText == "" {
-		return nil, func() {}, nil
+// inheritedListeners are the listening sockets a predecessor handed over
+// (nil when this process was not started by an upgrade): the main one and the
+// admin one (nil when the predecessor had none), and a function that tells
+// the predecessor they have been taken.
+func inheritedListeners() (net.Listener, net.Listener, func(), error) {
+	ln, err := inheritedFD(envInheritedListener, "inherited-listener")
+	if err != nil || ln == nil {
+		return nil, nil, func() {}, err
 	}
-	os.Unsetenv(envInheritedListener)
-	fd, err := strconv.Atoi(fdText)
+	admin, err := inheritedFD(envInheritedAdmin, "inherited-admin-listener")
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s=%q: %w", envInheritedListener, fdText, err)
-	}
-	f := os.NewFile(uintptr(fd), "inherited-listener")
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		return nil, nil, fmt.Errorf("the inherited listener: %w", err)
-	}
-	if ul, ok := ln.(*net.UnixListener); ok {
-		ul.SetUnlinkOnClose(true) // it is this process's to remove at its end now
+		ln.Close()
+		return nil, nil, nil, err
 	}
 	tell := func() {}
 	if readyText := os.Getenv(envUpgradeReady); readyText != "" {
@@ -211,7 +215,31 @@ func inheritedListener() (net.Listener, func(), error) {
 			tell = func() { _, _ = w.Write([]byte{1}); w.Close() }
 		}
 	}
-	return ln, tell, nil
+	return ln, admin, tell, nil
+}
+
+// inheritedFD is the listening socket whose descriptor the environment
+// variable env names (nil when it is not set), which it unsets.
+func inheritedFD(env, name string) (net.Listener, error) {
+	fdText := os.Getenv(env)
+	if fdText == "" {
+		return nil, nil
+	}
+	os.Unsetenv(env)
+	fd, err := strconv.Atoi(fdText)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", env, fdText, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the %s: %w", name, err)
+	}
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(true) // it is this process's to remove at its end now
+	}
+	return ln, nil
 }
 
 // openStateDir takes the state directory: at once, or, for the successor of
@@ -231,12 +259,19 @@ func openStateDir(path string, upgrading bool, opts ...statedir.Option) (*stated
 // and one that answered a request a moment ago (a busy client's next request
 // may be on its way). Closing either under its client loses that request: the
 // client wrote it, and cannot know whether it was served.
+//
+// It also counts the idle ones (coord_http_connections) and closes the
+// longest-idle to make room at --max-conns (conns.go).
 type connStates struct {
 	// conns holds each connection's *connEntry while open and not hijacked: a
 	// busy server's every request moves its connection through two states, so
-	// a transition is one lock-free lookup and two atomic stores, not a lock
-	// and a map write shared by every connection.
+	// a transition is one lock-free lookup and two atomic operations, not a
+	// lock and a map write shared by every connection.
 	conns sync.Map // net.Conn → *connEntry
+	// idle counts the entries whose state is http.StateIdle: each change of
+	// an entry's state (an atomic swap) adds what it makes idle and takes
+	// what it ends, so no transition is counted twice or missed.
+	idle atomic.Int64
 }
 
 // connEntry is a connection's last state and when it began (Unix
@@ -252,7 +287,9 @@ type connEntry struct {
 func (c *connStates) track(conn net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateClosed, http.StateHijacked:
-		c.conns.Delete(conn)
+		if v, ok := c.conns.LoadAndDelete(conn); ok {
+			c.swap(v.(*connEntry), stateGone)
+		}
 		return
 	}
 	now := time.Now().UnixNano()
@@ -261,12 +298,26 @@ func (c *connStates) track(conn net.Conn, st http.ConnState) {
 		e := &connEntry{}
 		e.since.Store(now)
 		e.state.Store(int32(st))
+		if st == http.StateIdle {
+			c.idle.Add(1)
+		}
 		c.conns.Store(conn, e)
 		return
 	}
 	e := v.(*connEntry)
 	e.since.Store(now)
-	e.state.Store(int32(st))
+	c.swap(e, st)
+}
+
+// swap sets e's state, keeping the count of idle connections.
+func (c *connStates) swap(e *connEntry, st http.ConnState) {
+	old := http.ConnState(e.state.Swap(int32(st)))
+	switch {
+	case old == http.StateIdle && st != http.StateIdle:
+		c.idle.Add(-1)
+	case old != http.StateIdle && st == http.StateIdle:
+		c.idle.Add(1)
+	}
 }
 
 // quiet reports whether every connection is idle, and has been for at least
