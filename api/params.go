@@ -30,13 +30,27 @@ func duration(param string, v *string, def, max time.Duration) (time.Duration, e
 	d, err := time.ParseDuration(*v)
 	switch {
 	case err != nil:
-		return 0, withParameter(InvalidParameter("%s=%s is not a duration such as 250ms, 30s or 5m", param, specrules.Quote(*v)), param)
+		return 0, &paramError{param, *v, "is not a duration such as 250ms, 30s or 5m"}
 	case d < 0:
-		return 0, withParameter(InvalidParameter("%s=%s is negative: %s takes a duration from 0s to %s", param, specrules.Quote(*v), param, max), param)
+		return 0, &paramError{param, *v, fmt.Sprintf("is negative: %s takes a duration from 0s to %s", param, max)}
 	case d > max:
-		return 0, withParameter(InvalidParameter("%s=%s is above the maximum of %s", param, specrules.Quote(*v), max), param)
+		return 0, &paramError{param, *v, fmt.Sprintf("is above the maximum of %s", max)}
 	}
 	return d, nil
+}
+
+// paramError is a query parameter refused: its name, its value as sent and
+// why, in the user's words. It is made where the value is checked, and
+// becomes its problem (400 invalid-parameter naming the parameter, the value
+// quoted and shortened) only when answered (Server.problemFor): the checks
+// build no problem of their own.
+type paramError struct{ param, value, why string }
+
+func (e *paramError) Error() string { return fmt.Sprintf("%s=%q %s", e.param, e.value, e.why) }
+
+// problem is e's problem document.
+func (e *paramError) problem() *Problem {
+	return withParameter(InvalidParameter("%s=%s %s", e.param, specrules.Quote(e.value), e.why), e.param)
 }
 
 // WaitParam parses wait=: absent or 0s means try once.
@@ -49,7 +63,7 @@ func (s *Server) WaitParam(v *string) (time.Duration, error) {
 func (s *Server) TTLParam(v *string) (time.Duration, error) {
 	d, err := duration("ttl", v, s.opt.DefaultTTL, s.opt.MaxTTL)
 	if err == nil && d < time.Second {
-		return 0, withParameter(InvalidParameter("ttl=%s is below the minimum of 1s", specrules.Quote(*v)), "ttl")
+		return 0, &paramError{"ttl", *v, "is below the minimum of 1s"}
 	}
 	return d, err
 }
@@ -156,7 +170,7 @@ func OwnerParam(v *string) (string, error) {
 		return "", nil
 	}
 	if len(*v) > maxOwnerBytes {
-		return "", withParameter(InvalidParameter("owner=%s is %d bytes long: owner takes at most %d bytes", specrules.Quote(*v), len(*v), maxOwnerBytes), "owner")
+		return "", &paramError{"owner", *v, fmt.Sprintf("is %d bytes long: owner takes at most %d bytes", len(*v), maxOwnerBytes)}
 	}
 	return *v, nil
 }

@@ -60,6 +60,10 @@ func (s *Server) problemFor(err error) *Problem {
 	if errors.As(err, &p) {
 		return p
 	}
+	var pe *paramError
+	if errors.As(err, &pe) {
+		return pe.problem()
+	}
 	if p := specProblem(err); p != nil {
 		return p
 	}
