@@ -734,8 +734,8 @@ type Enqueued struct {
 	// Due A delayed item's due time (absent for an item enqueued at once).
 	Due *time.Time `json:"due,omitempty"`
 
-	// Id The item's id; for a delayed item `delayed.<node>`, which changes when
-	// the item is moved (see the enqueue operation).
+	// Id The item's id; for a delayed item `delayed.p<NN>.i<H>-<token>-<seq>`: it
+	// is taken under another id with the same token (see the enqueue operation).
 	Id       string `json:"id"`
 	Priority int    `json:"priority"`
 }
@@ -6083,11 +6083,11 @@ type ClientInterface interface {
 	// is moved by the next take or claim). Priority still comes first, and due
 	// times are compared with the moving sidecar's clock.
 	//
-	// A delayed item's `id` is `delayed.<node>`, good only for matching: once
-	// moved, the item is taken or claimed under a new id, `p<NN>.b….i<H>-<token>-<seq>`,
-	// with the same `<token>` (the delayed id's fourth dash-separated part). An
+	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+	// due time), good for matching only: once moved, the item is taken or claimed
+	// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
 	// item whose due time is not in the future (`at` in the past, `delay=0s`) is
-	// enqueued at once and answered with its ordinary id.
+	// enqueued at once and answered with its ordinary id, without `due`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -7615,11 +7615,11 @@ func (c *Client) ListQueueItems(ctx context.Context, name NamePath, params *List
 // is moved by the next take or claim). Priority still comes first, and due
 // times are compared with the moving sidecar's clock.
 //
-// A delayed item's `id` is `delayed.<node>`, good only for matching: once
-// moved, the item is taken or claimed under a new id, `p<NN>.b….i<H>-<token>-<seq>`,
-// with the same `<token>` (the delayed id's fourth dash-separated part). An
+// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+// due time), good for matching only: once moved, the item is taken or claimed
+// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
 // item whose due time is not in the future (`at` in the past, `delay=0s`) is
-// enqueued at once and answered with its ordinary id.
+// enqueued at once and answered with its ordinary id, without `due`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -14282,11 +14282,11 @@ type ClientWithResponsesInterface interface {
 	// is moved by the next take or claim). Priority still comes first, and due
 	// times are compared with the moving sidecar's clock.
 	//
-	// A delayed item's `id` is `delayed.<node>`, good only for matching: once
-	// moved, the item is taken or claimed under a new id, `p<NN>.b….i<H>-<token>-<seq>`,
-	// with the same `<token>` (the delayed id's fourth dash-separated part). An
+	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+	// due time), good for matching only: once moved, the item is taken or claimed
+	// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
 	// item whose due time is not in the future (`at` in the past, `delay=0s`) is
-	// enqueued at once and answered with its ordinary id.
+	// enqueued at once and answered with its ordinary id, without `due`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24185,11 +24185,11 @@ func (c *ClientWithResponses) ListQueueItemsWithResponse(ctx context.Context, na
 // is moved by the next take or claim). Priority still comes first, and due
 // times are compared with the moving sidecar's clock.
 //
-// A delayed item's `id` is `delayed.<node>`, good only for matching: once
-// moved, the item is taken or claimed under a new id, `p<NN>.b….i<H>-<token>-<seq>`,
-// with the same `<token>` (the delayed id's fourth dash-separated part). An
+// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+// due time), good for matching only: once moved, the item is taken or claimed
+// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
 // item whose due time is not in the future (`at` in the past, `delay=0s`) is
-// enqueued at once and answered with its ordinary id.
+// enqueued at once and answered with its ordinary id, without `due`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

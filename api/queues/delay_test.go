@@ -67,7 +67,7 @@ func TestDelayedItemOverHTTP(t *testing.T) {
 	if time.Now().Before(dueAt) {
 		t.Fatal("taken before its due time")
 	}
-	tok := strings.Split(id, "-")[3]
+	tok := id[strings.Index(id, "-")+1 : strings.LastIndex(id, "-")]
 	if itemID := tk.Header.Get("Item-Id"); !strings.HasPrefix(itemID, "p00.") || !strings.Contains(itemID, "-"+tok+"-") {
 		t.Fatalf("taken as %q; delayed id %q", itemID, id)
 	}

@@ -555,11 +555,11 @@ export interface paths {
          *     is moved by the next take or claim). Priority still comes first, and due
          *     times are compared with the moving sidecar's clock.
          *
-         *     A delayed item's `id` is `delayed.<node>`, good only for matching: once
-         *     moved, the item is taken or claimed under a new id, `p<NN>.b….i<H>-<token>-<seq>`,
-         *     with the same `<token>` (the delayed id's fourth dash-separated part). An
+         *     A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+         *     due time), good for matching only: once moved, the item is taken or claimed
+         *     under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
          *     item whose due time is not in the future (`at` in the past, `delay=0s`) is
-         *     enqueued at once and answered with its ordinary id.
+         *     enqueued at once and answered with its ordinary id, without `due`.
          */
         post: operations["enqueue"];
         delete?: never;
@@ -1930,8 +1930,8 @@ export interface components {
         };
         Enqueued: {
             /**
-             * @description The item's id; for a delayed item `delayed.<node>`, which changes when
-             *     the item is moved (see the enqueue operation).
+             * @description The item's id; for a delayed item `delayed.p<NN>.i<H>-<token>-<seq>`: it
+             *     is taken under another id with the same token (see the enqueue operation).
              */
             id: string;
             priority: number;

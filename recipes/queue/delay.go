@@ -47,13 +47,17 @@ func (q *Queues) EnqueueDelayed(ctx context.Context, name string, prio int, cont
 	if err != nil {
 		return "", err
 	}
+	d, ok := parseDelayedName(node)
+	if !ok {
+		return "", fmt.Errorf("queue %q: unexpected node %q", name, node)
+	}
 	q.metrics.delayedEnqueued.Inc()
 	st := q.state(name)
 	st.mu.Lock()
 	st.delayedDirty = true // this sidecar watches delayed/ from now on, and moves it when due
 	st.kickLocked()
 	st.mu.Unlock()
-	return delayedIDPrefix + node, nil
+	return d.id(), nil
 }
 
 // checkEnqueue checks an enqueue's arguments and returns the content type to

@@ -24,8 +24,8 @@ func TestDelayedNamesRoundTrip(t *testing.T) {
 	if !ok || d.due != due.UnixMilli() || d.prio != 7 || d.header != 12 || d.token != tok || d.seq != 42 || d.name != name {
 		t.Fatalf("parseDelayedName(%q) = %+v %v", name, d, ok)
 	}
-	if id := delayedIDPrefix + name; !kit.ValidName(id) {
-		t.Fatalf("delayed id %q is not a valid name", id)
+	if id := d.id(); !kit.ValidName(id) || id != "delayed.p07.i12-"+tok+"-0000000042" {
+		t.Fatalf("delayed id %q", id)
 	}
 	for _, bad := range []string{"", "d1-p07-12-x-0000000001", strings.Replace(name, "p07", "p7", 1), "i12-x-0000000001"} {
 		if _, ok := parseDelayedName(bad); ok {
@@ -84,7 +84,7 @@ func TestDelayedItemNotTakenBeforeItsTime(t *testing.T) {
 		t.Fatal("the item came out before its due time")
 	}
 	if it != nil {
-		tok := strings.Split(id, "-")[3]
+		tok := id[strings.Index(id, "-")+1 : strings.LastIndex(id, "-")]
 		if string(it.Data) != "late" || !strings.Contains(it.ID, "-"+tok+"-") || !strings.HasPrefix(it.ID, "p00.") {
 			t.Fatalf("took %+v (delayed id %s)", it, id)
 		}
@@ -288,7 +288,10 @@ func TestDelayedLostAnswers(t *testing.T) {
 	}
 	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
 	names, _, err := conn.Children(q.dpath("lost"))
-	if err != nil || len(names) != 1 || delayedIDPrefix+names[0] != id {
+	if err != nil || len(names) != 1 {
+		t.Fatalf("delayed/ = %v, %v", names, err)
+	}
+	if d, ok := parseDelayedName(names[0]); !ok || d.id() != id {
 		t.Fatalf("delayed/ = %v, %v; id %s", names, err, id)
 	}
 

@@ -249,6 +249,13 @@ func parseDelayedName(name string) (delayedRef, bool) {
 	return delayedRef{due: due, prio: p, header: h, token: parts[3], seq: seq, name: name}, true
 }
 
+// id is the delayed item's id as clients see it,
+// "delayed.p<NN>.i<H>-<token>-<seq>" (seq: its node's under delayed/), shaped as
+// an item id is so that the token reads the same in both.
+func (d delayedRef) id() string {
+	return fmt.Sprintf("%s%s.i%d-%s-%010d", delayedIDPrefix, prioName(d.prio), d.header, d.token, d.seq)
+}
+
 // before orders delayed items: due time, then sequence.
 func (d delayedRef) before(o delayedRef) bool {
 	if d.due != o.due {
