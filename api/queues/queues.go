@@ -86,7 +86,7 @@ func (h *Queues) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oa
 	}
 	out := oapi.Enqueue201JSONResponse{Id: id, Priority: prio}
 	if strings.HasPrefix(id, "delayed.") { // not enqueued at once
-		due = due.UTC()
+		due = time.UnixMilli(due.UnixMilli()).UTC() // as stored: to the millisecond
 		out.Due = &due
 	}
 	return out, nil
