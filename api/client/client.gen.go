@@ -6076,12 +6076,14 @@ type ClientInterface interface {
 	// claimed or enqueued there), and by any take or claim before it looks at the
 	// queue. The move is one transaction (delete the delayed node, create the
 	// item), so it happens once whoever does it. Order: each sidecar moves the
-	// due items it sees in due order, so delayed items of one priority are taken
-	// in due order; an item enqueued without delay (or one whose `at` is past)
-	// goes to the end of its priority at once, so it is taken before a delayed
-	// item that came due earlier while no sidecar was there to move it (that one
-	// is moved by the next take or claim). Priority still comes first, and due
-	// times are compared with the moving sidecar's clock.
+	// due items it knows of in due order, so delayed items of one priority are
+	// taken in due order (except two due closer together than the sidecars'
+	// clock skew, due times being compared with the moving sidecar's clock, or
+	// than a watch's notice of a new item, milliseconds); an item enqueued
+	// without delay (or one whose `at` is past) goes to the end of its priority
+	// at once, so it is taken before a delayed item that came due earlier while
+	// no sidecar was there to move it (that one is moved by the next take or
+	// claim). Priority still comes first.
 	//
 	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
 	// due time), good for matching only: once moved, the item is taken or claimed
@@ -7608,12 +7610,14 @@ func (c *Client) ListQueueItems(ctx context.Context, name NamePath, params *List
 // claimed or enqueued there), and by any take or claim before it looks at the
 // queue. The move is one transaction (delete the delayed node, create the
 // item), so it happens once whoever does it. Order: each sidecar moves the
-// due items it sees in due order, so delayed items of one priority are taken
-// in due order; an item enqueued without delay (or one whose `at` is past)
-// goes to the end of its priority at once, so it is taken before a delayed
-// item that came due earlier while no sidecar was there to move it (that one
-// is moved by the next take or claim). Priority still comes first, and due
-// times are compared with the moving sidecar's clock.
+// due items it knows of in due order, so delayed items of one priority are
+// taken in due order (except two due closer together than the sidecars'
+// clock skew, due times being compared with the moving sidecar's clock, or
+// than a watch's notice of a new item, milliseconds); an item enqueued
+// without delay (or one whose `at` is past) goes to the end of its priority
+// at once, so it is taken before a delayed item that came due earlier while
+// no sidecar was there to move it (that one is moved by the next take or
+// claim). Priority still comes first.
 //
 // A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
 // due time), good for matching only: once moved, the item is taken or claimed
@@ -14275,12 +14279,14 @@ type ClientWithResponsesInterface interface {
 	// claimed or enqueued there), and by any take or claim before it looks at the
 	// queue. The move is one transaction (delete the delayed node, create the
 	// item), so it happens once whoever does it. Order: each sidecar moves the
-	// due items it sees in due order, so delayed items of one priority are taken
-	// in due order; an item enqueued without delay (or one whose `at` is past)
-	// goes to the end of its priority at once, so it is taken before a delayed
-	// item that came due earlier while no sidecar was there to move it (that one
-	// is moved by the next take or claim). Priority still comes first, and due
-	// times are compared with the moving sidecar's clock.
+	// due items it knows of in due order, so delayed items of one priority are
+	// taken in due order (except two due closer together than the sidecars'
+	// clock skew, due times being compared with the moving sidecar's clock, or
+	// than a watch's notice of a new item, milliseconds); an item enqueued
+	// without delay (or one whose `at` is past) goes to the end of its priority
+	// at once, so it is taken before a delayed item that came due earlier while
+	// no sidecar was there to move it (that one is moved by the next take or
+	// claim). Priority still comes first.
 	//
 	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
 	// due time), good for matching only: once moved, the item is taken or claimed
@@ -24178,12 +24184,14 @@ func (c *ClientWithResponses) ListQueueItemsWithResponse(ctx context.Context, na
 // claimed or enqueued there), and by any take or claim before it looks at the
 // queue. The move is one transaction (delete the delayed node, create the
 // item), so it happens once whoever does it. Order: each sidecar moves the
-// due items it sees in due order, so delayed items of one priority are taken
-// in due order; an item enqueued without delay (or one whose `at` is past)
-// goes to the end of its priority at once, so it is taken before a delayed
-// item that came due earlier while no sidecar was there to move it (that one
-// is moved by the next take or claim). Priority still comes first, and due
-// times are compared with the moving sidecar's clock.
+// due items it knows of in due order, so delayed items of one priority are
+// taken in due order (except two due closer together than the sidecars'
+// clock skew, due times being compared with the moving sidecar's clock, or
+// than a watch's notice of a new item, milliseconds); an item enqueued
+// without delay (or one whose `at` is past) goes to the end of its priority
+// at once, so it is taken before a delayed item that came due earlier while
+// no sidecar was there to move it (that one is moved by the next take or
+// claim). Priority still comes first.
 //
 // A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
 // due time), good for matching only: once moved, the item is taken or claimed

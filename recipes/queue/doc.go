@@ -85,14 +85,17 @@
 // before it looks at the queue (from its cached view of delayed/, so it costs
 // nothing when nothing is due), so an idle sidecar's next take sees due items.
 //
-// Order. A mover moves the due items it sees in due order (then by sequence), and
-// once a move is applied any later move lands behind it; so delayed items of one
-// priority are taken in due order, whichever sidecars move them. What is not
-// promised: priority still comes first; due times are compared with the moving
-// sidecar's clock (skew between sidecars' clocks skews due times); an item
-// enqueued without delay goes to the end of its priority at once, so if no
-// sidecar of the queue was running when a delayed item came due, items enqueued
-// meanwhile are taken before it (the next take or claim moves it behind them).
+// Order. A mover moves the due items it knows of in due order (then by
+// sequence), one at a time, and a move lands behind every move applied before
+// it; a mover that finds an item moved by another goes on to the next. So
+// delayed items of one priority are taken in due order, whichever sidecars move
+// them, except two whose due times are closer than the sidecars' clock skew
+// (due times are compared with the moving sidecar's clock), or than the time a
+// watch takes to tell a mover of an item just enqueued (milliseconds). Priority
+// still comes first. An item enqueued without delay goes to the end of its
+// priority at once: if no sidecar of the queue was running when a delayed item
+// came due, items enqueued meanwhile are taken before it (the next take or
+// claim moves it, behind them).
 //
 // # Goroutines
 //
