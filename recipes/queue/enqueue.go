@@ -173,21 +173,13 @@ func (b *enqBatcher) attempt(ctx context.Context, ep *zookeeper.Epoch, batch []*
 		b.setTail(-1, bucket)
 	}
 	bp := q.bpath(b.name, b.prio, bucket)
-	ops := make([]zookeeper.Op, 0, len(batch)+2)
-	ops = append(ops, zookeeper.CheckOp{Path: bp, Version: 0})
-	if move := batch[0].del; move != "" { // alone in its batch (takeEnqueues)
-		ops = append(ops, zookeeper.DeleteOp{Path: move, Version: -1})
-	}
-	first := len(ops) // the result of batch[i]'s create is res[first+i]
-	for _, r := range batch {
-		ops = append(ops, zookeeper.CreateOp{Path: bp + "/" + r.prefix, Data: r.data, Mode: zookeeper.Sequential})
-	}
+	ops, first := batchOps(bp, batch)
 	res, err := ep.Multi(ctx, ops...)
 	switch {
 	case err == nil:
 		return flushDone, b.written(ctx, ep, bucket, batch, res[first:])
-	case first == 2 && len(res) > 1 && errors.Is(res[1].Err, zookeeper.ErrNoNode):
-		return flushDone, errMovedElsewhere // another sidecar moved it first
+	case movedElsewhere(first, res):
+		return flushDone, errMovedElsewhere
 	case errors.Is(err, zookeeper.ErrBadVersion):
 		b.setTail(bucket, bucket+1) // closed: the next one was made with it
 	case errors.Is(err, zookeeper.ErrNoNode):
@@ -207,6 +199,28 @@ func (b *enqBatcher) attempt(ctx context.Context, ep *zookeeper.Epoch, batch []*
 		return flushDone, fmt.Errorf("enqueue to %q: %w", b.name, err)
 	}
 	return flushRetry, nil
+}
+
+// batchOps is a batch's transaction into bucket path bp: Check(bp is open),
+// the delete of a moved delayed item's node, then one sequential create per
+// item, whose results start at res[first].
+func batchOps(bp string, batch []*enqReq) (ops []zookeeper.Op, first int) {
+	ops = make([]zookeeper.Op, 0, len(batch)+2)
+	ops = append(ops, zookeeper.CheckOp{Path: bp, Version: 0})
+	if move := batch[0].del; move != "" { // alone in its batch (takeEnqueues)
+		ops = append(ops, zookeeper.DeleteOp{Path: move, Version: -1})
+	}
+	first = len(ops)
+	for _, r := range batch {
+		ops = append(ops, zookeeper.CreateOp{Path: bp + "/" + r.prefix, Data: r.data, Mode: zookeeper.Sequential})
+	}
+	return ops, first
+}
+
+// movedElsewhere tells whether a move's transaction failed on the delete of
+// its delayed node: another sidecar moved it first.
+func movedElsewhere(first int, res []zookeeper.OpResult) bool {
+	return first == 2 && len(res) > 1 && errors.Is(res[1].Err, zookeeper.ErrNoNode)
 }
 
 // written records the ids of a batch written into bucket (res: the results of
@@ -274,18 +288,10 @@ func (b *enqBatcher) recover(ctx context.Context, bucket int64, batch []*enqReq)
 			continue
 		}
 		if move := batch[0].del; move != "" {
-			// The move's transaction deleted the delayed node if it was applied
-			// (or another sidecar's did): gone means moved, once.
-			exists, _, err := ep.Exists(ctx, move)
-			switch {
-			case errors.Is(err, kit.ErrUnavailable) || errors.Is(err, kit.ErrSessionLost):
-				continue
-			case err != nil:
-				return unknown
-			case exists:
-				return notWritten
+			if rec, ok := recoverMove(ctx, ep, move); ok {
+				return rec
 			}
-			return recovered
+			continue
 		}
 		names, _, err := ep.Children(ctx, q.bpath(b.name, b.prio, bucket))
 		if errors.Is(err, kit.ErrUnavailable) || errors.Is(err, kit.ErrSessionLost) {
@@ -310,6 +316,22 @@ func (b *enqBatcher) recover(ctx context.Context, bucket int64, batch []*enqReq)
 		return recovered
 	}
 	return unknown
+}
+
+// recoverMove settles a move whose answer was lost: its transaction deleted the
+// delayed node if it was applied (or another sidecar's did), so gone means
+// moved, once. ok is false when it could not be told yet (the connection).
+func recoverMove(ctx context.Context, ep *zookeeper.Epoch, move string) (rec recovery, ok bool) {
+	exists, _, err := ep.Exists(ctx, move)
+	switch {
+	case errors.Is(err, kit.ErrUnavailable) || errors.Is(err, kit.ErrSessionLost):
+		return unknown, false
+	case err != nil:
+		return unknown, true
+	case exists:
+		return notWritten, true
+	}
+	return recovered, true
 }
 
 func waitChange(ctx context.Context, changed <-chan struct{}) bool {
