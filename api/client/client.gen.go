@@ -6059,6 +6059,9 @@ type ClientInterface interface {
 
 	// ListQueueItems The first items in take order.
 	//
+	// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+	// priority are not listed (the queue's `delayed` counts them).
+	//
 	// Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
 	ListQueueItems(ctx context.Context, name NamePath, params *ListQueueItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -7582,6 +7585,9 @@ func (c *Client) ReleaseClaim(ctx context.Context, name NamePath, claim ClaimPat
 }
 
 // ListQueueItems The first items in take order.
+//
+// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+// priority are not listed (the queue's `delayed` counts them).
 //
 // Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
 func (c *Client) ListQueueItems(ctx context.Context, name NamePath, params *ListQueueItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -14259,6 +14265,9 @@ type ClientWithResponsesInterface interface {
 	ReleaseClaimWithResponse(ctx context.Context, name NamePath, claim ClaimPath, reqEditors ...RequestEditorFn) (*ReleaseClaimResponse, error)
 
 	// ListQueueItemsWithResponse The first items in take order.
+	//
+	// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+	// priority are not listed (the queue's `delayed` counts them).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -24158,6 +24167,9 @@ func (c *ClientWithResponses) ReleaseClaimWithResponse(ctx context.Context, name
 }
 
 // ListQueueItemsWithResponse The first items in take order.
+//
+// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+// priority are not listed (the queue's `delayed` counts them).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -531,7 +531,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The first items in take order. */
+        /**
+         * The first items in take order.
+         * @description Waiting items, claimed ones excluded. Delayed items not yet moved into their
+         *     priority are not listed (the queue's `delayed` counts them).
+         */
         get: operations["listQueueItems"];
         put?: never;
         /**
