@@ -27,7 +27,7 @@ func TestDelayedItemOverHTTP(t *testing.T) {
 	r := a.Send(t, http.StatusCreated, "POST", "/v1/queues/later/items?delay=3s", `{"v":"late"}`)
 	id := sidecartest.Str(r.Body["id"])
 	dueAt, err := time.Parse(time.RFC3339Nano, sidecartest.Str(r.Body["due"]))
-	if err != nil || !strings.HasPrefix(id, "delayed.") || dueAt.Before(enq.Add(3*time.Second)) {
+	if err != nil || !strings.HasPrefix(id, "delayed.") || dueAt.Before(enq.Add(3*time.Second).Truncate(time.Millisecond)) {
 		t.Fatalf("delayed enqueue: %s (%v)", r.Raw, err)
 	}
 	g := a.Must(t, http.StatusOK, "GET", "/v1/queues/later")
