@@ -731,6 +731,11 @@ type ElectionLeader struct {
 
 // Enqueued defines model for Enqueued.
 type Enqueued struct {
+	// Due A delayed item's due time (absent for an item enqueued at once).
+	Due *time.Time `json:"due,omitempty"`
+
+	// Id The item's id; for a delayed item `delayed.p<NN>.i<H>-<token>-<seq>`: it
+	// is taken under another id with the same token (see the enqueue operation).
 	Id       string `json:"id"`
 	Priority int    `json:"priority"`
 }
@@ -1393,7 +1398,10 @@ type Problem struct {
 type Queue struct {
 	Claimed int `json:"claimed"`
 
-	// Length Items waiting (claimed ones excluded).
+	// Delayed Delayed items not yet moved into their priority (not yet due
+	Delayed int `json:"delayed"`
+
+	// Length Items waiting
 	Length int    `json:"length"`
 	Name   string `json:"name"`
 }
@@ -2463,6 +2471,16 @@ type ListQueueItemsParams struct {
 type EnqueueParams struct {
 	// Priority 0..99, lower first; default 0.
 	Priority *int `form:"priority,omitempty" json:"priority,omitempty"`
+
+	// Delay Delay the item by this Go duration (`30s`, `5m`, `24h`), at most `720h`
+	// (30 days). Not with `at`; malformed, negative, above the maximum or with
+	// `at` is `400 invalid-parameter`, storing nothing.
+	Delay *string `form:"delay,omitempty" json:"delay,omitempty"`
+
+	// At Delay the item until this RFC 3339 time (`2026-11-28T12:00:00Z`), at most
+	// 30 days ahead; a time in the past is due at once. Not with `delay`;
+	// malformed or too far ahead is `400 invalid-parameter`, storing nothing.
+	At *string `form:"at,omitempty" json:"at,omitempty"`
 }
 
 // TakeParams defines parameters for Take.
@@ -6041,6 +6059,9 @@ type ClientInterface interface {
 
 	// ListQueueItems The first items in take order.
 	//
+	// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+	// priority are not listed (the queue's `delayed` counts them).
+	//
 	// Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
 	ListQueueItems(ctx context.Context, name NamePath, params *ListQueueItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -6050,6 +6071,28 @@ type ClientInterface interface {
 	// a take or claim answers again); any media type, JSON included, is opaque
 	// bytes here. An empty body is `400 invalid-body`; a body over `--max-item`
 	// (512 KiB by default) is `413 body-too-large`; neither stores anything.
+	//
+	// With `delay` or `at` the item is delayed: no take or claim sees it before
+	// its due time. It waits apart (`queues/<name>/delayed/`, counted by the
+	// queue's `delayed`) and, once due, is moved to the end of its priority by a
+	// sidecar: on a timer by every sidecar that has state for the queue (it took,
+	// claimed or enqueued there), and by any take or claim before it looks at the
+	// queue. The move is one transaction (delete the delayed node, create the
+	// item), so it happens once whoever does it. Order: each sidecar moves the
+	// due items it knows of in due order, so delayed items of one priority are
+	// taken in due order (except two due closer together than the sidecars'
+	// clock skew, due times being compared with the moving sidecar's clock, or
+	// than a watch's notice of a new item, milliseconds); an item enqueued
+	// without delay (or one whose `at` is past) goes to the end of its priority
+	// at once, so it is taken before a delayed item that came due earlier while
+	// no sidecar was there to move it (that one is moved by the next take or
+	// claim). Priority still comes first.
+	//
+	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+	// due time), good for matching only: once moved, the item is taken or claimed
+	// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
+	// item whose due time is not in the future (`at` in the past, `delay=0s`) is
+	// enqueued at once and answered with its ordinary id, without `due`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -7543,6 +7586,9 @@ func (c *Client) ReleaseClaim(ctx context.Context, name NamePath, claim ClaimPat
 
 // ListQueueItems The first items in take order.
 //
+// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+// priority are not listed (the queue's `delayed` counts them).
+//
 // Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
 func (c *Client) ListQueueItems(ctx context.Context, name NamePath, params *ListQueueItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListQueueItemsRequest(c.Server, name, params)
@@ -7562,6 +7608,28 @@ func (c *Client) ListQueueItems(ctx context.Context, name NamePath, params *List
 // a take or claim answers again); any media type, JSON included, is opaque
 // bytes here. An empty body is `400 invalid-body`; a body over `--max-item`
 // (512 KiB by default) is `413 body-too-large`; neither stores anything.
+//
+// With `delay` or `at` the item is delayed: no take or claim sees it before
+// its due time. It waits apart (`queues/<name>/delayed/`, counted by the
+// queue's `delayed`) and, once due, is moved to the end of its priority by a
+// sidecar: on a timer by every sidecar that has state for the queue (it took,
+// claimed or enqueued there), and by any take or claim before it looks at the
+// queue. The move is one transaction (delete the delayed node, create the
+// item), so it happens once whoever does it. Order: each sidecar moves the
+// due items it knows of in due order, so delayed items of one priority are
+// taken in due order (except two due closer together than the sidecars'
+// clock skew, due times being compared with the moving sidecar's clock, or
+// than a watch's notice of a new item, milliseconds); an item enqueued
+// without delay (or one whose `at` is past) goes to the end of its priority
+// at once, so it is taken before a delayed item that came due earlier while
+// no sidecar was there to move it (that one is moved by the next take or
+// claim). Priority still comes first.
+//
+// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+// due time), good for matching only: once moved, the item is taken or claimed
+// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
+// item whose due time is not in the future (`at` in the past, `delay=0s`) is
+// enqueued at once and answered with its ordinary id, without `due`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -11832,6 +11900,30 @@ func NewEnqueueRequestWithBody(server string, name NamePath, params *EnqueuePara
 
 		}
 
+		if params.Delay != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "delay", *params.Delay, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.At != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "at", *params.At, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -14174,6 +14266,9 @@ type ClientWithResponsesInterface interface {
 
 	// ListQueueItemsWithResponse The first items in take order.
 	//
+	// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+	// priority are not listed (the queue's `delayed` counts them).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
@@ -14185,6 +14280,28 @@ type ClientWithResponsesInterface interface {
 	// a take or claim answers again); any media type, JSON included, is opaque
 	// bytes here. An empty body is `400 invalid-body`; a body over `--max-item`
 	// (512 KiB by default) is `413 body-too-large`; neither stores anything.
+	//
+	// With `delay` or `at` the item is delayed: no take or claim sees it before
+	// its due time. It waits apart (`queues/<name>/delayed/`, counted by the
+	// queue's `delayed`) and, once due, is moved to the end of its priority by a
+	// sidecar: on a timer by every sidecar that has state for the queue (it took,
+	// claimed or enqueued there), and by any take or claim before it looks at the
+	// queue. The move is one transaction (delete the delayed node, create the
+	// item), so it happens once whoever does it. Order: each sidecar moves the
+	// due items it knows of in due order, so delayed items of one priority are
+	// taken in due order (except two due closer together than the sidecars'
+	// clock skew, due times being compared with the moving sidecar's clock, or
+	// than a watch's notice of a new item, milliseconds); an item enqueued
+	// without delay (or one whose `at` is past) goes to the end of its priority
+	// at once, so it is taken before a delayed item that came due earlier while
+	// no sidecar was there to move it (that one is moved by the next take or
+	// claim). Priority still comes first.
+	//
+	// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+	// due time), good for matching only: once moved, the item is taken or claimed
+	// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
+	// item whose due time is not in the future (`at` in the past, `delay=0s`) is
+	// enqueued at once and answered with its ordinary id, without `due`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -24051,6 +24168,9 @@ func (c *ClientWithResponses) ReleaseClaimWithResponse(ctx context.Context, name
 
 // ListQueueItemsWithResponse The first items in take order.
 //
+// Waiting items, claimed ones excluded. Delayed items not yet moved into their
+// priority are not listed (the queue's `delayed` counts them).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/queues/{name}/items (the `ListQueueItems` operationId).
@@ -24068,6 +24188,28 @@ func (c *ClientWithResponses) ListQueueItemsWithResponse(ctx context.Context, na
 // a take or claim answers again); any media type, JSON included, is opaque
 // bytes here. An empty body is `400 invalid-body`; a body over `--max-item`
 // (512 KiB by default) is `413 body-too-large`; neither stores anything.
+//
+// With `delay` or `at` the item is delayed: no take or claim sees it before
+// its due time. It waits apart (`queues/<name>/delayed/`, counted by the
+// queue's `delayed`) and, once due, is moved to the end of its priority by a
+// sidecar: on a timer by every sidecar that has state for the queue (it took,
+// claimed or enqueued there), and by any take or claim before it looks at the
+// queue. The move is one transaction (delete the delayed node, create the
+// item), so it happens once whoever does it. Order: each sidecar moves the
+// due items it knows of in due order, so delayed items of one priority are
+// taken in due order (except two due closer together than the sidecars'
+// clock skew, due times being compared with the moving sidecar's clock, or
+// than a watch's notice of a new item, milliseconds); an item enqueued
+// without delay (or one whose `at` is past) goes to the end of its priority
+// at once, so it is taken before a delayed item that came due earlier while
+// no sidecar was there to move it (that one is moved by the next take or
+// claim). Priority still comes first.
+//
+// A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+// due time), good for matching only: once moved, the item is taken or claimed
+// under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
+// item whose due time is not in the future (`at` in the past, `delay=0s`) is
+// enqueued at once and answered with its ordinary id, without `due`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //

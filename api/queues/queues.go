@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/recipes/queue"
 )
@@ -40,9 +43,9 @@ func (h *Queues) Setup(env api.Env) api.Descriptor {
 	}
 }
 
-// parts are the nodes under a queue whose children change its length or
-// claimed count: its priorities, their buckets, and its claims.
-var parts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims)$`)
+// parts are the nodes under a queue whose children change its length, claimed
+// or delayed count: its priorities, their buckets, its claims and delayed/.
+var parts = regexp.MustCompile(`^(p[0-9]{2}(/b[0-9]{10})?|claims|delayed)$`)
 
 // Enqueue stores the raw body, with its Content-Type, at the end of its priority.
 func (h *Queues) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oapi.EnqueueResponseObject, error) {
@@ -59,6 +62,10 @@ func (h *Queues) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oa
 	if len(req.ContentType) > 255 {
 		return nil, api.InvalidParameter("the Content-Type is %d bytes, above the maximum of 255", len(req.ContentType))
 	}
+	due, err := dueParam(req.Params.Delay, req.Params.At, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	data, err := h.s.ReadItem(req.Body, "queue item")
 	if err != nil {
 		return nil, err
@@ -66,11 +73,60 @@ func (h *Queues) Enqueue(ctx context.Context, req oapi.EnqueueRequestObject) (oa
 	if len(data) == 0 {
 		return nil, api.InvalidBody("a queue item is the request's body, and this one is empty")
 	}
-	id, err := h.queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
+	if due.IsZero() {
+		id, err := h.queues.Enqueue(ctx, req.Name, prio, req.ContentType, data)
+		if err != nil {
+			return nil, err
+		}
+		return oapi.Enqueue201JSONResponse{Id: id, Priority: prio}, nil
+	}
+	id, err := h.queues.EnqueueDelayed(ctx, req.Name, prio, req.ContentType, data, due)
 	if err != nil {
 		return nil, err
 	}
-	return oapi.Enqueue201JSONResponse{Id: id, Priority: prio}, nil
+	out := oapi.Enqueue201JSONResponse{Id: id, Priority: prio}
+	if strings.HasPrefix(id, "delayed.") { // not enqueued at once
+		due = time.UnixMilli(due.UnixMilli()).UTC() // as stored: to the millisecond
+		out.Due = &due
+	}
+	return out, nil
+}
+
+// dueParam is the due time that delay= or at= asks for, zero when neither is
+// given; both, a malformed one, or one more than queue.MaxDelay ahead of now
+// is a 400 invalid-parameter.
+func dueParam(delay, at *string, now time.Time) (time.Time, error) {
+	bad := func(param, format string, args ...any) error {
+		p := api.InvalidParameter(format, args...)
+		p.Ext = map[string]any{"parameter": param}
+		return p
+	}
+	hasDelay, hasAt := delay != nil && *delay != "", at != nil && *at != ""
+	switch {
+	case hasDelay && hasAt:
+		return time.Time{}, bad("at", "delay= and at= together: give one of them")
+	case hasDelay:
+		d, err := time.ParseDuration(*delay)
+		switch {
+		case err != nil:
+			return time.Time{}, bad("delay", "delay=%s is not a duration such as 30s, 5m or 24h", specrules.Quote(*delay))
+		case d < 0:
+			return time.Time{}, bad("delay", "delay=%s is negative: delay takes a duration from 0s to %s", specrules.Quote(*delay), queue.MaxDelay)
+		case d > queue.MaxDelay:
+			return time.Time{}, bad("delay", "delay=%s is above the maximum of %s (30 days)", specrules.Quote(*delay), queue.MaxDelay)
+		}
+		return now.Add(d), nil
+	case hasAt:
+		t, err := time.Parse(time.RFC3339Nano, *at)
+		switch {
+		case err != nil:
+			return time.Time{}, bad("at", "at=%s is not an RFC 3339 time such as 2026-11-28T12:00:00Z", specrules.Quote(*at))
+		case t.Sub(now) > queue.MaxDelay:
+			return time.Time{}, bad("at", "at=%s is more than %s (30 days) ahead", specrules.Quote(*at), queue.MaxDelay)
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }
 
 // Take removes the first item and answers its bytes; 204 when the queue is empty.
@@ -174,7 +230,7 @@ func (h *Queues) GetQueue(ctx context.Context, req oapi.GetQueueRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return oapi.GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed}, nil
+	return oapi.GetQueue200JSONResponse{Name: st.Name, Length: st.Length, Claimed: st.Claimed, Delayed: st.Delayed}, nil
 }
 
 // ListQueueItems lists the first waiting items in take order.
@@ -209,6 +265,6 @@ func (h *Queues) ListQueues(ctx context.Context, req oapi.ListQueuesRequestObjec
 // read is a queue as its list and the picture show it.
 func (h *Queues) read(ctx context.Context, n string) (oapi.Queue, error) {
 	return api.ReadVia(h.queues.Inspect, func(st *queue.QueueState) oapi.Queue {
-		return oapi.Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed}
+		return oapi.Queue{Name: st.Name, Length: st.Length, Claimed: st.Claimed, Delayed: st.Delayed}
 	})(ctx, n)
 }

@@ -531,7 +531,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The first items in take order. */
+        /**
+         * The first items in take order.
+         * @description Waiting items, claimed ones excluded. Delayed items not yet moved into their
+         *     priority are not listed (the queue's `delayed` counts them).
+         */
         get: operations["listQueueItems"];
         put?: never;
         /**
@@ -540,6 +544,28 @@ export interface paths {
          *     a take or claim answers again); any media type, JSON included, is opaque
          *     bytes here. An empty body is `400 invalid-body`; a body over `--max-item`
          *     (512 KiB by default) is `413 body-too-large`; neither stores anything.
+         *
+         *     With `delay` or `at` the item is delayed: no take or claim sees it before
+         *     its due time. It waits apart (`queues/<name>/delayed/`, counted by the
+         *     queue's `delayed`) and, once due, is moved to the end of its priority by a
+         *     sidecar: on a timer by every sidecar that has state for the queue (it took,
+         *     claimed or enqueued there), and by any take or claim before it looks at the
+         *     queue. The move is one transaction (delete the delayed node, create the
+         *     item), so it happens once whoever does it. Order: each sidecar moves the
+         *     due items it knows of in due order, so delayed items of one priority are
+         *     taken in due order (except two due closer together than the sidecars'
+         *     clock skew, due times being compared with the moving sidecar's clock, or
+         *     than a watch's notice of a new item, milliseconds); an item enqueued
+         *     without delay (or one whose `at` is past) goes to the end of its priority
+         *     at once, so it is taken before a delayed item that came due earlier while
+         *     no sidecar was there to move it (that one is moved by the next take or
+         *     claim). Priority still comes first.
+         *
+         *     A delayed item's `id` is `delayed.p<NN>.i<H>-<token>-<seq>` (with `due`, its
+         *     due time), good for matching only: once moved, the item is taken or claimed
+         *     under a new id, `p<NN>.b….i<H>-<token>-<seq>`, with the same `<token>`. An
+         *     item whose due time is not in the future (`at` in the past, `delay=0s`) is
+         *     enqueued at once and answered with its ordinary id, without `due`.
          */
         post: operations["enqueue"];
         delete?: never;
@@ -1909,14 +1935,25 @@ export interface components {
             lease?: string;
         };
         Enqueued: {
+            /**
+             * @description The item's id; for a delayed item `delayed.p<NN>.i<H>-<token>-<seq>`: it
+             *     is taken under another id with the same token (see the enqueue operation).
+             */
             id: string;
             priority: number;
+            /**
+             * Format: date-time
+             * @description A delayed item's due time (absent for an item enqueued at once).
+             */
+            due?: string;
         };
         Queue: {
             name: string;
-            /** @description Items waiting (claimed ones excluded). */
+            /** @description Items waiting */
             length: number;
             claimed: number;
+            /** @description Delayed items not yet moved into their priority (not yet due */
+            delayed: number;
         };
         QueueItem: {
             id: string;
@@ -3713,6 +3750,18 @@ export interface operations {
             query?: {
                 /** @description 0..99, lower first; default 0. */
                 priority?: number;
+                /**
+                 * @description Delay the item by this Go duration (`30s`, `5m`, `24h`), at most `720h`
+                 *     (30 days). Not with `at`; malformed, negative, above the maximum or with
+                 *     `at` is `400 invalid-parameter`, storing nothing.
+                 */
+                delay?: string;
+                /**
+                 * @description Delay the item until this RFC 3339 time (`2026-11-28T12:00:00Z`), at most
+                 *     30 days ahead; a time in the past is due at once. Not with `delay`;
+                 *     malformed or too far ahead is `400 invalid-parameter`, storing nothing.
+                 */
+                at?: string;
             };
             header?: never;
             path: {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
@@ -43,6 +44,16 @@ type queueState struct {
 	arming      map[string]bool  // watches being armed (the call is under way), by part
 	claimsEp    *zookeeper.Epoch // session of the running claims watcher
 	changed     chan struct{}    // closed and replaced when an item may have appeared
+
+	// What this sidecar knows of delayed/ (delay.go): its items sorted by due
+	// time, kept by a watch, and the timer of the next one not yet due.
+	delayed        []delayedRef
+	delayedKnown   bool
+	delayedDirty   bool // delayed/ may have changed since its last listing
+	delayedKicked  bool // a background refresh is about to start
+	delayedStopped bool // Close: no more timers or refreshes
+	delayedTimer   *time.Timer
+	dsem           chan struct{} // one refreshDelayed at a time
 
 	bmu      sync.Mutex
 	batchers map[int]*enqBatcher
@@ -83,6 +94,7 @@ func newQueueState(q *Queues, name string) *queueState {
 		inflight:    map[string]bool{},
 		arming:      map[string]bool{},
 		changed:     make(chan struct{}),
+		dsem:        make(chan struct{}, 1),
 		batchers:    map[int]*enqBatcher{},
 	}
 }

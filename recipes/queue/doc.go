@@ -15,6 +15,7 @@
 //	<root>/queues/<name>/p<NN>/b<10 digits>/i<H>-<token>-<seq>/claim   its claim marker (ephemeral)
 //	<root>/queues/<name>/claims/<item id>                         the same claim, indexed (ephemeral; container parent)
 //	<root>/queues/<name>/receipts/<item id>.<random>              a take's receipt (ephemeral; container parent)
+//	<root>/queues/<name>/delayed/d<due ms>-p<NN>-<H>-<token>-<seq>  a delayed item (persistent sequential; container parent)
 //
 // Take order is priority, then bucket number, then sequence. An item's data is a
 // 2-byte header, the content type, then the payload; H, the header length, is in
@@ -63,11 +64,45 @@
 // sidecar that holds the claim's lease (as leases are); elsewhere the claim is
 // not found.
 //
+// # Delayed items
+//
+// An item enqueued with a due time in the future (EnqueueDelayed) waits under
+// delayed/, named by its due time (Unix milliseconds, 13 digits), its priority,
+// header length and token, with the item's data; takers never list it, so the
+// take path is unchanged. A lost create answer is settled by the token, as an
+// enqueue's is. The enqueue answers "delayed.p<NN>.i<H>-<token>-<seq>"; the item
+// is taken under its new id, which has the same token.
+//
+// When it is due, a sidecar moves it: one transaction deletes the delayed node
+// and creates the item at the end of its priority (Check(tail, version 0) +
+// Delete(delayed node) + Create, sent by the priority's enqueue batcher, alone in
+// its batch), so whichever sidecar's delete succeeds moves it, exactly once; one
+// that finds it gone moves on, and a lost answer is settled by the delayed node
+// being gone. Movers: every sidecar with state for the queue (it took, claimed or
+// enqueued a delayed item there) watches delayed/ and keeps a timer for the
+// earliest item not yet due, which moves the due items on a goroutine of the
+// Session and wakes waiting takers; and every take or claim moves what is due
+// before it looks at the queue (from its cached view of delayed/, so it costs
+// nothing when nothing is due), so an idle sidecar's next take sees due items.
+//
+// Order. A mover moves the due items it knows of in due order (then by
+// sequence), one at a time, and a move lands behind every move applied before
+// it; a mover that finds an item moved by another goes on to the next. So
+// delayed items of one priority are taken in due order, whichever sidecars move
+// them, except two whose due times are closer than the sidecars' clock skew
+// (due times are compared with the moving sidecar's clock), or than the time a
+// watch takes to tell a mover of an item just enqueued (milliseconds). Priority
+// still comes first. An item enqueued without delay goes to the end of its
+// priority at once: if no sidecar of the queue was running when a delayed item
+// came due, items enqueued meanwhile are taken before it (the next take or
+// claim moves it, behind them).
+//
 // # Goroutines
 //
 // The claims watchers, the background deletes of take receipts and of claim
-// markers (Epoch.Settle), and the enqueue flushes left pending run on the
-// Session's goroutines (Session.Go), which Session.Close waits for. The
+// markers (Epoch.Settle), the enqueue flushes left pending and the moves of due
+// delayed items run on the Session's goroutines (Session.Go), which
+// Session.Close waits for; Close stops the delayed items' timers. The
 // goroutines that forward the cursors' watches belong to the Queues: Close,
 // called after the Session's Close, waits for them.
 package queue

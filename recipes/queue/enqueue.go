@@ -32,17 +32,9 @@ const (
 // ErrUnavailable means it may or may not have been stored (the answer was lost
 // and the item could not be found again).
 func (q *Queues) Enqueue(ctx context.Context, name string, prio int, contentType string, payload []byte) (string, error) {
-	if err := kit.CheckName("queue", name); err != nil {
+	contentType, err := checkEnqueue(name, prio, contentType)
+	if err != nil {
 		return "", err
-	}
-	if prio < 0 || prio > MaxPriority {
-		return "", fmt.Errorf("priority %d: must be between 0 and %d: %w", prio, MaxPriority, kit.ErrInvalidArgument)
-	}
-	if contentType == "" {
-		contentType = DefaultContentType
-	}
-	if len(contentType) > maxContentType {
-		return "", fmt.Errorf("content type of %d bytes: at most %d: %w", len(contentType), maxContentType, kit.ErrInvalidArgument)
 	}
 	if _, err := q.s.Await(ctx); err != nil {
 		return "", err
@@ -74,9 +66,12 @@ type enqReq struct {
 	data   []byte
 	prefix string
 	token  string
-	done   chan struct{}
-	id     string
-	err    error
+	// del, for a delayed item come due, is its node under delayed/: the
+	// transaction deletes it as it creates the item, so the move happens once.
+	del  string
+	done chan struct{}
+	id   string
+	err  error
 }
 
 // enqBatcher writes the enqueues of one queue and priority, grouped into
@@ -105,10 +100,15 @@ func (st *queueState) batcher(p int) *enqBatcher {
 }
 
 // takeEnqueues bounds one transaction by maxBatch items and maxBatchBytes (an
-// item of any allowed size still goes alone).
+// item of any allowed size still goes alone). A move of a delayed item goes
+// alone: its delete fails when another sidecar moved it first, and that must
+// not fail anyone else's enqueue.
 func takeEnqueues(pending []*enqReq) int {
+	if pending[0].del != "" {
+		return 1
+	}
 	n, size := 0, 0
-	for n < len(pending) && n < maxBatch && (n == 0 || size+len(pending[n].data) <= maxBatchBytes) {
+	for n < len(pending) && n < maxBatch && pending[n].del == "" && (n == 0 || size+len(pending[n].data) <= maxBatchBytes) {
 		size += len(pending[n].data)
 		n++
 	}
@@ -173,15 +173,13 @@ func (b *enqBatcher) attempt(ctx context.Context, ep *zookeeper.Epoch, batch []*
 		b.setTail(-1, bucket)
 	}
 	bp := q.bpath(b.name, b.prio, bucket)
-	ops := make([]zookeeper.Op, 0, len(batch)+1)
-	ops = append(ops, zookeeper.CheckOp{Path: bp, Version: 0})
-	for _, r := range batch {
-		ops = append(ops, zookeeper.CreateOp{Path: bp + "/" + r.prefix, Data: r.data, Mode: zookeeper.Sequential})
-	}
+	ops, first := batchOps(bp, batch)
 	res, err := ep.Multi(ctx, ops...)
 	switch {
 	case err == nil:
-		return flushDone, b.written(ctx, ep, bucket, batch, res)
+		return flushDone, b.written(ctx, ep, bucket, batch, res[first:])
+	case movedElsewhere(first, res):
+		return flushDone, errMovedElsewhere
 	case errors.Is(err, zookeeper.ErrBadVersion):
 		b.setTail(bucket, bucket+1) // closed: the next one was made with it
 	case errors.Is(err, zookeeper.ErrNoNode):
@@ -203,14 +201,36 @@ func (b *enqBatcher) attempt(ctx context.Context, ep *zookeeper.Epoch, batch []*
 	return flushRetry, nil
 }
 
-// written records the ids of a batch written into bucket, and closes the bucket
-// when it is full.
+// batchOps is a batch's transaction into bucket path bp: Check(bp is open),
+// the delete of a moved delayed item's node, then one sequential create per
+// item, whose results start at res[first].
+func batchOps(bp string, batch []*enqReq) (ops []zookeeper.Op, first int) {
+	ops = make([]zookeeper.Op, 0, len(batch)+2)
+	ops = append(ops, zookeeper.CheckOp{Path: bp, Version: 0})
+	if move := batch[0].del; move != "" { // alone in its batch (takeEnqueues)
+		ops = append(ops, zookeeper.DeleteOp{Path: move, Version: -1})
+	}
+	first = len(ops)
+	for _, r := range batch {
+		ops = append(ops, zookeeper.CreateOp{Path: bp + "/" + r.prefix, Data: r.data, Mode: zookeeper.Sequential})
+	}
+	return ops, first
+}
+
+// movedElsewhere tells whether a move's transaction failed on the delete of
+// its delayed node: another sidecar moved it first.
+func movedElsewhere(first int, res []zookeeper.OpResult) bool {
+	return first == 2 && len(res) > 1 && errors.Is(res[1].Err, zookeeper.ErrNoNode)
+}
+
+// written records the ids of a batch written into bucket (res: the results of
+// its creates), and closes the bucket when it is full.
 func (b *enqBatcher) written(ctx context.Context, ep *zookeeper.Epoch, bucket int64, batch []*enqReq, res []zookeeper.OpResult) error {
 	top := int64(0)
 	for i, r := range batch {
-		ref, ok := b.ref(bucket, path.Base(res[i+1].Path))
+		ref, ok := b.ref(bucket, path.Base(res[i].Path))
 		if !ok {
-			return fmt.Errorf("queue %q: unexpected node %q", b.name, res[i+1].Path)
+			return fmt.Errorf("queue %q: unexpected node %q", b.name, res[i].Path)
 		}
 		r.id = ref.key
 		top = max(top, ref.seq)
@@ -267,6 +287,12 @@ func (b *enqBatcher) recover(ctx context.Context, bucket int64, batch []*enqReq)
 			}
 			continue
 		}
+		if move := batch[0].del; move != "" {
+			if rec, ok := recoverMove(ctx, ep, move); ok {
+				return rec
+			}
+			continue
+		}
 		names, _, err := ep.Children(ctx, q.bpath(b.name, b.prio, bucket))
 		if errors.Is(err, kit.ErrUnavailable) || errors.Is(err, kit.ErrSessionLost) {
 			continue
@@ -290,6 +316,22 @@ func (b *enqBatcher) recover(ctx context.Context, bucket int64, batch []*enqReq)
 		return recovered
 	}
 	return unknown
+}
+
+// recoverMove settles a move whose answer was lost: its transaction deleted the
+// delayed node if it was applied (or another sidecar's did), so gone means
+// moved, once. ok is false when it could not be told yet (the connection).
+func recoverMove(ctx context.Context, ep *zookeeper.Epoch, move string) (rec recovery, ok bool) {
+	exists, _, err := ep.Exists(ctx, move)
+	switch {
+	case errors.Is(err, kit.ErrUnavailable) || errors.Is(err, kit.ErrSessionLost):
+		return unknown, false
+	case err != nil:
+		return unknown, true
+	case exists:
+		return notWritten, true
+	}
+	return recovered, true
 }
 
 func waitChange(ctx context.Context, changed <-chan struct{}) bool {

@@ -10,3 +10,7 @@ var (
 	// acked or released, it ended with its lease, or it was never made here.
 	ErrClaimNotFound = errors.New("claim not found")
 )
+
+// errMovedElsewhere answers the move of a delayed item that another sidecar
+// moved first (internal: the item is in its priority either way).
+var errMovedElsewhere = errors.New("delayed item moved by another sidecar")

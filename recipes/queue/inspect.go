@@ -14,8 +14,9 @@ import (
 // MaxListItems bounds Items' limit.
 const MaxListItems = 1000
 
-// Inspect counts the queue's waiting and claimed items, from the Stat of each
-// bucket (no item is listed), in one round trip per level.
+// Inspect counts the queue's waiting, claimed and delayed items, from the Stat
+// of each bucket and of delayed/ (no item is listed), in one round trip per
+// level.
 func (q *Queues) Inspect(ctx context.Context, name string) (*QueueState, error) {
 	if err := kit.CheckName("queue", name); err != nil {
 		return nil, err
@@ -26,7 +27,7 @@ func (q *Queues) Inspect(ctx context.Context, name string) (*QueueState, error) 
 	}
 	out := &QueueState{Name: name}
 	prios, err := q.listPrios(ctx, ep, name)
-	if err != nil || len(prios) == 0 {
+	if err != nil {
 		return out, err
 	}
 	perPrio := make([][]int64, len(prios))
@@ -50,6 +51,12 @@ func (q *Queues) Inspect(ctx context.Context, name string) (*QueueState, error) 
 		out.Claimed = n
 		mu.Unlock()
 		return err
+	}, func() error {
+		n, err := q.numChildren(ctx, ep, q.dpath(name))
+		mu.Lock()
+		out.Delayed = n
+		mu.Unlock()
+		return err
 	})
 	for i, p := range prios {
 		for _, b := range perPrio[i] {
@@ -65,7 +72,7 @@ func (q *Queues) Inspect(ctx context.Context, name string) (*QueueState, error) 
 	if err := zookeeper.Parallel(fns...); err != nil {
 		return nil, err
 	}
-	out.Length = max(0, total-out.Claimed)
+	out.Length = max(0, total-out.Claimed) + out.Delayed
 	return out, nil
 }
 

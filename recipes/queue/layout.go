@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
@@ -198,4 +199,67 @@ func newToken() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return strings.ToLower(tokenEncoding.EncodeToString(b[:]))
+}
+
+// Delayed items (see the package documentation): kept apart under delayed/
+// until they are due, named d<due unix ms, 13 digits>-p<NN>-<H>-<token>-<seq>.
+
+const (
+	delayedDir = "delayed"
+	// delayedIDPrefix starts the id of an item that waits under delayed/.
+	delayedIDPrefix = delayedDir + "."
+	// MaxDelay bounds how far ahead an item may be due.
+	MaxDelay = 30 * 24 * time.Hour
+)
+
+// dpath is the parent of the queue's delayed items.
+func (q *Queues) dpath(name string) string { return q.qpath(name) + "/" + delayedDir }
+
+// delayedRef is one delayed item, parsed from its node name.
+type delayedRef struct {
+	due    int64 // unix ms
+	prio   int
+	header int
+	token  string
+	seq    int64
+	name   string
+}
+
+// delayedPrefix is the name given to a delayed item's sequential create.
+func delayedPrefix(due time.Time, prio, headerLen int, token string) string {
+	return fmt.Sprintf("d%013d-%s-%d-%s-", due.UnixMilli(), prioName(prio), headerLen, token)
+}
+
+// parseDelayedName parses "d<13 digits>-p<NN>-<H>-<token>-<seq>".
+func parseDelayedName(name string) (delayedRef, bool) {
+	seq, ok := zookeeper.SeqOf(name)
+	if !ok || len(name) < 1+13+1+3+1+10 || name[0] != 'd' {
+		return delayedRef{}, false
+	}
+	parts := strings.Split(name[1:len(name)-10], "-")
+	if len(parts) != 5 || parts[4] != "" || len(parts[0]) != 13 {
+		return delayedRef{}, false
+	}
+	due, err1 := strconv.ParseInt(parts[0], 10, 64)
+	p, ok1 := parsePrio(parts[1])
+	h, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || !ok1 || err2 != nil || h < 2 || parts[3] == "" {
+		return delayedRef{}, false
+	}
+	return delayedRef{due: due, prio: p, header: h, token: parts[3], seq: seq, name: name}, true
+}
+
+// id is the delayed item's id as clients see it,
+// "delayed.p<NN>.i<H>-<token>-<seq>" (seq: its node's under delayed/), shaped as
+// an item id is so that the token reads the same in both.
+func (d delayedRef) id() string {
+	return fmt.Sprintf("%s%s.i%d-%s-%010d", delayedIDPrefix, prioName(d.prio), d.header, d.token, d.seq)
+}
+
+// before orders delayed items: due time, then sequence.
+func (d delayedRef) before(o delayedRef) bool {
+	if d.due != o.due {
+		return d.due < o.due
+	}
+	return d.seq < o.seq
 }

@@ -46,8 +46,12 @@ type Claim struct {
 // QueueState counts a queue's items.
 type QueueState struct {
 	Name string
-	// Length is the number of items waiting: claimed items excluded.
+	// Length is the number of items waiting, delayed ones included: claimed
+	// items excluded.
 	Length int
+	// Delayed is the number of delayed items not yet moved into their
+	// priority (not yet due, or due and not yet moved).
+	Delayed int
 	// Claimed is the number of items claimed now (on every sidecar).
 	Claimed int
 }
@@ -84,6 +88,7 @@ func (q *Queues) Close() {
 	}
 	q.mu.Unlock()
 	for _, st := range all {
+		st.stopDelayed()
 		st.watches.Wait()
 	}
 }
@@ -179,6 +184,9 @@ func (q *Queues) scanOnce(ctx context.Context, st *queueState, ep *zookeeper.Epo
 		return false, kit.ErrUnavailable
 	}
 	st.ensureClaimsWatch(cur)
+	if err := st.moveDue(ctx, cur); err != nil {
+		return false, err
+	}
 	return st.scan(ctx, cur, act)
 }
 
@@ -189,6 +197,11 @@ type queueMetrics struct {
 	claimEnds *prometheus.CounterVec
 	conflicts prometheus.Counter
 	listings  prometheus.Counter
+	// Delayed items: enqueued through this sidecar, moved by it when due, and
+	// known to it now (its listings of delayed/).
+	delayedEnqueued prometheus.Counter
+	delayedMoved    prometheus.Counter
+	delayed         prometheus.Gauge
 }
 
 func newQueueMetrics(reg prometheus.Registerer) queueMetrics {
@@ -213,6 +226,15 @@ func newQueueMetrics(reg prometheus.Registerer) queueMetrics {
 		listings: f.NewCounter(prometheus.CounterOpts{
 			Name: "coord_queue_bucket_listings_total",
 			Help: "Bucket listings made by takers (about one per 1,000 items taken, whatever the depth).",
+		}),
+		delayedEnqueued: f.NewCounter(prometheus.CounterOpts{
+			Name: "coord_queue_delayed_enqueued_total", Help: "Delayed items enqueued through this sidecar (not counted in coord_queue_enqueued_total).",
+		}),
+		delayedMoved: f.NewCounter(prometheus.CounterOpts{
+			Name: "coord_queue_delayed_moved_total", Help: "Delayed items this sidecar moved into their priority when they came due.",
+		}),
+		delayed: f.NewGauge(prometheus.GaugeOpts{
+			Name: "coord_queue_delayed_items", Help: "Delayed items not yet moved, in the queues this sidecar watches, as of its last listing of each.",
 		}),
 	}
 }
