@@ -111,6 +111,9 @@ func TestStatusPage(t *testing.T) {
 		}
 	}
 	car.Must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
+	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/items?delay=1h", strings.NewReader(`{"job":"later"}`), "Content-Type", "application/json"); err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("delayed enqueue: %v %+v", err, r)
+	}
 	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
 	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
 	for _, id := range []string{"w1", "w2"} {
@@ -139,7 +142,8 @@ func TestStatusPage(t *testing.T) {
 			q('[data-group="api-egress"] [data-field="limit"]')?.textContent === "1000" &&
 			pct === "25.00,25.00,50.00" &&
 			q('[data-group="api-egress"] tr.leader[data-member]') !== null &&
-			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "3" &&
+			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "4" &&
+			q('[data-queue="jobs"] [data-field="delayed"]')?.textContent === "1" &&
 			q('[data-queue="jobs"] [data-field="claimed"]')?.textContent === "1" &&
 			q('[data-barrier="maintenance"]') !== null &&
 			q('[data-double-barrier="batch-start"] [data-field="entered"]')?.textContent === "2 / 3" &&
@@ -203,7 +207,8 @@ func TestStatusPage(t *testing.T) {
 	page.Await(t, 15*time.Second, "rebuilt after the sidecar came back", `(() => {
 		const q = s => document.querySelector(s);
 		return document.body.dataset.connected === "true" && q("#banner").hidden &&
-			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "4" &&
+			q('[data-queue="jobs"] [data-field="length"]')?.textContent === "5" &&
+			q('[data-queue="jobs"] [data-field="delayed"]')?.textContent === "1" &&
 			q('[data-queue="jobs"] [data-field="claimed"]')?.textContent === "0" &&
 			q('[data-lock="x"][data-held="true"]') === null &&
 			document.querySelectorAll("li[data-candidate], tr[data-member]").length === 0;
