@@ -32,6 +32,9 @@ type cliVerb struct {
 	max   int    // and at most
 	about string // what it does, for --help
 	flags func(fs *flag.FlagSet, v *cliValues)
+	// check, when set, says what is wrong with the arguments and flags
+	// together ("" when nothing is): a usage error.
+	check func(args []string, v *cliValues) string
 	run   func(c *cliCall, args []string) int
 }
 
@@ -42,6 +45,13 @@ type cliValues struct {
 	wait        string
 	priority    int
 	strategy    string
+	once        bool   // lease keepalive --once
+	prefix      string // lease list, kv get --prefix
+	lease       string // kv put --lease
+	version     string // kv put --version ("" when not given)
+	claim       bool   // queue take --claim
+	ttl         string // queue take --claim --ttl
+	pageSize    int    // the lists' page size (0: the sidecar's)
 }
 
 // cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
@@ -68,8 +78,17 @@ which keeps values holding newlines apart and shows deletions.`},
 		about: "Takes the first item and writes its bytes to stdout as stored; exits 1 when the queue is empty (after --wait)."},
 	"lease grant": {args: "TTL", min: 1, max: 1, run: (*cliCall).leaseGrant,
 		about: "Grants a lease of TTL (a Go duration: 30s, 5m) and writes its id. It expires unless kept alive within TTL."},
-	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive,
-		about: "Pushes the lease's expiry to now + its ttl, once; writes the lease as JSON."},
+	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive, flags: onceFlag,
+		about: `Keeps the lease alive until interrupted (SIGINT, SIGTERM: exit 128+N): pushes its
+expiry to now + its ttl three times per ttl, and writes the lease as one line of
+JSON ({"lease","ttl","expiresAt"}) after each keepalive, its new expiry. Through
+a restart of the sidecar it tries again (stderr says so) until the lease's ttl
+has passed since the last keepalive answered; exits 1 once the lease is gone.
+With --once it pushes the expiry once, writes the lease and exits.`},
+	"lease list": {run: (*cliCall).leaseList, flags: leaseListFlags,
+		about: `Writes the caller's leases (those of its token; without tokens every lease), one
+line of JSON each in id order ({"lease","ttl","expiresAt","holds"}, as GET
+/v1/leases lists them, every page); nothing when there are none.`},
 	"lease revoke": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseRevoke,
 		about: "Revokes the lease; everything it holds is released before this returns."},
 	"service list": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).serviceList,
@@ -148,6 +167,12 @@ func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Re
 	if !ok {
 		return code
 	}
+	if verb.check != nil {
+		if why := verb.check(positional, &v); why != "" {
+			_, code, _ := cliUsage(stderr, fs.Name(), verbUsageLine(fs, verb), why)
+			return code
+		}
+	}
 	c, code := o.client(name)
 	if c == nil {
 		return code
@@ -204,7 +229,7 @@ func VerbList(group string) string {
 // When ok is false the verb is over with code: 0 after --help (the usage went
 // to stdout), 64 on a usage error (the reason and the usage line on stderr).
 func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr io.Writer) (positional []string, code int, ok bool) {
-	usageLine := strings.TrimSpace(fmt.Sprintf("%s [flags] %s", fs.Name(), verb.args))
+	usageLine := verbUsageLine(fs, verb)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	for len(args) > 0 {
@@ -235,6 +260,11 @@ func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr 
 		return cliUsage(stderr, fs.Name(), usageLine, fmt.Sprintf("want %s, got %d argument(s)", orNone(verb.args), len(positional)))
 	}
 	return positional, 0, true
+}
+
+// verbUsageLine is the verb's usage line.
+func verbUsageLine(fs *flag.FlagSet, verb cliVerb) string {
+	return strings.TrimSpace(fmt.Sprintf("%s [flags] %s", fs.Name(), verb.args))
 }
 
 // cliUsage tells a usage error (why, when known) and the usage line.
@@ -587,15 +617,6 @@ func (c *cliCall) leaseGrant(args []string) int {
 		return code
 	}
 	fmt.Fprintln(c.stdout, r.JSON201.Lease)
-	return 0
-}
-
-func (c *cliCall) leaseKeepalive(args []string) int {
-	r, err := c.api.KeepAliveLeaseWithResponse(c.sig.ctx, args[0])
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	c.jsonLine(r.Body)
 	return 0
 }
 

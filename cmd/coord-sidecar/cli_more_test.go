@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/ctl"
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+// cliRun is a verb that runs until it is interrupted (lease keepalive, elect
+// --observe), run in the test's process: its stdout read line by line.
+type cliRun struct {
+	lines  chan string
+	send   chan<- os.Signal
+	code   chan int
+	mu     sync.Mutex
+	stderr bytes.Buffer
+}
+
+func (r *cliRun) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.Write(p)
+}
+
+func (r *cliRun) errText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
+}
+
+func startCLI(t *testing.T, env map[string]string, args ...string) *cliRun {
+	t.Helper()
+	sig, send := sidecartest.NewSignals(t)
+	r := &cliRun{lines: make(chan string, 100), send: send, code: make(chan int, 1)}
+	pr, pw := io.Pipe()
+	go func() {
+		code := ctl.RunCLI(sig, args, func(k string) string { return env[k] }, strings.NewReader(""), pw, r)
+		pw.Close()
+		r.code <- code
+	}()
+	go func() {
+		defer close(r.lines)
+		s := bufio.NewScanner(pr)
+		for s.Scan() {
+			r.lines <- s.Text()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	return r
+}
+
+// next is the next line the verb writes.
+func (r *cliRun) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			t.Fatalf("the verb ended; stderr %q", r.errText())
+		}
+		return line
+	case <-time.After(testutil.Patience(30 * time.Second)):
+		t.Fatalf("no line within 30s; stderr %q", r.errText())
+		return ""
+	}
+}
+
+// exit is the verb's exit code.
+func (r *cliRun) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case c := <-r.code:
+		return c
+	case <-time.After(testutil.Patience(30 * time.Second)):
+		t.Fatalf("the verb did not exit; stderr %q", r.errText())
+		return 0
+	}
+}
+
+// lease list writes every lease, one line of JSON each, following every page
+// (here two at a time); --prefix narrows it; a lease revoked is gone from it.
+func TestCLILeaseList(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "lease", "list").want(t, 0, "")
+	var ids []string
+	for range 5 {
+		r := cli(t, env, "", "lease", "grant", "60s")
+		r.want(t, 0, "*")
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/l1?lease="+ids[2])
+	list := func(args ...string) map[string][]any {
+		t.Helper()
+		r := cli(t, env, "", append([]string{"lease", "list"}, args...)...)
+		r.want(t, 0, "*")
+		got := map[string][]any{}
+		for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+			var l struct {
+				Lease, TTL, ExpiresAt string
+				Holds                 []any
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil || l.Lease == "" || l.ExpiresAt == "" {
+				t.Fatalf("line %q of %q: %v", line, r.stdout, err)
+			}
+			if _, dup := got[l.Lease]; dup {
+				t.Fatalf("lease %s listed twice: %q", l.Lease, r.stdout)
+			}
+			got[l.Lease] = l.Holds
+		}
+		return got
+	}
+	for _, args := range [][]string{nil, {"--page-size", "2"}, {"--page-size", "1"}} {
+		got := list(args...)
+		if len(got) != 5 || len(got[ids[2]]) != 1 {
+			t.Fatalf("lease list %q: %v; want the 5 leases, %s holding l1", args, got, ids[2])
+		}
+	}
+	if got := list("--prefix", ids[3]); len(got) != 1 || got[ids[3]] == nil {
+		t.Fatalf("--prefix %s: %v", ids[3], got)
+	}
+	cli(t, env, "", "lease", "revoke", ids[0]).want(t, 0, "")
+	if got := list("--page-size", "2"); len(got) != 4 {
+		t.Fatalf("after a revoke: %v", got)
+	}
+	cli(t, env, "", "lease", "list", "--page-size", "0").want(t, 0, "*")
+	cli(t, env, "", "lease", "list", "--page-size", "20000").want(t, ctl.ExitUsage, "") // 400
+	if r := cli(t, env, "", "lease", "list", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("lease list --help: %d %q", r.code, r.stdout)
+	}
+}
+
+// lease keepalive keeps the lease alive past its ttl, writing its new expiry
+// each time, until SIGINT (130); it exits 1 once the lease is revoked.
+func TestCLILeaseKeepaliveLoop(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	grant := func() string {
+		r := cli(t, env, "", "lease", "grant", "2s")
+		r.want(t, 0, "*")
+		return strings.TrimSpace(r.stdout)
+	}
+	id := grant()
+	run := startCLI(t, env, "lease", "keepalive", id)
+	expiry := func() time.Time {
+		t.Helper()
+		line := run.next(t)
+		var l struct {
+			Lease     string
+			ExpiresAt time.Time
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Lease != id {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		return l.ExpiresAt
+	}
+	first := expiry()
+	// Past the lease's ttl (2s) without any other keepalive: the lease lives.
+	deadline := time.Now().Add(5 * time.Second)
+	last := first
+	for time.Now().Before(deadline) {
+		e := expiry()
+		if !e.After(last) {
+			t.Fatalf("expiry %s after %s: not pushed", e, last)
+		}
+		last = e
+	}
+	car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
+	run.send <- syscall.SIGINT
+	if code := run.exit(t); code != 128+int(syscall.SIGINT) {
+		t.Fatalf("after SIGINT: exit %d, stderr %q", code, run.errText())
+	}
+
+	id = grant()
+	run = startCLI(t, env, "lease", "keepalive", id)
+	expiry()
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+id)
+	if code := run.exit(t); code != ctl.ExitNotFound || !strings.Contains(run.errText(), "coord-sidecar lease keepalive: ") {
+		t.Fatalf("after the lease was revoked: exit %d, stderr %q", code, run.errText())
+	}
+	if r := cli(t, env, "", "lease", "keepalive", "--help"); r.code != 0 || !strings.Contains(r.stdout, "-once") || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("lease keepalive --help: %d %q", r.code, r.stdout)
+	}
+}
