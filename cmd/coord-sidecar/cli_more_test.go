@@ -194,3 +194,83 @@ func TestCLILeaseKeepaliveLoop(t *testing.T) {
 		t.Fatalf("lease keepalive --help: %d %q", r.code, r.stdout)
 	}
 }
+
+// kv put --version is a compare-and-set (a mismatch exits 65 and writes
+// nothing; -1 creates only); kv put --lease makes the key go with its lease.
+func TestCLIKeyVersionAndLease(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "kv", "put", "--version", "-1", "cas", "v0").want(t, 0, "")
+	r := cli(t, env, "", "kv", "put", "--version", "-1", "cas", "again")
+	r.want(t, ctl.ExitConflict, "")
+	if !strings.Contains(r.err, "coord-sidecar kv put: ") {
+		t.Fatalf("mismatch: stderr %q", r.err)
+	}
+	version := car.Must(t, http.StatusOK, http.MethodGet, "/v1/kv/cas").Header.Get("Version")
+	cli(t, env, "", "kv", "put", "--version", "7", "cas", "stale").want(t, ctl.ExitConflict, "")
+	cli(t, env, "", "kv", "get", "cas").want(t, 0, "v0")
+	cli(t, env, "", "kv", "put", "--version", version, "cas", "v1").want(t, 0, "")
+	cli(t, env, "", "kv", "put", "--version", version, "cas", "v2").want(t, ctl.ExitConflict, "") // the version moved on
+	cli(t, env, "", "kv", "get", "cas").want(t, 0, "v1")
+	cli(t, env, "", "kv", "put", "--version", "x", "cas", "v").want(t, ctl.ExitUsage, "")
+	cli(t, env, "", "kv", "put", "--version", "-2", "cas", "v").want(t, ctl.ExitUsage, "")
+
+	r = cli(t, env, "", "lease", "grant", "60s")
+	r.want(t, 0, "*")
+	lease := strings.TrimSpace(r.stdout)
+	cli(t, env, "", "kv", "put", "--lease", lease, "eph", "here").want(t, 0, "")
+	cli(t, env, "", "kv", "put", "--lease", lease, "cas", "taken").want(t, ctl.ExitConflict, "") // exists, not the lease's
+	if holds := string(car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw); !strings.Contains(holds, `"name":"eph"`) {
+		t.Fatalf("the lease does not hold the key: %s", holds)
+	}
+	cli(t, env, "", "kv", "get", "eph").want(t, 0, "here")
+	cli(t, env, "", "lease", "revoke", lease).want(t, 0, "")
+	cli(t, env, "", "kv", "get", "eph").want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "kv", "put", "--lease", lease, "eph", "x").want(t, ctl.ExitNotFound, "") // the lease is gone
+	if r := cli(t, env, "", "kv", "put", "--help"); r.code != 0 || !strings.Contains(r.stdout, "-version") || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("kv put --help: %d %q", r.code, r.stdout)
+	}
+}
+
+// kv get --prefix writes every key under the prefix (key line, value line),
+// across pages, in name order; --json one line of JSON per key; KEY and
+// --prefix together, or neither, are a usage error.
+func TestCLIKeyPrefix(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "kv", "get", "--prefix", "app").want(t, 0, "")
+	for _, kv := range [][2]string{{"app-b", "2"}, {"app-a", "1"}, {"app-c", "3"}, {"other", "x"}} {
+		cli(t, env, "", "kv", "put", kv[0], kv[1]).want(t, 0, "")
+	}
+	cli(t, env, "", "kv", "put", "app-d", "\xff\x00").want(t, 0, "")
+	want := "app-a\n1\napp-b\n2\napp-c\n3\napp-d\n\xff\x00\n"
+	cli(t, env, "", "kv", "get", "--prefix", "app").want(t, 0, want)
+	cli(t, env, "", "kv", "get", "--prefix", "app", "--page-size", "1").want(t, 0, want)
+	cli(t, env, "", "kv", "get", "--prefix", "").want(t, 0, want+"other\nx\n")
+	r := cli(t, env, "", "kv", "get", "--prefix", "app-", "--json", "--page-size", "3")
+	r.want(t, 0, "*")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("--json wrote %q", r.stdout)
+	}
+	var s struct {
+		Key, Value, ContentType string
+		ValueBase64             []byte
+		Version                 int
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &s); err != nil || s.Key != "app-a" || s.Value != "1" || s.ContentType != "application/octet-stream" {
+		t.Fatalf("line %q: %v", lines[0], err)
+	}
+	s.Value = ""
+	if err := json.Unmarshal([]byte(lines[3]), &s); err != nil || s.Key != "app-d" || s.Value != "" || string(s.ValueBase64) != "\xff\x00" {
+		t.Fatalf("line %q: %v", lines[3], err)
+	}
+	for _, args := range [][]string{{"kv", "get", "--prefix", "a", "k"}, {"kv", "get", "--json", "k"}} {
+		if r := cli(t, env, "", args...); r.code != ctl.ExitUsage || !strings.Contains(r.err, "usage:") {
+			t.Fatalf("%q: exit %d, stderr %q", args, r.code, r.err)
+		}
+	}
+	if r := cli(t, env, "", "kv", "get", "--help"); r.code != 0 || !strings.Contains(r.stdout, "-prefix") || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("kv get --help: %d %q", r.code, r.stdout)
+	}
+}

@@ -52,14 +52,23 @@ type cliValues struct {
 	claim       bool   // queue take --claim
 	ttl         string // queue take --claim --ttl
 	pageSize    int    // the lists' page size (0: the sidecar's)
+	prefixSet   bool   // kv get --prefix was given (maybe "")
 }
 
 // cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
 var cliVerbs = map[string]cliVerb{
-	"kv get": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvGet,
-		about: "Writes the key's value to stdout, its bytes as stored (no newline added)."},
-	"kv put": {args: "KEY [VALUE]", min: 1, max: 2, run: (*cliCall).kvPut, flags: contentTypeFlag,
-		about: "Writes VALUE (without it: stdin, to its end) as the key's value."},
+	"kv get": {args: "KEY | --prefix P", min: 0, max: 1, run: (*cliCall).kvGet, flags: kvGetFlags, check: kvGetCheck,
+		about: `Writes the key's value to stdout, its bytes as stored (no newline added).
+With --prefix P instead of KEY: every key that starts with P, in name order (every
+page of GET /v1/kv?prefix=), each as a line with the key, then the value's bytes
+and a newline (as etcdctl get --prefix); nothing when there is none. With --json
+each key is one line of JSON instead ({"key","version","value" or
+"valueBase64","contentType"}), which keeps values holding newlines apart.`},
+	"kv put": {args: "KEY [VALUE]", min: 1, max: 2, run: (*cliCall).kvPut, flags: kvPutFlags, check: kvPutCheck,
+		about: `Writes VALUE (without it: stdin, to its end) as the key's value. With --version V
+it writes only if the key's version is V (-1: only if the key is absent), a
+compare-and-set: otherwise nothing is written and it exits 65. With --lease ID the
+key is ephemeral: deleted when the lease ends (it must be absent, or the lease's).`},
 	"kv delete": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvDelete,
 		about: "Deletes the key."},
 	"kv watch": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvWatch, flags: jsonFlag,
@@ -379,27 +388,6 @@ func (c *cliCall) input(args []string, i int) ([]byte, error) {
 // jsonLine writes a JSON answer as one line.
 func (c *cliCall) jsonLine(body []byte) {
 	_, _ = c.stdout.Write(append(bytes.TrimSpace(body), '\n'))
-}
-
-func (c *cliCall) kvGet(args []string) int {
-	r, err := c.api.GetKeyWithResponse(c.sig.ctx, args[0], nil)
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	_, _ = c.stdout.Write(r.Body)
-	return 0
-}
-
-func (c *cliCall) kvPut(args []string) int {
-	value, err := c.input(args, 1)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	r, err := c.api.PutKeyWithBodyWithResponse(c.sig.ctx, args[0], nil, c.v.contentType, bytes.NewReader(value))
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	return 0
 }
 
 func (c *cliCall) kvDelete(args []string) int {
