@@ -47,7 +47,13 @@ func startCLI(t *testing.T, env map[string]string, args ...string) *cliRun {
 	r := &cliRun{lines: make(chan string, 100), send: send, code: make(chan int, 1)}
 	pr, pw := io.Pipe()
 	go func() {
-		code := ctl.RunCLI(sig, args, func(k string) string { return env[k] }, strings.NewReader(""), pw, r)
+		getenv := func(k string) string { return env[k] }
+		var code int
+		if run, ok := ctl.Wrappers[args[0]]; ok {
+			code = run(sig, args[1:], getenv, pw, r)
+		} else {
+			code = ctl.RunCLI(sig, args, getenv, strings.NewReader(""), pw, r)
+		}
 		pw.Close()
 		r.code <- code
 	}()
@@ -272,5 +278,52 @@ func TestCLIKeyPrefix(t *testing.T) {
 	}
 	if r := cli(t, env, "", "kv", "get", "--help"); r.code != 0 || !strings.Contains(r.stdout, "-prefix") || !strings.Contains(r.stdout, "Exit codes") {
 		t.Fatalf("kv get --help: %d %q", r.code, r.stdout)
+	}
+}
+
+// newLease grants a lease of 60s on car and returns its id.
+func newLease(t *testing.T, car *sidecartest.Sidecar) string {
+	t.Helper()
+	return sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+}
+
+// elect --observe writes the leader's id at once, then each new leader's, a
+// line each (a candidate joining the line behind the leader writes nothing),
+// until SIGTERM (143).
+func TestCLIElectObserve(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	l1, l2 := newLease(t, car), newLease(t, car)
+	run := startCLI(t, env, "elect", "--observe", "e1")
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/e1/candidates?id=a&lease="+l1)
+	if got := run.next(t); got != "a" {
+		t.Fatalf("first leader %q, want a", got)
+	}
+	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/elections/e1/candidates?id=b&lease="+l2)
+	late := startCLI(t, env, "elect", "--observe", "e1")
+	if got := late.next(t); got != "a" {
+		t.Fatalf("an observer that starts late writes %q at once, want a", got)
+	}
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+l1)
+	for _, r := range []*cliRun{run, late} {
+		if got := r.next(t); got != "b" { // b's enrolment behind a wrote nothing
+			t.Fatalf("after a's lease ended: %q, want b", got)
+		}
+		r.send <- syscall.SIGTERM
+		if code := r.exit(t); code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("after SIGTERM: exit %d, stderr %q", code, r.errText())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := ctl.RunElect(sidecartest.QuietSignals(t), []string{"--observe", "--help"}, func(string) string { return "" }, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "usage: coord-sidecar elect [flags] --observe NAME") || !strings.Contains(out.String(), "Exit codes") {
+		t.Fatalf("elect --observe --help: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := ctl.RunElect(sidecartest.QuietSignals(t), []string{"--observe", "e1", "extra"}, func(string) string { return "" }, &out, &errb); code != ctl.ExitUsage {
+		t.Fatalf("elect --observe e1 extra: exit %d", code)
+	}
+	if code := ctl.RunElect(sidecartest.QuietSignals(t), []string{"--help"}, func(string) string { return "" }, &out, &errb); code != 0 || !strings.Contains(out.String(), "--observe NAME") {
+		t.Fatalf("elect --help: exit %d, %q", code, out.String())
 	}
 }

@@ -111,6 +111,13 @@ func (s *Signals) received() syscall.Signal {
 // exitCode is 128+N for the first signal N.
 func (s *Signals) exitCode() int { return 128 + int(s.received()) }
 
+// Wrappers are the subcommands that are not the command-line client's
+// groups, by name: `coord-sidecar NAME ARGS...` runs Wrappers[NAME] with ARGS.
+var Wrappers = map[string]func(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int{
+	"lock":  RunLock,
+	"elect": RunElect,
+}
+
 // RunLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
 // the lock, runs the child with COORD_FENCING_TOKEN and COORD_LEASE while the lease
 // lives, releases when the child exits and exits with the child's code. A lost
@@ -206,9 +213,13 @@ func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKe
 // signal is passed on to the child; once it has exited the candidate resigns
 // (never requeued) and the wrapper exits 128+N.
 func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if observeRequested(args) {
+		return runElectObserve(sig, args, getenv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("coord-sidecar elect", flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
+	fs.Bool("observe", false, "observe instead: coord-sidecar elect --observe NAME writes each new leader's id (--observe --help)")
 	id := fs.String("id", defaultOwner(), "candidate id, unique in the election (default <hostname>-<pid>)")
 	value := fs.String("value", "", "value published with the candidate")
 	requeue := fs.Bool("requeue", false, "take turns: after the command exits, go to the back of the line and run it again at the next turn")
@@ -571,7 +582,11 @@ thirds of the session timeout since ZooKeeper last answered (the session could
 have expired), or when ZooKeeper declares the session expired. It exits 76 when
 the lease was lost while COMMAND ran (the sidecar said so, or answered no
 keepalive for the smaller of --ttl and half its session timeout): COMMAND was
-stopped; 65 when a live candidate has the id already.`
+stopped; 65 when a live candidate has the id already.
+
+coord-sidecar elect --observe NAME, without COMMAND, campaigns not: it writes
+the leader's candidate id at once, then each new leader's, a line each
+(coord-sidecar elect --observe --help).`
 )
 
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come
