@@ -327,3 +327,82 @@ func TestCLIElectObserve(t *testing.T) {
 		t.Fatalf("elect --help: exit %d, %q", code, out.String())
 	}
 }
+
+// barrier wait returns 0 once the barrier is lowered (at once when it is
+// not raised), 75 when --wait ends first, 128+N on a signal.
+func TestCLIBarrierWait(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "barrier", "wait", "b").want(t, 0, "")
+	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/b")
+	r := cli(t, env, "", "barrier", "wait", "--wait", "200ms", "b")
+	r.want(t, ctl.ExitNotAcquired, "")
+	if !strings.Contains(r.err, "coord-sidecar barrier wait: ") {
+		t.Fatalf("stderr %q", r.err)
+	}
+	waiter := startCLI(t, env, "barrier", "wait", "b")
+	interrupted := startCLI(t, env, "barrier", "wait", "b")
+	interrupted.send <- syscall.SIGINT
+	if code := interrupted.exit(t); code != 128+int(syscall.SIGINT) {
+		t.Fatalf("after SIGINT: exit %d, stderr %q", code, interrupted.errText())
+	}
+	select {
+	case code := <-waiter.code:
+		t.Fatalf("barrier wait exited %d while the barrier was raised; stderr %q", code, waiter.errText())
+	case <-time.After(500 * time.Millisecond):
+	}
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/barriers/b")
+	if code := waiter.exit(t); code != 0 {
+		t.Fatalf("after the barrier was lowered: exit %d, stderr %q", code, waiter.errText())
+	}
+	cli(t, env, "", "barrier", "wait", "--wait", "soon", "b").want(t, ctl.ExitUsage, "")
+	if r := cli(t, env, "", "barrier", "wait", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("barrier wait --help: %d %q", r.code, r.stdout)
+	}
+}
+
+// queue take --claim writes the claim id, then the item's bytes; the item
+// is hidden until acked (queue ack deletes it) or the claim's ttl ends (it
+// comes back); an empty queue exits 1, an ack of a claim gone exits 1.
+func TestCLIQueueClaim(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "queue", "take", "--claim", "jobs").want(t, ctl.ExitNotFound, "")
+	raw := "line 1\nline 2\x00"
+	cli(t, env, "", "queue", "put", "jobs", raw).want(t, 0, "")
+	cli(t, env, "", "queue", "put", "jobs", "second").want(t, 0, "")
+	claim := func(args ...string) (string, string) {
+		t.Helper()
+		r := cli(t, env, "", append([]string{"queue", "take", "--claim"}, args...)...)
+		r.want(t, 0, "*")
+		id, item, ok := strings.Cut(r.stdout, "\n")
+		if !ok || id == "" {
+			t.Fatalf("claim wrote %q", r.stdout)
+		}
+		return id, item
+	}
+	id, item := claim("jobs")
+	if item != raw {
+		t.Fatalf("claimed %q, want %q", item, raw)
+	}
+	id2, item2 := claim("--ttl", "1s", "jobs")
+	if item2 != "second" {
+		t.Fatalf("second claim %q: the first item was not hidden", item2)
+	}
+	cli(t, env, "", "queue", "take", "--claim", "--wait", "100ms", "jobs").want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "queue", "ack", "jobs", id).want(t, 0, "")
+	cli(t, env, "", "queue", "ack", "jobs", id).want(t, ctl.ExitNotFound, "")
+	// The unacked claim's 1s lease ends: its item comes back.
+	testutil.Eventually(t, 20*time.Second, "the unacked item comes back", func() bool {
+		r := cli(t, env, "", "queue", "take", "jobs")
+		return r.code == 0 && r.stdout == "second"
+	})
+	cli(t, env, "", "queue", "ack", "jobs", id2).want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "queue", "take", "--ttl", "5s", "jobs").want(t, ctl.ExitUsage, "")
+	if r := cli(t, env, "", "queue", "take", "--help"); r.code != 0 || !strings.Contains(r.stdout, "-claim") || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("queue take --help: %d %q", r.code, r.stdout)
+	}
+	if r := cli(t, env, "", "queue", "ack", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Exit codes") {
+		t.Fatalf("queue ack --help: %d %q", r.code, r.stdout)
+	}
+}

@@ -32,7 +32,11 @@ func startHeld(t *testing.T, addr, name string, args ...string) *wrapRun {
 	sig := sidecartest.QuietSignals(t)
 	go func() {
 		var out bytes.Buffer
-		r.code <- ctl.Wrappers[name](sig, args, func(k string) string {
+		run := ctl.Wrappers[name]
+		if name == "group join" {
+			run = ctl.RunGroupJoin
+		}
+		r.code <- run(sig, args, func(k string) string {
 			if k == "COORD_ADDR" {
 				return addr
 			}
@@ -158,7 +162,7 @@ func TestSemaphoreWrapper(t *testing.T) {
 	if code, stderr := runWrapper(t, addr, "semaphore", "lost", "--max", "1", "--", "sh", "-c", "exit 4"); code != 4 {
 		t.Fatalf("the command's code: exit %d, stderr %q", code, stderr)
 	}
-	checkWrapperHelp(t, "semaphore", "-max", "COORD_PERMIT")
+	checkWrapperHelp(t, "semaphore", "-max", "-wait", "COORD_PERMIT")
 }
 
 // rwlock NAME --read|--write: readers share the lock, a writer waits for
@@ -208,23 +212,27 @@ func TestRWLockWrapper(t *testing.T) {
 			t.Fatalf("%q: exit %d, stderr %q", flags, code, stderr)
 		}
 	}
-	checkWrapperHelp(t, "rwlock", "-write", "COORD_FENCING_TOKEN")
+	checkWrapperHelp(t, "rwlock", "-write", "-wait", "COORD_FENCING_TOKEN")
 }
 
 // checkWrapperHelp: NAME --help describes the wrapper, its flags and the
-// exit-code table, on stdout, exit 0.
+// exit-code table (wants besides), on stdout, exit 0.
 func checkWrapperHelp(t *testing.T, name string, wants ...string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := ctl.Wrappers[name](sidecartest.QuietSignals(t), []string{"--help"}, func(string) string { return "" }, &out, &errb)
-	for _, want := range append(wants, "usage: coord-sidecar "+name+" NAME", "Exit codes", "-wait", "-ttl", "-grace") {
+	run := ctl.Wrappers[name]
+	if name == "group join" {
+		run = ctl.RunGroupJoin
+	}
+	code := run(sidecartest.QuietSignals(t), []string{"--help"}, func(string) string { return "" }, &out, &errb)
+	for _, want := range append(wants, "usage: coord-sidecar "+name+" NAME", "Exit codes", "-ttl", "-grace") {
 		if code != 0 || !strings.Contains(out.String(), want) {
 			t.Fatalf("%s --help: exit %d, stdout %q; want %q", name, code, out.String(), want)
 		}
 	}
 }
 
-// The binary dispatches the semaphore and rwlock wrappers.
+// The binary dispatches the semaphore, rwlock and group join wrappers.
 func TestHeldWrappersBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -234,6 +242,7 @@ func TestHeldWrappersBinary(t *testing.T) {
 	for _, args := range [][]string{
 		{"semaphore", "b", "--max", "1", "--", "sh", "-c", `printf %s "$COORD_PERMIT"; exit 5`},
 		{"rwlock", "b", "--write", "--", "sh", "-c", `printf %s "$COORD_FENCING_TOKEN"; exit 5`},
+		{"group", "join", "b", "--id", "x", "--", "sh", "-c", `printf %s "$COORD_LEASE"; exit 5`},
 	} {
 		cmd := wrapper(bin, car.M.Addr(), args...)
 		var out, errb bytes.Buffer
@@ -243,5 +252,57 @@ func TestHeldWrappersBinary(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 5 || out.Len() == 0 {
 			t.Fatalf("%q: %v, stdout %q, stderr %q; want exit 5 and the variable", args, err, out.String(), errb.String())
 		}
+	}
+}
+
+// group join NAME --id ID: ID is a member (with its --value, on the command's
+// COORD_LEASE) exactly while the command runs; the wrapper exits with the
+// command's code; an id a live member has is 65 with the command never
+// started; a lost lease stops the command (76); no --id is 64.
+func TestGroupJoinWrapper(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), steadySession...)
+	addr := car.M.Addr()
+	members := func() string { return string(car.Must(t, http.StatusOK, http.MethodGet, "/v1/groups/g").Raw) }
+	dir := t.TempDir()
+	started, stop := filepath.Join(dir, "started"), filepath.Join(dir, "stop")
+	r := startHeld(t, addr, "group join", "g", "--id", "m1", "--value", "hello", "--", "sh", "-c",
+		`echo "$COORD_LEASE" > "$0"; while [ ! -e "$1" ]; do sleep 0.05; done; exit 3`, started, stop)
+	lease := waitFile(t, started)
+	if m := members(); !strings.Contains(m, `"m1"`) || !strings.Contains(m, "hello") {
+		t.Fatalf("while the command runs: %s", m)
+	}
+	if l := string(car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+lease).Raw); !strings.Contains(l, `"name":"g/m1"`) {
+		t.Fatalf("COORD_LEASE does not hold the member: %s", l)
+	}
+	never := filepath.Join(dir, "never")
+	if code, stderr := runWrapper(t, addr, "group join", "g", "--id", "m1", "--", "touch", never); code != ctl.ExitConflict {
+		t.Fatalf("an id in use: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(never); err == nil {
+		t.Fatal("the command ran though the member was not joined")
+	}
+	if err := os.WriteFile(stop, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.exit(t); code != 3 {
+		t.Fatalf("exit %d, want the command's 3; stderr %q", code, r.stderr)
+	}
+	if m := members(); strings.Contains(m, `"m1"`) {
+		t.Fatalf("after the command exited: %s", m)
+	}
+
+	out := filepath.Join(dir, "lease")
+	r = startHeld(t, addr, "group join", "g", "--id", "m2", "--", "sh", "-c", `echo "$COORD_LEASE" > "$0"; sleep 60`, out)
+	car.Must(t, http.StatusNoContent, http.MethodDelete, "/v1/leases/"+waitFile(t, out))
+	if code := r.exit(t); code != ctl.ExitLeaseLost {
+		t.Fatalf("lease revoked: exit %d, stderr %q", code, r.stderr)
+	}
+	if code, stderr := runWrapper(t, addr, "group join", "g", "--", "true"); code != ctl.ExitUsage || !strings.Contains(stderr, "--id is required") {
+		t.Fatalf("without --id: exit %d, stderr %q", code, stderr)
+	}
+	checkWrapperHelp(t, "group join", "-id", "-value")
+	env := map[string]string{"COORD_ADDR": addr}
+	if r := cli(t, env, "", "group", "--help"); r.code != 0 || !strings.Contains(r.stdout, "coord-sidecar group join [flags] NAME --id ID") {
+		t.Fatalf("group --help: %d %q", r.code, r.stdout)
 	}
 }

@@ -83,8 +83,18 @@ which keeps values holding newlines apart and shows deletions.`},
 		about: "Adds DELTA (default 1, may be negative) atomically; writes the value right after this add."},
 	"queue put": {args: "QUEUE [ITEM]", min: 1, max: 2, run: (*cliCall).queuePut, flags: queuePutFlags,
 		about: "Enqueues ITEM (without it: stdin, to its end)."},
-	"queue take": {args: "QUEUE", min: 1, max: 1, run: (*cliCall).queueTake, flags: waitFlag,
-		about: "Takes the first item and writes its bytes to stdout as stored; exits 1 when the queue is empty (after --wait)."},
+	"queue take": {args: "QUEUE", min: 1, max: 1, run: (*cliCall).queueTake, flags: queueTakeFlags, check: queueTakeCheck,
+		about: `Takes the first item and writes its bytes to stdout as stored; exits 1 when the
+queue is empty (after --wait). With --claim it claims the item instead (at least
+once: it is hidden, and comes back to its place unless acked within --ttl) and
+writes a line with the claim's id, then the item's bytes as stored; acknowledge
+it with: coord-sidecar queue ack QUEUE CLAIM.`},
+	"queue ack": {args: "QUEUE CLAIM", min: 2, max: 2, run: (*cliCall).queueAck,
+		about: "Acknowledges the claim (of queue take --claim): its item is deleted. Exits 1 when the claim is gone (acked, or expired: the item is back)."},
+	"barrier wait": {args: "NAME", min: 1, max: 1, run: (*cliCall).barrierWait, flags: barrierWaitFlag,
+		about: `Returns (exit 0) once the barrier NAME is lowered, at once when it is not raised;
+exits 75 when --wait ends first, 128+N on a signal. Through a restart of the
+sidecar it asks again.`},
 	"lease grant": {args: "TTL", min: 1, max: 1, run: (*cliCall).leaseGrant,
 		about: "Grants a lease of TTL (a Go duration: 30s, 5m) and writes its id. It expires unless kept alive within TTL."},
 	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive, flags: onceFlag,
@@ -138,6 +148,7 @@ var cliWrappers = map[string]struct {
 	run  func(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 }{
 	"service register": {"SERVICE --id ID --address A [--port P] -- COMMAND ARGS...", RunServiceRegister},
+	"group join":       {"NAME --id ID [--value V] -- COMMAND ARGS...", RunGroupJoin},
 }
 
 func strategyFlag(fs *flag.FlagSet, v *cliValues) {
@@ -147,6 +158,11 @@ func strategyFlag(fs *flag.FlagSet, v *cliValues) {
 // IsCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
 func IsCLIGroup(word string) bool {
 	for k := range cliVerbs {
+		if g, _, _ := strings.Cut(k, " "); g == word {
+			return true
+		}
+	}
+	for k := range cliWrappers {
 		if g, _, _ := strings.Cut(k, " "); g == word {
 			return true
 		}
@@ -583,6 +599,9 @@ func (c *cliCall) queuePut(args []string) int {
 }
 
 func (c *cliCall) queueTake(args []string) int {
+	if c.v.claim {
+		return c.queueClaim(args)
+	}
 	params := &client.TakeParams{}
 	if c.v.wait != "" {
 		params.Wait = &c.v.wait

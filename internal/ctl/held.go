@@ -33,6 +33,9 @@ type heldKind struct {
 	acquire func(ctx context.Context, c *apiClient, name string, q url.Values) (holding, error)
 	// heldBy says who holds the thing after a 409 of a wait that ended.
 	heldBy func(ae *apiError) string
+	// noWait: the thing is had at once or not at all (a group's member):
+	// no --wait, no --owner, and q holds the lease only.
+	noWait bool
 }
 
 // holding is a thing acquired.
@@ -80,12 +83,7 @@ func runHeld(sig *Signals, args []string, getenv func(string) string, stdout, st
 	fs := flag.NewFlagSet("coord-sidecar "+k.name, flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
-	wait := fs.Duration("wait", 30*time.Second, "how long to wait for "+k.what)
-	owner := fs.String("owner", defaultOwner(), "owner shown to others as the holder")
-	var check func() string
-	if k.flags != nil {
-		check = k.flags(fs)
-	}
+	wait, owner, check := k.register(fs)
 	name, command, code, ok := parseWrapArgs(fs, args, k.usage, stdout, stderr)
 	if !ok {
 		return code
@@ -106,7 +104,11 @@ func runHeld(sig *Signals, args []string, getenv func(string) string, stdout, st
 	}
 	defer lease.Close() // revokes: a thing granted as a signal came is released too
 	h, err := c.acquireHeld(sig.ctx, lease, *wait, func(ctx context.Context, left time.Duration) (holding, error) {
-		q := url.Values{"lease": {lease.ID}, "wait": {left.String()}, "owner": {*owner}}
+		q := url.Values{"lease": {lease.ID}}
+		if !k.noWait {
+			q.Set("wait", left.String())
+			q.Set("owner", *owner)
+		}
 		return k.acquire(ctx, c, name, q)
 	})
 	if err != nil {
@@ -126,6 +128,21 @@ func runHeld(sig *Signals, args []string, getenv func(string) string, stdout, st
 		return sig.exitCode()
 	}
 	return out.code
+}
+
+// register registers the flags of the kind besides the connection's and
+// the lease's: --wait and --owner (unless noWait), and the kind's own (check
+// checks them once parsed; nil when nothing is to check).
+func (k heldKind) register(fs *flag.FlagSet) (wait *time.Duration, owner *string, check func() string) {
+	wait, owner = new(time.Duration), new(string)
+	if !k.noWait {
+		fs.DurationVar(wait, "wait", 30*time.Second, "how long to wait for "+k.what)
+		fs.StringVar(owner, "owner", defaultOwner(), "owner shown to others as the holder")
+	}
+	if k.flags != nil {
+		check = k.flags(fs)
+	}
+	return wait, owner, check
 }
 
 // notAcquired is the exit code when acquiring failed with err: 128+N after a
