@@ -62,23 +62,24 @@ func barrierWaitFlag(fs *flag.FlagSet, v *cliValues) {
 const barrierAsk = time.Minute
 
 // barrierWait waits until the barrier is lowered (exit 0): in requests of up
-// to barrierAsk, asked again while --wait lasts (75 once it ended first), and
-// again after a backoff while the sidecar is unreachable or restarting.
+// to barrierAsk, asked again while --wait lasts (75 once it ended first). A
+// sidecar not reached at the first request is 69 at once; one that goes
+// away later (restarting) is asked again after a backoff, for up to
+// kvWatchGiveUp.
 func (c *cliCall) barrierWait(args []string) int {
-	var deadline time.Time
+	w := barrierWaiter{}
 	if c.v.wait != "" {
 		d, err := time.ParseDuration(c.v.wait)
 		if err != nil || d < 0 {
 			fmt.Fprintf(c.stderr, "coord-sidecar %s: --wait %q is not a duration\n", c.name, c.v.wait)
 			return ExitUsage
 		}
-		deadline = time.Now().Add(d)
+		w.deadline = time.Now().Add(d)
 	}
-	var b backoff
 	for {
 		ask := barrierAsk
-		if !deadline.IsZero() {
-			ask = min(ask, max(time.Until(deadline), 0).Round(time.Millisecond))
+		if !w.deadline.IsZero() {
+			ask = min(ask, max(time.Until(w.deadline), 0).Round(time.Millisecond))
 		}
 		s := ask.String()
 		r, err := c.api.WaitBarrierWithResponse(c.sig.ctx, args[0], &client.WaitBarrierParams{Wait: &s})
@@ -89,7 +90,7 @@ func (c *cliCall) barrierWait(args []string) int {
 		if err == nil {
 			status, body = r.StatusCode(), r.Body
 		}
-		again, pause := c.barrierAgain(err, status, body, deadline, &b)
+		again, pause := w.again(err, status, body)
 		switch {
 		case c.sig.received() != 0:
 			return c.sig.exitCode()
@@ -102,18 +103,30 @@ func (c *cliCall) barrierWait(args []string) int {
 	}
 }
 
-// barrierAgain tells whether barrier wait asks again after an answer other
-// than 200 (err, or status and body), and after what pause.
-func (c *cliCall) barrierAgain(err error, status int, body []byte, deadline time.Time, b *backoff) (bool, time.Duration) {
-	left := deadline.IsZero() || time.Until(deadline) > 0
+// barrierWaiter is what barrier wait remembers across its requests.
+type barrierWaiter struct {
+	deadline time.Time // zero: no --wait
+	b        backoff
+	reached  bool      // the sidecar answered once
+	failing  time.Time // since when it has not answered (zero while it does)
+}
+
+// again tells whether barrier wait asks again after an answer other than
+// 200 (err, or status and body), and after what pause.
+func (w *barrierWaiter) again(err error, status int, body []byte) (bool, time.Duration) {
+	left := w.deadline.IsZero() || time.Until(w.deadline) > 0
 	switch {
-	case c.sig.received() != 0 || errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled):
 		return false, 0
 	case status == http.StatusConflict && problemType(body) == "barrier-raised":
-		b.reset()
+		w.reached, w.failing = true, time.Time{}
+		w.b.reset()
 		return left, 0
 	case err != nil || status >= 500 || status == http.StatusTooManyRequests:
-		return left, b.pause()
+		if w.failing.IsZero() {
+			w.failing = time.Now()
+		}
+		return left && w.reached && time.Since(w.failing) < kvWatchGiveUp, w.b.pause()
 	}
 	return false, 0
 }
