@@ -199,7 +199,7 @@ func TestCLILease(t *testing.T) {
 		t.Fatalf("grant wrote %q, want one id", r.stdout)
 	}
 	car.Must(t, http.StatusOK, http.MethodGet, "/v1/leases/"+id)
-	r = cli(t, env, "", "lease", "keepalive", id)
+	r = cli(t, env, "", "lease", "keepalive", "--once", id)
 	r.want(t, 0, "*")
 	var lease map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &lease); err != nil || lease["lease"] != id || lease["ttl"] != "30s" || !strings.HasSuffix(r.stdout, "}\n") {
@@ -208,7 +208,8 @@ func TestCLILease(t *testing.T) {
 	cli(t, env, "", "lease", "revoke", id).want(t, 0, "")
 	car.Must(t, http.StatusNotFound, http.MethodGet, "/v1/leases/"+id)
 	cli(t, env, "", "lease", "revoke", id).want(t, ctl.ExitNotFound, "")
-	cli(t, env, "", "lease", "keepalive", id).want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "lease", "keepalive", "--once", id).want(t, ctl.ExitNotFound, "")
+	cli(t, env, "", "lease", "keepalive", id).want(t, ctl.ExitNotFound, "") // without --once: the first keepalive's 404 ends it
 	cli(t, env, "", "lease", "grant", "soon").want(t, ctl.ExitUsage, "")
 }
 

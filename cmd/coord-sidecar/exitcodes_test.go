@@ -58,6 +58,10 @@ func TestExitCodesVerbByVerb(t *testing.T) {
 	cli(t, map[string]string{"COORD_ADDR": open.M.Addr()}, "", "counter", "add", "top", "9223372036854775807").want(t, 0, "*")
 	open.Must(t, 201, "POST", "/v1/locks/taken?owner=alice")
 	open.Must(t, 201, "POST", "/v1/elections/chosen/candidates?id=dup")
+	open.Must(t, 204, "PUT", "/v1/barriers/up")
+	open.Must(t, 201, "POST", "/v1/semaphores/sfull/permits?max=1&owner=alice")
+	open.Must(t, 201, "POST", "/v1/rwlocks/rtaken?mode=write&owner=alice")
+	open.Must(t, 201, "POST", "/v1/groups/gtaken/members?id=dup")
 	big := strings.Repeat("x", 4096)
 
 	// Every verb: its own successful run (when it has one that ends by
@@ -102,8 +106,41 @@ func TestExitCodesVerbByVerb(t *testing.T) {
 		{name: "lease grant", ok: []string{"lease", "grant", "30s"}, args: []string{"lease", "grant", "30s"}, extra: []exitCase{
 			{class: "invalid (400)", car: "open", args: []string{"lease", "grant", "soon"}, want: ctl.ExitUsage},
 		}},
-		{name: "lease keepalive", ok: []string{"lease", "keepalive", leaseID}, args: []string{"lease", "keepalive", "l"}, extra: []exitCase{
+		{name: "lease keepalive", ok: []string{"lease", "keepalive", "--once", leaseID}, args: []string{"lease", "keepalive", "l"}, extra: []exitCase{
 			{class: "not found", car: "open", args: []string{"lease", "keepalive", "nolease"}, want: ctl.ExitNotFound},
+			{class: "not found (--once)", car: "open", args: []string{"lease", "keepalive", "--once", "nolease"}, want: ctl.ExitNotFound},
+		}},
+		{name: "lease list", ok: []string{"lease", "list"}, args: []string{"lease", "list"}, extra: []exitCase{
+			{class: "invalid (400)", car: "open", args: []string{"lease", "list", "--page-size", "20000"}, want: ctl.ExitUsage},
+		}},
+		{name: "kv get --prefix", ok: []string{"kv", "get", "--prefix", "th"}, args: []string{"kv", "get", "--prefix", "k"}, extra: []exitCase{
+			{class: "usage (KEY and --prefix)", car: "open", args: []string{"kv", "get", "--prefix", "k", "k"}, want: ctl.ExitUsage},
+		}},
+		{name: "kv put --version", ok: []string{"kv", "put", "--version", "-1", "fresh", "v"}, args: []string{"kv", "put", "--version", "0", "k", "v"}, extra: []exitCase{
+			{class: "conflict (409 version-mismatch)", car: "open", args: []string{"kv", "put", "--version", "-1", "there", "v"}, want: ctl.ExitConflict},
+			{class: "not found (--lease gone)", car: "open", args: []string{"kv", "put", "--lease", "nolease", "k2", "v"}, want: ctl.ExitNotFound},
+		}},
+		{name: "queue take --claim", args: []string{"queue", "take", "--claim", "q"}, extra: []exitCase{
+			{class: "not found (empty)", car: "open", args: []string{"queue", "take", "--claim", "empty"}, want: ctl.ExitNotFound},
+		}},
+		{name: "queue ack", args: []string{"queue", "ack", "q", "c"}, extra: []exitCase{
+			{class: "not found", car: "open", args: []string{"queue", "ack", "q", "noclaim"}, want: ctl.ExitNotFound},
+		}},
+		{name: "barrier wait", ok: []string{"barrier", "wait", "down"}, args: []string{"barrier", "wait", "b"}, extra: []exitCase{
+			{class: "wait ended (409 barrier-raised)", car: "open", args: []string{"barrier", "wait", "--wait", "100ms", "up"}, want: ctl.ExitNotAcquired},
+		}},
+		{name: "semaphore", ok: []string{"semaphore", "sfree", "--max", "1", "--", "true"}, args: []string{"semaphore", "s", "--max", "1", "--", "true"}, extra: []exitCase{
+			{class: "wait ended (409 semaphore-full)", car: "open", args: []string{"semaphore", "sfull", "--max", "1", "--wait", "100ms", "--", "true"}, want: ctl.ExitNotAcquired, stderr: "alice"},
+			{class: "conflict (409 max-mismatch)", car: "open", args: []string{"semaphore", "sfull", "--max", "2", "--wait", "100ms", "--", "true"}, want: ctl.ExitConflict},
+		}},
+		{name: "rwlock", ok: []string{"rwlock", "rfree", "--read", "--", "true"}, args: []string{"rwlock", "r", "--write", "--", "true"}, extra: []exitCase{
+			{class: "wait ended (409 lock-held)", car: "open", args: []string{"rwlock", "rtaken", "--read", "--wait", "100ms", "--", "true"}, want: ctl.ExitNotAcquired, stderr: "alice"},
+		}},
+		{name: "group join", ok: []string{"group", "join", "gfree", "--id", "m", "--", "true"}, args: []string{"group", "join", "g", "--id", "m", "--", "true"}, extra: []exitCase{
+			{class: "conflict (409 member-exists)", car: "open", args: []string{"group", "join", "gtaken", "--id", "dup", "--", "true"}, want: ctl.ExitConflict},
+		}},
+		{name: "elect --observe", args: []string{"elect", "--observe", "e"}, extra: []exitCase{
+			{class: "invalid (400)", car: "open", args: []string{"elect", "--observe", "bad name"}, want: ctl.ExitUsage},
 		}},
 		{name: "lease revoke", ok: []string{"lease", "revoke", leaseID}, args: []string{"lease", "revoke", "l"}, extra: []exitCase{
 			{class: "not found", car: "open", args: []string{"lease", "revoke", "nolease"}, want: ctl.ExitNotFound},
@@ -183,8 +220,7 @@ func quoteIf(prefix, s string) string {
 // runVerb runs one verb (or wrapper) in this process.
 func runVerb(t *testing.T, env map[string]string, stdin string, args []string) (int, string) {
 	t.Helper()
-	switch args[0] {
-	case "lock", "elect":
+	if _, ok := ctl.Wrappers[args[0]]; ok { // lock, elect, semaphore, rwlock
 		var errb bytes.Buffer
 		code, _ := runWrapperTo(t, env, args, &errb)
 		return code, errb.String()
@@ -193,16 +229,12 @@ func runVerb(t *testing.T, env map[string]string, stdin string, args []string) (
 	return r.code, r.err
 }
 
-// runWrapperTo runs `coord-sidecar lock|elect ARGS...` in this process, its
+// runWrapperTo runs `coord-sidecar WRAPPER ARGS...` (ctl.Wrappers) in this process, its
 // stderr to errb.
 func runWrapperTo(t *testing.T, env map[string]string, args []string, errb *bytes.Buffer) (int, string) {
 	var out bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	run := ctl.RunLock
-	if args[0] == "elect" {
-		run = ctl.RunElect
-	}
-	code := run(sidecartest.QuietSignals(t), args[1:], getenv, &out, errb)
+	code := ctl.Wrappers[args[0]](sidecartest.QuietSignals(t), args[1:], getenv, &out, errb)
 	return code, out.String()
 }
 

@@ -9,6 +9,8 @@
 //
 //	coord-sidecar lock NAME [--wait 30s] [--ttl 15s] -- COMMAND ARGS...
 //	coord-sidecar elect NAME --id ID [--value V] [--requeue] -- COMMAND ARGS...
+//	coord-sidecar semaphore NAME --max N -- COMMAND ARGS...
+//	coord-sidecar rwlock NAME --read|--write -- COMMAND ARGS...
 //	coord-sidecar service register SERVICE --id ID --address A [--port P] -- COMMAND ARGS...
 //	coord-sidecar kv get KEY (and the command-line client's other verbs)
 //
@@ -111,18 +113,15 @@ func runSubcommand(name string) {
 		signal.Notify(sigs, ctl.EndSignals...)
 		os.Exit(ctl.RunCLI(ctl.WatchSignals(sigs), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
-	switch name {
-	case "lock", "elect":
+	if run, ok := ctl.Wrappers[name]; ok { // lock, elect, semaphore, rwlock, ...
 		if self, err := os.Executable(); err == nil {
 			ctl.GuardBinary = self // this binary runs the guard (ctl.GuardArg, below)
 		}
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, ctl.EndSignals...)
-		run := ctl.RunLock
-		if name == "elect" {
-			run = ctl.RunElect
-		}
 		os.Exit(run(ctl.WatchSignals(sigs), os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	switch name {
 	case ctl.GuardArg:
 		os.Exit(ctl.RunGuard(os.Args[2:]))
 	case "help":

@@ -32,6 +32,9 @@ type cliVerb struct {
 	max   int    // and at most
 	about string // what it does, for --help
 	flags func(fs *flag.FlagSet, v *cliValues)
+	// check, when set, says what is wrong with the arguments and flags
+	// together ("" when nothing is): a usage error.
+	check func(args []string, v *cliValues) string
 	run   func(c *cliCall, args []string) int
 }
 
@@ -42,14 +45,30 @@ type cliValues struct {
 	wait        string
 	priority    int
 	strategy    string
+	once        bool   // lease keepalive --once
+	prefix      string // lease list, kv get --prefix
+	lease       string // kv put --lease
+	version     string // kv put --version ("" when not given)
+	claim       bool   // queue take --claim
+	ttl         string // queue take --claim --ttl
+	pageSize    int    // the lists' page size (0: the sidecar's)
+	prefixSet   bool   // kv get --prefix was given (maybe "")
 }
 
 // cliVerbs are the verbs, by "GROUP VERB" ("status" alone).
 var cliVerbs = map[string]cliVerb{
-	"kv get": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvGet,
-		about: "Writes the key's value to stdout, its bytes as stored (no newline added)."},
-	"kv put": {args: "KEY [VALUE]", min: 1, max: 2, run: (*cliCall).kvPut, flags: contentTypeFlag,
-		about: "Writes VALUE (without it: stdin, to its end) as the key's value."},
+	"kv get": {args: "KEY | --prefix P", min: 0, max: 1, run: (*cliCall).kvGet, flags: kvGetFlags, check: kvGetCheck,
+		about: `Writes the key's value to stdout, its bytes as stored (no newline added).
+With --prefix P instead of KEY: every key that starts with P, in name order (every
+page of GET /v1/kv?prefix=), each as a line with the key, then the value's bytes
+and a newline (as etcdctl get --prefix); nothing when there is none. With --json
+each key is one line of JSON instead ({"key","version","value" or
+"valueBase64","contentType"}), which keeps values holding newlines apart.`},
+	"kv put": {args: "KEY [VALUE]", min: 1, max: 2, run: (*cliCall).kvPut, flags: kvPutFlags, check: kvPutCheck,
+		about: `Writes VALUE (without it: stdin, to its end) as the key's value. With --version V
+it writes only if the key's version is V (-1: only if the key is absent), a
+compare-and-set: otherwise nothing is written and it exits 65. With --lease ID the
+key is ephemeral: deleted when the lease ends (it must be absent, or the lease's).`},
 	"kv delete": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvDelete,
 		about: "Deletes the key."},
 	"kv watch": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvWatch, flags: jsonFlag,
@@ -64,12 +83,31 @@ which keeps values holding newlines apart and shows deletions.`},
 		about: "Adds DELTA (default 1, may be negative) atomically; writes the value right after this add."},
 	"queue put": {args: "QUEUE [ITEM]", min: 1, max: 2, run: (*cliCall).queuePut, flags: queuePutFlags,
 		about: "Enqueues ITEM (without it: stdin, to its end)."},
-	"queue take": {args: "QUEUE", min: 1, max: 1, run: (*cliCall).queueTake, flags: waitFlag,
-		about: "Takes the first item and writes its bytes to stdout as stored; exits 1 when the queue is empty (after --wait)."},
+	"queue take": {args: "QUEUE", min: 1, max: 1, run: (*cliCall).queueTake, flags: queueTakeFlags, check: queueTakeCheck,
+		about: `Takes the first item and writes its bytes to stdout as stored; exits 1 when the
+queue is empty (after --wait). With --claim it claims the item instead (at least
+once: it is hidden, and comes back to its place unless acked within --ttl) and
+writes a line with the claim's id, then the item's bytes as stored; acknowledge
+it with: coord-sidecar queue ack QUEUE CLAIM.`},
+	"queue ack": {args: "QUEUE CLAIM", min: 2, max: 2, run: (*cliCall).queueAck,
+		about: "Acknowledges the claim (of queue take --claim): its item is deleted. Exits 1 when the claim is gone (acked, or expired: the item is back)."},
+	"barrier wait": {args: "NAME", min: 1, max: 1, run: (*cliCall).barrierWait, flags: barrierWaitFlag,
+		about: `Returns (exit 0) once the barrier NAME is lowered, at once when it is not raised;
+exits 75 when --wait ends first, 128+N on a signal. Through a restart of the
+sidecar it asks again.`},
 	"lease grant": {args: "TTL", min: 1, max: 1, run: (*cliCall).leaseGrant,
 		about: "Grants a lease of TTL (a Go duration: 30s, 5m) and writes its id. It expires unless kept alive within TTL."},
-	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive,
-		about: "Pushes the lease's expiry to now + its ttl, once; writes the lease as JSON."},
+	"lease keepalive": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseKeepalive, flags: onceFlag,
+		about: `Keeps the lease alive until interrupted (SIGINT, SIGTERM: exit 128+N): pushes its
+expiry to now + its ttl three times per ttl, and writes the lease as one line of
+JSON ({"lease","ttl","expiresAt"}) after each keepalive, its new expiry. Through
+a restart of the sidecar it tries again (stderr says so) until the lease's ttl
+has passed since the last keepalive answered; exits 1 once the lease is gone.
+With --once it pushes the expiry once, writes the lease and exits.`},
+	"lease list": {run: (*cliCall).leaseList, flags: leaseListFlags,
+		about: `Writes the caller's leases (those of its token; without tokens every lease), one
+line of JSON each in id order ({"lease","ttl","expiresAt","holds"}, as GET
+/v1/leases lists them, every page); nothing when there are none.`},
 	"lease revoke": {args: "ID", min: 1, max: 1, run: (*cliCall).leaseRevoke,
 		about: "Revokes the lease; everything it holds is released before this returns."},
 	"service list": {args: "SERVICE", min: 1, max: 1, run: (*cliCall).serviceList,
@@ -110,6 +148,7 @@ var cliWrappers = map[string]struct {
 	run  func(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 }{
 	"service register": {"SERVICE --id ID --address A [--port P] -- COMMAND ARGS...", RunServiceRegister},
+	"group join":       {"NAME --id ID [--value V] -- COMMAND ARGS...", RunGroupJoin},
 }
 
 func strategyFlag(fs *flag.FlagSet, v *cliValues) {
@@ -119,6 +158,11 @@ func strategyFlag(fs *flag.FlagSet, v *cliValues) {
 // IsCLIGroup tells whether `coord-sidecar WORD ...` is the command-line client.
 func IsCLIGroup(word string) bool {
 	for k := range cliVerbs {
+		if g, _, _ := strings.Cut(k, " "); g == word {
+			return true
+		}
+	}
+	for k := range cliWrappers {
 		if g, _, _ := strings.Cut(k, " "); g == word {
 			return true
 		}
@@ -147,6 +191,12 @@ func RunCLI(sig *Signals, args []string, getenv func(string) string, stdin io.Re
 	positional, code, ok := parseCLIArgs(fs, rest, verb, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if verb.check != nil {
+		if why := verb.check(positional, &v); why != "" {
+			_, code, _ := cliUsage(stderr, fs.Name(), verbUsageLine(fs, verb), why)
+			return code
+		}
 	}
 	c, code := o.client(name)
 	if c == nil {
@@ -204,7 +254,7 @@ func VerbList(group string) string {
 // When ok is false the verb is over with code: 0 after --help (the usage went
 // to stdout), 64 on a usage error (the reason and the usage line on stderr).
 func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr io.Writer) (positional []string, code int, ok bool) {
-	usageLine := strings.TrimSpace(fmt.Sprintf("%s [flags] %s", fs.Name(), verb.args))
+	usageLine := verbUsageLine(fs, verb)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	for len(args) > 0 {
@@ -235,6 +285,11 @@ func parseCLIArgs(fs *flag.FlagSet, args []string, verb cliVerb, stdout, stderr 
 		return cliUsage(stderr, fs.Name(), usageLine, fmt.Sprintf("want %s, got %d argument(s)", orNone(verb.args), len(positional)))
 	}
 	return positional, 0, true
+}
+
+// verbUsageLine is the verb's usage line.
+func verbUsageLine(fs *flag.FlagSet, verb cliVerb) string {
+	return strings.TrimSpace(fmt.Sprintf("%s [flags] %s", fs.Name(), verb.args))
 }
 
 // cliUsage tells a usage error (why, when known) and the usage line.
@@ -349,27 +404,6 @@ func (c *cliCall) input(args []string, i int) ([]byte, error) {
 // jsonLine writes a JSON answer as one line.
 func (c *cliCall) jsonLine(body []byte) {
 	_, _ = c.stdout.Write(append(bytes.TrimSpace(body), '\n'))
-}
-
-func (c *cliCall) kvGet(args []string) int {
-	r, err := c.api.GetKeyWithResponse(c.sig.ctx, args[0], nil)
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	_, _ = c.stdout.Write(r.Body)
-	return 0
-}
-
-func (c *cliCall) kvPut(args []string) int {
-	value, err := c.input(args, 1)
-	if err != nil {
-		return c.failed(err, 0, nil)
-	}
-	r, err := c.api.PutKeyWithBodyWithResponse(c.sig.ctx, args[0], nil, c.v.contentType, bytes.NewReader(value))
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	return 0
 }
 
 func (c *cliCall) kvDelete(args []string) int {
@@ -565,6 +599,9 @@ func (c *cliCall) queuePut(args []string) int {
 }
 
 func (c *cliCall) queueTake(args []string) int {
+	if c.v.claim {
+		return c.queueClaim(args)
+	}
 	params := &client.TakeParams{}
 	if c.v.wait != "" {
 		params.Wait = &c.v.wait
@@ -587,15 +624,6 @@ func (c *cliCall) leaseGrant(args []string) int {
 		return code
 	}
 	fmt.Fprintln(c.stdout, r.JSON201.Lease)
-	return 0
-}
-
-func (c *cliCall) leaseKeepalive(args []string) int {
-	r, err := c.api.KeepAliveLeaseWithResponse(c.sig.ctx, args[0])
-	if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
-		return code
-	}
-	c.jsonLine(r.Body)
 	return 0
 }
 

@@ -111,89 +111,6 @@ func (s *Signals) received() syscall.Signal {
 // exitCode is 128+N for the first signal N.
 func (s *Signals) exitCode() int { return 128 + int(s.received()) }
 
-// RunLock implements `coord-sidecar lock NAME [flags] -- COMMAND ARGS...`: it takes
-// the lock, runs the child with COORD_FENCING_TOKEN and COORD_LEASE while the lease
-// lives, releases when the child exits and exits with the child's code. A lost
-// lease stops the child at once (SIGTERM, then SIGKILL after --grace) and exits 76;
-// not acquired within --wait exits 75. An end signal is passed on to the child;
-// once it has exited the lock is released and the wrapper exits 128+N.
-func RunLock(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("coord-sidecar lock", flag.ContinueOnError)
-	o := wrapOptions{stderr: stderr}
-	o.register(fs, getenv)
-	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the lock")
-	owner := fs.String("owner", defaultOwner(), "owner shown to others as the holder")
-	name, command, code, ok := parseWrapArgs(fs, args, lockUsage, stdout, stderr)
-	if !ok {
-		return code
-	}
-	c, code := o.client("lock")
-	if c == nil {
-		return code
-	}
-	lease, err := c.keepLease(sig.ctx, o.ttl)
-	if err != nil {
-		return c.unavailable(sig, stderr, "coord-sidecar lock:", err, nil)
-	}
-	defer lease.Close() // revokes: a lock granted as a signal came is released too
-	token, err := c.acquireLock(sig.ctx, name, lease, *wait, *owner)
-	if err != nil {
-		if sig.received() != 0 {
-			return sig.exitCode()
-		}
-		var ae *apiError
-		if errors.As(err, &ae) && ae.problem() == "lock-held" {
-			fmt.Fprintf(stderr, "coord-sidecar lock: %q not acquired within %s: %s\n", name, *wait, heldBy(ae))
-			return ExitNotAcquired
-		}
-		return c.unavailable(sig, stderr, "coord-sidecar lock:", err, nil)
-	}
-	env := []string{"COORD_FENCING_TOKEN=" + strconv.FormatInt(token, 10), "COORD_LEASE=" + lease.ID}
-	out := o.supervise(sig, command, env, lease.Lost)
-	if out.stop != nil { // the lease was lost before any signal came
-		fmt.Fprintf(stderr, "coord-sidecar lock: %s while the command ran; it was stopped\n", lease.why)
-		return ExitLeaseLost
-	}
-	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.callRetrying(rctx, http.MethodDelete, "/v1/locks/"+url.PathEscape(name), url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
-		fmt.Fprintln(stderr, "coord-sidecar lock: release:", err)
-	}
-	if sig.received() != 0 {
-		return sig.exitCode()
-	}
-	return out.code
-}
-
-// acquireLock takes the lock name for lease, waiting up to wait, and returns
-// its fencing token. A request the sidecar could not answer (it restarted
-// meanwhile: the connection refused or broken, a waiting request answered
-// 503) is made again, for what is left of wait, while the lease lives; asking
-// again is safe, as a lease that holds the lock is given its grant again.
-func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKeeper, wait time.Duration, owner string) (int64, error) {
-	ctx, cancel := lease.untilLost(ctx)
-	defer cancel()
-	deadline := time.Now().Add(wait)
-	var b backoff
-	for {
-		left := max(time.Until(deadline), 0).Round(time.Millisecond)
-		q := url.Values{"lease": {lease.ID}, "wait": {left.String()}, "owner": {owner}}
-		var grant struct {
-			FencingToken int64 `json:"fencingToken"`
-		}
-		err := c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(name), q, nil, &grant)
-		if err == nil {
-			return grant.FencingToken, nil
-		}
-		if !retryable(err) || time.Until(deadline) <= 0 || isClosed(lease.Lost) {
-			return 0, err
-		}
-		if sleep(ctx, b.pause()) != nil {
-			return 0, err
-		}
-	}
-}
-
 // RunElect implements `coord-sidecar elect NAME --id ID [flags] -- COMMAND ARGS...`:
 // it campaigns and runs the child only while this candidate leads (with COORD_TERM
 // and COORD_LEASE), stopping it on loss of leadership or of the lease. A
@@ -206,9 +123,13 @@ func (c *apiClient) acquireLock(ctx context.Context, name string, lease *leaseKe
 // signal is passed on to the child; once it has exited the candidate resigns
 // (never requeued) and the wrapper exits 128+N.
 func RunElect(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if observeRequested(args) {
+		return runElectObserve(sig, args, getenv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("coord-sidecar elect", flag.ContinueOnError)
 	o := wrapOptions{stderr: stderr}
 	o.register(fs, getenv)
+	fs.Bool("observe", false, "observe instead: coord-sidecar elect --observe NAME writes each new leader's id (--observe --help)")
 	id := fs.String("id", defaultOwner(), "candidate id, unique in the election (default <hostname>-<pid>)")
 	value := fs.String("value", "", "value published with the candidate")
 	requeue := fs.Bool("requeue", false, "take turns: after the command exits, go to the back of the line and run it again at the next turn")
@@ -571,7 +492,11 @@ thirds of the session timeout since ZooKeeper last answered (the session could
 have expired), or when ZooKeeper declares the session expired. It exits 76 when
 the lease was lost while COMMAND ran (the sidecar said so, or answered no
 keepalive for the smaller of --ttl and half its session timeout): COMMAND was
-stopped; 65 when a live candidate has the id already.`
+stopped; 65 when a live candidate has the id already.
+
+coord-sidecar elect --observe NAME, without COMMAND, campaigns not: it writes
+the leader's candidate id at once, then each new leader's, a line each
+(coord-sidecar elect --observe --help).`
 )
 
 // parseWrapArgs parses `NAME [flags] -- COMMAND ARGS...` (flags may also come

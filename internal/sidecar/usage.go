@@ -13,6 +13,9 @@ const usageHead = `usage:
   coord-sidecar [flags]                                   run the sidecar
   coord-sidecar lock NAME [flags] -- COMMAND ARGS...      run COMMAND while holding the lock NAME
   coord-sidecar elect NAME --id ID [flags] -- COMMAND...  run COMMAND only while ID leads the election NAME
+  coord-sidecar elect --observe NAME                      write the leader's id now and at each change
+  coord-sidecar semaphore NAME --max N -- COMMAND...      run COMMAND holding one of N permits
+  coord-sidecar rwlock NAME --read|--write -- COMMAND...  run COMMAND holding the read/write lock NAME
   coord-sidecar help                                      this text
 
 The command-line client (values to stdout as stored, problems to stderr):
