@@ -786,6 +786,9 @@ type Hold struct {
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
 
+// Key A key, one to eight names joined by `/`.
+type Key = string
+
 // KeyEvent defines model for KeyEvent.
 type KeyEvent struct {
 	// Data A key's state in its event stream.
@@ -801,11 +804,18 @@ type KeyEventEvent string
 
 // KeyInfo A key as lists and `/v1/events` show it.
 type KeyInfo struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Size The value's length in bytes.
-	Size    int   `json:"size"`
-	Version int32 `json:"version"`
+	Size int `json:"size"`
+
+	// Value With `values=true`: the value, when its bytes are UTF-8.
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 With `values=true`: the value's bytes in base64, when they are not UTF-8.
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+	Version     int32   `json:"version"`
 }
 
 // KeyState A key's state in its event stream.
@@ -815,7 +825,9 @@ type KeyState struct {
 
 	// Deleted Present (true) when the key is absent.
 	Deleted *bool `json:"deleted,omitempty"`
-	Key     Name  `json:"key"`
+
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Value The value, when its bytes are UTF-8.
 	Value *string `json:"value,omitempty"`
@@ -829,7 +841,8 @@ type KeyState struct {
 
 // KeyWritten defines model for KeyWritten.
 type KeyWritten struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Version The key's version after this write.
 	Version int32 `json:"version"`
@@ -1769,8 +1782,8 @@ type GroupPath = Name
 // IDPath defines model for IDPath.
 type IDPath = Name
 
-// KeyPath defines model for KeyPath.
-type KeyPath = Name
+// KeyPath A key, one to eight names joined by `/`.
+type KeyPath = Key
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -2084,9 +2097,6 @@ type Unavailable = Problem
 // what a client should do.
 type UnsupportedMediaType = Problem
 
-// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
-type VersionMismatch = VersionMismatchProblem
-
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
 	// Prefix Only names that start with this.
@@ -2269,20 +2279,29 @@ type SetGroupMemberParams struct {
 
 // ListKeysParams defines parameters for ListKeys.
 type ListKeysParams struct {
-	// Prefix Only names that start with this.
-	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 
 	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
 	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// After Only names after this one (the `next` of the previous page).
-	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+	// After Only keys after this one (the `next` of the previous page).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Recursive List the whole tree under the prefix, not one level.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
+
+	// Values Add each key's value (`value`, or `valueBase64` for bytes that are not UTF-8).
+	Values *bool `form:"values,omitempty" json:"values,omitempty"`
 }
 
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
 	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Recursive Delete the key and every key under it.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
 // GetKeyParams defines parameters for GetKey.
@@ -5750,17 +5769,51 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/groups/{group}/members/{id} (the `SetGroupMember` operationId).
 	SetGroupMember(ctx context.Context, group GroupPath, id IDPath, params *SetGroupMemberParams, body SetGroupMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
+	//
+	// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+	// Without `recursive`, the list shows one level: the keys directly under the
+	// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+	// prefix without `/` lists the top-level keys) that start with the prefix. With
+	// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+	// plain string prefix: `config/app` also matches `config/apps`), walking only the
+	// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+	// the last full key of a page.
+	//
+	// With `values=true` each item adds the value, as `value` when its bytes are
+	// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+	//
+	// A node made only as the parent of nested keys holds an empty value (as the
+	// parents Curator and kazoo make), so it is listed with `size` 0.
+	//
+	// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 	//
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteKey Delete the key (if its version is `version`).
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+	//
+	// A key that has keys under it is deleted only with `recursive=true` (else `409
+	// key-has-children`): then the key and its whole subtree are deleted, deepest
+	// first, their types with them; keys made under it meanwhile are deleted too. A
+	// leased key among them is no longer its lease's (the lease's stream sends
+	// `lost-hold`). `version` and `recursive` do not go together.
 	//
 	// Corresponds with DELETE /v1/kv/{key} (the `DeleteKey` operationId).
 	DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	//
+	// A key is one to eight names joined by `/`, sent with plain slashes
+	// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+	// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+	// that is not a name, is `400 invalid-name`. A key may hold a value and have
+	// keys under it; a node made only as a parent (by this sidecar, Curator's
+	// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+	// reads as one. `GET` of a path ending in `/events` is the key's event stream
+	// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+	// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+	// list with `values=true`.
 	//
 	// The body is the value's bytes exactly as stored, with the `Content-Type` it
 	// was written with (`application/octet-stream` when it was written without one,
@@ -5791,7 +5844,11 @@ type ClientInterface interface {
 	// (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 	// be absent (a key that exists and is not the lease's answers `409
 	// version-mismatch` with its version); a key the lease holds is written in
-	// place. A write without `lease` to a leased key leaves it leased.
+	// place. A write without `lease` to a leased key leaves it leased. A leased key
+	// is an ephemeral node, which ZooKeeper gives no children: a key under it
+	// answers `409 key-leased-parent`.
+	//
+	// The parents of a nested key are made as needed, with empty data.
 	//
 	// A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 	// is written.
@@ -6932,7 +6989,24 @@ func (c *Client) SetGroupMember(ctx context.Context, group GroupPath, id IDPath,
 	return c.Client.Do(req)
 }
 
-// ListKeys Every key that has a value, with its version and size.
+// ListKeys The keys under a prefix, with their versions and sizes (and values).
+//
+// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+// Without `recursive`, the list shows one level: the keys directly under the
+// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+// prefix without `/` lists the top-level keys) that start with the prefix. With
+// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+// plain string prefix: `config/app` also matches `config/apps`), walking only the
+// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+// the last full key of a page.
+//
+// With `values=true` each item adds the value, as `value` when its bytes are
+// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+//
+// A node made only as the parent of nested keys holds an empty value (as the
+// parents Curator and kazoo make), so it is listed with `size` 0.
+//
+// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 //
 // Corresponds with GET /v1/kv (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6947,7 +7021,13 @@ func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditor
 	return c.Client.Do(req)
 }
 
-// DeleteKey Delete the key (if its version is `version`).
+// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+//
+// A key that has keys under it is deleted only with `recursive=true` (else `409
+// key-has-children`): then the key and its whole subtree are deleted, deepest
+// first, their types with them; keys made under it meanwhile are deleted too. A
+// leased key among them is no longer its lease's (the lease's stream sends
+// `lost-hold`). `version` and `recursive` do not go together.
 //
 // Corresponds with DELETE /v1/kv/{key} (the `DeleteKey` operationId).
 func (c *Client) DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6963,6 +7043,17 @@ func (c *Client) DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyPa
 }
 
 // GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+//
+// A key is one to eight names joined by `/`, sent with plain slashes
+// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+// that is not a name, is `400 invalid-name`. A key may hold a value and have
+// keys under it; a node made only as a parent (by this sidecar, Curator's
+// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+// reads as one. `GET` of a path ending in `/events` is the key's event stream
+// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+// list with `values=true`.
 //
 // The body is the value's bytes exactly as stored, with the `Content-Type` it
 // was written with (`application/octet-stream` when it was written without one,
@@ -7003,7 +7094,11 @@ func (c *Client) GetKey(ctx context.Context, key KeyPath, params *GetKeyParams, 
 // (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 // be absent (a key that exists and is not the lease's answers `409
 // version-mismatch` with its version); a key the lease holds is written in
-// place. A write without `lease` to a leased key leaves it leased.
+// place. A write without `lease` to a leased key leaves it leased. A leased key
+// is an ephemeral node, which ZooKeeper gives no children: a key under it
+// answers `409 key-leased-parent`.
+//
+// The parents of a nested key are made as needed, with empty data.
 //
 // A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 // is written.
@@ -9962,6 +10057,30 @@ func NewListKeysRequest(server string, params *ListKeysParams) (*http.Request, e
 
 		}
 
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Values != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "values", *params.Values, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -10014,6 +10133,18 @@ func NewDeleteKeyRequest(server string, key KeyPath, params *DeleteKeyParams) (*
 		if params.Version != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "version", *params.Version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -13825,14 +13956,37 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/groups/{group}/members/{id} (the `SetGroupMember` operationId).
 	SetGroupMemberWithResponse(ctx context.Context, group GroupPath, id IDPath, params *SetGroupMemberParams, body SetGroupMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetGroupMemberResponse, error)
 
-	// ListKeysWithResponse Every key that has a value, with its version and size.
+	// ListKeysWithResponse The keys under a prefix, with their versions and sizes (and values).
+	//
+	// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+	// Without `recursive`, the list shows one level: the keys directly under the
+	// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+	// prefix without `/` lists the top-level keys) that start with the prefix. With
+	// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+	// plain string prefix: `config/app` also matches `config/apps`), walking only the
+	// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+	// the last full key of a page.
+	//
+	// With `values=true` each item adds the value, as `value` when its bytes are
+	// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+	//
+	// A node made only as the parent of nested keys holds an empty value (as the
+	// parents Curator and kazoo make), so it is listed with `size` 0.
+	//
+	// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeysWithResponse(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
 
-	// DeleteKeyWithResponse Delete the key (if its version is `version`).
+	// DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+	//
+	// A key that has keys under it is deleted only with `recursive=true` (else `409
+	// key-has-children`): then the key and its whole subtree are deleted, deepest
+	// first, their types with them; keys made under it meanwhile are deleted too. A
+	// leased key among them is no longer its lease's (the lease's stream sends
+	// `lost-hold`). `version` and `recursive` do not go together.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13840,6 +13994,17 @@ type ClientWithResponsesInterface interface {
 	DeleteKeyWithResponse(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*DeleteKeyResponse, error)
 
 	// GetKeyWithResponse The key's value (its bytes), with headers `Version` and `Content-Type`.
+	//
+	// A key is one to eight names joined by `/`, sent with plain slashes
+	// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+	// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+	// that is not a name, is `400 invalid-name`. A key may hold a value and have
+	// keys under it; a node made only as a parent (by this sidecar, Curator's
+	// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+	// reads as one. `GET` of a path ending in `/events` is the key's event stream
+	// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+	// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+	// list with `values=true`.
 	//
 	// The body is the value's bytes exactly as stored, with the `Content-Type` it
 	// was written with (`application/octet-stream` when it was written without one,
@@ -13872,7 +14037,11 @@ type ClientWithResponsesInterface interface {
 	// (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 	// be absent (a key that exists and is not the lease's answers `409
 	// version-mismatch` with its version); a key the lease holds is written in
-	// place. A write without `lease` to a leased key leaves it leased.
+	// place. A write without `lease` to a leased key leaves it leased. A leased key
+	// is an ephemeral node, which ZooKeeper gives no children: a key under it
+	// answers `409 key-leased-parent`.
+	//
+	// The parents of a nested key are made as needed, with empty data.
 	//
 	// A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 	// is written.
@@ -17303,7 +17472,10 @@ type ListKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
+		// Keys The same items as `kv` (the field's earlier name).
+		// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 		Keys []KeyInfo `json:"keys"`
+		Kv   []KeyInfo `json:"kv"`
 
 		// Next More follow; pass this name as `after=` for the next page.
 		Next *string `json:"next,omitempty"`
@@ -17326,7 +17498,10 @@ type ListKeysResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListKeysResponse) GetJSON200() *struct {
+	// Keys The same items as `kv` (the field's earlier name).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Keys []KeyInfo `json:"keys"`
+	Kv   []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -17410,7 +17585,7 @@ type DeleteKeyResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *KeyNotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *VersionMismatch
+	ApplicationproblemJSON409 *VersionMismatchProblem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -17442,7 +17617,7 @@ func (r DeleteKeyResponse) GetApplicationproblemJSON404() *KeyNotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r DeleteKeyResponse) GetApplicationproblemJSON409() *VersionMismatch {
+func (r DeleteKeyResponse) GetApplicationproblemJSON409() *VersionMismatchProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -17610,7 +17785,7 @@ type PutKeyResponse struct {
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *BodyTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *VersionMismatch
+	ApplicationproblemJSON409 *VersionMismatchProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *BodyTooLarge
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -17654,7 +17829,7 @@ func (r PutKeyResponse) GetApplicationproblemJSON408() *BodyTimeout {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r PutKeyResponse) GetApplicationproblemJSON409() *VersionMismatch {
+func (r PutKeyResponse) GetApplicationproblemJSON409() *VersionMismatchProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -23510,7 +23685,24 @@ func (c *ClientWithResponses) SetGroupMemberWithResponse(ctx context.Context, gr
 	return ParseSetGroupMemberResponse(rsp)
 }
 
-// ListKeysWithResponse Every key that has a value, with its version and size.
+// ListKeysWithResponse The keys under a prefix, with their versions and sizes (and values).
+//
+// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+// Without `recursive`, the list shows one level: the keys directly under the
+// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+// prefix without `/` lists the top-level keys) that start with the prefix. With
+// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+// plain string prefix: `config/app` also matches `config/apps`), walking only the
+// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+// the last full key of a page.
+//
+// With `values=true` each item adds the value, as `value` when its bytes are
+// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+//
+// A node made only as the parent of nested keys holds an empty value (as the
+// parents Curator and kazoo make), so it is listed with `size` 0.
+//
+// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -23523,7 +23715,13 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *
 	return ParseListKeysResponse(rsp)
 }
 
-// DeleteKeyWithResponse Delete the key (if its version is `version`).
+// DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+//
+// A key that has keys under it is deleted only with `recursive=true` (else `409
+// key-has-children`): then the key and its whole subtree are deleted, deepest
+// first, their types with them; keys made under it meanwhile are deleted too. A
+// leased key among them is no longer its lease's (the lease's stream sends
+// `lost-hold`). `version` and `recursive` do not go together.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -23537,6 +23735,17 @@ func (c *ClientWithResponses) DeleteKeyWithResponse(ctx context.Context, key Key
 }
 
 // GetKeyWithResponse The key's value (its bytes), with headers `Version` and `Content-Type`.
+//
+// A key is one to eight names joined by `/`, sent with plain slashes
+// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+// that is not a name, is `400 invalid-name`. A key may hold a value and have
+// keys under it; a node made only as a parent (by this sidecar, Curator's
+// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+// reads as one. `GET` of a path ending in `/events` is the key's event stream
+// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+// list with `values=true`.
 //
 // The body is the value's bytes exactly as stored, with the `Content-Type` it
 // was written with (`application/octet-stream` when it was written without one,
@@ -23575,7 +23784,11 @@ func (c *ClientWithResponses) GetKeyWithResponse(ctx context.Context, key KeyPat
 // (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 // be absent (a key that exists and is not the lease's answers `409
 // version-mismatch` with its version); a key the lease holds is written in
-// place. A write without `lease` to a leased key leaves it leased.
+// place. A write without `lease` to a leased key leaves it leased. A leased key
+// is an ephemeral node, which ZooKeeper gives no children: a key under it
+// answers `409 key-leased-parent`.
+//
+// The parents of a nested key are made as needed, with empty data.
 //
 // A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 // is written.
@@ -27176,7 +27389,10 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
+			// Keys The same items as `kv` (the field's earlier name).
+			// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 			Keys []KeyInfo `json:"keys"`
+			Kv   []KeyInfo `json:"kv"`
 
 			// Next More follow; pass this name as `after=` for the next page.
 			Next *string `json:"next,omitempty"`
@@ -27295,7 +27511,7 @@ func ParseDeleteKeyResponse(rsp *http.Response) (*DeleteKeyResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest VersionMismatch
+		var dest VersionMismatchProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -27508,7 +27724,7 @@ func ParsePutKeyResponse(rsp *http.Response) (*PutKeyResponse, error) {
 		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest VersionMismatch
+		var dest VersionMismatchProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -50,16 +50,30 @@ func (h *KV) Setup(env api.Env) api.Descriptor {
 				return p
 			}),
 			api.ProblemIs(kvstore.ErrKeyNotFound, http.StatusNotFound, "key-not-found"),
+			api.ProblemIs(kvstore.ErrHasChildren, http.StatusConflict, "key-has-children"),
+			api.ProblemIs(kvstore.ErrLeasedParent, http.StatusConflict, "key-leased-parent"),
 		},
-		Adoptions: map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
+		Adoptions:   map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
+		NestedNames: map[string]func(string, []string) int{"kv": keySegments},
 	}
+}
+
+// keySegments is how many of the path segments after /v1/kv/ form the key:
+// for a PUT or a DELETE all of them; for any other method (a GET: the one
+// method of the streams) a last segment "events" is the key's event stream,
+// and /v1/kv/events alone the prefix stream (no key).
+func keySegments(method string, segs []string) int {
+	if method == http.MethodPut || method == http.MethodDelete || segs[len(segs)-1] != "events" {
+		return len(segs)
+	}
+	return len(segs) - 1
 }
 
 func topic(key string) string { return "kv/" + key }
 
 // PutKey writes the raw body as the key's value, with its Content-Type.
 func (h *KV) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.PutKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < kvstore.Absent {
@@ -90,7 +104,7 @@ func (h *KV) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.Put
 // GetKey answers the key's value; with version= it long-polls until the
 // version differs (or wait= ends).
 func (h *KV) GetKey(ctx context.Context, req oapi.GetKeyRequestObject) (oapi.GetKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	wait, err := h.s.WaitParam(req.Params.Wait)
@@ -134,11 +148,20 @@ func answer(v *kvstore.Value) (oapi.GetKeyResponseObject, error) {
 
 // DeleteKey deletes the key, if its version is version=.
 func (h *KV) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oapi.DeleteKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < 0 {
 		return nil, api.InvalidParameter("version=%d: a delete names a version of 0 or more", *v)
+	}
+	if r := req.Params.Recursive; r != nil && *r {
+		if req.Params.Version != nil {
+			return nil, api.InvalidParameter("version= and recursive=true do not go together: a recursive delete deletes whatever the versions")
+		}
+		if _, err := h.keys.DeleteTree(ctx, req.Key); err != nil {
+			return nil, err
+		}
+		return oapi.DeleteKey204Response{}, nil
 	}
 	if err := h.keys.Delete(ctx, req.Key, req.Params.Version); err != nil {
 		return nil, err
@@ -148,7 +171,7 @@ func (h *KV) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oa
 
 // StreamKey streams the key's value, then every change.
 func (h *KV) StreamKey(ctx context.Context, req oapi.StreamKeyRequestObject) (oapi.StreamKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	return stream{h.s.NewStream(ctx, topic(req.Key))}, nil
@@ -197,10 +220,41 @@ func state(v *kvstore.Value) oapi.KeyState {
 	return out
 }
 
-// ListKeys answers every key with its version and size.
+// ListKeys answers the keys under the prefix (one level, or with recursive
+// the whole tree), each with its version and size, and with values its value.
 func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
-	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", h.keys.List, h.read)
-	return oapi.ListKeys200JSONResponse{Keys: items, Next: next}, err
+	prefix := ""
+	if req.Params.Prefix != nil {
+		prefix = *req.Params.Prefix
+	}
+	recursive := req.Params.Recursive != nil && *req.Params.Recursive
+	names := func(ctx context.Context) ([]string, error) { return h.keys.Names(ctx, prefix, recursive) }
+	read := h.read
+	if req.Params.Values != nil && *req.Params.Values {
+		read = h.readValue
+	}
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, read)
+	return oapi.ListKeys200JSONResponse{Kv: items, Keys: items, Next: next}, err
+}
+
+// readValue is one key's read for a list with values=true.
+func (h *KV) readValue(ctx context.Context, n string) (oapi.KeyInfo, error) {
+	v, err := h.keys.Get(ctx, n)
+	if errors.Is(err, kvstore.ErrKeyNotFound) {
+		err = picture.ErrSkip
+	}
+	if err != nil {
+		return oapi.KeyInfo{}, err
+	}
+	info := oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
+	if utf8.Valid(v.Data) {
+		text := string(v.Data)
+		info.Value = &text
+	} else {
+		b := v.Data
+		info.ValueBase64 = &b
+	}
+	return info, nil
 }
 
 // read is one key's read for the list: a key that is gone is left out

@@ -792,6 +792,9 @@ type Hold struct {
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
 
+// Key A key, one to eight names joined by `/`.
+type Key = string
+
 // KeyEvent defines model for KeyEvent.
 type KeyEvent struct {
 	// Data A key's state in its event stream.
@@ -807,11 +810,18 @@ type KeyEventEvent string
 
 // KeyInfo A key as lists and `/v1/events` show it.
 type KeyInfo struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Size The value's length in bytes.
-	Size    int   `json:"size"`
-	Version int32 `json:"version"`
+	Size int `json:"size"`
+
+	// Value With `values=true`: the value, when its bytes are UTF-8.
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 With `values=true`: the value's bytes in base64, when they are not UTF-8.
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+	Version     int32   `json:"version"`
 }
 
 // KeyState A key's state in its event stream.
@@ -821,7 +831,9 @@ type KeyState struct {
 
 	// Deleted Present (true) when the key is absent.
 	Deleted *bool `json:"deleted,omitempty"`
-	Key     Name  `json:"key"`
+
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Value The value, when its bytes are UTF-8.
 	Value *string `json:"value,omitempty"`
@@ -835,7 +847,8 @@ type KeyState struct {
 
 // KeyWritten defines model for KeyWritten.
 type KeyWritten struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Version The key's version after this write.
 	Version int32 `json:"version"`
@@ -1775,8 +1788,8 @@ type GroupPath = Name
 // IDPath defines model for IDPath.
 type IDPath = Name
 
-// KeyPath defines model for KeyPath.
-type KeyPath = Name
+// KeyPath A key, one to eight names joined by `/`.
+type KeyPath = Key
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -2090,9 +2103,6 @@ type Unavailable = Problem
 // what a client should do.
 type UnsupportedMediaType = Problem
 
-// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
-type VersionMismatch = VersionMismatchProblem
-
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
 	// Prefix Only names that start with this.
@@ -2275,20 +2285,29 @@ type SetGroupMemberParams struct {
 
 // ListKeysParams defines parameters for ListKeys.
 type ListKeysParams struct {
-	// Prefix Only names that start with this.
-	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 
 	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
 	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// After Only names after this one (the `next` of the previous page).
-	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+	// After Only keys after this one (the `next` of the previous page).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Recursive List the whole tree under the prefix, not one level.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
+
+	// Values Add each key's value (`value`, or `valueBase64` for bytes that are not UTF-8).
+	Values *bool `form:"values,omitempty" json:"values,omitempty"`
 }
 
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
 	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Recursive Delete the key and every key under it.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
 // GetKeyParams defines parameters for GetKey.
@@ -5474,10 +5493,10 @@ type ServerInterface interface {
 	// SetGroupMember Set the member's value.
 	// (PUT /v1/groups/{group}/members/{id})
 	SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams)
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
-	// DeleteKey Delete the key (if its version is `version`).
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams)
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
@@ -5828,13 +5847,13 @@ func (_ Unimplemented) SetGroupMember(w http.ResponseWriter, r *http.Request, gr
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ListKeys Every key that has a value, with its version and size.
+// ListKeys The keys under a prefix, with their versions and sizes (and values).
 // (GET /v1/kv)
 func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// DeleteKey Delete the key (if its version is `version`).
+// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 // (DELETE /v1/kv/{key})
 func (_ Unimplemented) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -7581,6 +7600,32 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// ------------- Optional query parameter "recursive" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "recursive", r.URL.Query(), &params.Recursive, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "recursive"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "recursive", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "values" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "values", r.URL.Query(), &params.Values, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "values"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "values", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListKeys(w, r, params)
 	}))
@@ -7619,6 +7664,19 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "recursive" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "recursive", r.URL.Query(), &params.Recursive, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "recursive"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "recursive", Err: err})
 		}
 		return
 	}
@@ -10680,8 +10738,6 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
-
-type VersionMismatchApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 type GetHealthzRequestObject struct {
 }
@@ -14433,7 +14489,10 @@ type ListKeysResponseObject interface {
 }
 
 type ListKeys200JSONResponse struct {
+	// Keys The same items as `kv` (the field's earlier name).
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	Keys []KeyInfo `json:"keys"`
+	Kv   []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -14622,9 +14681,7 @@ func (response DeleteKey404ApplicationProblemPlusJSONResponse) VisitDeleteKeyRes
 	return err
 }
 
-type DeleteKey409ApplicationProblemPlusJSONResponse struct {
-	VersionMismatchApplicationProblemPlusJSONResponse
-}
+type DeleteKey409ApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 func (response DeleteKey409ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
 
@@ -14931,9 +14988,7 @@ func (response PutKey408ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(
 	return err
 }
 
-type PutKey409ApplicationProblemPlusJSONResponse struct {
-	VersionMismatchApplicationProblemPlusJSONResponse
-}
+type PutKey409ApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 func (response PutKey409ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
 
@@ -22149,10 +22204,10 @@ type StrictServerInterface interface {
 	// SetGroupMember Set the member's value.
 	// (PUT /v1/groups/{group}/members/{id})
 	SetGroupMember(ctx context.Context, request SetGroupMemberRequestObject) (SetGroupMemberResponseObject, error)
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
-	// DeleteKey Delete the key (if its version is `version`).
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(ctx context.Context, request DeleteKeyRequestObject) (DeleteKeyResponseObject, error)
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
@@ -24753,407 +24808,427 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P19cxs30i8MfxUUn1Nl8tohJfllrw1VqedWHCfxxo592dr4nLPMnYFmIBKrIcAMQFGMy9/9LnQ3MJjh",
-	"DEVZkmU7qv1jHXEGg5dGv/ev3/cyPV9oJZQ1vfH73kzwXJTwz1/0WyVPT90/c2GyUi6s1Ko37h0VK742",
-	"LFXauAdS1teKiXNRrlm6d36QMq7MSpSDMePspNQrI0pm+ZkwzM4EM1aXIp+o9KlWVig7PF4vRMq4YUYo",
-	"y7jKmXKDselSGCMM40rbmSgTZjS9zE7W1v1QCnx0osqlciNwhvNkumTGrgvBTtb+fbbgUzGaqF7SM9lM",
-	"zLlbmFDLeW/87x4tpfdb0rPrheiNe8aWUk17Hz4kvTfCluujUyvKzb14KzKtcsOsZisuLTsRp7oUzJZr",
-	"qaaMT7lUo9oXaXiprJiKEsZ/C4v6zq3ptS5ktu7ecsNVfqIvDlkuTvmysENTZuyB0ko8OGSnJZ+LIVeZ",
-	"cNtk6O8bxzNR4Xxq22ln3EYnVgrlKIH1OUutuLB7MzsvUqbLiUrlnE/Fnjmf/u3C/e2cF0sxYO4QlPZH",
-	"4A5yxs8F44rpBf9jKZgu5VQqOEg7E+uJyrhS2rKMFwXQxtHr5+4YgUxkLjJePjD01iG8wgrNc+YOFLZX",
-	"5YyGOBETBevPRzBKVkhH0kxOlTsPaUfsF80CzX0vzUIb6XY3ZRJJbxxe4iqfKKRVbpcGKIeVgue4UsNW",
-	"0s5YeipsNksTtprJbEZfMkzaBCYWdtINxS3TC6EchcIQzMz0Cp+lIxV5wkoOhGpnXLFcr5RbrFuntBt0",
-	"e8HniwLo9OoU0dsk8g9Jb8Hdw5Yu/9OCy/lrbmebtHg8EyyF34fP85Rxlrl/06UXuSN36Z5buLeTnuJz",
-	"9yl4qJf0SvHHUpYi741tuRTxmv5XKU57497/b6/iSHv4q9n7xQ3iZvljqZcLP6+Wz0zd79f/zPPvt3xD",
-	"5tf/wM9iveULZ2J9/U+8ENyILR8p3O839Jn/WYqyjW1Zy7OZY452Jg0TF9JYR9DwaSaVse5S6VM252d4",
-	"oZmcLwqZScu0EoGU/oDhN2b+MTN9E1bbRtc4MbivM13khq3cPx0r0AtRcvcky2ZcTYW5bHLX3VZpbIfM",
-	"eaWKNXNfM4y7J3BztRKs72aaKnFhU7er7r8WpTiXmpjYoGvSME5tR+f84oVQU0c9Bw//0SYW3QxfyLm0",
-	"befO5tpYnNicqzWTVswN6x+MRgf7+/v7iWdXzP3n4NBP2jgpt5oJJ0Jnjucax9qnUnVvN8wgnjmN3Bu7",
-	"oRO3EDl3Uh4/3JtLRf+dtAljt6rXpTiVF1s3HkjEWF5aFAZupV1TXOBwV9tdRwhbLi/837WJ7M27lzoX",
-	"mwsFWdc3M+60A1gfqlAlaocDp1+tSmkF64uLrFgaed5NW3P3iW1T9UqYG72X9GDgdk3srSjPZbZtXww+",
-	"cf2tOT5+sbkvL5A9yLlwPK2Q54L1f9QsXyJrSNgBaILpcDjnF0Nri3QQBLP7q5fR7peu7bK26BD1j/ZN",
-	"r21X3vG2O/iTXrFCq6mb0Emhs7PGVDndUZqs017dbPkJqOG6ZOm+SZktpXC8Jetkxu7FK034gzsbs9DK",
-	"CFA1vuO5Y8rCwCIy1NDcP/nCiQKY7t6i1CeFmP/tP8Yt7v2Op1kN/Rrfx8/XNyqV6pwXMh+6BaVO33X/",
-	"YHppnQ6KTJRbK0o1SFh4OKhL8MacF6e6nIs8mSgxX9h1wkqxENyK3G2lXtqhPh2WTnCw8GbifuIM9hMZ",
-	"Sq6Fcdqte8aIQTJR6VKdKb1Sje/hO+FvDQkVhslFVvBS4Icm6p9vX/3CTnS+ZnMxPxElk9Yw3KuNd5zx",
-	"ZtcL7bRjtMdQwc0HZALQPrjhYEowLqxC4kBOIMEXUePVp9HnEsZpDhM1ledCMbuSmXB/hnGABq1G28Ev",
-	"CwZHQ9LpsbgqxWC/J+qPpVgKkDMDp+ujhbDihuR17lToD0nvO52vj+Vc6OXNk9s2InPLGlr8cDom6Qak",
-	"iSvOJdg1jJelYyuO6UrlLmftRS/VyUw/DKZQvNCwTK1f8HIq7mCdWg8L92laKazQ6SiOjojhBMKpDm5c",
-	"e8D9xXGkriWCCfKLtj/opco/6RrBlhkqbYen7tvp2Jm9IA3QFIJDclYl2rBsxklhkDnr8+wMbD0BimIO",
-	"VOwuBqqezujOB7g+vVRWlE+1Oi1kdvPUSuNvWyjc3OFcmjl3pi7ro+ELf04dN8xwjKE7t9NCr5qPgBzx",
-	"D2W6LJcLm245Unzybg6VZhkfq6Nd+jscotJM6VywPnJEIywcXy4KYUW+hVZ/0OWJzHOhPumSTv1X0zG4",
-	"xvRC5MzqM6FYPx0O4V9meCoLOCmSd44Wz6TKDbrinLbr5YdT0IbaKcE4iFaMqzWu+GRpGWc/Pjs+ZOlM",
-	"Gwv7yItCr0QOn09/0sYxMPzMRKVD//PQPW/SQ5aiq2fjVe+SSl/B7ylpo+AnsTMxUZGzaKVg3tHoOKhJ",
-	"WR/EbVZqY4bGKa+eATuS1UuQWIPRRH0vMpmL3PvynPnyf7X+WYiFKMFX1X7OKF9+Fus7Id8zsd4g3TOx",
-	"9mQL9xFIEXTYO5kicLjaJPFPKdlUnokiJ2wwUZj7nUy7wefNMpuxUi+t8FP6SRSffkYzUfhjxv0KCtxM",
-	"FzmT9pC1bLiff7XPsAj/sU+4iCPF3vzwlH3z+Ml/Mxqc5Tpbzp3mB34MZ8oJf6dPuSyWpWNF6ZP9feYs",
-	"9lLxIkVReaz1S67WQNrmkx6F03TmXK2HsJnG0TRqL/TfuMkYq4BN54XjomtgqW6VyEnR2eRYr1ssGN6k",
-	"6s1ZPwVvAQwHXnCWC8tl4Z0lMps5uy1ynSFBgOBy9qhu51fsHUhqiG4MwdUENmkUAYp+6tojenovipHA",
-	"Nv1L8aWd6VL+KT7t3VhGHwbhgRssDcu0OpXTZSlykBCxBu6V74yX5ZpJ29iHd+/eDY+WdiaUdRMX9ZlW",
-	"9u53gpfoJSnm3056mdZlPiT+Nem1mcK4U+dcFvyk+LSK+p9an4FIGy6rGaR49TKtlMjQ6NKR8Av7pOeC",
-	"nfDsbKIqQ8UszUKoHD0JQN/gPHUkV4hT600X2nO61yk8zVYzoShOAs9rNRWlOz1/QvCTEiI30XTcu6RZ",
-	"o6djVurldOZUFZyMkVr5w1aOzWRuhNol8u48z28MuDwCiUxUwY2NN0SUpS7djSIP2Obu8MyZ7IXIp8LR",
-	"HUUoxUKX1g1sWO4UjYSlRhg3w2EBmlGfT9S05MptDf3CxMVCOpvbPTxbWivVdJjrlUoTVrEeY0vB5yZN",
-	"JiriR1pNhwtdFE7xIZ7kHwStvHL7iNKkjmizGZkjsG64Nw9aGFLCHEN6G4815xfvaKBxk0NNFLIotwTL",
-	"rWiQG5oLwyH+lsuSRoD/ZrksRWZ1uaY430SdCNh3KzCO6BmbNAz2Ljat3NRKca7PnNaLwc1SgM92ojK9",
-	"LPC03CU4ZLww2umz6R6w5z8dScrCacPMEQC4PJPGA9LOQI3982xIzsYhzwp3NNXd4lkx1Auh6GKVWlv0",
-	"+pQikwtwBjmBJ81EucfQ57H23g24azPhLEa2FnZwSJHHGs+G0OBNcW2zXCCdvhS55MfArz4p9w4TGM7d",
-	"DIaOZaIREPxCsAecxfkDsUWQxlN0U9ticP4qSnfPXpKFe+NrbYy/1dbGRytrO+jwDwyjH71rDdx9SgDz",
-	"yrtW98E7ZRte1kjZ40Xx6rQ3/veOB5a87y1KvRCllahm5TL/P3r5UnDVHk4jXyKakUw58WjAr5fW3Jk+",
-	"WrTSTOSOpfMVXycsgyAheR2DZ9qJCvD/gUwvtAHPdCWE0X/ekLRReLt9pk2Hqi5rjlKfndL3bkt2Igq9",
-	"Ig1ugbknC25nibN+i1yUe+LCljw9DH72h0/+7g6n5Jnjk+gOHTSmXhStDn76iz75j8hs78NvLddmw0ns",
-	"VBkpTG2nucoT3D/eOBq/le5spE1YWp2ss8tbnN5gZNedwKg9xR+Eb7mj6txYadwGQVQk+g564sl0FRcW",
-	"JTk6NmFdcIp1WsRwxPvNky+5NKiE0k8nWheOZDES4aNE/w4xNXz+t419Dx//Rdtn84Vd3+BNKsWcS+Vm",
-	"3EqeC15amckFV17hgdQaxwucbgWxGSvmpnUD6A+8LPl6Y9HVhzcX/FttyW+c3LvBJYN90pYSlVAMvW0t",
-	"8UZ0pFNdeltOcElgGIMwj24LTMqJ8PhDKevP9AoD2bDvwpmfIh/gLSAnRt/WD+qBGRzSgJELtfElfItm",
-	"hG9EQwwhY8JsvwqvuSH6bpDUrnS/heCfcpXLnGNKWuP48Cfbfk4FaBhtH992up132Ipy3n4zsmUJGhR+",
-	"8IFh7lHW30feYyGVQGLACLjtqS7n3CLJ/P1xrzUHoIUpVKtNQoYHrZFmt2X7cI+usn1GqqwlLv/OrUla",
-	"JlSpi0LkrO+kpdK5eGBYVgqKk8l5Y63uOxBDapOM4BpsmUVjI+IdwFf8NLeu/Fc/en354aP1Bf5QCsGs",
-	"uLCVVvCY/Sy/G7DF8qSQZubzEcBK9d8Y7SI1Q3ShW3RcnhgQ7dZHEhK+/1v39G6Qw15prpeyzWYwCHjf",
-	"ZgAItYAocuJIky4phYUON2NC7RyOtiTQEM9zyNnkxetooae8MCK5ztrjc+o+oO8xzNOROcaNdaa+AkcH",
-	"V05GSEsR8RVkNq/4mvXTvfODPXjOpHBJGxp11zcoA9iWy5jcI66KmY9tzORMtKXmkWUB6l8/PTvH2XSy",
-	"5M0V4wKrIWACKTsF85ZcMYulZfD3QfsdjTfeL7116/XypBCdut8WVaJTpDQ1iV31pwTylNa765M4Of9a",
-	"48OXLvYZqhqbaw5SdPNk6i62jZzGhp7C+kqIHCKD7tlzgaJTQiKH9ym3E8euO4HPta31WYFutS0Csn46",
-	"WyPaQUS1nFqlkWwbws/nBT69jYDI39l2Wd8KC1n3nJ1qjEKiP2tMHIIccQmrvHQJHMtqpgvBFjKzy1IM",
-	"yAdlZ9LEMc7K4+jdhNKwMJsROw7uM4mHDbzJmWFgJbKlsrKgwCkNgO4w1G3R5cj6zhy3M1nmxrtu/dOU",
-	"jULZp9V03Hd8dQGY7KelnqPvFTLOVB5WFNQyP2gCenTurEb392VRkIAJZJBips+YKQ0WZMYVOxHsXC8z",
-	"pxac6hJdYZusMezN2y1qFSyw8hqfiClXrP/mh6fs0aNH32z4H2y14+Tr9mNUZ1JoY3fVw9p5R1Axo9uw",
-	"7Ro9OyfXVUOqcMt3pXw3nPDD+NRMmsdvLTxA5peO7EZ7nm+sEfLo8VMJTnHb0l6E+7sRSBT0yANDZsAh",
-	"EhAdFVCL+8FACgCdVBVajvztLfcAKTY6bCMES8N/o9h0n8MIDiab3qCuj4SIvDlnfUd5q4YZMBixZxc8",
-	"syR7w+cqO8FHRmppSRg4ETnjFjI8kYzR621YxucLLqcKoiwiPwQGAq9knPJf3YQKbtGNk3OKbrjnwodF",
-	"YQTkc48iPnEmxALuPrjsgZ2AMx+nj0doZnKBn8MNCAOxvi/oonUkjLOny5JbDd6lM/6n1hjrMWYw3jxu",
-	"dipLY5nhK4ax0pwYmRECq22wlEsqVkglwBKB7cHpBY7uqS5xXNsItnJqMcM4D/Jd9MWCC9D9J363rD64",
-	"cbqwrpU0IqGcS0pB8Q8ODluWQ7lIuBw384R1WYUJE0AnnoDcCQGPdi/Amc2FsglsNkxZ8LKQwlj3sOO3",
-	"cDNOxHQZ5lyJG6oxeGDYpOcuq9vLU11Oej4STV/a3TL1Vv+lKvy1jFj4yjZb9hnmlrboYDJvVy1LqUtp",
-	"1x0Oqg0eGJ5v/TpxzxYNPheZnPOC0eCHTObG6RYys8WaSeXO3gjGITjKSesAmwPzmXvj3v/77/3hN7/9",
-	"7X+1bT/UWl1DorwEF6+7yDBSq2BBq+Uu5ArM6Z9aqraD7TamOo58izbeqn+T+7svUWn4j5bKl80mrNLH",
-	"Had0d48X8lwkxFDgtlJSdYkq++XWlS+Mk3n3buCB7Uzm5hJtitb4H9jjT+mqAgK43Ef1k+AFFpLUl4vM",
-	"rJ7aoc8u3WF6rfVLumghsjOJmWzVVwqdnW0zwrdPAMajh9tm8dyKOVQZt/GSKgv7gcGC4ITKdhN0aKwZ",
-	"BGSZG5b1IbFfqqxYQr4yFNdiqBZTQvC/xgynmiZY+OpYrxMLi1JfrB3xYsUtljsYxrFewE2CnawdmU9U",
-	"LcobUjlKcbo0UGwLUhkrgKXnclJN0RQIVHUiFS/XlJ95DZb2s1i/tWRgbvCys/M7YWQ/i/Vzdao7XDxO",
-	"IyukwapmFnufoAaZ5HGDMNFhtIs71Mg/O9ge3D/QyNXUzpw2BVQ1ahffGN9uCvtHDy/312GtrB+AZtSx",
-	"T3h2nb4wMpoVqkORpb65RZQl4BMkNpdfo1vr9wNC9JS/Ao7sVrdKpxPwdSkwDO2sjEFlc7pzloYs1Hb3",
-	"4BXOtMM3Hw418fqjiYAY/nX8w/Afo06m/R034u+Pt1MKDuYIBR5OwvrWCPWgbfWV6mavbbuoqCiq4cce",
-	"HqRbdu565NdBd+/wxFtEwBVOpWtBxxtZIlFVMOSo3c66XniVp74ktJvNka1d5q1ivTsgaG2xWw1kPHUf",
-	"n8NMkGo+nYv4HrLVdo+44Mo34y2g3u3srQSl4LLwPA7ZHpqHaTxT23zDbR5b00ZE72brKJecPB1SsZUu",
-	"czPaectp+M6dxqzBIIC1ErTdjTAgWMrAgeMUd3QgcrBGYWNa4ic7CPH4zDucXUbchSjflEuQyw+nEYpU",
-	"HNulDMdxMPRBrpDYiDFvZlzlH7lJ2lhPoZs7pI0durl9Drv0gle0MqOcrIiMWT+F/NpxzTtL3r0EgXEo",
-	"h9SymShyyCX16QIfSV3uVnZtXOBJCCMC+al3sI/AQXR2dg1t2L3erQ6DMXMXCrGb1o8lb1sVz3Cwq0in",
-	"U6EyqabH+kyoHb1RH5Hholeqli9zaVwA+C2+1ZhjEi+za4N+EkV+g6kGmPS4C8H8hE9utWovzUVwtIUl",
-	"UFVCFZXvw/XX2Rkj18qKrzFPy/FKnCbrV+EBSdH5ueAKnN+DQ5bC/iE81FCq4aLU01KYrjysaFUtpoWb",
-	"y4PqyxwcwHtYO0C/wX+Ug3rUQolQFXR5hOEjaLSL4C4NSDhRQ7n29XAEekkbwQh08c85ICm0BCHALZRW",
-	"BJsOdo8URGPfVnjAHQH4FdoiBF2RAXesHx8VcH/ElXWFA8ITNx0PgLoALI2C0EeIDfi3Lg8NCOWJoz0y",
-	"4PjOtcICDYbYwQG7vX6V0BrfIhO7Tw+48fQAPJ1GekCoX9r/SvMCkh4tcYdgEikHRMbVm+3XgPT7cYfV",
-	"AQEL1KBPRMaXBuMO1XFeZneE+nzUxh8Es6XF4XhdT3i3YfuDLtlC6EUhxgTU2Jx34ibuzMrLzdzYw77V",
-	"2MVIyrVzX/+Oya/jOJxCfNxpvzvmvTbjcFeIduE3TUdgS577WYHbDoJYusxFWatH2MZL47BTS87WPQ+9",
-	"YR5KpwVM9GvOprrEXfrnhcz9jgPxPzCQyGJs0M72g46pl4vgfOFw/T6mjsDHX6tAhb9brfxjWVi5xY7t",
-	"NjAd42y5r88VoZptXM9rGxK7BSeJZ9bGb1v5Vm9oqLyARba9/gtNJs5wOBr+Xz78c3/4zW/VP0e/D397",
-	"v58cPPzvD625D6/ORXkuxSp4RzaTznyud/rjs2MWxdUOCWzZCQuAxfF13imb87WvkqNkcoBcqNyg23jl",
-	"WxwFZ9RSi0kOm90Gi10325/0We/gMPpsnDzXW32U63itxd9ZVuT1ln8ckvN9Ys51dqFK9f/yduJ/lmJ5",
-	"3SsAbo8vb+m+mOJ6i6fKxS9v+fWKkuttQg5jDb/YvdhM1LvObtxZSt/1NuE1Ly14fG9iDxZ+MPPlbQSB",
-	"LF9zBzwQ8xe3fJ9Odb3l300u2HUPfs4XM11e/+j9OF/cFvgS4ettABW3fnnLf/PO2QXXXH25uiOjwM2m",
-	"wcWv4OoqOuqLAH6j4EpJNQ1p23EAZJBQ3I58BGTXtwXtPrl/rb4d3Y62uT5vxR4J7xsKZ0G4xcMQ9dfC",
-	"DmLfpKW9YrnghUH4QquvPtuX+ry1hjMSq1eq2L33I96sHzFCXTMzN09HFnlAQ4nDNH9lL+LN+AlDDWhE",
-	"/RXnCHe3zRvWev03k2KMkVMqg9n9TnUUhQAlXG2klZDTmd21WIqeTqpp+49u3YFdFt+Bu4T8jwJZCDJT",
-	"Z3LE/q6CwpTcaYlRa552OLlLt4FG1iuFVQVzvmYrXZ4xra7O61/BZ1s2qPPuPcUGTHC9Idch9YeIaJSw",
-	"kBQAkQ8Zz86ayQXdruydKTGqptpGkdsTqOvi7oqU2S5xpSV5e6nmEdJ/tgzNLZ6xtEzpVZyedFoKsdNn",
-	"AuVcHiGoHq3y2sIebN2/V6vWIr5mLGNzpajNNDNjHF/3TnwlVvSU76flP8qmwhrG2UxOZ+5nJXYkso/c",
-	"kksjJ2E73oqWiAXkZBVr0C30aYAfA5FdXe+0rdJl2RYBiTTDdD8djQjo7CCtmnwBm7lK+62mglf/oh+W",
-	"LZX8Y4ngl+aKyHfdm9aB1HkTKEzttU0fj8PUBAoNKZAVb65hLuHz0GvFkTZCplfnd40E4A2f2efmCeu9",
-	"FiV1qLt+InB30HXOL66IPtSdfbkIM26Rw/DbAwONZKqmMcTAIMDrrVDoBPh79nvKsP3cYOzTbyAtEEo0",
-	"v3/24tnxMzYajfZwZLP3Hv/x4f8Pj36bjnZFKqFpb6Ymu725NCM5vm6tGF8oXuo70uwfMGJvZ7q0BOm9",
-	"NCIfNyBFW/t3Jc1uVglr7bqFe9YKp4potBMFGKp19NRBwpo9kUK3rI12SAnA+Fsxh58AXLrqhATTaoVH",
-	"hl8i2PuERU0r3PLmws50Xuurkmy2h6DXIK3a/VzlWPcJ65pS8NxUulKkkwiyx8NXhsST8AeYE/yl9nmP",
-	"zImIlPFfIqxOOghC6pyoOlSnXxdufPQ2pLuEtwPsaTpoDBFNWipjucridSg99H/FtTbgPWuTQ4x3coYO",
-	"T5dFkU4UPYFbaeAZd8YbQ8z5BbZYajSbqqG8B+h31or8nrCoB1DS0pjHDdbSdKc2HHaeCGTsO5H1H+//",
-	"A/YOa7iHQPv5kLDH3O/ffJMQBmDOtCrWWK5EJd8zTlU2boh685qEtcg431eKhJnbmdbuVBN1hfZUySYQ",
-	"YfSn+p6390togr3DvjwaMx75Wo6evsASesiNnCiZI3TeoAspvsKYd9u20SkAr1gmikLkjqCe7D9qbRAQ",
-	"mqSMWK4zs/f6zavvXjx7+XY0z33vEG6Z4NkMqh+o7/UKkfLpmMwM3E25Rj9OE6zQ101uynW6JO2p0QFg",
-	"YVNiWmkLsUWZi5NEZ9YuzHhvr9ZoY5SLc4/WbvYCE7tUjsGv/vvJNjQHTBrYBKxzF7UGuFurCMJurxt5",
-	"WdAXd8Ul4CL0aQwnUAyD1qrYDu7aeVf0/STMsnNhbkY3gnRTgQNcCQNnSwV/mF9L4lowAnbyPlQrvSzl",
-	"DIdrmw0FSzYLzLGcp0pUJ+8klflEHhrsykpNddmcr1tKDrclPPuODzst+c27NwHTcMMD151iTv14r1QV",
-	"0U6CNE418+0J6ri9n2sd35z6Ju/Yu/jGCv+omfL16v9wa2+4AvBG6fFjSO5jigbBSvL3ta9LuLCD0B8q",
-	"pUWlzAihIGhy5erAsM4NIr6vwLu1CrxGjeV9Md41q+u6y+mqpJGOcjqzzZVhoOI+8bW6ENxGxJeVo6Ro",
-	"8jvxlDCZqj6vyVo6+XAkAxtuBrRoKi0NaQ0XAD2h0FWMGvNoZyR4vz3bxWBY0g/Lorjxgu3d2fUOW0te",
-	"sM2zDjbwA6flXIxD/6KqJNuwaR3G7kou0YaRXWPvfvyYg9cN7lBB7kxuzO2glx5cvRi8uU9X4PqV5+/K",
-	"UHv4aiwYxmzDP1jxDSyE44FLzaGpOjDSaDRpMM7D+keBfxPbJrFQ/0TVMg0b88X3ZIx9Rznt7APHId3n",
-	"pAn8LkChurdHg49jWMENuQvnwgzFTVPCO3i2pOWEZxzrKsVUGktd6q+WoEOTeO7N5bbklWqe90XGt10g",
-	"Vzn37kvk8mrPgQK7i+TogRsok/PEHifAVPdxyzW+RhSrSnj+rNKYe03esGkF57mTRK2cQSh+UrTxhR+4",
-	"Uxqhizscngq8LDD5OS/PRM5yaWCMQ5YuZHaWMnMmFx6PZJPou1xEfF1o3pHF4D/9wDB6DlrtWQ23vzIb",
-	"/I9VAd0/eXZmAPI9/X+yghuTtrQIdBO9GE71kGb1H6PV6A1fvRTG8CmcuDMF2v0eyNVF8DJsnX0ay4Bj",
-	"ORf/On6a7n4VjSled05kWcq3C5G1JMLg7jww7F/4iNs8Ky5s+07sAJrrKaqx+oqcdqBTP9fgp40ItXew",
-	"P3L/O+j5nf/H/j/2PyTdhL256zNtrC9mZfQkKd8G29gC0wpUjYX90EMbfbAH+w8fQyJC+ENyBbI9UmuE",
-	"qUVAz0atvjsB9+sg8VTMTW06D6AlI4ydjtjRRHkSR1cD9TjmgeKBtjEXp4QWBs7mQF3KsPQlX2DO0ys4",
-	"DWoGuyPJh9SMvz958uhJlJqx3+YLi0j0ai/uTr4JE6PpiKXvgX+KD+O9vfd0wB/G7920P6SHCJEgFTsp",
-	"OehfBrCFS+kItPWkt9O9p7UtlP0m3IWP5sE7s8urZvl5utqCGr5cQDMICZ2Hl8rf7Doj35FhR1y64hC3",
-	"zHh3ZKHb1OQd2eslAN9BNwFe6X2wH8kzjWlte+T012dlqctu9F/q4Fpv0s5rKnl5Lkp2ymXhtH7p7Tqv",
-	"Ka64qfc1R2GbQwuKkq1KraYMGlsDcDcNR72zpZoOxlHDdIwaghPKTdvf4YOH/42cfvzw4B8HY5ZLXjCb",
-	"LVjzB5rCOFrPRCG+N3BIpCzdXAM29KfJ8ymXCnlfFR28zgwIYDxvTQPyJ9SmFoBmn4ZHUjbji4VQuzvg",
-	"iK5aZN8LZ3fij0w33IykqGe8KLAJpj4TivXRMVWEF0MoCn5H4OZMq1M5XZadcUa9EOooK1pm9E7aWUR2",
-	"WSkgss2dJVkdGE1xBiyDo0Pz6OkLg0TkDAUzUXweaG5Yak2ZidAyPW6UbthS5dg5pZ9Olvv7jzL3NPxL",
-	"QLDXpAkbjUYD9PhO1NHTF6yATE1oq8766UqXRT7G/0wHbI5OXK7C7Obg4MaO8WpdLXCiKCgOWmgpHFPV",
-	"JcEIxWt9gA5eQzZm3wiBEfi3z57+683z4/8zmucTdYqd9tmpvBgcoqlZa24daN9bVdH++qMFt0vVPH4m",
-	"1AA6LFeuafRoQxP5EXtKveS59T5LpHi8w6Wg/yRUVPZo3/h/PjFkNlPjbfe9xoX7dw8D8b2E/rEXYDqu",
-	"0lvPLOftGneN/QH1e2eU1fqsAU7l2QSkWHnP+UQt3Ba6d3TJ+ulwCC6KYS7LNGFvnh19//IZm/TeIKPD",
-	"3PblYlpyR6K9KlQBTgvgfVN+XmdLJ9ztMx2cN47JYxFPec5z0ehRcKl0a8vXdsrw2IlSzwI2pIBUbGlE",
-	"ILBgoUfMDgg0Ylrt9QG0jucdmkGLRyh3H5+JC9af9PYvRqPRpDdINiZCj7d/sx2wP/WTV9OU9SsHDlsL",
-	"i0k9JBnSJG7Vxfq5NOG3MSZ2Q6OppcpEablUA0h8g/wlckIdMg5Z4JHgwVYT7ggxQUsbAnKpCkD99KD/",
-	"I32wF/vrEo8FjK+3Ohhg9ZcqA+TMIndbLkuRWV2uG/Q9YBlX2CfDNyAYIymDIgCxsgcGZfiIvfRoqHT9",
-	"073zg9T3lQRQG85+fHbseM1Pz46+p7oSM1Hpk/1HOJNamhQ1n/BpTU/2Hx1CqKoQvDTU60MUpyg1OM5m",
-	"oswyy5w5VHOzRbwDXYDt5KjEVFsJPcmaLsP+j5rlSzTVd+hLijQY03+4jtUcgtjeouxh3Up7vxmxvbs1",
-	"ni3y8n5M/d3E7gm5otBBgn5QMJGplVB/y+tBHrSPdmWCj8bbgfxbT2HL7l7LARifT7sb0DTKeD6dG7BC",
-	"67nGEjchfz43IJ9ec4o3VLtdUCu6vpvwEsyXqkhC5kmUoxUKOX1or6rru7TQqZAUu9shrSiq+t4pSFTt",
-	"zD1U4p11o4W4MC8KnWGcDwufW9c0+IrjQtUOVA1nQJb7doMGi0tQb6i69lfvXacqGm9ZVBO9G5xidYFe",
-	"dORiXY+33AI/8b0v2z+KRr4o55i9VYeGbRQy7ke6Nr472LFScUdCCH2HwGSujhwMHvzitc7cnzU16txW",
-	"Uts86BuRmFUv8M+pL3I0P9la4tYtkbb565uImzDI9u93ldbnYs4R13kHWut2h+e1dJmYm844pp3dZGV3",
-	"vaIbP5FsnnP3PvxrkbeCy1e70VJxrY3F60I3ecWVNVRwrUvP8U/Bfw9H0nAotp1sB4tp3ZRGiAs/hzk+",
-	"NjJD8IXNst7LCns/bN23t/4cv4gerLVoSlfz1asR5xUrhDuBCDy1buOQn7zOuavZ3DXrnLHjXUuRczo8",
-	"SMd0YwYj+JQR2bKUdv0Wwoow2RPBS1EeLdtqchzBoAN9Ks8FRFdiRzZWkA2H8Ij74NNXr958//vxq5+f",
-	"/ZIORuwdSVutRDJR6Dkhj2lwas8w2CsNk1OlS5GjxohxT8flYHrVxs2sXfQ+fIDCqrZWn0HrdXuidZlL",
-	"xSmOkcmFMOgHXRRcKvbT8fHrPYhgu9mgJ2MIFx4BjEcTNVE/CiVKXrByWQgKP/PFoli7zYhdQo4A4Etj",
-	"99Z/MfBWYWChWZ7Lcp0t5+DE76duMInqgy/W+tt/jFZpwpDSJoqxlIgtHbCqpywUJ0qLtXdYpeX+hbVo",
-	"cdVmFUIIGZpu0FMpHAPgqpo7QQnQ+O5U0h1KyzD8YGa6tFBdjEGIdOQ+8gy2qPpALrKCl0S6FEUQuFX9",
-	"xxcXA5+3jezn0C3nlC8Lm7LMnZxxY1YhtweGOdvjlMti6Qbtp0/291ko93Pmx3+xX6AKWiq24Hbmnnnv",
-	"JvnB7dB74Br4T+CM7p8yNwMGFw22/nLY7JT1jaYE93SEaQijEaThKOqoBvnpEmafPoYpRsXYeDyQTGcq",
-	"RClVWXCwjO/JUedWsOISPFDWFukAaCzy5FHjX/fcwyf7WBP7aB/+78kc9oSxl7xwrMlZSkpMuQWGDvJV",
-	"kx+/ioYxEnHgR53ziyF8HWQwTQSWhb+5GeFPMLdxfblVzfiIHeEj7EQUesUOMH+hMJqV4j/gGoNV4xe8",
-	"3Hfj7puUqjStoyyVCTcWkRLcz8q37WM1lLDu5gmCqtrmEzGTKt/c7SNMbQmOXp2v2XxpwGsMU+GGpXFr",
-	"2zGLbzLcYPe5fvr44AnrKFevSikGiRvY2c1RRg1cdT9RMOrdiNImhDVksxkEe5BPJMyLQ3+zfVdqN4no",
-	"EKDA3o1Uff2Qca8EEKdfScxJpvAvs1r7co+amb+SgAcIRPWm2iwnnFppCXS2QElU60933I1xwF7K7wZ0",
-	"/Vn6+OARawENqHp0A9Hifo3xixExIlzAiP1CWC92JpzyQzetceBqk0vlDBwildVYIwffehuDqY/39+F0",
-	"6vgJkx4os9XIFhLMlYYhIJTmTjDcC8OmmmpA3Gh/LEW5duQN/6geQxLE+FHfXaNv00ESHx05QLTx7ZaR",
-	"9ygN4bGKaFgf0h5BGcGCnJKrqXCspVyKdC895YVxAoZ2kCvmLL6EgVjyjAFrav2pma4776QL1SxJFQNI",
-	"0I0jgfLABCEWVWdjv2iNnLESHmT9m7HfsmqPdEnXFgg7iXpP4wWOeqjCqYzYc4r/slh2/rHUVjCf3Pbw",
-	"yd9ZNuMlz+C0sCE83tBIokEPZbeodyEo1eoddOcRQgE+whwRi5se5sFJuB1hg5/sP2LtdfikILwRtlwP",
-	"j04B1wMONuwpnQLtFwpSx0wlAReG+x0FRjEaBgz5p2dH36eAcgYVCyWKvR+fHSPQWFL3pTLuVAZHwgi9",
-	"AQl9dgaPuuWDPOdnIqadJ6wFpoPWdVQAekEhjcVFaMRxceMBE0r3IMHAB9qW0v2zpDOf/ikXQ6fLl8Ig",
-	"V6sK/FG1yzKxsJDaizT58OICE+sWpZ5LI1CrZY2IuaMjgSlAnnVB9YlJPNYMXD9IbjzXjgP0OZpiCVWC",
-	"JDARLt3V8lCnM7lIGD2XOz0/wQisGwrcwesBk1UXda+dN6KfUQoETU0a2A1I7oB7DOFFSAVA1zFn6Zks",
-	"Cjb8JmWU+4H3wYZyl1FE2uFbbqyN4Gpy1cgpY12x0zbSBm7uSIEEJV07SAxD2wUTpLwA6geDBXikyfQC",
-	"CAHSgBxbop/N8FQWgIwB00fSileA9zI9IrQZ1P3Zd2CvMFSJYSDShqlGMX28f8DqGDVu6FxkEhuMwWHV",
-	"sm0gmamypvyyIHvo9XNvUY3ZTFCmEdAHyAZegCZssVCHpd7+A/UrXnq1LX7dTC+tu7qYLsKgiQsmgoCN",
-	"gNoiZAoNIYUeBISquGE44KR2so/3H7EKieXQk3cEC0ITivjBY9YE6DkEBmCQJeZwML7pDIQjMKsfuLsN",
-	"Nuycr2G+dLPTnyC7wS8zHXpWM5xp4waKZvCIbQDGOOWepa8AMoYUObRNqNVbFRdyFgrMsvoCIs00v9GC",
-	"PwMq5NNXb96SoQz6geNaFL6igRAeZeT1HkKqifLdjBdgYzyFh9+wJq7NBkmgf8gLPidC3ErAteIjT/gq",
-	"UHDg9yqPwmesn0IWskfOmfOLtxVSz5xfvPNtC0mqIw2ieVqIQ3ay9tohm/Hi1H0YovbTQp/wgmXcsUgL",
-	"E7HsYDBmCw6TRXFv+Fx4tQKIxeDvEI+IRnCLQ/EYSUecCx1gxhdOj/Qs1BGZCcQr8wSZN5OQN0oXVPtU",
-	"u5OlRc3dF3mOyC5GjuLHFO6Gpf97GJsVw1fg2TBjprRR8vQ0DSqKf+wtXerha13IbD1mhqv8RF8c+p0b",
-	"mjJjD5RW4sEhO3Xq0RCqiKyzuvHvyIV8sh8l7J+sLUoqdDGB7uREUKV9J6g+YE923LP1AngQMEwoXabB",
-	"3BMD4FQCzC3OTkq9MsJXhpdL5SsEoqsD5A1y/W1L6iDc5Gc1daOfWnFhkRkQKFQ6gK0lpw4JEZmPHQVi",
-	"t3RUFrz1BZubc8vHKdSbHyLF4WAPguYMHAjOlAbu42iVt4Ue1KdhRGeMHIdcRHrPsT5MrIIvgLZimykv",
-	"I1qnzMGn5GXGnBdefTf+7EoJ+JY+DMm4u46M0/C11VT6NflV1ohTBRa1ns/dF6HknlSG6qqhTD94wnxO",
-	"EqIV9WpuosgDO+4djPZH+z6Nli9kb9x7NNofPQI8ZzsDZyTqbr3x+w9Jb28meGFnf4IHHIE8g2b8PO+N",
-	"ez8K+xM9AumSC60oXfjh/j4CdsIFAZduwzaHbCM4nstiU/gJdDk2swnKc6dwuDU9xi+2DRRmtvcdz8lE",
-	"xlceX/7KL9r+4CRezXvbG//7t6RnlvM5L9e9sVtulP3mEyvhZgIsqOVTAxgGfvtM7zc33t5cOGIxtN90",
-	"LqM1nxf0J0xTi06g2SA1Cs/3ydKPUvGjFARtPEsm62chyhlfGGasLIqJgpjCuC15v8q2xwGEMmJ+Uggm",
-	"Cky08sXXuSgHE1XFarybGhaBPqnhkFIEyIfVJw45jqc2UZRIgWlikFbhtT7EPmA+Y7m+3EzPBeS9hrTp",
-	"idpcELR/hSUFIwjqDOlK+VlXOf1Wg/W3VLgQAvoYsdde0oGpH5If68kO7kf3hbWwE+U+SzHpZKsNSWyB",
-	"gOpiyxE9tyFDxbFDx56SyCm7qy3ZSzYv9BskuDu5z0/9jn+iG530nuw/uvyFf1UHcykXoKxRT1/gv8u0",
-	"ymQhAKGzM0MWhGJk09YMS3+QrS6Mik6dNeUTcOCGFAIL9hSr3zvWR8BQ/OafZ0NyXA55ViRMaUzm98lN",
-	"QRnwoaOgVw3Ipnqy/2grm1tKL1LOD/YICdN0ipUX0tjv/EMAxEyuuc6IYPXInnv5NcDMdvaOaTyNOQs7",
-	"PgxGL4QIr3U/6uHKeEd2ysKresVtgsqIixY58dLZtJhyd+gUcIMhfihd5Yal4HX4Ng1s1Y0CjfIvz0kO",
-	"k98M8W7ecH+sH3/BD3a6r8G4x5d2uOQ/eJP449iCWygIssvfC2HrDzHzQHME0WYZ7Wl8p6pt/tC4R3sY",
-	"TcNDLwQmfDRulF6J0hPNBuk+binw0pCpeH9MzWOCjYErsv2Mkk6NufMYbk7CBvaweQGP45nfH279cN/N",
-	"BPq/qk0CCQ6XsvOgryaffuFz8Zo7/ee3pLdYttDIG/e5ikquKP6cwfk/S1Gu24RUy01/Q4v7rGlhJ70O",
-	"ln495e7aFAS7GdPPIXk7EAg8Yc504UVhqqxcdGAJlZsrsfs9p8dhe/GPJz9tWujvHZf2Y8nPvXt97WgH",
-	"3vaaG+OoaZPDfRmi6/H+N1u2JE5D2n1rKpLc2JQmnP0YrX6vbwAxUqIH1krc1f0RdlmqqmI74sIFnisE",
-	"+r9hjfU0V2DQwTfYfqUIXX27JfLUP/RXsETiHdnJEqm6lN69JRImv4sl4o/1Xgtqt0RoMylRmRsCUiOn",
-	"gbQUjYgvWLX/zQvWaqLUzwMbuVJWIr5G2AWhC4IfBv37Pi1LFEZE8X8IlvpAiUFEBEp5QbwGD3K00ssi",
-	"Rzc7rrSOGMf6EBWZKCPQwYcTzxkvwAsI/hkIjW72aBixI8V4HgP34tsT5cv5p1wqrAJL99M2Vxzuh79e",
-	"u2hy1Ar3a1DlaNl3rcyJeZU/hzTS5zEis7RV+Hg/HXTchW5TsPN0b05dCvy53RSkaX4ZytJONPNUq9NC",
-	"YoHBHdDMcY19ES5buk8KCkFwC9tNKzegzrcUyOU55lC5UXgphlzlQyMsgvcEVF4KFSasFBhAgAJY3M/R",
-	"RB3luWFWQ5i2Jh480l2EAuTxd83GJyUB50zUiq8J9md+IjEoTRlUIPQxqxPCmb/T534/4Tab/W7kn5AX",
-	"5MSA+7QvrW1KD9z+Uk5nNtxYygbJgfWb5Tykn6Cre6pEPlF/fzw8kRYzMYnPf8M2O/iEmHtV+wHNfAAJ",
-	"n7oSTxTPc6j5JbmCCdI+7jTTRc64Yv8YnqxtlSpa/6JvCNQmJ47yvGIjDeJpgb+GBTJaH5+7N8Gdn+ch",
-	"WYEdAGSwewWSXnseqbzH89xXhnAkNLorB7uUVP52d2wOt9VLY3cT8vye590UzzvKc5byPK+iuewggWSv",
-	"ExGKGwaMWz2XGS+K9SGL7+vmLa2OqItJtkGtYFqouFiIzH77LE0cn42/ABlp8rR2YQlCKn0GSe2eqVWa",
-	"H/y4nw6q3MFvWLPXVxcXCAmDE0Wz8nOSNtZXmTRtF/ttrB9svdhvgZFvLi4wE8yARyjEtnuNs6td7R2v",
-	"M9yK73S+vumb/KubO17nysSz5VJ8uBsu8lbYr5RhPD7Y4UvuiI+1fsFLRKV5fPBklzWFmpuXIpf82JHQ",
-	"3bAod0UCJ0i6uADdUsRniXSWwXYrN9fLk0IMd4prfw/P/qWi23l9ybt6lmo79Vn4lxoL2cXLhIvw3sp7",
-	"Z1OHsymvbVPT57Tdidu4fZGrqcvsrlPWLcqTBgm366b1td9TSJtFXd8jKCxfKpuAL0YqYTDpPW6+e/PR",
-	"2q3kthd/+4aico0IThz1iFoQtwc+MJ0ymhQzlq8NE6rURSHyw4l6/ertMfkhg0uXwpTOIpw6O9+X7YJD",
-	"U+bhdXayDsUi8Mp4omCCLc2LWR+uM+XpG+8DmQE4FTsK7f+p9ISqNyaqOmzAFdJFLoyNP/DAYHEz2clN",
-	"jZzGbVOtnzkB3uQCjRNr05MlQgfG6miyIytwJ+wIu31gmOrWsRsgJ5dhnOwYqL38uePjFzspD1vTDg5u",
-	"h6PCMbYHgVGsxPTvxInAF77KZIfbCCjTPv+iMSt4l/hyxZnG7FSs/I32l3zGc38Km0HnQ7z43Vyr0W+d",
-	"1dutY4kXdVwftXdSH9fZlg/mAHWAnohAwXHouY9p5B38q9l1fRyWSsXF0VDEyiaqlZf5VmhUQeDrsGk0",
-	"wps5bPL1iaLv+D1y/M6Rw8MdrMFjrV9ytcbisLtSAB01HLISAv/U+M0vOj5ewmD0N/jqGmFNRO+9l/n2",
-	"jEnBz8UlIuKGWCxs/xvP+XfL2gL+5sxWR7iFOLVfA0/7RdufRPEJuNmz+cLuzM2gjjcdo35igIO5++Y2",
-	"fZOFeQ5VijmXSqppOjgktPWGLIL3eVGEKsm7SrkBSm9cQNEqPpHOblivvvx+PP++roFj1ZFW2x0tz8JT",
-	"fwUfS21PdnKv+P35LDwr1fR3caqEo703ltvdKX47O5J3sFIP1KWMq1zm3NbLFKPj+NC8dJv+lbYojBXl",
-	"HBr2hEL0cYj5hOS+OnpsLk9P3c+YFIMDTJRHEY4t3P7D/f2ELRXixueDjkq2QOE72XaE6HqVCEjyGaTD",
-	"Vte43bvkz+3+qrT5laKbgD2L/G1wRgCUXYcWum134/repOa12qumcCtepON4lQAzaqqu7txbK9mZB9kh",
-	"mLva1YU5Q7XhRDXvZkJ5xZXFlj7cP3Cm2oSAaye9MUNIK2c9wTUn5HKwsfIO7Ogxky2V9TWAb2ojoU89",
-	"0PNEecSWVOZpUitJ9m2mBcIBAEwVlDe6L/ICOrm4P44BcMupgJRV2MptnvL5gsupuoIb6apuo5v301yJ",
-	"fd1CoNeTYQj1frhFxxF9LVu3KhTedv46HUP/2DG+S/1j7qA6IbCkyE+D2DkVs4Jq5CjDrO664Ta4brht",
-	"SL1PHuD+gpwvpS4Yj3a579OjEWn+BUBcFnytl/Uo+A4qYiTLLnW3vBGmlX1ezXXS4V0H7rUUNabbhHC/",
-	"Va/1VuaDSye0hiA3MTATS2R33O0VfDTAV+YCupOEb7eTvmSPyOZbwOFM8Gg2zyUAcUklbl5PvIJ3pKOa",
-	"9HWpARjrunfrk2kBnzTha9vF9Dv31d2sj9II/ipZYggEhqmTAWSoEo9Ks1IM/eW+skhEwLFO5wkijIV+",
-	"TyGzFMwTfQogr6xt4HRMiGZRWhsUGxEwkGJa1c2kfrCTkpiFuX9XcjtBaLRg+LytwKYo7FRoY8ZROy62",
-	"azcuQsFBDDRw62glJgqha4m/IoaOh6FpAF0BqBH27aJ1ItueVK2tnK0J3BsR+9J6z6t0EEDnOKIrCpXj",
-	"2IjOg5U+juEnoTjMzsR8kMQY8SfCroRQE7VUBLdTm6ubpqk6i7GPaiwWALFaO4ux0Fhs7M9aYC9hAgIG",
-	"qESlgYrOAXsb4YH6NatcLYsiBfSfigAG0IHhSOFIDzA+imt0VrmfphIrYWwMmIpEJi0rxWkBOPB9PlHV",
-	"RUJFByDFCsHP3V7qEpDTHMsFuHVPduytxizpCvsu8hY8MJW30SlQfyx5gYBdtRL7PLQqgC8Drh4tBCc/",
-	"IXciRljBI0mNQKXxIeGcW55QE3OCDgRzw3seVLGmqbmbBM1awmAnSwSsJQYjc8ipwQOiIhraKKVhSn4T",
-	"J6of0011gXRJUGc28vOxqVZiQCDnGEoW51Iv3clN1KJYwj0DeDSZm06swupytqamwy+Rf/USAb0BCFmX",
-	"0C1lKh7pEXc5cQcQPHFXCm9g162NGEdrxkgAsbx3lrYECXPqT4xUaVj/7dtng1v0jO4gKQ1L6VqkrJ++",
-	"n2Bn1knvQ4q9k7MzKOtw/3hgAOrascBB1FGxz9VE+Yk3nql6kMIo0Kik8QgYCFU/BPx1ovzPFCClzJR6",
-	"WgLkxQlZ+vGkMO6Vs/O0wnstJOALivlEpT+L9XN1qtNxaHEHLXPknyIJeSbIMPFrlKYe17U0Jm/EnC9m",
-	"uhRpMlFpuYL9SlgKC6U5QwgYDrVtviN2FMOmggYyUVNfdlPvGKxPSQERykq79g2AI50EOSL8StiNuTR8",
-	"sYDGzDAqR3mHXBObKzieDMn7VP6celx0Qv7FgKXxvUJxprEnuHpAMFsKavqx4hZaVPTdGE6inUmVPzAV",
-	"Yl+COgXC3/v6RzX1cIyI/MdzCGcNgN+ikuQ1B3+NQETy3EwU/ZKwmV5BjtGcqzWOivmt1DK1NG7f/X+E",
-	"CkzHzQu9Ktakmk1UXurFQqDrfMuhhLnTnHKScNLibruxk4kCyEunDdRgcEnp8/xar7CVN+EHoGjCqwpt",
-	"hSCJKWEHCXuYsEcJG41GE0VdVtiULwi3U6yZ4euwV04npe2yug1U3F0AABZnR+GMCegYBucBqjd9wY0d",
-	"whKGz79P2S/QfwP++61elpnw++n710wUaqdB5XQakGVTbQdMLaFLgNOtIWr5C/ubWxrJVmzWhnIVFJqs",
-	"1MZMFK9GP8SohiwKRsAAG8Vk9ctT9blAZHvlIdXhq1XVKZtLY3wrr1bhHUbbpWw0unUyj9tsTLU9jHYX",
-	"FM+gerhNwDRi2B1sm1NvxxR6jvnKtJnvsEm+u9pxtXnwQkbBb5+jGvLqXJTnUqzu1ZAbTG+weiEzOAsV",
-	"TEjQRhJkZmgJc9PA794GUHp+sAdib3tO0Y/4yF8hoajajZ3o/GXolxJ6ut95UhEtYZeMIjzY+/vWft+q",
-	"ZjjUQrobE4geje+aP4b6Pdujxn+dCn7VRpPM9JmczoSx6Hfgc2+lerU8mCWQ1JBQl7kEu/WAYmwGuycR",
-	"OHWLvgsdLLz3LHSb9wkSNMtvf03j/j6Znoso0clr7PUUp18785vSh/v76Q4ZTj9Sx9Udcg6q5uRfWobT",
-	"BmtpT3QCOri/wW1ZTv6KQECdbqgTn9BlGPQZH/Lyd66WuUfOS2k9/bbe7qsKRTjMuslf5ww7+srJWu12",
-	"lddHvdxRXrdI7z3eX5PHe6L6SvsrMGh0dKmJk+gqEEYmQhNNVORQdeYeATtpi07byIC9pA1Mt23m2frn",
-	"Z87AzO5tmRvnzJ0+1Vtkr3QLrp5mGg+9Lc+U2tmSGiUWMzGHPt6I6diYzXuZf0gbLr0KsGOiuPHAjQ8M",
-	"gxmgXkDuBmnHAdjRSzj0j1K6J/3NCEGIYVDOAw1Hp1oQHDO1sfFwzLtmhrLuxNB/aqmuoKXdSIHxLVX0",
-	"3nzuB57gJ0n/hDNwh9FeLoy/3Kd/3lH6J97OKvczCOJakiePFViv8EHe532a53ZR48g73lRvp0NevPeQ",
-	"EzQSguT6voohHTRmuS3poNuNfC9rdqu67eCXt1BF++LrK5y9qwLSirxuWn25fgrkW/KUIPl+pomQDWH4",
-	"KbMgLxGOlS4XIFWhGaW9T4v8a4Hn1YlgG/s/O98aR/lZrP8aUZQzt9BdYyiU4fFZxE5g4rtETtxR3tv2",
-	"7XGTM7GOQyWkYFX9Exp5PPGFOjuPL9Pe+zOx3qo4YfLLz2J9WTQfH2yHi6X57AAYe1k04dHDXoRQtb8T",
-	"GPTX3dHgZ7FuQWva/s6vuMsvCVvojmiZKMZRiiPovjytUa+MfKWDDRJO2n33sWMleHkeGOp3Li44OE65",
-	"odblSeXeT+PW7Cm05V3xqlEqPNdPYx6tMytCI3Lv52HNl/QSYGAxIneyZtxnuMAFxpbGCjNnl9mMVe4o",
-	"pkt2xv/UGlOlG1HByXJ//+HfV1zabx/tm9TnMUfBlf5TrcyycIsvdHYm1ZTBZYNgZQVsH2KJ1Am+I6LI",
-	"+unwIB0zfmKEsuCMDpMZHqRus9zheYkAHEozzLEbUB/jZkV32HuMEYC/HUOUExVClIfQCyWtcq7d0G6p",
-	"MJGBb7dfrZv7fvA+JKJPJwoSH5mmzA7y3ZkZL7FWO4oCQH5eR1h0BzbYUt1+SbjWs0Tc4SQs7EY45PDg",
-	"VoOv/7X3X7tbA8+tmH/n7uFWMH1/Wd36MWcLvu1v51tqkTx8rQuZrbu+SW/uvYVrDl+lFz4kvV994/o2",
-	"7lG/Bv1AGA8Muo/9L/qUpV6AIn/ach6bR9D738OY4QxfLQLKzrb1/KLfKnl6ijv4dUmuO4qU0HljPxXH",
-	"woD6BsSdaN9Z+qtPGoHs5ZqsaJFNVzNAfhbrpp+hq9MEiTUn4oJU6y+0MfKkWIMcGSQk2xiUrwvshCLV",
-	"RFXkiqUo5Gx4YDZkn2FnYmHZifD9S+asTyMM58JyGiYJgo68gJDRYkuuDMcqNtgtH1J10i/98dlxCvIs",
-	"TnBxwwAjrnRHPJYWDTL9NT2siR54baKq9yrpwPoA9SGG7pHBISKtrWTot4CDtHRcmKiq5YI/eGDPKIaC",
-	"7AkwIFVQ100C1sNmTvopM1GhJUMkA3APwBf67Ys0ym11CwghrTHJdd8irKW3J+uX4lyfiTyZKIp+g7it",
-	"N1j3ofJCG0v9bcIwjgBmushNCuFt0A6g6OFMqnzSG096Z+eTXjIBCTTpjYnjsSN8Pafl4laHRXjUyfkS",
-	"cyLURJ2IcC68smHQOe8To3zFgZ9ZaIP1eP+bieo4sUhthHY4OLbfJVhb3PTekfKi4Jlwa8DJe00twinm",
-	"fnluNEz6gsx1+CNWr1FOiDvadDic84uhs8dT1n9y8JD9LL9zFE8sirq6HTyCd4ZW62HBy6lID30CBABu",
-	"0hTb9I/Xy530D1jOjlaYVzn8459E9Wi4GviZ2KT7hM1EAQwDpkohgw2gDqBitx59JlTntOHtqwLjbHXG",
-	"frzac5ve1p/F+h2ST5uCRT/dhyLrocgrG8of5Zi9i5bjwAhAzvMVMipuYkMPNR6u1oyoj7nbmoDoH1zm",
-	"Mtoxh+7snDg0qM7pz2L91pl6bblyZAT20wn5opzogYwzAgPbtP3aC9DHUWcmbkLnNJ+HMVGoNTmt6F/H",
-	"Pwz/QR2YwqPfcSP+/tgpGRszCUY+1GDN9TkIgp/iqiq0OVGcBZvUkDOVtZmh0LobZRSk7TVMUTCppW0t",
-	"kKrXSvsMY9pJTFXr15LM6kW7bUlmYjQdQd1NIUCDu4m0MxRbn1/S2c9ifZ9ydhuGVEvC62YG2jVNJWJI",
-	"BaY/dPGhV1Q5jypEyAWtTB8s9euHnFT3n2ZMU4eXBkBZ7r4AdSUQ6MhZIUlxIdR3UGL7qbBZntmCVBb3",
-	"17Q1fwvCSDj3v0K8qjqmnW4m7Mz3wnJZXDtqJfPrxqxo8rtErfBI7xlEa/daXhTgR8P9JA8LFN1CdR3I",
-	"wJhD+H3/0JUMShYo0ytloBjfJB5iJINy4BiZP2GAAIKiuao8MpCq6Sxp0jO8OR0LeycgwSXCIVPMTVxi",
-	"VmdqbZEmVZbnmRALeCiUC2eFhtV6F3jdMG/N7HdW+qFPo5+oUhD3iip1vc7QChoKlvgLMnuuxlwgifM2",
-	"IetwWq2lclx9ATG5LyU1D7bTOzFab1VNgu69h/+/BEvR3QxPV5dHWfH5rzP79U5ABN12+iM9bOMGaJiQ",
-	"3+pEnGoyE9CL1sFbu7rZdRz0/s2yAi/l20NCRL1fIQFdtzWy7zOkchShQSB0CNCrZya2KdqeTVxm/7+L",
-	"qthQDEKlQ817HVqVo9saqyLQL0CIEKFvHEF5tJbh1SdGsQ0E1HDva2MRYaYStRPlZS05zMdNDAxyHIsC",
-	"fNJTDKuk9HTqRHlKakKaTBQWklVNlmjFWOrxHda0QRQlwfkM3UGlkE5lGMdO7egKh0o7dSIyvjTY5L7S",
-	"D6C6ZcWrYEDUKm+GrlDocOf9pQ8CK5ioPlcM77cukyoFATYV+mMb37B/wUuhLFa/0TYoDZ6MYORI69YM",
-	"dKfB8YGsB7BDYAdBtSZ+ZH0WOFRZl+xUqAx22RlaeOQ0RwJFc7oTzMbNWc4db/Fe94TNee7BEzl213Wf",
-	"STAQQqEAZ249LbSRNbQxUutMtC4YAaBnKr9KBS7TcC+MPbQMAMt0ODp25Jh34OqAmQWAlq/O5fHFyPCf",
-	"vXlQgxf5RDw72CZXL82LB6+ssfodcGs7csN/GsWhPWnU22j3BHszBPt6aWa1gCwIQUjuUnrF/sasLbZa",
-	"F84q35qz/QKe+Es4wfxe7MaydXYG0ZLPIm8b576TC8w9ee8Ba8/cdtvYgXLjNBlqGbTi0jbgMGj/a9cq",
-	"6phVmewND1lTh4pUJaANUhFHGxrNG/zBneYnKZmj7903G7gBPwGeNHBtR28+l4KMqTay2uIFQAK4PVle",
-	"sbkOF4CmHhX37KTZZAzhZyPGgbiRzjzewkKSm+/+hfmDkCnJS8GMKM8FNM3hZSnPeYHWCuuDn98joGLW",
-	"kTVsUYpcZMIYXQ5GPtMdaTWh8k+uCKfbcoBcgXC2b/5+GNK3pGUbViPkVaHhiA0AbYFZnNiYVKD56KzF",
-	"4GMgpsj6uqz+eMplsSwBjcE7X2AKoZKcrGCJoQgERgUf/oU01o2Py8BGH33MlcTEpYlKyS4+dn+okMnw",
-	"ZK/atgygf8o1IOjSEB6IX2dnCeGFUozTJ1OR/S+UEfOTQrQZuUcZcPSPEgm32BZ+I6fsh1II5oxsnwlL",
-	"6alwLOBG6XPL5tpY9vDJ30PCL3Te9kkyuG8PDEv1Soky7Uoug1+vCB96cKPMExz9X3BA5bNpSu8204nt",
-	"bYASjoSGTp6mY3BdTnGPfUQQCz8O41brHpsYc2wBN1stiyJKaqIruhLKsrngChDABiOWcnffDKBkD6Ua",
-	"Lko9LYVBHIuQFSnNRHkWBC+U6PjybMgxYfISUtbDl9bIndgOoOJcZMXSyHOROHZckm6wk5a8a4cUwHbf",
-	"4m2OhuxOY0smqrU3ij4NDDnw5E2ZzeKMMh9HjnLIkIvHUOMhfYx1Zo/d4819dR1WkJRCh5WrtVSpKNJW",
-	"qmRW6XHSTpTvHNKAqouzCJnv/OGTG3hImKhg62SOCPkf3RFkNyPkLvzqOju7zyG8GTbfYs8QRwylTF25",
-	"hDdg2pDImC8LK4Ojrsutgs4c8KtBfcuJiAoWhI9W6TIGzg9x+X76eP+x+wUViYnCQKAN0c/oEg2gdcVu",
-	"LpyW20OugJduUZ/Mk4Ob41hCee/TuWGfjgiEl1/Bt3N5GwbKndPzOR8a4Z63QKk8OUmydDDGDD1OJhT5",
-	"k53Cu6ETJRPljatHDxMoSWR2JbHYCrNtlRC5QVXL7E2W+/uPMigtc/8S6J0WnoaQqtssL7g1W1ENxQWf",
-	"LwpgyW4ZLT7uTofGM7dcaZzOqctcKu59t/20oQFW4JHpc2VF+brUmTAmXLkU6sNAH8T6yAW3M4OabA4l",
-	"ZVU5HqrpK75mpTN0Bgm024LySthz9KIY7UZzetZKM+BXQ5gTA7Of5YLnqCGSUeJOgOruyfE/Z7wooNcL",
-	"+jQQnID7p3wugpP7PvWQeqMAu4H7yazWZ74JUiNpYqIo98hYvjbwp7gUFKv5WGVLVfq2N1mgipKvWT91",
-	"C08HmHAACZdkRo3Ak/OtL53ccPs4AnXLdat3o4LDJHBOPA9aHeZmNvw8IwY0gBMKaRoaMSqc5qqjXJaJ",
-	"6nflo1DShNv1Q8ZZKVAz5rleOLUVviHPoKsQfGywxfPy8Xz8rt0vIuzlV+V/CQfS6YR51sWw7Ved3fa5",
-	"+GdEFXVbcdPlrkEm440l4kHIIhwTgpJ/771x1580VHDkVMAvTf/NL9onlEnjbKmIbVKF/e4+Hu9lnqjK",
-	"x6NVzXwzX5Grx7hz44XXS3hRoDJd74Td8PZULeW25hu89o/dN93phNStbdF9z52vKQMh3BIEVY1g4xYF",
-	"R8w4kKm10GF0tVquW0vLnY0wcoOkbjGg3CTe+64uH9k7wNFDwlYzjfVVzgJIonxzw+b6XKppJ50k14P/",
-	"bwPCSd9PepCiO+mN2S8fUtY/GI0O9vf39wes8qJUs2Dpfjoapb8MD5yUfz+JJuhG+PdoNPrtQzpRU0g6",
-	"9mOxpZJ/LAWOOGJHZLRUONcA6MXxwmgP7GKEhWDMYnlSSDMTebhLOQSS0f37pFb3Jg2rHrczjAVv+kCj",
-	"6+Mt3ptGCQ4feCvsp4YJvsKN9V1QP3ul+R7xdyvib+AxQRq569NfiNJIYxHc4cT3ekXgRLyNVxZKO8b9",
-	"4n7E3dG/zeHjGGCFGtXV9on1kamihE2ihkH34bmvrh0UtRheQYqR0gxbg99Kc6juyNlV9a47iKFVsu0+",
-	"kvbpGkDdmKrWzXlvtRHUURO/FrSxXPDCRJjywHwA5xUB5izqstLWVTKqLwyFlOiEVAMsUKOhLDiaRcOK",
-	"cl+07ppK6AxstOMp5MQMlxb4PSswI5BNdVdHp43b+qlaO7UNvBJyOrM132ogzIOkN+cXCPTmdOYI9+3j",
-	"EGc/tnnULTl2w0FQa4+/WmunL7FN0xfVNKmtVVKKNy5lffoCOxjU2yZ9hPp7pQ5Jl/Gf+1ZJX0arpMTJ",
-	"Gsw5107hbQqtSEA6ebhFL+hE2Q89WyqEXK9rON0UQtHBqwjYNyhbQf4GrUSiz4RTTvtGW2xv9AxGGAjM",
-	"IUpDweiwhjlfs5Uuz5hWyURBrLFaa/Bv1nPsR8xjFGyF44HqAadnZ1opkVkyr2K4eQppP9l/lPqa8nFz",
-	"hyOQV8syrtBYAEc4wBEtDURLF7CMw0qpaYACJTXVxkzUFFFcH+8/Trt6eTdF2Vfe1XsHyV2R75fBeD61",
-	"HFbaDk+dLlATxU4EOyt2mwy+C5zTBi8AtGynkpP31Xx8C/KbMpGu0GhuNzm+x7Oza1lVV2t912p/VWwf",
-	"smOq/4zOYuUMIsjqQC3GcWHvInNyYcSO1BqzngijBOLq7qcHiJjm2BvKEhhnUM8g2gbgHuTTBpI7BjGi",
-	"zMxCdNlkR9lZzfN+Jc7ZbZPdBCe9VNe6I5aakFVdKSBfXTe/WzCO/A43AKe3MesN4seMl1qHklpzvfjm",
-	"HbLa/Y0LWCDJ4u4cV8Q6ZtijabEQuVftNrRYv9D017QCk3LMn0l7yCy0/IYsBK0uM5z+WIql2J438j/4",
-	"yF8hXeT2szuSXrXjOzmJYfdbXMP1LBEadJcsETzOe+dxe5YIbGQHUEUh1NTOQIgCoqrIMU4X3zF/EPX7",
-	"FQFWdOWJ4DnfojAjQmoXYTDNe5po0gTs2dXO/fqVODWS2UPs3qsrva3gBQ24XDf055RR/an7rjkG7LtJ",
-	"RV354qZQvrOhUHAsmEHbbNHm9nHotvT9lnTs5EZbubm17fDJG2i21l7qNF/Y9dcZAvhSvOlAdVHxnCNm",
-	"1ud2WAhu7FCrTAwO2Qy2g6x9np2J3PfIAsaCWJ27yi9iRnvv4f+3etWPsjPPXi53hR9lXwlaMiz5joHr",
-	"jrIzpVeFyH1HGCCMqpfaDUutyzk8bMrlIs5T1R4VJ11H5F1tUl3ykWoPd6fjrwnK63Mg5R8lxXaAhE94",
-	"dpawc2nkSSEITYiaEegiZ9jYbmdWFoyv7Xbvc3jskkpSyp9NWAhf7u93NmUDI7c9twDSCa6QXfDbbZsL",
-	"uPoW7Ql+uLcX2vw4lTSGwiTLz0SVF3aT5kKXg/o44vnNnqmhR2oE+dXRDLUPuN4Txf0SSGPwjmi4gIND",
-	"qN+ci1xyaqP2z7evfmFSQZVvniD8Of9jKXz/sZkoBRT3C6dDhqbl6eP9fSbVOS9kPnR/TA8Z7+gzOVFX",
-	"bDQpJBSHwdqNmzG4wNsc389Qz7/sxu+PRt98k7BCr0SJJ34YLn/n1V+UUju9v/32x3f/m292afZ/810a",
-	"L09+v7lMI9rpvI29oMlzn+t+Z00U6XDqbRS7eiYesip9fXcB7LjKrbg1jt3AH+fV+FIcEIc1xX5K5aG3",
-	"1DX+3tXwWaoavn9wbP2LCw5IU4A9ws9E6cE4B4csfbj/mBp5CtzS7ptari6HL3/z7q8DYP4p4kLRnu8U",
-	"GML9vzQy5IfdJTT0RvB8D/uCF/dg5t1BorK+T1txzU0XsHk4mMal+xTg5kQ7V726b9691Lno3USSxj0Q",
-	"+qcEQgcC9S3+qUGRYulc53XkrIomu3HRA+3cmuvBc7Z2nalx+e551BaEdNgmwFwtUd9KLkdLj2ngxn0T",
-	"L50JQXPxaW44yUMAth0zDnMCVHKcPJLrCc/OKA8GXycosAyELSReSTtiL/haL20MThZjkzn5Bu3hHX1N",
-	"VD+ts9y937PfEZVtuZQ5orINf//9zbOj73+nH4z4w6O1ATjOaDRqf+ndm+fHmy9NFMGSUbcxAAmlubIF",
-	"TlL4ui23nlZ49IkCOJ8HBjGldoZHZxU6Ou7tiB1NFKGXwS7zgEOG9Z451LHOoSsrj7HfQ5OzwEYmKuC+",
-	"R3DvWzC9bl0G3SOv34bbBo/tHnv9hhIgcTtvE30dr7qvVyfem14dgasCWXes9ytEWd9Q66XCen1dIr8E",
-	"hrhVhTdizhczXV6SUfm2euzeer4Z67m+8zsZ0OEULrWho8F3MaOr471XTtsN6LChH2c6x+exefV2SLas",
-	"jv4WzZiIvtotmTDlezJps2HC9gRodHO59VIjjevnYm5Q1d5ClHNpbyohs+HXIRUxnfOLlNGXACsFwFOp",
-	"xvKQIKjJbkii8oA1A0CvCHQZhhoxIpqtXaparKeJis2nQNC/PmT9dHNr0JYajUZQacSke1Xxgs2XVlxQ",
-	"6+S21xA3uM2Ogp+GTSsqweoop1UvREn7NEgmaosxZWv3jflGVmT20L6DZQajTZQ+Zbx6Y9xm/rjHyegh",
-	"a4cd0dmhRmRnnNBUiX4fsH4pMrfbwUKoSnB90+lcmMPIgMUXAAN0AEW5pThdGpGPsRRszi+aZWAwhZZi",
-	"r1PLTsRMqnyLVfYalt/bAToddszTaEyfYOpAEiI7GHQZMXN+sbVS7JqoGp+F7RfO86sx/og67u2+a9t9",
-	"gZf+sCyKbaZfYEHD02VRgP1Ht+4KvbdMOpqotMYqxsSpqMrf1gVux2jAWJocDQD8i1wYW1ExcEnkXMAn",
-	"odXfRxucjPsl61MyPisN8muyQMMqGccSE7f4SE28ogrslZW99/iP2w0qdYmO+1DRFxIqQiJJaiD9DXev",
-	"VsX6FtRtD8S1cP9V5ct5groWyFelypfnMrvUM0MP3ftlbsovU+36jl4ZeGEHnwwNvJtHBh++N7S7/DGw",
-	"Px3eGKfgS2UsV5loGNv+DD40Ltnee/rXh234s+U6jEtAGaiGwJsU3koaVpKzairjiBfyTDjdolnUP5PT",
-	"mdNIoAEgn4d+e2HsgMRUiqk0FvmASSZqucg5pOOVYq7PeWEGO8TUCOUWoBZNjObkWxLTAkbsXYzJ8u2v",
-	"CBuCOdUs03MRATv6Mn9CaIE2zhOV/ppi356Z8LofSup++nB/P03YUuFs8oGzR/3RIpiIMxwJ0GaiwpnC",
-	"vP3X9jvglPzF/MphlAL/6fLZwc/3jKTdY+dvF4AlVfQFkZTqmqG/6ePxiSK+c1U5Tcfb9PI1udaO4Nn0",
-	"+Dbk7M2x27rnTlQ3cjYPTq3aHlqtu+GzJ+qm8LOZh88mp+Lnjp8NKRYEoM2ui5+N4NcTtXNzWqUrqm8D",
-	"vJ6o6o50YV6z7ZDXkDNiZ2Ld3VmWX9pXtmLmnx8sNs3tHhP7FvhyJyr2J2Cp4WJcCsn6L4WcTpQ09nN6",
-	"9ZM4F6qv3zsYrk9/1W5WToUHlT1xGzR4NZC/ZVcJpbdMSKEXi5mYQ3M2cOmnLRTu6DplfTRl0uHQPzI8",
-	"4UakTiYL6PcxYCvA6Mq55X54KJvUp3Fb1QbxpxD3s2ai0n8arfyf34pS8kL+KcoU01QQ5R1b+yWAspyw",
-	"lOc5+FoTli50ad3/G1O8hn9OVLrg60JzeDJWMo7lXPzr+Ck8jZPB2tD0+//zy9HL5/DDspRvFyJz/xTK",
-	"EU2eDsYTVWktfh3fS5Npp9mkvoUo2Ehub6A3LDOi0RbWd/l3P0xU2JkRe27ZVBPgLqgJlcNyxNKH+wcp",
-	"81QHtqxYheM8DF/2qY/+SeltRDcrSWoGI3OQch2hyDxYWlg/W20X9tTAojjsX52jSe0d1FHQMUEcDm4b",
-	"2p3jOglA3EJ4z0/bY4TXonrEzdsbYN8MA/1YFJ+bb9TUWImjuU/dr4mm8CYcVJeV2ORy7pIjIaFEucmY",
-	"3E6TevNVSbSWCN1HlOJ+Yqz/5k0exw6pGOc/EE2MMoz/X7nlA+wjdGfu1xgMQci2242D0d303PpionH+",
-	"qlTnAI0KQvckPK9adwLYbrzfNSXHGcJ9fwhNKcgKyLYZXNWhureQCILc6ph4paguuD5fp04E/Tsl9SPI",
-	"a9BByqVIMBuhchlMFAYCTG3tfWcOG2ExBctmM2GwEpyadrkJGnBmQrQabPaFKCfK/TAYsbTkKtfzFA37",
-	"AN+Ar3G1PmQptIEflvpEqhRFvZ2VejmdYRd3aFK8LNUhS42V2dk6DbAUlQQP1wgmJS3cLuN9tLT2hCx8",
-	"ukCjxqcxZYk+cSbEwj0uS9IDwJFCjt0WGfxaZmeXyt827yncVTHtAIro4fb1kp5QyznkIfs/RHN378K8",
-	"owDJlhyR/duS052l78EAuEeij6SE0sPqnm6KCKU94Vb03dcIOF55+Ad3hWPsuM/G/OqcKIF7LqAVPPip",
-	"gNIDm3xg2KLU5zIHuBb4UQpzy64KcP91slTfcEucC0XMpPKjOsVOlYJnM7dq4EfcihT9uIavDTN61B5O",
-	"MQEu/dZuIn6iNSCKLs8voafoTTjAuj3gMWWFQ6oJYHhs54CAwTAk6G5g36fvJz3Y5klvzEajUav/f7Nx",
-	"5oSieGOWhg4sYId7h3nK+thNcyYXbKkyUVou1SBhaaGNTVnfu7XJl534UCSW5021EgMw96vhY4c1diCN",
-	"3OOR9xDMd2eibhF+3s+8I5XfiZ8Z5nbvZ76hBrcRR+n2M7ddMVLtyBPXmZtzHB7DRvd/iRwdav+/a/ZM",
-	"Y482yTr5BFk/jUwdWsIueTp4sPeXqz1Lp7onvtlZSM/hRaGRouLLFl2slsvmO+xsK5Rq0tMtaisbpLul",
-	"G/o9hWxrfQsQowm1XU4i2gg5PtB6DfsqObn5Hx0Lz1bqSa7XyXbZQl5vY/J6IatUz5v2HDe/8om9xlch",
-	"7Ps2/19Xm/+sWBoryuFK5gLvZa3X/9WZ9Y52SPXittykzeF37eqvxCriK4eUF5Miy0lZ31k+E5VGNw9/",
-	"GdDwYU7+E55ZwTdCH81oKyfKHcMSKiLw4RD+YkcwH8pcgoo896Jd6TA87hpVZk0U8DpIomErUQq2WJ4U",
-	"0sxE3plQxW4qnwqsMEioYl9EPhWr0qkm6rr5VKzvDsXOJJQFncZPY+zUfR/RfKqthV1A967IB5iSxXbM",
-	"yJqofjrpIb24rVLLooCGoRPVZur6a0vkQnauP/CEnWg7Y2fSHaXVU2FnmI4FqXFr1pWOVZEBBp+ri1Pr",
-	"IisN+rVnlBigT+F73cb1lZWzWzKytRKvTjuVgk0x6C3unaU2HB+99du9pX7dcrNKH+w0029M9+sWZKR/",
-	"XqudZycG8D+1VJvXY4fQi8yvW2+UtA+MLc47gP8bsP+XI/9/ovZLB7egBL+d8XZIDHdm9xXEN9nPuJZp",
-	"gM2MfW1tlG/Q1dP4i4nYO8KJl2j8kiBwjyoTXj+nmfoWHYN6DP8jVPG4M/G2dFboUX8pN7qFTNYX4tTe",
-	"Z7Bel7zg+Cr62iImL/ei/TVa0e/A7I/jBr0A0XKfCPDFt6Q/ahzpLhVedYOoWfN4Gzrpx6SHN+oTINXr",
-	"8lv9ESz9Nr2fOE2c/N05Qb86lnCFBur3XtP2GhFMneTV8aO6Bs6rXMy5yrvVMwAZwC4ncOlOBC9FebS0",
-	"s9743799SN67iwWQZ3Qrl2XRG/dm1i7Ge3sHD/97tD/aHx2M/7H/j324hPSZTWUKir71SrEV5PSzrJDg",
-	"yUP4FsTMkSW42AgrBaHBimIU9X/zmvKG5/YiK5ZGnosEkLCxAwMyUAKBZlafCWWqlNIYnO3l0oqLOKfU",
-	"fw8QSjc/h04VJgqRQTi+GhV/ecFtNvPjod/KihL6zfD6hKKPhdFaPvgdgAiV0Ye+l8aW8mRpRU4/+u/h",
-	"wevlSSHYCb0Xfcb/qeUr3y9LR5Tsh+c/vMKu1sbjJFH7LQknxc8iVC7olVp1OKvwy+CH6MPUJ2Xzs8eN",
-	"0CwBKMF+iNw7rM2igGAtRQIQliAS4vEaIyLf/Bxycsj8wc9VmwqCDn8PuwlERNbeuRSr6DMUnN/8xGte",
-	"WoBqYtwYOVVzoWzronLBCwNYeeDHXvj3TMv6EkpStCvNMHnJg8ZFU6pGaJkWZfCxPKRRX5pgfRgqa6KK",
-	"dK3Q7AOcB55jViKQHSZBgBc8mlRIOtyc0s9iDc5sEFk5y7Q6ldMlVWn3oXsWNL6TiqVn53vvz8T6QzpI",
-	"mGOQvBRDrvIhbJ6KUR8SnF/OzsTaJJHa5OYIewqp19EUz87b9ktOlcjZ3x8PT6RFT3fXHTyyei6zF3Bm",
-	"uHMJ4/A3xnNwk89PpBtsAVAVMFL0eT92yySebkBZAR/FJFBilK1MLUac3GRtEfhQCyqf46ENROcrsNNa",
-	"q4CWb3vo580P/yR4YWdIVlIJY5I4zBEVt2FgSJ9iSA07EkZAf1WiVPstEDnTS2tkTrapUO4FkbNSLx2t",
-	"91+Xei7sTCwNoBPSNBYiY9IaUZwmPgBllwZSeWrr46veh98+/H8BAAD//w==",
+	"7L17cxu3si/6VVC855bIvYeU5Ed2QlXqXsVxEq/4tW2t+OyzmJuBOCCJpSHADEBRjMvf/Ra6GxjMcIai",
+	"LMmyHdX6YzniDAaPRr/71+87Yz1faCWUNZ3h+85M8EwU8M+X+q2Sk4n7ZybMuJALK7XqDDvH+YqvDUuV",
+	"Nu6BlHW1YuJcFGuW7p8fpowrsxJFb8g4Oy30yoiCWX4mDLMzwYzVhchGKn2ilRXK9k/WC5EybpgRyjKu",
+	"MqbcYGy6FMYIw7jSdiaKhBlNL7PTtXU/FAIfHaliqdwInOE8mS6YsetcsNO1f58t+FQMRqqTdMx4Jubc",
+	"LUyo5bwz/FeHltL5PenY9UJ0hh1jC6mmnQ8fks4bYYv18cSKYnMv3oqxVplhVrMVl5adiokuBLPFWqop",
+	"41Mu1aDyRRpeKiumooDx38KifnBreq1zOV63b7nhKjvVF0csExO+zG3fFGO2p7QSe0dsUvC56HM1Fm6b",
+	"DP1943hGKpxPZTvtjNvoxAqhHCWwLmepFRd2f2bnecp0MVKpnPOp2Dfn0/+8cH875/lS9Jg7BKX9EbiD",
+	"nPFzwbhiesH/XAqmCzmVCg7SzsR6pMZcKW3ZmOc50Mbx62fuGIFMZCbGvNgz9NYRvMJyzTPmDhS2V2WM",
+	"hjgVIwXrzwYwyjiXjqSZnCp3HtIO2EvNAs39KM1CG+l2N2USSW8YXuIqGymkVW6XBiiHFYJnuFLDVtLO",
+	"WDoRdjxLE7aayfGMvmSYtAlMLOykG4pbphdCOQqFIZiZ6RU+S0cqsoQVHAjVzrhimV4pt1i3Tmk36PaC",
+	"zxc50OnVKaKzSeQfks6Cu4ctXf4nOZfz19zONmnxZCZYCr/3n2Up42zs/k2XXmSO3KV7buHeTjqKz92n",
+	"4KFO0inEn0tZiKwztMVSxGv6X4WYdIad/2u/5Ej7+KvZf+kGcbP8udDLhZ9Xw2em7vfrf+bZj1u+IbPr",
+	"f+BXsW7e3WN2JtYJ00o4niLkdGaZ+65h/9ZSwWVli5xLxdL9lHXTsVYTOd3ni8V+dpr2Wnb/TKw/es6/",
+	"ijVM+bngRmzZltz9fv2dgc/891IUTWzQWj6euY2xM2mYuJDGugsCn2ZSGesuqZ6wOT9DBsHkfJHLsbRu",
+	"R8Pm/AnDb8z8Y2b6Jqy26Z7gxOD+z3SeGbZy/3SsRS9Ewd2TbDzjairMZZO77rZKY1tk2CuVr4nGuHsC",
+	"N9dRYNfNNFXiwqZuV91/LQpxLjUxxV7bpGGcyo7O+cVzoaaOeg4ffNskZt0Mn8u5tE3nzubaWJzYnKs1",
+	"k1bMDeseDgaHBwcHB4lnf8z9Z+/IT9o4qbmaCSeSZ46HGycqplK1bzfMIJ45jdwZuqETtxA5d1oDfrgz",
+	"l4r+O2kS7m5VrwsxkRdbNx5IxFheWBQubqVtU1zgcFfbXUcIWy4v/N+1iezNuxc6E5sLBdnZNTPutA1Y",
+	"H6pkBWqbPaevrQppBeuKi3G+NPK8nbbm7hPbpuqVOjd6J+nAwM2a3VtRnMvxtn0x+MT1t+bk5PnmvjxH",
+	"9iDnwOxzeS5Y92fNsiWyhoQdgmaZ9vtzftG3Nk97QdC7v3qZ735p2y5r8xbV4eGB6TTtyjvedAd/0SuW",
+	"azV1EzrN9fisNlVOd5Qm67RhN1t+Cmq9Llh6YFJmCykcbxm3MmP34pUm/MGdjVloZQSoLj/wzDFlYWAR",
+	"Y9T43D/5wokCmO7+otCnuZj/57+NW9z7HU+zHPo1vo+fr25UKtU5z2XWdwtKnf7s/sH00jqdFpkot1YU",
+	"qpew8HBQv+CNOc8nupiLLBkpMV/YdcIKsRDcisxtpV7avp70Cyc4WHgzcT9xBvuJDCXTwjht2T1jRC8Z",
+	"qXSpzpReqdr38J3wt5qECsNkYpzzQuCHRuofb1+9ZKc6W7O5mJ+KgklrGO7VxjvOGLTrhXbaNtp3qDBn",
+	"PTIpaB/ccDAlGBdWIXEgJ5Dgi6hB60n0uYRxmsNITeW5UMyu5Fi4P8M4QINWoy3ilwWDo2Hq9GJclWKw",
+	"3yP151IsBciZnrMd0OJYcUPyOnMq+Yek84PO1idyLvTy5sltG5G5ZfUtfjgdknQD0sQVZxLsJMaLwrEV",
+	"x3SdztjvV170Up3M/qNgWsULDcvU+jkvpuIO1ql1P3efppXCCp2O4uiIGE4gnPLghpUH3F8cR2pbIpg0",
+	"L7X9SS9V9knXCLZRX2nbn7hvp0NnRoM0QNMKDslZqWgTsxknhUFmrMvHZ2A7ClAUM6BidzFQ9XRGfNbD",
+	"9emlsqJ4otUkl+Obp1Yaf9tC4eb259LMuTOdWRcNafhz6rjhGMfou3Ob5HpVfwTkiH9orItiubDpliPF",
+	"J+/mUGmW8bE62qW/wyEqzZTOBOsiRzTCwvFlIhdWZFto9SddnMosE+qTLmniv5oOwdWmFyJjVp8Jxbpp",
+	"vw//Mv2JzOGkSN45WjyTKjPo2nParpcfTkHra6cE4yBaMa7WuOLTpWWc/fz05IilM20s7CPPc70SGXw+",
+	"/UUbx8DwMyOV9v3Pffe8SY9Yiq6jjVe9iyt9Bb+npI2C38XOxEhFzqeVgnlHo+OgJmVdELfjQhvTN055",
+	"9QzYkaxegsTqDUbqRzGWmbPc0TfozJf/o/WvQixEAb6v5nNG+fKrWN8J+Z6J9Qbpnom1J1u4j0CKoMPe",
+	"yRSBw1UmiX9KyabyTBQ5YY2JwtzvZNo1Pm+W4xkr9NIKP6VfRP7pZzQTuT9m3K+gwM10njFpj1jDhvv5",
+	"l/sMi/Af+4SLOFbszU9P2HePHv8Xo8FZpsfLudP8wI/hTDnh7/SEy3xZOFaUPj44YM5iLxTPUxSVJ1q/",
+	"4GoNpG0+6VE4TWfO1boPm2kcTaP2Qv+Nm4yxD9h0njsuugaW6laJnBSdTY71usWC4U2q3px1U/AWwHDg",
+	"VWeZsFzm3lkixzNnt0WuMyQIEFzOHtXN/Iq9A0kN0ZI+uJrAJo0iStFPbXtET+9HMRfYpn8qvrQzXci/",
+	"xKe9G8vowyA8cIOlYeh5XRYiAwkRa+Be+R7zolgzaWv78O7du/7x0s6Esm7iojrT0t79QfACvST5/PtR",
+	"Z6x1kfWJf406TaYw7tQ5lzk/zT+tov6X1mcg0vrLcgYpXr2xVkqM0ejSkfAL+6Tngp3y8dlIlYaKWZqF",
+	"UBl6EoC+wXnqSC4XE+tNF9pzutcpPM1WM6Eo7gLPazUVhTs9f0LwkxIiM9F03LukWaOnY1bo5XTmVBWc",
+	"jJFa+cNWjs2M3QiVS+TdeZ7fGHB5BBIZqZwbG2+IKApduBtFHrDN3eFjZ7LnIpsKR3cU8RQLXVg3sGGZ",
+	"UzQSlhph3Az7OWhGXT5S04IrtzX0CxMXC+lsbvfwbGmtVNN+plcqTVjJeowtBJ+bNBmpiB9pNe0vdJ47",
+	"xYd4kn8QtPLS7SMKkzqiHc/IHIF1w73Za2BICXMM6W081pxfvKOBhnUONVLIotwSLLeiRm5oLvT7+Fsm",
+	"CxoB/ptlshBjq4s1xQ1H6lTAvluBcUnP2KRhsHexaeWmVohzfea0XgyWFgJ8tiM11sscT8tdgiPGc6Od",
+	"PpvuA3v+y5GkzJ02zBwBgMszqT0g7QzU2L/O+uRs7PNx7o6mvFt8nPf1Qii6WIXWFr0+hRjLBTiDnMCT",
+	"ZqTcY+jzWHvvBty1mXAWI1sL2zuiSGaFZ0Oo8aa4tlkukE5fiEzyE+BXn5R7hwn0524Gfccy0QgIfiHY",
+	"A87ifITYIkjjKbqptRqcH7zbsuaHjNQhnuevJp3hv3ZcUvK+syj0QhRWoiKSyex/9PKF4Ko54ETeNjS0",
+	"mHICxIDnK604/Hw8ZaWZyBzT4yu+TtgYwmjklwu+W8dMwUMGUi/XBny3pZhCD3NNFkUB5eaZ1l2Ouqi4",
+	"En0+SNc79tipyPWKdJwFZnssuJ0lzj7MM1Hsiwtb8PQoeKIfPP7GHU7Bx46ToMOwV5t6nje6wOkv+vTf",
+	"Ymw7H35vIKwNN6oT9lKYyk5zlSW4f7x2NH4r3dlIm7C0PFlnuTa4hcEMrbpJUb+IPwjfckfVurHSuA2C",
+	"uEH0HfRVk3EnLizKOnT9wbrgFKu0iA7795snX3BpUE2jn061zh3Joq/ex1H+FaJO+PzvG/sePv5S26fz",
+	"hV3f4E0qxJxL5WbcSJ4LXlg5lguuvEoAySyOgzrtA6IXVsxN4wbQH3hR8PXGossPby7498qS3zjJcINL",
+	"Bg2+KQkpoShz01rijWhJYLr0tpziksB0BHEX3RaYlBNy8YdS1p3pFYZ6Yd+FM9BE1sNbQGZ+11YPas/0",
+	"jmjAyMlY+xK+RTPCN6Ih+pBTYLZfhdfcEH3XSGpXut9C8E+4ymTGMQmsdnz4k20+pxxkcNPHt51u6x22",
+	"opg334zxsgAdAz+4Z5h7lHUPkPdYCLZLDKkAt53oYs4tksw3jzqNUfIGplCuNgk5ELRGmt2W7cM9usr2",
+	"GanGDZHrd25N0jKhCp3nImNdJy2VzsSeYeNCUCRJzmtrdd+BKEuTZATnWcMsahsR7wC+4qe5deW/+dGr",
+	"yw8frS7wp0IIZsWFLbWCR+xX+UOPLZanuTQzH7EHO85/Y7CL1Az+93bRcXnoPNqtjyQkfP/39undIIe9",
+	"0lwvZZv1cAnwvs0QCWoBUWzBkSZdUgqcHG1GTZo5HG1JoCGeZZAlyfPX0UInPDciuc7a43NqP6AfMRDS",
+	"klvlDGlxDtkFEwjcKistxYxXkEu84mvWTffPD/fhOYP5cTWNuu0blHNri2VM7hFXxVzDJmZyJtYtmX17",
+	"BtW/bnp2jrNpZcmbK8YFlkPABFI2AQOQnBWLpWXw917zHY033i+9cev18jQXrbrfFlWiVaTUNYld9acE",
+	"MnnWu+uTODn/Wu3Dly72Kaoam2sOUnTzZKpOqI2sv5qewrpKiAxiZ+7Zc4GiU0Kqg/e6NhPHrjuBzzWt",
+	"9WmOjqctArJ6OltjvkFENZxaqZFsG8LP5zk+vY2AyCPYdFnfCgt57pxNNMbp0OMzJA5BrqqElX6sBI5l",
+	"NdO5YAs5tstC9MhLY2fSxFHA0ifnHWnSsDCbATsJDiaJhw28yZlhYCWypbIyp9AiDYAOI9Rt0SnHus4c",
+	"tzNZZMY7N/3TlK9B+ZnldNx3fD4/mOyTQs/ROwk5WSoLKwpqmR80AT06c1aj+/syz0nABDJIMRdmyJQG",
+	"C3LMFTsV7Fwvx04tmOgCnUWbrDHszdstahUssPSrnoopV6z75qcn7OHDh99t+B9suePkDfZjlGeSa2N3",
+	"1cOaeUdQMaPbsO0aPT0nR1ZNqnDLd6V8N5zww/jkRZrH7w08QGaXjuxGe5ZtrBEy1/FTCU5x29Keh/u7",
+	"EWoT9MieITPgCAmIjgqoxf1gIEhOJ1UGXyOPdMM9QIqNDtsIwdLw3yg23ecwxoHpmDeo6yMhIm/OWNdR",
+	"3qpmBvQG7OkFH1uSveFzpZ3gYweVxB0MLYiMcQs5kEjG6Bc2bMznCy6nCuIQIjvCIgD3yphThqibUM4t",
+	"unEyTv5/91z4sMiNgIznQcQnzoRYwN0HpzawE3B34/TxCM1MLvBzuAFhINb1JVS0joRx9mRZcKvBu3TG",
+	"/9IaoyHG9Iabx80msjCWGb5iGE3MiJEZIbC+BYunpGK5VAIsEdgenF7g6J7qEse1jWArpxYzjIQg30Vf",
+	"LLgA3X/id4vygxunC+taSSMSykqkJA3/YO+oYTmUrYPLcTNPWJtVmDABdOIJyJ0Q8Gj3ApzZXCibwGbD",
+	"lAUvcimMdQ87fgs341RMl2HOpbihLPw9w0Ydd1ndXk50Mer4WC19aXfL1Fv9l6rw1zJi4SvbbNmnmH3Z",
+	"oIPJrFm1LKQupF23OKg2eGB4vvHrxD0bNPhMjOWc54wGP2IyM063kGObr5lU7uyNYBzCh5y0DrA5MOO3",
+	"M+z8f/866H/3+3/+r6bth+qma0iUF+DidRcZRmoULGi13IVcgTn9A6qYNpfXbky1HPkWbbxR/yb3d1ei",
+	"0vBvLZUvVE1YqY87TunuHs/luUiIocBtpbTjAlX2y60rX4oms/bdwAPbmczNJdoUrZEqxT6hqwoI4HIf",
+	"1S+C51hqUV0uMrNq8oM+u3SH6bXGL+m8gcjOJOZ6lV/J9fhsmxG+fQIwHj3cNItnVsyhrreJl5R5ynsG",
+	"S3ATKpRN0KGxZhCyZG5Y1oXUd6nG+RIyeqGcFYOZmDSB/zVkONU0wVJTx3qdWFgU+mLtiBdrXLEgwDCO",
+	"GfVuEux07ch8pCpx0JDsUIjJ0kB5K0hlrLmVnstJNUVTIFDVqVS8WFMG48eVOab7aZ11Hvf/D+//5Rho",
+	"+c/BH/3f3x8khw/+60N3/7Ineu8Pkv/60Mh8fxXra7DeX8X6rSVDeIPnnp3fCcP9VayfqYlu2X2nOebS",
+	"YL0zi71kUJ1MekPtAuFZXlou6pjAXy3cGdgEGA5qamdO6QPiH2zXMmocr0wKN987A4CyPOAvide2TAQU",
+	"8M+Tn/rfDlpZ3A/ciG8eXfFD/t7CGmCAJFila4Qn0Lb8cnk31raZ2YrCkGcmVsAePrjch4oFvn4A2v4W",
+	"mkA6bfVPkiMDNzD2nmySA+Vx+LSOzbOu8JKwb5A2QVk3EFxoPJdWx+zrQmBqgDuPXukHcDQtDXkNml22",
+	"u9NvC+Gd3AaRnXwCgqqFFvqH6ZaNux71tZDdOzzwBqm8+6G0recEV7FnGD0SVzJDXt3tLOu5V0KrK0JP",
+	"hjm2lau8VdFqD9Fam+9WtxlP3UdMMTennE/rIn6EDLvdY2C48s0IGCjcO/uPQU27LGECh2xOloBpPFXb",
+	"vPVNPnTTRETvZuso/518T1KxlS4yM9h5y2n41p3GTMegamglaLtrgVnwXQD/jdPy0aXLwT8AG9MQ0dpB",
+	"XYnPvMX9aMRdKC2bUgnqD+A0QmGN47qUlTkMrheQKiQ0YtyfGVfZR26SNtZT6OYOaWP7bm6fwy495yWt",
+	"zChLLiJj1k0hJ3hY8ZeTvzVBcCDKe7VsJvIM8l99AsdHUpe7lW0bF3gSQqlATu0d7CNwED0+u4be715v",
+	"V/zBvLwL1d9N6+eCN62Kj3Gwq0iniVBjqaYn+kyoHf2DH5FzpFeqksF0aaQG+C2+VZtjEi+zbYN+EXl2",
+	"g8kfmIa6C8H8gk9u9TNcmh3iaAvLtsoUN4IcgOuvx2eMnF0rvsbMOccrcZqsWwZsJOVLzAVXEI7oHbEU",
+	"9g8hsvpS9ReFnhbCtGXGRatqMCzcXPbKL3Nwye9jvQP9Bv9R9KpxJCVCJdPlMZ+PoNE2grs0ROREDdUH",
+	"VANE6LeuhYcw6DLngP7QEBYCR11aEmza2z12E419WwEbdwTg6WmK2bTFatyxfnycxv0RV9YWoAlP3HSE",
+	"BmoZsJwLglEhWuPfujxYI5QnjuZYjeM71wrU1BhiCwds98OWQmt4i0zsPmHjxhM28HRqCRuh5urgK83U",
+	"SDq0xB3Ce6QcEBmXbzZfA9Lvhy1WB4SQUIM+FWO+NBgJKo/zMrsjYAqgNr4XzJYG1+p1YxPthu1PumAL",
+	"oRe5GBJYZX3eiZu4MysvN3PjmMdWYxdjW9fORv4G05GHcYCL+LjTfnfMRK5HRq8Qf8RvmpZQozz3swKv",
+	"HYQVdZGJolIhso2XxoHAhiy6ex56wzyUTguY6Nec33aJu/SvC5n5HQfi3zOQWmRs0M4Ogo6pl4vgfOFw",
+	"/T6mssNHxMswhb9bjfxjmVu5xY5tNzAd42y4r88UIbFtXM9rGxK7hYuJZ1bGb1r5Vm9oqIWBRTa9/pIm",
+	"c4XAaWNA9NW5KM6lWAXvyGYaoM++T39+esKiCOIRAU47YQFQPr42PWVzvvZ1i5TeD1He0g26jVe+xVFw",
+	"Rg3VseSw2W2w2HWz/UlfhwAOo8/GyXO91UfZp9da/J3lqV5v+SehXMKnSl1nF8riiy9vJ/57KZbXvQLg",
+	"9vjylu7LW663eKol/fKWX63xud4mZDBW/4vdi83Uyevsxp0lWV5vE17zwoLH9yb2YOEHM1/eRhAw9DV3",
+	"wINHf3HL94lj11v+3WS9Xffg53wx08X1j96P88VtgS/avt4GULnxl7f8N++cXXDN1RerOzIK3GxqXPwK",
+	"rq68peILAFFyrpRU05BIHwdAegnF7chHQHZ9U9Duk/vXqtvR7mib6/NGNJjwvqFwFoRbPCp5dy1sL/ZN",
+	"WtorlgmeG4RctPrqs32hzxuraiOxeqUa6ns/4s36ESOkODNz83RkkQV8mjhM83f2It6MnzBU5UbUX3KO",
+	"cHebvGGN138zKcYYOaXCpN3vVEuZDlDC1UZaQQnEruVr9HRSTtt/dOsO7LL4FiQs5H8UyELYnyqTI/Z3",
+	"FVys5E6LvhrTtMPJXboNNLJeKayfmPM1W+nijGl1dV7/Cj7bsEGtd+8JNo2C6w25Dqk/RETQhIWkAOJ8",
+	"xPj4rJ5c0O7K3pkSo/q2bRS5PYG6Ku6uSJnNEldakreXah4h/WfL0NziGUvLlF7F6UmTQoidPhMo5/II",
+	"QflomdcW9mDr/r1aNZZV1mMZmytFbaaeGeP4unfiK7Gip3wPMP9RNhXWMM5mcjpzPyuxI5F95JZcGjkJ",
+	"2/FWNEQsICcrX4NuoScBEA5Ednm906Y6l2VTBCTSDNODdDAg6LnDtGxMBmzmKi3D6gpe9Yt+WLZU8s+l",
+	"wJK5K2IRtm/ab3hRXxDg1E3iYjVXNn08MhaO14DyV/LmCgoWPg/9YRxpI8x7eX7XSADe8Jl9bp6wzmtR",
+	"UFe96ycCtwdd5/ziinhQ7dmXizDjBjkMv+0ZaH5TNrohBgYBXm+FQvfCP8Z/pAxb5vWGPv0G0gKhtO/H",
+	"p8+fnjxlg8FgH0c2++/xHx/+H3j0+3SwK3YMTXszNdntzaUZyfF1a0RdQ/FS3ZF6z4MBezvTha+lXRqR",
+	"DWsgr409x5J6B66ENXYKwz1rBLhFfOCRAlTbKp5tL2H1Pk6hw9dGC6cEWg9YMYefABC77N4E02qEdIZf",
+	"Iqj+hEWNNtzy5sLOdFbpBZNstrSg1yCt2v1c5lh3CZ+bUvDcVNpSpJMIRMkDiobEk/AHmBP8pfJ5j5WK",
+	"GKHxXyL0VDoIwk4dqSp4ql8Xbnz0NqS7hLcDEG3aqw0RTVoqY7kax+tQuu//imutAa5WJoe49OQM7U+W",
+	"eZ6OFD2BW2ngGXfGG0PM+QW2hao1yKog0we4etaIVp+wqG9R0tBMyA3W0CioMhx2ywhk7LundR8dfAt7",
+	"h1X1faD9rE9ocO73775LCJUxY1rlayxXoiL8GacqGzdEteFOwhpknO+FRcLM7UxjR62RukJLrWQTGjL6",
+	"U3XPm3s81AHqYV8eDhmPfC3HT54jqAHkRo6UzBDMsNeGbl/i4rtt2+hugFdsLPJcZI6gHh88bGxqEBq7",
+	"DFimx2b/9ZtXPzx/+uLtYJ75fifcMsHHM6h+oN7fK0T3p2MyM3A3ZRr9OHX4SF83uSnX6ZI0p0YHyItN",
+	"iWmlzcUWZS5OEp1ZuzDD/f1Kc5BBJs49mr7ZD0zsUjkGv/rvJ9vwNTBpYBNC0F3UCgRypSIIO9Ru5GVB",
+	"L98Vl4BU0aUxnEAxDNrBYgu7a+dd0feTMMvWhbkZ3Qj2UImDcCVUoi31+2F+DYlrwQjYyftQrvSylDMc",
+	"rmk2FCzZrC/Hcp4yUZ28k1TmE3losJMsNQJmc75uKDnclvDsu1TstOQ3794ElMkND1x7ijn1EL5SVUQz",
+	"CdI45cy3J6jj9n6udXxz6vW8Y7/lGyv8owbQ16v/w6294QrAG6XHjyG5jykaBCvJ39euLuDC9kJPq5QW",
+	"lTIjhIKgyZWrA8M6N4j4vgLv1irwajWW98V416yuay+nK5NGWsrpzDZXhoGK+8TX6kJwGwFfVo6Sosnv",
+	"xFPCZMr6vDpraeXDkQysuRnQoim1NKQ1XAD0sUJXMWrMg52x+f32bBeDYUk/LfP8xgu2d2fXO2wtecE2",
+	"zzrYwHtOy7nAcibwmYSSbMOmVWDBK7lEa0Z2hb378WMOXjW4QwW5M7kxt4Ne2rt6MXh9n67A9UvP35XB",
+	"D/HVWDAM2YZ/sOQbWAjHA5eaQyN4YKTRaNJgnId1jwP/JrZNYqH6ibLNGzYTjO/JEHulctrZPcch3eek",
+	"CfwugNO6twe9j2NYwQ25C+fCDMVNU8I7eLak5YRnHOsqxFQaS531r5agQ5N45s3lpuSVcp73Rca3XSBX",
+	"OvfuS+Sycs+BAtuL5OiBGyiT88QeJ8CU93HLNb5GFKtMeP6s0pg7dd6waQVnmZNEjZxBKH6aN/GFn7hT",
+	"GqHzPByeCrwsMPk5L85ExjJpYIwjli7k+Cxl5kwuPB7JJtG3uYj4Ote8JYvBf3rPMHoOmh9aDbe/NBv8",
+	"j2UB3T/4+MwACH/6/45zbkza0LTRTfSiP9V9mtW/jVaDN3z1QhjDp3DizhRo9nsgVxfBy7B19mksA07k",
+	"XPzz5Em6+1U0Jn/dOpFlId8uxLghEQZ3Z8+wf+IjbvOsuLDNO7EDjLGnqNrqS3LagU79XIOfNiLUzuHB",
+	"wP3vsON3/tuDbw8+JO2EvbnrM22sL2Zl9CQp3wZb7wLTClSNhf3Q9xt9sIcHDx5BIkL4Q3IFsj1WawQO",
+	"RjjPWq2+OwH3ay/xVMxNZTp70CQTxk4H7HikPImjq4H6MvNA8UDbmItTQFMJZ3OgLmVY+oIvMOfpFZwG",
+	"NbDdkeRDasY3jx8/fBylZhw0+cIiEr3ai7uTb8LEYDpg6Xvgn+LDcH//PR3wh+F7N+0P6RFCJEjFTgsO",
+	"+pcBtOdCOgJtPOntdO9pbQtlvwl34aN58M7s8qpZfp6utuC4LxfQnkNCt+Sl8je7ysh3ZNgRly45xC0z",
+	"3h1Z6DY1eUf2egnketBNgFd6H+xH8kxjGhtROf31aVHooh37l3rqVhvL84pKXpyLgk24zJ3WL71d5zXF",
+	"FTfVXuwobDNoClKwVaHVlEEzboBSp+Go37dU094wavKOUUNwQrlp+zt8+OC/kNMPHxx+ezhkmeQ5s+MF",
+	"q/9AUxhG6xkpRFwHDomUpetrkCaaPJ9yqZD3ldHB68yAIN+zxjQgf0JNagFo9ml4JGUzvlgItbsDjuiq",
+	"QfY9d3Yn/sh0zc1IivqY5zm2JdVnQrEuOqby8GIIRcHviNs81moip8uiNc6oF0Idj3PTAhBekt24EBDZ",
+	"5s6SLA+MpjgDlsHRoXn85LlBInKGghkpPg801y+0psxEaPMeN3c3bKky7GXTTUfLg4OHY/c0/EtAsNek",
+	"CRsMBj30+I7U8ZPnLIdMTWgFz7rpShd5NsT/THtsjk5crsLs5uDgxi73al0ucKQoKA5aaCEcU9UFwQjF",
+	"a91DB68hG7NrhMAI/NunT/755tnJ/wzm2Ug57Rt9zhe9IzQ1K+3GA+17qyraX3+04HYpG97PhOpBz+vS",
+	"NY0ebWh8P2BPqP89t95niRSPd7gQ9J+EisoeHhj/z8eGzGZqhe6+V7tw/+pgIL6T0D/2A0zHVbodmuW8",
+	"WeOusD+gfu+Mslqf1cCpPJuAFCvvOR+phdtC944uWDft98FF0c9kkSbszdPjH188ZaPOG2R0mNu+XEwL",
+	"7ki0U4YqwGkBvG/Kz6ts6ZS7faaD88YxeSziKc95JmpdIy6Vbk352k4ZHjpR6lnAhhSQii2NCAQWLPSI",
+	"2QGBRkyruT6A1vGsRTNo8Ahl7uMzccG6o87BxWAwGHV6ycZE6PHmbzbD9ad+8mqasm7pwGFrYTGphyRD",
+	"msTN01g3kyb8NsTEbmj9tVRjUVguVQ8S3yB/iZxQR4xDFngkeLD5hztCTNDShoBcygJQPz3oyEkf7MT+",
+	"usRjAePrjQ4GWP2lygA5s8jdlslCjK0u1jX67rExV9i5xLcfGCIpgyIAsbI9gzJ8wF54NFS6/un++WHq",
+	"O30CqA1nPz89cbzml6fHP1JdiRmp9PHBQ5xJJU2K2mz4tKbHBw+PIFSVC14Y6r4i8glKDY6zGSmzHI+d",
+	"OVRxs0W8A12AzeSoxFRbCV3i6i7D7s+aZUs01XfoFIs0GNN/uI7lHILY3qLsYd1Kcwcgsb3fOJ4t8vJu",
+	"TP3txO4JuaTQXoJ+UDCRqblTd8vrQR40j3Zlgo/G24H8G09hy+5eywEYn0+zG9DUyng+nRuwROu5xhI3",
+	"IX8+NyCfTn2KN1S7nVNzwK6b8BLMl7JIQmZJlKMVCjl9aK+s67u00CmXFLvbIa0oqvreKUhU7sw9VOKd",
+	"9QeGuDDPcz3GOB8WPjeuqfcVx4XKHSgbzoAs9w0gDRaXoN6wWJ7m0sycyRHeu05VNN6yqCZ6NzjF8gI9",
+	"b8nFuh5vuQV+4ruRNn8UjXxRzDF7qwoNWytkPIh0bXy3t2Ol4o6EEPoOgclcHjkYPPjFa525P2tqnbqt",
+	"pLZ+0DciMcvu7J9Tp+pofrKxxK1dIm3z19cRN2GQ7d9vK63PxJwjrvMOtNbuDs8q6TIxN51xTDu7ycru",
+	"akU3fiLZPOf2ffjnImsEly93o6HiWhuL14Vu8oora6jgWhee40/Afw9HUnMoNp1sC4tp3JRaiAs/hzk+",
+	"NjJD8IXNst7LCns/bN23t/4cv4iuuJVoSls73KsR5xUrhFuBCDy1buOQn7zOua3Z3DXrnLHjXUORc9o/",
+	"TId0Y3oD+JQR42Uh7fothBVhsqeCF6I4XjbV5DiCQQf6VJ4LiK7EjmysIOv34RH3wSevXr358Y+TV78+",
+	"fZn2BuwdSVutRDJS6Dkhj2lwas8w2CsNk1OlC5GhxohxT8flYHrlxs2sXXQ+fIDCqqampkHrdXuidZFJ",
+	"xSmOMZYLYdAPusi5VOyXk5PX+xDBdrNBT0YfLjwCGA9GaqR+FkoUPGfFMhcUfuaLRb6GjrWRS8gRAHxp",
+	"6N76DwbeKgws1MtzWabHyzk48bupG0yi+uCLtf7z30arNGFIaSPFWErElvZY2eUXihOlxdo7rNJy/8Ja",
+	"tLhqswwhhAxNN+hECscAuCrnTlACNL47lXSH0jIMP5iZLixUF2MQIh24jzyFLSo/kIlxzgsiXYoiCNyq",
+	"7qOLi57P20b2c+SWM+HL3KZs7E7OuDHLkNueYc72mHCZL92g3fTxwQEL5X7O/PgP9hKqoKViC25n7pn3",
+	"bpIf3A69B66B/wTO6P4pM9NjcNFg6y+HzU5Z12hKcE8HmIYwGEAajqKOapCfLmH26SOYYlSMjccDyXSm",
+	"RJRSpQUHy/iRHHVuBSsuwQNlbZ72gMYiTx61YnbPPXh8gDWxDw/g/x7PYU8Ye8Fzx5qcpaTElFtg6CBf",
+	"Nfnxy2gYIxEHftQ5v+jD10EG00RgWfibmxH+BHMbVpdb1owP2DE+wk5FrlfsEPMXcqNZIf4NrjFYNX7B",
+	"y3037oFJqUrTOspSY+HGIlKC+1n6tn2shhLW3TxBUJXbfCpmUmWbu32MqS3B0auzNZsvDXiNYSrcsDRu",
+	"bDtk8U2GG+w+100fHT5mLeXqZSlFL3EDO7s5yqiBq+4nCka9G1HahLCG7HgGwR7kEwnz4tDfbN8n3E0i",
+	"OgQosHcjlV8/YtwrAcTpVxJzkin8y6zWvtyjYuavJOABAlG9KTfLCadGWgKdLVAS1frTHXdjHLIX8oce",
+	"XX+WPjp8yBpAA8qu6UC0uF9D/GJEjAgXMGAvCevFzoRTfuim1Q5cbXKpjIFDpLQaK+Tgm6FjMPXRwQGc",
+	"ThU/YdQBZbYc2UKCudIwBITS3AmGe2HYVFMNiBvtz6Uo1o684R/lY0iCGD/qumv0fdpL4qMjB4g2vtky",
+	"8h6lITxWEg3rQtojKCNYkFNwNRWOtRRLke6nE54bJ2BoB7lizuJLGIglzxiwptafmmm78066UM2SVDGA",
+	"BN04Eih7JgixqDobu0Vr5Iyl8CDr3wz9lpV7pAu6tkDYSdR5Gi9w1EMVTmXAnlH8l8Wy88+ltoL55LYH",
+	"j79h4xkv+BhOC1v04w2NJBq0UHaLeheCUo3eQXceIRTgI8wRsbjpYR6chNsRNvjxwUPWXIdPCsIbYYt1",
+	"/3gCuB5wsGFP6RRov1CQOmYqCbgw3O8oMIrRMGDIvzw9/jEFlDOoWChQ7P389ASBxpKqL5VxpzI4Ekbo",
+	"DUjoszN41C0f5Dk/EzHtPGYNMB20ruMc0AtyaSwuQiOOixsPmFC6DwkGPtC2lO6fBZ359C+56DtdvhAG",
+	"uVpZ4I+q3XgsFhZSe5EmH1xcYGLdotBzaQRqtawWMXd0JDAFyLMuqD4xiceagesHyY3n2nGALkdTLKFK",
+	"kAQmwqW7Wh7qdCYXCaPnMqfnJxiBdUOBO3jdY7Lsoe6181r0M0qBoKlJA7sByR1wjyG8CKkA6DrmLD2T",
+	"ec7636WMcj/wPthQ7jKISDt8y421EVxNrho5ZawtdtpE2sDNHSmQoKRrB4lhaLtggpQXQN1gsACPNGO9",
+	"AEKANCDHluhn05/IHJAxYPpIWvEK8F6mx4Q2g7o/+wHsFYYqMQxE2jDVKKaPDg5ZFaPGDZ2JscQGY3BY",
+	"lWwbSGYqrSm/LMgeev3MW1RDNhOUaQT0AbKB56AJWyzUYam3/0D9ipdebotfN9NL664uposwaOKCiSBg",
+	"I6C2CJlCfUihBwGhSm4YDjipnOyjg4esRGI58uQdwYLQhCJ+8IjVAXqOgAEYZIkZHIxvOgPhCMzqB+5u",
+	"gw0752uYL93s9BfIbvDLTPue1fRn2riBohk8ZBuAMU65Z+krgIwhRQ5tE2r1VsaFnIUCsyy/gEgz9W80",
+	"4M+ACvnk1Zu3ZCiDfuC4FoWvaCCERxl4vYeQaqJ8N+MF2BBP4cF3rI5rs0ES6B/ygs+JELcScK34yBO+",
+	"ChQc+L3KovAZ66aQheyRc+b84m2J1DPnF+9820KS6kiDaJ7m4oidrr12yGY8n7gPQ9R+mutTnrMxdyzS",
+	"wkQsO+wN2YLDZFHcGz4XXq0AYjH4O8QjohHc4lA8RtIR50IHOOYLp0d6FuqIzATilVmCzJtJyBulC6p9",
+	"qt3p0qLm7os8B2QXI0fxYwp3w9L/3Y/Niv4r8GyYIVPaKDmZpEFF8Y+9pUvdf61zOV4PmeEqO9UXR37n",
+	"+qYYsz2lldg7YhOnHvWhisg6qxv/jlzIJ/tRwv7p2qKkQhcT6E5OBJXad4LqA/Zkxz1bL4AHAcOE0mUa",
+	"zD3RA04lwNzi7LTQKyN8ZXixVL5CILo6QN4g1982pA7CTX5aUTe6qRUXFpkBgUKlPdhacuqQEJHZ0FEg",
+	"dktHZcFbX7C5Gbd8mEK9+RFSHA62FzRn4EBwpjRwF0crvS30oJ6EEZ0xchJyEek9x/owsQq+ANqKrae8",
+	"DGidMgOfkpcZc5579d34sysk4Fv6MCTj7joyTsNXVlPq1+RXWSNOFVjUej53X4SSe1IZyquGMv3wMfM5",
+	"SYhW1Km4iSIP7LBzODgYHPg0Wr6QnWHn4eBg8BDwnO0MnJGou3WG7z8knf2Z4Lmd/QUecATyDJrxs6wz",
+	"7Pws7C/0CKRLLrSidOEHBwcI2AkXBFy6Ndscso3geC6LTeEn0OVYzyYozp3C4db0CL/YNFCY2f4PPCMT",
+	"GV95dPkrL7X9yUm8ive2M/zX70nHLOdzXqw7Q7fcKPvNJ1bCzQRYUMunBjAM/PaZzu9uvP25cMRiaL/p",
+	"XAZrPs/pT5imFp1AvUFqFJ7vkqUfpeJHKQjaeJZM1s9CFDO+MMxYmecjBTGFYVPyfpltjwMIZcT8NBdM",
+	"5Jho5YuvM1H0RqqM1Xg3NSwCfVL9PqUIkA+rSxxyGE9tpCiRAtPEIK3Ca32IfcB8xnJ1uWM9F5D3GtKm",
+	"R2pzQdD+FZYUjCCoM6Qr5Wdd5vRbDdbfUuFCCOhjwF57SQemfkh+rCY7uB/dF9bCjpT7LMWkk602JLEF",
+	"AqqLLUf03IYMFccOHXtKIqfsrrZkJ9m80G+Q4O7kPj/xO/6JbnTSeXzw8PIX/lkezKVcgLJGPX2B/26s",
+	"1VjmAhA6WzNkQShGNm3FsPQH2ejCKOnUWVM+AQduSC6wYE+x6r1jXQQMxW/+ddYnx2Wfj/OEKY3J/D65",
+	"KSgDPnQU9Koe2VSPDx5uZXNL6UXK+eE+IWGaVrHyXBr7g38IgJjJNdcaESwf2XcvvwaY2dbeMbWnMWdh",
+	"x4fB6IUQ4bXuRzVcGe/ITll4Za+4TVAZcdEgJ144mxZT7o6cAm4wxA+lq9ywFLwO36eBrbpRoFH+5TnJ",
+	"YfKbId7NG+6P9eMv+OFO9zUY9/jSDpf8J28SfxxbcAsFQXb5eyFs/SFmHmiOINosoz2N71S5zR9q92gf",
+	"o2l46LnAhI/ajdIrUXii2SDdRw0FXhoyFe+PqX5MsDFwRbafUdKqMbcew81J2MAeNi/gSTzz+8OtHu67",
+	"mUD/V7lJIMHhUrYe9NXk00s+F6+5039+TzqLZQONvHGfK6nkiuLPGZz/vRTFuklINdz0N7S4z5oWdtLr",
+	"YOnXU+6uTUGwmzH9HJG3A4HAE+ZMF57npszKRQeWUJm5Ervfd3octhf/ePLTpoH+3nFpP5b83LvX1452",
+	"4G2vuTGOmjY53Jchuh4dfLdlS+I0pN23piTJjU2pw9kP0er3+gYQIyV6YK3EXd0fYZeFKiu2Iy6c47lC",
+	"oP87VltPfQUGHXy97VeK0NW3WyJP/EN/B0sk3pGdLJGyS+ndWyJh8rtYIv5Y77WgZkuENpMSlbkhIDVy",
+	"GkhL0Yj4gpX7X79gjSZK9TywkStlJeJrhF0QuiD4YdC/79OyRG5EFP+HYKkPlBhERKCUF8Rr8CBHK73M",
+	"M3Sz40qriHGsC1GRkTICHXw48YzxHLyA4J+B0Ohmj4YBO1aMZzFwL749Ur6cf8qlwiqw9CBtcsXhfvjr",
+	"tYsmR61wvwZVjpZ918qcmJf5c0gjXR4jMktbho8P0l7LXWg3BVtP9+bUpcCfm01BmuaXoSztRDNPtJrk",
+	"EgsM7oBmTirsi3DZ0gNSUAiCW9h2WrkBdb6hQC7LMIfKjcIL0ecq6xthEbwnoPJSqDBhhcAAAhTA4n4O",
+	"Ruo4ywyzGsK0FfHgke4iFCCPv2s2PikJOGekVnxNsD/zU4lBacqgAqGPWZ0QzvyDPvfHKbfj2R9G/gV5",
+	"QU4MuE/70tq69MDtL+R0ZsONpWyQDFi/Wc5D+gm6uqdKZCP1zaP+qbSYiUl8/ju22cEnxNzL2g9o5gNI",
+	"+NSVeKR4lkHNL8kVTJD2caeZzjPGFfu2f7q2Zapo9Yu+IVCTnDjOspKN1IinAf4aFshofXzu3gR3fpaF",
+	"ZAV2CJDB7hVIeu14pPIOzzJfGcKR0OiuHO5SUvn73bE53FYvjd1NyLJ7nndTPO84y1jKs6yM5rLDBJK9",
+	"TkUobugxbvVcjnmer49YfF83b2l5RG1MsglqBdNCxcVCjO33T9PE8dn4C5CRJieVC0sQUulTSGr3TK3U",
+	"/ODHg7RX5g5+x+q9vtq4QEgYHCmalZ+TtLG+yqRputhvY/1g68V+C4x8c3GBmWAGPEIhNt1rnF3lau94",
+	"neFW/KCz9U3f5N/c3PE6lyaeLZbiw91wkbfCfqUM49HhDl9yR3yi9XNeICrNo8PHu6wp1Ny8EJnkJ46E",
+	"7oZFuSsSOEHSxgXoliI+S6Sz9LZbuZlenuaiv1Nc+0d49m8V3c6qS97Vs1TZqc/Cv1RbyC5eJlyE91be",
+	"O5tanE1ZZZvqPqftTtza7YtcTW1md5WyblGe1Ei4WTetrv2eQpos6uoeQWH5UtkEfDFSCYNJ73Hz3ZuP",
+	"1m4lt/342zcUlatFcOKoR9SCuDnwgemU0aSYsXxtmFCFznORHY3U61dvT8gPGVy6FKZ0FuHU2fm+bBcc",
+	"mjILr7PTdSgWgVeGIwUTbGhezLpwnSlP33gfyAzAqdhxaP9PpSdUvTFS5WEDrpDOM2Fs/IE9g8XNZCfX",
+	"NXIat0m1fuoEeJ0L1E6sSU+WCB0Yq6PJjqzAnbAj7OaBYapbx66BnFyGcbJjoPby505Onu+kPGxNOzi8",
+	"HY4Kx9gcBEaxEtO/EycCX/gqkx1uI6BM+/xSY1bwLvHlkjMN2USs/I32l3zGM38Km0HnI7z47Vyr1m+d",
+	"VdutY4kXdVwfNHdSH1bZlg/mAHWAnohAwXHouYtp5C38q951fRiWSsXF0VDEykaqkZf5VmhUQeDrsGk0",
+	"wps5qvP1kaLv+D1y/M6Rw4MdrMETrV9wtcbisLtSAB01HLECAv/U+M0vOj5ewmD0N/jqGmFFRO+/l9n2",
+	"jEnBz8UlIuKGWCxs/xvP+XfL2gL+5sxWR7i5mNivgae91PYXkX8CbvZ0vrA7czOo402HqJ8Y4GDuvrlN",
+	"32RhnkMVYs6lkmqa9o4Ibb0mi+B9nuehSvKuUm6A0msXUDSKT6SzG9arL78fz36sauBYdaTVdkfL0/DU",
+	"38HHUtmTndwrfn8+C89KOf1dnCrhaO+N5WZ3it/OluQdrNQDdWnMVSYzbqtlitFxfKhfuk3/SlMUxopi",
+	"Dg17QiH6MMR8QnJfFT02k5OJ+xmTYnCAkfIowrGF231wcJCwpULc+KzXUskWKHwn244QXa8SAUk+g3TY",
+	"8ho3e5f8ud1flSa/UnQTsGeRvw3OCICy69BCt+luXN+bVL9W++UUbsWLdBKvEmBGTdnVnXtrZXzmQXYI",
+	"5q5ydWHOUG04UvW7mVBecWmxpQ8ODp2pNiLg2lFnyBDSyllPcM0JuRxsrKwFO3rIZENlfQXgm9pI6IkH",
+	"eh4pj9iSyixNKiXJvs20QDgAgKmC8kb3RZ5DJxf3xyEAbjkVkLIKG7nNEz5fcDlVV3AjXdVtdPN+miux",
+	"r1sI9HoyDKHeD7foOKKvjdeNCoW3nb9Ox9C3O8Z3qX/MHVQnBJYU+WkQO6dkVlCNHGWYVV033AbXDbc1",
+	"qffJA9xfkPOl0Dnj0S53fXo0Is0/B4jLnK/1shoF30FFjGTZpe6WN8I0ss+ruU5avOvAvZaiwnTrEO63",
+	"6rXeynxw6YTWEOQmBmZiieyOu7mCjwb4ylxAd5Lw7XbSl+wR2XwPOJwJHs3muQQgLqnEzeuJV/COtFST",
+	"vi40AGNd9259Mi3gkyZ8bbuYfue+upv1URrB3yVLDIHAMHUygAyV4lFpVoi+v9xXFokIONbqPEGEsdDv",
+	"KWSWgnmiJwDyypoGToeEaBaltUGxEQEDKaZV1UzqBjspiVmY+3cptxOERguGz9sSbIrCTrk2Zhi142K7",
+	"duMiFBzEQAO3jlZipBC6lvgrYuh4GJoa0BWAGmHfLlonsu1R2drK2ZrAvRGxL632vEp7AXSOI7qiUBmO",
+	"jeg8WOnjGH4SisPsTMx7SYwRfyrsSgg1UktFcDuVubppmrKzGPuoxmIBEKuxsxgLjcWG/qwF9hImIGCA",
+	"SlQaqOgcsLcRHqhbscrVMs9TQP8pCaAHHRiOFY60h/FRXKOzyv00lVgJY2PAVCQyaVkhJjngwHf5SJUX",
+	"CRUdgBTLBT93e6kLQE5zLBfg1j3Zsbcas6RL7LvIW7BnSm+jU6D+XPIcAbsqJfZZaFUAXwZcPVoITn5E",
+	"7kSMsIJHkhqBSuNDwhm3PKEm5gQdCOaG9zyofE1TczcJmrWEwU6XCFhLDEZmkFODB0RFNLRRSsOU/CaO",
+	"VDemm/IC6YKgzmzk52NTrUSPQM4xlCzOpV66kxupRb6EewbwaDIzrViF5eVsTE2HXyL/6iUCegMQsiqh",
+	"G8pUPNIj7nLiDiB44q4U3sCuWxsxjsaMkQBiee8sbQgSZtSfGKnSsO7bt097t+gZ3UFSGpbStUhZN30/",
+	"ws6so86HFHsnj8+grMP9Y88A1LVjgb2oo2KXq5HyE689U/YghVGgUUntETAQyn4I+OtI+Z8pQEqZKdW0",
+	"BMiLE7Lw40lh3Ctn52mJ95pLwBcU85FKfxXrZ2qi02FocQctc+RfIgl5Jsgw8WuUph7XtdQmb8ScL2a6",
+	"EGkyUmmxgv1KWAoLpTlDCBgOtWm+A3Ycw6aCBjJSU192U+0YrCekgAhlpV37BsCRToIcEX4l7MZMGr5Y",
+	"QGNmGJWjvEOuic0VHE+G5H0qf049Ljoh/2LA0vheoTjT2BNcPiCYLQQ1/VhxCy0qum4MJ9HOpMr2TInY",
+	"l6BOgfD3vv5RTT0cIyL/8QzCWT3gt6gkec3BXyMQkTwzI0W/JGymV5BjNOdqjaNifiu1TC2M23f/H6EC",
+	"03HzXK/yNalmI5UVerEQ6Drfcihh7jSnjCSctLjbbuxkpADy0mkDFRhcUvo8v9YrbOVN+AEomvCqQlsh",
+	"SGJK2GHCHiTsYcIGg8FIUZcVNuULwu0Ua2b4OuyV00lpu6xuAhV3FwCAxdlxOGMCOobBeYDqTZ9zY/uw",
+	"hP6zH1P2EvpvwH+/1ctiLPx++v41I4XaaVA5nQZk2VTbHlNL6BLgdGuIWr5k/+mWRrIVm7WhXAWFZlxo",
+	"Y0aKl6MfYVRD5jkjYICNYrLq5Sn7XCCyvfKQ6vDVsuqUzaUxvpVXo/AOo+1SNhrdOpnFbTam2h5FuwuK",
+	"Z1A93CZgGjHsDrbNqbZjCj3HfGXazHfYJN9d5biaPHgho+D3z1ENeXUuinMpVvdqyA2mN1i9kGM4CxVM",
+	"SNBGEmRmaAlzU8Pv3gZQen64D2Jve07Rz/jI3yGhqNyNnej8ReiXEnq633lSES1hl4wiPNj7+9Z838pm",
+	"ONRCuh0TiB6N75o/huo926fGf60KftlGk8z0mZzOhLHod+Bzb6V6tTyYJZDUkFCXuQS79YBibHq7JxE4",
+	"dYu+Cx0svPcsdJv3CRI0y+9/S+P+PmM9F1Gik9fYqylOv7XmN6UPDg7SHTKcfqaOqzvkHJTNyb+0DKcN",
+	"1tKc6AR0cH+Dm7Kc/BWBgDrdUCc+ocsw6DM+5OXvXCVzj5yX0nr6bbzdVxWKcJhVk7/KGXb0lZO12u4q",
+	"r456uaO8apHee7y/Jo/3SHWV9legV+voUhEn0VUgjEyEJhqpyKHqzD0CdtIWnbaRAXtJG5h228yz9c/P",
+	"nIGZ3dsyN86ZW32qt8he6RZcPc00Hnpbnim1syU1SixmYg59vBHTsTab9zL7kNZceiVgx0hx44Eb9wyD",
+	"GaBeQO4GaYcB2NFLOPSPUron/c0IQYhhUM4DDUenWhAcM7Wx8XDMu2aGsvbE0H9oqa6gpd1IgfEtVfTe",
+	"fO4HnuAnSf+EM3CH0VwujL/cp3/eUfon3s4y9zMI4kqSJ48VWK/wQd7nfZrndlHjyDveVG+nQ16895AT",
+	"NBKC5Pq+iiEdNGa5Demg2418L2t2q7pt4Ze3UEX7/OsrnL2rAtKSvG5afbl+CuRb8pQg+X6miZA1Yfgp",
+	"syAvEY6lLhcgVaEZpb1Pi/x7gedViWAb+z87b3Xb/CrWBmK2jnS5VCzdTwHmV03kdJ8vFvvZadqjIPJE",
+	"F3PGMSzfdbp7iqPvvz8T6w+A8hFKvAoxXhZGnguq9ILkCXQEaCVYLs5FjqrFmZsCBvLzNQk8b9pP5MWe",
+	"QR8DTgz/9j3NL6Wms9F8U8y/qK3giHE/XvCkpOF1DOAu+jApmE/P947lhS2dWTgA+ppHqlxiyEkHX9WZ",
+	"WHvvCSYwgBU1WeYwdCWyTMtJIRtvkbv9x+gJfWpYWRnjudFsTqkQ0S8m7SVsxfMziM6HtDezPHUTMNHc",
+	"ERtamAGDg+eFQOgUJhXOEKw0IPOjMtoD6WsjFZxeYS2Qjgrhn5HCsye0VYNbggFAacWc8SyLTUiIJhE8",
+	"czD2sL8ydPP958lP/W8J5jU8+gM34ptHUI1Ea9srW9ljcSKFIUkkYLokmrhznlFOIHVVXnBEm5wwJYwV",
+	"GRIiNfmu2JKsy00Aw4HsCa+Hue06439pDYYvJpZgcqSjLJ/vkAJCNjuA6UBOEWTzuO+lCDkdIhvg92Fd",
+	"+o2s7okUebZnmOBFLkUB4bhG+/a5NNYd7GVJBK/cNsByN8lcQofrBmL0RO1Pv9eGX4uPd2p4Wc+FmtpZ",
+	"Z3h48PCwIVZ4xUBs23oixGIALHcTTpW4sKmffnAYOrptXQOMc+Ul1PRZSY7t1UznxAwCe6NNRW4VOGLb",
+	"dAKr2V41tTGF4wwh2eOO5axLFw/6aFRuFsR18RYCYTj+4OYHt7F1r/DGX7We6zrhcHfUKMsWhRhzW3pn",
+	"Gtys5bVyjAQy+tov1a6uV8r/a4qso7S97iifPD5/dt5JcGN3CdE7LnPvRG5yIgMb8ma7v+RehZCFjz6b",
+	"kDBqoP0vo6B4rMedncc6HGpZ25r2HINQDukA0UxQJvmeOSAFfVVdRYdh3QCsPlJnYt2fcdMfz2SeFUKl",
+	"PrxDWhuG5Z0uA/yNRDIwDfpSwjIhFpDOD2G+hPbAkVeZXDc/wqmChA7znQuuMKwXDcis1pBVCP6QDGfh",
+	"kw/mGBOEUCk1l4DH9gwF7Og/4qDfSKW5NrbvpDBAIIQ8BxDRpRbLMkjoY1PNrJ5CY8r2PkG/ivVlIhgf",
+	"bAaKp/yEHaDiL8sjePigE2FTHjTnFDROLD7jUq/1p3NNOfX736yB0q9ifdvgkL8hJbwg5MNt/l0imgih",
+	"tdvQNIHuQQ+1hA1eMMQ7m8voytavDIXovW/iDhhyjZi7coK90sobVltoM1e8/DJUWHbSbGsjeybN1Gom",
+	"oMeGuzkGkj8QyDfdh74UihRyUsRzbmbOBut6k7tmoaM0sboQmVMEyKJxhg9YExvPOwNspMiMSciGgfP7",
+	"6+xJLlPKPSDrCnRXaJkjlZ0xI6ZzobAPG/f/5exDbv2Zc1hXQr1zDphU5zyXWd/9NR0w3Io5X1PHHd8S",
+	"RmFGAsieUnaFZj0VG457C657uq6kfiRlbHKkUsStUdPXaLo9m7wUIhNZ6iYPy94zLHXW24LbWdprNgAh",
+	"fQOz+jnh1KQ/Pz1JvQVsZ0yojBIyUsqVCfYbKt8iir9HB1l7lmwtfAwNSqg/ITcC2N+049gkAV8H4FE4",
+	"s5D8h486wmFCjTXAIVap5/9+8BO9jsRPJTa+aM5Yn4cUmfRgw8aR2GDT73kDXlxwcOVwQxRZ6j8sfYJM",
+	"r3+yXjgOYUdqxQ1bFdJaQdDX3TRmh3pshU+pCL4CVn9JL8GKwhS+07WjXEyJB6I8E2Lh6BJK7ZbjGSvj",
+	"14EMerEPw6cRjpYHBw++WXFpv3944A4JCx+jbKzuE63MMneLz/UYPDAgEyG7seyEFZIPyRBrSUFk3bR/",
+	"mA4ZPzVwwYwuJ9M/TN1muaP16j2oe5phUQ4xsA0IqLD3mFQEGhzmNI5UyGk8guaJaVmkSawKJ4K5OcU6",
+	"WjexwkDRTE9GCilVUyo4BfvNjBcI7hSlDUFBT0se5Q7aUwMc1iX5naVLwO1wEhZ2I4pV//BWszX/Y/8/",
+	"dlcEnlkx/8Hdw63dt/xldevHIg/4tr+db50AlHbdf61zOV63fZPe3H8L1xy+Si98SDqkkTRno1SvQTcQ",
+	"xp7BfBP/i544kz04mLefx+YRdP53P2Y4/VeLAMu5bT0v9VslJxPcwa9L97w7q7j0PwVfb4+4E+07S3+r",
+	"WF8VWdGgZV0tcPirWNcDk22t6UisOREXpFp3oY2Rp/ka5IiTzEHbguCIs1Il+neJXLF2nVzRTsuoyT5n",
+	"oS8sOxW+4eGcdWmE/lxYTsMkQdBR2gB4tGzBleEIewG75XMwQYd0ugl6m6OMeDcMMOLS5MRjaTA809/S",
+	"o4rogddGqnyvlA6sCzqW6LtHekcIzbySoUHbhrnhJdJIbZgbyJ5RDAXZE4JKZRYouFXdetjMST9lRir0",
+	"cItkAO4BGP7fP0+jYji3gJADN6z5R2KkAso+Y91CnOszkSUjRemypDKJKOPY59bm2lhqiBk7HlLQLVMI",
+	"uYB2AFXSZ1Jlo85w1Dk7H3WSEUigUWdIHI8dM/J14HJxq8MiPEz9fIm+ZjVSpyKcCy8dQpjN4yspfImy",
+	"n1nomwuOn5YTiywn6J+JY/tdQr1ZmohaIaY1Fm4NOPkQeisbm3AWuXKwSgRKXeGP0erPxBp0XKeYV3IX",
+	"/Q6UusVUnkM7T+aN1SFN1tsTpVoGBOpsW/xKHy2KUsn18R5Q88swEVx2MEbA1nL2BHEyNBqcCKPYEybA",
+	"O7JM+/05v+hLK+Yp6z4+fMB+lT+420rslVpYHz6Ed/pW637Oi6lIj3y2N2wAbW+T7vR6uZPuBEexo+PJ",
+	"q0v+8U+iNtV83vxMbN7ZhM1EDswOpkr5URuohHAD3Xr0mVCt04a3r4oCujXz5ONVtttMLflVrN8h+TQp",
+	"h/TTfd7lLeZdfgI3XZWVed7HT/W58LFpZK4fnTFzBzokMi3Qp/gKmSqPnSs+Tq8wkwUs//VCJKBiXRpU",
+	"2bG46eycJCGYKOmvYv3WmdRNRUxkbHfTEUVrnIgHBwqhNG/a2M3IYMOoZW5DzsRIhaQJti1n4ohtziQ4",
+	"U8B1NNfngFDwSwx3gbY9qg3B9jcUgWRN5n7iBkRdAOqpaiY/uC6kbUSuqIJY+dJP2klMHepWqn+qaEpN",
+	"1T9iMB0AIEIuQFO+iXogFLGfXzXQr2J9Xwt0GwZrQyXiZmnQNU1SYkg55qW38aFXlNuFHDwU6ZUmJmKw",
+	"dEOxoPtPM6Spw0s9oCx3X4C6EsgOyFguScmidlxgLHRTYcfZ2OakXrm/pq2JR5RT/3eAYyiPaaebCTvz",
+	"o7Bc5tdO9ZDZdRM9aPK7ZHngkd4ziCYGMeZ5Dv5K3E+y/wANCTKuQAbGHMLv+4e2Kj2ydZleKQMoaSbx",
+	"2I9jwGmKW6YlDKAZUTSXkBAGaugwswGEoXdbxMLeCUhwPXEo4XETl5iBmVqbp0mZkXkmxAIeCjhO41zD",
+	"an2ooeoAaSy5zrUBaCWobx6pQhD3iiCUvM7Q2M0BPB7PyUS7GnOB6rrbxBLHaTVimHD1BWQvfCk1U7Cd",
+	"3lnUeKsqEnT/Pfz/JSD37mZ4uro8HwWf/zrLEu8E3d1tpz/SoyZugIYJOQBPxUSTmYDeuxbe2tZmvOWg",
+	"D26WFXgp3xx6I+r9CgnomsTgRZ8TZiBCg0BoEaBXLxlrUrQ9m7jM/n8XwYugGIQS9EqUINOCWr9CeADL",
+	"1dEvQFB9oaE3YSw24qNUJ0YxJEQ6dO9rYyl/OYjakfKylgITwzo4ITnoRQ6+/ymGr1J6GhJhUlIT0mSk",
+	"MIW+7H5LK8Ya/B8QbASiVQmLcicpj4n7egZusQXnSJ2KMV8aAQpAqR9APs+Kl0GXqIf5DN220Hpclkmc",
+	"xApGqssVw/uti6RM9YBNLeR0ZgEDsqzxwLxV2oYyQRSNHGndmoHuNDg+kPVA+Q7sIKjWxI+sL88F+KuC",
+	"TYQawy47QwuPnOZIaNU5xCK0AlxLOXe8xUc3EowgoAbPsQjAfSbBgBOFXJy59STXRlZgoEmtM9G6YATA",
+	"BC39KiXqZ829MPSYn4D42eLo2JFj3oGrA2YWkDO/OpfHFyPDf/XmQQX38RPx7GCbXB0zJR68tMaqd8Ct",
+	"7dgN/2kUh+YiC2+j3RPszRDs66WZVQLfIAQhiU7pFftPZm2+1bpwVvlWUNLn8MTfwgnm92I3lq3HZxAt",
+	"+SyKnXDuO7nA3JP3HrBmKFK3jS3wo06ToV6uKy5tDaeQ9r9yraJWxq0FTnUdKlKVgDZIRRxsaDRv8Ad3",
+	"mp8Ey4S+d98F7gb8BHjSwLUdvfm8DzKmmshqixcACeD2ZHnJ5lpcAJqaB96zk3r3Z+wLEjEOBPR35vEW",
+	"FpLcfFtmzNOEjFRASBDFuYBuprwo5DnP0VphXfDz+9YUmCFlDVsUIhNjYYwuPCKGp9WEcHm4ogZKlgMW",
+	"JoSzqZ2SOAppclBSVeN4kAOGhiN2Zrc5ZssWwi4LJdB8dNZi8DEQU2RdXZR/nHCZLwuAEfDOFyz59hBf",
+	"ZAVLDEVgxwrw4V9IY934uAzswNjFnFRMshqplOziE/eHEjIaT/aq/aQBk7VYQ2sTGsJ3SNPjs4QaOVCM",
+	"0yd+kf0vlBHz01w0GbnHY+DoHyUSMHP/tvpAV6nxp0II5oxsn3FMacBwLOBG6XLL5tpY9uDxNyGxGnE9",
+	"eLz1e4aleqVEkbYlwsGvV+zrcHijzBMc/V9wQOUjs9NuPtPMbaYT29tSzBwJ9Z08TYdY3Ix77COCWGBz",
+	"RKk2MIxvGoO5zNDQSC3zPEpqoiu6Eiqq4e4NWMrdfTPQvqgvVX9R6GkhDAIMhgxOaUbKsyB4oUDHl2dD",
+	"jgmTl7DEePmiIlnEdiCR+WKcL408F4ljxwXpBjtpybu2roSmW1u8zdGQ7WlsCWD/bDat1JPAkANP3pTZ",
+	"LM4o83HkKIcMuXjcAyqkj7HW7LF7IPCvrvUlklJofXm1XpclRdpSlRyXepy0I+VbOtYwxOMsQuZbMvrk",
+	"hrKiucQTlxm2LvvoVo27GSF34VfX47P7HMKbYfMN9gxxxFAy1pZLeAOmDYmM+TK3Mjjq2twq6MwBvxrU",
+	"EZ2KqLhC+GiVLuKOZiEu300fHTxyv6AiMVIYCLQh+hldoh70FNzNhdNwe8gV8MIt6pN5cnBzEFTu3qdz",
+	"sz4dEQgvu4Jv5/L+eJQ7p+dz3jfCPW+BUnlymozT3hAz9DiZUORPBuSGuk6UjJQ3rh4+SKD0k9mVxKI2",
+	"zLZVQmQGVS2zP1oeHDwcQwmf+5dA77TwNIRU3WR5wa3ZCjcvLvh8kQNLdsto8HG3OjSeAgwjFM/pIpOK",
+	"e99tN61pgCWqf/pMWVG8LvRYGBOuXAq1bIgFCTb/gtuZQU02g9K9suwR1fQVX7PCGTq9BIAkoYwV9hy9",
+	"KEYTcojTOYBf9WFODMx+lgmeoYZIRok7AcI3IMf/nPE8hyac6NNAEAjun/K5CE7u+9RDaloJ7AbuJ7Na",
+	"n/nutLWkiZGi3CNj+drAn+KSW6oiLG2pUt/2JgtUq/I166aAf9LDhANIuCQzagCenO99ieqG28cRqFsu",
+	"IAXq8Rk4TALnxPOg1ZU4NpGfZ8CABnBCIU1DIxyO01x1lMsyUt22fJQSMXV+xDgrBGrGPNMLp7bCN+QZ",
+	"tHuFj/W2eF4+no/ftftFhL38qvwv4UBanTBP2xi2/aqz2z4X/4woo24rbtrcNchkvLFEPAhZhGNCAK3g",
+	"vTfu+pOGCo6cEmCn7r95qX1CmTTOlorYJiEZ7O7j8V7mkSp9PI6zReab+YpcPcadG8+9XsLzHJVpJbZ4",
+	"e8pe31vzDV77x+67obb2Oqls0X0z1K8pAyHcEux2EfU+XeQcm/KDTK2EDqOr1XDdGnqhboSRayR1iwHl",
+	"OvHet9v8yKZujh4StppprK9yFkAS5ZsbNtfnUk1b6SS5Xl+2JsCh9P2oAym6o86QvfyQsu7hYHB4cHBw",
+	"0GOlF6WcBUsP0sEgfdk/dFL+/SiaoBvhX4PB4PcP6UghAIofiy2V/HMpcMQBOyajpWxABMBpHC+M9gA6",
+	"RlgIxiyWp7k0M5GFu5RBIBndv48rdW/SsPJxO8NY8KYPNLo+3uK96fYt4QNvhf3U/VuucGMBjBiaoX/m",
+	"SvN9K5atrVgCjwnSyF2f7kIURhqL4A6na0rHR4BKvI1XFko7xv3KF7dF/zaHj2OAJTpXWz9e1kWmihI2",
+	"iTq53ofnvro+vbgOEAAJFNEAZt+tdO1tj5xdVe+6gxhaKdvuI2mfrjPvjalq7Zz3Vjv0HtdxgkEbywTP",
+	"TdTsC5gP4OlS7wXUZaWtqmRUXxgKKdEJqXpYoEZDQVMnYuel3HJftO6aSgv4zdrxFG6qcXLg9yzHjEA2",
+	"1W2tdjdu66fquds08Arg1iu+1UCYh0lnzi8QlM7pzBFG3cch+35sV99bcuyGg6Cei3+3nrtfYv/cL6qb",
+	"bVMP2xRvXMq69AV22Kv2s/0I9fdKrWsv4z/3PWy/jB62iZM1mHOuncJbF1qRgHTycIte0GgzVTqqlkjE",
+	"XtdwuimEooNXEbBvULaC/A1aiUSfCaec9hAkD4mTZPT0BhgIzCBKQ8HosIY5X7OVLs6YVslIQayxXGvw",
+	"b1Zz7AfMYxRsheOB6gGnZ4+1UmJsybyKYf0ppP344GHqa8qH9R2OAGktG3OFxgI4wgGOaGkgWrqAZRyV",
+	"Sk0NFCipqDZmpKaIOPvo4FEzzFjseW1rH/wxsLTfPOrcKoD/rUrukny/DMbzqeWw0rY/cbpARRQ7Eeys",
+	"2G0y+C5wTmu8AFDJnUpO3ldz5HuyBNM67kaC7gNpfe+L2zCRrtABfDc5vs/HZ9eyqq7Wk7zR/irZPmTH",
+	"lP8ZncXKGUSQ1eGBxEvofCcXBuxYrTHriTBKIK7uftpDxDTH3lCWwDi9agbRNqD8IJ82kH8xiBFlZuai",
+	"zSY7Hp9VPO9X4pztNtlNcNJLda07YqkJWdWlAvLVtVm/BePI7/B10K6H1Ecs6gRT6Xoe37wjVrm/cQEL",
+	"JFncneOKWMcMe2EtFiLzqt2GFusXmv6WlmBSjvlDBzQL7b8gC0GrywynP5diKbbnjfw3PvJ3SBe5/eyO",
+	"pFPu+E5OYtj9BtdwNUuEBt0lSwSP89553JwlAhvZAlSRQ1NvEKKAqCoyjNPFd8wfRPV+RYAVbXkieM63",
+	"KMyIkJpFGEzznibqNAF7drVzv34lToVk9hG79+pKbyN4QQ0u1w39OWVUf+r+do4B+65dUffDuPmW7yAp",
+	"FBwLZtDWW+G5fey7LX2/JR07udGWeW5tO3zyBpraNZc6zRd2/XWGAL4UbzpQXVQ854iZdbmFri62r9VY",
+	"9I7YDLaDrH0+PhOZ70UGjAWxOneVX8SM9t/D/2/1qh+Pzzx7udwVfjz+StCSYcl3DFx3PD5TepWLzHeE",
+	"AcIoe9bdsNS6nMPDplwu4jxV7VNx0nVE3tUm1SYfqfZwdzr+mqC8PgdS/llSbAdI+JSPzxJ2Lo08zQWh",
+	"CVEzAp1nDBsI7szKgvG13e59Bo9dUklK+bMJC+HLg4PWBnJg5DbnFkA6wRWyC36/bXMBV9+gPcEP9/ZC",
+	"kx+nlMZQmGT5mSjzwm7SXGhzUJ9EPL/emzb0oo0gv1qaznYB13ukuF8CaQzeEQ0XsHcE9ZtzkUlObdT+",
+	"8fbVSyYVVPlmCcKf8z+Xwvcfm4lCQHE/NsD0zeErvf/dH9Mjxlt6Yo7UFZtiCgnFYbB242YMLvAmx/dT",
+	"1PMvu/EHg8F33yUs1ytR4IkfhcvfevUXhdRO72++/fHd/+676OYftN38m+8oeXny+81lGtFOZ03sBU2e",
+	"+1z3O2uiSIdTbaPY1jPxiJXp67sLYMdVbsWtceIG/jivxpfigDiqKPZTKg+9pe78966Gz1LV8L2OY+tf",
+	"XHBAmgLsEX4mCg/G2Tti6YODR9TIU+CWtt/UYnU5fPmbd38fAPNPEReK9nynwBDu/6WRIT/sLqGhN4Jn",
+	"+9h/Pb8HM28PEhXVfdqKa27agM3DwdQu3acANyfauerVffPuhc5E5yaSNO6B0D8lEDoQKCFl+QZFiqVz",
+	"nVWRs0qabMdFD7Rza64Hz9madaba5bvnUVsQ0mGbAHO1QH0ruRwtPaaBG/dNvHAmBM3Fp7nhJI8A2HbI",
+	"OMwJUMlx8kiup3x8Rnkw+DpBgY1B2ELilbQD9pyv9dLG4GQxNpmTb9Ae3tHXSHXTKsvd/2P8B6KyLZcy",
+	"Q1S2/h9/vHl6/OMf9IMRf3q0NgDHGQwGzS+9e/PsZPOlkSJYMuo2BiChNFe2wEkKX7fl1tMIjz5SAOez",
+	"ZxBTamd4dFaio+PeDtjxSBF6GewyDzhkWO+ZQR3rHLqy8hj7PTQ5C2xkpALuewT3vgXT69Zl0D3y+m24",
+	"bfDY7rHXbygBErfzNtHX8ar7enXivenVEbhKkHXHer9ClPUNtV4qrNfXBfJLYIhbVXgj5nwx08UlGZVv",
+	"y8fureebsZ6rO7+TAR1O4VIbOhp8FzO6PN575bTZgA4b+nGmc3wem1dvh2TL8uhv0YyJ6KvZkglTvieT",
+	"JhsmbE+ARjeXWy8V0rh+LuYGVe0vRDGX9qYSMmt+HVIR0zm/SBl9CbBSADyVaiyPCIKa7IYkKg9YMwD0",
+	"ikCXYagBI6LZ2qWqwXoaqdh8CgT92wPWTTe3Bm2pwWAAlUZMulcVz9l8acUFtU5ueg1xg5vsKPipX7ei",
+	"EqyOclr1QhS0T71kpLYYU7Zy35hvZEVmD+07WGYw2kjpCePlG8Mm88c9TkYPWTvsmM4ONSI744SmSvS7",
+	"x7qFGLvdDhZCWYLrm05nwhxFBiy+ABigPSjKLcRkaUQ2xFKwOb+ol4HBFBqKvSaWnYqZVNkWq+w1LL+z",
+	"A3Q67Jin0Zg+wdSBJER22GszYub8Ymul2DVRNT4L2y+c51dj/BF13Nt917b7Ai/9aZnn20y/wIL6k2We",
+	"g/1Ht+4KvbdMOhiptMIqhsSpqMrfVgVuy2jAWOocDQD880wYW1IxcEnkXMAnodXfRxucjPsl6wkZn6UG",
+	"+TVZoGGVjGOJiVt8pCZeUQX2ysr+e/zH7QaV2kTHfajoCwkVIZEkFZD+mrtXq3x9C+q2B+JauP8q8+U8",
+	"QV0L5KtU5YtzOb7UM0MP3ftlbsovU+76jl4ZeGEHnwwNvJtHBh++N7Tb/DGwPy3eGKfgS2UsV2NRM7b9",
+	"GXyoXbL99/SvD9vwZ4t1GJeAMlANgTcpvJXUrCRn1ZTGEc/lmXC6Rb2ofyanM6eRQANAPg/99sLYAYmp",
+	"EFNpLPIBk4zUcpFxSMcrxFyf89z0doipEcotQC2aGM3JtySmBQzYuxiT5fvfEDYEc6rZWM9FBOzoy/wJ",
+	"oQXaOI9U+luKfXtmwut+KKm76YODgzRhS4WzyXrOHvVHi2AiznAkQJuRCmcK8/ZfO2iBU/IX8yuHUQr8",
+	"p81nBz/fM5Jmj52/XQCWVNIXRFLKa4b+po/HJ4r4zlXlNB1v3ctX51o7gmfT49uQszfHbuqeO1LtyNk8",
+	"OLUqe2i1bofPHqmbws9mHj6bnIqfO342pFgQgDa7Ln42gl+P1M7NaZUuqb4J8HqkyjvShnnNtkNeQ86I",
+	"nYl1e2dZfmlf2ZKZf36w2DS3e0zsW+DLrajYn4ClhotxKSTrPxVyOlHQ2M/o1U/iXCi/fu9guD79lbtZ",
+	"OhX2SnviNmjwaiB/y7YSSm+ZkEIvFjMxh+Zs4NJPGyjc0XXKumjKpP2+f6R/yo1InUwW0O+jx1aA0ZVx",
+	"y/3wUDapJ3Fb1RrxpxD3s2ak0n8Yrfyf34pC8lz+JYoU01QQ5R1b+yWAspywlGcZ+FoTli50Yd3/G5O/",
+	"hn+OVLrg61xzeDJWMk7kXPzz5Ak8jZPB2tD0x/95efziGfywLOTbhRi7fwrliCZLe8ORKrUWv44fpRlr",
+	"p9mkvoUo2Ehub6A3LDOi1hbWd/l3P4xU2JkBe2bZVBPgLqgJpcNywNIHB4cp81QHtqxYheM8Cl/2qY/+",
+	"SeltRDcrSWoGI3OQch2hyDxYWlg/W24X9tTAojjsX52hSe0d1FHQMUEcDm5r2p3jOglA3EJ4z0/bY4RX",
+	"onrEzZsbYN8MA/1YFJ+bb9RUW4mjuU/dr4mm8CYcVJuVWOdy7pIjIaFEucmY3E6TevNVSbSGCN1HlOJ+",
+	"Yqz/+k0exg6pGOc/EE2MMoz/X7rlA+wjdGfuVhgMQcg22429wd303PpionH+qpTnAI0KQvckPK9KdwLY",
+	"brzfFSXHGcJdfwh1KchyyLbpXdWhur+QCILc6Jh4paguuDpfp04E/Tsl9SPIa9BBiqVIMBuhdBmMFAYC",
+	"TGXtXWcOG2ExBcuOZ8JgJTg17XITNODMhGg12OwLUYyU+6E3YGnBVabnKRr2Ab4BX+NqfcRSaAPfL/Sp",
+	"VCmKejsr9HI6wy7u0KR4Wagjlhorx2frNMBSlBI8XCOYlLRwu4z30dLaE7Lw6QINap/GlCX6xJkQC/e4",
+	"LEgPAEcKOXYbZPBrOT67VP42eU/hroppC1BEB7evk3SEWs4hD9n/IZq7exfmHQVItuSIHNyWnG4tfQ8G",
+	"wD0SfSQllO6X93RTRCjtCbek765GwPHSw9+7Kxxjx3025lflRAnccwGt4MFPBZQe2OSeYYtCn8sM4Frg",
+	"RynMLbsqwP3XylJ9wy1xLhQxk9KP6hQ7VQg+nrlVAz/iVqToxzV8bZjRg+Zwiglw6bd2E/ETjQFRdHl+",
+	"CT1Fb8IB1u4BjykrHFJFAMNjOwcEDIYhQXcD+z59P+rANo86QzYYDBr9/5uNM0cUxRuyNHRgATvcO8xT",
+	"1sVumjO5YEs1FoXlUvUSluba2JR1vVubfNmJD0Vied5UK9EDc78cPnZYYwfSyD0eeQ/BfHcm6hbh5/3M",
+	"O1L5nfiZYW73fuYbanAbcZR2P3PTFSPVjjxxrbk5J+ExbHT/t8jRofb/u2bP1PZok6yTT5D1U8vUoSXs",
+	"kqeDB3t/uZqzdMp74pudhfQcnucaKSq+bNHFarhsvsPOtkKpOj3dorayQbpbuqHfU8i21rcAMZpQ2+Uk",
+	"oo2Q4wOt17CvkpOb/9ax8GyknuR6nWyXDeT1Niav57JM9bxpz3H9K5/Ya3wVwr5v8/91tfkf50tjRdFf",
+	"yUzgvaz0+r86s97RDilf3JabtDn8rl39lVhFfOWI8mJSZDkp6zrLZ6TS6ObhLz0aPszJf8IzK/hG6KMZ",
+	"beVIuWNYQkUEPhzCX+wY5kOZS1CR5160Kx2Gx12jyqyRAl4HSTRsJQrBFsvTXJqZyFoTqthN5VOBFQYJ",
+	"VeyLyKdiZTrVSF03n4p13aHYmYSyoEn8NMZO3fcRzafcWtgFdO+KrIcpWWzHjKyR6qajDtKL2yq1zHNo",
+	"GDpSTaauv7ZELmTn+gNP2Km2M3Ym3VFaPRV2hulYkBq3Zm3pWCUZYPC5vDiVLrLSoF97RokBegLfazeu",
+	"r6yc3ZKRrZV4NWlVCjbFoLe4d5bacHz01u/3lvp1y81KfbDVTL8x3a9dkJH+ea12nq0YwP/QUm1ejx1C",
+	"LzK7br1R0jwwtjhvAf6vwf5fjvz/idovHd6CEvx2xpshMdyZ3VcQ32Q/40qmATYz9rW1Ub5BW0/jLyZi",
+	"7wgnXqLxS4LAPapMeP2cZupbdPSqMfyPUMXjzsTb0lmhR/2l3OgWMlmfi4m9z2C9LnnB8ZX0tUVMXu5F",
+	"+3u0ot+B2Z/EDXoBouU+EeCLb0l/XDvSXSq8qgZRvebxNnTSj0kPr9UnQKrX5bf6I1j6bXo/cZo4+btz",
+	"gn51LOEKDdTvvabNNSKYOsnL40d1DZxXmZhzlbWrZwAygF1O4NKdCl6I4nhpZ53hv37/kLx3Fwsgz+hW",
+	"Lou8M+zMrF0M9/cPH/zX4GBwMDgcfnvw7QFcQvrMpjIFRd96pdgKcvrZOJfgyUP4FsTMkQW42AgrBaHB",
+	"8nwQ9X/zmvKG5/ZinC+NPBcJIGFjBwZkoAQCzaw+E8qUKaUxONuLpRUXcU6p/x4glG5+Dp0qTORiDOH4",
+	"clT85Tm345kfD/1WVhTQb4ZXJxR9LIzW8MEfAESoiD70ozS2kKdLKzL60X8PD14vT3PBTum96DP+Tw1f",
+	"+XFZOKJkPz376RV2tTYeJ4nab0k4KX4WoXJBr9Syw1mJXwY/RB+mPimbnz2phWYJQAn2Q2TeYW0WOQRr",
+	"KRKAsASREI/XGBH55ueQk0PmD36u3FQQdPh72E0gIrL2zqVYRZ+h4PzmJ17zwgJUE+PGyKmaC2UbF5UJ",
+	"nhvAygM/9sK/ZxrWl1CSol1phslLHjQumlI5QsO0KIOPZSGN+tIE66NQWRNVpGuFZh/gPPAMsxKB7DAJ",
+	"Arzg0aRC0uHmlH4Va3Bmg8jK2FiriZwuqUq7C92zoPGdVCw9O99/fybWH1K3E8btIuD9QVrFmRsHFab9",
+	"tJcwx0B5IfpcZX3YXBWjQiQ4/wxeSyK1yq0B9hxSsxNmlqe2EILl0lharSHG6szVmObOzpt2XE6VyNg3",
+	"j/qn0qKvvO0WH1s9l+PncOq49wnj8DfGM3C0z0+lG2wBYBcwUvR5P3bDJJ5sgGEBJ8Y0UmK1jWwxxqzc",
+	"ZI4RfFEDrp/jwjVM6Csw5EqzgYZve/DozQ//InhuZ3hUUgljkjhQEpXHYWhJTzAohz0NI6jAMtWq+R6J",
+	"jOmlNTIj61Yo94LIWKGX7rZ0Xxd6LuxMLA3gG9I0FmLMpDUinyQ+hGWXBpKBKuvjq86H3z/8/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
