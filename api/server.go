@@ -120,9 +120,9 @@ type Server struct {
 	sections      []picture.Section
 	sectionTokens map[string]string
 	// nested are the token kinds whose names may contain "/" (Descriptor.NestedNames).
-	nested map[string]func(method string, segs []string) int
-	tokenKinds    []string
-	problems      []ProblemRule
+	nested     map[string]func(method string, segs []string) int
+	tokenKinds []string
+	problems   []ProblemRule
 
 	// hijacked are the goroutines serving hijacked streams: Close waits for
 	// them, and a stream opened after that is served on its request's goroutine.
