@@ -17472,8 +17472,7 @@ type ListKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		// Keys The same items as `kv` (the field's earlier name).
-		// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+		// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 		Keys []KeyInfo `json:"keys"`
 		Kv   []KeyInfo `json:"kv"`
 
@@ -17498,8 +17497,7 @@ type ListKeysResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListKeysResponse) GetJSON200() *struct {
-	// Keys The same items as `kv` (the field's earlier name).
-	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 	Keys []KeyInfo `json:"keys"`
 	Kv   []KeyInfo `json:"kv"`
 
@@ -27389,8 +27387,7 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			// Keys The same items as `kv` (the field's earlier name).
-			// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+			// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 			Keys []KeyInfo `json:"keys"`
 			Kv   []KeyInfo `json:"kv"`
 
