@@ -46,7 +46,7 @@ func (k *Store) makeParents(ctx context.Context, ep *zookeeper.Epoch, dir, key s
 	p := dir
 	for _, s := range segs[:len(segs)-1] {
 		p += "/" + s
-		_, err := ep.Create(ctx, p, nil, zookeeper.Persistent)
+		_, err := ep.Create(ctx, p, []byte{}, zookeeper.Persistent) // empty, not null: as Curator and kazoo make parents
 		switch {
 		case errors.Is(err, zookeeper.ErrNoChildrenForEphemerals):
 			return fmt.Errorf("key %q: %w", key, ErrLeasedParent)
