@@ -2295,6 +2295,12 @@ type ListKeysParams struct {
 	Values *bool `form:"values,omitempty" json:"values,omitempty"`
 }
 
+// StreamKeysParams defines parameters for StreamKeys.
+type StreamKeysParams struct {
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+}
+
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
@@ -5791,6 +5797,32 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	//
+	// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+	// the current state of every key whose full key starts with `prefix` (a plain
+	// string prefix; none: every key), then each change under the prefix, whoever
+	// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+	// and `"deleted":true` when a key is removed. Keys made under the prefix later
+	// join the stream.
+	//
+	// The sidecar follows the subtree with watches while anyone streams it: one on
+	// the children of each node whose subtree the prefix reaches, and each key's
+	// own (shared with its event stream and long-polls). A change reads only the
+	// key or the node that changed, and while nothing changes nothing is read,
+	// however many keys and streams. A stream that reads slowly is not dropped: it
+	// gets the current state of each key changed since it last read, once.
+	//
+	// Event ids are the zxid of the change a state shows (raised to the previous id
+	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+	// with the current state of every key, so no change is missed; a state whose id
+	// is not above the last id the client got is one it had. A token sees only the
+	// keys it may read.
+	//
+	// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+	StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	//
 	// A key that has keys under it is deleted only with `recursive=true` (else `409
@@ -7011,6 +7043,42 @@ func (c *Client) SetGroupMember(ctx context.Context, group GroupPath, id IDPath,
 // Corresponds with GET /v1/kv (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListKeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamKeys Every key under a prefix, then every change under it (SSE).
+//
+// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+// the current state of every key whose full key starts with `prefix` (a plain
+// string prefix; none: every key), then each change under the prefix, whoever
+// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+// and `"deleted":true` when a key is removed. Keys made under the prefix later
+// join the stream.
+//
+// The sidecar follows the subtree with watches while anyone streams it: one on
+// the children of each node whose subtree the prefix reaches, and each key's
+// own (shared with its event stream and long-polls). A change reads only the
+// key or the node that changed, and while nothing changes nothing is read,
+// however many keys and streams. A stream that reads slowly is not dropped: it
+// gets the current state of each key changed since it last read, once.
+//
+// Event ids are the zxid of the change a state shows (raised to the previous id
+// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+// with the current state of every key, so no change is missed; a state whose id
+// is not above the last id the client got is one it had. A token sees only the
+// keys it may read.
+//
+// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+func (c *Client) StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamKeysRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -10072,6 +10140,60 @@ func NewListKeysRequest(server string, params *ListKeysParams) (*http.Request, e
 		if params.Values != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "values", *params.Values, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamKeysRequest constructs an http.Request for the StreamKeys method
+func NewStreamKeysRequest(server string, params *StreamKeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/kv/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -13980,6 +14102,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeysWithResponse(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
 
+	// StreamKeysWithResponse Every key under a prefix, then every change under it (SSE).
+	//
+	// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+	// the current state of every key whose full key starts with `prefix` (a plain
+	// string prefix; none: every key), then each change under the prefix, whoever
+	// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+	// and `"deleted":true` when a key is removed. Keys made under the prefix later
+	// join the stream.
+	//
+	// The sidecar follows the subtree with watches while anyone streams it: one on
+	// the children of each node whose subtree the prefix reaches, and each key's
+	// own (shared with its event stream and long-polls). A change reads only the
+	// key or the node that changed, and while nothing changes nothing is read,
+	// however many keys and streams. A stream that reads slowly is not dropped: it
+	// gets the current state of each key changed since it last read, once.
+	//
+	// Event ids are the zxid of the change a state shows (raised to the previous id
+	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+	// with the current state of every key, so no change is missed; a state whose id
+	// is not above the last id the client got is one it had. A token sees only the
+	// keys it may read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+	StreamKeysWithResponse(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*StreamKeysResponse, error)
+
 	// DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	//
 	// A key that has keys under it is deleted only with `recursive=true` (else `409
@@ -17555,6 +17705,82 @@ func (r ListKeysResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamKeysResponse401Headers the declared response headers of an HTTP 401 response for StreamKeys
+type StreamKeysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// StreamKeysResponse503Headers the declared response headers of an HTTP 503 response for StreamKeys
+type StreamKeysResponse503Headers struct {
+	RetryAfter *int
+}
+
+type StreamKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamKeysResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamKeysResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamKeysResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -23713,6 +23939,40 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *
 	return ParseListKeysResponse(rsp)
 }
 
+// StreamKeysWithResponse Every key under a prefix, then every change under it (SSE).
+//
+// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+// the current state of every key whose full key starts with `prefix` (a plain
+// string prefix; none: every key), then each change under the prefix, whoever
+// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+// and `"deleted":true` when a key is removed. Keys made under the prefix later
+// join the stream.
+//
+// The sidecar follows the subtree with watches while anyone streams it: one on
+// the children of each node whose subtree the prefix reaches, and each key's
+// own (shared with its event stream and long-polls). A change reads only the
+// key or the node that changed, and while nothing changes nothing is read,
+// however many keys and streams. A stream that reads slowly is not dropped: it
+// gets the current state of each key changed since it last read, once.
+//
+// Event ids are the zxid of the change a state shows (raised to the previous id
+// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+// with the current state of every key, so no change is missed; a state whose id
+// is not above the last id the client got is one it had. A token sees only the
+// keys it may read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+func (c *ClientWithResponses) StreamKeysWithResponse(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*StreamKeysResponse, error) {
+	rsp, err := c.StreamKeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamKeysResponse(rsp)
+}
+
 // DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 //
 // A key that has keys under it is deleted only with `recursive=true` (else `409
@@ -27449,6 +27709,76 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListKeysResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamKeysResponse parses an HTTP response from a StreamKeysWithResponse call
+func ParseStreamKeysResponse(rsp *http.Response) (*StreamKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StreamKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamKeysResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 )
@@ -24,6 +25,19 @@ import (
 type KV struct {
 	s    *api.Server
 	keys *kvstore.Store
+	// keyDir is kv/ under the root; tree is the prefix streams' registry of
+	// the nodes' children followers, made at first use.
+	keyDir string
+	tree   dirFollowers
+	sess   *zookeeper.Session
+}
+
+// dirs is the registry of the children followers of the key tree's nodes.
+func (h *KV) dirs() *kit.Followers[[]string] {
+	h.tree.once.Do(func() {
+		h.tree.reg = kit.NewFollowers(h.sess, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
+	})
+	return h.tree.reg
 }
 
 // Tokens are the key-value store's token kind.
@@ -34,8 +48,9 @@ func (*KV) Tokens() []string { return []string{"kv"} }
 // bound to a lease.
 func (h *KV) Setup(env api.Env) api.Descriptor {
 	h.s, h.keys = env.Server, kvstore.New(env.Session, env.Registerer)
+	h.sess, h.keyDir = env.Session, env.Session.Dir("kv")
 	return api.Descriptor{
-		Topics: map[string]func(topic, name string) func(){"kv": h.follow},
+		Topics: map[string]func(topic, name string) func(){"kv": h.follow, treeTopicKind: h.followTree},
 		Sections: []picture.Section{{Name: "kv", Token: "kv", Event: "kv", Dir: "kv", Field: "key",
 			Follow: picture.Followed(h.keys.Follow, func(v *kvstore.Value) any {
 				if v.Unknown || !v.Exists {

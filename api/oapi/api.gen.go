@@ -2301,6 +2301,12 @@ type ListKeysParams struct {
 	Values *bool `form:"values,omitempty" json:"values,omitempty"`
 }
 
+// StreamKeysParams defines parameters for StreamKeys.
+type StreamKeysParams struct {
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+}
+
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
@@ -5496,6 +5502,9 @@ type ServerInterface interface {
 	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	// (GET /v1/kv/events)
+	StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams)
 	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams)
@@ -5850,6 +5859,12 @@ func (_ Unimplemented) SetGroupMember(w http.ResponseWriter, r *http.Request, gr
 // ListKeys The keys under a prefix, with their versions and sizes (and values).
 // (GET /v1/kv)
 func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StreamKeys Every key under a prefix, then every change under it (SSE).
+// (GET /v1/kv/events)
+func (_ Unimplemented) StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7628,6 +7643,39 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamKeys operation middleware
+func (siw *ServerInterfaceWrapper) StreamKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamKeysParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamKeys(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -10624,6 +10672,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/events", wrapper.StreamKeys)
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/kv/{key}", wrapper.DeleteKey)
@@ -14585,6 +14636,128 @@ type ListKeysdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListKeysdefaultApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeysRequestObject struct {
+	Params StreamKeysParams
+}
+
+type StreamKeysResponseObject interface {
+	VisitStreamKeysResponse(w http.ResponseWriter) error
+}
+
+type StreamKeys200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamKeys200TexteventStreamResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys400ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys401ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys503ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamKeysdefaultApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -22206,6 +22379,9 @@ type StrictServerInterface interface {
 	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	// (GET /v1/kv/events)
+	StreamKeys(ctx context.Context, request StreamKeysRequestObject) (StreamKeysResponseObject, error)
 	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(ctx context.Context, request DeleteKeyRequestObject) (DeleteKeyResponseObject, error)
@@ -23247,6 +23423,32 @@ func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request, params
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListKeysResponseObject); ok {
 		if err := validResponse.VisitListKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamKeys operation middleware
+func (sh *strictHandler) StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams) {
+	var request StreamKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamKeys(ctx, request.(StreamKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamKeysResponseObject); ok {
+		if err := validResponse.VisitStreamKeysResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -24808,427 +25010,433 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
 	"7L17cxu3si/6VVC855bIvYeU5Ed2QlXqXsVxEq/4tW2t+OyzmJuBOCCJpSHADEBRjMvf/Ra6GxjMcIai",
-	"LMmyHdX6YzniDAaPRr/71+87Yz1faCWUNZ3h+85M8EwU8M+X+q2Sk4n7ZybMuJALK7XqDDvH+YqvDUuV",
-	"Nu6BlHW1YuJcFGuW7p8fpowrsxJFb8g4Oy30yoiCWX4mDLMzwYzVhchGKn2ilRXK9k/WC5EybpgRyjKu",
-	"MqbcYGy6FMYIw7jSdiaKhBlNL7PTtXU/FAIfHaliqdwInOE8mS6YsetcsNO1f58t+FQMRqqTdMx4Jubc",
-	"LUyo5bwz/FeHltL5PenY9UJ0hh1jC6mmnQ8fks4bYYv18cSKYnMv3oqxVplhVrMVl5adiokuBLPFWqop",
-	"41Mu1aDyRRpeKiumooDx38KifnBreq1zOV63b7nhKjvVF0csExO+zG3fFGO2p7QSe0dsUvC56HM1Fm6b",
-	"DP1943hGKpxPZTvtjNvoxAqhHCWwLmepFRd2f2bnecp0MVKpnPOp2Dfn0/+8cH875/lS9Jg7BKX9EbiD",
-	"nPFzwbhiesH/XAqmCzmVCg7SzsR6pMZcKW3ZmOc50Mbx62fuGIFMZCbGvNgz9NYRvMJyzTPmDhS2V2WM",
-	"hjgVIwXrzwYwyjiXjqSZnCp3HtIO2EvNAs39KM1CG+l2N2USSW8YXuIqGymkVW6XBiiHFYJnuFLDVtLO",
-	"WDoRdjxLE7aayfGMvmSYtAlMLOykG4pbphdCOQqFIZiZ6RU+S0cqsoQVHAjVzrhimV4pt1i3Tmk36PaC",
-	"zxc50OnVKaKzSeQfks6Cu4ctXf4nOZfz19zONmnxZCZYCr/3n2Up42zs/k2XXmSO3KV7buHeTjqKz92n",
-	"4KFO0inEn0tZiKwztMVSxGv6X4WYdIad/2u/5Ej7+KvZf+kGcbP8udDLhZ9Xw2em7vfrf+bZj1u+IbPr",
-	"f+BXsW7e3WN2JtYJ00o4niLkdGaZ+65h/9ZSwWVli5xLxdL9lHXTsVYTOd3ni8V+dpr2Wnb/TKw/es6/",
-	"ijVM+bngRmzZltz9fv2dgc/891IUTWzQWj6euY2xM2mYuJDGugsCn2ZSGesuqZ6wOT9DBsHkfJHLsbRu",
-	"R8Pm/AnDb8z8Y2b6Jqy26Z7gxOD+z3SeGbZy/3SsRS9Ewd2TbDzjairMZZO77rZKY1tk2CuVr4nGuHsC",
-	"N9dRYNfNNFXiwqZuV91/LQpxLjUxxV7bpGGcyo7O+cVzoaaOeg4ffNskZt0Mn8u5tE3nzubaWJzYnKs1",
-	"k1bMDeseDgaHBwcHB4lnf8z9Z+/IT9o4qbmaCSeSZ46HGycqplK1bzfMIJ45jdwZuqETtxA5d1oDfrgz",
-	"l4r+O2kS7m5VrwsxkRdbNx5IxFheWBQubqVtU1zgcFfbXUcIWy4v/N+1iezNuxc6E5sLBdnZNTPutA1Y",
-	"H6pkBWqbPaevrQppBeuKi3G+NPK8nbbm7hPbpuqVOjd6J+nAwM2a3VtRnMvxtn0x+MT1t+bk5PnmvjxH",
-	"9iDnwOxzeS5Y92fNsiWyhoQdgmaZ9vtzftG3Nk97QdC7v3qZ735p2y5r8xbV4eGB6TTtyjvedAd/0SuW",
-	"azV1EzrN9fisNlVOd5Qm67RhN1t+Cmq9Llh6YFJmCykcbxm3MmP34pUm/MGdjVloZQSoLj/wzDFlYWAR",
-	"Y9T43D/5wokCmO7+otCnuZj/57+NW9z7HU+zHPo1vo+fr25UKtU5z2XWdwtKnf7s/sH00jqdFpkot1YU",
-	"qpew8HBQv+CNOc8nupiLLBkpMV/YdcIKsRDcisxtpV7avp70Cyc4WHgzcT9xBvuJDCXTwjht2T1jRC8Z",
-	"qXSpzpReqdr38J3wt5qECsNkYpzzQuCHRuofb1+9ZKc6W7O5mJ+KgklrGO7VxjvOGLTrhXbaNtp3qDBn",
-	"PTIpaB/ccDAlGBdWIXEgJ5Dgi6hB60n0uYRxmsNITeW5UMyu5Fi4P8M4QINWoy3ilwWDo2Hq9GJclWKw",
-	"3yP151IsBciZnrMd0OJYcUPyOnMq+Yek84PO1idyLvTy5sltG5G5ZfUtfjgdknQD0sQVZxLsJMaLwrEV",
-	"x3SdztjvV170Up3M/qNgWsULDcvU+jkvpuIO1ql1P3efppXCCp2O4uiIGE4gnPLghpUH3F8cR2pbIpg0",
-	"L7X9SS9V9knXCLZRX2nbn7hvp0NnRoM0QNMKDslZqWgTsxknhUFmrMvHZ2A7ClAUM6BidzFQ9XRGfNbD",
-	"9emlsqJ4otUkl+Obp1Yaf9tC4eb259LMuTOdWRcNafhz6rjhGMfou3Ob5HpVfwTkiH9orItiubDpliPF",
-	"J+/mUGmW8bE62qW/wyEqzZTOBOsiRzTCwvFlIhdWZFto9SddnMosE+qTLmniv5oOwdWmFyJjVp8Jxbpp",
-	"vw//Mv2JzOGkSN45WjyTKjPo2nParpcfTkHra6cE4yBaMa7WuOLTpWWc/fz05IilM20s7CPPc70SGXw+",
-	"/UUbx8DwMyOV9v3Pffe8SY9Yiq6jjVe9iyt9Bb+npI2C38XOxEhFzqeVgnlHo+OgJmVdELfjQhvTN055",
-	"9QzYkaxegsTqDUbqRzGWmbPc0TfozJf/o/WvQixEAb6v5nNG+fKrWN8J+Z6J9Qbpnom1J1u4j0CKoMPe",
-	"yRSBw1UmiX9KyabyTBQ5YY2JwtzvZNo1Pm+W4xkr9NIKP6VfRP7pZzQTuT9m3K+gwM10njFpj1jDhvv5",
-	"l/sMi/Af+4SLOFbszU9P2HePHv8Xo8FZpsfLudP8wI/hTDnh7/SEy3xZOFaUPj44YM5iLxTPUxSVJ1q/",
-	"4GoNpG0+6VE4TWfO1boPm2kcTaP2Qv+Nm4yxD9h0njsuugaW6laJnBSdTY71usWC4U2q3px1U/AWwHDg",
-	"VWeZsFzm3lkixzNnt0WuMyQIEFzOHtXN/Iq9A0kN0ZI+uJrAJo0iStFPbXtET+9HMRfYpn8qvrQzXci/",
-	"xKe9G8vowyA8cIOlYeh5XRYiAwkRa+Be+R7zolgzaWv78O7du/7x0s6Esm7iojrT0t79QfACvST5/PtR",
-	"Z6x1kfWJf406TaYw7tQ5lzk/zT+tov6X1mcg0vrLcgYpXr2xVkqM0ejSkfAL+6Tngp3y8dlIlYaKWZqF",
-	"UBl6EoC+wXnqSC4XE+tNF9pzutcpPM1WM6Eo7gLPazUVhTs9f0LwkxIiM9F03LukWaOnY1bo5XTmVBWc",
-	"jJFa+cNWjs2M3QiVS+TdeZ7fGHB5BBIZqZwbG2+IKApduBtFHrDN3eFjZ7LnIpsKR3cU8RQLXVg3sGGZ",
-	"UzQSlhph3Az7OWhGXT5S04IrtzX0CxMXC+lsbvfwbGmtVNN+plcqTVjJeowtBJ+bNBmpiB9pNe0vdJ47",
-	"xYd4kn8QtPLS7SMKkzqiHc/IHIF1w73Za2BICXMM6W081pxfvKOBhnUONVLIotwSLLeiRm5oLvT7+Fsm",
-	"CxoB/ptlshBjq4s1xQ1H6lTAvluBcUnP2KRhsHexaeWmVohzfea0XgyWFgJ8tiM11sscT8tdgiPGc6Od",
-	"PpvuA3v+y5GkzJ02zBwBgMszqT0g7QzU2L/O+uRs7PNx7o6mvFt8nPf1Qii6WIXWFr0+hRjLBTiDnMCT",
-	"ZqTcY+jzWHvvBty1mXAWI1sL2zuiSGaFZ0Oo8aa4tlkukE5fiEzyE+BXn5R7hwn0524Gfccy0QgIfiHY",
-	"A87ifITYIkjjKbqptRqcH7zbsuaHjNQhnuevJp3hv3ZcUvK+syj0QhRWoiKSyex/9PKF4Ko54ETeNjS0",
-	"mHICxIDnK604/Hw8ZaWZyBzT4yu+TtgYwmjklwu+W8dMwUMGUi/XBny3pZhCD3NNFkUB5eaZ1l2Ouqi4",
-	"En0+SNc79tipyPWKdJwFZnssuJ0lzj7MM1Hsiwtb8PQoeKIfPP7GHU7Bx46ToMOwV5t6nje6wOkv+vTf",
-	"Ymw7H35vIKwNN6oT9lKYyk5zlSW4f7x2NH4r3dlIm7C0PFlnuTa4hcEMrbpJUb+IPwjfckfVurHSuA2C",
-	"uEH0HfRVk3EnLizKOnT9wbrgFKu0iA7795snX3BpUE2jn061zh3Joq/ex1H+FaJO+PzvG/sePv5S26fz",
-	"hV3f4E0qxJxL5WbcSJ4LXlg5lguuvEoAySyOgzrtA6IXVsxN4wbQH3hR8PXGossPby7498qS3zjJcINL",
-	"Bg2+KQkpoShz01rijWhJYLr0tpziksB0BHEX3RaYlBNy8YdS1p3pFYZ6Yd+FM9BE1sNbQGZ+11YPas/0",
-	"jmjAyMlY+xK+RTPCN6Ih+pBTYLZfhdfcEH3XSGpXut9C8E+4ymTGMQmsdnz4k20+pxxkcNPHt51u6x22",
-	"opg334zxsgAdAz+4Z5h7lHUPkPdYCLZLDKkAt53oYs4tksw3jzqNUfIGplCuNgk5ELRGmt2W7cM9usr2",
-	"GanGDZHrd25N0jKhCp3nImNdJy2VzsSeYeNCUCRJzmtrdd+BKEuTZATnWcMsahsR7wC+4qe5deW/+dGr",
-	"yw8frS7wp0IIZsWFLbWCR+xX+UOPLZanuTQzH7EHO85/Y7CL1Az+93bRcXnoPNqtjyQkfP/39undIIe9",
-	"0lwvZZv1cAnwvs0QCWoBUWzBkSZdUgqcHG1GTZo5HG1JoCGeZZAlyfPX0UInPDciuc7a43NqP6AfMRDS",
-	"klvlDGlxDtkFEwjcKistxYxXkEu84mvWTffPD/fhOYP5cTWNuu0blHNri2VM7hFXxVzDJmZyJtYtmX17",
-	"BtW/bnp2jrNpZcmbK8YFlkPABFI2AQOQnBWLpWXw917zHY033i+9cev18jQXrbrfFlWiVaTUNYld9acE",
-	"MnnWu+uTODn/Wu3Dly72Kaoam2sOUnTzZKpOqI2sv5qewrpKiAxiZ+7Zc4GiU0Kqg/e6NhPHrjuBzzWt",
-	"9WmOjqctArJ6OltjvkFENZxaqZFsG8LP5zk+vY2AyCPYdFnfCgt57pxNNMbp0OMzJA5BrqqElX6sBI5l",
-	"NdO5YAs5tstC9MhLY2fSxFHA0ifnHWnSsDCbATsJDiaJhw28yZlhYCWypbIyp9AiDYAOI9Rt0SnHus4c",
-	"tzNZZMY7N/3TlK9B+ZnldNx3fD4/mOyTQs/ROwk5WSoLKwpqmR80AT06c1aj+/syz0nABDJIMRdmyJQG",
-	"C3LMFTsV7Fwvx04tmOgCnUWbrDHszdstahUssPSrnoopV6z75qcn7OHDh99t+B9suePkDfZjlGeSa2N3",
-	"1cOaeUdQMaPbsO0aPT0nR1ZNqnDLd6V8N5zww/jkRZrH7w08QGaXjuxGe5ZtrBEy1/FTCU5x29Keh/u7",
-	"EWoT9MieITPgCAmIjgqoxf1gIEhOJ1UGXyOPdMM9QIqNDtsIwdLw3yg23ecwxoHpmDeo6yMhIm/OWNdR",
-	"3qpmBvQG7OkFH1uSveFzpZ3gYweVxB0MLYiMcQs5kEjG6Bc2bMznCy6nCuIQIjvCIgD3yphThqibUM4t",
-	"unEyTv5/91z4sMiNgIznQcQnzoRYwN0HpzawE3B34/TxCM1MLvBzuAFhINb1JVS0joRx9mRZcKvBu3TG",
-	"/9IaoyHG9Iabx80msjCWGb5iGE3MiJEZIbC+BYunpGK5VAIsEdgenF7g6J7qEse1jWArpxYzjIQg30Vf",
-	"LLgA3X/id4vygxunC+taSSMSykqkJA3/YO+oYTmUrYPLcTNPWJtVmDABdOIJyJ0Q8Gj3ApzZXCibwGbD",
-	"lAUvcimMdQ87fgs341RMl2HOpbihLPw9w0Ydd1ndXk50Mer4WC19aXfL1Fv9l6rw1zJi4SvbbNmnmH3Z",
-	"oIPJrFm1LKQupF23OKg2eGB4vvHrxD0bNPhMjOWc54wGP2IyM063kGObr5lU7uyNYBzCh5y0DrA5MOO3",
-	"M+z8f/866H/3+3/+r6bth+qma0iUF+DidRcZRmoULGi13IVcgTn9A6qYNpfXbky1HPkWbbxR/yb3d1ei",
-	"0vBvLZUvVE1YqY87TunuHs/luUiIocBtpbTjAlX2y60rX4oms/bdwAPbmczNJdoUrZEqxT6hqwoI4HIf",
-	"1S+C51hqUV0uMrNq8oM+u3SH6bXGL+m8gcjOJOZ6lV/J9fhsmxG+fQIwHj3cNItnVsyhrreJl5R5ynsG",
-	"S3ATKpRN0KGxZhCyZG5Y1oXUd6nG+RIyeqGcFYOZmDSB/zVkONU0wVJTx3qdWFgU+mLtiBdrXLEgwDCO",
-	"GfVuEux07ch8pCpx0JDsUIjJ0kB5K0hlrLmVnstJNUVTIFDVqVS8WFMG48eVOab7aZ11Hvf/D+//5Rho",
-	"+c/BH/3f3x8khw/+60N3/7Ineu8Pkv/60Mh8fxXra7DeX8X6rSVDeIPnnp3fCcP9VayfqYlu2X2nOebS",
-	"YL0zi71kUJ1MekPtAuFZXlou6pjAXy3cGdgEGA5qamdO6QPiH2zXMmocr0wKN987A4CyPOAvide2TAQU",
-	"8M+Tn/rfDlpZ3A/ciG8eXfFD/t7CGmCAJFila4Qn0Lb8cnk31raZ2YrCkGcmVsAePrjch4oFvn4A2v4W",
-	"mkA6bfVPkiMDNzD2nmySA+Vx+LSOzbOu8JKwb5A2QVk3EFxoPJdWx+zrQmBqgDuPXukHcDQtDXkNml22",
-	"u9NvC+Gd3AaRnXwCgqqFFvqH6ZaNux71tZDdOzzwBqm8+6G0recEV7FnGD0SVzJDXt3tLOu5V0KrK0JP",
-	"hjm2lau8VdFqD9Fam+9WtxlP3UdMMTennE/rIn6EDLvdY2C48s0IGCjcO/uPQU27LGECh2xOloBpPFXb",
-	"vPVNPnTTRETvZuso/518T1KxlS4yM9h5y2n41p3GTMegamglaLtrgVnwXQD/jdPy0aXLwT8AG9MQ0dpB",
-	"XYnPvMX9aMRdKC2bUgnqD+A0QmGN47qUlTkMrheQKiQ0YtyfGVfZR26SNtZT6OYOaWP7bm6fwy495yWt",
-	"zChLLiJj1k0hJ3hY8ZeTvzVBcCDKe7VsJvIM8l99AsdHUpe7lW0bF3gSQqlATu0d7CNwED0+u4be715v",
-	"V/zBvLwL1d9N6+eCN62Kj3Gwq0iniVBjqaYn+kyoHf2DH5FzpFeqksF0aaQG+C2+VZtjEi+zbYN+EXl2",
-	"g8kfmIa6C8H8gk9u9TNcmh3iaAvLtsoUN4IcgOuvx2eMnF0rvsbMOccrcZqsWwZsJOVLzAVXEI7oHbEU",
-	"9g8hsvpS9ReFnhbCtGXGRatqMCzcXPbKL3Nwye9jvQP9Bv9R9KpxJCVCJdPlMZ+PoNE2grs0ROREDdUH",
-	"VANE6LeuhYcw6DLngP7QEBYCR11aEmza2z12E419WwEbdwTg6WmK2bTFatyxfnycxv0RV9YWoAlP3HSE",
-	"BmoZsJwLglEhWuPfujxYI5QnjuZYjeM71wrU1BhiCwds98OWQmt4i0zsPmHjxhM28HRqCRuh5urgK83U",
-	"SDq0xB3Ce6QcEBmXbzZfA9Lvhy1WB4SQUIM+FWO+NBgJKo/zMrsjYAqgNr4XzJYG1+p1YxPthu1PumAL",
-	"oRe5GBJYZX3eiZu4MysvN3PjmMdWYxdjW9fORv4G05GHcYCL+LjTfnfMRK5HRq8Qf8RvmpZQozz3swKv",
-	"HYQVdZGJolIhso2XxoHAhiy6ex56wzyUTguY6Nec33aJu/SvC5n5HQfi3zOQWmRs0M4Ogo6pl4vgfOFw",
-	"/T6mssNHxMswhb9bjfxjmVu5xY5tNzAd42y4r88UIbFtXM9rGxK7hYuJZ1bGb1r5Vm9oqIWBRTa9/pIm",
-	"c4XAaWNA9NW5KM6lWAXvyGYaoM++T39+esKiCOIRAU47YQFQPr42PWVzvvZ1i5TeD1He0g26jVe+xVFw",
-	"Rg3VseSw2W2w2HWz/UlfhwAOo8/GyXO91UfZp9da/J3lqV5v+SehXMKnSl1nF8riiy9vJ/57KZbXvQLg",
-	"9vjylu7LW663eKol/fKWX63xud4mZDBW/4vdi83Uyevsxp0lWV5vE17zwoLH9yb2YOEHM1/eRhAw9DV3",
-	"wINHf3HL94lj11v+3WS9Xffg53wx08X1j96P88VtgS/avt4GULnxl7f8N++cXXDN1RerOzIK3GxqXPwK",
-	"rq68peILAFFyrpRU05BIHwdAegnF7chHQHZ9U9Duk/vXqtvR7mib6/NGNJjwvqFwFoRbPCp5dy1sL/ZN",
-	"WtorlgmeG4RctPrqs32hzxuraiOxeqUa6ns/4s36ESOkODNz83RkkQV8mjhM83f2It6MnzBU5UbUX3KO",
-	"cHebvGGN138zKcYYOaXCpN3vVEuZDlDC1UZaQQnEruVr9HRSTtt/dOsO7LL4FiQs5H8UyELYnyqTI/Z3",
-	"FVys5E6LvhrTtMPJXboNNLJeKayfmPM1W+nijGl1dV7/Cj7bsEGtd+8JNo2C6w25Dqk/RETQhIWkAOJ8",
-	"xPj4rJ5c0O7K3pkSo/q2bRS5PYG6Ku6uSJnNEldakreXah4h/WfL0NziGUvLlF7F6UmTQoidPhMo5/II",
-	"QflomdcW9mDr/r1aNZZV1mMZmytFbaaeGeP4unfiK7Gip3wPMP9RNhXWMM5mcjpzPyuxI5F95JZcGjkJ",
-	"2/FWNEQsICcrX4NuoScBEA5Ednm906Y6l2VTBCTSDNODdDAg6LnDtGxMBmzmKi3D6gpe9Yt+WLZU8s+l",
-	"wJK5K2IRtm/ab3hRXxDg1E3iYjVXNn08MhaO14DyV/LmCgoWPg/9YRxpI8x7eX7XSADe8Jl9bp6wzmtR",
-	"UFe96ycCtwdd5/ziinhQ7dmXizDjBjkMv+0ZaH5TNrohBgYBXm+FQvfCP8Z/pAxb5vWGPv0G0gKhtO/H",
-	"p8+fnjxlg8FgH0c2++/xHx/+H3j0+3SwK3YMTXszNdntzaUZyfF1a0RdQ/FS3ZF6z4MBezvTha+lXRqR",
-	"DWsgr409x5J6B66ENXYKwz1rBLhFfOCRAlTbKp5tL2H1Pk6hw9dGC6cEWg9YMYefABC77N4E02qEdIZf",
-	"Iqj+hEWNNtzy5sLOdFbpBZNstrSg1yCt2v1c5lh3CZ+bUvDcVNpSpJMIRMkDiobEk/AHmBP8pfJ5j5WK",
-	"GKHxXyL0VDoIwk4dqSp4ql8Xbnz0NqS7hLcDEG3aqw0RTVoqY7kax+tQuu//imutAa5WJoe49OQM7U+W",
-	"eZ6OFD2BW2ngGXfGG0PM+QW2hao1yKog0we4etaIVp+wqG9R0tBMyA3W0CioMhx2ywhk7LundR8dfAt7",
-	"h1X1faD9rE9ocO73775LCJUxY1rlayxXoiL8GacqGzdEteFOwhpknO+FRcLM7UxjR62RukJLrWQTGjL6",
-	"U3XPm3s81AHqYV8eDhmPfC3HT54jqAHkRo6UzBDMsNeGbl/i4rtt2+hugFdsLPJcZI6gHh88bGxqEBq7",
-	"DFimx2b/9ZtXPzx/+uLtYJ75fifcMsHHM6h+oN7fK0T3p2MyM3A3ZRr9OHX4SF83uSnX6ZI0p0YHyItN",
-	"iWmlzcUWZS5OEp1ZuzDD/f1Kc5BBJs49mr7ZD0zsUjkGv/rvJ9vwNTBpYBNC0F3UCgRypSIIO9Ru5GVB",
-	"L98Vl4BU0aUxnEAxDNrBYgu7a+dd0feTMMvWhbkZ3Qj2UImDcCVUoi31+2F+DYlrwQjYyftQrvSylDMc",
-	"rmk2FCzZrC/Hcp4yUZ28k1TmE3losJMsNQJmc75uKDnclvDsu1TstOQ3794ElMkND1x7ijn1EL5SVUQz",
-	"CdI45cy3J6jj9n6udXxz6vW8Y7/lGyv8owbQ16v/w6294QrAG6XHjyG5jykaBCvJ39euLuDC9kJPq5QW",
-	"lTIjhIKgyZWrA8M6N4j4vgLv1irwajWW98V416yuay+nK5NGWsrpzDZXhoGK+8TX6kJwGwFfVo6Sosnv",
-	"xFPCZMr6vDpraeXDkQysuRnQoim1NKQ1XAD0sUJXMWrMg52x+f32bBeDYUk/LfP8xgu2d2fXO2wtecE2",
-	"zzrYwHtOy7nAcibwmYSSbMOmVWDBK7lEa0Z2hb378WMOXjW4QwW5M7kxt4Ne2rt6MXh9n67A9UvP35XB",
-	"D/HVWDAM2YZ/sOQbWAjHA5eaQyN4YKTRaNJgnId1jwP/JrZNYqH6ibLNGzYTjO/JEHulctrZPcch3eek",
-	"CfwugNO6twe9j2NYwQ25C+fCDMVNU8I7eLak5YRnHOsqxFQaS531r5agQ5N45s3lpuSVcp73Rca3XSBX",
-	"OvfuS+Sycs+BAtuL5OiBGyiT88QeJ8CU93HLNb5GFKtMeP6s0pg7dd6waQVnmZNEjZxBKH6aN/GFn7hT",
-	"GqHzPByeCrwsMPk5L85ExjJpYIwjli7k+Cxl5kwuPB7JJtG3uYj4Ote8JYvBf3rPMHoOmh9aDbe/NBv8",
-	"j2UB3T/4+MwACH/6/45zbkza0LTRTfSiP9V9mtW/jVaDN3z1QhjDp3DizhRo9nsgVxfBy7B19mksA07k",
-	"XPzz5Em6+1U0Jn/dOpFlId8uxLghEQZ3Z8+wf+IjbvOsuLDNO7EDjLGnqNrqS3LagU79XIOfNiLUzuHB",
-	"wP3vsON3/tuDbw8+JO2EvbnrM22sL2Zl9CQp3wZb7wLTClSNhf3Q9xt9sIcHDx5BIkL4Q3IFsj1WawQO",
-	"RjjPWq2+OwH3ay/xVMxNZTp70CQTxk4H7HikPImjq4H6MvNA8UDbmItTQFMJZ3OgLmVY+oIvMOfpFZwG",
-	"NbDdkeRDasY3jx8/fBylZhw0+cIiEr3ai7uTb8LEYDpg6Xvgn+LDcH//PR3wh+F7N+0P6RFCJEjFTgsO",
-	"+pcBtOdCOgJtPOntdO9pbQtlvwl34aN58M7s8qpZfp6utuC4LxfQnkNCt+Sl8je7ysh3ZNgRly45xC0z",
-	"3h1Z6DY1eUf2egnketBNgFd6H+xH8kxjGhtROf31aVHooh37l3rqVhvL84pKXpyLgk24zJ3WL71d5zXF",
-	"FTfVXuwobDNoClKwVaHVlEEzboBSp+Go37dU094wavKOUUNwQrlp+zt8+OC/kNMPHxx+ezhkmeQ5s+MF",
-	"q/9AUxhG6xkpRFwHDomUpetrkCaaPJ9yqZD3ldHB68yAIN+zxjQgf0JNagFo9ml4JGUzvlgItbsDjuiq",
-	"QfY9d3Yn/sh0zc1IivqY5zm2JdVnQrEuOqby8GIIRcHviNs81moip8uiNc6oF0Idj3PTAhBekt24EBDZ",
-	"5s6SLA+MpjgDlsHRoXn85LlBInKGghkpPg801y+0psxEaPMeN3c3bKky7GXTTUfLg4OHY/c0/EtAsNek",
-	"CRsMBj30+I7U8ZPnLIdMTWgFz7rpShd5NsT/THtsjk5crsLs5uDgxi73al0ucKQoKA5aaCEcU9UFwQjF",
-	"a91DB68hG7NrhMAI/NunT/755tnJ/wzm2Ug57Rt9zhe9IzQ1K+3GA+17qyraX3+04HYpG97PhOpBz+vS",
-	"NY0ebWh8P2BPqP89t95niRSPd7gQ9J+EisoeHhj/z8eGzGZqhe6+V7tw/+pgIL6T0D/2A0zHVbodmuW8",
-	"WeOusD+gfu+Mslqf1cCpPJuAFCvvOR+phdtC944uWDft98FF0c9kkSbszdPjH188ZaPOG2R0mNu+XEwL",
-	"7ki0U4YqwGkBvG/Kz6ts6ZS7faaD88YxeSziKc95JmpdIy6Vbk352k4ZHjpR6lnAhhSQii2NCAQWLPSI",
-	"2QGBRkyruT6A1vGsRTNo8Ahl7uMzccG6o87BxWAwGHV6ycZE6PHmbzbD9ad+8mqasm7pwGFrYTGphyRD",
-	"msTN01g3kyb8NsTEbmj9tVRjUVguVQ8S3yB/iZxQR4xDFngkeLD5hztCTNDShoBcygJQPz3oyEkf7MT+",
-	"usRjAePrjQ4GWP2lygA5s8jdlslCjK0u1jX67rExV9i5xLcfGCIpgyIAsbI9gzJ8wF54NFS6/un++WHq",
-	"O30CqA1nPz89cbzml6fHP1JdiRmp9PHBQ5xJJU2K2mz4tKbHBw+PIFSVC14Y6r4i8glKDY6zGSmzHI+d",
-	"OVRxs0W8A12AzeSoxFRbCV3i6i7D7s+aZUs01XfoFIs0GNN/uI7lHILY3qLsYd1Kcwcgsb3fOJ4t8vJu",
-	"TP3txO4JuaTQXoJ+UDCRqblTd8vrQR40j3Zlgo/G24H8G09hy+5eywEYn0+zG9DUyng+nRuwROu5xhI3",
-	"IX8+NyCfTn2KN1S7nVNzwK6b8BLMl7JIQmZJlKMVCjl9aK+s67u00CmXFLvbIa0oqvreKUhU7sw9VOKd",
-	"9QeGuDDPcz3GOB8WPjeuqfcVx4XKHSgbzoAs9w0gDRaXoN6wWJ7m0sycyRHeu05VNN6yqCZ6NzjF8gI9",
-	"b8nFuh5vuQV+4ruRNn8UjXxRzDF7qwoNWytkPIh0bXy3t2Ol4o6EEPoOgclcHjkYPPjFa525P2tqnbqt",
-	"pLZ+0DciMcvu7J9Tp+pofrKxxK1dIm3z19cRN2GQ7d9vK63PxJwjrvMOtNbuDs8q6TIxN51xTDu7ycru",
-	"akU3fiLZPOf2ffjnImsEly93o6HiWhuL14Vu8oora6jgWhee40/Afw9HUnMoNp1sC4tp3JRaiAs/hzk+",
-	"NjJD8IXNst7LCns/bN23t/4cv4iuuJVoSls73KsR5xUrhFuBCDy1buOQn7zOua3Z3DXrnLHjXUORc9o/",
-	"TId0Y3oD+JQR42Uh7fothBVhsqeCF6I4XjbV5DiCQQf6VJ4LiK7EjmysIOv34RH3wSevXr358Y+TV78+",
-	"fZn2BuwdSVutRDJS6Dkhj2lwas8w2CsNk1OlC5GhxohxT8flYHrlxs2sXXQ+fIDCqqampkHrdXuidZFJ",
-	"xSmOMZYLYdAPusi5VOyXk5PX+xDBdrNBT0YfLjwCGA9GaqR+FkoUPGfFMhcUfuaLRb6GjrWRS8gRAHxp",
-	"6N76DwbeKgws1MtzWabHyzk48bupG0yi+uCLtf7z30arNGFIaSPFWErElvZY2eUXihOlxdo7rNJy/8Ja",
-	"tLhqswwhhAxNN+hECscAuCrnTlACNL47lXSH0jIMP5iZLixUF2MQIh24jzyFLSo/kIlxzgsiXYoiCNyq",
-	"7qOLi57P20b2c+SWM+HL3KZs7E7OuDHLkNueYc72mHCZL92g3fTxwQEL5X7O/PgP9hKqoKViC25n7pn3",
-	"bpIf3A69B66B/wTO6P4pM9NjcNFg6y+HzU5Z12hKcE8HmIYwGEAajqKOapCfLmH26SOYYlSMjccDyXSm",
-	"RJRSpQUHy/iRHHVuBSsuwQNlbZ72gMYiTx61YnbPPXh8gDWxDw/g/x7PYU8Ye8Fzx5qcpaTElFtg6CBf",
-	"Nfnxy2gYIxEHftQ5v+jD10EG00RgWfibmxH+BHMbVpdb1owP2DE+wk5FrlfsEPMXcqNZIf4NrjFYNX7B",
-	"y3037oFJqUrTOspSY+HGIlKC+1n6tn2shhLW3TxBUJXbfCpmUmWbu32MqS3B0auzNZsvDXiNYSrcsDRu",
-	"bDtk8U2GG+w+100fHT5mLeXqZSlFL3EDO7s5yqiBq+4nCka9G1HahLCG7HgGwR7kEwnz4tDfbN8n3E0i",
-	"OgQosHcjlV8/YtwrAcTpVxJzkin8y6zWvtyjYuavJOABAlG9KTfLCadGWgKdLVAS1frTHXdjHLIX8oce",
-	"XX+WPjp8yBpAA8qu6UC0uF9D/GJEjAgXMGAvCevFzoRTfuim1Q5cbXKpjIFDpLQaK+Tgm6FjMPXRwQGc",
-	"ThU/YdQBZbYc2UKCudIwBITS3AmGe2HYVFMNiBvtz6Uo1o684R/lY0iCGD/qumv0fdpL4qMjB4g2vtky",
-	"8h6lITxWEg3rQtojKCNYkFNwNRWOtRRLke6nE54bJ2BoB7lizuJLGIglzxiwptafmmm78066UM2SVDGA",
-	"BN04Eih7JgixqDobu0Vr5Iyl8CDr3wz9lpV7pAu6tkDYSdR5Gi9w1EMVTmXAnlH8l8Wy88+ltoL55LYH",
-	"j79h4xkv+BhOC1v04w2NJBq0UHaLeheCUo3eQXceIRTgI8wRsbjpYR6chNsRNvjxwUPWXIdPCsIbYYt1",
-	"/3gCuB5wsGFP6RRov1CQOmYqCbgw3O8oMIrRMGDIvzw9/jEFlDOoWChQ7P389ASBxpKqL5VxpzI4Ekbo",
-	"DUjoszN41C0f5Dk/EzHtPGYNMB20ruMc0AtyaSwuQiOOixsPmFC6DwkGPtC2lO6fBZ359C+56DtdvhAG",
-	"uVpZ4I+q3XgsFhZSe5EmH1xcYGLdotBzaQRqtawWMXd0JDAFyLMuqD4xiceagesHyY3n2nGALkdTLKFK",
-	"kAQmwqW7Wh7qdCYXCaPnMqfnJxiBdUOBO3jdY7Lsoe6181r0M0qBoKlJA7sByR1wjyG8CKkA6DrmLD2T",
-	"ec7636WMcj/wPthQ7jKISDt8y421EVxNrho5ZawtdtpE2sDNHSmQoKRrB4lhaLtggpQXQN1gsACPNGO9",
-	"AEKANCDHluhn05/IHJAxYPpIWvEK8F6mx4Q2g7o/+wHsFYYqMQxE2jDVKKaPDg5ZFaPGDZ2JscQGY3BY",
-	"lWwbSGYqrSm/LMgeev3MW1RDNhOUaQT0AbKB56AJWyzUYam3/0D9ipdebotfN9NL664uposwaOKCiSBg",
-	"I6C2CJlCfUihBwGhSm4YDjipnOyjg4esRGI58uQdwYLQhCJ+8IjVAXqOgAEYZIkZHIxvOgPhCMzqB+5u",
-	"gw0752uYL93s9BfIbvDLTPue1fRn2riBohk8ZBuAMU65Z+krgIwhRQ5tE2r1VsaFnIUCsyy/gEgz9W80",
-	"4M+ACvnk1Zu3ZCiDfuC4FoWvaCCERxl4vYeQaqJ8N+MF2BBP4cF3rI5rs0ES6B/ygs+JELcScK34yBO+",
-	"ChQc+L3KovAZ66aQheyRc+b84m2J1DPnF+9820KS6kiDaJ7m4oidrr12yGY8n7gPQ9R+mutTnrMxdyzS",
-	"wkQsO+wN2YLDZFHcGz4XXq0AYjH4O8QjohHc4lA8RtIR50IHOOYLp0d6FuqIzATilVmCzJtJyBulC6p9",
-	"qt3p0qLm7os8B2QXI0fxYwp3w9L/3Y/Niv4r8GyYIVPaKDmZpEFF8Y+9pUvdf61zOV4PmeEqO9UXR37n",
-	"+qYYsz2lldg7YhOnHvWhisg6qxv/jlzIJ/tRwv7p2qKkQhcT6E5OBJXad4LqA/Zkxz1bL4AHAcOE0mUa",
-	"zD3RA04lwNzi7LTQKyN8ZXixVL5CILo6QN4g1982pA7CTX5aUTe6qRUXFpkBgUKlPdhacuqQEJHZ0FEg",
-	"dktHZcFbX7C5Gbd8mEK9+RFSHA62FzRn4EBwpjRwF0crvS30oJ6EEZ0xchJyEek9x/owsQq+ANqKrae8",
-	"DGidMgOfkpcZc5579d34sysk4Fv6MCTj7joyTsNXVlPq1+RXWSNOFVjUej53X4SSe1IZyquGMv3wMfM5",
-	"SYhW1Km4iSIP7LBzODgYHPg0Wr6QnWHn4eBg8BDwnO0MnJGou3WG7z8knf2Z4Lmd/QUecATyDJrxs6wz",
-	"7Pws7C/0CKRLLrSidOEHBwcI2AkXBFy6Ndscso3geC6LTeEn0OVYzyYozp3C4db0CL/YNFCY2f4PPCMT",
-	"GV95dPkrL7X9yUm8ive2M/zX70nHLOdzXqw7Q7fcKPvNJ1bCzQRYUMunBjAM/PaZzu9uvP25cMRiaL/p",
-	"XAZrPs/pT5imFp1AvUFqFJ7vkqUfpeJHKQjaeJZM1s9CFDO+MMxYmecjBTGFYVPyfpltjwMIZcT8NBdM",
-	"5Jho5YuvM1H0RqqM1Xg3NSwCfVL9PqUIkA+rSxxyGE9tpCiRAtPEIK3Ca32IfcB8xnJ1uWM9F5D3GtKm",
-	"R2pzQdD+FZYUjCCoM6Qr5Wdd5vRbDdbfUuFCCOhjwF57SQemfkh+rCY7uB/dF9bCjpT7LMWkk602JLEF",
-	"AqqLLUf03IYMFccOHXtKIqfsrrZkJ9m80G+Q4O7kPj/xO/6JbnTSeXzw8PIX/lkezKVcgLJGPX2B/26s",
-	"1VjmAhA6WzNkQShGNm3FsPQH2ejCKOnUWVM+AQduSC6wYE+x6r1jXQQMxW/+ddYnx2Wfj/OEKY3J/D65",
-	"KSgDPnQU9Koe2VSPDx5uZXNL6UXK+eE+IWGaVrHyXBr7g38IgJjJNdcaESwf2XcvvwaY2dbeMbWnMWdh",
-	"x4fB6IUQ4bXuRzVcGe/ITll4Za+4TVAZcdEgJ144mxZT7o6cAm4wxA+lq9ywFLwO36eBrbpRoFH+5TnJ",
-	"YfKbId7NG+6P9eMv+OFO9zUY9/jSDpf8J28SfxxbcAsFQXb5eyFs/SFmHmiOINosoz2N71S5zR9q92gf",
-	"o2l46LnAhI/ajdIrUXii2SDdRw0FXhoyFe+PqX5MsDFwRbafUdKqMbcew81J2MAeNi/gSTzz+8OtHu67",
-	"mUD/V7lJIMHhUrYe9NXk00s+F6+5039+TzqLZQONvHGfK6nkiuLPGZz/vRTFuklINdz0N7S4z5oWdtLr",
-	"YOnXU+6uTUGwmzH9HJG3A4HAE+ZMF57npszKRQeWUJm5Ervfd3octhf/ePLTpoH+3nFpP5b83LvX1452",
-	"4G2vuTGOmjY53Jchuh4dfLdlS+I0pN23piTJjU2pw9kP0er3+gYQIyV6YK3EXd0fYZeFKiu2Iy6c47lC",
-	"oP87VltPfQUGHXy97VeK0NW3WyJP/EN/B0sk3pGdLJGyS+ndWyJh8rtYIv5Y77WgZkuENpMSlbkhIDVy",
-	"GkhL0Yj4gpX7X79gjSZK9TywkStlJeJrhF0QuiD4YdC/79OyRG5EFP+HYKkPlBhERKCUF8Rr8CBHK73M",
-	"M3Sz40qriHGsC1GRkTICHXw48YzxHLyA4J+B0Ohmj4YBO1aMZzFwL749Ur6cf8qlwiqw9CBtcsXhfvjr",
-	"tYsmR61wvwZVjpZ918qcmJf5c0gjXR4jMktbho8P0l7LXWg3BVtP9+bUpcCfm01BmuaXoSztRDNPtJrk",
-	"EgsM7oBmTirsi3DZ0gNSUAiCW9h2WrkBdb6hQC7LMIfKjcIL0ecq6xthEbwnoPJSqDBhhcAAAhTA4n4O",
-	"Ruo4ywyzGsK0FfHgke4iFCCPv2s2PikJOGekVnxNsD/zU4lBacqgAqGPWZ0QzvyDPvfHKbfj2R9G/gV5",
-	"QU4MuE/70tq69MDtL+R0ZsONpWyQDFi/Wc5D+gm6uqdKZCP1zaP+qbSYiUl8/ju22cEnxNzL2g9o5gNI",
-	"+NSVeKR4lkHNL8kVTJD2caeZzjPGFfu2f7q2Zapo9Yu+IVCTnDjOspKN1IinAf4aFshofXzu3gR3fpaF",
-	"ZAV2CJDB7hVIeu14pPIOzzJfGcKR0OiuHO5SUvn73bE53FYvjd1NyLJ7nndTPO84y1jKs6yM5rLDBJK9",
-	"TkUobugxbvVcjnmer49YfF83b2l5RG1MsglqBdNCxcVCjO33T9PE8dn4C5CRJieVC0sQUulTSGr3TK3U",
-	"/ODHg7RX5g5+x+q9vtq4QEgYHCmalZ+TtLG+yqRputhvY/1g68V+C4x8c3GBmWAGPEIhNt1rnF3lau94",
-	"neFW/KCz9U3f5N/c3PE6lyaeLZbiw91wkbfCfqUM49HhDl9yR3yi9XNeICrNo8PHu6wp1Ny8EJnkJ46E",
-	"7oZFuSsSOEHSxgXoliI+S6Sz9LZbuZlenuaiv1Nc+0d49m8V3c6qS97Vs1TZqc/Cv1RbyC5eJlyE91be",
-	"O5tanE1ZZZvqPqftTtza7YtcTW1md5WyblGe1Ei4WTetrv2eQpos6uoeQWH5UtkEfDFSCYNJ73Hz3ZuP",
-	"1m4lt/342zcUlatFcOKoR9SCuDnwgemU0aSYsXxtmFCFznORHY3U61dvT8gPGVy6FKZ0FuHU2fm+bBcc",
-	"mjILr7PTdSgWgVeGIwUTbGhezLpwnSlP33gfyAzAqdhxaP9PpSdUvTFS5WEDrpDOM2Fs/IE9g8XNZCfX",
-	"NXIat0m1fuoEeJ0L1E6sSU+WCB0Yq6PJjqzAnbAj7OaBYapbx66BnFyGcbJjoPby505Onu+kPGxNOzi8",
-	"HY4Kx9gcBEaxEtO/EycCX/gqkx1uI6BM+/xSY1bwLvHlkjMN2USs/I32l3zGM38Km0HnI7z47Vyr1m+d",
-	"VdutY4kXdVwfNHdSH1bZlg/mAHWAnohAwXHouYtp5C38q951fRiWSsXF0VDEykaqkZf5VmhUQeDrsGk0",
-	"wps5qvP1kaLv+D1y/M6Rw4MdrMETrV9wtcbisLtSAB01HLECAv/U+M0vOj5ewmD0N/jqGmFFRO+/l9n2",
-	"jEnBz8UlIuKGWCxs/xvP+XfL2gL+5sxWR7i5mNivgae91PYXkX8CbvZ0vrA7czOo402HqJ8Y4GDuvrlN",
-	"32RhnkMVYs6lkmqa9o4Ibb0mi+B9nuehSvKuUm6A0msXUDSKT6SzG9arL78fz36sauBYdaTVdkfL0/DU",
-	"38HHUtmTndwrfn8+C89KOf1dnCrhaO+N5WZ3it/OluQdrNQDdWnMVSYzbqtlitFxfKhfuk3/SlMUxopi",
-	"Dg17QiH6MMR8QnJfFT02k5OJ+xmTYnCAkfIowrGF231wcJCwpULc+KzXUskWKHwn244QXa8SAUk+g3TY",
-	"8ho3e5f8ud1flSa/UnQTsGeRvw3OCICy69BCt+luXN+bVL9W++UUbsWLdBKvEmBGTdnVnXtrZXzmQXYI",
-	"5q5ydWHOUG04UvW7mVBecWmxpQ8ODp2pNiLg2lFnyBDSyllPcM0JuRxsrKwFO3rIZENlfQXgm9pI6IkH",
-	"eh4pj9iSyixNKiXJvs20QDgAgKmC8kb3RZ5DJxf3xyEAbjkVkLIKG7nNEz5fcDlVV3AjXdVtdPN+miux",
-	"r1sI9HoyDKHeD7foOKKvjdeNCoW3nb9Ox9C3O8Z3qX/MHVQnBJYU+WkQO6dkVlCNHGWYVV033AbXDbc1",
-	"qffJA9xfkPOl0Dnj0S53fXo0Is0/B4jLnK/1shoF30FFjGTZpe6WN8I0ss+ruU5avOvAvZaiwnTrEO63",
-	"6rXeynxw6YTWEOQmBmZiieyOu7mCjwb4ylxAd5Lw7XbSl+wR2XwPOJwJHs3muQQgLqnEzeuJV/COtFST",
-	"vi40AGNd9259Mi3gkyZ8bbuYfue+upv1URrB3yVLDIHAMHUygAyV4lFpVoi+v9xXFokIONbqPEGEsdDv",
-	"KWSWgnmiJwDyypoGToeEaBaltUGxEQEDKaZV1UzqBjspiVmY+3cptxOERguGz9sSbIrCTrk2Zhi142K7",
-	"duMiFBzEQAO3jlZipBC6lvgrYuh4GJoa0BWAGmHfLlonsu1R2drK2ZrAvRGxL632vEp7AXSOI7qiUBmO",
-	"jeg8WOnjGH4SisPsTMx7SYwRfyrsSgg1UktFcDuVubppmrKzGPuoxmIBEKuxsxgLjcWG/qwF9hImIGCA",
-	"SlQaqOgcsLcRHqhbscrVMs9TQP8pCaAHHRiOFY60h/FRXKOzyv00lVgJY2PAVCQyaVkhJjngwHf5SJUX",
-	"CRUdgBTLBT93e6kLQE5zLBfg1j3Zsbcas6RL7LvIW7BnSm+jU6D+XPIcAbsqJfZZaFUAXwZcPVoITn5E",
-	"7kSMsIJHkhqBSuNDwhm3PKEm5gQdCOaG9zyofE1TczcJmrWEwU6XCFhLDEZmkFODB0RFNLRRSsOU/CaO",
-	"VDemm/IC6YKgzmzk52NTrUSPQM4xlCzOpV66kxupRb6EewbwaDIzrViF5eVsTE2HXyL/6iUCegMQsiqh",
-	"G8pUPNIj7nLiDiB44q4U3sCuWxsxjsaMkQBiee8sbQgSZtSfGKnSsO7bt097t+gZ3UFSGpbStUhZN30/",
-	"ws6so86HFHsnj8+grMP9Y88A1LVjgb2oo2KXq5HyE689U/YghVGgUUntETAQyn4I+OtI+Z8pQEqZKdW0",
-	"BMiLE7Lw40lh3Ctn52mJ95pLwBcU85FKfxXrZ2qi02FocQctc+RfIgl5Jsgw8WuUph7XtdQmb8ScL2a6",
-	"EGkyUmmxgv1KWAoLpTlDCBgOtWm+A3Ycw6aCBjJSU192U+0YrCekgAhlpV37BsCRToIcEX4l7MZMGr5Y",
-	"QGNmGJWjvEOuic0VHE+G5H0qf049Ljoh/2LA0vheoTjT2BNcPiCYLQQ1/VhxCy0qum4MJ9HOpMr2TInY",
-	"l6BOgfD3vv5RTT0cIyL/8QzCWT3gt6gkec3BXyMQkTwzI0W/JGymV5BjNOdqjaNifiu1TC2M23f/H6EC",
-	"03HzXK/yNalmI5UVerEQ6Drfcihh7jSnjCSctLjbbuxkpADy0mkDFRhcUvo8v9YrbOVN+AEomvCqQlsh",
-	"SGJK2GHCHiTsYcIGg8FIUZcVNuULwu0Ua2b4OuyV00lpu6xuAhV3FwCAxdlxOGMCOobBeYDqTZ9zY/uw",
-	"hP6zH1P2EvpvwH+/1ctiLPx++v41I4XaaVA5nQZk2VTbHlNL6BLgdGuIWr5k/+mWRrIVm7WhXAWFZlxo",
-	"Y0aKl6MfYVRD5jkjYICNYrLq5Sn7XCCyvfKQ6vDVsuqUzaUxvpVXo/AOo+1SNhrdOpnFbTam2h5FuwuK",
-	"Z1A93CZgGjHsDrbNqbZjCj3HfGXazHfYJN9d5biaPHgho+D3z1ENeXUuinMpVvdqyA2mN1i9kGM4CxVM",
-	"SNBGEmRmaAlzU8Pv3gZQen64D2Jve07Rz/jI3yGhqNyNnej8ReiXEnq633lSES1hl4wiPNj7+9Z838pm",
-	"ONRCuh0TiB6N75o/huo926fGf60KftlGk8z0mZzOhLHod+Bzb6V6tTyYJZDUkFCXuQS79YBibHq7JxE4",
-	"dYu+Cx0svPcsdJv3CRI0y+9/S+P+PmM9F1Gik9fYqylOv7XmN6UPDg7SHTKcfqaOqzvkHJTNyb+0DKcN",
-	"1tKc6AR0cH+Dm7Kc/BWBgDrdUCc+ocsw6DM+5OXvXCVzj5yX0nr6bbzdVxWKcJhVk7/KGXb0lZO12u4q",
-	"r456uaO8apHee7y/Jo/3SHWV9legV+voUhEn0VUgjEyEJhqpyKHqzD0CdtIWnbaRAXtJG5h228yz9c/P",
-	"nIGZ3dsyN86ZW32qt8he6RZcPc00Hnpbnim1syU1SixmYg59vBHTsTab9zL7kNZceiVgx0hx44Eb9wyD",
-	"GaBeQO4GaYcB2NFLOPSPUron/c0IQYhhUM4DDUenWhAcM7Wx8XDMu2aGsvbE0H9oqa6gpd1IgfEtVfTe",
-	"fO4HnuAnSf+EM3CH0VwujL/cp3/eUfon3s4y9zMI4kqSJ48VWK/wQd7nfZrndlHjyDveVG+nQ16895AT",
-	"NBKC5Pq+iiEdNGa5Demg2418L2t2q7pt4Ze3UEX7/OsrnL2rAtKSvG5afbl+CuRb8pQg+X6miZA1Yfgp",
-	"syAvEY6lLhcgVaEZpb1Pi/x7gedViWAb+z87b3Xb/CrWBmK2jnS5VCzdTwHmV03kdJ8vFvvZadqjIPJE",
-	"F3PGMSzfdbp7iqPvvz8T6w+A8hFKvAoxXhZGnguq9ILkCXQEaCVYLs5FjqrFmZsCBvLzNQk8b9pP5MWe",
-	"QR8DTgz/9j3NL6Wms9F8U8y/qK3giHE/XvCkpOF1DOAu+jApmE/P947lhS2dWTgA+ppHqlxiyEkHX9WZ",
-	"WHvvCSYwgBU1WeYwdCWyTMtJIRtvkbv9x+gJfWpYWRnjudFsTqkQ0S8m7SVsxfMziM6HtDezPHUTMNHc",
-	"ERtamAGDg+eFQOgUJhXOEKw0IPOjMtoD6WsjFZxeYS2Qjgrhn5HCsye0VYNbggFAacWc8SyLTUiIJhE8",
-	"czD2sL8ydPP958lP/W8J5jU8+gM34ptHUI1Ea9srW9ljcSKFIUkkYLokmrhznlFOIHVVXnBEm5wwJYwV",
-	"GRIiNfmu2JKsy00Aw4HsCa+Hue06439pDYYvJpZgcqSjLJ/vkAJCNjuA6UBOEWTzuO+lCDkdIhvg92Fd",
-	"+o2s7okUebZnmOBFLkUB4bhG+/a5NNYd7GVJBK/cNsByN8lcQofrBmL0RO1Pv9eGX4uPd2p4Wc+FmtpZ",
-	"Z3h48PCwIVZ4xUBs23oixGIALHcTTpW4sKmffnAYOrptXQOMc+Ul1PRZSY7t1UznxAwCe6NNRW4VOGLb",
-	"dAKr2V41tTGF4wwh2eOO5axLFw/6aFRuFsR18RYCYTj+4OYHt7F1r/DGX7We6zrhcHfULU7V8hI5tgH5",
-	"e21XKGFnYhH1LoYcGlNmcDGJVtVOvlhKCGwKtaP4ve4onzxgf3beSXCnd4nZO7Zz71Vu8ioDX/J2vL/1",
-	"XqeQhQ9Hm5BBaqAfMKMoeazYnZ3HSh2qXdu6+ByDlA75AdFMUEj5JjogFn2ZXUWpYd2AtD5SZ2Ldn3HT",
-	"H89knhVCpT7eQ2ocxumdcgMMj2Q0cBH6UsIyIRaQ3w9xv4T2wJFXmW03P8KpgsgO850LrjDOFw3IrNaQ",
-	"ZggOkgxn4bMR5hgkhNgpdZuAx/YMRfDoP+Io4EiluTa278QyYCKExAeQ2aVayzLI8GNTzayeQqfK9sZB",
-	"v4r1ZTIZH2xGjqeEhR2w4y9LLHj4oBOBVR40Jxk0Tiw+41LR9adzTcH1+9+so9KvYn3baJG/ISW8ICjE",
-	"bQ5fIpoIsrXb0EWB7kEP1YYNXjDEO5vL6MrWrwzF7L2z4g4Yco2Yu3KCzdPKG1ZbaDNXvPwyVFh20mx8",
-	"I3smVdVqJqDphrs5BrJBENk33YdGFYo0dNLMc25mzijrehu8ZrKjNLG6EJlTBMjEcZYQmBcbzzuLbKTI",
-	"rknIqIHz++vsSS5TSkYgcwuUWeihI5WdMSOmc6GwMRv3/+UMRm79mXNSubCZzgGT6pznMuu7v6YDhlsx",
-	"52tqweN7xChMUQDZU8qu0L2nYtRxb9J1T9eVXJCkDFaOVIpANmr6Gm25Z5OXQmQiS93kYdl7hqXOnFtw",
-	"O0t7zRYh5HNgmj8n4Jr056cnqTeJ7YwJlVGGRkrJM8GgQ21cRAH56CBrz5LxhY+hhQkFKeRXAIOcdhy7",
-	"JuDrgEQKZxayAfFRRzhMqLEGfMQq9fzfD36i15H4qebGV9EZ6xOTIhsfjNo4NBuM/D1v0YsLDr4dbogi",
-	"S/2HpU+Q6fVP1gvHIexIrbhhq0JaKwgLu5vG7FCPrfA5FsF5wOov6SWYVZjTd7p2lIs58kCUZ0IsHF1C",
-	"7d1yPGNlQDuQQS92avi8wtHy4ODBNysu7fcPD9whYSVklJ7VfaKVWeZu8bkeg0sGZCKkO5atsUI2Illm",
-	"LTmJrJv2D9Mh46cGLpjR5WT6h6nbLHe0Xr0HdU8zrNIhBraBCRX2HrOMQIPDJMeRCkmOR9BNMS2rNolV",
-	"4UQwWadYR+smVhgomunJSCGlasoNp+i/mfEC0Z6iPCKo8GlJrNxBe2rAx7ok4bP0EbgdTsLCbkSx6h/e",
-	"avrmf+z/x+6KwDMr5j+4e7i1HZe/rG79WPUB3/a3860TgNKu+691Lsfrtm/Sm/tv4ZrDV+mFD0mHNJJm",
-	"w716DbqBMPYMJqD4X/TEWfXB47z9PDaPoPO/+zHD6b9aBJzObet5qd8qOZngDn5duufdWcWlQyo4f3vE",
-	"nWjfWfpbxfqqyIoGLetqkcRfxboeqWzrVUdizYm4INW6C22MPM3XIEecZA7aFkRLnJUq0eFL5IrF7OSb",
-	"dlpGTfYZdEidCt8Bcc66NEJ/LiynYZIg6CiPAJxetuDKcMTBgN3ySZmgQzrdBN3PUYq8GwYYcWly4rE0",
-	"GJ7pb+lRRfTAayNVvldKB9YFHUv03SO9I8RqXsnQsW3D3PASaaQ2zA1kzyiGguwJUaYyLRT8rG49bOak",
-	"nzIjFZq6RTIA9wAM/++fp1F1nFtASIob1vwjMXQBpaOxbiHO9ZnIkpGi/FlSmUSUguyTbXNtLHXIjB0P",
-	"KeiWKcRgQDuAsukzqbJRZzjqnJ2POskIJNCoMySOx44Z+TpwubjVYREet36+ROezGqlTEc6Flw4hTO/x",
-	"pRW+ZtnPLDTSBcdPy4lFlhM01MSx/S6h3ixNRK0Q5BoLtwacfIjFlZ1OOItcOVg2ArWv8Mdo9WdiDTqu",
-	"U8wryYx+B0rdYirPob8n88bqkCbr7YlSLQMCdbYtfqWPFkWp5PoAEKj5ZdwILjsYI2BrOXuCOBkaDU6E",
-	"UTAKM+IdWab9/pxf9KUV85R1Hx8+YL/KH9xtJfZKPa0PH8I7fat1P+fFVKRHPv0bNoC2t0l3er3cSXeC",
-	"o9jR8eTVJf/4J1Gbaj5vfiY272zCZiIHZgdTpYSpDZhCuIFuPfpMqNZpw9tXhQXdmory8Srbbeaa/CrW",
-	"75B8mpRD+uk+EfMWEzE/gZuuyso87+On+lz4YDUy149OobkDHRKZFuhTfIVMlcfOFR+4V5jaApb/ekEx",
-	"v0uDKjtWO52dkyQEEyX9VazfOpO6qaqJjO1uOqJojRPx4EAh2OZNG7sZKmwY9dBtSKIYqZBFwbYlURyx",
-	"zZkEZwq4jub6HCALfonxL9C2R7Uh2P6GIpCsydxP3ICoC0CBVc3kB9eFtI1QFlVUK18LSjuJuUTdSjlQ",
-	"FV6pqRxIDKYDQEjIBWjKN1EghCL28ysP+lWs74uDbsNgbShN3KwVuqZJSgwpx0T1Nj70ipK9kIOHqr3S",
-	"xERQlm6oHnT/aYY0dXipB5Tl7gtQVwLZARnLJSlZ1J8LjIVuKuw4G9uc1Cv317Q1E4mS7P8O+AzlMe10",
-	"M2FnfhSWy/zaqR4yu26iB01+lywPPNJ7BtHEIMY8z8FfiftJ9h/AI0EKFsjAmEP4ff/QVrZHti7TK2UA",
-	"Ns0kHgxyDMBNcQ+1hAFWI4rmEiPCQFEdZjaAMPRui1jYOwEJricONT1u4hJTMlNr8zQpUzTPhFjAQwHY",
-	"aZxrWK0PNVQdII012Lk2gLUEBc8jVQjiXhGmktcZGts7gMfjOZloV2MuUG53m+DiOK1GUBOuvoDshS+l",
-	"iAq20zuLGm9VRYLuv4f/vwT13t0MT1eX56Pg819nneKdwL277fRHetTEDdAwIQfgqZhoMhPQe9fCW9v6",
-	"jrcc9MHNsgIv5ZtDb0S9XyEBXZMYvOhzwgxEaBAILQL06jVkTYq2ZxOX2f/vIrwRFINQk16JEmRaUC9Y",
-	"CA9g/Tr6BQi7L3T4JtDFRsCU6sQohoTQh+59bSylOAdRO1Je1lJgYlhHKyQHvcjB9z/F8FVKT0MiTEpq",
-	"QpqMFObUl+1wacVYlP8Doo9AtCphUe4k5TFxX+DALfbkHKlTMeZLI0ABKPUDyOdZ8TLoEjU1n6HbFnqR",
-	"yzKJk1jBSHW5Yni/dZGUqR6wqYWcziyAQpZFH5i3SttQJoiikSOtWzPQnQbHB7IeqOeBHQTVmviR9fW6",
-	"gIdVsIlQY9hlZ2jhkdMcCb46h1iEVgB0KeeOt/joRoIRBNTgOVYFuM8kGHCikIszt57k2sgKLjSpdSZa",
-	"F4wAIKGlX6WEAa25F4YeBBQgQFscHTtyzDtwdcDMApTmV+fy+GJk+K/ePKgAQX4inh1sk6uDqMSDl9ZY",
-	"9Q64tR274T+N4tBcZOFttHuCvRmCfb00s0rgG4QgJNEpvWL/yazNt1oXzirfilL6HJ74WzjB/F7sxrL1",
-	"+AyiJZ9FsRPOfScXmHvy3gPWjE3qtrEFj9RpMtTcdcWlrQEX0v5XrlXU27i1wKmuQ0WqEtAGqYiDDY3m",
-	"Df7gTvOTgJvQ9+7bwt2AnwBPGri2ozef90HGVBNZbfECIAHcniwv2VyLC0BTN8F7dlJvB42NQiLGgQj/",
-	"zjzewkKSm+/TjHmakJEKkAmiOBfQ3pQXhTznOVorrAt+ft+rAjOkrGGLQmRiLIzRhYfI8LSaEFAPV9RR",
-	"yXIAx4RwNvVXEkchTQ5KqmocD3LA0HDEVu02x2zZQthloQSaj85aDD4GYoqsq4vyjxMu82UBuALe+YI1",
-	"4B7zi6xgiaEIbGEBPvwLaawbH5eBLRm7mJOKSVYjlZJdfOL+UGJI48letcE0gLQWa+h1QkP4lml6fJZQ",
-	"ZweKcfrEL7L/hTJifpqLJiP3eAwc/aNEAmbu31Zj6Co1/lQIwZyR7TOOKQ0YjgXcKF1u2Vwbyx48/iYk",
-	"ViPQB4+3fs+wVK+UKNK2RDj49YqNHg5vlHmCo/8LDqh8ZHbazWeauc10Yntbipkjob6Tp+kQi5txj31E",
-	"EAtsjijVBobxXWQwlxk6HKllnkdJTXRFV0JFNdy9AUu5u28G+hn1peovCj0thEHEwZDBKc1IeRYELxTo",
-	"+PJsyDFh8hKWoC9fVCSL2A4kMl+M86WR5yJx7Lgg3WAnLXnXXpbQhWuLtzkasj2NLQEwoM0ulnoSGHLg",
-	"yZsym8UZZT6OHOWQIRePm0KF9DHWmj12jwz+1fXCRFIKvTCv1vyypEhbqpLjUo+TdqR8j8caqHicRch8",
-	"j0af3FBWNJcA4zLDXmYf3btxNyPkLvzqenx2n0N4M2y+wZ4hjhhKxtpyCW/AtCGRMV/mVgZHXZtbBZ05",
-	"4FeDOqJTERVXCB+t0kXc4izE5bvpo4NH7hdUJEYKA4E2RD+jS9SDJoO7uXAabg+5Al64RX0yTw5uDqLM",
-	"3ft0btanIwLhZVfw7VzeMI9y5/R8zvtGuOctUCpPTpNx2htihh4nE4r8yYDcUNeJkpHyxtXDBwmUfjK7",
-	"kljUhtm2SojMoKpl9kfLg4OHYyjhc/8S6J0WnoaQqpssL7g1W/HnxQWfL3JgyW4ZDT7uVofGU8BlhOI5",
-	"XWRSce+77aY1DbCE+U+fKSuK14UeC2PClUuhlg3BIcHmX3A7M6jJZlC6V5Y9opq+4mtWOEOnlwCyJJSx",
-	"wp6jF8VoQg5xOgfwqz7MiYHZzzLBM9QQyShxJ0D4BuT4nzOe59CVE30aCALB/VM+F8HJfZ96SF0sgd3A",
-	"/WRW6zPfrraWNDFSlHtkLF8b+FNccktVhKUtVerb3mSBalW+Zt0U8E96mHAACZdkRg3Ak/O9L1HdcPs4",
-	"AnXLBehAPT4Dh0ngnHgetLoSxyby8wwY0ABOKKRpaITDcZqrjnJZRqrblo9SQqjOjxhnhUDNmGd64dRW",
-	"+IY8g/6v8LHeFs/Lx/Pxu3a/iLCXX5X/JRxIqxPmaRvDtl91dtvn4p8RZdRtxU2buwaZjDeWiAchi3BM",
-	"CKAVvPfGXX/SUMGRUwLs1P03L7VPKJPG2VIR2yQkg919PN7LPFKlj8dxtsh8M1+Rq8e4c+O510t4nqMy",
-	"rcQWb0/Z/HtrvsFr/9h9e9TW5ieVLbrvjvo1ZSCEW4LtL6JmqIucY5d+kKmV0GF0tRquW0Nz1I0wco2k",
-	"bjGgXCfe+/6bH9nlzdFDwlYzjfVVzgJIonxzw+b6XKppK50k12vU1gQ4lL4fdSBFd9QZspcfUtY9HAwO",
-	"Dw4ODnqs9KKUs2DpQToYpC/7h07Kvx9FE3Qj/GswGPz+IR0pBEDxY7Glkn8uBY44YMdktJQdiQA4jeOF",
-	"0R5AxwgLwZjF8jSXZiaycJcyCCSj+/dxpe5NGlY+bmcYC970gUbXx1u8N93PJXzgrbCfuqHLFW4sgBFD",
-	"d/TPXGm+782ytTdL4DFBGrnr012IwkhjEdzhdE3p+AhQibfxykJpx7hf+eK26N/m8HEMsETnamvQy7rI",
-	"VFHCJlFr1/vw3FfXuBfXAQIggSIawOy7lTa+7ZGzq+pddxBDK2XbfSTt07XqvTFVrZ3z3mrL3uM6TjBo",
-	"Y5nguYm6fwHzATxd6r2Auqy0VZWM6gtDISU6IVUPC9RoKOjyROy8lFvui9ZdU2kBv1k7nsJNNU4O/J7l",
-	"mBHIprqt9+7Gbf1UTXibBl4B3HrFtxoI8zDpzPkFgtI5nTnCqPs4ZN+PbfN7S47dcBDUhPHv1oT3S2yo",
-	"+0W1t21qapvijUtZl77ADnvVBrcfof5eqZftZfznvqntl9HUNnGyBnPOtVN460IrEpBOHm7RCxptpkqL",
-	"1RKJ2OsaTjeFUHTwKgL2DcpWkL9BK5HoM+GU0x6C5CFxkoye3gADgRlEaSgYHdYw52u20sUZ0yoZKYg1",
-	"lmsN/s1qjv2AeYyCrXA8UD3g9OyxVkqMLZlXMaw/hbQfHzxMfU35sL7DESCtZWOu0FgARzjAES0NREsX",
-	"sIyjUqmpgQIlFdXGjNQUEWcfHTxqhhmLPa9t/YQ/Bpb2m0edWwXwv1XJXZLvl8F4PrUcVtr2J04XqIhi",
-	"J4KdFbtNBt8FzmmNFwAquVPJyftqjnxPlmBax91I0H0gre99cRsm0hVagu8mx/f5+OxaVtXVmpQ32l8l",
-	"24fsmPI/o7NYOYMIsjo8kHgJne/kwoAdqzVmPRFGCcTV3U97iJjm2BvKEhinV80g2gaUH+TTBvIvBjGi",
-	"zMxctNlkx+Oziuf9Spyz3Sa7CU56qa51Ryw1Iau6VEC+ur7rt2Ac+R2+Dtr1kPqIRZ1gKm3Q45t3xCr3",
-	"Ny5ggSSLu3NcEeuYYS+sxUJkXrXb0GL9QtPf0hJMyjF/6IBmof0XZCFodZnh9OdSLMX2vJH/xkf+Duki",
-	"t5/dkXTKHd/JSQy73+AarmaJ0KC7ZIngcd47j5uzRGAjW4AqcujyDUIUEFVFhnG6+I75g6jerwiwoi1P",
-	"BM/5FoUZEVKzCINp3tNEnSZgz6527tevxKmQzD5i915d6W0EL6jB5bqhP6eM6k/d384xYN+1K+p+GDff",
-	"8h0khYJjwQzaeis8t499t6Xvt6RjJzfaMs+tbYdP3kBTu+ZSp/nCrr/OEMCX4k0HqouK5xwxsy630NXF",
-	"9rUai94Rm8F2kLXPx2ci873IgLEgVueu8ouY0f57+P+tXvXj8ZlnL5e7wo/HXwlaMiz5joHrjsdnSq9y",
-	"kfmOMEAYZc+6G5Zal3N42JTLRZynqn0qTrqOyLvapNrkI9Ue7k7HXxOU1+dAyj9Liu0ACZ/y8VnCzqWR",
-	"p7kgNCFqRqDzjGEDwZ1ZWTC+ttu9z+CxSypJKX82YSF8eXDQ2kAOjNzm3AJIJ7hCdsHvt20u4OobtCf4",
-	"4d5eaPLjlNIYCpMsPxNlXthNmgttDuqTiOfXe9OGXrQR5FdL09ku4HqPFPdLII3BO6LhAvaOoH5zLjLJ",
-	"qY3aP96+esmkgirfLEH4c/7nUvj+YzNRCCjuxwaYvjl8pfe/+2N6xHhLT8yRumJTTCGhOAzWbtyMwQXe",
-	"5Ph+inr+ZTf+YDD47ruE5XolCjzxo3D5W6/+opDa6f3Ntz+++999F938g7abf/MdJS9Pfr+5TCPa6ayJ",
-	"vaDJc5/rfmdNFOlwqm0U23omHrEyfX13Aey4yq24NU7cwB/n1fhSHBBHFcV+SuWht9Sd/97V8FmqGr7X",
-	"cWz9iwsOSFOAPcLPROHBOHtHLH1w8IgaeQrc0vabWqwuhy9/8+7vA2D+KeJC0Z7vFBjC/b80MuSH3SU0",
-	"9EbwbB/7r+f3YObtQaKiuk9bcc1NG7B5OJjapfsU4OZEO1e9um/evdCZ6NxEksY9EPqnBEIHAiWkLN+g",
-	"SLF0rrMqclZJk+246IF2bs314Dlbs85Uu3z3PGoLQjpsE2CuFqhvJZejpcc0cOO+iRfOhKC5+DQ3nOQR",
-	"ANsOGYc5ASo5Th7J9ZSPzygPBl8nKLAxCFtIvJJ2wJ7ztV7aGJwsxiZz8g3awzv6GqluWmW5+3+M/0BU",
-	"tuVSZojK1v/jjzdPj3/8g34w4k+P1gbgOIPBoPmld2+enWy+NFIES0bdxgAklObKFjhJ4eu23Hoa4dFH",
-	"CuB89gxiSu0Mj85KdHTc2wE7HilCL4Nd5gGHDOs9M6hjnUNXVh5jv4cmZ4GNjFTAfY/g3rdget26DLpH",
-	"Xr8Ntw0e2z32+g0lQOJ23ib6Ol51X69OvDe9OgJXCbLuWO9XiLK+odZLhfX6ukB+CQxxqwpvxJwvZrq4",
-	"JKPybfnYvfV8M9Zzded3MqDDKVxqQ0eD72JGl8d7r5w2G9BhQz/OdI7PY/Pq7ZBsWR79LZoxEX01WzJh",
-	"yvdk0mTDhO0J0OjmcuulQhrXz8XcoKr9hSjm0t5UQmbNr0MqYjrnFymjLwFWCoCnUo3lEUFQk92QROUB",
-	"awaAXhHoMgw1YEQ0W7tUNVhPIxWbT4Ggf3vAuunm1qAtNRgMoNKISfeq4jmbL624oNbJTa8hbnCTHQU/",
-	"9etWVILVUU6rXoiC9qmXjNQWY8pW7hvzjazI7KF9B8sMRhspPWG8fGPYZP64x8noIWuHHdPZoUZkZ5zQ",
-	"VIl+91i3EGO328FCKEtwfdPpTJijyIDFFwADtAdFuYWYLI3IhlgKNucX9TIwmEJDsdfEslMxkyrbYpW9",
-	"huV3doBOhx3zNBrTJ5g6kITIDnttRsycX2ytFLsmqsZnYfuF8/xqjD+ijnu779p2X+ClPy3zfJvpF1hQ",
-	"f7LMc7D/6NZdofeWSQcjlVZYxZA4FVX526rAbRkNGEudowGAf54JY0sqBi6JnAv4JLT6+2iDk3G/ZD0h",
-	"47PUIL8mCzSsknEsMXGLj9TEK6rAXlnZf4//uN2gUpvouA8VfSGhIiSSpALSX3P3apWvb0Hd9kBcC/df",
-	"Zb6cJ6hrgXyVqnxxLseXembooXu/zE35Zcpd39ErAy/s4JOhgXfzyODD94Z2mz8G9qfFG+MUfKmM5Wos",
-	"asa2P4MPtUu2/57+9WEb/myxDuMSUAaqIfAmhbeSmpXkrJrSOOK5PBNOt6gX9c/kdOY0EmgAyOeh314Y",
-	"OyAxFWIqjUU+YJKRWi4yDul4hZjrc56b3g4xNUK5BahFE6M5+ZbEtIABexdjsnz/G8KGYE41G+u5iIAd",
-	"fZk/IbRAG+eRSn9LsW/PTHjdDyV1N31wcJAmbKlwNlnP2aP+aBFMxBmOBGgzUuFMYd7+awctcEr+Yn7l",
-	"MEqB/7T57ODne0bS7LHztwvAkkr6gkhKec3Q3/Tx+EQR37mqnKbjrXv56lxrR/Bsenwbcvbm2E3dc0eq",
-	"HTmbB6dWZQ+t1u3w2SN1U/jZzMNnk1Pxc8fPhhQLAtBm18XPRvDrkdq5Oa3SJdU3AV6PVHlH2jCv2XbI",
-	"a8gZsTOxbu8syy/tK1sy888PFpvmdo+JfQt8uRUV+xOw1HAxLoVk/adCTicKGvsZvfpJnAvl1+8dDNen",
-	"v3I3S6fCXmlP3AYNXg3kb9lWQuktE1LoxWIm5tCcDVz6aQOFO7pOWRdNmbTf94/0T7kRqZPJAvp99NgK",
-	"MLoybrkfHsom9SRuq1oj/hTiftaMVPoPo5X/81tRSJ7Lv0SRYpoKorxja78EUJYTlvIsA19rwtKFLqz7",
-	"f2Py1/DPkUoXfJ1rDk/GSsaJnIt/njyBp3EyWBua/vg/L49fPIMfloV8uxBj90+hHNFkaW84UqXW4tfx",
-	"ozRj7TSb1LcQBRvJ7Q30hmVG1NrC+i7/7oeRCjszYM8sm2oC3AU1oXRYDlj64OAwZZ7qwJYVq3CcR+HL",
-	"PvXRPym9jehmJUnNYGQOUq4jFJkHSwvrZ8vtwp4aWBSH/aszNKm9gzoKOiaIw8FtTbtzXCcBiFsI7/lp",
-	"e4zwSlSPuHlzA+ybYaAfi+Jz842aaitxNPep+zXRFN6Eg2qzEutczl1yJCSUKDcZk9tpUm++KonWEKH7",
-	"iFLcT4z1X7/Jw9ghFeP8B6KJUYbx/0u3fIB9hO7M3QqDIQjZZruxN7ibnltfTDTOX5XyHKBRQeiehOdV",
-	"6U4A2433u6LkOEO46w+hLgVZDtk2vas6VPcXEkGQGx0TrxTVBVfn69SJoH+npH4EeQ06SLEUCWYjlC6D",
-	"kcJAgKmsvevMYSMspmDZ8UwYrASnpl1uggacmRCtBpt9IYqRcj/0BiwtuMr0PEXDPsA34GtcrY9YCm3g",
-	"+4U+lSpFUW9nhV5OZ9jFHZoULwt1xFJj5fhsnQZYilKCh2sEk5IWbpfxPlpae0IWPl2gQe3TmLJEnzgT",
-	"YuEelwXpAeBIIcdugwx+Lcdnl8rfJu8p3FUxbQGK6OD2dZKOUMs55CH7P0Rzd+/CvKMAyZYckYPbktOt",
-	"pe/BALhHoo+khNL98p5uigilPeGW9N3VCDheevh7d4Vj7LjPxvyqnCiBey6gFTz4qYDSA5vcM2xR6HOZ",
-	"AVwL/CiFuWVXBbj/Wlmqb7glzoUiZlL6UZ1ipwrBxzO3auBH3IoU/biGrw0zetAcTjEBLv3WbiJ+ojEg",
-	"ii7PL6Gn6E04wNo94DFlhUOqCGB4bOeAgMEwJOhuYN+n70cd2OZRZ8gGg0Gj/3+zceaIonhDloYOLGCH",
-	"e4d5yrrYTXMmF2ypxqKwXKpewtJcG5uyrndrky878aFILM+baiV6YO6Xw8cOa+xAGrnHI+8hmO/ORN0i",
-	"/LyfeUcqvxM/M8zt3s98Qw1uI47S7mduumKk2pEnrjU35yQ8ho3u/xY5OtT+f9fsmdoebZJ18gmyfmqZ",
-	"OrSEXfJ08GDvL1dzlk55T3yzs5Cew/NcI0XFly26WA2XzXfY2VYoVaenW9RWNkh3Szf0ewrZ1voWIEYT",
-	"arucRLQRcnyg9Rr2VXJy8986Fp6N1JNcr5PtsoG83sbk9VyWqZ437Tmuf+UTe42vQtj3bf6/rjb/43xp",
-	"rCj6K5kJvJeVXv9XZ9Y72iHli9tykzaH37WrvxKriK8cUV5MiiwnZV1n+YxUGt08/KVHw4c5+U94ZgXf",
-	"CH00o60cKXcMS6iIwIdD+Isdw3wocwkq8tyLdqXD8LhrVJk1UsDrIImGrUQh2GJ5mkszE1lrQhW7qXwq",
-	"sMIgoYp9EflUrEynGqnr5lOxrjsUO5NQFjSJn8bYqfs+ovmUWwu7gO5dkfUwJYvtmJE1Ut101EF6cVul",
-	"lnkODUNHqsnU9deWyIXsXH/gCTvVdsbOpDtKq6fCzjAdC1Lj1qwtHaskAww+lxen0kVWGvRrzygxQE/g",
-	"e+3G9ZWVs1sysrUSryatSsGmGPQW985SG46P3vr93lK/brlZqQ+2muk3pvu1CzLSP6/VzrMVA/gfWqrN",
-	"67FD6EVm1603SpoHxhbnLcD/Ndj/y5H/P1H7pcNbUILfzngzJIY7s/sK4pvsZ1zJNMBmxr62Nso3aOtp",
-	"/MVE7B3hxEs0fkkQuEeVCa+f00x9i45eNYb/Eap43Jl4Wzor9Ki/lBvdQibrczGx9xms1yUvOL6SvraI",
-	"ycu9aH+PVvQ7MPuTuEEvQLTcJwJ88S3pj2tHukuFV9Ugqtc83oZO+jHp4bX6BEj1uvxWfwRLv03vJ04T",
-	"J393TtCvjiVcoYH6vde0uUYEUyd5efyoroHzKhNzrrJ29QxABrDLCVy6U8ELURwv7awz/NfvH5L37mIB",
-	"5BndymWRd4admbWL4f7+4YP/GhwMDgaHw28Pvj2AS0if2VSmoOhbrxRbQU4/G+cSPHkI34KYObIAFxth",
-	"pSA0WJ4Pov5vXlPe8NxejPOlkeciASRs7MCADJRAoJnVZ0KZMqU0Bmd7sbTiIs4p9d8DhNLNz6FThYlc",
-	"jCEcX46Kvzzndjzz46HfyooC+s3w6oSij4XRGj74A4AIFdGHfpTGFvJ0aUVGP/rv4cHr5Wku2Cm9F33G",
-	"/6nhKz8uC0eU7KdnP73CrtbG4yRR+y0JJ8XPIlQu6JVadjgr8cvgh+jD1Cdl87MntdAsASjBfojMO6zN",
-	"IodgLUUCEJYgEuLxGiMi3/wccnLI/MHPlZsKgg5/D7sJRETW3rkUq+gzFJzf/MRrXliAamLcGDlVc6Fs",
-	"46IywXMDWHngx17490zD+hJKUrQrzTB5yYPGRVMqR2iYFmXwsSykUV+aYH0UKmuiinSt0OwDnAeeYVYi",
-	"kB0mQYAXPJpUSDrcnNKvYg3ObBBZGRtrNZHTJVVpd6F7FjS+k4qlZ+f778/E+kPqdsK4XQS8P0irOHPj",
-	"oMK0n/YS5hgoL0Sfq6wPm6tiVIgE55/Ba0mkVrk1wJ5DanbCzPLUFkKwXBpLqzXEWJ25GtPc2XnTjsup",
-	"Ehn75lH/VFr0lbfd4mOr53L8HE4d9z5hHP7GeAaO9vmpdIMtAOwCRoo+78dumMSTDTAs4MSYRkqstpEt",
-	"xpiVm8wxgi9qwPVzXLiGCX0FhlxpNtDwbQ8evfnhXwTP7QyPSiphTBIHSqLyOAwt6QkG5bCnYQQVWKZa",
-	"Nd8jkTG9tEZmZN0K5V4QGSv00t2W7utCz4WdiaUBfEOaxkKMmbRG5JPEh7Ds0kAyUGV9fNX58PuH/z8A",
-	"AP//",
+	"LMmyHdX6YzniDAaP7kY/ft39vjPW84VWQlnTGb7vzATPRAH/fKnfKjmZuH9mwowLubBSq86wc5yv+Nqw",
+	"VGnjHkhZVysmzkWxZun++WHKuDIrUfSGjLPTQq+MKJjlZ8IwOxPMWF2IbKTSJ1pZoWz/ZL0QKeOGGaEs",
+	"4ypjyg3GpkthjDCMK21nokiY0fQyO11b90Mh8NGRKpbKjcAZzpPpghm7zgU7Xfv32YJPxWCkOknHjGdi",
+	"zt3ChFrOO8N/dWgpnd+Tjl0vRGfYMbaQatr58CHpvBG2WB9PrCg29+KtGGuVGWY1W3Fp2amY6EIwW6yl",
+	"mjI+5VINKl+k4aWyYioKGP8tLOoHt6bXOpfjdfuWG66yU31xxDIx4cvc9k0xZntKK7F3xCYFn4s+V2Ph",
+	"tsnQ3zeOZ6TC+VS20864jU6sEMpRAutyllpxYfdndp6nTBcjlco5n4p9cz79zwv3t3OeL0WPuUNQ2h+B",
+	"O8gZPxeMK6YX/M+lYLqQU6ngIO1MrEdqzJXSlo15ngNtHL9+5o4RyERmYsyLPUNvHcErLNc8Y+5AYXtV",
+	"xmiIUzFSsP5sAKOMc+lImsmpcuch7YC91CzQ3I/SLLSRbndTJpH0huElrrKRQlrldmmAclgheIYrNWwl",
+	"7YylE2HHszRhq5kcz+hLhkmbwMTCTrqhuGV6IZSjUBiCmZle4bN0pCJLWMGBUO2MK5bplXKLdeuUdoNu",
+	"L/h8kQOdXp0iOptE/iHpLLh72BLzP8m5nL/mdrZJiyczwVL4vf8sSxlnY/dvYnqROXKX7rmFezvpKD53",
+	"n4KHOkmnEH8uZSGyztAWSxGv6X8VYtIZdv6v/VIi7eOvZv+lG8TN8udCLxd+Xg2fmbrfr/+ZZz9u+YbM",
+	"rv+BX8W6eXeP2ZlYJ0wr4WSKkNOZZe67hv1bSwXMyhY5l4ql+ynrpmOtJnK6zxeL/ew07bXs/plYf/Sc",
+	"fxVrmPJzwY3Ysi25+/36OwOf+e+lKJrEoLV8PHMbY2fSMHEhjXUMAp9mUhnrmFRP2JyfoYBgcr7I5Vha",
+	"t6Nhc/6E4Tdm/jEzfRNW28QnODHg/5nOM8NW7p9OtOiFKLh7ko1nXE2FuWxy191WaWzLHfZK5WuiMe6e",
+	"wM11FNh1M02VuLCp21X3X4tCnEtNQrHXNmkYp7Kjc37xXKipo57DB982XbNuhs/lXNqmc2dzbSxObM7V",
+	"mkkr5oZ1DweDw4ODg4PEiz/m/rN35Cdt3K25mgl3Jc+cDDfuqphK1b7dMIN45jRyZ+iGTtxC5NxpDfjh",
+	"zlwq+u+k6XJ3q3pdiIm82LrxQCLG8sLi5eJW2jbFBQ53td11hLCFeeH/rk1kb9690JnYXCjcnV0z407b",
+	"gPWhSlagttlz+tqqkFawrrgY50sjz9tpa+4+sW2qXqlzo3eSDgzcrNm9FcW5HG/bF4NPXH9rTk6eb+7L",
+	"cxQPcg7CPpfngnV/1ixbomhI2CFolmm/P+cXfWvztBcuevdXf+e7X9q2y9q8RXV4eGA6Tbvyjjfx4C96",
+	"xXKtpm5Cp7ken9WmyolHabJOG3az5aeg1uuCpQcmZbaQwsmWcaswdi9eacIf3NmYhVZGgOryA8+cUBYG",
+	"FjFGjc/9ky/cVQDT3V8U+jQX8//8t3GLe7/jaZZDv8b38fPVjUqlOue5zPpuQanTn90/mF5ap9OiEOXW",
+	"ikL1EhYeDuoXvDHn+UQXc5ElIyXmC7tOWCEWgluRua3US9vXk37hLg4W3kzcT5zBfqJAybQwTlt2zxjR",
+	"S0YqXaozpVeq9j18J/ytdkOFYTIxznkh8EMj9Y+3r16yU52t2VzMT0XBpDUM92rjHWcM2vVCO20b7TtU",
+	"mLMemRS0D244mBKMC6uQOJC7kOCLqEHrSfS5hHGaw0hN5blQzK7kWLg/wzhAg1ajLeKXBYOjYer0YlyV",
+	"YrDfI/XnUiwF3DM9ZzugxbHihu7rzKnkH5LODzpbn8i50MubJ7dtROaW1bf44XRItxuQJq44k2AnMV4U",
+	"Tqw4oet0xn6/8qK/1cnsPwqmVbzQsEytn/NiKu5gnVr3c/dpWims0Okojo5I4ATCKQ9uWHnA/cVJpLYl",
+	"gknzUtuf9FJln3SNYBv1lbb9ift2OnRmNNwGaFrBITkrFW1iNuOkMMiMdfn4DGxHAYpiBlTsGANVT2fE",
+	"Zz1cn14qK4onWk1yOb55aqXxty0UOLc/l2bOnenMumhIw59TJw3HOEbfndsk16v6I3CP+IfGuiiWC5tu",
+	"OVJ88m4OlWYZH6ujXfo7HKLSTOlMsC5KRCMsHF8mcmFFtoVWf9LFqcwyoT7pkib+q+kQXG16ITJm9ZlQ",
+	"rJv2+/Av05/IHE6K7jtHi2dSZQZde07b9feHU9D62inBOIhWjKs1rvh0aRlnPz89OWLpTBsL+8jzXK9E",
+	"Bp9Pf9HGCTD8zEilff9z3z1v0iOWouto41Xv4kpfwe8paaPgd7EzMVKR82mlYN7R6DioSVkXrttxoY3p",
+	"G6e8egHsSFYv4cbqDUbqRzGWmbPc0TfozJf/o/WvQixEAb6v5nPG++VXsb4T8j0T6w3SPRNrT7bAj0CK",
+	"oMPeyRRBwlUmiX9KyabyQhQlYU2IwtzvZNo1OW+W4xkr9NIKP6VfRP7pZzQTuT9m3K+gwM10njFpj1jD",
+	"hvv5l/sMi/Af+4SLOFbszU9P2HePHv8Xo8FZpsfLudP8wI/hTDnheXrCZb4snChKHx8cMGexF4rnKV6V",
+	"J1q/4GoNpG0+6VE4TWfO1boPm2kcTaP2Qv+Nm4yxD9h0njspugaR6laJkhSdTU70usWC4U2q3px1U/AW",
+	"wHDgVWeZsFzm3lkixzNnt0WuMyQIuLicPaqb5RV7Bzc1REv64GoCmzSKKEU/te0RPb0fxVxgm/6p+NLO",
+	"dCH/Ep+WN5bRh+HywA2WhqHndVmIDG6IWAP3yveYF8WaSVvbh3fv3vWPl3YmlHUTF9WZlvbuD4IX6CXJ",
+	"59+POmOti6xP8mvUaTKFcafOucz5af5pFfW/tD6DK62/LGeQIuuNtVJijEaXji6/sE96LtgpH5+NVGmo",
+	"mKVZCJWhJwHoG5ynjuRyMbHedKE9J75O4Wm2mglFcRd4XqupKNzp+ROCn5QQmYmm494lzRo9HbNCL6cz",
+	"p6rgZIzUyh+2cmJm7EaoMJF353l5Y8DlEUhkpHJubLwhoih04TiKPGCbu8PHzmTPRTYVju4o4ikWurBu",
+	"YMMyp2gkLDXCuBn2c9CMunykpgVXbmvoFyYuFtLZ3O7h2dJaqab9TK9UmrBS9BhbCD43aTJSkTzSatpf",
+	"6Dx3ig/JJP8gaOWl20cUJnVEO56ROQLrBr7ZaxBICXMC6W081pxfvKOBhnUJNVIootwSLLeiRm5oLvT7",
+	"+FsmCxoB/ptlshBjq4s1xQ1H6lTAvluBcUkv2KRhsHexaeWmVohzfea0XgyWFgJ8tiM11sscT8sxwRHj",
+	"udFOn033QTz/5UhS5k4bZo4AwOWZ1B6QdgZq7F9nfXI29vk4d0dT8hYf5329EIoYq9DaotenEGO5AGeQ",
+	"u/CkGSn3GPo81t67Abw2E85iZGthe0cUyazIbAg13pTUNssF0ukLkUl+AvLqk0rvMIH+3M2g70QmGgHB",
+	"LwR7wFmMR4gtgjSeoptaq8H5wbsta37ISB3ief5q0hn+a8clJe87i0IvRGElKiKZzP5HL18IrpoDTuRt",
+	"Q0OLKXeBGPB8pRWHn4+nrDQTmRN6fMXXCRtDGI38csF364QpeMjg1su1Ad9teU2hh7l2F0UB5eaZ1l2O",
+	"uqi4Ej0epOsde+xU5HpFOs4C0R4LbmeJsw/zTBT74sIWPD0KnugHj79xh1PwsZMk6DDs1aae540ucPqL",
+	"Pv23GNvOh98bCGvDjeoueylMZae5yhLcP147Gr+V7mykTVhanqyzXBvcwmCGVt2kqF/EH4RvuaNq3Vhp",
+	"3AZB3CD6DvqqybgTFxbvOnT9wbrgFKu0iA7795snX3BpUE2jn061zh3Joq/ex1H+FaJO+PzvG/sePv5S",
+	"26fzhV3fICcVYs6lcjNuJM8FL6wcywVXXiUAMIuToE77gOiFFXPTuAH0B14UfL2x6PLDmwv+vbLkN+5m",
+	"uMElgwbfBEJKKMrctJZ4I1oATJdyyykuCUxHuO4iboFJuUsu/lDKujO9wlAv7LtwBprIesgFZOZ3bfWg",
+	"9kzviAaMnIy1L+FbNCN8IxqiD5gCs50VXnND9F0jqV3pfgvBP+EqkxlHEFjt+PAn23xOOdzBTR/fdrqt",
+	"PGxFMW/mjPGyAB0DP7hnmHuUdQ9Q9lgItksMqYC0nehizi2SzDePOo1R8gahUK42CRgIWiPNbsv24R5d",
+	"ZfuMVOOGyPU7tyZpmVCFznORsa67LZXOxJ5h40JQJEnOa2t134EoS9PNCM6zhlnUNiLeAXzFT3Pryn/z",
+	"o1eXHz5aXeBPhRDMigtbagWP2K/yhx5bLE9zaWY+Yg92nP/GYJdbM/jf26+Oy0Pn0W59JCHh+7+3T+8G",
+	"JeyV5nqp2KyHS0D2bYZIUAuIYguONIlJKXBytBk1aZZwtCWBhniWAUqS56+jhU54bkRynbXH59R+QD9i",
+	"IKQFW+UMaXEO6IIJBG6VlZZixivAEq/4mnXT/fPDfXjOID6uplG3fYMwt7ZYxuQeSVXEGjYJkzOxbkH2",
+	"7RlU/7rp2TnOplUkb64YF1gOARNI2QQMQHJWLJaWwd97zTwab7xfeuPW6+VpLlp1vy2qROuVUtckdtWf",
+	"EkDyrHfXJ3Fy/rXahy9d7FNUNTbXHG7RzZOpOqE2UH81PYV1lRAZxM7cs+cCr04JUAfvdW0mjl13Ap9r",
+	"WuvTHB1PWy7I6ulsjfmGK6rh1EqNZNsQfj7P8eltBEQewSZmfSss4Nw5m2iM06HHZ0gSglxVCSv9WAkc",
+	"y2qmc8EWcmyXheiRl8bOpImjgKVPzjvSpGFhNgN2EhxMEg8bZJMzw8BKZEtlZU6hRRoAHUao26JTjnWd",
+	"OW5nssiMd276pwmvQfjMcjruOx7PDyb7pNBz9E4CJktlYUVBLfODJqBHZ85qdH9f5jldMIEMUsTCDJnS",
+	"YEGOuWKngp3r5dipBRNdoLNoUzSGvXm7Ra2CBZZ+1VMx5Yp13/z0hD18+PC7Df+DLXecvMF+jPJMcm3s",
+	"rnpYs+wIKmbEDdvY6Ok5ObJqtwq3fFfKd8MJP4wHL9I8fm+QATK7dGQ32rNsY42AXMdPJTjFbUt7Hvh3",
+	"I9Qm6JE9Q2bAERIQHRVQi/vBQJCcTqoMvkYe6QY+QIqNDtsIwdLw33htus9hjAPhmDeo6yMhomzOWNdR",
+	"3qpmBvQG7OkFH1u6e8PnSjvBxw4qwB0MLYiMcQsYSCRj9AsbNubzBZdTBXEIkR1hEoB7ZcwJIeomlHOL",
+	"bpyMk//fPRc+LHIjAPE8iOTEmRAL4H1waoM4AXc3Th+P0MzkAj+HGxAGYl2fQkXrSBhnT5YFtxq8S2f8",
+	"L60xGmJMb7h53GwiC2OZ4SuG0cSMBJkRAvNbMHlKKpZLJcASge3B6QWJ7qkucVLbCLZyajHDSAjKXfTF",
+	"ggvQ/Sd+tyg/uHG6sK6VNCIhVCKBNPyDvaOG5RBaB5fjZp6wNqswYQLoxBOQOyGQ0e4FOLO5UDaBzYYp",
+	"C17kUhjrHnbyFjjjVEyXYc7ldUMo/D3DRh3HrG4vJ7oYdXyslr60u2Xqrf5LVfhrGbHwlW227FNEXzbo",
+	"YDJrVi0LqQtp1y0Oqg0ZGJ5v/DpJzwYNPhNjOec5o8GPmMyM0y3k2OZrJpU7eyMYh/AhJ60DbA5E/HaG",
+	"nf/vXwf9737/z//VtP2Q3XSNG+UFuHgdI8NIjRcLWi13ca/AnP4BWUyby2s3plqOfIs23qh/k/u7K1Fp",
+	"+LeWyieqJqzUx52kdLzHc3kuEhIowK0EOy5QZb/cuvKpaDJr3w08sJ3J3FyiTdEaKVPsE7qqgAAu91H9",
+	"IniOqRbV5aIwq4If9NmlO0yvNX5J5w1EdiYR61V+Jdfjs21G+PYJwHj0cNMsnlkxh7zeJllS4pT3DKbg",
+	"JpQom6BDY80gZMncsKwL0HepxvkSEL2QzorBTARN4H8NGU41TTDV1Iledy0sCn2xdsSLOa6YEGAYR0S9",
+	"mwQ7XTsyH6lKHDSAHQoxWRpIb4VbGXNupZdyUk3RFAhUdSoVL9aEYPy4NMd0P62LzuP+/+H9v5wALf85",
+	"+KP/+/uD5PDBf33o7l/2RO/9QfJfHxqF769ifQ3R+6tYv7VkCG/I3LPzOxG4v4r1MzXRLbvvNMdcGsx3",
+	"ZrGXDLKTSW+oMRCe5aXpok4I/NUinUFMgOGgpnbmlD4g/sF2LaMm8UpQuPneGQCE8oC/JF7bMlGhgH+e",
+	"/NT/dtAq4n7gRnzz6Iof8nwLa4ABkmCVrrE8gbbll0veWNtmYSsKQ56ZWAF7+OByHyom+PoBaPtbaALp",
+	"tNU/SY4M3MDYe7JJDoTj8LCOzbOuyJKwbwCbINQNBBcaz6XVMfu6EAgNcOfRK/0AjqalIa9Bs8t2d/pt",
+	"IbyT2yCyk09AULXQQv8w3bJx16O+FrJ7hwfecCvvfiht6znBVewZRo/EmcyAq7udZT33Smh1RejJMMe2",
+	"wspbFa32EK21+W55m/HUfcQUsTnlfFoX8SMg7HaPgeHKNyNgoHDv7D8GNe0ywAQO2QyWgGk8Vdu89U0+",
+	"dNNERO9m6wj/Tr4nqdhKF5kZ7LzlNHzrTiPSMagaWgna7lpgFnwXIH9jWD66dDn4B2BjGiJaO6gr8Zm3",
+	"uB+NuAulZfNWgvwDOI2QWOOkLqEyh8H1ArcKXRpx3Z8ZV9lHbpI21lPo5g5pY/tubp/DLj3nJa3MCCUX",
+	"kTHrpoAJHlb85eRvTbA4EOFeLZuJPAP8qwdwfCR1Oa5s27ggk7CUCmBq72AfQYLo8dk19H73erviD+bl",
+	"Xaj+blo/F7xpVXyMg13ldpoINZZqeqLPhNrRP/gRmCO9UhUE06WRGpC3+FZtjkm8zLYN+kXk2Q2CPxCG",
+	"ugvB/IJPbvUzXIoOcbSFaVslxI1KDgD76/EZI2fXiq8ROedkJU6TdcuAjSS8xFxwBeGI3hFLYf+wRFZf",
+	"qv6i0NNCmDZkXLSqBsPCzWWv/DIHl/w+5jvQb/AfRa8aR1IiZDJdHvP5CBptI7hLQ0TuqqH8gGqACP3W",
+	"tfAQBl3mHKo/NISFwFGXlgSb9naP3URj31bAxh0BeHqaYjZtsRp3rB8fp3F/xJW1BWjCEzcdoYFcBkzn",
+	"gmBUiNb4ty4P1gjliaM5VuPkzrUCNTWB2CIB2/2w5aU1vEUhdg/YuHHABp5ODbARcq4OvlKkRtKhJe4Q",
+	"3iPlgMi4fLOZDUi/H7ZYHRBCQg36VIz50mAkqDzOy+yOUFMAtfG9YLY0uFavG5toN2x/0gVbCL3IxZCK",
+	"VdbnnbiJO7PycjM3jnlsNXYxtnVtNPI3CEcexgEukuNO+90RiVyPjF4h/ojfNC2hRnnuZwVeOwgr6iIT",
+	"RSVDZJssjQOBDSi6exl6wzKUTguE6NeMb7vEXfrXhcz8jgPx7xmAFhkbtLODoGPq5SI4Xziw38dkdviI",
+	"eBmm8LzVKD+WuZVb7Nh2A9MJzgZ+faaoEtsGe17bkNgtXEwyszJ+08q3ekNDLgwssun1lzSZKwROGwOi",
+	"r85FcS7FKnhHNmGAHn2f/vz0hEURxCMqOO0uCyjl43PTUzbna5+3SPB+iPKWbtBtsvItjoIzasiOJYfN",
+	"boPFrpvtT/o8BHAYfTZOnuutPkKfXmvxd4ZTvd7yT0K6hIdKXWcXyuSLL28n/nspltdlAXB7fHlL9+kt",
+	"11s85ZJ+ecuv5vhcbxMyGKv/xe7FJnTyOrtxZyDL623Ca15Y8PjexB4s/GDmy9sIKgx9zR3wxaO/uOV7",
+	"4Nj1ln83qLfrHvycL2a6uP7R+3G+uC3wSdvX2wBKN/7ylv/mnbMLrrn6YnVHRoGbTU2KX8HVlbdkfEFB",
+	"lJwrJdU0AOnjAEgvobgd+QjIrm8K2n1y/1p1O9odbXN93lgNJrxvKJwF4RZflby7FrYX+yYt7RXLBM8N",
+	"lly0+uqzfaHPG7Nqo2v1SjnU937Em/UjRpXizMzN05FFFurTxGGav7MX8Wb8hCErN6L+UnIE3m3yhjWy",
+	"/yYoxhg5pcSk3XmqJU0HKOFqI60gBWLX9DV6Oimn7T+6dQd2WXxLJSyUfxTIwrI/VSFH4u8qdbGSO036",
+	"aoRph5O7dBtoZL1SmD8x52u20sUZ0+rqsv4VfLZhg1p57wk2jQL2BqxD6g8RK2jCQlIo4nzE+PisDi5o",
+	"d2XvTIlRfts2itwOoK5ed1ekzOYbV1q6by/VPAL8Z8vQ3OIZS8uUXsXwpEkhxE6fCZRzeYSgfLTEtYU9",
+	"2Lp/r1aNaZX1WMbmSlGbqSNjnFz3TnwlVvSU7wHmP8qmwhrG2UxOZ+5nJXYkso/ckksjJ2E73oqGiAVg",
+	"svI16BZ6EgrCwZVdsnfalOeybIqARJphepAOBlR67jAtG5OBmLlKy7C6glf9oh+WLZX8cykwZe6KtQjb",
+	"N+03ZNQXVHDqJutiNWc2fXxlLByvocpfKZsrVbDweegP40gby7yX53cNAPCGz+xz84R1XouCuupdHwjc",
+	"HnSd84sr1oNqR18uwowb7mH4bc9A85uy0Q0JMAjweisUuhf+Mf4jZdgyrzf08BuABUJq349Pnz89ecoG",
+	"g8E+jmz23+M/Pvw/8Oj36WDX2jE07U1ostubSxHJMbs1Vl3D66W6I/WeBwP2dqYLn0u7NCIb1oq8NvYc",
+	"S+oduBLW2CkM96yxwC3WBx4pqGpbrWfbS1i9j1Po8LXRwimB1gNWzOEnKIhddm+CaTWWdIZfolL9CYsa",
+	"bbjlzYWd6azSCybZbGlBrwGs2v1cYqy7VJ+bIHhuKm0Q6SQqouQLigbgSfgDzAn+Uvm8r5WKNULjv0TV",
+	"U+kgqHbqSFWLp/p14cZHbwPcJbwdCtGmvdoQ0aSlMparcbwOpfv+r7jWWsHVyuSwLj05Q/uTZZ6nI0VP",
+	"4FYaeMad8cYQc36BbaFqDbIqlelDuXrWWK0+YVHfoqShmZAbrKFRUGU47JYRyNh3T+s+OvgW9g6z6vtA",
+	"+1mfqsG537/7LqGqjBnTKl9juhIl4c84Zdm4IaoNdxLWcMf5Xlh0mbmdaeyoNVJXaKmVbJaGjP5U3fPm",
+	"Hg/1AvWwLw+HjEe+luMnz7GoAWAjR0pmWMyw11bdvqyL77Zto7sBsthY5LnIHEE9PnjY2NQgNHYZsEyP",
+	"zf7rN69+eP70xdvBPPP9Trhlgo9nkP1Avb9XWN2fjsnMwN2UafTj1MtH+rzJzXudmKQZGh1KXmzemFba",
+	"XGxR5mKQ6MzahRnu71eagwwyce6r6Zv9IMQuvcfgV//9ZFt9DQQNbJYQdIxaKYFcyQjCDrUbuCzo5bvi",
+	"EipVdGkMd6EYBu1gsYXdtXFX9P0kzLJ1YW5GN1J7qKyDcKWqRFvy98P8GoBrwQjYyftQrvQyyBkO1zQb",
+	"CpZs5pdjOk8JVCfvJKX5RB4a7CRLjYDZnK8bUg63AZ59l4qdlvzm3ZtQZXLDA9cOMacewlfKimgmQRqn",
+	"nPl2gDpu7+eaxzenXs879lu+scQ/agB9vfw/3NobzgC8UXr8GJL7mKRBsJI8v3Z1AQzbCz2tUlpUyowQ",
+	"CoImV84ODOvcIOL7DLxby8Cr5VjeJ+NdM7uuPZ2uBI20pNOZba4MAxn3ic/VheA2FnxZOUqKJr+TTAmT",
+	"KfPz6qKlVQ5Hd2DNzYAWTamlIa3hAqCPFbqKUWMe7Fyb32/P9mswLOmnZZ7feML27uJ6h60lL9jmWQcb",
+	"eM9pOReYzgQ+k5CSbdi0WljwSi7RmpFdEe9+/FiCVw3ukEHuTG7EdtBLe1dPBq/v0xWkfun5u3LxQ3w1",
+	"vhiGbMM/WMoNTITjQUrNoRE8CNJoNGkwzsO6x0F+k9ima6H6ibLNGzYTjPlkiL1SOe3snpOQ7nPSBHkX",
+	"itO6twe9jxNYwQ25i+RChOKmKeEdPFtgOeEZJ7oKMZXGUmf9qwF0aBLPvLncBF4p53mfZHzbCXKlc+8+",
+	"RS4r9xwosD1Jjh64gTQ5T+wxAKbkxy1sfI0oVgl4/qxgzJ26bNi0grPM3USNkkEofpo3yYWfuFMaofM8",
+	"HJ4KsiwI+TkvzkTGMmlgjCOWLuT4LGXmTC58PZJNom9zEfF1rnkLisF/es8weg6aH1oN3F+aDf7HMoHu",
+	"H3x8ZqAIf/r/jnNuTNrQtNFN9KI/1X2a1b+NVoM3fPVCGMOncOLOFGj2e6BUF8HLsHX2aXwHnMi5+OfJ",
+	"k3R3VjQmf906kWUh3y7EuAEIg7uzZ9g/8RG3eVZc2Oad2KGMsaeo2upLctqBTv1cg582ItTO4cHA/e+w",
+	"43f+24NvDz4k7YS9ueszbaxPZmX0JCnfBlvvgtAKVI2J/dD3G32whwcPHgEQIfwhuQLZHqs1Fg7Gcp61",
+	"XH13Au7XXuKpmJvKdPagSSaMnQ7Y8Uh5EkdXA/Vl5oHigbYRi1NAUwlnc6AuZVj6gi8Q8/QKToMa2O5I",
+	"8gGa8c3jxw8fR9CMgyZfWESiV3txd/JNmBhMByx9D/JTfBju77+nA/4wfO+m/SE9whIJUrHTgoP+ZaDa",
+	"cyEdgTae9Ha697S2hbLfBF74aBm8s7i8KsrP09WWOu7LBbTnkNAteak8Z1cF+Y4CO5LSpYS4ZcG7owjd",
+	"pibvKF4vKbkedBOQld4H+5Ey05jGRlROf31aFLpor/1LPXWrjeV5RSUvzkXBJlzmTuuX3q7zmuKKm2ov",
+	"drxsM2gKUrBVodWUQTNuKKVOw1G/b6mmvWHU5B2jhuCEctP2PHz44L9Q0g8fHH57OGSZ5Dmz4wWr/0BT",
+	"GEbrGSmsuA4SEilL19cgTTR5PuVSoewro4PXmQGVfM8aYUD+hJrUAtDs0/BIymZ8sRBqdwcc0VXD3ffc",
+	"2Z34I9M1NyMp6mOe59iWVJ8JxbromMrDiyEUBb9j3eaxVhM5XRatcUa9EOp4nJuWAuEl2Y0LAZFt7izJ",
+	"8sBoijMQGRwdmsdPnhskImcomJHi80Bz/UJrQiZCm/e4ubthS5VhL5tuOloeHDwcu6fhXwKCvSZN2GAw",
+	"6KHHd6SOnzxnOSA1oRU866YrXeTZEP8z7bE5OnG5CrObg4Mbu9yrdbnAkaKgOGihhXBCVRdURihe6x46",
+	"eA3ZmF0jBEbg3z598s83z07+ZzDPRspp3+hzvugdoalZaTceaN9bVdH++qMFt0vZ8H4mVA96XpeuafRo",
+	"Q+P7AXtC/e+59T5LpHjk4ULQf1JVVPbwwPh/PjZkNlMrdPe9GsP9q4OB+E5C/9gPZTqu0u3QLOfNGndF",
+	"/AH1e2eU1fqsVpzKiwmAWHnP+Ugt3Ba6d3TBumm/Dy6KfiaLNGFvnh7/+OIpG3XeoKBDbPtyMS24I9FO",
+	"GaoApwXIvik/r4qlU+72mQ7OG8fksYinPOeZqHWNuPR2a8JrO2V46K5SLwI2bgGp2NKIQGDBQo+EHRBo",
+	"JLSa8wNoHc9aNIMGj1DmPj4TF6w76hxcDAaDUaeXbEyEHm/+ZnO5/tRPXk1T1i0dOGwtLIJ66GZIk7h5",
+	"Gutm0oTfhgjshtZfSzUWheVS9QD4BvglckIdMQ4o8OjiweYf7ggRoKUNFXIpE0D99KAjJ32wE/vrEl8L",
+	"GF9vdDDA6i9VBsiZRe62TBZibHWxrtF3j425ws4lvv3AEEkZFAGIle0ZvMMH7IWvhkrsn+6fH6a+0ycU",
+	"teHs56cnTtb88vT4R8orMSOVPj54iDOpwKSozYaHNT0+eHgEoapc8MJQ9xWRT/DW4DibkTLL8diZQxU3",
+	"WyQ70AXYTI5KTLWV0CWu7jLs/qxZtkRTfYdOsUiDMf0HdiznEK7tLcoe5q00dwAS2/uN49miLO/G1N9O",
+	"7J6QSwrtJegHBROZmjt1t7we7oPm0a5M8NF4O5B/4yls2d1rOQDj82l2A5paGs+ncwOW1XquscTNkj+f",
+	"WyGfTn2KN5S7nVNzwK6b8BLMlzJJQmZJhNEKiZw+tFfm9V2a6JRLit3tACuKsr53ChKVO3NfKvHO+gND",
+	"XJjnuR5jnA8TnxvX1PuK40LlDpQNZ+Au9w0gDSaXoN6wWJ7m0sycyRHeu05WNHJZlBO9WznFkoGet2Cx",
+	"ridbbkGe+G6kzR9FI18Uc0RvVUvD1hIZDyJdG9/t7ZipuCMhhL5DYDKXRw4GD37xWmfuz5pap25Lqa0f",
+	"9I3cmGV39s+pU3U0P9mY4tZ+I23z19crbsIg27/fllqfiTnHus470Fq7OzyrwGViaTrjCDu7yczuakY3",
+	"fiLZPOf2ffjnImssLl/uRkPGtTYW2YU4ecWVNZRwrQsv8Sfgv4cjqTkUm062RcQ0bkotxIWfQ4yPjcwQ",
+	"fGEzrfeyxN4PW/ftrT/HL6IrbiWa0tYO92rEecUM4dZCBJ5at0nIT57n3NZs7pp5ztjxriHJOe0fpkPi",
+	"mN4APmXEeFlIu34LYUWY7KnghSiOl005OY5g0IE+lecCoiuxIxszyPp9eMR98MmrV29+/OPk1a9PX6a9",
+	"AXtHt61WIhkp9JyQxzQ4tWcY7JWGyanShchQY8S4p5NyML1y42bWLjofPkBiVVNT06D1uj3Rusik4hTH",
+	"GMuFMOgHXeRcKvbLycnrfYhgu9mgJ6MPDI8FjAcjNVI/CyUKnrNimQsKP/PFIl9Dx9rIJeQIAL40dG/9",
+	"BwNvFQYW6um5LNPj5Ryc+N3UDSZRffDJWv/5b6NVmjCktJFiLCViS3us7PILyYnSYu4dZmm5f2EuWpy1",
+	"WYYQAkLTDTqRwgkArsq5UykBGt+dSrpDahmGH8xMFxayizEIkQ7cR57CFpUfyMQ45wWRLkURBG5V99HF",
+	"Rc/jtlH8HLnlTPgytykbu5Mzbswy5LZnmLM9JlzmSzdoN318cMBCup8zP/6DvYQsaKnYgtuZe+a9m+QH",
+	"t0PvQWrgP0Eyun/KzPQYMBps/eVls1PWNZoA7ukAYQiDAcBwFHVUA3y6hNmnj2CKUTI2Hg+A6UxZUUqV",
+	"Fhws40dy1LkVrLgED5S1edoDGos8edSK2T334PEB5sQ+PID/ezyHPWHsBc+daHKWkhJTbkGgw/2qyY9f",
+	"RsMYXXHgR53ziz58He5gmggsC39zM8KfYG7D6nLLnPEBO8ZH2KnI9YodIn4hN5oV4t/gGoNV4xf8ve/G",
+	"PTApZWlaR1lqLNxYRErAn6Vv28dqCLDu5gkXVbnNp2ImVba528cIbQmOXp2t2XxpwGsMU+GGpXFj2yGL",
+	"ORk42H2umz46fMxa0tXLVIpe4gZ2dnOEqAFW9xMFo96NKG1CtYbseAbBHpQTCfPXoeds3yfcTSI6BEiw",
+	"dyOVXz9i3CsBJOlXEjHJFP5lVmuf7lEx81cS6gECUb0pN8tdTo20BDpboCTK9Sced2Mcshfyhx6xP0sf",
+	"HT5kDUUDyq7pQLS4X0P8YkSMWC5gwF5SrRc7E075IU6rHbjalFIZA4dIaTVWyME3Q8dg6qODAzidav2E",
+	"UQeU2XJkCwBzpWEICKW5Ewx8YdhUUw6IG+3PpSjWjrzhH+VjSIIYP+o6Nvo+7SXx0ZEDRBvfbBllj9IQ",
+	"HiuJhnUB9gjKCCbkFFxNhRMtxVKk++mE58ZdMLSDXDFn8SUMriUvGDCn1p+aaeN5d7tQzpJUcQEJ4ji6",
+	"UPZMuMSi7GzsFq1RMpaXB1n/Zui3rNwjXRDbAmEnUedpZOCohyqcyoA9o/gvi+/OP5faCubBbQ8ef8PG",
+	"M17wMZwWtuhHDo1uNGih7Bb1LgSlGr2D7jxCKMBHmCNicdNDHJwE7ggb/PjgIWvOwycF4Y2wxbp/PIG6",
+	"HnCwYU/pFGi/8CJ1wlRS4cLA31FgFKNhIJB/eXr8YwpVziBjocBr7+enJ1hoLKn6Uhl3KoMjYSy9AYA+",
+	"O4NH3fLhPudnIqadx6yhTAet6ziH6gW5NBYXobGOixsPhFC6DwADH2hbSvfPgs58+pdc9J0uXwiDUq1M",
+	"8EfVbjwWCwvQXqTJBxcXCKxbFHoujUCtltUi5o6OBEKAvOiC7BOT+FozwH4AbjzXTgJ0OZpiCWWCJDAR",
+	"Lh1r+VKnM7lIGD2XOT0/wQisGwrcwesek2UPda+d16KfEQSCpiYN7AaAO4CPIbwIUAB0HXOWnsk8Z/3v",
+	"UkbYD+QHG9JdBhFph2+5sTaCq8lVI6eMtcVOm0gbpLkjBbooie0AGIa2CwKk/AXUDQYLyEgz1gsgBIAB",
+	"ObFEP5v+ROZQGQOmj6QVrwD5Mj2majOo+7MfwF5hqBLDQKQNU45i+ujgkFVr1LihMzGW2GAMDquCtgEw",
+	"U2lN+WUBeuj1M29RDdlMENII6APuBp6DJmwxUYel3v4D9Steerktft1ML61jXYSLMGjigkAQsBFQWwSk",
+	"UB8g9HBBqFIahgNOKif76OAhKyuxHHnyjsqC0IQiefCI1Qv0HIEAMCgSMzgY33QGwhGI6gfpboMNO+dr",
+	"mC9xdvoLoBv8MtO+FzX9mTZuoGgGD9lGwRin3LP0FZSMIUUObRNq9VbGhZyFArMsv4CVZurfaKg/Ayrk",
+	"k1dv3pKhDPqBk1oUvqKBsDzKwOs9VKkmwrsZf4EN8RQefMfqdW02SAL9Q/7ic1eIWwm4VnzkCV8FCg7y",
+	"XmVR+Ix1U0Ah+8o5c37xtqzUM+cX73zbQrrVkQbRPM3FETtde+2QzXg+cR+GqP0016c8Z2PuRKSFiVh2",
+	"2BuyBYfJ4nVv+Fx4tQKIxeDvEI+IRnCLw+sxuh1xLnSAY75weqQXoY7ITCBemSUovJkE3CgxqPZQu9Ol",
+	"Rc3dJ3kOyC5GieLHFI7D0v/dj82K/ivwbJghU9ooOZmkQUXxj70lpu6/1rkcr4fMcJWd6osjv3N9U4zZ",
+	"ntJK7B2xiVOP+pBFZJ3VjX9HKeTBfgTYP11bvKnQxQS6k7uCSu07QfUBe7Ljnq0XIINAYELqMg3mnuiB",
+	"pBJgbnF2WuiVET4zvFgqnyEQsQ6QN9zrbxugg8DJTyvqRje14sKiMKCiUGkPtpacOnSJyGzoKBC7paOy",
+	"4K0v2NyMWz5MId/8CCkOB9sLmjNIIDhTGriLo5XeFnpQT8KIzhg5CVhEes+JPgRWwRdAW7F1yMuA1ikz",
+	"8Cn5O2POc6++G392hYT6lj4MybhjR8Zp+MpqSv2a/CprrFMFFrWez90XIeWeVIaS1fBOP3zMPCYJqxV1",
+	"Km6iyAM77BwODgYHHkbLF7Iz7DwcHAweQj1nOwNnJOpuneH7D0lnfyZ4bmd/gQccC3kGzfhZ1hl2fhb2",
+	"F3oE4JILrQgu/ODgAAt2AoOAS7dmmwPaCI7nstgUfgJdjnU0QXHuFA63pkf4xaaBwsz2f+AZmcj4yqPL",
+	"X3mp7U/uxqt4bzvDf/2edMxyPufFujN0y43Qbx5YCZwJZUEtnxqoYeC3z3R+d+Ptz4UjFkP7TecyWPN5",
+	"Tn9CmFp0AvUGqVF4vkuWfgTFjyAI2niRTNbPQhQzvjDMWJnnIwUxhWETeL9E2+MAQhkxP80FEzkCrXzy",
+	"dSaK3kiVsRrvpoZFoE+q3yeIAPmwuiQhh/HURoqAFAgTA1iF1/qw9gHziOXqcsd6LgD3GmDTI7W5IGj/",
+	"CksKRhDkGRJL+VmXmH6rwfpbKlwIFfoYsNf+pgNTP4Afq2AH96P7wlrYkXKfpZh0stWGJLFAhepiyxE9",
+	"twGh4sShE09J5JTd1ZbsJJsM/QYJ7k74+Ynf8U/E0Unn8cHDy1/4Z3kwl0oBQo16+gL/3VirscwFVOhs",
+	"RcjCpRjZtBXD0h9kowujpFNnTXkADnBILjBhT7Eq37EuFgzFb/511ifHZZ+P84QpjWB+D24KyoAPHQW9",
+	"qkc21eODh1vF3FL6K+X8cJ8qYZrWa+W5NPYH/xAUYibXXGtEsHxk3738GsrMtvaOqT2NmIUdHwajF0KE",
+	"1+KPargy3pGdUHhlr7jNojLiouGeeOFsWoTcHTkF3GCIH1JXuWEpeB2+T4NYdaNAo/zLMclh8psh3k0O",
+	"98f68Qx+uBO/BuMeX9qByX/yJvHHiQW3ULjILn8vhK0/xMIDzRGsNstoT2OeKrf5Q42P9jGahoeeCwR8",
+	"1DhKr0ThiWaDdB81JHhpQCreH1P9mGBjgEW2n1HSqjG3HsPN3bBBPGwy4Ek88/vDrR7uu5lA/1e5SXCD",
+	"A1O2HvTV7qeXfC5ec6f//J50FssGGnnjPldSyRWvP2dw/vdSFOumS6qB09/Q4j5rWthJr4OlX0+5uzYF",
+	"wW7G9HNE3g4sBJ4wZ7rwPDclKhcdWEJl5krift/pcdhe/OPJT5sG+nvHpf1Y8nPvXl872kG2vebGOGra",
+	"lHBfxtX16OC7LVsSw5B235qSJDc2pV7OfohWv9c3gBgJ6IG5EnfFP8IuC1VmbEdSOMdzhUD/d6y2nvoK",
+	"DDr4ettZiqqrb7dEnviH/g6WSLwjO1kiZZfSu7dEwuR3sUT8sd5rQc2WCG0mAZW5oUJq5DSQlqIRMYOV",
+	"+19nsEYTpXoe2MiVUIn4GtUuCF0Q/DDo3/ewLJEbEcX/IVjqAyUGKyIQ5AXrNfgiRyu9zDN0s+NKqxXj",
+	"WBeiIiNlBDr4cOIZ4zl4AcE/A6HRzR4NA3asGM/iwr349kj5dP4plwqzwNKDtMkVh/vh2WsXTY5a4X4N",
+	"qhwt+66VOTEv8XNII10eV2SWtgwfH6S9Fl5oNwVbT/fm1KUgn5tNQZrml6Es7UQzT7Sa5BITDO6AZk4q",
+	"4ovqsqUHpKBQCW5h22nlBtT5hgS5LEMMlRuFF6LPVdY3wmLxnlCVl0KFCSsEBhAgARb3czBSx1lmmNUQ",
+	"pq1cD77SXVQFyNffNRuflFQ4Z6RWfE1lf+anEoPShKCCSx9RnRDO/IM+98cpt+PZH0b+Bbggdw24T/vU",
+	"2vrtgdtfyOnMBo4lNEgGot8s5wF+gq7uqRLZSH3zqH8qLSIxSc5/xzY7+ISYe5n7Ac18oBI+dSUeKZ5l",
+	"kPNL9woCpH3caabzjHHFvu2frm0JFa1+0TcEaronjrOsFCM14mkofw0LZLQ+Pndvgjs/ywJYgR1CyWD3",
+	"CoBeO75SeYdnmc8M4UhoxCuHu6RU/n53Yg631d/GjhOy7F7m3ZTMO84ylvIsK6O57DABsNepCMkNPcat",
+	"nssxz/P1EYv5dZNLyyNqE5JNpVYQFiouFmJsv3+aJk7Oxl8ARJqcVBiWSkilTwHU7oVaqfnBjwdpr8QO",
+	"fsfqvb7apEAADI4UzcrPSdpYX2XSNDH221g/2MrYb0GQby4uCBNEwGMpxCa+xtlVWHtHdgau+EFn65vm",
+	"5N/c3JGdSxPPFkvx4W6kyFthv1KB8ehwhy+5Iz7R+jkvsCrNo8PHu6wp5Ny8EJnkJ46E7kZEORYJkiBp",
+	"kwLEpVifJdJZetut3EwvT3PR3ymu/SM8+7eKbmfVJe/qWars1GfhX6otZBcvEy7CeyvvnU0tzqassk11",
+	"n9N2J26N+yJXU5vZXaWsW7xPaiTcrJtW135PIU0WdXWPILF8qWwCvhiphEHQe9x89+ajtVvJbT/+9g1F",
+	"5WoRnDjqEbUgbg58IJwymhQzlq8NE6rQeS6yo5F6/ertCfkhg0uXwpTOIpw6O9+n7YJDU2bhdXa6Dski",
+	"8MpwpGCCDc2LWRfYmXD6xvtAZlCcih2H9v+UekLZGyNVHjbUFdJ5JoyNP7BnMLmZ7OS6Rk7jNqnWT90F",
+	"XpcCtRNr0pMllg6M1dFkR1HgTtgRdvPAMNWtY9eKnFxW42THQO3lz52cPN9JedgKOzi8HYkKx9gcBMZr",
+	"JaZ/d50IfOGrBDvcRkCZ9vmlRlTwLvHlUjIN2USsPEd7Jp/xzJ/CZtD5CBm/XWrV+q2zart1TPGijuuD",
+	"5k7qw6rY8sEcoA7QE7FQcBx67iKMvEV+1buuD8NSKbk4GopE2Ug1yjLfCo0yCHweNo1G9WaO6nJ9pOg7",
+	"fo+cvHPk8GAHa/BE6xdcrTE57K4UQEcNR6yAwD81fvOLjo+XajB6Dr66Rli5ovffy2w7YlLwc3HJFXFD",
+	"Iha2/42X/LuhtkC+ObPVEW4uJvZrkGkvtf1F5J9Amj2dL+zO0gzyeNMh6icGJJjjN7fpmyLMS6hCzLlU",
+	"Uk3T3hFVW6/dRfA+z/OQJXlXkBug9BoDisbrE+nshvXqy/nj2Y9VDRyzjrTa7mh5Gp76O/hYKnuyk3vF",
+	"789n4Vkpp7+LUyUc7b2x3OxO8dvZAt7BTD1Ql8ZcZTLjtpqmGB3HhzrTbfpXmqIwVhRzaNgTEtGHIeYT",
+	"wH3V6rGZnEzczwiKwQFGylcRji3c7oODg4QtFdaNz3otmWyBwney7aii61UiIMlnAIct2bjZu+TP7Z5V",
+	"mvxKESdgzyLPDc4IgLTr0EK3iTeu702qs9V+OYVb8SKdxKuEMqOm7OrOvbUyPvNFdqjMXYV1Yc6QbThS",
+	"dd5MCFdcWmzpg4NDZ6qNqHDtqDNkWNLKWU/A5lS5HGysrKV29JDJhsz6SoFvaiOhJ77Q80j5ii2pzNKk",
+	"kpLs20wLLAcAZaogvdF9kefQycX9cQgFt5wKSKjCRmnzhM8XXE7VFdxIV3Ub3byf5kri6xYCvZ4MQ6j3",
+	"wy06juhr43WjQuFt56/TMfTtjvFd6h9zB9kJQSRFfhqsnVMKK8hGjhBmVdcNt8F1w23t1vvkAe4vyPlS",
+	"6JzxaJe7Hh6NleafQ4nLnK/1shoF30FFjO6yS90tb4RpFJ9Xc520eNdBei1FRejWS7jfqtd6q/DBpVO1",
+	"hnBvYmAmvpHdcTdn8NEAX5kL6E4A324nfcoekc33UIczwaPZPJdQiEsqcfN64hW8Iy3ZpK8LDYWxrstb",
+	"n0wL+KSAr22M6Xfuq+Osj9II/i4oMSwEhtDJUGSovB6VZoXoe+a+8pWIBcdanSdYYSz0ewrIUjBP9ASK",
+	"vLKmgdMhVTSLYG2QbESFgRTTqmomdYOdlMQizP27vLcTLI0WDJ+3ZbEpCjvl2phh1I6L7dqNi6rgYA00",
+	"cOtoJUYKS9eSfMUaOr4MTa3QFRQ1wr5dtE4U26OytZWzNUF6Y8W+tNrzKu2FonMcqysKleHYWJ0HM32c",
+	"wE9CcpidiXkviWvEnwq7EkKN1FJRuZ3KXN00TdlZjH1UY7FQEKuxsxgLjcWG/qwF9hKmQsBQKlFpoKJz",
+	"qL2N5YG6FatcLfM8heo/JQH0oAPDscKR9jA+imt0VrmfphIrYWxcMBWJTFpWiEkOdeC7fKRKRkJFB0qK",
+	"5YKfu73UBVROcyIXyq17smNvNaKky9p3kbdgz5TeRqdA/bnkORbsqqTYZ6FVAXwZ6urRQnDyI3InYoQV",
+	"PJLUCFQaHxLOuOUJNTGn0oFgbnjPg8rXNDXHSdCsJQx2usSCtSRgZAaYGjwgSqKhjVIapuQ3caS6Md2U",
+	"DKQLKnVmIz8fm2olelTkHEPJ4lzqpTu5kVrkS+AzKI8mM9Naq7BkzkZoOvwS+VcvuaA3CkJWb+iGNBVf",
+	"6RF3OXEHEDxxVwpvYNetjRhHI2IkFLG8d5Y2BAkz6k+MVGlY9+3bp71b9IzucFMalhJbpKybvh9hZ9ZR",
+	"50OKvZPHZ5DW4f6xZ6DUtROBvaijYperkfITrz1T9iCFUaBRSe0RMBDKfgj460j5nylASsiUKiwBcHFC",
+	"Fn48KYx75ew8Leu95hLqC4r5SKW/ivUzNdHpMLS4g5Y58i+RBJwJCkz8GsHU47yW2uSNmPPFTBciTUYq",
+	"LVawXwlLYaE0ZwgBw6E2zXfAjuOyqaCBjNTUp91UOwbrCSkgQllp174BcKSToESEX6l2YyYNXyygMTOM",
+	"yvG+Q6mJzRWcTAbwPqU/p74uOlX+xYCl8b1CcaaxJ7h8QDBbCGr6seIWWlR03RjuRjuTKtszZcW+BHUK",
+	"LH/v8x/V1JdjxMp/PINwVg/kLSpJXnPwbARXJM/MSNEvCZvpFWCM5lytcVTEt1LL1MK4fff/ETIwnTTP",
+	"9Spfk2o2UlmhFwuBrvMthxLmTnPK6IaTFnfbjZ2MFJS8dNpApQwuKX1eXusVtvKm+gF4NSGrQlshADEl",
+	"7DBhDxL2MGGDwWCkqMsKm/IF1e0Ua2b4OuyV00lpu6xuKiruGAAKi7PjcMZU6BgG56FUb/qcG9uHJfSf",
+	"/Ziyl9B/A/77rV4WY+H30/evGSnUToPK6TQgy6ba9phaQpcAp1tD1PIl+0+3NLpbsVkb3qug0IwLbcxI",
+	"8XL0I4xqyDxnVBhgI5msyjxlnwusbK98SXX4apl1yubSGN/Kq/HyDqPtkjYacZ3M4jYbU22Pot0FxTOo",
+	"Hm4TEEYMu4Ntc6rtmELPMZ+ZNvMdNsl3VzmuJg9eQBT8/jmqIa/ORXEuxepeDblBeIPVCzmGs1DBhARt",
+	"JEFhhpYwN7X63dsKlJ4f7sO1tx1T9DM+8ncAFJW7sROdvwj9UkJP9zsHFdESdkEU4cHe81szv5XNcKiF",
+	"dHtNIHo05jV/DFU+26fGf60KftlGk8z0mZzOhLHod+Bzb6V6tTyYJQBqSKjLXILdekAxNr3dQQRO3aLv",
+	"QgcL7z0L3eY9QIJm+f1vadzfZ6znIgI6eY29CnH6rRXflD44OEh3QDj9TB1Xd8AclM3JvzSE04ZoaQY6",
+	"AR3cc3ATysmzCATUiUPd9QldhkGf8SEvz3MV5B45L6X19NvI3Ve9FOEwqyZ/VTLs6Csna7XdVV4d9XJH",
+	"edUivfd4f00e75HqKu1ZoFfr6FK5TiJWoBqZWJpopCKHqjP3qLCTtui0jQzYS9rAtNtmXqx/fuYMzOze",
+	"lrlxydzqU71F8UpccHWYaTz0NpwptbMlNUosZmIOfbyxpmNtNu9l9iGtufTKgh0jxY0v3LhnGMwA9QJy",
+	"N0g7DIUd/Q2H/lGCe9LfjBBUMQzSeaDh6FQLKsdMbWx8OeZdkaGsHRj6Dy3VFbS0G0kwvqWM3pvHfuAJ",
+	"fhL4J5yBO4zmdGH85R7+eUfwT+TOEvsZLuIKyJPHCqxX+AD3eQ/z3H7VOPKON9Xb6YCL9x5yKo2ERXJ9",
+	"X8UAB41FbgMcdLuR7++a3bJuW+TlLWTRPv/6EmfvKoG0JK+bVl+uD4F8S54SJN/PFAhZuww/JQryksux",
+	"1OVCSVVoRmnvYZF/r+J5VSLYJv7PzlvdNr+KtYGYrSNdLhVL91Mo86smcrrPF4v97DTtURB5oos54xiW",
+	"7zrdPcXR99+fifUHqPIRUrwKMV4WRp4LyvQC8AQ6ArQSLBfnIkfV4sxNAQP5+ZouPG/aT+TFnkEfA04M",
+	"//Y9zS+lprPRfFPEX9RWcMS4Hy94UtLwOgZwF32YFMyn53vH8sKWziwcAH3NI1UuMWDSwVd1Jtbee4IA",
+	"BrCiJsschq5Elmk5KaDxFrnbf4ye0KeGlZUxnhvN5gSFiH4xaS9hK56fQXQ+wN7M8tRNwERzx9rQwgwY",
+	"HDwvBJZOYVLhDMFKAzI/KqM9AF8bqeD0CmsBOCqEf0YKz56qrRrcEgwASivmjGdZbEJCNInKMwdjD/sr",
+	"Qzfff5781P+WyryGR3/gRnzzCLKRaG17ZSt7TE6kMCRdCQiXRBN3zjPCBFJX5QXHapMTpoSxIkNCpCbf",
+	"FVuSdbkJxXAAPeH1MLddZ/wvrcHwRWAJgiMdZXm8QwoVstkBTAcwRYDmcd9LseR0iGyA34d16TeyuidS",
+	"5NmeYYIXuRQFhOMa7dvn0lh3sJeBCF65bYDlbpK5hA7XDcToidqffq+tfi0+3qnVy3ou1NTOOsPDg4eH",
+	"DbHCKwZi29YTVSyGguVuwqkSFzb10w8OQ0e3rWuAca68hJo+K8mxvZrpnIRBEG+0qSitgkRsm04QNduz",
+	"pjamcJxhSfa4YznrEuNBH40KZ0FcF7kQCMPJBzc/4MbWvUKOv2o+13XC4e6oW5yqJRM5sQH4vTYWStiZ",
+	"WES9iwFDY0oEF5NoVe3kiyVAYFOoHa/f647yyQP2Z+edBHd6l5i9Ezv3XuUmrzLIJW/He673OoUsfDja",
+	"BASpgX7AjKLksWJ3dh4rdTuG5BwPwOfAkZv+KtZvLbeCGANVEopEIKIeJkwKQW/ocaRbIKRujN20HLxX",
+	"ABRYXixHTGklhuVgPR/7c5KLIACbgnM101gYHm527KKMxeTIzZz4azrBOzph6V9nT3Lp9FmE/esigCyD",
+	"Z9vdzCNyiWQjNPdIRwEgMEJJ5/pcZKRFwffr82M5t25y//bOnhBmGqmTFrwrKTVVyOsqhs/iIOhgd/8N",
+	"kTl3MDOZZ4VQAUEKKg+eiR91UwssW3bg/TCCYGbXzHjhVReISkaBI3gjxKIRc0wnhKDXUv0EBbEIDU3i",
+	"3IwMv9wMwY1gk4R1rSBw8Zp3rIJ7AY1DPI64GXvLIujtVkA07cQ25C1rBd5Wc3A8coVGR8unWwleVpNB",
+	"moKXYjAdAJ4zF5DfllQArPXUkLARI1UIwtuiPsRZJg2BXKkmmi47bNVAuD0Wd8UiPPB27ie4a8gz8oDX",
+	"o7B+JEW3TjoSfuqbOXkYbxXHykiDk5bNAElM+GIjRI3IAMvsgbftYdwvUy/+LGG0v4r15x91vjN8nhMg",
+	"9et+A8pCT7hbqx5krl3y4FvZ1qrvGL4YQICRuoGWqO+UB0zjc+krngvWDe1UgKP6M276/kpJPajDawsA",
+	"xnN3O1g1/nZxMpC+lLBMiAUk8YHukJCi40ilhNTPj3Cq0e3p+FhwRTdeOSCzWkMuAURBMpyFhxzOUcjD",
+	"pUQtpeCxPUMwHfqPGOozUmmuje072xsKHwV0I1z/pe+KZQDjZ1PNrJ5CO+r27oC/ivVlAgYfbG4PQ6jE",
+	"HRrEXIYefPigE1WkPmhGEjZOLD5jUaNmaa9pnf7+N2ub+KtY33ZJ6N+QEl5QveNtUV0imqgue7ehVRLx",
+	"QQ99AxuyYIg8m8uIZessQxe8j0jcgRyuEXNXTrBDaslhtYU2S8XLmaEispNmK+zYGw1Om7GaCeis5TjH",
+	"AOQTy/en+9CNSpG6QWpGzs1MmJHqekd7zS9PerB26jo33o/ptG3wIW48nzBuRqpqFeH5oWFEiEPyqYLH",
+	"ChrlSWVnzIjpXCjsvsr9fznzg1t/5pz8Ktgx74BJdc5zmfXdX1Onw7mtcKoa9tnzjeAU4hBJm/MbHFr0",
+	"VTy33Pttu6frCuAzKRFJI5VitTo1fY0O22eTl0JkIkvd5GHZe4alc34mFtzO0l6z2xdAm2hPcKpOl/78",
+	"9CT1fm87Y0JlBMNMyRwPXlt0ucXGU3SQtWdJk8TH0I3MI7MaVGTacWyNhK+DNg1nFow1fNQRDhNqrKEI",
+	"cpV6/u8HP9HrSPyUWOtT5Y316OPIkR/MVo+/Cp78Pe+2FxccAjjcEEWWTg6WPkGh1z9ZL5yEsCO14oat",
+	"CmmtoIYX3TQWh3pshVdoQ4SA1V9y1otWAoH7p2tHuWhAAFGeCbEw4FtImFmOZ6xErQUy6MWRC588MFoe",
+	"HDz4ZsWl/f7hgTskLHcQYbC7T7Qyy9wtPtdjiLvAndhDE3Ojtiq5X1sSD1g37R+mQ8ZPDTCY0eVk+oep",
+	"2yx3tN6HB+qeZpiKSwJso/Bj2Hu0v0CDw0yGkQqZDEfQMjktSzOQqMKJICK3WEfrJlFYugP0ZKSQUjUl",
+	"gJFfA5wIKPRKsDD4NFqyJ3bQnhqKYF6S1VEGAtwOJ2FhN6JY9Q9vNUfjP/b/Y3dF4JkV8x8cH27tuemZ",
+	"1a0fUzvh254737oLUNp1/7XO5Xjd9k16c/8tsDl8lV74kHRII2k2Pats0A2EQa7H8IuesDQKK28/j80j",
+	"6Pzvfixw+q8WoRj3tvW81G+VnExwB78u3fPuXN9l1ClEeHsknWjfWfpbxfqq3BUNWtbV4EK/inUdjtTW",
+	"kJauNXfFhVutu9DGyNN8DfeIu5mDtgWQCGelSozqErlixRoKQDsto3b3GYw6nQrf5njOujRCfy4sp2GS",
+	"cNF5/zGfC2YLrgzHYlewWz7zAnRIp5tgjDnKg3PDeJcZmZx4LA2GZ/pbelS5euC1kSrfK28H1gUdS/Td",
+	"I70jbMiwkqEt64a54W+kkdowN1A8k5Pd3z0BSlLmfkAw1a2Hzdztp8xIhc6t0R2AewCG//fP0ygF3i0g",
+	"IN+HNf9IXJ+IMOesW4hzfSayZKQoSSbxPu0yz8hn1OTaWGqDHTseUtAtU3ABg3YAtVHOpMpGneGoc3Y+",
+	"6iQjuIFGnSFJPHbMyNeBy8WtDovwzWnmS4wwq5E6FeFceOkQQgyvz5/0hUn8zEK3fHD8tJxYZDlB12wc",
+	"2+8S6s3SRNQKSJaxcGvAyQc/c9nOjLPIlYO5oeBmhz9Gqz8Ta9BxnWJeyVjwO1DqFlN5DsGDEAsZ0mS9",
+	"PVGqZUCgzrbFr/TRoiiVXI/yADW/BIcAs4MxAraWsydIkqHR4K4wQpxg2psjy7Tfn/OLvrRinrLu48MH",
+	"7Ff5g+NWEq89NJYOH8I7fat1P+fFVKRHPhACG0Db26Q7vV7upDvBUezoePLqkn/8k6hNtcA2PxObPJuw",
+	"mchB2MFUCRW9UYsYONCtR58J1TptePuqtb+34k0/XmW7TUDpr2L9DsmnSTmkn+6zLW4x2+ITuOmqoszL",
+	"PoyyESINhetH42TvQIdEoQX6FF+hUOWxc8Wj8xTiV8HyXy8I2HNpUOWa+ImG1GUytrubAALqzbBpYzfX",
+	"Ax1GjfIbkJIjFaCSbBtS8qgVyoAk4XEMI/VLHGL3KINqrJ+gCqzJ3E8gTgu6AGRR10x+cF1Ie3dh8+tn",
+	"AeMVex+L/eqxWl6sNAVtm2O1H2+SkkDKMRutTQ69IrQDSvCQml+amIiM6IYSAe4/jcdTwUuAHAF+AepK",
+	"AAKYsVySkkVNOMFY6KbCjrOxzUm9cn9NW+HGlEn3dyjCVB7TTpwJO/OjsFzm18Zzyuy6aE6a/C5QTjzS",
+	"ewHRJCDGPM/BX4n7SfYf1EAE9BjcgbGE8Pv+oS03n2xdplfKQG1Uk/iKz2Oozhg3Sk0YFGTGq7ksBGUg",
+	"cx6RDXAZerdFfNm7CxJcTxwSd93EJeZdpNbmaVLmYZwJsYCHQvXGca5htT7UUHWANBZaybWBgopQ1WSk",
+	"CkHSKyqc6HWGxh5O4PF4Tiba1YQL5NTfZgcRnFZj5TKuvgD0wpeSKQ3b6Z1FjVxVuUH338P/X9LaxnGG",
+	"p6vL8Sj4/NdZjOBOerq47fRHetQkDdAwIQfgqZhoMhPQe9ciWxuLRP4sbMtBH9ysKPC3fHPojaj3KySg",
+	"axKDv/oQCw41sLZfoFdPFG9StL2YuMz+fxcVFcNrEArPVKIEmRbU8B3CA1ikBv0CVKDXeL93hKTeqIpW",
+	"nRjFkBAY7d7XxlK6RrhqR8rftRSYGNZLEpODXuTg+59i+CqlpwEIk5KakCYjhUDxsuc9rRgr7/yAJcYg",
+	"WpWwCDtJOCbusxi5xcbbI3UqxnxpBCgApX6AaQm8DLqcrpnP2pih25aryLe7F0TBSHW5YsjfukhKqAds",
+	"aiGnMwuVn8vMTsSt0jaUAFE0cqSlXA/KIiHRA0m7sIOgWpM8sr4oBxS9LNhEqDHssjO08MhpjtSjIodY",
+	"hFZQzVrOnWzx0Y0EIwiowXNM/XOfSTDgRCEXZ249ybWRFYQ/qXUmWheMAAkJpV+lrPVdcy8MfaVvqPPd",
+	"4ujYUWLegasDZhbqZX91Lo8v5g7/1ZsHlWrPn0hmB9vk6pXS4sFLa6zKA25tx274T6M4NGdSehvtnmBv",
+	"hmBfL82sEviGSxBAdEqv2H8ya/Ot1oWzyreWIn8OT/wtnGB+L3YT2Xp8BtGSzyKjGee+kwvMPXnvAWtO",
+	"cHLb2FJ03Gky1MF9xaWtVSem/a+wFXXM25rgVNehIlUJaINUxMGGRvMGf3Cn+UkqmNH37nu/3oCfAE8a",
+	"pLajN4/7IGOqiay2eAGQAG7vLi/FXIsLQFPL4HtxUnOoUzewSHBgGx9nHm8RIdfoaNbmiEecJiBSoS6S",
+	"KM4F9DDnRSHPeY7WCuuCn99n5yNCyhq2KEQmxsIYXfg6WJ5WE6rGxxW1TbQcKmBDOJuaKIqjAJODlKqa",
+	"xAMMGBqOkDNgbY5o2ULYZaEEmo/OWgw+BhKKrKuL8o8TLvNlAcWDvPMFC734wp5kBUsMRWCfKvDhX0hj",
+	"3fi4DOy73EVMKoKsRiolu/jE/aFsFIEn6y6JPYNARqkVBP23NYCASuzFGso00BC+L6oenyXUvolinB74",
+	"Rfa/UEbMT3PRZOQej0Gif9SVgMj9W6npu4F/+wlKNjjdhhDHBAOGYwE3SpdbNtfGsgePvwnAaqzmxeOt",
+	"3zMs1SslirQNCAe/XrGb0+GNCk9w9H/BAZWPRKfdPNLMbaa7trdBzBwJ9d19mg4xuRn32EcEMcHmiKA2",
+	"MIxvFYdYZmhjqJZ5HoGaiEVXQkU53L0BS7njNwNNC/tS9ReFnhbCYFnhgOCUZqS8CIIXCnR8eTHkhDB5",
+	"CcvKbl9UJIvEDgCZL8b50shzkThxXJBusJOWvGvDami1ucXbHA3ZDmNLoLTMZqtqPQkCOcjkzTubxYgy",
+	"H0eOMGQoxePOjwE+xlrRY/ftP766htdISqHh9dU6XJcUaUtVclzqcdKOlG/kXOscEqMImW/E7MENZUZz",
+	"2UVEZtiw9KMbNO9mhNyFX12Pz+4xhDcj5hvsGZKIIWWsDUt4A6YNXRnzZW5lcNS1uVXQmQN+NcgjOhVR",
+	"coXw0SpdVAtyUVy+mz46eOR+QUVipDAQaEP0M2KiHnQS3s2F08A95Ap44Rb1yTw5uDlYSvbep3OzPh0R",
+	"CC+7gm/n8q64hJ3T8znvG+Get0CpPDlNxmlviAg9TiYU+ZOhckNdJ0pGyhtXDx8kkPrJ7EpiUhuibZUQ",
+	"mUFVy+yPlgcHD8eQwuf+JdA7LTwNIVU3WV7ANVubzIgLPl/kIJLdMjqNJcKaHRpPofgyJM/pIpOKe99t",
+	"N61pgGUvn/SZsqJ4XeixMCawXAq5bFhqEGz+Bbczg5psBql7ZdojqukrvmaFM3R6CZSPhjRW2HP0ohhN",
+	"lUOczgHyqg9zYmD2s0zwDDVEMkrcCVB9A3L8zxnPc2i9jT4NLALB/VMei+DufQ89pFbVIG6AP5nV+sz3",
+	"pK+BJkaKsEfG8rWBP8Upt5RFWNpSpb7tTRbIVuVr1k2h/kkPAQcAuCQzagCenO99iuqG28cRqFsu1AfW",
+	"4zNwmATJiedBqyvr2ER+ngEDGsAJBZiGxnI4TnPVEZZlpLpteJSyTvr8iHFWCNSMeaYXTm2Fb8gzqFIJ",
+	"H+tt8bx8vBy/a/eLCHv5VflfwoG0OmGetgls+1Wj2z4X/4woo24rbtrcNShkvLFEMghFhBNCUFrBe28c",
+	"+5OGCo6cssBO3X/zUntAmTTOlorEJlUy2N3H473MI1X6eKCIbWm+ma/I1WPcufHc6yU8z1GZVmKLtwfA",
+	"/qFaSSve4LV/7L4HemuHs8oW3bdA/5oQCIFLsMdV1PF8kXOFbjV3p1ZChxFrNbBbQwf0jTByjaRuMaBc",
+	"J977Jtsf2crV0QOUisf8KmcBJBHe3LC5Ppdq2konyfW6sTYVHErfjzoA0R11huzlh5R1DweDw4ODg4Me",
+	"K70o5SxYepAOBunL/qG75d+Pogm6Ef41GAx+/5COFBZA8WOxpZJ/LgWOOGDHZLSUbQehcBpHhtG+gI4R",
+	"FoIxi+VpLs1MZIGXMggko/v3cSXvTRpWPm5nGAve9IFG7OMt3ptu2hY+8FbYT9217QocC8WIuf38leb7",
+	"BmxbG7AFGRNuI8c+3YUojDQWizucrgmOjwUqkRuvfCntGPcrX9wW/dscPo4BltW52rrwsy4KVbxhk6h/",
+	"+3147qvrzo/rgAsggSQaqNl3K7362yNnV9W77iCGVt5t95G0T9eP/8ZUtXbJe6t9+Y/rdYJBG8sEz03U",
+	"4hOED9TTpd4LqMtKW1XJKL8wJFKiE1L1MEGNhoJWjiTOy3vLfdE6NpUW6jdrJ1O4qcbJQd6zHBGBbKrb",
+	"GuxvcOun6rTfNPAKyq1XfKuBMA+TzpxfYFE6pzNHNeo+rrLvx/byvyXHbjgI6rT8d+u0/yV2zf+ietg3",
+	"da5PkeNS1qUvsMNetYv9R6i/V2pYf5n8ue9c/2V0rk/cXYOYc112GysvreiCdPfhFr2g0Waq9FEvKxF7",
+	"XcPpphCKDl5FqH2Ddyvcv0Erkegz4YRpD0HyAJwko6c3wEBgBlEaCkaHNcz5mq10cca0SkYKYo3lWoN/",
+	"s4qxHzBfo2BrOZ7QdI1awJF5FZf1p5D244OHqc8pH9Z3OCpIa9mYKzQWwBEO5YiWBqKlC1jGUanU1IoC",
+	"JRXVxozUFCvOPjp41FxmLPa80lW2k1JxWVnabx51brWA/63e3CX5fhmC51Pfw0rb/sTpApWr2F3Bzord",
+	"dgffRZ3TmiyAquROJSfvqznyPVmCaR13I0H3gbS+98VtmEiXs8WzH3c1puAe3+fjs2tZVVeYUZv9VYp9",
+	"QMeU/xmdxcoZRIDq8IXEy9L57l4YsGO1RtQT1SiBuLr7aQ8rpjnxhncJjNOrIoi2FcoP99NG5V8MYkTI",
+	"zFy02WTH47OK5/1KkrPdJrsJSXqprnVHIjUhq7pUQL4y7e5WjCO/w9epdj2kPmJRJxgbK2ox5x2xCv/G",
+	"CSwAsrg7xxWJjhn2wlosROZVuw0t1i80/S0ti0k54Q8d0Cy0/wIUglaXGU5/LsVSbMeN/Dc+8neAi9w+",
+	"uiPplDu+k5MYdr/BNVxFidCgu6BE8DjvncfNKBHYyJZCFTl0XYZLFCqqigzjdDGP+YOo8ldUsKINJ4Ln",
+	"fIuXGRFS8xUG07yniTpNwJ5d7dyvn4lTIZl9rN17daW3sXhBrVyuG/pzQlR/6v52TgD7rl1R98O4+Zbv",
+	"ICkUHAsiaOut8Nw+9t2Wvt8Cx05utGWeW9sOn7yBpnbNqU7zhV1/nSGAL8WbDlQXJc85YmZdbqGri+1r",
+	"NRa9IzaD7SBrn4/PROZ7kYFgwVqdu95fJIz238P/b/WqH4/PvHi53BV+PP5KqiXDku+4cN3x+EzpVS4y",
+	"3xEGCKPsWXfDt9blEh425fIrzlPVPiUnXefKu9qk2u5Hyj3cnY6/plJenwMp/ywptgMkfMrHZwk7l0ae",
+	"5oKqCVEzAp1nDBsI7izKgvG13e59Bo9dkklK+NmEhfDlwUFrAzkwcpuxBQAnuAK64PfbNhdw9Q3aE/xw",
+	"by80+XHK2xgSkyw/EyUu7CbNhTYH9Ukk8+u9aUMv2qjkV0vT2S7U9R4p7pdAGoN3RAMD9o4gf3MuMsmp",
+	"jdo/3r56yaSCLN8swfLn/M+l8P3HZqIQkNyPDTB9c/hK73/3x/SI8ZaemCN1xaaYQkJyGKzduBmDC7zJ",
+	"8f0U9fzLOP5gMPjuu4TleiUKPPGjwPytrL8opHZ6fzP3x7z/3XcR5x+0cf7Nd5S8HPx+c0gj2umsSbyg",
+	"yXOPdb+zJop0ONU2im09E49YCV/f/QJ2UuVW3BonbuCP82p8KQ6Io4piP6X00Fvqzn/vavgsVQ3f6zi2",
+	"/sUFh0pTUHuEn4nCF+PsHbH0wcEjauQpcEvbObVYXV6+/M27v08B808RF4r2fKfAEO7/pZEhP+wuoaE3",
+	"gmf72H89vy9m3h4kKqr7tLWuuWkrbB4OpsZ0n6K4OdHOVVn3zbsXOhOdmwBp3BdC/5SF0IFAqVKWb1Ck",
+	"WDrXWbVyVkmT7XXRA+3cmuvBS7ZmnanGfPcyakuFdNgmqLlaoL6VXF4tPaaBG/dNvHAmBM3Fw9xwkkdQ",
+	"2HbIOMwJqpLj5JFcT/n4jHAw+DqVAhvDZQvAK2kH7Dlf66WNi5PFtcnc/Qbt4R19jVQ3rYrc/T/Gf2BV",
+	"tuVSZliVrf/HH2+eHv/4B/1gxJ++WhsUxxkMBs0vvXvz7GTzpZGismTUbQyKhNJc2QInKXzelltPY3n0",
+	"kYJyPnsGa0rtXB6dldXRcW8H7HikqHoZ7DIPdcgw3zODPNY5dGXlce330OQsiJGRCnXfo3LvW2p63fod",
+	"dF95/TbcNnhs97XXbwgAidt5m9XXkdV9vjrJ3vTqFbjKIutO9H6FVdY31HqpMF9fFygvQSBuVeGNmPPF",
+	"TBeXICrflo/dW883Yz1Xd34nAzqcwqU2dDT4LmZ0ebz3ymmzAR029ONM5/g8NllvB7BlefS3aMZE9NVs",
+	"yYQp35NJkw0TtieURjeXWy8V0rg+FnODqvYXophLe1OAzJpfh1TEdM4vUkZfglopUDyVciyPqAQ12Q1J",
+	"lB6wZlDQKyq6DEMNGBHN1i5VDdbTSMXmUyDo3x6wbrq5NWhLDQYDyDRi0r2qeM7mSysuqHVy02tYN7jJ",
+	"joKf+nUrKsHsKKdVL0RB+9RLRmqLMWUr/MZ8Iysye2jfwTKD0UZKTxgv3xg2mT/ucTJ6yNphx3R2qBHZ",
+	"GadqqkS/e6xbiLHb7WAhlCm4vul0JsxRZMDiC1ADtAdJuYWYLI3IhpgKNucX9TQwmEJDstfEslMxkyrb",
+	"YpW9huV3diidDjvmaTSmTzB1AITIDnttRsycX2zNFLtmVY3PwvYL5/nVGH9EHfd237XtviBLf1rm+TbT",
+	"L4ig/mSZ52D/EdddofeWSQcjlVZExZAkFWX52+qF2zIaCJa6RIMC/nkmjC2pGKQkSi6Qk9Dq76MNTsb9",
+	"kvWEjM9Sg/yaLNCwSsYxxcQtPlITr6gCe2Vl/z3+43aDSm1Xx32o6AsJFSGRJJUi/TV3r1b5+hbUbV+I",
+	"a+H+q8TLeYK6VpGvUpUvzuX4Us8MPXTvl7kpv0y56zt6ZeCFHXwyNPBuHhl8+N7QbvPHwP60eGOcgi+V",
+	"sVyNRc3Y9mfwocZk++/pXx+21Z8t1mFcKpSBagi8SeGtpGYlOaumNI54Ls+E0y3qSf0zOZ05jQQaAPJ5",
+	"6LcXxg6VmAoxlcaiHDDJSC0XGQc4XiHm+pznprdDTI2q3EKpRRNXc/ItiWkBA/Yursny/W9YNgQx1Wys",
+	"5yIq7OjT/KlCC7RxHqn0txT79syE1/3wpu6mDw4O0oQtFc4m6zl71B8tFhNxhiMVtBmpcKYwb/+1g5Zy",
+	"Sp4xv/IySkH+tPns4Od7QdLssfPcBcWSSvqCSErJZuhv+vj6RJHcueo9Tcdb9/LVpdaOxbPp8W2VszfH",
+	"buqeO1LtlbN5cGpV9tBq3V4+e6Ruqn428+Wzyan4udfPBogFFdBm162fjcWvR2rn5rRKl1TfVPB6pEoe",
+	"aat5zbaXvAbMiJ2JdXtnWX5pX9lSmH9+ZbFpbvc1sW9BLrdWxf4EIjUwxqUlWf+pUNKJgsZ+Rq9+EudC",
+	"+fV7B8P16a/czdKpsFfaE7dBg1cr8rdsS6H0lgkp9GIxE3NozgYu/bSBwh1dp6yLpkza7/tH+qfciNTd",
+	"yQL6ffTYCmp0ZdxyPzykTepJ3Fa1RvwpxP2sGan0H0Yr/+e3opA8l3+JIkWYClZ5x9Z+CVRZTljKswx8",
+	"rQlLF7qw7v+NyV/DP0cqXfB1rjk8GSsZJ3Iu/nnyBJ7GyWBuaPrj/7w8fvEMflgW8u1CjN0/hXJEk6W9",
+	"4UiVWotfx4/SjLXTbFLfQhRsJLc30BuWGVFrC+u7/LsfRirszIA9s2yqqeAuqAmlw3LA0gcHhynzVAe2",
+	"rFiF4zwKX/bQR/+k9Daim5UkNYOROUhYR0gyD5YW5s+W24U9NTApDvtXZ2hSewd1FHRMsA4HtzXtzkmd",
+	"BErcQnjPT9vXCK9E9UiaNzfAvhkB+rFVfG6+UVNtJY7mPnW/JprCm3BQbVZiXco5JkdCwhvlJmNyO03q",
+	"zVd1ozVE6D4iFfcT1/qvc/IwdkjFdf4D0cRVhvH/S7d8KPsI3Zm7FQFDJWSb7cbe4G56bn0x0TjPKuU5",
+	"QKOC0D0Jz6vSnQC2G/m7ouQ4Q7jrD6F+C7Ic0Da9qzpU9xcSiyA3OiZeKcoLrs7XqRNB/05J/Qj3Negg",
+	"xVIkiEYoXQYjhYEAU1l715nDRliEYNnxTBjMBKemXW6CBpyZEK0Gm30hipFyP/QGLC24yvQ8RcM+lG/A",
+	"17haH7EU2sD3C30qVYpXvZ0VejmdYRd3aFK8LNQRS42V47N1GspSlDd4YCOYlLTAXcb7aGntCVn4xECD",
+	"2qcRskSfOBNi4R6XBekB4Eghx27DHfxajs8uvX+bvKfAq2LaUiiig9vXSTpCLeeAQ/Z/iObu3oV5RwGS",
+	"LRiRg9u6p1tT34MBcF+JProllO6XfLp5RSjtCbek767GguOlh793V3WMnfTZmF9VEiXA5wJawYOfCig9",
+	"iMk9wxaFPpcZlGuBH6Uwt+yqAPdfq0j1DbfEuVAkTEo/qlPsVCH4eOZWDfKIW5GiH9fwtWFGD5rDKSaU",
+	"S781TsRPNAZE0eX5JfQUvQkHWLsHPKascEiVCxge2zkgYDAMCbob2Pfp+1EHtnnUGbLBYNDo/99snDmi",
+	"KN6QpaEDC9jh3mGesi5205zJBVuqsSgsl6qXsDTXxqas693a5MtOfCgS0/OmWokemPvl8LHDGjuQRu7x",
+	"yHsI5rszUbdcft7PvCOV34mfGeZ272e+oQa3kURp9zM3sRipduSJa8XmnITHsNH93wKjQ+3/d0XP1PZo",
+	"k6yTT4D6qSF1aAm74HTwYO+ZqxmlU/KJb3YW4Dk8zzVSVMxsEWM1MJvvsLMtUapOT7eorWyQ7pZu6PcU",
+	"sq31LZQYTajtchLRRsD4QOs17Kvk7s1/6/jybKSe5HqdbJcN5PU2Jq/nsoR63rTnuP6VT+w1vgph37f5",
+	"/7ra/I/zpbGi6K9kJpAvK73+ry6sd7RDyhe3YZM2h9+1q78Sq0iuHBEuJkWRk7Kus3xGKo04D3/p0fBh",
+	"Tv4TXljBN0IfzWgrR8odwxIyIvDhEP5ixzAfQi5BRp570a50GB53jTKzRgpkHYBo2EoUgi2Wp7k0M5G1",
+	"AqrYTeGpwAoDQBX7IvBUrIRTjdR18VSs6w7FziSkBU3ipzF26r6P1XzKrYVdQPeuyHoIyWI7IrJGqpuO",
+	"OkgvbqvUMs+hYehINZm6nm2JXMjO9QeesFNtZ+xMuqO0eirsDOFYAI1bszY4VkkGGHwuGafSRVYa9GvP",
+	"CBigJ/C9duP6ysrZLRnZWolXk1alYPMa9Bb3zrc2HB+99fu9pX7ddLNSH2w1029M92u/yEj/vFY7z9Ya",
+	"wP/QUm2yxw6hF5ldN98oaR4YW5y3FP6vlf2/vPL/J2q/dHgLSvDbGW8uieHO7D6D+Cb7GVeQBtjM2OfW",
+	"RniDtp7GX0zE3hFOvETjlwSBe1SZkP2cZupbdPSqMfyPUMXjzsTb4KzQo/5SaXQLSNbnYmLvEazXJS84",
+	"vpK+tlyTl3vR/h6t6HcQ9idxg14o0XIPBPjiW9If1450lwyvqkFUz3m8DZ30Y+DhtfwEgHpdztUfIdJv",
+	"0/uJ08TJ350T9KsTCVdooH7vNW3OEUHoJC+PH9U1cF5lYs5V1q6eQZEB7HICTHcqeCGK46WddYb/+v1D",
+	"8t4xFpQ8I65cFnln2JlZuxju7x8++K/BweBgcDj89uDbA2BC+symMgVJ33ql2Aow/WycS/DkYfkWrJkj",
+	"C3CxUa0ULA2W54Oo/5vXlDc8txfjfGnkuUigEjZ2YEABSkWgmdVnQpkSUhoXZ3uxtOIixpT670GF0s3P",
+	"oVOFiVyMIRxfjoq/POd2PPPjod/KigL6zfDqhKKPhdEaPvgDFBEqog/9KI0t5OnSiox+9N/Dg9fL01yw",
+	"U3ov+oz/U8NXflwWjijZT89+eoVdrY2vk0TttyScFD+LqnJBr9Syw1lZvwx+iD5MfVI2P3tSC81SASXY",
+	"D5F5h7VZ5BCspUgAliWILvF4jRGRb34OJTkgf/Bz5abCRYe/h90EIiJr71yKVfQZCs5vfuI1LyyUamLc",
+	"GDlVc6Fs46IywXMDtfLAj73w75mG9SUEUrQrzRC85IvGRVMqR2iYFiH4WBZg1JcCrI9CZk2Uka4Vmn1Q",
+	"54FniEoEskMQBHjBo0kF0OHmlH4Va3Bmw5WVsbFWEzldUpZ2F7pnQeM7qVh6dr7//kysP6RuJ4zbRaj3",
+	"B7CKMzcOKkz7aS9hToDyQvS5yvqwuSquCpHg/DN4LYnUKrcG2HOAZifMLE9tIQTL/3/Kzl4JQRiG46/S",
+	"c3LAzXP3XBwcfAGHQoPkBMqRVCfe3WtaziJ1cOWOpB/kf9cm/ILEcbYUhdUfV9Nv7vHMrTjeezDqsN+V",
+	"yOGu/FcUH9l2WF1k18PaF0rLM6WNXLR3JXpjg8AuxFLifradGcRpBcMSJQ5lpFFqs7KYMivX4pjgizJc",
+	"P6/CX0zoPwR50Wwg43uGR68dn0G33IStwh6IijRRkvweF1JLtg5JudDTMEEFfkqt8nEERlnHhCaebqH3",
+	"L4BRo3U+WrbX0XbADTgSvmEcxgCVQiZo62JOYbEjKQZazE+/NtNtegcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

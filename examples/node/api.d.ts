@@ -1258,6 +1258,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/kv/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every key under a prefix, then every change under it (SSE).
+         * @description Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+         *     the current state of every key whose full key starts with `prefix` (a plain
+         *     string prefix; none: every key), then each change under the prefix, whoever
+         *     made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+         *     and `"deleted":true` when a key is removed. Keys made under the prefix later
+         *     join the stream.
+         *
+         *     The sidecar follows the subtree with watches while anyone streams it: one on
+         *     the children of each node whose subtree the prefix reaches, and each key's
+         *     own (shared with its event stream and long-polls). A change reads only the
+         *     key or the node that changed, and while nothing changes nothing is read,
+         *     however many keys and streams. A stream that reads slowly is not dropped: it
+         *     gets the current state of each key changed since it last read, once.
+         *
+         *     Event ids are the zxid of the change a state shows (raised to the previous id
+         *     + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+         *     reopened after a disconnect (with or without `Last-Event-ID`) starts again
+         *     with the current state of every key, so no change is missed; a state whose id
+         *     is not above the last id the client got is one it had. A token sees only the
+         *     keys it may read.
+         */
+        get: operations["streamKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/kv/{key}": {
         parameters: {
             query?: never;
@@ -5154,6 +5193,33 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamKeys: {
+        parameters: {
+            query?: {
+                /** @description Only keys that start with this (a plain string prefix of the full key). */
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["KeyEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
