@@ -190,32 +190,46 @@ func (k *Store) write(ctx context.Context, ep *zookeeper.Epoch, key string, data
 		if len(res) != len(ops) {
 			return 0, err // no answer: the write may or may not have been applied
 		}
-		if res[0].Err != nil {
-			if create && attempt < 4 && errors.Is(res[0].Err, zookeeper.ErrNoNode) && strings.Contains(key, "/") {
-				if err := k.makeParents(ctx, ep, k.dir, key); err != nil {
-					return 0, err
-				}
-				continue
-			}
-			if errors.Is(res[0].Err, zookeeper.ErrNoChildrenForEphemerals) {
-				return 0, fmt.Errorf("key %q: %w", key, ErrLeasedParent)
-			}
-			return 0, res[0].Err
+		if attempt >= 4 {
+			return 0, refusal(key, res)
 		}
-		// The value was fine; the meta node was not as expected: the other op.
-		switch {
-		case attempt < 4 && !setMeta && errors.Is(res[1].Err, zookeeper.ErrNoNode):
-			if err := k.makeParents(ctx, ep, k.metaDir, key); err != nil { // the meta node's parents
-				return 0, err
-			}
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNoNode):
-			setMeta = false
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNodeExists):
-			setMeta = true
-		default:
-			return 0, res[1].Err
+		if setMeta, err = k.repair(ctx, ep, key, create, setMeta, res); err != nil {
+			return 0, err
 		}
 	}
+}
+
+// repair readies the next attempt of a write that res refused: the value's
+// missing parents made (a create of a nested key), or the meta node's; the
+// meta op switched between set and create as its node turned out absent or
+// present. Anything else is the refusal (see refusal).
+func (k *Store) repair(ctx context.Context, ep *zookeeper.Epoch, key string, create, setMeta bool, res []zookeeper.OpResult) (bool, error) {
+	switch {
+	case res[0].Err != nil && create && errors.Is(res[0].Err, zookeeper.ErrNoNode) && strings.Contains(key, "/"):
+		return setMeta, k.makeParents(ctx, ep, k.dir, key)
+	case res[0].Err != nil:
+		return setMeta, refusal(key, res)
+	// The value was fine; the meta node was not as expected: the other op.
+	case !setMeta && errors.Is(res[1].Err, zookeeper.ErrNoNode):
+		return setMeta, k.makeParents(ctx, ep, k.metaDir, key) // the meta node's parents
+	case errors.Is(res[1].Err, zookeeper.ErrNoNode):
+		return false, nil
+	case errors.Is(res[1].Err, zookeeper.ErrNodeExists):
+		return true, nil
+	}
+	return setMeta, refusal(key, res)
+}
+
+// refusal is the error of a refused write: the value op's (a key under a
+// leased key: ErrLeasedParent), else the meta op's.
+func refusal(key string, res []zookeeper.OpResult) error {
+	switch {
+	case errors.Is(res[0].Err, zookeeper.ErrNoChildrenForEphemerals):
+		return fmt.Errorf("key %q: %w", key, ErrLeasedParent)
+	case res[0].Err != nil:
+		return res[0].Err
+	}
+	return res[1].Err
 }
 
 // Get reads key's value, its version and its content type. ErrKeyNotFound when

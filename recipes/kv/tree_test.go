@@ -52,7 +52,16 @@ func TestNestedKeys(t *testing.T) {
 	if got, err := k.Get(ctx, "config/app"); err != nil || len(got.Data) != 0 || got.Version != 0 {
 		t.Fatalf("a parent reads as an empty value: %+v %v", got, err)
 	}
-	// A key with children holds a value too.
+}
+
+// A key with children holds a value too, and is deleted only once they are
+// gone; a nested key's delete leaves neither its node nor its type node.
+func TestNestedKeyWithChildren(t *testing.T) {
+	k, conn, root := newTestStore(t)
+	ctx := context.Background()
+	if _, err := k.Put(ctx, "config/app/db", []byte("postgres://db"), "text/plain", ptr(Absent), nil); err != nil {
+		t.Fatal(err)
+	}
 	if v, err := k.Put(ctx, "config/app", []byte("v1"), "", ptr(int32(0)), nil); err != nil || v != 1 {
 		t.Fatalf("value on a parent: %d %v", v, err)
 	}
