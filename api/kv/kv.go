@@ -8,9 +8,9 @@ package kv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
@@ -237,50 +237,72 @@ func state(v *kvstore.Value) oapi.KeyState {
 
 // ListKeys answers the keys under the prefix (one level, or with recursive
 // the whole tree), each with its version and size, and with values its value.
+// The keys are read ahead a batch at a time, pipelined (prefetch).
 func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
 	prefix := ""
 	if req.Params.Prefix != nil {
 		prefix = *req.Params.Prefix
 	}
 	recursive := req.Params.Recursive != nil && *req.Params.Recursive
-	names := func(ctx context.Context) ([]string, error) { return h.keys.Names(ctx, prefix, recursive) }
-	read := h.read
-	if req.Params.Values != nil && *req.Params.Values {
-		read = h.readValue
+	pf := &prefetch{keys: h.keys, values: req.Params.Values != nil && *req.Params.Values, batch: listBatch(req.Params.Limit)}
+	names := func(ctx context.Context) ([]string, error) {
+		names, err := h.keys.Names(ctx, prefix, recursive)
+		pf.names = names
+		return names, err
 	}
-	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, read)
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, pf.read)
 	return oapi.ListKeys200JSONResponse{Kv: items, Keys: items, Next: next}, err
 }
 
-// readValue is one key's read for a list with values=true.
-func (h *KV) readValue(ctx context.Context, n string) (oapi.KeyInfo, error) {
-	v, err := h.keys.Get(ctx, n)
-	if errors.Is(err, kvstore.ErrKeyNotFound) {
-		err = picture.ErrSkip
+// listBatch is how many keys a list reads ahead at once: its page, at most 1000.
+func listBatch(limit *int) int {
+	if limit != nil && *limit > 0 && *limit < 1000 {
+		return *limit + 1
 	}
-	if err != nil {
-		return oapi.KeyInfo{}, err
-	}
-	info := oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: len(v.Data)}
-	if utf8.Valid(v.Data) {
-		text := string(v.Data)
-		info.Value = &text
-	} else {
-		b := v.Data
-		info.ValueBase64 = &b
-	}
-	return info, nil
+	return 1000
 }
 
-// read is one key's read for the list: a key that is gone is left out
-// (picture.ErrSkip).
-func (h *KV) read(ctx context.Context, n string) (oapi.KeyInfo, error) {
-	st, err := h.keys.Stat(ctx, n)
-	if errors.Is(err, kvstore.ErrKeyNotFound) {
-		err = picture.ErrSkip
+// prefetch reads a list's keys a batch at a time, pipelined, starting at
+// the first key the list asks for that it has not read (the list asks in
+// name order, skipping those the token may not read).
+type prefetch struct {
+	keys   *kvstore.Store
+	values bool
+	batch  int
+	names  []string
+	cache  map[string]*kvstore.Entry // the batch read last
+}
+
+func (p *prefetch) read(ctx context.Context, n string) (oapi.KeyInfo, error) {
+	v, ok := p.cache[n]
+	if !ok {
+		i, _ := slices.BinarySearch(p.names, n)
+		batch := p.names[i:min(len(p.names), i+p.batch)]
+		if len(batch) == 0 || batch[0] != n {
+			batch = []string{n}
+		}
+		got, err := p.keys.ReadEach(ctx, batch, p.values)
+		if err != nil {
+			return oapi.KeyInfo{}, err
+		}
+		p.cache = make(map[string]*kvstore.Entry, len(batch))
+		for j, key := range batch {
+			p.cache[key] = got[j]
+		}
+		v = got[0]
 	}
-	if err != nil {
-		return oapi.KeyInfo{}, err
+	if v == nil {
+		return oapi.KeyInfo{}, picture.ErrSkip // gone meanwhile
 	}
-	return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
+	info := oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: int(v.Size)}
+	if p.values {
+		if utf8.Valid(v.Value) {
+			text := string(v.Value)
+			info.Value = &text
+		} else {
+			b := v.Value
+			info.ValueBase64 = &b
+		}
+	}
+	return info, nil
 }

@@ -122,7 +122,8 @@ func (k *Store) children(ctx context.Context, ep *zookeeper.Epoch, key string) (
 
 // walk calls fn with every key under key ("": every key) whose full key
 // starts with prefix, reading the children only of the nodes whose subtree
-// may hold such keys, down to MaxSegments.
+// may hold such keys, down to MaxSegments; the children of one node's
+// children are read at once (pipelined).
 func (k *Store) walk(ctx context.Context, ep *zookeeper.Epoch, key, prefix string, depth int, fn func(string)) error {
 	if depth == MaxSegments {
 		return nil
@@ -131,15 +132,38 @@ func (k *Store) walk(ctx context.Context, ep *zookeeper.Epoch, key, prefix strin
 	if err != nil {
 		return err
 	}
+	return k.walkKnown(ctx, ep, key, children, prefix, depth, fn)
+}
+
+// walkKnown is walk once key's children are known.
+func (k *Store) walkKnown(ctx context.Context, ep *zookeeper.Epoch, key string, children []string, prefix string, depth int, fn func(string)) error {
+	var deeper []string
 	for _, c := range children {
 		full := join(key, c)
 		if strings.HasPrefix(full, prefix) {
 			fn(full)
 		}
-		if under := full + "/"; strings.HasPrefix(under, prefix) || strings.HasPrefix(prefix, under) {
-			if err := k.walk(ctx, ep, full, prefix, depth+1, fn); err != nil {
-				return err
-			}
+		if under := full + "/"; depth+1 < MaxSegments && (strings.HasPrefix(under, prefix) || strings.HasPrefix(prefix, under)) {
+			deeper = append(deeper, full)
+		}
+	}
+	grand := make([][]string, len(deeper))
+	fns := make([]func() error, len(deeper))
+	for i, full := range deeper {
+		fns[i] = func() (err error) {
+			grand[i], err = k.children(ctx, ep, full)
+			return err
+		}
+	}
+	if err := zookeeper.Parallel(fns...); err != nil {
+		return err
+	}
+	for i, full := range deeper {
+		if len(grand[i]) == 0 {
+			continue
+		}
+		if err := k.walkKnown(ctx, ep, full, grand[i], prefix, depth+1, fn); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -213,4 +237,43 @@ func (k *Store) dropTypes(ctx context.Context, ep *zookeeper.Epoch, p string) er
 		return nil
 	}
 	return err
+}
+
+// Entry is a key as a list shows it: its version and size, and its value
+// when asked for.
+type Entry struct {
+	Info
+	// Value is the value's bytes, read only when asked for (else nil).
+	Value []byte
+}
+
+// ReadEach reads keys at once (pipelined on the session's connection: about
+// one round trip for all): with values each key's value, else its version
+// and size. A key without a node has a nil entry.
+func (k *Store) ReadEach(ctx context.Context, keys []string, values bool) ([]*Entry, error) {
+	out := make([]*Entry, len(keys))
+	fns := make([]func() error, len(keys))
+	for i, key := range keys {
+		fns[i] = func() error {
+			if values {
+				v, err := k.Get(ctx, key)
+				if err == nil {
+					out[i] = &Entry{Info: Info{Key: key, Version: v.Version, Size: int32(len(v.Data))}, Value: v.Data}
+				}
+				if errors.Is(err, ErrKeyNotFound) {
+					return nil
+				}
+				return err
+			}
+			st, err := k.Stat(ctx, key)
+			if err == nil {
+				out[i] = &Entry{Info: *st}
+			}
+			if errors.Is(err, ErrKeyNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+	return out, zookeeper.Parallel(fns...)
 }
