@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,12 +69,11 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 				fmt.Sprintf("token %q is read-only: only GET requests and event streams", p.Name())))
 			return
 		}
-		kind, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/"), "/")
-		if !slices.Contains(s.tokenKinds, kind) || rest == "" {
+		kind, name, ok := s.pathName(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		name, _, _ := strings.Cut(rest, "/")
 		if !p.May(kind, name, write) {
 			s.refuse(w, r, NewProblem(http.StatusForbidden, "forbidden",
 				fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name)))

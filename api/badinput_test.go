@@ -167,7 +167,10 @@ func TestBadInputsAreRejectedWithoutTouchingZooKeeper(t *testing.T) {
 		// Keys and counters.
 		{"key value over --max-item", "PUT", "/v1/kv/cfg", bytes.Repeat([]byte("v"), 600), nil, open, 413, "body-too-large"},
 		{"key value over --max-body", "PUT", "/v1/kv/cfg", bytes.Repeat([]byte("v"), 4096), nil, open, 413, "body-too-large"},
-		{"key with a slash", "PUT", "/v1/kv/a%2Fb", []byte("x"), nil, open, 400, "invalid-name"},
+		{"key with nine segments", "PUT", "/v1/kv/a/b/c/d/e/f/g/h/i", []byte("x"), nil, open, 400, "invalid-name"},
+		{"key with an empty segment", "PUT", "/v1/kv/a//b", []byte("x"), nil, open, 400, "invalid-name"},
+		{"key with a dot-dot segment", "PUT", "/v1/kv/a/../b", []byte("x"), nil, open, 400, "invalid-name"},
+		{"nested key stream with nine segments", "GET", "/v1/kv/a/b/c/d/e/f/g/h/i/events", nil, nil, open, 400, "invalid-name"},
 		{"key dot-dot", "GET", "/v1/kv/..", nil, nil, open, 400, "invalid-name"},
 		{"key like a protected node", "PUT", "/v1/kv/_c_x", []byte("x"), nil, open, 400, "invalid-name"},
 		{"over-long key", "PUT", "/v1/kv/" + long, []byte("x"), nil, open, 400, "invalid-name"},

@@ -52,6 +52,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 	})))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
+		s.nestName(r)
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		s.serveFront(rec, r, inner)

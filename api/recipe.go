@@ -100,6 +100,16 @@ type Descriptor struct {
 	// Close, when set, ends what the recipe runs in the background; it is
 	// called once the session is closed and the leases have ended.
 	Close func()
+	// NestedNames are its token kinds whose names may contain "/" (kv's keys,
+	// "config/app/db", sent with plain slashes), each with how many of a
+	// request's path segments after /v1/<kind>/ form the name, given the
+	// request's method and those segments (escaped); the segments after them
+	// are the route's own ("events"), and 0 means the path names nothing (a
+	// route of the kind's own, such as /v1/kv/events). Before routing and
+	// authorization, the name's slashes are escaped (%2F) in the path the
+	// router sees, so that a route's one {name} segment takes the whole name
+	// and a token's allow list is matched against it whole.
+	NestedNames map[string]func(method string, segs []string) int
 }
 
 // ProblemRule is the problem document of the errors a rule knows, nil for any
@@ -177,6 +187,12 @@ func (s *Server) Register(tokens []string, d Descriptor) {
 			panic(fmt.Sprintf("api: section %s names token kind %q, not one of its recipe's %v", sec.Name, sec.Token, tokens))
 		}
 		s.sectionTokens[sec.Name] = sec.Token
+	}
+	for kind, split := range d.NestedNames {
+		if !slices.Contains(tokens, kind) {
+			panic(fmt.Sprintf("api: nested names of %q, not one of its recipe's token kinds %v", kind, tokens))
+		}
+		s.nested[kind] = split
 	}
 	s.sections = append(s.sections, d.Sections...)
 	s.problems = append(s.problems, d.Problems...)

@@ -119,8 +119,10 @@ type Server struct {
 	topics        map[string]func(topic, name string) (stop func())
 	sections      []picture.Section
 	sectionTokens map[string]string
-	tokenKinds    []string
-	problems      []ProblemRule
+	// nested are the token kinds whose names may contain "/" (Descriptor.NestedNames).
+	nested     map[string]func(method string, segs []string) int
+	tokenKinds []string
+	problems   []ProblemRule
 
 	// hijacked are the goroutines serving hijacked streams: Close waits for
 	// them, and a stream opened after that is served on its request's goroutine.
@@ -206,7 +208,7 @@ func NewServer(opt Options) *Server {
 	base := zookeeper.WithSuspendWait(stopped, opt.SuspendWait, time.Time{})
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, base: base, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
-		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, sectionTokens: map[string]string{}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
+		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, sectionTokens: map[string]string{}, nested: map[string]func(string, []string) int{}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
 	s.draining, s.drain = context.WithCancelCause(context.Background())
 	s.lines = newRequestLines(opt.Logger.Handler())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})

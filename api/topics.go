@@ -10,6 +10,7 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/api/tokens"
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	"github.com/coord-sidecar/coord-sidecar/sse"
@@ -155,6 +156,26 @@ func (s *Server) StreamSession(ctx context.Context, _ oapi.StreamSessionRequestO
 // ctx (its end, or the server's, ends the stream).
 func (s *Server) NewStream(ctx context.Context, topics ...string) Stream {
 	return Stream{s: s, ctx: ctx, topics: topics}
+}
+
+// PublishKeyed sends the state of one entity, key, to a keyed broker topic:
+// a new subscriber of the topic gets the current state of every key first
+// (sse.Broker.PublishKeyed). A recipe's stream of many things (the keys under
+// a prefix) publishes with it.
+func (s *Server) PublishKeyed(topic, key string, ev sse.Event) { s.broker.PublishKeyed(topic, key, ev) }
+
+// ForgetKeyed sends an entity's farewell (a deletion) to a keyed topic and
+// forgets its state.
+func (s *Server) ForgetKeyed(topic, key string, ev sse.Event) { s.broker.ForgetKeyed(topic, key, ev) }
+
+// NewKeyedStream is a stream of a keyed topic whose keys are names of token
+// kind kind: it carries only the keys the request's token may read.
+func (s *Server) NewKeyedStream(ctx context.Context, topic, kind string) Stream {
+	t := Stream{s: s, ctx: ctx, topics: []string{topic}}
+	if p := tokens.FromContext(ctx); !p.All() {
+		t.keep = func(key string) bool { return p.Reaches(kind, key) }
+	}
+	return t
 }
 
 // FollowStates publishes every state of the recipe's follower of name

@@ -9,7 +9,8 @@
 # ServiceDiscovery and recipes (libcurator-discovery-java,
 # libcurator-recipes-java: the interop tests of api/services and api/locks run
 # them as peers, from their Java sources, which needs a JDK's compiler:
-# default-jdk-headless).
+# default-jdk-headless), and kazoo (python3-kazoo: api/kv's interop test reads
+# and writes the key tree with it, under Debian's /usr/bin/python3).
 #
 #   scripts/deps.sh test
 set -euo pipefail
@@ -25,6 +26,7 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ -e /usr/share/java/curator-x-discovery.jar ] || need+=(libcurator-discovery-java)
 [ -e /usr/share/java/curator-recipes.jar ] || need+=(libcurator-recipes-java)
 java --list-modules 2>/dev/null | grep -q '^jdk.compiler' || need+=(default-jdk-headless)
+/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || need+=(python3-kazoo)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

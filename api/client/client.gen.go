@@ -791,6 +791,9 @@ type Hold struct {
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
 
+// Key A key, one to eight names joined by `/`.
+type Key = string
+
 // KeyEvent defines model for KeyEvent.
 type KeyEvent struct {
 	// Data A key's state in its event stream.
@@ -806,11 +809,18 @@ type KeyEventEvent string
 
 // KeyInfo A key as lists and `/v1/events` show it.
 type KeyInfo struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Size The value's length in bytes.
-	Size    int   `json:"size"`
-	Version int32 `json:"version"`
+	Size int `json:"size"`
+
+	// Value With `values=true`: the value, when its bytes are UTF-8.
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 With `values=true`: the value's bytes in base64, when they are not UTF-8.
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+	Version     int32   `json:"version"`
 }
 
 // KeyState A key's state in its event stream.
@@ -820,7 +830,9 @@ type KeyState struct {
 
 	// Deleted Present (true) when the key is absent.
 	Deleted *bool `json:"deleted,omitempty"`
-	Key     Name  `json:"key"`
+
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Value The value, when its bytes are UTF-8.
 	Value *string `json:"value,omitempty"`
@@ -834,7 +846,8 @@ type KeyState struct {
 
 // KeyWritten defines model for KeyWritten.
 type KeyWritten struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Version The key's version after this write.
 	Version int32 `json:"version"`
@@ -1777,8 +1790,8 @@ type GroupPath = Name
 // IDPath defines model for IDPath.
 type IDPath = Name
 
-// KeyPath defines model for KeyPath.
-type KeyPath = Name
+// KeyPath A key, one to eight names joined by `/`.
+type KeyPath = Key
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -2092,9 +2105,6 @@ type Unavailable = Problem
 // what a client should do.
 type UnsupportedMediaType = Problem
 
-// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
-type VersionMismatch = VersionMismatchProblem
-
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
 	// Prefix Only names that start with this.
@@ -2277,20 +2287,35 @@ type SetGroupMemberParams struct {
 
 // ListKeysParams defines parameters for ListKeys.
 type ListKeysParams struct {
-	// Prefix Only names that start with this.
-	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 
 	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
 	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// After Only names after this one (the `next` of the previous page).
-	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+	// After Only keys after this one (the `next` of the previous page).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Recursive List the whole tree under the prefix, not one level.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
+
+	// Values Add each key's value (`value`, or `valueBase64` for bytes that are not UTF-8).
+	Values *bool `form:"values,omitempty" json:"values,omitempty"`
+}
+
+// StreamKeysParams defines parameters for StreamKeys.
+type StreamKeysParams struct {
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 }
 
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
 	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Recursive Delete the key and every key under it.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
 // GetKeyParams defines parameters for GetKey.
@@ -5768,17 +5793,77 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/groups/{group}/members/{id} (the `SetGroupMember` operationId).
 	SetGroupMember(ctx context.Context, group GroupPath, id IDPath, params *SetGroupMemberParams, body SetGroupMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
+	//
+	// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+	// Without `recursive`, the list shows one level: the keys directly under the
+	// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+	// prefix without `/` lists the top-level keys) that start with the prefix. With
+	// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+	// plain string prefix: `config/app` also matches `config/apps`), walking only the
+	// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+	// the last full key of a page.
+	//
+	// With `values=true` each item adds the value, as `value` when its bytes are
+	// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+	//
+	// A node made only as the parent of nested keys holds an empty value (as the
+	// parents Curator and kazoo make), so it is listed with `size` 0.
+	//
+	// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 	//
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DeleteKey Delete the key (if its version is `version`).
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	//
+	// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+	// the current state of every key whose full key starts with `prefix` (a plain
+	// string prefix; none: every key), then each change under the prefix, whoever
+	// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+	// and `"deleted":true` when a key is removed. Keys made under the prefix later
+	// join the stream.
+	//
+	// The sidecar follows the subtree with watches while anyone streams it: one on
+	// the children of each node whose subtree the prefix reaches, and each key's
+	// own (shared with its event stream and long-polls). A change reads only the
+	// key or the node that changed, and while nothing changes nothing is read,
+	// however many keys and streams. A stream that reads slowly is not dropped: it
+	// gets the current state of each key changed since it last read, once.
+	//
+	// Event ids are the zxid of the change a state shows (raised to the previous id
+	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+	// with the current state of every key, so no change is missed; a state whose id
+	// is not above the last id the client got is one it had. A token sees only the
+	// keys it may read.
+	//
+	// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+	StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+	//
+	// A key that has keys under it is deleted only with `recursive=true` (else `409
+	// key-has-children`): then the key and its whole subtree are deleted, deepest
+	// first, their types with them; keys made under it meanwhile are deleted too. A
+	// leased key among them is no longer its lease's (the lease's stream sends
+	// `lost-hold`). `version` and `recursive` do not go together.
 	//
 	// Corresponds with DELETE /v1/kv/{key} (the `DeleteKey` operationId).
 	DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+	//
+	// A key is one to eight names joined by `/`, sent with plain slashes
+	// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+	// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+	// that is not a name, is `400 invalid-name`. A key may hold a value and have
+	// keys under it; a node made only as a parent (by this sidecar, Curator's
+	// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+	// reads as one. `GET` of a path ending in `/events` is the key's event stream
+	// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+	// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+	// list with `values=true`.
 	//
 	// The body is the value's bytes exactly as stored, with the `Content-Type` it
 	// was written with (`application/octet-stream` when it was written without one,
@@ -5809,7 +5894,11 @@ type ClientInterface interface {
 	// (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 	// be absent (a key that exists and is not the lease's answers `409
 	// version-mismatch` with its version); a key the lease holds is written in
-	// place. A write without `lease` to a leased key leaves it leased.
+	// place. A write without `lease` to a leased key leaves it leased. A leased key
+	// is an ephemeral node, which ZooKeeper gives no children: a key under it
+	// answers `409 key-leased-parent`.
+	//
+	// The parents of a nested key are made as needed, with empty data.
 	//
 	// A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 	// is written.
@@ -6975,7 +7064,24 @@ func (c *Client) SetGroupMember(ctx context.Context, group GroupPath, id IDPath,
 	return c.Client.Do(req)
 }
 
-// ListKeys Every key that has a value, with its version and size.
+// ListKeys The keys under a prefix, with their versions and sizes (and values).
+//
+// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+// Without `recursive`, the list shows one level: the keys directly under the
+// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+// prefix without `/` lists the top-level keys) that start with the prefix. With
+// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+// plain string prefix: `config/app` also matches `config/apps`), walking only the
+// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+// the last full key of a page.
+//
+// With `values=true` each item adds the value, as `value` when its bytes are
+// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+//
+// A node made only as the parent of nested keys holds an empty value (as the
+// parents Curator and kazoo make), so it is listed with `size` 0.
+//
+// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 //
 // Corresponds with GET /v1/kv (the `ListKeys` operationId).
 func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6990,7 +7096,49 @@ func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditor
 	return c.Client.Do(req)
 }
 
-// DeleteKey Delete the key (if its version is `version`).
+// StreamKeys Every key under a prefix, then every change under it (SSE).
+//
+// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+// the current state of every key whose full key starts with `prefix` (a plain
+// string prefix; none: every key), then each change under the prefix, whoever
+// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+// and `"deleted":true` when a key is removed. Keys made under the prefix later
+// join the stream.
+//
+// The sidecar follows the subtree with watches while anyone streams it: one on
+// the children of each node whose subtree the prefix reaches, and each key's
+// own (shared with its event stream and long-polls). A change reads only the
+// key or the node that changed, and while nothing changes nothing is read,
+// however many keys and streams. A stream that reads slowly is not dropped: it
+// gets the current state of each key changed since it last read, once.
+//
+// Event ids are the zxid of the change a state shows (raised to the previous id
+// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+// with the current state of every key, so no change is missed; a state whose id
+// is not above the last id the client got is one it had. A token sees only the
+// keys it may read.
+//
+// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+func (c *Client) StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamKeysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+//
+// A key that has keys under it is deleted only with `recursive=true` (else `409
+// key-has-children`): then the key and its whole subtree are deleted, deepest
+// first, their types with them; keys made under it meanwhile are deleted too. A
+// leased key among them is no longer its lease's (the lease's stream sends
+// `lost-hold`). `version` and `recursive` do not go together.
 //
 // Corresponds with DELETE /v1/kv/{key} (the `DeleteKey` operationId).
 func (c *Client) DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7006,6 +7154,17 @@ func (c *Client) DeleteKey(ctx context.Context, key KeyPath, params *DeleteKeyPa
 }
 
 // GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
+//
+// A key is one to eight names joined by `/`, sent with plain slashes
+// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+// that is not a name, is `400 invalid-name`. A key may hold a value and have
+// keys under it; a node made only as a parent (by this sidecar, Curator's
+// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+// reads as one. `GET` of a path ending in `/events` is the key's event stream
+// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+// list with `values=true`.
 //
 // The body is the value's bytes exactly as stored, with the `Content-Type` it
 // was written with (`application/octet-stream` when it was written without one,
@@ -7046,7 +7205,11 @@ func (c *Client) GetKey(ctx context.Context, key KeyPath, params *GetKeyParams, 
 // (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 // be absent (a key that exists and is not the lease's answers `409
 // version-mismatch` with its version); a key the lease holds is written in
-// place. A write without `lease` to a leased key leaves it leased.
+// place. A write without `lease` to a leased key leaves it leased. A leased key
+// is an ephemeral node, which ZooKeeper gives no children: a key under it
+// answers `409 key-leased-parent`.
+//
+// The parents of a nested key are made as needed, with empty data.
 //
 // A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 // is written.
@@ -10030,6 +10193,84 @@ func NewListKeysRequest(server string, params *ListKeysParams) (*http.Request, e
 
 		}
 
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Values != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "values", *params.Values, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamKeysRequest constructs an http.Request for the StreamKeys method
+func NewStreamKeysRequest(server string, params *StreamKeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/kv/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -10082,6 +10323,18 @@ func NewDeleteKeyRequest(server string, key KeyPath, params *DeleteKeyParams) (*
 		if params.Version != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "version", *params.Version, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Recursive != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "recursive", *params.Recursive, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -13917,14 +14170,65 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/groups/{group}/members/{id} (the `SetGroupMember` operationId).
 	SetGroupMemberWithResponse(ctx context.Context, group GroupPath, id IDPath, params *SetGroupMemberParams, body SetGroupMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*SetGroupMemberResponse, error)
 
-	// ListKeysWithResponse Every key that has a value, with its version and size.
+	// ListKeysWithResponse The keys under a prefix, with their versions and sizes (and values).
+	//
+	// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+	// Without `recursive`, the list shows one level: the keys directly under the
+	// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+	// prefix without `/` lists the top-level keys) that start with the prefix. With
+	// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+	// plain string prefix: `config/app` also matches `config/apps`), walking only the
+	// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+	// the last full key of a page.
+	//
+	// With `values=true` each item adds the value, as `value` when its bytes are
+	// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+	//
+	// A node made only as the parent of nested keys holds an empty value (as the
+	// parents Curator and kazoo make), so it is listed with `size` 0.
+	//
+	// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/kv (the `ListKeys` operationId).
 	ListKeysWithResponse(ctx context.Context, params *ListKeysParams, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
 
-	// DeleteKeyWithResponse Delete the key (if its version is `version`).
+	// StreamKeysWithResponse Every key under a prefix, then every change under it (SSE).
+	//
+	// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+	// the current state of every key whose full key starts with `prefix` (a plain
+	// string prefix; none: every key), then each change under the prefix, whoever
+	// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+	// and `"deleted":true` when a key is removed. Keys made under the prefix later
+	// join the stream.
+	//
+	// The sidecar follows the subtree with watches while anyone streams it: one on
+	// the children of each node whose subtree the prefix reaches, and each key's
+	// own (shared with its event stream and long-polls). A change reads only the
+	// key or the node that changed, and while nothing changes nothing is read,
+	// however many keys and streams. A stream that reads slowly is not dropped: it
+	// gets the current state of each key changed since it last read, once.
+	//
+	// Event ids are the zxid of the change a state shows (raised to the previous id
+	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+	// with the current state of every key, so no change is missed; a state whose id
+	// is not above the last id the client got is one it had. A token sees only the
+	// keys it may read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+	StreamKeysWithResponse(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*StreamKeysResponse, error)
+
+	// DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+	//
+	// A key that has keys under it is deleted only with `recursive=true` (else `409
+	// key-has-children`): then the key and its whole subtree are deleted, deepest
+	// first, their types with them; keys made under it meanwhile are deleted too. A
+	// leased key among them is no longer its lease's (the lease's stream sends
+	// `lost-hold`). `version` and `recursive` do not go together.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13932,6 +14236,17 @@ type ClientWithResponsesInterface interface {
 	DeleteKeyWithResponse(ctx context.Context, key KeyPath, params *DeleteKeyParams, reqEditors ...RequestEditorFn) (*DeleteKeyResponse, error)
 
 	// GetKeyWithResponse The key's value (its bytes), with headers `Version` and `Content-Type`.
+	//
+	// A key is one to eight names joined by `/`, sent with plain slashes
+	// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+	// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+	// that is not a name, is `400 invalid-name`. A key may hold a value and have
+	// keys under it; a node made only as a parent (by this sidecar, Curator's
+	// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+	// reads as one. `GET` of a path ending in `/events` is the key's event stream
+	// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+	// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+	// list with `values=true`.
 	//
 	// The body is the value's bytes exactly as stored, with the `Content-Type` it
 	// was written with (`application/octet-stream` when it was written without one,
@@ -13964,7 +14279,11 @@ type ClientWithResponsesInterface interface {
 	// (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 	// be absent (a key that exists and is not the lease's answers `409
 	// version-mismatch` with its version); a key the lease holds is written in
-	// place. A write without `lease` to a leased key leaves it leased.
+	// place. A write without `lease` to a leased key leaves it leased. A leased key
+	// is an ephemeral node, which ZooKeeper gives no children: a key under it
+	// answers `409 key-leased-parent`.
+	//
+	// The parents of a nested key are made as needed, with empty data.
 	//
 	// A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 	// is written.
@@ -17420,7 +17739,9 @@ type ListKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
+		// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 		Keys []KeyInfo `json:"keys"`
+		Kv   []KeyInfo `json:"kv"`
 
 		// Next More follow; pass this name as `after=` for the next page.
 		Next *string `json:"next,omitempty"`
@@ -17443,7 +17764,9 @@ type ListKeysResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListKeysResponse) GetJSON200() *struct {
+	// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 	Keys []KeyInfo `json:"keys"`
+	Kv   []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -17505,6 +17828,82 @@ func (r ListKeysResponse) ContentType() string {
 	return ""
 }
 
+// StreamKeysResponse401Headers the declared response headers of an HTTP 401 response for StreamKeys
+type StreamKeysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// StreamKeysResponse503Headers the declared response headers of an HTTP 503 response for StreamKeys
+type StreamKeysResponse503Headers struct {
+	RetryAfter *int
+}
+
+type StreamKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamKeysResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamKeysResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StreamKeysResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // DeleteKeyResponse401Headers the declared response headers of an HTTP 401 response for DeleteKey
 type DeleteKeyResponse401Headers struct {
 	WWWAuthenticate *string
@@ -17527,7 +17926,7 @@ type DeleteKeyResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *KeyNotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *VersionMismatch
+	ApplicationproblemJSON409 *VersionMismatchProblem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -17559,7 +17958,7 @@ func (r DeleteKeyResponse) GetApplicationproblemJSON404() *KeyNotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r DeleteKeyResponse) GetApplicationproblemJSON409() *VersionMismatch {
+func (r DeleteKeyResponse) GetApplicationproblemJSON409() *VersionMismatchProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -17727,7 +18126,7 @@ type PutKeyResponse struct {
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *BodyTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *VersionMismatch
+	ApplicationproblemJSON409 *VersionMismatchProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *BodyTooLarge
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -17771,7 +18170,7 @@ func (r PutKeyResponse) GetApplicationproblemJSON408() *BodyTimeout {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r PutKeyResponse) GetApplicationproblemJSON409() *VersionMismatch {
+func (r PutKeyResponse) GetApplicationproblemJSON409() *VersionMismatchProblem {
 	return r.ApplicationproblemJSON409
 }
 
@@ -23627,7 +24026,24 @@ func (c *ClientWithResponses) SetGroupMemberWithResponse(ctx context.Context, gr
 	return ParseSetGroupMemberResponse(rsp)
 }
 
-// ListKeysWithResponse Every key that has a value, with its version and size.
+// ListKeysWithResponse The keys under a prefix, with their versions and sizes (and values).
+//
+// Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+// Without `recursive`, the list shows one level: the keys directly under the
+// prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+// prefix without `/` lists the top-level keys) that start with the prefix. With
+// `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+// plain string prefix: `config/app` also matches `config/apps`), walking only the
+// subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+// the last full key of a page.
+//
+// With `values=true` each item adds the value, as `value` when its bytes are
+// UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+//
+// A node made only as the parent of nested keys holds an empty value (as the
+// parents Curator and kazoo make), so it is listed with `size` 0.
+//
+// `kv` and `keys` hold the same items (`keys` is the field's earlier name).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -23640,7 +24056,47 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *
 	return ParseListKeysResponse(rsp)
 }
 
-// DeleteKeyWithResponse Delete the key (if its version is `version`).
+// StreamKeysWithResponse Every key under a prefix, then every change under it (SSE).
+//
+// Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+// the current state of every key whose full key starts with `prefix` (a plain
+// string prefix; none: every key), then each change under the prefix, whoever
+// made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+// and `"deleted":true` when a key is removed. Keys made under the prefix later
+// join the stream.
+//
+// The sidecar follows the subtree with watches while anyone streams it: one on
+// the children of each node whose subtree the prefix reaches, and each key's
+// own (shared with its event stream and long-polls). A change reads only the
+// key or the node that changed, and while nothing changes nothing is read,
+// however many keys and streams. A stream that reads slowly is not dropped: it
+// gets the current state of each key changed since it last read, once.
+//
+// Event ids are the zxid of the change a state shows (raised to the previous id
+// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+// reopened after a disconnect (with or without `Last-Event-ID`) starts again
+// with the current state of every key, so no change is missed; a state whose id
+// is not above the last id the client got is one it had. A token sees only the
+// keys it may read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
+func (c *ClientWithResponses) StreamKeysWithResponse(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*StreamKeysResponse, error) {
+	rsp, err := c.StreamKeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamKeysResponse(rsp)
+}
+
+// DeleteKeyWithResponse Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+//
+// A key that has keys under it is deleted only with `recursive=true` (else `409
+// key-has-children`): then the key and its whole subtree are deleted, deepest
+// first, their types with them; keys made under it meanwhile are deleted too. A
+// leased key among them is no longer its lease's (the lease's stream sends
+// `lost-hold`). `version` and `recursive` do not go together.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -23654,6 +24110,17 @@ func (c *ClientWithResponses) DeleteKeyWithResponse(ctx context.Context, key Key
 }
 
 // GetKeyWithResponse The key's value (its bytes), with headers `Version` and `Content-Type`.
+//
+// A key is one to eight names joined by `/`, sent with plain slashes
+// (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+// Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+// that is not a name, is `400 invalid-name`. A key may hold a value and have
+// keys under it; a node made only as a parent (by this sidecar, Curator's
+// `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+// reads as one. `GET` of a path ending in `/events` is the key's event stream
+// (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+// is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+// list with `values=true`.
 //
 // The body is the value's bytes exactly as stored, with the `Content-Type` it
 // was written with (`application/octet-stream` when it was written without one,
@@ -23692,7 +24159,11 @@ func (c *ClientWithResponses) GetKeyWithResponse(ctx context.Context, key KeyPat
 // (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
 // be absent (a key that exists and is not the lease's answers `409
 // version-mismatch` with its version); a key the lease holds is written in
-// place. A write without `lease` to a leased key leaves it leased.
+// place. A write without `lease` to a leased key leaves it leased. A leased key
+// is an ephemeral node, which ZooKeeper gives no children: a key under it
+// answers `409 key-leased-parent`.
+//
+// The parents of a nested key are made as needed, with empty data.
 //
 // A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
 // is written.
@@ -27318,7 +27789,9 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
+			// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 			Keys []KeyInfo `json:"keys"`
+			Kv   []KeyInfo `json:"kv"`
 
 			// Next More follow; pass this name as `after=` for the next page.
 			Next *string `json:"next,omitempty"`
@@ -27391,6 +27864,76 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	return response, nil
 }
 
+// ParseStreamKeysResponse parses an HTTP response from a StreamKeysWithResponse call
+func ParseStreamKeysResponse(rsp *http.Response) (*StreamKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StreamKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamKeysResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseDeleteKeyResponse parses an HTTP response from a DeleteKeyWithResponse call
 func ParseDeleteKeyResponse(rsp *http.Response) (*DeleteKeyResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -27437,7 +27980,7 @@ func ParseDeleteKeyResponse(rsp *http.Response) (*DeleteKeyResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest VersionMismatch
+		var dest VersionMismatchProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -27650,7 +28193,7 @@ func ParsePutKeyResponse(rsp *http.Response) (*PutKeyResponse, error) {
 		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest VersionMismatch
+		var dest VersionMismatchProblem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

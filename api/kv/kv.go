@@ -8,14 +8,15 @@ package kv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/coord-sidecar/coord-sidecar/api"
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/api/picture"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
 )
@@ -24,6 +25,19 @@ import (
 type KV struct {
 	s    *api.Server
 	keys *kvstore.Store
+	// keyDir is kv/ under the root; tree is the prefix streams' registry of
+	// the nodes' children followers, made at first use.
+	keyDir string
+	tree   dirFollowers
+	sess   *zookeeper.Session
+}
+
+// dirs is the registry of the children followers of the key tree's nodes.
+func (h *KV) dirs() *kit.Followers[[]string] {
+	h.tree.once.Do(func() {
+		h.tree.reg = kit.NewFollowers(h.sess, nil, func(p string) kit.Source[[]string] { return &kit.DirSource{Dir: p} })
+	})
+	return h.tree.reg
 }
 
 // Tokens are the key-value store's token kind.
@@ -34,8 +48,9 @@ func (*KV) Tokens() []string { return []string{"kv"} }
 // bound to a lease.
 func (h *KV) Setup(env api.Env) api.Descriptor {
 	h.s, h.keys = env.Server, kvstore.New(env.Session, env.Registerer)
+	h.sess, h.keyDir = env.Session, env.Session.Dir("kv")
 	return api.Descriptor{
-		Topics: map[string]func(topic, name string) func(){"kv": h.follow},
+		Topics: map[string]func(topic, name string) func(){"kv": h.follow, treeTopicKind: h.followTree},
 		Sections: []picture.Section{{Name: "kv", Token: "kv", Event: "kv", Dir: "kv", Field: "key",
 			Follow: picture.Followed(h.keys.Follow, func(v *kvstore.Value) any {
 				if v.Unknown || !v.Exists {
@@ -49,16 +64,30 @@ func (h *KV) Setup(env api.Env) api.Descriptor {
 					return map[string]any{"version": mismatch.Version}
 				}),
 			api.ProblemIs(kvstore.ErrKeyNotFound, http.StatusNotFound, "key-not-found"),
+			api.ProblemIs(kvstore.ErrHasChildren, http.StatusConflict, "key-has-children"),
+			api.ProblemIs(kvstore.ErrLeasedParent, http.StatusConflict, "key-leased-parent"),
 		},
-		Adoptions: map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
+		Adoptions:   map[string]kit.Adoption{kvstore.Kind: {Adopt: h.keys.Adopt}},
+		NestedNames: map[string]func(string, []string) int{"kv": keySegments},
 	}
+}
+
+// keySegments is how many of the path segments after /v1/kv/ form the key:
+// for a PUT or a DELETE all of them; for any other method (a GET: the one
+// method of the streams) a last segment "events" is the key's event stream,
+// and /v1/kv/events alone the prefix stream (no key).
+func keySegments(method string, segs []string) int {
+	if method == http.MethodPut || method == http.MethodDelete || segs[len(segs)-1] != "events" {
+		return len(segs)
+	}
+	return len(segs) - 1
 }
 
 func topic(key string) string { return "kv/" + key }
 
 // PutKey writes the raw body as the key's value, with its Content-Type.
 func (h *KV) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.PutKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < kvstore.Absent {
@@ -89,7 +118,7 @@ func (h *KV) PutKey(ctx context.Context, req oapi.PutKeyRequestObject) (oapi.Put
 // GetKey answers the key's value; with version= it long-polls until the
 // version differs (or wait= ends).
 func (h *KV) GetKey(ctx context.Context, req oapi.GetKeyRequestObject) (oapi.GetKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	wait, err := h.s.WaitParam(req.Params.Wait)
@@ -133,11 +162,20 @@ func answer(v *kvstore.Value) (oapi.GetKeyResponseObject, error) {
 
 // DeleteKey deletes the key, if its version is version=.
 func (h *KV) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oapi.DeleteKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	if v := req.Params.Version; v != nil && *v < 0 {
 		return nil, api.InvalidParameter("version=%d: a delete names a version of 0 or more", *v)
+	}
+	if r := req.Params.Recursive; r != nil && *r {
+		if req.Params.Version != nil {
+			return nil, api.InvalidParameter("version= and recursive=true do not go together: a recursive delete deletes whatever the versions")
+		}
+		if _, err := h.keys.DeleteTree(ctx, req.Key); err != nil {
+			return nil, err
+		}
+		return oapi.DeleteKey204Response{}, nil
 	}
 	if err := h.keys.Delete(ctx, req.Key, req.Params.Version); err != nil {
 		return nil, err
@@ -147,7 +185,7 @@ func (h *KV) DeleteKey(ctx context.Context, req oapi.DeleteKeyRequestObject) (oa
 
 // StreamKey streams the key's value, then every change.
 func (h *KV) StreamKey(ctx context.Context, req oapi.StreamKeyRequestObject) (oapi.StreamKeyResponseObject, error) {
-	if err := kit.CheckName("key", req.Key); err != nil {
+	if err := kvstore.CheckKey(req.Key); err != nil {
 		return nil, err
 	}
 	return stream{h.s.NewStream(ctx, topic(req.Key))}, nil
@@ -193,21 +231,74 @@ func state(v *kvstore.Value) oapi.KeyState {
 	return out
 }
 
-// ListKeys answers every key with its version and size.
+// ListKeys answers the keys under the prefix (one level, or with recursive
+// the whole tree), each with its version and size, and with values its value.
+// The keys are read ahead a batch at a time, pipelined (prefetch).
 func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi.ListKeysResponseObject, error) {
-	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", h.keys.List, h.read)
-	return oapi.ListKeys200JSONResponse{Keys: items, Next: next}, err
+	prefix := ""
+	if req.Params.Prefix != nil {
+		prefix = *req.Params.Prefix
+	}
+	recursive := req.Params.Recursive != nil && *req.Params.Recursive
+	pf := &prefetch{keys: h.keys, values: req.Params.Values != nil && *req.Params.Values, batch: listBatch(req.Params.Limit)}
+	names := func(ctx context.Context) ([]string, error) {
+		names, err := h.keys.Names(ctx, prefix, recursive)
+		pf.names = names
+		return names, err
+	}
+	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, pf.read)
+	return oapi.ListKeys200JSONResponse{Kv: items, Keys: items, Next: next}, err
 }
 
-// read is one key's read for the list: a key that is gone is left out
-// (picture.ErrSkip).
-func (h *KV) read(ctx context.Context, n string) (oapi.KeyInfo, error) {
-	st, err := h.keys.Stat(ctx, n)
-	if errors.Is(err, kvstore.ErrKeyNotFound) {
-		err = picture.ErrSkip
+// listBatch is how many keys a list reads ahead at once: its page, at most 1000.
+func listBatch(limit *int) int {
+	if limit != nil && *limit > 0 && *limit < 1000 {
+		return *limit + 1
 	}
-	if err != nil {
-		return oapi.KeyInfo{}, err
+	return 1000
+}
+
+// prefetch reads a list's keys a batch at a time, pipelined, starting at
+// the first key the list asks for that it has not read (the list asks in
+// name order, skipping those the token may not read).
+type prefetch struct {
+	keys   *kvstore.Store
+	values bool
+	batch  int
+	names  []string
+	cache  map[string]*kvstore.Entry // the batch read last
+}
+
+func (p *prefetch) read(ctx context.Context, n string) (oapi.KeyInfo, error) {
+	v, ok := p.cache[n]
+	if !ok {
+		i, _ := slices.BinarySearch(p.names, n)
+		batch := p.names[i:min(len(p.names), i+p.batch)]
+		if len(batch) == 0 || batch[0] != n {
+			batch = []string{n}
+		}
+		got, err := p.keys.ReadEach(ctx, batch, p.values)
+		if err != nil {
+			return oapi.KeyInfo{}, err
+		}
+		p.cache = make(map[string]*kvstore.Entry, len(batch))
+		for j, key := range batch {
+			p.cache[key] = got[j]
+		}
+		v = got[0]
 	}
-	return oapi.KeyInfo{Key: st.Key, Version: st.Version, Size: int(st.Size)}, nil
+	if v == nil {
+		return oapi.KeyInfo{}, picture.ErrSkip // gone meanwhile
+	}
+	info := oapi.KeyInfo{Key: v.Key, Version: v.Version, Size: int(v.Size)}
+	if p.values {
+		if utf8.Valid(v.Value) {
+			text := string(v.Value)
+			info.Value = &text
+		} else {
+			b := v.Value
+			info.ValueBase64 = &b
+		}
+	}
+	return info, nil
 }

@@ -797,6 +797,9 @@ type Hold struct {
 // Content-Type and then refuses it for not being a string.
 type ItemBytes = interface{}
 
+// Key A key, one to eight names joined by `/`.
+type Key = string
+
 // KeyEvent defines model for KeyEvent.
 type KeyEvent struct {
 	// Data A key's state in its event stream.
@@ -812,11 +815,18 @@ type KeyEventEvent string
 
 // KeyInfo A key as lists and `/v1/events` show it.
 type KeyInfo struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Size The value's length in bytes.
-	Size    int   `json:"size"`
-	Version int32 `json:"version"`
+	Size int `json:"size"`
+
+	// Value With `values=true`: the value, when its bytes are UTF-8.
+	Value *string `json:"value,omitempty"`
+
+	// ValueBase64 With `values=true`: the value's bytes in base64, when they are not UTF-8.
+	ValueBase64 *[]byte `json:"valueBase64,omitempty"`
+	Version     int32   `json:"version"`
 }
 
 // KeyState A key's state in its event stream.
@@ -826,7 +836,9 @@ type KeyState struct {
 
 	// Deleted Present (true) when the key is absent.
 	Deleted *bool `json:"deleted,omitempty"`
-	Key     Name  `json:"key"`
+
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Value The value, when its bytes are UTF-8.
 	Value *string `json:"value,omitempty"`
@@ -840,7 +852,8 @@ type KeyState struct {
 
 // KeyWritten defines model for KeyWritten.
 type KeyWritten struct {
-	Key Name `json:"key"`
+	// Key A key, one to eight names joined by `/`.
+	Key Key `json:"key"`
 
 	// Version The key's version after this write.
 	Version int32 `json:"version"`
@@ -1783,8 +1796,8 @@ type GroupPath = Name
 // IDPath defines model for IDPath.
 type IDPath = Name
 
-// KeyPath defines model for KeyPath.
-type KeyPath = Name
+// KeyPath A key, one to eight names joined by `/`.
+type KeyPath = Key
 
 // LeasePath defines model for LeasePath.
 type LeasePath = Name
@@ -2098,9 +2111,6 @@ type Unavailable = Problem
 // what a client should do.
 type UnsupportedMediaType = Problem
 
-// VersionMismatch `version-mismatch` carries the key's current `version` (`-1`: absent).
-type VersionMismatch = VersionMismatchProblem
-
 // ListBarriersParams defines parameters for ListBarriers.
 type ListBarriersParams struct {
 	// Prefix Only names that start with this.
@@ -2283,20 +2293,35 @@ type SetGroupMemberParams struct {
 
 // ListKeysParams defines parameters for ListKeys.
 type ListKeysParams struct {
-	// Prefix Only names that start with this.
-	Prefix *ListPrefix `form:"prefix,omitempty" json:"prefix,omitempty"`
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 
 	// Limit At most this many items (1..10000, default 1000); `next` says where the rest begins.
 	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// After Only names after this one (the `next` of the previous page).
-	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+	// After Only keys after this one (the `next` of the previous page).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Recursive List the whole tree under the prefix, not one level.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
+
+	// Values Add each key's value (`value`, or `valueBase64` for bytes that are not UTF-8).
+	Values *bool `form:"values,omitempty" json:"values,omitempty"`
+}
+
+// StreamKeysParams defines parameters for StreamKeys.
+type StreamKeysParams struct {
+	// Prefix Only keys that start with this (a plain string prefix of the full key).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 }
 
 // DeleteKeyParams defines parameters for DeleteKey.
 type DeleteKeyParams struct {
 	// Version Delete only if the current version is this one.
 	Version *int32 `form:"version,omitempty" json:"version,omitempty"`
+
+	// Recursive Delete the key and every key under it.
+	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
 // GetKeyParams defines parameters for GetKey.
@@ -5492,10 +5517,13 @@ type ServerInterface interface {
 	// SetGroupMember Set the member's value.
 	// (PUT /v1/groups/{group}/members/{id})
 	SetGroupMember(w http.ResponseWriter, r *http.Request, group GroupPath, id IDPath, params SetGroupMemberParams)
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams)
-	// DeleteKey Delete the key (if its version is `version`).
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	// (GET /v1/kv/events)
+	StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams)
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams)
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
@@ -5846,13 +5874,19 @@ func (_ Unimplemented) SetGroupMember(w http.ResponseWriter, r *http.Request, gr
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ListKeys Every key that has a value, with its version and size.
+// ListKeys The keys under a prefix, with their versions and sizes (and values).
 // (GET /v1/kv)
 func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request, params ListKeysParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// DeleteKey Delete the key (if its version is `version`).
+// StreamKeys Every key under a prefix, then every change under it (SSE).
+// (GET /v1/kv/events)
+func (_ Unimplemented) StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 // (DELETE /v1/kv/{key})
 func (_ Unimplemented) DeleteKey(w http.ResponseWriter, r *http.Request, key KeyPath, params DeleteKeyParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -7599,8 +7633,67 @@ func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// ------------- Optional query parameter "recursive" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "recursive", r.URL.Query(), &params.Recursive, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "recursive"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "recursive", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "values" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "values", r.URL.Query(), &params.Values, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "values"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "values", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamKeys operation middleware
+func (siw *ServerInterfaceWrapper) StreamKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamKeysParams
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamKeys(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7637,6 +7730,19 @@ func (siw *ServerInterfaceWrapper) DeleteKey(w http.ResponseWriter, r *http.Requ
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "version"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "version", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "recursive" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "recursive", r.URL.Query(), &params.Recursive, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "recursive"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "recursive", Err: err})
 		}
 		return
 	}
@@ -10612,6 +10718,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/kv", wrapper.ListKeys)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/kv/events", wrapper.StreamKeys)
+	})
+	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/kv/{key}", wrapper.DeleteKey)
 	})
 	r.Group(func(r chi.Router) {
@@ -10724,8 +10833,6 @@ type UnavailableApplicationProblemPlusJSONResponse struct {
 }
 
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse Problem
-
-type VersionMismatchApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 type GetHealthzRequestObject struct {
 }
@@ -14477,7 +14584,9 @@ type ListKeysResponseObject interface {
 }
 
 type ListKeys200JSONResponse struct {
+	// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
 	Keys []KeyInfo `json:"keys"`
+	Kv   []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -14582,6 +14691,128 @@ func (response ListKeysdefaultApplicationProblemPlusJSONResponse) VisitListKeysR
 	return err
 }
 
+type StreamKeysRequestObject struct {
+	Params StreamKeysParams
+}
+
+type StreamKeysResponseObject interface {
+	VisitStreamKeysResponse(w http.ResponseWriter) error
+}
+
+type StreamKeys200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response StreamKeys200TexteventStreamResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys400ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys401ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeys503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StreamKeys503ApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response StreamKeysdefaultApplicationProblemPlusJSONResponse) VisitStreamKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteKeyRequestObject struct {
 	Key    KeyPath `json:"key"`
 	Params DeleteKeyParams
@@ -14666,9 +14897,7 @@ func (response DeleteKey404ApplicationProblemPlusJSONResponse) VisitDeleteKeyRes
 	return err
 }
 
-type DeleteKey409ApplicationProblemPlusJSONResponse struct {
-	VersionMismatchApplicationProblemPlusJSONResponse
-}
+type DeleteKey409ApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 func (response DeleteKey409ApplicationProblemPlusJSONResponse) VisitDeleteKeyResponse(w http.ResponseWriter) error {
 
@@ -14975,9 +15204,7 @@ func (response PutKey408ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(
 	return err
 }
 
-type PutKey409ApplicationProblemPlusJSONResponse struct {
-	VersionMismatchApplicationProblemPlusJSONResponse
-}
+type PutKey409ApplicationProblemPlusJSONResponse VersionMismatchProblem
 
 func (response PutKey409ApplicationProblemPlusJSONResponse) VisitPutKeyResponse(w http.ResponseWriter) error {
 
@@ -22193,10 +22420,13 @@ type StrictServerInterface interface {
 	// SetGroupMember Set the member's value.
 	// (PUT /v1/groups/{group}/members/{id})
 	SetGroupMember(ctx context.Context, request SetGroupMemberRequestObject) (SetGroupMemberResponseObject, error)
-	// ListKeys Every key that has a value, with its version and size.
+	// ListKeys The keys under a prefix, with their versions and sizes (and values).
 	// (GET /v1/kv)
 	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
-	// DeleteKey Delete the key (if its version is `version`).
+	// StreamKeys Every key under a prefix, then every change under it (SSE).
+	// (GET /v1/kv/events)
+	StreamKeys(ctx context.Context, request StreamKeysRequestObject) (StreamKeysResponseObject, error)
+	// DeleteKey Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
 	// (DELETE /v1/kv/{key})
 	DeleteKey(ctx context.Context, request DeleteKeyRequestObject) (DeleteKeyResponseObject, error)
 	// GetKey The key's value (its bytes), with headers `Version` and `Content-Type`.
@@ -23237,6 +23467,32 @@ func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request, params
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ListKeysResponseObject); ok {
 		if err := validResponse.VisitListKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StreamKeys operation middleware
+func (sh *strictHandler) StreamKeys(w http.ResponseWriter, r *http.Request, params StreamKeysParams) {
+	var request StreamKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamKeys(ctx, request.(StreamKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamKeysResponseObject); ok {
+		if err := validResponse.VisitStreamKeysResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -24797,426 +25053,453 @@ func (sh *strictHandler) UpdateThroughputMember(w http.ResponseWriter, r *http.R
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lchs31jD4KijuXyXy+5oU5ct8E6pSu4rjXCa+fbYn/v9/mE1DbJDEqAkwDVAU43LVPs0+2D7JFs45",
-	"QKOb3RRlSZbtqKZqYpFNNHBw7tf3nYleLLUSyprO6H1nLngmCvjnC/1GyenU/TMTZlLIpZVadUadk3zN",
-	"N4alShv3QMq6WjFxLooNSw/Pj1LGlVmLojdinJ0Wem1EwSw/E4bZuWDG6kJkY5U+0coKZftvN0uRMm6Y",
-	"EcoyrjKm3GJsthLGCMO40nYuioQZTT9mpxvrvigEPjpWxUq5FTjDfTJdMGM3uWCnG/97tuQzMRirTtIx",
-	"k7lYcHcwoVaLzuhfHTpK57ekYzdL0Rl1jC2kmnU+fEg6r4UtNidTK4ptWLwRE60yw6xmay4tOxVTXQhm",
-	"i41UM8ZnXKpB5Y20vFRWzEQB67+BQ33nzvRK53KyaQe54So71RfHLBNTvspt3xQTdqC0EgfHbFrwhehz",
-	"NREOTIY+37qesQr3UwGnnXMb3VghlMME1uUsteLCHs7tIk+ZLsYqlQs+E4fmfPafF+6zc56vRI+5S1Da",
-	"X4G7yDk/F4wrppf8j5VgupAzqeAi7VxsxmrCldKWTXieA26cvPrZXSOgiczEhBcHhn51DD9hueYZcxcK",
-	"4FUZoyVOxVjB+bMBrDLJpUNpJmfK3Ye0A/ZCs4Bz30uz1EY66KZMIuqNwo+4ysYKcZXblQHMYYXgGZ7U",
-	"sLW0c5ZOhZ3M04St53IypzcZJm0CGwuQdEtxy/RSKIehsAQzc73GZ+lKRZawggOi2jlXLNNr5Q7rzint",
-	"Ft5e8MUyBzy9OkZ0tpH8Q9JZcvewJeJ/knO5eMXtfBsX384FS+H7/s9ZyjibuH8T0YvMobt0zy3dr5OO",
-	"4gv3Kniok3QK8cdKFiLrjGyxEvGZ/kchpp1R5/84LDnSIX5rDl+4Rdwufyz0aun31fCamfv++q/5+fsd",
-	"75DZ9V/wi9jseMOZ2Fz/Fc8EN2LHS3L3/Q295r9XomhiW9byydwxRzuXhokLaaxDaHg1k8pYR1R6yhb8",
-	"DAmaycUylxNpmVYioNIfsPzWzj9mp6/DaZvwGjcG9DrXeWbY2v3TsQK9FAV3T7LJnKuZMJdt7rpglca2",
-	"yJyXKt8w9zbDuHsCgauVYF2301SJC5s6qLq/loU4l5qYWK9t07BOBaILfvFMqJnDnqMHf28Si26Hz+RC",
-	"2qZ7ZwttLG5swdWGSSsWhnWPBoOj4XA4TDy7Yu7P3rHftHFSbj0XToTOHc81jrXPpGoHN+wg3jmt3Bm5",
-	"pRN3ELlwUh5f3FlIRX8nTcLYnepVIabyYifgAUWM5YVFYeBO2rbFJS53Neg6RNhBvPCfayPZ63fPdSa2",
-	"Dwqyrmvm3GkHcD5UoQrUDntOv1oX0grWFReTfGXkeTtuLdwrdm3VK2Fu9U7SgYWbNbE3ojiXk11wMfjE",
-	"9UHz9u2zbbg8Q/YgF8LxtFyeC9b9UbNshawhYUegCab9/oJf9K3N014QzO5TL6PdN23gsjZvEfUPh6bT",
-	"BJV3vIkGf9Jrlms1cxs6zfXkrLZVTjRKm3Xaq9stPwU1XBcsHZqU2UIKx1smrczY/fBKG/7g7sYstTIC",
-	"VI3veOaYsjBwiAlqaO6ffOlEAWz3cFno01ws/vPfxh3u/Z63WS79Cn+Pr68CKpXqnOcy67sDpU7fdf9g",
-	"emWdDopMlFsrCtVLWHg4qEvwiwXPp7pYiCwZK7FY2k3CCrEU3IrMgVKvbF9P+4UTHCz8MnFfcQbwRIaS",
-	"aWGcduueMaKXjFW6UmdKr1Xtffib8FlNQoVlMjHJeSHwRWP1jzcvX7BTnW3YQixORcGkNQxhtfUbZ7zZ",
-	"zVI77RjtMVRwsx6ZAAQHtxxsCdaFU0hcyAkkeCNqvHoavS5hnPYwVjN5LhSzazkR7mNYB3DQarQd/LFg",
-	"cTQknR6Lp1IM4D1Wf6zESoCc6TldHy2ENTckrzOnQn9IOt/pbPNWLoRe3Ty67UIyd6y+xRenI5JugJp4",
-	"4kyCXcN4UTi24piuVI44Kz/0Up3M9ONgCsUHDcfU+hkvZuIOzql1P3evppPCCZ2O4vCIGE5AnPLiRpUH",
-	"3CeOI7UdEUyQF9r+oFcq+6RnBFumr7TtT92705Eze0EaoCkEl+SsSrRh2ZyTwiAz1uWTM7D1BCiKGWCx",
-	"IwxUPZ3RnfXwfHqlrCieaDXN5eTmsZXW33VQoNz+QpoFd6Yu66LhCx+njhtOcI2+u7dprtf1R0CO+Icm",
-	"uihWS5vuuFJ88m4ulXYZX6vDXfocLlFppnQmWBc5ohEWri8TubAi24GrP+jiVGaZUJ/0SFP/1nQErjG9",
-	"FBmz+kwo1k37ffiX6U9lDjdF8s7h4plUmUFXnNN2vfxwClpfOyUYF9GKcbXBE5+uLOPsx6dvj1k618YC",
-	"HHme67XI4PXpT9o4BoavGau077/uu+dNesxSdPVs/dS7pNKX8H1K2ij4SexcjFXkLFor2He0Oi5qUtYF",
-	"cTsptDF945RXz4AdyuoVSKzeYKy+FxOZicz78pz58r+1/kWIpSjAV9V8zyhffhGbO0HfM7HZQt0zsfFo",
-	"C/QIqAg67J1sEThcZZP4UUo2lWeiyAlrTBT2fifbrvF5s5rMWaFXVvgt/STyT7+jucj9NSO8ggI313nG",
-	"pD1mDQD3+y/hDIfwL/uEhzhR7PUPT9g3jx7/F6PFWaYnq4XT/MCP4Uw54Wl6ymW+KhwrSh8Ph8xZ7IXi",
-	"eYqi8q3Wz7naAGqbT3oVTtNZcLXpAzCNw2nUXuhvBDLGKgDoPHdcdAMs1Z0SOSk6mxzrdYcFw5tUvQXr",
-	"puAtgOXAC84yYbnMvbNETubObotcZ4gQILicPaqb+RV7B5Iaoht9cDWBTRpFgKKv2mBETx9GMRIA0z8V",
-	"X9m5LuSf4tPSxip6MQgPBLA0bKLVVM5WhchAQsQauFe+J7woNkzaGhzevXvXP1nZuVDWbVxUd1rau98J",
-	"XqCXJF98O+5MtC6yPvGvcafJFEZInXOZ89P80yrqf2p9BiKtvyp3kCLpTbRSYoJGl46EX4CTXgh2yidn",
-	"Y1UaKmZllkJl6EkA/AbnqUO5XEytN10I5kTXKTzN1nOhKE4Cz2s1E4W7PX9D8JUSIjPRdtxvSbNGT8e8",
-	"0KvZ3KkquBkjtfKXrRybmbgVKkTk3Xme3xhweQQUGaucGxsDRBSFLhxFkQdsGzp84kz2XGQz4fCOIpRi",
-	"qQvrFjYsc4pGwlIjjNthPwfNqMvHalZw5UBD3zBxsZTO5nYPz1fWSjXrZ3qt0oSVrMfYQvCFSZOxiviR",
-	"VrP+Uue5U3yIJ/kHQSsv3T6iMKlD2smczBE4N9DNQQNDSphjSG/itRb84h0tNKpzqLFCFuWOYLkVNXRD",
-	"c6Hfx+8yWdAK8DfLZCEmVhcbivON1akAuFuBcUTP2KRhALvYtHJbK8S5PnNaLwY3CwE+27Ga6FWOt+WI",
-	"4Jjx3Ginz6aHwJ7/dCgpc6cNM4cA4PJMag9IOwc19s+zPjkb+3ySu6spaYtP8r5eCkWEVWht0etTiIlc",
-	"gjPICTxpxso9hj6PjfduAK3NhbMY2UbY3jFFHis8G0KDN8W1zWqJePpcZJK/BX71Sbl32EB/4XbQdywT",
-	"jYDgFwIYcBbnD8QWQRpv0W1th8H5qygcnT0nC/fGz1pbf6etjY+W1nbQ4Q8Moy+9aw3cfUoA88raTvfB",
-	"O2VrXtZI2eN5/nLaGf1rzwtL3neWhV6KwkpUszKZ/S+9ei64ag6nkS8RzUimnHg04NdLK+5MHy1aayYy",
-	"x9L5mm8SNoEgIXkdg2faiQrw/4FMz7UBz3QphNF/XpO0UXi7ead1h6ouKo5Sn53S9W5LdipyvSYNbom5",
-	"J0tu54mzfvNMFIfiwhY8PQ5+9geP/+Yup+ATxyfRHdqrbT3PGx389Ik+/beY2M6H3xrIZstJ7FQZKUwF",
-	"0lxlCcKP167Gg9LdjbQJS8ubdXZ5g9MbjOyqExi1p/iF8C53Va2AlcYBCKIi0XvQE0+mq7iwKMnRsQnn",
-	"glus4iKGI95v33zBpUEllL461Tp3KIuRCB8l+leIqeHzv23BPbz8hbZPF0u7uUFKKsSCS+V23IieS15Y",
-	"OZFLrrzCA6k1jhc43QpiM1YsTCMA6ANeFHyzdejyxdsH/q1y5NdO7t3gkcE+aUqJSiiG3nSWGBAt6VSX",
-	"UsspHgkMYxDmEbXAppwIj1+Usu5crzGQDXAXzvwUWQ+pgJwYXVu9qAPTO6YFIxdq7U34K9oR/iJaog8Z",
-	"E2Y3KbzihvC7hlL74v0OhH/CVSYzjilptevDr2zzPeWgYTS9fNftttKwFcWimTImqwI0KHzhgWHuUdYd",
-	"Iu+xkEogMWAE3HaqiwW3iDJ/e9RpzAFoYArlaZOQ4UFnpN3tAB/C6CrgM1JNGuLy79yZpGVCFTrPRca6",
-	"TloqnYkDwyaFoDiZXNTO6t4DMaQmyQiuwYZd1AARQwB/4re58+S/+tWrxw8vrR7wh0IIZsWFLbWCR+wX",
-	"+V2PLVenuTRzn48AVqp/x2AfqRmiC+2i4/LEgAhaH4lI+Pvf2rd3gxz2Snu9lG3Wg0HA+7YDQKgFRJET",
-	"h5pEpBQWOt6OCTVzOAJJwCGeZZCzyfNX0UGnPDciuc7Z43tqv6DvMczTkjnGjXWmvgJHB1dORkhLEfE1",
-	"ZDav+YZ108Pzo0N4zqRApDWNuu0dlAFsi1WM7hFXxczHJmZyJppS88iyAPWvm56d425aWfL2ifGA5RKw",
-	"gZRNwbwlV8xyZRl83mum0Rjw/uiNoNer01y06n47VIlWkVLXJPbVnxLIU9rsr0/i5vzPai++9LBPUdXY",
-	"PnOQots3U3WxbeU01vQU1lVCZBAZdM+eCxSdEhI5vE+5GTn2hQQ+13TWpzm61XYIyOrt7IxoBxHVcGul",
-	"RrJrCb+fZ/j0LgQif2cTsb4RFrLuOZtqjEKiP2tEHIIccQkrvXQJXMt6rnPBlnJiV4XokQ/KzqWJY5yl",
-	"x9G7CaVhYTcD9ja4zyReNvAmZ4aBlchWysqcAqe0ALrDULdFlyPrOnPczmWRGe+69U9TNgpln5bbce/x",
-	"1QVgsk8LvUDfK2ScqSycKKhlftEE9OjMWY3u81Wek4AJaJBips+IKQ0W5IQrdirYuV5NnFow1QW6wrZZ",
-	"Y4DNmx1qFRyw9BqfihlXrPv6hyfs4cOH32z5H2wJcfJ1+zXKO8m1sfvqYc28I6iYETXsIqOn5+S6qkkV",
-	"bvm+mO+WE34Zn5pJ+/itgQfI7NKV3Wo/Z1tnhDx6fFWCW9x1tGeBfrcCiYIeOTBkBhwjAtFVAba4Lwyk",
-	"ANBNlaHlyN/eQAeIsdFlGyFYGv5GselehxEcTDa9QV0fERF5c8a6DvPWNTOgN2BPL/jEkuwNryvtBB8Z",
-	"qaQlYeBEZIxbyPBENEavt2ETvlhyOVMQZRHZMTAQ+MmEU/6r21DOLbpxMk7RDfdceLHIjYB87kHEJ86E",
-	"WALtg8se2Ak483H7eIVmLpf4OgRAWIh1fUEXnSNhnD1ZFdxq8C6d8T+1xliPMb3R9nWzqSyMZYavGcZK",
-	"M2JkRgistsFSLqlYLpUASwTAg9sLHN1jXeK4thFs7dRihnEe5LvoiwUXoPsT31uUL9y6XTjXWhqRUM4l",
-	"paD4B3vHDcehXCQ8jtt5wtqswoQJwBOPQO6GgEe7H8CdLYSyCQAbtix4kUthrHvY8VugjFMxW4U9l+KG",
-	"agwODBt3HLE6WE51Me74SDS9aX/L1Fv9l6rw1zJi4S27bNmnmFvaoINlTTbsCctEzjcig5zGA8OyFeWM",
-	"d0mETDFx1X3NBC3uifAKhrtsMUXotTI7JpSN98NS+muwHK+Gw4eTFy/gv2Ig8e+f8M8+/gVRwMonRvyB",
-	"f6cjJu1YOR2DnwmnVmSiCNWWMjLUDTIMyDtz3BMwixJ2Q3pvryK9Iz29kLqQdtPi7dsSKOH5xqskUdR4",
-	"aRO54DmjxY+ZzIxT1OTE5hsmlSMkIxiHSDMnFQ4MOEwO74w6//e/hv1vfvvP/9F0DChcu4Z4fg7+cscV",
-	"YaVGKY0m4F0IadjTP7RUTVTSbpnKrM152GbaNBozFEvoStTA/q2l8jXICSuNGyd2HCPjuTwXCXFnYH2U",
-	"oV6g/XO5qeqrDGXWDg28sG1otJzZXKKa0hn/DTD+lH4/QIDLHX4/CZ5jVU71uCgZqnky+uxSCNPPGt+k",
-	"8wYkO5OYFli+JdeTs10ejd0bgPXo4aZd/GzFAkq2m3hJmdJ+YLC6OqEa6AS9QxsG0W3mlmVdqJKQapKv",
-	"IPkbKpUx7o35NfjXiOFW0wSriJ0cczJ2WeiLjUNeLF/G2hHDOBZfAM8/3Tg0H6tKyDzkxRRiujJQuQzy",
-	"AsuppedyUs2QMwesOpWKFxtKdr0GS/tFbN5Ysta3eNnZ+Z0wsl/E5mc11S3+Mqfe5tJgiTiLXXlQ0E3K",
-	"TQ0x0fu2j2/ZyD9b2B7QH5g3ambnTjUFrBo060KYLFDXnB4+uNz5iYXHfgHaUQuc8O5aHYvkgVCoW0Zu",
-	"j20QUcqFzzbZPn4Fb62HB+Q7UDIQKBuNPqpWj+qrQmBM35lsvdKAd/csDZn7zb7WK9xpS6AjXGrilXET",
-	"dbX459sf+n8ftDLt77gRf3u0G1NwMYco8HASzrfBvhnalm8pKXtjm0VFiVG1oED/KN0BueuhXwvevcMb",
-	"bxABV7iVtgO93Uq5iUqsIeHvds71zKs81SOhE8Kc2Aox7xTr7dFVa/P9CkrjrftgJ6bVlPtpPcT3kPq3",
-	"f/gKT74dvAL1bm/XLygFl+U64JLNeQ6wjadql6O9yf1tmpDo3XwTJeaT20gqttZFZgZ7g5yWb4U0pmAG",
-	"AayVIHDXYqrgdgAOHNcLoDeWg2kPgGkIRu0hxOM7b/EcGnEXonxbLkFhBNxGqPhxbJfSRUfBawJyhcRG",
-	"3EBozlX2kUDSxnoM3YaQNrbv9vY5QOkZL3FlTgluERqzbgrJyqOKq5tcpQl2GaKEXMvmIs8gMdfnXnwk",
-	"djmqbANc4EnYkwWSfe8AjsBB9OTsGtqw+3m7OgzGzF0oxG5bPxa86VR8gotdRTpNhZpINXurz4Ta07X3",
-	"EelCeq0qyUeXBlmA3+KvantM4mO2AegnkWc3mLeBGaT7IMxP+OROq/bSxA6HW1hPVmanUS8EIH89OWPk",
-	"WlnzDSa9OV6J22TdMtYiKdVhIbiCSELvmKUAP+y11Zeqvyz0rBCmLaktOlWDaeH2clC+mYM3/RALMeg7",
-	"+KPoVUNASoQSq8vDNR+Bo20Id2l0x4kaKlyoxnbQK1yL7GC8ZMGhLUVDRAfcQmmJsGlv/7BLtPZtxVrc",
-	"FYBfoSnc0hZmcdf68SEW9yGerC22Ep646eAKFFlgnRnEkUKgxf/q8jiLUB45msMsju9cK8ZSY4gtHLDd",
-	"61cKrdEtMrH7XIsbz7XA26nlWoRisOFXmmSRdOiIewSTSDkgNC5/2UwGpN+PWqwOCFigBn0qJnxlMO5Q",
-	"XudldkdodoDa+EEwWxocjtf1hLcbtj/ogi2FXuZiRF0v6/tO3MadWXm5mRt72HcauxhJuXYi8d8wk3gU",
-	"h1OIjzvtd88k4noc7grRLnynaQlsyXO/K3DbQRBLF5koKsUdu3hpHHZqSIC756E3zEPptoCJfs2paZe4",
-	"S/+8kJmHOCD/gYGsIGODdjYMOqZeLYPzhQP5fUxRho+/loEKT1uN/GOVW7nDjm03MB3jbKDXnxW1iNsi",
-	"z2sbEvsFJ4lnVtZvOvlOb2goY4FDNv38BW0mznA46f9v3v9z2P/mt/Kfg9/7v70fJkcP/utDY+7Dy3NR",
-	"nEuxDt6R7Qw+nzif/vj0LYviasfUudoJC+gx5IvmU7bgG19ySJn50L+idIPu4pVvcBXcUUNhKzls9lss",
-	"dt3sftKXEIDD6LNx8lzv9FHi6LUOf2cpptc7/ttQ6eATc64DhbJu4suDxH+vxOq6JABujy/v6L4y5XqH",
-	"pzLQL+/41fKc6wEhg7X6XywsthP1rgONO0vpux4QXvHCgsf3JmCw9IuZLw8Q1LH6mhDwXa2/uOP7dKrr",
-	"Hf9ucsGue/ELvpzr4vpX79f54kDg662vBwCqFP7yjv/6nbMLrnn6Yn1HRoHbTY2LX8HVlbcUa0Evk5wr",
-	"JdUspG3HAZBeQnE78hGQXd8UtPvk/rUqONodbQt93tjIJfzeUDgLwi2+p1N3I2wv9k1aghXLBM8N9oK0",
-	"+uq7fa7PGwtiI7F6pfLnez/izfoRoxZ2Zu726dAiC61l4jDNX9mLeDN+wlBQG2F/yTkC7TZ5wxrJfzsp",
-	"xhg5ozKY/WmqpSgEMOFqK62FnM3tvsVS9HRSbtu/dCcE9jl8SxMr5H8UyMKOPVUmR+zvKi2tkjstMWrM",
-	"0w43dykYaGW9VlhVsOAbttbFGdPq6rz+Jby2AUCttPcEp1kBeUOuQ+ovEVt7wkFS6C59zPjkrJ5c0O7K",
-	"3hsTo2qqXRi5O4G6Ku6uiJnNEldakreXah4h/WfH0tziHUvLlF7H6UnTQoi9XhMw5/IIQflomdcWYLAT",
-	"fi/XjUV89VjG9klRm6lnxji+7p34SqzpKT+czL+UzYQ1jLO5nM3d10rsiWQfCZJLIycBHG9EQ8QCcrLy",
-	"DegWehp6uYHILsk7bap0WTVFQCLNMB2mgwF1jTtKy4lpwGauMsusruBV3+iXZSsl/1hhJ1FzxTaC7UBr",
-	"aXt6Ey2tmmubPr6pVb3rakiBLHlzpYEVPg+DaxxqY//58v6ukQC85TP73DxhnVeioHF/108Ebg+6LvjF",
-	"FVs5tWdfLsOOG+QwfAeF8pg4iYKfGBgEeL0VCmMVf5/8njKc5dcb+fQbSAuEEs3vnz57+vYpGwwGh7iy",
-	"OXyP//jwf8Kj36aDfdu+0La3U5MdbC7NSI7JrbFhGoqXKkTqwxgG7M1cF5b6o6+MyEa1/qyNw9CS+miw",
-	"hDWOMEOYNfamxda+YwUNaautaHsJqw+YCqPHtmZLJaHHgoYO7JWxUrCtxl7T8E00QyBh0QQQd7yFsHOd",
-	"VYbUJNuzNuhnkFbtvi5zrLvUOJxS8NxW2lKkk6j/ke8FGhJPwgewJ/ik8nrf5hTbe8afRI1P6SKo7elY",
-	"Vfue+nMh4KNfQ7pL+HXoIZv2aktEm5bKWK4m8TmU7vtP8ay1XqmVzWHDfHKG9qerPE/Hip5AUBp4xt3x",
-	"1hILfoHzqmqTuyot80MffdbYRj9h0UClpGHKkVusYYJRZTkc4xHQ2I916z4a/h1ghzXcfcD9rE+N3Nz3",
-	"33yTUEPFjGmVb7BciUq+55yqbNwS1UlACWuQcX5IFwkzB5nGUV9jdYVZX8l2V8fooyrMm4dP1DvnA1we",
-	"jhiPfC0nT55hCT3kRo6VzLAPYa+t7X7ZsN+BbWvsApLYROS5yBxCPR4+bJy2ECbODFimJ+bw1euX3z17",
-	"+vzNYJH5QSzcMsEnc6h+oCHiaxw7QNdk5uBuyjT6ceqdH33d5LZcJyJpTo0ODRa2JaaVNhc7lLk4SXRu",
-	"7dKMDg8rU0sGmTj3re/NYWBil8ox+Na/P9nVzQGTBra7/zlCrXQvjo5FHWy2xfr3UaMb9KpuhGULfe4+",
-	"UzCGWsiC+RYxWHHhHsmgu4UuoFcPzD2Lf9sbdEbOOGuuTsIxvu/9rpz8MqGbA+vSSfBjmJabxSvWMstg",
-	"42suHe5dP0GMNpcEcJawa70Lt4W9u5bsas5T9jO4UtueHU0Hwv4acu2C3bKXw6Q86WVZcrhc024ovrNd",
-	"E48VSGVuPTlUqTIpcirhVF4aqswWfNNQJbkrR9tP/NjryK/fvQ49Lbechu1Z8TSP+UqFHM3ISOuUO9+d",
-	"U4/g/VxLDxc0N3vP2dU3VqtIw7SvV7KIoL3hosUbxcePQbmPqXMEw87Ta1cXQLC9MB8spUOlzAihIM5z",
-	"5YLGcM4tJL4vGry1osFaWeh9/eA1CwLbKwDLPJeWCkCzy/tioElA4suLIR6PTWrWDpOize/FU8JmypLC",
-	"Omtp5cORDKx5RtAIC2oZ4RoeAGaCoXcblfzB3pMAPHh2i8FwpB9WeX7jNeb7s+s9QEuOu+27Dmb7gdNy",
-	"LkZhflVZRW7YrNp570pe3JpfoMLe/foxB6/6CELR+4JfUM07/ejg6vXrdThdgeuXzsordwfEn8aCYcS2",
-	"XJol38DaPR641AKG6gMjjVaTBkNTrHsS+DexbRIL1VeUI/NwMGNMJyOcO8sJsgeOQ7rXSRP4XWiF6349",
-	"6H0cwwqe0304FyZVbpsS3ie1I5MoPONYVyFm0lhsY3rFnCLaxM/ewm/Ktyn3eV8Xfds1faU/8r6qLyth",
-	"DhjYXtdHD9xAZZ9H9jhnp6THHWR8jcBbmaP9WWVed+q8YdsKzjIniRo5g1D8NG/iCz9wpzTCFH/fh5pe",
-	"EJj8ghdnImOZNLDGMUuXcnKWMnMml76FyjbSt7mI+CbXvK1VNb36wDB6DkYtWg3UX5oN/suy5u8ffHJm",
-	"oOV/+n9Ncm5M2jAi0m30oj/TfdrVv41Wg9d8/VwYw2dw484UaPZ7IFcXwcuwc/dpLAPeyoX459sn6f6k",
-	"aEz+qnUjq0K+WYpJQ+4OQufAsH/iIw54VlzYZkjs0efXY1Tt9CU67YGnfq/BtRwhaudoOHD/O+p4yP99",
-	"+Pfhh6QdsbehPtfG+vpbRk+S8m1wjDEwrYDV2IsAZqijq/Zo+OAR5E6ED5IroO2J2mBnXexBWmsv4G7A",
-	"fdtLPBZzU9nOAYzkhLXTATsZK4/i6GqgGdc8YDzgNqYPFTDCwtkcqEsZlj7nS0zTegm3QcOA90T5kE3y",
-	"t8ePHz6OskmGTb6wCEWv9sP90TdhYjAbsPQ98E/xYXR4+J4u+MPovdv2h/QYuzpIxU4LDvqXgXbIhXQI",
-	"2njTu/He49oOzH4daOGjefDe7PKqiYker3Y0Ol8tYRiIhMnTK+Upu8rI92TYEZcuOcQtM949WeguNXlP",
-	"9npJT/KgmwCv9D7Yj+SZxjSOvXL669Oi0EV7w2Ka4Fsd0s8rKnlxLgo25TJ3Wr/0dp3XFNfcVOfao7DN",
-	"YARJwdaFVjMGg82h1zgtR7PTpZr1RtHAfAx0ghPKbdvT8NGD/0JOP3pw9PejEcskz5mdLFn9C9rCKDrP",
-	"WGFLcuCQiFm6fgZpos3zGZcKeV8Z0LzODqgnetaYueRvqEktAM0+DY+kbM6XS6H2d8ARXjXIvmfO7sQv",
-	"ma65GUlRn/A8xyGoOGwDHVN5+GEIRcH32Gt6otVUzlYFBCUbe9sthTqZ5A07eiftPEK7SSEgGM+dJVle",
-	"GG1xDiyDo0Pz5Mkzg0jkDAUzVnwRcK5faE3JlDAyPx6Ub2jKiLSsm+I8Evc0DiSB+LRJEzYYDHro8R2r",
-	"kyfPWA7JpTBWn3XTtS7ybIR/pj22QCcuV2F3C3BwA5/lalMecKwojg9aaCEcU9UFdT6Kz3qADl5DNibM",
-	"PIGkgTdPn/zz9c9v/9dgkY2V077R53zRO0ZTszLcPOC+t6oi+PqrBbeLs8zdJYGV24MJ26VrGj3ak7mY",
-	"nA3YE/cfnDVDPkvEeKThQtCf1MiVPRwa/8/HhsxmGrzu3lcjuH91MHegk9A/DkNnkavMVjSrRbPGXWF/",
-	"gP3eGWW1Pqv10/JsArLCvOd8rJYOhO43umDdtN8HF0U/k0WasNdPT75//pSNO6+R0WE6/mo5K7hD0U4Z",
-	"qgCnBfC+GT+vsqVT7uB8Es35KT0W8ZYXPBO1sQqXSremFHOnDI+cKPUsYEsKSMVWRgQECxZ6xOwAQSOm",
-	"1VzSQOf4uUUzaPAIZe7lc3HBuuPO8GIwGIw7vWRrI/R48zubZwykfvNqlrJu6cBhG2ExD4kkQ5rEo9pY",
-	"N5MmfDfCXHQYNLZSE1FYLlUPcvUg5YqcUMeMQ+J6JHhwOoa7Qswp04Z6z5Q1q357MP+TXtiJ/XWJb1+M",
-	"P290MMDpL1UGyJlF7rZMFmJidbGp4XePTbjC0R5+ZsIIURkUAYiVHRiU4QP23DdwJfJPD8+PUj9XFPrw",
-	"cPbj07eO1/z09OR7KoUxY5U+Hj7EnVQyu2hehs/Eejx8eAyhqlzwwtB4EpFPUWpw3M1YmdVk4syhlslQ",
-	"5AJsRkclZtpKmElXdxl2f9QsW/mpU3uNooEkpoD/gRzLPQSxvUPZw1Kb5hE5Yvd0c7xb5OXdGPvbkd0j",
-	"comhvQT9oGAi0/Sj7o6fB3nQvNqVET5abw/0b7yFHdC9lgMwvp9mN6CpVR59Ojdg2WDoGkfc7lL0ufUe",
-	"6tS3eEPl5jmNIuy6Da/AfCnrOmSWRDlaofbUh/bKUsRLa7NySbG7PdKKokL1vYJEJWTuuzve2TRiiAvz",
-	"PNcTjPNhrXbjmXpfcVyohEA5IwdkuZ+QaLAeBvWG5eo0l2buTI7wu+sUciOVRWXc+3WALAnoWUsu1vV4",
-	"yy3wEz/7tPmlaOSLYoHZW9VutrXay2Gka+Nve3sWV+6JCGFUEpjM5ZWDwYNvvNad+7umQa27qoDrF30j",
-	"ErOcBf85zcWO9icbq/LaJdIuf329SSgssvv9bd0AMrHg2Ip6D1xrd4dnlXSZmJvOOaad3WQxerUIHV+R",
-	"bN9zOxz+ucwa++GX0GgoEtfGIrkQJa+5soZqxHXBornBKwVXUnMoNt1sC4tpBEotxIWvwxwfG5kh+IPt",
-	"SuTLapE/7ITbG3+PX8TY2Eo0pW1e7NWQ84pFza29Ezy27uKQn7w0u20+3jVLs3FIX0Nddto/SkdEMb0B",
-	"vMqIyaqQdvMGwoqw2VPBC1GcrHzpTh1h0IE+k+cCoiuxIxuL3vp9eMS98MnLl6+///3ty1+evkh7A/aO",
-	"pK1WIhkr9JyQxzQ4tecY7JWGyZnShchQY8S4p+NysL0ScHNrl50PH6AWrGk6adB6HUy0LjKpOMUxJnIp",
-	"DPpBlzmXiv309u2rQ4hgu92gJ6MPBI89lwdjNVY/CiUKnrNilQsKP/PlMt84YMQuoTC+e+R+9R8MvFUY",
-	"WKhXFLNMT1YLcOJ3U7eYRPXB15f957+NVmnCENPGirGUkC3tsXIMLtRTSovlglhY5v6F5XNxoWkZQggZ",
-	"mm7RqRSOAXBV7p26H9D67lbSParhaBz6XBcWCqJpKvrAveQpgKh8QSYmOS8IdSmKIBBU3UcXFz2ft43s",
-	"59gdZ8pXuU3ZxN2ccWuWIbcDw5ztMeUyX7lFu+nj4ZCFCkVnfvwHewGF21KxJbdz98x7t8kPDkLvgWvg",
-	"P4Ezun/KzPQYEBqA/vJO3ynrGk0J7ukA0xAGA0jDUTQEDvLTJew+fQRbjOrH8Xogmc6UTbBUacHBMb4n",
-	"R507wZpL8EBZm6c9wLHIk0ezit1zDx4PsYz34RD+83gBMGHsOc8da3KWkhIzboGhg3zV5Mcvo2GMRBz4",
-	"URf8og9vBxlMG4Fj4XduR/gV7G1UPW5Z5j5gJ/gIOxW5XrMjzF/IjWaF+De4xuDU+AYv9926Q5NSYal1",
-	"mKUmwq1FqAT0Wfq2fayGEtbdPkFQlWA+FXOpsm1on2BqS3D06mzDFisDXmPYCjcsjafxjlhMyUDB7nXd",
-	"9NHRY9ZSYV+WUvQSt7Czm6OMGiB1v1Ew6t2K0ibUHslO5hDsQT6RMC8OPWWXpZeVS4CeAG6l8u3HjHsl",
-	"gDj9WmJOMoV/mdXal3tUzPy1hBaGgFSvS2A54dSIS6CzBUyi9gRE426NI/Zcftcj8mfpo6OHrKHPQTlW",
-	"HJAW4TXCN0bIiB0OBuwFtaexc+GUH6K02oWrbS6VMXCIlFZjBR38tHAMpj4aDuF2qi0fxh1QZsuVLSSY",
-	"Kw1LQCjN3WCgC8NmmmpA3Gp/rESxcegN/ygfQxTE+FHXkdG3aS+Jr44cINr4CdHIe5SG8FiJNKwLaY+g",
-	"jGBBTsHVTDjWUqxEephOeW6cgCEIcsWcxZcwEEueMWB1rb8100bzTrpQzZJUcc8LojgSKAcmCLGooBxH",
-	"XGvkjKXwIOvfjDzIShjpgsgWEDuJxmUjAUdjX+FWBuxniv+yWHb+sdJWMJ/c9uDx39hkzgs+gdvCGfZI",
-	"oZFEg7HP7lDvQlCq0Tvo7iOEAnyEOUIWtz3Mg5NAHQHAj4cPWXPrAFIQXgtbbPonU2hFAhcbYEq3QPBC",
-	"QeqYqaRei4G+o8AoRsOAIf/09OT7FBqzQcVCgWLvx6dvsTdaUvWlMu5UBofC2C0EEvrsHB51xwd5zs9E",
-	"jDuPWUNnETrXSQ4NF3JpLB5CY+sZtx4wofQQEgx8oG0l3T8LuvPZn3LZd7p8IQxytbInAap2k4lYWkjt",
-	"RZx8cHGBiXXLQi+kEajVslrE3OGRwBQgz7qg+sQkvj0OkB8kN55rxwG6HE2xhCpBEtgIl460fHfWuVwm",
-	"jJ7LnJ6fYATWLQXu4E2PyXLwu9fOa9HPKAWCtiYNQAOSO4COIbwIqQDoOuYsPZN5zvrfpIxyP5AebCh3",
-	"GUSoHd7l1toKriZXjZwy1hY7bUJt4OYOFUhQEtlBYhjaLpgg5QVQNxgswCPNRC8BESANyLEl+tr0pzKH",
-	"Zh6wfUSt+ARIl+kJNchB3Z99B/YKQ5UYFiJtmGoU00fDI1Ztq+OWzsRE4kw0uKxKtg0kM5XWlD8WZA+9",
-	"+tlbVCM2F5RpBPgBsoHnoAlbLNRhqbf/QP2Kj16CxZ+b6ZV1pIvpIgzmzmAiCNgIqC1CplAfUuhBQKiS",
-	"G4YLTio3+2j4kJXNY449ekedTGhDET94xOo9hY6BARhkiRlcjJ+TA+EIzOoH7m6DDbvgG9gvUXb6E2Q3",
-	"+GOmfc9q+nNt3ELRDh6yrR43Trln6UvockOKHNomNJ2ujAs5CwV2Wb4Bm+PU39HQMgdUyCcvX78hQxn0",
-	"A8e1KHxFC2FHl4HXe6i5TpTvZrwAG+EtPPiG1VvxbKEE+oe84HMixJ0EXCs+8oQ/BQwO/F5lUfiMdVPI",
-	"QvbNfhb84k3ZXGjBL975SYsk1REH0TzNxTE73XjtEKP1s1yf8pxN+JJl8hxpBmfMqxW2D53SGonbutug",
-	"ZUe9EaoGcA7UBAxfiGCQc4NfQpwivAHlJorNSGri+gfI0dfKPQnWzKPhEdp+j4YP/c0yiOpjfWCcZ+RM",
-	"B/pjhM+gnup/5pDYBOKQWYLCgUnISyUGoH0q3+nKomXgi0gHZHcjx/JrCkfB6f/sx2ZL/yV4TsyIKW2U",
-	"nE7ToAL5x94Q0+i/0rmcbEbMcJWd6otjfzN9U0zYgdJKHByzqVO/+lClZJ1Vj58jl/PJhFQQcLqxKAnR",
-	"hQW6mRNxpXafoHqCY+oR9psl8DhgyFAaTYu5J3rACaHFDePstNBrI3zlebFSvgIhIk0gH9Ab3jSkJgKn",
-	"eFpRZ7qpFRcWmQ31yUp7AFpyGpGQktnIYTgOkEdlxFt3ANyMWz5KoZ79GDEbFzsImjlwOLhTWriLq5Xe",
-	"HHpQT8OKDonehlxH+p1jrZi4BW8AbcjWU2oGdE6Zgc/Ky6QFz715YPzdFRJafvowJ+OO3Bmn5SunKfV3",
-	"8ttssHUXWOx6sXBvhJJ+UklKkkWd4egx8zlP2MCpU3FDRR7eUedoMBwMfZouX8rOqPNwMBw8hBbXdg7O",
-	"TtQNO6P3H5LO4Vzw3M7/BA879jYNmvfPWWfU+VHYn+gRSMdcakXpyA+GQ+xhCgQCLuOa7Q/ZTHA9l8W+",
-	"8BXo0qxnKxTnTqFxZ3qEb2xaKOzs8DuekQmOP3l0+U9eaPuDk6gV73Bn9K/fko5ZLRa82HRG7rhRdp1P",
-	"3ATKhE6pls8M9Ejw4DOd39x6hwvhkMUQvOleBhu+yOkjTIOLbqA+MzYK/3fJkxCl+kcpDtp4vk7W1VIU",
-	"c740zFiZ52MFMYtRU3FAmc2PCwhlxOI0F0zkmMjli7szUfTGqowFeTc4HAJ9Xv0+pSCQj6xLHHIUb22s",
-	"KFED09AgbcNrldhbgfmM6OpxJ3ohIK82pGWP1faBYCIuHCkYWVDHSCTld13WDFgN1uVK4UGokciAvfLi",
-	"ElwJIbmymkzhvqQWYWPlXksx72SnjUpsgXr3xZYpeoZDBoxjh449JZHTd19btZNsE/RrRLg7oecnHuKf",
-	"iKKTzuPhw8t/8M/yYi7lApSV6vEL/IMTrSYyF9C0tDUDF4RiZDNXDFd/kY0ukhJPnbXmE3yAQnKBBYGK",
-	"VemOdbGHKr7zz7M+OUb7fJInTGksFvDJU0EZ8KGpoFf1yGZ7PHy4k82tpBcp50eH1BzUtIqVZ9LY7/xD",
-	"0JuaXH+tEcfykUP341fQebd1nE7tacyJ2PNhMKohBHkt+qiGQ2OI7JXlV47P225aIy4a5MRzZzNjSt+x",
-	"U+QNphBAaSw3LAWvxrdpYKtuFbbksz2KgcPmt0PI2xTur/XjCfxoL3oNzgP80R5E/oM3uT+OLbiDgiC7",
-	"/HchLP4hZh5ojmADXkYwjWmqBPOHGh0dYrSO+koKTCipUZRei8IjzRbqPmooINOQCXl/TfVrAsAAiey+",
-	"o6RVY269hpuTsIE9bBPg23jn95dbvdx3c4H+tRJIIMGBKFsv+mry6QVfiFfc6T+/JZ3lqgFHXrvXlVhy",
-	"RfHnDM7/Xoli0ySkGij9NR3us8aFvfQ6OPr1lLtrYxBAM8afY/J2YG/0hDnThee5KbN+0YElVGauxO4P",
-	"nR6HE9c/Hv20acC/d1zaj0U/99vra0d78LZX3BiHTdsc7ssQXY+G3+wASZzmtD9oSpTcAkq9w/8IrX6v",
-	"bwAyUiIJ1mLcFf0IuypUWREeceEc7xUSCb5htfPUT2DQwdfbTVLUcH63JfLEP/RXsERiiOxliZSDW+/e",
-	"Egmb38cS8dd6rwU1WyIETEqE5oYatZHTQFqKRsQEVsK/TmCNJspWP35hfdYj/ox6I4TBEH6Z1LfdD4mD",
-	"UX4BBGN9oMRgxwVKqcF+EL6J0lqv8gzd7HjSakc61oWoyFgZgQ4+3HjGeA5eQPDPQOh1e2zFgJ0oxrO4",
-	"MTD+eqx8u4AZlwqrzNJh2uSKQ3h48tpHk6PpwF+DKkfHvmtlTizK/DzEkS6POz5LW4anh2mvhRbaTcHW",
-	"2705dSnw52ZTkLb5ZShLe+HME62mucQChjvAmbcV9kV939IhKSjU4lvYdly5AXW+oQAvyzBHy63CC9Hn",
-	"KusbYbE5UOj6S6HChBUCAwhQYIvwHIzVSZYZZjWEaSviwXfSi7oM+f6+ZuuVkhrzjNWab6it0OJUqmju",
-	"Cgp9zBqFcObv9LrfT7mdzH838k/IO3JiwL3al+7WpQeCv5CzuQ0US9kmGbB+s1qE9BZ0dc+UyMbqb4/6",
-	"p9Jipifx+W/Y9lCjEHMva0tgvhF02qdBzWPFswxqikmuYAK2jzvNdZ4xrtjf+6cbW6aiVt/oZyQ1yYmT",
-	"LCvZSA15GtprwwEZnY8v3C/BnZ9lIVmBHUFLYvcTSKrt+E7oHZ5lvvKEI6IRrRztU7L5292xOQSrl8aO",
-	"ErLsnufdFM87yTKW8iwro7nsKIFkslMRiid6jFu9kBOe55tjFtPrNpWWV9TGJJtauWDaqbhYion99mma",
-	"OD4bvwEy3uS0QrDUoip9CknznqmVmh98OUx7ZW7iN6w+/qyNC4SExLGiXfk9SRvrq0yaJsJ+E+sHOwn7",
-	"DTDy7cMFZoIZ9thqsYmucXcV0t6TnIEqvtPZ5qYp+Ve3dyTn0sSzxUp8uBsu8kbYr5RhPDra403uit9q",
-	"/YwX2PXm0dHjfc4Uanqei0zytw6F7oZFORIJnCBp4wJEpdj/JdJZerut3EyvTnPR3yuu/T08+5eKbmfV",
-	"I+/rWapA6rPwL9UOso+XCQ/hvZX3zqYWZ1NWAVPd57TbiVujvsjV1GZ2VzHrFuVJDYWbddPq2e8xpMmi",
-	"rsIICtdXyibgi5FKGEyqj+cR33y0die6HcbvvqGoXC2CE0c9oqnMzYEPTKeMNsWM5RvDhCp0novseKxe",
-	"vXzzlvyQwaVLYUpnEc6cne/LgsGhKbPwc3a6CcUo8JPRWMEGG+Y5sy6QM+XpG+8DmUPzK3biZzYzKm2h",
-	"6pCxKi8b+hbpPBPGxi84MFg8TXZyXSOndZtU66dOgNe5QO3GmvRkia0JY3U02ZMVuBt2iN28MGx159q1",
-	"JiqX9VDZM1B7+XNv3z7bS3nYmXZwdDscFa6xOQiMYiXGfydOBP7gq0x2uI2AMsH5hcas4H3iyyVnGrGp",
-	"WHuK9kQ+55m/he2g8zESfjvXqo2gZ9UJ9FhCRkPoB83D5UdVtuWDOYAdoCdiI+I49NzFNPIW/lUfRD8K",
-	"R6Xi5WgpYmVj1cjL/Kg1qiDwdd60GvWzOa7z9bGi93gYOX7n0OHBHtbgW62fc7XB4rO7UgAdNhyzAgL/",
-	"NFjOHzq+Xurx6Cn46hphRUQfvpfZ7oxJwc/FJSLihlgsgP+15/z7ZW0Bf3Nmq0PcXEzt18DTXmj7k8g/",
-	"ATd7uljavbkZ1AmnI9RPDHAwR28O6NsszHOoQiy4VFLN0t4xdXOvySL4Pc/zUGp5Vyk3gOk1AhSN4hPx",
-	"7Ib16svp4+fvqxo4Vh1ptdvR8jQ89VfwsVRgspd7xcPns/CslNvfx6kSrvbeWG52p3hwtiTvYKUeqEsT",
-	"rjKZcVstU4yu40Od6Lb9K01RGCuKBQwECoXuoxDzCcl91e60mZxO3deYFIMLjJXvUhxbuN0Hw2HCVgr7",
-	"0me9lkq2gOF72XbUMfYqEZDkM0iHLcm42bvk7+2eVJr8ShEl4EwkTw3OCICy6zCit4k2ru9NqpPVYbmF",
-	"W/EivY1PCW1MTTk1nntrZXLmm/hQG70K6cKeodpwrOq0mVBecWmxpQ+GR85UG1Nj3HFnxLBllrOegMyp",
-	"MzrYWFlLb+oRkw2V9ZUG4jSmQk99I+mx8h1hUpmlSaUk2Y+xFtgOANpgQXmjeyPPYVKM+3AEDb2cCkhZ",
-	"hY3c5glfLLmcqSu4ka7qNrp5P82V2NctBHo9GoZQ74dbdBzR2yabRoXC285fp2Po73vGd2k+zR1UJwSW",
-	"FPlpsDdPyaygGjnKMKu6brgNrhtua1Lvkwe4vyDnS6FzxiMod316NHayfwYtNHO+0atqFHwPFTGSZZe6",
-	"W14L08g+r+Y6afGuA/daiQrTrbeIv1Wv9U7mg0enbg1BbmJgJpbI7rqbK/hoga/MBXQnCd8Okr5kj9Dm",
-	"W+jzmeDVbN9LaPQllbh5PfEK3pGWatJXhYbGWNelrU+mBXzShK9dhOkh99VR1kdpBH+VLDFsBIapk6HJ",
-	"UCkelWaF6HvivrJIxIZjrc4T7DAW5kmFzFIwT/QUmsiypoXTEXU0i9LaoNiIGgMpplXVTOoGOymJWZj7",
-	"dym3E2yNFgyfN2WzKQo75dqYUTTui+077Yu64GAPNHDraCXGClvjEn/FHjq+DU2t0RU0NcK5YHROZNvj",
-	"cnSWszWBe2PHvrQ6UyvthaZzHLs3CpXh2tidByt9HMNPQnGYnYtFL4l70J8KuxZCjdVKUbudyl7dNk05",
-	"uYx91OCy0BCrcXIZC4PLRv6uBc4qpkbD0CpRacCic+jtje2BuhWrXK3yPIXuPyUC9GDCw4nClQ4wPopn",
-	"dFa536YSa2Fs3JAVkUxaVohpDn3mu3ysSkJCRQdaiuWCnztY6gI6pzmWC+3cPdqxNxqzpMved5G34MCU",
-	"3kanQP2x4jk27KqU2GdhFAK8Gfrq0UFw82NyJ2KEFTySNGhUGh8SzrjlCQ1Jp9aBYG54z4PKN7Q1R0kw",
-	"DCYsdrrChrjEYGQGOTV4QVREQ4BSGrbkgThW3RhvSgLSBbU6s5Gfj820Ej1qoo6hZHEu9crd3Fgt8xXQ",
-	"GbRHk5lp7VVYEmdjajp8E/lXLxHQWw0hqxK6oUzFd3pEKCfuAoIn7krhDZzqtRXjaMwYCU0s752lDUHC",
-	"jOYfI1Ya1n3z5mnvFj2je0hKw1Iii5R10/djnPw67nxIcTbz5AzKOtw/Dgy00nYssBdNbOxyNVZ+47Vn",
-	"yhmnsAoMQqk9AgZCOW8Bvx0r/zUFSCkzpZqWAHlxQhZ+PSmM+8nZeVr2e80l9BcUi7FKfxGbn9VUp6Mw",
-	"Qg9G8sg/RRLyTJBh4tsoTT2ua6lt3ogFX851IdJkrNJiDfBKWAoHpT1DCBgutWm/A3YSt00FDWSsZr7s",
-	"pjqRWE9JARHKSrvxA4YjnQQ5InxLvRszafhyCYOfYVWO8g65Jg5vcDwZkvep/Dn1fdep8y8GLI2fRYo7",
-	"jT3B5QOC2ULQUJE1tzACo+vWcBLtTKrswJQd+xLUKbC9vq9/VDPfjhE7//EMwlk94LeoJHnNwZMRiEie",
-	"mbGibxI212vIMVpwtcFVMb+VRrIWxsHd/xEqMB03z/U635BqNlZZoZdLga7zHZcS9k57ykjCSYvQdmsn",
-	"YwUtL502UGmDS0qf59d6jaPCqX8AiiYkVRhbBElMCTtK2IOEPUzYYDAYK5riwmZ8SX07xYYZvgmwcjop",
-	"gcvqpqbljgCgcTk7CXdMjY5hcR5a9abPuLF9OEL/5+9T9gLme8Dfb/SqmAgPTz8fZ6xQOw0qp9OALJtp",
-	"26OG2k6iYtTyBftPdzSSrTgMDuUqKDSTQhszVrxc/RijGjLPGTUG2ComqxJPOUcDO+cr37Id3lpWnbKF",
-	"NMaPCmsU3mG1fcpGI6qTWTzGY6btcQRdUDyD6uGAgGnEAB0cy1Md9xRmmvnKtLmf4Em+u8p1NXnwQkbB",
-	"b5+jGvLyXBTnUqzv1ZAbTG+weikncBcqmJCgjSTIzNAS5qbWv3tXg9Lzo0MQe7tzin7ER/4KCUUlNPbC",
-	"8+dhHkuYGX/nSUV0hH0yivBi7+mtmd7KYTs0orq9JxA9GtOav4YqnR3SYMFWBb8c00lm+lzO5sJY9Dvw",
-	"hbdSvVoezBJIakhoil2C04BAMTa9/ZMInLpF74UxGN57FqbZ+wQJ2uW3v6bx/KCJXogo0clr7NUUp19b",
-	"85vSB8NhukeG04800XWPnINy+PmXluG0xVqaE50AD+4puCnLyZMIBNSJQp34hCnGoM/4kJenuUrmHjkv",
-	"pfX420jdVxWKcJlVk7/KGfb0lZO12u4qr656uaO8apHee7y/Jo/3WHWV9iTQq010qYiTiBSoRya2Jhqr",
-	"yKHqzD1q7KQtOm0jA/aSMTDttpln65+fOQM7u7dlbpwzt/pUb5G9EhVcPc00XnpXnimNyyU1SiznYgFz",
-	"wrGnY20372X2Ia259MqGHWPFjW/ceGAY7AD1AnI3SDsKjR29hEP/KKV70mdGCOoYBuU8MNB0pgW1Y6Yx",
-	"Nr4d876Zoaw9MfQfWqoraGk3UmB8SxW9N5/7gTf4SdI/4Q7cZTSXC+M39+mfd5T+idRZ5n4GQVxJ8uSx",
-	"AusVPsj7vE/z3C1qHHrHQPV2OuTFew85tUbCJrl+rmJIB41ZbkM66G4j38ua/apuW/jlLVTRPvv6Cmfv",
-	"qoC0RK+bVl+unwL5hjwliL6faSJkTRh+yizIS4RjqcuFlqowjNLep0X+tZrnVZFgF/s/O98ZR/lFbP4a",
-	"UZQzd9B9YyiU4fFZxE5g4/tETtxV3tv2zXGTM7GJQyWkYJXzE2p5PDFBnZ3HxHT4/kxsdipOmPzyi9hc",
-	"Fs3HB5vbxdJ+9mgYe1k04eGDTtSharhXM+ive6LBL2LT0K1p929+RSg/p95Cd4TLhDEOUxxCd+W0gr0y",
-	"8pX2tlA4afbdx46V4OU5MDTvXFxwcJxyQ6PLk9K9n8aj2VMYy7vm5aBUeK6bxjxaT6wIg8i9n4fVf6RX",
-	"0AYWI3KnG8Z9hgsQMI40Vpg5u5rMWemOYrpgZ/xPrTFVuhYVHK+Gwwd/W3Npv304NKnPY46CK90nWplV",
-	"7g6f68mZVDMGxAbByrKxfYgl0iT4logi66b9o3TE+KkRyoIzOmymf5Q6YLnL8xIBOJRmmGPXoznG9Yru",
-	"AHuMEYC/HUOUYxVClMcwCyUtc67d0u6osJGeH7dfnpv7efA+JKKnYwWJj0xTZgf57sycF1irHUUBID+v",
-	"JSy6BxtsqG6/JFzrWSJCOAkHuxEO2T+61eDrfxz+x/7WwM9WLL5zdLizmb4nVnd+zNmCd3vqfEMjkvuv",
-	"dC4nm7Z30i8P3wCZw1vpBx+Szq9+cH0T96iSQTcgxoFB97H/Rk9Z6gUo8qcd97F9BZ3/2Y8ZTv/lMnTZ",
-	"2XWeF/qNktMpQvDrklx3FCmh+8Z5Ko6FAfb1iDsR3Fn6q08agezliqxokE1XM0B+EZu6n6Ft0gSJNSfi",
-	"glTrLrUx8jTfgBzpJSTbGJSvC5yEItVYleiKpSjkbDgwW7LPsDOxtOxU+PklC9alFfoLYTktkwRBR15A",
-	"yGixBVeGYxUbQMuHVJ30S398+jYFeRYnuLhlgBGXuiNeS4MGmf6aHldED/xsrMrfldKBdaHVh+i7R3rH",
-	"2GltLcO8BVykYeLCWJUjF/zFA3tGMRRkT2gDUgZ13SbgPGzupJ8yYxVGMkQyAGEAvtBvn6VRbqs7QAhp",
-	"jUiu+xFhDbM9WbcQ5/pMZMlYUfQbxG11wLoPlefaWJpvE5ZxCDDXeWZSCG+DdgBFD2dSZePOaNw5Ox93",
-	"kjFIoHFnRByPneDPMzougjocwnedXKwwJ0KN1akI98JLGwad8z4xylcc+J2FMViPht+MVcuNRWojjMPB",
-	"tT2U4Gzx0HuHysucT4Q7A27ea2pRn2Luj+dWw6QvyFyHD7F6jXJC3NWm/f6CX/SdPZ6y7uOjB+wX+Z3D",
-	"eGJRNNXt6CH8pm+17ue8mIn02CdAQMNN2mKT/vFqtZf+AcfZ0wrzKod//JOoHjVXAz8T23ifsLnIgWHA",
-	"VilksNWoA7DYnUefCdW6bfj1VRvj7HTGfrzac5ve1l/E5h2iT5OCRV/dhyKrocgrG8of5Zi9i5HjwAhA",
-	"zvM1MipuYkMPNR6uNoywjzlqTUD09y5zGe2ZQ3d2ThwaVOf0F7F540y9plw5MgK76Zh8UU70QMYZNQPb",
-	"tv2aC9BH0WQmbsLkNJ+HMVaoNTmt6J9vf+j/nSYwhUe/40b87ZFTMrZ2Eox8qMFa6HMQBD/FVVVoc6I4",
-	"CzapIWcqazJDYXQ3yihI26uZomBSS9tYIFWtlfYZxgRJTFXrVpLMqkW7TUlmYjAbQN1NLkCDu4m0MxRb",
-	"n1/S2S9ic59ydhuGVEPC63YG2jVNJWJIOaY/tPGhl1Q5jypEyAUtTR8s9euGnFT3pxnR1uFHPcAsRy+A",
-	"XQkEOjKWS1JcqOs7KLHdVNhJNrE5qSzu07QxfwvCSLj3v0K8qrymvSgTIPO9sFzm145ayey6MSva/D5R",
-	"K7zSewbROL2W5zn40RCe5GGBoluorgMZGHMID/cPbcmgZIEyvVYGivFN4luMTKAcOO7MnzDoAIKiuaw8",
-	"MpCq6Sxp0jO8OR0LeycgwSXCIVPMbVxiVmdqbZ4mZZbnmRBLeCiUC09yDaf1LvCqYd6Y2e+s9GOfRj9W",
-	"hSDuFVXqep2hsWkoWOLPyOy5GnOBJM7bbFmH22oslePqC4jJfSmpeQBO78RopKqKBD18D/+9pJeiowyP",
-	"V5dHWfH5rzP79U6aCDpw+is9buIGaJiQ3+pUTDWZCehFa+GtbdPsWi56eLOswEv55pAQYe9XiEDXHY3s",
-	"5wypDEVoEAgtAvTqmYlNirZnE5fZ/++iKjYUg1DpUPFeh1Hl6LbGqgj0C1BHiDA3jlp5NJbhVTdGsQ1s",
-	"qOF+r43FDjOlqB0rL2vJYT6q98Agx7HIwSc9w7BKSk+nTpSnpCakyVhhIVk5ZIlOjKUe32FNG0RREtxP",
-	"311UCulUhnGc1I6ucKi0U6diwlcGh9yX+gFUt6x5GQyIRuXN0RUKE+68v/QgsIKx6nLFkL51kZQpCABU",
-	"mI9t/MD+JS+Eslj9RmBQGjwZwciR1p0Z8E6D4wNZD/QOAQiCak38yPoscKiyLthUqAlA2RlaeOW0R2qK",
-	"5nQn2I3bs1w43uK97glb8Mw3T+Q4Xde9JsFACIUCnLn1JNdGVrqNkVpnonPBCtB6pvSrlM1lau6FkW8t",
-	"A41lWhwde3LMO3B1wM5Cg5avzuXxxcjwX7x5UGkv8ol4drBNrl6aFy9eWmNVGnBnO3HLfxrFoTlp1Nto",
-	"9wh7Mwj7amXmlYAsCEFI7lJ6zf6TWZvvtC6cVb4zZ/sZPPGXcIJ5WOzHsvXkDKIln0XeNu59LxeYe/Le",
-	"A9acue3A2NLlxmkyNDJozaWttcMg+FfIKpqYVZrsNQ9ZXYeKVCXADVIRB1sazWv8wt3mJymZo/fdDxu4",
-	"AT8B3jRwbYdvPpeCjKkmtNrhBUAEuD1ZXrK5FheAphkV9+ykPmQM289GjAP7RjrzeAcLSW5++hfmD0Km",
-	"JC8EM6I4FzA0hxeFPOc5WiusC35+3wEVs46sYctCZGIijNFFb+Az3RFXEyr/5Ir6dFsOLVcgnO2Hvx+H",
-	"9C1p2ZbVCHlVaDjiAECbYxYnDiYVaD46azH4GIgpsq4uyg+nXOarAroxeOcLbCFUkpMVLDEUgY1RwYd/",
-	"IY116+MxcNBHF3MlMXFprFKyi9+6D8rOZHizVx1bBq1/ig100KUlfCN+PTlLqF8oxTh9MhXZ/0IZsTjN",
-	"RZORezIBjv5RIuEWx8Jv5ZT9UAjBnJHtM2EpPRWuBdwoXW7ZQhvLHjz+W0j4hcnbPkkG4XZgWKrXShRp",
-	"W3IZfHvF9qFHN8o8wdH/BQdUPpuh9A6YTmzvaijhUKjv5Gk6AtflDGHsI4JY+HEcj1r3vYkxxxb6ZqtV",
-	"nkdJTUSia6EsWwiuoANYb8BS7ujNQJfsvlT9ZaFnhTDYxyJkRUozVp4FwQ8KdHx5NuSYMHkJKevhSxvk",
-	"TmwHuuJcTPKVkecicey4IN1gLy153wkp0Nt9h7c5WrI9jS0Zq8bZKHoaGHLgydsym8UZZT6OHOWQIReP",
-	"W42H9DHWmj1232/uq5uwgqgUJqxcbaRKiZG2VCUnpR4n7Vj5ySG1VnVxFiHzkz98cgMPCRNl2zqZYYf8",
-	"j54Isp8Rchd+dT05u88hvBk232DPEEcMpUxtuYQ3YNqQyFisciuDo67NrYLOHPCrQX3LqYgKFoSPVuki",
-	"bpwf4vLd9NHwkfsGFYmxwkCgDdHPiIh6MLpiPxdOA/WQK+C5O9Qn8+QgcBxLKO59Ojfs0xEB8bIr+HYu",
-	"H8NAuXN6seB9I9zzFjCVJ6fJJO2NMEOPkwlF/mSn8G7pRMlYeePq4YMEShKZXUsstsJsWyVEZlDVMofj",
-	"1XD4cAKlZe5fAr3TwuMQYnWT5QVUs7Orobjgi2UOLNkdo8HH3erQeOqOK43TOXWRScW977ab1jTAsnlk",
-	"+rOyonhV6IkwJpBcCvVhoA9ifeSS27lBTTaDkrKyHA/V9DXfsMIZOr0Exm1BeSXAHL0oRrvVnJ611gz4",
-	"VR/2xMDsZ5ngGWqIZJS4G6C6e3L8LxjPc5j1gj4NbE7A/VM+F8HJfZ96SLNRgN0AfTKr9ZkfglRLmhgr",
-	"yj0ylm8MfBSXgmI1HyttqVLf9iYLVFHyDeum7uBpDxMOIOGSzKgBeHK+9aWTW24fh6DuuO70blVwmATO",
-	"ifdBp8PczJqfZ8AAB3BDIU1DY48Kp7nqKJdlrLpt+SiUNOGgfsw4KwRqxjzTS6e2wjvkGUwVgpf1dnhe",
-	"Pp6P37X7RQRYflX+l3AhrU6Yp20M237V2W2fi39GlFG3NTdt7hpkMt5YIh6ELMIxISj5994bR/6koYIj",
-	"p2z8UvffvNA+oUwaZ0tFbJMq7Pf38Xgv81iVPh6tKuab+YpcPcbdG8+9XsLzHJXp6iTsmrenHCm3M9/g",
-	"lX/sfuhOa0vdCojuZ+58TRkIgUqwqWrUNm6Zc+wZBzK1EjqMSKuB3BpG7myFkWsodYsB5Try3k91+cjZ",
-	"AQ4fEraea6yvchZAEuWbG7bQ51LNWvEkuV77/6ZGOOn7cQdSdMedEXvxIWXdo8HgaDgcDnus9KKUu2Dp",
-	"MB0M0hf9Iyfl34+jDboV/jUYDH77kI7VDJKO/VpspeQfK4ErDtgJGS1ln2to6MWRYLRv7GKEhWDMcnWa",
-	"SzMXWaClDALJ6P59XKl7k4aVj9s5xoK3faAR+XiL96a7BIcXvBH2U7cJvgLF+imon73SfN/xd2fH38Bj",
-	"gjRy5NNdisJIY7G5w6mf9YqNE5EaryyU9oz7xfOI26N/28vHMcCya1Tb2CfWRaaKEjaJBgbdh+e+unFQ",
-	"NGJ4DSlGSjMcDX4rw6HaI2dX1bvuIIZWyrb7SNqnGwB1Y6paO+e91UFQJ/X+taCNZYLnJuopD8wH+rxi",
-	"gzmLuqy0VZWM6gtDISU6IVUPC9RoKQuOZlGzotwbrSNTCZOBjXY8hZyYgWiB37McMwLZTLdNdNqi1k81",
-	"2qlp4bWQs7mt+FYDYh4lnQW/wEZvTmeO+r59XMfZjx0edUuO3XARNNrjrzba6Usc0/RFDU1qGpWUIsWl",
-	"rEtvYEe96tikj1B/rzQh6TL+cz8q6csYlZQ4WYM559opvHWhFQlIJw936AWtXfbDzJayQ67XNZxuCqHo",
-	"4FWE3jcoW0H+Bq1Eos+EU0771lhsb/T0BhgIzCBKQ8HocIYF37C1Ls6YVslYQayxPGvwb1Zz7AfM9yjY",
-	"2Y4Hqgecnj3RSomJJfMqbjdPIe3Hw4eprykf1SEcNXm1bMIVGgvgCId2RCsD0dIlHOO4VGpqTYGSimpj",
-	"xmqGXVwfDR+lbbO866LsK5/qvYfkLtH3y2A8n1oOK237U6cLVESxE8HOit0lg++iz2mNF0C3bKeSk/fV",
-	"fPwI8psyka4waG4/OX7IJ2fXsqquNvqu0f4q2T5kx5R/RnexdgYRZHWgFuO4sHeRObkwYCdqg1lP1KME",
-	"4uruqwPsmObYG8oSWKdXzSDa1cA9yKetTu4YxIgyM3PRZpOdTM4qnvcrcc52m+wmOOmlutYdsdSErOpS",
-	"AfnqpvndgnHkIVxrOL2LWW8hP2a8VCaUVIbrxZR3zCr0GxewQJLF3TmuiHXMcUbTcikyr9ptabH+oOmv",
-	"adlMyjF/Ju0xszDyG7IQtLrMcPpjJVZid97If+Mjf4V0kdvP7kg6JcT3chID9Btcw9UsEVp0nywRvM57",
-	"53FzlggAsqVRRS7UzM5BiEJHVZFhnC6mMX8RVfqKGla05YngPd+iMCNEahZhsM17nKjjBMDsavd+/Uqc",
-	"CsocYu/eqyu9jc0Lau1y3dKfU0b1p5675hiwnyYVTeWLh0L5yYZCwbVgBm19RJuDY9+B9P2OdOzkRke5",
-	"ubPt8cobGLbWXOq0WNrN1xkC+FK86YB1UfGcQ2bW5bafC25sX6uJ6B2zOYCDrH0+OROZn5EFjAV7de4r",
-	"v4gZHb6H/+70qp9Mzjx7udwVfjL5Srolw5HvuHHdyeRM6XUuMj8RBhCjnKV2w1Lrcg4PQLlcxHmsOqTi",
-	"pOuIvKttqk0+Uu3h/nj8NbXy+hxQ+UdJsR1A4VM+OUvYuTTyNBfUTYiGEeg8YzjYbm9WFoyv5jbOXFrs",
-	"Ly4WfoCCgMSuUMGYDdj3IucbkeFTYIRvhGUwHolJhRlMshirZSG1E/iQ9gQpbtJAman1qveBYWmGq6Wo",
-	"XGLlXOsIFdBMf4YzXFLmSsm9CQux1eGwdWIcWODNiQ+Q63CF1IffbtuWwdM3qHbwxb0x0+RkKlUFqJqy",
-	"/EyUSWs3acu0ec/fRgKpPtA1DHCN+pG1TGrtQtPxseL+CKTOeC85cIfeMRSXLkQmOc14+8ebly+YVEjA",
-	"CfZm53+shB+ONheFgM4Dwim4YaJ6+mg4ZFKd81xmffdhesx4yxDMsbriFEwhoXINzm7cjsE/H80+B8aA",
-	"zde5Tesy3fGMEVO6BgkjcGwnFiRDl3GWrQSzciFg8gvOLedLXljWTYk51ovSD+kFh2mCbEn4Gs6x2mJc",
-	"kPyaYAw3W4mESiXK9ilChULiwBJPN4yPFQWiR0wrxmGPkPpc7dQWvDKYS+vdbeiy6UosMUzGKnDrojTb",
-	"HIgFDYCF/vGbGryocFtalmt9ZihfmE5J6XD6HEoSobK/HPbLulk50J9gQW4jHA2LC7krw6lykGgHI3IR",
-	"Vr6dPLhypR2wl44iqfWAP7x7ucGV3DUSCWO6MuT2SgX3S7O6jA5bwUf1FPYdi6KxClX24ZesKy4mYok1",
-	"9u5TmOJTMKtnAtCUmu2H3AFz4ACuJ2fMnIl1EnDMsFPhJKjjFLxC1Fg9E+UeTLBqX0OzAO4QAFo4HYBI",
-	"lRMo9uTQ1M8dJWELmefSiIlWmQEaR3Lwd405jXplEQKQ8Ih9erQRSELSsCU3tsdmDuTt2AktHdwd+Xtz",
-	"XAtgRujCK1BGDJ3wBeA/E7zIJQ5IyMVYKR0uc415koVw70a0sk4boN7+gW6oXBocyoSuhN69AXvlr9JY",
-	"mecO0MIgg6chvfHWHJ1KTCLx9DpYIrW/eIG0PpD490/4Zx//gs4VlU+M+MN3rOhihDlbiTTBGZP++nsJ",
-	"m2mNLZsgSoOFu/lmhDgP50sqvAwB6wnS3aNPAYOrzxKW1nd8+v/9P//v1bcduXog5ybd+knqZACSLKGN",
-	"P5cvUqBWDdOVXRWCdRGr/CQJYxOC8rdDk/YgYSVwIsKo6oTwkKsTmm6484bhzA7ATZrgU1z0MhVwOBh8",
-	"803Ccr0WBWLIcdAGW3VBTwPN6mCsDH7zTaQKDvcZfgyKc6TZ07jjHx3LweOxbvpwaNKEpY8X7v8fPJqn",
-	"jn1T+4T0vx4M507UPhyyjG8MVp1TwgO36TFb8HyqiwWUIIgZt9A7j59qsiho874Bxlh5vlAR9QGqKeom",
-	"MORDe/ncAji4+E5zP5aHQ9NU8XsJfHyphzTs9Q9P2MOHD79BZOymD4YP/tY/Ouo/+Pvbowej4XA0HP7v",
-	"CFBjRQBifC54dkzCNUZVUCNW5VSQCJCoeByPVQAmOI+0ZlNe4Io3AzJuW+DVdLzmdja3MbT68lrAm0u8",
-	"JlLOmgwa9ADfl/7d2UxpupzqVOm2EdLHrKzm298f4aTfrUR53rqFPy7I86XEY44resSMumXEEZr7yMvX",
-	"7tzgNJU4DoaICw6NN8Fg42ei8L3Je8csfTB8RHPNBYK0nVKL9eXTXF6/++vMc/kUaTIRzPfKk0H4X5oo",
-	"45fdJ1PmteDZ4bqQlvoM3VNdc85MUYXTzjEvpm3OS7iYGtF9ilkvhDtXJd3X757rTHRuImf1fi7Mp5wL",
-	"AwhKjUP9vEbF0oXOqo1ES5xsHxMTcOfWgh2eszXrTDXiu+dROwbGAJigBX2B+lZy+fCYGAduPBry3JkQ",
-	"tBef9Y+bPIY+/yPwhWIokjaP6HrKJ2fkHcefU2dU8D1iHrq0A/aMb/TKxr1a41atTr69c6s6/Bqrblpl",
-	"uYe/T35Hz9hqJTPypf3+++unJ9///vuWKxB6BQ4Gg+YfvXv989vtH40VdWml4avgZaW9siVuUvgydnee",
-	"xmkxYwXdDcFdnIn9p8WwclgMwnbATsaKmrkClHloy4rtLzLh/SrHvjCVhJ2f+RrYyFiFMTjR9JsdLU5v",
-	"XQbdD6K5DbcNXtv9KJobqgdBcN7mMBokdd++h3hvevWGpOXMGcd6v8KhM1tqvVTYvkgXyC+BIe5U4Y1Y",
-	"8OVcF5cUmLwpH7u3nm/Geq5Cfi8DOtzCpTZ0tPg+ZnR5vffKabMBHQD6caZzfB/bpLdH7Ul59bdoxkT4",
-	"1WzJhC3fo0mTDRPAEybFmMutlwpqXL80ZQurDpeiWEh7U/UpNb+OD/Yu+EXK6E2QQwm95ClgeUwTOchu",
-	"SKJqyQ2D/qbRDApYasAIaXYO7WywnsYqNp8CQv/6gHXTbdCgLTUYDKDwmkn3U8VztlhZcZHgYIemn+EY",
-	"hSY7Cr5qSGeAYnGnVS9FQXDqJWO1w5iyFXpjfq4nmT0Ed7DMYLWxghSc8ItRk/njHiejh6wddkJ3p0Pq",
-	"EN4F4e8B6xZi4qAdLIQyKwjXd8cyx5EBiz+Alug96FFSiOnKiGyElfELflGvioctNNS+Ty07FXOpsh1W",
-	"2Ss4fmePSTIAMY+jMX6CqQM1Geyo12bELPjFzsL5azYZ+yxsv3CfX43xR9hxb/dd2+4LvPSHVZ7vMv0C",
-	"C+pPV3kO9h9R3RVGkZp0MFZphVWMiFNRepetCtyW1YCx1DkazDPKM2FsicXAJZFzAZ+EyccfbXAy7o+s",
-	"p2R8lhrk12SBhlMyjtnHkDdaqolXVIG9snL4Hv9xu0GlNtFxHyr6QkJFiCRJZWZRzd2rVb65BXXb9yVd",
-	"ur/KhEyPUNfqeVqq8sW5nFzqmaGH7v0yN+WXKaG+p1cGfrCHT4YW3s8jgw/fG9pt/hiAT4s3xin4UhnL",
-	"1UTUjG1/Bx9qRHb4nv71YVc7/mIT1qW+YaiGwC8pvJXUrCRn1ZTGEc/lmXC6Rb3H0VzO5k4jgXnIfBHG",
-	"D4e1Q2PKQsykscgHTDJWq2XGIR2vEAt9znPT2yOmRk3/ofO0iZtbQjf+sqRnwN7FLeq+/RWrmzAtnioa",
-	"QktI3/WIGtaxaaEXY5X+muIYw7nwuh9K6m76YDhME7ZSuJus5+xRf7XYW80ZjtTfb6zCncK+/duGLd0l",
-	"PWF+5V0lA/9p89nB1/eMpNlj56kLekeW+AWRlJLM0N/08e0aI75zVTlN11v38tW51p6zROjxXYNEtteO",
-	"B4n4Xmxj1T5IhAenVgWGVuv2aSJjdVPjRJifJkJOxc99nAikWNA8EXbdcSI4C2Ss9p7Vr3SJ9U3zP8aq",
-	"pJG2ESBs9wQQyBmxc7FpH7TPLx2zXzLzz29KCO3tfkTILfDl1iEhn4ClBsK4tEP9PxVyOlHQ2j/TTz+J",
-	"c6F8+72D4fr4V0KzdCoclPbEbeDg1Xoer9qaNnjLhBR6sZyLBcyqBZd+2oDhDq9T1kVTJu33/SP9U25E",
-	"6mSygPFnPV9jyy33y0OjBj2Np8zXkD+FuJ81Y5X+w2jlP34jCslz+acoUkxTwaE3OOk4gSLohKU8y8DX",
-	"mrB0qQvr/mtM/gr+OVbpkm9yzeHJWMl4Kxfin2+fwNO4GexGkX7/v16cPP8ZvlgV8s1STNw/hXJIk6W9",
-	"0ViVWos/x/fSTLTTbFI/UR1sJAcbGJXvOziUU/J99bj7YqwCZKCbAxSy00RmEzksByx9MDxKmcc648up",
-	"CVzH4c0+9dE/Kb2N6HYlSc1gZA5SriP03AmWFnbsKMGFI8awKA6aasgMTWrvoI6Cjgm2JeO2pt05rpNA",
-	"ATWE9/y2/ciUSlSPuHmTmH99Qwz0Y5sa3vzcytpJHM596vGVtIXX4aLarMQ6l3NEjoiEEuUmY3J7ber1",
-	"VyXRGiJ0H1GK+4lHH9UpeRQ7pOKxRwFp4qEL+N/SLR+6YDtmwroVBkMd9Zvtxt7gbkaQfjHROE8q5T1A",
-	"H5EwTBLvqzKsCcCN9F1Rcpwh3PWXUJeCLIdsm95VHaqHS4kzIRodEy8V1QVX9wvdULz+nfrOMF5egw5S",
-	"rESC2Qily2CsMBBgKmfvOnPYCIspWHYyFwYrwWmGqdugAWcmRKvBZl+KYqzcF70BSwuuMr1I0bAPDaPw",
-	"Z1xtjllaOMruF/pUqpR61swLvZqBk2XBpBO1q0Ids9RYOTnbpKERVinBAxnBpqQF6jLeR0tnT8jCJwIa",
-	"1F6NKUv0ijMhltjhjvQAcKSQY7dBBr+Sk7NL5W+T9xRoVcxaOpF0EHydpCPUagF5yP6DaO/ut7DvKECy",
-	"I0dkeFtyurX0PRgA94N5IimhdL+k020RobRH3BK/uxr7K5Ue/t5djXVw3Gdrf1VOlACdY6sn8FMBpgc2",
-	"eWDYstDnMoMGcfClFOaWXRXg/mtlqX7+qDgXiphJ6Ud1ip0qBJ/M3amBH3ErUvTjGr4xzOhBczjFhOkx",
-	"t0aJ+IrGgCi6PL+EEes34QBr94DHmBUuqSKA4bG9AwIGw5Cgu4F9n74fdwDM486IDQaDRv//9hzxMUXx",
-	"RiwNA+nADvcO85R1cbj4XC7ZSk1EYblUvYSluTY2ZV3v1iZfduJDkVieN9NK9MDcL5ePHdY4kD1yj0fe",
-	"QzDfnYm6Q/h5P/OeWH4nfmbY272f+Ybm/Uccpd3P3ERipNqRJ641N+dteAzmm/01cnRmeNR9s2dqMNpG",
-	"6+QTZP3UMnXoCPvk6eDF3hNXc5ZOSSd+9mtIz+F5rhGjYmKLCKuB2PzAwV2FUnV8ukVtZQt1m+0G2PM9",
-	"hjRpOQAaSL6ANM4cSn2TCDdCjg9MosUxk05u/lvHwrMRe5LrDfZfNaDXmxi9nsky1fOmPcf1t3xir/FV",
-	"EPvAfBEq+SdrfXgtl+OdaEG2HKQLnZ5Xxoqiv5aZQLpk3bJZYu/qzHpPO6T84a7cpO3lY9tkrFqNE4io",
-	"lXzlmPJiUmQ5Kes6y2es0ojy8JseLR/25F/hmRW8I4wVj0A5Vu4aVlARgQ+H8Bc7gf1Q5hJU5Lkf2rUO",
-	"yyPUqDJrrLDzt52LDVuLQrDl6jSXZi6y1oQqdlP5VGCFQUIV+yLyqViZTjVW182nYl13KXYuoSxoGj+N",
-	"sVP3fuzmU4IWoOAbR/cwJYvtmZE1Vt103EF8caBSqzyH+elj1WTqerIldCE71194wk61nbMz6a7S94dP",
-	"mNGQGrdhbelYJRpg8LkknMpQfWnQrz2nxAA9hfe1G9dXVs5uycjWSryctioF22LQW9x7S224PvrVb/eW",
-	"+nXLzUp9sNVMvzHdr12Qkf55renmrT2A/6Gl2iaPPUIvMrtuvVHSvPBayNm8bdRQbdDQ5bOGPtE0yqNb",
-	"UILfzHlzSwx3Z/cVxDcSRULaqmYaANmF2too38CP8I+yDQZfVMTeIU58ROOPBIF7VJmQ/Jxm6oeC9aox",
-	"/I9QxYmDXZrO+kzwc3EpN7qFTNZnYmrvM1ivi15wfSV+7RCTl3vRngPKfO01VHswe+ggAsA4oBYt94kA",
-	"TSxcadufOjFS4eKUCrCTfd+FZlm70n0qvKoGUb3m8TZ00o9JD6/VJ0Cq1+VU/REs/Ta9n7hN3PzdOUG/",
-	"Opawt+y695q21Yhg6iQvrx/VNXBeZWLBVdaunkGTAZxyAkR3KnghipOVnXdG//rtQ/LeERa0PCOqXBV5",
-	"Z9SZW7scHR4ePfivwXAwHByN/j78+xCIkF6zrUxB0bdeK7aGnH42ySV48rB9C/bMkQW42KhXCrYGy/NB",
-	"NHHWa8pbntuLSb4yMLVrymWBExiQgVITaAYD20yZUho3Z3u+suIizin174MOpduvQ6cKE7mAmY7RqvjN",
-	"M24nc78e+q2sKGDeDK9uKHpZWK3hhd9BE6EietH30thCnq6syOhL/z68eL06zQU7pd9Fr/EfNbzl+1Xh",
-	"kJL98PMPL3FQpvF9kmi+m4Sb4mdRVy4YHV9Oxiz7l8EX0YtpTsr2a9/WQrPUQAngITLvsDbLHIK1FAnA",
-	"tgSREI/PGCH59uuQk0PmD76uBCoIOvw+QBOQiKy9cynW0WsoOL/9ile8sNCqiXFj5EwthLKNh8oEzw30",
-	"ygM/9tL/zjScL6EkRbvWDJOXwhS2qO1LWKFhW5TBx7KQRn1pgvVxqKyJKtK1QrMP+jzwDLMSAe0wCQK8",
-	"4NGmQtLh9pZ+ERtwZoPIythEq6mchal+MD0LRu1KxdKz88P3Z2LzIe0lflBon6usD8BTcdeHBPeXsTOx",
-	"MUmkNrk9Akwh9Tra4tl5E7zkTImM/e1R/1RammjbQoMnVi/k5BncGUIuYRw+YzwDN/niVLrFltCqAlaK",
-	"Xu/XbtjEk61WVsBHMQmUGGUjU4s7Tm6ztqj5UENXPsdDax2dr8BOK6MCGt7tWz9vv/gnwXM7R7SSShiT",
-	"xGGOqLgNA0N6iiE1HBgYNforE6WaqUBkTK+skRnZpkK5H4iMFXrlcL37qtALYediZaA7IW1jKSZMWiPy",
-	"aeIDUHZlIJWncj6+7nz47cP/HwAA//8=",
+	"7P0Ncxs3sj8KfxUUn/9TIs8OKcovORuqUvcqjpN447dja+P/OcvcDMSBSKyGADMARTEuV91Pcz/Y/SS3",
+	"0N3AYIYzFGVJlu2otmpjkUMMXhr9+uvu952Jni+0Esqazuh9ZyZ4Jgr450v9VsnTU/fPTJhJIRdWatUZ",
+	"dY7yFV8blipt3AMp62rFxLko1izdPz9IGVdmJYreiHF2UuiVEQWz/EwYZmeCGasLkY1V+kQrK5TtH68X",
+	"ImXcMCOUZVxlTLnB2HQpjBGGcaXtTBQJM5p+zE7W1n1RCHx0rIqlciNwhvNkumDGrnPBTtb+92zBp2Iw",
+	"Vp2kYyYzMeduYUIt553Rvzq0lM5vSceuF6Iz6hhbSDXtfPiQdN4IW6yPTq0oNvfirZholRlmNVtxadmJ",
+	"ONWFYLZYSzVlfMqlGlTeSMNLZcVUFDD+W1jU925Nr3UuJ+v2LTdcZSf64pBl4pQvc9s3xYTtKa3E3iE7",
+	"Lfhc9LmaCLdNhj7fOJ6xCudT2U474zY6sUIoRwmsy1lqxYXdn9l5njJdjFUq53wq9s359G8X7rNzni9F",
+	"j7lDUNofgTvIGT8XjCumF/yPpWC6kFOp4CDtTKzHasKV0pZNeJ4DbRy9fuaOEchEZmLCiz1DvzqEn7Bc",
+	"84y5A4XtVRmjIU7EWMH6swGMMsmlI2kmp8qdh7QD9lKzQHM/SLPQRrrdTZlE0huFH3GVjRXSKrdLA5TD",
+	"CsEzXKlhK2lnLD0VdjJLE7aaycmM3mSYtAlMLOykG4pbphdCOQqFIZiZ6RU+S0cqsoQVHAjVzrhimV4p",
+	"t1i3Tmk36PaCzxc50OnVKaKzSeQfks6Cu4ctXf4nOZfz19zONmnxeCZYCt/3n2Up42zi/k2XXmSO3KV7",
+	"buF+nXQUn7tXwUOdpFOIP5ayEFlnZIuliNf0vwpx2hl1/n/7JUfax2/N/ks3iJvlT4VeLvy8Gl4zdd9f",
+	"/zXPftjyDpld/wW/iHXz7h6xM7FOmFbC8RQhpzPL3HsN+7eWCi4rW+RcKpbup6ybTrQ6ldN9vljsZydp",
+	"r2X3z8T6o+f8i1jDlJ8LbsSWbcnd99ffGXjNfy1F0cQGreWTmdsYO5OGiQtprLsg8GomlbHukupTNudn",
+	"yCCYnC9yOZHW7WjYnD9g+I2Zf8xM34TVNt0TnBjc/5nOM8NW7p+OteiFKLh7kk1mXE2FuWxy191WaWyL",
+	"DHul8jXRGHdP4OY6Cuy6maZKXNjU7ar7a1GIc6mJKfbaJg3jVHZ0zi+eCzV11HPw4O9NYtbN8LmcS9t0",
+	"7myujcWJzblaM2nF3LDuwWBwMBwOh4lnf8z92Tv0kzZOaq5mwonkmePhxomKqVTt2w0ziGdOI3dGbujE",
+	"LUTOndaAL+7MpaK/kybh7lb1uhCn8mLrxgOJGMsLi8LFrbRtigsc7mq76whhy+WF/1ybyN68e6EzsblQ",
+	"kJ1dM+NO24D1oUpWoLbZc/raqpBWsK64mORLI8/baWvuXrFtql6pc6N3kg4M3KzZvRXFuZxs2xeDT1x/",
+	"a46Pn2/uy3NkD3IOzD6X54J1f9IsWyJrSNgBaJZpvz/nF31r87QXBL371Mt8903bdlmbt6gOD4em07Qr",
+	"73jTHfxZr1iu1dRN6CTXk7PaVDndUZqs04bdbPkJqPW6YOnQpMwWUjjeMmllxu6HV5rwB3c2ZqGVEaC6",
+	"fM8zx5SFgUVMUONz/+QLJwpguvuLQp/kYv63fxu3uPc7nmY59Gv8Pb6+ulGpVOc8l1nfLSh1+rP7B9NL",
+	"63RaZKLcWlGoXsLCw0H9gl/MeX6qi7nIkrES84VdJ6wQC8GtyNxW6qXt69N+4QQHC79M3FecwX4iQ8m0",
+	"ME5bds8Y0UvGKl2qM6VXqvY+/E34rCahwjCZmOS8EPiisfrH21cv2YnO1mwu5ieiYNIahnu18RtnDNr1",
+	"QjttG+07VJizHpkUtA9uOJgSjAurkDiQE0jwRtSg9Wn0uoRxmsNYTeW5UMyu5ES4j2EcoEGr0Rbxy4LB",
+	"0TB1ejGuSjHY77H6YymWAuRMz9kOaHGsuCF5nTmV/EPS+V5n62M5F3p58+S2jcjcsvoWX5yOSLoBaeKK",
+	"Mwl2EuNF4diKY7pOZ+z3Kz/0Up3M/sNgWsULDcvU+jkvpuIO1ql1P3evppXCCp2O4uiIGE4gnPLgRpUH",
+	"3CeOI7UtEUyal9r+qJcq+6RrBNuor7Ttn7p3pyNnRoM0QNMKDslZqWgTsxknhUFmrMsnZ2A7ClAUM6Bi",
+	"dzFQ9XRGfNbD9emlsqJ4otVpLic3T600/raFws3tz6WZc2c6sy4a0vBx6rjhBMfou3M7zfWq/gjIEf/Q",
+	"RBfFcmHTLUeKT97NodIs42N1tEufwyEqzZTOBOsiRzTCwvFlIhdWZFto9UddnMgsE+qTLunUvzUdgatN",
+	"L0TGrD4TinXTfh/+ZfqnMoeTInnnaPFMqsyga89pu15+OAWtr50SjINoxbha44pPlpZx9tPT40OWzrSx",
+	"sI88z/VKZPD69GdtHAPD14xV2vdf993zJj1kKbqONn7qXVzpK/g+JW0U/C52JsYqcj6tFMw7Gh0HNSnr",
+	"gridFNqYvnHKq2fAjmT1EiRWbzBWP4iJzJzljr5BZ778j9a/CLEQBfi+ms8Z5csvYn0n5Hsm1hukeybW",
+	"nmzhPgIpgg57J1MEDleZJH6Ukk3lmShywhoThbnfybRrfN4sJzNW6KUVfko/i/zTz2gmcn/MuF9BgZvp",
+	"PGPSHrKGDffzL/cZFuFf9gkXcaTYmx+fsG8fPf5PRoOzTE+Wc6f5gR/DmXLC3+lTLvNl4VhR+ng4ZM5i",
+	"LxTPUxSVx1q/4GoNpG0+6VE4TWfO1boPm2kcTaP2Qn/jJmPsAzad546LroGlulUiJ0Vnk2O9brFgeJOq",
+	"N2fdFLwFMBx41VkmLJe5d5bIyczZbZHrDAkCBJezR3Uzv2LvQFJDtKQPriawSaOIUvRV2x7R0/tRzAW2",
+	"6Z+KL+1MF/JP8WnvxjJ6MQgP3GBpGHpel4XIQELEGrhXvie8KNZM2to+vHv3rn+0tDOhrJu4qM60tHe/",
+	"F7xAL0k+/27cmWhdZH3iX+NOkymMO3XOZc5P8k+rqP+p9RmItP6ynEGKV2+ilRITNLp0JPzCPum5YCd8",
+	"cjZWpaFilmYhVIaeBKBvcJ46ksvFqfWmC+053esUnmarmVAUd4HntZqKwp2ePyH4SgmRmWg67rekWaOn",
+	"Y1bo5XTmVBWcjJFa+cNWjs1M3AiVS+TdeZ7fGHB5BBIZq5wbG2+IKApduBtFHrDN3eETZ7LnIpsKR3cU",
+	"8RQLXVg3sGGZUzQSlhph3Az7OWhGXT5W04IrtzX0DRMXC+lsbvfwbGmtVNN+plcqTVjJeowtBJ+bNBmr",
+	"iB9pNe0vdJ47xYd4kn8QtPLS7SMKkzqinczIHIF1w73Za2BICXMM6W081pxfvKOBRnUONVbIotwSLLei",
+	"Rm5oLvT7+F0mCxoB/maZLMTE6mJNccOxOhGw71ZgXNIzNmkY7F1sWrmpFeJcnzmtF4OlhQCf7VhN9DLH",
+	"03KX4JDx3Ginz6b7wJ7/dCQpc6cNM0cA4PJMag9IOwM19s+zPjkb+3ySu6Mp7xaf5H29EIouVqG1Ra9P",
+	"ISZyAc4gJ/CkGSv3GPo81t67AXdtJpzFyNbC9g4pklnh2RBqvCmubZYLpNMXIpP8GPjVJ+XeYQL9uZtB",
+	"37FMNAKCXwj2gLMYjxBbBGk8RTe1VoPzg3db1vyQkTrE8/zVaWf0rx2XlLzvLAq9EIWVqIhkMvtvvXwh",
+	"uGoOOJG3DQ0tppwAMeD5SisOPx9PWWkmMsf0+IqvEzaBMBr55YLv1jFT8JCB1Mu1Ad9tKabQw1yTRVFA",
+	"uXmmdZejLiquRI8H6XrHHjsRuV6RjrNAtMeC21ni7MM8E8W+uLAFTw+DJ/rB42/c4RR84jgJOgx7tann",
+	"eaMLnD7RJ/8WE9v58FsDYW24UZ2wl8JUdpqrLMH947Wj8VvpzkbahKXlyTrLtcEtDGZo1U2K+kX8QniX",
+	"O6rWjZXGbRDEDaL3oK+ajDtxYVHWoesP1gWnWKVFdNi/3zz5gkuDahp9daJ17kgWffU+jvKvEHXC53/b",
+	"2Pfw8pfaPp0v7PoGb1Ih5lwqN+NG8lzwwsqJXHDlVQIAszgO6rQPiF5YMTeNG0Af8KLg641Fly/eXPBv",
+	"lSW/cZLhBpcMGnwTCCmhKHPTWuKNaAEwXXpbTnBJYDqCuItuC0zKCbn4RSnrzvQKQ72w78IZaCLr4S0g",
+	"M79rqwe1Z3qHNGDkZKy9CX9FM8JfREP0AVNgtl+F19wQfddIale630LwT7jKZMYRBFY7PvzKNp9TDjK4",
+	"6eXbTrf1DltRzJtvxmRZgI6BL9wzzD3KukPkPRaC7RJDKsBtT3Ux5xZJ5ptHncYoeQNTKFebBAwErZFm",
+	"t2X7cI+usn1GqklD5PqdW5O0TKhC57nIWNdJS6UzsWfYpBAUSZLz2lrdeyDK0iQZwXnWMIvaRsQ7gD/x",
+	"09y68l/96NXlh5dWF/hjIQSz4sKWWsEj9ov8vscWy5NcmpmP2IMd598x2EVqBv97u+i4PHQe7dZHEhL+",
+	"/rf26d0gh73SXC9lm/VwCfC+zRAJagFRbMGRJl1SCpwcbkZNmjkcbUmgIZ5lgJLk+etooac8NyK5ztrj",
+	"c2o/oB8wENKCrXKGtDgHdMEpBG6VlZZixivAEq/4mnXT/fODfXjOID6uplG3vYMwt7ZYxuQecVXEGjYx",
+	"kzOxbkH27RlU/7rp2TnOppUlb64YF1gOARNI2SkYgOSsWCwtg897zXc03ni/9Mat18uTXLTqfltUiVaR",
+	"UtckdtWfEkDyrHfXJ3Fy/me1F1+62KeoamyuOUjRzZOpOqE2UH81PYV1lRAZxM7cs+cCRacEqIP3ujYT",
+	"x647gc81rfVpjo6nLQKyejpbY75BRDWcWqmRbBvCz+c5Pr2NgMgj2HRZ3woLOHfOTjXG6dDjMyIOQa6q",
+	"hJV+rASOZTXTuWALObHLQvTIS2Nn0sRRwNIn5x1p0rAwmwE7Dg4miYcNvMmZYWAlsqWyMqfQIg2ADiPU",
+	"bdEpx7rOHLczWWTGOzf904TXIHxmOR33Ho/nB5P9tNBz9E4CJktlYUVBLfODJqBHZ85qdJ8v85wETCCD",
+	"FLEwI6Y0WJATrtiJYOd6OXFqwaku0Fm0yRrD3rzdolbBAku/6omYcsW6b358wh4+fPjthv/BljtO3mA/",
+	"RnkmuTZ2Vz2smXcEFTO6Dduu0dNzcmTVpAq3fFfKd8MJP4wHL9I8fmvgATK7dGQ32rNsY42AXMdXJTjF",
+	"bUt7Hu7vRqhN0CN7hsyAQyQgOiqgFveFgSA5nVQZfI080g33ACk2OmwjBEvD3yg23eswxoFwzBvU9ZEQ",
+	"kTdnrOsob1UzA3oD9vSCTyzJ3vC60k7wsYMKcAdDCyJj3AIGEskY/cKGTfh8weVUQRxCZIeYBOB+MuGE",
+	"EHUTyrlFN07Gyf/vngsvFrkRgHgeRHziTIgF3H1wagM7AXc3Th+P0MzkAl+HGxAGYl2fQkXrSBhnT5YF",
+	"txq8S2f8T60xGmJMb7R53OxUFsYyw1cMo4kZMTIjBOa3YPKUVCyXSoAlAtuD0wsc3VNd4ri2EWzl1GKG",
+	"kRDku+iLBReg+xPfW5Qv3DhdWNdKGpEQKpFAGv7B3mHDcgitg8txM09Ym1WYMAF04gnInRDwaPcDOLO5",
+	"UDaBzYYpC17kUhjrHnb8Fm7GiZguw5xLcUMo/D3Dxh13Wd1enupi3PGxWnrT7papt/ovVeGvZcTCW7bZ",
+	"sk8Rfdmgg2VNNuwRy0TO1yID1N+eYdmSUNVdEiGnCO10XzNBg/tLeAXDXbaYIvRamR0SycbzYSn9NViM",
+	"l8Phw8nLl/BfMZD498/4Zx//gjhZ5RMj/sC/0xGTdqycjsHPhFMrMlGE/EYZGeoGGQYgsxz3BMoiSGsA",
+	"wPYq0jvS0wupC2nXLd6+DYESnm88ShJFjYc2kXOeMxr8kMnMOEVNTmy+ZlK5i2QE4xCL5aTCgQGH8OnO",
+	"qPN//WvY//a3v/2vpmVAqtg1xPML8Jc7rggjNUppNAHvQkjDnP4BKWGby2u3TGXW5jxsM20ajRmKJXQl",
+	"amD/1lL5rN+ElcaNEzuOkfFcnouEuDOwPsJwF2j/XG6q+rw+mbXvBh7Y5m60rNlcoprSGint7hP6/YAA",
+	"Lnf4/Sx4jnkr1eWiZKgiSfTZpTtMP2t8k84biOxMInCufEuuJ2fbPBrbJwDj0cNNs3hmxRySpJt4SQn6",
+	"3jOYz5xQ1nGC3qE1g/gvc8OyLuQRSDXJlwCPhtxgjAwjAgX/GjGcappg3q6TY07GLgp9sXbEiwnDmF1h",
+	"GMf0BOD5J2tH5mNVCSoH5EghTpcGcoVBXmACs/RcTqopcuZAVSdS8WJNcNCPyxlN99M66zzq/w/v/+kY",
+	"aPnPwe/9394Pk4MH//mhu3/ZE733w+Q/PzQy31/E+hqs9xexfmvJq7DBc8/O74Th/iLWz9Spbtl9p4bn",
+	"0mDyOItdjpDqTUpY7QLhWV6ae+uYwJ8t3BnYBFhhampnToMG4h9sV9lqHK9E2JvvnDVFkBn4JPGqq4mq",
+	"Lvzz+Mf+3wetLO57bsQ3j674In9vYQ0wQBJM/DXWetC2fHN5N9a2mdmKwpCbK9ZmHz643CGN2dJ+ANr+",
+	"FppAOm119pJXCDcwdkVtkgOBYjxGZvOsK7wk7BtgUAjCBApg47m0erlfFwJxFu48eqVTxdG0NOSCafZ/",
+	"706/LYR3fBtEdvwJCKoWp+kfpFs27nrU10J27/DAG6Ty7ofStp5jXMWeYfRInBYOIMXbWdZzr4RWV4Ru",
+	"IXNkK1d5q6LVHu+2Nt8tCTaeug8/I9CpnE/rIn4AuOLuAUVc+WY4ERTunZ3xoKZdhj7BIZuRJzCNp2pb",
+	"6KMpIGGaiOjdbB0lE5AjTyq20kVmBjtvOQ3futMIGw2qhlaCtrsW5QZHEPDfOMcB/eMcnC2wMQ3hwR3U",
+	"lfjMW3y5RtyF0rIplSCZA04jZCk5rksQ11HwY4FUIaERF1GacZV95CZpYz2Fbu6QNrbv5vY57NJzXtLK",
+	"jCCHERmzbgoA61El+EDO6wQrLRGI2LKZyDMAE3s0zEdSl7uVbRsXeBLWpQGA8h3sI3AQPTm7ht7vft6u",
+	"+IN5eReqv5vWTwVvWhWf4GBXkU6nQk2kmh7rM6F2dLZ+BIBLr1QFDnZp2Av4Lf6qNsckXmbbBv0s8uwG",
+	"kTSI6d2FYH7GJ7f6GS6F2jjawhy4Ei9I9Rvg+uvJGSNn14qvEYboeCVOk3XL6Jck8MlccAWxnd4hS2H/",
+	"sN5YX6r+otDTQpg2mGG0qgbDws1lr3wzh/jGPiaP0HfwR9GrBuWUCGlhlwfQPoJG2wju0nibEzWUbFGN",
+	"tqGfvhZrwwjWnEMpjYYYGzjq0pJg097ugbBo7NuKfrkjAE9PUwCsLfDljvXjg17uQ1xZW7QrPHHT4S5I",
+	"DMHcOIjshdCX/9XlkS+hPHE0B74c37lW1KvGEFs4YLsfthRao1tkYvfolxtHv+Dp1NAvIYFt+JXCXpIO",
+	"LXGH8B4pB0TG5S+brwHp96MWqwNCSKhBn4gJXxqMBJXHeZndEQo0oDa+F8yWBtfqdWMT7Ybtj7pgC6EX",
+	"uRhR5c/6vBM3cWdWXm7mxjGPrcYuxrauDe3+BrHdozjARXzcab87wrrrkdErxB/xnaYl1CjP/azAawdh",
+	"RV1koqik22zjpXEgsAGSeM9Db5iH0mkBE/2awYKXuEv/vJCZ33Eg/j0DOC1jg3Y2DDqmXi6C84XD9fuY",
+	"NBkfES/DFP5uNfKPZW7lFju23cB0jLPhvj5TVNZu43pe25DYLVxMPLMyftPKt3pDQ2IRLLLp5y9pMlcI",
+	"nDYGRF+di+JcilXwjmxiKn0qQ/rT02MWRRAPqXq3ExZQF8kn+qdsztc+CZRyJSDKW7pBt/HKtzgKzqgh",
+	"1ZgcNrsNFrtutj/pkzrAYfTZOHmut/oIynutxd8Z6Pd6yz8OuSceKnWdXSgzWb68nfivpVhe9wqA2+PL",
+	"W7rPFbre4ikx98tbfjVh6nqbkMFY/S92Lzahk9fZjTsDWV5vE17zwoLH9yb2YOEHM1/eRlCV7WvugK/E",
+	"/cUt3wPHrrf8u0G9Xffg53wx08X1j96P88Vtgc+Av94GUO72l7f8N++cXXDN1RerOzIK3GxqXPwKrq68",
+	"JX0OqsvkXCmppgFIHwdAegnF7chHQHZ9U9Duk/vXqtvR7mib6/PG0jrh94bCWRBu8SXeu2the7Fv0tJe",
+	"sUzw3GD9SquvPtsX+rwxRTkSq1dKSL/3I96sHzEqu2dmbp6OLLJQ7CcO0/yVvYg34ycMKc4R9ZecI9zd",
+	"Jm9Y4/XfBMUYI6eUmLT7nWpJ0wFKuNpIK0iB2DV9jZ5Oymn7l27dgV0W31JWDPkfBbKwhlKVyRH7u0qR",
+	"seROk74aYdrh5C7dBhpZrxTmT8z5mq10cca0ujqvfwWvbdig1rv3BDtwwfUGrEPqDxHLkcJCUqiIfcj4",
+	"5KwOLmh3Ze9MiVF+2zaK3A6groq7K1Jms8SVluTtpZpHgP9sGZpbPGNpmdKrGJ50Wgix02sC5VweISgf",
+	"LXFtYQ+27t+rVWNaZT2WsblS1GbqyBjH170TX4kVPeUbqvmXsqmwhnE2k9OZ+1qJHYnsI7fk0shJ2I63",
+	"oiFiAZisfA26hT4N1fVAZJfXO23Kc1k2RUAizTAdpoMB1fE7SMsub8BmrtJ/ra7gVd/oh2VLJf9YCkyZ",
+	"u2Jhx/ZN+xUv6guq3nWTRcaaM5s+vswYjtdQMrHkzZWSYvg8NNtxpI0188vzuwYAeMNn9rl5wjqvRUEt",
+	"Cq8PBG4Pus75xRWLa7WjLxdhxg1yGL6D0gUInETBTwwMArzeCoVWkL9Pfk8Z9h/sjTz8BmCBkNr3w9Pn",
+	"T4+fssFgsI8jm/33+I8P/wc8+l062LUQD017E5rs9uZSRHJ83RpL2KF4qe5IvYHEgL2d6cLn0i6NyEa1",
+	"irmNDdySejuzhDW2XcM9a6wWjMWWxwpKBFeLA/cSVm+KFdqlbfTDSkLVCw1V4yutsGBajfWx4Zuo70HC",
+	"oq4lbnlzYWc6qzTWSTb7g9DPAFbtvi4x1l0qdk4QPDeVNoh0ElWk8tVZA/AkfABzgk8qr/eFZ7HgavxJ",
+	"VIqWDoIK0Y5VtRKtXxdufPRrgLuEX4eqvmmvNkQ0aamM5WoSr0Ppvv8U11qrXluZHBb5J2do/3SZ5+lY",
+	"0RO4lQaecWe8McScX2CPrVq3sUqZ/1D7nzWW/k9Y1AQqaejM5AZr6LpUGQ5bjwQy9q3ouo+Gf4e9w6z6",
+	"PtB+1qfSeu77b79NqMRlxrTK15iuREn4M05ZNm6IaveihDXION9YjISZ25nG9mRjdYX+ZMlmnc3oo+qe",
+	"NzfMqFf7h315OGI88rUcPXmORQ0AGzlWMsPKkL22VgFlkwG3bRutIvCKTUSei8wR1OPhw8YOEaFLzoBl",
+	"emL2X7959f3zpy/eDuaZbx7DLRN8MoPsB2qkvsJWCXRMZgbupkyjH6dei9PnTW7KdbokzdDoUPJiU2Ja",
+	"aXOxRZmLQaIzaxdmtL9f6bQyyMS5b01g9gMTu1SOwbf+/cm2+hoIGtisx+guaqWedLQsqim0KdZ/iEoP",
+	"oVd1LSyb63P3mYLW2UIWzBftwYwL90gG9UZ0AdWToFdb/NveoDNyxllzdhK2Hn7vZ+Xklwn1NViXVoIf",
+	"Q4ffLB6xhiyDia+4dLR3fYAYTS4J21nuXetZuCnsXEdmW7mksnTDlQopbSk5EObXgLULdstODpNypZeh",
+	"5HC4ptlQfGczJR4zkEpsPTlUKTMpciphJ2FqBM3mfN2QJbkNo+27lOy05Dfv3oQqoxtOw3ZUPPWQvlIi",
+	"RzMx0jjlzLdj6nF7P9fUwzn1+t6x3/aN5SpSA/DrpSzi1t5w0uKN0uPHkNzH5DmCYefva1cXcGF7oadZ",
+	"SotKmRFCQZznygmNYZ0bRHyfNHhrSYO1tND7/MFrJgS2ZwCWOJeWDECzzftioEhA4tOLIR6PNWpWjpKi",
+	"ye/EU8JkypTCOmtp5cORDKx5RtAIC2oZ0RouAPqYoXcblfzBzr0Z/PZsF4NhST8u8/zGc8x3Z9c7bC05",
+	"7jbPOpjte07LucAMLHDzhCxyw6bVWohX8uLW/AIV9u7Hjzl41UcQkt7n/IJy3ulHe1fPX6/v0xW4fums",
+	"vHK9RvxpLBhGbMOlWfINzN3jgUvN+ZkwyEij0aTB0BTrHgX+TWybxEL1FWWbP2wmGd+TEfbK5bSze45D",
+	"utdJE/hdKE7sfj3ofRzDCp7TXTgXgio3TQnvk9qCJArPONZViKk0FgvLXhFTRJN45i38JrxNOc/7vOjb",
+	"zukr/ZH3WX1ZuedAge15ffTADWT2eWKPMTvlfdxyja8ReCsx2p8V8rpT5w2bVnCWOUnUyBmE4id5E1/4",
+	"kTulUat8HSqD0wsCk5/z4kxkLJMGxjhk6UJOzlJmzuTCl1DZJPo2FxFf55q3FQ+nV+8ZRs9B80ur4faX",
+	"ZoP/ssz5+wefnBlowpD+n5OcG5M2NO10E73oT3WfZvVvo9XgDV+9EMbwKZy4MwWa/R7I1UXwMmydfRrL",
+	"gGM5F/88fpLufhWNyV+3TmRZyLcLMWnA7uDu7Bn2T3zEbZ4VF7Z5J3aovOwpqrb6kpx2oFM/1+Bajgi1",
+	"czAcuP8ddPzO/3349+GHpJ2wN3d9po31+beMniTl22DrZWBagaqxFgH0fUdX7cHwwSPAToQPkiuQ7ZFa",
+	"Y61jrEBaKy/gTsB920s8FXNTmc4eNEmFsdMBOxorT+LoaqC+3DxQPNA2wocKaCribA7UpQxLX/AFwrRe",
+	"wWlQA+MdST6gSb55/Pjh4whNMmzyhUUkerUf7k6+CROD6YCl74F/ig+j/f33dMAfRu/dtD+kh1jVQSp2",
+	"UnDQvwwUqC6kI9DGk95O957WtlD2m3AXPpoH78wurwpM9HS1pfT8cgHtWSR0y14qf7OrjHxHhh1x6ZJD",
+	"3DLj3ZGFblOTd2Svl1SJD7oJ8Ervg/1InmlMYyMyp78+LQpdtJcrpp7KUR99qysxUuy+z065zJ3WL71d",
+	"5zXFFTfVXvwobDNoClOwVaHVlEEzdqj+TsNRv3eppr1R1OQfA53ghHLT9nf44MF/IqcfPTj4+8GIZZLn",
+	"zE4WrP4FTWEUrWessEg8cEikLF1fgzTR5PmUS4W8rwxoXmcGVKU+a0Qu+RNqUgtAs0/DIymb8cVCqN0d",
+	"cERXDbLvubM78Uuma25GUtQnPM+xLS22P0HHVB5+GEJR8D2Wmp5odSqnywKCko217RZCHU1y01LTvCS7",
+	"SSEgGM+dJVkeGE1xBiyDo0Pz6Mlzg0TkDAUzVnweaK5faE1gSmjzHzf3N9T3RVrWTbFDjHsaW8RAfNqk",
+	"CRsMBj30+I7V0ZPnLAdwqVo787ObrnSRZyP8M+2xOTpxuQqzm4ODG/gsV+tygWNFcXzQQgvhmKouqPJR",
+	"vNY9dPAasjGhCw2ABt4+ffLPN8+O/3swz8bKad/oc77oHaKpWWk3H2jfW1XR/vqjBbeLs8zdIYGV24Oe",
+	"56VrGj3ak5mYnA3YE/cf7P5DPkukeLzDhaA/qZArezg0/p+PDZnN1Arfva924f7VQexAJ6F/7IfKIlfp",
+	"dmmW82aNu8L+gPq9M8pqfVarp+XZBKDCvOd8rBZuC91vdMG6ab8PLop+Jos0YW+eHv3w4ikbd94go0M4",
+	"/nIxLbgj0U4ZqgCnBfC+KT+vsqUT7vb5KOq8VHos4inPeSZqjS4ulW5NEHOnDI+cKPUsYEMKSMWWRgQC",
+	"CxZ6xOyAQCOm1ZzSQOt41qIZNHiEMvfymbhg3XFneDEYDMadXrIxEXq8+Z3NHQZSP3k1TVm3dOCwtbCI",
+	"QyLJkCZx8zzWzaQJ340Qiw6t35ZqIgrLpeoBVg8gV+SEOmQcgOuR4MF+Je4IEVOmDdWeKXNW/fSgIyu9",
+	"sBP76xJfvhh/3uhggNVfqgyQM4vcbZksxMTqYl2j7x6bcIXNVnzHhBGSMigCECvbMyjDB+yFL+BK1z/d",
+	"Pz9IfadXqMPD2U9Pjx2v+fnp0Q+UCmPGKn08fIgzqSC7qDOIR2I9Hj48hFBVLnhhqGGMyE9RanCczViZ",
+	"5WTizKGWXl3kAmwmRyWm2kroElh3GXZ/0ixb+j5gOzUHAhBToP9wHcs5BLG9RdnDVJvmpkVie795PFvk",
+	"5d2Y+tuJ3RNySaG9BP2gYCJTP6rulp8HedA82pUJPhpvB/JvPIUtu3stB2B8Ps1uQFPLPPp0bsCywNA1",
+	"lrhZpehzqz3UqU/xhtLNc2oO2XUTXoL5UuZ1yCyJMFoh99SH9spUxEtzs3JJsbsdYEVRovpOQaJyZ+6r",
+	"O95Zf2iIC/M81xOM82GuduOael9xXKjcgbJHDshy37PSYD4M6g2L5UkuzcyZHOF310nkxlsWpXHvVgGy",
+	"vEDPW7BY1+Mtt8BPfDfa5peikS+KOaK3qtVsa7mXw0jXxt/2dkyu3JEQQqskMJnLIweDB994rTP3Z02t",
+	"c7dlAdcP+kYkZtmd/3PqVB7NTzZm5bVLpG3++nqRUBhk+/vbqgFkYs6xFPUOtNbuDs8qcJmYm844ws5u",
+	"Mhm9moSOr0g2z7l9H/65yBrr4Ze70ZAkro3F60I3ecWVNZQjrgsWdXJeKjiSmkOx6WRbWEzjptRCXPg6",
+	"xPjYyAzBH2xmIl+Wi/xh67699ef4RTTyrURT2jr4Xo04r5jU3Fo7wVPrNg75yVOz2/rjXTM1G5v0NeRl",
+	"p/2DdEQ3pjeAVxkxWRbSrt9CWBEmeyJ4IYqjpU/dqRMMOtCn8lxAdCV2ZGPSW78Pj7gXPnn16s0Pvx+/",
+	"+uXpy7Q3YO9I2molkrFCzwl5TINTe4bBXmmYnCpdiAw1Rox7Oi4H0ys3bmbtovPhA+SCNfVhDVqv2xOt",
+	"i0wqTnGMiVwIg37QRc6lYj8fH7/ehwi2mw16Mvpw4bHm8mCsxuonoUTBc1Ysc0HhZ75Y5Gtoshu5hEJD",
+	"9ZH71X8w8FZhYKGeUcwyPVnOwYnfTd1gEtUHn1/2t38brdKEIaWNFWMpEVvaY2VjYsinlBbTBTGxzP0L",
+	"0+fiRNMyhBAQmm7QUykcA+CqnDtVP6Dx3amkO2TDUYP6mS4sJERTn/qBe8lT2KLyBZmY5Lwg0qUogsCt",
+	"6j66uOh53Dayn0O3nFO+zG3KJu7kjBuzDLntGeZsj1Mu86UbtJs+Hg5ZyFB05sd/sJeQuC0VW3A7c8+8",
+	"d5P84HboPXAN/CdwRvdPmZkeg4sGW395pe+UdY0mgHs6QBjCYAAwHEVN4ACfLmH26SOYYpQ/jscDYDpT",
+	"FsFSpQUHy/iBHHVuBSsuwQNlbZ72gMYiTx51j3bPPXg8xDTeh0P4z+M57AljL3juWJOzlJSYcgsMHeSr",
+	"Jj9+GQ1jJOLAjzrnF314O8hgmggsC79zM8KvYG6j6nLLNPcBO8JH2InI9YodIH4hN5oV4t/gGoNV4xu8",
+	"3HfjDk1KiaXWUZaaCDcWkRLcz9K37WM1BFh38wRBVW7ziZhJlW3u9hFCW4KjV2drNl8a8BrDVLhhadyL",
+	"d8Timww32L2umz46eMxaMuzLVIpe4gZ2dnOEqIGr7icKRr0bUdqEyiPZyQyCPcgnEubFob/ZZepl5RCg",
+	"JoAbqXz7IeNeCSBOv5KISabwL7Na+3SPipm/klDCEIjqTblZTjg10hLobIGSqDwB3XE3xgF7Ib/v0fVn",
+	"6aODh6yhzkHZ6B2IFvdrhG+MiBErHAzYSypPY2fCKT9002oHrja5VMbAIVJajRVy8P3bMZj6aDiE06mW",
+	"fBh3QJktR7YAMFcahoBQmjvBcC8Mm2rKAXGj/bEUxdqRN/yjfAxJEONHXXeNvkt7SXx05ADRxveHRt6j",
+	"NITHSqJhXYA9gjKCCTkFV1PhWEuxFOl+espz4wQM7SBXzFl8CQOx5BkDZtf6UzNtd95JF8pZkiqueUE3",
+	"jgTKnglCLEooxwbXGjljKTzI+jcjv2XlHumCri0QdhI1y8YLHLV9hVMZsGcU/2Wx7Pxjqa1gHtz24PE3",
+	"bDLjBZ/AacGWEI+PJBp0fXaLeheCUo3eQXceIRTgI8wRsbjpIQ5Owu0IG/x4+JA1lw4gBeGNsMW6f3QK",
+	"pUjgYMOe0inQfqEgdcxUUq3FcL+jwChGw4Ah//z06IcUCrNBxkKBYu+np8dYGy2p+lIZdyqDI2GsFgKA",
+	"PjuDR93yQZ7zMxHTzmPWUFmE1nWUQ8GFXBqLi9BYesaNB0wo3QeAgQ+0LaX7Z0FnPv1TLvpOly+EQa5W",
+	"1iRA1W4yEQsL0F6kyQcXFwisWxR6Lo1ArZbVIuaOjgRCgDzrguwTk/jyOHD9ANx4rh0H6HI0xRLKBElg",
+	"Ily6q+Wrs87kImH0XOb0/AQjsG4ocAeve0yWbd+9dl6LfkYQCJqaNLAbAO6AewzhRYACoOuYs/RM5jnr",
+	"f5sywn7gfbAh3WUQkXZ4lxtrI7iaXDVyylhb7LSJtIGbO1IgQUnXDoBhaLsgQMoLoG4wWIBHmoleACEA",
+	"DMixJfra9E9lDsU8YPpIWvEK8F6mR1QgB3V/9j3YKwxVYhiItGHKUUwfDQ9YtayOGzoTE4k90eCwKmgb",
+	"ADOV1pRfFqCHXj/zFtWIzQQhjYA+QDbwHDRhi4k6LPX2H6hf8dLLbfHrZnpp3dVFuAiDvjMIBAEbAbVF",
+	"QAr1AUIPAkKV3DAccFI52UfDh6wsHnPoyTuqZEITivjBI1avKXQIDMAgS8zgYHyfHAhHIKofuLsNNuyc",
+	"r2G+dLPTnwHd4JeZ9j2r6c+0cQNFM3jINmrcOOWepa+gyg0pcmibUHe6Mi7kLBSYZfkGLI5Tf0dDyRxQ",
+	"IZ+8evOWDGXQDxzXovAVDYQVXQZe76HiOhHezXgBNsJTePAtq5fi2SAJ9A95wedEiFsJuFZ85Al/ChQc",
+	"+L3KovAZ66aAQvbFfub84m1ZXGjOL975Tosk1ZEG0TzNxSE7WXvtEKP101yf8JxN+IJl8hzvDPaYV0ss",
+	"H3pKYyRu6m6Clh30RqgawDpQEzB8LoJBzg1+CXGK8AaUmyg2I6mJ4+8hR18p9yRYM4+GB2j7PRo+9CfL",
+	"IKqP+YExzsiZDvTHCJ9BPdX/zBGxCZdDZgkKByYBl0oMQHso38nSomXgk0gHZHcjx/JjCneD0//dj82W",
+	"/ivwnJgRU9ooeXqaBhXIP/aWmEb/tc7lZD1ihqvsRF8c+pPpm2LC9pRWYu+QnTr1qw9ZStZZ9fg5cjkP",
+	"JqSEgJO1RUmILizQzZyIK7X7BNUTbFOPe79eAI8Dhgyp0TSYe6IHnBBK3DDOTgq9MsJnnhdL5TMQoqsJ",
+	"1wf0hrcN0ETgFE8r6kw3teLCIrOhOllpD7aWnEYkpGQ2chSODeRRGfHWHWxuxi0fpZDPfoiUjYPtBc0c",
+	"OBycKQ3cxdFKbw49qE/DiI6IjgPWkX7nWCsCt+ANoA3ZOqRmQOuUGfisvEya89ybB8afXSGh5KcPczLu",
+	"rjvjNHxlNaX+Tn6bNZbuAotdz+fujZDSTypJeWVRZzh4zDzmCQs4dSpuqMjDO+ocDIaDoYfp8oXsjDoP",
+	"B8PBQyhxbWfg7ETdsDN6/yHp7M8Ez+3sT/CwY23ToHk/yzqjzk/C/kyPABxzoRXBkR8Mh1jDFC4IuIxr",
+	"tj+gmeB4Lot94SvQpVlHKxTnTqFxa3qEb2waKMxs/3uekQmOP3l0+U9eavujk6gV73Bn9K/fko5Zzue8",
+	"WHdGbrkRus4DN+FmQqVUy6cGaiT47TOd39x4+3PhiMXQftO5DNZ8ntNHCIOLTqDeMzYK/3fJkxBB/SOI",
+	"gzaer5N1tRDFjC8MM1bm+VhBzGLUlBxQovlxAKGMmJ/kgokcgVw+uTsTRW+syliQd4PDItDn1e8TBIF8",
+	"ZF3ikKN4amNFQA2EoQFsw2uVWFuBeUR0dbkTPReAqw2w7LHaXBB0xIUlBSML8hjpSvlZlzkDVoN1uVS4",
+	"ECokMmCvvbgEV0IAV1bBFO5LKhE2Vu61FPNOttqoxBaodl9smaJnOCBgHDt07CmJnL672qqdZPNCv0GC",
+	"u5P7/MTv+Ce60Unn8fDh5T/4Z3kwl3IBQqV6+gL/4ESricwFFC1tReCCUIxs5orh6g+y0UVS0qmz1jzA",
+	"B25ILjAhULHqvWNdrKGK7/zzrE+O0T6f5AlTGpMFPHgqKAM+NBX0qh7ZbI+HD7eyuaX0IuX8YJ+Kg5pW",
+	"sfJcGvu9fwhqU5PrrzXiWD6y7378GirvtrbTqT2NmIgdHwajGkKQ17of1XBovCM7ofzK9nmbRWvERYOc",
+	"eOFsZoT0HTpF3iCEAFJjuWEpeDW+SwNbdaOwBZ/ukAwcJr8ZQt684f5YP/6CH+x0X4PzAH+0wyX/0Zvc",
+	"H8cW3EJBkF3+uxAW/xAzDzRHsAAvoz2N71S5zR9q92gfo3VUV1IgoKR2o/RKFJ5oNkj3UUMCmQYk5P0x",
+	"1Y8JNgauyPYzSlo15tZjuDkJG9jD5gU8jmd+f7jVw303E+hfKzcJJDhcytaDvpp8esnn4jV3+s9vSWex",
+	"bKCRN+51JZVcUfw5g/O/lqJYNwmphpv+hhb3WdPCTnodLP16yt21KQh2M6afQ/J2YG30hDnThee5KVG/",
+	"6MASKjNXYvf7To/DjusfT37aNNDfOy7tx5Kf++31taMdeNtrboyjpk0O92WIrkfDb7dsSQxz2n1rSpLc",
+	"2JR6hf8RWv1e3wBiJCAJ5mLc1f0RdlmoMiM84sI5nisACb5ltfXUV2DQwdfbfqWo4Px2S+SJf+ivYInE",
+	"O7KTJVI2br17SyRMfhdLxB/rvRbUbInQZhIQmhsq1EZOA2kpGhFfsHL/6xes0UTZqMcvrEc94s+oNkJo",
+	"DOGHSX3Z/QAcjPAFEIz1gRKDFRcIUoP1IHwRpZVe5hm62XGl1Yp0rAtRkbEyAh18OPGM8Ry8gOCfgdDr",
+	"ZtuKATtSjGdxYWD89Vj5cgFTLhVmmaXDtMkVh/vhr9cumhx1B/4aVDla9l0rc2Je4vOQRro8rvgsbRme",
+	"Hqa9lrvQbgq2nu7NqUuBPzebgjTNL0NZ2olmnmh1mktMYLgDmjmusC+q+5YOSUGhEt/CttPKDajzDQl4",
+	"WYYYLTcKL0Sfq6xvhMXiQKHqL4UKE1YIDCBAgi3u52CsjrLMMKshTFsRD76SXlRlyNf3NRuvlFSYZ6xW",
+	"fE1lheYnUkV9V1DoI2oUwpm/0+t+P+F2MvvdyD8Bd+TEgHu1T92tSw/c/kJOZzbcWEKbZMD6zXIe4C3o",
+	"6p4qkY3VN4/6J9Ii0pP4/Ldss6lRiLmXuSXQ3wgq7VOj5rHiWQY5xSRXEIDt404znWeMK/b3/snallDU",
+	"6ht9j6QmOXGUZSUbqRFPQ3ltWCCj9fG5+yW487MsgBXYAZQkdj8BUG3HV0Lv8CzzmSccCY3uysEuKZu/",
+	"3R2bw2310tjdhCy753k3xfOOsoylPMvKaC47SABMdiJC8kSPcavncsLzfH3I4vu6eUvLI2pjkk2lXBB2",
+	"Ki4WYmK/e5omjs/GbwDEmzytXFgqUZU+BdC8Z2ql5gdfDtNeiU38ltXbn7VxgQBIHCualZ+TtLG+yqRp",
+	"uthvY/1g68V+C4x8c3GBmSDCHkstNt1rnF3lau94neFWfK+z9U3f5F/d3PE6lyaeLZbiw91wkbfCfqUM",
+	"49HBDm9yR3ys9XNeYNWbRwePd1lTyOl5ITLJjx0J3Q2LclckcIKkjQvQLcX6L5HO0ttu5WZ6eZKL/k5x",
+	"7R/g2b9UdDurLnlXz1Jlpz4L/1JtIbt4mXAR3lt572xqcTZllW2q+5y2O3Frty9yNbWZ3VXKukV5UiPh",
+	"Zt20uvZ7CmmyqKt7BInrS2UT8MVIJQyC6uN+xDcfrd1Kbvvxu28oKleL4MRRj6grc3PgA+GU0aSYsXxt",
+	"mFCFznORHY7V61dvj8kPGVy6FKZ0FuHU2fk+LRgcmjILP2cn65CMAj8ZjRVMsKGfM+vCdSacvvE+kBkU",
+	"v2JHvmczo9QWyg4Zq/KwoW6RzjNhbPyCPYPJ02Qn1zVyGrdJtX7qBHidC9ROrElPlliaMFZHkx1ZgTth",
+	"R9jNA8NUt45dK6JyWQ2VHQO1lz93fPx8J+VhK+zg4HY4KhxjcxAYxUpM/06cCPzBVwl2uI2AMu3zS42o",
+	"4F3iyyVnGrFTsfI32l/yGc/8KWwGnQ/x4rdzrVoLelbtQI8pZNSEftDcXH5UZVs+mAPUAXoiFiKOQ89d",
+	"hJG38K96I/pRWColL0dDESsbq0Ze5lutUQaBz/Om0aiezWGdr48VvcfvkeN3jhwe7GANHmv9gqs1Jp/d",
+	"lQLoqOGQFRD4p8ZyftHx8VKNR3+Dr64RVkT0/nuZbUdMCn4uLhERN8RiYfvfeM6/G2oL+JszWx3h5uLU",
+	"fg087aW2P4v8E3Czp/OF3ZmbQZ5wOkL9xAAHc/fNbfomC/McqhBzLpVU07R3SNXca7IIfs/zPKRa3hXk",
+	"Bii9dgFFo/hEOrthvfry+/Hsh6oGjllHWm13tDwNT/0VfCyVPdnJveL357PwrJTT38WpEo723lhudqf4",
+	"7WwB72CmHqhLE64ymXFbTVOMjuND/dJt+leaojBWFHNoCBQS3Uch5hPAfdXqtJk8PXVfIygGBxgrX6U4",
+	"tnC7D4bDhC0V1qXPei2ZbIHCd7LtqGLsVSIgyWcAhy2vcbN3yZ/b/VVp8itFNwF7Ivnb4IwASLsOLXqb",
+	"7sb1vUn1a7VfTuFWvEjH8SqhjKkpu8Zzb61MznwRHyqjV7m6MGfINhyr+t1MCFdcWmzpg+GBM9XGVBh3",
+	"3BkxLJnlrCe45lQZHWysrKU29YjJhsz6SgFxalOhT30h6bHyFWFSmaVJJSXZt7EWWA4AymBBeqN7I8+h",
+	"U4z7cAQFvZwKSKjCRm7zhM8XXE7VFdxIV3Ub3byf5krs6xYCvZ4MQ6j3wy06juhtk3WjQuFt56/TMfT3",
+	"HeO71J/mDrITAkuK/DRYm6dkVpCNHCHMqq4bboPrhtua1PvkAe4vyPlS6JzxaJe7Hh6NleyfQwnNnK/1",
+	"shoF30FFjGTZpe6WN8I0ss+ruU5avOvAvZaiwnTrJeJv1Wu9lfng0qlaQ5CbGJiJJbI77uYMPhrgK3MB",
+	"3Qng2+2kT9kjsvkO6nwmeDSb5xIKfUklbl5PvIJ3pCWb9HWhoTDWde/WJ9MCPinga9vF9Dv31d2sj9II",
+	"/iooMSwEhtDJUGSoFI9Ks0L0/eW+skjEgmOtzhOsMBb6SQVkKZgn+hSKyLKmgdMRVTSLYG2QbESFgRTT",
+	"qmomdYOdlMQszP27lNsJlkYLhs/bstgUhZ1ybcwoavfFdu32RVVwsAYauHW0EmOFpXGJv2INHV+Gplbo",
+	"CooaYV8wWiey7XHZOsvZmsC9sWJfWu2plfZC0TmO1RuFynBsrM6DmT6O4SchOczOxLyXxDXoT4RdCaHG",
+	"aqmo3E5lrm6apuxcxj6qcVkoiNXYuYyFxmUjf9YCexVToWEolag0UNE51PbG8kDdilWulnmeQvWfkgB6",
+	"0OHhSOFIexgfxTU6q9xPU4mVMDYuyIpEJi0rxGkOdea7fKzKi4SKDpQUywU/d3upC6ic5lgulHP3ZMfe",
+	"akRJl7XvIm/Bnim9jU6B+mPJcyzYVUmxz0IrBHgz1NWjheDkx+ROxAgreCSp0ag0PiScccsTapJOpQPB",
+	"3PCeB5WvaWruJkEzmDDYyRIL4hKDkRlgavCAKImGNkppmJLfxLHqxnRTXiBdUKkzG/n52FQr0aMi6hhK",
+	"FudSL93JjdUiX8I9g/JoMjOttQrLy9kITYdvIv/qJQJ6oyBkVUI3pKn4So+4y4k7gOCJu1J4A7t6bcQ4",
+	"GhEjoYjlvbO0IUiYUf9jpErDum/fPu3domd0B0lpWErXImXd9P0YO7+OOx9S7M08OYO0DvePPQOltB0L",
+	"7EUdG7tcjZWfeO2ZsscpjAKNUGqPgIFQ9lvAb8fKf00BUkKmVGEJgIsTsvDjSWHcT87O07Leay6hvqCY",
+	"j1X6i1g/U6c6HYUWetCSR/4pkoAzQYaJbyOYepzXUpu8EXO+mOlCpMlYpcUK9ithKSyU5gwhYDjUpvkO",
+	"2FFcNhU0kLGa+rSbakdifUoKiFBW2rVvMBzpJMgR4Vuq3ZhJwxcLaPwMo3KUd8g1sXmD48kA3qf059TX",
+	"XafKvxiwNL4XKc409gSXDwhmC0FNRVbcQguMrhvDSbQzqbI9U1bsS1CnwPL6Pv9RTX05Rqz8xzMIZ/WA",
+	"36KS5DUHf41ARPLMjBV9k7CZXgHGaM7VGkdFfCu1ZC2M23f/R8jAdNw816t8TarZWGWFXiwEus63HEqY",
+	"O80pIwknLe62GzsZKyh56bSBShlcUvo8v9YrbBVO9QNQNOFVhbZFAGJK2EHCHiTsYcIGg8FYURcXNuUL",
+	"qtsp1szwddgrp5PSdlndVLTcXQAoXM6OwhlToWMYnIdSvelzbmwfltB/9kPKXkJ/D/j7rV4WE+H30/fH",
+	"GSvUToPK6TQgy6ba9qigtpOoGLV8yf7mlkayFZvBoVwFhWZSaGPGipejH2JUQ+Y5o8IAG8lk1ctT9tHA",
+	"yvnKl2yHt5ZZp2wujfGtwhqFdxhtl7TR6NbJLG7jMdX2MNpdUDyD6uE2AWHEsDvYlqfa7in0NPOZaTPf",
+	"wZN8d5XjavLgBUTBb5+jGvLqXBTnUqzu1ZAbhDdYvZATOAsVTEjQRhJkZmgJc1Or372tQOn5wT6Ive2Y",
+	"op/wkb8CoKjcjZ3o/EXoxxJ6xt85qIiWsAuiCA/2/r4137ey2Q61qG6vCUSPxnfNH0P1nu1TY8FWBb9s",
+	"00lm+kxOZ8JY9DvwubdSvVoezBIANSTUxS7BbkCgGJve7iACp27Re6ENhveehW72HiBBs/zu1zTuHzTR",
+	"cxEBnbzGXoU4/dqKb0ofDIfpDginn6ij6w6Yg7L5+ZeGcNpgLc1AJ6CD+xvchHLyVwQC6nRDnfiELsag",
+	"z/iQl79zFeQeOS+l9fTbeLuvKhThMKsmf5Uz7OgrJ2u13VVeHfVyR3nVIr33eH9NHu+x6irtr0Cv1tGl",
+	"Ik6iq0A1MrE00VhFDlVn7lFhJ23RaRsZsJe0gWm3zTxb//zMGZjZvS1z45y51ad6i+yVbsHVYabx0Ntw",
+	"ptQul9QosZiJOfQJx5qOtdm8l9mHtObSKwt2jBU3vnDjnmEwA9QLyN0g7SgUdvQSDv2jBPekz4wQVDEM",
+	"0nmgoelUCyrHTG1sfDnmXZGhrB0Y+g8t1RW0tBtJML6ljN6bx37gCX4S+CecgTuM5nRh/OYe/nlH8E+8",
+	"nSX2MwjiCsiTxwqsV/gA93kP89wuahx5x5vq7XTAxXsPOZVGwiK5vq9igIPGLLcBDrrdyPeyZres2xZ+",
+	"eQtZtM+/vsTZu0ogLcnrptWX60Mg35KnBMn3MwVC1oThp0RBXiIcS10ulFSFZpT2Hhb51yqeVyWCbez/",
+	"7LzVbfOLWBuI2TrS5VKxdD+FMr/qVE73+WKxn52kPQoin+pizjiG5btOd09x9P33Z2L9Aap8hBSvQkyW",
+	"hZHngjK9ADyBjgCtBMvFuchRtThzU8BAfr4mgedN+1N5sWfQx4ATw8++o/ml1HQ2mm+K+IvaCg4Z9+MF",
+	"T0oafo4B3EUfJgXz6fnesbywpTMLB0Bf81iVSwyYdPBVnYm1954ggAGsqNNlDkNXIsu0nBTQeIvc7T9G",
+	"T+hVo8rKGM+NZnOCQkTfmLSXsBXPzyA6H2BvZnniJmCiuWNtaGEGDA6eFwJLpzCpcIZgpQGZH5bRHoCv",
+	"jVVweoW1ABwVwj9jhWdP1VYNbgkGAKUVc8azLDYhIZpE5ZmDsYf9laGb7z+Pf+z/ncq8hke/50Z88wiy",
+	"kWhte2WrfExOpDAkiQSES6KJO+cZYQKpq/KCY7XJU6aEsSJDQqQm4hVbknW5CcVwAD3h9TC3XWf8T63B",
+	"8EVgCYIjHWV5vEMKFbLZEKYDmCJA87j3pVhyOkQ2wO/DuvQdWd2nUuTZnmGCF7kUBYTjGu3b59JYd7CX",
+	"gQheuW2A5W6SuYQO1w3E6Inan36vrX4tPt6p1ct6LtTUzjqjg+HDg4ZY4RUDsW3riSoWQ8FyN+FUiQub",
+	"+ukHh6Gj29Y1wDhXXkJNn5Xk2F7NdE7MILA32lTkVoEjtk0nsJrtWVMbUzjKsCR73LGcdeniQR+Nys2C",
+	"uC7eQiAMxx/c/OA2tu4V3vir5nNdJxzujrrFqVpeIsc2AL/XdoUSdiYWUe9iwNCYEsHFJFpVO/liCRDY",
+	"FGpH8XvdUT55wP7svJPgTu8Ss3ds596r3ORVBr7k7Xh/671OIQsfjjYBQWqgHzCjKHms2J2dx0rdjiE5",
+	"dwfgdeDITX8R67eWW0EXA1USikQgoh4mTApBb+RxpFsgpG6M3bQclCsACiwFyyFTWolROVjPx/4c5yII",
+	"wCbjXM00FoYHyY5dlLGYHLmZEy+mE5TRCUv/PHuSS6fPIuxfFwFkGTzbTjKPySWSjdHcIx0FgMAIJZ3r",
+	"c5GRFgXvr8+P5dy6yf3bO3tCmGmsjlvwrqTUVCGvqxg+i4Ogg939DZE5dzAzmWeFUAFBCioPnokfdVML",
+	"LFt2oHwYQzCza2a88KoLRCWjwBH8IsSiEXNMJ4Sg11L9BAWxCA1N4tyMDN/cDMGNYJOEda0gcFHMu6uC",
+	"ewGNQzyOuBl7yyLo7VZANO3ENuQtawXeVnNwPHKFRkfLp1sJXlaTQZqCl2IwHQCeMxeQ35ZUAKz11JCw",
+	"EWNVCMLboj7EWSYNgVypJpouO2zVQLg9FnfFIjzw9ttPcNeQZ+QBr4dh/UiKbp10JPzEN3PyMN4qjpWR",
+	"BictmwGSmPDFRogakQGW2QNv28O4X6Ze/FnCaH8R688/6nxn+DzHQOrifgPKQk84qVUPMteEPPhWtrXq",
+	"O4I3BhBgpG6gJeo75cGl8bn0Fc8F64Z2KnCj+jNu+l6kpB7U4bUFAOM52Q5WjZcujgfSmxKWCbGAJD7Q",
+	"HRJSdByplJD6+SFONZKe7h4LrkjilQMyqzXkEkAUJMNZeMjhHJk8CCVqKQWP7RmC6dAfMdRnrNJcG9t3",
+	"tjcUPgroRhD/pe+KZQDjZ1PNrJ5CO+r27oC/iPVlDAYfbG4PQ6jEHRrEXIYefPigE1WkHjYjCRsnFp+x",
+	"qFGztNe0Tn/7i7VN/EWsb7sk9K9ICS+o3vG2qC4RTVSXvdvQKonuQQ99Axu8YIR3NpfRla1fGRLwPiJx",
+	"B3y4RsxdeYodUssbVltoM1e8/DJUWHbSbIUdeaPBaTNWMwGdtdzNMQD5xPL96T50o1KkbpCakXMzE2as",
+	"ut7RXvPLkx6snbrOjfdjOm0bfIgbzyeMm7GqWkV4fmgYEeKQfKrgsYJGeVLZGTNiOhcKu69y/5czP7j1",
+	"Z87Jr4Id84ZMqnOey6zvPk2dDue2wqlq2GfPN4JTiEMkbc5vcGjRV/Hccu+37Z6sK4DPpEQkjVWK1erU",
+	"9DU6bJ+dvhQiE1nqJg/L3jMsnfMzseB2lvaa3b4A2kR7glN1uvSnp8ep93vbGRMqIxhmSuZ48Nqiyy02",
+	"nqKDrD1LmiQ+hm5kHpnVoCLTjmNrJPw5aNNwZsFYw0cd4TChJhqKIFep5///4Ef6ORI/Jdb6VHljPfo4",
+	"cuQHs9Xjr4Inf8+77cUFhwAON0SRpZODpU+Q6fWP1wvHIexYrbhhq0JaK6jhRTeN2aGeWOEV2hAhYPUf",
+	"OetFK4HA/ZO1o1w0IIAoz4RYGPAtJMwsJzNWotYCGfTiyIVPHhgvh8MH36y4tN89HLpDwnIHEQa7+0Qr",
+	"s8zd4nM9gbgLyMQempgbtVXJ/dqSeMC6af8gHTF+YuCCGV1Opn+Qus1yR+t9eKDuaYapuMTANgo/hr1H",
+	"+ws0OMxkGKuQyXAILZPTsjQDsSqcCCJyi3W0bmKFpTtAn44VUqqmBDDya4ATAZleCRYGn0ZL9sQO2lND",
+	"EcxLsjrKQIDb4SQs7EYUq/7BreZo/Mf+f+yuCDyzYv69u4dbe276y+rWj6md8G5/O986ASjtuv9a53Ky",
+	"bnsn/XL/LVxzeCv94EPSIY2k2fSsXoNuIAxyPYZv9ClLo7Dy9vPYPILO/+7HDKf/ahGKcW9bz0v9VsnT",
+	"U9zBr0v3vDvXdxl1ChHeHnEn2neW/lqxviqyokHLuhpc6BexrsOR2hrSklhzIi5Ite5CGyNP8jXIESeZ",
+	"g7YFkAhnpUqM6hK5YsUaCkA7LaMm+wxGnU6Eb3M8Z10aoT8XltMwSRB03n/M54LZgivDsdgV7JbPvAAd",
+	"0ukmGGOO8uDcMN5lRiYnHkuD4Zn+mh5WRA/8bKzK35XSgXVBxxJ990jvEBsyrGRoy7phbniJNFYb5gay",
+	"Z3Kye9kToCRl7gcEU9162MxJP2XGKnRujWQA7gEY/t89T6MUeLeAgHwf1fwjcX0iwpyzbiHO9ZnIkrGi",
+	"JJnE+7TLPCOfUZNrY6kNdux4SEG3TMEFDNoB1EY5kyobd0bjztn5uJOMQQKNOyPieOyIka8Dl4tbHRbh",
+	"m9PMlxhhVmN1IsK58NIhhBhenz/pC5P4mYVu+eD4aTmxyHKCrtk4tt8l1JuliagVkCwT4daAkw9+5rKd",
+	"GWeRKwdzQ8HNDh9Gqz8Ta9BxnWJeyVjwO1DqFlN5DsGDEAsZ0WS9PVGqZUCgzrbFt/TRoiiVXI/yADW/",
+	"BIfAZQdjBGwtZ08QJ0OjwYkwQpxg2psjy7Tfn/OLvrRinrLu44MH7Bf5vbutxF57aCwdPITf9K3W/ZwX",
+	"U5Ee+kAIbABtb5Pu9Hq5k+4ER7Gj48mrS/7xT6I21QLb/Exs3tmEzUQOzA6mSqjojVrEcAPdevSZUK3T",
+	"hl9ftfb3Vrzpx6tstwko/UWs3yH5NCmH9NV9tsUtZlt8AjddlZV53odRNkKkIXP9aJzsHeiQyLRAn+Ir",
+	"ZKo8dq54dJ5C/CpY/usFAXsuDapcEz/RkLpMxnZ3E0BAvRk2bezmeqCjqFF+A1JyrAJUkm1DSh62QhmQ",
+	"JDyOYax+jkPsHmVQjfUTVIE1mfsJxGlBF4As6prJD64Lae8ubH79LGAUsfex2K8eq+XZSlPQtjlW+/Em",
+	"KTGkHLPR2vjQK0I7IAcPqfmliYnIiG4oEeD+NB5PBT8C5AjcF6CuBCCAGcslKVnUhBOMhW4q7CSb2JzU",
+	"K/dp2go3pky6v0IRpvKYdrqZsDM/CMtlfm08p8yui+akye8C5cQjvWcQTQxiwvMc/JW4n2T/QQ1EQI+B",
+	"DIw5hN/3D225+WTrMr1SBmqjmsRXfJ5Adca4UWrCoCAziuayEJSBzHlENoAw9G6LWNg7AQmuJw6Ju27i",
+	"EvMuUmvzNCnzMM6EWMBDoXrjJNewWh9qqDpAGgut5NpAQUWoajJWhSDuFRVO9DpDYw8n8Hg8JxPtaswF",
+	"cupvs4MITquxchlXXwB64UvJlIbt9M6ixltVkaD77+G/l7S2cTfD09XleBR8/ussRnAnPV3cdvojPWzi",
+	"BmiYkAPwRJxqMhPQe9fCWxuLRP4kbMtBD2+WFXgp3xx6I+r9CgnomsTgRR9iwaEG1nYBevVE8SZF27OJ",
+	"y+z/d1FRMRSDUHimEiXItKCG7xAewCI16BegAr3G+70jJPVGVbTqxCiGhMBo93ttLKVrBFE7Vl7WUmBi",
+	"VC9JTA56kYPvf4rhq5SeBiBMSmpCmowVAsXLnve0Yqy88z2WGINoVcIi7CThmLjPYuQWG2+P1YmY8KUR",
+	"oACU+gGmJfAy6HKyZj5rY4ZuW64i3+5eYAVj1eWK4f3WRVJCPWBTCzmdWaj8XGZ2Im6VtqEEiKKRIy3l",
+	"elAWCbEeSNqFHQTVmviR9UU5oOhlwU6FmsAuO0MLj5zmSD0qcohFaAXVrOXc8RYf3UgwgoAaPMfUP/ea",
+	"BANOFHJx5taTXBtZQfiTWmeidcEIkJBQ+lXKWt8198LIV/qGOt8tjo4dOeYduDpgZqFe9lfn8vhiZPgv",
+	"3jyoVHv+RDw72CZXr5QWD15aY9U74NZ25Ib/NIpDcyalt9HuCfZmCPb10swqgW8QggCiU3rF/saszbda",
+	"F84q31qK/Dk88Zdwgvm92I1l68kZREs+i4xmnPtOLjD35L0HrDnByW1jS9Fxp8lQB/cVl7ZWnZj2v3Kt",
+	"qGPe1gSnug4VqUpAG6QiDjY0mjf4hTvNT1LBjN533/v1BvwEeNLAtR29edwHGVNNZLXFC4AEcHuyvGRz",
+	"LS4ATS2D79lJzaFO3cAixoFtfJx5vIWFXKOjWZsjHnGagEiFukiiOBfQw5wXhTznOVorrAt+fp+djwgp",
+	"a9iiEJmYCGN04etgeVpNqBofV9Q20XKogA3hbGqiKA4DTA5SqmocDzBgaDhCzoC1OaJlC2GXhRJoPjpr",
+	"MfgYiCmyri7KD0+5zJcFFA/yzhcs9OILe5IVLDEUgX2qwId/IY114+MysO9yFzGpCLIaq5Ts4mP3Qdko",
+	"Ak/WCYk9g0BGqRUE/bc1gIBK7MUayjTQEL4vqp6cJdS+iWKcHvhF9r9QRsxPctFk5B5NgKN/lEhA5P6t",
+	"1PTdwL/9CCUbnG5DiGOCAcOxgBulyy2ba2PZg8ffBGA1VvPi8dbvGZbqlRJF2gaEg2+v2M3p4EaZJzj6",
+	"v+CAykei024eaeY204ntbRAzR0J9J0/TESY34x77iCAm2BwS1AaG8a3iEMsMbQzVMs8jUBNd0ZVQUQ53",
+	"b8BS7u6bgaaFfan6i0JPC2GwrHBAcEozVp4FwQ8KdHx5NuSYMHkJy8puX1Qki9gOAJkvJvnSyHOROHZc",
+	"kG6wk5a8a8NqaLW5xdscDdkOY0ugtMxmq2p9Ghhy4MmbMpvFiDIfR44wZMjF486PAT7GWtFj9+0/vrqG",
+	"10hKoeH11TpclxRpS1VyUupx0o6Vb+Rc6xwSowiZb8TswQ1lRnPZRURm2LD0oxs072aE3IVfXU/O7jGE",
+	"N8PmG+wZ4oghZawNS3gDpg2JjPkytzI46trcKujMAb8a5BGdiCi5QvholS6qBbkoLt9NHw0fuW9QkRgr",
+	"DATaEP2MLlEPOgnv5sJpuD3kCnjhFvXJPDm4OVhK9t6nc7M+HREIL7uCb+fyrriEndPzOe8b4Z63QKk8",
+	"OUkmaW+ECD1OJhT5k6FyQ10nSsbKG1cPHySQ+snsSmJSG6JtlRCZQVXL7I+Xw+HDCaTwuX8J9E4LT0NI",
+	"1U2WF9yarU1mxAWfL3JgyW4ZncYSYc0OjadQfBmS53SRScW977ab1jTAspdP+kxZUbwu9EQYE65cCrls",
+	"WGoQbP4FtzODmmwGqXtl2iOq6Su+ZoUzdHoJlI+GNFbYc/SiGE2VQ5zOAfyqD3NiYPazTPAMNUQyStwJ",
+	"UH0DcvzPGc9zaL2NPg0sAsH9Ux6L4OS+hx5Sq2pgN3A/mdX6zPekr4EmxoqwR8bytYGP4pRbyiIsbalS",
+	"3/YmC2Sr8jXrplD/pIeAAwBckhk1AE/Odz5FdcPt4wjULRfqA+vJGThMAufE86DVlXVsIj/PgAEN4IQC",
+	"TENjORynueoIyzJW3TY8SlknfX7IOCsEasY80wuntsI75BlUqYSX9bZ4Xj6ej9+1+0WEvfyq/C/hQFqd",
+	"ME/bGLb9qtFtn4t/RpRRtxU3be4aZDLeWCIehCzCMSEoreC9N+76k4YKjpyywE7df/NSe0CZNM6Witgm",
+	"VTLY3cfjvcxjVfp4oIhtab6Zr8jVY9y58dzrJTzPUZlWYou3B8D+oVpJK97gtX/svgd6a4ezyhbdt0D/",
+	"mhAI4ZZgj6uo4/ki5wrdak6mVkKH0dVquG4NHdA3wsg1krrFgHKdeO+bbH9kK1dHD1AqHvOrnAWQRHhz",
+	"w+b6XKppK50k1+vG2lRwKH0/7gBEd9wZsZcfUtY9GAwOhsPhsMdKL0o5C5YO08Egfdk/cFL+/TiaoBvh",
+	"X4PB4LcP6VhhARQ/Flsq+cdS4IgDdkRGS9l2EAqncbww2hfQMcJCMGaxPMmlmYks3KUMAsno/n1cyXuT",
+	"hpWP2xnGgjd9oNH18RbvTTdtCy94K+yn7tp2hRsLxYi5/fyV5vsGbFsbsAUeE6SRuz7dhSiMNBaLO5ys",
+	"CY6PBSrxNl5ZKO0Y9yt/uC36tzl8HAMsq3O1deFnXWSqKGGTqH/7fXjuq+vOj+sAAZBAEg3U7LuVXv3t",
+	"kbOr6l13EEMrZdt9JO3T9eO/MVWtnfPeal/+o3qdYNDGMsFzE7X4BOYD9XSp9wLqstJWVTLKLwyJlOiE",
+	"VD1MUKOhoJUjsfNSbrk3WndNpYX6zdrxFG6qcXLg9yxHRCCb6rYG+xu39VN12m8aeAXl1iu+1UCYB0ln",
+	"zi+wKJ3TmaMadR9X2fdje/nfkmM3HAR1Wv6rddr/Ervmf1E97Js616d441LWpTewg161i/1HqL9Xalh/",
+	"Gf+571z/ZXSuT5ysQcy5LruNlUIrEpBOHm7RCxptpkof9bISsdc1nG4KoejgVYTaNyhbQf4GrUSiz4QT",
+	"pj0EyQNwkoye3gADgRlEaSgYHdYw52u20sUZ0yoZK4g1lmsN/s0qxn7AfI2CreV4QtM1agFH5lVc1p9C",
+	"2o+HD1OfUz6q73BUkNayCVdoLIAjHMoRLQ1ESxewjMNSqakVBUoqqo0ZqylWnH00fNRcZiz2vJIo20mp",
+	"uKws7TePOrdawP9WJXdJvl8G4/nUclhp2z91ukBFFDsR7KzYbTL4Luqc1ngBVCV3Kjl5X82h78kSTOu4",
+	"Gwm6D6T1vS9uw0S6/Fo8+2FXYwrk+D6fnF3LqrrCjNrsr5LtAzqm/DM6i5UziADV4QuJl6XznVwYsCO1",
+	"RtQT1SiBuLr7ag8rpjn2hrIExulVEUTbCuUH+bRR+ReDGBEyMxdtNtnR5Kzieb8S52y3yW6Ck16qa90R",
+	"S03Iqi4VkK9Mu7sV48jv8HWqXY+oj1jUCcbGilp88w5Z5f7GCSwAsrg7xxWxjhn2wlosROZVuw0t1i80",
+	"/TUti0k55g8d0Cy0/wIUglaXGU5/LMVSbMeN/Bc+8leAi9w+uiPplDu+k5MYdr/BNVxFidCgu6BE8Djv",
+	"ncfNKBHYyJZCFTl0XQYhChVVRYZxuviO+YOo3q+oYEUbTgTP+RaFGRFSswiDad7TRJ0mYM+udu7Xz8Sp",
+	"kMw+1u69utLbWLygVi7XDf05Iao/dX87x4B9166o+2HcfMt3kBQKjgURtPVWeG4f+25L32+BYyc32jLP",
+	"rW2HV95AU7vmVKf5wq6/zhDAl+JNB6qLkuccMbMut9DVxfa1mojeIZvBdpC1zydnIvO9yICxYK3OXeUX",
+	"MaP99/DfrV71o8mZZy+Xu8KPJl9JtWRY8h0XrjuanCm9ykXmO8IAYZQ9625Yal3O4WFTLhdxnqr2KTnp",
+	"OiLvapNqk4+Ue7g7HX9Npbw+B1L+SVJsB0j4hE/OEnYujTzJBVUTomYEOs8YNhDcmZUF46u5jDOXFuuL",
+	"i7lvoCAA2BUyGLMB+0HkfC0yfAqM8LWwDNojMakQwSSLsVoUUjuBD7AngLhJ6A8IwDCY1p5haYajpahc",
+	"YuZcawsV0EyfwRouSXMlcG/CQmx1OGztbgcWeDPwAbAOV4A+/HbbtgyuvkG1gy/ujZkmJ1OpKkDWlOVn",
+	"ogSt3aQt0+Y9P44EUr1xbmiUG9Uja+mI24Wi42PF/RJInfFecuAOvUNILp2LTHLq8faPt69eMqnwAidY",
+	"m53/sRS+OdpMFAIqD2B3Tt+5Pn00HDKpznkus777MD1kvKVh51hdsWOnkJC5Bms3bsbgn496zANjwOLr",
+	"3KZ1me54xogpXdsJI7A9KiYkQ5Vxli0Fs3IuoPML9ofnC15Y1k2JOdaT0vfpBftpgmxJ+BzOsdpgXAB+",
+	"TTCGmy1FQqkSZfkUoUIicWCJJ2vGx4oC0SOmFeMwR4A+Vyu1Ba8MYmm9uw1dNl2JKYbJWAVuXZRmm9ti",
+	"QY12oX78urZflLgtLcu1PjOEF6ZVEhwO+iJi0ZeoqTLromYFk6G9ILcRtuDFgdyRYVc5ANpBK2LcK19O",
+	"Hly50g7YK3cjqfSAX7x7ucGR3DHSFUa4MmB7pYLzpV5dRoep4KP6FOYdi6KxCln24ZesKy4mYoE59u5T",
+	"6OJTMKunAsiUiu0H7IDZcxuuJ2fMnIlVEmjMsBPhJKjjFLxyqTF7JsIeTDBrX0OxAO4IAEo47YFIlRPh",
+	"e+quYCkJm8s8l0ZMtMoM3HG8Dv6sEdOolxZ3AACPWKdHG4FXSBq24Mb22NRteTt1QkkHd0b+3BzXgj0j",
+	"cuGVXUYKnfA50D8TvMglNkjIxVgpHQ5zhTjJQrh3z6ndZjfU9g/3htKlwaFM5Erk3Ruw1/4ojZV57jZa",
+	"GGTw1FA4npq7pxJBJP6+DhZ421++xLs+kPj3z/hnH/+CyhWVT4z4w1eswDajabYUaYI9Jv3x9xI21RpL",
+	"NkGUBhN38/UIaR7Wl1R4GW6sv5DuHD0EDI4+S1han/HJ//t//z9Xn3bk6gHMTbrxk9TJALyyRDZ+XT5J",
+	"gUo1nC7tshCsi1TlO0kYm9Aufzc0aQ8AK4ETEUVVO7EHrE4ouiGzMkMANrhJE3yKg16mAg4Hg2+/TViu",
+	"V6JACjkM2mCrLujvQLM6GCuD334bqYLDXRo1g+IcafbUmvknx3JweaybPhyaNGHp47n7/wePZqlj31Q+",
+	"If3PB8OZE7UPhyzja4NZ5wR44DY9ZHOen+piDikIYsot1M7D1rbAhHDyvgDGWHm+UBH1YVdT1E2gyYf2",
+	"8rll4+DgO831WB4OTVPG7yX741M9pGFvfnzCHj58+C0SYzd9MHzwTf/goP/g78cHD0bD4Wg4/J9oo8aK",
+	"NojxmeDZIQnXmFRBjViWXUGijUTF43CswmaC80hrdsoLHPFmtozblv1qWl5zOZvbaLB9eS7gzQGv6Spn",
+	"TQYNeoDvU//urKc0HU61q3RbC+lDVmbz7e6PcNLvVqI8x27gjwvyfCnxmMOKHjGlahlxhOY+8vK1Ozc4",
+	"dSWOgyHigkPhTTDY+JkofG3y3iFLHwwfUV9zgVvaflOL1eXdXN68++v0c/kUMJloz3fCyeD+XwqU8cPu",
+	"gpR5I3i2vyqkpTpD97euGTNTVPdpa5sX09bnJRxM7dJ9il4vRDtXvbpv3r3QmejcBGb1vi/Mp+wLAwRK",
+	"hUN9v0bF0rnOqoVES5psbxMTaOfWgh2eszXrTLXLd8+jtjSMgW2CEvQF6lvJ5c1jYhq48WjIC2dC0Fw8",
+	"6h8neQh1/kfgC8VQJE0eyfWET87IO44/p8qo4HtEHLq0A/acr/XSxrVa41KtTr69c6M6+hqrblplufu/",
+	"T35Hz9hyKTPypf3++5unRz/8/vuGKxBqBQ4Gg+YfvXvz7HjzR2NFVVqp+Sp4WWmubIGTFD6N3a2nsVvM",
+	"WEF1Q3AXZ2L3bjGsbBaDeztgR2NFxVxhl3koy4rlLzLh/SqHPjGVhJ3v+RrYyFiFNjhR95stJU5vXQbd",
+	"N6K5DbcNHtt9K5obygfB7bzNZjR41X35HuK96dULkpY9Zxzr/Qqbzmyo9VJh+SJdIL8EhrhVhTdizhcz",
+	"XVySYPK2fOzeer4Z67m68zsZ0OEULrWho8F3MaPL471XTpsN6LChH2c6x+exefV2yD0pj/4WzZiIvpot",
+	"mTDlezJpsmHC9oROMeZy66VCGtdPTdmgqv2FKObS3lR+Ss2v44O9c36RMnoTYCihljwFLA+pIwfZDUmU",
+	"LblmUN806kEBQw0YEc3Wpp0N1tNYxeZTIOhfH7Buurk1aEsNBgNIvGbS/VTxnM2XVlwk2Nih6WfYRqHJ",
+	"joKvGuAMkCzutOqFKGifeslYbTGmbOW+Md/Xk8we2newzGC0sQIITvjFqMn8cY+T0UPWDjuis9MBOoRn",
+	"QfS7x7qFmLjdDhZCiQrC8d2yzGFkwOIPoCR6D2qUFOJ0aUQ2wsz4Ob+oZ8XDFBpy308tOxEzqbItVtlr",
+	"WH5nh04ysGOeRmP6BFMHcjLYQa/NiJnzi62J89csMvZZ2H7hPL8a44+o497uu7bdF3jpj8s832b6BRbU",
+	"P13mOdh/dOuu0IrUpIOxSiusYkSciuBdtipwW0YDxlLnaNDPKM+EsSUVA5dEzgV8Ejoff7TBybhfsj4l",
+	"47PUIL8mCzSsknFEHwNutFQTr6gCe2Vl/z3+43aDSm2i4z5U9IWEipBIkkrPopq7V6t8fQvqtq9LunB/",
+	"lYBMT1DXqnlaqvLFuZxc6pmhh+79Mjfllyl3fUevDPxgB58MDbybRwYfvje02/wxsD8t3hin4EtlLFcT",
+	"UTO2/Rl8qF2y/ff0rw/byvEX6zAu1Q1DNQR+SeGtpGYlOaumNI54Ls+E0y3qNY5mcjpzGgn0Q+bz0H44",
+	"jB0KUxZiKo1FPmCSsVouMg5wvELM9TnPTW+HmBoV/YfK0yYubgnV+MuUngF7F5eo++5XzG5CWDxlNISS",
+	"kL7qERWsY6eFno9V+muKbQxnwut+KKm76YPhME3YUuFssp6zR/3RYm01ZzhSfb+xCmcK8/ZvG7ZUl/QX",
+	"8yuvKhn4T5vPDr6+ZyTNHjt/u6B2ZElfEEkprxn6mz6+XGPEd64qp+l4616+OtfasZcIPb6tkcjm2HEj",
+	"EV+LbazaG4nw4NSq7KHVur2byFjdVDsR5ruJkFPxc28nAhAL6ifCrttOBHuBjNXOvfqVLqm+qf/HWJV3",
+	"pK0FCNveAQQwI3Ym1u2N9vmlbfZLZv75dQmhud23CLkFvtzaJOQTsNRwMS6tUP9PhZxOFDT2M/rpJ3Eu",
+	"lG+/dzBcn/7K3SydCnulPXEbNHi1msfLtqIN3jIhhV4sZmIOvWrBpZ82ULij65R10ZRJ+33/SP+EG5E6",
+	"mSyg/VnP59hyy/3wUKhBn8Zd5mvEn0Lcz5qxSv9htPIfvxWF5Ln8UxQpwlSw6Q12Ok4gCTphKc8y8LUm",
+	"LF3owrr/GpO/hn+OVbrg61xzeDJWMo7lXPzz+Ak8jZPBahTpD//98ujFM/hiWci3CzFx/xTKEU2W9kZj",
+	"VWotfh0/SDPRTrNJfUd1sJHc3kCrfF/BoeyS77PH3RdjFXYGqjlAIjt1ZDaRw3LA0gfDg5R5qjM+nZq2",
+	"6zC82UMf/ZPS24huVpLUDEbmIGEdoeZOsLSwYke5XdhiDJPioKiGzNCk9g7qKOiYYFkybmvaneM6CSRQ",
+	"Q3jPT9u3TKlE9YibN4n5NzfEQD+2qOHN962srcTR3KduX0lTeBMOqs1KrHM5d8mRkFCi3GRMbqdJvfmq",
+	"JFpDhO4jUnE/ceuj+k0exQ6puO1RIJq46QL+t3TLhyrYjpmwboXBUEX9ZruxN7ibFqRfTDTOX5XyHKCO",
+	"SGgmiedVadYE2433u6LkOEO46w+hLgVZDmib3lUdqvsLiT0hGh0TrxTlBVfnC9VQvP6d+sowXl6DDlIs",
+	"RYJohNJlMFYYCDCVtXedOWyERQiWncyEwUxw6mHqJmjAmQnRarDZF6IYK/dFb8DSgqtMz1M07EPBKPwZ",
+	"V+tDlhbuZvcLfSJVSjVrZoVeTsHJMmfSidploQ5ZaqycnK3TUAirlODhGsGkpIXbZbyPltaekIVPF2hQ",
+	"ezVClugVZ0IssMId6QHgSCHHboMMfi0nZ5fK3ybvKdxVMW2pRNLB7eskHaGWc8Ah+w+iubvfwryjAMkW",
+	"jMjwtuR0a+p7MADuG/NEUkLpfnlPN0WE0p5wS/ruaqyvVHr4e3fV1sFxn435VTlRAvccSz2BnwooPbDJ",
+	"PcMWhT6XGRSIgy+lMLfsqgD3XytL9f1HxblQxExKP6pT7FQh+GTmVg38iFuRoh/X8LVhRg+awykmdI+5",
+	"tZuIr2gMiKLL80tosX4TDrB2D3hMWeGQKgIYHts5IGAwDAm6G9j36ftxB7Z53BmxwWDQ6P/f7CM+pije",
+	"iKWhIR3Y4d5hnrIuNhefyQVbqokoLJeql7D/j73r623bBuJfhchLbUBxkmHYivQpW1Hsj4sWaN/mAJYt",
+	"2uIsk4ZIxQ2KfPeBd6R0lihbie0E6fwaRzz+uTsejz/eb5wpbcas59PaLpcd+atIfJ43V5L34bhfNU8T",
+	"1kjITtLjJHsIx3d7RN2y+fk8c0ctf5E8M/TtlGc+EN8/8SjteeaQibnQzmXiWrE5X8t/A36z/wdGZ45D",
+	"7Yqeqc1RU62jZ0D91JA6bghdcDq4sCfjCqN0Kjvx3K8lPCfOMoUaRY2NGFbA2Dzh4LaHUnV9OmK00lDd",
+	"8LkB+nzSkFCUA1MD4AuAcWbw1DciulFifICJFmkm7b75r6KbZ1B7ov2I/YuAen2h6jUUFdTz0JnjupRn",
+	"zho/RrHf6FcRkj9b6cO9Uo4vEgWZikgXKj0X2vD8fC0SjnbJelWxxP7jnXXHc0j14TZsUrN5ejYZydbD",
+	"CdyoVX7lncPFjNHljFnPnnxGckwsD3/pu+bLPnkR3lmBjJJWnEzlSNplKOBFBP5zef3FbqA/DrkEL/Ls",
+	"h2atyuZx1tzLrJHEyt8m5fdszXPOVsUkEzrlSSugih0KTwWnMABUsVeBp2IVnGok98VTsZ5dFJMKeBY0",
+	"o/+Nd6dWPlbzqaYWZsEXju4jJIt1RGSNZG88OkN9sVMliywD/vSRDB11vdk6dXHnXL/gEZsok7KFsEvp",
+	"68NHTCuAxt2zNjhWpQZ4+VwZzgapvtCY104dMEDNQF774frRwdmRDtlK8k+z1qCguQ36E3fnXRuWz311",
+	"ezqp7/vcrIoHW4/pB4v92jcyF3/uxW7eWgP4LyVk0zw6XL2IZN/3RlG44TUX87SNaqhGNLSba+iZ2Civ",
+	"jhAEf0njcEkMu2anF8QHuUVC29pEGoDZlW9rCd7AU/gTtMHgVd3YW8WhQ9R+SHBxjyETmp+NTD0pWH/z",
+	"Dv8JobjzYDvhrEMe3/Gd3ugISNYhn5kTgnVf9YLlq/Rryza5O4v2EVTmR39D1cHZQwURmIw3rkTLCQgQ",
+	"cuFSmfOZ3UY2vLiDAmx13y8RWdaWtMsLr80DUf3N4zFi0qfAw2vvEwDqtduqn+DSj5n9xG5i518uCfrD",
+	"uYTOe9cpa9r2RgShk3G1/BiuQfIq4ctYJu3hGRQZQJYTMLoJj3Oe3xQmPbv+5/Yh+m4NC0qeOass8uzs",
+	"+iw1ZnV9cXH106+Dy8Hl4Or67eXbSzBCJ6YZTMGjb7WWbA2YfjbNBGTysHwL1swROaTYXK0ULA2WZQPC",
+	"OOsj5Ubm9ts0KzSwds1ikSMDAzpQVwSaAWGbriCltDjbx8LwbxRT6uVBhdKmOEyqMJ5x4HQkreIvw9hM",
+	"U98e5q0Mz4FvJt7sEBFWthYQ+BsUEcqJoPdCm1xMCsMT96OXhwuviknG2cR9R8T4PwWkvC9yq5Tsw58f",
+	"PiFRpvZ1khy/m4CVihekKhdQx1fMmFX9MviBCHY8KU2xX2tXs66AEswHT3zCWq8yuKx1NwFYloBs4nSM",
+	"RMmb4tCTA/IHxVWTChsd/l7OJiiRO+3dCb4mYtzlfFPE5zg3UKqJxVqLuVxyaYKDSnicaaiVB3nslf9O",
+	"B8YXOZCiWSuG4KWShY2UfSlbCHTLIfhYUsKodwKs35Uva8iLdCXx2Ad1HuIEUYmgdgiCgCw46VQJOmx2",
+	"6W9+D8ls2LISNlVyJuYlqx+wZwHVrpBsvLi7+L7g9w9jOxNAiQ31/gBWsbDtYMB0Me5Hnkj0PJbJOUyu",
+	"pFUhIux/Ap9FJKyyY4A5B2h2xHQxMTnnQMHtRqudY7XHVapzi7vQjIu55An75efziTCOE7fFim+MWorp",
+	"EFYd5z5iMfyNxQkk2pcTYRtbQbELaImI920HOvF7oxgWeGKEkTpXG3SLtGZl0zmS8kWBun7WC9dqQj/C",
+	"IW+QDQRk++LRTcF/8DgzKS6VkFzriF6UkOdxeLWkZngph5SDpFRgBbUK2xFPmCqMFok73XJpP+AJy1Vh",
+	"raX3OVdLblJeaKhv6Lqx4lMmjObZLPJXWKbQAAbaGF+8Pnu4ffgvAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

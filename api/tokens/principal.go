@@ -102,7 +102,7 @@ func parseGrant(a string, kinds Kinds) (grant, error) {
 		return grant{}, fmt.Errorf("allow %q: unknown kind %q (one of %s, or *)", a, kind, strings.Join(kinds, ", "))
 	}
 	if !namePatternRE.MatchString(name) {
-		return grant{}, fmt.Errorf("allow %q: the name must be a name, a name ending in *, or *", a)
+		return grant{}, fmt.Errorf("allow %q: the name must be a name, a name ending in *, or *, after names each followed by / for a key's tree (kv/config/*)", a)
 	}
 	g := grant{kind: kind, name: strings.TrimSuffix(name, "*"), prefix: strings.HasSuffix(name, "*")}
 	return g, nil

@@ -64,8 +64,10 @@ func (kinds Kinds) Has(k string) bool {
 const AllTokenName = "--token"
 
 var (
-	tokenNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	namePatternRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}\*?|\*)$`)
+	tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	// A name pattern: a name, a name ending in *, or *, after any number of
+	// names and "/" (the keys of a tree: kv/config/*).
+	namePatternRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]{0,127}/)*([A-Za-z0-9][A-Za-z0-9._-]{0,127}\*?|\*)$`)
 )
 
 // ParseTokens reads a tokens file and checks it whole: unknown fields, a missing

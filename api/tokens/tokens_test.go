@@ -12,7 +12,7 @@ var testKinds = Kinds{"locks", "queues", "elections", "rwlocks", "kv"}
 
 func TestTokens(t *testing.T) {
 	list, err := ParseTokens([]byte(`{"tokens":[
-		{"name":"app","token":"app-0123456789abcdef","allow":["locks/billing-*","queues/jobs","*/shared-*"]},
+		{"name":"app","token":"app-0123456789abcdef","allow":["locks/billing-*","queues/jobs","*/shared-*","kv/config/*","kv/flags/app*"]},
 		{"name":"ro","token":"ro-0123456789abcdef","allow":["*"],"readOnly":true},
 		{"name":"none","token":"none-0123456789abcdef"}]}`), testKinds)
 	if err != nil {
@@ -40,6 +40,13 @@ func TestTokens(t *testing.T) {
 		{ro, "locks", "x", true, false},
 		{none, "locks", "x", false, false},
 		{Anonymous, "kv", "x", true, true},
+		// A key's tree: kv/config/* covers every key under config/.
+		{app, "kv", "config/app/db", true, true},
+		{app, "kv", "config/a", false, true},
+		{app, "kv", "config", false, false},
+		{app, "kv", "configx/a", false, false},
+		{app, "kv", "flags/app-1/x", false, true},
+		{app, "kv", "flags/ap", false, false},
 	} {
 		if got := c.p.May(c.kind, c.name, c.write); got != c.want {
 			t.Errorf("%s may %s/%s (write %v) = %v", c.p.name, c.kind, c.name, c.write, got)
@@ -55,7 +62,10 @@ func TestTokens(t *testing.T) {
 	}
 	for _, bad := range []string{
 		`{"tokens":[{"name":"a","token":"short"}]}`,
-		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["locks/a/b"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["locks/a//b"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["kv/a*/b"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["kv//a"]}]}`,
+		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["kv/a/"]}]}`,
 		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["counters/a"]}]}`, // not one of testKinds
 		`{"tokens":[{"name":"a","token":"0123456789abcdefgh","allow":["*/*x"]}]}`,
 		`{"tokens":[{"name":"","token":"0123456789abcdefgh"}]}`,

@@ -417,6 +417,9 @@ func (r *readmeRun) step(st step) {
 	}
 }
 
+// nestedKeyPath is a key's path whose key holds "/".
+var nestedKeyPath = regexp.MustCompile(`localhost:8080/v1/kv/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+`)
+
 // prepare substitutes the sidecar's address and the bound ids into a command,
 // and fails on an id the README never showed in an output.
 func (r *readmeRun) prepare(st step) string {
@@ -424,6 +427,15 @@ func (r *readmeRun) prepare(st step) string {
 	addr := r.proxy.address()
 	if strings.Contains(cmd, "/events") {
 		addr = r.sidecar
+	}
+	if addr == r.proxy.address() {
+		// A key with "/" (/v1/kv/config/app/db) is one {key} for the
+		// sidecar, which Prism's router cannot match across segments: Prism
+		// is sent the key with its slashes encoded, which the sidecar
+		// takes as the same key.
+		cmd = nestedKeyPath.ReplaceAllStringFunc(cmd, func(m string) string {
+			return "localhost:8080/v1/kv/" + strings.ReplaceAll(strings.TrimPrefix(m, "localhost:8080/v1/kv/"), "/", "%2F")
+		})
 	}
 	cmd = strings.ReplaceAll(cmd, "localhost:8080", addr)
 	// Longest first, so that no id replaces part of another.

@@ -1256,8 +1256,65 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every key that has a value, with its version and size. */
+        /**
+         * The keys under a prefix, with their versions and sizes (and values).
+         * @description Keys may contain `/` (`config/app/db`): they form a tree (see `/v1/kv/{key}`).
+         *     Without `recursive`, the list shows one level: the keys directly under the
+         *     prefix's last `/` (`prefix=config/` lists `config/app`, not `config/app/db`; a
+         *     prefix without `/` lists the top-level keys) that start with the prefix. With
+         *     `recursive=true`, every key of the tree whose full key starts with `prefix` (a
+         *     plain string prefix: `config/app` also matches `config/apps`), walking only the
+         *     subtrees the prefix reaches. Keys are shown in full and sorted; `after=` takes
+         *     the last full key of a page.
+         *
+         *     With `values=true` each item adds the value, as `value` when its bytes are
+         *     UTF-8, else as `valueBase64`: a subtree's configuration in one request.
+         *
+         *     A node made only as the parent of nested keys holds an empty value (as the
+         *     parents Curator and kazoo make), so it is listed with `size` 0.
+         *
+         *     `kv` and `keys` hold the same items (`keys` is the field's earlier name).
+         */
         get: operations["listKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/kv/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every key under a prefix, then every change under it (SSE).
+         * @description Event `kv` with data `KeyState` (the key stream's data, keys in full): first
+         *     the current state of every key whose full key starts with `prefix` (a plain
+         *     string prefix; none: every key), then each change under the prefix, whoever
+         *     made it (another sidecar, Curator, kazoo, `zkCli`): a new or changed value,
+         *     and `"deleted":true` when a key is removed. Keys made under the prefix later
+         *     join the stream.
+         *
+         *     The sidecar follows the subtree with watches while anyone streams it: one on
+         *     the children of each node whose subtree the prefix reaches, and each key's
+         *     own (shared with its event stream and long-polls). A change reads only the
+         *     key or the node that changed, and while nothing changes nothing is read,
+         *     however many keys and streams. A stream that reads slowly is not dropped: it
+         *     gets the current state of each key changed since it last read, once.
+         *
+         *     Event ids are the zxid of the change a state shows (raised to the previous id
+         *     + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
+         *     reopened after a disconnect (with or without `Last-Event-ID`) starts again
+         *     with the current state of every key, so no change is missed; a state whose id
+         *     is not above the last id the client got is one it had. A token sees only the
+         *     keys it may read.
+         */
+        get: operations["streamKeys"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1271,13 +1328,25 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;
         };
         /**
          * The key's value (its bytes), with headers `Version` and `Content-Type`.
-         * @description The body is the value's bytes exactly as stored, with the `Content-Type` it
+         * @description A key is one to eight names joined by `/`, sent with plain slashes
+         *     (`/v1/kv/config/app/db`) and stored as nested nodes (`kv/config/app/db`), as
+         *     Curator, kazoo and `zkCli` read a config tree; a ninth segment, or a segment
+         *     that is not a name, is `400 invalid-name`. A key may hold a value and have
+         *     keys under it; a node made only as a parent (by this sidecar, Curator's
+         *     `creatingParentsIfNeeded` or kazoo's `makepath`) holds an empty value and
+         *     reads as one. `GET` of a path ending in `/events` is the key's event stream
+         *     (`/v1/kv/events` is the prefix stream), so a key whose last segment is `events`
+         *     is read with its last slash encoded (`/v1/kv/config%2Fevents`), or through the
+         *     list with `values=true`.
+         *
+         *     The body is the value's bytes exactly as stored, with the `Content-Type` it
          *     was written with (`application/octet-stream` when it was written without one,
          *     or by a client that keeps none, such as Curator or kazoo).
          *
@@ -1304,14 +1373,25 @@ export interface paths {
          *     (`{"kind":"kv","name":key}`). A leased write creates the key, which must then
          *     be absent (a key that exists and is not the lease's answers `409
          *     version-mismatch` with its version); a key the lease holds is written in
-         *     place. A write without `lease` to a leased key leaves it leased.
+         *     place. A write without `lease` to a leased key leaves it leased. A leased key
+         *     is an ephemeral node, which ZooKeeper gives no children: a key under it
+         *     answers `409 key-leased-parent`.
+         *
+         *     The parents of a nested key are made as needed, with empty data.
          *
          *     A body over `--max-item` (512 KiB by default) is `413 body-too-large`; nothing
          *     is written.
          */
         put: operations["putKey"];
         post?: never;
-        /** Delete the key (if its version is `version`). */
+        /**
+         * Delete the key (if its version is `version`), or with `recursive=true` the key and every key under it.
+         * @description A key that has keys under it is deleted only with `recursive=true` (else `409
+         *     key-has-children`): then the key and its whole subtree are deleted, deepest
+         *     first, their types with them; keys made under it meanwhile are deleted too. A
+         *     leased key among them is no longer its lease's (the lease's stream sends
+         *     `lost-hold`). `version` and `recursive` do not go together.
+         */
         delete: operations["deleteKey"];
         options?: never;
         head?: never;
@@ -1323,6 +1403,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;
@@ -1663,6 +1744,8 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         Name: string;
+        /** @description A key, one to eight names joined by `/`. */
+        Key: string;
         /**
          * Format: binary
          * @description A queue item's bytes, opaque, of any media type (JSON included). No `type`:
@@ -2054,14 +2137,21 @@ export interface components {
         };
         /** @description A key as lists and `/v1/events` show it. */
         KeyInfo: {
-            key: components["schemas"]["Name"];
+            key: components["schemas"]["Key"];
             /** Format: int32 */
             version: number;
             /** @description The value's length in bytes. */
             size: number;
+            /** @description With `values=true`: the value, when its bytes are UTF-8. */
+            value?: string;
+            /**
+             * Format: byte
+             * @description With `values=true`: the value's bytes in base64, when they are not UTF-8.
+             */
+            valueBase64?: string;
         };
         KeyWritten: {
-            key: components["schemas"]["Name"];
+            key: components["schemas"]["Key"];
             /**
              * Format: int32
              * @description The key's version after this write.
@@ -2070,7 +2160,7 @@ export interface components {
         };
         /** @description A key's state in its event stream. */
         KeyState: {
-            key: components["schemas"]["Name"];
+            key: components["schemas"]["Key"];
             /**
              * Format: int32
              * @description `-1` when the key is absent.
@@ -2723,7 +2813,8 @@ export interface components {
         Wait: string;
         /** @description Lease time to live (Go duration, 1s to `--max-ttl`); default `--default-ttl`. */
         TTL: string;
-        KeyPath: components["schemas"]["Name"];
+        /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
+        KeyPath: components["schemas"]["Key"];
     };
     requestBodies: never;
     headers: {
@@ -5116,12 +5207,16 @@ export interface operations {
     listKeys: {
         parameters: {
             query?: {
-                /** @description Only names that start with this. */
-                prefix?: components["parameters"]["ListPrefix"];
+                /** @description Only keys that start with this (a plain string prefix of the full key). */
+                prefix?: string;
                 /** @description At most this many items (1..10000, default 1000); `next` says where the rest begins. */
                 limit?: components["parameters"]["ListLimit"];
-                /** @description Only names after this one (the `next` of the previous page). */
-                after?: components["parameters"]["ListAfter"];
+                /** @description Only keys after this one (the `next` of the previous page). */
+                after?: string;
+                /** @description List the whole tree under the prefix, not one level. */
+                recursive?: boolean;
+                /** @description Add each key's value (`value`, or `valueBase64` for bytes that are not UTF-8). */
+                values?: boolean;
             };
             header?: never;
             path?: never;
@@ -5136,6 +5231,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        kv: components["schemas"]["KeyInfo"][];
+                        /** @description The same items as `kv` (the field's earlier name, kept for the clients that read it). */
                         keys: components["schemas"]["KeyInfo"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
@@ -5145,6 +5242,33 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    streamKeys: {
+        parameters: {
+            query?: {
+                /** @description Only keys that start with this (a plain string prefix of the full key). */
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["KeyEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -5159,6 +5283,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;
@@ -5196,6 +5321,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;
@@ -5220,7 +5346,15 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["LeaseNotFound"];
             408: components["responses"]["BodyTimeout"];
-            409: components["responses"]["VersionMismatch"];
+            /** @description `version-mismatch` (with the current `version`), or `key-leased-parent`: a key above it is leased. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["VersionMismatchProblem"];
+                };
+            };
             413: components["responses"]["BodyTooLarge"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
@@ -5231,9 +5365,12 @@ export interface operations {
             query?: {
                 /** @description Delete only if the current version is this one. */
                 version?: number;
+                /** @description Delete the key and every key under it. */
+                recursive?: boolean;
             };
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;
@@ -5251,7 +5388,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["KeyNotFound"];
-            409: components["responses"]["VersionMismatch"];
+            /** @description `version-mismatch` (with the current `version`), or `key-has-children`: keys lie under it and `recursive` is not set. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["VersionMismatchProblem"];
+                };
+            };
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Problem"];
         };
@@ -5261,6 +5406,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description A key, one to eight names joined by plain `/` (`config/app/db`). */
                 key: components["parameters"]["KeyPath"];
             };
             cookie?: never;

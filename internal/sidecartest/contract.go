@@ -73,9 +73,11 @@ func StreamEventSchema(spec *openapi3.T, path string) *openapi3.Schema {
 }
 
 // AnswerOf is the Response openapi.yaml declares for method on path (a path as
-// sent, matched against the templates) with status, or nil.
+// sent, matched against the templates, concrete ones first: /v1/kv/events
+// is its own path for GET, and /v1/kv/{key} for PUT) with status, or nil.
 func AnswerOf(spec *openapi3.T, method, path string, status int) *openapi3.Response {
-	for tmpl, item := range spec.Paths.Map() {
+	for _, tmpl := range spec.Paths.InMatchingOrder() {
+		item := spec.Paths.Value(tmpl)
 		re := "^" + regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(tmpl), `[^/]+`) + "$"
 		if !regexp.MustCompile(re).MatchString(path) {
 			continue

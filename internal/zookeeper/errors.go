@@ -34,6 +34,9 @@ var (
 	ErrNotEmpty = zk.ErrNotEmpty
 	// ErrNoAuth: the node's ACL refuses this session the operation.
 	ErrNoAuth = zk.ErrNoAuth
+	// ErrNoChildrenForEphemerals: the parent is an ephemeral node, which
+	// cannot have children.
+	ErrNoChildrenForEphemerals = zk.ErrNoChildrenForEphemerals
 )
 
 // IsAnswer tells whether err is an answer from the server about a node (so the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,7 @@ func New(s *zookeeper.Session, reg prometheus.Registerer) *Store {
 	return k
 }
 
+// node is key's node: a key with "/" is nested nodes, kv/config/app/db.
 func (k *Store) node(key string) string { return k.dir + "/" + key }
 func (k *Store) meta(key string) string { return k.metaDir + "/" + key }
 
@@ -78,7 +80,7 @@ func (k *Store) meta(key string) string { return k.metaDir + "/" + key }
 // and is not the lease's answers a *VersionMismatchError with its version); a
 // key it holds is written in place.
 func (k *Store) Put(ctx context.Context, key string, data []byte, contentType string, version *int32, lease *kit.Lease) (int32, error) {
-	if err := kit.CheckName("key", key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
 	if version != nil && *version < Absent {
@@ -188,25 +190,52 @@ func (k *Store) write(ctx context.Context, ep *zookeeper.Epoch, key string, data
 		if len(res) != len(ops) {
 			return 0, err // no answer: the write may or may not have been applied
 		}
-		if res[0].Err != nil {
-			return 0, res[0].Err
+		if attempt >= 4 {
+			return 0, refusal(key, res)
 		}
-		// The value was fine; the meta node was not as expected: the other op.
-		switch {
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNoNode):
-			setMeta = false
-		case attempt < 4 && errors.Is(res[1].Err, zookeeper.ErrNodeExists):
-			setMeta = true
-		default:
-			return 0, res[1].Err
+		if setMeta, err = k.repair(ctx, ep, key, create, setMeta, res); err != nil {
+			return 0, err
 		}
 	}
+}
+
+// repair readies the next attempt of a write that res refused: the value's
+// missing parents made (a create of a nested key), or the meta node's; the
+// meta op switched between set and create as its node turned out absent or
+// present. Anything else is the refusal (see refusal).
+func (k *Store) repair(ctx context.Context, ep *zookeeper.Epoch, key string, create, setMeta bool, res []zookeeper.OpResult) (bool, error) {
+	switch {
+	case res[0].Err != nil && create && errors.Is(res[0].Err, zookeeper.ErrNoNode) && strings.Contains(key, "/"):
+		return setMeta, k.makeParents(ctx, ep, k.dir, key)
+	case res[0].Err != nil:
+		return setMeta, refusal(key, res)
+	// The value was fine; the meta node was not as expected: the other op.
+	case !setMeta && errors.Is(res[1].Err, zookeeper.ErrNoNode):
+		return setMeta, k.makeParents(ctx, ep, k.metaDir, key) // the meta node's parents
+	case errors.Is(res[1].Err, zookeeper.ErrNoNode):
+		return false, nil
+	case errors.Is(res[1].Err, zookeeper.ErrNodeExists):
+		return true, nil
+	}
+	return setMeta, refusal(key, res)
+}
+
+// refusal is the error of a refused write: the value op's (a key under a
+// leased key: ErrLeasedParent), else the meta op's.
+func refusal(key string, res []zookeeper.OpResult) error {
+	switch {
+	case errors.Is(res[0].Err, zookeeper.ErrNoChildrenForEphemerals):
+		return fmt.Errorf("key %q: %w", key, ErrLeasedParent)
+	case res[0].Err != nil:
+		return res[0].Err
+	}
+	return res[1].Err
 }
 
 // Get reads key's value, its version and its content type. ErrKeyNotFound when
 // it has none.
 func (k *Store) Get(ctx context.Context, key string) (*Value, error) {
-	if err := kit.CheckName("key", key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
 	ep, err := k.s.Await(ctx)
@@ -300,10 +329,11 @@ func (k *Store) List(ctx context.Context) ([]string, error) { return kit.ListNam
 
 // Delete deletes key's value (and its type), if its version is *version when
 // version is not nil. ErrKeyNotFound when it has none; a *VersionMismatchError
-// when the version differs. A leased key deleted here is no longer its lease's:
+// when the version differs; ErrHasChildren when keys lie under it (see
+// DeleteTree). A leased key deleted here is no longer its lease's:
 // the lease's stream is told (lost-hold).
 func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
-	if err := kit.CheckName("key", key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	v := int32(-1)
@@ -321,6 +351,8 @@ func (k *Store) Delete(ctx context.Context, key string, version *int32) error {
 	switch {
 	case errors.Is(err, zookeeper.ErrNoNode):
 		return fmt.Errorf("key %q: %w", key, ErrKeyNotFound)
+	case errors.Is(err, zookeeper.ErrNotEmpty):
+		return fmt.Errorf("key %q: %w", key, ErrHasChildren)
 	case errors.Is(err, zookeeper.ErrBadVersion):
 		return k.refused(ctx, ep, key, err)
 	case err != nil:
@@ -342,7 +374,9 @@ func (k *Store) remove(ctx context.Context, ep *zookeeper.Epoch, key string, ver
 		return err
 	case res[0].Err != nil:
 		return res[0].Err
-	case errors.Is(res[1].Err, zookeeper.ErrNoNode):
+	case errors.Is(res[1].Err, zookeeper.ErrNoNode), errors.Is(res[1].Err, zookeeper.ErrNotEmpty):
+		// No type, or only the types of keys under it (left by keys deleted
+		// by another client): the value alone.
 		return ep.DeleteChecked(ctx, k.node(key), version)
 	}
 	return res[1].Err
@@ -351,7 +385,7 @@ func (k *Store) remove(ctx context.Context, ep *zookeeper.Epoch, key string, ver
 // Follow follows key: however many followers a key has on this sidecar, one
 // watch serves them all. Close the follower when done.
 func (k *Store) Follow(key string) (*kit.Follower[*Value], error) {
-	if err := kit.CheckName("key", key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
 	return k.followers.Follow(key), nil

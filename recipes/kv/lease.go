@@ -74,7 +74,7 @@ func (k *Store) create(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Leas
 // lease's (resumed) session. The node is kept as it is: the key keeps its
 // value, content type and version, and its watchers see no change.
 func (k *Store) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (kit.Holding, error) {
-	if err := kit.CheckName("key", h.Name); err != nil {
+	if err := CheckKey(h.Name); err != nil {
 		return nil, err
 	}
 	node := k.node(h.Name)
