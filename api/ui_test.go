@@ -105,15 +105,10 @@ func TestStatusPage(t *testing.T) {
 		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/api-egress/members?id="+m.id+"&weight="+m.weight+"&ttl=60s")
 	}
 	for i := range 4 {
-		r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/items", strings.NewReader(fmt.Sprintf(`{"job":%d}`, i)), "Content-Type", "application/json")
-		if err != nil || r.Status != http.StatusCreated {
-			t.Fatalf("enqueue: %v %+v", err, r)
-		}
+		uiEnqueue(t, car, "", fmt.Sprintf(`{"job":%d}`, i))
 	}
 	car.Must(t, http.StatusOK, http.MethodPost, "/v1/queues/jobs/claims?ttl=60s")
-	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/items?delay=1h", strings.NewReader(`{"job":"later"}`), "Content-Type", "application/json"); err != nil || r.Status != http.StatusCreated {
-		t.Fatalf("delayed enqueue: %v %+v", err, r)
-	}
+	uiEnqueue(t, car, "?delay=1h", `{"job":"later"}`)
 	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/deploy-freeze")
 	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/maintenance")
 	for _, id := range []string{"w1", "w2"} {
@@ -271,5 +266,14 @@ func uiSemaphoreAndRWLock(t *testing.T, car *sidecartest.Sidecar) {
 	for _, w := range []string{"worker-1", "worker-2"} {
 		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/payments/permits?max=3&ttl=60s&owner="+w)
 		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/schema?mode=read&ttl=60s&owner=report-"+w)
+	}
+}
+
+// uiEnqueue enqueues the JSON item body to the queue jobs, with query.
+func uiEnqueue(t *testing.T, car *sidecartest.Sidecar, query, body string) {
+	t.Helper()
+	r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/jobs/items"+query, strings.NewReader(body), "Content-Type", "application/json")
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("enqueue%s: %v %+v", query, err, r)
 	}
 }

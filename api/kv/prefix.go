@@ -67,23 +67,10 @@ type treeMember struct {
 func (h *KV) followTree(topic, prefix string) (stop func()) {
 	r := &treeRun{h: h, topic: topic, prefix: prefix, pending: map[string][]string{}, wake: make(chan struct{}, 1),
 		dirs: map[string]func(){}, kids: map[string][]string{}, keys: map[string]*treeMember{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
 	r.followDir("")
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-r.wake:
-				r.apply()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	stopLoop := kit.OnWake(context.Background(), r.wake, r.apply)
 	return func() {
-		cancel()
-		<-done
+		stopLoop()
 		for d, stop := range r.dirs {
 			stop()
 			delete(r.dirs, d)

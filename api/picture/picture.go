@@ -165,22 +165,9 @@ func Follow(ctx context.Context, sess *zookeeper.Session, sections []Section, pu
 		})
 		dirStops = append(dirStops, func() { cancel(); f.Close() })
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-r.wake:
-				r.apply()
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	stopLoop := kit.OnWake(ctx, r.wake, r.apply)
 	return func() {
-		cancel()
-		<-done
+		stopLoop()
 		for _, stop := range dirStops {
 			stop()
 		}

@@ -23,33 +23,13 @@ func TestDelayedItemOverHTTP(t *testing.T) {
 	b := sidecartest.Start(t, zkc.Servers(), root)
 	ctx := context.Background()
 
-	enq := time.Now()
-	r := a.Send(t, http.StatusCreated, "POST", "/v1/queues/later/items?delay=3s", `{"v":"late"}`)
-	id := sidecartest.Str(r.Body["id"])
-	dueAt, err := time.Parse(time.RFC3339Nano, sidecartest.Str(r.Body["due"]))
-	if err != nil || !strings.HasPrefix(id, "delayed.") || dueAt.Before(enq.Add(3*time.Second).Truncate(time.Millisecond)) {
-		t.Fatalf("delayed enqueue: %s (%v)", r.Raw, err)
-	}
+	id, dueAt := enqueueLater(t, a)
 	g := a.Must(t, http.StatusOK, "GET", "/v1/queues/later")
 	if time.Now().Before(dueAt) && (sidecartest.Num(g.Body["delayed"]) != 1 || sidecartest.Num(g.Body["length"]) != 1) {
 		t.Fatalf("GET before the due time: %s", g.Raw)
 	}
 	for _, car := range []*sidecartest.Sidecar{a, b} {
-		tk, err := quTake(ctx, car, "later", "0s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tk != nil && time.Now().Before(dueAt) {
-			t.Fatalf("taken before its due time: %s", tk.Raw)
-		}
-		if tk != nil {
-			t.Skip("the machine was too slow to take before the due time")
-		}
-		if c := quClaim(t, car, "later", "?ttl=10s"); c != nil && time.Now().Before(dueAt) {
-			t.Fatalf("claimed before its due time: %s", c.Raw)
-		} else if c != nil {
-			t.Skip("the machine was too slow to claim before the due time")
-		}
+		notBeforeDue(t, ctx, car, dueAt)
 	}
 	// An item whose at= is past is due at once and comes first.
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
@@ -67,13 +47,33 @@ func TestDelayedItemOverHTTP(t *testing.T) {
 	if time.Now().Before(dueAt) {
 		t.Fatal("taken before its due time")
 	}
-	tok := id[strings.Index(id, "-")+1 : strings.LastIndex(id, "-")]
-	if itemID := tk.Header.Get("Item-Id"); !strings.HasPrefix(itemID, "p00.") || !strings.Contains(itemID, "-"+tok+"-") {
+	if itemID := tk.Header.Get("Item-Id"); !strings.HasPrefix(itemID, "p00.") || !strings.Contains(itemID, "-"+delayedToken(id)+"-") {
 		t.Fatalf("taken as %q; delayed id %q", itemID, id)
 	}
 	g = b.Must(t, http.StatusOK, "GET", "/v1/queues/later")
 	if sidecartest.Num(g.Body["delayed"]) != 0 || sidecartest.Num(g.Body["length"]) != 0 {
 		t.Fatalf("GET after: %s", g.Raw)
+	}
+}
+
+// notBeforeDue checks that car neither takes nor claims queue later's item
+// before dueAt (skipping the test when the machine is too slow to try before).
+func notBeforeDue(t *testing.T, ctx context.Context, car *sidecartest.Sidecar, dueAt time.Time) {
+	t.Helper()
+	tk, err := quTake(ctx, car, "later", "0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk != nil && time.Now().Before(dueAt) {
+		t.Fatalf("taken before its due time: %s", tk.Raw)
+	}
+	if tk != nil {
+		t.Skip("the machine was too slow to take before the due time")
+	}
+	if c := quClaim(t, car, "later", "?ttl=10s"); c != nil && time.Now().Before(dueAt) {
+		t.Fatalf("claimed before its due time: %s", c.Raw)
+	} else if c != nil {
+		t.Skip("the machine was too slow to claim before the due time")
 	}
 }
 
@@ -133,4 +133,21 @@ func TestDelayedItemsInDueOrderAcrossSidecars(t *testing.T) {
 			t.Fatalf("%s (due first) was placed after %s: %v", pair[0], pair[1], got)
 		}
 	}
+}
+
+// delayedToken is the token a delayed item's id shares with the item it becomes.
+func delayedToken(id string) string { return id[strings.Index(id, "-")+1 : strings.LastIndex(id, "-")] }
+
+// enqueueLater enqueues {"v":"late"} to queue later through a, 3 s ahead, and
+// returns its delayed id and the due time it was told.
+func enqueueLater(t *testing.T, a *sidecartest.Sidecar) (string, time.Time) {
+	t.Helper()
+	enq := time.Now()
+	r := a.Send(t, http.StatusCreated, "POST", "/v1/queues/later/items?delay=3s", `{"v":"late"}`)
+	id := sidecartest.Str(r.Body["id"])
+	dueAt, err := time.Parse(time.RFC3339Nano, sidecartest.Str(r.Body["due"]))
+	if err != nil || !strings.HasPrefix(id, "delayed.") || dueAt.Before(enq.Add(3*time.Second).Truncate(time.Millisecond)) {
+		t.Fatalf("delayed enqueue: %s (%v)", r.Raw, err)
+	}
+	return id, dueAt
 }

@@ -488,3 +488,27 @@ func WatchAbsent(ctx context.Context, ep *zookeeper.Epoch, w *Watches, part, p s
 	w.Armed(part, ch, nil)
 	return nil
 }
+
+// OnWake calls apply on a goroutine of its own each time wake has a token, one
+// call at a time, until ctx ends or the returned stop is called; stop returns
+// once the goroutine has ended (no apply runs after it). It is the loop of a
+// follower of many things whose callbacks only note what changed and wake it.
+func OnWake(ctx context.Context, wake <-chan struct{}, apply func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-wake:
+				apply()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
