@@ -1411,10 +1411,10 @@ type Problem struct {
 type Queue struct {
 	Claimed int `json:"claimed"`
 
-	// Delayed Delayed items not yet moved into their priority (not yet due
+	// Delayed Delayed items not yet moved into their priority (not yet due, or due and not yet moved).
 	Delayed int `json:"delayed"`
 
-	// Length Items waiting
+	// Length Items waiting, delayed ones included (claimed ones excluded).
 	Length int    `json:"length"`
 	Name   string `json:"name"`
 }

@@ -2032,10 +2032,10 @@ export interface components {
         };
         Queue: {
             name: string;
-            /** @description Items waiting */
+            /** @description Items waiting, delayed ones included (claimed ones excluded). */
             length: number;
             claimed: number;
-            /** @description Delayed items not yet moved into their priority (not yet due */
+            /** @description Delayed items not yet moved into their priority (not yet due, or due and not yet moved). */
             delayed: number;
         };
         QueueItem: {
@@ -2734,15 +2734,6 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description `version-mismatch`: the key's version is not the one named; nothing was changed. */
-        VersionMismatch: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["VersionMismatchProblem"];
             };
         };
         /** @description `counter-not-found`: the counter has no node (never set, or deleted); nothing was changed. */
