@@ -75,8 +75,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		if !p.May(kind, name, write) {
-			s.refuse(w, r, NewProblem(http.StatusForbidden, "forbidden",
-				fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name)))
+			s.refuse(w, r, notAllowed(p, kind, name))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -91,6 +90,11 @@ func MayChange(ctx context.Context, kind, name string) error {
 	if p == tokens.Anonymous || p.May(kind, name, true) {
 		return nil
 	}
+	return notAllowed(p, kind, name)
+}
+
+// notAllowed is the 403 of a token p whose allow list does not reach kind/name.
+func notAllowed(p *tokens.Principal, kind, name string) *Problem {
 	return NewProblem(http.StatusForbidden, "forbidden", fmt.Sprintf("token %q is not allowed %s/%s", p.Name(), kind, name))
 }
 

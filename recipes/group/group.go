@@ -254,39 +254,11 @@ func (g *Groups) Inspect(ctx context.Context, group string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	gp := g.groupPath(group)
-	names, st, err := ep.Children(ctx, gp)
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return &State{Group: group, Members: []Member{}}, nil
-	}
-	if err != nil {
+	c := newSource(g, group).members
+	if err := c.ReadOnce(ctx, ep); err != nil {
 		return nil, err
 	}
-	members := make([]*Member, len(names))
-	fns := make([]func() error, 0, len(names))
-	for i, n := range names {
-		fns = append(fns, func() error {
-			data, st, err := ep.Get(ctx, gp+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil
-			}
-			if err == nil {
-				m := memberOf(n, data, st)
-				members[i] = &m
-			}
-			return err
-		})
-	}
-	if err := zookeeper.Parallel(fns...); err != nil {
-		return nil, err
-	}
-	out := map[string]Member{}
-	for _, m := range members {
-		if m != nil {
-			out[m.ID] = *m
-		}
-	}
-	return view(group, st.Pzxid, out), nil
+	return view(group, c.Pzxid, c.Data), nil
 }
 
 // List returns the names of the groups that have a node, sorted.

@@ -96,3 +96,45 @@ func (c *Children[T]) readChild(ctx context.Context, ep *zookeeper.Epoch, w *Wat
 	w.Armed(c.Part+"/"+n, ch, nil)
 	return nil
 }
+
+// ReadOnce fills c with the directory as it is now, arming no watch: the list,
+// then every child's data (pipelined), decoded; a child deleted in between is
+// left out, and a directory that does not exist reads as empty (Pzxid 0). It is
+// the one-off read (a recipe's Inspect) of what a Source following c keeps.
+func (c *Children[T]) ReadOnce(ctx context.Context, ep *zookeeper.Epoch) error {
+	c.Reset()
+	names, st, err := ep.Children(ctx, c.Dir)
+	if errors.Is(err, zookeeper.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.Names, c.Pzxid = names, st.Pzxid
+	read := make([]*T, len(names))
+	fns := make([]func() error, 0, len(names))
+	for i, n := range names {
+		fns = append(fns, func() error {
+			data, st, err := ep.Get(ctx, c.Dir+"/"+n)
+			if errors.Is(err, zookeeper.ErrNoNode) {
+				return nil // deleted since the list
+			}
+			if err != nil {
+				return err
+			}
+			if v, ok := c.Decode(n, data, st); ok {
+				read[i] = &v
+			}
+			return nil
+		})
+	}
+	if err := zookeeper.Parallel(fns...); err != nil {
+		return err
+	}
+	for i, v := range read {
+		if v != nil {
+			c.Data[names[i]] = *v
+		}
+	}
+	return nil
+}

@@ -346,40 +346,11 @@ func (v *Services) Inspect(ctx context.Context, service string) (*State, error) 
 	if err != nil {
 		return nil, err
 	}
-	sp := v.servicePath(service)
-	names, st, err := ep.Children(ctx, sp)
-	if errors.Is(err, zookeeper.ErrNoNode) {
-		return &State{Service: service, Instances: []Instance{}}, nil
-	}
-	if err != nil {
+	c := newSource(v, service).instances
+	if err := c.ReadOnce(ctx, ep); err != nil {
 		return nil, err
 	}
-	found := make([]*Instance, len(names))
-	fns := make([]func() error, 0, len(names))
-	for i, n := range names {
-		fns = append(fns, func() error {
-			data, st, err := ep.Get(ctx, sp+"/"+n)
-			if errors.Is(err, zookeeper.ErrNoNode) {
-				return nil
-			}
-			if err == nil {
-				if in, ok := instanceOf(n, data, st); ok {
-					found[i] = &in
-				}
-			}
-			return err
-		})
-	}
-	if err := zookeeper.Parallel(fns...); err != nil {
-		return nil, err
-	}
-	out := map[string]Instance{}
-	for _, in := range found {
-		if in != nil {
-			out[in.ID] = *in
-		}
-	}
-	return view(service, st.Pzxid, out), nil
+	return view(service, c.Pzxid, c.Data), nil
 }
 
 // List returns the names of the services that have a node, sorted.
