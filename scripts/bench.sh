@@ -20,42 +20,47 @@
 # (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs;
 # BENCH_AA=1 runs the "stated" process without --state-dir, so that its column
 # measures how far two identical sidecar processes differ in one run (the
-# comparison's own noise).
+# comparison's own noise); BENCH_STRESS=N runs `stress-ng --cpu N` beside the
+# whole run (a busy machine: issue 41's targets hold quiet and under
+# `--cpu 1`), installing Debian's stress-ng if missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-install_etcd() {
-	command -v etcd >/dev/null && return 0
+# install_pkg installs a Debian package for the command it names, if missing.
+install_pkg() {
+	command -v "$1" >/dev/null && return 0
 	local sudo=""
 	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null || { echo "bench.sh: not root and no sudo; cannot install etcd-server" >&2; exit 1; }
+		command -v sudo >/dev/null || { echo "bench.sh: not root and no sudo; cannot install $2" >&2; exit 1; }
 		sudo=sudo
 	fi
-	echo "bench.sh: installing Debian package etcd-server" >&2
+	echo "bench.sh: installing Debian package $2" >&2
 	$sudo apt-get update -qq
 	# The package's service is not wanted (policy-rc.d may refuse it anyway).
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
-	command -v etcd >/dev/null || { echo "bench.sh: etcd still missing after install" >&2; exit 1; }
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+	command -v "$1" >/dev/null || { echo "bench.sh: $1 still missing after installing $2" >&2; exit 1; }
 }
+
 
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
 
 scripts/zookeeper.sh install
-install_etcd
+install_pkg etcd etcd-server
+[ -z "${BENCH_STRESS:-}" ] || install_pkg stress-ng stress-ng
 SIDECAR="${BENCH_SIDECAR:-bin/coord-sidecar}"
 [ -n "${BENCH_SIDECAR:-}" ] || CGO_ENABLED=0 go build -o bin/coord-sidecar ./cmd/coord-sidecar # as make build
 go build -o bin/coord-bench ./cmd/coord-bench
 
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/coord-bench-XXXXXX")"
-SIDECAR_PID="" STATED_PID="" FLOOR_PID="" ETCD_PID=""
+SIDECAR_PID="" STATED_PID="" FLOOR_PID="" ETCD_PID="" STRESS_PID=""
 # cleanup stops every server of this run (never failing half-way: errexit is
 # off here, since a killed server's wait status is not 0).
 cleanup() {
 	set +e
-	for pid in $SIDECAR_PID $STATED_PID $FLOOR_PID $ETCD_PID; do
+	for pid in $STRESS_PID $SIDECAR_PID $STATED_PID $FLOOR_PID $ETCD_PID; do
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	done
@@ -107,6 +112,11 @@ bin/coord-bench -serve-floor "127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" >"
 FLOOR_PID=$!
 waitfor curl -s -o /dev/null "http://127.0.0.1:$FLOOR_PORT/"
 
+if [ -n "${BENCH_STRESS:-}" ]; then
+	stress-ng --cpu "$BENCH_STRESS" --quiet &
+	STRESS_PID=$!
+	echo "bench.sh: stress-ng --cpu $BENCH_STRESS beside the run (pid $STRESS_PID)" >&2
+fi
 echo "bench.sh: ZooKeeper pid $ZK_PID :$ZK_PORT, etcd pid $ETCD_PID :$ETCD_PORT, sidecar pid $SIDECAR_PID :$SC_PORT, sidecar with --state-dir pid $STATED_PID :$STATED_PORT, floor pid $FLOOR_PID :$FLOOR_PORT" >&2
 bin/coord-bench -sidecar "http://127.0.0.1:$SC_PORT" -sidecar-stated "http://127.0.0.1:$STATED_PORT" \
 	-floor "http://127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" -etcd "http://127.0.0.1:$ETCD_PORT" \
