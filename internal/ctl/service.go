@@ -17,15 +17,12 @@ Registers the instance ID of SERVICE (its address, ports, payload and uriSpec,
 in the layout of Curator's ServiceDiscovery) on a lease the wrapper keeps
 alive, runs COMMAND with COORD_LEASE in its environment while the lease lives,
 unregisters the instance when COMMAND exits and exits with its code: the
-instance is listed exactly while COMMAND runs. SIGTERM, SIGINT and SIGHUP are
-passed on to COMMAND; once it has exited the instance is unregistered and the
-wrapper exits 128+N. A restart of the sidecar and a suspension of its
-ZooKeeper session are ridden through as the lock wrapper rides them. Exit
-codes: 64 bad command line (or an instance the sidecar refuses), 69 sidecar
-unreachable or refusing (409 instance-exists: another lease, or Curator,
-holds the id), 76 lease lost while COMMAND ran (the sidecar said so, or
-answered no keepalive for the smaller of --ttl and half its session
-timeout): COMMAND was stopped.`
+instance is listed exactly while COMMAND runs. Everything else is as the lock
+wrapper does it (coord-sidecar lock --help): signals passed on (exit 128+N), a
+restart of the sidecar or a suspension of its session ridden through. It exits
+65 when another lease (or Curator) holds the instance ID (COMMAND never
+started), 64 when the sidecar refuses the instance, 76 when the lease was lost
+while COMMAND ran: COMMAND was stopped.`
 
 // instanceFlags are the instance a service register describes.
 type instanceFlags struct {
