@@ -98,19 +98,47 @@ func sessionLeases(t *testing.T, car *sidecartest.Sidecar) int64 {
 	return sidecartest.Num(car.Must(t, http.StatusOK, http.MethodGet, "/v1/session").Body["leases"])
 }
 
+// specRun is a sidecar on a root of its own with a live lease, for the tests
+// that walk the spec sending requests that must change nothing.
+type specRun struct {
+	car   *sidecartest.Sidecar
+	lease string // granted for 30m
+	// unchanged fails t when the ZooKeeper tree differs from what it was
+	// once startSpecRun's setup had run.
+	unchanged func(t *testing.T)
+}
+
+// startSpecRun starts the sidecar, grants the lease, runs setup (the live
+// state the requests name; nil for none) and takes the tree's snapshot.
+func startSpecRun(t *testing.T, setup func(car *sidecartest.Sidecar, lease string)) *specRun {
+	t.Helper()
+	zkc := zktest.Shared(t)
+	root := zktest.Root(t)
+	car := sidecartest.Start(t, zkc.Servers(), root)
+	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
+	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
+	if setup != nil {
+		setup(car, lease)
+	}
+	before := zktest.Snapshot(t, conn, root)
+	return &specRun{car: car, lease: lease, unchanged: func(t *testing.T) {
+		t.Helper()
+		if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
+			t.Fatalf("the ZooKeeper tree changed:\n%s", d)
+		}
+	}}
+}
+
 // Every operation that openapi.yaml declares without a request body refuses
 // one: 400 invalid-body "this operation takes no body", whatever its
 // Content-Type, sent with a length or chunked, before anything is done (the
 // issue's: a lease granted with the default ttl, a lock taken with an empty
 // owner). An empty body still goes through.
 func TestBodyWhereNoneBelongsIsRefused(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	car := sidecartest.Start(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
-	before := zktest.Snapshot(t, conn, root)
+	run := startSpecRun(t, func(car *sidecartest.Sidecar, lease string) {
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
+	})
+	car, lease := run.car, run.lease
 	leases := sessionLeases(t, car)
 
 	ctJSON := []string{"Content-Type", "application/json"}
@@ -141,9 +169,7 @@ func TestBodyWhereNoneBelongsIsRefused(t *testing.T) {
 	if n < 40 {
 		t.Fatalf("only %d operations without a body in the spec", n)
 	}
-	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
-		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
-	}
+	run.unchanged(t)
 	if got := sessionLeases(t, car); got != leases {
 		t.Fatalf("%v leases after the refusals, %v before", got, leases)
 	}
@@ -158,12 +184,8 @@ func TestBodyWhereNoneBelongsIsRefused(t *testing.T) {
 // Every query parameter of every operation refuses an empty value (ttl=):
 // 400 invalid-parameter naming it (parameter), instead of the default.
 func TestEmptyParameterIsRefused(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	car := sidecartest.Start(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	before := zktest.Snapshot(t, conn, root)
+	run := startSpecRun(t, nil)
+	car, lease := run.car, run.lease
 	leases := sessionLeases(t, car)
 
 	n := 0
@@ -191,9 +213,7 @@ func TestEmptyParameterIsRefused(t *testing.T) {
 	if n < 50 {
 		t.Fatalf("only %d query parameters in the spec", n)
 	}
-	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
-		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
-	}
+	run.unchanged(t)
 	if got := sessionLeases(t, car); got != leases {
 		t.Fatalf("%v leases after the refusals, %v before", got, leases)
 	}
@@ -223,12 +243,8 @@ func requestBody(t *testing.T, o specOp) (io.Reader, []string) {
 // is refused: 400 invalid-body naming the key, on every operation with a JSON
 // body; the last value does not silently win.
 func TestDuplicateJSONKeysAreRefused(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	car := sidecartest.Start(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	before := zktest.Snapshot(t, conn, root)
+	run := startSpecRun(t, nil)
+	car, lease := run.car, run.lease
 
 	ctJSON := []string{"Content-Type", "application/json"}
 	refused := func(t *testing.T, r *sidecartest.Response, key string) {
@@ -276,9 +292,7 @@ func TestDuplicateJSONKeysAreRefused(t *testing.T) {
 	if n < 6 {
 		t.Fatalf("only %d operations with a JSON body", n)
 	}
-	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
-		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
-	}
+	run.unchanged(t)
 }
 
 // withLease is "&lease=" (or "?lease=") when o declares lease=, so that only
@@ -393,12 +407,8 @@ func TestProblemsInTheUsersWords(t *testing.T) {
 // with a value of the wrong type: each is 400 naming the parameter or field
 // and quoting the value, in the user's words.
 func TestEveryWrongTypeIsAnsweredInTheUsersWords(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	car := sidecartest.Start(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	before := zktest.Snapshot(t, conn, root)
+	run := startSpecRun(t, nil)
+	car, lease := run.car, run.lease
 
 	n := 0
 	for _, o := range specOps(t) {
@@ -407,9 +417,7 @@ func TestEveryWrongTypeIsAnsweredInTheUsersWords(t *testing.T) {
 	if n < 30 {
 		t.Fatalf("only %d cases", n)
 	}
-	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
-		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
-	}
+	run.unchanged(t)
 }
 
 // wrongValue is a value of the wrong type for a query parameter of schema s

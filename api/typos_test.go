@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // typoBodies are a valid body of each JSON request body schema, for the
@@ -44,29 +42,25 @@ type typoCase struct {
 // nothing changes in ZooKeeper, though the state each request names is live (a
 // request that went through would release, revoke, write or enrol).
 func TestUnknownParametersAreRefused(t *testing.T) {
-	zkc := zktest.Shared(t)
-	root := zktest.Root(t)
-	car := sidecartest.Start(t, zkc.Servers(), root)
-	conn := zktest.Connect(t, zkc.Servers(), 5*time.Second)
-
-	lease := sidecartest.Str(car.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=30m").Body["lease"])
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/typo-x?mode=read&lease="+lease)
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/typo-x/permits?max=2&lease="+lease)
-	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/elections/typo-x/candidates?id=x&lease="+lease, `{"value":"v"}`)
-	car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/typo-x")
-	car.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/typo-x/participants?id=x&count=2&lease="+lease)
-	if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/typo-x/items", strings.NewReader("item"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
-		t.Fatalf("enqueue: %v %+v", err, r)
-	}
-	car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/typo-x", `{"limit":100}`)
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/typo-x/members?id=x&lease="+lease)
-	car.MustPut(t, "/v1/kv/typo-x", []byte("1"), "text/plain")
-	car.Send(t, http.StatusOK, http.MethodPut, "/v1/counters/typo-x", `{"value":7}`)
-	car.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/typo-x/members?id=x&lease="+lease, `{"value":"v"}`)
-	car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/typo-x", `{"count":2}`)
-	car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/typo-x/members?id=x&lease="+lease)
-	before := zktest.Snapshot(t, conn, root)
+	run := startSpecRun(t, func(car *sidecartest.Sidecar, lease string) {
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/typo-x?lease="+lease)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/typo-x?mode=read&lease="+lease)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/typo-x/permits?max=2&lease="+lease)
+		car.Send(t, http.StatusCreated, http.MethodPost, "/v1/elections/typo-x/candidates?id=x&lease="+lease, `{"value":"v"}`)
+		car.Must(t, http.StatusNoContent, http.MethodPut, "/v1/barriers/typo-x")
+		car.Must(t, http.StatusConflict, http.MethodPost, "/v1/double-barriers/typo-x/participants?id=x&count=2&lease="+lease)
+		if r, err := car.Do(context.Background(), http.MethodPost, "/v1/queues/typo-x/items", strings.NewReader("item"), "Content-Type", "text/plain"); err != nil || r.Status != http.StatusCreated {
+			t.Fatalf("enqueue: %v %+v", err, r)
+		}
+		car.Send(t, http.StatusOK, http.MethodPut, "/v1/throughput/typo-x", `{"limit":100}`)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/throughput/typo-x/members?id=x&lease="+lease)
+		car.MustPut(t, "/v1/kv/typo-x", []byte("1"), "text/plain")
+		car.Send(t, http.StatusOK, http.MethodPut, "/v1/counters/typo-x", `{"value":7}`)
+		car.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/typo-x/members?id=x&lease="+lease, `{"value":"v"}`)
+		car.Send(t, http.StatusOK, http.MethodPut, "/v1/partitions/typo-x", `{"count":2}`)
+		car.Must(t, http.StatusCreated, http.MethodPost, "/v1/partitions/typo-x/members?id=x&lease="+lease)
+	})
+	car, lease := run.car, run.lease
 
 	cases := []typoCase{
 		// The issue's own: each went through with a default the client did not ask for.
@@ -118,9 +112,7 @@ func TestUnknownParametersAreRefused(t *testing.T) {
 			t.Errorf("no case of %s", k)
 		}
 	}
-	if d := zktest.SnapshotDiff(before, zktest.Snapshot(t, conn, root)); d != "" {
-		t.Fatalf("the ZooKeeper tree changed:\n%s", d)
-	}
+	run.unchanged(t)
 
 	// The metrics count a refusal under its route.
 	metrics := string(car.Must(t, http.StatusOK, http.MethodGet, "/metrics").Raw)
@@ -148,43 +140,35 @@ func specTypoCases(t *testing.T, lease string) []typoCase {
 		t.Fatal(err)
 	}
 	var cases []typoCase
-	for _, path := range spec.Paths.InMatchingOrder() {
-		item := spec.Paths.Value(path)
-		for method, op := range item.Operations() {
-			if slices.Contains(op.Tags, "raw") {
-				continue
+	for _, o := range specOps(t) {
+		method, path := o.method, o.path
+		concrete := concretePath(path, lease)
+		var declared []string // sorted, as o.query is
+		for _, p := range o.query {
+			declared = append(declared, p.Name)
+		}
+		if len(declared) == 0 {
+			cases = append(cases, typoCase{method + " " + path + " made up", method, concrete + "?bogus=1", "", "bogus", ""})
+		}
+		for _, q := range declared {
+			typo := q + q[len(q)-1:]
+			cases = append(cases, typoCase{method + " " + path + " " + typo, method, concrete + "?" + typo + "=1", "", typo, q})
+		}
+		if o.op.RequestBody == nil || o.op.RequestBody.Value.Content["application/json"] == nil {
+			continue
+		}
+		valid := validBody(t, spec, method, path, o.op.RequestBody.Value.Content["application/json"].Schema)
+		for field := range valid {
+			body := map[string]any{field + field[len(field)-1:]: valid[field]}
+			for k, v := range valid {
+				body[k] = v
 			}
-			concrete := concretePath(path, lease)
-			var declared []string
-			for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
-				if p.Value.In == openapi3.ParameterInQuery {
-					declared = append(declared, p.Value.Name)
-				}
+			b, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
 			}
-			sort.Strings(declared)
-			if len(declared) == 0 {
-				cases = append(cases, typoCase{method + " " + path + " made up", method, concrete + "?bogus=1", "", "bogus", ""})
-			}
-			for _, q := range declared {
-				typo := q + q[len(q)-1:]
-				cases = append(cases, typoCase{method + " " + path + " " + typo, method, concrete + "?" + typo + "=1", "", typo, q})
-			}
-			if op.RequestBody == nil || op.RequestBody.Value.Content["application/json"] == nil {
-				continue
-			}
-			valid := validBody(t, spec, method, path, op.RequestBody.Value.Content["application/json"].Schema)
-			for field := range valid {
-				body := map[string]any{field + field[len(field)-1:]: valid[field]}
-				for k, v := range valid {
-					body[k] = v
-				}
-				b, err := json.Marshal(body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cases = append(cases, typoCase{method + " " + path + " body " + field, method, concrete + bodyQuery(declared, lease),
-					string(b), field + field[len(field)-1:], field})
-			}
+			cases = append(cases, typoCase{method + " " + path + " body " + field, method, concrete + bodyQuery(declared, lease),
+				string(b), field + field[len(field)-1:], field})
 		}
 	}
 	return cases

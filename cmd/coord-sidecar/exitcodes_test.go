@@ -42,7 +42,7 @@ type exitCase struct {
 	stderr string
 }
 
-// Every verb of the client and both wrappers, for every outcome class that
+// Every verb of the client and every wrapper, for every outcome class that
 // applies to it, against real sidecars: the exit code is the one table's.
 func TestExitCodesVerbByVerb(t *testing.T) {
 	zkc := zktest.Shared(t)
@@ -62,6 +62,7 @@ func TestExitCodesVerbByVerb(t *testing.T) {
 	open.Must(t, 201, "POST", "/v1/semaphores/sfull/permits?max=1&owner=alice")
 	open.Must(t, 201, "POST", "/v1/rwlocks/rtaken?mode=write&owner=alice")
 	open.Must(t, 201, "POST", "/v1/groups/gtaken/members?id=dup")
+	open.Send(t, 201, "PUT", "/v1/services/staken/instances/dup?ttl=10m", `{"address":"10.0.0.1"}`)
 	big := strings.Repeat("x", 4096)
 
 	// Every verb: its own successful run (when it has one that ends by
@@ -139,6 +140,20 @@ func TestExitCodesVerbByVerb(t *testing.T) {
 		{name: "group join", ok: []string{"group", "join", "gfree", "--id", "m", "--", "true"}, args: []string{"group", "join", "g", "--id", "m", "--", "true"}, extra: []exitCase{
 			{class: "conflict (409 member-exists)", car: "open", args: []string{"group", "join", "gtaken", "--id", "dup", "--", "true"}, want: ctl.ExitConflict},
 		}},
+		{name: "service list", ok: []string{"service", "list", "staken"}, args: []string{"service", "list", "s"}, extra: []exitCase{
+			{class: "invalid (400)", car: "open", args: []string{"service", "list", "bad name"}, want: ctl.ExitUsage},
+		}},
+		{name: "service pick", ok: []string{"service", "pick", "staken"}, args: []string{"service", "pick", "s"}, extra: []exitCase{
+			{class: "not found (no instance)", car: "open", args: []string{"service", "pick", "sempty"}, want: ctl.ExitNotFound},
+			{class: "invalid (400 strategy)", car: "open", args: []string{"service", "pick", "--strategy", "nearest", "staken"}, want: ctl.ExitUsage},
+		}},
+		{name: "service register", ok: []string{"service", "register", "sfree", "--id", "i1", "--address", "10.0.0.2", "--", "true"},
+			args: []string{"service", "register", "s", "--id", "i1", "--address", "10.0.0.2", "--", "true"}, extra: []exitCase{
+				{class: "command's code", car: "open", args: []string{"service", "register", "sfree", "--id", "i2", "--address", "10.0.0.2", "--", "sh", "-c", "exit 3"}, want: 3},
+				{class: "conflict (409 instance-exists)", car: "open", args: []string{"service", "register", "staken", "--id", "dup", "--address", "10.0.0.2", "--", "true"}, want: ctl.ExitConflict},
+				{class: "usage (no --address)", car: "open", args: []string{"service", "register", "sfree", "--id", "i3", "--", "true"}, want: ctl.ExitUsage},
+				{class: "invalid (400 port)", car: "open", args: []string{"service", "register", "sfree", "--id", "i4", "--address", "10.0.0.2", "--port", "70000", "--", "true"}, want: ctl.ExitUsage},
+			}},
 		{name: "elect --observe", args: []string{"elect", "--observe", "e"}, extra: []exitCase{
 			{class: "invalid (400)", car: "open", args: []string{"elect", "--observe", "bad name"}, want: ctl.ExitUsage},
 		}},

@@ -8,8 +8,10 @@ import (
 	"testing"
 )
 
-// Every verb's --help, every group's and both wrappers' end with the one
-// exit-code table, and name COORD_TOKEN; elect's usage shows --id as optional.
+// Every verb's --help, every group's, every wrapper's (lock, elect and elect
+// --observe, semaphore, rwlock, group join, service register) end with the
+// one exit-code table, and name COORD_TOKEN; elect's usage shows --id as
+// optional.
 func TestHelpShowsTheExitCodes(t *testing.T) {
 	table := exitTableText()
 	if !strings.Contains(table, "COORD_TOKEN") {
@@ -32,12 +34,24 @@ func TestHelpShowsTheExitCodes(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, w := range []struct {
+	type wrapper struct {
 		name string
+		args []string // before --help
 		run  func(*Signals, []string, func(string) string, io.Writer, io.Writer) int
-	}{{"lock", RunLock}, {"elect", RunElect}} {
+	}
+	wrappers := []wrapper{{name: "elect --observe", args: []string{"--observe"}, run: RunElect}}
+	for name, run := range Wrappers {
+		wrappers = append(wrappers, wrapper{name: name, run: run})
+	}
+	for name, w := range cliWrappers {
+		wrappers = append(wrappers, wrapper{name: name, run: w.run})
+	}
+	if len(wrappers) < 7 {
+		t.Fatalf("%d wrappers: lock, elect, semaphore, rwlock, group join and service register are missing some", len(wrappers))
+	}
+	for _, w := range wrappers {
 		var out, errb bytes.Buffer
-		if code := w.run(&Signals{ctx: ctx, cancel: cancel}, []string{"--help"}, func(string) string { return "" }, &out, &errb); code != 0 {
+		if code := w.run(&Signals{ctx: ctx, cancel: cancel}, append(w.args, "--help"), func(string) string { return "" }, &out, &errb); code != 0 {
 			t.Fatalf("%s --help: exit %d", w.name, code)
 		}
 		check(w.name, out.String())

@@ -13,7 +13,8 @@ import (
 )
 
 // The wrappers that hold one thing while their command runs: `lock`,
-// `semaphore` (a permit) and `rwlock` (read or write). They share runHeld:
+// `semaphore` (a permit), `rwlock` (read or write), `group join` (a
+// membership) and `service register` (an instance). They share runHeld:
 // a lease kept alive (lease.go), the thing acquired on it (waiting up to
 // --wait, asked again while the sidecar restarts), the command supervised
 // and stopped when the lease is lost (76), the thing released after.
@@ -33,7 +34,8 @@ type heldKind struct {
 	acquire func(ctx context.Context, c *apiClient, name string, q url.Values) (holding, error)
 	// heldBy says who holds the thing after a 409 of a wait that ended.
 	heldBy func(ae *apiError) string
-	// noWait: the thing is had at once or not at all (a group's member):
+	// noWait: the thing is had at once or not at all (a group's member, a
+	// service's instance):
 	// no --wait, no --owner, and q holds the lease only.
 	noWait bool
 }

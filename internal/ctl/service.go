@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // serviceRegisterUsage is `coord-sidecar service register --help`.
@@ -19,15 +17,12 @@ Registers the instance ID of SERVICE (its address, ports, payload and uriSpec,
 in the layout of Curator's ServiceDiscovery) on a lease the wrapper keeps
 alive, runs COMMAND with COORD_LEASE in its environment while the lease lives,
 unregisters the instance when COMMAND exits and exits with its code: the
-instance is listed exactly while COMMAND runs. SIGTERM, SIGINT and SIGHUP are
-passed on to COMMAND; once it has exited the instance is unregistered and the
-wrapper exits 128+N. A restart of the sidecar and a suspension of its
-ZooKeeper session are ridden through as the lock wrapper rides them. Exit
-codes: 64 bad command line (or an instance the sidecar refuses), 69 sidecar
-unreachable or refusing (409 instance-exists: another lease, or Curator,
-holds the id), 76 lease lost while COMMAND ran (the sidecar said so, or
-answered no keepalive for the smaller of --ttl and half its session
-timeout): COMMAND was stopped.`
+instance is listed exactly while COMMAND runs. Everything else is as the lock
+wrapper does it (coord-sidecar lock --help): signals passed on (exit 128+N), a
+restart of the sidecar or a suspension of its session ridden through. It exits
+65 when another lease (or Curator) holds the instance ID (COMMAND never
+started), 64 when the sidecar refuses the instance, 76 when the lease was lost
+while COMMAND ran: COMMAND was stopped.`
 
 // instanceFlags are the instance a service register describes.
 type instanceFlags struct {
@@ -71,50 +66,26 @@ func (in *instanceFlags) body() (map[string]any, string) {
 }
 
 // RunServiceRegister implements `coord-sidecar service register SERVICE --id
-// ID --address A [flags] -- COMMAND ARGS...` (serviceRegisterUsage): the
-// instance is registered on a kept lease before COMMAND starts and
-// unregistered after it exits; a lost lease stops COMMAND and exits 76.
+// ID --address A [flags] -- COMMAND ARGS...` (serviceRegisterUsage), with
+// runHeld: the instance is registered on a kept lease before COMMAND starts
+// and unregistered after it exits; a lost lease stops COMMAND and exits 76.
 func RunServiceRegister(sig *Signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	const prefix = "coord-sidecar service register:"
-	fs := flag.NewFlagSet("coord-sidecar service register", flag.ContinueOnError)
-	o := wrapOptions{stderr: stderr}
-	o.register(fs, getenv)
 	var in instanceFlags
-	in.register(fs)
-	service, command, code, ok := parseWrapArgs(fs, args, serviceRegisterUsage, stdout, stderr)
-	if !ok {
-		return code
-	}
-	body, why := in.body()
-	if why != "" {
-		fmt.Fprintf(stderr, "%s %s\nusage: coord-sidecar %s\n(coord-sidecar service register --help lists the flags)\n", prefix, why, firstLine(serviceRegisterUsage))
-		return ExitUsage
-	}
-	c, code := o.client("service register")
-	if c == nil {
-		return code
-	}
-	lease, err := c.keepLease(sig.ctx, o.ttl)
-	if err != nil {
-		return c.unavailable(sig, stderr, prefix, err, nil)
-	}
-	defer lease.Close() // revokes: an instance registered as a signal came goes too
-	instance := "/v1/services/" + url.PathEscape(service) + "/instances/" + url.PathEscape(in.id)
-	if err := c.call(sig.ctx, http.MethodPut, instance, url.Values{"lease": {lease.ID}}, body, nil); err != nil {
-		return c.unavailable(sig, stderr, prefix, err, nil) // a 400 exits 64, a 409 instance-exists 65
-	}
-	out := o.supervise(sig, command, []string{"COORD_LEASE=" + lease.ID}, lease.Lost)
-	if out.stop != nil { // the lease was lost before any signal came
-		fmt.Fprintf(stderr, "%s %s while the command ran; it was stopped\n", prefix, lease.why)
-		return ExitLeaseLost
-	}
-	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.callRetrying(uctx, http.MethodDelete, instance, url.Values{"lease": {lease.ID}}, nil, nil); err != nil {
-		fmt.Fprintln(stderr, prefix, "unregister:", err)
-	}
-	if sig.received() != 0 {
-		return sig.exitCode()
-	}
-	return out.code
+	var body map[string]any
+	return runHeld(sig, args, getenv, stdout, stderr, heldKind{
+		name: "service register", what: "the instance", usage: serviceRegisterUsage, noWait: true,
+		flags: func(fs *flag.FlagSet) func() string {
+			in.register(fs)
+			return func() string {
+				var why string
+				body, why = in.body()
+				return why
+			}
+		},
+		acquire: func(ctx context.Context, c *apiClient, service string, q url.Values) (holding, error) {
+			instance := "/v1/services/" + url.PathEscape(service) + "/instances/" + url.PathEscape(in.id)
+			err := c.call(ctx, http.MethodPut, instance, q, body, nil) // a 400 exits 64, a 409 instance-exists 65
+			return holding{release: instance, query: url.Values{"lease": q["lease"]}}, err
+		},
+	})
 }

@@ -254,7 +254,7 @@ func (g *Groups) Inspect(ctx context.Context, group string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := newSource(g, group).members
+	c := &newSource(g, group).Children
 	if err := c.ReadOnce(ctx, ep); err != nil {
 		return nil, err
 	}

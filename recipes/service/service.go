@@ -346,7 +346,7 @@ func (v *Services) Inspect(ctx context.Context, service string) (*State, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := newSource(v, service).instances
+	c := &newSource(v, service).Children
 	if err := c.ReadOnce(ctx, ep); err != nil {
 		return nil, err
 	}
