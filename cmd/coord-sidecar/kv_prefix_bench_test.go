@@ -1,0 +1,198 @@
+package main
+
+// The keys' prefix stream and subtree list at 10,000 keys: docs/BENCHMARKS.md,
+// "Keys in a hierarchy"; `make bench` runs it.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
+	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
+)
+
+const (
+	prefixKeys      = 10000 // keys under the prefix
+	prefixFollowers = 10    // streams of the prefix
+	prefixChanges   = 50    // changes timed to every follower
+	prefixPage      = 1000  // the list's limit=
+)
+
+// BenchmarkPrefixStream10k: 10,000 keys under one prefix (bench/big/k-00000
+// ...), put through the sidecar (16 puts at once), the sidecar run as a
+// process of its own (as BenchmarkPicture10k's is). It reports:
+//   - the subtree listed in pages (GET /v1/kv?prefix=bench/big/&recursive=true,
+//     limit=1000, following next): list-pages and list-ms, every key checked
+//     listed once;
+//   - 10 followers of GET /v1/kv/events?prefix=bench/big/, opened one after the
+//     other: the time until the first has shown every key (first-state-ms: it
+//     starts the stream's reads) and until the tenth has (tenth-first-state-ms),
+//     and the sidecar's VmRSS with 10 followers (rss-MiB) against before the
+//     first (rss-MiB-none);
+//   - 50 puts of existing keys under the prefix, one at a time: from just
+//     before the PUT is sent until the benchmark has read the new value from
+//     every follower (fanout-p50-ms, fanout-p99-ms; ns/op is their mean);
+//   - ZooKeeper requests of the sidecar's session (ZooKeeper's own count,
+//     `cons`) per such put with the 10 followers (zk-req/change), against per
+//     put of a key no stream follows (zk-req/put-unfollowed): their difference
+//     is what the stream reads per change; a read per key would be 10,000.
+func BenchmarkPrefixStream10k(b *testing.B) { sidecartest.RunOnce(b, &prefixLast, prefixStream10k) }
+
+var prefixLast *sidecartest.BenchResult
+
+func prefixStream10k(b *testing.B) sidecartest.BenchResult {
+	zkc := zktest.Shared(b)
+	root := zktest.Root(b)
+	car, pid := ebStartProcess(b, zkc.Servers(), root)
+	sid := sidecartest.Str(car.Must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
+	const prefix = "bench/big/"
+	key := func(i int) string { return fmt.Sprintf("%sk-%05d", prefix, i) }
+	put := func(k, v string) error {
+		r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/"+k, strings.NewReader(v), "Content-Type", "text/plain")
+		if err != nil {
+			return fmt.Errorf("put %s: %w", k, err)
+		}
+		if r.Status != http.StatusOK && r.Status != http.StatusCreated {
+			return fmt.Errorf("put %s: %d %v", k, r.Status, r.Body)
+		}
+		return nil
+	}
+
+	start := time.Now()
+	if err := put(key(0), "v0"); err != nil { // the parents first
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 1 + w; i < prefixKeys; i += 16 {
+				if err := put(key(i), fmt.Sprintf("v%d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	made := time.Since(start)
+
+	pages, listed := 0, map[string]bool{}
+	start = time.Now()
+	for after := ""; ; pages++ {
+		q := "/v1/kv?recursive=true&limit=" + fmt.Sprint(prefixPage) + "&prefix=" + url.QueryEscape(prefix)
+		if after != "" {
+			q += "&after=" + url.QueryEscape(after)
+		}
+		r := car.Must(b, http.StatusOK, http.MethodGet, q)
+		items, _ := r.Body["kv"].([]any)
+		for _, it := range items {
+			k := sidecartest.Str(it.(map[string]any)["key"])
+			if listed[k] {
+				b.Fatalf("%s listed twice", k)
+			}
+			listed[k] = true
+		}
+		after = sidecartest.Str(r.Body["next"])
+		if after == "" {
+			pages++
+			break
+		}
+	}
+	listTook := time.Since(start)
+	if len(listed) != prefixKeys {
+		b.Fatalf("the list showed %d of %d keys", len(listed), prefixKeys)
+	}
+	rssNone := ebRSS(b, pid)
+
+	streams := make([]*sidecartest.Stream, prefixFollowers)
+	var first, tenth time.Duration
+	for f := range streams {
+		t0 := time.Now()
+		streams[f] = car.OpenStream(b, "/v1/kv/events?prefix="+url.QueryEscape(prefix))
+		prefixFirstState(b, streams[f])
+		switch f {
+		case 0:
+			first = time.Since(t0)
+		case prefixFollowers - 1:
+			tenth = time.Since(t0)
+		}
+	}
+	rss := ebRSS(b, pid)
+
+	// ZooKeeper requests per put of a key no stream follows, then per put under
+	// the prefix: the same number of puts, one at a time, each waited for.
+	received := func() int64 { return zktest.Received(b, zkc.Server(0), sid) }
+	before := received()
+	for j := range prefixChanges {
+		if err := put("bench/other", fmt.Sprintf("o%d", j)); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // the same pace as the changes below
+	}
+	unfollowed := float64(received()-before) / prefixChanges
+
+	before = received()
+	fanout := make([]time.Duration, 0, prefixChanges)
+	for j := range prefixChanges {
+		k, v := key(j*7919%prefixKeys), fmt.Sprintf("c%d", j)
+		t0 := time.Now()
+		if err := put(k, v); err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range streams {
+			sidecartest.AwaitEvent(b, st, 30*time.Second, k+"="+v, func(ev sidecartest.Event) bool {
+				return ev.Name == "kv" && ev.Data["key"] == k && ev.Data["value"] == v
+			})
+		}
+		fanout = append(fanout, time.Since(t0))
+		time.Sleep(20 * time.Millisecond) // the next change starts from quiet
+	}
+	perChange := float64(received()-before) / prefixChanges
+
+	q := sidecartest.Quantiles(fanout)
+	b.Logf("%d keys put in %v; listed in %d pages of %d in %v; first state %v (tenth follower %v); VmRSS %.1f MiB with no follower, %.1f MiB with %d; a put to all %d followers p50 %v p99 %v max %v; ZooKeeper requests a put: %.2f unfollowed, %.2f under the prefix",
+		prefixKeys, made.Round(time.Millisecond), pages, prefixPage, listTook.Round(time.Millisecond), first.Round(time.Millisecond), tenth.Round(time.Millisecond),
+		float64(rssNone)/(1<<20), float64(rss)/(1<<20), prefixFollowers, prefixFollowers, q.P50, q.P99, q.Max, unfollowed, perChange)
+	return sidecartest.BenchResult{Samples: len(fanout), Mean: q.Mean, Metrics: map[string]float64{
+		"list-pages":            float64(pages),
+		"list-ms":               sidecartest.Millis(listTook),
+		"first-state-ms":        sidecartest.Millis(first),
+		"tenth-first-state-ms":  sidecartest.Millis(tenth),
+		"rss-MiB-none":          float64(rssNone) / (1 << 20),
+		"rss-MiB":               float64(rss) / (1 << 20),
+		"fanout-p50-ms":         sidecartest.Millis(q.P50),
+		"fanout-p99-ms":         sidecartest.Millis(q.P99),
+		"zk-req/change":         perChange,
+		"zk-req/put-unfollowed": unfollowed,
+	}}
+}
+
+// prefixFirstState reads st until it has shown every key under the prefix.
+func prefixFirstState(b *testing.B, st *sidecartest.Stream) {
+	b.Helper()
+	within := testutil.Patience(5 * time.Minute)
+	deadline := time.Now().Add(within)
+	seen := make(map[string]bool, prefixKeys)
+	for len(seen) < prefixKeys {
+		left := time.Until(deadline)
+		if left <= 0 {
+			b.Fatalf("the first state showed %d of %d keys within %v", len(seen), prefixKeys, within)
+		}
+		ev := st.Recv(b, left)
+		if ev.Name == "kv" && ev.Data["deleted"] != true {
+			seen[sidecartest.Str(ev.Data["key"])] = true
+		}
+	}
+}
