@@ -33,9 +33,10 @@ const (
 //     listed once;
 //   - 10 followers of GET /v1/kv/events?prefix=bench/big/, opened one after the
 //     other: the time until the first has shown every key (first-state-ms: it
-//     starts the stream's reads) and until the tenth has (tenth-first-state-ms),
-//     and the sidecar's VmRSS with 10 followers (rss-MiB) against before the
-//     first (rss-MiB-none);
+//     starts the stream's reads, first-state-zk-req of them) and until the
+//     tenth has (tenth-first-state-ms), and the sidecar's VmRSS before the
+//     first (rss-MiB-none), with the first (rss-MiB-one) and with all 10
+//     (rss-MiB);
 //   - 50 puts of existing keys under the prefix, one at a time: from just
 //     before the PUT is sent until the benchmark has read the new value from
 //     every follower (fanout-p50-ms, fanout-p99-ms; ns/op is their mean);
@@ -116,15 +117,18 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 	}
 	rssNone := ebRSS(b, pid)
 
+	received := func() int64 { return zktest.Received(b, zkc.Server(0), sid) }
 	streams := make([]*sidecartest.Stream, prefixFollowers)
 	var first, tenth time.Duration
+	var firstReads int64
+	var rssOne int64
 	for f := range streams {
-		t0 := time.Now()
+		t0, r0 := time.Now(), received()
 		streams[f] = car.OpenStream(b, "/v1/kv/events?prefix="+url.QueryEscape(prefix))
 		prefixFirstState(b, streams[f])
 		switch f {
 		case 0:
-			first = time.Since(t0)
+			first, firstReads, rssOne = time.Since(t0), received()-r0, ebRSS(b, pid)
 		case prefixFollowers - 1:
 			tenth = time.Since(t0)
 		}
@@ -133,7 +137,6 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 
 	// ZooKeeper requests per put of a key no stream follows, then per put under
 	// the prefix: the same number of puts, one at a time, each waited for.
-	received := func() int64 { return zktest.Received(b, zkc.Server(0), sid) }
 	before := received()
 	for j := range prefixChanges {
 		if err := put("bench/other", fmt.Sprintf("o%d", j)); err != nil {
@@ -162,15 +165,17 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 	perChange := float64(received()-before) / prefixChanges
 
 	q := sidecartest.Quantiles(fanout)
-	b.Logf("%d keys put in %v; listed in %d pages of %d in %v; first state %v (tenth follower %v); VmRSS %.1f MiB with no follower, %.1f MiB with %d; a put to all %d followers p50 %v p99 %v max %v; ZooKeeper requests a put: %.2f unfollowed, %.2f under the prefix",
-		prefixKeys, made.Round(time.Millisecond), pages, prefixPage, listTook.Round(time.Millisecond), first.Round(time.Millisecond), tenth.Round(time.Millisecond),
-		float64(rssNone)/(1<<20), float64(rss)/(1<<20), prefixFollowers, prefixFollowers, q.P50, q.P99, q.Max, unfollowed, perChange)
+	b.Logf("%d keys put in %v; listed in %d pages of %d in %v; first state %v with %d ZooKeeper requests (tenth follower %v); VmRSS %.1f MiB with no follower, %.1f MiB with one, %.1f MiB with %d; a put to all %d followers p50 %v p99 %v max %v; ZooKeeper requests a put: %.2f unfollowed, %.2f under the prefix",
+		prefixKeys, made.Round(time.Millisecond), pages, prefixPage, listTook.Round(time.Millisecond), first.Round(time.Millisecond), firstReads, tenth.Round(time.Millisecond),
+		float64(rssNone)/(1<<20), float64(rssOne)/(1<<20), float64(rss)/(1<<20), prefixFollowers, prefixFollowers, q.P50, q.P99, q.Max, unfollowed, perChange)
 	return sidecartest.BenchResult{Samples: len(fanout), Mean: q.Mean, Metrics: map[string]float64{
 		"list-pages":            float64(pages),
 		"list-ms":               sidecartest.Millis(listTook),
 		"first-state-ms":        sidecartest.Millis(first),
 		"tenth-first-state-ms":  sidecartest.Millis(tenth),
+		"first-state-zk-req":    float64(firstReads),
 		"rss-MiB-none":          float64(rssNone) / (1 << 20),
+		"rss-MiB-one":           float64(rssOne) / (1 << 20),
 		"rss-MiB":               float64(rss) / (1 << 20),
 		"fanout-p50-ms":         sidecartest.Millis(q.P50),
 		"fanout-p99-ms":         sidecartest.Millis(q.P99),
