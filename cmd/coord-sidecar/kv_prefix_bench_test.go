@@ -23,6 +23,7 @@ const (
 	prefixFollowers = 10    // streams of the prefix
 	prefixChanges   = 50    // changes timed to every follower
 	prefixPage      = 1000  // the list's limit=
+	prefixAdds      = 10    // keys added, then removed, timed to every follower
 )
 
 // BenchmarkPrefixStream10k: 10,000 keys under one prefix (bench/big/k-00000
@@ -43,7 +44,10 @@ const (
 //   - ZooKeeper requests of the sidecar's session (ZooKeeper's own count,
 //     `cons`) per such put with the 10 followers (zk-req/change), against per
 //     put of a key no stream follows (zk-req/put-unfollowed): their difference
-//     is what the stream reads per change; a read per key would be 10,000.
+//     is what the stream reads per change; a read per key would be 10,000;
+//   - 10 keys added under the prefix, then removed, each timed to every
+//     follower as the puts are (added-p50-ms, removed-p50-ms), with the
+//     ZooKeeper requests of each (zk-req/add, zk-req/remove).
 func BenchmarkPrefixStream10k(b *testing.B) { sidecartest.RunOnce(b, &prefixLast, prefixStream10k) }
 
 var prefixLast *sidecartest.BenchResult
@@ -55,66 +59,9 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 	sid := sidecartest.Str(car.Must(b, http.StatusOK, http.MethodGet, "/v1/session").Body["sessionId"])
 	const prefix = "bench/big/"
 	key := func(i int) string { return fmt.Sprintf("%sk-%05d", prefix, i) }
-	put := func(k, v string) error {
-		r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/"+k, strings.NewReader(v), "Content-Type", "text/plain")
-		if err != nil {
-			return fmt.Errorf("put %s: %w", k, err)
-		}
-		if r.Status != http.StatusOK && r.Status != http.StatusCreated {
-			return fmt.Errorf("put %s: %d %v", k, r.Status, r.Body)
-		}
-		return nil
-	}
-
-	start := time.Now()
-	if err := put(key(0), "v0"); err != nil { // the parents first
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := 1 + w; i < prefixKeys; i += 16 {
-				if err := put(key(i), fmt.Sprintf("v%d", i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	made := time.Since(start)
-
-	pages, listed := 0, map[string]bool{}
-	start = time.Now()
-	for after := ""; ; pages++ {
-		q := "/v1/kv?recursive=true&limit=" + fmt.Sprint(prefixPage) + "&prefix=" + url.QueryEscape(prefix)
-		if after != "" {
-			q += "&after=" + url.QueryEscape(after)
-		}
-		r := car.Must(b, http.StatusOK, http.MethodGet, q)
-		items, _ := r.Body["kv"].([]any)
-		for _, it := range items {
-			k := sidecartest.Str(it.(map[string]any)["key"])
-			if listed[k] {
-				b.Fatalf("%s listed twice", k)
-			}
-			listed[k] = true
-		}
-		after = sidecartest.Str(r.Body["next"])
-		if after == "" {
-			pages++
-			break
-		}
-	}
-	listTook := time.Since(start)
-	if len(listed) != prefixKeys {
-		b.Fatalf("the list showed %d of %d keys", len(listed), prefixKeys)
-	}
+	put := func(k, v string) error { return prefixPut(car, k, v) }
+	made := prefixMake(b, car, key)
+	pages, listTook := prefixList(b, car, prefix)
 	rssNone := ebRSS(b, pid)
 
 	received := func() int64 { return zktest.Received(b, zkc.Server(0), sid) }
@@ -150,19 +97,41 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 	fanout := make([]time.Duration, 0, prefixChanges)
 	for j := range prefixChanges {
 		k, v := key(j*7919%prefixKeys), fmt.Sprintf("c%d", j)
-		t0 := time.Now()
-		if err := put(k, v); err != nil {
-			b.Fatal(err)
-		}
-		for _, st := range streams {
-			sidecartest.AwaitEvent(b, st, 30*time.Second, k+"="+v, func(ev sidecartest.Event) bool {
-				return ev.Name == "kv" && ev.Data["key"] == k && ev.Data["value"] == v
-			})
-		}
-		fanout = append(fanout, time.Since(t0))
-		time.Sleep(20 * time.Millisecond) // the next change starts from quiet
+		fanout = append(fanout, prefixFanout(b, streams, func() error { return put(k, v) }, func(ev sidecartest.Event) bool {
+			return ev.Data["key"] == k && ev.Data["value"] == v
+		}))
 	}
 	perChange := float64(received()-before) / prefixChanges
+
+	// Keys added under the prefix, then removed: the children of the prefix's
+	// node change, 10,000 of them, not only a key's value.
+	added := make([]time.Duration, 0, prefixAdds)
+	before = received()
+	for j := range prefixAdds {
+		k := fmt.Sprintf("%snew-%02d", prefix, j)
+		added = append(added, prefixFanout(b, streams, func() error { return put(k, "n") }, func(ev sidecartest.Event) bool {
+			return ev.Data["key"] == k && ev.Data["deleted"] != true
+		}))
+	}
+	perAdd := float64(received()-before) / prefixAdds
+	removed := make([]time.Duration, 0, prefixAdds)
+	before = received()
+	for j := range prefixAdds {
+		k := fmt.Sprintf("%snew-%02d", prefix, j)
+		removed = append(removed, prefixFanout(b, streams, func() error {
+			r, err := car.Do(context.Background(), http.MethodDelete, "/v1/kv/"+k, nil)
+			if err == nil && r.Status != http.StatusNoContent {
+				err = fmt.Errorf("delete %s: %d %v", k, r.Status, r.Body)
+			}
+			return err
+		}, func(ev sidecartest.Event) bool {
+			return ev.Data["key"] == k && ev.Data["deleted"] == true
+		}))
+	}
+	perRemove := float64(received()-before) / prefixAdds
+	qa, qr := sidecartest.Quantiles(added), sidecartest.Quantiles(removed)
+	b.Logf("a key added under the prefix to all %d followers p50 %v max %v, %.2f ZooKeeper requests; removed p50 %v max %v, %.2f requests",
+		prefixFollowers, qa.P50, qa.Max, perAdd, qr.P50, qr.Max, perRemove)
 
 	q := sidecartest.Quantiles(fanout)
 	b.Logf("%d keys put in %v; listed in %d pages of %d in %v; first state %v with %d ZooKeeper requests (tenth follower %v); VmRSS %.1f MiB with no follower, %.1f MiB with one, %.1f MiB with %d; a put to all %d followers p50 %v p99 %v max %v; ZooKeeper requests a put: %.2f unfollowed, %.2f under the prefix",
@@ -181,7 +150,31 @@ func prefixStream10k(b *testing.B) sidecartest.BenchResult {
 		"fanout-p99-ms":         sidecartest.Millis(q.P99),
 		"zk-req/change":         perChange,
 		"zk-req/put-unfollowed": unfollowed,
+		"added-p50-ms":          sidecartest.Millis(qa.P50),
+		"removed-p50-ms":        sidecartest.Millis(qr.P50),
+		"zk-req/add":            perAdd,
+		"zk-req/remove":         perRemove,
 	}}
+}
+
+// prefixFanout runs do (a change under the prefix) and answers the time from
+// just before it until the benchmark has read a kv event that match accepts
+// from every stream; then it lets 20 ms pass, so that the next change starts
+// from quiet.
+func prefixFanout(b *testing.B, streams []*sidecartest.Stream, do func() error, match func(sidecartest.Event) bool) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	if err := do(); err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range streams {
+		sidecartest.AwaitEvent(b, st, 30*time.Second, "the change", func(ev sidecartest.Event) bool {
+			return ev.Name == "kv" && match(ev)
+		})
+	}
+	took := time.Since(t0)
+	time.Sleep(20 * time.Millisecond) // the next change starts from quiet
+	return took
 }
 
 // prefixFirstState reads st until it has shown every key under the prefix.
@@ -200,4 +193,76 @@ func prefixFirstState(b *testing.B, st *sidecartest.Stream) {
 			seen[sidecartest.Str(ev.Data["key"])] = true
 		}
 	}
+}
+
+// prefixPut puts value v in key k through car.
+func prefixPut(car *sidecartest.Sidecar, k, v string) error {
+	r, err := car.Do(context.Background(), http.MethodPut, "/v1/kv/"+k, strings.NewReader(v), "Content-Type", "text/plain")
+	if err != nil {
+		return fmt.Errorf("put %s: %w", k, err)
+	}
+	if r.Status != http.StatusOK && r.Status != http.StatusCreated {
+		return fmt.Errorf("put %s: %d %v", k, r.Status, r.Body)
+	}
+	return nil
+}
+
+// prefixMake puts the keys key(0)...key(prefixKeys-1) through car, the first
+// alone (it makes the parents), then 16 at a time; it answers how long it took.
+func prefixMake(b *testing.B, car *sidecartest.Sidecar, key func(int) string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	if err := prefixPut(car, key(0), "v0"); err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 1 + w; i < prefixKeys; i += 16 {
+				if err := prefixPut(car, key(i), fmt.Sprintf("v%d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// prefixList lists the keys under prefix in pages of prefixPage, following
+// next, checks each key is listed once and all are, and answers the pages and
+// how long they took.
+func prefixList(b *testing.B, car *sidecartest.Sidecar, prefix string) (int, time.Duration) {
+	b.Helper()
+	pages, listed := 0, map[string]bool{}
+	start := time.Now()
+	for after := ""; pages == 0 || after != ""; {
+		q := "/v1/kv?recursive=true&limit=" + fmt.Sprint(prefixPage) + "&prefix=" + url.QueryEscape(prefix)
+		if after != "" {
+			q += "&after=" + url.QueryEscape(after)
+		}
+		r := car.Must(b, http.StatusOK, http.MethodGet, q)
+		pages++
+		items, _ := r.Body["kv"].([]any)
+		for _, it := range items {
+			item, _ := it.(map[string]any)
+			k := sidecartest.Str(item["key"])
+			if listed[k] {
+				b.Fatalf("%s listed twice", k)
+			}
+			listed[k] = true
+		}
+		after = sidecartest.Str(r.Body["next"])
+	}
+	took := time.Since(start)
+	if len(listed) != prefixKeys {
+		b.Fatalf("the list showed %d of %d keys", len(listed), prefixKeys)
+	}
+	return pages, took
 }
