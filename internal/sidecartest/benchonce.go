@@ -1,6 +1,7 @@
 package sidecartest
 
 import (
+	"flag"
 	"math"
 	"slices"
 	"testing"
@@ -13,6 +14,8 @@ type BenchResult struct {
 	Samples int
 	Mean    time.Duration
 	Metrics map[string]float64
+
+	waited bool // a later call of the round has waited out -benchtime
 }
 
 // RunOnce runs an experiment whose size is fixed, not set by b.N, once per
@@ -23,11 +26,23 @@ type BenchResult struct {
 // anything. Every call reports ns/op as the mean latency of one sample and
 // sets b.N to the number of samples, so the row reads "samples, mean ns per
 // sample" whatever the framework asked.
+//
+// With a time-based -benchtime the framework calls again while a call's
+// run took less than it, predicting the next b.N from this one's samples and
+// time; a call that does nothing takes microseconds, and with a few samples
+// that prediction stops growing, so the calls would not end (an experiment
+// of 5 samples shorter than -benchtime looped for minutes). So the first such
+// call of a round, when the experiment took less than -benchtime, sleeps for
+// -benchtime with the timer running: the framework's next check ends the
+// round. Nothing runs meanwhile; it costs that much idle time once a round.
 func RunOnce(b *testing.B, last **BenchResult, experiment func(*testing.B) BenchResult) {
 	if b.N == 1 || *last == nil {
 		*last = nil
 		r := experiment(b)
 		*last = &r
+	} else if d := benchTime(); d > 0 && !(*last).waited {
+		(*last).waited = true
+		time.Sleep(d) // see above: ends the framework's calls of this round
 	}
 	r := *last
 	b.ReportMetric(float64(r.Mean.Nanoseconds()), "ns/op")
@@ -73,4 +88,18 @@ func (q Quantile) At(p float64) time.Duration {
 	}
 	i := int(math.Ceil(p*float64(len(q.sorted)))) - 1
 	return q.sorted[min(max(i, 0), len(q.sorted)-1)]
+}
+
+// benchTime is -test.benchtime when it is a duration, 0 when it is a count
+// (Nx) or not set.
+func benchTime() time.Duration {
+	f := flag.Lookup("test.benchtime")
+	if f == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil {
+		return 0
+	}
+	return d
 }
