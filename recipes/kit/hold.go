@@ -226,6 +226,7 @@ func (m *Leases) holdChanged(id string, h Hold) {
 type NodeHolding interface {
 	Holding
 	// HeldNodes are the paths of the nodes; they do not change while held.
+	// The slice may be the holding's own: callers read it, never change it.
 	HeldNodes() []string
 }
 
