@@ -321,6 +321,23 @@ func (o CheckOp) request([]zk.ACL) any {
 	return &zk.CheckVersionRequest{Path: o.Path, Version: o.Version}
 }
 
+// The lock cycle's ops (a protected create, its stamp, a delete) are made as
+// go-zookeeper's requests at once, each in an op of one pointer: boxed as an Op,
+// and then as Multi's request, without an allocation of either (a CreateOp is
+// three words: an Op of it is a copy on the heap, and its request another).
+type (
+	createRequest struct{ r *zk.CreateRequest }
+	setRequest    struct{ r *zk.SetDataRequest }
+	deleteRequest struct{ r *zk.DeleteRequest }
+)
+
+func (o createRequest) request([]zk.ACL) any { return o.r }
+func (o setRequest) request([]zk.ACL) any    { return o.r }
+func (o deleteRequest) request([]zk.ACL) any { return o.r }
+func (o createRequest) size() int            { return len(o.r.Path) + len(o.r.Data) + 64 }
+func (o setRequest) size() int               { return len(o.r.Path) + len(o.r.Data) + 32 }
+func (o deleteRequest) size() int            { return len(o.r.Path) + 32 }
+
 func (o CreateOp) size() int { return len(o.Path) + len(o.Data) + 64 }
 func (o SetOp) size() int    { return len(o.Path) + len(o.Data) + 32 }
 func (o DeleteOp) size() int { return len(o.Path) + 32 }

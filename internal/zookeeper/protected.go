@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Created is a node made by CreateProtected.
@@ -55,9 +57,9 @@ func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string
 			stamp = false
 		}
 		ops := make([]Op, 1, 2) // room for the stamp: no second array
-		ops[0] = CreateOp{Path: want, Data: data, Mode: EphemeralSequential}
+		ops[0] = createRequest{&zk.CreateRequest{Path: want, Data: data, Acl: ep.s.acl(), Flags: EphemeralSequential}}
 		if stamp {
-			ops = append(ops, SetOp{Path: parent, Version: -1})
+			ops = append(ops, setRequest{&zk.SetDataRequest{Path: parent, Version: -1}})
 		}
 		// Keyed by parent: siblings made in one transaction would share a czxid.
 		res, err := ep.SharedMulti(ctx, parent, ops...)
@@ -174,7 +176,7 @@ func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string
 // deleteKnown deletes node p in a shared transaction; a node already gone is
 // no error.
 func (ep *Epoch) deleteKnown(ctx context.Context, p string) error {
-	_, err := ep.SharedMulti(ctx, "", DeleteOp{Path: p, Version: -1})
+	_, err := ep.SharedMulti(ctx, "", deleteRequest{&zk.DeleteRequest{Path: p, Version: -1}})
 	if errors.Is(err, ErrNoNode) {
 		return nil
 	}
