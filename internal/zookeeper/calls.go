@@ -321,6 +321,23 @@ func (o CheckOp) request([]zk.ACL) any {
 	return &zk.CheckVersionRequest{Path: o.Path, Version: o.Version}
 }
 
+// The lock cycle's ops (a protected create, its stamp, a delete) are made as
+// go-zookeeper's requests at once, each in an op of one pointer: boxed as an Op,
+// and then as Multi's request, without an allocation of either (a CreateOp is
+// three words: an Op of it is a copy on the heap, and its request another).
+type (
+	createRequest struct{ r *zk.CreateRequest }
+	setRequest    struct{ r *zk.SetDataRequest }
+	deleteRequest struct{ r *zk.DeleteRequest }
+)
+
+func (o createRequest) request([]zk.ACL) any { return o.r }
+func (o setRequest) request([]zk.ACL) any    { return o.r }
+func (o deleteRequest) request([]zk.ACL) any { return o.r }
+func (o createRequest) size() int            { return len(o.r.Path) + len(o.r.Data) + 64 }
+func (o setRequest) size() int               { return len(o.r.Path) + len(o.r.Data) + 32 }
+func (o deleteRequest) size() int            { return len(o.r.Path) + 32 }
+
 func (o CreateOp) size() int { return len(o.Path) + len(o.Data) + 64 }
 func (o SetOp) size() int    { return len(o.Path) + len(o.Data) + 32 }
 func (o DeleteOp) size() int { return len(o.Path) + 32 }
@@ -542,59 +559,110 @@ func (s *Session) Background(ctx context.Context, read func() error) error {
 // end of the shared transactions' batching under 16 and 64 clients). A hold
 // let go within the delay never pays it. A node deleted before its watch is
 // armed is found missing by the arming read itself, so a loss is still told, at
-// most GoneArmDelay (and one round trip) after it happened.
+// most GoneArmDelay+goneArmQuantum (and one round trip) after it happened.
+//
+// The watches waiting for their delay share one timer of the epoch (not one
+// each: a timer made and stopped per grant is two updates of the runtime's
+// timer heap for a hold that mostly ends first). It runs at most every
+// goneArmQuantum and arms every watch whose delay is over, so a watch is armed
+// between GoneArmDelay and GoneArmDelay+goneArmQuantum after WatchGone.
 
-// GoneArmDelay is how long after WatchGone its watch is armed.
+// GoneArmDelay is how long after WatchGone its watch is armed, at the least.
 const GoneArmDelay = 250 * time.Millisecond
+
+// goneArmQuantum is how much later than GoneArmDelay a watch may be armed:
+// the shared timer runs at most this often.
+const goneArmQuantum = GoneArmDelay / 5
 
 // goneWatch is one watched node of an epoch.
 type goneWatch struct {
 	gone func()
-	// arm is the timer that arms the watch; UnwatchGone stops it.
-	arm *time.Timer
+	// due is when its watch is to be armed.
+	due time.Time
 }
 
-// goneWatches are an epoch's gone watches, by path.
+// dueGone is a watch waiting for its delay: armed then if it is still p's.
+type dueGone struct {
+	p string
+	w *goneWatch
+}
+
+// goneWatches are an epoch's gone watches, by path, and those waiting to be
+// armed, in the order of their due times; armer, set while any wait, arms
+// them (armDue).
 type goneWatches struct {
-	mu sync.Mutex
-	m  map[string]*goneWatch
+	mu       sync.Mutex
+	m        map[string]*goneWatch
+	waiting  []dueGone
+	armer    *time.Timer
+	armerSet bool
 }
 
 // WatchGone calls gone, once, on a goroutine the Session owns, when the node at
 // p is deleted while this epoch's session lives, or when arming the watch finds
-// it missing already. The watch is armed GoneArmDelay later, on a goroutine the
-// Session owns, so WatchGone returns at once; it is armed again after a change of the node's
-// data, and retried while the session is suspended. UnwatchGone(p) ends it: a
-// deletion seen after UnwatchGone calls nothing, so an owner that deletes its
-// own node calls UnwatchGone first. A second WatchGone of p replaces the first.
-// Nothing is called after the session is lost (its ephemeral nodes went with
-// it: the owner learns that from Lost).
+// it missing already. The watch is armed GoneArmDelay (to GoneArmDelay +
+// goneArmQuantum) later, on a goroutine the Session owns, so WatchGone returns
+// at once; it is armed again after a change of the node's data, and retried
+// while the session is suspended. UnwatchGone(p) ends it: a deletion seen after
+// UnwatchGone calls nothing, so an owner that deletes its own node calls
+// UnwatchGone first. A second WatchGone of p replaces the first. Nothing is
+// called after the session is lost (its ephemeral nodes went with it: the
+// owner learns that from Lost).
 func (ep *Epoch) WatchGone(p string, gone func()) {
-	w := &goneWatch{gone: gone}
-	ep.gone.mu.Lock()
-	if ep.gone.m == nil {
-		ep.gone.m = map[string]*goneWatch{}
+	w := &goneWatch{gone: gone, due: time.Now().Add(GoneArmDelay)}
+	g := &ep.gone
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*goneWatch{}
 	}
-	if old := ep.gone.m[p]; old != nil {
-		old.arm.Stop()
-	}
-	ep.gone.m[p] = w
-	w.arm = time.AfterFunc(GoneArmDelay, func() {
-		if ep.watching(p, w) && !ep.IsLost() {
-			ep.s.Go(func() { ep.armGone(p, w) })
+	g.m[p] = w // (a watch replaced is not armed: it is no longer p's)
+	g.waiting = append(g.waiting, dueGone{p, w})
+	if !g.armerSet {
+		g.armerSet = true
+		if g.armer == nil {
+			g.armer = time.AfterFunc(GoneArmDelay, ep.armDue)
+		} else {
+			g.armer.Reset(GoneArmDelay)
 		}
-	})
-	ep.gone.mu.Unlock()
+	}
+	g.mu.Unlock()
+}
+
+// armDue arms the waiting watches whose delay is over and are still their
+// node's, and sets the timer for the next ones (at least goneArmQuantum on).
+func (ep *Epoch) armDue() {
+	g := &ep.gone
+	var due []dueGone
+	g.mu.Lock()
+	now := time.Now()
+	n := 0
+	for ; n < len(g.waiting) && !g.waiting[n].w.due.After(now); n++ {
+		if d := g.waiting[n]; g.m[d.p] == d.w {
+			due = append(due, d)
+		}
+	}
+	left := copy(g.waiting, g.waiting[n:])
+	clear(g.waiting[left:])
+	g.waiting = g.waiting[:left]
+	if left > 0 {
+		g.armer.Reset(max(g.waiting[0].w.due.Sub(now), goneArmQuantum))
+	} else {
+		g.armerSet = false
+	}
+	g.mu.Unlock()
+	if ep.IsLost() {
+		return
+	}
+	for _, d := range due {
+		ep.s.Go(func() { ep.armGone(d.p, d.w) })
+	}
 }
 
 // UnwatchGone ends the gone watch of p, if any. (A data watch already left in
 // ZooKeeper fires once more, at the node's deletion, and is ignored.)
 func (ep *Epoch) UnwatchGone(p string) {
 	ep.gone.mu.Lock()
-	if w := ep.gone.m[p]; w != nil {
-		w.arm.Stop()
-		delete(ep.gone.m, p)
-	}
+	delete(ep.gone.m, p) // (its place among the waiting is skipped when due)
 	ep.gone.mu.Unlock()
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Created is a node made by CreateProtected.
@@ -49,15 +51,15 @@ func (ep *Epoch) CreateProtected(ctx context.Context, parent, infix string, data
 }
 
 func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string, data []byte, stamp bool) (Created, error) {
-	want := parent + "/" + ProtectedPrefix(guid) + infix
+	want := parent + "/_c_" + guid + "-" + infix // parent/ProtectedPrefix(guid)infix, one string made
 	for {
 		if _, ok := ep.s.unstamped.Load(parent); ok {
 			stamp = false
 		}
 		ops := make([]Op, 1, 2) // room for the stamp: no second array
-		ops[0] = CreateOp{Path: want, Data: data, Mode: EphemeralSequential}
+		ops[0] = createRequest{&zk.CreateRequest{Path: want, Data: data, Acl: ep.s.acl(), Flags: EphemeralSequential}}
 		if stamp {
-			ops = append(ops, SetOp{Path: parent, Version: -1})
+			ops = append(ops, setRequest{&zk.SetDataRequest{Path: parent, Version: -1}})
 		}
 		// Keyed by parent: siblings made in one transaction would share a czxid.
 		res, err := ep.SharedMulti(ctx, parent, ops...)
@@ -148,6 +150,17 @@ func (ep *Epoch) FindProtected(ctx context.Context, parent, guid string) (string
 // or lost (its ephemerals are gone with it). Then it returns the ErrUnavailable
 // that stopped it.
 func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string) error {
+	if known != "" {
+		// The usual case, tried first without Settle's closure: Settle goes on
+		// (and deletes again: a delete that finds nothing is done) only when
+		// this one's answer did not come.
+		switch err := ep.deleteKnown(ctx, known); {
+		case err == nil, errors.Is(err, ErrSessionLost), errors.Is(err, ErrClosed):
+			return nil
+		case !errors.Is(err, ErrUnavailable):
+			return err
+		}
+	}
 	return ep.Settle(ctx, func(ctx context.Context) error {
 		p := known
 		if p == "" {
@@ -156,12 +169,18 @@ func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string
 				return err
 			}
 		}
-		_, err := ep.SharedMulti(ctx, "", DeleteOp{Path: p, Version: -1})
-		if errors.Is(err, ErrNoNode) {
-			return nil
-		}
-		return err
+		return ep.deleteKnown(ctx, p)
 	})
+}
+
+// deleteKnown deletes node p in a shared transaction; a node already gone is
+// no error.
+func (ep *Epoch) deleteKnown(ctx context.Context, p string) error {
+	_, err := ep.SharedMulti(ctx, "", deleteRequest{&zk.DeleteRequest{Path: p, Version: -1}})
+	if errors.Is(err, ErrNoNode) {
+		return nil
+	}
+	return err
 }
 
 // CleanupProtected deletes a protected node that must not outlive a failed or

@@ -67,7 +67,8 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 		return v, existing != nil, err
 	}
 	if l.Implicit {
-		defer l.Pin()()
+		l.pin()
+		defer l.unpin()
 	}
 	if err := l.AwaitConnected(ctx); err != nil {
 		l.unreserve(h, pending)
@@ -116,7 +117,7 @@ func Take[T Holding](l *Lease, h Hold) (T, error) {
 func Lookup[T Holding](l *Lease, h Hold) (T, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.holds[h]
+	e, ok := l.holds.get(h)
 	if !ok || e.pending {
 		var zero T
 		return zero, false
@@ -138,14 +139,14 @@ func (l *Lease) reserve(h Hold) (existing Holding, pending *held, err error) {
 	if l.err != nil {
 		return nil, nil, fmt.Errorf("lease %q: %w", l.ID, ErrLeaseEnded)
 	}
-	if e, found := l.holds[h]; found {
+	if e, found := l.holds.get(h); found {
 		if e.pending {
 			return nil, nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrBusy)
 		}
 		return e.v, nil, nil
 	}
 	pending = newPending()
-	l.holds[h] = pending
+	l.holds.set(h, pending)
 	return nil, pending, nil
 }
 
@@ -167,7 +168,8 @@ func (l *Lease) grant(h Hold, v Holding, pending *held) error {
 	if !l.ep.Connected() && l.mgr.s.InDoubt() {
 		return fmt.Errorf("%s %q: the session could have expired meanwhile: %w", h.Kind, h.Name, ErrUnavailable)
 	}
-	l.holds[h] = &held{v: v}
+	// The reservation becomes the holding: no second entry.
+	pending.v, pending.pending = v, false
 	pending.settle()
 	return nil
 }
@@ -176,8 +178,8 @@ func (l *Lease) grant(h Hold, v Holding, pending *held) error {
 // now); an implicit lease ends.
 func (l *Lease) unreserve(h Hold, pending *held) {
 	l.mu.Lock()
-	if e, ok := l.holds[h]; ok && e == pending {
-		delete(l.holds, h)
+	if e, ok := l.holds.get(h); ok && e == pending {
+		l.holds.del(h)
 	}
 	l.mu.Unlock()
 	pending.settle()
@@ -189,12 +191,12 @@ func (l *Lease) unreserve(h Hold, pending *held) {
 // removed). Its nodes are no longer watched: whoever took it lets them go.
 func (l *Lease) take(h Hold, is func(Holding) bool) (Holding, error) {
 	l.mu.Lock()
-	e, ok := l.holds[h]
+	e, ok := l.holds.get(h)
 	if !ok || e.pending || (is != nil && !is(e.v)) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("%s %q: %w", h.Kind, h.Name, ErrNotHeld)
 	}
-	delete(l.holds, h)
+	l.holds.del(h)
 	l.mu.Unlock()
 	l.mgr.holdChanged(l.ID, h)
 	l.unwatchNodes(e.v)
@@ -224,6 +226,7 @@ func (m *Leases) holdChanged(id string, h Hold) {
 type NodeHolding interface {
 	Holding
 	// HeldNodes are the paths of the nodes; they do not change while held.
+	// The slice may be the holding's own: callers read it, never change it.
 	HeldNodes() []string
 }
 
@@ -290,12 +293,12 @@ func Lose(l *Lease, h Hold, v Holding, reason string) { l.lose(h, v, reason) }
 // lease ends with it.
 func (l *Lease) lose(h Hold, v Holding, reason string) {
 	l.mu.Lock()
-	e, ok := l.holds[h]
+	e, ok := l.holds.get(h)
 	if l.err != nil || !ok || e.pending || e.v != v {
 		l.mu.Unlock()
 		return
 	}
-	delete(l.holds, h)
+	l.holds.del(h)
 	l.lost.list = append(l.lost.list, LostHold{Hold: h, Reason: reason})
 	if l.lost.next != nil {
 		close(l.lost.next)
@@ -340,7 +343,7 @@ func (l *Lease) loseAll(reason string) {
 		return
 	}
 	var lost []entry
-	for h, e := range l.holds {
+	for h, e := range l.holds.all() {
 		if !e.pending {
 			lost = append(lost, entry{h, e.v})
 		}
@@ -352,7 +355,7 @@ func (l *Lease) loseAll(reason string) {
 		return lost[i].h.Name < lost[j].h.Name
 	})
 	for _, e := range lost {
-		delete(l.holds, e.h)
+		l.holds.del(e.h)
 		l.lost.list = append(l.lost.list, LostHold{Hold: e.h, Reason: reason})
 	}
 	if len(lost) > 0 && l.lost.next != nil {

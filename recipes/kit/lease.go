@@ -78,7 +78,7 @@ type Lease struct {
 	expiresAt time.Time
 	timer     *time.Timer
 	pins      int
-	holds     map[Hold]*held
+	holds     holdSet
 	lost      lostHolds
 	err       error
 	ending    chan struct{}
@@ -118,7 +118,6 @@ func (m *Leases) GrantTo(ctx context.Context, owner string, ttl time.Duration, i
 		ID: NewID(), TTL: ttl, Implicit: implicit, Owner: owner,
 		mgr: m, ep: ep,
 		expiresAt: time.Now().Add(ttl),
-		holds:     map[Hold]*held{},
 		ending:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -365,7 +364,7 @@ func (l *Lease) end(reason error) {
 		l.timer.Stop()
 	}
 	holds := l.holds
-	l.holds = nil
+	l.holds = holdSet{}
 	close(l.ending)
 	l.mu.Unlock()
 
@@ -378,13 +377,22 @@ func (l *Lease) end(reason error) {
 	}
 	m.mu.Unlock()
 	m.metrics.live.Dec()
-	m.metrics.ended.WithLabelValues(EndReason(reason)).Inc()
+	m.metrics.endedBy(reason).Inc()
 	m.changed(l.ID)
+	if holds.len() > 0 { // (an implicit lease whose hold was released holds nothing)
+		l.releaseAll(&holds)
+	}
+	close(l.done)
+}
 
+// releaseAll releases the holds an ending lease had, and waits for the
+// acquisitions under way to settle.
+func (l *Lease) releaseAll(holds *holdSet) {
+	m := l.mgr
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
 	var settling []chan struct{}
-	for _, h := range holds {
+	for _, h := range holds.all() {
 		if h.pending {
 			// An acquisition under way notices Ending and cleans up itself: wait
 			// for it (within an operation's timeout), so that once the lease has
@@ -402,6 +410,9 @@ func (l *Lease) end(reason error) {
 		}()
 	}
 	wg.Wait()
+	if len(settling) == 0 {
+		return
+	}
 	bound, cancel := context.WithTimeout(context.Background(), m.s.OpTimeout())
 	defer cancel()
 	for _, ch := range settling {
@@ -410,7 +421,6 @@ func (l *Lease) end(reason error) {
 		case <-bound.Done():
 		}
 	}
-	close(l.done)
 }
 
 // EndReason names why a lease ended, as clients see it: "revoked", "expired" or
@@ -457,8 +467,8 @@ func (l *Lease) ExpiresAt() time.Time {
 // Holds lists what the lease holds, sorted by kind and name.
 func (l *Lease) Holds() []Hold {
 	l.mu.Lock()
-	out := make([]Hold, 0, len(l.holds))
-	for h, v := range l.holds {
+	out := make([]Hold, 0, l.holds.len())
+	for h, v := range l.holds.all() {
 		if !v.pending {
 			out = append(out, h)
 		}
@@ -477,25 +487,31 @@ func (l *Lease) Holds() []Hold {
 // a request that waits for an implicit lease); unpin restarts the TTL from that
 // moment.
 func (l *Lease) Pin() (unpin func()) {
+	l.pin() // a successor must know the expiry is moving
+	var once sync.Once
+	return func() { once.Do(l.unpin) }
+}
+
+// pin is Pin for a caller that calls unpin itself, once (no closures).
+func (l *Lease) pin() {
 	l.mu.Lock()
 	l.pins++
 	first := l.pins == 1
 	l.mu.Unlock()
-	if first { // a successor must know the expiry is moving
+	if first {
 		l.mgr.changed(l.ID)
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.pins--
-			l.expiresAt = time.Now().Add(l.TTL)
-			last := l.pins == 0
-			l.mu.Unlock()
-			if last {
-				l.mgr.changed(l.ID)
-			}
-		})
+}
+
+// unpin ends one pin: the TTL restarts from now.
+func (l *Lease) unpin() {
+	l.mu.Lock()
+	l.pins--
+	l.expiresAt = time.Now().Add(l.TTL)
+	last := l.pins == 0
+	l.mu.Unlock()
+	if last {
+		l.mgr.changed(l.ID)
 	}
 }
 
@@ -537,6 +553,22 @@ type leaseMetrics struct {
 	live      prometheus.Gauge
 	ended     *prometheus.CounterVec
 	holdsLost *prometheus.CounterVec
+	// endedRevoked is ended's "revoked" child, looked up once: every implicit
+	// lease ends revoked.
+	endedRevoked atomic.Pointer[prometheus.Counter]
+}
+
+// endedBy is the ended counter of reason's EndReason.
+func (m *leaseMetrics) endedBy(reason error) prometheus.Counter {
+	if !errors.Is(reason, ErrLeaseRevoked) {
+		return m.ended.WithLabelValues(EndReason(reason))
+	}
+	if c := m.endedRevoked.Load(); c != nil {
+		return *c
+	}
+	c := m.ended.WithLabelValues("revoked")
+	m.endedRevoked.Store(&c)
+	return c
 }
 
 func newLeaseMetrics(reg prometheus.Registerer) leaseMetrics {

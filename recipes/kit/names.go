@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
-	"strings"
 )
 
 // ValidName reports whether s may be used as a lock, election, queue, group,
@@ -33,12 +32,15 @@ func CheckName(kind, s string) error {
 	return nil
 }
 
-var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+// idEncoding is base32's standard alphabet in lower case, without padding.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // NewID returns a random id of 20 lower-case base32 characters (96 bits): lease
 // ids, claim ids, candidate ids made up for a client.
 func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return strings.ToLower(idEncoding.EncodeToString(b[:]))
+	var out [20]byte
+	idEncoding.Encode(out[:], b[:])
+	return string(out[:])
 }

@@ -146,7 +146,7 @@ func (m *Leases) SavedHoldOf(id string, h Hold) (SavedHold, bool) {
 	if l.err != nil {
 		return SavedHold{}, false
 	}
-	e, ok := l.holds[h]
+	e, ok := l.holds.get(h)
 	if !ok || e.pending {
 		return SavedHold{}, false
 	}
@@ -172,7 +172,7 @@ func (l *Lease) saved(withHolds bool) (SavedLease, bool) {
 	if !withHolds {
 		return s, true
 	}
-	for h, e := range l.holds {
+	for h, e := range l.holds.all() {
 		if nh, ok := e.v.(NodeHolding); ok && !e.pending {
 			s.Holds = append(s.Holds, SavedHold{Hold: h, Nodes: append([]string(nil), nh.HeldNodes()...)})
 		}
@@ -429,7 +429,6 @@ func (m *Leases) restoreLease(ep *zookeeper.Epoch, s SavedLease) (*Lease, error)
 		ID: s.ID, TTL: s.TTL, Implicit: s.Implicit, Owner: s.Owner,
 		mgr: m, ep: ep,
 		expiresAt: s.ExpiresAt,
-		holds:     map[Hold]*held{},
 		ending:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -463,7 +462,7 @@ func (m *Leases) adopt(ctx context.Context, l *Lease, h SavedHold) string {
 		reason = fmt.Sprintf("not kept across the restart: %v", err)
 	default:
 		l.mu.Lock()
-		l.holds[h.Hold] = &held{v: v}
+		l.holds.set(h.Hold, &held{v: v})
 		l.mu.Unlock()
 		l.watchNodes(h.Hold, v)
 		return ""

@@ -25,50 +25,56 @@ import (
 //
 // Its zero value is ready. Marks of nodes gone are forgotten as reads show
 // them gone (this sidecar's own grants when released: Gone).
+//
+// This sidecar's own marks are kept by node path in one map, apart from the
+// marks reads leave by line: a grant and its release (every lock cycle) add
+// and remove one entry of a map that lives on, and make no map of a line.
 type Grants struct {
 	mu sync.Mutex
-	m  map[string]map[string]grantMark // by parent, then node name
-	n  int                             // marks in m
+	// own are the marks of nodes made through this sidecar, by path, until
+	// Gone.
+	own map[string]grantMark
+	// m are the other marks, by parent, then node name; n counts them.
+	m map[string]map[string]grantMark
+	n int
 }
 
 // grantMark is what is known of one node: waiting (at zero) or granted at.
 type grantMark struct {
-	at  time.Time
-	own bool // granted through this sidecar: kept until Gone
+	at time.Time
 }
 
-// maxMarks bounds the marks: past it, those of nodes other clients hold or
-// wait for are dropped (their holds then show their creation time).
+// maxMarks bounds the marks of nodes other clients hold or wait for: past it,
+// they are dropped (their holds then show their creation time).
 const maxMarks = 1 << 16
 
 // Granted records that node (a path) was granted through this sidecar at at.
-func (g *Grants) Granted(node string, at time.Time) {
-	g.set(node, grantMark{at: at.UTC(), own: true})
-}
+func (g *Grants) Granted(node string, at time.Time) { g.setOwn(node, grantMark{at: at.UTC()}) }
 
 // Waiting records that node (a path), made through this sidecar, waits in line
 // (a candidate enrolled behind a leader): the first read that sees it holding
 // dates its grant.
-func (g *Grants) Waiting(node string) { g.set(node, grantMark{own: true}) }
+func (g *Grants) Waiting(node string) { g.setOwn(node, grantMark{}) }
 
-func (g *Grants) set(node string, mk grantMark) {
-	parent, name := path.Split(node)
+func (g *Grants) setOwn(node string, mk grantMark) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	l := g.line(strings.TrimSuffix(parent, "/"))
-	if _, ok := l[name]; !ok {
-		g.n++
+	if g.own == nil {
+		g.own = make(map[string]grantMark)
 	}
-	l[name] = mk
-	g.bound()
+	g.own[node] = mk
 }
 
 // Gone forgets node (a path: released through this sidecar).
 func (g *Grants) Gone(node string) {
-	parent, name := path.Split(node)
-	parent = strings.TrimSuffix(parent, "/")
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	delete(g.own, node)
+	if len(g.m) == 0 {
+		return
+	}
+	parent, name := path.Split(node)
+	parent = strings.TrimSuffix(parent, "/")
 	if l, ok := g.m[parent]; ok {
 		if _, ok := l[name]; ok {
 			delete(l, name)
@@ -80,7 +86,7 @@ func (g *Grants) Gone(node string) {
 	}
 }
 
-// line is the marks of parent's line, made when missing (under mu).
+// line is the other marks of parent's line, made when missing (under mu).
 func (g *Grants) line(parent string) map[string]grantMark {
 	if g.m == nil {
 		g.m = make(map[string]map[string]grantMark)
@@ -93,23 +99,13 @@ func (g *Grants) line(parent string) map[string]grantMark {
 	return l
 }
 
-// bound drops, past maxMarks marks (under mu), those that are not this
-// sidecar's own.
+// bound drops, past maxMarks marks of others (under mu), all of them.
 func (g *Grants) bound() {
 	if g.n < maxMarks {
 		return
 	}
-	for parent, l := range g.m {
-		for name, mk := range l {
-			if !mk.own {
-				delete(l, name)
-				g.n--
-			}
-		}
-		if len(l) == 0 {
-			delete(g.m, parent)
-		}
-	}
+	clear(g.m)
+	g.n = 0
 }
 
 // Read records one read of the line under parent: the names of holding hold,
@@ -125,6 +121,9 @@ func (g *Grants) Read(parent string, holding, waiting []string) map[string]time.
 	out := make(map[string]time.Time, len(holding))
 	for _, n := range holding {
 		present[n] = true
+		if p := parent + "/" + n; g.ownHolds(p, now, out, n) {
+			continue
+		}
 		mk, ok := l[n]
 		switch {
 		case !ok: // first seen holding: its creation time
@@ -138,15 +137,18 @@ func (g *Grants) Read(parent string, holding, waiting []string) map[string]time.
 	}
 	for _, n := range waiting {
 		present[n] = true
+		if _, own := g.own[parent+"/"+n]; own {
+			continue
+		}
 		if _, ok := l[n]; !ok {
 			l[n] = grantMark{}
 			g.n++
 		}
 	}
-	for n, mk := range l {
-		// A node of this line not listed is gone; this sidecar's own marks go
-		// with their release (the listing may predate their node).
-		if !mk.own && !present[n] {
+	for n := range l {
+		// A node of this line not listed is gone. (This sidecar's own marks go
+		// with their release: the listing may predate their node.)
+		if !present[n] {
 			delete(l, n)
 			g.n--
 		}
@@ -156,4 +158,19 @@ func (g *Grants) Read(parent string, holding, waiting []string) map[string]time.
 	}
 	g.bound()
 	return out
+}
+
+// ownHolds dates holder n (at path p) in out when it is this sidecar's own
+// (a waiting one is granted now), and tells whether it is (under mu).
+func (g *Grants) ownHolds(p string, now time.Time, out map[string]time.Time, n string) bool {
+	mk, ok := g.own[p]
+	if !ok {
+		return false
+	}
+	if mk.at.IsZero() {
+		mk.at = now
+		g.own[p] = mk
+	}
+	out[n] = mk.at
+	return true
 }

@@ -51,6 +51,8 @@ type LockGrant struct {
 	locks *Locks
 	ep    *zookeeper.Epoch
 	node  zookeeper.Created
+	// held is node's path, as HeldNodes gives it (no slice made per call).
+	held [1]string
 }
 
 // LockHolder is the current holder of a lock as anyone can see it.
@@ -167,7 +169,7 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 	at := time.Now()
 	l.grants.Granted(c.Path, at)
 	return &LockGrant{Name: name, Lease: lease.ID, Owner: owner, FencingToken: place.Czxid, AcquiredAt: at,
-		locks: l, ep: ep, node: c}, nil
+		locks: l, ep: ep, node: c, held: [1]string{c.Path}}, nil
 }
 
 // Adopt re-creates lease's grant of the lock h.Name from its saved node after
@@ -189,11 +191,12 @@ func (l *Locks) Adopt(ctx context.Context, lease *kit.Lease, h kit.SavedHold) (k
 	l.handoffs.Enter(node.Path)
 	l.metrics.Held.Inc()
 	return &LockGrant{Name: h.Name, Lease: lease.ID, Owner: string(data), FencingToken: st.Czxid,
-		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node}, nil
+		AcquiredAt: time.UnixMilli(st.Ctime), locks: l, ep: ep, node: node, held: [1]string{node.Path}}, nil
 }
 
 // HeldNodes is the holder node: deleted by another hand, the lock is lost.
-func (g *LockGrant) HeldNodes() []string { return []string{g.node.Path} }
+// The slice is the grant's own: callers do not change it.
+func (g *LockGrant) HeldNodes() []string { return g.held[:] }
 
 // Release deletes the holder node, after handing the head to this sidecar's next
 // waiter (see handoffs); through a suspension it retries while ctx lives, then in
