@@ -37,7 +37,8 @@ const (
 // stateReclaimed under the lock, so a connection that began a request
 // meanwhile is not chosen, and none is closed twice. Closing is the
 // underlying connection's (under TLS, no close_notify is written to a client
-// that may not read).
+// that may not read): limitedConn.reclaim, which gives its place up without
+// waiting for the connection's goroutine.
 func (c *connStates) reclaimIdle() bool {
 	newBefore := time.Now().Add(-newReclaimAge).UnixNano()
 	c.mu.Lock()
@@ -56,7 +57,11 @@ func (c *connStates) reclaimIdle() bool {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
 	}
-	_ = conn.Close()
+	if lc, ok := conn.(*limitedConn); ok {
+		lc.reclaim()
+	} else {
+		_ = conn.Close()
+	}
 	return true
 }
 
