@@ -110,8 +110,10 @@ func pressureExperiment(b *testing.B) sidecartest.BenchResult {
 	quiet := run(phase)
 
 	ab := startAbusers(b, car.M.Addr(), idle, slow)
-	// The pressure builds up: most idle clients have been answered once.
-	for deadline := time.Now().Add(time.Minute); ab.connected.Load() < int64(idle)*9/10 && time.Now().Before(deadline); {
+	// The pressure builds up: the idle clients have been answered once each
+	// on average, and every slowloris client has connected.
+	for deadline := time.Now().Add(time.Minute); (ab.connected.Load() < int64(idle) || ab.slowDials.Load() < int64(slow)) &&
+		time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	pressed := run(phase)
@@ -136,11 +138,13 @@ func pressureExperiment(b *testing.B) sidecartest.BenchResult {
 const abusersEnv = "COORD_PRESSURE_ABUSERS"
 
 // abusers is the abusers' process as the benchmark sees it: connected counts
-// the idle clients' answered requests, as the process reports them.
+// the idle clients' answered requests, slowDials the slowloris clients'
+// connections, as the process reports them.
 type abusers struct {
 	cmd       *exec.Cmd
 	stdin     io.Closer
 	connected atomic.Int64
+	slowDials atomic.Int64
 	last      atomic.Value // string: the process's last report
 	read      sync.WaitGroup
 }
@@ -172,9 +176,11 @@ func startAbusers(b *testing.B, addr string, idle, slow int) *abusers {
 		for sc.Scan() {
 			line := sc.Text()
 			a.last.Store(line)
-			if f := strings.Fields(line); len(f) > 1 && f[0] == "connected" {
+			if f := strings.Fields(line); len(f) == 6 && f[0] == "connected" {
 				n, _ := strconv.ParseInt(f[1], 10, 64)
 				a.connected.Store(n)
+				n, _ = strconv.ParseInt(f[5], 10, 64)
+				a.slowDials.Store(n)
 			}
 		}
 	}()
