@@ -70,9 +70,13 @@ func limitListener(l net.Listener, n int, reclaim func() bool, atCap func()) *li
 }
 
 // maxClosing is how many connections reclaimed at the cap may be still
-// closing (their descriptors open, their places given up) under a cap of n: an
-// eighth of it, and at least 64.
-func maxClosing(n int) int64 { return int64(max(64, n/8)) }
+// closing (their descriptors open, their places given up) under a cap of n:
+// half of it, and at least 64. Their goroutines need only be scheduled once
+// to close them, but on a loaded host that took up to a few hundred
+// milliseconds; under 3,500 abusers on a cap of 1,500, a bound of an eighth
+// was met at a third of the reclaims, each of which then waited for its
+// close in the accept loop (docs/BENCHMARKS.md).
+func maxClosing(n int) int64 { return int64(max(64, n/2)) }
 
 // reclaimPoll is how often a connection waiting for a place at the cap asks
 // again for an idle one to close.
