@@ -3,7 +3,6 @@ package sidecar
 import (
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,7 @@ import (
 
 // The states of a connEntry beyond http.ConnState's: stateGone once the
 // connection is closed or hijacked (its entry is out of the map), and
-// stateReclaimed once reclaimIdle has chosen it to close.
+// stateReclaimed once reclaimIdle has chosen it to close (it is in no list).
 const (
 	stateGone      = http.ConnState(-1)
 	stateReclaimed = http.ConnState(-2)
@@ -32,58 +31,50 @@ const (
 // reports whether it closed one: its place under --max-conns is free once it
 // returns. While none is idle, it closes instead the oldest connection that
 // has not sent a whole first request within newReclaimAge (a slowloris client
-// would hold its place until --read-header-timeout). The connection's entry is
-// taken from its state to stateReclaimed with a compare-and-swap, so a
-// connection that began a request meanwhile is not closed, and none is closed
-// twice. Closing is the underlying connection's (under TLS, no close_notify is
-// written to a client that may not read).
+// would hold its place until --read-header-timeout). Either is the head of
+// its list (connStates), so making room costs the same whatever the number
+// of connections. The chosen entry leaves its list and becomes
+// stateReclaimed under the lock, so a connection that began a request
+// meanwhile is not chosen, and none is closed twice. Closing is the
+// underlying connection's (under TLS, no close_notify is written to a client
+// that may not read): limitedConn.reclaim, which gives its place up without
+// waiting for the connection's goroutine.
 func (c *connStates) reclaimIdle() bool {
-	for {
-		conn, entry, state := c.reclaimable(time.Now().Add(-newReclaimAge).UnixNano())
-		if entry == nil {
-			return false
-		}
-		if !entry.state.CompareAndSwap(int32(state), int32(stateReclaimed)) {
-			continue // it began a request (or closed) meanwhile: look again
-		}
-		if state == http.StateIdle {
-			c.idle.Add(-1)
-		}
-		if tc, ok := conn.(*tls.Conn); ok {
-			conn = tc.NetConn()
-		}
-		_ = conn.Close()
-		return true
+	newBefore := time.Now().Add(-newReclaimAge).UnixNano()
+	c.mu.Lock()
+	e := c.idle.head
+	if e == nil && c.fresh.head != nil && c.fresh.head.since < newBefore {
+		e = c.fresh.head
 	}
+	if e == nil {
+		c.mu.Unlock()
+		return false
+	}
+	e.unlink()
+	e.state = stateReclaimed
+	conn := e.conn
+	c.mu.Unlock()
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if lc, ok := conn.(*limitedConn); ok {
+		lc.reclaim()
+	} else {
+		_ = conn.Close()
+	}
+	return true
 }
 
 // newReclaimAge is how long a connection may take to send its first request
 // before it may be closed to make room at --max-conns (when none is idle).
 const newReclaimAge = time.Second
 
-// reclaimable is the connection to close to make room: the longest idle, else
-// the oldest one in http.StateNew since before newBefore (Unix nanoseconds);
-// nil when there is none. state is the state it was found in.
-func (c *connStates) reclaimable(newBefore int64) (conn net.Conn, entry *connEntry, state http.ConnState) {
-	var since int64
-	c.conns.Range(func(k, v any) bool {
-		e := v.(*connEntry)
-		st := http.ConnState(e.state.Load())
-		s := e.since.Load()
-		switch {
-		case st != http.StateIdle && st != http.StateNew,
-			st == http.StateNew && s >= newBefore,
-			st == http.StateNew && state == http.StateIdle: // an idle one goes first
-		case entry == nil || st == http.StateIdle && state == http.StateNew || s < since:
-			conn, entry, state, since = k.(net.Conn), e, st, s
-		}
-		return true
-	})
-	return conn, entry, state
-}
-
 // idleCount is the number of idle kept-alive connections.
-func (c *connStates) idleCount() int { return int(max(0, c.idle.Load())) }
+func (c *connStates) idleCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.idle.n
+}
 
 // capWarning logs that the listener reached --max-conns, at most once per
 // capWarnEvery.

@@ -11,9 +11,11 @@
 // --max-conns connections; at the cap, the connection just accepted waits
 // for a place while `connStates.reclaimIdle` closes the longest-idle
 // kept-alive connection (else the oldest that has not sent a first request
-// within a second), so a new client is served while any is idle; the
-// ConnState hook keeps each connection's state, which also counts
-// coord_http_connections. --idle-timeout is http.Server's IdleTimeout. A
+// within a second), so a new client is served while any is idle: the head of
+// a list, not a scan, and without waiting for the closed connection's
+// goroutine (`limitedConn.reclaim`), so the accept loop keeps up with
+// clients that reconnect as fast as they are closed. The ConnState hook keeps
+// each connection's state, which also counts coord_http_connections. --idle-timeout is http.Server's IdleTimeout. A
 // request read by its Transfer-Encoding closes its connection after the
 // answer (`framing`: net/http drops a Content-Length sent with it silently),
 // as do 401 and 403 answers (api). `admin.go` serves /healthz, /readyz and

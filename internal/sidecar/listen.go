@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -59,10 +60,23 @@ func listen(network, address string) (net.Listener, error) {
 // every reclaimPoll while none is idle and none closes; atCap is told each
 // time the cap is met. Later clients wait in the kernel's backlog meanwhile
 // (as under golang.org/x/net/netutil.LimitListener). A hijacked connection (an
-// event stream) holds its place until it is closed.
+// event stream) holds its place until it is closed. A connection reclaimed
+// (limitedConn.reclaim) gives its place up at once, before its server
+// goroutine has closed it: at most maxClosing(n) such connections may be
+// still closing, beyond which reclaiming one waits for its close.
 func limitListener(l net.Listener, n int, reclaim func() bool, atCap func()) *limitedListener {
-	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), reclaim: reclaim, atCap: atCap}
+	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), reclaim: reclaim, atCap: atCap,
+		maxClosing: maxClosing(n)}
 }
+
+// maxClosing is how many connections reclaimed at the cap may be still
+// closing (their descriptors open, their places given up) under a cap of n:
+// half of it, and at least 64. Their goroutines need only be scheduled once
+// to close them, but on a loaded host that took up to a few hundred
+// milliseconds; under 3,500 abusers on a cap of 1,500, a bound of an eighth
+// was met at a third of the reclaims, each of which then waited for its
+// close in the accept loop (docs/BENCHMARKS.md).
+func maxClosing(n int) int64 { return int64(max(64, n/2)) }
 
 // reclaimPoll is how often a connection waiting for a place at the cap asks
 // again for an idle one to close.
@@ -70,11 +84,13 @@ const reclaimPoll = 50 * time.Millisecond
 
 type limitedListener struct {
 	net.Listener
-	sem       chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
-	reclaim   func() bool
-	atCap     func()
+	sem        chan struct{}
+	closeOnce  sync.Once
+	done       chan struct{}
+	reclaim    func() bool
+	atCap      func()
+	closing    atomic.Int64 // reclaimed connections not yet closed
+	maxClosing int64
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
@@ -86,7 +102,7 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+	return &limitedConn{Conn: c, l: l}, nil
 }
 
 // place takes a place for a connection just accepted, making room at the cap
@@ -127,9 +143,17 @@ func (l *limitedListener) Close() error {
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l       *limitedListener
+	once    sync.Once    // the place given up
+	closing atomic.Int32 // connOpen, connReclaimed or connClosed
 }
+
+// A limitedConn's closing states.
+const (
+	connOpen int32 = iota
+	connReclaimed
+	connClosed
+)
 
 // SyscallConn is the connection's own, so that the event streams' reaper can
 // peek at it to notice a client that went away.
@@ -142,8 +166,77 @@ func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	if c.closing.Swap(connClosed) == connReclaimed {
+		c.l.closing.Add(-1)
+	}
+	c.release()
 	return err
+}
+
+func (c *limitedConn) release() { c.once.Do(func() { <-c.l.sem }) }
+
+// reclaim ends the connection to make room at the cap without waiting for
+// its server goroutine: net.Conn.Close waits until a read under way on the
+// connection has returned, so closing an idle connection from the accept
+// loop took the time its goroutine needed to be scheduled, and on a loaded
+// host the accept loop spent most of its time there while new clients waited
+// in the backlog (docs/BENCHMARKS.md, the connections row). Instead, every
+// read and write on it fails from now on (a deadline in the past wakes one
+// under way, and the deadline can no longer be moved), so its server
+// goroutine closes it soon; its place is free once reclaim returns. Past
+// maxClosing such connections still open, it closes the connection itself.
+func (c *limitedConn) reclaim() {
+	if c.l.closing.Add(1) > c.l.maxClosing {
+		c.l.closing.Add(-1)
+		_ = c.Close()
+		return
+	}
+	if !c.closing.CompareAndSwap(connOpen, connReclaimed) {
+		c.l.closing.Add(-1) // closed meanwhile: its place is free
+		return
+	}
+	_ = c.Conn.SetDeadline(deadlinePassed)
+	c.release()
+}
+
+// deadlinePassed is a deadline long past.
+var deadlinePassed = time.Unix(1, 0)
+
+func (c *limitedConn) reclaimed() bool { return c.closing.Load() == connReclaimed }
+
+func (c *limitedConn) Read(b []byte) (int, error) {
+	if c.reclaimed() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *limitedConn) Write(b []byte) (int, error) {
+	if c.reclaimed() {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *limitedConn) SetDeadline(t time.Time) error {
+	if c.reclaimed() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if c.reclaimed() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *limitedConn) SetWriteDeadline(t time.Time) error {
+	if c.reclaimed() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // certFiles serves the certificate of --tls-cert/--tls-key and checks clients

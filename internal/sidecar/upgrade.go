@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/statedir"
@@ -263,75 +262,113 @@ func openStateDir(path string, upgrading bool, opts ...statedir.Option) (*stated
 // It also counts the idle ones (coord_http_connections) and closes the
 // longest-idle to make room at --max-conns (conns.go).
 type connStates struct {
-	// conns holds each connection's *connEntry while open and not hijacked: a
-	// busy server's every request moves its connection through two states, so
-	// a transition is one lock-free lookup and two atomic operations, not a
-	// lock and a map write shared by every connection.
-	conns sync.Map // net.Conn → *connEntry
-	// idle counts the entries whose state is http.StateIdle: each change of
-	// an entry's state (an atomic swap) adds what it makes idle and takes
-	// what it ends, so no transition is counted twice or missed.
-	idle atomic.Int64
+	// mu guards conns, the lists and every entry's fields: a transition is
+	// a map lookup and a list move under it, and finding the connection to
+	// close at the cap is the head of a list, not a scan of every connection
+	// (which, at each accept at the cap, made the accept loop the bottleneck
+	// under pressure, docs/BENCHMARKS.md).
+	mu    sync.Mutex
+	conns map[net.Conn]*connEntry // open and not hijacked
+	// idle holds the entries in http.StateIdle, fresh those in
+	// http.StateNew, each in the order they entered it: the longest in it
+	// first.
+	idle, fresh connList
 }
 
 // connEntry is a connection's last state and when it began (Unix
-// nanoseconds). track stores since before state and quiet loads state before
-// since, so a reader that sees a state sees at least as new a since with it:
-// a connection mid-transition is never taken for one idle for long.
+// nanoseconds), and its place in its state's list (if any).
 type connEntry struct {
-	state atomic.Int32 // http.ConnState
-	since atomic.Int64
+	conn       net.Conn
+	state      http.ConnState
+	since      int64
+	list       *connList
+	prev, next *connEntry
 }
 
-// track is http.Server's ConnState hook.
+// connList is a doubly linked list of entries, oldest first.
+type connList struct {
+	head, tail *connEntry
+	n          int
+}
+
+func (l *connList) push(e *connEntry) {
+	e.list, e.prev, e.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+	l.n++
+}
+
+// unlink takes e out of the list it is in, if any.
+func (e *connEntry) unlink() {
+	l := e.list
+	if l == nil {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.list, e.prev, e.next = nil, nil, nil
+	l.n--
+}
+
+// track is http.Server's ConnState hook. A connection chosen by reclaimIdle
+// stays stateReclaimed (it is being closed) until it is gone.
 func (c *connStates) track(conn net.Conn, st http.ConnState) {
+	now := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.conns[conn]
 	switch st {
 	case http.StateClosed, http.StateHijacked:
-		if v, ok := c.conns.LoadAndDelete(conn); ok {
-			c.swap(v.(*connEntry), stateGone)
+		if e != nil {
+			e.unlink()
+			e.state = stateGone
+			delete(c.conns, conn)
 		}
 		return
 	}
-	now := time.Now().UnixNano()
-	v, ok := c.conns.Load(conn)
-	if !ok {
-		e := &connEntry{}
-		e.since.Store(now)
-		e.state.Store(int32(st))
-		if st == http.StateIdle {
-			c.idle.Add(1)
+	if e == nil {
+		if c.conns == nil {
+			c.conns = make(map[net.Conn]*connEntry)
 		}
-		c.conns.Store(conn, e)
+		e = &connEntry{conn: conn}
+		c.conns[conn] = e
+	} else if e.state == stateReclaimed {
 		return
 	}
-	e := v.(*connEntry)
-	e.since.Store(now)
-	c.swap(e, st)
-}
-
-// swap sets e's state, keeping the count of idle connections.
-func (c *connStates) swap(e *connEntry, st http.ConnState) {
-	old := http.ConnState(e.state.Swap(int32(st)))
-	switch {
-	case old == http.StateIdle && st != http.StateIdle:
-		c.idle.Add(-1)
-	case old != http.StateIdle && st == http.StateIdle:
-		c.idle.Add(1)
+	e.unlink()
+	e.state, e.since = st, now
+	switch st {
+	case http.StateIdle:
+		c.idle.push(e)
+	case http.StateNew:
+		c.fresh.push(e)
 	}
 }
 
 // quiet reports whether every connection is idle, and has been for at least
 // d: none has a request under way or to come soon.
 func (c *connStates) quiet(d time.Duration) bool {
-	quiet := true
-	c.conns.Range(func(_, v any) bool {
-		e := v.(*connEntry)
-		if http.ConnState(e.state.Load()) != http.StateIdle || time.Since(time.Unix(0, e.since.Load())) < d {
-			quiet = false
+	before := time.Now().Add(-d).UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.conns {
+		if e.state != http.StateIdle || e.since > before {
+			return false
 		}
-		return quiet
-	})
-	return quiet
+	}
+	return true
 }
 
 // wait returns once every connection has been idle for idle (the others have
