@@ -67,7 +67,7 @@ func addrProxies(t *testing.T, car *sidecartest.Sidecar) (httpsURL, caFile, sock
 func TestWrapperAddressForms(t *testing.T) {
 	t.Parallel() // mostly waiting: see TestMain
 	bin := sidecartest.BuildBinary(t)
-	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), steadySession...)
 	httpsURL, caFile, socketPath := addrProxies(t, car)
 	for i, c := range []struct{ env, flag string }{
 		{env: car.M.Addr()},                           // HOST:PORT

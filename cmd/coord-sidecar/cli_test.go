@@ -218,7 +218,7 @@ func TestCLILease(t *testing.T) {
 // takes turns across calls); a service with none lists nothing and picks
 // nothing (exit 1); a strategy the sidecar does not know is a 400 (64).
 func TestCLIServices(t *testing.T) {
-	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), steadySession...)
 	env := map[string]string{"COORD_ADDR": car.M.Addr()}
 	cli(t, env, "", "service", "list", "web").want(t, 0, "")
 	cli(t, env, "", "service", "pick", "web").want(t, ctl.ExitNotFound, "")
@@ -325,7 +325,7 @@ func TestCLIStatusAndToken(t *testing.T) {
 // The lock wrapper says why a command line is refused (the command must follow
 // --) and, when it gives up, who holds the lock.
 func TestLockWrapperMessages(t *testing.T) {
-	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t), steadySession...)
 	getenv := func(k string) string {
 		if k == "COORD_ADDR" {
 			return car.M.Addr()

@@ -47,8 +47,8 @@ type exitCase struct {
 func TestExitCodesVerbByVerb(t *testing.T) {
 	zkc := zktest.Shared(t)
 	root := zktest.Root(t)
-	open := sidecartest.Start(t, zkc.Servers(), root, "--max-body", "1024", "--max-item", "1024")
-	guarded := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--token", "s3cret")
+	open := sidecartest.Start(t, zkc.Servers(), root, "--max-body", "1024", "--max-item", "1024", "--session-timeout", "10s")
+	guarded := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), "--token", "s3cret", "--session-timeout", "10s")
 	none := freeAddr(t)
 	addr := map[string]string{"open": open.M.Addr(), "guarded": guarded.M.Addr(), "none": none}
 

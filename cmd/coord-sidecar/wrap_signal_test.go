@@ -128,7 +128,7 @@ func candidates(t testing.TB, c *sidecartest.Sidecar, election string) []string 
 func TestWrapperSignalWhileRunning(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 			name := mode + "-" + map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT"}[sig]
@@ -188,7 +188,7 @@ func TestWrapperSignalWhileRunning(t *testing.T) {
 func TestWrapperSignalWhileWaiting(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, mode := range []string{"lock", "elect", "elect-requeue"} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 			name := "waiting-" + mode + "-" + strconv.Itoa(int(sig))
@@ -239,7 +239,7 @@ func TestWrapperSignalWhileWaiting(t *testing.T) {
 func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	dir := t.TempDir()
 	w := startWrapper(t, bin, car.M.Addr(), append([]string{"lock", "stubborn", "--grace", "500ms", "--"}, signalChild(dir, true)...)...)
 	testutil.Eventually(t, 10*time.Second, "the command runs", func() bool { return len(childPIDs(t, dir)) == 1 })
@@ -260,7 +260,7 @@ func TestWrapperSignalIgnoredKillsAfterGrace(t *testing.T) {
 func TestElectWrapperRequeueTakesTurns(t *testing.T) {
 	bin := sidecartest.BuildBinary(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	w := startWrapper(t, bin, car.M.Addr(), "elect", "turns", "--id", "me", "--requeue", "--", "sh", "-c", "echo $COORD_TERM >> "+runs)
