@@ -17778,9 +17778,7 @@ type ListKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-		Keys []KeyInfo `json:"keys"`
-		Kv   []KeyInfo `json:"kv"`
+		Kv []KeyInfo `json:"kv"`
 
 		// Next More follow; pass this name as `after=` for the next page.
 		Next *string `json:"next,omitempty"`
@@ -17803,9 +17801,7 @@ type ListKeysResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListKeysResponse) GetJSON200() *struct {
-	// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-	Keys []KeyInfo `json:"keys"`
-	Kv   []KeyInfo `json:"kv"`
+	Kv []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -27835,9 +27831,7 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-			Keys []KeyInfo `json:"keys"`
-			Kv   []KeyInfo `json:"kv"`
+			Kv []KeyInfo `json:"kv"`
 
 			// Next More follow; pass this name as `after=` for the next page.
 			Next *string `json:"next,omitempty"`

@@ -260,7 +260,7 @@ func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi
 		return names, err
 	}
 	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, pf.read)
-	return oapi.ListKeys200JSONResponse{Kv: items, Keys: items, Next: next}, err
+	return oapi.ListKeys200JSONResponse{Kv: items, Next: next}, err
 }
 
 // listBatch is how many keys a list reads ahead at once: its page, at most 1000.

@@ -5230,8 +5230,6 @@ export interface operations {
                 content: {
                     "application/json": {
                         kv: components["schemas"]["KeyInfo"][];
-                        /** @description The same items as `kv` (the field's earlier name, kept for the clients that read it). */
-                        keys: components["schemas"]["KeyInfo"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
                     };

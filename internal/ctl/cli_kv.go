@@ -102,7 +102,7 @@ func (c *cliCall) kvGetPrefix() int {
 		if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
 			return code
 		}
-		for _, k := range r.JSON200.Keys {
+		for _, k := range r.JSON200.Kv {
 			if code := c.writeKeyValue(k.Key); code != 0 {
 				return code
 			}
