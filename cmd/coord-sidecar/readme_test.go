@@ -690,6 +690,15 @@ func (r *readmeRun) bindings() *bindings {
 	return &bindings{ids: maps(r.ids), zxids: maps(r.zxids), election: r.election, prefixStream: r.prefixStream}
 }
 
+// streamIDClass is how a stream's event id is matched: a zxid, but any
+// number for the prefix stream (its ids are the sidecar's own).
+func (b *bindings) streamIDClass() maskClass {
+	if b.prefixStream {
+		return maskClass{kind: anyValue, any: `\d+`}
+	}
+	return maskClass{kind: bindZxid, any: `\d+`}
+}
+
 func (b *bindings) clone() *bindings {
 	return &bindings{ids: maps(b.ids), zxids: maps(b.zxids), election: b.election, prefixStream: b.prefixStream}
 }
@@ -733,12 +742,8 @@ func matchLine(want, got string, b *bindings) bool {
 		}
 	}
 	if b.election {
-		class := maskClass{kind: bindZxid, any: `\d+`}
-		if b.prefixStream {
-			class = maskClass{kind: anyValue, any: `\d+`}
-		}
 		if m := electionIDRe.FindStringSubmatchIndex(want); m != nil {
-			spans = append(spans, span{m[2], m[3], class})
+			spans = append(spans, span{m[2], m[3], b.streamIDClass()})
 		}
 	}
 	slices.SortFunc(spans, func(x, y span) int { return x.start - y.start })
