@@ -103,7 +103,32 @@ type Stream struct {
 	// *numberFrom + 1 on (sse.Subscription.NumberFrom) instead of showing the
 	// publishers' ids.
 	numberFrom *uint64
+	// sub, when set (Resumed), is the subscription made already, served
+	// after preface.
+	sub     *sse.Subscription
+	preface []sse.Event
 }
+
+// Keeps tells whether the stream carries key of its keyed topic (what its
+// request's token may read).
+func (t Stream) Keeps(key string) bool { return t.keep == nil || t.keep(key) }
+
+// Resumed subscribes the stream now, for a client that reconnects having had
+// the topic's events up to some id: the stream sends preface (what changed
+// since that id, as the publisher knows it), then the topic's events whose
+// decimal ids are above through (sse.Subscription.SkipThrough). The publisher
+// calls it while it publishes nothing to the topic, with preface holding every
+// change from the client's id up to through, so that the client misses none.
+func (t Stream) Resumed(preface []sse.Event, through uint64) Stream {
+	t.sub = t.s.broker.SubscribeFiltered(t.keep, t.topics...)
+	t.sub.SkipThrough(through)
+	t.preface = preface
+	return t
+}
+
+// Closing is a context that ends when the server begins to close, for what a
+// recipe keeps beyond its topics' subscribers (context.AfterFunc).
+func (s *Server) Closing() context.Context { return s.stopped }
 
 // Serve hijacks the connection when it can: the handler then returns and one
 // small goroutine serves the stream until the client goes (seen by the reaper or
@@ -113,7 +138,10 @@ type Stream struct {
 // the others did at the close.
 func (t Stream) Serve(w http.ResponseWriter) error {
 	subscribe := func() *sse.Subscription {
-		sub := t.s.broker.SubscribeFiltered(t.keep, t.topics...)
+		sub := t.sub
+		if sub == nil {
+			sub = t.s.broker.SubscribeFiltered(t.keep, t.topics...)
+		}
 		if t.numberFrom != nil {
 			sub.NumberFrom(*t.numberFrom)
 		}
@@ -127,6 +155,9 @@ func (t Stream) Serve(w http.ResponseWriter) error {
 			defer release()
 			defer sw.Close()
 			defer forget()
+			if !t.sendPreface(sw, sub) {
+				return
+			}
 			_ = sse.Serve(t.s.draining, sw, sub, t.s.opt.Heartbeat)
 			t.s.RetryHint(sw)
 		}
@@ -137,11 +168,30 @@ func (t Stream) Serve(w http.ResponseWriter) error {
 	}
 	sw, err := sse.NewWriter(w, 10*time.Second)
 	if err != nil {
+		if t.sub != nil {
+			t.sub.Close()
+		}
 		return err
 	}
-	_ = sse.Serve(t.ctx, sw, subscribe(), t.s.opt.Heartbeat)
+	sub := subscribe()
+	if !t.sendPreface(sw, sub) {
+		return nil
+	}
+	_ = sse.Serve(t.ctx, sw, sub, t.s.opt.Heartbeat)
 	t.s.RetryHint(sw)
 	return nil
+}
+
+// sendPreface writes the preface of a resumed stream; false (sub closed)
+// when a write fails.
+func (t Stream) sendPreface(sw *sse.Writer, sub *sse.Subscription) bool {
+	for _, e := range t.preface {
+		if err := sw.Send(e); err != nil {
+			sub.Close()
+			return false
+		}
+	}
+	return true
 }
 
 // VisitStreamSessionResponse serves GET /v1/session/events.

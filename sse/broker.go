@@ -493,6 +493,43 @@ type Subscription struct {
 	// of its own, lastID being the last it gave.
 	numbered bool
 	lastID   uint64
+	// skipping is set by SkipThrough: events whose decimal id is at most
+	// skipThrough are not given out.
+	skipping    bool
+	skipThrough uint64
+}
+
+// SkipThrough makes the subscription leave out the events whose id is a
+// decimal number at most last, for a stream resumed after an id whose
+// publisher numbers its events in increasing decimal ids in publish order (a
+// client that had them gets only what came after). Once an event passes, all
+// later ones do. Call it before reading the subscription.
+func (s *Subscription) SkipThrough(last uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skipping, s.skipThrough = true, last
+}
+
+// skip drops from events those SkipThrough leaves out. s.mu is held.
+func (s *Subscription) skip(events []Event) []Event {
+	if !s.skipping {
+		return events
+	}
+	n := 0
+	for n < len(events) {
+		id, err := strconv.ParseUint(events[n].ID, 10, 64)
+		if err == nil && id > s.skipThrough {
+			s.skipping = false
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return events
+	}
+	kept := copy(events, events[n:])
+	clear(events[kept:])
+	return events[:kept]
 }
 
 // NumberFrom makes the subscription number its events itself, whatever ids
@@ -573,6 +610,9 @@ func (s *Subscription) send(e Event) bool {
 	if len(s.ch) == cap(s.ch) {
 		return false
 	}
+	if s.skipping && len(s.skip([]Event{e})) == 0 {
+		return true
+	}
 	if s.numbered {
 		s.lastID++
 		e = renumbered(e, s.lastID)
@@ -618,6 +658,7 @@ func (s *Subscription) take(buf []Event) []Event {
 	} else {
 		out = s.collect(buf[:0], takeBatch)
 	}
+	out = s.skip(out)
 	s.number(out)
 	return out
 }
@@ -649,6 +690,7 @@ func (s *Subscription) Events() <-chan Event {
 		} else {
 			waiting = s.collect(nil, -1)
 		}
+		waiting = s.skip(waiting)
 		s.number(waiting)
 		s.ch = make(chan Event, max(s.limit, len(waiting)+s.b.buffer))
 		for _, e := range waiting {

@@ -2307,6 +2307,9 @@ type ListKeysParams struct {
 type StreamKeysParams struct {
 	// Prefix Only keys that start with this (a plain string prefix of the full key).
 	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// LastEventID The last event id the client got: the stream sends only what changed since, when the sidecar can serve that id; else the full current state first.
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
 // DeleteKeyParams defines parameters for DeleteKey.
@@ -5831,12 +5834,19 @@ type ClientInterface interface {
 	// however many keys and streams. A stream that reads slowly is not dropped: it
 	// gets the current state of each key changed since it last read, once.
 	//
-	// Event ids are the zxid of the change a state shows (raised to the previous id
-	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
-	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
-	// with the current state of every key, so no change is missed; a state whose id
-	// is not above the last id the client got is one it had. A token sees only the
-	// keys it may read.
+	// Event ids are decimal numbers that increase along the stream, and across
+	// reconnects to one sidecar process: the sidecar numbers the events of a prefix
+	// in the order it sends them. A stream reopened with `Last-Event-ID` resumes:
+	// it sends only what changed since that id (each key changed since in its
+	// current state, and each key removed since with `"deleted":true`), then every
+	// change. The sidecar can serve an id while it still follows the prefix (for
+	// 2 minutes after its last stream of the prefix ends) and remembers the
+	// deletions since (the last 10,000). Any other id (one it never gave, one of
+	// an earlier sidecar process such as the one before a restart, or one older
+	// than the deletions it remembers), and no id at all, gets the full current
+	// state first, as a new stream does, so no change is missed either way.
+	// `coord_kv_prefix_reconnects_total{resumed}` counts the two cases. A token
+	// sees only the keys it may read.
 	//
 	// Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
 	StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7112,12 +7122,19 @@ func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditor
 // however many keys and streams. A stream that reads slowly is not dropped: it
 // gets the current state of each key changed since it last read, once.
 //
-// Event ids are the zxid of the change a state shows (raised to the previous id
-// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
-// reopened after a disconnect (with or without `Last-Event-ID`) starts again
-// with the current state of every key, so no change is missed; a state whose id
-// is not above the last id the client got is one it had. A token sees only the
-// keys it may read.
+// Event ids are decimal numbers that increase along the stream, and across
+// reconnects to one sidecar process: the sidecar numbers the events of a prefix
+// in the order it sends them. A stream reopened with `Last-Event-ID` resumes:
+// it sends only what changed since that id (each key changed since in its
+// current state, and each key removed since with `"deleted":true`), then every
+// change. The sidecar can serve an id while it still follows the prefix (for
+// 2 minutes after its last stream of the prefix ends) and remembers the
+// deletions since (the last 10,000). Any other id (one it never gave, one of
+// an earlier sidecar process such as the one before a restart, or one older
+// than the deletions it remembers), and no id at all, gets the full current
+// state first, as a new stream does, so no change is missed either way.
+// `coord_kv_prefix_reconnects_total{resumed}` counts the two cases. A token
+// sees only the keys it may read.
 //
 // Corresponds with GET /v1/kv/events (the `StreamKeys` operationId).
 func (c *Client) StreamKeys(ctx context.Context, params *StreamKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -10280,6 +10297,21 @@ func NewStreamKeysRequest(server string, params *StreamKeysParams) (*http.Reques
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -14210,12 +14242,19 @@ type ClientWithResponsesInterface interface {
 	// however many keys and streams. A stream that reads slowly is not dropped: it
 	// gets the current state of each key changed since it last read, once.
 	//
-	// Event ids are the zxid of the change a state shows (raised to the previous id
-	// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
-	// reopened after a disconnect (with or without `Last-Event-ID`) starts again
-	// with the current state of every key, so no change is missed; a state whose id
-	// is not above the last id the client got is one it had. A token sees only the
-	// keys it may read.
+	// Event ids are decimal numbers that increase along the stream, and across
+	// reconnects to one sidecar process: the sidecar numbers the events of a prefix
+	// in the order it sends them. A stream reopened with `Last-Event-ID` resumes:
+	// it sends only what changed since that id (each key changed since in its
+	// current state, and each key removed since with `"deleted":true`), then every
+	// change. The sidecar can serve an id while it still follows the prefix (for
+	// 2 minutes after its last stream of the prefix ends) and remembers the
+	// deletions since (the last 10,000). Any other id (one it never gave, one of
+	// an earlier sidecar process such as the one before a restart, or one older
+	// than the deletions it remembers), and no id at all, gets the full current
+	// state first, as a new stream does, so no change is missed either way.
+	// `coord_kv_prefix_reconnects_total{resumed}` counts the two cases. A token
+	// sees only the keys it may read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17739,9 +17778,7 @@ type ListKeysResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-		Keys []KeyInfo `json:"keys"`
-		Kv   []KeyInfo `json:"kv"`
+		Kv []KeyInfo `json:"kv"`
 
 		// Next More follow; pass this name as `after=` for the next page.
 		Next *string `json:"next,omitempty"`
@@ -17764,9 +17801,7 @@ type ListKeysResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListKeysResponse) GetJSON200() *struct {
-	// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-	Keys []KeyInfo `json:"keys"`
-	Kv   []KeyInfo `json:"kv"`
+	Kv []KeyInfo `json:"kv"`
 
 	// Next More follow; pass this name as `after=` for the next page.
 	Next *string `json:"next,omitempty"`
@@ -24072,12 +24107,19 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *
 // however many keys and streams. A stream that reads slowly is not dropped: it
 // gets the current state of each key changed since it last read, once.
 //
-// Event ids are the zxid of the change a state shows (raised to the previous id
-// + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
-// reopened after a disconnect (with or without `Last-Event-ID`) starts again
-// with the current state of every key, so no change is missed; a state whose id
-// is not above the last id the client got is one it had. A token sees only the
-// keys it may read.
+// Event ids are decimal numbers that increase along the stream, and across
+// reconnects to one sidecar process: the sidecar numbers the events of a prefix
+// in the order it sends them. A stream reopened with `Last-Event-ID` resumes:
+// it sends only what changed since that id (each key changed since in its
+// current state, and each key removed since with `"deleted":true`), then every
+// change. The sidecar can serve an id while it still follows the prefix (for
+// 2 minutes after its last stream of the prefix ends) and remembers the
+// deletions since (the last 10,000). Any other id (one it never gave, one of
+// an earlier sidecar process such as the one before a restart, or one older
+// than the deletions it remembers), and no id at all, gets the full current
+// state first, as a new stream does, so no change is missed either way.
+// `coord_kv_prefix_reconnects_total{resumed}` counts the two cases. A token
+// sees only the keys it may read.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -27789,9 +27831,7 @@ func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			// Keys The same items as `kv` (the field's earlier name, kept for the clients that read it).
-			Keys []KeyInfo `json:"keys"`
-			Kv   []KeyInfo `json:"kv"`
+			Kv []KeyInfo `json:"kv"`
 
 			// Next More follow; pass this name as `after=` for the next page.
 			Next *string `json:"next,omitempty"`

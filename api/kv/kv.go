@@ -19,6 +19,8 @@ import (
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 	"github.com/coord-sidecar/coord-sidecar/recipes/kit"
 	kvstore "github.com/coord-sidecar/coord-sidecar/recipes/kv"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // KV serves the key operations of openapi.yaml.
@@ -30,6 +32,11 @@ type KV struct {
 	keyDir string
 	tree   dirFollowers
 	sess   *zookeeper.Session
+	// runs are the prefix streams' runs; resumes and fullRestarts count the
+	// reconnects (with Last-Event-ID) served only what changed, or the full
+	// state.
+	runs                  treeRuns
+	resumes, fullRestarts prometheus.Counter
 }
 
 // dirs is the registry of the children followers of the key tree's nodes.
@@ -49,6 +56,12 @@ func (*KV) Tokens() []string { return []string{"kv"} }
 func (h *KV) Setup(env api.Env) api.Descriptor {
 	h.s, h.keys = env.Server, kvstore.New(env.Session, env.Registerer)
 	h.sess, h.keyDir = env.Session, env.Session.Dir("kv")
+	reconnects := promauto.With(env.Registerer).NewCounterVec(prometheus.CounterOpts{
+		Name: "coord_kv_prefix_reconnects_total",
+		Help: "Prefix streams opened with a Last-Event-ID, by whether they resumed (only what changed since) or started with the full state.",
+	}, []string{"resumed"})
+	h.resumes, h.fullRestarts = reconnects.WithLabelValues("true"), reconnects.WithLabelValues("false")
+	context.AfterFunc(h.s.Closing(), h.endLingering)
 	return api.Descriptor{
 		Topics: map[string]func(topic, name string) func(){"kv": h.follow, treeTopicKind: h.followTree},
 		Sections: []picture.Section{{Name: "kv", Token: "kv", Event: "kv", Dir: "kv", Field: "key",
@@ -247,7 +260,7 @@ func (h *KV) ListKeys(ctx context.Context, req oapi.ListKeysRequestObject) (oapi
 		return names, err
 	}
 	items, next, err := api.List(ctx, req.Params.Prefix, req.Params.Limit, req.Params.After, "kv", names, pf.read)
-	return oapi.ListKeys200JSONResponse{Kv: items, Keys: items, Next: next}, err
+	return oapi.ListKeys200JSONResponse{Kv: items, Next: next}, err
 }
 
 // listBatch is how many keys a list reads ahead at once: its page, at most 1000.

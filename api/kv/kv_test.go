@@ -172,12 +172,12 @@ func TestKeyList(t *testing.T) {
 	a.MustPut(t, "/v1/kv/list-a", []byte("1"), "text/plain")
 	a.MustPut(t, "/v1/kv/other", []byte("1"), "text/plain")
 	l := b.Must(t, 200, http.MethodGet, "/v1/kv?prefix=list-&limit=1")
-	keys, _ := l.Body["keys"].([]any)
+	keys, _ := l.Body["kv"].([]any)
 	if len(keys) != 1 || sidecartest.Str(l.Body["next"]) != "list-a" {
 		t.Fatalf("first page: %s", l.Raw)
 	}
 	l = b.Must(t, 200, http.MethodGet, "/v1/kv?prefix=list-&after=list-a")
-	if keys, _ = l.Body["keys"].([]any); len(keys) != 1 || l.Body["next"] != nil {
+	if keys, _ = l.Body["kv"].([]any); len(keys) != 1 || l.Body["next"] != nil {
 		t.Fatalf("second page: %s", l.Raw)
 	}
 	if k, _ := keys[0].(map[string]any); sidecartest.Str(k["key"]) != "list-b" || sidecartest.Num(k["size"]) != 5 || sidecartest.Num(k["version"]) != 0 {

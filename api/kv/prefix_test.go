@@ -23,6 +23,8 @@ type treeWatch struct {
 	st     *sidecartest.Stream
 	lastID int64
 	state  map[string]string
+	// got is the key of every event read, in order.
+	got []string
 }
 
 func watchTree(t *testing.T, car *sidecartest.Sidecar, path string) *treeWatch {
@@ -37,7 +39,15 @@ func (w *treeWatch) until(want map[string]string) {
 	w.t.Helper()
 	deadline := time.Now().Add(testutil.Patience(20 * time.Second))
 	for !w.has(want) {
-		ev := w.st.Next(w.t, time.Until(deadline))
+		w.next(time.Until(deadline))
+	}
+}
+
+// next reads one event into the states.
+func (w *treeWatch) next(within time.Duration) {
+	w.t.Helper()
+	{
+		ev := w.st.Next(w.t, within)
 		if ev.Name != "kv" {
 			w.t.Fatalf("event %q", ev.Name)
 		}
@@ -52,6 +62,7 @@ func (w *treeWatch) until(want map[string]string) {
 		} else {
 			w.state[key] = sidecartest.Str(ev.Data["value"])
 		}
+		w.got = append(w.got, key)
 	}
 }
 

@@ -111,6 +111,52 @@ func TestCLIKeyWatch(t *testing.T) {
 	}
 }
 
+// kv watch --prefix prints every key under the prefix (a line with the key,
+// a line with the value), then each change under it, nested keys included;
+// a deletion prints nothing, nothing outside the prefix is printed; --help
+// describes it.
+func TestCLIKeyWatchPrefix(t *testing.T) {
+	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))
+	env := map[string]string{"COORD_ADDR": car.M.Addr()}
+	cli(t, env, "", "kv", "put", "cfg/a", "1").want(t, 0, "")
+	if r := cli(t, env, "", "kv", "watch", "--help"); !strings.Contains(r.stdout+r.err, "--prefix") {
+		t.Fatalf("kv watch --help does not tell of --prefix: %q %q", r.stdout, r.err)
+	}
+	sig, send := sidecartest.NewSignals(t)
+	pr, pw := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := ctl.RunCLI(sig, []string{"kv", "watch", "--prefix", "cfg/"}, func(k string) string { return env[k] }, strings.NewReader(""), pw, &errb)
+		pw.Close()
+		done <- code
+	}()
+	lines := bufio.NewScanner(pr)
+	next := func(want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !lines.Scan() {
+				t.Fatalf("watch ended (%v) before %q; stderr %q", lines.Err(), w, errb.String())
+			}
+			if lines.Text() != w {
+				t.Fatalf("watch printed %q, want %q", lines.Text(), w)
+			}
+		}
+	}
+	next("cfg/a", "1")
+	cli(t, env, "", "kv", "put", "other", "x").want(t, 0, "")
+	cli(t, env, "", "kv", "put", "cfg/a", "2").want(t, 0, "")
+	next("cfg/a", "2")
+	cli(t, env, "", "kv", "delete", "cfg/a").want(t, 0, "")
+	cli(t, env, "", "kv", "put", "cfg/app/db", "pg").want(t, 0, "")
+	next("cfg/app", "", "cfg/app/db", "pg") // the deletion printed nothing; the parent is an empty value
+	send <- syscall.SIGINT
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if code := <-done; code != 128+int(syscall.SIGINT) {
+		t.Fatalf("watch exited %d after SIGINT, want %d; stderr %q", code, 128+int(syscall.SIGINT), errb.String())
+	}
+}
+
 // kv watch --json: one line of JSON per state, deletions included.
 func TestCLIKeyWatchJSON(t *testing.T) {
 	car := sidecartest.Start(t, zktest.Shared(t).Servers(), zktest.Root(t))

@@ -90,6 +90,10 @@ func TestExitCodesVerbByVerb(t *testing.T) {
 		{name: "kv watch", args: []string{"kv", "watch", "k"}, extra: []exitCase{
 			{class: "invalid (400)", car: "open", args: []string{"kv", "watch", "bad name"}, want: ctl.ExitUsage},
 		}},
+		{name: "kv watch --prefix", args: []string{"kv", "watch", "--prefix", "p/"}, extra: []exitCase{
+			{class: "usage (KEY and --prefix)", car: "open", args: []string{"kv", "watch", "--prefix", "p/", "k"}, want: ctl.ExitUsage},
+			{class: "usage (neither)", car: "open", args: []string{"kv", "watch"}, want: ctl.ExitUsage},
+		}},
 		{name: "counter get", ok: []string{"counter", "get", "c"}, args: []string{"counter", "get", "c"}, extra: []exitCase{
 			{class: "invalid (400)", car: "open", args: []string{"counter", "get", "bad name"}, want: ctl.ExitUsage},
 		}},

@@ -334,6 +334,9 @@ type readmeRun struct {
 	afterStop bool   // the previous command was interrupted
 	lastOut   string // what the last foreground command printed
 	election  bool   // the current command follows an election stream
+	// prefixStream: the current command follows a prefix stream, whose ids are
+	// the sidecar's own numbers, not zxids.
+	prefixStream bool
 }
 
 // job is one command running (or run) in bash.
@@ -376,6 +379,7 @@ func (r *readmeRun) step(st step) {
 	}
 	stream := strings.Contains(st.command, "/events")
 	r.election = stream && (strings.Contains(st.command, "/elections/") || strings.Contains(st.command, "/kv/") || strings.Contains(st.command, "/locks/")) // their event ids are zxids
+	r.prefixStream = stream && strings.Contains(st.command, "/kv/events?prefix=")                                                                           // its ids are the sidecar's own
 	switch {
 	case st.background:
 		if len(st.want) > 0 {
@@ -678,15 +682,25 @@ type bindings struct {
 	ids   map[string]string
 	zxids map[string]int64
 	// election is set while matching an election stream's output.
-	election bool
+	election     bool
+	prefixStream bool
 }
 
 func (r *readmeRun) bindings() *bindings {
-	return &bindings{ids: maps(r.ids), zxids: maps(r.zxids), election: r.election}
+	return &bindings{ids: maps(r.ids), zxids: maps(r.zxids), election: r.election, prefixStream: r.prefixStream}
+}
+
+// streamIDClass is how a stream's event id is matched: a zxid, but any
+// number for the prefix stream (its ids are the sidecar's own).
+func (b *bindings) streamIDClass() maskClass {
+	if b.prefixStream {
+		return maskClass{kind: anyValue, any: `\d+`}
+	}
+	return maskClass{kind: bindZxid, any: `\d+`}
 }
 
 func (b *bindings) clone() *bindings {
-	return &bindings{ids: maps(b.ids), zxids: maps(b.zxids), election: b.election}
+	return &bindings{ids: maps(b.ids), zxids: maps(b.zxids), election: b.election, prefixStream: b.prefixStream}
 }
 
 func maps[V any](m map[string]V) map[string]V {
@@ -729,7 +743,7 @@ func matchLine(want, got string, b *bindings) bool {
 	}
 	if b.election {
 		if m := electionIDRe.FindStringSubmatchIndex(want); m != nil {
-			spans = append(spans, span{m[2], m[3], maskClass{kind: bindZxid, any: `\d+`}})
+			spans = append(spans, span{m[2], m[3], b.streamIDClass()})
 		}
 	}
 	slices.SortFunc(spans, func(x, y span) int { return x.start - y.start })

@@ -234,6 +234,9 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	put("v1")
 	watch := startExample(t, a, 5*time.Minute, nil, bin, "kv", "watch", "rider")
 	watch.expect(t, "v1", 30*time.Second)
+	prefixWatch := startExample(t, a, 5*time.Minute, nil, bin, "kv", "watch", "--prefix", "ride")
+	prefixWatch.expect(t, "rider", 30*time.Second)
+	prefixWatch.expect(t, "v1", 30*time.Second)
 
 	examples := startExampleRiders(t, a, b, dir)
 
@@ -284,6 +287,8 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 
 	put("v2")
 	watch.expect(t, "v2", 30*time.Second)
+	prefixWatch.expect(t, "rider", 30*time.Second) // not v1 again: nothing for the restarts
+	prefixWatch.expect(t, "v2", 30*time.Second)
 	examples.afterRestarts(t, b)
 
 	// The wrappers on the restarted sidecar end: the others take over.
@@ -299,6 +304,8 @@ func TestClientsRideThroughRestarts(t *testing.T) {
 	select {
 	case <-watch.done:
 		t.Fatalf("kv watch exited (%v)", watch.err)
+	case <-prefixWatch.done:
+		t.Fatalf("kv watch --prefix exited (%v)", prefixWatch.err)
 	default:
 	}
 }

@@ -1307,12 +1307,19 @@ export interface paths {
          *     however many keys and streams. A stream that reads slowly is not dropped: it
          *     gets the current state of each key changed since it last read, once.
          *
-         *     Event ids are the zxid of the change a state shows (raised to the previous id
-         *     + 1 when not newer, e.g. a deletion), increasing along the stream. A stream
-         *     reopened after a disconnect (with or without `Last-Event-ID`) starts again
-         *     with the current state of every key, so no change is missed; a state whose id
-         *     is not above the last id the client got is one it had. A token sees only the
-         *     keys it may read.
+         *     Event ids are decimal numbers that increase along the stream, and across
+         *     reconnects to one sidecar process: the sidecar numbers the events of a prefix
+         *     in the order it sends them. A stream reopened with `Last-Event-ID` resumes:
+         *     it sends only what changed since that id (each key changed since in its
+         *     current state, and each key removed since with `"deleted":true`), then every
+         *     change. The sidecar can serve an id while it still follows the prefix (for
+         *     2 minutes after its last stream of the prefix ends) and remembers the
+         *     deletions since (the last 10,000). Any other id (one it never gave, one of
+         *     an earlier sidecar process such as the one before a restart, or one older
+         *     than the deletions it remembers), and no id at all, gets the full current
+         *     state first, as a new stream does, so no change is missed either way.
+         *     `coord_kv_prefix_reconnects_total{resumed}` counts the two cases. A token
+         *     sees only the keys it may read.
          */
         get: operations["streamKeys"];
         put?: never;
@@ -5223,8 +5230,6 @@ export interface operations {
                 content: {
                     "application/json": {
                         kv: components["schemas"]["KeyInfo"][];
-                        /** @description The same items as `kv` (the field's earlier name, kept for the clients that read it). */
-                        keys: components["schemas"]["KeyInfo"][];
                         /** @description More follow; pass this name as `after=` for the next page. */
                         next?: string;
                     };
@@ -5243,7 +5248,10 @@ export interface operations {
                 /** @description Only keys that start with this (a plain string prefix of the full key). */
                 prefix?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The last event id the client got: the stream sends only what changed since, when the sidecar can serve that id; else the full current state first. */
+                "Last-Event-ID"?: string;
+            };
             path?: never;
             cookie?: never;
         };

@@ -71,12 +71,18 @@ compare-and-set: otherwise nothing is written and it exits 65. With --lease ID t
 key is ephemeral: deleted when the lease ends (it must be absent, or the lease's).`},
 	"kv delete": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvDelete,
 		about: "Deletes the key."},
-	"kv watch": {args: "KEY", min: 1, max: 1, run: (*cliCall).kvWatch, flags: jsonFlag,
+	"kv watch": {args: "KEY | --prefix P", min: 0, max: 1, run: (*cliCall).kvWatch, flags: kvWatchFlags, check: kvWatchCheck,
 		about: `Follows the key's event stream until interrupted: its value now, then every
 change, each written to stdout as the value's bytes followed by a newline (a key
 that is absent, or deleted, writes nothing). With --json each state is one line of
 JSON instead ({"key","version","value" or "valueBase64","contentType","deleted"}),
-which keeps values holding newlines apart and shows deletions.`},
+which keeps values holding newlines apart and shows deletions.
+With --prefix P instead of KEY: every key that starts with P as it is now, then
+every change under P (GET /v1/kv/events?prefix=), each as a line with the key, then
+the value's bytes and a newline (as kv get --prefix; a deletion writes nothing), or
+with --json one line of JSON per state, deletions included. Through a restart of
+the sidecar either form opens its stream again with the last event id (stderr says
+so) and writes a key's state only if it changed.`},
 	"counter get": {args: "NAME", min: 1, max: 1, run: (*cliCall).counterGet,
 		about: "Writes the counter's value (0 when never set), a signed 64-bit integer."},
 	"counter add": {args: "NAME [DELTA]", min: 1, max: 2, run: (*cliCall).counterAdd,
@@ -428,11 +434,15 @@ const kvWatchGiveUp = time.Minute
 // within kvWatchGiveUp, and as the first open would (1 for 404, 64 for 400,
 // else 69) when the sidecar answers a reopening with a problem.
 func (c *cliCall) kvWatch(args []string) int {
-	body, status, raw, err := c.openKeyStream(args[0], "")
+	key := ""
+	if len(args) > 0 {
+		key = args[0]
+	}
+	body, status, raw, err := c.openKeyStream(key, "")
 	if err != nil || status != http.StatusOK {
 		return c.failed(err, status, raw)
 	}
-	var w keyWatch
+	w := keyWatch{shown: map[string][]byte{}}
 	for {
 		broke, err := c.readKeyStream(body, &w)
 		if err != nil {
@@ -443,7 +453,7 @@ func (c *cliCall) kvWatch(args []string) int {
 		}
 		fmt.Fprintf(c.stderr, "coord-sidecar %s: the stream ended (%v); opening it again\n", c.name, broke)
 		var code int
-		if body, code = c.reopenKeyStream(args[0], &w); body == nil {
+		if body, code = c.reopenKeyStream(key, &w); body == nil {
 			return code
 		}
 	}
@@ -454,18 +464,15 @@ type keyWatch struct {
 	lastID  string // the last event id received: Last-Event-ID of the next stream
 	last    []byte // the data of the last state written
 	written bool   // a state was written
+	// shown is, with --prefix, the data of the last state written of each key.
+	shown map[string][]byte
 }
 
-// openKeyStream opens the key's event stream (with Last-Event-ID lastID,
-// unless empty): its body when the answer is 200, else the answer's status
-// and body, or the transport's error.
+// openKeyStream opens the key's event stream, or with --prefix the prefix
+// stream (with Last-Event-ID lastID, unless empty): its body when the answer
+// is 200, else the answer's status and body, or the transport's error.
 func (c *cliCall) openKeyStream(key, lastID string) (io.ReadCloser, int, []byte, error) {
-	resp, err := c.api.StreamKey(c.sig.ctx, key, func(_ context.Context, req *http.Request) error {
-		if lastID != "" {
-			req.Header.Set("Last-Event-ID", lastID)
-		}
-		return nil
-	})
+	resp, err := c.requestKeyStream(key, lastID)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -475,6 +482,20 @@ func (c *cliCall) openKeyStream(key, lastID string) (io.ReadCloser, int, []byte,
 		return nil, resp.StatusCode, b, nil
 	}
 	return resp.Body, http.StatusOK, nil, nil
+}
+
+// requestKeyStream sends the stream's request.
+func (c *cliCall) requestKeyStream(key, lastID string) (*http.Response, error) {
+	withID := func(_ context.Context, req *http.Request) error {
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		return nil
+	}
+	if c.v.prefixSet {
+		return c.api.StreamKeys(c.sig.ctx, &client.StreamKeysParams{Prefix: &c.v.prefix}, withID)
+	}
+	return c.api.StreamKey(c.sig.ctx, key, withID)
 }
 
 // reopenKeyStream opens the key's stream again after a break, with backoff,
@@ -519,6 +540,13 @@ func (c *cliCall) readKeyStream(body io.ReadCloser, w *keyWatch) (broke, err err
 		if ev.Name != "kv" {
 			continue
 		}
+		if c.v.prefixSet {
+			first = false
+			if err := c.writePrefixState(ev.Data, w); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		repeat := first && w.written && bytes.Equal(ev.Data, w.last)
 		first = false
 		if repeat {
@@ -529,6 +557,37 @@ func (c *cliCall) readKeyStream(body io.ReadCloser, w *keyWatch) (broke, err err
 		}
 		w.last, w.written = ev.Data, true
 	}
+}
+
+// writePrefixState writes one state of a key under a watched prefix, unless
+// it is the last one written of that key (a stream opened again after a
+// restart starts with every key's state): with --json its JSON line, else a
+// line with the key, then the value's bytes and a newline (nothing for a
+// deletion).
+func (c *cliCall) writePrefixState(data []byte, w *keyWatch) error {
+	var s client.KeyState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("event data: %w", err)
+	}
+	if last, ok := w.shown[s.Key]; ok && bytes.Equal(last, data) {
+		return nil
+	}
+	w.shown[s.Key] = data
+	if c.v.json {
+		c.jsonLine(data)
+		return nil
+	}
+	var value []byte
+	switch {
+	case s.Deleted != nil && *s.Deleted:
+		return nil
+	case s.Value != nil:
+		value = []byte(*s.Value)
+	case s.ValueBase64 != nil:
+		value = *s.ValueBase64
+	}
+	_, err := fmt.Fprintf(c.stdout, "%s\n%s\n", s.Key, value)
+	return err
 }
 
 // writeKeyState writes one state of a watched key: its JSON line with --json,

@@ -31,6 +31,25 @@ func kvGetFlags(fs *flag.FlagSet, v *cliValues) {
 	pageFlag(fs, v)
 }
 
+func kvWatchFlags(fs *flag.FlagSet, v *cliValues) {
+	fs.Func("prefix", "every key that starts with this (\"\": every key), instead of KEY", func(s string) error {
+		v.prefix, v.prefixSet = s, true
+		return nil
+	})
+	jsonFlag(fs, v)
+}
+
+// kvWatchCheck: kv watch takes KEY or --prefix, one of them.
+func kvWatchCheck(args []string, v *cliValues) string {
+	switch {
+	case v.prefixSet && len(args) > 0:
+		return "KEY or --prefix, not both"
+	case !v.prefixSet && len(args) == 0:
+		return "want KEY, or --prefix P"
+	}
+	return ""
+}
+
 // kvGetCheck: kv get takes KEY or --prefix, one of them.
 func kvGetCheck(args []string, v *cliValues) string {
 	switch {
@@ -102,7 +121,7 @@ func (c *cliCall) kvGetPrefix() int {
 		if code, ok := c.answered(err, http.StatusOK, func() (int, []byte) { return r.StatusCode(), r.Body }); !ok {
 			return code
 		}
-		for _, k := range r.JSON200.Keys {
+		for _, k := range r.JSON200.Kv {
 			if code := c.writeKeyValue(k.Key); code != 0 {
 				return code
 			}
