@@ -307,13 +307,19 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
+	middlewares := []oapi.MiddlewareFunc{s.checkJSONBody}
+	bindingError := func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeProblem(w, r, bindingProblem(err))
+	}
 	oapi.HandlerWithOptions(strict, oapi.ChiServerOptions{
-		BaseRouter:  routed,
-		Middlewares: []oapi.MiddlewareFunc{s.checkJSONBody},
-		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, bindingProblem(err))
-		},
+		BaseRouter:       routed,
+		Middlewares:      middlewares,
+		ErrorHandlerFunc: bindingError,
 	})
+	// The lock cycle's routes bind a plain request's parameters themselves,
+	// over the generated routes and in front of the same generated wrapper
+	// (hotparams.go).
+	s.hotRoutes(routed, strict, &oapi.ServerInterfaceWrapper{Handler: strict, HandlerMiddlewares: middlewares, ErrorHandlerFunc: bindingError})
 	return r
 }
 
