@@ -3,7 +3,7 @@
 # run with both servers' Go profiles on (BENCH_PPROF, BENCH_FLOOR_PPROF), a CPU
 # profile of each taken over the same window once ZooKeeper is warmed up, and
 # each profile's time divided by the lock cycles its server answered in that
-# window (the sidecar's coord_http_requests_total for DELETE /v1/locks/{name}
+# window (the sidecar's coord_http_requests_total for route "DELETE /v1/locks/{name}",
 # 204, the floor's "cycles" at /debug/vars). Prints, for each layer of the
 # request path, the µs of CPU per cycle in both servers (cumulative: a layer
 # includes what it calls) and the difference, then the functions whose own
@@ -45,7 +45,7 @@ measure() {
 
 	sidecar_cycles() {
 		curl -sf "http://127.0.0.1:$SC/metrics" |
-			awk 'index($0, "coord_http_requests_total{") == 1 && index($0, "method=\"DELETE\"") && index($0, "route=\"/v1/locks/{name}\"") && index($0, "code=\"204\"") {n += $NF} END {printf "%d\n", n}'
+			awk 'index($0, "coord_http_requests_total{") == 1 && index($0, "route=\"DELETE /v1/locks/{name}\"") && index($0, "code=\"204\"") {n += $NF} END {printf "%d\n", n}'
 	}
 	floor_cycles() { curl -sf "http://$FP/debug/vars" | sed -n 's/.*"cycles": *\([0-9]*\).*/\1/p'; }
 

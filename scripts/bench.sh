@@ -21,7 +21,9 @@
 # at /debug/vars; scripts/bench-profile.sh takes both in one run); BENCH_KEEP=1 keeps the folder with the servers' logs;
 # BENCH_AA=1 runs the "stated" process without --state-dir, so that its column
 # measures how far two identical sidecar processes differ in one run (the
-# comparison's own noise).
+# comparison's own noise); with BENCH_AA_SIDECAR=PATH too, that process runs
+# that build instead: two builds side by side in one run (-engines
+# sidecar,stated,floor), this tree's as "sidecar", PATH's as "stated".
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,7 +97,7 @@ STATED_FLAGS=(--state-dir "$DIR/state")
 # The same sidecar with a state directory (on the same disk as the servers'
 # data), every other flag as the first one's.
 freeport STATED_PORT
-"$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
+"${BENCH_AA_SIDECAR:-$SIDECAR}" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
 	--zk-root /coord-bench-stated "${STATED_FLAGS[@]}" >"$DIR/sidecar-stated.log" 2>&1 &
 STATED_PID=$!
 waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
