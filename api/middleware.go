@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
 // limitBody caps a request's body at --max-body. A body whose Content-Length
@@ -74,18 +75,38 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // (tokens.Principal.Share), a request answers 503 with Retry-After at once; the
 // token's slot is released with the global one.
 //
-// It serves the request with next, under its slot when it takes one.
+// It serves the request with next, under its slot when it takes one. The
+// slot's context also sets how long the request waits through a suspension of
+// the ZooKeeper session (zookeeper.WithSuspendWait): every request's context
+// allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
+// long-poll whose wait= is longer (up to --max-wait) may wait until its wait
+// ends, and a /v1 event stream waits for nothing (its state tells of the
+// suspension instead). Set here, with the slot, the request is copied once for
+// both, and wait= read once; nothing before the route waits on ZooKeeper.
 func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var sem chan struct{}
 	var res int
-	switch {
-	case strings.HasSuffix(r.URL.Path, "/events"):
+	ctx := r.Context()
+	v1 := strings.HasPrefix(r.URL.Path, "/v1/")
+	if strings.HasSuffix(r.URL.Path, "/events") {
 		sem, res = s.streams, tokens.Streams
-	case isLongPoll(r):
+		if v1 { // an event stream waits for nothing
+			ctx = zookeeper.WithSuspendWait(ctx, 0, time.Time{})
+		}
+	} else {
+		var d time.Duration
+		var err error
+		if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
+			d, err = time.ParseDuration(v)
+		}
+		if err != nil || d <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
 		sem, res = s.waiters, tokens.Waiters
-	default:
-		next.ServeHTTP(w, r)
-		return
+		if v1 && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
+			ctx = zookeeper.WithSuspendWait(ctx, s.opt.SuspendWait, time.Now().Add(d))
+		}
 	}
 	p := tokens.FromContext(r.Context())
 	own, capped := p.Share(res, cap(sem))
@@ -102,7 +123,7 @@ func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next h
 		s.writeProblem(w, r, pr)
 		return
 	}
-	c.Context, c.cancel = context.WithCancelCause(r.Context())
+	c.Context, c.cancel = context.WithCancelCause(ctx)
 	s.polls.add(c) // a hand-over ends streams and long-polls first
 	defer s.polls.remove(c)
 	next.ServeHTTP(w, r.WithContext(c))
@@ -273,15 +294,6 @@ func detachSlot(ctx context.Context) func() {
 	sl.detached = true
 	var once sync.Once
 	return func() { once.Do(sl.release) }
-}
-
-func isLongPoll(r *http.Request) bool {
-	v := queryValue(r.URL.RawQuery, "wait")
-	if v == "" {
-		return false
-	}
-	d, err := time.ParseDuration(v)
-	return err == nil && d > 0
 }
 
 // queryValue is url.ParseQuery(raw).Get(key) without parsing the whole query

@@ -353,26 +353,6 @@ func (s *Server) awaitRestored(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
-// suspendWait sets how long a request waits through a suspension of the
-// ZooKeeper session (zookeeper.WithSuspendWait): every request's context
-// allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
-// request whose wait= is longer may wait until its wait ends, and an event
-// stream waits for nothing (its state tells of the suspension instead).
-func (s *Server) suspendWait(r *http.Request) *http.Request {
-	if !strings.HasPrefix(r.URL.Path, "/v1/") {
-		return r
-	}
-	if strings.HasSuffix(r.URL.Path, "/events") {
-		return r.WithContext(zookeeper.WithSuspendWait(r.Context(), 0, time.Time{}))
-	}
-	if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
-			r = r.WithContext(zookeeper.WithSuspendWait(r.Context(), s.opt.SuspendWait, time.Now().Add(d)))
-		}
-	}
-	return r
-}
-
 // shutdownContext makes every request's context end when the server closes, so
 // long-polls answer and streams end; the cause is errShuttingDown. A request
 // served under BaseContext has that already.
