@@ -29,28 +29,35 @@ import (
 // chi has matched the route, so the route pattern names the operation).
 func (s *Server) checkJSONBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := chi.RouteContext(r.Context())
-		if rc == nil {
+		if s.jsonBodyOK(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		rule, ok := s.rules.Body(r.Method, rc.RoutePattern())
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			s.writeProblem(w, r, bodyError(err)) // *http.MaxBytesError: 413
-			return
-		}
-		if err := rule.Check(r.Header.Get("Content-Type"), body); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
 	})
+}
+
+// jsonBodyOK is checkJSONBody's check: it holds r's body to its operation's
+// rule (replacing r.Body with what it read) and reports whether the request
+// goes on (false: answered).
+func (s *Server) jsonBodyOK(w http.ResponseWriter, r *http.Request) bool {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return true
+	}
+	rule, ok := s.rules.Body(r.Method, rc.RoutePattern())
+	if !ok {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.writeProblem(w, r, bodyError(err)) // *http.MaxBytesError: 413
+		return false
+	}
+	if err := rule.Check(r.Header.Get("Content-Type"), body); err != nil {
+		s.writeProblem(w, r, err)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // InvalidBody is a 400 invalid-body problem: the request's body is not what

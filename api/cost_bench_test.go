@@ -130,6 +130,13 @@ func BenchmarkRouteCost(b *testing.B) {
 			c.do(b, http.MethodDelete, "/v1/locks/cost-implicit?lease="+field(b, w, "lease"), "", http.StatusNoContent)
 		}
 	})
+	b.Run("lock-cycle-wait", func(b *testing.B) { // as coord-bench's lock rows: a long-poll (wait=), its slot
+		b.ReportAllocs()
+		for b.Loop() {
+			w := c.do(b, http.MethodPost, "/v1/locks/cost-wait?wait=30s", "", http.StatusCreated)
+			c.do(b, http.MethodDelete, "/v1/locks/cost-wait?lease="+field(b, w, "lease"), "", http.StatusNoContent)
+		}
+	})
 	b.Run("lock-cycle-explicit-lease", func(b *testing.B) {
 		l := lease(b)
 		acquire, release := "/v1/locks/cost-explicit?lease="+l, "/v1/locks/cost-explicit?lease="+l

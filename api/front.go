@@ -29,14 +29,16 @@ import (
 //  5. awaitRestored: /v1 waits for a restart's resume;
 //  6. guardBrowser: the Host and Origin allow-lists, CORS;
 //  7. authenticate, then authorize (auth.go, the two middlewares as they are);
-//  8. limitBody, commitState, suspendWait;
+//  8. limitBody, commitState;
 //
 // then chi matches the route, and routed runs checkQuery (the query held to
 // the operation's parameters, and a body refused where the operation takes
-// none) and the slots of streams and long-polls (limitConcurrency) before the
-// generated code binds the parameters. A Content-Length above --max-body is
-// not answered by limitBody: its body fails when read, so that the route
-// names the limit that applies (--max-item for a queue item or a value).
+// none) and the slots of streams and long-polls (limitConcurrency, which also
+// sets how long they wait through a suspension of the ZooKeeper session)
+// before the generated code binds the parameters. A Content-Length above
+// --max-body is not answered by limitBody: its body fails when read, so that
+// the route names the limit that applies (--max-item for a queue item or a
+// value).
 
 // front is the shared path (steps 1 to 8) around next, the router.
 func (s *Server) front(next http.Handler) http.Handler {
@@ -48,7 +50,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		next.ServeHTTP(w, s.suspendWait(r))
+		next.ServeHTTP(w, r)
 	})))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/coord-sidecar/coord-sidecar/api/tokens"
+	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
 
 // limitBody caps a request's body at --max-body. A body whose Content-Length
@@ -74,23 +75,44 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // (tokens.Principal.Share), a request answers 503 with Retry-After at once; the
 // token's slot is released with the global one.
 //
-// It serves the request with next, under its slot when it takes one.
+// It serves the request with next, under its slot when it takes one. The
+// slot's context also sets how long the request waits through a suspension of
+// the ZooKeeper session (zookeeper.WithSuspendWait): every request's context
+// allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
+// long-poll whose wait= is longer (up to --max-wait) may wait until its wait
+// ends, and a /v1 event stream waits for nothing (its state tells of the
+// suspension instead). Set here, with the slot, the request is copied once for
+// both, and wait= read once; nothing before the route waits on ZooKeeper.
 func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var sem chan struct{}
 	var res int
-	switch {
-	case strings.HasSuffix(r.URL.Path, "/events"):
+	ctx := r.Context()
+	v1 := strings.HasPrefix(r.URL.Path, "/v1/")
+	if strings.HasSuffix(r.URL.Path, "/events") {
 		sem, res = s.streams, tokens.Streams
-	case isLongPoll(r):
+		if v1 { // an event stream waits for nothing
+			ctx = zookeeper.WithSuspendWait(ctx, 0, time.Time{})
+		}
+	} else {
+		var d time.Duration
+		var err error
+		if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
+			d, err = time.ParseDuration(v)
+		}
+		if err != nil || d <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
 		sem, res = s.waiters, tokens.Waiters
-	default:
-		next.ServeHTTP(w, r)
-		return
+		if v1 && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
+			ctx = zookeeper.WithSuspendWait(ctx, s.opt.SuspendWait, time.Now().Add(d))
+		}
 	}
 	p := tokens.FromContext(r.Context())
 	own, capped := p.Share(res, cap(sem))
-	release, ownFull := s.held.take(p.Name(), res, own, capped, sem)
-	if release == nil {
+	c := &pollCtx{}
+	ok, ownFull := s.held.take(p.Name(), res, own, capped, sem, &c.slot)
+	if !ok {
 		s.metrics.refused(res, ownFull)
 		detail := fmt.Sprintf("this sidecar already serves %d %s", cap(sem), shareNames[res])
 		if ownFull {
@@ -101,12 +123,84 @@ func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next h
 		s.writeProblem(w, r, pr)
 		return
 	}
-	sl := &slot{release: release}
-	ctx, done := s.untilDrained(r.Context()) // a hand-over ends streams and long-polls first
-	defer done()
-	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, slotKey{}, sl)))
-	if !sl.detached {
-		sl.release()
+	c.Context, c.cancel = context.WithCancelCause(ctx)
+	s.polls.add(c) // a hand-over ends streams and long-polls first
+	defer s.polls.remove(c)
+	next.ServeHTTP(w, r.WithContext(c))
+	if !c.slot.detached {
+		c.slot.release()
+	}
+}
+
+// pollCtx is the context of a stream or long-poll under its slot: the
+// request's, ended also when the server drains (with the drain's cause), and
+// carrying the slot (detachSlot). One allocation for what were a cancel
+// context's registration with the drain (context.AfterFunc), a value context
+// and their closures.
+type pollCtx struct {
+	context.Context // the request's, cancelable
+	cancel          context.CancelCauseFunc
+	slot            slot
+	prev, next      *pollCtx // in pollSet, while served
+}
+
+func (c *pollCtx) Value(key any) any {
+	if key == (slotKey{}) {
+		return &c.slot
+	}
+	return c.Context.Value(key)
+}
+
+// pollSet holds the streams and long-polls under way, so that a drain ends
+// them: one list under a mutex, no allocation per entry.
+type pollSet struct {
+	mu    sync.Mutex
+	head  *pollCtx
+	ended error // the drain's cause, once drained
+}
+
+// add puts c in the set, or ends it at once when the server has drained.
+func (ps *pollSet) add(c *pollCtx) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.ended != nil {
+		c.cancel(ps.ended)
+		return
+	}
+	c.next = ps.head
+	if ps.head != nil {
+		ps.head.prev = c
+	}
+	ps.head = c
+}
+
+// remove takes c out of the set and releases its context.
+func (ps *pollSet) remove(c *pollCtx) {
+	ps.mu.Lock()
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if ps.head == c {
+		ps.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	ps.mu.Unlock()
+	c.cancel(nil)
+}
+
+// end ends every stream and long-poll under way, and every one added after,
+// with cause (the first cause given stays).
+func (ps *pollSet) end(cause error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.ended != nil {
+		return
+	}
+	ps.ended = cause
+	for c := ps.head; c != nil; c = c.next {
+		c.cancel(cause)
 	}
 }
 
@@ -122,27 +216,29 @@ type tokenHolds struct {
 }
 
 // take takes a slot of sem (without waiting) and, when capped, one of the
-// token's own own slots of res, as one step. It returns how to give both back,
-// or nil and whether it was the token's own cap that was full.
-func (h *tokenHolds) take(token string, res, own int, capped bool, sem chan struct{}) (release func(), ownFull bool) {
+// token's own own slots of res, as one step, into sl (sl.release gives both
+// back). It reports whether it took them, or whether it was the token's own
+// cap that was full.
+func (h *tokenHolds) take(token string, res, own int, capped bool, sem chan struct{}, sl *slot) (ok, ownFull bool) {
 	if !capped {
 		select {
 		case sem <- struct{}{}:
-			return func() { <-sem }, false
+			sl.sem = sem
+			return true, false
 		default:
-			return nil, false
+			return false, false
 		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := h.held[token]
 	if n != nil && n[res] >= own {
-		return nil, true
+		return false, true
 	}
 	select {
 	case sem <- struct{}{}:
 	default:
-		return nil, false
+		return false, false
 	}
 	if n == nil {
 		if h.held == nil {
@@ -152,7 +248,8 @@ func (h *tokenHolds) take(token string, res, own int, capped bool, sem chan stru
 		h.held[token] = n
 	}
 	n[res]++
-	return func() { h.give(token, res); <-sem }, false
+	*sl = slot{sem: sem, holds: h, token: token, res: res}
+	return true, false
 }
 
 // give returns one of the token's slots of res.
@@ -165,11 +262,24 @@ func (h *tokenHolds) give(token string, res int) {
 	}
 }
 
-// slot is a request's place under a concurrency cap. A stream that outlives its
-// handler (a hijacked stream) detaches it and releases it when it ends.
+// slot is a request's place under a concurrency cap: sem's, and when its token
+// is capped (holds not nil) one of the token's own of res. A stream that
+// outlives its handler (a hijacked stream) detaches it and releases it when it
+// ends.
 type slot struct {
-	release  func()
+	sem      chan struct{}
+	holds    *tokenHolds
+	token    string
+	res      int
 	detached bool
+}
+
+// release gives the slot back.
+func (sl *slot) release() {
+	if sl.holds != nil {
+		sl.holds.give(sl.token, sl.res)
+	}
+	<-sl.sem
 }
 
 type slotKey struct{}
@@ -184,15 +294,6 @@ func detachSlot(ctx context.Context) func() {
 	sl.detached = true
 	var once sync.Once
 	return func() { once.Do(sl.release) }
-}
-
-func isLongPoll(r *http.Request) bool {
-	v := queryValue(r.URL.RawQuery, "wait")
-	if v == "" {
-		return false
-	}
-	d, err := time.ParseDuration(v)
-	return err == nil && d > 0
 }
 
 // queryValue is url.ParseQuery(raw).Get(key) without parsing the whole query

@@ -133,6 +133,7 @@ type Server struct {
 	// held counts each token's, against its share.
 	streams, waiters chan struct{}
 	held             tokenHolds
+	polls            pollSet // the streams and long-polls under way, ended by drain
 
 	// rules are what the spec declares of each operation's query and JSON body
 	// (unknown.go, bodies.go).
@@ -209,7 +210,12 @@ func NewServer(opt Options) *Server {
 	s := &Server{opt: opt, log: opt.Logger, metrics: newHTTPMetrics(opt.Registerer), stopped: stopped, base: base, stop: stop,
 		streams: make(chan struct{}, opt.MaxStreams), waiters: make(chan struct{}, opt.MaxWaiters),
 		following: map[string]func(){}, topics: map[string]func(string, string) func(){}, sectionTokens: map[string]string{}, nested: map[string]func(string, []string) int{}, rules: rules, ticketKey: newTicketKey(), hosts: newHostMatcher(opt.AllowedHosts)}
-	s.draining, s.drain = context.WithCancelCause(context.Background())
+	draining, drain := context.WithCancelCause(context.Background())
+	s.draining = draining
+	s.drain = func(cause error) {
+		drain(cause)
+		s.polls.end(context.Cause(draining)) // the first cause, as draining keeps it
+	}
 	s.lines = newRequestLines(opt.Logger.Handler())
 	s.broker = sse.NewBroker(sse.Options{Registerer: opt.Registerer, OnActive: s.topicActive})
 	s.reaper = sse.NewReaper(time.Second)
@@ -237,14 +243,6 @@ func (s *Server) HandOver() { s.closeFor(errHandingOver) }
 
 // HandingOver tells whether the server is draining for a hand-over (Drain).
 func (s *Server) HandingOver() bool { return errors.Is(context.Cause(s.draining), errHandingOver) }
-
-// untilDrained returns ctx, ended also when the server drains (the cause is
-// Drain's or Close's): the context of a stream or a long-poll.
-func (s *Server) untilDrained(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.draining, func() { cancel(context.Cause(s.draining)) })
-	return ctx, func() { stop(); cancel(nil) }
-}
 
 // RetryHint ends an event stream closed by a hand-over with a retry: field, so
 // that the client reconnects (to the successor) at once; otherwise it writes
@@ -307,13 +305,19 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		},
 		ResponseErrorHandlerFunc: s.writeProblem,
 	})
+	middlewares := []oapi.MiddlewareFunc{s.checkJSONBody}
+	bindingError := func(w http.ResponseWriter, r *http.Request, err error) {
+		s.writeProblem(w, r, bindingProblem(err))
+	}
 	oapi.HandlerWithOptions(strict, oapi.ChiServerOptions{
-		BaseRouter:  routed,
-		Middlewares: []oapi.MiddlewareFunc{s.checkJSONBody},
-		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeProblem(w, r, bindingProblem(err))
-		},
+		BaseRouter:       routed,
+		Middlewares:      middlewares,
+		ErrorHandlerFunc: bindingError,
 	})
+	// The lock cycle's routes bind a plain request's parameters themselves,
+	// over the generated routes and in front of the same generated wrapper
+	// (hotparams.go).
+	s.hotRoutes(routed, strict, &oapi.ServerInterfaceWrapper{Handler: strict, HandlerMiddlewares: middlewares, ErrorHandlerFunc: bindingError})
 	return r
 }
 
@@ -347,26 +351,6 @@ func (s *Server) awaitRestored(w http.ResponseWriter, r *http.Request) bool {
 			Title: http.StatusText(http.StatusServiceUnavailable), Detail: "resuming the predecessor's ZooKeeper session", RetryAfter: 1})
 		return false
 	}
-}
-
-// suspendWait sets how long a request waits through a suspension of the
-// ZooKeeper session (zookeeper.WithSuspendWait): every request's context
-// allows Options.SuspendWait already (BaseContext, shutdownContext); a /v1
-// request whose wait= is longer may wait until its wait ends, and an event
-// stream waits for nothing (its state tells of the suspension instead).
-func (s *Server) suspendWait(r *http.Request) *http.Request {
-	if !strings.HasPrefix(r.URL.Path, "/v1/") {
-		return r
-	}
-	if strings.HasSuffix(r.URL.Path, "/events") {
-		return r.WithContext(zookeeper.WithSuspendWait(r.Context(), 0, time.Time{}))
-	}
-	if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
-			r = r.WithContext(zookeeper.WithSuspendWait(r.Context(), s.opt.SuspendWait, time.Now().Add(d)))
-		}
-	}
-	return r
 }
 
 // shutdownContext makes every request's context end when the server closes, so

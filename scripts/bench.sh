@@ -17,12 +17,16 @@
 #
 # BENCH_SIDECAR=PATH runs that sidecar binary instead of building this tree's
 # (to compare two commits in one run's conditions); BENCH_PPROF=127.0.0.1:6060 serves the sidecar's Go profiles there meanwhile
-# (COORD_PPROF); BENCH_KEEP=1 keeps the folder with the servers' logs;
+# (COORD_PPROF), BENCH_FLOOR_PPROF=127.0.0.1:6061 the floor's (with its cycle count
+# at /debug/vars; scripts/bench-profile.sh takes both in one run); BENCH_KEEP=1 keeps the folder with the servers' logs;
 # BENCH_AA=1 runs the "stated" process without --state-dir, so that its column
 # measures how far two identical sidecar processes differ in one run (the
-# comparison's own noise); BENCH_STRESS=N runs `stress-ng --cpu N` beside the
-# whole run (a busy machine: issue 41's targets hold quiet and under
-# `--cpu 1`), installing Debian's stress-ng if missing.
+# comparison's own noise); with BENCH_AA_SIDECAR=PATH too, that process runs
+# that build instead: two builds side by side in one run (-engines
+# sidecar,stated,floor), this tree's as "sidecar", PATH's as "stated".
+# BENCH_STRESS=N runs `stress-ng --cpu N` beside the whole run (a busy
+# machine: issue 41's targets hold quiet and under `--cpu 1`), installing
+# Debian's stress-ng if missing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -99,7 +103,7 @@ STATED_FLAGS=(--state-dir "$DIR/state")
 # The same sidecar with a state directory (on the same disk as the servers'
 # data), every other flag as the first one's.
 freeport STATED_PORT
-"$SIDECAR" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
+"${BENCH_AA_SIDECAR:-$SIDECAR}" --zk "127.0.0.1:$ZK_PORT" --listen "127.0.0.1:$STATED_PORT" \
 	--zk-root /coord-bench-stated "${STATED_FLAGS[@]}" >"$DIR/sidecar-stated.log" 2>&1 &
 STATED_PID=$!
 waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
@@ -108,7 +112,7 @@ waitfor curl -sf "http://127.0.0.1:$STATED_PORT/readyz"
 # serves only the lock routes: any answer (404 here) tells that it listens,
 # which it does once its session is up.
 freeport FLOOR_PORT
-bin/coord-bench -serve-floor "127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" >"$DIR/floor.log" 2>&1 &
+COORD_PPROF="${BENCH_FLOOR_PPROF:-}" bin/coord-bench -serve-floor "127.0.0.1:$FLOOR_PORT" -zk "127.0.0.1:$ZK_PORT" >"$DIR/floor.log" 2>&1 &
 FLOOR_PID=$!
 waitfor curl -s -o /dev/null "http://127.0.0.1:$FLOOR_PORT/"
 

@@ -41,11 +41,13 @@ package main
 import (
 	"context"
 	"errors"
+	"expvar"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // COORD_PPROF: the floor's profiles, beside the sidecar's
 	"net/url"
 	"os"
 	"os/signal"
@@ -93,11 +95,28 @@ type floorWait struct {
 	local        bool
 }
 
+// floorCycles counts the floor's lock cycles (releases answered 204), served
+// as "cycles" at /debug/vars beside the profiles when COORD_PPROF is set, so
+// that a profile's CPU can be divided by the cycles it covers
+// (scripts/bench-profile.sh).
+var floorCycles = expvar.NewInt("cycles")
+
 // serveFloor runs the floor on addr over one session to servers until SIGINT
-// or SIGTERM.
+// or SIGTERM. With COORD_PPROF set (an address, e.g. 127.0.0.1:6061), as for
+// the sidecar, it also serves Go's profiles (/debug/pprof/...) and its cycle
+// count (/debug/vars) there, on a listener of its own.
 func serveFloor(ctx context.Context, addr, servers string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if pp := os.Getenv("COORD_PPROF"); pp != "" {
+		pln, err := net.Listen("tcp", pp)
+		if err != nil {
+			return fmt.Errorf("COORD_PPROF: %w", err)
+		}
+		psrv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = psrv.Serve(pln) }()
+		defer psrv.Close()
+	}
 	f, err := newFloor(servers, floorRoot)
 	if err != nil {
 		return err
@@ -212,6 +231,7 @@ func (f *floorServer) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+	floorCycles.Add(1)
 }
 
 // create makes the stamped contender node under parent (the parent made as a
