@@ -23,7 +23,7 @@ func TestExampleNodeCounterExact(t *testing.T) {
 	}
 	node.need(t)
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	run := func(code int, args ...string) *exampleRun {
 		t.Helper()
 		r := startExample(t, car, 30*time.Second, nil, node.argv("node/counter.mjs", append([]string{"signups"}, args...)...)...)

@@ -237,7 +237,7 @@ func exampleAtoi(t *testing.T, s string) int64 {
 // free once the command is done.
 func TestExampleLock(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
@@ -316,7 +316,7 @@ func TestREADMEQuotesLockShAsItIs(t *testing.T) {
 // lease stream closes) although its TTL is long. Another run stops at TIMEOUT.
 func TestExampleFollowElection(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
@@ -363,7 +363,7 @@ func TestExampleFollowElection(t *testing.T) {
 // that member's weight becomes 3; their membership ends with them.
 func TestExampleThroughputShare(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	for _, l := range exampleLangs {
 		t.Run(l.name, func(t *testing.T) {
 			l.need(t)
@@ -460,7 +460,7 @@ func TestDockerCompose(t *testing.T) {
 // examples are built on the generated client and tested with it.)
 func TestExampleAddressForms(t *testing.T) {
 	zkc := zktest.Shared(t)
-	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t))
+	car := sidecartest.Start(t, zkc.Servers(), zktest.Root(t), steadySession...)
 	httpsURL, caFile, socketPath := addrProxies(t, car)
 	forms := []string{car.M.Addr(), car.Base, car.Base + "/", httpsURL, "unix:" + socketPath, "unix://" + socketPath}
 	for _, l := range exampleLangs {

@@ -91,8 +91,10 @@ func checkNoOverlap(t *testing.T, ss []span) {
 	}
 }
 
-// steadySession is the --session-timeout of the sidecars of the wrapper tests
-// that never cut one from ZooKeeper. A wrapper trusts a keepalive's answer
+// steadySession is the --session-timeout of the sidecars of the wrapper and
+// example tests that never cut one from ZooKeeper. A session of the tests'
+// usual 2 s can expire on a machine at a load of 15, ending every lease (the
+// examples then say so and stop, as they must). A wrapper trusts a keepalive's answer
 // for half the session timeout at most; the tests' usual 2 s leaves one
 // second, which a keepalive answered late on a busy machine outlasts, and the
 // wrapper then stops its command as it must when it cannot tell (the lease
