@@ -88,21 +88,10 @@ func BenchmarkServicePick1000(b *testing.B) {
 func registerInstances(b *testing.B, car *sidecartest.Sidecar, service, lease string, n int) time.Duration {
 	b.Helper()
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := w; i < n; i += 16 {
-				if err := register(car, service, fmt.Sprintf("i-%05d", i), lease, i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := sidecartest.InParallel(0, n, 16, func(i int) error {
+		return register(car, service, fmt.Sprintf("i-%05d", i), lease, i)
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)

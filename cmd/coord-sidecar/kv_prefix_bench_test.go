@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -215,21 +214,10 @@ func prefixMake(b *testing.B, car *sidecartest.Sidecar, key func(int) string) ti
 	if err := prefixPut(car, key(0), "v0"); err != nil {
 		b.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := 1 + w; i < prefixKeys; i += 16 {
-				if err := prefixPut(car, key(i), fmt.Sprintf("v%d", i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := sidecartest.InParallel(1, prefixKeys, 16, func(i int) error {
+		return prefixPut(car, key(i), fmt.Sprintf("v%d", i))
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)

@@ -577,14 +577,9 @@ func (c *cliCall) writePrefixState(data []byte, w *keyWatch) error {
 		c.jsonLine(data)
 		return nil
 	}
-	var value []byte
-	switch {
-	case s.Deleted != nil && *s.Deleted:
+	value, ok := stateValue(&s)
+	if !ok {
 		return nil
-	case s.Value != nil:
-		value = []byte(*s.Value)
-	case s.ValueBase64 != nil:
-		value = *s.ValueBase64
 	}
 	_, err := fmt.Fprintf(c.stdout, "%s\n%s\n", s.Key, value)
 	return err
@@ -601,17 +596,26 @@ func (c *cliCall) writeKeyState(data []byte) error {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("event data: %w", err)
 	}
-	var value []byte
-	switch {
-	case s.Deleted != nil && *s.Deleted:
+	value, ok := stateValue(&s)
+	if !ok {
 		return nil
-	case s.Value != nil:
-		value = []byte(*s.Value)
-	case s.ValueBase64 != nil:
-		value = *s.ValueBase64
 	}
 	_, err := c.stdout.Write(append(value, '\n'))
 	return err
+}
+
+// stateValue is a key state's value as bytes, and false for a deletion (which
+// prints nothing).
+func stateValue(s *client.KeyState) ([]byte, bool) {
+	switch {
+	case s.Deleted != nil && *s.Deleted:
+		return nil, false
+	case s.Value != nil:
+		return []byte(*s.Value), true
+	case s.ValueBase64 != nil:
+		return *s.ValueBase64, true
+	}
+	return nil, true
 }
 
 func (c *cliCall) counterGet(args []string) int {

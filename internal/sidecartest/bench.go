@@ -158,3 +158,23 @@ func ProcCPU(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
 }
+
+// InParallel calls f(i) for every i in [from, to), in workers goroutines at
+// once, and answers the first error (a worker stops at its first).
+func InParallel(from, to, workers int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := from + w; i < to; i += workers {
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
