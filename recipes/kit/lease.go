@@ -376,6 +376,14 @@ func (l *Lease) end(reason error) {
 	}
 	holds := l.holds
 	l.holds = holdSet{}
+	// The acquisitions under way notice Ending and clean up themselves:
+	// releaseAll waits for them.
+	var settling []chan struct{}
+	for _, h := range holds.all() {
+		if h.pending {
+			settling = append(settling, h.settledChan())
+		}
+	}
 	if l.ending != nil {
 		close(l.ending)
 	} else {
@@ -395,7 +403,7 @@ func (l *Lease) end(reason error) {
 	m.metrics.endedBy(reason).Inc()
 	m.changed(l.ID)
 	if holds.len() > 0 { // (an implicit lease whose hold was released holds nothing)
-		l.releaseAll(&holds)
+		l.releaseAll(&holds, settling)
 	}
 	l.mu.Lock()
 	if l.done != nil {
@@ -415,18 +423,17 @@ func (l *Lease) doneLocked() chan struct{} {
 }
 
 // releaseAll releases the holds an ending lease had, and waits for the
-// acquisitions under way to settle.
-func (l *Lease) releaseAll(holds *holdSet) {
+// acquisitions under way to settle (settling: their settled channels, taken
+// under l.mu as the lease began to end).
+func (l *Lease) releaseAll(holds *holdSet, settling []chan struct{}) {
 	m := l.mgr
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
-	var settling []chan struct{}
 	for _, h := range holds.all() {
 		if h.pending {
-			// An acquisition under way notices Ending and cleans up itself: wait
-			// for it (within an operation's timeout), so that once the lease has
-			// ended its waiters' nodes are gone too.
-			settling = append(settling, h.settled)
+			// An acquisition under way notices Ending and cleans up itself: it
+			// is waited for below (within an operation's timeout), so that once
+			// the lease has ended its waiters' nodes are gone too.
 			continue
 		}
 		l.unwatchNodes(h.v)
