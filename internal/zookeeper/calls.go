@@ -367,8 +367,15 @@ func FailedOp(res []OpResult, err error) int {
 // transaction answers every op (the failing one with its error) and the error
 // of the failing op; see SharedMulti for transactions shared between callers.
 func (ep *Epoch) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	reqs := make([]any, len(ops))
 	acl := ep.s.acl()
+	if len(ops) == 1 {
+		// The usual shared transaction (one caller's op): the request is the
+		// call's own, no slice made for it.
+		req := ops[0].request(acl)
+		res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(req) })
+		return results(res), err
+	}
+	reqs := make([]any, len(ops))
 	for i, o := range ops {
 		reqs[i] = o.request(acl)
 	}
