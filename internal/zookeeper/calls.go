@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -346,11 +347,25 @@ func (o CheckOp) size() int  { return len(o.Path) + 32 }
 // OpResult is the answer to one Op of a transaction: the created path of a
 // CreateOp, the new stat of a SetOp, and the op's error when the transaction
 // was refused (ErrNoNode, ErrBadVersion, ...; nil for the ops that were fine).
+//
+// It has the layout of go-zookeeper's MultiResponse (Stat, String, Error; see
+// the assertions below and TestOpResultLayout), so that a transaction's
+// answers are read as OpResults in place, not copied into a slice of their own.
 type OpResult struct {
-	Path string
 	Stat *Stat
+	Path string
 	Err  error
 }
+
+// OpResult's layout is MultiResponse's: a difference does not compile.
+var (
+	_ = [1]struct{}{}[unsafe.Sizeof(OpResult{})-unsafe.Sizeof(zk.MultiResponse{})]
+	_ = [1]struct{}{}[unsafe.Sizeof(zk.MultiResponse{})-unsafe.Sizeof(OpResult{})]
+	_ = [1]struct{}{}[unsafe.Offsetof(OpResult{}.Path)-unsafe.Offsetof(zk.MultiResponse{}.String)]
+	_ = [1]struct{}{}[unsafe.Offsetof(zk.MultiResponse{}.String)-unsafe.Offsetof(OpResult{}.Path)]
+	_ = [1]struct{}{}[unsafe.Offsetof(OpResult{}.Err)-unsafe.Offsetof(zk.MultiResponse{}.Error)]
+	_ = [1]struct{}{}[unsafe.Offsetof(zk.MultiResponse{}.Error)-unsafe.Offsetof(OpResult{}.Err)]
+)
 
 // FailedOp returns the index of the op of a refused transaction whose error is
 // err (errors.Is), or -1.
@@ -367,8 +382,15 @@ func FailedOp(res []OpResult, err error) int {
 // transaction answers every op (the failing one with its error) and the error
 // of the failing op; see SharedMulti for transactions shared between callers.
 func (ep *Epoch) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	reqs := make([]any, len(ops))
 	acl := ep.s.acl()
+	if len(ops) == 1 {
+		// The usual shared transaction (one caller's op): the request is the
+		// call's own, no slice made for it.
+		req := ops[0].request(acl)
+		res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(req) })
+		return results(res), err
+	}
+	reqs := make([]any, len(ops))
 	for i, o := range ops {
 		reqs[i] = o.request(acl)
 	}
@@ -380,11 +402,9 @@ func results(res []zk.MultiResponse) []OpResult {
 	if res == nil {
 		return nil
 	}
-	out := make([]OpResult, len(res))
-	for i, r := range res {
-		out[i] = OpResult{Path: r.String, Stat: r.Stat, Err: r.Error}
-	}
-	return out
+	// The same memory read as OpResults (same layout, field types checked by
+	// TestOpResultLayout); go-zookeeper made res for this call alone.
+	return unsafe.Slice((*OpResult)(unsafe.Pointer(unsafe.SliceData(res))), len(res))
 }
 
 // Waiting for the connection: a call made while its epoch is suspended waits

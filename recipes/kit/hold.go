@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/coord-sidecar/coord-sidecar/internal/zookeeper"
 )
@@ -31,19 +30,38 @@ type held struct {
 	v       Holding
 	pending bool
 	// settled closes once a pending acquisition has granted or unwound (its
-	// nodes are gone or the lease's); settle closes it, once.
-	settled     chan struct{}
-	settledOnce sync.Once
+	// nodes are gone or the lease's). Both fields are under the lease's mu:
+	// the channel is made only for an ending lease that waits on the
+	// acquisition (settledChan), so an acquisition nobody waits on makes none.
+	settled   chan struct{}
+	isSettled bool
 }
 
 // newPending is the reservation of an acquisition under way.
-func newPending() *held { return &held{pending: true, settled: make(chan struct{})} }
+func newPending() *held { return &held{pending: true} }
 
-// settle closes settled, once: a sync.Once in the reservation, not a
-// sync.OnceFunc's closures made for each acquisition.
-func (h *held) settle() { h.settledOnce.Do(h.closeSettled) }
+// settle marks the acquisition settled, closing settled if anybody waits on
+// it; under the lease's mu.
+func (h *held) settle() {
+	if h.isSettled {
+		return
+	}
+	h.isSettled = true
+	if h.settled != nil {
+		close(h.settled)
+	}
+}
 
-func (h *held) closeSettled() { close(h.settled) }
+// settledChan is closed once the acquisition has settled; under the lease's mu.
+func (h *held) settledChan() chan struct{} {
+	if h.isSettled {
+		return closedChan
+	}
+	if h.settled == nil {
+		h.settled = make(chan struct{})
+	}
+	return h.settled
+}
 
 // Acquire is the hold protocol every recipe shares:
 //
@@ -181,8 +199,8 @@ func (l *Lease) unreserve(h Hold, pending *held) {
 	if e, ok := l.holds.get(h); ok && e == pending {
 		l.holds.del(h)
 	}
-	l.mu.Unlock()
 	pending.settle()
+	l.mu.Unlock()
 	l.EndImplicit()
 }
 

@@ -81,9 +81,21 @@ type Lease struct {
 	holds     holdSet
 	lost      lostHolds
 	err       error
-	ending    chan struct{}
-	done      chan struct{}
+	// ending and done are made when first asked for (Ending, Done, a second
+	// end waiting for the first), else nil; once the lease ends, or has
+	// ended and released what it held, a nil one becomes closedChan: a lease
+	// acquired and released without anybody waiting on it makes neither.
+	ending chan struct{}
+	done   chan struct{}
 }
+
+// closedChan is the ending or done channel of a lease that had none when it
+// ended.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // NewLeases makes the lease registry of a session.
 func NewLeases(s *zookeeper.Session, reg prometheus.Registerer) *Leases {
@@ -118,8 +130,6 @@ func (m *Leases) GrantTo(ctx context.Context, owner string, ttl time.Duration, i
 		ID: NewID(), TTL: ttl, Implicit: implicit, Owner: owner,
 		mgr: m, ep: ep,
 		expiresAt: time.Now().Add(ttl),
-		ending:    make(chan struct{}),
-		done:      make(chan struct{}),
 	}
 	deferTimer := implicit && ttl > 2*timerQuantum
 	if err := m.register(l, deferTimer); err != nil {
@@ -355,8 +365,9 @@ func (l *Lease) onTimer() {
 func (l *Lease) end(reason error) {
 	l.mu.Lock()
 	if l.err != nil {
+		done := l.doneLocked()
 		l.mu.Unlock()
-		<-l.done
+		<-done
 		return
 	}
 	l.err = reason
@@ -365,7 +376,19 @@ func (l *Lease) end(reason error) {
 	}
 	holds := l.holds
 	l.holds = holdSet{}
-	close(l.ending)
+	// The acquisitions under way notice Ending and clean up themselves:
+	// releaseAll waits for them.
+	var settling []chan struct{}
+	for _, h := range holds.all() {
+		if h.pending {
+			settling = append(settling, h.settledChan())
+		}
+	}
+	if l.ending != nil {
+		close(l.ending)
+	} else {
+		l.ending = closedChan
+	}
 	l.mu.Unlock()
 
 	m := l.mgr
@@ -380,24 +403,37 @@ func (l *Lease) end(reason error) {
 	m.metrics.endedBy(reason).Inc()
 	m.changed(l.ID)
 	if holds.len() > 0 { // (an implicit lease whose hold was released holds nothing)
-		l.releaseAll(&holds)
+		l.releaseAll(&holds, settling)
 	}
-	close(l.done)
+	l.mu.Lock()
+	if l.done != nil {
+		close(l.done)
+	} else {
+		l.done = closedChan
+	}
+	l.mu.Unlock()
+}
+
+// doneLocked is Done under l.mu.
+func (l *Lease) doneLocked() chan struct{} {
+	if l.done == nil {
+		l.done = make(chan struct{})
+	}
+	return l.done
 }
 
 // releaseAll releases the holds an ending lease had, and waits for the
-// acquisitions under way to settle.
-func (l *Lease) releaseAll(holds *holdSet) {
+// acquisitions under way to settle (settling: their settled channels, taken
+// under l.mu as the lease began to end).
+func (l *Lease) releaseAll(holds *holdSet, settling []chan struct{}) {
 	m := l.mgr
 	// After a lost session the releases find nothing to delete and return at once.
 	var wg sync.WaitGroup
-	var settling []chan struct{}
 	for _, h := range holds.all() {
 		if h.pending {
-			// An acquisition under way notices Ending and cleans up itself: wait
-			// for it (within an operation's timeout), so that once the lease has
-			// ended its waiters' nodes are gone too.
-			settling = append(settling, h.settled)
+			// An acquisition under way notices Ending and cleans up itself: it
+			// is waited for below (within an operation's timeout), so that once
+			// the lease has ended its waiters' nodes are gone too.
 			continue
 		}
 		l.unwatchNodes(h.v)
@@ -437,10 +473,21 @@ func EndReason(err error) string {
 }
 
 // Ending is closed as soon as the lease starts to end.
-func (l *Lease) Ending() <-chan struct{} { return l.ending }
+func (l *Lease) Ending() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ending == nil {
+		l.ending = make(chan struct{})
+	}
+	return l.ending
+}
 
 // Done is closed once the lease has ended and what it held is released.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.doneLocked()
+}
 
 // Err is nil while the lease lives, then why it ended: ErrLeaseRevoked,
 // ErrLeaseExpired or ErrSessionLost.

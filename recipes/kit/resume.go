@@ -429,8 +429,6 @@ func (m *Leases) restoreLease(ep *zookeeper.Epoch, s SavedLease) (*Lease, error)
 		ID: s.ID, TTL: s.TTL, Implicit: s.Implicit, Owner: s.Owner,
 		mgr: m, ep: ep,
 		expiresAt: s.ExpiresAt,
-		ending:    make(chan struct{}),
-		done:      make(chan struct{}),
 	}
 	if err := m.register(l, false); err != nil {
 		if errors.Is(err, errLeaseLive) {

@@ -148,7 +148,15 @@ func (l *Locks) acquire(ctx context.Context, ep *zookeeper.Epoch, lease *kit.Lea
 		return nil, err
 	}
 	l.handoffs.Enter(c.Path)
-	place, err := line.AwaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
+	var place line.Place
+	if c.Alone && c.Czxid != 0 && ep.Connected() {
+		// The head at once, as AwaitHead would answer it first, without its
+		// line (only a refusal reads it) or the lease's ending channel (made
+		// only when somebody waits on it).
+		place = line.Place{Head: true, Czxid: c.Czxid}
+	} else {
+		place, err = line.AwaitHead(ctx, ep, c, wait, lease.Ending(), &l.handoffs)
+	}
 	switch {
 	case err != nil:
 		err = fmt.Errorf("lock %q: %w", name, err)
