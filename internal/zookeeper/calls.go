@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -347,25 +346,11 @@ func (o CheckOp) size() int  { return len(o.Path) + 32 }
 // OpResult is the answer to one Op of a transaction: the created path of a
 // CreateOp, the new stat of a SetOp, and the op's error when the transaction
 // was refused (ErrNoNode, ErrBadVersion, ...; nil for the ops that were fine).
-//
-// It has the layout of go-zookeeper's MultiResponse (Stat, String, Error; see
-// the assertions below and TestOpResultLayout), so that a transaction's
-// answers are read as OpResults in place, not copied into a slice of their own.
 type OpResult struct {
-	Stat *Stat
 	Path string
+	Stat *Stat
 	Err  error
 }
-
-// OpResult's layout is MultiResponse's: a difference does not compile.
-var (
-	_ = [1]struct{}{}[unsafe.Sizeof(OpResult{})-unsafe.Sizeof(zk.MultiResponse{})]
-	_ = [1]struct{}{}[unsafe.Sizeof(zk.MultiResponse{})-unsafe.Sizeof(OpResult{})]
-	_ = [1]struct{}{}[unsafe.Offsetof(OpResult{}.Path)-unsafe.Offsetof(zk.MultiResponse{}.String)]
-	_ = [1]struct{}{}[unsafe.Offsetof(zk.MultiResponse{}.String)-unsafe.Offsetof(OpResult{}.Path)]
-	_ = [1]struct{}{}[unsafe.Offsetof(OpResult{}.Err)-unsafe.Offsetof(zk.MultiResponse{}.Error)]
-	_ = [1]struct{}{}[unsafe.Offsetof(zk.MultiResponse{}.Error)-unsafe.Offsetof(OpResult{}.Err)]
-)
 
 // FailedOp returns the index of the op of a refused transaction whose error is
 // err (errors.Is), or -1.
@@ -402,9 +387,11 @@ func results(res []zk.MultiResponse) []OpResult {
 	if res == nil {
 		return nil
 	}
-	// The same memory read as OpResults (same layout, field types checked by
-	// TestOpResultLayout); go-zookeeper made res for this call alone.
-	return unsafe.Slice((*OpResult)(unsafe.Pointer(unsafe.SliceData(res))), len(res))
+	out := make([]OpResult, len(res))
+	for i, r := range res {
+		out[i] = OpResult{Path: r.String, Stat: r.Stat, Err: r.Error}
+	}
+	return out
 }
 
 // Waiting for the connection: a call made while its epoch is suspended waits
