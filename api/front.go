@@ -103,9 +103,12 @@ func (s *Server) routed(next http.Handler) http.Handler {
 // before routing (a 401, a 403); the method is a standard one or "other"
 // (methodLabel). So the series are bounded by the routes, methods and codes.
 func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time) {
-	route := "unmatched"
-	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-		route = rc.RoutePattern()
+	route := rec.route
+	if route == "" {
+		route = "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
 	}
 	code := rec.status
 	if code == 0 {

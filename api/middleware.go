@@ -367,6 +367,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status  int
 	problem string // the short name of the problem answered, if any
+	route   string // the route's pattern when served before the router (hotFirst), else ""
 }
 
 // recorderOf finds the request's statusRecorder under w's wrappers, or nil.
