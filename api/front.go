@@ -114,14 +114,20 @@ func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time)
 	if code == 0 {
 		code = http.StatusOK
 	}
-	elapsed := time.Since(start)
-	obs := s.metrics.observers(r.Method, route, code)
-	obs.requests.Inc()
-	obs.duration.Observe(elapsed.Seconds())
+	end := time.Now()
+	elapsed := end.Sub(start)
+	if rs := rec.obs; rs != nil {
+		rs.requests(code).Inc()
+		rs.duration().Observe(elapsed.Seconds())
+	} else {
+		obs := s.metrics.observers(r.Method, route, code)
+		obs.requests.Inc()
+		obs.duration.Observe(elapsed.Seconds())
+	}
 	// The handler itself, not the Logger: the Logger would look up its
 	// caller's program counter for every line, which no handler here uses.
 	if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-		line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 		line.AddAttrs(slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
 			slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))

@@ -61,9 +61,13 @@ func (s *Server) hotFirst(mux http.Handler, strict oapi.ServerInterface) http.Ha
 			strict.ReleaseLock(w, r, name, oapi.ReleaseLockParams{Lease: vals[0]})
 		}
 	})
+	acquire, release := s.metrics.routeSeries(http.MethodPost, lockRoute), s.metrics.routeSeries(http.MethodDelete, lockRoute)
 	hot := s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rec := recorderOf(w); rec != nil {
-			rec.route = lockRoute
+			rec.route, rec.obs = lockRoute, acquire
+			if r.Method == http.MethodDelete {
+				rec.obs = release
+			}
 		}
 		body := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 		if (r.URL.RawQuery == "" && !body) || s.checkQueryOf(w, r, lockRoute, body) {
