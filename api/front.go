@@ -42,7 +42,7 @@ import (
 
 // front is the shared path (steps 1 to 8) around next, the router.
 func (s *Server) front(next http.Handler) http.Handler {
-	inner := s.authenticate(s.authorize(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.limitBody(w, r) {
 			return
 		}
@@ -51,7 +51,8 @@ func (s *Server) front(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
-	})))
+	})
+	inner := s.authenticate(s.authorize(served), served)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
 		s.nestName(r)
