@@ -30,11 +30,16 @@ func principalOf(ctx context.Context) struct{ name string } {
 // bearer token (or, on GET /v1/events only, the status page's ticket cookie), and
 // is refused with 401 before anything else happens. The lookup is by the token's
 // SHA-256, so its time does not depend on how much of a token matches.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+//
+// A request it gives a principal goes to next (authorize, then the rest); one
+// it leaves anonymous (no tokens configured, or a path outside /v1) goes to
+// open, the rest without authorize, which lets every such request through:
+// no context lookup of a principal that is not there (issue 41).
+func (s *Server) authenticate(next, open http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		set := s.opt.Tokens.Active()
 		if set == nil || !(strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1") {
-			next.ServeHTTP(w, r)
+			open.ServeHTTP(w, r)
 			return
 		}
 		p := set.ByBearer(r)

@@ -43,7 +43,13 @@ func (s *Server) jsonBodyOK(w http.ResponseWriter, r *http.Request) bool {
 	if rc == nil {
 		return true
 	}
-	rule, ok := s.rules.Body(r.Method, rc.RoutePattern())
+	return s.jsonBodyOKOf(w, r, rc.RoutePattern())
+}
+
+// jsonBodyOKOf is jsonBodyOK for a request of route (a pattern of the
+// router's table).
+func (s *Server) jsonBodyOKOf(w http.ResponseWriter, r *http.Request, route string) bool {
+	rule, ok := s.rules.Body(r.Method, route)
 	if !ok {
 		return true
 	}

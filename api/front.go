@@ -42,7 +42,7 @@ import (
 
 // front is the shared path (steps 1 to 8) around next, the router.
 func (s *Server) front(next http.Handler) http.Handler {
-	inner := s.authenticate(s.authorize(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.limitBody(w, r) {
 			return
 		}
@@ -51,7 +51,8 @@ func (s *Server) front(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
-	})))
+	})
+	inner := s.authenticate(s.authorize(served), served)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
 		s.nestName(r)
@@ -103,22 +104,31 @@ func (s *Server) routed(next http.Handler) http.Handler {
 // before routing (a 401, a 403); the method is a standard one or "other"
 // (methodLabel). So the series are bounded by the routes, methods and codes.
 func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time) {
-	route := "unmatched"
-	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-		route = rc.RoutePattern()
+	route := rec.route
+	if route == "" {
+		route = "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
 	}
 	code := rec.status
 	if code == 0 {
 		code = http.StatusOK
 	}
-	elapsed := time.Since(start)
-	obs := s.metrics.observers(r.Method, route, code)
-	obs.requests.Inc()
-	obs.duration.Observe(elapsed.Seconds())
+	end := time.Now()
+	elapsed := end.Sub(start)
+	if rs := rec.obs; rs != nil {
+		rs.requests(code).Inc()
+		rs.duration().Observe(elapsed.Seconds())
+	} else {
+		obs := s.metrics.observers(r.Method, route, code)
+		obs.requests.Inc()
+		obs.duration.Observe(elapsed.Seconds())
+	}
 	// The handler itself, not the Logger: the Logger would look up its
 	// caller's program counter for every line, which no handler here uses.
 	if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-		line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 		line.AddAttrs(slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
 			slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))

@@ -4,70 +4,109 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
 )
 
-// The lock cycle's two operations (POST and DELETE /v1/locks/{name}) bind
-// their parameters here, in front of the generated wrapper (issue 41): the
-// generated one parses the whole query string once per parameter
-// (r.URL.Query(), a map and its slices, four times for an acquire) and binds
-// each value through reflection, and wraps the operation in a closure and its
-// per-route middleware for every request. Here a plain request (its name
-// unescaped by the router, its query string pairs of keys and values with
-// nothing to unescape, no parameter given twice) is bound in one pass over
-// the query string and handed to the same strict handler, after the same body
-// check (checkJSONBody's, jsonBodyOK); any other request (an escaped name or
-// value, a repeated or missing required parameter, a ';') goes to the
-// generated wrapper, which answers it as it always has. What a plain request
-// binds is what the generated code binds for it: the values as they are
-// (strings, none of them unescaped), an absent optional parameter nil.
+// The lock cycle's two operations (POST and DELETE /v1/locks/{name}) are
+// served before the router (issue 41): a plain request (below) is recognised
+// by a test of its method, path and query, and goes through the same steps as
+// every request (front), then the steps of its route (routed's checkQuery and
+// limitConcurrency, for the route's pattern), then binds its parameters in one
+// pass over the query string and goes to the same strict handler, after the
+// same body check (checkJSONBody's, jsonBodyOKOf). What it skips is what does
+// nothing for it: chi's routing context and its copy of the request, the
+// route tree's walk, headAsGet (neither method is HEAD), the per-route
+// middleware chain, and the generated wrapper, which parses the whole query
+// string once per parameter (r.URL.Query(), a map and its slices, four times
+// for an acquire) and binds each value through reflection.
 //
-// The server stays generated from openapi.yaml: these two routes are
-// registered again over the generated ones, and call the generated wrapper for
-// anything but the plain case.
+// A plain request: the method POST or DELETE; the path /v1/locks/<name> with
+// a non-empty name free of '/', nothing in it escaped (RawPath empty: the
+// router would match the unescaped path, and the generated binding take the
+// name as it is); its query string pairs of keys and values with nothing to
+// unescape or refuse ('%', '+', ';'), no parameter given twice, and a
+// release's lease given. Any other request goes to the router, and on these
+// routes to the generated wrapper, which answers it as it always has. What a
+// plain request binds is what the generated code binds for it: the values as
+// they are (strings, none of them unescaped), an absent optional parameter
+// nil. Its metrics and request line name the route's pattern, as the router's
+// would; a request refused before the route (401, 403) stays "unmatched".
+//
+// The server stays generated from openapi.yaml: the routes are the generated
+// ones, and the generated wrapper serves all but the plain case.
 
-// hotRoutes registers the lock cycle's routes on r over the generated ones;
-// gen is the generated wrapper (with the same handler, middlewares and error
-// handler as the generated routes) for what they do not bind themselves.
-// middlewares must be the generated routes' (Handler's: checkJSONBody alone),
-// which jsonBodyOK stands for.
-func (s *Server) hotRoutes(r chi.Router, strict oapi.ServerInterface, gen *oapi.ServerInterfaceWrapper) {
-	r.Post("/v1/locks/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name, ok := plainName(r)
-		var q acquireQuery
-		if !ok || !plainQuery(r.URL.RawQuery, acquireKeys[:], q.vals[:], &q.set) {
-			gen.AcquireLock(w, r)
+// lockRoute is the lock cycle's route pattern, as the router's table names it.
+const lockRoute = "/v1/locks/{name}"
+
+// hotFirst serves the lock cycle's plain requests with front and the strict
+// handler, and every other request with mux (the router, behind front).
+func (s *Server) hotFirst(mux http.Handler, strict oapi.ServerInterface) http.Handler {
+	if s.nested["locks"] != nil { // a lock's name may hold '/': the router's nestName applies
+		return mux
+	}
+	bound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path[len(lockPrefix):]
+		if r.Method == http.MethodPost {
+			var q acquireQuery
+			plainQuery(r.URL.RawQuery, acquireKeys[:], q.vals[:], &q.set)
+			if s.jsonBodyOKOf(w, r, lockRoute) {
+				strict.AcquireLock(w, r, name, q.params())
+			}
 			return
 		}
-		if s.jsonBodyOK(w, r) {
-			strict.AcquireLock(w, r, name, q.params())
-		}
-	})
-	r.Delete("/v1/locks/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name, ok := plainName(r)
 		var vals [1]string
 		var set uint8
-		if !ok || !plainQuery(r.URL.RawQuery, releaseKeys[:], vals[:], &set) || set != 1 {
-			gen.ReleaseLock(w, r)
-			return
-		}
-		if s.jsonBodyOK(w, r) {
+		plainQuery(r.URL.RawQuery, releaseKeys[:], vals[:], &set)
+		if s.jsonBodyOKOf(w, r, lockRoute) {
 			strict.ReleaseLock(w, r, name, oapi.ReleaseLockParams{Lease: vals[0]})
 		}
 	})
+	acquire, release := s.metrics.routeSeries(http.MethodPost, lockRoute), s.metrics.routeSeries(http.MethodDelete, lockRoute)
+	hot := s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec := recorderOf(w); rec != nil {
+			rec.route, rec.obs = lockRoute, acquire
+			if r.Method == http.MethodDelete {
+				rec.obs = release
+			}
+		}
+		body := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+		if (r.URL.RawQuery == "" && !body) || s.checkQueryOf(w, r, lockRoute, body) {
+			s.limitConcurrency(w, r, bound)
+		}
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if plainLockRequest(r) {
+			hot.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
-// plainName is the route's {name} when the router matched it on the
-// unescaped path (RawPath empty: nothing in it was escaped) and it is not
-// empty: then the generated binding takes it as it is.
-func plainName(r *http.Request) (string, bool) {
-	if r.URL.RawPath != "" {
-		return "", false
+const lockPrefix = "/v1/locks/"
+
+// plainLockRequest tells whether r is a plain request of the lock cycle
+// (hotFirst).
+func plainLockRequest(r *http.Request) bool {
+	var keys []string
+	switch r.Method {
+	case http.MethodPost:
+		keys = acquireKeys[:]
+	case http.MethodDelete:
+		keys = releaseKeys[:]
+	default:
+		return false
 	}
-	name := chi.URLParam(r, "name")
-	return name, name != ""
+	name, ok := strings.CutPrefix(r.URL.Path, lockPrefix)
+	if !ok || name == "" || r.URL.RawPath != "" || strings.IndexByte(name, '/') >= 0 {
+		return false
+	}
+	var vals [4]string
+	var set uint8
+	if !plainQuery(r.URL.RawQuery, keys, vals[:len(keys)], &set) {
+		return false
+	}
+	return r.Method == http.MethodPost || set == 1
 }
 
 // acquireKeys are AcquireLockParams' query parameters, in acquireQuery's order.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -366,7 +367,9 @@ func (tooLarge) Close() error               { return nil }
 type statusRecorder struct {
 	http.ResponseWriter
 	status  int
-	problem string // the short name of the problem answered, if any
+	problem string       // the short name of the problem answered, if any
+	route   string       // the route's pattern when served before the router (hotFirst), else ""
+	obs     *routeSeries // that route's series (with route), else nil
 }
 
 // recorderOf finds the request's statusRecorder under w's wrappers, or nil.
@@ -441,6 +444,47 @@ func (m httpMetrics) observers(method, route string, code int) *routeObservers {
 	}
 	actual, _ := m.cache.LoadOrStore(k, o)
 	return actual.(*routeObservers)
+}
+
+// routeSeries is the series of one method and route pattern, resolved once
+// (Server.hotFirst's routes): the duration, and the request counter of each
+// status code, each made at its first use (as observers makes them: no
+// series before a request) and then read with one atomic load, no label
+// hashing and no map. They are the series observers returns for the same
+// method, route and code.
+type routeSeries struct {
+	m      httpMetrics
+	label  string // the route label: method, space, pattern
+	dur    atomic.Pointer[prometheus.Observer]
+	byCode [500]atomic.Pointer[prometheus.Counter] // status codes 100 to 599
+}
+
+func (m httpMetrics) routeSeries(method, route string) *routeSeries {
+	return &routeSeries{m: m, label: methodLabel(method) + " " + route}
+}
+
+// duration is the route's duration histogram.
+func (rs *routeSeries) duration() prometheus.Observer {
+	if o := rs.dur.Load(); o != nil {
+		return *o
+	}
+	o := rs.m.duration.WithLabelValues(rs.label)
+	rs.dur.Store(&o)
+	return o
+}
+
+// requests is the request counter of code.
+func (rs *routeSeries) requests(code int) prometheus.Counter {
+	if code < 100 || code > 599 {
+		return rs.m.requests.WithLabelValues(rs.label, strconv.Itoa(code))
+	}
+	p := &rs.byCode[code-100]
+	if c := p.Load(); c != nil {
+		return *c
+	}
+	c := rs.m.requests.WithLabelValues(rs.label, strconv.Itoa(code))
+	p.Store(&c)
+	return c
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {

@@ -314,11 +314,9 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 		Middlewares:      middlewares,
 		ErrorHandlerFunc: bindingError,
 	})
-	// The lock cycle's routes bind a plain request's parameters themselves,
-	// over the generated routes and in front of the same generated wrapper
-	// (hotparams.go).
-	s.hotRoutes(routed, strict, &oapi.ServerInterfaceWrapper{Handler: strict, HandlerMiddlewares: middlewares, ErrorHandlerFunc: bindingError})
-	return r
+	// The lock cycle's plain requests are served before the router, by the
+	// same steps and the same strict handler (hotparams.go).
+	return s.hotFirst(r, strict)
 }
 
 // MetricsHandler serves the metrics as /metrics does, without the request

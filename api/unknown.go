@@ -41,7 +41,13 @@ func (s *Server) checkQuery(w http.ResponseWriter, r *http.Request) bool {
 	if rc == nil {
 		return true
 	}
-	q, ok := s.rules.Query(r.Method, rc.RoutePattern())
+	return s.checkQueryOf(w, r, rc.RoutePattern(), body)
+}
+
+// checkQueryOf is checkQuery for a request of route (a pattern of the
+// router's table) that sends a query or a body (body).
+func (s *Server) checkQueryOf(w http.ResponseWriter, r *http.Request, route string, body bool) bool {
+	q, ok := s.rules.Query(r.Method, route)
 	if !ok {
 		return true
 	}
