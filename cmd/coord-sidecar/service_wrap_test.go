@@ -20,17 +20,16 @@ import (
 // process, its command a shell that writes its COORD_LEASE to started and
 // exits 3 once stop exists.
 type serviceRun struct {
-	dir    string
-	send   chan<- os.Signal
-	code   chan int
-	stderr *bytes.Buffer
+	dir  string
+	send chan<- os.Signal
+	wrapRun
 }
 
 func startServiceRegister(t *testing.T, addr string, flags ...string) *serviceRun {
 	t.Helper()
 	dir := t.TempDir()
 	sig, send := sidecartest.NewSignals(t)
-	r := &serviceRun{dir: dir, send: send, code: make(chan int, 1), stderr: &bytes.Buffer{}}
+	r := &serviceRun{dir: dir, send: send, wrapRun: wrapRun{code: make(chan int, 1), stderr: &bytes.Buffer{}}}
 	script := `printf %s "$COORD_LEASE" > "$0/started.tmp" && mv "$0/started.tmp" "$0/started"; while [ ! -e "$0/stop" ]; do sleep 0.05; done; exit 3`
 	args := append(append([]string{"web"}, flags...), "--", "sh", "-c", script, dir)
 	getenv := func(k string) string {
@@ -56,17 +55,6 @@ func (r *serviceRun) lease(t *testing.T) string {
 		return err == nil
 	})
 	return string(lease)
-}
-
-func (r *serviceRun) exit(t *testing.T) int {
-	t.Helper()
-	select {
-	case c := <-r.code:
-		return c
-	case <-time.After(testutil.Patience(30 * time.Second)):
-		t.Fatal("the wrapper did not exit")
-		return 0
-	}
 }
 
 // service register: the instance is listed, on the command's COORD_LEASE,
