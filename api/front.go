@@ -41,7 +41,11 @@ import (
 // value).
 
 // front is the shared path (steps 1 to 8) around next, the router.
-func (s *Server) front(next http.Handler) http.Handler {
+func (s *Server) front(next http.Handler) http.Handler { return s.frontOf(next, true) }
+
+// frontOf is front; without nests, for requests that name no thing of a
+// nested kind (hotFirst's), it skips nestName.
+func (s *Server) frontOf(next http.Handler, nests bool) http.Handler {
 	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.limitBody(w, r) {
 			return
@@ -55,7 +59,9 @@ func (s *Server) front(next http.Handler) http.Handler {
 	inner := s.authenticate(s.authorize(served), served)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.recoverPanic(w, r)
-		s.nestName(r)
+		if nests {
+			s.nestName(r)
+		}
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		s.serveFront(rec, r, inner)
@@ -127,59 +133,111 @@ func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time)
 	}
 	// The handler itself, not the Logger: the Logger would look up its
 	// caller's program counter for every line, which no handler here uses.
-	if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-		line := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-		line.AddAttrs(slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", code),
-			slog.String("duration", elapsed.String()), slog.String("remote", r.RemoteAddr))
-		if rec.problem != "" {
-			line.AddAttrs(slog.String("problem", rec.problem))
-		}
-		s.lines.write(h, line)
+	if s.lines.h.Enabled(r.Context(), slog.LevelInfo) {
+		s.lines.write(&requestLine{end: end, method: r.Method, path: r.URL.Path, route: route,
+			remote: r.RemoteAddr, problem: rec.problem, status: code, elapsed: elapsed})
 	}
 }
 
 // requestLines writes the request lines off the requests' goroutines: a
-// request hands its line over and goes on (its answer is flushed at once),
-// and one goroutine formats and writes the lines, in the order handed over.
-// Once closed (Server.Close: the requests still under way finish after it),
-// a line is written on its request's goroutine, after every line handed over
-// before. A line is never dropped: when lineBuffer lines wait, a request
-// waits for room.
+// request hands its line's fields over (no formatting, no allocation, no
+// wake-up of another goroutine but the first line's of a batch) and goes on,
+// its answer flushed at once; one goroutine formats and writes the lines in
+// the order handed over, a batch at a time, lineBatchDelay after the first
+// line of the batch. Once closed (Server.Close: the requests still under way
+// finish after it), a line is written on its request's goroutine, after every
+// line handed over before. A line is never dropped: when lineBuffer lines
+// wait, a request waits for room.
 type requestLines struct {
-	mu     sync.RWMutex // held for reading while handing over; closed under the write lock
-	closed bool
-	queue  chan slog.Record
-	done   chan struct{} // closed when the writer has written every line handed over
+	h       slog.Handler
+	mu      sync.Mutex
+	room    sync.Cond // signalled when the writer takes a batch
+	pending []requestLine
+	closed  bool
+	kick    chan struct{} // capacity 1: a batch has begun (or the writer is to end)
+	done    chan struct{} // closed when the writer has written every line handed over
+}
+
+// requestLine is what observed hands over: the fields of one request line.
+type requestLine struct {
+	end                                  time.Time
+	method, path, route, remote, problem string
+	status                               int
+	elapsed                              time.Duration
+}
+
+// record is the line as the log's handler takes it.
+func (l *requestLine) record() slog.Record {
+	line := slog.NewRecord(l.end, slog.LevelInfo, "request", 0)
+	line.AddAttrs(slog.String("method", l.method),
+		slog.String("path", l.path), slog.String("route", l.route), slog.Int("status", l.status),
+		slog.String("duration", l.elapsed.String()), slog.String("remote", l.remote))
+	if l.problem != "" {
+		line.AddAttrs(slog.String("problem", l.problem))
+	}
+	return line
 }
 
 // lineBuffer is how many request lines may wait for the writer.
 const lineBuffer = 1024
 
+// lineBatchDelay is how long the writer waits, once a line is handed over,
+// for more to write with it: under load one wake-up writes many lines, and a
+// line reaches the log (internal/logwriter's batching comes after) at most
+// this much later.
+const lineBatchDelay = 2 * time.Millisecond
+
 func newRequestLines(h slog.Handler) *requestLines {
-	l := &requestLines{queue: make(chan slog.Record, lineBuffer), done: make(chan struct{})}
-	go l.run(h)
+	l := &requestLines{h: h, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	l.room.L = &l.mu
+	go l.run()
 	return l
 }
 
-// run is the writer goroutine; it ends once the queue is closed and written.
-func (l *requestLines) run(h slog.Handler) {
+// run is the writer goroutine; it ends once closed and every line handed
+// over is written.
+func (l *requestLines) run() {
 	defer close(l.done)
-	for line := range l.queue {
-		_ = h.Handle(context.Background(), line)
+	var batch []requestLine
+	for {
+		<-l.kick
+		time.Sleep(lineBatchDelay)
+		l.mu.Lock()
+		batch, l.pending = l.pending, batch[:0]
+		closed := l.closed
+		l.room.Broadcast()
+		l.mu.Unlock()
+		for i := range batch {
+			_ = l.h.Handle(context.Background(), batch[i].record())
+		}
+		clear(batch) // no request's strings kept alive by the spare buffer
+		if closed {
+			return
+		}
 	}
 }
 
-// write hands line over to the writer, or writes it with h once closed.
-func (l *requestLines) write(h slog.Handler, line slog.Record) {
-	l.mu.RLock()
-	if !l.closed {
-		l.queue <- line
-		l.mu.RUnlock()
+// write hands line over to the writer, or writes it once closed.
+func (l *requestLines) write(line *requestLine) {
+	l.mu.Lock()
+	for !l.closed && len(l.pending) >= lineBuffer {
+		l.room.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		<-l.done
+		_ = l.h.Handle(context.Background(), line.record())
 		return
 	}
-	l.mu.RUnlock()
-	_ = h.Handle(context.Background(), line)
+	l.pending = append(l.pending, *line)
+	first := len(l.pending) == 1
+	l.mu.Unlock()
+	if first {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // close ends the writer once it has written every line handed over, and
@@ -188,7 +246,11 @@ func (l *requestLines) close() {
 	l.mu.Lock()
 	if !l.closed {
 		l.closed = true
-		close(l.queue)
+		l.room.Broadcast()
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 	}
 	l.mu.Unlock()
 	<-l.done

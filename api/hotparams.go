@@ -5,75 +5,113 @@ import (
 	"strings"
 
 	"github.com/coord-sidecar/coord-sidecar/api/oapi"
+	"github.com/coord-sidecar/coord-sidecar/api/specrules"
 )
 
 // The lock cycle's two operations (POST and DELETE /v1/locks/{name}) are
 // served before the router (issue 41): a plain request (below) is recognised
-// by a test of its method, path and query, and goes through the same steps as
-// every request (front), then the steps of its route (routed's checkQuery and
-// limitConcurrency, for the route's pattern), then binds its parameters in one
-// pass over the query string and goes to the same strict handler, after the
-// same body check (checkJSONBody's, jsonBodyOKOf). What it skips is what does
-// nothing for it: chi's routing context and its copy of the request, the
-// route tree's walk, headAsGet (neither method is HEAD), the per-route
-// middleware chain, and the generated wrapper, which parses the whole query
-// string once per parameter (r.URL.Query(), a map and its slices, four times
-// for an acquire) and binds each value through reflection.
+// by a test of its method, path, query and body, and goes through the same
+// steps as every request (frontOf; nestName has nothing to do for it), then
+// the steps of its route as the router's path runs them, in one function:
+// the query check (specrules.CheckQuery, with the route's rules looked up
+// once), the long-poll's slot (takeSlot, with wait= as bound), the binding of
+// its parameters in one pass over the query string, the operation of the
+// strict server (ops: the very method the generated wrapper calls), and its
+// answer written as the generated wrapper and answerDirect write it
+// (writeDirect, else the answer's own Visit method; writeProblem for an
+// error). What it skips is what does nothing for it: chi's routing context
+// and its copy of the request, the route tree's walk, headAsGet (neither
+// method is HEAD), the per-route middleware chain and the body check (a plain
+// request sends no body, and these operations take none), the request's copy
+// with the slot's context (the context is handed to the operation), and the
+// generated wrapper, which parses the whole query string once per parameter
+// (r.URL.Query(), a map and its slices, four times for an acquire), binds
+// each value through reflection, and boxes the request and its handler in
+// interfaces and closures.
 //
 // A plain request: the method POST or DELETE; the path /v1/locks/<name> with
 // a non-empty name free of '/', nothing in it escaped (RawPath empty: the
 // router would match the unescaped path, and the generated binding take the
-// name as it is); its query string pairs of keys and values with nothing to
-// unescape or refuse ('%', '+', ';'), no parameter given twice, and a
-// release's lease given. Any other request goes to the router, and on these
-// routes to the generated wrapper, which answers it as it always has. What a
-// plain request binds is what the generated code binds for it: the values as
-// they are (strings, none of them unescaped), an absent optional parameter
-// nil. Its metrics and request line name the route's pattern, as the router's
-// would; a request refused before the route (401, 403) stays "unmatched".
+// name as it is); no body (a Content-Length of 0, http.NoBody); its query
+// string pairs of keys and values with nothing to unescape or refuse ('%',
+// '+', ';'), no parameter given twice, and a release's lease given. Any other
+// request goes to the router, and on these routes to the generated wrapper,
+// which answers it as it always has. What a plain request binds is what the
+// generated code binds for it: the values as they are (strings, none of them
+// unescaped), an absent optional parameter nil. Its metrics and request line
+// name the route's pattern, as the router's would; a request refused before
+// the route (401, 403) stays "unmatched".
 //
-// The server stays generated from openapi.yaml: the routes are the generated
-// ones, and the generated wrapper serves all but the plain case.
+// The server stays generated from openapi.yaml: the routes and the
+// operations' interface are the generated ones, and the generated wrapper
+// serves all but the plain case.
 
 // lockRoute is the lock cycle's route pattern, as the router's table names it.
 const lockRoute = "/v1/locks/{name}"
 
-// hotFirst serves the lock cycle's plain requests with front and the strict
-// handler, and every other request with mux (the router, behind front).
-func (s *Server) hotFirst(mux http.Handler, strict oapi.ServerInterface) http.Handler {
+// hotFirst serves the lock cycle's plain requests with front and ops, and
+// every other request with mux (the router, behind front).
+func (s *Server) hotFirst(mux http.Handler, ops oapi.StrictServerInterface) http.Handler {
 	if s.nested["locks"] != nil { // a lock's name may hold '/': the router's nestName applies
 		return mux
 	}
-	bound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	acquireRules, ok1 := s.rules.Query(http.MethodPost, lockRoute)
+	releaseRules, ok2 := s.rules.Query(http.MethodDelete, lockRoute)
+	if !ok1 || !ok2 || !s.bodiless(http.MethodPost, lockRoute) || !s.bodiless(http.MethodDelete, lockRoute) {
+		return mux // not the operations this path was written for
+	}
+	acquire, release := s.metrics.routeSeries(http.MethodPost, lockRoute), s.metrics.routeSeries(http.MethodDelete, lockRoute)
+	hot := s.frontOf(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := recorderOf(w)
+		if rec != nil {
+			rec.route, rec.obs = lockRoute, acquire
+		}
 		name := r.URL.Path[len(lockPrefix):]
 		if r.Method == http.MethodPost {
 			var q acquireQuery
-			plainQuery(r.URL.RawQuery, acquireKeys[:], q.vals[:], &q.set)
-			if s.jsonBodyOKOf(w, r, lockRoute) {
-				strict.AcquireLock(w, r, name, q.params())
+			if raw := r.URL.RawQuery; raw != "" {
+				plainQuery(raw, acquireKeys[:], q.vals[:], &q.set)
+				if err := specrules.CheckQuery(raw, acquireRules); err != nil {
+					s.writeProblem(w, r, err)
+					return
+				}
+			}
+			c, ok := s.takeSlot(w, r, q.vals[0]) // acquireKeys[0] is wait
+			if !ok {
+				return
+			}
+			ctx := r.Context()
+			if c != nil {
+				defer s.endSlot(c)
+				ctx = c
+			}
+			resp, err := ops.AcquireLock(ctx, oapi.AcquireLockRequestObject{Name: name, Params: q.params()})
+			if err == nil && resp != nil && !writeDirect(w, resp) {
+				err = resp.VisitAcquireLockResponse(w)
+			}
+			if err != nil {
+				s.writeProblem(w, r, err)
 			}
 			return
+		}
+		if rec != nil {
+			rec.obs = release
 		}
 		var vals [1]string
 		var set uint8
 		plainQuery(r.URL.RawQuery, releaseKeys[:], vals[:], &set)
-		if s.jsonBodyOKOf(w, r, lockRoute) {
-			strict.ReleaseLock(w, r, name, oapi.ReleaseLockParams{Lease: vals[0]})
+		if err := specrules.CheckQuery(r.URL.RawQuery, releaseRules); err != nil {
+			s.writeProblem(w, r, err)
+			return
 		}
-	})
-	acquire, release := s.metrics.routeSeries(http.MethodPost, lockRoute), s.metrics.routeSeries(http.MethodDelete, lockRoute)
-	hot := s.front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec := recorderOf(w); rec != nil {
-			rec.route, rec.obs = lockRoute, acquire
-			if r.Method == http.MethodDelete {
-				rec.obs = release
-			}
+		resp, err := ops.ReleaseLock(r.Context(), oapi.ReleaseLockRequestObject{Name: name, Params: oapi.ReleaseLockParams{Lease: vals[0]}})
+		if err == nil && resp != nil {
+			err = resp.VisitReleaseLockResponse(w)
 		}
-		body := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
-		if (r.URL.RawQuery == "" && !body) || s.checkQueryOf(w, r, lockRoute, body) {
-			s.limitConcurrency(w, r, bound)
+		if err != nil {
+			s.writeProblem(w, r, err)
 		}
-	}))
+	}), false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if plainLockRequest(r) {
 			hot.ServeHTTP(w, r)
@@ -81,6 +119,13 @@ func (s *Server) hotFirst(mux http.Handler, strict oapi.ServerInterface) http.Ha
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// bodiless tells whether the route declares no JSON body that a request
+// must send: one sent without a body passes its body check.
+func (s *Server) bodiless(method, route string) bool {
+	rule, ok := s.rules.Body(method, route)
+	return !ok || rule.Check("", nil) == nil
 }
 
 const lockPrefix = "/v1/locks/"
@@ -100,6 +145,9 @@ func plainLockRequest(r *http.Request) bool {
 	name, ok := strings.CutPrefix(r.URL.Path, lockPrefix)
 	if !ok || name == "" || r.URL.RawPath != "" || strings.IndexByte(name, '/') >= 0 {
 		return false
+	}
+	if r.ContentLength != 0 || r.Body != nil && r.Body != http.NoBody {
+		return false // a body, even an empty chunked one: the router's checks say what of it
 	}
 	var vals [4]string
 	var set uint8

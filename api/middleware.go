@@ -85,6 +85,27 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // suspension instead). Set here, with the slot, the request is copied once for
 // both, and wait= read once; nothing before the route waits on ZooKeeper.
 func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var wait string
+	if !strings.HasSuffix(r.URL.Path, "/events") {
+		wait = queryValue(r.URL.RawQuery, "wait")
+	}
+	c, ok := s.takeSlot(w, r, wait)
+	if !ok {
+		return
+	}
+	if c == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	defer s.endSlot(c)
+	next.ServeHTTP(w, r.WithContext(c))
+}
+
+// takeSlot is limitConcurrency's slot for r, whose wait= is wait (as sent,
+// "" when not given): nil and true when r needs none (not a stream, not a
+// long-poll), nil and false when it is refused (answered: 503), else the
+// context to serve r with, until endSlot.
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, wait string) (*pollCtx, bool) {
 	var sem chan struct{}
 	var res int
 	ctx := r.Context()
@@ -97,12 +118,11 @@ func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next h
 	} else {
 		var d time.Duration
 		var err error
-		if v := queryValue(r.URL.RawQuery, "wait"); v != "" {
-			d, err = time.ParseDuration(v)
+		if wait != "" {
+			d, err = time.ParseDuration(wait)
 		}
 		if err != nil || d <= 0 {
-			next.ServeHTTP(w, r)
-			return
+			return nil, true
 		}
 		sem, res = s.waiters, tokens.Waiters
 		if v1 && d > s.opt.SuspendWait && d <= s.opt.MaxWait {
@@ -122,15 +142,20 @@ func (s *Server) limitConcurrency(w http.ResponseWriter, r *http.Request, next h
 		pr := NewProblem(http.StatusServiceUnavailable, "too-many-"+shareNames[res], detail)
 		pr.RetryAfter = 1
 		s.writeProblem(w, r, pr)
-		return
+		return nil, false
 	}
 	c.Context, c.cancel = context.WithCancelCause(ctx)
 	s.polls.add(c) // a hand-over ends streams and long-polls first
-	defer s.polls.remove(c)
-	next.ServeHTTP(w, r.WithContext(c))
+	return c, true
+}
+
+// endSlot ends what takeSlot began, once the request is served: the slot is
+// given back unless a stream took it with it (detachSlot).
+func (s *Server) endSlot(c *pollCtx) {
 	if !c.slot.detached {
 		c.slot.release()
 	}
+	s.polls.remove(c)
 }
 
 // pollCtx is the context of a stream or long-poll under its slot: the

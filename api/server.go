@@ -316,7 +316,7 @@ func (s *Server) Handler(ops oapi.StrictServerInterface) http.Handler {
 	})
 	// The lock cycle's plain requests are served before the router, by the
 	// same steps and the same strict handler (hotparams.go).
-	return s.hotFirst(r, strict)
+	return s.hotFirst(r, ops)
 }
 
 // MetricsHandler serves the metrics as /metrics does, without the request
