@@ -65,7 +65,7 @@ func TestRequestLinesInOrderNoneLost(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 500 {
-				l.write(line(g*500+i))
+				l.write(line(g*500 + i))
 			}
 		})
 	}
