@@ -185,7 +185,7 @@ const lineBuffer = 1024
 // for more to write with it: under load one wake-up writes many lines, and a
 // line reaches the log (internal/logwriter's batching comes after) at most
 // this much later.
-const lineBatchDelay = 2 * time.Millisecond
+const lineBatchDelay = 10 * time.Millisecond
 
 func newRequestLines(h slog.Handler) *requestLines {
 	l := &requestLines{h: h, kick: make(chan struct{}, 1), done: make(chan struct{})}
