@@ -95,30 +95,40 @@ func (s *Server) GrantLease(ctx context.Context, ttl time.Duration, implicit boo
 // after a failure, an implicit lease made here that holds nothing is revoked, so
 // that a rejected request leaves no lease behind.
 func (s *Server) LeaseFor(ctx context.Context, lease, ttl *string) (l *kit.Lease, done func(error) error, err error) {
+	l, implicit, err := s.leaseFor(ctx, lease, ttl)
+	if err != nil || !implicit {
+		return l, keep, err
+	}
+	return l, func(err error) error { return s.leftOver(l, err) }, nil
+}
+
+// leaseFor is LeaseFor's lease, and whether it was made here (implicit).
+func (s *Server) leaseFor(ctx context.Context, lease, ttl *string) (*kit.Lease, bool, error) {
 	if lease != nil && *lease != "" {
 		if ttl != nil && *ttl != "" {
 			if err := name("lease", *lease); err != nil {
-				return nil, nil, err
+				return nil, false, err
 			}
-			return nil, nil, InvalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
+			return nil, false, InvalidParameter("ttl= applies to an implicit lease only; lease=%q has its own", *lease)
 		}
 		l, err := s.OwnLease(ctx, *lease)
-		return l, keep, err
+		return l, false, err
 	}
 	d, err := s.TTLParam(ttl)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	l, err = s.GrantLease(ctx, d, true)
-	if err != nil {
-		return nil, nil, err
+	l, err := s.GrantLease(ctx, d, true)
+	return l, err == nil, err
+}
+
+// leftOver returns err unchanged; after a failure, it revokes the implicit
+// lease l when it holds nothing.
+func (s *Server) leftOver(l *kit.Lease, err error) error {
+	if err != nil && len(l.Holds()) == 0 {
+		_ = s.opt.Leases.Revoke(l.ID)
 	}
-	return l, func(err error) error {
-		if err != nil && len(l.Holds()) == 0 {
-			_ = s.opt.Leases.Revoke(l.ID)
-		}
-		return err
-	}, nil
+	return err
 }
 
 func keep(err error) error { return err }
@@ -215,7 +225,7 @@ type Hold struct {
 
 	s          *Server
 	lease, ttl *string
-	done       func(error) error
+	implicit   *kit.Lease // the implicit lease Lease made, if it made one
 }
 
 // HoldFor checks a HoldRequest's wait= (WaitParam) and owner= (OwnerParam), in
@@ -236,8 +246,10 @@ func (s *Server) HoldFor(r HoldRequest) (*Hold, error) {
 // Lease returns the hold's lease (LeaseFor: lease=, or an implicit one made from
 // ttl=); the recipe asks once.
 func (h *Hold) Lease(ctx context.Context) (*kit.Lease, error) {
-	l, done, err := h.s.LeaseFor(ctx, h.lease, h.ttl)
-	h.done = done
+	l, implicit, err := h.s.leaseFor(ctx, h.lease, h.ttl)
+	if implicit {
+		h.implicit = l
+	}
 	return l, err
 }
 
@@ -245,10 +257,10 @@ func (h *Hold) Lease(ctx context.Context) (*kit.Lease, error) {
 // that holds nothing is revoked, so that a rejected request leaves no lease
 // behind.
 func (h *Hold) Done(err error) error {
-	if h.done == nil {
+	if h.implicit == nil {
 		return err
 	}
-	return h.done(err)
+	return h.s.leftOver(h.implicit, err)
 }
 
 // Owned is the lease lease= of a request that acts on a hold it has (a
