@@ -9,7 +9,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A sidecar killed with SIGKILL and started again on the same --state-dir
@@ -22,12 +21,8 @@ import (
 // behind (the semaphore's internal mutex included). Released through the
 // successor, each thing passes on. On a 3-node ensemble.
 func TestRestartKeepsPermitsRWLocksAndCandidacies(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
-	k := &keptLines{a: a, b: b, granted: map[string]chan *sidecartest.Response{}}
+	r, a, b, lease := restartOnEnsemble(t)
+	k := &keptLines{a: a, b: b, lease: lease, granted: map[string]chan *sidecartest.Response{}}
 	k.hold(t)
 	k.wait(t)
 	k.events = sidecartest.FollowEvents(t, k.b, "/v1/elections/kept/events")
@@ -63,7 +58,6 @@ type keptLines struct {
 func (k *keptLines) hold(t *testing.T) {
 	t.Helper()
 	a, b := k.a, k.b
-	k.lease = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	k.permit = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/semaphores/kept/permits?max=1&owner=a&lease="+k.lease).Body["permit"])
 	k.writeToken = sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-w?mode=write&owner=a&lease="+k.lease).Body["fencingToken"])
 	k.readToken = sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/rwlocks/kept-r?mode=read&owner=a&lease="+k.lease).Body["fencingToken"])

@@ -10,7 +10,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A sidecar killed with SIGKILL and started again on the same --state-dir keeps
@@ -26,13 +25,8 @@ import (
 // barrier passes, the member leaves, and the revoked lease lowers the barrier
 // and deletes the key. On a 3-node ensemble.
 func TestRestartKeepsMembersKeysAndBarriers(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	r, a, b, lease := restartOnEnsemble(t)
 
-	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	a.Send(t, http.StatusCreated, http.MethodPost, "/v1/groups/crew/members?id=m1&lease="+lease, `{"value":"10.0.0.1:80"}`)
 	a.MustPut(t, "/v1/kv/conf?lease="+lease, []byte("first"), "text/plain")
 	if v := a.MustPut(t, "/v1/kv/conf?lease="+lease, []byte("second"), "text/plain").Body["version"]; sidecartest.Num(v) != 1 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A sidecar killed with SIGKILL and started again on the same --state-dir
@@ -18,13 +17,8 @@ import (
 // one of them is refused, and the successor releases all three together. On
 // a 3-node ensemble.
 func TestRestartKeepsMultiLocks(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	r, a, b, lease := restartOnEnsemble(t)
 
-	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	a.Must(t, http.StatusCreated, http.MethodPost, "/v1/multilocks?names=r-c,r-a,r-b&owner=A&lease="+lease)
 	names := []string{"r-a", "r-b", "r-c"}
 	tokens := map[string]int64{}

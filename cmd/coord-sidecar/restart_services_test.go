@@ -8,7 +8,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A sidecar killed with SIGKILL and started again on the same --state-dir keeps
@@ -18,13 +17,8 @@ import (
 // successor updates it in place with its registration time kept, and the
 // revoked lease removes it. On a 3-node ensemble.
 func TestRestartKeepsServiceInstances(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	r, a, b, lease := restartOnEnsemble(t)
 
-	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	reg := a.Send(t, http.StatusCreated, http.MethodPut, "/v1/services/web/instances/i1?lease="+lease, `{"address":"10.0.0.1","port":80}`)
 	before := a.Must(t, http.StatusOK, http.MethodGet, "/v1/services/web") // a's session made the change: read through it
 	version := sidecartest.Num(before.Body["version"])

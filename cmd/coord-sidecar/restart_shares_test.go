@@ -11,7 +11,6 @@ import (
 
 	"github.com/coord-sidecar/coord-sidecar/internal/sidecartest"
 	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
-	"github.com/coord-sidecar/coord-sidecar/internal/zktest"
 )
 
 // A sidecar killed with SIGKILL and started again on the same --state-dir keeps
@@ -34,13 +33,8 @@ import (
 // not wait; a waiting claim polls), so there is nothing to sweep. On a 3-node
 // ensemble.
 func TestRestartKeepsSharesPartitionsAndClaims(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
-	s := &sharesScene{a: a, b: b}
-	s.lease = sidecartest.Str(s.a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	r, a, b, lease := restartOnEnsemble(t)
+	s := &sharesScene{a: a, b: b, lease: lease}
 	s.joinThroughput(t)
 	s.joinPartitions(t)
 	s.claimJob(t)

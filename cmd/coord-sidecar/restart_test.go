@@ -77,6 +77,22 @@ func restartPair(t *testing.T, zkc *zktest.Cluster, timeout string) (r *restarta
 	return r, r.start(t), sidecartest.Start(t, zkc.Servers(), root)
 }
 
+// restartOnEnsemble begins a restart test on a 3-node ensemble: the test runs
+// in parallel (it mostly waits on processes and a session timeout: see
+// TestMain) and not under -short (it builds the binary), on a restartPair of
+// the shared ensemble with a 4 s session timeout, and a lease of 60 s made
+// through a.
+func restartOnEnsemble(t *testing.T) (r *restartable, a, b *sidecartest.Sidecar, lease string) {
+	t.Helper()
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary and starts an ensemble")
+	}
+	r, a, b = restartPair(t, zktest.SharedEnsemble(t), "4s")
+	lease = sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
+	return r, a, b, lease
+}
+
 // restartPastTimeout kills r's process with SIGKILL, starts it again at once
 // and returns the successor once its session timeout has passed since the
 // kill (the old session would have expired by then had nobody resumed it:
@@ -171,13 +187,8 @@ func (r *restartable) savedState(t testing.TB) string {
 // node behind; released later through the successor, the lock passes on with
 // a higher token. On a 3-node ensemble.
 func TestRestartKeepsALockAndItsLease(t *testing.T) {
-	t.Parallel() // mostly waiting on processes and a session timeout: see TestMain
-	if testing.Short() {
-		t.Skip("builds the binary and starts an ensemble")
-	}
-	r, a, b := restartPair(t, zktest.SharedEnsemble(t), "4s")
+	r, a, b, lease := restartOnEnsemble(t)
 
-	lease := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	token := sidecartest.Num(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/locks/kept?owner=a&lease="+lease).Body["fencingToken"])
 	waiting := sidecartest.Str(a.Must(t, http.StatusCreated, http.MethodPost, "/v1/leases?ttl=60s").Body["lease"])
 	go func() { _, _ = a.FaultCall(time.Minute, http.MethodPost, "/v1/locks/kept?wait=50s&lease="+waiting) }()
