@@ -234,15 +234,22 @@ type GroupCommit[R comparable] struct {
 	MaxFlushes int
 	// Take returns how many of pending (never empty) the next batch carries (>= 1).
 	Take func(pending []R) int
-	// Send sends one batch and answers each of its requests.
+	// Send sends one batch and answers each of its requests. It keeps neither
+	// batch nor a slice of it once it returns: the batch's array is then reused
+	// for later requests.
 	Send func(batch []R)
 	// Owner runs the goroutines that drain what is left pending.
 	Owner *Session
 
 	mu       sync.Mutex
 	pending  []R
+	spare    [][]R // arrays of batches sent, cleared, for pending to reuse
 	flushing int
 }
+
+// maxSpare bounds the arrays a GroupCommit keeps for reuse: one more than the
+// batches usually under way.
+const maxSpare = 3
 
 // Submit queues r to be sent; Send answers it.
 func (g *GroupCommit[R]) Submit(r R) {
@@ -256,12 +263,13 @@ func (g *GroupCommit[R]) Submit(r R) {
 	if !lead {
 		return
 	}
-	batch := g.next()
+	batch, buf := g.next()
 	if batch == nil {
 		return
 	}
 	g.Send(batch)
 	g.mu.Lock()
+	g.reuse(buf)
 	more := len(g.pending) > 0
 	if !more {
 		g.flushing--
@@ -288,22 +296,45 @@ func (g *GroupCommit[R]) Withdraw(r R) bool {
 
 // run sends batches until nothing is pending.
 func (g *GroupCommit[R]) run() {
-	for batch := g.next(); batch != nil; batch = g.next() {
+	for {
+		batch, buf := g.next()
+		if batch == nil {
+			return
+		}
 		g.Send(batch)
+		g.mu.Lock()
+		g.reuse(buf)
+		g.mu.Unlock()
 	}
 }
 
 // next takes the next batch off pending; with nothing pending, the caller stops
-// being a flusher and gets nil.
-func (g *GroupCommit[R]) next() []R {
+// being a flusher and gets nil. buf is the batch's whole array, for reuse once
+// the batch is sent: pending never shares an array with a batch.
+func (g *GroupCommit[R]) next() (batch, buf []R) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.pending) == 0 {
 		g.flushing--
-		return nil
+		return nil, nil
 	}
 	n := min(max(g.Take(g.pending), 1), len(g.pending))
-	batch := g.pending[:n:n]
-	g.pending = append([]R(nil), g.pending[n:]...)
-	return batch
+	buf = g.pending
+	var rest []R
+	if k := len(g.spare); k > 0 {
+		rest, g.spare[k-1] = g.spare[k-1], nil
+		g.spare = g.spare[:k-1]
+	}
+	g.pending = append(rest, buf[n:]...)
+	return buf[:n:n], buf
+}
+
+// reuse keeps the array of a batch sent for pending's next array, cleared
+// (its requests are answered: nothing of them is kept). Called with mu held.
+func (g *GroupCommit[R]) reuse(buf []R) {
+	buf = buf[:cap(buf)]
+	clear(buf)
+	if len(g.spare) < maxSpare {
+		g.spare = append(g.spare, buf[:0])
+	}
 }
