@@ -62,15 +62,28 @@ const (
 // that go-zookeeper gave up before sending it is sent again once it is back;
 // read does that for a read whose answer was lost too.
 func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
-	return callAs(ctx, ep, false, f)
+	return callAs[T](ctx, ep, false, callFunc[T](f))
 }
 
 // read is call for a request that may be sent twice (a read).
 func read[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
-	return callAs(ctx, ep, true, f)
+	return callAs[T](ctx, ep, true, callFunc[T](f))
 }
 
-func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f func(*zk.Conn) (T, error)) (T, error) {
+// request is what call sends: a function (callFunc), or a value already on
+// the heap whose send method needs no closure made per call (multiCall). send
+// may run more than once (a request sent again) and on another goroutine
+// (callBy).
+type request[T any] interface {
+	send(c *zk.Conn) (T, error)
+}
+
+// callFunc is a function as a request.
+type callFunc[T any] func(*zk.Conn) (T, error)
+
+func (f callFunc[T]) send(c *zk.Conn) (T, error) { return f(c) }
+
+func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f request[T]) (T, error) {
 	var end time.Time
 	for {
 		v, err := callOnce(ctx, ep, f)
@@ -81,7 +94,7 @@ func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f func(*zk.C
 	}
 }
 
-func callOnce[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
+func callOnce[T any](ctx context.Context, ep *Epoch, f request[T]) (T, error) {
 	var zero T
 	if ep.IsLost() {
 		return zero, ErrSessionLost
@@ -106,7 +119,7 @@ func callOnce[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)
 	var v T
 	var err error
 	if budget >= ep.SessionTimeout()-callSlack {
-		v, err = f(ep.conn)
+		v, err = f.send(ep.conn)
 	} else {
 		v, err = callBy(ep, deadline, f)
 	}
@@ -133,10 +146,10 @@ type answer[T any] struct {
 
 // callBy runs f on a goroutine of the Session and waits for its answer until
 // deadline. Once the Session is closing it sends nothing: every epoch is lost.
-func callBy[T any](ep *Epoch, deadline time.Time, f func(*zk.Conn) (T, error)) (T, error) {
+func callBy[T any](ep *Epoch, deadline time.Time, f request[T]) (T, error) {
 	done := make(chan answer[T], 1)
 	if !ep.s.Go(func() {
-		v, err := f(ep.conn)
+		v, err := f.send(ep.conn)
 		done <- answer[T]{v, err}
 	}) {
 		var zero T
@@ -367,27 +380,45 @@ func FailedOp(res []OpResult, err error) int {
 // transaction answers every op (the failing one with its error) and the error
 // of the failing op; see SharedMulti for transactions shared between callers.
 func (ep *Epoch) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	acl := ep.s.acl()
-	if len(ops) == 1 {
-		// The usual shared transaction (one caller's op): the request is the
-		// call's own, no slice made for it.
-		req := ops[0].request(acl)
-		res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(req) })
-		return results(res), err
-	}
-	reqs := make([]any, len(ops))
-	for i, o := range ops {
-		reqs[i] = o.request(acl)
-	}
-	res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(reqs...) })
-	return results(res), err
+	return ep.multi(ctx, new(multiCall), ops, nil)
 }
 
-func results(res []zk.MultiResponse) []OpResult {
+// multiCall is one multi's requests; call sends it without a closure.
+type multiCall struct {
+	reqs []any
+	buf  [2]any // the requests of a multi of up to two ops (a create and its stamp): no slice made
+}
+
+func (m *multiCall) send(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(m.reqs...) }
+
+// multi is Multi sending ops through m (not used before: a shared
+// transaction's request brings its own); the answers are put in out when it
+// has room for them (a shared transaction's request's own array), in a slice
+// made for them otherwise.
+func (ep *Epoch) multi(ctx context.Context, m *multiCall, ops []Op, out []OpResult) ([]OpResult, error) {
+	acl := ep.s.acl()
+	m.reqs = m.buf[:0]
+	if len(ops) > len(m.buf) {
+		m.reqs = make([]any, 0, len(ops))
+	}
+	for _, o := range ops {
+		m.reqs = append(m.reqs, o.request(acl))
+	}
+	res, err := callAs[[]zk.MultiResponse](ctx, ep, false, m)
+	return results(res, out), err
+}
+
+// results turns go-zookeeper's answers into OpResults, in out when it has
+// room for them.
+func results(res []zk.MultiResponse, out []OpResult) []OpResult {
 	if res == nil {
 		return nil
 	}
-	out := make([]OpResult, len(res))
+	if cap(out) >= len(res) {
+		out = out[:len(res)]
+	} else {
+		out = make([]OpResult, len(res))
+	}
 	for i, r := range res {
 		out[i] = OpResult{Path: r.String, Stat: r.Stat, Err: r.Error}
 	}
