@@ -432,7 +432,7 @@ func results(res []zk.MultiResponse, out []OpResult) []OpResult {
 // suspendBound is the instant by which a wait beginning at now must end; ok is
 // false when ctx allows none.
 func suspendBound(ctx context.Context, now time.Time) (end time.Time, ok bool) {
-	sw, ok := ctx.Value(suspendWaitKey{}).(suspendWait)
+	sw, ok := suspendWaitOf(ctx)
 	if !ok {
 		return time.Time{}, false
 	}
