@@ -612,17 +612,31 @@ const GoneArmDelay = 250 * time.Millisecond
 // the shared timer runs at most this often.
 const goneArmQuantum = GoneArmDelay / 5
 
-// goneWatch is one watched node of an epoch.
-type goneWatch struct {
-	gone func()
-	// due is when its watch is to be armed.
-	due time.Time
+// Gone is told of a watched node's deletion (WatchGone): a value the watcher
+// has already (kit's entry of a hold), not a closure made per watch.
+type Gone interface {
+	// NodeGone is called, once, with the deleted node's path.
+	NodeGone(p string)
 }
 
-// dueGone is a watch waiting for its delay: armed then if it is still p's.
+// GoneFunc is a function as a Gone.
+type GoneFunc func(p string)
+
+func (f GoneFunc) NodeGone(p string) { f(p) }
+
+// goneWatch is one watched node of an epoch, kept by value in the epoch's map:
+// id (unique in the epoch) tells it from a later watch of the same path.
+type goneWatch struct {
+	gone Gone
+	id   uint64
+}
+
+// dueGone is a watch waiting for its delay until due: armed then if it is
+// still p's.
 type dueGone struct {
-	p string
-	w *goneWatch
+	p   string
+	id  uint64
+	due time.Time
 }
 
 // goneWatches are an epoch's gone watches, by path, and those waiting to be
@@ -630,13 +644,14 @@ type dueGone struct {
 // them (armDue).
 type goneWatches struct {
 	mu       sync.Mutex
-	m        map[string]*goneWatch
+	m        map[string]goneWatch
+	lastID   uint64
 	waiting  []dueGone
 	armer    *time.Timer
 	armerSet bool
 }
 
-// WatchGone calls gone, once, on a goroutine the Session owns, when the node at
+// WatchGone tells gone (NodeGone), once, on a goroutine the Session owns, when the node at
 // p is deleted while this epoch's session lives, or when arming the watch finds
 // it missing already. The watch is armed GoneArmDelay (to GoneArmDelay +
 // goneArmQuantum) later, on a goroutine the Session owns, so WatchGone returns
@@ -646,15 +661,16 @@ type goneWatches struct {
 // UnwatchGone first. A second WatchGone of p replaces the first. Nothing is
 // called after the session is lost (its ephemeral nodes went with it: the
 // owner learns that from Lost).
-func (ep *Epoch) WatchGone(p string, gone func()) {
-	w := &goneWatch{gone: gone, due: time.Now().Add(GoneArmDelay)}
+func (ep *Epoch) WatchGone(p string, gone Gone) {
+	due := time.Now().Add(GoneArmDelay)
 	g := &ep.gone
 	g.mu.Lock()
 	if g.m == nil {
-		g.m = map[string]*goneWatch{}
+		g.m = map[string]goneWatch{}
 	}
-	g.m[p] = w // (a watch replaced is not armed: it is no longer p's)
-	g.waiting = append(g.waiting, dueGone{p, w})
+	g.lastID++
+	g.m[p] = goneWatch{gone: gone, id: g.lastID} // (a watch replaced is not armed: it is no longer p's)
+	g.waiting = append(g.waiting, dueGone{p, g.lastID, due})
 	if !g.armerSet {
 		g.armerSet = true
 		if g.armer == nil {
@@ -674,8 +690,8 @@ func (ep *Epoch) armDue() {
 	g.mu.Lock()
 	now := time.Now()
 	n := 0
-	for ; n < len(g.waiting) && !g.waiting[n].w.due.After(now); n++ {
-		if d := g.waiting[n]; g.m[d.p] == d.w {
+	for ; n < len(g.waiting) && !g.waiting[n].due.After(now); n++ {
+		if d := g.waiting[n]; g.watchingLocked(d.p, d.id) {
 			due = append(due, d)
 		}
 	}
@@ -683,7 +699,7 @@ func (ep *Epoch) armDue() {
 	clear(g.waiting[left:])
 	g.waiting = g.waiting[:left]
 	if left > 0 {
-		g.armer.Reset(max(g.waiting[0].w.due.Sub(now), goneArmQuantum))
+		g.armer.Reset(max(g.waiting[0].due.Sub(now), goneArmQuantum))
 	} else {
 		g.armerSet = false
 	}
@@ -692,7 +708,7 @@ func (ep *Epoch) armDue() {
 		return
 	}
 	for _, d := range due {
-		ep.s.Go(func() { ep.armGone(d.p, d.w) })
+		ep.s.Go(func() { ep.armGone(d.p, d.id) })
 	}
 }
 
@@ -704,24 +720,31 @@ func (ep *Epoch) UnwatchGone(p string) {
 	ep.gone.mu.Unlock()
 }
 
-// watching tells whether w is still p's gone watch.
-func (ep *Epoch) watching(p string, w *goneWatch) bool {
+// watching tells whether the watch id is still p's gone watch.
+func (ep *Epoch) watching(p string, id uint64) bool {
 	ep.gone.mu.Lock()
 	defer ep.gone.mu.Unlock()
-	return ep.gone.m[p] == w
+	return ep.gone.watchingLocked(p, id)
 }
 
-// fireGone calls w's gone once, if w is still p's watch.
-func (ep *Epoch) fireGone(p string, w *goneWatch) {
+// watchingLocked is watching with g.mu held.
+func (g *goneWatches) watchingLocked(p string, id uint64) bool {
+	w, ok := g.m[p]
+	return ok && w.id == id
+}
+
+// fireGone tells the watch id's Gone, once, if it is still p's watch.
+func (ep *Epoch) fireGone(p string, id uint64) {
 	ep.gone.mu.Lock()
-	if ep.gone.m[p] != w {
+	w, ok := ep.gone.m[p]
+	if !ok || w.id != id {
 		ep.gone.mu.Unlock()
 		return
 	}
 	delete(ep.gone.m, p)
 	ep.gone.mu.Unlock()
 	if !ep.IsLost() {
-		w.gone()
+		w.gone.NodeGone(p)
 	}
 }
 
@@ -730,9 +753,9 @@ func (ep *Epoch) fireGone(p string, w *goneWatch) {
 // lost. While the session is suspended it tries again, a little later each
 // time. It runs in a background slot: a burst of grants arms its watches a few
 // at a time on the connection, behind the clients' own calls.
-func (ep *Epoch) armGone(p string, w *goneWatch) {
+func (ep *Epoch) armGone(p string, id uint64) {
 	wait := 50 * time.Millisecond
-	for ep.watching(p, w) && !ep.IsLost() {
+	for ep.watching(p, id) && !ep.IsLost() {
 		ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
 		err := ep.s.Background(ctx, func() error {
 			_, _, _, err := ep.GetW(ctx, p)
@@ -743,7 +766,7 @@ func (ep *Epoch) armGone(p string, w *goneWatch) {
 		case err == nil:
 			return
 		case errors.Is(err, ErrNoNode):
-			ep.fireGone(p, w)
+			ep.fireGone(p, id)
 			return
 		case errors.Is(err, ErrSessionLost):
 			return
@@ -760,16 +783,16 @@ func (ep *Epoch) armGone(p string, w *goneWatch) {
 // goneEvent is the Session's event callback for node events: it never blocks.
 func (ep *Epoch) goneEvent(ev zk.Event) {
 	ep.gone.mu.Lock()
-	w := ep.gone.m[ev.Path]
+	w, ok := ep.gone.m[ev.Path]
 	ep.gone.mu.Unlock()
-	if w == nil {
+	if !ok {
 		return
 	}
 	switch ev.Type {
 	case zk.EventNodeDeleted:
-		ep.s.Go(func() { ep.fireGone(ev.Path, w) })
+		ep.s.Go(func() { ep.fireGone(ev.Path, w.id) })
 	case zk.EventNodeDataChanged:
 		// The watch fired on a change of data: the node lives; watch it again.
-		ep.s.Go(func() { ep.armGone(ev.Path, w) })
+		ep.s.Go(func() { ep.armGone(ev.Path, w.id) })
 	}
 }
