@@ -62,15 +62,28 @@ const (
 // that go-zookeeper gave up before sending it is sent again once it is back;
 // read does that for a read whose answer was lost too.
 func call[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
-	return callAs(ctx, ep, false, f)
+	return callAs[T](ctx, ep, false, callFunc[T](f))
 }
 
 // read is call for a request that may be sent twice (a read).
 func read[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
-	return callAs(ctx, ep, true, f)
+	return callAs[T](ctx, ep, true, callFunc[T](f))
 }
 
-func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f func(*zk.Conn) (T, error)) (T, error) {
+// request is what call sends: a function (callFunc), or a value already on
+// the heap whose send method needs no closure made per call (multiCall). send
+// may run more than once (a request sent again) and on another goroutine
+// (callBy).
+type request[T any] interface {
+	send(c *zk.Conn) (T, error)
+}
+
+// callFunc is a function as a request.
+type callFunc[T any] func(*zk.Conn) (T, error)
+
+func (f callFunc[T]) send(c *zk.Conn) (T, error) { return f(c) }
+
+func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f request[T]) (T, error) {
 	var end time.Time
 	for {
 		v, err := callOnce(ctx, ep, f)
@@ -81,7 +94,7 @@ func callAs[T any](ctx context.Context, ep *Epoch, idempotent bool, f func(*zk.C
 	}
 }
 
-func callOnce[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)) (T, error) {
+func callOnce[T any](ctx context.Context, ep *Epoch, f request[T]) (T, error) {
 	var zero T
 	if ep.IsLost() {
 		return zero, ErrSessionLost
@@ -106,7 +119,7 @@ func callOnce[T any](ctx context.Context, ep *Epoch, f func(*zk.Conn) (T, error)
 	var v T
 	var err error
 	if budget >= ep.SessionTimeout()-callSlack {
-		v, err = f(ep.conn)
+		v, err = f.send(ep.conn)
 	} else {
 		v, err = callBy(ep, deadline, f)
 	}
@@ -133,10 +146,10 @@ type answer[T any] struct {
 
 // callBy runs f on a goroutine of the Session and waits for its answer until
 // deadline. Once the Session is closing it sends nothing: every epoch is lost.
-func callBy[T any](ep *Epoch, deadline time.Time, f func(*zk.Conn) (T, error)) (T, error) {
+func callBy[T any](ep *Epoch, deadline time.Time, f request[T]) (T, error) {
 	done := make(chan answer[T], 1)
 	if !ep.s.Go(func() {
-		v, err := f(ep.conn)
+		v, err := f.send(ep.conn)
 		done <- answer[T]{v, err}
 	}) {
 		var zero T
@@ -367,27 +380,45 @@ func FailedOp(res []OpResult, err error) int {
 // transaction answers every op (the failing one with its error) and the error
 // of the failing op; see SharedMulti for transactions shared between callers.
 func (ep *Epoch) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
-	acl := ep.s.acl()
-	if len(ops) == 1 {
-		// The usual shared transaction (one caller's op): the request is the
-		// call's own, no slice made for it.
-		req := ops[0].request(acl)
-		res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(req) })
-		return results(res), err
-	}
-	reqs := make([]any, len(ops))
-	for i, o := range ops {
-		reqs[i] = o.request(acl)
-	}
-	res, err := call(ctx, ep, func(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(reqs...) })
-	return results(res), err
+	return ep.multi(ctx, new(multiCall), ops, nil)
 }
 
-func results(res []zk.MultiResponse) []OpResult {
+// multiCall is one multi's requests; call sends it without a closure.
+type multiCall struct {
+	reqs []any
+	buf  [2]any // the requests of a multi of up to two ops (a create and its stamp): no slice made
+}
+
+func (m *multiCall) send(c *zk.Conn) ([]zk.MultiResponse, error) { return c.Multi(m.reqs...) }
+
+// multi is Multi sending ops through m (not used before: a shared
+// transaction's request brings its own); the answers are put in out when it
+// has room for them (a shared transaction's request's own array), in a slice
+// made for them otherwise.
+func (ep *Epoch) multi(ctx context.Context, m *multiCall, ops []Op, out []OpResult) ([]OpResult, error) {
+	acl := ep.s.acl()
+	m.reqs = m.buf[:0]
+	if len(ops) > len(m.buf) {
+		m.reqs = make([]any, 0, len(ops))
+	}
+	for _, o := range ops {
+		m.reqs = append(m.reqs, o.request(acl))
+	}
+	res, err := callAs[[]zk.MultiResponse](ctx, ep, false, m)
+	return results(res, out), err
+}
+
+// results turns go-zookeeper's answers into OpResults, in out when it has
+// room for them.
+func results(res []zk.MultiResponse, out []OpResult) []OpResult {
 	if res == nil {
 		return nil
 	}
-	out := make([]OpResult, len(res))
+	if cap(out) >= len(res) {
+		out = out[:len(res)]
+	} else {
+		out = make([]OpResult, len(res))
+	}
 	for i, r := range res {
 		out[i] = OpResult{Path: r.String, Stat: r.Stat, Err: r.Error}
 	}
@@ -401,7 +432,7 @@ func results(res []zk.MultiResponse) []OpResult {
 // suspendBound is the instant by which a wait beginning at now must end; ok is
 // false when ctx allows none.
 func suspendBound(ctx context.Context, now time.Time) (end time.Time, ok bool) {
-	sw, ok := ctx.Value(suspendWaitKey{}).(suspendWait)
+	sw, ok := suspendWaitOf(ctx)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -581,17 +612,31 @@ const GoneArmDelay = 250 * time.Millisecond
 // the shared timer runs at most this often.
 const goneArmQuantum = GoneArmDelay / 5
 
-// goneWatch is one watched node of an epoch.
-type goneWatch struct {
-	gone func()
-	// due is when its watch is to be armed.
-	due time.Time
+// Gone is told of a watched node's deletion (WatchGone): a value the watcher
+// has already (kit's entry of a hold), not a closure made per watch.
+type Gone interface {
+	// NodeGone is called, once, with the deleted node's path.
+	NodeGone(p string)
 }
 
-// dueGone is a watch waiting for its delay: armed then if it is still p's.
+// GoneFunc is a function as a Gone.
+type GoneFunc func(p string)
+
+func (f GoneFunc) NodeGone(p string) { f(p) }
+
+// goneWatch is one watched node of an epoch, kept by value in the epoch's map:
+// id (unique in the epoch) tells it from a later watch of the same path.
+type goneWatch struct {
+	gone Gone
+	id   uint64
+}
+
+// dueGone is a watch waiting for its delay until due: armed then if it is
+// still p's.
 type dueGone struct {
-	p string
-	w *goneWatch
+	p   string
+	id  uint64
+	due time.Time
 }
 
 // goneWatches are an epoch's gone watches, by path, and those waiting to be
@@ -599,13 +644,14 @@ type dueGone struct {
 // them (armDue).
 type goneWatches struct {
 	mu       sync.Mutex
-	m        map[string]*goneWatch
+	m        map[string]goneWatch
+	lastID   uint64
 	waiting  []dueGone
 	armer    *time.Timer
 	armerSet bool
 }
 
-// WatchGone calls gone, once, on a goroutine the Session owns, when the node at
+// WatchGone tells gone (NodeGone), once, on a goroutine the Session owns, when the node at
 // p is deleted while this epoch's session lives, or when arming the watch finds
 // it missing already. The watch is armed GoneArmDelay (to GoneArmDelay +
 // goneArmQuantum) later, on a goroutine the Session owns, so WatchGone returns
@@ -615,15 +661,16 @@ type goneWatches struct {
 // UnwatchGone first. A second WatchGone of p replaces the first. Nothing is
 // called after the session is lost (its ephemeral nodes went with it: the
 // owner learns that from Lost).
-func (ep *Epoch) WatchGone(p string, gone func()) {
-	w := &goneWatch{gone: gone, due: time.Now().Add(GoneArmDelay)}
+func (ep *Epoch) WatchGone(p string, gone Gone) {
+	due := time.Now().Add(GoneArmDelay)
 	g := &ep.gone
 	g.mu.Lock()
 	if g.m == nil {
-		g.m = map[string]*goneWatch{}
+		g.m = map[string]goneWatch{}
 	}
-	g.m[p] = w // (a watch replaced is not armed: it is no longer p's)
-	g.waiting = append(g.waiting, dueGone{p, w})
+	g.lastID++
+	g.m[p] = goneWatch{gone: gone, id: g.lastID} // (a watch replaced is not armed: it is no longer p's)
+	g.waiting = append(g.waiting, dueGone{p, g.lastID, due})
 	if !g.armerSet {
 		g.armerSet = true
 		if g.armer == nil {
@@ -643,8 +690,8 @@ func (ep *Epoch) armDue() {
 	g.mu.Lock()
 	now := time.Now()
 	n := 0
-	for ; n < len(g.waiting) && !g.waiting[n].w.due.After(now); n++ {
-		if d := g.waiting[n]; g.m[d.p] == d.w {
+	for ; n < len(g.waiting) && !g.waiting[n].due.After(now); n++ {
+		if d := g.waiting[n]; g.watchingLocked(d.p, d.id) {
 			due = append(due, d)
 		}
 	}
@@ -652,7 +699,7 @@ func (ep *Epoch) armDue() {
 	clear(g.waiting[left:])
 	g.waiting = g.waiting[:left]
 	if left > 0 {
-		g.armer.Reset(max(g.waiting[0].w.due.Sub(now), goneArmQuantum))
+		g.armer.Reset(max(g.waiting[0].due.Sub(now), goneArmQuantum))
 	} else {
 		g.armerSet = false
 	}
@@ -661,7 +708,7 @@ func (ep *Epoch) armDue() {
 		return
 	}
 	for _, d := range due {
-		ep.s.Go(func() { ep.armGone(d.p, d.w) })
+		ep.s.Go(func() { ep.armGone(d.p, d.id) })
 	}
 }
 
@@ -673,24 +720,31 @@ func (ep *Epoch) UnwatchGone(p string) {
 	ep.gone.mu.Unlock()
 }
 
-// watching tells whether w is still p's gone watch.
-func (ep *Epoch) watching(p string, w *goneWatch) bool {
+// watching tells whether the watch id is still p's gone watch.
+func (ep *Epoch) watching(p string, id uint64) bool {
 	ep.gone.mu.Lock()
 	defer ep.gone.mu.Unlock()
-	return ep.gone.m[p] == w
+	return ep.gone.watchingLocked(p, id)
 }
 
-// fireGone calls w's gone once, if w is still p's watch.
-func (ep *Epoch) fireGone(p string, w *goneWatch) {
+// watchingLocked is watching with g.mu held.
+func (g *goneWatches) watchingLocked(p string, id uint64) bool {
+	w, ok := g.m[p]
+	return ok && w.id == id
+}
+
+// fireGone tells the watch id's Gone, once, if it is still p's watch.
+func (ep *Epoch) fireGone(p string, id uint64) {
 	ep.gone.mu.Lock()
-	if ep.gone.m[p] != w {
+	w, ok := ep.gone.m[p]
+	if !ok || w.id != id {
 		ep.gone.mu.Unlock()
 		return
 	}
 	delete(ep.gone.m, p)
 	ep.gone.mu.Unlock()
 	if !ep.IsLost() {
-		w.gone()
+		w.gone.NodeGone(p)
 	}
 }
 
@@ -699,9 +753,9 @@ func (ep *Epoch) fireGone(p string, w *goneWatch) {
 // lost. While the session is suspended it tries again, a little later each
 // time. It runs in a background slot: a burst of grants arms its watches a few
 // at a time on the connection, behind the clients' own calls.
-func (ep *Epoch) armGone(p string, w *goneWatch) {
+func (ep *Epoch) armGone(p string, id uint64) {
 	wait := 50 * time.Millisecond
-	for ep.watching(p, w) && !ep.IsLost() {
+	for ep.watching(p, id) && !ep.IsLost() {
 		ctx, cancel := context.WithTimeout(context.Background(), ep.s.cfg.OpTimeout)
 		err := ep.s.Background(ctx, func() error {
 			_, _, _, err := ep.GetW(ctx, p)
@@ -712,7 +766,7 @@ func (ep *Epoch) armGone(p string, w *goneWatch) {
 		case err == nil:
 			return
 		case errors.Is(err, ErrNoNode):
-			ep.fireGone(p, w)
+			ep.fireGone(p, id)
 			return
 		case errors.Is(err, ErrSessionLost):
 			return
@@ -729,16 +783,16 @@ func (ep *Epoch) armGone(p string, w *goneWatch) {
 // goneEvent is the Session's event callback for node events: it never blocks.
 func (ep *Epoch) goneEvent(ev zk.Event) {
 	ep.gone.mu.Lock()
-	w := ep.gone.m[ev.Path]
+	w, ok := ep.gone.m[ev.Path]
 	ep.gone.mu.Unlock()
-	if w == nil {
+	if !ok {
 		return
 	}
 	switch ev.Type {
 	case zk.EventNodeDeleted:
-		ep.s.Go(func() { ep.fireGone(ev.Path, w) })
+		ep.s.Go(func() { ep.fireGone(ev.Path, w.id) })
 	case zk.EventNodeDataChanged:
 		// The watch fired on a change of data: the node lives; watch it again.
-		ep.s.Go(func() { ep.armGone(ev.Path, w) })
+		ep.s.Go(func() { ep.armGone(ev.Path, w.id) })
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/guid"
 )
 
 // Created is a node made by CreateProtected.
@@ -42,16 +44,33 @@ type Created struct {
 // elections, always empty) may be stamped; parents whose ACL refuses this
 // session the write are then created without the stamp.
 func (ep *Epoch) CreateProtected(ctx context.Context, parent, infix string, data []byte, stamp bool) (Created, error) {
-	guid := NewGUID()
-	c, err := ep.createProtected(ctx, parent, guid, infix, data, stamp)
+	want, guid := protectedPath(parent, infix)
+	c, err := ep.createProtected(ctx, parent, want, guid, data, stamp)
 	if err != nil {
 		ep.CleanupProtected(parent, guid, "")
 	}
 	return c, err
 }
 
-func (ep *Epoch) createProtected(ctx context.Context, parent, guid, infix string, data []byte, stamp bool) (Created, error) {
-	want := parent + "/_c_" + guid + "-" + infix // parent/ProtectedPrefix(guid)infix, one string made
+// protectedPath returns a new guid and the path of a protected create under
+// parent with it, parent/ProtectedPrefix(guid)infix, in one string made (the
+// guid is a part of it).
+func protectedPath(parent, infix string) (want, id string) {
+	var g [36]byte
+	guid.Encode(&g)
+	var b strings.Builder
+	b.Grow(len(parent) + len("/_c_") + len(g) + len("-") + len(infix))
+	b.WriteString(parent)
+	b.WriteString("/_c_")
+	b.Write(g[:])
+	b.WriteByte('-')
+	b.WriteString(infix)
+	want = b.String()
+	start := len(parent) + len("/_c_")
+	return want, want[start : start+len(g)]
+}
+
+func (ep *Epoch) createProtected(ctx context.Context, parent, want, guid string, data []byte, stamp bool) (Created, error) {
 	for {
 		if _, ok := ep.s.unstamped.Load(parent); ok {
 			stamp = false

@@ -27,14 +27,50 @@ import (
 //     get their sequence numbers in either order, as requests of two batches
 //     under way at once could already.
 
-// txnReq is one caller's ops waiting for a shared transaction.
+// txnReq is one caller's ops waiting for a shared transaction. A caller of up
+// to two ops (a create and its stamp, a delete) has them, their requests and
+// their answers in the txnReq's own arrays: one allocation for all of it.
 type txnReq struct {
-	ops   []Op
-	key   string // a parent under which no other request of the batch may create, or ""
-	bytes int
-	res   []OpResult
-	err   error
-	done  chan struct{}
+	ops    []Op
+	opBuf  [2]Op
+	key    string // a parent under which no other request of the batch may create, or ""
+	bytes  int
+	call   multiCall // the multi, when the caller's ops are sent alone
+	res    []OpResult
+	resBuf [2]OpResult
+	err    error
+
+	mu       sync.Mutex
+	answered bool
+	done     chan struct{} // made only for a caller that has to wait (wait)
+}
+
+// wait returns nil when r is answered, or else a channel closed once it is.
+func (r *txnReq) wait() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.answered {
+		return nil
+	}
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	return r.done
+}
+
+// answer tells r's caller that r.res and r.err are set.
+func (r *txnReq) answer() {
+	r.mu.Lock()
+	r.answered = true
+	if r.done != nil {
+		close(r.done)
+	}
+	r.mu.Unlock()
+}
+
+// sendAlone sends r's ops as one multi of their own.
+func (r *txnReq) sendAlone(ep *Epoch) {
+	r.res, r.err = ep.sendOps(&r.call, r.ops, r.resBuf[:0])
 }
 
 const (
@@ -65,18 +101,21 @@ func (ep *Epoch) SharedMulti(ctx context.Context, key string, ops ...Op) ([]OpRe
 	if err := ep.AwaitConnected(ctx); err != nil { // through a suspension (WithSuspendWait)
 		return nil, err
 	}
-	r := &txnReq{ops: ops, key: key, done: make(chan struct{})}
+	r := &txnReq{key: key}
+	r.ops = append(r.opBuf[:0], ops...) // ops stays the caller's (on its stack)
 	for _, op := range ops {
 		r.bytes += op.size()
 	}
-	ep.txns.Submit(r)
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		if ep.txns.Withdraw(r) {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	ep.txns.Submit(r) // answers r itself when this caller sends the batch
+	if done := r.wait(); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			if ep.txns.Withdraw(r) {
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+			}
+			<-done // sent already: its answer comes within the call's timeout
 		}
-		<-r.done // sent already: its answer comes within the call's timeout
 	}
 	return r.res, r.err
 }
@@ -135,15 +174,15 @@ func (ep *Epoch) sendTxn(batch []*txnReq) {
 	ep.s.metrics.txns.Inc()
 	ep.s.metrics.txnRequests.Add(float64(len(batch)))
 	if len(batch) == 1 {
-		batch[0].res, batch[0].err = ep.sendOps(batch[0].ops)
-		close(batch[0].done)
+		batch[0].sendAlone(ep)
+		batch[0].answer()
 		return
 	}
 	var ops []Op
 	for _, r := range batch {
 		ops = append(ops, r.ops...)
 	}
-	res, err := ep.sendOps(ops)
+	res, err := ep.sendOps(new(multiCall), ops, nil)
 	switch {
 	case err == nil:
 		for _, r := range batch {
@@ -154,7 +193,7 @@ func (ep *Epoch) sendTxn(batch []*txnReq) {
 		alone := make([]func() error, len(batch))
 		for i, r := range batch {
 			alone[i] = func() error {
-				r.res, r.err = ep.sendOps(r.ops)
+				r.sendAlone(ep)
 				return nil
 			}
 		}
@@ -165,7 +204,7 @@ func (ep *Epoch) sendTxn(batch []*txnReq) {
 		}
 	}
 	for _, r := range batch {
-		close(r.done)
+		r.answer()
 	}
 }
 
@@ -183,12 +222,13 @@ func refused(res []OpResult, ops int) bool {
 	return false
 }
 
-// sendOps sends ops as one multi, with errors as Multi gives them, except that a
-// failure that is not the server's refusal (a lost answer, or one that could not
-// be read) is ErrUnavailable or ErrSessionLost: the ops may have been applied,
-// and callers recover as from a lost answer.
-func (ep *Epoch) sendOps(ops []Op) ([]OpResult, error) {
-	res, err := ep.Multi(context.Background(), ops...) // bounded by OpTimeout
+// sendOps sends ops as one multi through m (see multi, and out), with errors as
+// Multi gives them, except that a failure that is not the server's refusal (a
+// lost answer, or one that could not be read) is ErrUnavailable or
+// ErrSessionLost: the ops may have been applied, and callers recover as from a
+// lost answer.
+func (ep *Epoch) sendOps(m *multiCall, ops []Op, out []OpResult) ([]OpResult, error) {
+	res, err := ep.multi(context.Background(), m, ops, out) // bounded by OpTimeout
 	switch {
 	case err == nil && len(res) != len(ops):
 		err = fmt.Errorf("%w: a transaction of %d ops answered with %d results", ErrUnavailable, len(ops), len(res))
@@ -234,15 +274,22 @@ type GroupCommit[R comparable] struct {
 	MaxFlushes int
 	// Take returns how many of pending (never empty) the next batch carries (>= 1).
 	Take func(pending []R) int
-	// Send sends one batch and answers each of its requests.
+	// Send sends one batch and answers each of its requests. It keeps neither
+	// batch nor a slice of it once it returns: the batch's array is then reused
+	// for later requests.
 	Send func(batch []R)
 	// Owner runs the goroutines that drain what is left pending.
 	Owner *Session
 
 	mu       sync.Mutex
 	pending  []R
+	spare    [][]R // arrays of batches sent, cleared, for pending to reuse
 	flushing int
 }
+
+// maxSpare bounds the arrays a GroupCommit keeps for reuse: one more than the
+// batches usually under way.
+const maxSpare = 3
 
 // Submit queues r to be sent; Send answers it.
 func (g *GroupCommit[R]) Submit(r R) {
@@ -256,12 +303,13 @@ func (g *GroupCommit[R]) Submit(r R) {
 	if !lead {
 		return
 	}
-	batch := g.next()
+	batch, buf := g.next()
 	if batch == nil {
 		return
 	}
 	g.Send(batch)
 	g.mu.Lock()
+	g.reuse(buf)
 	more := len(g.pending) > 0
 	if !more {
 		g.flushing--
@@ -288,22 +336,45 @@ func (g *GroupCommit[R]) Withdraw(r R) bool {
 
 // run sends batches until nothing is pending.
 func (g *GroupCommit[R]) run() {
-	for batch := g.next(); batch != nil; batch = g.next() {
+	for {
+		batch, buf := g.next()
+		if batch == nil {
+			return
+		}
 		g.Send(batch)
+		g.mu.Lock()
+		g.reuse(buf)
+		g.mu.Unlock()
 	}
 }
 
 // next takes the next batch off pending; with nothing pending, the caller stops
-// being a flusher and gets nil.
-func (g *GroupCommit[R]) next() []R {
+// being a flusher and gets nil. buf is the batch's whole array, for reuse once
+// the batch is sent: pending never shares an array with a batch.
+func (g *GroupCommit[R]) next() (batch, buf []R) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.pending) == 0 {
 		g.flushing--
-		return nil
+		return nil, nil
 	}
 	n := min(max(g.Take(g.pending), 1), len(g.pending))
-	batch := g.pending[:n:n]
-	g.pending = append([]R(nil), g.pending[n:]...)
-	return batch
+	buf = g.pending
+	var rest []R
+	if k := len(g.spare); k > 0 {
+		rest, g.spare[k-1] = g.spare[k-1], nil
+		g.spare = g.spare[:k-1]
+	}
+	g.pending = append(rest, buf[n:]...)
+	return buf[:n:n], buf
+}
+
+// reuse keeps the array of a batch sent for pending's next array, cleared
+// (its requests are answered: nothing of them is kept). Called with mu held.
+func (g *GroupCommit[R]) reuse(buf []R) {
+	buf = buf[:cap(buf)]
+	clear(buf)
+	if len(g.spare) < maxSpare {
+		g.spare = append(g.spare, buf[:0])
+	}
 }

@@ -35,10 +35,20 @@ type held struct {
 	// acquisition (settledChan), so an acquisition nobody waits on makes none.
 	settled   chan struct{}
 	isSettled bool
+	// lease holds v as h: the entry is v's nodes' Gone (NodeGone), no
+	// closure made per watch.
+	lease *Lease
+	h     Hold
 }
 
-// newPending is the reservation of an acquisition under way.
-func newPending() *held { return &held{pending: true} }
+// newPending is the reservation of an acquisition of h by l under way.
+func newPending(l *Lease, h Hold) *held { return &held{pending: true, lease: l, h: h} }
+
+// NodeGone ends the hold as lost when one of its nodes was deleted by
+// another hand (its gone watch: Lease.watchNodes).
+func (e *held) NodeGone(p string) {
+	e.lease.lose(e.h, e.v, "its node "+p+" was deleted by another hand than this lease's release")
+}
 
 // settle marks the acquisition settled, closing settled if anybody waits on
 // it; under the lease's mu.
@@ -106,7 +116,7 @@ func Acquire[T Holding](ctx context.Context, l *Lease, h Hold, acquire func(ctx 
 		return zero, false, err
 	}
 	l.mgr.holdChanged(l.ID, h)
-	l.watchNodes(h, v)
+	l.watchNodes(pending)
 	return v, false, nil
 }
 
@@ -163,7 +173,7 @@ func (l *Lease) reserve(h Hold) (existing Holding, pending *held, err error) {
 		}
 		return e.v, nil, nil
 	}
-	pending = newPending()
+	pending = newPending(l, h)
 	l.holds.set(h, pending)
 	return nil, pending, nil
 }
@@ -277,15 +287,15 @@ func (l *Lease) LostHolds(after int) ([]LostHold, <-chan struct{}) {
 	return out, l.lost.next
 }
 
-// watchNodes starts watching v's nodes, if it names any.
-func (l *Lease) watchNodes(h Hold, v Holding) {
-	nh, ok := v.(NodeHolding)
+// watchNodes starts watching the nodes of e's holding (granted: e.v is set
+// for good), if it names any; their deletion is e's NodeGone.
+func (l *Lease) watchNodes(e *held) {
+	nh, ok := e.v.(NodeHolding)
 	if !ok {
 		return
 	}
 	for _, p := range nh.HeldNodes() {
-		gone := func() { l.lose(h, v, "its node "+p+" was deleted by another hand than this lease's release") }
-		l.ep.WatchGone(p, gone)
+		l.ep.WatchGone(p, e)
 	}
 }
 

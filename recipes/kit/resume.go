@@ -459,10 +459,11 @@ func (m *Leases) adopt(ctx context.Context, l *Lease, h SavedHold) string {
 	case err != nil:
 		reason = fmt.Sprintf("not kept across the restart: %v", err)
 	default:
+		e := &held{v: v, lease: l, h: h.Hold}
 		l.mu.Lock()
-		l.holds.set(h.Hold, &held{v: v})
+		l.holds.set(h.Hold, e)
 		l.mu.Unlock()
-		l.watchNodes(h.Hold, v)
+		l.watchNodes(e)
 		return ""
 	}
 	deleteOwned(ctx, l.ep, h.Nodes)

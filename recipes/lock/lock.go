@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +38,15 @@ type Locks struct {
 	grants line.Grants
 	// multi times the multi-locks (AcquireAll), every lock or none.
 	multi *prometheus.HistogramVec
+	// parents are the lines' paths (dir/name) by lock name, for the first
+	// maxParents names met: a cycle on one of them makes no string for it.
+	parents  sync.Map // name -> string
+	nParents atomic.Int32
 }
+
+// maxParents bounds the names whose lines' paths Locks keeps (parents): a
+// few hundred KiB at most, whatever names clients use.
+const maxParents = 4096
 
 // LockGrant is a held lock: the lease's holding.
 type LockGrant struct {
@@ -99,7 +109,21 @@ func New(s *zookeeper.Session, reg prometheus.Registerer) *Locks {
 	return l
 }
 
-func (l *Locks) parent(name string) string { return l.dir + "/" + name }
+// parent returns the path of the line of lock name, dir/name.
+func (l *Locks) parent(name string) string {
+	if p, ok := l.parents.Load(name); ok {
+		return p.(string)
+	}
+	p := l.dir + "/" + name
+	if l.nParents.Load() < maxParents {
+		// Keyed by p's own copy of name: the caller's may be part of a larger
+		// string (a request's path) that the cache must not keep.
+		if _, loaded := l.parents.LoadOrStore(p[len(l.dir)+1:], p); !loaded {
+			l.nParents.Add(1)
+		}
+	}
+	return p
+}
 
 // Lines is the node under which each lock is a line of contender nodes.
 func (l *Locks) Lines() string { return l.dir }
