@@ -185,7 +185,11 @@ func (ep *Epoch) sendTxn(batch []*txnReq) {
 		batch[0].answer()
 		return
 	}
-	var ops []Op
+	n := 0
+	for _, r := range batch {
+		n += len(r.ops)
+	}
+	ops := make([]Op, 0, n) // one array, not one per doubling
 	for _, r := range batch {
 		ops = append(ops, r.ops...)
 	}
