@@ -70,18 +70,35 @@ func protectedPath(parent, infix string) (want, id string) {
 	return want, want[start : start+len(g)]
 }
 
+// protectedCreate is a protected create's shared transaction: the request
+// and the go-zookeeper requests its ops point to, made at once.
+type protectedCreate struct {
+	txnReq
+	create zk.CreateRequest
+	stamp  zk.SetDataRequest
+}
+
+// knownDelete is deleteKnown's shared transaction, made at once.
+type knownDelete struct {
+	txnReq
+	del zk.DeleteRequest
+}
+
 func (ep *Epoch) createProtected(ctx context.Context, parent, want, guid string, data []byte, stamp bool) (Created, error) {
 	for {
 		if _, ok := ep.s.unstamped.Load(parent); ok {
 			stamp = false
 		}
-		ops := make([]Op, 1, 2) // room for the stamp: no second array
-		ops[0] = createRequest{&zk.CreateRequest{Path: want, Data: data, Acl: ep.s.acl(), Flags: EphemeralSequential}}
-		if stamp {
-			ops = append(ops, setRequest{&zk.SetDataRequest{Path: parent, Version: -1}})
-		}
+		// SharedMulti's request, its create and its stamp in one allocation.
 		// Keyed by parent: siblings made in one transaction would share a czxid.
-		res, err := ep.SharedMulti(ctx, parent, ops...)
+		pc := &protectedCreate{create: zk.CreateRequest{Path: want, Data: data, Acl: ep.s.acl(), Flags: EphemeralSequential}}
+		pc.key = parent
+		pc.ops = append(pc.opBuf[:0], createRequest{&pc.create})
+		if stamp {
+			pc.stamp = zk.SetDataRequest{Path: parent, Version: -1}
+			pc.ops = append(pc.ops, setRequest{&pc.stamp})
+		}
+		res, err := ep.shared(ctx, &pc.txnReq)
 		if stamp && errors.Is(err, ErrNoAuth) {
 			// A parent made by someone else may let us create but not write:
 			// create without the stamp there (the czxid is then read).
@@ -195,7 +212,10 @@ func (ep *Epoch) DeleteProtected(ctx context.Context, parent, guid, known string
 // deleteKnown deletes node p in a shared transaction; a node already gone is
 // no error.
 func (ep *Epoch) deleteKnown(ctx context.Context, p string) error {
-	_, err := ep.SharedMulti(ctx, "", deleteRequest{&zk.DeleteRequest{Path: p, Version: -1}})
+	// SharedMulti's request and its delete in one allocation.
+	kd := &knownDelete{del: zk.DeleteRequest{Path: p, Version: -1}}
+	kd.ops = append(kd.opBuf[:0], deleteRequest{&kd.del})
+	_, err := ep.shared(ctx, &kd.txnReq)
 	if errors.Is(err, ErrNoNode) {
 		return nil
 	}

@@ -95,15 +95,22 @@ func newTxnWriter(ep *Epoch) *GroupCommit[*txnReq] {
 // that a failure that is not the server's refusal is ErrUnavailable or
 // ErrSessionLost: the ops may have been applied.
 func (ep *Epoch) SharedMulti(ctx context.Context, key string, ops ...Op) ([]OpResult, error) {
+	r := &txnReq{key: key}
+	r.ops = append(r.opBuf[:0], ops...) // ops stays the caller's (on its stack)
+	return ep.shared(ctx, r)
+}
+
+// shared is SharedMulti of r, whose key and ops are set: for a caller that
+// allocates r in one piece with the requests its ops point to
+// (createProtected, deleteKnown).
+func (ep *Epoch) shared(ctx context.Context, r *txnReq) ([]OpResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if err := ep.AwaitConnected(ctx); err != nil { // through a suspension (WithSuspendWait)
 		return nil, err
 	}
-	r := &txnReq{key: key}
-	r.ops = append(r.opBuf[:0], ops...) // ops stays the caller's (on its stack)
-	for _, op := range ops {
+	for _, op := range r.ops {
 		r.bytes += op.size()
 	}
 	ep.txns.Submit(r) // answers r itself when this caller sends the batch
@@ -178,7 +185,11 @@ func (ep *Epoch) sendTxn(batch []*txnReq) {
 		batch[0].answer()
 		return
 	}
-	var ops []Op
+	n := 0
+	for _, r := range batch {
+		n += len(r.ops)
+	}
+	ops := make([]Op, 0, n) // one array, not one per doubling
 	for _, r := range batch {
 		ops = append(ops, r.ops...)
 	}

@@ -46,8 +46,8 @@ func newPending(l *Lease, h Hold) *held { return &held{pending: true, lease: l, 
 
 // NodeGone ends the hold as lost when one of its nodes was deleted by
 // another hand (its gone watch: Lease.watchNodes).
-func (e *held) NodeGone(p string) {
-	e.lease.lose(e.h, e.v, "its node "+p+" was deleted by another hand than this lease's release")
+func (h *held) NodeGone(p string) {
+	h.lease.lose(h.h, h.v, "its node "+p+" was deleted by another hand than this lease's release")
 }
 
 // settle marks the acquisition settled, closing settled if anybody waits on
