@@ -60,58 +60,9 @@ func (s *Server) hotFirst(mux http.Handler, ops oapi.StrictServerInterface) http
 	if !ok1 || !ok2 || !s.bodiless(http.MethodPost, lockRoute) || !s.bodiless(http.MethodDelete, lockRoute) {
 		return mux // not the operations this path was written for
 	}
-	acquire, release := s.metrics.routeSeries(http.MethodPost, lockRoute), s.metrics.routeSeries(http.MethodDelete, lockRoute)
-	hot := s.frontOf(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := recorderOf(w)
-		if rec != nil {
-			rec.route, rec.obs = lockRoute, acquire
-		}
-		name := r.URL.Path[len(lockPrefix):]
-		if r.Method == http.MethodPost {
-			var q acquireQuery
-			if raw := r.URL.RawQuery; raw != "" {
-				plainQuery(raw, acquireKeys[:], q.vals[:], &q.set)
-				if err := specrules.CheckQuery(raw, acquireRules); err != nil {
-					s.writeProblem(w, r, err)
-					return
-				}
-			}
-			c, ok := s.takeSlot(w, r, q.vals[0]) // acquireKeys[0] is wait
-			if !ok {
-				return
-			}
-			ctx := r.Context()
-			if c != nil {
-				defer s.endSlot(c)
-				ctx = c
-			}
-			resp, err := ops.AcquireLock(ctx, oapi.AcquireLockRequestObject{Name: name, Params: q.params()})
-			if err == nil && resp != nil && !writeDirect(w, resp) {
-				err = resp.VisitAcquireLockResponse(w)
-			}
-			if err != nil {
-				s.writeProblem(w, r, err)
-			}
-			return
-		}
-		if rec != nil {
-			rec.obs = release
-		}
-		var vals [1]string
-		var set uint8
-		plainQuery(r.URL.RawQuery, releaseKeys[:], vals[:], &set)
-		if err := specrules.CheckQuery(r.URL.RawQuery, releaseRules); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		resp, err := ops.ReleaseLock(r.Context(), oapi.ReleaseLockRequestObject{Name: name, Params: oapi.ReleaseLockParams{Lease: vals[0]}})
-		if err == nil && resp != nil {
-			err = resp.VisitReleaseLockResponse(w)
-		}
-		if err != nil {
-			s.writeProblem(w, r, err)
-		}
-	}), false)
+	c := &lockCycle{s: s, ops: ops, acquireRules: acquireRules, releaseRules: releaseRules,
+		acquireObs: s.metrics.routeSeries(http.MethodPost, lockRoute), releaseObs: s.metrics.routeSeries(http.MethodDelete, lockRoute)}
+	hot := s.frontOf(http.HandlerFunc(c.serve), false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if plainLockRequest(r) {
 			hot.ServeHTTP(w, r)
@@ -119,6 +70,78 @@ func (s *Server) hotFirst(mux http.Handler, ops oapi.StrictServerInterface) http
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// lockCycle serves the lock cycle's plain requests past front (hotFirst).
+type lockCycle struct {
+	s                          *Server
+	ops                        oapi.StrictServerInterface
+	acquireRules, releaseRules specrules.Query
+	acquireObs, releaseObs     *routeSeries
+}
+
+func (c *lockCycle) serve(w http.ResponseWriter, r *http.Request) {
+	rec := recorderOf(w)
+	if rec != nil {
+		rec.route, rec.obs = lockRoute, c.acquireObs
+		if r.Method == http.MethodDelete {
+			rec.obs = c.releaseObs
+		}
+	}
+	name := r.URL.Path[len(lockPrefix):]
+	if r.Method == http.MethodPost {
+		c.acquire(w, r, name)
+	} else {
+		c.release(w, r, name)
+	}
+}
+
+// acquire is POST /v1/locks/{name}: the query checked, the slot of a
+// long-poll taken, then the operation with its answer.
+func (c *lockCycle) acquire(w http.ResponseWriter, r *http.Request, name string) {
+	var q acquireQuery
+	if raw := r.URL.RawQuery; raw != "" {
+		plainQuery(raw, acquireKeys[:], q.vals[:], &q.set)
+		if err := specrules.CheckQuery(raw, c.acquireRules); err != nil {
+			c.s.writeProblem(w, r, err)
+			return
+		}
+	}
+	slot, ok := c.s.takeSlot(w, r, q.vals[0]) // acquireKeys[0] is wait
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	if slot != nil {
+		defer c.s.endSlot(slot)
+		ctx = slot
+	}
+	resp, err := c.ops.AcquireLock(ctx, oapi.AcquireLockRequestObject{Name: name, Params: q.params()})
+	if err == nil && resp != nil && !writeDirect(w, resp) {
+		err = resp.VisitAcquireLockResponse(w)
+	}
+	if err != nil {
+		c.s.writeProblem(w, r, err)
+	}
+}
+
+// release is DELETE /v1/locks/{name}: the query checked, then the operation
+// with its answer.
+func (c *lockCycle) release(w http.ResponseWriter, r *http.Request, name string) {
+	var vals [1]string
+	var set uint8
+	plainQuery(r.URL.RawQuery, releaseKeys[:], vals[:], &set)
+	if err := specrules.CheckQuery(r.URL.RawQuery, c.releaseRules); err != nil {
+		c.s.writeProblem(w, r, err)
+		return
+	}
+	resp, err := c.ops.ReleaseLock(r.Context(), oapi.ReleaseLockRequestObject{Name: name, Params: oapi.ReleaseLockParams{Lease: vals[0]}})
+	if err == nil && resp != nil {
+		err = resp.VisitReleaseLockResponse(w)
+	}
+	if err != nil {
+		c.s.writeProblem(w, r, err)
+	}
 }
 
 // bodiless tells whether the route declares no JSON body that a request
