@@ -250,15 +250,7 @@ func (g *Groups) Inspect(ctx context.Context, group string) (*State, error) {
 	if err := kit.CheckName("group", group); err != nil {
 		return nil, err
 	}
-	ep, err := g.s.Await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c := &newSource(g, group).Children
-	if err := c.ReadOnce(ctx, ep); err != nil {
-		return nil, err
-	}
-	return view(group, c.Pzxid, c.Data), nil
+	return newSource(g, group).Inspect(ctx, g.s)
 }
 
 // List returns the names of the groups that have a node, sorted.

@@ -43,6 +43,20 @@ func (s *ChildrenSource[T, S]) Read(ctx context.Context, ep *zookeeper.Epoch, w 
 	return st, nil
 }
 
+// Inspect reads the children once, with no watch, on the connected session
+// (Session.Await) and views them: a recipe's Inspect of one name (a group
+// without a node has no members and version 0).
+func (s *ChildrenSource[T, S]) Inspect(ctx context.Context, zs *zookeeper.Session) (*S, error) {
+	ep, err := zs.Await(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Children.ReadOnce(ctx, ep); err != nil {
+		return nil, err
+	}
+	return s.View(s.Children.Pzxid, s.Children.Data), nil
+}
+
 // Reset forgets the children read under the previous session.
 func (s *ChildrenSource[T, S]) Reset() { s.Children.Reset() }
 

@@ -342,15 +342,7 @@ func (v *Services) Inspect(ctx context.Context, service string) (*State, error) 
 	if err := kit.CheckName("service", service); err != nil {
 		return nil, err
 	}
-	ep, err := v.s.Await(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c := &newSource(v, service).Children
-	if err := c.ReadOnce(ctx, ep); err != nil {
-		return nil, err
-	}
-	return view(service, c.Pzxid, c.Data), nil
+	return newSource(v, service).Inspect(ctx, v.s)
 }
 
 // List returns the names of the services that have a node, sorted.
