@@ -144,7 +144,7 @@ func (s *Server) observed(rec *statusRecorder, r *http.Request, start time.Time)
 // wake-up of another goroutine but the first line's of a batch) and goes on,
 // its answer flushed at once; one goroutine formats and writes the lines in
 // the order handed over, a batch at a time, lineBatchDelay after the first
-// line of the batch. Once closed (Server.Close: the requests still under way
+// line of the batch or as soon as half of lineBuffer waits. Once closed (Server.Close: the requests still under way
 // finish after it), a line is written on its request's goroutine, after every
 // line handed over before. A line is never dropped: when lineBuffer lines
 // wait, a request waits for room.
@@ -155,6 +155,7 @@ type requestLines struct {
 	pending []requestLine
 	closed  bool
 	kick    chan struct{} // capacity 1: a batch has begun (or the writer is to end)
+	hurry   chan struct{} // capacity 1: the batch is half the buffer (or the writer is to end): write it now
 	done    chan struct{} // closed when the writer has written every line handed over
 }
 
@@ -188,7 +189,7 @@ const lineBuffer = 1024
 const lineBatchDelay = 10 * time.Millisecond
 
 func newRequestLines(h slog.Handler) *requestLines {
-	l := &requestLines{h: h, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &requestLines{h: h, kick: make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{})}
 	l.room.L = &l.mu
 	go l.run()
 	return l
@@ -199,9 +200,16 @@ func newRequestLines(h slog.Handler) *requestLines {
 func (l *requestLines) run() {
 	defer close(l.done)
 	var batch []requestLine
+	delay := time.NewTimer(lineBatchDelay)
+	delay.Stop()
 	for {
 		<-l.kick
-		time.Sleep(lineBatchDelay)
+		delay.Reset(lineBatchDelay)
+		select {
+		case <-delay.C:
+		case <-l.hurry:
+			delay.Stop()
+		}
 		l.mu.Lock()
 		batch, l.pending = l.pending, batch[:0]
 		closed := l.closed
@@ -230,13 +238,21 @@ func (l *requestLines) write(line *requestLine) {
 		return
 	}
 	l.pending = append(l.pending, *line)
-	first := len(l.pending) == 1
+	n := len(l.pending)
 	l.mu.Unlock()
-	if first {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+	switch n {
+	case 1:
+		signal(l.kick)
+	case lineBuffer / 2:
+		signal(l.hurry)
+	}
+}
+
+// signal wakes the writer waiting on c (capacity 1), if it waits.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
@@ -247,10 +263,8 @@ func (l *requestLines) close() {
 	if !l.closed {
 		l.closed = true
 		l.room.Broadcast()
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		signal(l.kick)
+		signal(l.hurry)
 	}
 	l.mu.Unlock()
 	<-l.done

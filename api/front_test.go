@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coord-sidecar/coord-sidecar/internal/testutil"
 )
 
 // collectLines is a slog.Handler keeping the "status" of every line it
@@ -81,4 +83,18 @@ func TestRequestLinesInOrderNoneLost(t *testing.T) {
 	if len(seen) != 8*500 {
 		t.Fatalf("%d lines written, want %d", len(seen), 8*500)
 	}
+}
+
+// A line handed over reaches the log without a close: the writer takes its
+// batch by itself (lineBatchDelay after the batch's first line).
+func TestRequestLinesWrittenWhileOpen(t *testing.T) {
+	c := &collectLines{}
+	l := newRequestLines(c)
+	defer l.close()
+	l.write(line(7))
+	testutil.Eventually(t, 10*time.Second, "the line written", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.ns) == 1 && c.ns[0] == 7
+	})
 }
