@@ -44,8 +44,9 @@ type Locks struct {
 	nParents atomic.Int32
 }
 
-// maxParents bounds the names whose lines' paths Locks keeps (parents): a
-// few hundred KiB at most, whatever names clients use.
+// maxParents bounds the names whose lines' paths Locks keeps (parents): about
+// 1 MiB at most, whatever names clients use (a name is checked, at most 128
+// bytes, before its path is made).
 const maxParents = 4096
 
 // LockGrant is a held lock: the lease's holding.
