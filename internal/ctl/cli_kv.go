@@ -50,14 +50,13 @@ func kvWatchCheck(args []string, v *cliValues) string {
 	return ""
 }
 
-// kvGetCheck: kv get takes KEY or --prefix, one of them.
+// kvGetCheck: kv get takes KEY or --prefix, one of them (as kv watch), and
+// --json only with --prefix.
 func kvGetCheck(args []string, v *cliValues) string {
-	switch {
-	case v.prefixSet && len(args) > 0:
-		return "KEY or --prefix, not both"
-	case !v.prefixSet && len(args) == 0:
-		return "want KEY, or --prefix P"
-	case v.json && !v.prefixSet:
+	if msg := kvWatchCheck(args, v); msg != "" {
+		return msg
+	}
+	if v.json && !v.prefixSet {
 		return "--json goes with --prefix"
 	}
 	return ""
